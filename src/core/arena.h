@@ -1,0 +1,38 @@
+// Arena: one buffer allocated up front, handed out by bumping an offset; reset() frees all.
+// Per-step activations come from an arena so their memory is bounded and measured (peak).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/tensor.h"
+
+namespace tessera {
+
+class Arena {
+public:
+    Arena() = default;
+    Arena(std::string name, size_t capacity);  // host memory, 64-byte aligned
+    ~Arena();
+    Arena(Arena&& o) noexcept;
+    Arena& operator=(Arena&& o) noexcept;
+    Arena(const Arena&) = delete;
+    Arena& operator=(const Arena&) = delete;
+
+    // Throws Error(OutOfMemory) with the arena's name, the request and its capacity when full.
+    void* alloc(size_t bytes, size_t align = 64);
+    Tensor tensor(DType dtype, std::initializer_list<int64_t> shape);
+    void reset() { used_ = 0; }
+
+    size_t used() const { return used_; }
+    size_t peak() const { return peak_; }
+    size_t capacity() const { return capacity_; }
+    const std::string& name() const { return name_; }
+
+private:
+    std::string name_;
+    char* base_ = nullptr;
+    size_t capacity_ = 0, used_ = 0, peak_ = 0;
+};
+
+}  // namespace tessera
