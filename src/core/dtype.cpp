@@ -13,6 +13,7 @@ constexpr DTypeInfo kInfo[] = {
     {"f32", 1, 4, false},   {"f16", 1, 2, false},    {"bf16", 1, 2, false},
     {"f64", 1, 8, false},   {"i8", 1, 1, false},     {"i16", 1, 2, false},
     {"i32", 1, 4, false},   {"i64", 1, 8, false},    {"u8", 1, 1, false},
+    {"u16", 1, 2, false},   {"u32", 1, 4, false},    {"u64", 1, 8, false},
     {"bool", 1, 1, false},  {"q4_0", 32, 18, true},  {"q8_0", 32, 34, true},
     {"q4_k", 256, 144, true}, {"q6_k", 256, 210, true}, {"mxfp4", 32, 17, true},
 };

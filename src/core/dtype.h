@@ -7,7 +7,7 @@
 namespace tessera {
 
 enum class DType : uint8_t {
-    F32, F16, BF16, F64, I8, I16, I32, I64, U8, BOOL,
+    F32, F16, BF16, F64, I8, I16, I32, I64, U8, U16, U32, U64, BOOL,
     Q4_0, Q8_0, Q4_K, Q6_K, MXFP4,
     COUNT
 };
