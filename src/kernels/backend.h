@@ -23,6 +23,9 @@ struct RopeParams {
     float llama3_factor = 0.f, llama3_low_freq_factor = 1.f, llama3_high_freq_factor = 4.f;
     int llama3_original_ctx = 8192;
     float linear_factor = 1.f;  // positions divided by this ("linear" scaling)
+    // If set, the inverse frequencies [rot_dims / 2] to use as they are (theta and scaling are
+    // then ignored). Models precompute them once at load, e.g. from GGUF `rope_freqs` factors.
+    const float* inv_freq = nullptr;
 };
 
 // Per-step attention plan over a paged KV cache, built once per step, shared by every layer.
