@@ -60,6 +60,8 @@ public:
     virtual void swiglu(const Tensor& y, const Tensor& gate, const Tensor& up) = 0;
     // y = a + b, elementwise, same shapes (y may alias a or b)
     virtual void add(const Tensor& y, const Tensor& a, const Tensor& b) = 0;
+    // y[R, C] += bias[C] for every row (bias f32; e.g. Qwen2's q/k/v projection biases)
+    virtual void add_bias(const Tensor& y, const Tensor& bias) = 0;
     // Writes k/v [T, n_kv, D] into the caches [n_blocks, block_size, n_kv, D] at slot[t]
     // (= block * block_size + row). Cache dtype f32 or f16.
     virtual void kv_store(const Tensor& k_cache, const Tensor& v_cache, const Tensor& k, const Tensor& v,
