@@ -1,0 +1,70 @@
+// Model: one forward step over a token-major batch of several sequences (one sequence is the
+// special case), each at its own positions with its own cache blocks. The Batch is planned once
+// per step and shared by every layer.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/arena.h"
+#include "kernels/backend.h"
+#include "models/model_config.h"
+
+namespace tessera {
+
+class KvCache;
+class TensorSource;
+struct SeqBlocks;
+
+struct Batch {
+    std::vector<int32_t> tokens;     // [T]
+    std::vector<int32_t> positions;  // [T]
+    std::vector<int32_t> slots;      // [T] KV slot each token writes
+    std::vector<int32_t> q_start;    // [n_seqs + 1]
+    std::vector<int32_t> kv_len;     // [n_seqs]
+    std::vector<int32_t> block_table;  // [n_seqs, max_blocks]
+    int max_blocks = 0;
+    int block_size = 0;
+    std::vector<int32_t> logit_rows;  // tokens whose logits are computed, in output order
+
+    int64_t n_tokens() const { return int64_t(tokens.size()); }
+    int n_seqs() const { return int(kv_len.size()); }
+    AttnPlan attn_plan() const {
+        return AttnPlan{n_seqs(), q_start.data(), kv_len.data(), block_table.data(), max_blocks, block_size};
+    }
+};
+
+// Builds a batch step by step: add(seq, tokens) appends tokens at the sequence's next positions
+// (blocks must already be reserved); the sequence's n_tokens advances.
+class BatchBuilder {
+public:
+    explicit BatchBuilder(int block_size) { batch_.block_size = block_size; batch_.q_start.push_back(0); }
+    // want_logits: 0 none, 1 last token, 2 every token.
+    void add(SeqBlocks& seq, const int32_t* tokens, int64_t n, int want_logits);
+    Batch finish();
+
+private:
+    Batch batch_;
+    std::vector<std::vector<int32_t>> tables_;
+};
+
+class Model {
+public:
+    virtual ~Model() = default;
+    const ModelConfig& config() const { return cfg_; }
+    // The KV cache this model's attention layers need per token, for sizing the pool.
+    virtual int64_t n_attention_layers() const { return cfg_.n_layers; }
+    // Runs the batch; writes logits [batch.logit_rows.size(), vocab] (f32, host).
+    virtual void forward(const Batch& batch, KvCache& cache, float* logits) = 0;
+    // Largest batch (tokens) forward accepts; set at creation (the prefill chunk).
+    int64_t max_batch_tokens() const { return max_tokens_; }
+
+protected:
+    Model(ModelConfig cfg, Backend& be, int64_t max_tokens) : cfg_(std::move(cfg)), be_(be), max_tokens_(max_tokens) {}
+    ModelConfig cfg_;
+    Backend& be_;
+    int64_t max_tokens_;
+};
+
+}  // namespace tessera

@@ -1,0 +1,41 @@
+// ModelConfig: the hyper-parameters a model file needs, read from HF config.json or GGUF
+// metadata into one struct, so the model code never looks at either format.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+
+namespace tessera {
+
+struct ModelConfig {
+    std::string arch;          // registry key: "llama", "qwen2", "qwen3", ...
+    int64_t vocab_size = 0;
+    int64_t hidden = 0;        // H
+    int64_t n_layers = 0;
+    int64_t n_heads = 0;       // query heads
+    int64_t n_kv_heads = 0;    // key/value heads (GQA)
+    int64_t head_dim = 0;      // D
+    int64_t ffn_hidden = 0;    // SwiGLU intermediate size
+    float rms_eps = 1e-6f;
+    int64_t max_ctx = 0;       // the model's trained context length
+    bool tied_embeddings = false;
+
+    // RoPE: style and the inverse frequencies [rot_dims / 2] derived once at load from
+    // theta and any scaling (HF rope_scaling / rope_parameters, or GGUF rope_freqs).
+    int64_t rot_dims = 0;
+    float rope_theta = 10000.f;
+    RopeStyle rope_style = RopeStyle::NeoX;
+    std::vector<float> inv_freq;
+
+    std::string describe() const;
+};
+
+// Inverse frequencies theta^(-2i/rot_dims), i < rot_dims/2 (HF default rope).
+std::vector<float> rope_default_inv_freq(int64_t rot_dims, float theta);
+// HF `_compute_llama3_parameters`: scales low frequencies by 1/factor, smoothly in between.
+void rope_apply_llama3(std::vector<float>& inv_freq, float factor, float low_freq_factor, float high_freq_factor,
+                       int64_t original_ctx);
+
+}  // namespace tessera

@@ -1,0 +1,63 @@
+#include "runtime/kv_cache.h"
+
+#include "core/memlog.h"
+#include "core/status.h"
+
+namespace tessera {
+
+size_t KvCacheShape::bytes() const {
+    return size_t(2 * n_layers * n_blocks * block_size * n_kv_heads) * dtype_row_bytes(dtype, head_dim);
+}
+
+KvCache::KvCache(const KvCacheShape& shape) : shape_(shape) {
+    TS_CHECK(shape.dtype == DType::F32 || shape.dtype == DType::F16, "KV cache dtype {} not supported",
+             dtype_name(shape.dtype));
+    TS_CHECK(shape.n_blocks > 0 && shape.block_size > 0, "KV cache needs blocks (got {} x {})", shape.n_blocks,
+             shape.block_size);
+    storage_.resize(shape.bytes());
+    free_.reserve(size_t(shape.n_blocks));
+    for (int64_t b = shape.n_blocks - 1; b >= 0; --b) free_.push_back(int32_t(b));
+    MemLog::global().set("kv_pool", int64_t(storage_.size()));
+}
+
+Tensor KvCache::k(int64_t layer) const {
+    TS_ASSERT(layer >= 0 && layer < shape_.n_layers);
+    const size_t per = storage_.size() / size_t(2 * shape_.n_layers);
+    auto* p = const_cast<uint8_t*>(storage_.data()) + per * size_t(layer);
+    return Tensor(p, shape_.dtype, {shape_.n_blocks, shape_.block_size, shape_.n_kv_heads, shape_.head_dim});
+}
+
+Tensor KvCache::v(int64_t layer) const {
+    TS_ASSERT(layer >= 0 && layer < shape_.n_layers);
+    const size_t per = storage_.size() / size_t(2 * shape_.n_layers);
+    auto* p = const_cast<uint8_t*>(storage_.data()) + per * size_t(shape_.n_layers + layer);
+    return Tensor(p, shape_.dtype, {shape_.n_blocks, shape_.block_size, shape_.n_kv_heads, shape_.head_dim});
+}
+
+std::vector<int32_t> KvCache::alloc(int64_t n) {
+    if (n > int64_t(free_.size()))
+        fail(ErrorKind::OutOfMemory, "KV cache: need {} blocks, {} free of {} ({} tokens per block)", n, free_.size(),
+             shape_.n_blocks, shape_.block_size);
+    std::vector<int32_t> out(free_.end() - n, free_.end());
+    free_.resize(free_.size() - size_t(n));
+    return out;
+}
+
+void KvCache::release(const std::vector<int32_t>& blocks) { free_.insert(free_.end(), blocks.begin(), blocks.end()); }
+
+void SeqBlocks::reserve(KvCache& cache, int64_t extra) {
+    const int64_t bs = cache.shape().block_size;
+    const int64_t need = (n_tokens + extra + bs - 1) / bs - int64_t(blocks.size());
+    if (need > 0) {
+        auto got = cache.alloc(need);
+        blocks.insert(blocks.end(), got.begin(), got.end());
+    }
+}
+
+void SeqBlocks::release(KvCache& cache) {
+    cache.release(blocks);
+    blocks.clear();
+    n_tokens = 0;
+}
+
+}  // namespace tessera

@@ -1,0 +1,57 @@
+#include "runtime/weight_store.h"
+
+#include <cstring>
+
+#include "core/half.h"
+#include "core/status.h"
+
+namespace tessera {
+
+void convert_to_f32(DType dtype, const void* src, float* dst, int64_t n) {
+    switch (dtype) {
+        case DType::F32: std::memcpy(dst, src, size_t(n) * 4); return;
+        case DType::F16: {
+            const auto* s = static_cast<const uint16_t*>(src);
+            for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
+            return;
+        }
+        case DType::BF16: {
+            const auto* s = static_cast<const uint16_t*>(src);
+            for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
+            return;
+        }
+        default: fail(ErrorKind::Unsupported, "cannot convert {} to f32 here", dtype_name(dtype));
+    }
+}
+
+Tensor WeightStore::matrix(const std::string& name, int64_t rows, int64_t cols) const {
+    return src_.get(name, {rows, cols});
+}
+
+Tensor WeightStore::vector_f32(const std::string& name, int64_t n) {
+    Tensor t = src_.get(name);
+    TS_CHECK(t.numel() == n && t.ndim >= 1 && t.dim(-1) == n, "{}: tensor {}: expected [{}] got {}", src_.describe(),
+             name, n, t.shape_str());
+    auto& buf = owned_.emplace_back(size_t(n));
+    with_context(src_.describe() + ": tensor " + name, [&] { convert_to_f32(t.dtype, t.data, buf.data(), n); });
+    return Tensor(buf.data(), DType::F32, {n});
+}
+
+Tensor WeightStore::optional_vector_f32(const std::string& name, int64_t n) {
+    return src_.has(name) ? vector_f32(name, n) : Tensor();
+}
+
+Tensor WeightStore::vector_f32_plus(const std::string& name, int64_t n, float add) {
+    Tensor t = vector_f32(name, n);
+    float* p = t.ptr<float>();
+    for (int64_t i = 0; i < n; ++i) p[i] += add;
+    return t;
+}
+
+size_t WeightStore::owned_bytes() const {
+    size_t b = 0;
+    for (const auto& v : owned_) b += v.size() * sizeof(float);
+    return b;
+}
+
+}  // namespace tessera

@@ -1,0 +1,37 @@
+// WeightStore: the model's view of its weights. Matrices stay as they are in the file (any
+// dtype, mmapped); small vectors the ops want in f32 (norm weights, biases) are converted once
+// and owned here.
+#pragma once
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "runtime/tensor_source.h"
+
+namespace tessera {
+
+class WeightStore {
+public:
+    explicit WeightStore(const TensorSource& src) : src_(src) {}
+
+    // A weight matrix [rows, cols] in its file dtype (shape checked; error names the tensor).
+    Tensor matrix(const std::string& name, int64_t rows, int64_t cols) const;
+    // A vector [n] in f32 (converted from f16/bf16 if needed).
+    Tensor vector_f32(const std::string& name, int64_t n);
+    // Same, or an empty Tensor if the checkpoint has no such tensor.
+    Tensor optional_vector_f32(const std::string& name, int64_t n);
+    // A copy of vector_f32 with `add` added to every element (norms stored as w where the model uses 1+w).
+    Tensor vector_f32_plus(const std::string& name, int64_t n, float add);
+
+    const TensorSource& source() const { return src_; }
+    size_t owned_bytes() const;
+
+private:
+    const TensorSource& src_;
+    std::deque<std::vector<float>> owned_;
+};
+
+// Converts n elements of an f32/f16/bf16 buffer to f32; throws for other dtypes.
+void convert_to_f32(DType dtype, const void* src, float* dst, int64_t n);
+
+}  // namespace tessera
