@@ -1,0 +1,189 @@
+// make_cpu_backend(): checks each op's Tensors (dtype, device, shapes, strides) and calls the
+// raw-pointer kernels in cpu_kernels.h.
+#include <algorithm>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace tessera {
+
+namespace {
+
+// A tensor seen as evenly strided rows [rows, cols] with a contiguous last dim.
+struct Rows {
+    char* data;
+    int64_t rows, cols, stride;  // stride in bytes
+    template <typename T> T* as() const { return reinterpret_cast<T*>(data); }
+    int64_t fstride() const { return stride / int64_t(sizeof(float)); }
+};
+
+Rows as_rows(const Tensor& t, const char* op, const char* what) {
+    TS_CHECK(t.device == Device::CPU, "{}: {} is on {}, the cpu backend needs host memory", op, what,
+             device_name(t.device));
+    TS_CHECK(t.data != nullptr || t.numel() == 0, "{}: {} has no data", op, what);
+    const auto& info = dtype_info(t.dtype);
+    if (t.ndim == 0) return {static_cast<char*>(t.data), 1, 1, int64_t(info.block_bytes)};
+    const int n = t.ndim;
+    TS_CHECK(info.quantized || t.shape[n - 1] <= 1 || t.stride[n - 1] == info.block_bytes,
+             "{}: {} {} must be contiguous along its last dimension", op, what, t.describe());
+    for (int i = 0; i + 2 < n; ++i)
+        TS_CHECK(t.shape[i] <= 1 || t.stride[i] == t.stride[i + 1] * t.shape[i + 1],
+                 "{}: {} {} has rows that are not evenly strided", op, what, t.describe());
+    const int64_t stride = n >= 2 ? t.stride[n - 2] : int64_t(t.row_bytes());
+    TS_CHECK(stride % info.block_bytes == 0 || info.quantized, "{}: {} row stride {} is not a whole element", op,
+             what, stride);
+    return {static_cast<char*>(t.data), t.rows(), t.cols(), stride};
+}
+
+Rows f32_rows(const Tensor& t, const char* op, const char* what) {
+    TS_CHECK(t.dtype == DType::F32, "{}: {} must be f32, got {}", op, what, t.describe());
+    return as_rows(t, op, what);
+}
+
+void check_same(const Rows& a, const Rows& b, const char* op, const char* an, const char* bn) {
+    TS_CHECK(a.rows == b.rows && a.cols == b.cols, "{}: {} is [{}, {}] but {} is [{}, {}]", op, an, a.rows, a.cols,
+             bn, b.rows, b.cols);
+}
+
+// [T, n_heads, D] f32 with a contiguous last dim.
+cpu::HeadsView heads_view(const Tensor& t, const char* op, const char* what) {
+    TS_CHECK(t.device == Device::CPU && t.dtype == DType::F32 && t.ndim == 3,
+             "{}: {} must be an f32 [T, n_heads, D] cpu tensor, got {}", op, what, t.describe());
+    TS_CHECK(t.shape[2] <= 1 || t.stride[2] == 4, "{}: {} {} must be contiguous along D", op, what, t.describe());
+    TS_CHECK(t.stride[0] % 4 == 0 && t.stride[1] % 4 == 0, "{}: {} strides must be whole floats", op, what);
+    TS_CHECK(t.data != nullptr || t.numel() == 0, "{}: {} has no data", op, what);
+    return {static_cast<float*>(t.data), t.shape[0], t.shape[1], t.shape[2], t.stride[0] / 4, t.stride[1] / 4};
+}
+
+// [n_blocks, block_size, n_kv, D] f32 or f16.
+cpu::KvCacheView cache_view(const Tensor& t, const char* op, const char* what) {
+    TS_CHECK(t.device == Device::CPU && t.ndim == 4 && (t.dtype == DType::F32 || t.dtype == DType::F16),
+             "{}: {} must be an f32/f16 [n_blocks, block_size, n_kv, D] cpu tensor, got {}", op, what, t.describe());
+    TS_CHECK(t.shape[3] <= 1 || t.stride[3] == int64_t(dtype_info(t.dtype).block_bytes),
+             "{}: {} {} must be contiguous along D", op, what, t.describe());
+    TS_CHECK(t.data != nullptr || t.numel() == 0, "{}: {} has no data", op, what);
+    return {t.data, t.dtype, t.shape[0], t.shape[1], t.shape[2], t.shape[3], t.stride[0], t.stride[1], t.stride[2]};
+}
+
+bool overlaps(const Rows& a, const Rows& b) {
+    if (a.rows == 0 || b.rows == 0) return false;
+    const char* a_end = a.data + (a.rows - 1) * a.stride + a.cols * 4;
+    const char* b_end = b.data + (b.rows - 1) * b.stride + b.cols * 4;
+    return a.data < b_end && b.data < a_end;
+}
+
+class CpuBackend final : public Backend {
+public:
+    Device device() const override { return Device::CPU; }
+    std::string name() const override { return "cpu"; }
+
+    void matmul(const Tensor& y, const Tensor& x, const Tensor& w) override {
+        const Rows yr = f32_rows(y, "matmul", "y"), xr = f32_rows(x, "matmul", "x"), wr = as_rows(w, "matmul", "w");
+        TS_CHECK(xr.cols == wr.cols, "matmul: x {} and w {} disagree on K", x.shape_str(), w.shape_str());
+        TS_CHECK(yr.rows == xr.rows && yr.cols == wr.rows, "matmul: y is {}, expected [{}, {}] for x {} · w {}ᵀ",
+                 y.shape_str(), xr.rows, wr.rows, x.shape_str(), w.shape_str());
+        TS_CHECK(!overlaps(yr, xr), "matmul: y must not alias x");
+        cpu::matmul(yr.as<float>(), yr.fstride(), xr.as<float>(), xr.fstride(), wr.data, size_t(wr.stride), w.dtype,
+                    xr.rows, wr.rows, xr.cols);
+    }
+
+    void embed(const Tensor& y, const Tensor& table, const int32_t* ids) override {
+        const Rows yr = f32_rows(y, "embed", "y"), tr = as_rows(table, "embed", "table");
+        TS_CHECK(yr.cols == tr.cols, "embed: y {} and table {} disagree on the width", y.shape_str(),
+                 table.shape_str());
+        for (int64_t t = 0; t < yr.rows; ++t)
+            TS_CHECK(ids[t] >= 0 && ids[t] < tr.rows, "embed: token id {} at {} is outside the table of {} rows",
+                     ids[t], t, tr.rows);
+        ThreadPool::global().parallel_for(yr.rows, [&](int64_t b, int64_t e) {
+            for (int64_t t = b; t < e; ++t)
+                cpu::convert_row(table.dtype, tr.data + ids[t] * tr.stride, yr.as<float>() + t * yr.fstride(), yr.cols);
+        });
+    }
+
+    void rms_norm(const Tensor& y, const Tensor& x, const Tensor& w, float eps) override {
+        const Rows yr = f32_rows(y, "rms_norm", "y"), xr = f32_rows(x, "rms_norm", "x");
+        check_same(yr, xr, "rms_norm", "y", "x");
+        TS_CHECK(w.dtype == DType::F32 && w.numel() == xr.cols && w.is_contiguous() && w.device == Device::CPU,
+                 "rms_norm: weight must be f32 [{}] on cpu, got {}", xr.cols, w.describe());
+        cpu::rms_norm(yr.as<float>(), yr.fstride(), xr.as<float>(), xr.fstride(), w.ptr<float>(), xr.rows, xr.cols,
+                      eps);
+    }
+
+    void rope(const Tensor& x, const int32_t* pos, const RopeParams& p) override {
+        const cpu::HeadsView h = heads_view(x, "rope", "x");
+        RopeParams q = p;
+        if (q.rot_dims == 0) q.rot_dims = int(h.D);
+        cpu::rope(h.data, h.T, h.tok_stride, h.n_heads, h.head_stride, h.D, pos, q);
+    }
+
+    void swiglu(const Tensor& y, const Tensor& gate, const Tensor& up) override {
+        const Rows yr = f32_rows(y, "swiglu", "y"), g = f32_rows(gate, "swiglu", "gate"), u = f32_rows(up, "swiglu", "up");
+        check_same(yr, g, "swiglu", "y", "gate");
+        check_same(yr, u, "swiglu", "y", "up");
+        cpu::swiglu(yr.as<float>(), yr.fstride(), g.as<float>(), g.fstride(), u.as<float>(), u.fstride(), yr.rows,
+                    yr.cols);
+    }
+
+    void add(const Tensor& y, const Tensor& a, const Tensor& b) override {
+        const Rows yr = f32_rows(y, "add", "y"), ar = f32_rows(a, "add", "a"), br = f32_rows(b, "add", "b");
+        check_same(yr, ar, "add", "y", "a");
+        check_same(yr, br, "add", "y", "b");
+        cpu::add(yr.as<float>(), yr.fstride(), ar.as<float>(), ar.fstride(), br.as<float>(), br.fstride(), yr.rows,
+                 yr.cols);
+    }
+
+    void add_bias(const Tensor& y, const Tensor& bias) override {
+        const Rows yr = f32_rows(y, "add_bias", "y");
+        TS_CHECK(bias.dtype == DType::F32 && bias.numel() == yr.cols && bias.is_contiguous() &&
+                     bias.device == Device::CPU,
+                 "add_bias: bias must be f32 [{}] on cpu, got {}", yr.cols, bias.describe());
+        cpu::add_bias(yr.as<float>(), yr.fstride(), bias.ptr<float>(), yr.rows, yr.cols);
+    }
+
+    void kv_store(const Tensor& k_cache, const Tensor& v_cache, const Tensor& k, const Tensor& v,
+                  const int32_t* slot) override {
+        const cpu::KvCacheView kc = cache_view(k_cache, "kv_store", "k_cache"), vc = cache_view(v_cache, "kv_store", "v_cache");
+        const cpu::HeadsView kh = heads_view(k, "kv_store", "k"), vh = heads_view(v, "kv_store", "v");
+        TS_CHECK(kc.n_blocks == vc.n_blocks && kc.block_size == vc.block_size,
+                 "kv_store: k_cache {} and v_cache {} have different blocks", k_cache.shape_str(), v_cache.shape_str());
+        TS_CHECK(kh.T == vh.T && kh.n_heads == kc.n_kv && vh.n_heads == vc.n_kv && kh.D == kc.D && vh.D == vc.D,
+                 "kv_store: k {} / v {} do not match the caches {} / {}", k.shape_str(), v.shape_str(),
+                 k_cache.shape_str(), v_cache.shape_str());
+        cpu::kv_store(kc, vc, kh, vh, slot);
+    }
+
+    void attention(const Tensor& out, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                   const AttnPlan& plan, float scale) override {
+        const cpu::HeadsView o = heads_view(out, "attention", "out"), qh = heads_view(q, "attention", "q");
+        const cpu::KvCacheView kc = cache_view(k_cache, "attention", "k_cache"),
+                               vc = cache_view(v_cache, "attention", "v_cache");
+        TS_CHECK(kc.n_blocks == vc.n_blocks && kc.block_size == vc.block_size && kc.n_kv == vc.n_kv,
+                 "attention: k_cache {} and v_cache {} differ", k_cache.shape_str(), v_cache.shape_str());
+        TS_CHECK(qh.D == kc.D, "attention: q head dim {} but k_cache head dim {}", qh.D, kc.D);
+        TS_CHECK(o.T == qh.T && o.n_heads == qh.n_heads && o.D == vc.D, "attention: out {} expected [{}, {}, {}]",
+                 out.shape_str(), qh.T, qh.n_heads, vc.D);
+        TS_CHECK(kc.n_kv > 0 && qh.n_heads % kc.n_kv == 0, "attention: {} query heads not a multiple of {} kv heads",
+                 qh.n_heads, kc.n_kv);
+        cpu::check_attn_plan(plan, qh.T, kc.n_blocks, kc.block_size);
+        cpu::attention(o, qh, kc, vc, plan, scale);
+    }
+
+    void softmax(const Tensor& x) override {
+        const Rows xr = f32_rows(x, "softmax", "x");
+        cpu::softmax(xr.as<float>(), xr.fstride(), xr.rows, xr.cols);
+    }
+
+    void argmax(const Tensor& x, int32_t* out) override {
+        const Rows xr = f32_rows(x, "argmax", "x");
+        TS_CHECK(xr.cols > 0, "argmax: rows of x {} are empty", x.shape_str());
+        cpu::argmax(xr.as<float>(), xr.fstride(), xr.rows, xr.cols, out);
+    }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace tessera

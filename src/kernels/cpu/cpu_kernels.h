@@ -1,0 +1,58 @@
+// The CPU kernels behind the Backend ops, over raw pointers, sizes and strides (strides in
+// elements unless named *_bytes). cpu_backend.cpp checks Tensors and calls these.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "kernels/backend.h"
+
+namespace tessera::cpu {
+
+// y[T, N] = x[T, K] · w[N, K]ᵀ; w rows are w_stride_bytes apart. Multi-threaded.
+void matmul(float* y, int64_t y_stride, const float* x, int64_t x_stride, const void* w, size_t w_stride_bytes,
+            DType w_type, int64_t T, int64_t N, int64_t K);
+
+// y[H] = row (H elements of type t) converted to f32.
+void convert_row(DType t, const void* row, float* y, int64_t H);
+
+// y[R, C] = x · rsqrt(mean(x²) + eps) · w[C]
+void rms_norm(float* y, int64_t y_stride, const float* x, int64_t x_stride, const float* w, int64_t R, int64_t C,
+              float eps);
+
+// inv_freq[rot_dims/2] exactly as HF transformers builds it (default, linear, llama3 scaling).
+void rope_inv_freq(const RopeParams& p, float* inv_freq);
+// x[T, n_head, D] rotated in place (p.inv_freq, when set, replaces the schedule); token t at x + t*tok_stride, head h at + h*head_stride.
+void rope(float* x, int64_t T, int64_t tok_stride, int64_t n_head, int64_t head_stride, int64_t D,
+          const int32_t* pos, const RopeParams& p);
+
+// Elementwise over rows [R, C].
+void swiglu(float* y, int64_t ys, const float* g, int64_t gs, const float* u, int64_t us, int64_t R, int64_t C);
+void add(float* y, int64_t ys, const float* a, int64_t as, const float* b, int64_t bs, int64_t R, int64_t C);
+void add_bias(float* y, int64_t ys, const float* bias, int64_t R, int64_t C);  // y[r, :] += bias[C]
+void softmax(float* x, int64_t xs, int64_t R, int64_t C);
+void argmax(const float* x, int64_t xs, int64_t R, int64_t C, int32_t* out);
+
+// A KV cache [n_blocks, block_size, n_kv, D] of f32 or f16, byte strides per dim.
+struct KvCacheView {
+    void* data = nullptr;
+    DType dtype = DType::F32;
+    int64_t n_blocks = 0, block_size = 0, n_kv = 0, D = 0;
+    int64_t block_stride = 0, row_stride = 0, head_stride = 0;  // bytes
+};
+// A row-major [T, n_heads, D] f32 activation, element strides per token and per head.
+struct HeadsView {
+    float* data = nullptr;
+    int64_t T = 0, n_heads = 0, D = 0;
+    int64_t tok_stride = 0, head_stride = 0;
+};
+
+// Writes k/v [T, n_kv, D] into the caches at slot[t] (slot < 0: skipped).
+void kv_store(const KvCacheView& kc, const KvCacheView& vc, const HeadsView& k, const HeadsView& v, const int32_t* slot);
+// out[T, n_head, D] = causal GQA softmax(q·kᵀ·scale)·v over the paged cache (plan validated).
+void attention(const HeadsView& out, const HeadsView& q, const KvCacheView& kc, const KvCacheView& vc,
+               const AttnPlan& plan, float scale);
+// Throws Error on a plan that does not fit T tokens and a cache of n_blocks × block_size.
+void check_attn_plan(const AttnPlan& plan, int64_t T, int64_t n_blocks, int64_t block_size);
+
+}  // namespace tessera::cpu

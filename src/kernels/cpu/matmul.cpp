@@ -1,0 +1,65 @@
+// y[T, N] = x[T, K] · w[N, K]ᵀ for every weight dtype: quantize the activations once (q8 blocks
+// for quantized weights), then tile (weight-row block × 64-token tile) tasks over the thread pool
+// so a block of weight rows stays in cache while the token tile streams past it, and each weight
+// load in the row-dot kernels is shared by up to 4 tokens.
+#include <algorithm>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/quant_dot.h"
+#include "kernels/cpu/simd.h"
+
+namespace tessera::cpu {
+
+namespace {
+constexpr int64_t kTokenTile = 64;           // tokens per task
+constexpr size_t kWeightBlockBytes = 32768;  // weight rows per task block: about an L1's worth
+}  // namespace
+
+void matmul(float* y, int64_t y_stride, const float* x, int64_t x_stride, const void* w, size_t w_stride_bytes,
+            DType w_type, int64_t T, int64_t N, int64_t K) {
+    const DotKernel* dk = dot_kernel(w_type);
+    if (!dk) fail(ErrorKind::Unsupported, "matmul: weights of dtype {} are not supported on cpu", dtype_name(w_type));
+    if (T == 0 || N == 0) return;
+    const RowDotFn dot = simd_enabled() ? dk->simd : dk->scalar;
+    ThreadPool& pool = ThreadPool::global();
+
+    // Activations in the kernel's format: x itself for float weights, else q8 rows.
+    const char* act = reinterpret_cast<const char*>(x);
+    size_t act_stride = size_t(x_stride) * sizeof(float);
+    thread_local std::vector<char> qbuf;
+    if (dk->act != ActFormat::F32) {
+        act_stride = act_row_bytes(dk->act, K);
+        qbuf.resize(size_t(T) * act_stride);
+        char* q = qbuf.data();
+        pool.parallel_for(T, [&](int64_t b, int64_t e) {
+            for (int64_t t = b; t < e; ++t) quantize_act(dk->act, x + t * x_stride, q + t * act_stride, K);
+        });
+        act = q;
+    }
+
+    const size_t row_bytes = dtype_row_bytes(w_type, K);
+    const int64_t nb = std::clamp<int64_t>(int64_t(kWeightBlockBytes / std::max<size_t>(row_bytes, 1)), 1, 64);
+    const int64_t n_blocks = (N + nb - 1) / nb;
+    const int64_t t_tiles = (T + kTokenTile - 1) / kTokenTile;
+    const char* wc = static_cast<const char*>(w);
+
+    pool.parallel_for(n_blocks * t_tiles, [&](int64_t begin, int64_t end) {
+        float out[kMaxDotRows];
+        for (int64_t task = begin; task < end; ++task) {
+            const int64_t n0 = (task / t_tiles) * nb, n1 = std::min(N, n0 + nb);
+            const int64_t t0 = (task % t_tiles) * kTokenTile, t1 = std::min(T, t0 + kTokenTile);
+            for (int64_t t = t0; t < t1; t += kMaxDotRows) {
+                const int R = int(std::min<int64_t>(kMaxDotRows, t1 - t));
+                for (int64_t n = n0; n < n1; ++n) {
+                    dot(wc + n * w_stride_bytes, act + t * act_stride, act_stride, R, K, out);
+                    for (int r = 0; r < R; ++r) y[(t + r) * y_stride + n] = out[r];
+                }
+            }
+        }
+    });
+}
+
+}  // namespace tessera::cpu
