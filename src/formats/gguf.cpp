@@ -16,6 +16,12 @@ namespace {
 constexpr uint64_t kMinKvBytes = 8 + 4 + 1;              // empty key, type, 1-byte value
 constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 4 + 8;  // empty name, n_dims 0, type, offset
 
+// Integer getters name the type they convert to when the value is not an integer at all.
+void require_integer(const GgufValue& v, const char* want) {
+    if (v.is_array() || !gguf_type_is_integer(v.type()))
+        fail(ErrorKind::Invalid, "expected {}, found {}", want, v.type_str());
+}
+
 uint32_t byteswap32(uint32_t v) {
     return (v >> 24) | ((v >> 8) & 0xff00u) | ((v << 8) & 0xff0000u) | (v << 24);
 }
@@ -193,6 +199,7 @@ decltype(auto) GgufFile::with_key(const std::string& key, Fn&& fn) const {
 
 uint32_t GgufFile::get_u32(const std::string& key) const {
     return with_key(key, [](const GgufValue& v) {
+        require_integer(v, "u32");
         const uint64_t x = v.as_u64();
         TS_CHECK(x <= std::numeric_limits<uint32_t>::max(), "value {} ({}) does not fit u32", x, v.type_str());
         return uint32_t(x);
@@ -201,6 +208,7 @@ uint32_t GgufFile::get_u32(const std::string& key) const {
 
 int32_t GgufFile::get_i32(const std::string& key) const {
     return with_key(key, [](const GgufValue& v) {
+        require_integer(v, "i32");
         const int64_t x = v.as_i64();
         TS_CHECK(x >= std::numeric_limits<int32_t>::min() && x <= std::numeric_limits<int32_t>::max(),
                  "value {} ({}) does not fit i32", x, v.type_str());
@@ -209,10 +217,16 @@ int32_t GgufFile::get_i32(const std::string& key) const {
 }
 
 uint64_t GgufFile::get_u64(const std::string& key) const {
-    return with_key(key, [](const GgufValue& v) { return v.as_u64(); });
+    return with_key(key, [](const GgufValue& v) {
+        require_integer(v, "u64");
+        return v.as_u64();
+    });
 }
 int64_t GgufFile::get_i64(const std::string& key) const {
-    return with_key(key, [](const GgufValue& v) { return v.as_i64(); });
+    return with_key(key, [](const GgufValue& v) {
+        require_integer(v, "i64");
+        return v.as_i64();
+    });
 }
 float GgufFile::get_f32(const std::string& key) const {
     return with_key(key, [](const GgufValue& v) { return float(v.as_f64()); });
