@@ -139,9 +139,8 @@ void GgufFile::parse_tensor_infos(ByteReader& r, uint64_t count) {
             if (!info) fail(ErrorKind::Invalid, "unknown ggml type id {}", t.ggml_type);
             TS_CHECK(ne[0] % info->block_elems == 0, "row length {} is not a multiple of the {} block size {}", ne[0],
                      info->name, info->block_elems);
-            const uint64_t row_bytes = ne[0] / info->block_elems * info->block_bytes;
-            const uint64_t rows = uint64_t(numel) / ne[0];
-            TS_CHECK(!__builtin_mul_overflow(row_bytes, rows, &t.nbytes) &&
+            const uint64_t blocks = uint64_t(numel) / info->block_elems;
+            TS_CHECK(!__builtin_mul_overflow(blocks, uint64_t(info->block_bytes), &t.nbytes) &&
                          t.nbytes <= uint64_t(std::numeric_limits<int64_t>::max()),
                      "byte size of {} {} elements overflows", numel, info->name);
             t.offset = r.read<uint64_t>("data offset");

@@ -103,7 +103,10 @@ void GgufWriter::add(const std::string& name, uint32_t ggml_type, const std::vec
         const int64_t ne0 = shape.back();
         TS_CHECK(ne0 % info->block_elems == 0, "row length {} is not a multiple of the {} block size {}", ne0,
                  info->name, info->block_elems);
-        const uint64_t nbytes = uint64_t(numel) / info->block_elems * info->block_bytes;
+        uint64_t nbytes = 0;
+        TS_CHECK(!__builtin_mul_overflow(uint64_t(numel) / info->block_elems, uint64_t(info->block_bytes), &nbytes) &&
+                     nbytes <= uint64_t(std::numeric_limits<int64_t>::max()),
+                 "byte size of {} {} elements overflows", numel, info->name);
         tensor_names_.insert(name);
         tensors_.push_back({name, ggml_type, shape, nbytes, data_size_, data, std::move(produce)});
         data_size_ += align_up(nbytes, alignment_);
