@@ -1,0 +1,49 @@
+#include "runtime/model_loader.h"
+
+#include <filesystem>
+
+#include "core/log.h"
+#include "core/memlog.h"
+#include "core/status.h"
+#include "models/registry.h"
+#include "runtime/gguf_source.h"
+#include "runtime/hf_source.h"
+
+namespace tessera {
+
+bool is_gguf_path(const std::string& path) {
+    return std::filesystem::is_regular_file(path) && path.size() >= 5 && path.compare(path.size() - 5, 5, ".gguf") == 0;
+}
+
+std::unique_ptr<TensorSource> open_tensor_source(const std::string& path, ModelConfig* config) {
+    namespace fs = std::filesystem;
+    if (!fs::exists(path)) fail(ErrorKind::NotFound, "{}: no such file or directory", path);
+    if (fs::is_directory(path)) {
+        auto src = std::make_unique<HfSource>(path);
+        if (config) *config = src->config();
+        return src;
+    }
+    auto file = std::make_shared<const GgufFile>(GgufFile::open(path));
+    if (config) *config = gguf_model_config(*file);
+    return std::make_unique<GgufSource>(file);
+}
+
+LoadedModel load_model(const std::string& path, const LoadOptions& opts) {
+    LoadedModel m;
+    m.path = path;
+    m.source = open_tensor_source(path, &m.config);
+    const ModelEntry& entry = find_model(m.config.arch);
+    TS_CHECK(opts.device == "cpu" || opts.device == "auto" || opts.device == "cuda",
+             "unknown device '{}' (cpu, cuda or auto)", opts.device);
+    if (opts.device == "cuda")
+        fail(ErrorKind::Unsupported, "--device cuda: the CUDA model path is not built yet (use --device cpu)");
+    m.backend = make_cpu_backend();
+    m.weights = std::make_unique<WeightStore>(*m.source);
+    m.model = with_context(path, [&] { return entry.make(m.config, *m.weights, *m.backend, opts.max_batch_tokens); });
+    TS_LOG_DEBUG("loaded {}: {}", path, m.config.describe());
+    MemLog::global().set("weights_owned", int64_t(m.weights->owned_bytes()));
+    MemLog::global().snapshot("create");
+    return m;
+}
+
+}  // namespace tessera

@@ -1,0 +1,34 @@
+// load_model(PATH): a GGUF file or an HF checkpoint directory -> config, weights, backend and
+// the architecture's Model, ready for a Session.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "kernels/backend.h"
+#include "models/model.h"
+#include "runtime/tensor_source.h"
+#include "runtime/weight_store.h"
+
+namespace tessera {
+
+struct LoadOptions {
+    std::string device = "auto";     // cpu | cuda | auto
+    int64_t max_batch_tokens = 512;  // the prefill chunk: bounds activation memory
+};
+
+struct LoadedModel {
+    std::string path;
+    std::unique_ptr<TensorSource> source;
+    ModelConfig config;
+    std::unique_ptr<WeightStore> weights;
+    std::unique_ptr<Backend> backend;
+    std::unique_ptr<Model> model;
+};
+
+// Opens the checkpoint's tensors and reads its config (no model is built).
+std::unique_ptr<TensorSource> open_tensor_source(const std::string& path, ModelConfig* config);
+LoadedModel load_model(const std::string& path, const LoadOptions& opts = {});
+
+bool is_gguf_path(const std::string& path);
+
+}  // namespace tessera
