@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs ON the GPU machine: unpack the carried .debs (bootstrap.sh), configure with the cuda
+# preset (sm_90a), build, and run the CUDA tests. Logs go to $OUT (or build/gpu-logs).
+#   scripts/gpu/run_tests.sh [extra ctest args]      e.g. -R CudaConvert
+# TESSERA_GPU_TARGETS: what to build (default test_cuda; "all" for everything).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+LOGS=${OUT:-build/gpu-logs}
+mkdir -p "$LOGS"
+source scripts/gpu/bootstrap.sh || exit 1
+
+echo "== configure (cuda preset)"
+# shellcheck disable=SC2086
+cmake --preset cuda -DCMAKE_CUDA_ARCHITECTURES=90a $TESSERA_CMAKE_DEP_ARGS >"$LOGS/configure.log" 2>&1 ||
+  { tail -40 "$LOGS/configure.log"; echo "run_tests: configure failed (log: $LOGS/configure.log)"; exit 1; }
+grep -E "CUDA backend|Found (fmt|nlohmann|GTest)" "$LOGS/configure.log"
+
+targets=${TESSERA_GPU_TARGETS:-test_cuda}
+echo "== build ($targets)"
+start=$(date +%s)
+if [ "$targets" = all ]; then tflag=(); else tflag=(--target $targets); fi
+cmake --build --preset cuda -j"$(nproc)" "${tflag[@]}" >"$LOGS/build.log" 2>&1 ||
+  { grep -E "error|Error" "$LOGS/build.log" | head -40; echo "run_tests: build failed (log: $LOGS/build.log)"; exit 1; }
+echo "built in $(( $(date +%s) - start )) s"
+
+echo "== ctest -L cuda $*"
+ctest --preset cuda --output-on-failure --no-tests=error "$@" 2>&1 | tee "$LOGS/ctest.log"
+rc=${PIPESTATUS[0]}
+# The gtest output itself (device line, skips) for the record.
+[ -x build/cuda/test_cuda ] && build/cuda/test_cuda >"$LOGS/test_cuda.txt" 2>&1
+exit "$rc"
