@@ -75,8 +75,7 @@ def write_bf16_file(path: Path) -> None:
     path.write_bytes(struct.pack("<Q", len(text)) + text + bf16 + f8)
 
 
-def main() -> None:
-    out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent / "tests/fixtures/safetensors"
+def write_all(out: Path) -> None:
     for sub in ("single", "bf16", "sharded", "glob"):
         (out / sub).mkdir(parents=True, exist_ok=True)
     save_file(tensors(SINGLE), str(out / "single/model.safetensors"), metadata={"format": "pt", "note": "tessera"})
@@ -92,4 +91,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    write_all(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent / "tests/fixtures/safetensors")
