@@ -126,16 +126,17 @@ struct Mxfp4Avx {
     }
 };
 
+// Two blocks per step with separate accumulators, so one row (decode) still has two FMA chains.
 template <class Dec, int R>
 void dot_q8_avx2_r(const void* w, const void* x, size_t xs, int64_t K, float* out) {
     const auto* wb = static_cast<const typename Dec::Block*>(w);
     const BlockQ8_0* y[R];
-    __m256 acc[R];
+    __m256 acc0[R], acc1[R];
     for (int r = 0; r < R; ++r) {
         y[r] = act_row(x, xs, r);
-        acc[r] = _mm256_setzero_ps();
+        acc0[r] = acc1[r] = _mm256_setzero_ps();
     }
-    for (int64_t b = 0; b < K / 32; ++b) {
+    auto step = [&](int64_t b, __m256* acc) {
         float dw;
         const __m256i qw = Dec::decode(wb[b], dw);
         for (int r = 0; r < R; ++r) {
@@ -143,8 +144,15 @@ void dot_q8_avx2_r(const void* w, const void* x, size_t xs, int64_t K, float* ou
             const __m256 p = _mm256_cvtepi32_ps(dot_i8(qw, qy));
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * _cvtsh_ss(y[r][b].d)), p, acc[r]);
         }
+    };
+    const int64_t nb = K / 32;
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        step(b, acc0);
+        step(b + 1, acc1);
     }
-    for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]);
+    if (b < nb) step(b, acc0);
+    for (int r = 0; r < R; ++r) out[r] = hsum(_mm256_add_ps(acc0[r], acc1[r]));
 }
 
 template <class Dec>
