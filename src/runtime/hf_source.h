@@ -4,8 +4,6 @@
 #include <map>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 #include "formats/safetensors.h"
 #include "models/model_config.h"
 #include "runtime/tensor_source.h"
@@ -21,17 +19,16 @@ public:
     std::string describe() const override { return dir_; }
 
     const ModelConfig& config() const { return config_; }
-    const nlohmann::json& config_json() const { return json_; }  // the text model's config
 
 private:
     std::string dir_;
-    nlohmann::json json_;
     SafetensorsCheckpoint ckpt_;
     std::map<std::string, std::string> map_;  // gguf name -> file name
     ModelConfig config_;
 };
 
-// Reads a dense model's ModelConfig from the text model's config.json object.
-ModelConfig hf_model_config(const nlohmann::json& cfg, const std::string& where);
+class HfConfig;
+// Reads a dense model's ModelConfig from the text model's config.json.
+ModelConfig hf_model_config(const HfConfig& cfg);
 
 }  // namespace tessera

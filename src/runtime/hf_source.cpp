@@ -1,0 +1,102 @@
+#include "runtime/hf_source.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "core/log.h"
+#include "core/status.h"
+#include "formats/hf_config.h"
+#include "runtime/hf_names.h"
+
+namespace tessera {
+
+namespace {
+
+// model_type -> tessera architecture key.
+std::string hf_arch(const HfConfig& c) {
+    const std::string mt = c.model_type();
+    if (mt == "llama" || mt == "mistral") return "llama";
+    if (mt == "qwen2") return "qwen2";
+    if (mt == "qwen3") return "qwen3";
+    std::string archs;
+    for (const auto& a : c.architectures()) archs += (archs.empty() ? "" : ", ") + a;
+    fail(ErrorKind::Unsupported, "{}: model_type '{}' (architectures: {}) is not supported", c.source(), mt, archs);
+}
+
+// A rope setting: transformers 5 keeps them in rope_parameters, older configs in rope_theta +
+// rope_scaling.
+double rope_float(const HfConfig& c, const std::string& key, double def) {
+    for (const char* obj : {"rope_parameters.", "rope_scaling."})
+        if (c.has(obj + key)) return c.get_float(obj + key);
+    return c.get_float(key, def);
+}
+
+}  // namespace
+
+ModelConfig hf_model_config(const HfConfig& c) {
+    ModelConfig m;
+    m.arch = hf_arch(c);
+    m.vocab_size = c.get_int("vocab_size");
+    m.hidden = c.get_int("hidden_size");
+    m.n_layers = c.get_int("num_hidden_layers");
+    m.n_heads = c.get_int("num_attention_heads");
+    m.n_kv_heads = c.get_int("num_key_value_heads", m.n_heads);
+    TS_CHECK(m.vocab_size > 0 && m.hidden > 0 && m.n_layers > 0 && m.n_heads > 0 && m.n_kv_heads > 0,
+             "{}: non-positive model dimensions", c.source());
+    m.head_dim = c.get_int("head_dim", m.hidden / m.n_heads);
+    m.ffn_hidden = c.get_int("intermediate_size");
+    m.rms_eps = float(c.get_float("rms_norm_eps", 1e-6));
+    m.max_ctx = c.get_int("max_position_embeddings", 0);
+    m.tied_embeddings = c.get_bool("tie_word_embeddings", false);
+    m.rope_theta = float(rope_float(c, "rope_theta", 10000.0));
+    m.rot_dims = int64_t(double(m.head_dim) * rope_float(c, "partial_rotary_factor", 1.0));
+    TS_CHECK(m.rot_dims > 0 && m.rot_dims % 2 == 0 && m.rot_dims <= m.head_dim, "{}: rotary dims {} invalid",
+             c.source(), m.rot_dims);
+    m.rope_style = RopeStyle::NeoX;
+    m.inv_freq = rope_default_inv_freq(m.rot_dims, m.rope_theta);
+    std::string type = "default";
+    for (const char* key : {"rope_parameters.rope_type", "rope_scaling.rope_type", "rope_scaling.type"})
+        if (c.has(key)) {
+            type = c.get_string(key);
+            break;
+        }
+    if (type == "llama3") {
+        const int64_t orig = int64_t(rope_float(c, "original_max_position_embeddings", 8192));
+        rope_apply_llama3(m.inv_freq, float(rope_float(c, "factor", 8.0)), float(rope_float(c, "low_freq_factor", 1.0)),
+                          float(rope_float(c, "high_freq_factor", 4.0)), orig);
+    } else if (type == "linear") {
+        for (float& f : m.inv_freq) f /= float(rope_float(c, "factor", 1.0));
+    } else if (type != "default") {
+        fail(ErrorKind::Unsupported, "{}: rope type '{}' is not supported", c.source(), type);
+    }
+    return m;
+}
+
+HfSource::HfSource(const std::string& dir) : dir_(dir), ckpt_(SafetensorsCheckpoint::open(dir)) {
+    config_ = hf_model_config(HfConfig::load(dir));
+    for (const std::string& file_name : ckpt_.names()) {
+        const std::string canon = canonical_tensor_name(file_name);
+        if (is_non_text_tensor(canon)) continue;
+        auto g = hf_to_gguf_name(canon);
+        if (!g) {
+            TS_LOG_DEBUG("{}: ignoring tensor {}", dir, file_name);
+            continue;
+        }
+        TS_CHECK(map_.emplace(*g, file_name).second, "{}: tensors {} and {} both map to {}", dir, map_[*g], file_name, *g);
+    }
+    if (config_.tied_embeddings) map_.erase("output.weight");
+}
+
+Tensor HfSource::get(const std::string& name) const {
+    auto it = map_.find(name);
+    if (it == map_.end()) fail(ErrorKind::NotFound, "{}: no tensor {}", dir_, name);
+    return ckpt_.tensor(it->second);
+}
+
+std::vector<std::string> HfSource::names() const {
+    std::vector<std::string> v;
+    for (const auto& [g, f] : map_) v.push_back(g);
+    return v;
+}
+
+}  // namespace tessera

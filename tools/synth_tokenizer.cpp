@@ -1,0 +1,125 @@
+#include "synth_tokenizer.h"
+
+#include <cctype>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace tessera::cli {
+
+namespace {
+
+constexpr const char* kCorpus =
+    "The quick brown fox jumps over the lazy dog. Hello! How are you today? I am a small language model "
+    "made by tessera with random weights, so what I say is not meant to make sense. The model reads tokens, "
+    "the tokens are bytes and merges of bytes, and the answer is streamed back one token at a time. "
+    "There is a cat on the mat, and there are three birds in the tree. What is the time? It is nine o'clock. "
+    "Please tell me a story about the sea, the sun and the wind; she said that they would come in the evening.";
+
+constexpr const char* kChatML =
+    "{%- for message in messages %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
+
+// GPT-2's byte -> printable code point map, as UTF-8 strings.
+std::vector<std::string> byte_alphabet() {
+    std::vector<int> cps(256, -1);
+    int n = 0;
+    for (int b = 0; b < 256; ++b)
+        if ((b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF)) cps[size_t(b)] = b;
+    for (int b = 0; b < 256; ++b)
+        if (cps[size_t(b)] < 0) cps[size_t(b)] = 256 + n++;
+    std::vector<std::string> out;
+    for (int cp : cps) {
+        std::string s;
+        if (cp < 0x80) {
+            s += char(cp);
+        } else {
+            s += char(0xC0 | (cp >> 6));
+            s += char(0x80 | (cp & 0x3F));
+        }
+        out.push_back(s);
+    }
+    return out;
+}
+
+}  // namespace
+
+SynthTokenizer make_synth_tokenizer(int64_t vocab_size) {
+    const char* specials[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+    const int64_t n_special = 3;
+    TS_CHECK(vocab_size >= 256 + n_special, "vocabulary of {} is too small for a byte-level tokenizer", vocab_size);
+    SynthTokenizer t;
+    const auto alphabet = byte_alphabet();
+    t.tokens = alphabet;
+    t.types.assign(256, 1);
+    // Learn merges from the corpus: words (a leading space stays with the word) as symbol lists.
+    std::vector<std::vector<std::string>> words;
+    const std::string text = kCorpus;
+    // Pre-split like GPT-2: an optional space followed by a run of letters, or any other byte.
+    for (size_t i = 0; i < text.size();) {
+        size_t j = i + (text[i] == ' ' ? 1 : 0);
+        while (j < text.size() && std::isalpha((unsigned char)text[j])) ++j;
+        if (j == i || (j == i + 1 && text[i] == ' ')) j = i + 1;
+        std::vector<std::string> w;
+        for (size_t k = i; k < j; ++k) w.push_back(alphabet[(unsigned char)text[k]]);
+        words.push_back(w);
+        i = j;
+    }
+    const int64_t n_merges = vocab_size - 256 - n_special;
+    for (int64_t m = 0; m < n_merges; ++m) {
+        std::map<std::pair<std::string, std::string>, int> counts;
+        for (const auto& w : words)
+            for (size_t k = 0; k + 1 < w.size(); ++k) counts[{w[k], w[k + 1]}]++;
+        if (counts.empty()) break;
+        auto best = counts.begin();
+        for (auto it = counts.begin(); it != counts.end(); ++it)
+            if (it->second > best->second) best = it;
+        if (best->second < 2) break;
+        const auto [a, b] = best->first;
+        t.merges.push_back(a + " " + b);
+        t.tokens.push_back(a + b);
+        t.types.push_back(1);
+        for (auto& w : words) {
+            std::vector<std::string> nw;
+            for (size_t k = 0; k < w.size(); ++k) {
+                if (k + 1 < w.size() && w[k] == a && w[k + 1] == b) {
+                    nw.push_back(a + b);
+                    ++k;
+                } else {
+                    nw.push_back(w[k]);
+                }
+            }
+            w = std::move(nw);
+        }
+    }
+    for (const char* s : specials) {
+        t.tokens.push_back(s);
+        t.types.push_back(3);
+    }
+    // Pad to the model's vocabulary with unused tokens (as real checkpoints do).
+    for (int64_t i = int64_t(t.tokens.size()); i < vocab_size; ++i) {
+        t.tokens.push_back("<|unused_" + std::to_string(i) + "|>");
+        t.types.push_back(5);
+    }
+    t.pad = int32_t(256 + t.merges.size());         // <|endoftext|>
+    t.eos = int32_t(256 + t.merges.size() + 2);     // <|im_end|>
+    return t;
+}
+
+void add_tokenizer_metadata(GgufWriter& w, const SynthTokenizer& t) {
+    w.set("tokenizer.ggml.model", GgufValue::string("gpt2"));
+    w.set("tokenizer.ggml.pre", GgufValue::string("qwen2"));
+    w.set("tokenizer.ggml.tokens", GgufValue::string_array(t.tokens));
+    w.set("tokenizer.ggml.token_type", GgufValue::array(t.types));
+    w.set("tokenizer.ggml.merges", GgufValue::string_array(t.merges));
+    w.set("tokenizer.ggml.eos_token_id", GgufValue::u32(uint32_t(t.eos)));
+    w.set("tokenizer.ggml.padding_token_id", GgufValue::u32(uint32_t(t.pad)));
+    w.set("tokenizer.ggml.add_bos_token", GgufValue::boolean(false));
+    w.set("tokenizer.chat_template", GgufValue::string(kChatML));
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,19 @@
+// A synthetic byte-level BPE tokenizer for generated models: the 256 byte tokens, merges
+// learned from a short embedded English text, ChatML special tokens and a ChatML template —
+// so a random-weight model can take text prompts and chat requests without any download.
+#pragma once
+#include "formats/gguf_writer.h"
+
+namespace tessera::cli {
+
+struct SynthTokenizer {
+    std::vector<std::string> tokens;  // byte-level alphabet, as GGUF stores them
+    std::vector<int32_t> types;       // 1 normal, 3 control
+    std::vector<std::string> merges;  // "a b"
+    int32_t eos = 0, pad = 0;
+};
+
+SynthTokenizer make_synth_tokenizer(int64_t vocab_size);
+void add_tokenizer_metadata(GgufWriter& w, const SynthTokenizer& t);
+
+}  // namespace tessera::cli
