@@ -220,6 +220,58 @@ TEST(Quants, Mxfp4HandBlock) {
     EXPECT_EQ(mxfp4_e8m0_to_f32_half(254), std::ldexp(1.0f, 126));
 }
 
+// Hand-derived Q4_K quantize: every sub-block holds k*s for k = 0..15 with s = 63/64, so the
+// scale search lands on L = k, all 6-bit scales are 63, d = s/63 = 2^-6 exactly, mins are 0 and
+// the block reconstructs the input exactly.
+TEST(Quants, Q4_KQuantizeHandBlock) {
+    const float s = 63.0f / 64;
+    float x[256];
+    for (int i = 0; i < 256; ++i) x[i] = float((i * 7 + i / 32) % 16) * s;
+    for (int j = 0; j < 8; ++j) x[32 * j] = 0, x[32 * j + 1] = 15 * s;  // each sub-block spans 0..15
+    BlockQ4_K b;
+    quantize_row(DType::Q4_K, x, &b, 256);
+    EXPECT_EQ(b.d, f32_to_f16(1.0f / 64));
+    EXPECT_EQ(f16_to_f32(b.dmin), 0.0f);
+    for (int j = 0; j < 8; ++j) {
+        uint8_t sc, m;
+        q4_k_scale_min(j, b.scales, &sc, &m);
+        EXPECT_EQ(sc, 63) << j;
+    }
+    for (int i = 0; i < 256; ++i) {
+        const int chunk = i / 64, l = i % 32;                 // 64 elements share 32 bytes:
+        const uint8_t byte = b.qs[chunk * 32 + l];            // low nibble first 32, high nibble next 32
+        const int q = (i % 64) < 32 ? (byte & 15) : (byte >> 4);
+        EXPECT_EQ(float(q) * s, x[i]) << i;
+    }
+    float y[256];
+    dequantize_row(DType::Q4_K, &b, y, 256);
+    for (int i = 0; i < 256; ++i) EXPECT_EQ(y[i], x[i]) << i;
+}
+
+// Hand-derived Q6_K quantize: every group of 16 holds (k-32)*0.5 with k in 0..63 and contains
+// k = 0, so make_qx_quants finds L = k with scale 0.5; then iscale = -128/0.5, the stored
+// d = 1/iscale = -2^-8 (ggml keeps the sign there) and every 8-bit scale is -128.
+TEST(Quants, Q6_KQuantizeHandBlock) {
+    float x[256];
+    int k[256];
+    for (int i = 0; i < 256; ++i) k[i] = (i % 16 == 0) ? 0 : (i * 5 + 3) % 64;
+    for (int i = 0; i < 256; ++i) x[i] = float(k[i] - 32) * 0.5f;
+    BlockQ6_K b;
+    quantize_row(DType::Q6_K, x, &b, 256);
+    EXPECT_EQ(b.d, f32_to_f16(-1.0f / 256));
+    for (int g = 0; g < 16; ++g) EXPECT_EQ(b.scales[g], -128) << g;
+    for (int i = 0; i < 256; ++i) {
+        const int half = i / 128, r = i % 128, l = r % 32, quarter = r / 32;  // ggml's ql/qh packing
+        const uint8_t lo = b.ql[half * 64 + l + (quarter & 1) * 32];
+        const int low4 = quarter < 2 ? (lo & 15) : (lo >> 4);
+        const int high2 = (b.qh[half * 32 + l] >> (2 * quarter)) & 3;
+        EXPECT_EQ(low4 | (high2 << 4), k[i]) << i;
+    }
+    float y[256];
+    dequantize_row(DType::Q6_K, &b, y, 256);
+    for (int i = 0; i < 256; ++i) EXPECT_EQ(y[i], x[i]) << i;
+}
+
 TEST(Quants, TensorHelpersMatchRows) {
     const int64_t rows = 37, cols = 512;
     const auto x = random_normal(rows * cols, 2.0f, 11);
