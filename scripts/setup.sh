@@ -13,6 +13,8 @@ SUDO=""
 # no <format>), cpp-httplib (the OpenAI server), GoogleTest (tests), xxhash (prefix-cache hashes).
 APT_PACKAGES=(build-essential cmake git pkg-config python3 python3-pip
               nlohmann-json3-dev libfmt-dev libcpp-httplib-dev libgtest-dev libxxhash-dev)
+# Tests only: clang and its libFuzzer runtime for the GGUF fuzzer (scripts/fuzz.sh).
+if [ "${1:-}" = "--test" ]; then APT_PACKAGES+=(clang libclang-rt-14-dev); fi
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
