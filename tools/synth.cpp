@@ -44,7 +44,11 @@ ModelConfig dense(const char* arch, int64_t vocab, int64_t hidden, int64_t layer
 }
 
 std::vector<Preset> presets(const std::string& arch) {
-    if (arch == "qwen3") return {{"tiny", "tessera's demo size", dense("qwen3", 512, 256, 4, 4, 2, 64, 768, 1e6f, false)}};
+    if (arch == "qwen3")
+        return {{"tiny", "tessera's demo size", dense("qwen3", 512, 256, 4, 4, 2, 64, 768, 1e6f, false)},
+                // Qwen/Qwen3-0.6B config.json: hidden 1024, 28 layers, 16/8 heads x 128, ffn 3072, tied.
+                {"qwen3-0.6b", "Qwen/Qwen3-0.6B config.json",
+                 dense("qwen3", 151936, 1024, 28, 16, 8, 128, 3072, 1e6f, true)}};
     if (arch == "llama") return {{"tiny", "tessera's demo size", dense("llama", 512, 256, 4, 4, 2, 64, 768, 5e5f, false)}};
     fail(ErrorKind::Invalid, "--arch {}: synth knows qwen3 and llama", arch);
 }

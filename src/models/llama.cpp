@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fmt/format.h>
 
+#include "core/memlog.h"
 #include "core/status.h"
 #include "models/registry.h"
 #include "runtime/kv_cache.h"
@@ -61,6 +62,7 @@ public:
         const int64_t T = max_tokens;
         const int64_t floats = T * (3 * H + 2 * nh * D + 2 * nkv * D + 2 * F) + 64 * 16;
         arena_ = Arena("activations", size_t(floats) * sizeof(float) + 16 * 64);
+        MemLog::global().set("activations", int64_t(arena_.capacity()));
     }
 
     void forward(const Batch& b, KvCache& cache, float* logits) override {
@@ -112,16 +114,19 @@ public:
         }
         // --- output: only the rows whose logits were asked for ---
         const int64_t n_out = int64_t(b.logit_rows.size());
-        if (n_out == 0) return;
+        if (n_out == 0) return note_peak();
         Tensor rows = arena_.tensor(DType::F32, {n_out, H});
         for (int64_t i = 0; i < n_out; ++i)
             std::memcpy(rows.ptr<float>() + i * H, x.ptr<float>() + int64_t(b.logit_rows[size_t(i)]) * H,
                         size_t(H) * sizeof(float));
         be_.rms_norm(rows, rows, output_norm_, cfg_.rms_eps);
         be_.matmul(Tensor(logits, DType::F32, {n_out, cfg_.vocab_size}), rows, output_);
+        note_peak();
     }
 
 private:
+    void note_peak() { MemLog::global().peak("activations_peak", int64_t(arena_.peak())); }
+
     Tensor tok_embd_, output_norm_, output_;
     std::vector<LlamaLayer> layers_;
     RopeParams rope_;

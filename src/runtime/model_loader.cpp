@@ -41,6 +41,9 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opts) {
     m.weights = std::make_unique<WeightStore>(*m.source);
     m.model = with_context(path, [&] { return entry.make(m.config, *m.weights, *m.backend, opts.max_batch_tokens); });
     TS_LOG_DEBUG("loaded {}: {}", path, m.config.describe());
+    int64_t weight_bytes = 0;
+    for (const auto& name : m.source->names()) weight_bytes += int64_t(m.source->get(name).nbytes());
+    MemLog::global().set("weights", weight_bytes);
     MemLog::global().set("weights_owned", int64_t(m.weights->owned_bytes()));
     MemLog::global().snapshot("create");
     return m;

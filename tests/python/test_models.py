@@ -1,0 +1,142 @@
+"""Dense models (Llama / Qwen2 / Qwen3) against Hugging Face transformers' recorded outputs
+(tests/fixtures/*_tiny, made by reference/make_fixtures.py): the HF directory and its GGUF
+conversions must give the same logits and greedy continuations; quantized conversions are
+measured against the reference."""
+import json
+
+import numpy as np
+import pytest
+
+from conftest import FIXTURES, run_tessera
+
+MODELS = ["qwen3_tiny", "llama_tiny", "qwen2_tiny"]
+ERRORS = {}  # (model, type) -> relative max error, printed at the end
+
+
+def load_ref(name):
+    d = FIXTURES / name
+    if not (d / "reference.json").exists():
+        pytest.fail(f"fixture {d} is missing (make it with reference/make_fixtures.py)")
+    return d, json.loads((d / "reference.json").read_text())
+
+
+def ref_logits(d, ref, tag):
+    p = ref["prompts"][tag]
+    return np.fromfile(d / p["logits"]["file"], dtype="<f4").reshape(p["logits"]["shape"])
+
+
+def tessera_logits(model, ids, tmp_path, tag="x"):
+    out = tmp_path / f"logits_{tag}.bin"
+    run_tessera("logits", "--model", model, "--tokens", ",".join(map(str, ids)), "--out", out)
+    return np.fromfile(out, dtype="<f4").reshape(len(ids), -1)
+
+
+def check_argmax(got, want, what):
+    """Same argmax at every position, except where the reference's top-2 gap is a near-tie."""
+    top2 = np.sort(want, axis=1)[:, -2:]
+    gap = top2[:, 1] - top2[:, 0]
+    tie = gap < 1e-4 * np.abs(want).max()
+    bad = (got.argmax(1) != want.argmax(1)) & ~tie
+    assert not bad.any(), f"{what}: argmax differs at positions {np.nonzero(bad)[0].tolist()}"
+
+
+def rel_err(got, want):
+    return float(np.abs(got - want).max() / np.abs(want).max())
+
+
+def greedy(model, ref):
+    g = ref["greedy"]
+    p = run_tessera("run", model, "--tokens", ",".join(map(str, g["prompt_ids"])), "--ids", "--temperature", "0",
+                    "--max-tokens", g["max_new_tokens"], "--ignore-eos")
+    return [int(x) for x in p.stdout.split()]
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    """GGUF conversions of every fixture, made once: {(model, type): path}."""
+    root = tmp_path_factory.mktemp("gguf")
+    cache = {}
+
+    def get(name, typ):
+        if (name, typ) not in cache:
+            out = root / f"{name}-{typ}.gguf"
+            run_tessera("convert", FIXTURES / name, out, "--type", typ)
+            cache[(name, typ)] = out
+        return cache[(name, typ)]
+    return get
+
+
+@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("form", ["hf", "f32", "f16"])
+def test_logits_match_transformers(name, form, converted, tmp_path):
+    d, ref = load_ref(name)
+    model = d if form == "hf" else converted(name, form)
+    for tag in ("a", "b"):
+        want = ref_logits(d, ref, tag)
+        got = tessera_logits(model, ref["prompts"][tag]["ids"], tmp_path, tag)
+        err = rel_err(got, want)
+        ERRORS[(name, form, tag)] = err
+        assert err <= 1e-3, f"{name} ({form}) prompt {tag}: max |Δ| = {err:.2e} · max |ref|"
+        check_argmax(got, want, f"{name} ({form}) prompt {tag}")
+
+
+@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("form", ["hf", "f32", "f16"])
+def test_greedy_continuation(name, form, converted):
+    d, ref = load_ref(name)
+    model = d if form == "hf" else converted(name, form)
+    assert greedy(model, ref) == ref["greedy"]["new_ids"]
+
+
+# Quantized conversions: the error is measured and bounded loosely (these are lossy formats);
+# the figures are printed for the closing note (pytest -s).
+QUANT_BOUNDS = {"q8_0": 0.05, "q4_0": 0.35, "q4_k": 0.35}
+
+
+@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("typ", list(QUANT_BOUNDS))
+def test_quantized_error_is_bounded(name, typ, converted, tmp_path):
+    d, ref = load_ref(name)
+    want = ref_logits(d, ref, "a")
+    got = tessera_logits(converted(name, typ), ref["prompts"]["a"]["ids"], tmp_path)
+    err = rel_err(got, want)
+    agree = float((got.argmax(1) == want.argmax(1)).mean())
+    print(f"\n{name} {typ}: max |Δ| / max |ref| = {err:.4f}, argmax agreement {agree:.2%}")
+    assert np.isfinite(got).all()
+    assert err <= QUANT_BOUNDS[typ], f"{name} {typ}: relative error {err:.3f}"
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_gguf_reads_back_in_gguf_py(name, converted):
+    """llama.cpp's own reader accepts the conversion, with its names, shapes and metadata."""
+    import gguf
+    d, ref = load_ref(name)
+    cfg = json.loads((d / "config.json").read_text())
+    r = gguf.GGUFReader(str(converted(name, "f16")))
+    arch = {"Qwen3ForCausalLM": "qwen3", "LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2"}[ref["architecture"]]
+    field = lambda k: r.fields[k].contents()
+    assert field("general.architecture") == arch
+    assert field(f"{arch}.block_count") == cfg["num_hidden_layers"]
+    assert field(f"{arch}.embedding_length") == cfg["hidden_size"]
+    assert field(f"{arch}.attention.head_count_kv") == cfg["num_key_value_heads"]
+    names = {t.name: t for t in r.tensors}
+    assert "token_embd.weight" in names and "blk.0.attn_q.weight" in names
+    V, H = cfg["vocab_size"], cfg["hidden_size"]
+    assert list(names["token_embd.weight"].shape) == [H, V]  # ggml ne order: innermost first
+    assert ("output.weight" in names) == (not cfg.get("tie_word_embeddings", False))
+    assert names["blk.0.attn_norm.weight"].tensor_type == gguf.GGMLQuantizationType.F32
+    assert names["blk.0.ffn_up.weight"].tensor_type == gguf.GGMLQuantizationType.F16
+    if arch == "llama":
+        assert "rope_freqs.weight" in names  # llama3 rope scaling travels as frequency factors
+
+
+def test_bad_model_paths_give_clear_errors(tmp_path):
+    p = run_tessera("logits", "--model", tmp_path / "nope", "--tokens", "1,2", "--out", tmp_path / "x", check=False)
+    assert p.returncode != 0 and "no such file or directory" in p.stderr
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\xff" * 16)
+    p = run_tessera("run", bad, "--tokens", "1", "--ids", check=False)
+    assert p.returncode != 0 and "error" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    d, ref = load_ref("qwen3_tiny")
+    p = run_tessera("logits", "--model", d, "--tokens", "1,99999", "--out", tmp_path / "x", check=False)
+    assert p.returncode != 0 and "out of range" in p.stderr
