@@ -95,6 +95,8 @@ TEST_P(MatmulTest, MatchesDoubleReferenceOnAwkwardShapes) {
     for (int64_t T : {1, 3, 17, 64, 65}) check_matmul(t, T, 37, K1, simd);
     check_matmul(t, 1, 131, K2, simd);
     check_matmul(t, 17, 131, K2, simd);
+    // K long enough to be split into several cache chunks (with a short last one) for T > 1.
+    check_matmul(t, 6, 9, plain ? 1100 : (k_quant ? 2048 : 4000), simd);
 }
 
 const DType kAll[] = {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::MXFP4};

@@ -1,7 +1,7 @@
 // y[T, N] = x[T, K] · w[N, K]ᵀ for every weight dtype: quantize the activations once (q8 blocks
-// for quantized weights), then tile (weight-row block × 64-token tile) tasks over the thread pool
-// so a block of weight rows stays in cache while the token tile streams past it, and each weight
-// load in the row-dot kernels is shared by up to 4 tokens.
+// for quantized weights), then run (weight-row block × 64-token tile) tasks over the thread pool;
+// inside a task K is chunked so a block of weight rows stays in L1 while the token tile streams
+// past it, and each weight load in the row-dot kernels is shared by up to 4 tokens.
 #include <algorithm>
 #include <vector>
 
@@ -15,7 +15,8 @@ namespace tessera::cpu {
 
 namespace {
 constexpr int64_t kTokenTile = 64;           // tokens per task
-constexpr size_t kWeightBlockBytes = 32768;  // weight rows per task block: about an L1's worth
+constexpr size_t kActChunkBytes = 8192;      // four activation rows of one K chunk
+constexpr size_t kWeightChunkBytes = 16384;  // the K chunks of one block of weight rows
 }  // namespace
 
 void matmul(float* y, int64_t y_stride, const float* x, int64_t x_stride, const void* w, size_t w_stride_bytes,
@@ -40,8 +41,13 @@ void matmul(float* y, int64_t y_stride, const float* x, int64_t x_stride, const 
         act = q;
     }
 
-    const size_t row_bytes = dtype_row_bytes(w_type, K);
-    const int64_t nb = std::clamp<int64_t>(int64_t(kWeightBlockBytes / std::max<size_t>(row_bytes, 1)), 1, 64);
+    // Cache blocking for T > 1: split K into chunks so that four activation rows of a chunk and
+    // the chunks of a block of weight rows stay in L1 while the token tile passes them.
+    const int64_t blk = dtype_info(w_type).block_elems;
+    const double act_bpe = double(act_row_bytes(dk->act, K)) / double(K), w_bpe = double(dtype_row_bytes(w_type, K)) / double(K);
+    int64_t kc = K;
+    if (T > 1) kc = std::clamp<int64_t>(int64_t(double(kActChunkBytes) / (kMaxDotRows * act_bpe)) / blk * blk, blk, K);
+    const int64_t nb = std::clamp<int64_t>(int64_t(double(kWeightChunkBytes) / (double(kc) * w_bpe)), 1, 64);
     const int64_t n_blocks = (N + nb - 1) / nb;
     const int64_t t_tiles = (T + kTokenTile - 1) / kTokenTile;
     const char* wc = static_cast<const char*>(w);
@@ -51,11 +57,19 @@ void matmul(float* y, int64_t y_stride, const float* x, int64_t x_stride, const 
         for (int64_t task = begin; task < end; ++task) {
             const int64_t n0 = (task / t_tiles) * nb, n1 = std::min(N, n0 + nb);
             const int64_t t0 = (task % t_tiles) * kTokenTile, t1 = std::min(T, t0 + kTokenTile);
-            for (int64_t t = t0; t < t1; t += kMaxDotRows) {
-                const int R = int(std::min<int64_t>(kMaxDotRows, t1 - t));
-                for (int64_t n = n0; n < n1; ++n) {
-                    dot(wc + n * w_stride_bytes, act + t * act_stride, act_stride, R, K, out);
-                    for (int r = 0; r < R; ++r) y[(t + r) * y_stride + n] = out[r];
+            for (int64_t k0 = 0; k0 < K; k0 += kc) {
+                const int64_t klen = std::min(kc, K - k0);
+                const char* wk = wc + dtype_row_bytes(w_type, k0);
+                const char* ak = act + act_row_bytes(dk->act, k0);
+                for (int64_t t = t0; t < t1; t += kMaxDotRows) {
+                    const int R = int(std::min<int64_t>(kMaxDotRows, t1 - t));
+                    for (int64_t n = n0; n < n1; ++n) {
+                        dot(wk + n * w_stride_bytes, ak + t * act_stride, act_stride, R, klen, out);
+                        for (int r = 0; r < R; ++r) {
+                            float& dst = y[(t + r) * y_stride + n];
+                            dst = k0 == 0 ? out[r] : dst + out[r];
+                        }
+                    }
                 }
             }
         }
