@@ -1,17 +1,20 @@
-// `tessera inspect PATH`: what a checkpoint holds — architecture, metadata, tensors by type and
-// size — as text, or (--json) as a machine-readable dump.
+// `tessera inspect PATH`: what a checkpoint (a .gguf file, or a Hugging Face safetensors directory
+// or file) holds — architecture, metadata, tensors by type and size — as text or (--json) JSON.
 #include <fmt/format.h>
-#include <sys/stat.h>
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "cli.h"
 #include "core/status.h"
 #include "formats/gguf.h"
+#include "formats/hf_config.h"
+#include "formats/safetensors.h"
 
 namespace tessera::cli {
 namespace {
@@ -115,6 +118,12 @@ struct TypeTotal {
     uint64_t bytes = 0;
 };
 
+void print_type_totals(const std::map<std::string, TypeTotal>& by_type) {
+    for (const auto& [name, tt] : by_type)
+        std::printf("  %-8s %6zu tensor%s %12s\n", name.c_str(), tt.count, tt.count == 1 ? " " : "s",
+                    human_bytes(tt.bytes).c_str());
+}
+
 int inspect_gguf(const std::string& path, const Args& args) {
     const GgufFile f = GgufFile::open(path);
     std::map<std::string, TypeTotal> by_type;
@@ -169,8 +178,7 @@ int inspect_gguf(const std::string& path, const Args& args) {
         std::printf("  %-*s %-14s %s\n", int(width), kv.key.c_str(), kv.value.type_str().c_str(),
                     value_text(kv.value).c_str());
     std::printf("tensors:      %zu, %s\n", f.tensors().size(), human_bytes(total).c_str());
-    for (const auto& [name, tt] : by_type)
-        std::printf("  %-8s %6zu tensor%s %12s\n", name.c_str(), tt.count, tt.count == 1 ? " " : "s", human_bytes(tt.bytes).c_str());
+    print_type_totals(by_type);
     if (args.flag("tensors")) {
         size_t nw = 0;
         for (const auto& t : f.tensors()) nw = std::max(nw, std::min<size_t>(t.name.size(), 64));
@@ -182,19 +190,107 @@ int inspect_gguf(const std::string& path, const Args& args) {
     return 0;
 }
 
+// A config.json value for one line of text: objects and long lists summarized.
+std::string config_text(const nlohmann::json& v) {
+    if (v.is_object()) return fmt::format("{{{} keys}}", v.size());
+    if (v.is_array() && v.size() > 8) return fmt::format("[{} items]", v.size());
+    std::string s = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    return s.size() > 100 ? s.substr(0, 100) + "..." : s;
+}
+
+int inspect_hf(const std::string& path, const Args& args) {
+    namespace fs = std::filesystem;
+    const SafetensorsCheckpoint ck = SafetensorsCheckpoint::open(path);
+    const fs::path dir = fs::is_directory(path) ? fs::path(path) : fs::path(path).parent_path();
+    std::optional<HfConfig> config;
+    if (fs::exists(dir / "config.json")) config = HfConfig::load(dir.string());
+    const std::vector<std::string> archs = config ? config->architectures() : std::vector<std::string>{};
+    const std::string model_type = config ? config->model_type() : "";
+    const std::string arch = !archs.empty() ? archs[0] : model_type;
+
+    std::map<std::string, TypeTotal> by_type;
+    uint64_t total = 0;
+    const std::vector<std::string> names = ck.names();
+    for (const auto& n : names) {
+        const auto& t = ck.info(n);
+        auto& tt = by_type[t.dtype_name];
+        ++tt.count;
+        tt.bytes += t.nbytes;
+        total += t.nbytes;
+    }
+
+    if (args.flag("json")) {
+        ojson j;
+        j["path"] = path;
+        j["format"] = "safetensors";
+        j["files"] = ck.files();
+        j["architecture"] = arch;
+        j["architectures"] = archs;
+        j["model_type"] = model_type;
+        j["config"] = config ? ojson::parse(config->raw().dump()) : ojson(nullptr);
+        j["metadata"] = ck.metadata();
+        j["tensor_count"] = names.size();
+        j["total_bytes"] = total;
+        ojson types = ojson::object();
+        for (const auto& [name, tt] : by_type) types[name] = {{"count", tt.count}, {"bytes", tt.bytes}};
+        j["types"] = std::move(types);
+        ojson tensors = ojson::array();
+        for (const auto& n : names) {
+            const auto& t = ck.info(n);
+            tensors.push_back({{"name", n}, {"type", t.dtype_name}, {"shape", t.shape}, {"nbytes", t.nbytes},
+                               {"file", fs::path(t.file).filename().string()}});
+        }
+        j["tensors"] = std::move(tensors);
+        std::printf("%s\n", j.dump(1, ' ', false, ojson::error_handler_t::replace).c_str());
+        return 0;
+    }
+
+    std::printf("path:         %s\n", path.c_str());
+    std::printf("format:       Hugging Face safetensors, %zu file%s\n", ck.files().size(),
+                ck.files().size() == 1 ? "" : "s");
+    if (arch.empty())
+        std::printf("architecture: (unknown: no config.json)\n");
+    else
+        std::printf("architecture: %s%s\n", arch.c_str(),
+                    model_type.empty() || model_type == arch ? "" : fmt::format(" (model_type {})", model_type).c_str());
+    if (config) {
+        std::printf("config:       %zu keys\n", config->json().size());
+        size_t width = 0;
+        for (const auto& [k, v] : config->json().items()) width = std::max(width, std::min<size_t>(k.size(), 40));
+        for (const auto& [k, v] : config->json().items())
+            std::printf("  %-*s %s\n", int(width), k.c_str(), config_text(v).c_str());
+    }
+    std::printf("tensors:      %zu, %s\n", names.size(), human_bytes(total).c_str());
+    print_type_totals(by_type);
+    if (args.flag("tensors")) {
+        size_t nw = 0;
+        for (const auto& n : names) nw = std::max(nw, std::min<size_t>(n.size(), 64));
+        std::printf("\n  %-*s %-8s %-24s %12s\n", int(nw), "name", "type", "shape", "size");
+        for (const auto& n : names) {
+            const auto& t = ck.info(n);
+            std::printf("  %-*s %-8s %-24s %12s\n", int(nw), n.c_str(), t.dtype_name.c_str(), t.shape_str().c_str(),
+                        human_bytes(t.nbytes).c_str());
+        }
+    }
+    return 0;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 int run_inspect(const Args& args) {
     const std::string path = args.model_path(true);
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) fail(ErrorKind::NotFound, "{}: no such file or directory", path);
-    if (S_ISDIR(st.st_mode))
-        fail(ErrorKind::Unsupported, "{}: inspecting a Hugging Face checkpoint directory is not supported yet", path);
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) fail(ErrorKind::NotFound, "{}: no such file or directory", path);
+    if (std::filesystem::is_directory(path, ec) || ends_with(path, ".safetensors")) return inspect_hf(path, args);
     return inspect_gguf(path, args);
 }
 
 }  // namespace
 
 TESSERA_VERB("inspect", "show a checkpoint's architecture, metadata and tensors",
-             {{"model", true, "a .gguf file (or pass it as the first argument)"},
+             {{"model", true, "a .gguf file, or a Hugging Face checkpoint directory / .safetensors file (or the first argument)"},
               {"json", false, "print a machine-readable JSON dump"},
               {"full", false, "with --json: every array element (default: arrays over 64 are summarized)"},
               {"tensors", false, "list every tensor (name, type, shape, size)"}},
