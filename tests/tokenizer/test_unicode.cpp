@@ -16,7 +16,7 @@ TEST(Utf8, InvalidBytesBecomeMarkersAndRoundTrip) {
     for (const auto& s : bad) {
         const auto cps = utf8_to_cpts(s);
         for (char32_t c : cps)
-            if (c >= 0x80) EXPECT_TRUE(is_invalid_byte(c)) << std::hex << c;
+            if (c >= 0x80) EXPECT_TRUE(is_invalid_byte(c)) << std::hex << static_cast<uint32_t>(c);
         EXPECT_EQ(cpts_to_utf8(cps), s);
     }
     // Overlong '/' is two invalid bytes, not one character.
@@ -51,9 +51,9 @@ TEST(Unicode, Categories) {
 TEST(Unicode, WhiteSpaceProperty) {
     for (char32_t c : {0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x20, 0x85, 0xA0, 0x1680, 0x2000, 0x200A, 0x2028, 0x2029,
                        0x202F, 0x205F, 0x3000})
-        EXPECT_TRUE(is_whitespace(c)) << std::hex << c;
+        EXPECT_TRUE(is_whitespace(c)) << std::hex << static_cast<uint32_t>(c);
     for (char32_t c : {0x1C, 0x1F, 0x200B, 0x180E, 0xFEFF, 0x61})
-        EXPECT_FALSE(is_whitespace(c)) << std::hex << c;
+        EXPECT_FALSE(is_whitespace(c)) << std::hex << static_cast<uint32_t>(c);
 }
 
 TEST(Unicode, CaseFold) {
