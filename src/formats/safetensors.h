@@ -41,8 +41,9 @@ SafetensorsHeader parse_safetensors(const uint8_t* data, size_t size, const std:
 
 class SafetensorsCheckpoint {
 public:
-    // A .safetensors file, or a directory: model.safetensors.index.json (or the one
-    // *.safetensors.index.json) if present, else model.safetensors, else every *.safetensors.
+    // A .safetensors file, a *.safetensors.index.json file, or a directory:
+    // model.safetensors.index.json (or the one *.safetensors.index.json) if present, else
+    // model.safetensors, else every *.safetensors.
     static SafetensorsCheckpoint open(const std::string& dir_or_file);
 
     bool has(const std::string& name) const { return tensors_.count(name) > 0; }
@@ -60,6 +61,7 @@ public:
 
 private:
     void add_file(const std::string& file_path);
+    void add_index(const std::string& dir, const std::string& index_path);  // the shards it names
 
     std::string path_;
     std::vector<MappedFile> files_;

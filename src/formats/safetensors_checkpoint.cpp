@@ -75,6 +75,23 @@ void SafetensorsCheckpoint::add_file(const std::string& file_path) {
     paths_.push_back(file_path);
 }
 
+void SafetensorsCheckpoint::add_index(const std::string& dir_str, const std::string& index) {
+    const fs::path dir(dir_str);
+    const auto map = read_index(index);
+    std::set<std::string> files;
+    for (const auto& [name, file] : map) files.insert(file);
+    for (const auto& file : files) {
+        const fs::path sp = shard_path(dir, file, index);
+        if (!fs::exists(sp)) fail(ErrorKind::NotFound, "{}: shard '{}' listed in the index does not exist", index, sp.string());
+        add_file(sp.string());
+    }
+    for (const auto& [name, file] : map) {
+        auto it = tensors_.find(name);
+        TS_CHECK(it != tensors_.end() && it->second.file == shard_path(dir, file, index).string(),
+                 "{}: weight_map puts '{}' in '{}', but that shard has no such tensor", index, name, file);
+    }
+}
+
 SafetensorsCheckpoint SafetensorsCheckpoint::open(const std::string& dir_or_file) {
     SafetensorsCheckpoint ck;
     ck.path_ = dir_or_file;
@@ -82,7 +99,10 @@ SafetensorsCheckpoint SafetensorsCheckpoint::open(const std::string& dir_or_file
     std::error_code ec;
     if (!fs::exists(p, ec)) fail(ErrorKind::NotFound, "{}: no such file or directory", dir_or_file);
     if (!fs::is_directory(p, ec)) {
-        ck.add_file(p.string());
+        if (ends_with(p.filename().string(), ".safetensors.index.json"))
+            ck.add_index(p.parent_path().empty() ? "." : p.parent_path().string(), p.string());
+        else
+            ck.add_file(p.string());
         return ck;
     }
 
@@ -105,20 +125,7 @@ SafetensorsCheckpoint SafetensorsCheckpoint::open(const std::string& dir_or_file
              dir_or_file);
 
     if (!index.empty()) {
-        const auto map = read_index(index);
-        std::set<std::string> files;
-        for (const auto& [name, file] : map) files.insert(file);
-        for (const auto& file : files) {
-            const fs::path sp = shard_path(p, file, index.string());
-            if (!fs::exists(sp))
-                fail(ErrorKind::NotFound, "{}: shard '{}' listed in the index does not exist", index.string(), sp.string());
-            ck.add_file(sp.string());
-        }
-        for (const auto& [name, file] : map) {
-            auto it = ck.tensors_.find(name);
-            TS_CHECK(it != ck.tensors_.end() && it->second.file == shard_path(p, file, index.string()).string(),
-                     "{}: weight_map puts '{}' in '{}', but that shard has no such tensor", index.string(), name, file);
-        }
+        ck.add_index(p.string(), index.string());
         return ck;
     }
     if (fs::exists(p / "model.safetensors")) {

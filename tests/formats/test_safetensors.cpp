@@ -202,6 +202,8 @@ TEST(Safetensors, ShardedViaIndexAndGlob) {
     expect_formula(ck, "model.layers.0.w", "F16", {2, 2});
     expect_formula(ck, "model.layers.0.q", "U32", {4, 2});
     EXPECT_NE(ck.info("lm_head.weight").file, ck.info("model.embed_tokens.weight").file);
+    const auto by_index = SafetensorsCheckpoint::open(kFixtures + "/sharded/model.safetensors.index.json");
+    EXPECT_EQ(by_index.names(), ck.names());
 
     const auto g = SafetensorsCheckpoint::open(kFixtures + "/glob");
     EXPECT_EQ(g.names(), (std::vector<std::string>{"x", "y"}));
