@@ -2,11 +2,14 @@
 // kernels against core/half.h. Without a GPU (CI) every test that needs one skips.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iostream>
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/half.h"
