@@ -1,0 +1,108 @@
+// Runtime pieces without a model: the paged KV pool, batch planning, HF -> GGUF names, rope
+// frequency scaling.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/status.h"
+#include "models/model.h"
+#include "models/model_config.h"
+#include "runtime/hf_names.h"
+#include "runtime/kv_cache.h"
+
+using namespace tessera;
+
+namespace {
+KvCacheShape small_shape(int64_t blocks) {
+    KvCacheShape s;
+    s.n_layers = 2;
+    s.n_blocks = blocks;
+    s.block_size = 4;
+    s.n_kv_heads = 2;
+    s.head_dim = 8;
+    return s;
+}
+}  // namespace
+
+TEST(KvCache, AllocatesReleasesAndRefusesBeyondThePool) {
+    KvCache c(small_shape(5));
+    EXPECT_EQ(c.shape().bytes(), size_t(2 * 2 * 5 * 4 * 2 * 8 * 4));
+    SeqBlocks s;
+    s.reserve(c, 9);  // 9 tokens of 4 per block -> 3 blocks
+    EXPECT_EQ(s.blocks.size(), 3u);
+    EXPECT_EQ(c.free_blocks(), 2);
+    s.n_tokens = 9;
+    s.reserve(c, 3);  // 12 tokens still fit in 3 blocks
+    EXPECT_EQ(s.blocks.size(), 3u);
+    SeqBlocks t;
+    EXPECT_THROW(t.reserve(c, 13), Error);  // 4 blocks needed, 2 free
+    EXPECT_EQ(c.free_blocks(), 2) << "a failed reservation takes nothing";
+    s.release(c);
+    EXPECT_EQ(c.free_blocks(), 5);
+    // Layers and K/V are distinct regions of the pool.
+    EXPECT_NE(c.k(0).data, c.k(1).data);
+    EXPECT_NE(c.k(1).data, c.v(0).data);
+    EXPECT_EQ(static_cast<char*>(c.v(1).data) + c.v(1).nbytes(),
+              static_cast<char*>(c.k(0).data) + c.shape().bytes());
+}
+
+TEST(BatchBuilder, PlansPositionsSlotsAndTables) {
+    KvCache c(small_shape(8));
+    SeqBlocks a, b;
+    a.reserve(c, 6);
+    a.n_tokens = 5;  // 5 tokens already cached, one more to add
+    b.reserve(c, 3);
+    BatchBuilder bb{4};
+    const int32_t ta[] = {7};
+    const int32_t tb[] = {1, 2, 3};
+    bb.add(a, ta, 1, 1);
+    bb.add(b, tb, 3, 2);
+    const Batch batch = bb.finish();
+    EXPECT_EQ(batch.tokens, (std::vector<int32_t>{7, 1, 2, 3}));
+    EXPECT_EQ(batch.positions, (std::vector<int32_t>{5, 0, 1, 2}));
+    EXPECT_EQ(batch.q_start, (std::vector<int32_t>{0, 1, 4}));
+    EXPECT_EQ(batch.kv_len, (std::vector<int32_t>{6, 3}));
+    EXPECT_EQ(batch.logit_rows, (std::vector<int32_t>{0, 1, 2, 3}));
+    EXPECT_EQ(batch.max_blocks, 2);
+    // a's position 5 lives in its second block, row 1.
+    EXPECT_EQ(batch.slots[0], a.blocks[1] * 4 + 1);
+    EXPECT_EQ(batch.slots[3], b.blocks[0] * 4 + 2);
+    EXPECT_EQ(batch.block_table[0], a.blocks[0]);
+    EXPECT_EQ(batch.block_table[1], a.blocks[1]);
+    EXPECT_EQ(batch.block_table[2], b.blocks[0]);
+    EXPECT_EQ(a.n_tokens, 6);
+    EXPECT_EQ(b.n_tokens, 3);
+}
+
+TEST(HfNames, MapsDenseNamesAndRejectsOthers) {
+    EXPECT_EQ(hf_to_gguf_name("model.embed_tokens.weight"), "token_embd.weight");
+    EXPECT_EQ(hf_to_gguf_name("lm_head.weight"), "output.weight");
+    EXPECT_EQ(hf_to_gguf_name("model.norm.weight"), "output_norm.weight");
+    EXPECT_EQ(hf_to_gguf_name("model.layers.12.self_attn.k_norm.weight"), "blk.12.attn_k_norm.weight");
+    EXPECT_EQ(hf_to_gguf_name("model.layers.0.post_attention_layernorm.weight"), "blk.0.ffn_norm.weight");
+    EXPECT_EQ(hf_to_gguf_name("model.layers.3.self_attn.v_proj.bias"), "blk.3.attn_v.bias");
+    EXPECT_FALSE(hf_to_gguf_name("model.layers.x.self_attn.q_proj.weight"));
+    EXPECT_FALSE(hf_to_gguf_name("model.layers.1.self_attn.rotary_emb.inv_freq"));
+    EXPECT_FALSE(hf_to_gguf_name("model.layers..mlp.up_proj.weight"));
+}
+
+TEST(Rope, Llama3ScalingBands) {
+    // theta 500000, 128 dims, factor 8, low 1, high 4, original context 8192 (Llama 3.1):
+    // wavelengths above 8192 are divided by 8, below 2048 kept, in between interpolated.
+    auto f = rope_default_inv_freq(128, 500000.f);
+    const auto base = f;
+    rope_apply_llama3(f, 8.f, 1.f, 4.f, 8192);
+    for (size_t i = 0; i < f.size(); ++i) {
+        const double wl = 2 * M_PI / base[i];
+        if (wl < 2048) EXPECT_FLOAT_EQ(f[i], base[i]);
+        if (wl > 8192) EXPECT_FLOAT_EQ(f[i], base[i] / 8);
+        if (wl >= 2048 && wl <= 8192) {
+            const double smooth = (8192 / wl - 1) / 3;
+            EXPECT_NEAR(f[i], (1 - smooth) * base[i] / 8 + smooth * base[i], 1e-6 * base[i]);
+            EXPECT_LE(f[i], base[i]);
+            EXPECT_GE(f[i], base[i] / 8);
+        }
+    }
+    EXPECT_FLOAT_EQ(base[0], 1.f);
+    EXPECT_NEAR(base[1], std::pow(500000.0, -2.0 / 128), 1e-7);
+}
