@@ -46,18 +46,8 @@ int run_render(const Args& args) {
     const std::string model = args.model_path(false);
     TS_CHECK(!model.empty() || args.has("chat-template"), "--render needs --model PATH or --chat-template FILE");
     ChatTemplateSource src;
-    if (!model.empty()) {
-        if (args.has("chat-template")) {
-            // The model still supplies the special tokens; a missing template there is fine.
-            try {
-                src = load_chat_template(model);
-            } catch (const Error& e) {
-                if (e.kind() != ErrorKind::NotFound) throw;
-            }
-        } else {
-            src = load_chat_template(model);
-        }
-    }
+    // With --chat-template the model still supplies the special tokens (bos_token, ...).
+    if (!model.empty()) src = load_chat_template(model, !args.has("chat-template"));
     if (args.has("chat-template")) {
         src.template_text = read_text(args.get("chat-template"), "chat template");
         src.named_templates.clear();

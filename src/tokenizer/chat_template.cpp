@@ -138,7 +138,7 @@ std::string render_with(const std::string& text, const jinja::Dict& ctx) {
 
 }  // namespace
 
-ChatTemplateSource load_chat_template(const std::string& path) {
+ChatTemplateSource load_chat_template(const std::string& path, bool require_template) {
     ChatTemplateSource src;
     fs::path p(path);
     std::error_code ec;
@@ -156,7 +156,7 @@ ChatTemplateSource load_chat_template(const std::string& path) {
             for (const auto& e : fs::directory_iterator(p / "additional_chat_templates"))
                 if (e.path().extension() == ".jinja")
                     src.named_templates.emplace_back(e.path().stem().string(), read_file(e.path()));
-        if (!has_any_template(src))
+        if (require_template && !has_any_template(src))
             fail(ErrorKind::NotFound, "{}: no chat template (looked for chat_template in tokenizer_config.json and "
                                       "chat_template.jinja)", path);
         return src;
@@ -172,7 +172,7 @@ ChatTemplateSource load_chat_template(const std::string& path) {
         if (fs::exists(p.parent_path() / "chat_template.jinja"))
             src.template_text = read_file(p.parent_path() / "chat_template.jinja");
     }
-    if (!has_any_template(src)) fail(ErrorKind::NotFound, "{}: no chat template", path);
+    if (require_template && !has_any_template(src)) fail(ErrorKind::NotFound, "{}: no chat template", path);
     return src;
 }
 

@@ -21,8 +21,9 @@ struct ChatTemplateSource {
 };
 
 // PATH: a folder (tokenizer_config.json and/or chat_template.jinja), a tokenizer_config.json, a
-// .jinja file, or a .gguf file. Throws Error(NotFound) when no chat template is found.
-ChatTemplateSource load_chat_template(const std::string& path);
+// .jinja file, or a .gguf file. Throws Error(NotFound) when no chat template is found, unless
+// require_template is false (the caller supplies its own template and wants the special tokens).
+ChatTemplateSource load_chat_template(const std::string& path, bool require_template = true);
 
 // Renders `messages` (a JSON array of message objects). tools: null when none. extra_kwargs: a JSON
 // object of further template variables (e.g. {"enable_thinking": false}) or null.

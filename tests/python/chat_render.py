@@ -40,3 +40,29 @@ def jinja_reference(template, **context):
     from transformers.utils.chat_template_utils import _compile_jinja_template
 
     return _compile_jinja_template(template).render(**context)
+
+
+def transformers_render(template, messages, tools=None, add_generation_prompt=False, special_tokens=None, kwargs=None):
+    """apply_chat_template(tokenize=False) without a tokenizer: the same normalisation and rendering code."""
+    from transformers.utils.chat_template_utils import _normalize_chat_messages, render_jinja_template
+
+    context = {**(special_tokens or {}), **(kwargs or {})}
+    rendered, _ = render_jinja_template(conversations=[_normalize_chat_messages(messages)], tools=tools,
+                                        chat_template=template, add_generation_prompt=add_generation_prompt, **context)
+    return rendered[0]
+
+
+def render_both(tmp_path, template, messages, tools=None, add_generation_prompt=False, special_tokens=None, kwargs=None):
+    """(reference, tessera) renderings; a failure on either side is returned as ('ERROR', message)."""
+    import json
+
+    special_tokens = special_tokens or {"bos_token": "<s>", "eos_token": "</s>"}
+    model = tmp_path / "model"
+    model.mkdir(exist_ok=True)
+    (model / "tokenizer_config.json").write_text(json.dumps(special_tokens), encoding="utf-8")
+    try:
+        want = transformers_render(template, messages, tools, add_generation_prompt, special_tokens, kwargs)
+    except Exception as e:
+        want = ("ERROR", f"{type(e).__name__}: {e}")
+    ok, got = tessera_render(model, messages, tools, add_generation_prompt, kwargs, chat_template=template)
+    return want, (got if ok else ("ERROR", got))
