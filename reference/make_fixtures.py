@@ -12,7 +12,8 @@ Per model it writes config.json, generation_config.json, model.safetensors (fp32
     intermediates_a.bin f32 tensors of prompt a by name (embeddings, every layer's output,
                         the final norm, and each submodule of layer 0), offsets in reference.json
 Everything is seeded; weights are all perturbed (norm weights 1 + 0.2 N(0,1), biases nonzero)
-so a wrong formula cannot hide behind an identity weight or a zero bias.
+so a wrong formula cannot hide behind an identity weight or a zero bias. Every value is
+rounded to bf16 (and stored as fp32), so f16 / bf16 conversions lose nothing.
 """
 import argparse
 import json
@@ -84,7 +85,9 @@ def perturb(model, seed):
                 v = 3.0 * torch.randn(p.shape, generator=g) / math.sqrt(p.shape[1])
             else:  # Linear [out, in]: unit-variance outputs
                 v = torch.randn(p.shape, generator=g) / math.sqrt(p.shape[1])
-            p.copy_(v.to(p.dtype))
+            # bf16-exact values (kept in fp32): GGUF conversions to f16 / bf16 are then lossless,
+            # so every form of the model must match these logits to fp32 rounding.
+            p.copy_(v.to(torch.bfloat16).to(p.dtype))
 
 
 def legacy_rope_config(model_dir):
