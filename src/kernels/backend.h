@@ -79,4 +79,9 @@ public:
 // The CPU backend (multi-threaded over ThreadPool::global()).
 std::unique_ptr<Backend> make_cpu_backend();
 
+// The inverse frequencies [rot_dims / 2] that rope() applies for p: p.inv_freq when set, else
+// theta with linear / llama3 scaling computed in f32 exactly as HF transformers does. Every
+// backend uses this so they rotate alike (rot_dims must be > 0 here).
+void rope_inv_freq(const RopeParams& p, float* inv_freq);
+
 }  // namespace tessera
