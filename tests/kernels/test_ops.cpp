@@ -140,7 +140,7 @@ TEST(Rope, Llama3AndLinearScaling) {
     p.llama3_original_ctx = 8192;
     std::vector<float> f(64);
     p.rot_dims = 128;
-    cpu::rope_inv_freq(p, f.data());
+    rope_inv_freq(p, f.data());
     const auto ref = ref_inv_freq(p, 128);
     int scaled = 0, smoothed = 0;
     for (int i = 0; i < 64; ++i) {

@@ -20,8 +20,6 @@ void convert_row(DType t, const void* row, float* y, int64_t H);
 void rms_norm(float* y, int64_t y_stride, const float* x, int64_t x_stride, const float* w, int64_t R, int64_t C,
               float eps);
 
-// inv_freq[rot_dims/2] exactly as HF transformers builds it (default, linear, llama3 scaling).
-void rope_inv_freq(const RopeParams& p, float* inv_freq);
 // x[T, n_head, D] rotated in place (p.inv_freq, when set, replaces the schedule); token t at x + t*tok_stride, head h at + h*head_stride.
 void rope(float* x, int64_t T, int64_t tok_stride, int64_t n_head, int64_t head_stride, int64_t D,
           const int32_t* pos, const RopeParams& p);
