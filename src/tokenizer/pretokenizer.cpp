@@ -34,15 +34,20 @@ const char* const kDefault[] = {
 struct Preset {
     std::vector<const char*> patterns;
     bool nfc;
+    bool ignore_merges = false;
+    bool add_bos = false;
 };
 
 const std::map<std::string, Preset, std::less<>>& presets() {
     static const std::map<std::string, Preset, std::less<>> m = [] {
         std::map<std::string, Preset, std::less<>> p;
-        for (const char* n : {"gpt2", "gpt-2", "mpt", "olmo", "jais", "trillion"}) p[n] = {{kGpt2Pattern}, false};
+        for (const char* n : {"gpt2", "gpt-2", "phi-2", "roberta-bpe", "gigachat", "jina-es", "jina-de", "jina-v1-en",
+                              "jina-v2-es", "jina-v2-de", "jina-v2-code", "mpt", "olmo", "jais", "trillion"})
+            p[n] = {{kGpt2Pattern}, false};
         for (const char* n : {"starcoder", "refact", "command-r"}) p[n] = {{R"(\p{N})", kGpt2Pattern}, false};
         for (const char* n : {"llama3", "llama-bpe", "llama-v3", "dbrx", "smaug-bpe", "falcon3", "pixtral"})
-            p[n] = {{kLlama3}, false};
+            p[n] = {{kLlama3}, false, true, true};
+        for (const char* n : {"chatglm-bpe", "glm4"}) p[n] = {{kLlama3}, false};
         for (const char* n : {"qwen2", "stablelm2", "hunyuan", "megrez", "deepseek-r1-qwen"}) p[n] = {{kQwen2}, true};
         p["qwen35"] = {{kQwen35}, true};
         p["deepseek-v3"] = {{std::begin(kDeepseekV3), std::end(kDeepseekV3)}, false};
@@ -113,7 +118,9 @@ void PreTokenizer::add_byte_level(bool add_prefix_space, bool use_regex) {
     steps_.push_back({use_regex ? gpt2 : nullptr, SplitBehavior::Isolated, false, true, add_prefix_space});
 }
 
-PreTokenizer PreTokenizer::from_gguf_pre(std::string_view name, bool* needs_nfc) {
+bool PreTokenizer::has_gguf_pre(std::string_view name) { return presets().count(name) > 0; }
+
+PreTokenizer PreTokenizer::from_gguf_pre(std::string_view name, GgufPreFlags* flags) {
     const auto& p = presets();
     auto it = p.find(name);
     if (it == p.end()) {
@@ -125,7 +132,7 @@ PreTokenizer PreTokenizer::from_gguf_pre(std::string_view name, bool* needs_nfc)
     for (const char* pat : it->second.patterns)
         pre.add_split(std::make_shared<const Regex>(pat), SplitBehavior::Isolated, false);
     pre.add_byte_level(false, false);
-    *needs_nfc = it->second.nfc;
+    if (flags) *flags = {it->second.nfc, it->second.ignore_merges, it->second.add_bos};
     return pre;
 }
 

@@ -21,9 +21,15 @@ public:
     void add_split(std::shared_ptr<const Regex> re, SplitBehavior behavior, bool invert);
     void add_byte_level(bool add_prefix_space, bool use_regex);
 
-    // The regex list llama.cpp uses for a `tokenizer.ggml.pre` name (throws for an unknown
-    // name). `needs_nfc` says whether the matching Hugging Face tokenizer normalizes to NFC.
-    static PreTokenizer from_gguf_pre(std::string_view name, bool* needs_nfc);
+    // What else a `tokenizer.ggml.pre` name implies.
+    struct GgufPreFlags {
+        bool nfc = false;            // the matching Hugging Face tokenizer normalizes to NFC
+        bool ignore_merges = false;  // BPE takes a piece whole when the vocabulary has it
+        bool add_bos = false;        // llama.cpp's default when tokenizer.ggml.add_bos_token is absent
+    };
+    // The regex list llama.cpp uses for a `tokenizer.ggml.pre` name (throws for an unknown name).
+    static PreTokenizer from_gguf_pre(std::string_view name, GgufPreFlags* flags = nullptr);
+    static bool has_gguf_pre(std::string_view name);
     // Escapes a literal string so Regex matches it verbatim.
     static std::string escape_literal(std::string_view s);
 

@@ -25,6 +25,10 @@ std::unique_ptr<Tokenizer> Tokenizer::from_parts(Parts parts) {
         TS_CHECK(id >= 0 && id < kMaxVocab, "{}: token '{}' has id {} outside [0, {})", src, text, id, kMaxVocab);
         n = std::max<int64_t>(n, id + 1);
     }
+    for (const auto& [text, id] : p->inert) {
+        TS_CHECK(id >= 0 && id < kMaxVocab, "{}: token '{}' has id {} outside [0, {})", src, text, id, kMaxVocab);
+        n = std::max<int64_t>(n, id + 1);
+    }
     for (const auto& t : p->added) {
         TS_CHECK(t.id >= 0 && t.id < kMaxVocab, "{}: added token '{}' has id {} outside [0, {})", src, t.content,
                  t.id, kMaxVocab);
@@ -35,6 +39,10 @@ std::unique_ptr<Tokenizer> Tokenizer::from_parts(Parts parts) {
     p->pieces.assign(n, std::string());
     p->special.assign(n, 0);
     p->ids.reserve(p->vocab.size() + p->added.size());
+    for (const auto& [text, id] : p->inert) {
+        p->texts[id] = text;
+        if (!tok::byte_level_decode(text, &p->pieces[id])) p->pieces[id] = text;
+    }
     for (const auto& [text, id] : p->vocab) {
         p->texts[id] = text;
         if (!tok::byte_level_decode(text, &p->pieces[id])) p->pieces[id] = text;  // as HF's decoder does
@@ -58,6 +66,7 @@ std::unique_ptr<Tokenizer> Tokenizer::from_parts(Parts parts) {
     p->bpe.build(p->vocab, p->merges, p->ignore_merges);
     p->vocab.clear(), p->vocab.shrink_to_fit();
     p->merges.clear(), p->merges.shrink_to_fit();
+    p->inert.clear(), p->inert.shrink_to_fit();
     auto check = [&](std::optional<int32_t> id, const char* what) {
         TS_CHECK(!id || (*id >= 0 && *id < n), "{}: {} id {} outside the vocabulary [0, {})", src, what, *id, n);
     };

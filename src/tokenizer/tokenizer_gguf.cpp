@@ -1,5 +1,6 @@
 // Tokenizer from GGUF metadata (tokenizer.ggml.*): byte-level BPE ("gpt2" model) with the split
 // rule named by tokenizer.ggml.pre; control / user-defined tokens become special / added tokens.
+#include "core/log.h"
 #include "core/status.h"
 #include "formats/gguf.h"
 #include "tokenizer/tokenizer_parts.h"
@@ -35,6 +36,8 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& g) {
                 t.id = id;
                 t.special = type != kUserDefined;
                 p.added.push_back(std::move(t));
+            } else if (type == kUnused) {
+                p.inert.emplace_back(tokens[i], id);
             } else {
                 p.vocab.emplace_back(tokens[i], id);
             }
@@ -49,8 +52,16 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& g) {
                 p.merges.emplace_back(m.substr(0, sp), m.substr(sp + 1));
             }
         }
-        const std::string pre = g.find_string("tokenizer.ggml.pre").value_or("default");
-        p.pre = tok::PreTokenizer::from_gguf_pre(pre, &p.nfc);
+        std::string pre = g.find_string("tokenizer.ggml.pre").value_or("default");
+        if (!tok::PreTokenizer::has_gguf_pre(pre)) {
+            // As llama.cpp does: an unknown split rule falls back to its 'default' rule.
+            TS_LOG_WARN("{}: tokenizer.ggml.pre '{}' is not known; using the 'default' split rule", g.path(), pre);
+            pre = "default";
+        }
+        tok::PreTokenizer::GgufPreFlags flags;
+        p.pre = tok::PreTokenizer::from_gguf_pre(pre, &flags);
+        p.nfc = flags.nfc;
+        p.ignore_merges = flags.ignore_merges;
         auto id_key = [&](const char* key) -> std::optional<int32_t> {
             auto v = g.find_i64(key);
             if (!v) return std::nullopt;
@@ -63,7 +74,12 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& g) {
         p.pad = id_key("tokenizer.ggml.padding_token_id");
         for (const char* k : {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"})
             if (auto id = id_key(k)) p.extra_eos.push_back(*id);
-        if (g.find_bool("tokenizer.ggml.add_bos_token").value_or(false) && p.bos) p.prefix_ids.push_back(*p.bos);
+        // End-of-generation tokens llama.cpp recognises by their text.
+        for (const auto& t : p.added)
+            for (const char* eog : {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>",
+                                    "<|eom_id|>", "<｜end▁of▁sentence｜>"})
+                if (t.content == eog) p.extra_eos.push_back(t.id);
+        if (g.find_bool("tokenizer.ggml.add_bos_token").value_or(flags.add_bos) && p.bos) p.prefix_ids.push_back(*p.bos);
         if (g.find_bool("tokenizer.ggml.add_eos_token").value_or(false) && p.eos) p.suffix_ids.push_back(*p.eos);
         p.chat_template = g.find_string("tokenizer.chat_template").value_or("");
         return from_parts(std::move(p));

@@ -18,6 +18,8 @@ struct Tokenizer::Parts {
     // Model vocabulary: stored text (byte-level alphabet) and id.
     std::vector<std::pair<std::string, int32_t>> vocab;
     std::vector<std::pair<std::string, std::string>> merges;
+    // Tokens that have an id and text but never come out of BPE (GGUF UNUSED padding entries).
+    std::vector<std::pair<std::string, int32_t>> inert;
     bool ignore_merges = false;
     std::vector<tok::AddedToken> added;
     bool nfc = false;

@@ -285,7 +285,10 @@ def test_gguf_qwen35_rule(tmp_path):
     compare(tessera_batch(g, texts, False, tmp_path), hf_expected(tok, hf_config("qwen3"), texts, False), texts)
 
 
-def test_gguf_unknown_pre_is_a_clear_error(tmp_path):
+def test_gguf_unknown_pre_warns_and_falls_back(tmp_path):
+    """As llama.cpp does: an unknown tokenizer.ggml.pre uses the 'default' rule, with a warning."""
     g = write_gguf("qwen3", "no-such-rule", tmp_path / "x.gguf")
-    r = subprocess.run([BIN, "tokenize", "--model", str(g), "--text", "x"], capture_output=True)
-    assert r.returncode != 0 and "no-such-rule" in r.stderr.decode()
+    r = subprocess.run([BIN, "tokenize", "--model", str(g), "--text", "hello world"], capture_output=True)
+    assert r.returncode == 0 and "no-such-rule" in r.stderr.decode()
+    tok = tokenizers.Tokenizer.from_file(str(DATA / "qwen3" / "tokenizer.json"))
+    assert [int(x) for x in r.stdout.split()] == tok.encode("hello world").ids

@@ -10,8 +10,7 @@ using namespace tessera::tok;
 
 namespace {
 std::vector<std::string> split(const std::string& pre, const std::string& text) {
-    bool nfc = false;
-    const PreTokenizer p = PreTokenizer::from_gguf_pre(pre, &nfc);
+    const PreTokenizer p = PreTokenizer::from_gguf_pre(pre);
     std::vector<std::string> out;
     for (const auto& piece : p.split(utf8_to_cpts(text))) out.push_back(cpts_to_utf8(piece));
     return out;
@@ -110,9 +109,10 @@ TEST(PreTokenizer, DeepseekV3) {
 }
 
 TEST(PreTokenizer, UnknownNameIsAClearError) {
-    bool nfc;
+    EXPECT_TRUE(PreTokenizer::has_gguf_pre("qwen35"));
+    EXPECT_FALSE(PreTokenizer::has_gguf_pre("nope"));
     try {
-        PreTokenizer::from_gguf_pre("nope", &nfc);
+        PreTokenizer::from_gguf_pre("nope");
         FAIL();
     } catch (const tessera::Error& e) {
         EXPECT_NE(std::string(e.what()).find("'nope'"), std::string::npos);
