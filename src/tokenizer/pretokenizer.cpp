@@ -24,6 +24,17 @@ const char* const kDeepseekV3[] = {
     "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
     R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
 };
+// GPT-2's word rule without the final \s+ (llama.cpp's lists leave such gaps as their own pieces).
+const char* const kGpt2Words = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))";
+const char* const kFalcon[] = {R"([\p{P}\$\+<=>\^~\|`]+)", kGpt2Words, "[0-9][0-9][0-9]"};
+const char* const kDeepseekCoder[] = {"[\r\n]", R"(\s?\p{L}+)", R"(\s?\p{P}+)", "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+",
+                                      R"(\p{N})"};
+const char* const kBloom = R"( ?[^(\s|.,!?…。，、।۔،)]+)";
+// GPT-4o / o200k, as in its tokenizer.json.
+const char* const kGpt4o =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+const char* const kTekken =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 const char* const kDefault[] = {
     R"([\p{P}\$\+<=>\^~\|]+)",
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))",
@@ -44,13 +55,22 @@ const std::map<std::string, Preset, std::less<>>& presets() {
         for (const char* n : {"gpt2", "gpt-2", "phi-2", "roberta-bpe", "gigachat", "jina-es", "jina-de", "jina-v1-en",
                               "jina-v2-es", "jina-v2-de", "jina-v2-code", "mpt", "olmo", "jais", "trillion"})
             p[n] = {{kGpt2Pattern}, false};
-        for (const char* n : {"starcoder", "refact", "command-r"}) p[n] = {{R"(\p{N})", kGpt2Pattern}, false};
+        for (const char* n : {"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b"})
+            p[n] = {{R"(\p{N})", kGpt2Words}, false};
+        p["falcon"] = {{std::begin(kFalcon), std::end(kFalcon)}, false};
+        p["deepseek-coder"] = {{std::begin(kDeepseekCoder), std::end(kDeepseekCoder)}, false};
+        for (const char* n : {"poro-chat", "bloom", "gpt3-finnish"}) p[n] = {{kBloom}, false};
+        p["viking"] = {{kBloom, R"(\p{N})"}, false};
+        for (const char* n : {"gpt-4o", "minimax-m2"}) p[n] = {{kGpt4o}, false};
+        p["tekken"] = {{kTekken}, false, true, true};
         for (const char* n : {"llama3", "llama-bpe", "llama-v3", "dbrx", "smaug-bpe", "falcon3", "pixtral"})
             p[n] = {{kLlama3}, false, true, true};
         for (const char* n : {"chatglm-bpe", "glm4"}) p[n] = {{kLlama3}, false};
-        for (const char* n : {"qwen2", "stablelm2", "hunyuan", "megrez", "deepseek-r1-qwen"}) p[n] = {{kQwen2}, true};
+        for (const char* n : {"qwen2", "stablelm2", "hunyuan", "megrez", "deepseek-r1-qwen", "grok-2", "solar-open"})
+            p[n] = {{kQwen2}, true};
         p["qwen35"] = {{kQwen35}, true};
-        p["deepseek-v3"] = {{std::begin(kDeepseekV3), std::end(kDeepseekV3)}, false};
+        for (const char* n : {"deepseek-v3", "hunyuan-dense"})
+            p[n] = {{std::begin(kDeepseekV3), std::end(kDeepseekV3)}, false};
         p["default"] = {{std::begin(kDefault), std::end(kDefault)}, false};
         return p;
     }();

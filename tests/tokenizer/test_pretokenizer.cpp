@@ -125,3 +125,13 @@ TEST(PreTokenizer, InvalidBytesSurviveSplitting) {
     for (const auto& p : split("qwen2", s)) joined += p;
     EXPECT_EQ(joined, s);
 }
+
+TEST(PreTokenizer, EveryPresetCompiles) {
+    for (const char* name : {"gpt2", "starcoder", "falcon", "deepseek-coder", "bloom", "viking", "gpt-4o", "tekken",
+                             "llama3", "qwen2", "qwen35", "deepseek-v3", "default", "chatglm-bpe"}) {
+        EXPECT_TRUE(PreTokenizer::has_gguf_pre(name)) << name;
+        EXPECT_NO_THROW(PreTokenizer::from_gguf_pre(name)) << name;
+    }
+    // GPT-4o keeps a contraction with its word and splits camel case.
+    EXPECT_EQ(split("gpt-4o", "HelloWorld's 12345"), (V{"Hello", "World's", " ", "123", "45"}));
+}
