@@ -42,7 +42,14 @@ Value f_abs(Interpreter&, const Value& v, CallArgs&) {
     return Value(v.as_int() < 0 ? -v.as_int() : v.as_int());
 }
 
-Value f_attr(Interpreter& in, const Value& v, CallArgs& a) { return in.getattr(v, str_arg(a, 0, "name", "")); }
+// jinja2 do_attr: Python attributes only, never items (d|attr('k') is undefined for a dict key).
+Value f_attr(Interpreter&, const Value& v, CallArgs& a) {
+    std::string name = str_arg(a, 0, "name", "");
+    if (v.is_undefined()) fail_undefined(v);
+    if (v.is_namespace())
+        if (const Value* x = v.dict().find(std::string_view(name))) return *x;
+    return bound_method(v, name);
+}
 
 Value f_batch(Interpreter&, const Value& v, CallArgs& a) {
     int64_t n = int_arg(a, 0, "linecount", 1);

@@ -271,7 +271,7 @@ Value Interpreter::make_macro(const Stmt& s, const std::string& name) {
             inner->vars[p.name] = p.default_value ? eval(*p.default_value)
                                                   : Value::undefined(fmt::format("parameter '{}' was not provided", p.name));
         }
-        inner->vars["varargs"] = Value::list(std::move(varargs));
+        inner->vars["varargs"] = Value::tuple(std::move(varargs));
         inner->vars["kwargs"] = Value::dict(std::move(kwargs));
         std::string out = capture(def->body);
         --call_depth_;
@@ -438,7 +438,10 @@ Value Interpreter::call(const Value& fn, CallArgs& args) {
 }
 
 Value Interpreter::eval_filter(const Expr& e, const Value* block_input) {
-    Value input = e.a ? eval(*e.a) : (block_input ? *block_input : Value());
+    // In {% filter %} / {% set x | f %} blocks the chain bottoms out at the block's text.
+    Value input = !e.a ? (block_input ? *block_input : Value())
+                  : (block_input && e.a->kind == Expr::Kind::Filter) ? eval_filter(*e.a, block_input)
+                                                                     : eval(*e.a);
     CallArgs args = eval_args(e.call);
     line_ = e.line, col_ = e.col;
     return filter(e.name, input, args);

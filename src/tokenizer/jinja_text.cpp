@@ -165,7 +165,11 @@ bool cased(char32_t c) { return is_cased_upper(c) || is_cased_lower(c); }
 }  // namespace
 
 std::string lower(std::string_view s) { return map_chars(s, to_lower); }
-std::string upper(std::string_view s) { return map_chars(s, to_upper); }
+std::string upper(std::string_view s) {
+    std::string out = map_chars(s, to_upper);
+    // The one common full (one-to-many) mapping: ß -> SS.
+    return out.find("\xC3\x9F") == std::string::npos ? out : replace(out, "\xC3\x9F", "SS", -1);
+}
 std::string swapcase(std::string_view s) {
     return map_chars(s, [](char32_t c) { return is_cased_upper(c) ? to_lower(c) : to_upper(c); });
 }
