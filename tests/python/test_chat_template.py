@@ -215,3 +215,26 @@ def test_syntax_error_has_line_and_column(tmp_path):
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({"chat_template": "line one\n{% if x %}\n{{ 1 + }}"}))
     ok, err = tessera_render(tmp_path, [{"role": "user", "content": "x"}])
     assert not ok and "chat template: line 3 col" in err
+
+
+def test_gguf_metadata_template(tmp_path):
+    gguf = pytest.importorskip("gguf")
+    cfg = json.loads((TOKENIZERS / "qwen3" / "tokenizer_config.json").read_text(encoding="utf-8"))
+    path = tmp_path / "model.gguf"
+    w = gguf.GGUFWriter(str(path), "qwen3")
+    w.add_chat_template(cfg["chat_template"])
+    w.add_token_list(["<|endoftext|>", "<|im_start|>", "<|im_end|>", "hello"])
+    w.add_eos_token_id(2)
+    w.add_bos_token_id(0)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    messages = CONVERSATIONS["tool_calls_dict_args"]
+    want = reference("qwen3", messages, TOOLS, True, {"enable_thinking": False})[1]
+    ok, got = tessera_render(path, messages, TOOLS, True, {"enable_thinking": False})
+    assert ok, got
+    assert got == want
+    # bos/eos come from the GGUF token ids.
+    ok, got = tessera_render(path, [{"role": "user", "content": "x"}], chat_template="{{ bos_token }}|{{ eos_token }}")
+    assert (ok, got) == (True, "<|endoftext|>|<|im_end|>")

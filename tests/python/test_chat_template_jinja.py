@@ -273,6 +273,10 @@ SNIPPETS = {
     "globals": "{{ range(3)|list }}{{ range(1, 7, 2)|list }}{{ range(5, 0, -2)|list }}{{ dict(a=1, b=2) }}{{ namespace(x=1).x }}",
     "joiner": "{% set comma = joiner(', ') %}{% for x in 'abc' %}{{ comma() }}{{ x }}{% endfor %}",
     "undefined_chain": "{{ d.missing is defined }}{{ d.missing|default('m') }}{{ none_list|length }}{% if d.missing %}yes{% else %}no{% endif %}{{ (d.missing or 'fallback') }}",
+    "macro_late_binding": "{% macro a(x) %}{{ b(x) }}{% endmacro %}{% macro b(x, e=True) %}<{{ x }}{{ e }}>{% endmacro %}{{ a(1) }}{{ b(2, e=False) }}",
+    "items_key_vs_method": "{{ schema['items'] }}|{{ empty['items'] is mapping }}|{{ empty['items'] is defined }}|{{ schema.items is mapping }}|{% for k, v in schema|dictsort %}{{ k }};{% endfor %}",
+    "none_namespace": "{% set ns = namespace(prev=None) %}{{ ns.prev is none }}{% if ns.prev != 'x' %}ok{% endif %}{% set ns.prev = 'tool' %}{{ ns.prev }}",
+    "filter_precedence": "{{ 'r:' + none_list | default('unknown') + '{' }}|{{ -1 | abs }}|{{ 1 ~ 2 | string }}|{{ not true == false }}|{{ 2 * 3 ** 2 }}|{{ -2 ** 2 }}",
     "kwargs_vars": "{{ enable_thinking }} {{ obj.b.c }} {{ bos_token }}{{ eos_token }}{{ add_generation_prompt }}{{ tools is none }}{{ documents is none }}",
 }
 ERRORS = {
@@ -295,6 +299,8 @@ CONTEXT = {
     "d": {"a": 1, "b": [1, 2], "items": "shadowed"},
     "tree": [{"name": "r", "children": [{"name": "c1", "children": []}, {"name": "c2", "children": [{"name": "g"}]}]}],
     "enable_thinking": False,
+    "schema": {"type": "array", "items": {"type": "string"}, "Description": "x"},
+    "empty": {},
 }
 MESSAGES = [{"role": "user", "content": "hi"}]
 
