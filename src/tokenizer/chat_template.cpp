@@ -55,17 +55,19 @@ void set_special(ChatTemplateSource& src, const std::string& name, const std::st
     if (name == "eos_token") src.eos_token = value;
 }
 
-void load_tokenizer_config(ChatTemplateSource& src, const fs::path& p) {
+// Returns whether the config lists added_tokens_decoder (then special_tokens_map.json is ignored).
+bool load_tokenizer_config(ChatTemplateSource& src, const fs::path& p) {
     ordered_json cfg = read_json(p);
     TS_CHECK(cfg.is_object(), "{}: expected a JSON object", p.string());
+    const bool has_added_tokens = cfg.contains("added_tokens_decoder");
     for (const char* name : kSpecialTokenNames)
         if (cfg.contains(name))
             if (auto t = token_string(cfg[name])) set_special(src, name, *t);
-    if (!cfg.contains("chat_template") || cfg["chat_template"].is_null()) return;
+    if (!cfg.contains("chat_template") || cfg["chat_template"].is_null()) return has_added_tokens;
     const ordered_json& ct = cfg["chat_template"];
     if (ct.is_string()) {
         src.template_text = ct.get<std::string>();
-        return;
+        return has_added_tokens;
     }
     TS_CHECK(ct.is_array(), "{}: chat_template must be a string or a list of {{name, template}}", p.string());
     for (const auto& item : ct) {
@@ -76,6 +78,7 @@ void load_tokenizer_config(ChatTemplateSource& src, const fs::path& p) {
         if (name == "default") src.template_text = item["template"].get<std::string>();
         else src.named_templates.emplace_back(name, item["template"].get<std::string>());
     }
+    return has_added_tokens;
 }
 
 void load_gguf(ChatTemplateSource& src, const std::string& path) {
@@ -143,22 +146,34 @@ ChatTemplateSource load_chat_template(const std::string& path, bool require_temp
     fs::path p(path);
     std::error_code ec;
     if (fs::is_directory(p, ec)) {
-        if (fs::exists(p / "tokenizer_config.json")) load_tokenizer_config(src, p / "tokenizer_config.json");
-        else if (fs::exists(p / "special_tokens_map.json")) {
+        bool has_added_tokens = false;
+        if (fs::exists(p / "tokenizer_config.json")) has_added_tokens = load_tokenizer_config(src, p / "tokenizer_config.json");
+        // Legacy special_tokens_map.json: transformers merges it when the config has no added_tokens_decoder.
+        if (!has_added_tokens && fs::exists(p / "special_tokens_map.json")) {
             ordered_json m = read_json(p / "special_tokens_map.json");
             for (const char* name : kSpecialTokenNames)
                 if (m.is_object() && m.contains(name))
                     if (auto t = token_string(m[name])) set_special(src, name, *t);
         }
-        // transformers 5 saves the template beside the config; it takes precedence.
-        if (fs::exists(p / "chat_template.jinja")) src.template_text = read_file(p / "chat_template.jinja");
+        // Template files (transformers 5 layout) replace every template of the config.
+        std::vector<std::pair<std::string, std::string>> named;
         if (fs::is_directory(p / "additional_chat_templates", ec))
             for (const auto& e : fs::directory_iterator(p / "additional_chat_templates"))
-                if (e.path().extension() == ".jinja")
-                    src.named_templates.emplace_back(e.path().stem().string(), read_file(e.path()));
+                if (e.path().extension() == ".jinja") named.emplace_back(e.path().stem().string(), read_file(e.path()));
+        bool has_file = fs::exists(p / "chat_template.jinja");
+        if (has_file || !named.empty()) {
+            src.template_text = has_file ? read_file(p / "chat_template.jinja") : std::string();
+            src.named_templates = std::move(named);
+        }
+        // Processor checkpoints (vision-language models) may keep it in chat_template.json only.
+        if (!has_any_template(src) && fs::exists(p / "chat_template.json")) {
+            ordered_json j = read_json(p / "chat_template.json");
+            if (j.is_object() && j.contains("chat_template") && j["chat_template"].is_string())
+                src.template_text = j["chat_template"].get<std::string>();
+        }
         if (require_template && !has_any_template(src))
-            fail(ErrorKind::NotFound, "{}: no chat template (looked for chat_template in tokenizer_config.json and "
-                                      "chat_template.jinja)", path);
+            fail(ErrorKind::NotFound, "{}: no chat template (looked for chat_template.jinja, tokenizer_config.json and "
+                                      "chat_template.json)", path);
         return src;
     }
     if (!fs::exists(p, ec)) fail(ErrorKind::NotFound, "{}: no such file or directory", path);

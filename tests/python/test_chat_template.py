@@ -238,3 +238,19 @@ def test_gguf_metadata_template(tmp_path):
     # bos/eos come from the GGUF token ids.
     ok, got = tessera_render(path, [{"role": "user", "content": "x"}], chat_template="{{ bos_token }}|{{ eos_token }}")
     assert (ok, got) == (True, "<|endoftext|>|<|im_end|>")
+
+
+def test_template_files_replace_config_templates(tmp_path):
+    # chat_template.jinja + additional_chat_templates/*.jinja (transformers 5 layout) win over the config.
+    shutil.copy(TOKENIZERS / "qwen3" / "tokenizer.json", tmp_path / "tokenizer.json")
+    cfg = json.loads((TOKENIZERS / "qwen3" / "tokenizer_config.json").read_text(encoding="utf-8"))
+    cfg["chat_template"] = [{"name": "default", "template": "CONFIG"}, {"name": "rag", "template": "RAG"}]
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(cfg), encoding="utf-8")
+    (tmp_path / "chat_template.jinja").write_text("FILE{% for m in messages %}[{{ m.content }}]{% endfor %}", encoding="utf-8")
+    (tmp_path / "additional_chat_templates").mkdir()
+    (tmp_path / "additional_chat_templates" / "tool_use.jinja").write_text("TOOLS{{ tools|length }}{{ eos_token }}", encoding="utf-8")
+    tok = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
+    msgs = [{"role": "user", "content": "a"}]
+    for tools in (None, TOOLS):
+        want = tok.apply_chat_template(msgs, tools=tools, tokenize=False)
+        assert tessera_render(tmp_path, msgs, tools) == (True, want)
