@@ -106,16 +106,21 @@ INSTANTIATE_TEST_SUITE_P(AllDtypes, MatmulTest, ::testing::Combine(::testing::Va
                                     (std::get<1>(info.param) ? "_simd" : "_scalar");
                          });
 
-// For q8_0-activation formats the integer kernels must equal Σ deq(w)·deq(q8_0(x)) up to f32
-// rounding, with q8_0(x) from formats/quants.h (ggml's reference quantizer).
+// For q8_0-activation formats the integer kernels must equal Σ deq(w)·q·d up to f32 rounding,
+// with q from ggml's reference q8_0 quantizer (formats/quants.h) and d = amax/127 kept in f32
+// (the kernels keep the activation scale in f32; ggml rounds it to f16).
 TEST(Matmul, Q8_0FormatsAreExactOnQuantizedActivations) {
     const int64_t N = 19, K = 320, T = 5;
     auto x = random_floats(size_t(T * K), 5, -3.f, 3.f);
     std::vector<float> xq(x.size());
-    std::vector<uint8_t> tmp(dtype_row_bytes(DType::Q8_0, K));
+    std::vector<BlockQ8_0> tmp(size_t(K / 32));
     for (int64_t i = 0; i < T; ++i) {
         quantize_row(DType::Q8_0, &x[size_t(i * K)], tmp.data(), K);
-        dequantize_row(DType::Q8_0, tmp.data(), &xq[size_t(i * K)], K);
+        for (int64_t b = 0; b < K / 32; ++b) {
+            float amax = 0.f;
+            for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[size_t(i * K + b * 32 + j)]));
+            for (int j = 0; j < 32; ++j) xq[size_t(i * K + b * 32 + j)] = float(tmp[size_t(b)].qs[j]) * (amax / 127.f);
+        }
     }
     for (DType t : {DType::Q4_0, DType::Q8_0, DType::MXFP4})
         for (bool simd : {true, false}) {

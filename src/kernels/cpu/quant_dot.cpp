@@ -16,12 +16,12 @@ float e8m0_to_f32_half(uint8_t e) {
     return bits_to_f32(bits);
 }
 
-void quantize_row_q8_0(const float* x, BlockQ8_0* y, int64_t K) {
+void quantize_row_q8_0(const float* x, BlockQ8A* y, int64_t K) {
     for (int64_t b = 0; b < K / QK8_0; ++b, x += QK8_0) {
         float amax = 0.f;
         for (int j = 0; j < QK8_0; ++j) amax = std::max(amax, std::fabs(x[j]));
         const float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
-        y[b].d = f32_to_f16(d);
+        y[b].d = d;
         for (int j = 0; j < QK8_0; ++j) y[b].qs[j] = int8_t(std::clamp(std::nearbyint(x[j] * id), -127.f, 127.f));
     }
 }
@@ -29,7 +29,7 @@ void quantize_row_q8_0(const float* x, BlockQ8_0* y, int64_t K) {
 size_t act_row_bytes(ActFormat f, int64_t K) {
     switch (f) {
         case ActFormat::F32: return size_t(K) * sizeof(float);
-        case ActFormat::Q8_0: return size_t(K / QK8_0) * sizeof(BlockQ8_0);
+        case ActFormat::Q8_0: return size_t(K / QK8_0) * sizeof(BlockQ8A);
         case ActFormat::Q8_K: return size_t(K / QK_K) * sizeof(BlockQ8K);
     }
     return 0;
@@ -38,15 +38,15 @@ size_t act_row_bytes(ActFormat f, int64_t K) {
 void quantize_act(ActFormat f, const float* x, void* y, int64_t K) {
     switch (f) {
         case ActFormat::F32: std::memcpy(y, x, size_t(K) * sizeof(float)); return;
-        case ActFormat::Q8_0: quantize_row_q8_0(x, static_cast<BlockQ8_0*>(y), K); return;
+        case ActFormat::Q8_0: quantize_row_q8_0(x, static_cast<BlockQ8A*>(y), K); return;
         case ActFormat::Q8_K: quantize_row_q8_K(x, static_cast<BlockQ8K*>(y), K); return;
     }
 }
 
 namespace {
 
-inline const BlockQ8_0* act_row(const void* x, size_t xs, int r) {
-    return reinterpret_cast<const BlockQ8_0*>(static_cast<const char*>(x) + r * xs);
+inline const BlockQ8A* act_row(const void* x, size_t xs, int r) {
+    return reinterpret_cast<const BlockQ8A*>(static_cast<const char*>(x) + r * xs);
 }
 
 // ---- scalar ------------------------------------------------------------------------------
@@ -87,10 +87,10 @@ void dot_q8_scalar(const void* w, const void* x, size_t xs, int R, int64_t K, fl
     for (int64_t b = 0; b < K / 32; ++b) {
         const float dw = Dec::decode(wb[b], q);
         for (int r = 0; r < R; ++r) {
-            const BlockQ8_0& y = act_row(x, xs, r)[b];
+            const BlockQ8A& y = act_row(x, xs, r)[b];
             int32_t s = 0;
             for (int j = 0; j < 32; ++j) s += int32_t(q[j]) * y.qs[j];
-            out[r] += float(s) * (dw * f16_to_f32(y.d));
+            out[r] += float(s) * (dw * y.d);
         }
     }
 }
@@ -130,7 +130,7 @@ struct Mxfp4Avx {
 template <class Dec, int R>
 void dot_q8_avx2_r(const void* w, const void* x, size_t xs, int64_t K, float* out) {
     const auto* wb = static_cast<const typename Dec::Block*>(w);
-    const BlockQ8_0* y[R];
+    const BlockQ8A* y[R];
     __m256 acc0[R], acc1[R];
     for (int r = 0; r < R; ++r) {
         y[r] = act_row(x, xs, r);
@@ -139,10 +139,13 @@ void dot_q8_avx2_r(const void* w, const void* x, size_t xs, int64_t K, float* ou
     auto step = [&](int64_t b, __m256* acc) {
         float dw;
         const __m256i qw = Dec::decode(wb[b], dw);
+        const __m256i aw = _mm256_sign_epi8(qw, qw);  // |w|, shared by the rows
+        const __m256 dwv = _mm256_set1_ps(dw);
         for (int r = 0; r < R; ++r) {
             const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[r][b].qs));
-            const __m256 p = _mm256_cvtepi32_ps(dot_i8(qw, qy));
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * _cvtsh_ss(y[r][b].d)), p, acc[r]);
+            const __m256i p16 = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(qy, qw));
+            const __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dwv, _mm256_broadcast_ss(&y[r][b].d)), p, acc[r]);
         }
     };
     const int64_t nb = K / 32;

@@ -11,6 +11,13 @@
 
 namespace tessera::cpu {
 
+// Activation block for Q4_0 / Q8_0 / MXFP4 weights: ggml's q8_0 with an f32 scale (no f16
+// conversion in the inner loop).
+struct BlockQ8A {
+    float d;
+    int8_t qs[32];
+};
+
 // Activation block for the K-quants: f32 scale, 256 int8 values, and the sum of each 16.
 struct BlockQ8K {
     float d;
@@ -33,8 +40,8 @@ struct DotKernel {
 // The kernel for weights of type w, or nullptr when matmul does not support it.
 const DotKernel* dot_kernel(DType w);
 
-// Activation quantization (K a multiple of 32 / 256). Scales: amax/127, round to nearest.
-void quantize_row_q8_0(const float* x, BlockQ8_0* y, int64_t K);
+// Activation quantization (K a multiple of 32 / 256): d = amax/127, q = round(x/d) like ggml.
+void quantize_row_q8_0(const float* x, BlockQ8A* y, int64_t K);
 void quantize_row_q8_K(const float* x, BlockQ8K* y, int64_t K);
 size_t act_row_bytes(ActFormat f, int64_t K);
 void quantize_act(ActFormat f, const float* x, void* y, int64_t K);  // F32: a copy
