@@ -29,6 +29,12 @@ public:
     };
     // The regex list llama.cpp uses for a `tokenizer.ggml.pre` name (throws for an unknown name).
     static PreTokenizer from_gguf_pre(std::string_view name, GgufPreFlags* flags = nullptr);
+    static PreTokenizer from_gguf_pre(std::string_view name, bool* needs_nfc) {
+        GgufPreFlags f;
+        PreTokenizer p = from_gguf_pre(name, &f);
+        *needs_nfc = f.nfc;
+        return p;
+    }
     static bool has_gguf_pre(std::string_view name);
     // Escapes a literal string so Regex matches it verbatim.
     static std::string escape_literal(std::string_view s);

@@ -233,6 +233,8 @@ private:
     }
 
     NodeP parse_group() {
+        if (++depth_ > 200) error("groups nested too deeply");
+        struct Leave { int& d; ~Leave() { --d; } } leave{depth_};
         if (!accept('?')) {
             auto body = parse_alt();
             if (!accept(')')) error("missing ')'");
@@ -452,6 +454,7 @@ private:
     Regex& re_;
     std::u32string_view p_;
     size_t i_ = 0;
+    int depth_ = 0;
     bool icase_ = false;
 };
 
@@ -464,6 +467,10 @@ Regex::Regex(std::string_view pattern) : pattern_(pattern) {
 
 bool Regex::run(uint32_t start_pc, std::u32string_view s, size_t start_pos, size_t* end) const {
     struct Thread { uint32_t pc; size_t pos; };
+    // A budget against catastrophic backtracking in a hostile pattern; the patterns tokenizers
+    // use need a few steps per character.
+    const uint64_t budget = 50'000'000 + 200 * static_cast<uint64_t>(s.size());
+    uint64_t steps = 0;
     std::vector<Thread> stack;
     stack.push_back({start_pc, start_pos});
     while (!stack.empty()) {
@@ -471,6 +478,8 @@ bool Regex::run(uint32_t start_pc, std::u32string_view s, size_t start_pos, size
         size_t pos = stack.back().pos;
         stack.pop_back();
         for (;;) {
+            if (++steps > budget)
+                fail(ErrorKind::Invalid, "regex '{}': too much backtracking at offset {}", pattern_, start_pos);
             const Inst& in = prog_[pc];
             bool ok = true;
             switch (in.op) {

@@ -64,8 +64,8 @@ std::unique_ptr<Tokenizer> Tokenizer::from_parts(Parts parts) {
     p->raw_matcher.build(raw);
     p->normalized_matcher.build(normalized);
     p->bpe.build(p->vocab, p->merges, p->ignore_merges);
+    // vocab and inert live on in texts/pieces; merges stay for exporters (tokenizer_export.cpp).
     p->vocab.clear(), p->vocab.shrink_to_fit();
-    p->merges.clear(), p->merges.shrink_to_fit();
     p->inert.clear(), p->inert.shrink_to_fit();
     auto check = [&](std::optional<int32_t> id, const char* what) {
         TS_CHECK(!id || (*id >= 0 && *id < n), "{}: {} id {} outside the vocabulary [0, {})", src, what, *id, n);

@@ -51,6 +51,8 @@ public:
     // The chat template from tokenizer_config.json / chat_template.jinja / tokenizer.chat_template;
     // empty when there is none.
     const std::string& chat_template() const;
+    // The loaded pieces (tokenizer_parts.h), for exporters such as tokenizer_export.cpp.
+    const Parts& parts() const { return *p_; }
 
 private:
     explicit Tokenizer(std::unique_ptr<Parts> p);

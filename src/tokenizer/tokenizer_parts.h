@@ -29,7 +29,7 @@ struct Tokenizer::Parts {
     std::vector<int32_t> extra_eos;
     std::string chat_template;
 
-    // Filled by from_parts.
+    // Filled by from_parts (which empties `vocab` and `inert` into texts/pieces; `merges` stay).
     tok::BpeModel bpe;
     tok::AddedTokenMatcher raw_matcher, normalized_matcher;
     std::vector<std::string> texts;   // id -> stored text

@@ -135,3 +135,10 @@ TEST(PreTokenizer, EveryPresetCompiles) {
     // GPT-4o keeps a contraction with its word and splits camel case.
     EXPECT_EQ(split("gpt-4o", "HelloWorld's 12345"), (V{"Hello", "World's", " ", "123", "45"}));
 }
+
+TEST(Regex, HostilePatternsFailCleanly) {
+    EXPECT_THROW(Regex(std::string(1000, '(') + std::string(1000, ')')), tessera::Error);
+    Regex exp("(a|a)(a|a)(a|a)(a|a)(a|a)(a|a)(a|a)(a|a)(a|a)(a|a)(a|a)(a|a)(a|a)(a|a)(a|a)(a|a)(a|a)(a|a)(a|a)(a|a)"
+              "(a|a)(a|a)(a|a)(a|a)(a|a)(a|a)b");
+    EXPECT_THROW(exp.match_at(std::u32string(30, U'a'), 0), tessera::Error);
+}
