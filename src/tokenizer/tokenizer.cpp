@@ -35,6 +35,9 @@ std::unique_ptr<Tokenizer> Tokenizer::from_parts(Parts parts) {
         n = std::max<int64_t>(n, t.id + 1);
     }
     TS_CHECK(n > 0, "{}: the vocabulary is empty", src);
+    // Real vocabularies are dense; a hostile file must not make us allocate for ids it lacks.
+    const int64_t count = static_cast<int64_t>(p->vocab.size() + p->inert.size() + p->added.size());
+    TS_CHECK(n <= 2 * count + 1024, "{}: token ids run up to {} for only {} tokens", src, n - 1, count);
     p->texts.assign(n, std::string());
     p->pieces.assign(n, std::string());
     p->special.assign(n, 0);
