@@ -7,10 +7,13 @@
 
 namespace tessera::tok {
 namespace {
+// Rust regex's Unicode \w (what Hugging Face checks for single_word): letters, marks, decimal
+// and letter numbers, connector punctuation, joiners.
 bool is_word_char(char32_t cp) {
-    if (cp == '_') return true;
-    const char m = major_category(cp);
-    return m == 'L' || m == 'N';
+    const GeneralCategory g = general_category(cp);
+    const char m = major_category(g);
+    return m == 'L' || m == 'M' || g == GeneralCategory::Nd || g == GeneralCategory::Nl ||
+           g == GeneralCategory::Pc || cp == 0x200C || cp == 0x200D;
 }
 // Last / first code point of a byte range (invalid bytes count as non-word, non-space).
 char32_t last_cp(std::string_view s) {
