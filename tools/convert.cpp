@@ -7,6 +7,8 @@
 #include "core/status.h"
 #include "runtime/gguf_export.h"
 #include "runtime/model_loader.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_export.h"
 
 namespace tessera::cli {
 namespace {
@@ -27,10 +29,18 @@ int run_convert(const Args& args) {
     ExportOptions opts;
     opts.type = type;
     opts.name = std::filesystem::path(in).filename().string();
-    // TODO(tokenizer export): tokenizer.json -> tokenizer.ggml.* needs llama.cpp's pre-tokenizer
-    // name for the split rule; until then the GGUF carries the model only.
-    if (std::filesystem::exists(std::filesystem::path(in) / "tokenizer.json"))
-        std::fprintf(stderr, "convert: note: the tokenizer is not embedded yet (model tensors and metadata only)\n");
+    std::unique_ptr<Tokenizer> tok;
+    if (std::filesystem::is_directory(in) && std::filesystem::exists(std::filesystem::path(in) / "tokenizer.json"))
+        tok = load_tokenizer(in);
+    else if (is_gguf_path(in))
+        tok = load_tokenizer(in);  // GGUF input: carry its tokenizer over (NotFound if it has none)
+    if (tok) {
+        TS_CHECK(tok->vocab_size() <= cfg.vocab_size, "{}: the tokenizer has {} tokens but the model only {} rows",
+                 in, tok->vocab_size(), cfg.vocab_size);
+        opts.add_tokenizer = [&](GgufWriter& w) { add_tokenizer_to_gguf(*tok, w, cfg.vocab_size); };
+    } else {
+        std::fprintf(stderr, "convert: no tokenizer.json in %s; writing the model without a tokenizer\n", in.c_str());
+    }
     opts.progress = [](const std::string& name, size_t done, size_t total) {
         std::fprintf(stderr, "\rconvert: %zu/%zu %-40s", done, total, name.c_str());
     };
