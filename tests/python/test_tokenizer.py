@@ -285,6 +285,41 @@ def test_gguf_qwen35_rule(tmp_path):
     compare(tessera_batch(g, texts, False, tmp_path), hf_expected(tok, hf_config("qwen3"), texts, False), texts)
 
 
+def llama3_style_dir(out_dir):
+    """Qwen3's vocabulary dressed as a Llama-3 tokenizer: llama3 split rule, ignore_merges, and a
+    TemplateProcessing post-processor that adds BOS; the config has no add_bos_token."""
+    j = json.loads((DATA / "qwen3" / "tokenizer.json").read_text(encoding="utf-8"))
+    j["normalizer"] = None
+    j["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {"Regex": LLAMA3_RE}
+    j["model"]["ignore_merges"] = True
+    bos = "<|endoftext|>"
+    j["post_processor"] = {
+        "type": "Sequence", "processors": [
+            {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True},
+            {"type": "TemplateProcessing",
+             "single": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+             "pair": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                      {"Sequence": {"id": "B", "type_id": 1}}],
+             "special_tokens": {bos: {"id": bos, "ids": [151643], "tokens": [bos]}}}]}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "tokenizer.json").write_text(json.dumps(j, ensure_ascii=False), encoding="utf-8")
+    (out_dir / "tokenizer_config.json").write_text(json.dumps({"bos_token": bos, "eos_token": "<|im_end|>"}))
+    return out_dir
+
+
+@pytest.mark.parametrize("special", [False, True])
+def test_llama3_style_template_and_gguf(special, tmp_path):
+    d = llama3_style_dir(tmp_path / "l3")
+    tok = tokenizers.Tokenizer.from_file(str(d / "tokenizer.json"))
+    tok.encode_special_tokens = not special
+    texts = CORPUS + random_corpus(seed=3)
+    want = [tok.encode(t, add_special_tokens=special).ids for t in texts]
+    compare(tessera_batch(d, texts, special, tmp_path), want, texts)
+    g = write_gguf("qwen3", "llama-bpe", tmp_path / "l3.gguf", regex_json_dir=d)  # add_bos_token false here
+    want_gguf = [w[1:] if special and w[:1] == [151643] else w for w in want]
+    compare(tessera_batch(g, texts, special, tmp_path), want_gguf, texts)
+
+
 def test_gguf_unknown_pre_warns_and_falls_back(tmp_path):
     """As llama.cpp does: an unknown tokenizer.ggml.pre uses the 'default' rule, with a warning."""
     g = write_gguf("qwen3", "no-such-rule", tmp_path / "x.gguf")
