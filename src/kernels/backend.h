@@ -16,7 +16,7 @@ enum class RopeStyle : uint8_t {
 };
 
 struct RopeParams {
-    int rot_dims = 0;       // rotate the first rot_dims of each head (partial rotary); == D for full
+    int rot_dims = 0;       // rotate the first rot_dims of each head (partial rotary); == D (or 0) for full
     float theta = 10000.f;  // base
     RopeStyle style = RopeStyle::NeoX;
     // Llama-3 style frequency scaling (rope_scaling.rope_type == "llama3"); factor <= 1 disables.
@@ -63,7 +63,7 @@ public:
     // y[R, C] += bias[C] for every row (bias f32; e.g. Qwen2's q/k/v projection biases)
     virtual void add_bias(const Tensor& y, const Tensor& bias) = 0;
     // Writes k/v [T, n_kv, D] into the caches [n_blocks, block_size, n_kv, D] at slot[t]
-    // (= block * block_size + row). Cache dtype f32 or f16.
+    // (= block * block_size + row; slot < 0: padding, skipped). Cache dtype f32 or f16.
     virtual void kv_store(const Tensor& k_cache, const Tensor& v_cache, const Tensor& k, const Tensor& v,
                           const int32_t* slot) = 0;
     // out[T, n_head, D] = causal softmax(q·kᵀ·scale)·v over the paged cache, GQA: query head h
