@@ -1,6 +1,7 @@
 // GPT-2's reversible byte <-> printable-code-point map: byte-level vocabularies store token
 // bytes as these code points (space is 'Ġ', newline 'Ċ').
 #pragma once
+#include <cstdint>
 #include <string>
 #include <string_view>
 

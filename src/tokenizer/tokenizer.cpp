@@ -114,16 +114,16 @@ void Tokenizer::check_id(int32_t id) const {
 std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special) const {
     std::string out;
     for (int32_t id : ids) {
-        check_id(id);
-        if (skip_special && p_->special[id]) continue;
-        out += p_->pieces[id];
+        if (skip_special && is_special(id)) continue;
+        out += token_to_piece(id);
     }
     return out;
 }
 
 const std::string& Tokenizer::token_to_piece(int32_t id) const {
-    check_id(id);
-    return p_->pieces[id];
+    static const std::string kNone;
+    if (id < 0) fail(ErrorKind::Invalid, "negative token id {}", id);
+    return id < vocab_size() ? p_->pieces[id] : kNone;
 }
 
 const std::string& Tokenizer::token_text(int32_t id) const {

@@ -32,9 +32,11 @@ public:
     // parse_special: special tokens written in the text become their ids; otherwise they are
     // tokenized as plain text. Non-special added tokens are always matched (as Hugging Face does).
     std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
-    // Concatenated raw bytes of the tokens (not necessarily valid UTF-8). Throws on an id out of range.
+    // Concatenated raw bytes of the tokens (not necessarily valid UTF-8). Ids at or past
+    // vocab_size() (a model's padding rows beyond the tokenizer) decode to nothing; a negative
+    // id throws.
     std::string decode(const std::vector<int32_t>& ids, bool skip_special = false) const;
-    // Raw bytes of one token (an added token's content as written).
+    // Raw bytes of one token (an added token's content as written); empty past vocab_size().
     const std::string& token_to_piece(int32_t id) const;
     // The token's text as stored in the vocabulary (byte-level alphabet for model tokens).
     const std::string& token_text(int32_t id) const;

@@ -129,8 +129,10 @@ TEST(Decode, RawBytesRoundTripInvalidUtf8) {
     EXPECT_EQ(t->decode(t->encode(bad, false, false)), bad);
     EXPECT_EQ(t->token_to_piece(' '), " ");
     EXPECT_EQ(t->token_text(' '), "\xC4\xA0");  // Ġ
-    EXPECT_THROW(t->decode({5000}), tessera::Error);
+    EXPECT_EQ(t->decode({'a', 5000, 'b'}), "ab");  // past the vocabulary (model padding rows): nothing
+    EXPECT_THROW(t->decode({-1}), tessera::Error);
     EXPECT_THROW(t->token_to_piece(-1), tessera::Error);
+    EXPECT_THROW(t->token_text(5000), tessera::Error);
 }
 
 TEST(StreamDecoder, HoldsSplitCharacters) {
