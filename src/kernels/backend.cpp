@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/status.h"
+
 namespace tessera {
 
 void rope_inv_freq(const RopeParams& p, float* inv_freq) {
@@ -35,6 +37,32 @@ void rope_inv_freq(const RopeParams& p, float* inv_freq) {
             inv_freq[i] = out;
         }
     }
+}
+
+// Hybrid-model ops a backend has not implemented yet: a clear error, not a crash.
+namespace {
+[[noreturn]] void unsupported(const Backend& be, const char* op) {
+    fail(ErrorKind::Unsupported, "backend {} does not implement {} yet", be.name(), op);
+}
+}  // namespace
+void Backend::sigmoid_mul(const Tensor&, const Tensor&, const Tensor&) { unsupported(*this, "sigmoid_mul"); }
+void Backend::l2_norm(const Tensor&, float, float) { unsupported(*this, "l2_norm"); }
+void Backend::rms_norm_gated(const Tensor&, const Tensor&, const Tensor&, const Tensor&, float) {
+    unsupported(*this, "rms_norm_gated");
+}
+void Backend::conv1d_silu(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const SeqPlan&) {
+    unsupported(*this, "conv1d_silu");
+}
+void Backend::gdn_gates(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
+    unsupported(*this, "gdn_gates");
+}
+void Backend::gated_delta_rule(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                               const Tensor&, const Tensor&, const SeqPlan&, const GdnParams&) {
+    unsupported(*this, "gated_delta_rule");
+}
+void Backend::moe_topk(const Tensor&, int, bool, int32_t*, float*) { unsupported(*this, "moe_topk"); }
+void Backend::moe_experts(const Tensor&, const Tensor&, const MoeWeights&, const int32_t*, const float*, int) {
+    unsupported(*this, "moe_experts");
 }
 
 }  // namespace tessera

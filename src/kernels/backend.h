@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -42,6 +43,37 @@ struct AttnPlan {
     int block_size = 0;
 };
 
+// Per-step plan for the recurrent (Gated DeltaNet) layers: which tokens belong to which sequence
+// and which state slot each sequence reads and writes. Token t of sequence s: q_start[s] <= t <
+// q_start[s+1]. A slot holds the state after the sequence's previous tokens (zeros for a new one).
+struct SeqPlan {
+    int n_seqs = 0;
+    const int32_t* q_start = nullptr;  // [n_seqs + 1]
+    const int32_t* slot = nullptr;     // [n_seqs] state slot of each sequence
+};
+
+enum class GdnMode : uint8_t {
+    Recurrent,  // token by token (decode; the definition)
+    Chunked,    // the chunked WY form over 64-token chunks (prefill); equal to Recurrent
+};
+
+struct GdnParams {
+    int n_k_heads = 0;         // nk: q/k heads
+    int n_v_heads = 0;         // nv: v heads, a multiple of nk (r = nv / nk)
+    // Which key head value head h reads: h / r (HF's grouped order) or h % nk (llama.cpp's
+    // re-tiled qwen35 GGUF order).
+    bool tiled_heads = false;
+    GdnMode mode = GdnMode::Recurrent;
+    int chunk = 64;
+};
+
+// MoE expert weights, one view per expert (slices of stacked [E, rows, cols] tensors or separate
+// per-expert tensors): gate[e], up[e] [I, H]; down[e] [H, I]. Any matmul dtype.
+struct MoeWeights {
+    std::vector<Tensor> gate, up, down;
+    int n_experts() const { return int(gate.size()); }
+};
+
 class Backend {
 public:
     virtual ~Backend() = default;
@@ -74,6 +106,40 @@ public:
     virtual void softmax(const Tensor& x) = 0;
     // out[r] = argmax of row r of x[R, C] (first index on ties).
     virtual void argmax(const Tensor& x, int32_t* out) = 0;
+
+    // ---- hybrid models (Qwen3.5 / Qwen3-Next). Defaults throw Unsupported until a backend
+    // implements them (backend.cpp).
+
+    // y = x ⊙ σ(gate); gate [R, C] like x, or [R, 1] (one gate per row). y may alias x.
+    virtual void sigmoid_mul(const Tensor& y, const Tensor& x, const Tensor& gate);
+    // x[T, n, D] in place: x · rsqrt(Σ x² + eps) · scale per head (FLA / HF l2norm, eps 1e-6).
+    virtual void l2_norm(const Tensor& x, float eps, float scale);
+    // y[T, n, D] = w[D] ⊙ x · rsqrt(mean(x²) + eps) ⊙ silu(z)   per head (the GDN output norm).
+    virtual void rms_norm_gated(const Tensor& y, const Tensor& x, const Tensor& z, const Tensor& w, float eps);
+    // Causal depthwise conv over time then SiLU, per sequence: y[t, c] = silu(Σ_{i<K} w[c, i] ·
+    // x[t-K+1+i, c]); the K-1 inputs before a sequence's first token come from its conv state
+    // conv_state[slot] ([n_slots, K-1, C], oldest first), which is left holding the last K-1 inputs.
+    // x, y [T, C]; w [C, K] f32.
+    virtual void conv1d_silu(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& conv_state,
+                             const SeqPlan& plan);
+    // Gates of the delta rule, elementwise over [T, nv]: beta = σ(b);
+    // g = neg_exp_a · softplus(a + dt_bias) with neg_exp_a = −exp(A_log) [nv].
+    virtual void gdn_gates(const Tensor& beta, const Tensor& g, const Tensor& b, const Tensor& a,
+                           const Tensor& neg_exp_a, const Tensor& dt_bias);
+    // The gated delta rule per sequence and value head h (key head per GdnParams), state
+    // S [dk, dv] = state[slot, h] (f32, [n_slots, nv, dk, dv]), updated in place:
+    //   S ← exp(g_t)·S;  u = Sᵀk_t;  S ← S + k_t ⊗ β_t(v_t − u);  o_t = Sᵀq_t
+    // q, k [T, nk, dk] (already l2-normed, q scaled); v, o [T, nv, dv]; g, beta [T, nv].
+    virtual void gated_delta_rule(const Tensor& o, const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const Tensor& g, const Tensor& beta, const Tensor& state, const SeqPlan& plan,
+                                  const GdnParams& p);
+    // Router: p = softmax(logits[T, E]) in f32, the k largest per row into ids/weights [T, k]
+    // (descending; ties to the lower index), renormalised to sum 1 when `renormalize`.
+    virtual void moe_topk(const Tensor& logits, int k, bool renormalize, int32_t* ids, float* weights);
+    // y[T, H] = Σ_j weights[t, j] · down_e(silu(gate_e·x_t) ⊙ up_e·x_t), e = ids[t, j], computed
+    // grouped by expert (each expert's tokens gathered into one matmul), not token by token.
+    virtual void moe_experts(const Tensor& y, const Tensor& x, const MoeWeights& w, const int32_t* ids,
+                             const float* weights, int k);
 };
 
 // The CPU backend (multi-threaded over ThreadPool::global()).
