@@ -88,6 +88,14 @@ bool read_pre_tokenizer(const json& j, Tokenizer::Parts& p) {
                             get_bool(*s, "individual_digits", false) ? tok::SplitBehavior::Isolated
                                                                      : tok::SplitBehavior::Contiguous,
                             false);
+        } else if (t == "Whitespace") {
+            // Keeps the matches, drops what lies between (HF: split(Invert(re), Removed)).
+            p.pre.add_split(std::make_shared<const tok::Regex>(R"(\w+|[^\w\s]+)"), tok::SplitBehavior::Removed, true);
+        } else if (t == "WhitespaceSplit") {
+            p.pre.add_split(std::make_shared<const tok::Regex>(R"(\s+)"), tok::SplitBehavior::Removed, false);
+        } else if (t == "Punctuation") {
+            p.pre.add_split(std::make_shared<const tok::Regex>(R"(\p{P}|[!-/:-@\[-`{-~])"),
+                            parse_behavior(get_string(*s, "behavior", "Isolated")), false);
         } else {
             fail(ErrorKind::Unsupported, "pre_tokenizer '{}' is not supported", t);
         }

@@ -327,3 +327,22 @@ def test_gguf_unknown_pre_warns_and_falls_back(tmp_path):
     assert r.returncode == 0 and "no-such-rule" in r.stderr.decode()
     tok = tokenizers.Tokenizer.from_file(str(DATA / "qwen3" / "tokenizer.json"))
     assert [int(x) for x in r.stdout.split()] == tok.encode("hello world").ids
+
+
+@pytest.mark.parametrize("pre", ["Whitespace", "WhitespaceSplit", "Punctuation", "Digits"])
+def test_other_hf_pre_tokenizers(pre, tmp_path):
+    j = json.loads((DATA / "qwen3" / "tokenizer.json").read_text(encoding="utf-8"))
+    j["normalizer"] = None
+    step = {"type": pre}
+    if pre == "Punctuation":
+        step["behavior"] = "Isolated"
+    if pre == "Digits":
+        step["individual_digits"] = False
+    j["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        step, {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]}
+    d = tmp_path / pre
+    d.mkdir()
+    (d / "tokenizer.json").write_text(json.dumps(j, ensure_ascii=False), encoding="utf-8")
+    tok = tokenizers.Tokenizer.from_file(str(d / "tokenizer.json"))
+    texts = CORPUS[:30] + random_corpus(n=50, seed=11)
+    compare(tessera_batch(d, texts, False, tmp_path), hf_expected(tok, {}, texts, False), texts)
