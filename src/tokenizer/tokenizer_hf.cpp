@@ -304,8 +304,18 @@ std::unique_ptr<Tokenizer> Tokenizer::from_hf_dir(const std::string& dir) {
     };
     return with_context(dir, [&] {
         auto tok = from_hf_json(read_file(tj), maybe("tokenizer_config.json"), maybe("generation_config.json"));
+        // Newer checkpoints keep the template beside the config: chat_template.jinja, or
+        // chat_template.json {"chat_template": "..."}.
         const std::string jinja = maybe("chat_template.jinja");
-        if (!jinja.empty()) tok->p_->chat_template = jinja;
+        if (!jinja.empty()) {
+            tok->p_->chat_template = jinja;
+        } else if (tok->p_->chat_template.empty()) {
+            const std::string cj = maybe("chat_template.json");
+            if (!cj.empty()) {
+                const json j = parse_json(cj, "chat_template.json");
+                tok->p_->chat_template = get_string(j, "chat_template");
+            }
+        }
         return tok;
     });
 }
