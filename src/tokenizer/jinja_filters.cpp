@@ -236,10 +236,16 @@ Value f_indent(Interpreter& in, const Value& v, CallArgs& a) {
     std::vector<std::string> lines = text::splitlines(s_of(v) + "\n", false);
     std::string rv;
     if (blank) {
-        for (size_t i = 0; i < lines.size(); ++i) rv += (i ? "\n" + ind : "") + lines[i];
+        for (size_t i = 0; i < lines.size(); ++i) {
+            if (i) rv.append("\n").append(ind);
+            rv.append(lines[i]);
+        }
     } else {
         rv = lines.empty() ? "" : lines[0];
-        for (size_t i = 1; i < lines.size(); ++i) rv += "\n" + (lines[i].empty() ? "" : ind) + lines[i];
+        for (size_t i = 1; i < lines.size(); ++i) {
+            rv.push_back('\n');
+            if (!lines[i].empty()) rv.append(ind).append(lines[i]);
+        }
     }
     if (first) rv = ind + rv;
     in.check_size(rv.size());

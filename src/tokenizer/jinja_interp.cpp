@@ -34,6 +34,16 @@ std::string Interpreter::render(const Dict& context) {
     for (const auto& [k, v] : context.items())
         if (k.is_string()) root->vars[k.str()] = v;
     scope_ = root;
+    closures_.push_back(root);
+    struct BreakCycles {
+        Interpreter& in;
+        ~BreakCycles() {
+            for (auto& w : in.closures_)
+                if (auto s = w.lock()) s->vars.clear();
+            in.closures_.clear();
+            in.scope_.reset();
+        }
+    } break_cycles{*this};
     std::string out;
     out_ = &out;
     try {
@@ -43,7 +53,6 @@ std::string Interpreter::render(const Dict& context) {
         if (msg.rfind("chat template:", 0) == 0) throw;
         throw Error(e.kind(), fmt::format("chat template: line {} col {}: {}", line_, col_, msg));
     }
-    scope_.reset();
     return out;
 }
 
@@ -238,6 +247,7 @@ void Interpreter::define_macro(const Stmt& s) { scope_->vars[s.text] = make_macr
 
 Value Interpreter::make_macro(const Stmt& s, const std::string& name) {
     ScopePtr closure = scope_;
+    closures_.push_back(closure);
     const Stmt* def = &s;
     return Value::function(name, [this, def, closure, name](Interpreter&, CallArgs& a) {
         if (++call_depth_ > limits_.max_call_depth) {

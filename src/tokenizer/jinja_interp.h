@@ -50,6 +50,9 @@ private:
     uint64_t steps_ = 0;
     int call_depth_ = 0;
     int line_ = 0, col_ = 0;
+    // Scopes captured by macros: a macro stored in its own scope is a reference cycle, broken
+    // by clearing these scopes when render() ends.
+    std::vector<std::weak_ptr<Scope>> closures_;
 
     Flow exec_body(const Body& body);
     Flow exec(const Stmt& s);

@@ -15,7 +15,7 @@ void fail_at(int line, int col, const std::string& msg) {
 
 namespace {
 
-bool is_name_start(unsigned char c) { return c == '_' || (c | 32) >= 'a' && (c | 32) <= 'z' || c >= 0x80; }
+bool is_name_start(unsigned char c) { return c == '_' || ((c | 32) >= 'a' && (c | 32) <= 'z') || c >= 0x80; }
 bool is_name_char(unsigned char c) { return is_name_start(c) || (c >= '0' && c <= '9'); }
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 

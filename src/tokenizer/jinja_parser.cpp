@@ -703,7 +703,7 @@ private:
             start_inline = false;
             const Token& at = cur();
             std::string name = expect_name();
-            while (skip_op(".")) name += "." + expect_name();
+            while (skip_op(".")) name.append(".").append(expect_name());
             ExprPtr e = node(Expr::Kind::Filter, at);
             e->name = name;
             if (is_op("(")) e->call = parse_call_args();
@@ -718,7 +718,7 @@ private:
         const Token& at = next();  // 'is'
         bool negated = skip_name("not");
         std::string name = expect_name();
-        while (skip_op(".")) name += "." + expect_name();
+        while (skip_op(".")) name.append(".").append(expect_name());
         ExprPtr e = node(Expr::Kind::Test, at);
         e->name = name;
         e->a = std::move(base);

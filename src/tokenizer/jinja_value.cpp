@@ -119,16 +119,16 @@ std::string float_repr(double d) {
     std::string out = neg ? "-" : "";
     if (exp >= -4 && exp < 16) {
         if (exp < 0) {
-            out += "0." + std::string(static_cast<size_t>(-exp - 1), '0') + digits;
+            out.append("0.").append(static_cast<size_t>(-exp - 1), '0').append(digits);
         } else if (static_cast<int>(digits.size()) <= exp + 1) {
-            out += digits + std::string(static_cast<size_t>(exp + 1) - digits.size(), '0') + ".0";
+            out.append(digits).append(static_cast<size_t>(exp + 1) - digits.size(), '0').append(".0");
         } else {
-            out += digits.substr(0, static_cast<size_t>(exp + 1)) + "." + digits.substr(static_cast<size_t>(exp + 1));
+            out.append(digits, 0, static_cast<size_t>(exp + 1)).append(".").append(digits, static_cast<size_t>(exp + 1));
         }
         return out;
     }
     out += digits.substr(0, 1);
-    if (digits.size() > 1) out += "." + digits.substr(1);
+    if (digits.size() > 1) out.append(".").append(digits, 1);
     char e[16];
     std::snprintf(e, sizeof e, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
     return out + e;
