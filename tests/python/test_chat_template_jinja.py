@@ -209,6 +209,8 @@ SNIPPETS = {
     "ws_trim_lstrip": "line1\n    {% if true %}\n    kept\n    {% endif %}\nend\n",
     "ws_comment": "a\n  {# comment #}\nb {#- tight -#} c",
     "ws_var_no_trim": "{{ 'v' }}\nnext\n  {{ 'w' }}",
+    "ws_edges": "   {% if true %}A{% endif %}\n{{ 'v' }}   {% if true %}B{% endif %}\n \t{# c #}  C\n\u3000{% if true %}D{% endif %}\n{{- 'E' -}}\n  {% for x in 'ab' %}\n  {{ x }}\n  {% endfor %}\n{%- if true %}  F  {% endif -%}\n  G\n{%+ if true %}H{% endif %}",
+    "ws_nested_blocks": "<\n{% for m in messages %}\n    {% if m.role == 'user' %}\n        U:{{ m.content }}\n    {% endif %}\n{% endfor %}\n>",
     "raw": "{% raw %}{{ not rendered }} {% if %}{% endraw %}!",
     "crlf": "a\r\n{% if true %}\r\nb\r\n{% endif %}\r\nc\r\n",
     # literals and operators
