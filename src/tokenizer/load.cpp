@@ -1,4 +1,5 @@
 // load_tokenizer(PATH): picks the loader from what PATH is (directory, tokenizer.json, .gguf).
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -15,6 +16,14 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
     if (ec || !fs::exists(st)) fail(ErrorKind::NotFound, "{}: no such file or directory", path);
     if (fs::is_directory(st)) {
         if (fs::is_regular_file(fs::path(path) / "tokenizer.json")) return Tokenizer::from_hf_dir(path);
+        // A folder holding a GGUF model: its (first, for split files) .gguf carries the tokenizer.
+        std::vector<fs::path> ggufs;
+        for (const auto& e : fs::directory_iterator(path, ec))
+            if (e.is_regular_file() && e.path().extension() == ".gguf") ggufs.push_back(e.path());
+        if (!ggufs.empty()) {
+            std::sort(ggufs.begin(), ggufs.end());
+            return Tokenizer::from_gguf(GgufFile::open(ggufs.front().string()));
+        }
         fail(ErrorKind::NotFound, "{}: no tokenizer.json and not a .gguf file", path);
     }
     char magic[4] = {};

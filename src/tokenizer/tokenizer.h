@@ -81,7 +81,7 @@ private:
 };
 
 // Loads the tokenizer of a model PATH: a .gguf file, a directory with tokenizer.json (an HF
-// checkpoint or a tokenizer folder), or a tokenizer.json file.
+// checkpoint or a tokenizer folder), a directory holding a .gguf model, or a tokenizer.json file.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
 
 }  // namespace tessera

@@ -271,10 +271,13 @@ def write_gguf(name, pre, path, regex_json_dir=None):
 @pytest.mark.parametrize("special", [False, True])
 @pytest.mark.parametrize("name,pre", [("qwen3", "qwen2"), ("deepseek_v3", "deepseek-v3")])
 def test_gguf_matches_hf(name, pre, special, tmp_path):
-    g = write_gguf(name, pre, tmp_path / f"{name}.gguf")
+    (tmp_path / "model").mkdir()
+    g = write_gguf(name, pre, tmp_path / "model" / f"{name}.gguf")
     tok = tokenizers.Tokenizer.from_file(str(DATA / name / "tokenizer.json"))
     texts = CORPUS + random_corpus(seed=7)
-    compare(tessera_batch(g, texts, special, tmp_path), hf_expected(tok, hf_config(name), texts, special), texts)
+    want = hf_expected(tok, hf_config(name), texts, special)
+    compare(tessera_batch(g, texts, special, tmp_path), want, texts)
+    compare(tessera_batch(g.parent, texts[:20], special, tmp_path), want[:20], texts[:20])  # the folder holding it
 
 
 def test_gguf_qwen35_rule(tmp_path):
