@@ -180,6 +180,62 @@ public:
         TS_CHECK(xr.cols > 0, "argmax: rows of x {} are empty", x.shape_str());
         cpu::argmax(xr.as<float>(), xr.fstride(), xr.rows, xr.cols, out);
     }
+
+    // ---- MoE and gating ----
+    void sigmoid_mul(const Tensor& y, const Tensor& x, const Tensor& gate) override {
+        const char* op = "sigmoid_mul";
+        const Rows yr = f32_rows(y, op, "y"), xr = f32_rows(x, op, "x"), gr = f32_rows(gate, op, "gate");
+        check_same(yr, xr, op, "y", "x");
+        const bool per_row = gr.cols == 1 && xr.cols != 1;
+        TS_CHECK(gr.rows == xr.rows && (per_row || gr.cols == xr.cols),
+                 "sigmoid_mul: gate is {}, expected [{}, {}] like x {} or [{}, 1]", gate.shape_str(), xr.rows, xr.cols,
+                 x.shape_str(), xr.rows);
+        auto same = [](const Rows& a, const Rows& b) { return a.data == b.data && a.stride == b.stride; };
+        TS_CHECK(same(yr, xr) || !overlaps(yr, xr), "sigmoid_mul: y must be x itself or not overlap it");
+        TS_CHECK((same(yr, gr) && !per_row) || !overlaps(yr, gr), "sigmoid_mul: y must not overlap gate");
+        cpu::sigmoid_mul(yr.as<float>(), yr.fstride(), xr.as<float>(), xr.fstride(), gr.as<float>(), gr.fstride(),
+                         per_row, xr.rows, xr.cols);
+    }
+
+    void moe_topk(const Tensor& logits, int k, bool renormalize, int32_t* ids, float* weights) override {
+        const Rows lr = f32_rows(logits, "moe_topk", "logits");
+        TS_CHECK(k >= 1 && k <= lr.cols, "moe_topk: k = {} must be in [1, {}] for logits {}", k, lr.cols,
+                 logits.shape_str());
+        TS_CHECK(lr.rows == 0 || (ids && weights), "moe_topk: ids and weights must not be null");
+        cpu::moe_topk(lr.as<float>(), lr.fstride(), lr.rows, lr.cols, k, renormalize, ids, weights);
+    }
+
+    void moe_experts(const Tensor& y, const Tensor& x, const MoeWeights& w, const int32_t* ids, const float* weights,
+                     int k) override {
+        const char* op = "moe_experts";
+        const Rows yr = f32_rows(y, op, "y"), xr = f32_rows(x, op, "x");
+        check_same(yr, xr, op, "y", "x");
+        const int E = w.n_experts();
+        TS_CHECK(E > 0 && w.up.size() == size_t(E) && w.down.size() == size_t(E),
+                 "moe_experts: {} gate, {} up and {} down expert weights; expected the same number, at least one",
+                 w.gate.size(), w.up.size(), w.down.size());
+        TS_CHECK(k >= 1, "moe_experts: k = {} must be at least 1", k);
+        TS_CHECK(xr.rows == 0 || (ids && weights), "moe_experts: ids and weights must not be null");
+        const int64_t H = xr.cols, I = w.gate[0].rows();
+        std::vector<cpu::MoeExpert> ex(static_cast<size_t>(E));  // [E]
+        for (int e = 0; e < E; ++e) {
+            try {
+                auto matrix = [&](const Tensor& t, const char* what, int64_t rows, int64_t cols) {
+                    const Rows r = as_rows(t, op, what);
+                    TS_CHECK(r.rows == rows && r.cols == cols, "{} is {}, expected [{}, {}] (x is {})", what,
+                             t.shape_str(), rows, cols, x.shape_str());
+                    return cpu::MoeMatrix{r.data, size_t(r.stride), t.dtype};
+                };
+                ex[size_t(e)] = {matrix(w.gate[size_t(e)], "gate", I, H), matrix(w.up[size_t(e)], "up", I, H),
+                                 matrix(w.down[size_t(e)], "down", H, I)};
+            } catch (const Error& err) {
+                throw err.with_context(fmt::format("moe_experts: expert {}", e));
+            }
+        }
+        cpu::moe_experts(yr.as<float>(), yr.fstride(), xr.as<float>(), xr.fstride(), xr.rows, H, I, ex.data(), E, ids,
+                         weights, k);
+    }
+    // ---- end MoE and gating ----
 };
 
 }  // namespace

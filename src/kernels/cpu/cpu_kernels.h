@@ -53,4 +53,28 @@ void attention(const HeadsView& out, const HeadsView& q, const KvCacheView& kc, 
 // Throws Error on a plan that does not fit T tokens and a cache of n_blocks × block_size.
 void check_attn_plan(const AttnPlan& plan, int64_t T, int64_t n_blocks, int64_t block_size);
 
+// ---- MoE and gating ----
+// y[R, C] = x ⊙ σ(g); g is [R, C] (per_row false) or one value per row (per_row true: g[r·gs]).
+void sigmoid_mul(float* y, int64_t ys, const float* x, int64_t xs, const float* g, int64_t gs, bool per_row,
+                 int64_t R, int64_t C);
+// Router over logits [T, E]: softmax in f32, the k largest into ids/weights [T, k] (descending,
+// ties to the lower index, NaN first as in torch), renormalised to sum 1 when asked.
+void moe_topk(const float* logits, int64_t ls, int64_t T, int64_t E, int k, bool renormalize, int32_t* ids,
+              float* weights);
+// One weight matrix [rows, cols] of any matmul dtype, rows `stride` bytes apart.
+struct MoeMatrix {
+    const void* data = nullptr;
+    size_t stride = 0;
+    DType dtype = DType::F32;
+};
+struct MoeExpert {
+    MoeMatrix gate, up;  // [I, H]
+    MoeMatrix down;      // [H, I]
+};
+// y[T, H] = Σ_j weights[t, j] · down_e(silu(gate_e·x_t) ⊙ up_e·x_t), e = ids[t, j] (checked < E),
+// computed grouped by expert; batch-invariant. y may alias x. Multi-threaded.
+void moe_experts(float* y, int64_t ys, const float* x, int64_t xs, int64_t T, int64_t H, int64_t I,
+                 const MoeExpert* experts, int E, const int32_t* ids, const float* weights, int k);
+// ---- end MoE and gating ----
+
 }  // namespace tessera::cpu
