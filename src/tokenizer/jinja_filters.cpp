@@ -97,9 +97,9 @@ Value f_center(Interpreter& in, const Value& v, CallArgs& a) {
     std::string s = s_of(v);
     int64_t len = static_cast<int64_t>(text::length(s));
     if (w <= len) return Value(s);
-    // Python str.center puts the extra space on the right when the margin is odd... unless len is odd.
+    // CPython's str.center: left = marg / 2 + (marg & width & 1).
     int64_t total = w - len;
-    int64_t left = total / 2 + (total & len & 1);
+    int64_t left = total / 2 + (total & w & 1);
     return Value(std::string(static_cast<size_t>(left), ' ') + s + std::string(static_cast<size_t>(total - left), ' '));
 }
 

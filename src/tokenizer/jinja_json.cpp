@@ -56,7 +56,7 @@ void dump_string(std::string& out, std::string_view s, bool ensure_ascii) {
             default: break;
         }
         char buf[16];
-        if (c < 0x20 || (ensure_ascii && c >= 0x7F && c < 0x10000 && c != 0x7F)) {
+        if (c < 0x20 || (ensure_ascii && c >= 0x80 && c < 0x10000)) {
             std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
             out += buf;
         } else if (ensure_ascii && c >= 0x10000) {

@@ -1,6 +1,7 @@
 // Python methods callable from templates: str (strip, split, startswith, format, ...),
 // dict (items, keys, values, get) and list (index, count). Mutating methods raise, as in
 // jinja2's ImmutableSandboxedEnvironment that transformers uses.
+#include <cmath>
 #include <cstdio>
 
 #include "core/status.h"
@@ -62,6 +63,7 @@ std::string pad(const std::string& s, int64_t width, char32_t fill, char align) 
     int64_t total = width - len, left = 0;
     if (align == '>') left = total;
     else if (align == '^') left = total / 2;
+    else if (align == 'c') left = total / 2 + (total & width & 1);  // CPython str.center
     std::string f;
     text::append_utf8(f, fill);
     std::string out;
@@ -99,7 +101,7 @@ std::string format_value(const Value& v, const std::string& spec) {
     }
     char sign = '-';
     if (i < u.size() && (u[i] == '+' || u[i] == '-' || u[i] == ' ')) sign = static_cast<char>(u[i++]);
-    bool alt = i < u.size() && u[i] == '#' && ++i;
+    if (i < u.size() && u[i] == '#') ++i;  // alternate form: accepted, not applied
     if (i < u.size() && u[i] == '0') {
         if (!align) fill = '0', align = '=';
         ++i;
@@ -116,7 +118,6 @@ std::string format_value(const Value& v, const std::string& spec) {
     }
     char type = i < u.size() ? static_cast<char>(u[i++]) : 0;
     TS_CHECK(i == u.size(), "invalid format specifier '{}'", spec);
-    (void)alt;
     if (v.is_string() || (!v.is_number() && (type == 0 || type == 's'))) {
         std::string s = to_str(v);
         if (precision >= 0) s = slice(Value(s), Value::none(), Value(int64_t{precision}), Value::none()).str();
@@ -285,7 +286,7 @@ Value str_method(Interpreter& in, const Value& self, const std::string& name, Ca
         char32_t fill = f.empty() ? U' ' : text::decode(f)[0];
         int64_t w = int_arg(a, 0, "width", 0);
         in.check_size(static_cast<size_t>(std::max<int64_t>(w, 0)));
-        return Value(pad(s, w, fill, name == "center" ? '^' : name == "ljust" ? '<' : '>'));
+        return Value(pad(s, w, fill, name == "center" ? 'c' : name == "ljust" ? '<' : '>'));
     }
     if (name == "zfill") {
         int64_t w = int_arg(a, 0, "width", 0);

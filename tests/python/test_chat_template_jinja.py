@@ -271,6 +271,7 @@ SNIPPETS = {
     "m_str2": "{{ 'hello'.startswith('he') }}{{ 'hello'.endswith(('x', 'lo')) }}{{ 'hello'.find('l') }}{{ 'hello'.rfind('l') }}{{ 'hello'.count('l') }}{{ 'a-b'.replace('-', '+') }}{{ 'hello world'.title() }}{{ 'Hi'.upper() }}{{ 'Hi'.lower() }}{{ 'hello'.capitalize() }}{{ '-'.join(['a', 'b']) }}{{ '42'.isdigit() }}{{ 'ab'.isalpha() }}{{ '5'.zfill(3) }}{{ 'ab'.center(6, '*') }}",
     "m_format": "{{ '{} and {}'.format('a', 1) }}|{{ '{0}{1}{0}'.format('x', 'y') }}|{{ '{name}!'.format(name='n') }}|{{ '{:>5}|{:<4}|{:^5}|{:05.2f}|{:,}|{!r}'.format('r', 'l', 'c', 3.14159, 1234567, 'q') }}",
     "m_dict": "{{ d.get('a') }}{{ d.get('zz') }}{{ d.get('zz', 'dflt') }}{{ d.keys()|list }}{{ d.values()|list }}{{ d.items()|list }}{{ d['items'] }}{{ d.items is defined }}",
+    "m_center": "{% for w in range(9) %}[{{ 'ab'|center(w) }}][{{ 'abc'.center(w, '*') }}][{{ '{:^7}|{:*>4}|{:<3}|'.format('ab', 7, 'x') }}]{% endfor %}",
     "m_list": "{{ [1, 2, 2].count(2) }}{{ ['a', 'b'].index('b') }}",
     "globals": "{{ range(3)|list }}{{ range(1, 7, 2)|list }}{{ range(5, 0, -2)|list }}{{ dict(a=1, b=2) }}{{ namespace(x=1).x }}",
     "joiner": "{% set comma = joiner(', ') %}{% for x in 'abc' %}{{ comma() }}{{ x }}{% endfor %}",
