@@ -181,6 +181,128 @@ public:
         cpu::argmax(xr.as<float>(), xr.fstride(), xr.rows, xr.cols, out);
     }
 
+    // ---- Gated DeltaNet ----
+    void l2_norm(const Tensor& x, float eps, float scale) override {
+        cpu::l2_norm(heads_view(x, "l2_norm", "x"), eps, scale);
+    }
+
+    void rms_norm_gated(const Tensor& y, const Tensor& x, const Tensor& z, const Tensor& w, float eps) override {
+        const char* op = "rms_norm_gated";
+        const cpu::HeadsView yh = heads_view(y, op, "y"), xh = heads_view(x, op, "x"), zh = heads_view(z, op, "z");
+        TS_CHECK(y.shape == x.shape && z.shape == x.shape, "rms_norm_gated: y {}, x {} and z {} must have one shape",
+                 y.shape_str(), x.shape_str(), z.shape_str());
+        TS_CHECK(w.dtype == DType::F32 && w.device == Device::CPU && w.numel() == xh.D && w.is_contiguous(),
+                 "rms_norm_gated: w must be f32 [{}] on cpu, got {}", xh.D, w.describe());
+        TS_CHECK(gdn_same(y, x) || gdn_same(y, z) || (!gdn_overlap(y, x) && !gdn_overlap(y, z)),
+                 "rms_norm_gated: y must be x or z itself, or overlap neither");
+        cpu::rms_norm_gated(yh, xh, zh, w.ptr<float>(), eps);
+    }
+
+    void conv1d_silu(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& conv_state,
+                     const SeqPlan& plan) override {
+        const char* op = "conv1d_silu";
+        const Rows yr = f32_rows(y, op, "y"), xr = f32_rows(x, op, "x");
+        check_same(yr, xr, op, "y", "x");
+        TS_CHECK(!overlaps(yr, xr), "conv1d_silu: y must not overlap x (the conv reads earlier inputs)");
+        const int64_t C = xr.cols;
+        TS_CHECK(w.dtype == DType::F32 && w.device == Device::CPU && w.ndim == 2 && w.shape[0] == C &&
+                     w.shape[1] >= 1 && w.is_contiguous(),
+                 "conv1d_silu: w must be a contiguous f32 [{}, K] cpu tensor (x is {}), got {}", C, x.shape_str(),
+                 w.describe());
+        const int64_t K = w.shape[1];
+        const int64_t slot_stride = gdn_state_view(conv_state, op, "conv_state", {K - 1, C});
+        TS_CHECK(!gdn_overlap(conv_state, x) && !gdn_overlap(conv_state, y), "conv1d_silu: conv_state overlaps x or y");
+        cpu::check_seq_plan(plan, xr.rows, conv_state.shape[0], op);
+        cpu::conv1d_silu(yr.as<float>(), yr.fstride(), xr.as<float>(), xr.fstride(), w.ptr<float>(), C, K,
+                         conv_state.ptr<float>(), slot_stride, plan);
+    }
+
+    void gdn_gates(const Tensor& beta, const Tensor& g, const Tensor& b, const Tensor& a, const Tensor& neg_exp_a,
+                   const Tensor& dt_bias) override {
+        const char* op = "gdn_gates";
+        const Rows br = f32_rows(beta, op, "beta"), gr = f32_rows(g, op, "g"), bi = f32_rows(b, op, "b"),
+                   ai = f32_rows(a, op, "a");
+        check_same(br, bi, op, "beta", "b");
+        check_same(gr, bi, op, "g", "b");
+        check_same(ai, bi, op, "a", "b");
+        const int64_t nv = bi.cols;
+        for (const Tensor* t : {&neg_exp_a, &dt_bias})
+            TS_CHECK(t->dtype == DType::F32 && t->device == Device::CPU && t->numel() == nv && t->is_contiguous(),
+                     "gdn_gates: {} must be f32 [{}] on cpu, got {}", t == &dt_bias ? "dt_bias" : "neg_exp_a", nv,
+                     t->describe());
+        TS_CHECK((gdn_same(beta, b) || !gdn_overlap(beta, b)) && (gdn_same(g, a) || !gdn_overlap(g, a)) &&
+                     !gdn_overlap(beta, a) && !gdn_overlap(g, b) && !gdn_overlap(beta, g),
+                 "gdn_gates: beta may only be b itself and g only a itself; outputs must not overlap otherwise");
+        cpu::gdn_gates(br.as<float>(), br.fstride(), gr.as<float>(), gr.fstride(), bi.as<float>(), bi.fstride(),
+                       ai.as<float>(), ai.fstride(), neg_exp_a.ptr<float>(), dt_bias.ptr<float>(), bi.rows, nv);
+    }
+
+    void gated_delta_rule(const Tensor& o, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                          const Tensor& beta, const Tensor& state, const SeqPlan& plan, const GdnParams& p) override {
+        const char* op = "gated_delta_rule";
+        const cpu::HeadsView oh = heads_view(o, op, "o"), qh = heads_view(q, op, "q"), kh = heads_view(k, op, "k"),
+                             vh = heads_view(v, op, "v");
+        const int64_t nk = p.n_k_heads, nv = p.n_v_heads, T = qh.T;
+        TS_CHECK(nk > 0 && nv > 0 && nv % nk == 0, "gated_delta_rule: {} value heads are not a multiple of {} key heads",
+                 nv, nk);
+        TS_CHECK(p.mode != GdnMode::Chunked || (p.chunk >= 1 && p.chunk <= 256),
+                 "gated_delta_rule: chunk {} must be in [1, 256]", p.chunk);
+        TS_CHECK(kh.T == T && vh.T == T && oh.T == T && qh.n_heads == nk && kh.n_heads == nk && vh.n_heads == nv &&
+                     oh.n_heads == nv && kh.D == qh.D && oh.D == vh.D && qh.D > 0 && vh.D > 0,
+                 "gated_delta_rule: q {} and k {} must be [T, {}, dk], v {} and o {} [T, {}, dv]", q.shape_str(),
+                 k.shape_str(), nk, v.shape_str(), o.shape_str(), nv);
+        const Rows gr = f32_rows(g, op, "g"), br = f32_rows(beta, op, "beta");
+        TS_CHECK(gr.rows == T && gr.cols == nv && br.rows == T && br.cols == nv,
+                 "gated_delta_rule: g {} and beta {} must be [{}, {}]", g.shape_str(), beta.shape_str(), T, nv);
+        const int64_t slot_stride = gdn_state_view(state, op, "state", {nv, qh.D, vh.D});
+        for (const Tensor* t : {&q, &k, &v, &g, &beta, &state})
+            TS_CHECK(!gdn_overlap(o, *t), "gated_delta_rule: o {} overlaps an input", o.shape_str());
+        for (const Tensor* t : {&q, &k, &v, &g, &beta})
+            TS_CHECK(!gdn_overlap(state, *t), "gated_delta_rule: state overlaps an input");
+        cpu::check_seq_plan(plan, T, state.shape[0], op);
+        cpu::gated_delta_rule(oh, qh, kh, vh, gr.as<float>(), gr.fstride(), br.as<float>(), br.fstride(),
+                              state.ptr<float>(), slot_stride, plan, p);
+    }
+
+    // An f32 cpu state [n_slots, inner...] whose inner dims are contiguous; returns the slot stride in floats.
+    static int64_t gdn_state_view(const Tensor& t, const char* op, const char* what,
+                                  std::initializer_list<int64_t> inner) {
+        std::vector<int64_t> want = {-1};
+        want.insert(want.end(), inner);
+        bool ok = t.dtype == DType::F32 && t.device == Device::CPU && t.ndim == int(want.size()) && t.shape[0] >= 0;
+        for (int i = 1; ok && i < t.ndim; ++i) ok = t.shape[i] == want[size_t(i)];
+        std::string dims;
+        for (int64_t d : inner) dims += fmt::format(", {}", d);
+        TS_CHECK(ok, "{}: {} must be an f32 [n_slots{}] cpu tensor, got {}", op, what, dims, t.describe());
+        int64_t expect = 4;
+        for (int i = t.ndim - 1; i >= 1; --i) {
+            TS_CHECK(t.shape[i] <= 1 || t.stride[i] == expect, "{}: {} {} must be contiguous within a slot", op, what,
+                     t.describe());
+            expect *= t.shape[i];
+        }
+        TS_CHECK(t.stride[0] % 4 == 0 && (t.shape[0] <= 1 || t.stride[0] >= expect),
+                 "{}: {} {} has overlapping or misaligned slots", op, what, t.describe());
+        TS_CHECK(t.data != nullptr || t.numel() == 0, "{}: {} has no data", op, what);
+        return t.stride[0] / 4;
+    }
+    // Bytes [begin, end) a tensor with non-negative strides spans (empty when it has no elements).
+    static std::pair<const char*, const char*> gdn_span(const Tensor& t) {
+        const char* b = static_cast<const char*>(t.data);
+        if (t.numel() == 0 || !b) return {b, b};
+        int64_t end = int64_t(dtype_info(t.dtype).block_bytes);
+        for (int i = 0; i < t.ndim; ++i) end += (t.shape[i] - 1) * t.stride[i];
+        return {b, b + end};
+    }
+    static bool gdn_overlap(const Tensor& a, const Tensor& b) {
+        const auto [a0, a1] = gdn_span(a);
+        const auto [b0, b1] = gdn_span(b);
+        return a0 != a1 && b0 != b1 && a0 < b1 && b0 < a1;
+    }
+    static bool gdn_same(const Tensor& a, const Tensor& b) {
+        return a.data == b.data && a.ndim == b.ndim && a.shape == b.shape && a.stride == b.stride;
+    }
+    // ---- end Gated DeltaNet ----
+
     // ---- MoE and gating ----
     void sigmoid_mul(const Tensor& y, const Tensor& x, const Tensor& gate) override {
         const char* op = "sigmoid_mul";

@@ -53,6 +53,27 @@ void attention(const HeadsView& out, const HeadsView& q, const KvCacheView& kc, 
 // Throws Error on a plan that does not fit T tokens and a cache of n_blocks × block_size.
 void check_attn_plan(const AttnPlan& plan, int64_t T, int64_t n_blocks, int64_t block_size);
 
+// ---- Gated DeltaNet ----
+// Throws Error unless the plan covers tokens [0, T) in order with distinct slots < n_slots.
+void check_seq_plan(const SeqPlan& plan, int64_t T, int64_t n_slots, const char* op);
+// x[T, n, D] in place: x · rsqrt(Σ x² + eps) · scale per head.
+void l2_norm(const HeadsView& x, float eps, float scale);
+// y[T, n, D] = w[D] ⊙ x · rsqrt(mean(x²) + eps) ⊙ silu(z) per head (y may be x or z itself).
+void rms_norm_gated(const HeadsView& y, const HeadsView& x, const HeadsView& z, const float* w, float eps);
+// Over rows [T, nv]: beta = σ(b); g = neg_exp_a[h] · softplus(a + dt_bias[h]) (outputs may be the inputs).
+void gdn_gates(float* beta, int64_t beta_s, float* g, int64_t g_s, const float* b, int64_t b_s, const float* a,
+               int64_t a_s, const float* neg_exp_a, const float* dt_bias, int64_t T, int64_t nv);
+// y[T, C] = silu(causal depthwise conv of x[T, C] with w[C, K]) per sequence of the (checked)
+// plan; the state [K-1, C] (oldest first) of slot s at state + s·slot_stride is read and updated.
+void conv1d_silu(float* y, int64_t ys, const float* x, int64_t xs, const float* w, int64_t C, int64_t K,
+                 float* state, int64_t slot_stride, const SeqPlan& plan);
+// The gated delta rule of backend.h for each (sequence, value head) of the (checked) plan; the
+// state [dk, dv] of (slot s, head h) at state + s·slot_stride + h·dk·dv; g, beta rows [T, nv].
+void gated_delta_rule(const HeadsView& o, const HeadsView& q, const HeadsView& k, const HeadsView& v,
+                      const float* g, int64_t g_s, const float* beta, int64_t beta_s, float* state,
+                      int64_t slot_stride, const SeqPlan& plan, const GdnParams& p);
+// ---- end Gated DeltaNet ----
+
 // ---- MoE and gating ----
 // y[R, C] = x ⊙ σ(g); g is [R, C] (per_row false) or one value per row (per_row true: g[r·gs]).
 void sigmoid_mul(float* y, int64_t ys, const float* x, int64_t xs, const float* g, int64_t gs, bool per_row,

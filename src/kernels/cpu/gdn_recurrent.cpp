@@ -1,0 +1,148 @@
+// The gated delta rule on CPU: the sequence plan check, the entry point that spreads
+// (sequence, value head) pairs over the thread pool, and the token-by-token recurrent form.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gdn.h"
+#include "kernels/cpu/simd.h"
+
+namespace tessera::cpu {
+
+void check_seq_plan(const SeqPlan& plan, int64_t T, int64_t n_slots, const char* op) {
+    TS_CHECK(plan.n_seqs >= 0 && (plan.n_seqs == 0 || (plan.q_start && plan.slot)),
+             "{}: sequence plan has {} sequences but missing arrays", op, plan.n_seqs);
+    TS_CHECK(plan.n_seqs == 0 ? T == 0 : plan.q_start[0] == 0 && plan.q_start[plan.n_seqs] == T,
+             "{}: sequence plan q_start must run from 0 to the {} tokens of the batch", op, T);
+    std::vector<int32_t> slots(plan.slot, plan.slot + plan.n_seqs);
+    for (int s = 0; s < plan.n_seqs; ++s) {
+        TS_CHECK(plan.q_start[s + 1] >= plan.q_start[s], "{}: sequence {} has a negative token count ({} to {})", op,
+                 s, plan.q_start[s], plan.q_start[s + 1]);
+        TS_CHECK(plan.slot[s] >= 0 && plan.slot[s] < n_slots, "{}: sequence {} has state slot {}, the state has {}",
+                 op, s, plan.slot[s], n_slots);
+    }
+    std::sort(slots.begin(), slots.end());
+    TS_CHECK(std::adjacent_find(slots.begin(), slots.end()) == slots.end(),
+             "{}: two sequences of one plan share a state slot", op);
+}
+
+namespace gdn {
+
+namespace {
+
+#ifdef TESSERA_CPU_AVX2
+// row *= decay; u += k_i · row
+inline void decay_acc_avx2(float* row, float decay, float k_i, float* u, int64_t n) {
+    const __m256 d = _mm256_set1_ps(decay), k = _mm256_set1_ps(k_i);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        const __m256 s = _mm256_mul_ps(_mm256_loadu_ps(row + j), d);
+        _mm256_storeu_ps(row + j, s);
+        _mm256_storeu_ps(u + j, _mm256_fmadd_ps(k, s, _mm256_loadu_ps(u + j)));
+    }
+    for (; j < n; ++j) {
+        row[j] *= decay;
+        u[j] += k_i * row[j];
+    }
+}
+// row += k_i · delta; o += q_i · row
+inline void update_acc_avx2(float* row, float k_i, const float* delta, float q_i, float* o, int64_t n) {
+    const __m256 k = _mm256_set1_ps(k_i), q = _mm256_set1_ps(q_i);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        const __m256 s = _mm256_fmadd_ps(k, _mm256_loadu_ps(delta + j), _mm256_loadu_ps(row + j));
+        _mm256_storeu_ps(row + j, s);
+        _mm256_storeu_ps(o + j, _mm256_fmadd_ps(q, s, _mm256_loadu_ps(o + j)));
+    }
+    for (; j < n; ++j) {
+        row[j] += k_i * delta[j];
+        o[j] += q_i * row[j];
+    }
+}
+#endif
+
+}  // namespace
+
+void recurrent(const Head& h, bool simd) {
+    thread_local std::vector<float> scratch;
+    scratch.resize(size_t(2 * h.dv));
+    float* u = scratch.data();          // [dv] Sᵀk
+    float* delta = u + h.dv;            // [dv] β(v − u)
+    for (int64_t t = 0; t < h.n; ++t) {
+        const float* q = h.q + t * h.q_s;
+        const float* k = h.k + t * h.k_s;
+        const float* v = h.v + t * h.v_s;
+        float* o = h.o + t * h.o_s;
+        const float decay = std::exp(h.g[t * h.g_s]), beta = h.beta[t * h.beta_s];
+        std::fill(u, u + h.dv, 0.f);
+#ifdef TESSERA_CPU_AVX2
+        if (simd) {
+            for (int64_t i = 0; i < h.dk; ++i) decay_acc_avx2(h.S + i * h.dv, decay, k[i], u, h.dv);
+            for (int64_t j = 0; j < h.dv; ++j) delta[j] = beta * (v[j] - u[j]);
+            std::fill(o, o + h.dv, 0.f);
+            for (int64_t i = 0; i < h.dk; ++i) update_acc_avx2(h.S + i * h.dv, k[i], delta, q[i], o, h.dv);
+            continue;
+        }
+#endif
+        for (int64_t i = 0; i < h.dk; ++i) {
+            float* row = h.S + i * h.dv;
+            for (int64_t j = 0; j < h.dv; ++j) {
+                row[j] *= decay;
+                u[j] += k[i] * row[j];
+            }
+        }
+        for (int64_t j = 0; j < h.dv; ++j) delta[j] = beta * (v[j] - u[j]);
+        std::fill(o, o + h.dv, 0.f);
+        for (int64_t i = 0; i < h.dk; ++i) {
+            float* row = h.S + i * h.dv;
+            for (int64_t j = 0; j < h.dv; ++j) {
+                row[j] += k[i] * delta[j];
+                o[j] += q[i] * row[j];
+            }
+        }
+    }
+}
+
+}  // namespace gdn
+
+void gated_delta_rule(const HeadsView& o, const HeadsView& q, const HeadsView& k, const HeadsView& v,
+                      const float* g, int64_t g_s, const float* beta, int64_t beta_s, float* state,
+                      int64_t slot_stride, const SeqPlan& plan, const GdnParams& p) {
+    const int64_t nk = p.n_k_heads, nv = p.n_v_heads, r = nv / nk, dk = q.D, dv = v.D;
+    const bool simd = simd_enabled();
+    const bool chunked = p.mode == GdnMode::Chunked;
+    // One work item per (sequence, value head); each owns its state [dk, dv] and output rows.
+    ThreadPool::global().parallel_for(int64_t(plan.n_seqs) * nv, [&](int64_t b, int64_t e) {
+        for (int64_t item = b; item < e; ++item) {
+            const int64_t s = item / nv, hv = item % nv, hk = p.tiled_heads ? hv % nk : hv / r;
+            const int64_t t0 = plan.q_start[s];
+            gdn::Head h;
+            h.n = plan.q_start[s + 1] - t0;
+            h.dk = dk;
+            h.dv = dv;
+            h.q = q.data + t0 * q.tok_stride + hk * q.head_stride;
+            h.k = k.data + t0 * k.tok_stride + hk * k.head_stride;
+            h.v = v.data + t0 * v.tok_stride + hv * v.head_stride;
+            h.o = o.data + t0 * o.tok_stride + hv * o.head_stride;
+            h.g = g + t0 * g_s + hv;
+            h.beta = beta + t0 * beta_s + hv;
+            h.q_s = q.tok_stride;
+            h.k_s = k.tok_stride;
+            h.v_s = v.tok_stride;
+            h.o_s = o.tok_stride;
+            h.g_s = g_s;
+            h.beta_s = beta_s;
+            h.S = state + plan.slot[s] * slot_stride + hv * dk * dv;
+            if (h.n == 0) continue;
+            if (chunked)
+                gdn::chunked(h, p.chunk, simd);
+            else
+                gdn::recurrent(h, simd);
+        }
+    });
+}
+
+}  // namespace tessera::cpu
