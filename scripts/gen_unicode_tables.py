@@ -10,6 +10,23 @@ import sys
 import unicodedata
 
 MAX_CP = 0x110000
+
+# Hugging Face tokenizers' NFC (the unicode-normalization-alignments crate) carries Unicode 9-era
+# data: these marks, given a combining class later, are starters to it, and it never decomposes
+# U+11938. Found by comparing tokenizers.normalizers.NFC with unicodedata over every code point
+# (tests/python/test_tokenizer.py checks the match); NFC here follows the reference tokenizer.
+HF_NFC_STARTERS = {
+    0x7FD, 0x898, 0x899, 0x89A, 0x89B, 0x89C, 0x89D, 0x89E, 0x89F, 0x8CA, 0x8CB, 0x8CC, 0x8CD, 0x8CE,
+    0x8CF, 0x8D0, 0x8D1, 0x8D2, 0x8D3, 0x9FE, 0xC3C, 0xD3B, 0xD3C, 0xEBA, 0x1715, 0x1ABF, 0x1AC0,
+    0x1AC1, 0x1AC2, 0x1AC3, 0x1AC4, 0x1AC5, 0x1AC6, 0x1AC7, 0x1AC8, 0x1AC9, 0x1ACA, 0x1ACB, 0x1ACC,
+    0x1ACD, 0x1ACE, 0x1DF6, 0x1DF7, 0x1DF8, 0x1DF9, 0x1DFA, 0xA82C, 0x10D24, 0x10D25, 0x10D26,
+    0x10D27, 0x10EAB, 0x10EAC, 0x10F46, 0x10F47, 0x10F48, 0x10F49, 0x10F4A, 0x10F4B, 0x10F4C,
+    0x10F4D, 0x10F4E, 0x10F4F, 0x10F50, 0x10F82, 0x10F83, 0x10F84, 0x10F85, 0x11070, 0x1133B,
+    0x1145E, 0x11839, 0x1183A, 0x1193D, 0x1193E, 0x11943, 0x119E0, 0x11A34, 0x11A47, 0x11A99,
+    0x11D42, 0x11D44, 0x11D45, 0x11D97, 0x16FF0, 0x16FF1, 0x1E130, 0x1E131, 0x1E132, 0x1E133,
+    0x1E134, 0x1E135, 0x1E136, 0x1E2AE, 0x1E2EC, 0x1E2ED, 0x1E2EE, 0x1E2EF,
+}
+HF_NFC_NO_DECOMPOSITION = {0x11938}
 SRC = os.path.join(os.path.dirname(__file__), "..", "src", "tokenizer")
 # General categories, numbered as tessera::tok::GeneralCategory (0: Cn, unassigned).
 GC = ["Cn", "Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl", "No", "Pc", "Pd", "Ps", "Pe",
@@ -50,7 +67,7 @@ def case_fold():
 def ccc_ranges():
     ranges, cur = [], None
     for cp in range(MAX_CP):
-        c = unicodedata.combining(chr(cp))
+        c = 0 if cp in HF_NFC_STARTERS else unicodedata.combining(chr(cp))
         if cur and cur[2] == c and cur[1] == cp - 1:
             cur[1] = cp
         else:
@@ -63,6 +80,8 @@ def ccc_ranges():
 
 
 def raw_canonical(cp):
+    if cp in HF_NFC_NO_DECOMPOSITION:
+        return None
     d = unicodedata.decomposition(chr(cp))
     if not d or d.startswith("<"):
         return None
@@ -86,7 +105,6 @@ def decompositions():
             continue
         if raw_canonical(cp) is not None:
             full = full_decomp(cp)
-            assert unicodedata.normalize("NFD", chr(cp)) == "".join(map(chr, full)), hex(cp)
             table.append((cp, full))
     return table
 
@@ -100,7 +118,8 @@ def compositions():
         if d is None or len(d) != 2:
             continue
         # Primary composite: not excluded, i.e. NFC keeps it composed.
-        if unicodedata.normalize("NFC", chr(cp)) == chr(cp) and unicodedata.combining(chr(d[0])) == 0:
+        if unicodedata.normalize("NFC", chr(cp)) == chr(cp) and unicodedata.combining(chr(d[0])) == 0 \
+                and d[0] not in HF_NFC_STARTERS:
             pairs.append((d[0], d[1], cp))
     pairs.sort()
     return pairs

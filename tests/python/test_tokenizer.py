@@ -349,3 +349,17 @@ def test_other_hf_pre_tokenizers(pre, tmp_path):
     tok = tokenizers.Tokenizer.from_file(str(d / "tokenizer.json"))
     texts = CORPUS[:30] + random_corpus(n=50, seed=11)
     compare(tessera_batch(d, texts, False, tmp_path), hf_expected(tok, {}, texts, False), texts)
+
+
+def test_nfc_matches_hf_on_combining_marks(tmp_path):
+    """NFC against tokenizers' own NFC (Qwen3's normalizer) on strings dense in combining marks of
+    every class, composable pairs and Hangul jamo."""
+    import unicodedata
+    marks = [chr(c) for c in range(0x300, 0x20000) if not 0xD800 <= c <= 0xDFFF and unicodedata.combining(chr(c))]
+    bases = list("aeiouAEIOUnNcCsSzZ") + ["\u0915", "\u0b47", "\u1100", "\u1161", "\u11a8", "\uac00", "\u3099",
+                                         "\u304b", "\u0627", "\u05d0", "\U00011935", "\U00011930", " ", "x"]
+    rng = random.Random(2024)
+    texts = ["".join(rng.choice(marks) if rng.random() < 0.5 else rng.choice(bases) for _ in range(rng.randint(1, 12)))
+             for _ in range(400)]
+    tok = tokenizers.Tokenizer.from_file(str(DATA / "qwen3" / "tokenizer.json"))
+    compare(tessera_batch(DATA / "qwen3", texts, False, tmp_path), hf_expected(tok, {}, texts, False), texts)
