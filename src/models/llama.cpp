@@ -65,7 +65,17 @@ public:
         MemLog::global().set("activations", int64_t(arena_.capacity()));
     }
 
-    void forward(const Batch& b, KvCache& cache, float* logits) override {
+    CacheSpec cache_spec() const override {
+        CacheSpec s;
+        s.attn_layers = cfg_.n_layers;
+        s.n_kv_heads = cfg_.n_kv_heads;
+        s.head_dim = cfg_.head_dim;
+        return s;
+    }
+
+    void forward(const Batch& b, const Caches& caches, float* logits) override {
+        TS_CHECK(caches.kv, "{}: forward needs a KV cache", cfg_.arch);
+        KvCache& cache = *caches.kv;
         const int64_t T = b.n_tokens(), H = cfg_.hidden, D = cfg_.head_dim, nh = cfg_.n_heads,
                       nkv = cfg_.n_kv_heads, F = cfg_.ffn_hidden;
         TS_CHECK(T > 0 && T <= max_tokens_, "batch of {} tokens (this model was set up for at most {})", T, max_tokens_);

@@ -14,8 +14,23 @@
 namespace tessera {
 
 class KvCache;
+class StateCache;
 class TensorSource;
 struct SeqBlocks;
+
+// The caches a forward step reads and writes: paged KV for attention layers, state slots for
+// recurrent layers (null for models without them).
+struct Caches {
+    KvCache* kv = nullptr;
+    StateCache* state = nullptr;
+};
+
+// What a model needs cached, for sizing the pools from need and budget.
+struct CacheSpec {
+    int64_t attn_layers = 0, n_kv_heads = 0, head_dim = 0;  // per token: KV
+    int64_t state_layers = 0;                               // per sequence: GDN state
+    int64_t conv_channels = 0, conv_k = 0, n_v_heads = 0, dk = 0, dv = 0;
+};
 
 struct Batch {
     std::vector<int32_t> tokens;     // [T]
@@ -26,6 +41,7 @@ struct Batch {
     std::vector<int32_t> block_table;  // [n_seqs, max_blocks]
     int max_blocks = 0;
     int block_size = 0;
+    std::vector<int32_t> state_slots;  // [n_seqs] recurrent-state slot of each sequence (-1: none)
     std::vector<int32_t> logit_rows;  // tokens whose logits are computed, in output order
 
     int64_t n_tokens() const { return int64_t(tokens.size()); }
@@ -33,13 +49,14 @@ struct Batch {
     AttnPlan attn_plan() const {
         return AttnPlan{n_seqs(), q_start.data(), kv_len.data(), block_table.data(), max_blocks, block_size};
     }
+    SeqPlan seq_plan() const { return SeqPlan{n_seqs(), q_start.data(), state_slots.data()}; }
 };
 
 // Builds a batch step by step: add(seq, tokens) appends tokens at the sequence's next positions
 // (blocks must already be reserved); the sequence's n_tokens advances.
 class BatchBuilder {
 public:
-    explicit BatchBuilder(int block_size) { batch_.block_size = block_size; batch_.q_start.push_back(0); }
+    explicit BatchBuilder(int block_size /* 0: no KV cache */) { batch_.block_size = block_size; batch_.q_start.push_back(0); }
     // want_logits: 0 none, 1 last token, 2 every token.
     void add(SeqBlocks& seq, const int32_t* tokens, int64_t n, int want_logits);
     Batch finish();
@@ -53,10 +70,10 @@ class Model {
 public:
     virtual ~Model() = default;
     const ModelConfig& config() const { return cfg_; }
-    // The KV cache this model's attention layers need per token, for sizing the pool.
-    virtual int64_t n_attention_layers() const { return cfg_.n_layers; }
+    // What this model caches per token (attention layers) and per sequence (recurrent layers).
+    virtual CacheSpec cache_spec() const = 0;
     // Runs the batch; writes logits [batch.logit_rows.size(), vocab] (f32, host).
-    virtual void forward(const Batch& batch, KvCache& cache, float* logits) = 0;
+    virtual void forward(const Batch& batch, const Caches& caches, float* logits) = 0;
     // Largest batch (tokens) forward accepts; set at creation (the prefill chunk).
     int64_t max_batch_tokens() const { return max_tokens_; }
 

@@ -41,6 +41,7 @@ private:
 struct SeqBlocks {
     std::vector<int32_t> blocks;
     int64_t n_tokens = 0;
+    int32_t state_slot = -1;  // recurrent-state slot (models with GDN layers), -1 if none
     // Makes room for `extra` more tokens, allocating blocks from the cache.
     void reserve(KvCache& cache, int64_t extra);
     void release(KvCache& cache);

@@ -68,7 +68,7 @@ TEST_P(DenseFixture, TwoSequencesInOneBatchMatchTransformers) {
     bb.add(sb, b.data(), int64_t(b.size()), 2);  // b first: batch order must not matter
     bb.add(sa, a.data(), int64_t(a.size()), 2);
     std::vector<float> out((a.size() + b.size()) * size_t(V));
-    m.model->forward(bb.finish(), s.cache(), out.data());
+    m.model->forward(bb.finish(), s.caches(), out.data());
     EXPECT_LE(rel_err(out.data(), lb.data(), lb.size()), 1e-3);
     EXPECT_LE(rel_err(out.data() + lb.size(), la.data(), la.size()), 1e-3);
 }

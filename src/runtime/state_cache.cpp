@@ -1,0 +1,51 @@
+#include "runtime/state_cache.h"
+
+#include <algorithm>
+
+#include "core/memlog.h"
+#include "core/status.h"
+
+namespace tessera {
+
+StateCache::StateCache(const StateCacheShape& s) : shape_(s) {
+    TS_CHECK(s.n_slots > 0 && s.conv_k >= 1, "state cache needs slots (got {}) and a conv kernel (got {})", s.n_slots,
+             s.conv_k);
+    storage_.assign(s.bytes() / sizeof(float), 0.f);
+    for (int64_t i = s.n_slots - 1; i >= 0; --i) free_.push_back(int32_t(i));
+    MemLog::global().set("state_pool", int64_t(s.bytes()));
+}
+
+Tensor StateCache::conv(int64_t layer) const {
+    TS_ASSERT(layer >= 0 && layer < shape_.n_layers);
+    const size_t per_layer = (shape_.conv_bytes() + shape_.rec_bytes()) / sizeof(float);
+    auto* p = const_cast<float*>(storage_.data()) + per_layer * size_t(layer);
+    return Tensor(p, DType::F32, {shape_.n_slots, shape_.conv_k - 1, shape_.conv_channels});
+}
+
+Tensor StateCache::recurrent(int64_t layer) const {
+    TS_ASSERT(layer >= 0 && layer < shape_.n_layers);
+    const size_t per_layer = (shape_.conv_bytes() + shape_.rec_bytes()) / sizeof(float);
+    auto* p = const_cast<float*>(storage_.data()) + per_layer * size_t(layer) + shape_.conv_bytes() / sizeof(float);
+    return Tensor(p, DType::F32, {shape_.n_slots, shape_.n_v_heads, shape_.dk, shape_.dv});
+}
+
+int32_t StateCache::alloc() {
+    if (free_.empty())
+        fail(ErrorKind::OutOfMemory, "state cache: all {} sequence slots are in use", shape_.n_slots);
+    const int32_t slot = free_.back();
+    free_.pop_back();
+    for (int64_t l = 0; l < shape_.n_layers; ++l) {
+        const Tensor c = conv(l), r = recurrent(l);
+        std::fill_n(static_cast<float*>(c.row_ptr(slot * c.shape[1])), c.shape[1] * c.shape[2], 0.f);
+        std::fill_n(static_cast<float*>(r.row_ptr(slot * r.shape[1] * r.shape[2])), r.shape[1] * r.shape[2] * r.shape[3],
+                    0.f);
+    }
+    return slot;
+}
+
+void StateCache::release(int32_t slot) {
+    TS_ASSERT(slot >= 0 && slot < shape_.n_slots);
+    free_.push_back(slot);
+}
+
+}  // namespace tessera
