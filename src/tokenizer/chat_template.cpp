@@ -182,6 +182,9 @@ ChatTemplateSource load_chat_template(const std::string& path, bool require_temp
         load_gguf(src, path);
     } else if (ext == ".jinja") {
         src.template_text = read_file(p);
+    } else if (p.filename() != "tokenizer_config.json") {
+        // Another file of a checkpoint (tokenizer.json, model.safetensors, config.json): its folder.
+        return load_chat_template(p.has_parent_path() ? p.parent_path().string() : ".", require_template);
     } else {
         load_tokenizer_config(src, p);
         if (fs::exists(p.parent_path() / "chat_template.jinja"))

@@ -21,7 +21,7 @@ struct ChatTemplateSource {
 };
 
 // PATH: a folder (tokenizer_config.json and/or chat_template.jinja), a tokenizer_config.json, a
-// .jinja file, or a .gguf file. Throws Error(NotFound) when no chat template is found, unless
+// .jinja file, a .gguf file, or another file of a checkpoint folder (then that folder is used). Throws Error(NotFound) when no chat template is found, unless
 // require_template is false (the caller supplies its own template and wants the special tokens).
 ChatTemplateSource load_chat_template(const std::string& path, bool require_template = true);
 

@@ -254,3 +254,12 @@ def test_template_files_replace_config_templates(tmp_path):
     for tools in (None, TOOLS):
         want = tok.apply_chat_template(msgs, tools=tools, tokenize=False)
         assert tessera_render(tmp_path, msgs, tools) == (True, want)
+
+
+def test_model_path_variants():
+    msgs = CONVERSATIONS["single_turn"]
+    want = reference("qwen3", msgs, None, True, None)[1]
+    for path in (TOKENIZERS / "qwen3", TOKENIZERS / "qwen3" / "tokenizer_config.json", TOKENIZERS / "qwen3" / "tokenizer.json"):
+        assert tessera_render(path, msgs, add_generation_prompt=True) == (True, want), path
+    ok, err = tessera_render(TOKENIZERS / "nonexistent", msgs)
+    assert not ok and "no such file" in err
