@@ -229,6 +229,35 @@ Value f_int(Interpreter&, const Value& v, CallArgs& a) {
     return fallback;
 }
 
+// groupby(attribute, default=None, case_sensitive=False): sorted (grouper, items) tuples. The
+// grouper is the first item's real key; `.grouper` / `.list` attribute access is not supported.
+Value f_groupby(Interpreter& in, const Value& v, CallArgs& a) {
+    const Value* attr = arg(a, 0, "attribute");
+    TS_CHECK(attr, "groupby requires an attribute");
+    const Value* def = arg(a, 1, "default");
+    bool cs = bool_arg(a, 2, "case_sensitive", false);
+    List items = iterate(v);
+    auto key_of = [&](const Value& x) {
+        Value k = attr_path(in, x, to_str(*attr));
+        return k.is_undefined() && def ? *def : k;
+    };
+    std::vector<Value> keys;
+    for (const Value& x : items) keys.push_back(sort_key(key_of(x), cs));
+    std::vector<size_t> idx(items.size());
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+    std::stable_sort(idx.begin(), idx.end(), [&](size_t x, size_t y) { return compare(keys[x], keys[y]) < 0; });
+    List out, group;
+    for (size_t j = 0; j < idx.size(); ++j) {
+        group.push_back(items[idx[j]]);
+        if (j + 1 == idx.size() || !equal(keys[idx[j]], keys[idx[j + 1]])) {
+            Value grouper = key_of(group.front());
+            out.push_back(Value::tuple({grouper, Value::list(std::move(group))}));
+            group.clear();
+        }
+    }
+    return Value::list(std::move(out));
+}
+
 Value f_indent(Interpreter& in, const Value& v, CallArgs& a) {
     const Value* w = arg(a, 0, "width");
     std::string ind = w && w->is_string() ? w->str() : std::string(static_cast<size_t>(std::max<int64_t>(w ? w->as_int() : 4, 0)), ' ');
@@ -536,7 +565,7 @@ const Entry kFilters[] = {
     {"d", f_default},         {"default", f_default},     {"dictsort", f_dictsort},
     {"e", f_escape},          {"escape", f_escape},       {"forceescape", f_escape},
     {"first", f_first},       {"float", f_float},         {"format", f_format},
-    {"indent", f_indent},     {"int", f_int},             {"items", f_items},
+    {"groupby", f_groupby},   {"indent", f_indent},     {"int", f_int},             {"items", f_items},
     {"join", f_join},         {"last", f_last},           {"length", f_length},
     {"list", f_list},         {"lower", f_lower},         {"map", f_map},
     {"max", f_max},           {"min", f_min},             {"pprint", f_pprint},

@@ -1,6 +1,8 @@
 // Jinja interpreter: statements, expressions, scoping and limits.
 #include "tokenizer/jinja_interp.h"
 
+#include <optional>
+
 #include "core/status.h"
 #include "tokenizer/jinja_builtins.h"
 #include "tokenizer/jinja_lexer.h"
@@ -214,9 +216,17 @@ Interpreter::Flow Interpreter::run_loop(const Stmt& s, const Value& iterable, in
             return Value(std::move(r));
         });
     }
+    // loop.changed(*values): true when the values differ from the previous call's (state per loop).
+    auto last_changed = std::make_shared<std::optional<List>>();
+    Value changed = Value::function("changed", [last_changed](Interpreter&, CallArgs& a) {
+        bool differs = !*last_changed || !equal(Value::list(**last_changed), Value::list(a.args));
+        if (differs) *last_changed = a.args;
+        return Value(differs);
+    });
     for (int64_t i = 0; i < n; ++i) {
         step();
         Dict loop;
+        loop.set("changed", changed);
         loop.set("index", Value(i + 1));
         loop.set("index0", Value(i));
         loop.set("revindex", Value(n - i));

@@ -231,6 +231,8 @@ SNIPPETS = {
     "for_dict_string": "{% for k in {'z': 1, 'a': 2} %}{{ k }}{% endfor %}{% for c in 'héé' %}<{{ c }}>{% endfor %}",
     "loop_controls": "{% for x in range(10) %}{% if x == 2 %}{% continue %}{% endif %}{% if x == 5 %}{% break %}{% endif %}{{ x }}{% endfor %}",
     "nested_loops": "{% for a in [1, 2] %}{% set outer = loop %}{% for b in 'xy' %}{{ outer.index }}{{ loop.index }}{{ b }} {% endfor %}{% endfor %}",
+    "loop_changed": "{% for p in people|sort(attribute='admin') %}{% if loop.changed(p.admin) %}[{{ p.admin }}]{% endif %}{{ p.name }}{% endfor %}",
+    "groupby": "{% for key, group in people|groupby('admin') %}{{ key }}:{{ group|map(attribute='name')|join(',') }};{% endfor %}{{ ['b', 'A', 'a']|map('lower')|list }}",
     "loop_cycle": "{% for x in range(5) %}{{ loop.cycle('o', 'e') }}{% endfor %}",
     "scoping": "{% set x = 1 %}{% for i in [1, 2] %}{{ x }}{% set x = x + 10 %}{{ x }} {% endfor %}{{ x }}{% if true %}{% set y = 5 %}{% endif %}{{ y }}",
     "namespace": "{% set ns = namespace(n=0, items=[]) %}{% for i in range(4) %}{% set ns.n = ns.n + i %}{% set ns.items = ns.items + [i] %}{% endfor %}{{ ns.n }} {{ ns.items }}",
