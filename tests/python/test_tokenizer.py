@@ -56,6 +56,8 @@ CORPUS = [
     "mixed123abc456DEF 7x8y9z",
     "https://example.com/path?q=1&r=two#frag user@example.org",
     "\x1c\x1d\x1e\x1f control \x07 bell",
+    # Letters, digits, marks and symbols of Unicode 15-16 (Oniguruma's version, newer than Python 3.11's).
+    "\u1c89\u1c8a x\ua7cb\ua7cc \U000105c0\U000105c1 \U00011f04\U00011f05 \U00010d40\U00010d41 a\u0897b \u2427\u2428",
 ]
 
 ALPHABET = (list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") + list("0123456789") * 2
