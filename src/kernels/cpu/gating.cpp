@@ -52,16 +52,16 @@ void moe_topk(const float* logits, int64_t ls, int64_t T, int64_t E, int k, bool
         std::vector<float> p(static_cast<size_t>(E));
         std::vector<int32_t> order(static_cast<size_t>(E));
         for (int64_t t = b; t < e; ++t) {
-            // p = softmax(logits[t]) in f32.
+            // p = softmax(logits[t]) in f32 (the sum in double, as cpu::softmax).
             const float* l = logits + t * ls;
             float m = -std::numeric_limits<float>::infinity();
             for (int64_t i = 0; i < E; ++i) m = std::max(m, l[i]);
-            float sum = 0.f;
+            double sum = 0.0;
             for (int64_t i = 0; i < E; ++i) {
                 p[size_t(i)] = std::exp(l[i] - m);
                 sum += p[size_t(i)];
             }
-            const float inv = 1.f / sum;
+            const float inv = float(1.0 / sum);
             for (int64_t i = 0; i < E; ++i) p[size_t(i)] *= inv;
 
             for (int64_t i = 0; i < E; ++i) order[size_t(i)] = int32_t(i);
