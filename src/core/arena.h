@@ -23,6 +23,8 @@ public:
     void* alloc(size_t bytes, size_t align = 64);
     Tensor tensor(DType dtype, std::initializer_list<int64_t> shape);
     void reset() { used_ = 0; }
+    // Frees everything allocated since used() returned `mark` (scratch of one block).
+    void rewind(size_t mark) { used_ = mark <= used_ ? mark : used_; }
 
     size_t used() const { return used_; }
     size_t peak() const { return peak_; }

@@ -7,9 +7,20 @@
 namespace tessera {
 
 std::string ModelConfig::describe() const {
-    return fmt::format("{}: vocab {}, hidden {}, layers {}, heads {}/{} x {}, ffn {}, ctx {}, rope {} dims theta {}{}",
+    std::string extra;
+    if (n_recurrent_layers() > 0)
+        extra += fmt::format(", {} Gated DeltaNet layers ({}/{} heads x {}/{})", n_recurrent_layers(), gdn_k_heads,
+                             gdn_v_heads, gdn_dk, gdn_dv);
+    if (n_experts > 0) extra += fmt::format(", {} experts top-{} x {}", n_experts, n_experts_used, expert_ffn);
+    return fmt::format("{}: vocab {}, hidden {}, layers {}, heads {}/{} x {}, ffn {}, ctx {}, rope {} dims theta {}{}{}",
                        arch, vocab_size, hidden, n_layers, n_heads, n_kv_heads, head_dim, ffn_hidden, max_ctx,
-                       rot_dims, rope_theta, tied_embeddings ? ", tied embeddings" : "");
+                       rot_dims, rope_theta, tied_embeddings ? ", tied embeddings" : "", extra);
+}
+
+int64_t ModelConfig::n_attention_layers() const {
+    int64_t n = 0;
+    for (int64_t il = 0; il < n_layers; ++il) n += is_attention_layer(il);
+    return n;
 }
 
 std::vector<float> rope_default_inv_freq(int64_t rot_dims, float theta) {

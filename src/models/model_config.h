@@ -29,6 +29,24 @@ struct ModelConfig {
     RopeStyle rope_style = RopeStyle::NeoX;
     std::vector<float> inv_freq;
 
+    // ---- Gated DeltaNet hybrids (qwen35, qwen35moe, qwen3next) ----
+    // Per layer: 1 = full (gated) attention, 0 = Gated DeltaNet. Empty: every layer is attention.
+    std::vector<uint8_t> full_attention;
+    bool attn_output_gate = false;  // q_proj yields [q | gate] per head; out ⊙ σ(gate)
+    int64_t gdn_k_heads = 0, gdn_v_heads = 0, gdn_dk = 0, gdn_dv = 0, conv_kernel = 0;
+    bool gdn_tiled_heads = false;   // llama.cpp's re-tiled value-head order (qwen35* GGUF)
+
+    // ---- MoE ----
+    int64_t n_experts = 0, n_experts_used = 0, expert_ffn = 0, shared_expert_ffn = 0;
+    bool norm_topk = true;          // renormalise the top-k router weights
+    std::vector<uint8_t> moe_layer; // per layer: 1 = sparse MoE block, 0 = dense MLP (empty: none)
+    int64_t mtp_layers = 0;         // multi-token-prediction layers in the checkpoint (kept, unused)
+
+    bool is_attention_layer(int64_t il) const { return full_attention.empty() || full_attention[size_t(il)]; }
+    bool is_moe_layer(int64_t il) const { return !moe_layer.empty() && moe_layer[size_t(il)]; }
+    int64_t n_attention_layers() const;
+    int64_t n_recurrent_layers() const { return n_layers - n_attention_layers(); }
+
     std::string describe() const;
 };
 

@@ -10,6 +10,10 @@ const ModelEntry kModels[] = {
     {"llama", make_llama},
     {"qwen2", make_llama},
     {"qwen3", make_llama},
+    // Gated DeltaNet hybrids: qwen35.cpp.
+    {"qwen35", make_qwen35},
+    {"qwen35moe", make_qwen35},
+    {"qwen3next", make_qwen35},
 };
 }  // namespace
 

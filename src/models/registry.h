@@ -24,5 +24,6 @@ std::vector<std::string> known_architectures();
 
 // Factories (one per model file).
 std::unique_ptr<Model> make_llama(const ModelConfig& cfg, WeightStore& weights, Backend& be, int64_t max_batch_tokens);
+std::unique_ptr<Model> make_qwen35(const ModelConfig& cfg, WeightStore& weights, Backend& be, int64_t max_batch_tokens);
 
 }  // namespace tessera

@@ -6,7 +6,10 @@
 
 namespace tessera {
 
-// "model.layers.3.self_attn.q_proj.weight" -> "blk.3.attn_q.weight"; nullopt if unknown.
-std::optional<std::string> hf_to_gguf_name(const std::string& hf_name);
+// "model.layers.3.self_attn.q_proj.weight" -> "blk.3.attn_q.weight" for architecture `arch`
+// (tessera's key: llama, qwen2, qwen3, qwen35, qwen35moe, qwen3next); nullopt if unknown.
+std::optional<std::string> hf_to_gguf_name(const std::string& hf_name, const std::string& arch);
+// The Gated DeltaNet hybrids (zero-centred norms, recurrent layers).
+bool is_hybrid_arch(const std::string& arch);
 
 }  // namespace tessera

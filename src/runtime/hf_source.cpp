@@ -1,5 +1,6 @@
 #include "runtime/hf_source.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -18,6 +19,9 @@ std::string hf_arch(const HfConfig& c) {
     if (mt == "llama" || mt == "mistral") return "llama";
     if (mt == "qwen2") return "qwen2";
     if (mt == "qwen3") return "qwen3";
+    if (mt == "qwen3_5" || mt == "qwen3_5_text") return "qwen35";
+    if (mt == "qwen3_5_moe" || mt == "qwen3_5_moe_text") return "qwen35moe";
+    if (mt == "qwen3_next") return "qwen3next";
     std::string archs;
     for (const auto& a : c.architectures()) archs += (archs.empty() ? "" : ", ") + a;
     fail(ErrorKind::Unsupported, "{}: model_type '{}' (architectures: {}) is not supported", c.source(), mt, archs);
@@ -55,6 +59,7 @@ ModelConfig hf_model_config(const HfConfig& c) {
     m.rope_style = RopeStyle::NeoX;
     m.inv_freq = rope_default_inv_freq(m.rot_dims, m.rope_theta);
     std::string type = "default";
+    if (is_hybrid_arch(m.arch)) hf_hybrid_config(c, m);
     for (const char* key : {"rope_parameters.rope_type", "rope_scaling.rope_type", "rope_scaling.type"})
         if (c.has(key)) {
             type = c.get_string(key);
@@ -66,7 +71,7 @@ ModelConfig hf_model_config(const HfConfig& c) {
                           float(rope_float(c, "high_freq_factor", 4.0)), orig);
     } else if (type == "linear") {
         for (float& f : m.inv_freq) f /= float(rope_float(c, "factor", 1.0));
-    } else if (type != "default") {
+    } else if (type != "default" && type != "mrope") {  // Qwen3.5's MRoPE is 1-D RoPE for text
         fail(ErrorKind::Unsupported, "{}: rope type '{}' is not supported", c.source(), type);
     }
     return m;
@@ -77,7 +82,7 @@ HfSource::HfSource(const std::string& dir) : dir_(dir), ckpt_(SafetensorsCheckpo
     for (const std::string& file_name : ckpt_.names()) {
         const std::string canon = canonical_tensor_name(file_name);
         if (is_non_text_tensor(canon)) continue;
-        auto g = hf_to_gguf_name(canon);
+        auto g = hf_to_gguf_name(canon, config_.arch);
         if (!g) {
             TS_LOG_DEBUG("{}: ignoring tensor {}", dir, file_name);
             continue;
@@ -85,9 +90,11 @@ HfSource::HfSource(const std::string& dir) : dir_(dir), ckpt_(SafetensorsCheckpo
         TS_CHECK(map_.emplace(*g, file_name).second, "{}: tensors {} and {} both map to {}", dir, map_[*g], file_name, *g);
     }
     if (config_.tied_embeddings) map_.erase("output.weight");
+    if (is_hybrid_arch(config_.arch)) derive_hybrid_tensors();
 }
 
 Tensor HfSource::get(const std::string& name) const {
+    if (auto d = derived_.find(name); d != derived_.end()) return d->second.view;
     auto it = map_.find(name);
     if (it == map_.end()) fail(ErrorKind::NotFound, "{}: no tensor {}", dir_, name);
     return ckpt_.tensor(it->second);
@@ -96,7 +103,17 @@ Tensor HfSource::get(const std::string& name) const {
 std::vector<std::string> HfSource::names() const {
     std::vector<std::string> v;
     for (const auto& [g, f] : map_) v.push_back(g);
+    for (const auto& [g, d] : derived_) v.push_back(g);
+    std::sort(v.begin(), v.end());
     return v;
+}
+
+Tensor HfSource::derive(const std::string& name, DType dtype, std::vector<int64_t> shape) {
+    auto& d = derived_[name];
+    d.bytes.assign(dtype_row_bytes(dtype, shape.back()) * size_t(Tensor::contiguous(nullptr, dtype, shape.data(), int(shape.size())).rows()), 0);
+    d.view = Tensor::contiguous(d.bytes.data(), dtype, shape.data(), int(shape.size()));
+    map_.erase(name);
+    return d.view;
 }
 
 }  // namespace tessera

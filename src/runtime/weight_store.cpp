@@ -28,6 +28,16 @@ Tensor WeightStore::matrix(const std::string& name, int64_t rows, int64_t cols) 
     return src_.get(name, {rows, cols});
 }
 
+Tensor WeightStore::matrix_f32(const std::string& name, int64_t rows, int64_t cols) {
+    const Tensor t = matrix(name, rows, cols);
+    if (t.dtype == DType::F32 && t.is_contiguous()) return t;
+    auto& buf = owned_.emplace_back(size_t(rows * cols));
+    with_context(src_.describe() + ": tensor " + name, [&] {
+        for (int64_t r = 0; r < rows; ++r) convert_to_f32(t.dtype, t.row_ptr(r), buf.data() + r * cols, cols);
+    });
+    return Tensor(buf.data(), DType::F32, {rows, cols});
+}
+
 Tensor WeightStore::vector_f32(const std::string& name, int64_t n) {
     Tensor t = src_.get(name);
     TS_CHECK(t.numel() == n && t.ndim >= 1 && t.dim(-1) == n, "{}: tensor {}: expected [{}] got {}", src_.describe(),

@@ -16,6 +16,8 @@ public:
 
     // A weight matrix [rows, cols] in its file dtype (shape checked; error names the tensor).
     Tensor matrix(const std::string& name, int64_t rows, int64_t cols) const;
+    // A matrix [rows, cols] in f32 (converted once if the file has f16/bf16).
+    Tensor matrix_f32(const std::string& name, int64_t rows, int64_t cols);
     // A vector [n] in f32 (converted from f16/bf16 if needed).
     Tensor vector_f32(const std::string& name, int64_t n);
     // Same, or an empty Tensor if the checkpoint has no such tensor.

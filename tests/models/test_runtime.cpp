@@ -75,15 +75,24 @@ TEST(BatchBuilder, PlansPositionsSlotsAndTables) {
 }
 
 TEST(HfNames, MapsDenseNamesAndRejectsOthers) {
-    EXPECT_EQ(hf_to_gguf_name("model.embed_tokens.weight"), "token_embd.weight");
-    EXPECT_EQ(hf_to_gguf_name("lm_head.weight"), "output.weight");
-    EXPECT_EQ(hf_to_gguf_name("model.norm.weight"), "output_norm.weight");
-    EXPECT_EQ(hf_to_gguf_name("model.layers.12.self_attn.k_norm.weight"), "blk.12.attn_k_norm.weight");
-    EXPECT_EQ(hf_to_gguf_name("model.layers.0.post_attention_layernorm.weight"), "blk.0.ffn_norm.weight");
-    EXPECT_EQ(hf_to_gguf_name("model.layers.3.self_attn.v_proj.bias"), "blk.3.attn_v.bias");
-    EXPECT_FALSE(hf_to_gguf_name("model.layers.x.self_attn.q_proj.weight"));
-    EXPECT_FALSE(hf_to_gguf_name("model.layers.1.self_attn.rotary_emb.inv_freq"));
-    EXPECT_FALSE(hf_to_gguf_name("model.layers..mlp.up_proj.weight"));
+    EXPECT_EQ(hf_to_gguf_name("model.embed_tokens.weight", "qwen3"), "token_embd.weight");
+    EXPECT_EQ(hf_to_gguf_name("lm_head.weight", "qwen3"), "output.weight");
+    EXPECT_EQ(hf_to_gguf_name("model.norm.weight", "qwen3"), "output_norm.weight");
+    EXPECT_EQ(hf_to_gguf_name("model.layers.12.self_attn.k_norm.weight", "qwen3"), "blk.12.attn_k_norm.weight");
+    EXPECT_EQ(hf_to_gguf_name("model.layers.0.post_attention_layernorm.weight", "qwen3"), "blk.0.ffn_norm.weight");
+    EXPECT_EQ(hf_to_gguf_name("model.layers.3.self_attn.v_proj.bias", "qwen3"), "blk.3.attn_v.bias");
+    EXPECT_FALSE(hf_to_gguf_name("model.layers.x.self_attn.q_proj.weight", "qwen3"));
+    EXPECT_FALSE(hf_to_gguf_name("model.layers.1.self_attn.rotary_emb.inv_freq", "qwen3"));
+    EXPECT_FALSE(hf_to_gguf_name("model.layers..mlp.up_proj.weight", "qwen3"));
+    // Hybrids: their own names, post-attention norm, per-expert tensors.
+    EXPECT_EQ(hf_to_gguf_name("model.layers.0.linear_attn.in_proj_qkv.weight", "qwen35"), "blk.0.attn_qkv.weight");
+    EXPECT_EQ(hf_to_gguf_name("model.layers.2.post_attention_layernorm.weight", "qwen35moe"),
+              "blk.2.post_attention_norm.weight");
+    EXPECT_EQ(hf_to_gguf_name("model.layers.1.mlp.experts.17.down_proj.weight", "qwen3next"),
+              "blk.1.ffn_down_exps.17.weight");
+    EXPECT_EQ(hf_to_gguf_name("model.layers.1.mlp.experts.gate_up_proj", "qwen35moe"), "blk.1.ffn_gate_up_exps.weight");
+    EXPECT_FALSE(hf_to_gguf_name("model.layers.1.mlp.experts.x.down_proj.weight", "qwen35moe"));
+    EXPECT_FALSE(hf_to_gguf_name("model.layers.1.linear_attn.in_proj_qkv.weight", "qwen3"));
 }
 
 TEST(Rope, Llama3ScalingBands) {
@@ -94,8 +103,12 @@ TEST(Rope, Llama3ScalingBands) {
     rope_apply_llama3(f, 8.f, 1.f, 4.f, 8192);
     for (size_t i = 0; i < f.size(); ++i) {
         const double wl = 2 * M_PI / base[i];
-        if (wl < 2048) EXPECT_FLOAT_EQ(f[i], base[i]);
-        if (wl > 8192) EXPECT_FLOAT_EQ(f[i], base[i] / 8);
+        if (wl < 2048) {
+            EXPECT_FLOAT_EQ(f[i], base[i]);
+        }
+        if (wl > 8192) {
+            EXPECT_FLOAT_EQ(f[i], base[i] / 8);
+        }
         if (wl >= 2048 && wl <= 8192) {
             const double smooth = (8192 / wl - 1) / 3;
             EXPECT_NEAR(f[i], (1 - smooth) * base[i] / 8 + smooth * base[i], 1e-6 * base[i]);

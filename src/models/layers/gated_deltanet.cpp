@@ -1,0 +1,69 @@
+#include "models/layers/gated_deltanet.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "models/layers/views.h"
+#include "runtime/weight_store.h"
+
+namespace tessera {
+
+GatedDeltaNet GatedDeltaNet::load(WeightStore& w, const ModelConfig& c, int64_t il) {
+    const std::string p = fmt::format("blk.{}.", il);
+    const int64_t H = c.hidden, nk = c.gdn_k_heads, nv = c.gdn_v_heads, dk = c.gdn_dk, dv = c.gdn_dv;
+    const int64_t C = 2 * nk * dk + nv * dv;
+    GatedDeltaNet g;
+    g.w_qkv = w.matrix(p + "attn_qkv.weight", C, H);
+    g.w_z = w.matrix(p + "attn_gate.weight", nv * dv, H);
+    g.w_b = w.matrix(p + "ssm_beta.weight", nv, H);
+    g.w_a = w.matrix(p + "ssm_alpha.weight", nv, H);
+    g.conv = w.matrix_f32(p + "ssm_conv1d.weight", C, c.conv_kernel);
+    g.dt_bias = w.vector_f32(p + "ssm_dt.bias", nv);
+    g.neg_exp_a = w.vector_f32(p + "ssm_a", nv);
+    g.norm = w.vector_f32(p + "ssm_norm.weight", dv);
+    g.w_out = w.matrix(p + "ssm_out.weight", H, nv * dv);
+    return g;
+}
+
+int64_t GatedDeltaNet::activation_floats(const ModelConfig& c) {
+    const int64_t nk = c.gdn_k_heads, nv = c.gdn_v_heads, dk = c.gdn_dk, dv = c.gdn_dv;
+    const int64_t C = 2 * nk * dk + nv * dv;
+    return 2 * C + nv * dv /*z*/ + 4 * nv /*b a beta g*/ + nv * dv /*o*/;
+}
+
+void GatedDeltaNet::forward(Backend& be, Arena& arena, const ModelConfig& c, const Tensor& x, const Tensor& out,
+                            const Tensor& conv_state, const Tensor& rec_state, const SeqPlan& plan,
+                            bool prefill) const {
+    const int64_t T = x.dim(0), nk = c.gdn_k_heads, nv = c.gdn_v_heads, dk = c.gdn_dk, dv = c.gdn_dv;
+    const int64_t C = 2 * nk * dk + nv * dv;
+    Tensor mixed = arena.tensor(DType::F32, {T, C});  // q | k | v before the conv
+    Tensor qkv = arena.tensor(DType::F32, {T, C});    // after conv + SiLU
+    Tensor z = arena.tensor(DType::F32, {T, nv * dv});
+    Tensor b = arena.tensor(DType::F32, {T, nv}), a = arena.tensor(DType::F32, {T, nv});
+    Tensor beta = arena.tensor(DType::F32, {T, nv}), g = arena.tensor(DType::F32, {T, nv});
+    Tensor o = arena.tensor(DType::F32, {T, nv * dv});
+
+    be.matmul(mixed, x, w_qkv);
+    be.matmul(z, x, w_z);
+    be.matmul(b, x, w_b);
+    be.matmul(a, x, w_a);
+    be.conv1d_silu(qkv, mixed, conv, conv_state, plan);
+    Tensor q = head_view(qkv, 0, nk, dk, dk);            // [T, nk, dk]
+    Tensor k = head_view(qkv, nk * dk, nk, dk, dk);      // [T, nk, dk]
+    Tensor v = head_view(qkv, 2 * nk * dk, nv, dv, dv);  // [T, nv, dv]
+    be.l2_norm(q, 1e-6f, 1.0f / std::sqrt(float(dk)));
+    be.l2_norm(k, 1e-6f, 1.0f);
+    be.gdn_gates(beta, g, b, a, neg_exp_a, dt_bias);
+    GdnParams gp;
+    gp.n_k_heads = int(nk);
+    gp.n_v_heads = int(nv);
+    gp.tiled_heads = c.gdn_tiled_heads;
+    gp.mode = prefill ? GdnMode::Chunked : GdnMode::Recurrent;
+    Tensor o3 = o.view({T, nv, dv});
+    be.gated_delta_rule(o3, q, k, v, g, beta, rec_state, plan, gp);
+    be.rms_norm_gated(o3, o3, z.view({T, nv, dv}), norm, c.rms_eps);
+    be.matmul(out, o, w_out);
+}
+
+}  // namespace tessera

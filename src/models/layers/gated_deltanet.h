@@ -1,0 +1,35 @@
+// The Gated DeltaNet token mixer (Qwen3.5 / Qwen3-Next linear-attention layers):
+//   qkv = conv1d_silu(x·W_qkvᵀ);  q̂ = l2norm(q)/√dk, k̂ = l2norm(k)
+//   β = σ(x·W_bᵀ), g = −exp(A_log)·softplus(x·W_aᵀ + dt_bias)
+//   o = gated_delta_rule(q̂, k̂, v, g, β; state);  out = (w ⊙ rmsnorm(o) ⊙ silu(x·W_zᵀ))·W_outᵀ
+#pragma once
+#include "core/arena.h"
+#include "kernels/backend.h"
+#include "models/model_config.h"
+
+namespace tessera {
+
+class WeightStore;
+
+struct GatedDeltaNet {
+    Tensor w_qkv;      // [2·nk·dk + nv·dv, H]  rows: q heads | k heads | v heads
+    Tensor w_z;        // [nv·dv, H]
+    Tensor w_b, w_a;   // [nv, H]
+    Tensor conv;       // [C, K] f32, C = 2·nk·dk + nv·dv
+    Tensor dt_bias;    // [nv] f32
+    Tensor neg_exp_a;  // [nv] f32: −exp(A_log)
+    Tensor norm;       // [dv] f32 (plain weight, not zero-centred)
+    Tensor w_out;      // [H, nv·dv]
+
+    // Binds blk.{il}.* (llama.cpp names), checking shapes against the config.
+    static GatedDeltaNet load(WeightStore& w, const ModelConfig& c, int64_t il);
+    // Per-token f32 activations forward() takes from the arena.
+    static int64_t activation_floats(const ModelConfig& c);
+
+    // out[T, H] = the mixer applied to x[T, H] (already normed), continuing each sequence from its
+    // slots in conv_state [n_slots, K-1, C] / rec_state [n_slots, nv, dk, dv].
+    void forward(Backend& be, Arena& arena, const ModelConfig& c, const Tensor& x, const Tensor& out,
+                 const Tensor& conv_state, const Tensor& rec_state, const SeqPlan& plan, bool prefill) const;
+};
+
+}  // namespace tessera

@@ -1,0 +1,91 @@
+#include "models/layers/moe.h"
+
+#include <fmt/format.h>
+
+#include "runtime/weight_store.h"
+
+namespace tessera {
+
+void SwiGluMlp::forward(Backend& be, Arena& arena, const Tensor& x, const Tensor& out) const {
+    const int64_t T = x.dim(0), F = gate.dim(0);
+    Tensor g = arena.tensor(DType::F32, {T, F}), u = arena.tensor(DType::F32, {T, F});
+    be.matmul(g, x, gate);
+    be.matmul(u, x, up);
+    be.swiglu(g, g, u);
+    be.matmul(out, g, down);
+}
+
+namespace {
+// Expert e of a stacked [E, rows, cols] tensor, rows [r0, r0 + n).
+Tensor expert_slice(const Tensor& t, int64_t e, int64_t r0, int64_t n) {
+    Tensor v = t;
+    v.data = static_cast<char*>(t.data) + e * t.stride[0] + r0 * t.stride[1];
+    v.ndim = 2;
+    v.shape = {n, t.shape[2], 0, 0};
+    v.stride = {t.stride[1], t.stride[2], 0, 0};
+    return v;
+}
+}  // namespace
+
+MoeBlock MoeBlock::load(WeightStore& w, const ModelConfig& c, int64_t il) {
+    const std::string p = fmt::format("blk.{}.", il);
+    const int64_t H = c.hidden, E = c.n_experts, I = c.expert_ffn;
+    const TensorSource& src = w.source();
+    MoeBlock m;
+    m.router = w.matrix(p + "ffn_gate_inp.weight", E, H);
+    if (src.has(p + "ffn_gate_up_exps.weight")) {
+        const Tensor gu = src.get(p + "ffn_gate_up_exps.weight", {E, 2 * I, H});
+        const Tensor down = src.get(p + "ffn_down_exps.weight", {E, H, I});
+        for (int64_t e = 0; e < E; ++e) {
+            m.experts.gate.push_back(expert_slice(gu, e, 0, I));
+            m.experts.up.push_back(expert_slice(gu, e, I, I));
+            m.experts.down.push_back(expert_slice(down, e, 0, H));
+        }
+    } else if (src.has(p + "ffn_gate_exps.weight")) {
+        const Tensor g = src.get(p + "ffn_gate_exps.weight", {E, I, H});
+        const Tensor u = src.get(p + "ffn_up_exps.weight", {E, I, H});
+        const Tensor d = src.get(p + "ffn_down_exps.weight", {E, H, I});
+        for (int64_t e = 0; e < E; ++e) {
+            m.experts.gate.push_back(expert_slice(g, e, 0, I));
+            m.experts.up.push_back(expert_slice(u, e, 0, I));
+            m.experts.down.push_back(expert_slice(d, e, 0, H));
+        }
+    } else {
+        for (int64_t e = 0; e < E; ++e) {
+            m.experts.gate.push_back(w.matrix(fmt::format("{}ffn_gate_exps.{}.weight", p, e), I, H));
+            m.experts.up.push_back(w.matrix(fmt::format("{}ffn_up_exps.{}.weight", p, e), I, H));
+            m.experts.down.push_back(w.matrix(fmt::format("{}ffn_down_exps.{}.weight", p, e), H, I));
+        }
+    }
+    if (c.shared_expert_ffn > 0) {
+        const int64_t S = c.shared_expert_ffn;
+        m.shared.gate = w.matrix(p + "ffn_gate_shexp.weight", S, H);
+        m.shared.up = w.matrix(p + "ffn_up_shexp.weight", S, H);
+        m.shared.down = w.matrix(p + "ffn_down_shexp.weight", H, S);
+        m.shared_gate = w.matrix(p + "ffn_gate_inp_shexp.weight", 1, H);
+    }
+    return m;
+}
+
+int64_t MoeBlock::activation_floats(const ModelConfig& c) {
+    return c.n_experts + 2 * c.n_experts_used + 2 * c.shared_expert_ffn + c.hidden + 1;
+}
+
+void MoeBlock::forward(Backend& be, Arena& arena, const ModelConfig& c, const Tensor& x, const Tensor& out) const {
+    const int64_t T = x.dim(0), E = c.n_experts, k = c.n_experts_used;
+    Tensor logits = arena.tensor(DType::F32, {T, E});
+    Tensor weights = arena.tensor(DType::F32, {T, k});
+    auto* ids = static_cast<int32_t*>(arena.alloc(size_t(T * k) * sizeof(int32_t)));
+    be.matmul(logits, x, router);
+    be.moe_topk(logits, int(k), c.norm_topk, ids, weights.ptr<float>());
+    be.moe_experts(out, x, experts, ids, weights.ptr<float>(), int(k));
+    if (shared.gate.empty()) return;
+    Tensor s = arena.tensor(DType::F32, {T, c.hidden});
+    Tensor sg = arena.tensor(DType::F32, {T, 1});
+    shared.forward(be, arena, x, s);
+    be.matmul(sg, x, shared_gate);
+    be.sigmoid_mul(s, s, sg);
+    be.add(out, out, s);
+}
+
+}  // namespace tessera

@@ -1,0 +1,31 @@
+// Sparse MoE block (Qwen3.5-MoE / Qwen3-Next): softmax router, top-k (renormalised when the
+// model says), SwiGLU experts computed grouped by expert, plus a shared expert scaled by
+// σ(x·w_shared_gate).   y = Σ_j w_j · expert_{e_j}(x) + σ(x·g_s) · shared(x)
+#pragma once
+#include "core/arena.h"
+#include "kernels/backend.h"
+#include "models/model_config.h"
+
+namespace tessera {
+
+class WeightStore;
+
+struct SwiGluMlp {
+    Tensor gate, up, down;  // [F, H], [F, H], [H, F]
+    void forward(Backend& be, Arena& arena, const Tensor& x, const Tensor& out) const;  // out = down(silu(gate x) ⊙ up x)
+};
+
+struct MoeBlock {
+    Tensor router;       // [E, H]
+    MoeWeights experts;  // per expert: gate/up [I, H], down [H, I]
+    SwiGluMlp shared;    // optional (empty tensors when the model has none)
+    Tensor shared_gate;  // [1, H] optional
+
+    // Binds blk.{il}.ffn_*: stacked (ffn_{gate,up,down}_exps or fused ffn_gate_up_exps) or
+    // per-expert (ffn_{gate,up,down}_exps.E) expert tensors.
+    static MoeBlock load(WeightStore& w, const ModelConfig& c, int64_t il);
+    static int64_t activation_floats(const ModelConfig& c);
+    void forward(Backend& be, Arena& arena, const ModelConfig& c, const Tensor& x, const Tensor& out) const;
+};
+
+}  // namespace tessera

@@ -1,0 +1,134 @@
+// Hugging Face Qwen3.5 / Qwen3.5-MoE / Qwen3-Next checkpoints: their config.json fields, and the
+// tensor transforms that bring them to llama.cpp's conventions (which the models expect).
+#include <cmath>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "core/half.h"
+#include "core/status.h"
+#include "formats/hf_config.h"
+#include "formats/quants.h"
+#include "runtime/hf_source.h"
+
+namespace tessera {
+
+void hf_hybrid_config(const HfConfig& c, ModelConfig& m) {
+    const int64_t L = m.n_layers;
+    m.full_attention.assign(size_t(L), 0);
+    if (c.has("layer_types")) {
+        const auto types = c.get_string_list("layer_types");
+        TS_CHECK(int64_t(types.size()) >= L, "{}: layer_types has {} entries for {} layers", c.source(), types.size(), L);
+        for (int64_t i = 0; i < L; ++i) {
+            const std::string& t = types[size_t(i)];
+            TS_CHECK(t == "full_attention" || t == "linear_attention", "{}: layer_types[{}] = '{}' is not supported",
+                     c.source(), i, t);
+            m.full_attention[size_t(i)] = t == "full_attention";
+        }
+    } else {
+        const int64_t every = c.get_int("full_attention_interval", 4);
+        TS_CHECK(every >= 1, "{}: full_attention_interval {} invalid", c.source(), every);
+        for (int64_t i = 0; i < L; ++i) m.full_attention[size_t(i)] = (i + 1) % every == 0;
+    }
+    m.attn_output_gate = c.get_bool("attn_output_gate", true);
+    m.gdn_k_heads = c.get_int("linear_num_key_heads");
+    m.gdn_v_heads = c.get_int("linear_num_value_heads");
+    m.gdn_dk = c.get_int("linear_key_head_dim");
+    m.gdn_dv = c.get_int("linear_value_head_dim");
+    m.conv_kernel = c.get_int("linear_conv_kernel_dim", 4);
+    TS_CHECK(m.gdn_k_heads > 0 && m.gdn_v_heads % m.gdn_k_heads == 0 && m.gdn_dk > 0 && m.gdn_dv > 0 && m.conv_kernel > 0,
+             "{}: linear attention sizes invalid: {} key heads, {} value heads, dk {}, dv {}, conv {}", c.source(),
+             m.gdn_k_heads, m.gdn_v_heads, m.gdn_dk, m.gdn_dv, m.conv_kernel);
+    m.gdn_tiled_heads = false;  // HF keeps value heads grouped by key head
+    m.mtp_layers = c.get_int("mtp_num_hidden_layers", 0);
+    if (m.arch == "qwen35") return;
+    m.n_experts = c.get_int("num_experts");
+    m.n_experts_used = c.get_int("num_experts_per_tok");
+    m.expert_ffn = c.get_int("moe_intermediate_size");
+    m.shared_expert_ffn = c.get_int("shared_expert_intermediate_size", 0);
+    TS_CHECK(m.n_experts > 0 && m.n_experts_used > 0 && m.n_experts_used <= m.n_experts && m.expert_ffn > 0,
+             "{}: MoE sizes invalid: {} experts, top-{}, ffn {}", c.source(), m.n_experts, m.n_experts_used,
+             m.expert_ffn);
+    m.moe_layer.assign(size_t(L), 1);
+    if (m.arch == "qwen3next") {  // Qwen3.5-MoE always renormalises and has MoE in every layer
+        m.norm_topk = c.get_bool("norm_topk_prob", true);
+        const int64_t step = c.get_int("decoder_sparse_step", 1);
+        const auto dense = c.get_int_list("mlp_only_layers", {});
+        for (int64_t i = 0; i < L; ++i) {
+            bool moe = step > 0 && (i + 1) % step == 0;
+            for (int64_t d : dense) moe = moe && d != i;
+            m.moe_layer[size_t(i)] = moe;
+        }
+    }
+}
+
+namespace {
+// Row r of a [rows, cols] tensor as f32.
+void row_f32(const Tensor& t, int64_t r, float* out) { dequantize_row(t.dtype, t.row_ptr(r), out, t.cols()); }
+}  // namespace
+
+void HfSource::derive_hybrid_tensors() {
+    const ModelConfig& c = config_;
+    auto plus_one = [&](const std::string& name) {
+        if (!has(name)) return;
+        const Tensor src = get(name);
+        std::vector<float> v(size_t(src.numel()));
+        dequantize_row(src.dtype, src.data, v.data(), src.numel());
+        Tensor d = derive(name, DType::F32, {src.numel()});
+        for (size_t i = 0; i < v.size(); ++i) d.ptr<float>()[i] = v[i] + 1.f;
+    };
+    plus_one("output_norm.weight");
+    for (int64_t il = 0; il < c.n_layers; ++il) {
+        const std::string p = fmt::format("blk.{}.", il);
+        for (const char* n : {"attn_norm.weight", "post_attention_norm.weight", "attn_q_norm.weight", "attn_k_norm.weight"})
+            plus_one(p + n);
+        if (c.is_attention_layer(il)) continue;
+        // ssm_a = -exp(A_log)
+        const Tensor a_log = get(p + "ssm_a_log");
+        std::vector<float> v(size_t(a_log.numel()));
+        dequantize_row(a_log.dtype, a_log.data, v.data(), a_log.numel());
+        Tensor a = derive(p + "ssm_a", DType::F32, {a_log.numel()});
+        for (size_t i = 0; i < v.size(); ++i) a.ptr<float>()[i] = -std::exp(v[i]);
+        derived_.erase(p + "ssm_a_log");
+        map_.erase(p + "ssm_a_log");
+        // conv1d [C, 1, K] -> [C, K]
+        const Tensor conv = get(p + "ssm_conv1d.weight");
+        Tensor cf = derive(p + "ssm_conv1d.weight", DType::F32, {conv.dim(0), conv.dim(-1)});
+        TS_CHECK(conv.numel() == cf.numel(), "{}: tensor {}ssm_conv1d: unexpected shape {}", dir_, p, conv.shape_str());
+        dequantize_row(conv.dtype, conv.data, cf.ptr<float>(), conv.numel());
+        // Qwen3-Next: in_proj_qkvz rows per key head g are [q_g | k_g | v_g (r heads) | z_g (r heads)],
+        // in_proj_ba rows per g are [b_g (r) | a_g (r)]; regroup them as Qwen3.5 splits them.
+        if (has(p + "ssm_in.weight")) {
+            const int64_t nk = c.gdn_k_heads, r = c.gdn_v_heads / nk, dk = c.gdn_dk, dv = c.gdn_dv, H = c.hidden;
+            const Tensor in = get(p + "ssm_in.weight");
+            const int64_t per = 2 * dk + 2 * r * dv;
+            check_shape(in, {nk * per, H}, dir_ + ": tensor " + p + "ssm_in.weight");
+            Tensor qkv = derive(p + "attn_qkv.weight", DType::F32, {nk * (2 * dk + r * dv), H});
+            Tensor z = derive(p + "attn_gate.weight", DType::F32, {nk * r * dv, H});
+            for (int64_t g = 0; g < nk; ++g) {
+                const int64_t base = g * per;
+                for (int64_t i = 0; i < dk; ++i) {
+                    row_f32(in, base + i, qkv.ptr<float>() + (g * dk + i) * H);
+                    row_f32(in, base + dk + i, qkv.ptr<float>() + (nk * dk + g * dk + i) * H);
+                }
+                for (int64_t i = 0; i < r * dv; ++i) {
+                    row_f32(in, base + 2 * dk + i, qkv.ptr<float>() + (2 * nk * dk + g * r * dv + i) * H);
+                    row_f32(in, base + 2 * dk + r * dv + i, z.ptr<float>() + (g * r * dv + i) * H);
+                }
+            }
+            map_.erase(p + "ssm_in.weight");
+            const Tensor ba = get(p + "ssm_ba.weight");
+            check_shape(ba, {nk * 2 * r, H}, dir_ + ": tensor " + p + "ssm_ba.weight");
+            Tensor b = derive(p + "ssm_beta.weight", DType::F32, {nk * r, H});
+            Tensor al = derive(p + "ssm_alpha.weight", DType::F32, {nk * r, H});
+            for (int64_t g = 0; g < nk; ++g)
+                for (int64_t j = 0; j < r; ++j) {
+                    row_f32(ba, g * 2 * r + j, b.ptr<float>() + (g * r + j) * H);
+                    row_f32(ba, g * 2 * r + r + j, al.ptr<float>() + (g * r + j) * H);
+                }
+            map_.erase(p + "ssm_ba.weight");
+        }
+    }
+}
+
+}  // namespace tessera
