@@ -60,8 +60,9 @@ TEST_P(DenseFixture, TwoSequencesInOneBatchMatchTransformers) {
     const auto a = ref.ids("a"), b = ref.ids("b");
     const auto la = ref.logits("a"), lb = ref.logits("b");
     const int64_t V = m.config.vocab_size, bs = 8;  // small blocks: tables of several blocks
-    Session s(*m.model, blocks_for(int64_t(a.size()), bs) + blocks_for(int64_t(b.size()), bs), bs);
-    SeqBlocks sa, sb;
+    Session s(*m.model, blocks_for(int64_t(a.size()), bs) + blocks_for(int64_t(b.size()), bs), bs, /*max_seqs=*/2);
+    const int ia = s.add_sequence(), ib = s.add_sequence();
+    SeqBlocks &sa = s.sequence(ia), &sb = s.sequence(ib);
     sa.reserve(s.cache(), int64_t(a.size()));
     sb.reserve(s.cache(), int64_t(b.size()));
     BatchBuilder bb{int(bs)};
