@@ -35,7 +35,10 @@ ordered_json parse_json(const std::string& text, const std::string& what) {
 // A JSON file holding a list, or an object carrying the list under `key` (an OpenAI request body).
 ordered_json read_list(const std::string& path, const char* key) {
     ordered_json j = parse_json(read_text(path, key), path);
-    if (j.is_object() && j.contains(key)) j = j[key];
+    if (j.is_object() && j.contains(key)) {
+        ordered_json inner = std::move(j[key]);  // moved, not copied: hostile nesting stays unrecursed
+        j = std::move(inner);
+    }
     TS_CHECK(j.is_array(), "{}: expected a JSON array of {} (or an object with \"{}\")", path, key, key);
     return j;
 }

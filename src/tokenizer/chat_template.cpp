@@ -106,7 +106,9 @@ void load_gguf(ChatTemplateSource& src, const std::string& path) {
 
 bool has_any_template(const ChatTemplateSource& s) { return !s.template_text.empty() || !s.named_templates.empty(); }
 
-// transformers' _normalize_chat_messages + _alias_reasoning_fields.
+// transformers' _normalize_chat_messages + _alias_reasoning_fields: None-valued keys dropped, and
+// the reasoning (reasoning_content / thinking / reasoning) exposed as {"thinking": r, **message,
+// "reasoning_content": r}.
 jinja::Value prepare_messages(const ordered_json& messages) {
     TS_CHECK(messages.is_array(), "messages must be a JSON array, got {}", messages.type_name());
     TS_CHECK(!messages.empty(), "cannot apply a chat template to an empty conversation");
@@ -114,21 +116,15 @@ jinja::Value prepare_messages(const ordered_json& messages) {
     for (size_t i = 0; i < messages.size(); ++i) {
         const ordered_json& m = messages[i];
         TS_CHECK(m.is_object(), "messages[{}]: expected an object, got {}", i, m.type_name());
-        ordered_json kept = ordered_json::object();
-        for (auto it = m.begin(); it != m.end(); ++it)
-            if (!it.value().is_null()) kept[it.key()] = it.value();
         const ordered_json* reasoning = nullptr;
         for (const char* k : {"reasoning_content", "thinking", "reasoning"})
-            if (!reasoning && kept.contains(k)) reasoning = &kept[k];
-        if (reasoning) {
-            ordered_json r = *reasoning;
-            ordered_json aliased = ordered_json::object();
-            aliased["thinking"] = r;
-            for (auto it = kept.begin(); it != kept.end(); ++it) aliased[it.key()] = it.value();
-            aliased["reasoning_content"] = r;
-            kept = std::move(aliased);
-        }
-        out.push_back(jinja::from_json(kept));
+            if (!reasoning && m.contains(k) && !m[k].is_null()) reasoning = &m[k];
+        jinja::Dict d;
+        if (reasoning) d.set(jinja::Value("thinking"), jinja::from_json(*reasoning));
+        for (auto it = m.begin(); it != m.end(); ++it)
+            if (!it.value().is_null()) d.set(jinja::Value(it.key()), jinja::from_json(it.value()));
+        if (reasoning) d.set(jinja::Value("reasoning_content"), jinja::from_json(*reasoning));
+        out.push_back(jinja::Value::dict(std::move(d)));
     }
     return jinja::Value::list(std::move(out));
 }
@@ -206,6 +202,9 @@ std::string render_chat(const ChatTemplateSource& src, const ordered_json& messa
         fail(ErrorKind::Invalid, "the model has several chat templates and none named 'default' ({})", names);
     }
     TS_CHECK(tools.is_null() || tools.is_array(), "tools must be a JSON array, got {}", tools.type_name());
+    jinja::check_json_depth(messages, "messages");
+    jinja::check_json_depth(tools, "tools");
+    jinja::check_json_depth(extra_kwargs, "template kwargs");
     TS_CHECK(extra_kwargs.is_null() || extra_kwargs.is_object(), "template kwargs must be a JSON object, got {}",
              extra_kwargs.type_name());
     jinja::Dict ctx;
@@ -226,12 +225,16 @@ std::string render_chat(const ChatTemplateSource& src, const ordered_json& messa
 
 std::string render_chat(const ChatTemplateSource& src, const nlohmann::json& messages, const nlohmann::json& tools,
                         bool add_generation_prompt, const nlohmann::json& extra_kwargs) {
+    jinja::check_json_depth(messages, "messages");  // before the (recursive) conversions below
+    jinja::check_json_depth(tools, "tools");
+    jinja::check_json_depth(extra_kwargs, "template kwargs");
     return render_chat(src, ordered_json(messages), ordered_json(tools), add_generation_prompt,
                        ordered_json(extra_kwargs));
 }
 
 std::string render_jinja(const std::string& template_text, const ordered_json& context) {
     TS_CHECK(context.is_object() || context.is_null(), "template context must be a JSON object");
+    jinja::check_json_depth(context, "template context");
     jinja::Dict ctx;
     if (context.is_object())
         for (auto it = context.begin(); it != context.end(); ++it) ctx.set(jinja::Value(it.key()), jinja::from_json(it.value()));

@@ -11,7 +11,19 @@
 namespace tessera::jinja {
 namespace {
 
-constexpr int kMaxDepth = 512;
+constexpr int kMaxDepth = kMaxJsonDepth;
+
+template <typename J>
+void depth_check(const J& root, const char* what) {
+    std::vector<std::pair<const J*, int>> stack{{&root, 0}};
+    while (!stack.empty()) {
+        auto [j, d] = stack.back();
+        stack.pop_back();
+        TS_CHECK(d < kMaxDepth, "{}: JSON nested deeper than {} levels", what, kMaxDepth);
+        if (j->is_array() || j->is_object())
+            for (const auto& e : *j) stack.emplace_back(&e, d + 1);
+    }
+}
 
 template <typename J>
 Value convert(const J& j, int depth) {
@@ -152,6 +164,9 @@ struct Dumper {
 };
 
 }  // namespace
+
+void check_json_depth(const nlohmann::ordered_json& j, const char* what) { depth_check(j, what); }
+void check_json_depth(const nlohmann::json& j, const char* what) { depth_check(j, what); }
 
 Value from_json(const nlohmann::ordered_json& j) { return convert(j, 0); }
 Value from_json(const nlohmann::json& j) { return convert(j, 0); }

@@ -9,9 +9,15 @@
 
 namespace tessera::jinja {
 
-// Object key order is kept (ordered_json); nlohmann::json input has sorted keys.
+// Object key order is kept (ordered_json); nlohmann::json input has sorted keys. Input nested
+// deeper than kMaxJsonDepth levels is an error.
+constexpr int kMaxJsonDepth = 512;
 Value from_json(const nlohmann::ordered_json& j);
 Value from_json(const nlohmann::json& j);
+// Throws when `j` nests deeper than kMaxJsonDepth (checked without recursion, so hostile input
+// cannot overflow the stack before any recursive copy or conversion).
+void check_json_depth(const nlohmann::ordered_json& j, const char* what);
+void check_json_depth(const nlohmann::json& j, const char* what);
 
 struct JsonDumpOptions {
     bool ensure_ascii = false;

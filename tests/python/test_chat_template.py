@@ -263,3 +263,14 @@ def test_model_path_variants():
         assert tessera_render(path, msgs, add_generation_prompt=True) == (True, want), path
     ok, err = tessera_render(TOKENIZERS / "nonexistent", msgs)
     assert not ok and "no such file" in err
+
+
+def test_hostile_json_input_is_a_clear_error(tmp_path):
+    deep = {"role": "user", "content": "x", "extra": json.loads("[" * 600 + "]" * 600)}
+    ok, err = tessera_render(TOKENIZERS / "qwen3", [deep])
+    assert not ok and "nested deeper" in err
+    for bad in ({"role": "user"}, "not a message"):
+        ok, err = tessera_render(TOKENIZERS / "deepseek_v3", [bad])
+        assert not ok and "error" in err
+    ok, err = tessera_render(TOKENIZERS / "qwen3", [])
+    assert not ok and "empty conversation" in err
