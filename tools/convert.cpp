@@ -2,6 +2,7 @@
 // with matrices in the requested type and the tokenizer when the checkpoint has one.
 #include <cstdio>
 #include <filesystem>
+#include <unistd.h>
 
 #include "cli.h"
 #include "core/status.h"
@@ -41,11 +42,12 @@ int run_convert(const Args& args) {
     } else {
         std::fprintf(stderr, "convert: no tokenizer.json in %s; writing the model without a tokenizer\n", in.c_str());
     }
-    opts.progress = [](const std::string& name, size_t done, size_t total) {
-        std::fprintf(stderr, "\rconvert: %zu/%zu %-40s", done, total, name.c_str());
+    const bool tty = isatty(fileno(stderr));
+    opts.progress = [tty](const std::string& name, size_t done, size_t total) {
+        if (tty) std::fprintf(stderr, "\rconvert: %zu/%zu %-40s", done, total, name.c_str());
     };
     export_gguf(*src, cfg, out, opts);
-    std::fprintf(stderr, "\nconvert: wrote %s (%s)\n", out.c_str(), dtype_name(type));
+    std::fprintf(stderr, "%sconvert: wrote %s (%s)\n", tty ? "\n" : "", out.c_str(), dtype_name(type));
     return 0;
 }
 

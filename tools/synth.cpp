@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -106,6 +107,7 @@ int run_synth(const Args& args) {
 
     const auto specs = dense_tensors(cfg);
     size_t done = 0;
+    const bool progress = isatty(fileno(stderr));
     for (size_t i = 0; i < specs.size(); ++i) {
         const TensorSpec& s = specs[i];
         const int64_t cols = s.shape.back(), rows = s.norm ? 1 : s.shape[0];
@@ -123,11 +125,13 @@ int run_synth(const Args& args) {
                 quantize_row(t, row.data(), q.data(), cols);
                 sink(q.data(), q.size());
             }
-            std::fprintf(stderr, "\rsynth: %zu/%zu tensors", ++done, specs.size());
+            ++done;
+            if (progress) std::fprintf(stderr, "\rsynth: %zu/%zu tensors", done, specs.size());
         });
     }
     w.write(out);
-    std::fprintf(stderr, "\nsynth: wrote %s (%s, %s)\n", out.c_str(), cfg.describe().c_str(), dtype_name(type));
+    std::fprintf(stderr, "%ssynth: wrote %s (%s, %s)\n", progress ? "\n" : "", out.c_str(), cfg.describe().c_str(),
+                 dtype_name(type));
     return 0;
 }
 
