@@ -47,6 +47,7 @@ struct Expr {
     };
     Kind kind;
     int line = 0, col = 0;
+    int height = 1;  // of this subtree: bounds evaluator recursion
     Value value;
     std::string name;  // Name/Getattr/Filter/Test name, Binary operator
     ExprPtr a, b, c;

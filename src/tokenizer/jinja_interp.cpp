@@ -1,6 +1,7 @@
 // Jinja interpreter: statements, expressions, scoping and limits.
 #include "tokenizer/jinja_interp.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "core/status.h"
@@ -18,6 +19,27 @@ const Value* Scope::find(const std::string& name) const {
 }
 
 namespace {
+
+// Whether `v` is or (through lists, dicts, namespaces) holds the namespace whose attributes are `target`.
+bool contains_namespace(const Value& v, const Dict& target) {
+    std::vector<const Value*> stack{&v};
+    std::vector<const Dict*> seen;
+    while (!stack.empty()) {
+        const Value* x = stack.back();
+        stack.pop_back();
+        if (!x->holds_namespace()) continue;
+        if (x->is_sequence()) {
+            for (const Value& e : x->items()) stack.push_back(&e);
+        } else if (x->is_dict() || x->is_namespace()) {
+            const Dict* d = &x->dict();
+            if (d == &target) return true;
+            if (std::find(seen.begin(), seen.end(), d) != seen.end()) continue;
+            seen.push_back(d);
+            for (const auto& [k, e] : d->items()) stack.push_back(&e);
+        }
+    }
+    return false;
+}
 
 // Swaps the interpreter's current scope for the duration of a block.
 template <typename T>
@@ -37,9 +59,12 @@ std::string Interpreter::render(const Dict& context) {
         if (k.is_string()) root->vars[k.str()] = v;
     scope_ = root;
     closures_.push_back(root);
+    WorkBudget budget{0, limits_.max_steps};
+    set_work_budget(&budget);
     struct BreakCycles {
         Interpreter& in;
         ~BreakCycles() {
+            set_work_budget(nullptr);
             for (auto& w : in.closures_)
                 if (auto s = w.lock()) s->vars.clear();
             in.closures_.clear();
@@ -150,6 +175,9 @@ void Interpreter::assign(const Target& t, const Value& v) {
         if (!t.attr.empty() && t.attr[0] == '_')
             fail(ErrorKind::Invalid, "chat templates cannot store underscore-prefixed attributes on a namespace, "
                                      "but got '{}'", t.attr);
+        if (v.holds_namespace() && contains_namespace(v, ns.dict()))
+            fail(ErrorKind::Invalid, "cannot store a namespace inside itself");
+        TS_CHECK(v.depth() + 1 <= kMaxValueDepth, "value nested deeper than {} levels", kMaxValueDepth);
         ns.ns_mut().set(Value(t.attr), v);
         return;
     }

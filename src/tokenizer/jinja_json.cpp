@@ -112,6 +112,8 @@ struct Dumper {
 
     void dump(const Value& v, int level) {
         TS_CHECK(level < kMaxDepth, "tojson: value nested deeper than {} levels", kMaxDepth);
+        TS_CHECK(out.size() <= kMaxStringBytes, "tojson: output exceeds {} bytes", kMaxStringBytes);
+        charge_work();
         switch (v.kind()) {
             case Value::Kind::None: out += "null"; return;
             case Value::Kind::Bool: out += v.as_bool() ? "true" : "false"; return;

@@ -10,7 +10,8 @@
 namespace tessera::jinja {
 namespace {
 
-constexpr int kMaxNesting = 200;
+constexpr int kMaxNesting = 200;  // parser recursion
+constexpr int kMaxHeight = 300;   // expression tree height (left-deep chains like 1+1+1+... count too)
 
 const char* tok_name(Tok t) {
     switch (t) {
@@ -92,6 +93,22 @@ private:
         }
         ~DepthGuard() { --p.depth_; }
     };
+
+    // Records e's subtree height; a tree too tall to evaluate without deep recursion is an error.
+    ExprPtr fin(ExprPtr e) {
+        int h = 0;
+        auto take = [&h](const ExprPtr& c) {
+            if (c) h = std::max(h, c->height);
+        };
+        take(e->a), take(e->b), take(e->c);
+        for (const auto& i : e->items) take(i);
+        for (const auto& i : e->call.args) take(i);
+        for (const auto& k : e->call.kwargs) take(k.value);
+        take(e->call.dyn_args), take(e->call.dyn_kwargs);
+        e->height = h + 1;
+        if (e->height > kMaxHeight) fail_at(e->line, e->col, "expression nested too deeply");
+        return e;
+    }
 
     ExprPtr node(Expr::Kind k, const Token& at) {
         auto e = std::make_unique<Expr>();
@@ -353,7 +370,7 @@ private:
             c->b = parse_or();
             if (skip_name("else")) c->c = parse_condexpr();
             c->a = std::move(e);
-            e = std::move(c);
+            e = fin(std::move(c));
         }
         return e;
     }
@@ -363,7 +380,7 @@ private:
         e->a = std::move(l);
         e->b = std::move(r);
         e->name = std::move(op);
-        return e;
+        return fin(std::move(e));
     }
 
     ExprPtr parse_or() {
@@ -389,7 +406,7 @@ private:
             DepthGuard g(*this);
             ExprPtr e = node(Expr::Kind::Not, next());
             e->a = parse_not();
-            return e;
+            return fin(std::move(e));
         }
         return parse_compare();
     }
@@ -419,7 +436,7 @@ private:
             e->ops.push_back(op);
             e->items.push_back(parse_math1());
         }
-        return e ? std::move(e) : std::move(first);
+        return e ? fin(std::move(e)) : std::move(first);
     }
 
     ExprPtr parse_math1() {
@@ -438,7 +455,7 @@ private:
         ExprPtr e = node(Expr::Kind::Concat, at);
         e->items.push_back(std::move(first));
         while (skip_op("~")) e->items.push_back(parse_math2());
-        return e;
+        return fin(std::move(e));
     }
 
     ExprPtr parse_math2() {
@@ -466,6 +483,7 @@ private:
             const Token& at = next();
             e = node(at.value == "-" ? Expr::Kind::Neg : Expr::Kind::Pos, at);
             e->a = parse_unary(false);
+            e = fin(std::move(e));
         } else {
             e = parse_primary();
         }
@@ -559,7 +577,7 @@ private:
         }
         ExprPtr e = node(Expr::Kind::Tuple, at);
         e->items = std::move(args);
-        return e;
+        return fin(std::move(e));
     }
 
     ExprPtr parse_list() {
@@ -570,7 +588,7 @@ private:
             e->items.push_back(parse_expression(true));
         }
         expect_op("]");
-        return e;
+        return fin(std::move(e));
     }
 
     ExprPtr parse_dict() {
@@ -583,13 +601,13 @@ private:
             e->items.push_back(parse_expression(true));
         }
         expect_op("}");
-        return e;
+        return fin(std::move(e));
     }
 
     ExprPtr parse_postfix(ExprPtr e) {
         while (true) {
-            if (is_op(".") || is_op("[")) e = parse_subscript(std::move(e));
-            else if (is_op("(")) e = parse_call(std::move(e));
+            if (is_op(".") || is_op("[")) e = fin(parse_subscript(std::move(e)));
+            else if (is_op("(")) e = fin(parse_call(std::move(e)));
             else return e;
         }
     }
@@ -597,8 +615,8 @@ private:
     ExprPtr parse_filter_expr(ExprPtr e) {
         while (true) {
             if (is_op("|")) e = parse_filter(std::move(e), false);
-            else if (is_name("is")) e = parse_test(std::move(e));
-            else if (is_op("(")) e = parse_call(std::move(e));
+            else if (is_name("is")) e = fin(parse_test(std::move(e)));
+            else if (is_op("(")) e = fin(parse_call(std::move(e)));
             else return e;
         }
     }
@@ -654,7 +672,7 @@ private:
         if (skip_op(":")) {
             if (!is_op("]") && !is_op(",")) s->c = parse_expression(true);
         }
-        return s;
+        return fin(std::move(s));
     }
 
     CallSpec parse_call_args() {
@@ -708,7 +726,7 @@ private:
             e->name = name;
             if (is_op("(")) e->call = parse_call_args();
             e->a = std::move(base);
-            base = std::move(e);
+            base = fin(std::move(e));
         }
         return base;
     }
@@ -733,8 +751,8 @@ private:
         }
         if (!negated) return e;
         ExprPtr n = node(Expr::Kind::Not, at);
-        n->a = std::move(e);
-        return n;
+        n->a = fin(std::move(e));
+        return fin(std::move(n));
     }
 };
 

@@ -1,6 +1,7 @@
 // Python semantics of Jinja values: str/repr, truthiness, ==, ordering.
 #include "tokenizer/jinja_value.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -31,6 +32,37 @@ void Dict::set(const Value& key, Value v) {
     items_.emplace_back(key, std::move(v));
 }
 
+namespace {
+thread_local WorkBudget* t_budget = nullptr;
+}
+
+void set_work_budget(WorkBudget* b) { t_budget = b; }
+
+void charge_work() {
+    if (t_budget && t_budget->limit && ++t_budget->used > t_budget->limit)
+        fail(ErrorKind::Invalid, "template exceeded {} evaluation steps (runaway loop?)", t_budget->limit);
+}
+
+void Value::set_nesting(const List& items) {
+    int d = 0;
+    for (const Value& v : items) {
+        d = std::max(d, int{v.depth_});
+        has_ns_ = has_ns_ || v.has_ns_;
+    }
+    TS_CHECK(d + 1 <= kMaxValueDepth, "value nested deeper than {} levels", kMaxValueDepth);
+    depth_ = static_cast<uint16_t>(d + 1);
+}
+
+void Value::set_nesting(const Dict& dict) {
+    int d = 0;
+    for (const auto& [k, v] : dict.items()) {
+        d = std::max(d, int{v.depth_});
+        has_ns_ = has_ns_ || v.has_ns_;
+    }
+    TS_CHECK(d + 1 <= kMaxValueDepth, "value nested deeper than {} levels", kMaxValueDepth);
+    depth_ = static_cast<uint16_t>(d + 1);
+}
+
 Value Value::undefined(std::string hint) {
     Value v;
     v.data_ = std::move(hint);
@@ -44,6 +76,7 @@ Value Value::none() {
 Value Value::list(List items) {
     Value v;
     v.kind_ = Kind::List;
+    v.set_nesting(items);
     v.data_ = std::make_shared<List>(std::move(items));
     return v;
 }
@@ -55,12 +88,14 @@ Value Value::tuple(List items) {
 Value Value::dict(Dict d) {
     Value v;
     v.kind_ = Kind::Dict;
+    v.set_nesting(d);
     v.data_ = std::make_shared<Dict>(std::move(d));
     return v;
 }
 Value Value::ns(Dict d) {
     Value v = dict(std::move(d));
     v.kind_ = Kind::Namespace;
+    v.has_ns_ = true;
     return v;
 }
 Value Value::function(std::string name, NativeFn fn) {
@@ -172,6 +207,7 @@ std::string repr(const Value& v) {
 }
 
 std::string to_str(const Value& v) {
+    charge_work();
     switch (v.kind()) {
         case Value::Kind::Undefined: return "";
         case Value::Kind::None: return "None";
@@ -187,6 +223,7 @@ std::string to_str(const Value& v) {
             for (size_t i = 0; i < items.size(); ++i) {
                 if (i) out += ", ";
                 out += repr(items[i]);
+                TS_CHECK(out.size() <= kMaxStringBytes, "string exceeds {} bytes", kMaxStringBytes);
             }
             if (tup && items.size() == 1) out += ",";
             return out + (tup ? ")" : "]");
@@ -199,6 +236,7 @@ std::string to_str(const Value& v) {
                 if (!first) out += ", ";
                 first = false;
                 out += repr(k) + ": " + repr(val);
+                TS_CHECK(out.size() <= kMaxStringBytes, "string exceeds {} bytes", kMaxStringBytes);
             }
             out += "}";
             return v.is_namespace() ? "<Namespace " + out + ">" : out;
@@ -226,6 +264,7 @@ std::string type_name(const Value& v) {
 }
 
 bool equal(const Value& a, const Value& b) {
+    charge_work();
     if (a.is_number() && b.is_number()) {
         if (a.is_float() || b.is_float()) return a.as_float() == b.as_float();
         return a.as_int() == b.as_int();
@@ -233,6 +272,7 @@ bool equal(const Value& a, const Value& b) {
     if (a.is_sequence() && b.is_sequence()) {
         if (a.kind() != b.kind()) return false;
         const List &x = a.items(), &y = b.items();
+        if (&x == &y) return true;  // same object (Python compares identity first too)
         if (x.size() != y.size()) return false;
         for (size_t i = 0; i < x.size(); ++i)
             if (!equal(x[i], y[i])) return false;
@@ -258,6 +298,7 @@ bool equal(const Value& a, const Value& b) {
 }
 
 int compare(const Value& a, const Value& b) {
+    charge_work();
     if (a.is_number() && b.is_number()) {
         if (a.is_float() || b.is_float()) {
             double x = a.as_float(), y = b.as_float();

@@ -85,9 +85,16 @@ public:
     Dict& ns_mut() const { return *std::get<std::shared_ptr<Dict>>(data_); }      // Namespace
     const Function& fn() const { return *std::get<std::shared_ptr<Function>>(data_); }
     const std::string& undefined_hint() const { return std::get<std::string>(data_); }
+    int depth() const { return depth_; }               // container nesting (0 for scalars)
+    bool holds_namespace() const { return has_ns_; }   // is or contains a namespace
 
 private:
+    void set_nesting(const List& items);
+    void set_nesting(const Dict& d);
+
     Kind kind_ = Kind::Undefined;
+    uint16_t depth_ = 0;
+    bool has_ns_ = false;
     std::variant<std::monostate, bool, int64_t, double, std::string, std::shared_ptr<List>, std::shared_ptr<Dict>,
                  std::shared_ptr<Function>>
         data_;
@@ -105,5 +112,16 @@ bool equal(const Value& a, const Value& b);
 int compare(const Value& a, const Value& b);
 // Raises the error of using an undefined value (jinja2's UndefinedError).
 [[noreturn]] void fail_undefined(const Value& v);
+
+constexpr int kMaxValueDepth = 128;              // nested lists/dicts a template may build
+constexpr size_t kMaxStringBytes = size_t{64} << 20;  // any one string (str(), tojson)
+
+// Work budget for recursive value operations (==, <, str, tojson) of the render running on this
+// thread: each element visited costs one step. Interpreter::render installs it.
+struct WorkBudget {
+    uint64_t used = 0, limit = 0;  // limit 0: unlimited
+};
+void set_work_budget(WorkBudget* b);  // nullptr: none
+void charge_work();                   // throws when the budget is spent
 
 }  // namespace tessera::jinja

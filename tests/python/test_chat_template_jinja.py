@@ -340,3 +340,20 @@ def test_hostile_templates_fail_cleanly(tmp_path):
         ok, out = tessera_render(tmp_path, MESSAGES, chat_template=template)
         if not ok:
             assert "error" in out and "Segmentation" not in out and "terminate called" not in out, out
+
+
+def test_runaway_expressions_and_values_fail_cleanly(tmp_path):
+    from chat_render import tessera_render
+
+    (tmp_path / "tokenizer_config.json").write_text("{}")
+    cases = {
+        "{{ 1" + " + 1" * 100000 + " }}": "nested too deeply",
+        "{{ 'a'" + "|trim" * 100000 + " }}": "nested too deeply",
+        "{{ x" + "[0]" * 100000 + " }}": "nested too deeply",
+        "{% set ns = namespace(x=1) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}": "nested deeper",
+        "{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}": "namespace inside itself",
+        "{% set ns = namespace(x=[1]) %}{% for i in range(60) %}{% set ns.x = [ns.x, ns.x] %}{% endfor %}{{ ns.x|tojson }}": "exceeds",
+    }
+    for template, message in cases.items():
+        ok, out = tessera_render(tmp_path, MESSAGES, chat_template=template)
+        assert not ok and message in out, (template[:60], out)

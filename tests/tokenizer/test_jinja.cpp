@@ -179,3 +179,21 @@ TEST(ChatTemplate, LoadsRealQwen3Template) {
 
 }  // namespace
 }  // namespace tessera
+
+namespace tessera {
+namespace {
+
+TEST(JinjaErrors, DeepExpressionsAndValuesAreBounded) {
+    std::string chain = "{{ 1";
+    for (int i = 0; i < 50000; ++i) chain += " + 1";
+    EXPECT_NE(error_of(chain + " }}").find("nested too deeply"), std::string::npos);
+    EXPECT_NE(error_of("{% set ns = namespace(x=1) %}{% for i in range(1000) %}{% set ns.x = [ns.x] %}{% endfor %}")
+                  .find("nested deeper"),
+              std::string::npos);
+    EXPECT_NE(error_of("{% set ns = namespace() %}{% set ns.me = ns %}").find("inside itself"), std::string::npos);
+    // A legitimate long flat chain still works.
+    EXPECT_EQ(R("{{ 1 + 1 + 1 + 1 + 1 }}{{ 'a' ~ 'b' ~ 'c' }}"), "5abc");
+}
+
+}  // namespace
+}  // namespace tessera
