@@ -21,8 +21,12 @@ void recurrent(const Head& h, bool simd);
 // The chunked WY form over chunks of `chunk` tokens (HF torch_chunk_gated_delta_rule).
 void chunked(const Head& h, int chunk, bool simd);
 
+// Triangular shortcuts of gemm: LowerA: A is lower triangular (A[i, k > i] = 0), so row i stops at
+// k = i; LowerC: only C[i, j ≤ i] is wanted (entries right of the diagonal are left undefined).
+enum class Tri : uint8_t { None, LowerA, LowerC };
+
 // C[M, N] = (accumulate ? C : 0) + alpha · A[M, K] · B[K, N]; row strides lda/ldb/ldc in floats.
 void gemm(float* C, int64_t ldc, const float* A, int64_t lda, const float* B, int64_t ldb, int64_t M, int64_t N,
-          int64_t K, float alpha, bool accumulate, bool simd);
+          int64_t K, float alpha, bool accumulate, bool simd, Tri tri = Tri::None);
 
 }  // namespace tessera::cpu::gdn

@@ -56,26 +56,50 @@ void gemm_rows_avx2(float* C, int64_t ldc, const float* A, int64_t lda, const fl
 }  // namespace
 
 void gemm(float* C, int64_t ldc, const float* A, int64_t lda, const float* B, int64_t ldb, int64_t M, int64_t N,
-          int64_t K, float alpha, bool accumulate, bool simd) {
+          int64_t K, float alpha, bool accumulate, bool simd, Tri tri) {
+    // K and N needed by rows [i, i + rows): everything, or up to the block's last diagonal entry.
+    auto k_of = [&](int64_t i, int64_t rows) { return tri == Tri::LowerA ? std::min(K, i + rows) : K; };
+    auto n_of = [&](int64_t i, int64_t rows) {  // whole 8-column groups: no scalar tail inside a chunk
+        return tri == Tri::LowerC ? std::min(N, (i + rows + 7) / 8 * 8) : N;
+    };
 #ifdef TESSERA_CPU_AVX2
+    if (simd && tri == Tri::None && N >= 16) {
+        // Column strips outermost: one strip of B (K × 16) stays in L1 while every row block uses it.
+        int64_t j = 0;
+        for (; j + 16 <= N; j += 16) {
+            int64_t i = 0;
+            for (; i + 6 <= M; i += 6)
+                gemm_tile<6, 2>(C + i * ldc + j, ldc, A + i * lda, lda, B + j, ldb, K, alpha, accumulate);
+            for (; i + 4 <= M; i += 4)
+                gemm_tile<4, 2>(C + i * ldc + j, ldc, A + i * lda, lda, B + j, ldb, K, alpha, accumulate);
+            for (; i < M; ++i) gemm_tile<1, 2>(C + i * ldc + j, ldc, A + i * lda, lda, B + j, ldb, K, alpha, accumulate);
+        }
+        if (j < N) gemm(C + j, ldc, A, lda, B + j, ldb, M, N - j, K, alpha, accumulate, simd);  // < 16 columns left
+        return;
+    }
     if (simd) {
         int64_t i = 0;
-        for (; i + 4 <= M; i += 4) gemm_rows_avx2<4>(C + i * ldc, ldc, A + i * lda, lda, B, ldb, N, K, alpha, accumulate);
-        for (; i < M; ++i) gemm_rows_avx2<1>(C + i * ldc, ldc, A + i * lda, lda, B, ldb, N, K, alpha, accumulate);
+        for (; i + 6 <= M; i += 6)
+            gemm_rows_avx2<6>(C + i * ldc, ldc, A + i * lda, lda, B, ldb, n_of(i, 6), k_of(i, 6), alpha, accumulate);
+        for (; i + 4 <= M; i += 4)
+            gemm_rows_avx2<4>(C + i * ldc, ldc, A + i * lda, lda, B, ldb, n_of(i, 4), k_of(i, 4), alpha, accumulate);
+        for (; i < M; ++i)
+            gemm_rows_avx2<1>(C + i * ldc, ldc, A + i * lda, lda, B, ldb, n_of(i, 1), k_of(i, 1), alpha, accumulate);
         return;
     }
 #endif
     thread_local std::vector<float> row;
     row.resize(size_t(N));
     for (int64_t i = 0; i < M; ++i) {
+        const int64_t Ki = k_of(i, 1), Ni = n_of(i, 1);
         std::fill(row.begin(), row.end(), 0.f);
-        for (int64_t kk = 0; kk < K; ++kk) {
+        for (int64_t kk = 0; kk < Ki; ++kk) {
             const float a = A[i * lda + kk];
             const float* b = B + kk * ldb;
-            for (int64_t j = 0; j < N; ++j) row[size_t(j)] += a * b[j];
+            for (int64_t j = 0; j < Ni; ++j) row[size_t(j)] += a * b[j];
         }
         float* c = C + i * ldc;
-        for (int64_t j = 0; j < N; ++j) c[j] = accumulate ? c[j] + alpha * row[size_t(j)] : alpha * row[size_t(j)];
+        for (int64_t j = 0; j < Ni; ++j) c[j] = accumulate ? c[j] + alpha * row[size_t(j)] : alpha * row[size_t(j)];
     }
 }
 
@@ -109,7 +133,7 @@ void chunked(const Head& h, int chunk, bool simd) {
             eG[l] = float(std::exp(acc));
         }
         for (int64_t i = 0; i < L; ++i)
-            for (int64_t j = 0; j <= i; ++j) D[i * C + j] = float(std::exp(G[size_t(i)] - G[size_t(j)]));
+            for (int64_t j = 0; j <= i; ++j) D[i * C + j] = std::exp(float(G[size_t(i)] - G[size_t(j)]));
         for (int64_t l = 0; l < L; ++l) {
             const float b = h.beta[(c0 + l) * h.beta_s];
             for (int64_t i = 0; i < dk; ++i) {
@@ -120,7 +144,7 @@ void chunked(const Head& h, int chunk, bool simd) {
         }
 
         // A = −strictlower(Kb·Kᵀ ⊙ D); then row by row T[i, :i] = A[i, :i] + A[i, :i]·T[:i, :i]; T += I.
-        gemm(T, C, Kb, dk, KT, C, L, L, dk, 1.f, false, simd);
+        gemm(T, C, Kb, dk, KT, C, L, L, dk, 1.f, false, simd, Tri::LowerC);
         for (int64_t i = 0; i < L; ++i)
             for (int64_t j = 0; j < L; ++j) T[i * C + j] = j < i ? -T[i * C + j] * D[i * C + j] : 0.f;
         for (int64_t i = 1; i < L; ++i) {
@@ -133,20 +157,20 @@ void chunked(const Head& h, int chunk, bool simd) {
         }
         for (int64_t i = 0; i < L; ++i) T[i * C + i] = 1.f;
 
-        gemm(U, dv, T, C, X, dv, L, dv, L, 1.f, false, simd);  // U = T·diag(β)V
+        gemm(U, dv, T, C, X, dv, L, dv, L, 1.f, false, simd, Tri::LowerA);  // U = T·diag(β)V
         for (int64_t l = 0; l < L; ++l)
             for (int64_t i = 0; i < dk; ++i) X[l * dk + i] = eG[l] * Kb[l * dk + i];
-        gemm(W, dk, T, C, X, dk, L, dk, L, 1.f, false, simd);   // W = T·(Kb ⊙ e^Γ)
+        gemm(W, dk, T, C, X, dk, L, dk, L, 1.f, false, simd, Tri::LowerA);   // W = T·(Kb ⊙ e^Γ)
         gemm(U, dv, W, dk, h.S, dv, L, dv, dk, -1.f, true, simd);  // Vn = U − W·S
 
         // O = e^Γ ⊙ (Q·S) + (Q·Kᵀ ⊙ D)·Vn, with S still the state before this chunk.
         gemm(o, h.o_s, q, h.q_s, h.S, dv, L, dv, dk, 1.f, false, simd);
         for (int64_t l = 0; l < L; ++l)
             for (int64_t j = 0; j < dv; ++j) o[l * h.o_s + j] *= eG[l];
-        gemm(P, C, q, h.q_s, KT, C, L, L, dk, 1.f, false, simd);
+        gemm(P, C, q, h.q_s, KT, C, L, L, dk, 1.f, false, simd, Tri::LowerC);
         for (int64_t i = 0; i < L; ++i)
             for (int64_t j = 0; j < L; ++j) P[i * C + j] = j <= i ? P[i * C + j] * D[i * C + j] : 0.f;
-        gemm(o, h.o_s, P, C, U, dv, L, dv, L, 1.f, true, simd);
+        gemm(o, h.o_s, P, C, U, dv, L, dv, L, 1.f, true, simd, Tri::LowerA);
 
         // S ← e^Γlast·S + (K ⊙ e^(Γlast − Γ))ᵀ·Vn
         for (int64_t l = 0; l < L; ++l) {

@@ -33,33 +33,42 @@ namespace gdn {
 
 namespace {
 
-#ifdef TESSERA_CPU_AVX2
-// row *= decay; u += k_i · row
-inline void decay_acc_avx2(float* row, float decay, float k_i, float* u, int64_t n) {
-    const __m256 d = _mm256_set1_ps(decay), k = _mm256_set1_ps(k_i);
-    int64_t j = 0;
-    for (; j + 8 <= n; j += 8) {
-        const __m256 s = _mm256_mul_ps(_mm256_loadu_ps(row + j), d);
-        _mm256_storeu_ps(row + j, s);
-        _mm256_storeu_ps(u + j, _mm256_fmadd_ps(k, s, _mm256_loadu_ps(u + j)));
-    }
-    for (; j < n; ++j) {
-        row[j] *= decay;
-        u[j] += k_i * row[j];
-    }
-}
-// row += k_i · delta; o += q_i · row
-inline void update_acc_avx2(float* row, float k_i, const float* delta, float q_i, float* o, int64_t n) {
-    const __m256 k = _mm256_set1_ps(k_i), q = _mm256_set1_ps(q_i);
-    int64_t j = 0;
-    for (; j + 8 <= n; j += 8) {
-        const __m256 s = _mm256_fmadd_ps(k, _mm256_loadu_ps(delta + j), _mm256_loadu_ps(row + j));
-        _mm256_storeu_ps(row + j, s);
-        _mm256_storeu_ps(o + j, _mm256_fmadd_ps(q, s, _mm256_loadu_ps(o + j)));
-    }
-    for (; j < n; ++j) {
+// Row i of S, one token's update and read-out: row += k_i·δ; o += q_i·row. With `next`, also the
+// next token's decay and Sᵀk: row *= d'; u' += k'_i·row — so S is read once per token, not twice.
+struct Next {
+    float decay, k_i;
+    float* u;
+};
+inline void row_step_scalar(float* row, float k_i, const float* delta, float q_i, float* o, const Next* next,
+                            int64_t n) {
+    for (int64_t j = 0; j < n; ++j) {
         row[j] += k_i * delta[j];
         o[j] += q_i * row[j];
+    }
+    if (next)
+        for (int64_t j = 0; j < n; ++j) {
+            row[j] *= next->decay;
+            next->u[j] += next->k_i * row[j];
+        }
+}
+#ifdef TESSERA_CPU_AVX2
+inline void row_step_avx2(float* row, float k_i, const float* delta, float q_i, float* o, const Next* next,
+                          int64_t n) {
+    const __m256 k = _mm256_set1_ps(k_i), q = _mm256_set1_ps(q_i);
+    const __m256 d = _mm256_set1_ps(next ? next->decay : 1.f), kn = _mm256_set1_ps(next ? next->k_i : 0.f);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 s = _mm256_fmadd_ps(k, _mm256_loadu_ps(delta + j), _mm256_loadu_ps(row + j));
+        _mm256_storeu_ps(o + j, _mm256_fmadd_ps(q, s, _mm256_loadu_ps(o + j)));
+        if (next) {
+            s = _mm256_mul_ps(s, d);
+            _mm256_storeu_ps(next->u + j, _mm256_fmadd_ps(kn, s, _mm256_loadu_ps(next->u + j)));
+        }
+        _mm256_storeu_ps(row + j, s);
+    }
+    if (j < n) {
+        const Next tail = next ? Next{next->decay, next->k_i, next->u + j} : Next{};
+        row_step_scalar(row + j, k_i, delta + j, q_i, o + j, next ? &tail : nullptr, n - j);
     }
 }
 #endif
@@ -67,42 +76,49 @@ inline void update_acc_avx2(float* row, float k_i, const float* delta, float q_i
 }  // namespace
 
 void recurrent(const Head& h, bool simd) {
+    const int64_t dk = h.dk, dv = h.dv;
+    if (h.n == 0) return;
     thread_local std::vector<float> scratch;
-    scratch.resize(size_t(2 * h.dv));
-    float* u = scratch.data();          // [dv] Sᵀk
-    float* delta = u + h.dv;            // [dv] β(v − u)
+    scratch.resize(size_t(3 * dv));
+    float* u = scratch.data();  // [dv] Sᵀk of the current token (S already decayed)
+    float* u_next = u + dv;     // [dv] the same for the next token
+    float* delta = u_next + dv;  // [dv] β(v − u)
+    auto step = [&](float* row, float k_i, float q_i, float* o, const Next* next) {
+#ifdef TESSERA_CPU_AVX2
+        if (simd) return row_step_avx2(row, k_i, delta, q_i, o, next, dv);
+#endif
+        row_step_scalar(row, k_i, delta, q_i, o, next, dv);
+    };
+    // Token 0's first half: S ← e^g·S; u = Sᵀk.
+    const float decay0 = std::exp(h.g[0]);
+    std::fill(u, u + dv, 0.f);
+    for (int64_t i = 0; i < dk; ++i) {
+        float* row = h.S + i * dv;
+        for (int64_t j = 0; j < dv; ++j) {
+            row[j] *= decay0;
+            u[j] += h.k[i] * row[j];
+        }
+    }
     for (int64_t t = 0; t < h.n; ++t) {
         const float* q = h.q + t * h.q_s;
         const float* k = h.k + t * h.k_s;
         const float* v = h.v + t * h.v_s;
         float* o = h.o + t * h.o_s;
-        const float decay = std::exp(h.g[t * h.g_s]), beta = h.beta[t * h.beta_s];
-        std::fill(u, u + h.dv, 0.f);
-#ifdef TESSERA_CPU_AVX2
-        if (simd) {
-            for (int64_t i = 0; i < h.dk; ++i) decay_acc_avx2(h.S + i * h.dv, decay, k[i], u, h.dv);
-            for (int64_t j = 0; j < h.dv; ++j) delta[j] = beta * (v[j] - u[j]);
-            std::fill(o, o + h.dv, 0.f);
-            for (int64_t i = 0; i < h.dk; ++i) update_acc_avx2(h.S + i * h.dv, k[i], delta, q[i], o, h.dv);
-            continue;
+        const float beta = h.beta[t * h.beta_s];
+        for (int64_t j = 0; j < dv; ++j) delta[j] = beta * (v[j] - u[j]);
+        std::fill(o, o + dv, 0.f);
+        if (t + 1 == h.n) {
+            for (int64_t i = 0; i < dk; ++i) step(h.S + i * dv, k[i], q[i], o, nullptr);
+            break;
         }
-#endif
-        for (int64_t i = 0; i < h.dk; ++i) {
-            float* row = h.S + i * h.dv;
-            for (int64_t j = 0; j < h.dv; ++j) {
-                row[j] *= decay;
-                u[j] += k[i] * row[j];
-            }
+        const float* k1 = h.k + (t + 1) * h.k_s;
+        const float decay1 = std::exp(h.g[(t + 1) * h.g_s]);
+        std::fill(u_next, u_next + dv, 0.f);
+        for (int64_t i = 0; i < dk; ++i) {
+            const Next next{decay1, k1[i], u_next};
+            step(h.S + i * dv, k[i], q[i], o, &next);
         }
-        for (int64_t j = 0; j < h.dv; ++j) delta[j] = beta * (v[j] - u[j]);
-        std::fill(o, o + h.dv, 0.f);
-        for (int64_t i = 0; i < h.dk; ++i) {
-            float* row = h.S + i * h.dv;
-            for (int64_t j = 0; j < h.dv; ++j) {
-                row[j] += k[i] * delta[j];
-                o[j] += q[i] * row[j];
-            }
-        }
+        std::swap(u, u_next);
     }
 }
 
