@@ -287,7 +287,7 @@ TEST(MoeExperts, BatchInvariant) {
     struct Case { DType gu, down; int64_t H, I; };
     // H = 1024 (f32) and 2048 (q4_0) are long enough for cpu::matmul to split K into chunks.
     for (const Case c : {Case{DType::F32, DType::F32, 64, 32}, Case{DType::F32, DType::F32, 1024, 32},
-                         Case{DType::Q4_0, DType::Q4_0, 2048, 64}, Case{DType::Q4_K, DType::Q6_K, 256, 256}}) {
+                         Case{DType::Q4_0, DType::Q4_0, 2048, 32}, Case{DType::Q4_K, DType::Q6_K, 256, 256}}) {
         SCOPED_TRACE(dtype_name(c.gu));
         const int64_t T = 64, E = 16, H = c.H;
         const int k = 4;
