@@ -109,7 +109,7 @@ void chunked(const Head& h, int chunk, bool simd) {
     thread_local std::vector<float> buf;
     G.resize(size_t(C));
     const int64_t dmax = std::max(dk, dv);
-    buf.resize(size_t(C + 3 * C * C + C * (2 * dk + 2 * dv + dmax)));
+    buf.resize(size_t(C + 3 * C * C + C * (3 * dk + 3 * dv + dmax)));
     float* eG = buf.data();   // [C] e^Γ
     float* D = eG + C;        // [C, C] e^(Γi − Γj), i ≥ j
     float* T = D + C * C;     // [C, C] A, then T = (I − A)⁻¹ by forward substitution
@@ -119,13 +119,16 @@ void chunked(const Head& h, int chunk, bool simd) {
     float* W = KT + dk * C;   // [C, dk] T·(Kb ⊙ e^Γ)
     float* U = W + C * dk;    // [C, dv] T·diag(β)·V, then Vn = U − W·S
     float* X = U + C * dv;    // [C, max(dk, dv)] diag(β)·V, then Kb ⊙ e^Γ
+    // Q and O of the chunk, contiguous: token rows of q / o are often a multiple of 4 KiB apart,
+    // which would make the GEMMs' row accesses collide in the same L1 sets.
+    float* Q = X + C * dmax;  // [C, dk]
+    float* O = Q + C * dk;    // [C, dv]
 
     for (int64_t c0 = 0; c0 < h.n; c0 += C) {
         const int64_t L = std::min(C, h.n - c0);
-        const float* q = h.q + c0 * h.q_s;
+        for (int64_t l = 0; l < L; ++l) std::copy_n(h.q + (c0 + l) * h.q_s, dk, Q + l * dk);
         const float* k = h.k + c0 * h.k_s;
         const float* v = h.v + c0 * h.v_s;
-        float* o = h.o + c0 * h.o_s;
         double acc = 0;
         for (int64_t l = 0; l < L; ++l) {
             acc += h.g[(c0 + l) * h.g_s];
@@ -164,13 +167,14 @@ void chunked(const Head& h, int chunk, bool simd) {
         gemm(U, dv, W, dk, h.S, dv, L, dv, dk, -1.f, true, simd);  // Vn = U − W·S
 
         // O = e^Γ ⊙ (Q·S) + (Q·Kᵀ ⊙ D)·Vn, with S still the state before this chunk.
-        gemm(o, h.o_s, q, h.q_s, h.S, dv, L, dv, dk, 1.f, false, simd);
+        gemm(O, dv, Q, dk, h.S, dv, L, dv, dk, 1.f, false, simd);
         for (int64_t l = 0; l < L; ++l)
-            for (int64_t j = 0; j < dv; ++j) o[l * h.o_s + j] *= eG[l];
-        gemm(P, C, q, h.q_s, KT, C, L, L, dk, 1.f, false, simd, Tri::LowerC);
+            for (int64_t j = 0; j < dv; ++j) O[l * dv + j] *= eG[l];
+        gemm(P, C, Q, dk, KT, C, L, L, dk, 1.f, false, simd, Tri::LowerC);
         for (int64_t i = 0; i < L; ++i)
             for (int64_t j = 0; j < L; ++j) P[i * C + j] = j <= i ? P[i * C + j] * D[i * C + j] : 0.f;
-        gemm(o, h.o_s, P, C, U, dv, L, dv, L, 1.f, true, simd, Tri::LowerA);
+        gemm(O, dv, P, C, U, dv, L, dv, L, 1.f, true, simd, Tri::LowerA);
+        for (int64_t l = 0; l < L; ++l) std::copy_n(O + l * dv, dv, h.o + (c0 + l) * h.o_s);
 
         // S ← e^Γlast·S + (K ⊙ e^(Γlast − Γ))ᵀ·Vn
         for (int64_t l = 0; l < L; ++l) {
