@@ -8,6 +8,7 @@ are read by hand).
 
     python3 reference/np_hybrid_reference.py tests/fixtures/qwen35moe_tiny [...]
 checks a fixture directory: logits of prompts a and b against logits_*.bin, and greedy tokens.
+An mlx-lm 4-bit directory (config.json with "quantization") is dequantized here first.
 """
 import json
 import os
@@ -43,6 +44,45 @@ def load_safetensors(path):
     return out
 
 
+def dequantize_mlx(w, scales, biases, bits, group):
+    """MLX affine: element e of a row sits at bits (bits*e) % 32 of uint32 word (bits*e) // 32;
+    value = scale * q + bias per group of `group` elements along the row."""
+    per = 32 // bits
+    q = (w[..., :, None] >> (np.arange(per, dtype=np.uint32) * bits)) & ((1 << bits) - 1)
+    q = q.reshape(*w.shape[:-1], w.shape[-1] * per).astype(np.float64)
+    g = q.reshape(*q.shape[:-1], -1, group)
+    return (g * scales[..., None] + biases[..., None]).reshape(q.shape)
+
+
+def load_mlx(model_dir, cfg):
+    """An mlx-lm 4-bit checkpoint as float64 tensors under transformers' names: dequantized,
+    switch_mlp back to fused experts, conv1d [C, K, 1] -> [C, 1, K], and the 1 that mlx-lm folds
+    into the (1 + w) norms taken out again."""
+    w = load_safetensors(os.path.join(model_dir, "model.safetensors"))
+    q = cfg["quantization"]
+    out = {}
+    for k in list(w):
+        if k.endswith(".scales") or k.endswith(".biases"):
+            continue
+        base = k[:-len(".weight")] if k.endswith(".weight") else k
+        v = w[k]
+        if base + ".scales" in w:
+            qp = q[base] if isinstance(q.get(base), dict) else q    # per-module override (8-bit routers)
+            v = dequantize_mlx(v, w[base + ".scales"], w[base + ".biases"], qp["bits"], qp["group_size"])
+        name = k.replace("language_model.model.", "model.language_model.").replace("language_model.lm_head", "lm_head")
+        if name.endswith("conv1d.weight"):
+            v = v.transpose(0, 2, 1)
+        if name.endswith(("input_layernorm.weight", "post_attention_layernorm.weight", "q_norm.weight",
+                          "k_norm.weight")) or name in ("model.norm.weight", "model.language_model.norm.weight"):
+            v = v - 1.0
+        out[name] = v
+    for k in [k for k in out if k.endswith("switch_mlp.gate_proj.weight")]:
+        p = k[:-len("switch_mlp.gate_proj.weight")]
+        out[p + "experts.gate_up_proj"] = np.concatenate([out.pop(k), out.pop(p + "switch_mlp.up_proj.weight")], 1)
+        out[p + "experts.down_proj"] = out.pop(p + "switch_mlp.down_proj.weight")
+    return out
+
+
 def rms(x, eps):
     return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps)
 
@@ -69,7 +109,8 @@ class Hybrid:
         self.tied = bool(cfg.get("tie_word_embeddings", False))
         self.cfg = c = cfg.get("text_config", cfg)
         self.tied = self.tied or bool(c.get("tie_word_embeddings", False))
-        self.w = load_safetensors(os.path.join(model_dir, "model.safetensors"))
+        self.w = (load_mlx(model_dir, cfg) if "quantization" in cfg
+                  else load_safetensors(os.path.join(model_dir, "model.safetensors")))
         self.prefix = "model.language_model." if any(k.startswith("model.language_model.") for k in self.w) else "model."
         self.next_layout = any("in_proj_qkvz" in k for k in self.w)   # Qwen3-Next's interleaved projections
         self.eps = c["rms_norm_eps"]
