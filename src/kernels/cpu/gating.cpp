@@ -34,8 +34,9 @@ void sigmoid_mul(float* y, int64_t ys, const float* x, int64_t xs, const float* 
 }
 
 // Ranking of router probabilities: larger first, NaN above everything (as torch.topk ranks it),
-// equal values by the lower expert index. torch.topk leaves the order of ties unspecified; the
-// lower index is what its stable / deterministic mode and a sequential scan give.
+// equal values by the lower expert index. torch.topk documents tie order as unspecified, and it
+// differs by device (torch 2.11, p = [.1 .3 .3 0 .3 .2], k = 3: cpu [2 4 1], cuda [4 2 1]), so
+// no order matches it; the lower index is the stable-sort order, the same on every backend.
 namespace {
 inline bool ranks_before(float a, int32_t ia, float b, int32_t ib) {
     const bool na = std::isnan(a), nb = std::isnan(b);
