@@ -168,7 +168,8 @@ Reference reference(const Experts& ex, const float* x, int64_t T, const Routing&
                 mag[size_t(n)] += w * m;
             }
         }
-        for (int64_t n = 0; n < H; ++n) ref.tol[size_t(t * H + n)] = 6.0 * sigma[size_t(n)] + 1e-5 * mag[size_t(n)] + 1e-6;
+        for (int64_t n = 0; n < H; ++n)
+            ref.tol[size_t(t * H + n)] = 6.0 * sigma[size_t(n)] + 1e-5 * mag[size_t(n)] + 1e-6;
     }
     return ref;
 }
@@ -276,7 +277,8 @@ TEST(MoeExperts, MatchesTokenByTokenBackendOps) {
                 }
             }
             for (int64_t n = 0; n < H; ++n)
-                ASSERT_NEAR(y[size_t(t * H + n)], ref[size_t(n)], 1e-5 * mag[size_t(n)] + 1e-6) << "t=" << t << " n=" << n;
+                ASSERT_NEAR(y[size_t(t * H + n)], ref[size_t(n)], 1e-5 * mag[size_t(n)] + 1e-6)
+                    << "t=" << t << " n=" << n;
         }
     }
 }

@@ -126,7 +126,8 @@ TEST(MoeTopk, MatchesSoftmaxTopkReference) {
                 const std::string where = "T=" + std::to_string(c.T) + " E=" + std::to_string(c.E) +
                                           " k=" + std::to_string(c.k) + " renorm=" + std::to_string(renorm) +
                                           " t=" + std::to_string(t);
-                check_row(&logits[size_t(t * c.E)], c.E, c.k, renorm, &ids[size_t(t * c.k)], &w[size_t(t * c.k)], where);
+                check_row(&logits[size_t(t * c.E)], c.E, c.k, renorm, &ids[size_t(t * c.k)], &w[size_t(t * c.k)],
+                          where);
                 if (renorm) {
                     double s = 0;
                     for (int j = 0; j < c.k; ++j) s += w[size_t(t * c.k + j)];

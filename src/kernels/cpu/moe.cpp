@@ -47,7 +47,7 @@ void build_grouping(Grouping& g, const int32_t* ids, int64_t T, int k, int E) {
         ++g.count[size_t(ids[s])];
     }
     g.row0.assign(size_t(E) + 1, 0);
-    for (int e = 0; e < E; ++e) g.row0[size_t(e) + 1] = g.row0[size_t(e)] + (g.count[size_t(e)] == 1 ? 2 : g.count[size_t(e)]);
+    for (size_t e = 0; e < size_t(E); ++e) g.row0[e + 1] = g.row0[e] + (g.count[e] == 1 ? 2 : g.count[e]);
     g.row_of_slot.resize(size_t(T * k));
     g.token_of_row.resize(size_t(g.n_rows()));
     std::vector<int64_t> next(g.row0.begin(), g.row0.end() - 1);  // [E], E is small
@@ -56,8 +56,8 @@ void build_grouping(Grouping& g, const int32_t* ids, int64_t T, int k, int E) {
         g.row_of_slot[size_t(s)] = r;
         g.token_of_row[size_t(r)] = s / k;
     }
-    for (int e = 0; e < E; ++e)
-        if (g.count[size_t(e)] == 1) g.token_of_row[size_t(g.row0[size_t(e)] + 1)] = g.token_of_row[size_t(g.row0[size_t(e)])];
+    for (size_t e = 0; e < size_t(E); ++e)  // the pad row repeats the single token
+        if (g.count[e] == 1) g.token_of_row[size_t(g.row0[e]) + 1] = g.token_of_row[size_t(g.row0[e])];
 }
 
 // One task: output rows [n0, n1) of one expert's matmul.
