@@ -356,6 +356,17 @@ TEST(MoeExperts, InPlaceStridedAndEmpty) {
                     ex.views(Layout::Stacked), nullptr, nullptr, k);
 }
 
+// A token may list the same expert twice (its two rows are computed and both weights applied).
+TEST(MoeExperts, RepeatedExpertInOneToken) {
+    const int64_t T = 5, H = 32, I = 32, E = 4;
+    const int k = 3;
+    Experts ex = make_experts(DType::Q8_0, DType::Q8_0, E, H, I, 950);
+    Routing r = random_routing(T, k, int(E), 951);
+    r.ids[0] = r.ids[1] = 2;
+    r.ids[3 * k - 1] = r.ids[3 * k - 2];
+    check_moe(ex, T, k, r, Layout::Stacked, true, 952);
+}
+
 TEST(MoeExperts, RejectsBadInput) {
     const int64_t T = 3, H = 32, I = 16, E = 4;
     const int k = 2;
