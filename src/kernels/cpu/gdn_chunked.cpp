@@ -108,21 +108,30 @@ void chunked(const Head& h, int chunk, bool simd) {
     thread_local std::vector<double> G;  // [C] Γ: cumulative log-decay inside the chunk
     thread_local std::vector<float> buf;
     G.resize(size_t(C));
-    const int64_t dmax = std::max(dk, dv);
-    buf.resize(size_t(C + 3 * C * C + C * (3 * dk + 3 * dv + dmax)));
-    float* eG = buf.data();   // [C] e^Γ
-    float* D = eG + C;        // [C, C] e^(Γi − Γj), i ≥ j
-    float* T = D + C * C;     // [C, C] A, then T = (I − A)⁻¹ by forward substitution
-    float* P = T + C * C;     // [C, C] (Q·Kᵀ ⊙ D), lower incl. the diagonal
-    float* Kb = P + C * C;    // [C, dk] diag(β)·K
-    float* KT = Kb + C * dk;  // [dk, C] Kᵀ, later (K ⊙ e^(Γlast − Γ))ᵀ
-    float* W = KT + dk * C;   // [C, dk] T·(Kb ⊙ e^Γ)
-    float* U = W + C * dk;    // [C, dv] T·diag(β)·V, then Vn = U − W·S
-    float* X = U + C * dv;    // [C, max(dk, dv)] diag(β)·V, then Kb ⊙ e^Γ
+    // Scratch views, laid out by `take` so the buffer's size cannot drift from them.
+    size_t size = 0;
+    auto take = [&](int64_t n) {
+        const size_t at = size;
+        size += size_t(n);
+        return at;
+    };
+    const size_t at_eG = take(C), at_D = take(C * C), at_T = take(C * C), at_P = take(C * C), at_Kb = take(C * dk),
+                 at_KT = take(dk * C), at_W = take(C * dk), at_U = take(C * dv), at_X = take(C * std::max(dk, dv)),
+                 at_Q = take(C * dk), at_O = take(C * dv);
+    buf.resize(size);
+    float* eG = buf.data() + at_eG;  // [C] e^Γ
+    float* D = buf.data() + at_D;    // [C, C] e^(Γi − Γj), i ≥ j
+    float* T = buf.data() + at_T;    // [C, C] A, then T = (I − A)⁻¹ by forward substitution
+    float* P = buf.data() + at_P;    // [C, C] (Q·Kᵀ ⊙ D), lower incl. the diagonal
+    float* Kb = buf.data() + at_Kb;  // [C, dk] diag(β)·K
+    float* KT = buf.data() + at_KT;  // [dk, C] Kᵀ, later (K ⊙ e^(Γlast − Γ))ᵀ
+    float* W = buf.data() + at_W;    // [C, dk] T·(Kb ⊙ e^Γ)
+    float* U = buf.data() + at_U;    // [C, dv] T·diag(β)·V, then Vn = U − W·S
+    float* X = buf.data() + at_X;    // [C, max(dk, dv)] diag(β)·V, then Kb ⊙ e^Γ
     // Q and O of the chunk, contiguous: token rows of q / o are often a multiple of 4 KiB apart,
     // which would make the GEMMs' row accesses collide in the same L1 sets.
-    float* Q = X + C * dmax;  // [C, dk]
-    float* O = Q + C * dk;    // [C, dv]
+    float* Q = buf.data() + at_Q;  // [C, dk]
+    float* O = buf.data() + at_O;  // [C, dv]
 
     for (int64_t c0 = 0; c0 < h.n; c0 += C) {
         const int64_t L = std::min(C, h.n - c0);
