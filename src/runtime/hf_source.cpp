@@ -48,7 +48,8 @@ ModelConfig hf_model_config(const HfConfig& c) {
     TS_CHECK(m.vocab_size > 0 && m.hidden > 0 && m.n_layers > 0 && m.n_heads > 0 && m.n_kv_heads > 0,
              "{}: non-positive model dimensions", c.source());
     m.head_dim = c.get_int("head_dim", m.hidden / m.n_heads);
-    m.ffn_hidden = c.get_int("intermediate_size");
+    m.ffn_hidden = c.get_int("intermediate_size", 0);  // absent in all-MoE models
+    TS_CHECK(m.ffn_hidden > 0 || is_hybrid_arch(m.arch), "{}: intermediate_size: missing (required)", c.source());
     m.rms_eps = float(c.get_float("rms_norm_eps", 1e-6));
     m.max_ctx = c.get_int("max_position_embeddings", 0);
     m.tied_embeddings = c.get_bool("tie_word_embeddings", false);

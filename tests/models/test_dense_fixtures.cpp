@@ -55,7 +55,7 @@ class DenseFixture : public ::testing::TestWithParam<const char*> {};
 TEST_P(DenseFixture, TwoSequencesInOneBatchMatchTransformers) {
     const Ref ref = load_ref(GetParam());
     LoadOptions lo;
-    lo.max_batch_tokens = 128;
+    lo.max_batch_tokens = 256;
     LoadedModel m = load_model(ref.dir, lo);
     const auto a = ref.ids("a"), b = ref.ids("b");
     const auto la = ref.logits("a"), lb = ref.logits("b");
@@ -97,7 +97,9 @@ TEST_P(DenseFixture, ChunkedPrefillThenDecodeMatchesOneForward) {
     EXPECT_LE(rel_err(again.data(), la.data(), la.size()), 1e-3);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, DenseFixture, ::testing::Values("qwen3_tiny", "llama_tiny", "qwen2_tiny"));
+INSTANTIATE_TEST_SUITE_P(Fixtures, DenseFixture,
+                         ::testing::Values("qwen3_tiny", "llama_tiny", "qwen2_tiny", "qwen35moe_tiny", "qwen35_tiny",
+                                           "qwen3next_tiny"));
 
 TEST(Loader, UnknownArchitectureIsAClearError) {
     const std::string dir = ::testing::TempDir() + "/tessera_unknown_arch";

@@ -11,6 +11,8 @@ import gguf_forward
 from conftest import FIXTURES, run_tessera
 
 MODELS = ["qwen3_tiny", "llama_tiny", "qwen2_tiny"]
+# Gated DeltaNet hybrids (reference/make_hybrid_fixtures.py): HF checkpoints only, for now.
+HYBRID = ["qwen35moe_tiny", "qwen35_tiny", "qwen3next_tiny"]
 ERRORS = {}  # (model, type) -> relative max error, printed at the end
 
 
@@ -87,6 +89,23 @@ def test_greedy_continuation(name, form, converted):
     d, ref = load_ref(name)
     model = d if form == "hf" else converted(name, form)
     assert greedy(model, ref) == ref["greedy"]["new_ids"]
+
+
+@pytest.mark.parametrize("name", HYBRID)
+def test_hybrid_logits_match_transformers(name, tmp_path):
+    d, ref = load_ref(name)
+    for tag in ("a", "b"):
+        want = ref_logits(d, ref, tag)
+        got = tessera_logits(d, ref["prompts"][tag]["ids"], tmp_path, tag)
+        err = rel_err(got, want)
+        assert err <= 1e-3, f"{name} prompt {tag}: max |Δ| = {err:.2e} · max |ref|"
+        check_argmax(got, want, f"{name} prompt {tag}")
+
+
+@pytest.mark.parametrize("name", HYBRID)
+def test_hybrid_greedy_continuation(name):
+    d, ref = load_ref(name)
+    assert greedy(d, ref) == ref["greedy"]["new_ids"]
 
 
 # Quantized conversions. Against transformers the error is the format's own loss (reported, and
