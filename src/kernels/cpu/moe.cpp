@@ -21,6 +21,10 @@ namespace tessera::cpu {
 
 namespace {
 
+// Floats per chunk of the gather and of the weighted sum: decode-sized steps run them on the
+// calling thread instead of waking the pool for a few microseconds of copying.
+constexpr int64_t kCopyGrain = 65536;
+
 // The step's grouping: slot s = t·k + j is token t's j-th expert ids[s]; expert e owns rows
 // [row0[e], row0[e+1]) of the grouped blocks, its tokens in token order (+1 padding row when it
 // has a single token).
@@ -117,7 +121,7 @@ void moe_experts(float* y, int64_t ys, const float* x, int64_t xs, int64_t T, in
     pool.parallel_for(R, [&](int64_t b, int64_t e) {
         for (int64_t r = b; r < e; ++r)
             std::memcpy(xo + r * H, x + g.token_of_row[size_t(r)] * xs, size_t(H) * sizeof(float));
-    }, std::max<int64_t>(1, 4096 / std::max<int64_t>(H, 1)));
+    }, std::max<int64_t>(1, kCopyGrain / std::max<int64_t>(H, 1)));
 
     // gate/up projections and SwiGLU, per (expert, slice of I). cpu::matmul runs serially here
     // (nested in the pool), over the expert's whole token block.
@@ -160,7 +164,7 @@ void moe_experts(float* y, int64_t ys, const float* x, int64_t xs, int64_t T, in
                     for (int64_t c = 0; c < H; ++c) yt[c] += w * o[c];
             }
         }
-    }, std::max<int64_t>(1, 4096 / std::max<int64_t>(H * k, 1)));
+    }, std::max<int64_t>(1, kCopyGrain / std::max<int64_t>(H * k, 1)));
 }
 
 }  // namespace tessera::cpu
