@@ -20,7 +20,8 @@ void conv1d_silu(float* y, int64_t ys, const float* x, int64_t xs, const float* 
     ThreadPool::global().parallel_for(int64_t(plan.n_seqs) * n_blocks, [&](int64_t b, int64_t e) {
         float acc[kBlock];
         for (int64_t item = b; item < e; ++item) {
-            const int64_t s = item / n_blocks, c0 = (item % n_blocks) * kBlock, nc = std::min(kBlock, C - c0);
+            // Block-major, like the delta rule: a long sequence's blocks spread over the pool's chunks.
+            const int64_t s = item % plan.n_seqs, c0 = (item / plan.n_seqs) * kBlock, nc = std::min(kBlock, C - c0);
             const int64_t t0 = plan.q_start[s], n = plan.q_start[s + 1] - t0;
             float* st = state + plan.slot[s] * slot_stride + c0;  // row r (oldest first) at st + r*C
             // Input p of the sequence (p < 0: from the state, which holds inputs -(K-1) .. -1).

@@ -131,9 +131,12 @@ void gated_delta_rule(const HeadsView& o, const HeadsView& q, const HeadsView& k
     const bool simd = simd_enabled();
     const bool chunked = p.mode == GdnMode::Chunked;
     // One work item per (sequence, value head); each owns its state [dk, dv] and output rows.
-    ThreadPool::global().parallel_for(int64_t(plan.n_seqs) * nv, [&](int64_t b, int64_t e) {
+    // Head-major order spreads a long sequence's heads over the pool's contiguous chunks, so a
+    // prefill batched with many decodes does not land on a few threads.
+    const int64_t n_seqs = plan.n_seqs;
+    ThreadPool::global().parallel_for(n_seqs * nv, [&](int64_t b, int64_t e) {
         for (int64_t item = b; item < e; ++item) {
-            const int64_t s = item / nv, hv = item % nv, hk = p.tiled_heads ? hv % nk : hv / r;
+            const int64_t s = item % n_seqs, hv = item / n_seqs, hk = p.tiled_heads ? hv % nk : hv / r;
             const int64_t t0 = plan.q_start[s];
             gdn::Head h;
             h.n = plan.q_start[s + 1] - t0;
