@@ -67,7 +67,8 @@ int main(int argc, char** argv) {
                     be->gated_delta_rule(Tensor(out.data(), DType::F32, {T, nv, d}),
                                          Tensor(q.data(), DType::F32, {T, nk, d}),
                                          Tensor(k.data(), DType::F32, {T, nk, d}),
-                                         Tensor(v.data(), DType::F32, {T, nv, d}), Tensor(g.data(), DType::F32, {T, nv}),
+                                         Tensor(v.data(), DType::F32, {T, nv, d}),
+                                         Tensor(g.data(), DType::F32, {T, nv}),
                                          Tensor(beta.data(), DType::F32, {T, nv}),
                                          Tensor(state.data(), DType::F32, {1, nv, d, d}), SeqPlan{1, q_start, slot}, p);
                 };

@@ -144,7 +144,8 @@ void check_conv(int64_t C, int64_t K, const std::vector<int64_t>& lens, int n_ca
     auto w = random_floats(size_t(C * K), uint64_t(C * K), -1.f, 1.f);
     const auto init = random_floats(size_t(n_slots * (K - 1) * C), 3, -2.f, 2.f);
     std::vector<std::vector<float>> xs;  // [seq] its inputs [len, C]
-    for (int64_t s = 0; s < n_seqs; ++s) xs.push_back(random_floats(size_t(lens[size_t(s)] * C), 10 + uint64_t(s), -2.f, 2.f));
+    for (int64_t s = 0; s < n_seqs; ++s)
+        xs.push_back(random_floats(size_t(lens[size_t(s)] * C), 10 + uint64_t(s), -2.f, 2.f));
 
     std::vector<float> state = init;
     std::vector<std::vector<float>> ys(static_cast<size_t>(n_seqs));

@@ -240,7 +240,8 @@ TEST(GatedDeltaRule, SeveralSequencesInOneCall) {
             EXPECT_LT(rel_err(state, ref_state), 5e-6);
             // Slot 3 belongs to no sequence: untouched.
             const size_t per = in.state_size(1);
-            EXPECT_TRUE(std::equal(init.begin() + long(3 * per), init.begin() + long(4 * per), state.begin() + long(3 * per)));
+            EXPECT_TRUE(
+                std::equal(init.begin() + long(3 * per), init.begin() + long(4 * per), state.begin() + long(3 * per)));
         }
 }
 

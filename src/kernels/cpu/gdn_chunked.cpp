@@ -72,7 +72,8 @@ void gemm(float* C, int64_t ldc, const float* A, int64_t lda, const float* B, in
                 gemm_tile<6, 2>(C + i * ldc + j, ldc, A + i * lda, lda, B + j, ldb, K, alpha, accumulate);
             for (; i + 4 <= M; i += 4)
                 gemm_tile<4, 2>(C + i * ldc + j, ldc, A + i * lda, lda, B + j, ldb, K, alpha, accumulate);
-            for (; i < M; ++i) gemm_tile<1, 2>(C + i * ldc + j, ldc, A + i * lda, lda, B + j, ldb, K, alpha, accumulate);
+            for (; i < M; ++i)
+                gemm_tile<1, 2>(C + i * ldc + j, ldc, A + i * lda, lda, B + j, ldb, K, alpha, accumulate);
         }
         if (j < N) gemm(C + j, ldc, A, lda, B + j, ldb, M, N - j, K, alpha, accumulate, simd);  // < 16 columns left
         return;
