@@ -197,6 +197,29 @@ TEST(GdnOps, Conv1dSiluStatesAcrossCalls) {
         }
 }
 
+// x and y as row slices of wider buffers (as a projection's output columns would be).
+TEST(GdnOps, Conv1dOnStridedRows) {
+    auto be = make_cpu_backend();
+    const int64_t T = 9, C = 37, K = 4, xs = C + 5, ys = C + 3;
+    auto xbuf = random_floats(size_t(T * xs), 41, -2.f, 2.f), w = random_floats(size_t(C * K), 42);
+    std::vector<float> ybuf(size_t(T * ys), -7.f), st(size_t((K - 1) * C), 0.f);
+    Tensor x(xbuf.data() + 2, DType::F32, {T, C}), y(ybuf.data() + 1, DType::F32, {T, C});
+    x.stride[0] = xs * 4;
+    y.stride[0] = ys * 4;
+    const int32_t qs[] = {0, int32_t(T)}, sl[] = {0};
+    be->conv1d_silu(y, x, Tensor(w.data(), DType::F32, {C, K}), Tensor(st.data(), DType::F32, {1, K - 1, C}),
+                    SeqPlan{1, qs, sl});
+    std::vector<float> stream(size_t((K - 1) * C), 0.f);  // a new sequence: zeros before it
+    for (int64_t t = 0; t < T; ++t)
+        stream.insert(stream.end(), xbuf.begin() + t * xs + 2, xbuf.begin() + t * xs + 2 + C);
+    const auto want = ref_conv(stream, w, C, K);
+    for (int64_t t = 0; t < T; ++t) {
+        for (int64_t c = 0; c < C; ++c) ASSERT_NEAR(ybuf[size_t(t * ys + 1 + c)], want[size_t(t * C + c)], 1e-5);
+        EXPECT_EQ(ybuf[size_t(t * ys)], -7.f);  // the columns around the slice stay untouched
+        EXPECT_EQ(ybuf[size_t(t * ys + 1 + C)], -7.f);
+    }
+}
+
 TEST(GdnOps, Conv1dBadInputs) {
     auto be = make_cpu_backend();
     std::vector<float> x(4 * 6), y(4 * 6), w(6 * 4), st(2 * 3 * 6);
