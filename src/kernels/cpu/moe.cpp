@@ -1,13 +1,12 @@
 // MoE experts, computed expert-grouped: each expert's tokens are gathered into one contiguous
-// block, run through cpu::matmul (any weight dtype), SwiGLU and the down projection, and the
-// expert outputs are summed back per token in a fixed (token, j) order.
+// block, run through the matmul row-dot kernels (quant_dot.h, any weight dtype), SwiGLU and the
+// down projection, and the expert outputs are summed back per token in a fixed (token, j) order.
 //
-// Batch invariance (a token's output does not depend on the other tokens of the batch):
-// - every output row is a dot over full K rows of the weights, whatever slice of N or tile of
-//   tokens it falls in, and the final sum over a token's k experts runs in j order;
-// - cpu::matmul picks a different K blocking for T == 1 than for T > 1 (a different f32
-//   summation order), so an expert that receives one token runs it as a pair (a copy of the
-//   row, output ignored); every expert block then takes the same T > 1 path.
+// Batch invariance (a token's output does not depend on the other tokens of the batch): every
+// output element is one row-dot over the full K (the kernels treat each of their <= 4 rows
+// alike), whatever slice of N or group of tokens it falls in, and the sum over a token's k
+// experts runs in j order. cpu::matmul is not used as such because it blocks K differently for
+// T == 1 and T > 1 (another f32 summation order); its row-dot kernels are.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -16,6 +15,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/quant_dot.h"
+#include "kernels/cpu/simd.h"
 
 namespace tessera::cpu {
 
@@ -24,10 +24,11 @@ namespace {
 // Floats per chunk of the gather and of the weighted sum: decode-sized steps run them on the
 // calling thread instead of waking the pool for a few microseconds of copying.
 constexpr int64_t kCopyGrain = 65536;
+// Bytes of weight rows one block of expert_matmul keeps in L1 while the token groups pass.
+constexpr size_t kWeightBlockBytes = 16384;
 
 // The step's grouping: slot s = t·k + j is token t's j-th expert ids[s]; expert e owns rows
-// [row0[e], row0[e+1]) of the grouped blocks, its tokens in token order (+1 padding row when it
-// has a single token).
+// [row0[e], row0[e+1]) of the grouped blocks, its tokens in token order.
 struct Grouping {
     std::vector<int64_t> count;         // [E] tokens routed to each expert
     std::vector<int64_t> row0;          // [E + 1]
@@ -51,7 +52,7 @@ void build_grouping(Grouping& g, const int32_t* ids, int64_t T, int k, int E) {
         ++g.count[size_t(ids[s])];
     }
     g.row0.assign(size_t(E) + 1, 0);
-    for (size_t e = 0; e < size_t(E); ++e) g.row0[e + 1] = g.row0[e] + (g.count[e] == 1 ? 2 : g.count[e]);
+    for (size_t e = 0; e < size_t(E); ++e) g.row0[e + 1] = g.row0[e] + g.count[e];
     g.row_of_slot.resize(size_t(T * k));
     g.token_of_row.resize(size_t(g.n_rows()));
     std::vector<int64_t> next(g.row0.begin(), g.row0.end() - 1);  // [E], E is small
@@ -60,8 +61,6 @@ void build_grouping(Grouping& g, const int32_t* ids, int64_t T, int k, int E) {
         g.row_of_slot[size_t(s)] = r;
         g.token_of_row[size_t(r)] = s / k;
     }
-    for (size_t e = 0; e < size_t(E); ++e)  // the pad row repeats the single token
-        if (g.count[e] == 1) g.token_of_row[size_t(g.row0[e]) + 1] = g.token_of_row[size_t(g.row0[e])];
 }
 
 // One task: output rows [n0, n1) of one expert's matmul.
@@ -90,6 +89,36 @@ std::vector<Item> plan_items(const Grouping& g, int64_t N) {
 }
 
 const char* row_ptr(const MoeMatrix& m, int64_t r) { return static_cast<const char*>(m.data) + size_t(r) * m.stride; }
+
+// y[rows, n1-n0] = x[rows, K] · m[n0:n1, K]ᵀ (y points at column n0): activations quantized
+// once to the kernel's format, then blocks of weight rows stay in L1 while groups of up to 4
+// tokens share each weight load. No K blocking: one dot per output element.
+void expert_matmul(float* y, int64_t ys, const float* x, int64_t xs, int64_t rows, const MoeMatrix& m, int64_t n0,
+                   int64_t n1, int64_t K) {
+    const DotKernel* dk = dot_kernel(m.dtype);
+    const RowDotFn dot = simd_enabled() ? dk->simd : dk->scalar;
+    const char* act = reinterpret_cast<const char*>(x);
+    size_t as = size_t(xs) * sizeof(float);
+    thread_local std::vector<char> qbuf;
+    if (dk->act != ActFormat::F32) {
+        as = act_row_bytes(dk->act, K);
+        qbuf.resize(size_t(rows) * as);
+        for (int64_t r = 0; r < rows; ++r) quantize_act(dk->act, x + r * xs, qbuf.data() + size_t(r) * as, K);
+        act = qbuf.data();
+    }
+    const int64_t nb = std::clamp<int64_t>(int64_t(kWeightBlockBytes / dtype_row_bytes(m.dtype, K)), 1, 64);
+    float out[kMaxDotRows];
+    for (int64_t b0 = n0; b0 < n1; b0 += nb) {
+        const int64_t b1 = std::min(n1, b0 + nb);
+        for (int64_t t = 0; t < rows; t += kMaxDotRows) {
+            const int R = int(std::min<int64_t>(kMaxDotRows, rows - t));
+            for (int64_t n = b0; n < b1; ++n) {
+                dot(row_ptr(m, n), act + size_t(t) * as, as, R, K, out);
+                for (int r = 0; r < R; ++r) y[(t + r) * ys + (n - n0)] = out[r];
+            }
+        }
+    }
+}
 
 }  // namespace
 
@@ -123,8 +152,7 @@ void moe_experts(float* y, int64_t ys, const float* x, int64_t xs, int64_t T, in
             std::memcpy(xo + r * H, x + g.token_of_row[size_t(r)] * xs, size_t(H) * sizeof(float));
     }, std::max<int64_t>(1, kCopyGrain / std::max<int64_t>(H, 1)));
 
-    // gate/up projections and SwiGLU, per (expert, slice of I). cpu::matmul runs serially here
-    // (nested in the pool), over the expert's whole token block.
+    // gate/up projections and SwiGLU, per (expert, slice of I), over the expert's token block.
     const std::vector<Item> gu_items = plan_items(g, I);
     pool.parallel_for(int64_t(gu_items.size()), [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) {
@@ -133,9 +161,9 @@ void moe_experts(float* y, int64_t ys, const float* x, int64_t xs, int64_t T, in
             const int64_t r0 = g.row0[size_t(it.e)], rows = g.row0[size_t(it.e) + 1] - r0, n = it.n1 - it.n0;
             float* gs = gate + r0 * I + it.n0;
             float* us = up + r0 * I + it.n0;
-            matmul(gs, I, xo + r0 * H, H, row_ptr(ex.gate, it.n0), ex.gate.stride, ex.gate.dtype, rows, n, H);
-            matmul(us, I, xo + r0 * H, H, row_ptr(ex.up, it.n0), ex.up.stride, ex.up.dtype, rows, n, H);
-            swiglu(gs, I, gs, I, us, I, rows, n);
+            expert_matmul(gs, I, xo + r0 * H, H, rows, ex.gate, it.n0, it.n1, H);
+            expert_matmul(us, I, xo + r0 * H, H, rows, ex.up, it.n0, it.n1, H);
+            swiglu(gs, I, gs, I, us, I, rows, n);  // nested in the pool: runs serially
         }
     });
 
@@ -146,8 +174,7 @@ void moe_experts(float* y, int64_t ys, const float* x, int64_t xs, int64_t T, in
             const Item& it = down_items[size_t(i)];
             const MoeExpert& ex = experts[it.e];
             const int64_t r0 = g.row0[size_t(it.e)], rows = g.row0[size_t(it.e) + 1] - r0;
-            matmul(xo + r0 * H + it.n0, H, gate + r0 * I, I, row_ptr(ex.down, it.n0), ex.down.stride, ex.down.dtype,
-                   rows, it.n1 - it.n0, I);
+            expert_matmul(xo + r0 * H + it.n0, H, gate + r0 * I, I, rows, ex.down, it.n0, it.n1, I);
         }
     });
 
