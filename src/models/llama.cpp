@@ -11,6 +11,7 @@
 #include "core/memlog.h"
 #include "core/status.h"
 #include "models/layers/attention.h"
+#include "models/layers/lm_head.h"
 #include "models/layers/moe.h"
 #include "models/registry.h"
 #include "runtime/kv_cache.h"
@@ -30,10 +31,7 @@ class Llama final : public Model {
 public:
     Llama(const ModelConfig& cfg, WeightStore& w, Backend& be, int64_t max_tokens) : Model(cfg, be, max_tokens) {
         const int64_t H = cfg.hidden, F = cfg.ffn_hidden;
-        tok_embd_ = w.matrix("token_embd.weight", cfg.vocab_size, H);
-        output_norm_ = w.vector_f32("output_norm.weight", H);
-        output_ = cfg.tied_embeddings || !w.source().has("output.weight") ? tok_embd_
-                                                                           : w.matrix("output.weight", cfg.vocab_size, H);
+        head_ = LmHead::load(w, cfg);
         for (int64_t il = 0; il < cfg.n_layers; ++il) {
             const std::string p = fmt::format("blk.{}.", il);
             LlamaLayer L;
@@ -45,10 +43,7 @@ public:
             L.mlp.down = w.matrix(p + "ffn_down.weight", H, F);
             layers_.push_back(L);
         }
-        rope_.rot_dims = int(cfg.rot_dims);
-        rope_.theta = cfg.rope_theta;
-        rope_.style = cfg.rope_style;
-        rope_.inv_freq = cfg_.inv_freq.empty() ? nullptr : cfg_.inv_freq.data();
+        rope_ = rope_params(cfg_);
         const int64_t floats = max_tokens * (4 * H + Attention::activation_floats(cfg) + 2 * F) + 4096;
         arena_ = Arena("activations", size_t(floats) * sizeof(float) + 16 * 64);
         MemLog::global().set("activations", int64_t(arena_.capacity()));
@@ -73,7 +68,7 @@ public:
         Tensor x = arena_.tensor(DType::F32, {T, H});  // residual stream
         Tensor h = arena_.tensor(DType::F32, {T, H});  // normed input of a block
         Tensor o = arena_.tensor(DType::F32, {T, H});  // a block's output
-        be_.embed(x, tok_embd_, b.tokens.data());
+        be_.embed(x, head_.tok_embd, b.tokens.data());
         for (int64_t il = 0; il < cfg_.n_layers; ++il) {
             const LlamaLayer& L = layers_[size_t(il)];
             const size_t mark = arena_.used();
@@ -86,22 +81,14 @@ public:
             be_.add(x, x, o);
             arena_.rewind(mark);
         }
-        // --- output: only the rows whose logits were asked for ---
-        const int64_t n_out = int64_t(b.logit_rows.size());
-        if (n_out == 0) return note_peak();
-        Tensor rows = arena_.tensor(DType::F32, {n_out, H});
-        for (int64_t i = 0; i < n_out; ++i)
-            std::memcpy(rows.ptr<float>() + i * H, x.ptr<float>() + int64_t(b.logit_rows[size_t(i)]) * H,
-                        size_t(H) * sizeof(float));
-        be_.rms_norm(rows, rows, output_norm_, cfg_.rms_eps);
-        be_.matmul(Tensor(logits, DType::F32, {n_out, cfg_.vocab_size}), rows, output_);
+        head_.logits(be_, arena_, cfg_, x, b, logits);
         note_peak();
     }
 
 private:
     void note_peak() { MemLog::global().peak("activations_peak", int64_t(arena_.peak())); }
 
-    Tensor tok_embd_, output_norm_, output_;
+    LmHead head_;
     std::vector<LlamaLayer> layers_;
     RopeParams rope_;
     Arena arena_;

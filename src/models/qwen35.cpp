@@ -13,6 +13,7 @@
 #include "core/memlog.h"
 #include "core/status.h"
 #include "models/layers/attention.h"
+#include "models/layers/lm_head.h"
 #include "models/layers/gated_deltanet.h"
 #include "models/layers/moe.h"
 #include "models/registry.h"
@@ -40,10 +41,7 @@ public:
     Qwen35(const ModelConfig& cfg, WeightStore& w, Backend& be, int64_t max_tokens) : Model(cfg, be, max_tokens) {
         const int64_t H = cfg.hidden;
         TS_CHECK(int64_t(cfg.full_attention.size()) == cfg.n_layers, "{}: layer types missing", cfg.arch);
-        tok_embd_ = w.matrix("token_embd.weight", cfg.vocab_size, H);
-        output_norm_ = w.vector_f32("output_norm.weight", H);
-        output_ = cfg.tied_embeddings || !w.source().has("output.weight") ? tok_embd_
-                                                                           : w.matrix("output.weight", cfg.vocab_size, H);
+        head_ = LmHead::load(w, cfg);
         int64_t n_attn = 0, n_rec = 0;
         for (int64_t il = 0; il < cfg.n_layers; ++il) {
             const std::string p = fmt::format("blk.{}.", il);
@@ -68,10 +66,7 @@ public:
             }
             layers_.push_back(std::move(L));
         }
-        rope_.rot_dims = int(cfg.rot_dims);
-        rope_.theta = cfg.rope_theta;
-        rope_.style = cfg.rope_style;
-        rope_.inv_freq = cfg_.inv_freq.empty() ? nullptr : cfg_.inv_freq.data();
+        rope_ = rope_params(cfg_);
         // Per token: residual, normed input, mixer/FFN output, the largest mixer and FFN scratch.
         const int64_t mixer = std::max(n_attn ? Attention::activation_floats(cfg) : 0,
                                        n_rec ? GatedDeltaNet::activation_floats(cfg) : 0);
@@ -110,7 +105,7 @@ public:
         Tensor x = arena_.tensor(DType::F32, {T, H});  // residual stream
         Tensor h = arena_.tensor(DType::F32, {T, H});  // normed input of a block
         Tensor o = arena_.tensor(DType::F32, {T, H});  // a block's output
-        be_.embed(x, tok_embd_, b.tokens.data());
+        be_.embed(x, head_.tok_embd, b.tokens.data());
         for (const HybridLayer& L : layers_) {
             const size_t mark = arena_.used();
             be_.rms_norm(h, x, L.attn_norm, cfg_.rms_eps);
@@ -129,20 +124,12 @@ public:
             be_.add(x, x, o);
             arena_.rewind(mark);
         }
-        const int64_t n_out = int64_t(b.logit_rows.size());
-        if (n_out > 0) {
-            Tensor rows = arena_.tensor(DType::F32, {n_out, H});
-            for (int64_t i = 0; i < n_out; ++i)
-                std::memcpy(rows.ptr<float>() + i * H, x.ptr<float>() + int64_t(b.logit_rows[size_t(i)]) * H,
-                            size_t(H) * sizeof(float));
-            be_.rms_norm(rows, rows, output_norm_, cfg_.rms_eps);
-            be_.matmul(Tensor(logits, DType::F32, {n_out, cfg_.vocab_size}), rows, output_);
-        }
+        head_.logits(be_, arena_, cfg_, x, b, logits);
         MemLog::global().peak("activations_peak", int64_t(arena_.peak()));
     }
 
 private:
-    Tensor tok_embd_, output_norm_, output_;
+    LmHead head_;
     std::vector<HybridLayer> layers_;
     RopeParams rope_;
     Arena arena_;
