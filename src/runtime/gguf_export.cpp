@@ -1,10 +1,13 @@
 #include "runtime/gguf_export.h"
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <vector>
 
 #include "core/status.h"
 #include "formats/quants.h"
+#include "runtime/gguf_export_hybrid.h"
 
 namespace tessera {
 
@@ -79,32 +82,69 @@ void export_gguf(const TensorSource& src, const ModelConfig& cfg, const std::str
         if (scaled) w.add_tensor("rope_freqs.weight", DType::F32, {int64_t(rope_factors.size())}, rope_factors.data());
     }
 
-    const auto names = src.names();
+    // Per-expert checkpoints (blk.N.ffn_gate_exps.E.weight) are written stacked, as llama.cpp wants.
+    std::map<std::string, std::vector<std::string>> stacks;  // stacked name -> expert tensors in order
+    std::vector<std::string> names;
+    for (const std::string& name : src.names()) {
+        const auto dot = name.rfind(".weight");
+        const auto exps = name.find("_exps.");
+        if (exps != std::string::npos && dot != std::string::npos && dot > exps + 6) {
+            stacks[name.substr(0, exps + 5) + ".weight"].push_back(name);
+            continue;
+        }
+        if (name.compare(0, 4, "mtp.") == 0) continue;  // not in llama.cpp's qwen35 tensors yet
+        names.push_back(name);
+    }
+    for (auto& [stacked, parts] : stacks) {
+        // Expert order by number, not by string ("10" after "9").
+        std::sort(parts.begin(), parts.end(), [](const std::string& x, const std::string& y) {
+            auto num = [](const std::string& s) { return std::stoll(s.substr(s.find("_exps.") + 6)); };
+            return num(x) < num(y);
+        });
+        names.push_back(stacked);
+    }
+    const size_t total = names.size();
     size_t done = 0;
+    const bool hybrid = cfg.n_recurrent_layers() > 0;
+    if (hybrid) add_hybrid_metadata(w, cfg);
     for (const std::string& name : names) {
-        const Tensor t = src.get(name);
+        // The source tensors this output is made of: one, or one per expert (stacked along dim 0).
+        std::vector<Tensor> parts;
+        if (auto it = stacks.find(name); it != stacks.end())
+            for (const auto& p : it->second) parts.push_back(src.get(p));
+        else
+            parts.push_back(src.get(name));
+        const Tensor& t = parts[0];
         const int64_t cols = t.cols(), rows = t.rows();
         std::vector<int64_t> shape(t.shape.begin(), t.shape.begin() + t.ndim);
-        const bool matrix = t.ndim >= 2 && name != "rope_freqs.weight";
+        if (parts.size() > 1) shape.insert(shape.begin(), int64_t(parts.size()));
+        const bool matrix = shape.size() >= 2 && name != "rope_freqs.weight" && name.find("ssm_conv1d") == std::string::npos;
         const DType out = matrix ? export_matrix_type(opts.type, cols) : DType::F32;
+        TensorRemap remap = hybrid ? hybrid_remap(name, rows, cols, cfg) : TensorRemap{};
         const bool permute = cfg.arch == "llama" && cfg.rope_style == RopeStyle::NeoX &&
                              (name.find(".attn_q.") != std::string::npos || name.find(".attn_k.") != std::string::npos);
-        TS_CHECK(!permute || rows % cfg.head_dim == 0, "tensor {}: {} rows are not whole heads of {}", name, rows,
-                 cfg.head_dim);
-        w.add_tensor(name, out, shape, [&, t, rows, cols, out, permute, name](const GgufWriter::Sink& sink) {
+        if (permute) {
+            TS_CHECK(rows % cfg.head_dim == 0, "tensor {}: {} rows are not whole heads of {}", name, rows, cfg.head_dim);
+            for (int64_t r = 0; r < rows; ++r) remap.rows.push_back(permuted_row(r, cfg.head_dim));
+        }
+        w.add_tensor(name, out, shape, [&, parts, rows, cols, out, remap, name](const GgufWriter::Sink& sink) {
             const int64_t chunk = 64;
-            std::vector<float> f(size_t(chunk * cols));
+            std::vector<float> f(static_cast<size_t>(chunk * cols)), tmp(static_cast<size_t>(cols));
             std::vector<uint8_t> q(size_t(chunk) * dtype_row_bytes(out, cols));
-            for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
-                const int64_t n = std::min(chunk, rows - r0);
-                for (int64_t r = 0; r < n; ++r) {
-                    const int64_t from = permute ? permuted_row(r0 + r, cfg.head_dim) : r0 + r;
-                    dequantize_row(t.dtype, t.row_ptr(from), f.data() + r * cols, cols);
+            for (const Tensor& part : parts) {
+                for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+                    const int64_t n = std::min(chunk, rows - r0);
+                    for (int64_t r = 0; r < n; ++r) {
+                        const int64_t from = remap.rows.empty() ? r0 + r : remap.rows[size_t(r0 + r)];
+                        float* dst = f.data() + r * cols;
+                        dequantize_row(part.dtype, part.row_ptr(from), remap.cols.empty() ? dst : tmp.data(), cols);
+                        for (size_t c = 0; c < remap.cols.size(); ++c) dst[c] = tmp[size_t(remap.cols[c])];
+                    }
+                    quantize_tensor(out, f.data(), q.data(), n, cols);
+                    sink(q.data(), size_t(n) * dtype_row_bytes(out, cols));
                 }
-                quantize_tensor(out, f.data(), q.data(), n, cols);
-                sink(q.data(), size_t(n) * dtype_row_bytes(out, cols));
             }
-            if (opts.progress) opts.progress(name, ++done, names.size());
+            if (opts.progress) opts.progress(name, ++done, total);
         });
     }
     w.write(out_path);

@@ -92,20 +92,49 @@ def test_greedy_continuation(name, form, converted):
 
 
 @pytest.mark.parametrize("name", HYBRID)
-def test_hybrid_logits_match_transformers(name, tmp_path):
+@pytest.mark.parametrize("form", ["hf", "f32", "f16"])
+def test_hybrid_logits_match_transformers(name, form, converted, tmp_path):
+    """HF checkpoints and their GGUF conversions (Qwen3.5's value heads re-tiled as llama.cpp does)."""
     d, ref = load_ref(name)
+    model = d if form == "hf" else converted(name, form)
     for tag in ("a", "b"):
         want = ref_logits(d, ref, tag)
-        got = tessera_logits(d, ref["prompts"][tag]["ids"], tmp_path, tag)
+        got = tessera_logits(model, ref["prompts"][tag]["ids"], tmp_path, tag)
         err = rel_err(got, want)
         assert err <= 1e-3, f"{name} prompt {tag}: max |Δ| = {err:.2e} · max |ref|"
         check_argmax(got, want, f"{name} prompt {tag}")
 
 
 @pytest.mark.parametrize("name", HYBRID)
-def test_hybrid_greedy_continuation(name):
+@pytest.mark.parametrize("form", ["hf", "f16"])
+def test_hybrid_greedy_continuation(name, form, converted):
     d, ref = load_ref(name)
-    assert greedy(d, ref) == ref["greedy"]["new_ids"]
+    assert greedy(d if form == "hf" else converted(name, form), ref) == ref["greedy"]["new_ids"]
+
+
+@pytest.mark.parametrize("name,arch", [("qwen35moe_tiny", "qwen35moe"), ("qwen35_tiny", "qwen35"),
+                                       ("qwen3next_tiny", "qwen3next")])
+def test_hybrid_gguf_reads_back_in_gguf_py(name, arch, converted):
+    import gguf
+    d, ref = load_ref(name)
+    cfg = json.loads((d / "config.json").read_text())
+    cfg = {**cfg, **cfg.get("text_config", {})}
+    r = gguf.GGUFReader(str(converted(name, "f16")))
+    field = lambda k: r.fields[k].contents()
+    assert field("general.architecture") == arch
+    assert field(f"{arch}.ssm.group_count") == cfg["linear_num_key_heads"]
+    assert field(f"{arch}.ssm.time_step_rank") == cfg["linear_num_value_heads"]
+    assert field(f"{arch}.ssm.inner_size") == cfg["linear_num_value_heads"] * cfg["linear_value_head_dim"]
+    assert field(f"{arch}.full_attention_interval") == 4
+    names = {t.name: t for t in r.tensors}
+    assert "blk.0.ssm_a" in names and "blk.0.ssm_conv1d.weight" in names and "blk.3.attn_q.weight" in names
+    assert names["blk.0.ssm_conv1d.weight"].tensor_type == gguf.GGMLQuantizationType.F32
+    assert not any(n.startswith("mtp.") or "visual" in n for n in names)
+    if "num_experts" in cfg:
+        E = cfg["num_experts"]
+        stacked = names.get("blk.0.ffn_gate_up_exps.weight") or names.get("blk.0.ffn_gate_exps.weight")
+        assert stacked is not None and list(stacked.shape)[-1] == E  # ggml order: experts outermost
+        assert f"{arch}.expert_count" in r.fields and field(f"{arch}.expert_count") == E
 
 
 # Quantized conversions. Against transformers the error is the format's own loss (reported, and
