@@ -83,7 +83,8 @@ HfSource::HfSource(const std::string& dir) : dir_(dir), ckpt_(SafetensorsCheckpo
     for (const std::string& file_name : ckpt_.names()) {
         const std::string canon = canonical_tensor_name(file_name);
         if (is_non_text_tensor(canon)) continue;
-        auto g = hf_to_gguf_name(canon, config_.arch);
+        // Multi-token-prediction layers: kept under their own names for speculative decoding later.
+        auto g = canon.compare(0, 4, "mtp.") == 0 ? std::optional<std::string>(canon) : hf_to_gguf_name(canon, config_.arch);
         if (!g) {
             TS_LOG_DEBUG("{}: ignoring tensor {}", dir, file_name);
             continue;

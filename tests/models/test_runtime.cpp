@@ -8,6 +8,7 @@
 #include "models/model.h"
 #include "models/model_config.h"
 #include "runtime/hf_names.h"
+#include "runtime/hf_source.h"
 #include "runtime/kv_cache.h"
 
 using namespace tessera;
@@ -118,4 +119,28 @@ TEST(Rope, Llama3ScalingBands) {
     }
     EXPECT_FLOAT_EQ(base[0], 1.f);
     EXPECT_NEAR(base[1], std::pow(500000.0, -2.0 / 128), 1e-7);
+}
+
+TEST(HfSource, HybridCheckpointInLlamaCppConventions) {
+    // qwen35moe_tiny is saved like the released multimodal checkpoints: model.language_model.*,
+    // a vision tower, nested text_config, fused experts and one MTP layer.
+    HfSource src(std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/qwen35moe_tiny");
+    const ModelConfig& c = src.config();
+    EXPECT_EQ(c.arch, "qwen35moe");
+    EXPECT_EQ(c.mtp_layers, 1);
+    EXPECT_EQ(c.n_attention_layers(), 2);
+    EXPECT_TRUE(c.is_attention_layer(3) && c.is_attention_layer(7) && !c.is_attention_layer(0));
+    EXPECT_TRUE(src.has("mtp.fc.weight")) << "MTP weights are kept for speculative decoding";
+    EXPECT_TRUE(src.has("blk.0.ssm_a"));
+    EXPECT_FALSE(src.has("blk.0.ssm_a_log"));
+    for (const auto& n : src.names()) EXPECT_EQ(n.find("visual"), std::string::npos) << n;
+    // ssm_a = -exp(A_log) < 0; the zero-centred norm weights carry their +1 (near 1, not 0).
+    const Tensor a = src.get("blk.0.ssm_a");
+    for (int64_t i = 0; i < a.numel(); ++i) EXPECT_LT(a.ptr<float>()[i], 0.f);
+    const Tensor n = src.get("blk.0.attn_norm.weight");
+    double mean = 0;
+    for (int64_t i = 0; i < n.numel(); ++i) mean += n.ptr<float>()[i] / double(n.numel());
+    EXPECT_NEAR(mean, 1.0, 0.3);
+    check_shape(src.get("blk.0.ssm_conv1d.weight"), {2 * c.gdn_k_heads * c.gdn_dk + c.gdn_v_heads * c.gdn_dv, 4},
+                "conv");
 }
