@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "core/status.h"
+#include "formats/gguf.h"
 #include "runtime/gguf_export.h"
 #include "runtime/model_loader.h"
 #include "tokenizer/tokenizer.h"
@@ -33,14 +34,14 @@ int run_convert(const Args& args) {
     std::unique_ptr<Tokenizer> tok;
     if (std::filesystem::is_directory(in) && std::filesystem::exists(std::filesystem::path(in) / "tokenizer.json"))
         tok = load_tokenizer(in);
-    else if (is_gguf_path(in))
-        tok = load_tokenizer(in);  // GGUF input: carry its tokenizer over (NotFound if it has none)
+    else if (is_gguf_path(in) && GgufFile::open(in).has("tokenizer.ggml.model"))
+        tok = load_tokenizer(in);  // GGUF input: carry its tokenizer over
     if (tok) {
         TS_CHECK(tok->vocab_size() <= cfg.vocab_size, "{}: the tokenizer has {} tokens but the model only {} rows",
                  in, tok->vocab_size(), cfg.vocab_size);
         opts.add_tokenizer = [&](GgufWriter& w) { add_tokenizer_to_gguf(*tok, w, cfg.vocab_size); };
     } else {
-        std::fprintf(stderr, "convert: no tokenizer.json in %s; writing the model without a tokenizer\n", in.c_str());
+        std::fprintf(stderr, "convert: no tokenizer in %s; writing the model without one\n", in.c_str());
     }
     const bool tty = isatty(fileno(stderr));
     opts.progress = [tty](const std::string& name, size_t done, size_t total) {
