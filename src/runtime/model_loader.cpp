@@ -23,6 +23,8 @@ std::unique_ptr<TensorSource> open_tensor_source(const std::string& path, ModelC
         if (config) *config = src->config();
         return src;
     }
+    if (fs::path(path).extension() == ".safetensors" || fs::path(path).filename() == "config.json")
+        fail(ErrorKind::Invalid, "{}: pass the checkpoint directory (config.json + *.safetensors), not one file", path);
     auto file = std::make_shared<const GgufFile>(GgufFile::open(path));
     if (config) *config = gguf_model_config(*file);
     return std::make_unique<GgufSource>(file);
