@@ -70,7 +70,7 @@ void row_f32(const Tensor& t, int64_t r, float* out) { dequantize_row(t.dtype, t
 void HfSource::derive_hybrid_tensors() {
     const ModelConfig& c = config_;
     auto plus_one = [&](const std::string& name) {
-        if (!has(name)) return;
+        if (!has(name) || mlx_) return;  // mlx-lm adds the 1 when it converts
         const Tensor src = get(name);
         std::vector<float> v(size_t(src.numel()));
         dequantize_row(src.dtype, src.data, v.data(), src.numel());
@@ -93,7 +93,8 @@ void HfSource::derive_hybrid_tensors() {
         map_.erase(p + "ssm_a_log");
         // conv1d [C, 1, K] -> [C, K]
         const Tensor conv = get(p + "ssm_conv1d.weight");
-        Tensor cf = derive(p + "ssm_conv1d.weight", DType::F32, {conv.dim(0), conv.dim(-1)});
+        // HF stores [C, 1, K], MLX [C, K, 1]: either way C rows of K taps.
+        Tensor cf = derive(p + "ssm_conv1d.weight", DType::F32, {conv.dim(0), conv.numel() / conv.dim(0)});
         TS_CHECK(conv.numel() == cf.numel(), "{}: tensor {}ssm_conv1d: unexpected shape {}", dir_, p, conv.shape_str());
         dequantize_row(conv.dtype, conv.data, cf.ptr<float>(), conv.numel());
         // Qwen3-Next: in_proj_qkvz rows per key head g are [q_g | k_g | v_g (r heads) | z_g (r heads)],

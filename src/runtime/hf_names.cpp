@@ -53,6 +53,9 @@ constexpr Rule kHybridRules[] = {
     {"mlp.gate.weight", "ffn_gate_inp.weight"},
     {"mlp.experts.gate_up_proj", "ffn_gate_up_exps.weight"},
     {"mlp.experts.down_proj", "ffn_down_exps.weight"},
+    {"mlp.switch_mlp.gate_proj.weight", "ffn_gate_exps.weight"},  // MLX (mlx-lm) stacked experts
+    {"mlp.switch_mlp.up_proj.weight", "ffn_up_exps.weight"},
+    {"mlp.switch_mlp.down_proj.weight", "ffn_down_exps.weight"},
     {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},
     {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
     {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},

@@ -4,6 +4,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "core/log.h"
 #include "core/status.h"
 #include "formats/hf_config.h"
@@ -79,10 +81,16 @@ ModelConfig hf_model_config(const HfConfig& c) {
 }
 
 HfSource::HfSource(const std::string& dir) : dir_(dir), ckpt_(SafetensorsCheckpoint::open(dir)) {
-    config_ = hf_model_config(HfConfig::load(dir));
+    const HfConfig hc = HfConfig::load(dir);
+    config_ = hf_model_config(hc);
+    mlx_ = hc.raw().contains("quantization");
     for (const std::string& file_name : ckpt_.names()) {
         const std::string canon = canonical_tensor_name(file_name);
         if (is_non_text_tensor(canon)) continue;
+        if (mlx_ && (canon.size() > 7 && (canon.compare(canon.size() - 7, 7, ".scales") == 0 ||
+                                          canon.compare(canon.size() - 7, 7, ".biases") == 0)))
+            continue;  // MLX quantization parameters, read with their weight
+
         // Multi-token-prediction layers: kept under their own names for speculative decoding later.
         auto g = canon.compare(0, 4, "mtp.") == 0 ? std::optional<std::string>(canon) : hf_to_gguf_name(canon, config_.arch);
         if (!g) {
@@ -92,6 +100,7 @@ HfSource::HfSource(const std::string& dir) : dir_(dir), ckpt_(SafetensorsCheckpo
         TS_CHECK(map_.emplace(*g, file_name).second, "{}: tensors {} and {} both map to {}", dir, map_[*g], file_name, *g);
     }
     if (config_.tied_embeddings) map_.erase("output.weight");
+    if (mlx_) dequantize_mlx(hc);
     if (is_hybrid_arch(config_.arch)) derive_hybrid_tensors();
 }
 

@@ -10,6 +10,8 @@
 
 namespace tessera {
 
+class HfConfig;
+
 class HfSource final : public TensorSource {
 public:
     explicit HfSource(const std::string& dir);
@@ -25,6 +27,8 @@ private:
     // norms stored as 1 + w, ssm_a = -exp(A_log), conv1d squeezed, Qwen3-Next's fused in_proj_qkvz /
     // in_proj_ba split into attn_qkv + attn_gate and ssm_beta + ssm_alpha.
     void derive_hybrid_tensors();
+    // MLX affine-quantized weights (hf_mlx.cpp), expanded to f32.
+    void dequantize_mlx(const HfConfig& hc);
     // A new owned tensor under `name` (replacing any file tensor of that name), zero-filled.
     Tensor derive(const std::string& name, DType dtype, std::vector<int64_t> shape);
 
@@ -37,9 +41,9 @@ private:
     std::map<std::string, std::string> map_;  // gguf name -> file name
     std::map<std::string, Derived> derived_;  // gguf name -> owned, transformed tensor
     ModelConfig config_;
+    bool mlx_ = false;  // an MLX checkpoint: quantized modules, norms with their +1 already added
 };
 
-class HfConfig;
 // Reads a model's ModelConfig from the text model's config.json.
 ModelConfig hf_model_config(const HfConfig& cfg);
 // The hybrid part: layer types, Gated DeltaNet and MoE sizes (hf_hybrid.cpp).

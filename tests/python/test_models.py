@@ -13,6 +13,9 @@ from conftest import FIXTURES, run_tessera
 MODELS = ["qwen3_tiny", "llama_tiny", "qwen2_tiny"]
 # Gated DeltaNet hybrids (reference/make_hybrid_fixtures.py): HF checkpoints only, for now.
 HYBRID = ["qwen35moe_tiny", "qwen35_tiny", "qwen3next_tiny"]
+# The same models as mlx-community publishes them (mlx-lm's own 4-bit converter); the reference
+# is mlx-lm's logits on the CPU (reference/make_mlx_fixtures.py), not the bf16 originals.
+MLX = ["qwen35moe_tiny_mlx4", "qwen3next_tiny_mlx4"]
 ERRORS = {}  # (model, type) -> relative max error, printed at the end
 
 
@@ -103,6 +106,18 @@ def test_hybrid_logits_match_transformers(name, form, converted, tmp_path):
         err = rel_err(got, want)
         assert err <= 1e-3, f"{name} prompt {tag}: max |Δ| = {err:.2e} · max |ref|"
         check_argmax(got, want, f"{name} prompt {tag}")
+
+
+@pytest.mark.parametrize("name", MLX)
+def test_mlx_4bit_matches_mlx_lm(name, tmp_path):
+    d, ref = load_ref(name)
+    for tag in ("a", "b"):
+        want = ref_logits(d, ref, tag)
+        got = tessera_logits(d, ref["prompts"][tag]["ids"], tmp_path, tag)
+        err = rel_err(got, want)
+        assert err <= 1e-3, f"{name} prompt {tag}: max |Δ| = {err:.2e} · max |ref|"
+        check_argmax(got, want, f"{name} prompt {tag}")
+    assert greedy(d, ref) == ref["greedy"]["new_ids"]
 
 
 @pytest.mark.parametrize("name", HYBRID)
