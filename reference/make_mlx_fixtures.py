@@ -28,7 +28,7 @@ import tempfile
 
 import numpy as np
 
-SOURCES = ["qwen35moe_tiny", "qwen3next_tiny"]
+SOURCES = ["qwen35moe_tiny", "qwen3next_tiny", "qwen35_tiny"]
 N_NEW = 16
 N_GREEDY_CANDIDATES = 8
 SEED = 6464

@@ -15,7 +15,7 @@ MODELS = ["qwen3_tiny", "llama_tiny", "qwen2_tiny"]
 HYBRID = ["qwen35moe_tiny", "qwen35_tiny", "qwen3next_tiny"]
 # The same models as mlx-community publishes them (mlx-lm's own 4-bit converter); the reference
 # is mlx-lm's logits on the CPU (reference/make_mlx_fixtures.py), not the bf16 originals.
-MLX = ["qwen35moe_tiny_mlx4", "qwen3next_tiny_mlx4"]
+MLX = ["qwen35moe_tiny_mlx4", "qwen3next_tiny_mlx4", "qwen35_tiny_mlx4"]
 ERRORS = {}  # (model, type) -> relative max error, printed at the end
 
 
