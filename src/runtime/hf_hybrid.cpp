@@ -1,5 +1,6 @@
 // Hugging Face Qwen3.5 / Qwen3.5-MoE / Qwen3-Next checkpoints: their config.json fields, and the
 // tensor transforms that bring them to llama.cpp's conventions (which the models expect).
+// Qwen3-Next's fused projections keep HF's grouped row order, as llama.cpp's ssm_in / ssm_ba do.
 #include <cmath>
 #include <cstring>
 
@@ -62,11 +63,6 @@ void hf_hybrid_config(const HfConfig& c, ModelConfig& m) {
     }
 }
 
-namespace {
-// Row r of a [rows, cols] tensor as f32.
-void row_f32(const Tensor& t, int64_t r, float* out) { dequantize_row(t.dtype, t.row_ptr(r), out, t.cols()); }
-}  // namespace
-
 void HfSource::derive_hybrid_tensors() {
     const ModelConfig& c = config_;
     auto plus_one = [&](const std::string& name) {
@@ -97,38 +93,8 @@ void HfSource::derive_hybrid_tensors() {
         Tensor cf = derive(p + "ssm_conv1d.weight", DType::F32, {conv.dim(0), conv.numel() / conv.dim(0)});
         TS_CHECK(conv.numel() == cf.numel(), "{}: tensor {}ssm_conv1d: unexpected shape {}", dir_, p, conv.shape_str());
         dequantize_row(conv.dtype, conv.data, cf.ptr<float>(), conv.numel());
-        // Qwen3-Next: in_proj_qkvz rows per key head g are [q_g | k_g | v_g (r heads) | z_g (r heads)],
-        // in_proj_ba rows per g are [b_g (r) | a_g (r)]; regroup them as Qwen3.5 splits them.
-        if (has(p + "ssm_in.weight")) {
-            const int64_t nk = c.gdn_k_heads, r = c.gdn_v_heads / nk, dk = c.gdn_dk, dv = c.gdn_dv, H = c.hidden;
-            const Tensor in = get(p + "ssm_in.weight");
-            const int64_t per = 2 * dk + 2 * r * dv;
-            check_shape(in, {nk * per, H}, dir_ + ": tensor " + p + "ssm_in.weight");
-            Tensor qkv = derive(p + "attn_qkv.weight", DType::F32, {nk * (2 * dk + r * dv), H});
-            Tensor z = derive(p + "attn_gate.weight", DType::F32, {nk * r * dv, H});
-            for (int64_t g = 0; g < nk; ++g) {
-                const int64_t base = g * per;
-                for (int64_t i = 0; i < dk; ++i) {
-                    row_f32(in, base + i, qkv.ptr<float>() + (g * dk + i) * H);
-                    row_f32(in, base + dk + i, qkv.ptr<float>() + (nk * dk + g * dk + i) * H);
-                }
-                for (int64_t i = 0; i < r * dv; ++i) {
-                    row_f32(in, base + 2 * dk + i, qkv.ptr<float>() + (2 * nk * dk + g * r * dv + i) * H);
-                    row_f32(in, base + 2 * dk + r * dv + i, z.ptr<float>() + (g * r * dv + i) * H);
-                }
-            }
-            map_.erase(p + "ssm_in.weight");
-            const Tensor ba = get(p + "ssm_ba.weight");
-            check_shape(ba, {nk * 2 * r, H}, dir_ + ": tensor " + p + "ssm_ba.weight");
-            Tensor b = derive(p + "ssm_beta.weight", DType::F32, {nk * r, H});
-            Tensor al = derive(p + "ssm_alpha.weight", DType::F32, {nk * r, H});
-            for (int64_t g = 0; g < nk; ++g)
-                for (int64_t j = 0; j < r; ++j) {
-                    row_f32(ba, g * 2 * r + j, b.ptr<float>() + (g * r + j) * H);
-                    row_f32(ba, g * 2 * r + r + j, al.ptr<float>() + (g * r + j) * H);
-                }
-            map_.erase(p + "ssm_ba.weight");
-        }
+        // Qwen3-Next's fused in_proj_qkvz / in_proj_ba stay fused (llama.cpp's ssm_in / ssm_ba);
+        // GatedDeltaNet::load regroups their rows.
     }
 }
 

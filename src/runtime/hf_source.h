@@ -24,8 +24,7 @@ public:
 
 private:
     // llama.cpp's conventions for the hybrids, made once at load (hf_hybrid.cpp): zero-centred
-    // norms stored as 1 + w, ssm_a = -exp(A_log), conv1d squeezed, Qwen3-Next's fused in_proj_qkvz /
-    // in_proj_ba split into attn_qkv + attn_gate and ssm_beta + ssm_alpha.
+    // norms stored as 1 + w, ssm_a = -exp(A_log), conv1d squeezed.
     void derive_hybrid_tensors();
     // MLX affine-quantized weights (hf_mlx.cpp), expanded to f32.
     void dequantize_mlx(const HfConfig& hc);

@@ -28,6 +28,20 @@ Tensor WeightStore::matrix(const std::string& name, int64_t rows, int64_t cols) 
     return src_.get(name, {rows, cols});
 }
 
+Tensor WeightStore::gather_rows(const std::string& name, const std::vector<int64_t>& rows, int64_t cols) {
+    const Tensor t = src_.get(name);
+    TS_CHECK(t.ndim == 2 && t.cols() == cols, "{}: tensor {}: expected [*, {}] got {}", src_.describe(), name, cols,
+             t.shape_str());
+    const size_t rb = t.row_bytes();
+    auto& buf = owned_raw_.emplace_back(rows.size() * rb);
+    for (size_t i = 0; i < rows.size(); ++i) {
+        TS_CHECK(rows[i] >= 0 && rows[i] < t.rows(), "{}: tensor {}: row {} of {}", src_.describe(), name, rows[i],
+                 t.rows());
+        std::memcpy(buf.data() + i * rb, t.row_ptr(rows[i]), rb);
+    }
+    return Tensor(buf.data(), t.dtype, {int64_t(rows.size()), cols});
+}
+
 Tensor WeightStore::matrix_f32(const std::string& name, int64_t rows, int64_t cols) {
     const Tensor t = matrix(name, rows, cols);
     if (t.dtype == DType::F32 && t.is_contiguous()) return t;
@@ -61,6 +75,7 @@ Tensor WeightStore::vector_f32_plus(const std::string& name, int64_t n, float ad
 size_t WeightStore::owned_bytes() const {
     size_t b = 0;
     for (const auto& v : owned_) b += v.size() * sizeof(float);
+    for (const auto& v : owned_raw_) b += v.size();
     return b;
 }
 

@@ -16,6 +16,9 @@ public:
 
     // A weight matrix [rows, cols] in its file dtype (shape checked; error names the tensor).
     Tensor matrix(const std::string& name, int64_t rows, int64_t cols) const;
+    // Rows `rows` (in that order) of the matrix `name` [*, cols], copied once in its own dtype
+    // (repacking at load, e.g. regrouping a fused projection).
+    Tensor gather_rows(const std::string& name, const std::vector<int64_t>& rows, int64_t cols);
     // A matrix [rows, cols] in f32 (converted once if the file has f16/bf16).
     Tensor matrix_f32(const std::string& name, int64_t rows, int64_t cols);
     // A vector [n] in f32 (converted from f16/bf16 if needed).
@@ -31,6 +34,7 @@ public:
 private:
     const TensorSource& src_;
     std::deque<std::vector<float>> owned_;
+    std::deque<std::vector<uint8_t>> owned_raw_;
 };
 
 // Converts n elements of an f32/f16/bf16 buffer to f32; throws for other dtypes.

@@ -145,6 +145,10 @@ def test_hybrid_gguf_reads_back_in_gguf_py(name, arch, converted):
     assert "blk.0.ssm_a" in names and "blk.0.ssm_conv1d.weight" in names and "blk.3.attn_q.weight" in names
     assert names["blk.0.ssm_conv1d.weight"].tensor_type == gguf.GGMLQuantizationType.F32
     assert not any(n.startswith("mtp.") or "visual" in n for n in names)
+    if arch == "qwen3next":  # fused projections in HF's grouped order, as llama.cpp's ssm_in / ssm_ba
+        assert "blk.0.ssm_in.weight" in names and "blk.0.ssm_ba.weight" in names
+    else:
+        assert "blk.0.attn_qkv.weight" in names and "blk.0.ssm_beta.weight" in names
     if "num_experts" in cfg:
         E = cfg["num_experts"]
         stacked = names.get("blk.0.ffn_gate_up_exps.weight") or names.get("blk.0.ffn_gate_exps.weight")

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "models/layers/views.h"
+#include "runtime/tensor_source.h"
 #include "runtime/weight_store.h"
 
 namespace tessera {
@@ -13,11 +14,41 @@ GatedDeltaNet GatedDeltaNet::load(WeightStore& w, const ModelConfig& c, int64_t 
     const std::string p = fmt::format("blk.{}.", il);
     const int64_t H = c.hidden, nk = c.gdn_k_heads, nv = c.gdn_v_heads, dk = c.gdn_dk, dv = c.gdn_dv;
     const int64_t C = 2 * nk * dk + nv * dv;
+    const TensorSource& src = w.source();
     GatedDeltaNet g;
-    g.w_qkv = w.matrix(p + "attn_qkv.weight", C, H);
-    g.w_z = w.matrix(p + "attn_gate.weight", nv * dv, H);
-    g.w_b = w.matrix(p + "ssm_beta.weight", nv, H);
-    g.w_a = w.matrix(p + "ssm_alpha.weight", nv, H);
+    if (src.has(p + "attn_qkv.weight")) {
+        g.w_qkv = w.matrix(p + "attn_qkv.weight", C, H);
+        g.w_z = w.matrix(p + "attn_gate.weight", nv * dv, H);
+    } else {
+        // Qwen3-Next's fused ssm_in (HF in_proj_qkvz): rows per key head g are
+        // [q_g (dk) | k_g (dk) | v_g (r·dv) | z_g (r·dv)]; regroup as [q | k | v] and [z].
+        const int64_t r = nv / nk, per = 2 * dk + 2 * r * dv;
+        check_shape(src.get(p + "ssm_in.weight"), {nk * per, H}, src.describe() + ": tensor " + p + "ssm_in.weight");
+        std::vector<int64_t> qkv, z;
+        for (int64_t part = 0; part < 3; ++part)  // q, k, v
+            for (int64_t gk = 0; gk < nk; ++gk)
+                for (int64_t i = 0; i < (part < 2 ? dk : r * dv); ++i) qkv.push_back(gk * per + part * dk + i);
+        for (int64_t gk = 0; gk < nk; ++gk)
+            for (int64_t i = 0; i < r * dv; ++i) z.push_back(gk * per + 2 * dk + r * dv + i);
+        g.w_qkv = w.gather_rows(p + "ssm_in.weight", qkv, H);
+        g.w_z = w.gather_rows(p + "ssm_in.weight", z, H);
+    }
+    if (src.has(p + "ssm_beta.weight")) {
+        g.w_b = w.matrix(p + "ssm_beta.weight", nv, H);
+        g.w_a = w.matrix(p + "ssm_alpha.weight", nv, H);
+    } else {
+        // Qwen3-Next's fused ssm_ba (HF in_proj_ba): rows per key head g are [b_g (r) | a_g (r)].
+        const int64_t r = nv / nk;
+        check_shape(src.get(p + "ssm_ba.weight"), {2 * nv, H}, src.describe() + ": tensor " + p + "ssm_ba.weight");
+        std::vector<int64_t> b, a;
+        for (int64_t gk = 0; gk < nk; ++gk)
+            for (int64_t j = 0; j < r; ++j) {
+                b.push_back(gk * 2 * r + j);
+                a.push_back(gk * 2 * r + r + j);
+            }
+        g.w_b = w.gather_rows(p + "ssm_ba.weight", b, H);
+        g.w_a = w.gather_rows(p + "ssm_ba.weight", a, H);
+    }
     g.conv = w.matrix_f32(p + "ssm_conv1d.weight", C, c.conv_kernel);
     g.dt_bias = w.vector_f32(p + "ssm_dt.bias", nv);
     g.neg_exp_a = w.vector_f32(p + "ssm_a", nv);
