@@ -2,26 +2,15 @@
 
 #include <cstring>
 
-#include "core/half.h"
 #include "core/status.h"
+#include "formats/quants.h"
 
 namespace tessera {
 
 void convert_to_f32(DType dtype, const void* src, float* dst, int64_t n) {
-    switch (dtype) {
-        case DType::F32: std::memcpy(dst, src, size_t(n) * 4); return;
-        case DType::F16: {
-            const auto* s = static_cast<const uint16_t*>(src);
-            for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
-            return;
-        }
-        case DType::BF16: {
-            const auto* s = static_cast<const uint16_t*>(src);
-            for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
-            return;
-        }
-        default: fail(ErrorKind::Unsupported, "cannot convert {} to f32 here", dtype_name(dtype));
-    }
+    if (dtype != DType::F32 && dtype != DType::F16 && dtype != DType::BF16)
+        fail(ErrorKind::Unsupported, "cannot convert {} to f32 here", dtype_name(dtype));
+    dequantize_row(dtype, src, dst, n);
 }
 
 Tensor WeightStore::matrix(const std::string& name, int64_t rows, int64_t cols) const {
