@@ -7,7 +7,9 @@
 
 namespace tessera {
 
-enum class ErrorKind { Invalid, NotFound, Io, Unsupported, OutOfMemory, Internal };
+// Busy: a bounded queue is full (the server answers 429); TooLarge: the input can never fit
+// (a prompt longer than the context or than the cache pools hold; the server answers 400/413).
+enum class ErrorKind { Invalid, NotFound, Io, Unsupported, OutOfMemory, Busy, TooLarge, Internal };
 
 class Error : public std::runtime_error {
 public:
