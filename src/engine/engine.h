@@ -31,7 +31,6 @@ public:
     // Immutable after construction: safe from any thread.
     const ModelConfig& config() const { return core_.config(); }
     const Tokenizer* tokenizer() const { return core_.tokenizer(); }
-    const std::string& chat_template() const { return core_.chat_template(); }
     std::string model_name() const { return core_.model_name(); }
     const EngineOptions& options() const { return core_.options(); }
 

@@ -61,7 +61,6 @@ public:
     EngineStats stats() const;
     const ModelConfig& config() const;
     const Tokenizer* tokenizer() const;      // null when the checkpoint has none
-    const std::string& chat_template() const;  // "" when there is none
     std::string model_name() const;          // the file or folder name
     const EngineOptions& options() const;    // with the derived values filled in
 

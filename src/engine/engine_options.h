@@ -9,7 +9,6 @@ namespace tessera {
 struct EngineOptions {
     std::string model_path;
     std::string device = "auto";         // cpu | cuda | auto
-    std::string chat_template;           // a Jinja file overriding the model's ("" = the model's)
 
     // Cache sizing. The KV block pool and the state slots are allocated once, after the weights.
     int64_t memory_budget = 0;           // CPU: bytes for KV + state caches; 0 = derived from free memory
