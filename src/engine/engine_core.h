@@ -49,6 +49,7 @@ public:
     // Finishes a request with FinishReason::Cancelled (its final event is delivered during the
     // call) and frees its blocks and slot. Unknown or finished ids are ignored.
     void cancel(uint64_t id);
+    void cancel_all();
     // Step mode: lets the request generate one more token.
     void resume(uint64_t id);
 

@@ -37,6 +37,9 @@ private:
     std::vector<int32_t> free_;
 };
 
+// Blocks needed for n_tokens positions.
+inline int64_t blocks_for(int64_t n_tokens, int64_t block_size) { return (n_tokens + block_size - 1) / block_size; }
+
 // A sequence's view of the cache: its blocks in order and how many positions are filled.
 struct SeqBlocks {
     std::vector<int32_t> blocks;

@@ -42,7 +42,5 @@ private:
     std::vector<SeqBlocks> seqs_;
 };
 
-// Blocks needed for n_tokens positions.
-inline int64_t blocks_for(int64_t n_tokens, int64_t block_size) { return (n_tokens + block_size - 1) / block_size; }
 
 }  // namespace tessera

@@ -34,13 +34,31 @@ int32_t StateCache::alloc() {
         fail(ErrorKind::OutOfMemory, "state cache: all {} sequence slots are in use", shape_.n_slots);
     const int32_t slot = free_.back();
     free_.pop_back();
+    zero(slot);
+    return slot;
+}
+
+void StateCache::zero(int32_t slot) {
+    TS_ASSERT(slot >= 0 && slot < shape_.n_slots);
     for (int64_t l = 0; l < shape_.n_layers; ++l) {
         const Tensor c = conv(l), r = recurrent(l);
         std::fill_n(static_cast<float*>(c.row_ptr(slot * c.shape[1])), c.shape[1] * c.shape[2], 0.f);
         std::fill_n(static_cast<float*>(r.row_ptr(slot * r.shape[1] * r.shape[2])), r.shape[1] * r.shape[2] * r.shape[3],
                     0.f);
     }
-    return slot;
+}
+
+void StateCache::copy(int32_t dst, int32_t src) {
+    TS_ASSERT(dst >= 0 && dst < shape_.n_slots && src >= 0 && src < shape_.n_slots);
+    if (dst == src) return;
+    for (int64_t l = 0; l < shape_.n_layers; ++l) {
+        const Tensor c = conv(l), r = recurrent(l);
+        const int64_t cn = c.shape[1] * c.shape[2], rn = r.shape[1] * r.shape[2] * r.shape[3];
+        const float* cs = static_cast<const float*>(c.row_ptr(src * c.shape[1]));
+        std::copy_n(cs, cn, static_cast<float*>(c.row_ptr(dst * c.shape[1])));
+        const float* rs = static_cast<const float*>(r.row_ptr(src * r.shape[1] * r.shape[2]));
+        std::copy_n(rs, rn, static_cast<float*>(r.row_ptr(dst * r.shape[1] * r.shape[2])));
+    }
 }
 
 void StateCache::release(int32_t slot) {

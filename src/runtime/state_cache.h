@@ -31,6 +31,9 @@ public:
     // A zeroed slot; throws Error(OutOfMemory) when none is free.
     int32_t alloc();
     void release(int32_t slot);
+    // Slot contents, all layers (the engine manages slot ids itself and uses these).
+    void zero(int32_t slot);
+    void copy(int32_t dst, int32_t src);
 
 private:
     StateCacheShape shape_;

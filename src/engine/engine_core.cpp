@@ -1,0 +1,419 @@
+// EngineCore: admission (validation), one step = schedule → state inits → forward → snapshots →
+// sampling → events, and the per-request generation state (sampler, penalties, detokenizer,
+// stop strings).
+#include "engine/engine_core.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "core/log.h"
+#include "core/memlog.h"
+#include "core/status.h"
+#include "engine/logits_processor.h"
+#include "engine/pool_plan.h"
+#include "engine/scheduler.h"
+#include "engine/stop_matcher.h"
+#include "formats/gguf.h"
+#include "runtime/kv_cache.h"
+#include "runtime/model_loader.h"
+#include "runtime/state_cache.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tessera {
+
+const char* finish_reason_name(FinishReason r) {
+    switch (r) {
+        case FinishReason::Stop: return "stop";
+        case FinishReason::Length: return "length";
+        case FinishReason::Cancelled: return "cancelled";
+        case FinishReason::Error: return "error";
+        case FinishReason::None: break;
+    }
+    return "";
+}
+
+namespace {
+
+constexpr int64_t kGdnChunk = 64;  // the chunked Gated DeltaNet's chunk: prefill splits align to it
+
+// End-of-generation ids from generation_config.json (HF folders) or GGUF metadata.
+std::vector<int32_t> checkpoint_eos_ids(const std::string& path) {
+    std::vector<int32_t> ids;
+    namespace fs = std::filesystem;
+    if (fs::is_directory(path)) {
+        std::ifstream f(fs::path(path) / "generation_config.json");
+        if (!f) return ids;
+        const auto j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+        if (!j.is_object() || !j.contains("eos_token_id")) return ids;
+        const auto& e = j["eos_token_id"];
+        if (e.is_number_integer()) ids.push_back(e.get<int32_t>());
+        if (e.is_array())
+            for (const auto& x : e)
+                if (x.is_number_integer()) ids.push_back(x.get<int32_t>());
+    } else if (is_gguf_path(path)) {
+        const GgufFile g = GgufFile::open(path);
+        if (auto e = g.find_u32("tokenizer.ggml.eos_token_id")) ids.push_back(int32_t(*e));
+    }
+    return ids;
+}
+
+// A request in flight: the scheduler's Sequence plus how it generates.
+struct Live {
+    Sequence seq;
+    GenerationParams params;
+    OutputCallback cb;
+    std::unique_ptr<Sampler> sampler;
+    std::unique_ptr<LogitsProcessor> proc;
+    std::unique_ptr<StreamDecoder> dec;
+    std::unique_ptr<StopMatcher> stop;
+    bool started = false;  // scheduled at least once
+    int64_t cached = 0;    // prompt tokens from the prefix cache at the first admission
+};
+
+}  // namespace
+
+struct EngineCore::Impl {
+    EngineOptions opts;
+    LoadedModel m;
+    std::unique_ptr<Tokenizer> tok;
+    std::vector<int32_t> eos;
+    PoolPlan plan;
+    std::unique_ptr<KvCache> kv;
+    std::unique_ptr<StateCache> state;
+    std::unique_ptr<Scheduler> sched;
+    std::unordered_map<uint64_t, std::unique_ptr<Live>> live;
+    uint64_t next_id = 1;
+    int64_t next_arrival = 0;
+    std::vector<float> logits;
+    std::vector<float> raw;  // a row before penalties, for logprobs
+    EngineStats counters;
+    int64_t decode_steps = 0;
+
+    void emit_final(Live& l, FinishReason why, const std::string& error, RequestOutput out);
+    void sample_row(Live& l, float* row);
+    void fail_items(const StepPlan& plan, const std::string& msg);
+};
+
+EngineCore::EngineCore(const EngineOptions& o) : impl_(std::make_unique<Impl>()) {
+    Impl& I = *impl_;
+    I.opts = o;
+    TS_CHECK(!o.model_path.empty(), "engine: no model path given");
+    TS_CHECK(o.max_num_batched_tokens >= 1, "max_num_batched_tokens must be >= 1 (got {})", o.max_num_batched_tokens);
+    TS_CHECK(o.max_queue >= 1, "max_queue must be >= 1 (got {})", o.max_queue);
+    TS_CHECK(o.block_size >= 1 && o.block_size <= 1024, "block size {} out of range [1, 1024]", o.block_size);
+    TS_CHECK(o.kv_dtype == "f16" || o.kv_dtype == "f32", "kv dtype must be f16 or f32 (got '{}')", o.kv_dtype);
+    TS_CHECK(o.snapshot_interval >= 0, "snapshot interval must be >= 0");
+    TS_CHECK(o.snapshot_fraction >= 0 && o.snapshot_fraction < 0.9, "snapshot fraction {} out of range [0, 0.9)",
+             o.snapshot_fraction);
+    TS_CHECK(o.gpu_memory_fraction > 0 && o.gpu_memory_fraction <= 1, "gpu memory fraction {} out of range (0, 1]",
+             o.gpu_memory_fraction);
+
+    LoadOptions lo;
+    lo.device = o.device;
+    lo.max_batch_tokens = o.max_num_batched_tokens;
+    I.m = load_model(o.model_path, lo);
+    try {
+        I.tok = load_tokenizer(o.model_path);
+    } catch (const Error& e) {
+        TS_LOG_WARN("{}: no tokenizer ({}); requests must give token ids and get no text", o.model_path, e.what());
+    }
+    I.eos = I.tok ? I.tok->eos_ids() : std::vector<int32_t>{};
+    for (int32_t id : checkpoint_eos_ids(o.model_path))
+        if (std::find(I.eos.begin(), I.eos.end(), id) == I.eos.end()) I.eos.push_back(id);
+
+    // Pools from need and budget.
+    const CacheSpec spec = I.m.model->cache_spec();
+    PoolRequest pr;
+    pr.block_size = o.block_size;
+    pr.kv_elem_bytes = o.kv_dtype == "f16" ? 2 : 4;
+    pr.model_ctx = I.m.config.max_ctx;
+    pr.max_model_len = o.max_model_len;
+    pr.max_num_seqs = o.max_num_seqs;
+    pr.prefix_caching = o.prefix_caching;
+    pr.snapshot_fraction = o.snapshot_fraction;
+    pr.budget_bytes = o.memory_budget > 0 ? o.memory_budget : default_cpu_budget(spec, pr);
+    I.plan = plan_pools(spec, pr);
+    if (o.max_model_len == 0 && pr.model_ctx > 0 && I.plan.max_model_len < pr.model_ctx)
+        TS_LOG_WARN("max_model_len {} (the model's context is {}; the memory budget {} holds no more)",
+                    I.plan.max_model_len, pr.model_ctx, format_bytes(pr.budget_bytes));
+
+    if (spec.attn_layers > 0) {
+        KvCacheShape s;
+        s.n_layers = spec.attn_layers;
+        s.n_blocks = I.plan.n_blocks;
+        s.block_size = o.block_size;
+        s.n_kv_heads = spec.n_kv_heads;
+        s.head_dim = spec.head_dim;
+        s.dtype = o.kv_dtype == "f16" ? DType::F16 : DType::F32;
+        I.kv = std::make_unique<KvCache>(s);
+    }
+    SchedulerConfig sc;
+    sc.max_num_batched_tokens = o.max_num_batched_tokens;
+    sc.max_num_seqs = I.plan.max_num_seqs;
+    sc.block_size = o.block_size;
+    sc.n_blocks = I.plan.n_blocks;
+    sc.prefix_caching = o.prefix_caching;
+    if (spec.state_layers > 0) {
+        StateCacheShape s;
+        s.n_layers = spec.state_layers;
+        s.n_slots = I.plan.n_slots + I.plan.n_snapshots;
+        s.conv_channels = spec.conv_channels;
+        s.conv_k = spec.conv_k;
+        s.n_v_heads = spec.n_v_heads;
+        s.dk = spec.dk;
+        s.dv = spec.dv;
+        I.state = std::make_unique<StateCache>(s);
+        MemLog::global().set("state_pool", int64_t(I.plan.state_bytes()));
+        MemLog::global().set("snapshot_pool", int64_t(I.plan.snapshot_bytes()));
+        sc.has_state = true;
+        sc.n_snapshots = I.plan.n_snapshots;
+        sc.align = std::lcm(kGdnChunk, o.block_size);
+        sc.snapshot_interval = o.snapshot_interval > 0 ? (o.snapshot_interval + sc.align - 1) / sc.align * sc.align : 0;
+        TS_CHECK(o.max_num_batched_tokens >= sc.align,
+                 "max_num_batched_tokens {} must be at least {} for a model with recurrent layers (prefill chunks are "
+                 "cut at multiples of {} tokens)",
+                 o.max_num_batched_tokens, sc.align, sc.align);
+    }
+    I.sched = std::make_unique<Scheduler>(sc);
+    I.opts.max_model_len = I.plan.max_model_len;
+    I.opts.max_num_seqs = I.plan.max_num_seqs;
+    I.opts.memory_budget = pr.budget_bytes;
+    I.opts.snapshot_interval = sc.snapshot_interval;
+    TS_LOG_INFO("{}", I.plan.summary());
+    MemLog::global().snapshot("after cache allocation");
+}
+
+EngineCore::~EngineCore() {
+    if (!impl_) return;
+    cancel_all();
+    MemLog::global().snapshot("destroy");
+}
+
+void EngineCore::cancel_all() {
+    std::vector<uint64_t> ids;
+    for (auto& [id, l] : impl_->live) ids.push_back(id);
+    std::sort(ids.begin(), ids.end());
+    for (uint64_t id : ids) cancel(id);
+}
+
+const ModelConfig& EngineCore::config() const { return impl_->m.config; }
+const Tokenizer* EngineCore::tokenizer() const { return impl_->tok.get(); }
+const EngineOptions& EngineCore::options() const { return impl_->opts; }
+std::string EngineCore::model_name() const {
+    std::filesystem::path p(impl_->opts.model_path);
+    while (!p.empty() && p.filename().empty()) p = p.parent_path();  // "dir/" -> "dir"
+    return p.filename().string();
+}
+
+void EngineCore::validate(const Request& r) const {
+    const Impl& I = *impl_;
+    const int64_t V = I.m.config.vocab_size;
+    TS_CHECK(!r.prompt.empty(), "the prompt is empty");
+    for (size_t i = 0; i < r.prompt.size(); ++i)
+        TS_CHECK(r.prompt[i] >= 0 && r.prompt[i] < V, "prompt token {} at position {} is outside the vocabulary [0, {})",
+                 r.prompt[i], i, V);
+    const int64_t n = int64_t(r.prompt.size()), max_len = I.plan.max_model_len;
+    if (n + 1 > max_len)
+        fail(ErrorKind::TooLarge, "the prompt has {} tokens; this engine's max_model_len is {} (prompt + generated)", n,
+             max_len);
+    const GenerationParams& p = r.params;
+    TS_CHECK(p.max_tokens >= -1, "max_tokens must be >= 0 (got {})", p.max_tokens);
+    TS_CHECK(p.logprobs >= -1 && p.logprobs <= 20, "logprobs must be in [0, 20] (got {})", p.logprobs);
+    for (int32_t id : p.stop_token_ids) TS_CHECK(id >= 0 && id < V, "stop token id {} is outside the vocabulary", id);
+    Sampler check(p.sampling);  // throws on bad temperature / top_p / min_p
+    TS_CHECK(p.sampling.top_k >= 0 || p.sampling.top_k == -1, "top_k must be >= 0 or -1 (got {})", p.sampling.top_k);
+    LogitsProcessor check_penalties(p, {}, int(V));  // throws on bad penalties / biases
+}
+
+int64_t EngineCore::queued() const { return impl_->sched->n_waiting(); }
+
+uint64_t EngineCore::add(Request r) {
+    Impl& I = *impl_;
+    validate(r);
+    if (I.sched->n_waiting() >= I.opts.max_queue)
+        fail(ErrorKind::Busy, "the engine's queue is full ({} requests waiting)", I.sched->n_waiting());
+    const uint64_t id = r.id ? r.id : I.next_id++;
+    TS_CHECK(!I.live.count(id), "request id {} is already in use", id);
+    I.next_id = std::max(I.next_id, id + 1);
+
+    auto l = std::make_unique<Live>();
+    Live& L = *l;
+    L.seq.id = id;
+    L.seq.arrival = I.next_arrival++;
+    L.seq.tokens = std::move(r.prompt);
+    L.seq.n_prompt = int64_t(L.seq.tokens.size());
+    L.seq.max_len = I.plan.max_model_len;
+    if (r.params.max_tokens >= 0) L.seq.max_len = std::min(L.seq.max_len, L.seq.n_prompt + r.params.max_tokens);
+    L.seq.credit = r.step_mode ? 1 : -1;
+    L.params = std::move(r.params);
+    L.cb = std::move(r.on_output);
+    L.sampler = std::make_unique<Sampler>(L.params.sampling);
+    L.proc = std::make_unique<LogitsProcessor>(L.params, L.seq.tokens, int(I.m.config.vocab_size));
+    if (I.tok) L.dec = std::make_unique<StreamDecoder>(*I.tok, L.params.skip_special_tokens);
+    L.stop = std::make_unique<StopMatcher>(L.params.stop);
+    I.live.emplace(id, std::move(l));
+    if (L.seq.max_len <= L.seq.n_prompt) {  // max_tokens 0: nothing to generate
+        I.emit_final(L, FinishReason::Length, "", RequestOutput{});
+        return id;
+    }
+    I.sched->add(&L.seq);
+    return id;
+}
+
+void EngineCore::Impl::emit_final(Live& l, FinishReason why, const std::string& error, RequestOutput out) {
+    out.id = l.seq.id;
+    out.finish = why;
+    out.error = error;
+    if (why != FinishReason::Stop || !l.stop->stopped()) {  // release held-back text (never after a stop string)
+        if (l.dec && why != FinishReason::Error && why != FinishReason::Cancelled) out.text += l.stop->push(l.dec->flush());
+        out.text += l.stop->flush();
+    }
+    out.prompt_tokens = l.seq.n_prompt;
+    out.completion_tokens = l.seq.generated();
+    out.cached_tokens = l.cached;
+    if (why == FinishReason::Cancelled) ++counters.requests_cancelled;
+    else if (why == FinishReason::Error) ++counters.requests_failed;
+    else ++counters.requests_finished;
+    sched->finish(&l.seq);
+    const uint64_t id = l.seq.id;
+    OutputCallback cb = std::move(l.cb);
+    live.erase(id);  // l is gone
+    if (cb) cb(out);
+}
+
+void EngineCore::cancel(uint64_t id) {
+    auto it = impl_->live.find(id);
+    if (it == impl_->live.end()) return;
+    impl_->emit_final(*it->second, FinishReason::Cancelled, "", RequestOutput{});
+}
+
+void EngineCore::resume(uint64_t id) {
+    auto it = impl_->live.find(id);
+    if (it != impl_->live.end() && it->second->seq.credit == 0) it->second->seq.credit = 1;
+}
+
+bool EngineCore::has_work() const { return impl_->sched->has_work(); }
+
+void EngineCore::Impl::fail_items(const StepPlan& plan, const std::string& msg) {
+    for (const StepItem& it : plan.items) {
+        auto f = live.find(it.seq->id);
+        if (f != live.end()) emit_final(*f->second, FinishReason::Error, msg, RequestOutput{});
+    }
+}
+
+void EngineCore::Impl::sample_row(Live& l, float* row) {
+    const int V = int(m.config.vocab_size);
+    const GenerationParams& p = l.params;
+    RequestOutput out;
+    out.id = l.seq.id;
+    if (p.return_logits) out.logits.assign(row, row + V);
+    if (p.logprobs >= 0) raw.assign(row, row + V);
+    if (l.proc->active()) l.proc->apply(row);
+    const int32_t token = l.sampler->sample(row, V);
+    l.proc->accept(token);
+    l.seq.tokens.push_back(token);
+    ++counters.generated_tokens;
+    out.token = token;
+    if (p.logprobs >= 0) {
+        out.logprob = token_logprob(raw.data(), V, token);
+        if (p.logprobs > 0) out.top = top_logprobs(raw.data(), V, p.logprobs);
+    }
+    const bool is_eos = !p.ignore_eos && std::find(eos.begin(), eos.end(), token) != eos.end();
+    const bool stop_id = std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) != p.stop_token_ids.end();
+    if (is_eos || stop_id) return emit_final(l, FinishReason::Stop, "", std::move(out));
+    if (l.dec) out.text = l.stop->push(l.dec->push(token));
+    if (l.stop->stopped()) return emit_final(l, FinishReason::Stop, "", std::move(out));
+    if (int64_t(l.seq.tokens.size()) >= l.seq.max_len) return emit_final(l, FinishReason::Length, "", std::move(out));
+    if (l.cb) l.cb(out);
+}
+
+bool EngineCore::step() {
+    Impl& I = *impl_;
+    if (!I.sched->has_work()) return false;
+    const int64_t preempt_before = I.sched->n_preemptions();
+    StepPlan plan = I.sched->schedule();
+    I.counters.preemptions += I.sched->n_preemptions() - preempt_before;
+    if (plan.items.empty()) return false;
+    ++I.counters.steps;
+
+    for (const StateInit& s : plan.state_inits) {
+        if (s.snapshot >= 0) I.state->copy(s.slot, s.snapshot);
+        else I.state->zero(s.slot);
+    }
+    const int block_size = I.kv ? int(I.kv->shape().block_size) : 0;
+    BatchBuilder bb(block_size);
+    int64_t rows = 0;
+    bool decode_only = true;
+    for (const StepItem& it : plan.items) {
+        Live& l = *I.live.at(it.seq->id);
+        if (!l.started) {
+            l.started = true;
+            l.cached = it.start;
+            I.counters.cached_prompt_tokens += it.start;
+        }
+        SeqBlocks view = it.seq->kv;  // the scheduler advances the real one in complete()
+        bb.add(view, it.seq->tokens.data() + it.start, it.n, it.logits ? 1 : 0);
+        rows += it.logits ? 1 : 0;
+        if (it.seq->computed() < it.seq->n_prompt) I.counters.prompt_tokens += std::min(it.n, it.seq->n_prompt - it.start);
+        decode_only = decode_only && it.n == 1;
+    }
+    const Batch batch = bb.finish();
+    const int64_t V = I.m.config.vocab_size;
+    I.logits.resize(size_t(std::max<int64_t>(rows, 1) * V));
+    try {
+        I.m.model->forward(batch, Caches{I.kv.get(), I.state.get()}, I.logits.data());
+    } catch (const std::exception& e) {
+        TS_LOG_ERROR("forward step failed: {}", e.what());
+        I.fail_items(plan, std::string("forward step failed: ") + e.what());
+        return true;
+    }
+    for (const SnapshotCopy& c : I.sched->complete(plan)) I.state->copy(c.dst, c.src);
+
+    int64_t row = 0;
+    for (const StepItem& it : plan.items) {
+        if (!it.logits) continue;
+        float* r = I.logits.data() + row++ * V;
+        auto f = I.live.find(it.seq->id);
+        if (f == I.live.end()) continue;
+        try {
+            I.sample_row(*f->second, r);
+        } catch (const std::exception& e) {
+            auto g = I.live.find(it.seq->id);
+            if (g != I.live.end()) I.emit_final(*g->second, FinishReason::Error, e.what(), RequestOutput{});
+        }
+    }
+    if (decode_only && I.opts.memlog_every > 0 && ++I.decode_steps % I.opts.memlog_every == 0)
+        MemLog::global().snapshot(fmt::format("decode step {}", I.decode_steps));
+    return true;
+}
+
+EngineStats EngineCore::stats() const {
+    const Impl& I = *impl_;
+    EngineStats s = I.counters;
+    s.waiting = I.sched->n_waiting();
+    s.running = I.sched->n_running();
+    const BlockPool& bp = I.sched->blocks();
+    s.kv_blocks_total = bp.n_blocks();
+    s.kv_blocks_used = bp.n_used();
+    s.kv_blocks_cached = bp.n_cached();
+    s.block_size = bp.block_size();
+    s.state_slots_total = I.state ? I.plan.n_slots : 0;
+    s.state_slots_used = I.state ? I.plan.n_slots - I.sched->free_slots() : 0;
+    s.snapshots_total = I.plan.n_snapshots;
+    s.snapshots_used = I.sched->snapshots() ? I.sched->snapshots()->n_used() : 0;
+    s.kv_bytes = I.kv ? int64_t(I.kv->shape().bytes()) : 0;
+    s.state_bytes = I.state ? I.plan.state_bytes() : 0;
+    s.snapshot_bytes = I.plan.snapshot_bytes();
+    s.weight_bytes = MemLog::global().get("weights");
+    s.max_model_len = I.plan.max_model_len;
+    s.max_num_seqs = I.plan.max_num_seqs;
+    s.max_num_batched_tokens = I.opts.max_num_batched_tokens;
+    return s;
+}
+
+}  // namespace tessera
