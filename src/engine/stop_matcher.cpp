@@ -2,6 +2,7 @@
 #include "engine/stop_matcher.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace tessera {
 
