@@ -93,6 +93,7 @@ struct EngineCore::Impl {
     std::vector<float> raw;  // a row before penalties, for logprobs
     EngineStats counters;
     int64_t decode_steps = 0;
+    bool logged_prefill = false;
 
     void emit_final(Live& l, FinishReason why, const std::string& error, RequestOutput out);
     void sample_row(Live& l, float* row);
@@ -120,7 +121,7 @@ EngineCore::EngineCore(const EngineOptions& o) : impl_(std::make_unique<Impl>())
     try {
         I.tok = load_tokenizer(o.model_path);
     } catch (const Error& e) {
-        TS_LOG_WARN("{}: no tokenizer ({}); requests must give token ids and get no text", o.model_path, e.what());
+        TS_LOG_INFO("no tokenizer ({}): requests give token ids and get no text", e.what());
     }
     I.eos = I.tok ? I.tok->eos_ids() : std::vector<int32_t>{};
     for (int32_t id : checkpoint_eos_ids(o.model_path))
@@ -386,6 +387,10 @@ bool EngineCore::step() {
             auto g = I.live.find(it.seq->id);
             if (g != I.live.end()) I.emit_final(*g->second, FinishReason::Error, e.what(), RequestOutput{});
         }
+    }
+    if (!decode_only && !I.logged_prefill) {  // the activation arena has grown to a prefill's size
+        I.logged_prefill = true;
+        MemLog::global().snapshot("after first prefill");
     }
     if (decode_only && I.opts.memlog_every > 0 && ++I.decode_steps % I.opts.memlog_every == 0)
         MemLog::global().snapshot(fmt::format("decode step {}", I.decode_steps));
