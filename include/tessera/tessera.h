@@ -122,6 +122,9 @@ typedef struct tessera_token_event {
 
 /* ---- errors ------------------------------------------------------------------------------ */
 TESSERA_API const char* tessera_last_error(void);                 /* never NULL */
+/* The status of the same failing call (OK after a success): for the calls that return a pointer,
+ * tessera_engine_create and tessera_get_logits. */
+TESSERA_API tessera_status tessera_last_status(void);
 TESSERA_API const char* tessera_status_name(tessera_status s);    /* "OK", "INVALID_ARGUMENT", ... */
 TESSERA_API const char* tessera_finish_reason_name(tessera_finish_reason r); /* "", "stop", "length", ... */
 TESSERA_API const char* tessera_version(void);                    /* "0.1.0" */
@@ -168,6 +171,12 @@ TESSERA_API tessera_status tessera_decode_step_req(tessera_engine* engine, const
 /* Ends the request (cancelling it if it is still generating, batched ones included), drops
  * its undelivered events, frees its caches and its id. NOT_FOUND for an unknown id. */
 TESSERA_API tessera_status tessera_finish_req(tessera_engine* engine, const char* request_id);
+
+/* Why the stream (request_id NULL) or a request ended: NONE while it goes on (or, for a step-mode
+ * stream, until its last token has been returned). E.g. STOP after the returned token was EOS or
+ * a stop id, LENGTH after the max_tokens-th token. NOT_FOUND for an unknown id or no stream. */
+TESSERA_API tessera_status tessera_get_finish_reason(tessera_engine* engine, const char* request_id,
+                                                     tessera_finish_reason* reason);
 
 /* ---- batched: continuous batching of whole requests ----------------------------------------
  * Queues a request that runs to completion under its sampling's max_tokens / stop ids / EOS,

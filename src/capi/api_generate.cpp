@@ -112,6 +112,20 @@ tessera_status tessera_finish_req(tessera_engine* engine, const char* request_id
     });
 }
 
+tessera_status tessera_get_finish_reason(tessera_engine* engine, const char* request_id,
+                                         tessera_finish_reason* reason) {
+    return guard([&] {
+        const char* fn = "tessera_get_finish_reason";
+        Bridge& b = deref(engine, fn, "engine").bridge;
+        tessera_finish_reason& out = deref(reason, fn, "reason");
+        out = TESSERA_FINISH_REASON_NONE;
+        const std::string name = request_id ? request_name(request_id, fn) : std::string();
+        std::lock_guard lock(b.mutex());
+        out = to_abi(b.finish_reason(request_id ? &name : nullptr));
+        return TESSERA_STATUS_OK;
+    });
+}
+
 tessera_status tessera_add_request(tessera_engine* engine, const char* request_id, const int32_t* tokens, int32_t n,
                                    const tessera_sampling* sampling) {
     return guard([&] {

@@ -21,8 +21,6 @@ struct Bridge::Live {
     std::deque<RequestOutput> pending;  // step mode: events not yet handed out
 };
 
-namespace {
-
 tessera_finish_reason to_abi(FinishReason r) {
     switch (r) {
     case FinishReason::None: return TESSERA_FINISH_REASON_NONE;
@@ -33,8 +31,6 @@ tessera_finish_reason to_abi(FinishReason r) {
     }
     return TESSERA_FINISH_REASON_ERROR;
 }
-
-}  // namespace
 
 Bridge::Bridge(const EngineOptions& opts) : core_(std::make_unique<EngineCore>(opts)) {}
 
@@ -81,6 +77,7 @@ void Bridge::dispatch() {
         if (final) {
             s.running = false;
             running_.erase(it);
+            if (!s.step_mode) s.finish = ev.finish;  // a step-mode stream's ends when it is handed out
         }
         if (ev.token < 0 && !final) continue;  // text-only events: the ABI deals in tokens
         if (s.step_mode) {
@@ -181,6 +178,12 @@ void Bridge::reset_stream() {
 void Bridge::finish(const std::string& name) {
     have_logits_ = false;
     drop(lookup(name, "tessera_finish_req"));
+}
+
+FinishReason Bridge::finish_reason(const std::string* name) {
+    const Live* s = name ? &lookup(*name, "tessera_get_finish_reason") : stream_.get();
+    if (!s) fail(ErrorKind::NotFound, "tessera_get_finish_reason: no stream (call tessera_prefill first)");
+    return s->finish;
 }
 
 void Bridge::add(const std::string& name, std::span<const int32_t> tokens, GenerationParams params) {

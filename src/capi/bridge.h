@@ -25,6 +25,8 @@ struct NextToken {
     std::string why;  // finished: "request 'x' has finished (length)"
 };
 
+tessera_finish_reason to_abi(FinishReason r);
+
 class Bridge {
 public:
     explicit Bridge(const EngineOptions& opts);
@@ -39,6 +41,7 @@ public:
     NextToken decode_step(const std::string* name);
     void reset_stream();
     void finish(const std::string& name);
+    FinishReason finish_reason(const std::string* name);  // None while it goes on
 
     // Batched.
     void add(const std::string& name, std::span<const int32_t> tokens, GenerationParams params);

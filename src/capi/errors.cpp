@@ -6,13 +6,17 @@
 namespace tessera::capi {
 namespace {
 thread_local std::string g_last_error;
+thread_local tessera_status g_last_status = TESSERA_STATUS_OK;
 }
 
-void set_last_error(std::string msg) { g_last_error = std::move(msg); }
-void clear_last_error() { g_last_error.clear(); }
+void clear_last_error() {
+    g_last_error.clear();
+    g_last_status = TESSERA_STATUS_OK;
+}
 
 tessera_status failure(tessera_status s, std::string msg) {
-    set_last_error(std::move(msg));
+    g_last_error = std::move(msg);
+    g_last_status = s;
     return s;
 }
 
@@ -35,6 +39,8 @@ tessera_status status_of(ErrorKind kind) {
 extern "C" {
 
 const char* tessera_last_error(void) { return tessera::capi::g_last_error.c_str(); }
+
+tessera_status tessera_last_status(void) { return tessera::capi::g_last_status; }
 
 const char* tessera_status_name(tessera_status s) {
     switch (s) {

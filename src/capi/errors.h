@@ -10,7 +10,6 @@
 
 namespace tessera::capi {
 
-void set_last_error(std::string msg);
 void clear_last_error();
 tessera_status status_of(ErrorKind kind);
 

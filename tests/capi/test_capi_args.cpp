@@ -34,12 +34,15 @@ TEST(CapiArgs, CreateFailuresReturnNullWithAReason) {
     const std::string missing = (fs::path(testing::TempDir()) / "no_such_model_dir").string();
     EXPECT_EQ(tessera_engine_create(missing.c_str(), nullptr), nullptr);
     EXPECT_TRUE(mentions("no_such_model_dir")) << tessera_last_error();
+    EXPECT_NE(tessera_last_status(), TESSERA_STATUS_OK);
+    EXPECT_NE(tessera_last_status(), TESSERA_STATUS_INTERNAL) << tessera_last_error();
 
     tessera_options o;
     tessera_options_default(&o);
     o.struct_size = 0;
     EXPECT_EQ(tessera_engine_create(fixture_dir().c_str(), &o), nullptr);
     EXPECT_TRUE(mentions("struct_size")) << tessera_last_error();
+    EXPECT_EQ(tessera_last_status(), TESSERA_STATUS_INVALID_ARGUMENT);
 }
 
 TEST(CapiArgs, OptionsStructSizeGrowsAndShrinks) {
@@ -176,6 +179,7 @@ TEST(CapiArgs, NoStreamNoLogits) {
     EXPECT_EQ(tessera_get_logits(e.get(), &n), nullptr);
     EXPECT_EQ(n, 0);
     EXPECT_TRUE(mentions("no logits")) << tessera_last_error();
+    EXPECT_EQ(tessera_last_status(), TESSERA_STATUS_NOT_FOUND);
     EXPECT_EQ(tessera_get_logits(e.get(), nullptr), nullptr);
     EXPECT_TRUE(mentions("n_vocab is NULL")) << tessera_last_error();
 }
@@ -191,6 +195,7 @@ TEST(CapiArgs, LastErrorIsClearedBySuccessAndPerThread) {
     EXPECT_TRUE(mentions("ghost"));  // this thread's message is untouched
     EXPECT_EQ(tessera_reset(e.get()), TESSERA_STATUS_OK);
     EXPECT_STREQ(tessera_last_error(), "");
+    EXPECT_EQ(tessera_last_status(), TESSERA_STATUS_OK);
 }
 
 TEST(CapiArgs, ModelFacts) {

@@ -127,3 +127,34 @@ TEST(CapiStream, ResetEndsTheStream) {
     ASSERT_EQ(tessera_memory_snapshot(e.get(), &m), TESSERA_STATUS_OK);
     EXPECT_EQ(m.kv_blocks_used, 0);  // the stream's blocks went back (cached ones count as free)
 }
+
+TEST(CapiStream, FinishReasons) {
+    EnginePtr e = open_fixture();
+    ASSERT_TRUE(e);
+    const auto g = reference()["greedy"];
+    const std::vector<int32_t> prompt = ids(g["prompt_ids"]), full = ids(g["new_ids"]);
+    tessera_finish_reason r = TESSERA_FINISH_REASON_ERROR;
+    EXPECT_EQ(tessera_get_finish_reason(e.get(), nullptr, &r), TESSERA_STATUS_NOT_FOUND);  // no stream yet
+    EXPECT_EQ(tessera_get_finish_reason(e.get(), "ghost", &r), TESSERA_STATUS_NOT_FOUND);
+    EXPECT_EQ(tessera_get_finish_reason(e.get(), nullptr, nullptr), TESSERA_STATUS_INVALID_ARGUMENT);
+
+    // Length: the max_tokens-th token is returned with OK, and only then is the reason known.
+    const tessera_sampling two = greedy(2);
+    int32_t tok = 0;
+    ASSERT_EQ(tessera_prefill(e.get(), prompt.data(), int32_t(prompt.size()), &two, &tok), TESSERA_STATUS_OK);
+    ASSERT_EQ(tessera_get_finish_reason(e.get(), nullptr, &r), TESSERA_STATUS_OK);
+    EXPECT_EQ(r, TESSERA_FINISH_REASON_NONE);
+    ASSERT_EQ(tessera_decode_step(e.get(), &tok), TESSERA_STATUS_OK);
+    EXPECT_EQ(tok, full[1]);
+    ASSERT_EQ(tessera_get_finish_reason(e.get(), nullptr, &r), TESSERA_STATUS_OK);
+    EXPECT_EQ(r, TESSERA_FINISH_REASON_LENGTH);
+
+    // Stop: the stop token is returned, then the reason is STOP.
+    tessera_sampling s = greedy(16);
+    s.stop_token_ids = &full[0];
+    s.n_stop_token_ids = 1;
+    ASSERT_EQ(tessera_prefill_req(e.get(), "r", prompt.data(), int32_t(prompt.size()), &s, &tok), TESSERA_STATUS_OK);
+    EXPECT_EQ(tok, full[0]);
+    ASSERT_EQ(tessera_get_finish_reason(e.get(), "r", &r), TESSERA_STATUS_OK);
+    EXPECT_EQ(r, TESSERA_FINISH_REASON_STOP);
+}
