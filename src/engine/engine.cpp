@@ -37,11 +37,10 @@ void Engine::cancel(uint64_t id) {
 void Engine::shutdown() {
     {
         std::lock_guard<std::mutex> lock(mu_);
-        if (stopping_ && !thread_.joinable()) return;
         stopping_ = true;
         cv_.notify_one();
     }
-    if (thread_.joinable()) thread_.join();
+    std::call_once(joined_, [this] { thread_.join(); });
 }
 
 EngineStats Engine::stats() const {
@@ -71,7 +70,11 @@ void Engine::loop() {
                 out.id = id;
                 out.finish = FinishReason::Error;
                 out.error = e.what();
-                if (cb) cb(out);
+                try {
+                    if (cb) cb(out);
+                } catch (...) {
+                    TS_LOG_ERROR("request {}: output callback threw", id);
+                }
             }
         }
         for (uint64_t id : cancels) core_.cancel(id);

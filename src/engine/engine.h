@@ -45,6 +45,7 @@ private:
     EngineStats stats_;
     bool stopping_ = false;
     std::atomic<uint64_t> next_id_{1};
+    std::once_flag joined_;
     std::thread thread_;
 };
 

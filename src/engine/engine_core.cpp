@@ -62,6 +62,19 @@ std::vector<int32_t> checkpoint_eos_ids(const std::string& path) {
     return ids;
 }
 
+// Runs a request's callback; a throwing callback is the caller's bug and must not take the
+// engine (or the other requests in the step) down with it.
+void deliver(const OutputCallback& cb, const RequestOutput& out) {
+    if (!cb) return;
+    try {
+        cb(out);
+    } catch (const std::exception& e) {
+        TS_LOG_ERROR("request {}: output callback threw: {}", out.id, e.what());
+    } catch (...) {
+        TS_LOG_ERROR("request {}: output callback threw", out.id);
+    }
+}
+
 // A request in flight: the scheduler's Sequence plus how it generates.
 struct Live {
     Sequence seq;
@@ -284,7 +297,7 @@ void EngineCore::Impl::emit_final(Live& l, FinishReason why, const std::string& 
     const uint64_t id = l.seq.id;
     OutputCallback cb = std::move(l.cb);
     live.erase(id);  // l is gone
-    if (cb) cb(out);
+    deliver(cb, out);
 }
 
 void EngineCore::cancel(uint64_t id) {
@@ -301,8 +314,10 @@ void EngineCore::resume(uint64_t id) {
 bool EngineCore::has_work() const { return impl_->sched->has_work(); }
 
 void EngineCore::Impl::fail_items(const StepPlan& plan, const std::string& msg) {
-    for (const StepItem& it : plan.items) {
-        auto f = live.find(it.seq->id);
+    std::vector<uint64_t> ids;
+    for (const StepItem& it : plan.items) ids.push_back(it.seq->id);
+    for (uint64_t id : ids) {
+        auto f = live.find(id);
         if (f != live.end()) emit_final(*f->second, FinishReason::Error, msg, RequestOutput{});
     }
 }
@@ -330,7 +345,7 @@ void EngineCore::Impl::sample_row(Live& l, float* row) {
     if (l.dec) out.text = l.stop->push(l.dec->push(token));
     if (l.stop->stopped()) return emit_final(l, FinishReason::Stop, "", std::move(out));
     if (int64_t(l.seq.tokens.size()) >= l.seq.max_len) return emit_final(l, FinishReason::Length, "", std::move(out));
-    if (l.cb) l.cb(out);
+    deliver(l.cb, out);
 }
 
 bool EngineCore::step() {
@@ -379,12 +394,13 @@ bool EngineCore::step() {
     for (const StepItem& it : plan.items) {
         if (!it.logits) continue;
         float* r = I.logits.data() + row++ * V;
-        auto f = I.live.find(it.seq->id);
+        const uint64_t id = it.seq->id;  // it.seq dies with its request
+        auto f = I.live.find(id);
         if (f == I.live.end()) continue;
         try {
             I.sample_row(*f->second, r);
         } catch (const std::exception& e) {
-            auto g = I.live.find(it.seq->id);
+            auto g = I.live.find(id);
             if (g != I.live.end()) I.emit_final(*g->second, FinishReason::Error, e.what(), RequestOutput{});
         }
     }
