@@ -39,17 +39,19 @@ inline std::vector<float> reference_logits(const std::string& tag, int64_t row) 
     return f ? out : std::vector<float>{};
 }
 
-// qwen3_tiny with the real Qwen3 tokenizer and generation_config.json's eos_token_id = `eos`
-// (a token the greedy continuation reaches): a model that can tokenize and stop at EOS. Empty
-// when the shared tokenizer files are absent.
-inline std::string model_with_tokenizer(int32_t eos) {
-    if (!fs::exists(qwen3_tokenizer_dir() / "tokenizer.json")) return {};
-    const fs::path dir = fs::path(testing::TempDir()) / ("capi_qwen3_tok_eos" + std::to_string(eos));
+// qwen3_tiny with generation_config.json's eos_token_id = `eos` (a token the greedy continuation
+// reaches), and with the real Qwen3 tokenizer if `with_tokenizer`: a model that stops at EOS and
+// can tokenize. Empty when the tokenizer is asked for and the shared files are absent.
+inline std::string model_with_eos(int32_t eos, bool with_tokenizer) {
+    if (with_tokenizer && !fs::exists(qwen3_tokenizer_dir() / "tokenizer.json")) return {};
+    const fs::path dir = fs::path(testing::TempDir()) /
+        ("capi_qwen3_eos" + std::to_string(eos) + (with_tokenizer ? "_tok" : ""));
     fs::remove_all(dir);
     fs::create_directories(dir);
     for (const char* f : {"config.json", "model.safetensors"}) fs::create_symlink(fs::absolute(fixture_dir() / f), dir / f);
-    for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
-        fs::create_symlink(fs::absolute(qwen3_tokenizer_dir() / f), dir / f);
+    if (with_tokenizer)
+        for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+            fs::create_symlink(fs::absolute(qwen3_tokenizer_dir() / f), dir / f);
     std::ofstream(dir / "generation_config.json") << "{\"eos_token_id\": " << eos << "}\n";
     return dir.string();
 }

@@ -2,6 +2,7 @@
 // tessera_step) give each request the tokens it gets alone, and events beyond cap wait.
 #include <map>
 #include <string>
+#include <thread>
 
 #include "capi_test_util.h"
 
@@ -176,4 +177,21 @@ TEST(CapiRequests, BatchedEventsWaitWhileStreamsStep) {
     EXPECT_EQ(c.tokens.at("batched"), p.g_want);
     EXPECT_EQ(c.finished.at("batched"), 1);
     EXPECT_FALSE(c.tokens.count("s"));  // step-mode tokens never show up in tessera_step
+}
+
+TEST(CapiRequests, ThreadsShareOneEngine) {
+    EnginePtr e = open_fixture();
+    ASSERT_TRUE(e);
+    const Prompts p = prompts();
+    const tessera_sampling s = greedy(16);
+    std::vector<std::vector<int32_t>> got(4);
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < got.size(); ++i)
+        threads.emplace_back([&, i] {
+            const std::string id = "t" + std::to_string(i);
+            got[i] = run_stream(e.get(), id.c_str(), p.g, s);
+            EXPECT_EQ(tessera_finish_req(e.get(), id.c_str()), TESSERA_STATUS_OK) << tessera_last_error();
+        });
+    for (auto& t : threads) t.join();
+    for (const auto& g : got) EXPECT_EQ(g, p.g_want);
 }

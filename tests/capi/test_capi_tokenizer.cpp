@@ -7,7 +7,7 @@
 using namespace capi_test;
 
 TEST(CapiTokenizer, RoundTripAndSizeQueries) {
-    const std::string model = model_with_tokenizer(511);
+    const std::string model = model_with_eos(511, /*with_tokenizer=*/true);
     if (model.empty()) GTEST_SKIP() << "no ../shared/data/tokenizers/qwen3";
     EnginePtr e = open_engine(model);
     ASSERT_TRUE(e);
