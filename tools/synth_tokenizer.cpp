@@ -1,9 +1,13 @@
 #include "synth_tokenizer.h"
 
 #include <cctype>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 
@@ -23,6 +27,11 @@ constexpr const char* kChatML =
     "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
     "{%- endfor %}"
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
+
+// Qwen2's split rule (llama.cpp's tokenizer.ggml.pre "qwen2"), as tokenizer.json writes it.
+constexpr const char* kQwen2Split =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 // GPT-2's byte -> printable code point map, as UTF-8 strings.
 std::vector<std::string> byte_alphabet() {
@@ -120,6 +129,54 @@ void add_tokenizer_metadata(GgufWriter& w, const SynthTokenizer& t) {
     w.set("tokenizer.ggml.padding_token_id", GgufValue::u32(uint32_t(t.pad)));
     w.set("tokenizer.ggml.add_bos_token", GgufValue::boolean(false));
     w.set("tokenizer.chat_template", GgufValue::string(kChatML));
+}
+
+}  // namespace tessera::cli
+
+namespace tessera::cli {
+
+void write_synth_tokenizer_files(const SynthTokenizer& t, const std::string& dir) {
+    using ojson = nlohmann::ordered_json;
+    const ojson byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}};
+    ojson vocab = ojson::object(), added = ojson::array();
+    for (size_t id = 0; id < t.tokens.size(); ++id) {
+        if (t.types[id] == 1) {
+            TS_CHECK(!vocab.contains(t.tokens[id]), "synthetic tokenizer: token '{}' appears twice", t.tokens[id]);
+            vocab[t.tokens[id]] = id;
+        } else if (t.types[id] == 3) {
+            added.push_back({{"id", id}, {"content", t.tokens[id]}, {"single_word", false}, {"lstrip", false},
+                             {"rstrip", false}, {"normalized", false}, {"special", true}});
+        }
+    }
+    ojson tj = {
+        {"version", "1.0"},
+        {"truncation", nullptr},
+        {"padding", nullptr},
+        {"added_tokens", added},
+        {"normalizer", {{"type", "NFC"}}},
+        {"pre_tokenizer",
+         {{"type", "Sequence"},
+          {"pretokenizers",
+           {{{"type", "Split"}, {"pattern", {{"Regex", kQwen2Split}}}, {"behavior", "Isolated"}, {"invert", false}},
+            byte_level}}}},
+        {"post_processor", byte_level},
+        {"decoder", byte_level},
+        {"model",
+         {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", ""},
+          {"end_of_word_suffix", ""}, {"fuse_unk", false}, {"byte_fallback", false}, {"ignore_merges", false},
+          {"vocab", vocab}, {"merges", t.merges}}},
+    };
+    const ojson cfg = {{"add_bos_token", false},     {"add_prefix_space", false},
+                       {"bos_token", nullptr},       {"eos_token", t.tokens[size_t(t.eos)]},
+                       {"pad_token", t.tokens[size_t(t.pad)]}, {"unk_token", nullptr},
+                       {"chat_template", kChatML},   {"model_max_length", 131072},
+                       {"tokenizer_class", "Qwen2Tokenizer"}};
+    for (const auto& [name, j] : {std::pair<const char*, const ojson*>{"tokenizer.json", &tj}, {"tokenizer_config.json", &cfg}}) {
+        const std::string path = (std::filesystem::path(dir) / name).string();
+        std::ofstream f(path, std::ios::binary);
+        f << j->dump(2);
+        if (!f) fail(ErrorKind::Io, "{}: cannot write", path);
+    }
 }
 
 }  // namespace tessera::cli
