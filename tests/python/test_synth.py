@@ -160,6 +160,16 @@ def test_tiny_gguf_reads_back_in_gguf_py_and_runs(arch, typ, tiny, tmp_path):
     assert np.isfinite(lg).all() and lg.std() > 1e-3
 
 
+@pytest.mark.parametrize("arch", ARCHS)
+def test_activations_stay_finite_through_many_layers(arch, tmp_path):
+    """The scaling keeps every layer's output O(1): 64 layers still give finite, spread logits."""
+    out = tmp_path / "deep.gguf"
+    synth("--arch", arch, "--preset", "tiny", "--layers", 64, "--type", "q4_0", "--out", out)
+    lg = logits(out, tmp_path)
+    assert np.isfinite(lg).all()
+    assert 0.1 < lg.std() < 10 and len(set(lg.argmax(1).tolist())) >= 3
+
+
 @pytest.mark.parametrize("typ", ["q4_0", "q4_k", "q8_0"])
 def test_random_codes_have_the_float_recipes_std(typ, tiny):
     """Quantized weights are random codes with block scales giving std 1/sqrt(cols) (embeddings 1)
@@ -232,9 +242,12 @@ def test_real_tokenizer_is_embedded_and_tokenizes_like_hf(tmp_path):
     assert f("tokenizer.ggml.pre") == "qwen2" and "im_start" in f("tokenizer.chat_template")
     texts = ["Hello world! It's 1234 tokens.", "中文字符测试，标点。 café naïve", "  spaces\n\n\tand tabs  ",
              "def f(x):\n    return x**2  # 🤗"]
-    for text in texts:
-        got = run_tessera("tokenize", "--model", out, "--text", text).stdout.split()
-        assert [int(x) for x in got] == hf.encode(text, add_special_tokens=False).ids, text
+    batch = tmp_path / "texts.json"
+    batch.write_text(json.dumps(texts))
+    lines = run_tessera("tokenize", "--model", out, "--batch", batch).stdout.splitlines()
+    assert len(lines) == len(texts)
+    for text, line in zip(texts, lines):
+        assert [int(x) for x in line.split()] == hf.encode(text, add_special_tokens=False).ids, text
     special = "<|im_start|>user\nhi<|im_end|>"
     got = run_tessera("tokenize", "--model", out, "--text", special, "--special").stdout.split()
     assert [int(x) for x in got] == hf.encode(special).ids
