@@ -115,7 +115,9 @@ def tiny(tmp_path_factory):
             synth("--arch", arch, "--preset", "tiny", "--type", typ, "--out", out)
             cache[(arch, typ)] = out
         return cache[(arch, typ)]
-    return get
+    yield get
+    for path in cache.values():  # keep /tmp small: pytest retains its last temp folders
+        path.unlink()
 
 
 @pytest.mark.parametrize("typ", TYPES)
@@ -166,6 +168,7 @@ def test_activations_stay_finite_through_many_layers(arch, tmp_path):
     out = tmp_path / "deep.gguf"
     synth("--arch", arch, "--preset", "tiny", "--layers", 64, "--type", "q4_0", "--out", out)
     lg = logits(out, tmp_path)
+    out.unlink()
     assert np.isfinite(lg).all()
     assert 0.1 < lg.std() < 10 and len(set(lg.argmax(1).tolist())) >= 3
 
@@ -252,6 +255,7 @@ def test_real_tokenizer_is_embedded_and_tokenizes_like_hf(tmp_path):
     got = run_tessera("tokenize", "--model", out, "--text", special, "--special").stdout.split()
     assert [int(x) for x in got] == hf.encode(special).ids
     assert len(run_ids(out)) == 8
+    out.unlink()
 
 
 def read_safetensors(path):
