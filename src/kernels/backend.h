@@ -53,10 +53,21 @@ struct SeqPlan {
 };
 
 enum class GdnMode : uint8_t {
-    Recurrent,  // token by token (decode; the definition)
-    Chunked,    // the chunked WY form over 64-token chunks (prefill); equal to Recurrent
+    Recurrent,  // token by token for every sequence (the definition)
+    Chunked,    // per sequence: the chunked WY form, a lone token the recurrent step (see GdnParams)
 };
 
+// How gated_delta_rule computes each sequence of a batch (equal to the definition up to f32
+// rounding in every mode; the rule fixes the rounding so results are batch-invariant):
+//  - Recurrent: every token by the recurrent step.
+//  - Chunked: the sequence's tokens in this call are cut into chunks of `chunk` counted from its
+//    first token in the call; each chunk takes the WY form, except that a sequence of exactly one
+//    token, and a last partial chunk of exactly one token (chunk > 1), take the recurrent step.
+// So in Chunked mode a sequence's outputs and final state depend only on its own tokens, its
+// starting state and where its calls begin: running tokens [0, n) in one call is bit-identical to
+// [0, a) then [a, n) whenever a is a multiple of `chunk`, and a one-token decode gives the same
+// bits alone, batched with other decodes, or batched with prefills. Models always pass Chunked
+// (the engine splits prompts and restores prefix snapshots at multiples of 64 = chunk).
 struct GdnParams {
     int n_k_heads = 0;         // nk: q/k heads
     int n_v_heads = 0;         // nv: v heads, a multiple of nk (r = nv / nk)
@@ -64,7 +75,7 @@ struct GdnParams {
     // re-tiled qwen35 GGUF order).
     bool tiled_heads = false;
     GdnMode mode = GdnMode::Recurrent;
-    int chunk = 64;
+    int chunk = 64;  // Chunked: tokens per WY chunk, in [1, 256]
 };
 
 // MoE expert weights, one view per expert (slices of stacked [E, rows, cols] tensors or separate

@@ -100,7 +100,6 @@ public:
             TS_CHECK(s >= 0 && s < caches.state->shape().n_slots, "sequence without a state slot ({})", s);
         arena_.reset();
         const SeqPlan plan = b.seq_plan();
-        const bool prefill = T > b.n_seqs();
 
         Tensor x = arena_.tensor(DType::F32, {T, H});  // residual stream
         Tensor h = arena_.tensor(DType::F32, {T, H});  // normed input of a block
@@ -113,7 +112,7 @@ public:
                 L.attn.forward(be_, arena_, cfg_, rope_, h, o, caches.kv->k(L.cache_index), caches.kv->v(L.cache_index), b);
             else
                 L.gdn.forward(be_, arena_, cfg_, h, o, caches.state->conv(L.cache_index),
-                              caches.state->recurrent(L.cache_index), plan, prefill);
+                              caches.state->recurrent(L.cache_index), plan);
             be_.add(x, x, o);
             arena_.rewind(mark);
             be_.rms_norm(h, x, L.post_norm, cfg_.rms_eps);

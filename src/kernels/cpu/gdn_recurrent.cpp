@@ -156,10 +156,29 @@ void gated_delta_rule(const HeadsView& o, const HeadsView& q, const HeadsView& k
             h.beta_s = beta_s;
             h.S = state + plan.slot[s] * slot_stride + hv * dk * dv;
             if (h.n == 0) continue;
-            if (chunked)
-                gdn::chunked(h, p.chunk, simd);
-            else
+            if (!chunked) {
                 gdn::recurrent(h, simd);
+                continue;
+            }
+            // Chunks of p.chunk from the sequence's first token; a lone token (a decode, or a last
+            // chunk of one) takes the recurrent step, so it gives the same bits alone or batched.
+            const int64_t n_wy = h.n == 1 || (p.chunk > 1 && h.n % p.chunk == 1) ? h.n - 1 : h.n;
+            if (n_wy > 0) {
+                gdn::Head wy = h;
+                wy.n = n_wy;
+                gdn::chunked(wy, p.chunk, simd);
+            }
+            if (n_wy < h.n) {
+                gdn::Head one = h;
+                one.n = 1;
+                one.q += n_wy * h.q_s;
+                one.k += n_wy * h.k_s;
+                one.v += n_wy * h.v_s;
+                one.g += n_wy * h.g_s;
+                one.beta += n_wy * h.beta_s;
+                one.o += n_wy * h.o_s;
+                gdn::recurrent(one, simd);
+            }
         }
     });
 }

@@ -2,7 +2,12 @@
 // for quantized weights), then run (weight-row block × 64-token tile) tasks over the thread pool;
 // inside a task K is chunked so a block of weight rows stays in L1 while the token tile streams
 // past it, and each weight load in the row-dot kernels is shared by up to 4 tokens.
+//
+// Batch invariance: y[t, n] is always Σ over the same K chunks (a size fixed by the dtypes and K,
+// never by T), each a row-dot the kernels compute alike for any row count, added in ascending
+// order — so a row's result does not depend on T, its place in the tile or the thread count.
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "core/status.h"
@@ -24,7 +29,7 @@ void matmul(float* y, int64_t y_stride, const float* x, int64_t x_stride, const 
     const DotKernel* dk = dot_kernel(w_type);
     if (!dk) fail(ErrorKind::Unsupported, "matmul: weights of dtype {} are not supported on cpu", dtype_name(w_type));
     if (T == 0 || N == 0) return;
-    const RowDotFn dot = simd_enabled() ? dk->simd : dk->scalar;
+    const RowDotFn dot = simd_enabled() ? dk->simd.fn : dk->scalar.fn;
     ThreadPool& pool = ThreadPool::global();
 
     // Activations in the kernel's format: x itself for float weights, else q8 rows.
@@ -41,30 +46,54 @@ void matmul(float* y, int64_t y_stride, const float* x, int64_t x_stride, const 
         act = q;
     }
 
-    // Cache blocking for T > 1: split K into chunks so that four activation rows of a chunk and
-    // the chunks of a block of weight rows stay in L1 while the token tile passes them.
+    // Cache blocking: split K into chunks so that four activation rows of a chunk and the chunks
+    // of a block of weight rows stay in L1 while the token tile passes them: about kActChunkBytes,
+    // in equal whole blocks (K = 2048 of q8_K activations is one chunk, not 1792 + 256). T must
+    // not enter here.
     const int64_t blk = dtype_info(w_type).block_elems;
     const double act_bpe = double(act_row_bytes(dk->act, K)) / double(K), w_bpe = double(dtype_row_bytes(w_type, K)) / double(K);
-    int64_t kc = K;
-    if (T > 1) kc = std::clamp<int64_t>(int64_t(double(kActChunkBytes) / (kMaxDotRows * act_bpe)) / blk * blk, blk, K);
+    const double kc_target = double(kActChunkBytes) / (kMaxDotRows * act_bpe);
+    const int64_t n_split = std::max<int64_t>(1, std::llround(double(K) / kc_target));
+    const int64_t kc = std::clamp<int64_t>((K / blk + n_split - 1) / n_split * blk, blk, K);
     const int64_t nb = std::clamp<int64_t>(int64_t(double(kWeightChunkBytes) / (double(kc) * w_bpe)), 1, 64);
     const int64_t n_blocks = (N + nb - 1) / nb;
     const int64_t t_tiles = (T + kTokenTile - 1) / kTokenTile;
     const char* wc = static_cast<const char*>(w);
+    // Byte offsets of each K chunk in a weight row and an activation row (kept out of the loops:
+    // dtype_row_bytes divides).
+    const int64_t n_chunks = (K + kc - 1) / kc;
+    thread_local std::vector<size_t> chunk_off;
+    chunk_off.resize(size_t(2 * n_chunks));
+    for (int64_t c = 0; c < n_chunks; ++c) {
+        chunk_off[size_t(2 * c)] = dtype_row_bytes(w_type, c * kc);
+        chunk_off[size_t(2 * c + 1)] = act_row_bytes(dk->act, c * kc);
+    }
+    const size_t* off = chunk_off.data();
 
     pool.parallel_for(n_blocks * t_tiles, [&](int64_t begin, int64_t end) {
         float out[kMaxDotRows];
         for (int64_t task = begin; task < end; ++task) {
             const int64_t n0 = (task / t_tiles) * nb, n1 = std::min(N, n0 + nb);
             const int64_t t0 = (task % t_tiles) * kTokenTile, t1 = std::min(T, t0 + kTokenTile);
-            for (int64_t k0 = 0; k0 < K; k0 += kc) {
-                const int64_t klen = std::min(kc, K - k0);
-                const char* wk = wc + dtype_row_bytes(w_type, k0);
-                const char* ak = act + act_row_bytes(dk->act, k0);
+            if (t1 - t0 <= kMaxDotRows) {
+                // One row group (decode): nothing to reuse across rows, so each weight row streams
+                // whole through one call that sums the same K chunks in the same order as below.
+                const int R = int(t1 - t0);
+                const char* at = act + t0 * act_stride;
+                for (int64_t n = n0; n < n1; ++n) {
+                    dot(wc + n * w_stride_bytes, at, act_stride, R, K, kc, out);
+                    for (int r = 0; r < R; ++r) y[(t0 + r) * y_stride + n] = out[r];
+                }
+                continue;
+            }
+            for (int64_t c = 0; c < n_chunks; ++c) {
+                const int64_t k0 = c * kc, klen = std::min(kc, K - k0);
+                const char* wk = wc + off[2 * c];
+                const char* ak = act + off[2 * c + 1];
                 for (int64_t t = t0; t < t1; t += kMaxDotRows) {
                     const int R = int(std::min<int64_t>(kMaxDotRows, t1 - t));
                     for (int64_t n = n0; n < n1; ++n) {
-                        dot(wk + n * w_stride_bytes, ak + t * act_stride, act_stride, R, klen, out);
+                        dot(wk + n * w_stride_bytes, ak + t * act_stride, act_stride, R, klen, klen, out);
                         for (int r = 0; r < R; ++r) {
                             float& dst = y[(t + r) * y_stride + n];
                             dst = k0 == 0 ? out[r] : dst + out[r];

@@ -5,8 +5,8 @@
 // Batch invariance (a token's output does not depend on the other tokens of the batch): every
 // output element is one row-dot over the full K (the kernels treat each of their <= 4 rows
 // alike), whatever slice of N or group of tokens it falls in, and the sum over a token's k
-// experts runs in j order. cpu::matmul is not used as such because it blocks K differently for
-// T == 1 and T > 1 (another f32 summation order); its row-dot kernels are.
+// experts runs in j order. The experts call the row-dot kernels directly (one chunk over all of
+// K) rather than cpu::matmul, whose tiles are sized for a dense layer's many tokens.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -96,7 +96,7 @@ const char* row_ptr(const MoeMatrix& m, int64_t r) { return static_cast<const ch
 void expert_matmul(float* y, int64_t ys, const float* x, int64_t xs, int64_t rows, const MoeMatrix& m, int64_t n0,
                    int64_t n1, int64_t K) {
     const DotKernel* dk = dot_kernel(m.dtype);
-    const RowDotFn dot = simd_enabled() ? dk->simd : dk->scalar;
+    const RowDot dot = simd_enabled() ? dk->simd : dk->scalar;
     const char* act = reinterpret_cast<const char*>(x);
     size_t as = size_t(xs) * sizeof(float);
     thread_local std::vector<char> qbuf;

@@ -64,8 +64,7 @@ int64_t GatedDeltaNet::activation_floats(const ModelConfig& c) {
 }
 
 void GatedDeltaNet::forward(Backend& be, Arena& arena, const ModelConfig& c, const Tensor& x, const Tensor& out,
-                            const Tensor& conv_state, const Tensor& rec_state, const SeqPlan& plan,
-                            bool prefill) const {
+                            const Tensor& conv_state, const Tensor& rec_state, const SeqPlan& plan) const {
     const int64_t T = x.dim(0), nk = c.gdn_k_heads, nv = c.gdn_v_heads, dk = c.gdn_dk, dv = c.gdn_dv;
     const int64_t C = 2 * nk * dk + nv * dv;
     Tensor mixed = arena.tensor(DType::F32, {T, C});  // q | k | v before the conv
@@ -90,7 +89,7 @@ void GatedDeltaNet::forward(Backend& be, Arena& arena, const ModelConfig& c, con
     gp.n_k_heads = int(nk);
     gp.n_v_heads = int(nv);
     gp.tiled_heads = c.gdn_tiled_heads;
-    gp.mode = prefill ? GdnMode::Chunked : GdnMode::Recurrent;
+    gp.mode = GdnMode::Chunked;  // per sequence: WY chunks of 64, a lone token the recurrent step
     Tensor o3 = o.view({T, nv, dv});
     be.gated_delta_rule(o3, q, k, v, g, beta, rec_state, plan, gp);
     be.rms_norm_gated(o3, o3, z.view({T, nv, dv}), norm, c.rms_eps);

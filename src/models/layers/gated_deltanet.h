@@ -27,9 +27,11 @@ struct GatedDeltaNet {
     static int64_t activation_floats(const ModelConfig& c);
 
     // out[T, H] = the mixer applied to x[T, H] (already normed), continuing each sequence from its
-    // slots in conv_state [n_slots, K-1, C] / rec_state [n_slots, nv, dk, dv].
+    // slots in conv_state [n_slots, K-1, C] / rec_state [n_slots, nv, dk, dv]. The delta rule runs
+    // in GdnMode::Chunked, which picks the form per sequence (decodes: recurrent), so a sequence's
+    // result does not depend on what else is in the batch.
     void forward(Backend& be, Arena& arena, const ModelConfig& c, const Tensor& x, const Tensor& out,
-                 const Tensor& conv_state, const Tensor& rec_state, const SeqPlan& plan, bool prefill) const;
+                 const Tensor& conv_state, const Tensor& rec_state, const SeqPlan& plan) const;
 };
 
 }  // namespace tessera
