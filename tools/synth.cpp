@@ -9,9 +9,23 @@
 #include "cli.h"
 #include "core/status.h"
 #include "synth_job.h"
+#include "tokenizer/tokenizer.h"
 
 namespace tessera::cli {
 namespace {
+
+// Loads --tokenizer into the job; a tiny preset takes the tokenizer's vocabulary (rounded up to a
+// multiple of 64), a real-size preset must already hold it.
+void load_job_tokenizer(SynthJob& job) {
+    if (job.tokenizer.empty()) return;
+    job.tok = load_tokenizer(job.tokenizer);
+    ModelConfig& c = job.preset.cfg;
+    const int64_t n = job.tok->vocab_size();
+    if (n <= c.vocab_size) return;
+    TS_CHECK(job.preset.name == "tiny", "--tokenizer {}: its {} tokens do not fit {}'s vocabulary of {}", job.tokenizer, n,
+             job.preset.name, c.vocab_size);
+    c.vocab_size = (n + 63) / 64 * 64;
+}
 
 SynthJob parse_job(const Args& args) {
     SynthJob job;
@@ -32,7 +46,7 @@ SynthJob parse_job(const Args& args) {
     job.seed = uint64_t(seed);
     job.tokenizer = args.get("tokenizer", "");
     if (!args.flag("dry-run")) job.out = args.require("out");
-    synth_load_tokenizer(job);
+    load_job_tokenizer(job);
     return job;
 }
 

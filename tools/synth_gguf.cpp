@@ -40,17 +40,6 @@ void add_tokenizer(GgufWriter& w, const SynthJob& job) {
 
 }  // namespace
 
-void synth_load_tokenizer(SynthJob& job) {
-    if (job.tokenizer.empty()) return;
-    job.tok = load_tokenizer(job.tokenizer);
-    ModelConfig& c = job.preset.cfg;
-    const int64_t n = job.tok->vocab_size();
-    if (n <= c.vocab_size) return;
-    TS_CHECK(job.preset.name == "tiny", "--tokenizer {}: its {} tokens do not fit {}'s vocabulary of {}", job.tokenizer, n,
-             job.preset.name, c.vocab_size);
-    c.vocab_size = (n + 63) / 64 * 64;
-}
-
 void write_synth_gguf(const SynthJob& job) {
     const ModelConfig& c = job.preset.cfg;
     GgufWriter w;

@@ -27,10 +27,6 @@ struct SynthJob {
     std::shared_ptr<const Tokenizer> tok;  // loaded from `tokenizer`
 };
 
-// Loads --tokenizer into the job; a tiny preset takes the tokenizer's vocabulary (rounded up to a
-// multiple of 64), a real-size preset must already hold it.
-void synth_load_tokenizer(SynthJob& job);
-
 // The ggml type a tensor is stored in for `want`: f32 outside the weight matrices; f16 where a
 // row does not fit want's blocks (as `tessera convert`).
 DType synth_gguf_type(const SynthTensor& t, DType want);

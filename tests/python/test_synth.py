@@ -256,6 +256,10 @@ def test_real_tokenizer_is_embedded_and_tokenizes_like_hf(tmp_path):
     assert [int(x) for x in got] == hf.encode(special).ids
     assert len(run_ids(out)) == 8
     out.unlink()
+    # A real-size preset keeps its published vocabulary: a bigger tokenizer is an error, not a resize.
+    p = run_tessera("synth", "--arch", "llama", "--preset", "llama-3-8b", "--tokenizer", QWEN3_TOKENIZER, "--dry-run",
+                    check=False)
+    assert p.returncode != 0 and "128256" in p.stderr
 
 
 def read_safetensors(path):
