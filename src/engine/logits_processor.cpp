@@ -47,35 +47,51 @@ void LogitsProcessor::accept(int32_t token) {
 }
 
 namespace {
-// max and log Σ exp(x - max) over the non-NaN logits.
-std::pair<double, double> log_normalizer(const float* logits, int vocab) {
-    double mx = -INFINITY;
-    for (int i = 0; i < vocab; ++i)
-        if (!std::isnan(logits[i])) mx = std::max(mx, double(logits[i]));
-    double sum = 0.0;
-    for (int i = 0; i < vocab; ++i)
-        if (!std::isnan(logits[i]) && std::isfinite(mx)) sum += std::exp(double(logits[i]) - mx);
-    return {mx, std::log(sum)};
-}
+
+// log_softmax over the non-NaN logits, in double with max-subtraction. Degenerate rows stay
+// defined: +inf logits share the mass equally; a row with nothing above -inf gives -inf.
+struct LogSoftmax {
+    double mx = -INFINITY, lse = 0.0;
+    int64_t n_pos_inf = 0;
+    LogSoftmax(const float* logits, int vocab) {
+        TS_CHECK(vocab > 0, "logprobs over an empty vocabulary ({})", vocab);
+        for (int i = 0; i < vocab; ++i)
+            if (!std::isnan(logits[i])) mx = std::max(mx, double(logits[i]));
+        if (mx == INFINITY) {
+            for (int i = 0; i < vocab; ++i) n_pos_inf += logits[i] == INFINITY;
+            return;
+        }
+        if (mx == -INFINITY) return;
+        double sum = 0.0;
+        for (int i = 0; i < vocab; ++i)
+            if (!std::isnan(logits[i])) sum += std::exp(double(logits[i]) - mx);
+        lse = std::log(sum);  // sum >= 1: the max contributes exp(0)
+    }
+    float operator()(float x) const {
+        if (std::isnan(x) || mx == -INFINITY) return -INFINITY;
+        if (mx == INFINITY) return x == INFINITY ? float(-std::log(double(n_pos_inf))) : -INFINITY;
+        return float(double(x) - mx - lse);
+    }
+};
+
 }  // namespace
 
 float token_logprob(const float* logits, int vocab, int32_t token) {
-    TS_CHECK(token >= 0 && token < vocab, "logprob of token {} outside the vocabulary", token);
-    if (std::isnan(logits[token])) return -INFINITY;
-    const auto [mx, lse] = log_normalizer(logits, vocab);
-    return float(double(logits[token]) - mx - lse);
+    TS_CHECK(token >= 0 && token < vocab, "logprob of token {} outside the vocabulary [0, {})", token, vocab);
+    return LogSoftmax(logits, vocab)(logits[token]);
 }
 
 std::vector<TokenLogprob> top_logprobs(const float* logits, int vocab, int n) {
+    const LogSoftmax ls(logits, vocab);
     n = std::clamp(n, 0, vocab);
-    const auto [mx, lse] = log_normalizer(logits, vocab);
     std::vector<int32_t> ids(static_cast<size_t>(vocab));
     for (int i = 0; i < vocab; ++i) ids[size_t(i)] = i;
     auto val = [&](int32_t i) { return std::isnan(logits[i]) ? -INFINITY : logits[i]; };
     std::partial_sort(ids.begin(), ids.begin() + n, ids.end(),
                       [&](int32_t a, int32_t b) { return val(a) > val(b) || (val(a) == val(b) && a < b); });
     std::vector<TokenLogprob> out;
-    for (int i = 0; i < n; ++i) out.push_back({ids[size_t(i)], float(double(val(ids[size_t(i)])) - mx - lse)});
+    out.reserve(size_t(n));
+    for (int i = 0; i < n; ++i) out.push_back({ids[size_t(i)], ls(logits[ids[size_t(i)]])});
     return out;
 }
 

@@ -15,18 +15,23 @@ std::string StopMatcher::push(const std::string& text) {
     if (stopped_) return "";
     held_ += text;
     if (stops_.empty()) return std::exchange(held_, std::string());
-    // The earliest complete stop string.
-    size_t best = std::string::npos;
+    // The stop string that completes first (smallest end; on a tie the longer one, which starts
+    // earlier): what streaming the same text byte by byte would have stopped on, so the result
+    // does not depend on how the text was split into pushes.
+    size_t best_end = std::string::npos, best_at = 0;
     for (const std::string& s : stops_) {
         const size_t at = held_.find(s);
-        if (at < best) {
-            best = at;
+        if (at == std::string::npos) continue;
+        const size_t end = at + s.size();
+        if (end < best_end || (end == best_end && at < best_at)) {
+            best_end = end;
+            best_at = at;
             matched_ = s;
         }
     }
-    if (best != std::string::npos) {
+    if (best_end != std::string::npos) {
         stopped_ = true;
-        std::string out = held_.substr(0, best);
+        std::string out = held_.substr(0, best_at);
         held_.clear();
         return out;
     }
