@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The README's first command: set up, build, make the embedded default model and answer a
-# chat request with it. Safe to run twice.
+# The README's first command: set up, build, make the embedded default model, serve it and
+# answer a chat request through the OpenAI-compatible API. Safe to run twice.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -9,5 +9,5 @@ cmake --build --preset release -j"$(nproc)" --target tessera
 BIN=build/release/tessera
 MODEL=build/default-model.gguf
 [ -f "$MODEL" ] || "$BIN" synth --arch qwen3 --preset tiny --out "$MODEL"
-echo "== tessera run $MODEL --chat =="
-"$BIN" run "$MODEL" --chat --prompt "Hello! Who are you?" --max-tokens 32 --temperature 0.8 --seed 1
+echo "== tessera serve $MODEL, and one chat request through the OpenAI API =="
+python3 scripts/demo_chat.py "$BIN" "$MODEL" "Hello! Who are you?"
