@@ -59,84 +59,80 @@ inline int32_t q6_K_offset_term(const int8_t* sc, const int16_t* bsums) {
 
 }  // namespace
 
-void dot_q4_K_scalar(const void* w, const void* x, size_t xs, int R, int64_t K, int64_t kc, float* out) {
+void dot_q4_K_scalar(const void* w, const void* x, size_t xs, int R, int64_t K, float* out) {
     const auto* wb = static_cast<const BlockQ4_K*>(w);
-    sum_chunks(R, K, kc, out, [&](int64_t k0, int64_t n, float* acc) {
-        for (int r = 0; r < R; ++r) acc[r] = 0.f;
-        uint8_t sc[8], mn[8];
-        for (int64_t b = k0 / QK_K; b < (k0 + n) / QK_K; ++b) {
-            q4_K_scales(wb[b].scales, sc, mn);
-            const float d = f16_to_f32(wb[b].d), dmin = f16_to_f32(wb[b].dmin);
-            for (int r = 0; r < R; ++r) {
-                const BlockQ8K& y = act_row(x, xs, r)[b];
-                int32_t sumi = 0;
-                for (int j = 0; j < 4; ++j) {
-                    const uint8_t* q = wb[b].qs + 32 * j;
-                    const int8_t* a = y.qs + 64 * j;
-                    int32_t s0 = 0, s1 = 0;
-                    for (int l = 0; l < 32; ++l) {
-                        s0 += (q[l] & 15) * a[l];
-                        s1 += (q[l] >> 4) * a[l + 32];
-                    }
-                    sumi += sc[2 * j] * s0 + sc[2 * j + 1] * s1;
+    for (int r = 0; r < R; ++r) out[r] = 0.f;
+    uint8_t sc[8], mn[8];
+    for (int64_t b = 0; b < K / QK_K; ++b) {
+        q4_K_scales(wb[b].scales, sc, mn);
+        const float d = f16_to_f32(wb[b].d), dmin = f16_to_f32(wb[b].dmin);
+        for (int r = 0; r < R; ++r) {
+            const BlockQ8K& y = act_row(x, xs, r)[b];
+            int32_t sumi = 0;
+            for (int j = 0; j < 4; ++j) {
+                const uint8_t* q = wb[b].qs + 32 * j;
+                const int8_t* a = y.qs + 64 * j;
+                int32_t s0 = 0, s1 = 0;
+                for (int l = 0; l < 32; ++l) {
+                    s0 += (q[l] & 15) * a[l];
+                    s1 += (q[l] >> 4) * a[l + 32];
                 }
-                acc[r] += y.d * (d * float(sumi) - dmin * float(q4_K_min_term(mn, y.bsums)));
+                sumi += sc[2 * j] * s0 + sc[2 * j + 1] * s1;
             }
+            out[r] += y.d * (d * float(sumi) - dmin * float(q4_K_min_term(mn, y.bsums)));
         }
-    });
+    }
 }
 
-void dot_q6_K_scalar(const void* w, const void* x, size_t xs, int R, int64_t K, int64_t kc, float* out) {
+void dot_q6_K_scalar(const void* w, const void* x, size_t xs, int R, int64_t K, float* out) {
     const auto* wb = static_cast<const BlockQ6_K*>(w);
-    sum_chunks(R, K, kc, out, [&](int64_t k0, int64_t n, float* acc) {
-        for (int r = 0; r < R; ++r) acc[r] = 0.f;
-        int8_t q[QK_K];
-        for (int64_t b = k0 / QK_K; b < (k0 + n) / QK_K; ++b) {
-            // Unpack to unsigned 6-bit values 0..63 (the -32 is applied through bsums).
-            for (int h = 0; h < 2; ++h) {
-                const uint8_t* ql = wb[b].ql + 64 * h;
-                const uint8_t* qh = wb[b].qh + 32 * h;
-                int8_t* o = q + 128 * h;
-                for (int l = 0; l < 32; ++l) {
-                    o[l] = int8_t((ql[l] & 15) | (((qh[l] >> 0) & 3) << 4));
-                    o[l + 32] = int8_t((ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4));
-                    o[l + 64] = int8_t((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
-                    o[l + 96] = int8_t((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
-                }
-            }
-            const float d = f16_to_f32(wb[b].d);
-            for (int r = 0; r < R; ++r) {
-                const BlockQ8K& y = act_row(x, xs, r)[b];
-                int32_t sumi = 0;
-                for (int g = 0; g < 16; ++g) {
-                    int32_t s = 0;
-                    for (int l = 0; l < 16; ++l) s += q[16 * g + l] * y.qs[16 * g + l];
-                    sumi += wb[b].scales[g] * s;
-                }
-                sumi -= 32 * q6_K_offset_term(wb[b].scales, y.bsums);
-                acc[r] += d * y.d * float(sumi);
+    for (int r = 0; r < R; ++r) out[r] = 0.f;
+    int8_t q[QK_K];
+    for (int64_t b = 0; b < K / QK_K; ++b) {
+        // Unpack to unsigned 6-bit values 0..63 (the -32 is applied through bsums).
+        for (int h = 0; h < 2; ++h) {
+            const uint8_t* ql = wb[b].ql + 64 * h;
+            const uint8_t* qh = wb[b].qh + 32 * h;
+            int8_t* o = q + 128 * h;
+            for (int l = 0; l < 32; ++l) {
+                o[l] = int8_t((ql[l] & 15) | (((qh[l] >> 0) & 3) << 4));
+                o[l + 32] = int8_t((ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4));
+                o[l + 64] = int8_t((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+                o[l + 96] = int8_t((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
             }
         }
-    });
+        const float d = f16_to_f32(wb[b].d);
+        for (int r = 0; r < R; ++r) {
+            const BlockQ8K& y = act_row(x, xs, r)[b];
+            int32_t sumi = 0;
+            for (int g = 0; g < 16; ++g) {
+                int32_t s = 0;
+                for (int l = 0; l < 16; ++l) s += q[16 * g + l] * y.qs[16 * g + l];
+                sumi += wb[b].scales[g] * s;
+            }
+            sumi -= 32 * q6_K_offset_term(wb[b].scales, y.bsums);
+            out[r] += d * y.d * float(sumi);
+        }
+    }
 }
 
 #ifdef TESSERA_CPU_AVX2
 namespace {
 
-// Σ over super-blocks [b0, b1) of one Q4_K row against R activation rows, into s[r].
 template <int R>
-inline void q4_K_chunk_avx2(const BlockQ4_K* wb, const BlockQ8K* const* yp, int64_t b0, int64_t b1, float* s) {
+void dot_q4_K_avx2_r(const void* w, const void* x, size_t xs, int64_t K, float* out) {
+    const auto* wb = static_cast<const BlockQ4_K*>(w);
     const BlockQ8K* y[R];
     __m256 acc[R];
     float mins[R];
     for (int r = 0; r < R; ++r) {
-        y[r] = yp[r];
+        y[r] = act_row(x, xs, r);
         acc[r] = _mm256_setzero_ps();
         mins[r] = 0.f;
     }
     const __m256i m4 = _mm256_set1_epi8(15);
     uint8_t sc[8], mn[8];
-    for (int64_t b = b0; b < b1; ++b) {
+    for (int64_t b = 0; b < K / QK_K; ++b) {
         q4_K_scales(wb[b].scales, sc, mn);
         __m256i isum[R];
         for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
@@ -157,31 +153,23 @@ inline void q4_K_chunk_avx2(const BlockQ4_K* wb, const BlockQ8K* const* yp, int6
         const float d = _cvtsh_ss(wb[b].d), dmin = _cvtsh_ss(wb[b].dmin);
         for (int r = 0; r < R; ++r) {
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * y[r][b].d), _mm256_cvtepi32_ps(isum[r]), acc[r]);
-            mins[r] = std::fma(dmin * y[r][b].d, float(q4_K_min_term(mn, y[r][b].bsums)), mins[r]);
+            mins[r] = std::fma(dmin * y[r][b].d, float(q4_K_min_term(mn, y[r][b].bsums)), mins[r]);  // any R alike
         }
     }
-    for (int r = 0; r < R; ++r) s[r] = hsum(acc[r]) - mins[r];
+    for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]) - mins[r];
 }
 
 template <int R>
-void dot_q4_K_avx2_r(const void* w, const void* x, size_t xs, int64_t K, int64_t kc, float* out) {
-    const auto* wb = static_cast<const BlockQ4_K*>(w);
+void dot_q6_K_avx2_r(const void* w, const void* x, size_t xs, int64_t K, float* out) {
+    const auto* wb = static_cast<const BlockQ6_K*>(w);
     const BlockQ8K* y[R];
-    for (int r = 0; r < R; ++r) y[r] = act_row(x, xs, r);
-    sum_chunks(R, K, kc, out, [wb, &y](int64_t k0, int64_t n, float* s) {
-        q4_K_chunk_avx2<R>(wb, y, k0 / QK_K, (k0 + n) / QK_K, s);
-    });
-}
-
-// Σ over super-blocks [b0, b1) of one Q6_K row against R activation rows, into s_out[r].
-template <int R>
-inline void q6_K_chunk_avx2(const BlockQ6_K* wb, const BlockQ8K* const* yp, int64_t b0, int64_t b1, float* s_out) {
-    const BlockQ8K* y[R];
-    for (int r = 0; r < R; ++r) y[r] = yp[r];
-    const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(0x30);
     __m256 acc[R];
-    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-    for (int64_t b = b0; b < b1; ++b) {
+    for (int r = 0; r < R; ++r) {
+        y[r] = act_row(x, xs, r);
+        acc[r] = _mm256_setzero_ps();
+    }
+    const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(0x30);
+    for (int64_t b = 0; b < K / QK_K; ++b) {
         const int8_t* sc = wb[b].scales;
         __m256i isum[R];
         for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
@@ -214,44 +202,30 @@ inline void q6_K_chunk_avx2(const BlockQ6_K* wb, const BlockQ8K* const* yp, int6
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * y[r][b].d), v, acc[r]);
         }
     }
-    for (int r = 0; r < R; ++r) s_out[r] = hsum(acc[r]);
-}
-
-template <int R>
-void dot_q6_K_avx2_r(const void* w, const void* x, size_t xs, int64_t K, int64_t kc, float* out) {
-    const auto* wb = static_cast<const BlockQ6_K*>(w);
-    const BlockQ8K* y[R];
-    for (int r = 0; r < R; ++r) y[r] = act_row(x, xs, r);
-    sum_chunks(R, K, kc, out, [wb, &y](int64_t k0, int64_t n, float* s) {
-        q6_K_chunk_avx2<R>(wb, y, k0 / QK_K, (k0 + n) / QK_K, s);
-    });
+    for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]);
 }
 
 }  // namespace
 
-void dot_q4_K_avx2(const void* w, const void* x, size_t xs, int R, int64_t K, int64_t kc, float* out) {
+void dot_q4_K_avx2(const void* w, const void* x, size_t xs, int R, int64_t K, float* out) {
     switch (R) {
-        case 1: return dot_q4_K_avx2_r<1>(w, x, xs, K, kc, out);
-        case 2: return dot_q4_K_avx2_r<2>(w, x, xs, K, kc, out);
-        case 3: return dot_q4_K_avx2_r<3>(w, x, xs, K, kc, out);
-        default: return dot_q4_K_avx2_r<4>(w, x, xs, K, kc, out);
+        case 1: return dot_q4_K_avx2_r<1>(w, x, xs, K, out);
+        case 2: return dot_q4_K_avx2_r<2>(w, x, xs, K, out);
+        case 3: return dot_q4_K_avx2_r<3>(w, x, xs, K, out);
+        default: return dot_q4_K_avx2_r<4>(w, x, xs, K, out);
     }
 }
-void dot_q6_K_avx2(const void* w, const void* x, size_t xs, int R, int64_t K, int64_t kc, float* out) {
+void dot_q6_K_avx2(const void* w, const void* x, size_t xs, int R, int64_t K, float* out) {
     switch (R) {
-        case 1: return dot_q6_K_avx2_r<1>(w, x, xs, K, kc, out);
-        case 2: return dot_q6_K_avx2_r<2>(w, x, xs, K, kc, out);
-        case 3: return dot_q6_K_avx2_r<3>(w, x, xs, K, kc, out);
-        default: return dot_q6_K_avx2_r<4>(w, x, xs, K, kc, out);
+        case 1: return dot_q6_K_avx2_r<1>(w, x, xs, K, out);
+        case 2: return dot_q6_K_avx2_r<2>(w, x, xs, K, out);
+        case 3: return dot_q6_K_avx2_r<3>(w, x, xs, K, out);
+        default: return dot_q6_K_avx2_r<4>(w, x, xs, K, out);
     }
 }
 #else
-void dot_q4_K_avx2(const void* w, const void* x, size_t xs, int R, int64_t K, int64_t kc, float* out) {
-    dot_q4_K_scalar(w, x, xs, R, K, kc, out);
-}
-void dot_q6_K_avx2(const void* w, const void* x, size_t xs, int R, int64_t K, int64_t kc, float* out) {
-    dot_q6_K_scalar(w, x, xs, R, K, kc, out);
-}
+void dot_q4_K_avx2(const void* w, const void* x, size_t xs, int R, int64_t K, float* out) { dot_q4_K_scalar(w, x, xs, R, K, out); }
+void dot_q6_K_avx2(const void* w, const void* x, size_t xs, int R, int64_t K, float* out) { dot_q6_K_scalar(w, x, xs, R, K, out); }
 #endif
 
 }  // namespace tessera::cpu

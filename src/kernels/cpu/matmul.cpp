@@ -29,7 +29,7 @@ void matmul(float* y, int64_t y_stride, const float* x, int64_t x_stride, const 
     const DotKernel* dk = dot_kernel(w_type);
     if (!dk) fail(ErrorKind::Unsupported, "matmul: weights of dtype {} are not supported on cpu", dtype_name(w_type));
     if (T == 0 || N == 0) return;
-    const RowDotFn dot = simd_enabled() ? dk->simd.fn : dk->scalar.fn;
+    const RowDotFn dot = simd_enabled() ? dk->simd : dk->scalar;
     ThreadPool& pool = ThreadPool::global();
 
     // Activations in the kernel's format: x itself for float weights, else q8 rows.
@@ -77,12 +77,17 @@ void matmul(float* y, int64_t y_stride, const float* x, int64_t x_stride, const 
             const int64_t t0 = (task % t_tiles) * kTokenTile, t1 = std::min(T, t0 + kTokenTile);
             if (t1 - t0 <= kMaxDotRows) {
                 // One row group (decode): nothing to reuse across rows, so each weight row streams
-                // whole through one call that sums the same K chunks in the same order as below.
+                // whole, chunk after chunk; the chunk sums are added in the same order as below.
                 const int R = int(t1 - t0);
                 const char* at = act + t0 * act_stride;
+                float acc[kMaxDotRows];
                 for (int64_t n = n0; n < n1; ++n) {
-                    dot(wc + n * w_stride_bytes, at, act_stride, R, K, kc, out);
-                    for (int r = 0; r < R; ++r) y[(t0 + r) * y_stride + n] = out[r];
+                    const char* wn = wc + n * w_stride_bytes;
+                    for (int64_t c = 0; c < n_chunks; ++c) {
+                        dot(wn + off[2 * c], at + off[2 * c + 1], act_stride, R, std::min(kc, K - c * kc), out);
+                        for (int r = 0; r < R; ++r) acc[r] = c == 0 ? out[r] : acc[r] + out[r];
+                    }
+                    for (int r = 0; r < R; ++r) y[(t0 + r) * y_stride + n] = acc[r];
                 }
                 continue;
             }
@@ -93,7 +98,7 @@ void matmul(float* y, int64_t y_stride, const float* x, int64_t x_stride, const 
                 for (int64_t t = t0; t < t1; t += kMaxDotRows) {
                     const int R = int(std::min<int64_t>(kMaxDotRows, t1 - t));
                     for (int64_t n = n0; n < n1; ++n) {
-                        dot(wk + n * w_stride_bytes, ak + t * act_stride, act_stride, R, klen, klen, out);
+                        dot(wk + n * w_stride_bytes, ak + t * act_stride, act_stride, R, klen, out);
                         for (int r = 0; r < R; ++r) {
                             float& dst = y[(t + r) * y_stride + n];
                             dst = k0 == 0 ? out[r] : dst + out[r];

@@ -96,7 +96,7 @@ const char* row_ptr(const MoeMatrix& m, int64_t r) { return static_cast<const ch
 void expert_matmul(float* y, int64_t ys, const float* x, int64_t xs, int64_t rows, const MoeMatrix& m, int64_t n0,
                    int64_t n1, int64_t K) {
     const DotKernel* dk = dot_kernel(m.dtype);
-    const RowDot dot = simd_enabled() ? dk->simd : dk->scalar;
+    const RowDotFn dot = simd_enabled() ? dk->simd : dk->scalar;
     const char* act = reinterpret_cast<const char*>(x);
     size_t as = size_t(xs) * sizeof(float);
     thread_local std::vector<char> qbuf;

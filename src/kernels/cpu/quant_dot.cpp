@@ -80,21 +80,19 @@ struct Mxfp4Dec {
 };
 
 template <class Dec>
-void dot_q8_scalar(const void* w, const void* x, size_t xs, int R, int64_t K, int64_t kc, float* out) {
+void dot_q8_scalar(const void* w, const void* x, size_t xs, int R, int64_t K, float* out) {
     const auto* wb = static_cast<const typename Dec::Block*>(w);
-    sum_chunks(R, K, kc, out, [&](int64_t k0, int64_t n, float* acc) {
-        for (int r = 0; r < R; ++r) acc[r] = 0.f;
-        int8_t q[32];
-        for (int64_t b = k0 / 32; b < (k0 + n) / 32; ++b) {
-            const float dw = Dec::decode(wb[b], q);
-            for (int r = 0; r < R; ++r) {
-                const BlockQ8A& y = act_row(x, xs, r)[b];
-                int32_t s = 0;
-                for (int j = 0; j < 32; ++j) s += int32_t(q[j]) * y.qs[j];
-                acc[r] += float(s) * (dw * y.d);
-            }
+    for (int r = 0; r < R; ++r) out[r] = 0.f;
+    int8_t q[32];
+    for (int64_t b = 0; b < K / 32; ++b) {
+        const float dw = Dec::decode(wb[b], q);
+        for (int r = 0; r < R; ++r) {
+            const BlockQ8A& y = act_row(x, xs, r)[b];
+            int32_t s = 0;
+            for (int j = 0; j < 32; ++j) s += int32_t(q[j]) * y.qs[j];
+            out[r] += float(s) * (dw * y.d);
         }
-    });
+    }
 }
 
 // ---- AVX2 --------------------------------------------------------------------------------
@@ -130,78 +128,60 @@ struct Mxfp4Avx {
 
 // Two blocks per step with separate accumulators, so one row (decode) still has two FMA chains.
 template <class Dec, int R>
-void dot_q8_avx2_r(const void* w, const void* x, size_t xs, int64_t K, int64_t kc, float* out) {
+void dot_q8_avx2_r(const void* w, const void* x, size_t xs, int64_t K, float* out) {
     const auto* wb = static_cast<const typename Dec::Block*>(w);
     const BlockQ8A* y[R];
-    for (int r = 0; r < R; ++r) y[r] = act_row(x, xs, r);
-    sum_chunks(R, K, kc, out, [&](int64_t k0, int64_t n, float* s) {
-        __m256 acc0[R], acc1[R];
-        for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
-        auto step = [&](int64_t b, __m256* acc) {
-            float dw;
-            const __m256i qw = Dec::decode(wb[b], dw);
-            const __m256i aw = _mm256_sign_epi8(qw, qw);  // |w|, shared by the rows
-            const __m256 dwv = _mm256_set1_ps(dw);
-            for (int r = 0; r < R; ++r) {
-                const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[r][b].qs));
-                const __m256i p16 = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(qy, qw));
-                const __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
-                acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dwv, _mm256_broadcast_ss(&y[r][b].d)), p, acc[r]);
-            }
-        };
-        const int64_t b1 = (k0 + n) / 32;
-        int64_t b = k0 / 32;
-        for (; b + 2 <= b1; b += 2) {
-            step(b, acc0);
-            step(b + 1, acc1);
+    __m256 acc0[R], acc1[R];
+    for (int r = 0; r < R; ++r) {
+        y[r] = act_row(x, xs, r);
+        acc0[r] = acc1[r] = _mm256_setzero_ps();
+    }
+    auto step = [&](int64_t b, __m256* acc) {
+        float dw;
+        const __m256i qw = Dec::decode(wb[b], dw);
+        const __m256i aw = _mm256_sign_epi8(qw, qw);  // |w|, shared by the rows
+        const __m256 dwv = _mm256_set1_ps(dw);
+        for (int r = 0; r < R; ++r) {
+            const __m256i qy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[r][b].qs));
+            const __m256i p16 = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(qy, qw));
+            const __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dwv, _mm256_broadcast_ss(&y[r][b].d)), p, acc[r]);
         }
-        if (b < b1) step(b, acc0);
-        for (int r = 0; r < R; ++r) s[r] = hsum(_mm256_add_ps(acc0[r], acc1[r]));
-    });
+    };
+    const int64_t nb = K / 32;
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        step(b, acc0);
+        step(b + 1, acc1);
+    }
+    if (b < nb) step(b, acc0);
+    for (int r = 0; r < R; ++r) out[r] = hsum(_mm256_add_ps(acc0[r], acc1[r]));
 }
 
 template <class Dec>
-void dot_q8_avx2(const void* w, const void* x, size_t xs, int R, int64_t K, int64_t kc, float* out) {
+void dot_q8_avx2(const void* w, const void* x, size_t xs, int R, int64_t K, float* out) {
     switch (R) {
-        case 1: return dot_q8_avx2_r<Dec, 1>(w, x, xs, K, kc, out);
-        case 2: return dot_q8_avx2_r<Dec, 2>(w, x, xs, K, kc, out);
-        case 3: return dot_q8_avx2_r<Dec, 3>(w, x, xs, K, kc, out);
-        default: return dot_q8_avx2_r<Dec, 4>(w, x, xs, K, kc, out);
+        case 1: return dot_q8_avx2_r<Dec, 1>(w, x, xs, K, out);
+        case 2: return dot_q8_avx2_r<Dec, 2>(w, x, xs, K, out);
+        case 3: return dot_q8_avx2_r<Dec, 3>(w, x, xs, K, out);
+        default: return dot_q8_avx2_r<Dec, 4>(w, x, xs, K, out);
     }
 }
 #endif
 
 }  // namespace
 
-void dot_q4_0_scalar(const void* w, const void* x, size_t xs, int R, int64_t K, int64_t kc, float* out) {
-    dot_q8_scalar<Q4_0Dec>(w, x, xs, R, K, kc, out);
-}
-void dot_q8_0_scalar(const void* w, const void* x, size_t xs, int R, int64_t K, int64_t kc, float* out) {
-    dot_q8_scalar<Q8_0Dec>(w, x, xs, R, K, kc, out);
-}
-void dot_mxfp4_scalar(const void* w, const void* x, size_t xs, int R, int64_t K, int64_t kc, float* out) {
-    dot_q8_scalar<Mxfp4Dec>(w, x, xs, R, K, kc, out);
-}
+void dot_q4_0_scalar(const void* w, const void* x, size_t xs, int R, int64_t K, float* out) { dot_q8_scalar<Q4_0Dec>(w, x, xs, R, K, out); }
+void dot_q8_0_scalar(const void* w, const void* x, size_t xs, int R, int64_t K, float* out) { dot_q8_scalar<Q8_0Dec>(w, x, xs, R, K, out); }
+void dot_mxfp4_scalar(const void* w, const void* x, size_t xs, int R, int64_t K, float* out) { dot_q8_scalar<Mxfp4Dec>(w, x, xs, R, K, out); }
 #ifdef TESSERA_CPU_AVX2
-void dot_q4_0_avx2(const void* w, const void* x, size_t xs, int R, int64_t K, int64_t kc, float* out) {
-    dot_q8_avx2<Q4_0Avx>(w, x, xs, R, K, kc, out);
-}
-void dot_q8_0_avx2(const void* w, const void* x, size_t xs, int R, int64_t K, int64_t kc, float* out) {
-    dot_q8_avx2<Q8_0Avx>(w, x, xs, R, K, kc, out);
-}
-void dot_mxfp4_avx2(const void* w, const void* x, size_t xs, int R, int64_t K, int64_t kc, float* out) {
-    dot_q8_avx2<Mxfp4Avx>(w, x, xs, R, K, kc, out);
-}
+void dot_q4_0_avx2(const void* w, const void* x, size_t xs, int R, int64_t K, float* out) { dot_q8_avx2<Q4_0Avx>(w, x, xs, R, K, out); }
+void dot_q8_0_avx2(const void* w, const void* x, size_t xs, int R, int64_t K, float* out) { dot_q8_avx2<Q8_0Avx>(w, x, xs, R, K, out); }
+void dot_mxfp4_avx2(const void* w, const void* x, size_t xs, int R, int64_t K, float* out) { dot_q8_avx2<Mxfp4Avx>(w, x, xs, R, K, out); }
 #else
-void dot_q4_0_avx2(const void* w, const void* x, size_t xs, int R, int64_t K, int64_t kc, float* out) {
-    dot_q4_0_scalar(w, x, xs, R, K, kc, out);
-}
-void dot_q8_0_avx2(const void* w, const void* x, size_t xs, int R, int64_t K, int64_t kc, float* out) {
-    dot_q8_0_scalar(w, x, xs, R, K, kc, out);
-}
-void dot_mxfp4_avx2(const void* w, const void* x, size_t xs, int R, int64_t K, int64_t kc, float* out) {
-    dot_mxfp4_scalar(w, x, xs, R, K, kc, out);
-}
+void dot_q4_0_avx2(const void* w, const void* x, size_t xs, int R, int64_t K, float* out) { dot_q4_0_scalar(w, x, xs, R, K, out); }
+void dot_q8_0_avx2(const void* w, const void* x, size_t xs, int R, int64_t K, float* out) { dot_q8_0_scalar(w, x, xs, R, K, out); }
+void dot_mxfp4_avx2(const void* w, const void* x, size_t xs, int R, int64_t K, float* out) { dot_mxfp4_scalar(w, x, xs, R, K, out); }
 #endif
 
 const DotKernel* dot_kernel(DType w) {

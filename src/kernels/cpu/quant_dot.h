@@ -29,29 +29,16 @@ enum class ActFormat : uint8_t { F32, Q8_0, Q8_K };
 constexpr int kMaxDotRows = 4;
 
 // out[r] = Σ_k w[k]·x_r[k] for r < R (1 <= R <= kMaxDotRows), K elements per row;
-// x_r starts x + r*x_stride bytes and is in the kernel's activation format.
-// The sum is taken in chunks of kc elements (a multiple of the weight block; kc >= K: one chunk):
-// each chunk is summed exactly as a call over that chunk alone would sum it, and the chunk sums
-// are added in ascending order, s = c0; s = s + c1; ... Row r's result depends on its own data
-// only, never on R or on the other rows. So a caller that blocks K for cache and adds the chunk
-// results itself gets bit-identical results to one call with the same kc.
-using RowDotFn = void (*)(const void* w, const void* x, size_t x_stride, int R, int64_t K, int64_t kc, float* out);
-
-// A kernel entry; callable without kc (one chunk over all of K).
-struct RowDot {
-    RowDotFn fn;
-    void operator()(const void* w, const void* x, size_t xs, int R, int64_t K, int64_t kc, float* out) const {
-        fn(w, x, xs, R, K, kc, out);
-    }
-    void operator()(const void* w, const void* x, size_t xs, int R, int64_t K, float* out) const {
-        fn(w, x, xs, R, K, K, out);
-    }
-};
+// x_r starts x + r*x_stride bytes and is in the kernel's activation format. Row r's result is
+// the same bits for any R and any other rows (what makes cpu::matmul batch-invariant): the
+// kernels keep separate accumulators per row, and their scalar multiply-adds in R-templated code
+// are explicit std::fma, so the compiler cannot contract them differently per instantiation.
+using RowDotFn = void (*)(const void* w, const void* x, size_t x_stride, int R, int64_t K, float* out);
 
 struct DotKernel {
     ActFormat act;
-    RowDot scalar;
-    RowDot simd;  // == scalar when the build has no SIMD form
+    RowDotFn scalar;
+    RowDotFn simd;  // == scalar when the build has no SIMD form
 };
 // The kernel for weights of type w, or nullptr when matmul does not support it.
 const DotKernel* dot_kernel(DType w);
@@ -63,40 +50,25 @@ size_t act_row_bytes(ActFormat f, int64_t K);
 void quantize_act(ActFormat f, const float* x, void* y, int64_t K);  // F32: a copy
 
 // The per-format kernels (float_dot.cpp, quant_dot.cpp, kquant_dot.cpp).
-// Arguments: w, x, x_stride, R, K, kc, out.
-void dot_f32_scalar(const void*, const void*, size_t, int, int64_t, int64_t, float*);
-void dot_f32_avx2(const void*, const void*, size_t, int, int64_t, int64_t, float*);
-void dot_f16_scalar(const void*, const void*, size_t, int, int64_t, int64_t, float*);
-void dot_f16_avx2(const void*, const void*, size_t, int, int64_t, int64_t, float*);
-void dot_bf16_scalar(const void*, const void*, size_t, int, int64_t, int64_t, float*);
-void dot_bf16_avx2(const void*, const void*, size_t, int, int64_t, int64_t, float*);
-void dot_q4_0_scalar(const void*, const void*, size_t, int, int64_t, int64_t, float*);
-void dot_q4_0_avx2(const void*, const void*, size_t, int, int64_t, int64_t, float*);
-void dot_q8_0_scalar(const void*, const void*, size_t, int, int64_t, int64_t, float*);
-void dot_q8_0_avx2(const void*, const void*, size_t, int, int64_t, int64_t, float*);
-void dot_mxfp4_scalar(const void*, const void*, size_t, int, int64_t, int64_t, float*);
-void dot_mxfp4_avx2(const void*, const void*, size_t, int, int64_t, int64_t, float*);
-void dot_q4_K_scalar(const void*, const void*, size_t, int, int64_t, int64_t, float*);
-void dot_q4_K_avx2(const void*, const void*, size_t, int, int64_t, int64_t, float*);
-void dot_q6_K_scalar(const void*, const void*, size_t, int, int64_t, int64_t, float*);
-void dot_q6_K_avx2(const void*, const void*, size_t, int, int64_t, int64_t, float*);
+void dot_f32_scalar(const void*, const void*, size_t, int, int64_t, float*);
+void dot_f32_avx2(const void*, const void*, size_t, int, int64_t, float*);
+void dot_f16_scalar(const void*, const void*, size_t, int, int64_t, float*);
+void dot_f16_avx2(const void*, const void*, size_t, int, int64_t, float*);
+void dot_bf16_scalar(const void*, const void*, size_t, int, int64_t, float*);
+void dot_bf16_avx2(const void*, const void*, size_t, int, int64_t, float*);
+void dot_q4_0_scalar(const void*, const void*, size_t, int, int64_t, float*);
+void dot_q4_0_avx2(const void*, const void*, size_t, int, int64_t, float*);
+void dot_q8_0_scalar(const void*, const void*, size_t, int, int64_t, float*);
+void dot_q8_0_avx2(const void*, const void*, size_t, int, int64_t, float*);
+void dot_mxfp4_scalar(const void*, const void*, size_t, int, int64_t, float*);
+void dot_mxfp4_avx2(const void*, const void*, size_t, int, int64_t, float*);
+void dot_q4_K_scalar(const void*, const void*, size_t, int, int64_t, float*);
+void dot_q4_K_avx2(const void*, const void*, size_t, int, int64_t, float*);
+void dot_q6_K_scalar(const void*, const void*, size_t, int, int64_t, float*);
+void dot_q6_K_avx2(const void*, const void*, size_t, int, int64_t, float*);
 
 // MXFP4 E2M1 codes as doubled integers, and the E8M0 scale halved to match (ggml's convention).
 constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 float e8m0_to_f32_half(uint8_t e);
-
-// Runs chunk(k0, klen, s) over [0, K) in chunks of kc and folds the chunk sums s[r < R] into
-// out[r] in ascending order — the chunking rule every kernel follows. Scalar multiply-adds in a
-// chunk are written as std::fma where the kernel is templated on R, so the compiler's choice to
-// contract (or not) cannot differ between instantiations.
-template <class Chunk>
-inline void sum_chunks(int R, int64_t K, int64_t kc, float* out, Chunk&& chunk) {
-    if (kc <= 0 || kc > K) kc = K;
-    for (int64_t k0 = 0; k0 < K; k0 += kc) {
-        float s[kMaxDotRows];
-        chunk(k0, K - k0 < kc ? K - k0 : kc, s);
-        for (int r = 0; r < R; ++r) out[r] = k0 == 0 ? s[r] : out[r] + s[r];
-    }
-}
 
 }  // namespace tessera::cpu
