@@ -12,7 +12,7 @@ public:
     explicit StopMatcher(std::vector<std::string> stops);  // empty strings are ignored
 
     // Appends text; returns the text now safe to release. Sets stopped() when a stop string
-    // completes (the earliest one in the text); after that, push returns "" and ignores input.
+    // completes (the one that completes first; on a tie the longer); after that, push returns "" and ignores input.
     std::string push(const std::string& text);
     // End of generation: returns all held-back text (nothing after a stop).
     std::string flush();
