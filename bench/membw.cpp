@@ -1,40 +1,20 @@
-// Host memory read bandwidth (GB/s) with every core: the ceiling for CPU decode, which reads
-// every weight once per token. Usage: bench_membw [GiB=2]
-#include <chrono>
+// Host memory read bandwidth (GB/s) and f32 FMA peak (GFLOP/s) with every core: the CPU limits the
+// kernel benchmarks report against (device_limits.h; the same measurement they run at start-up).
+// Usage: bench_membw [GiB=2]
 #include <cstdio>
 #include <cstdlib>
-#include <vector>
 
-#include "core/thread_pool.h"
+#include "device_limits.h"
 
 int main(int argc, char** argv) {
+    using namespace tessera;
     const double gib = argc > 1 ? std::atof(argv[1]) : 2.0;
-    const size_t n = size_t(gib * (1 << 30)) / sizeof(float);
-    std::vector<float> a(n, 1.0f);
-    auto& pool = tessera::ThreadPool::global();
-    std::vector<double> best;
-    double best_gbs = 0;
-    for (int rep = 0; rep < 5; ++rep) {
-        std::vector<double> partial(size_t(pool.size()) * 64, 0.0);
-        const auto t0 = std::chrono::steady_clock::now();
-        pool.parallel_for(int64_t(n), [&](int64_t b, int64_t e) {
-            float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-            int64_t i = b;
-            for (; i + 4 <= e; i += 4) {
-                s0 += a[size_t(i)];
-                s1 += a[size_t(i + 1)];
-                s2 += a[size_t(i + 2)];
-                s3 += a[size_t(i + 3)];
-            }
-            for (; i < e; ++i) s0 += a[size_t(i)];
-            partial[size_t(b % 64)] += double(s0 + s1 + s2 + s3);
-        }, 1 << 20);
-        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        best_gbs = std::max(best_gbs, double(n * sizeof(float)) / s / 1e9);
-        double total = 0;
-        for (double p : partial) total += p;
-        if (total < 0) std::puts("");  // keep the sum alive
-    }
-    std::printf("read bandwidth: %.1f GB/s (%d threads, %.1f GiB, best of 5)\n", best_gbs, pool.size(), gib);
+    const double bw = bench::measure_read_bandwidth(size_t(gib * double(1 << 30)), 5);
+    const double peak = bench::measure_fma_peak();
+    const int threads = ThreadPool::global().size();
+    std::printf("read bandwidth: %.1f GB/s (%d threads, %.1f GiB, best of 5)\n", bw / 1e9, threads, gib);
+    std::printf("f32 FMA peak: %.1f GFLOP/s (%d threads, AVX2 FMA chains, best of 3)\n", peak / 1e9, threads);
+    std::printf("%s, last-level cache %lld MiB\n", bench::cpu_model_name().c_str(),
+                (long long)(bench::cpu_llc_bytes() >> 20));
     return 0;
 }
