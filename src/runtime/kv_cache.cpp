@@ -14,23 +14,24 @@ KvCache::KvCache(const KvCacheShape& shape) : shape_(shape) {
              dtype_name(shape.dtype));
     TS_CHECK(shape.n_blocks > 0 && shape.block_size > 0, "KV cache needs blocks (got {} x {})", shape.n_blocks,
              shape.block_size);
-    storage_.resize(shape.bytes());
+    bytes_ = shape.bytes();
+    storage_.reset(new uint8_t[bytes_]);  // default-initialised: untouched
     free_.reserve(size_t(shape.n_blocks));
     for (int64_t b = shape.n_blocks - 1; b >= 0; --b) free_.push_back(int32_t(b));
-    MemLog::global().set("kv_pool", int64_t(storage_.size()));
+    MemLog::global().set("kv_pool", int64_t(bytes_));
 }
 
 Tensor KvCache::k(int64_t layer) const {
     TS_ASSERT(layer >= 0 && layer < shape_.n_layers);
-    const size_t per = storage_.size() / size_t(2 * shape_.n_layers);
-    auto* p = const_cast<uint8_t*>(storage_.data()) + per * size_t(layer);
+    const size_t per = bytes_ / size_t(2 * shape_.n_layers);
+    auto* p = storage_.get() + per * size_t(layer);
     return Tensor(p, shape_.dtype, {shape_.n_blocks, shape_.block_size, shape_.n_kv_heads, shape_.head_dim});
 }
 
 Tensor KvCache::v(int64_t layer) const {
     TS_ASSERT(layer >= 0 && layer < shape_.n_layers);
-    const size_t per = storage_.size() / size_t(2 * shape_.n_layers);
-    auto* p = const_cast<uint8_t*>(storage_.data()) + per * size_t(shape_.n_layers + layer);
+    const size_t per = bytes_ / size_t(2 * shape_.n_layers);
+    auto* p = storage_.get() + per * size_t(shape_.n_layers + layer);
     return Tensor(p, shape_.dtype, {shape_.n_blocks, shape_.block_size, shape_.n_kv_heads, shape_.head_dim});
 }
 

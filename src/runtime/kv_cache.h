@@ -3,6 +3,7 @@
 // block * block_size + row.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/tensor.h"
@@ -33,7 +34,10 @@ public:
 
 private:
     KvCacheShape shape_;
-    std::vector<uint8_t> storage_;  // [2, n_layers, n_blocks, block_size, n_kv, D]
+    // [2, n_layers, n_blocks, block_size, n_kv, D], not initialised: a pool is a reservation whose
+    // pages the OS maps only when a block is first written (attention reads written rows only).
+    std::unique_ptr<uint8_t[]> storage_;
+    size_t bytes_ = 0;
     std::vector<int32_t> free_;
 };
 

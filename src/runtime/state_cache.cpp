@@ -10,7 +10,7 @@ namespace tessera {
 StateCache::StateCache(const StateCacheShape& s) : shape_(s) {
     TS_CHECK(s.n_slots > 0 && s.conv_k >= 1, "state cache needs slots (got {}) and a conv kernel (got {})", s.n_slots,
              s.conv_k);
-    storage_.assign(s.bytes() / sizeof(float), 0.f);
+    storage_.reset(new float[s.bytes() / sizeof(float)]);  // default-initialised: untouched
     for (int64_t i = s.n_slots - 1; i >= 0; --i) free_.push_back(int32_t(i));
     MemLog::global().set("state_pool", int64_t(s.bytes()));
 }
@@ -18,14 +18,14 @@ StateCache::StateCache(const StateCacheShape& s) : shape_(s) {
 Tensor StateCache::conv(int64_t layer) const {
     TS_ASSERT(layer >= 0 && layer < shape_.n_layers);
     const size_t per_layer = (shape_.conv_bytes() + shape_.rec_bytes()) / sizeof(float);
-    auto* p = const_cast<float*>(storage_.data()) + per_layer * size_t(layer);
+    auto* p = storage_.get() + per_layer * size_t(layer);
     return Tensor(p, DType::F32, {shape_.n_slots, shape_.conv_k - 1, shape_.conv_channels});
 }
 
 Tensor StateCache::recurrent(int64_t layer) const {
     TS_ASSERT(layer >= 0 && layer < shape_.n_layers);
     const size_t per_layer = (shape_.conv_bytes() + shape_.rec_bytes()) / sizeof(float);
-    auto* p = const_cast<float*>(storage_.data()) + per_layer * size_t(layer) + shape_.conv_bytes() / sizeof(float);
+    auto* p = storage_.get() + per_layer * size_t(layer) + shape_.conv_bytes() / sizeof(float);
     return Tensor(p, DType::F32, {shape_.n_slots, shape_.n_v_heads, shape_.dk, shape_.dv});
 }
 

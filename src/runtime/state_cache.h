@@ -3,6 +3,7 @@
 // across all layers; a slot is zeroed when handed out (a new sequence starts from zero state).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/tensor.h"
@@ -37,7 +38,9 @@ public:
 
 private:
     StateCacheShape shape_;
-    std::vector<float> storage_;  // [n_layers] x (conv, recurrent)
+    // [n_layers] x (conv, recurrent), not initialised: a slot is zeroed (or copied into) when it
+    // is handed out, so untouched slots cost no resident memory.
+    std::unique_ptr<float[]> storage_;
     std::vector<int32_t> free_;
 };
 
