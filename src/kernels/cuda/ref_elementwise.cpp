@@ -1,0 +1,59 @@
+// Argument checks for the elementwise reference kernels (ref_elementwise.cu holds the device code).
+#include "kernels/cuda/ref_elementwise.h"
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/ref_check.h"
+
+namespace tessera::cuda::ref {
+
+using detail::check_rows;
+using detail::check_shape;
+
+void swiglu(float* y, int64_t ldy, const float* gate, int64_t ldg, const float* up, int64_t ldu, int64_t rows,
+            int64_t cols, cudaStream_t stream) {
+    check_shape("swiglu", rows, cols);
+    if (rows == 0 || cols == 0) return;
+    check_rows("swiglu", "y", y, ldy, rows, cols);
+    check_rows("swiglu", "gate", gate, ldg, rows, cols);
+    check_rows("swiglu", "up", up, ldu, rows, cols);
+    TS_CUDA_CHECK(detail::launch_swiglu(y, ldy, gate, ldg, up, ldu, rows, cols, stream));
+}
+
+void add(float* y, int64_t ldy, const float* a, int64_t lda, const float* b, int64_t ldb, int64_t rows,
+         int64_t cols, cudaStream_t stream) {
+    check_shape("add", rows, cols);
+    if (rows == 0 || cols == 0) return;
+    check_rows("add", "y", y, ldy, rows, cols);
+    check_rows("add", "a", a, lda, rows, cols);
+    check_rows("add", "b", b, ldb, rows, cols);
+    TS_CUDA_CHECK(detail::launch_add(y, ldy, a, lda, b, ldb, rows, cols, stream));
+}
+
+void add_bias(float* y, int64_t ldy, const float* bias, int64_t rows, int64_t cols, cudaStream_t stream) {
+    check_shape("add_bias", rows, cols);
+    if (rows == 0 || cols == 0) return;
+    check_rows("add_bias", "y", y, ldy, rows, cols);
+    check_rows("add_bias", "bias", bias, cols, 1, cols);
+    TS_CUDA_CHECK(detail::launch_add_bias(y, ldy, bias, rows, cols, stream));
+}
+
+void sigmoid_mul(float* y, int64_t ldy, const float* x, int64_t ldx, const float* gate, int64_t ldg, bool per_row,
+                 int64_t rows, int64_t cols, cudaStream_t stream) {
+    check_shape("sigmoid_mul", rows, cols);
+    if (rows == 0 || cols == 0) return;
+    const int64_t gcols = per_row ? 1 : cols;
+    check_rows("sigmoid_mul", "y", y, ldy, rows, cols);
+    check_rows("sigmoid_mul", "x", x, ldx, rows, cols);
+    check_rows("sigmoid_mul", "gate", gate, ldg, rows, gcols);
+    // Each element is read then written by one thread, so y may be x (or gate) itself; a per-row
+    // gate is read by every element of its row and must not be overwritten by any of them.
+    const auto ys = detail::span_of(y, ldy, rows, cols);
+    const bool y_is_gate = y == gate && ldy == ldg && !per_row;
+    TS_CHECK(y_is_gate || !detail::overlaps(ys, detail::span_of(gate, ldg, rows, gcols)),
+             "sigmoid_mul: y [{}, {}] overlaps the gate{}", rows, cols, per_row ? " (one per row)" : "");
+    TS_CHECK((y == x && ldy == ldx) || !detail::overlaps(ys, detail::span_of(x, ldx, rows, cols)),
+             "sigmoid_mul: y must be x itself or not overlap it");
+    TS_CUDA_CHECK(detail::launch_sigmoid_mul(y, ldy, x, ldx, gate, ldg, per_row, rows, cols, stream));
+}
+
+}  // namespace tessera::cuda::ref

@@ -1,0 +1,79 @@
+// Normalisation reference kernels: one block per row (or head), grid-stride over rows. The sum
+// of squares is reduced in f32; the per-row scale is finished in double like the CPU ops
+// (kernels/cpu/norm.cpp, gdn_norm.cpp) and the outputs are formed in the same order.
+#include "kernels/cuda/ref_norm.h"
+
+#include "kernels/cuda/ref_reduce.cuh"
+
+namespace tessera::cuda::ref::detail {
+
+namespace {
+
+__device__ inline float silu(float v) { return v / (1.f + expf(-v)); }
+
+// y[rows, cols] = x · rsqrt(mean(x²) + eps) · w. Every thread reads an element before it
+// writes it, and the reduction's barriers order all reads before any write: y may alias x.
+__global__ void rms_norm_kernel(float* y, int64_t ldy, const float* x, int64_t ldx, const float* w, int64_t rows,
+                                int64_t cols, float eps) {
+    __shared__ float scratch[32];
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const float* xr = x + r * ldx;
+        float* yr = y + r * ldy;
+        const float ss = block_sum_squares(xr, cols, scratch);
+        const float inv = float(1.0 / sqrt(double(ss) / double(cols) + double(eps)));
+        for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) yr[c] = xr[c] * inv * w[c];
+    }
+}
+
+// x[T, n_heads, D] in place: x · rsqrt(Σ x² + eps) · scale per head
+__global__ void l2_norm_kernel(float* x, int64_t tok_stride, int64_t head_stride, int64_t T, int64_t n_heads,
+                               int64_t D, float eps, float scale) {
+    __shared__ float scratch[32];
+    for (int64_t r = blockIdx.x; r < T * n_heads; r += gridDim.x) {
+        float* row = x + (r / n_heads) * tok_stride + (r % n_heads) * head_stride;
+        const float ss = block_sum_squares(row, D, scratch);
+        const float inv = float(1.0 / sqrt(double(ss) + double(eps)));
+        for (int64_t i = threadIdx.x; i < D; i += blockDim.x) row[i] = row[i] * inv * scale;
+    }
+}
+
+// y[T, n_heads, D] = w ⊙ (x · rsqrt(mean(x²) + eps)) ⊙ silu(z)
+__global__ void rms_norm_gated_kernel(float* y, int64_t y_tok, int64_t y_head, const float* x, int64_t x_tok,
+                                      int64_t x_head, const float* z, int64_t z_tok, int64_t z_head, const float* w,
+                                      int64_t T, int64_t n_heads, int64_t D, float eps) {
+    __shared__ float scratch[32];
+    for (int64_t r = blockIdx.x; r < T * n_heads; r += gridDim.x) {
+        const int64_t t = r / n_heads, h = r % n_heads;
+        const float* xr = x + t * x_tok + h * x_head;
+        const float* zr = z + t * z_tok + h * z_head;
+        float* yr = y + t * y_tok + h * y_head;
+        const float ss = block_sum_squares(xr, D, scratch);
+        const float inv = float(1.0 / sqrt(double(ss) / double(D) + double(eps)));
+        for (int64_t i = threadIdx.x; i < D; i += blockDim.x) yr[i] = w[i] * (xr[i] * inv) * silu(zr[i]);
+    }
+}
+
+}  // namespace
+
+cudaError_t launch_rms_norm(float* y, int64_t ldy, const float* x, int64_t ldx, const float* w, int64_t rows,
+                            int64_t cols, float eps, cudaStream_t stream) {
+    rms_norm_kernel<<<grid_for(rows, 1), kRowThreads, 0, stream>>>(y, ldy, x, ldx, w, rows, cols, eps);
+    return cudaGetLastError();
+}
+
+cudaError_t launch_l2_norm(float* x, int64_t tok_stride, int64_t head_stride, int64_t T, int64_t n_heads, int64_t D,
+                           float eps, float scale, cudaStream_t stream) {
+    l2_norm_kernel<<<grid_for(T * n_heads, 1), kRowThreads, 0, stream>>>(x, tok_stride, head_stride, T, n_heads, D,
+                                                                         eps, scale);
+    return cudaGetLastError();
+}
+
+cudaError_t launch_rms_norm_gated(float* y, int64_t y_tok, int64_t y_head, const float* x, int64_t x_tok,
+                                  int64_t x_head, const float* z, int64_t z_tok, int64_t z_head, const float* w,
+                                  int64_t T, int64_t n_heads, int64_t D, float eps, cudaStream_t stream) {
+    rms_norm_gated_kernel<<<grid_for(T * n_heads, 1), kRowThreads, 0, stream>>>(
+        y, y_tok, y_head, x, x_tok, x_head, z, z_tok, z_head, w, T, n_heads, D, eps);
+    return cudaGetLastError();
+}
+
+}  // namespace tessera::cuda::ref::detail
