@@ -7,21 +7,24 @@
 
 namespace tessera {
 
-Arena::Arena(std::string name, size_t capacity) : name_(std::move(name)), capacity_(capacity) {
+Arena::Arena(std::string name, size_t capacity, MemoryResource& mem)
+    : name_(std::move(name)), mem_(&mem), capacity_(capacity) {
     if (capacity_ == 0) return;
-    const size_t rounded = (capacity_ + 63) / 64 * 64;
-    base_ = static_cast<char*>(std::aligned_alloc(64, rounded));
-    if (!base_) fail(ErrorKind::OutOfMemory, "arena '{}': cannot allocate {} bytes", name_, capacity_);
+    base_ = static_cast<char*>(
+        with_context(fmt::format("arena '{}'", name_), [&] { return mem.allocate((capacity_ + 63) / 64 * 64); }));
 }
 
-Arena::~Arena() { std::free(base_); }
+Arena::~Arena() {
+    if (base_) mem_->deallocate(base_);
+}
 
 Arena::Arena(Arena&& o) noexcept { *this = std::move(o); }
 
 Arena& Arena::operator=(Arena&& o) noexcept {
     if (this != &o) {
-        std::free(base_);
+        if (base_) mem_->deallocate(base_);
         name_ = std::move(o.name_);
+        mem_ = o.mem_;
         base_ = std::exchange(o.base_, nullptr);
         capacity_ = std::exchange(o.capacity_, 0);
         used_ = std::exchange(o.used_, 0);
@@ -46,7 +49,7 @@ Tensor Arena::tensor(DType dtype, std::initializer_list<int64_t> shape) {
     for (int64_t d : shape) (++i == int(shape.size()) ? cols : rows) *= d;
     if (shape.size() == 0) rows = 1;
     const size_t bytes = size_t(rows) * dtype_row_bytes(dtype, cols);
-    return Tensor(alloc(bytes), dtype, shape);
+    return Tensor(alloc(bytes), dtype, shape, mem_ ? mem_->device() : Device::CPU);
 }
 
 }  // namespace tessera

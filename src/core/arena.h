@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/memory.h"
 #include "core/tensor.h"
 
 namespace tessera {
@@ -12,7 +13,8 @@ namespace tessera {
 class Arena {
 public:
     Arena() = default;
-    Arena(std::string name, size_t capacity);  // host memory, 64-byte aligned
+    // `capacity` bytes of `mem` (default: host memory); tensors carry mem's device.
+    Arena(std::string name, size_t capacity, MemoryResource& mem = host_memory());
     ~Arena();
     Arena(Arena&& o) noexcept;
     Arena& operator=(Arena&& o) noexcept;
@@ -33,6 +35,7 @@ public:
 
 private:
     std::string name_;
+    MemoryResource* mem_ = nullptr;
     char* base_ = nullptr;
     size_t capacity_ = 0, used_ = 0, peak_ = 0;
 };

@@ -164,7 +164,7 @@ EngineCore::EngineCore(const EngineOptions& o) : impl_(std::make_unique<Impl>())
         s.n_kv_heads = spec.n_kv_heads;
         s.head_dim = spec.head_dim;
         s.dtype = o.kv_dtype == "f16" ? DType::F16 : DType::F32;
-        I.kv = std::make_unique<KvCache>(s);
+        I.kv = std::make_unique<KvCache>(s, I.m.backend->memory());
     }
     SchedulerConfig sc;
     sc.max_num_batched_tokens = o.max_num_batched_tokens;
@@ -181,7 +181,7 @@ EngineCore::EngineCore(const EngineOptions& o) : impl_(std::make_unique<Impl>())
         s.n_v_heads = spec.n_v_heads;
         s.dk = spec.dk;
         s.dv = spec.dv;
-        I.state = std::make_unique<StateCache>(s);
+        I.state = std::make_unique<StateCache>(s, I.m.backend.get());
         MemLog::global().set("state_pool", int64_t(I.plan.state_bytes()));
         MemLog::global().set("snapshot_pool", int64_t(I.plan.snapshot_bytes()));
         sc.has_state = true;

@@ -1,12 +1,29 @@
-// Backend-neutral helpers shared by every backend: the RoPE frequency schedule.
+// Backend-neutral helpers shared by every backend: host-memory defaults and the RoPE frequency
+// schedule.
 #include "kernels/backend.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "core/status.h"
 
 namespace tessera {
+
+MemoryResource& Backend::memory() { return host_memory(); }
+void Backend::copy_in(void* dst, const void* host_src, size_t bytes) {
+    if (bytes) std::memcpy(dst, host_src, bytes);
+}
+void Backend::copy_out(void* host_dst, const void* src, size_t bytes) {
+    if (bytes) std::memcpy(host_dst, src, bytes);
+}
+void Backend::copy(void* dst, const void* src, size_t bytes) {
+    if (bytes) std::memmove(dst, src, bytes);
+}
+void Backend::zero(void* dst, size_t bytes) {
+    if (bytes) std::memset(dst, 0, bytes);
+}
+Tensor Backend::place_weight(const Tensor& host, WeightUse) { return host; }
 
 void rope_inv_freq(const RopeParams& p, float* inv_freq) {
     const int dim = p.rot_dims, half = dim / 2;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/memory.h"
 #include "core/tensor.h"
 
 namespace tessera {
@@ -85,11 +86,32 @@ struct MoeWeights {
     int n_experts() const { return int(gate.size()); }
 };
 
+// How a model uses a weight, for backends that place weights in memory of their own.
+enum class WeightUse : uint8_t {
+    Matrix,  // a matmul / embedding operand: any dtype
+    Vector,  // f32, read elementwise by norms, biases, gates, conv
+};
+
 class Backend {
 public:
     virtual ~Backend() = default;
     virtual Device device() const = 0;
     virtual std::string name() const = 0;
+
+    // ---- memory. Every tensor and every plan array an op reads or writes (positions, slots,
+    // AttnPlan / SeqPlan arrays, MoE ids and weights) lives in memory(). The defaults are the
+    // host's (the CPU backend); a device backend overrides all of them.
+    virtual MemoryResource& memory();
+    // host → memory(), ordered before the ops queued after it (src may be reused on return).
+    virtual void copy_in(void* dst, const void* host_src, size_t bytes);
+    // memory() → host, after every op queued before it (waits for them).
+    virtual void copy_out(void* host_dst, const void* src, size_t bytes);
+    virtual void copy(void* dst, const void* src, size_t bytes);  // within memory(), queued
+    virtual void zero(void* dst, size_t bytes);                   // within memory(), queued
+    // A weight as this backend's ops want it. The CPU returns the host view itself (mmapped or
+    // owned by the WeightStore); a device backend copies it into memory it owns for its lifetime,
+    // converting if its kernels want another dtype (the CUDA reference path: bf16 matrices).
+    virtual Tensor place_weight(const Tensor& host, WeightUse use);
 
     // y[T, N] = x[T, K] · w[N, K]ᵀ. x, y f32; w any dtype with rows of K elements.
     virtual void matmul(const Tensor& y, const Tensor& x, const Tensor& w) = 0;

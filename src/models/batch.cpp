@@ -24,6 +24,43 @@ void BatchBuilder::add(SeqBlocks& seq, const int32_t* tokens, int64_t n, int wan
     tables_.push_back(seq.blocks);
 }
 
+StagedBatch BatchStager::stage(const Batch& b, Backend& be) {
+    StagedBatch s;
+    s.n_tokens = b.n_tokens();
+    s.n_logits = int64_t(b.logit_rows.size());
+    s.attn = b.attn_plan();
+    s.seq = b.seq_plan();
+    if (be.device() == Device::CPU) {  // the host vectors are the backend's memory
+        s.tokens = b.tokens.data();
+        s.positions = b.positions.data();
+        s.slots = b.slots.data();
+        s.logit_rows = b.logit_rows.data();
+        return s;
+    }
+    size_t need = 0;
+    for (const auto* v : {&b.tokens, &b.positions, &b.slots, &b.logit_rows, &b.q_start, &b.kv_len, &b.block_table,
+                          &b.state_slots})
+        need += (v->size() * sizeof(int32_t) + 255) / 256 * 256;
+    if (need > arena_.capacity()) arena_ = Arena("batch plan", std::max(need, 2 * arena_.capacity()), be.memory());
+    arena_.reset();
+    auto put = [&](const std::vector<int32_t>& v) -> const int32_t* {
+        if (v.empty()) return nullptr;
+        auto* d = static_cast<int32_t*>(arena_.alloc(v.size() * sizeof(int32_t), 256));
+        be.copy_in(d, v.data(), v.size() * sizeof(int32_t));
+        return d;
+    };
+    s.tokens = put(b.tokens);
+    s.positions = put(b.positions);
+    s.slots = put(b.slots);
+    s.logit_rows = put(b.logit_rows);
+    s.attn.q_start = put(b.q_start);
+    s.attn.kv_len = put(b.kv_len);
+    s.attn.block_table = put(b.block_table);
+    s.seq.q_start = s.attn.q_start;
+    s.seq.slot = put(b.state_slots);
+    return s;
+}
+
 Batch BatchBuilder::finish() {
     size_t maxb = 1;
     for (const auto& t : tables_) maxb = std::max(maxb, t.size());

@@ -44,8 +44,9 @@ public:
             layers_.push_back(L);
         }
         rope_ = rope_params(cfg_);
-        const int64_t floats = max_tokens * (4 * H + Attention::activation_floats(cfg) + 2 * F) + 4096;
-        arena_ = Arena("activations", size_t(floats) * sizeof(float) + 16 * 64);
+        const int64_t floats = max_tokens * (4 * H + Attention::activation_floats(cfg) + 2 * F) + 4096 +
+                               LmHead::activation_floats(cfg, be);
+        arena_ = Arena("activations", size_t(floats) * sizeof(float) + 16 * 64, be.memory());
         MemLog::global().set("activations", int64_t(arena_.capacity()));
     }
 
@@ -65,15 +66,16 @@ public:
         for (int32_t id : b.tokens)
             TS_CHECK(id >= 0 && id < cfg_.vocab_size, "token id {} out of range [0, {})", id, cfg_.vocab_size);
         arena_.reset();
+        const StagedBatch sb = stager_.stage(b, be_);
         Tensor x = arena_.tensor(DType::F32, {T, H});  // residual stream
         Tensor h = arena_.tensor(DType::F32, {T, H});  // normed input of a block
         Tensor o = arena_.tensor(DType::F32, {T, H});  // a block's output
-        be_.embed(x, head_.tok_embd, b.tokens.data());
+        be_.embed(x, head_.tok_embd, sb.tokens);
         for (int64_t il = 0; il < cfg_.n_layers; ++il) {
             const LlamaLayer& L = layers_[size_t(il)];
             const size_t mark = arena_.used();
             be_.rms_norm(h, x, L.attn_norm, cfg_.rms_eps);
-            L.attn.forward(be_, arena_, cfg_, rope_, h, o, cache.k(il), cache.v(il), b);
+            L.attn.forward(be_, arena_, cfg_, rope_, h, o, cache.k(il), cache.v(il), sb);
             be_.add(x, x, o);
             arena_.rewind(mark);
             be_.rms_norm(h, x, L.ffn_norm, cfg_.rms_eps);
@@ -81,7 +83,7 @@ public:
             be_.add(x, x, o);
             arena_.rewind(mark);
         }
-        head_.logits(be_, arena_, cfg_, x, b, logits);
+        head_.logits(be_, arena_, cfg_, x, sb, logits);
         note_peak();
     }
 
@@ -92,6 +94,7 @@ private:
     std::vector<LlamaLayer> layers_;
     RopeParams rope_;
     Arena arena_;
+    BatchStager stager_;
 };
 
 }  // namespace

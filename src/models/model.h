@@ -52,6 +52,29 @@ struct Batch {
     SeqPlan seq_plan() const { return SeqPlan{n_seqs(), q_start.data(), state_slots.data()}; }
 };
 
+// The batch's arrays where the backend's ops read them: the Batch's own vectors for a host
+// backend, copies in the step's arena for a device backend. Built once per forward, before the
+// first op.
+struct StagedBatch {
+    int64_t n_tokens = 0, n_logits = 0;
+    const int32_t* tokens = nullptr;      // [T]
+    const int32_t* positions = nullptr;   // [T]
+    const int32_t* slots = nullptr;       // [T]
+    const int32_t* logit_rows = nullptr;  // [n_logits]
+    AttnPlan attn;
+    SeqPlan seq;
+};
+
+// Stages batches for a backend, in an arena of its own that grows (between steps) to the largest
+// batch seen — block tables make the size depend on context lengths, not just on tokens.
+class BatchStager {
+public:
+    StagedBatch stage(const Batch& b, Backend& be);
+
+private:
+    Arena arena_;
+};
+
 // Builds a batch step by step: add(seq, tokens) appends tokens at the sequence's next positions
 // (blocks must already be reserved); the sequence's n_tokens advances.
 class BatchBuilder {
@@ -76,6 +99,7 @@ public:
     virtual void forward(const Batch& batch, const Caches& caches, float* logits) = 0;
     // Largest batch (tokens) forward accepts; set at creation (the prefill chunk).
     int64_t max_batch_tokens() const { return max_tokens_; }
+    Backend& backend() const { return be_; }
 
 protected:
     Model(ModelConfig cfg, Backend& be, int64_t max_tokens) : cfg_(std::move(cfg)), be_(be), max_tokens_(max_tokens) {}

@@ -71,8 +71,8 @@ public:
         const int64_t mixer = std::max(n_attn ? Attention::activation_floats(cfg) : 0,
                                        n_rec ? GatedDeltaNet::activation_floats(cfg) : 0);
         const int64_t ffn = std::max(2 * cfg.ffn_hidden, cfg.n_experts ? MoeBlock::activation_floats(cfg) : 0);
-        const int64_t floats = max_tokens * (4 * H + mixer + ffn) + 4096;
-        arena_ = Arena("activations", size_t(floats) * sizeof(float) + 64 * 64);
+        const int64_t floats = max_tokens * (4 * H + mixer + ffn) + 4096 + LmHead::activation_floats(cfg, be);
+        arena_ = Arena("activations", size_t(floats) * sizeof(float) + 64 * 64, be.memory());
         MemLog::global().set("activations", int64_t(arena_.capacity()));
     }
 
@@ -99,20 +99,20 @@ public:
         for (int32_t s : b.state_slots)
             TS_CHECK(s >= 0 && s < caches.state->shape().n_slots, "sequence without a state slot ({})", s);
         arena_.reset();
-        const SeqPlan plan = b.seq_plan();
+        const StagedBatch sb = stager_.stage(b, be_);
 
         Tensor x = arena_.tensor(DType::F32, {T, H});  // residual stream
         Tensor h = arena_.tensor(DType::F32, {T, H});  // normed input of a block
         Tensor o = arena_.tensor(DType::F32, {T, H});  // a block's output
-        be_.embed(x, head_.tok_embd, b.tokens.data());
+        be_.embed(x, head_.tok_embd, sb.tokens);
         for (const HybridLayer& L : layers_) {
             const size_t mark = arena_.used();
             be_.rms_norm(h, x, L.attn_norm, cfg_.rms_eps);
             if (L.attention)
-                L.attn.forward(be_, arena_, cfg_, rope_, h, o, caches.kv->k(L.cache_index), caches.kv->v(L.cache_index), b);
+                L.attn.forward(be_, arena_, cfg_, rope_, h, o, caches.kv->k(L.cache_index), caches.kv->v(L.cache_index), sb);
             else
                 L.gdn.forward(be_, arena_, cfg_, h, o, caches.state->conv(L.cache_index),
-                              caches.state->recurrent(L.cache_index), plan);
+                              caches.state->recurrent(L.cache_index), sb.seq);
             be_.add(x, x, o);
             arena_.rewind(mark);
             be_.rms_norm(h, x, L.post_norm, cfg_.rms_eps);
@@ -123,7 +123,7 @@ public:
             be_.add(x, x, o);
             arena_.rewind(mark);
         }
-        head_.logits(be_, arena_, cfg_, x, b, logits);
+        head_.logits(be_, arena_, cfg_, x, sb, logits);
         MemLog::global().peak("activations_peak", int64_t(arena_.peak()));
     }
 
@@ -132,6 +132,7 @@ private:
     std::vector<HybridLayer> layers_;
     RopeParams rope_;
     Arena arena_;
+    BatchStager stager_;
 };
 
 }  // namespace

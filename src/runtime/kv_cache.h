@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/memory.h"
 #include "core/tensor.h"
 
 namespace tessera {
@@ -22,7 +23,11 @@ struct KvCacheShape {
 
 class KvCache {
 public:
-    explicit KvCache(const KvCacheShape& shape);  // allocates the pools (host memory)
+    // Allocates the pools in `mem` (host memory by default; a device backend's memory()).
+    explicit KvCache(const KvCacheShape& shape, MemoryResource& mem = host_memory());
+    ~KvCache();
+    KvCache(const KvCache&) = delete;
+    KvCache& operator=(const KvCache&) = delete;
     const KvCacheShape& shape() const { return shape_; }
     Tensor k(int64_t layer) const;  // [n_blocks, block_size, n_kv, D]
     Tensor v(int64_t layer) const;
@@ -36,7 +41,8 @@ private:
     KvCacheShape shape_;
     // [2, n_layers, n_blocks, block_size, n_kv, D], not initialised: a pool is a reservation whose
     // pages the OS maps only when a block is first written (attention reads written rows only).
-    std::unique_ptr<uint8_t[]> storage_;
+    MemoryResource* mem_;
+    uint8_t* storage_ = nullptr;
     size_t bytes_ = 0;
     std::vector<int32_t> free_;
 };

@@ -40,7 +40,7 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opts) {
     if (opts.device == "cuda")
         fail(ErrorKind::Unsupported, "--device cuda: the CUDA model path is not built yet (use --device cpu)");
     m.backend = make_cpu_backend();
-    m.weights = std::make_unique<WeightStore>(*m.source);
+    m.weights = std::make_unique<WeightStore>(*m.source, m.backend.get());
     m.model = with_context(path, [&] { return entry.make(m.config, *m.weights, *m.backend, opts.max_batch_tokens); });
     TS_LOG_DEBUG("loaded {}: {}", path, m.config.describe());
     int64_t weight_bytes = 0;

@@ -17,7 +17,7 @@ Session::Session(Model& model, int64_t n_blocks, int64_t block_size, int64_t max
         s.n_kv_heads = spec.n_kv_heads;
         s.head_dim = spec.head_dim;
         s.dtype = kv_dtype;
-        kv_ = std::make_unique<KvCache>(s);
+        kv_ = std::make_unique<KvCache>(s, model.backend().memory());
     }
     if (spec.state_layers > 0) {
         StateCacheShape s;
@@ -28,7 +28,7 @@ Session::Session(Model& model, int64_t n_blocks, int64_t block_size, int64_t max
         s.n_v_heads = spec.n_v_heads;
         s.dk = spec.dk;
         s.dv = spec.dv;
-        state_ = std::make_unique<StateCache>(s);
+        state_ = std::make_unique<StateCache>(s, &model.backend());
     }
 }
 

@@ -1,32 +1,38 @@
 #include "runtime/state_cache.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/memlog.h"
 #include "core/status.h"
 
 namespace tessera {
 
-StateCache::StateCache(const StateCacheShape& s) : shape_(s) {
+StateCache::StateCache(const StateCacheShape& s, Backend* be) : shape_(s), be_(be) {
     TS_CHECK(s.n_slots > 0 && s.conv_k >= 1, "state cache needs slots (got {}) and a conv kernel (got {})", s.n_slots,
              s.conv_k);
-    storage_.reset(new float[s.bytes() / sizeof(float)]);  // default-initialised: untouched
+    MemoryResource& mem = be ? be->memory() : host_memory();
+    storage_ = static_cast<float*>(with_context("state cache", [&] { return mem.allocate(s.bytes()); }));
     for (int64_t i = s.n_slots - 1; i >= 0; --i) free_.push_back(int32_t(i));
     MemLog::global().set("state_pool", int64_t(s.bytes()));
 }
 
+StateCache::~StateCache() { (be_ ? be_->memory() : host_memory()).deallocate(storage_); }
+
 Tensor StateCache::conv(int64_t layer) const {
     TS_ASSERT(layer >= 0 && layer < shape_.n_layers);
     const size_t per_layer = (shape_.conv_bytes() + shape_.rec_bytes()) / sizeof(float);
-    auto* p = storage_.get() + per_layer * size_t(layer);
-    return Tensor(p, DType::F32, {shape_.n_slots, shape_.conv_k - 1, shape_.conv_channels});
+    auto* p = storage_ + per_layer * size_t(layer);
+    return Tensor(p, DType::F32, {shape_.n_slots, shape_.conv_k - 1, shape_.conv_channels},
+                  be_ ? be_->device() : Device::CPU);
 }
 
 Tensor StateCache::recurrent(int64_t layer) const {
     TS_ASSERT(layer >= 0 && layer < shape_.n_layers);
     const size_t per_layer = (shape_.conv_bytes() + shape_.rec_bytes()) / sizeof(float);
-    auto* p = storage_.get() + per_layer * size_t(layer) + shape_.conv_bytes() / sizeof(float);
-    return Tensor(p, DType::F32, {shape_.n_slots, shape_.n_v_heads, shape_.dk, shape_.dv});
+    auto* p = storage_ + per_layer * size_t(layer) + shape_.conv_bytes() / sizeof(float);
+    return Tensor(p, DType::F32, {shape_.n_slots, shape_.n_v_heads, shape_.dk, shape_.dv},
+                  be_ ? be_->device() : Device::CPU);
 }
 
 int32_t StateCache::alloc() {
@@ -42,9 +48,17 @@ void StateCache::zero(int32_t slot) {
     TS_ASSERT(slot >= 0 && slot < shape_.n_slots);
     for (int64_t l = 0; l < shape_.n_layers; ++l) {
         const Tensor c = conv(l), r = recurrent(l);
-        std::fill_n(static_cast<float*>(c.row_ptr(slot * c.shape[1])), c.shape[1] * c.shape[2], 0.f);
-        std::fill_n(static_cast<float*>(r.row_ptr(slot * r.shape[1] * r.shape[2])), r.shape[1] * r.shape[2] * r.shape[3],
-                    0.f);
+        const size_t cb = size_t(c.shape[1] * c.shape[2]) * sizeof(float);
+        const size_t rb = size_t(r.shape[1] * r.shape[2] * r.shape[3]) * sizeof(float);
+        void* cp = c.row_ptr(slot * c.shape[1]);
+        void* rp = r.row_ptr(slot * r.shape[1] * r.shape[2]);
+        if (be_) {
+            be_->zero(cp, cb);
+            be_->zero(rp, rb);
+        } else {
+            std::memset(cp, 0, cb);
+            std::memset(rp, 0, rb);
+        }
     }
 }
 
@@ -54,10 +68,17 @@ void StateCache::copy(int32_t dst, int32_t src) {
     for (int64_t l = 0; l < shape_.n_layers; ++l) {
         const Tensor c = conv(l), r = recurrent(l);
         const int64_t cn = c.shape[1] * c.shape[2], rn = r.shape[1] * r.shape[2] * r.shape[3];
-        const float* cs = static_cast<const float*>(c.row_ptr(src * c.shape[1]));
-        std::copy_n(cs, cn, static_cast<float*>(c.row_ptr(dst * c.shape[1])));
-        const float* rs = static_cast<const float*>(r.row_ptr(src * r.shape[1] * r.shape[2]));
-        std::copy_n(rs, rn, static_cast<float*>(r.row_ptr(dst * r.shape[1] * r.shape[2])));
+        const void* cs = c.row_ptr(src * c.shape[1]);
+        const void* rs = r.row_ptr(src * r.shape[1] * r.shape[2]);
+        void* cd = c.row_ptr(dst * c.shape[1]);
+        void* rd = r.row_ptr(dst * r.shape[1] * r.shape[2]);
+        if (be_) {
+            be_->copy(cd, cs, size_t(cn) * sizeof(float));
+            be_->copy(rd, rs, size_t(rn) * sizeof(float));
+        } else {
+            std::memcpy(cd, cs, size_t(cn) * sizeof(float));
+            std::memcpy(rd, rs, size_t(rn) * sizeof(float));
+        }
     }
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "kernels/backend.h"
 
 namespace tessera {
 
@@ -23,7 +24,11 @@ struct StateCacheShape {
 
 class StateCache {
 public:
-    explicit StateCache(const StateCacheShape& shape);
+    // Slots in the backend's memory (null: host memory), zeroed and copied by its ops.
+    explicit StateCache(const StateCacheShape& shape, Backend* be = nullptr);
+    ~StateCache();
+    StateCache(const StateCache&) = delete;
+    StateCache& operator=(const StateCache&) = delete;
     const StateCacheShape& shape() const { return shape_; }
     Tensor conv(int64_t layer) const;       // [n_slots, K-1, C]
     Tensor recurrent(int64_t layer) const;  // [n_slots, nv, dk, dv]
@@ -40,7 +45,8 @@ private:
     StateCacheShape shape_;
     // [n_layers] x (conv, recurrent), not initialised: a slot is zeroed (or copied into) when it
     // is handed out, so untouched slots cost no resident memory.
-    std::unique_ptr<float[]> storage_;
+    Backend* be_;
+    float* storage_ = nullptr;
     std::vector<int32_t> free_;
 };
 

@@ -14,7 +14,7 @@ void convert_to_f32(DType dtype, const void* src, float* dst, int64_t n) {
 }
 
 Tensor WeightStore::matrix(const std::string& name, int64_t rows, int64_t cols) const {
-    return src_.get(name, {rows, cols});
+    return place(src_.get(name, {rows, cols}), WeightUse::Matrix);
 }
 
 Tensor WeightStore::gather_rows(const std::string& name, const std::vector<int64_t>& rows, int64_t cols) {
@@ -28,20 +28,24 @@ Tensor WeightStore::gather_rows(const std::string& name, const std::vector<int64
                  t.rows());
         std::memcpy(buf.data() + i * rb, t.row_ptr(rows[i]), rb);
     }
-    return Tensor(buf.data(), t.dtype, {int64_t(rows.size()), cols});
+    return place(Tensor(buf.data(), t.dtype, {int64_t(rows.size()), cols}), WeightUse::Matrix);
 }
 
 Tensor WeightStore::matrix_f32(const std::string& name, int64_t rows, int64_t cols) {
-    const Tensor t = matrix(name, rows, cols);
-    if (t.dtype == DType::F32 && t.is_contiguous()) return t;
+    const Tensor t = src_.get(name, {rows, cols});
+    if (t.dtype == DType::F32 && t.is_contiguous()) return place(t, WeightUse::Vector);
     auto& buf = owned_.emplace_back(size_t(rows * cols));
     with_context(src_.describe() + ": tensor " + name, [&] {
         for (int64_t r = 0; r < rows; ++r) convert_to_f32(t.dtype, t.row_ptr(r), buf.data() + r * cols, cols);
     });
-    return Tensor(buf.data(), DType::F32, {rows, cols});
+    return place(Tensor(buf.data(), DType::F32, {rows, cols}), WeightUse::Vector);
 }
 
 Tensor WeightStore::vector_f32(const std::string& name, int64_t n) {
+    return place(host_vector_f32(name, n), WeightUse::Vector);
+}
+
+Tensor WeightStore::host_vector_f32(const std::string& name, int64_t n) {
     Tensor t = src_.get(name);
     TS_CHECK(t.numel() == n && t.ndim >= 1 && t.dim(-1) == n, "{}: tensor {}: expected [{}] got {}", src_.describe(),
              name, n, t.shape_str());
@@ -55,10 +59,10 @@ Tensor WeightStore::optional_vector_f32(const std::string& name, int64_t n) {
 }
 
 Tensor WeightStore::vector_f32_plus(const std::string& name, int64_t n, float add) {
-    Tensor t = vector_f32(name, n);
+    Tensor t = host_vector_f32(name, n);
     float* p = t.ptr<float>();
     for (int64_t i = 0; i < n; ++i) p[i] += add;
-    return t;
+    return place(t, WeightUse::Vector);
 }
 
 size_t WeightStore::owned_bytes() const {

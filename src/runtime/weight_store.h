@@ -1,18 +1,24 @@
 // WeightStore: the model's view of its weights. Matrices stay as they are in the file (any
 // dtype, mmapped); small vectors the ops want in f32 (norm weights, biases) are converted once
-// and owned here.
+// and owned here. Every getter hands its result to the backend's place_weight (identity on the
+// CPU; a copy into device memory on CUDA), so models hold tensors their backend's ops can use.
 #pragma once
 #include <deque>
 #include <string>
 #include <vector>
 
+#include "kernels/backend.h"
 #include "runtime/tensor_source.h"
 
 namespace tessera {
 
 class WeightStore {
 public:
-    explicit WeightStore(const TensorSource& src) : src_(src) {}
+    // be: where the weights go (null: used where they are, host memory).
+    explicit WeightStore(const TensorSource& src, Backend* be = nullptr) : src_(src), be_(be) {}
+
+    // A host tensor (e.g. a slice of a stacked expert tensor) placed for the backend.
+    Tensor place(const Tensor& host, WeightUse use) const { return be_ ? be_->place_weight(host, use) : host; }
 
     // A weight matrix [rows, cols] in its file dtype (shape checked; error names the tensor).
     Tensor matrix(const std::string& name, int64_t rows, int64_t cols) const;
@@ -32,7 +38,10 @@ public:
     size_t owned_bytes() const;
 
 private:
+    Tensor host_vector_f32(const std::string& name, int64_t n);
+
     const TensorSource& src_;
+    Backend* be_ = nullptr;
     std::deque<std::vector<float>> owned_;
     std::deque<std::vector<uint8_t>> owned_raw_;
 };

@@ -34,7 +34,7 @@ int64_t Attention::activation_floats(const ModelConfig& c) {
 }
 
 void Attention::forward(Backend& be, Arena& arena, const ModelConfig& c, const RopeParams& rope, const Tensor& x,
-                        const Tensor& out, const Tensor& k_cache, const Tensor& v_cache, const Batch& b) const {
+                        const Tensor& out, const Tensor& k_cache, const Tensor& v_cache, const StagedBatch& b) const {
     const int64_t T = x.dim(0), D = c.head_dim, nh = c.n_heads, nkv = c.n_kv_heads;
     const int64_t qw = nh * D * (gated ? 2 : 1);
     Tensor qg = arena.tensor(DType::F32, {T, qw});  // q, or [q | gate] per head
@@ -51,11 +51,11 @@ void Attention::forward(Backend& be, Arena& arena, const ModelConfig& c, const R
     Tensor k3 = k.view({T, nkv, D}), v3 = v.view({T, nkv, D});
     if (!q_norm.empty()) be.rms_norm(q3, q3, q_norm, c.rms_eps);
     if (!k_norm.empty()) be.rms_norm(k3, k3, k_norm, c.rms_eps);
-    be.rope(q3, b.positions.data(), rope);
-    be.rope(k3, b.positions.data(), rope);
-    be.kv_store(k_cache, v_cache, k3, v3, b.slots.data());
+    be.rope(q3, b.positions, rope);
+    be.rope(k3, b.positions, rope);
+    be.kv_store(k_cache, v_cache, k3, v3, b.slots);
     Tensor attn3 = attn.view({T, nh, D});
-    be.attention(attn3, q3, k_cache, v_cache, b.attn_plan(), 1.0f / std::sqrt(float(D)));
+    be.attention(attn3, q3, k_cache, v_cache, b.attn, 1.0f / std::sqrt(float(D)));
     if (gated) be.sigmoid_mul(attn3, attn3, head_view(qg, D, nh, D, 2 * D));
     be.matmul(out, attn, wo);
 }

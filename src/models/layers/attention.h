@@ -21,7 +21,7 @@ struct Attention {
 
     // out[T, H] = attention over x[T, H] (already normed); k/v of this step go into the cache.
     void forward(Backend& be, Arena& arena, const ModelConfig& c, const RopeParams& rope, const Tensor& x,
-                 const Tensor& out, const Tensor& k_cache, const Tensor& v_cache, const Batch& b) const;
+                 const Tensor& out, const Tensor& k_cache, const Tensor& v_cache, const StagedBatch& b) const;
 };
 
 }  // namespace tessera

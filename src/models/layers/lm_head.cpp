@@ -1,5 +1,6 @@
 #include "models/layers/lm_head.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "runtime/weight_store.h"
@@ -15,16 +16,26 @@ LmHead LmHead::load(WeightStore& w, const ModelConfig& c) {
     return h;
 }
 
-void LmHead::logits(Backend& be, Arena& arena, const ModelConfig& c, const Tensor& x, const Batch& b,
+void LmHead::logits(Backend& be, Arena& arena, const ModelConfig& c, const Tensor& x, const StagedBatch& b,
                     float* out) const {
-    const int64_t n_out = int64_t(b.logit_rows.size()), H = c.hidden;
+    const int64_t n_out = b.n_logits, H = c.hidden, V = c.vocab_size;
     if (n_out == 0) return;
     Tensor rows = arena.tensor(DType::F32, {n_out, H});
-    for (int64_t i = 0; i < n_out; ++i)
-        std::memcpy(rows.ptr<float>() + i * H, x.ptr<float>() + int64_t(b.logit_rows[size_t(i)]) * H,
-                    size_t(H) * sizeof(float));
+    be.embed(rows, x, b.logit_rows);  // gathers the rows whose logits are wanted
     be.rms_norm(rows, rows, output_norm, c.rms_eps);
-    be.matmul(Tensor(out, DType::F32, {n_out, c.vocab_size}), rows, output);
+    if (be.device() == Device::CPU) {
+        be.matmul(Tensor(out, DType::F32, {n_out, V}), rows, output);
+        return;
+    }
+    // Device memory: the logits go to the host a few rows at a time, through a bounded scratch.
+    for (int64_t r0 = 0; r0 < n_out; r0 += kLogitRowsPerCopy) {
+        const int64_t n = std::min(kLogitRowsPerCopy, n_out - r0);
+        const size_t mark = arena.used();
+        Tensor y = arena.tensor(DType::F32, {n, V});
+        be.matmul(y, rows.slice_rows(r0, r0 + n), output);
+        be.copy_out(out + r0 * V, y.data, size_t(n * V) * sizeof(float));
+        arena.rewind(mark);
+    }
 }
 
 RopeParams rope_params(const ModelConfig& c) {

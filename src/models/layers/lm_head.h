@@ -11,13 +11,21 @@ namespace tessera {
 class WeightStore;
 
 struct LmHead {
+    // A device backend's logits reach the host this many rows at a time (scratch: rows × vocab).
+    static constexpr int64_t kLogitRowsPerCopy = 16;
+    // Activation floats logits() needs beyond the model's own, on backend `be`.
+    static int64_t activation_floats(const ModelConfig& c, const Backend& be) {
+        return be.device() == Device::CPU ? 0 : kLogitRowsPerCopy * c.vocab_size;
+    }
+
     Tensor tok_embd;     // [V, H]
     Tensor output_norm;  // [H] f32
     Tensor output;       // [V, H] (== tok_embd when tied)
 
     static LmHead load(WeightStore& w, const ModelConfig& c);
-    // logits [batch.logit_rows.size(), V] from the residual stream x [T, H].
-    void logits(Backend& be, Arena& arena, const ModelConfig& c, const Tensor& x, const Batch& b, float* out) const;
+    // logits [b.n_logits, V] (host memory) from the residual stream x [T, H].
+    void logits(Backend& be, Arena& arena, const ModelConfig& c, const Tensor& x, const StagedBatch& b,
+                float* out) const;
 };
 
 // The model's RoPE settings (frequencies precomputed in the config).
