@@ -1,0 +1,268 @@
+// The reference CUDA paged attention against the CPU backend's attention on the same inputs:
+// decode, prefill of 1/63/64/65/257 tokens, decodes and prefill chunks mixed in one batch (with
+// an empty sequence), block sizes 16 and 1, D 64/128/256, GQA 16/2 and MHA 4/4, f32 and f16
+// caches, shuffled block tables, strided q (gated layout) and padded out rows. Tolerance
+// max |Δ| <= 1e-4 · max(1, |ref|): both sides are f32 softmax-weighted sums; they differ only in
+// summation order (the GPU's online softmax rescales as it goes, the CPU sums in two passes).
+// Without a GPU the device tests skip; the argument checks run everywhere.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/half.h"
+#include "core/status.h"
+#include "kernels/backend.h"
+#include "kernels/cuda/device.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/ref_attention.h"
+#include "kernels/cuda/stream.h"
+
+using namespace tessera;
+using namespace tessera::cuda;
+
+#define REQUIRE_CUDA()                                                            \
+    do {                                                                          \
+        std::string why_;                                                         \
+        if (device_count(&why_) == 0) GTEST_SKIP() << "no CUDA device: " << why_; \
+    } while (0)
+
+namespace {
+
+constexpr float kPad = -777.25f;  // out-of-view padding: a kernel writing there shows up
+
+struct Config {
+    int64_t n_head, n_kv, D, block_size;
+    bool f16;
+};
+
+std::string describe(const Config& c) {
+    return "n_head=" + std::to_string(c.n_head) + " n_kv=" + std::to_string(c.n_kv) + " D=" + std::to_string(c.D) +
+           " block_size=" + std::to_string(c.block_size) + (c.f16 ? " f16" : " f32");
+}
+
+template <typename T>
+DeviceBuffer to_device(const std::vector<T>& v) {
+    DeviceBuffer b(v.size() * sizeof(T));
+    b.upload(v.data(), b.size());
+    return b;
+}
+
+// One batch: sequence s has n_new[s] tokens this step and kv_len[s] context (including them).
+struct Batch {
+    std::vector<int32_t> n_new, kv_len;
+};
+
+// Runs one batch through the CPU backend and the CUDA reference on identical random inputs and
+// compares the outputs (and that the out padding is untouched).
+void check_batch(const Config& c, const Batch& b, uint32_t seed) {
+    const int n_seqs = int(b.n_new.size());
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+
+    std::vector<int32_t> q_start(size_t(n_seqs) + 1, 0);
+    for (int s = 0; s < n_seqs; ++s) q_start[size_t(s) + 1] = q_start[size_t(s)] + b.n_new[size_t(s)];
+    const int64_t T = q_start.back();
+    ASSERT_GT(T, 0);
+
+    // Block tables: every sequence's blocks drawn from one shuffled pool (plus spare blocks that no
+    // one uses); unused table entries are -1, which the kernel must never read.
+    int max_blocks = 1, used = 0;
+    for (int s = 0; s < n_seqs; ++s) {
+        const int nb = int((b.kv_len[size_t(s)] + c.block_size - 1) / c.block_size);
+        max_blocks = std::max(max_blocks, nb + 1);
+        used += nb;
+    }
+    const int64_t n_blocks = used + 3;
+    std::vector<int32_t> pool(static_cast<size_t>(n_blocks));
+    std::iota(pool.begin(), pool.end(), 0);
+    std::shuffle(pool.begin(), pool.end(), rng);
+    std::vector<int32_t> table(size_t(n_seqs) * max_blocks, -1);
+    for (int s = 0, next = 0; s < n_seqs; ++s)
+        for (int64_t k = 0; k < (b.kv_len[size_t(s)] + c.block_size - 1) / c.block_size; ++k)
+            table[size_t(s) * max_blocks + k] = pool[size_t(next++)];
+
+    // Caches [n_blocks, block_size, n_kv, D], all random (also rows no sequence owns).
+    const int64_t cache_elems = n_blocks * c.block_size * c.n_kv * c.D;
+    const size_t elem_bytes = c.f16 ? 2 : 4;
+    std::vector<uint8_t> kc(size_t(cache_elems) * elem_bytes), vc(kc.size());
+    for (auto* cache : {&kc, &vc})
+        for (int64_t i = 0; i < cache_elems; ++i) {
+            const float x = u(rng) * 2.f;
+            if (c.f16) reinterpret_cast<uint16_t*>(cache->data())[i] = f32_to_f16(x);
+            else reinterpret_cast<float*>(cache->data())[i] = x;
+        }
+
+    // q [T, n_head, D] as in a gated projection: heads 2·D apart; out rows padded by 3 floats.
+    const int64_t q_hs = 2 * c.D, q_ts = c.n_head * q_hs, out_hs = c.D, out_ts = c.n_head * c.D + 3;
+    std::vector<float> q(size_t(T * q_ts));
+    for (auto& x : q) x = u(rng) * 3.f;
+    std::vector<float> out_cpu(size_t(T * out_ts), kPad), out_gpu = out_cpu;
+    const float scale = 1.f / std::sqrt(float(c.D));
+
+    // CPU ground truth.
+    {
+        const DType ct = c.f16 ? DType::F16 : DType::F32;
+        Tensor kt(kc.data(), ct, {n_blocks, c.block_size, c.n_kv, c.D}), vt(vc.data(), ct, {n_blocks, c.block_size, c.n_kv, c.D});
+        Tensor qt(q.data(), DType::F32, {T, c.n_head, c.D});
+        qt.stride = {q_ts * 4, q_hs * 4, 4, 0};
+        Tensor ot(out_cpu.data(), DType::F32, {T, c.n_head, c.D});
+        ot.stride = {out_ts * 4, out_hs * 4, 4, 0};
+        const AttnPlan plan{n_seqs, q_start.data(), b.kv_len.data(), table.data(), max_blocks, int(c.block_size)};
+        make_cpu_backend()->attention(ot, qt, kt, vt, plan, scale);
+    }
+
+    // The CUDA reference, every array on the device.
+    DeviceBuffer d_kc = to_device(kc), d_vc = to_device(vc), d_q = to_device(q), d_out = to_device(out_gpu);
+    DeviceBuffer d_qs = to_device(q_start), d_len = to_device(b.kv_len), d_tab = to_device(table);
+    ref::PagedCache pk;
+    pk.data = d_kc.data();
+    pk.f16 = c.f16;
+    pk.n_blocks = n_blocks;
+    pk.block_size = c.block_size;
+    pk.n_kv = c.n_kv;
+    pk.D = c.D;
+    pk.head_stride = c.D;
+    pk.row_stride = c.n_kv * c.D;
+    pk.block_stride = c.block_size * c.n_kv * c.D;
+    ref::PagedCache pv = pk;
+    pv.data = d_vc.data();
+    const AttnPlan dplan{n_seqs, d_qs.as<int32_t>(), d_len.as<int32_t>(), d_tab.as<int32_t>(), max_blocks,
+                         int(c.block_size)};
+    Stream stream;
+    ref::attention(d_out.as<float>(), out_ts, out_hs, d_q.as<float>(), q_ts, q_hs, T, c.n_head, pk, pv, dplan, scale,
+                   stream);
+    stream.synchronize();
+    d_out.download(out_gpu.data(), d_out.size());
+
+    float ref_max = 1.f;
+    for (float x : out_cpu)
+        if (x != kPad) ref_max = std::max(ref_max, std::fabs(x));
+    const double tol = 1e-4 * ref_max;
+    double worst = 0;
+    int bad = 0;
+    for (size_t i = 0; i < out_cpu.size(); ++i) {
+        const int64_t col = int64_t(i) % out_ts;
+        if (col >= c.n_head * c.D) {
+            if (out_gpu[i] != kPad && ++bad <= 5) ADD_FAILURE() << "padding overwritten at element " << i;
+            continue;
+        }
+        const double err = std::fabs(double(out_gpu[i]) - double(out_cpu[i]));
+        worst = std::max(worst, std::isnan(err) ? INFINITY : err);
+        if (!(err <= tol) && ++bad <= 5)
+            ADD_FAILURE() << "token " << int64_t(i) / out_ts << " head " << col / c.D << " dim " << col % c.D
+                          << ": gpu " << out_gpu[i] << " cpu " << out_cpu[i];
+    }
+    EXPECT_EQ(bad, 0) << "worst |Δ| " << worst << " > " << tol << " (T=" << T << ")";
+}
+
+// Every head/D/block-size/dtype combination the task names.
+std::vector<Config> all_configs() {
+    std::vector<Config> v;
+    for (int64_t D : {64, 128, 256})
+        for (auto [nh, nkv] : {std::pair<int64_t, int64_t>{16, 2}, {4, 4}})
+            for (int64_t bs : {16, 1})
+                for (bool f16 : {false, true}) v.push_back({nh, nkv, D, bs, f16});
+    return v;
+}
+
+}  // namespace
+
+TEST(CudaRefAttention, DecodeOneToken) {
+    REQUIRE_CUDA();
+    for (const Config& c : all_configs()) {
+        SCOPED_TRACE(describe(c));
+        check_batch(c, {{1}, {1}}, 1);    // the first token of a sequence: attends to itself only
+        check_batch(c, {{1}, {300}}, 2);  // a decode deep into the context
+    }
+}
+
+TEST(CudaRefAttention, PrefillLengths) {
+    REQUIRE_CUDA();
+    for (const Config& c : all_configs())
+        for (int32_t n : {1, 63, 64, 65, 257}) {
+            SCOPED_TRACE(describe(c) + " prefill " + std::to_string(n));
+            check_batch(c, {{n}, {n}}, uint32_t(n));               // from an empty context
+            if (n == 65) check_batch(c, {{n}, {n + 130}}, 7);  // a later prefill chunk
+        }
+}
+
+TEST(CudaRefAttention, MixedBatch) {
+    REQUIRE_CUDA();
+    // Decodes at different depths, an empty sequence, a prefill chunk behind 130 cached tokens and a
+    // fresh 65-token prefill, in one call.
+    const Batch mixed{{1, 1, 0, 65, 1, 65, 1}, {1, 17, 40, 195, 300, 65, 64}};
+    for (const Config& c : all_configs()) {
+        SCOPED_TRACE(describe(c) + " mixed");
+        check_batch(c, mixed, 11);
+    }
+}
+
+TEST(CudaRefAttention, BadPlanOnTheDeviceGivesNaN) {
+    REQUIRE_CUDA();
+    // Sequence 0 points at block 9 of a 2-block cache; sequence 1 is sound.
+    const int64_t n_kv = 1, D = 8, bs = 4, n_blocks = 2;
+    std::vector<float> cache(size_t(n_blocks * bs * n_kv * D), 0.5f), q(size_t(2 * D), 1.f), out(size_t(2 * D), 0.f);
+    std::vector<int32_t> q_start = {0, 1, 2}, kv_len = {3, 2}, table = {9, 0};
+    DeviceBuffer d_c = to_device(cache), d_q = to_device(q), d_o = to_device(out), d_qs = to_device(q_start),
+                 d_len = to_device(kv_len), d_tab = to_device(table);
+    ref::PagedCache pc;
+    pc.data = d_c.data();
+    pc.n_blocks = n_blocks;
+    pc.block_size = bs;
+    pc.n_kv = n_kv;
+    pc.D = D;
+    pc.head_stride = D;
+    pc.row_stride = D;
+    pc.block_stride = bs * D;
+    const AttnPlan plan{2, d_qs.as<int32_t>(), d_len.as<int32_t>(), d_tab.as<int32_t>(), 1, int(bs)};
+    ref::attention(d_o.as<float>(), D, D, d_q.as<float>(), D, D, 2, 1, pc, pc, plan, 1.f, nullptr);
+    d_o.download(out.data(), d_o.size());  // cudaMemcpy waits for the default stream
+    for (int64_t i = 0; i < D; ++i) {
+        EXPECT_TRUE(std::isnan(out[size_t(i)])) << "token 0 dim " << i;
+        EXPECT_FLOAT_EQ(out[size_t(D + i)], 0.5f) << "token 1 dim " << i;  // v rows all 0.5
+    }
+}
+
+TEST(CudaRefAttention, BadArgumentsAreErrors) {  // checked on the host before any launch: needs no GPU
+    float* p = reinterpret_cast<float*>(16);
+    ref::PagedCache c;
+    c.data = p;
+    c.n_blocks = 4;
+    c.block_size = 16;
+    c.n_kv = 2;
+    c.D = 64;
+    c.head_stride = 64;
+    c.row_stride = 128;
+    c.block_stride = 16 * 128;
+    const int32_t* ip = reinterpret_cast<const int32_t*>(16);
+    const AttnPlan plan{1, ip, ip, ip, 4, 16};
+    auto call = [&](int64_t n_head, const ref::PagedCache& k, const ref::PagedCache& v, const AttnPlan& pl) {
+        ref::attention(p, n_head * 64, 64, p, n_head * 64, 64, 3, n_head, k, v, pl, 1.f, nullptr);
+    };
+    EXPECT_THROW(call(5, c, c, plan), Error);  // 5 query heads over 2 kv heads
+    ref::PagedCache big = c;
+    big.D = 320;
+    big.head_stride = 320;
+    big.row_stride = 640;
+    big.block_stride = 16 * 640;
+    EXPECT_THROW(call(4, big, big, plan), Error);  // D > 256
+    AttnPlan wrong_bs = plan;
+    wrong_bs.block_size = 8;
+    EXPECT_THROW(call(4, c, c, wrong_bs), Error);
+    AttnPlan no_arrays = plan;
+    no_arrays.block_table = nullptr;
+    EXPECT_THROW(call(4, c, c, no_arrays), Error);
+    ref::PagedCache bad_stride = c;
+    bad_stride.row_stride = 100;  // two kv heads of 64 do not fit
+    EXPECT_THROW(call(4, bad_stride, c, plan), Error);
+    EXPECT_THROW(ref::attention(p, 10, 64, p, 256, 64, 3, 4, c, c, plan, 1.f, nullptr), Error);  // out rows overlap
+    // No tokens: nothing to do, whatever the plan arrays.
+    EXPECT_NO_THROW(ref::attention(nullptr, 0, 64, nullptr, 0, 64, 0, 4, c, c, AttnPlan{0, nullptr, nullptr, nullptr, 0, 16},
+                                   1.f, nullptr));
+}
