@@ -150,7 +150,20 @@ EngineCore::EngineCore(const EngineOptions& o) : impl_(std::make_unique<Impl>())
     pr.max_num_seqs = o.max_num_seqs;
     pr.prefix_caching = o.prefix_caching;
     pr.snapshot_fraction = o.snapshot_fraction;
-    pr.budget_bytes = o.memory_budget > 0 ? o.memory_budget : default_cpu_budget(spec, pr);
+    int64_t dev_free = 0, dev_total = 0;
+    if (o.memory_budget > 0) {
+        pr.budget_bytes = o.memory_budget;
+    } else if (I.m.backend->device_memory(&dev_free, &dev_total)) {
+        // The process may use gpu_memory_fraction of the device; weights and activations are
+        // already allocated, so the caches get what is left of that share (at most what they need).
+        const int64_t used = dev_total - dev_free;
+        const int64_t share = int64_t(double(dev_total) * o.gpu_memory_fraction) - used;
+        TS_CHECK(share > 0, "--gpu-memory-fraction {}: {} of {} device memory is already in use, nothing left for "
+                 "the caches", o.gpu_memory_fraction, format_bytes(used), format_bytes(dev_total));
+        pr.budget_bytes = share;  // plan_pools still sizes the pools from need within it
+    } else {
+        pr.budget_bytes = default_cpu_budget(spec, pr);
+    }
     I.plan = plan_pools(spec, pr);
     if (o.max_model_len == 0 && pr.model_ctx > 0 && I.plan.max_model_len < pr.model_ctx)
         TS_LOG_WARN("max_model_len {} (the model's context is {}; the memory budget {} holds no more)",

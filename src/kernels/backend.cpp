@@ -24,6 +24,7 @@ void Backend::zero(void* dst, size_t bytes) {
     if (bytes) std::memset(dst, 0, bytes);
 }
 Tensor Backend::place_weight(const Tensor& host, WeightUse) { return host; }
+bool Backend::device_memory(int64_t*, int64_t*) { return false; }
 
 void rope_inv_freq(const RopeParams& p, float* inv_freq) {
     const int dim = p.rot_dims, half = dim / 2;

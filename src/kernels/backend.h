@@ -112,6 +112,8 @@ public:
     // owned by the WeightStore); a device backend copies it into memory it owns for its lifetime,
     // converting if its kernels want another dtype (the CUDA reference path: bf16 matrices).
     virtual Tensor place_weight(const Tensor& host, WeightUse use);
+    // A device backend's free and total memory now (false: host memory, not reported here).
+    virtual bool device_memory(int64_t* free_bytes, int64_t* total_bytes);
 
     // y[T, N] = x[T, K] · w[N, K]ᵀ. x, y f32; w any dtype with rows of K elements.
     virtual void matmul(const Tensor& y, const Tensor& x, const Tensor& w) = 0;

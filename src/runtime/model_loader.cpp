@@ -5,6 +5,9 @@
 #include "core/log.h"
 #include "core/memlog.h"
 #include "core/status.h"
+#ifdef TESSERA_HAVE_CUDA
+#include "kernels/cuda/cuda_backend.h"
+#endif
 #include "models/registry.h"
 #include "runtime/gguf_source.h"
 #include "runtime/hf_source.h"
@@ -37,9 +40,15 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opts) {
     const ModelEntry& entry = find_model(m.config.arch);
     TS_CHECK(opts.device == "cpu" || opts.device == "auto" || opts.device == "cuda",
              "unknown device '{}' (cpu, cuda or auto)", opts.device);
-    if (opts.device == "cuda")
-        fail(ErrorKind::Unsupported, "--device cuda: the CUDA model path is not built yet (use --device cpu)");
-    m.backend = make_cpu_backend();
+    if (opts.device == "cuda") {
+#ifdef TESSERA_HAVE_CUDA
+        m.backend = make_cuda_backend();
+#else
+        fail(ErrorKind::Unsupported, "--device cuda: this build has no CUDA backend (configure with CUDA; see README)");
+#endif
+    } else {
+        m.backend = make_cpu_backend();  // auto = cpu until the CUDA path is the measured default
+    }
     m.weights = std::make_unique<WeightStore>(*m.source, m.backend.get());
     m.model = with_context(path, [&] { return entry.make(m.config, *m.weights, *m.backend, opts.max_batch_tokens); });
     TS_LOG_DEBUG("loaded {}: {}", path, m.config.describe());

@@ -1,0 +1,150 @@
+// CudaBackend: device selection, memory (copies, scratch) and weight placement. Matrices are
+// dequantized to bf16 on the device (f32 ones stay f32, so fp32 checkpoints keep fp32 accuracy);
+// vectors are uploaded as f32.
+#include "kernels/cuda/cuda_backend.h"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "core/memlog.h"
+#include "core/status.h"
+#include "kernels/cuda/cuda_backend_impl.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device.h"
+#include "kernels/cuda/ref_dequant.h"
+
+namespace tessera {
+
+std::unique_ptr<Backend> make_cuda_backend(int device) {
+    std::string why;
+    const int n = cuda::device_count(&why);
+    if (n == 0) fail(ErrorKind::Unsupported, "--device cuda: no CUDA device ({})", why);
+    TS_CHECK(device >= 0 && device < n, "CUDA device {} does not exist ({} found)", device, n);
+    return std::make_unique<cuda::CudaBackend>(device);
+}
+
+namespace cuda {
+
+namespace {
+int set_device(int d) {
+    TS_CUDA_CHECK(cudaSetDevice(d));
+    return d;
+}
+}  // namespace
+
+CudaBackend::CudaBackend(int device) : device_(set_device(device)), stream_(), cublas_(stream_.get()) {}
+
+CudaBackend::~CudaBackend() {
+    cudaStreamSynchronize(stream_.get());  // nothing queued may outlive the buffers
+}
+
+void CudaBackend::copy_in(void* dst, const void* host_src, size_t bytes) {
+    if (!bytes) return;
+    // From pageable memory cudaMemcpyAsync returns once the source has been staged, so the caller
+    // may reuse host_src at once; the copy stays ordered with the stream's kernels.
+    TS_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_.get()));
+}
+
+void CudaBackend::copy_out(void* host_dst, const void* src, size_t bytes) {
+    if (!bytes) return;
+    TS_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_.get()));
+    stream_.synchronize();
+}
+
+void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
+    if (bytes) TS_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_.get()));
+}
+
+void CudaBackend::zero(void* dst, size_t bytes) {
+    if (bytes) TS_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream_.get()));
+}
+
+bool CudaBackend::device_memory(int64_t* free_bytes, int64_t* total_bytes) {
+    size_t f = 0, t = 0;
+    TS_CUDA_CHECK(cudaMemGetInfo(&f, &t));
+    *free_bytes = int64_t(f);
+    *total_bytes = int64_t(t);
+    return true;
+}
+
+void* CudaBackend::scratch(int slot, size_t bytes) {
+    if (scratch_.size() <= size_t(slot)) scratch_.resize(size_t(slot) + 1);
+    DeviceBuffer& b = scratch_[size_t(slot)];
+    if (b.size() < bytes) {
+        stream_.synchronize();  // queued work may still read the old buffer
+        b = DeviceBuffer(std::max(bytes, 2 * b.size()));
+    }
+    return b.data();
+}
+
+Tensor CudaBackend::place_weight(const Tensor& host, WeightUse use) {
+    if (host.empty()) return host;
+    TS_CHECK(host.device == Device::CPU, "place_weight: {} is not in host memory", host.describe());
+    const int64_t rows = host.rows(), cols = host.cols();
+    const size_t rb = host.row_bytes(), bytes = size_t(rows) * rb;
+    std::vector<uint8_t> packed;  // rows gathered when the view is strided
+    const void* src = host.data;
+    if (!host.is_contiguous()) {
+        packed.resize(bytes);
+        for (int64_t r = 0; r < rows; ++r) std::memcpy(packed.data() + size_t(r) * rb, host.row_ptr(r), rb);
+        src = packed.data();
+    }
+    if (use == WeightUse::Vector || host.dtype == DType::F32 || host.dtype == DType::BF16) {
+        TS_CHECK(use != WeightUse::Vector || host.dtype == DType::F32, "place_weight: vector {} must be f32",
+                 host.describe());
+        DeviceBuffer& b = weights_.emplace_back(bytes);
+        copy_in(b.data(), src, bytes);  // ordered on the stream (DeviceBuffer::upload is not)
+        weight_bytes_ += int64_t(bytes);
+        MemLog::global().set("weights_device", weight_bytes_);
+        return Tensor::contiguous(b.data(), host.dtype, host.shape.data(), host.ndim, Device::CUDA);
+    }
+    TS_CHECK(ref::can_dequantize_to_bf16(host.dtype), "place_weight: cannot dequantize {} on the device",
+             host.describe());
+    DeviceBuffer raw(bytes);
+    copy_in(raw.data(), src, bytes);
+    DeviceBuffer& b = weights_.emplace_back(size_t(rows * cols) * 2);
+    ref::dequantize_to_bf16(b.as<uint16_t>(), raw.data(), host.dtype, rows, cols, stream_.get());
+    stream_.synchronize();  // before `raw` is freed
+    weight_bytes_ += int64_t(b.size());
+    MemLog::global().set("weights_device", weight_bytes_);
+    return Tensor::contiguous(b.data(), DType::BF16, host.shape.data(), host.ndim, Device::CUDA);
+}
+
+const float* CudaBackend::rope_freqs(const RopeParams& p, int rot_dims) {
+    const std::string key = fmt::format("{}/{}/{}/{}/{}/{}/{}/{}/{}", rot_dims, p.theta, p.llama3_factor,
+                                        p.llama3_low_freq_factor, p.llama3_high_freq_factor, p.llama3_original_ctx,
+                                        p.linear_factor, static_cast<const void*>(p.inv_freq), int(p.style));
+    auto it = rope_.find(key);
+    if (it == rope_.end()) {
+        RopeParams q = p;
+        q.rot_dims = rot_dims;
+        std::vector<float> f(size_t(rot_dims / 2));
+        rope_inv_freq(q, f.data());
+        DeviceBuffer b(f.size() * sizeof(float));
+        copy_in(b.data(), f.data(), f.size() * sizeof(float));
+        it = rope_.emplace(key, std::move(b)).first;
+    }
+    return it->second.as<float>();
+}
+
+const void* const* CudaBackend::expert_pointers(const std::vector<Tensor>& experts) {
+    TS_CHECK(!experts.empty(), "moe_experts: no experts");
+    const void* key = experts.data();
+    auto it = experts_.find(key);
+    if (it == experts_.end()) {
+        std::vector<const void*> ptrs;
+        for (const Tensor& t : experts) {
+            TS_CHECK(t.device == Device::CUDA && t.is_contiguous() && t.dtype == experts[0].dtype,
+                     "moe_experts: expert weights must be placed, contiguous and of one dtype (got {})", t.describe());
+            ptrs.push_back(t.data);
+        }
+        DeviceBuffer b(ptrs.size() * sizeof(void*));
+        copy_in(b.data(), ptrs.data(), ptrs.size() * sizeof(void*));
+        it = experts_.emplace(key, std::move(b)).first;
+    }
+    return static_cast<const void* const*>(it->second.data());
+}
+
+}  // namespace cuda
+}  // namespace tessera

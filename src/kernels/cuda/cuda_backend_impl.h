@@ -1,0 +1,76 @@
+// CudaBackend's declaration, shared by its implementation files (cuda_backend.cpp: memory and
+// weights; cuda_backend_ops.cpp: the ops).
+#pragma once
+#include <deque>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/cuda/cublas_handle.h"
+#include "kernels/cuda/cuda_memory.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/stream.h"
+
+namespace tessera::cuda {
+
+class CudaBackend final : public Backend {
+public:
+    explicit CudaBackend(int device);
+    ~CudaBackend() override;
+
+    Device device() const override { return Device::CUDA; }
+    std::string name() const override { return "cuda-reference"; }
+
+    MemoryResource& memory() override { return mem_; }
+    void copy_in(void* dst, const void* host_src, size_t bytes) override;
+    void copy_out(void* host_dst, const void* src, size_t bytes) override;
+    void copy(void* dst, const void* src, size_t bytes) override;
+    void zero(void* dst, size_t bytes) override;
+    Tensor place_weight(const Tensor& host, WeightUse use) override;
+    bool device_memory(int64_t* free_bytes, int64_t* total_bytes) override;
+
+    void matmul(const Tensor& y, const Tensor& x, const Tensor& w) override;
+    void embed(const Tensor& y, const Tensor& table, const int32_t* ids) override;
+    void rms_norm(const Tensor& y, const Tensor& x, const Tensor& w, float eps) override;
+    void rope(const Tensor& x, const int32_t* pos, const RopeParams& p) override;
+    void swiglu(const Tensor& y, const Tensor& gate, const Tensor& up) override;
+    void add(const Tensor& y, const Tensor& a, const Tensor& b) override;
+    void add_bias(const Tensor& y, const Tensor& bias) override;
+    void kv_store(const Tensor& k_cache, const Tensor& v_cache, const Tensor& k, const Tensor& v,
+                  const int32_t* slot) override;
+    void attention(const Tensor& out, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                   const AttnPlan& plan, float scale) override;
+    void softmax(const Tensor& x) override;
+    void argmax(const Tensor& x, int32_t* out) override;
+    void sigmoid_mul(const Tensor& y, const Tensor& x, const Tensor& gate) override;
+    void l2_norm(const Tensor& x, float eps, float scale) override;
+    void rms_norm_gated(const Tensor& y, const Tensor& x, const Tensor& z, const Tensor& w, float eps) override;
+    void conv1d_silu(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& conv_state,
+                     const SeqPlan& plan) override;
+    void gdn_gates(const Tensor& beta, const Tensor& g, const Tensor& b, const Tensor& a, const Tensor& neg_exp_a,
+                   const Tensor& dt_bias) override;
+    void gated_delta_rule(const Tensor& o, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                          const Tensor& beta, const Tensor& state, const SeqPlan& plan, const GdnParams& p) override;
+    void moe_topk(const Tensor& logits, int k, bool renormalize, int32_t* ids, float* weights) override;
+    void moe_experts(const Tensor& y, const Tensor& x, const MoeWeights& w, const int32_t* ids, const float* weights,
+                     int k) override;
+
+private:
+    // Scratch device memory that grows (between uses) to the largest request; one per purpose.
+    void* scratch(int slot, size_t bytes);
+    const float* rope_freqs(const RopeParams& p, int rot_dims);
+    const void* const* expert_pointers(const std::vector<Tensor>& experts);
+
+    int device_;
+    CudaMemory mem_;
+    Stream stream_;
+    CublasHandle cublas_;
+    std::deque<DeviceBuffer> weights_;          // placed weights, alive as long as the backend
+    std::map<std::string, DeviceBuffer> rope_;  // inverse frequencies per RopeParams
+    std::map<const void*, DeviceBuffer> experts_;  // device arrays of expert weight pointers
+    std::vector<DeviceBuffer> scratch_;
+    int64_t weight_bytes_ = 0;
+};
+
+}  // namespace tessera::cuda

@@ -1,0 +1,287 @@
+// CudaBackend's ops: each checks its tensors (device memory, f32 activations, shapes), turns
+// them into raw pointers and element strides, and queues the reference kernel on the stream.
+#include <fmt/format.h>
+
+#include "core/status.h"
+#include "kernels/cuda/cuda_backend_impl.h"
+#include "kernels/cuda/ref_attention.h"
+#include "kernels/cuda/ref_elementwise.h"
+#include "kernels/cuda/ref_embed.h"
+#include "kernels/cuda/ref_gdn.h"
+#include "kernels/cuda/ref_matmul.h"
+#include "kernels/cuda/ref_misc.h"
+#include "kernels/cuda/ref_moe.h"
+#include "kernels/cuda/ref_norm.h"
+#include "kernels/cuda/ref_rope.h"
+
+namespace tessera::cuda {
+
+namespace {
+
+void check_device(const Tensor& t, const char* op, const char* what) {
+    TS_CHECK(!t.empty() && t.device == Device::CUDA, "cuda {}: {} {} is not in device memory", op, what,
+             t.describe());
+}
+
+// An f32 tensor seen as evenly strided rows of its last dimension.
+struct Rows {
+    float* p;
+    int64_t rows, cols, ld;  // ld in elements
+};
+
+Rows rows_of(const Tensor& t, const char* op, const char* what) {
+    check_device(t, op, what);
+    TS_CHECK(t.dtype == DType::F32 && t.ndim >= 1 && t.stride[t.ndim - 1] == 4, "cuda {}: {} must be f32 with "
+             "contiguous rows (got {})", op, what, t.describe());
+    int64_t ld = t.cols();
+    if (t.ndim >= 2) {
+        ld = t.stride[t.ndim - 2] / 4;
+        for (int d = 0; d + 2 < t.ndim; ++d)
+            TS_CHECK(t.stride[d] == t.shape[d + 1] * t.stride[d + 1], "cuda {}: {} {} has unevenly strided rows", op,
+                     what, t.describe());
+    }
+    return Rows{t.ptr<float>(), t.rows(), t.cols(), ld};
+}
+
+// An f32 [T, n, D] tensor: element strides per token and per head.
+struct Heads {
+    float* p;
+    int64_t T, n, D, ts, hs;
+};
+
+Heads heads_of(const Tensor& t, const char* op, const char* what) {
+    check_device(t, op, what);
+    TS_CHECK(t.dtype == DType::F32 && t.ndim == 3 && t.stride[2] == 4, "cuda {}: {} must be f32 [T, n, D] with "
+             "contiguous heads (got {})", op, what, t.describe());
+    return Heads{t.ptr<float>(), t.shape[0], t.shape[1], t.shape[2], t.stride[0] / 4, t.stride[1] / 4};
+}
+
+void same_shape(const Rows& a, const Rows& b, const char* op) {
+    TS_CHECK(a.rows == b.rows && a.cols == b.cols, "cuda {}: shapes differ ([{}, {}] vs [{}, {}])", op, a.rows, a.cols,
+             b.rows, b.cols);
+}
+
+}  // namespace
+
+void CudaBackend::matmul(const Tensor& y, const Tensor& x, const Tensor& w) {
+    const Rows X = rows_of(x, "matmul", "x"), Y = rows_of(y, "matmul", "y");
+    check_device(w, "matmul", "w");
+    TS_CHECK(w.ndim == 2 && w.is_contiguous() && w.cols() == X.cols && w.rows() == Y.cols && X.rows == Y.rows,
+             "cuda matmul: y {} = x {} · w {}ᵀ does not fit", y.describe(), x.describe(), w.describe());
+    if (X.rows == 0 || Y.cols == 0) return;
+    if (w.dtype == DType::F32) {
+        ref::matmul_f32(Y.p, Y.ld, X.p, X.ld, w.ptr<float>(), X.rows, Y.cols, X.cols, cublas_, stream_.get());
+    } else if (w.dtype == DType::BF16) {
+        auto* xs = static_cast<uint16_t*>(scratch(0, size_t(X.rows * X.cols) * sizeof(uint16_t)));
+        ref::matmul_bf16(Y.p, Y.ld, X.p, X.ld, w.ptr<uint16_t>(), X.rows, Y.cols, X.cols, cublas_, xs, stream_.get());
+    } else {
+        fail(ErrorKind::Unsupported, "cuda matmul: weights of dtype {} (the reference path places matrices as bf16)",
+             dtype_name(w.dtype));
+    }
+}
+
+void CudaBackend::embed(const Tensor& y, const Tensor& table, const int32_t* ids) {
+    const Rows Y = rows_of(y, "embed", "y");
+    check_device(table, "embed", "table");
+    TS_CHECK(table.ndim == 2 && table.cols() == Y.cols, "cuda embed: table {} does not give rows of {}",
+             table.describe(), Y.cols);
+    ref::embed(Y.p, Y.ld, table.data, table.dtype, table.stride[0], table.rows(), ids, Y.rows, Y.cols, stream_.get());
+}
+
+void CudaBackend::rms_norm(const Tensor& y, const Tensor& x, const Tensor& w, float eps) {
+    const Rows X = rows_of(x, "rms_norm", "x"), Y = rows_of(y, "rms_norm", "y");
+    same_shape(X, Y, "rms_norm");
+    check_device(w, "rms_norm", "w");
+    TS_CHECK(w.numel() == X.cols, "cuda rms_norm: weight {} for rows of {}", w.describe(), X.cols);
+    ref::rms_norm(Y.p, Y.ld, X.p, X.ld, w.ptr<float>(), X.rows, X.cols, eps, stream_.get());
+}
+
+void CudaBackend::rope(const Tensor& x, const int32_t* pos, const RopeParams& p) {
+    const Heads X = heads_of(x, "rope", "x");
+    const int rot = p.rot_dims > 0 ? p.rot_dims : int(X.D);
+    ref::rope(X.p, X.ts, X.hs, X.T, X.n, X.D, pos, rope_freqs(p, rot), rot, p.style, stream_.get());
+}
+
+void CudaBackend::swiglu(const Tensor& y, const Tensor& gate, const Tensor& up) {
+    const Rows Y = rows_of(y, "swiglu", "y"), G = rows_of(gate, "swiglu", "gate"), U = rows_of(up, "swiglu", "up");
+    same_shape(Y, G, "swiglu");
+    same_shape(Y, U, "swiglu");
+    ref::swiglu(Y.p, Y.ld, G.p, G.ld, U.p, U.ld, Y.rows, Y.cols, stream_.get());
+}
+
+void CudaBackend::add(const Tensor& y, const Tensor& a, const Tensor& b) {
+    const Rows Y = rows_of(y, "add", "y"), A = rows_of(a, "add", "a"), B = rows_of(b, "add", "b");
+    same_shape(Y, A, "add");
+    same_shape(Y, B, "add");
+    ref::add(Y.p, Y.ld, A.p, A.ld, B.p, B.ld, Y.rows, Y.cols, stream_.get());
+}
+
+void CudaBackend::add_bias(const Tensor& y, const Tensor& bias) {
+    const Rows Y = rows_of(y, "add_bias", "y");
+    check_device(bias, "add_bias", "bias");
+    TS_CHECK(bias.numel() == Y.cols, "cuda add_bias: bias {} for rows of {}", bias.describe(), Y.cols);
+    ref::add_bias(Y.p, Y.ld, bias.ptr<float>(), Y.rows, Y.cols, stream_.get());
+}
+
+namespace {
+ref::KvCacheRef kv_ref(const Tensor& c, const char* what) {
+    check_device(c, "kv_store", what);
+    TS_CHECK(c.ndim == 4, "cuda kv_store: {} cache {} must be [n_blocks, block_size, n_kv, D]", what, c.describe());
+    ref::KvCacheRef r;
+    r.data = c.data;
+    r.dtype = c.dtype;
+    r.n_blocks = c.shape[0];
+    r.block_size = c.shape[1];
+    r.n_kv = c.shape[2];
+    r.D = c.shape[3];
+    r.block_stride = c.stride[0];
+    r.row_stride = c.stride[1];
+    r.head_stride = c.stride[2];
+    return r;
+}
+
+ref::PagedCache paged_ref(const Tensor& c, const char* what) {
+    check_device(c, "attention", what);
+    TS_CHECK(c.ndim == 4 && (c.dtype == DType::F32 || c.dtype == DType::F16),
+             "cuda attention: {} cache {} must be f32/f16 [n_blocks, block_size, n_kv, D]", what, c.describe());
+    const int64_t es = c.dtype == DType::F16 ? 2 : 4;
+    ref::PagedCache r;
+    r.data = c.data;
+    r.f16 = c.dtype == DType::F16;
+    r.n_blocks = c.shape[0];
+    r.block_size = c.shape[1];
+    r.n_kv = c.shape[2];
+    r.D = c.shape[3];
+    r.block_stride = c.stride[0] / es;
+    r.row_stride = c.stride[1] / es;
+    r.head_stride = c.stride[2] / es;
+    return r;
+}
+}  // namespace
+
+void CudaBackend::kv_store(const Tensor& k_cache, const Tensor& v_cache, const Tensor& k, const Tensor& v,
+                           const int32_t* slot) {
+    const Heads K = heads_of(k, "kv_store", "k"), V = heads_of(v, "kv_store", "v");
+    TS_CHECK(K.T == V.T, "cuda kv_store: k has {} tokens, v {}", K.T, V.T);
+    ref::kv_store(kv_ref(k_cache, "k"), kv_ref(v_cache, "v"), K.p, K.ts, K.hs, V.p, V.ts, V.hs, K.T, slot,
+                  stream_.get());
+}
+
+void CudaBackend::attention(const Tensor& out, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                            const AttnPlan& plan, float scale) {
+    const Heads O = heads_of(out, "attention", "out"), Q = heads_of(q, "attention", "q");
+    TS_CHECK(O.T == Q.T && O.n == Q.n, "cuda attention: out {} vs q {}", out.describe(), q.describe());
+    ref::attention(O.p, O.ts, O.hs, Q.p, Q.ts, Q.hs, Q.T, Q.n, paged_ref(k_cache, "k"), paged_ref(v_cache, "v"), plan,
+                   scale, stream_.get());
+}
+
+void CudaBackend::softmax(const Tensor& x) {
+    const Rows X = rows_of(x, "softmax", "x");
+    ref::softmax(X.p, X.ld, X.rows, X.cols, stream_.get());
+}
+
+void CudaBackend::argmax(const Tensor& x, int32_t* out) {
+    const Rows X = rows_of(x, "argmax", "x");
+    ref::argmax(X.p, X.ld, X.rows, X.cols, out, stream_.get());
+}
+
+void CudaBackend::sigmoid_mul(const Tensor& y, const Tensor& x, const Tensor& gate) {
+    const Rows Y = rows_of(y, "sigmoid_mul", "y"), X = rows_of(x, "sigmoid_mul", "x");
+    const Rows G = rows_of(gate, "sigmoid_mul", "gate");
+    same_shape(Y, X, "sigmoid_mul");
+    const bool per_row = G.cols == 1 && X.cols != 1;
+    TS_CHECK(G.rows == X.rows && (per_row || G.cols == X.cols), "cuda sigmoid_mul: gate {} for x {}",
+             gate.describe(), x.describe());
+    ref::sigmoid_mul(Y.p, Y.ld, X.p, X.ld, G.p, G.ld, per_row, X.rows, X.cols, stream_.get());
+}
+
+void CudaBackend::l2_norm(const Tensor& x, float eps, float scale) {
+    const Heads X = heads_of(x, "l2_norm", "x");
+    ref::l2_norm(X.p, X.ts, X.hs, X.T, X.n, X.D, eps, scale, stream_.get());
+}
+
+void CudaBackend::rms_norm_gated(const Tensor& y, const Tensor& x, const Tensor& z, const Tensor& w, float eps) {
+    const Heads Y = heads_of(y, "rms_norm_gated", "y"), X = heads_of(x, "rms_norm_gated", "x");
+    const Heads Z = heads_of(z, "rms_norm_gated", "z");
+    check_device(w, "rms_norm_gated", "w");
+    TS_CHECK(w.numel() == X.D, "cuda rms_norm_gated: weight {} for heads of {}", w.describe(), X.D);
+    ref::rms_norm_gated(Y.p, Y.ts, Y.hs, X.p, X.ts, X.hs, Z.p, Z.ts, Z.hs, w.ptr<float>(), X.T, X.n, X.D, eps,
+                        stream_.get());
+}
+
+void CudaBackend::conv1d_silu(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& conv_state,
+                              const SeqPlan& plan) {
+    const Rows Y = rows_of(y, "conv1d_silu", "y"), X = rows_of(x, "conv1d_silu", "x");
+    same_shape(Y, X, "conv1d_silu");
+    check_device(w, "conv1d_silu", "w");
+    check_device(conv_state, "conv1d_silu", "conv_state");
+    TS_CHECK(w.ndim == 2 && w.dim(0) == X.cols && w.is_contiguous() && w.dtype == DType::F32,
+             "cuda conv1d_silu: weight {} for {} channels", w.describe(), X.cols);
+    const int64_t K = w.dim(1);
+    TS_CHECK(conv_state.ndim == 3 && conv_state.dim(1) == K - 1 && conv_state.dim(2) == X.cols &&
+                 conv_state.is_contiguous(),
+             "cuda conv1d_silu: state {} for K = {}, C = {}", conv_state.describe(), K, X.cols);
+    ref::conv1d_silu(Y.p, Y.ld, X.p, X.ld, X.rows, X.cols, w.ptr<float>(), K, conv_state.ptr<float>(),
+                     (K - 1) * X.cols, conv_state.dim(0), plan, stream_.get());
+}
+
+void CudaBackend::gdn_gates(const Tensor& beta, const Tensor& g, const Tensor& b, const Tensor& a,
+                            const Tensor& neg_exp_a, const Tensor& dt_bias) {
+    const Rows Be = rows_of(beta, "gdn_gates", "beta"), G = rows_of(g, "gdn_gates", "g");
+    const Rows B = rows_of(b, "gdn_gates", "b"), A = rows_of(a, "gdn_gates", "a");
+    same_shape(Be, G, "gdn_gates");
+    same_shape(Be, B, "gdn_gates");
+    same_shape(Be, A, "gdn_gates");
+    check_device(neg_exp_a, "gdn_gates", "neg_exp_a");
+    check_device(dt_bias, "gdn_gates", "dt_bias");
+    TS_CHECK(neg_exp_a.numel() == Be.cols && dt_bias.numel() == Be.cols, "cuda gdn_gates: per-head vectors for {} heads",
+             Be.cols);
+    ref::gdn_gates(Be.p, Be.ld, G.p, G.ld, B.p, B.ld, A.p, A.ld, neg_exp_a.ptr<float>(), dt_bias.ptr<float>(), Be.rows,
+                   Be.cols, stream_.get());
+}
+
+void CudaBackend::gated_delta_rule(const Tensor& o, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                   const Tensor& beta, const Tensor& state, const SeqPlan& plan, const GdnParams& p) {
+    const Heads O = heads_of(o, "gated_delta_rule", "o"), Q = heads_of(q, "gated_delta_rule", "q");
+    const Heads K = heads_of(k, "gated_delta_rule", "k"), V = heads_of(v, "gated_delta_rule", "v");
+    const Rows G = rows_of(g, "gated_delta_rule", "g"), B = rows_of(beta, "gated_delta_rule", "beta");
+    check_device(state, "gated_delta_rule", "state");
+    TS_CHECK(state.ndim == 4 && state.is_contiguous() && state.dim(1) == V.n && state.dim(2) == K.D &&
+                 state.dim(3) == V.D,
+             "cuda gated_delta_rule: state {} for {} heads of {}x{}", state.describe(), V.n, K.D, V.D);
+    ref::gated_delta_rule(O.p, O.ts, O.hs, ref::HeadsIn{Q.p, Q.ts, Q.hs}, ref::HeadsIn{K.p, K.ts, K.hs},
+                          ref::HeadsIn{V.p, V.ts, V.hs}, G.p, G.ld, B.p, B.ld, Q.T, K.D, V.D, state.ptr<float>(),
+                          V.n * K.D * V.D, state.dim(0), plan, p, stream_.get());
+}
+
+void CudaBackend::moe_topk(const Tensor& logits, int k, bool renormalize, int32_t* ids, float* weights) {
+    const Rows L = rows_of(logits, "moe_topk", "logits");
+    TS_CHECK(L.ld == L.cols, "cuda moe_topk: logits {} must be contiguous", logits.describe());
+    ref::moe_topk(L.p, L.rows, L.cols, k, renormalize, ids, weights, stream_.get());
+}
+
+void CudaBackend::moe_experts(const Tensor& y, const Tensor& x, const MoeWeights& w, const int32_t* ids,
+                              const float* weights, int k) {
+    const Rows Y = rows_of(y, "moe_experts", "y"), X = rows_of(x, "moe_experts", "x");
+    same_shape(Y, X, "moe_experts");
+    const int E = w.n_experts();
+    TS_CHECK(E > 0 && int(w.up.size()) == E && int(w.down.size()) == E, "cuda moe_experts: {} experts", E);
+    const int64_t I = w.gate[0].dim(0);
+    const DType dt = w.gate[0].dtype;
+    TS_CHECK(dt == DType::BF16 || dt == DType::F32, "cuda moe_experts: expert weights {} (placed bf16 or f32 expected)",
+             w.gate[0].describe());
+    auto* sc = static_cast<float*>(scratch(1, size_t(ref::moe_experts_scratch_floats(X.rows, k, I)) * sizeof(float)));
+    const void* const* gp = expert_pointers(w.gate);
+    const void* const* up = expert_pointers(w.up);
+    const void* const* dp = expert_pointers(w.down);
+    if (dt == DType::BF16)
+        ref::moe_experts(Y.p, Y.ld, X.p, X.ld, X.rows, X.cols, I, E, reinterpret_cast<const uint16_t* const*>(gp),
+                         reinterpret_cast<const uint16_t* const*>(up), reinterpret_cast<const uint16_t* const*>(dp),
+                         ids, weights, k, sc, stream_.get());
+    else
+        ref::moe_experts(Y.p, Y.ld, X.p, X.ld, X.rows, X.cols, I, E, reinterpret_cast<const float* const*>(gp),
+                         reinterpret_cast<const float* const*>(up), reinterpret_cast<const float* const*>(dp), ids,
+                         weights, k, sc, stream_.get());
+}
+
+}  // namespace tessera::cuda
