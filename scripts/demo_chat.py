@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Starts `tessera serve MODEL` on a free local port, waits until it is healthy, sends one chat
 request through the OpenAI HTTP API (standard library only), prints the exchange, and stops the
-server. Used by scripts/demo.sh (the README's first command)."""
+server. Used by scripts/demo.sh (the README's first command); TESSERA_SERVE_ARGS adds serve options."""
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -21,7 +22,8 @@ def main() -> int:
     question = sys.argv[3] if len(sys.argv) > 3 else "Hello! Who are you?"
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([binary, "serve", model, "--port", str(port)])
+    extra = os.environ.get("TESSERA_SERVE_ARGS", "").split()  # e.g. "--device cuda"
+    server = subprocess.Popen([binary, "serve", model, "--port", str(port), *extra])
     try:
         deadline = time.time() + 120
         while True:
