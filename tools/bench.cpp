@@ -177,6 +177,11 @@ int run_bench(const Args& args) {
 
     const EngineStats st = core.stats();
     const int64_t peak = peak_rss_bytes();
+    // Device memory (0 on the CPU): arenas and pools at their peak, placed weights, op scratch.
+    const MemLog& ml = MemLog::global();
+    const int64_t dev_peak = ml.get("device_allocated_peak") > 0
+                                 ? ml.get("device_allocated_peak") + ml.get("weights_device") + ml.get("device_scratch")
+                                 : 0;
     std::printf("model: %s (%s), device %s, gen %lld, median of %lld after a warm-up\n\n", core.model_name().c_str(),
                 core.config().arch.c_str(), o.device.c_str(), (long long)gen, (long long)repeat);
     std::printf("| context | batch | prefill tok/s | TTFT s | decode tok/s | KV + state | peak RSS |\n");
@@ -185,9 +190,13 @@ int run_bench(const Args& args) {
         std::printf("| %lld | %lld | %.1f | %.3f | %.1f | %s | %s |\n", (long long)r.ctx, (long long)r.batch,
                     r.m.prefill_tps, r.m.ttft_s, r.m.decode_tps, format_bytes(r.m.cache_bytes).c_str(),
                     format_bytes(peak).c_str());
-    std::printf("\nweights %s; pools: KV %s, state %s; activations peak %s\n", format_bytes(st.weight_bytes).c_str(),
+    std::printf("\nweights %s; pools: KV %s, state %s; activations peak %s", format_bytes(st.weight_bytes).c_str(),
                 format_bytes(st.kv_bytes).c_str(), format_bytes(st.state_bytes).c_str(),
                 format_bytes(MemLog::global().get("activations_peak")).c_str());
+    if (dev_peak > 0)
+        std::printf("; device memory peak %s (weights as placed: %s)", format_bytes(dev_peak).c_str(),
+                    format_bytes(MemLog::global().get("weights_device")).c_str());
+    std::printf("\n");
 
     if (args.has("json")) {
         nlohmann::ordered_json j;
@@ -201,6 +210,7 @@ int run_bench(const Args& args) {
         j["kv_pool_bytes"] = st.kv_bytes;
         j["state_pool_bytes"] = st.state_bytes;
         j["peak_rss_bytes"] = peak;
+        j["device_peak_bytes"] = dev_peak;
         j["rows"] = nlohmann::ordered_json::array();
         for (const Row& r : rows)
             j["rows"].push_back({{"ctx", r.ctx},
