@@ -1,5 +1,6 @@
 #include "runtime/model_loader.h"
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "core/log.h"
@@ -40,6 +41,12 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opts) {
     const ModelEntry& entry = find_model(m.config.arch);
     TS_CHECK(opts.device == "cpu" || opts.device == "auto" || opts.device == "cuda",
              "unknown device '{}' (cpu, cuda or auto)", opts.device);
+    // TESSERA_KERNELS (or --kernels): which CUDA kernels run. Only the reference path exists so far.
+    const char* kernels = std::getenv("TESSERA_KERNELS");
+    TS_CHECK(!kernels || !*kernels || std::string(kernels) == "reference" || std::string(kernels) == "fast",
+             "TESSERA_KERNELS={}: expected reference or fast", kernels);
+    if (opts.device == "cuda" && kernels && std::string(kernels) == "fast")
+        fail(ErrorKind::Unsupported, "TESSERA_KERNELS=fast: the CUDA kernel pack is not built yet; use reference");
     if (opts.device == "cuda") {
 #ifdef TESSERA_HAVE_CUDA
         m.backend = make_cuda_backend();
