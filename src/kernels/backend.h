@@ -108,6 +108,7 @@ public:
     virtual void copy_out(void* host_dst, const void* src, size_t bytes);
     virtual void copy(void* dst, const void* src, size_t bytes);  // within memory(), queued
     virtual void zero(void* dst, size_t bytes);                   // within memory(), queued
+    virtual void synchronize() {}  // waits for every queued op (before freeing memory they may use)
     // A weight as this backend's ops want it. The CPU returns the host view itself (mmapped or
     // owned by the WeightStore); a device backend copies it into memory it owns for its lifetime,
     // converting if its kernels want another dtype (the CUDA reference path: bf16 matrices).

@@ -41,7 +41,10 @@ StagedBatch BatchStager::stage(const Batch& b, Backend& be) {
     for (const auto* v : {&b.tokens, &b.positions, &b.slots, &b.logit_rows, &b.q_start, &b.kv_len, &b.block_table,
                           &b.state_slots})
         need += (v->size() * sizeof(int32_t) + 255) / 256 * 256;
-    if (need > arena_.capacity()) arena_ = Arena("batch plan", std::max(need, 2 * arena_.capacity()), be.memory());
+    if (need > arena_.capacity()) {
+        be.synchronize();  // the previous step's ops may still read the old plan
+        arena_ = Arena("batch plan", std::max(need, 2 * arena_.capacity()), be.memory());
+    }
     arena_.reset();
     auto put = [&](const std::vector<int32_t>& v) -> const int32_t* {
         if (v.empty()) return nullptr;

@@ -27,6 +27,7 @@ public:
     void copy_out(void* host_dst, const void* src, size_t bytes) override;
     void copy(void* dst, const void* src, size_t bytes) override;
     void zero(void* dst, size_t bytes) override;
+    void synchronize() override { stream_.synchronize(); }
     Tensor place_weight(const Tensor& host, WeightUse use) override;
     bool device_memory(int64_t* free_bytes, int64_t* total_bytes) override;
 
