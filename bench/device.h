@@ -20,6 +20,9 @@
 
 #ifdef TESSERA_HAVE_CUDA
 #include <cuda_runtime_api.h>
+
+#include "kernels/cuda/cuda_backend.h"
+#define TESSERA_HAVE_CUDA_BACKEND 1
 #endif
 
 namespace tessera::bench {
@@ -100,6 +103,9 @@ public:
         check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
         check(cudaEventRecord(start_, nullptr), "cudaEventRecord");
         for (int i = 0; i < reps; ++i) fn(i);
+        // The backend queues on a non-blocking stream of its own, which the legacy stream's
+        // events do not wait for: drain the device first (adds a few µs per timed batch of reps).
+        check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
         check(cudaEventRecord(stop_, nullptr), "cudaEventRecord");
         check(cudaEventSynchronize(stop_), "cudaEventSynchronize");
         float ms = 0;
@@ -150,7 +156,11 @@ public:
     }
     // A weight matrix [rows, cols] from host blocks. The one place a backend that repacks weights
     // at load (the CUDA kernel pack) would repack them.
-    Tensor weight(DType t, int64_t rows, int64_t cols, const void* host) { return tensor(t, {rows, cols}, host); }
+    // On CUDA the backend places it (the reference path: bf16 / f32 in memory it owns, as at load).
+    Tensor weight(DType t, int64_t rows, int64_t cols, const void* host) {
+        if (dev_.device() == Device::CPU) return tensor(t, {rows, cols}, host);
+        return dev_.backend().place_weight(Tensor(const_cast<void*>(host), t, {rows, cols}), WeightUse::Matrix);
+    }
     // Index arrays of the step plans (ids, q_start, block tables) where the backend reads them.
     // The CPU backend reads host memory; the CUDA contract decides for CUDA (device memory here).
     const int32_t* ints(const std::vector<int32_t>& v) {
