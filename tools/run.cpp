@@ -2,8 +2,6 @@
 // sample and stream tokens until EOS, a stop token or --max-tokens.
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <random>
 
 #include <nlohmann/json.hpp>
@@ -12,7 +10,6 @@
 #include "core/memlog.h"
 #include "core/status.h"
 #include "engine/sampler.h"
-#include "formats/gguf.h"
 #include "runtime/model_loader.h"
 #include "runtime/session.h"
 #include "tokenizer/chat_template.h"
@@ -23,26 +20,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-// End-of-generation ids when no tokenizer is loaded: generation_config.json (HF) or GGUF metadata.
-std::vector<int32_t> eos_ids_without_tokenizer(const std::string& path) {
-    std::vector<int32_t> ids;
-    if (std::filesystem::is_directory(path)) {
-        std::ifstream f(std::filesystem::path(path) / "generation_config.json");
-        if (!f) return ids;
-        const auto j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
-        if (!j.is_object() || !j.contains("eos_token_id")) return ids;
-        const auto& e = j["eos_token_id"];
-        if (e.is_number_integer()) ids.push_back(e.get<int32_t>());
-        if (e.is_array())
-            for (const auto& x : e)
-                if (x.is_number_integer()) ids.push_back(x.get<int32_t>());
-    } else if (is_gguf_path(path)) {
-        const GgufFile g = GgufFile::open(path);
-        if (auto e = g.find_u32("tokenizer.ggml.eos_token_id")) ids.push_back(int32_t(*e));
-    }
-    return ids;
-}
 
 std::string chat_prompt(const std::string& path, const Args& args) {
     ChatTemplateSource tpl = load_chat_template(args.has("chat-template") ? args.get("chat-template") : path);
@@ -95,7 +72,7 @@ int run_run(const Args& args) {
     MemLog::global().snapshot("after cache allocation");
     const int seq = session.add_sequence();
 
-    std::vector<int32_t> stop = tok ? tok->eos_ids() : eos_ids_without_tokenizer(path);
+    std::vector<int32_t> stop = tok ? tok->eos_ids() : checkpoint_eos_ids(path);
     if (args.flag("ignore-eos")) stop.clear();
     Sampler sampler(sp);
     std::unique_ptr<StreamDecoder> dec = tok ? std::make_unique<StreamDecoder>(*tok, /*skip_special=*/true) : nullptr;

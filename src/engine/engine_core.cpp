@@ -5,11 +5,9 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <numeric>
 #include <unordered_map>
 
-#include <nlohmann/json.hpp>
 
 #include "core/log.h"
 #include "core/memlog.h"
@@ -18,7 +16,6 @@
 #include "engine/pool_plan.h"
 #include "engine/scheduler.h"
 #include "engine/stop_matcher.h"
-#include "formats/gguf.h"
 #include "runtime/kv_cache.h"
 #include "runtime/model_loader.h"
 #include "runtime/state_cache.h"
@@ -40,27 +37,6 @@ const char* finish_reason_name(FinishReason r) {
 namespace {
 
 constexpr int64_t kGdnChunk = 64;  // the chunked Gated DeltaNet's chunk: prefill splits align to it
-
-// End-of-generation ids from generation_config.json (HF folders) or GGUF metadata.
-std::vector<int32_t> checkpoint_eos_ids(const std::string& path) {
-    std::vector<int32_t> ids;
-    namespace fs = std::filesystem;
-    if (fs::is_directory(path)) {
-        std::ifstream f(fs::path(path) / "generation_config.json");
-        if (!f) return ids;
-        const auto j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
-        if (!j.is_object() || !j.contains("eos_token_id")) return ids;
-        const auto& e = j["eos_token_id"];
-        if (e.is_number_integer()) ids.push_back(e.get<int32_t>());
-        if (e.is_array())
-            for (const auto& x : e)
-                if (x.is_number_integer()) ids.push_back(x.get<int32_t>());
-    } else if (is_gguf_path(path)) {
-        const GgufFile g = GgufFile::open(path);
-        if (auto e = g.find_u32("tokenizer.ggml.eos_token_id")) ids.push_back(int32_t(*e));
-    }
-    return ids;
-}
 
 // Runs a request's callback; a throwing callback is the caller's bug and must not take the
 // engine (or the other requests in the step) down with it.

@@ -2,6 +2,9 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "core/log.h"
 #include "core/memlog.h"
@@ -9,6 +12,7 @@
 #ifdef TESSERA_HAVE_CUDA
 #include "kernels/cuda/cuda_backend.h"
 #endif
+#include "formats/gguf.h"
 #include "models/registry.h"
 #include "runtime/gguf_source.h"
 #include "runtime/hf_source.h"
@@ -32,6 +36,25 @@ std::unique_ptr<TensorSource> open_tensor_source(const std::string& path, ModelC
     auto file = std::make_shared<const GgufFile>(GgufFile::open(path));
     if (config) *config = gguf_model_config(*file);
     return std::make_unique<GgufSource>(file);
+}
+
+std::vector<int32_t> checkpoint_eos_ids(const std::string& path) {
+    std::vector<int32_t> ids;
+    if (std::filesystem::is_directory(path)) {
+        std::ifstream f(std::filesystem::path(path) / "generation_config.json");
+        if (!f) return ids;
+        const auto j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+        if (!j.is_object() || !j.contains("eos_token_id")) return ids;
+        const auto& e = j["eos_token_id"];
+        if (e.is_number_integer()) ids.push_back(e.get<int32_t>());
+        if (e.is_array())
+            for (const auto& x : e)
+                if (x.is_number_integer()) ids.push_back(x.get<int32_t>());
+    } else if (is_gguf_path(path)) {
+        const GgufFile g = GgufFile::open(path);
+        if (auto e = g.find_u32("tokenizer.ggml.eos_token_id")) ids.push_back(int32_t(*e));
+    }
+    return ids;
 }
 
 LoadedModel load_model(const std::string& path, const LoadOptions& opts) {

@@ -3,6 +3,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kernels/backend.h"
 #include "models/model.h"
@@ -30,5 +31,9 @@ std::unique_ptr<TensorSource> open_tensor_source(const std::string& path, ModelC
 LoadedModel load_model(const std::string& path, const LoadOptions& opts = {});
 
 bool is_gguf_path(const std::string& path);
+
+// End-of-generation ids the checkpoint declares without a tokenizer: generation_config.json's
+// eos_token_id (HF folders) or tokenizer.ggml.eos_token_id (GGUF); empty when none.
+std::vector<int32_t> checkpoint_eos_ids(const std::string& path);
 
 }  // namespace tessera
