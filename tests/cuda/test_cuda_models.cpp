@@ -16,13 +16,10 @@
 #include "runtime/model_loader.h"
 #include "runtime/session.h"
 
+#include "ref_test_util.h"  // REQUIRE_CUDA
+
 using namespace tessera;
 
-#define REQUIRE_CUDA()                                                            \
-    do {                                                                          \
-        std::string why_;                                                         \
-        if (cuda::device_count(&why_) == 0) GTEST_SKIP() << "no CUDA device: " << why_; \
-    } while (0)
 
 namespace {
 

@@ -22,14 +22,11 @@
 #include "kernels/cuda/ref_gdn.h"
 #include "kernels/cuda/stream.h"
 
+#include "ref_test_util.h"  // REQUIRE_CUDA
+
 using namespace tessera;
 using namespace tessera::cuda;
 
-#define REQUIRE_CUDA()                                                            \
-    do {                                                                          \
-        std::string why_;                                                         \
-        if (device_count(&why_) == 0) GTEST_SKIP() << "no CUDA device: " << why_; \
-    } while (0)
 
 namespace {
 
