@@ -170,7 +170,7 @@ EngineCore::EngineCore(const EngineOptions& o) : impl_(std::make_unique<Impl>())
         s.n_v_heads = spec.n_v_heads;
         s.dk = spec.dk;
         s.dv = spec.dv;
-        I.state = std::make_unique<StateCache>(s, I.m.backend.get());
+        I.state = std::make_unique<StateCache>(s, *I.m.backend);
         MemLog::global().set("state_pool", int64_t(I.plan.state_bytes()));
         MemLog::global().set("snapshot_pool", int64_t(I.plan.snapshot_bytes()));
         sc.has_state = true;

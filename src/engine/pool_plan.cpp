@@ -13,6 +13,12 @@ namespace tessera {
 namespace {
 constexpr int64_t kMaxSeqsDefault = 256;
 constexpr int64_t kDefaultCtx = 4096;  // when the checkpoint does not say
+// The context and sequence count a request stands for (its own, else the model's / the default).
+int64_t asked_ctx(const PoolRequest& r) {
+    return r.max_model_len > 0 ? r.max_model_len : (r.model_ctx > 0 ? r.model_ctx : kDefaultCtx);
+}
+int64_t asked_seqs(const PoolRequest& r) { return r.max_num_seqs > 0 ? r.max_num_seqs : kMaxSeqsDefault; }
+
 }  // namespace
 
 int64_t kv_bytes_per_block(const CacheSpec& spec, int64_t block_size, int64_t elem_bytes) {
@@ -45,8 +51,7 @@ PoolPlan plan_pools(const CacheSpec& spec, const PoolRequest& req) {
     p.block_size = req.block_size;
     p.kv_block_bytes = kv_bytes_per_block(spec, req.block_size, req.kv_elem_bytes);
     p.slot_bytes = state_bytes_per_slot(spec);
-    const int64_t ctx = req.max_model_len > 0 ? req.max_model_len : (req.model_ctx > 0 ? req.model_ctx : kDefaultCtx);
-    const int64_t seqs = req.max_num_seqs > 0 ? req.max_num_seqs : kMaxSeqsDefault;
+    const int64_t ctx = asked_ctx(req), seqs = asked_seqs(req);
     const int64_t ctx_blocks = blocks_for(ctx, req.block_size);
     int64_t budget = req.budget_bytes;
 
@@ -110,8 +115,7 @@ int64_t host_available_bytes() {
 }
 
 int64_t default_cpu_budget(const CacheSpec& spec, const PoolRequest& req) {
-    const int64_t ctx = req.max_model_len > 0 ? req.max_model_len : (req.model_ctx > 0 ? req.model_ctx : kDefaultCtx);
-    const int64_t seqs = req.max_num_seqs > 0 ? req.max_num_seqs : kMaxSeqsDefault;
+    const int64_t ctx = asked_ctx(req), seqs = asked_seqs(req);
     const int64_t slot = state_bytes_per_slot(spec);
     const double need = double(seqs) * (double(blocks_for(ctx, req.block_size)) *
                                             double(kv_bytes_per_block(spec, req.block_size, req.kv_elem_bytes)) +

@@ -28,7 +28,7 @@ Session::Session(Model& model, int64_t n_blocks, int64_t block_size, int64_t max
         s.n_v_heads = spec.n_v_heads;
         s.dk = spec.dk;
         s.dv = spec.dv;
-        state_ = std::make_unique<StateCache>(s, &model.backend());
+        state_ = std::make_unique<StateCache>(s, model.backend());
     }
 }
 

@@ -1,30 +1,29 @@
 #include "runtime/state_cache.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "core/memlog.h"
 #include "core/status.h"
 
 namespace tessera {
 
-StateCache::StateCache(const StateCacheShape& s, Backend* be) : shape_(s), be_(be) {
+StateCache::StateCache(const StateCacheShape& s, Backend& be) : shape_(s), be_(be) {
     TS_CHECK(s.n_slots > 0 && s.conv_k >= 1, "state cache needs slots (got {}) and a conv kernel (got {})", s.n_slots,
              s.conv_k);
-    MemoryResource& mem = be ? be->memory() : host_memory();
+    MemoryResource& mem = be.memory();
     storage_ = static_cast<float*>(with_context("state cache", [&] { return mem.allocate(s.bytes()); }));
     for (int64_t i = s.n_slots - 1; i >= 0; --i) free_.push_back(int32_t(i));
     MemLog::global().set("state_pool", int64_t(s.bytes()));
 }
 
-StateCache::~StateCache() { (be_ ? be_->memory() : host_memory()).deallocate(storage_); }
+StateCache::~StateCache() { be_.memory().deallocate(storage_); }
 
 Tensor StateCache::conv(int64_t layer) const {
     TS_ASSERT(layer >= 0 && layer < shape_.n_layers);
     const size_t per_layer = (shape_.conv_bytes() + shape_.rec_bytes()) / sizeof(float);
     auto* p = storage_ + per_layer * size_t(layer);
     return Tensor(p, DType::F32, {shape_.n_slots, shape_.conv_k - 1, shape_.conv_channels},
-                  be_ ? be_->device() : Device::CPU);
+                  be_.device());
 }
 
 Tensor StateCache::recurrent(int64_t layer) const {
@@ -32,7 +31,7 @@ Tensor StateCache::recurrent(int64_t layer) const {
     const size_t per_layer = (shape_.conv_bytes() + shape_.rec_bytes()) / sizeof(float);
     auto* p = storage_ + per_layer * size_t(layer) + shape_.conv_bytes() / sizeof(float);
     return Tensor(p, DType::F32, {shape_.n_slots, shape_.n_v_heads, shape_.dk, shape_.dv},
-                  be_ ? be_->device() : Device::CPU);
+                  be_.device());
 }
 
 int32_t StateCache::alloc() {
@@ -52,13 +51,8 @@ void StateCache::zero(int32_t slot) {
         const size_t rb = size_t(r.shape[1] * r.shape[2] * r.shape[3]) * sizeof(float);
         void* cp = c.row_ptr(slot * c.shape[1]);
         void* rp = r.row_ptr(slot * r.shape[1] * r.shape[2]);
-        if (be_) {
-            be_->zero(cp, cb);
-            be_->zero(rp, rb);
-        } else {
-            std::memset(cp, 0, cb);
-            std::memset(rp, 0, rb);
-        }
+        be_.zero(cp, cb);
+        be_.zero(rp, rb);
     }
 }
 
@@ -72,13 +66,8 @@ void StateCache::copy(int32_t dst, int32_t src) {
         const void* rs = r.row_ptr(src * r.shape[1] * r.shape[2]);
         void* cd = c.row_ptr(dst * c.shape[1]);
         void* rd = r.row_ptr(dst * r.shape[1] * r.shape[2]);
-        if (be_) {
-            be_->copy(cd, cs, size_t(cn) * sizeof(float));
-            be_->copy(rd, rs, size_t(rn) * sizeof(float));
-        } else {
-            std::memcpy(cd, cs, size_t(cn) * sizeof(float));
-            std::memcpy(rd, rs, size_t(rn) * sizeof(float));
-        }
+        be_.copy(cd, cs, size_t(cn) * sizeof(float));
+        be_.copy(rd, rs, size_t(rn) * sizeof(float));
     }
 }
 

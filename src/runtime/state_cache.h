@@ -24,8 +24,8 @@ struct StateCacheShape {
 
 class StateCache {
 public:
-    // Slots in the backend's memory (null: host memory), zeroed and copied by its ops.
-    explicit StateCache(const StateCacheShape& shape, Backend* be = nullptr);
+    // Slots in the backend's memory, zeroed and copied by its ops (host memory for the CPU's).
+    StateCache(const StateCacheShape& shape, Backend& be);
     ~StateCache();
     StateCache(const StateCache&) = delete;
     StateCache& operator=(const StateCache&) = delete;
@@ -45,7 +45,7 @@ private:
     StateCacheShape shape_;
     // [n_layers] x (conv, recurrent), not initialised: a slot is zeroed (or copied into) when it
     // is handed out, so untouched slots cost no resident memory.
-    Backend* be_;
+    Backend& be_;
     float* storage_ = nullptr;
     std::vector<int32_t> free_;
 };

@@ -1,6 +1,6 @@
 // The CUDA backend's reference path end to end on the transformers fixtures: every dense and
-// hybrid fixture model loaded with --device cuda gives transformers' logits (fp32 weights: the
-// CPU tolerance), and the engine on the GPU reproduces the recorded greedy continuations, alone
+// hybrid fixture model loaded with --device cuda gives transformers' logits within the CPU's
+// tolerance (f32 and bf16 checkpoints; the reference path keeps activations f32), and the engine on the GPU reproduces the recorded greedy continuations, alone
 // and with other requests in the batch.
 #include <gtest/gtest.h>
 
@@ -18,41 +18,16 @@
 
 #include "ref_test_util.h"  // REQUIRE_CUDA
 
+#include "../fixture_ref.h"
+
 using namespace tessera;
+using tessera::fixtures::FixtureRef;
+using tessera::fixtures::load_fixture;
+using tessera::fixtures::rel_err;
 
 
 namespace {
 
-struct Ref {
-    std::string dir;
-    nlohmann::json json;
-    std::vector<int32_t> ids(const char* tag) const { return json["prompts"][tag]["ids"].get<std::vector<int32_t>>(); }
-    std::vector<float> logits(const char* tag) const {
-        const auto& l = json["prompts"][tag]["logits"];
-        std::ifstream f(dir + "/" + l["file"].get<std::string>(), std::ios::binary);
-        const size_t n = l["shape"][0].get<size_t>() * l["shape"][1].get<size_t>();
-        std::vector<float> v(n);
-        f.read(reinterpret_cast<char*>(v.data()), std::streamsize(n * 4));
-        return v;
-    }
-};
-
-Ref load_ref(const std::string& name) {
-    Ref r;
-    r.dir = std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/" + name;
-    std::ifstream f(r.dir + "/reference.json");
-    r.json = nlohmann::json::parse(f);
-    return r;
-}
-
-double rel_err(const float* got, const float* want, size_t n) {
-    double d = 0, m = 0;
-    for (size_t i = 0; i < n; ++i) {
-        d = std::max(d, double(std::fabs(got[i] - want[i])));
-        m = std::max(m, double(std::fabs(want[i])));
-    }
-    return d / m;
-}
 
 int argmax(const float* x, int n) {
     int b = 0;
@@ -69,7 +44,7 @@ class CudaFixture : public ::testing::TestWithParam<const char*> {};
 // token by token next to a: every position's logits within 1e-3 of transformers.
 TEST_P(CudaFixture, LogitsMatchTransformers) {
     REQUIRE_CUDA();
-    const Ref ref = load_ref(GetParam());
+    const FixtureRef ref = load_fixture(GetParam());
     LoadOptions lo;
     lo.device = "cuda";
     lo.max_batch_tokens = 64;
@@ -98,7 +73,7 @@ TEST_P(CudaFixture, LogitsMatchTransformers) {
 
 TEST_P(CudaFixture, EngineGreedyMatchesTransformersAloneAndBatched) {
     REQUIRE_CUDA();
-    const Ref ref = load_ref(GetParam());
+    const FixtureRef ref = load_fixture(GetParam());
     const auto prompt = ref.json["greedy"]["prompt_ids"].get<std::vector<int32_t>>();
     const auto want = ref.json["greedy"]["new_ids"].get<std::vector<int32_t>>();
     EngineOptions o;

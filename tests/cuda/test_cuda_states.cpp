@@ -10,7 +10,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "kernels/cuda/device.h"
+#include "ref_test_util.h"  // REQUIRE_CUDA
 #include "runtime/model_loader.h"
 #include "runtime/session.h"
 
@@ -41,8 +41,7 @@ double rel(const std::vector<float>& a, const std::vector<float>& b) {
 class CudaStates : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CudaStates, MatchCpuStepByStep) {
-    std::string why;
-    if (cuda::device_count(&why) == 0) GTEST_SKIP() << "no CUDA device: " << why;
+    REQUIRE_CUDA();
     const std::string dir = std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/" + GetParam();
     LoadOptions cpu_o, gpu_o;
     cpu_o.device = "cpu";

@@ -12,48 +12,20 @@
 #include "runtime/model_loader.h"
 #include "runtime/session.h"
 
+#include "../fixture_ref.h"
+
 using namespace tessera;
+using tessera::fixtures::FixtureRef;
+using tessera::fixtures::load_fixture;
+using tessera::fixtures::rel_err;
 
 namespace {
 
-struct Ref {
-    std::string dir;
-    nlohmann::json json;
-    std::vector<int32_t> ids(const char* tag) const { return json["prompts"][tag]["ids"].get<std::vector<int32_t>>(); }
-    std::vector<float> logits(const char* tag) const {
-        const auto& l = json["prompts"][tag]["logits"];
-        std::ifstream f(dir + "/" + l["file"].get<std::string>(), std::ios::binary);
-        const size_t n = l["shape"][0].get<size_t>() * l["shape"][1].get<size_t>();
-        std::vector<float> v(n);
-        f.read(reinterpret_cast<char*>(v.data()), std::streamsize(n * 4));
-        EXPECT_TRUE(f.good()) << "short read of " << l["file"];
-        return v;
-    }
-};
-
-Ref load_ref(const std::string& name) {
-    Ref r;
-    r.dir = std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/" + name;
-    std::ifstream f(r.dir + "/reference.json");
-    EXPECT_TRUE(f.good()) << "missing fixture " << r.dir;
-    r.json = nlohmann::json::parse(f);
-    return r;
-}
-
-// max |got - want| over the rows, relative to max |want|.
-double rel_err(const float* got, const float* want, size_t n) {
-    double d = 0, m = 0;
-    for (size_t i = 0; i < n; ++i) {
-        d = std::max(d, double(std::fabs(got[i] - want[i])));
-        m = std::max(m, double(std::fabs(want[i])));
-    }
-    return d / m;
-}
 
 class DenseFixture : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(DenseFixture, TwoSequencesInOneBatchMatchTransformers) {
-    const Ref ref = load_ref(GetParam());
+    const FixtureRef ref = load_fixture(GetParam());
     LoadOptions lo;
     lo.max_batch_tokens = 256;
     LoadedModel m = load_model(ref.dir, lo);
@@ -75,7 +47,7 @@ TEST_P(DenseFixture, TwoSequencesInOneBatchMatchTransformers) {
 }
 
 TEST_P(DenseFixture, ChunkedPrefillThenDecodeMatchesOneForward) {
-    const Ref ref = load_ref(GetParam());
+    const FixtureRef ref = load_fixture(GetParam());
     LoadOptions lo;
     lo.max_batch_tokens = 7;  // prompt a (40 tokens) takes several chunks, one ending mid-block
     LoadedModel m = load_model(ref.dir, lo);
