@@ -1,0 +1,28 @@
+// The kernel pack's quantized matmuls over the packed layout (packed_weight.h):
+//   y[T, N] = x[T, K] · w[N, K]ᵀ     x, y f32 row-major (row strides ldx, ldy in elements)
+// Raw device pointers, queued on `stream`, no host synchronisation, no allocation (CUDA-graph
+// safe). Host-side argument checks live in the .cpp files (nvcc does not take fmt); the launches
+// in the .cu files.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/cuda/packed_weight.h"
+
+namespace tessera::cuda::fast {
+
+// Decode: few tokens (1 ≤ T ≤ kGemvMaxTokens). Each weight byte is read once for all T tokens;
+// bandwidth-bound (fast_gemv.cu).
+constexpr int64_t kGemvMaxTokens = 8;
+void gemv_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
+                 cudaStream_t stream);
+
+// Prefill: many tokens, on the tensor cores (mma.sync bf16 → f32, weights dequantized in
+// registers; fast_gemm.cu). x is rounded to bf16 into `scratch` first (gemm_packed_scratch bytes).
+size_t gemm_packed_scratch(int64_t T, int64_t K);
+void gemm_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w, void* scratch,
+                 cudaStream_t stream);
+
+}  // namespace tessera::cuda::fast
