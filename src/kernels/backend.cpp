@@ -25,6 +25,8 @@ void Backend::zero(void* dst, size_t bytes) {
 }
 Tensor Backend::place_weight(const Tensor& host, WeightUse) { return host; }
 bool Backend::device_memory(int64_t*, int64_t*) { return false; }
+MemoryResource& Backend::staging_memory() { return host_memory(); }
+std::unique_ptr<Backend::Recording> Backend::record(const std::function<void()>&) { return nullptr; }
 
 void rope_inv_freq(const RopeParams& p, float* inv_freq) {
     const int dim = p.rot_dims, half = dim / 2;

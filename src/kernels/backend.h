@@ -3,6 +3,7 @@
 // Activations are f32 on CPU; weights may be any DType (f32/f16/bf16/quantized blocks).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +36,8 @@ struct RopeParams {
 // is kv_len[s] - (q_start[s+1]-q_start[s]) + (t - q_start[s]); it attends causally to the
 // sequence's positions [0, its own position].
 // Position p of sequence s lives in block block_table[s*max_blocks + p/block_size], row p%block_size.
+// A sequence with kv_len 0 is padding (CUDA graphs fill a batch-size bucket with such sequences):
+// its tokens attend to nothing and their outputs are zero.
 struct AttnPlan {
     int n_seqs = 0;
     const int32_t* q_start = nullptr;      // [n_seqs + 1]
@@ -47,10 +50,11 @@ struct AttnPlan {
 // Per-step plan for the recurrent (Gated DeltaNet) layers: which tokens belong to which sequence
 // and which state slot each sequence reads and writes. Token t of sequence s: q_start[s] <= t <
 // q_start[s+1]. A slot holds the state after the sequence's previous tokens (zeros for a new one).
+// Slot -1 marks a padding sequence: it starts from a zero state and writes none back.
 struct SeqPlan {
     int n_seqs = 0;
     const int32_t* q_start = nullptr;  // [n_seqs + 1]
-    const int32_t* slot = nullptr;     // [n_seqs] state slot of each sequence
+    const int32_t* slot = nullptr;     // [n_seqs] state slot of each sequence (-1: padding)
 };
 
 enum class GdnMode : uint8_t {
@@ -115,6 +119,23 @@ public:
     virtual Tensor place_weight(const Tensor& host, WeightUse use);
     // A device backend's free and total memory now (false: host memory, not reported here).
     virtual bool device_memory(int64_t* free_bytes, int64_t* total_bytes);
+    // Host memory that copy_in / copy_out move fastest (page-locked for a device backend; the
+    // plain host heap for the CPU). For buffers the host exchanges with the device every step.
+    virtual MemoryResource& staging_memory();
+
+    // ---- recording (CUDA graphs). record() runs `body`, capturing the ops it queues instead of
+    // executing them, and returns a replayable recording — or null where the backend cannot
+    // record (the CPU). The body must not copy to or from the host, synchronize or allocate: run
+    // it once unrecorded first, so every buffer the ops need internally exists. Recordings read
+    // the exact addresses they were made with; internal_epoch() changes whenever the backend
+    // reallocates memory its ops use internally (scratch, tables), which invalidates them.
+    class Recording {
+    public:
+        virtual ~Recording() = default;
+        virtual void replay() = 0;  // queued like any op
+    };
+    virtual std::unique_ptr<Recording> record(const std::function<void()>& body);
+    virtual uint64_t internal_epoch() const { return 0; }
 
     // y[T, N] = x[T, K] · w[N, K]ᵀ. x, y f32; w any dtype with rows of K elements.
     virtual void matmul(const Tensor& y, const Tensor& x, const Tensor& w) = 0;

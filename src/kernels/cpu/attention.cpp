@@ -75,8 +75,8 @@ void check_attn_plan(const AttnPlan& plan, int64_t T, int64_t n_blocks, int64_t 
              "attention plan: q_start must run from 0 to the {} tokens of the batch", T);
     for (int s = 0; s < plan.n_seqs; ++s) {
         const int64_t n_new = int64_t(plan.q_start[s + 1]) - plan.q_start[s], len = plan.kv_len[s];
-        TS_CHECK(n_new >= 0 && len >= n_new, "attention plan: sequence {} has {} new tokens but kv_len {}", s, n_new,
-                 len);
+        TS_CHECK(n_new >= 0 && (len >= n_new || len == 0), "attention plan: sequence {} has {} new tokens but kv_len {}",
+                 s, n_new, len);  // kv_len 0: a padding sequence
         TS_CHECK(len <= int64_t(plan.max_blocks) * block_size,
                  "attention plan: sequence {} kv_len {} exceeds {} blocks of {}", s, len, plan.max_blocks, block_size);
         for (int64_t b = 0; b < (len + block_size - 1) / block_size; ++b) {
@@ -137,6 +137,11 @@ void attention(const HeadsView& out, const HeadsView& q, const KvCacheView& kc, 
             const int s = seq_of[size_t(t)];
             const int64_t n_new = plan.q_start[s + 1] - plan.q_start[s];
             const int64_t pos = plan.kv_len[s] - n_new + (t - plan.q_start[s]);
+            if (plan.kv_len[s] == 0) {  // padding: attends to nothing, zero output
+                for (int64_t h = h0; h < h1; ++h)
+                    std::fill_n(out.data + t * out.tok_stride + h * out.head_stride, Dv, 0.f);
+                continue;
+            }
             const int64_t n_ctx = pos + 1;
             const int32_t* table = plan.block_table + int64_t(s) * plan.max_blocks;
 

@@ -19,11 +19,15 @@ void conv1d_silu(float* y, int64_t ys, const float* x, int64_t xs, const float* 
     const int64_t n_blocks = (C + kBlock - 1) / kBlock;
     ThreadPool::global().parallel_for(int64_t(plan.n_seqs) * n_blocks, [&](int64_t b, int64_t e) {
         float acc[kBlock];
+        std::vector<float> padding_state;  // slot -1: a padding sequence starts from zeros, keeps nothing
         for (int64_t item = b; item < e; ++item) {
             // Block-major, like the delta rule: a long sequence's blocks spread over the pool's chunks.
             const int64_t s = item % plan.n_seqs, c0 = (item / plan.n_seqs) * kBlock, nc = std::min(kBlock, C - c0);
             const int64_t t0 = plan.q_start[s], n = plan.q_start[s + 1] - t0;
-            float* st = state + plan.slot[s] * slot_stride + c0;  // row r (oldest first) at st + r*C
+            const bool padding = plan.slot[s] < 0;
+            if (padding) padding_state.assign(size_t(std::max<int64_t>(K - 1, 0) * C), 0.f);
+            // Row r (oldest first) at st + r*C.
+            float* st = padding ? padding_state.data() + c0 : state + plan.slot[s] * slot_stride + c0;
             // Input p of the sequence (p < 0: from the state, which holds inputs -(K-1) .. -1).
             auto input = [&](int64_t p) -> const float* {
                 return p >= 0 ? x + (t0 + p) * xs + c0 : st + (K - 1 + p) * C;
@@ -39,7 +43,7 @@ void conv1d_silu(float* y, int64_t ys, const float* x, int64_t xs, const float* 
                 for (int64_t c = 0; c < nc; ++c) yr[c] = acc[c] / (1.f + std::exp(-acc[c]));
             }
             // New state row r = input n-(K-1)+r; ascending r only reads rows not yet rewritten.
-            if (n > 0)
+            if (n > 0 && !padding)
                 for (int64_t r = 0; r < K - 1; ++r) {
                     const float* src = input(n - (K - 1) + r);
                     std::copy(src, src + nc, st + r * C);

@@ -17,12 +17,13 @@ void check_seq_plan(const SeqPlan& plan, int64_t T, int64_t n_slots, const char*
              "{}: sequence plan has {} sequences but missing arrays", op, plan.n_seqs);
     TS_CHECK(plan.n_seqs == 0 ? T == 0 : plan.q_start[0] == 0 && plan.q_start[plan.n_seqs] == T,
              "{}: sequence plan q_start must run from 0 to the {} tokens of the batch", op, T);
-    std::vector<int32_t> slots(plan.slot, plan.slot + plan.n_seqs);
+    std::vector<int32_t> slots;
     for (int s = 0; s < plan.n_seqs; ++s) {
         TS_CHECK(plan.q_start[s + 1] >= plan.q_start[s], "{}: sequence {} has a negative token count ({} to {})", op,
                  s, plan.q_start[s], plan.q_start[s + 1]);
-        TS_CHECK(plan.slot[s] >= 0 && plan.slot[s] < n_slots, "{}: sequence {} has state slot {}, the state has {}",
+        TS_CHECK(plan.slot[s] >= -1 && plan.slot[s] < n_slots, "{}: sequence {} has state slot {}, the state has {}",
                  op, s, plan.slot[s], n_slots);
+        if (plan.slot[s] >= 0) slots.push_back(plan.slot[s]);  // -1: padding, no slot
     }
     std::sort(slots.begin(), slots.end());
     TS_CHECK(std::adjacent_find(slots.begin(), slots.end()) == slots.end(),
@@ -135,6 +136,7 @@ void gated_delta_rule(const HeadsView& o, const HeadsView& q, const HeadsView& k
     // prefill batched with many decodes does not land on a few threads.
     const int64_t n_seqs = plan.n_seqs;
     ThreadPool::global().parallel_for(n_seqs * nv, [&](int64_t b, int64_t e) {
+        std::vector<float> scratch_state;  // a padding sequence's state: zeros, never written back
         for (int64_t item = b; item < e; ++item) {
             const int64_t s = item % n_seqs, hv = item / n_seqs, hk = p.tiled_heads ? hv % nk : hv / r;
             const int64_t t0 = plan.q_start[s];
@@ -154,8 +156,13 @@ void gated_delta_rule(const HeadsView& o, const HeadsView& q, const HeadsView& k
             h.o_s = o.tok_stride;
             h.g_s = g_s;
             h.beta_s = beta_s;
-            h.S = state + plan.slot[s] * slot_stride + hv * dk * dv;
             if (h.n == 0) continue;
+            if (plan.slot[s] >= 0) {
+                h.S = state + plan.slot[s] * slot_stride + hv * dk * dv;
+            } else {
+                scratch_state.assign(size_t(dk * dv), 0.f);
+                h.S = scratch_state.data();
+            }
             if (!chunked) {
                 gdn::recurrent(h, simd);
                 continue;

@@ -74,6 +74,7 @@ void* CudaBackend::scratch(int slot, size_t bytes) {
     if (b.size() < bytes) {
         stream_.synchronize();  // queued work may still read the old buffer
         b = DeviceBuffer(std::max(bytes, 2 * b.size()));
+        ++epoch_;  // recordings made before read the freed buffer
         int64_t total = 0;
         for (const DeviceBuffer& x : scratch_) total += int64_t(x.size());
         MemLog::global().peak("device_scratch", total);

@@ -10,6 +10,7 @@
 #include "kernels/cuda/cublas_handle.h"
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/pinned_memory.h"
 #include "kernels/cuda/stream.h"
 
 namespace tessera::cuda {
@@ -30,6 +31,9 @@ public:
     void synchronize() override { stream_.synchronize(); }
     Tensor place_weight(const Tensor& host, WeightUse use) override;
     bool device_memory(int64_t* free_bytes, int64_t* total_bytes) override;
+    MemoryResource& staging_memory() override { return pinned_; }
+    std::unique_ptr<Recording> record(const std::function<void()>& body) override;  // cuda_graph.cpp
+    uint64_t internal_epoch() const override { return epoch_; }
 
     void matmul(const Tensor& y, const Tensor& x, const Tensor& w) override;
     void embed(const Tensor& y, const Tensor& table, const int32_t* ids) override;
@@ -65,6 +69,8 @@ private:
 
     int device_;
     CudaMemory mem_;
+    PinnedMemory pinned_;
+    uint64_t epoch_ = 0;  // bumped when scratch is reallocated (recordings read the old addresses)
     Stream stream_;
     CublasHandle cublas_;
     std::deque<DeviceBuffer> weights_;          // placed weights, alive as long as the backend

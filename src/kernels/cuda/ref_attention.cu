@@ -42,6 +42,10 @@ __global__ void __launch_bounds__(kThreads)
 
     // Sequence, position and block table row of token t (every thread reads the same values).
     const int s = find_seq(plan.q_start, plan.n_seqs, t);
+    if (s >= 0 && plan.kv_len[s] == 0) {  // a padding sequence attends to nothing: zero output
+        for (int64_t d = tid; d < Dv; d += kThreads) o[d] = 0.f;
+        return;
+    }
     int64_t pos = -1;
     bool ok = s >= 0;
     const int32_t* table = nullptr;

@@ -12,7 +12,8 @@ constexpr int kConvThreads = 256;  // channels per block
 constexpr int kGdnWarps = 4;        // state columns per block (one per warp)
 constexpr int kGdnRowsPerLane = int(kGdnMaxHeadDim) / 32;  // S rows each lane holds: dk <= 256
 
-// Sequence s's tokens [t0, t0 + n) and slot, or false when the plan row is unusable.
+// Sequence s's tokens [t0, t0 + n) and slot (-1: a padding sequence, which starts from a zero
+// state and writes none back), or false when the plan row is unusable.
 struct SeqRange {
     int64_t t0 = 0, n = 0, slot = -1;
 };
@@ -21,14 +22,14 @@ __device__ inline bool seq_range(const SeqPlan& plan, int s, int64_t T, int64_t 
     const int64_t t1 = plan.q_start[s + 1];
     r->n = t1 - r->t0;
     r->slot = plan.slot[s];
-    return r->t0 >= 0 && r->n >= 0 && t1 <= T && r->slot >= 0 && r->slot < n_slots;
+    return r->t0 >= 0 && r->n >= 0 && t1 <= T && r->slot >= -1 && r->slot < n_slots;
 }
 
 // Input p of the sequence for channel c: x row t0 + p, or for p < 0 state row K-1+p (the state
-// holds inputs -(K-1) .. -1, oldest first).
+// holds inputs -(K-1) .. -1, oldest first; no state: zeros).
 __device__ inline float conv_input(const float* x, int64_t xs, const float* st, int64_t C, int64_t K, int64_t t0,
                                    int64_t p, int64_t c) {
-    return p >= 0 ? x[(t0 + p) * xs + c] : st[(K - 1 + p) * C + c];
+    return p >= 0 ? x[(t0 + p) * xs + c] : st ? st[(K - 1 + p) * C + c] : 0.f;
 }
 
 // y[t, c] for t = blockIdx.x, c = blockIdx.y·kConvThreads + threadIdx.x; reads the old state.
@@ -43,7 +44,7 @@ __global__ void conv1d_silu_kernel(float* y, int64_t ys, const float* x, int64_t
         y[t * ys + c] = quiet_nan();
         return;
     }
-    const float* st = conv_state + r.slot * slot_stride;
+    const float* st = r.slot >= 0 ? conv_state + r.slot * slot_stride : nullptr;
     const int64_t i = t - r.t0;
     float acc = 0.f;
     for (int64_t j = 0; j < K; ++j) acc += w[c * K + j] * conv_input(x, xs, st, C, K, r.t0, i - (K - 1) + j, c);
@@ -56,7 +57,7 @@ __global__ void conv_state_kernel(const float* x, int64_t xs, int64_t T, int64_t
     const int s = blockIdx.x;
     const int64_t c = int64_t(blockIdx.y) * kConvThreads + threadIdx.x;
     SeqRange r;
-    if (c >= C || !seq_range(plan, s, T, n_slots, &r) || r.n == 0) return;
+    if (c >= C || !seq_range(plan, s, T, n_slots, &r) || r.n == 0 || r.slot < 0) return;
     float* st = conv_state + r.slot * slot_stride;
     // New row q = input n-(K-1)+q: from x, or (n < K-1) old row n+q > q, which ascending q has
     // not rewritten yet. One thread owns the whole column c of the slot.
@@ -87,13 +88,14 @@ __global__ void __launch_bounds__(kGdnWarps * 32)
         return;
     }
     const int64_t hk = p.tiled_heads ? h % p.n_k_heads : h / (p.n_v_heads / p.n_k_heads);
-    float* S = state + r.slot * slot_stride + h * dk * dv + j;  // S[i, j] at S[i·dv]
+    // S[i, j] at S[i·dv]; a padding sequence (slot -1) starts from zeros and keeps nothing.
+    float* S = r.slot >= 0 ? state + r.slot * slot_stride + h * dk * dv + j : nullptr;
 
     float sc[kGdnRowsPerLane];  // S[lane + 32m, j]
 #pragma unroll
     for (int m = 0; m < kGdnRowsPerLane; ++m) {
         const int64_t i = lane + 32 * m;
-        sc[m] = i < dk ? S[i * dv] : 0.f;
+        sc[m] = i < dk && S ? S[i * dv] : 0.f;
     }
     for (int64_t t = r.t0; t < r.t0 + r.n; ++t) {
         const float* kt = k.data + t * k.tok_stride + hk * k.head_stride;
@@ -120,6 +122,7 @@ __global__ void __launch_bounds__(kGdnWarps * 32)
         out = warp_sum(out);
         if (lane == 0) o[t * o_ts + h * o_hs + j] = out;
     }
+    if (!S) return;
 #pragma unroll
     for (int m = 0; m < kGdnRowsPerLane; ++m) {
         const int64_t i = lane + 32 * m;
