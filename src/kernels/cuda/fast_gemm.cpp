@@ -1,0 +1,95 @@
+// Host side of the prefill GEMM (fast_gemm.cu holds the kernels): argument checks, the scratch
+// size, and the choice of tile configuration.
+#include "kernels/cuda/fast_gemm.h"
+
+#include <cstdint>
+
+#include "core/status.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/fast_matmul.h"
+
+namespace tessera::cuda::fast {
+
+namespace {
+
+int sm_count() {
+    static const int n = [] {
+        int dev = 0, sms = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0)
+            return 132;  // H200
+        return sms;
+    }();
+    return n;
+}
+
+void check_args(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
+                const void* scratch) {
+    const bool int4 = w.kind == PackedKind::Int4;
+    TS_CHECK(T >= 0 && w.n >= 0 && w.k >= 0, "gemm_packed: bad shape T={} N={} K={}", T, w.n, w.k);
+    TS_CHECK(int4 ? (w.group == 32 || w.group == 64 || w.group == 128) : (w.group == 16 || w.group == 32),
+             "gemm_packed: group {} not supported for {} (Int4: 32, 64, 128; Int8: 16, 32)", w.group,
+             int4 ? "Int4" : "Int8");
+    TS_CHECK(w.k % 32 == 0 && w.k % w.group == 0, "gemm_packed: K={} is not a multiple of 32 and of the group {}", w.k,
+             w.group);
+    TS_CHECK(ldx >= w.k && ldy >= w.n, "gemm_packed: row strides ldx={} (K={}) ldy={} (N={}) too small", ldx, w.k,
+             ldy, w.n);
+    TS_CHECK(T <= (int64_t(1) << 31) / 128 * 128 && w.n <= int64_t(65535) * 128,
+             "gemm_packed: T={} N={} exceed the grid", T, w.n);
+    if (T == 0 || w.n == 0) return;
+    TS_CHECK(y != nullptr, "gemm_packed: null y for T={} N={}", T, w.n);
+    if (w.k == 0) return;
+    TS_CHECK(y != nullptr && x != nullptr && scratch != nullptr && w.codes != nullptr && w.scales != nullptr,
+             "gemm_packed: null pointer (y {}, x {}, scratch {}, codes {}, scales {}) for T={} N={} K={}",
+             static_cast<const void*>(y), static_cast<const void*>(x), scratch, static_cast<const void*>(w.codes),
+             static_cast<const void*>(w.scales), T, w.n, w.k);
+    TS_CHECK(reinterpret_cast<uintptr_t>(w.codes) % 16 == 0 && reinterpret_cast<uintptr_t>(scratch) % 16 == 0,
+             "gemm_packed: codes {} and scratch {} must be 16-byte aligned", static_cast<const void*>(w.codes),
+             scratch);
+    TS_CHECK(int4 || w.biases == nullptr, "gemm_packed: Int8 matrices have no biases");
+}
+
+}  // namespace
+
+size_t gemm_packed_scratch(int64_t T, int64_t K) {
+    return size_t(T > 0 ? T : 0) * size_t(K > 0 ? K : 0) * sizeof(uint16_t);
+}
+
+int gemm_pick_config(int64_t T, int64_t N, PackedKind kind) {
+    // Least estimated time: waves of resident blocks × each wave's work / the config's speed.
+    int best = 0;
+    double best_cost = 0;
+    for (int c = 0; c < detail::kGemmConfigCount; ++c) {
+        const detail::GemmConfig& g = detail::kGemmConfigs[c];
+        int per_sm = detail::gemm_blocks_per_sm(c, kind);
+        if (per_sm <= 0) continue;
+        const int64_t blocks = ((T + g.bm - 1) / g.bm) * ((N + g.bn - 1) / g.bn);
+        const int64_t slots = int64_t(sm_count()) * per_sm;
+        const int64_t waves = (blocks + slots - 1) / slots;
+        const double cost = double(waves) * g.bm * g.bn * per_sm / g.eff;
+        if (best_cost == 0 || cost < best_cost) best = c, best_cost = cost;
+    }
+    return best;
+}
+
+void gemm_packed_config(int config, bool convert_x, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
+                        const PackedMatrix& w, void* scratch, cudaStream_t stream) {
+    TS_CHECK(config >= 0 && config < detail::kGemmConfigCount, "gemm_packed: no tile configuration {}", config);
+    check_args(y, ldy, x, ldx, T, w, scratch);
+    if (T == 0 || w.n == 0) return;
+    if (w.k == 0) {
+        TS_CUDA_CHECK(cudaMemset2DAsync(y, size_t(ldy) * sizeof(float), 0, size_t(w.n) * sizeof(float), size_t(T),
+                                        stream));
+        return;
+    }
+    uint16_t* xb = static_cast<uint16_t*>(scratch);  // [T, K] bf16
+    if (convert_x) TS_CUDA_CHECK(detail::launch_convert_x(xb, x, ldx, T, w.k, stream));
+    TS_CUDA_CHECK(detail::launch_gemm(config, detail::GemmArgs{y, ldy, xb, w, T}, stream));
+}
+
+void gemm_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w, void* scratch,
+                 cudaStream_t stream) {
+    gemm_packed_config(gemm_pick_config(T, w.n, w.kind), true, y, ldy, x, ldx, T, w, scratch, stream);
+}
+
+}  // namespace tessera::cuda::fast

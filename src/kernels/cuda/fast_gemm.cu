@@ -1,0 +1,377 @@
+// Prefill GEMM on the tensor cores: y[T, N] = x[T, K] · w[N, K]ᵀ with w packed Int4 / Int8
+// (packed_weight.h), mma.sync m16n8k16 bf16 → f32. Activations A = x (bf16 scratch), B = codes
+// dequantized in registers; both staged through shared memory by a cp.async pipeline.
+//
+// The k pairing (why no shuffles are needed): in each k-tile of 128, lane t of a quad owns the
+// 32 columns 32t..32t+31 of its B row (one 16-byte load of Int4 codes, one scale group when
+// G ≥ 32). Word j of them (columns 8j..8j+7) feeds two mma k-steps: step s takes columns
+// (2s, 2s+4) as B's k rows (2t, 2t+1) and (2s+1, 2s+5) as rows (2t+8, 2t+9) — exactly the pairs
+// that (word >> 4i) & 0x000f000f puts into the two halves of a bf16x2. The x → bf16 pass stores
+// each 8 columns as (0,4,1,5,2,6,3,7), so one 16-byte load of an A row gives both steps' A pairs.
+#include "kernels/cuda/fast_gemm.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace tessera::cuda::fast::detail {
+
+namespace {
+
+constexpr int kBK = 128;  // k per pipeline stage
+constexpr int kARowBytes = kBK * 2;
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global → shared, or 16 zero bytes when !valid (nothing is read then).
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+    const int n = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t fma_bf16x2(uint32_t a, uint32_t b, uint32_t c) {
+    uint32_t d;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+    uint32_t d;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));  // first source → upper half
+    return d;
+}
+
+// f16 bits → (v, v) as bf16x2
+__device__ __forceinline__ uint32_t f16_to_bf16x2(uint16_t h) {
+    const float f = __half2float(__ushort_as_half(h));
+    return pack_bf16x2(f, f);
+}
+
+// Physical 16-byte chunk of A row r's logical chunk c (16 per row): lanes (g, t) of a quad-pair
+// read chunk 4t + j of rows r, r+1, which this spreads over 8 distinct bank groups.
+__device__ __forceinline__ int a_chunk(int r, int c) { return c ^ (((r & 1) << 1) | ((c >> 3) & 1)); }
+
+// Int4 word (8 codes of columns 0..7) → B registers of two k-steps: b[0..1] step 0, b[2..3]
+// step 1; w = (code − c)·s + b with c = 128 + {0 or 8} folded into negc.
+__device__ __forceinline__ void dequant_int4(uint32_t q, uint32_t s2, uint32_t b2, uint32_t negc, uint32_t (&b)[4]) {
+    constexpr uint32_t kMask = 0x000f000f, kExp = 0x43004300, kOne = 0x3f803f80;  // 0x4300|q = 128 + q
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const uint32_t v = ((q >> (4 * i)) & kMask) | kExp;
+        b[i] = fma_bf16x2(fma_bf16x2(v, kOne, negc), s2, b2);  // (128 + q − c) exact, then one rounding
+    }
+}
+
+// Int8 words wa (columns 0..3), wb (4..7) → the same registers; w = code·s.
+__device__ __forceinline__ void dequant_int8(uint32_t wa, uint32_t wb, uint32_t s2, uint32_t (&b)[4]) {
+    const uint32_t xa = wa ^ 0x80808080u, xb = wb ^ 0x80808080u;  // code + 128, unsigned
+    constexpr float kMagic = 8388736.f;                           // 2^23 + 128
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const float lo = __uint_as_float(__byte_perm(xa, 0x4b000000u, 0x7440 + i)) - kMagic;
+        const float hi = __uint_as_float(__byte_perm(xb, 0x4b000000u, 0x7440 + i)) - kMagic;
+        b[i] = fma_bf16x2(pack_bf16x2(lo, hi), s2, 0u);
+    }
+}
+
+template <int BM_, int BN_, int WM_, int WN_, int STAGES_, bool INT8_>
+struct Tile {
+    static constexpr int BM = BM_, BN = BN_, WM = WM_, WN = WN_, STAGES = STAGES_;
+    static constexpr bool kInt8 = INT8_;
+    static constexpr int kThreads = WM * WN * 32;
+    static constexpr int kWarpM = BM / WM, kWarpN = BN / WN;
+    static constexpr int MT = kWarpM / 16, NT = kWarpN / 8;
+    static constexpr int kBRowBytes = kInt8 ? kBK : kBK / 2;
+    static constexpr int kABytes = BM * kARowBytes, kBBytes = BN * kBRowBytes;
+    static constexpr int kStageBytes = kABytes + kBBytes;
+    static constexpr int kSmem = kStageBytes * STAGES;
+    static constexpr int kGroupsPerLane = kInt8 ? 2 : 1;  // column halves of a lane's 32 (G = 16)
+    static_assert(kWarpM % 16 == 0 && kWarpN % 8 == 0, "warp tile");
+};
+
+template <class C>
+__global__ void __launch_bounds__(C::kThreads, 1) gemm_kernel(GemmArgs p) {
+    extern __shared__ __align__(128) uint8_t smem[];
+    constexpr int MT = C::MT, NT = C::NT, GPL = C::kGroupsPerLane;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int warp_m = warp / C::WN, warp_n = warp % C::WN;
+    const int64_t m0 = int64_t(blockIdx.x) * C::BM, n0 = int64_t(blockIdx.y) * C::BN;
+    const int64_t T = p.T, N = p.w.n, K = p.w.k;
+    const int G = p.w.group;
+    const int64_t groups = K / G;
+    const int64_t code_row = C::kInt8 ? K : K / 2;
+    const int KT = int((K + kBK - 1) / kBK);
+
+    // One stage: A [BM, 128] bf16 (16 chunks a row, swizzled), B [BN, 128] codes.
+    auto load_stage = [&](int slot, int kt) {
+        uint8_t* sA = smem + slot * C::kStageBytes;
+        uint8_t* sB = sA + C::kABytes;
+        const int64_t k0 = int64_t(kt) * kBK;
+#pragma unroll
+        for (int i = tid; i < C::BM * 16; i += C::kThreads) {
+            const int r = i >> 4, c = i & 15;
+            const int64_t row = m0 + r, col = k0 + 8 * c;
+            const bool ok = row < T && col < K;
+            cp_async16(smem_addr(sA + r * kARowBytes + a_chunk(r, c) * 16), p.xb + (ok ? row * K + col : 0), ok);
+        }
+        constexpr int kChunks = C::kBRowBytes / 16;  // 4 (Int4) or 8 (Int8) a row
+#pragma unroll
+        for (int i = tid; i < C::BN * kChunks; i += C::kThreads) {
+            const int r = i / kChunks, c = i % kChunks;
+            const int64_t row = n0 + r, col = k0 + c * (C::kInt8 ? 16 : 32);
+            const bool ok = row < N && col < K;
+            const int pc = C::kInt8 ? (c ^ (r & 1)) : c;  // Int8: lanes read chunks 2t, 2t+1 of rows r, r+1
+            cp_async16(smem_addr(sB + r * C::kBRowBytes + pc * 16),
+                       p.w.codes + (ok ? row * code_row + (C::kInt8 ? col : col / 2) : 0), ok);
+        }
+    };
+
+    // Scales (and biases) of this lane's B rows for k-tile kt, raw f16; 0 past N or K.
+    auto load_scales = [&](int kt, uint16_t (&s)[NT][GPL], uint16_t (&b)[NT][GPL]) {
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+            const int64_t row = n0 + warp_n * C::kWarpN + nt * 8 + g;
+#pragma unroll
+            for (int h = 0; h < GPL; ++h) {
+                const int64_t col = int64_t(kt) * kBK + 32 * t + 16 * h;
+                const bool ok = row < N && col < K;
+                const int64_t at = ok ? row * groups + col / G : 0;
+                s[nt][h] = ok ? p.w.scales[at] : uint16_t(0);
+                b[nt][h] = ok && p.w.biases ? p.w.biases[at] : uint16_t(0);
+            }
+        }
+    };
+
+    // Int4: w = (q − 8)·s without biases, q·s + b with them.
+    const uint32_t negc = p.w.biases ? 0xc300c300u : 0xc308c308u;  // −128 or −136 as bf16x2
+
+    float acc[MT][NT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.f;
+
+#pragma unroll
+    for (int s = 0; s < C::STAGES - 1; ++s) {
+        if (s < KT) load_stage(s, s);
+        cp_async_commit();
+    }
+    uint16_t sc_raw[NT][GPL], bi_raw[NT][GPL];
+    load_scales(0, sc_raw, bi_raw);
+
+    for (int kt = 0; kt < KT; ++kt) {
+        cp_async_wait<C::STAGES - 2>();
+        __syncthreads();  // stage kt landed for all; everyone is done with the slot refilled next
+        {
+            const int nk = kt + C::STAGES - 1;
+            if (nk < KT) load_stage(nk % C::STAGES, nk);
+            cp_async_commit();
+        }
+        uint32_t s2[NT][GPL], b2[NT][GPL];
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int h = 0; h < GPL; ++h) {
+                s2[nt][h] = f16_to_bf16x2(sc_raw[nt][h]);
+                b2[nt][h] = f16_to_bf16x2(bi_raw[nt][h]);
+            }
+        if (kt + 1 < KT) load_scales(kt + 1, sc_raw, bi_raw);  // lands while this tile computes
+
+        const uint8_t* sA = smem + (kt % C::STAGES) * C::kStageBytes;
+        const uint8_t* sB = sA + C::kABytes;
+        uint4 bq[NT];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            if (!C::kInt8 && j == 0) {
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt) {
+                    const int r = warp_n * C::kWarpN + nt * 8 + g;
+                    bq[nt] = *reinterpret_cast<const uint4*>(sB + r * C::kBRowBytes + t * 16);
+                }
+            }
+            if (C::kInt8 && (j & 1) == 0) {  // 16 columns: words 0..3 = columns 16(j/2) .. +15
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt) {
+                    const int r = warp_n * C::kWarpN + nt * 8 + g;
+                    bq[nt] = *reinterpret_cast<const uint4*>(sB + r * C::kBRowBytes + ((2 * t + j / 2) ^ (r & 1)) * 16);
+                }
+            }
+            uint4 alo[MT], ahi[MT];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                const int r = warp_m * C::kWarpM + mt * 16 + g;
+                const int c = a_chunk(r, 4 * t + j);  // r + 8 has the same swizzle
+                alo[mt] = *reinterpret_cast<const uint4*>(sA + r * kARowBytes + c * 16);
+                ahi[mt] = *reinterpret_cast<const uint4*>(sA + (r + 8) * kARowBytes + c * 16);
+            }
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+                uint32_t b[4];
+                if constexpr (C::kInt8) {
+                    const bool upper = (j & 1) != 0;
+                    dequant_int8(upper ? bq[nt].z : bq[nt].x, upper ? bq[nt].w : bq[nt].y, s2[nt][j / 2], b);
+                } else {
+                    const uint32_t q = j == 0 ? bq[nt].x : j == 1 ? bq[nt].y : j == 2 ? bq[nt].z : bq[nt].w;
+                    dequant_int4(q, s2[nt][0], b2[nt][0], negc, b);
+                }
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    mma_bf16(acc[mt][nt], alo[mt].x, ahi[mt].x, alo[mt].y, ahi[mt].y, b[0], b[1]);
+                    mma_bf16(acc[mt][nt], alo[mt].z, ahi[mt].z, alo[mt].w, ahi[mt].w, b[2], b[3]);
+                }
+            }
+        }
+    }
+    cp_async_wait<0>();  // nothing real is pending (only empty groups), but leave clean
+
+    // Accumulator (row g | g + 8, columns 2t, 2t+1) of each m16n8 tile → y.
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+            const int64_t row = m0 + warp_m * C::kWarpM + mt * 16 + g;
+            const int64_t col = n0 + warp_n * C::kWarpN + nt * 8 + 2 * t;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int64_t r = row + 8 * h;
+                if (r >= T) continue;
+                float* out = p.y + r * p.ldy + col;
+                if (col < N) out[0] = acc[mt][nt][2 * h];
+                if (col + 1 < N) out[1] = acc[mt][nt][2 * h + 1];
+            }
+        }
+}
+
+// x [T, K] f32 → xb [T, K] bf16, columns of each 8 stored as (0,4,1,5,2,6,3,7).
+__global__ void convert_x_kernel(uint16_t* __restrict__ xb, const float* __restrict__ x, int64_t ldx, int64_t T,
+                                 int64_t K, bool vec) {
+    const int64_t per_row = K / 8, n = T * per_row;
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t r = i / per_row, c = (i - r * per_row) * 8;
+        const float* src = x + r * ldx + c;
+        float v[8];
+        if (vec) {
+            const float4 a = *reinterpret_cast<const float4*>(src), b = *reinterpret_cast<const float4*>(src + 4);
+            v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+        } else {
+#pragma unroll
+            for (int e = 0; e < 8; ++e) v[e] = src[e];
+        }
+        uint4 o;
+        o.x = pack_bf16x2(v[0], v[4]);
+        o.y = pack_bf16x2(v[1], v[5]);
+        o.z = pack_bf16x2(v[2], v[6]);
+        o.w = pack_bf16x2(v[3], v[7]);
+        *reinterpret_cast<uint4*>(xb + r * K + c) = o;
+    }
+}
+
+template <class C>
+cudaError_t prepare() {
+    static const cudaError_t err =
+        cudaFuncSetAttribute(gemm_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
+    return err;
+}
+
+template <class C>
+cudaError_t launch(const GemmArgs& a, cudaStream_t stream) {
+    if (const cudaError_t e = prepare<C>(); e != cudaSuccess) return e;
+    const dim3 grid(unsigned((a.T + C::BM - 1) / C::BM), unsigned((a.w.n + C::BN - 1) / C::BN));
+    gemm_kernel<C><<<grid, C::kThreads, C::kSmem, stream>>>(a);
+    return cudaGetLastError();
+}
+
+template <class C>
+int blocks_per_sm() {
+    static const int n = [] {
+        if (prepare<C>() != cudaSuccess) return 0;
+        int b = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, gemm_kernel<C>, C::kThreads, C::kSmem) != cudaSuccess)
+            return 0;
+        return b;
+    }();
+    return n;
+}
+
+// kGemmConfigs[i] as a Tile (the table and these must agree: checked below).
+template <int I, bool INT8>
+struct ConfigTile;
+#define TS_FAST_GEMM_CONFIG(I, BM, BN, WM, WN, S)                                                               \
+    template <bool INT8>                                                                                        \
+    struct ConfigTile<I, INT8> {                                                                                \
+        using type = Tile<BM, BN, WM, WN, S, INT8>;                                                             \
+        static_assert(kGemmConfigs[I].bm == BM && kGemmConfigs[I].bn == BN &&                                   \
+                          kGemmConfigs[I].threads == WM * WN * 32 && kGemmConfigs[I].stages == S,               \
+                      "kGemmConfigs and fast_gemm.cu disagree");                                                \
+    };
+TS_FAST_GEMM_CONFIG(0, 128, 128, 2, 4, 4)
+TS_FAST_GEMM_CONFIG(1, 64, 256, 1, 8, 4)
+TS_FAST_GEMM_CONFIG(2, 128, 256, 2, 4, 3)
+TS_FAST_GEMM_CONFIG(3, 256, 128, 4, 2, 3)
+TS_FAST_GEMM_CONFIG(4, 64, 128, 1, 4, 4)
+TS_FAST_GEMM_CONFIG(5, 128, 128, 4, 2, 4)
+TS_FAST_GEMM_CONFIG(6, 32, 128, 1, 4, 4)
+#undef TS_FAST_GEMM_CONFIG
+static_assert(kGemmConfigCount == 7, "a config without a Tile");
+
+template <bool INT8, int I = 0>
+cudaError_t launch_config(int config, const GemmArgs& a, cudaStream_t stream) {
+    if constexpr (I < kGemmConfigCount) {
+        if (config == I) return launch<typename ConfigTile<I, INT8>::type>(a, stream);
+        return launch_config<INT8, I + 1>(config, a, stream);
+    } else {
+        return cudaErrorInvalidValue;
+    }
+}
+
+template <bool INT8, int I = 0>
+int blocks_config(int config) {
+    if constexpr (I < kGemmConfigCount) {
+        if (config == I) return blocks_per_sm<typename ConfigTile<I, INT8>::type>();
+        return blocks_config<INT8, I + 1>(config);
+    } else {
+        return 0;
+    }
+}
+
+}  // namespace
+
+cudaError_t launch_convert_x(uint16_t* xb, const float* x, int64_t ldx, int64_t T, int64_t K, cudaStream_t stream) {
+    constexpr int threads = 256;
+    const int64_t n = T * (K / 8);
+    int64_t blocks = (n + threads - 1) / threads;
+    if (blocks > 8192) blocks = 8192;
+    const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
+    convert_x_kernel<<<unsigned(blocks), threads, 0, stream>>>(xb, x, ldx, T, K, vec);
+    return cudaGetLastError();
+}
+
+cudaError_t launch_gemm(int config, const GemmArgs& a, cudaStream_t stream) {
+    return a.w.kind == PackedKind::Int8 ? launch_config<true>(config, a, stream)
+                                        : launch_config<false>(config, a, stream);
+}
+
+int gemm_blocks_per_sm(int config, PackedKind kind) {
+    return kind == PackedKind::Int8 ? blocks_config<true>(config) : blocks_config<false>(config);
+}
+
+}  // namespace tessera::cuda::fast::detail

@@ -1,0 +1,56 @@
+// The prefill GEMM's tile configurations and its kernel-level entry points (fast_gemm.cu), for
+// fast_gemm.cpp's dispatch, the tests and bench_fast_gemm. Everyone else calls
+// fast::gemm_packed (fast_matmul.h).
+#pragma once
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/cuda/packed_weight.h"
+
+namespace tessera::cuda::fast::detail {
+
+// A block of `threads` computes y[bm tokens, bn outputs], k in stages of 128, `stages` deep.
+struct GemmConfig {
+    const char* name;
+    int bm, bn, threads, stages;
+    float eff;  // relative throughput per SM (the dispatch's guess, from bench_fast_gemm)
+};
+
+inline constexpr GemmConfig kGemmConfigs[] = {
+    {"128x128 w2x4 s4", 128, 128, 256, 4, 1.00f},  // warp tile 64 x 32
+    {"64x256 w1x8 s4", 64, 256, 256, 4, 1.00f},    // warp tile 64 x 32, less activation traffic
+    {"128x256 w2x4 s3", 128, 256, 256, 3, 1.05f},  // warp tile 64 x 64
+    {"256x128 w4x2 s3", 256, 128, 256, 3, 1.05f},  // warp tile 64 x 64
+    {"64x128 w1x4 s4", 64, 128, 128, 4, 0.90f},    // warp tile 64 x 32, 2 blocks per SM
+    {"128x128 w4x2 s4", 128, 128, 256, 4, 0.90f},  // warp tile 32 x 64
+    {"32x128 w1x4 s4", 32, 128, 128, 4, 0.60f},    // warp tile 32 x 32: few tokens
+};
+inline constexpr int kGemmConfigCount = int(sizeof(kGemmConfigs) / sizeof(kGemmConfigs[0]));
+
+// Device arguments of one GEMM (already checked by fast_gemm.cpp).
+struct GemmArgs {
+    float* y;            // [T, ldy] f32
+    int64_t ldy;
+    const uint16_t* xb;  // [T, K] bf16, k permuted inside each 8 (see fast_gemm.cu)
+    PackedMatrix w;
+    int64_t T;
+};
+
+// x [T, K] f32 (row stride ldx) → xb [T, K] bf16, each 8 columns in the order the kernel pairs them.
+cudaError_t launch_convert_x(uint16_t* xb, const float* x, int64_t ldx, int64_t T, int64_t K, cudaStream_t stream);
+// y = xb · wᵀ with tile configuration `config` (index into kGemmConfigs).
+cudaError_t launch_gemm(int config, const GemmArgs& a, cudaStream_t stream);
+// Resident blocks per SM of `config` for `kind` (occupancy calculator, cached), 0 on error.
+int gemm_blocks_per_sm(int config, PackedKind kind);
+
+}  // namespace tessera::cuda::fast::detail
+
+namespace tessera::cuda::fast {
+// The configuration gemm_packed picks for T tokens and N outputs.
+int gemm_pick_config(int64_t T, int64_t N, PackedKind kind);
+// gemm_packed with a chosen configuration; convert_x = false skips the x → bf16 pass and uses
+// the scratch as already converted (benchmarks of the GEMM kernel alone).
+void gemm_packed_config(int config, bool convert_x, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
+                        const PackedMatrix& w, void* scratch, cudaStream_t stream);
+}  // namespace tessera::cuda::fast
