@@ -1,0 +1,252 @@
+// fast::gemm_packed (the prefill GEMM on the tensor cores) against a double-precision product
+// built from the packed layout's formula (packed_weight.h), with x rounded to bf16 as the kernel
+// rounds it. Random codes, scales and biases; Int4 G = 32/64/128 with and without biases, Int8
+// G = 16/32; awkward T, N, K (tile edges, K = 32·odd), strided x and y whose padding must stay
+// untouched; every tile configuration once.
+//
+// Two bounds, both as max|got − want| / max|want|:
+//  * vs the kernel's own weights (s and b rounded to bf16, w = q·s + b rounded once to bf16,
+//    exactly as the dequantization does): only the f32 accumulation order differs → 1e-3
+//    (measured far below; the worst case K·2⁻²³ is 1.7e-3 at K = 14336).
+//  * vs the exact formula: the weights' bf16 roundings add up to ~3·2⁻⁹ of max(|s·q|, |b|) per
+//    weight, random in sign, so the sums stay well inside 1e-2 (cuBLAS on bf16 weights, the
+//    reference path, has the same kind of error).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/half.h"
+#include "core/status.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/fast_gemm.h"
+#include "kernels/cuda/fast_matmul.h"
+#include "kernels/cuda/packed_weight.h"
+
+#include "ref_test_util.h"  // REQUIRE_CUDA
+
+using namespace tessera;
+using namespace tessera::cuda;
+
+namespace {
+
+struct Case {
+    PackedKind kind;
+    int group;
+    bool bias;
+    int64_t T, N, K;
+    int64_t x_pad = 0, y_pad = 0;  // ldx = K + x_pad, ldy = N + y_pad
+};
+
+std::string describe(const Case& c) {
+    return std::string(c.kind == PackedKind::Int4 ? "Int4" : "Int8") + " G=" + std::to_string(c.group) +
+           (c.bias ? " bias" : "") + " T=" + std::to_string(c.T) + " N=" + std::to_string(c.N) +
+           " K=" + std::to_string(c.K) + " ldx=K+" + std::to_string(c.x_pad) + " ldy=N+" + std::to_string(c.y_pad);
+}
+
+PackedHost random_packed(const Case& c, uint32_t seed) {
+    std::mt19937 rng(seed);
+    PackedHost h;
+    h.kind = c.kind;
+    h.n = c.N;
+    h.k = c.K;
+    h.group = c.group;
+    h.codes.resize(size_t(c.N * (c.kind == PackedKind::Int4 ? c.K / 2 : c.K)));
+    for (auto& b : h.codes) b = uint8_t(rng());
+    const size_t ng = size_t(c.N * (c.K / c.group));
+    std::uniform_real_distribution<float> us(-0.03f, 0.03f), ub(-0.25f, 0.25f);
+    h.scales.resize(ng);
+    for (auto& s : h.scales) s = f32_to_f16(us(rng));
+    if (c.bias) {
+        h.biases.resize(ng);
+        for (auto& b : h.biases) b = f32_to_f16(ub(rng));
+    }
+    return h;
+}
+
+// Round to bf16, nearest even (d finite, normal range).
+double round_bf16(double d) {
+    if (d == 0) return 0;
+    int e = 0;
+    const double m = std::frexp(d, &e);  // |m| in [0.5, 1)
+    return std::ldexp(std::nearbyint(m * 256.0), e - 8);
+}
+
+// Row r of w in double: the exact formula, and the kernel's bf16 weights.
+void weight_row(const PackedHost& h, int64_t r, std::vector<double>& exact, std::vector<double>& model) {
+    const int64_t K = h.k, ng = K / h.group;
+    for (int64_t c = 0; c < K; ++c) {
+        const size_t gi = size_t(r * ng + c / h.group);
+        const double s = f16_to_f32(h.scales[gi]);
+        const double sb = bf16_to_f32(f32_to_bf16(float(s)));
+        double q, b, bb;
+        if (h.kind == PackedKind::Int4) {
+            const uint8_t byte = h.codes[size_t(r * (K / 2) + c / 2)];
+            const int code = (c & 1) ? byte >> 4 : byte & 15;
+            if (h.biases.empty()) {
+                q = code - 8, b = 0, bb = 0;
+            } else {
+                q = code, b = f16_to_f32(h.biases[gi]);
+                bb = bf16_to_f32(f32_to_bf16(float(b)));
+            }
+        } else {
+            q = double(int8_t(h.codes[size_t(r * K + c)])), b = 0, bb = 0;
+        }
+        exact[size_t(c)] = s * q + b;
+        model[size_t(c)] = round_bf16(q * sb + bb);
+    }
+}
+
+struct Errors {
+    double vs_model = 0, vs_exact = 0;
+};
+
+// Runs the case through gemm_packed (or one configuration) and compares; returns the errors.
+Errors run_case(const Case& c, int config = -1, uint32_t seed = 1) {
+    const std::string what = describe(c) + (config >= 0 ? " config " + std::string(fast::detail::kGemmConfigs[config].name) : "");
+    SCOPED_TRACE(what);
+    const PackedHost h = random_packed(c, seed);
+    const int64_t ldx = c.K + c.x_pad, ldy = c.N + c.y_pad;
+    const std::vector<float> x = reftest::random_rows(c.T, c.K, ldx, seed + 7);
+    std::vector<float> y(size_t(c.T * ldy), reftest::kPad);
+
+    DeviceBuffer dcodes = reftest::to_device(h.codes), dscales = reftest::to_device(h.scales);
+    DeviceBuffer dbiases = c.bias ? reftest::to_device(h.biases) : DeviceBuffer();
+    DeviceBuffer dx = reftest::to_device(x), dy = reftest::to_device(y);
+    DeviceBuffer scratch(std::max<size_t>(fast::gemm_packed_scratch(c.T, c.K), 16));
+    PackedMatrix w;
+    w.kind = c.kind;
+    w.n = c.N;
+    w.k = c.K;
+    w.group = c.group;
+    w.codes = dcodes.as<uint8_t>();
+    w.scales = dscales.as<uint16_t>();
+    w.biases = c.bias ? dbiases.as<uint16_t>() : nullptr;
+    if (config < 0)
+        fast::gemm_packed(dy.as<float>(), ldy, dx.as<float>(), ldx, c.T, w, scratch.data(), nullptr);
+    else
+        fast::gemm_packed_config(config, true, dy.as<float>(), ldy, dx.as<float>(), ldx, c.T, w, scratch.data(),
+                                 nullptr);
+    const std::vector<float> got = reftest::to_host<float>(dy);
+
+    std::vector<double> xb(size_t(c.T * c.K));
+    for (int64_t t = 0; t < c.T; ++t)
+        for (int64_t k = 0; k < c.K; ++k) xb[size_t(t * c.K + k)] = bf16_to_f32(f32_to_bf16(x[size_t(t * ldx + k)]));
+    std::vector<double> we(size_t(c.K)), wm(size_t(c.K));
+    double max_ref = 0, max_de = 0, max_dm = 0;
+    int pad_bad = 0, nan_bad = 0;
+    for (int64_t n = 0; n < c.N; ++n) {
+        weight_row(h, n, we, wm);
+        for (int64_t t = 0; t < c.T; ++t) {
+            const double* xr = &xb[size_t(t * c.K)];
+            double se = 0, sm = 0;
+            for (int64_t k = 0; k < c.K; ++k) se += xr[k] * we[size_t(k)], sm += xr[k] * wm[size_t(k)];
+            const double g = got[size_t(t * ldy + n)];
+            if (!std::isfinite(g)) ++nan_bad;
+            max_ref = std::max(max_ref, std::fabs(se));
+            max_de = std::max(max_de, std::fabs(g - se));
+            max_dm = std::max(max_dm, std::fabs(g - sm));
+        }
+    }
+    for (int64_t t = 0; t < c.T; ++t)
+        for (int64_t n = c.N; n < ldy; ++n) pad_bad += got[size_t(t * ldy + n)] != reftest::kPad;
+    EXPECT_EQ(nan_bad, 0) << what << ": non-finite outputs";
+    EXPECT_EQ(pad_bad, 0) << what << ": row padding of y written";
+    Errors e;
+    e.vs_model = max_dm / std::max(max_ref, 1e-30);
+    e.vs_exact = max_de / std::max(max_ref, 1e-30);
+    EXPECT_LE(e.vs_model, 1e-3) << what << " (vs the kernel's bf16 weights)";
+    EXPECT_LE(e.vs_exact, 1e-2) << what << " (vs the exact formula)";
+    std::printf("  %-70s err %.2e (model) %.2e (exact)\n", what.c_str(), e.vs_model, e.vs_exact);
+    return e;
+}
+
+}  // namespace
+
+TEST(FastGemm, Int4Group32NoBias) {
+    REQUIRE_CUDA();
+    for (const Case& c : {Case{PackedKind::Int4, 32, false, 1, 1, 32},
+                          Case{PackedKind::Int4, 32, false, 2, 3, 96, 3, 5},
+                          Case{PackedKind::Int4, 32, false, 9, 17, 160, 4, 1},
+                          Case{PackedKind::Int4, 32, false, 17, 127, 2080},
+                          Case{PackedKind::Int4, 32, false, 63, 129, 96, 1, 3},
+                          Case{PackedKind::Int4, 32, false, 64, 4096, 160},
+                          Case{PackedKind::Int4, 32, false, 65, 129, 2080, 8, 8},
+                          Case{PackedKind::Int4, 32, false, 127, 17, 14336},
+                          Case{PackedKind::Int4, 32, false, 129, 127, 2080, 5, 2},
+                          Case{PackedKind::Int4, 32, false, 513, 129, 2080},
+                          Case{PackedKind::Int4, 32, false, 513, 4096, 96, 2, 7},
+                          Case{PackedKind::Int4, 32, false, 9, 4096, 14336}})
+        run_case(c);
+}
+
+TEST(FastGemm, Int4Group32Bias) {
+    REQUIRE_CUDA();
+    for (const Case& c : {Case{PackedKind::Int4, 32, true, 1, 3, 32},
+                          Case{PackedKind::Int4, 32, true, 17, 129, 160, 3, 1},
+                          Case{PackedKind::Int4, 32, true, 65, 127, 2080},
+                          Case{PackedKind::Int4, 32, true, 129, 17, 14336, 4, 4}})
+        run_case(c);
+}
+
+TEST(FastGemm, Int4Group64And128) {
+    REQUIRE_CUDA();
+    for (const Case& c : {Case{PackedKind::Int4, 64, true, 1, 1, 64},
+                          Case{PackedKind::Int4, 64, true, 9, 17, 192, 1, 1},
+                          Case{PackedKind::Int4, 64, true, 64, 129, 2112},
+                          Case{PackedKind::Int4, 64, false, 127, 127, 2112, 4, 0},
+                          Case{PackedKind::Int4, 128, true, 2, 3, 128},
+                          Case{PackedKind::Int4, 128, true, 65, 129, 2176, 0, 3},
+                          Case{PackedKind::Int4, 128, false, 129, 17, 14336},
+                          Case{PackedKind::Int4, 128, true, 513, 4096, 128, 3, 1}})
+        run_case(c);
+}
+
+TEST(FastGemm, Int8Groups16And32) {
+    REQUIRE_CUDA();
+    for (const Case& c : {Case{PackedKind::Int8, 32, false, 1, 1, 32},
+                          Case{PackedKind::Int8, 32, false, 9, 17, 96, 3, 1},
+                          Case{PackedKind::Int8, 32, false, 65, 129, 2080},
+                          Case{PackedKind::Int8, 32, false, 127, 17, 14336, 0, 2},
+                          Case{PackedKind::Int8, 16, false, 2, 3, 32},
+                          Case{PackedKind::Int8, 16, false, 17, 127, 160, 1, 1},
+                          Case{PackedKind::Int8, 16, false, 129, 129, 2080},
+                          Case{PackedKind::Int8, 16, false, 513, 4096, 96, 4, 3}})
+        run_case(c);
+}
+
+// Every tile configuration (the dispatch picks one per shape; the benchmark times them all) on a
+// shape that is ragged in T, N and K.
+TEST(FastGemm, EveryConfig) {
+    REQUIRE_CUDA();
+    for (int cfg = 0; cfg < fast::detail::kGemmConfigCount; ++cfg) {
+        run_case(Case{PackedKind::Int4, 32, false, 129, 257, 2080, 3, 1}, cfg);
+        run_case(Case{PackedKind::Int4, 64, true, 65, 129, 416}, cfg);
+        run_case(Case{PackedKind::Int8, 16, false, 129, 257, 2080, 1, 2}, cfg);
+    }
+}
+
+TEST(FastGemm, EmptyAndBadArguments) {
+    REQUIRE_CUDA();
+    PackedMatrix w;
+    w.n = 3;
+    w.k = 64;
+    w.group = 32;
+    // T = 0: nothing to do, no pointer touched.
+    EXPECT_NO_THROW(fast::gemm_packed(nullptr, 3, nullptr, 64, 0, w, nullptr, nullptr));
+    w.group = 48;
+    EXPECT_THROW(fast::gemm_packed(nullptr, 3, nullptr, 64, 4, w, nullptr, nullptr), Error);
+    w.group = 32;
+    w.k = 48;
+    EXPECT_THROW(fast::gemm_packed(nullptr, 3, nullptr, 64, 4, w, nullptr, nullptr), Error);
+    w.k = 64;
+    EXPECT_THROW(fast::gemm_packed(nullptr, 3, nullptr, 63, 4, w, nullptr, nullptr), Error);  // ldx < K
+    w.kind = PackedKind::Int8;
+    w.group = 64;
+    EXPECT_THROW(fast::gemm_packed(nullptr, 3, nullptr, 64, 4, w, nullptr, nullptr), Error);
+}
