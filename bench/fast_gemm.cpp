@@ -1,0 +1,223 @@
+// bench_fast_gemm: the prefill GEMM kernel fast::gemm_packed on device buffers — the dispatch's
+// pick (x → bf16 pass + GEMM), the x pass alone, and the GEMM kernel of every tile configuration —
+// against cuBLAS bf16 (GemmEx alone, bf16 x and w) on the same shape. CUDA events on one stream,
+// median of --runs after warm-up; weights are L2-hot after the first call (as in llama.cpp's
+// test-backend-ops). TFLOP/s = 2·T·N·K / time; % of 800 TFLOP/s, the measured bf16 peak (PERF.md).
+//   bench_fast_gemm [--tokens 512,2048] [--runs 20] [--kinds int4,int8] [--filter TEXT] [--configs all|auto]
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/half.h"
+#include "core/status.h"
+#include "kernels/cuda/cublas_handle.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/fast_gemm.h"
+#include "kernels/cuda/fast_matmul.h"
+#include "kernels/cuda/stream.h"
+#include "matmul_cases.h"
+
+using namespace tessera;
+using namespace tessera::cuda;
+
+namespace {
+
+constexpr double kPeak = 800e12;  // measured bf16 dense peak on the H200 (PERF.md)
+
+struct Args {
+    std::vector<int64_t> tokens = {512, 2048};
+    std::vector<std::string> kinds = {"int4"};
+    int runs = 20, warmup = 5;
+    std::string filter;
+    bool all_configs = true;
+};
+
+// Cheap reproducible bytes (xorshift), so 100+ MB of weights build in a blink.
+struct Rng {
+    uint64_t s;
+    uint32_t next() {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        return uint32_t(s >> 11);
+    }
+    float uniform(float lo, float hi) { return lo + (hi - lo) * float(next() & 0xffffff) / float(0x1000000); }
+};
+
+class Timer {
+public:
+    explicit Timer(cudaStream_t s) : s_(s) {
+        TS_CUDA_CHECK(cudaEventCreate(&a_));
+        TS_CUDA_CHECK(cudaEventCreate(&b_));
+    }
+    ~Timer() {
+        cudaEventDestroy(a_);
+        cudaEventDestroy(b_);
+    }
+    // Median seconds of one fn() over `runs` timed calls after `warmup` untimed ones.
+    double median(int warmup, int runs, const std::function<void()>& fn) {
+        for (int i = 0; i < warmup; ++i) fn();
+        TS_CUDA_CHECK(cudaStreamSynchronize(s_));
+        std::vector<double> t;
+        for (int r = 0; r < runs; ++r) {
+            TS_CUDA_CHECK(cudaEventRecord(a_, s_));
+            fn();
+            TS_CUDA_CHECK(cudaEventRecord(b_, s_));
+            TS_CUDA_CHECK(cudaEventSynchronize(b_));
+            float ms = 0;
+            TS_CUDA_CHECK(cudaEventElapsedTime(&ms, a_, b_));
+            t.push_back(double(ms) * 1e-3);
+        }
+        std::sort(t.begin(), t.end());
+        return t[t.size() / 2];
+    }
+
+private:
+    cudaStream_t s_;
+    cudaEvent_t a_{}, b_{};
+};
+
+void row(const std::string& shape, int64_t T, const std::string& kind, const std::string& what, double sec,
+         double flops, double cublas_sec, const std::string& note) {
+    std::printf("| %-22s | %5lld | %-4s | %-30s | %9.2f | %7.1f | %5.1f%% | %5s | %s\n", shape.c_str(), (long long)T,
+                kind.c_str(), what.c_str(), sec * 1e6, flops / sec / 1e12, 100.0 * flops / sec / kPeak,
+                cublas_sec > 0 ? (std::to_string(int(100.0 * cublas_sec / sec + 0.5)) + "%").c_str() : "",
+                note.c_str());
+    std::fflush(stdout);
+}
+
+void bench_shape(const Args& a, const bench::MatmulShape& s, const std::string& kind, Stream& stream,
+                 CublasHandle& blas, Timer& timer) {
+    const int64_t N = s.N, K = s.K;
+    const bool int8 = kind == "int8";
+    const int group = 32;
+    Rng rng{0x9e3779b97f4a7c15ull ^ uint64_t(N * 131 + K)};
+
+    // The packed matrix (Q4_0-like: no biases) and the same-shaped bf16 matrix for cuBLAS.
+    std::vector<uint8_t> codes(size_t(N * (int8 ? K : K / 2)));
+    for (auto& b : codes) b = uint8_t(rng.next());
+    std::vector<uint16_t> scales(size_t(N * (K / group)));
+    for (auto& v : scales) v = f32_to_f16(rng.uniform(-0.02f, 0.02f));
+    std::vector<uint16_t> wbf(size_t(N * K));
+    for (auto& v : wbf) v = f32_to_bf16(rng.uniform(-0.1f, 0.1f));
+    DeviceBuffer dcodes(codes.size()), dscales(scales.size() * 2), dwbf(wbf.size() * 2);
+    dcodes.upload(codes.data(), codes.size());
+    dscales.upload(scales.data(), scales.size() * 2);
+    dwbf.upload(wbf.data(), wbf.size() * 2);
+    PackedMatrix w;
+    w.kind = int8 ? PackedKind::Int8 : PackedKind::Int4;
+    w.n = N;
+    w.k = K;
+    w.group = group;
+    w.codes = dcodes.as<uint8_t>();
+    w.scales = dscales.as<uint16_t>();
+
+    for (int64_t T : a.tokens) {
+        const std::string label = std::string(s.name) + " " + kind + " T=" + std::to_string(T);
+        if (!a.filter.empty() && label.find(a.filter) == std::string::npos) continue;
+        std::vector<float> x(size_t(T * K));
+        for (auto& v : x) v = rng.uniform(-1.f, 1.f);
+        DeviceBuffer dx(x.size() * 4), dy(size_t(T * N) * 4), scratch(fast::gemm_packed_scratch(T, K));
+        dx.upload(x.data(), x.size() * 4);
+        const double flops = 2.0 * double(T) * double(N) * double(K);
+        const cudaStream_t st = stream.get();
+
+        // cuBLAS bf16 on the same shape: y[T, N] = xb[T, K] · wbf[N, K]ᵀ (column-major yᵀ = w·xᵀ).
+        TS_CUDA_CHECK(fast::detail::launch_convert_x(scratch.as<uint16_t>(), dx.as<float>(), K, T, K, st));
+        blas.bind(st);
+        const float one = 1.f, zero = 0.f;
+        const double cublas = timer.median(a.warmup, a.runs, [&] {
+            TS_CUBLAS_CHECK(cublasGemmEx(blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(T), int(K), &one,
+                                         dwbf.data(), CUDA_R_16BF, int(K), scratch.data(), CUDA_R_16BF, int(K), &zero,
+                                         dy.data(), CUDA_R_32F, int(N), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        });
+        std::string anchor = bench::matmul_anchor(s, int8 ? "q8_0" : "q4_0", T);
+        row(s.name, T, "bf16", "cuBLAS GemmEx (bf16 x, w)", cublas, flops, cublas,
+            bench::matmul_anchor(s, "bf16", T).empty() ? "" : "llama.cpp/cuBLAS " + bench::matmul_anchor(s, "bf16", T));
+
+        const int pick = fast::gemm_pick_config(T, N, w.kind);
+        const double full = timer.median(a.warmup, a.runs, [&] {
+            fast::gemm_packed(dy.as<float>(), N, dx.as<float>(), K, T, w, scratch.data(), st);
+        });
+        row(s.name, T, kind, std::string("gemm_packed (") + fast::detail::kGemmConfigs[pick].name + ")", full, flops,
+            cublas, anchor.empty() ? "x pass + GEMM" : "x pass + GEMM; llama.cpp q4_0 " + anchor);
+        const double conv = timer.median(a.warmup, a.runs, [&] {
+            TS_CUDA_CHECK(fast::detail::launch_convert_x(scratch.as<uint16_t>(), dx.as<float>(), K, T, K, st));
+        });
+        std::printf("| %-22s | %5lld | %-4s | %-30s | %9.2f | %7s | %6s | %5s | %.2f TB/s\n", s.name, (long long)T,
+                    "f32", "x -> bf16 pass alone", conv * 1e6, "", "", "", double(T * K * 6) / conv / 1e12);
+        if (!a.all_configs) continue;
+        for (int c = 0; c < fast::detail::kGemmConfigCount; ++c) {
+            const double t = timer.median(a.warmup, a.runs, [&] {
+                fast::gemm_packed_config(c, false, dy.as<float>(), N, dx.as<float>(), K, T, w, scratch.data(), st);
+            });
+            row(s.name, T, kind, std::string("GEMM only ") + fast::detail::kGemmConfigs[c].name, t, flops, cublas,
+                std::to_string(fast::detail::gemm_blocks_per_sm(c, w.kind)) + " blocks/SM" +
+                    (c == pick ? ", picked" : ""));
+        }
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    try {
+        Args a;
+        for (int i = 1; i < argc; ++i) {
+            const std::string o = argv[i];
+            if (o == "-h" || o == "--help") {
+                std::printf(
+                    "bench_fast_gemm: fast::gemm_packed (prefill GEMM) per tile configuration vs cuBLAS bf16\n"
+                    "  --tokens LIST   token counts (default 512,2048)\n"
+                    "  --kinds LIST    int4,int8 (default int4)\n"
+                    "  --runs N        timed calls, median (default 20); --warmup N (default 5)\n"
+                    "  --filter TEXT   only cases whose label \"<shape> <kind> T=<n>\" contains TEXT\n"
+                    "  --configs all|auto  time every tile configuration's kernel or only the pick (default all)\n");
+                return 0;
+            }
+            TS_CHECK(i + 1 < argc, "bench_fast_gemm: {} needs a value", o);
+            const std::string v = argv[++i];
+            if (o == "--tokens") {
+                a.tokens.clear();
+                for (const auto& t : bench::split_list(v)) a.tokens.push_back(std::atoll(t.c_str()));
+            } else if (o == "--kinds") {
+                a.kinds = bench::split_list(v);
+            } else if (o == "--runs") {
+                a.runs = std::max(1, std::atoi(v.c_str()));
+            } else if (o == "--warmup") {
+                a.warmup = std::max(0, std::atoi(v.c_str()));
+            } else if (o == "--filter") {
+                a.filter = v;
+            } else if (o == "--configs") {
+                a.all_configs = v == "all";
+            } else {
+                fail(ErrorKind::Invalid, "bench_fast_gemm: unknown option {} (see --help)", o);
+            }
+        }
+        cudaDeviceProp p{};
+        TS_CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
+        std::printf("bench_fast_gemm on %s (%d SMs); runs %d, warm-up %d, median; %% of %.0f TFLOP/s; "
+                    "vs cuBLAS = cuBLAS time / this time\n\n",
+                    p.name, p.multiProcessorCount, a.runs, a.warmup, kPeak / 1e12);
+        std::printf("| %-22s | %5s | %-4s | %-30s | %9s | %7s | %6s | %5s | %s\n", "shape N x K", "T", "w", "kernel",
+                    "median us", "TFLOP/s", "% peak", "vs cuBLAS", "note");
+        Stream stream;
+        CublasHandle blas(stream.get());
+        Timer timer(stream.get());
+        for (const std::string& kind : a.kinds) {
+            TS_CHECK(kind == "int4" || kind == "int8", "--kinds: {} is not int4 or int8", kind);
+            for (const bench::MatmulShape& s : bench::matmul_shapes())
+                if (s.prefill) bench_shape(a, s, kind, stream, blas, timer);
+        }
+        return 0;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench_fast_gemm: error: %s\n", e.what());
+        return 1;
+    }
+}
