@@ -118,12 +118,14 @@ std::vector<Option> common_model_options() {
         {"device", true, "cpu | cuda | auto (default auto)"},
         {"threads", true, "CPU threads (default: every core)"},
         {"memlog", false, "print memory snapshots to stderr"},
-        {"kernels", true, "CUDA kernels: reference (the plain path; also TESSERA_KERNELS)"},
+        {"kernels", true, "CUDA kernels: fast (the kernel pack, default) | reference (the plain path; also TESSERA_KERNELS)"},
+        {"no-cuda-graphs", false, "run decode steps op by op instead of replaying CUDA graphs (also TESSERA_CUDA_GRAPHS=0)"},
     };
 }
 
 void apply_common_options(const Args& args) {
     if (args.has("kernels")) setenv("TESSERA_KERNELS", args.get("kernels").c_str(), 1);
+    if (args.has("no-cuda-graphs")) setenv("TESSERA_CUDA_GRAPHS", "0", 1);
     if (args.has("threads")) {
         const int64_t n = args.get_int("threads", 0);
         TS_CHECK(n >= 1 && n <= 1024, "--threads {} out of range [1, 1024]", n);

@@ -58,15 +58,15 @@ public:
         return s;
     }
 
-    void forward(const Batch& b, const Caches& caches, float* logits) override {
+    void check_batch(const Batch& b, const Caches& caches) const override {
         TS_CHECK(caches.kv, "{}: forward needs a KV cache", cfg_.arch);
+        check_tokens(b);
+    }
+
+    void run(const StagedBatch& sb, const Caches& caches, const LogitsOut& out) override {
         KvCache& cache = *caches.kv;
-        const int64_t T = b.n_tokens(), H = cfg_.hidden;
-        TS_CHECK(T > 0 && T <= max_tokens_, "batch of {} tokens (this model was set up for at most {})", T, max_tokens_);
-        for (int32_t id : b.tokens)
-            TS_CHECK(id >= 0 && id < cfg_.vocab_size, "token id {} out of range [0, {})", id, cfg_.vocab_size);
+        const int64_t T = sb.n_tokens, H = cfg_.hidden;
         arena_.reset();
-        const StagedBatch sb = stager_.stage(b, be_);
         Tensor x = arena_.tensor(DType::F32, {T, H});  // residual stream
         Tensor h = arena_.tensor(DType::F32, {T, H});  // normed input of a block
         Tensor o = arena_.tensor(DType::F32, {T, H});  // a block's output
@@ -83,7 +83,7 @@ public:
             be_.add(x, x, o);
             arena_.rewind(mark);
         }
-        head_.logits(be_, arena_, cfg_, x, sb, logits);
+        head_.logits(be_, arena_, cfg_, x, sb, out);
         note_peak();
     }
 
@@ -94,7 +94,6 @@ private:
     std::vector<LlamaLayer> layers_;
     RopeParams rope_;
     Arena arena_;
-    BatchStager stager_;
 };
 
 }  // namespace

@@ -89,23 +89,50 @@ private:
     std::vector<std::vector<int32_t>> tables_;
 };
 
+// Where a forward step's logits go: host memory (a device backend copies rows back as they are
+// computed, through a bounded scratch), or a device tensor [n_logits, vocab] in the backend's
+// memory that the caller copies later (a recorded decode step must not copy to the host).
+struct LogitsOut {
+    float* host = nullptr;
+    const Tensor* device = nullptr;
+};
+
+class DecodeGraphs;
+
 class Model {
 public:
-    virtual ~Model() = default;
+    virtual ~Model();
     const ModelConfig& config() const { return cfg_; }
     // What this model caches per token (attention layers) and per sequence (recurrent layers).
     virtual CacheSpec cache_spec() const = 0;
-    // Runs the batch; writes logits [batch.logit_rows.size(), vocab] (f32, host).
-    virtual void forward(const Batch& batch, const Caches& caches, float* logits) = 0;
+    // Runs the batch; writes logits [batch.logit_rows.size(), vocab] (f32, host). With decode
+    // graphs enabled, a batch of one-token sequences replays a recorded step (decode_graphs.h).
+    void forward(const Batch& batch, const Caches& caches, float* logits);
+    // Record decode steps per batch-size bucket where the backend can (CUDA graphs); off by default.
+    void enable_decode_graphs(bool on);
+    const DecodeGraphs* decode_graphs() const { return graphs_.get(); }
+
+    // The two halves of forward: the batch's checks (host data), and the step's ops over a
+    // staged batch — queued only, never copying to the host when `out` is a device tensor.
+    virtual void check_batch(const Batch& batch, const Caches& caches) const = 0;
+    virtual void run(const StagedBatch& batch, const Caches& caches, const LogitsOut& out) = 0;
+
     // Largest batch (tokens) forward accepts; set at creation (the prefill chunk).
     int64_t max_batch_tokens() const { return max_tokens_; }
     Backend& backend() const { return be_; }
 
 protected:
-    Model(ModelConfig cfg, Backend& be, int64_t max_tokens) : cfg_(std::move(cfg)), be_(be), max_tokens_(max_tokens) {}
+    Model(ModelConfig cfg, Backend& be, int64_t max_tokens);
+    // The checks every decoder shares: token count and ids, state slots where the model keeps state.
+    void check_tokens(const Batch& b) const;
+
     ModelConfig cfg_;
     Backend& be_;
     int64_t max_tokens_;
+
+private:
+    BatchStager stager_;
+    std::unique_ptr<DecodeGraphs> graphs_;
 };
 
 }  // namespace tessera

@@ -90,16 +90,16 @@ public:
         return s;
     }
 
-    void forward(const Batch& b, const Caches& caches, float* logits) override {
-        const int64_t T = b.n_tokens(), H = cfg_.hidden;
-        TS_CHECK(T > 0 && T <= max_tokens_, "batch of {} tokens (this model was set up for at most {})", T, max_tokens_);
+    void check_batch(const Batch& b, const Caches& caches) const override {
         TS_CHECK(caches.kv && caches.state, "{}: forward needs a KV cache and state slots", cfg_.arch);
-        for (int32_t id : b.tokens)
-            TS_CHECK(id >= 0 && id < cfg_.vocab_size, "token id {} out of range [0, {})", id, cfg_.vocab_size);
+        check_tokens(b);
         for (int32_t s : b.state_slots)
             TS_CHECK(s >= 0 && s < caches.state->shape().n_slots, "sequence without a state slot ({})", s);
+    }
+
+    void run(const StagedBatch& sb, const Caches& caches, const LogitsOut& out) override {
+        const int64_t T = sb.n_tokens, H = cfg_.hidden;
         arena_.reset();
-        const StagedBatch sb = stager_.stage(b, be_);
 
         Tensor x = arena_.tensor(DType::F32, {T, H});  // residual stream
         Tensor h = arena_.tensor(DType::F32, {T, H});  // normed input of a block
@@ -123,7 +123,7 @@ public:
             be_.add(x, x, o);
             arena_.rewind(mark);
         }
-        head_.logits(be_, arena_, cfg_, x, sb, logits);
+        head_.logits(be_, arena_, cfg_, x, sb, out);
         MemLog::global().peak("activations_peak", int64_t(arena_.peak()));
     }
 
@@ -132,7 +132,6 @@ private:
     std::vector<HybridLayer> layers_;
     RopeParams rope_;
     Arena arena_;
-    BatchStager stager_;
 };
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "core/status.h"
 #ifdef TESSERA_HAVE_CUDA
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/device.h"
 #endif
 #include "formats/gguf.h"
 #include "models/registry.h"
@@ -70,17 +71,32 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opts) {
              "TESSERA_KERNELS={}: expected reference or fast", kernels);
     if (opts.device == "cuda" && kernels && std::string(kernels) == "fast")
         fail(ErrorKind::Unsupported, "TESSERA_KERNELS=fast: the CUDA kernel pack is not built yet; use reference");
-    if (opts.device == "cuda") {
+    // auto: the GPU when this build has the CUDA backend and a device is present, else the CPU.
+    std::string device = opts.device;
+    if (device == "auto") {
+#ifdef TESSERA_HAVE_CUDA
+        device = cuda::device_count() > 0 ? "cuda" : "cpu";
+#else
+        device = "cpu";
+#endif
+    }
+    if (device == "cuda") {
 #ifdef TESSERA_HAVE_CUDA
         m.backend = make_cuda_backend();
 #else
         fail(ErrorKind::Unsupported, "--device cuda: this build has no CUDA backend (configure with CUDA; see README)");
 #endif
     } else {
-        m.backend = make_cpu_backend();  // auto = cpu until the CUDA path is the measured default
+        m.backend = make_cpu_backend();
     }
     m.weights = std::make_unique<WeightStore>(*m.source, m.backend.get());
     m.model = with_context(path, [&] { return entry.make(m.config, *m.weights, *m.backend, opts.max_batch_tokens); });
+    // Decode steps replay CUDA graphs on a device backend unless TESSERA_CUDA_GRAPHS=0 (--no-cuda-graphs).
+    const char* graphs = std::getenv("TESSERA_CUDA_GRAPHS");
+    TS_CHECK(!graphs || !*graphs || std::string(graphs) == "0" || std::string(graphs) == "1",
+             "TESSERA_CUDA_GRAPHS={}: expected 0 or 1", graphs);
+    m.model->enable_decode_graphs(m.backend->device() != Device::CPU && opts.decode_graphs &&
+                                  !(graphs && std::string(graphs) == "0"));
     TS_LOG_DEBUG("loaded {}: {}", path, m.config.describe());
     int64_t weight_bytes = 0;
     for (const auto& name : m.source->names()) weight_bytes += int64_t(m.source->get(name).nbytes());

@@ -15,6 +15,7 @@ namespace tessera {
 struct LoadOptions {
     std::string device = "auto";     // cpu | cuda | auto
     int64_t max_batch_tokens = 512;  // the prefill chunk: bounds activation memory
+    bool decode_graphs = true;       // on a device backend: replay recorded decode steps (TESSERA_CUDA_GRAPHS=0: off)
 };
 
 struct LoadedModel {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/status.h"
 #include "runtime/weight_store.h"
 
 namespace tessera {
@@ -17,14 +18,20 @@ LmHead LmHead::load(WeightStore& w, const ModelConfig& c) {
 }
 
 void LmHead::logits(Backend& be, Arena& arena, const ModelConfig& c, const Tensor& x, const StagedBatch& b,
-                    float* out) const {
+                    const LogitsOut& out) const {
     const int64_t n_out = b.n_logits, H = c.hidden, V = c.vocab_size;
     if (n_out == 0) return;
     Tensor rows = arena.tensor(DType::F32, {n_out, H});
     be.embed(rows, x, b.logit_rows);  // gathers the rows whose logits are wanted
     be.rms_norm(rows, rows, output_norm, c.rms_eps);
+    if (out.device) {  // the caller's device tensor [n_out, V]; it copies the rows out itself
+        TS_CHECK(out.device->ndim == 2 && out.device->dim(0) >= n_out && out.device->dim(1) == V,
+                 "lm_head: logits tensor {} for {} rows of {}", out.device->describe(), n_out, V);
+        be.matmul(out.device->slice_rows(0, n_out), rows, output);
+        return;
+    }
     if (be.device() == Device::CPU) {
-        be.matmul(Tensor(out, DType::F32, {n_out, V}), rows, output);
+        be.matmul(Tensor(out.host, DType::F32, {n_out, V}), rows, output);
         return;
     }
     // Device memory: the logits go to the host a few rows at a time, through a bounded scratch.
@@ -33,7 +40,7 @@ void LmHead::logits(Backend& be, Arena& arena, const ModelConfig& c, const Tenso
         const size_t mark = arena.used();
         Tensor y = arena.tensor(DType::F32, {n, V});
         be.matmul(y, rows.slice_rows(r0, r0 + n), output);
-        be.copy_out(out + r0 * V, y.data, size_t(n * V) * sizeof(float));
+        be.copy_out(out.host + r0 * V, y.data, size_t(n * V) * sizeof(float));
         arena.rewind(mark);
     }
 }

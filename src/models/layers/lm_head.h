@@ -23,9 +23,9 @@ struct LmHead {
     Tensor output;       // [V, H] (== tok_embd when tied)
 
     static LmHead load(WeightStore& w, const ModelConfig& c);
-    // logits [b.n_logits, V] (host memory) from the residual stream x [T, H].
+    // logits [b.n_logits, V] from the residual stream x [T, H], to host memory or a device tensor.
     void logits(Backend& be, Arena& arena, const ModelConfig& c, const Tensor& x, const StagedBatch& b,
-                float* out) const;
+                const LogitsOut& out) const;
 };
 
 // The model's RoPE settings (frequencies precomputed in the config).

@@ -1,0 +1,184 @@
+#include "models/decode_graphs.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include "core/log.h"
+#include "core/memlog.h"
+#include "core/status.h"
+
+namespace tessera {
+
+namespace {
+
+// Batch sizes recorded: every size up to 4, then steps of 8, then 32 (vLLM's choice is similar).
+constexpr std::array<int, 15> kBuckets = {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 224, 256};
+
+// int32 arrays of a padded plan, each starting on a 256-byte boundary.
+size_t padded_ints(size_t n) { return (n + 63) / 64 * 64; }
+
+}  // namespace
+
+// One recording: its padded plan's device arrays (fixed addresses the recording reads) and the
+// staged view of them.
+struct DecodeGraphs::Graph {
+    int bucket = 0, width = 0;
+    Arena plan;      // device: the arrays below, in this order
+    size_t ints = 0; // int32 count of the whole plan
+    StagedBatch sb;
+    std::unique_ptr<Backend::Recording> rec;
+};
+
+DecodeGraphs::DecodeGraphs(Backend& be) : be_(be) {}
+DecodeGraphs::~DecodeGraphs() {
+    if (!graphs_.empty()) be_.synchronize();  // a replay may still read the plans
+}
+
+int DecodeGraphs::bucket_for(int n_seqs) {
+    for (int b : kBuckets)
+        if (b >= n_seqs) return b;
+    return 0;
+}
+
+int DecodeGraphs::table_width_for(int max_blocks) {
+    int w = 8;
+    while (w < max_blocks) w *= 2;
+    return w;
+}
+
+void DecodeGraphs::drop_all() {
+    if (graphs_.empty()) return;
+    be_.synchronize();
+    graphs_.clear();
+    ++stats_.drops;
+}
+
+DecodeGraphs::Graph& DecodeGraphs::graph_for(int bucket, int width) {
+    auto& slot = graphs_[{bucket, width}];
+    if (slot) return *slot;
+    auto g = std::make_unique<Graph>();
+    g->bucket = bucket;
+    g->width = width;
+    const size_t B = size_t(bucket);
+    // tokens, positions, slots, logit_rows, q_start, kv_len, block_table, state_slots
+    const size_t sizes[] = {B, B, B, B, B + 1, B, B * size_t(width), B};
+    for (size_t n : sizes) g->ints += padded_ints(n);
+    g->plan = Arena("decode graph plan", g->ints * sizeof(int32_t), be_.memory());
+    auto* base = static_cast<int32_t*>(g->plan.alloc(g->ints * sizeof(int32_t), 256));
+    const int32_t* p[8];
+    size_t off = 0;
+    for (int i = 0; i < 8; ++i) {
+        p[i] = base + off;
+        off += padded_ints(sizes[i]);
+    }
+    StagedBatch& sb = g->sb;
+    sb.n_tokens = bucket;
+    sb.n_logits = bucket;
+    sb.tokens = p[0];
+    sb.positions = p[1];
+    sb.slots = p[2];
+    sb.logit_rows = p[3];
+    sb.attn = AttnPlan{bucket, p[4], p[5], p[6], width, 0};
+    sb.seq = SeqPlan{bucket, p[4], p[7]};
+    slot = std::move(g);
+    return *slot;
+}
+
+// The batch padded to g's bucket, written to the page-locked staging buffer and queued for copy
+// into g's plan arrays. The previous step's copy has finished: every step ends by copying its
+// logits out, which waits for the stream.
+void DecodeGraphs::stage(Graph& g, const Batch& b) {
+    const size_t bytes = g.ints * sizeof(int32_t);
+    if (staging_.capacity() < bytes)
+        staging_ = Arena("decode graph staging", std::max(bytes, 2 * staging_.capacity()), be_.staging_memory());
+    staging_.reset();
+    auto* h = static_cast<int32_t*>(staging_.alloc(bytes, 256));
+    std::memset(h, 0, bytes);
+    const int n = b.n_seqs(), B = g.bucket, W = g.width;
+    int32_t* dst = h;
+    auto next = [&](size_t n_ints) {
+        int32_t* d = dst;
+        dst += padded_ints(n_ints);
+        return d;
+    };
+    int32_t* tokens = next(B);
+    int32_t* positions = next(B);
+    int32_t* slots = next(B);
+    int32_t* logit_rows = next(B);
+    int32_t* q_start = next(B + 1);
+    int32_t* kv_len = next(B);
+    int32_t* table = next(size_t(B) * W);
+    int32_t* state_slots = next(B);
+    for (int s = 0; s < B; ++s) {
+        const bool real = s < n;
+        tokens[s] = real ? b.tokens[size_t(s)] : 0;
+        positions[s] = real ? b.positions[size_t(s)] : 0;
+        slots[s] = real ? b.slots[size_t(s)] : -1;
+        logit_rows[s] = s;
+        q_start[s] = s;
+        kv_len[s] = real ? b.kv_len[size_t(s)] : 0;
+        state_slots[s] = real && !b.state_slots.empty() ? b.state_slots[size_t(s)] : -1;
+        if (real)
+            std::copy_n(b.block_table.begin() + int64_t(s) * b.max_blocks, b.max_blocks, table + int64_t(s) * W);
+    }
+    q_start[B] = B;
+    be_.copy_in(const_cast<int32_t*>(g.sb.tokens), h, bytes);
+}
+
+bool DecodeGraphs::forward(Model& m, const Batch& b, const Caches& c, float* logits) {
+    if (disabled_) return false;
+    const int n = b.n_seqs();
+    if (n == 0 || b.n_tokens() != n || int64_t(b.logit_rows.size()) != n) return false;
+    for (int s = 0; s < n; ++s)
+        if (b.logit_rows[size_t(s)] != s) return false;
+    const int B = bucket_for(n);
+    if (B == 0 || B > m.max_batch_tokens()) return false;
+    const int W = table_width_for(b.max_blocks);
+
+    if (c.kv != kv_ || c.state != state_ || be_.internal_epoch() != epoch_) {
+        drop_all();
+        kv_ = c.kv;
+        state_ = c.state;
+        epoch_ = be_.internal_epoch();
+    }
+    const int64_t V = m.config().vocab_size;
+    if (logit_rows_ < B) {
+        drop_all();  // the recordings write the old logits buffer
+        logit_rows_ = std::max<int64_t>(B, 2 * logit_rows_);
+        logits_ = Arena("decode graph logits", size_t(logit_rows_ * V) * sizeof(float), be_.memory());
+    }
+    logits_.reset();
+    const Tensor out_dev = logits_.tensor(DType::F32, {B, V});
+    const LogitsOut out{nullptr, &out_dev};
+
+    Graph& g = graph_for(B, W);
+    g.sb.attn.block_size = b.block_size;
+    stage(g, b);
+    if (g.rec) {
+        g.rec->replay();
+        ++stats_.replays;
+    } else {
+        m.run(g.sb, c, out);  // creates what the ops allocate internally, and gives this step's logits
+        try {
+            g.rec = be_.record([&] { m.run(g.sb, c, out); });
+        } catch (const Error& e) {
+            TS_LOG_WARN("decode graphs disabled: recording a step of {} sequences failed: {}", B, e.what());
+            disabled_ = true;
+        }
+        if (!g.rec) {
+            disabled_ = true;  // the backend cannot record: never try again
+        } else {
+            ++stats_.recordings;
+            if (be_.internal_epoch() != epoch_) {  // the plain run reallocated: older recordings are stale
+                for (auto& [key, other] : graphs_)
+                    if (other.get() != &g) other->rec.reset();
+                epoch_ = be_.internal_epoch();
+            }
+        }
+    }
+    be_.copy_out(logits, out_dev.data, size_t(int64_t(n) * V) * sizeof(float));
+    return true;
+}
+
+}  // namespace tessera

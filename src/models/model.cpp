@@ -1,0 +1,34 @@
+// Model: the forward step shared by every architecture — checks, staging, and decode graphs.
+#include "models/model.h"
+
+#include "core/status.h"
+#include "models/decode_graphs.h"
+#include "runtime/state_cache.h"
+
+namespace tessera {
+
+Model::Model(ModelConfig cfg, Backend& be, int64_t max_tokens) : cfg_(std::move(cfg)), be_(be), max_tokens_(max_tokens) {}
+Model::~Model() = default;
+
+void Model::enable_decode_graphs(bool on) {
+    if (!on) {
+        graphs_.reset();
+    } else if (!graphs_) {
+        graphs_ = std::make_unique<DecodeGraphs>(be_);
+    }
+}
+
+void Model::check_tokens(const Batch& b) const {
+    const int64_t T = b.n_tokens();
+    TS_CHECK(T > 0 && T <= max_tokens_, "batch of {} tokens (this model was set up for at most {})", T, max_tokens_);
+    for (int32_t id : b.tokens)
+        TS_CHECK(id >= 0 && id < cfg_.vocab_size, "token id {} out of range [0, {})", id, cfg_.vocab_size);
+}
+
+void Model::forward(const Batch& batch, const Caches& caches, float* logits) {
+    check_batch(batch, caches);
+    if (graphs_ && graphs_->forward(*this, batch, caches, logits)) return;
+    run(stager_.stage(batch, be_), caches, LogitsOut{logits, nullptr});
+}
+
+}  // namespace tessera
