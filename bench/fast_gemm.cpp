@@ -141,11 +141,14 @@ void bench_shape(const Args& a, const bench::MatmulShape& s, const std::string& 
         row(s.name, T, "bf16", "cuBLAS GemmEx (bf16 x, w)", cublas, flops, cublas,
             bench::matmul_anchor(s, "bf16", T).empty() ? "" : "llama.cpp/cuBLAS " + bench::matmul_anchor(s, "bf16", T));
 
-        const int pick = fast::gemm_pick_config(T, N, w.kind);
+        const fast::GemmPlan pick = fast::gemm_pick(T, N, K, w.kind);
         const double full = timer.median(a.warmup, a.runs, [&] {
             fast::gemm_packed(dy.as<float>(), N, dx.as<float>(), K, T, w, scratch.data(), st);
         });
-        row(s.name, T, kind, std::string("gemm_packed (") + fast::detail::kGemmConfigs[pick].name + ")", full, flops,
+        row(s.name, T, kind,
+            std::string("gemm_packed (") + fast::detail::kGemmConfigs[pick.config].name +
+                (pick.splits > 1 ? " k/2)" : ")"),
+            full, flops,
             cublas, anchor.empty() ? "x pass + GEMM" : "x pass + GEMM; llama.cpp q4_0 " + anchor);
         const double conv = timer.median(a.warmup, a.runs, [&] {
             TS_CUDA_CHECK(fast::detail::launch_convert_x(scratch.as<uint16_t>(), dx.as<float>(), K, T, K, st));
@@ -153,14 +156,18 @@ void bench_shape(const Args& a, const bench::MatmulShape& s, const std::string& 
         std::printf("| %-22s | %5lld | %-4s | %-30s | %9.2f | %7s | %6s | %5s | %.2f TB/s\n", s.name, (long long)T,
                     "f32", "x -> bf16 pass alone", conv * 1e6, "", "", "", double(T * K * 6) / conv / 1e12);
         if (!a.all_configs) continue;
-        for (int c = 0; c < fast::detail::kGemmConfigCount; ++c) {
-            const double t = timer.median(a.warmup, a.runs, [&] {
-                fast::gemm_packed_config(c, false, dy.as<float>(), N, dx.as<float>(), K, T, w, scratch.data(), st);
-            });
-            row(s.name, T, kind, std::string("GEMM only ") + fast::detail::kGemmConfigs[c].name, t, flops, cublas,
-                std::to_string(fast::detail::gemm_blocks_per_sm(c, w.kind)) + " blocks/SM" +
-                    (c == pick ? ", picked" : ""));
-        }
+        for (int c = 0; c < fast::detail::kGemmConfigCount; ++c)
+            for (int splits = 1; splits <= 2; ++splits) {
+                const fast::GemmPlan plan{c, splits};
+                const double t = timer.median(a.warmup, a.runs, [&] {
+                    fast::gemm_packed_plan(plan, false, dy.as<float>(), N, dx.as<float>(), K, T, w, scratch.data(), st);
+                });
+                row(s.name, T, kind,
+                    std::string("GEMM only ") + fast::detail::kGemmConfigs[c].name + (splits > 1 ? " k/2" : ""), t,
+                    flops, cublas,
+                    std::to_string(fast::detail::gemm_blocks_per_sm(c, w.kind)) + " blocks/SM" +
+                        (c == pick.config && splits == pick.splits ? ", picked" : ""));
+            }
     }
 }
 

@@ -106,9 +106,11 @@ struct Errors {
     double vs_model = 0, vs_exact = 0;
 };
 
-// Runs the case through gemm_packed (or one configuration) and compares; returns the errors.
-Errors run_case(const Case& c, int config = -1, uint32_t seed = 1) {
-    const std::string what = describe(c) + (config >= 0 ? " config " + std::string(fast::detail::kGemmConfigs[config].name) : "");
+// Runs the case through gemm_packed (or one plan) and compares; returns the errors.
+Errors run_case(const Case& c, int config = -1, int splits = 1, uint32_t seed = 1) {
+    const fast::GemmPlan plan = config >= 0 ? fast::GemmPlan{config, splits} : fast::gemm_pick(c.T, c.N, c.K, c.kind);
+    const std::string what = describe(c) + (config >= 0 ? " plan " : " picked ") +
+                             fast::detail::kGemmConfigs[plan.config].name + " splits " + std::to_string(plan.splits);
     SCOPED_TRACE(what);
     const PackedHost h = random_packed(c, seed);
     const int64_t ldx = c.K + c.x_pad, ldy = c.N + c.y_pad;
@@ -130,8 +132,7 @@ Errors run_case(const Case& c, int config = -1, uint32_t seed = 1) {
     if (config < 0)
         fast::gemm_packed(dy.as<float>(), ldy, dx.as<float>(), ldx, c.T, w, scratch.data(), nullptr);
     else
-        fast::gemm_packed_config(config, true, dy.as<float>(), ldy, dx.as<float>(), ldx, c.T, w, scratch.data(),
-                                 nullptr);
+        fast::gemm_packed_plan(plan, true, dy.as<float>(), ldy, dx.as<float>(), ldx, c.T, w, scratch.data(), nullptr);
     const std::vector<float> got = reftest::to_host<float>(dy);
 
     std::vector<double> xb(size_t(c.T * c.K));
@@ -221,13 +222,13 @@ TEST(FastGemm, Int8Groups16And32) {
 }
 
 // Every tile configuration (the dispatch picks one per shape; the benchmark times them all) on a
-// shape that is ragged in T, N and K.
+// shape that is ragged in T, N and K, whole and with K split in two (an odd number of k-tiles).
 TEST(FastGemm, EveryConfig) {
     REQUIRE_CUDA();
     for (int cfg = 0; cfg < fast::detail::kGemmConfigCount; ++cfg) {
         run_case(Case{PackedKind::Int4, 32, false, 129, 257, 2080, 3, 1}, cfg);
-        run_case(Case{PackedKind::Int4, 64, true, 65, 129, 416}, cfg);
-        run_case(Case{PackedKind::Int8, 16, false, 129, 257, 2080, 1, 2}, cfg);
+        run_case(Case{PackedKind::Int4, 64, true, 65, 129, 416}, cfg, 2);
+        run_case(Case{PackedKind::Int8, 16, false, 129, 257, 2080, 1, 2}, cfg, cfg % 2 + 1);
     }
 }
 

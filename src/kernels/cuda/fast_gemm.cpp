@@ -55,41 +55,46 @@ size_t gemm_packed_scratch(int64_t T, int64_t K) {
     return size_t(T > 0 ? T : 0) * size_t(K > 0 ? K : 0) * sizeof(uint16_t);
 }
 
-int gemm_pick_config(int64_t T, int64_t N, PackedKind kind) {
+GemmPlan gemm_pick(int64_t T, int64_t N, int64_t K, PackedKind kind) {
     // Least estimated time: waves of resident blocks × each wave's work / the config's speed.
-    int best = 0;
+    // Splitting K in two doubles the blocks and halves their work (worth it when the tiles alone
+    // leave SMs idle); y is zeroed first, so it also costs a memset.
+    const int64_t k_tiles = (K + 127) / 128;
+    GemmPlan best;
     double best_cost = 0;
     for (int c = 0; c < detail::kGemmConfigCount; ++c) {
         const detail::GemmConfig& g = detail::kGemmConfigs[c];
-        int per_sm = detail::gemm_blocks_per_sm(c, kind);
+        const int per_sm = detail::gemm_blocks_per_sm(c, kind);
         if (per_sm <= 0) continue;
-        const int64_t blocks = ((T + g.bm - 1) / g.bm) * ((N + g.bn - 1) / g.bn);
-        const int64_t slots = int64_t(sm_count()) * per_sm;
-        const int64_t waves = (blocks + slots - 1) / slots;
-        const double cost = double(waves) * g.bm * g.bn * per_sm / g.eff;
-        if (best_cost == 0 || cost < best_cost) best = c, best_cost = cost;
+        for (int splits = 1; splits <= (k_tiles >= 8 ? 2 : 1); ++splits) {
+            const int64_t blocks = ((T + g.bm - 1) / g.bm) * ((N + g.bn - 1) / g.bn) * splits;
+            const int64_t slots = int64_t(sm_count()) * per_sm;
+            const int64_t waves = (blocks + slots - 1) / slots;
+            const double cost = double(waves) * g.bm * g.bn * per_sm / g.eff / splits * (splits > 1 ? 1.1 : 1.0);
+            if (best_cost == 0 || cost < best_cost) best = GemmPlan{c, splits}, best_cost = cost;
+        }
     }
     return best;
 }
 
-void gemm_packed_config(int config, bool convert_x, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
-                        const PackedMatrix& w, void* scratch, cudaStream_t stream) {
-    TS_CHECK(config >= 0 && config < detail::kGemmConfigCount, "gemm_packed: no tile configuration {}", config);
+void gemm_packed_plan(GemmPlan plan, bool convert_x, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
+                      const PackedMatrix& w, void* scratch, cudaStream_t stream) {
+    TS_CHECK(plan.config >= 0 && plan.config < detail::kGemmConfigCount && plan.splits >= 1 && plan.splits <= 2,
+             "gemm_packed: no tile configuration {} with {} splits of K", plan.config, plan.splits);
     check_args(y, ldy, x, ldx, T, w, scratch);
     if (T == 0 || w.n == 0) return;
-    if (w.k == 0) {
+    if (w.k == 0 || plan.splits > 1)  // y = 0 (K = 0), or the sum of two halves added into zeros
         TS_CUDA_CHECK(cudaMemset2DAsync(y, size_t(ldy) * sizeof(float), 0, size_t(w.n) * sizeof(float), size_t(T),
                                         stream));
-        return;
-    }
+    if (w.k == 0) return;
     uint16_t* xb = static_cast<uint16_t*>(scratch);  // [T, K] bf16
     if (convert_x) TS_CUDA_CHECK(detail::launch_convert_x(xb, x, ldx, T, w.k, stream));
-    TS_CUDA_CHECK(detail::launch_gemm(config, detail::GemmArgs{y, ldy, xb, w, T}, stream));
+    TS_CUDA_CHECK(detail::launch_gemm(plan.config, detail::GemmArgs{y, ldy, xb, w, T, plan.splits}, stream));
 }
 
 void gemm_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w, void* scratch,
                  cudaStream_t stream) {
-    gemm_packed_config(gemm_pick_config(T, w.n, w.kind), true, y, ldy, x, ldx, T, w, scratch, stream);
+    gemm_packed_plan(gemm_pick(T, w.n, w.k, w.kind), true, y, ldy, x, ldx, T, w, scratch, stream);
 }
 
 }  // namespace tessera::cuda::fast

@@ -92,7 +92,7 @@ __device__ __forceinline__ void dequant_int8(uint32_t wa, uint32_t wb, uint32_t 
 
 template <int BM_, int BN_, int WM_, int WN_, int STAGES_, bool INT8_>
 struct Tile {
-    static constexpr int BM = BM_, BN = BN_, WM = WM_, WN = WN_, STAGES = STAGES_;
+    static constexpr int BM = BM_, BN = BN_, WM = WM_, WN = WN_;
     static constexpr bool kInt8 = INT8_;
     static constexpr int kThreads = WM * WN * 32;
     static constexpr int kWarpM = BM / WM, kWarpN = BN / WN;
@@ -100,8 +100,12 @@ struct Tile {
     static constexpr int kBRowBytes = kInt8 ? kBK : kBK / 2;
     static constexpr int kABytes = BM * kARowBytes, kBBytes = BN * kBRowBytes;
     static constexpr int kStageBytes = kABytes + kBBytes;
+    // Int8's twice larger B tile can leave room for one stage less (227 KiB of shared memory a block).
+    static constexpr int STAGES = STAGES_ * kStageBytes <= 227 * 1024 ? STAGES_ : 227 * 1024 / kStageBytes;
+    static_assert(STAGES >= 2, "shared memory");
     static constexpr int kSmem = kStageBytes * STAGES;
     static constexpr int kGroupsPerLane = kInt8 ? 2 : 1;  // column halves of a lane's 32 (G = 16)
+    static constexpr bool kHoldB = MT >= 8;               // loop order of a k-step (see the kernel)
     static_assert(kWarpM % 16 == 0 && kWarpN % 8 == 0, "warp tile");
 };
 
@@ -117,7 +121,11 @@ __global__ void __launch_bounds__(C::kThreads, 1) gemm_kernel(GemmArgs p) {
     const int G = p.w.group;
     const int64_t groups = K / G;
     const int64_t code_row = C::kInt8 ? K : K / 2;
+    // This block's k-tiles [kt0, kt0 + nkt): split-K over blockIdx.z (the partial sums are added into y).
     const int KT = int((K + kBK - 1) / kBK);
+    const int per_split = (KT + int(gridDim.z) - 1) / int(gridDim.z);
+    const int kt0 = int(blockIdx.z) * per_split;
+    const int nkt = KT - kt0 < per_split ? KT - kt0 : per_split;
 
     // One stage: A [BM, 128] bf16 (16 chunks a row, swizzled), B [BN, 128] codes.
     auto load_stage = [&](int slot, int kt) {
@@ -172,18 +180,19 @@ __global__ void __launch_bounds__(C::kThreads, 1) gemm_kernel(GemmArgs p) {
 
 #pragma unroll
     for (int s = 0; s < C::STAGES - 1; ++s) {
-        if (s < KT) load_stage(s, s);
+        if (s < nkt) load_stage(s, kt0 + s);
         cp_async_commit();
     }
     uint16_t sc_raw[NT][GPL], bi_raw[NT][GPL];
-    load_scales(0, sc_raw, bi_raw);
+    if (nkt > 0) load_scales(kt0, sc_raw, bi_raw);
 
-    for (int kt = 0; kt < KT; ++kt) {
+    for (int i = 0; i < nkt; ++i) {
+        const int kt = kt0 + i;
         cp_async_wait<C::STAGES - 2>();
         __syncthreads();  // stage kt landed for all; everyone is done with the slot refilled next
         {
-            const int nk = kt + C::STAGES - 1;
-            if (nk < KT) load_stage(nk % C::STAGES, nk);
+            const int nk = i + C::STAGES - 1;
+            if (nk < nkt) load_stage(nk % C::STAGES, kt0 + nk);
             cp_async_commit();
         }
         uint32_t s2[NT][GPL], b2[NT][GPL];
@@ -194,9 +203,9 @@ __global__ void __launch_bounds__(C::kThreads, 1) gemm_kernel(GemmArgs p) {
                 s2[nt][h] = f16_to_bf16x2(sc_raw[nt][h]);
                 b2[nt][h] = f16_to_bf16x2(bi_raw[nt][h]);
             }
-        if (kt + 1 < KT) load_scales(kt + 1, sc_raw, bi_raw);  // lands while this tile computes
+        if (i + 1 < nkt) load_scales(kt + 1, sc_raw, bi_raw);  // lands while this tile computes
 
-        const uint8_t* sA = smem + (kt % C::STAGES) * C::kStageBytes;
+        const uint8_t* sA = smem + (i % C::STAGES) * C::kStageBytes;
         const uint8_t* sB = sA + C::kABytes;
         uint4 bq[NT];
 #pragma unroll
@@ -215,17 +224,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) gemm_kernel(GemmArgs p) {
                     bq[nt] = *reinterpret_cast<const uint4*>(sB + r * C::kBRowBytes + ((2 * t + j / 2) ^ (r & 1)) * 16);
                 }
             }
-            uint4 alo[MT], ahi[MT];
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-                const int r = warp_m * C::kWarpM + mt * 16 + g;
-                const int c = a_chunk(r, 4 * t + j);  // r + 8 has the same swizzle
-                alo[mt] = *reinterpret_cast<const uint4*>(sA + r * kARowBytes + c * 16);
-                ahi[mt] = *reinterpret_cast<const uint4*>(sA + (r + 8) * kARowBytes + c * 16);
-            }
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt) {
-                uint32_t b[4];
+            auto dequant = [&](int nt, uint32_t (&b)[4]) {
                 if constexpr (C::kInt8) {
                     const bool upper = (j & 1) != 0;
                     dequant_int8(upper ? bq[nt].z : bq[nt].x, upper ? bq[nt].w : bq[nt].y, s2[nt][j / 2], b);
@@ -233,10 +232,38 @@ __global__ void __launch_bounds__(C::kThreads, 1) gemm_kernel(GemmArgs p) {
                     const uint32_t q = j == 0 ? bq[nt].x : j == 1 ? bq[nt].y : j == 2 ? bq[nt].z : bq[nt].w;
                     dequant_int4(q, s2[nt][0], b2[nt][0], negc, b);
                 }
+            };
+            auto load_a = [&](int mt, uint4& lo, uint4& hi) {
+                const int r = warp_m * C::kWarpM + mt * 16 + g;
+                const int c = a_chunk(r, 4 * t + j);  // r + 8 has the same swizzle
+                lo = *reinterpret_cast<const uint4*>(sA + r * kARowBytes + c * 16);
+                hi = *reinterpret_cast<const uint4*>(sA + (r + 8) * kARowBytes + c * 16);
+            };
+            auto mma2 = [&](float (&d)[4], const uint4& lo, const uint4& hi, const uint32_t (&b)[4]) {
+                mma_bf16(d, lo.x, hi.x, lo.y, hi.y, b[0], b[1]);  // k-step s = 0
+                mma_bf16(d, lo.z, hi.z, lo.w, hi.w, b[2], b[3]);  // s = 1
+            };
+            if constexpr (C::kHoldB) {  // many m-tiles: dequantize the warp's B once, stream A
+                uint32_t b[NT][4];
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt) dequant(nt, b[nt]);
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) {
-                    mma_bf16(acc[mt][nt], alo[mt].x, ahi[mt].x, alo[mt].y, ahi[mt].y, b[0], b[1]);
-                    mma_bf16(acc[mt][nt], alo[mt].z, ahi[mt].z, alo[mt].w, ahi[mt].w, b[2], b[3]);
+                    uint4 lo, hi;
+                    load_a(mt, lo, hi);
+#pragma unroll
+                    for (int nt = 0; nt < NT; ++nt) mma2(acc[mt][nt], lo, hi, b[nt]);
+                }
+            } else {  // hold the warp's A, stream B
+                uint4 alo[MT], ahi[MT];
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) load_a(mt, alo[mt], ahi[mt]);
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt) {
+                    uint32_t b[4];
+                    dequant(nt, b);
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) mma2(acc[mt][nt], alo[mt], ahi[mt], b);
                 }
             }
         }
@@ -244,6 +271,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) gemm_kernel(GemmArgs p) {
     cp_async_wait<0>();  // nothing real is pending (only empty groups), but leave clean
 
     // Accumulator (row g | g + 8, columns 2t, 2t+1) of each m16n8 tile → y.
+    const bool split = gridDim.z > 1;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -255,8 +283,13 @@ __global__ void __launch_bounds__(C::kThreads, 1) gemm_kernel(GemmArgs p) {
                 const int64_t r = row + 8 * h;
                 if (r >= T) continue;
                 float* out = p.y + r * p.ldy + col;
-                if (col < N) out[0] = acc[mt][nt][2 * h];
-                if (col + 1 < N) out[1] = acc[mt][nt][2 * h + 1];
+                if (split) {  // y was zeroed; with 2 splits 0 + a + b = 0 + b + a: still deterministic
+                    if (col < N) atomicAdd(out, acc[mt][nt][2 * h]);
+                    if (col + 1 < N) atomicAdd(out + 1, acc[mt][nt][2 * h + 1]);
+                } else {
+                    if (col < N) out[0] = acc[mt][nt][2 * h];
+                    if (col + 1 < N) out[1] = acc[mt][nt][2 * h + 1];
+                }
             }
         }
 }
@@ -295,7 +328,7 @@ cudaError_t prepare() {
 template <class C>
 cudaError_t launch(const GemmArgs& a, cudaStream_t stream) {
     if (const cudaError_t e = prepare<C>(); e != cudaSuccess) return e;
-    const dim3 grid(unsigned((a.T + C::BM - 1) / C::BM), unsigned((a.w.n + C::BN - 1) / C::BN));
+    const dim3 grid(unsigned((a.T + C::BM - 1) / C::BM), unsigned((a.w.n + C::BN - 1) / C::BN), unsigned(a.splits));
     gemm_kernel<C><<<grid, C::kThreads, C::kSmem, stream>>>(a);
     return cudaGetLastError();
 }
@@ -330,8 +363,11 @@ TS_FAST_GEMM_CONFIG(3, 256, 128, 4, 2, 3)
 TS_FAST_GEMM_CONFIG(4, 64, 128, 1, 4, 4)
 TS_FAST_GEMM_CONFIG(5, 128, 128, 4, 2, 4)
 TS_FAST_GEMM_CONFIG(6, 32, 128, 1, 4, 4)
+TS_FAST_GEMM_CONFIG(7, 256, 128, 2, 4, 3)
+TS_FAST_GEMM_CONFIG(8, 128, 256, 1, 8, 3)
+TS_FAST_GEMM_CONFIG(9, 128, 128, 1, 4, 4)
 #undef TS_FAST_GEMM_CONFIG
-static_assert(kGemmConfigCount == 7, "a config without a Tile");
+static_assert(kGemmConfigCount == 10, "a config without a Tile");
 
 template <bool INT8, int I = 0>
 cudaError_t launch_config(int config, const GemmArgs& a, cudaStream_t stream) {

@@ -25,6 +25,9 @@ inline constexpr GemmConfig kGemmConfigs[] = {
     {"64x128 w1x4 s4", 64, 128, 128, 4, 0.90f},    // warp tile 64 x 32, 2 blocks per SM
     {"128x128 w4x2 s4", 128, 128, 256, 4, 0.90f},  // warp tile 32 x 64
     {"32x128 w1x4 s4", 32, 128, 128, 4, 0.60f},    // warp tile 32 x 32: few tokens
+    {"256x128 w2x4 s3", 256, 128, 256, 3, 1.10f},  // warp tile 128 x 32: B dequantized once per 8 m-tiles
+    {"128x256 w1x8 s3", 128, 256, 256, 3, 1.10f},  // warp tile 128 x 32
+    {"128x128 w1x4 s4", 128, 128, 128, 4, 0.90f},  // warp tile 128 x 32, 4 warps
 };
 inline constexpr int kGemmConfigCount = int(sizeof(kGemmConfigs) / sizeof(kGemmConfigs[0]));
 
@@ -35,11 +38,13 @@ struct GemmArgs {
     const uint16_t* xb;  // [T, K] bf16, k permuted inside each 8 (see fast_gemm.cu)
     PackedMatrix w;
     int64_t T;
+    int splits = 1;      // split-K: > 1 adds the partial sums into y, which must be zero
 };
 
 // x [T, K] f32 (row stride ldx) → xb [T, K] bf16, each 8 columns in the order the kernel pairs them.
 cudaError_t launch_convert_x(uint16_t* xb, const float* x, int64_t ldx, int64_t T, int64_t K, cudaStream_t stream);
-// y = xb · wᵀ with tile configuration `config` (index into kGemmConfigs).
+// y = xb · wᵀ (or y += the partial sums, a.splits > 1) with tile configuration `config`
+// (index into kGemmConfigs).
 cudaError_t launch_gemm(int config, const GemmArgs& a, cudaStream_t stream);
 // Resident blocks per SM of `config` for `kind` (occupancy calculator, cached), 0 on error.
 int gemm_blocks_per_sm(int config, PackedKind kind);
@@ -47,10 +52,14 @@ int gemm_blocks_per_sm(int config, PackedKind kind);
 }  // namespace tessera::cuda::fast::detail
 
 namespace tessera::cuda::fast {
-// The configuration gemm_packed picks for T tokens and N outputs.
-int gemm_pick_config(int64_t T, int64_t N, PackedKind kind);
-// gemm_packed with a chosen configuration; convert_x = false skips the x → bf16 pass and uses
-// the scratch as already converted (benchmarks of the GEMM kernel alone).
-void gemm_packed_config(int config, bool convert_x, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
-                        const PackedMatrix& w, void* scratch, cudaStream_t stream);
+// What gemm_packed runs: a tile configuration and the split of K (1 or 2; 2 zeroes y first and
+// adds two halves into it — fills the GPU when the tiles alone leave SMs idle).
+struct GemmPlan {
+    int config = 0, splits = 1;
+};
+GemmPlan gemm_pick(int64_t T, int64_t N, int64_t K, PackedKind kind);
+// gemm_packed with a chosen plan; convert_x = false skips the x → bf16 pass and uses the scratch
+// as already converted (benchmarks of the GEMM kernel alone).
+void gemm_packed_plan(GemmPlan plan, bool convert_x, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
+                      const PackedMatrix& w, void* scratch, cudaStream_t stream);
 }  // namespace tessera::cuda::fast
