@@ -93,6 +93,7 @@ struct MoeWeights {
 // How a model uses a weight, for backends that place weights in memory of their own.
 enum class WeightUse : uint8_t {
     Matrix,  // a matmul / embedding operand: any dtype
+    Expert,  // one MoE expert's matrix (a slice of the stacked experts), read by moe_experts
     Vector,  // f32, read elementwise by norms, biases, gates, conv
 };
 

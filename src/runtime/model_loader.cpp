@@ -65,12 +65,11 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opts) {
     const ModelEntry& entry = find_model(m.config.arch);
     TS_CHECK(opts.device == "cpu" || opts.device == "auto" || opts.device == "cuda",
              "unknown device '{}' (cpu, cuda or auto)", opts.device);
-    // TESSERA_KERNELS (or --kernels): which CUDA kernels run. Only the reference path exists so far.
+    // TESSERA_KERNELS (or --kernels): which CUDA kernels run — fast (the default: the kernel pack
+    // on repacked quantized weights) or reference. Checked in every build, so a typo is an error.
     const char* kernels = std::getenv("TESSERA_KERNELS");
     TS_CHECK(!kernels || !*kernels || std::string(kernels) == "reference" || std::string(kernels) == "fast",
-             "TESSERA_KERNELS={}: expected reference or fast", kernels);
-    if (opts.device == "cuda" && kernels && std::string(kernels) == "fast")
-        fail(ErrorKind::Unsupported, "TESSERA_KERNELS=fast: the CUDA kernel pack is not built yet; use reference");
+             "TESSERA_KERNELS={}: expected fast (the default) or reference", kernels);
     // auto: the GPU when this build has the CUDA backend and a device is present, else the CPU.
     std::string device = opts.device;
     if (device == "auto") {
@@ -82,7 +81,7 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opts) {
     }
     if (device == "cuda") {
 #ifdef TESSERA_HAVE_CUDA
-        m.backend = make_cuda_backend();
+        m.backend = make_cuda_backend(0, parse_cuda_kernels(kernels));
 #else
         fail(ErrorKind::Unsupported, "--device cuda: this build has no CUDA backend (configure with CUDA; see README)");
 #endif

@@ -1,8 +1,10 @@
 // CudaBackend: device selection, memory (copies, scratch) and weight placement. Matrices are
-// dequantized to bf16 on the device (f32 ones stay f32, so fp32 checkpoints keep fp32 accuracy);
-// vectors are uploaded as f32.
+// dequantized to bf16 on the device (f32 ones stay f32, so fp32 checkpoints keep fp32 accuracy),
+// except in fast mode, where Q4_0 / Q4_K / Q8_0 / Q6_K matrices are repacked on the host
+// (kernels/packed_repack.h) and uploaded once; vectors are uploaded as f32.
 #include "kernels/cuda/cuda_backend.h"
 
+#include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -13,15 +15,28 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/ref_dequant.h"
+#include "kernels/packed_repack.h"
 
 namespace tessera {
 
-std::unique_ptr<Backend> make_cuda_backend(int device) {
+CudaKernels parse_cuda_kernels(const char* value) {
+    if (!value || !*value || std::strcmp(value, "fast") == 0) return CudaKernels::Fast;
+    if (std::strcmp(value, "reference") == 0) return CudaKernels::Reference;
+    fail(ErrorKind::Invalid, "TESSERA_KERNELS={}: expected fast (the default) or reference", value);
+}
+
+const char* cuda_kernels_name(CudaKernels k) { return k == CudaKernels::Fast ? "fast" : "reference"; }
+
+std::unique_ptr<Backend> make_cuda_backend(int device, CudaKernels kernels) {
     std::string why;
     const int n = cuda::device_count(&why);
     if (n == 0) fail(ErrorKind::Unsupported, "--device cuda: no CUDA device ({})", why);
     TS_CHECK(device >= 0 && device < n, "CUDA device {} does not exist ({} found)", device, n);
-    return std::make_unique<cuda::CudaBackend>(device);
+    return std::make_unique<cuda::CudaBackend>(device, kernels);
+}
+
+std::unique_ptr<Backend> make_cuda_backend(int device) {
+    return make_cuda_backend(device, parse_cuda_kernels(std::getenv("TESSERA_KERNELS")));
 }
 
 namespace cuda {
@@ -33,7 +48,8 @@ int set_device(int d) {
 }
 }  // namespace
 
-CudaBackend::CudaBackend(int device) : device_(set_device(device)), stream_(), cublas_(stream_.get()) {}
+CudaBackend::CudaBackend(int device, CudaKernels kernels)
+    : device_(set_device(device)), kernels_(kernels), stream_(), cublas_(stream_.get()) {}
 
 CudaBackend::~CudaBackend() {
     cudaStreamSynchronize(stream_.get());  // nothing queued may outlive the buffers
@@ -85,6 +101,9 @@ void* CudaBackend::scratch(int slot, size_t bytes) {
 Tensor CudaBackend::place_weight(const Tensor& host, WeightUse use) {
     if (host.empty()) return host;
     TS_CHECK(host.device == Device::CPU, "place_weight: {} is not in host memory", host.describe());
+    // Expert slices stay bf16 / f32 in both modes: moe_experts reads those (issue 8 packs them).
+    if (kernels_ == CudaKernels::Fast && use == WeightUse::Matrix && host.ndim == 2 && cuda::can_repack(host.dtype))
+        return place_packed(host);
     const int64_t rows = host.rows(), cols = host.cols();
     const size_t rb = host.row_bytes(), bytes = size_t(rows) * rb;
     std::vector<uint8_t> packed;  // rows gathered when the view is strided
@@ -113,6 +132,40 @@ Tensor CudaBackend::place_weight(const Tensor& host, WeightUse use) {
     weight_bytes_ += int64_t(b.size());
     MemLog::global().set("weights_device", weight_bytes_);
     return Tensor::contiguous(b.data(), DType::BF16, host.shape.data(), host.ndim, Device::CUDA);
+}
+
+namespace {
+size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+}  // namespace
+
+Tensor CudaBackend::place_packed(const Tensor& host) {
+    const PackedHost p = with_context(fmt::format("place_weight {}", host.describe()), [&] { return repack(host); });
+    // One buffer: codes, then scales, then biases, each 256-byte aligned.
+    const size_t code_bytes = p.codes.size(), scale_bytes = p.scales.size() * 2, bias_bytes = p.biases.size() * 2;
+    const size_t scale_at = align_up(code_bytes, 256), bias_at = align_up(scale_at + scale_bytes, 256);
+    DeviceBuffer& b = weights_.emplace_back(std::max<size_t>(bias_at + bias_bytes, 1));
+    auto* base = b.as<uint8_t>();
+    copy_in(base, p.codes.data(), code_bytes);
+    copy_in(base + scale_at, p.scales.data(), scale_bytes);
+    if (bias_bytes) copy_in(base + bias_at, p.biases.data(), bias_bytes);
+    PackedMatrix m;
+    m.kind = p.kind;
+    m.n = p.n;
+    m.k = p.k;
+    m.group = p.group;
+    m.codes = base;
+    m.scales = reinterpret_cast<const uint16_t*>(base + scale_at);
+    m.biases = bias_bytes ? reinterpret_cast<const uint16_t*>(base + bias_at) : nullptr;
+    packed_[b.data()] = m;
+    weight_bytes_ += int64_t(b.size());
+    MemLog::global().set("weights_device", weight_bytes_);
+    return Tensor::contiguous(b.data(), host.dtype, host.shape.data(), host.ndim, Device::CUDA);
+}
+
+const PackedMatrix* CudaBackend::packed_of(const Tensor& w) const {
+    if (packed_.empty() || !dtype_info(w.dtype).quantized) return nullptr;
+    const auto it = packed_.find(w.data);
+    return it == packed_.end() ? nullptr : &it->second;
 }
 
 const float* CudaBackend::rope_freqs(const RopeParams& p, int rot_dims) {

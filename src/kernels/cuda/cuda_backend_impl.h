@@ -4,12 +4,15 @@
 #include <deque>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "kernels/backend.h"
 #include "kernels/cuda/cublas_handle.h"
+#include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/packed_weight.h"
 #include "kernels/cuda/pinned_memory.h"
 #include "kernels/cuda/stream.h"
 
@@ -17,11 +20,11 @@ namespace tessera::cuda {
 
 class CudaBackend final : public Backend {
 public:
-    explicit CudaBackend(int device);
+    CudaBackend(int device, CudaKernels kernels);
     ~CudaBackend() override;
 
     Device device() const override { return Device::CUDA; }
-    std::string name() const override { return "cuda-reference"; }
+    std::string name() const override { return kernels_ == CudaKernels::Fast ? "cuda-fast" : "cuda-reference"; }
 
     MemoryResource& memory() override { return mem_; }
     void copy_in(void* dst, const void* host_src, size_t bytes) override;
@@ -66,8 +69,13 @@ private:
     void* scratch(int slot, size_t bytes);
     const float* rope_freqs(const RopeParams& p, int rot_dims);
     const void* const* expert_pointers(const std::vector<Tensor>& experts);
+    // The packed form of a placed weight (fast mode), or null when w was not packed.
+    const PackedMatrix* packed_of(const Tensor& w) const;
+    Tensor place_packed(const Tensor& host);                       // cuda_backend.cpp
+    void matmul_packed(const Tensor& y, const Tensor& x, const PackedMatrix& w);  // cuda_backend_ops.cpp
 
     int device_;
+    CudaKernels kernels_;
     CudaMemory mem_;
     PinnedMemory pinned_;
     uint64_t epoch_ = 0;  // bumped when scratch is reallocated (recordings read the old addresses)
@@ -77,6 +85,9 @@ private:
     std::map<std::string, DeviceBuffer> rope_;  // inverse frequencies per RopeParams
     std::map<const void*, DeviceBuffer> experts_;  // device arrays of expert weight pointers
     std::vector<DeviceBuffer> scratch_;
+    // Packed weights by the data pointer of the Tensor place_weight returned for them (which
+    // keeps the source dtype and shape; its bytes are the packed codes, scales and biases).
+    std::unordered_map<const void*, PackedMatrix> packed_;
     int64_t weight_bytes_ = 0;
 };
 

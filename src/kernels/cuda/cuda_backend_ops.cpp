@@ -1,10 +1,14 @@
 // CudaBackend's ops: each checks its tensors (device memory, f32 activations, shapes), turns
-// them into raw pointers and element strides, and queues the reference kernel on the stream.
+// them into raw pointers and element strides, and queues the reference kernel on the stream —
+// or, for weights packed in fast mode, the kernel pack's (matmul_dispatch.h picks which).
 #include <fmt/format.h>
 
 #include "core/status.h"
 #include "kernels/cuda/convert.h"
 #include "kernels/cuda/cuda_backend_impl.h"
+#include "kernels/cuda/fast_embed.h"
+#include "kernels/cuda/fast_matmul.h"
+#include "kernels/cuda/matmul_dispatch.h"
 #include "kernels/cuda/ref_attention.h"
 #include "kernels/cuda/ref_elementwise.h"
 #include "kernels/cuda/ref_embed.h"
@@ -70,6 +74,7 @@ void CudaBackend::matmul(const Tensor& y, const Tensor& x, const Tensor& w) {
     TS_CHECK(w.ndim == 2 && w.is_contiguous() && w.cols() == X.cols && w.rows() == Y.cols && X.rows == Y.rows,
              "cuda matmul: y {} = x {} · w {}ᵀ does not fit", y.describe(), x.describe(), w.describe());
     if (X.rows == 0 || Y.cols == 0) return;
+    if (const PackedMatrix* p = packed_of(w)) return matmul_packed(y, x, *p);
     if (w.dtype == DType::F32) {
         ref::matmul_f32(Y.p, Y.ld, X.p, X.ld, w.ptr<float>(), X.rows, Y.cols, X.cols, cublas_, stream_.get());
     } else if (w.dtype == DType::BF16) {
@@ -86,11 +91,39 @@ void CudaBackend::matmul(const Tensor& y, const Tensor& x, const Tensor& w) {
     }
 }
 
+static_assert(kDispatchGemvMaxTokens == fast::kGemvMaxTokens);
+
+// y = x · wᵀ on a packed weight: the GEMV for decode-sized T, the tensor-core GEMM for more
+// tokens where it is built, else the packed matrix unpacked to f32 in scratch and the reference
+// f32 cuBLAS GEMM (the same accuracy as the reference path's widened weights).
+void CudaBackend::matmul_packed(const Tensor& y, const Tensor& x, const PackedMatrix& w) {
+    const Rows X = rows_of(x, "matmul", "x"), Y = rows_of(y, "matmul", "y");
+    switch (choose_matmul(X.rows, w.n, w.k, w.kind)) {
+        case MatmulKernel::None: return;
+        case MatmulKernel::Gemv: return fast::gemv_packed(Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
+        case MatmulKernel::Gemm:
+            if constexpr (kHaveFastGemm) {
+                void* sc = scratch(3, fast::gemm_packed_scratch(X.rows, w.k));
+                return fast::gemm_packed(Y.p, Y.ld, X.p, X.ld, X.rows, w, sc, stream_.get());
+            }
+            [[fallthrough]];
+        case MatmulKernel::DequantCublas: {
+            auto* wf = static_cast<float*>(scratch(2, size_t(w.n * w.k) * sizeof(float)));
+            fast::dequant_rows(wf, w.k, w, nullptr, w.n, stream_.get());
+            return ref::matmul_f32(Y.p, Y.ld, X.p, X.ld, wf, X.rows, w.n, w.k, cublas_, stream_.get());
+        }
+    }
+}
+
 void CudaBackend::embed(const Tensor& y, const Tensor& table, const int32_t* ids) {
     const Rows Y = rows_of(y, "embed", "y");
     check_device(table, "embed", "table");
     TS_CHECK(table.ndim == 2 && table.cols() == Y.cols, "cuda embed: table {} does not give rows of {}",
              table.describe(), Y.cols);
+    if (const PackedMatrix* p = packed_of(table)) {
+        if (Y.rows > 0) TS_CHECK(ids != nullptr, "cuda embed: ids are null for {} tokens", Y.rows);
+        return fast::dequant_rows(Y.p, Y.ld, *p, ids, Y.rows, stream_.get());
+    }
     ref::embed(Y.p, Y.ld, table.data, table.dtype, table.stride[0], table.rows(), ids, Y.rows, Y.cols, stream_.get());
 }
 

@@ -37,24 +37,28 @@ MoeBlock MoeBlock::load(WeightStore& w, const ModelConfig& c, int64_t il) {
         const Tensor gu = src.get(p + "ffn_gate_up_exps.weight", {E, 2 * I, H});
         const Tensor down = src.get(p + "ffn_down_exps.weight", {E, H, I});
         for (int64_t e = 0; e < E; ++e) {
-            m.experts.gate.push_back(w.place(expert_slice(gu, e, 0, I), WeightUse::Matrix));
-            m.experts.up.push_back(w.place(expert_slice(gu, e, I, I), WeightUse::Matrix));
-            m.experts.down.push_back(w.place(expert_slice(down, e, 0, H), WeightUse::Matrix));
+            m.experts.gate.push_back(w.place(expert_slice(gu, e, 0, I), WeightUse::Expert));
+            m.experts.up.push_back(w.place(expert_slice(gu, e, I, I), WeightUse::Expert));
+            m.experts.down.push_back(w.place(expert_slice(down, e, 0, H), WeightUse::Expert));
         }
     } else if (src.has(p + "ffn_gate_exps.weight")) {
         const Tensor g = src.get(p + "ffn_gate_exps.weight", {E, I, H});
         const Tensor u = src.get(p + "ffn_up_exps.weight", {E, I, H});
         const Tensor d = src.get(p + "ffn_down_exps.weight", {E, H, I});
         for (int64_t e = 0; e < E; ++e) {
-            m.experts.gate.push_back(w.place(expert_slice(g, e, 0, I), WeightUse::Matrix));
-            m.experts.up.push_back(w.place(expert_slice(u, e, 0, I), WeightUse::Matrix));
-            m.experts.down.push_back(w.place(expert_slice(d, e, 0, H), WeightUse::Matrix));
+            m.experts.gate.push_back(w.place(expert_slice(g, e, 0, I), WeightUse::Expert));
+            m.experts.up.push_back(w.place(expert_slice(u, e, 0, I), WeightUse::Expert));
+            m.experts.down.push_back(w.place(expert_slice(d, e, 0, H), WeightUse::Expert));
         }
     } else {
         for (int64_t e = 0; e < E; ++e) {
-            m.experts.gate.push_back(w.matrix(fmt::format("{}ffn_gate_exps.{}.weight", p, e), I, H));
-            m.experts.up.push_back(w.matrix(fmt::format("{}ffn_up_exps.{}.weight", p, e), I, H));
-            m.experts.down.push_back(w.matrix(fmt::format("{}ffn_down_exps.{}.weight", p, e), H, I));
+            const auto expert = [&](const char* which, int64_t rows, int64_t cols) {
+                return w.place(src.get(fmt::format("{}ffn_{}_exps.{}.weight", p, which, e), {rows, cols}),
+                               WeightUse::Expert);
+            };
+            m.experts.gate.push_back(expert("gate", I, H));
+            m.experts.up.push_back(expert("up", I, H));
+            m.experts.down.push_back(expert("down", H, I));
         }
     }
     if (c.shared_expert_ffn > 0) {

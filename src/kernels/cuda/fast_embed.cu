@@ -1,0 +1,53 @@
+// Packed rows to f32: one block per output row, each thread a word of codes (8 Int4 or 4 Int8
+// columns) at a time; w = scale · code + bias (one FMA, as the GEMV's per-group form).
+#include <cuda_fp16.h>
+
+#include "kernels/cuda/fast_embed.h"
+
+namespace tessera::cuda::fast::detail {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ float half_bits(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+
+__global__ void dequant_rows_kernel(float* __restrict__ y, int64_t ldy, PackedMatrix w, const int32_t* __restrict__ ids) {
+    const int64_t i = blockIdx.x;
+    float* out = y + i * ldy;
+    const int64_t row = ids ? int64_t(ids[i]) : i;
+    const bool int4 = w.kind == PackedKind::Int4;
+    const int per_word = int4 ? 8 : 4;
+    const int64_t words = w.k / per_word;
+    if (row < 0 || row >= w.n) {
+        for (int64_t c = threadIdx.x; c < w.k; c += kThreads) out[c] = __int_as_float(0x7fc00000);
+        return;
+    }
+    const int64_t gpr = w.k / w.group;
+    const uint32_t* codes = reinterpret_cast<const uint32_t*>(w.codes + row * (int4 ? w.k / 2 : w.k));
+    const uint16_t* sc = w.scales + row * gpr;
+    const uint16_t* bi = w.biases ? w.biases + row * gpr : nullptr;
+    for (int64_t wd = threadIdx.x; wd < words; wd += kThreads) {
+        const uint32_t word = codes[wd];
+        const int64_t c0 = wd * per_word, g = c0 / w.group;  // a word never straddles groups
+        const float s = half_bits(sc[g]);
+        if (int4) {
+            const float b = bi ? half_bits(bi[g]) : -8.f * s;
+#pragma unroll
+            for (int e = 0; e < 8; ++e) out[c0 + e] = __fmaf_rn(s, float((word >> (4 * e)) & 0xF), b);
+        } else {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) out[c0 + e] = s * float(int8_t((word >> (8 * e)) & 0xFF));
+        }
+    }
+}
+
+}  // namespace
+
+cudaError_t launch_dequant_rows(float* y, int64_t ldy, const PackedMatrix& w, const int32_t* ids, int64_t rows,
+                                cudaStream_t stream) {
+    dequant_rows_kernel<<<dim3(unsigned(rows)), kThreads, 0, stream>>>(y, ldy, w, ids);
+    return cudaGetLastError();
+}
+
+}  // namespace tessera::cuda::fast::detail

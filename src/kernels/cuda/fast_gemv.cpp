@@ -1,0 +1,50 @@
+// Argument checks for the packed GEMV (fast_gemv.cu holds the kernel and its launch).
+#include <cstdint>
+
+#include "core/status.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/fast_matmul.h"
+#include "kernels/cuda/ref_check.h"
+
+namespace tessera::cuda::fast {
+
+namespace detail {
+// fast_gemv.cu (no fmt there); arguments already checked.
+cudaError_t launch_gemv_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
+                               cudaStream_t stream);
+// A packed matrix's layout invariants (shared by the fast entry points).
+void check_packed(const char* op, const PackedMatrix& w);
+}  // namespace detail
+
+void detail::check_packed(const char* op, const PackedMatrix& w) {
+    TS_CHECK(w.n >= 0 && w.k >= 0, "{}: bad packed shape [{}, {}]", op, w.n, w.k);
+    const bool int4 = w.kind == PackedKind::Int4;
+    TS_CHECK(int4 || w.kind == PackedKind::Int8, "{}: unknown packed kind {}", op, int(w.kind));
+    const int chunk = int4 ? 32 : 16;  // columns per 16-byte row chunk
+    TS_CHECK(w.group > 0 && w.group % chunk == 0, "{}: {} group size {} is not a multiple of {}", op,
+             int4 ? "Int4" : "Int8", w.group, chunk);
+    TS_CHECK(w.k % w.group == 0, "{}: K = {} is not a whole number of groups of {}", op, w.k, w.group);
+    if (w.n == 0 || w.k == 0) return;
+    TS_CHECK(w.codes && w.scales, "{}: packed [{}, {}] has null codes or scales", op, w.n, w.k);
+    TS_CHECK(reinterpret_cast<uintptr_t>(w.codes) % 16 == 0, "{}: packed codes must be 16-byte aligned", op);
+    TS_CHECK(int4 || !w.biases, "{}: Int8 packed weights take no biases", op);
+}
+
+void gemv_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
+                 cudaStream_t stream) {
+    detail::check_packed("gemv_packed", w);
+    TS_CHECK(T >= 0 && T <= kGemvMaxTokens, "gemv_packed: T = {} tokens (1..{})", T, kGemvMaxTokens);
+    if (T == 0 || w.n == 0) return;
+    ref::detail::check_rows("gemv_packed", "y", y, ldy, T, w.n);
+    if (w.k == 0) {
+        TS_CUDA_CHECK(cudaMemset2DAsync(y, size_t(ldy) * sizeof(float), 0, size_t(w.n) * sizeof(float), size_t(T),
+                                        stream));
+        return;
+    }
+    ref::detail::check_rows("gemv_packed", "x", x, ldx, T, w.k);
+    const ref::detail::Span ys = ref::detail::span_of(y, ldy, T, w.n), xs = ref::detail::span_of(x, ldx, T, w.k);
+    TS_CHECK(!ref::detail::overlaps(ys, xs), "gemv_packed: y overlaps x");
+    TS_CUDA_CHECK(detail::launch_gemv_packed(y, ldy, x, ldx, T, w, stream));
+}
+
+}  // namespace tessera::cuda::fast

@@ -1,0 +1,126 @@
+// TESSERA_KERNELS=fast against reference end to end: a fixture model exported to GGUF q4_0 and
+// q8_0 (runtime/gguf_export.h) loaded on the GPU in both modes gives, at every position of a
+// prompt (prefilled in one step, then decoded token by token), the same argmax and top-5 logits
+// within tolerance. With TESSERA_FLAGSHIP_CUT naming a GGUF (a few-layer cut of the flagship),
+// the same comparison on it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "runtime/gguf_export.h"
+#include "runtime/model_loader.h"
+#include "runtime/session.h"
+
+#include "ref_test_util.h"  // REQUIRE_CUDA
+
+using namespace tessera;
+
+namespace {
+
+// Sets TESSERA_KERNELS for one load, restoring the old value.
+class KernelsEnv {
+public:
+    explicit KernelsEnv(const char* v) {
+        if (const char* old = std::getenv("TESSERA_KERNELS")) old_ = old, had_ = true;
+        setenv("TESSERA_KERNELS", v, 1);
+    }
+    ~KernelsEnv() { had_ ? setenv("TESSERA_KERNELS", old_.c_str(), 1) : unsetenv("TESSERA_KERNELS"); }
+
+private:
+    std::string old_;
+    bool had_ = false;
+};
+
+// Logits [positions, V] of `prompt`: the first half prefilled in one step, the rest decoded one
+// token at a time (so both the GEMV and the many-token path run).
+std::vector<float> logits(const std::string& path, const char* kernels, const std::vector<int32_t>& prompt,
+                          int64_t* vocab, std::string* backend_name) {
+    KernelsEnv env(kernels);
+    LoadOptions lo;
+    lo.device = "cuda";
+    lo.max_batch_tokens = 64;
+    LoadedModel m = load_model(path, lo);
+    *vocab = m.config.vocab_size;
+    *backend_name = m.backend->name();
+    Session s(*m.model, 64, 16, 1);
+    const int seq = s.add_sequence();
+    const size_t half = prompt.size() / 2;
+    std::vector<float> out = s.feed(seq, std::vector<int32_t>(prompt.begin(), prompt.begin() + long(half)), true);
+    for (size_t i = half; i < prompt.size(); ++i) {
+        const auto l = s.feed(seq, {prompt[i]}, true);
+        out.insert(out.end(), l.begin(), l.end());
+    }
+    return out;
+}
+
+void compare_modes(const std::string& path, double tol) {
+    SCOPED_TRACE(path);
+    std::vector<int32_t> prompt(24);
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 37 + 11) % 97);
+    int64_t V = 0, V2 = 0;
+    std::string nf, nr;
+    const std::vector<float> f = logits(path, "fast", prompt, &V, &nf);
+    const std::vector<float> r = logits(path, "reference", prompt, &V2, &nr);
+    EXPECT_EQ(nf, "cuda-fast");
+    EXPECT_EQ(nr, "cuda-reference");
+    ASSERT_EQ(V, V2);
+    ASSERT_EQ(f.size(), r.size());
+    const size_t P = f.size() / size_t(V);
+    ASSERT_EQ(P, prompt.size());
+    for (size_t p = 0; p < P; ++p) {
+        const float* a = f.data() + p * size_t(V);
+        const float* b = r.data() + p * size_t(V);
+        std::vector<int> idx(static_cast<size_t>(V));
+        std::iota(idx.begin(), idx.end(), 0);
+        std::partial_sort(idx.begin(), idx.begin() + 5, idx.end(), [&](int i, int j) { return b[i] > b[j]; });
+        const int fa = int(std::max_element(a, a + V) - a);
+        // The same argmax unless the reference's top two are closer than the tolerance.
+        if (b[idx[0]] - b[idx[1]] > 2 * tol) EXPECT_EQ(fa, idx[0]) << "position " << p;
+        const float scale = std::max(1.f, std::fabs(b[idx[0]]));
+        for (int j = 0; j < 5; ++j)
+            EXPECT_NEAR(a[idx[size_t(j)]], b[idx[size_t(j)]], tol * scale) << "position " << p << " top-" << j;
+    }
+}
+
+std::string exported(const std::string& fixture, DType type) {
+    const std::string out = (std::filesystem::temp_directory_path() /
+                             ("tessera_fast_eq_" + fixture + "_" + dtype_name(type) + ".gguf")).string();
+    ModelConfig cfg;
+    auto src = open_tensor_source(std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/" + fixture, &cfg);
+    ExportOptions o;
+    o.type = type;
+    o.name = fixture;
+    export_gguf(*src, cfg, out, o);
+    return out;
+}
+
+}  // namespace
+
+class FastEquivalence : public ::testing::TestWithParam<const char*> {};
+
+// The reference path holds the weights as bf16, the fast path as exact f32 dequantizations:
+// logits differ by bf16's rounding of the weights (~1e-2 of the largest logit at most here).
+TEST_P(FastEquivalence, SameTopLogitsAsReference) {
+    REQUIRE_CUDA();
+    for (DType t : {DType::Q4_0, DType::Q8_0}) {
+        const std::string path = exported(GetParam(), t);
+        compare_modes(path, 2e-2);
+        std::filesystem::remove(path);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, FastEquivalence, ::testing::Values("qwen3_tiny", "llama_tiny"));
+
+TEST(FastEquivalence, FlagshipCut) {
+    REQUIRE_CUDA();
+    const char* cut = std::getenv("TESSERA_FLAGSHIP_CUT");
+    if (!cut || !*cut) GTEST_SKIP() << "TESSERA_FLAGSHIP_CUT names no GGUF";
+    compare_modes(cut, 3e-2);
+}

@@ -1,0 +1,316 @@
+// The kernel pack's decode GEMV (fast::gemv_packed) and packed-row dequantization
+// (fast::dequant_rows) on GGUF weights repacked by kernels/packed_repack.h, against the CPU:
+// a double-precision product of the CPU codec's dequantization of the ORIGINAL GGUF weight (tight:
+// exact types 1e-5 of Σ|w·x|, K-quants add the f16 rounding of their group scales), and the CPU
+// backend's matmul on the same GGUF weight (within its q8 activation rounding). Awkward shapes:
+// K = 32·odd, off the 256-grid, several x slices; N = 1, 3, 17, 33, 257 and sizes that pick 2 or 4
+// rows per warp; T = 1..8; strided (and 16-byte-misaligned) x and y rows. Then CudaBackend in fast
+// mode against the reference mode and the CPU for matmul (GEMV and many-token paths) and embed.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/half.h"
+#include "core/status.h"
+#include "core/tensor.h"
+#include "formats/quants.h"
+#include "kernels/backend.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/fast_embed.h"
+#include "kernels/cuda/fast_matmul.h"
+#include "kernels/cuda/matmul_dispatch.h"
+#include "kernels/cuda/stream.h"
+#include "kernels/packed_repack.h"
+
+#include "ref_test_util.h"
+
+using namespace tessera;
+using namespace tessera::cuda;
+using reftest::random_rows;
+using reftest::to_device;
+using reftest::to_host;
+
+namespace {
+
+const DType kTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K};
+
+bool is_kquant(DType t) { return t == DType::Q4_K || t == DType::Q6_K; }
+
+struct Gguf {
+    DType type;
+    int64_t N, K;
+    std::vector<uint8_t> bytes;  // [N, row bytes]
+    std::vector<float> deq;      // the CPU codec's dequantization [N, K]
+    Tensor host() { return Tensor(bytes.data(), type, {N, K}); }
+};
+
+Gguf make_gguf(DType t, int64_t N, int64_t K, uint32_t seed) {
+    Gguf g{t, N, K, {}, {}};
+    const std::vector<float> w = random_rows(N, K, K, seed, -1.f, 1.f);
+    g.bytes.resize(dtype_row_bytes(t, K) * size_t(N));
+    quantize_tensor(t, w.data(), g.bytes.data(), N, K);
+    g.deq.resize(size_t(N * K));
+    dequantize_tensor(t, g.bytes.data(), g.deq.data(), N, K);
+    return g;
+}
+
+// A packed matrix on the device (owning its buffers).
+struct DevicePacked {
+    DeviceBuffer codes, scales, biases;
+    PackedMatrix m;
+};
+
+DevicePacked upload(const PackedHost& p) {
+    DevicePacked d;
+    d.codes = to_device(p.codes);
+    d.scales = to_device(p.scales);
+    if (!p.biases.empty()) d.biases = to_device(p.biases);
+    d.m.kind = p.kind;
+    d.m.n = p.n;
+    d.m.k = p.k;
+    d.m.group = p.group;
+    d.m.codes = d.codes.as<uint8_t>();
+    d.m.scales = d.scales.as<uint16_t>();
+    d.m.biases = p.biases.empty() ? nullptr : d.biases.as<uint16_t>();
+    return d;
+}
+
+// Compares y [T, N] (row stride ldy) with Σ_k w[n,k]·x[t,k] in double: per element within
+// rel · Σ|w·x|, and max|diff| / max|ref| within norm. Padding must stay kPad.
+void check_product(const std::vector<float>& y, int64_t ldy, const std::vector<float>& w, const std::vector<float>& x,
+                   int64_t ldx, int64_t T, int64_t N, int64_t K, double rel, double norm, const std::string& what) {
+    SCOPED_TRACE(what);
+    double max_diff = 0, max_ref = 0;
+    int bad = 0;
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t n = 0; n < ldy; ++n) {
+            const float got = y[size_t(t * ldy + n)];
+            if (n >= N) {
+                if (got != reftest::kPad && ++bad <= 3) ADD_FAILURE() << "padding [" << t << ", " << n << "] written";
+                continue;
+            }
+            double s = 0, a = 0;
+            for (int64_t k = 0; k < K; ++k) {
+                const double p = double(w[size_t(n * K + k)]) * double(x[size_t(t * ldx + k)]);
+                s += p;
+                a += std::fabs(p);
+            }
+            const double d = std::fabs(double(got) - s);
+            max_diff = std::max(max_diff, d);
+            max_ref = std::max(max_ref, std::fabs(s));
+            if (!(d <= rel * a + 1e-30) && ++bad <= 5)
+                ADD_FAILURE() << "[" << t << ", " << n << "] got " << got << " want " << s << " (|diff| " << d
+                              << " > " << rel << " · " << a << ")";
+        }
+    EXPECT_EQ(bad, 0);
+    EXPECT_LE(max_diff, norm * max_ref) << "normalised error " << max_diff / std::max(max_ref, 1e-30);
+}
+
+// max|a - b| / max|b| over [T, N] views.
+double norm_err(const std::vector<float>& a, int64_t lda, const std::vector<float>& b, int64_t ldb, int64_t T,
+                int64_t N) {
+    double d = 0, m = 0;
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t n = 0; n < N; ++n) {
+            const double va = a[size_t(t * lda + n)], vb = b[size_t(t * ldb + n)];
+            d = std::max(d, std::fabs(va - vb));
+            m = std::max(m, std::fabs(vb));
+        }
+    return d / std::max(m, 1e-30);
+}
+
+struct Case {
+    int64_t T, N, K;
+    bool pad;
+};
+
+std::vector<Case> cases(DType t) {
+    const std::vector<int64_t> ks = is_kquant(t) ? std::vector<int64_t>{256, 768, 2304}
+                                                 : std::vector<int64_t>{32, 96, 160, 544, 1056, 4128};
+    std::vector<Case> out;
+    size_t i = 0;
+    for (int64_t T = 1; T <= 8; ++T)
+        for (int64_t N : {1, 3, 17, 33, 257}) {
+            out.push_back({T, N, ks[i % ks.size()], i % 2 == 1});
+            ++i;
+        }
+    // 2 and 4 rows per warp (N past 16 and 32 rows per SM), and x in several slices.
+    for (int64_t T : {1, 3, 8}) {
+        out.push_back({T, 2200, is_kquant(t) ? 256 : 96, T == 3});
+        out.push_back({T, 4500, is_kquant(t) ? 512 : 160, T != 3});
+        out.push_back({T, 33, is_kquant(t) ? 14336 : 14336, T == 8});
+    }
+    return out;
+}
+
+void run_gemv_case(DType type, const Case& c, uint32_t seed) {
+    const std::string what = std::string(dtype_name(type)) + " T=" + std::to_string(c.T) + " N=" +
+                             std::to_string(c.N) + " K=" + std::to_string(c.K) + (c.pad ? " strided" : "");
+    SCOPED_TRACE(what);
+    Gguf g = make_gguf(type, c.N, c.K, seed);
+    const PackedHost ph = repack(g.host());
+    DevicePacked dp = upload(ph);
+    const int64_t ldx = c.K + (c.pad ? 3 : 0), ldy = c.N + (c.pad ? 5 : 0);
+    const std::vector<float> x = random_rows(c.T, c.K, ldx, seed + 1);
+    std::vector<float> y0(size_t(c.T * ldy), reftest::kPad);
+    DeviceBuffer xd = to_device(x), yd = to_device(y0);
+    TS_CUDA_CHECK(cudaDeviceSynchronize());
+    Stream s;
+    fast::gemv_packed(yd.as<float>(), ldy, xd.as<float>(), ldx, c.T, dp.m, s.get());
+    s.synchronize();
+    const std::vector<float> y = to_host<float>(yd);
+    // Against the ORIGINAL GGUF weight as the CPU decodes it.
+    const double rel = is_kquant(type) ? std::ldexp(1.0, -11) * 1.05 + 1e-5 : 1e-5;
+    check_product(y, ldy, g.deq, x, ldx, c.T, c.N, c.K, rel, is_kquant(type) ? 2e-3 : 1e-5, what + " vs double");
+    // And the CPU backend's matmul on the GGUF bytes (q8-rounded activations: a loose bound).
+    std::vector<float> yc(size_t(c.T * ldy), reftest::kPad);
+    std::vector<float> xc = x;
+    make_cpu_backend()->matmul(reftest::rows_view(yc.data(), c.T, c.N, ldy),
+                               reftest::rows_view(xc.data(), c.T, c.K, ldx), g.host());
+    EXPECT_LE(norm_err(y, ldy, yc, ldy, c.T, c.N), 3e-2) << what << " vs the CPU backend";
+}
+
+}  // namespace
+
+class FastGemv : public ::testing::TestWithParam<DType> {};
+
+TEST_P(FastGemv, MatchesCpuOnAwkwardShapes) {
+    REQUIRE_CUDA();
+    uint32_t seed = 100;
+    for (const Case& c : cases(GetParam())) run_gemv_case(GetParam(), c, seed += 7);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, FastGemv, ::testing::ValuesIn(kTypes),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(FastGemv, RejectsBadArguments) {
+    REQUIRE_CUDA();
+    Gguf g = make_gguf(DType::Q4_0, 4, 64, 3);
+    DevicePacked dp = upload(repack(g.host()));
+    DeviceBuffer xd(9 * 64 * 4), yd(9 * 4 * 4);
+    Stream s;
+    EXPECT_THROW(fast::gemv_packed(yd.as<float>(), 4, xd.as<float>(), 64, 9, dp.m, s.get()), Error);  // T > 8
+    EXPECT_THROW(fast::gemv_packed(yd.as<float>(), 4, nullptr, 64, 1, dp.m, s.get()), Error);
+    EXPECT_THROW(fast::gemv_packed(yd.as<float>(), 4, xd.as<float>(), 32, 2, dp.m, s.get()), Error);  // ldx < K
+    PackedMatrix bad = dp.m;
+    bad.group = 48;
+    EXPECT_THROW(fast::gemv_packed(yd.as<float>(), 4, xd.as<float>(), 64, 1, bad, s.get()), Error);
+    bad = dp.m;
+    bad.codes += 8;  // rows must start 16-byte aligned
+    EXPECT_THROW(fast::gemv_packed(yd.as<float>(), 4, xd.as<float>(), 64, 1, bad, s.get()), Error);
+}
+
+// dequant_rows gives unpack_row_f32's values (the same scale · code + bias), for gathered ids,
+// and NaN rows for ids out of range.
+TEST(FastDequantRows, MatchesHostUnpack) {
+    REQUIRE_CUDA();
+    for (DType t : kTypes) {
+        SCOPED_TRACE(dtype_name(t));
+        const int64_t N = 37, K = is_kquant(t) ? 512 : 96, ld = K + 3;
+        Gguf g = make_gguf(t, N, K, 11);
+        const PackedHost ph = repack(g.host());
+        DevicePacked dp = upload(ph);
+        const std::vector<int32_t> ids = {0, 36, 5, 5, 17, -1, 37};
+        DeviceBuffer idd = to_device(ids), yd = to_device(std::vector<float>(ids.size() * size_t(ld), reftest::kPad));
+        TS_CUDA_CHECK(cudaDeviceSynchronize());
+        Stream s;
+        fast::dequant_rows(yd.as<float>(), ld, dp.m, idd.as<int32_t>(), int64_t(ids.size()), s.get());
+        s.synchronize();
+        const std::vector<float> y = to_host<float>(yd);
+        std::vector<float> want(static_cast<size_t>(K));
+        for (size_t i = 0; i < ids.size(); ++i) {
+            const float* row = y.data() + i * size_t(ld);
+            if (ids[i] < 0 || ids[i] >= N) {
+                for (int64_t c = 0; c < K; ++c) ASSERT_TRUE(std::isnan(row[c])) << "id " << ids[i];
+                continue;
+            }
+            unpack_row_f32(ph, ids[i], want.data());
+            for (int64_t c = 0; c < K; ++c)
+                ASSERT_NEAR(row[c], want[size_t(c)], 1e-6 * std::fabs(want[size_t(c)])) << "id " << ids[i] << " col " << c;
+            for (int64_t c = K; c < ld; ++c) ASSERT_EQ(row[c], reftest::kPad);
+        }
+    }
+}
+
+// CudaBackend: fast mode places the GGUF matrix packed and multiplies through the GEMV (T ≤ 8)
+// or the many-token path (T > 8); both against the double product of the CPU dequantization,
+// and against the reference mode (bf16 weights) within bf16's rounding. embed on the packed
+// table equals the packed rows (unpack_row_f32).
+TEST(CudaFastBackend, MatmulAndEmbedMatchReference) {
+    REQUIRE_CUDA();
+    auto fast = make_cuda_backend(0, CudaKernels::Fast), ref = make_cuda_backend(0, CudaKernels::Reference);
+    EXPECT_EQ(fast->name(), "cuda-fast");
+    EXPECT_EQ(ref->name(), "cuda-reference");
+    for (DType t : kTypes) {
+        SCOPED_TRACE(dtype_name(t));
+        const int64_t N = 67, K = is_kquant(t) ? 768 : 352;
+        Gguf g = make_gguf(t, N, K, 21);
+        const Tensor wf = fast->place_weight(g.host(), WeightUse::Matrix);
+        const Tensor wr = ref->place_weight(g.host(), WeightUse::Matrix);
+        EXPECT_EQ(wf.dtype, t);
+        EXPECT_EQ(wf.device, Device::CUDA);
+        EXPECT_EQ(wf.shape_str(), g.host().shape_str());
+        EXPECT_EQ(fast->place_weight(g.host(), WeightUse::Expert).dtype, DType::BF16);  // experts stay bf16
+        for (int64_t T : {1, 5, 8, 9, 40}) {
+            const std::vector<float> x = random_rows(T, K, K, uint32_t(T));
+            auto run = [&](Backend& be, const Tensor& w) {
+                void* xd = be.memory().allocate(size_t(T * K) * 4);
+                void* yd = be.memory().allocate(size_t(T * N) * 4);
+                be.copy_in(xd, x.data(), size_t(T * K) * 4);
+                be.matmul(Tensor(yd, DType::F32, {T, N}, Device::CUDA), Tensor(xd, DType::F32, {T, K}, Device::CUDA), w);
+                std::vector<float> y(size_t(T * N));
+                be.copy_out(y.data(), yd, y.size() * 4);
+                be.memory().deallocate(xd);
+                be.memory().deallocate(yd);
+                return y;
+            };
+            const std::vector<float> yf = run(*fast, wf), yr = run(*ref, wr);
+            double rel = is_kquant(t) ? std::ldexp(1.0, -11) * 1.05 + 1e-5 : 1e-5;
+            double norm = is_kquant(t) ? 2e-3 : 1e-5;
+            if (choose_matmul(T, N, K, packed_kind_of(t)) == MatmulKernel::Gemm) {  // x rounded to bf16
+                rel += std::ldexp(1.0, -8);
+                norm = 1e-2;
+            }
+            check_product(yf, N, g.deq, x, K, T, N, K, rel, norm, "fast T=" + std::to_string(T));
+            EXPECT_LE(norm_err(yf, N, yr, N, T, N), 2e-2) << "fast vs reference T=" << T;
+        }
+        // embed: the packed table's rows.
+        const std::vector<int32_t> ids = {3, 0, 66, 3};
+        const int64_t T = int64_t(ids.size());
+        void* idd = fast->memory().allocate(ids.size() * 4);
+        void* yd = fast->memory().allocate(size_t(T * K) * 4);
+        fast->copy_in(idd, ids.data(), ids.size() * 4);
+        fast->embed(Tensor(yd, DType::F32, {T, K}, Device::CUDA), wf, static_cast<const int32_t*>(idd));
+        std::vector<float> y(size_t(T * K));
+        fast->copy_out(y.data(), yd, y.size() * 4);
+        const PackedHost ph = repack(g.host());
+        std::vector<float> want(static_cast<size_t>(K));
+        for (int64_t i = 0; i < T; ++i) {
+            unpack_row_f32(ph, ids[size_t(i)], want.data());
+            for (int64_t c = 0; c < K; ++c)
+                ASSERT_NEAR(y[size_t(i * K + c)], want[size_t(c)], 1e-6 * std::fabs(want[size_t(c)]))
+                    << "embed row " << i << " col " << c;
+        }
+        fast->memory().deallocate(idd);
+        fast->memory().deallocate(yd);
+    }
+}
+
+TEST(CudaFastBackend, KernelsFromTheEnvironment) {
+    EXPECT_EQ(parse_cuda_kernels(nullptr), CudaKernels::Fast);
+    EXPECT_EQ(parse_cuda_kernels(""), CudaKernels::Fast);
+    EXPECT_EQ(parse_cuda_kernels("fast"), CudaKernels::Fast);
+    EXPECT_EQ(parse_cuda_kernels("reference"), CudaKernels::Reference);
+    try {
+        (void)parse_cuda_kernels("turbo");
+        FAIL() << "accepted turbo";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("expected fast (the default) or reference"), std::string::npos) << e.what();
+    }
+}
