@@ -156,6 +156,15 @@ void bench_shape(const Args& a, const bench::MatmulShape& s, const std::string& 
         std::printf("| %-22s | %5lld | %-4s | %-30s | %9.2f | %7s | %6s | %5s | %.2f TB/s\n", s.name, (long long)T,
                     "f32", "x -> bf16 pass alone", conv * 1e6, "", "", "", double(T * K * 6) / conv / 1e12);
         if (!a.all_configs) continue;
+        if (!int8)
+            for (int c : {0, 1, 7}) {  // the same kernels without dequantization: the ceiling of this design
+                const fast::detail::GemmArgs ga{dy.as<float>(), N, scratch.as<uint16_t>(), w, T, 1};
+                const double t = timer.median(a.warmup, a.runs, [&] {
+                    TS_CUDA_CHECK(fast::detail::launch_gemm_probe(c, ga, st));
+                });
+                row(s.name, T, kind, std::string("probe, no dequant ") + fast::detail::kGemmConfigs[c].name, t,
+                    flops, cublas, "wrong results; the mma + pipeline ceiling");
+            }
         for (int c = 0; c < fast::detail::kGemmConfigCount; ++c)
             for (int splits = 1; splits <= 2; ++splits) {
                 const fast::GemmPlan plan{c, splits};

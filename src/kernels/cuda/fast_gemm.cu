@@ -90,10 +90,11 @@ __device__ __forceinline__ void dequant_int8(uint32_t wa, uint32_t wb, uint32_t 
     }
 }
 
-template <int BM_, int BN_, int WM_, int WN_, int STAGES_, bool INT8_>
+template <int BM_, int BN_, int WM_, int WN_, int STAGES_, bool INT8_, bool PROBE_ = false>
 struct Tile {
     static constexpr int BM = BM_, BN = BN_, WM = WM_, WN = WN_;
     static constexpr bool kInt8 = INT8_;
+    static constexpr bool kProbe = PROBE_;  // benchmark probe: raw code bits as B, no dequantization
     static constexpr int kThreads = WM * WN * 32;
     static constexpr int kWarpM = BM / WM, kWarpN = BN / WN;
     static constexpr int MT = kWarpM / 16, NT = kWarpN / 8;
@@ -225,7 +226,10 @@ __global__ void __launch_bounds__(C::kThreads, 1) gemm_kernel(GemmArgs p) {
                 }
             }
             auto dequant = [&](int nt, uint32_t (&b)[4]) {
-                if constexpr (C::kInt8) {
+                if constexpr (C::kProbe) {
+                    const uint32_t q = j == 0 ? bq[nt].x : j == 1 ? bq[nt].y : j == 2 ? bq[nt].z : bq[nt].w;
+                    b[0] = q, b[1] = q >> 4, b[2] = q >> 8, b[3] = q >> 12;
+                } else if constexpr (C::kInt8) {
                     const bool upper = (j & 1) != 0;
                     dequant_int8(upper ? bq[nt].z : bq[nt].x, upper ? bq[nt].w : bq[nt].y, s2[nt][j / 2], b);
                 } else {
@@ -404,6 +408,15 @@ cudaError_t launch_convert_x(uint16_t* xb, const float* x, int64_t ldx, int64_t 
 cudaError_t launch_gemm(int config, const GemmArgs& a, cudaStream_t stream) {
     return a.w.kind == PackedKind::Int8 ? launch_config<true>(config, a, stream)
                                         : launch_config<false>(config, a, stream);
+}
+
+cudaError_t launch_gemm_probe(int config, const GemmArgs& a, cudaStream_t stream) {
+    switch (config) {
+        case 0: return launch<Tile<128, 128, 2, 4, 4, false, true>>(a, stream);
+        case 1: return launch<Tile<64, 256, 1, 8, 4, false, true>>(a, stream);
+        case 7: return launch<Tile<256, 128, 2, 4, 3, false, true>>(a, stream);
+        default: return cudaErrorInvalidValue;
+    }
 }
 
 int gemm_blocks_per_sm(int config, PackedKind kind) {

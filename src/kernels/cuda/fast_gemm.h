@@ -46,6 +46,9 @@ cudaError_t launch_convert_x(uint16_t* xb, const float* x, int64_t ldx, int64_t 
 // y = xb · wᵀ (or y += the partial sums, a.splits > 1) with tile configuration `config`
 // (index into kGemmConfigs).
 cudaError_t launch_gemm(int config, const GemmArgs& a, cudaStream_t stream);
+// Benchmark probe (Int4 shapes, configs 0, 1 and 7): the same kernel with the raw code bits as B
+// — no dequantization, wrong results — to show what the dequantization costs.
+cudaError_t launch_gemm_probe(int config, const GemmArgs& a, cudaStream_t stream);
 // Resident blocks per SM of `config` for `kind` (occupancy calculator, cached), 0 on error.
 int gemm_blocks_per_sm(int config, PackedKind kind);
 
