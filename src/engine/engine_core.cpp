@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 
+#include "core/arena.h"
 #include "core/log.h"
 #include "core/memlog.h"
 #include "core/status.h"
@@ -78,7 +79,7 @@ struct EngineCore::Impl {
     std::unordered_map<uint64_t, std::unique_ptr<Live>> live;
     uint64_t next_id = 1;
     int64_t next_arrival = 0;
-    std::vector<float> logits;
+    Arena logits;            // a step's logits, in the backend's staging memory (page-locked on a GPU)
     std::vector<float> raw;  // a row before penalties, for logprobs
     EngineStats counters;
     int64_t decode_steps = 0;
@@ -369,9 +370,13 @@ bool EngineCore::step() {
     }
     const Batch batch = bb.finish();
     const int64_t V = I.m.config.vocab_size;
-    I.logits.resize(size_t(std::max<int64_t>(rows, 1) * V));
+    const size_t logit_bytes = size_t(std::max<int64_t>(rows, 1) * V) * sizeof(float);
+    if (I.logits.capacity() < logit_bytes)
+        I.logits = Arena("step logits", std::max(logit_bytes, 2 * I.logits.capacity()), I.m.backend->staging_memory());
+    I.logits.reset();
+    float* const logits = static_cast<float*>(I.logits.alloc(logit_bytes));
     try {
-        I.m.model->forward(batch, Caches{I.kv.get(), I.state.get()}, I.logits.data());
+        I.m.model->forward(batch, Caches{I.kv.get(), I.state.get()}, logits);
     } catch (const std::exception& e) {
         TS_LOG_ERROR("forward step failed: {}", e.what());
         I.fail_items(plan, std::string("forward step failed: ") + e.what());
@@ -382,7 +387,7 @@ bool EngineCore::step() {
     int64_t row = 0;
     for (const StepItem& it : plan.items) {
         if (!it.logits) continue;
-        float* r = I.logits.data() + row++ * V;
+        float* r = logits + row++ * V;
         const uint64_t id = it.seq->id;  // it.seq dies with its request
         auto f = I.live.find(id);
         if (f == I.live.end()) continue;
