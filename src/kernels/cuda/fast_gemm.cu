@@ -128,42 +128,62 @@ __global__ void __launch_bounds__(C::kThreads, 1) gemm_kernel(GemmArgs p) {
     const int kt0 = int(blockIdx.z) * per_split;
     const int nkt = KT - kt0 < per_split ? KT - kt0 : per_split;
 
-    // One stage: A [BM, 128] bf16 (16 chunks a row, swizzled), B [BN, 128] codes.
+    // One stage: A [BM, 128] bf16 (16 chunks a row, swizzled), B [BN, 128] codes. Each thread
+    // copies the same chunk column of rows r0, r0 + step, ...: addresses and row checks hoisted.
+    constexpr int kBChunks = C::kBRowBytes / 16;  // 4 (Int4: 32 columns each) or 8 (Int8: 16)
+    constexpr int kAIters = C::BM * 16 / C::kThreads, kARowStep = C::kThreads / 16;
+    constexpr int kBIters = C::BN * kBChunks / C::kThreads, kBRowStep = C::kThreads / kBChunks;
+    static_assert(C::BM * 16 % C::kThreads == 0 && C::BN * kBChunks % C::kThreads == 0, "copy split");
+    static_assert(kARowStep % 2 == 0 && kBRowStep % 2 == 0, "swizzle constant along a thread's rows");
+    const int a_c = tid & 15, a_r0 = tid >> 4;
+    const int b_c = tid % kBChunks, b_r0 = tid / kBChunks;
+    const uint16_t* a_src = p.xb + (m0 + a_r0) * K + 8 * a_c;
+    const uint8_t* b_src = p.w.codes + (n0 + b_r0) * code_row + 16 * b_c;
+    const int a_dst = a_r0 * kARowBytes + a_chunk(a_r0, a_c) * 16;
+    const int b_dst = b_r0 * C::kBRowBytes + (C::kInt8 ? (b_c ^ (b_r0 & 1)) : b_c) * 16;
+    const int a_col = 8 * a_c, b_col = b_c * (C::kInt8 ? 16 : 32);
+    uint32_t a_rows_ok = 0, b_rows_ok = 0;
+#pragma unroll
+    for (int k = 0; k < kAIters; ++k) a_rows_ok |= uint32_t(m0 + a_r0 + k * kARowStep < T) << k;
+#pragma unroll
+    for (int k = 0; k < kBIters; ++k) b_rows_ok |= uint32_t(n0 + b_r0 + k * kBRowStep < N) << k;
+    const int64_t a_step = int64_t(kARowStep) * K, b_step = int64_t(kBRowStep) * code_row;
     auto load_stage = [&](int slot, int kt) {
-        uint8_t* sA = smem + slot * C::kStageBytes;
-        uint8_t* sB = sA + C::kABytes;
+        const uint32_t sA = smem_addr(smem + slot * C::kStageBytes);
+        const uint32_t sB = sA + C::kABytes;
         const int64_t k0 = int64_t(kt) * kBK;
+        const bool a_col_ok = k0 + a_col < K, b_col_ok = k0 + b_col < K;
 #pragma unroll
-        for (int i = tid; i < C::BM * 16; i += C::kThreads) {
-            const int r = i >> 4, c = i & 15;
-            const int64_t row = m0 + r, col = k0 + 8 * c;
-            const bool ok = row < T && col < K;
-            cp_async16(smem_addr(sA + r * kARowBytes + a_chunk(r, c) * 16), p.xb + (ok ? row * K + col : 0), ok);
+        for (int k = 0; k < kAIters; ++k) {
+            const bool ok = a_col_ok && ((a_rows_ok >> k) & 1);
+            cp_async16(sA + a_dst + k * kARowStep * kARowBytes, ok ? a_src + k0 + k * a_step : p.xb, ok);
         }
-        constexpr int kChunks = C::kBRowBytes / 16;  // 4 (Int4) or 8 (Int8) a row
 #pragma unroll
-        for (int i = tid; i < C::BN * kChunks; i += C::kThreads) {
-            const int r = i / kChunks, c = i % kChunks;
-            const int64_t row = n0 + r, col = k0 + c * (C::kInt8 ? 16 : 32);
-            const bool ok = row < N && col < K;
-            const int pc = C::kInt8 ? (c ^ (r & 1)) : c;  // Int8: lanes read chunks 2t, 2t+1 of rows r, r+1
-            cp_async16(smem_addr(sB + r * C::kBRowBytes + pc * 16),
-                       p.w.codes + (ok ? row * code_row + (C::kInt8 ? col : col / 2) : 0), ok);
+        for (int k = 0; k < kBIters; ++k) {
+            const bool ok = b_col_ok && ((b_rows_ok >> k) & 1);
+            cp_async16(sB + b_dst + k * kBRowStep * C::kBRowBytes,
+                       ok ? b_src + (C::kInt8 ? k0 : k0 / 2) + k * b_step : p.w.codes, ok);
         }
     };
 
     // Scales (and biases) of this lane's B rows for k-tile kt, raw f16; 0 past N or K.
+    const int lg_group = __ffs(G) - 1;  // G is a power of two
+    const int64_t s_row0 = n0 + warp_n * C::kWarpN + g;
+    const uint16_t* s_base = p.w.scales + s_row0 * groups;
+    const uint16_t* b_base = p.w.biases ? p.w.biases + s_row0 * groups : nullptr;
+    uint32_t s_rows_ok = 0;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) s_rows_ok |= uint32_t(s_row0 + nt * 8 < N) << nt;
     auto load_scales = [&](int kt, uint16_t (&s)[NT][GPL], uint16_t (&b)[NT][GPL]) {
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-            const int64_t row = n0 + warp_n * C::kWarpN + nt * 8 + g;
 #pragma unroll
             for (int h = 0; h < GPL; ++h) {
                 const int64_t col = int64_t(kt) * kBK + 32 * t + 16 * h;
-                const bool ok = row < N && col < K;
-                const int64_t at = ok ? row * groups + col / G : 0;
-                s[nt][h] = ok ? p.w.scales[at] : uint16_t(0);
-                b[nt][h] = ok && p.w.biases ? p.w.biases[at] : uint16_t(0);
+                const bool ok = ((s_rows_ok >> nt) & 1) && col < K;
+                const int64_t at = int64_t(nt) * 8 * groups + (col >> lg_group);
+                s[nt][h] = ok ? s_base[at] : uint16_t(0);
+                b[nt][h] = ok && b_base ? b_base[at] : uint16_t(0);
             }
         }
     };
