@@ -1,0 +1,204 @@
+// Argument checks, scratch layout and the plan for the fast MoE (the kernels are in
+// fast_moe_route.cu and fast_moe_experts.cu).
+#include "kernels/cuda/fast_moe.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+
+#include "core/status.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/ref_check.h"
+
+namespace tessera::cuda::fast {
+
+namespace {
+
+constexpr size_t kAlign = 256;
+size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+void check_route_shape(const char* op, int64_t T, int E, int k) {
+    TS_CHECK(T >= 0 && T <= INT32_MAX, "{}: bad token count T = {}", op, T);
+    TS_CHECK(E >= 1 && E <= kMoeMaxExperts, "{}: E = {} experts, expected 1..{}", op, E, kMoeMaxExperts);
+    TS_CHECK(k >= 1 && k <= std::min(E, kMoeMaxTopK), "{}: k = {} must be in [1, {}] (E = {} experts, at most {})", op,
+             k, std::min(E, kMoeMaxTopK), E, kMoeMaxTopK);
+    TS_CHECK(T * k <= INT32_MAX / 2, "{}: T·k = {} (token, slot) pairs is too many", op, T * k);
+}
+
+void check_tile(const char* op, int tile_rows, int max) {
+    TS_CHECK(tile_rows >= 1 && tile_rows <= max, "{}: tile_rows = {} must be in [1, {}]", op, tile_rows, max);
+}
+
+// Sizes of the grouping's arrays, in order: offsets, perm, row_of_slot, n_items, item_* ×3.
+struct GroupLayout {
+    size_t off[7];
+    size_t bytes;
+};
+GroupLayout group_layout(int64_t T, int k, int E, int tile_rows) {
+    const int64_t P = T * k, MI = moe_max_items(T, k, E, tile_rows);
+    const int64_t counts[7] = {E + 1, P, P, 1, MI, MI, MI};
+    GroupLayout l{};
+    size_t at = 0;
+    for (int i = 0; i < 7; ++i) {
+        l.off[i] = at;
+        at += align_up(size_t(counts[i]) * sizeof(int32_t));
+    }
+    l.bytes = at;
+    return l;
+}
+
+MoeGrouping carve_grouping(void* scratch, int64_t T, int k, int E, int tile_rows) {
+    const GroupLayout l = group_layout(T, k, E, tile_rows);
+    auto* base = static_cast<char*>(scratch);
+    auto at = [&](int i) { return reinterpret_cast<int32_t*>(base + l.off[i]); };
+    MoeGrouping g;
+    g.offsets = at(0);
+    g.perm = at(1);
+    g.row_of_slot = at(2);
+    g.n_items = at(3);
+    g.item_expert = at(4);
+    g.item_row0 = at(5);
+    g.item_rows = at(6);
+    g.max_items = moe_max_items(T, k, E, tile_rows);
+    return g;
+}
+
+void check_scratch(const char* op, const void* scratch) {
+    TS_CHECK(scratch != nullptr, "{}: scratch is null", op);
+    TS_CHECK(reinterpret_cast<uintptr_t>(scratch) % kAlign == 0, "{}: scratch must be {}-byte aligned", op, kAlign);
+}
+
+void check_plan(const MoePlan& p) {
+    check_tile("moe_experts_packed", p.tile_rows, 8);
+    TS_CHECK(p.grouped || p.down_by_token, "moe_experts_packed: the by-item down projection needs a grouped plan");
+}
+
+}  // namespace
+
+void moe_route(const float* logits, int64_t ldl, int64_t T, int E, int k, bool renormalize, int32_t* ids,
+               float* weights, cudaStream_t stream) {
+    check_route_shape("moe_route", T, E, k);
+    if (T == 0) return;
+    ref::detail::check_rows("moe_route", "logits", logits, ldl, T, E);
+    TS_CHECK(ids && weights, "moe_route: null ids or weights [{}, {}]", T, k);
+    TS_CUDA_CHECK(detail::launch_moe_route(logits, ldl, T, E, k, renormalize, ids, weights, stream));
+}
+
+int64_t moe_max_items(int64_t T, int k, int E, int tile_rows) {
+    const int64_t P = T * k;
+    return std::min<int64_t>(E, P) + P / std::max(tile_rows, 1);
+}
+
+size_t moe_group_scratch_bytes(int64_t T, int k, int E, int tile_rows) {
+    return group_layout(T, k, E, tile_rows).bytes;
+}
+
+MoeGrouping moe_group(const int32_t* ids, int64_t T, int k, int E, int tile_rows, void* scratch, cudaStream_t stream) {
+    check_route_shape("moe_group", T, E, k);
+    check_tile("moe_group", tile_rows, 64);
+    check_scratch("moe_group", scratch);
+    const MoeGrouping g = carve_grouping(scratch, T, k, E, tile_rows);
+    if (T == 0) return g;
+    TS_CHECK(ids != nullptr, "moe_group: ids [{}, {}] is null", T, k);
+    TS_CUDA_CHECK(detail::launch_moe_group(ids, T, k, E, tile_rows, g, stream));
+    return g;
+}
+
+void moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, const PackedMatrix* down, int E, int64_t H,
+                       int64_t I) {
+    TS_CHECK(E >= 1 && E <= kMoeMaxExperts, "moe experts: E = {} experts, expected 1..{}", E, kMoeMaxExperts);
+    TS_CHECK(H > 0 && I > 0 && H % 32 == 0 && I % 32 == 0,
+             "moe experts: H = {} and I = {} must be positive multiples of 32 (whole Int4 chunks)", H, I);
+    TS_CHECK(gate && up && down, "moe experts: null descriptor array");
+    for (int e = 0; e < E; ++e) {
+        const PackedMatrix* ms[3] = {&gate[e], &up[e], &down[e]};
+        const char* names[3] = {"gate", "up", "down"};
+        for (int i = 0; i < 3; ++i) {
+            const PackedMatrix& m = *ms[i];
+            const int64_t n = i == 2 ? H : I, kk = i == 2 ? I : H;
+            TS_CHECK(m.kind == PackedKind::Int4, "moe experts: expert {} {} is not Int4 (the fast MoE reads Int4 only)",
+                     e, names[i]);
+            TS_CHECK(m.n == n && m.k == kk, "moe experts: expert {} {}: expected [{}, {}] got [{}, {}]", e, names[i], n,
+                     kk, m.n, m.k);
+            TS_CHECK(m.group > 0 && m.group % 32 == 0 && m.k % m.group == 0,
+                     "moe experts: expert {} {}: group size {} must be a multiple of 32 dividing k = {}", e, names[i],
+                     m.group, m.k);
+            TS_CHECK(m.codes && m.scales, "moe experts: expert {} {} has null codes or scales", e, names[i]);
+            TS_CHECK(reinterpret_cast<uintptr_t>(m.codes) % 16 == 0,
+                     "moe experts: expert {} {}: codes must be 16-byte aligned", e, names[i]);
+        }
+    }
+}
+
+MoePlan moe_pick(int64_t T, int k, int E) {
+    (void)k, (void)E;
+    MoePlan p;
+    // Tuned on the H200 next session: grouping pays once tokens share experts (T ≥ 4 at top-8 of
+    // 128..256); the by-item down (+ combine) once experts see several tokens each.
+    p.grouped = T >= 4;
+    p.down_by_token = T <= 8;
+    p.tile_rows = 8;
+    return p;
+}
+
+size_t moe_experts_scratch_bytes(const MoePlan& plan, int64_t T, int k, int E, int64_t H, int64_t I) {
+    const int64_t P = T * k;
+    size_t bytes = plan.grouped ? moe_group_scratch_bytes(T, k, E, plan.tile_rows) : 0;
+    bytes += align_up(size_t(P * I) * sizeof(float));
+    if (!plan.down_by_token) bytes += align_up(size_t(P * H) * sizeof(float));
+    return bytes;
+}
+
+size_t moe_experts_scratch_bytes(int64_t T, int k, int E, int64_t H, int64_t I) {
+    size_t most = 0;
+    for (int tile : {1, 8})
+        for (bool by_token : {false, true}) most = std::max(most, moe_experts_scratch_bytes({true, by_token, tile}, T, k, E, H, I));
+    return most;
+}
+
+void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
+                             const MoePackedExperts& w, const int32_t* ids, const float* weights, int k,
+                             void* scratch, cudaStream_t stream) {
+    const char* op = "moe_experts_packed";
+    check_plan(plan);
+    check_route_shape(op, T, w.E, k);
+    TS_CHECK(w.H > 0 && w.I > 0 && w.H % 32 == 0 && w.I % 32 == 0,
+             "{}: H = {} and I = {} must be positive multiples of 32 (whole Int4 chunks)", op, w.H, w.I);
+    TS_CHECK(w.I <= 65535LL * 8 && w.H <= 65535LL * 8, "{}: H = {} or I = {} is too large for the grid", op, w.H,
+             w.I);
+    if (T == 0) return;
+    TS_CHECK(w.gate && w.up && w.down, "{}: null expert descriptor array (E = {})", op, w.E);
+    TS_CHECK(ids && weights, "{}: null ids or weights [{}, {}]", op, T, k);
+    check_scratch(op, scratch);
+    ref::detail::check_rows(op, "x", x, ldx, T, w.H);
+    ref::detail::check_rows(op, "y", y, ldy, T, w.H);
+    const ref::detail::Span ys = ref::detail::span_of(y, ldy, T, w.H), xs = ref::detail::span_of(x, ldx, T, w.H);
+    TS_CHECK((y == x && ldy == ldx) || !ref::detail::overlaps(ys, xs), "{}: y must be x itself or not overlap it", op);
+
+    const int64_t P = T * k;
+    char* at = static_cast<char*>(scratch);
+    MoeGrouping g;
+    if (plan.grouped) {
+        g = carve_grouping(at, T, k, w.E, plan.tile_rows);
+        at += moe_group_scratch_bytes(T, k, w.E, plan.tile_rows);
+        TS_CUDA_CHECK(detail::launch_moe_group(ids, T, k, w.E, plan.tile_rows, g, stream));
+    }
+    auto* act = reinterpret_cast<float*>(at);  // [P, I]
+    at += align_up(size_t(P * w.I) * sizeof(float));
+    const MoeGrouping* gp = plan.grouped ? &g : nullptr;
+    TS_CUDA_CHECK(detail::launch_moe_gate_up(act, x, ldx, T, w, ids, k, gp, plan.tile_rows, stream));
+    if (plan.down_by_token) {
+        TS_CUDA_CHECK(detail::launch_moe_down_by_token(y, ldy, act, T, w, ids, weights, k, gp, stream));
+        return;
+    }
+    auto* out = reinterpret_cast<float*>(at);  // [P, H]
+    TS_CUDA_CHECK(detail::launch_moe_down_by_item(out, act, T, w, k, g, plan.tile_rows, stream));
+    TS_CUDA_CHECK(detail::launch_moe_combine(y, ldy, out, T, w.H, weights, k, g, stream));
+}
+
+void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
+                        const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream) {
+    moe_experts_packed_plan(moe_pick(T, k, w.E), y, ldy, x, ldx, T, w, ids, weights, k, scratch, stream);
+}
+
+}  // namespace tessera::cuda::fast

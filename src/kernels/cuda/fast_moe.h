@@ -1,0 +1,137 @@
+// The kernel pack's MoE (TESSERA_KERNELS=fast): the fused router, the grouping of (token, slot)
+// pairs by expert, and the SwiGLU experts over Int4 packed weights (packed_weight.h), with the
+// semantics of Backend::moe_topk / moe_experts (kernels/backend.h). Raw device pointers, queued on
+// `stream`, no host synchronisation, no allocation, launch shapes fixed by (T, k, E, H, I): every
+// call may be recorded in a CUDA graph. Results are deterministic (no atomics on floats: every sum
+// has a fixed order). Host checks in fast_moe.cpp; kernels in fast_moe_route.cu (router, grouping)
+// and fast_moe_experts.cu (experts). Throws Error on bad arguments or a failed launch.
+//
+// Decode chain per MoE layer (T tokens, k experts each):
+//   moe_route(router logits) → ids, weights [T, k]
+//   moe_experts_packed(y, x, experts, ids, weights)   — grouping, gate/up + SwiGLU, down, sum
+// TODO(issue 8): the large-tile prefill path (tokens grouped per expert, mma.sync bf16 on Int4
+// tiles dequantized in registers, ~64+ rows per tile); until then T ≥ ~64 runs the small tiles
+// (correct, but each tile of 8 tokens re-reads its expert's weights, mostly from L2).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/cuda/packed_weight.h"
+
+namespace tessera::cuda::fast {
+
+constexpr int kMoeMaxExperts = 512;  // router: 16 probabilities per lane; grouping: per-warp histograms
+constexpr int kMoeMaxTopK = 16;
+
+// ---- router ---------------------------------------------------------------------------------
+
+// logits [T, E] (row stride ldl floats) → ids, weights [T, k] (contiguous): p = softmax(row) in
+// f32, the k largest p in descending order, ties to the lower expert index, NaN ranked above
+// everything; weights renormalised to sum 1 (a float sum in slot order) when `renormalize`.
+// Bit-compatible with cpu::moe_topk: exp in double rounded to f32 (glibc's expf is correctly
+// rounded), the normaliser float(1.0 / Σp) taken from a warp-tree double sum whenever that
+// provably equals the CPU's sequential double sum's result, else from the sequential sum (a
+// probability ~E·2⁻²⁶ per row). One warp per token. 1 ≤ k ≤ min(E, 16), E ≤ 512.
+void moe_route(const float* logits, int64_t ldl, int64_t T, int E, int k, bool renormalize, int32_t* ids,
+               float* weights, cudaStream_t stream);
+
+// ---- grouping -------------------------------------------------------------------------------
+
+// The step's (token, slot) pairs s = t·k + j grouped by expert e = ids[s]: expert e owns the
+// grouped rows [offsets[e], offsets[e+1]), its pairs in slot order (stable by token). The rows are
+// cut into work items of at most tile_rows rows of one expert, experts ascending. All device
+// arrays inside the caller's scratch; built by one single-block kernel (no host round trip).
+// An id outside [0, E) is left out of every expert: its row_of_slot is -1.
+struct MoeGrouping {
+    int32_t* offsets = nullptr;      // [E + 1]
+    int32_t* perm = nullptr;         // [T·k] grouped row → slot s (unused tail rows: -1)
+    int32_t* row_of_slot = nullptr;  // [T·k] slot → grouped row, or -1
+    int32_t* n_items = nullptr;      // [1]
+    int32_t* item_expert = nullptr;  // [max_items]
+    int32_t* item_row0 = nullptr;    // [max_items] first grouped row of the item
+    int32_t* item_rows = nullptr;    // [max_items] 1..tile_rows
+    int64_t max_items = 0;           // min(E, T·k) + T·k / tile_rows: the grid's fixed size
+};
+int64_t moe_max_items(int64_t T, int k, int E, int tile_rows);
+size_t moe_group_scratch_bytes(int64_t T, int k, int E, int tile_rows);
+// Carves the grouping out of `scratch` (moe_group_scratch_bytes, 256-byte aligned) and queues
+// the kernel that fills it. 1 ≤ tile_rows ≤ 64.
+MoeGrouping moe_group(const int32_t* ids, int64_t T, int k, int E, int tile_rows, void* scratch, cudaStream_t stream);
+
+// ---- experts --------------------------------------------------------------------------------
+
+// What a caller provides: E experts, each with its own packed Int4 matrices gate, up [I, H] and
+// down [H, I] (any placement; e.g. slices of stacked tensors). gate / up / down are DEVICE
+// arrays [E] of PackedMatrix descriptors (copied by value in the kernels). Every descriptor must
+// be Int4 with the stated n and k, codes 16-byte aligned, a group size that is a multiple of 32
+// and divides k; biases may be null per matrix (bias = −8·scale, Q4_0). The kernels cannot check
+// device descriptors: call moe_check_experts on the host copies once at load.
+// H and I: multiples of 32 (Int4 rows are whole 16-byte chunks).
+struct MoePackedExperts {
+    int E = 0;
+    int64_t H = 0, I = 0;
+    const PackedMatrix* gate = nullptr;  // device [E]
+    const PackedMatrix* up = nullptr;    // device [E]
+    const PackedMatrix* down = nullptr;  // device [E]
+};
+// Checks host copies of the descriptors (each array [E]) against the contract above.
+void moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, const PackedMatrix* down, int E, int64_t H,
+                       int64_t I);
+
+// How moe_experts_packed runs a step (moe_pick chooses; tests and benches force each):
+//   grouped = false: one work item per (token, slot) — no grouping kernel (decode, T ≤ 2);
+//   grouped = true:  moe_group's items of ≤ tile_rows tokens sharing an expert's weight rows;
+//   down_by_token:   the down projection per token, its k slots summed in slot order in the same
+//                    kernel (reads an expert's down rows once per token using it);
+//   else:            down per item into scratch rows [T·k, H], then a kernel summing each token's
+//                    k slots in slot order (needs grouped; reads each expert's rows once per item).
+struct MoePlan {
+    bool grouped = false;
+    bool down_by_token = true;
+    int tile_rows = 8;  // tokens per item (1..8 for the small tiles)
+};
+MoePlan moe_pick(int64_t T, int k, int E);
+
+// Bytes of scratch moe_experts_packed needs for `plan` (the grouping, act [T·k, I] f32 and, for
+// the by-item down, out [T·k, H] f32), and the most any plan needs (allocate this once).
+size_t moe_experts_scratch_bytes(const MoePlan& plan, int64_t T, int k, int E, int64_t H, int64_t I);
+size_t moe_experts_scratch_bytes(int64_t T, int k, int E, int64_t H, int64_t I);
+
+// y[t] = Σ_{j<k} weights[t, j] · down_e(silu(gate_e · x_t) ⊙ (up_e · x_t)), e = ids[t, j], for x, y
+// [T, H] f32 (row strides ldx, ldy; y may be x itself, not otherwise overlap it); ids, weights
+// [T, k] contiguous device arrays (e.g. from moe_route). f32 accumulation: per 32-column chunk
+// Σ code·x and Σ x, then scale·Σcode·x + bias·Σx per chunk; a lane-group tree per dot product;
+// the k slots summed in slot order. An id outside [0, E) makes that token's row NaN.
+// scratch: moe_experts_scratch_bytes(plan, ...) bytes, 256-byte aligned.
+void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
+                        const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream);
+void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
+                             const MoePackedExperts& w, const int32_t* ids, const float* weights, int k,
+                             void* scratch, cudaStream_t stream);
+
+namespace detail {
+// The launches in the .cu files (no fmt there); arguments already checked. Each returns its
+// launch's error. One entry per kernel, so a failing step can be run (and timed) alone.
+cudaError_t launch_moe_route(const float* logits, int64_t ldl, int64_t T, int E, int k, bool renormalize,
+                             int32_t* ids, float* weights, cudaStream_t stream);
+cudaError_t launch_moe_group(const int32_t* ids, int64_t T, int k, int E, int tile_rows, const MoeGrouping& g,
+                             cudaStream_t stream);
+// act [T·k, I] (row stride I): act[r] = silu(gate_e·x_t) ⊙ (up_e·x_t) for each grouped row r of
+// each item (grouped), or r = s for each slot (g == nullptr: item s = slot s, one token).
+cudaError_t launch_moe_gate_up(float* act, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
+                               const int32_t* ids, int k, const MoeGrouping* g, int tile_rows, cudaStream_t stream);
+// y[t] = Σ_j weights[t, j] · down_e · act[row(t·k + j)], row = g ? row_of_slot : identity.
+cudaError_t launch_moe_down_by_token(float* y, int64_t ldy, const float* act, int64_t T, const MoePackedExperts& w,
+                                     const int32_t* ids, const float* weights, int k, const MoeGrouping* g,
+                                     cudaStream_t stream);
+// out [T·k, H]: out[r] = down_e · act[r] per item row.
+cudaError_t launch_moe_down_by_item(float* out, const float* act, int64_t T, const MoePackedExperts& w, int k,
+                                    const MoeGrouping& g, int tile_rows, cudaStream_t stream);
+// y[t] = Σ_j weights[t, j] · out[row_of_slot[t·k + j]] (NaN for a slot without a row).
+cudaError_t launch_moe_combine(float* y, int64_t ldy, const float* out, int64_t T, int64_t H, const float* weights,
+                               int k, const MoeGrouping& g, cudaStream_t stream);
+}  // namespace detail
+
+}  // namespace tessera::cuda::fast

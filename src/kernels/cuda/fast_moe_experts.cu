@@ -1,0 +1,406 @@
+// The fast MoE's expert kernels over Int4 packed weights (small tiles, decode). A group of L lanes
+// (8 or 32) computes the dot products of a few weight rows with up to NT token vectors: lane q
+// streams 16-byte chunks q, q + L, … of each row (ld.global.nc.L1::no_allocate, U chunks per row
+// in flight), decodes the 32 codes of a chunk in registers (byte_perm into the mantissa of 2²³:
+// exact), and multiplies them with x read through L1 (f32). Per chunk (inside one scale group):
+// acc += scale · Σ code·x + bias · Σ x. The L lanes' partial sums meet in an xor-butterfly.
+//   gate_up:       item (an expert and ≤ NT of its rows) × block of I rows: gate and up rows of the
+//                  same output share x; SwiGLU in the epilogue → act [rows, I].
+//   down_by_token: token × block of H rows; the warp's 32/L lane groups take the token's k slots
+//                  (strided), and the slot results are summed in slot order through shuffles.
+//   down_by_item:  item × block of H rows → out [rows, H]; combine sums each token's slots in order.
+#include <cuda_fp16.h>
+
+#include <cmath>
+
+#include "kernels/cuda/fast_moe.h"
+
+namespace tessera::cuda::fast::detail {
+
+namespace {
+
+constexpr unsigned kFull = 0xffffffffu;
+constexpr int kChunk = 32;  // Int4 columns per 16-byte chunk
+
+__device__ __forceinline__ float quiet_nan() { return __int_as_float(0x7fc00000); }
+
+__device__ __forceinline__ uint4 load_stream(const uint8_t* p) {
+    uint4 v;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ float half_bits(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+
+// Byte j of `bytes` as the float 2²³ + byte (exact).
+__device__ __forceinline__ float byte_f(uint32_t bytes, uint32_t j) {
+    return __uint_as_float(__byte_perm(bytes, 0x4B000000u, 0x7440u | j));
+}
+
+// The 8 codes of one word (columns 8w .. 8w+7) as floats 0..15, in column order.
+__device__ __forceinline__ void decode_word(uint32_t word, float* out) {
+    const uint32_t lo = word & 0x0F0F0F0Fu, hi = (word >> 4) & 0x0F0F0F0Fu;
+#pragma unroll
+    for (uint32_t j = 0; j < 4; ++j) {
+        out[2 * j] = byte_f(lo, j) - 8388608.f;
+        out[2 * j + 1] = byte_f(hi, j) - 8388608.f;
+    }
+}
+
+// One packed row: its codes, its group scales and biases (null: −8·scale), chunks per group.
+struct Row {
+    const uint8_t* codes;
+    const uint16_t* scales;
+    const uint16_t* biases;
+    int cpg;
+};
+
+__device__ __forceinline__ Row row_of(const PackedMatrix& m, int64_t r) {
+    const int64_t gpr = m.k / m.group;
+    return {m.codes + r * (m.k / 2), m.scales + r * gpr, m.biases ? m.biases + r * gpr : nullptr, m.group / kChunk};
+}
+
+// The lane mask of this lane's group of L.
+template <int L>
+__device__ __forceinline__ unsigned group_mask() {
+    if constexpr (L == 32) return kFull;
+    else return ((1u << L) - 1u) << (threadIdx.x & 31 & ~unsigned(L - 1));
+}
+
+// acc[r][t] += this lane's share of rows[r] · x_t (nch chunks), t < nt ≤ NT; rows may be invalid
+// (ok[r] false: they contribute 0). Lane q of the group takes chunks q, q + L, ….
+template <int L, int NR, int NT, int U>
+__device__ __forceinline__ void rows_dot(const Row (&rows)[NR], const bool (&ok)[NR], int64_t nch,
+                                         const float* const (&xr)[NT], int nt, bool x_aligned, int q,
+                                         float (&acc)[NR][NT]) {
+    for (int64_t c0 = q; c0 < nch; c0 += int64_t(L) * U) {
+        uint4 w[U][NR];
+        float sc[U][NR], bi[U][NR];
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+            for (int r = 0; r < NR; ++r) {
+                const int64_t ch = c0 + int64_t(u) * L;
+                const bool in = ok[r] && ch < nch;
+                w[u][r] = in ? load_stream(rows[r].codes + ch * 16) : make_uint4(0, 0, 0, 0);
+                const int64_t gi = ch / rows[r].cpg;
+                sc[u][r] = in ? half_bits(__ldg(rows[r].scales + gi)) : 0.f;
+                bi[u][r] = !in ? 0.f : rows[r].biases ? half_bits(__ldg(rows[r].biases + gi)) : -8.f * sc[u][r];
+            }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int64_t ch = c0 + int64_t(u) * L;
+            if (ch >= nch) break;
+            float sp[NR][NT], sx[NT];
+#pragma unroll
+            for (int t = 0; t < NT; ++t) {
+                sx[t] = 0.f;
+#pragma unroll
+                for (int r = 0; r < NR; ++r) sp[r][t] = 0.f;
+            }
+#pragma unroll
+            for (int wd = 0; wd < 4; ++wd) {
+                float wv[NR][8];
+#pragma unroll
+                for (int r = 0; r < NR; ++r) {
+                    const uint4& v = w[u][r];
+                    decode_word(wd == 0 ? v.x : wd == 1 ? v.y : wd == 2 ? v.z : v.w, wv[r]);
+                }
+#pragma unroll
+                for (int t = 0; t < NT; ++t) {
+                    if (t >= nt) break;
+                    const float* xp = xr[t] + ch * kChunk + wd * 8;
+                    float xv[8];
+                    if (x_aligned) {
+                        const float4 a = __ldg(reinterpret_cast<const float4*>(xp));
+                        const float4 b = __ldg(reinterpret_cast<const float4*>(xp) + 1);
+                        xv[0] = a.x, xv[1] = a.y, xv[2] = a.z, xv[3] = a.w;
+                        xv[4] = b.x, xv[5] = b.y, xv[6] = b.z, xv[7] = b.w;
+                    } else {
+#pragma unroll
+                        for (int i = 0; i < 8; ++i) xv[i] = __ldg(xp + i);
+                    }
+#pragma unroll
+                    for (int i = 0; i < 8; ++i) {
+                        sx[t] += xv[i];
+#pragma unroll
+                        for (int r = 0; r < NR; ++r) sp[r][t] = fmaf(wv[r][i], xv[i], sp[r][t]);
+                    }
+                }
+            }
+#pragma unroll
+            for (int r = 0; r < NR; ++r)
+#pragma unroll
+                for (int t = 0; t < NT; ++t) acc[r][t] = fmaf(bi[u][r], sx[t], fmaf(sc[u][r], sp[r][t], acc[r][t]));
+        }
+    }
+}
+
+// Sums acc over the group's L lanes (every lane ends with the same bits).
+template <int L, int NR, int NT>
+__device__ __forceinline__ void group_sum(float (&acc)[NR][NT]) {
+    const unsigned mask = group_mask<L>();
+#pragma unroll
+    for (int o = L / 2; o > 0; o >>= 1)
+#pragma unroll
+        for (int r = 0; r < NR; ++r)
+#pragma unroll
+            for (int t = 0; t < NT; ++t) acc[r][t] += __shfl_xor_sync(mask, acc[r][t], o);
+}
+
+// The item a block works on: expert, first row, rows (tokens). False: no item (past n_items).
+struct Item {
+    int e, r0, n;
+};
+__device__ __forceinline__ bool item_of(int64_t i, const int32_t* ids, const MoeGrouping& g, bool grouped, Item* it) {
+    if (!grouped) {
+        *it = {ids[i], int(i), 1};
+        return true;
+    }
+    if (i >= *g.n_items) return false;
+    *it = {g.item_expert[i], g.item_row0[i], g.item_rows[i]};
+    return true;
+}
+
+constexpr int kThreads = 256;
+constexpr int kDownWarps = 4;  // down_by_token: 4 warps of kDownRows rows
+constexpr int kDownRows = 2;
+
+template <int L>
+constexpr int kUnroll = L == 32 ? 2 : 4;
+
+// Rows per lane group: 2 for one token (more loads in flight), 1 for NT tokens (registers).
+template <int NT>
+constexpr int kRowsPerGroup = NT == 1 ? 2 : 1;
+
+template <int L, int NT>
+__global__ void __launch_bounds__(kThreads)
+    gate_up_kernel(float* __restrict__ act, const float* __restrict__ x, int64_t ldx, bool x_aligned, int64_t H,
+                   int64_t I, int E, const PackedMatrix* __restrict__ gates, const PackedMatrix* __restrict__ ups,
+                   const int32_t* __restrict__ ids, int k, MoeGrouping g, bool grouped) {
+    constexpr int R = kRowsPerGroup<NT>, GB = kThreads / L;
+    Item it;
+    if (!item_of(blockIdx.x, ids, g, grouped, &it)) return;
+    const int gid = int(threadIdx.x) / L, q = int(threadIdx.x) % L;
+    const int64_t i0 = (int64_t(blockIdx.y) * GB + gid) * R;
+    if (i0 >= I) return;  // the whole group
+    if (it.e < 0 || it.e >= E) {
+        if (q == 0)
+            for (int t = 0; t < it.n; ++t)
+                for (int r = 0; r < R && i0 + r < I; ++r) act[(it.r0 + t) * I + i0 + r] = quiet_nan();
+        return;
+    }
+    const PackedMatrix gm = gates[it.e], um = ups[it.e];
+    const float* xr[NT];
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+        const int s = t < it.n ? (grouped ? g.perm[it.r0 + t] : it.r0 + t) : 0;
+        xr[t] = x + int64_t(s / k) * ldx;
+    }
+    Row rows[2 * R];
+    bool ok[2 * R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        ok[r] = ok[R + r] = i0 + r < I;
+        const int64_t i = ok[r] ? i0 + r : i0;
+        rows[r] = row_of(gm, i);
+        rows[R + r] = row_of(um, i);
+    }
+    float acc[2 * R][NT] = {};
+    rows_dot<L, 2 * R, NT, kUnroll<L>>(rows, ok, H / kChunk, xr, it.n, x_aligned, q, acc);
+    group_sum<L, 2 * R, NT>(acc);
+    if (q != 0) return;
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+        if (t >= it.n) break;
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+            if (ok[r]) {
+                const float gv = acc[r][t], uv = acc[R + r][t];
+                act[(it.r0 + t) * I + i0 + r] = gv / (1.f + expf(-gv)) * uv;  // cpu::swiglu
+            }
+    }
+}
+
+template <int L>
+__global__ void __launch_bounds__(kDownWarps * 32)
+    down_by_token_kernel(float* __restrict__ y, int64_t ldy, const float* __restrict__ act, int64_t H, int64_t I,
+                         int E, const PackedMatrix* __restrict__ downs, const int32_t* __restrict__ ids,
+                         const float* __restrict__ weights, int k, const int32_t* __restrict__ row_of_slot) {
+    constexpr int R = kDownRows, G = 32 / L, J = (kMoeMaxTopK + G - 1) / G;  // J: slots per group
+    const int lane = int(threadIdx.x & 31), gid = lane / L, q = lane % L;
+    const int64_t t = blockIdx.x;
+    const int64_t h0 = (int64_t(blockIdx.y) * kDownWarps + (threadIdx.x >> 5)) * R;
+    if (h0 >= H) return;  // the whole warp
+    float o[J][R];
+#pragma unroll
+    for (int jj = 0; jj < J; ++jj) {
+        const int j = gid + jj * G;
+#pragma unroll
+        for (int r = 0; r < R; ++r) o[jj][r] = 0.f;
+        if (j >= k) continue;  // uniform over the group
+        const int64_t s = t * k + j;
+        const int e = ids[s];
+        const int row = row_of_slot ? row_of_slot[s] : int(s);
+        if (e < 0 || e >= E || row < 0) {
+#pragma unroll
+            for (int r = 0; r < R; ++r) o[jj][r] = quiet_nan();
+            continue;
+        }
+        const PackedMatrix dm = downs[e];
+        Row rows[R];
+        bool ok[R];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            ok[r] = h0 + r < H;
+            rows[r] = row_of(dm, ok[r] ? h0 + r : h0);
+        }
+        const float* xr[1] = {act + int64_t(row) * I};
+        float acc[R][1] = {};
+        rows_dot<L, R, 1, kUnroll<L>>(rows, ok, I / kChunk, xr, 1, true, q, acc);
+        group_sum<L, R, 1>(acc);
+#pragma unroll
+        for (int r = 0; r < R; ++r) o[jj][r] = acc[r][0];
+    }
+    // y[t, h] = Σ_j weights[t, j] · o_j in slot order: slot j lives in group j % G, entry j / G.
+    float sum[R];
+#pragma unroll
+    for (int j = 0; j < kMoeMaxTopK; ++j) {
+        if (j >= k) break;
+        const float w = weights[t * k + j];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            const float v = w * __shfl_sync(kFull, o[j / G][r], (j % G) * L);
+            sum[r] = j == 0 ? v : sum[r] + v;
+        }
+    }
+    if (lane == 0)
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+            if (h0 + r < H) y[t * ldy + h0 + r] = sum[r];
+}
+
+template <int L, int NT>
+__global__ void __launch_bounds__(kThreads)
+    down_by_item_kernel(float* __restrict__ out, const float* __restrict__ act, int64_t H, int64_t I, int E,
+                        const PackedMatrix* __restrict__ downs, MoeGrouping g) {
+    constexpr int R = kRowsPerGroup<NT>, GB = kThreads / L;
+    Item it;
+    if (!item_of(blockIdx.x, nullptr, g, true, &it)) return;
+    const int gid = int(threadIdx.x) / L, q = int(threadIdx.x) % L;
+    const int64_t h0 = (int64_t(blockIdx.y) * GB + gid) * R;
+    if (h0 >= H) return;
+    if (it.e < 0 || it.e >= E) return;  // items name valid experts only
+    const PackedMatrix dm = downs[it.e];
+    const float* xr[NT];
+#pragma unroll
+    for (int t = 0; t < NT; ++t) xr[t] = act + int64_t(it.r0 + (t < it.n ? t : 0)) * I;
+    Row rows[R];
+    bool ok[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        ok[r] = h0 + r < H;
+        rows[r] = row_of(dm, ok[r] ? h0 + r : h0);
+    }
+    float acc[R][NT] = {};
+    rows_dot<L, R, NT, kUnroll<L>>(rows, ok, I / kChunk, xr, it.n, true, q, acc);
+    group_sum<L, R, NT>(acc);
+    if (q != 0) return;
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+        if (t >= it.n) break;
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+            if (ok[r]) out[int64_t(it.r0 + t) * H + h0 + r] = acc[r][t];
+    }
+}
+
+__global__ void __launch_bounds__(kThreads)
+    combine_kernel(float* __restrict__ y, int64_t ldy, const float* __restrict__ out, int64_t H,
+                   const float* __restrict__ weights, int k, const int32_t* __restrict__ row_of_slot) {
+    const int64_t t = blockIdx.x, h = int64_t(blockIdx.y) * kThreads + threadIdx.x;
+    if (h >= H) return;
+    float sum = 0.f;
+    for (int j = 0; j < k; ++j) {
+        const int row = row_of_slot[t * k + j];
+        const float v = weights[t * k + j] * (row >= 0 ? out[int64_t(row) * H + h] : quiet_nan());
+        sum = j == 0 ? v : sum + v;
+    }
+    y[t * ldy + h] = sum;
+}
+
+// Lanes per row: 32 when a row has at least 64 chunks (2048 columns), else 8.
+int lanes_for(int64_t K) { return K / kChunk >= 64 ? 32 : 8; }
+
+unsigned blocks_of(int64_t n, int64_t per) { return unsigned((n + per - 1) / per); }
+
+}  // namespace
+
+cudaError_t launch_moe_gate_up(float* act, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
+                               const int32_t* ids, int k, const MoeGrouping* g, int tile_rows, cudaStream_t stream) {
+    const bool grouped = g != nullptr;
+    const MoeGrouping gv = grouped ? *g : MoeGrouping{};
+    const unsigned items = grouped ? unsigned(g->max_items) : unsigned(T * k);
+    const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
+    const bool one = !grouped || tile_rows == 1;
+    const int L = lanes_for(w.H);
+    const int64_t rows_per_block = int64_t(kThreads / L) * (one ? kRowsPerGroup<1> : kRowsPerGroup<8>);
+    const dim3 grid(items, blocks_of(w.I, rows_per_block));
+#define TS_GATE_UP(LL, NTT)                                                                                  \
+    gate_up_kernel<LL, NTT><<<grid, kThreads, 0, stream>>>(act, x, ldx, aligned, w.H, w.I, w.E, w.gate, w.up, ids, \
+                                                           k, gv, grouped)
+    if (L == 32) {
+        if (one) TS_GATE_UP(32, 1);
+        else TS_GATE_UP(32, 8);
+    } else {
+        if (one) TS_GATE_UP(8, 1);
+        else TS_GATE_UP(8, 8);
+    }
+#undef TS_GATE_UP
+    return cudaGetLastError();
+}
+
+cudaError_t launch_moe_down_by_token(float* y, int64_t ldy, const float* act, int64_t T, const MoePackedExperts& w,
+                                     const int32_t* ids, const float* weights, int k, const MoeGrouping* g,
+                                     cudaStream_t stream) {
+    const dim3 grid(unsigned(T), blocks_of(w.H, int64_t(kDownWarps) * kDownRows));
+    const int32_t* ros = g ? g->row_of_slot : nullptr;
+    if (lanes_for(w.I) == 32)
+        down_by_token_kernel<32><<<grid, kDownWarps * 32, 0, stream>>>(y, ldy, act, w.H, w.I, w.E, w.down, ids,
+                                                                      weights, k, ros);
+    else
+        down_by_token_kernel<8><<<grid, kDownWarps * 32, 0, stream>>>(y, ldy, act, w.H, w.I, w.E, w.down, ids,
+                                                                     weights, k, ros);
+    return cudaGetLastError();
+}
+
+cudaError_t launch_moe_down_by_item(float* out, const float* act, int64_t T, const MoePackedExperts& w, int k,
+                                    const MoeGrouping& g, int tile_rows, cudaStream_t stream) {
+    (void)T, (void)k;
+    const bool one = tile_rows == 1;
+    const int L = lanes_for(w.I);
+    const int64_t rows_per_block = int64_t(kThreads / L) * (one ? kRowsPerGroup<1> : kRowsPerGroup<8>);
+    const dim3 grid(unsigned(g.max_items), blocks_of(w.H, rows_per_block));
+#define TS_DOWN_ITEM(LL, NTT) \
+    down_by_item_kernel<LL, NTT><<<grid, kThreads, 0, stream>>>(out, act, w.H, w.I, w.E, w.down, g)
+    if (L == 32) {
+        if (one) TS_DOWN_ITEM(32, 1);
+        else TS_DOWN_ITEM(32, 8);
+    } else {
+        if (one) TS_DOWN_ITEM(8, 1);
+        else TS_DOWN_ITEM(8, 8);
+    }
+#undef TS_DOWN_ITEM
+    return cudaGetLastError();
+}
+
+cudaError_t launch_moe_combine(float* y, int64_t ldy, const float* out, int64_t T, int64_t H, const float* weights,
+                               int k, const MoeGrouping& g, cudaStream_t stream) {
+    const dim3 grid(unsigned(T), blocks_of(H, kThreads));
+    combine_kernel<<<grid, kThreads, 0, stream>>>(y, ldy, out, H, weights, k, g.row_of_slot);
+    return cudaGetLastError();
+}
+
+}  // namespace tessera::cuda::fast::detail

@@ -1,0 +1,253 @@
+// The fast MoE's routing kernels: the router (softmax, top-k, renormalisation; a warp per token,
+// each lane holding E/32 probabilities in registers) and the grouping of (token, slot) pairs by
+// expert (one block: per-warp histograms, a scan over experts, a stable placement with
+// __match_any_sync ranks). Integer counting only, so the grouping is exact and deterministic.
+#include <cmath>
+
+#include "kernels/cuda/fast_moe.h"
+
+namespace tessera::cuda::fast::detail {
+
+namespace {
+
+constexpr unsigned kFull = 0xffffffffu;
+
+// ---- router --------------------------------------------------------------------------------
+
+// cpu::moe_topk's ranking: larger first, NaN above everything, equal values by the lower index.
+// A total order, so a warp's butterfly reduction finds the same winner on every lane.
+__device__ __forceinline__ bool ranks_before(float a, int ia, float b, int ib) {
+    const bool na = isnan(a), nb = isnan(b);
+    if (na != nb) return na;
+    if (!na && a != b) return a > b;
+    return ia < ib;
+}
+
+constexpr int kRouteWarps = 4;  // tokens per block
+
+// NV probabilities per lane: expert v·32 + lane.
+template <int NV>
+__global__ void __launch_bounds__(kRouteWarps * 32)
+    route_kernel(const float* __restrict__ logits, int64_t ldl, int T, int E, int k, bool renormalize,
+                 int32_t* __restrict__ ids, float* __restrict__ weights) {
+    const int lane = int(threadIdx.x & 31);
+    const int64_t t = int64_t(blockIdx.x) * kRouteWarps + (threadIdx.x >> 5);
+    if (t >= T) return;  // the whole warp
+    const float* l = logits + t * ldl;
+
+    // m = max over the row as the CPU's std::max from -inf computes it (NaNs skipped).
+    float p[NV];
+    float m = -INFINITY;
+#pragma unroll
+    for (int v = 0; v < NV; ++v) {
+        const int i = v * 32 + lane;
+        p[v] = i < E ? __ldg(l + i) : 0.f;
+        if (i < E) m = m < p[v] ? p[v] : m;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float b = __shfl_xor_sync(kFull, m, o);
+        m = m < b ? b : m;
+    }
+    // exp in double rounded to f32 (the correctly rounded expf of the CPU); a tree sum in double.
+    double s = 0.0;
+#pragma unroll
+    for (int v = 0; v < NV; ++v)
+        if (v * 32 + lane < E) {
+            p[v] = float(exp(double(p[v] - m)));
+            s += double(p[v]);
+        }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(kFull, s, o);  // a + b = b + a: same bits on every lane
+
+    // The CPU sums p in expert order in double, then takes inv = float(1.0 / sum). Both sums lie
+    // within (E + 64)·2⁻⁵³·sum of the exact one (non-negative terms), so the sequential sum lies in
+    // [lo, hi]; float(1.0 / ·) is monotone, so when lo and hi give the same float, so does the CPU.
+    float inv = 0.f;
+    bool known = isfinite(s);
+    if (known) {
+        const double d = double(E + 64) * 0x1p-50;
+        const float a = float(1.0 / (s * (1.0 + d))), b = float(1.0 / (s * (1.0 - d)));
+        known = a == b;
+        inv = a;
+    }
+    if (!known) {  // rare (or NaN / inf logits): the CPU's sequential sum itself
+        double q = 0.0;
+#pragma unroll
+        for (int v = 0; v < NV; ++v)
+            for (int src = 0; src < 32; ++src) {
+                const float pv = __shfl_sync(kFull, p[v], src);
+                if (v * 32 + src < E) q += double(pv);
+            }
+        inv = float(1.0 / q);
+    }
+#pragma unroll
+    for (int v = 0; v < NV; ++v) p[v] *= inv;
+
+    // Top-k: k warp-wide selections, each taking the best not yet taken.
+    unsigned taken = 0;  // bit v: expert v·32 + lane was selected
+    float my_w = 0.f, wsum = 0.f;
+    int my_id = -1;
+    for (int j = 0; j < k; ++j) {
+        float bv = 0.f;
+        int bi = -1;
+#pragma unroll
+        for (int v = 0; v < NV; ++v) {
+            const int i = v * 32 + lane;
+            if (i < E && !((taken >> v) & 1u) && (bi < 0 || ranks_before(p[v], i, bv, bi))) {
+                bv = p[v];
+                bi = i;
+            }
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            const float ov = __shfl_xor_sync(kFull, bv, o);
+            const int oi = __shfl_xor_sync(kFull, bi, o);
+            if (oi >= 0 && (bi < 0 || ranks_before(ov, oi, bv, bi))) {
+                bv = ov;
+                bi = oi;
+            }
+        }
+        if ((bi & 31) == lane) taken |= 1u << (bi >> 5);  // bi >= 0: k <= E
+        if (lane == j) {
+            my_w = bv;
+            my_id = bi;
+        }
+        wsum += bv;  // in slot order, as the CPU sums
+    }
+    if (lane < k) {
+        ids[t * k + lane] = my_id;
+        weights[t * k + lane] = renormalize ? my_w / wsum : my_w;
+    }
+}
+
+// ---- grouping ------------------------------------------------------------------------------
+
+constexpr int kGroupWarps = 16;
+constexpr int kGroupThreads = kGroupWarps * 32;  // >= kMoeMaxExperts: one expert per thread in the scan
+static_assert(kGroupThreads >= kMoeMaxExperts);
+
+__device__ __forceinline__ unsigned lanemask_lt() {
+    unsigned m;
+    asm("mov.u32 %0, %%lanemask_lt;" : "=r"(m));
+    return m;
+}
+
+// Block-wide exclusive scan of one value per thread (kGroupThreads threads); returns the total too.
+__device__ long long block_exclusive_scan(long long v, long long* warp_tot, long long* total) {
+    const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5);
+    long long inc = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const long long n = __shfl_up_sync(kFull, inc, o);
+        if (lane >= o) inc += n;
+    }
+    if (lane == 31) warp_tot[warp] = inc;
+    __syncthreads();
+    if (warp == 0) {
+        long long w = lane < kGroupWarps ? warp_tot[lane] : 0;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const long long n = __shfl_up_sync(kFull, w, o);
+            if (lane >= o) w += n;
+        }
+        if (lane < kGroupWarps) warp_tot[lane] = w;  // inclusive over warps
+    }
+    __syncthreads();
+    *total = warp_tot[kGroupWarps - 1];
+    return (warp > 0 ? warp_tot[warp - 1] : 0) + inc - v;
+}
+
+// Warp w owns the pairs [P·w/16, P·(w+1)/16). hist[w][e]: its pairs routed to e; then the first
+// grouped row of those pairs.
+__global__ void __launch_bounds__(kGroupThreads)
+    group_kernel(const int32_t* __restrict__ ids, int64_t P, int E, int tile_rows, MoeGrouping g) {
+    __shared__ int hist[kGroupWarps][kMoeMaxExperts];
+    __shared__ long long warp_tot[kGroupWarps];
+    __shared__ int valid_rows;
+    const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+    for (int i = tid; i < kGroupWarps * kMoeMaxExperts; i += kGroupThreads) (&hist[0][0])[i] = 0;
+    __syncthreads();
+
+    const int64_t begin = P * warp / kGroupWarps, end = P * (warp + 1) / kGroupWarps;
+    for (int64_t base = begin; base < end; base += 32) {
+        const int64_t s = base + lane;
+        const int e = s < end ? ids[s] : -1;
+        const bool ok = e >= 0 && e < E;
+        const unsigned same = __match_any_sync(kFull, ok ? e : -1);
+        if (ok && (same & lanemask_lt()) == 0) hist[warp][e] += __popc(same);  // the lowest lane of each expert
+        __syncwarp();
+    }
+    __syncthreads();
+
+    // Per expert: count, exclusive row offset and item offset (packed in one 64-bit scan).
+    const int e = tid;
+    int count = 0;
+    if (e < E)
+        for (int w = 0; w < kGroupWarps; ++w) count += hist[w][e];
+    const long long n_items = (count + tile_rows - 1) / tile_rows;
+    long long total = 0;
+    const long long ex = block_exclusive_scan(count | (n_items << 32), warp_tot, &total);
+    const int row0 = int(ex & 0xffffffffll), item0 = int(ex >> 32);
+    if (e < E) {
+        g.offsets[e] = row0;
+        for (int q = 0; q < n_items; ++q) {
+            g.item_expert[item0 + q] = e;
+            g.item_row0[item0 + q] = row0 + q * tile_rows;
+            g.item_rows[item0 + q] = min(tile_rows, count - q * tile_rows);
+        }
+        int run = row0;
+        for (int w = 0; w < kGroupWarps; ++w) {
+            const int c = hist[w][e];
+            hist[w][e] = run;
+            run += c;
+        }
+    }
+    if (tid == 0) {
+        g.offsets[E] = int(total & 0xffffffffll);
+        *g.n_items = int(total >> 32);
+        valid_rows = int(total & 0xffffffffll);
+    }
+    __syncthreads();
+
+    // Stable placement: pair s goes to its expert's next row, in slot order.
+    for (int64_t base = begin; base < end; base += 32) {
+        const int64_t s = base + lane;
+        const int ei = s < end ? ids[s] : -1;
+        const bool ok = ei >= 0 && ei < E;
+        const unsigned same = __match_any_sync(kFull, ok ? ei : -1);
+        const int leader = __ffs(same) - 1;
+        const int b = ok && lane == leader ? hist[warp][ei] : 0;
+        const int row = __shfl_sync(kFull, b, leader) + __popc(same & lanemask_lt());
+        if (s < end) {
+            g.row_of_slot[s] = ok ? row : -1;
+            if (ok) g.perm[row] = int(s);
+        }
+        __syncwarp();
+        if (ok && lane == leader) hist[warp][ei] = b + __popc(same);
+        __syncwarp();
+    }
+    for (int64_t r = valid_rows + tid; r < P; r += kGroupThreads) g.perm[r] = -1;
+}
+
+}  // namespace
+
+cudaError_t launch_moe_route(const float* logits, int64_t ldl, int64_t T, int E, int k, bool renormalize,
+                             int32_t* ids, float* weights, cudaStream_t stream) {
+    const dim3 grid(unsigned((T + kRouteWarps - 1) / kRouteWarps)), block(kRouteWarps * 32);
+    const int t = int(T);
+    if (E <= 32) route_kernel<1><<<grid, block, 0, stream>>>(logits, ldl, t, E, k, renormalize, ids, weights);
+    else if (E <= 64) route_kernel<2><<<grid, block, 0, stream>>>(logits, ldl, t, E, k, renormalize, ids, weights);
+    else if (E <= 128) route_kernel<4><<<grid, block, 0, stream>>>(logits, ldl, t, E, k, renormalize, ids, weights);
+    else if (E <= 256) route_kernel<8><<<grid, block, 0, stream>>>(logits, ldl, t, E, k, renormalize, ids, weights);
+    else route_kernel<16><<<grid, block, 0, stream>>>(logits, ldl, t, E, k, renormalize, ids, weights);
+    return cudaGetLastError();
+}
+
+cudaError_t launch_moe_group(const int32_t* ids, int64_t T, int k, int E, int tile_rows, const MoeGrouping& g,
+                             cudaStream_t stream) {
+    group_kernel<<<1, kGroupThreads, 0, stream>>>(ids, T * k, E, tile_rows, g);
+    return cudaGetLastError();
+}
+
+}  // namespace tessera::cuda::fast::detail
