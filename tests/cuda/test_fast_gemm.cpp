@@ -4,13 +4,16 @@
 // G = 16/32; awkward T, N, K (tile edges, K = 32·odd), strided x and y whose padding must stay
 // untouched; every tile configuration once.
 //
-// Two bounds, both as max|got − want| / max|want|:
-//  * vs the kernel's own weights (s and b rounded to bf16, w = q·s + b rounded once to bf16,
-//    exactly as the dequantization does): only the f32 accumulation order differs → 1e-3
-//    (measured far below; the worst case K·2⁻²³ is 1.7e-3 at K = 14336).
-//  * vs the exact formula: the weights' bf16 roundings add up to ~3·2⁻⁹ of max(|s·q|, |b|) per
-//    weight, random in sign, so the sums stay well inside 1e-2 (cuBLAS on bf16 weights, the
-//    reference path, has the same kind of error).
+// Two bounds:
+//  * max|got − want| / max|want| ≤ 1e-3 with want from the kernel's own weights (s and b rounded
+//    to bf16, w = q·s + b rounded once to bf16, exactly as the dequantization does): only the f32
+//    accumulation order differs (worst case ~K·2⁻²³ = 1.7e-3 at K = 14336; the H200 shows ≤ 1e-5).
+//  * vs the exact formula, the weights' roundings on top: each kernel weight is within
+//    2⁻⁸·(|s·q| + |b|) of the exact one (s, b and the result each rounded once to bf16's 2⁻⁹), so
+//    |got − exact| ≤ 2⁻⁸·Σ_k |x_k|·(|s·q_k| + |b|) + the accumulation error: checked as
+//    max|got − exact| / max Σ_k |x_k|·(|s·q_k| + |b|) ≤ 5e-3. (A max|ref| normalisation is
+//    fragile here: with a handful of outputs max|ref| can be small by chance — T=2, N=3, K=128
+//    gave 1.2e-2 on the H200 while matching the bf16-weight model to 1e-7.)
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -77,8 +80,10 @@ double round_bf16(double d) {
     return std::ldexp(std::nearbyint(m * 256.0), e - 8);
 }
 
-// Row r of w in double: the exact formula, and the kernel's bf16 weights.
-void weight_row(const PackedHost& h, int64_t r, std::vector<double>& exact, std::vector<double>& model) {
+// Row r of w in double: the exact formula, the kernel's bf16 weights, and |s·q| + |b| (the scale
+// of the weight's rounding error).
+void weight_row(const PackedHost& h, int64_t r, std::vector<double>& exact, std::vector<double>& model,
+                std::vector<double>& mag) {
     const int64_t K = h.k, ng = K / h.group;
     for (int64_t c = 0; c < K; ++c) {
         const size_t gi = size_t(r * ng + c / h.group);
@@ -99,11 +104,12 @@ void weight_row(const PackedHost& h, int64_t r, std::vector<double>& exact, std:
         }
         exact[size_t(c)] = s * q + b;
         model[size_t(c)] = round_bf16(q * sb + bb);
+        mag[size_t(c)] = std::fabs(s * q) + std::fabs(b);
     }
 }
 
 struct Errors {
-    double vs_model = 0, vs_exact = 0;
+    double vs_model = 0, vs_exact = 0;  // see the file comment
 };
 
 // Runs the case through gemm_packed (or one plan) and compares; returns the errors.
@@ -138,18 +144,22 @@ Errors run_case(const Case& c, int config = -1, int splits = 1, uint32_t seed = 
     std::vector<double> xb(size_t(c.T * c.K));
     for (int64_t t = 0; t < c.T; ++t)
         for (int64_t k = 0; k < c.K; ++k) xb[size_t(t * c.K + k)] = bf16_to_f32(f32_to_bf16(x[size_t(t * ldx + k)]));
-    std::vector<double> we(size_t(c.K)), wm(size_t(c.K));
-    double max_ref = 0, max_de = 0, max_dm = 0;
+    std::vector<double> we(size_t(c.K)), wm(size_t(c.K)), wmag(size_t(c.K));
+    double max_ref = 0, max_mag = 0, max_de = 0, max_dm = 0;
     int pad_bad = 0, nan_bad = 0;
     for (int64_t n = 0; n < c.N; ++n) {
-        weight_row(h, n, we, wm);
+        weight_row(h, n, we, wm, wmag);
         for (int64_t t = 0; t < c.T; ++t) {
             const double* xr = &xb[size_t(t * c.K)];
-            double se = 0, sm = 0;
-            for (int64_t k = 0; k < c.K; ++k) se += xr[k] * we[size_t(k)], sm += xr[k] * wm[size_t(k)];
+            double se = 0, sm = 0, mag = 0;
+            for (int64_t k = 0; k < c.K; ++k) {
+                se += xr[k] * we[size_t(k)], sm += xr[k] * wm[size_t(k)];
+                mag += std::fabs(xr[k]) * wmag[size_t(k)];
+            }
             const double g = got[size_t(t * ldy + n)];
             if (!std::isfinite(g)) ++nan_bad;
-            max_ref = std::max(max_ref, std::fabs(se));
+            max_ref = std::max(max_ref, std::fabs(sm));
+            max_mag = std::max(max_mag, mag);
             max_de = std::max(max_de, std::fabs(g - se));
             max_dm = std::max(max_dm, std::fabs(g - sm));
         }
@@ -160,9 +170,9 @@ Errors run_case(const Case& c, int config = -1, int splits = 1, uint32_t seed = 
     EXPECT_EQ(pad_bad, 0) << what << ": row padding of y written";
     Errors e;
     e.vs_model = max_dm / std::max(max_ref, 1e-30);
-    e.vs_exact = max_de / std::max(max_ref, 1e-30);
-    EXPECT_LE(e.vs_model, 1e-3) << what << " (vs the kernel's bf16 weights)";
-    EXPECT_LE(e.vs_exact, 1e-2) << what << " (vs the exact formula)";
+    e.vs_exact = max_de / std::max(max_mag, 1e-30);
+    EXPECT_LE(e.vs_model, 1e-3) << what << " (vs the kernel's bf16 weights, / max|ref|)";
+    EXPECT_LE(e.vs_exact, 5e-3) << what << " (vs the exact formula, / max sum |x|(|sq| + |b|))";
     std::printf("  %-70s err %.2e (model) %.2e (exact)\n", what.c_str(), e.vs_model, e.vs_exact);
     return e;
 }
@@ -227,7 +237,7 @@ TEST(FastGemm, EveryConfig) {
     REQUIRE_CUDA();
     for (int cfg = 0; cfg < fast::detail::kGemmConfigCount; ++cfg) {
         run_case(Case{PackedKind::Int4, 32, false, 129, 257, 2080, 3, 1}, cfg);
-        run_case(Case{PackedKind::Int4, 64, true, 65, 129, 416}, cfg, 2);
+        run_case(Case{PackedKind::Int4, 64, true, 65, 129, 448}, cfg, 2);  // K = 64·7: 3.5 k-tiles
         run_case(Case{PackedKind::Int8, 16, false, 129, 257, 2080, 1, 2}, cfg, cfg % 2 + 1);
     }
 }
