@@ -2,6 +2,7 @@
 // size, and the choice of tile configuration.
 #include "kernels/cuda/fast_gemm.h"
 
+#include <algorithm>
 #include <cstdint>
 
 #include "core/status.h"
@@ -56,21 +57,26 @@ size_t gemm_packed_scratch(int64_t T, int64_t K) {
 }
 
 GemmPlan gemm_pick(int64_t T, int64_t N, int64_t K, PackedKind kind) {
-    // Least estimated time: waves of resident blocks × each wave's work / the config's speed.
-    // Splitting K in two doubles the blocks and halves their work (worth it when the tiles alone
-    // leave SMs idle); y is zeroed first, so it also costs a memset.
+    // Least estimated time: waves of resident blocks × each block's work / the config's speed,
+    // the work counted in k-tiles plus ~3 for the pipeline's fill and the epilogue. Splitting K in
+    // two doubles the blocks and halves their k-tiles: it pays for long K on a grid that leaves
+    // SMs idle (4096×14336 at 512 tokens), not for K = 2048 (measured on the H200).
     const int64_t k_tiles = (K + 127) / 128;
     GemmPlan best;
     double best_cost = 0;
     for (int c = 0; c < detail::kGemmConfigCount; ++c) {
         const detail::GemmConfig& g = detail::kGemmConfigs[c];
+        if (g.eff <= 0) continue;
         const int per_sm = detail::gemm_blocks_per_sm(c, kind);
         if (per_sm <= 0) continue;
         for (int splits = 1; splits <= (k_tiles >= 8 ? 2 : 1); ++splits) {
             const int64_t blocks = ((T + g.bm - 1) / g.bm) * ((N + g.bn - 1) / g.bn) * splits;
             const int64_t slots = int64_t(sm_count()) * per_sm;
             const int64_t waves = (blocks + slots - 1) / slots;
-            const double cost = double(waves) * g.bm * g.bn * per_sm / g.eff / splits * (splits > 1 ? 1.1 : 1.0);
+            const double block_tiles = double((k_tiles + splits - 1) / splits) + 3.0;
+            // An SM holding fewer than 8 warps (Int8's 64x128: one block of 4) runs them slower.
+            const double speed = g.eff * std::min(1.0, double(per_sm) * g.threads / 256.0);
+            const double cost = double(waves) * g.bm * g.bn * per_sm / speed * block_tiles;
             if (best_cost == 0 || cost < best_cost) best = GemmPlan{c, splits}, best_cost = cost;
         }
     }

@@ -11,23 +11,26 @@
 namespace tessera::cuda::fast::detail {
 
 // A block of `threads` computes y[bm tokens, bn outputs], k in stages of 128, `stages` deep.
+// eff: relative speed per SM for the dispatch's cost model (fast_gemm.cpp), fitted to
+// bench_fast_gemm on the H200 (2026-11-30); 0 = benchmark only, never picked — those results
+// were not yet checked on the GPU (FastGemm.EveryConfig covers them; enable after it passes).
 struct GemmConfig {
     const char* name;
     int bm, bn, threads, stages;
-    float eff;  // relative throughput per SM (the dispatch's guess, from bench_fast_gemm)
+    float eff;
 };
 
 inline constexpr GemmConfig kGemmConfigs[] = {
     {"128x128 w2x4 s4", 128, 128, 256, 4, 1.00f},  // warp tile 64 x 32
-    {"64x256 w1x8 s4", 64, 256, 256, 4, 1.00f},    // warp tile 64 x 32, less activation traffic
-    {"128x256 w2x4 s3", 128, 256, 256, 3, 1.05f},  // warp tile 64 x 64
-    {"256x128 w4x2 s3", 256, 128, 256, 3, 1.05f},  // warp tile 64 x 64
-    {"64x128 w1x4 s4", 64, 128, 128, 4, 0.90f},    // warp tile 64 x 32, 2 blocks per SM
-    {"128x128 w4x2 s4", 128, 128, 256, 4, 0.90f},  // warp tile 32 x 64
+    {"64x256 w1x8 s4", 64, 256, 256, 4, 0.f},      // warp tile 64 x 32
+    {"128x256 w2x4 s3", 128, 256, 256, 3, 0.f},    // warp tile 64 x 64 (spills)
+    {"256x128 w4x2 s3", 256, 128, 256, 3, 0.f},    // warp tile 64 x 64 (spills)
+    {"64x128 w1x4 s4", 64, 128, 128, 4, 0.95f},    // warp tile 64 x 32, 2 blocks per SM (Int4)
+    {"128x128 w4x2 s4", 128, 128, 256, 4, 0.f},    // warp tile 32 x 64
     {"32x128 w1x4 s4", 32, 128, 128, 4, 0.60f},    // warp tile 32 x 32: few tokens
     {"256x128 w2x4 s3", 256, 128, 256, 3, 1.10f},  // warp tile 128 x 32: B dequantized once per 8 m-tiles
-    {"128x256 w1x8 s3", 128, 256, 256, 3, 1.10f},  // warp tile 128 x 32
-    {"128x128 w1x4 s4", 128, 128, 128, 4, 0.90f},  // warp tile 128 x 32, 4 warps
+    {"128x256 w1x8 s3", 128, 256, 256, 3, 0.f},    // warp tile 128 x 32: fastest on big shapes (+5-8%), unchecked
+    {"128x128 w1x4 s4", 128, 128, 128, 4, 0.f},    // warp tile 128 x 32, 4 warps
 };
 inline constexpr int kGemmConfigCount = int(sizeof(kGemmConfigs) / sizeof(kGemmConfigs[0]));
 
