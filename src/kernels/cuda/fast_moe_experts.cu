@@ -272,8 +272,8 @@ __global__ void __launch_bounds__(kDownWarps * 32)
         const float w = weights[t * k + j];
 #pragma unroll
         for (int r = 0; r < R; ++r) {
-            const float v = w * __shfl_sync(kFull, o[j / G][r], (j % G) * L);
-            sum[r] = j == 0 ? v : sum[r] + v;
+            const float v = __fmul_rn(w, __shfl_sync(kFull, o[j / G][r], (j % G) * L));
+            sum[r] = j == 0 ? v : __fadd_rn(sum[r], v);  // no contraction: the same bits as combine
         }
     }
     if (lane == 0)
@@ -325,8 +325,8 @@ __global__ void __launch_bounds__(kThreads)
     float sum = 0.f;
     for (int j = 0; j < k; ++j) {
         const int row = row_of_slot[t * k + j];
-        const float v = weights[t * k + j] * (row >= 0 ? out[int64_t(row) * H + h] : quiet_nan());
-        sum = j == 0 ? v : sum + v;
+        const float v = __fmul_rn(weights[t * k + j], row >= 0 ? out[int64_t(row) * H + h] : quiet_nan());
+        sum = j == 0 ? v : __fadd_rn(sum, v);
     }
     y[t * ldy + h] = sum;
 }

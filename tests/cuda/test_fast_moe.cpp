@@ -1,0 +1,690 @@
+// The fast MoE (kernels/cuda/fast_moe.h) against the CPU backend and a double-precision
+// reference. Router: ids exactly the CPU's (ties to the lower index, NaN first), weights within
+// 1e-6 (bit mismatches counted and printed). Grouping: exactly a host model of it. Experts: random
+// Q4_0 (and Q4_K: biases) GGUF weights repacked to Int4 (kernels/packed_repack.h) and, for group
+// sizes 64/128, random packed weights; every plan; 1 token to 64, E = 8, 128, 256, k = 1, 2, 8,
+// H = 64·odd, I = 32·odd, experts with no tokens, one expert taking every token, strided and
+// misaligned x, y in place, out-of-range ids. Every case prints its name when it fails.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/half.h"
+#include "core/status.h"
+#include "core/tensor.h"
+#include "formats/quants.h"
+#include "kernels/backend.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/fast_moe.h"
+#include "kernels/cuda/stream.h"
+#include "kernels/packed_repack.h"
+
+#include "ref_test_util.h"
+
+using namespace tessera;
+using namespace tessera::cuda;
+
+namespace {
+
+std::vector<float> normal_floats(size_t n, uint32_t seed, float scale = 1.f) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> dist(0.f, scale);
+    std::vector<float> v(n);
+    for (auto& f : v) f = dist(rng);
+    return v;
+}
+
+// A pageable upload may return before its DMA lands; the tests' streams do not wait for it.
+template <typename T>
+DeviceBuffer to_device(const std::vector<T>& v) {
+    DeviceBuffer b(std::max<size_t>(v.size(), 1) * sizeof(T));
+    if (!v.empty()) b.upload(v.data(), v.size() * sizeof(T));
+    TS_CUDA_CHECK(cudaDeviceSynchronize());
+    return b;
+}
+template <typename T>
+std::vector<T> to_host(const DeviceBuffer& b, size_t n) {
+    std::vector<T> v(n);
+    if (n) b.download(v.data(), n * sizeof(T));
+    return v;
+}
+
+std::string str(const fast::MoePlan& p) {
+    return std::string(p.grouped ? "grouped tile " + std::to_string(p.tile_rows) : "per slot") +
+           (p.down_by_token ? ", down by token" : ", down by item + combine");
+}
+
+const fast::MoePlan kPlans[] = {
+    {false, true, 8}, {true, true, 8}, {true, false, 8}, {true, false, 1}, {true, true, 1}, {true, false, 3},
+};
+
+// ---- router ----------------------------------------------------------------------------------
+
+struct TopkResult {
+    std::vector<int32_t> ids;
+    std::vector<float> weights;
+};
+
+TopkResult cpu_topk(Backend& cpu, std::vector<float>& logits, int64_t T, int64_t E, int64_t ldl, int k, bool renorm) {
+    TopkResult r{std::vector<int32_t>(size_t(T * k)), std::vector<float>(size_t(T * k))};
+    Tensor l = reftest::rows_view(logits.data(), T, E, ldl);
+    cpu.moe_topk(l, k, renorm, r.ids.data(), r.weights.data());
+    return r;
+}
+
+TopkResult gpu_route(const std::vector<float>& logits, int64_t T, int E, int64_t ldl, int k, bool renorm) {
+    const DeviceBuffer d_l = to_device(logits);
+    DeviceBuffer d_ids(size_t(T * k) * 4 + 4), d_w(size_t(T * k) * 4 + 4);
+    Stream stream;
+    fast::moe_route(d_l.as<float>(), ldl, T, E, k, renorm, d_ids.as<int32_t>(), d_w.as<float>(), stream);
+    stream.synchronize();
+    return {to_host<int32_t>(d_ids, size_t(T * k)), to_host<float>(d_w, size_t(T * k))};
+}
+
+// ids exactly; weights within 1e-6 (the device's double exp rounded to f32 and the C library's
+// expf may differ by an ulp where expf is not correctly rounded). Bit mismatches are printed.
+void expect_topk_equal(const TopkResult& got, const TopkResult& want, int64_t T, int k, const std::string& what) {
+    SCOPED_TRACE(what);
+    int bad = 0, inexact = 0;
+    for (int64_t i = 0; i < T * k; ++i) {
+        const float g = got.weights[size_t(i)], w = want.weights[size_t(i)];
+        const bool ok = got.ids[size_t(i)] == want.ids[size_t(i)] &&
+                        (std::isnan(w) ? std::isnan(g) : std::fabs(g - w) <= 1e-6f);
+        if (ok && !std::isnan(w) && std::memcmp(&g, &w, 4) != 0) ++inexact;
+        if (!ok && ++bad <= 5)
+            ADD_FAILURE() << "[" << i / k << ", " << i % k << "]: got expert " << got.ids[size_t(i)] << " weight " << g
+                          << ", want expert " << want.ids[size_t(i)] << " weight " << w;
+    }
+    EXPECT_EQ(bad, 0);
+    if (inexact) std::printf("  note: %s: %d of %lld weights differ from the CPU in the last bits\n", what.c_str(),
+                             inexact, (long long)(T * k));
+}
+
+// ---- grouping: a host model --------------------------------------------------------------------
+
+struct HostGrouping {
+    std::vector<int32_t> offsets, perm, row_of_slot, item_expert, item_row0, item_rows;
+};
+
+HostGrouping host_group(const std::vector<int32_t>& ids, int64_t T, int k, int E, int tile) {
+    const int64_t P = T * k;
+    HostGrouping g;
+    std::vector<int32_t> count(size_t(E), 0);
+    for (int32_t e : ids)
+        if (e >= 0 && e < E) ++count[size_t(e)];
+    g.offsets.assign(size_t(E) + 1, 0);
+    for (int e = 0; e < E; ++e) g.offsets[size_t(e) + 1] = g.offsets[size_t(e)] + count[size_t(e)];
+    g.perm.assign(size_t(P), -1);
+    g.row_of_slot.assign(size_t(P), -1);
+    std::vector<int32_t> next(g.offsets.begin(), g.offsets.end() - 1);
+    for (int64_t s = 0; s < P; ++s) {
+        const int32_t e = ids[size_t(s)];
+        if (e < 0 || e >= E) continue;
+        const int32_t r = next[size_t(e)]++;
+        g.perm[size_t(r)] = int32_t(s);
+        g.row_of_slot[size_t(s)] = r;
+    }
+    for (int e = 0; e < E; ++e)
+        for (int32_t r = g.offsets[size_t(e)]; r < g.offsets[size_t(e) + 1]; r += tile) {
+            g.item_expert.push_back(e);
+            g.item_row0.push_back(r);
+            g.item_rows.push_back(std::min(tile, g.offsets[size_t(e) + 1] - r));
+        }
+    return g;
+}
+
+// k distinct experts per token drawn from `pool` (all of [0, E) when empty), random weights.
+struct Routing {
+    std::vector<int32_t> ids;
+    std::vector<float> weights;
+};
+Routing random_routing(int64_t T, int E, int k, uint32_t seed, std::vector<int32_t> pool = {}) {
+    if (pool.empty()) {
+        pool.resize(size_t(E));
+        std::iota(pool.begin(), pool.end(), 0);
+    }
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(0.05f, 1.f);
+    Routing r;
+    for (int64_t t = 0; t < T; ++t) {
+        std::shuffle(pool.begin(), pool.end(), rng);
+        for (int j = 0; j < k; ++j) {
+            r.ids.push_back(pool[size_t(j) % pool.size()]);
+            r.weights.push_back(u(rng));
+        }
+    }
+    return r;
+}
+
+// ---- experts ---------------------------------------------------------------------------------
+
+// E experts stacked: gate, up [E·I, H], down [E·H, I]; GGUF bytes (when from a GGUF type), the
+// packed form, its exact f32 values and |scale·code| + |bias| per element (what the kernel sums).
+struct Stack {
+    DType gguf = DType::F32;  // F32: built packed directly (no CPU counterpart)
+    std::vector<uint8_t> bytes;
+    PackedHost packed;
+    std::vector<float> value, mag;
+    DeviceBuffer codes, scales, biases;
+};
+
+void finish_stack(Stack& s) {
+    const int64_t n = s.packed.n, K = s.packed.k;
+    s.value.resize(size_t(n * K));
+    s.mag.resize(size_t(n * K));
+    for (int64_t r = 0; r < n; ++r) {
+        unpack_row_f32(s.packed, r, s.value.data() + r * K);
+        const int64_t gpr = K / s.packed.group;
+        for (int64_t c = 0; c < K; ++c) {
+            const float sc = f16_to_f32(s.packed.scales[size_t(r * gpr + c / s.packed.group)]);
+            const uint8_t byte = s.packed.codes[size_t(r * (K / 2) + c / 2)];
+            const float code = float((c % 2) ? (byte >> 4) : (byte & 0xF));
+            const float b = s.packed.biases.empty() ? -8.f * sc
+                                                    : f16_to_f32(s.packed.biases[size_t(r * gpr + c / s.packed.group)]);
+            s.mag[size_t(r * K + c)] = std::fabs(sc * code) + std::fabs(b);
+        }
+    }
+    s.codes = to_device(s.packed.codes);
+    s.scales = to_device(s.packed.scales);
+    if (!s.packed.biases.empty()) s.biases = to_device(s.packed.biases);
+}
+
+Stack gguf_stack(DType t, int64_t n, int64_t K, uint32_t seed, float scale) {
+    Stack s;
+    s.gguf = t;
+    const std::vector<float> w = normal_floats(size_t(n * K), seed, scale);
+    s.bytes.resize(dtype_row_bytes(t, K) * size_t(n));
+    quantize_tensor(t, w.data(), s.bytes.data(), n, K);
+    s.packed = repack(Tensor(s.bytes.data(), t, {n, K}));
+    finish_stack(s);
+    return s;
+}
+
+// Random packed Int4 with group G and f16 biases (MLX-like), no GGUF counterpart.
+Stack packed_stack(int64_t n, int64_t K, int G, uint32_t seed, float scale) {
+    Stack s;
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(0.5f, 1.f);
+    s.packed.kind = PackedKind::Int4;
+    s.packed.n = n;
+    s.packed.k = K;
+    s.packed.group = G;
+    s.packed.codes.resize(size_t(n * K / 2));
+    for (auto& b : s.packed.codes) b = uint8_t(rng());
+    s.packed.scales.resize(size_t(n * (K / G)));
+    s.packed.biases.resize(s.packed.scales.size());
+    for (size_t i = 0; i < s.packed.scales.size(); ++i) {
+        const float sc = scale * u(rng) / 8.f;
+        s.packed.scales[i] = f32_to_f16(sc);
+        s.packed.biases[i] = f32_to_f16(-sc * (7.f + 2.f * u(rng) - 1.f));
+    }
+    finish_stack(s);
+    return s;
+}
+
+struct Experts {
+    int E = 0;
+    int64_t H = 0, I = 0;
+    Stack gate, up, down;
+    DeviceBuffer d_gate, d_up, d_down;  // [E] descriptors
+
+    // GGUF experts of type t, or (t = F32) random packed ones with group G.
+    Experts(int E_, int64_t H_, int64_t I_, DType t, uint32_t seed, int G = 32) : E(E_), H(H_), I(I_) {
+        const float sh = 1.f / std::sqrt(float(H)), si = 1.f / std::sqrt(float(I));
+        if (t == DType::F32) {
+            gate = packed_stack(E * I, H, G, seed, sh);
+            up = packed_stack(E * I, H, G, seed + 1, sh);
+            down = packed_stack(E * H, I, G, seed + 2, si);
+        } else {
+            gate = gguf_stack(t, E * I, H, seed, sh);
+            up = gguf_stack(t, E * I, H, seed + 1, sh);
+            down = gguf_stack(t, E * H, I, seed + 2, si);
+        }
+        std::vector<PackedMatrix> g, u, d;
+        for (int e = 0; e < E; ++e) {
+            g.push_back(slice(gate, e * I, I));
+            u.push_back(slice(up, e * I, I));
+            d.push_back(slice(down, e * H, H));
+        }
+        fast::moe_check_experts(g.data(), u.data(), d.data(), E, H, I);
+        d_gate = to_device(g);
+        d_up = to_device(u);
+        d_down = to_device(d);
+    }
+    fast::MoePackedExperts view() const {
+        return {E, H, I, d_gate.as<PackedMatrix>(), d_up.as<PackedMatrix>(), d_down.as<PackedMatrix>()};
+    }
+    MoeWeights cpu_view() {
+        MoeWeights w;
+        const size_t rh = dtype_row_bytes(gate.gguf, H), ri = dtype_row_bytes(down.gguf, I);
+        for (int e = 0; e < E; ++e) {
+            w.gate.push_back(Tensor(gate.bytes.data() + size_t(e * I) * rh, gate.gguf, {I, H}));
+            w.up.push_back(Tensor(up.bytes.data() + size_t(e * I) * rh, up.gguf, {I, H}));
+            w.down.push_back(Tensor(down.bytes.data() + size_t(e * H) * ri, down.gguf, {H, I}));
+        }
+        return w;
+    }
+
+private:
+    static PackedMatrix slice(const Stack& s, int64_t row0, int64_t n) {
+        PackedMatrix m;
+        m.kind = PackedKind::Int4;
+        m.n = n;
+        m.k = s.packed.k;
+        m.group = s.packed.group;
+        const int64_t gpr = m.k / m.group;
+        m.codes = s.codes.as<uint8_t>() + row0 * (m.k / 2);
+        m.scales = s.scales.as<uint16_t>() + row0 * gpr;
+        m.biases = s.packed.biases.empty() ? nullptr : s.biases.as<uint16_t>() + row0 * gpr;
+        return m;
+    }
+};
+
+// y [T, H] in double from the exact packed values, and a bound on any f32 evaluation of the
+// kernels' form: each dot Σ_c (scale·Σcode·x + bias·Σx) in f32 is off by at most ~n·2⁻²⁴ of
+// Σ (|scale·code| + |bias|)·|x| (the bias terms cancel, so their magnitudes count); silu has
+// |silu'| ≤ 1.1, so errors δg, δu move act by ≤ 1.1·δg·|u| + |silu(g)|·δu (+ ulps of act); the down
+// dot and the k-term sum add theirs. Bound: 4·2⁻²⁴·(H + I + k + 8)·Σ_j |w_j| Σ_i mag_down·(2|act| +
+// 1.1·G·|u| + |silu g|·U), G, U = Σ mag·|x| of gate and up (as test_ref_moe.cpp, with magnitudes).
+struct Reference {
+    std::vector<double> y, bound;
+};
+
+Reference reference(const Experts& ex, const std::vector<float>& x, int64_t ldx, int64_t T, const Routing& r, int k) {
+    const int64_t H = ex.H, I = ex.I;
+    Reference ref{std::vector<double>(size_t(T * H), 0.0), std::vector<double>(size_t(T * H), 0.0)};
+    const double eps = 4.0 * std::ldexp(1.0, -24) * double(H + I + k + 8);
+    std::vector<double> act(size_t(I), 0.0), act_err(size_t(I), 0.0);
+    for (int64_t t = 0; t < T; ++t) {
+        const float* xt = x.data() + t * ldx;
+        for (int j = 0; j < k; ++j) {
+            const int e = r.ids[size_t(t * k + j)];
+            const double w = r.weights[size_t(t * k + j)];
+            if (e < 0 || e >= ex.E) continue;
+            for (int64_t i = 0; i < I; ++i) {
+                const size_t row = size_t(e * I + i) * size_t(H);
+                double g = 0, u = 0, G = 0, U = 0;
+                for (int64_t h = 0; h < H; ++h) {
+                    g += double(ex.gate.value[row + h]) * xt[h];
+                    u += double(ex.up.value[row + h]) * xt[h];
+                    G += double(ex.gate.mag[row + h]) * std::fabs(xt[h]);
+                    U += double(ex.up.mag[row + h]) * std::fabs(xt[h]);
+                }
+                const double silu = g / (1.0 + std::exp(-g));
+                act[size_t(i)] = silu * u;
+                act_err[size_t(i)] = 2 * std::fabs(act[size_t(i)]) + 1.1 * G * std::fabs(u) + std::fabs(silu) * U;
+            }
+            for (int64_t h = 0; h < H; ++h) {
+                const size_t row = size_t(e * H + h) * size_t(I);
+                double o = 0, b = 0;
+                for (int64_t i = 0; i < I; ++i) {
+                    o += double(ex.down.value[row + i]) * act[size_t(i)];
+                    b += double(ex.down.mag[row + i]) * act_err[size_t(i)];
+                }
+                ref.y[size_t(t * H + h)] += w * o;
+                ref.bound[size_t(t * H + h)] += std::fabs(w) * b * eps;
+            }
+        }
+    }
+    return ref;
+}
+
+void expect_near_reference(const std::vector<float>& y, int64_t ldy, const Reference& ref, int64_t T, int64_t H) {
+    int bad = 0;
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t h = 0; h < H; ++h) {
+            const double g = y[size_t(t * ldy + h)], want = ref.y[size_t(t * H + h)];
+            const double bound = ref.bound[size_t(t * H + h)] + 1e-30;
+            if (!(std::fabs(g - want) <= bound) && ++bad <= 5)
+                ADD_FAILURE() << "y[" << t << ", " << h << "] = " << g << ", reference " << want << ", error "
+                              << std::fabs(g - want) << " > bound " << bound;
+        }
+    EXPECT_EQ(bad, 0) << "elements outside the f32 bound of the double reference";
+}
+
+// max|a − b| / max|b| over [T, H].
+double norm_err(const std::vector<float>& a, int64_t lda, const std::vector<float>& b, int64_t ldb, int64_t T,
+                int64_t H) {
+    double d = 0, m = 0;
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t h = 0; h < H; ++h) {
+            const double va = a[size_t(t * lda + h)], vb = b[size_t(t * ldb + h)];
+            d = std::max(d, std::fabs(va - vb));
+            m = std::max(m, std::fabs(vb));
+        }
+    return d / std::max(m, 1e-30);
+}
+
+struct ExpertCase {
+    std::string name;
+    int64_t T;
+    int k;
+    int64_t pad;       // extra floats per x and y row (odd: x rows misaligned for float4)
+    bool in_place = false;
+};
+
+// Runs every plan on the same inputs: each within the bound of the double reference, all plans
+// bit-identical (the same per-row sums and slot order), and (GGUF experts) the CPU backend on the
+// ORIGINAL GGUF bytes within 3e-2 normalised (its q8_0 activations: ~2⁻⁸ relative per element).
+void check_experts(Backend& cpu, Experts& ex, const ExpertCase& c, const Routing& r, uint32_t seed) {
+    const int64_t T = c.T, H = ex.H, ldx = H + c.pad, ldy = c.in_place ? ldx : H + 2 * c.pad;
+    const int k = c.k;
+    const std::string what = c.name + " (T=" + std::to_string(T) + " E=" + std::to_string(ex.E) + " k=" +
+                             std::to_string(k) + " H=" + std::to_string(H) + " I=" + std::to_string(ex.I) +
+                             (c.pad ? " strided" : "") + (c.in_place ? " in place" : "") + ")";
+    SCOPED_TRACE(what);
+    const std::vector<float> x = reftest::random_rows(T, H, ldx, seed, -1.f, 1.f);
+    const Reference ref = reference(ex, x, ldx, T, r, k);
+    const DeviceBuffer d_x = to_device(x), d_ids = to_device(r.ids), d_w = to_device(r.weights);
+    DeviceBuffer d_scratch(fast::moe_experts_scratch_bytes(T, k, ex.E, H, ex.I));
+    std::vector<float> first;
+    for (const fast::MoePlan& plan : kPlans) {
+        SCOPED_TRACE(str(plan));
+        std::vector<float> y0 = c.in_place ? x : std::vector<float>(size_t(T * ldy), reftest::kPad);
+        DeviceBuffer d_y = to_device(y0);
+        Stream stream;
+        fast::moe_experts_packed_plan(plan, d_y.as<float>(), ldy, c.in_place ? d_y.as<float>() : d_x.as<float>(), ldx,
+                                      T, ex.view(), d_ids.as<int32_t>(), d_w.as<float>(), k, d_scratch.data(), stream);
+        stream.synchronize();
+        const std::vector<float> y = to_host<float>(d_y, y0.size());
+        expect_near_reference(y, ldy, ref, T, H);
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t h = H; h < ldy; ++h)
+                if (y[size_t(t * ldy + h)] != y0[size_t(t * ldy + h)]) {
+                    ADD_FAILURE() << "padding y[" << t << ", " << h << "] written";
+                    t = T;
+                    break;
+                }
+        if (first.empty()) first = y;
+        else reftest::expect_same_bytes(y, first, "plans differ: " + str(plan) + " vs " + str(kPlans[0]));
+        if (::testing::Test::HasFailure()) {
+            std::printf("  failing case: %s, plan %s\n", what.c_str(), str(plan).c_str());
+            return;
+        }
+    }
+    if (ex.gate.gguf == DType::F32) return;
+    std::vector<float> ycpu(size_t(T * H), 0.f), xc = x;
+    cpu.moe_experts(reftest::rows_view(ycpu.data(), T, H, H), reftest::rows_view(xc.data(), T, H, ldx), ex.cpu_view(),
+                    r.ids.data(), r.weights.data(), k);
+    EXPECT_LE(norm_err(first, ldy, ycpu, H, T, H), 3e-2) << "vs the CPU backend on the GGUF weights";
+}
+
+}  // namespace
+
+TEST(FastMoe, RouteMatchesCpu) {
+    REQUIRE_CUDA();
+    const std::unique_ptr<Backend> cpu = make_cpu_backend();
+    uint32_t seed = 1;
+    for (int E : {8, 33, 128, 256, 512})
+        for (int k : {1, 2, 8, 16}) {
+            if (k > E) continue;
+            for (int64_t T : {1, 2, 3, 17, 64})
+                for (bool renorm : {false, true}) {
+                    const int64_t ldl = E + (T % 2 ? 0 : 3);
+                    std::vector<float> logits = reftest::random_rows(T, E, ldl, seed++, -6.f, 6.f);
+                    const std::string what = "E=" + std::to_string(E) + " k=" + std::to_string(k) + " T=" +
+                                             std::to_string(T) + (renorm ? " renormalized" : "");
+                    expect_topk_equal(gpu_route(logits, T, E, ldl, k, renorm), cpu_topk(*cpu, logits, T, E, ldl, k, renorm),
+                                      T, k, what);
+                    if (HasFailure()) return;
+                }
+        }
+}
+
+TEST(FastMoe, RouteTiesGoToTheLowerIndex) {
+    // Logits from {0, 1, 2}: most probabilities tie exactly; the ids must match the CPU's order.
+    REQUIRE_CUDA();
+    const std::unique_ptr<Backend> cpu = make_cpu_backend();
+    std::mt19937 rng(5);
+    for (int E : {8, 128, 256, 512})
+        for (int k : {1, 2, 8, 16}) {
+            const int64_t T = 33;
+            std::vector<float> logits(size_t(T * E));
+            for (auto& v : logits) v = float(rng() % 3);
+            for (int64_t e = 0; e < E; ++e) logits[size_t(e)] = 1.f;  // token 0: every expert ties
+            const TopkResult want = cpu_topk(*cpu, logits, T, E, E, k, true);
+            for (int j = 0; j < k; ++j) ASSERT_EQ(want.ids[size_t(j)], j);
+            expect_topk_equal(gpu_route(logits, T, E, E, k, true), want, T, k,
+                              "ties E=" + std::to_string(E) + " k=" + std::to_string(k));
+        }
+}
+
+TEST(FastMoe, RouteNanAndInfinityRankAsOnCpu) {
+    REQUIRE_CUDA();
+    const std::unique_ptr<Backend> cpu = make_cpu_backend();
+    const int64_t E = 8;
+    const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> logits = {
+        0.f,  1.f,  -inf, 2.f,  -inf, 0.5f, 2.f,  -1.f,  // -inf experts get probability 0
+        -inf, -inf, -inf, 3.f,  -inf, -inf, -inf, -inf,  // one finite logit: probability 1
+        0.f,  1.f,  nan,  2.f,  0.f,  0.f,  0.f,  0.f,   // a NaN poisons the row: NaN ranks first
+        -inf, -inf, -inf, -inf, -inf, -inf, -inf, -inf,  // all -inf: NaN everywhere (as the CPU)
+    };
+    const int64_t T = int64_t(logits.size()) / E;
+    for (int k : {1, 3, 8})
+        for (bool renorm : {false, true})
+            expect_topk_equal(gpu_route(logits, T, E, E, k, renorm), cpu_topk(*cpu, logits, T, E, E, k, renorm), T, k,
+                              "specials k=" + std::to_string(k));
+}
+
+TEST(FastMoe, GroupingMatchesHostModel) {
+    REQUIRE_CUDA();
+    uint32_t seed = 40;
+    struct G {
+        int64_t T;
+        int E, k;
+        std::vector<int32_t> pool;  // empty: every expert
+        const char* name;
+    };
+    const G cases[] = {
+        {1, 8, 1, {}, "1 token"},        {1, 256, 8, {}, "1 token top-8 of 256"},
+        {3, 128, 8, {}, "3 tokens"},     {17, 8, 2, {}, "17 tokens"},
+        {64, 512, 16, {}, "64 tokens, E = 512, k = 16"},
+        {64, 8, 1, {3}, "one expert takes every token"},
+        {513, 8, 2, {1, 6}, "513 tokens, two experts"},
+        {2048, 256, 8, {}, "2048 tokens top-8 of 256"},
+    };
+    for (const G& c : cases)
+        for (int tile : {1, 3, 8, 64}) {
+            const std::string what = std::string(c.name) + " tile " + std::to_string(tile);
+            SCOPED_TRACE(what);
+            Routing r = random_routing(c.T, c.E, c.k, seed++, c.pool);
+            if (c.T >= 3) r.ids[1] = c.E;  // out of range: left out of every expert
+            const int64_t P = c.T * c.k, MI = fast::moe_max_items(c.T, c.k, c.E, tile);
+            const HostGrouping want = host_group(r.ids, c.T, c.k, c.E, tile);
+            ASSERT_LE(int64_t(want.item_expert.size()), MI);
+            const DeviceBuffer d_ids = to_device(r.ids);
+            DeviceBuffer scratch(fast::moe_group_scratch_bytes(c.T, c.k, c.E, tile));
+            Stream stream;
+            const fast::MoeGrouping g =
+                fast::moe_group(d_ids.as<int32_t>(), c.T, c.k, c.E, tile, scratch.data(), stream);
+            stream.synchronize();
+            auto get = [&](const int32_t* p, size_t n) {
+                std::vector<int32_t> v(n);
+                if (n) TS_CUDA_CHECK(cudaMemcpy(v.data(), p, n * 4, cudaMemcpyDeviceToHost));
+                return v;
+            };
+            const int32_t n_items = get(g.n_items, 1)[0];
+            EXPECT_EQ(g.max_items, MI);
+            EXPECT_EQ(n_items, int32_t(want.item_expert.size()));
+            EXPECT_EQ(get(g.offsets, size_t(c.E) + 1), want.offsets);
+            EXPECT_EQ(get(g.perm, size_t(P)), want.perm);
+            EXPECT_EQ(get(g.row_of_slot, size_t(P)), want.row_of_slot);
+            const size_t n = size_t(std::max(0, n_items));
+            EXPECT_EQ(get(g.item_expert, n), want.item_expert);
+            EXPECT_EQ(get(g.item_row0, n), want.item_row0);
+            EXPECT_EQ(get(g.item_rows, n), want.item_rows);
+            if (HasFailure()) return;
+        }
+}
+
+TEST(FastMoe, ExpertsQ4_0MatchCpu) {
+    REQUIRE_CUDA();
+    const std::unique_ptr<Backend> cpu = make_cpu_backend();
+    uint32_t seed = 100;
+    {  // E = 8, H = 64·3, I = 32·5
+        Experts ex(8, 192, 160, DType::Q4_0, seed);
+        check_experts(*cpu, ex, {"generic", 17, 2, 3}, random_routing(17, 8, 2, seed + 10), seed + 11);
+        check_experts(*cpu, ex, {"one token", 1, 1, 0}, random_routing(1, 8, 1, seed + 12), seed + 13);
+        check_experts(*cpu, ex, {"two tokens", 2, 8, 1}, random_routing(2, 8, 8, seed + 14), seed + 15);
+        check_experts(*cpu, ex, {"three tokens, every expert", 3, 8, 0}, random_routing(3, 8, 8, seed + 16),
+                      seed + 17);
+        check_experts(*cpu, ex, {"one expert takes every token", 64, 1, 0}, random_routing(64, 8, 1, seed + 18, {3}),
+                      seed + 19);
+        check_experts(*cpu, ex, {"64 tokens, two experts, in place", 64, 2, 2, true},
+                      random_routing(64, 8, 2, seed + 20, {1, 6}), seed + 21);
+    }
+    {  // E = 128, k = 8, H = 64·5, I = 32·3: most experts get no token
+        Experts ex(128, 320, 96, DType::Q4_0, seed + 30);
+        for (int64_t T : {1, 3, 17, 64})
+            check_experts(*cpu, ex, {"E = 128 top-8", T, 8, T == 17 ? 1 : 0}, random_routing(T, 128, 8, seed + 31 + T),
+                          seed + 32 + T);
+    }
+    {  // E = 256, k = 8 and k = 2
+        Experts ex(256, 64, 32, DType::Q4_0, seed + 40);
+        check_experts(*cpu, ex, {"E = 256 top-8, 1 token", 1, 8, 0}, random_routing(1, 256, 8, seed + 41), seed + 42);
+        check_experts(*cpu, ex, {"E = 256 top-2", 17, 2, 4}, random_routing(17, 256, 2, seed + 43), seed + 44);
+    }
+    {  // rows wide enough for 32 lanes per row (H, I ≥ 2048 columns), odd multiples
+        Experts ex(4, 64 * 33, 32 * 65, DType::Q4_0, seed + 50);
+        check_experts(*cpu, ex, {"wide rows", 3, 2, 1}, random_routing(3, 4, 2, seed + 51), seed + 52);
+    }
+}
+
+TEST(FastMoe, ExpertsQ4_KWithBiasesMatchCpu) {
+    REQUIRE_CUDA();
+    const std::unique_ptr<Backend> cpu = make_cpu_backend();
+    Experts ex(8, 768, 256, DType::Q4_K, 300);
+    check_experts(*cpu, ex, {"Q4_K", 5, 2, 0}, random_routing(5, 8, 2, 301), 302);
+    check_experts(*cpu, ex, {"Q4_K one token top-8", 1, 8, 0}, random_routing(1, 8, 8, 303), 304);
+}
+
+TEST(FastMoe, ExpertsGroupSizes64And128) {
+    REQUIRE_CUDA();
+    const std::unique_ptr<Backend> cpu = make_cpu_backend();
+    for (int G : {64, 128}) {
+        Experts ex(16, 128 * 3, 128, DType::F32, 400 + G, G);
+        check_experts(*cpu, ex, {"group " + std::to_string(G), 9, 4, 1}, random_routing(9, 16, 4, 401 + G), 402 + G);
+    }
+}
+
+TEST(FastMoe, RouterThenExpertsOnTheDevice) {
+    // logits → moe_route → moe_experts_packed with no host round trip, twice: identical bits; the
+    // router agrees with the CPU's and the experts with the double reference on those ids.
+    REQUIRE_CUDA();
+    const std::unique_ptr<Backend> cpu = make_cpu_backend();
+    const int64_t T = 17;
+    const int E = 128, k = 8;
+    Experts ex(E, 192, 96, DType::Q4_0, 9);
+    std::vector<float> logits = normal_floats(size_t(T * E), 10, 3.f);
+    for (int e = 0; e < 8; ++e) logits[size_t(5 * E + 40 + e)] = 50.f;  // token 5: eight-way tie at the top
+    const std::vector<float> x = normal_floats(size_t(T * ex.H), 11);
+    const DeviceBuffer d_logits = to_device(logits), d_x = to_device(x);
+    DeviceBuffer d_ids(size_t(T * k) * 4), d_w(size_t(T * k) * 4), d_y(size_t(T * ex.H) * 4),
+        d_scratch(fast::moe_experts_scratch_bytes(T, k, E, ex.H, ex.I));
+    Stream stream;
+    std::vector<uint32_t> runs[2];
+    for (auto& run : runs) {
+        fast::moe_route(d_logits.as<float>(), E, T, E, k, true, d_ids.as<int32_t>(), d_w.as<float>(), stream);
+        fast::moe_experts_packed(d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T, ex.view(), d_ids.as<int32_t>(),
+                                 d_w.as<float>(), k, d_scratch.data(), stream);
+        stream.synchronize();
+        run = to_host<uint32_t>(d_y, size_t(T * ex.H));
+    }
+    EXPECT_EQ(runs[0], runs[1]) << "two runs differ";
+    const TopkResult want = cpu_topk(*cpu, logits, T, E, E, k, true);
+    const TopkResult got{to_host<int32_t>(d_ids, size_t(T * k)), to_host<float>(d_w, size_t(T * k))};
+    expect_topk_equal(got, want, T, k, "router");
+    for (int j = 0; j < k; ++j) EXPECT_EQ(got.ids[size_t(5 * k + j)], 40 + j);
+    std::vector<float> y(size_t(T * ex.H));
+    std::memcpy(y.data(), runs[0].data(), y.size() * 4);
+    expect_near_reference(y, ex.H, reference(ex, x, ex.H, T, Routing{got.ids, got.weights}, k), T, ex.H);
+}
+
+TEST(FastMoe, OutOfRangeIdPoisonsOnlyItsToken) {
+    REQUIRE_CUDA();
+    const int64_t T = 3;
+    const int E = 8, k = 2;
+    Experts ex(E, 64, 32, DType::Q4_0, 3);
+    const std::vector<float> x = normal_floats(size_t(T * ex.H), 4);
+    const Routing r{{0, 1, 2, 8, 5, 4}, {0.5f, 0.5f, 0.5f, 0.5f, 0.3f, 0.7f}};  // token 1 names expert 8 of 8
+    const DeviceBuffer d_x = to_device(x), d_ids = to_device(r.ids), d_w = to_device(r.weights);
+    DeviceBuffer d_y(size_t(T * ex.H) * 4), d_scratch(fast::moe_experts_scratch_bytes(T, k, E, ex.H, ex.I));
+    for (const fast::MoePlan& plan : kPlans) {
+        SCOPED_TRACE(str(plan));
+        Stream stream;
+        fast::moe_experts_packed_plan(plan, d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T, ex.view(),
+                                      d_ids.as<int32_t>(), d_w.as<float>(), k, d_scratch.data(), stream);
+        stream.synchronize();
+        const std::vector<float> y = to_host<float>(d_y, size_t(T * ex.H));
+        for (int64_t h = 0; h < ex.H; ++h) {
+            EXPECT_TRUE(std::isfinite(y[size_t(h)])) << "token 0, h " << h;
+            EXPECT_TRUE(std::isnan(y[size_t(ex.H + h)])) << "token 1, h " << h;
+            EXPECT_TRUE(std::isfinite(y[size_t(2 * ex.H + h)])) << "token 2, h " << h;
+        }
+        if (HasFailure()) return;
+    }
+}
+
+TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no GPU
+    float* f = nullptr;
+    int32_t* ids = nullptr;
+    EXPECT_NO_THROW(fast::moe_route(f, 8, 0, 8, 2, true, ids, f, nullptr));  // no tokens
+    EXPECT_THROW(fast::moe_route(f, 8, 1, 8, 9, true, ids, f, nullptr), Error);            // k > E
+    EXPECT_THROW(fast::moe_route(f, 64, 1, 64, 17, true, ids, f, nullptr), Error);         // k > 16
+    EXPECT_THROW(fast::moe_route(f, 8, 1, 8, 0, true, ids, f, nullptr), Error);            // k = 0
+    EXPECT_THROW(fast::moe_route(f, 513, 1, 513, 2, true, ids, f, nullptr), Error);        // E > 512
+    EXPECT_THROW(fast::moe_route(f, 8, 1, 8, 2, true, ids, f, nullptr), Error);            // null
+    float* p = reinterpret_cast<float*>(uintptr_t(4096));
+    EXPECT_THROW(fast::moe_route(p, 7, 2, 8, 2, true, ids, f, nullptr), Error);            // ldl < E
+    EXPECT_THROW(fast::moe_group(ids, 2, 2, 8, 0, p, nullptr), Error);                     // tile 0
+    EXPECT_THROW(fast::moe_group(ids, 2, 2, 8, 8, p + 1, nullptr), Error);                 // misaligned scratch
+
+    const PackedMatrix* d = reinterpret_cast<const PackedMatrix*>(p);
+    const fast::MoePackedExperts w{8, 64, 32, d, d, d};
+    auto run = [&](const fast::MoePlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
+                   fast::MoePackedExperts ww, int k, void* scratch) {
+        fast::moe_experts_packed_plan(plan, y, ldy, x, ldx, T, ww, reinterpret_cast<int32_t*>(p), p, k, scratch,
+                                      nullptr);
+    };
+    float* y = p + 4096;  // disjoint from x = p
+    EXPECT_NO_THROW(run({}, y, 64, p, 64, 0, w, 2, p));                                  // no tokens
+    EXPECT_THROW(run({false, false, 8}, y, 64, p, 64, 2, w, 2, p), Error);               // by item needs grouping
+    EXPECT_THROW(run({true, true, 9}, y, 64, p, 64, 2, w, 2, p), Error);                 // tile > 8
+    EXPECT_THROW(run({}, y, 64, p, 63, 2, w, 2, p), Error);                              // ldx < H
+    EXPECT_THROW(run({}, p + 1, 64, p, 64, 2, w, 2, p), Error);                          // y overlaps x
+    EXPECT_THROW(run({}, y, 64, p, 64, 2, w, 2, reinterpret_cast<char*>(p) + 4), Error); // misaligned scratch
+    EXPECT_THROW(run({}, y, 64, p, 64, 2, {8, 48, 32, d, d, d}, 2, p), Error);           // H not a multiple of 32
+    EXPECT_THROW(run({}, y, 64, p, 64, 2, {8, 64, 32, nullptr, d, d}, 2, p), Error);     // null descriptors
+
+    // Host descriptors: shape, kind, group, alignment.
+    PackedMatrix g;
+    g.n = 32;
+    g.k = 64;
+    g.codes = reinterpret_cast<const uint8_t*>(p);
+    g.scales = reinterpret_cast<const uint16_t*>(p);
+    PackedMatrix dn = g;
+    dn.n = 64;
+    dn.k = 32;
+    EXPECT_NO_THROW(fast::moe_check_experts(&g, &g, &dn, 1, 64, 32));
+    EXPECT_THROW(fast::moe_check_experts(&g, &g, &g, 1, 64, 32), Error);  // down [32, 64], not [64, 32]
+    PackedMatrix bad = g;
+    bad.kind = PackedKind::Int8;
+    EXPECT_THROW(fast::moe_check_experts(&bad, &g, &dn, 1, 64, 32), Error);
+    bad = g;
+    bad.group = 48;
+    EXPECT_THROW(fast::moe_check_experts(&g, &bad, &dn, 1, 64, 32), Error);
+    bad = g;
+    bad.codes += 8;
+    EXPECT_THROW(fast::moe_check_experts(&g, &bad, &dn, 1, 64, 32), Error);
+}
