@@ -1,0 +1,317 @@
+// bench_fast_moe: the fast MoE kernels (kernels/cuda/fast_moe.h) on device buffers at llama.cpp's
+// Qwen3-30B-A3B shape (128 experts top-8, 768×2048 each) and the flagship's (256 top-8, 512×2048),
+// Int4 G=32 (Q4_0-like), at 1, 8 and 512 tokens: the router alone, the grouping alone, each expert
+// step alone and the whole moe_experts_packed per plan. CUDA events on one stream, median of --runs
+// after warm-up. Routings: "hot" = one routing every call (its experts stay in the 50 MB L2, as in
+// llama.cpp's test-backend-ops), "cold" = 16 random routings in turn. TB/s = bytes of the selected
+// experts' weights (codes + scales) / time; % of 4.3 TB/s (the measured copy bandwidth, PERF.md).
+// llama.cpp's anchor (7.63 µs at 1 token, 320 µs at 512) is ONE of the three matrices (mul_mat_id).
+//   bench_fast_moe [--tokens 1,8,512] [--runs 50] [--warmup 10] [--filter TEXT]
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/half.h"
+#include "core/status.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/fast_moe.h"
+#include "kernels/cuda/stream.h"
+
+using namespace tessera;
+using namespace tessera::cuda;
+
+namespace {
+
+constexpr double kCopyBw = 4.3e12;  // measured device-to-device copy bandwidth on the H200 (PERF.md)
+
+struct Args {
+    std::vector<int64_t> tokens = {1, 8, 512};
+    int runs = 50, warmup = 10;
+    std::string filter;
+};
+
+struct Shape {
+    const char* name;
+    int E;
+    int64_t I, H;
+    int k;
+    const char* anchor1;    // llama.cpp at 1 token (one matrix)
+    const char* anchor512;  // llama.cpp at 512 tokens (one matrix)
+};
+
+struct Rng {
+    uint64_t s;
+    uint32_t next() {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        return uint32_t(s >> 11);
+    }
+    float uniform(float lo, float hi) { return lo + (hi - lo) * float(next() & 0xffffff) / float(0x1000000); }
+};
+
+class Timer {
+public:
+    explicit Timer(cudaStream_t s) : s_(s) {
+        TS_CUDA_CHECK(cudaEventCreate(&a_));
+        TS_CUDA_CHECK(cudaEventCreate(&b_));
+    }
+    ~Timer() {
+        cudaEventDestroy(a_);
+        cudaEventDestroy(b_);
+    }
+    // Median seconds of one fn(i) over `runs` timed calls after `warmup` untimed ones.
+    double median(int warmup, int runs, const std::function<void(int)>& fn) {
+        int i = 0;
+        for (int w = 0; w < warmup; ++w) fn(i++);
+        TS_CUDA_CHECK(cudaStreamSynchronize(s_));
+        std::vector<double> t;
+        for (int r = 0; r < runs; ++r) {
+            TS_CUDA_CHECK(cudaEventRecord(a_, s_));
+            fn(i++);
+            TS_CUDA_CHECK(cudaEventRecord(b_, s_));
+            TS_CUDA_CHECK(cudaEventSynchronize(b_));
+            float ms = 0;
+            TS_CUDA_CHECK(cudaEventElapsedTime(&ms, a_, b_));
+            t.push_back(double(ms) * 1e-3);
+        }
+        std::sort(t.begin(), t.end());
+        return t[t.size() / 2];
+    }
+
+private:
+    cudaStream_t s_;
+    cudaEvent_t a_{}, b_{};
+};
+
+// One stacked packed matrix [E·n, K] (no biases: Q4_0's form) and its per-expert descriptors.
+struct Stack {
+    DeviceBuffer codes, scales;
+    std::vector<PackedMatrix> desc;
+};
+
+Stack make_stack(int E, int64_t n, int64_t K, Rng& rng) {
+    Stack s;
+    std::vector<uint8_t> codes(size_t(E) * size_t(n * K / 2));
+    for (auto& b : codes) b = uint8_t(rng.next());
+    std::vector<uint16_t> scales(size_t(E) * size_t(n * K / 32));
+    for (auto& v : scales) v = f32_to_f16(rng.uniform(0.001f, 0.02f));
+    s.codes = DeviceBuffer(codes.size());
+    s.scales = DeviceBuffer(scales.size() * 2);
+    s.codes.upload(codes.data(), codes.size());
+    s.scales.upload(scales.data(), scales.size() * 2);
+    for (int e = 0; e < E; ++e) {
+        PackedMatrix m;
+        m.n = n;
+        m.k = K;
+        m.group = 32;
+        m.codes = s.codes.as<uint8_t>() + size_t(e) * size_t(n * K / 2);
+        m.scales = s.scales.as<uint16_t>() + size_t(e) * size_t(n * K / 32);
+        s.desc.push_back(m);
+    }
+    return s;
+}
+
+template <typename T>
+DeviceBuffer upload(const std::vector<T>& v) {
+    DeviceBuffer b(v.size() * sizeof(T));
+    b.upload(v.data(), b.size());
+    return b;
+}
+
+struct Routing {
+    DeviceBuffer ids, weights;
+    int distinct = 0;
+};
+
+Routing random_routing(int64_t T, int k, int E, Rng& rng) {
+    std::vector<int32_t> ids;
+    std::vector<float> w;
+    std::vector<char> used(size_t(E), 0);
+    std::vector<int32_t> pool(static_cast<size_t>(E));
+    for (int64_t t = 0; t < T; ++t) {
+        std::iota(pool.begin(), pool.end(), 0);
+        for (int j = 0; j < k; ++j) {
+            std::swap(pool[size_t(j)], pool[size_t(j) + rng.next() % uint32_t(E - j)]);
+            ids.push_back(pool[size_t(j)]);
+            w.push_back(1.f / float(k));
+            used[size_t(pool[size_t(j)])] = 1;
+        }
+    }
+    Routing r{upload(ids), upload(w), int(std::count(used.begin(), used.end(), 1))};
+    return r;
+}
+
+std::string plan_name(const fast::MoePlan& p) {
+    return std::string(p.grouped ? "grouped/" + std::to_string(p.tile_rows) : "per slot") +
+           (p.down_by_token ? " down/token" : " down/item+combine");
+}
+
+void row(const Shape& s, int64_t T, const std::string& what, double sec, double bytes, const std::string& note) {
+    std::printf("| %-20s | %4lld | %-44s | %9.2f | %6.2f | %5.1f%% | %s\n", s.name, (long long)T, what.c_str(), sec * 1e6,
+                bytes > 0 ? bytes / sec / 1e12 : 0.0, bytes > 0 ? 100.0 * bytes / sec / kCopyBw : 0.0, note.c_str());
+    std::fflush(stdout);
+}
+
+void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
+    Rng rng{0x9e3779b97f4a7c15ull ^ uint64_t(s.E * 131 + s.I)};
+    const Stack gate = make_stack(s.E, s.I, s.H, rng), up = make_stack(s.E, s.I, s.H, rng),
+                down = make_stack(s.E, s.H, s.I, rng);
+    fast::moe_check_experts(gate.desc.data(), up.desc.data(), down.desc.data(), s.E, s.H, s.I);
+    const DeviceBuffer dg = upload(gate.desc), du = upload(up.desc), dd = upload(down.desc);
+    const fast::MoePackedExperts w{s.E, s.H, s.I, dg.as<PackedMatrix>(), du.as<PackedMatrix>(), dd.as<PackedMatrix>()};
+    // Bytes of one expert's matrix (codes + f16 scales per 32).
+    const double matrix_bytes = double(s.I * s.H) / 2 + double(s.I * s.H) / 32 * 2;
+    const cudaStream_t st = stream.get();
+
+    for (int64_t T : a.tokens) {
+        const std::string label = std::string(s.name) + " T=" + std::to_string(T);
+        if (!a.filter.empty() && label.find(a.filter) == std::string::npos) continue;
+        std::vector<Routing> routings;
+        double distinct = 0;
+        for (int i = 0; i < 16; ++i) {
+            routings.push_back(random_routing(T, s.k, s.E, rng));
+            distinct += routings.back().distinct / 16.0;
+        }
+        std::vector<float> xh(size_t(T * s.H));
+        for (auto& v : xh) v = rng.uniform(-1.f, 1.f);
+        std::vector<float> lh(size_t(T * s.E));
+        for (auto& v : lh) v = rng.uniform(-4.f, 4.f);
+        const DeviceBuffer x = upload(xh), logits = upload(lh);
+        DeviceBuffer y(size_t(T * s.H) * 4), ids(size_t(T * s.k) * 4), wts(size_t(T * s.k) * 4);
+        DeviceBuffer scratch(fast::moe_experts_scratch_bytes(T, s.k, s.E, s.H, s.I));
+        const double hot_bytes = 3 * matrix_bytes * routings[0].distinct, cold_bytes = 3 * matrix_bytes * distinct;
+        const char* anchor = T == 1 ? s.anchor1 : T == 512 ? s.anchor512 : "";
+        char note[160];
+
+        const double route = timer.median(a.warmup, a.runs, [&](int) {
+            fast::moe_route(logits.as<float>(), s.E, T, s.E, s.k, true, ids.as<int32_t>(), wts.as<float>(), st);
+        });
+        row(s, T, "moe_route (softmax, top-k, renormalise)", route, 0, "");
+
+        const fast::MoePlan pick = fast::moe_pick(T, s.k, s.E);
+        std::vector<fast::MoePlan> plans = {pick};
+        for (const fast::MoePlan& p : {fast::MoePlan{false, true, 8}, fast::MoePlan{true, true, 8},
+                                       fast::MoePlan{true, false, 8}, fast::MoePlan{true, false, 1}})
+            if (p.grouped != pick.grouped || p.down_by_token != pick.down_by_token || p.tile_rows != pick.tile_rows)
+                plans.push_back(p);
+        for (size_t pi = 0; pi < plans.size(); ++pi) {
+            const fast::MoePlan& p = plans[pi];
+            const double hot = timer.median(a.warmup, a.runs, [&](int) {
+                fast::moe_experts_packed_plan(p, y.as<float>(), s.H, x.as<float>(), s.H, T, w,
+                                              routings[0].ids.as<int32_t>(), routings[0].weights.as<float>(), s.k,
+                                              scratch.data(), st);
+            });
+            std::snprintf(note, sizeof note, "hot, %d experts; llama.cpp %s", routings[0].distinct, anchor);
+            row(s, T, "experts " + plan_name(p) + (pi == 0 ? " (pick)" : ""), hot, hot_bytes, note);
+            const double cold = timer.median(a.warmup, a.runs, [&](int i) {
+                const Routing& r = routings[size_t(i % 16)];
+                fast::moe_experts_packed_plan(p, y.as<float>(), s.H, x.as<float>(), s.H, T, w, r.ids.as<int32_t>(),
+                                              r.weights.as<float>(), s.k, scratch.data(), st);
+            });
+            std::snprintf(note, sizeof note, "cold, %.1f experts", distinct);
+            row(s, T, "experts " + plan_name(p), cold, cold_bytes, note);
+        }
+
+        // The steps alone (hot routing), for the grouped plan with tiles of 8.
+        const int32_t* rid = routings[0].ids.as<int32_t>();
+        const float* rw = routings[0].weights.as<float>();
+        const fast::MoePlan gp{true, false, 8};
+        const fast::MoeGrouping g = fast::moe_group(rid, T, s.k, s.E, gp.tile_rows, scratch.data(), st);
+        auto* act = reinterpret_cast<float*>(static_cast<char*>(scratch.data()) +
+                                             fast::moe_group_scratch_bytes(T, s.k, s.E, gp.tile_rows));
+        float* out = act + (size_t(T * s.k * s.I) + 63) / 64 * 64;
+        TS_CUDA_CHECK(cudaStreamSynchronize(st));
+        const double tg = timer.median(a.warmup, a.runs, [&](int) {
+            TS_CUDA_CHECK(fast::detail::launch_moe_group(rid, T, s.k, s.E, gp.tile_rows, g, st));
+        });
+        row(s, T, "  step: moe_group (tile 8)", tg, 0, "");
+        const double tgu_slot = timer.median(a.warmup, a.runs, [&](int) {
+            TS_CUDA_CHECK(fast::detail::launch_moe_gate_up(act, x.as<float>(), s.H, T, w, rid, s.k, nullptr, 1, st));
+        });
+        row(s, T, "  step: gate+up+SwiGLU per slot", tgu_slot, hot_bytes * 2 / 3, "2 of 3 matrices");
+        const double tgu = timer.median(a.warmup, a.runs, [&](int) {
+            TS_CUDA_CHECK(fast::detail::launch_moe_gate_up(act, x.as<float>(), s.H, T, w, rid, s.k, &g, 8, st));
+        });
+        row(s, T, "  step: gate+up+SwiGLU grouped/8", tgu, hot_bytes * 2 / 3, "2 of 3 matrices");
+        const double tdt = timer.median(a.warmup, a.runs, [&](int) {
+            TS_CUDA_CHECK(fast::detail::launch_moe_down_by_token(y.as<float>(), s.H, act, T, w, rid, rw, s.k, &g, st));
+        });
+        std::snprintf(note, sizeof note, "1 of 3 matrices: llama.cpp %s", anchor);
+        row(s, T, "  step: down by token (+ slot sum)", tdt, hot_bytes / 3, note);
+        const double tdi = timer.median(a.warmup, a.runs, [&](int) {
+            TS_CUDA_CHECK(fast::detail::launch_moe_down_by_item(out, act, T, w, s.k, g, 8, st));
+        });
+        row(s, T, "  step: down by item/8", tdi, hot_bytes / 3, note);
+        const double tc = timer.median(a.warmup, a.runs, [&](int) {
+            TS_CUDA_CHECK(fast::detail::launch_moe_combine(y.as<float>(), s.H, out, T, s.H, rw, s.k, g, st));
+        });
+        row(s, T, "  step: combine", tc, 0, "");
+    }
+}
+
+std::vector<std::string> split_list(const std::string& s) {
+    std::vector<std::string> out;
+    std::stringstream ss(s);
+    for (std::string item; std::getline(ss, item, ',');)
+        if (!item.empty()) out.push_back(item);
+    return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    try {
+        Args a;
+        for (int i = 1; i < argc; ++i) {
+            const std::string o = argv[i];
+            if (o == "-h" || o == "--help") {
+                std::printf(
+                    "bench_fast_moe: fast MoE router, grouping and Int4 experts (kernels/cuda/fast_moe.h)\n"
+                    "  --tokens LIST   token counts (default 1,8,512)\n"
+                    "  --runs N        timed calls, median (default 50); --warmup N (default 10)\n"
+                    "  --filter TEXT   only cases whose label \"<shape> T=<n>\" contains TEXT\n");
+                return 0;
+            }
+            TS_CHECK(i + 1 < argc, "bench_fast_moe: {} needs a value", o);
+            const std::string v = argv[++i];
+            if (o == "--tokens") {
+                a.tokens.clear();
+                for (const auto& t : split_list(v)) a.tokens.push_back(std::atoll(t.c_str()));
+            } else if (o == "--runs") {
+                a.runs = std::max(1, std::atoi(v.c_str()));
+            } else if (o == "--warmup") {
+                a.warmup = std::max(0, std::atoi(v.c_str()));
+            } else if (o == "--filter") {
+                a.filter = v;
+            } else {
+                fail(ErrorKind::Invalid, "bench_fast_moe: unknown option {} (see --help)", o);
+            }
+        }
+        cudaDeviceProp p{};
+        TS_CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
+        std::printf("bench_fast_moe on %s (%d SMs); runs %d, warm-up %d, median; TB/s of the selected experts' "
+                    "Int4 weights (3 matrices unless noted), %% of %.1f TB/s\n\n",
+                    p.name, p.multiProcessorCount, a.runs, a.warmup, kCopyBw / 1e12);
+        std::printf("| %-20s | %4s | %-44s | %9s | %6s | %6s | %s\n", "shape E x I x H", "T", "kernel", "median us",
+                    "TB/s", "% bw", "note");
+        Stream stream;
+        Timer timer(stream.get());
+        const Shape shapes[] = {
+            {"128x768x2048 top-8", 128, 768, 2048, 8, "7.63 us per matrix (x3 = 22.9)", "320 us per matrix"},
+            {"256x512x2048 top-8", 256, 512, 2048, 8, "n/a", "n/a"},
+        };
+        for (const Shape& s : shapes) bench_shape(a, s, stream, timer);
+        return 0;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench_fast_moe: error: %s\n", e.what());
+        return 1;
+    }
+}
