@@ -1,12 +1,16 @@
 // CudaBackend's ops: each checks its tensors (device memory, f32 activations, shapes), turns
 // them into raw pointers and element strides, and queues the reference kernel on the stream —
 // or, for weights packed in fast mode, the kernel pack's (matmul_dispatch.h picks which).
+#include <cstdlib>
+#include <string>
+
 #include <fmt/format.h>
 
 #include "core/status.h"
 #include "kernels/cuda/convert.h"
 #include "kernels/cuda/cuda_backend_impl.h"
 #include "kernels/cuda/fast_embed.h"
+#include "kernels/cuda/fast_gemv_q8.h"
 #include "kernels/cuda/fast_matmul.h"
 #include "kernels/cuda/matmul_dispatch.h"
 #include "kernels/cuda/ref_attention.h"
@@ -93,6 +97,19 @@ void CudaBackend::matmul(const Tensor& y, const Tensor& x, const Tensor& w) {
 
 static_assert(kDispatchGemvMaxTokens == fast::kGemvMaxTokens);
 
+namespace {
+// TESSERA_GEMV=f32 keeps x in f32 in the decode GEMV (fast_gemv.cu); the default (int8) rounds x
+// to int8 per 32 columns and uses the integer dot-product units (fast_gemv_q8.cu).
+bool gemv_int8_x() {
+    static const bool on = [] {
+        const char* v = std::getenv("TESSERA_GEMV");
+        TS_CHECK(!v || !*v || std::string(v) == "int8" || std::string(v) == "f32", "TESSERA_GEMV={}: expected int8 or f32", v);
+        return !(v && std::string(v) == "f32");
+    }();
+    return on;
+}
+}  // namespace
+
 // y = x · wᵀ on a packed weight: the GEMV for decode-sized T, the tensor-core GEMM for more
 // tokens where it is built, else the packed matrix unpacked to f32 in scratch and the reference
 // f32 cuBLAS GEMM (the same accuracy as the reference path's widened weights).
@@ -100,7 +117,12 @@ void CudaBackend::matmul_packed(const Tensor& y, const Tensor& x, const PackedMa
     const Rows X = rows_of(x, "matmul", "x"), Y = rows_of(y, "matmul", "y");
     switch (choose_matmul(X.rows, w.n, w.k, w.kind)) {
         case MatmulKernel::None: return;
-        case MatmulKernel::Gemv: return fast::gemv_packed(Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
+        case MatmulKernel::Gemv:
+            if (gemv_int8_x()) {  // x rounded to int8 per 32 columns, dp4a (fast_gemv_q8.h)
+                void* sc = scratch(4, fast::gemv_q8_scratch(X.rows, w.k));
+                return fast::gemv_q8(Y.p, Y.ld, X.p, X.ld, X.rows, w, sc, stream_.get());
+            }
+            return fast::gemv_packed(Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
         case MatmulKernel::Gemm:
             if constexpr (kHaveFastGemm) {
                 void* sc = scratch(3, fast::gemm_packed_scratch(X.rows, w.k));
