@@ -53,7 +53,8 @@ void check_args(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, c
 }  // namespace
 
 size_t gemm_packed_scratch(int64_t T, int64_t K) {
-    return size_t(T > 0 ? T : 0) * size_t(K > 0 ? K : 0) * sizeof(uint16_t);
+    // x in bf16, T rounded up to 16 for the pair-row layout
+    return size_t(T > 0 ? (T + 15) / 16 * 16 : 0) * size_t(K > 0 ? K : 0) * sizeof(uint16_t);
 }
 
 GemmPlan gemm_pick(int64_t T, int64_t N, int64_t K, PackedKind kind) {
@@ -94,7 +95,8 @@ void gemm_packed_plan(GemmPlan plan, bool convert_x, float* y, int64_t ldy, cons
                                         stream));
     if (w.k == 0) return;
     uint16_t* xb = static_cast<uint16_t*>(scratch);  // [T, K] bf16
-    if (convert_x) TS_CUDA_CHECK(detail::launch_convert_x(xb, x, ldx, T, w.k, stream));
+    if (convert_x)
+        TS_CUDA_CHECK(detail::launch_convert_x(xb, x, ldx, T, w.k, detail::kGemmConfigs[plan.config].paired, stream));
     TS_CUDA_CHECK(detail::launch_gemm(plan.config, detail::GemmArgs{y, ldy, xb, w, T, plan.splits}, stream));
 }
 

@@ -8,6 +8,11 @@
 // (2s, 2s+4) as B's k rows (2t, 2t+1) and (2s+1, 2s+5) as rows (2t+8, 2t+9) — exactly the pairs
 // that (word >> 4i) & 0x000f000f puts into the two halves of a bf16x2. The x → bf16 pass stores
 // each 8 columns as (0,4,1,5,2,6,3,7), so one 16-byte load of an A row gives both steps' A pairs.
+//
+// "Paired" configurations store x with rows g and g+8 of each 16-row tile interleaved word by
+// word (pair-rows), so that one 16-byte load is exactly the A fragment {a0, a1, a2, a3} of a
+// k-step: mma.sync wants its A in 4 consecutive registers, and the plain layout costs ~3 register
+// moves per mma to assemble them (SASS of the 128x128 kernel: 419 IMAD.MOV per 128 HMMA).
 #include "kernels/cuda/fast_gemm.h"
 
 #include <cuda_bf16.h>
@@ -67,6 +72,10 @@ __device__ __forceinline__ uint32_t f16_to_bf16x2(uint16_t h) {
 // read chunk 4t + j of rows r, r+1, which this spreads over 8 distinct bank groups.
 __device__ __forceinline__ int a_chunk(int r, int c) { return c ^ (((r & 1) << 1) | ((c >> 3) & 1)); }
 
+// The same for pair-rows (32 chunks per k-tile: chunk 2(4t + j) + s is lane t's step (j, s)):
+// lanes (g, t) of a quad-pair read chunks 8t + 2j + s of pair-rows p, p+1 → 8 bank groups.
+__device__ __forceinline__ int a_pair_chunk(int p, int c) { return c ^ (((c >> 3) & 3) | ((p & 1) << 2)); }
+
 // Int4 word (8 codes of columns 0..7) → B registers of two k-steps: b[0..1] step 0, b[2..3]
 // step 1; w = (code − c)·s + b with c = 128 + {0 or 8} folded into negc.
 __device__ __forceinline__ void dequant_int4(uint32_t q, uint32_t s2, uint32_t b2, uint32_t negc, uint32_t (&b)[4]) {
@@ -90,11 +99,12 @@ __device__ __forceinline__ void dequant_int8(uint32_t wa, uint32_t wb, uint32_t 
     }
 }
 
-template <int BM_, int BN_, int WM_, int WN_, int STAGES_, bool INT8_, bool PROBE_ = false>
+template <int BM_, int BN_, int WM_, int WN_, int STAGES_, bool INT8_, bool PROBE_ = false, bool PAIRED_ = false>
 struct Tile {
     static constexpr int BM = BM_, BN = BN_, WM = WM_, WN = WN_;
     static constexpr bool kInt8 = INT8_;
-    static constexpr bool kProbe = PROBE_;  // benchmark probe: raw code bits as B, no dequantization
+    static constexpr bool kProbe = PROBE_;    // benchmark probe: raw code bits as B, no dequantization
+    static constexpr bool kPaired = PAIRED_;  // x in pair-rows (see the top of the file)
     static constexpr int kThreads = WM * WN * 32;
     static constexpr int kWarpM = BM / WM, kWarpN = BN / WN;
     static constexpr int MT = kWarpM / 16, NT = kWarpN / 8;
@@ -131,23 +141,31 @@ __global__ void __launch_bounds__(C::kThreads, 1) gemm_kernel(GemmArgs p) {
     // One stage: A [BM, 128] bf16 (16 chunks a row, swizzled), B [BN, 128] codes. Each thread
     // copies the same chunk column of rows r0, r0 + step, ...: addresses and row checks hoisted.
     constexpr int kBChunks = C::kBRowBytes / 16;  // 4 (Int4: 32 columns each) or 8 (Int8: 16)
-    constexpr int kAIters = C::BM * 16 / C::kThreads, kARowStep = C::kThreads / 16;
+    constexpr int kAChunks = C::kPaired ? 32 : 16;  // 16-byte chunks of a (pair-)row per k-tile
+    constexpr int kAIters = C::BM * 16 / C::kThreads, kARowStep = C::kThreads / kAChunks;
     constexpr int kBIters = C::BN * kBChunks / C::kThreads, kBRowStep = C::kThreads / kBChunks;
     static_assert(C::BM * 16 % C::kThreads == 0 && C::BN * kBChunks % C::kThreads == 0, "copy split");
     static_assert(kARowStep % 2 == 0 && kBRowStep % 2 == 0, "swizzle constant along a thread's rows");
-    const int a_c = tid & 15, a_r0 = tid >> 4;
+    const int a_c = tid % kAChunks, a_r0 = tid / kAChunks;
     const int b_c = tid % kBChunks, b_r0 = tid / kBChunks;
-    const uint16_t* a_src = p.xb + (m0 + a_r0) * K + 8 * a_c;
+    // A source in bytes: row a_r0 of the block (plain: [T, K]; paired: pair-row m0/2 + a_r0 of
+    // [ceil(T/16)·8, 2K], whose rows past T the x pass zeroed).
+    const uint8_t* xbytes = reinterpret_cast<const uint8_t*>(p.xb);
+    const int64_t a_row_bytes = C::kPaired ? 4 * K : 2 * K;
+    const uint8_t* a_src = xbytes + (C::kPaired ? m0 / 2 : m0) * a_row_bytes + a_row_bytes * a_r0 + 16 * a_c;
     const uint8_t* b_src = p.w.codes + (n0 + b_r0) * code_row + 16 * b_c;
-    const int a_dst = a_r0 * kARowBytes + a_chunk(a_r0, a_c) * 16;
+    constexpr int kASmemRow = C::kPaired ? 2 * kARowBytes : kARowBytes;
+    const int a_dst = a_r0 * kASmemRow + (C::kPaired ? a_pair_chunk(a_r0, a_c) : a_chunk(a_r0, a_c)) * 16;
     const int b_dst = b_r0 * C::kBRowBytes + (C::kInt8 ? (b_c ^ (b_r0 & 1)) : b_c) * 16;
-    const int a_col = 8 * a_c, b_col = b_c * (C::kInt8 ? 16 : 32);
+    const int a_col = C::kPaired ? 8 * (a_c / 2) : 8 * a_c, b_col = b_c * (C::kInt8 ? 16 : 32);
+    const int64_t a_rows = C::kPaired ? (T + 15) / 16 * 8 : T;  // (pair-)rows present in the scratch
+    const int64_t a_row0 = C::kPaired ? m0 / 2 : m0;
     uint32_t a_rows_ok = 0, b_rows_ok = 0;
 #pragma unroll
-    for (int k = 0; k < kAIters; ++k) a_rows_ok |= uint32_t(m0 + a_r0 + k * kARowStep < T) << k;
+    for (int k = 0; k < kAIters; ++k) a_rows_ok |= uint32_t(a_row0 + a_r0 + k * kARowStep < a_rows) << k;
 #pragma unroll
     for (int k = 0; k < kBIters; ++k) b_rows_ok |= uint32_t(n0 + b_r0 + k * kBRowStep < N) << k;
-    const int64_t a_step = int64_t(kARowStep) * K, b_step = int64_t(kBRowStep) * code_row;
+    const int64_t a_step = int64_t(kARowStep) * a_row_bytes, b_step = int64_t(kBRowStep) * code_row;
     auto load_stage = [&](int slot, int kt) {
         const uint32_t sA = smem_addr(smem + slot * C::kStageBytes);
         const uint32_t sB = sA + C::kABytes;
@@ -156,7 +174,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) gemm_kernel(GemmArgs p) {
 #pragma unroll
         for (int k = 0; k < kAIters; ++k) {
             const bool ok = a_col_ok && ((a_rows_ok >> k) & 1);
-            cp_async16(sA + a_dst + k * kARowStep * kARowBytes, ok ? a_src + k0 + k * a_step : p.xb, ok);
+            cp_async16(sA + a_dst + k * kARowStep * kASmemRow,
+                       ok ? a_src + k0 * (C::kPaired ? 4 : 2) + k * a_step : xbytes, ok);
         }
 #pragma unroll
         for (int k = 0; k < kBIters; ++k) {
@@ -257,15 +276,29 @@ __global__ void __launch_bounds__(C::kThreads, 1) gemm_kernel(GemmArgs p) {
                     dequant_int4(q, s2[nt][0], b2[nt][0], negc, b);
                 }
             };
+            // Plain: lo, hi = rows g and g+8 (columns 8j..8j+7 of the lane's 32). Paired: lo, hi =
+            // the A fragments of steps s = 0 and 1.
             auto load_a = [&](int mt, uint4& lo, uint4& hi) {
-                const int r = warp_m * C::kWarpM + mt * 16 + g;
-                const int c = a_chunk(r, 4 * t + j);  // r + 8 has the same swizzle
-                lo = *reinterpret_cast<const uint4*>(sA + r * kARowBytes + c * 16);
-                hi = *reinterpret_cast<const uint4*>(sA + (r + 8) * kARowBytes + c * 16);
+                if constexpr (C::kPaired) {
+                    const int pr = (warp_m * C::kWarpM + mt * 16) / 2 + g;
+                    const int c = 2 * (4 * t + j);
+                    lo = *reinterpret_cast<const uint4*>(sA + pr * kASmemRow + a_pair_chunk(pr, c) * 16);
+                    hi = *reinterpret_cast<const uint4*>(sA + pr * kASmemRow + a_pair_chunk(pr, c + 1) * 16);
+                } else {
+                    const int r = warp_m * C::kWarpM + mt * 16 + g;
+                    const int c = a_chunk(r, 4 * t + j);  // r + 8 has the same swizzle
+                    lo = *reinterpret_cast<const uint4*>(sA + r * kARowBytes + c * 16);
+                    hi = *reinterpret_cast<const uint4*>(sA + (r + 8) * kARowBytes + c * 16);
+                }
             };
             auto mma2 = [&](float (&d)[4], const uint4& lo, const uint4& hi, const uint32_t (&b)[4]) {
-                mma_bf16(d, lo.x, hi.x, lo.y, hi.y, b[0], b[1]);  // k-step s = 0
-                mma_bf16(d, lo.z, hi.z, lo.w, hi.w, b[2], b[3]);  // s = 1
+                if constexpr (C::kPaired) {
+                    mma_bf16(d, lo.x, lo.y, lo.z, lo.w, b[0], b[1]);
+                    mma_bf16(d, hi.x, hi.y, hi.z, hi.w, b[2], b[3]);
+                } else {
+                    mma_bf16(d, lo.x, hi.x, lo.y, hi.y, b[0], b[1]);  // k-step s = 0
+                    mma_bf16(d, lo.z, hi.z, lo.w, hi.w, b[2], b[3]);  // s = 1
+                }
             };
             if constexpr (C::kHoldB) {  // many m-tiles: dequantize the warp's B once, stream A
                 uint32_t b[NT][4];
@@ -318,14 +351,12 @@ __global__ void __launch_bounds__(C::kThreads, 1) gemm_kernel(GemmArgs p) {
         }
 }
 
-// x [T, K] f32 → xb [T, K] bf16, columns of each 8 stored as (0,4,1,5,2,6,3,7).
-__global__ void convert_x_kernel(uint16_t* __restrict__ xb, const float* __restrict__ x, int64_t ldx, int64_t T,
-                                 int64_t K, bool vec) {
-    const int64_t per_row = K / 8, n = T * per_row;
-    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-        const int64_t r = i / per_row, c = (i - r * per_row) * 8;
+// Row r's 8 columns c..c+7 of x → 4 bf16x2 words, pairs (0,4), (1,5), (2,6), (3,7); zeros when !ok.
+__device__ __forceinline__ void x_words(const float* x, int64_t ldx, int64_t r, int64_t c, bool ok, bool vec,
+                                        uint32_t (&w)[4]) {
+    float v[8] = {};
+    if (ok) {
         const float* src = x + r * ldx + c;
-        float v[8];
         if (vec) {
             const float4 a = *reinterpret_cast<const float4*>(src), b = *reinterpret_cast<const float4*>(src + 4);
             v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
@@ -333,12 +364,37 @@ __global__ void convert_x_kernel(uint16_t* __restrict__ xb, const float* __restr
 #pragma unroll
             for (int e = 0; e < 8; ++e) v[e] = src[e];
         }
-        uint4 o;
-        o.x = pack_bf16x2(v[0], v[4]);
-        o.y = pack_bf16x2(v[1], v[5]);
-        o.z = pack_bf16x2(v[2], v[6]);
-        o.w = pack_bf16x2(v[3], v[7]);
-        *reinterpret_cast<uint4*>(xb + r * K + c) = o;
+    }
+#pragma unroll
+    for (int q = 0; q < 4; ++q) w[q] = pack_bf16x2(v[q], v[q + 4]);
+}
+
+// x [T, K] f32 → xb [T, K] bf16, columns of each 8 stored as (0,4,1,5,2,6,3,7).
+__global__ void convert_x_kernel(uint16_t* __restrict__ xb, const float* __restrict__ x, int64_t ldx, int64_t T,
+                                 int64_t K, bool vec) {
+    const int64_t per_row = K / 8, n = T * per_row;
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t r = i / per_row, c = (i - r * per_row) * 8;
+        uint32_t w[4];
+        x_words(x, ldx, r, c, true, vec, w);
+        *reinterpret_cast<uint4*>(xb + r * K + c) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+}
+
+// x [T, K] f32 → pair-rows [ceil(T/16)·8, 2K] bf16: pair-row p holds rows r = 16(p/8) + p%8 and
+// r + 8, word by word (r's word q, then r+8's); rows past T are zeros.
+__global__ void convert_x_paired_kernel(uint16_t* __restrict__ xb, const float* __restrict__ x, int64_t ldx,
+                                        int64_t T, int64_t K, bool vec) {
+    const int64_t per_row = K / 8, n = (T + 15) / 16 * 8 * per_row;
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t pr = i / per_row, c = (i - pr * per_row) * 8;
+        const int64_t r0 = pr / 8 * 16 + pr % 8, r1 = r0 + 8;
+        uint32_t w0[4], w1[4];
+        x_words(x, ldx, r0, c, r0 < T, vec, w0);
+        x_words(x, ldx, r1, c, r1 < T, vec, w1);
+        uint4* out = reinterpret_cast<uint4*>(xb + pr * 2 * K + 2 * c);
+        out[0] = make_uint4(w0[0], w1[0], w0[1], w1[1]);  // the A fragment of step s = 0
+        out[1] = make_uint4(w0[2], w1[2], w0[3], w1[3]);  // s = 1
     }
 }
 
@@ -372,26 +428,31 @@ int blocks_per_sm() {
 // kGemmConfigs[i] as a Tile (the table and these must agree: checked below).
 template <int I, bool INT8>
 struct ConfigTile;
-#define TS_FAST_GEMM_CONFIG(I, BM, BN, WM, WN, S)                                                               \
+#define TS_FAST_GEMM_CONFIG(I, BM, BN, WM, WN, S, PAIRED)                                                       \
     template <bool INT8>                                                                                        \
     struct ConfigTile<I, INT8> {                                                                                \
-        using type = Tile<BM, BN, WM, WN, S, INT8>;                                                             \
+        using type = Tile<BM, BN, WM, WN, S, INT8, false, PAIRED>;                                              \
         static_assert(kGemmConfigs[I].bm == BM && kGemmConfigs[I].bn == BN &&                                   \
-                          kGemmConfigs[I].threads == WM * WN * 32 && kGemmConfigs[I].stages == S,               \
+                          kGemmConfigs[I].threads == WM * WN * 32 && kGemmConfigs[I].stages == S &&             \
+                          kGemmConfigs[I].paired == PAIRED,                                                     \
                       "kGemmConfigs and fast_gemm.cu disagree");                                                \
     };
-TS_FAST_GEMM_CONFIG(0, 128, 128, 2, 4, 4)
-TS_FAST_GEMM_CONFIG(1, 64, 256, 1, 8, 4)
-TS_FAST_GEMM_CONFIG(2, 128, 256, 2, 4, 3)
-TS_FAST_GEMM_CONFIG(3, 256, 128, 4, 2, 3)
-TS_FAST_GEMM_CONFIG(4, 64, 128, 1, 4, 4)
-TS_FAST_GEMM_CONFIG(5, 128, 128, 4, 2, 4)
-TS_FAST_GEMM_CONFIG(6, 32, 128, 1, 4, 4)
-TS_FAST_GEMM_CONFIG(7, 256, 128, 2, 4, 3)
-TS_FAST_GEMM_CONFIG(8, 128, 256, 1, 8, 3)
-TS_FAST_GEMM_CONFIG(9, 128, 128, 1, 4, 4)
+TS_FAST_GEMM_CONFIG(0, 128, 128, 2, 4, 4, false)
+TS_FAST_GEMM_CONFIG(1, 64, 256, 1, 8, 4, false)
+TS_FAST_GEMM_CONFIG(2, 128, 256, 2, 4, 3, false)
+TS_FAST_GEMM_CONFIG(3, 256, 128, 4, 2, 3, false)
+TS_FAST_GEMM_CONFIG(4, 64, 128, 1, 4, 4, false)
+TS_FAST_GEMM_CONFIG(5, 128, 128, 4, 2, 4, false)
+TS_FAST_GEMM_CONFIG(6, 32, 128, 1, 4, 4, false)
+TS_FAST_GEMM_CONFIG(7, 256, 128, 2, 4, 3, false)
+TS_FAST_GEMM_CONFIG(8, 128, 256, 1, 8, 3, false)
+TS_FAST_GEMM_CONFIG(9, 128, 128, 1, 4, 4, false)
+TS_FAST_GEMM_CONFIG(10, 128, 128, 2, 4, 4, true)
+TS_FAST_GEMM_CONFIG(11, 256, 128, 2, 4, 3, true)
+TS_FAST_GEMM_CONFIG(12, 128, 256, 1, 8, 3, true)
+TS_FAST_GEMM_CONFIG(13, 64, 128, 1, 4, 4, true)
 #undef TS_FAST_GEMM_CONFIG
-static_assert(kGemmConfigCount == 10, "a config without a Tile");
+static_assert(kGemmConfigCount == 14, "a config without a Tile");
 
 template <bool INT8, int I = 0>
 cudaError_t launch_config(int config, const GemmArgs& a, cudaStream_t stream) {
@@ -415,13 +476,17 @@ int blocks_config(int config) {
 
 }  // namespace
 
-cudaError_t launch_convert_x(uint16_t* xb, const float* x, int64_t ldx, int64_t T, int64_t K, cudaStream_t stream) {
+cudaError_t launch_convert_x(uint16_t* xb, const float* x, int64_t ldx, int64_t T, int64_t K, bool paired,
+                             cudaStream_t stream) {
     constexpr int threads = 256;
-    const int64_t n = T * (K / 8);
+    const int64_t n = (paired ? (T + 15) / 16 * 8 : T) * (K / 8);
     int64_t blocks = (n + threads - 1) / threads;
     if (blocks > 8192) blocks = 8192;
     const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
-    convert_x_kernel<<<unsigned(blocks), threads, 0, stream>>>(xb, x, ldx, T, K, vec);
+    if (paired)
+        convert_x_paired_kernel<<<unsigned(blocks), threads, 0, stream>>>(xb, x, ldx, T, K, vec);
+    else
+        convert_x_kernel<<<unsigned(blocks), threads, 0, stream>>>(xb, x, ldx, T, K, vec);
     return cudaGetLastError();
 }
 

@@ -18,6 +18,7 @@ struct GemmConfig {
     const char* name;
     int bm, bn, threads, stages;
     float eff;
+    bool paired = false;  // x staged in pair-rows: A fragments without register moves (fast_gemm.cu)
 };
 
 inline constexpr GemmConfig kGemmConfigs[] = {
@@ -31,6 +32,11 @@ inline constexpr GemmConfig kGemmConfigs[] = {
     {"256x128 w2x4 s3", 256, 128, 256, 3, 1.10f},  // warp tile 128 x 32: B dequantized once per 8 m-tiles
     {"128x256 w1x8 s3", 128, 256, 256, 3, 0.f},    // warp tile 128 x 32: fastest on big shapes (+5-8%), unchecked
     {"128x128 w1x4 s4", 128, 128, 128, 4, 0.f},    // warp tile 128 x 32, 4 warps
+    // The same tiles with x in pair-rows (not yet run on the GPU).
+    {"128x128 w2x4 s4 paired", 128, 128, 256, 4, 0.f, true},
+    {"256x128 w2x4 s3 paired", 256, 128, 256, 3, 0.f, true},
+    {"128x256 w1x8 s3 paired", 128, 256, 256, 3, 0.f, true},
+    {"64x128 w1x4 s4 paired", 64, 128, 128, 4, 0.f, true},
 };
 inline constexpr int kGemmConfigCount = int(sizeof(kGemmConfigs) / sizeof(kGemmConfigs[0]));
 
@@ -38,14 +44,16 @@ inline constexpr int kGemmConfigCount = int(sizeof(kGemmConfigs) / sizeof(kGemmC
 struct GemmArgs {
     float* y;            // [T, ldy] f32
     int64_t ldy;
-    const uint16_t* xb;  // [T, K] bf16, k permuted inside each 8 (see fast_gemm.cu)
+    const uint16_t* xb;  // launch_convert_x's output for the config's layout
     PackedMatrix w;
     int64_t T;
     int splits = 1;      // split-K: > 1 adds the partial sums into y, which must be zero
 };
 
-// x [T, K] f32 (row stride ldx) → xb [T, K] bf16, each 8 columns in the order the kernel pairs them.
-cudaError_t launch_convert_x(uint16_t* xb, const float* x, int64_t ldx, int64_t T, int64_t K, cudaStream_t stream);
+// x [T, K] f32 (row stride ldx) → xb bf16, each 8 columns in the order the kernel pairs them:
+// [T, K] rows, or (paired) [ceil(T/16)·8, 2K] pair-rows (rows g and g+8 of each 16 interleaved).
+cudaError_t launch_convert_x(uint16_t* xb, const float* x, int64_t ldx, int64_t T, int64_t K, bool paired,
+                             cudaStream_t stream);
 // y = xb · wᵀ (or y += the partial sums, a.splits > 1) with tile configuration `config`
 // (index into kGemmConfigs).
 cudaError_t launch_gemm(int config, const GemmArgs& a, cudaStream_t stream);
