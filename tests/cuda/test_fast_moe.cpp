@@ -2,7 +2,8 @@
 // reference. Router: ids exactly the CPU's (ties to the lower index, NaN first), weights within
 // 1e-6 (bit mismatches counted and printed). Grouping: exactly a host model of it. Experts: random
 // Q4_0 (and Q4_K: biases) GGUF weights repacked to Int4 (kernels/packed_repack.h) and, for group
-// sizes 64/128, random packed weights; every plan; 1 token to 64, E = 8, 128, 256, k = 1, 2, 8,
+// sizes 64/128, random packed weights; every plan (small tiles: f32, bit-identical across plans;
+// large tiles: bf16 tensor cores, their own bound); 1 token to 150, E = 8, 128, 256, k = 1, 2, 8,
 // H = 64·odd, I = 32·odd, experts with no tokens, one expert taking every token, strided and
 // misaligned x, y in place, out-of-range ids. Every case prints its name when it fails.
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -60,13 +62,16 @@ std::vector<T> to_host(const DeviceBuffer& b, size_t n) {
 }
 
 std::string str(const fast::MoePlan& p) {
-    return std::string(p.grouped ? "grouped tile " + std::to_string(p.tile_rows) : "per slot") +
+    return std::string(p.large_tiles ? "large tiles " : "") +
+           (p.grouped ? "grouped tile " + std::to_string(p.tile_rows) : "per slot") +
            (p.down_by_token ? ", down by token" : ", down by item + combine");
 }
 
+// The small tiles (f32 FMAs; every plan gives the same bits) and the large ones (bf16 operands).
 const fast::MoePlan kPlans[] = {
     {false, true, 8}, {true, true, 8}, {true, false, 8}, {true, false, 1}, {true, true, 1}, {true, false, 3},
 };
+const fast::MoePlan kLargePlans[] = {{true, false, 32, true}, {true, false, 64, true}};
 
 // ---- router ----------------------------------------------------------------------------------
 
@@ -296,14 +301,19 @@ private:
 // |silu'| ≤ 1.1, so errors δg, δu move act by ≤ 1.1·δg·|u| + |silu(g)|·δu (+ ulps of act); the down
 // dot and the k-term sum add theirs. Bound: 4·2⁻²⁴·(H + I + k + 8)·Σ_j |w_j| Σ_i mag_down·(2|act| +
 // 1.1·G·|u| + |silu g|·U), G, U = Σ mag·|x| of gate and up (as test_ref_moe.cpp, with magnitudes).
+// The large tiles round x, the dequantized weights and act to bf16 (2⁻⁹ relative each): every
+// term above then carries ≤ 2·2⁻⁹ more, so their bound takes eps = 4·2⁻⁹ + the f32 one.
+// `bound` holds the bound divided by eps.
 struct Reference {
     std::vector<double> y, bound;
+    double eps_f32 = 0;
+    double eps_bf16() const { return 4 * std::ldexp(1.0, -9) + eps_f32; }
 };
 
 Reference reference(const Experts& ex, const std::vector<float>& x, int64_t ldx, int64_t T, const Routing& r, int k) {
     const int64_t H = ex.H, I = ex.I;
     Reference ref{std::vector<double>(size_t(T * H), 0.0), std::vector<double>(size_t(T * H), 0.0)};
-    const double eps = 4.0 * std::ldexp(1.0, -24) * double(H + I + k + 8);
+    ref.eps_f32 = 4.0 * std::ldexp(1.0, -24) * double(H + I + k + 8);
     std::vector<double> act(size_t(I), 0.0), act_err(size_t(I), 0.0);
     for (int64_t t = 0; t < T; ++t) {
         const float* xt = x.data() + t * ldx;
@@ -332,24 +342,25 @@ Reference reference(const Experts& ex, const std::vector<float>& x, int64_t ldx,
                     b += double(ex.down.mag[row + i]) * act_err[size_t(i)];
                 }
                 ref.y[size_t(t * H + h)] += w * o;
-                ref.bound[size_t(t * H + h)] += std::fabs(w) * b * eps;
+                ref.bound[size_t(t * H + h)] += std::fabs(w) * b;
             }
         }
     }
     return ref;
 }
 
-void expect_near_reference(const std::vector<float>& y, int64_t ldy, const Reference& ref, int64_t T, int64_t H) {
+void expect_near_reference(const std::vector<float>& y, int64_t ldy, const Reference& ref, int64_t T, int64_t H,
+                           double eps) {
     int bad = 0;
     for (int64_t t = 0; t < T; ++t)
         for (int64_t h = 0; h < H; ++h) {
             const double g = y[size_t(t * ldy + h)], want = ref.y[size_t(t * H + h)];
-            const double bound = ref.bound[size_t(t * H + h)] + 1e-30;
+            const double bound = ref.bound[size_t(t * H + h)] * eps + 1e-30;
             if (!(std::fabs(g - want) <= bound) && ++bad <= 5)
                 ADD_FAILURE() << "y[" << t << ", " << h << "] = " << g << ", reference " << want << ", error "
                               << std::fabs(g - want) << " > bound " << bound;
         }
-    EXPECT_EQ(bad, 0) << "elements outside the f32 bound of the double reference";
+    EXPECT_EQ(bad, 0) << "elements outside the bound of the double reference (eps " << eps << ")";
 }
 
 // max|a − b| / max|b| over [T, H].
@@ -373,9 +384,10 @@ struct ExpertCase {
     bool in_place = false;
 };
 
-// Runs every plan on the same inputs: each within the bound of the double reference, all plans
-// bit-identical (the same per-row sums and slot order), and (GGUF experts) the CPU backend on the
-// ORIGINAL GGUF bytes within 3e-2 normalised (its q8_0 activations: ~2⁻⁸ relative per element).
+// Runs every plan on the same inputs: each within the bound of the double reference, the small
+// tiles' plans bit-identical (the same per-row sums and slot order), and (GGUF experts) the CPU
+// backend on the ORIGINAL GGUF bytes within 3e-2 normalised of the small and the large tiles (its
+// q8_0 activations: ~2⁻⁸ relative per element; the large tiles' bf16: ~2⁻⁹ per operand).
 void check_experts(Backend& cpu, Experts& ex, const ExpertCase& c, const Routing& r, uint32_t seed) {
     const int64_t T = c.T, H = ex.H, ldx = H + c.pad, ldy = c.in_place ? ldx : H + 2 * c.pad;
     const int k = c.k;
@@ -387,8 +399,10 @@ void check_experts(Backend& cpu, Experts& ex, const ExpertCase& c, const Routing
     const Reference ref = reference(ex, x, ldx, T, r, k);
     const DeviceBuffer d_x = to_device(x), d_ids = to_device(r.ids), d_w = to_device(r.weights);
     DeviceBuffer d_scratch(fast::moe_experts_scratch_bytes(T, k, ex.E, H, ex.I));
-    std::vector<float> first;
-    for (const fast::MoePlan& plan : kPlans) {
+    std::vector<float> first, large;
+    std::vector<fast::MoePlan> plans(std::begin(kPlans), std::end(kPlans));
+    plans.insert(plans.end(), std::begin(kLargePlans), std::end(kLargePlans));
+    for (const fast::MoePlan& plan : plans) {
         SCOPED_TRACE(str(plan));
         std::vector<float> y0 = c.in_place ? x : std::vector<float>(size_t(T * ldy), reftest::kPad);
         DeviceBuffer d_y = to_device(y0);
@@ -397,7 +411,7 @@ void check_experts(Backend& cpu, Experts& ex, const ExpertCase& c, const Routing
                                       T, ex.view(), d_ids.as<int32_t>(), d_w.as<float>(), k, d_scratch.data(), stream);
         stream.synchronize();
         const std::vector<float> y = to_host<float>(d_y, y0.size());
-        expect_near_reference(y, ldy, ref, T, H);
+        expect_near_reference(y, ldy, ref, T, H, plan.large_tiles ? ref.eps_bf16() : ref.eps_f32);
         for (int64_t t = 0; t < T; ++t)
             for (int64_t h = H; h < ldy; ++h)
                 if (y[size_t(t * ldy + h)] != y0[size_t(t * ldy + h)]) {
@@ -405,7 +419,8 @@ void check_experts(Backend& cpu, Experts& ex, const ExpertCase& c, const Routing
                     t = T;
                     break;
                 }
-        if (first.empty()) first = y;
+        if (plan.large_tiles) large = y;
+        else if (first.empty()) first = y;
         else reftest::expect_same_bytes(y, first, "plans differ: " + str(plan) + " vs " + str(kPlans[0]));
         if (::testing::Test::HasFailure()) {
             std::printf("  failing case: %s, plan %s\n", what.c_str(), str(plan).c_str());
@@ -416,7 +431,8 @@ void check_experts(Backend& cpu, Experts& ex, const ExpertCase& c, const Routing
     std::vector<float> ycpu(size_t(T * H), 0.f), xc = x;
     cpu.moe_experts(reftest::rows_view(ycpu.data(), T, H, H), reftest::rows_view(xc.data(), T, H, ldx), ex.cpu_view(),
                     r.ids.data(), r.weights.data(), k);
-    EXPECT_LE(norm_err(first, ldy, ycpu, H, T, H), 3e-2) << "vs the CPU backend on the GGUF weights";
+    EXPECT_LE(norm_err(first, ldy, ycpu, H, T, H), 3e-2) << "small tiles vs the CPU backend on the GGUF weights";
+    EXPECT_LE(norm_err(large, ldy, ycpu, H, T, H), 3e-2) << "large tiles vs the CPU backend on the GGUF weights";
 }
 
 }  // namespace
@@ -543,6 +559,8 @@ TEST(FastMoe, ExpertsQ4_0MatchCpu) {
                       seed + 19);
         check_experts(*cpu, ex, {"64 tokens, two experts, in place", 64, 2, 2, true},
                       random_routing(64, 8, 2, seed + 20, {1, 6}), seed + 21);
+        // ~37 rows per expert: large tiles of 32 and 64 rows with partial tails.
+        check_experts(*cpu, ex, {"150 tokens", 150, 2, 1}, random_routing(150, 8, 2, seed + 22), seed + 23);
     }
     {  // E = 128, k = 8, H = 64·5, I = 32·3: most experts get no token
         Experts ex(128, 320, 96, DType::Q4_0, seed + 30);
@@ -608,7 +626,8 @@ TEST(FastMoe, RouterThenExpertsOnTheDevice) {
     for (int j = 0; j < k; ++j) EXPECT_EQ(got.ids[size_t(5 * k + j)], 40 + j);
     std::vector<float> y(size_t(T * ex.H));
     std::memcpy(y.data(), runs[0].data(), y.size() * 4);
-    expect_near_reference(y, ex.H, reference(ex, x, ex.H, T, Routing{got.ids, got.weights}, k), T, ex.H);
+    const Reference ref = reference(ex, x, ex.H, T, Routing{got.ids, got.weights}, k);
+    expect_near_reference(y, ex.H, ref, T, ex.H, ref.eps_f32);
 }
 
 TEST(FastMoe, OutOfRangeIdPoisonsOnlyItsToken) {
@@ -620,7 +639,9 @@ TEST(FastMoe, OutOfRangeIdPoisonsOnlyItsToken) {
     const Routing r{{0, 1, 2, 8, 5, 4}, {0.5f, 0.5f, 0.5f, 0.5f, 0.3f, 0.7f}};  // token 1 names expert 8 of 8
     const DeviceBuffer d_x = to_device(x), d_ids = to_device(r.ids), d_w = to_device(r.weights);
     DeviceBuffer d_y(size_t(T * ex.H) * 4), d_scratch(fast::moe_experts_scratch_bytes(T, k, E, ex.H, ex.I));
-    for (const fast::MoePlan& plan : kPlans) {
+    std::vector<fast::MoePlan> plans(std::begin(kPlans), std::end(kPlans));
+    plans.insert(plans.end(), std::begin(kLargePlans), std::end(kLargePlans));
+    for (const fast::MoePlan& plan : plans) {
         SCOPED_TRACE(str(plan));
         Stream stream;
         fast::moe_experts_packed_plan(plan, d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T, ex.view(),
@@ -661,6 +682,8 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
     EXPECT_NO_THROW(run({}, y, 64, p, 64, 0, w, 2, p));                                  // no tokens
     EXPECT_THROW(run({false, false, 8}, y, 64, p, 64, 2, w, 2, p), Error);               // by item needs grouping
     EXPECT_THROW(run({true, true, 9}, y, 64, p, 64, 2, w, 2, p), Error);                 // tile > 8
+    EXPECT_THROW(run({true, false, 16, true}, y, 64, p, 64, 2, w, 2, p), Error);         // large tile of 16
+    EXPECT_THROW(run({true, true, 32, true}, y, 64, p, 64, 2, w, 2, p), Error);          // large, by token
     EXPECT_THROW(run({}, y, 64, p, 63, 2, w, 2, p), Error);                              // ldx < H
     EXPECT_THROW(run({}, p + 1, 64, p, 64, 2, w, 2, p), Error);                          // y overlaps x
     EXPECT_THROW(run({}, y, 64, p, 64, 2, w, 2, reinterpret_cast<char*>(p) + 4), Error); // misaligned scratch

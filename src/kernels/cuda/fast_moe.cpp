@@ -69,6 +69,12 @@ void check_scratch(const char* op, const void* scratch) {
 }
 
 void check_plan(const MoePlan& p) {
+    if (p.large_tiles) {
+        TS_CHECK(p.grouped && !p.down_by_token && (p.tile_rows == 32 || p.tile_rows == 64),
+                 "moe_experts_packed: large tiles need a grouped, by-item plan with tile_rows 32 or 64 (got {}{} {})",
+                 p.grouped ? "grouped" : "per slot", p.down_by_token ? ", down by token," : ",", p.tile_rows);
+        return;
+    }
     check_tile("moe_experts_packed", p.tile_rows, 8);
     TS_CHECK(p.grouped || p.down_by_token, "moe_experts_packed: the by-item down projection needs a grouped plan");
 }
@@ -131,19 +137,26 @@ void moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, const P
 }
 
 MoePlan moe_pick(int64_t T, int k, int E) {
-    (void)k, (void)E;
     MoePlan p;
-    // Tuned on the H200 next session: grouping pays once tokens share experts (T ≥ 4 at top-8 of
-    // 128..256); the by-item down (+ combine) once experts see several tokens each.
+    // To be tuned on the H200: grouping pays once tokens share experts (T ≥ 4 at top-8 of
+    // 128..256); the by-item down (+ combine) once experts see several tokens each; the tensor
+    // cores once the f32 FMAs of the small tiles outweigh the weight stream (T ≥ 32).
     p.grouped = T >= 4;
     p.down_by_token = T <= 8;
     p.tile_rows = 8;
+    if (T >= 32) {
+        p.large_tiles = true;
+        p.down_by_token = false;
+        p.tile_rows = T * k >= 48 * int64_t(E) ? 64 : 32;  // rows per expert on average vs the tile
+    }
     return p;
 }
 
 size_t moe_experts_scratch_bytes(const MoePlan& plan, int64_t T, int k, int E, int64_t H, int64_t I) {
     const int64_t P = T * k;
     size_t bytes = plan.grouped ? moe_group_scratch_bytes(T, k, E, plan.tile_rows) : 0;
+    if (plan.large_tiles)
+        return bytes + align_up(size_t(P * H) * 2) + align_up(size_t(P * I) * 2) + align_up(size_t(P * H) * 4);
     bytes += align_up(size_t(P * I) * sizeof(float));
     if (!plan.down_by_token) bytes += align_up(size_t(P * H) * sizeof(float));
     return bytes;
@@ -152,8 +165,9 @@ size_t moe_experts_scratch_bytes(const MoePlan& plan, int64_t T, int k, int E, i
 size_t moe_experts_scratch_bytes(int64_t T, int k, int E, int64_t H, int64_t I) {
     size_t most = 0;
     for (int tile : {1, 8})
-        for (bool by_token : {false, true}) most = std::max(most, moe_experts_scratch_bytes({true, by_token, tile}, T, k, E, H, I));
-    return most;
+        for (bool by_token : {false, true})
+            most = std::max(most, moe_experts_scratch_bytes({true, by_token, tile, false}, T, k, E, H, I));
+    return std::max(most, moe_experts_scratch_bytes({true, false, 32, true}, T, k, E, H, I));
 }
 
 void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
@@ -182,6 +196,18 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
         g = carve_grouping(at, T, k, w.E, plan.tile_rows);
         at += moe_group_scratch_bytes(T, k, w.E, plan.tile_rows);
         TS_CUDA_CHECK(detail::launch_moe_group(ids, T, k, w.E, plan.tile_rows, g, stream));
+    }
+    if (plan.large_tiles) {
+        void* xg = at;  // [P, H] bf16
+        at += align_up(size_t(P * w.H) * 2);
+        void* act = at;  // [P, I] bf16
+        at += align_up(size_t(P * w.I) * 2);
+        auto* out = reinterpret_cast<float*>(at);  // [P, H]
+        TS_CUDA_CHECK(detail::launch_moe_gather_bf16(xg, x, ldx, T, w.H, k, g, stream));
+        TS_CUDA_CHECK(detail::launch_moe_tile_gate_up(act, xg, w, g, plan.tile_rows, stream));
+        TS_CUDA_CHECK(detail::launch_moe_tile_down(out, act, w, g, plan.tile_rows, stream));
+        TS_CUDA_CHECK(detail::launch_moe_combine(y, ldy, out, T, w.H, weights, k, g, stream));
+        return;
     }
     auto* act = reinterpret_cast<float*>(at);  // [P, I]
     at += align_up(size_t(P * w.I) * sizeof(float));

@@ -9,9 +9,9 @@
 // Decode chain per MoE layer (T tokens, k experts each):
 //   moe_route(router logits) → ids, weights [T, k]
 //   moe_experts_packed(y, x, experts, ids, weights)   — grouping, gate/up + SwiGLU, down, sum
-// TODO(issue 8): the large-tile prefill path (tokens grouped per expert, mma.sync bf16 on Int4
-// tiles dequantized in registers, ~64+ rows per tile); until then T ≥ ~64 runs the small tiles
-// (correct, but each tile of 8 tokens re-reads its expert's weights, mostly from L2).
+// Prefill runs the large tiles (fast_moe_tiles.cu): x gathered to bf16 in grouped order, then
+// per item of 32 / 64 rows mma.sync bf16 on Int4 rows dequantized in registers (gate and up in one
+// block, SwiGLU in the epilogue, act in bf16), down into f32 rows, the slot sum in order.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -87,15 +87,20 @@ void moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, const P
 //                    kernel (reads an expert's down rows once per token using it);
 //   else:            down per item into scratch rows [T·k, H], then a kernel summing each token's
 //                    k slots in slot order (needs grouped; reads each expert's rows once per item).
+//   large_tiles:     the tensor-core tiles (needs grouped, by item, tile_rows 32 or 64): bf16
+//                    operands (x, dequantized weights, act rounded to bf16; f32 accumulation), so
+//                    its results differ from the small tiles' f32 ones by ~2⁻⁸ relative.
 struct MoePlan {
     bool grouped = false;
     bool down_by_token = true;
-    int tile_rows = 8;  // tokens per item (1..8 for the small tiles)
+    int tile_rows = 8;  // tokens per item: 1..8 for the small tiles, 32 or 64 for the large
+    bool large_tiles = false;
 };
 MoePlan moe_pick(int64_t T, int k, int E);
 
 // Bytes of scratch moe_experts_packed needs for `plan` (the grouping, act [T·k, I] f32 and, for
-// the by-item down, out [T·k, H] f32), and the most any plan needs (allocate this once).
+// the by-item down, out [T·k, H] f32; large tiles: the grouping, xg [T·k, H] bf16, act [T·k, I]
+// bf16, out [T·k, H] f32), and the most any plan needs (allocate this once).
 size_t moe_experts_scratch_bytes(const MoePlan& plan, int64_t T, int k, int E, int64_t H, int64_t I);
 size_t moe_experts_scratch_bytes(int64_t T, int k, int E, int64_t H, int64_t I);
 
@@ -132,6 +137,15 @@ cudaError_t launch_moe_down_by_item(float* out, const float* act, int64_t T, con
 // y[t] = Σ_j weights[t, j] · out[row_of_slot[t·k + j]] (NaN for a slot without a row).
 cudaError_t launch_moe_combine(float* y, int64_t ldy, const float* out, int64_t T, int64_t H, const float* weights,
                                int k, const MoeGrouping& g, cudaStream_t stream);
+// Large tiles (fast_moe_tiles.cu). xg [T·k, H] bf16 = x[token of grouped row r] (rows with a slot).
+cudaError_t launch_moe_gather_bf16(void* xg, const float* x, int64_t ldx, int64_t T, int64_t H, int k,
+                                   const MoeGrouping& g, cudaStream_t stream);
+// act [T·k, I] bf16 = silu(xg·gate_eᵀ) ⊙ (xg·up_eᵀ) per item (tile_rows 32 or 64).
+cudaError_t launch_moe_tile_gate_up(void* act, const void* xg, const MoePackedExperts& w, const MoeGrouping& g,
+                                    int tile_rows, cudaStream_t stream);
+// out [T·k, H] f32 = act·down_eᵀ per item.
+cudaError_t launch_moe_tile_down(float* out, const void* act, const MoePackedExperts& w, const MoeGrouping& g,
+                                 int tile_rows, cudaStream_t stream);
 }  // namespace detail
 
 }  // namespace tessera::cuda::fast
