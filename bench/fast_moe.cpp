@@ -150,9 +150,12 @@ Routing random_routing(int64_t T, int k, int E, Rng& rng) {
 }
 
 std::string plan_name(const fast::MoePlan& p) {
+    if (p.large_tiles) return "large tiles/" + std::to_string(p.tile_rows) + " (mma bf16)";
     return std::string(p.grouped ? "grouped/" + std::to_string(p.tile_rows) : "per slot") +
            (p.down_by_token ? " down/token" : " down/item+combine");
 }
+
+size_t align256(size_t v) { return (v + 255) / 256 * 256; }
 
 void row(const Shape& s, int64_t T, const std::string& what, double sec, double bytes, const std::string& note) {
     std::printf("| %-20s | %4lld | %-44s | %9.2f | %6.2f | %5.1f%% | %s\n", s.name, (long long)T, what.c_str(), sec * 1e6,
@@ -198,10 +201,13 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
 
         const fast::MoePlan pick = fast::moe_pick(T, s.k, s.E);
         std::vector<fast::MoePlan> plans = {pick};
-        for (const fast::MoePlan& p : {fast::MoePlan{false, true, 8}, fast::MoePlan{true, true, 8},
-                                       fast::MoePlan{true, false, 8}, fast::MoePlan{true, false, 1}})
-            if (p.grouped != pick.grouped || p.down_by_token != pick.down_by_token || p.tile_rows != pick.tile_rows)
+        for (const fast::MoePlan& p :
+             {fast::MoePlan{false, true, 8}, fast::MoePlan{true, true, 8}, fast::MoePlan{true, false, 8},
+              fast::MoePlan{true, false, 1}, fast::MoePlan{true, false, 32, true}, fast::MoePlan{true, false, 64, true}})
+            if (p.grouped != pick.grouped || p.down_by_token != pick.down_by_token || p.tile_rows != pick.tile_rows ||
+                p.large_tiles != pick.large_tiles)
                 plans.push_back(p);
+        const double flops = 2.0 * double(T * s.k) * 3.0 * double(s.I * s.H);
         for (size_t pi = 0; pi < plans.size(); ++pi) {
             const fast::MoePlan& p = plans[pi];
             const double hot = timer.median(a.warmup, a.runs, [&](int) {
@@ -209,7 +215,8 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
                                               routings[0].ids.as<int32_t>(), routings[0].weights.as<float>(), s.k,
                                               scratch.data(), st);
             });
-            std::snprintf(note, sizeof note, "hot, %d experts; llama.cpp %s", routings[0].distinct, anchor);
+            std::snprintf(note, sizeof note, "hot, %d experts, %.0f TFLOP/s; llama.cpp %s", routings[0].distinct,
+                          flops / hot / 1e12, anchor);
             row(s, T, "experts " + plan_name(p) + (pi == 0 ? " (pick)" : ""), hot, hot_bytes, note);
             const double cold = timer.median(a.warmup, a.runs, [&](int i) {
                 const Routing& r = routings[size_t(i % 16)];
@@ -254,6 +261,35 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             TS_CUDA_CHECK(fast::detail::launch_moe_combine(y.as<float>(), s.H, out, T, s.H, rw, s.k, g, st));
         });
         row(s, T, "  step: combine", tc, 0, "");
+
+        // The large tiles' steps alone (hot routing).
+        for (int tile : {32, 64}) {
+            const fast::MoeGrouping lg = fast::moe_group(rid, T, s.k, s.E, tile, scratch.data(), st);
+            char* at = static_cast<char*>(scratch.data()) + fast::moe_group_scratch_bytes(T, s.k, s.E, tile);
+            void* xg = at;
+            void* lact = at + align256(size_t(T * s.k * s.H) * 2);
+            auto* lout = reinterpret_cast<float*>(static_cast<char*>(lact) + align256(size_t(T * s.k * s.I) * 2));
+            TS_CUDA_CHECK(cudaStreamSynchronize(st));
+            char lab[3][48];
+            std::snprintf(lab[0], sizeof lab[0], "  step: gather x -> bf16/%d", tile);
+            std::snprintf(lab[1], sizeof lab[1], "  step: large gate+up+SwiGLU/%d", tile);
+            std::snprintf(lab[2], sizeof lab[2], "  step: large down/%d", tile);
+            const double tx = timer.median(a.warmup, a.runs, [&](int) {
+                TS_CUDA_CHECK(fast::detail::launch_moe_gather_bf16(xg, x.as<float>(), s.H, T, s.H, s.k, lg, st));
+            });
+            row(s, T, lab[0], tx, 0, "");
+            const double tgl = timer.median(a.warmup, a.runs, [&](int) {
+                TS_CUDA_CHECK(fast::detail::launch_moe_tile_gate_up(lact, xg, w, lg, tile, st));
+            });
+            std::snprintf(note, sizeof note, "2 of 3 matrices, %.0f TFLOP/s", flops * 2 / 3 / tgl / 1e12);
+            row(s, T, lab[1], tgl, hot_bytes * 2 / 3, note);
+            const double tdl = timer.median(a.warmup, a.runs, [&](int) {
+                TS_CUDA_CHECK(fast::detail::launch_moe_tile_down(lout, lact, w, lg, tile, st));
+            });
+            std::snprintf(note, sizeof note, "1 of 3 matrices, %.0f TFLOP/s; llama.cpp %s", flops / 3 / tdl / 1e12,
+                          anchor);
+            row(s, T, lab[2], tdl, hot_bytes / 3, note);
+        }
     }
 }
 
