@@ -20,6 +20,7 @@
 #include "kernels/backend.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/fast_attention.h"
 #include "kernels/cuda/ref_attention.h"
 #include "kernels/cuda/stream.h"
 
@@ -55,9 +56,16 @@ struct Batch {
     std::vector<int32_t> n_new, kv_len;
 };
 
-// Runs one batch through the CPU backend and the CUDA reference on identical random inputs and
+// Which CUDA kernel check_batch runs: the reference, or the fast kernel with `splits` context
+// splits (0: the launch geometry the backend would pick).
+struct Kernel {
+    bool fast = false;
+    int splits = 0;
+};
+
+// Runs one batch through the CPU backend and a CUDA kernel on identical random inputs and
 // compares the outputs (and that the out padding is untouched).
-void check_batch(const Config& c, const Batch& b, uint32_t seed) {
+void check_batch(const Config& c, const Batch& b, uint32_t seed, Kernel kernel = {}) {
     const int n_seqs = int(b.n_new.size());
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> u(-1.f, 1.f);
@@ -132,8 +140,17 @@ void check_batch(const Config& c, const Batch& b, uint32_t seed) {
     const AttnPlan dplan{n_seqs, d_qs.as<int32_t>(), d_len.as<int32_t>(), d_tab.as<int32_t>(), max_blocks,
                          int(c.block_size)};
     Stream stream;
-    ref::attention(d_out.as<float>(), out_ts, out_hs, d_q.as<float>(), q_ts, q_hs, T, c.n_head, pk, pv, dplan, scale,
-                   stream);
+    if (!kernel.fast) {
+        ref::attention(d_out.as<float>(), out_ts, out_hs, d_q.as<float>(), q_ts, q_hs, T, c.n_head, pk, pv, dplan,
+                       scale, stream);
+    } else {
+        const int splits = kernel.splits ? kernel.splits
+                                         : fast::attention_splits(T, c.n_kv, int64_t(max_blocks) * c.block_size);
+        DeviceBuffer part(std::max<size_t>(fast::attention_scratch(T, c.n_head, c.D, splits), 16));
+        fast::attention(d_out.as<float>(), out_ts, out_hs, d_q.as<float>(), q_ts, q_hs, T, c.n_head, pk, pv, dplan,
+                        scale, splits, part.data(), stream);
+        stream.synchronize();
+    }
     stream.synchronize();
     d_out.download(out_gpu.data(), d_out.size());
 
@@ -262,4 +279,61 @@ TEST(CudaRefAttention, BadArgumentsAreErrors) {  // checked on the host before a
     // No tokens: nothing to do, whatever the plan arrays.
     EXPECT_NO_THROW(ref::attention(nullptr, 0, 64, nullptr, 0, 64, 0, 4, c, c, AttnPlan{0, nullptr, nullptr, nullptr, 0, 16},
                                    1.f, nullptr));
+}
+
+// ---- the fast kernel (fast_attention.h) on the same batches, against the CPU
+
+namespace {
+std::vector<Config> fast_configs() {
+    std::vector<Config> v;
+    for (int64_t D : {64, 128, 256})
+        for (auto [nh, nkv] : {std::pair<int64_t, int64_t>{16, 2}, {4, 4}, {6, 2}})
+            for (int64_t bs : {16, 1})
+                for (bool f16 : {false, true}) v.push_back({nh, nkv, D, bs, f16});
+    return v;
+}
+}  // namespace
+
+TEST(CudaFastAttention, DecodeAndPrefill) {
+    REQUIRE_CUDA();
+    for (const Config& c : fast_configs()) {
+        SCOPED_TRACE(describe(c));
+        check_batch(c, {{1}, {1}}, 1, {true, 0});
+        check_batch(c, {{1}, {300}}, 2, {true, 0});
+        for (int32_t n : {1, 63, 64, 65}) check_batch(c, {{n}, {n + 40}}, uint32_t(n), {true, 0});
+        check_batch(c, {{1, 1, 0, 65, 1, 65, 1}, {1, 17, 40, 195, 300, 65, 64}}, 11, {true, 0});
+    }
+}
+
+// Long contexts split into 1, 3 and 24 parts (the merge in a fixed order; splits past the
+// context of a short sequence are empty) give the CPU's result.
+TEST(CudaFastAttention, ContextSplits) {
+    REQUIRE_CUDA();
+    for (const Config& c : {Config{16, 2, 256, 16, true}, Config{8, 8, 128, 16, false}, Config{4, 1, 64, 1, true}})
+        for (int splits : {1, 3, 24}) {
+            SCOPED_TRACE(describe(c) + " splits " + std::to_string(splits));
+            check_batch(c, {{1, 1, 1}, {3000, 2, 700}}, 21, {true, splits});
+            check_batch(c, {{17}, {2100}}, 22, {true, splits});
+        }
+}
+
+// A padding sequence (kv_len 0) between real ones gets zero rows, with and without splits.
+TEST(CudaFastAttention, PaddingSequencesGiveZeros) {
+    REQUIRE_CUDA();
+    for (int splits : {1, 4}) {
+        SCOPED_TRACE("splits " + std::to_string(splits));
+        check_batch(Config{16, 2, 128, 16, true}, {{1, 1, 1}, {50, 0, 9}}, 31, {true, splits});
+    }
+}
+
+TEST(CudaFastAttention, Supported) {
+    EXPECT_TRUE(fast::attention_supported(16, 2, 256, 256));
+    EXPECT_TRUE(fast::attention_supported(32, 4, 128, 128));
+    EXPECT_FALSE(fast::attention_supported(32, 2, 128, 128));  // 16 heads per kv head
+    EXPECT_FALSE(fast::attention_supported(8, 8, 80, 80));     // D not 32/64/128/256
+    EXPECT_FALSE(fast::attention_supported(8, 8, 96, 96));
+    EXPECT_FALSE(fast::attention_supported(8, 8, 128, 64));    // D != Dv
+    EXPECT_EQ(fast::attention_splits(2048, 2, 4096), 1);
+    EXPECT_GT(fast::attention_splits(1, 2, 4096), 1);
+    EXPECT_EQ(fast::attention_splits(1, 2, 100), 1);  // short contexts are not split
 }

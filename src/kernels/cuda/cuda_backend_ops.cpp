@@ -9,6 +9,7 @@
 #include "core/status.h"
 #include "kernels/cuda/convert.h"
 #include "kernels/cuda/cuda_backend_impl.h"
+#include "kernels/cuda/fast_attention.h"
 #include "kernels/cuda/fast_embed.h"
 #include "kernels/cuda/fast_gemv_q8.h"
 #include "kernels/cuda/fast_matmul.h"
@@ -108,6 +109,21 @@ bool gemv_int8_x() {
     }();
     return on;
 }
+// TESSERA_PREFILL_GEMM: how a packed matmul of more than 8 tokens runs — "packed" (fast_gemm.cu,
+// dequantizing in registers), "cublas" (the matrix dequantized to bf16 in scratch, then cuBLAS),
+// or "auto" (the default: cuBLAS from kPrefillCublasTokens tokens, where its bf16 tensor-core
+// GEMM outruns the packed kernel by more than the dequantization costs).
+constexpr int64_t kPrefillCublasTokens = 128;
+bool prefill_via_cublas(int64_t T) {
+    static const int mode = [] {
+        const char* v = std::getenv("TESSERA_PREFILL_GEMM");
+        const std::string s = v ? v : "";
+        TS_CHECK(s.empty() || s == "auto" || s == "packed" || s == "cublas",
+                 "TESSERA_PREFILL_GEMM={}: expected auto, packed or cublas", s);
+        return s == "packed" ? 0 : s == "cublas" ? 1 : 2;
+    }();
+    return mode == 1 || (mode == 2 && T >= kPrefillCublasTokens);
+}
 }  // namespace
 
 // y = x · wᵀ on a packed weight: the GEMV for decode-sized T, the tensor-core GEMM for more
@@ -124,6 +140,12 @@ void CudaBackend::matmul_packed(const Tensor& y, const Tensor& x, const PackedMa
             }
             return fast::gemv_packed(Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
         case MatmulKernel::Gemm:
+            if (prefill_via_cublas(X.rows)) {  // w to bf16 in scratch, cuBLAS's tensor-core GEMM
+                auto* wb = static_cast<uint16_t*>(scratch(2, size_t(w.n * w.k) * sizeof(uint16_t)));
+                auto* xb = static_cast<uint16_t*>(scratch(3, size_t(X.rows * w.k) * sizeof(uint16_t)));
+                fast::dequant_rows_bf16(wb, w.k, w, w.n, stream_.get());
+                return ref::matmul_bf16(Y.p, Y.ld, X.p, X.ld, wb, X.rows, w.n, w.k, cublas_, xb, stream_.get());
+            }
             if constexpr (kHaveFastGemm) {
                 void* sc = scratch(3, fast::gemm_packed_scratch(X.rows, w.k));
                 return fast::gemm_packed(Y.p, Y.ld, X.p, X.ld, X.rows, w, sc, stream_.get());
@@ -232,8 +254,14 @@ void CudaBackend::attention(const Tensor& out, const Tensor& q, const Tensor& k_
                             const AttnPlan& plan, float scale) {
     const Heads O = heads_of(out, "attention", "out"), Q = heads_of(q, "attention", "q");
     TS_CHECK(O.T == Q.T && O.n == Q.n, "cuda attention: out {} vs q {}", out.describe(), q.describe());
-    ref::attention(O.p, O.ts, O.hs, Q.p, Q.ts, Q.hs, Q.T, Q.n, paged_ref(k_cache, "k"), paged_ref(v_cache, "v"), plan,
-                   scale, stream_.get());
+    const ref::PagedCache kc = paged_ref(k_cache, "k"), vc = paged_ref(v_cache, "v");
+    if (kernels_ == CudaKernels::Fast && fast::attention_supported(Q.n, kc.n_kv, kc.D, vc.D) && kc.f16 == vc.f16) {
+        const int splits = fast::attention_splits(Q.T, kc.n_kv, int64_t(plan.max_blocks) * plan.block_size);
+        void* sc = splits > 1 ? scratch(5, fast::attention_scratch(Q.T, Q.n, kc.D, splits)) : nullptr;
+        return fast::attention(O.p, O.ts, O.hs, Q.p, Q.ts, Q.hs, Q.T, Q.n, kc, vc, plan, scale, splits, sc,
+                               stream_.get());
+    }
+    ref::attention(O.p, O.ts, O.hs, Q.p, Q.ts, Q.hs, Q.T, Q.n, kc, vc, plan, scale, stream_.get());
 }
 
 void CudaBackend::softmax(const Tensor& x) {

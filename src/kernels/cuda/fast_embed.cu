@@ -1,5 +1,6 @@
 // Packed rows to f32: one block per output row, each thread a word of codes (8 Int4 or 4 Int8
 // columns) at a time; w = scale · code + bias (one FMA, as the GEMV's per-group form).
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "kernels/cuda/fast_embed.h"
@@ -12,15 +13,20 @@ constexpr int kThreads = 256;
 
 __device__ __forceinline__ float half_bits(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 
-__global__ void dequant_rows_kernel(float* __restrict__ y, int64_t ldy, PackedMatrix w, const int32_t* __restrict__ ids) {
+__device__ __forceinline__ void put(float* p, float v) { *p = v; }
+__device__ __forceinline__ void put(uint16_t* p, float v) { *p = __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
+
+// Out: float, or uint16_t for bf16 bits (rounded to nearest even once, from the f32 value).
+template <typename Out>
+__global__ void dequant_rows_kernel(Out* __restrict__ y, int64_t ldy, PackedMatrix w, const int32_t* __restrict__ ids) {
     const int64_t i = blockIdx.x;
-    float* out = y + i * ldy;
+    Out* out = y + i * ldy;
     const int64_t row = ids ? int64_t(ids[i]) : i;
     const bool int4 = w.kind == PackedKind::Int4;
     const int per_word = int4 ? 8 : 4;
     const int64_t words = w.k / per_word;
     if (row < 0 || row >= w.n) {
-        for (int64_t c = threadIdx.x; c < w.k; c += kThreads) out[c] = __int_as_float(0x7fc00000);
+        for (int64_t c = threadIdx.x; c < w.k; c += kThreads) put(out + c, __int_as_float(0x7fc00000));
         return;
     }
     const int64_t gpr = w.k / w.group;
@@ -34,10 +40,10 @@ __global__ void dequant_rows_kernel(float* __restrict__ y, int64_t ldy, PackedMa
         if (int4) {
             const float b = bi ? half_bits(bi[g]) : -8.f * s;
 #pragma unroll
-            for (int e = 0; e < 8; ++e) out[c0 + e] = __fmaf_rn(s, float((word >> (4 * e)) & 0xF), b);
+            for (int e = 0; e < 8; ++e) put(out + c0 + e, __fmaf_rn(s, float((word >> (4 * e)) & 0xF), b));
         } else {
 #pragma unroll
-            for (int e = 0; e < 4; ++e) out[c0 + e] = s * float(int8_t((word >> (8 * e)) & 0xFF));
+            for (int e = 0; e < 4; ++e) put(out + c0 + e, s * float(int8_t((word >> (8 * e)) & 0xFF)));
         }
     }
 }
@@ -46,7 +52,13 @@ __global__ void dequant_rows_kernel(float* __restrict__ y, int64_t ldy, PackedMa
 
 cudaError_t launch_dequant_rows(float* y, int64_t ldy, const PackedMatrix& w, const int32_t* ids, int64_t rows,
                                 cudaStream_t stream) {
-    dequant_rows_kernel<<<dim3(unsigned(rows)), kThreads, 0, stream>>>(y, ldy, w, ids);
+    dequant_rows_kernel<float><<<dim3(unsigned(rows)), kThreads, 0, stream>>>(y, ldy, w, ids);
+    return cudaGetLastError();
+}
+
+cudaError_t launch_dequant_rows_bf16(uint16_t* y, int64_t ldy, const PackedMatrix& w, const int32_t* ids, int64_t rows,
+                                     cudaStream_t stream) {
+    dequant_rows_kernel<uint16_t><<<dim3(unsigned(rows)), kThreads, 0, stream>>>(y, ldy, w, ids);
     return cudaGetLastError();
 }
 

@@ -1,0 +1,65 @@
+// Argument checks and launch geometry for the fast paged attention (fast_attention.cu).
+#include "kernels/cuda/fast_attention.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "core/status.h"
+#include "kernels/cuda/cuda_check.h"
+
+namespace tessera::cuda::fast {
+
+namespace detail {
+cudaError_t launch_attention(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts, int64_t q_hs,
+                             int64_t T, int64_t n_head, const ref::PagedCache& kc, const ref::PagedCache& vc,
+                             const AttnPlan& plan, float scale, int splits, float* partial, cudaStream_t stream);
+}  // namespace detail
+
+bool attention_supported(int64_t n_head, int64_t n_kv, int64_t D, int64_t Dv) {
+    return n_kv >= 1 && n_head % n_kv == 0 && n_head / n_kv <= kAttnMaxGroup && D == Dv &&
+           (D == 32 || D == 64 || D == 128 || D == 256);
+}
+
+int attention_splits(int64_t T, int64_t n_kv, int64_t max_ctx) {
+    constexpr int64_t kTargetBlocks = 2 * 132, kMinKeys = 128;
+    const int64_t have = std::max<int64_t>(T * n_kv, 1);
+    const int64_t want = (kTargetBlocks + have - 1) / have;
+    const int64_t most = std::max<int64_t>((max_ctx + kMinKeys - 1) / kMinKeys, 1);
+    return int(std::clamp<int64_t>(std::min(want, most), 1, 64));
+}
+
+size_t attention_scratch(int64_t T, int64_t n_head, int64_t D, int splits) {
+    if (splits <= 1) return 0;
+    return size_t(T * n_head) * size_t(splits) * size_t(D + 2) * sizeof(float);
+}
+
+void attention(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts, int64_t q_hs, int64_t T,
+               int64_t n_head, const ref::PagedCache& kc, const ref::PagedCache& vc, const AttnPlan& plan, float scale,
+               int splits, void* scratch, cudaStream_t stream) {
+    TS_CHECK(attention_supported(n_head, kc.n_kv, kc.D, vc.D),
+             "fast attention: {} heads over {} kv heads with D={} Dv={} (needs D = Dv in 32/64/128/256, ≤ {} "
+             "heads per kv head)", n_head, kc.n_kv, kc.D, vc.D, kAttnMaxGroup);
+    TS_CHECK(T >= 0 && T <= std::numeric_limits<int32_t>::max() && splits >= 1 && splits <= 64,
+             "fast attention: {} tokens, {} splits", T, splits);
+    TS_CHECK(vc.n_kv == kc.n_kv && vc.n_blocks == kc.n_blocks && vc.block_size == kc.block_size && kc.data && vc.data,
+             "fast attention: k and v caches disagree ([{}, {}, {}] vs [{}, {}, {}]) or are null", kc.n_blocks,
+             kc.block_size, kc.n_kv, vc.n_blocks, vc.block_size, vc.n_kv);
+    TS_CHECK(kc.f16 == vc.f16, "fast attention: k and v caches of different dtypes");
+    TS_CHECK(plan.block_size == kc.block_size, "fast attention: plan block_size {} but the cache has {}",
+             plan.block_size, kc.block_size);
+    if (T == 0) return;
+    TS_CHECK(plan.n_seqs >= 1 && plan.max_blocks >= 1 && plan.q_start && plan.kv_len && plan.block_table,
+             "fast attention: {} tokens but the plan has {} sequences or missing arrays", T, plan.n_seqs);
+    TS_CHECK(out && q && (splits == 1 || scratch), "fast attention: null out, q or scratch");
+    TS_CHECK(out_hs >= kc.D && (T == 1 || out_ts >= (n_head - 1) * out_hs + kc.D),
+             "fast attention: out strides (token {}, head {}) overlap", out_ts, out_hs);
+    const int64_t es = kc.f16 ? 2 : 4;
+    TS_CHECK(reinterpret_cast<uintptr_t>(kc.data) % 16 == 0 && reinterpret_cast<uintptr_t>(vc.data) % 16 == 0 &&
+                 (kc.block_stride * es) % 16 == 0 && (kc.row_stride * es) % 16 == 0 && (kc.head_stride * es) % 16 == 0 &&
+                 (vc.block_stride * es) % 16 == 0 && (vc.row_stride * es) % 16 == 0 && (vc.head_stride * es) % 16 == 0,
+             "fast attention: cache rows must be 16-byte aligned");
+    TS_CUDA_CHECK(detail::launch_attention(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, splits,
+                                           static_cast<float*>(scratch), stream));
+}
+
+}  // namespace tessera::cuda::fast
