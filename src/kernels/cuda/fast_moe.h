@@ -3,8 +3,9 @@
 // semantics of Backend::moe_topk / moe_experts (kernels/backend.h). Raw device pointers, queued on
 // `stream`, no host synchronisation, no allocation, launch shapes fixed by (T, k, E, H, I): every
 // call may be recorded in a CUDA graph. Results are deterministic (no atomics on floats: every sum
-// has a fixed order). Host checks in fast_moe.cpp; kernels in fast_moe_route.cu (router, grouping)
-// and fast_moe_experts.cu (experts). Throws Error on bad arguments or a failed launch.
+// has a fixed order). Host checks in fast_moe.cpp; kernels in fast_moe_route.cu (router, grouping),
+// fast_moe_experts.cu (small tiles, f32) and fast_moe_tiles.cu (large tiles, tensor cores). Throws
+// Error on bad arguments or a failed launch.
 //
 // Decode chain per MoE layer (T tokens, k experts each):
 //   moe_route(router logits) → ids, weights [T, k]
@@ -30,10 +31,11 @@ constexpr int kMoeMaxTopK = 16;
 // logits [T, E] (row stride ldl floats) → ids, weights [T, k] (contiguous): p = softmax(row) in
 // f32, the k largest p in descending order, ties to the lower expert index, NaN ranked above
 // everything; weights renormalised to sum 1 (a float sum in slot order) when `renormalize`.
-// Bit-compatible with cpu::moe_topk: exp in double rounded to f32 (glibc's expf is correctly
-// rounded), the normaliser float(1.0 / Σp) taken from a warp-tree double sum whenever that
-// provably equals the CPU's sequential double sum's result, else from the sequential sum (a
-// probability ~E·2⁻²⁶ per row). One warp per token. 1 ≤ k ≤ min(E, 16), E ≤ 512.
+// Matches cpu::moe_topk: exp in double rounded to f32 (the CPU's expf wherever that is correctly
+// rounded, as in ref::moe_topk), the normaliser float(1.0 / Σp) taken from a warp-tree double sum
+// whenever that provably equals the CPU's sequential double sum's result, else from the
+// sequential sum itself (a probability ~E·2⁻²⁶ per row). One warp per token. 1 ≤ k ≤ min(E, 16),
+// E ≤ 512.
 void moe_route(const float* logits, int64_t ldl, int64_t T, int E, int k, bool renormalize, int32_t* ids,
                float* weights, cudaStream_t stream);
 
