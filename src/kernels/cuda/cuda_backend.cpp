@@ -101,8 +101,10 @@ void* CudaBackend::scratch(int slot, size_t bytes) {
 Tensor CudaBackend::place_weight(const Tensor& host, WeightUse use) {
     if (host.empty()) return host;
     TS_CHECK(host.device == Device::CPU, "place_weight: {} is not in host memory", host.describe());
-    // Expert slices stay bf16 / f32 in both modes: moe_experts reads those (issue 8 packs them).
-    if (kernels_ == CudaKernels::Fast && use == WeightUse::Matrix && host.ndim == 2 && cuda::can_repack(host.dtype))
+    // Fast mode packs quantized matrices; expert slices only as Int4 (what the fast MoE reads),
+    // others stay bf16 for the reference MoE.
+    if (kernels_ == CudaKernels::Fast && host.ndim == 2 && cuda::can_repack(host.dtype) &&
+        (use == WeightUse::Matrix || (use == WeightUse::Expert && packed_kind_of(host.dtype) == PackedKind::Int4)))
         return place_packed(host);
     const int64_t rows = host.rows(), cols = host.cols();
     const size_t rb = host.row_bytes(), bytes = size_t(rows) * rb;
@@ -205,3 +207,28 @@ const void* const* CudaBackend::expert_pointers(const std::vector<Tensor>& exper
 
 }  // namespace cuda
 }  // namespace tessera
+
+namespace tessera::cuda {
+
+const PackedMatrix* CudaBackend::expert_descriptors(const std::vector<Tensor>& experts) {
+    if (experts.empty()) return nullptr;
+    const void* key = experts.data();
+    auto it = expert_descs_.find(key);
+    if (it == expert_descs_.end()) {
+        std::vector<PackedMatrix> descs;
+        for (const Tensor& t : experts) {
+            const PackedMatrix* m = packed_of(t);
+            if (!m || m->kind != PackedKind::Int4) {
+                descs.clear();
+                break;
+            }
+            descs.push_back(*m);
+        }
+        DeviceBuffer b(descs.size() * sizeof(PackedMatrix));  // empty: not packed (remembered too)
+        if (!descs.empty()) copy_in(b.data(), descs.data(), b.size());  // staged: descs may go
+        it = expert_descs_.emplace(key, std::move(b)).first;
+    }
+    return it->second.size() ? static_cast<const PackedMatrix*>(it->second.data()) : nullptr;
+}
+
+}  // namespace tessera::cuda

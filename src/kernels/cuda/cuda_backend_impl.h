@@ -3,6 +3,7 @@
 #pragma once
 #include <deque>
 #include <map>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -69,6 +70,9 @@ private:
     void* scratch(int slot, size_t bytes);
     const float* rope_freqs(const RopeParams& p, int rot_dims);
     const void* const* expert_pointers(const std::vector<Tensor>& experts);
+    // A device array [E] of the experts' packed Int4 descriptors (fast mode), or null when any
+    // expert is not packed Int4 (then moe_experts takes the reference path).
+    const PackedMatrix* expert_descriptors(const std::vector<Tensor>& experts);
     // The packed form of a placed weight (fast mode), or null when w was not packed.
     const PackedMatrix* packed_of(const Tensor& w) const;
     Tensor place_packed(const Tensor& host);                       // cuda_backend.cpp
@@ -84,6 +88,8 @@ private:
     std::deque<DeviceBuffer> weights_;          // placed weights, alive as long as the backend
     std::map<std::string, DeviceBuffer> rope_;  // inverse frequencies per RopeParams
     std::map<const void*, DeviceBuffer> experts_;  // device arrays of expert weight pointers
+    std::map<const void*, DeviceBuffer> expert_descs_;  // device arrays of packed expert descriptors
+    std::set<const void*> moe_checked_;                 // expert sets whose descriptors were checked
     std::vector<DeviceBuffer> scratch_;
     // Packed weights by the data pointer of the Tensor place_weight returned for them (which
     // keeps the source dtype and shape; its bytes are the packed codes, scales and biases).

@@ -13,6 +13,7 @@
 #include "kernels/cuda/fast_embed.h"
 #include "kernels/cuda/fast_gemv_q8.h"
 #include "kernels/cuda/fast_matmul.h"
+#include "kernels/cuda/fast_moe.h"
 #include "kernels/cuda/matmul_dispatch.h"
 #include "kernels/cuda/ref_attention.h"
 #include "kernels/cuda/ref_elementwise.h"
@@ -346,6 +347,8 @@ void CudaBackend::gated_delta_rule(const Tensor& o, const Tensor& q, const Tenso
 void CudaBackend::moe_topk(const Tensor& logits, int k, bool renormalize, int32_t* ids, float* weights) {
     const Rows L = rows_of(logits, "moe_topk", "logits");
     TS_CHECK(L.ld == L.cols, "cuda moe_topk: logits {} must be contiguous", logits.describe());
+    if (kernels_ == CudaKernels::Fast && L.cols <= fast::kMoeMaxExperts && k <= fast::kMoeMaxTopK)
+        return fast::moe_route(L.p, L.ld, L.rows, int(L.cols), k, renormalize, ids, weights, stream_.get());
     ref::moe_topk(L.p, L.rows, L.cols, k, renormalize, ids, weights, stream_.get());
 }
 
@@ -356,6 +359,26 @@ void CudaBackend::moe_experts(const Tensor& y, const Tensor& x, const MoeWeights
     const int E = w.n_experts();
     TS_CHECK(E > 0 && int(w.up.size()) == E && int(w.down.size()) == E, "cuda moe_experts: {} experts", E);
     const int64_t I = w.gate[0].dim(0);
+    if (kernels_ == CudaKernels::Fast) {
+        const PackedMatrix* g = expert_descriptors(w.gate);
+        const PackedMatrix* u = g ? expert_descriptors(w.up) : nullptr;
+        const PackedMatrix* d = u ? expert_descriptors(w.down) : nullptr;
+        if (d) {  // every expert packed Int4: the kernel pack's MoE (fast_moe.h)
+            if (!moe_checked_.count(w.gate.data())) {
+                std::vector<PackedMatrix> hg, hu, hd;
+                for (int e = 0; e < E; ++e) {
+                    hg.push_back(*packed_of(w.gate[size_t(e)]));
+                    hu.push_back(*packed_of(w.up[size_t(e)]));
+                    hd.push_back(*packed_of(w.down[size_t(e)]));
+                }
+                fast::moe_check_experts(hg.data(), hu.data(), hd.data(), E, X.cols, I);
+                moe_checked_.insert(w.gate.data());
+            }
+            const fast::MoePackedExperts pe{E, X.cols, I, g, u, d};
+            void* sc = scratch(1, fast::moe_experts_scratch_bytes(X.rows, k, E, X.cols, I));
+            return fast::moe_experts_packed(Y.p, Y.ld, X.p, X.ld, X.rows, pe, ids, weights, k, sc, stream_.get());
+        }
+    }
     const DType dt = w.gate[0].dtype;
     TS_CHECK(dt == DType::BF16 || dt == DType::F32, "cuda moe_experts: expert weights {} (placed bf16 or f32 expected)",
              w.gate[0].describe());
