@@ -630,6 +630,45 @@ TEST(FastMoe, RouterThenExpertsOnTheDevice) {
     expect_near_reference(y, ex.H, ref, T, ex.H, ref.eps_f32);
 }
 
+TEST(FastMoe, RecordsIntoACudaGraph) {
+    // The whole chain (router, grouping, experts) for each tile kind, captured once and replayed:
+    // the same bits as eager calls (no host round trip, no allocation, fixed launch shapes).
+    REQUIRE_CUDA();
+    const int E = 128, k = 8;
+    Experts ex(E, 192, 96, DType::Q4_0, 21);
+    for (int64_t T : {1, 8, 40}) {
+        SCOPED_TRACE("T=" + std::to_string(T) + " " + str(fast::moe_pick(T, k, E)));
+        const std::vector<float> logits = normal_floats(size_t(T * E), 22, 2.f), x = normal_floats(size_t(T * ex.H), 23);
+        const DeviceBuffer d_logits = to_device(logits), d_x = to_device(x);
+        DeviceBuffer d_ids(size_t(T * k) * 4), d_w(size_t(T * k) * 4), d_y(size_t(T * ex.H) * 4),
+            d_scratch(fast::moe_experts_scratch_bytes(T, k, E, ex.H, ex.I));
+        Stream stream;
+        auto chain = [&] {
+            fast::moe_route(d_logits.as<float>(), E, T, E, k, true, d_ids.as<int32_t>(), d_w.as<float>(), stream);
+            fast::moe_experts_packed(d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T, ex.view(), d_ids.as<int32_t>(),
+                                     d_w.as<float>(), k, d_scratch.data(), stream);
+        };
+        chain();
+        stream.synchronize();
+        const std::vector<uint32_t> eager = to_host<uint32_t>(d_y, size_t(T * ex.H));
+        TS_CUDA_CHECK(cudaMemsetAsync(d_y.data(), 0, d_y.size(), stream));
+        cudaGraph_t graph = nullptr;
+        cudaGraphExec_t exec = nullptr;
+        TS_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+        chain();
+        TS_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+        TS_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        for (int replay = 0; replay < 2; ++replay) {
+            TS_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+            stream.synchronize();
+            EXPECT_EQ(to_host<uint32_t>(d_y, size_t(T * ex.H)), eager) << "replay " << replay;
+        }
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
+        if (HasFailure()) return;
+    }
+}
+
 TEST(FastMoe, OutOfRangeIdPoisonsOnlyItsToken) {
     REQUIRE_CUDA();
     const int64_t T = 3;
