@@ -116,7 +116,8 @@ TEST_P(FastEquivalence, SameTopLogitsAsReference) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, FastEquivalence, ::testing::Values("qwen3_tiny", "llama_tiny"));
+INSTANTIATE_TEST_SUITE_P(Fixtures, FastEquivalence,
+                         ::testing::Values("qwen3_tiny", "llama_tiny", "qwen35moe_tiny", "qwen35_tiny", "qwen3next_tiny"));
 
 TEST(FastEquivalence, FlagshipCut) {
     REQUIRE_CUDA();

@@ -101,10 +101,11 @@ void* CudaBackend::scratch(int slot, size_t bytes) {
 Tensor CudaBackend::place_weight(const Tensor& host, WeightUse use) {
     if (host.empty()) return host;
     TS_CHECK(host.device == Device::CPU, "place_weight: {} is not in host memory", host.describe());
-    // Fast mode packs quantized matrices; expert slices only as Int4 (what the fast MoE reads),
-    // others stay bf16 for the reference MoE.
+    // Fast mode packs quantized matrices; expert slices only as Int4 with H and I multiples of 32
+    // (what the fast MoE reads), others stay bf16 for the reference MoE.
     if (kernels_ == CudaKernels::Fast && host.ndim == 2 && cuda::can_repack(host.dtype) &&
-        (use == WeightUse::Matrix || (use == WeightUse::Expert && packed_kind_of(host.dtype) == PackedKind::Int4)))
+        (use == WeightUse::Matrix || (use == WeightUse::Expert && packed_kind_of(host.dtype) == PackedKind::Int4 &&
+                                      host.rows() % 32 == 0 && host.cols() % 32 == 0)))
         return place_packed(host);
     const int64_t rows = host.rows(), cols = host.cols();
     const size_t rb = host.row_bytes(), bytes = size_t(rows) * rb;
