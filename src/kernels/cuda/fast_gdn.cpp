@@ -1,0 +1,99 @@
+// Argument checks and dispatch of the fast Gated DeltaNet kernels (fast_gdn.cu: recurrent and the
+// fused decode step; fast_gdn_chunked.cu: the WY form). Only what the host knows is checked; the
+// plan arrays and slots are device memory, checked on the device.
+#include "kernels/cuda/fast_gdn.h"
+
+#include <limits>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/ref_check.h"
+
+namespace tessera::cuda::fast {
+
+namespace {
+
+void check_rule(const char* op, int64_t T, int64_t dk, int64_t dv, int64_t slot_stride, int64_t n_slots,
+                const SeqPlan& plan, const GdnParams& p) {
+    const int64_t nk = p.n_k_heads, nv = p.n_v_heads;
+    TS_CHECK(nk > 0 && nv > 0 && nv % nk == 0 && nv <= 65535,
+             "{}: {} value heads are not a multiple of {} key heads (or more than 65535)", op, nv, nk);
+    TS_CHECK(dk >= 1 && dk <= ref::kGdnMaxHeadDim && dv >= 1 && dv <= ref::kGdnMaxHeadDim,
+             "{}: head dims dk={} dv={} must be in [1, {}]", op, dk, dv, ref::kGdnMaxHeadDim);
+    TS_CHECK(T >= 0 && T <= std::numeric_limits<int32_t>::max(), "{}: {} tokens", op, T);
+    if (T == 0) return;
+    TS_CHECK(n_slots >= 1, "{}: the state has {} slots", op, n_slots);
+    TS_CHECK(plan.n_seqs >= 1 && plan.q_start != nullptr && plan.slot != nullptr,
+             "{}: {} tokens but the plan has {} sequences or missing arrays", op, T, plan.n_seqs);
+    TS_CHECK(slot_stride >= nv * dk * dv, "{}: slot stride {} smaller than [{}, {}, {}]", op, slot_stride, nv, dk,
+             dv);
+}
+
+}  // namespace
+
+int64_t gated_delta_rule_scratch_floats(int64_t T, int64_t nv, int64_t dk, int64_t dv, const GdnParams& p) {
+    if (p.mode != GdnMode::Chunked) return 0;
+    return T * nv * ((dk + dv + kGdnChunk + 4 + 3) / 4 * 4);
+}
+
+void gated_delta_rule(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, HeadsIn k, HeadsIn v, const float* g,
+                      int64_t g_s, const float* beta, int64_t beta_s, int64_t T, int64_t dk, int64_t dv, float* state,
+                      int64_t slot_stride, int64_t n_slots, const SeqPlan& plan, const GdnParams& p, float* scratch,
+                      int64_t max_len, cudaStream_t stream) {
+    const char* op = "fast::gated_delta_rule";
+    check_rule(op, T, dk, dv, slot_stride, n_slots, plan, p);
+    if (T == 0) return;
+    const int64_t nk = p.n_k_heads, nv = p.n_v_heads;
+    TS_CHECK(o && state && g && beta, "{}: null o, state, g or beta", op);
+    ref::detail::check_heads(op, "q", q.data, q.tok_stride, q.head_stride, T, nk, dk);
+    ref::detail::check_heads(op, "k", k.data, k.tok_stride, k.head_stride, T, nk, dk);
+    ref::detail::check_heads(op, "v", v.data, v.tok_stride, v.head_stride, T, nv, dv);
+    TS_CHECK(o_hs >= dv && (T == 1 || o_ts >= (nv - 1) * o_hs + dv),
+             "{}: o strides (token {}, head {}) overlap [{}, {}, {}]", op, o_ts, o_hs, T, nv, dv);
+    TS_CHECK(max_len >= 0 && max_len <= T, "{}: max_len {} outside [0, {}] (0: unknown)", op, max_len, T);
+    if (max_len == 0) max_len = T;
+    if (p.mode != GdnMode::Chunked) {
+        TS_CHECK(plan.n_seqs <= std::numeric_limits<int32_t>::max(), "{}: {} sequences", op, plan.n_seqs);
+        TS_CUDA_CHECK(detail::launch_gdn_recurrent(o, o_ts, o_hs, q, k, v, g, g_s, beta, beta_s, T, dk, dv, state,
+                                                   slot_stride, n_slots, plan, p, T, false, stream));
+        return;
+    }
+    TS_CHECK(p.chunk == kGdnChunk, "{}: the chunked form runs chunks of {} tokens, not {}", op, kGdnChunk, p.chunk);
+    TS_CHECK(dk <= kGdnChunkMaxDk, "{}: the chunked form takes dk <= {}, not {}", op, kGdnChunkMaxDk, dk);
+    if (max_len >= 2) {  // some sequence may have a WY part
+        TS_CHECK(scratch != nullptr, "{}: Chunked mode needs {} floats of scratch", op,
+                 gated_delta_rule_scratch_floats(T, nv, dk, dv, p));
+        TS_CHECK(plan.n_seqs <= 65535, "{}: the chunked form takes at most 65535 sequences, not {}", op,
+                 plan.n_seqs);
+        TS_CUDA_CHECK(detail::launch_gdn_chunked(o, o_ts, o_hs, q, k, v, g, g_s, beta, beta_s, T, dk, dv, state,
+                                                 slot_stride, n_slots, plan, p, scratch, max_len, stream));
+    }
+    // After the WY parts (same stream): every lone token and last one-token chunk.
+    TS_CUDA_CHECK(detail::launch_gdn_recurrent(o, o_ts, o_hs, q, k, v, g, g_s, beta, beta_s, T, dk, dv, state,
+                                               slot_stride, n_slots, plan, p, max_len, true, stream));
+}
+
+void gdn_decode_step(const GdnDecodeArgs& a, cudaStream_t stream) {
+    const char* op = "fast::gdn_decode_step";
+    TS_CHECK(a.n_seqs >= 0 && a.n_seqs <= std::numeric_limits<int32_t>::max(), "{}: {} sequences", op, a.n_seqs);
+    if (a.n_seqs == 0) return;
+    TS_CHECK(a.nk > 0 && a.nv > 0 && a.nv % a.nk == 0 && a.nk <= 65535 && a.nv / a.nk <= 16,
+             "{}: {} value heads must be 1 to 16 times the {} key heads", op, a.nv, a.nk);
+    TS_CHECK(a.dk >= 1 && a.dk <= 256 && a.dv >= 1 && a.dv <= 256, "{}: head dims dk={} dv={} must be in [1, 256]",
+             op, a.dk, a.dv);
+    TS_CHECK(a.conv_k >= 2 && a.conv_k <= 8, "{}: conv kernel {} must be in [2, 8]", op, a.conv_k);
+    TS_CHECK(a.n_slots >= 1, "{}: the state has {} slots", op, a.n_slots);
+    TS_CHECK(a.slot && a.mixed && a.z && a.b && a.a && a.conv_w && a.conv_state && a.neg_exp_a && a.dt_bias &&
+                 a.state && a.norm_w && a.y,
+             "{}: null pointer argument", op);
+    const int64_t C = 2 * a.nk * a.dk + a.nv * a.dv, HV = a.nv * a.dv;
+    TS_CHECK(a.n_seqs == 1 || (a.mixed_s >= C && a.z_s >= HV && a.b_s >= a.nv && a.a_s >= a.nv && a.y_s >= HV),
+             "{}: row strides (mixed {}, z {}, b {}, a {}, y {}) smaller than their rows ({}, {}, {}, {}, {})", op,
+             a.mixed_s, a.z_s, a.b_s, a.a_s, a.y_s, C, HV, a.nv, a.nv, HV);
+    TS_CHECK(a.conv_slot_stride >= (a.conv_k - 1) * C, "{}: conv slot stride {} smaller than [{}, {}]", op,
+             a.conv_slot_stride, a.conv_k - 1, C);
+    TS_CHECK(a.state_slot_stride >= a.nv * a.dk * a.dv, "{}: state slot stride {} smaller than [{}, {}, {}]", op,
+             a.state_slot_stride, a.nv, a.dk, a.dv);
+    TS_CUDA_CHECK(detail::launch_gdn_decode_step(a, stream));
+}
+
+}  // namespace tessera::cuda::fast

@@ -1,0 +1,103 @@
+// The fast Gated DeltaNet kernels: the delta rule (recurrent for decodes, the chunked WY form on
+// the tensor cores for prefills) and the fused one-token decode step of a whole GDN layer core
+// (conv + SiLU, gates, l2 norms, the state update, the gated RMSNorm). Raw device pointers and
+// element strides; the SeqPlan arrays and state slots live in device memory and are read only
+// there (launch sizes come from host numbers: CUDA-graph friendly). Queued on `stream`; bad
+// host-side arguments throw Error. See ref_gdn.h for the reference kernels these replace.
+#pragma once
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/backend.h"
+#include "kernels/cuda/ref_gdn.h"  // HeadsIn
+
+namespace tessera::cuda::fast {
+
+using ref::HeadsIn;
+
+inline constexpr int64_t kGdnChunk = 64;         // the chunked form's tokens per WY chunk
+inline constexpr int64_t kGdnChunkMaxDk = 128;   // the chunked form keeps 64 × dk tiles in shared memory
+
+// Floats of device scratch gated_delta_rule needs for a call of T tokens, nv value heads and these
+// head sizes (0 in Recurrent mode). Chunked: T·nv·(dk + dv + 64 + 4) floats — the chunk-local
+// W, U, Q·Kᵀ⊙D rows and Γ of every token (≈ 1.3 KB per token and value head at 128 × 128:
+// 42 MB for 1024 tokens × 32 heads).
+int64_t gated_delta_rule_scratch_floats(int64_t T, int64_t nv, int64_t dk, int64_t dv, const GdnParams& p);
+
+// Backend::gated_delta_rule with ref::gated_delta_rule's arguments (same meaning, same layouts)
+// and its result up to f32 rounding, plus:
+//  - scratch: gated_delta_rule_scratch_floats(...) floats of device memory (Chunked only; may be
+//    null in Recurrent mode), not read before it is written;
+//  - max_len: an upper bound on any sequence's token count in this call (0: unknown, taken as T).
+//    It sizes the chunked launch; 1 (a decode-only step) skips it. A sequence longer than
+//    max_len gets NaN outputs and keeps its state.
+// Recurrent mode: one launch, a block per (sequence, value head, 32 state columns) holding its
+// [dk, 32] slice of S in registers, tokens in order (decodes and short sequences).
+// Chunked mode (chunk must be 64, dk <= 128): per sequence, chunks of 64 tokens counted from its
+// first token in this call take the WY form on the tensor cores (two launches: the chunk-local
+// matrices of every chunk in parallel, then the state carried chunk by chunk); a sequence of one
+// token, and a last chunk of one token, take the recurrent step (a third launch), as the CPU's
+// Chunked mode does. So a prefill split at multiples of 64 gives the state of one pass, and a
+// decode gives the same bits alone or batched. The tensor-core products use 3×TF32 (a = hi + lo,
+// hi·hi + hi·lo + lo·hi): f32-level accuracy (~1e-6 relative per product), not TF32's 1e-3.
+void gated_delta_rule(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, HeadsIn k, HeadsIn v, const float* g,
+                      int64_t g_s, const float* beta, int64_t beta_s, int64_t T, int64_t dk, int64_t dv, float* state,
+                      int64_t slot_stride, int64_t n_slots, const SeqPlan& plan, const GdnParams& p, float* scratch,
+                      int64_t max_len, cudaStream_t stream);
+
+// The fused decode step of one GDN layer for n_seqs sequences of exactly ONE token each (token i
+// is sequence i; slot[i] its state slot, -1: padding, which starts from zero states and writes
+// nothing back). What GatedDeltaNet::forward runs between its input and output matmuls, in one
+// launch: per channel conv1d over [conv state | x] + SiLU, updating the conv state; β = σ(b),
+// g = neg_exp_a·softplus(a + dt_bias); q̂ = l2norm(q)/√dk, k̂ = l2norm(k) (eps 1e-6); the delta
+// rule step on state[slot]; y = norm_w ⊙ rmsnorm(o) ⊙ silu(z) per value head (eps rms_eps).
+struct GdnDecodeArgs {
+    int n_seqs = 0;
+    const int32_t* slot = nullptr;  // [n_seqs] device
+    int64_t nk = 0, nv = 0, dk = 0, dv = 0;  // heads and head sizes: dk, dv <= 256, nv % nk == 0
+    bool tiled_heads = false;       // value head h reads key head h % nk (else h / (nv / nk))
+    // mixed [n_seqs, C] rows mixed_s apart, C = 2·nk·dk + nv·dv: the qkv projection before the
+    // conv, channels [q heads (nk·dk) | k heads (nk·dk) | v heads (nv·dv)].
+    const float* mixed = nullptr;
+    int64_t mixed_s = 0;
+    const float* z = nullptr;  // [n_seqs, nv·dv] rows z_s apart: the output gate projection
+    int64_t z_s = 0;
+    const float* b = nullptr;  // [n_seqs, nv] rows b_s apart (β before the sigmoid)
+    int64_t b_s = 0;
+    const float* a = nullptr;  // [n_seqs, nv] rows a_s apart (before softplus)
+    int64_t a_s = 0;
+    const float* conv_w = nullptr;   // [C, conv_k] f32
+    int64_t conv_k = 0;              // kernel size K, in [2, 8]
+    float* conv_state = nullptr;     // [n_slots, K-1, C] (rows C apart, oldest first), slot at + s·conv_slot_stride
+    int64_t conv_slot_stride = 0;
+    const float* neg_exp_a = nullptr;  // [nv]: −exp(A_log)
+    const float* dt_bias = nullptr;    // [nv]
+    float* state = nullptr;            // [n_slots, nv, dk, dv] f32, slot at + s·state_slot_stride
+    int64_t state_slot_stride = 0;
+    int64_t n_slots = 0;
+    const float* norm_w = nullptr;  // [dv]
+    float rms_eps = 1e-6f;
+    float* y = nullptr;  // [n_seqs, nv·dv] rows y_s apart: the input of out_proj (overlaps no input)
+    int64_t y_s = 0;
+};
+// One launch: a cluster of ceil(dv/32) blocks per (sequence, key head), block z holding columns
+// [32z, 32z + 32) of the state of every value head that reads the key head (the cluster shares
+// the conv state of its q/k channels and the RMSNorm sums over dv through distributed shared
+// memory). A slot outside [-1, n_slots) gives NaN outputs and no writes.
+void gdn_decode_step(const GdnDecodeArgs& args, cudaStream_t stream);
+
+namespace detail {
+// Entry points into the .cu files (which include no fmt). Arguments are already checked.
+cudaError_t launch_gdn_recurrent(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, HeadsIn k, HeadsIn v,
+                                 const float* g, int64_t g_s, const float* beta, int64_t beta_s, int64_t T, int64_t dk,
+                                 int64_t dv, float* state, int64_t slot_stride, int64_t n_slots, const SeqPlan& plan,
+                                 const GdnParams& p, int64_t max_len, bool tail_only, cudaStream_t stream);
+cudaError_t launch_gdn_chunked(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, HeadsIn k, HeadsIn v, const float* g,
+                               int64_t g_s, const float* beta, int64_t beta_s, int64_t T, int64_t dk, int64_t dv,
+                               float* state, int64_t slot_stride, int64_t n_slots, const SeqPlan& plan,
+                               const GdnParams& p, float* scratch, int64_t max_len, cudaStream_t stream);
+cudaError_t launch_gdn_decode_step(const GdnDecodeArgs& args, cudaStream_t stream);
+}  // namespace detail
+
+}  // namespace tessera::cuda::fast

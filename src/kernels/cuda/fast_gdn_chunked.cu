@@ -1,0 +1,399 @@
+// The chunked (WY) gated delta rule on the tensor cores, chunks of 64 tokens per sequence counted
+// from its first token in the call (the CPU's gdn_chunked.cpp, same steps, same rounding points):
+//  1. wy_prep, a block per (chunk, sequence, value head), all chunks in parallel: Γ (cumsum of g
+//     in double), A = −strictlower(diag(β)K·Kᵀ ⊙ D), T = (I − A)⁻¹ by forward substitution (a
+//     thread per column), W = T·(diag(β)K ⊙ e^Γ), U = T·diag(β)V and P = Q·Kᵀ ⊙ D (incl. the
+//     diagonal), written to scratch rows per (token, head): [W (dk) | U (dv) | P (64) | e^Γ, e^(Γlast−Γ)].
+//  2. wy_state, a block per (sequence, value head, 32 state columns), chunks in order with the
+//     [dk, 32] state slice in shared memory: Vn = U − W·S; O = e^Γ ⊙ (Q·S) + P·Vn;
+//     S ← e^Γlast·S + (K ⊙ e^(Γlast−Γ))ᵀ·Vn.
+// Matrix products: mma.sync m16n8k8 TF32 with f32 accumulation, each operand split a = hi + lo
+// (3×TF32: lo·hi + hi·lo + hi·hi), which keeps f32-level accuracy; operands from shared memory
+// through small accessors, so transposes and row scalings cost no copies.
+#include "kernels/cuda/fast_gdn.h"
+
+namespace tessera::cuda::fast::detail {
+
+namespace {
+
+constexpr int kC = int(kGdnChunk);  // 64
+constexpr int kThreads = 256;       // 8 warps
+constexpr int kNs = 32;             // state columns per wy_state block
+constexpr int kLdT = kC + 4;        // row stride of 64-wide tiles (A reads: rows gid, columns tig → no conflicts)
+constexpr int kLdS = kNs + 8;       // row stride of 32-wide tiles (B reads: rows tig, columns gid)
+
+__device__ inline float nan_f() { return __int_as_float(0x7fc00000); }
+
+struct ChArgs {
+    float* o;
+    int64_t o_ts, o_hs;
+    HeadsIn q, k, v;
+    const float* g;
+    int64_t g_s;
+    const float* beta;
+    int64_t beta_s;
+    int64_t T;
+    int dk, dv, dkp, dvp;  // dkp, dvp: rounded up to 8 (the mma k / n step)
+    float* state;
+    int64_t slot_stride, n_slots;
+    SeqPlan plan;
+    int nk, nv;
+    bool tiled;
+    float* scratch;
+    int64_t rs;  // scratch floats per (token, head)
+    int64_t max_len;
+};
+
+// Sequence s's usable range and WY part, or false (then the caller writes NaN or nothing).
+struct Seq {
+    int64_t t0, n, n_wy, slot;
+    bool range_ok;
+};
+__device__ inline bool seq_of(const ChArgs& a, int s, Seq* q) {
+    q->t0 = a.plan.q_start[s];
+    const int64_t t1 = a.plan.q_start[s + 1];
+    q->n = t1 - q->t0;
+    q->slot = a.plan.slot[s];
+    q->range_ok = q->t0 >= 0 && q->n >= 0 && t1 <= a.T;
+    q->n_wy = q->n == 1 || q->n % kC == 1 ? q->n - 1 : q->n;  // lone last tokens: the recurrent kernel
+    return q->range_ok && q->slot >= -1 && q->slot < a.n_slots && q->n <= a.max_len;
+}
+
+// ---- 3×TF32 warp tiles ----
+
+__device__ inline uint32_t tf32_bits(float x) {
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return r;
+}
+__device__ inline void split(float x, uint32_t& hi, uint32_t& lo) {
+    hi = tf32_bits(x);
+    lo = tf32_bits(x - __uint_as_float(hi));
+}
+__device__ inline void mma_tf32(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// c[16×8 tile at (m0, n0)] += Σ_{k<K} A(m, k)·B(k, n), K a multiple of 8. Fragment layout of
+// m16n8k8: gid = lane/4, tig = lane%4; a = A(gid, tig), A(gid+8, tig), A(gid, tig+4),
+// A(gid+8, tig+4); b = B(tig, gid), B(tig+4, gid); c = C(gid, 2tig), C(gid, 2tig+1),
+// C(gid+8, 2tig), C(gid+8, 2tig+1).
+template <class FA, class FB>
+__device__ inline void tile_mma(float (&c)[4], int m0, int n0, int K, FA A, FB B) {
+    const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
+    for (int k0 = 0; k0 < K; k0 += 8) {
+        uint32_t ah[4], al[4], bh[2], bl[2];
+        split(A(m0 + gid, k0 + tig), ah[0], al[0]);
+        split(A(m0 + gid + 8, k0 + tig), ah[1], al[1]);
+        split(A(m0 + gid, k0 + tig + 4), ah[2], al[2]);
+        split(A(m0 + gid + 8, k0 + tig + 4), ah[3], al[3]);
+        split(B(k0 + tig, n0 + gid), bh[0], bl[0]);
+        split(B(k0 + tig + 4, n0 + gid), bh[1], bl[1]);
+        mma_tf32(c, al, bh);
+        mma_tf32(c, ah, bl);
+        mma_tf32(c, ah, bh);
+    }
+}
+// f(row, col, value) for the 4 elements a lane holds of the tile at (m0, n0).
+template <class F>
+__device__ inline void tile_each(const float (&c)[4], int m0, int n0, F f) {
+    const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
+    f(m0 + gid, n0 + 2 * tig, c[0]);
+    f(m0 + gid, n0 + 2 * tig + 1, c[1]);
+    f(m0 + gid + 8, n0 + 2 * tig, c[2]);
+    f(m0 + gid + 8, n0 + 2 * tig + 1, c[3]);
+}
+
+// ---- 1. chunk-local matrices ----
+
+__global__ void __launch_bounds__(kThreads) wy_prep_kernel(ChArgs a) {
+    const int64_t c = blockIdx.x, h = blockIdx.z;
+    const int s = blockIdx.y, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    Seq sq;
+    if (!seq_of(a, s, &sq) || c * kC >= sq.n_wy) return;
+    const int64_t tb = sq.t0 + c * kC;
+    const int L = int(sq.n_wy - c * kC < kC ? sq.n_wy - c * kC : kC);
+    const int64_t hk = a.tiled ? h % a.nk : h / (a.nv / a.nk);
+    const int dk = a.dk, dv = a.dv, dkp = a.dkp, dvp = a.dvp, ldk = dkp + 4, ldv = dvp + 8;
+
+    extern __shared__ float4 smem4[];
+    float* Ks = reinterpret_cast<float*>(smem4);  // [64][ldk] k (rows >= L and columns >= dk: 0)
+    float* Qs = Ks + kC * ldk;                    // [64][ldk] q
+    float* Vs = Qs + kC * ldk;                    // [64][ldv] v
+    float* As = Vs + kC * ldv;                    // [64][kLdT] A
+    float* Xs = As + kC * kLdT;                   // [64][kLdT] T
+    float* bt = Xs + kC * kLdT;                   // [64] β
+    float* eg = bt + kC;                          // [64] e^Γ
+    double* Gd = reinterpret_cast<double*>(eg + kC);  // [64] Γ
+
+    for (int idx = tid; idx < kC * dkp; idx += kThreads) {
+        const int l = idx / dkp, i = idx % dkp;
+        const bool ok = l < L && i < dk;
+        Ks[l * ldk + i] = ok ? a.k.data[(tb + l) * a.k.tok_stride + hk * a.k.head_stride + i] : 0.f;
+        Qs[l * ldk + i] = ok ? a.q.data[(tb + l) * a.q.tok_stride + hk * a.q.head_stride + i] : 0.f;
+    }
+    for (int idx = tid; idx < kC * dvp; idx += kThreads) {
+        const int l = idx / dvp, i = idx % dvp;
+        Vs[l * ldv + i] = l < L && i < dv ? a.v.data[(tb + l) * a.v.tok_stride + h * a.v.head_stride + i] : 0.f;
+    }
+    if (tid < kC) bt[tid] = tid < L ? a.beta[(tb + tid) * a.beta_s + h] : 0.f;
+    if (warp == 0) {  // Γ: inclusive scan in double, 2 tokens per lane (g = 0 past L: Γ stays)
+        const int l0 = 2 * lane;
+        const double g0 = l0 < L ? double(a.g[(tb + l0) * a.g_s + h]) : 0.0;
+        const double g1 = l0 + 1 < L ? double(a.g[(tb + l0 + 1) * a.g_s + h]) : 0.0;
+        const double pair = g0 + g1;
+        double incl = pair;
+        for (int off = 1; off < 32; off *= 2) {
+            const double y = __shfl_up_sync(0xffffffffu, incl, off);
+            if (lane >= off) incl += y;
+        }
+        double excl = __shfl_up_sync(0xffffffffu, incl, 1);
+        if (lane == 0) excl = 0.0;
+        Gd[l0] = excl + g0;
+        Gd[l0 + 1] = excl + g0 + g1;
+        eg[l0] = l0 < L ? float(exp(excl + g0)) : 0.f;
+        eg[l0 + 1] = l0 + 1 < L ? float(exp(excl + g0 + g1)) : 0.f;
+    }
+    __syncthreads();
+    auto D = [&](int i, int j) { return expf(float(Gd[i] - Gd[j])); };  // i >= j
+
+    // A = −strictlower((diag(β)K)·Kᵀ ⊙ D): 4 × 8 tiles of 16 × 8.
+    for (int t = warp; t < 32; t += 8) {
+        const int m0 = (t / 8) * 16, n0 = (t % 8) * 8;
+        float acc[4] = {0.f, 0.f, 0.f, 0.f};
+        if (n0 < m0 + 16)  // tiles wholly above the diagonal stay 0
+            tile_mma(acc, m0, n0, dkp, [&](int m, int kk) { return bt[m] * Ks[m * ldk + kk]; },
+                     [&](int kk, int n) { return Ks[n * ldk + kk]; });
+        tile_each(acc, m0, n0, [&](int i, int j, float x) { As[i * kLdT + j] = j < i ? -x * D(i, j) : 0.f; });
+    }
+    __syncthreads();
+
+    if (warp < 2) {
+        // T = (I − A)⁻¹ column by column: X[i, j] = A[i, j] + Σ_{j<m<i} A[i, m]·X[m, j], m ascending
+        // (the CPU's order). Column j is this thread's alone: no barrier inside.
+        const int j = tid;
+        for (int i = 0; i <= j; ++i) Xs[i * kLdT + j] = i == j ? 1.f : 0.f;
+        for (int i = j + 1; i < L; ++i) {
+            float acc = As[i * kLdT + j];
+            for (int m = j + 1; m < i; ++m) acc += As[i * kLdT + m] * Xs[m * kLdT + j];
+            Xs[i * kLdT + j] = acc;
+        }
+        for (int i = j + 1 > L ? j + 1 : L; i < kC; ++i) Xs[i * kLdT + j] = 0.f;  // padding rows: A = 0
+    } else {
+        // Meanwhile P = Q·Kᵀ ⊙ D (lower, incl. the diagonal) straight to scratch.
+        for (int t = warp - 2; t < 32; t += 6) {
+            const int m0 = (t / 8) * 16, n0 = (t % 8) * 8;
+            float acc[4] = {0.f, 0.f, 0.f, 0.f};
+            if (n0 < m0 + 16)
+                tile_mma(acc, m0, n0, dkp, [&](int m, int kk) { return Qs[m * ldk + kk]; },
+                         [&](int kk, int n) { return Ks[n * ldk + kk]; });
+            tile_each(acc, m0, n0, [&](int i, int j, float x) {
+                if (i < L) a.scratch[((tb + i) * a.nv + h) * a.rs + dk + dv + j] = j <= i ? x * D(i, j) : 0.f;
+            });
+        }
+    }
+    __syncthreads();
+
+    // W = T·(diag(β)K ⊙ e^Γ) and U = T·diag(β)V: 4 row tiles × (dkp + dvp)/8 column tiles.
+    const int nw = dkp / 8, nu = dvp / 8;
+    for (int t = warp; t < 4 * (nw + nu); t += 8) {
+        const int m0 = (t % 4) * 16, ct = t / 4;
+        float acc[4] = {0.f, 0.f, 0.f, 0.f};
+        auto Tm = [&](int m, int kk) { return Xs[m * kLdT + kk]; };
+        if (ct < nw) {
+            const int n0 = ct * 8;
+            tile_mma(acc, m0, n0, kC, Tm, [&](int kk, int n) { return eg[kk] * (bt[kk] * Ks[kk * ldk + n]); });
+            tile_each(acc, m0, n0, [&](int i, int n, float x) {
+                if (i < L && n < dk) a.scratch[((tb + i) * a.nv + h) * a.rs + n] = x;
+            });
+        } else {
+            const int n0 = (ct - nw) * 8;
+            tile_mma(acc, m0, n0, kC, Tm, [&](int kk, int n) { return bt[kk] * Vs[kk * ldv + n]; });
+            tile_each(acc, m0, n0, [&](int i, int n, float x) {
+                if (i < L && n < dv) a.scratch[((tb + i) * a.nv + h) * a.rs + dk + n] = x;
+            });
+        }
+    }
+    if (tid < L) {
+        float* row = a.scratch + ((tb + tid) * a.nv + h) * a.rs + dk + dv + kC;
+        row[0] = eg[tid];
+        row[1] = D(L - 1, tid);  // e^(Γlast − Γ)
+    }
+}
+
+// ---- 2. the state carried chunk by chunk ----
+
+__global__ void __launch_bounds__(kThreads) wy_state_kernel(ChArgs a) {
+    const int s = blockIdx.x, tid = threadIdx.x, warp = tid / 32;
+    const int64_t h = blockIdx.y;
+    const int c0 = int(blockIdx.z) * kNs;  // this block's first state column
+    const int dk = a.dk, dv = a.dv, dkp = a.dkp, ldk = dkp + 4;
+    Seq sq;
+    if (!seq_of(a, s, &sq)) {
+        if (sq.range_ok)
+            for (int64_t idx = tid; idx < sq.n * kNs; idx += kThreads) {
+                const int col = c0 + int(idx % kNs);
+                if (col < dv) a.o[(sq.t0 + idx / kNs) * a.o_ts + h * a.o_hs + col] = nan_f();
+            }
+        return;
+    }
+    if (sq.n_wy == 0) return;
+    const int64_t hk = a.tiled ? h % a.nk : h / (a.nv / a.nk);
+    float* S = sq.slot >= 0 ? a.state + sq.slot * a.slot_stride + h * int64_t(dk) * dv : nullptr;
+
+    extern __shared__ float4 smem4[];
+    float* Ss = reinterpret_cast<float*>(smem4);  // [dkp][kLdS] the state slice
+    float* Vn = Ss + dkp * kLdS;                  // [64][kLdS] U, then U − W·S
+    float* Ws = Vn + kC * kLdS;                   // [64][ldk]
+    float* Qs = Ws + kC * ldk;                    // [64][ldk]
+    float* Ks = Qs + kC * ldk;                    // [64][ldk]
+    float* Ps = Ks + kC * ldk;                    // [64][kLdT]
+    float* eg = Ps + kC * kLdT;                   // [64] e^Γ
+    float* dl = eg + kC;                          // [64] e^(Γlast − Γ)
+
+    for (int idx = tid; idx < dkp * kNs; idx += kThreads) {
+        const int i = idx / kNs, cc = idx % kNs;
+        Ss[i * kLdS + cc] = S && i < dk && c0 + cc < dv ? S[int64_t(i) * dv + c0 + cc] : 0.f;
+    }
+    for (int64_t cs = 0; cs < sq.n_wy; cs += kC) {
+        const int64_t tb = sq.t0 + cs;
+        const int L = int(sq.n_wy - cs < kC ? sq.n_wy - cs : kC);
+        for (int idx = tid; idx < kC * dkp; idx += kThreads) {
+            const int l = idx / dkp, i = idx % dkp;
+            const bool ok = l < L && i < dk;
+            Ws[l * ldk + i] = ok ? a.scratch[((tb + l) * a.nv + h) * a.rs + i] : 0.f;
+            Qs[l * ldk + i] = ok ? a.q.data[(tb + l) * a.q.tok_stride + hk * a.q.head_stride + i] : 0.f;
+            Ks[l * ldk + i] = ok ? a.k.data[(tb + l) * a.k.tok_stride + hk * a.k.head_stride + i] : 0.f;
+        }
+        for (int idx = tid; idx < kC * kNs; idx += kThreads) {
+            const int l = idx / kNs, cc = idx % kNs;
+            Vn[l * kLdS + cc] = l < L && c0 + cc < dv ? a.scratch[((tb + l) * a.nv + h) * a.rs + dk + c0 + cc] : 0.f;
+        }
+        for (int idx = tid; idx < kC * kC; idx += kThreads) {
+            const int l = idx / kC, j = idx % kC;
+            Ps[l * kLdT + j] = l < L ? a.scratch[((tb + l) * a.nv + h) * a.rs + dk + dv + j] : 0.f;
+        }
+        if (tid < kC) {
+            const float* row = a.scratch + ((tb + tid) * a.nv + h) * a.rs + dk + dv + kC;
+            eg[tid] = tid < L ? row[0] : 0.f;
+            dl[tid] = tid < L ? row[1] : 0.f;
+        }
+        __syncthreads();
+
+        // Vn = U − W·S: 4 × 4 tiles, two per warp.
+        float vacc[2][4];
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+            const int t = warp + 8 * q, m0 = (t % 4) * 16, n0 = (t / 4) * 8;
+            for (float& x : vacc[q]) x = 0.f;
+            tile_mma(vacc[q], m0, n0, dkp, [&](int m, int kk) { return Ws[m * ldk + kk]; },
+                     [&](int kk, int n) { return Ss[kk * kLdS + n]; });
+        }
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {  // each element of Vn belongs to one lane: no barrier before
+            const int t = warp + 8 * q, m0 = (t % 4) * 16, n0 = (t / 4) * 8;
+            tile_each(vacc[q], m0, n0, [&](int i, int n, float x) { Vn[i * kLdS + n] -= x; });
+        }
+        __syncthreads();
+
+        // O = e^Γ ⊙ (Q·S) + P·Vn: 4 × 4 tiles, two per warp, written out.
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+            const int t = warp + 8 * q, m0 = (t % 4) * 16, n0 = (t / 4) * 8;
+            float acc[4] = {0.f, 0.f, 0.f, 0.f};
+            tile_mma(acc, m0, n0, dkp, [&](int m, int kk) { return Qs[m * ldk + kk]; },
+                     [&](int kk, int n) { return Ss[kk * kLdS + n]; });
+            const int gid = (tid % 32) / 4;
+            acc[0] *= eg[m0 + gid];
+            acc[1] *= eg[m0 + gid];
+            acc[2] *= eg[m0 + gid + 8];
+            acc[3] *= eg[m0 + gid + 8];
+            tile_mma(acc, m0, n0, kC, [&](int m, int kk) { return Ps[m * kLdT + kk]; },
+                     [&](int kk, int n) { return Vn[kk * kLdS + n]; });
+            tile_each(acc, m0, n0, [&](int i, int n, float x) {
+                if (i < L && c0 + n < dv) a.o[(tb + i) * a.o_ts + h * a.o_hs + c0 + n] = x;
+            });
+        }
+        // S ← e^Γlast·S + (K ⊙ e^(Γlast − Γ))ᵀ·Vn: (dkp/16) × 4 tiles, up to 4 per warp.
+        const float last = eg[L - 1];
+        const int n_st = (dkp + 15) / 16 * 4;
+        float sacc[4][4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            const int t = warp + 8 * q, m0 = (t / 4) * 16, n0 = (t % 4) * 8;
+            for (float& x : sacc[q]) x = 0.f;
+            if (t < n_st)
+                tile_mma(sacc[q], m0, n0, kC, [&](int m, int kk) { return m < dkp ? Ks[kk * ldk + m] * dl[kk] : 0.f; },
+                         [&](int kk, int n) { return Vn[kk * kLdS + n]; });
+        }
+        __syncthreads();  // every read of the old S (and of this chunk's tiles) is done
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            const int t = warp + 8 * q, m0 = (t / 4) * 16, n0 = (t % 4) * 8;
+            if (t < n_st)
+                tile_each(sacc[q], m0, n0, [&](int i, int n, float x) {
+                    if (i < dkp) Ss[i * kLdS + n] = last * Ss[i * kLdS + n] + x;
+                });
+        }
+        __syncthreads();
+    }
+    if (!S) return;
+    for (int idx = tid; idx < dk * kNs; idx += kThreads) {
+        const int i = idx / kNs, cc = idx % kNs;
+        if (c0 + cc < dv) S[int64_t(i) * dv + c0 + cc] = Ss[i * kLdS + cc];
+    }
+}
+
+}  // namespace
+
+cudaError_t launch_gdn_chunked(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, HeadsIn k, HeadsIn v, const float* g,
+                               int64_t g_s, const float* beta, int64_t beta_s, int64_t T, int64_t dk, int64_t dv,
+                               float* state, int64_t slot_stride, int64_t n_slots, const SeqPlan& plan,
+                               const GdnParams& p, float* scratch, int64_t max_len, cudaStream_t stream) {
+    ChArgs a{};
+    a.o = o;
+    a.o_ts = o_ts;
+    a.o_hs = o_hs;
+    a.q = q;
+    a.k = k;
+    a.v = v;
+    a.g = g;
+    a.g_s = g_s;
+    a.beta = beta;
+    a.beta_s = beta_s;
+    a.T = T;
+    a.dk = int(dk);
+    a.dv = int(dv);
+    a.dkp = int((dk + 7) / 8 * 8);
+    a.dvp = int((dv + 7) / 8 * 8);
+    a.state = state;
+    a.slot_stride = slot_stride;
+    a.n_slots = n_slots;
+    a.plan = plan;
+    a.nk = p.n_k_heads;
+    a.nv = p.n_v_heads;
+    a.tiled = p.tiled_heads;
+    a.scratch = scratch;
+    a.rs = (dk + dv + kC + 4 + 3) / 4 * 4;  // as gated_delta_rule_scratch_floats
+    a.max_len = max_len;
+    const int ldk = a.dkp + 4, ldv = a.dvp + 8;
+    const size_t prep_smem =
+        sizeof(float) * size_t(kC * (2 * ldk + ldv + 2 * kLdT) + 2 * kC) + sizeof(double) * kC;
+    const size_t state_smem = sizeof(float) * size_t((a.dkp + kC) * kLdS + kC * (3 * ldk + kLdT) + 2 * kC);
+    cudaError_t err = cudaFuncSetAttribute(wy_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(prep_smem));
+    if (err != cudaSuccess) return err;
+    err = cudaFuncSetAttribute(wy_state_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(state_smem));
+    if (err != cudaSuccess) return err;
+    const dim3 prep_grid{unsigned((max_len + kC - 1) / kC), unsigned(plan.n_seqs), unsigned(p.n_v_heads)};
+    wy_prep_kernel<<<prep_grid, kThreads, prep_smem, stream>>>(a);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    const dim3 state_grid{unsigned(plan.n_seqs), unsigned(p.n_v_heads), unsigned((dv + kNs - 1) / kNs)};
+    wy_state_kernel<<<state_grid, kThreads, state_smem, stream>>>(a);
+    return cudaGetLastError();
+}
+
+}  // namespace tessera::cuda::fast::detail
