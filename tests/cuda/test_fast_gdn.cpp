@@ -1,0 +1,632 @@
+// The fast Gated DeltaNet kernels (kernels/cuda/fast_gdn.h) against the CPU backend on the same
+// inputs. The delta rule in both modes: lengths 1/63/64/65/1000/4097 from random starting states,
+// several sequences of different lengths in one call with shuffled and padding (-1) slots, the
+// grouped and tiled head orders, nk < nv and nk == nv, odd head sizes; a prefill split at multiples
+// of 64 equals one pass bit for bit, and a decode gives the same bits alone or batched. The fused
+// decode step against the CPU's separate ops (conv1d_silu, l2_norm, gdn_gates, gated_delta_rule,
+// rms_norm_gated), chained over several steps. Every comparison names its shape and reports the
+// first and the worst mismatch by (token, head, column) or (slot, head, row, column).
+// Without a GPU the device tests skip; the argument checks run everywhere.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "kernels/backend.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/fast_gdn.h"
+#include "kernels/cuda/stream.h"
+#include "ref_test_util.h"  // REQUIRE_CUDA, to_device, to_host
+
+using namespace tessera;
+using namespace tessera::cuda;
+using reftest::to_device;
+using reftest::to_host;
+
+namespace {
+
+// Tolerances, as max |gpu − cpu| / max(1, max |cpu|) over a buffer.
+// - Recurrent vs the CPU's Recurrent: the same f32 recurrence; only the summation order of Sᵀk,
+//   Sᵀq (8 per-warp partials, then in warp order) and o = S'ᵀq + δ·kᵀq instead of (S' + kδᵀ)ᵀq
+//   differ: a few ulp of O(1) sums per token, and the decay (e^g < 1) and the delta rule's
+//   contraction keep them from compounding: 2e-5 at any length.
+// - Chunked vs the CPU's Chunked (the same WY steps and rounding points): the products run on
+//   the tensor cores as 3×TF32, whose dropped lo·lo term is ~2^-22 relative, plus the different
+//   summation order of 64- and 128-term dot products; over many chunks the state carries them:
+//   1e-4 up to 130 tokens, 5e-4 for 1000 and 4097 (still far below any real bug — a wrong key
+//   head, a lost token, a chunk boundary off by one — which is O(1)).
+// - Decode step vs the CPU's op sequence: f32 sums of squares where the CPU sums in double, and
+//   the RMSNorm divides by an O(0.1..1) rms: 5e-5. The conv state holds copies: exact.
+constexpr double kTolRec = 2e-5, kTolChunkShort = 1e-4, kTolChunkLong = 5e-4, kTolDecode = 5e-5;
+
+std::vector<float> random_floats(size_t n, std::mt19937& rng, float lo, float hi) {
+    std::uniform_real_distribution<float> u(lo, hi);
+    std::vector<float> v(n);
+    for (auto& x : v) x = u(rng);
+    return v;
+}
+
+std::vector<int32_t> starts(const std::vector<int32_t>& lengths) {
+    std::vector<int32_t> q(lengths.size() + 1, 0);
+    for (size_t s = 0; s < lengths.size(); ++s) q[s + 1] = q[s] + lengths[s];
+    return q;
+}
+
+// n distinct slots out of n_slots, shuffled; sequences listed in `padding` get -1.
+std::vector<int32_t> random_slots(size_t n, int64_t n_slots, std::mt19937& rng, const std::vector<int>& padding = {}) {
+    std::vector<int32_t> all(static_cast<size_t>(n_slots));
+    std::iota(all.begin(), all.end(), 0);
+    std::shuffle(all.begin(), all.end(), rng);
+    all.resize(n);
+    for (int p : padding) all[size_t(p)] = -1;
+    return all;
+}
+
+// Compares got with want: max error <= tol · max(1, max |want|) (NaN anywhere fails). On failure
+// names the first offending element and the worst one through where(i).
+void compare(const std::vector<float>& got, const std::vector<float>& want, double tol, const std::string& what,
+             const std::function<std::string(size_t)>& where) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    double norm = 1;
+    for (float x : want) norm = std::max(norm, double(std::fabs(x)));
+    const double limit = tol * norm;
+    double worst = 0;
+    size_t worst_at = 0, first_at = 0, bad = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+        double err = std::fabs(double(got[i]) - double(want[i]));
+        if (std::isnan(err)) err = INFINITY;
+        if (err > limit && bad++ == 0) first_at = i;
+        if (err > worst) {
+            worst = err;
+            worst_at = i;
+        }
+    }
+    if (bad == 0) return;
+    ADD_FAILURE() << what << ": " << bad << " of " << got.size() << " elements off by more than " << limit << " (tol "
+                  << tol << " x max|cpu| " << norm << "); first at " << where(first_at) << ": gpu " << got[first_at]
+                  << " cpu " << want[first_at] << "; worst at " << where(worst_at) << ": gpu " << got[worst_at]
+                  << " cpu " << want[worst_at] << " (error " << worst << ")";
+}
+
+template <typename T>
+void expect_same_bits(const std::vector<T>& got, const std::vector<T>& want, const std::string& what,
+                      const std::function<std::string(size_t)>& where) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+        if (std::memcmp(&got[i], &want[i], sizeof(T)) != 0 && bad++ == 0) first = i;
+    EXPECT_EQ(bad, 0u) << what << ": " << bad << " elements differ, first at " << where(first) << ": " << got[first]
+                       << " vs " << want[first];
+}
+
+// ---- the delta rule ----
+
+struct Shape {
+    int64_t nk, nv, dk, dv;
+    bool tiled = false;
+};
+
+std::string describe(const Shape& s, GdnMode mode, const std::vector<int32_t>& lengths) {
+    std::string l;
+    for (size_t i = 0; i < lengths.size() && i < 12; ++i) l += (i ? "," : "") + std::to_string(lengths[i]);
+    if (lengths.size() > 12) l += ",...";
+    return "nk=" + std::to_string(s.nk) + " nv=" + std::to_string(s.nv) + " dk=" + std::to_string(s.dk) +
+           " dv=" + std::to_string(s.dv) + (s.tiled ? " tiled" : " grouped") +
+           (mode == GdnMode::Chunked ? " chunked" : " recurrent") + " lengths {" + l + "}";
+}
+
+// Host inputs for T tokens: the fused row q | k | v (+ 2 padding floats) with q, k l2-normed (q also
+// scaled by 1/√dk) as after l2_norm; g and β as columns of one [T, 2·nv + 1] buffer; states.
+struct RuleInputs {
+    Shape sh;
+    int64_t T = 0, n_slots = 0, row = 0, gb_s = 0;
+    std::vector<float> qkv, gb, init;
+
+    RuleInputs(const Shape& s, int64_t T_, int64_t slots, std::mt19937& rng) : sh(s), T(T_), n_slots(slots) {
+        const int64_t nk = s.nk, nv = s.nv, dk = s.dk, dv = s.dv;
+        row = 2 * nk * dk + nv * dv + 2;
+        gb_s = 2 * nv + 1;
+        qkv = random_floats(size_t(T * row), rng, -1.f, 1.f);
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t part = 0; part < 2; ++part)
+                for (int64_t h = 0; h < nk; ++h) {
+                    float* x = qkv.data() + t * row + part * nk * dk + h * dk;
+                    double ss = 0;
+                    for (int64_t i = 0; i < dk; ++i) ss += double(x[i]) * x[i];
+                    const double f = 1.0 / std::sqrt(ss) / (part == 0 ? std::sqrt(double(dk)) : 1.0);
+                    for (int64_t i = 0; i < dk; ++i) x[i] = float(x[i] * f);
+                }
+        gb.assign(size_t(T * gb_s), 0.f);
+        std::uniform_real_distribution<float> g(-0.5f, -0.001f), b(0.f, 1.f);  // decays e^g in [0.6, 1)
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t h = 0; h < nv; ++h) {
+                gb[size_t(t * gb_s + h)] = g(rng);
+                gb[size_t(t * gb_s + nv + h)] = b(rng);
+            }
+        init = random_floats(size_t(n_slots * nv * dk * dv), rng, -1.f, 1.f);
+    }
+    GdnParams params(GdnMode mode) const {
+        GdnParams p;
+        p.n_k_heads = int(sh.nk);
+        p.n_v_heads = int(sh.nv);
+        p.tiled_heads = sh.tiled;
+        p.mode = mode;
+        return p;
+    }
+    std::function<std::string(size_t)> where_o() const {
+        return [nv = sh.nv, dv = sh.dv](size_t i) {
+            const int64_t x = int64_t(i);
+            return "token " + std::to_string(x / (nv * dv)) + " head " + std::to_string(x / dv % nv) + " column " +
+                   std::to_string(x % dv);
+        };
+    }
+    std::function<std::string(size_t)> where_state() const {
+        return [nv = sh.nv, dk = sh.dk, dv = sh.dv](size_t i) {
+            const int64_t x = int64_t(i);
+            return "slot " + std::to_string(x / (nv * dk * dv)) + " head " + std::to_string(x / (dk * dv) % nv) +
+                   " row " + std::to_string(x / dv % dk) + " column " + std::to_string(x % dv);
+        };
+    }
+};
+
+// The CPU backend over tokens [t_off, t_off + T) of the inputs: o [T, nv, dv]; st updated.
+void cpu_rule(const RuleInputs& in, GdnMode mode, int64_t t_off, const std::vector<int32_t>& lengths,
+              const std::vector<int32_t>& slot, std::vector<float>& st, std::vector<float>& o) {
+    const std::vector<int32_t> q_start = starts(lengths);
+    const int64_t T = q_start.back(), nk = in.sh.nk, nv = in.sh.nv, dk = in.sh.dk, dv = in.sh.dv;
+    float* base = const_cast<float*>(in.qkv.data()) + t_off * in.row;
+    float* gb = const_cast<float*>(in.gb.data()) + t_off * in.gb_s;
+    auto view3 = [&](float* p, int64_t n, int64_t d) {
+        Tensor t(p, DType::F32, {T, n, d});
+        t.stride = {in.row * 4, d * 4, 4, 0};
+        return t;
+    };
+    auto col = [&](float* p) {
+        Tensor t(p, DType::F32, {T, in.gb_s});
+        t.shape[1] = nv;
+        return t;
+    };
+    o.assign(size_t(T * nv * dv), 0.f);
+    const SeqPlan plan{int(lengths.size()), q_start.data(), slot.data()};
+    make_cpu_backend()->gated_delta_rule(Tensor(o.data(), DType::F32, {T, nv, dv}), view3(base, nk, dk),
+                                         view3(base + nk * dk, nk, dk), view3(base + 2 * nk * dk, nv, dv), col(gb),
+                                         col(gb + nv), Tensor(st.data(), DType::F32, {in.n_slots, nv, dk, dv}), plan,
+                                         in.params(mode));
+}
+
+// The device copies of the inputs and the fast kernel over tokens [t_off, t_off + T).
+struct GpuRule {
+    const RuleInputs& in;
+    DeviceBuffer qkv, gb, st;
+    explicit GpuRule(const RuleInputs& i) : in(i), qkv(to_device(i.qkv)), gb(to_device(i.gb)), st(to_device(i.init)) {}
+
+    std::vector<float> run(GdnMode mode, int64_t t_off, const std::vector<int32_t>& lengths,
+                           const std::vector<int32_t>& slot, int64_t max_len) {
+        const std::vector<int32_t> q_start = starts(lengths);
+        const int64_t T = q_start.back(), nk = in.sh.nk, nv = in.sh.nv, dk = in.sh.dk, dv = in.sh.dv;
+        // o rows padded by 3 floats so a write past a row shows up as a wrong neighbour.
+        const int64_t o_ts = nv * dv + 3;
+        DeviceBuffer d_o = to_device(std::vector<float>(size_t(T * o_ts), 0.f));
+        DeviceBuffer d_qs = to_device(q_start), d_slot = to_device(slot);
+        const GdnParams p = in.params(mode);
+        const int64_t scratch_n = std::max<int64_t>(1, fast::gated_delta_rule_scratch_floats(T, nv, dk, dv, p));
+        DeviceBuffer scratch(size_t(scratch_n) * sizeof(float));
+        const float* base = qkv.as<float>() + t_off * in.row;
+        const float* gbp = gb.as<float>() + t_off * in.gb_s;
+        const fast::HeadsIn q{base, in.row, dk}, k{base + nk * dk, in.row, dk}, v{base + 2 * nk * dk, in.row, dv};
+        const SeqPlan dplan{int(lengths.size()), d_qs.as<int32_t>(), d_slot.as<int32_t>()};
+        Stream stream;
+        fast::gated_delta_rule(d_o.as<float>(), o_ts, dv, q, k, v, gbp, in.gb_s, gbp + nv, in.gb_s, T, dk, dv,
+                               st.as<float>(), nv * dk * dv, in.n_slots, dplan, p, scratch.as<float>(), max_len,
+                               stream);
+        stream.synchronize();
+        const std::vector<float> padded = to_host<float>(d_o);
+        std::vector<float> o(size_t(T * nv * dv));
+        for (int64_t t = 0; t < T; ++t) {
+            std::copy_n(padded.begin() + t * o_ts, nv * dv, o.begin() + t * nv * dv);
+            for (int64_t x = nv * dv; x < o_ts; ++x)
+                EXPECT_EQ(padded[size_t(t * o_ts + x)], 0.f) << "o row padding of token " << t << " was written";
+        }
+        return o;
+    }
+};
+
+// One call over sequences of these lengths (random starting states, shuffled slots among
+// n_seqs + 3, `padding` sequences on slot -1): the fast kernel vs the CPU in the same mode, o and
+// the whole state buffer (untouched slots included).
+void check_rule(const Shape& sh, GdnMode mode, const std::vector<int32_t>& lengths, double tol, uint32_t seed,
+                const std::vector<int>& padding = {}, bool exact_max_len = false) {
+    SCOPED_TRACE(describe(sh, mode, lengths));
+    std::mt19937 rng(seed);
+    const int64_t T = starts(lengths).back(), n_slots = int64_t(lengths.size()) + 3;
+    const std::vector<int32_t> slot = random_slots(lengths.size(), n_slots, rng, padding);
+    const RuleInputs in(sh, T, n_slots, rng);
+    std::vector<float> st_cpu = in.init, o_cpu;
+    cpu_rule(in, mode, 0, lengths, slot, st_cpu, o_cpu);
+    GpuRule gpu(in);
+    const int64_t max_len = exact_max_len ? *std::max_element(lengths.begin(), lengths.end()) : 0;
+    const std::vector<float> o = gpu.run(mode, 0, lengths, slot, max_len);
+    compare(o, o_cpu, tol, "o", in.where_o());
+    compare(to_host<float>(gpu.st), st_cpu, tol, "state", in.where_state());
+}
+
+const Shape kFlagship{16, 32, 128, 128, false};
+
+TEST(FastGdnRecurrent, LengthsAroundTheChunk) {
+    REQUIRE_CUDA();
+    for (int32_t n : {1, 2, 63, 64, 65, 1000, 4097}) check_rule(kFlagship, GdnMode::Recurrent, {n}, kTolRec, uint32_t(n));
+}
+
+TEST(FastGdnChunked, LengthsAroundTheChunk) {
+    REQUIRE_CUDA();
+    for (int32_t n : {1, 2, 63, 64, 65, 66, 127, 128, 129, 130})
+        check_rule(kFlagship, GdnMode::Chunked, {n}, kTolChunkShort, uint32_t(n));
+    for (int32_t n : {1000, 4097}) check_rule(kFlagship, GdnMode::Chunked, {n}, kTolChunkLong, uint32_t(n));
+}
+
+TEST(FastGdn, SeveralSequencesSlotsAndPaddingInOneCall) {
+    REQUIRE_CUDA();
+    // Decodes mixed with prefills around the chunk size, an empty sequence, two padding sequences
+    // (slot -1: zero starting state, nothing written back), shuffled slots.
+    const std::vector<int32_t> lengths = {1, 65, 1, 0, 64, 63, 1, 130, 129, 2, 200};
+    const std::vector<int> padding = {2, 7};
+    for (GdnMode mode : {GdnMode::Recurrent, GdnMode::Chunked}) {
+        const double tol = mode == GdnMode::Chunked ? kTolChunkShort : kTolRec;
+        for (const Shape& s : {kFlagship, Shape{16, 32, 128, 128, true}, Shape{4, 4, 128, 128, false}}) {
+            check_rule(s, mode, lengths, tol, 3, padding);
+            check_rule(s, mode, lengths, tol, 4, padding, true);  // max_len = the longest sequence
+        }
+    }
+}
+
+TEST(FastGdn, OddHeadSizes) {
+    REQUIRE_CUDA();
+    // dk not a multiple of 8 or 32, dv not a multiple of 32 (partial column blocks), dv = 256
+    // (8 column blocks), dk = 256 (recurrent only: the chunked form takes dk <= 128).
+    for (GdnMode mode : {GdnMode::Recurrent, GdnMode::Chunked}) {
+        const double tol = mode == GdnMode::Chunked ? kTolChunkShort : kTolRec;
+        check_rule({2, 6, 48, 37, true}, mode, {1, 70, 5}, tol, 4);
+        check_rule({3, 3, 5, 7, false}, mode, {64, 1, 65}, tol, 5);
+        check_rule({1, 2, 100, 256, false}, mode, {1, 130}, tol, 6);
+        check_rule({2, 4, 128, 64, true}, mode, {129, 3}, tol, 7);
+    }
+    check_rule({1, 2, 256, 256, false}, GdnMode::Recurrent, {1, 66}, kTolRec, 8);
+}
+
+TEST(FastGdnChunked, PrefillSplitAtMultiplesOf64EqualsOnePass) {
+    REQUIRE_CUDA();
+    // One sequence of 1000 tokens in one call, vs the same tokens in calls split at multiples of
+    // 64 (chunk boundaries then fall where one pass puts them): the outputs and the final state
+    // are the same bits.
+    const Shape sh = kFlagship;
+    std::mt19937 rng(11);
+    const int64_t n = 1000, n_slots = 2;
+    const RuleInputs in(sh, n, n_slots, rng);
+    const std::vector<int32_t> slot = {1};
+    GpuRule one(in);
+    const std::vector<float> o_one = one.run(GdnMode::Chunked, 0, {int32_t(n)}, slot, 0);
+    const std::vector<float> st_one = to_host<float>(one.st);
+    {
+        std::vector<float> st_cpu = in.init, o_cpu;
+        cpu_rule(in, GdnMode::Chunked, 0, {int32_t(n)}, slot, st_cpu, o_cpu);
+        compare(o_one, o_cpu, kTolChunkLong, "one pass: o", in.where_o());
+        compare(st_one, st_cpu, kTolChunkLong, "one pass: state", in.where_state());
+    }
+    for (const std::vector<int64_t>& cuts : {std::vector<int64_t>{64, 640}, std::vector<int64_t>{128},
+                                             std::vector<int64_t>{64, 128, 192, 256, 896}}) {
+        std::string name = "split at";
+        for (int64_t c : cuts) name += " " + std::to_string(c);
+        SCOPED_TRACE(name);
+        GpuRule split(in);
+        std::vector<float> o_split;
+        int64_t t = 0;
+        for (size_t i = 0; i <= cuts.size(); ++i) {
+            const int64_t end = i < cuts.size() ? cuts[i] : n;
+            const std::vector<float> o = split.run(GdnMode::Chunked, t, {int32_t(end - t)}, slot, 0);
+            o_split.insert(o_split.end(), o.begin(), o.end());
+            t = end;
+        }
+        expect_same_bits(o_split, o_one, "o", in.where_o());
+        expect_same_bits(to_host<float>(split.st), st_one, "state", in.where_state());
+    }
+}
+
+TEST(FastGdnChunked, DecodeGivesTheSameBitsAloneOrBatched) {
+    REQUIRE_CUDA();
+    // Sequence 0 decodes one token; alone, and batched with a 300-token prefill and two more
+    // decodes (slots differ, inputs of sequence 0 the same): its output and state are the same bits.
+    const Shape sh = kFlagship;
+    std::mt19937 rng(12);
+    const RuleInputs in(sh, 303, 4, rng);
+    GpuRule alone(in), batched(in);
+    const std::vector<float> o_alone = alone.run(GdnMode::Chunked, 0, {1}, {2}, 1);
+    const std::vector<float> o_batch = batched.run(GdnMode::Chunked, 0, {1, 300, 1, 1}, {2, 0, 1, 3}, 0);
+    const int64_t HV = sh.nv * sh.dv, S = sh.nv * sh.dk * sh.dv;
+    expect_same_bits(std::vector<float>(o_batch.begin(), o_batch.begin() + HV), o_alone, "o of the decode",
+                     in.where_o());
+    const std::vector<float> st_a = to_host<float>(alone.st), st_b = to_host<float>(batched.st);
+    expect_same_bits(std::vector<float>(st_b.begin() + 2 * S, st_b.begin() + 3 * S),
+                     std::vector<float>(st_a.begin() + 2 * S, st_a.begin() + 3 * S), "state of slot 2",
+                     in.where_state());
+}
+
+TEST(FastGdn, BadSlotOrTooLongSequenceGivesNaN) {
+    REQUIRE_CUDA();
+    const int64_t T = 70, dk = 8, dv = 8;
+    std::mt19937 rng(13);
+    std::vector<float> x = random_floats(size_t(T * dk), rng, -0.3f, 0.3f), gb(size_t(T), -0.1f),
+                       st(size_t(dk * dv), 1.f);
+    const std::vector<int32_t> q_start = {0, 66, 70}, slot = {5, 0};  // sequence 0's slot 5 is out of range
+    DeviceBuffer d_x = to_device(x), d_gb = to_device(gb), d_st = to_device(st), d_qs = to_device(q_start),
+                 d_slot = to_device(slot);
+    const fast::HeadsIn h{d_x.as<float>(), dk, dk};
+    const SeqPlan plan{2, d_qs.as<int32_t>(), d_slot.as<int32_t>()};
+    for (GdnMode mode : {GdnMode::Recurrent, GdnMode::Chunked}) {
+        SCOPED_TRACE(mode == GdnMode::Chunked ? "chunked" : "recurrent");
+        GdnParams p;
+        p.n_k_heads = p.n_v_heads = 1;
+        p.mode = mode;
+        DeviceBuffer d_o = to_device(std::vector<float>(size_t(T * dv), 0.f));
+        DeviceBuffer scratch(size_t(std::max<int64_t>(1, fast::gated_delta_rule_scratch_floats(T, 1, dk, dv, p))) * 4);
+        fast::gated_delta_rule(d_o.as<float>(), dv, dv, h, h, h, d_gb.as<float>(), 1, d_gb.as<float>(), 1, T, dk, dv,
+                               d_st.as<float>(), dk * dv, 1, plan, p, scratch.as<float>(), 0, nullptr);
+        const std::vector<float> o = to_host<float>(d_o);
+        for (int64_t i = 0; i < 66 * dv; ++i) ASSERT_TRUE(std::isnan(o[size_t(i)])) << "sequence 0, element " << i;
+        for (int64_t i = 66 * dv; i < T * dv; ++i) ASSERT_FALSE(std::isnan(o[size_t(i)])) << "sequence 1, element " << i;
+    }
+    // max_len 4 with a 66-token sequence (slot 0 now valid): NaN outputs, its state kept.
+    const std::vector<int32_t> ok_slot = {0, -1};
+    DeviceBuffer d_ok = to_device(ok_slot), d_st2 = to_device(st);
+    GdnParams p;
+    p.n_k_heads = p.n_v_heads = 1;
+    p.mode = GdnMode::Chunked;
+    DeviceBuffer d_o = to_device(std::vector<float>(size_t(T * dv), 0.f));
+    DeviceBuffer scratch(size_t(fast::gated_delta_rule_scratch_floats(T, 1, dk, dv, p)) * 4);
+    fast::gated_delta_rule(d_o.as<float>(), dv, dv, h, h, h, d_gb.as<float>(), 1, d_gb.as<float>(), 1, T, dk, dv,
+                           d_st2.as<float>(), dk * dv, 1, SeqPlan{2, d_qs.as<int32_t>(), d_ok.as<int32_t>()}, p,
+                           scratch.as<float>(), 4, nullptr);
+    const std::vector<float> o = to_host<float>(d_o);
+    for (int64_t i = 0; i < 66 * dv; ++i) ASSERT_TRUE(std::isnan(o[size_t(i)])) << "too long: element " << i;
+    EXPECT_EQ(to_host<float>(d_st2), st) << "the state of a sequence longer than max_len must be kept";
+}
+
+// ---- the fused decode step ----
+
+struct DecodeShape {
+    int64_t nk, nv, dk, dv, K;
+    bool tiled;
+};
+
+// `steps` decode steps of `B` sequences (padding ones on slot -1) through the fused kernel and
+// through the CPU backend's separate ops, each step continuing from the states the last one left.
+void check_decode(const DecodeShape& sh, int B, const std::vector<int>& padding, int steps, uint32_t seed) {
+    const int64_t nk = sh.nk, nv = sh.nv, dk = sh.dk, dv = sh.dv, K = sh.K;
+    SCOPED_TRACE("decode nk=" + std::to_string(nk) + " nv=" + std::to_string(nv) + " dk=" + std::to_string(dk) +
+                 " dv=" + std::to_string(dv) + " K=" + std::to_string(K) + (sh.tiled ? " tiled" : " grouped") +
+                 " batch " + std::to_string(B));
+    std::mt19937 rng(seed);
+    const int64_t C = 2 * nk * dk + nv * dv, HV = nv * dv, n_slots = B + 2;
+    const int64_t mixed_s = C + 3, z_s = HV + 1, ba_s = 2 * nv + 1, y_s = HV + 2;  // padded rows
+    const std::vector<int32_t> slot = random_slots(size_t(B), n_slots, rng, padding);
+    const std::vector<float> conv_w = random_floats(size_t(C * K), rng, -0.6f, 0.6f);
+    const std::vector<float> neg_exp_a = random_floats(size_t(nv), rng, -2.f, -0.1f);
+    const std::vector<float> dt_bias = random_floats(size_t(nv), rng, -1.f, 1.f);
+    const std::vector<float> norm_w = random_floats(size_t(dv), rng, 0.5f, 1.5f);
+    std::vector<float> conv_cpu = random_floats(size_t(n_slots * (K - 1) * C), rng, -1.f, 1.f);
+    std::vector<float> st_cpu = random_floats(size_t(n_slots * nv * dk * dv), rng, -0.5f, 0.5f);
+    DeviceBuffer d_conv_w = to_device(conv_w), d_nea = to_device(neg_exp_a), d_dtb = to_device(dt_bias),
+                 d_norm = to_device(norm_w), d_conv = to_device(conv_cpu), d_st = to_device(st_cpu),
+                 d_slot = to_device(slot);
+    auto be = make_cpu_backend();
+    std::vector<int32_t> q_start(size_t(B) + 1);
+    std::iota(q_start.begin(), q_start.end(), 0);
+    const SeqPlan plan{B, q_start.data(), slot.data()};
+    auto where_y = [&](size_t i) {
+        const int64_t x = int64_t(i);
+        return "sequence " + std::to_string(x / HV) + " head " + std::to_string(x % HV / dv) + " column " +
+               std::to_string(x % dv);
+    };
+    auto where_st = [&](size_t i) {
+        const int64_t x = int64_t(i);
+        return "slot " + std::to_string(x / (nv * dk * dv)) + " head " + std::to_string(x / (dk * dv) % nv) +
+               " row " + std::to_string(x / dv % dk) + " column " + std::to_string(x % dv);
+    };
+    for (int step = 0; step < steps; ++step) {
+        SCOPED_TRACE("step " + std::to_string(step));
+        std::vector<float> mixed = random_floats(size_t(B * mixed_s), rng, -2.f, 2.f);
+        std::vector<float> z = random_floats(size_t(B * z_s), rng, -2.f, 2.f);
+        std::vector<float> ba = random_floats(size_t(B * ba_s), rng, -3.f, 3.f);  // b | a per row
+
+        // CPU: the layer's ops in GatedDeltaNet::forward's order.
+        std::vector<float> qkv(size_t(B * C)), beta(size_t(B * nv)), g(size_t(B * nv)), o(size_t(B * HV)),
+            y_cpu(size_t(B * HV));
+        Tensor t_qkv(qkv.data(), DType::F32, {B, C});
+        be->conv1d_silu(t_qkv, reftest::rows_view(mixed.data(), B, C, mixed_s),
+                        Tensor(const_cast<float*>(conv_w.data()), DType::F32, {C, K}),
+                        Tensor(conv_cpu.data(), DType::F32, {n_slots, K - 1, C}), plan);
+        const Tensor q = reftest::heads_view(qkv.data(), B, nk, dk, C, dk);
+        const Tensor k = reftest::heads_view(qkv.data() + nk * dk, B, nk, dk, C, dk);
+        const Tensor v = reftest::heads_view(qkv.data() + 2 * nk * dk, B, nv, dv, C, dv);
+        be->l2_norm(q, 1e-6f, 1.0f / std::sqrt(float(dk)));
+        be->l2_norm(k, 1e-6f, 1.0f);
+        Tensor t_beta(beta.data(), DType::F32, {B, nv}), t_g(g.data(), DType::F32, {B, nv});
+        be->gdn_gates(t_beta, t_g, reftest::rows_view(ba.data(), B, nv, ba_s),
+                      reftest::rows_view(ba.data() + nv, B, nv, ba_s),
+                      Tensor(const_cast<float*>(neg_exp_a.data()), DType::F32, {nv}),
+                      Tensor(const_cast<float*>(dt_bias.data()), DType::F32, {nv}));
+        GdnParams gp;
+        gp.n_k_heads = int(nk);
+        gp.n_v_heads = int(nv);
+        gp.tiled_heads = sh.tiled;
+        gp.mode = GdnMode::Chunked;
+        const Tensor o3(o.data(), DType::F32, {B, nv, dv});
+        be->gated_delta_rule(o3, q, k, v, t_g, t_beta, Tensor(st_cpu.data(), DType::F32, {n_slots, nv, dk, dv}), plan,
+                             gp);
+        be->rms_norm_gated(Tensor(y_cpu.data(), DType::F32, {B, nv, dv}), o3,
+                           reftest::heads_view(z.data(), B, nv, dv, z_s, dv),
+                           Tensor(const_cast<float*>(norm_w.data()), DType::F32, {dv}), 1e-6f);
+
+        // GPU: one fused launch.
+        DeviceBuffer d_mixed = to_device(mixed), d_z = to_device(z), d_ba = to_device(ba),
+                     d_y = to_device(std::vector<float>(size_t(B * y_s), reftest::kPad));
+        fast::GdnDecodeArgs a;
+        a.n_seqs = B;
+        a.slot = d_slot.as<int32_t>();
+        a.nk = nk;
+        a.nv = nv;
+        a.dk = dk;
+        a.dv = dv;
+        a.tiled_heads = sh.tiled;
+        a.mixed = d_mixed.as<float>();
+        a.mixed_s = mixed_s;
+        a.z = d_z.as<float>();
+        a.z_s = z_s;
+        a.b = d_ba.as<float>();
+        a.b_s = ba_s;
+        a.a = d_ba.as<float>() + nv;
+        a.a_s = ba_s;
+        a.conv_w = d_conv_w.as<float>();
+        a.conv_k = K;
+        a.conv_state = d_conv.as<float>();
+        a.conv_slot_stride = (K - 1) * C;
+        a.neg_exp_a = d_nea.as<float>();
+        a.dt_bias = d_dtb.as<float>();
+        a.state = d_st.as<float>();
+        a.state_slot_stride = nv * dk * dv;
+        a.n_slots = n_slots;
+        a.norm_w = d_norm.as<float>();
+        a.rms_eps = 1e-6f;
+        a.y = d_y.as<float>();
+        a.y_s = y_s;
+        Stream stream;
+        fast::gdn_decode_step(a, stream);
+        stream.synchronize();
+        const std::vector<float> y_pad = to_host<float>(d_y);
+        std::vector<float> y(size_t(B * HV));
+        for (int64_t s = 0; s < B; ++s) {
+            std::copy_n(y_pad.begin() + s * y_s, HV, y.begin() + s * HV);
+            for (int64_t x = HV; x < y_s; ++x)
+                EXPECT_EQ(y_pad[size_t(s * y_s + x)], reftest::kPad) << "y row padding of sequence " << s;
+        }
+        compare(y, y_cpu, kTolDecode, "y", where_y);
+        compare(to_host<float>(d_st), st_cpu, kTolDecode, "state", where_st);
+        const std::vector<float> conv_gpu = to_host<float>(d_conv);
+        expect_same_bits(conv_gpu, conv_cpu, "conv state", [&](size_t i) {
+            const int64_t x = int64_t(i);
+            return "slot " + std::to_string(x / ((K - 1) * C)) + " row " + std::to_string(x / C % (K - 1)) +
+                   " channel " + std::to_string(x % C);
+        });
+        if (::testing::Test::HasFailure()) return;  // later steps would only repeat the first miss
+        // The CPU and GPU states agree within tolerance; continue both from the CPU's values so the
+        // next step checks one step's error, not the accumulated one.
+        d_st.upload(st_cpu.data(), st_cpu.size() * sizeof(float));
+    }
+}
+
+TEST(FastGdnDecodeStep, MatchesTheSeparateCpuOps) {
+    REQUIRE_CUDA();
+    check_decode({16, 32, 128, 128, 4, false}, 1, {}, 3, 21);   // the flagship, batch 1
+    check_decode({16, 32, 128, 128, 4, true}, 8, {3}, 3, 22);   // tiled heads, batch 8 with a padding sequence
+    check_decode({16, 32, 128, 128, 4, false}, 64, {0, 63}, 1, 23);
+}
+
+TEST(FastGdnDecodeStep, OtherShapes) {
+    REQUIRE_CUDA();
+    check_decode({4, 4, 128, 128, 4, false}, 3, {}, 2, 24);     // r = 1
+    check_decode({2, 6, 48, 37, 4, true}, 3, {1}, 2, 25);       // r = 3 (two passes of 2 heads), partial column block
+    check_decode({1, 8, 64, 64, 2, false}, 2, {}, 2, 26);       // r = 8, conv kernel 2
+    check_decode({1, 2, 256, 256, 4, false}, 2, {}, 2, 27);     // dk = dv = 256: a cluster of 8 blocks
+    check_decode({3, 3, 5, 7, 3, false}, 4, {2}, 3, 28);        // tiny odd heads, K = 3
+}
+
+TEST(FastGdnDecodeStep, BadSlotGivesNaN) {
+    REQUIRE_CUDA();
+    const int64_t nk = 1, nv = 2, dk = 8, dv = 8, K = 4, C = 2 * nk * dk + nv * dv, HV = nv * dv;
+    std::vector<float> ones(size_t(4 * C), 0.5f), conv(size_t(2 * (K - 1) * C), 0.25f), st(size_t(2 * nv * dk * dv), 0.1f);
+    const std::vector<int32_t> slot = {7, 0};  // slot 7 of 2
+    DeviceBuffer d_in = to_device(ones), d_conv = to_device(conv), d_st = to_device(st), d_slot = to_device(slot),
+                 d_y = to_device(std::vector<float>(size_t(2 * HV), 0.f));
+    fast::GdnDecodeArgs a;
+    a.n_seqs = 2;
+    a.slot = d_slot.as<int32_t>();
+    a.nk = nk;
+    a.nv = nv;
+    a.dk = dk;
+    a.dv = dv;
+    a.mixed = a.z = a.b = a.a = a.conv_w = a.neg_exp_a = a.dt_bias = a.norm_w = d_in.as<float>();
+    a.mixed_s = C;
+    a.z_s = HV;
+    a.b_s = a.a_s = nv;
+    a.conv_k = K;
+    a.conv_state = d_conv.as<float>();
+    a.conv_slot_stride = (K - 1) * C;
+    a.state = d_st.as<float>();
+    a.state_slot_stride = nv * dk * dv;
+    a.n_slots = 2;
+    a.y = d_y.as<float>();
+    a.y_s = HV;
+    fast::gdn_decode_step(a, nullptr);
+    const std::vector<float> y = to_host<float>(d_y);
+    for (int64_t i = 0; i < HV; ++i) EXPECT_TRUE(std::isnan(y[size_t(i)])) << "sequence 0, element " << i;
+    for (int64_t i = HV; i < 2 * HV; ++i) EXPECT_FALSE(std::isnan(y[size_t(i)])) << "sequence 1, element " << i;
+}
+
+TEST(FastGdn, BadArgumentsAreErrors) {  // checked on the host before any launch: needs no GPU
+    float* f = reinterpret_cast<float*>(16);
+    const int32_t* ip = reinterpret_cast<const int32_t*>(16);
+    const SeqPlan plan{1, ip, ip};
+    GdnParams p;
+    p.n_k_heads = 2;
+    p.n_v_heads = 4;
+    auto rule = [&](const GdnParams& gp, int64_t dk, int64_t dv, float* scratch, int64_t max_len) {
+        const fast::HeadsIn hh{f, 4 * std::max(dk, dv), std::max(dk, dv)};
+        fast::gated_delta_rule(f, 4 * dv, dv, hh, hh, hh, f, 4, f, 4, 5, dk, dv, f, 4 * dk * dv, 2, plan, gp, scratch,
+                               max_len, nullptr);
+    };
+    p.n_v_heads = 3;  // not a multiple of 2
+    EXPECT_THROW(rule(p, 16, 16, f, 0), Error);
+    p.n_v_heads = 4;
+    EXPECT_THROW(rule(p, 300, 16, f, 0), Error);  // dk > 256
+    EXPECT_THROW(rule(p, 16, 16, f, 6), Error);   // max_len > T
+    p.mode = GdnMode::Chunked;
+    EXPECT_THROW(rule(p, 16, 16, nullptr, 0), Error);  // no scratch
+    EXPECT_THROW(rule(p, 256, 16, f, 0), Error);       // the chunked form takes dk <= 128
+    p.chunk = 32;
+    EXPECT_THROW(rule(p, 16, 16, f, 0), Error);  // chunks of 64 only
+    EXPECT_EQ(fast::gated_delta_rule_scratch_floats(1024, 32, 128, 128, p), 1024 * 32 * 324);
+
+    fast::GdnDecodeArgs a;
+    a.n_seqs = 1;
+    a.slot = ip;
+    a.nk = 1;
+    a.nv = 2;
+    a.dk = a.dv = 8;
+    a.mixed = a.z = a.b = a.a = a.conv_w = a.neg_exp_a = a.dt_bias = a.norm_w = f;
+    a.conv_k = 4;
+    a.conv_state = a.state = a.y = f;
+    a.conv_slot_stride = 3 * 32;
+    a.state_slot_stride = 2 * 64;
+    a.n_slots = 1;
+    fast::GdnDecodeArgs bad = a;
+    bad.conv_k = 1;
+    EXPECT_THROW(fast::gdn_decode_step(bad, nullptr), Error);
+    bad = a;
+    bad.nv = 17;  // r = 17 > 16
+    EXPECT_THROW(fast::gdn_decode_step(bad, nullptr), Error);
+    bad = a;
+    bad.state = nullptr;
+    EXPECT_THROW(fast::gdn_decode_step(bad, nullptr), Error);
+    bad = a;
+    bad.conv_slot_stride = 10;
+    EXPECT_THROW(fast::gdn_decode_step(bad, nullptr), Error);
+}
+
+}  // namespace
