@@ -103,21 +103,34 @@ std::string exported(const std::string& fixture, DType type) {
 
 }  // namespace
 
-class FastEquivalence : public ::testing::TestWithParam<const char*> {};
+struct EqCase {
+    const char* fixture;
+    double tol;
+};
 
-// The reference path holds the weights as bf16, the fast path as exact f32 dequantizations:
-// logits differ by bf16's rounding of the weights (~1e-2 of the largest logit at most here).
+class FastEquivalence : public ::testing::TestWithParam<EqCase> {};
+
+// The reference path holds the weights as bf16, the fast path as exact dequantizations with x
+// rounded to bf16 in the tensor-core GEMM (prefill): logits differ by those roundings — ~1e-2 of
+// the largest logit on the dense fixtures. The hybrid fixtures amplify them: random Gated
+// DeltaNet gates and MoE routers (a near-tie flips an expert) turn a 2⁻⁸ rounding into up to
+// ~8 % of a logit by position 12 (measured on the H200), so they get 1e-1 — still far below what
+// a wrong kernel gives (errors of the logits' own size). A tighter hybrid test needs f16 GEMM
+// inputs (issue 7's follow-up).
 TEST_P(FastEquivalence, SameTopLogitsAsReference) {
     REQUIRE_CUDA();
     for (DType t : {DType::Q4_0, DType::Q8_0}) {
-        const std::string path = exported(GetParam(), t);
-        compare_modes(path, 2e-2);
+        const std::string path = exported(GetParam().fixture, t);
+        compare_modes(path, GetParam().tol);
         std::filesystem::remove(path);
     }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, FastEquivalence,
-                         ::testing::Values("qwen3_tiny", "llama_tiny", "qwen35moe_tiny", "qwen35_tiny", "qwen3next_tiny"));
+                         ::testing::Values(EqCase{"qwen3_tiny", 2e-2}, EqCase{"llama_tiny", 2e-2},
+                                           EqCase{"qwen35moe_tiny", 1e-1}, EqCase{"qwen35_tiny", 1e-1},
+                                           EqCase{"qwen3next_tiny", 1e-1}),
+                         [](const auto& info) { return std::string(info.param.fixture); });
 
 TEST(FastEquivalence, FlagshipCut) {
     REQUIRE_CUDA();

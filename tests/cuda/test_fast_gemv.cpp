@@ -266,8 +266,9 @@ TEST(CudaFastBackend, MatmulAndEmbedMatchReference) {
         EXPECT_EQ(wf.device, Device::CUDA);
         EXPECT_EQ(wf.shape_str(), g.host().shape_str());
         // Expert slices: packed where the fast MoE reads them (Int4), bf16 for the reference MoE otherwise.
+        // (Int4 with rows and columns multiples of 32; N = 67 here is not).
         EXPECT_EQ(fast->place_weight(g.host(), WeightUse::Expert).dtype,
-                  packed_kind_of(t) == PackedKind::Int4 ? t : DType::BF16);
+                  packed_kind_of(t) == PackedKind::Int4 && N % 32 == 0 ? t : DType::BF16);
         for (int64_t T : {1, 5, 8, 9, 40}) {
             const std::vector<float> x = random_rows(T, K, K, uint32_t(T));
             auto run = [&](Backend& be, const Tensor& w) {
@@ -288,7 +289,7 @@ TEST(CudaFastBackend, MatmulAndEmbedMatchReference) {
             if (kernel == MatmulKernel::Gemm) {  // x rounded to bf16
                 rel += std::ldexp(1.0, -8);
                 norm = 1e-2;
-            } else if (kernel == MatmulKernel::Gemv && !getenv_is("TESSERA_GEMV", "f32")) {
+            } else if (kernel == MatmulKernel::Gemv && getenv_is("TESSERA_GEMV", "int8")) {
                 rel += 1.0 / 127;  // x rounded to int8 per 32 columns (fast_gemv_q8.h)
                 norm = 2e-2;
             }

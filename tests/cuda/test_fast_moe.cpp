@@ -464,6 +464,7 @@ TEST(FastMoe, RouteTiesGoToTheLowerIndex) {
     std::mt19937 rng(5);
     for (int E : {8, 128, 256, 512})
         for (int k : {1, 2, 8, 16}) {
+            if (k > E) continue;  // the op takes k <= E
             const int64_t T = 33;
             std::vector<float> logits(size_t(T * E));
             for (auto& v : logits) v = float(rng() % 3);

@@ -100,13 +100,15 @@ void CudaBackend::matmul(const Tensor& y, const Tensor& x, const Tensor& w) {
 static_assert(kDispatchGemvMaxTokens == fast::kGemvMaxTokens);
 
 namespace {
-// TESSERA_GEMV=f32 keeps x in f32 in the decode GEMV (fast_gemv.cu); the default (int8) rounds x
-// to int8 per 32 columns and uses the integer dot-product units (fast_gemv_q8.cu).
+// The decode GEMV keeps x in f32 (fast_gemv.cu) unless TESSERA_GEMV=int8, which rounds x to int8
+// per 32 columns for the integer dot-product units (fast_gemv_q8.cu): 20 % faster at the anchor
+// shape on the H200, but its ~1 % error per matmul compounds through a model's layers past the
+// fast-vs-reference tolerance, so it stays opt-in until it is both faster and closer.
 bool gemv_int8_x() {
     static const bool on = [] {
         const char* v = std::getenv("TESSERA_GEMV");
         TS_CHECK(!v || !*v || std::string(v) == "int8" || std::string(v) == "f32", "TESSERA_GEMV={}: expected int8 or f32", v);
-        return !(v && std::string(v) == "f32");
+        return v && std::string(v) == "int8";
     }();
     return on;
 }

@@ -9,7 +9,8 @@
 //      (dp4a on the nibbles or bytes), then y += scale · dx · Σ code·q + bias · sx in f32.
 //
 // Accuracy: exact up to the rounding of x to int8 — a normalised error of ~4e-3 on random data
-// (the emulation test checks the kernel to 1e-5 against the same rounding done on the host).
+// (the emulation test checks the kernel to 1e-5 against the same rounding done on the host). That
+// error compounds through a model's layers, so the backend uses it only with TESSERA_GEMV=int8.
 // No allocation, no host sync (CUDA-graph safe); raw device pointers, queued on `stream`.
 #pragma once
 #include <cstddef>
