@@ -1,8 +1,8 @@
 // The chunked (WY) gated delta rule on the tensor cores, chunks of 64 tokens per sequence counted
 // from its first token in the call (the CPU's gdn_chunked.cpp, same steps, same rounding points):
 //  1. wy_prep, a block per (chunk, sequence, value head), all chunks in parallel: Γ (cumsum of g
-//     in double), A = −strictlower(diag(β)K·Kᵀ ⊙ D), T = (I − A)⁻¹ by forward substitution (a
-//     thread per column), W = T·(diag(β)K ⊙ e^Γ), U = T·diag(β)V and P = Q·Kᵀ ⊙ D (incl. the
+//     in double), A = −strictlower(diag(β)K·Kᵀ ⊙ D), T = (I − A)⁻¹ (forward substitution inside
+//     the 16 × 16 diagonal blocks, a thread per column; the blocks below by block rows), W = T·(diag(β)K ⊙ e^Γ), U = T·diag(β)V and P = Q·Kᵀ ⊙ D (incl. the
 //     diagonal), written to scratch rows per (token, head): [W (dk) | U (dv) | P (64) | e^Γ, e^(Γlast−Γ)].
 //  2. wy_state, a block per (sequence, value head, 32 state columns), chunks in order with the
 //     [dk, 32] state slice in shared memory: Vn = U − W·S; O = e^Γ ⊙ (Q·S) + P·Vn;
@@ -18,6 +18,7 @@ namespace {
 
 constexpr int kC = int(kGdnChunk);  // 64
 constexpr int kThreads = 256;       // 8 warps
+constexpr int kTb = 16;             // diagonal blocks of the triangular solve
 constexpr int kNs = 32;             // state columns per wy_state block
 constexpr int kLdT = kC + 4;        // row stride of 64-wide tiles (A reads: rows gid, columns tig → no conflicts)
 constexpr int kLdS = kNs + 8;       // row stride of 32-wide tiles (B reads: rows tig, columns gid)
@@ -173,16 +174,17 @@ __global__ void __launch_bounds__(kThreads) wy_prep_kernel(ChArgs a) {
     __syncthreads();
 
     if (warp < 2) {
-        // T = (I − A)⁻¹ column by column: X[i, j] = A[i, j] + Σ_{j<m<i} A[i, m]·X[m, j], m ascending
-        // (the CPU's order). Column j is this thread's alone: no barrier inside.
-        const int j = tid;
+        // The diagonal 16 × 16 blocks of T = (I − A)⁻¹, column by column: X[i, j] = A[i, j] +
+        // Σ_{j<m<i} A[i, m]·X[m, j], m ascending (the CPU's order), i inside j's block. Column j
+        // is this thread's alone: no barrier inside.
+        const int j = tid, end = (j / kTb + 1) * kTb, stop = end < L ? end : L;
         for (int i = 0; i <= j; ++i) Xs[i * kLdT + j] = i == j ? 1.f : 0.f;
-        for (int i = j + 1; i < L; ++i) {
+        for (int i = j + 1; i < stop; ++i) {
             float acc = As[i * kLdT + j];
             for (int m = j + 1; m < i; ++m) acc += As[i * kLdT + m] * Xs[m * kLdT + j];
             Xs[i * kLdT + j] = acc;
         }
-        for (int i = j + 1 > L ? j + 1 : L; i < kC; ++i) Xs[i * kLdT + j] = 0.f;  // padding rows: A = 0
+        for (int i = j + 1 > stop ? j + 1 : stop; i < end; ++i) Xs[i * kLdT + j] = 0.f;  // padding rows: A = 0
     } else {
         // Meanwhile P = Q·Kᵀ ⊙ D (lower, incl. the diagonal) straight to scratch.
         for (int t = warp - 2; t < 32; t += 6) {
@@ -197,6 +199,27 @@ __global__ void __launch_bounds__(kThreads) wy_prep_kernel(ChArgs a) {
         }
     }
     __syncthreads();
+    // The blocks below the diagonal, block row by block row: (I − A)T = I gives
+    // T_ib = T_ii · Σ_{b<=c<i} A_ic T_cb, the sum one product over columns [16b, 16i) of A.
+    for (int bi = 1; bi < kC / kTb; ++bi) {
+        const int m0 = bi * kTb;
+        for (int t = warp; t < 2 * bi; t += 8) {  // Y_ib = Σ A_ic T_cb into block (i, b): 16 × 8 halves
+            const int bb = t / 2, n0 = bb * kTb + (t % 2) * 8;
+            float acc[4] = {0.f, 0.f, 0.f, 0.f};
+            tile_mma(acc, m0, n0, m0 - bb * kTb, [&](int m, int kk) { return As[m * kLdT + bb * kTb + kk]; },
+                     [&](int kk, int n) { return Xs[(bb * kTb + kk) * kLdT + n]; });
+            tile_each(acc, m0, n0, [&](int i, int n, float x) { Xs[i * kLdT + n] = x; });
+        }
+        __syncthreads();
+        float acc[4] = {0.f, 0.f, 0.f, 0.f};
+        const int t = warp, n0 = (t / 2) * kTb + (t % 2) * 8;
+        if (t < 2 * bi)  // T_ib = T_ii · Y_ib
+            tile_mma(acc, m0, n0, kTb, [&](int m, int kk) { return Xs[m * kLdT + m0 + kk]; },
+                     [&](int kk, int n) { return Xs[(m0 + kk) * kLdT + n]; });
+        __syncthreads();  // every Y read
+        if (t < 2 * bi) tile_each(acc, m0, n0, [&](int i, int n, float x) { Xs[i * kLdT + n] = x; });
+        __syncthreads();
+    }
 
     // W = T·(diag(β)K ⊙ e^Γ) and U = T·diag(β)V: 4 row tiles × (dkp + dvp)/8 column tiles.
     const int nw = dkp / 8, nu = dvp / 8;
