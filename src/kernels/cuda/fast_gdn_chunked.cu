@@ -8,7 +8,7 @@
 //     [dk, 32] state slice in shared memory: Vn = U − W·S; O = e^Γ ⊙ (Q·S) + P·Vn;
 //     S ← e^Γlast·S + (K ⊙ e^(Γlast−Γ))ᵀ·Vn.
 // Matrix products: mma.sync m16n8k8 TF32 with f32 accumulation, each operand split a = hi + lo
-// (3×TF32: lo·hi + hi·lo + hi·hi), which keeps f32-level accuracy; operands from shared memory
+// (3×TF32: lo·hi + hi·lo + hi·hi), which keeps f32-level accuracy (~1e-6 relative); operands from shared memory
 // through small accessors, so transposes and row scalings cost no copies.
 #include "kernels/cuda/fast_gdn.h"
 
@@ -62,14 +62,12 @@ __device__ inline bool seq_of(const ChArgs& a, int s, Seq* q) {
 
 // ---- 3×TF32 warp tiles ----
 
-__device__ inline uint32_t tf32_bits(float x) {
-    uint32_t r;
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-    return r;
-}
+// x = hi + lo with hi = x's top 10 mantissa bits (tf32, exact) and lo = the rest (|lo| < 2^-10·|x|),
+// passed as f32 bits: the tensor cores read a tf32 operand's top 19 bits, truncating lo to
+// ~2^-21·|x|. Two instructions, no cvt.
 __device__ inline void split(float x, uint32_t& hi, uint32_t& lo) {
-    hi = tf32_bits(x);
-    lo = tf32_bits(x - __uint_as_float(hi));
+    hi = __float_as_uint(x) & 0xffffe000u;
+    lo = __float_as_uint(x - __uint_as_float(hi));
 }
 __device__ inline void mma_tf32(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
     asm volatile(
@@ -131,15 +129,16 @@ __global__ void __launch_bounds__(kThreads) wy_prep_kernel(ChArgs a) {
     float* eg = bt + kC;                          // [64] e^Γ
     double* Gd = reinterpret_cast<double*>(eg + kC);  // [64] Γ
 
-    for (int idx = tid; idx < kC * dkp; idx += kThreads) {
-        const int l = idx / dkp, i = idx % dkp;
-        const bool ok = l < L && i < dk;
-        Ks[l * ldk + i] = ok ? a.k.data[(tb + l) * a.k.tok_stride + hk * a.k.head_stride + i] : 0.f;
-        Qs[l * ldk + i] = ok ? a.q.data[(tb + l) * a.q.tok_stride + hk * a.q.head_stride + i] : 0.f;
-    }
-    for (int idx = tid; idx < kC * dvp; idx += kThreads) {
-        const int l = idx / dvp, i = idx % dvp;
-        Vs[l * ldv + i] = l < L && i < dv ? a.v.data[(tb + l) * a.v.tok_stride + h * a.v.head_stride + i] : 0.f;
+    for (int l = warp; l < kC; l += kThreads / 32) {  // a warp per token row, lanes along it
+        const float* kr = a.k.data + (tb + l) * a.k.tok_stride + hk * a.k.head_stride;
+        const float* qr = a.q.data + (tb + l) * a.q.tok_stride + hk * a.q.head_stride;
+        const float* vr = a.v.data + (tb + l) * a.v.tok_stride + h * a.v.head_stride;
+        for (int i = lane; i < dkp; i += 32) {
+            const bool ok = l < L && i < dk;
+            Ks[l * ldk + i] = ok ? kr[i] : 0.f;
+            Qs[l * ldk + i] = ok ? qr[i] : 0.f;
+        }
+        for (int i = lane; i < dvp; i += 32) Vs[l * ldv + i] = l < L && i < dv ? vr[i] : 0.f;
     }
     if (tid < kC) bt[tid] = tid < L ? a.beta[(tb + tid) * a.beta_s + h] : 0.f;
     if (warp == 0) {  // Γ: inclusive scan in double, 2 tokens per lane (g = 0 past L: Γ stays)
@@ -251,7 +250,7 @@ __global__ void __launch_bounds__(kThreads) wy_prep_kernel(ChArgs a) {
 // ---- 2. the state carried chunk by chunk ----
 
 __global__ void __launch_bounds__(kThreads) wy_state_kernel(ChArgs a) {
-    const int s = blockIdx.x, tid = threadIdx.x, warp = tid / 32;
+    const int s = blockIdx.x, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int64_t h = blockIdx.y;
     const int c0 = int(blockIdx.z) * kNs;  // this block's first state column
     const int dk = a.dk, dv = a.dv, dkp = a.dkp, ldk = dkp + 4;
@@ -285,12 +284,16 @@ __global__ void __launch_bounds__(kThreads) wy_state_kernel(ChArgs a) {
     for (int64_t cs = 0; cs < sq.n_wy; cs += kC) {
         const int64_t tb = sq.t0 + cs;
         const int L = int(sq.n_wy - cs < kC ? sq.n_wy - cs : kC);
-        for (int idx = tid; idx < kC * dkp; idx += kThreads) {
-            const int l = idx / dkp, i = idx % dkp;
-            const bool ok = l < L && i < dk;
-            Ws[l * ldk + i] = ok ? a.scratch[((tb + l) * a.nv + h) * a.rs + i] : 0.f;
-            Qs[l * ldk + i] = ok ? a.q.data[(tb + l) * a.q.tok_stride + hk * a.q.head_stride + i] : 0.f;
-            Ks[l * ldk + i] = ok ? a.k.data[(tb + l) * a.k.tok_stride + hk * a.k.head_stride + i] : 0.f;
+        for (int l = warp; l < kC; l += kThreads / 32) {  // a warp per token row, lanes along it
+            const float* wr = a.scratch + ((tb + l) * a.nv + h) * a.rs;
+            const float* qr = a.q.data + (tb + l) * a.q.tok_stride + hk * a.q.head_stride;
+            const float* kr = a.k.data + (tb + l) * a.k.tok_stride + hk * a.k.head_stride;
+            for (int i = lane; i < dkp; i += 32) {
+                const bool ok = l < L && i < dk;
+                Ws[l * ldk + i] = ok ? wr[i] : 0.f;
+                Qs[l * ldk + i] = ok ? qr[i] : 0.f;
+                Ks[l * ldk + i] = ok ? kr[i] : 0.f;
+            }
         }
         for (int idx = tid; idx < kC * kNs; idx += kThreads) {
             const int l = idx / kNs, cc = idx % kNs;
