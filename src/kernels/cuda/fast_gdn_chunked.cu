@@ -220,7 +220,8 @@ __global__ void __launch_bounds__(kThreads) wy_prep_kernel(ChArgs a) {
         __syncthreads();
     }
 
-    // W = T·(diag(β)K ⊙ e^Γ) and U = T·diag(β)V: 4 row tiles × (dkp + dvp)/8 column tiles.
+    // W = T·(diag(β)K ⊙ e^Γ) and U = T·diag(β)V: 4 row tiles × (dkp + dvp)/8 column tiles; T is
+    // lower triangular, so rows [m0, m0 + 16) stop at column m0 + 16.
     const int nw = dkp / 8, nu = dvp / 8;
     for (int t = warp; t < 4 * (nw + nu); t += 8) {
         const int m0 = (t % 4) * 16, ct = t / 4;
@@ -228,13 +229,13 @@ __global__ void __launch_bounds__(kThreads) wy_prep_kernel(ChArgs a) {
         auto Tm = [&](int m, int kk) { return Xs[m * kLdT + kk]; };
         if (ct < nw) {
             const int n0 = ct * 8;
-            tile_mma(acc, m0, n0, kC, Tm, [&](int kk, int n) { return eg[kk] * (bt[kk] * Ks[kk * ldk + n]); });
+            tile_mma(acc, m0, n0, m0 + 16, Tm, [&](int kk, int n) { return eg[kk] * (bt[kk] * Ks[kk * ldk + n]); });
             tile_each(acc, m0, n0, [&](int i, int n, float x) {
                 if (i < L && n < dk) a.scratch[((tb + i) * a.nv + h) * a.rs + n] = x;
             });
         } else {
             const int n0 = (ct - nw) * 8;
-            tile_mma(acc, m0, n0, kC, Tm, [&](int kk, int n) { return bt[kk] * Vs[kk * ldv + n]; });
+            tile_mma(acc, m0, n0, m0 + 16, Tm, [&](int kk, int n) { return bt[kk] * Vs[kk * ldv + n]; });
             tile_each(acc, m0, n0, [&](int i, int n, float x) {
                 if (i < L && n < dv) a.scratch[((tb + i) * a.nv + h) * a.rs + dk + n] = x;
             });
@@ -338,7 +339,7 @@ __global__ void __launch_bounds__(kThreads) wy_state_kernel(ChArgs a) {
             acc[1] *= eg[m0 + gid];
             acc[2] *= eg[m0 + gid + 8];
             acc[3] *= eg[m0 + gid + 8];
-            tile_mma(acc, m0, n0, kC, [&](int m, int kk) { return Ps[m * kLdT + kk]; },
+            tile_mma(acc, m0, n0, m0 + 16, [&](int m, int kk) { return Ps[m * kLdT + kk]; },  // P lower
                      [&](int kk, int n) { return Vn[kk * kLdS + n]; });
             tile_each(acc, m0, n0, [&](int i, int n, float x) {
                 if (i < L && c0 + n < dv) a.o[(tb + i) * a.o_ts + h * a.o_hs + c0 + n] = x;
