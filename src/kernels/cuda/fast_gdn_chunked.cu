@@ -250,7 +250,7 @@ __global__ void __launch_bounds__(kThreads) wy_prep_kernel(ChArgs a) {
 
 // ---- 2. the state carried chunk by chunk ----
 
-__global__ void __launch_bounds__(kThreads) wy_state_kernel(ChArgs a) {
+__global__ void __launch_bounds__(kThreads, 1) wy_state_kernel(ChArgs a) {
     const int s = blockIdx.x, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int64_t h = blockIdx.y;
     const int c0 = int(blockIdx.z) * kNs;  // this block's first state column
