@@ -12,6 +12,13 @@
 #include "kernels/backend.h"
 #include "kernels/cuda/ref_gdn.h"  // HeadsIn
 
+// How the layer maps onto these kernels (GatedDeltaNet::forward, flagship 16/32 heads × 128):
+//  - a step where every sequence has one token (decodes, CUDA graphs): after the w_qkv, w_z, w_b,
+//    w_a matmuls, gdn_decode_step replaces conv1d_silu, l2_norm (q, k), gdn_gates,
+//    gated_delta_rule and rms_norm_gated; its y feeds the w_out matmul. No scratch.
+//  - any other step: Backend::gated_delta_rule → gated_delta_rule below (the other ops stay), with
+//    GdnParams as the layer passes them (Chunked, chunk 64) and scratch of
+//    gated_delta_rule_scratch_floats(T, ...) floats (42 MB at 1024 tokens × 32 heads).
 namespace tessera::cuda::fast {
 
 using ref::HeadsIn;
