@@ -60,6 +60,19 @@ __device__ inline bool seq_of(const ChArgs& a, int s, Seq* q) {
     return q->range_ok && q->slot >= -1 && q->slot < a.n_slots && q->n <= a.max_len;
 }
 
+// ---- asynchronous tile loads: every element's copy in flight at once, one wait ----
+
+__device__ inline void cp_async4(float* dst, const float* src) {
+    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src));
+}
+__device__ inline void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+// dst[i] = ok ? *src : 0 (the zero stored at once, the copy queued).
+__device__ inline void load_or_zero(float* dst, const float* src, bool ok) {
+    if (ok) cp_async4(dst, src);
+    else *dst = 0.f;
+}
+
 // ---- 3×TF32 warp tiles ----
 
 // x = hi + lo with hi = x's top 10 mantissa bits (tf32, exact) and lo = the rest (|lo| < 2^-10·|x|),
@@ -135,11 +148,12 @@ __global__ void __launch_bounds__(kThreads) wy_prep_kernel(ChArgs a) {
         const float* vr = a.v.data + (tb + l) * a.v.tok_stride + h * a.v.head_stride;
         for (int i = lane; i < dkp; i += 32) {
             const bool ok = l < L && i < dk;
-            Ks[l * ldk + i] = ok ? kr[i] : 0.f;
-            Qs[l * ldk + i] = ok ? qr[i] : 0.f;
+            load_or_zero(Ks + l * ldk + i, kr + i, ok);
+            load_or_zero(Qs + l * ldk + i, qr + i, ok);
         }
-        for (int i = lane; i < dvp; i += 32) Vs[l * ldv + i] = l < L && i < dv ? vr[i] : 0.f;
+        for (int i = lane; i < dvp; i += 32) load_or_zero(Vs + l * ldv + i, vr + i, l < L && i < dv);
     }
+    cp_async_wait_all();  // this thread's copies; the barrier below publishes everyone's
     if (tid < kC) bt[tid] = tid < L ? a.beta[(tb + tid) * a.beta_s + h] : 0.f;
     if (warp == 0) {  // Γ: inclusive scan in double, 2 tokens per lane (g = 0 past L: Γ stays)
         const int l0 = 2 * lane;
@@ -291,24 +305,15 @@ __global__ void __launch_bounds__(kThreads, 1) wy_state_kernel(ChArgs a) {
             const float* kr = a.k.data + (tb + l) * a.k.tok_stride + hk * a.k.head_stride;
             for (int i = lane; i < dkp; i += 32) {
                 const bool ok = l < L && i < dk;
-                Ws[l * ldk + i] = ok ? wr[i] : 0.f;
-                Qs[l * ldk + i] = ok ? qr[i] : 0.f;
-                Ks[l * ldk + i] = ok ? kr[i] : 0.f;
+                load_or_zero(Ws + l * ldk + i, wr + i, ok);
+                load_or_zero(Qs + l * ldk + i, qr + i, ok);
+                load_or_zero(Ks + l * ldk + i, kr + i, ok);
             }
+            load_or_zero(Vn + l * kLdS + lane, wr + dk + c0 + lane, l < L && c0 + lane < dv);  // U
+            for (int j = lane; j < kC; j += 32) load_or_zero(Ps + l * kLdT + j, wr + dk + dv + j, l < L);
+            if (lane < 2) load_or_zero((lane == 0 ? eg : dl) + l, wr + dk + dv + kC + lane, l < L);
         }
-        for (int idx = tid; idx < kC * kNs; idx += kThreads) {
-            const int l = idx / kNs, cc = idx % kNs;
-            Vn[l * kLdS + cc] = l < L && c0 + cc < dv ? a.scratch[((tb + l) * a.nv + h) * a.rs + dk + c0 + cc] : 0.f;
-        }
-        for (int idx = tid; idx < kC * kC; idx += kThreads) {
-            const int l = idx / kC, j = idx % kC;
-            Ps[l * kLdT + j] = l < L ? a.scratch[((tb + l) * a.nv + h) * a.rs + dk + dv + j] : 0.f;
-        }
-        if (tid < kC) {
-            const float* row = a.scratch + ((tb + tid) * a.nv + h) * a.rs + dk + dv + kC;
-            eg[tid] = tid < L ? row[0] : 0.f;
-            dl[tid] = tid < L ? row[1] : 0.f;
-        }
+        cp_async_wait_all();
         __syncthreads();
 
         // Vn = U − W·S: 4 × 4 tiles, two per warp.
