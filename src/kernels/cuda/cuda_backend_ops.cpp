@@ -112,6 +112,17 @@ bool gemv_int8_x() {
     }();
     return on;
 }
+// TESSERA_REFERENCE_OPS: fast-mode ops kept on the reference kernels, for bisecting a
+// difference between the two paths: a comma list of matmul (packed weights unpacked to f32 and
+// multiplied with cuBLAS f32), attention, moe_route.
+bool reference_op(const char* op) {
+    static const std::string ops = [] {
+        const char* v = std::getenv("TESSERA_REFERENCE_OPS");
+        return "," + std::string(v ? v : "") + ",";
+    }();
+    return ops.find("," + std::string(op) + ",") != std::string::npos;
+}
+
 // TESSERA_PREFILL_GEMM: how a packed matmul of more than 8 tokens runs — "packed" (fast_gemm.cu,
 // dequantizing in registers), "cublas" (the matrix dequantized to bf16 in scratch, then cuBLAS),
 // or "auto" (the default: cuBLAS from kPrefillCublasTokens tokens, where its bf16 tensor-core
@@ -134,7 +145,7 @@ bool prefill_via_cublas(int64_t T) {
 // f32 cuBLAS GEMM (the same accuracy as the reference path's widened weights).
 void CudaBackend::matmul_packed(const Tensor& y, const Tensor& x, const PackedMatrix& w) {
     const Rows X = rows_of(x, "matmul", "x"), Y = rows_of(y, "matmul", "y");
-    switch (choose_matmul(X.rows, w.n, w.k, w.kind)) {
+    switch (reference_op("matmul") ? MatmulKernel::DequantCublas : choose_matmul(X.rows, w.n, w.k, w.kind)) {
         case MatmulKernel::None: return;
         case MatmulKernel::Gemv:
             if (gemv_int8_x()) {  // x rounded to int8 per 32 columns, dp4a (fast_gemv_q8.h)
@@ -258,7 +269,8 @@ void CudaBackend::attention(const Tensor& out, const Tensor& q, const Tensor& k_
     const Heads O = heads_of(out, "attention", "out"), Q = heads_of(q, "attention", "q");
     TS_CHECK(O.T == Q.T && O.n == Q.n, "cuda attention: out {} vs q {}", out.describe(), q.describe());
     const ref::PagedCache kc = paged_ref(k_cache, "k"), vc = paged_ref(v_cache, "v");
-    if (kernels_ == CudaKernels::Fast && fast::attention_supported(Q.n, kc.n_kv, kc.D, vc.D) && kc.f16 == vc.f16) {
+    if (kernels_ == CudaKernels::Fast && fast::attention_supported(Q.n, kc.n_kv, kc.D, vc.D) && kc.f16 == vc.f16 &&
+        !reference_op("attention")) {
         const int splits = fast::attention_splits(Q.T, kc.n_kv, int64_t(plan.max_blocks) * plan.block_size);
         void* sc = splits > 1 ? scratch(5, fast::attention_scratch(Q.T, Q.n, kc.D, splits)) : nullptr;
         return fast::attention(O.p, O.ts, O.hs, Q.p, Q.ts, Q.hs, Q.T, Q.n, kc, vc, plan, scale, splits, sc,
@@ -349,7 +361,8 @@ void CudaBackend::gated_delta_rule(const Tensor& o, const Tensor& q, const Tenso
 void CudaBackend::moe_topk(const Tensor& logits, int k, bool renormalize, int32_t* ids, float* weights) {
     const Rows L = rows_of(logits, "moe_topk", "logits");
     TS_CHECK(L.ld == L.cols, "cuda moe_topk: logits {} must be contiguous", logits.describe());
-    if (kernels_ == CudaKernels::Fast && L.cols <= fast::kMoeMaxExperts && k <= fast::kMoeMaxTopK)
+    if (kernels_ == CudaKernels::Fast && L.cols <= fast::kMoeMaxExperts && k <= fast::kMoeMaxTopK &&
+        !reference_op("moe_route"))
         return fast::moe_route(L.p, L.ld, L.rows, int(L.cols), k, renormalize, ids, weights, stream_.get());
     ref::moe_topk(L.p, L.rows, L.cols, k, renormalize, ids, weights, stream_.get());
 }
