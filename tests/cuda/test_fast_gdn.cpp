@@ -274,10 +274,11 @@ TEST(FastGdnChunked, LengthsAroundTheChunk) {
 
 TEST(FastGdn, SeveralSequencesSlotsAndPaddingInOneCall) {
     REQUIRE_CUDA();
-    // Decodes mixed with prefills around the chunk size, an empty sequence, two padding sequences
-    // (slot -1: zero starting state, nothing written back), shuffled slots.
-    const std::vector<int32_t> lengths = {1, 65, 1, 0, 64, 63, 1, 130, 129, 2, 200};
-    const std::vector<int> padding = {2, 7};
+    // Decodes mixed with prefills around the chunk size, an empty sequence, padding sequences
+    // (slot -1: zero starting state, nothing written back; one of 65 tokens, whose last token
+    // follows its WY chunk without a slot to carry the state), shuffled slots.
+    const std::vector<int32_t> lengths = {1, 65, 1, 0, 64, 63, 1, 130, 129, 2, 200, 65};
+    const std::vector<int> padding = {1, 2, 7};
     for (GdnMode mode : {GdnMode::Recurrent, GdnMode::Chunked}) {
         const double tol = mode == GdnMode::Chunked ? kTolChunkShort : kTolRec;
         for (const Shape& s : {kFlagship, Shape{16, 32, 128, 128, true}, Shape{4, 4, 128, 128, false}}) {

@@ -78,6 +78,7 @@ __global__ void __launch_bounds__(kWarps * 32) gdn_recurrent_kernel(RecArgs a) {
     if (a.tail_only) {  // the CPU's rule: a lone token, or a last chunk of one token, is a recurrent step
         const int64_t n = t1 - t0;
         if (!(n == 1 || (a.chunk > 1 && n % a.chunk == 1))) return;
+        if (n > 1 && slot < 0) return;  // a padding sequence's state after its WY part is not kept: wy_state steps it
         t0 = t1 - 1;
     }
     if (t0 == t1) return;

@@ -44,7 +44,8 @@ int64_t gated_delta_rule_scratch_floats(int64_t T, int64_t nv, int64_t dk, int64
 // Chunked mode (chunk must be 64, dk <= 128): per sequence, chunks of 64 tokens counted from its
 // first token in this call take the WY form on the tensor cores (two launches: the chunk-local
 // matrices of every chunk in parallel, then the state carried chunk by chunk); a sequence of one
-// token, and a last chunk of one token, take the recurrent step (a third launch), as the CPU's
+// token, and a last chunk of one token, take the recurrent step (a third launch; for a padding
+// sequence, whose state is not kept between launches, the second launch steps it), as the CPU's
 // Chunked mode does. So a prefill split at multiples of 64 gives the state of one pass, and a
 // decode gives the same bits alone or batched. The tensor-core products use 3×TF32 (a = hi + lo,
 // hi·hi + hi·lo + lo·hi): f32-level accuracy (~1e-6 relative per product), not TF32's 1e-3.

@@ -67,6 +67,11 @@ __device__ inline void cp_async4(float* dst, const float* src) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src));
 }
 __device__ inline void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>  // wait until at most the N most recent groups of this thread are in flight
+__device__ inline void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
 // dst[i] = ok ? *src : 0 (the zero stored at once, the copy queued).
 __device__ inline void load_or_zero(float* dst, const float* src, bool ok) {
     if (ok) cp_async4(dst, src);
@@ -285,36 +290,66 @@ __global__ void __launch_bounds__(kThreads, 1) wy_state_kernel(ChArgs a) {
     extern __shared__ float4 smem4[];
     float* Ss = reinterpret_cast<float*>(smem4);  // [dkp][kLdS] the state slice
     float* Vn = Ss + dkp * kLdS;                  // [64][kLdS] U, then U − W·S
-    float* Ws = Vn + kC * kLdS;                   // [64][ldk]
-    float* Qs = Ws + kC * ldk;                    // [64][ldk]
-    float* Ks = Qs + kC * ldk;                    // [64][ldk]
-    float* Ps = Ks + kC * ldk;                    // [64][kLdT]
+    float* Wb = Vn + kC * kLdS;                   // [2][64][ldk] W of this chunk and of the next
+    float* Kb = Wb + 2 * kC * ldk;                // [2][64][ldk] K, likewise
+    float* Qs = Kb + 2 * kC * ldk;                // [64][ldk]
+    float* Ps = Qs + kC * ldk;                    // [64][kLdT]
     float* eg = Ps + kC * kLdT;                   // [64] e^Γ
     float* dl = eg + kC;                          // [64] e^(Γlast − Γ)
+
+    // Queues the loads of the chunk at token cs of the sequence (rows past its end: zeros): W
+    // and K into buffer b, or Q, P, U and the decays. A warp per token row, lanes along it.
+    auto chunk_rows = [&](int64_t cs) { return int(sq.n_wy - cs < kC ? sq.n_wy - cs : kC); };
+    auto load_wk = [&](int64_t cs, int b) {
+        const int64_t tb = sq.t0 + cs;
+        const int L = chunk_rows(cs);
+        float* W = Wb + b * kC * ldk;
+        float* K = Kb + b * kC * ldk;
+        for (int l = warp; l < kC; l += kThreads / 32) {
+            const float* wr = a.scratch + ((tb + l) * a.nv + h) * a.rs;
+            const float* kr = a.k.data + (tb + l) * a.k.tok_stride + hk * a.k.head_stride;
+            for (int i = lane; i < dkp; i += 32) {
+                const bool ok = l < L && i < dk;
+                load_or_zero(W + l * ldk + i, wr + i, ok);
+                load_or_zero(K + l * ldk + i, kr + i, ok);
+            }
+        }
+    };
+    auto load_rest = [&](int64_t cs) {
+        const int64_t tb = sq.t0 + cs;
+        const int L = chunk_rows(cs);
+        for (int l = warp; l < kC; l += kThreads / 32) {
+            const float* wr = a.scratch + ((tb + l) * a.nv + h) * a.rs;
+            const float* qr = a.q.data + (tb + l) * a.q.tok_stride + hk * a.q.head_stride;
+            for (int i = lane; i < dkp; i += 32) load_or_zero(Qs + l * ldk + i, qr + i, l < L && i < dk);
+            load_or_zero(Vn + l * kLdS + lane, wr + dk + c0 + lane, l < L && c0 + lane < dv);  // U
+            for (int j = lane; j < kC; j += 32) load_or_zero(Ps + l * kLdT + j, wr + dk + dv + j, l < L);
+            if (lane < 2) load_or_zero((lane == 0 ? eg : dl) + l, wr + dk + dv + kC + lane, l < L);
+        }
+    };
 
     for (int idx = tid; idx < dkp * kNs; idx += kThreads) {
         const int i = idx / kNs, cc = idx % kNs;
         Ss[i * kLdS + cc] = S && i < dk && c0 + cc < dv ? S[int64_t(i) * dv + c0 + cc] : 0.f;
     }
-    for (int64_t cs = 0; cs < sq.n_wy; cs += kC) {
+    // Copy groups: W, K of a chunk are queued one chunk ahead (they land while the chunk before
+    // computes); each chunk then commits two groups: its Q, P, U (waited for after W·S) and W, K
+    // of the next chunk (or an empty group). Every buffer is rewritten only after the barrier
+    // that ends its last reads (the last two barriers of the chunk before).
+    load_wk(0, 0);
+    cp_async_commit();
+    int b = 0;
+    for (int64_t cs = 0; cs < sq.n_wy; cs += kC, b ^= 1) {
         const int64_t tb = sq.t0 + cs;
-        const int L = int(sq.n_wy - cs < kC ? sq.n_wy - cs : kC);
-        for (int l = warp; l < kC; l += kThreads / 32) {  // a warp per token row, lanes along it
-            const float* wr = a.scratch + ((tb + l) * a.nv + h) * a.rs;
-            const float* qr = a.q.data + (tb + l) * a.q.tok_stride + hk * a.q.head_stride;
-            const float* kr = a.k.data + (tb + l) * a.k.tok_stride + hk * a.k.head_stride;
-            for (int i = lane; i < dkp; i += 32) {
-                const bool ok = l < L && i < dk;
-                load_or_zero(Ws + l * ldk + i, wr + i, ok);
-                load_or_zero(Qs + l * ldk + i, qr + i, ok);
-                load_or_zero(Ks + l * ldk + i, kr + i, ok);
-            }
-            load_or_zero(Vn + l * kLdS + lane, wr + dk + c0 + lane, l < L && c0 + lane < dv);  // U
-            for (int j = lane; j < kC; j += 32) load_or_zero(Ps + l * kLdT + j, wr + dk + dv + j, l < L);
-            if (lane < 2) load_or_zero((lane == 0 ? eg : dl) + l, wr + dk + dv + kC + lane, l < L);
-        }
-        cp_async_wait_all();
+        const int L = chunk_rows(cs);
+        load_rest(cs);
+        cp_async_commit();
+        if (cs + kC < sq.n_wy) load_wk(cs + kC, b ^ 1);
+        cp_async_commit();  // possibly empty: the count per chunk stays three
+        cp_async_wait<2>();  // this chunk's W and K
         __syncthreads();
+        const float* Ws = Wb + b * kC * ldk;
+        const float* Ks = Kb + b * kC * ldk;
 
         // Vn = U − W·S: 4 × 4 tiles, two per warp.
         float vacc[2][4];
@@ -325,8 +360,10 @@ __global__ void __launch_bounds__(kThreads, 1) wy_state_kernel(ChArgs a) {
             tile_mma(vacc[q], m0, n0, dkp, [&](int m, int kk) { return Ws[m * ldk + kk]; },
                      [&](int kk, int n) { return Ss[kk * kLdS + n]; });
         }
+        cp_async_wait<1>();  // Q, P, U and the decays
+        __syncthreads();
 #pragma unroll
-        for (int q = 0; q < 2; ++q) {  // each element of Vn belongs to one lane: no barrier before
+        for (int q = 0; q < 2; ++q) {  // each element of Vn belongs to one lane
             const int t = warp + 8 * q, m0 = (t % 4) * 16, n0 = (t / 4) * 8;
             tile_each(vacc[q], m0, n0, [&](int i, int n, float x) { Vn[i * kLdS + n] -= x; });
         }
@@ -373,7 +410,28 @@ __global__ void __launch_bounds__(kThreads, 1) wy_state_kernel(ChArgs a) {
         }
         __syncthreads();
     }
-    if (!S) return;
+    if (!S) {
+        // A padding sequence keeps no state, so the recurrent kernel could not continue it: its
+        // last one-token chunk is stepped here (outputs only; nothing is written back).
+        if (sq.n_wy == sq.n || warp != 0) return;
+        const int64_t t = sq.t0 + sq.n - 1;
+        const float* kt = a.k.data + t * a.k.tok_stride + hk * a.k.head_stride;
+        const float* qt = a.q.data + t * a.q.tok_stride + hk * a.q.head_stride;
+        const float decay = expf(a.g[t * a.g_s + h]), beta = a.beta[t * a.beta_s + h];
+        float u = 0.f, os = 0.f, kq = 0.f;
+        for (int i = 0; i < dk; ++i) {
+            const float sv = decay * Ss[i * kLdS + lane];
+            u += sv * kt[i];
+            os += sv * qt[i];
+            kq += kt[i] * qt[i];
+        }
+        const int col = c0 + lane;
+        if (col < dv) {
+            const float delta = beta * (a.v.data[t * a.v.tok_stride + h * a.v.head_stride + col] - u);
+            a.o[t * a.o_ts + h * a.o_hs + col] = os + delta * kq;
+        }
+        return;
+    }
     for (int idx = tid; idx < dk * kNs; idx += kThreads) {
         const int i = idx / kNs, cc = idx % kNs;
         if (c0 + cc < dv) S[int64_t(i) * dv + c0 + cc] = Ss[i * kLdS + cc];
@@ -415,7 +473,7 @@ cudaError_t launch_gdn_chunked(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, 
     const int ldk = a.dkp + 4, ldv = a.dvp + 8;
     const size_t prep_smem =
         sizeof(float) * size_t(kC * (2 * ldk + ldv + 2 * kLdT) + 2 * kC) + sizeof(double) * kC;
-    const size_t state_smem = sizeof(float) * size_t((a.dkp + kC) * kLdS + kC * (3 * ldk + kLdT) + 2 * kC);
+    const size_t state_smem = sizeof(float) * size_t((a.dkp + kC) * kLdS + kC * (5 * ldk + kLdT) + 2 * kC);
     cudaError_t err = cudaFuncSetAttribute(wy_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(prep_smem));
     if (err != cudaSuccess) return err;
     err = cudaFuncSetAttribute(wy_state_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(state_smem));
