@@ -158,7 +158,6 @@ __global__ void __launch_bounds__(kThreads) wy_prep_kernel(ChArgs a) {
         }
         for (int i = lane; i < dvp; i += 32) load_or_zero(Vs + l * ldv + i, vr + i, l < L && i < dv);
     }
-    cp_async_wait_all();  // this thread's copies; the barrier below publishes everyone's
     if (tid < kC) bt[tid] = tid < L ? a.beta[(tb + tid) * a.beta_s + h] : 0.f;
     if (warp == 0) {  // Γ: inclusive scan in double, 2 tokens per lane (g = 0 past L: Γ stays)
         const int l0 = 2 * lane;
@@ -177,6 +176,7 @@ __global__ void __launch_bounds__(kThreads) wy_prep_kernel(ChArgs a) {
         eg[l0] = l0 < L ? float(exp(excl + g0)) : 0.f;
         eg[l0 + 1] = l0 + 1 < L ? float(exp(excl + g0 + g1)) : 0.f;
     }
+    cp_async_wait_all();  // this thread's copies; the barrier publishes everyone's
     __syncthreads();
     auto D = [&](int i, int j) { return expf(float(Gd[i] - Gd[j])); };  // i >= j
 
