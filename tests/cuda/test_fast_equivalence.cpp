@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -44,9 +45,9 @@ private:
 // token at a time (so both the GEMV and the many-token path run).
 std::vector<float> logits(const std::string& path, const char* kernels, const std::vector<int32_t>& prompt,
                           int64_t* vocab, std::string* backend_name) {
-    KernelsEnv env(kernels);
+    KernelsEnv env(kernels ? kernels : "reference");
     LoadOptions lo;
-    lo.device = "cuda";
+    lo.device = kernels ? "cuda" : "cpu";  // null: the CPU backend (the ground truth)
     lo.max_batch_tokens = 64;
     LoadedModel m = load_model(path, lo);
     *vocab = m.config.vocab_size;
@@ -62,7 +63,24 @@ std::vector<float> logits(const std::string& path, const char* kernels, const st
     return out;
 }
 
-void compare_modes(const std::string& path, double tol) {
+// Largest |x − truth| over the truth's top-5 logits at position p, relative to max(1, |top logit|).
+double top5_dev(const float* x, const float* truth, int64_t V) {
+    std::vector<int> idx(static_cast<size_t>(V));
+    std::iota(idx.begin(), idx.end(), 0);
+    std::partial_sort(idx.begin(), idx.begin() + 5, idx.end(), [&](int i, int j) { return truth[i] > truth[j]; });
+    const double scale = std::max(1.f, std::fabs(truth[idx[0]]));
+    double d = 0;
+    for (int j = 0; j < 5; ++j) d = std::max(d, std::fabs(double(x[idx[size_t(j)]]) - truth[idx[size_t(j)]]) / scale);
+    return d;
+}
+
+// Fast against reference at every position: the same argmax where the reference's top two are
+// further apart than the tolerance, and top-5 logits within tol. Where the model itself amplifies
+// roundings past tol (the hybrid fixtures: the reference's bf16 weights alone move their logits
+// by more), both paths are measured against the CPU backend on the same file instead (exact
+// dequantization, the ground truth), and the fast path must be no further from it than the
+// reference path (plus tol).
+void compare_modes(const std::string& path, double tol, bool against_cpu = false) {
     SCOPED_TRACE(path);
     std::vector<int32_t> prompt(24);
     for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 37 + 11) % 97);
@@ -76,6 +94,20 @@ void compare_modes(const std::string& path, double tol) {
     ASSERT_EQ(f.size(), r.size());
     const size_t P = f.size() / size_t(V);
     ASSERT_EQ(P, prompt.size());
+    if (against_cpu) {
+        int64_t V3 = 0;
+        std::string nc;
+        const std::vector<float> c = logits(path, nullptr, prompt, &V3, &nc);
+        ASSERT_EQ(c.size(), f.size());
+        double dev_f = 0, dev_r = 0;
+        for (size_t p = 0; p < P; ++p) {
+            dev_f = std::max(dev_f, top5_dev(f.data() + p * size_t(V), c.data() + p * size_t(V), V));
+            dev_r = std::max(dev_r, top5_dev(r.data() + p * size_t(V), c.data() + p * size_t(V), V));
+        }
+        std::printf("%s: top-5 deviation from the CPU: fast %.4f, reference %.4f\n", path.c_str(), dev_f, dev_r);
+        EXPECT_LE(dev_f, dev_r + tol) << "the fast path is further from the CPU than the reference path";
+        return;
+    }
     for (size_t p = 0; p < P; ++p) {
         const float* a = f.data() + p * size_t(V);
         const float* b = r.data() + p * size_t(V);
@@ -84,7 +116,6 @@ void compare_modes(const std::string& path, double tol) {
         std::partial_sort(idx.begin(), idx.begin() + 5, idx.end(), [&](int i, int j) { return b[i] > b[j]; });
         const int fa = int(std::max_element(a, a + V) - a);
         const float scale = std::max(1.f, std::fabs(b[idx[0]]));
-        // The same argmax unless the reference's top two are closer than the tolerance allows.
         if (b[idx[0]] - b[idx[1]] > 2 * tol * scale) EXPECT_EQ(fa, idx[0]) << "position " << p;
         for (int j = 0; j < 5; ++j)
             EXPECT_NEAR(a[idx[size_t(j)]], b[idx[size_t(j)]], tol * scale) << "position " << p << " top-" << j;
@@ -140,39 +171,40 @@ std::string exported(const std::string& path, const std::string& tag, DType type
 struct EqCase {
     const char* fixture;
     double tol;
+    bool against_cpu;
 };
 
 class FastEquivalence : public ::testing::TestWithParam<EqCase> {};
 
-// The reference path holds the weights as bf16, the fast path as exact dequantizations with x
-// rounded to bf16 in the tensor-core GEMM (prefill): logits differ by those roundings — ~1e-2 of
-// the largest logit on the dense fixtures. The hybrid fixtures' random Gated DeltaNet gates
-// amplify them (a decay is exp of a softplus of a projection), so they get 5e-2 — still far below
-// what a wrong kernel gives (errors of the logits' own size). MoE routers are sharpened
-// (SharpRouters) so both paths route alike.
+// Dense fixtures: fast within 2e-2 of reference (their difference is the reference's bf16 weights
+// and the GEMM's bf16 x). Hybrid fixtures: random Gated DeltaNet layers and MoE blocks amplify
+// roundings — on the H200 the reference's bf16 weights alone move qwen35moe_tiny's top logits by
+// 10–20 % (every fast op switched back to the reference kernels, TESSERA_REFERENCE_OPS, left the
+// same difference) — so there both paths are measured against the CPU (compare_modes). MoE
+// routers are sharpened (SharpRouters) so numerically different paths route alike.
 TEST_P(FastEquivalence, SameTopLogitsAsReference) {
     REQUIRE_CUDA();
     for (DType t : {DType::Q4_0, DType::Q8_0}) {
         const std::string path =
             exported(std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/" + GetParam().fixture, GetParam().fixture, t);
-        compare_modes(path, GetParam().tol);
+        compare_modes(path, GetParam().tol, GetParam().against_cpu);
         std::filesystem::remove(path);
     }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, FastEquivalence,
-                         ::testing::Values(EqCase{"qwen3_tiny", 2e-2}, EqCase{"llama_tiny", 2e-2},
-                                           EqCase{"qwen35moe_tiny", 5e-2}, EqCase{"qwen35_tiny", 5e-2},
-                                           EqCase{"qwen3next_tiny", 5e-2}),
+                         ::testing::Values(EqCase{"qwen3_tiny", 2e-2, false}, EqCase{"llama_tiny", 2e-2, false},
+                                           EqCase{"qwen35moe_tiny", 2e-2, true}, EqCase{"qwen35_tiny", 2e-2, true},
+                                           EqCase{"qwen3next_tiny", 2e-2, true}),
                          [](const auto& info) { return std::string(info.param.fixture); });
 
 // A few-layer cut of the full-size flagship (scripts/gpu writes one with tessera synth --layers 4),
-// re-exported as q4_0 with sharpened routers.
+// re-exported as q4_0 with sharpened routers, against the CPU like the hybrid fixtures.
 TEST(FastEquivalence, FlagshipCut) {
     REQUIRE_CUDA();
     const char* cut = std::getenv("TESSERA_FLAGSHIP_CUT");
     if (!cut || !*cut) GTEST_SKIP() << "TESSERA_FLAGSHIP_CUT names no GGUF";
     const std::string path = exported(cut, "flagship_cut", DType::Q4_0);
-    compare_modes(path, 3e-2);
+    compare_modes(path, 2e-2, true);
     std::filesystem::remove(path);
 }
