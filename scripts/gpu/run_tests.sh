@@ -23,6 +23,15 @@ cmake --build --preset cuda -j"$(nproc)" "${tflag[@]}" >"$LOGS/build.log" 2>&1 |
   { grep -E "error|Error" "$LOGS/build.log" | head -40; echo "run_tests: build failed (log: $LOGS/build.log)"; exit 1; }
 echo "built in $(( $(date +%s) - start )) s"
 
+# The fast-vs-reference test on a 4-layer cut of the flagship (FastEquivalence.FlagshipCut) when
+# the tessera binary was built too (TESSERA_GPU_TARGETS="test_cuda tessera").
+if [ -x build/cuda/tessera ] && [ -z "${TESSERA_FLAGSHIP_CUT:-}" ]; then
+  cut=/tmp/tessera-flagship-cut4.gguf
+  [ -f "$cut" ] || build/cuda/tessera synth --arch qwen35moe --preset qwen3.6-35b-a3b --layers 4 --type q4_0 \
+    --out "$cut" >"$LOGS/synth_cut.log" 2>&1 && export TESSERA_FLAGSHIP_CUT=$cut
+  [ -f "$cut" ] && export TESSERA_FLAGSHIP_CUT=$cut
+fi
+
 echo "== ctest -L cuda $*"
 ctest --preset cuda --output-on-failure --no-tests=error "$@" 2>&1 | tee "$LOGS/ctest.log"
 rc=${PIPESTATUS[0]}
