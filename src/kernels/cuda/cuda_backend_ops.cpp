@@ -1,8 +1,10 @@
 // CudaBackend's ops: each checks its tensors (device memory, f32 activations, shapes), turns
 // them into raw pointers and element strides, and queues the reference kernel on the stream —
 // or, for weights packed in fast mode, the kernel pack's (matmul_dispatch.h picks which).
+#include <algorithm>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -115,12 +117,17 @@ bool gemv_int8_x() {
 // TESSERA_REFERENCE_OPS: fast-mode ops kept on the reference kernels, for bisecting a
 // difference between the two paths: a comma list of matmul (packed weights unpacked to f32 and
 // multiplied with cuBLAS f32), attention, moe_route.
-bool reference_op(const char* op) {
+bool reference_op(std::string_view op) {
     static const std::string ops = [] {
         const char* v = std::getenv("TESSERA_REFERENCE_OPS");
-        return "," + std::string(v ? v : "") + ",";
+        return std::string(v ? v : "");
     }();
-    return ops.find("," + std::string(op) + ",") != std::string::npos;
+    for (size_t start = 0; start <= ops.size();) {
+        const size_t end = std::min(ops.find(',', start), ops.size());
+        if (std::string_view(ops).substr(start, end - start) == op) return true;
+        start = end + 1;
+    }
+    return false;
 }
 
 // TESSERA_PREFILL_GEMM: how a packed matmul of more than 8 tokens runs — "packed" (fast_gemm.cu,
