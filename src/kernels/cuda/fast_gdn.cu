@@ -159,7 +159,7 @@ __device__ inline float3 block_sum3(float3 x, float (*sh)[3]) {
     return r;
 }
 
-// Channel c's conv over [its K-1 state rows | x] and SiLU; rows_out (if given) gets the old rows.
+// Channel ch: SiLU of its conv over [its K-1 state rows (zeros without a state) | x].
 __device__ inline float conv_channel(const GdnDecodeArgs& a, const float* st, int64_t C, int64_t ch, float x) {
     const int64_t K = a.conv_k;
     const float* wc = a.conv_w + ch * K;

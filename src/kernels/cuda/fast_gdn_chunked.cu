@@ -6,7 +6,7 @@
 //     diagonal), written to scratch rows per (token, head): [W (dk) | U (dv) | P (64) | e^Γ, e^(Γlast−Γ)].
 //  2. wy_state, a block per (sequence, value head, 32 state columns), chunks in order with the
 //     [dk, 32] state slice in shared memory: Vn = U − W·S; O = e^Γ ⊙ (Q·S) + P·Vn;
-//     S ← e^Γlast·S + (K ⊙ e^(Γlast−Γ))ᵀ·Vn.
+//     S ← e^Γlast·S + (K ⊙ e^(Γlast−Γ))ᵀ·Vn. Tiles arrive by cp.async, W and K a chunk ahead.
 // Matrix products: mma.sync m16n8k8 TF32 with f32 accumulation, each operand split a = hi + lo
 // (3×TF32: lo·hi + hi·lo + hi·hi), which keeps f32-level accuracy (~1e-6 relative); operands from shared memory
 // through small accessors, so transposes and row scalings cost no copies.
