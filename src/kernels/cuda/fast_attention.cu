@@ -4,11 +4,15 @@
 #include <cuda_fp16.h>
 
 #include "kernels/cuda/fast_attention.h"
+#include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/ref_plan.cuh"
 
 namespace tessera::cuda::fast::detail {
 
 namespace {
+
+using dev::warp_max;
+using dev::warp_sum;
 
 constexpr int kWarps = 8, kThreads = kWarps * 32;
 
@@ -17,17 +21,6 @@ constexpr int kTile = sizeof(E) == 2 ? 32 : 16;  // keys per shared-memory tile 
 
 __device__ __forceinline__ float to_f32(float x) { return x; }
 __device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
-
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
 
 // partial: [T, n_head, splits, D + 2] = (m, l, acc[D]) per split, when splits > 1.
 template <typename E, int DPL>

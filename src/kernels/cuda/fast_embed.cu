@@ -3,6 +3,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/fast_embed.h"
 
 namespace tessera::cuda::fast::detail {
@@ -11,7 +12,7 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__device__ __forceinline__ float half_bits(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+using dev::half_bits;
 
 __device__ __forceinline__ void put(float* p, float v) { *p = v; }
 __device__ __forceinline__ void put(uint16_t* p, float v) { *p = __bfloat16_as_ushort(__float2bfloat16_rn(v)); }

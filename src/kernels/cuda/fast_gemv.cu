@@ -10,11 +10,14 @@
 
 #include <algorithm>
 
+#include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/fast_matmul.h"
 
 namespace tessera::cuda::fast::detail {
 
 namespace {
+
+using namespace dev;
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
@@ -28,44 +31,6 @@ constexpr int pow2_floor(int v) { return v >= 4 ? 4 : v >= 2 ? 2 : 1; }
 // step's x slice for TMAX tokens must fit the shared-memory budget.
 template <PackedKind KIND, int TMAX, int R>
 constexpr int kUnroll = std::min(4 / R, pow2_floor(kSmemBytes / 4 / 32 / (kChunkCols<KIND> * TMAX)));
-
-__device__ __forceinline__ uint4 load_stream(const uint8_t* p) {
-    uint4 v;
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-        : "l"(p));
-    return v;
-}
-
-__device__ __forceinline__ float half_bits(uint16_t h) { return __half2float(__ushort_as_half(h)); }
-
-// Byte k of `bytes` (0..255) as 2²³ + byte, an exact float; subtracting 2²³ leaves the byte.
-__device__ __forceinline__ float byte_f(uint32_t bytes, uint32_t k) {
-    return __uint_as_float(__byte_perm(bytes, 0x4B000000u, 0x7440u | k));
-}
-
-// The 8 (Int4) or 4 (Int8) codes of one 32-bit word as floats, in column order.
-template <PackedKind KIND>
-__device__ __forceinline__ void decode_word(uint32_t word, float* out) {
-    if constexpr (KIND == PackedKind::Int4) {
-        const uint32_t lo = word & 0x0F0F0F0Fu, hi = (word >> 4) & 0x0F0F0F0Fu;  // columns 2j, 2j + 1
-#pragma unroll
-        for (uint32_t j = 0; j < 4; ++j) {
-            out[2 * j] = byte_f(lo, j) - 8388608.f;
-            out[2 * j + 1] = byte_f(hi, j) - 8388608.f;
-        }
-    } else {
-        const uint32_t u = word ^ 0x80808080u;  // int8 + 128
-#pragma unroll
-        for (uint32_t j = 0; j < 4; ++j) out[j] = byte_f(u, j) - 8388736.f;  // 2²³ + 128
-    }
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
 
 // Block: kWarps warps × R rows. kslice: columns of x staged at a time (a multiple of 32·U·C).
 // Shared memory: T × kslice floats, as float4 index t·(kslice/4) + (step·C/4 + j)·32 + lane

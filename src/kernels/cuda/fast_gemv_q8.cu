@@ -2,25 +2,19 @@
 // per row (R rows when K is short) streaming 16-byte chunks of codes, dp4a per 32-bit word.
 #include <cuda_fp16.h>
 
+#include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/fast_gemv_q8.h"
 
 namespace tessera::cuda::fast::detail {
 
 namespace {
 
+using namespace dev;
+
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
 constexpr uint32_t kLow = 0x0F0F0F0Fu;
 
-__device__ __forceinline__ uint4 load_stream(const uint8_t* p) {  // weights: read once, skip L1
-    uint4 v;
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-        : "l"(p));
-    return v;
-}
-
-__device__ __forceinline__ float half_bits(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 __device__ __forceinline__ int dot4(uint32_t a, uint32_t b, int c) { return __dp4a(int(a), int(b), c); }
 
 // Step 1: warp (t, g) = item → 32 int8 codes of x[t, 32g .. 32g + 31] and (dx, dx·Σq).

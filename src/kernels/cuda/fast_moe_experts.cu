@@ -13,41 +13,17 @@
 
 #include <cmath>
 
+#include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/fast_moe.h"
 
 namespace tessera::cuda::fast::detail {
 
 namespace {
 
+using namespace dev;
+
 constexpr unsigned kFull = 0xffffffffu;
 constexpr int kChunk = 32;  // Int4 columns per 16-byte chunk
-
-__device__ __forceinline__ float quiet_nan() { return __int_as_float(0x7fc00000); }
-
-__device__ __forceinline__ uint4 load_stream(const uint8_t* p) {
-    uint4 v;
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-        : "l"(p));
-    return v;
-}
-
-__device__ __forceinline__ float half_bits(uint16_t h) { return __half2float(__ushort_as_half(h)); }
-
-// Byte j of `bytes` as the float 2²³ + byte (exact).
-__device__ __forceinline__ float byte_f(uint32_t bytes, uint32_t j) {
-    return __uint_as_float(__byte_perm(bytes, 0x4B000000u, 0x7440u | j));
-}
-
-// The 8 codes of one word (columns 8w .. 8w+7) as floats 0..15, in column order.
-__device__ __forceinline__ void decode_word(uint32_t word, float* out) {
-    const uint32_t lo = word & 0x0F0F0F0Fu, hi = (word >> 4) & 0x0F0F0F0Fu;
-#pragma unroll
-    for (uint32_t j = 0; j < 4; ++j) {
-        out[2 * j] = byte_f(lo, j) - 8388608.f;
-        out[2 * j + 1] = byte_f(hi, j) - 8388608.f;
-    }
-}
 
 // One packed row: its codes, its group scales and biases (null: −8·scale), chunks per group.
 struct Row {
@@ -106,7 +82,7 @@ __device__ __forceinline__ void rows_dot(const Row (&rows)[NR], const bool (&ok)
 #pragma unroll
                 for (int r = 0; r < NR; ++r) {
                     const uint4& v = w[u][r];
-                    decode_word(wd == 0 ? v.x : wd == 1 ? v.y : wd == 2 ? v.z : v.w, wv[r]);
+                    decode_word<PackedKind::Int4>(wd == 0 ? v.x : wd == 1 ? v.y : wd == 2 ? v.z : v.w, wv[r]);
                 }
 #pragma unroll
                 for (int t = 0; t < NT; ++t) {
