@@ -80,6 +80,12 @@ void Backend::gated_delta_rule(const Tensor&, const Tensor&, const Tensor&, cons
                                const Tensor&, const Tensor&, const SeqPlan&, const GdnParams&) {
     unsupported(*this, "gated_delta_rule");
 }
+bool Backend::fuses_gdn_decode(const GdnParams&, int64_t, int64_t, int64_t) const { return false; }
+void Backend::gdn_decode_step(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                              const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, float,
+                              const SeqPlan&, const GdnParams&) {
+    unsupported(*this, "gdn_decode_step");
+}
 void Backend::moe_topk(const Tensor&, int, bool, int32_t*, float*) { unsupported(*this, "moe_topk"); }
 void Backend::moe_experts(const Tensor&, const Tensor&, const MoeWeights&, const int32_t*, const float*, int) {
     unsupported(*this, "moe_experts");

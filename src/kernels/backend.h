@@ -191,6 +191,18 @@ public:
     virtual void gated_delta_rule(const Tensor& o, const Tensor& q, const Tensor& k, const Tensor& v,
                                   const Tensor& g, const Tensor& beta, const Tensor& state, const SeqPlan& plan,
                                   const GdnParams& p);
+    // Whether gdn_decode_step is available for these shapes (a fused kernel); the default: no.
+    virtual bool fuses_gdn_decode(const GdnParams& p, int64_t dk, int64_t dv, int64_t conv_k) const;
+    // The Gated DeltaNet layer's core for a step where every sequence adds exactly one token
+    // (T = plan.n_seqs), fused: conv1d_silu of mixed [T, C] (C = 2·nk·dk + nv·dv, q | k | v),
+    // l2_norm of q (scaled 1/√dk) and k, gdn_gates from b, a [T, nv], gated_delta_rule, and
+    // rms_norm_gated with z [T, nv·dv] and norm_w [dv] into y [T, nv·dv] — the same result as
+    // those ops in sequence, the conv and recurrent states updated alike. Only where
+    // fuses_gdn_decode says so (the default throws Unsupported).
+    virtual void gdn_decode_step(const Tensor& y, const Tensor& mixed, const Tensor& z, const Tensor& b,
+                                 const Tensor& a, const Tensor& conv_w, const Tensor& conv_state,
+                                 const Tensor& neg_exp_a, const Tensor& dt_bias, const Tensor& rec_state,
+                                 const Tensor& norm_w, float eps, const SeqPlan& plan, const GdnParams& p);
     // Router: p = softmax(logits[T, E]) in f32, the k largest per row into ids/weights [T, k]
     // (descending; ties to the lower index), renormalised to sum 1 when `renormalize`.
     virtual void moe_topk(const Tensor& logits, int k, bool renormalize, int32_t* ids, float* weights);

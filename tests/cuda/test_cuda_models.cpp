@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -40,11 +41,11 @@ int argmax(const float* x, int n) {
 
 class CudaFixture : public ::testing::TestWithParam<const char*> {};
 
+namespace {
 // Prompt a in chunks of 16 (prefill across steps), then prompt b as a second sequence decoded
 // token by token next to a: every position's logits within 1e-3 of transformers.
-TEST_P(CudaFixture, LogitsMatchTransformers) {
-    REQUIRE_CUDA();
-    const FixtureRef ref = load_fixture(GetParam());
+void check_logits_against_transformers(const char* fixture) {
+    const FixtureRef ref = load_fixture(fixture);
     LoadOptions lo;
     lo.device = "cuda";
     lo.max_batch_tokens = 64;
@@ -61,14 +62,46 @@ TEST_P(CudaFixture, LogitsMatchTransformers) {
         const auto l = s.feed(sa, chunk, /*all_logits=*/true);
         got_a.insert(got_a.end(), l.begin(), l.end());
     }
-    EXPECT_LT(rel_err(got_a.data(), la.data(), la.size()), 1e-3) << GetParam() << " prompt a";
+    EXPECT_LT(rel_err(got_a.data(), la.data(), la.size()), 1e-3) << fixture << " prompt a";
     for (size_t t = 0; t < a.size(); ++t)
         EXPECT_EQ(argmax(got_a.data() + t * V, int(V)), argmax(la.data() + t * V, int(V))) << "position " << t;
     // b token by token, each step batched with one more token of a's continuation.
     for (size_t t = 0; t < b.size(); ++t) {
         const auto l = s.decode({sb, sa}, {b[t], 1});
-        EXPECT_LT(rel_err(l.data(), lb.data() + t * V, size_t(V)), 1e-3) << GetParam() << " b position " << t;
+        EXPECT_LT(rel_err(l.data(), lb.data() + t * V, size_t(V)), 1e-3) << fixture << " b position " << t;
     }
+}
+
+// Sets an environment variable for one scope.
+class ScopedEnv {
+public:
+    ScopedEnv(const char* name, const char* value) : name_(name) {
+        if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+        setenv(name, value, 1);
+    }
+    ~ScopedEnv() { had_ ? setenv(name_, old_.c_str(), 1) : unsetenv(name_); }
+
+private:
+    const char* name_;
+    std::string old_;
+    bool had_ = false;
+};
+}  // namespace
+
+TEST_P(CudaFixture, LogitsMatchTransformers) {
+    REQUIRE_CUDA();
+    check_logits_against_transformers(GetParam());
+}
+
+// The same with the kernel pack's Gated DeltaNet (TESSERA_FAST_GDN=1: the fused decode step and
+// the recurrent / chunked delta rule) on the hybrid fixtures (f32 weights: the other ops are the
+// reference's; the fast GDN keeps f32-level accuracy, so the tolerance is the same).
+TEST_P(CudaFixture, LogitsMatchTransformersWithFastGdn) {
+    REQUIRE_CUDA();
+    const std::string f = GetParam();
+    if (f.find("qwen35") == std::string::npos && f.find("next") == std::string::npos) GTEST_SKIP() << "no GDN layers";
+    const ScopedEnv kernels("TESSERA_KERNELS", "fast"), gdn("TESSERA_FAST_GDN", "1");
+    check_logits_against_transformers(GetParam());
 }
 
 TEST_P(CudaFixture, EngineGreedyMatchesTransformersAloneAndBatched) {

@@ -61,6 +61,11 @@ public:
                    const Tensor& dt_bias) override;
     void gated_delta_rule(const Tensor& o, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
                           const Tensor& beta, const Tensor& state, const SeqPlan& plan, const GdnParams& p) override;
+    bool fuses_gdn_decode(const GdnParams& p, int64_t dk, int64_t dv, int64_t conv_k) const override;
+    void gdn_decode_step(const Tensor& y, const Tensor& mixed, const Tensor& z, const Tensor& b, const Tensor& a,
+                         const Tensor& conv_w, const Tensor& conv_state, const Tensor& neg_exp_a,
+                         const Tensor& dt_bias, const Tensor& rec_state, const Tensor& norm_w, float eps,
+                         const SeqPlan& plan, const GdnParams& p) override;
     void moe_topk(const Tensor& logits, int k, bool renormalize, int32_t* ids, float* weights) override;
     void moe_experts(const Tensor& y, const Tensor& x, const MoeWeights& w, const int32_t* ids, const float* weights,
                      int k) override;
@@ -75,6 +80,7 @@ private:
     const PackedMatrix* expert_descriptors(const std::vector<Tensor>& experts);
     // The packed form of a placed weight (fast mode), or null when w was not packed.
     const PackedMatrix* packed_of(const Tensor& w) const;
+    bool fast_gdn() const;  // TESSERA_FAST_GDN=1 in fast mode (cuda_backend_ops.cpp)
     Tensor place_packed(const Tensor& host);                       // cuda_backend.cpp
     void matmul_packed(const Tensor& y, const Tensor& x, const PackedMatrix& w);  // cuda_backend_ops.cpp
 

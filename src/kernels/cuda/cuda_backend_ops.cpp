@@ -13,6 +13,7 @@
 #include "kernels/cuda/cuda_backend_impl.h"
 #include "kernels/cuda/fast_attention.h"
 #include "kernels/cuda/fast_embed.h"
+#include "kernels/cuda/fast_gdn.h"
 #include "kernels/cuda/fast_gemv_q8.h"
 #include "kernels/cuda/fast_matmul.h"
 #include "kernels/cuda/fast_moe.h"
@@ -360,9 +361,78 @@ void CudaBackend::gated_delta_rule(const Tensor& o, const Tensor& q, const Tenso
     TS_CHECK(state.ndim == 4 && state.is_contiguous() && state.dim(1) == V.n && state.dim(2) == K.D &&
                  state.dim(3) == V.D,
              "cuda gated_delta_rule: state {} for {} heads of {}x{}", state.describe(), V.n, K.D, V.D);
+    if (fast_gdn() && (p.mode == GdnMode::Recurrent || (p.chunk == fast::kGdnChunk && K.D <= fast::kGdnChunkMaxDk))) {
+        const int64_t floats = fast::gated_delta_rule_scratch_floats(Q.T, V.n, K.D, V.D, p);
+        auto* sc = floats ? static_cast<float*>(scratch(6, size_t(floats) * sizeof(float))) : nullptr;
+        return fast::gated_delta_rule(O.p, O.ts, O.hs, fast::HeadsIn{Q.p, Q.ts, Q.hs}, fast::HeadsIn{K.p, K.ts, K.hs},
+                                      fast::HeadsIn{V.p, V.ts, V.hs}, G.p, G.ld, B.p, B.ld, Q.T, K.D, V.D,
+                                      state.ptr<float>(), V.n * K.D * V.D, state.dim(0), plan, p, sc, /*max_len=*/0,
+                                      stream_.get());
+    }
     ref::gated_delta_rule(O.p, O.ts, O.hs, ref::HeadsIn{Q.p, Q.ts, Q.hs}, ref::HeadsIn{K.p, K.ts, K.hs},
                           ref::HeadsIn{V.p, V.ts, V.hs}, G.p, G.ld, B.p, B.ld, Q.T, K.D, V.D, state.ptr<float>(),
                           V.n * K.D * V.D, state.dim(0), plan, p, stream_.get());
+}
+
+// TESSERA_FAST_GDN=1: the kernel pack's Gated DeltaNet (fast_gdn.h) in fast mode — the fused
+// decode step and the recurrent / chunked delta rule. Opt-in until its end-to-end check on the
+// GPU (the kernels pass their tests against the CPU there).
+bool CudaBackend::fast_gdn() const {
+    if (kernels_ != CudaKernels::Fast) return false;
+    const char* v = std::getenv("TESSERA_FAST_GDN");  // read per call: tests switch it within one process
+    TS_CHECK(!v || !*v || std::string(v) == "0" || std::string(v) == "1", "TESSERA_FAST_GDN={}: expected 0 or 1", v);
+    return v && std::string(v) == "1";
+}
+
+bool CudaBackend::fuses_gdn_decode(const GdnParams& p, int64_t dk, int64_t dv, int64_t conv_k) const {
+    return fast_gdn() && p.n_k_heads > 0 && p.n_v_heads % p.n_k_heads == 0 && p.n_v_heads / p.n_k_heads <= 16 &&
+           dk <= 256 && dv <= 256 && conv_k >= 2 && conv_k <= 8;
+}
+
+void CudaBackend::gdn_decode_step(const Tensor& y, const Tensor& mixed, const Tensor& z, const Tensor& b,
+                                  const Tensor& a, const Tensor& conv_w, const Tensor& conv_state,
+                                  const Tensor& neg_exp_a, const Tensor& dt_bias, const Tensor& rec_state,
+                                  const Tensor& norm_w, float eps, const SeqPlan& plan, const GdnParams& p) {
+    const char* op = "gdn_decode_step";
+    const Rows Y = rows_of(y, op, "y"), M = rows_of(mixed, op, "mixed"), Z = rows_of(z, op, "z");
+    const Rows Bt = rows_of(b, op, "b"), A = rows_of(a, op, "a");
+    for (const Tensor* t : {&conv_w, &conv_state, &neg_exp_a, &dt_bias, &rec_state, &norm_w}) check_device(*t, op, "weight or state");
+    TS_CHECK(M.rows == plan.n_seqs && Y.rows == M.rows && Z.rows == M.rows && Bt.rows == M.rows && A.rows == M.rows,
+             "cuda {}: {} sequences but {} rows", op, plan.n_seqs, M.rows);
+    TS_CHECK(conv_w.ndim == 2 && conv_w.is_contiguous() && conv_w.dim(0) == M.cols && conv_state.ndim == 3 &&
+                 conv_state.is_contiguous() && rec_state.ndim == 4 && rec_state.is_contiguous(),
+             "cuda {}: conv {} / conv state {} / state {} do not fit mixed [{}, {}]", op, conv_w.describe(),
+             conv_state.describe(), rec_state.describe(), M.rows, M.cols);
+    fast::GdnDecodeArgs g;
+    g.n_seqs = plan.n_seqs;
+    g.slot = plan.slot;
+    g.nk = p.n_k_heads;
+    g.nv = p.n_v_heads;
+    g.dk = rec_state.dim(2);
+    g.dv = rec_state.dim(3);
+    g.tiled_heads = p.tiled_heads;
+    g.mixed = M.p;
+    g.mixed_s = M.ld;
+    g.z = Z.p;
+    g.z_s = Z.ld;
+    g.b = Bt.p;
+    g.b_s = Bt.ld;
+    g.a = A.p;
+    g.a_s = A.ld;
+    g.conv_w = conv_w.ptr<float>();
+    g.conv_k = conv_w.dim(1);
+    g.conv_state = conv_state.ptr<float>();
+    g.conv_slot_stride = conv_state.dim(1) * conv_state.dim(2);
+    g.neg_exp_a = neg_exp_a.ptr<float>();
+    g.dt_bias = dt_bias.ptr<float>();
+    g.state = rec_state.ptr<float>();
+    g.state_slot_stride = rec_state.dim(1) * rec_state.dim(2) * rec_state.dim(3);
+    g.n_slots = rec_state.dim(0);
+    g.norm_w = norm_w.ptr<float>();
+    g.rms_eps = eps;
+    g.y = Y.p;
+    g.y_s = Y.ld;
+    fast::gdn_decode_step(g, stream_.get());
 }
 
 void CudaBackend::moe_topk(const Tensor& logits, int k, bool renormalize, int32_t* ids, float* weights) {

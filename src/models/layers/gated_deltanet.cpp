@@ -78,6 +78,17 @@ void GatedDeltaNet::forward(Backend& be, Arena& arena, const ModelConfig& c, con
     be.matmul(z, x, w_z);
     be.matmul(b, x, w_b);
     be.matmul(a, x, w_a);
+    GdnParams gp;
+    gp.n_k_heads = int(nk);
+    gp.n_v_heads = int(nv);
+    gp.tiled_heads = c.gdn_tiled_heads;
+    gp.mode = GdnMode::Chunked;  // per sequence: WY chunks of 64, a lone token the recurrent step
+    if (T == plan.n_seqs && be.fuses_gdn_decode(gp, dk, dv, conv.dim(1))) {  // one token per sequence
+        be.gdn_decode_step(o, mixed, z, b, a, conv, conv_state, neg_exp_a, dt_bias, rec_state, norm, c.rms_eps, plan,
+                           gp);
+        be.matmul(out, o, w_out);
+        return;
+    }
     be.conv1d_silu(qkv, mixed, conv, conv_state, plan);
     Tensor q = head_view(qkv, 0, nk, dk, dk);            // [T, nk, dk]
     Tensor k = head_view(qkv, nk * dk, nk, dk, dk);      // [T, nk, dk]
@@ -85,11 +96,6 @@ void GatedDeltaNet::forward(Backend& be, Arena& arena, const ModelConfig& c, con
     be.l2_norm(q, 1e-6f, 1.0f / std::sqrt(float(dk)));
     be.l2_norm(k, 1e-6f, 1.0f);
     be.gdn_gates(beta, g, b, a, neg_exp_a, dt_bias);
-    GdnParams gp;
-    gp.n_k_heads = int(nk);
-    gp.n_v_heads = int(nv);
-    gp.tiled_heads = c.gdn_tiled_heads;
-    gp.mode = GdnMode::Chunked;  // per sequence: WY chunks of 64, a lone token the recurrent step
     Tensor o3 = o.view({T, nv, dv});
     be.gated_delta_rule(o3, q, k, v, g, beta, rec_state, plan, gp);
     be.rms_norm_gated(o3, o3, z.view({T, nv, dv}), norm, c.rms_eps);
