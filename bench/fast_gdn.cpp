@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "cuda_timer.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/fast_gdn.h"
@@ -37,38 +38,7 @@ struct Args {
     std::string filter;
 };
 
-class Timer {
-public:
-    explicit Timer(cudaStream_t s) : s_(s) {
-        TS_CUDA_CHECK(cudaEventCreate(&a_));
-        TS_CUDA_CHECK(cudaEventCreate(&b_));
-    }
-    ~Timer() {
-        cudaEventDestroy(a_);
-        cudaEventDestroy(b_);
-    }
-    double median(int warmup, int runs, const std::function<void(int)>& fn) {
-        int i = 0;
-        for (int w = 0; w < warmup; ++w) fn(i++);
-        TS_CUDA_CHECK(cudaStreamSynchronize(s_));
-        std::vector<double> t;
-        for (int r = 0; r < runs; ++r) {
-            TS_CUDA_CHECK(cudaEventRecord(a_, s_));
-            fn(i++);
-            TS_CUDA_CHECK(cudaEventRecord(b_, s_));
-            TS_CUDA_CHECK(cudaEventSynchronize(b_));
-            float ms = 0;
-            TS_CUDA_CHECK(cudaEventElapsedTime(&ms, a_, b_));
-            t.push_back(double(ms) * 1e-3);
-        }
-        std::sort(t.begin(), t.end());
-        return t[t.size() / 2];
-    }
-
-private:
-    cudaStream_t s_;
-    cudaEvent_t a_{}, b_{};
-};
+using Timer = bench::CudaTimer;
 
 DeviceBuffer random_buffer(size_t n, float lo, float hi, uint64_t seed) {
     std::vector<float> h(n);

@@ -17,6 +17,7 @@
 
 #include "core/half.h"
 #include "core/status.h"
+#include "cuda_timer.h"
 #include "kernels/cuda/cublas_handle.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
@@ -50,38 +51,7 @@ struct Rng {
     float uniform(float lo, float hi) { return lo + (hi - lo) * float(next() & 0xffffff) / float(0x1000000); }
 };
 
-class Timer {
-public:
-    explicit Timer(cudaStream_t s) : s_(s) {
-        TS_CUDA_CHECK(cudaEventCreate(&a_));
-        TS_CUDA_CHECK(cudaEventCreate(&b_));
-    }
-    ~Timer() {
-        cudaEventDestroy(a_);
-        cudaEventDestroy(b_);
-    }
-    // Median seconds of one fn() over `runs` timed calls after `warmup` untimed ones.
-    double median(int warmup, int runs, const std::function<void()>& fn) {
-        for (int i = 0; i < warmup; ++i) fn();
-        TS_CUDA_CHECK(cudaStreamSynchronize(s_));
-        std::vector<double> t;
-        for (int r = 0; r < runs; ++r) {
-            TS_CUDA_CHECK(cudaEventRecord(a_, s_));
-            fn();
-            TS_CUDA_CHECK(cudaEventRecord(b_, s_));
-            TS_CUDA_CHECK(cudaEventSynchronize(b_));
-            float ms = 0;
-            TS_CUDA_CHECK(cudaEventElapsedTime(&ms, a_, b_));
-            t.push_back(double(ms) * 1e-3);
-        }
-        std::sort(t.begin(), t.end());
-        return t[t.size() / 2];
-    }
-
-private:
-    cudaStream_t s_;
-    cudaEvent_t a_{}, b_{};
-};
+using Timer = bench::CudaTimer;
 
 void row(const std::string& shape, int64_t T, const std::string& kind, const std::string& what, double sec,
          double flops, double cublas_sec, const std::string& note) {

@@ -21,6 +21,7 @@
 
 #include "core/half.h"
 #include "core/status.h"
+#include "cuda_timer.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/fast_moe.h"
@@ -57,39 +58,7 @@ struct Rng {
     float uniform(float lo, float hi) { return lo + (hi - lo) * float(next() & 0xffffff) / float(0x1000000); }
 };
 
-class Timer {
-public:
-    explicit Timer(cudaStream_t s) : s_(s) {
-        TS_CUDA_CHECK(cudaEventCreate(&a_));
-        TS_CUDA_CHECK(cudaEventCreate(&b_));
-    }
-    ~Timer() {
-        cudaEventDestroy(a_);
-        cudaEventDestroy(b_);
-    }
-    // Median seconds of one fn(i) over `runs` timed calls after `warmup` untimed ones.
-    double median(int warmup, int runs, const std::function<void(int)>& fn) {
-        int i = 0;
-        for (int w = 0; w < warmup; ++w) fn(i++);
-        TS_CUDA_CHECK(cudaStreamSynchronize(s_));
-        std::vector<double> t;
-        for (int r = 0; r < runs; ++r) {
-            TS_CUDA_CHECK(cudaEventRecord(a_, s_));
-            fn(i++);
-            TS_CUDA_CHECK(cudaEventRecord(b_, s_));
-            TS_CUDA_CHECK(cudaEventSynchronize(b_));
-            float ms = 0;
-            TS_CUDA_CHECK(cudaEventElapsedTime(&ms, a_, b_));
-            t.push_back(double(ms) * 1e-3);
-        }
-        std::sort(t.begin(), t.end());
-        return t[t.size() / 2];
-    }
-
-private:
-    cudaStream_t s_;
-    cudaEvent_t a_{}, b_{};
-};
+using Timer = bench::CudaTimer;
 
 // One stacked packed matrix [E·n, K] (no biases: Q4_0's form) and its per-expert descriptors.
 struct Stack {

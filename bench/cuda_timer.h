@@ -1,0 +1,57 @@
+// CudaTimer: the median time of a call on one CUDA stream, by CUDA events — what the kernel
+// pack's benchmarks (bench/fast_*.cpp) time with. CUDA builds only.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/cuda/cuda_check.h"
+
+namespace tessera::bench {
+
+class CudaTimer {
+public:
+    explicit CudaTimer(cudaStream_t s) : s_(s) {
+        TS_CUDA_CHECK(cudaEventCreate(&a_));
+        TS_CUDA_CHECK(cudaEventCreate(&b_));
+    }
+    ~CudaTimer() {
+        cudaEventDestroy(a_);
+        cudaEventDestroy(b_);
+    }
+    CudaTimer(const CudaTimer&) = delete;
+    CudaTimer& operator=(const CudaTimer&) = delete;
+
+    // Median seconds of one call over `runs` timed calls after `warmup` untimed ones. fn(i) gets
+    // the call's index (to rotate buffers) when it takes one, else fn().
+    template <typename F>
+    double median(int warmup, int runs, F&& fn) {
+        int i = 0;
+        auto call = [&] {
+            if constexpr (std::is_invocable_v<F&, int>) fn(i++);
+            else fn();
+        };
+        for (int w = 0; w < warmup; ++w) call();
+        TS_CUDA_CHECK(cudaStreamSynchronize(s_));
+        std::vector<double> t;
+        for (int r = 0; r < runs; ++r) {
+            TS_CUDA_CHECK(cudaEventRecord(a_, s_));
+            call();
+            TS_CUDA_CHECK(cudaEventRecord(b_, s_));
+            TS_CUDA_CHECK(cudaEventSynchronize(b_));
+            float ms = 0;
+            TS_CUDA_CHECK(cudaEventElapsedTime(&ms, a_, b_));
+            t.push_back(double(ms) * 1e-3);
+        }
+        std::sort(t.begin(), t.end());
+        return t[t.size() / 2];
+    }
+
+private:
+    cudaStream_t s_;
+    cudaEvent_t a_{}, b_{};
+};
+
+}  // namespace tessera::bench
