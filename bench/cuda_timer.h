@@ -1,5 +1,7 @@
 // CudaTimer: the median time of a call on one CUDA stream, by CUDA events — what the kernel
-// pack's benchmarks (bench/fast_*.cpp) time with. CUDA builds only.
+// pack's benchmarks (bench/fast_*.cpp) time with. Each timed call is queued behind a StreamGate,
+// so the time is the GPU's alone (no launch latency), as a call inside a CUDA graph or a busy
+// stream sees it. CUDA builds only.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -7,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "stream_gate.h"
 #include "kernels/cuda/cuda_check.h"
 
 namespace tessera::bench {
@@ -36,13 +39,22 @@ public:
         for (int w = 0; w < warmup; ++w) call();
         TS_CUDA_CHECK(cudaStreamSynchronize(s_));
         std::vector<double> t;
+        bool gated = true;
         for (int r = 0; r < runs; ++r) {
+            if (gated) gate_.close(s_);
             TS_CUDA_CHECK(cudaEventRecord(a_, s_));
             call();
             TS_CUDA_CHECK(cudaEventRecord(b_, s_));
+            gate_.open();
             TS_CUDA_CHECK(cudaEventSynchronize(b_));
             float ms = 0;
             TS_CUDA_CHECK(cudaEventElapsedTime(&ms, a_, b_));
+            if (gated && gate_.timed_out()) {  // the call waited on the stream: time it ungated
+                gated = false;
+                t.clear();
+                r = -1;
+                continue;
+            }
             t.push_back(double(ms) * 1e-3);
         }
         std::sort(t.begin(), t.end());
@@ -52,6 +64,7 @@ public:
 private:
     cudaStream_t s_;
     cudaEvent_t a_{}, b_{};
+    StreamGate gate_;
 };
 
 }  // namespace tessera::bench

@@ -13,6 +13,7 @@ LOGS=${OUT:-build/gpu-logs}
 mkdir -p "$LOGS"
 BIN=build/cuda/tessera
 [ -x "$BIN" ] || { echo "profile: $BIN not built"; exit 1; }
+source scripts/gpu/bootstrap.sh >/dev/null || exit 1  # the shared libraries of the carried .debs
 MODEL=${1:-/tmp/qwen3.6-35b-a3b-q4_0.gguf}
 CTX=${2:-4096}
 [ -f "$MODEL" ] || "$BIN" synth --arch qwen35moe --preset qwen3.6-35b-a3b --type q4_0 --out "$MODEL" 2>&1 | tail -1

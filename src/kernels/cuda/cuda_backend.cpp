@@ -39,6 +39,11 @@ std::unique_ptr<Backend> make_cuda_backend(int device) {
     return make_cuda_backend(device, parse_cuda_kernels(std::getenv("TESSERA_KERNELS")));
 }
 
+void* cuda_backend_stream(Backend& b) {
+    auto* c = dynamic_cast<cuda::CudaBackend*>(&b);
+    return c ? static_cast<void*>(c->stream()) : nullptr;
+}
+
 namespace cuda {
 
 namespace {

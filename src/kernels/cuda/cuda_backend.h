@@ -25,5 +25,8 @@ const char* cuda_kernels_name(CudaKernels k);  // "fast" / "reference"
 std::unique_ptr<Backend> make_cuda_backend(int device, CudaKernels kernels);
 // The kernels TESSERA_KERNELS names (fast when unset).
 std::unique_ptr<Backend> make_cuda_backend(int device = 0);
+// The cudaStream_t every op of `b` is queued on, or null when b is not the CUDA backend (for
+// benchmarks that time the backend's ops with events on its stream).
+void* cuda_backend_stream(Backend& b);
 
 }  // namespace tessera

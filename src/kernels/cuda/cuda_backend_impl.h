@@ -38,6 +38,7 @@ public:
     MemoryResource& staging_memory() override { return pinned_; }
     std::unique_ptr<Recording> record(const std::function<void()>& body) override;  // cuda_graph.cpp
     uint64_t internal_epoch() const override { return epoch_; }
+    cudaStream_t stream() const { return stream_.get(); }
 
     void matmul(const Tensor& y, const Tensor& x, const Tensor& w) override;
     void embed(const Tensor& y, const Tensor& table, const int32_t* ids) override;
