@@ -1,12 +1,13 @@
 // bench_fast_moe: the fast MoE kernels (kernels/cuda/fast_moe.h) on device buffers at llama.cpp's
 // Qwen3-30B-A3B shape (128 experts top-8, 768×2048 each) and the flagship's (256 top-8, 512×2048),
-// Int4 G=32 (Q4_0-like), at 1, 8 and 512 tokens: the router alone, the grouping alone, each expert
+// Int4 G=32 (Q4_0-like), at 1 to 2048 tokens: the router alone, the grouping alone, each expert
 // step alone and the whole moe_experts_packed per plan. CUDA events on one stream, median of --runs
 // after warm-up. Routings: "hot" = one routing every call (its experts stay in the 50 MB L2, as in
 // llama.cpp's test-backend-ops), "cold" = 16 random routings in turn. TB/s = bytes of the selected
 // experts' weights (codes + scales) / time; % of 4.3 TB/s (the measured copy bandwidth, PERF.md).
 // llama.cpp's anchor (7.63 µs at 1 token, 320 µs at 512) is ONE of the three matrices (mul_mat_id).
-//   bench_fast_moe [--tokens 1,8,512] [--runs 50] [--warmup 10] [--filter TEXT]
+// The second-generation plans (v2: fast_moe_decode.cu, fast_moe_mma.cu) first, then the first.
+//   bench_fast_moe [--tokens 1,2,4,8,64,512,2048] [--runs 50] [--warmup 10] [--filter TEXT] [--all]
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -35,9 +36,10 @@ namespace {
 constexpr double kCopyBw = 4.3e12;  // measured device-to-device copy bandwidth on the H200 (PERF.md)
 
 struct Args {
-    std::vector<int64_t> tokens = {1, 8, 512};
+    std::vector<int64_t> tokens = {1, 2, 4, 8, 64, 512, 2048};
     int runs = 50, warmup = 10;
     std::string filter;
+    bool all = false;  // also the f32 small tiles beyond 64 tokens
 };
 
 struct Shape {
@@ -119,6 +121,7 @@ Routing random_routing(int64_t T, int k, int E, Rng& rng) {
 }
 
 std::string plan_name(const fast::MoePlan& p) {
+    if (p.v2) return p.large_tiles ? "v2 large/" + std::to_string(p.tile_rows) + " (mma bf16)" : "v2 decode per slot";
     if (p.large_tiles) return "large tiles/" + std::to_string(p.tile_rows) + " (mma bf16)";
     return std::string(p.grouped ? "grouped/" + std::to_string(p.tile_rows) : "per slot") +
            (p.down_by_token ? " down/token" : " down/item+combine");
@@ -171,11 +174,16 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
         const fast::MoePlan pick = fast::moe_pick(T, s.k, s.E);
         std::vector<fast::MoePlan> plans = {pick};
         for (const fast::MoePlan& p :
-             {fast::MoePlan{false, true, 8}, fast::MoePlan{true, true, 8}, fast::MoePlan{true, false, 8},
-              fast::MoePlan{true, false, 1}, fast::MoePlan{true, false, 32, true}, fast::MoePlan{true, false, 64, true}})
-            if (p.grouped != pick.grouped || p.down_by_token != pick.down_by_token || p.tile_rows != pick.tile_rows ||
-                p.large_tiles != pick.large_tiles)
-                plans.push_back(p);
+             {fast::MoePlan{false, true, 8, false, true}, fast::MoePlan{true, false, 16, true, true},
+              fast::MoePlan{true, false, 32, true, true}, fast::MoePlan{true, false, 64, true, true},
+              fast::MoePlan{false, true, 8}, fast::MoePlan{true, true, 8}, fast::MoePlan{true, false, 8},
+              fast::MoePlan{true, false, 1}, fast::MoePlan{true, false, 32, true}, fast::MoePlan{true, false, 64, true}}) {
+            if (p.grouped == pick.grouped && p.down_by_token == pick.down_by_token && p.tile_rows == pick.tile_rows &&
+                p.large_tiles == pick.large_tiles && p.v2 == pick.v2)
+                continue;
+            if (!p.large_tiles && !p.v2 && T > 64 && !a.all) continue;  // the f32 tiles at prefill: minutes
+            plans.push_back(p);
+        }
         const double flops = 2.0 * double(T * s.k) * 3.0 * double(s.I * s.H);
         for (size_t pi = 0; pi < plans.size(); ++pi) {
             const fast::MoePlan& p = plans[pi];
@@ -196,7 +204,8 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             row(s, T, "experts " + plan_name(p), cold, cold_bytes, note);
         }
 
-        // The steps alone (hot routing), for the grouped plan with tiles of 8.
+        // The steps alone (hot routing), for the grouped plan with tiles of 8 (f32 tiles: T ≤ 64).
+        const bool small_steps = T <= 64 || a.all;
         const int32_t* rid = routings[0].ids.as<int32_t>();
         const float* rw = routings[0].weights.as<float>();
         const fast::MoePlan gp{true, false, 8};
@@ -209,29 +218,70 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             TS_CUDA_CHECK(fast::detail::launch_moe_group(rid, T, s.k, s.E, gp.tile_rows, g, st));
         });
         row(s, T, "  step: moe_group (tile 8)", tg, 0, "");
-        const double tgu_slot = timer.median(a.warmup, a.runs, [&](int) {
-            TS_CUDA_CHECK(fast::detail::launch_moe_gate_up(act, x.as<float>(), s.H, T, w, rid, s.k, nullptr, 1, st));
-        });
-        row(s, T, "  step: gate+up+SwiGLU per slot", tgu_slot, hot_bytes * 2 / 3, "2 of 3 matrices");
-        const double tgu = timer.median(a.warmup, a.runs, [&](int) {
-            TS_CUDA_CHECK(fast::detail::launch_moe_gate_up(act, x.as<float>(), s.H, T, w, rid, s.k, &g, 8, st));
-        });
-        row(s, T, "  step: gate+up+SwiGLU grouped/8", tgu, hot_bytes * 2 / 3, "2 of 3 matrices");
-        const double tdt = timer.median(a.warmup, a.runs, [&](int) {
-            TS_CUDA_CHECK(fast::detail::launch_moe_down_by_token(y.as<float>(), s.H, act, T, w, rid, rw, s.k, &g, st));
-        });
-        std::snprintf(note, sizeof note, "1 of 3 matrices: llama.cpp %s", anchor);
-        row(s, T, "  step: down by token (+ slot sum)", tdt, hot_bytes / 3, note);
-        const double tdi = timer.median(a.warmup, a.runs, [&](int) {
-            TS_CUDA_CHECK(fast::detail::launch_moe_down_by_item(out, act, T, w, s.k, g, 8, st));
-        });
-        row(s, T, "  step: down by item/8", tdi, hot_bytes / 3, note);
-        const double tc = timer.median(a.warmup, a.runs, [&](int) {
-            TS_CUDA_CHECK(fast::detail::launch_moe_combine(y.as<float>(), s.H, out, T, s.H, rw, s.k, g, st));
-        });
-        row(s, T, "  step: combine", tc, 0, "");
-
-        // The large tiles' steps alone (hot routing).
+        if (small_steps) {
+            const double tgu_slot = timer.median(a.warmup, a.runs, [&](int) {
+                TS_CUDA_CHECK(fast::detail::launch_moe_gate_up(act, x.as<float>(), s.H, T, w, rid, s.k, nullptr, 1, st));
+            });
+            row(s, T, "  step: gate+up+SwiGLU per slot", tgu_slot, hot_bytes * 2 / 3, "2 of 3 matrices");
+            const double tgu = timer.median(a.warmup, a.runs, [&](int) {
+                TS_CUDA_CHECK(fast::detail::launch_moe_gate_up(act, x.as<float>(), s.H, T, w, rid, s.k, &g, 8, st));
+            });
+            row(s, T, "  step: gate+up+SwiGLU grouped/8", tgu, hot_bytes * 2 / 3, "2 of 3 matrices");
+            const double tdt = timer.median(a.warmup, a.runs, [&](int) {
+                TS_CUDA_CHECK(fast::detail::launch_moe_down_by_token(y.as<float>(), s.H, act, T, w, rid, rw, s.k, &g, st));
+            });
+            std::snprintf(note, sizeof note, "1 of 3 matrices: llama.cpp %s", anchor);
+            row(s, T, "  step: down by token (+ slot sum)", tdt, hot_bytes / 3, note);
+            const double tdi = timer.median(a.warmup, a.runs, [&](int) {
+                TS_CUDA_CHECK(fast::detail::launch_moe_down_by_item(out, act, T, w, s.k, g, 8, st));
+            });
+            row(s, T, "  step: down by item/8", tdi, hot_bytes / 3, note);
+            const double tc = timer.median(a.warmup, a.runs, [&](int) {
+                TS_CUDA_CHECK(fast::detail::launch_moe_combine(y.as<float>(), s.H, out, T, s.H, rw, s.k, g, st));
+            });
+            row(s, T, "  step: combine", tc, 0, "");
+        }
+        // The v2 decode steps alone (hot routing, per slot).
+        if (small_steps && T * s.k <= 65535) {
+            const double tg2 = timer.median(a.warmup, a.runs, [&](int) {
+                TS_CUDA_CHECK(fast::detail::launch_moe_decode_gate_up(act, x.as<float>(), s.H, T, w, rid, s.k, st));
+            });
+            row(s, T, "  step: v2 decode gate+up+SwiGLU", tg2, hot_bytes * 2 / 3, "2 of 3 matrices");
+            const double td2 = timer.median(a.warmup, a.runs, [&](int) {
+                TS_CUDA_CHECK(fast::detail::launch_moe_decode_down(y.as<float>(), s.H, act, T, w, rid, rw, s.k, st));
+            });
+            std::snprintf(note, sizeof note, "1 of 3 matrices: llama.cpp %s", anchor);
+            row(s, T, "  step: v2 decode down (+ slot sum)", td2, hot_bytes / 3, note);
+        }
+        // The v2 large tiles' steps alone (hot routing).
+        for (int tile : {16, 32, 64}) {
+            const fast::MoeGrouping lg = fast::moe_group(rid, T, s.k, s.E, tile, scratch.data(), st);
+            char* at = static_cast<char*>(scratch.data()) + fast::moe_group_scratch_bytes(T, s.k, s.E, tile);
+            void* xg = at;
+            void* lact = at + align256(size_t(T * s.k * s.H) * 2);
+            auto* lout = reinterpret_cast<float*>(static_cast<char*>(lact) + align256(size_t(T * s.k * s.I) * 2));
+            TS_CUDA_CHECK(cudaStreamSynchronize(st));
+            char lab[3][48];
+            std::snprintf(lab[0], sizeof lab[0], "  step: v2 gather x -> bf16/%d", tile);
+            std::snprintf(lab[1], sizeof lab[1], "  step: v2 large gate+up+SwiGLU/%d", tile);
+            std::snprintf(lab[2], sizeof lab[2], "  step: v2 large down/%d", tile);
+            const double tx = timer.median(a.warmup, a.runs, [&](int) {
+                TS_CUDA_CHECK(fast::detail::launch_moe_gather_bf16_perm(xg, x.as<float>(), s.H, T, s.H, s.k, lg, st));
+            });
+            row(s, T, lab[0], tx, 0, "");
+            const double tgl = timer.median(a.warmup, a.runs, [&](int) {
+                TS_CUDA_CHECK(fast::detail::launch_moe_mma_gate_up(lact, xg, w, lg, tile, st));
+            });
+            std::snprintf(note, sizeof note, "2 of 3 matrices, %.0f TFLOP/s", flops * 2 / 3 / tgl / 1e12);
+            row(s, T, lab[1], tgl, hot_bytes * 2 / 3, note);
+            const double tdl = timer.median(a.warmup, a.runs, [&](int) {
+                TS_CUDA_CHECK(fast::detail::launch_moe_mma_down(lout, lact, w, lg, tile, st));
+            });
+            std::snprintf(note, sizeof note, "1 of 3 matrices, %.0f TFLOP/s; llama.cpp %s", flops / 3 / tdl / 1e12,
+                          anchor);
+            row(s, T, lab[2], tdl, hot_bytes / 3, note);
+        }
+        // The first-generation large tiles' steps alone (hot routing).
         for (int tile : {32, 64}) {
             const fast::MoeGrouping lg = fast::moe_group(rid, T, s.k, s.E, tile, scratch.data(), st);
             char* at = static_cast<char*>(scratch.data()) + fast::moe_group_scratch_bytes(T, s.k, s.E, tile);
@@ -280,10 +330,15 @@ int main(int argc, char** argv) {
             if (o == "-h" || o == "--help") {
                 std::printf(
                     "bench_fast_moe: fast MoE router, grouping and Int4 experts (kernels/cuda/fast_moe.h)\n"
-                    "  --tokens LIST   token counts (default 1,8,512)\n"
+                    "  --tokens LIST   token counts (default 1,2,4,8,64,512,2048)\n"
+                    "  --all           also the first-generation f32 tiles beyond 64 tokens (slow)\n"
                     "  --runs N        timed calls, median (default 50); --warmup N (default 10)\n"
                     "  --filter TEXT   only cases whose label \"<shape> T=<n>\" contains TEXT\n");
                 return 0;
+            }
+            if (o == "--all") {
+                a.all = true;
+                continue;
             }
             TS_CHECK(i + 1 < argc, "bench_fast_moe: {} needs a value", o);
             const std::string v = argv[++i];

@@ -3,7 +3,9 @@
 // 1e-6 (bit mismatches counted and printed). Grouping: exactly a host model of it. Experts: random
 // Q4_0 (and Q4_K: biases) GGUF weights repacked to Int4 (kernels/packed_repack.h) and, for group
 // sizes 64/128, random packed weights; every plan (small tiles: f32, bit-identical across plans;
-// large tiles: bf16 tensor cores, their own bound); 1 token to 150, E = 8, 128, 256, k = 1, 2, 8,
+// large tiles: bf16 tensor cores, their own bound; the v2 decode tiles: f32 bound, v2 tensor-core
+// tiles of 16/32/64: bf16 bound; one expert with 17/33/65 rows, just past each tile); 1 token to
+// 150, E = 8, 16, 128, 256, k = 1, 2, 8, I = 512 (16 lanes a v2 down pair),
 // H = 64·odd, I = 32·odd, experts with no tokens, one expert taking every token, strided and
 // misaligned x, y in place, out-of-range ids. Every case prints its name when it fails.
 #include <gtest/gtest.h>
@@ -62,7 +64,7 @@ std::vector<T> to_host(const DeviceBuffer& b, size_t n) {
 }
 
 std::string str(const fast::MoePlan& p) {
-    return std::string(p.large_tiles ? "large tiles " : "") +
+    return std::string(p.v2 ? "v2 " : "") + (p.large_tiles ? "large tiles " : "") +
            (p.grouped ? "grouped tile " + std::to_string(p.tile_rows) : "per slot") +
            (p.down_by_token ? ", down by token" : ", down by item + combine");
 }
@@ -72,6 +74,12 @@ const fast::MoePlan kPlans[] = {
     {false, true, 8}, {true, true, 8}, {true, false, 8}, {true, false, 1}, {true, true, 1}, {true, false, 3},
 };
 const fast::MoePlan kLargePlans[] = {{true, false, 32, true}, {true, false, 64, true}};
+// The second generation: f32 decode tiles (within the f32 bound, their own bits) and the
+// tensor-core tiles of 16, 32 and 64 rows (bf16 bound).
+const fast::MoePlan kV2Plans[] = {{false, true, 8, false, true},
+                                  {true, false, 16, true, true},
+                                  {true, false, 32, true, true},
+                                  {true, false, 64, true, true}};
 
 // ---- router ----------------------------------------------------------------------------------
 
@@ -399,9 +407,10 @@ void check_experts(Backend& cpu, Experts& ex, const ExpertCase& c, const Routing
     const Reference ref = reference(ex, x, ldx, T, r, k);
     const DeviceBuffer d_x = to_device(x), d_ids = to_device(r.ids), d_w = to_device(r.weights);
     DeviceBuffer d_scratch(fast::moe_experts_scratch_bytes(T, k, ex.E, H, ex.I));
-    std::vector<float> first, large;
+    std::vector<float> first, large, v2_small, v2_large;
     std::vector<fast::MoePlan> plans(std::begin(kPlans), std::end(kPlans));
     plans.insert(plans.end(), std::begin(kLargePlans), std::end(kLargePlans));
+    plans.insert(plans.end(), std::begin(kV2Plans), std::end(kV2Plans));
     for (const fast::MoePlan& plan : plans) {
         SCOPED_TRACE(str(plan));
         std::vector<float> y0 = c.in_place ? x : std::vector<float>(size_t(T * ldy), reftest::kPad);
@@ -419,7 +428,8 @@ void check_experts(Backend& cpu, Experts& ex, const ExpertCase& c, const Routing
                     t = T;
                     break;
                 }
-        if (plan.large_tiles) large = y;
+        if (plan.v2) (plan.large_tiles ? v2_large : v2_small) = y;
+        else if (plan.large_tiles) large = y;
         else if (first.empty()) first = y;
         else reftest::expect_same_bytes(y, first, "plans differ: " + str(plan) + " vs " + str(kPlans[0]));
         if (::testing::Test::HasFailure()) {
@@ -433,6 +443,8 @@ void check_experts(Backend& cpu, Experts& ex, const ExpertCase& c, const Routing
                     r.ids.data(), r.weights.data(), k);
     EXPECT_LE(norm_err(first, ldy, ycpu, H, T, H), 3e-2) << "small tiles vs the CPU backend on the GGUF weights";
     EXPECT_LE(norm_err(large, ldy, ycpu, H, T, H), 3e-2) << "large tiles vs the CPU backend on the GGUF weights";
+    EXPECT_LE(norm_err(v2_small, ldy, ycpu, H, T, H), 3e-2) << "v2 small tiles vs the CPU backend on the GGUF weights";
+    EXPECT_LE(norm_err(v2_large, ldy, ycpu, H, T, H), 3e-2) << "v2 large tiles vs the CPU backend on the GGUF weights";
 }
 
 }  // namespace
@@ -558,6 +570,10 @@ TEST(FastMoe, ExpertsQ4_0MatchCpu) {
                       seed + 17);
         check_experts(*cpu, ex, {"one expert takes every token", 64, 1, 0}, random_routing(64, 8, 1, seed + 18, {3}),
                       seed + 19);
+        // Just past the tiles: 17, 33 and 65 rows on one expert (tiles of 16, 32, 64 plus one row).
+        for (int64_t T : {17, 33, 65})
+            check_experts(*cpu, ex, {"one expert, " + std::to_string(T) + " tokens", T, 1, 1},
+                          random_routing(T, 8, 1, seed + 60 + uint32_t(T), {5}), seed + 61 + uint32_t(T));
         check_experts(*cpu, ex, {"64 tokens, two experts, in place", 64, 2, 2, true},
                       random_routing(64, 8, 2, seed + 20, {1, 6}), seed + 21);
         // ~37 rows per expert: large tiles of 32 and 64 rows with partial tails.
@@ -573,6 +589,12 @@ TEST(FastMoe, ExpertsQ4_0MatchCpu) {
         Experts ex(256, 64, 32, DType::Q4_0, seed + 40);
         check_experts(*cpu, ex, {"E = 256 top-8, 1 token", 1, 8, 0}, random_routing(1, 256, 8, seed + 41), seed + 42);
         check_experts(*cpu, ex, {"E = 256 top-2", 17, 2, 4}, random_routing(17, 256, 2, seed + 43), seed + 44);
+    }
+    {  // the flagship's I = 512 (16 chunks a down row: 16 lanes a pair in the v2 down), top-8 of 16
+        Experts ex(16, 256, 512, DType::Q4_0, seed + 70);
+        for (int64_t T : {1, 2, 8})
+            check_experts(*cpu, ex, {"I = 512 top-8", T, 8, 0}, random_routing(T, 16, 8, seed + 71 + uint32_t(T)),
+                          seed + 72 + uint32_t(T));
     }
     {  // rows wide enough for 32 lanes per row (H, I ≥ 2048 columns), odd multiples
         Experts ex(4, 64 * 33, 32 * 65, DType::Q4_0, seed + 50);
@@ -628,7 +650,7 @@ TEST(FastMoe, RouterThenExpertsOnTheDevice) {
     std::vector<float> y(size_t(T * ex.H));
     std::memcpy(y.data(), runs[0].data(), y.size() * 4);
     const Reference ref = reference(ex, x, ex.H, T, Routing{got.ids, got.weights}, k);
-    expect_near_reference(y, ex.H, ref, T, ex.H, ref.eps_f32);
+    expect_near_reference(y, ex.H, ref, T, ex.H, fast::moe_pick(T, k, E).large_tiles ? ref.eps_bf16() : ref.eps_f32);
 }
 
 TEST(FastMoe, RecordsIntoACudaGraph) {
@@ -681,6 +703,7 @@ TEST(FastMoe, OutOfRangeIdPoisonsOnlyItsToken) {
     DeviceBuffer d_y(size_t(T * ex.H) * 4), d_scratch(fast::moe_experts_scratch_bytes(T, k, E, ex.H, ex.I));
     std::vector<fast::MoePlan> plans(std::begin(kPlans), std::end(kPlans));
     plans.insert(plans.end(), std::begin(kLargePlans), std::end(kLargePlans));
+    plans.insert(plans.end(), std::begin(kV2Plans), std::end(kV2Plans));
     for (const fast::MoePlan& plan : plans) {
         SCOPED_TRACE(str(plan));
         Stream stream;
@@ -724,6 +747,8 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
     EXPECT_THROW(run({true, true, 9}, y, 64, p, 64, 2, w, 2, p), Error);                 // tile > 8
     EXPECT_THROW(run({true, false, 16, true}, y, 64, p, 64, 2, w, 2, p), Error);         // large tile of 16
     EXPECT_THROW(run({true, true, 32, true}, y, 64, p, 64, 2, w, 2, p), Error);          // large, by token
+    EXPECT_THROW(run({true, true, 8, false, true}, y, 64, p, 64, 2, w, 2, p), Error);    // v2 small, grouped
+    EXPECT_THROW(run({true, false, 8, true, true}, y, 64, p, 64, 2, w, 2, p), Error);    // v2 large tile 8
     EXPECT_THROW(run({}, y, 64, p, 63, 2, w, 2, p), Error);                              // ldx < H
     EXPECT_THROW(run({}, p + 1, 64, p, 64, 2, w, 2, p), Error);                          // y overlaps x
     EXPECT_THROW(run({}, y, 64, p, 64, 2, w, 2, reinterpret_cast<char*>(p) + 4), Error); // misaligned scratch

@@ -1,5 +1,5 @@
 // Argument checks, scratch layout and the plan for the fast MoE (the kernels are in
-// fast_moe_route.cu and fast_moe_experts.cu).
+// fast_moe_route.cu, fast_moe_experts.cu, fast_moe_tiles.cu, fast_moe_decode.cu, fast_moe_mma.cu).
 #include "kernels/cuda/fast_moe.h"
 
 #include <algorithm>
@@ -70,9 +70,15 @@ void check_scratch(const char* op, const void* scratch) {
 
 void check_plan(const MoePlan& p) {
     if (p.large_tiles) {
-        TS_CHECK(p.grouped && !p.down_by_token && (p.tile_rows == 32 || p.tile_rows == 64),
-                 "moe_experts_packed: large tiles need a grouped, by-item plan with tile_rows 32 or 64 (got {}{} {})",
-                 p.grouped ? "grouped" : "per slot", p.down_by_token ? ", down by token," : ",", p.tile_rows);
+        const bool tile_ok = p.tile_rows == 32 || p.tile_rows == 64 || (p.v2 && p.tile_rows == 16);
+        TS_CHECK(p.grouped && !p.down_by_token && tile_ok,
+                 "moe_experts_packed: large tiles need a grouped, by-item plan with tile_rows {} (got {}{} {})",
+                 p.v2 ? "16, 32 or 64" : "32 or 64", p.grouped ? "grouped" : "per slot",
+                 p.down_by_token ? ", down by token," : ",", p.tile_rows);
+        return;
+    }
+    if (p.v2) {
+        TS_CHECK(!p.grouped && p.down_by_token, "moe_experts_packed: the v2 small tiles run per slot, down by token");
         return;
     }
     check_tile("moe_experts_packed", p.tile_rows, 8);
@@ -137,18 +143,18 @@ void moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, const P
 }
 
 MoePlan moe_pick(int64_t T, int k, int E) {
+    // To be tuned on the H200 from bench_fast_moe (every plan at T = 1..2048). Decode (T ≤ 8):
+    // the v2 small tiles per slot (each slot streams its expert's rows; at T = 8 the 64 slots
+    // name ~50 of 128..256 experts, so little is read twice). Beyond: the v2 tensor-core tiles,
+    // sized to the rows an expert gets on average (T·k / E).
     MoePlan p;
-    // To be tuned on the H200: grouping pays once tokens share experts (T ≥ 4 at top-8 of
-    // 128..256); the by-item down (+ combine) once experts see several tokens each; the tensor
-    // cores once the f32 FMAs of the small tiles outweigh the weight stream (T ≥ 32).
-    p.grouped = T >= 4;
-    p.down_by_token = T <= 8;
-    p.tile_rows = 8;
-    if (T >= 32) {
-        p.large_tiles = true;
-        p.down_by_token = false;
-        p.tile_rows = T * k >= 48 * int64_t(E) ? 64 : 32;  // rows per expert on average vs the tile
-    }
+    p.v2 = true;
+    if (T <= 8) return p;  // per slot, down by token
+    p.grouped = true;
+    p.down_by_token = false;
+    p.large_tiles = true;
+    const int64_t avg = T * k / std::max(E, 1);
+    p.tile_rows = avg <= 16 ? 16 : avg <= 40 ? 32 : 64;
     return p;
 }
 
@@ -167,7 +173,7 @@ size_t moe_experts_scratch_bytes(int64_t T, int k, int E, int64_t H, int64_t I) 
     for (int tile : {1, 8})
         for (bool by_token : {false, true})
             most = std::max(most, moe_experts_scratch_bytes({true, by_token, tile, false}, T, k, E, H, I));
-    return std::max(most, moe_experts_scratch_bytes({true, false, 32, true}, T, k, E, H, I));
+    return std::max(most, moe_experts_scratch_bytes({true, false, 16, true, true}, T, k, E, H, I));
 }
 
 void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
@@ -203,6 +209,13 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
         void* act = at;  // [P, I] bf16
         at += align_up(size_t(P * w.I) * 2);
         auto* out = reinterpret_cast<float*>(at);  // [P, H]
+        if (plan.v2) {
+            TS_CUDA_CHECK(detail::launch_moe_gather_bf16_perm(xg, x, ldx, T, w.H, k, g, stream));
+            TS_CUDA_CHECK(detail::launch_moe_mma_gate_up(act, xg, w, g, plan.tile_rows, stream));
+            TS_CUDA_CHECK(detail::launch_moe_mma_down(out, act, w, g, plan.tile_rows, stream));
+            TS_CUDA_CHECK(detail::launch_moe_combine(y, ldy, out, T, w.H, weights, k, g, stream));
+            return;
+        }
         TS_CUDA_CHECK(detail::launch_moe_gather_bf16(xg, x, ldx, T, w.H, k, g, stream));
         TS_CUDA_CHECK(detail::launch_moe_tile_gate_up(act, xg, w, g, plan.tile_rows, stream));
         TS_CUDA_CHECK(detail::launch_moe_tile_down(out, act, w, g, plan.tile_rows, stream));
@@ -211,6 +224,14 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
     }
     auto* act = reinterpret_cast<float*>(at);  // [P, I]
     at += align_up(size_t(P * w.I) * sizeof(float));
+    if (plan.v2) {
+        TS_CHECK(P <= 65535, "{}: T·k = {} slots is too many for the v2 small tiles' grid", op, P);
+        TS_CHECK(detail::moe_decode_smem_bytes(w.H, w.I, k) <= detail::moe_decode_smem_limit(),
+                 "{}: H = {}, k·I = {} too large for the v2 small tiles' shared memory", op, w.H, k * w.I);
+        TS_CUDA_CHECK(detail::launch_moe_decode_gate_up(act, x, ldx, T, w, ids, k, stream));
+        TS_CUDA_CHECK(detail::launch_moe_decode_down(y, ldy, act, T, w, ids, weights, k, stream));
+        return;
+    }
     const MoeGrouping* gp = plan.grouped ? &g : nullptr;
     TS_CUDA_CHECK(detail::launch_moe_gate_up(act, x, ldx, T, w, ids, k, gp, plan.tile_rows, stream));
     if (plan.down_by_token) {
@@ -224,7 +245,11 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
 
 void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
                         const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream) {
-    moe_experts_packed_plan(moe_pick(T, k, w.E), y, ldy, x, ldx, T, w, ids, weights, k, scratch, stream);
+    MoePlan plan = moe_pick(T, k, w.E);
+    if (plan.v2 && !plan.large_tiles &&
+        (T * k > 65535 || detail::moe_decode_smem_bytes(w.H, w.I, k) > detail::moe_decode_smem_limit()))
+        plan = MoePlan{};  // the first-generation per-slot tiles take any size
+    moe_experts_packed_plan(plan, y, ldy, x, ldx, T, w, ids, weights, k, scratch, stream);
 }
 
 }  // namespace tessera::cuda::fast

@@ -92,12 +92,22 @@ void moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, const P
 //   large_tiles:     the tensor-core tiles (needs grouped, by item, tile_rows 32 or 64): bf16
 //                    operands (x, dequantized weights, act rounded to bf16; f32 accumulation), so
 //                    its results differ from the small tiles' f32 ones by ~2⁻⁸ relative.
+//   v2:              the second-generation kernels. Small tiles (needs per slot, down by token):
+//                    fast_moe_decode.cu — gate+up with 8 weight rows a warp (16 loads a lane in
+//                    flight), x staged in shared memory; down per token, a warp's k slots × 2
+//                    rows in flight, the token's act rows staged, weights fused, slots summed in
+//                    order. f32 like the small tiles (within their bound, not their bits). Large:
+//                    fast_moe_mma.cu — 4-stage cp.async, k-tiles of 128, bf16 magic dequant,
+//                    tile_rows 16, 32 or 64, warps split columns only.
 struct MoePlan {
     bool grouped = false;
     bool down_by_token = true;
-    int tile_rows = 8;  // tokens per item: 1..8 for the small tiles, 32 or 64 for the large
+    int tile_rows = 8;  // tokens per item: 1..8 for the small tiles, 16 (v2), 32 or 64 for the large
     bool large_tiles = false;
+    bool v2 = false;
 };
+// Which plan a step of T tokens runs: a pure function of (T, k, E), to be retuned from the
+// bench's figures (bench/fast_moe.cpp prints every plan at T = 1..2048 on both shapes).
 MoePlan moe_pick(int64_t T, int k, int E);
 
 // Bytes of scratch moe_experts_packed needs for `plan` (the grouping, act [T·k, I] f32 and, for
@@ -148,6 +158,26 @@ cudaError_t launch_moe_tile_gate_up(void* act, const void* xg, const MoePackedEx
 // out [T·k, H] f32 = act·down_eᵀ per item.
 cudaError_t launch_moe_tile_down(float* out, const void* act, const MoePackedExperts& w, const MoeGrouping& g,
                                  int tile_rows, cudaStream_t stream);
+// Second generation (fast_moe_decode.cu, fast_moe_mma.cu). The decode kernels stage x (H
+// floats) and a token's act rows (k·I floats) in shared memory: moe_decode_smem_bytes of at most
+// moe_decode_smem_limit.
+size_t moe_decode_smem_bytes(int64_t H, int64_t I, int k);
+size_t moe_decode_smem_limit();
+// act [T·k, I] f32: act[s] = silu(gate_e·x_t) ⊙ (up_e·x_t) per slot s = t·k + j, e = ids[s].
+cudaError_t launch_moe_decode_gate_up(float* act, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
+                                      const int32_t* ids, int k, cudaStream_t stream);
+// y[t] = Σ_j weights[t, j] · down_e · act[t·k + j], slots in order.
+cudaError_t launch_moe_decode_down(float* y, int64_t ldy, const float* act, int64_t T, const MoePackedExperts& w,
+                                   const int32_t* ids, const float* weights, int k, cudaStream_t stream);
+// xg [T·k, H] bf16, each 8 columns stored as (0,4,1,5,2,6,3,7) (the k pairing of fast_gemm.cu).
+cudaError_t launch_moe_gather_bf16_perm(void* xg, const float* x, int64_t ldx, int64_t T, int64_t H, int k,
+                                        const MoeGrouping& g, cudaStream_t stream);
+// act [T·k, I] bf16 (permuted columns as xg) per item; tile_rows 16, 32 or 64.
+cudaError_t launch_moe_mma_gate_up(void* act, const void* xg, const MoePackedExperts& w, const MoeGrouping& g,
+                                   int tile_rows, cudaStream_t stream);
+// out [T·k, H] f32 = act·down_eᵀ per item.
+cudaError_t launch_moe_mma_down(float* out, const void* act, const MoePackedExperts& w, const MoeGrouping& g,
+                                int tile_rows, cudaStream_t stream);
 }  // namespace detail
 
 }  // namespace tessera::cuda::fast
