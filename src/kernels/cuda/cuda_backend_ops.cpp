@@ -13,6 +13,7 @@
 #include "kernels/cuda/cuda_backend_impl.h"
 #include "kernels/cuda/fast_attention.h"
 #include "kernels/cuda/fast_embed.h"
+#include "kernels/cuda/fast_flash_attention.h"
 #include "kernels/cuda/fast_gdn.h"
 #include "kernels/cuda/fast_gemv_q8.h"
 #include "kernels/cuda/fast_matmul.h"
@@ -277,6 +278,10 @@ void CudaBackend::attention(const Tensor& out, const Tensor& q, const Tensor& k_
     const Heads O = heads_of(out, "attention", "out"), Q = heads_of(q, "attention", "q");
     TS_CHECK(O.T == Q.T && O.n == Q.n, "cuda attention: out {} vs q {}", out.describe(), q.describe());
     const ref::PagedCache kc = paged_ref(k_cache, "k"), vc = paged_ref(v_cache, "v");
+    if (kernels_ == CudaKernels::Fast && fast::flash_attention_supported(Q.n, kc.n_kv, kc.D, vc.D, kc.f16 && vc.f16) &&
+        fast::use_flash_attention(Q.T, plan.n_seqs) && !reference_op("attention"))
+        return fast::flash_attention(O.p, O.ts, O.hs, Q.p, Q.ts, Q.hs, Q.T, Q.n, kc, vc, plan, scale,
+                                     fast::flash_variant(Q.T, Q.n, kc.D), stream_.get());
     if (kernels_ == CudaKernels::Fast && fast::attention_supported(Q.n, kc.n_kv, kc.D, vc.D) && kc.f16 == vc.f16 &&
         !reference_op("attention")) {
         const int splits = fast::attention_splits(Q.T, kc.n_kv, int64_t(plan.max_blocks) * plan.block_size);

@@ -1,0 +1,167 @@
+// bench_fast_attention: causal prefill attention at the flagship's shape (head_dim 256, 16 query /
+// 2 kv heads, f16 paged cache in shuffled blocks of 16) on device buffers: the tensor-core flash
+// kernel (fast_flash_attention.h, both block shapes) against the flash-decoding kernel
+// (fast_attention.h). Prompts of 1K / 8K / 32K tokens from position 0, and a 2048-token chunk
+// continuing 8K / 30K cached tokens. TFLOP/s over the causal pairs (bench/shapes.h
+// attention_cost: 4·heads·D per pair) next to ~800 TFLOP/s of f16 mma and the 450 target.
+//   bench_fast_attention [--runs 20] [--warmup 3] [--filter TEXT] [--old]  (--old: also time
+//   fast::attention, slow at 32K)
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/half.h"
+#include "core/status.h"
+#include "cuda_timer.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/fast_attention.h"
+#include "kernels/cuda/fast_flash_attention.h"
+#include "kernels/cuda/stream.h"
+#include "shapes.h"
+
+using namespace tessera;
+using namespace tessera::cuda;
+
+namespace {
+
+constexpr int64_t H = 16, Hkv = 2, D = 256, kBlock = 16;
+constexpr double kMmaFlops = 800e12, kTarget = 450e12;
+
+struct Args {
+    int runs = 20, warmup = 3;
+    std::string filter;
+    bool old = false;
+};
+
+DeviceBuffer upload(const void* p, size_t bytes) {
+    DeviceBuffer b(std::max<size_t>(bytes, 16));
+    b.upload(p, bytes);
+    return b;
+}
+
+// T new tokens of one sequence ending at position kv_len: caches, plan, q and out on the device.
+struct Case {
+    DeviceBuffer k, v, q, out, q_start, kv_len, table, scratch;
+    ref::PagedCache kc, vc;
+    AttnPlan plan;
+    int splits = 1;
+};
+
+void make_case(Case& c, int64_t T, int64_t kv_len) {
+    const int64_t n_blocks = (kv_len + kBlock - 1) / kBlock, elems = n_blocks * kBlock * Hkv * D;
+    std::vector<uint16_t> h(size_t(std::min<int64_t>(elems, 1 << 22)));
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    for (auto& x : h) x = f32_to_f16(u(rng));
+    c.k = DeviceBuffer(size_t(elems) * 2);
+    c.v = DeviceBuffer(size_t(elems) * 2);
+    for (int64_t off = 0; off < elems; off += int64_t(h.size())) {  // tile the random values
+        const size_t n = size_t(std::min<int64_t>(int64_t(h.size()), elems - off)) * 2;
+        c.k.upload(h.data(), n, size_t(off) * 2);
+        c.v.upload(h.data(), n, size_t(off) * 2);
+    }
+    std::vector<float> qh(size_t(T * H * D));
+    for (auto& x : qh) x = u(rng);
+    c.q = upload(qh.data(), qh.size() * 4);
+    c.out = DeviceBuffer(qh.size() * 4);
+    std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+    std::iota(table.begin(), table.end(), 0);
+    std::shuffle(table.begin(), table.end(), rng);
+    const std::vector<int32_t> qs = {0, int32_t(T)}, len = {int32_t(kv_len)};
+    c.q_start = upload(qs.data(), 8);
+    c.kv_len = upload(len.data(), 4);
+    c.table = upload(table.data(), table.size() * 4);
+    c.kc.data = c.k.data();
+    c.kc.f16 = true;
+    c.kc.n_blocks = n_blocks;
+    c.kc.block_size = kBlock;
+    c.kc.n_kv = Hkv;
+    c.kc.D = D;
+    c.kc.head_stride = D;
+    c.kc.row_stride = Hkv * D;
+    c.kc.block_stride = kBlock * Hkv * D;
+    c.vc = c.kc;
+    c.vc.data = c.v.data();
+    c.plan = {1, c.q_start.as<int32_t>(), c.kv_len.as<int32_t>(), c.table.as<int32_t>(), int(n_blocks), int(kBlock)};
+    c.splits = fast::attention_splits(T, Hkv, n_blocks * kBlock);
+    c.scratch = DeviceBuffer(std::max<size_t>(fast::attention_scratch(T, H, D, c.splits), 16));
+}
+
+void bench_case(const Args& a, Stream& stream, bench::CudaTimer& timer, const std::string& name, int64_t T,
+                int64_t kv_len) {
+    if (!a.filter.empty() && name.find(a.filter) == std::string::npos) return;
+    Case c;
+    make_case(c, T, kv_len);
+    const double flops = bench::attention_cost(H, Hkv, D, T, kv_len, 2.0).flops;
+    const float scale = 1.f / std::sqrt(float(D));
+    auto row = [&](const char* kernel, double sec) {
+        std::printf("| %-26s | %-22s | %6lld | %6lld | %10.1f | %7.1f | %5.1f%% | %5.1f%% |\n", name.c_str(), kernel,
+                    (long long)T, (long long)kv_len, sec * 1e6, flops / sec * 1e-12, 100 * flops / sec / kMmaFlops,
+                    100 * flops / sec / kTarget);
+    };
+    const std::pair<const char*, fast::FlashVariant> variants[] = {{"flash rows64", fast::FlashVariant::Rows64},
+                                                                   {"flash rows128", fast::FlashVariant::Rows128}};
+    for (auto [label, v] : variants) {
+        const double sec = timer.median(a.warmup, a.runs, [&] {
+            fast::flash_attention(c.out.as<float>(), H * D, D, c.q.as<float>(), H * D, D, T, H, c.kc, c.vc, c.plan,
+                                  scale, v, stream);
+        });
+        row(v == fast::flash_variant(T, H, D) ? (std::string(label) + " (default)").c_str() : label, sec);
+    }
+    if (a.old || T <= 2048) {
+        const double sec = timer.median(std::min(a.warmup, 1), std::min(a.runs, 5), [&] {
+            fast::attention(c.out.as<float>(), H * D, D, c.q.as<float>(), H * D, D, T, H, c.kc, c.vc, c.plan, scale,
+                            c.splits, c.scratch.data(), stream);
+        });
+        row("old fast::attention", sec);
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    try {
+        Args a;
+        for (int i = 1; i < argc; ++i) {
+            const std::string o = argv[i];
+            if (o == "--help" || o == "-h") {
+                std::printf("bench_fast_attention [--runs N (20)] [--warmup N (3)] [--filter TEXT] [--old]\n");
+                return 0;
+            }
+            if (o == "--old") {
+                a.old = true;
+                continue;
+            }
+            TS_CHECK(i + 1 < argc, "bench_fast_attention: {} needs a value", o);
+            const std::string v = argv[++i];
+            if (o == "--runs") a.runs = std::max(1, std::atoi(v.c_str()));
+            else if (o == "--warmup") a.warmup = std::max(0, std::atoi(v.c_str()));
+            else if (o == "--filter") a.filter = v;
+            else TS_CHECK(false, "bench_fast_attention: unknown option {}", o);
+        }
+        Stream stream;
+        bench::CudaTimer timer(stream.get());
+        std::printf("bench_fast_attention: D %lld, %lld q / %lld kv heads, f16 cache, blocks of %lld; median of %d "
+                    "runs; %% of 800 TFLOP/s mma and of the 450 target\n",
+                    (long long)D, (long long)H, (long long)Hkv, (long long)kBlock, a.runs);
+        std::printf("| %-26s | %-22s | %6s | %6s | %10s | %7s | %6s | %6s |\n", "case", "kernel", "T", "ctx", "median us",
+                    "TFLOP/s", "% mma", "% tgt");
+        bench_case(a, stream, timer, "prefill 1K", 1024, 1024);
+        bench_case(a, stream, timer, "prefill 8K", 8192, 8192);
+        bench_case(a, stream, timer, "prefill 32K", 32768, 32768);
+        bench_case(a, stream, timer, "chunk 2K after 8K", 2048, 8192 + 2048);
+        bench_case(a, stream, timer, "chunk 2K after 30K", 2048, 30720 + 2048);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench_fast_attention: %s\n", e.what());
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,336 @@
+// Kernel of the tensor-core prefill attention (fast_flash_attention.h): FA2-style, a block per
+// (query tile, head), 16 query rows per warp, K/V tiles of 64 keys through swizzled shared memory.
+#include <cuda_fp16.h>
+
+#include "kernels/cuda/fast_flash_attention.h"
+#include "kernels/cuda/ref_plan.cuh"
+
+namespace tessera::cuda::fast::detail {
+
+namespace {
+
+constexpr int kBN = 64;  // keys per tile
+constexpr unsigned kFull = 0xffffffffu;
+
+// Tiles are [rows][D] f16 in 16-byte chunks; chunk c of row r sits at c ^ (r & 7) within its row,
+// so the 8 rows an ldmatrix (or a row of cp.async) touches fall on distinct banks.
+template <int D>
+__device__ __forceinline__ int swz(int r, int c) {
+    return r * (D / 8) + (c ^ (r & 7));
+}
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
+
+// 16 bytes global → shared; zeros when !valid (src must still be a valid address).
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+// c[16×8] += a[16×16] · b[16×8], f16 operands, f32 accumulators.
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+__device__ __forceinline__ float exp2_approx(float x) {  // 2^x; 2^-inf = 0
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// f16 range without turning a large q into inf (NaN stays NaN: the comparisons are false).
+__device__ __forceinline__ float clamp_f16(float x) { return x > 65504.f ? 65504.f : (x < -65504.f ? -65504.f : x); }
+
+// Grid (n_head, tile slots). out/q strides in elements; scale_log2 = scale · log2(e).
+template <int D, int W>
+__global__ void __launch_bounds__(W * 32, W == 4 ? 2 : 1)
+    flash_kernel(float* __restrict__ out, int64_t out_ts, int64_t out_hs, const float* __restrict__ q, int64_t q_ts,
+                 int64_t q_hs, int T, int n_head, ref::PagedCache kc, ref::PagedCache vc, AttnPlan plan,
+                 float scale_log2) {
+    constexpr int BM = 16 * W, NT = W * 32, CH = D / 8;  // CH: 16-byte chunks per row
+    extern __shared__ __align__(128) uint4 smem[];
+    uint4* q_s = smem;            // [BM][CH]
+    uint4* k_s = q_s + BM * CH;   // [kBN][CH]
+    uint4* v_s = k_s + kBN * CH;  // [kBN][CH]
+    __shared__ int2 rows_s[2][kBN];  // per key of a tile: (cache block or -1 bad / -2 unused, row in block)
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int h = blockIdx.x, slot = blockIdx.y;
+    const int G = n_head / int(kc.n_kv), g = h / G;
+
+    // This slot's (sequence s, tile): slots count the tiles of sequences 0, 1, … in order (a warp
+    // scans 32 sequences at a time; every warp computes the same answer).
+    int s = -1, tile = 0;
+    for (int s0 = 0, base = 0; s0 < plan.n_seqs; s0 += 32) {
+        const int si = s0 + lane;
+        const int n = si < plan.n_seqs ? max(0, (plan.q_start[si + 1] - plan.q_start[si] + BM - 1) / BM) : 0;
+        int inc = n;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int v = __shfl_up_sync(kFull, inc, o);
+            if (lane >= o) inc += v;
+        }
+        const int total = __shfl_sync(kFull, inc, 31);
+        if (slot < base + total) {
+            const int l = __ffs(__ballot_sync(kFull, slot < base + inc)) - 1;
+            s = s0 + l;
+            tile = slot - base - __shfl_sync(kFull, inc - n, l);
+            break;
+        }
+        base += total;
+    }
+
+    auto fill_rows = [&](int64_t t_lo, int64_t t_hi, float v) {  // out[t_lo..t_hi), head h := v
+        for (int64_t i = tid; i < (t_hi - t_lo) * D; i += NT) {
+            const int64_t t = t_lo + i / D;
+            out[t * out_ts + int64_t(h) * out_hs + i % D] = v;
+        }
+    };
+    if (s < 0) {  // an idle slot; the last one (always idle) marks tokens outside q_start as bad
+        if (slot == int(gridDim.y) - 1) {
+            const int a = min(max(plan.q_start[0], 0), T), b = min(max(plan.q_start[plan.n_seqs], a), T);
+            fill_rows(0, a, ref::quiet_nan());
+            fill_rows(b, T, ref::quiet_nan());
+        }
+        return;
+    }
+    const int q0 = plan.q_start[s], n_new = plan.q_start[s + 1] - q0, len = plan.kv_len[s];
+    const int n_tiles = (n_new + BM - 1) / BM;
+    const int row0 = (n_tiles - 1 - tile) * BM;  // heaviest (last) tiles take the first slots
+    const int rows = min(BM, n_new - row0);
+    const int64_t t0 = int64_t(q0) + row0;
+    if (q0 < 0 || int64_t(q0) + n_new > T) return;  // a bad plan: write nothing outside out
+    if (len == 0) return fill_rows(t0, t0 + rows, 0.f);  // a padding sequence
+    const int64_t bs = kc.block_size;
+    if (n_new > len || int64_t(len) > int64_t(plan.max_blocks) * bs) return fill_rows(t0, t0 + rows, ref::quiet_nan());
+
+    const int p_lo = len - n_new + row0, p_hi = p_lo + rows - 1;  // positions of the tile's first/last row
+    const int n_kt = p_hi / kBN + 1;
+    const int32_t* table = plan.block_table + int64_t(s) * plan.max_blocks;
+    bool bad = false;
+
+    // Where key kt·kBN + tid of the tile lives (threads < kBN).
+    auto resolve_rows = [&](int kt) {
+        if (tid < kBN) {
+            const int p = kt * kBN + tid;
+            int2 e{-2, 0};
+            if (p <= p_hi) {
+                const int blk = table[p / int(bs)];
+                e = {blk >= 0 && blk < kc.n_blocks ? blk : -1, p % int(bs)};
+                bad |= e.x < 0;
+            }
+            rows_s[kt & 1][tid] = e;
+        }
+    };
+    // The tile's kBN rows of cache c (head g) into dst by cp.async; unused or bad rows are zeros.
+    auto load_tile = [&](uint4* dst, const ref::PagedCache& c, int kt) {
+        const __half* base = static_cast<const __half*>(c.data);
+#pragma unroll 4
+        for (int i = tid; i < kBN * CH; i += NT) {
+            const int r = i / CH, ch = i % CH;
+            const int2 e = rows_s[kt & 1][r];
+            const __half* src = e.x >= 0 ? base + int64_t(e.x) * c.block_stride + int64_t(e.y) * c.row_stride +
+                                               int64_t(g) * c.head_stride + ch * 8
+                                         : base;
+            cp_async16(smem_u32(dst + swz<D>(r, ch)), src, e.x >= 0);
+        }
+    };
+
+    // Q · scale · log2(e) as f16 into q_s (rows past the tile's tokens: zeros).
+    for (int i = tid; i < BM * CH; i += NT) {
+        const int r = i / CH, ch = i % CH;
+        uint4 v{0, 0, 0, 0};
+        if (r < rows) {
+            const float* src = q + (t0 + r) * q_ts + int64_t(h) * q_hs + ch * 8;
+            float x[8];
+#pragma unroll
+            for (int e = 0; e < 8; ++e) x[e] = clamp_f16(src[e] * scale_log2);
+            v = {pack_half2(x[0], x[1]), pack_half2(x[2], x[3]), pack_half2(x[4], x[5]), pack_half2(x[6], x[7])};
+        }
+        q_s[swz<D>(r, ch)] = v;
+    }
+    resolve_rows(0);
+    __syncthreads();
+    load_tile(k_s, kc, 0);
+    cp_async_commit();
+
+    // This lane's rows (of 16 per warp): ra = warp·16 + lane/4 and ra + 8; rows past the tile's
+    // tokens take the last token's position (computed, never stored).
+    const int quad = lane & 3, ra = warp * 16 + (lane >> 2), rb = ra + 8;
+    const int pos_a = p_lo + min(ra, rows - 1), pos_b = p_lo + min(rb, rows - 1);
+    float o[D / 8][4];
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+    float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.f, l_b = 0.f;  // l: this lane's partial sums
+
+    for (int kt = 0; kt < n_kt; ++kt) {
+        if (kt > 0) __syncthreads();  // every warp is done with v_s (p·v of the previous tile)
+        load_tile(v_s, vc, kt);
+        cp_async_commit();
+        if (kt + 1 < n_kt) resolve_rows(kt + 1);
+        cp_async_wait<1>();  // this tile's K has landed
+        __syncthreads();
+
+        // S = q·kᵀ for the warp's 16 rows × 64 keys (log2 units).
+        float sc[kBN / 8][4];
+#pragma unroll
+        for (int j = 0; j < kBN / 8; ++j) sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ++ks) {
+            uint32_t a[4];
+            ldsm_x4(a, smem_u32(q_s + swz<D>(warp * 16 + (lane & 15), 2 * ks + (lane >> 4))));
+#pragma unroll
+            for (int nb = 0; nb < kBN / 16; ++nb) {
+                uint32_t b[4];
+                ldsm_x4(b, smem_u32(k_s + swz<D>(nb * 16 + (lane & 7) + ((lane >> 4) << 3), 2 * ks + ((lane >> 3) & 1))));
+                mma16816(sc[2 * nb], a, b[0], b[1]);
+                mma16816(sc[2 * nb + 1], a, b[2], b[3]);
+            }
+        }
+        if (kt * kBN + kBN - 1 > p_lo) {  // the tile crosses the diagonal: keys past a row's position
+#pragma unroll
+            for (int j = 0; j < kBN / 8; ++j) {
+                const int key = kt * kBN + j * 8 + 2 * quad;
+                if (key > pos_a) sc[j][0] = -INFINITY;
+                if (key + 1 > pos_a) sc[j][1] = -INFINITY;
+                if (key > pos_b) sc[j][2] = -INFINITY;
+                if (key + 1 > pos_b) sc[j][3] = -INFINITY;
+            }
+        }
+        // Online softmax: tile 0 holds key 0 for every row, so m is finite from the first tile on.
+        float mx_a = m_a, mx_b = m_b;
+#pragma unroll
+        for (int j = 0; j < kBN / 8; ++j) {
+            mx_a = fmaxf(mx_a, fmaxf(sc[j][0], sc[j][1]));
+            mx_b = fmaxf(mx_b, fmaxf(sc[j][2], sc[j][3]));
+        }
+        mx_a = fmaxf(mx_a, __shfl_xor_sync(kFull, mx_a, 1));
+        mx_a = fmaxf(mx_a, __shfl_xor_sync(kFull, mx_a, 2));
+        mx_b = fmaxf(mx_b, __shfl_xor_sync(kFull, mx_b, 1));
+        mx_b = fmaxf(mx_b, __shfl_xor_sync(kFull, mx_b, 2));
+        const float corr_a = exp2_approx(m_a - mx_a), corr_b = exp2_approx(m_b - mx_b);
+        m_a = mx_a;
+        m_b = mx_b;
+        float sum_a = 0.f, sum_b = 0.f;
+        uint32_t pa[kBN / 16][4];  // p as the A operand of p·v, 16 keys per step
+#pragma unroll
+        for (int j = 0; j < kBN / 8; ++j) {
+            const float p0 = exp2_approx(sc[j][0] - m_a), p1 = exp2_approx(sc[j][1] - m_a);
+            const float p2 = exp2_approx(sc[j][2] - m_b), p3 = exp2_approx(sc[j][3] - m_b);
+            sum_a += p0 + p1;
+            sum_b += p2 + p3;
+            pa[j / 2][(j & 1) * 2] = pack_half2(p0, p1);
+            pa[j / 2][(j & 1) * 2 + 1] = pack_half2(p2, p3);
+        }
+        l_a = l_a * corr_a + sum_a;
+        l_b = l_b * corr_b + sum_b;
+#pragma unroll
+        for (int j = 0; j < D / 8; ++j) {
+            o[j][0] *= corr_a;
+            o[j][1] *= corr_a;
+            o[j][2] *= corr_b;
+            o[j][3] *= corr_b;
+        }
+
+        cp_async_wait<0>();  // this tile's V has landed
+        __syncthreads();     // … and every warp is done with k_s
+        if (kt + 1 < n_kt) load_tile(k_s, kc, kt + 1);
+        cp_async_commit();
+
+        // o += p·v.
+#pragma unroll
+        for (int kk = 0; kk < kBN / 16; ++kk)
+#pragma unroll
+            for (int dp = 0; dp < D / 16; ++dp) {
+                uint32_t b[4];
+                ldsm_x4_trans(b, smem_u32(v_s + swz<D>(kk * 16 + (lane & 15), 2 * dp + (lane >> 4))));
+                mma16816(o[2 * dp], pa[kk], b[0], b[1]);
+                mma16816(o[2 * dp + 1], pa[kk], b[2], b[3]);
+            }
+    }
+    cp_async_wait<0>();
+    if (__syncthreads_or(bad)) return fill_rows(t0, t0 + rows, ref::quiet_nan());
+
+    l_a += __shfl_xor_sync(kFull, l_a, 1);
+    l_a += __shfl_xor_sync(kFull, l_a, 2);
+    l_b += __shfl_xor_sync(kFull, l_b, 1);
+    l_b += __shfl_xor_sync(kFull, l_b, 2);
+    const float inv_a = 1.f / l_a, inv_b = 1.f / l_b;  // l ≥ 1: the row's maximum contributes 2⁰
+    float* oa = out + (t0 + ra) * out_ts + int64_t(h) * out_hs + 2 * quad;
+    float* ob = oa + 8 * out_ts;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+        if (ra < rows) {
+            oa[j * 8] = o[j][0] * inv_a;
+            oa[j * 8 + 1] = o[j][1] * inv_a;
+        }
+        if (rb < rows) {
+            ob[j * 8] = o[j][2] * inv_b;
+            ob[j * 8 + 1] = o[j][3] * inv_b;
+        }
+    }
+}
+
+template <int D, int W>
+cudaError_t launch(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts, int64_t q_hs, int64_t T,
+                   int64_t n_head, const ref::PagedCache& kc, const ref::PagedCache& vc, const AttnPlan& plan,
+                   float scale, cudaStream_t stream) {
+    constexpr int BM = 16 * W;
+    constexpr size_t smem = size_t(BM + 2 * kBN) * D * 2;
+    if (cudaError_t e = cudaFuncSetAttribute(flash_kernel<D, W>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+        e != cudaSuccess)
+        return e;
+    const dim3 grid{unsigned(n_head), unsigned((T + BM - 1) / BM + plan.n_seqs)};
+    flash_kernel<D, W><<<grid, W * 32, smem, stream>>>(out, out_ts, out_hs, q, q_ts, q_hs, int(T), int(n_head), kc, vc,
+                                                        plan, scale * 1.4426950408889634f);
+    return cudaGetLastError();
+}
+
+template <int W>
+cudaError_t launch_dims(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts, int64_t q_hs,
+                        int64_t T, int64_t n_head, const ref::PagedCache& kc, const ref::PagedCache& vc,
+                        const AttnPlan& plan, float scale, cudaStream_t stream) {
+    switch (kc.D) {
+        case 64: return launch<64, W>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, stream);
+        case 128: return launch<128, W>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, stream);
+        case 256: return launch<256, W>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, stream);
+        default: return cudaErrorInvalidValue;
+    }
+}
+
+}  // namespace
+
+cudaError_t launch_flash_attention(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts,
+                                   int64_t q_hs, int64_t T, int64_t n_head, const ref::PagedCache& kc,
+                                   const ref::PagedCache& vc, const AttnPlan& plan, float scale, int variant,
+                                   cudaStream_t stream) {
+    if (variant == int(FlashVariant::Rows64))
+        return launch_dims<4>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, stream);
+    return launch_dims<8>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, stream);
+}
+
+}  // namespace tessera::cuda::fast::detail

@@ -1,0 +1,54 @@
+// Tensor-core flash attention for prefill over the paged f16 KV cache (Backend::attention's
+// semantics, kernels/backend.h): a block per (tile of query rows of one sequence, query head);
+// K/V tiles of 64 keys stream from the paged cache by cp.async, S = q·kᵀ and o += p·v run on
+// mma.sync m16n8k16 (f16 operands, f32 accumulators), the online softmax in f32 registers.
+// Causal masking only on the tiles that cross the diagonal; keys past a tile's last query are
+// never read.
+//
+// Precision: q·scale·log2(e) is rounded to f16 (the cache is f16, so both mma operands must be;
+// values past ±65504 saturate there — q is a normed projection in practice), p is rounded to f16
+// for p·v. Everything else (scores, m, l, o) is f32.
+//
+// Query tiles never straddle sequences: the grid has ceil(T / BM) + n_seqs tile slots per head (an
+// upper bound of Σ ceil(n_new / BM)), and each block finds its (sequence, tile) from q_start on
+// the device, heaviest tiles first. So the launch depends on T and n_seqs alone: no host sync, no
+// allocation (CUDA-graph safe). Padding sequences (kv_len 0) get zero rows; bad plan data seen on
+// the device (a block outside the cache, more new tokens than kv_len, tokens outside q_start)
+// gives NaN rows.
+#pragma once
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/cuda/ref_attention.h"
+
+namespace tessera::cuda::fast {
+
+// Block shapes: query rows per block (16 per warp).
+enum class FlashVariant : int {
+    Rows64 = 0,   // 4 warps, 64 query rows: 2 blocks per SM at D = 256
+    Rows128 = 1,  // 8 warps, 128 query rows: 1 block per SM at D = 256
+};
+
+// Whether flash_attention() takes these shapes: f16 caches, D = Dv ∈ {64, 128, 256}, GQA.
+bool flash_attention_supported(int64_t n_head, int64_t n_kv, int64_t D, int64_t Dv, bool f16);
+// Whether a supported call of T tokens over n_seqs sequences should take flash attention rather
+// than fast::attention (pure; the backend's rule): prefill-sized, ≥ 16 new tokens per sequence on
+// average. Decode steps (a token per sequence) keep the flash-decoding kernel.
+bool use_flash_attention(int64_t T, int64_t n_seqs);
+// The block shape the backend uses for these shapes (pure).
+FlashVariant flash_variant(int64_t T, int64_t n_head, int64_t D);
+
+// out[T, n_head, D] as ref::attention, q [T, n_head, D] f32 (strides in elements), caches f16.
+void flash_attention(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts, int64_t q_hs,
+                     int64_t T, int64_t n_head, const ref::PagedCache& k_cache, const ref::PagedCache& v_cache,
+                     const AttnPlan& plan, float scale, FlashVariant variant, cudaStream_t stream);
+
+namespace detail {
+cudaError_t launch_flash_attention(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts,
+                                   int64_t q_hs, int64_t T, int64_t n_head, const ref::PagedCache& kc,
+                                   const ref::PagedCache& vc, const AttnPlan& plan, float scale, int variant,
+                                   cudaStream_t stream);
+}  // namespace detail
+
+}  // namespace tessera::cuda::fast
