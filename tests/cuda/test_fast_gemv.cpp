@@ -8,10 +8,12 @@
 // mode against the reference mode and the CPU for matmul (GEMV and many-token paths) and embed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstdint>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -24,6 +26,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/fast_embed.h"
+#include "kernels/cuda/fast_gemv_plan.h"
 #include "kernels/cuda/fast_gemv_q8.h"
 #include "kernels/cuda/fast_matmul.h"
 #include "kernels/cuda/matmul_dispatch.h"
@@ -117,8 +120,9 @@ void check_product(const std::vector<float>& y, int64_t ldy, const std::vector<f
         }
     EXPECT_EQ(bad, 0);
     // A few outputs can all cancel (max|ref| ≪ Σ|w·x|): the normalised form needs enough of them.
-    if (T * N >= 16)
+    if (T * N >= 16) {
         EXPECT_LE(max_diff, norm * max_ref) << "normalised error " << max_diff / std::max(max_ref, 1e-30);
+    }
 }
 
 // max|a - b| / max|b| over [T, N] views.
@@ -168,21 +172,35 @@ void run_gemv_case(DType type, const Case& c, uint32_t seed) {
     const int64_t ldx = c.K + (c.pad ? 3 : 0), ldy = c.N + (c.pad ? 5 : 0);
     const std::vector<float> x = random_rows(c.T, c.K, ldx, seed + 1);
     std::vector<float> y0(size_t(c.T * ldy), reftest::kPad);
-    DeviceBuffer xd = to_device(x), yd = to_device(y0);
-    TS_CUDA_CHECK(cudaDeviceSynchronize());
-    Stream s;
-    fast::gemv_packed(yd.as<float>(), ldy, xd.as<float>(), ldx, c.T, dp.m, s.get());
-    s.synchronize();
-    const std::vector<float> y = to_host<float>(yd);
-    // Against the ORIGINAL GGUF weight as the CPU decodes it.
-    const double rel = is_kquant(type) ? std::ldexp(1.0, -11) * 1.05 + 1e-5 : 1e-5;
-    check_product(y, ldy, g.deq, x, ldx, c.T, c.N, c.K, rel, is_kquant(type) ? 1e-2 : 1e-5, what + " vs double");
-    // And the CPU backend's matmul on the GGUF bytes (q8-rounded activations: a loose bound).
+    DeviceBuffer xd = to_device(x);
+    // The CPU backend's matmul on the GGUF bytes (q8-rounded activations: a loose bound).
     std::vector<float> yc(size_t(c.T * ldy), reftest::kPad);
     std::vector<float> xc = x;
     make_cpu_backend()->matmul(reftest::rows_view(yc.data(), c.T, c.N, ldy),
                                reftest::rows_view(xc.data(), c.T, c.K, ldx), g.host());
-    if (c.T * c.N >= 16) EXPECT_LE(norm_err(y, ldy, yc, ldy, c.T, c.N), 3e-2) << what << " vs the CPU backend";
+    const fast::GemvPlan pick = fast::gemv_pick(c.T, c.N, c.K, ph.kind, fast::gemv_sm_count());
+    const fast::GemvPlan plans[2] = {fast::GemvPlan{}, pick};  // Simt, then the entry point's pick
+    for (int i = 0; i < 2; ++i) {
+        const bool mma = plans[i].variant == fast::GemvVariant::Mma;
+        SCOPED_TRACE(i == 0 ? "simt" : mma ? "gemv_packed (mma)" : "gemv_packed (simt)");
+        DeviceBuffer yd = to_device(y0);
+        Stream s;
+        if (i == 1) fast::gemv_packed(yd.as<float>(), ldy, xd.as<float>(), ldx, c.T, dp.m, s.get());
+        else fast::gemv_packed_plan(plans[i], yd.as<float>(), ldy, xd.as<float>(), ldx, c.T, dp.m, s.get());
+        s.synchronize();
+        const std::vector<float> y = to_host<float>(yd);
+        // Against the ORIGINAL GGUF weight as the CPU decodes it (Mma rounds x to bf16).
+        double rel = is_kquant(type) ? std::ldexp(1.0, -11) * 1.05 + 1e-5 : 1e-5;
+        double norm = is_kquant(type) ? 1e-2 : 1e-5;
+        if (mma) {
+            rel += std::ldexp(1.0, -8);
+            norm = 1e-2;
+        }
+        check_product(y, ldy, g.deq, x, ldx, c.T, c.N, c.K, rel, norm, what + " vs double");
+        if (c.T * c.N >= 16) {
+            EXPECT_LE(norm_err(y, ldy, yc, ldy, c.T, c.N), 3e-2) << what << " vs the CPU backend";
+        }
+    }
 }
 
 }  // namespace
@@ -213,6 +231,188 @@ TEST(FastGemv, RejectsBadArguments) {
     bad = dp.m;
     bad.codes += 8;  // rows must start 16-byte aligned
     EXPECT_THROW(fast::gemv_packed(yd.as<float>(), 4, xd.as<float>(), 64, 1, bad, s.get()), Error);
+}
+
+// ---- every variant of the GEMV (fast::gemv_packed_plan) on synthetic packed matrices
+
+namespace {
+
+struct Layout {
+    PackedKind kind;
+    int group;
+    bool biases;
+    const char* name;
+};
+
+const Layout kLayouts[] = {
+    {PackedKind::Int4, 32, false, "int4 g32"},  {PackedKind::Int4, 64, true, "int4 g64 biases"},
+    {PackedKind::Int4, 128, true, "int4 g128 biases"}, {PackedKind::Int4, 128, false, "int4 g128"},
+    {PackedKind::Int8, 16, false, "int8 g16"},  {PackedKind::Int8, 32, false, "int8 g32"},
+};
+
+// Random codes, f16 scales (and biases); every 5th row all zero (scales, biases and codes).
+PackedHost random_packed(const Layout& l, int64_t N, int64_t K, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> us(0.001f, 0.05f), ub(-0.2f, 0.2f);
+    PackedHost p;
+    p.kind = l.kind;
+    p.n = N;
+    p.k = K;
+    p.group = l.group;
+    const int64_t rb = l.kind == PackedKind::Int4 ? K / 2 : K, gpr = K / l.group;
+    p.codes.resize(size_t(N * rb));
+    for (auto& b : p.codes) b = uint8_t(rng());
+    p.scales.resize(size_t(N * gpr));
+    for (auto& v : p.scales) v = f32_to_f16(rng() & 1 ? us(rng) : -us(rng));
+    if (l.biases) {
+        p.biases.resize(size_t(N * gpr));
+        for (auto& v : p.biases) v = f32_to_f16(ub(rng));
+    }
+    for (int64_t n = 0; n < N; n += 5) {
+        std::fill_n(p.codes.begin() + n * rb, rb, uint8_t(0));
+        std::fill_n(p.scales.begin() + n * gpr, gpr, uint16_t(0));
+        if (l.biases) std::fill_n(p.biases.begin() + n * gpr, gpr, uint16_t(0));
+    }
+    return p;
+}
+
+// The packed formula in double: y[t, n] = Σ_k (s·code + b)·x[t, k] with x as given; mag = Σ|w·x|,
+// off = Σ (offset·|s| + |b|)·|x| — the size of the terms the tensor-core kernel accumulates
+// (128 + code against x, then s·P + (b − 128 s)·S; Int8 adds 16·hi nibbles: offset 2432).
+void packed_reference(const PackedHost& p, const std::vector<float>& x, int64_t ldx, int64_t T,
+                      std::vector<double>* y, std::vector<double>* mag, std::vector<double>* off) {
+    const int64_t N = p.n, K = p.k, gpr = K / p.group;
+    const bool int4 = p.kind == PackedKind::Int4;
+    const double offset = int4 ? 144.0 : 2432.0;
+    y->assign(size_t(T * N), 0.0);
+    mag->assign(size_t(T * N), 0.0);
+    off->assign(size_t(T * N), 0.0);
+    std::vector<double> w(static_cast<size_t>(K)), o(static_cast<size_t>(K));
+    for (int64_t n = 0; n < N; ++n) {
+        for (int64_t k = 0; k < K; ++k) {
+            const size_t gi = size_t(n * gpr + k / p.group);
+            const double s = f16_to_f32(p.scales[gi]);
+            const double b = !int4 ? 0.0 : p.biases.empty() ? -8.0 * s : double(f16_to_f32(p.biases[gi]));
+            const int code = int4 ? (p.codes[size_t(n * (K / 2) + k / 2)] >> (4 * (k % 2))) & 15
+                                  : int(int8_t(p.codes[size_t(n * K + k)]));
+            w[size_t(k)] = s * code + b;
+            o[size_t(k)] = offset * std::fabs(s) + std::fabs(b);
+        }
+        for (int64_t t = 0; t < T; ++t) {
+            double acc = 0, m = 0, f = 0;
+            for (int64_t k = 0; k < K; ++k) {
+                const double xv = x[size_t(t * ldx + k)];
+                acc += w[size_t(k)] * xv;
+                m += std::fabs(w[size_t(k)] * xv);
+                f += o[size_t(k)] * std::fabs(xv);
+            }
+            (*y)[size_t(t * N + n)] = acc;
+            (*mag)[size_t(t * N + n)] = m;
+            (*off)[size_t(t * N + n)] = f;
+        }
+    }
+}
+
+std::vector<float> round_bf16(std::vector<float> v) {
+    for (float& f : v) f = bf16_to_f32(f32_to_bf16(f));
+    return v;
+}
+
+std::string plan_name(const fast::GemvPlan& p) {
+    if (p.variant == fast::GemvVariant::Simt) return "simt";
+    return "mma mt=" + std::to_string(p.mtiles) + " splits=" + std::to_string(p.splits);
+}
+
+}  // namespace
+
+// Each variant against the packed formula in double: tight (x rounded to bf16 where the kernel
+// rounds it; the kernel's own cancellation of its code offsets bounded by `off`), and loose
+// against exact x. K = G·odd (+2048), K = 14336 (several splits needed), N past tile and block
+// edges, T = 1..8, strided x and y with untouched padding, zero rows, empty split ranges.
+TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
+    REQUIRE_CUDA();
+    const int sms = fast::gemv_sm_count();
+    uint32_t seed = 900;
+    for (const Layout& l : kLayouts) {
+        const int64_t G = l.group;
+        const int64_t ks[4] = {G, 3 * G, 2048 + G, 14336};
+        struct Shape {
+            int64_t T, N, K;
+        };
+        std::vector<Shape> shapes;
+        const int64_t ns[4] = {1, 7, 17, 33};
+        for (int64_t T = 1; T <= 8; ++T) shapes.push_back({T, ns[T % 4], ks[T % 3]});
+        shapes.push_back({1, 4099, ks[2]});
+        shapes.push_back({8, 4099, ks[1]});
+        shapes.push_back({3, 300, 14336});
+        shapes.push_back({8, 65, 14336});
+        for (const Shape& sh : shapes) {
+            const std::string what = std::string(l.name) + " T=" + std::to_string(sh.T) + " N=" +
+                                     std::to_string(sh.N) + " K=" + std::to_string(sh.K);
+            SCOPED_TRACE(what);
+            seed += 13;
+            const PackedHost ph = random_packed(l, sh.N, sh.K, seed);
+            DevicePacked dp = upload(ph);
+            const bool strided = sh.T % 2 == 1;
+            const int64_t ldx = sh.K + (strided ? 3 : 0), ldy = sh.N + (strided ? 5 : 0);
+            const std::vector<float> x = random_rows(sh.T, sh.K, ldx, seed + 1);
+            std::vector<double> want, mag, off, want_b, mag_b, off_b;
+            packed_reference(ph, x, ldx, sh.T, &want, &mag, &off);
+            packed_reference(ph, round_bf16(x), ldx, sh.T, &want_b, &mag_b, &off_b);
+            DeviceBuffer xd = to_device(x);
+            std::vector<fast::GemvPlan> plans = {fast::GemvPlan{}, fast::gemv_pick(sh.T, sh.N, sh.K, l.kind, sms)};
+            for (int mt : {1, 2})
+                for (int splits : {1, 3, 8, 6})
+                    if (fast::gemv_mma_fits(sh.K, l.kind, splits)) plans.push_back({fast::GemvVariant::Mma, mt, splits});
+            for (const fast::GemvPlan& plan : plans) {
+                SCOPED_TRACE(plan_name(plan));
+                const bool mma = plan.variant == fast::GemvVariant::Mma;
+                DeviceBuffer yd = to_device(std::vector<float>(size_t(sh.T * ldy), reftest::kPad));
+                Stream s;
+                fast::gemv_packed_plan(plan, yd.as<float>(), ldy, xd.as<float>(), ldx, sh.T, dp.m, s.get());
+                s.synchronize();
+                const std::vector<float> y = to_host<float>(yd);
+                const std::vector<double>& tight = mma ? want_b : want;
+                int bad = 0;
+                for (int64_t t = 0; t < sh.T; ++t)
+                    for (int64_t n = 0; n < ldy; ++n) {
+                        const float got = y[size_t(t * ldy + n)];
+                        if (n >= sh.N) {
+                            if (got != reftest::kPad && ++bad <= 3) ADD_FAILURE() << "padding [" << t << ", " << n << "] written";
+                            continue;
+                        }
+                        const size_t i = size_t(t * sh.N + n);
+                        const double d = std::fabs(double(got) - tight[i]);
+                        const double tol = 1e-5 * mag[i] + 2e-6 * off[i] + 1e-30;
+                        const double loose = std::ldexp(1.0, -8) * mag[i] + 2e-6 * off[i] + 1e-30;
+                        if (!(d <= tol) && ++bad <= 5)
+                            ADD_FAILURE() << "[" << t << ", " << n << "] got " << got << " want " << tight[i]
+                                          << " (|diff| " << d << " > " << tol << ")";
+                        else if (!(std::fabs(double(got) - want[i]) <= loose) && ++bad <= 5)
+                            ADD_FAILURE() << "[" << t << ", " << n << "] got " << got << " want (exact x) " << want[i];
+                    }
+                EXPECT_EQ(bad, 0);
+            }
+        }
+    }
+}
+
+TEST(FastGemv, PickIsValid) {
+    for (PackedKind kind : {PackedKind::Int4, PackedKind::Int8})
+        for (int64_t T = 1; T <= 8; ++T)
+            for (int64_t N : {1, 512, 2048, 4096, 8192, 248320})
+                for (int64_t K : {32, 512, 2048, 4096, 14336, 20480, 24576, 65536}) {
+                    const fast::GemvPlan p = fast::gemv_pick(T, N, K, kind, 132);
+                    if (p.variant == fast::GemvVariant::Simt) {
+                        EXPECT_FALSE(fast::gemv_mma_fits(K, kind, fast::kGemvMaxSplits)) << K;
+                        continue;
+                    }
+                    EXPECT_TRUE(fast::gemv_mma_fits(K, kind, p.splits)) << T << " " << N << " " << K;
+                    EXPECT_TRUE(p.mtiles == 1 || p.mtiles == 2);
+                }
+    // The anchor shape splits K 8 ways; lm_head does not split.
+    EXPECT_EQ(fast::gemv_pick(1, 4096, 14336, PackedKind::Int4, 132).splits, 8);
+    EXPECT_EQ(fast::gemv_pick(1, 248320, 2048, PackedKind::Int4, 132).splits, 1);
 }
 
 // dequant_rows gives unpack_row_f32's values (the same scale · code + bias), for gathered ids,
@@ -292,6 +492,11 @@ TEST(CudaFastBackend, MatmulAndEmbedMatchReference) {
             } else if (kernel == MatmulKernel::Gemv && getenv_is("TESSERA_GEMV", "int8")) {
                 rel += 1.0 / 127;  // x rounded to int8 per 32 columns (fast_gemv_q8.h)
                 norm = 2e-2;
+            } else if (kernel == MatmulKernel::Gemv &&
+                       fast::gemv_pick(T, N, K, packed_kind_of(t), fast::gemv_sm_count()).variant ==
+                           fast::GemvVariant::Mma) {  // x rounded to bf16
+                rel += std::ldexp(1.0, -8);
+                norm = 1e-2;
             }
             check_product(yf, N, g.deq, x, K, T, N, K, rel, norm, "fast T=" + std::to_string(T));
             EXPECT_LE(norm_err(yf, N, yr, N, T, N), 2e-2) << "fast vs reference T=" << T;
@@ -426,7 +631,9 @@ TEST_P(FastGemvQ8, MatchesItsEmulationAndTheCpu) {
         std::vector<float> yc(size_t(c.T * ldy), reftest::kPad), xc = x;
         make_cpu_backend()->matmul(reftest::rows_view(yc.data(), c.T, c.N, ldy),
                                    reftest::rows_view(xc.data(), c.T, c.K, ldx), g.host());
-        if (c.T * c.N >= 16) EXPECT_LE(norm_err(y, ldy, yc, ldy, c.T, c.N), 3e-2) << what << " vs the CPU backend";
+        if (c.T * c.N >= 16) {
+            EXPECT_LE(norm_err(y, ldy, yc, ldy, c.T, c.N), 3e-2) << what << " vs the CPU backend";
+        }
     }
 }
 

@@ -1,17 +1,16 @@
-// Argument checks for the packed GEMV (fast_gemv.cu holds the kernel and its launch).
+// Argument checks and the variant pick of the packed GEMV (fast_gemv_plan.h); fast_gemv.cu and
+// fast_gemv_mma.cu hold the kernels and their launches.
 #include <cstdint>
 
 #include "core/status.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/fast_gemv_plan.h"
 #include "kernels/cuda/fast_matmul.h"
 #include "kernels/cuda/ref_check.h"
 
 namespace tessera::cuda::fast {
 
 namespace detail {
-// fast_gemv.cu (no fmt there); arguments already checked.
-cudaError_t launch_gemv_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
-                               cudaStream_t stream);
 // A packed matrix's layout invariants (shared by the fast entry points).
 void check_packed(const char* op, const PackedMatrix& w);
 }  // namespace detail
@@ -30,8 +29,17 @@ void detail::check_packed(const char* op, const PackedMatrix& w) {
     TS_CHECK(int4 || !w.biases, "{}: Int8 packed weights take no biases", op);
 }
 
-void gemv_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
-                 cudaStream_t stream) {
+int gemv_sm_count() {
+    static int count[64] = {};
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 132;
+    if (!count[dev] && cudaDeviceGetAttribute(&count[dev], cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+        count[dev] = 132;
+    return count[dev];
+}
+
+void gemv_packed_plan(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
+                      const PackedMatrix& w, cudaStream_t stream) {
     detail::check_packed("gemv_packed", w);
     TS_CHECK(T >= 0 && T <= kGemvMaxTokens, "gemv_packed: T = {} tokens (1..{})", T, kGemvMaxTokens);
     if (T == 0 || w.n == 0) return;
@@ -44,7 +52,22 @@ void gemv_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, 
     ref::detail::check_rows("gemv_packed", "x", x, ldx, T, w.k);
     const ref::detail::Span ys = ref::detail::span_of(y, ldy, T, w.n), xs = ref::detail::span_of(x, ldx, T, w.k);
     TS_CHECK(!ref::detail::overlaps(ys, xs), "gemv_packed: y overlaps x");
-    TS_CUDA_CHECK(detail::launch_gemv_packed(y, ldy, x, ldx, T, w, stream));
+    if (plan.variant == GemvVariant::Simt) {
+        TS_CUDA_CHECK(detail::launch_gemv_simt(y, ldy, x, ldx, T, w, stream));
+        return;
+    }
+    TS_CHECK(plan.variant == GemvVariant::Mma, "gemv_packed: unknown variant {}", int(plan.variant));
+    TS_CHECK(plan.mtiles == 1 || plan.mtiles == 2, "gemv_packed: Mma takes 1 or 2 row tiles a warp, not {}",
+             plan.mtiles);
+    TS_CHECK(gemv_mma_fits(w.k, w.kind, plan.splits),
+             "gemv_packed: Mma with {} K splits does not fit K = {} (shared memory for x, 1..{} splits)", plan.splits,
+             w.k, kGemvMaxSplits);
+    TS_CUDA_CHECK(detail::launch_gemv_mma(plan, y, ldy, x, ldx, T, w, stream));
+}
+
+void gemv_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
+                 cudaStream_t stream) {
+    gemv_packed_plan(gemv_pick(T, w.n, w.k, w.kind, gemv_sm_count()), y, ldy, x, ldx, T, w, stream);
 }
 
 }  // namespace tessera::cuda::fast

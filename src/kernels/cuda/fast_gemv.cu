@@ -1,4 +1,5 @@
-// The decode GEMV over packed weights: y[T, N] = x[T, K] · w[N, K]ᵀ for 1 ≤ T ≤ 8, Int4 and Int8.
+// The decode GEMV over packed weights, variant Simt (fast_gemv_plan.h): y[T, N] = x[T, K] · w[N, K]ᵀ
+// for 1 ≤ T ≤ 8, Int4 and Int8, x exact in f32 (the tensor-core variant is fast_gemv_mma.cu).
 // Each warp owns R consecutive rows and streams them whole: lane l reads 16-byte chunks l, l + 32,
 // … of every row (128-bit ld.global.nc.L1::no_allocate, U·R loads in flight per lane), decodes
 // the codes in registers (byte_perm into the mantissa of 2²³, one FADD: exact), and multiplies
@@ -11,7 +12,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/fast_device.cuh"
-#include "kernels/cuda/fast_matmul.h"
+#include "kernels/cuda/fast_gemv_plan.h"
 
 namespace tessera::cuda::fast::detail {
 
@@ -156,15 +157,6 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(float* __restrict__ y, i
         }
 }
 
-int sm_count() {
-    static int count[64] = {};
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 132;
-    if (!count[dev] && cudaDeviceGetAttribute(&count[dev], cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-        count[dev] = 132;
-    return count[dev];
-}
-
 template <PackedKind KIND, int TMAX, int R>
 cudaError_t launch(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
                    cudaStream_t stream) {
@@ -186,7 +178,7 @@ cudaError_t launch_rows(float* y, int64_t ldy, const float* x, int64_t ldx, int6
                         cudaStream_t stream) {
     // Rows per warp: the most that still gives every SM a block (fewer x stagings per row); at
     // most 2 for 8 tokens (registers).
-    const int64_t sms = sm_count();
+    const int64_t sms = gemv_sm_count();
     auto blocks = [&](int64_t r) { return (w.n + r * kWarps - 1) / (r * kWarps); };
     if constexpr (TMAX <= 4)
         if (blocks(4) >= sms) return launch<KIND, TMAX, 4>(y, ldy, x, ldx, T, w, stream);
@@ -206,8 +198,8 @@ cudaError_t launch_kind(float* y, int64_t ldy, const float* x, int64_t ldx, int6
 }  // namespace
 
 // Arguments already checked (fast_gemv.cpp).
-cudaError_t launch_gemv_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
-                               cudaStream_t stream) {
+cudaError_t launch_gemv_simt(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
+                             cudaStream_t stream) {
     return w.kind == PackedKind::Int4 ? launch_kind<PackedKind::Int4>(y, ldy, x, ldx, T, w, stream)
                                       : launch_kind<PackedKind::Int8>(y, ldy, x, ldx, T, w, stream);
 }

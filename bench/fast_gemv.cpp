@@ -1,0 +1,226 @@
+// bench_fast_gemv: the decode GEMV kernels (fast::gemv_packed_plan, fast_gemv_plan.h) on device
+// buffers, every variant and the dispatch's pick, at llama.cpp's 4096x14336, the flagship's
+// projections and lm_head, and two small shapes. Weight bytes = codes + scales (+ biases); TB/s of
+// those and % of 4.3 TB/s (H200 copy bandwidth). "cold": the weights rotate over copies that
+// together exceed the 60 MB L2; "hot": one copy, L2-resident when it fits.
+//   bench_fast_gemv [--tokens 1,2,4,8] [--layouts q4_0,int4g64b,int8g32] [--variants all|pick]
+//                   [--modes cold,hot] [--runs 50] [--warmup 10] [--filter TEXT]
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "core/half.h"
+#include "core/status.h"
+#include "cuda_timer.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/fast_gemv_plan.h"
+#include "kernels/cuda/fast_gemv_q8.h"
+#include "kernels/cuda/fast_matmul.h"
+#include "kernels/cuda/stream.h"
+#include "matmul_cases.h"
+
+using namespace tessera;
+using namespace tessera::cuda;
+
+namespace {
+
+constexpr double kBandwidth = 4.3e12;        // H200 copy bandwidth (PERF.md)
+constexpr double kColdBytes = 240.0 * 1e6;   // rotated weights per case: 4x the 60 MB L2
+
+struct Layout {
+    const char* name;
+    PackedKind kind;
+    int group;
+    bool biases;
+    const char* anchor_dtype;  // llama.cpp's figure for this layout (matmul_anchor), or ""
+};
+
+const Layout kLayouts[] = {
+    {"q4_0", PackedKind::Int4, 32, false, "q4_0"},
+    {"int4g64b", PackedKind::Int4, 64, true, ""},
+    {"int8g32", PackedKind::Int8, 32, false, "q8_0"},
+    {"int8g16", PackedKind::Int8, 16, false, ""},
+};
+
+struct Args {
+    std::vector<int64_t> tokens = {1, 2, 4, 8};
+    std::vector<std::string> layouts = {"q4_0", "int4g64b", "int8g32"};
+    std::vector<std::string> modes = {"cold", "hot"};
+    int runs = 50, warmup = 10;
+    std::string filter;
+    bool all_variants = true;
+};
+
+struct Rng {
+    uint64_t s;
+    uint32_t next() {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        return uint32_t(s >> 11);
+    }
+    float uniform(float lo, float hi) { return lo + (hi - lo) * float(next() & 0xffffff) / float(0x1000000); }
+};
+
+// One packed matrix on the device.
+struct Copy {
+    DeviceBuffer codes, scales, biases;
+    PackedMatrix m;
+};
+
+std::string plan_name(const fast::GemvPlan& p) {
+    if (p.variant == fast::GemvVariant::Simt) return "simt (f32)";
+    return "mma mt=" + std::to_string(p.mtiles) + " k/" + std::to_string(p.splits);
+}
+
+void row(const std::string& shape, const Layout& l, int64_t T, const std::string& mode, const std::string& what,
+         double sec, double bytes, const std::string& note) {
+    std::printf("| %-22s | %-8s | %2lld | %-4s | %-26s | %8.2f | %5.2f | %5.1f%% | %s\n", shape.c_str(), l.name,
+                (long long)T, mode.c_str(), what.c_str(), sec * 1e6, bytes / sec / 1e12,
+                100.0 * bytes / sec / kBandwidth, note.c_str());
+    std::fflush(stdout);
+}
+
+void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, const std::string& anchor_shape,
+                 const Layout& l, Stream& stream, bench::CudaTimer& timer) {
+    const int64_t rb = l.kind == PackedKind::Int4 ? K / 2 : K, gpr = K / l.group;
+    const double bytes = double(N) * double(rb) + double(N * gpr) * 2.0 * (l.biases ? 2 : 1);
+    const int cold_copies = int(std::min<double>(512, std::max<double>(2, kColdBytes / bytes + 1)));
+    Rng rng{0x9e3779b97f4a7c15ull ^ uint64_t(N * 131 + K)};
+    std::vector<uint8_t> codes(size_t(N * rb));
+    std::vector<uint16_t> scales(size_t(N * gpr)), biases(l.biases ? size_t(N * gpr) : 0);
+    for (auto& b : codes) b = uint8_t(rng.next());
+    for (auto& v : scales) v = f32_to_f16(rng.uniform(-0.02f, 0.02f));
+    for (auto& v : biases) v = f32_to_f16(rng.uniform(-0.1f, 0.1f));
+    std::vector<Copy> copies(static_cast<size_t>(cold_copies));
+    for (Copy& c : copies) {  // the same contents in every copy: the bytes are read either way
+        c.codes = DeviceBuffer(codes.size());
+        c.codes.upload(codes.data(), codes.size());
+        c.scales = DeviceBuffer(scales.size() * 2);
+        c.scales.upload(scales.data(), scales.size() * 2);
+        if (l.biases) {
+            c.biases = DeviceBuffer(biases.size() * 2);
+            c.biases.upload(biases.data(), biases.size() * 2);
+        }
+        c.m.kind = l.kind;
+        c.m.n = N;
+        c.m.k = K;
+        c.m.group = l.group;
+        c.m.codes = c.codes.as<uint8_t>();
+        c.m.scales = c.scales.as<uint16_t>();
+        c.m.biases = l.biases ? c.biases.as<uint16_t>() : nullptr;
+    }
+    const cudaStream_t st = stream.get();
+    const int sms = fast::gemv_sm_count();
+    for (int64_t T : a.tokens) {
+        const std::string label = name + " " + l.name + " T=" + std::to_string(T);
+        if (!a.filter.empty() && label.find(a.filter) == std::string::npos) continue;
+        std::vector<float> x(size_t(T * K));
+        for (auto& v : x) v = rng.uniform(-1.f, 1.f);
+        DeviceBuffer dx(x.size() * 4), dy(size_t(T * N) * 4), scratch(fast::gemv_q8_scratch(T, K));
+        dx.upload(x.data(), x.size() * 4);
+        const fast::GemvPlan pick = fast::gemv_pick(T, N, K, l.kind, sms);
+        std::vector<fast::GemvPlan> plans = {pick};
+        if (a.all_variants) {
+            plans.push_back(fast::GemvPlan{});
+            for (int mt : {1, 2})
+                for (int splits : {1, 2, 4, 8})
+                    if (fast::gemv_mma_fits(K, l.kind, splits)) plans.push_back({fast::GemvVariant::Mma, mt, splits});
+        }
+        std::string anchor = *l.anchor_dtype ? bench::matmul_anchor({anchor_shape.c_str(), N, K, true},
+                                                                     l.anchor_dtype, T)
+                                             : "";
+        for (const std::string& mode : a.modes) {
+            const int n = mode == "cold" ? cold_copies : 1;
+            for (size_t i = 0; i < plans.size(); ++i) {
+                const fast::GemvPlan& p = plans[i];
+                const double sec = timer.median(a.warmup, a.runs, [&](int c) {
+                    fast::gemv_packed_plan(p, dy.as<float>(), N, dx.as<float>(), K, T, copies[size_t(c % n)].m, st);
+                });
+                std::string note = i == 0 ? "picked" : "";
+                if (i == 0 && !anchor.empty()) note += "; llama.cpp " + anchor;
+                row(name, l, T, mode, (i == 0 ? "pick: " : "") + plan_name(p), sec, bytes, note);
+            }
+            if (a.all_variants) {
+                const double sec = timer.median(a.warmup, a.runs, [&](int c) {
+                    fast::gemv_q8(dy.as<float>(), N, dx.as<float>(), K, T, copies[size_t(c % n)].m, scratch.data(), st);
+                });
+                row(name, l, T, mode, "q8 (x int8, dp4a)", sec, bytes, "x rounded to int8; not the default");
+            }
+        }
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    try {
+        Args a;
+        for (int i = 1; i < argc; ++i) {
+            const std::string o = argv[i];
+            if (o == "-h" || o == "--help") {
+                std::printf(
+                    "bench_fast_gemv: the decode GEMV (fast::gemv_packed) per variant, weight-read bandwidth\n"
+                    "  --tokens LIST    token counts (default 1,2,4,8)\n"
+                    "  --layouts LIST   q4_0, int4g64b (G64 with biases), int8g32, int8g16 (default the first 3)\n"
+                    "  --variants all|pick  every variant or only the dispatch's pick (default all)\n"
+                    "  --modes LIST     cold, hot (default both)\n"
+                    "  --runs N         timed calls, median (default 50); --warmup N (default 10)\n"
+                    "  --filter TEXT    only cases whose label \"<shape> <layout> T=<n>\" contains TEXT\n");
+                return 0;
+            }
+            TS_CHECK(i + 1 < argc, "bench_fast_gemv: {} needs a value", o);
+            const std::string v = argv[++i];
+            if (o == "--tokens") {
+                a.tokens.clear();
+                for (const auto& t : bench::split_list(v)) a.tokens.push_back(std::atoll(t.c_str()));
+            } else if (o == "--layouts") {
+                a.layouts = bench::split_list(v);
+            } else if (o == "--modes") {
+                a.modes = bench::split_list(v);
+            } else if (o == "--variants") {
+                a.all_variants = v == "all";
+            } else if (o == "--runs") {
+                a.runs = std::max(1, std::atoi(v.c_str()));
+            } else if (o == "--warmup") {
+                a.warmup = std::max(0, std::atoi(v.c_str()));
+            } else if (o == "--filter") {
+                a.filter = v;
+            } else {
+                fail(ErrorKind::Invalid, "bench_fast_gemv: unknown option {} (see --help)", o);
+            }
+        }
+        cudaDeviceProp p{};
+        TS_CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
+        std::printf("bench_fast_gemv on %s (%d SMs); runs %d, warm-up %d, median; %% of %.1f TB/s; cold = weights "
+                    "rotated over copies of >= %.0f MB\n\n",
+                    p.name, p.multiProcessorCount, a.runs, a.warmup, kBandwidth / 1e12, kColdBytes / 1e6);
+        std::printf("| %-22s | %-8s | %2s | %-4s | %-26s | %8s | %5s | %6s | %s\n", "shape N x K", "layout", "T", "mode",
+                    "kernel", "median us", "TB/s", "% bw", "note");
+        Stream stream;
+        bench::CudaTimer timer(stream.get());
+        struct Shape {
+            std::string name, anchor;
+            int64_t N, K;
+        };
+        std::vector<Shape> shapes;
+        for (const bench::MatmulShape& s : bench::matmul_shapes()) shapes.push_back({s.name, s.name, s.N, s.K});
+        shapes.push_back({"512x2048", "", 512, 2048});
+        shapes.push_back({"2048x512", "", 2048, 512});
+        for (const std::string& ln : a.layouts) {
+            const Layout* l = nullptr;
+            for (const Layout& c : kLayouts)
+                if (ln == c.name) l = &c;
+            TS_CHECK(l, "--layouts: unknown layout {} (q4_0, int4g64b, int8g32, int8g16)", ln);
+            for (const Shape& s : shapes) bench_shape(a, s.name, s.N, s.K, s.anchor, *l, stream, timer);
+        }
+        return 0;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench_fast_gemv: error: %s\n", e.what());
+        return 1;
+    }
+}

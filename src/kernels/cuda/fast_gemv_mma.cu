@@ -1,0 +1,313 @@
+// The decode GEMV on the tensor cores (fast_gemv_plan.h, variant Mma): y[T, N] = x[T, K] · w[N, K]ᵀ,
+// 1 ≤ T ≤ 8, mma.sync m16n8k16 bf16 → f32 with 16 weight rows as A and the T tokens as B's 8
+// columns (x rounded to bf16, zero columns past T).
+//
+// Layout. Warp w of a block owns rows 16·mt + g, 16·mt + g + 8 (g = lane / 4, t = lane % 4) of
+// its 16·MT rows; the blocks of a cluster split K (k-tiles of 4 chunks of 16 code bytes a row),
+// and add their partial sums through distributed shared memory at the end (deterministic, no
+// scratch, no atomics). Lane (g, t) loads chunk t of a k-tile of each of its rows (128-bit,
+// streamed), then a 4×4 word transpose inside the quad leaves it word t of every chunk, so the
+// 4 lanes of an mma k-row quad always hold the SAME chunk — one scale group — and each chunk's
+// mma sums can be scaled in f32:  acc += s·P + e·S.
+//
+// Codes are exact in bf16: ((word >> 4i) & 0x000f000f) | 0x43004300 is the pair (128 + nibble i,
+// 128 + nibble i + 4). A word gives 2 k-steps: step s takes nibbles (2s, 2s+4) as k (2t, 2t+1) and
+// (2s+1, 2s+5) as k (2t+8, 2t+9); the x fragments are staged in that order. Int8 codes (xor 0x80 =
+// code + 128 = 16·hi + lo) run as twice as many nibbles against (x, 16·x). P = Σ (128 + nibble)·x
+// and S = Σ x over the chunk (one more mma with A = 1, on the lo nibbles only for Int8) give
+//   Int4:   Σ w·x = s·P + (b − 128·s)·S        (no biases: b = −8·s)
+//   Int8:   Σ w·x = s·P − 2304·s·S             (2304 = 128 + 17·128)
+#include <cooperative_groups.h>
+#include <cuda_fp16.h>
+
+#include "kernels/cuda/fast_device.cuh"
+#include "kernels/cuda/fast_gemv_plan.h"
+
+namespace tessera::cuda::fast::detail {
+
+namespace {
+
+namespace cg = cooperative_groups;
+using namespace dev;
+
+constexpr int kThreads = kGemvMmaWarps * 32;
+
+__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+    uint32_t d;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));  // first source → upper half
+    return d;
+}
+
+// 16 · (a bf16 pair), exact.
+__device__ __forceinline__ uint32_t times16(uint32_t v) {
+    uint32_t d;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(v), "r"(0x41804180u), "r"(0x80008000u));
+    return d;
+}
+
+// (128 + nibble i, 128 + nibble i + 4) of a word as a bf16 pair (low half first).
+template <int I>
+__device__ __forceinline__ uint32_t nib_pair(uint32_t w) {
+    return ((w >> (4 * I)) & 0x000f000fu) | 0x43004300u;
+}
+
+// Lane t of a quad holds a[j] = M[t][j]; afterwards a[j] = M[j][t].
+__device__ __forceinline__ void quad_transpose(uint32_t (&a)[4], int t) {
+    const bool hi = t & 2;
+    uint32_t s0 = hi ? a[0] : a[2], s1 = hi ? a[1] : a[3];
+    s0 = __shfl_xor_sync(0xffffffffu, s0, 2);
+    s1 = __shfl_xor_sync(0xffffffffu, s1, 2);
+    if (hi) a[0] = s0, a[1] = s1;
+    else a[2] = s0, a[3] = s1;
+    const bool odd = t & 1;
+    uint32_t r0 = odd ? a[0] : a[1], r1 = odd ? a[2] : a[3];
+    r0 = __shfl_xor_sync(0xffffffffu, r0, 1);
+    r1 = __shfl_xor_sync(0xffffffffu, r1, 1);
+    if (odd) a[0] = r0, a[2] = r1;
+    else a[1] = r0, a[3] = r1;
+}
+
+// One k-tile as loaded by a lane: chunk t of rows (mt, h), and those chunks' scales (biases) as
+// f16 pairs (row g low, row g + 8 high).
+template <int MT>
+struct Tile {
+    uint4 q[MT][2];
+    uint32_t sc[MT], bi[MT];
+};
+
+// Block (x, y): rows blockIdx.x·16·MT·kWarps …, k-tiles [y·per, y·per + per). Dynamic shared
+// memory: x fragments [per][4 chunks][32 lanes] (Int4 uint4, Int8 uint2).
+template <PackedKind KIND, int MT, bool BIAS>
+__global__ void __launch_bounds__(kThreads) gemv_mma_kernel(float* __restrict__ y, int64_t ldy,
+                                                            const float* __restrict__ x, int64_t ldx, int T,
+                                                            PackedMatrix w, int per, bool x_aligned) {
+    constexpr bool kInt4 = KIND == PackedKind::Int4;
+    constexpr int U = MT == 1 ? 4 : 2;  // k-tiles a batch (two batches in flight)
+    extern __shared__ uint4 xsm[];
+    __shared__ float red[kGemvMmaWarps * MT * 4 * 32];
+    cg::cluster_group cluster = cg::this_cluster();
+
+    const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), g = lane >> 2, t = lane & 3;
+    const int64_t nch = kInt4 ? w.k / 32 : w.k / 16;  // 16-byte chunks a row
+    const int64_t nkt = (nch + 3) / 4;
+    const int64_t row_bytes = kInt4 ? w.k / 2 : w.k, gpr = w.k / w.group;
+    const int cpg = w.group / (kInt4 ? 32 : 16);  // chunks a group
+    const int64_t kt0 = int64_t(blockIdx.y) * per;
+    const int64_t kt1 = kt0 + per < nkt ? kt0 + per : nkt;
+    const int64_t block_row0 = int64_t(blockIdx.x) * (16 * MT * kGemvMmaWarps);
+    const int64_t warp_row0 = block_row0 + warp * 16 * MT;
+
+    const uint8_t* rp[MT][2];
+    const uint16_t* sp[MT][2];
+    const uint16_t* bp[MT][2];
+    bool rok[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int64_t r = warp_row0 + 16 * mt + g + 8 * h;
+            rok[mt][h] = r < w.n;
+            const int64_t rr = rok[mt][h] ? r : 0;
+            rp[mt][h] = w.codes + rr * row_bytes;
+            sp[mt][h] = w.scales + rr * gpr;
+            bp[mt][h] = BIAS ? w.biases + rr * gpr : nullptr;
+        }
+
+    auto load = [&](Tile<MT>& tl, int64_t kt) {
+        const int64_t ch = kt * 4 + t;
+        const bool cok = kt < kt1 && ch < nch;
+        const int64_t gi = ch / cpg;
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+            uint32_t s[2] = {0, 0}, b[2] = {0, 0};
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const bool ok = cok && rok[mt][h];
+                tl.q[mt][h] = ok ? load_stream(rp[mt][h] + ch * 16) : make_uint4(0, 0, 0, 0);
+                s[h] = ok ? __ldg(sp[mt][h] + gi) : 0u;
+                if constexpr (BIAS) b[h] = ok ? __ldg(bp[mt][h] + gi) : 0u;
+            }
+            tl.sc[mt] = s[0] | s[1] << 16;
+            tl.bi[mt] = b[0] | b[1] << 16;
+        }
+    };
+
+    // The first batch of weights is in flight before x is staged.
+    Tile<MT> cur[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) load(cur[u], kt0 + u);
+
+    // x → bf16 fragments: entry (lt, c, lane (tok, tq)) = token tok's columns of chunk c that
+    // lane tq pairs with its words (Int4: 8 columns 8·tq…, Int8: 4 columns 4·tq…).
+    const int nt = kt1 > kt0 ? int(kt1 - kt0) : 0;
+    for (int e = int(threadIdx.x); e < nt * 128; e += kThreads) {
+        const int lt = e >> 7, c = (e >> 5) & 3, tok = (e & 31) >> 2, tq = e & 3;
+        const int64_t ch = (kt0 + lt) * 4 + c;
+        constexpr int V = kInt4 ? 8 : 4;
+        float v[V];
+#pragma unroll
+        for (int i = 0; i < V; ++i) v[i] = 0.f;
+        if (tok < T && ch < nch) {
+            const float* p = x + tok * ldx + (kInt4 ? ch * 32 + tq * 8 : ch * 16 + tq * 4);
+#pragma unroll
+            for (int i = 0; i < V; i += 4) {
+                if (x_aligned) {
+                    const float4 f = __ldg(reinterpret_cast<const float4*>(p + i));
+                    v[i] = f.x, v[i + 1] = f.y, v[i + 2] = f.z, v[i + 3] = f.w;
+                } else {
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) v[i + j] = __ldg(p + i + j);
+                }
+            }
+        }
+        if constexpr (kInt4) {
+            xsm[e] = make_uint4(pack_bf16x2(v[0], v[4]), pack_bf16x2(v[1], v[5]), pack_bf16x2(v[2], v[6]),
+                                pack_bf16x2(v[3], v[7]));
+        } else {
+            reinterpret_cast<uint2*>(xsm)[e] = make_uint2(pack_bf16x2(v[0], v[2]), pack_bf16x2(v[1], v[3]));
+        }
+    }
+    __syncthreads();
+
+    float acc[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[mt][i] = 0.f;
+
+    constexpr uint32_t kOne = 0x3f803f80u, kOneHi = kInt4 ? kOne : 0u;
+    auto compute = [&](const Tile<MT>& tl, int lt) {
+        uint32_t X[MT][2][4];  // word t of chunk c (after the transpose)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                X[mt][h][0] = tl.q[mt][h].x;
+                X[mt][h][1] = tl.q[mt][h].y;
+                X[mt][h][2] = tl.q[mt][h].z;
+                X[mt][h][3] = tl.q[mt][h].w;
+                quad_transpose(X[mt][h], t);
+                if constexpr (!kInt4)
+#pragma unroll
+                    for (int c = 0; c < 4; ++c) X[mt][h][c] ^= 0x80808080u;
+            }
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            uint32_t b00, b01, b10, b11;  // B of step 0 (b00, b01) and step 1
+            if constexpr (kInt4) {
+                const uint4 b = xsm[(lt * 4 + c) * 32 + lane];
+                b00 = b.x, b01 = b.y, b10 = b.z, b11 = b.w;
+            } else {
+                const uint2 b = reinterpret_cast<const uint2*>(xsm)[(lt * 4 + c) * 32 + lane];
+                b00 = b.x, b01 = times16(b.x), b10 = b.y, b11 = times16(b.y);
+            }
+            float S[4] = {0.f, 0.f, 0.f, 0.f};
+            mma_bf16(S, kOne, kOne, kOneHi, kOneHi, b00, b01);
+            mma_bf16(S, kOne, kOne, kOneHi, kOneHi, b10, b11);
+            const int src = (lane & ~3) | c;  // the lane that loaded chunk c's scales
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                float P[4] = {0.f, 0.f, 0.f, 0.f};
+                const uint32_t w0 = X[mt][0][c], w1 = X[mt][1][c];
+                mma_bf16(P, nib_pair<0>(w0), nib_pair<0>(w1), nib_pair<1>(w0), nib_pair<1>(w1), b00, b01);
+                mma_bf16(P, nib_pair<2>(w0), nib_pair<2>(w1), nib_pair<3>(w0), nib_pair<3>(w1), b10, b11);
+                const uint32_t sc = __shfl_sync(0xffffffffu, tl.sc[mt], src);
+                const float s0 = half_bits(uint16_t(sc & 0xffffu)), s1 = half_bits(uint16_t(sc >> 16));
+                float e0, e1;
+                if constexpr (BIAS) {
+                    const uint32_t bi = __shfl_sync(0xffffffffu, tl.bi[mt], src);
+                    e0 = fmaf(-128.f, s0, half_bits(uint16_t(bi & 0xffffu)));
+                    e1 = fmaf(-128.f, s1, half_bits(uint16_t(bi >> 16)));
+                } else {
+                    constexpr float kOff = kInt4 ? -136.f : -2304.f;
+                    e0 = kOff * s0;
+                    e1 = kOff * s1;
+                }
+                acc[mt][0] = fmaf(s0, P[0], fmaf(e0, S[0], acc[mt][0]));
+                acc[mt][1] = fmaf(s0, P[1], fmaf(e0, S[1], acc[mt][1]));
+                acc[mt][2] = fmaf(s1, P[2], fmaf(e1, S[2], acc[mt][2]));
+                acc[mt][3] = fmaf(s1, P[3], fmaf(e1, S[3], acc[mt][3]));
+            }
+        }
+    };
+
+    for (int64_t kb = kt0; kb < kt1; kb += U) {
+        Tile<MT> nxt[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) load(nxt[u], kb + U + u);
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+            if (kb + u < kt1) compute(cur[u], int(kb + u - kt0));
+#pragma unroll
+        for (int u = 0; u < U; ++u) cur[u] = nxt[u];
+    }
+
+    // The cluster's partial sums: block r adds up its share of the outputs from every block.
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) red[((warp * MT + mt) * 4 + i) * 32 + lane] = acc[mt][i];
+    cluster.sync();
+    constexpr int E = kGemvMmaWarps * MT * 128;
+    const int ks = int(gridDim.y), rank = int(blockIdx.y);
+    const int share = (E + ks - 1) / ks, e_end = (rank + 1) * share < E ? (rank + 1) * share : E;
+    for (int e = rank * share + int(threadIdx.x); e < e_end; e += kThreads) {
+        const int ln = e & 31, i = (e >> 5) & 3, wm = e >> 7;
+        const int tok = 2 * (ln & 3) + (i & 1);
+        const int64_t row = block_row0 + 16 * wm + (ln >> 2) + 8 * (i >> 1);
+        if (tok >= T || row >= w.n) continue;
+        float s = 0.f;
+        for (int q = 0; q < ks; ++q) s += cluster.map_shared_rank(red, q)[e];
+        y[tok * ldy + row] = s;
+    }
+    cluster.sync();  // no block leaves while another still reads its shared memory
+}
+
+template <PackedKind KIND, int MT, bool BIAS>
+cudaError_t launch(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
+                   const PackedMatrix& w, cudaStream_t stream) {
+    const int64_t tiles = gemv_k_tiles(w.k, KIND);
+    const int per = int((tiles + plan.splits - 1) / plan.splits);
+    const int64_t rows = int64_t(16) * MT * kGemvMmaWarps;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(unsigned((w.n + rows - 1) / rows), unsigned(plan.splits), 1);
+    cfg.blockDim = dim3(kThreads, 1, 1);
+    cfg.dynamicSmemBytes = size_t(per) * size_t(gemv_tile_smem(KIND));
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 1;
+    attr[0].val.clusterDim.y = unsigned(plan.splits);
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
+    return cudaLaunchKernelEx(&cfg, gemv_mma_kernel<KIND, MT, BIAS>, y, ldy, x, ldx, int(T), w, per, aligned);
+}
+
+template <int MT>
+cudaError_t launch_mt(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
+                      const PackedMatrix& w, cudaStream_t stream) {
+    if (w.kind == PackedKind::Int8) return launch<PackedKind::Int8, MT, false>(plan, y, ldy, x, ldx, T, w, stream);
+    if (w.biases) return launch<PackedKind::Int4, MT, true>(plan, y, ldy, x, ldx, T, w, stream);
+    return launch<PackedKind::Int4, MT, false>(plan, y, ldy, x, ldx, T, w, stream);
+}
+
+}  // namespace
+
+// Arguments and plan already checked (fast_gemv.cpp).
+cudaError_t launch_gemv_mma(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
+                            const PackedMatrix& w, cudaStream_t stream) {
+    return plan.mtiles == 2 ? launch_mt<2>(plan, y, ldy, x, ldx, T, w, stream)
+                            : launch_mt<1>(plan, y, ldy, x, ldx, T, w, stream);
+}
+
+}  // namespace tessera::cuda::fast::detail

@@ -1,0 +1,76 @@
+// The decode GEMV's kernel variants (fast::gemv_packed, fast_matmul.h) and the one pure function
+// that picks among them; the benchmark (bench/fast_gemv.cpp) and the tests run every variant.
+//   Simt: fast_gemv.cu — a warp streams whole rows, x staged as f32, fp32 FMAs (exact x).
+//   Mma:  fast_gemv_mma.cu — 16-row tiles on the tensor cores (mma.sync bf16 → f32, x rounded to
+//         bf16, codes exact), split-K over the blocks of a thread-block cluster.
+#pragma once
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/cuda/packed_weight.h"
+
+namespace tessera::cuda::fast {
+
+enum class GemvVariant : uint8_t { Simt, Mma };
+
+struct GemvPlan {
+    GemvVariant variant = GemvVariant::Simt;
+    int mtiles = 1;  // Mma: 16-row tiles per warp (1 or 2)
+    int splits = 1;  // Mma: K split over the blocks of one cluster (1..kGemvMaxSplits)
+};
+
+// Mma's geometry (fast_gemv_mma.cu): kGemvMmaWarps warps a block, each its own 16·mtiles rows;
+// a k-tile is 4 chunks of 16 code bytes a row (Int4 128 columns, Int8 64); a block stages the
+// bf16 x fragments of its k-tiles in shared memory (Int4 2 KiB, Int8 1 KiB a k-tile).
+constexpr int kGemvMmaWarps = 4;
+constexpr int kGemvMaxSplits = 8;  // portable cluster size
+constexpr int64_t kGemvXSmemBytes = 40 * 1024;
+constexpr int64_t gemv_tile_cols(PackedKind kind) { return kind == PackedKind::Int4 ? 128 : 64; }
+constexpr int64_t gemv_tile_smem(PackedKind kind) { return kind == PackedKind::Int4 ? 2048 : 1024; }
+constexpr int64_t gemv_k_tiles(int64_t K, PackedKind kind) {
+    return (K + gemv_tile_cols(kind) - 1) / gemv_tile_cols(kind);
+}
+// Whether Mma with `splits` blocks along K fits its shared-memory budget.
+constexpr bool gemv_mma_fits(int64_t K, PackedKind kind, int splits) {
+    if (splits < 1 || splits > kGemvMaxSplits) return false;
+    const int64_t per = (gemv_k_tiles(K, kind) + splits - 1) / splits;
+    return per * gemv_tile_smem(kind) <= kGemvXSmemBytes;
+}
+
+// y[T, N] = x[T, K] · w[N, K]ᵀ on a device with `sms` SMs. Mma whenever K fits (up to 20480
+// columns); 2 row tiles a warp past 2 tokens (x staged once for twice the rows); K split until
+// about 4 blocks an SM.
+constexpr GemvPlan gemv_pick(int64_t T, int64_t N, int64_t K, PackedKind kind, int sms) {
+    GemvPlan p;
+    int min_splits = 1;
+    while (min_splits <= kGemvMaxSplits && !gemv_mma_fits(K, kind, min_splits)) ++min_splits;
+    if (min_splits > kGemvMaxSplits) return p;  // Simt
+    p.variant = GemvVariant::Mma;
+    p.mtiles = T <= 2 ? 1 : 2;
+    const int64_t rows = int64_t(16) * p.mtiles * kGemvMmaWarps;
+    const int64_t bx = (N + rows - 1) / rows;
+    const int64_t want = (int64_t(4) * sms + bx - 1) / bx;
+    const int64_t tiles = gemv_k_tiles(K, kind);
+    int64_t s = want < kGemvMaxSplits ? want : kGemvMaxSplits;
+    if (s > tiles) s = tiles;
+    if (s < min_splits) s = min_splits;
+    p.splits = int(s);
+    return p;
+}
+
+// Runs `plan` (bench, tests): the checks of gemv_packed plus the plan's own.
+void gemv_packed_plan(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
+                      const PackedMatrix& w, cudaStream_t stream);
+// The SM count of the current device (cached), what gemv_packed passes to gemv_pick.
+int gemv_sm_count();
+
+namespace detail {
+// Arguments already checked (fast_gemv.cpp).
+cudaError_t launch_gemv_simt(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
+                             cudaStream_t stream);
+cudaError_t launch_gemv_mma(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
+                            const PackedMatrix& w, cudaStream_t stream);
+}  // namespace detail
+
+}  // namespace tessera::cuda::fast
