@@ -93,14 +93,23 @@ TEST_P(CudaFixture, LogitsMatchTransformers) {
     check_logits_against_transformers(GetParam());
 }
 
-// The same with the kernel pack's Gated DeltaNet (TESSERA_FAST_GDN=1: the fused decode step and
-// the recurrent / chunked delta rule) on the hybrid fixtures (f32 weights: the other ops are the
-// reference's; the fast GDN keeps f32-level accuracy, so the tolerance is the same).
+// The hybrid fixtures with the kernel pack's Gated DeltaNet (the default in fast mode: the fused
+// decode step and the recurrent / chunked delta rule) and with the reference GDN kernels
+// (TESSERA_FAST_GDN=0). f32 weights: the other ops are the reference's; the fast GDN keeps
+// f32-level accuracy, so the tolerance is the same.
 TEST_P(CudaFixture, LogitsMatchTransformersWithFastGdn) {
     REQUIRE_CUDA();
     const std::string f = GetParam();
     if (f.find("qwen35") == std::string::npos && f.find("next") == std::string::npos) GTEST_SKIP() << "no GDN layers";
     const ScopedEnv kernels("TESSERA_KERNELS", "fast"), gdn("TESSERA_FAST_GDN", "1");
+    check_logits_against_transformers(GetParam());
+}
+
+TEST_P(CudaFixture, LogitsMatchTransformersWithReferenceGdn) {
+    REQUIRE_CUDA();
+    const std::string f = GetParam();
+    if (f.find("qwen35") == std::string::npos && f.find("next") == std::string::npos) GTEST_SKIP() << "no GDN layers";
+    const ScopedEnv kernels("TESSERA_KERNELS", "fast"), gdn("TESSERA_FAST_GDN", "0");
     check_logits_against_transformers(GetParam());
 }
 

@@ -81,7 +81,7 @@ private:
     const PackedMatrix* expert_descriptors(const std::vector<Tensor>& experts);
     // The packed form of a placed weight (fast mode), or null when w was not packed.
     const PackedMatrix* packed_of(const Tensor& w) const;
-    bool fast_gdn() const;  // TESSERA_FAST_GDN=1 in fast mode (cuda_backend_ops.cpp)
+    bool fast_gdn() const;  // fast mode unless TESSERA_FAST_GDN=0 (cuda_backend_ops.cpp)
     Tensor place_packed(const Tensor& host);                       // cuda_backend.cpp
     void matmul_packed(const Tensor& y, const Tensor& x, const PackedMatrix& w);  // cuda_backend_ops.cpp
 

@@ -379,14 +379,14 @@ void CudaBackend::gated_delta_rule(const Tensor& o, const Tensor& q, const Tenso
                           V.n * K.D * V.D, state.dim(0), plan, p, stream_.get());
 }
 
-// TESSERA_FAST_GDN=1: the kernel pack's Gated DeltaNet (fast_gdn.h) in fast mode — the fused
-// decode step and the recurrent / chunked delta rule. Opt-in until its end-to-end check on the
-// GPU (the kernels pass their tests against the CPU there).
+// The kernel pack's Gated DeltaNet (fast_gdn.h) in fast mode — the fused decode step and the
+// recurrent / chunked delta rule — unless TESSERA_FAST_GDN=0 keeps the reference kernels (they
+// pass their tests against the CPU and the hybrid fixtures against transformers on the GPU).
 bool CudaBackend::fast_gdn() const {
     if (kernels_ != CudaKernels::Fast) return false;
     const char* v = std::getenv("TESSERA_FAST_GDN");  // read per call: tests switch it within one process
     TS_CHECK(!v || !*v || std::string(v) == "0" || std::string(v) == "1", "TESSERA_FAST_GDN={}: expected 0 or 1", v);
-    return v && std::string(v) == "1";
+    return !v || std::string(v) != "0";
 }
 
 bool CudaBackend::fuses_gdn_decode(const GdnParams& p, int64_t dk, int64_t dv, int64_t conv_k) const {
