@@ -5,7 +5,10 @@
 // at batch 1/8/64, and the chunked WY prefill (and the recurrent form, for scale) of one sequence
 // of 1024 / 4096 tokens. CUDA events on one stream, median of --runs after --warmup calls; state
 // bytes moved (read + write) next to the 4.3 TB/s copy bandwidth; llama.cpp's 2.54 / 639 µs.
-//   bench_fast_gdn [--runs 50] [--warmup 10] [--filter TEXT]
+// --reps N times N back-to-back calls per sample (µs per call printed), --graph N of them captured
+// in one CUDA graph (launch gaps and host time hidden, as in the engine's decode graphs). Every
+// decode-step kernel (gdn_decode_variant's choice marked *); prefills of 1024 / 4096 / 16384 tokens.
+//   bench_fast_gdn [--runs 50] [--warmup 10] [--reps 1] [--graph] [--filter TEXT]
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -34,7 +37,8 @@ constexpr double kCopyBw = 4.3e12;
 constexpr double kStateBytes = double(nv * dk * dv) * 4;  // one sequence's recurrent state (2 MiB)
 
 struct Args {
-    int runs = 50, warmup = 10;
+    int runs = 50, warmup = 10, reps = 1;
+    bool graph = false;
     std::string filter;
 };
 
@@ -85,11 +89,38 @@ void row(const std::string& what, int64_t B, int64_t T, double sec, double bytes
     std::fflush(stdout);
 }
 
+// Median seconds per call of call(i) (i: the call's index), --reps calls per sample, in a CUDA
+// graph with --graph.
+template <typename F>
+double time_calls(const Args& a, Stream& stream, Timer& timer, F&& call) {
+    if (!a.graph) {
+        int i = 0;
+        return timer.median(a.warmup, a.runs, [&] {
+                   for (int r = 0; r < a.reps; ++r) call(i++);
+               }) /
+               a.reps;
+    }
+    cudaGraph_t g = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    TS_CUDA_CHECK(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeRelaxed));
+    for (int r = 0; r < a.reps; ++r) call(r);
+    TS_CUDA_CHECK(cudaStreamEndCapture(stream.get(), &g));
+    TS_CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
+    const double sec = timer.median(a.warmup, a.runs, [&] { TS_CUDA_CHECK(cudaGraphLaunch(exec, stream.get())); });
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(g);
+    return sec / a.reps;
+}
+
 // The delta rule over B sequences of T tokens each, in `mode`; `slots` state slots used in turn.
 void bench_rule(const Args& a, Stream& stream, Timer& timer, GdnMode mode, int64_t B, int64_t T, int slots,
-                const std::string& note) {
-    const std::string what = std::string("delta rule ") + (mode == GdnMode::Chunked ? "chunked" : "recurrent") +
-                             (slots > 1 ? " cold" : " hot");
+                const std::string& note, fast::GdnChunkVariant variant = fast::GdnChunkVariant::Auto) {
+    const std::string what =
+        std::string("delta rule ") +
+        (mode == GdnMode::Chunked ? std::string("chunked w") + std::to_string(fast::gdn_chunk_state_warps(variant)) +
+                                        (variant == fast::GdnChunkVariant::Auto ? "*" : "")
+                                  : std::string("recurrent")) +
+        (slots > 1 ? " cold" : " hot");
     if (!a.filter.empty() && (what + " T=" + std::to_string(T)).find(a.filter) == std::string::npos) return;
     const int64_t N = B * T;
     DeviceBuffer qkv = qkv_buffer(N, 1), g = random_buffer(size_t(N * nv), -2.f, -0.01f, 2),
@@ -112,16 +143,22 @@ void bench_rule(const Args& a, Stream& stream, Timer& timer, GdnMode mode, int64
     }
     const float* base = qkv.as<float>();
     const fast::HeadsIn q{base, C, dk}, k{base + nk * dk, C, dk}, v{base + 2 * nk * dk, C, dv};
-    const double sec = timer.median(a.warmup, a.runs, [&](int i) {
-        const SeqPlan plan{int(B), qs.as<int32_t>(), slot_bufs[size_t(i % slots)].as<int32_t>()};
+    const double sec = time_calls(a, stream, timer, [&](int call) {
+        const SeqPlan plan{int(B), qs.as<int32_t>(), slot_bufs[size_t(call % slots)].as<int32_t>()};
         fast::gated_delta_rule(o.as<float>(), HV, dv, q, k, v, g.as<float>(), nv, beta.as<float>(), nv, N, dk, dv,
-                               state.as<float>(), nv * dk * dv, slots * B, plan, p, scratch.as<float>(), T, stream);
+                               state.as<float>(), nv * dk * dv, slots * B, plan, p, scratch.as<float>(), T, stream,
+                               variant);
     });
     row(what, B, T, sec, T == 1 ? 2 * kStateBytes * double(B) : 0, note);
 }
 
-void bench_decode(const Args& a, Stream& stream, Timer& timer, int64_t B, int slots, const std::string& note) {
-    const std::string what = std::string("fused decode step") + (slots > 1 ? " cold" : " hot");
+const char* const kDecodeNames[] = {"auto", "cluster/key head", "cols32", "cols16"};
+
+void bench_decode(const Args& a, Stream& stream, Timer& timer, int64_t B, int slots, fast::GdnDecodeVariant variant,
+                  const std::string& note) {
+    const bool chosen = variant == fast::gdn_decode_variant(B, nk, dv);
+    const std::string what = std::string("decode step ") + kDecodeNames[int(variant)] + (chosen ? "*" : "") +
+                             (slots > 1 ? " cold" : " hot");
     if (!a.filter.empty() && what.find(a.filter) == std::string::npos) return;
     const int64_t n_slots = slots * B;
     DeviceBuffer mixed = random_buffer(size_t(B * C), -1.f, 1.f, 5), z = random_buffer(size_t(B * HV), -1.f, 1.f, 6),
@@ -164,8 +201,9 @@ void bench_decode(const Args& a, Stream& stream, Timer& timer, int64_t B, int sl
     d.norm_w = norm.as<float>();
     d.y = y.as<float>();
     d.y_s = HV;
-    const double sec = timer.median(a.warmup, a.runs, [&](int i) {
-        d.slot = slot_bufs[size_t(i % slots)].as<int32_t>();
+    d.variant = int(variant);
+    const double sec = time_calls(a, stream, timer, [&](int call) {
+        d.slot = slot_bufs[size_t(call % slots)].as<int32_t>();
         fast::gdn_decode_step(d, stream);
     });
     const double bytes = double(B) * (2 * kStateBytes + double(2 * (Kc - 1) * C + C + HV * 2) * 4);
@@ -183,13 +221,20 @@ int main(int argc, char** argv) {
                 std::printf(
                     "bench_fast_gdn: fast Gated DeltaNet kernels (kernels/cuda/fast_gdn.h), 16/32 heads x 128\n"
                     "  --runs N        timed calls, median (default 50); --warmup N (default 10)\n"
+                    "  --reps N        back-to-back calls per timed sample (default 1)\n"
+                    "  --graph         the --reps calls captured in one CUDA graph\n"
                     "  --filter TEXT   only cases whose label contains TEXT\n");
                 return 0;
+            }
+            if (o == "--graph") {
+                a.graph = true;
+                continue;
             }
             TS_CHECK(i + 1 < argc, "bench_fast_gdn: {} needs a value", o);
             const std::string v = argv[++i];
             if (o == "--runs") a.runs = std::max(1, std::atoi(v.c_str()));
             else if (o == "--warmup") a.warmup = std::max(0, std::atoi(v.c_str()));
+            else if (o == "--reps") a.reps = std::max(1, std::atoi(v.c_str()));
             else if (o == "--filter") a.filter = v;
             else fail(ErrorKind::Invalid, "bench_fast_gdn: unknown option {} (see --help)", o);
         }
@@ -210,13 +255,18 @@ int main(int argc, char** argv) {
         }
         for (int64_t B : {1, 8, 64}) {
             const int cold = int(std::max<int64_t>(2, 32 / B));
-            bench_decode(a, stream, timer, B, 1, B == 1 ? "conv+gates+l2+rule+norm; target <= 4 us" : "");
-            bench_decode(a, stream, timer, B, cold, "");
+            for (int v = 1; v <= 3; ++v) {
+                const auto var = fast::GdnDecodeVariant(v);
+                bench_decode(a, stream, timer, B, 1, var, B == 1 ? "conv+gates+l2+rule+norm; target <= 4 us" : "");
+                bench_decode(a, stream, timer, B, cold, var, "");
+            }
         }
-        for (int64_t T : {1024, 4096}) {
-            bench_rule(a, stream, timer, GdnMode::Chunked, 1, T, 1,
-                       T == 1024 ? "llama.cpp 639 us; target <= 60" : "per token flat: 4x the 1024 figure");
-            bench_rule(a, stream, timer, GdnMode::Recurrent, 1, T, 1, "token by token, for scale");
+        for (int64_t T : {1024, 4096, 16384}) {
+            for (auto v : {fast::GdnChunkVariant::Auto, fast::GdnChunkVariant::StateWarps8})
+                bench_rule(a, stream, timer, GdnMode::Chunked, 1, T, 1,
+                           T == 1024 ? "llama.cpp 639 us; target <= 60" : "per token flat: T/1024 x the 1024 figure",
+                           v);
+            if (T <= 4096) bench_rule(a, stream, timer, GdnMode::Recurrent, 1, T, 1, "token by token, for scale");
         }
         return 0;
     } catch (const std::exception& e) {

@@ -209,7 +209,8 @@ struct GpuRule {
     explicit GpuRule(const RuleInputs& i) : in(i), qkv(to_device(i.qkv)), gb(to_device(i.gb)), st(to_device(i.init)) {}
 
     std::vector<float> run(GdnMode mode, int64_t t_off, const std::vector<int32_t>& lengths,
-                           const std::vector<int32_t>& slot, int64_t max_len) {
+                           const std::vector<int32_t>& slot, int64_t max_len,
+                           fast::GdnChunkVariant variant = fast::GdnChunkVariant::Auto) {
         const std::vector<int32_t> q_start = starts(lengths);
         const int64_t T = q_start.back(), nk = in.sh.nk, nv = in.sh.nv, dk = in.sh.dk, dv = in.sh.dv;
         // o rows padded by 3 floats so a write past a row shows up as a wrong neighbour.
@@ -226,7 +227,7 @@ struct GpuRule {
         Stream stream;
         fast::gated_delta_rule(d_o.as<float>(), o_ts, dv, q, k, v, gbp, in.gb_s, gbp + nv, in.gb_s, T, dk, dv,
                                st.as<float>(), nv * dk * dv, in.n_slots, dplan, p, scratch.as<float>(), max_len,
-                               stream);
+                               stream, variant);
         stream.synchronize();
         const std::vector<float> padded = to_host<float>(d_o);
         std::vector<float> o(size_t(T * nv * dv));
@@ -340,6 +341,27 @@ TEST(FastGdnChunked, PrefillSplitAtMultiplesOf64EqualsOnePass) {
     }
 }
 
+TEST(FastGdnChunked, StateWarpVariantsGiveTheSameBits) {
+    REQUIRE_CUDA();
+    // The state pass in blocks of 8 or 16 warps: each tile is one warp's in either, same order.
+    for (const Shape& sh : {kFlagship, Shape{2, 6, 48, 37, true}}) {
+        SCOPED_TRACE(describe(sh, GdnMode::Chunked, {1000, 65, 1, 130}));
+        std::mt19937 rng(14);
+        const RuleInputs in(sh, 1196, 6, rng);
+        const std::vector<int32_t> lengths = {1000, 65, 1, 130}, slot = {4, -1, 0, 2};
+        GpuRule w8(in), w16(in);
+        const std::vector<float> o8 = w8.run(GdnMode::Chunked, 0, lengths, slot, 0, fast::GdnChunkVariant::StateWarps8);
+        const std::vector<float> o16 =
+            w16.run(GdnMode::Chunked, 0, lengths, slot, 0, fast::GdnChunkVariant::StateWarps16);
+        expect_same_bits(o16, o8, "o", in.where_o());
+        expect_same_bits(to_host<float>(w16.st), to_host<float>(w8.st), "state", in.where_state());
+        std::vector<float> st_cpu = in.init, o_cpu;
+        cpu_rule(in, GdnMode::Chunked, 0, lengths, slot, st_cpu, o_cpu);
+        compare(o16, o_cpu, kTolChunkLong, "o", in.where_o());
+        compare(to_host<float>(w16.st), st_cpu, kTolChunkLong, "state", in.where_state());
+    }
+}
+
 TEST(FastGdnChunked, DecodeGivesTheSameBitsAloneOrBatched) {
     REQUIRE_CUDA();
     // Sequence 0 decodes one token; alone, and batched with a 300-token prefill and two more
@@ -408,11 +430,12 @@ struct DecodeShape {
 
 // `steps` decode steps of `B` sequences (padding ones on slot -1) through the fused kernel and
 // through the CPU backend's separate ops, each step continuing from the states the last one left.
-void check_decode(const DecodeShape& sh, int B, const std::vector<int>& padding, int steps, uint32_t seed) {
+void check_decode(const DecodeShape& sh, int B, const std::vector<int>& padding, int steps, uint32_t seed,
+                  fast::GdnDecodeVariant variant) {
     const int64_t nk = sh.nk, nv = sh.nv, dk = sh.dk, dv = sh.dv, K = sh.K;
     SCOPED_TRACE("decode nk=" + std::to_string(nk) + " nv=" + std::to_string(nv) + " dk=" + std::to_string(dk) +
                  " dv=" + std::to_string(dv) + " K=" + std::to_string(K) + (sh.tiled ? " tiled" : " grouped") +
-                 " batch " + std::to_string(B));
+                 " batch " + std::to_string(B) + " variant " + std::to_string(int(variant)));
     std::mt19937 rng(seed);
     const int64_t C = 2 * nk * dk + nv * dv, HV = nv * dv, n_slots = B + 2;
     const int64_t mixed_s = C + 3, z_s = HV + 1, ba_s = 2 * nv + 1, y_s = HV + 2;  // padded rows
@@ -507,6 +530,7 @@ void check_decode(const DecodeShape& sh, int B, const std::vector<int>& padding,
         a.rms_eps = 1e-6f;
         a.y = d_y.as<float>();
         a.y_s = y_s;
+        a.variant = int(variant);
         Stream stream;
         fast::gdn_decode_step(a, stream);
         stream.synchronize();
@@ -532,20 +556,31 @@ void check_decode(const DecodeShape& sh, int B, const std::vector<int>& padding,
     }
 }
 
+// Every kernel of the step (Auto: gdn_decode_variant's choice; Cols16 falls back to 32 columns past dv 128).
+constexpr fast::GdnDecodeVariant kDecodeVariants[] = {
+    fast::GdnDecodeVariant::Auto, fast::GdnDecodeVariant::ClusterPerKeyHead, fast::GdnDecodeVariant::Cols32,
+    fast::GdnDecodeVariant::Cols16};
+
 TEST(FastGdnDecodeStep, MatchesTheSeparateCpuOps) {
     REQUIRE_CUDA();
-    check_decode({16, 32, 128, 128, 4, false}, 1, {}, 3, 21);   // the flagship, batch 1
-    check_decode({16, 32, 128, 128, 4, true}, 8, {3}, 3, 22);   // tiled heads, batch 8 with a padding sequence
-    check_decode({16, 32, 128, 128, 4, false}, 64, {0, 63}, 1, 23);
+    for (fast::GdnDecodeVariant v : kDecodeVariants) {
+        check_decode({16, 32, 128, 128, 4, false}, 1, {}, 3, 21, v);   // the flagship, batch 1
+        check_decode({16, 32, 128, 128, 4, true}, 8, {3}, 3, 22, v);   // tiled heads, batch 8 with a padding sequence
+        check_decode({16, 32, 128, 128, 4, false}, 64, {0, 63}, 2, 23, v);
+        check_decode({16, 32, 128, 128, 4, true}, 19, {5}, 1, 29, v);
+    }
 }
 
 TEST(FastGdnDecodeStep, OtherShapes) {
     REQUIRE_CUDA();
-    check_decode({4, 4, 128, 128, 4, false}, 3, {}, 2, 24);     // r = 1
-    check_decode({2, 6, 48, 37, 4, true}, 3, {1}, 2, 25);       // r = 3 (two passes of 2 heads), partial column block
-    check_decode({1, 8, 64, 64, 2, false}, 2, {}, 2, 26);       // r = 8, conv kernel 2
-    check_decode({1, 2, 256, 256, 4, false}, 2, {}, 2, 27);     // dk = dv = 256: a cluster of 8 blocks
-    check_decode({3, 3, 5, 7, 3, false}, 4, {2}, 3, 28);        // tiny odd heads, K = 3
+    for (fast::GdnDecodeVariant v : kDecodeVariants) {
+        check_decode({4, 4, 128, 128, 4, false}, 3, {}, 2, 24, v);     // r = 1
+        check_decode({2, 6, 48, 37, 4, true}, 3, {1}, 2, 25, v);       // r = 3 (two passes of 2 heads), partial column block
+        check_decode({1, 8, 64, 64, 2, false}, 2, {}, 2, 26, v);       // r = 8, conv kernel 2
+        check_decode({1, 2, 256, 256, 4, false}, 2, {}, 2, 27, v);     // dk = dv = 256: a cluster of 8 blocks
+        check_decode({3, 3, 5, 7, 3, false}, 4, {2}, 3, 28, v);        // tiny odd heads, K = 3
+        check_decode({2, 4, 256, 64, 8, false}, 2, {}, 2, 30, v);      // conv kernel 8, dk 256 (the q/k taps past 16 KB)
+    }
 }
 
 TEST(FastGdnDecodeStep, BadSlotGivesNaN) {
@@ -574,10 +609,15 @@ TEST(FastGdnDecodeStep, BadSlotGivesNaN) {
     a.n_slots = 2;
     a.y = d_y.as<float>();
     a.y_s = HV;
-    fast::gdn_decode_step(a, nullptr);
-    const std::vector<float> y = to_host<float>(d_y);
-    for (int64_t i = 0; i < HV; ++i) EXPECT_TRUE(std::isnan(y[size_t(i)])) << "sequence 0, element " << i;
-    for (int64_t i = HV; i < 2 * HV; ++i) EXPECT_FALSE(std::isnan(y[size_t(i)])) << "sequence 1, element " << i;
+    for (fast::GdnDecodeVariant v : kDecodeVariants) {
+        SCOPED_TRACE("variant " + std::to_string(int(v)));
+        a.variant = int(v);
+        d_y.upload(std::vector<float>(size_t(2 * HV), 0.f).data(), size_t(2 * HV) * sizeof(float));
+        fast::gdn_decode_step(a, nullptr);
+        const std::vector<float> y = to_host<float>(d_y);
+        for (int64_t i = 0; i < HV; ++i) EXPECT_TRUE(std::isnan(y[size_t(i)])) << "sequence 0, element " << i;
+        for (int64_t i = HV; i < 2 * HV; ++i) EXPECT_FALSE(std::isnan(y[size_t(i)])) << "sequence 1, element " << i;
+    }
 }
 
 TEST(FastGdn, BadArgumentsAreErrors) {  // checked on the host before any launch: needs no GPU
@@ -627,6 +667,9 @@ TEST(FastGdn, BadArgumentsAreErrors) {  // checked on the host before any launch
     EXPECT_THROW(fast::gdn_decode_step(bad, nullptr), Error);
     bad = a;
     bad.conv_slot_stride = 10;
+    EXPECT_THROW(fast::gdn_decode_step(bad, nullptr), Error);
+    bad = a;
+    bad.variant = 4;
     EXPECT_THROW(fast::gdn_decode_step(bad, nullptr), Error);
 }
 

@@ -38,7 +38,7 @@ int64_t gated_delta_rule_scratch_floats(int64_t T, int64_t nv, int64_t dk, int64
 void gated_delta_rule(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, HeadsIn k, HeadsIn v, const float* g,
                       int64_t g_s, const float* beta, int64_t beta_s, int64_t T, int64_t dk, int64_t dv, float* state,
                       int64_t slot_stride, int64_t n_slots, const SeqPlan& plan, const GdnParams& p, float* scratch,
-                      int64_t max_len, cudaStream_t stream) {
+                      int64_t max_len, cudaStream_t stream, GdnChunkVariant variant) {
     const char* op = "fast::gated_delta_rule";
     check_rule(op, T, dk, dv, slot_stride, n_slots, plan, p);
     if (T == 0) return;
@@ -54,7 +54,7 @@ void gated_delta_rule(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, HeadsIn k
     if (p.mode != GdnMode::Chunked) {
         TS_CHECK(plan.n_seqs <= std::numeric_limits<int32_t>::max(), "{}: {} sequences", op, plan.n_seqs);
         TS_CUDA_CHECK(detail::launch_gdn_recurrent(o, o_ts, o_hs, q, k, v, g, g_s, beta, beta_s, T, dk, dv, state,
-                                                   slot_stride, n_slots, plan, p, T, false, stream));
+                                                   slot_stride, n_slots, plan, p, max_len, false, stream));
         return;
     }
     TS_CHECK(p.chunk == kGdnChunk, "{}: the chunked form runs chunks of {} tokens, not {}", op, kGdnChunk, p.chunk);
@@ -65,7 +65,8 @@ void gated_delta_rule(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, HeadsIn k
         TS_CHECK(plan.n_seqs <= 65535, "{}: the chunked form takes at most 65535 sequences, not {}", op,
                  plan.n_seqs);
         TS_CUDA_CHECK(detail::launch_gdn_chunked(o, o_ts, o_hs, q, k, v, g, g_s, beta, beta_s, T, dk, dv, state,
-                                                 slot_stride, n_slots, plan, p, scratch, max_len, stream));
+                                                 slot_stride, n_slots, plan, p, scratch, max_len,
+                                                 gdn_chunk_state_warps(variant), stream));
     }
     // After the WY parts (same stream): every lone token and last one-token chunk.
     TS_CUDA_CHECK(detail::launch_gdn_recurrent(o, o_ts, o_hs, q, k, v, g, g_s, beta, beta_s, T, dk, dv, state,
@@ -93,7 +94,14 @@ void gdn_decode_step(const GdnDecodeArgs& a, cudaStream_t stream) {
              a.conv_slot_stride, a.conv_k - 1, C);
     TS_CHECK(a.state_slot_stride >= a.nv * a.dk * a.dv, "{}: state slot stride {} smaller than [{}, {}, {}]", op,
              a.state_slot_stride, a.nv, a.dk, a.dv);
-    TS_CUDA_CHECK(detail::launch_gdn_decode_step(a, stream));
+    TS_CHECK(a.variant >= 0 && a.variant <= 3, "{}: unknown variant {}", op, a.variant);
+    const auto v = a.variant == 0 ? gdn_decode_variant(a.n_seqs, a.nk, a.dv) : GdnDecodeVariant(a.variant);
+    if (v == GdnDecodeVariant::ClusterPerKeyHead) {
+        TS_CUDA_CHECK(detail::launch_gdn_decode_step(a, stream));
+        return;
+    }
+    const bool narrow = v == GdnDecodeVariant::Cols16 && a.dv <= 128;  // a cluster holds at most 8 blocks
+    TS_CUDA_CHECK(detail::launch_gdn_decode_step_v2(a, narrow ? 16 : 32, stream));
 }
 
 }  // namespace tessera::cuda::fast

@@ -134,6 +134,83 @@ __global__ void __launch_bounds__(kWarps * 32) gdn_recurrent_kernel(RecArgs a) {
     }
 }
 
+// The same step for sequences of at most one token (decodes; a Chunked call's lone last tokens,
+// tail_only): the token's k and q wait in shared memory, not registers (no next token to prefetch),
+// so a block holds ~40 registers a thread and many blocks fit an SM (batched decodes are
+// bandwidth-bound). The same arithmetic as gdn_recurrent_kernel, in the same order: the same bits.
+template <int R>
+__global__ void __launch_bounds__(kWarps * 32) gdn_recurrent_one_kernel(RecArgs a) {
+    const int s = blockIdx.x, lane = threadIdx.x % 32, w = threadIdx.x / 32;
+    const int64_t h = blockIdx.y, j = int64_t(blockIdx.z) * kCols + lane;
+    const bool col_ok = j < a.dv;
+    const int64_t t0 = a.plan.q_start[s], t1 = a.plan.q_start[s + 1], slot = a.plan.slot[s];
+    const bool range_ok = t0 >= 0 && t1 >= t0 && t1 <= a.T;
+    if (!range_ok || slot < -1 || slot >= a.n_slots || t1 - t0 > a.max_len) {
+        if (range_ok && w == 0 && col_ok)
+            for (int64_t t = t0; t < t1; ++t) a.o[t * a.o_ts + h * a.o_hs + j] = nan_f();
+        return;
+    }
+    const int64_t n = t1 - t0;
+    if (a.tail_only) {  // as gdn_recurrent_kernel
+        if (!(n == 1 || (a.chunk > 1 && n % a.chunk == 1))) return;
+        if (n > 1 && slot < 0) return;
+    } else if (n != 1) {
+        return;  // empty (longer ones exceed max_len = 1 and got NaN above)
+    }
+    const int64_t t = t1 - 1;
+    const int64_t hk = a.tiled ? h % a.nk : h / (a.nv / a.nk);
+    float* S = slot >= 0 ? a.state + slot * a.slot_stride + h * a.dk * a.dv : nullptr;
+
+    __shared__ float kq_s[2][kWarps * R];     // k | q of the token
+    __shared__ float2 red[kWarps][32];        // per warp: partial (Sᵀk, Sᵀq) of each column
+    __shared__ float red_kq[kWarps];          // per warp: partial kᵀq
+
+    float sr[R];  // S[w + 8m, j]
+#pragma unroll
+    for (int m = 0; m < R; ++m) {
+        const int i = w + kWarps * m;
+        sr[m] = S && col_ok && i < a.dk ? S[i * a.dv + j] : 0.f;
+    }
+    const float* kt = a.k.data + t * a.k.tok_stride + hk * a.k.head_stride;
+    const float* qt = a.q.data + t * a.q.tok_stride + hk * a.q.head_stride;
+    for (int i = threadIdx.x; i < kWarps * R; i += kWarps * 32) {
+        kq_s[0][i] = i < a.dk ? __ldg(kt + i) : 0.f;
+        kq_s[1][i] = i < a.dk ? __ldg(qt + i) : 0.f;
+    }
+    const float v = col_ok ? __ldg(a.v.data + t * a.v.tok_stride + h * a.v.head_stride + j) : 0.f;
+    const float decay = expf(__ldg(a.g + t * a.g_s + h)), beta = __ldg(a.beta + t * a.beta_s + h);
+    __syncthreads();
+    float pu = 0.f, po = 0.f, pkq = 0.f;
+#pragma unroll
+    for (int m = 0; m < R; ++m) {
+        const int i = w + kWarps * m;
+        const float k = kq_s[0][i], q = kq_s[1][i];
+        sr[m] *= decay;
+        pu = fmaf(sr[m], k, pu);
+        po = fmaf(sr[m], q, po);
+        pkq = fmaf(k, q, pkq);
+    }
+    red[w][lane] = make_float2(pu, po);
+    if (lane == 0) red_kq[w] = pkq;
+    __syncthreads();
+    float u = 0.f, os = 0.f, kq = 0.f;
+#pragma unroll
+    for (int ww = 0; ww < kWarps; ++ww) {
+        const float2 p = red[ww][lane];
+        u += p.x;
+        os += p.y;
+        kq += red_kq[ww];
+    }
+    const float delta = beta * (v - u);
+    if (w == 0 && col_ok) a.o[t * a.o_ts + h * a.o_hs + j] = fmaf(delta, kq, os);
+    if (!S || !col_ok) return;
+#pragma unroll
+    for (int m = 0; m < R; ++m) {
+        const int i = w + kWarps * m;
+        if (i < a.dk) S[i * a.dv + j] = fmaf(kq_s[0][i], delta, sr[m]);
+    }
+}
+
 // ---- the fused decode step ----
 
 // Sum over the block of three values (every thread gets the sums). Uses `sh` [32][3].
@@ -322,8 +399,14 @@ cudaError_t launch_gdn_recurrent(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
                     beta, beta_s, T,           dk,     dv,          state,       slot_stride, n_slots,
                     plan, p.n_k_heads, p.n_v_heads, p.tiled_heads, p.chunk, max_len, tail_only};
     const dim3 grid{unsigned(plan.n_seqs), unsigned(p.n_v_heads), unsigned((dv + kCols - 1) / kCols)};
-    if (dk <= 16 * kWarps) gdn_recurrent_kernel<16><<<grid, kWarps * 32, 0, stream>>>(a);
-    else gdn_recurrent_kernel<32><<<grid, kWarps * 32, 0, stream>>>(a);
+    if (tail_only || max_len == 1) {  // at most one token per sequence
+        if (dk <= 16 * kWarps) gdn_recurrent_one_kernel<16><<<grid, kWarps * 32, 0, stream>>>(a);
+        else gdn_recurrent_one_kernel<32><<<grid, kWarps * 32, 0, stream>>>(a);
+    } else if (dk <= 16 * kWarps) {
+        gdn_recurrent_kernel<16><<<grid, kWarps * 32, 0, stream>>>(a);
+    } else {
+        gdn_recurrent_kernel<32><<<grid, kWarps * 32, 0, stream>>>(a);
+    }
     return cudaGetLastError();
 }
 

@@ -49,10 +49,13 @@ int64_t gated_delta_rule_scratch_floats(int64_t T, int64_t nv, int64_t dk, int64
 // Chunked mode does. So a prefill split at multiples of 64 gives the state of one pass, and a
 // decode gives the same bits alone or batched. The tensor-core products use 3×TF32 (a = hi + lo,
 // hi·hi + hi·lo + lo·hi): f32-level accuracy (~1e-6 relative per product), not TF32's 1e-3.
+// variant (benchmarks; the same bits either way): the chunked state pass's warps per block.
+enum class GdnChunkVariant : int { Auto = 0, StateWarps8 = 1, StateWarps16 = 2 };
+inline int gdn_chunk_state_warps(GdnChunkVariant v) { return v == GdnChunkVariant::StateWarps8 ? 8 : 16; }
 void gated_delta_rule(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, HeadsIn k, HeadsIn v, const float* g,
                       int64_t g_s, const float* beta, int64_t beta_s, int64_t T, int64_t dk, int64_t dv, float* state,
                       int64_t slot_stride, int64_t n_slots, const SeqPlan& plan, const GdnParams& p, float* scratch,
-                      int64_t max_len, cudaStream_t stream);
+                      int64_t max_len, cudaStream_t stream, GdnChunkVariant variant = GdnChunkVariant::Auto);
 
 // The fused decode step of one GDN layer for n_seqs sequences of exactly ONE token each (token i
 // is sequence i; slot[i] its state slot, -1: padding, which starts from zero states and writes
@@ -88,11 +91,25 @@ struct GdnDecodeArgs {
     float rms_eps = 1e-6f;
     float* y = nullptr;  // [n_seqs, nv·dv] rows y_s apart: the input of out_proj (overlaps no input)
     int64_t y_s = 0;
+    int variant = 0;  // 0: gdn_decode_variant's choice; else that GdnDecodeVariant (benchmarks)
 };
-// One launch: a cluster of ceil(dv/32) blocks per (sequence, key head), block z holding columns
-// [32z, 32z + 32) of the state of every value head that reads the key head (the cluster shares
-// the conv state of its q/k channels and the RMSNorm sums over dv through distributed shared
-// memory). A slot outside [-1, n_slots) gives NaN outputs and no writes.
+
+// The decode step's kernels (same results up to f32 summation order):
+//  - ClusterPerKeyHead: the first version (serial phases: q/k prologue, cluster barrier, state).
+//  - Cols32 / Cols16: every load issued at once after the slot, one cluster barrier; a cluster of
+//    ceil(dv/32) or ceil(dv/16) blocks per (sequence, key head). Cols16 needs dv <= 128.
+enum class GdnDecodeVariant : int { Auto = 0, ClusterPerKeyHead = 1, Cols32 = 2, Cols16 = 3 };
+// The choice for n_seqs sequences. H200, flagship (bench_fast_gdn): Cols32 ahead of Cols16 at
+// batch 1, 8 and 64 (29 vs 43 µs at 8, 187 vs 320 at 64) and 2.4x ahead of ClusterPerKeyHead at 64.
+inline GdnDecodeVariant gdn_decode_variant(int64_t n_seqs, int64_t nk, int64_t dv) {
+    (void)n_seqs, (void)nk, (void)dv;
+    return GdnDecodeVariant::Cols32;
+}
+// One launch: a cluster of ceil(dv/COLS) blocks per (sequence, key head), block z holding columns
+// [COLS·z, COLS·z + COLS) of the state of every value head that reads the key head (the cluster
+// shares the conv state of its q/k channels and the RMSNorm sums over dv through distributed
+// shared memory); COLS 32 or 16 by gdn_decode_variant. A slot outside [-1, n_slots) gives NaN
+// outputs and no writes.
 void gdn_decode_step(const GdnDecodeArgs& args, cudaStream_t stream);
 
 namespace detail {
@@ -104,8 +121,10 @@ cudaError_t launch_gdn_recurrent(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
 cudaError_t launch_gdn_chunked(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, HeadsIn k, HeadsIn v, const float* g,
                                int64_t g_s, const float* beta, int64_t beta_s, int64_t T, int64_t dk, int64_t dv,
                                float* state, int64_t slot_stride, int64_t n_slots, const SeqPlan& plan,
-                               const GdnParams& p, float* scratch, int64_t max_len, cudaStream_t stream);
-cudaError_t launch_gdn_decode_step(const GdnDecodeArgs& args, cudaStream_t stream);
+                               const GdnParams& p, float* scratch, int64_t max_len, int state_warps,
+                               cudaStream_t stream);
+cudaError_t launch_gdn_decode_step(const GdnDecodeArgs& args, cudaStream_t stream);      // ClusterPerKeyHead
+cudaError_t launch_gdn_decode_step_v2(const GdnDecodeArgs& args, int cols, cudaStream_t stream);  // Cols32 / Cols16
 }  // namespace detail
 
 }  // namespace tessera::cuda::fast

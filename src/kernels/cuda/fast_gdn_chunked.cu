@@ -4,7 +4,7 @@
 //     in double), A = −strictlower(diag(β)K·Kᵀ ⊙ D), T = (I − A)⁻¹ (forward substitution inside
 //     the 16 × 16 diagonal blocks, a thread per column; the blocks below by block rows), W = T·(diag(β)K ⊙ e^Γ), U = T·diag(β)V and P = Q·Kᵀ ⊙ D (incl. the
 //     diagonal), written to scratch rows per (token, head): [W (dk) | U (dv) | P (64) | e^Γ, e^(Γlast−Γ)].
-//  2. wy_state, a block per (sequence, value head, 32 state columns), chunks in order with the
+//  2. wy_state, a block of 8 or 16 warps per (sequence, value head, 32 state columns), chunks in order with the
 //     [dk, 32] state slice in shared memory: Vn = U − W·S; O = e^Γ ⊙ (Q·S) + P·Vn;
 //     S ← e^Γlast·S + (K ⊙ e^(Γlast−Γ))ᵀ·Vn. Tiles arrive by cp.async, W and K a chunk ahead.
 // Matrix products: mma.sync m16n8k8 TF32 with f32 accumulation, each operand split a = hi + lo
@@ -269,7 +269,9 @@ __global__ void __launch_bounds__(kThreads) wy_prep_kernel(ChArgs a) {
 
 // ---- 2. the state carried chunk by chunk ----
 
-__global__ void __launch_bounds__(kThreads, 1) wy_state_kernel(ChArgs a) {
+template <int NW>  // warps: 8 or 16
+__global__ void __launch_bounds__(NW * 32, 1) wy_state_kernel(ChArgs a) {
+    constexpr int kTh = NW * 32, kT16 = 16 / NW, kT32 = 32 / NW;  // threads; 16 and 32 tiles per warp
     const int s = blockIdx.x, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int64_t h = blockIdx.y;
     const int c0 = int(blockIdx.z) * kNs;  // this block's first state column
@@ -277,7 +279,7 @@ __global__ void __launch_bounds__(kThreads, 1) wy_state_kernel(ChArgs a) {
     Seq sq;
     if (!seq_of(a, s, &sq)) {
         if (sq.range_ok)
-            for (int64_t idx = tid; idx < sq.n * kNs; idx += kThreads) {
+            for (int64_t idx = tid; idx < sq.n * kNs; idx += kTh) {
                 const int col = c0 + int(idx % kNs);
                 if (col < dv) a.o[(sq.t0 + idx / kNs) * a.o_ts + h * a.o_hs + col] = nan_f();
             }
@@ -305,7 +307,7 @@ __global__ void __launch_bounds__(kThreads, 1) wy_state_kernel(ChArgs a) {
         const int L = chunk_rows(cs);
         float* W = Wb + b * kC * ldk;
         float* K = Kb + b * kC * ldk;
-        for (int l = warp; l < kC; l += kThreads / 32) {
+        for (int l = warp; l < kC; l += NW) {
             const float* wr = a.scratch + ((tb + l) * a.nv + h) * a.rs;
             const float* kr = a.k.data + (tb + l) * a.k.tok_stride + hk * a.k.head_stride;
             for (int i = lane; i < dkp; i += 32) {
@@ -318,7 +320,7 @@ __global__ void __launch_bounds__(kThreads, 1) wy_state_kernel(ChArgs a) {
     auto load_rest = [&](int64_t cs) {
         const int64_t tb = sq.t0 + cs;
         const int L = chunk_rows(cs);
-        for (int l = warp; l < kC; l += kThreads / 32) {
+        for (int l = warp; l < kC; l += NW) {
             const float* wr = a.scratch + ((tb + l) * a.nv + h) * a.rs;
             const float* qr = a.q.data + (tb + l) * a.q.tok_stride + hk * a.q.head_stride;
             for (int i = lane; i < dkp; i += 32) load_or_zero(Qs + l * ldk + i, qr + i, l < L && i < dk);
@@ -328,7 +330,7 @@ __global__ void __launch_bounds__(kThreads, 1) wy_state_kernel(ChArgs a) {
         }
     };
 
-    for (int idx = tid; idx < dkp * kNs; idx += kThreads) {
+    for (int idx = tid; idx < dkp * kNs; idx += kTh) {
         const int i = idx / kNs, cc = idx % kNs;
         Ss[i * kLdS + cc] = S && i < dk && c0 + cc < dv ? S[int64_t(i) * dv + c0 + cc] : 0.f;
     }
@@ -351,11 +353,11 @@ __global__ void __launch_bounds__(kThreads, 1) wy_state_kernel(ChArgs a) {
         const float* Ws = Wb + b * kC * ldk;
         const float* Ks = Kb + b * kC * ldk;
 
-        // Vn = U − W·S: 4 × 4 tiles, two per warp.
-        float vacc[2][4];
+        // Vn = U − W·S: 4 × 4 tiles, 16 / NW per warp.
+        float vacc[kT16][4];
 #pragma unroll
-        for (int q = 0; q < 2; ++q) {
-            const int t = warp + 8 * q, m0 = (t % 4) * 16, n0 = (t / 4) * 8;
+        for (int q = 0; q < kT16; ++q) {
+            const int t = warp + NW * q, m0 = (t % 4) * 16, n0 = (t / 4) * 8;
             for (float& x : vacc[q]) x = 0.f;
             tile_mma(vacc[q], m0, n0, dkp, [&](int m, int kk) { return Ws[m * ldk + kk]; },
                      [&](int kk, int n) { return Ss[kk * kLdS + n]; });
@@ -363,16 +365,16 @@ __global__ void __launch_bounds__(kThreads, 1) wy_state_kernel(ChArgs a) {
         cp_async_wait<1>();  // Q, P, U and the decays
         __syncthreads();
 #pragma unroll
-        for (int q = 0; q < 2; ++q) {  // each element of Vn belongs to one lane
-            const int t = warp + 8 * q, m0 = (t % 4) * 16, n0 = (t / 4) * 8;
+        for (int q = 0; q < kT16; ++q) {  // each element of Vn belongs to one lane
+            const int t = warp + NW * q, m0 = (t % 4) * 16, n0 = (t / 4) * 8;
             tile_each(vacc[q], m0, n0, [&](int i, int n, float x) { Vn[i * kLdS + n] -= x; });
         }
         __syncthreads();
 
-        // O = e^Γ ⊙ (Q·S) + P·Vn: 4 × 4 tiles, two per warp, written out.
+        // O = e^Γ ⊙ (Q·S) + P·Vn: 4 × 4 tiles, 16 / NW per warp, written out.
 #pragma unroll
-        for (int q = 0; q < 2; ++q) {
-            const int t = warp + 8 * q, m0 = (t % 4) * 16, n0 = (t / 4) * 8;
+        for (int q = 0; q < kT16; ++q) {
+            const int t = warp + NW * q, m0 = (t % 4) * 16, n0 = (t / 4) * 8;
             float acc[4] = {0.f, 0.f, 0.f, 0.f};
             tile_mma(acc, m0, n0, dkp, [&](int m, int kk) { return Qs[m * ldk + kk]; },
                      [&](int kk, int n) { return Ss[kk * kLdS + n]; });
@@ -387,13 +389,13 @@ __global__ void __launch_bounds__(kThreads, 1) wy_state_kernel(ChArgs a) {
                 if (i < L && c0 + n < dv) a.o[(tb + i) * a.o_ts + h * a.o_hs + c0 + n] = x;
             });
         }
-        // S ← e^Γlast·S + (K ⊙ e^(Γlast − Γ))ᵀ·Vn: (dkp/16) × 4 tiles, up to 4 per warp.
+        // S ← e^Γlast·S + (K ⊙ e^(Γlast − Γ))ᵀ·Vn: (dkp/16) × 4 tiles, up to 32 / NW per warp.
         const float last = eg[L - 1];
         const int n_st = (dkp + 15) / 16 * 4;
-        float sacc[4][4];
+        float sacc[kT32][4];
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            const int t = warp + 8 * q, m0 = (t / 4) * 16, n0 = (t % 4) * 8;
+        for (int q = 0; q < kT32; ++q) {
+            const int t = warp + NW * q, m0 = (t / 4) * 16, n0 = (t % 4) * 8;
             for (float& x : sacc[q]) x = 0.f;
             if (t < n_st)
                 tile_mma(sacc[q], m0, n0, kC, [&](int m, int kk) { return m < dkp ? Ks[kk * ldk + m] * dl[kk] : 0.f; },
@@ -401,8 +403,8 @@ __global__ void __launch_bounds__(kThreads, 1) wy_state_kernel(ChArgs a) {
         }
         __syncthreads();  // every read of the old S (and of this chunk's tiles) is done
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            const int t = warp + 8 * q, m0 = (t / 4) * 16, n0 = (t % 4) * 8;
+        for (int q = 0; q < kT32; ++q) {
+            const int t = warp + NW * q, m0 = (t / 4) * 16, n0 = (t % 4) * 8;
             if (t < n_st)
                 tile_each(sacc[q], m0, n0, [&](int i, int n, float x) {
                     if (i < dkp) Ss[i * kLdS + n] = last * Ss[i * kLdS + n] + x;
@@ -432,7 +434,7 @@ __global__ void __launch_bounds__(kThreads, 1) wy_state_kernel(ChArgs a) {
         }
         return;
     }
-    for (int idx = tid; idx < dk * kNs; idx += kThreads) {
+    for (int idx = tid; idx < dk * kNs; idx += kTh) {
         const int i = idx / kNs, cc = idx % kNs;
         if (c0 + cc < dv) S[int64_t(i) * dv + c0 + cc] = Ss[i * kLdS + cc];
     }
@@ -443,7 +445,8 @@ __global__ void __launch_bounds__(kThreads, 1) wy_state_kernel(ChArgs a) {
 cudaError_t launch_gdn_chunked(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, HeadsIn k, HeadsIn v, const float* g,
                                int64_t g_s, const float* beta, int64_t beta_s, int64_t T, int64_t dk, int64_t dv,
                                float* state, int64_t slot_stride, int64_t n_slots, const SeqPlan& plan,
-                               const GdnParams& p, float* scratch, int64_t max_len, cudaStream_t stream) {
+                               const GdnParams& p, float* scratch, int64_t max_len, int state_warps,
+                               cudaStream_t stream) {
     ChArgs a{};
     a.o = o;
     a.o_ts = o_ts;
@@ -476,13 +479,16 @@ cudaError_t launch_gdn_chunked(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, 
     const size_t state_smem = sizeof(float) * size_t((a.dkp + kC) * kLdS + kC * (5 * ldk + kLdT) + 2 * kC);
     cudaError_t err = cudaFuncSetAttribute(wy_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(prep_smem));
     if (err != cudaSuccess) return err;
-    err = cudaFuncSetAttribute(wy_state_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(state_smem));
+    err = cudaFuncSetAttribute(wy_state_kernel<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(state_smem));
+    if (err != cudaSuccess) return err;
+    err = cudaFuncSetAttribute(wy_state_kernel<16>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(state_smem));
     if (err != cudaSuccess) return err;
     const dim3 prep_grid{unsigned((max_len + kC - 1) / kC), unsigned(plan.n_seqs), unsigned(p.n_v_heads)};
     wy_prep_kernel<<<prep_grid, kThreads, prep_smem, stream>>>(a);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     const dim3 state_grid{unsigned(plan.n_seqs), unsigned(p.n_v_heads), unsigned((dv + kNs - 1) / kNs)};
-    wy_state_kernel<<<state_grid, kThreads, state_smem, stream>>>(a);
+    if (state_warps == 16) wy_state_kernel<16><<<state_grid, 16 * 32, state_smem, stream>>>(a);
+    else wy_state_kernel<8><<<state_grid, 8 * 32, state_smem, stream>>>(a);
     return cudaGetLastError();
 }
 

@@ -1,0 +1,312 @@
+// The fused one-token GDN decode step, latency-first: a cluster of ceil(dv/COLS) blocks per
+// (sequence, key head); block z holds columns [COLS·z, COLS·z + COLS) of the state of each value
+// head reading the key head, 256 threads per head (COLS columns × 256/COLS row lanes, a few rows
+// each in registers). Every global load that the step needs is issued at once right after the
+// slot is known (state, conv windows, gates, z): one memory latency, then two block barriers, one
+// cluster barrier for the RMSNorm's sum over dv (distributed shared memory), and the writes. The
+// q/k conv state is shifted after that cluster barrier (every block of the cluster read it).
+#include <cooperative_groups.h>
+
+#include "kernels/cuda/fast_gdn.h"
+
+namespace cg = cooperative_groups;
+
+namespace tessera::cuda::fast::detail {
+
+namespace {
+
+constexpr int kGroup = 256;     // threads per value head in a block
+constexpr int kMaxHeads = 16;   // value heads per key head (r = nv / nk)
+
+__device__ inline float nan_f() { return __int_as_float(0x7fc00000); }
+__device__ inline float silu(float x) { return x / (1.f + expf(-x)); }
+
+// Sum over the block of three values (every thread gets the same sums). Uses `sh` [16][3].
+__device__ inline float3 block_sum3(float3 x, float (*sh)[3]) {
+    for (int off = 16; off > 0; off /= 2) {
+        x.x += __shfl_xor_sync(0xffffffffu, x.x, off);
+        x.y += __shfl_xor_sync(0xffffffffu, x.y, off);
+        x.z += __shfl_xor_sync(0xffffffffu, x.z, off);
+    }
+    const int lane = threadIdx.x % 32, w = threadIdx.x / 32, nw = blockDim.x / 32;
+    if (lane == 0) {
+        sh[w][0] = x.x;
+        sh[w][1] = x.y;
+        sh[w][2] = x.z;
+    }
+    __syncthreads();
+    float3 r = make_float3(0.f, 0.f, 0.f);
+    for (int i = 0; i < nw; ++i) {  // in warp order: the same sums in every thread
+        r.x += sh[i][0];
+        r.y += sh[i][1];
+        r.z += sh[i][2];
+    }
+    return r;
+}
+
+__device__ inline void cp_async4(float* dst, const float* src) {
+    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src));
+}
+__device__ inline void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+// SiLU(Σ_{r<K} w[r]·win[r]) over a conv window [K-1 state rows, oldest first | the new input]: the
+// CPU's order.
+template <int KM>
+__device__ inline float conv_silu(const float* w, const float* win, int K) {
+    float acc = 0.f;
+#pragma unroll
+    for (int r = 0; r < KM; ++r)
+        if (r < K) acc += w[r] * win[r];
+    return silu(acc);
+}
+
+// grid (n_seqs, nk, nsl), clusters of nsl blocks along z; blockDim = min(r, 2)·256. COLS state
+// columns per block, R rows per thread (dk <= R·256/COLS), KM >= conv_k. The conv taps (weights
+// and windows) land in shared memory by cp.async: no registers held for them.
+template <int COLS, int R, int KM, int MINB>
+__global__ void __launch_bounds__(2 * kGroup, MINB) gdn_decode2_kernel(GdnDecodeArgs a) {
+    constexpr int NR = kGroup / COLS;  // row lanes per head
+    constexpr int DKM = NR * R;        // the largest dk
+    cg::cluster_group cluster = cg::this_cluster();
+    const int s = blockIdx.x, tid = threadIdx.x, hp = tid / kGroup, t = tid % kGroup, c = t % COLS, rl = t / COLS;
+    const int hp_n = blockDim.x / kGroup, z = blockIdx.z, nsl = gridDim.z, K = int(a.conv_k);
+    const int hk = blockIdx.y, nk = int(a.nk), nv = int(a.nv), r = nv / nk;
+    const int dk = int(a.dk), dv = int(a.dv);
+    const int64_t C = 2 * int64_t(nk) * dk + int64_t(nv) * dv;
+    const int j = z * COLS + c;  // this thread's state column
+    const bool col_ok = j < dv;
+    auto head_of = [&](int jj) { return a.tiled_heads ? jj * nk + hk : hk * r + jj; };
+
+    __shared__ float vw[2][COLS * KM];      // per head in pass: v's conv weights and windows, [column][tap]
+    __shared__ float vwin[2][COLS * KM];
+    __shared__ float qk[2 * DKM];           // conv + SiLU of q | k
+    __shared__ float sh3[16][3];
+    __shared__ float2 red[2][2][kGroup];    // pass parity, head in pass, [row lane][column]: (Sᵀk, Sᵀq)
+    __shared__ float vv[2][2][COLS];        // pass parity, head in pass: v after conv + SiLU
+    __shared__ float oo[kMaxHeads][COLS];   // o of every head, this block's columns
+    __shared__ float gz[kMaxHeads][COLS];   // norm_w · silu(z) likewise
+    __shared__ float ssq[kMaxHeads];        // Σ o² over this block's columns, per head
+
+    const int64_t slot = a.slot[s];  // the same in every block of the cluster: all return or none
+    const float* xrow = a.mixed + s * a.mixed_s;
+
+    // Pass p: this thread's head and what it needs that does not depend on the slot.
+    struct Pass {
+        bool active;
+        int jj, h;
+        float decay, beta, zg;
+    };
+    auto pass_of = [&](int p) {
+        Pass q;
+        q.jj = p * hp_n + hp;
+        q.active = q.jj < r;
+        q.h = q.active ? head_of(q.jj) : 0;
+        q.decay = 1.f;
+        q.beta = 0.f;
+        q.zg = 0.f;
+        if (q.active) {
+            const float bb = a.b[s * a.b_s + q.h], x = a.a[s * a.a_s + q.h] + a.dt_bias[q.h];
+            const float nea = a.neg_exp_a[q.h];
+            q.beta = 1.f / (1.f + expf(-bb));
+            const float sp = x > 20.f ? x : log1pf(expf(x));
+            q.decay = expf(nea * sp);
+            if (rl == 0 && col_ok) q.zg = a.norm_w[j] * silu(a.z[s * a.z_s + q.h * dv + j]);
+        }
+        return q;
+    };
+    Pass ps = pass_of(0);
+
+    if (slot < -1 || slot >= a.n_slots) {
+        for (int idx = tid; idx < r * COLS; idx += blockDim.x) {
+            const int col = z * COLS + idx % COLS;
+            if (col < dv) a.y[s * a.y_s + head_of(idx / COLS) * dv + col] = nan_f();
+        }
+        return;
+    }
+    const float* cst = slot >= 0 ? a.conv_state + slot * a.conv_slot_stride : nullptr;
+    float* S0 = slot >= 0 ? a.state + slot * a.state_slot_stride : nullptr;
+
+    // Queues the conv taps of channel ch into w[tap], win[tap] (no state: zeros).
+    auto queue_tap = [&](float* w, float* win, int64_t ch, int tap) {
+        cp_async4(w, a.conv_w + ch * K + tap);
+        if (tap == K - 1) cp_async4(win, xrow + ch);
+        else if (cst) cp_async4(win, cst + tap * C + ch);
+        else *win = 0.f;
+    };
+    // Pass p's loads: the v taps of its head's columns (the head's 256 threads) and this thread's
+    // state rows S[rl + NR·m, j].
+    float sr[R];
+    auto load_pass = [&](const Pass& q) {
+        if (q.active)
+            for (int i = t; i < COLS * K; i += kGroup) {
+                const int cc = i / K, tap = i - cc * K, col = z * COLS + cc;
+                if (col < dv) queue_tap(&vw[hp][cc * KM + tap], &vwin[hp][cc * KM + tap], 2 * nk * dk + q.h * dv + col, tap);
+            }
+        const float* S = S0 && q.active && col_ok ? S0 + q.h * int64_t(dk) * dv + j : nullptr;
+#pragma unroll
+        for (int m = 0; m < R; ++m) {
+            const int i = rl + NR * m;
+            sr[m] = S && i < dk ? S[i * dv] : 0.f;
+        }
+    };
+    // v of pass p into vv (row lane 0); its conv window shifted in place (this block's column).
+    auto finish_v = [&](const Pass& q, int pb) {
+        if (!(q.active && rl == 0)) return;
+        float vval = 0.f;
+        if (col_ok) {
+            const float* w = &vw[hp][c * KM];
+            const float* win = &vwin[hp][c * KM];
+            vval = conv_silu<KM>(w, win, K);
+            if (slot >= 0) {
+                float* st = a.conv_state + slot * a.conv_slot_stride + 2 * nk * dk + q.h * dv + j;
+                for (int rr = 0; rr < K - 1; ++rr) st[rr * C] = win[rr + 1];
+            }
+        }
+        vv[pb][hp][c] = vval;
+    };
+
+    extern __shared__ float4 dyn4[];
+    float* qw = reinterpret_cast<float*>(dyn4);  // [2·dk][K] conv weights of q | k of key head hk
+    float* qwin = qw + 2 * dk * K;               // [2·dk][K] their conv windows: K-1 state rows, x
+    for (int i = tid; i < 2 * dk * K; i += blockDim.x) {  // q | k taps of key head hk
+        const int cl = i / K, tap = i - cl * K;
+        const int64_t ch = cl < dk ? hk * dk + cl : nk * dk + hk * dk + (cl - dk);
+        queue_tap(&qw[cl * K + tap], &qwin[cl * K + tap], ch, tap);
+    }
+    load_pass(ps);
+    cp_async_wait_all();
+    __syncthreads();
+
+    // q and k: conv + SiLU, l2 norms.
+    float3 part = make_float3(0.f, 0.f, 0.f);  // Σq², Σk², Σqk
+    for (int i = tid; i < dk; i += blockDim.x) {
+        const float qv = conv_silu<KM>(&qw[i * K], &qwin[i * K], K);
+        const float kv = conv_silu<KM>(&qw[(dk + i) * K], &qwin[(dk + i) * K], K);
+        qk[i] = qv;
+        qk[dk + i] = kv;
+        part.x += qv * qv;
+        part.y += kv * kv;
+        part.z += qv * kv;
+    }
+    finish_v(ps, 0);
+    const float3 sums = block_sum3(part, sh3);  // its barrier also publishes qk and vv
+    const float inv_q = 1.f / sqrtf(sums.x + 1e-6f), inv_k = 1.f / sqrtf(sums.y + 1e-6f);
+    const float scale = 1.f / sqrtf(float(dk));
+    const float kq = sums.z * inv_q * scale * inv_k;  // k̂ᵀq̂
+    auto q_hat = [&](int i) { return i < dk ? qk[i] * inv_q * scale : 0.f; };
+    auto k_hat = [&](int i) { return i < dk ? qk[dk + i] * inv_k : 0.f; };
+
+    const int n_pass = int((r + hp_n - 1) / hp_n);
+    for (int p = 0; p < n_pass; ++p) {
+        const int pb = p & 1;
+        if (p > 0) {  // later passes (r > 2): after the last pass's barrier, which ends its reads of vw, vwin
+            ps = pass_of(p);
+            load_pass(ps);
+            cp_async_wait_all();
+            __syncthreads();
+            finish_v(ps, pb);  // vv of parity pb was last read two passes ago
+        }
+        float pu = 0.f, po = 0.f;
+#pragma unroll
+        for (int m = 0; m < R; ++m) {
+            const int i = rl + NR * m;
+            sr[m] *= ps.decay;
+            pu = fmaf(sr[m], k_hat(i), pu);
+            po = fmaf(sr[m], q_hat(i), po);
+        }
+        red[pb][hp][t] = make_float2(pu, po);
+        __syncthreads();
+        if (ps.active) {
+            float u = 0.f, os = 0.f;
+#pragma unroll
+            for (int rr = 0; rr < NR; ++rr) {  // in row-lane order: the same sums in every row lane
+                const float2 v = red[pb][hp][rr * COLS + c];
+                u += v.x;
+                os += v.y;
+            }
+            const float delta = ps.beta * (vv[pb][hp][c] - u);
+            if (S0 && col_ok) {
+                float* S = S0 + ps.h * int64_t(dk) * dv + j;
+#pragma unroll
+                for (int m = 0; m < R; ++m) {
+                    const int i = rl + NR * m;
+                    if (i < dk) S[i * dv] = fmaf(k_hat(i), delta, sr[m]);
+                }
+            }
+            if (t < 32) {  // the head's first warp: its lanes < COLS are row lane 0
+                const float out = col_ok ? fmaf(delta, kq, os) : 0.f;
+                float sq = t < COLS ? out * out : 0.f;
+                for (int off = 16; off > 0; off /= 2) sq += __shfl_xor_sync(0xffffffffu, sq, off);
+                if (t < COLS) {
+                    oo[ps.jj][c] = out;
+                    gz[ps.jj][c] = ps.zg;
+                }
+                if (t == 0) ssq[ps.jj] = sq;
+            }
+        }
+        // red and vv of parity pb are rewritten two passes on, after the next pass's barrier.
+    }
+
+    cluster.sync();  // every block's ssq is written; every block has read the old q/k conv state
+    if (slot >= 0) {  // shift the q/k conv windows: block z takes the channels i ≡ z (mod nsl)
+        float* st = a.conv_state + slot * a.conv_slot_stride;
+        for (int i = z + nsl * tid; i < 2 * dk; i += nsl * int(blockDim.x)) {
+            const int64_t ch = i < dk ? hk * dk + i : nk * dk + hk * dk + (i - dk);
+            for (int rr = 0; rr < K - 1; ++rr) st[rr * C + ch] = qwin[i * K + rr + 1];
+        }
+    }
+    for (int idx = tid; idx < r * COLS; idx += blockDim.x) {
+        const int jj = idx / COLS, cc = idx % COLS, col = z * COLS + cc;
+        if (col >= dv) continue;
+        float total = 0.f;
+        for (int rank = 0; rank < nsl; ++rank) total += cluster.map_shared_rank(ssq, rank)[jj];
+        const float inv = 1.f / sqrtf(total / float(dv) + a.rms_eps);
+        a.y[s * a.y_s + int64_t(head_of(jj)) * dv + col] = (oo[jj][cc] * inv) * gz[jj][cc];
+    }
+    cluster.sync();  // no block leaves while another still reads its ssq
+}
+
+template <int COLS, int R, int KM>
+cudaError_t launch_cols(const GdnDecodeArgs& a, cudaStream_t stream) {
+    const int64_t r = a.nv / a.nk;
+    const int hp_n = int(r < 2 ? r : 2);  // value heads per pass (256 threads each)
+    const unsigned nsl = unsigned((a.dv + COLS - 1) / COLS);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(unsigned(a.n_seqs), unsigned(a.nk), nsl);
+    cfg.blockDim = dim3(unsigned(hp_n * kGroup));
+    cfg.dynamicSmemBytes = size_t(4 * a.dk * a.conv_k) * sizeof(float);  // the q | k conv taps
+    auto kernel = gdn_decode2_kernel<COLS, R, KM, (R <= 16 ? 2 : 1)>;
+    if (cfg.dynamicSmemBytes > 16 * 1024) {  // past the default 48 KB with the static arrays (dk, K large)
+        const cudaError_t err =
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(cfg.dynamicSmemBytes));
+        if (err != cudaSuccess) return err;
+    }
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 1;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = nsl;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, kernel, a);
+}
+
+template <int COLS>
+cudaError_t launch_k(const GdnDecodeArgs& a, cudaStream_t stream) {
+    constexpr int NR = kGroup / COLS;
+    const bool small_dk = a.dk <= 128, small_k = a.conv_k <= 4;
+    if (small_dk && small_k) return launch_cols<COLS, 128 / NR, 4>(a, stream);
+    if (small_dk) return launch_cols<COLS, 128 / NR, 8>(a, stream);
+    if (small_k) return launch_cols<COLS, 256 / NR, 4>(a, stream);
+    return launch_cols<COLS, 256 / NR, 8>(a, stream);
+}
+
+}  // namespace
+
+cudaError_t launch_gdn_decode_step_v2(const GdnDecodeArgs& a, int cols, cudaStream_t stream) {
+    return cols == 16 ? launch_k<16>(a, stream) : launch_k<32>(a, stream);
+}
+
+}  // namespace tessera::cuda::fast::detail
