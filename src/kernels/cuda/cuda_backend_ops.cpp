@@ -12,6 +12,7 @@
 #include "kernels/cuda/convert.h"
 #include "kernels/cuda/cuda_backend_impl.h"
 #include "kernels/cuda/fast_attention.h"
+#include "kernels/cuda/fast_dense_gemv.h"
 #include "kernels/cuda/fast_embed.h"
 #include "kernels/cuda/fast_flash_attention.h"
 #include "kernels/cuda/fast_gdn.h"
@@ -32,6 +33,8 @@
 namespace tessera::cuda {
 
 namespace {
+
+bool reference_op(std::string_view op);  // TESSERA_REFERENCE_OPS, below
 
 void check_device(const Tensor& t, const char* op, const char* what) {
     TS_CHECK(!t.empty() && t.device == Device::CUDA, "cuda {}: {} {} is not in device memory", op, what,
@@ -85,6 +88,12 @@ void CudaBackend::matmul(const Tensor& y, const Tensor& x, const Tensor& w) {
              "cuda matmul: y {} = x {} · w {}ᵀ does not fit", y.describe(), x.describe(), w.describe());
     if (X.rows == 0 || Y.cols == 0) return;
     if (const PackedMatrix* p = packed_of(w)) return matmul_packed(y, x, *p);
+    // Fast mode: few tokens on an f32 / bf16 matrix (router, gates, bf16 checkpoints) in one GEMV
+    // launch instead of cuBLAS's split-K GEMM + reduction (fast_dense_gemv.h).
+    const bool bf16 = w.dtype == DType::BF16;
+    if (kernels_ == CudaKernels::Fast && (bf16 || w.dtype == DType::F32) && !reference_op("matmul") &&
+        fast::dense_gemv_supported(X.rows, X.cols, bf16, X.p, X.ld))
+        return fast::dense_gemv(Y.p, Y.ld, X.p, X.ld, X.rows, w.data, bf16, Y.cols, X.cols, stream_.get());
     if (w.dtype == DType::F32) {
         ref::matmul_f32(Y.p, Y.ld, X.p, X.ld, w.ptr<float>(), X.rows, Y.cols, X.cols, cublas_, stream_.get());
     } else if (w.dtype == DType::BF16) {
