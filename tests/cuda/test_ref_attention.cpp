@@ -310,7 +310,7 @@ TEST(CudaFastAttention, DecodeAndPrefill) {
 TEST(CudaFastAttention, ContextSplits) {
     REQUIRE_CUDA();
     for (const Config& c : {Config{16, 2, 256, 16, true}, Config{8, 8, 128, 16, false}, Config{4, 1, 64, 1, true}})
-        for (int splits : {1, 3, 24}) {
+        for (int splits : {1, 3, 24, 255}) {
             SCOPED_TRACE(describe(c) + " splits " + std::to_string(splits));
             check_batch(c, {{1, 1, 1}, {3000, 2, 700}}, 21, {true, splits});
             check_batch(c, {{17}, {2100}}, 22, {true, splits});
@@ -335,5 +335,9 @@ TEST(CudaFastAttention, Supported) {
     EXPECT_FALSE(fast::attention_supported(8, 8, 128, 64));    // D != Dv
     EXPECT_EQ(fast::attention_splits(2048, 2, 4096), 1);
     EXPECT_GT(fast::attention_splits(1, 2, 4096), 1);
-    EXPECT_EQ(fast::attention_splits(1, 2, 100), 1);  // short contexts are not split
+    EXPECT_EQ(fast::attention_splits(1, 2, 32), 1);   // one key tile is not split
+    EXPECT_EQ(fast::attention_splits(1, 2, 100), 4);  // at least a tile (32 keys) per split
+    EXPECT_EQ(fast::attention_splits(1, 2, 32768), 256);
+    EXPECT_EQ(fast::attention_splits(1, 1, 1 << 20), int(fast::kAttnMaxSplits));
+    EXPECT_EQ(fast::attention_splits(64, 2, 32768), 5);  // 64 decoding sequences
 }

@@ -21,11 +21,15 @@ bool attention_supported(int64_t n_head, int64_t n_kv, int64_t D, int64_t Dv) {
 }
 
 int attention_splits(int64_t T, int64_t n_kv, int64_t max_ctx) {
-    constexpr int64_t kTargetBlocks = 2 * 132, kMinKeys = 128;
+    // A decoding sequence's context is split until there are about four blocks per SM (a block
+    // holds ~41 KB of shared memory: five fit), each split at least one key tile: the blocks'
+    // tile loops are latency-bound, so parallel splits beat long loops; the combine reads
+    // splits × (D + 2) floats per head, a few µs even at the most splits.
+    constexpr int64_t kTargetBlocks = 4 * 132, kMinKeys = 32;
     const int64_t have = std::max<int64_t>(T * n_kv, 1);
     const int64_t want = (kTargetBlocks + have - 1) / have;
     const int64_t most = std::max<int64_t>((max_ctx + kMinKeys - 1) / kMinKeys, 1);
-    return int(std::clamp<int64_t>(std::min(want, most), 1, 64));
+    return int(std::clamp<int64_t>(std::min(want, most), 1, kAttnMaxSplits));
 }
 
 size_t attention_scratch(int64_t T, int64_t n_head, int64_t D, int splits) {
@@ -39,7 +43,7 @@ void attention(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64
     TS_CHECK(attention_supported(n_head, kc.n_kv, kc.D, vc.D),
              "fast attention: {} heads over {} kv heads with D={} Dv={} (needs D = Dv in 32/64/128/256, ≤ {} "
              "heads per kv head)", n_head, kc.n_kv, kc.D, vc.D, kAttnMaxGroup);
-    TS_CHECK(T >= 0 && T <= std::numeric_limits<int32_t>::max() && splits >= 1 && splits <= 64,
+    TS_CHECK(T >= 0 && T <= std::numeric_limits<int32_t>::max() && splits >= 1 && splits <= kAttnMaxSplits,
              "fast attention: {} tokens, {} splits", T, splits);
     TS_CHECK(vc.n_kv == kc.n_kv && vc.n_blocks == kc.n_blocks && vc.block_size == kc.block_size && kc.data && vc.data,
              "fast attention: k and v caches disagree ([{}, {}, {}] vs [{}, {}, {}]) or are null", kc.n_blocks,

@@ -156,31 +156,62 @@ __global__ void __launch_bounds__(kThreads)
     finish(warp, m, l, acc);
 }
 
-// out[t, h, :] = Σ_s acc_s · e^(m_s − M) / Σ_s l_s · e^(m_s − M); zero when every split is empty.
-__global__ void combine_kernel(float* __restrict__ out, int64_t out_ts, int64_t out_hs, const float* __restrict__ partial,
-                               int n_head, int D, int splits) {
+// out[t, h, :] = Σ_s acc_s · e^(m_s − M) / Σ_s l_s · e^(m_s − M); zero when every split is empty,
+// NaN when any split is. A block per (token, head): the split weights e^(m_s − M) go to shared
+// memory first (fixed-order block reductions: deterministic), then each thread sums its
+// dimensions over the splits with independent loads.
+constexpr int kCombineThreads = 256;
+
+__device__ float block_reduce(float v, bool is_max, float* red) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = is_max ? warp_max(v) : warp_sum(v);
+    __syncthreads();  // red is reused by consecutive reductions
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    float r = is_max ? -INFINITY : 0.f;
+    for (int i = 0; i < kCombineThreads / 32; ++i) r = is_max ? fmaxf(r, red[i]) : r + red[i];
+    return r;
+}
+
+__global__ void __launch_bounds__(kCombineThreads)
+    combine_kernel(float* __restrict__ out, int64_t out_ts, int64_t out_hs, const float* __restrict__ partial,
+                   int n_head, int D, int splits) {
+    extern __shared__ float wgt[];  // [splits]
+    __shared__ float red[kCombineThreads / 32];
     const int64_t t = blockIdx.x;
     const int h = blockIdx.y;
-    const float* pr = partial + (t * n_head + h) * splits * int64_t(D + 2);
-    float M = -INFINITY;
-    for (int s = 0; s < splits; ++s) M = fmaxf(M, pr[s * (D + 2)]);
-    bool nan = false;
-    for (int s = 0; s < splits; ++s) nan |= pr[s * (D + 2)] != pr[s * (D + 2)];
+    const int64_t stride = D + 2;
+    const float* pr = partial + (t * n_head + h) * splits * stride;
+    float mx = -INFINITY, nan = 0.f;
+    for (int s = threadIdx.x; s < splits; s += kCombineThreads) {
+        const float m = pr[s * stride];
+        mx = fmaxf(mx, m);
+        if (m != m) nan = 1.f;
+    }
+    const float M = block_reduce(mx, true, red);
+    const bool any_nan = block_reduce(nan, true, red) > 0.f;
+    float lsum = 0.f;
+    for (int s = threadIdx.x; s < splits; s += kCombineThreads) {
+        const float m = pr[s * stride];
+        const float e = m == -INFINITY || M == -INFINITY ? 0.f : __expf(m - M);
+        wgt[s] = e;
+        lsum += pr[s * stride + 1] * e;
+    }
+    const float L = block_reduce(lsum, false, red);  // its barriers also publish wgt
     float* o = out + t * out_ts + int64_t(h) * out_hs;
-    for (int d = threadIdx.x; d < D; d += blockDim.x) {
-        if (nan) {
+    for (int d = threadIdx.x; d < D; d += kCombineThreads) {
+        if (any_nan) {
             o[d] = ref::quiet_nan();
             continue;
         }
-        float num = 0.f, L = 0.f;
-        if (M != -INFINITY)
-            for (int s = 0; s < splits; ++s) {
-                const float* ps = pr + s * (D + 2);
-                const float e = ps[0] == -INFINITY ? 0.f : __expf(ps[0] - M);
-                L += ps[1] * e;
-                num += ps[2 + d] * e;
-            }
-        o[d] = L > 0.f ? num / L : 0.f;
+        float num[4] = {0.f, 0.f, 0.f, 0.f};
+        int s = 0;
+        for (; s + 4 <= splits; s += 4)
+#pragma unroll
+            for (int u = 0; u < 4; ++u) num[u] = fmaf(wgt[s + u], pr[(s + u) * stride + 2 + d], num[u]);
+        for (; s < splits; ++s) num[0] = fmaf(wgt[s], pr[s * stride + 2 + d], num[0]);
+        const float sum = (num[0] + num[1]) + (num[2] + num[3]);
+        o[d] = L > 0.f ? sum / L : 0.f;
     }
 }
 
@@ -192,8 +223,8 @@ cudaError_t launch(float* out, int64_t out_ts, int64_t out_hs, const float* q, i
     attention_kernel<E, DPL><<<grid, kThreads, 0, stream>>>(out, out_ts, out_hs, q, q_ts, q_hs, int(n_head), kc, vc,
                                                             plan, scale, splits, partial);
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess || splits == 1) return e;
-    combine_kernel<<<dim3(unsigned(T), unsigned(n_head)), 128, 0, stream>>>(out, out_ts, out_hs, partial, int(n_head),
-                                                                            int(kc.D), splits);
+    combine_kernel<<<dim3(unsigned(T), unsigned(n_head)), kCombineThreads, size_t(splits) * sizeof(float), stream>>>(
+        out, out_ts, out_hs, partial, int(n_head), int(kc.D), splits);
     return cudaGetLastError();
 }
 

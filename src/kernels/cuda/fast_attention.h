@@ -19,6 +19,7 @@
 namespace tessera::cuda::fast {
 
 constexpr int64_t kAttnMaxGroup = 8;
+constexpr int64_t kAttnMaxSplits = 256;
 
 // Whether attention() takes these shapes.
 bool attention_supported(int64_t n_head, int64_t n_kv, int64_t D, int64_t Dv);
