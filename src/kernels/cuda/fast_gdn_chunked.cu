@@ -127,7 +127,7 @@ __device__ inline void tile_each(const float (&c)[4], int m0, int n0, F f) {
 
 // ---- 1. chunk-local matrices ----
 
-__global__ void __launch_bounds__(kThreads) wy_prep_kernel(ChArgs a) {
+__global__ void __launch_bounds__(kThreads, 2) wy_prep_kernel(ChArgs a) {
     const int64_t c = blockIdx.x, h = blockIdx.z;
     const int s = blockIdx.y, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     Seq sq;
@@ -139,9 +139,9 @@ __global__ void __launch_bounds__(kThreads) wy_prep_kernel(ChArgs a) {
 
     extern __shared__ float4 smem4[];
     float* Ks = reinterpret_cast<float*>(smem4);  // [64][ldk] k (rows >= L and columns >= dk: 0)
-    float* Qs = Ks + kC * ldk;                    // [64][ldk] q
-    float* Vs = Qs + kC * ldk;                    // [64][ldv] v
-    float* As = Vs + kC * ldv;                    // [64][kLdT] A
+    float* Qs = Ks + kC * ldk;                    // [64][ldk] q, until P is done
+    float* Vs = Qs;                               // [64][ldv] v, loaded after P (two blocks fit an SM)
+    float* As = Qs + kC * (ldk > ldv ? ldk : ldv);  // [64][kLdT] A
     float* Xs = As + kC * kLdT;                   // [64][kLdT] T
     float* bt = Xs + kC * kLdT;                   // [64] β
     float* eg = bt + kC;                          // [64] e^Γ
@@ -150,13 +150,11 @@ __global__ void __launch_bounds__(kThreads) wy_prep_kernel(ChArgs a) {
     for (int l = warp; l < kC; l += kThreads / 32) {  // a warp per token row, lanes along it
         const float* kr = a.k.data + (tb + l) * a.k.tok_stride + hk * a.k.head_stride;
         const float* qr = a.q.data + (tb + l) * a.q.tok_stride + hk * a.q.head_stride;
-        const float* vr = a.v.data + (tb + l) * a.v.tok_stride + h * a.v.head_stride;
         for (int i = lane; i < dkp; i += 32) {
             const bool ok = l < L && i < dk;
             load_or_zero(Ks + l * ldk + i, kr + i, ok);
             load_or_zero(Qs + l * ldk + i, qr + i, ok);
         }
-        for (int i = lane; i < dvp; i += 32) load_or_zero(Vs + l * ldv + i, vr + i, l < L && i < dv);
     }
     if (tid < kC) bt[tid] = tid < L ? a.beta[(tb + tid) * a.beta_s + h] : 0.f;
     if (warp == 0) {  // Γ: inclusive scan in double, 2 tokens per lane (g = 0 past L: Γ stays)
@@ -216,7 +214,11 @@ __global__ void __launch_bounds__(kThreads) wy_prep_kernel(ChArgs a) {
             });
         }
     }
-    __syncthreads();
+    __syncthreads();  // P is done: Qs is free for V, which lands during the block rows below
+    for (int l = warp; l < kC; l += kThreads / 32) {
+        const float* vr = a.v.data + (tb + l) * a.v.tok_stride + h * a.v.head_stride;
+        for (int i = lane; i < dvp; i += 32) load_or_zero(Vs + l * ldv + i, vr + i, l < L && i < dv);
+    }
     // The blocks below the diagonal, block row by block row: (I − A)T = I gives
     // T_ib = T_ii · Σ_{b<=c<i} A_ic T_cb, the sum one product over columns [16b, 16i) of A.
     for (int bi = 1; bi < kC / kTb; ++bi) {
@@ -239,6 +241,8 @@ __global__ void __launch_bounds__(kThreads) wy_prep_kernel(ChArgs a) {
         __syncthreads();
     }
 
+    cp_async_wait_all();  // V
+    __syncthreads();
     // W = T·(diag(β)K ⊙ e^Γ) and U = T·diag(β)V: 4 row tiles × (dkp + dvp)/8 column tiles; T is
     // lower triangular, so rows [m0, m0 + 16) stop at column m0 + 16.
     const int nw = dkp / 8, nu = dvp / 8;
@@ -475,7 +479,7 @@ cudaError_t launch_gdn_chunked(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, 
     a.max_len = max_len;
     const int ldk = a.dkp + 4, ldv = a.dvp + 8;
     const size_t prep_smem =
-        sizeof(float) * size_t(kC * (2 * ldk + ldv + 2 * kLdT) + 2 * kC) + sizeof(double) * kC;
+        sizeof(float) * size_t(kC * (ldk + (ldk > ldv ? ldk : ldv) + 2 * kLdT) + 2 * kC) + sizeof(double) * kC;
     const size_t state_smem = sizeof(float) * size_t((a.dkp + kC) * kLdS + kC * (5 * ldk + kLdT) + 2 * kC);
     cudaError_t err = cudaFuncSetAttribute(wy_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(prep_smem));
     if (err != cudaSuccess) return err;

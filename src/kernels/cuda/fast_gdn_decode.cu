@@ -3,8 +3,9 @@
 // head reading the key head, 256 threads per head (COLS columns × 256/COLS row lanes, a few rows
 // each in registers). Every global load that the step needs is issued at once right after the
 // slot is known (state, conv windows, gates, z): one memory latency, then two block barriers, one
-// cluster barrier for the RMSNorm's sum over dv (distributed shared memory), and the writes. The
-// q/k conv state is shifted after that cluster barrier (every block of the cluster read it).
+// cluster barrier for the RMSNorm's sum over dv (distributed shared memory), and only then every
+// global write (a cluster barrier's release waits for earlier stores to land): the state, y, and
+// the q/k conv state (every block of the cluster has read it by then).
 #include <cooperative_groups.h>
 
 #include "kernels/cuda/fast_gdn.h"
@@ -49,6 +50,13 @@ __device__ inline void cp_async4(float* dst, const float* src) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src));
 }
 __device__ inline void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+// Cluster barrier halves. The default arrive releases every earlier write of the thread to the
+// cluster, global stores included (it waits for them): so the state's stores come after it.
+__device__ inline void cluster_arrive() { asm volatile("barrier.cluster.arrive.aligned;\n" ::: "memory"); }
+__device__ inline void cluster_arrive_relaxed() {
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
+__device__ inline void cluster_wait() { asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory"); }
 
 // SiLU(Σ_{r<K} w[r]·win[r]) over a conv window [K-1 state rows, oldest first | the new input]: the
 // CPU's order.
@@ -150,20 +158,26 @@ __global__ void __launch_bounds__(2 * kGroup, MINB) gdn_decode2_kernel(GdnDecode
             sr[m] = S && i < dk ? S[i * dv] : 0.f;
         }
     };
-    // v of pass p into vv (row lane 0); its conv window shifted in place (this block's column).
+    // Pass p's v conv window shifted in place (this block's column; row lane 0).
+    auto shift_v = [&](const Pass& q) {
+        if (!(q.active && rl == 0 && col_ok && slot >= 0)) return;
+        float* st = a.conv_state + slot * a.conv_slot_stride + 2 * nk * dk + q.h * dv + j;
+        for (int rr = 0; rr < K - 1; ++rr) st[rr * C] = vwin[hp][c * KM + rr + 1];
+    };
+    // v of pass p into vv (row lane 0).
     auto finish_v = [&](const Pass& q, int pb) {
         if (!(q.active && rl == 0)) return;
-        float vval = 0.f;
-        if (col_ok) {
-            const float* w = &vw[hp][c * KM];
-            const float* win = &vwin[hp][c * KM];
-            vval = conv_silu<KM>(w, win, K);
-            if (slot >= 0) {
-                float* st = a.conv_state + slot * a.conv_slot_stride + 2 * nk * dk + q.h * dv + j;
-                for (int rr = 0; rr < K - 1; ++rr) st[rr * C] = win[rr + 1];
-            }
+        vv[pb][hp][c] = col_ok ? conv_silu<KM>(&vw[hp][c * KM], &vwin[hp][c * KM], K) : 0.f;
+    };
+    // Pass p's new state slice from sr.
+    auto store_state = [&](const Pass& q) {
+        if (!(S0 && col_ok && q.active)) return;
+        float* S = S0 + q.h * int64_t(dk) * dv + j;
+#pragma unroll
+        for (int m = 0; m < R; ++m) {
+            const int i = rl + NR * m;
+            if (i < dk) S[i * dv] = sr[m];
         }
-        vv[pb][hp][c] = vval;
     };
 
     extern __shared__ float4 dyn4[];
@@ -226,14 +240,8 @@ __global__ void __launch_bounds__(2 * kGroup, MINB) gdn_decode2_kernel(GdnDecode
                 os += v.y;
             }
             const float delta = ps.beta * (vv[pb][hp][c] - u);
-            if (S0 && col_ok) {
-                float* S = S0 + ps.h * int64_t(dk) * dv + j;
 #pragma unroll
-                for (int m = 0; m < R; ++m) {
-                    const int i = rl + NR * m;
-                    if (i < dk) S[i * dv] = fmaf(k_hat(i), delta, sr[m]);
-                }
-            }
+            for (int m = 0; m < R; ++m) sr[m] = fmaf(k_hat(rl + NR * m), delta, sr[m]);
             if (t < 32) {  // the head's first warp: its lanes < COLS are row lane 0
                 const float out = col_ok ? fmaf(delta, kq, os) : 0.f;
                 float sq = t < COLS ? out * out : 0.f;
@@ -245,10 +253,30 @@ __global__ void __launch_bounds__(2 * kGroup, MINB) gdn_decode2_kernel(GdnDecode
                 if (t == 0) ssq[ps.jj] = sq;
             }
         }
+        if (p + 1 < n_pass) {  // sr and vwin serve the next pass (r > 2): write now
+            store_state(ps);
+            shift_v(ps);
+        }
         // red and vv of parity pb are rewritten two passes on, after the next pass's barrier.
     }
 
-    cluster.sync();  // every block's ssq is written; every block has read the old q/k conv state
+    // Every block's ssq is written and every block has read the old q/k conv state. No global
+    // store of this thread precedes the barrier (the release would wait for it).
+    cluster_arrive();
+    cluster_wait();
+    // y of (head tid / COLS, column tid % COLS): r·COLS <= blockDim (r <= 2: r·256 threads, else 512).
+    const int jy = tid / COLS, cy = tid % COLS, col_y = z * COLS + cy;
+    float yv = 0.f;
+    if (jy < r) {
+        float total = 0.f;
+        for (int rank = 0; rank < nsl; ++rank) total += cluster.map_shared_rank(ssq, rank)[jy];
+        const float inv = 1.f / sqrtf(total / float(dv) + a.rms_eps);
+        yv = (oo[jy][cy] * inv) * gz[jy][cy];
+    }
+    cluster_arrive_relaxed();  // this block's reads of the others' ssq are done
+    if (jy < r && col_y < dv) a.y[s * a.y_s + int64_t(head_of(jy)) * dv + col_y] = yv;
+    store_state(ps);
+    shift_v(ps);
     if (slot >= 0) {  // shift the q/k conv windows: block z takes the channels i ≡ z (mod nsl)
         float* st = a.conv_state + slot * a.conv_slot_stride;
         for (int i = z + nsl * tid; i < 2 * dk; i += nsl * int(blockDim.x)) {
@@ -256,15 +284,7 @@ __global__ void __launch_bounds__(2 * kGroup, MINB) gdn_decode2_kernel(GdnDecode
             for (int rr = 0; rr < K - 1; ++rr) st[rr * C + ch] = qwin[i * K + rr + 1];
         }
     }
-    for (int idx = tid; idx < r * COLS; idx += blockDim.x) {
-        const int jj = idx / COLS, cc = idx % COLS, col = z * COLS + cc;
-        if (col >= dv) continue;
-        float total = 0.f;
-        for (int rank = 0; rank < nsl; ++rank) total += cluster.map_shared_rank(ssq, rank)[jj];
-        const float inv = 1.f / sqrtf(total / float(dv) + a.rms_eps);
-        a.y[s * a.y_s + int64_t(head_of(jj)) * dv + col] = (oo[jj][cc] * inv) * gz[jj][cc];
-    }
-    cluster.sync();  // no block leaves while another still reads its ssq
+    cluster_wait();  // no block leaves while another still reads its ssq
 }
 
 template <int COLS, int R, int KM>
