@@ -1,6 +1,6 @@
 // bench_fast_attention: causal prefill attention at the flagship's shape (head_dim 256, 16 query /
 // 2 kv heads, f16 paged cache in shuffled blocks of 16) on device buffers: the tensor-core flash
-// kernel (fast_flash_attention.h, both block shapes) against the flash-decoding kernel
+// kernel (fast_flash_attention.h, every block shape) against the flash-decoding kernel
 // (fast_attention.h). Prompts of 1K / 8K / 32K tokens from position 0, and a 2048-token chunk
 // continuing 8K / 30K cached tokens. TFLOP/s over the causal pairs (bench/shapes.h
 // attention_cost: 4·heads·D per pair) next to ~800 TFLOP/s of f16 mma and the 450 target.
@@ -108,7 +108,8 @@ void bench_case(const Args& a, Stream& stream, bench::CudaTimer& timer, const st
                     100 * flops / sec / kTarget);
     };
     const std::pair<const char*, fast::FlashVariant> variants[] = {{"flash rows64", fast::FlashVariant::Rows64},
-                                                                   {"flash rows128", fast::FlashVariant::Rows128}};
+                                                                   {"flash rows128", fast::FlashVariant::Rows128},
+                                                                   {"flash rows128x2", fast::FlashVariant::Rows128x2}};
     for (auto [label, v] : variants) {
         const double sec = timer.median(a.warmup, a.runs, [&] {
             fast::flash_attention(c.out.as<float>(), H * D, D, c.q.as<float>(), H * D, D, T, H, c.kc, c.vc, c.plan,

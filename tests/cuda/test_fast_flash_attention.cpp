@@ -2,7 +2,7 @@
 // on the same inputs: prompts of 1..300 tokens (just past the 64/128-row and 64-key tiles), chunks
 // continuing a cached context, several sequences of different lengths in one call with an empty
 // and a padding sequence, block sizes 16 and 32 (and 1), D 64/128/256, GQA 16/2, 8/1 and MHA 4/4,
-// both block shapes, strided q (gated layout) and padded out rows. f16 caches. Tolerance
+// every block shape, strided q (gated layout) and padded out rows. f16 caches. Tolerance
 // max |Δ| <= 2e-3 · max(1, max |ref|): q·scale and p are rounded to f16 for the tensor cores.
 // Without a GPU the device tests skip; the argument checks and dispatch rules run everywhere.
 #include <gtest/gtest.h>
@@ -38,7 +38,7 @@ struct Config {
 std::string describe(const Config& c, fast::FlashVariant v) {
     return "n_head=" + std::to_string(c.n_head) + " n_kv=" + std::to_string(c.n_kv) + " D=" + std::to_string(c.D) +
            " block_size=" + std::to_string(c.block_size) +
-           (v == fast::FlashVariant::Rows64 ? " rows64" : " rows128");
+           (v == fast::FlashVariant::Rows64 ? " rows64" : v == fast::FlashVariant::Rows128 ? " rows128" : " rows128x2");
 }
 
 template <typename T>
@@ -147,7 +147,8 @@ void check_batch(const Config& c, const Batch& b, uint32_t seed, fast::FlashVari
     EXPECT_EQ(bad, 0) << "worst |Δ| " << worst << " > " << tol << " (T=" << T << ")";
 }
 
-constexpr fast::FlashVariant kVariants[] = {fast::FlashVariant::Rows64, fast::FlashVariant::Rows128};
+constexpr fast::FlashVariant kVariants[] = {fast::FlashVariant::Rows64, fast::FlashVariant::Rows128,
+                                            fast::FlashVariant::Rows128x2};
 
 std::vector<Config> configs() {
     std::vector<Config> v;

@@ -66,17 +66,20 @@ __device__ __forceinline__ float exp2_approx(float x) {  // 2^x; 2^-inf = 0
 __device__ __forceinline__ float clamp_f16(float x) { return x > 65504.f ? 65504.f : (x < -65504.f ? -65504.f : x); }
 
 // Grid (n_head, tile slots). out/q strides in elements; scale_log2 = scale · log2(e).
-template <int D, int W>
+// S = 1: one K and one V buffer (K of the next tile loads during p·v, V during q·kᵀ; 3 barriers a
+// tile). S = 2: two of each, the next tile's K and V load during this tile's whole work (1 barrier).
+template <int D, int W, int S>
 __global__ void __launch_bounds__(W * 32, W == 4 ? 2 : 1)
     flash_kernel(float* __restrict__ out, int64_t out_ts, int64_t out_hs, const float* __restrict__ q, int64_t q_ts,
                  int64_t q_hs, int T, int n_head, ref::PagedCache kc, ref::PagedCache vc, AttnPlan plan,
                  float scale_log2) {
     constexpr int BM = 16 * W, NT = W * 32, CH = D / 8;  // CH: 16-byte chunks per row
+    constexpr int R = S + 1;                              // buffers of rows_s
     extern __shared__ __align__(128) uint4 smem[];
-    uint4* q_s = smem;            // [BM][CH]
-    uint4* k_s = q_s + BM * CH;   // [kBN][CH]
-    uint4* v_s = k_s + kBN * CH;  // [kBN][CH]
-    __shared__ int2 rows_s[2][kBN];  // per key of a tile: (cache block or -1 bad / -2 unused, row in block)
+    uint4* q_s = smem;                // [BM][CH]
+    uint4* k_s = q_s + BM * CH;       // [S][kBN][CH]
+    uint4* v_s = k_s + S * kBN * CH;  // [S][kBN][CH]
+    __shared__ int2 rows_s[R][kBN];  // per key of a tile: (cache block or -1 bad / -2 unused, row in block)
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int h = blockIdx.x, slot = blockIdx.y;
@@ -143,7 +146,7 @@ __global__ void __launch_bounds__(W * 32, W == 4 ? 2 : 1)
                 e = {blk >= 0 && blk < kc.n_blocks ? blk : -1, p % int(bs)};
                 bad |= e.x < 0;
             }
-            rows_s[kt & 1][tid] = e;
+            rows_s[kt % R][tid] = e;
         }
     };
     // The tile's kBN rows of cache c (head g) into dst by cp.async; unused or bad rows are zeros.
@@ -152,7 +155,7 @@ __global__ void __launch_bounds__(W * 32, W == 4 ? 2 : 1)
 #pragma unroll 4
         for (int i = tid; i < kBN * CH; i += NT) {
             const int r = i / CH, ch = i % CH;
-            const int2 e = rows_s[kt & 1][r];
+            const int2 e = rows_s[kt % R][r];
             const __half* src = e.x >= 0 ? base + int64_t(e.x) * c.block_stride + int64_t(e.y) * c.row_stride +
                                                int64_t(g) * c.head_stride + ch * 8
                                          : base;
@@ -174,8 +177,10 @@ __global__ void __launch_bounds__(W * 32, W == 4 ? 2 : 1)
         q_s[swz<D>(r, ch)] = v;
     }
     resolve_rows(0);
+    if (S == 2 && n_kt > 1) resolve_rows(1);
     __syncthreads();
     load_tile(k_s, kc, 0);
+    if constexpr (S == 2) load_tile(v_s, vc, 0);
     cp_async_commit();
 
     // This lane's rows (of 16 per warp): ra = warp·16 + lane/4 and ra + 8; rows past the tile's
@@ -188,12 +193,25 @@ __global__ void __launch_bounds__(W * 32, W == 4 ? 2 : 1)
     float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.f, l_b = 0.f;  // l: this lane's partial sums
 
     for (int kt = 0; kt < n_kt; ++kt) {
-        if (kt > 0) __syncthreads();  // every warp is done with v_s (p·v of the previous tile)
-        load_tile(v_s, vc, kt);
-        cp_async_commit();
-        if (kt + 1 < n_kt) resolve_rows(kt + 1);
-        cp_async_wait<1>();  // this tile's K has landed
-        __syncthreads();
+        const uint4* k_t = k_s + (kt % S) * kBN * CH;
+        const uint4* v_t = v_s + (kt % S) * kBN * CH;
+        if constexpr (S == 2) {
+            cp_async_wait<0>();  // this tile's K and V have landed
+            __syncthreads();     // … for every warp, and every warp is done with the other buffers
+            if (kt + 1 < n_kt) {
+                load_tile(k_s + ((kt + 1) % S) * kBN * CH, kc, kt + 1);
+                load_tile(v_s + ((kt + 1) % S) * kBN * CH, vc, kt + 1);
+            }
+            cp_async_commit();
+            if (kt + 2 < n_kt) resolve_rows(kt + 2);
+        } else {
+            if (kt > 0) __syncthreads();  // every warp is done with v_s (p·v of the previous tile)
+            load_tile(v_s, vc, kt);
+            cp_async_commit();
+            if (kt + 1 < n_kt) resolve_rows(kt + 1);
+            cp_async_wait<1>();  // this tile's K has landed
+            __syncthreads();
+        }
 
         // S = q·kᵀ for the warp's 16 rows × 64 keys (log2 units).
         float sc[kBN / 8][4];
@@ -206,7 +224,7 @@ __global__ void __launch_bounds__(W * 32, W == 4 ? 2 : 1)
 #pragma unroll
             for (int nb = 0; nb < kBN / 16; ++nb) {
                 uint32_t b[4];
-                ldsm_x4(b, smem_u32(k_s + swz<D>(nb * 16 + (lane & 7) + ((lane >> 4) << 3), 2 * ks + ((lane >> 3) & 1))));
+                ldsm_x4(b, smem_u32(k_t + swz<D>(nb * 16 + (lane & 7) + ((lane >> 4) << 3), 2 * ks + ((lane >> 3) & 1))));
                 mma16816(sc[2 * nb], a, b[0], b[1]);
                 mma16816(sc[2 * nb + 1], a, b[2], b[3]);
             }
@@ -256,10 +274,12 @@ __global__ void __launch_bounds__(W * 32, W == 4 ? 2 : 1)
             o[j][3] *= corr_b;
         }
 
-        cp_async_wait<0>();  // this tile's V has landed
-        __syncthreads();     // … and every warp is done with k_s
-        if (kt + 1 < n_kt) load_tile(k_s, kc, kt + 1);
-        cp_async_commit();
+        if constexpr (S == 1) {
+            cp_async_wait<0>();  // this tile's V has landed
+            __syncthreads();     // … and every warp is done with k_s
+            if (kt + 1 < n_kt) load_tile(k_s, kc, kt + 1);
+            cp_async_commit();
+        }
 
         // o += p·v.
 #pragma unroll
@@ -267,7 +287,7 @@ __global__ void __launch_bounds__(W * 32, W == 4 ? 2 : 1)
 #pragma unroll
             for (int dp = 0; dp < D / 16; ++dp) {
                 uint32_t b[4];
-                ldsm_x4_trans(b, smem_u32(v_s + swz<D>(kk * 16 + (lane & 15), 2 * dp + (lane >> 4))));
+                ldsm_x4_trans(b, smem_u32(v_t + swz<D>(kk * 16 + (lane & 15), 2 * dp + (lane >> 4))));
                 mma16816(o[2 * dp], pa[kk], b[0], b[1]);
                 mma16816(o[2 * dp + 1], pa[kk], b[2], b[3]);
             }
@@ -295,29 +315,29 @@ __global__ void __launch_bounds__(W * 32, W == 4 ? 2 : 1)
     }
 }
 
-template <int D, int W>
+template <int D, int W, int S>
 cudaError_t launch(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts, int64_t q_hs, int64_t T,
                    int64_t n_head, const ref::PagedCache& kc, const ref::PagedCache& vc, const AttnPlan& plan,
                    float scale, cudaStream_t stream) {
     constexpr int BM = 16 * W;
-    constexpr size_t smem = size_t(BM + 2 * kBN) * D * 2;
-    if (cudaError_t e = cudaFuncSetAttribute(flash_kernel<D, W>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+    constexpr size_t smem = size_t(BM + 2 * S * kBN) * D * 2;
+    if (cudaError_t e = cudaFuncSetAttribute(flash_kernel<D, W, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
         e != cudaSuccess)
         return e;
     const dim3 grid{unsigned(n_head), unsigned((T + BM - 1) / BM + plan.n_seqs)};
-    flash_kernel<D, W><<<grid, W * 32, smem, stream>>>(out, out_ts, out_hs, q, q_ts, q_hs, int(T), int(n_head), kc, vc,
+    flash_kernel<D, W, S><<<grid, W * 32, smem, stream>>>(out, out_ts, out_hs, q, q_ts, q_hs, int(T), int(n_head), kc, vc,
                                                         plan, scale * 1.4426950408889634f);
     return cudaGetLastError();
 }
 
-template <int W>
+template <int W, int S>
 cudaError_t launch_dims(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts, int64_t q_hs,
                         int64_t T, int64_t n_head, const ref::PagedCache& kc, const ref::PagedCache& vc,
                         const AttnPlan& plan, float scale, cudaStream_t stream) {
     switch (kc.D) {
-        case 64: return launch<64, W>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, stream);
-        case 128: return launch<128, W>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, stream);
-        case 256: return launch<256, W>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, stream);
+        case 64: return launch<64, W, S>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, stream);
+        case 128: return launch<128, W, S>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, stream);
+        case 256: return launch<256, W, S>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, stream);
         default: return cudaErrorInvalidValue;
     }
 }
@@ -328,9 +348,15 @@ cudaError_t launch_flash_attention(float* out, int64_t out_ts, int64_t out_hs, c
                                    int64_t q_hs, int64_t T, int64_t n_head, const ref::PagedCache& kc,
                                    const ref::PagedCache& vc, const AttnPlan& plan, float scale, int variant,
                                    cudaStream_t stream) {
-    if (variant == int(FlashVariant::Rows64))
-        return launch_dims<4>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, stream);
-    return launch_dims<8>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, stream);
+    switch (FlashVariant(variant)) {
+        case FlashVariant::Rows64:
+            return launch_dims<4, 1>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, stream);
+        case FlashVariant::Rows128:
+            return launch_dims<8, 1>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, stream);
+        case FlashVariant::Rows128x2:
+            return launch_dims<8, 2>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, stream);
+    }
+    return cudaErrorInvalidValue;
 }
 
 }  // namespace tessera::cuda::fast::detail

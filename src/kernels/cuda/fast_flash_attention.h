@@ -28,6 +28,7 @@ namespace tessera::cuda::fast {
 enum class FlashVariant : int {
     Rows64 = 0,   // 4 warps, 64 query rows: 2 blocks per SM at D = 256
     Rows128 = 1,  // 8 warps, 128 query rows: 1 block per SM at D = 256
+    Rows128x2 = 2,  // Rows128 with two K/V buffers (next tile loads during the whole tile; 192 KiB at D = 256)
 };
 
 // Whether flash_attention() takes these shapes: f16 caches, D = Dv ∈ {64, 128, 256}, GQA.
