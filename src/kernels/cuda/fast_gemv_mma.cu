@@ -86,7 +86,7 @@ struct Tile {
 // Block (x, y): rows blockIdx.x·16·MT·kWarps …, k-tiles [y·per, y·per + per). Dynamic shared
 // memory: x fragments [per][4 chunks][32 lanes] (Int4 uint4, Int8 uint2).
 template <PackedKind KIND, int MT, bool BIAS>
-__global__ void __launch_bounds__(kThreads) gemv_mma_kernel(float* __restrict__ y, int64_t ldy,
+__global__ void __launch_bounds__(kThreads, MT == 1 ? 4 : 2) gemv_mma_kernel(float* __restrict__ y, int64_t ldy,
                                                             const float* __restrict__ x, int64_t ldx, int T,
                                                             PackedMatrix w, int per, bool x_aligned) {
     constexpr bool kInt4 = KIND == PackedKind::Int4;
@@ -96,12 +96,15 @@ __global__ void __launch_bounds__(kThreads) gemv_mma_kernel(float* __restrict__ 
     cg::cluster_group cluster = cg::this_cluster();
 
     const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), g = lane >> 2, t = lane & 3;
-    const int64_t nch = kInt4 ? w.k / 32 : w.k / 16;  // 16-byte chunks a row
-    const int64_t nkt = (nch + 3) / 4;
+    // Chunk and k-tile indices fit 32 bits (K ≤ 20480 here).
+    const int nch = int(kInt4 ? w.k / 32 : w.k / 16);  // 16-byte chunks a row
+    const int nkt = (nch + 3) / 4;
     const int64_t row_bytes = kInt4 ? w.k / 2 : w.k, gpr = w.k / w.group;
     const int cpg = w.group / (kInt4 ? 32 : 16);  // chunks a group
-    const int64_t kt0 = int64_t(blockIdx.y) * per;
-    const int64_t kt1 = kt0 + per < nkt ? kt0 + per : nkt;
+    const bool cpg_pow2 = (cpg & (cpg - 1)) == 0;
+    const int lg_cpg = __ffs(cpg) - 1;
+    const int kt0 = int(blockIdx.y) * per;
+    const int kt1 = kt0 + per < nkt ? kt0 + per : nkt;
     const int64_t block_row0 = int64_t(blockIdx.x) * (16 * MT * kGemvMmaWarps);
     const int64_t warp_row0 = block_row0 + warp * 16 * MT;
 
@@ -121,17 +124,17 @@ __global__ void __launch_bounds__(kThreads) gemv_mma_kernel(float* __restrict__ 
             bp[mt][h] = BIAS ? w.biases + rr * gpr : nullptr;
         }
 
-    auto load = [&](Tile<MT>& tl, int64_t kt) {
-        const int64_t ch = kt * 4 + t;
+    auto load = [&](Tile<MT>& tl, int kt) {
+        const int ch = kt * 4 + t;
         const bool cok = kt < kt1 && ch < nch;
-        const int64_t gi = ch / cpg;
+        const int gi = cpg_pow2 ? ch >> lg_cpg : ch / cpg;
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
             uint32_t s[2] = {0, 0}, b[2] = {0, 0};
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const bool ok = cok && rok[mt][h];
-                tl.q[mt][h] = ok ? load_stream(rp[mt][h] + ch * 16) : make_uint4(0, 0, 0, 0);
+                tl.q[mt][h] = ok ? load_stream(rp[mt][h] + 16 * int64_t(ch)) : make_uint4(0, 0, 0, 0);
                 s[h] = ok ? __ldg(sp[mt][h] + gi) : 0u;
                 if constexpr (BIAS) b[h] = ok ? __ldg(bp[mt][h] + gi) : 0u;
             }
@@ -146,34 +149,55 @@ __global__ void __launch_bounds__(kThreads) gemv_mma_kernel(float* __restrict__ 
     for (int u = 0; u < U; ++u) load(cur[u], kt0 + u);
 
     // x → bf16 fragments: entry (lt, c, lane (tok, tq)) = token tok's columns of chunk c that
-    // lane tq pairs with its words (Int4: 8 columns 8·tq…, Int8: 4 columns 4·tq…).
+    // lane tq pairs with its words (Int4: 8 columns 8·tq…, Int8: 4 columns 4·tq…); zeros past T
+    // and past K. A thread issues kBatch entries' loads before converting any: one memory latency
+    // a round, not one an entry.
     const int nt = kt1 > kt0 ? int(kt1 - kt0) : 0;
-    for (int e = int(threadIdx.x); e < nt * 128; e += kThreads) {
-        const int lt = e >> 7, c = (e >> 5) & 3, tok = (e & 31) >> 2, tq = e & 3;
-        const int64_t ch = (kt0 + lt) * 4 + c;
-        constexpr int V = kInt4 ? 8 : 4;
-        float v[V];
-#pragma unroll
-        for (int i = 0; i < V; ++i) v[i] = 0.f;
-        if (tok < T && ch < nch) {
-            const float* p = x + tok * ldx + (kInt4 ? ch * 32 + tq * 8 : ch * 16 + tq * 4);
-#pragma unroll
-            for (int i = 0; i < V; i += 4) {
-                if (x_aligned) {
-                    const float4 f = __ldg(reinterpret_cast<const float4*>(p + i));
-                    v[i] = f.x, v[i + 1] = f.y, v[i + 2] = f.z, v[i + 3] = f.w;
-                } else {
-#pragma unroll
-                    for (int j = 0; j < 4; ++j) v[i + j] = __ldg(p + i + j);
-                }
-            }
-        }
+    constexpr int V = kInt4 ? 8 : 4, kBatch = kInt4 ? 4 : 8;
+    auto store_x = [&](int e, const float (&v)[V]) {
         if constexpr (kInt4) {
             xsm[e] = make_uint4(pack_bf16x2(v[0], v[4]), pack_bf16x2(v[1], v[5]), pack_bf16x2(v[2], v[6]),
                                 pack_bf16x2(v[3], v[7]));
         } else {
             reinterpret_cast<uint2*>(xsm)[e] = make_uint2(pack_bf16x2(v[0], v[2]), pack_bf16x2(v[1], v[3]));
         }
+    };
+    if (T < 8) {
+        const float zero[V] = {};
+        for (int e = int(threadIdx.x); e < nt * 128; e += kThreads)
+            if (((e & 31) >> 2) >= T) store_x(e, zero);
+    }
+    const int valid = nt * 16 * T;  // entries (lt, c, tok < T, tq)
+    for (int base = 0; base < valid; base += kThreads * kBatch) {
+        float v[kBatch][V];
+        int ent[kBatch];
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+#pragma unroll
+            for (int i = 0; i < V; ++i) v[j][i] = 0.f;
+            const int idx = base + j * kThreads + int(threadIdx.x);
+            ent[j] = -1;
+            if (idx >= valid) continue;
+            const int lt = idx / (16 * T), rem = idx - lt * 16 * T, c = rem / (4 * T), r2 = rem - c * 4 * T;
+            const int tok = r2 >> 2, tq = r2 & 3;
+            ent[j] = (lt * 4 + c) * 32 + r2;
+            const int ch = (kt0 + lt) * 4 + c;
+            if (ch >= nch) continue;
+            const float* p = x + tok * ldx + (kInt4 ? ch * 32 + tq * 8 : ch * 16 + tq * 4);
+#pragma unroll
+            for (int i = 0; i < V; i += 4) {
+                if (x_aligned) {
+                    const float4 f = __ldg(reinterpret_cast<const float4*>(p + i));
+                    v[j][i] = f.x, v[j][i + 1] = f.y, v[j][i + 2] = f.z, v[j][i + 3] = f.w;
+                } else {
+#pragma unroll
+                    for (int k = 0; k < 4; ++k) v[j][i + k] = __ldg(p + i + k);
+                }
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j)
+            if (ent[j] >= 0) store_x(ent[j], v[j]);
     }
     __syncthreads();
 
@@ -239,15 +263,18 @@ __global__ void __launch_bounds__(kThreads) gemv_mma_kernel(float* __restrict__ 
         }
     };
 
-    for (int64_t kb = kt0; kb < kt1; kb += U) {
-        Tile<MT> nxt[U];
+    // Two batches in flight, ping-pong (no register copies): load one, compute the other.
+    Tile<MT> nxt[U];
+    auto step = [&](Tile<MT>(&ld)[U], int kl, Tile<MT>(&cp)[U], int kc) {
 #pragma unroll
-        for (int u = 0; u < U; ++u) load(nxt[u], kb + U + u);
+        for (int u = 0; u < U; ++u) load(ld[u], kl + u);
 #pragma unroll
         for (int u = 0; u < U; ++u)
-            if (kb + u < kt1) compute(cur[u], int(kb + u - kt0));
-#pragma unroll
-        for (int u = 0; u < U; ++u) cur[u] = nxt[u];
+            if (kc + u < kt1) compute(cp[u], kc + u - kt0);
+    };
+    for (int kb = kt0; kb < kt1; kb += 2 * U) {
+        step(nxt, kb + U, cur, kb);
+        if (kb + U < kt1) step(cur, kb + 2 * U, nxt, kb + U);
     }
 
     // The cluster's partial sums: block r adds up its share of the outputs from every block.
@@ -264,8 +291,12 @@ __global__ void __launch_bounds__(kThreads) gemv_mma_kernel(float* __restrict__ 
         const int tok = 2 * (ln & 3) + (i & 1);
         const int64_t row = block_row0 + 16 * wm + (ln >> 2) + 8 * (i >> 1);
         if (tok >= T || row >= w.n) continue;
-        float s = 0.f;
-        for (int q = 0; q < ks; ++q) s += cluster.map_shared_rank(red, q)[e];
+        float part[kGemvMaxSplits];  // all loads in flight at once, then a fixed-order sum
+#pragma unroll
+        for (int q = 0; q < kGemvMaxSplits; ++q) part[q] = q < ks ? cluster.map_shared_rank(red, q)[e] : 0.f;
+        float s = part[0];
+#pragma unroll
+        for (int q = 1; q < kGemvMaxSplits; ++q) s += part[q];
         y[tok * ldy + row] = s;
     }
     cluster.sync();  // no block leaves while another still reads its shared memory
