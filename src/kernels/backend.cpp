@@ -59,6 +59,11 @@ void rope_inv_freq(const RopeParams& p, float* inv_freq) {
     }
 }
 
+void Backend::add_rms_norm(const Tensor& x, const Tensor& y, const Tensor& delta, const Tensor& w, float eps) {
+    add(x, x, delta);
+    rms_norm(y, x, w, eps);
+}
+
 // Hybrid-model ops a backend has not implemented yet: a clear error, not a crash.
 namespace {
 [[noreturn]] void unsupported(const Backend& be, const char* op) {

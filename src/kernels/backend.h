@@ -144,6 +144,10 @@ public:
     virtual void embed(const Tensor& y, const Tensor& table, const int32_t* ids) = 0;
     // y[R, C] = x · rsqrt(mean(x²) + eps) · w[C]   (per row; y may alias x; w f32)
     virtual void rms_norm(const Tensor& y, const Tensor& x, const Tensor& w, float eps) = 0;
+    // The residual step of a block: x[R, C] += delta, then y = rms_norm(x) · w — the same values
+    // as add then rms_norm (the default runs those two); a backend may do it in one pass. y and
+    // delta must not alias x.
+    virtual void add_rms_norm(const Tensor& x, const Tensor& y, const Tensor& delta, const Tensor& w, float eps);
     // x[T, n_head, D] rotated in place at positions pos[T].
     virtual void rope(const Tensor& x, const int32_t* pos, const RopeParams& p) = 0;
     // y[T, I] = silu(gate[T, I]) ⊙ up[T, I]   (y may alias gate or up)

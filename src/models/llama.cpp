@@ -71,16 +71,18 @@ public:
         Tensor h = arena_.tensor(DType::F32, {T, H});  // normed input of a block
         Tensor o = arena_.tensor(DType::F32, {T, H});  // a block's output
         be_.embed(x, head_.tok_embd, sb.tokens);
+        // Each residual add is fused with the norm that reads its result (add_rms_norm: x += o,
+        // h = norm(x)); the last layer's add feeds the lm_head's own norm.
+        if (!layers_.empty()) be_.rms_norm(h, x, layers_[0].attn_norm, cfg_.rms_eps);
         for (int64_t il = 0; il < cfg_.n_layers; ++il) {
             const LlamaLayer& L = layers_[size_t(il)];
             const size_t mark = arena_.used();
-            be_.rms_norm(h, x, L.attn_norm, cfg_.rms_eps);
             L.attn.forward(be_, arena_, cfg_, rope_, h, o, cache.k(il), cache.v(il), sb);
-            be_.add(x, x, o);
+            be_.add_rms_norm(x, h, o, L.ffn_norm, cfg_.rms_eps);
             arena_.rewind(mark);
-            be_.rms_norm(h, x, L.ffn_norm, cfg_.rms_eps);
             L.mlp.forward(be_, arena_, h, o);
-            be_.add(x, x, o);
+            if (il + 1 < cfg_.n_layers) be_.add_rms_norm(x, h, o, layers_[size_t(il + 1)].attn_norm, cfg_.rms_eps);
+            else be_.add(x, x, o);
             arena_.rewind(mark);
         }
         head_.logits(be_, arena_, cfg_, x, sb, out);

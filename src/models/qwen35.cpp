@@ -105,22 +105,25 @@ public:
         Tensor h = arena_.tensor(DType::F32, {T, H});  // normed input of a block
         Tensor o = arena_.tensor(DType::F32, {T, H});  // a block's output
         be_.embed(x, head_.tok_embd, sb.tokens);
-        for (const HybridLayer& L : layers_) {
+        // Each residual add is fused with the norm that reads its result (add_rms_norm: x += o,
+        // h = norm(x)); the last layer's add feeds the lm_head's own norm.
+        if (!layers_.empty()) be_.rms_norm(h, x, layers_[0].attn_norm, cfg_.rms_eps);
+        for (size_t il = 0; il < layers_.size(); ++il) {
+            const HybridLayer& L = layers_[il];
             const size_t mark = arena_.used();
-            be_.rms_norm(h, x, L.attn_norm, cfg_.rms_eps);
             if (L.attention)
                 L.attn.forward(be_, arena_, cfg_, rope_, h, o, caches.kv->k(L.cache_index), caches.kv->v(L.cache_index), sb);
             else
                 L.gdn.forward(be_, arena_, cfg_, h, o, caches.state->conv(L.cache_index),
                               caches.state->recurrent(L.cache_index), sb.seq);
-            be_.add(x, x, o);
+            be_.add_rms_norm(x, h, o, L.post_norm, cfg_.rms_eps);
             arena_.rewind(mark);
-            be_.rms_norm(h, x, L.post_norm, cfg_.rms_eps);
             if (L.moe)
                 L.moe_block.forward(be_, arena_, cfg_, h, o);
             else
                 L.mlp.forward(be_, arena_, h, o);
-            be_.add(x, x, o);
+            if (il + 1 < layers_.size()) be_.add_rms_norm(x, h, o, layers_[il + 1].attn_norm, cfg_.rms_eps);
+            else be_.add(x, x, o);
             arena_.rewind(mark);
         }
         head_.logits(be_, arena_, cfg_, x, sb, out);

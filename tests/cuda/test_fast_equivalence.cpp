@@ -121,7 +121,9 @@ void compare_modes(const std::string& path, double tol, bool against_cpu = false
         std::partial_sort(idx.begin(), idx.begin() + 5, idx.end(), [&](int i, int j) { return b[i] > b[j]; });
         const int fa = int(std::max_element(a, a + V) - a);
         const float scale = std::max(1.f, std::fabs(b[idx[0]]));
-        if (b[idx[0]] - b[idx[1]] > 2 * tol * scale) EXPECT_EQ(fa, idx[0]) << "position " << p;
+        if (b[idx[0]] - b[idx[1]] > 2 * tol * scale) {
+            EXPECT_EQ(fa, idx[0]) << "position " << p;
+        }
         for (int j = 0; j < 5; ++j)
             EXPECT_NEAR(a[idx[size_t(j)]], b[idx[size_t(j)]], tol * scale) << "position " << p << " top-" << j;
     }

@@ -1,4 +1,4 @@
-// The normalisation reference kernels (rms_norm, l2_norm, rms_norm_gated) against the CPU
+// The normalisation reference kernels (rms_norm, add_rms_norm, l2_norm, rms_norm_gated) against the CPU
 // backend: one row, odd widths, rows just past a warp / block, strided views, in place.
 #include <gtest/gtest.h>
 
@@ -10,6 +10,7 @@
 
 #include "core/status.h"
 #include "kernels/backend.h"
+#include "kernels/cuda/ref_elementwise.h"
 #include "kernels/cuda/ref_norm.h"
 #include "kernels/cuda/stream.h"
 #include "ref_test_util.h"
@@ -141,4 +142,35 @@ TEST(CudaRefNorm, BadArgumentsAreErrors) {  // checked before any launch: needs 
     EXPECT_THROW(ref::l2_norm(p, 8, 3, 2, 2, 4, 1e-6f, 1.f, nullptr), Error);      // heads overlap
     EXPECT_THROW(ref::l2_norm(n, 8, 4, 2, 2, 4, 1e-6f, 1.f, nullptr), Error);      // null x
     EXPECT_THROW(ref::rms_norm_gated(p, 8, 4, p, 8, 4, n, 8, 4, p, 2, 2, 4, 1e-6f, nullptr), Error);  // null z
+}
+
+// The fused residual step (add_rms_norm) gives bit for bit what add then rms_norm give on the GPU,
+// for x and y — strided rows, odd widths, rows past a block — and refuses y overlapping x.
+TEST(CudaRefNorm, AddRmsNormIsAddThenRmsNormBitForBit) {
+    REQUIRE_CUDA();
+    const std::vector<std::tuple<int64_t, int64_t>> shapes = {{1, 1}, {1, 3}, {3, 127}, {2, 2048}, {5, 4097}, {300, 96}};
+    for (auto [R, C] : shapes) {
+        const int64_t ldx = C + 3, ldd = C + 1, ldy = C + 5;
+        const std::vector<float> x = random_rows(R, C, ldx, uint32_t(R * 7 + C), -3.f, 3.f);
+        const std::vector<float> d = random_rows(R, C, ldd, uint32_t(C + 11), -3.f, 3.f);
+        const std::vector<float> y = random_rows(R, C, ldy, 9);
+        const std::vector<float> w = random_rows(1, C, C, uint32_t(C + 2), 0.5f, 1.5f);
+        const std::string what = "add_rms_norm " + shape_name({R, C});
+        cuda::Stream s;
+        cuda::DeviceBuffer dw = to_device(w), dd = to_device(d);
+        cuda::DeviceBuffer x1 = to_device(x), y1 = to_device(y), x2 = to_device(x), y2 = to_device(y);
+        ref::add_rms_norm(x1.as<float>(), ldx, dd.as<float>(), ldd, y1.as<float>(), ldy, dw.as<float>(), R, C, 1e-6f, s);
+        ref::add(x2.as<float>(), ldx, x2.as<float>(), ldx, dd.as<float>(), ldd, R, C, s);
+        ref::rms_norm(y2.as<float>(), ldy, x2.as<float>(), ldx, dw.as<float>(), R, C, 1e-6f, s);
+        s.synchronize();
+        expect_same_bytes(to_host<float>(x1), to_host<float>(x2), what + " x");
+        expect_same_bytes(to_host<float>(y1), to_host<float>(y2), what + " y");
+    }
+    cuda::DeviceBuffer b(64 * 4 * 4), w(64 * 4);
+    EXPECT_THROW(ref::add_rms_norm(b.as<float>(), 64, b.as<float>() + 64, 64, b.as<float>() + 32, 64, w.as<float>(), 1,
+                                   64, 1e-6f, nullptr),
+                 Error);  // y overlaps x
+    EXPECT_THROW(ref::add_rms_norm(b.as<float>(), 64, b.as<float>(), 64, b.as<float>() + 128, 64, w.as<float>(), 1, 64,
+                                   1e-6f, nullptr),
+                 Error);  // d is x
 }

@@ -43,6 +43,7 @@ public:
     void matmul(const Tensor& y, const Tensor& x, const Tensor& w) override;
     void embed(const Tensor& y, const Tensor& table, const int32_t* ids) override;
     void rms_norm(const Tensor& y, const Tensor& x, const Tensor& w, float eps) override;
+    void add_rms_norm(const Tensor& x, const Tensor& y, const Tensor& delta, const Tensor& w, float eps) override;
     void rope(const Tensor& x, const int32_t* pos, const RopeParams& p) override;
     void swiglu(const Tensor& y, const Tensor& gate, const Tensor& up) override;
     void add(const Tensor& y, const Tensor& a, const Tensor& b) override;

@@ -211,6 +211,16 @@ void CudaBackend::rms_norm(const Tensor& y, const Tensor& x, const Tensor& w, fl
     ref::rms_norm(Y.p, Y.ld, X.p, X.ld, w.ptr<float>(), X.rows, X.cols, eps, stream_.get());
 }
 
+void CudaBackend::add_rms_norm(const Tensor& x, const Tensor& y, const Tensor& delta, const Tensor& w, float eps) {
+    const Rows X = rows_of(x, "add_rms_norm", "x"), Y = rows_of(y, "add_rms_norm", "y"),
+               D = rows_of(delta, "add_rms_norm", "delta");
+    same_shape(X, Y, "add_rms_norm");
+    same_shape(X, D, "add_rms_norm");
+    check_device(w, "add_rms_norm", "w");
+    TS_CHECK(w.numel() == X.cols, "cuda add_rms_norm: weight {} for rows of {}", w.describe(), X.cols);
+    ref::add_rms_norm(X.p, X.ld, D.p, D.ld, Y.p, Y.ld, w.ptr<float>(), X.rows, X.cols, eps, stream_.get());
+}
+
 void CudaBackend::rope(const Tensor& x, const int32_t* pos, const RopeParams& p) {
     const Heads X = heads_of(x, "rope", "x");
     const int rot = p.rot_dims > 0 ? p.rot_dims : int(X.D);

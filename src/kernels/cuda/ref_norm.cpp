@@ -19,6 +19,21 @@ void rms_norm(float* y, int64_t ldy, const float* x, int64_t ldx, const float* w
     TS_CUDA_CHECK(detail::launch_rms_norm(y, ldy, x, ldx, w, rows, cols, eps, stream));
 }
 
+void add_rms_norm(float* x, int64_t ldx, const float* d, int64_t ldd, float* y, int64_t ldy, const float* w,
+                  int64_t rows, int64_t cols, float eps, cudaStream_t stream) {
+    detail::check_shape("add_rms_norm", rows, cols);
+    if (rows == 0 || cols == 0) return;
+    detail::check_rows("add_rms_norm", "x", x, ldx, rows, cols);
+    detail::check_rows("add_rms_norm", "d", d, ldd, rows, cols);
+    detail::check_rows("add_rms_norm", "y", y, ldy, rows, cols);
+    detail::check_rows("add_rms_norm", "w", w, cols, 1, cols);
+    const auto xs = detail::span_of(x, ldx, rows, cols);
+    TS_CHECK(!detail::overlaps(xs, detail::span_of(y, ldy, rows, cols)) &&
+                 !detail::overlaps(xs, detail::span_of(d, ldd, rows, cols)),
+             "add_rms_norm: y and d must not overlap x");
+    TS_CUDA_CHECK(detail::launch_add_rms_norm(x, ldx, d, ldd, y, ldy, w, rows, cols, eps, stream));
+}
+
 void l2_norm(float* x, int64_t tok_stride, int64_t head_stride, int64_t T, int64_t n_heads, int64_t D, float eps,
              float scale, cudaStream_t stream) {
     TS_CHECK(T >= 0 && n_heads >= 0 && D >= 0, "l2_norm: bad shape [{}, {}, {}]", T, n_heads, D);

@@ -25,6 +25,27 @@ __global__ void rms_norm_kernel(float* y, int64_t ldy, const float* x, int64_t l
     }
 }
 
+// x += d, then rms_norm_kernel's arithmetic on the new x: each thread adds, squares and scales
+// the same columns block_sum_squares gives it, so the result is bit for bit add + rms_norm.
+__global__ void add_rms_norm_kernel(float* x, int64_t ldx, const float* d, int64_t ldd, float* y, int64_t ldy,
+                                    const float* w, int64_t rows, int64_t cols, float eps) {
+    __shared__ float scratch[32];
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        float* xr = x + r * ldx;
+        const float* dr = d + r * ldd;
+        float* yr = y + r * ldy;
+        float ss = 0.f;
+        for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+            const float v = xr[c] + dr[c];
+            xr[c] = v;
+            ss += v * v;
+        }
+        ss = block_sum(ss, scratch);
+        const float inv = float(1.0 / sqrt(double(ss) / double(cols) + double(eps)));
+        for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) yr[c] = xr[c] * inv * w[c];
+    }
+}
+
 // x[T, n_heads, D] in place: x · rsqrt(Σ x² + eps) · scale per head
 __global__ void l2_norm_kernel(float* x, int64_t tok_stride, int64_t head_stride, int64_t T, int64_t n_heads,
                                int64_t D, float eps, float scale) {
@@ -58,6 +79,12 @@ __global__ void rms_norm_gated_kernel(float* y, int64_t y_tok, int64_t y_head, c
 cudaError_t launch_rms_norm(float* y, int64_t ldy, const float* x, int64_t ldx, const float* w, int64_t rows,
                             int64_t cols, float eps, cudaStream_t stream) {
     rms_norm_kernel<<<grid_for(rows, 1), kRowThreads, 0, stream>>>(y, ldy, x, ldx, w, rows, cols, eps);
+    return cudaGetLastError();
+}
+
+cudaError_t launch_add_rms_norm(float* x, int64_t ldx, const float* d, int64_t ldd, float* y, int64_t ldy,
+                                const float* w, int64_t rows, int64_t cols, float eps, cudaStream_t stream) {
+    add_rms_norm_kernel<<<grid_for(rows, 1), kRowThreads, 0, stream>>>(x, ldx, d, ldd, y, ldy, w, rows, cols, eps);
     return cudaGetLastError();
 }
 

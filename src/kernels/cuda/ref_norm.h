@@ -14,6 +14,11 @@ namespace tessera::cuda::ref {
 void rms_norm(float* y, int64_t ldy, const float* x, int64_t ldx, const float* w, int64_t rows, int64_t cols,
               float eps, cudaStream_t stream);
 
+// x[rows, cols] += d; y = x · rsqrt(mean(x²) + eps) · w[cols] per row — bit for bit add then
+// rms_norm, in one pass. y and d must not overlap x.
+void add_rms_norm(float* x, int64_t ldx, const float* d, int64_t ldd, float* y, int64_t ldy, const float* w,
+                  int64_t rows, int64_t cols, float eps, cudaStream_t stream);
+
 // x[T, n_heads, D] in place (element strides tok_stride, head_stride):
 // x · rsqrt(Σ x² + eps) · scale per head.
 void l2_norm(float* x, int64_t tok_stride, int64_t head_stride, int64_t T, int64_t n_heads, int64_t D, float eps,
@@ -29,6 +34,8 @@ namespace detail {
 // The entry points into ref_norm.cu (no fmt there). Arguments are already checked.
 cudaError_t launch_rms_norm(float* y, int64_t ldy, const float* x, int64_t ldx, const float* w, int64_t rows,
                             int64_t cols, float eps, cudaStream_t stream);
+cudaError_t launch_add_rms_norm(float* x, int64_t ldx, const float* d, int64_t ldd, float* y, int64_t ldy,
+                                const float* w, int64_t rows, int64_t cols, float eps, cudaStream_t stream);
 cudaError_t launch_l2_norm(float* x, int64_t tok_stride, int64_t head_stride, int64_t T, int64_t n_heads, int64_t D,
                            float eps, float scale, cudaStream_t stream);
 cudaError_t launch_rms_norm_gated(float* y, int64_t y_tok, int64_t y_head, const float* x, int64_t x_tok,
