@@ -15,13 +15,7 @@ constexpr unsigned kFull = 0xffffffffu;
 // ---- router --------------------------------------------------------------------------------
 
 // cpu::moe_topk's ranking: larger first, NaN above everything, equal values by the lower index.
-// A total order, so a warp's butterfly reduction finds the same winner on every lane.
-__device__ __forceinline__ bool ranks_before(float a, int ia, float b, int ib) {
-    const bool na = isnan(a), nb = isnan(b);
-    if (na != nb) return na;
-    if (!na && a != b) return a > b;
-    return ia < ib;
-}
+// A total order (as 64-bit keys below), so a warp's butterfly finds the same winner on every lane.
 
 constexpr int kRouteWarps = 4;  // tokens per block
 
@@ -84,31 +78,36 @@ __global__ void __launch_bounds__(kRouteWarps * 32)
 #pragma unroll
     for (int v = 0; v < NV; ++v) p[v] *= inv;
 
-    // Top-k: k warp-wide selections, each taking the best not yet taken.
-    unsigned taken = 0;  // bit v: expert v·32 + lane was selected
+    // Top-k: k warp-wide selections of the largest 64-bit key, in cpu::moe_topk's order: the high
+    // word the bits of p (p ≥ +0 or NaN: monotone; NaN above everything), the low word 2¹⁶ − index
+    // (ties to the lower index; never 0). Absent experts have key 0, taken ones are masked.
+    unsigned long long key[NV];
+#pragma unroll
+    for (int v = 0; v < NV; ++v) {
+        const int i = v * 32 + lane;
+        const float pv = p[v];
+        const uint32_t hi = isnan(pv) ? 0xffffffffu : pv == 0.f ? 0u : __float_as_uint(pv);
+        key[v] = i < E ? (static_cast<unsigned long long>(hi) << 32) | uint32_t(0x10000 - i) : 0ull;
+    }
+    unsigned taken = 0;  // bit v: expert v·32 + lane was selected (a mask, not a store into key[])
     float my_w = 0.f, wsum = 0.f;
     int my_id = -1;
     for (int j = 0; j < k; ++j) {
-        float bv = 0.f;
-        int bi = -1;
+        unsigned long long best = 0ull;
 #pragma unroll
         for (int v = 0; v < NV; ++v) {
-            const int i = v * 32 + lane;
-            if (i < E && !((taken >> v) & 1u) && (bi < 0 || ranks_before(p[v], i, bv, bi))) {
-                bv = p[v];
-                bi = i;
-            }
+            const unsigned long long kv = (taken >> v) & 1u ? 0ull : key[v];
+            best = kv > best ? kv : best;
         }
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) {
-            const float ov = __shfl_xor_sync(kFull, bv, o);
-            const int oi = __shfl_xor_sync(kFull, bi, o);
-            if (oi >= 0 && (bi < 0 || ranks_before(ov, oi, bv, bi))) {
-                bv = ov;
-                bi = oi;
-            }
+            const unsigned long long other = __shfl_xor_sync(kFull, best, o);
+            best = other > best ? other : best;
         }
-        if ((bi & 31) == lane) taken |= 1u << (bi >> 5);  // bi >= 0: k <= E
+        const int bi = 0x10000 - int(uint32_t(best));  // k ≤ E: a key is never 0 here
+        const uint32_t hi = uint32_t(best >> 32);
+        const float bv = hi == 0xffffffffu ? __int_as_float(0x7fffffff) : __uint_as_float(hi);
+        if ((bi & 31) == lane) taken |= 1u << (bi >> 5);
         if (lane == j) {
             my_w = bv;
             my_id = bi;
