@@ -116,7 +116,10 @@ struct Shape {
 
 std::string describe(const Shape& s, GdnMode mode, const std::vector<int32_t>& lengths) {
     std::string l;
-    for (size_t i = 0; i < lengths.size() && i < 12; ++i) l += (i ? "," : "") + std::to_string(lengths[i]);
+    for (size_t i = 0; i < lengths.size() && i < 12; ++i) {
+        if (i) l += ',';
+        l += std::to_string(lengths[i]);
+    }
     if (lengths.size() > 12) l += ",...";
     return "nk=" + std::to_string(s.nk) + " nv=" + std::to_string(s.nv) + " dk=" + std::to_string(s.dk) +
            " dv=" + std::to_string(s.dv) + (s.tiled ? " tiled" : " grouped") +
@@ -325,7 +328,10 @@ TEST(FastGdnChunked, PrefillSplitAtMultiplesOf64EqualsOnePass) {
     for (const std::vector<int64_t>& cuts : {std::vector<int64_t>{64, 640}, std::vector<int64_t>{128},
                                              std::vector<int64_t>{64, 128, 192, 256, 896}}) {
         std::string name = "split at";
-        for (int64_t c : cuts) name += " " + std::to_string(c);
+        for (int64_t c : cuts) {
+            name += ' ';
+            name += std::to_string(c);
+        }
         SCOPED_TRACE(name);
         GpuRule split(in);
         std::vector<float> o_split;
