@@ -144,10 +144,11 @@ void moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, const P
 }
 
 MoePlan moe_pick(int64_t T, int k, int E) {
-    // Tuned on the H200 from bench_fast_moe (every plan at T = 1..2048). T ≤ 2: the v2 small
-    // tiles per slot (two launches; each slot streams its expert's rows). Beyond: the v2
-    // tensor-core tiles (at T = 8 already 2x the f32 tiles: their FMAs, not the weight stream,
-    // bound those), sized to the rows an expert gets on average (T·k / E).
+    // From bench_fast_moe on the H200 (every plan at T = 1..2048; retune from its table). T ≤ 2:
+    // the v2 small tiles per slot (two launches; each slot streams its expert's rows). Beyond:
+    // the v2 tensor-core tiles (flagship T = 8: 84 µs against 127 for the best f32 plan, whose
+    // time grows with the slots: issue- and latency-bound at one block an SM), sized to the rows
+    // an expert gets on average (T·k / E).
     MoePlan p;
     p.v2 = true;
     if (T <= 2) {  // per slot: v2 gate+up, the first generation's down by token (faster than v2's)
