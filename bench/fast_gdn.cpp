@@ -118,6 +118,7 @@ void bench_rule(const Args& a, Stream& stream, Timer& timer, GdnMode mode, int64
     const std::string what =
         std::string("delta rule ") +
         (mode == GdnMode::Chunked ? std::string("chunked w") + std::to_string(fast::gdn_chunk_state_warps(variant)) +
+                                        (fast::gdn_chunk_vec_loads(variant) ? " vec16" : "") +
                                         (variant == fast::GdnChunkVariant::Auto ? "*" : "")
                                   : std::string("recurrent")) +
         (slots > 1 ? " cold" : " hot");
@@ -262,7 +263,7 @@ int main(int argc, char** argv) {
             }
         }
         for (int64_t T : {1024, 4096, 16384}) {
-            for (auto v : {fast::GdnChunkVariant::Auto, fast::GdnChunkVariant::StateWarps8})
+            for (auto v : {fast::GdnChunkVariant::Auto, fast::GdnChunkVariant::StateWarps8, fast::GdnChunkVariant::Vec16})
                 bench_rule(a, stream, timer, GdnMode::Chunked, 1, T, 1,
                            T == 1024 ? "llama.cpp 639 us; target <= 60" : "per token flat: T/1024 x the 1024 figure",
                            v);

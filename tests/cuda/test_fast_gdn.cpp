@@ -133,9 +133,11 @@ struct RuleInputs {
     int64_t T = 0, n_slots = 0, row = 0, gb_s = 0;
     std::vector<float> qkv, gb, init;
 
-    RuleInputs(const Shape& s, int64_t T_, int64_t slots, std::mt19937& rng) : sh(s), T(T_), n_slots(slots) {
+    // pad: floats after each token's q | k | v (2: rows not 16-byte aligned; 0 and 4·n heads: aligned).
+    RuleInputs(const Shape& s, int64_t T_, int64_t slots, std::mt19937& rng, int64_t pad = 2)
+        : sh(s), T(T_), n_slots(slots) {
         const int64_t nk = s.nk, nv = s.nv, dk = s.dk, dv = s.dv;
-        row = 2 * nk * dk + nv * dv + 2;
+        row = 2 * nk * dk + nv * dv + pad;
         gb_s = 2 * nv + 1;
         qkv = random_floats(size_t(T * row), rng, -1.f, 1.f);
         for (int64_t t = 0; t < T; ++t)
@@ -347,20 +349,27 @@ TEST(FastGdnChunked, PrefillSplitAtMultiplesOf64EqualsOnePass) {
     }
 }
 
-TEST(FastGdnChunked, StateWarpVariantsGiveTheSameBits) {
+TEST(FastGdnChunked, VariantsGiveTheSameBits) {
     REQUIRE_CUDA();
-    // The state pass in blocks of 8 or 16 warps: each tile is one warp's in either, same order.
-    for (const Shape& sh : {kFlagship, Shape{2, 6, 48, 37, true}}) {
-        SCOPED_TRACE(describe(sh, GdnMode::Chunked, {1000, 65, 1, 130}));
+    // The state pass in blocks of 8 or 16 warps (each tile is one warp's in either, same order);
+    // tiles by 16-byte copies where rows are aligned (pad 0 with dk, dv % 4 == 0), else by 4-byte ones.
+    for (const auto& [sh, pad] : {std::pair{kFlagship, int64_t(2)}, std::pair{kFlagship, int64_t(0)},
+                                  std::pair{Shape{2, 6, 48, 37, true}, int64_t(0)},
+                                  std::pair{Shape{2, 4, 40, 24, false}, int64_t(4)}}) {
+        SCOPED_TRACE(describe(sh, GdnMode::Chunked, {1000, 65, 1, 130}) + " pad " + std::to_string(pad));
         std::mt19937 rng(14);
-        const RuleInputs in(sh, 1196, 6, rng);
+        const RuleInputs in(sh, 1196, 6, rng, pad);
         const std::vector<int32_t> lengths = {1000, 65, 1, 130}, slot = {4, -1, 0, 2};
-        GpuRule w8(in), w16(in);
+        GpuRule w8(in), w16(in), vec(in);
         const std::vector<float> o8 = w8.run(GdnMode::Chunked, 0, lengths, slot, 0, fast::GdnChunkVariant::StateWarps8);
         const std::vector<float> o16 =
             w16.run(GdnMode::Chunked, 0, lengths, slot, 0, fast::GdnChunkVariant::StateWarps16);
-        expect_same_bits(o16, o8, "o", in.where_o());
-        expect_same_bits(to_host<float>(w16.st), to_host<float>(w8.st), "state", in.where_state());
+        const std::vector<float> ov = vec.run(GdnMode::Chunked, 0, lengths, slot, 0, fast::GdnChunkVariant::Vec16);
+        expect_same_bits(o16, o8, "o, 16 vs 8 warps", in.where_o());
+        expect_same_bits(to_host<float>(w16.st), to_host<float>(w8.st), "state, 16 vs 8 warps", in.where_state());
+        expect_same_bits(ov, o16, "o, 16-byte vs 4-byte copies", in.where_o());
+        expect_same_bits(to_host<float>(vec.st), to_host<float>(w16.st), "state, 16-byte vs 4-byte copies",
+                         in.where_state());
         std::vector<float> st_cpu = in.init, o_cpu;
         cpu_rule(in, GdnMode::Chunked, 0, lengths, slot, st_cpu, o_cpu);
         compare(o16, o_cpu, kTolChunkLong, "o", in.where_o());

@@ -43,6 +43,7 @@ struct ChArgs {
     float* scratch;
     int64_t rs;  // scratch floats per (token, head)
     int64_t max_len;
+    bool vec;  // every q/k/v and scratch row starts 16-byte aligned and dk, dv % 4 == 0: 16-byte copies
 };
 
 // Sequence s's usable range and WY part, or false (then the caller writes NaN or nothing).
@@ -76,6 +77,22 @@ __device__ inline void cp_async_wait() {
 __device__ inline void load_or_zero(float* dst, const float* src, bool ok) {
     if (ok) cp_async4(dst, src);
     else *dst = 0.f;
+}
+__device__ inline void cp_async16(float* dst, const float* src) {
+    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
+}
+// One row: dst[i] = row_ok && i < n ? src[i] : 0 for i < n_pad (a multiple of 4), by the 32 lanes
+// of a warp; with vec (dst, src 16-byte aligned, n % 4 == 0) four floats a copy.
+__device__ inline void load_row(float* dst, const float* src, int n, int n_pad, bool row_ok, bool vec, int lane) {
+    if (vec) {
+        for (int i = 4 * lane; i < n_pad; i += 128) {
+            if (row_ok && i < n) cp_async16(dst + i, src + i);
+            else *reinterpret_cast<float4*>(dst + i) = make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+    } else {
+        for (int i = lane; i < n_pad; i += 32) load_or_zero(dst + i, src + i, row_ok && i < n);
+    }
 }
 
 // ---- 3×TF32 warp tiles ----
@@ -150,11 +167,8 @@ __global__ void __launch_bounds__(kThreads, 2) wy_prep_kernel(ChArgs a) {
     for (int l = warp; l < kC; l += kThreads / 32) {  // a warp per token row, lanes along it
         const float* kr = a.k.data + (tb + l) * a.k.tok_stride + hk * a.k.head_stride;
         const float* qr = a.q.data + (tb + l) * a.q.tok_stride + hk * a.q.head_stride;
-        for (int i = lane; i < dkp; i += 32) {
-            const bool ok = l < L && i < dk;
-            load_or_zero(Ks + l * ldk + i, kr + i, ok);
-            load_or_zero(Qs + l * ldk + i, qr + i, ok);
-        }
+        load_row(Ks + l * ldk, kr, dk, dkp, l < L, a.vec, lane);
+        load_row(Qs + l * ldk, qr, dk, dkp, l < L, a.vec, lane);
     }
     if (tid < kC) bt[tid] = tid < L ? a.beta[(tb + tid) * a.beta_s + h] : 0.f;
     if (warp == 0) {  // Γ: inclusive scan in double, 2 tokens per lane (g = 0 past L: Γ stays)
@@ -217,7 +231,7 @@ __global__ void __launch_bounds__(kThreads, 2) wy_prep_kernel(ChArgs a) {
     __syncthreads();  // P is done: Qs is free for V, which lands during the block rows below
     for (int l = warp; l < kC; l += kThreads / 32) {
         const float* vr = a.v.data + (tb + l) * a.v.tok_stride + h * a.v.head_stride;
-        for (int i = lane; i < dvp; i += 32) load_or_zero(Vs + l * ldv + i, vr + i, l < L && i < dv);
+        load_row(Vs + l * ldv, vr, dv, dvp, l < L, a.vec, lane);
     }
     // The blocks below the diagonal, block row by block row: (I − A)T = I gives
     // T_ib = T_ii · Σ_{b<=c<i} A_ic T_cb, the sum one product over columns [16b, 16i) of A.
@@ -314,11 +328,8 @@ __global__ void __launch_bounds__(NW * 32, 1) wy_state_kernel(ChArgs a) {
         for (int l = warp; l < kC; l += NW) {
             const float* wr = a.scratch + ((tb + l) * a.nv + h) * a.rs;
             const float* kr = a.k.data + (tb + l) * a.k.tok_stride + hk * a.k.head_stride;
-            for (int i = lane; i < dkp; i += 32) {
-                const bool ok = l < L && i < dk;
-                load_or_zero(W + l * ldk + i, wr + i, ok);
-                load_or_zero(K + l * ldk + i, kr + i, ok);
-            }
+            load_row(W + l * ldk, wr, dk, dkp, l < L, a.vec, lane);
+            load_row(K + l * ldk, kr, dk, dkp, l < L, a.vec, lane);
         }
     };
     auto load_rest = [&](int64_t cs) {
@@ -327,9 +338,10 @@ __global__ void __launch_bounds__(NW * 32, 1) wy_state_kernel(ChArgs a) {
         for (int l = warp; l < kC; l += NW) {
             const float* wr = a.scratch + ((tb + l) * a.nv + h) * a.rs;
             const float* qr = a.q.data + (tb + l) * a.q.tok_stride + hk * a.q.head_stride;
-            for (int i = lane; i < dkp; i += 32) load_or_zero(Qs + l * ldk + i, qr + i, l < L && i < dk);
-            load_or_zero(Vn + l * kLdS + lane, wr + dk + c0 + lane, l < L && c0 + lane < dv);  // U
-            for (int j = lane; j < kC; j += 32) load_or_zero(Ps + l * kLdT + j, wr + dk + dv + j, l < L);
+            load_row(Qs + l * ldk, qr, dk, dkp, l < L, a.vec, lane);
+            const int ucols = dv - c0 < kNs ? dv - c0 : kNs;  // U: this block's columns
+            load_row(Vn + l * kLdS, wr + dk + c0, ucols, kNs, l < L, a.vec, lane);
+            load_row(Ps + l * kLdT, wr + dk + dv, kC, kC, l < L, a.vec, lane);
             if (lane < 2) load_or_zero((lane == 0 ? eg : dl) + l, wr + dk + dv + kC + lane, l < L);
         }
     };
@@ -450,7 +462,7 @@ cudaError_t launch_gdn_chunked(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, 
                                int64_t g_s, const float* beta, int64_t beta_s, int64_t T, int64_t dk, int64_t dv,
                                float* state, int64_t slot_stride, int64_t n_slots, const SeqPlan& plan,
                                const GdnParams& p, float* scratch, int64_t max_len, int state_warps,
-                               cudaStream_t stream) {
+                               bool vec_loads, cudaStream_t stream) {
     ChArgs a{};
     a.o = o;
     a.o_ts = o_ts;
@@ -477,6 +489,12 @@ cudaError_t launch_gdn_chunked(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, 
     a.scratch = scratch;
     a.rs = (dk + dv + kC + 4 + 3) / 4 * 4;  // as gated_delta_rule_scratch_floats
     a.max_len = max_len;
+    auto al16 = [](const void* ptr, int64_t s1, int64_t s2) {
+        return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && s1 % 4 == 0 && s2 % 4 == 0;
+    };
+    a.vec = vec_loads && dk % 4 == 0 && dv % 4 == 0 && al16(q.data, q.tok_stride, q.head_stride) &&
+            al16(k.data, k.tok_stride, k.head_stride) && al16(v.data, v.tok_stride, v.head_stride) &&
+            al16(scratch, a.rs, 0);
     const int ldk = a.dkp + 4, ldv = a.dvp + 8;
     const size_t prep_smem =
         sizeof(float) * size_t(kC * (ldk + (ldk > ldv ? ldk : ldv) + 2 * kLdT) + 2 * kC) + sizeof(double) * kC;
