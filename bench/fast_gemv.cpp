@@ -74,6 +74,7 @@ struct Copy {
 
 std::string plan_name(const fast::GemvPlan& p) {
     if (p.variant == fast::GemvVariant::Simt) return "simt (f32)";
+    if (p.variant == fast::GemvVariant::MmaRows) return "mma rows mt=" + std::to_string(p.mtiles);
     return "mma mt=" + std::to_string(p.mtiles) + " k/" + std::to_string(p.splits);
 }
 
@@ -127,6 +128,7 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
         std::vector<fast::GemvPlan> plans = {pick};
         if (a.all_variants) {
             plans.push_back(fast::GemvPlan{});
+            for (int mt : {1, 2}) plans.push_back({fast::GemvVariant::MmaRows, mt, 1});
             for (int mt : {1, 2})
                 for (int splits : {1, 2, 4, 8})
                     if (fast::gemv_mma_fits(K, l.kind, splits)) plans.push_back({fast::GemvVariant::Mma, mt, splits});

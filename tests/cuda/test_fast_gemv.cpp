@@ -320,6 +320,7 @@ std::vector<float> round_bf16(std::vector<float> v) {
 
 std::string plan_name(const fast::GemvPlan& p) {
     if (p.variant == fast::GemvVariant::Simt) return "simt";
+    if (p.variant == fast::GemvVariant::MmaRows) return "mma rows mt=" + std::to_string(p.mtiles);
     return "mma mt=" + std::to_string(p.mtiles) + " splits=" + std::to_string(p.splits);
 }
 
@@ -346,6 +347,7 @@ TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
         shapes.push_back({8, 4099, ks[1]});
         shapes.push_back({3, 300, 14336});
         shapes.push_back({8, 65, 14336});
+        shapes.push_back({2, 40, 24576 + G});  // past Mma's shared-memory limit: Simt and MmaRows
         for (const Shape& sh : shapes) {
             const std::string what = std::string(l.name) + " T=" + std::to_string(sh.T) + " N=" +
                                      std::to_string(sh.N) + " K=" + std::to_string(sh.K);
@@ -361,9 +363,12 @@ TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
             packed_reference(ph, round_bf16(x), ldx, sh.T, &want_b, &mag_b, &off_b);
             DeviceBuffer xd = to_device(x);
             std::vector<fast::GemvPlan> plans = {fast::GemvPlan{}, fast::gemv_pick(sh.T, sh.N, sh.K, l.kind, sms)};
-            for (int mt : {1, 2})
+            for (int mt : {1, 2}) {
+                plans.push_back({fast::GemvVariant::MmaRows, mt, 1});
                 for (int splits : {1, 3, 8, 6})
-                    if (fast::gemv_mma_fits(sh.K, l.kind, splits)) plans.push_back({fast::GemvVariant::Mma, mt, splits});
+                    if (fast::gemv_mma_fits(sh.K, l.kind, splits))
+                        plans.push_back({fast::GemvVariant::Mma, mt, splits});
+            }
             for (const fast::GemvPlan& plan : plans) {
                 SCOPED_TRACE(plan_name(plan));
                 const bool mma = plan.variant == fast::GemvVariant::Mma;
@@ -378,7 +383,8 @@ TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
                     for (int64_t n = 0; n < ldy; ++n) {
                         const float got = y[size_t(t * ldy + n)];
                         if (n >= sh.N) {
-                            if (got != reftest::kPad && ++bad <= 3) ADD_FAILURE() << "padding [" << t << ", " << n << "] written";
+                            if (got != reftest::kPad && ++bad <= 3)
+                                ADD_FAILURE() << "padding [" << t << ", " << n << "] written";
                             continue;
                         }
                         const size_t i = size_t(t * sh.N + n);

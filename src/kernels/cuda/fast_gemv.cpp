@@ -56,10 +56,11 @@ void gemv_packed_plan(const GemvPlan& plan, float* y, int64_t ldy, const float* 
         TS_CUDA_CHECK(detail::launch_gemv_simt(y, ldy, x, ldx, T, w, stream));
         return;
     }
-    TS_CHECK(plan.variant == GemvVariant::Mma, "gemv_packed: unknown variant {}", int(plan.variant));
+    TS_CHECK(plan.variant == GemvVariant::Mma || plan.variant == GemvVariant::MmaRows,
+             "gemv_packed: unknown variant {}", int(plan.variant));
     TS_CHECK(plan.mtiles == 1 || plan.mtiles == 2, "gemv_packed: Mma takes 1 or 2 row tiles a warp, not {}",
              plan.mtiles);
-    TS_CHECK(gemv_mma_fits(w.k, w.kind, plan.splits),
+    TS_CHECK(plan.variant == GemvVariant::MmaRows || gemv_mma_fits(w.k, w.kind, plan.splits),
              "gemv_packed: Mma with {} K splits does not fit K = {} (shared memory for x, 1..{} splits)", plan.splits,
              w.k, kGemvMaxSplits);
     TS_CUDA_CHECK(detail::launch_gemv_mma(plan, y, ldy, x, ldx, T, w, stream));

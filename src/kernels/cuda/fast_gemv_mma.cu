@@ -83,6 +83,59 @@ struct Tile {
     uint32_t sc[MT], bi[MT];
 };
 
+// The math of one k-tile of a warp: tl as the lane loaded it (chunk t of its rows), b[c] the B
+// fragments of chunk c {step 0: k 2t.., k 2t+8..; step 1: the same}; adds s·P + e·S into acc.
+template <PackedKind KIND, int MT, bool BIAS>
+__device__ __forceinline__ void tile_math(const Tile<MT>& tl, const uint32_t (&b)[4][4], float (&acc)[MT][4],
+                                          int lane) {
+    constexpr bool kInt4 = KIND == PackedKind::Int4;
+    constexpr uint32_t kOne = 0x3f803f80u, kOneHi = kInt4 ? kOne : 0u;
+    uint32_t X[MT][2][4];  // word t of chunk c (after the transpose)
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            X[mt][h][0] = tl.q[mt][h].x;
+            X[mt][h][1] = tl.q[mt][h].y;
+            X[mt][h][2] = tl.q[mt][h].z;
+            X[mt][h][3] = tl.q[mt][h].w;
+            quad_transpose(X[mt][h], lane & 3);
+            if constexpr (!kInt4)
+#pragma unroll
+                for (int c = 0; c < 4; ++c) X[mt][h][c] ^= 0x80808080u;
+        }
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+        float S[4] = {0.f, 0.f, 0.f, 0.f};
+        mma_bf16(S, kOne, kOne, kOneHi, kOneHi, b[c][0], b[c][1]);
+        mma_bf16(S, kOne, kOne, kOneHi, kOneHi, b[c][2], b[c][3]);
+        const int src = (lane & ~3) | c;  // the lane that loaded chunk c's scales
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+            float P[4] = {0.f, 0.f, 0.f, 0.f};
+            const uint32_t w0 = X[mt][0][c], w1 = X[mt][1][c];
+            mma_bf16(P, nib_pair<0>(w0), nib_pair<0>(w1), nib_pair<1>(w0), nib_pair<1>(w1), b[c][0], b[c][1]);
+            mma_bf16(P, nib_pair<2>(w0), nib_pair<2>(w1), nib_pair<3>(w0), nib_pair<3>(w1), b[c][2], b[c][3]);
+            const uint32_t sc = __shfl_sync(0xffffffffu, tl.sc[mt], src);
+            const float s0 = half_bits(uint16_t(sc & 0xffffu)), s1 = half_bits(uint16_t(sc >> 16));
+            float e0, e1;
+            if constexpr (BIAS) {
+                const uint32_t bi = __shfl_sync(0xffffffffu, tl.bi[mt], src);
+                e0 = fmaf(-128.f, s0, half_bits(uint16_t(bi & 0xffffu)));
+                e1 = fmaf(-128.f, s1, half_bits(uint16_t(bi >> 16)));
+            } else {
+                constexpr float kOff = kInt4 ? -136.f : -2304.f;
+                e0 = kOff * s0;
+                e1 = kOff * s1;
+            }
+            acc[mt][0] = fmaf(s0, P[0], fmaf(e0, S[0], acc[mt][0]));
+            acc[mt][1] = fmaf(s0, P[1], fmaf(e0, S[1], acc[mt][1]));
+            acc[mt][2] = fmaf(s1, P[2], fmaf(e1, S[2], acc[mt][2]));
+            acc[mt][3] = fmaf(s1, P[3], fmaf(e1, S[3], acc[mt][3]));
+        }
+    }
+}
+
 // Block (x, y): rows blockIdx.x·16·MT·kWarps …, k-tiles [y·per, y·per + per). Dynamic shared
 // memory: x fragments [per][4 chunks][32 lanes] (Int4 uint4, Int8 uint2).
 template <PackedKind KIND, int MT, bool BIAS>
@@ -207,60 +260,19 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? 4 : 2) gemv_mma_kernel(flo
 #pragma unroll
         for (int i = 0; i < 4; ++i) acc[mt][i] = 0.f;
 
-    constexpr uint32_t kOne = 0x3f803f80u, kOneHi = kInt4 ? kOne : 0u;
     auto compute = [&](const Tile<MT>& tl, int lt) {
-        uint32_t X[MT][2][4];  // word t of chunk c (after the transpose)
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                X[mt][h][0] = tl.q[mt][h].x;
-                X[mt][h][1] = tl.q[mt][h].y;
-                X[mt][h][2] = tl.q[mt][h].z;
-                X[mt][h][3] = tl.q[mt][h].w;
-                quad_transpose(X[mt][h], t);
-                if constexpr (!kInt4)
-#pragma unroll
-                    for (int c = 0; c < 4; ++c) X[mt][h][c] ^= 0x80808080u;
-            }
+        uint32_t b[4][4];
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
-            uint32_t b00, b01, b10, b11;  // B of step 0 (b00, b01) and step 1
             if constexpr (kInt4) {
-                const uint4 b = xsm[(lt * 4 + c) * 32 + lane];
-                b00 = b.x, b01 = b.y, b10 = b.z, b11 = b.w;
+                const uint4 v = xsm[(lt * 4 + c) * 32 + lane];
+                b[c][0] = v.x, b[c][1] = v.y, b[c][2] = v.z, b[c][3] = v.w;
             } else {
-                const uint2 b = reinterpret_cast<const uint2*>(xsm)[(lt * 4 + c) * 32 + lane];
-                b00 = b.x, b01 = times16(b.x), b10 = b.y, b11 = times16(b.y);
-            }
-            float S[4] = {0.f, 0.f, 0.f, 0.f};
-            mma_bf16(S, kOne, kOne, kOneHi, kOneHi, b00, b01);
-            mma_bf16(S, kOne, kOne, kOneHi, kOneHi, b10, b11);
-            const int src = (lane & ~3) | c;  // the lane that loaded chunk c's scales
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-                float P[4] = {0.f, 0.f, 0.f, 0.f};
-                const uint32_t w0 = X[mt][0][c], w1 = X[mt][1][c];
-                mma_bf16(P, nib_pair<0>(w0), nib_pair<0>(w1), nib_pair<1>(w0), nib_pair<1>(w1), b00, b01);
-                mma_bf16(P, nib_pair<2>(w0), nib_pair<2>(w1), nib_pair<3>(w0), nib_pair<3>(w1), b10, b11);
-                const uint32_t sc = __shfl_sync(0xffffffffu, tl.sc[mt], src);
-                const float s0 = half_bits(uint16_t(sc & 0xffffu)), s1 = half_bits(uint16_t(sc >> 16));
-                float e0, e1;
-                if constexpr (BIAS) {
-                    const uint32_t bi = __shfl_sync(0xffffffffu, tl.bi[mt], src);
-                    e0 = fmaf(-128.f, s0, half_bits(uint16_t(bi & 0xffffu)));
-                    e1 = fmaf(-128.f, s1, half_bits(uint16_t(bi >> 16)));
-                } else {
-                    constexpr float kOff = kInt4 ? -136.f : -2304.f;
-                    e0 = kOff * s0;
-                    e1 = kOff * s1;
-                }
-                acc[mt][0] = fmaf(s0, P[0], fmaf(e0, S[0], acc[mt][0]));
-                acc[mt][1] = fmaf(s0, P[1], fmaf(e0, S[1], acc[mt][1]));
-                acc[mt][2] = fmaf(s1, P[2], fmaf(e1, S[2], acc[mt][2]));
-                acc[mt][3] = fmaf(s1, P[3], fmaf(e1, S[3], acc[mt][3]));
+                const uint2 v = reinterpret_cast<const uint2*>(xsm)[(lt * 4 + c) * 32 + lane];
+                b[c][0] = v.x, b[c][1] = times16(v.x), b[c][2] = v.y, b[c][3] = times16(v.y);
             }
         }
+        tile_math<KIND, MT, BIAS>(tl, b, acc, lane);
     };
 
     // Two batches in flight, ping-pong (no register copies): load one, compute the other.
@@ -302,6 +314,150 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? 4 : 2) gemv_mma_kernel(flo
     cluster.sync();  // no block leaves while another still reads its shared memory
 }
 
+// Variant MmaRows: block = kRowWarps warps on the same 16·MT rows, warp w takes k-tiles w,
+// w + kRowWarps, …; each lane reads its B fragments straight from x (L1/L2: no staging, no
+// barrier before the first weight loads), one shared-memory sum over the warps at the end. No
+// cluster and no limit on K.
+constexpr int kRowWarps = kGemvMmaRowWarps;
+
+template <PackedKind KIND, int MT, bool BIAS>
+__global__ void __launch_bounds__(kRowWarps * 32, MT == 1 ? 2 : 1)
+    gemv_mma_rows_kernel(float* __restrict__ y, int64_t ldy, const float* __restrict__ x, int64_t ldx, int T,
+                         PackedMatrix w, bool x_aligned) {
+    constexpr bool kInt4 = KIND == PackedKind::Int4;
+    constexpr int U = 2;  // k-tiles a batch (two batches in flight)
+    __shared__ float red[kRowWarps * MT * 4 * 32];
+    const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), g = lane >> 2, t = lane & 3;
+    const int nch = int(kInt4 ? w.k / 32 : w.k / 16), nkt = (nch + 3) / 4;
+    const int64_t row_bytes = kInt4 ? w.k / 2 : w.k, gpr = w.k / w.group;
+    const int cpg = w.group / (kInt4 ? 32 : 16);
+    const bool cpg_pow2 = (cpg & (cpg - 1)) == 0;
+    const int lg_cpg = __ffs(cpg) - 1;
+    const int64_t row0 = int64_t(blockIdx.x) * (16 * MT);
+    const int nj = warp < nkt ? (nkt - warp + kRowWarps - 1) / kRowWarps : 0;  // this warp's k-tiles
+
+    const uint8_t* rp[MT][2];
+    const uint16_t* sp[MT][2];
+    const uint16_t* bp[MT][2];
+    bool rok[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int64_t r = row0 + 16 * mt + g + 8 * h;
+            rok[mt][h] = r < w.n;
+            const int64_t rr = rok[mt][h] ? r : 0;
+            rp[mt][h] = w.codes + rr * row_bytes;
+            sp[mt][h] = w.scales + rr * gpr;
+            bp[mt][h] = BIAS ? w.biases + rr * gpr : nullptr;
+        }
+    // The j-th k-tile of this warp (masked past this warp's last).
+    auto load = [&](Tile<MT>& tl, int j) {
+        const int kt = warp + kRowWarps * j, ch = kt * 4 + t;
+        const bool cok = j < nj && ch < nch;
+        const int gi = cpg_pow2 ? ch >> lg_cpg : ch / cpg;
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+            uint32_t s[2] = {0, 0}, b[2] = {0, 0};
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const bool ok = cok && rok[mt][h];
+                tl.q[mt][h] = ok ? load_stream(rp[mt][h] + 16 * int64_t(ch)) : make_uint4(0, 0, 0, 0);
+                s[h] = ok ? __ldg(sp[mt][h] + gi) : 0u;
+                if constexpr (BIAS) b[h] = ok ? __ldg(bp[mt][h] + gi) : 0u;
+            }
+            tl.sc[mt] = s[0] | s[1] << 16;
+            tl.bi[mt] = b[0] | b[1] << 16;
+        }
+    };
+    Tile<MT> cur[U], nxt[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) load(cur[u], u);
+
+    float acc[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[mt][i] = 0.f;
+
+    // B fragments of lane (g, t) = token g: Int4 columns 8t … 8t + 7 of each chunk as (0,4) (1,5)
+    // (2,6) (3,7); Int8 columns 4t … 4t + 3 as (0,2), 16·(0,2), (1,3), 16·(1,3). Zeros past T, K.
+    auto compute = [&](const Tile<MT>& tl, int j) {
+        const int kt = warp + kRowWarps * j;
+        constexpr int V = kInt4 ? 8 : 4;
+        float v[4][V];
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+#pragma unroll
+            for (int i = 0; i < V; ++i) v[c][i] = 0.f;
+            const int ch = kt * 4 + c;
+            if (g < T && ch < nch) {
+                const float* p = x + g * ldx + (kInt4 ? ch * 32 + t * 8 : ch * 16 + t * 4);
+#pragma unroll
+                for (int i = 0; i < V; i += 4) {
+                    if (x_aligned) {
+                        const float4 f = __ldg(reinterpret_cast<const float4*>(p + i));
+                        v[c][i] = f.x, v[c][i + 1] = f.y, v[c][i + 2] = f.z, v[c][i + 3] = f.w;
+                    } else {
+#pragma unroll
+                        for (int k = 0; k < 4; ++k) v[c][i + k] = __ldg(p + i + k);
+                    }
+                }
+            }
+        }
+        uint32_t b[4][4];
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            if constexpr (kInt4) {
+                b[c][0] = pack_bf16x2(v[c][0], v[c][4]), b[c][1] = pack_bf16x2(v[c][1], v[c][5]);
+                b[c][2] = pack_bf16x2(v[c][2], v[c][6]), b[c][3] = pack_bf16x2(v[c][3], v[c][7]);
+            } else {
+                b[c][0] = pack_bf16x2(v[c][0], v[c][2]), b[c][1] = times16(b[c][0]);
+                b[c][2] = pack_bf16x2(v[c][1], v[c][3]), b[c][3] = times16(b[c][2]);
+            }
+        }
+        tile_math<KIND, MT, BIAS>(tl, b, acc, lane);
+    };
+    auto step = [&](Tile<MT>(&ld)[U], int jl, Tile<MT>(&cp)[U], int jc) {
+#pragma unroll
+        for (int u = 0; u < U; ++u) load(ld[u], jl + u);
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+            if (jc + u < nj) compute(cp[u], jc + u);
+    };
+    for (int j = 0; j < nj; j += 2 * U) {
+        step(nxt, j + U, cur, j);
+        if (j + U < nj) step(cur, j + 2 * U, nxt, j + U);
+    }
+
+    // The warps' partial sums, added in a fixed order.
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) red[((warp * MT + mt) * 4 + i) * 32 + lane] = acc[mt][i];
+    __syncthreads();
+    for (int e = int(threadIdx.x); e < MT * 128; e += kRowWarps * 32) {
+        const int ln = e & 31, i = (e >> 5) & 3, mt = e >> 7;
+        const int tok = 2 * (ln & 3) + (i & 1);
+        const int64_t row = row0 + 16 * mt + (ln >> 2) + 8 * (i >> 1);
+        if (tok >= T || row >= w.n) continue;
+        float s = red[e];
+#pragma unroll
+        for (int q = 1; q < kRowWarps; ++q) s += red[q * MT * 128 + e];
+        y[tok * ldy + row] = s;
+    }
+}
+
+template <PackedKind KIND, int MT, bool BIAS>
+cudaError_t launch_rows(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
+                        cudaStream_t stream) {
+    const int64_t rows = int64_t(16) * MT;
+    const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
+    gemv_mma_rows_kernel<KIND, MT, BIAS><<<dim3(unsigned((w.n + rows - 1) / rows)), kRowWarps * 32, 0, stream>>>(
+        y, ldy, x, ldx, int(T), w, aligned);
+    return cudaGetLastError();
+}
+
 template <PackedKind KIND, int MT, bool BIAS>
 cudaError_t launch(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                    const PackedMatrix& w, cudaStream_t stream) {
@@ -327,6 +483,11 @@ cudaError_t launch(const GemvPlan& plan, float* y, int64_t ldy, const float* x, 
 template <int MT>
 cudaError_t launch_mt(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                       const PackedMatrix& w, cudaStream_t stream) {
+    if (plan.variant == GemvVariant::MmaRows) {
+        if (w.kind == PackedKind::Int8) return launch_rows<PackedKind::Int8, MT, false>(y, ldy, x, ldx, T, w, stream);
+        if (w.biases) return launch_rows<PackedKind::Int4, MT, true>(y, ldy, x, ldx, T, w, stream);
+        return launch_rows<PackedKind::Int4, MT, false>(y, ldy, x, ldx, T, w, stream);
+    }
     if (w.kind == PackedKind::Int8) return launch<PackedKind::Int8, MT, false>(plan, y, ldy, x, ldx, T, w, stream);
     if (w.biases) return launch<PackedKind::Int4, MT, true>(plan, y, ldy, x, ldx, T, w, stream);
     return launch<PackedKind::Int4, MT, false>(plan, y, ldy, x, ldx, T, w, stream);

@@ -3,6 +3,8 @@
 //   Simt: fast_gemv.cu — a warp streams whole rows, x staged as f32, fp32 FMAs (exact x).
 //   Mma:  fast_gemv_mma.cu — 16-row tiles on the tensor cores (mma.sync bf16 → f32, x rounded to
 //         bf16, codes exact), split-K over the blocks of a thread-block cluster.
+//   MmaRows: the same tile math, split-K over the 8 warps of a block (x read straight from
+//         L1/L2, no cluster, any K).
 #pragma once
 #include <cstdint>
 
@@ -12,18 +14,20 @@
 
 namespace tessera::cuda::fast {
 
-enum class GemvVariant : uint8_t { Simt, Mma };
+enum class GemvVariant : uint8_t { Simt, Mma, MmaRows };
 
 struct GemvPlan {
     GemvVariant variant = GemvVariant::Simt;
-    int mtiles = 1;  // Mma: 16-row tiles per warp (1 or 2)
+    int mtiles = 1;  // Mma, MmaRows: 16-row tiles per warp (1 or 2)
     int splits = 1;  // Mma: K split over the blocks of one cluster (1..kGemvMaxSplits)
 };
 
 // Mma's geometry (fast_gemv_mma.cu): kGemvMmaWarps warps a block, each its own 16·mtiles rows;
 // a k-tile is 4 chunks of 16 code bytes a row (Int4 128 columns, Int8 64); a block stages the
-// bf16 x fragments of its k-tiles in shared memory (Int4 2 KiB, Int8 1 KiB a k-tile).
+// bf16 x fragments of its k-tiles in shared memory (Int4 2 KiB, Int8 1 KiB a k-tile). MmaRows:
+// kGemvMmaRowWarps warps a block on the same 16·mtiles rows.
 constexpr int kGemvMmaWarps = 4;
+constexpr int kGemvMmaRowWarps = 8;
 constexpr int kGemvMaxSplits = 8;  // portable cluster size
 constexpr int64_t kGemvXSmemBytes = 40 * 1024;
 constexpr int64_t gemv_tile_cols(PackedKind kind) { return kind == PackedKind::Int4 ? 128 : 64; }
