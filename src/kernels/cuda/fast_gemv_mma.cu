@@ -275,18 +275,32 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? 4 : 2) gemv_mma_kernel(flo
         tile_math<KIND, MT, BIAS>(tl, b, acc, lane);
     };
 
-    // Two batches in flight, ping-pong (no register copies): load one, compute the other.
+    // Two batches in flight: load one, compute the other. One row tile: ping-pong (no register
+    // copies); two: the next batch copied into place (fewer registers live — 151 against 171, and
+    // 10 % faster on the H200 at 4096x14336 and lm_head; the ping-pong is 10 % faster for one).
     Tile<MT> nxt[U];
-    auto step = [&](Tile<MT>(&ld)[U], int kl, Tile<MT>(&cp)[U], int kc) {
+    if constexpr (MT == 1) {
+        auto step = [&](Tile<MT>(&ld)[U], int kl, Tile<MT>(&cp)[U], int kc) {
 #pragma unroll
-        for (int u = 0; u < U; ++u) load(ld[u], kl + u);
+            for (int u = 0; u < U; ++u) load(ld[u], kl + u);
 #pragma unroll
-        for (int u = 0; u < U; ++u)
-            if (kc + u < kt1) compute(cp[u], kc + u - kt0);
-    };
-    for (int kb = kt0; kb < kt1; kb += 2 * U) {
-        step(nxt, kb + U, cur, kb);
-        if (kb + U < kt1) step(cur, kb + 2 * U, nxt, kb + U);
+            for (int u = 0; u < U; ++u)
+                if (kc + u < kt1) compute(cp[u], kc + u - kt0);
+        };
+        for (int kb = kt0; kb < kt1; kb += 2 * U) {
+            step(nxt, kb + U, cur, kb);
+            if (kb + U < kt1) step(cur, kb + 2 * U, nxt, kb + U);
+        }
+    } else {
+        for (int kb = kt0; kb < kt1; kb += U) {
+#pragma unroll
+            for (int u = 0; u < U; ++u) load(nxt[u], kb + U + u);
+#pragma unroll
+            for (int u = 0; u < U; ++u)
+                if (kb + u < kt1) compute(cur[u], kb + u - kt0);
+#pragma unroll
+            for (int u = 0; u < U; ++u) cur[u] = nxt[u];
+        }
     }
 
     // The cluster's partial sums: block r adds up its share of the outputs from every block.
