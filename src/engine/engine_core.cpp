@@ -80,6 +80,7 @@ struct EngineCore::Impl {
     uint64_t next_id = 1;
     int64_t next_arrival = 0;
     Arena logits;            // a step's logits, in the backend's staging memory (page-locked on a GPU)
+    std::vector<int32_t> argmax;  // a greedy step's tokens (the logits stay on the device)
     std::vector<float> raw;  // a row before penalties, for logprobs
     EngineStats counters;
     int64_t decode_steps = 0;
@@ -87,6 +88,7 @@ struct EngineCore::Impl {
 
     void emit_final(Live& l, FinishReason why, const std::string& error, RequestOutput out);
     void sample_row(Live& l, float* row);
+    void take_token(Live& l, int32_t token, RequestOutput out);
     void fail_items(const StepPlan& plan, const std::string& msg);
 };
 
@@ -321,14 +323,28 @@ void EngineCore::Impl::sample_row(Live& l, float* row) {
     if (p.logprobs >= 0) raw.assign(row, row + V);
     if (l.proc->active()) l.proc->apply(row);
     const int32_t token = l.sampler->sample(row, V);
-    l.proc->accept(token);
-    l.seq.tokens.push_back(token);
-    ++counters.generated_tokens;
-    out.token = token;
     if (p.logprobs >= 0) {
         out.logprob = token_logprob(raw.data(), V, token);
         if (p.logprobs > 0) out.top = top_logprobs(raw.data(), V, p.logprobs);
     }
+    take_token(l, token, std::move(out));
+}
+
+// Whether a request's next token is the argmax of its raw logits, with nothing else read from
+// them: then the step can leave the logits on the device (Model::forward's argmax).
+static bool greedy_only(const Live& l) {
+    const GenerationParams& p = l.params;
+    return (p.sampling.temperature <= 0.f || p.sampling.top_k == 1) && !p.return_logits && p.logprobs < 0 &&
+           !l.proc->active();
+}
+
+void EngineCore::Impl::take_token(Live& l, int32_t token, RequestOutput out) {
+    const GenerationParams& p = l.params;
+    out.id = l.seq.id;
+    l.proc->accept(token);
+    l.seq.tokens.push_back(token);
+    ++counters.generated_tokens;
+    out.token = token;
     const bool is_eos = !p.ignore_eos && std::find(eos.begin(), eos.end(), token) != eos.end();
     const bool stop_id = std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) != p.stop_token_ids.end();
     if (is_eos || stop_id) return emit_final(l, FinishReason::Stop, "", std::move(out));
@@ -370,13 +386,22 @@ bool EngineCore::step() {
     }
     const Batch batch = bb.finish();
     const int64_t V = I.m.config.vocab_size;
-    const size_t logit_bytes = size_t(std::max<int64_t>(rows, 1) * V) * sizeof(float);
-    if (I.logits.capacity() < logit_bytes)
-        I.logits = Arena("step logits", std::max(logit_bytes, 2 * I.logits.capacity()), I.m.backend->staging_memory());
-    I.logits.reset();
-    float* const logits = static_cast<float*>(I.logits.alloc(logit_bytes));
+    // A step whose every sampled row is greedy asks the model for argmaxes only: no logits copy.
+    bool greedy = rows > 0;
+    for (const StepItem& it : plan.items)
+        if (it.logits) greedy = greedy && greedy_only(*I.live.at(it.seq->id));
+    float* logits = nullptr;
+    if (greedy) {
+        I.argmax.assign(size_t(rows), 0);
+    } else {
+        const size_t logit_bytes = size_t(std::max<int64_t>(rows, 1) * V) * sizeof(float);
+        if (I.logits.capacity() < logit_bytes)
+            I.logits = Arena("step logits", std::max(logit_bytes, 2 * I.logits.capacity()), I.m.backend->staging_memory());
+        I.logits.reset();
+        logits = static_cast<float*>(I.logits.alloc(logit_bytes));
+    }
     try {
-        I.m.model->forward(batch, Caches{I.kv.get(), I.state.get()}, logits);
+        I.m.model->forward(batch, Caches{I.kv.get(), I.state.get()}, logits, greedy ? I.argmax.data() : nullptr);
     } catch (const std::exception& e) {
         TS_LOG_ERROR("forward step failed: {}", e.what());
         I.fail_items(plan, std::string("forward step failed: ") + e.what());
@@ -387,12 +412,13 @@ bool EngineCore::step() {
     int64_t row = 0;
     for (const StepItem& it : plan.items) {
         if (!it.logits) continue;
-        float* r = logits + row++ * V;
+        const int64_t r = row++;
         const uint64_t id = it.seq->id;  // it.seq dies with its request
         auto f = I.live.find(id);
         if (f == I.live.end()) continue;
         try {
-            I.sample_row(*f->second, r);
+            if (greedy) I.take_token(*f->second, I.argmax[size_t(r)], RequestOutput{});
+            else I.sample_row(*f->second, logits + r * V);
         } catch (const std::exception& e) {
             auto g = I.live.find(id);
             if (g != I.live.end()) I.emit_final(*g->second, FinishReason::Error, e.what(), RequestOutput{});

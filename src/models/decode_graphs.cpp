@@ -126,7 +126,7 @@ void DecodeGraphs::stage(Graph& g, const Batch& b) {
     be_.copy_in(const_cast<int32_t*>(g.sb.tokens), h, bytes);
 }
 
-bool DecodeGraphs::forward(Model& m, const Batch& b, const Caches& c, float* logits) {
+bool DecodeGraphs::forward(Model& m, const Batch& b, const Caches& c, float* logits, int32_t* argmax) {
     if (disabled_) return false;
     const int n = b.n_seqs();
     if (n == 0 || b.n_tokens() != n || int64_t(b.logit_rows.size()) != n) return false;
@@ -146,7 +146,8 @@ bool DecodeGraphs::forward(Model& m, const Batch& b, const Caches& c, float* log
     if (logit_rows_ < B) {
         drop_all();  // the recordings write the old logits buffer
         logit_rows_ = std::max<int64_t>(B, 2 * logit_rows_);
-        logits_ = Arena("decode graph logits", size_t(logit_rows_ * V) * sizeof(float), be_.memory());
+        // the logits, then their argmaxes (greedy steps)
+        logits_ = Arena("decode graph logits", size_t(logit_rows_ * (V + 1)) * sizeof(float) + 4096, be_.memory());
     }
     logits_.reset();
     const Tensor out_dev = logits_.tensor(DType::F32, {B, V});
@@ -177,7 +178,13 @@ bool DecodeGraphs::forward(Model& m, const Batch& b, const Caches& c, float* log
             }
         }
     }
-    be_.copy_out(logits, out_dev.data, size_t(int64_t(n) * V) * sizeof(float));
+    if (argmax) {  // only the ids cross to the host (the argmax runs after the replay, unrecorded)
+        auto* ids = static_cast<int32_t*>(logits_.alloc(size_t(n) * sizeof(int32_t)));
+        be_.argmax(out_dev.slice_rows(0, n), ids);
+        be_.copy_out(argmax, ids, size_t(n) * sizeof(int32_t));
+    } else {
+        be_.copy_out(logits, out_dev.data, size_t(int64_t(n) * V) * sizeof(float));
+    }
     return true;
 }
 

@@ -25,10 +25,12 @@ void Model::check_tokens(const Batch& b) const {
         TS_CHECK(id >= 0 && id < cfg_.vocab_size, "token id {} out of range [0, {})", id, cfg_.vocab_size);
 }
 
-void Model::forward(const Batch& batch, const Caches& caches, float* logits) {
+void Model::forward(const Batch& batch, const Caches& caches, float* logits, int32_t* argmax) {
     check_batch(batch, caches);
-    if (graphs_ && graphs_->forward(*this, batch, caches, logits)) return;
-    run(stager_.stage(batch, be_), caches, LogitsOut{logits, nullptr});
+    TS_CHECK(logits || argmax || batch.logit_rows.empty(), "forward: {} logit rows but nowhere to write them",
+             batch.logit_rows.size());
+    if (graphs_ && graphs_->forward(*this, batch, caches, logits, argmax)) return;
+    run(stager_.stage(batch, be_), caches, LogitsOut{logits, nullptr, argmax});
 }
 
 }  // namespace tessera

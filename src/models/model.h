@@ -92,9 +92,13 @@ private:
 // Where a forward step's logits go: host memory (a device backend copies rows back as they are
 // computed, through a bounded scratch), or a device tensor [n_logits, vocab] in the backend's
 // memory that the caller copies later (a recorded decode step must not copy to the host).
+// Where a step's logits go: host memory [rows, V], or a device tensor (decode graphs copy it out
+// themselves); with `argmax` set (host, [rows]) only each row's argmax reaches the host — greedy
+// decoding leaves the logits in device memory — and `host` is not written.
 struct LogitsOut {
     float* host = nullptr;
     const Tensor* device = nullptr;
+    int32_t* argmax = nullptr;
 };
 
 class DecodeGraphs;
@@ -105,9 +109,11 @@ public:
     const ModelConfig& config() const { return cfg_; }
     // What this model caches per token (attention layers) and per sequence (recurrent layers).
     virtual CacheSpec cache_spec() const = 0;
-    // Runs the batch; writes logits [batch.logit_rows.size(), vocab] (f32, host). With decode
-    // graphs enabled, a batch of one-token sequences replays a recorded step (decode_graphs.h).
-    void forward(const Batch& batch, const Caches& caches, float* logits);
+    // Runs the batch; writes logits [batch.logit_rows.size(), vocab] (f32, host) — or, with
+    // `argmax` given, only each logit row's argmax (the first index of its largest non-NaN value,
+    // as Sampler::argmax) into argmax[rows], and logits may be null. With decode graphs enabled,
+    // a batch of one-token sequences replays a recorded step (decode_graphs.h).
+    void forward(const Batch& batch, const Caches& caches, float* logits, int32_t* argmax = nullptr);
     // Record decode steps per batch-size bucket where the backend can (CUDA graphs); off by default.
     void enable_decode_graphs(bool on);
     const DecodeGraphs* decode_graphs() const { return graphs_.get(); }

@@ -1,9 +1,10 @@
 // Batch invariance of whole models on the CPU backend: a sequence's logits are bit for bit the
 // same whether its prompt runs alone in one pass and it then decodes alone, or its prompt is split
 // at 64 and 128 and every step is batched with another sequence that prefills or decodes at other
-// positions (before or after it in the batch).
+// positions (before or after it in the batch). And greedy steps' argmax-only output.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -96,6 +97,56 @@ TEST_P(BatchInvariance, LogitsAloneEqualSplitAndBatched) {
         ASSERT_EQ(0, std::memcmp(got.data() + r * size_t(V), want.data() + r * size_t(V), size_t(V) * sizeof(float)))
             << GetParam() << ": logits of A's token " << r << " differ"
             << (r < n_prompt ? " (prompt)" : " (decode)");
+}
+
+// The first index of the largest non-NaN value (Sampler::argmax's rule).
+int32_t first_argmax(const float* row, int64_t V) {
+    int32_t best = -1;
+    for (int64_t i = 0; i < V; ++i)
+        if (!std::isnan(row[i]) && (best < 0 || row[i] > row[best])) best = int32_t(i);
+    return best < 0 ? 0 : best;
+}
+
+// Greedy steps ask Model::forward for argmaxes only (the logits stay where they were computed):
+// each id is the argmax of the row a logits step gives — for a prompt of 40 rows (more than
+// the lm_head's 16-row scratch) and for decode steps of two sequences.
+TEST_P(BatchInvariance, ArgmaxOnlyStepsGiveTheArgmaxOfTheLogits) {
+    LoadOptions lo;
+    lo.device = "cpu";
+    lo.max_batch_tokens = 256;
+    LoadedModel m = load_model(std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/" + GetParam(), lo);
+    const int64_t V = m.config.vocab_size, bs = 16;
+    const auto a = random_ids(48, int(V), 3), b = random_ids(48, int(V), 4);
+    auto run = [&](bool ids_only) {
+        Session s(*m.model, 2 * blocks_for(48, bs), bs, 2);
+        const int sa = s.add_sequence(), sb = s.add_sequence();
+        std::vector<int32_t> got;
+        auto step = [&](std::vector<Piece> pieces) {
+            BatchBuilder bb{int(bs)};
+            size_t rows = 0;
+            for (const Piece& p : pieces) {
+                SeqBlocks& q = s.sequence(p.seq);
+                q.reserve(s.cache(), int64_t(p.n));
+                bb.add(q, p.tokens->data() + p.from, int64_t(p.n), p.want_logits);
+                rows += p.want_logits == 2 ? p.n : size_t(p.want_logits);
+            }
+            if (ids_only) {
+                std::vector<int32_t> ids(rows, -1);
+                s.model().forward(bb.finish(), s.caches(), nullptr, ids.data());
+                got.insert(got.end(), ids.begin(), ids.end());
+            } else {
+                std::vector<float> out(rows * size_t(V));
+                s.model().forward(bb.finish(), s.caches(), out.data());
+                for (size_t r = 0; r < rows; ++r) got.push_back(first_argmax(out.data() + r * size_t(V), V));
+            }
+        };
+        step({{sa, &a, 0, 40, 2}, {sb, &b, 0, 20, 1}});
+        for (size_t t = 40; t < 44; ++t) step({{sb, &b, t - 20, 1, 1}, {sa, &a, t, 1, 1}});
+        return got;
+    };
+    const auto want = run(false), got = run(true);
+    ASSERT_EQ(want.size(), size_t(41 + 8));
+    EXPECT_EQ(got, want) << GetParam();
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, BatchInvariance,

@@ -30,17 +30,24 @@ void LmHead::logits(Backend& be, Arena& arena, const ModelConfig& c, const Tenso
         be.matmul(out.device->slice_rows(0, n_out), rows, output);
         return;
     }
-    if (be.device() == Device::CPU) {
+    if (be.device() == Device::CPU && !out.argmax) {
         be.matmul(Tensor(out.host, DType::F32, {n_out, V}), rows, output);
         return;
     }
-    // Device memory: the logits go to the host a few rows at a time, through a bounded scratch.
+    // A few rows at a time through a bounded scratch: the logits go to the host, or only their
+    // argmaxes do (greedy decoding: 4 bytes a row instead of 4·V).
     for (int64_t r0 = 0; r0 < n_out; r0 += kLogitRowsPerCopy) {
         const int64_t n = std::min(kLogitRowsPerCopy, n_out - r0);
         const size_t mark = arena.used();
         Tensor y = arena.tensor(DType::F32, {n, V});
         be.matmul(y, rows.slice_rows(r0, r0 + n), output);
-        be.copy_out(out.host + r0 * V, y.data, size_t(n * V) * sizeof(float));
+        if (out.argmax) {
+            auto* ids = static_cast<int32_t*>(arena.alloc(size_t(n) * sizeof(int32_t)));
+            be.argmax(y, ids);
+            be.copy_out(out.argmax + r0, ids, size_t(n) * sizeof(int32_t));
+        } else {
+            be.copy_out(out.host + r0 * V, y.data, size_t(n * V) * sizeof(float));
+        }
         arena.rewind(mark);
     }
 }

@@ -11,11 +11,12 @@ namespace tessera {
 class WeightStore;
 
 struct LmHead {
-    // A device backend's logits reach the host this many rows at a time (scratch: rows × vocab).
+    // Logits are computed this many rows at a time into scratch (rows × vocab) where they do not
+    // go straight to the host: a device backend's, and every backend's when only argmaxes are asked.
     static constexpr int64_t kLogitRowsPerCopy = 16;
-    // Activation floats logits() needs beyond the model's own, on backend `be`.
-    static int64_t activation_floats(const ModelConfig& c, const Backend& be) {
-        return be.device() == Device::CPU ? 0 : kLogitRowsPerCopy * c.vocab_size;
+    // Activation floats logits() needs beyond the model's own (the scratch rows and their ids).
+    static int64_t activation_floats(const ModelConfig& c, const Backend&) {
+        return kLogitRowsPerCopy * (c.vocab_size + 1) + 64;
     }
 
     Tensor tok_embd;     // [V, H]
@@ -23,7 +24,8 @@ struct LmHead {
     Tensor output;       // [V, H] (== tok_embd when tied)
 
     static LmHead load(WeightStore& w, const ModelConfig& c);
-    // logits [b.n_logits, V] from the residual stream x [T, H], to host memory or a device tensor.
+    // logits [b.n_logits, V] from the residual stream x [T, H], to host memory or a device tensor,
+    // or only their argmaxes to host memory (LogitsOut).
     void logits(Backend& be, Arena& arena, const ModelConfig& c, const Tensor& x, const StagedBatch& b,
                 const LogitsOut& out) const;
 };
