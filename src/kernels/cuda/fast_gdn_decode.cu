@@ -95,35 +95,32 @@ __global__ void __launch_bounds__(2 * kGroup, MINB) gdn_decode2_kernel(GdnDecode
     __shared__ float oo[kMaxHeads][COLS];   // o of every head, this block's columns
     __shared__ float gz[kMaxHeads][COLS];   // norm_w · silu(z) likewise
     __shared__ float ssq[kMaxHeads];        // Σ o² over this block's columns, per head
-    __shared__ float gate[2][2];            // head in pass: decay e^g, β (its first thread computes them)
 
     const int64_t slot = a.slot[s];  // the same in every block of the cluster: all return or none
     const float* xrow = a.mixed + s * a.mixed_s;
 
     // Pass p: this thread's head and what it needs that does not depend on the slot.
-    // The gates go to `gate` (read after the pass's next barrier, before its last).
     struct Pass {
         bool active;
         int jj, h;
-        float zg;
+        float decay, beta, zg;
     };
     auto pass_of = [&](int p) {
         Pass q;
         q.jj = p * hp_n + hp;
         q.active = q.jj < r;
         q.h = q.active ? head_of(q.jj) : 0;
+        q.decay = 1.f;
+        q.beta = 0.f;
         q.zg = 0.f;
-        if (q.active && t == 0) {
+        if (q.active) {
             const float bb = a.b[s * a.b_s + q.h], x = a.a[s * a.a_s + q.h] + a.dt_bias[q.h];
             const float nea = a.neg_exp_a[q.h];
+            q.beta = 1.f / (1.f + expf(-bb));
             const float sp = x > 20.f ? x : log1pf(expf(x));
-            gate[hp][0] = expf(nea * sp);
-            gate[hp][1] = 1.f / (1.f + expf(-bb));
-        } else if (!q.active && t == 0) {
-            gate[hp][0] = 1.f;
-            gate[hp][1] = 0.f;
+            q.decay = expf(nea * sp);
+            if (rl == 0 && col_ok) q.zg = a.norm_w[j] * silu(a.z[s * a.z_s + q.h * dv + j]);
         }
-        if (q.active && rl == 0 && col_ok) q.zg = a.norm_w[j] * silu(a.z[s * a.z_s + q.h * dv + j]);
         return q;
     };
     Pass ps = pass_of(0);
@@ -195,13 +192,13 @@ __global__ void __launch_bounds__(2 * kGroup, MINB) gdn_decode2_kernel(GdnDecode
     cp_async_wait_all();
     __syncthreads();
 
-    // q and k: conv + SiLU (zeros past dk), l2 norms. Kept unnormalised: the sums over rows scale.
+    // q and k: conv + SiLU, l2 norms.
     float3 part = make_float3(0.f, 0.f, 0.f);  // Σq², Σk², Σqk
-    for (int i = tid; i < DKM; i += blockDim.x) {
-        const float qv = i < dk ? conv_silu<KM>(&qw[i * K], &qwin[i * K], K) : 0.f;
-        const float kv = i < dk ? conv_silu<KM>(&qw[(dk + i) * K], &qwin[(dk + i) * K], K) : 0.f;
+    for (int i = tid; i < dk; i += blockDim.x) {
+        const float qv = conv_silu<KM>(&qw[i * K], &qwin[i * K], K);
+        const float kv = conv_silu<KM>(&qw[(dk + i) * K], &qwin[(dk + i) * K], K);
         qk[i] = qv;
-        qk[DKM + i] = kv;
+        qk[dk + i] = kv;
         part.x += qv * qv;
         part.y += kv * kv;
         part.z += qv * kv;
@@ -211,6 +208,8 @@ __global__ void __launch_bounds__(2 * kGroup, MINB) gdn_decode2_kernel(GdnDecode
     const float inv_q = 1.f / sqrtf(sums.x + 1e-6f), inv_k = 1.f / sqrtf(sums.y + 1e-6f);
     const float scale = 1.f / sqrtf(float(dk));
     const float kq = sums.z * inv_q * scale * inv_k;  // k̂ᵀq̂
+    auto q_hat = [&](int i) { return i < dk ? qk[i] * inv_q * scale : 0.f; };
+    auto k_hat = [&](int i) { return i < dk ? qk[dk + i] * inv_k : 0.f; };
 
     const int n_pass = int((r + hp_n - 1) / hp_n);
     for (int p = 0; p < n_pass; ++p) {
@@ -222,14 +221,13 @@ __global__ void __launch_bounds__(2 * kGroup, MINB) gdn_decode2_kernel(GdnDecode
             __syncthreads();
             finish_v(ps, pb);  // vv of parity pb was last read two passes ago
         }
-        const float decay = gate[hp][0], beta = gate[hp][1];
-        float pu = 0.f, po = 0.f;  // Σ S'[i, j]·k[i], Σ S'[i, j]·q[i] over this thread's rows (unnormalised k, q)
+        float pu = 0.f, po = 0.f;
 #pragma unroll
         for (int m = 0; m < R; ++m) {
             const int i = rl + NR * m;
-            sr[m] *= decay;
-            pu = fmaf(sr[m], qk[DKM + i], pu);
-            po = fmaf(sr[m], qk[i], po);
+            sr[m] *= ps.decay;
+            pu = fmaf(sr[m], k_hat(i), pu);
+            po = fmaf(sr[m], q_hat(i), po);
         }
         red[pb][hp][t] = make_float2(pu, po);
         __syncthreads();
@@ -241,11 +239,9 @@ __global__ void __launch_bounds__(2 * kGroup, MINB) gdn_decode2_kernel(GdnDecode
                 u += v.x;
                 os += v.y;
             }
-            u *= inv_k;
-            os *= inv_q * scale;
-            const float delta = beta * (vv[pb][hp][c] - u), dk_delta = inv_k * delta;  // k̂·δ = k·(inv_k·δ)
+            const float delta = ps.beta * (vv[pb][hp][c] - u);
 #pragma unroll
-            for (int m = 0; m < R; ++m) sr[m] = fmaf(qk[DKM + rl + NR * m], dk_delta, sr[m]);
+            for (int m = 0; m < R; ++m) sr[m] = fmaf(k_hat(rl + NR * m), delta, sr[m]);
             if (t < 32) {  // the head's first warp: its lanes < COLS are row lane 0
                 const float out = col_ok ? fmaf(delta, kq, os) : 0.f;
                 float sq = t < COLS ? out * out : 0.f;
