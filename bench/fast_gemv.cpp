@@ -145,6 +145,11 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                 });
                 std::string note = i == 0 ? "picked" : "";
                 if (i == 0 && !anchor.empty()) note += "; llama.cpp " + anchor;
+                if (p.variant != fast::GemvVariant::Simt) {  // fewer resident than launched: several waves
+                    const int res = fast::detail::gemv_resident_blocks(p, copies[0].m);
+                    note += (note.empty() ? "" : "; ") + std::to_string(fast::detail::gemv_grid_blocks(p, N)) +
+                            " blocks, " + std::to_string(res) + " resident";
+                }
                 row(name, l, T, mode, (i == 0 ? "pick: " : "") + plan_name(p), sec, bytes, note);
             }
             if (a.all_variants) {

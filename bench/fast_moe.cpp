@@ -121,9 +121,7 @@ Routing random_routing(int64_t T, int k, int E, Rng& rng) {
 }
 
 std::string plan_name(const fast::MoePlan& p) {
-    if (p.v2)
-        return p.large_tiles ? "v2 large/" + std::to_string(p.tile_rows) + " (mma bf16)"
-                             : "v2 decode gate+up/" + std::to_string(p.v2_rows) + (p.v2_down ? ", v2 down" : ", v1 down/token");
+    if (p.v2) return p.large_tiles ? "v2 large/" + std::to_string(p.tile_rows) + " (mma bf16)" : "v2 decode per slot";
     if (p.large_tiles) return "large tiles/" + std::to_string(p.tile_rows) + " (mma bf16)";
     return std::string(p.grouped ? "grouped/" + std::to_string(p.tile_rows) : "per slot") +
            (p.down_by_token ? " down/token" : " down/item+combine");
@@ -176,17 +174,14 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
         const fast::MoePlan pick = fast::moe_pick(T, s.k, s.E);
         std::vector<fast::MoePlan> plans = {pick};
         for (const fast::MoePlan& p :
-             {fast::MoePlan{false, true, 8, false, true}, fast::MoePlan{false, true, 8, false, true, false},
-              fast::MoePlan{false, true, 8, false, true, false, 2},
-              fast::MoePlan{true, false, 16, true, true},
+             {fast::MoePlan{false, true, 8, false, true}, fast::MoePlan{true, false, 16, true, true},
               fast::MoePlan{true, false, 32, true, true}, fast::MoePlan{true, false, 64, true, true},
               fast::MoePlan{false, true, 8}, fast::MoePlan{true, true, 8}, fast::MoePlan{true, false, 8},
               fast::MoePlan{true, false, 1}, fast::MoePlan{true, false, 32, true}, fast::MoePlan{true, false, 64, true}}) {
             if (p.grouped == pick.grouped && p.down_by_token == pick.down_by_token && p.tile_rows == pick.tile_rows &&
-                p.large_tiles == pick.large_tiles && p.v2 == pick.v2 && p.v2_down == pick.v2_down &&
-                p.v2_rows == pick.v2_rows)
+                p.large_tiles == pick.large_tiles && p.v2 == pick.v2)
                 continue;
-            if (!p.large_tiles && T > 64 && !a.all) continue;  // the f32 tiles at prefill: minutes
+            if (!p.large_tiles && !p.v2 && T > 64 && !a.all) continue;  // the f32 tiles at prefill: minutes
             plans.push_back(p);
         }
         const double flops = 2.0 * double(T * s.k) * 3.0 * double(s.I * s.H);
@@ -249,13 +244,9 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
         // The v2 decode steps alone (hot routing, per slot).
         if (small_steps && T * s.k <= 65535) {
             const double tg2 = timer.median(a.warmup, a.runs, [&](int) {
-                TS_CUDA_CHECK(fast::detail::launch_moe_decode_gate_up(act, x.as<float>(), s.H, T, w, rid, s.k, 4, st));
+                TS_CUDA_CHECK(fast::detail::launch_moe_decode_gate_up(act, x.as<float>(), s.H, T, w, rid, s.k, st));
             });
-            row(s, T, "  step: v2 decode gate+up+SwiGLU/4", tg2, hot_bytes * 2 / 3, "2 of 3 matrices");
-            const double tg22 = timer.median(a.warmup, a.runs, [&](int) {
-                TS_CUDA_CHECK(fast::detail::launch_moe_decode_gate_up(act, x.as<float>(), s.H, T, w, rid, s.k, 2, st));
-            });
-            row(s, T, "  step: v2 decode gate+up+SwiGLU/2", tg22, hot_bytes * 2 / 3, "2 of 3 matrices");
+            row(s, T, "  step: v2 decode gate+up+SwiGLU", tg2, hot_bytes * 2 / 3, "2 of 3 matrices");
             const double td2 = timer.median(a.warmup, a.runs, [&](int) {
                 TS_CUDA_CHECK(fast::detail::launch_moe_decode_down(y.as<float>(), s.H, act, T, w, rid, rw, s.k, st));
             });

@@ -507,7 +507,53 @@ cudaError_t launch_mt(const GemvPlan& plan, float* y, int64_t ldy, const float* 
     return launch<PackedKind::Int4, MT, false>(plan, y, ldy, x, ldx, T, w, stream);
 }
 
+// Blocks of `plan`'s kernel the device holds at once (clusters × their size for Mma).
+template <PackedKind KIND, int MT, bool BIAS>
+int resident(const GemvPlan& plan, const PackedMatrix& w) {
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+        return -1;
+    if (plan.variant == GemvVariant::MmaRows) {
+        int per_sm = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_mma_rows_kernel<KIND, MT, BIAS>,
+                                                          kRowWarps * 32, 0) != cudaSuccess)
+            return -1;
+        return per_sm * sms;
+    }
+    const int64_t tiles = gemv_k_tiles(w.k, KIND);
+    const int per = int((tiles + plan.splits - 1) / plan.splits);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(unsigned(sms), unsigned(plan.splits), 1);
+    cfg.blockDim = dim3(kThreads, 1, 1);
+    cfg.dynamicSmemBytes = size_t(per) * size_t(gemv_tile_smem(KIND));
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 1;
+    attr[0].val.clusterDim.y = unsigned(plan.splits);
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    int clusters = 0;
+    if (cudaOccupancyMaxActiveClusters(&clusters, gemv_mma_kernel<KIND, MT, BIAS>, &cfg) != cudaSuccess) return -1;
+    return clusters * plan.splits;
+}
+
+template <int MT>
+int resident_mt(const GemvPlan& plan, const PackedMatrix& w) {
+    if (w.kind == PackedKind::Int8) return resident<PackedKind::Int8, MT, false>(plan, w);
+    if (w.biases) return resident<PackedKind::Int4, MT, true>(plan, w);
+    return resident<PackedKind::Int4, MT, false>(plan, w);
+}
+
 }  // namespace
+
+int gemv_resident_blocks(const GemvPlan& plan, const PackedMatrix& w) {
+    if (plan.variant == GemvVariant::Simt) return -1;
+    const int r = plan.mtiles == 2 ? resident_mt<2>(plan, w) : resident_mt<1>(plan, w);
+    cudaGetLastError();  // a failed query leaves no error behind
+    return r;
+}
 
 // Arguments and plan already checked (fast_gemv.cpp).
 cudaError_t launch_gemv_mma(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,

@@ -77,6 +77,13 @@ cudaError_t launch_gemv_simt(float* y, int64_t ldy, const float* x, int64_t ldx,
                              cudaStream_t stream);
 cudaError_t launch_gemv_mma(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                             const PackedMatrix& w, cudaStream_t stream);
+// Blocks of `plan`'s kernel resident on the device at once (occupancy query; -1 for Simt or on
+// failure), and the blocks it launches for w — the bench's diagnosis.
+int gemv_resident_blocks(const GemvPlan& plan, const PackedMatrix& w);
+constexpr int64_t gemv_grid_blocks(const GemvPlan& plan, int64_t N) {
+    const int64_t rows = int64_t(16) * plan.mtiles * (plan.variant == GemvVariant::MmaRows ? 1 : kGemvMmaWarps);
+    return (N + rows - 1) / rows * (plan.variant == GemvVariant::Mma ? plan.splits : 1);
+}
 }  // namespace detail
 
 }  // namespace tessera::cuda::fast

@@ -79,7 +79,6 @@ void check_plan(const MoePlan& p) {
     }
     if (p.v2) {
         TS_CHECK(!p.grouped && p.down_by_token, "moe_experts_packed: the v2 small tiles run per slot, down by token");
-        TS_CHECK(p.v2_rows == 2 || p.v2_rows == 4, "moe_experts_packed: v2_rows = {} must be 2 or 4", p.v2_rows);
         return;
     }
     check_tile("moe_experts_packed", p.tile_rows, 8);
@@ -144,22 +143,18 @@ void moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, const P
 }
 
 MoePlan moe_pick(int64_t T, int k, int E) {
-    // From bench_fast_moe on the H200 (every plan at T = 1..2048; retune from its table). T ≤ 2:
-    // the v2 small tiles per slot (two launches; each slot streams its expert's rows). Beyond:
-    // the v2 tensor-core tiles (flagship T = 8: 84 µs against 127 for the best f32 plan, whose
-    // time grows with the slots: issue- and latency-bound at one block an SM), sized to the rows
-    // an expert gets on average (T·k / E).
+    // To be tuned on the H200 from bench_fast_moe (every plan at T = 1..2048). Decode (T ≤ 8):
+    // the v2 small tiles per slot (each slot streams its expert's rows; at T = 8 the 64 slots
+    // name ~50 of 128..256 experts, so little is read twice). Beyond: the v2 tensor-core tiles,
+    // sized to the rows an expert gets on average (T·k / E).
     MoePlan p;
     p.v2 = true;
-    if (T <= 2) {  // per slot: v2 gate+up, the first generation's down by token (faster than v2's)
-        p.v2_down = false;
-        return p;
-    }
+    if (T <= 8) return p;  // per slot, down by token
     p.grouped = true;
     p.down_by_token = false;
     p.large_tiles = true;
     const int64_t avg = T * k / std::max(E, 1);
-    p.tile_rows = avg <= 8 ? 16 : avg <= 40 ? 32 : 64;
+    p.tile_rows = avg <= 16 ? 16 : avg <= 40 ? 32 : 64;
     return p;
 }
 
@@ -233,9 +228,8 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
         TS_CHECK(P <= 65535, "{}: T·k = {} slots is too many for the v2 small tiles' grid", op, P);
         TS_CHECK(detail::moe_decode_smem_bytes(w.H, w.I, k) <= detail::moe_decode_smem_limit(),
                  "{}: H = {}, k·I = {} too large for the v2 small tiles' shared memory", op, w.H, k * w.I);
-        TS_CUDA_CHECK(detail::launch_moe_decode_gate_up(act, x, ldx, T, w, ids, k, plan.v2_rows, stream));
-        if (plan.v2_down) TS_CUDA_CHECK(detail::launch_moe_decode_down(y, ldy, act, T, w, ids, weights, k, stream));
-        else TS_CUDA_CHECK(detail::launch_moe_down_by_token(y, ldy, act, T, w, ids, weights, k, nullptr, stream));
+        TS_CUDA_CHECK(detail::launch_moe_decode_gate_up(act, x, ldx, T, w, ids, k, stream));
+        TS_CUDA_CHECK(detail::launch_moe_decode_down(y, ldy, act, T, w, ids, weights, k, stream));
         return;
     }
     const MoeGrouping* gp = plan.grouped ? &g : nullptr;

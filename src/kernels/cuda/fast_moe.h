@@ -105,8 +105,6 @@ struct MoePlan {
     int tile_rows = 8;  // tokens per item: 1..8 for the small tiles, 16 (v2), 32 or 64 for the large
     bool large_tiles = false;
     bool v2 = false;
-    bool v2_down = true;  // v2 small tiles: the v2 down kernel (else the first generation's down by token)
-    int v2_rows = 4;      // v2 small tiles: gate+up outputs a warp, 4 or 2 (two blocks an SM)
 };
 // Which plan a step of T tokens runs: a pure function of (T, k, E), to be retuned from the
 // bench's figures (bench/fast_moe.cpp prints every plan at T = 1..2048 on both shapes).
@@ -167,7 +165,7 @@ size_t moe_decode_smem_bytes(int64_t H, int64_t I, int k);
 size_t moe_decode_smem_limit();
 // act [T·k, I] f32: act[s] = silu(gate_e·x_t) ⊙ (up_e·x_t) per slot s = t·k + j, e = ids[s].
 cudaError_t launch_moe_decode_gate_up(float* act, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
-                                      const int32_t* ids, int k, int rows_per_warp, cudaStream_t stream);
+                                      const int32_t* ids, int k, cudaStream_t stream);
 // y[t] = Σ_j weights[t, j] · down_e · act[t·k + j], slots in order.
 cudaError_t launch_moe_decode_down(float* y, int64_t ldy, const float* act, int64_t T, const MoePackedExperts& w,
                                    const int32_t* ids, const float* weights, int k, cudaStream_t stream);

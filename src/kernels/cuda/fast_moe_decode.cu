@@ -2,8 +2,8 @@
 // 16-byte weight loads in flight per lane before any use, and read their activations from shared
 // memory staged once per block (padded: chunk c of 32 floats at 36·c, so lanes reading
 // consecutive chunks hit distinct banks).
-//   gate_up: block = (8 warps × GU outputs, slot s); a warp's 2·GU rows (gate, up) × 2 chunks a
-//            lane = 4·GU loads in flight (GU = 4: 1 block an SM; 2: two); SwiGLU → act [T·k, I].
+//   gate_up: block = (8 warps × 4 outputs, slot s); a warp's 8 rows (4 gate, 4 up) × 2 chunks a
+//            lane = 16 loads in flight; SwiGLU in the epilogue → act [T·k, I] f32.
 //   down:    block = (8 warps × 2 outputs h, token t); a warp's k·2 (slot, row) pairs, L lanes a
 //            pair (8 pairs of a lane group in flight, 2 chunks a lane); the token's k act rows in
 //            shared memory; y[t, h] = Σ_j weights[t, j]·o_j in slot order (no atomics).
@@ -25,6 +25,7 @@ constexpr unsigned kFull = 0xffffffffu;
 constexpr int kChunk = 32;     // Int4 columns per 16-byte chunk
 constexpr int kPadChunk = 36;  // floats per staged chunk (bank spread)
 constexpr int kWarps = 8, kThreads = kWarps * 32;
+constexpr int kGuRows = 4;     // gate_up: outputs per warp
 constexpr int kDownRows = 2;   // down: outputs per warp
 constexpr int kMaxSmem = 160 * 1024;
 
@@ -78,18 +79,16 @@ __device__ __forceinline__ float chunk_acc(const ChunkLoad& c, bool has_bias, fl
     return fmaf(bi, sx, fmaf(sc, sp, acc));
 }
 
-// GU outputs a warp (2 rows each: gate, up); GU = 2 fits two blocks an SM (registers).
-template <int GU>
-__global__ void __launch_bounds__(kThreads, GU == 2 ? 2 : 1)
+__global__ void __launch_bounds__(kThreads)
     gate_up_kernel(float* __restrict__ act, const float* __restrict__ x, int64_t ldx, int64_t H, int64_t I, int E,
                    const PackedMatrix* __restrict__ gates, const PackedMatrix* __restrict__ ups,
                    const int32_t* __restrict__ ids, int k) {
-    constexpr int R = 2 * GU, U = 2;
+    constexpr int R = 2 * kGuRows, U = 2;
     extern __shared__ __align__(16) float xs[];
     const int64_t s = blockIdx.y;
     const int e = ids[s];
     const int lane = int(threadIdx.x & 31);
-    const int64_t i0 = (int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * GU;
+    const int64_t i0 = (int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * kGuRows;
     const bool valid = e >= 0 && e < E;
     const int64_t nch = H / kChunk;
 
@@ -97,11 +96,11 @@ __global__ void __launch_bounds__(kThreads, GU == 2 ? 2 : 1)
     bool ok[R];
     const PackedMatrix gm = gates[valid ? e : 0], um = ups[valid ? e : 0];
 #pragma unroll
-    for (int r = 0; r < GU; ++r) {
-        ok[r] = ok[GU + r] = valid && i0 + r < I;
+    for (int r = 0; r < kGuRows; ++r) {
+        ok[r] = ok[kGuRows + r] = valid && i0 + r < I;
         const int64_t i = ok[r] ? i0 + r : 0;
         rows[r] = row_ref(gm, i);
-        rows[GU + r] = row_ref(um, i);
+        rows[kGuRows + r] = row_ref(um, i);
     }
     float acc[R] = {};
     ChunkLoad w[U][R];
@@ -116,7 +115,7 @@ __global__ void __launch_bounds__(kThreads, GU == 2 ? 2 : 1)
     __syncthreads();
     if (!valid) {
         if (lane == 0)
-            for (int r = 0; r < GU && i0 + r < I; ++r) act[s * I + i0 + r] = quiet_nan();
+            for (int r = 0; r < kGuRows && i0 + r < I; ++r) act[s * I + i0 + r] = quiet_nan();
         return;
     }
     if (i0 >= I) return;
@@ -128,36 +127,23 @@ __global__ void __launch_bounds__(kThreads, GU == 2 ? 2 : 1)
             const int64_t ch = c0 + int64_t(u) * 32;
             if (ch >= nch) break;
             const float* xc = xs + ch * kPadChunk;
-            float sx = 0.f, sp[R];
+            float sx = 0.f;
 #pragma unroll
-            for (int r = 0; r < R; ++r) sp[r] = 0.f;
-#pragma unroll
-            for (int wd = 0; wd < 4; ++wd) {  // x read once for the 8 rows
-                const float4 a = *reinterpret_cast<const float4*>(xc + wd * 8);
-                const float4 b = *reinterpret_cast<const float4*>(xc + wd * 8 + 4);
-                const float xv[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-#pragma unroll
-                for (int i = 0; i < 8; ++i) sx += xv[i];
-#pragma unroll
-                for (int r = 0; r < R; ++r) {
-                    const uint4& q = w[u][r].w;
-                    float wv[8];
-                    decode_word<PackedKind::Int4>(wd == 0 ? q.x : wd == 1 ? q.y : wd == 2 ? q.z : q.w, wv);
-#pragma unroll
-                    for (int i = 0; i < 8; ++i) sp[r] = fmaf(wv[i], xv[i], sp[r]);
-                }
+            for (int r = 0; r < R; ++r) {
+                float sp = 0.f, sxr = 0.f;
+                chunk_dot(w[u][r].w, xc, sp, sxr);
+                if (r == 0) sx = sxr;  // the same x for every row (row 0 is in range whenever any is)
+                acc[r] = chunk_acc(w[u][r], r < kGuRows ? has_bias : has_bias_u, sp, sx, acc[r]);
             }
-#pragma unroll
-            for (int r = 0; r < R; ++r) acc[r] = chunk_acc(w[u][r], r < GU ? has_bias : has_bias_u, sp[r], sx, acc[r]);
         }
     }
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[r] = warp_sum(acc[r]);
-    if (lane < GU && ok[lane]) {
-        float gv = acc[0], uv = acc[GU];
+    if (lane < kGuRows && ok[lane]) {
+        float gv = acc[0], uv = acc[kGuRows];
 #pragma unroll
-        for (int r = 1; r < GU; ++r)
-            if (lane == r) gv = acc[r], uv = acc[GU + r];
+        for (int r = 1; r < kGuRows; ++r)
+            if (lane == r) gv = acc[r], uv = acc[kGuRows + r];
         act[s * I + i0 + lane] = gv / (1.f + expf(-gv)) * uv;  // cpu::swiglu
     }
 }
@@ -271,16 +257,10 @@ size_t moe_decode_smem_bytes(int64_t H, int64_t I, int k) {
 size_t moe_decode_smem_limit() { return kMaxSmem; }
 
 cudaError_t launch_moe_decode_gate_up(float* act, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
-                                      const int32_t* ids, int k, int rows_per_warp, cudaStream_t stream) {
-    const int gu = rows_per_warp == 2 ? 2 : 4;
-    const dim3 grid(blocks_of(w.I, int64_t(kWarps) * gu), unsigned(T * k));
-    if (gu == 2) {
-        if (const cudaError_t err = allow_smem(gate_up_kernel<2>); err != cudaSuccess) return err;
-        gate_up_kernel<2><<<grid, kThreads, staged_bytes(w.H), stream>>>(act, x, ldx, w.H, w.I, w.E, w.gate, w.up, ids, k);
-    } else {
-        if (const cudaError_t err = allow_smem(gate_up_kernel<4>); err != cudaSuccess) return err;
-        gate_up_kernel<4><<<grid, kThreads, staged_bytes(w.H), stream>>>(act, x, ldx, w.H, w.I, w.E, w.gate, w.up, ids, k);
-    }
+                                      const int32_t* ids, int k, cudaStream_t stream) {
+    if (const cudaError_t err = allow_smem(gate_up_kernel); err != cudaSuccess) return err;
+    const dim3 grid(blocks_of(w.I, int64_t(kWarps) * kGuRows), unsigned(T * k));
+    gate_up_kernel<<<grid, kThreads, staged_bytes(w.H), stream>>>(act, x, ldx, w.H, w.I, w.E, w.gate, w.up, ids, k);
     return cudaGetLastError();
 }
 

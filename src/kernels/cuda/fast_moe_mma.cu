@@ -1,6 +1,6 @@
 // The fast MoE's second-generation large tiles (prefill): per work item (≤ BM grouped rows of one
 // expert) a block computes BM × BN outputs with mma.sync m16n8k16 bf16 → f32, a 4-stage cp.async
-// pipeline over k-tiles of 128 (scales copied with each stage), and Int4 codes dequantized by the bf16 magic (0x4300 | q = 128 + q,
+// pipeline over k-tiles of 128, and Int4 codes dequantized by the bf16 magic (0x4300 | q = 128 + q,
 // exact; then one fma.bf16x2 with scale and bias). Same k pairing as fast_gemm.cu: lane t of a quad
 // owns columns 32t..32t+31 of a k-tile (one 16-byte chunk of codes, one scale group), word j of
 // them feeds two k-steps, and the A operand is stored with each 8 columns as (0,4,1,5,2,6,3,7), so
@@ -32,10 +32,6 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
     const int n = valid ? 16 : 0;  // 0: zero-fill, nothing read
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
-}
-__device__ __forceinline__ void cp_async8(uint32_t dst, const void* src, bool valid) {
-    const int n = valid ? 8 : 0;
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(n));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
@@ -92,8 +88,7 @@ struct Cfg {
     static constexpr int NT = kWarpN / 8, MT = BM / 16;
     static constexpr int kABytes = BM * kBK * 2, kBRowBytes = kBK / 2;
     static constexpr int kBBytes = NMAT * BN * kBRowBytes;
-    static constexpr int kSBytes = NMAT * BN * 4 * 2;  // f16 scale of each B row's 4 lane groups of 32
-    static constexpr int kStageBytes = kABytes + kBBytes + 2 * kSBytes;  // + scales, biases
+    static constexpr int kStageBytes = kABytes + kBBytes;
     static constexpr int kSmem = kStageBytes * kStages;
 };
 
@@ -149,52 +144,19 @@ __global__ void __launch_bounds__(kThreads)
         }
     };
 
-    // Scales and biases of a stage: entry (rr, t) = the group of columns k0 + 32t.. of stacked B row
-    // rr (0 past N or K). G = 32 with rows of whole k-tiles (the common case): 8 bytes a row, copied
-    // by cp.async with the stage. Otherwise loaded into registers when the stage is issued and
-    // stored after that iteration's products (one global latency a k-tile: slower, any G).
-    bool async_scales = K % kBK == 0;
+    // Scales (and biases) of this lane's B rows for k-tile kt (group of columns 32·tq..), raw f16.
+    uint16_t sc_raw[NMAT][NT], bi_raw[NMAT][NT];
+    auto load_scales = [&](int kt) {
 #pragma unroll
-    for (int m = 0; m < NMAT; ++m)
-        async_scales = async_scales && mat[m].group == 32 && (reinterpret_cast<uintptr_t>(mat[m].scales) & 7) == 0 &&
-                       (reinterpret_cast<uintptr_t>(mat[m].biases) & 7) == 0;
-    static_assert(NMAT * BN == kThreads, "one B row's scales a thread");
-    auto load_scales_async = [&](int slot, int kt) {
-        const uint32_t sS = smem_addr(smem + slot * C::kStageBytes + C::kABytes + C::kBBytes);
-        const int rr = tid, m = NMAT == 2 ? rr / BN : 0, r = rr - m * BN;
-        const bool second = NMAT == 2 && m == 1;
-        const uint16_t* scales = second ? mat[NMAT - 1].scales : mat[0].scales;
-        const uint16_t* biases = second ? mat[NMAT - 1].biases : mat[0].biases;
-        const int64_t n = n0 + r, at = n * (K / 32) + int64_t(kt) * 4;
-        const bool ok = n < N;
-        cp_async8(sS + rr * 8, ok ? scales + at : scales, ok);
-        cp_async8(sS + C::kSBytes + rr * 8, ok && biases ? biases + at : scales, ok && biases);
-    };
-    constexpr int kSIters = NMAT * BN * 4 / kThreads;
-    uint16_t pend_s[kSIters], pend_b[kSIters];
-    auto fetch_scales = [&](int kt) {
+        for (int m = 0; m < NMAT; ++m)
 #pragma unroll
-        for (int i = 0; i < kSIters; ++i) {
-            const int en = tid + i * kThreads, rr = en / 4, t = en % 4;
-            const int m = NMAT == 2 ? rr / BN : 0, r = rr - m * BN;
-            const bool second = NMAT == 2 && m == 1;  // fields by value: no local copy of mat
-            const uint16_t* scales = second ? mat[NMAT - 1].scales : mat[0].scales;
-            const uint16_t* biases = second ? mat[NMAT - 1].biases : mat[0].biases;
-            const int64_t group = second ? mat[NMAT - 1].group : mat[0].group;
-            const int64_t n = n0 + r, col = int64_t(kt) * kBK + 32 * t;
-            const bool ok = n < N && col < K;
-            const int64_t at = n * (K / group) + col / group;
-            pend_s[i] = ok ? scales[at] : uint16_t(0);
-            pend_b[i] = ok && biases ? biases[at] : uint16_t(0);
-        }
-    };
-    auto store_scales = [&](int slot) {
-        uint16_t* ss = reinterpret_cast<uint16_t*>(smem + slot * C::kStageBytes + C::kABytes + C::kBBytes);
-#pragma unroll
-        for (int i = 0; i < kSIters; ++i) {
-            ss[tid + i * kThreads] = pend_s[i];
-            ss[C::kSBytes / 2 + tid + i * kThreads] = pend_b[i];
-        }
+            for (int nt = 0; nt < NT; ++nt) {
+                const int64_t n = n0 + warp * C::kWarpN + nt * 8 + gq, col = int64_t(kt) * kBK + 32 * tq;
+                const bool ok = n < N && col < K;
+                const int64_t at = n * (K / mat[m].group) + col / mat[m].group;
+                sc_raw[m][nt] = ok ? mat[m].scales[at] : uint16_t(0);
+                bi_raw[m][nt] = ok && mat[m].biases ? mat[m].biases[at] : uint16_t(0);
+            }
     };
     uint32_t negc[NMAT];
 #pragma unroll
@@ -212,43 +174,31 @@ __global__ void __launch_bounds__(kThreads)
 
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
-        if (s < KT) {
-            load_stage(s, s);
-            if (async_scales) load_scales_async(s, s);
-        }
+        if (s < KT) load_stage(s, s);
         cp_async_commit();
     }
-    if (!async_scales)
-#pragma unroll
-        for (int s = 0; s < kStages - 1; ++s)
-            if (s < KT) {
-                fetch_scales(s);
-                store_scales(s);
-            }
+    load_scales(0);
 
     for (int kt = 0; kt < KT; ++kt) {
         cp_async_wait<kStages - 2>();
         __syncthreads();  // stage kt landed for all; everyone is done with the slot refilled next
-        const int nk = kt + kStages - 1;
-        if (nk < KT) {
-            load_stage(nk % kStages, nk);
-            if (async_scales) load_scales_async(nk % kStages, nk);
-            else fetch_scales(nk);
+        {
+            const int nk = kt + kStages - 1;
+            if (nk < KT) load_stage(nk % kStages, nk);
+            cp_async_commit();
         }
-        cp_async_commit();
-
-        const uint8_t* sA = smem + (kt % kStages) * C::kStageBytes;
-        const uint8_t* sB = sA + C::kABytes;
-        const uint16_t* sS = reinterpret_cast<const uint16_t*>(sB + C::kBBytes);
         uint32_t s2[NMAT][NT], b2[NMAT][NT];
 #pragma unroll
         for (int m = 0; m < NMAT; ++m)
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
-                const int rr = m * BN + warp * C::kWarpN + nt * 8 + gq;
-                s2[m][nt] = f16_to_bf16x2(sS[rr * 4 + tq]);
-                b2[m][nt] = f16_to_bf16x2(sS[C::kSBytes / 2 + rr * 4 + tq]);
+                s2[m][nt] = f16_to_bf16x2(sc_raw[m][nt]);
+                b2[m][nt] = f16_to_bf16x2(bi_raw[m][nt]);
             }
+        if (kt + 1 < KT) load_scales(kt + 1);  // lands while this tile computes
+
+        const uint8_t* sA = smem + (kt % kStages) * C::kStageBytes;
+        const uint8_t* sB = sA + C::kABytes;
         uint4 bq[NMAT][NT];
 #pragma unroll
         for (int m = 0; m < NMAT; ++m)
@@ -281,7 +231,6 @@ __global__ void __launch_bounds__(kThreads)
                     }
                 }
         }
-        if (!async_scales && nk < KT) store_scales(nk % kStages);  // the slot last read in iteration kt − 1
     }
     cp_async_wait<0>();
 
