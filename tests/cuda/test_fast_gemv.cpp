@@ -410,7 +410,9 @@ TEST(FastGemv, PickIsValid) {
                 for (int64_t K : {32, 512, 2048, 4096, 14336, 20480, 24576, 65536}) {
                     const fast::GemvPlan p = fast::gemv_pick(T, N, K, kind, 132);
                     if (p.variant == fast::GemvVariant::Simt) {
-                        EXPECT_FALSE(fast::gemv_mma_fits(K, kind, fast::kGemvMaxSplits)) << K;
+                        EXPECT_TRUE(!fast::gemv_mma_fits(K, kind, fast::kGemvMaxSplits) ||
+                                    (kind == PackedKind::Int8 && T <= 3))
+                            << T << " " << K;
                         continue;
                     }
                     EXPECT_TRUE(fast::gemv_mma_fits(K, kind, p.splits)) << T << " " << N << " " << K;

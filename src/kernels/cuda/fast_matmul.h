@@ -15,7 +15,7 @@ namespace tessera::cuda::fast {
 
 // Decode: few tokens (1 ≤ T ≤ kGemvMaxTokens). Each weight byte is read once for all T tokens.
 // The kernel is gemv_pick's (fast_gemv_plan.h): the tensor-core variants round x to bf16 (codes
-// and scales stay exact, sums f32), the f32 one (K past 20480) keeps x exact.
+// and scales stay exact, sums f32), the f32 one (Int8 below 4 tokens, K past 20480) keeps x exact.
 constexpr int64_t kGemvMaxTokens = 8;
 void gemv_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
                  cudaStream_t stream);
