@@ -44,16 +44,18 @@ constexpr bool gemv_mma_fits(int64_t K, PackedKind kind, int splits) {
 
 // y[T, N] = x[T, K] · w[N, K]ᵀ on a device with `sms` SMs. Mma whenever K fits (up to 20480
 // columns), 2 row tiles a warp (the x fragments and the Σx mma serve twice the rows), K split
-// until about 2 blocks an SM (the first H200 run: k/8 at 4096x14336 and lm_head unsplit best;
-// Simt as fast only at T = 1 on the 2048-column shapes).
+// until about 2 blocks an SM (the first H200 runs: k/8 at 4096x14336 and lm_head unsplit best;
+// Simt within 10 % at T = 1 on the 2048-column Int4 shapes). Int8 below 4 tokens: Simt (43 us
+// against Mma's 66 at 4096x14336, 203 against 359 at lm_head, T = 1; Mma's cost is flat in T,
+// Simt's grows ~9 us a token there).
 constexpr GemvPlan gemv_pick(int64_t T, int64_t N, int64_t K, PackedKind kind, int sms) {
     GemvPlan p;
+    if (kind == PackedKind::Int8 && T <= 3) return p;  // Simt
     int min_splits = 1;
     while (min_splits <= kGemvMaxSplits && !gemv_mma_fits(K, kind, min_splits)) ++min_splits;
     if (min_splits > kGemvMaxSplits) return p;  // Simt
     p.variant = GemvVariant::Mma;
     p.mtiles = 2;
-    (void)T;
     const int64_t rows = int64_t(16) * p.mtiles * kGemvMmaWarps;
     const int64_t bx = (N + rows - 1) / rows;
     const int64_t want = (int64_t(2) * sms + bx - 1) / bx;
