@@ -6,7 +6,8 @@
 # Writes to $OUT (or build/gpu-logs): profile_decode.md (per decode step: a run of gen 12 minus a
 # run of gen 4, divided by the 8 extra steps) and profile_prefill.md (the gen-4 run: the warm-up,
 # one CTX-token prefill in chunks of 2048, 4 decode steps). CUDA graphs are off so every kernel
-# is seen on its own; the times are kernel times, without launch gaps.
+# is seen on its own; the times are kernel times, without launch gaps; caches are not flushed
+# between kernels (--cache-control none), as in a real step.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 LOGS=${OUT:-build/gpu-logs}
@@ -20,7 +21,7 @@ CTX=${2:-4096}
 command -v ncu >/dev/null || { echo "profile: ncu not on PATH"; exit 1; }
 export TESSERA_CUDA_GRAPHS=0
 for gen in 4 12; do
-  ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
+  ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv --print-units base \
     --log-file "/tmp/profile_gen$gen.csv" "$BIN" bench "$MODEL" --device cuda --ctx "$CTX" --gen "$gen" \
     --repeat 1 --prefill-chunk 2048 >"/tmp/profile_gen$gen.txt" 2>&1 || { tail -5 "/tmp/profile_gen$gen.txt"; exit 1; }
 done

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Runs ON the GPU machine: the whole check of the CUDA side in stages, so one `device` call
+# covers what a session changed. Results go to $OUT (or build/gpu-logs), a few files only.
+#   scripts/gpu/check.sh tests kernels       # every CUDA test; every kernel benchmark   (~6 min)
+#   scripts/gpu/check.sh e2e profile         # tessera bench on the flagship; ncu profile (~8 min)
+# Stages: tests | kernels | e2e | profile (any order, any subset).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+LOGS=${OUT:-build/gpu-logs}
+mkdir -p "$LOGS"
+[ $# -gt 0 ] || set -- tests kernels
+stages=" $* "
+has() { [[ "$stages" == *" $1 "* ]]; }
+
+targets="tessera"
+has tests && targets="$targets test_cuda"
+has kernels && targets="$targets bench_fast_gemv bench_fast_gemm bench_fast_moe bench_fast_gdn bench_fast_attention bench_gemv"
+export TESSERA_GPU_TARGETS="$targets"
+if has tests; then
+  scripts/gpu/run_tests.sh >"$LOGS/tests.txt" 2>&1
+  echo "== tests: rc $?"; grep -E "tests passed|\(Failed\)|\(SEGFAULT\)|\(Timeout\)" "$LOGS/tests.txt" | head -40
+else
+  scripts/gpu/run_tests.sh -R NO_TESTS >"$LOGS/build.txt" 2>&1 || { tail -30 "$LOGS/build.txt"; exit 1; }
+fi
+source scripts/gpu/bootstrap.sh >/dev/null || exit 1
+B=build/cuda
+
+if has kernels; then
+  {
+    $B/bench_fast_gemv --tokens 1,8 --layouts q4_0,int8g32 --modes cold --runs 30
+    $B/bench_fast_gemm --runs 20
+    $B/bench_fast_moe --tokens 1,8,512 --runs 30
+    $B/bench_fast_gdn --runs 20
+    $B/bench_fast_attention --runs 10
+    $B/bench_gemv --device cuda --dtypes q4_0,bf16 --tokens 1,8
+  } >"$LOGS/kernels.txt" 2>&1
+  echo "== kernels: $(grep -c '|' "$LOGS/kernels.txt") table rows in kernels.txt"
+fi
+
+MODEL=${TESSERA_BENCH_MODEL:-/tmp/qwen3.6-35b-a3b-q4_0.gguf}
+if has e2e || has profile; then
+  [ -f "$MODEL" ] || $B/tessera synth --arch qwen35moe --preset qwen3.6-35b-a3b --type q4_0 --out "$MODEL" 2>&1 | tail -1
+fi
+if has e2e; then
+  $B/tessera bench "$MODEL" --device cuda --ctx 2048,8192,32768 --batch 1 --gen 32 --repeat 1 --prefill-chunk 2048 \
+    2>&1 | grep -v '^bench \[' | tee "$LOGS/e2e.md"
+  $B/tessera bench "$MODEL" --device cuda --ctx 512 --batch 8,64 --gen 32 --repeat 1 --prefill-chunk 2048 \
+    2>&1 | grep -v '^bench \[' | tee -a "$LOGS/e2e.md"
+fi
+if has profile; then
+  scripts/gpu/profile.sh "$MODEL" 2048 >/dev/null 2>&1
+  head -30 "$LOGS/profile_decode.md"; head -20 "$LOGS/profile_prefill.md"
+fi
