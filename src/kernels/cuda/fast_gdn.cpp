@@ -67,7 +67,7 @@ void gated_delta_rule(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, HeadsIn k
         TS_CUDA_CHECK(detail::launch_gdn_chunked(o, o_ts, o_hs, q, k, v, g, g_s, beta, beta_s, T, dk, dv, state,
                                                  slot_stride, n_slots, plan, p, scratch, max_len,
                                                  gdn_chunk_state_warps(variant), gdn_chunk_vec_loads(variant),
-                                                 stream));
+                                                 gdn_chunk_split(variant), stream));
     }
     // After the WY parts (same stream): every lone token and last one-token chunk.
     TS_CUDA_CHECK(detail::launch_gdn_recurrent(o, o_ts, o_hs, q, k, v, g, g_s, beta, beta_s, T, dk, dv, state,

@@ -55,9 +55,27 @@ int64_t gated_delta_rule_scratch_floats(int64_t T, int64_t nv, int64_t dk, int64
 // aligned and dk, dv % 4 == 0; else 4-byte ones). H200, 1024 tokens × 32 heads: 16 warps 273 µs,
 // 8 warps 325 (the pass is issue-bound: 124 registers still let 16 warps hold the SM's one
 // block). Vec16 not yet measured.
-enum class GdnChunkVariant : int { Auto = 0, StateWarps8 = 1, StateWarps16 = 2, Vec16 = 3 };
-inline int gdn_chunk_state_warps(GdnChunkVariant v) { return v == GdnChunkVariant::StateWarps8 ? 8 : 16; }
-inline bool gdn_chunk_vec_loads(GdnChunkVariant v) { return v == GdnChunkVariant::Vec16; }
+// Split, SplitWarps8, SplitVec16 (same bits again): the state pass in two launches, the serial one
+// carrying S with W·S and Q·S in one pass over S (e^Γ ⊙ (Q·S) into o, Vn over U in the scratch)
+// and a parallel one over all chunks adding P·Vn to o; no more scratch. Not yet measured.
+enum class GdnChunkVariant : int {
+    Auto = 0,
+    StateWarps8 = 1,
+    StateWarps16 = 2,
+    Vec16 = 3,
+    Split = 4,
+    SplitWarps8 = 5,
+    SplitVec16 = 6,
+};
+inline int gdn_chunk_state_warps(GdnChunkVariant v) {
+    return v == GdnChunkVariant::StateWarps8 || v == GdnChunkVariant::SplitWarps8 ? 8 : 16;
+}
+inline bool gdn_chunk_vec_loads(GdnChunkVariant v) {
+    return v == GdnChunkVariant::Vec16 || v == GdnChunkVariant::SplitVec16;
+}
+inline bool gdn_chunk_split(GdnChunkVariant v) {
+    return v == GdnChunkVariant::Split || v == GdnChunkVariant::SplitWarps8 || v == GdnChunkVariant::SplitVec16;
+}
 void gated_delta_rule(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, HeadsIn k, HeadsIn v, const float* g,
                       int64_t g_s, const float* beta, int64_t beta_s, int64_t T, int64_t dk, int64_t dv, float* state,
                       int64_t slot_stride, int64_t n_slots, const SeqPlan& plan, const GdnParams& p, float* scratch,
@@ -128,7 +146,7 @@ cudaError_t launch_gdn_chunked(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, 
                                int64_t g_s, const float* beta, int64_t beta_s, int64_t T, int64_t dk, int64_t dv,
                                float* state, int64_t slot_stride, int64_t n_slots, const SeqPlan& plan,
                                const GdnParams& p, float* scratch, int64_t max_len, int state_warps,
-                               bool vec_loads, cudaStream_t stream);
+                               bool vec_loads, bool split, cudaStream_t stream);
 cudaError_t launch_gdn_decode_step(const GdnDecodeArgs& args, cudaStream_t stream);      // ClusterPerKeyHead
 cudaError_t launch_gdn_decode_step_v2(const GdnDecodeArgs& args, int cols, cudaStream_t stream);  // Cols32 / Cols16
 }  // namespace detail

@@ -7,140 +7,17 @@
 //  2. wy_state, a block of 8 or 16 warps per (sequence, value head, 32 state columns), chunks in order with the
 //     [dk, 32] state slice in shared memory: Vn = U − W·S; O = e^Γ ⊙ (Q·S) + P·Vn;
 //     S ← e^Γlast·S + (K ⊙ e^(Γlast−Γ))ᵀ·Vn. Tiles arrive by cp.async, W and K a chunk ahead.
+//     GdnChunkVariant::Split* replaces this pass by two (fast_gdn_split.cu, same bits).
 // Matrix products: mma.sync m16n8k8 TF32 with f32 accumulation, each operand split a = hi + lo
 // (3×TF32: lo·hi + hi·lo + hi·hi), which keeps f32-level accuracy (~1e-6 relative); operands from shared memory
 // through small accessors, so transposes and row scalings cost no copies.
-#include "kernels/cuda/fast_gdn.h"
+#include "kernels/cuda/fast_gdn_wy.cuh"
 
 namespace tessera::cuda::fast::detail {
 
+using namespace wy;
+
 namespace {
-
-constexpr int kC = int(kGdnChunk);  // 64
-constexpr int kThreads = 256;       // 8 warps
-constexpr int kTb = 16;             // diagonal blocks of the triangular solve
-constexpr int kNs = 32;             // state columns per wy_state block
-constexpr int kLdT = kC + 4;        // row stride of 64-wide tiles (A reads: rows gid, columns tig → no conflicts)
-constexpr int kLdS = kNs + 8;       // row stride of 32-wide tiles (B reads: rows tig, columns gid)
-
-__device__ inline float nan_f() { return __int_as_float(0x7fc00000); }
-
-struct ChArgs {
-    float* o;
-    int64_t o_ts, o_hs;
-    HeadsIn q, k, v;
-    const float* g;
-    int64_t g_s;
-    const float* beta;
-    int64_t beta_s;
-    int64_t T;
-    int dk, dv, dkp, dvp;  // dkp, dvp: rounded up to 8 (the mma k / n step)
-    float* state;
-    int64_t slot_stride, n_slots;
-    SeqPlan plan;
-    int nk, nv;
-    bool tiled;
-    float* scratch;
-    int64_t rs;  // scratch floats per (token, head)
-    int64_t max_len;
-    bool vec;  // every q/k/v and scratch row starts 16-byte aligned and dk, dv % 4 == 0: 16-byte copies
-};
-
-// Sequence s's usable range and WY part, or false (then the caller writes NaN or nothing).
-struct Seq {
-    int64_t t0, n, n_wy, slot;
-    bool range_ok;
-};
-__device__ inline bool seq_of(const ChArgs& a, int s, Seq* q) {
-    q->t0 = a.plan.q_start[s];
-    const int64_t t1 = a.plan.q_start[s + 1];
-    q->n = t1 - q->t0;
-    q->slot = a.plan.slot[s];
-    q->range_ok = q->t0 >= 0 && q->n >= 0 && t1 <= a.T;
-    q->n_wy = q->n == 1 || q->n % kC == 1 ? q->n - 1 : q->n;  // lone last tokens: the recurrent kernel
-    return q->range_ok && q->slot >= -1 && q->slot < a.n_slots && q->n <= a.max_len;
-}
-
-// ---- asynchronous tile loads: every element's copy in flight at once, one wait ----
-
-__device__ inline void cp_async4(float* dst, const float* src) {
-    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src));
-}
-__device__ inline void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
-__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>  // wait until at most the N most recent groups of this thread are in flight
-__device__ inline void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-// dst[i] = ok ? *src : 0 (the zero stored at once, the copy queued).
-__device__ inline void load_or_zero(float* dst, const float* src, bool ok) {
-    if (ok) cp_async4(dst, src);
-    else *dst = 0.f;
-}
-__device__ inline void cp_async16(float* dst, const float* src) {
-    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
-}
-// One row: dst[i] = row_ok && i < n ? src[i] : 0 for i < n_pad (a multiple of 4), by the 32 lanes
-// of a warp; with vec (dst, src 16-byte aligned, n % 4 == 0) four floats a copy.
-__device__ inline void load_row(float* dst, const float* src, int n, int n_pad, bool row_ok, bool vec, int lane) {
-    if (vec) {
-        for (int i = 4 * lane; i < n_pad; i += 128) {
-            if (row_ok && i < n) cp_async16(dst + i, src + i);
-            else *reinterpret_cast<float4*>(dst + i) = make_float4(0.f, 0.f, 0.f, 0.f);
-        }
-    } else {
-        for (int i = lane; i < n_pad; i += 32) load_or_zero(dst + i, src + i, row_ok && i < n);
-    }
-}
-
-// ---- 3×TF32 warp tiles ----
-
-// x = hi + lo with hi = x's top 10 mantissa bits (tf32, exact) and lo = the rest (|lo| < 2^-10·|x|),
-// passed as f32 bits: the tensor cores read a tf32 operand's top 19 bits, truncating lo to
-// ~2^-21·|x|. Two instructions, no cvt.
-__device__ inline void split(float x, uint32_t& hi, uint32_t& lo) {
-    hi = __float_as_uint(x) & 0xffffe000u;
-    lo = __float_as_uint(x - __uint_as_float(hi));
-}
-__device__ inline void mma_tf32(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-// c[16×8 tile at (m0, n0)] += Σ_{k<K} A(m, k)·B(k, n), K a multiple of 8. Fragment layout of
-// m16n8k8: gid = lane/4, tig = lane%4; a = A(gid, tig), A(gid+8, tig), A(gid, tig+4),
-// A(gid+8, tig+4); b = B(tig, gid), B(tig+4, gid); c = C(gid, 2tig), C(gid, 2tig+1),
-// C(gid+8, 2tig), C(gid+8, 2tig+1).
-template <class FA, class FB>
-__device__ inline void tile_mma(float (&c)[4], int m0, int n0, int K, FA A, FB B) {
-    const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
-    for (int k0 = 0; k0 < K; k0 += 8) {
-        uint32_t ah[4], al[4], bh[2], bl[2];
-        split(A(m0 + gid, k0 + tig), ah[0], al[0]);
-        split(A(m0 + gid + 8, k0 + tig), ah[1], al[1]);
-        split(A(m0 + gid, k0 + tig + 4), ah[2], al[2]);
-        split(A(m0 + gid + 8, k0 + tig + 4), ah[3], al[3]);
-        split(B(k0 + tig, n0 + gid), bh[0], bl[0]);
-        split(B(k0 + tig + 4, n0 + gid), bh[1], bl[1]);
-        mma_tf32(c, al, bh);
-        mma_tf32(c, ah, bl);
-        mma_tf32(c, ah, bh);
-    }
-}
-// f(row, col, value) for the 4 elements a lane holds of the tile at (m0, n0).
-template <class F>
-__device__ inline void tile_each(const float (&c)[4], int m0, int n0, F f) {
-    const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
-    f(m0 + gid, n0 + 2 * tig, c[0]);
-    f(m0 + gid, n0 + 2 * tig + 1, c[1]);
-    f(m0 + gid + 8, n0 + 2 * tig, c[2]);
-    f(m0 + gid + 8, n0 + 2 * tig + 1, c[3]);
-}
 
 // ---- 1. chunk-local matrices ----
 
@@ -462,7 +339,7 @@ cudaError_t launch_gdn_chunked(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, 
                                int64_t g_s, const float* beta, int64_t beta_s, int64_t T, int64_t dk, int64_t dv,
                                float* state, int64_t slot_stride, int64_t n_slots, const SeqPlan& plan,
                                const GdnParams& p, float* scratch, int64_t max_len, int state_warps,
-                               bool vec_loads, cudaStream_t stream) {
+                               bool vec_loads, bool split, cudaStream_t stream) {
     ChArgs a{};
     a.o = o;
     a.o_ts = o_ts;
@@ -501,13 +378,14 @@ cudaError_t launch_gdn_chunked(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, 
     const size_t state_smem = sizeof(float) * size_t((a.dkp + kC) * kLdS + kC * (5 * ldk + kLdT) + 2 * kC);
     cudaError_t err = cudaFuncSetAttribute(wy_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(prep_smem));
     if (err != cudaSuccess) return err;
+    const dim3 prep_grid{unsigned((max_len + kC - 1) / kC), unsigned(plan.n_seqs), unsigned(p.n_v_heads)};
+    wy_prep_kernel<<<prep_grid, kThreads, prep_smem, stream>>>(a);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    if (split) return launch_wy_split(a, state_warps, stream);
     err = cudaFuncSetAttribute(wy_state_kernel<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(state_smem));
     if (err != cudaSuccess) return err;
     err = cudaFuncSetAttribute(wy_state_kernel<16>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(state_smem));
     if (err != cudaSuccess) return err;
-    const dim3 prep_grid{unsigned((max_len + kC - 1) / kC), unsigned(plan.n_seqs), unsigned(p.n_v_heads)};
-    wy_prep_kernel<<<prep_grid, kThreads, prep_smem, stream>>>(a);
-    if ((err = cudaGetLastError()) != cudaSuccess) return err;
     const dim3 state_grid{unsigned(plan.n_seqs), unsigned(p.n_v_heads), unsigned((dv + kNs - 1) / kNs)};
     if (state_warps == 16) wy_state_kernel<16><<<state_grid, 16 * 32, state_smem, stream>>>(a);
     else wy_state_kernel<8><<<state_grid, 8 * 32, state_smem, stream>>>(a);

@@ -1,0 +1,265 @@
+// GdnChunkVariant::Split*: the chunked delta rule's state pass split in two, after wy_prep
+// (fast_gdn_chunked.cu), with the same products in the same order (the same bits as wy_state):
+//  2. wy_carry, a block of 8 or 16 warps per (sequence, value head, 32 state columns), chunks in
+//     order: Vn = U − W·S and e^Γ ⊙ (Q·S) in one pass over S (each S fragment split once for
+//     both), Vn written over U in scratch and e^Γ ⊙ (Q·S) into o; S ← e^Γlast·S + (K ⊙ e^(Γlast−Γ))ᵀ·Vn.
+//     P and P·Vn (a quarter of wy_state's products and its largest tile load) leave the serial chain.
+//  3. wy_out, a block per (chunk, sequence, value head), all chunks in parallel: o += P·Vn.
+#include "kernels/cuda/fast_gdn_wy.cuh"
+
+namespace tessera::cuda::fast::detail::wy {
+
+namespace {
+
+// tile_mma for two A operands against one B: c1 += A1·B and c2 += A2·B, each in tile_mma's order
+// (so each result has tile_mma's bits), B's fragment loaded and split once.
+template <class FA1, class FA2, class FB>
+__device__ inline void tile_mma2(float (&c1)[4], float (&c2)[4], int m0, int n0, int K, FA1 A1, FA2 A2, FB B) {
+    const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
+    for (int k0 = 0; k0 < K; k0 += 8) {
+        uint32_t ah[4], al[4], bh[2], bl[2];
+        split(B(k0 + tig, n0 + gid), bh[0], bl[0]);
+        split(B(k0 + tig + 4, n0 + gid), bh[1], bl[1]);
+        split(A1(m0 + gid, k0 + tig), ah[0], al[0]);
+        split(A1(m0 + gid + 8, k0 + tig), ah[1], al[1]);
+        split(A1(m0 + gid, k0 + tig + 4), ah[2], al[2]);
+        split(A1(m0 + gid + 8, k0 + tig + 4), ah[3], al[3]);
+        mma_tf32(c1, al, bh);
+        mma_tf32(c1, ah, bl);
+        mma_tf32(c1, ah, bh);
+        split(A2(m0 + gid, k0 + tig), ah[0], al[0]);
+        split(A2(m0 + gid + 8, k0 + tig), ah[1], al[1]);
+        split(A2(m0 + gid, k0 + tig + 4), ah[2], al[2]);
+        split(A2(m0 + gid + 8, k0 + tig + 4), ah[3], al[3]);
+        mma_tf32(c2, al, bh);
+        mma_tf32(c2, ah, bl);
+        mma_tf32(c2, ah, bh);
+    }
+}
+
+// ---- 2. the state carried chunk by chunk ----
+
+template <int NW>  // warps: 8 or 16
+__global__ void __launch_bounds__(NW * 32, 1) wy_carry_kernel(ChArgs a) {
+    constexpr int kTh = NW * 32, kT16 = 16 / NW, kT32 = 32 / NW;  // threads; 16 and 32 tiles per warp
+    const int s = blockIdx.x, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int64_t h = blockIdx.y;
+    const int c0 = int(blockIdx.z) * kNs;  // this block's first state column
+    const int dk = a.dk, dv = a.dv, dkp = a.dkp, ldk = dkp + 4;
+    Seq sq;
+    if (!seq_of(a, s, &sq)) {
+        if (sq.range_ok)
+            for (int64_t idx = tid; idx < sq.n * kNs; idx += kTh) {
+                const int col = c0 + int(idx % kNs);
+                if (col < dv) a.o[(sq.t0 + idx / kNs) * a.o_ts + h * a.o_hs + col] = nan_f();
+            }
+        return;
+    }
+    if (sq.n_wy == 0) return;
+    const int64_t hk = a.tiled ? h % a.nk : h / (a.nv / a.nk);
+    float* S = sq.slot >= 0 ? a.state + sq.slot * a.slot_stride + h * int64_t(dk) * dv : nullptr;
+
+    extern __shared__ float4 smem4[];
+    float* Ss = reinterpret_cast<float*>(smem4);  // [dkp][kLdS] the state slice
+    float* Vn = Ss + dkp * kLdS;                  // [64][kLdS] U, then U − W·S
+    float* Ws = Vn + kC * kLdS;                   // [64][ldk] W
+    float* Qs = Ws + kC * ldk;                    // [64][ldk] Q
+    float* Kb = Qs + kC * ldk;                    // [2][64][ldk] K of this chunk and of the next
+    float* eg = Kb + 2 * kC * ldk;                // [64] e^Γ
+    float* dl = eg + kC;                          // [64] e^(Γlast − Γ)
+
+    auto chunk_rows = [&](int64_t cs) { return int(sq.n_wy - cs < kC ? sq.n_wy - cs : kC); };
+    auto scratch_row = [&](int64_t t) { return a.scratch + (t * a.nv + h) * a.rs; };
+    // Queues the loads of the chunk at token cs of the sequence (rows past its end: zeros): W, Q
+    // and K (into buffer b), or U and the decays. A warp per token row, lanes along it.
+    auto load_wqk = [&](int64_t cs, int b) {
+        const int64_t tb = sq.t0 + cs;
+        const int L = chunk_rows(cs);
+        float* K = Kb + b * kC * ldk;
+        for (int l = warp; l < kC; l += NW) {
+            const float* qr = a.q.data + (tb + l) * a.q.tok_stride + hk * a.q.head_stride;
+            const float* kr = a.k.data + (tb + l) * a.k.tok_stride + hk * a.k.head_stride;
+            load_row(Ws + l * ldk, scratch_row(tb + l), dk, dkp, l < L, a.vec, lane);
+            load_row(Qs + l * ldk, qr, dk, dkp, l < L, a.vec, lane);
+            load_row(K + l * ldk, kr, dk, dkp, l < L, a.vec, lane);
+        }
+    };
+    auto load_u = [&](int64_t cs) {
+        const int64_t tb = sq.t0 + cs;
+        const int L = chunk_rows(cs);
+        const int ucols = dv - c0 < kNs ? dv - c0 : kNs;  // U: this block's columns
+        for (int l = warp; l < kC; l += NW) {
+            const float* wr = scratch_row(tb + l);
+            load_row(Vn + l * kLdS, wr + dk + c0, ucols, kNs, l < L, a.vec, lane);
+            if (lane < 2) load_or_zero((lane == 0 ? eg : dl) + l, wr + dk + dv + kC + lane, l < L);
+        }
+    };
+
+    for (int idx = tid; idx < dkp * kNs; idx += kTh) {
+        const int i = idx / kNs, cc = idx % kNs;
+        Ss[i * kLdS + cc] = S && i < dk && c0 + cc < dv ? S[int64_t(i) * dv + c0 + cc] : 0.f;
+    }
+    // Copy groups: W, Q, K of chunk c + 1 are queued once chunk c's W and Q are read (they land
+    // while its Vn and S update compute); chunk c's U and decays at its start. Each chunk commits
+    // two groups: its U (waited for after W·S and Q·S) and the next chunk's W, Q, K (or an empty
+    // group). Every buffer is rewritten only after the barrier that ends its last reads.
+    load_wqk(0, 0);
+    cp_async_commit();
+    int b = 0;
+    for (int64_t cs = 0; cs < sq.n_wy; cs += kC, b ^= 1) {
+        const int64_t tb = sq.t0 + cs;
+        const int L = chunk_rows(cs);
+        load_u(cs);
+        cp_async_commit();
+        cp_async_wait<1>();  // this chunk's W, Q and K
+        __syncthreads();
+        const float* Ks = Kb + b * kC * ldk;
+
+        // Vn = U − W·S and e^Γ ⊙ (Q·S): 4 × 4 tiles each, 16 / NW of each per warp.
+        float vacc[kT16][4], oacc[kT16][4];
+#pragma unroll
+        for (int q = 0; q < kT16; ++q) {
+            const int t = warp + NW * q, m0 = (t % 4) * 16, n0 = (t / 4) * 8;
+            for (float& x : vacc[q]) x = 0.f;
+            for (float& x : oacc[q]) x = 0.f;
+            tile_mma2(vacc[q], oacc[q], m0, n0, dkp, [&](int m, int kk) { return Ws[m * ldk + kk]; },
+                      [&](int m, int kk) { return Qs[m * ldk + kk]; }, [&](int kk, int n) { return Ss[kk * kLdS + n]; });
+        }
+        cp_async_wait<0>();  // U and the decays
+        __syncthreads();     // also: every read of W and Q is done
+        if (cs + kC < sq.n_wy) load_wqk(cs + kC, b ^ 1);
+        cp_async_commit();  // possibly empty: the count per chunk stays two
+#pragma unroll
+        for (int q = 0; q < kT16; ++q) {  // each element of Vn belongs to one lane
+            const int t = warp + NW * q, m0 = (t % 4) * 16, n0 = (t / 4) * 8;
+            tile_each(vacc[q], m0, n0, [&](int i, int n, float x) {
+                float& vn = Vn[i * kLdS + n];
+                vn -= x;
+                if (i < L && c0 + n < dv) scratch_row(tb + i)[dk + c0 + n] = vn;
+            });
+            const int gid = lane / 4;
+            oacc[q][0] *= eg[m0 + gid];
+            oacc[q][1] *= eg[m0 + gid];
+            oacc[q][2] *= eg[m0 + gid + 8];
+            oacc[q][3] *= eg[m0 + gid + 8];
+            tile_each(oacc[q], m0, n0, [&](int i, int n, float x) {
+                if (i < L && c0 + n < dv) a.o[(tb + i) * a.o_ts + h * a.o_hs + c0 + n] = x;
+            });
+        }
+        __syncthreads();
+
+        // S ← e^Γlast·S + (K ⊙ e^(Γlast − Γ))ᵀ·Vn: (dkp/16) × 4 tiles, up to 32 / NW per warp.
+        const float last = eg[L - 1];
+        const int n_st = (dkp + 15) / 16 * 4;
+        float sacc[kT32][4];
+#pragma unroll
+        for (int q = 0; q < kT32; ++q) {
+            const int t = warp + NW * q, m0 = (t / 4) * 16, n0 = (t % 4) * 8;
+            for (float& x : sacc[q]) x = 0.f;
+            if (t < n_st)
+                tile_mma(sacc[q], m0, n0, kC, [&](int m, int kk) { return m < dkp ? Ks[kk * ldk + m] * dl[kk] : 0.f; },
+                         [&](int kk, int n) { return Vn[kk * kLdS + n]; });
+        }
+        __syncthreads();  // every read of the old S (and of this chunk's tiles) is done
+#pragma unroll
+        for (int q = 0; q < kT32; ++q) {
+            const int t = warp + NW * q, m0 = (t / 4) * 16, n0 = (t % 4) * 8;
+            if (t < n_st)
+                tile_each(sacc[q], m0, n0, [&](int i, int n, float x) {
+                    if (i < dkp) Ss[i * kLdS + n] = last * Ss[i * kLdS + n] + x;
+                });
+        }
+        __syncthreads();
+    }
+    if (!S) {
+        // A padding sequence keeps no state, so the recurrent kernel could not continue it: its
+        // last one-token chunk is stepped here (outputs only; nothing is written back).
+        if (sq.n_wy == sq.n || warp != 0) return;
+        const int64_t t = sq.t0 + sq.n - 1;
+        const float* kt = a.k.data + t * a.k.tok_stride + hk * a.k.head_stride;
+        const float* qt = a.q.data + t * a.q.tok_stride + hk * a.q.head_stride;
+        const float decay = expf(a.g[t * a.g_s + h]), beta = a.beta[t * a.beta_s + h];
+        float u = 0.f, os = 0.f, kq = 0.f;
+        for (int i = 0; i < dk; ++i) {
+            const float sv = decay * Ss[i * kLdS + lane];
+            u += sv * kt[i];
+            os += sv * qt[i];
+            kq += kt[i] * qt[i];
+        }
+        const int col = c0 + lane;
+        if (col < dv) {
+            const float delta = beta * (a.v.data[t * a.v.tok_stride + h * a.v.head_stride + col] - u);
+            a.o[t * a.o_ts + h * a.o_hs + col] = os + delta * kq;
+        }
+        return;
+    }
+    for (int idx = tid; idx < dk * kNs; idx += kTh) {
+        const int i = idx / kNs, cc = idx % kNs;
+        if (c0 + cc < dv) S[int64_t(i) * dv + c0 + cc] = Ss[i * kLdS + cc];
+    }
+}
+
+// ---- 3. the intra-chunk part of the outputs, every chunk at once ----
+
+__global__ void __launch_bounds__(kThreads) wy_out_kernel(ChArgs a) {
+    const int64_t c = blockIdx.x, h = blockIdx.z;
+    const int s = blockIdx.y, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    Seq sq;
+    if (!seq_of(a, s, &sq) || c * kC >= sq.n_wy) return;
+    const int64_t tb = sq.t0 + c * kC;
+    const int L = int(sq.n_wy - c * kC < kC ? sq.n_wy - c * kC : kC);
+    const int dk = a.dk, dv = a.dv, dvp = a.dvp, ldv = dvp + 8;
+
+    extern __shared__ float4 smem4[];
+    float* Ps = reinterpret_cast<float*>(smem4);  // [64][kLdT] P (rows >= L: 0)
+    float* Vs = Ps + kC * kLdT;                   // [64][ldv] Vn (rows >= L and columns >= dv: 0)
+    for (int l = warp; l < kC; l += kThreads / 32) {
+        const float* wr = a.scratch + ((tb + l) * a.nv + h) * a.rs;
+        load_row(Ps + l * kLdT, wr + dk + dv, kC, kC, l < L, a.vec, lane);
+        load_row(Vs + l * ldv, wr + dk, dv, dvp, l < L, a.vec, lane);
+    }
+    cp_async_wait_all();
+    __syncthreads();
+
+    // o += P·Vn (P lower triangular: rows [m0, m0 + 16) stop at column m0 + 16): 4 row tiles ×
+    // dvp/8 column tiles, o's value (e^Γ ⊙ (Q·S) from wy_carry) as the accumulator's start.
+    const int gid = lane / 4, tig = lane % 4;
+    float* orow = a.o + h * a.o_hs;
+    for (int t = warp; t < 4 * (dvp / 8); t += kThreads / 32) {
+        const int m0 = (t % 4) * 16, n0 = (t / 4) * 8;
+        float acc[4];
+        for (int e = 0; e < 4; ++e) {  // tile_each's element order
+            const int i = m0 + gid + (e / 2) * 8, n = n0 + 2 * tig + e % 2;
+            acc[e] = i < L && n < dv ? orow[(tb + i) * a.o_ts + n] : 0.f;
+        }
+        tile_mma(acc, m0, n0, m0 + 16, [&](int m, int kk) { return Ps[m * kLdT + kk]; },
+                 [&](int kk, int n) { return Vs[kk * ldv + n]; });
+        tile_each(acc, m0, n0, [&](int i, int n, float x) {
+            if (i < L && n < dv) orow[(tb + i) * a.o_ts + n] = x;
+        });
+    }
+}
+
+}  // namespace
+
+cudaError_t launch_wy_split(const ChArgs& a, int state_warps, cudaStream_t stream) {
+    const int ldk = a.dkp + 4, ldv = a.dvp + 8;
+    const size_t carry_smem = sizeof(float) * size_t((a.dkp + kC) * kLdS + 4 * kC * ldk + 2 * kC);
+    const size_t out_smem = sizeof(float) * size_t(kC * (kLdT + ldv));
+    cudaError_t err = cudaFuncSetAttribute(wy_carry_kernel<8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           int(carry_smem));
+    if (err != cudaSuccess) return err;
+    err = cudaFuncSetAttribute(wy_carry_kernel<16>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(carry_smem));
+    if (err != cudaSuccess) return err;
+    err = cudaFuncSetAttribute(wy_out_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(out_smem));
+    if (err != cudaSuccess) return err;
+    const dim3 carry_grid{unsigned(a.plan.n_seqs), unsigned(a.nv), unsigned((a.dv + kNs - 1) / kNs)};
+    if (state_warps == 16) wy_carry_kernel<16><<<carry_grid, 16 * 32, carry_smem, stream>>>(a);
+    else wy_carry_kernel<8><<<carry_grid, 8 * 32, carry_smem, stream>>>(a);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    const dim3 out_grid{unsigned((a.max_len + kC - 1) / kC), unsigned(a.plan.n_seqs), unsigned(a.nv)};
+    wy_out_kernel<<<out_grid, kThreads, out_smem, stream>>>(a);
+    return cudaGetLastError();
+}
+
+}  // namespace tessera::cuda::fast::detail::wy
