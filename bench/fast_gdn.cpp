@@ -7,7 +7,8 @@
 // bytes moved (read + write) next to the 4.3 TB/s copy bandwidth; llama.cpp's 2.54 / 639 µs.
 // --reps N times N back-to-back calls per sample (µs per call printed), --graph N of them captured
 // in one CUDA graph (launch gaps and host time hidden, as in the engine's decode graphs). Every
-// decode-step kernel (gdn_decode_variant's choice marked *); prefills of 1024 / 4096 / 16384 tokens.
+// decode-step kernel (gdn_decode_variant's choice marked *); prefills of 1024 / 4096 / 16384 tokens
+// and batches of 4 × 1024, 8 × 512, 16 × 256, every chunked variant (split: wy_carry + wy_out).
 //   bench_fast_gdn [--runs 50] [--warmup 10] [--reps 1] [--graph] [--filter TEXT]
 #include <cuda_runtime_api.h>
 
@@ -35,6 +36,10 @@ namespace {
 constexpr int64_t nk = 16, nv = 32, dk = 128, dv = 128, Kc = 4, C = 2 * nk * dk + nv * dv, HV = nv * dv;
 constexpr double kCopyBw = 4.3e12;
 constexpr double kStateBytes = double(nv * dk * dv) * 4;  // one sequence's recurrent state (2 MiB)
+constexpr double kTf32Peak = 495e12;  // H200 dense TF32 tensor FLOP/s
+// The chunked form's matrix products per 64-token chunk and value head (K·Kᵀ, Q·Kᵀ, W, U, P·Vn:
+// 64 × 64 × d; W·S, Q·S, Kᵀ·Vn: 64 × dk × dv), 2 FLOP a multiply-add; 3×TF32 issues each thrice.
+constexpr double kChunkFlops = 2.0 * (4 * 64 * 64 * dk + 64 * 64 * dv + 3 * 64 * dk * dv);
 
 struct Args {
     int runs = 50, warmup = 10, reps = 1;
@@ -118,6 +123,7 @@ void bench_rule(const Args& a, Stream& stream, Timer& timer, GdnMode mode, int64
     const std::string what =
         std::string("delta rule ") +
         (mode == GdnMode::Chunked ? std::string("chunked w") + std::to_string(fast::gdn_chunk_state_warps(variant)) +
+                                        (fast::gdn_chunk_split(variant) ? " split" : "") +
                                         (fast::gdn_chunk_vec_loads(variant) ? " vec16" : "") +
                                         (variant == fast::GdnChunkVariant::Auto ? "*" : "")
                                   : std::string("recurrent")) +
@@ -150,7 +156,15 @@ void bench_rule(const Args& a, Stream& stream, Timer& timer, GdnMode mode, int64
                                state.as<float>(), nv * dk * dv, slots * B, plan, p, scratch.as<float>(), T, stream,
                                variant);
     });
-    row(what, B, T, sec, T == 1 ? 2 * kStateBytes * double(B) : 0, note);
+    std::string n = note;
+    if (mode == GdnMode::Chunked) {  // tensor work: useful TFLOP/s, and 3×TF32's issued share of the peak
+        const double flops = kChunkFlops * double(nv) * double(B) * double((T + 63) / 64);
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "%.1f TFLOP/s (3xTF32 %.0f%% of peak)%s", flops / sec / 1e12,
+                      100.0 * 3 * flops / sec / kTf32Peak, n.empty() ? "" : "; ");
+        n = buf + n;
+    }
+    row(what, B, T, sec, T == 1 ? 2 * kStateBytes * double(B) : 0, n);
 }
 
 const char* const kDecodeNames[] = {"auto", "cluster/key head", "cols32", "cols16"};
@@ -262,13 +276,19 @@ int main(int argc, char** argv) {
                 bench_decode(a, stream, timer, B, cold, var, "");
             }
         }
+        using V = fast::GdnChunkVariant;
+        const V chunk_variants[] = {V::Auto, V::StateWarps8, V::Vec16, V::Split, V::SplitWarps8, V::SplitVec16};
         for (int64_t T : {1024, 4096, 16384}) {
-            for (auto v : {fast::GdnChunkVariant::Auto, fast::GdnChunkVariant::StateWarps8, fast::GdnChunkVariant::Vec16})
+            for (V v : chunk_variants)
                 bench_rule(a, stream, timer, GdnMode::Chunked, 1, T, 1,
                            T == 1024 ? "llama.cpp 639 us; target <= 60" : "per token flat: T/1024 x the 1024 figure",
                            v);
             if (T <= 4096) bench_rule(a, stream, timer, GdnMode::Recurrent, 1, T, 1, "token by token, for scale");
         }
+        // Batches of prefills: more independent chains for the serial state pass.
+        for (const auto& [B, T] : {std::pair<int64_t, int64_t>{4, 1024}, std::pair<int64_t, int64_t>{8, 512},
+                                   std::pair<int64_t, int64_t>{16, 256}})
+            for (V v : chunk_variants) bench_rule(a, stream, timer, GdnMode::Chunked, B, T, 1, "", v);
         return 0;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "bench_fast_gdn: %s\n", e.what());

@@ -5,7 +5,8 @@
 // of 64 equals one pass bit for bit, and a decode gives the same bits alone or batched. The fused
 // decode step against the CPU's separate ops (conv1d_silu, l2_norm, gdn_gates, gated_delta_rule,
 // rms_norm_gated), chained over several steps. Every comparison names its shape and reports the
-// first and the worst mismatch by (token, head, column) or (slot, head, row, column).
+// first and the worst mismatch by (token, head, column) or (slot, head, row, column). Every chunked
+// test runs the split state pass too (GdnChunkVariant::Split), which must give the same bits.
 // Without a GPU the device tests skip; the argument checks run everywhere.
 #include <gtest/gtest.h>
 
@@ -249,8 +250,9 @@ struct GpuRule {
 // n_seqs + 3, `padding` sequences on slot -1): the fast kernel vs the CPU in the same mode, o and
 // the whole state buffer (untouched slots included).
 void check_rule(const Shape& sh, GdnMode mode, const std::vector<int32_t>& lengths, double tol, uint32_t seed,
-                const std::vector<int>& padding = {}, bool exact_max_len = false) {
-    SCOPED_TRACE(describe(sh, mode, lengths));
+                const std::vector<int>& padding = {}, bool exact_max_len = false,
+                fast::GdnChunkVariant variant = fast::GdnChunkVariant::Auto) {
+    SCOPED_TRACE(describe(sh, mode, lengths) + " variant " + std::to_string(int(variant)));
     std::mt19937 rng(seed);
     const int64_t T = starts(lengths).back(), n_slots = int64_t(lengths.size()) + 3;
     const std::vector<int32_t> slot = random_slots(lengths.size(), n_slots, rng, padding);
@@ -259,12 +261,15 @@ void check_rule(const Shape& sh, GdnMode mode, const std::vector<int32_t>& lengt
     cpu_rule(in, mode, 0, lengths, slot, st_cpu, o_cpu);
     GpuRule gpu(in);
     const int64_t max_len = exact_max_len ? *std::max_element(lengths.begin(), lengths.end()) : 0;
-    const std::vector<float> o = gpu.run(mode, 0, lengths, slot, max_len);
+    const std::vector<float> o = gpu.run(mode, 0, lengths, slot, max_len, variant);
     compare(o, o_cpu, tol, "o", in.where_o());
     compare(to_host<float>(gpu.st), st_cpu, tol, "state", in.where_state());
 }
 
 const Shape kFlagship{16, 32, 128, 128, false};
+
+// The chunked state pass in one launch (wy_state, the default) and split in two (wy_carry + wy_out).
+constexpr fast::GdnChunkVariant kChunkVariants[] = {fast::GdnChunkVariant::Auto, fast::GdnChunkVariant::Split};
 
 TEST(FastGdnRecurrent, LengthsAroundTheChunk) {
     REQUIRE_CUDA();
@@ -273,9 +278,12 @@ TEST(FastGdnRecurrent, LengthsAroundTheChunk) {
 
 TEST(FastGdnChunked, LengthsAroundTheChunk) {
     REQUIRE_CUDA();
-    for (int32_t n : {1, 2, 63, 64, 65, 66, 127, 128, 129, 130})
-        check_rule(kFlagship, GdnMode::Chunked, {n}, kTolChunkShort, uint32_t(n));
-    for (int32_t n : {1000, 4097}) check_rule(kFlagship, GdnMode::Chunked, {n}, kTolChunkLong, uint32_t(n));
+    for (fast::GdnChunkVariant v : kChunkVariants) {
+        for (int32_t n : {1, 2, 63, 64, 65, 66, 127, 128, 129, 130})
+            check_rule(kFlagship, GdnMode::Chunked, {n}, kTolChunkShort, uint32_t(n), {}, false, v);
+        for (int32_t n : {1000, 4097})
+            check_rule(kFlagship, GdnMode::Chunked, {n}, kTolChunkLong, uint32_t(n), {}, false, v);
+    }
 }
 
 TEST(FastGdn, SeveralSequencesSlotsAndPaddingInOneCall) {
@@ -292,6 +300,10 @@ TEST(FastGdn, SeveralSequencesSlotsAndPaddingInOneCall) {
             check_rule(s, mode, lengths, tol, 4, padding, true);  // max_len = the longest sequence
         }
     }
+    for (const Shape& s : {kFlagship, Shape{16, 32, 128, 128, true}, Shape{4, 4, 128, 128, false}}) {
+        check_rule(s, GdnMode::Chunked, lengths, kTolChunkShort, 3, padding, false, fast::GdnChunkVariant::Split);
+        check_rule(s, GdnMode::Chunked, lengths, kTolChunkShort, 4, padding, true, fast::GdnChunkVariant::Split);
+    }
 }
 
 TEST(FastGdn, OddHeadSizes) {
@@ -305,6 +317,12 @@ TEST(FastGdn, OddHeadSizes) {
         check_rule({1, 2, 100, 256, false}, mode, {1, 130}, tol, 6);
         check_rule({2, 4, 128, 64, true}, mode, {129, 3}, tol, 7);
     }
+    const double tol = kTolChunkShort;
+    const auto split = fast::GdnChunkVariant::Split;
+    check_rule({2, 6, 48, 37, true}, GdnMode::Chunked, {1, 70, 5}, tol, 4, {}, false, split);
+    check_rule({3, 3, 5, 7, false}, GdnMode::Chunked, {64, 1, 65}, tol, 5, {}, false, split);
+    check_rule({1, 2, 100, 256, false}, GdnMode::Chunked, {1, 130}, tol, 6, {}, false, split);
+    check_rule({2, 4, 128, 64, true}, GdnMode::Chunked, {129, 3}, tol, 7, {}, false, split);
     check_rule({1, 2, 256, 256, false}, GdnMode::Recurrent, {1, 66}, kTolRec, 8);
 }
 
@@ -312,47 +330,51 @@ TEST(FastGdnChunked, PrefillSplitAtMultiplesOf64EqualsOnePass) {
     REQUIRE_CUDA();
     // One sequence of 1000 tokens in one call, vs the same tokens in calls split at multiples of
     // 64 (chunk boundaries then fall where one pass puts them): the outputs and the final state
-    // are the same bits.
+    // are the same bits. Each chunked variant.
     const Shape sh = kFlagship;
     std::mt19937 rng(11);
     const int64_t n = 1000, n_slots = 2;
     const RuleInputs in(sh, n, n_slots, rng);
     const std::vector<int32_t> slot = {1};
-    GpuRule one(in);
-    const std::vector<float> o_one = one.run(GdnMode::Chunked, 0, {int32_t(n)}, slot, 0);
-    const std::vector<float> st_one = to_host<float>(one.st);
-    {
-        std::vector<float> st_cpu = in.init, o_cpu;
-        cpu_rule(in, GdnMode::Chunked, 0, {int32_t(n)}, slot, st_cpu, o_cpu);
-        compare(o_one, o_cpu, kTolChunkLong, "one pass: o", in.where_o());
-        compare(st_one, st_cpu, kTolChunkLong, "one pass: state", in.where_state());
-    }
-    for (const std::vector<int64_t>& cuts : {std::vector<int64_t>{64, 640}, std::vector<int64_t>{128},
-                                             std::vector<int64_t>{64, 128, 192, 256, 896}}) {
-        std::string name = "split at";
-        for (int64_t c : cuts) {
-            name += ' ';
-            name += std::to_string(c);
+    for (fast::GdnChunkVariant v : kChunkVariants) {
+        SCOPED_TRACE("variant " + std::to_string(int(v)));
+        GpuRule one(in);
+        const std::vector<float> o_one = one.run(GdnMode::Chunked, 0, {int32_t(n)}, slot, 0, v);
+        const std::vector<float> st_one = to_host<float>(one.st);
+        {
+            std::vector<float> st_cpu = in.init, o_cpu;
+            cpu_rule(in, GdnMode::Chunked, 0, {int32_t(n)}, slot, st_cpu, o_cpu);
+            compare(o_one, o_cpu, kTolChunkLong, "one pass: o", in.where_o());
+            compare(st_one, st_cpu, kTolChunkLong, "one pass: state", in.where_state());
         }
-        SCOPED_TRACE(name);
-        GpuRule split(in);
-        std::vector<float> o_split;
-        int64_t t = 0;
-        for (size_t i = 0; i <= cuts.size(); ++i) {
-            const int64_t end = i < cuts.size() ? cuts[i] : n;
-            const std::vector<float> o = split.run(GdnMode::Chunked, t, {int32_t(end - t)}, slot, 0);
-            o_split.insert(o_split.end(), o.begin(), o.end());
-            t = end;
+        for (const std::vector<int64_t>& cuts : {std::vector<int64_t>{64, 640}, std::vector<int64_t>{128},
+                                                 std::vector<int64_t>{64, 128, 192, 256, 896}}) {
+            std::string name = "split at";
+            for (int64_t c : cuts) {
+                name += ' ';
+                name += std::to_string(c);
+            }
+            SCOPED_TRACE(name);
+            GpuRule split(in);
+            std::vector<float> o_split;
+            int64_t t = 0;
+            for (size_t i = 0; i <= cuts.size(); ++i) {
+                const int64_t end = i < cuts.size() ? cuts[i] : n;
+                const std::vector<float> o = split.run(GdnMode::Chunked, t, {int32_t(end - t)}, slot, 0, v);
+                o_split.insert(o_split.end(), o.begin(), o.end());
+                t = end;
+            }
+            expect_same_bits(o_split, o_one, "o", in.where_o());
+            expect_same_bits(to_host<float>(split.st), st_one, "state", in.where_state());
         }
-        expect_same_bits(o_split, o_one, "o", in.where_o());
-        expect_same_bits(to_host<float>(split.st), st_one, "state", in.where_state());
     }
 }
 
 TEST(FastGdnChunked, VariantsGiveTheSameBits) {
     REQUIRE_CUDA();
     // The state pass in blocks of 8 or 16 warps (each tile is one warp's in either, same order);
-    // tiles by 16-byte copies where rows are aligned (pad 0 with dk, dv % 4 == 0), else by 4-byte ones.
+    // tiles by 16-byte copies where rows are aligned (pad 0 with dk, dv % 4 == 0), else by 4-byte ones;
+    // the state pass split in two (the same products in the same order), in each of those ways.
     for (const auto& [sh, pad] : {std::pair{kFlagship, int64_t(2)}, std::pair{kFlagship, int64_t(0)},
                                   std::pair{Shape{2, 6, 48, 37, true}, int64_t(0)},
                                   std::pair{Shape{2, 4, 40, 24, false}, int64_t(4)}}) {
@@ -370,11 +392,37 @@ TEST(FastGdnChunked, VariantsGiveTheSameBits) {
         expect_same_bits(ov, o16, "o, 16-byte vs 4-byte copies", in.where_o());
         expect_same_bits(to_host<float>(vec.st), to_host<float>(w16.st), "state, 16-byte vs 4-byte copies",
                          in.where_state());
+        for (auto v : {fast::GdnChunkVariant::Split, fast::GdnChunkVariant::SplitWarps8,
+                       fast::GdnChunkVariant::SplitVec16}) {
+            const std::string name = "split variant " + std::to_string(int(v)) + " vs one state pass";
+            GpuRule sp(in);
+            const std::vector<float> os = sp.run(GdnMode::Chunked, 0, lengths, slot, 0, v);
+            expect_same_bits(os, o16, "o, " + name, in.where_o());
+            expect_same_bits(to_host<float>(sp.st), to_host<float>(w16.st), "state, " + name, in.where_state());
+        }
         std::vector<float> st_cpu = in.init, o_cpu;
         cpu_rule(in, GdnMode::Chunked, 0, lengths, slot, st_cpu, o_cpu);
         compare(o16, o_cpu, kTolChunkLong, "o", in.where_o());
         compare(to_host<float>(w16.st), st_cpu, kTolChunkLong, "state", in.where_state());
     }
+}
+
+TEST(FastGdnChunked, SplitGivesTheSameBitsAcrossRuns) {
+    REQUIRE_CUDA();
+    // The split state pass twice on the same inputs (several sequences, a padding one, a lone
+    // token, a one-token last chunk): the same bits, and the CPU's result within tolerance.
+    std::mt19937 rng(15);
+    const std::vector<int32_t> lengths = {129, 1, 64, 300, 65}, slot = {3, 0, -1, 5, 1};
+    const RuleInputs in(kFlagship, 559, 7, rng);
+    GpuRule first(in), second(in);
+    const std::vector<float> o1 = first.run(GdnMode::Chunked, 0, lengths, slot, 0, fast::GdnChunkVariant::Split);
+    const std::vector<float> o2 = second.run(GdnMode::Chunked, 0, lengths, slot, 0, fast::GdnChunkVariant::Split);
+    expect_same_bits(o2, o1, "o, second run", in.where_o());
+    expect_same_bits(to_host<float>(second.st), to_host<float>(first.st), "state, second run", in.where_state());
+    std::vector<float> st_cpu = in.init, o_cpu;
+    cpu_rule(in, GdnMode::Chunked, 0, lengths, slot, st_cpu, o_cpu);
+    compare(o1, o_cpu, kTolChunkLong, "o", in.where_o());
+    compare(to_host<float>(first.st), st_cpu, kTolChunkLong, "state", in.where_state());
 }
 
 TEST(FastGdnChunked, DecodeGivesTheSameBitsAloneOrBatched) {
@@ -407,33 +455,40 @@ TEST(FastGdn, BadSlotOrTooLongSequenceGivesNaN) {
                  d_slot = to_device(slot);
     const fast::HeadsIn h{d_x.as<float>(), dk, dk};
     const SeqPlan plan{2, d_qs.as<int32_t>(), d_slot.as<int32_t>()};
-    for (GdnMode mode : {GdnMode::Recurrent, GdnMode::Chunked}) {
-        SCOPED_TRACE(mode == GdnMode::Chunked ? "chunked" : "recurrent");
+    for (const auto& [mode, variant] : {std::pair{GdnMode::Recurrent, fast::GdnChunkVariant::Auto},
+                                        std::pair{GdnMode::Chunked, fast::GdnChunkVariant::Auto},
+                                        std::pair{GdnMode::Chunked, fast::GdnChunkVariant::Split}}) {
+        SCOPED_TRACE(std::string(mode == GdnMode::Chunked ? "chunked" : "recurrent") + " variant " +
+                     std::to_string(int(variant)));
         GdnParams p;
         p.n_k_heads = p.n_v_heads = 1;
         p.mode = mode;
         DeviceBuffer d_o = to_device(std::vector<float>(size_t(T * dv), 0.f));
         DeviceBuffer scratch(size_t(std::max<int64_t>(1, fast::gated_delta_rule_scratch_floats(T, 1, dk, dv, p))) * 4);
         fast::gated_delta_rule(d_o.as<float>(), dv, dv, h, h, h, d_gb.as<float>(), 1, d_gb.as<float>(), 1, T, dk, dv,
-                               d_st.as<float>(), dk * dv, 1, plan, p, scratch.as<float>(), 0, nullptr);
+                               d_st.as<float>(), dk * dv, 1, plan, p, scratch.as<float>(), 0, nullptr, variant);
         const std::vector<float> o = to_host<float>(d_o);
         for (int64_t i = 0; i < 66 * dv; ++i) ASSERT_TRUE(std::isnan(o[size_t(i)])) << "sequence 0, element " << i;
         for (int64_t i = 66 * dv; i < T * dv; ++i) ASSERT_FALSE(std::isnan(o[size_t(i)])) << "sequence 1, element " << i;
     }
     // max_len 4 with a 66-token sequence (slot 0 now valid): NaN outputs, its state kept.
     const std::vector<int32_t> ok_slot = {0, -1};
-    DeviceBuffer d_ok = to_device(ok_slot), d_st2 = to_device(st);
-    GdnParams p;
-    p.n_k_heads = p.n_v_heads = 1;
-    p.mode = GdnMode::Chunked;
-    DeviceBuffer d_o = to_device(std::vector<float>(size_t(T * dv), 0.f));
-    DeviceBuffer scratch(size_t(fast::gated_delta_rule_scratch_floats(T, 1, dk, dv, p)) * 4);
-    fast::gated_delta_rule(d_o.as<float>(), dv, dv, h, h, h, d_gb.as<float>(), 1, d_gb.as<float>(), 1, T, dk, dv,
-                           d_st2.as<float>(), dk * dv, 1, SeqPlan{2, d_qs.as<int32_t>(), d_ok.as<int32_t>()}, p,
-                           scratch.as<float>(), 4, nullptr);
-    const std::vector<float> o = to_host<float>(d_o);
-    for (int64_t i = 0; i < 66 * dv; ++i) ASSERT_TRUE(std::isnan(o[size_t(i)])) << "too long: element " << i;
-    EXPECT_EQ(to_host<float>(d_st2), st) << "the state of a sequence longer than max_len must be kept";
+    DeviceBuffer d_ok = to_device(ok_slot);
+    for (fast::GdnChunkVariant variant : kChunkVariants) {
+        SCOPED_TRACE("too long, variant " + std::to_string(int(variant)));
+        DeviceBuffer d_st2 = to_device(st);
+        GdnParams p;
+        p.n_k_heads = p.n_v_heads = 1;
+        p.mode = GdnMode::Chunked;
+        DeviceBuffer d_o = to_device(std::vector<float>(size_t(T * dv), 0.f));
+        DeviceBuffer scratch(size_t(fast::gated_delta_rule_scratch_floats(T, 1, dk, dv, p)) * 4);
+        fast::gated_delta_rule(d_o.as<float>(), dv, dv, h, h, h, d_gb.as<float>(), 1, d_gb.as<float>(), 1, T, dk, dv,
+                               d_st2.as<float>(), dk * dv, 1, SeqPlan{2, d_qs.as<int32_t>(), d_ok.as<int32_t>()}, p,
+                               scratch.as<float>(), 4, nullptr, variant);
+        const std::vector<float> o = to_host<float>(d_o);
+        for (int64_t i = 0; i < 66 * dv; ++i) ASSERT_TRUE(std::isnan(o[size_t(i)])) << "too long: element " << i;
+        EXPECT_EQ(to_host<float>(d_st2), st) << "the state of a sequence longer than max_len must be kept";
+    }
 }
 
 // ---- the fused decode step ----

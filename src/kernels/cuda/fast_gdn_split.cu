@@ -11,29 +11,34 @@ namespace tessera::cuda::fast::detail::wy {
 
 namespace {
 
-// tile_mma for two A operands against one B: c1 += A1·B and c2 += A2·B, each in tile_mma's order
-// (so each result has tile_mma's bits), B's fragment loaded and split once.
-template <class FA1, class FA2, class FB>
-__device__ inline void tile_mma2(float (&c1)[4], float (&c2)[4], int m0, int n0, int K, FA1 A1, FA2 A2, FB B) {
+// MA × NB tiles of one warp: c[i][j] += Σ_{k<K} A(i, m, k)·B(k, n) over the 16 × 8 tile at
+// (m0[i], n0[j]), each in tile_mma's order (so each has tile_mma's bits); every A and B fragment
+// loaded and split once for all the tiles that use it, the MA·NB mma chains interleaved.
+template <int MA, int NB, class FA, class FB>
+__device__ inline void tile_mma_grid(float (&c)[MA][NB][4], const int (&m0)[MA], const int (&n0)[NB], int K, FA A,
+                                     FB B) {
     const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
     for (int k0 = 0; k0 < K; k0 += 8) {
-        uint32_t ah[4], al[4], bh[2], bl[2];
-        split(B(k0 + tig, n0 + gid), bh[0], bl[0]);
-        split(B(k0 + tig + 4, n0 + gid), bh[1], bl[1]);
-        split(A1(m0 + gid, k0 + tig), ah[0], al[0]);
-        split(A1(m0 + gid + 8, k0 + tig), ah[1], al[1]);
-        split(A1(m0 + gid, k0 + tig + 4), ah[2], al[2]);
-        split(A1(m0 + gid + 8, k0 + tig + 4), ah[3], al[3]);
-        mma_tf32(c1, al, bh);
-        mma_tf32(c1, ah, bl);
-        mma_tf32(c1, ah, bh);
-        split(A2(m0 + gid, k0 + tig), ah[0], al[0]);
-        split(A2(m0 + gid + 8, k0 + tig), ah[1], al[1]);
-        split(A2(m0 + gid, k0 + tig + 4), ah[2], al[2]);
-        split(A2(m0 + gid + 8, k0 + tig + 4), ah[3], al[3]);
-        mma_tf32(c2, al, bh);
-        mma_tf32(c2, ah, bl);
-        mma_tf32(c2, ah, bh);
+        uint32_t bh[NB][2], bl[NB][2];
+#pragma unroll
+        for (int j = 0; j < NB; ++j) {
+            split(B(k0 + tig, n0[j] + gid), bh[j][0], bl[j][0]);
+            split(B(k0 + tig + 4, n0[j] + gid), bh[j][1], bl[j][1]);
+        }
+#pragma unroll
+        for (int i = 0; i < MA; ++i) {
+            uint32_t ah[4], al[4];
+            split(A(i, m0[i] + gid, k0 + tig), ah[0], al[0]);
+            split(A(i, m0[i] + gid + 8, k0 + tig), ah[1], al[1]);
+            split(A(i, m0[i] + gid, k0 + tig + 4), ah[2], al[2]);
+            split(A(i, m0[i] + gid + 8, k0 + tig + 4), ah[3], al[3]);
+#pragma unroll
+            for (int j = 0; j < NB; ++j) mma_tf32(c[i][j], al, bh[j]);
+#pragma unroll
+            for (int j = 0; j < NB; ++j) mma_tf32(c[i][j], ah, bl[j]);
+#pragma unroll
+            for (int j = 0; j < NB; ++j) mma_tf32(c[i][j], ah, bh[j]);
+        }
     }
 }
 
@@ -41,11 +46,16 @@ __device__ inline void tile_mma2(float (&c1)[4], float (&c2)[4], int m0, int n0,
 
 template <int NW>  // warps: 8 or 16
 __global__ void __launch_bounds__(NW * 32, 1) wy_carry_kernel(ChArgs a) {
-    constexpr int kTh = NW * 32, kT16 = 16 / NW, kT32 = 32 / NW;  // threads; 16 and 32 tiles per warp
+    // Tiles per warp (any split gives the same bits: each tile's products run in one order):
+    // W·S and Q·S, 4 × 4 tiles each: one row tile, kN1 column tiles of both; the S update,
+    // (dkp/16) × 4 tiles: kM2 row tiles × 2 column tiles.
+    constexpr int kTh = NW * 32, kN1 = 16 / NW, kM2 = 16 / NW;
     const int s = blockIdx.x, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int64_t h = blockIdx.y;
     const int c0 = int(blockIdx.z) * kNs;  // this block's first state column
-    const int dk = a.dk, dv = a.dv, dkp = a.dkp, ldk = dkp + 4;
+    // Row strides: W and Q are read by rows (lanes gid) and K by columns (lanes tig): ≡ 4 and ≡ 8
+    // (mod 32 banks) keep both conflict-free.
+    const int dk = a.dk, dv = a.dv, dkp = a.dkp, ldk = dkp + 4, ldkk = dkp + 8;
     Seq sq;
     if (!seq_of(a, s, &sq)) {
         if (sq.range_ok)
@@ -64,8 +74,8 @@ __global__ void __launch_bounds__(NW * 32, 1) wy_carry_kernel(ChArgs a) {
     float* Vn = Ss + dkp * kLdS;                  // [64][kLdS] U, then U − W·S
     float* Ws = Vn + kC * kLdS;                   // [64][ldk] W
     float* Qs = Ws + kC * ldk;                    // [64][ldk] Q
-    float* Kb = Qs + kC * ldk;                    // [2][64][ldk] K of this chunk and of the next
-    float* eg = Kb + 2 * kC * ldk;                // [64] e^Γ
+    float* Kb = Qs + kC * ldk;                    // [2][64][ldkk] K of this chunk and of the next
+    float* eg = Kb + 2 * kC * ldkk;               // [64] e^Γ
     float* dl = eg + kC;                          // [64] e^(Γlast − Γ)
 
     auto chunk_rows = [&](int64_t cs) { return int(sq.n_wy - cs < kC ? sq.n_wy - cs : kC); };
@@ -75,13 +85,13 @@ __global__ void __launch_bounds__(NW * 32, 1) wy_carry_kernel(ChArgs a) {
     auto load_wqk = [&](int64_t cs, int b) {
         const int64_t tb = sq.t0 + cs;
         const int L = chunk_rows(cs);
-        float* K = Kb + b * kC * ldk;
+        float* K = Kb + b * kC * ldkk;
         for (int l = warp; l < kC; l += NW) {
             const float* qr = a.q.data + (tb + l) * a.q.tok_stride + hk * a.q.head_stride;
             const float* kr = a.k.data + (tb + l) * a.k.tok_stride + hk * a.k.head_stride;
             load_row(Ws + l * ldk, scratch_row(tb + l), dk, dkp, l < L, a.vec, lane);
             load_row(Qs + l * ldk, qr, dk, dkp, l < L, a.vec, lane);
-            load_row(K + l * ldk, kr, dk, dkp, l < L, a.vec, lane);
+            load_row(K + l * ldkk, kr, dk, dkp, l < L, a.vec, lane);
         }
     };
     auto load_u = [&](int64_t cs) {
@@ -113,62 +123,60 @@ __global__ void __launch_bounds__(NW * 32, 1) wy_carry_kernel(ChArgs a) {
         cp_async_commit();
         cp_async_wait<1>();  // this chunk's W, Q and K
         __syncthreads();
-        const float* Ks = Kb + b * kC * ldk;
+        const float* Ks = Kb + b * kC * ldkk;
 
-        // Vn = U − W·S and e^Γ ⊙ (Q·S): 4 × 4 tiles each, 16 / NW of each per warp.
-        float vacc[kT16][4], oacc[kT16][4];
+        // Vn = U − W·S (acc1[0]) and e^Γ ⊙ (Q·S) (acc1[1]), S's fragments split once for both.
+        const int m1[2] = {(warp % 4) * 16, (warp % 4) * 16};
+        int n1[kN1];
 #pragma unroll
-        for (int q = 0; q < kT16; ++q) {
-            const int t = warp + NW * q, m0 = (t % 4) * 16, n0 = (t / 4) * 8;
-            for (float& x : vacc[q]) x = 0.f;
-            for (float& x : oacc[q]) x = 0.f;
-            tile_mma2(vacc[q], oacc[q], m0, n0, dkp, [&](int m, int kk) { return Ws[m * ldk + kk]; },
-                      [&](int m, int kk) { return Qs[m * ldk + kk]; }, [&](int kk, int n) { return Ss[kk * kLdS + n]; });
-        }
+        for (int j = 0; j < kN1; ++j) n1[j] = ((warp / 4) * kN1 + j) * 8;
+        float acc1[2][kN1][4] = {};
+        tile_mma_grid(acc1, m1, n1, dkp, [&](int i, int m, int kk) { return (i == 0 ? Ws : Qs)[m * ldk + kk]; },
+                      [&](int kk, int n) { return Ss[kk * kLdS + n]; });
         cp_async_wait<0>();  // U and the decays
         __syncthreads();     // also: every read of W and Q is done
         if (cs + kC < sq.n_wy) load_wqk(cs + kC, b ^ 1);
         cp_async_commit();  // possibly empty: the count per chunk stays two
+        const int gid = lane / 4;
 #pragma unroll
-        for (int q = 0; q < kT16; ++q) {  // each element of Vn belongs to one lane
-            const int t = warp + NW * q, m0 = (t % 4) * 16, n0 = (t / 4) * 8;
-            tile_each(vacc[q], m0, n0, [&](int i, int n, float x) {
+        for (int j = 0; j < kN1; ++j) {  // each element of Vn belongs to one lane
+            tile_each(acc1[0][j], m1[0], n1[j], [&](int i, int n, float x) {
                 float& vn = Vn[i * kLdS + n];
                 vn -= x;
                 if (i < L && c0 + n < dv) scratch_row(tb + i)[dk + c0 + n] = vn;
             });
-            const int gid = lane / 4;
-            oacc[q][0] *= eg[m0 + gid];
-            oacc[q][1] *= eg[m0 + gid];
-            oacc[q][2] *= eg[m0 + gid + 8];
-            oacc[q][3] *= eg[m0 + gid + 8];
-            tile_each(oacc[q], m0, n0, [&](int i, int n, float x) {
+            float(&oc)[4] = acc1[1][j];
+            oc[0] *= eg[m1[1] + gid];
+            oc[1] *= eg[m1[1] + gid];
+            oc[2] *= eg[m1[1] + gid + 8];
+            oc[3] *= eg[m1[1] + gid + 8];
+            tile_each(oc, m1[1], n1[j], [&](int i, int n, float x) {
                 if (i < L && c0 + n < dv) a.o[(tb + i) * a.o_ts + h * a.o_hs + c0 + n] = x;
             });
         }
         __syncthreads();
 
-        // S ← e^Γlast·S + (K ⊙ e^(Γlast − Γ))ᵀ·Vn: (dkp/16) × 4 tiles, up to 32 / NW per warp.
+        // S ← e^Γlast·S + (K ⊙ e^(Γlast − Γ))ᵀ·Vn (rows past dkp: none).
         const float last = eg[L - 1];
-        const int n_st = (dkp + 15) / 16 * 4;
-        float sacc[kT32][4];
+        int m2[kM2];
 #pragma unroll
-        for (int q = 0; q < kT32; ++q) {
-            const int t = warp + NW * q, m0 = (t / 4) * 16, n0 = (t % 4) * 8;
-            for (float& x : sacc[q]) x = 0.f;
-            if (t < n_st)
-                tile_mma(sacc[q], m0, n0, kC, [&](int m, int kk) { return m < dkp ? Ks[kk * ldk + m] * dl[kk] : 0.f; },
-                         [&](int kk, int n) { return Vn[kk * kLdS + n]; });
-        }
+        for (int i = 0; i < kM2; ++i) m2[i] = ((warp / 2) * kM2 + i) * 16;
+        const int n2[2] = {(warp % 2) * 16, (warp % 2) * 16 + 8};
+        const bool rows = m2[0] < dkp;  // this warp has rows of S
+        float acc2[kM2][2][4] = {};
+        if (rows)
+            tile_mma_grid(acc2, m2, n2, kC,
+                          [&](int, int m, int kk) { return m < dkp ? Ks[kk * ldkk + m] * dl[kk] : 0.f; },
+                          [&](int kk, int n) { return Vn[kk * kLdS + n]; });
         __syncthreads();  // every read of the old S (and of this chunk's tiles) is done
+        if (rows)
 #pragma unroll
-        for (int q = 0; q < kT32; ++q) {
-            const int t = warp + NW * q, m0 = (t / 4) * 16, n0 = (t % 4) * 8;
-            if (t < n_st)
-                tile_each(sacc[q], m0, n0, [&](int i, int n, float x) {
-                    if (i < dkp) Ss[i * kLdS + n] = last * Ss[i * kLdS + n] + x;
-                });
-        }
+            for (int i = 0; i < kM2; ++i)
+#pragma unroll
+                for (int j = 0; j < 2; ++j)
+                    tile_each(acc2[i][j], m2[i], n2[j], [&](int r, int n, float x) {
+                        if (r < dkp) Ss[r * kLdS + n] = last * Ss[r * kLdS + n] + x;
+                    });
         __syncthreads();
     }
     if (!S) {
@@ -208,7 +216,7 @@ __global__ void __launch_bounds__(kThreads) wy_out_kernel(ChArgs a) {
     if (!seq_of(a, s, &sq) || c * kC >= sq.n_wy) return;
     const int64_t tb = sq.t0 + c * kC;
     const int L = int(sq.n_wy - c * kC < kC ? sq.n_wy - c * kC : kC);
-    const int dk = a.dk, dv = a.dv, dvp = a.dvp, ldv = dvp + 8;
+    const int dk = a.dk, dv = a.dv, dv32 = (dv + 31) / 32 * 32, ldv = dv32 + 8;
 
     extern __shared__ float4 smem4[];
     float* Ps = reinterpret_cast<float*>(smem4);  // [64][kLdT] P (rows >= L: 0)
@@ -216,35 +224,41 @@ __global__ void __launch_bounds__(kThreads) wy_out_kernel(ChArgs a) {
     for (int l = warp; l < kC; l += kThreads / 32) {
         const float* wr = a.scratch + ((tb + l) * a.nv + h) * a.rs;
         load_row(Ps + l * kLdT, wr + dk + dv, kC, kC, l < L, a.vec, lane);
-        load_row(Vs + l * ldv, wr + dk, dv, dvp, l < L, a.vec, lane);
+        load_row(Vs + l * ldv, wr + dk, dv, dv32, l < L, a.vec, lane);
     }
     cp_async_wait_all();
     __syncthreads();
 
-    // o += P·Vn (P lower triangular: rows [m0, m0 + 16) stop at column m0 + 16): 4 row tiles ×
-    // dvp/8 column tiles, o's value (e^Γ ⊙ (Q·S) from wy_carry) as the accumulator's start.
-    const int gid = lane / 4, tig = lane % 4;
+    // o += P·Vn (P lower triangular: rows [m0, m0 + 16) stop at column m0 + 16), o's value
+    // (e^Γ ⊙ (Q·S) from wy_carry) as the accumulators' start: a warp per row tile and 4 column
+    // tiles (32 columns) at a time, P's fragments split once for the 4.
+    const int gid = lane / 4, tig = lane % 4, m0[1] = {(warp % 4) * 16};
     float* orow = a.o + h * a.o_hs;
-    for (int t = warp; t < 4 * (dvp / 8); t += kThreads / 32) {
-        const int m0 = (t % 4) * 16, n0 = (t / 4) * 8;
-        float acc[4];
-        for (int e = 0; e < 4; ++e) {  // tile_each's element order
-            const int i = m0 + gid + (e / 2) * 8, n = n0 + 2 * tig + e % 2;
-            acc[e] = i < L && n < dv ? orow[(tb + i) * a.o_ts + n] : 0.f;
-        }
-        tile_mma(acc, m0, n0, m0 + 16, [&](int m, int kk) { return Ps[m * kLdT + kk]; },
-                 [&](int kk, int n) { return Vs[kk * ldv + n]; });
-        tile_each(acc, m0, n0, [&](int i, int n, float x) {
-            if (i < L && n < dv) orow[(tb + i) * a.o_ts + n] = x;
-        });
+    for (int g = warp / 4; g < dv32 / 32; g += kThreads / 32 / 4) {
+        const int n0[4] = {32 * g, 32 * g + 8, 32 * g + 16, 32 * g + 24};
+        float acc[1][4][4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {  // tile_each's element order
+                const int i = m0[0] + gid + (e / 2) * 8, n = n0[j] + 2 * tig + e % 2;
+                acc[0][j][e] = i < L && n < dv ? orow[(tb + i) * a.o_ts + n] : 0.f;
+            }
+        tile_mma_grid(acc, m0, n0, m0[0] + 16, [&](int, int m, int kk) { return Ps[m * kLdT + kk]; },
+                      [&](int kk, int n) { return Vs[kk * ldv + n]; });
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+            tile_each(acc[0][j], m0[0], n0[j], [&](int i, int n, float x) {
+                if (i < L && n < dv) orow[(tb + i) * a.o_ts + n] = x;
+            });
     }
 }
 
 }  // namespace
 
 cudaError_t launch_wy_split(const ChArgs& a, int state_warps, cudaStream_t stream) {
-    const int ldk = a.dkp + 4, ldv = a.dvp + 8;
-    const size_t carry_smem = sizeof(float) * size_t((a.dkp + kC) * kLdS + 4 * kC * ldk + 2 * kC);
+    const int ldk = a.dkp + 4, ldv = (a.dv + 31) / 32 * 32 + 8;
+    const size_t carry_smem = sizeof(float) * size_t((a.dkp + kC) * kLdS + 2 * kC * ldk + 2 * kC * (a.dkp + 8) + 2 * kC);
     const size_t out_smem = sizeof(float) * size_t(kC * (kLdT + ldv));
     cudaError_t err = cudaFuncSetAttribute(wy_carry_kernel<8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            int(carry_smem));
