@@ -6,7 +6,8 @@
 // llama.cpp's test-backend-ops), "cold" = 16 random routings in turn. TB/s = bytes of the selected
 // experts' weights (codes + scales) / time; % of 4.3 TB/s (the measured copy bandwidth, PERF.md).
 // llama.cpp's anchor (7.63 µs at 1 token, 320 µs at 512) is ONE of the three matrices (mul_mat_id).
-// The second-generation plans (v2: fast_moe_decode.cu, fast_moe_mma.cu) first, then the first.
+// The second-generation plans (v2: fast_moe_decode.cu, fast_moe_mma.cu) first, then the
+// tensor-core decode kernels (mma decode: fast_moe_decode_mma.cu, T ≤ 64), then the first.
 //   bench_fast_moe [--tokens 1,2,4,8,64,512,2048] [--runs 50] [--warmup 10] [--filter TEXT] [--all]
 #include <cuda_runtime_api.h>
 
@@ -121,6 +122,9 @@ Routing random_routing(int64_t T, int k, int E, Rng& rng) {
 }
 
 std::string plan_name(const fast::MoePlan& p) {
+    if (p.mma_decode)
+        return "mma decode per slot, down batch " +
+               (p.mma_down_batch ? std::to_string(p.mma_down_batch) : std::string("auto"));
     if (p.v2) return p.large_tiles ? "v2 large/" + std::to_string(p.tile_rows) + " (mma bf16)" : "v2 decode per slot";
     if (p.large_tiles) return "large tiles/" + std::to_string(p.tile_rows) + " (mma bf16)";
     return std::string(p.grouped ? "grouped/" + std::to_string(p.tile_rows) : "per slot") +
@@ -174,13 +178,17 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
         const fast::MoePlan pick = fast::moe_pick(T, s.k, s.E);
         std::vector<fast::MoePlan> plans = {pick};
         for (const fast::MoePlan& p :
-             {fast::MoePlan{false, true, 8, false, true}, fast::MoePlan{true, false, 16, true, true},
+             {fast::MoePlan{false, true, 8, false, true}, fast::MoePlan{false, true, 8, false, false, true, 0},
+              fast::MoePlan{false, true, 8, false, false, true, 4}, fast::MoePlan{false, true, 8, false, false, true, 8},
+              fast::MoePlan{true, false, 16, true, true},
               fast::MoePlan{true, false, 32, true, true}, fast::MoePlan{true, false, 64, true, true},
               fast::MoePlan{false, true, 8}, fast::MoePlan{true, true, 8}, fast::MoePlan{true, false, 8},
               fast::MoePlan{true, false, 1}, fast::MoePlan{true, false, 32, true}, fast::MoePlan{true, false, 64, true}}) {
             if (p.grouped == pick.grouped && p.down_by_token == pick.down_by_token && p.tile_rows == pick.tile_rows &&
-                p.large_tiles == pick.large_tiles && p.v2 == pick.v2)
+                p.large_tiles == pick.large_tiles && p.v2 == pick.v2 && p.mma_decode == pick.mma_decode &&
+                p.mma_down_batch == pick.mma_down_batch)
                 continue;
+            if (p.mma_decode && (T > 64 || T * s.k > 65535) && !a.all) continue;  // per slot: decode only
             if (!p.large_tiles && !p.v2 && T > 64 && !a.all) continue;  // the f32 tiles at prefill: minutes
             plans.push_back(p);
         }
@@ -252,6 +260,32 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             });
             std::snprintf(note, sizeof note, "1 of 3 matrices: llama.cpp %s", anchor);
             row(s, T, "  step: v2 decode down (+ slot sum)", td2, hot_bytes / 3, note);
+        }
+        // The tensor-core decode steps alone, hot and cold routings (per slot).
+        if (small_steps && T * s.k <= 65535) {
+            auto hot_cold = [&](const std::string& what, double part, const char* extra,
+                                const std::function<void(const Routing&)>& step) {
+                const double hot = timer.median(a.warmup, a.runs, [&](int) { step(routings[0]); });
+                std::snprintf(note, sizeof note, "hot, %s", extra);
+                row(s, T, what, hot, hot_bytes * part, note);
+                const double cold = timer.median(a.warmup, a.runs, [&](int i) { step(routings[size_t(i % 16)]); });
+                std::snprintf(note, sizeof note, "cold, %s", extra);
+                row(s, T, what, cold, cold_bytes * part, note);
+            };
+            hot_cold("  step: mma decode gate+up+SwiGLU", 2.0 / 3, "2 of 3 matrices", [&](const Routing& r) {
+                TS_CUDA_CHECK(fast::detail::launch_moe_decode_mma_gate_up(act, x.as<float>(), s.H, T, w,
+                                                                          r.ids.as<int32_t>(), s.k, st));
+            });
+            std::string anchor_note = std::string("1 of 3 matrices: llama.cpp ") + anchor;
+            for (int batch : {4, 8}) {
+                const std::string lab = "  step: mma decode down/" + std::to_string(batch) +
+                                        (batch == fast::detail::moe_decode_mma_down_batch(s.I, s.k) ? " (auto)" : "");
+                hot_cold(lab, 1.0 / 3, anchor_note.c_str(), [&](const Routing& r) {
+                    TS_CUDA_CHECK(fast::detail::launch_moe_decode_mma_down(y.as<float>(), s.H, act, T, w,
+                                                                           r.ids.as<int32_t>(),
+                                                                           r.weights.as<float>(), s.k, batch, st));
+                });
+            }
         }
         // The v2 large tiles' steps alone (hot routing).
         for (int tile : {16, 32, 64}) {

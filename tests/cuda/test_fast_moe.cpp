@@ -4,7 +4,8 @@
 // Q4_0 (and Q4_K: biases) GGUF weights repacked to Int4 (kernels/packed_repack.h) and, for group
 // sizes 64/128, random packed weights; every plan (small tiles: f32, bit-identical across plans;
 // large tiles: bf16 tensor cores, their own bound; the v2 decode tiles: f32 bound, v2 tensor-core
-// tiles of 16/32/64: bf16 bound; one expert with 17/33/65 rows, just past each tile); 1 token to
+// tiles of 16/32/64: bf16 bound; the tensor-core decode kernels: bf16 bound, the same bits for
+// every down batch; one expert with 17/33/65 rows, just past each tile); 1 token to
 // 150, E = 8, 16, 128, 256, k = 1, 2, 8, I = 512 (16 lanes a v2 down pair),
 // H = 64·odd, I = 32·odd, experts with no tokens, one expert taking every token, strided and
 // misaligned x, y in place, out-of-range ids. Every case prints its name when it fails.
@@ -64,6 +65,7 @@ std::vector<T> to_host(const DeviceBuffer& b, size_t n) {
 }
 
 std::string str(const fast::MoePlan& p) {
+    if (p.mma_decode) return "mma decode per slot, down by token, batch " + std::to_string(p.mma_down_batch);
     return std::string(p.v2 ? "v2 " : "") + (p.large_tiles ? "large tiles " : "") +
            (p.grouped ? "grouped tile " + std::to_string(p.tile_rows) : "per slot") +
            (p.down_by_token ? ", down by token" : ", down by item + combine");
@@ -80,6 +82,19 @@ const fast::MoePlan kV2Plans[] = {{false, true, 8, false, true},
                                   {true, false, 16, true, true},
                                   {true, false, 32, true, true},
                                   {true, false, 64, true, true}};
+// The tensor-core decode kernels (bf16 x and act: the large tiles' bound), the down kernel's
+// batches of items chosen (0), 4 and 8: the same bits.
+const fast::MoePlan kMmaDecodePlans[] = {{false, true, 8, false, false, true, 0},
+                                         {false, true, 8, false, false, true, 4},
+                                         {false, true, 8, false, false, true, 8}};
+
+std::vector<fast::MoePlan> all_plans() {
+    std::vector<fast::MoePlan> plans(std::begin(kPlans), std::end(kPlans));
+    plans.insert(plans.end(), std::begin(kLargePlans), std::end(kLargePlans));
+    plans.insert(plans.end(), std::begin(kV2Plans), std::end(kV2Plans));
+    plans.insert(plans.end(), std::begin(kMmaDecodePlans), std::end(kMmaDecodePlans));
+    return plans;
+}
 
 // ---- router ----------------------------------------------------------------------------------
 
@@ -407,11 +422,8 @@ void check_experts(Backend& cpu, Experts& ex, const ExpertCase& c, const Routing
     const Reference ref = reference(ex, x, ldx, T, r, k);
     const DeviceBuffer d_x = to_device(x), d_ids = to_device(r.ids), d_w = to_device(r.weights);
     DeviceBuffer d_scratch(fast::moe_experts_scratch_bytes(T, k, ex.E, H, ex.I));
-    std::vector<float> first, large, v2_small, v2_large;
-    std::vector<fast::MoePlan> plans(std::begin(kPlans), std::end(kPlans));
-    plans.insert(plans.end(), std::begin(kLargePlans), std::end(kLargePlans));
-    plans.insert(plans.end(), std::begin(kV2Plans), std::end(kV2Plans));
-    for (const fast::MoePlan& plan : plans) {
+    std::vector<float> first, large, v2_small, v2_large, mma_decode;
+    for (const fast::MoePlan& plan : all_plans()) {
         SCOPED_TRACE(str(plan));
         std::vector<float> y0 = c.in_place ? x : std::vector<float>(size_t(T * ldy), reftest::kPad);
         DeviceBuffer d_y = to_device(y0);
@@ -420,7 +432,8 @@ void check_experts(Backend& cpu, Experts& ex, const ExpertCase& c, const Routing
                                       T, ex.view(), d_ids.as<int32_t>(), d_w.as<float>(), k, d_scratch.data(), stream);
         stream.synchronize();
         const std::vector<float> y = to_host<float>(d_y, y0.size());
-        expect_near_reference(y, ldy, ref, T, H, plan.large_tiles ? ref.eps_bf16() : ref.eps_f32);
+        expect_near_reference(y, ldy, ref, T, H,
+                              plan.large_tiles || plan.mma_decode ? ref.eps_bf16() : ref.eps_f32);
         for (int64_t t = 0; t < T; ++t)
             for (int64_t h = H; h < ldy; ++h)
                 if (y[size_t(t * ldy + h)] != y0[size_t(t * ldy + h)]) {
@@ -428,7 +441,10 @@ void check_experts(Backend& cpu, Experts& ex, const ExpertCase& c, const Routing
                     t = T;
                     break;
                 }
-        if (plan.v2) (plan.large_tiles ? v2_large : v2_small) = y;
+        if (plan.mma_decode) {
+            if (mma_decode.empty()) mma_decode = y;
+            else reftest::expect_same_bytes(y, mma_decode, "mma decode down batches differ: " + str(plan));
+        } else if (plan.v2) (plan.large_tiles ? v2_large : v2_small) = y;
         else if (plan.large_tiles) large = y;
         else if (first.empty()) first = y;
         else reftest::expect_same_bytes(y, first, "plans differ: " + str(plan) + " vs " + str(kPlans[0]));
@@ -445,6 +461,7 @@ void check_experts(Backend& cpu, Experts& ex, const ExpertCase& c, const Routing
     EXPECT_LE(norm_err(large, ldy, ycpu, H, T, H), 3e-2) << "large tiles vs the CPU backend on the GGUF weights";
     EXPECT_LE(norm_err(v2_small, ldy, ycpu, H, T, H), 3e-2) << "v2 small tiles vs the CPU backend on the GGUF weights";
     EXPECT_LE(norm_err(v2_large, ldy, ycpu, H, T, H), 3e-2) << "v2 large tiles vs the CPU backend on the GGUF weights";
+    EXPECT_LE(norm_err(mma_decode, ldy, ycpu, H, T, H), 3e-2) << "mma decode vs the CPU backend on the GGUF weights";
 }
 
 }  // namespace
@@ -596,6 +613,12 @@ TEST(FastMoe, ExpertsQ4_0MatchCpu) {
             check_experts(*cpu, ex, {"I = 512 top-8", T, 8, 0}, random_routing(T, 16, 8, seed + 71 + uint32_t(T)),
                           seed + 72 + uint32_t(T));
     }
+    {  // llama.cpp's anchor I = 768 (6 k-tiles a down row: 48 items of the mma decode down at top-8)
+        Experts ex(16, 256, 768, DType::Q4_0, seed + 80);
+        for (int64_t T : {1, 2})
+            check_experts(*cpu, ex, {"I = 768 top-8", T, 8, 0}, random_routing(T, 16, 8, seed + 81 + uint32_t(T)),
+                          seed + 82 + uint32_t(T));
+    }
     {  // rows wide enough for 32 lanes per row (H, I ≥ 2048 columns), odd multiples
         Experts ex(4, 64 * 33, 32 * 65, DType::Q4_0, seed + 50);
         check_experts(*cpu, ex, {"wide rows", 3, 2, 1}, random_routing(3, 4, 2, seed + 51), seed + 52);
@@ -651,45 +674,58 @@ TEST(FastMoe, RouterThenExpertsOnTheDevice) {
     std::memcpy(y.data(), runs[0].data(), y.size() * 4);
     const Reference ref = reference(ex, x, ex.H, T, Routing{got.ids, got.weights}, k);
     expect_near_reference(y, ex.H, ref, T, ex.H, fast::moe_pick(T, k, E).large_tiles ? ref.eps_bf16() : ref.eps_f32);
+    // The tensor-core decode kernels on the router's ids (the eight-way tie included).
+    fast::moe_experts_packed_plan(kMmaDecodePlans[0], d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T, ex.view(),
+                                  d_ids.as<int32_t>(), d_w.as<float>(), k, d_scratch.data(), stream);
+    stream.synchronize();
+    expect_near_reference(to_host<float>(d_y, size_t(T * ex.H)), ex.H, ref, T, ex.H, ref.eps_bf16());
 }
 
 TEST(FastMoe, RecordsIntoACudaGraph) {
     // The whole chain (router, grouping, experts) for each tile kind, captured once and replayed:
-    // the same bits as eager calls (no host round trip, no allocation, fixed launch shapes).
+    // the same bits as eager calls (no host round trip, no allocation, fixed launch shapes). Each
+    // T with the pick, then with the tensor-core decode kernels.
     REQUIRE_CUDA();
     const int E = 128, k = 8;
     Experts ex(E, 192, 96, DType::Q4_0, 21);
-    for (int64_t T : {1, 8, 40}) {
-        SCOPED_TRACE("T=" + std::to_string(T) + " " + str(fast::moe_pick(T, k, E)));
-        const std::vector<float> logits = normal_floats(size_t(T * E), 22, 2.f), x = normal_floats(size_t(T * ex.H), 23);
-        const DeviceBuffer d_logits = to_device(logits), d_x = to_device(x);
-        DeviceBuffer d_ids(size_t(T * k) * 4), d_w(size_t(T * k) * 4), d_y(size_t(T * ex.H) * 4),
-            d_scratch(fast::moe_experts_scratch_bytes(T, k, E, ex.H, ex.I));
-        Stream stream;
-        auto chain = [&] {
-            fast::moe_route(d_logits.as<float>(), E, T, E, k, true, d_ids.as<int32_t>(), d_w.as<float>(), stream);
-            fast::moe_experts_packed(d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T, ex.view(), d_ids.as<int32_t>(),
-                                     d_w.as<float>(), k, d_scratch.data(), stream);
-        };
-        chain();
-        stream.synchronize();
-        const std::vector<uint32_t> eager = to_host<uint32_t>(d_y, size_t(T * ex.H));
-        TS_CUDA_CHECK(cudaMemsetAsync(d_y.data(), 0, d_y.size(), stream));
-        cudaGraph_t graph = nullptr;
-        cudaGraphExec_t exec = nullptr;
-        TS_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-        chain();
-        TS_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-        TS_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-        for (int replay = 0; replay < 2; ++replay) {
-            TS_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    for (int64_t T : {1, 8, 40})
+        for (bool mma : {false, true}) {
+            const fast::MoePlan plan = mma ? kMmaDecodePlans[0] : fast::moe_pick(T, k, E);
+            SCOPED_TRACE("T=" + std::to_string(T) + " " + str(plan));
+            const std::vector<float> logits = normal_floats(size_t(T * E), 22, 2.f),
+                                     x = normal_floats(size_t(T * ex.H), 23);
+            const DeviceBuffer d_logits = to_device(logits), d_x = to_device(x);
+            DeviceBuffer d_ids(size_t(T * k) * 4), d_w(size_t(T * k) * 4), d_y(size_t(T * ex.H) * 4),
+                d_scratch(fast::moe_experts_scratch_bytes(T, k, E, ex.H, ex.I));
+            Stream stream;
+            auto chain = [&] {
+                fast::moe_route(d_logits.as<float>(), E, T, E, k, true, d_ids.as<int32_t>(), d_w.as<float>(), stream);
+                if (mma)
+                    fast::moe_experts_packed_plan(plan, d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T, ex.view(),
+                                                  d_ids.as<int32_t>(), d_w.as<float>(), k, d_scratch.data(), stream);
+                else
+                    fast::moe_experts_packed(d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T, ex.view(),
+                                             d_ids.as<int32_t>(), d_w.as<float>(), k, d_scratch.data(), stream);
+            };
+            chain();
             stream.synchronize();
-            EXPECT_EQ(to_host<uint32_t>(d_y, size_t(T * ex.H)), eager) << "replay " << replay;
+            const std::vector<uint32_t> eager = to_host<uint32_t>(d_y, size_t(T * ex.H));
+            TS_CUDA_CHECK(cudaMemsetAsync(d_y.data(), 0, d_y.size(), stream));
+            cudaGraph_t graph = nullptr;
+            cudaGraphExec_t exec = nullptr;
+            TS_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+            chain();
+            TS_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+            TS_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+            for (int replay = 0; replay < 2; ++replay) {
+                TS_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+                stream.synchronize();
+                EXPECT_EQ(to_host<uint32_t>(d_y, size_t(T * ex.H)), eager) << "replay " << replay;
+            }
+            cudaGraphExecDestroy(exec);
+            cudaGraphDestroy(graph);
+            if (HasFailure()) return;
         }
-        cudaGraphExecDestroy(exec);
-        cudaGraphDestroy(graph);
-        if (HasFailure()) return;
-    }
 }
 
 TEST(FastMoe, OutOfRangeIdPoisonsOnlyItsToken) {
@@ -701,10 +737,7 @@ TEST(FastMoe, OutOfRangeIdPoisonsOnlyItsToken) {
     const Routing r{{0, 1, 2, 8, 5, 4}, {0.5f, 0.5f, 0.5f, 0.5f, 0.3f, 0.7f}};  // token 1 names expert 8 of 8
     const DeviceBuffer d_x = to_device(x), d_ids = to_device(r.ids), d_w = to_device(r.weights);
     DeviceBuffer d_y(size_t(T * ex.H) * 4), d_scratch(fast::moe_experts_scratch_bytes(T, k, E, ex.H, ex.I));
-    std::vector<fast::MoePlan> plans(std::begin(kPlans), std::end(kPlans));
-    plans.insert(plans.end(), std::begin(kLargePlans), std::end(kLargePlans));
-    plans.insert(plans.end(), std::begin(kV2Plans), std::end(kV2Plans));
-    for (const fast::MoePlan& plan : plans) {
+    for (const fast::MoePlan& plan : all_plans()) {
         SCOPED_TRACE(str(plan));
         Stream stream;
         fast::moe_experts_packed_plan(plan, d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T, ex.view(),
@@ -749,6 +782,9 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
     EXPECT_THROW(run({true, true, 32, true}, y, 64, p, 64, 2, w, 2, p), Error);          // large, by token
     EXPECT_THROW(run({true, true, 8, false, true}, y, 64, p, 64, 2, w, 2, p), Error);    // v2 small, grouped
     EXPECT_THROW(run({true, false, 8, true, true}, y, 64, p, 64, 2, w, 2, p), Error);    // v2 large tile 8
+    EXPECT_THROW(run({true, true, 8, false, false, true}, y, 64, p, 64, 2, w, 2, p), Error);   // mma decode, grouped
+    EXPECT_THROW(run({false, true, 8, false, true, true}, y, 64, p, 64, 2, w, 2, p), Error);   // mma decode and v2
+    EXPECT_THROW(run({false, true, 8, false, false, true, 3}, y, 64, p, 64, 2, w, 2, p), Error);  // batch 3
     EXPECT_THROW(run({}, y, 64, p, 63, 2, w, 2, p), Error);                              // ldx < H
     EXPECT_THROW(run({}, p + 1, 64, p, 64, 2, w, 2, p), Error);                          // y overlaps x
     EXPECT_THROW(run({}, y, 64, p, 64, 2, w, 2, reinterpret_cast<char*>(p) + 4), Error); // misaligned scratch

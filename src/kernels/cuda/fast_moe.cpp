@@ -1,5 +1,6 @@
 // Argument checks, scratch layout and the plan for the fast MoE (the kernels are in
-// fast_moe_route.cu, fast_moe_experts.cu, fast_moe_tiles.cu, fast_moe_decode.cu, fast_moe_mma.cu).
+// fast_moe_route.cu, fast_moe_experts.cu, fast_moe_tiles.cu, fast_moe_decode.cu, fast_moe_mma.cu,
+// fast_moe_decode_mma.cu).
 #include "kernels/cuda/fast_moe.h"
 
 #include <algorithm>
@@ -69,6 +70,14 @@ void check_scratch(const char* op, const void* scratch) {
 }
 
 void check_plan(const MoePlan& p) {
+    if (p.mma_decode) {
+        TS_CHECK(!p.grouped && p.down_by_token && !p.large_tiles && !p.v2,
+                 "moe_experts_packed: the tensor-core decode kernels run per slot, down by token (no v2, no large "
+                 "tiles)");
+        TS_CHECK(p.mma_down_batch == 0 || p.mma_down_batch == 4 || p.mma_down_batch == 8,
+                 "moe_experts_packed: mma_down_batch = {} must be 0, 4 or 8", p.mma_down_batch);
+        return;
+    }
     if (p.large_tiles) {
         const bool tile_ok = p.tile_rows == 32 || p.tile_rows == 64 || (p.v2 && p.tile_rows == 16);
         TS_CHECK(p.grouped && !p.down_by_token && tile_ok,
@@ -224,6 +233,15 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
     }
     auto* act = reinterpret_cast<float*>(at);  // [P, I]
     at += align_up(size_t(P * w.I) * sizeof(float));
+    if (plan.mma_decode) {
+        TS_CHECK(P <= 65535, "{}: T·k = {} slots is too many for the tensor-core decode kernels' grid", op, P);
+        TS_CHECK(detail::moe_decode_mma_smem_bytes(w.I, k) <= detail::moe_decode_mma_smem_limit(),
+                 "{}: k·I = {} too large for the tensor-core decode down kernel's shared memory", op, k * w.I);
+        TS_CUDA_CHECK(detail::launch_moe_decode_mma_gate_up(act, x, ldx, T, w, ids, k, stream));
+        TS_CUDA_CHECK(
+            detail::launch_moe_decode_mma_down(y, ldy, act, T, w, ids, weights, k, plan.mma_down_batch, stream));
+        return;
+    }
     if (plan.v2) {
         TS_CHECK(P <= 65535, "{}: T·k = {} slots is too many for the v2 small tiles' grid", op, P);
         TS_CHECK(detail::moe_decode_smem_bytes(w.H, w.I, k) <= detail::moe_decode_smem_limit(),

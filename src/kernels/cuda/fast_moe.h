@@ -4,7 +4,8 @@
 // `stream`, no host synchronisation, no allocation, launch shapes fixed by (T, k, E, H, I): every
 // call may be recorded in a CUDA graph. Results are deterministic (no atomics on floats: every sum
 // has a fixed order). Host checks in fast_moe.cpp; kernels in fast_moe_route.cu (router, grouping),
-// fast_moe_experts.cu (small tiles, f32) and fast_moe_tiles.cu (large tiles, tensor cores). Throws
+// fast_moe_experts.cu (small tiles, f32), fast_moe_tiles.cu (large tiles, tensor cores) and the
+// second generation (fast_moe_decode.cu, fast_moe_mma.cu, fast_moe_decode_mma.cu). Throws
 // Error on bad arguments or a failed launch.
 //
 // Decode chain per MoE layer (T tokens, k experts each):
@@ -99,12 +100,22 @@ void moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, const P
 //                    order. f32 like the small tiles (within their bound, not their bits). Large:
 //                    fast_moe_mma.cu — 4-stage cp.async, k-tiles of 128, bf16 magic dequant,
 //                    tile_rows 16, 32 or 64, warps split columns only.
+//   mma_decode:      the decode kernels on the tensor cores (fast_moe_decode_mma.cu; per slot,
+//                    down by token, not v2, not large tiles): mma.sync with 16 weight rows as A
+//                    and the slot's x (act) in bf16 as B's one column; gate+up split over H by 8
+//                    warps a block of 16 outputs, down by token with the (slot, k-tile) items of
+//                    a block of 16 outputs over its warps, slots summed in order. bf16 operands
+//                    (x, act), exact weights, f32 sums: the large tiles' bound.
+//   mma_down_batch:  items a warp of that down kernel has in flight: 4, 8, or 0 (the fewest
+//                    batches: moe_decode_mma_down_batch).
 struct MoePlan {
     bool grouped = false;
     bool down_by_token = true;
     int tile_rows = 8;  // tokens per item: 1..8 for the small tiles, 16 (v2), 32 or 64 for the large
     bool large_tiles = false;
     bool v2 = false;
+    bool mma_decode = false;
+    int mma_down_batch = 0;
 };
 // Which plan a step of T tokens runs: a pure function of (T, k, E), to be retuned from the
 // bench's figures (bench/fast_moe.cpp prints every plan at T = 1..2048 on both shapes).
@@ -169,6 +180,18 @@ cudaError_t launch_moe_decode_gate_up(float* act, const float* x, int64_t ldx, i
 // y[t] = Σ_j weights[t, j] · down_e · act[t·k + j], slots in order.
 cudaError_t launch_moe_decode_down(float* y, int64_t ldy, const float* act, int64_t T, const MoePackedExperts& w,
                                    const int32_t* ids, const float* weights, int k, cudaStream_t stream);
+// The tensor-core decode kernels (fast_moe_decode_mma.cu). act [T·k, I] f32 as the v2 ones';
+// the down kernel keeps a partial per (slot, k-tile) in shared memory: moe_decode_mma_smem_bytes
+// of at most moe_decode_mma_smem_limit. T·k ≤ 65535.
+size_t moe_decode_mma_smem_bytes(int64_t I, int k);
+size_t moe_decode_mma_smem_limit();
+int moe_decode_mma_down_batch(int64_t I, int k);  // 4 when every warp's items fit one batch of 4, else 8
+cudaError_t launch_moe_decode_mma_gate_up(float* act, const float* x, int64_t ldx, int64_t T,
+                                          const MoePackedExperts& w, const int32_t* ids, int k, cudaStream_t stream);
+// batch: items a warp in flight, 4 or 8 (0: moe_decode_mma_down_batch).
+cudaError_t launch_moe_decode_mma_down(float* y, int64_t ldy, const float* act, int64_t T,
+                                       const MoePackedExperts& w, const int32_t* ids, const float* weights, int k,
+                                       int batch, cudaStream_t stream);
 // xg [T·k, H] bf16, each 8 columns stored as (0,4,1,5,2,6,3,7) (the k pairing of fast_gemm.cu).
 cudaError_t launch_moe_gather_bf16_perm(void* xg, const float* x, int64_t ldx, int64_t T, int64_t H, int k,
                                         const MoeGrouping& g, cudaStream_t stream);

@@ -1,0 +1,376 @@
+// The fast MoE's decode step on the tensor cores (MoePlan::mma_decode), per slot: each block's
+// 16 weight rows are mma.sync m16n8k16's A (Int4 by the bf16 magic: (word >> 4i) & 0x000f000f |
+// 0x43004300 is the pair 128 + code), the slot's x (act) rounded to bf16 is B's column 0, the
+// other 7 columns zero. 7/8 of the MMA is wasted, but a weight costs < 0.1 instruction (the f32
+// tiles' decode costs ~3), so both steps can run at the weight stream's rate given enough loads
+// in flight. The tile math is fast_gemv_mma.cu's: lane (g, t) loads chunk t of a k-tile (4
+// chunks of 32 columns) of rows g and g + 8, a quad transpose leaves it word t of every chunk,
+// and a chunk's sums are scaled in f32: Σ w·x = s·P + (b − 128·s)·S, P = Σ (128 + code)·x, S = Σ x.
+//   gate_up: block = (16 outputs i, slot s); its 8 warps split H by k-tiles (warp w: w, w + 8,
+//            …), each on the 16 gate and 16 up rows: 2 k-tiles × 2 matrices × 2 rows = 8 loads
+//            of 16 B a lane in flight. The warps' partials are added in order in shared memory,
+//            SwiGLU → act [T·k, I] f32.
+//   down:    block = (16 outputs h, token t); the token's k·⌈I/128⌉ (slot, k-tile) items over the
+//            8 warps (item n on warp n % 8), U items a warp in flight (2·U loads of 16 B a lane).
+//            Each item's partial goes to shared memory; then y[t, h] = Σ_j weights[t, j]·o_j,
+//            o_j the sum of slot j's k-tile partials, slots in order (no atomics).
+// Each warp stages its own batch's B fragments (bf16) in shared memory: no block barrier before
+// the first weight loads, which are issued before x is read.
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/cuda/fast_device.cuh"
+#include "kernels/cuda/fast_moe.h"
+
+namespace tessera::cuda::fast::detail {
+
+namespace {
+
+using namespace dev;
+
+constexpr unsigned kFull = 0xffffffffu;
+constexpr int kWarps = 8, kThreads = kWarps * 32;
+constexpr int kRows = 16;     // outputs a block: one m16 row tile
+constexpr int kGuBatch = 2;   // gate_up: k-tiles a warp has in flight
+constexpr int kDownSmemMax = 96 * 1024;
+
+__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+    uint32_t d;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));  // first source → upper half
+    return d;
+}
+
+// (128 + nibble i, 128 + nibble i + 4) of a word as a bf16 pair (low half first).
+template <int I>
+__device__ __forceinline__ uint32_t nib_pair(uint32_t w) {
+    return ((w >> (4 * I)) & 0x000f000fu) | 0x43004300u;
+}
+
+// Lane t of a quad holds a[j] = M[t][j]; afterwards a[j] = M[j][t].
+__device__ __forceinline__ void quad_transpose(uint32_t (&a)[4], int t) {
+    const bool hi = t & 2;
+    uint32_t s0 = hi ? a[0] : a[2], s1 = hi ? a[1] : a[3];
+    s0 = __shfl_xor_sync(kFull, s0, 2);
+    s1 = __shfl_xor_sync(kFull, s1, 2);
+    if (hi) a[0] = s0, a[1] = s1;
+    else a[2] = s0, a[3] = s1;
+    const bool odd = t & 1;
+    uint32_t r0 = odd ? a[0] : a[1], r1 = odd ? a[2] : a[3];
+    r0 = __shfl_xor_sync(kFull, r0, 1);
+    r1 = __shfl_xor_sync(kFull, r1, 1);
+    if (odd) a[0] = r0, a[2] = r1;
+    else a[1] = r0, a[3] = r1;
+}
+
+// Rows r and r + 8 of a packed Int4 matrix as lane (g, t) reads them (r = row tile + g).
+struct Rows {
+    const uint8_t* codes;     // row r
+    const uint16_t* scales;   // row r
+    const uint16_t* biases;   // row r, or null (bias = −8·scale)
+    int code_step, scale_step;  // 8 rows (H, I ≤ 65535·8: fits)
+    int cpg, lg_cpg;            // chunks a scale group; its log2, or −1 when not a power of two
+};
+__device__ __forceinline__ Rows rows_of(const PackedMatrix& m, int64_t r) {
+    const int64_t rb = m.k / 2, gpr = m.k / m.group;
+    const int cpg = m.group / 32;
+    Rows o;
+    o.codes = m.codes + r * rb;
+    o.scales = m.scales + r * gpr;
+    o.biases = m.biases ? m.biases + r * gpr : nullptr;
+    o.code_step = int(8 * rb);
+    o.scale_step = int(8 * gpr);
+    o.cpg = cpg;
+    o.lg_cpg = (cpg & (cpg - 1)) == 0 ? __ffs(cpg) - 1 : -1;
+    return o;
+}
+
+// Chunk ch of rows r, r + 8 in flight: codes, and scales (biases) as f16 pairs (row r low).
+struct Chunk {
+    uint4 q[2];
+    uint32_t sc, bi;
+};
+__device__ __forceinline__ Chunk load_chunk(const Rows& r, int ch, bool ok) {
+    Chunk c;
+    c.q[0] = c.q[1] = make_uint4(0, 0, 0, 0);
+    c.sc = c.bi = 0;
+    if (ok) {
+        const int gi = r.lg_cpg >= 0 ? ch >> r.lg_cpg : ch / r.cpg;
+        c.q[0] = load_stream(r.codes + 16 * int64_t(ch));
+        c.q[1] = load_stream(r.codes + r.code_step + 16 * int64_t(ch));
+        c.sc = uint32_t(__ldg(r.scales + gi)) | uint32_t(__ldg(r.scales + r.scale_step + gi)) << 16;
+        if (r.biases) c.bi = uint32_t(__ldg(r.biases + gi)) | uint32_t(__ldg(r.biases + r.scale_step + gi)) << 16;
+    }
+    return c;
+}
+
+// 8 floats of a B fragment entry: columns 8·tq … 8·tq + 7 of a chunk, paired (0,4) (1,5) (2,6)
+// (3,7) as the words' nibbles are (nib_pair).
+__device__ __forceinline__ uint4 b_entry(const float* p, bool aligned) {
+    float v[8];
+    if (aligned) {
+        const float4 a = __ldg(reinterpret_cast<const float4*>(p)), b = __ldg(reinterpret_cast<const float4*>(p + 4));
+        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+    } else {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) v[i] = __ldg(p + i);
+    }
+    return make_uint4(pack_bf16x2(v[0], v[4]), pack_bf16x2(v[1], v[5]), pack_bf16x2(v[2], v[6]),
+                      pack_bf16x2(v[3], v[7]));
+}
+
+// B fragments of one k-tile for lane (g, t): chunk c's entry t in column g = 0, zeros elsewhere.
+__device__ __forceinline__ void b_frags(uint32_t (&b)[4][4], const uint4* xs, int g, int t) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+        const uint4 v = xs[c * 4 + t];
+        const bool on = g == 0;
+        b[c][0] = on ? v.x : 0u, b[c][1] = on ? v.y : 0u, b[c][2] = on ? v.z : 0u, b[c][3] = on ? v.w : 0u;
+    }
+}
+
+// acc[mt] += one k-tile of row tile mt (as loaded: lane t has chunk t) times b. bias[mt]: the
+// matrix has f16 biases (else bias = −8·scale). Accumulator layout of m16n8: acc[0] (row g,
+// column 2t), acc[1] (g, 2t + 1), acc[2] (g + 8, 2t), acc[3] (g + 8, 2t + 1).
+template <int MT>
+__device__ __forceinline__ void tile_math(const Chunk (&w)[MT], const bool (&bias)[MT], const uint32_t (&b)[4][4],
+                                          float (&acc)[MT][4], int lane) {
+    constexpr uint32_t kOne = 0x3f803f80u;
+    uint32_t X[MT][2][4];  // word t of chunk c (after the transpose)
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            X[mt][h][0] = w[mt].q[h].x;
+            X[mt][h][1] = w[mt].q[h].y;
+            X[mt][h][2] = w[mt].q[h].z;
+            X[mt][h][3] = w[mt].q[h].w;
+            quad_transpose(X[mt][h], lane & 3);
+        }
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+        float S[4] = {0.f, 0.f, 0.f, 0.f};
+        mma_bf16(S, kOne, kOne, kOne, kOne, b[c][0], b[c][1]);
+        mma_bf16(S, kOne, kOne, kOne, kOne, b[c][2], b[c][3]);
+        const int src = (lane & ~3) | c;  // the lane that loaded chunk c's scales
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+            float P[4] = {0.f, 0.f, 0.f, 0.f};
+            const uint32_t w0 = X[mt][0][c], w1 = X[mt][1][c];
+            mma_bf16(P, nib_pair<0>(w0), nib_pair<0>(w1), nib_pair<1>(w0), nib_pair<1>(w1), b[c][0], b[c][1]);
+            mma_bf16(P, nib_pair<2>(w0), nib_pair<2>(w1), nib_pair<3>(w0), nib_pair<3>(w1), b[c][2], b[c][3]);
+            const uint32_t sc = __shfl_sync(kFull, w[mt].sc, src), bi = __shfl_sync(kFull, w[mt].bi, src);
+            const float s0 = half_bits(uint16_t(sc & 0xffffu)), s1 = half_bits(uint16_t(sc >> 16));
+            const float e0 = bias[mt] ? fmaf(-128.f, s0, half_bits(uint16_t(bi & 0xffffu))) : -136.f * s0;
+            const float e1 = bias[mt] ? fmaf(-128.f, s1, half_bits(uint16_t(bi >> 16))) : -136.f * s1;
+            acc[mt][0] = fmaf(s0, P[0], fmaf(e0, S[0], acc[mt][0]));
+            acc[mt][1] = fmaf(s0, P[1], fmaf(e0, S[1], acc[mt][1]));
+            acc[mt][2] = fmaf(s1, P[2], fmaf(e1, S[2], acc[mt][2]));
+            acc[mt][3] = fmaf(s1, P[3], fmaf(e1, S[3], acc[mt][3]));
+        }
+    }
+}
+
+// Block (x, y) = (outputs 16·x …, slot y). H, I multiples of 32 (whole row tiles of 16).
+__global__ void __launch_bounds__(kThreads, 2)
+    mma_gate_up_kernel(float* __restrict__ act, const float* __restrict__ x, int64_t ldx, int H, int I, int E,
+                       const PackedMatrix* __restrict__ gates, const PackedMatrix* __restrict__ ups,
+                       const int32_t* __restrict__ ids, int k, bool x_aligned) {
+    constexpr int U = kGuBatch;
+    __shared__ uint4 xs[kWarps][U * 16];       // a warp's batch: entry (u, c, tq)
+    __shared__ float red[kWarps][2][kRows];    // a warp's partial gate, up outputs
+    const int64_t s = blockIdx.y;
+    const int i0 = int(blockIdx.x) * kRows;
+    const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), g = lane >> 2, t = lane & 3;
+    const int e = ids[s];
+    if (e < 0 || e >= E) {  // the whole block
+        if (threadIdx.x < kRows) act[s * I + i0 + int(threadIdx.x)] = quiet_nan();
+        return;
+    }
+    const int nch = H / 32, nkt = (nch + 3) / 4;
+    const int nj = warp < nkt ? (nkt - warp + kWarps - 1) / kWarps : 0;  // this warp's k-tiles
+    const Rows rows[2] = {rows_of(gates[e], i0 + g), rows_of(ups[e], i0 + g)};
+    const bool bias[2] = {rows[0].biases != nullptr, rows[1].biases != nullptr};
+    const float* xt = x + (s / k) * ldx;
+
+    float acc[2][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[mt][i] = 0.f;
+    for (int j0 = 0; j0 < nj; j0 += U) {
+        Chunk w[U][2];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int ch = (warp + kWarps * (j0 + u)) * 4 + t;
+            const bool ok = j0 + u < nj && ch < nch;
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt) w[u][mt] = load_chunk(rows[mt], ch, ok);
+        }
+        for (int en = lane; en < U * 16; en += 32) {  // x while the weights are in flight
+            const int u = en >> 4, c = (en >> 2) & 3, tq = en & 3;
+            const int ch = (warp + kWarps * (j0 + u)) * 4 + c;
+            xs[warp][en] = j0 + u < nj && ch < nch ? b_entry(xt + ch * 32 + tq * 8, x_aligned) : make_uint4(0, 0, 0, 0);
+        }
+        __syncwarp();
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            if (j0 + u >= nj) break;  // uniform over the warp
+            uint32_t b[4][4];
+            b_frags(b, &xs[warp][u * 16], g, t);
+            tile_math<2>(w[u], bias, b, acc, lane);
+        }
+        __syncwarp();  // the next batch overwrites xs
+    }
+    if (t == 0)
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) red[warp][mt][g] = acc[mt][0], red[warp][mt][g + 8] = acc[mt][2];
+    __syncthreads();
+    if (threadIdx.x < kRows) {
+        const int r = int(threadIdx.x);
+        float gv = red[0][0][r], uv = red[0][1][r];
+#pragma unroll
+        for (int q = 1; q < kWarps; ++q) gv += red[q][0][r], uv += red[q][1][r];
+        act[s * I + i0 + r] = gv / (1.f + expf(-gv)) * uv;  // cpu::swiglu
+    }
+}
+
+// Block (x, y) = (outputs 16·x …, token y). Dynamic shared memory: part [k·nkt][16] floats.
+template <int U>
+__global__ void __launch_bounds__(kThreads, U <= 4 ? 2 : 1)
+    mma_down_kernel(float* __restrict__ y, int64_t ldy, const float* __restrict__ act, int H, int I, int E,
+                    const PackedMatrix* __restrict__ downs, const int32_t* __restrict__ ids,
+                    const float* __restrict__ weights, int k) {
+    extern __shared__ float part[];            // item n = j·nkt + kt: slot j's partial outputs
+    __shared__ uint4 xs[kWarps][U * 16];       // a warp's batch: entry (u, c, tq)
+    __shared__ float slot_out[kMoeMaxTopK][kRows];
+    const int64_t tok = blockIdx.y;
+    const int h0 = int(blockIdx.x) * kRows;
+    const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), g = lane >> 2, t = lane & 3;
+    const int nch = I / 32, nkt = (nch + 3) / 4, items = k * nkt;
+    const int mine = warp < items ? (items - warp + kWarps - 1) / kWarps : 0;  // this warp's items
+    // The epilogue's thread (row r, slot j) reads its routing weight early.
+    const int er = int(threadIdx.x) & (kRows - 1), ej = int(threadIdx.x) / kRows;
+    const float wj = ej < k ? weights[tok * k + ej] : 0.f;
+
+    for (int m0 = 0; m0 < mine; m0 += U) {
+        Chunk w[U][1];
+        bool bias[U][1], bad[U];
+        int slot[U], ktile[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int n = warp + kWarps * (m0 + u);
+            const bool live = m0 + u < mine;
+            slot[u] = live ? n / nkt : 0;
+            ktile[u] = n - slot[u] * nkt;
+            const int e = live ? ids[tok * k + slot[u]] : 0;
+            bad[u] = live && (e < 0 || e >= E);
+            const bool use = live && !bad[u];
+            const Rows r = rows_of(downs[use ? e : 0], h0 + g);
+            bias[u][0] = r.biases != nullptr;
+            const int ch = ktile[u] * 4 + t;
+            w[u][0] = load_chunk(r, ch, use && ch < nch);
+        }
+        for (int en = lane; en < U * 16; en += 32) {  // act while the weights are in flight
+            const int u = en >> 4, c = (en >> 2) & 3, tq = en & 3;
+            const int n = warp + kWarps * (m0 + u);
+            const int j = n / nkt, ch = (n - j * nkt) * 4 + c;
+            bool ok = m0 + u < mine && ch < nch;
+            if (ok) {
+                const int e = ids[tok * k + j];
+                ok = e >= 0 && e < E;
+            }
+            xs[warp][en] = ok ? b_entry(act + (tok * k + j) * I + ch * 32 + tq * 8, true) : make_uint4(0, 0, 0, 0);
+        }
+        __syncwarp();
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            if (m0 + u >= mine) break;  // uniform over the warp
+            float acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};
+            if (!bad[u]) {
+                uint32_t b[4][4];
+                b_frags(b, &xs[warp][u * 16], g, t);
+                tile_math<1>(w[u], bias[u], b, acc, lane);
+            }
+            if (t == 0) {
+                float* p = part + (slot[u] * nkt + ktile[u]) * kRows;
+                p[g] = bad[u] ? quiet_nan() : acc[0][0];
+                p[g + 8] = bad[u] ? quiet_nan() : acc[0][2];
+            }
+        }
+        __syncwarp();  // the next batch overwrites xs
+    }
+    __syncthreads();
+    // Thread (r, j): o_j = Σ_kt part(j, kt)[r] in k-tile order, weighted; then row r's slot sum.
+    if (ej < k) {
+        const float* p = part + ej * nkt * kRows + er;
+        float o = p[0];
+        for (int kt = 1; kt < nkt; ++kt) o += p[kt * kRows];
+        slot_out[ej][er] = __fmul_rn(wj, o);
+    }
+    __syncthreads();
+    if (threadIdx.x < kRows) {
+        float v[kMoeMaxTopK];
+#pragma unroll
+        for (int j = 0; j < kMoeMaxTopK; ++j) v[j] = j < k ? slot_out[j][er] : 0.f;
+        float sum = v[0];
+#pragma unroll
+        for (int j = 1; j < kMoeMaxTopK; ++j)
+            if (j < k) sum = __fadd_rn(sum, v[j]);
+        y[tok * ldy + h0 + er] = sum;
+    }
+}
+
+unsigned blocks_of(int64_t n, int64_t per) { return unsigned((n + per - 1) / per); }
+
+int down_items(int64_t I, int k) { return k * int((I / 32 + 3) / 4); }
+
+template <int U>
+cudaError_t launch_down(float* y, int64_t ldy, const float* act, int64_t T, const MoePackedExperts& w,
+                        const int32_t* ids, const float* weights, int k, cudaStream_t stream) {
+    static const cudaError_t attr =
+        cudaFuncSetAttribute(mma_down_kernel<U>, cudaFuncAttributeMaxDynamicSharedMemorySize, kDownSmemMax);
+    if (attr != cudaSuccess) return attr;
+    const dim3 grid(blocks_of(w.H, kRows), unsigned(T));
+    mma_down_kernel<U><<<grid, kThreads, moe_decode_mma_smem_bytes(w.I, k), stream>>>(
+        y, ldy, act, int(w.H), int(w.I), w.E, w.down, ids, weights, k);
+    return cudaGetLastError();
+}
+
+}  // namespace
+
+size_t moe_decode_mma_smem_bytes(int64_t I, int k) { return size_t(down_items(I, k)) * kRows * sizeof(float); }
+size_t moe_decode_mma_smem_limit() { return kDownSmemMax; }
+
+int moe_decode_mma_down_batch(int64_t I, int k) {
+    const int per_warp = (down_items(I, k) + kWarps - 1) / kWarps;
+    return per_warp <= 4 ? 4 : 8;
+}
+
+cudaError_t launch_moe_decode_mma_gate_up(float* act, const float* x, int64_t ldx, int64_t T,
+                                          const MoePackedExperts& w, const int32_t* ids, int k, cudaStream_t stream) {
+    const dim3 grid(blocks_of(w.I, kRows), unsigned(T * k));
+    const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
+    mma_gate_up_kernel<<<grid, kThreads, 0, stream>>>(act, x, ldx, int(w.H), int(w.I), w.E, w.gate, w.up, ids, k,
+                                                      aligned);
+    return cudaGetLastError();
+}
+
+cudaError_t launch_moe_decode_mma_down(float* y, int64_t ldy, const float* act, int64_t T,
+                                       const MoePackedExperts& w, const int32_t* ids, const float* weights, int k,
+                                       int batch, cudaStream_t stream) {
+    if (batch == 0) batch = moe_decode_mma_down_batch(w.I, k);
+    return batch == 8 ? launch_down<8>(y, ldy, act, T, w, ids, weights, k, stream)
+                      : launch_down<4>(y, ldy, act, T, w, ids, weights, k, stream);
+}
+
+}  // namespace tessera::cuda::fast::detail
