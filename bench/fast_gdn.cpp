@@ -162,7 +162,7 @@ void bench_rule(const Args& a, Stream& stream, Timer& timer, GdnMode mode, int64
         char buf[96];
         std::snprintf(buf, sizeof buf, "%.1f TFLOP/s (3xTF32 %.0f%% of peak)%s", flops / sec / 1e12,
                       100.0 * 3 * flops / sec / kTf32Peak, n.empty() ? "" : "; ");
-        n = buf + n;
+        n = std::string(buf).append(n);
     }
     row(what, B, T, sec, T == 1 ? 2 * kStateBytes * double(B) : 0, n);
 }
