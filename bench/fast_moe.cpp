@@ -124,7 +124,7 @@ Routing random_routing(int64_t T, int k, int E, Rng& rng) {
 std::string plan_name(const fast::MoePlan& p) {
     if (p.mma_decode)
         return "mma decode per slot, down batch " +
-               (p.mma_down_batch ? std::to_string(p.mma_down_batch) : std::string("auto"));
+               (p.mma_down_batch ? std::to_string(p.mma_down_batch) : std::string("auto")) + (p.mma_pdl ? " pdl" : "");
     if (p.v2) return p.large_tiles ? "v2 large/" + std::to_string(p.tile_rows) + " (mma bf16)" : "v2 decode per slot";
     if (p.large_tiles) return "large tiles/" + std::to_string(p.tile_rows) + " (mma bf16)";
     return std::string(p.grouped ? "grouped/" + std::to_string(p.tile_rows) : "per slot") +
@@ -179,16 +179,18 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
         std::vector<fast::MoePlan> plans = {pick};
         for (const fast::MoePlan& p :
              {fast::MoePlan{false, true, 8, false, true}, fast::MoePlan{false, true, 8, false, false, true, 0},
-              fast::MoePlan{false, true, 8, false, false, true, 4}, fast::MoePlan{false, true, 8, false, false, true, 8},
+              fast::MoePlan{false, true, 8, false, false, true, 4},
+              fast::MoePlan{false, true, 8, false, false, true, 8},
+              fast::MoePlan{false, true, 8, false, false, true, 0, true},
               fast::MoePlan{true, false, 16, true, true},
               fast::MoePlan{true, false, 32, true, true}, fast::MoePlan{true, false, 64, true, true},
               fast::MoePlan{false, true, 8}, fast::MoePlan{true, true, 8}, fast::MoePlan{true, false, 8},
               fast::MoePlan{true, false, 1}, fast::MoePlan{true, false, 32, true}, fast::MoePlan{true, false, 64, true}}) {
             if (p.grouped == pick.grouped && p.down_by_token == pick.down_by_token && p.tile_rows == pick.tile_rows &&
                 p.large_tiles == pick.large_tiles && p.v2 == pick.v2 && p.mma_decode == pick.mma_decode &&
-                p.mma_down_batch == pick.mma_down_batch)
+                p.mma_down_batch == pick.mma_down_batch && p.mma_pdl == pick.mma_pdl)
                 continue;
-            if (p.mma_decode && (T > 64 || T * s.k > 65535) && !a.all) continue;  // per slot: decode only
+            if (p.mma_decode && (T * s.k > 65535 || (T > 64 && !a.all))) continue;  // per slot: decode only
             if (!p.large_tiles && !p.v2 && T > 64 && !a.all) continue;  // the f32 tiles at prefill: minutes
             plans.push_back(p);
         }
@@ -283,7 +285,8 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
                 hot_cold(lab, 1.0 / 3, anchor_note.c_str(), [&](const Routing& r) {
                     TS_CUDA_CHECK(fast::detail::launch_moe_decode_mma_down(y.as<float>(), s.H, act, T, w,
                                                                            r.ids.as<int32_t>(),
-                                                                           r.weights.as<float>(), s.k, batch, st));
+                                                                           r.weights.as<float>(), s.k, batch, false,
+                                                                           st));
                 });
             }
         }

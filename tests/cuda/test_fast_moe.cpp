@@ -65,7 +65,9 @@ std::vector<T> to_host(const DeviceBuffer& b, size_t n) {
 }
 
 std::string str(const fast::MoePlan& p) {
-    if (p.mma_decode) return "mma decode per slot, down by token, batch " + std::to_string(p.mma_down_batch);
+    if (p.mma_decode)
+        return "mma decode per slot, down by token, batch " + std::to_string(p.mma_down_batch) +
+               (p.mma_pdl ? ", pdl" : "");
     return std::string(p.v2 ? "v2 " : "") + (p.large_tiles ? "large tiles " : "") +
            (p.grouped ? "grouped tile " + std::to_string(p.tile_rows) : "per slot") +
            (p.down_by_token ? ", down by token" : ", down by item + combine");
@@ -83,10 +85,11 @@ const fast::MoePlan kV2Plans[] = {{false, true, 8, false, true},
                                   {true, false, 32, true, true},
                                   {true, false, 64, true, true}};
 // The tensor-core decode kernels (bf16 x and act: the large tiles' bound), the down kernel's
-// batches of items chosen (0), 4 and 8: the same bits.
+// batches of items chosen (0), 4 and 8, and by programmatic dependent launch: the same bits.
 const fast::MoePlan kMmaDecodePlans[] = {{false, true, 8, false, false, true, 0},
                                          {false, true, 8, false, false, true, 4},
-                                         {false, true, 8, false, false, true, 8}};
+                                         {false, true, 8, false, false, true, 8},
+                                         {false, true, 8, false, false, true, 0, true}};
 
 std::vector<fast::MoePlan> all_plans() {
     std::vector<fast::MoePlan> plans(std::begin(kPlans), std::end(kPlans));
@@ -684,13 +687,15 @@ TEST(FastMoe, RouterThenExpertsOnTheDevice) {
 TEST(FastMoe, RecordsIntoACudaGraph) {
     // The whole chain (router, grouping, experts) for each tile kind, captured once and replayed:
     // the same bits as eager calls (no host round trip, no allocation, fixed launch shapes). Each
-    // T with the pick, then with the tensor-core decode kernels.
+    // T with the pick, then with the tensor-core decode kernels (plain and by pdl).
     REQUIRE_CUDA();
     const int E = 128, k = 8;
     Experts ex(E, 192, 96, DType::Q4_0, 21);
     for (int64_t T : {1, 8, 40})
-        for (bool mma : {false, true}) {
-            const fast::MoePlan plan = mma ? kMmaDecodePlans[0] : fast::moe_pick(T, k, E);
+        for (int variant : {0, 1, 2}) {  // the pick, the mma decode kernels, and by pdl
+            const bool mma = variant > 0;
+            const fast::MoePlan plan = variant == 2 ? kMmaDecodePlans[3] : mma ? kMmaDecodePlans[0]
+                                                                                : fast::moe_pick(T, k, E);
             SCOPED_TRACE("T=" + std::to_string(T) + " " + str(plan));
             const std::vector<float> logits = normal_floats(size_t(T * E), 22, 2.f),
                                      x = normal_floats(size_t(T * ex.H), 23);

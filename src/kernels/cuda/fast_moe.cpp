@@ -239,7 +239,8 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
                  "{}: k·I = {} too large for the tensor-core decode down kernel's shared memory", op, k * w.I);
         TS_CUDA_CHECK(detail::launch_moe_decode_mma_gate_up(act, x, ldx, T, w, ids, k, stream));
         TS_CUDA_CHECK(
-            detail::launch_moe_decode_mma_down(y, ldy, act, T, w, ids, weights, k, plan.mma_down_batch, stream));
+            detail::launch_moe_decode_mma_down(y, ldy, act, T, w, ids, weights, k, plan.mma_down_batch, plan.mma_pdl,
+                                               stream));
         return;
     }
     if (plan.v2) {

@@ -108,6 +108,8 @@ void moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, const P
 //                    (x, act), exact weights, f32 sums: the large tiles' bound.
 //   mma_down_batch:  items a warp of that down kernel has in flight: 4, 8, or 0 (the fewest
 //                    batches: moe_decode_mma_down_batch).
+//   mma_pdl:         that down kernel by programmatic dependent launch: it starts while gate+up
+//                    runs and streams its first weights before waiting for act.
 struct MoePlan {
     bool grouped = false;
     bool down_by_token = true;
@@ -116,6 +118,7 @@ struct MoePlan {
     bool v2 = false;
     bool mma_decode = false;
     int mma_down_batch = 0;
+    bool mma_pdl = false;
 };
 // Which plan a step of T tokens runs: a pure function of (T, k, E), to be retuned from the
 // bench's figures (bench/fast_moe.cpp prints every plan at T = 1..2048 on both shapes).
@@ -188,10 +191,12 @@ size_t moe_decode_mma_smem_limit();
 int moe_decode_mma_down_batch(int64_t I, int k);  // 4 when every warp's items fit one batch of 4, else 8
 cudaError_t launch_moe_decode_mma_gate_up(float* act, const float* x, int64_t ldx, int64_t T,
                                           const MoePackedExperts& w, const int32_t* ids, int k, cudaStream_t stream);
-// batch: items a warp in flight, 4 or 8 (0: moe_decode_mma_down_batch).
+// batch: items a warp in flight, 4 or 8 (0: moe_decode_mma_down_batch). pdl: launched with
+// programmatic stream serialisation (reads act only after the previous kernel in the stream ends;
+// ids and weights must be complete before that kernel started).
 cudaError_t launch_moe_decode_mma_down(float* y, int64_t ldy, const float* act, int64_t T,
                                        const MoePackedExperts& w, const int32_t* ids, const float* weights, int k,
-                                       int batch, cudaStream_t stream);
+                                       int batch, bool pdl, cudaStream_t stream);
 // xg [T·k, H] bf16, each 8 columns stored as (0,4,1,5,2,6,3,7) (the k pairing of fast_gemm.cu).
 cudaError_t launch_moe_gather_bf16_perm(void* xg, const float* x, int64_t ldx, int64_t T, int64_t H, int k,
                                         const MoeGrouping& g, cudaStream_t stream);

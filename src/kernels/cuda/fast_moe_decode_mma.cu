@@ -15,7 +15,9 @@
 //            Each item's partial goes to shared memory; then y[t, h] = Σ_j weights[t, j]·o_j,
 //            o_j the sum of slot j's k-tile partials, slots in order (no atomics).
 // Each warp stages its own batch's B fragments (bf16) in shared memory: no block barrier before
-// the first weight loads, which are issued before x is read.
+// the first weight loads, which are issued before x is read. With programmatic dependent launch
+// (pdl), the down kernel starts while gate_up runs: its first weight loads are issued before it
+// waits for gate_up's act (griddepcontrol.wait); ids and weights come from before gate_up.
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -49,6 +51,11 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));  // first source → upper half
     return d;
 }
+
+// Programmatic dependent launch: let the next kernel start / wait for the previous one (both
+// no-ops for a kernel launched without the attribute).
+__device__ __forceinline__ void launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+__device__ __forceinline__ void wait_primary() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
 // (128 + nibble i, 128 + nibble i + 4) of a word as a bf16 pair (low half first).
 template <int I>
@@ -191,6 +198,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int64_t s = blockIdx.y;
     const int i0 = int(blockIdx.x) * kRows;
     const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), g = lane >> 2, t = lane & 3;
+    launch_dependents();  // the down kernel may start (pdl): it reads act only after this grid ends
     const int e = ids[s];
     if (e < 0 || e >= E) {  // the whole block
         if (threadIdx.x < kRows) act[s * I + i0 + int(threadIdx.x)] = quiet_nan();
@@ -280,6 +288,7 @@ __global__ void __launch_bounds__(kThreads, U <= 4 ? 2 : 1)
             const int ch = ktile[u] * 4 + t;
             w[u][0] = load_chunk(r, ch, use && ch < nch);
         }
+        if (m0 == 0) wait_primary();  // gate_up's act is complete and visible (pdl)
         for (int en = lane; en < U * 16; en += 32) {  // act while the weights are in flight
             const int u = en >> 4, c = (en >> 2) & 3, tq = en & 3;
             const int n = warp + kWarps * (m0 + u);
@@ -309,6 +318,7 @@ __global__ void __launch_bounds__(kThreads, U <= 4 ? 2 : 1)
         }
         __syncwarp();  // the next batch overwrites xs
     }
+    wait_primary();  // warps without items too: y is written after the previous grid ends
     __syncthreads();
     // Thread (r, j): o_j = Σ_kt part(j, kt)[r] in k-tile order, weighted; then row r's slot sum.
     if (ej < k) {
@@ -336,14 +346,22 @@ int down_items(int64_t I, int k) { return k * int((I / 32 + 3) / 4); }
 
 template <int U>
 cudaError_t launch_down(float* y, int64_t ldy, const float* act, int64_t T, const MoePackedExperts& w,
-                        const int32_t* ids, const float* weights, int k, cudaStream_t stream) {
+                        const int32_t* ids, const float* weights, int k, bool pdl, cudaStream_t stream) {
     static const cudaError_t attr =
         cudaFuncSetAttribute(mma_down_kernel<U>, cudaFuncAttributeMaxDynamicSharedMemorySize, kDownSmemMax);
     if (attr != cudaSuccess) return attr;
-    const dim3 grid(blocks_of(w.H, kRows), unsigned(T));
-    mma_down_kernel<U><<<grid, kThreads, moe_decode_mma_smem_bytes(w.I, k), stream>>>(
-        y, ldy, act, int(w.H), int(w.I), w.E, w.down, ids, weights, k);
-    return cudaGetLastError();
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(blocks_of(w.H, kRows), unsigned(T), 1);
+    cfg.blockDim = dim3(kThreads, 1, 1);
+    cfg.dynamicSmemBytes = moe_decode_mma_smem_bytes(w.I, k);
+    cfg.stream = stream;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = pdl ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, mma_down_kernel<U>, y, ldy, act, int(w.H), int(w.I), w.E, w.down, ids, weights,
+                              k);
 }
 
 }  // namespace
@@ -367,10 +385,10 @@ cudaError_t launch_moe_decode_mma_gate_up(float* act, const float* x, int64_t ld
 
 cudaError_t launch_moe_decode_mma_down(float* y, int64_t ldy, const float* act, int64_t T,
                                        const MoePackedExperts& w, const int32_t* ids, const float* weights, int k,
-                                       int batch, cudaStream_t stream) {
+                                       int batch, bool pdl, cudaStream_t stream) {
     if (batch == 0) batch = moe_decode_mma_down_batch(w.I, k);
-    return batch == 8 ? launch_down<8>(y, ldy, act, T, w, ids, weights, k, stream)
-                      : launch_down<4>(y, ldy, act, T, w, ids, weights, k, stream);
+    return batch == 8 ? launch_down<8>(y, ldy, act, T, w, ids, weights, k, pdl, stream)
+                      : launch_down<4>(y, ldy, act, T, w, ids, weights, k, pdl, stream);
 }
 
 }  // namespace tessera::cuda::fast::detail
