@@ -76,6 +76,8 @@ void check_plan(const MoePlan& p) {
                  "tiles)");
         TS_CHECK(p.mma_down_batch == 0 || p.mma_down_batch == 4 || p.mma_down_batch == 8,
                  "moe_experts_packed: mma_down_batch = {} must be 0, 4 or 8", p.mma_down_batch);
+        TS_CHECK(p.mma_gate_up_batch >= 0 && p.mma_gate_up_batch <= 2,
+                 "moe_experts_packed: mma_gate_up_batch = {} must be 0, 1 or 2", p.mma_gate_up_batch);
         return;
     }
     if (p.large_tiles) {
@@ -237,7 +239,7 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
         TS_CHECK(P <= 65535, "{}: T·k = {} slots is too many for the tensor-core decode kernels' grid", op, P);
         TS_CHECK(detail::moe_decode_mma_smem_bytes(w.I, k) <= detail::moe_decode_mma_smem_limit(),
                  "{}: k·I = {} too large for the tensor-core decode down kernel's shared memory", op, k * w.I);
-        TS_CUDA_CHECK(detail::launch_moe_decode_mma_gate_up(act, x, ldx, T, w, ids, k, stream));
+        TS_CUDA_CHECK(detail::launch_moe_decode_mma_gate_up(act, x, ldx, T, w, ids, k, plan.mma_gate_up_batch, stream));
         TS_CUDA_CHECK(
             detail::launch_moe_decode_mma_down(y, ldy, act, T, w, ids, weights, k, plan.mma_down_batch, plan.mma_pdl,
                                                stream));

@@ -108,6 +108,8 @@ void moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, const P
 //                    (x, act), exact weights, f32 sums: the large tiles' bound.
 //   mma_down_batch:  items a warp of that down kernel has in flight: 4, 8, or 0 (the fewest
 //                    batches: moe_decode_mma_down_batch).
+//   mma_gate_up_batch: k-tiles a warp of that gate+up kernel has in flight: 2 (2 blocks an SM;
+//                    also 0) or 1 (3 blocks an SM: more of a large grid resident at once).
 //   mma_pdl:         that down kernel by programmatic dependent launch: it starts while gate+up
 //                    runs and streams its first weights before waiting for act.
 struct MoePlan {
@@ -119,6 +121,7 @@ struct MoePlan {
     bool mma_decode = false;
     int mma_down_batch = 0;
     bool mma_pdl = false;
+    int mma_gate_up_batch = 0;
 };
 // Which plan a step of T tokens runs: a pure function of (T, k, E), to be retuned from the
 // bench's figures (bench/fast_moe.cpp prints every plan at T = 1..2048 on both shapes).
@@ -189,8 +192,10 @@ cudaError_t launch_moe_decode_down(float* y, int64_t ldy, const float* act, int6
 size_t moe_decode_mma_smem_bytes(int64_t I, int k);
 size_t moe_decode_mma_smem_limit();
 int moe_decode_mma_down_batch(int64_t I, int k);  // 4 when every warp's items fit one batch of 4, else 8
+// batch: k-tiles a warp in flight, 1 or 2 (0: 2).
 cudaError_t launch_moe_decode_mma_gate_up(float* act, const float* x, int64_t ldx, int64_t T,
-                                          const MoePackedExperts& w, const int32_t* ids, int k, cudaStream_t stream);
+                                          const MoePackedExperts& w, const int32_t* ids, int k, int batch,
+                                          cudaStream_t stream);
 // batch: items a warp in flight, 4 or 8 (0: moe_decode_mma_down_batch). pdl: launched with
 // programmatic stream serialisation (reads act only after the previous kernel in the stream ends;
 // ids and weights must be complete before that kernel started).

@@ -35,7 +35,6 @@ using namespace dev;
 constexpr unsigned kFull = 0xffffffffu;
 constexpr int kWarps = 8, kThreads = kWarps * 32;
 constexpr int kRows = 16;     // outputs a block: one m16 row tile
-constexpr int kGuBatch = 2;   // gate_up: k-tiles a warp has in flight
 constexpr int kDownSmemMax = 96 * 1024;
 
 __device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
@@ -79,25 +78,23 @@ __device__ __forceinline__ void quad_transpose(uint32_t (&a)[4], int t) {
     else a[1] = r0, a[3] = r1;
 }
 
-// Rows r and r + 8 of a packed Int4 matrix as lane (g, t) reads them (r = row tile + g).
+// Rows r and r + 8 of a packed Int4 matrix as lane (g, t) reads them (r = row tile + g). Few
+// registers: 8 rows of codes are 128·nch bytes (nch = chunks a row, the kernel's).
 struct Rows {
     const uint8_t* codes;     // row r
     const uint16_t* scales;   // row r
     const uint16_t* biases;   // row r, or null (bias = −8·scale)
-    int code_step, scale_step;  // 8 rows (H, I ≤ 65535·8: fits)
-    int cpg, lg_cpg;            // chunks a scale group; its log2, or −1 when not a power of two
+    int scale_step;           // 8 rows of scales (H, I ≤ 65535·8: fits)
+    int cpg;                  // chunks a scale group
 };
 __device__ __forceinline__ Rows rows_of(const PackedMatrix& m, int64_t r) {
     const int64_t rb = m.k / 2, gpr = m.k / m.group;
-    const int cpg = m.group / 32;
     Rows o;
     o.codes = m.codes + r * rb;
     o.scales = m.scales + r * gpr;
     o.biases = m.biases ? m.biases + r * gpr : nullptr;
-    o.code_step = int(8 * rb);
     o.scale_step = int(8 * gpr);
-    o.cpg = cpg;
-    o.lg_cpg = (cpg & (cpg - 1)) == 0 ? __ffs(cpg) - 1 : -1;
+    o.cpg = m.group / 32;
     return o;
 }
 
@@ -106,14 +103,14 @@ struct Chunk {
     uint4 q[2];
     uint32_t sc, bi;
 };
-__device__ __forceinline__ Chunk load_chunk(const Rows& r, int ch, bool ok) {
+__device__ __forceinline__ Chunk load_chunk(const Rows& r, int nch, int ch, bool ok) {
     Chunk c;
     c.q[0] = c.q[1] = make_uint4(0, 0, 0, 0);
     c.sc = c.bi = 0;
     if (ok) {
-        const int gi = r.lg_cpg >= 0 ? ch >> r.lg_cpg : ch / r.cpg;
+        const int gi = (r.cpg & (r.cpg - 1)) == 0 ? ch >> (__ffs(r.cpg) - 1) : ch / r.cpg;
         c.q[0] = load_stream(r.codes + 16 * int64_t(ch));
-        c.q[1] = load_stream(r.codes + r.code_step + 16 * int64_t(ch));
+        c.q[1] = load_stream(r.codes + 128 * int64_t(nch) + 16 * int64_t(ch));
         c.sc = uint32_t(__ldg(r.scales + gi)) | uint32_t(__ldg(r.scales + r.scale_step + gi)) << 16;
         if (r.biases) c.bi = uint32_t(__ldg(r.biases + gi)) | uint32_t(__ldg(r.biases + r.scale_step + gi)) << 16;
     }
@@ -135,22 +132,15 @@ __device__ __forceinline__ uint4 b_entry(const float* p, bool aligned) {
                       pack_bf16x2(v[3], v[7]));
 }
 
-// B fragments of one k-tile for lane (g, t): chunk c's entry t in column g = 0, zeros elsewhere.
-__device__ __forceinline__ void b_frags(uint32_t (&b)[4][4], const uint4* xs, int g, int t) {
-#pragma unroll
-    for (int c = 0; c < 4; ++c) {
-        const uint4 v = xs[c * 4 + t];
-        const bool on = g == 0;
-        b[c][0] = on ? v.x : 0u, b[c][1] = on ? v.y : 0u, b[c][2] = on ? v.z : 0u, b[c][3] = on ? v.w : 0u;
-    }
-}
-
-// acc[mt] += one k-tile of row tile mt (as loaded: lane t has chunk t) times b. bias[mt]: the
-// matrix has f16 biases (else bias = −8·scale). Accumulator layout of m16n8: acc[0] (row g,
-// column 2t), acc[1] (g, 2t + 1), acc[2] (g + 8, 2t), acc[3] (g + 8, 2t + 1).
+// acc[mt] += one k-tile of row tile mt (as loaded: lane t has chunk t) times B: the staged
+// entries xs [4 chunks][4] of the k-tile, entry (c, t) as lane (g = 0, t)'s fragment of chunk c
+// (B's column 0), zeros in the other columns. bias[mt]: the matrix has f16 biases (else bias =
+// −8·scale). Accumulators of m16n8: acc[0] (row g, column 2t), acc[1] (g, 2t + 1), acc[2]
+// (g + 8, 2t), acc[3] (g + 8, 2t + 1).
 template <int MT>
-__device__ __forceinline__ void tile_math(const Chunk (&w)[MT], const bool (&bias)[MT], const uint32_t (&b)[4][4],
+__device__ __forceinline__ void tile_math(const Chunk (&w)[MT], const bool (&bias)[MT], const uint4* xs,
                                           float (&acc)[MT][4], int lane) {
+    const bool on = lane < 4;  // g == 0
     constexpr uint32_t kOne = 0x3f803f80u;
     uint32_t X[MT][2][4];  // word t of chunk c (after the transpose)
 #pragma unroll
@@ -165,16 +155,18 @@ __device__ __forceinline__ void tile_math(const Chunk (&w)[MT], const bool (&bia
         }
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
+        const uint4 v = xs[c * 4 + (lane & 3)];
+        const uint32_t b[4] = {on ? v.x : 0u, on ? v.y : 0u, on ? v.z : 0u, on ? v.w : 0u};
         float S[4] = {0.f, 0.f, 0.f, 0.f};
-        mma_bf16(S, kOne, kOne, kOne, kOne, b[c][0], b[c][1]);
-        mma_bf16(S, kOne, kOne, kOne, kOne, b[c][2], b[c][3]);
+        mma_bf16(S, kOne, kOne, kOne, kOne, b[0], b[1]);
+        mma_bf16(S, kOne, kOne, kOne, kOne, b[2], b[3]);
         const int src = (lane & ~3) | c;  // the lane that loaded chunk c's scales
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
             float P[4] = {0.f, 0.f, 0.f, 0.f};
             const uint32_t w0 = X[mt][0][c], w1 = X[mt][1][c];
-            mma_bf16(P, nib_pair<0>(w0), nib_pair<0>(w1), nib_pair<1>(w0), nib_pair<1>(w1), b[c][0], b[c][1]);
-            mma_bf16(P, nib_pair<2>(w0), nib_pair<2>(w1), nib_pair<3>(w0), nib_pair<3>(w1), b[c][2], b[c][3]);
+            mma_bf16(P, nib_pair<0>(w0), nib_pair<0>(w1), nib_pair<1>(w0), nib_pair<1>(w1), b[0], b[1]);
+            mma_bf16(P, nib_pair<2>(w0), nib_pair<2>(w1), nib_pair<3>(w0), nib_pair<3>(w1), b[2], b[3]);
             const uint32_t sc = __shfl_sync(kFull, w[mt].sc, src), bi = __shfl_sync(kFull, w[mt].bi, src);
             const float s0 = half_bits(uint16_t(sc & 0xffffu)), s1 = half_bits(uint16_t(sc >> 16));
             const float e0 = bias[mt] ? fmaf(-128.f, s0, half_bits(uint16_t(bi & 0xffffu))) : -136.f * s0;
@@ -187,12 +179,13 @@ __device__ __forceinline__ void tile_math(const Chunk (&w)[MT], const bool (&bia
     }
 }
 
-// Block (x, y) = (outputs 16·x …, slot y). H, I multiples of 32 (whole row tiles of 16).
-__global__ void __launch_bounds__(kThreads, 2)
+// Block (x, y) = (outputs 16·x …, slot y). H, I multiples of 32 (whole row tiles of 16). U:
+// k-tiles a warp has in flight (2: 2 blocks an SM; 1: 3 blocks, more blocks resident at once).
+template <int U>
+__global__ void __launch_bounds__(kThreads, U == 1 ? 3 : 2)
     mma_gate_up_kernel(float* __restrict__ act, const float* __restrict__ x, int64_t ldx, int H, int I, int E,
                        const PackedMatrix* __restrict__ gates, const PackedMatrix* __restrict__ ups,
                        const int32_t* __restrict__ ids, int k, bool x_aligned) {
-    constexpr int U = kGuBatch;
     __shared__ uint4 xs[kWarps][U * 16];       // a warp's batch: entry (u, c, tq)
     __shared__ float red[kWarps][2][kRows];    // a warp's partial gate, up outputs
     const int64_t s = blockIdx.y;
@@ -222,7 +215,7 @@ __global__ void __launch_bounds__(kThreads, 2)
             const int ch = (warp + kWarps * (j0 + u)) * 4 + t;
             const bool ok = j0 + u < nj && ch < nch;
 #pragma unroll
-            for (int mt = 0; mt < 2; ++mt) w[u][mt] = load_chunk(rows[mt], ch, ok);
+            for (int mt = 0; mt < 2; ++mt) w[u][mt] = load_chunk(rows[mt], nch, ch, ok);
         }
         for (int en = lane; en < U * 16; en += 32) {  // x while the weights are in flight
             const int u = en >> 4, c = (en >> 2) & 3, tq = en & 3;
@@ -233,9 +226,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             if (j0 + u >= nj) break;  // uniform over the warp
-            uint32_t b[4][4];
-            b_frags(b, &xs[warp][u * 16], g, t);
-            tile_math<2>(w[u], bias, b, acc, lane);
+            tile_math<2>(w[u], bias, &xs[warp][u * 16], acc, lane);
         }
         __syncwarp();  // the next batch overwrites xs
     }
@@ -286,7 +277,7 @@ __global__ void __launch_bounds__(kThreads, U <= 4 ? 2 : 1)
             const Rows r = rows_of(downs[use ? e : 0], h0 + g);
             bias[u][0] = r.biases != nullptr;
             const int ch = ktile[u] * 4 + t;
-            w[u][0] = load_chunk(r, ch, use && ch < nch);
+            w[u][0] = load_chunk(r, nch, ch, use && ch < nch);
         }
         if (m0 == 0) wait_primary();  // gate_up's act is complete and visible (pdl)
         for (int en = lane; en < U * 16; en += 32) {  // act while the weights are in flight
@@ -305,11 +296,7 @@ __global__ void __launch_bounds__(kThreads, U <= 4 ? 2 : 1)
         for (int u = 0; u < U; ++u) {
             if (m0 + u >= mine) break;  // uniform over the warp
             float acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};
-            if (!bad[u]) {
-                uint32_t b[4][4];
-                b_frags(b, &xs[warp][u * 16], g, t);
-                tile_math<1>(w[u], bias[u], b, acc, lane);
-            }
+            if (!bad[u]) tile_math<1>(w[u], bias[u], &xs[warp][u * 16], acc, lane);
             if (t == 0) {
                 float* p = part + (slot[u] * nkt + ktile[u]) * kRows;
                 p[g] = bad[u] ? quiet_nan() : acc[0][0];
@@ -375,11 +362,16 @@ int moe_decode_mma_down_batch(int64_t I, int k) {
 }
 
 cudaError_t launch_moe_decode_mma_gate_up(float* act, const float* x, int64_t ldx, int64_t T,
-                                          const MoePackedExperts& w, const int32_t* ids, int k, cudaStream_t stream) {
+                                          const MoePackedExperts& w, const int32_t* ids, int k, int batch,
+                                          cudaStream_t stream) {
     const dim3 grid(blocks_of(w.I, kRows), unsigned(T * k));
     const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
-    mma_gate_up_kernel<<<grid, kThreads, 0, stream>>>(act, x, ldx, int(w.H), int(w.I), w.E, w.gate, w.up, ids, k,
-                                                      aligned);
+    if (batch == 1)
+        mma_gate_up_kernel<1><<<grid, kThreads, 0, stream>>>(act, x, ldx, int(w.H), int(w.I), w.E, w.gate, w.up, ids,
+                                                             k, aligned);
+    else
+        mma_gate_up_kernel<2><<<grid, kThreads, 0, stream>>>(act, x, ldx, int(w.H), int(w.I), w.E, w.gate, w.up, ids,
+                                                             k, aligned);
     return cudaGetLastError();
 }
 
