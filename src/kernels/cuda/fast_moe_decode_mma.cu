@@ -87,15 +87,22 @@ struct Rows {
     int scale_step;           // 8 rows of scales (H, I ≤ 65535·8: fits)
     int cpg;                  // chunks a scale group
 };
-__device__ __forceinline__ Rows rows_of(const PackedMatrix& m, int64_t r) {
-    const int64_t rb = m.k / 2, gpr = m.k / m.group;
+// From a matrix's codes, scales, biases (addresses, 0 for none) and group size; K = its columns
+// (the kernel's H or I: moe_check_experts checked the descriptors' k). 32-bit index math: no
+// 64-bit division on the way to the first weight load.
+__device__ __forceinline__ Rows rows_of(uint64_t codes, uint64_t scales, uint64_t biases, int group, int K, int r) {
+    const unsigned nch = unsigned(K) / 32u, cpg = unsigned(group) / 32u, gpr = nch / cpg;
     Rows o;
-    o.codes = m.codes + r * rb;
-    o.scales = m.scales + r * gpr;
-    o.biases = m.biases ? m.biases + r * gpr : nullptr;
-    o.scale_step = int(8 * gpr);
-    o.cpg = m.group / 32;
+    o.codes = reinterpret_cast<const uint8_t*>(codes + uint64_t(r) * (unsigned(K) / 2u));
+    o.scales = reinterpret_cast<const uint16_t*>(scales + uint64_t(r) * gpr * 2u);
+    o.biases = biases ? reinterpret_cast<const uint16_t*>(biases + uint64_t(r) * gpr * 2u) : nullptr;
+    o.scale_step = int(8u * gpr);
+    o.cpg = int(cpg);
     return o;
+}
+__device__ __forceinline__ Rows rows_of(const PackedMatrix& m, int K, int r) {
+    return rows_of(reinterpret_cast<uint64_t>(m.codes), reinterpret_cast<uint64_t>(m.scales),
+                   reinterpret_cast<uint64_t>(m.biases), m.group, K, r);
 }
 
 // Chunk ch of rows r, r + 8 in flight: codes, and scales (biases) as f16 pairs (row r low).
@@ -199,7 +206,7 @@ __global__ void __launch_bounds__(kThreads, U == 1 ? 3 : 2)
     }
     const int nch = H / 32, nkt = (nch + 3) / 4;
     const int nj = warp < nkt ? (nkt - warp + kWarps - 1) / kWarps : 0;  // this warp's k-tiles
-    const Rows rows[2] = {rows_of(gates[e], i0 + g), rows_of(ups[e], i0 + g)};
+    const Rows rows[2] = {rows_of(gates[e], H, i0 + g), rows_of(ups[e], H, i0 + g)};
     const bool bias[2] = {rows[0].biases != nullptr, rows[1].biases != nullptr};
     const float* xt = x + (s / k) * ldx;
 
@@ -262,19 +269,36 @@ __global__ void __launch_bounds__(kThreads, U <= 4 ? 2 : 1)
     const float wj = ej < k ? weights[tok * k + ej] : 0.f;
 
     for (int m0 = 0; m0 < mine; m0 += U) {
+        // Lane u < U looks up item u's expert and its down matrix (the U chains of dependent
+        // loads in parallel), then every lane takes them by shuffles.
+        int le = 0, lgroup = 32;
+        uint64_t lcodes = 0, lscales = 0, lbiases = 0;
+        if (lane < U && m0 + lane < mine) {
+            le = ids[tok * k + (warp + kWarps * (m0 + lane)) / nkt];
+            if (le >= 0 && le < E) {
+                const PackedMatrix& m = downs[le];
+                lcodes = reinterpret_cast<uint64_t>(m.codes);
+                lscales = reinterpret_cast<uint64_t>(m.scales);
+                lbiases = reinterpret_cast<uint64_t>(m.biases);
+                lgroup = m.group;
+            }
+        }
         Chunk w[U][1];
         bool bias[U][1], bad[U];
         int slot[U], ktile[U];
+        unsigned bad_mask = 0;
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             const int n = warp + kWarps * (m0 + u);
             const bool live = m0 + u < mine;
             slot[u] = live ? n / nkt : 0;
             ktile[u] = n - slot[u] * nkt;
-            const int e = live ? ids[tok * k + slot[u]] : 0;
+            const int e = __shfl_sync(kFull, le, u);
             bad[u] = live && (e < 0 || e >= E);
+            bad_mask |= bad[u] ? 1u << u : 0u;
             const bool use = live && !bad[u];
-            const Rows r = rows_of(downs[use ? e : 0], h0 + g);
+            const Rows r = rows_of(__shfl_sync(kFull, lcodes, u), __shfl_sync(kFull, lscales, u),
+                                   __shfl_sync(kFull, lbiases, u), __shfl_sync(kFull, lgroup, u), I, h0 + g);
             bias[u][0] = r.biases != nullptr;
             const int ch = ktile[u] * 4 + t;
             w[u][0] = load_chunk(r, nch, ch, use && ch < nch);
@@ -284,11 +308,7 @@ __global__ void __launch_bounds__(kThreads, U <= 4 ? 2 : 1)
             const int u = en >> 4, c = (en >> 2) & 3, tq = en & 3;
             const int n = warp + kWarps * (m0 + u);
             const int j = n / nkt, ch = (n - j * nkt) * 4 + c;
-            bool ok = m0 + u < mine && ch < nch;
-            if (ok) {
-                const int e = ids[tok * k + j];
-                ok = e >= 0 && e < E;
-            }
+            const bool ok = m0 + u < mine && ch < nch && !((bad_mask >> u) & 1u);
             xs[warp][en] = ok ? b_entry(act + (tok * k + j) * I + ch * 32 + tq * 8, true) : make_uint4(0, 0, 0, 0);
         }
         __syncwarp();
