@@ -125,7 +125,8 @@ std::string plan_name(const fast::MoePlan& p) {
     if (p.mma_decode)
         return "mma decode per slot, down batch " +
                (p.mma_down_batch ? std::to_string(p.mma_down_batch) : std::string("auto")) +
-               (p.mma_gate_up_batch == 1 ? " gu 1" : "") + (p.mma_pdl ? " pdl" : "");
+               (p.mma_down_warps == 16 ? " 16 warps" : "") + (p.mma_gate_up_batch == 1 ? " gu 1" : "") +
+               (p.mma_pdl ? " pdl" : "");
     if (p.v2) return p.large_tiles ? "v2 large/" + std::to_string(p.tile_rows) + " (mma bf16)" : "v2 decode per slot";
     if (p.large_tiles) return "large tiles/" + std::to_string(p.tile_rows) + " (mma bf16)";
     return std::string(p.grouped ? "grouped/" + std::to_string(p.tile_rows) : "per slot") +
@@ -185,6 +186,8 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
               fast::MoePlan{false, true, 8, false, false, true, 0, true},
               fast::MoePlan{false, true, 8, false, false, true, 0, false, 1},
               fast::MoePlan{false, true, 8, false, false, true, 0, true, 1},
+              fast::MoePlan{false, true, 8, false, false, true, 0, false, 0, 16},
+              fast::MoePlan{false, true, 8, false, false, true, 0, true, 0, 16},
               fast::MoePlan{true, false, 16, true, true},
               fast::MoePlan{true, false, 32, true, true}, fast::MoePlan{true, false, 64, true, true},
               fast::MoePlan{false, true, 8}, fast::MoePlan{true, true, 8}, fast::MoePlan{true, false, 8},
@@ -192,7 +195,7 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             if (p.grouped == pick.grouped && p.down_by_token == pick.down_by_token && p.tile_rows == pick.tile_rows &&
                 p.large_tiles == pick.large_tiles && p.v2 == pick.v2 && p.mma_decode == pick.mma_decode &&
                 p.mma_down_batch == pick.mma_down_batch && p.mma_pdl == pick.mma_pdl &&
-                p.mma_gate_up_batch == pick.mma_gate_up_batch)
+                p.mma_gate_up_batch == pick.mma_gate_up_batch && p.mma_down_warps == pick.mma_down_warps)
                 continue;
             if (p.mma_decode && (T * s.k > 65535 || (T > 64 && !a.all))) continue;  // per slot: decode only
             if (!p.large_tiles && !p.v2 && T > 64 && !a.all) continue;  // the f32 tiles at prefill: minutes
@@ -286,14 +289,15 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
                          });
             }
             std::string anchor_note = std::string("1 of 3 matrices: llama.cpp ") + anchor;
-            for (int batch : {4, 8}) {
-                const std::string lab = "  step: mma decode down/" + std::to_string(batch) +
-                                        (batch == fast::detail::moe_decode_mma_down_batch(s.I, s.k) ? " (auto)" : "");
+            for (int batch : {4, 8, 16}) {  // 16: blocks of 16 warps, batches of 4
+                const std::string lab =
+                    batch == 16 ? std::string("  step: mma decode down/4, 16 warps")
+                                : "  step: mma decode down/" + std::to_string(batch) +
+                                      (batch == fast::detail::moe_decode_mma_down_batch(s.I, s.k) ? " (auto)" : "");
                 hot_cold(lab, 1.0 / 3, anchor_note.c_str(), [&](const Routing& r) {
-                    TS_CUDA_CHECK(fast::detail::launch_moe_decode_mma_down(y.as<float>(), s.H, act, T, w,
-                                                                           r.ids.as<int32_t>(),
-                                                                           r.weights.as<float>(), s.k, batch, false,
-                                                                           st));
+                    TS_CUDA_CHECK(fast::detail::launch_moe_decode_mma_down(
+                        y.as<float>(), s.H, act, T, w, r.ids.as<int32_t>(), r.weights.as<float>(), s.k,
+                        batch == 16 ? 4 : batch, batch == 16 ? 16 : 8, false, st));
                 });
             }
         }

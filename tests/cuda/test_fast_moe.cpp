@@ -67,7 +67,8 @@ std::vector<T> to_host(const DeviceBuffer& b, size_t n) {
 std::string str(const fast::MoePlan& p) {
     if (p.mma_decode)
         return "mma decode per slot, down by token, batch " + std::to_string(p.mma_down_batch) + ", gate+up batch " +
-               std::to_string(p.mma_gate_up_batch) + (p.mma_pdl ? ", pdl" : "");
+               std::to_string(p.mma_gate_up_batch) + ", down warps " + std::to_string(p.mma_down_warps) +
+               (p.mma_pdl ? ", pdl" : "");
     return std::string(p.v2 ? "v2 " : "") + (p.large_tiles ? "large tiles " : "") +
            (p.grouped ? "grouped tile " + std::to_string(p.tile_rows) : "per slot") +
            (p.down_by_token ? ", down by token" : ", down by item + combine");
@@ -86,12 +87,13 @@ const fast::MoePlan kV2Plans[] = {{false, true, 8, false, true},
                                   {true, false, 64, true, true}};
 // The tensor-core decode kernels (bf16 x and act: the large tiles' bound), the down kernel's
 // batches of items chosen (0), 4 and 8, by programmatic dependent launch, gate+up batches of 1
-// k-tile: the same bits.
+// k-tile, down blocks of 16 warps: the same bits.
 const fast::MoePlan kMmaDecodePlans[] = {{false, true, 8, false, false, true, 0},
                                          {false, true, 8, false, false, true, 4},
                                          {false, true, 8, false, false, true, 8},
                                          {false, true, 8, false, false, true, 0, true},
-                                         {false, true, 8, false, false, true, 4, false, 1}};
+                                         {false, true, 8, false, false, true, 4, false, 1},
+                                         {false, true, 8, false, false, true, 0, true, 0, 16}};
 
 std::vector<fast::MoePlan> all_plans() {
     std::vector<fast::MoePlan> plans(std::begin(kPlans), std::end(kPlans));
@@ -793,6 +795,7 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
     EXPECT_THROW(run({false, true, 8, false, true, true}, y, 64, p, 64, 2, w, 2, p), Error);   // mma decode and v2
     EXPECT_THROW(run({false, true, 8, false, false, true, 3}, y, 64, p, 64, 2, w, 2, p), Error);  // batch 3
     EXPECT_THROW(run({false, true, 8, false, false, true, 0, false, 3}, y, 64, p, 64, 2, w, 2, p), Error);
+    EXPECT_THROW(run({false, true, 8, false, false, true, 0, false, 0, 12}, y, 64, p, 64, 2, w, 2, p), Error);
     EXPECT_THROW(run({}, y, 64, p, 63, 2, w, 2, p), Error);                              // ldx < H
     EXPECT_THROW(run({}, p + 1, 64, p, 64, 2, w, 2, p), Error);                          // y overlaps x
     EXPECT_THROW(run({}, y, 64, p, 64, 2, w, 2, reinterpret_cast<char*>(p) + 4), Error); // misaligned scratch

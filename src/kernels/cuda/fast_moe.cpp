@@ -78,6 +78,8 @@ void check_plan(const MoePlan& p) {
                  "moe_experts_packed: mma_down_batch = {} must be 0, 4 or 8", p.mma_down_batch);
         TS_CHECK(p.mma_gate_up_batch >= 0 && p.mma_gate_up_batch <= 2,
                  "moe_experts_packed: mma_gate_up_batch = {} must be 0, 1 or 2", p.mma_gate_up_batch);
+        TS_CHECK(p.mma_down_warps == 0 || p.mma_down_warps == 8 || p.mma_down_warps == 16,
+                 "moe_experts_packed: mma_down_warps = {} must be 0, 8 or 16", p.mma_down_warps);
         return;
     }
     if (p.large_tiles) {
@@ -241,8 +243,8 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
                  "{}: k·I = {} too large for the tensor-core decode down kernel's shared memory", op, k * w.I);
         TS_CUDA_CHECK(detail::launch_moe_decode_mma_gate_up(act, x, ldx, T, w, ids, k, plan.mma_gate_up_batch, stream));
         TS_CUDA_CHECK(
-            detail::launch_moe_decode_mma_down(y, ldy, act, T, w, ids, weights, k, plan.mma_down_batch, plan.mma_pdl,
-                                               stream));
+            detail::launch_moe_decode_mma_down(y, ldy, act, T, w, ids, weights, k, plan.mma_down_batch,
+                                               plan.mma_down_warps, plan.mma_pdl, stream));
         return;
     }
     if (plan.v2) {

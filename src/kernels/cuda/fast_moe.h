@@ -110,6 +110,8 @@ void moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, const P
 //                    batches: moe_decode_mma_down_batch).
 //   mma_gate_up_batch: k-tiles a warp of that gate+up kernel has in flight: 2 (2 blocks an SM;
 //                    also 0) or 1 (3 blocks an SM: more of a large grid resident at once).
+//   mma_down_warps:  warps a block of that down kernel: 8 (also 0) or 16 (then batches of 4 and
+//                    one block an SM: for T = 1, whose H / 16 blocks give an SM one block).
 //   mma_pdl:         that down kernel by programmatic dependent launch: it starts while gate+up
 //                    runs and streams its first weights before waiting for act.
 struct MoePlan {
@@ -122,6 +124,7 @@ struct MoePlan {
     int mma_down_batch = 0;
     bool mma_pdl = false;
     int mma_gate_up_batch = 0;
+    int mma_down_warps = 0;
 };
 // Which plan a step of T tokens runs: a pure function of (T, k, E), to be retuned from the
 // bench's figures (bench/fast_moe.cpp prints every plan at T = 1..2048 on both shapes).
@@ -196,12 +199,13 @@ int moe_decode_mma_down_batch(int64_t I, int k);  // 4 when every warp's items f
 cudaError_t launch_moe_decode_mma_gate_up(float* act, const float* x, int64_t ldx, int64_t T,
                                           const MoePackedExperts& w, const int32_t* ids, int k, int batch,
                                           cudaStream_t stream);
-// batch: items a warp in flight, 4 or 8 (0: moe_decode_mma_down_batch). pdl: launched with
+// batch: items a warp in flight, 4 or 8 (0: moe_decode_mma_down_batch); warps a block: 8 or 16
+// (16: batch 4). pdl: launched with
 // programmatic stream serialisation (reads act only after the previous kernel in the stream ends;
 // ids and weights must be complete before that kernel started).
 cudaError_t launch_moe_decode_mma_down(float* y, int64_t ldy, const float* act, int64_t T,
                                        const MoePackedExperts& w, const int32_t* ids, const float* weights, int k,
-                                       int batch, bool pdl, cudaStream_t stream);
+                                       int batch, int warps, bool pdl, cudaStream_t stream);
 // xg [T·k, H] bf16, each 8 columns stored as (0,4,1,5,2,6,3,7) (the k pairing of fast_gemm.cu).
 cudaError_t launch_moe_gather_bf16_perm(void* xg, const float* x, int64_t ldx, int64_t T, int64_t H, int k,
                                         const MoeGrouping& g, cudaStream_t stream);

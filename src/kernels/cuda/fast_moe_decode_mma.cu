@@ -11,7 +11,8 @@
 //            of 16 B a lane in flight. The warps' partials are added in order in shared memory,
 //            SwiGLU → act [T·k, I] f32.
 //   down:    block = (16 outputs h, token t); the token's k·⌈I/128⌉ (slot, k-tile) items over the
-//            8 warps (item n on warp n % 8), U items a warp in flight (2·U loads of 16 B a lane).
+//            8 or 16 warps (item n on warp n % warps), U items a warp in flight (2·U loads of 16 B
+//            a lane).
 //            Each item's partial goes to shared memory; then y[t, h] = Σ_j weights[t, j]·o_j,
 //            o_j the sum of slot j's k-tile partials, slots in order (no atomics).
 // Each warp stages its own batch's B fragments (bf16) in shared memory: no block barrier before
@@ -250,20 +251,21 @@ __global__ void __launch_bounds__(kThreads, U == 1 ? 3 : 2)
     }
 }
 
-// Block (x, y) = (outputs 16·x …, token y). Dynamic shared memory: part [k·nkt][16] floats.
-template <int U>
-__global__ void __launch_bounds__(kThreads, U <= 4 ? 2 : 1)
+// Block (x, y) = (outputs 16·x …, token y) of NW warps (8: 2 blocks an SM at U = 4; 16: one,
+// twice the warps on a T = 1 grid of H / 16 blocks). Dynamic shared memory: part [k·nkt][16].
+template <int NW, int U>
+__global__ void __launch_bounds__(NW * 32, NW == 8 && U <= 4 ? 2 : 1)
     mma_down_kernel(float* __restrict__ y, int64_t ldy, const float* __restrict__ act, int H, int I, int E,
                     const PackedMatrix* __restrict__ downs, const int32_t* __restrict__ ids,
                     const float* __restrict__ weights, int k) {
     extern __shared__ float part[];            // item n = j·nkt + kt: slot j's partial outputs
-    __shared__ uint4 xs[kWarps][U * 16];       // a warp's batch: entry (u, c, tq)
+    __shared__ uint4 xs[NW][U * 16];       // a warp's batch: entry (u, c, tq)
     __shared__ float slot_out[kMoeMaxTopK][kRows];
     const int64_t tok = blockIdx.y;
     const int h0 = int(blockIdx.x) * kRows;
     const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), g = lane >> 2, t = lane & 3;
     const int nch = I / 32, nkt = (nch + 3) / 4, items = k * nkt;
-    const int mine = warp < items ? (items - warp + kWarps - 1) / kWarps : 0;  // this warp's items
+    const int mine = warp < items ? (items - warp + NW - 1) / NW : 0;  // this warp's items
     // The epilogue's thread (row r, slot j) reads its routing weight early.
     const int er = int(threadIdx.x) & (kRows - 1), ej = int(threadIdx.x) / kRows;
     const float wj = ej < k ? weights[tok * k + ej] : 0.f;
@@ -274,7 +276,7 @@ __global__ void __launch_bounds__(kThreads, U <= 4 ? 2 : 1)
         int le = 0, lgroup = 32;
         uint64_t lcodes = 0, lscales = 0, lbiases = 0;
         if (lane < U && m0 + lane < mine) {
-            le = ids[tok * k + (warp + kWarps * (m0 + lane)) / nkt];
+            le = ids[tok * k + (warp + NW * (m0 + lane)) / nkt];
             if (le >= 0 && le < E) {
                 const PackedMatrix& m = downs[le];
                 lcodes = reinterpret_cast<uint64_t>(m.codes);
@@ -289,7 +291,7 @@ __global__ void __launch_bounds__(kThreads, U <= 4 ? 2 : 1)
         unsigned bad_mask = 0;
 #pragma unroll
         for (int u = 0; u < U; ++u) {
-            const int n = warp + kWarps * (m0 + u);
+            const int n = warp + NW * (m0 + u);
             const bool live = m0 + u < mine;
             slot[u] = live ? n / nkt : 0;
             ktile[u] = n - slot[u] * nkt;
@@ -306,7 +308,7 @@ __global__ void __launch_bounds__(kThreads, U <= 4 ? 2 : 1)
         if (m0 == 0) wait_primary();  // gate_up's act is complete and visible (pdl)
         for (int en = lane; en < U * 16; en += 32) {  // act while the weights are in flight
             const int u = en >> 4, c = (en >> 2) & 3, tq = en & 3;
-            const int n = warp + kWarps * (m0 + u);
+            const int n = warp + NW * (m0 + u);
             const int j = n / nkt, ch = (n - j * nkt) * 4 + c;
             const bool ok = m0 + u < mine && ch < nch && !((bad_mask >> u) & 1u);
             xs[warp][en] = ok ? b_entry(act + (tok * k + j) * I + ch * 32 + tq * 8, true) : make_uint4(0, 0, 0, 0);
@@ -351,15 +353,15 @@ unsigned blocks_of(int64_t n, int64_t per) { return unsigned((n + per - 1) / per
 
 int down_items(int64_t I, int k) { return k * int((I / 32 + 3) / 4); }
 
-template <int U>
+template <int NW, int U>
 cudaError_t launch_down(float* y, int64_t ldy, const float* act, int64_t T, const MoePackedExperts& w,
                         const int32_t* ids, const float* weights, int k, bool pdl, cudaStream_t stream) {
     static const cudaError_t attr =
-        cudaFuncSetAttribute(mma_down_kernel<U>, cudaFuncAttributeMaxDynamicSharedMemorySize, kDownSmemMax);
+        cudaFuncSetAttribute(mma_down_kernel<NW, U>, cudaFuncAttributeMaxDynamicSharedMemorySize, kDownSmemMax);
     if (attr != cudaSuccess) return attr;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(blocks_of(w.H, kRows), unsigned(T), 1);
-    cfg.blockDim = dim3(kThreads, 1, 1);
+    cfg.blockDim = dim3(NW * 32, 1, 1);
     cfg.dynamicSmemBytes = moe_decode_mma_smem_bytes(w.I, k);
     cfg.stream = stream;
     cudaLaunchAttribute at[1];
@@ -367,7 +369,7 @@ cudaError_t launch_down(float* y, int64_t ldy, const float* act, int64_t T, cons
     at[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = at;
     cfg.numAttrs = pdl ? 1 : 0;
-    return cudaLaunchKernelEx(&cfg, mma_down_kernel<U>, y, ldy, act, int(w.H), int(w.I), w.E, w.down, ids, weights,
+    return cudaLaunchKernelEx(&cfg, mma_down_kernel<NW, U>, y, ldy, act, int(w.H), int(w.I), w.E, w.down, ids, weights,
                               k);
 }
 
@@ -397,10 +399,11 @@ cudaError_t launch_moe_decode_mma_gate_up(float* act, const float* x, int64_t ld
 
 cudaError_t launch_moe_decode_mma_down(float* y, int64_t ldy, const float* act, int64_t T,
                                        const MoePackedExperts& w, const int32_t* ids, const float* weights, int k,
-                                       int batch, bool pdl, cudaStream_t stream) {
+                                       int batch, int warps, bool pdl, cudaStream_t stream) {
+    if (warps == 16) return launch_down<16, 4>(y, ldy, act, T, w, ids, weights, k, pdl, stream);
     if (batch == 0) batch = moe_decode_mma_down_batch(w.I, k);
-    return batch == 8 ? launch_down<8>(y, ldy, act, T, w, ids, weights, k, pdl, stream)
-                      : launch_down<4>(y, ldy, act, T, w, ids, weights, k, pdl, stream);
+    return batch == 8 ? launch_down<8, 8>(y, ldy, act, T, w, ids, weights, k, pdl, stream)
+                      : launch_down<8, 4>(y, ldy, act, T, w, ids, weights, k, pdl, stream);
 }
 
 }  // namespace tessera::cuda::fast::detail
