@@ -81,6 +81,8 @@ struct EngineCore::Impl {
     int64_t next_arrival = 0;
     Arena logits;            // a step's logits, in the backend's staging memory (page-locked on a GPU)
     std::vector<int32_t> argmax;  // a greedy step's tokens (the logits stay on the device)
+    std::vector<float> top_values;  // a top-k step's candidates [rows, k]
+    std::vector<int32_t> top_ids;
     std::vector<float> raw;  // a row before penalties, for logprobs
     EngineStats counters;
     int64_t decode_steps = 0;
@@ -330,12 +332,23 @@ void EngineCore::Impl::sample_row(Live& l, float* row) {
     take_token(l, token, std::move(out));
 }
 
-// Whether a request's next token is the argmax of its raw logits, with nothing else read from
-// them: then the step can leave the logits on the device (Model::forward's argmax).
-static bool greedy_only(const Live& l) {
+// Whether nothing but the sampler reads a request's raw logits (no logits, logprobs or penalties
+// asked): then a step can leave them on the device and return a summary (LogitsOut).
+static bool sampler_only(const Live& l) {
     const GenerationParams& p = l.params;
-    return (p.sampling.temperature <= 0.f || p.sampling.top_k == 1) && !p.return_logits && p.logprobs < 0 &&
-           !l.proc->active();
+    return !p.return_logits && p.logprobs < 0 && !l.proc->active();
+}
+static bool greedy_only(const Live& l) {
+    const SamplingParams& s = l.params.sampling;
+    return sampler_only(l) && (s.temperature <= 0.f || s.top_k == 1);
+}
+// The top candidates a request's draw needs (Sampler::decided_by_top), or 0 when it needs the
+// whole row of logits.
+static int top_needed(const Live& l) {
+    if (!sampler_only(l)) return 0;
+    if (greedy_only(l)) return 1;
+    const int k = l.params.sampling.top_k + 1;  // one more tells whether the row has more than top_k
+    return k <= Backend::kMaxTopK && l.sampler->decided_by_top(k) ? k : 0;
 }
 
 void EngineCore::Impl::take_token(Live& l, int32_t token, RequestOutput out) {
@@ -386,22 +399,38 @@ bool EngineCore::step() {
     }
     const Batch batch = bb.finish();
     const int64_t V = I.m.config.vocab_size;
-    // A step whose every sampled row is greedy asks the model for argmaxes only: no logits copy.
+    // A step whose every sampled row is greedy asks the model for argmaxes only; one whose rows
+    // all draw from their top candidates (top-k sampling) for those: no logits copy either way.
     bool greedy = rows > 0;
+    int top_k = rows > 0 ? 1 : 0;
     for (const StepItem& it : plan.items)
-        if (it.logits) greedy = greedy && greedy_only(*I.live.at(it.seq->id));
+        if (it.logits) {
+            const Live& l = *I.live.at(it.seq->id);
+            greedy = greedy && greedy_only(l);
+            const int need = top_needed(l);
+            top_k = need == 0 || top_k == 0 ? 0 : std::max(top_k, need);
+        }
+    LogitsOut out;
     float* logits = nullptr;
     if (greedy) {
         I.argmax.assign(size_t(rows), 0);
+        out.argmax = I.argmax.data();
+    } else if (top_k > 0) {
+        I.top_values.assign(size_t(rows * top_k), 0.f);
+        I.top_ids.assign(size_t(rows * top_k), -1);
+        out.top_k = top_k;
+        out.top_values = I.top_values.data();
+        out.top_ids = I.top_ids.data();
     } else {
         const size_t logit_bytes = size_t(std::max<int64_t>(rows, 1) * V) * sizeof(float);
         if (I.logits.capacity() < logit_bytes)
             I.logits = Arena("step logits", std::max(logit_bytes, 2 * I.logits.capacity()), I.m.backend->staging_memory());
         I.logits.reset();
         logits = static_cast<float*>(I.logits.alloc(logit_bytes));
+        out.host = logits;
     }
     try {
-        I.m.model->forward(batch, Caches{I.kv.get(), I.state.get()}, logits, greedy ? I.argmax.data() : nullptr);
+        I.m.model->forward(batch, Caches{I.kv.get(), I.state.get()}, out);
     } catch (const std::exception& e) {
         TS_LOG_ERROR("forward step failed: {}", e.what());
         I.fail_items(plan, std::string("forward step failed: ") + e.what());
@@ -417,8 +446,12 @@ bool EngineCore::step() {
         auto f = I.live.find(id);
         if (f == I.live.end()) continue;
         try {
-            if (greedy) I.take_token(*f->second, I.argmax[size_t(r)], RequestOutput{});
-            else I.sample_row(*f->second, logits + r * V);
+            Live& l = *f->second;
+            if (greedy) I.take_token(l, I.argmax[size_t(r)], RequestOutput{});
+            else if (top_k > 0)
+                I.take_token(l, l.sampler->sample_sorted(&I.top_values[size_t(r * top_k)], &I.top_ids[size_t(r * top_k)], top_k),
+                             RequestOutput{});
+            else I.sample_row(l, logits + r * V);
         } catch (const std::exception& e) {
             auto g = I.live.find(id);
             if (g != I.live.end()) I.emit_final(*g->second, FinishReason::Error, e.what(), RequestOutput{});

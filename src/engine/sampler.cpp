@@ -68,8 +68,17 @@ void Sampler::filter(const float* logits, int vocab) {
         n = m;
     }
     cand_.resize(n);
+    filter_kept(top, total);
+}
+
+// cand_ holds the kept tokens (sorted by descending logit where top-k or top-p sorted them, else
+// in index order); `top` is the row's largest finite logit; `total` the mass top-p is relative
+// to, or < 0 for the kept tokens' own.
+void Sampler::filter_kept(float top_logit, double total) {
+    size_t n = cand_.size();
+    const double top = double(top_logit), inv_t = 1.0 / double(p_.temperature);
     prob_.resize(n);
-    for (size_t i = 0; i < n; ++i) prob_[i] = rel_prob(cand_[i]);
+    for (size_t i = 0; i < n; ++i) prob_[i] = std::exp((double(cand_[i].logit) - top) * inv_t);
 
     // top-p over the kept (sorted) tokens: keep a token while the mass strictly before it is
     // < top_p of the total (HF TopPLogitsWarper); always at least one.
@@ -97,11 +106,48 @@ void Sampler::filter(const float* logits, int vocab) {
     prob_.resize(n);
 }
 
-int32_t Sampler::sample(const float* logits, int vocab) {
-    TS_CHECK(vocab > 0, "sampling: empty vocabulary");
-    if (p_.temperature <= 0.f || p_.top_k == 1) return argmax(logits, vocab);
-    filter(logits, vocab);
-    if (cand_.empty()) return argmax(logits, vocab);  // every logit NaN or -inf
+bool Sampler::decided_by_top(int n) const {
+    return p_.temperature <= 0.f || p_.top_k == 1 || (p_.top_k > 0 && p_.top_k < n);
+}
+
+int32_t Sampler::sample_sorted(const float* logits, const int32_t* ids, int n) {
+    TS_CHECK(n > 0 && decided_by_top(n), "sampling: {} top candidates do not decide top_k {}", n, p_.top_k);
+    // The row's argmax is its first candidate (NaN only pads: then every logit was NaN → 0).
+    const int32_t first = std::isnan(logits[0]) ? 0 : ids[0];
+    if (p_.temperature <= 0.f || p_.top_k == 1) return first;
+    // filter() on the candidates: the finite (or +inf) ones among the top k.
+    auto finite = [&](int i) { return !std::isnan(logits[i]) && logits[i] != -INFINITY; };
+    const int k = p_.top_k;
+    cand_.clear();
+    for (int i = 0; i < k; ++i)
+        if (finite(i)) cand_.push_back({logits[i], ids[i]});
+    if (cand_.empty()) return first;  // every logit NaN or -inf: sample() falls back to argmax
+    const float top = cand_[0].logit;
+    if (top == INFINITY) {  // +inf logits share all the mass (among the candidates)
+        std::erase_if(cand_, [](const Cand& c) { return c.logit != INFINITY; });
+        prob_.assign(cand_.size(), 1.0);
+        return draw();
+    }
+    if (finite(k)) {  // more than k tokens: filter()'s top-k branch (sorted; top-p over the kept)
+        filter_kept(top, -1.0);
+        return draw();
+    }
+    // At most k finite tokens in the whole row, all here: filter() keeps them in index order, or
+    // sorts them for top-p with the total summed in index order.
+    std::sort(cand_.begin(), cand_.end(), [](const Cand& a, const Cand& b) { return a.id < b.id; });
+    double total = -1.0;
+    if (p_.top_p < 1.f) {
+        total = 0.0;
+        const double inv_t = 1.0 / double(p_.temperature);
+        for (const Cand& c : cand_) total += std::exp((double(c.logit) - double(top)) * inv_t);
+        std::sort(cand_.begin(), cand_.end(),
+                  [](const Cand& a, const Cand& b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); });
+    }
+    filter_kept(top, total);
+    return draw();
+}
+
+int32_t Sampler::draw() {
     double total = 0.0;
     for (double p : prob_) total += p;
     const double u = uniform() * total;
@@ -111,6 +157,14 @@ int32_t Sampler::sample(const float* logits, int vocab) {
         if (u < acc) return cand_[i].id;
     }
     return cand_.back().id;  // u rounded up to the total
+}
+
+int32_t Sampler::sample(const float* logits, int vocab) {
+    TS_CHECK(vocab > 0, "sampling: empty vocabulary");
+    if (p_.temperature <= 0.f || p_.top_k == 1) return argmax(logits, vocab);
+    filter(logits, vocab);
+    if (cand_.empty()) return argmax(logits, vocab);  // every logit NaN or -inf
+    return draw();
 }
 
 }  // namespace tessera

@@ -30,6 +30,15 @@ public:
     // Greedy choice: first index of the largest non-NaN logit.
     static int32_t argmax(const float* logits, int vocab);
 
+    // Whether a row's n largest logits decide this sampler's draw: greedy, or top-k with
+    // 1 <= top_k < n (top-p and min-p then act within the top k; the (top_k+1)-th candidate
+    // tells whether the row has more than top_k finite logits).
+    bool decided_by_top(int n) const;
+    // sample() from a row's top candidates instead of the whole row — the same token, and the
+    // same random draw, whenever decided_by_top(n): logits / ids [n] as Backend::top_k gives them
+    // (descending logit, ties by the lower id; NaN / -1 padding).
+    int32_t sample_sorted(const float* logits, const int32_t* ids, int n);
+
 private:
     struct Cand {
         float logit;
@@ -38,7 +47,9 @@ private:
     // Narrows cand_ (sorted by descending logit on return) to the tokens the filters keep, and
     // fills prob_ with their unnormalised probabilities.
     void filter(const float* logits, int vocab);
+    void filter_kept(float top, double total);  // prob_ of the kept cand_, then top-p and min-p
     double uniform();  // [0, 1), 53 random bits
+    int32_t draw();    // one draw from cand_ weighted by prob_
 
     SamplingParams p_;
     std::mt19937_64 rng_;

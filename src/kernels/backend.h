@@ -168,6 +168,12 @@ public:
     virtual void softmax(const Tensor& x) = 0;
     // out[r] = argmax of row r of x[R, C] (first index on ties).
     virtual void argmax(const Tensor& x, int32_t* out) = 0;
+    // The k largest non-NaN values of each row of x[R, C] (f32), by descending value and then
+    // ascending index: values[r, j], ids[r, j] ([R, k] in this backend's memory); a row with fewer
+    // than k non-NaN values pads with NaN and id -1. 1 <= k <= kMaxTopK. The candidates sampling
+    // needs (Sampler::sample_sorted), so a step returns k ids a row instead of the vocabulary.
+    static constexpr int kMaxTopK = 128;
+    virtual void top_k(const Tensor& x, int k, float* values, int32_t* ids);
 
     // ---- hybrid models (Qwen3.5 / Qwen3-Next). Defaults throw Unsupported until a backend
     // implements them (backend.cpp).

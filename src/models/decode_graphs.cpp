@@ -126,7 +126,7 @@ void DecodeGraphs::stage(Graph& g, const Batch& b) {
     be_.copy_in(const_cast<int32_t*>(g.sb.tokens), h, bytes);
 }
 
-bool DecodeGraphs::forward(Model& m, const Batch& b, const Caches& c, float* logits, int32_t* argmax) {
+bool DecodeGraphs::forward(Model& m, const Batch& b, const Caches& c, const LogitsOut& host_out) {
     if (disabled_) return false;
     const int n = b.n_seqs();
     if (n == 0 || b.n_tokens() != n || int64_t(b.logit_rows.size()) != n) return false;
@@ -146,8 +146,9 @@ bool DecodeGraphs::forward(Model& m, const Batch& b, const Caches& c, float* log
     if (logit_rows_ < B) {
         drop_all();  // the recordings write the old logits buffer
         logit_rows_ = std::max<int64_t>(B, 2 * logit_rows_);
-        // the logits, then their argmaxes (greedy steps)
-        logits_ = Arena("decode graph logits", size_t(logit_rows_ * (V + 1)) * sizeof(float) + 4096, be_.memory());
+        // the logits, then their argmaxes or top candidates (LogitsOut)
+        logits_ = Arena("decode graph logits",
+                        size_t(logit_rows_ * (V + 1 + 2 * Backend::kMaxTopK)) * sizeof(float) + 4096, be_.memory());
     }
     logits_.reset();
     const Tensor out_dev = logits_.tensor(DType::F32, {B, V});
@@ -178,12 +179,21 @@ bool DecodeGraphs::forward(Model& m, const Batch& b, const Caches& c, float* log
             }
         }
     }
-    if (argmax) {  // only the ids cross to the host (the argmax runs after the replay, unrecorded)
+    // The summaries run after the replay, unrecorded; only they cross to the host.
+    const Tensor rows = out_dev.slice_rows(0, n);
+    if (host_out.argmax) {
         auto* ids = static_cast<int32_t*>(logits_.alloc(size_t(n) * sizeof(int32_t)));
-        be_.argmax(out_dev.slice_rows(0, n), ids);
-        be_.copy_out(argmax, ids, size_t(n) * sizeof(int32_t));
+        be_.argmax(rows, ids);
+        be_.copy_out(host_out.argmax, ids, size_t(n) * sizeof(int32_t));
+    } else if (host_out.top_k > 0) {
+        const size_t bytes = size_t(n) * size_t(host_out.top_k) * 4;
+        auto* vals = static_cast<float*>(logits_.alloc(bytes));
+        auto* ids = static_cast<int32_t*>(logits_.alloc(bytes));
+        be_.top_k(rows, host_out.top_k, vals, ids);
+        be_.copy_out(host_out.top_values, vals, bytes);
+        be_.copy_out(host_out.top_ids, ids, bytes);
     } else {
-        be_.copy_out(logits, out_dev.data, size_t(int64_t(n) * V) * sizeof(float));
+        be_.copy_out(host_out.host, out_dev.data, size_t(int64_t(n) * V) * sizeof(float));
     }
     return true;
 }

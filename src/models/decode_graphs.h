@@ -26,7 +26,7 @@ public:
 
     // Runs the batch through a recording and writes its logits (host) → true; false when the
     // batch does not qualify or the backend cannot record (the caller runs it plainly).
-    bool forward(Model& m, const Batch& b, const Caches& c, float* logits, int32_t* argmax = nullptr);
+    bool forward(Model& m, const Batch& b, const Caches& c, const LogitsOut& host_out);
 
     // The bucket a batch of n sequences is padded to (the smallest listed ≥ n), 0 above the last.
     static int bucket_for(int n_seqs);

@@ -26,11 +26,21 @@ void Model::check_tokens(const Batch& b) const {
 }
 
 void Model::forward(const Batch& batch, const Caches& caches, float* logits, int32_t* argmax) {
+    LogitsOut out;
+    out.host = logits;
+    out.argmax = argmax;
+    forward(batch, caches, out);
+}
+
+void Model::forward(const Batch& batch, const Caches& caches, const LogitsOut& out) {
     check_batch(batch, caches);
-    TS_CHECK(logits || argmax || batch.logit_rows.empty(), "forward: {} logit rows but nowhere to write them",
-             batch.logit_rows.size());
-    if (graphs_ && graphs_->forward(*this, batch, caches, logits, argmax)) return;
-    run(stager_.stage(batch, be_), caches, LogitsOut{logits, nullptr, argmax});
+    TS_CHECK(!out.device, "forward: device logits are decode graphs' own");
+    TS_CHECK(out.top_k >= 0 && out.top_k <= Backend::kMaxTopK && (out.top_k == 0 || (out.top_values && out.top_ids)),
+             "forward: top_k {} (at most {}) needs both outputs", out.top_k, Backend::kMaxTopK);
+    TS_CHECK(out.host || out.argmax || out.top_k > 0 || batch.logit_rows.empty(),
+             "forward: {} logit rows but nowhere to write them", batch.logit_rows.size());
+    if (graphs_ && graphs_->forward(*this, batch, caches, out)) return;
+    run(stager_.stage(batch, be_), caches, out);
 }
 
 }  // namespace tessera

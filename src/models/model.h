@@ -93,12 +93,17 @@ private:
 // computed, through a bounded scratch), or a device tensor [n_logits, vocab] in the backend's
 // memory that the caller copies later (a recorded decode step must not copy to the host).
 // Where a step's logits go: host memory [rows, V], or a device tensor (decode graphs copy it out
-// themselves); with `argmax` set (host, [rows]) only each row's argmax reaches the host — greedy
-// decoding leaves the logits in device memory — and `host` is not written.
+// themselves). Or only a summary reaches the host and `host` is not written — the logits stay in
+// device memory: with `argmax` (host, [rows]) each row's argmax (greedy decoding); with top_k > 0
+// each row's top_k largest logits and their ids (host, [rows, top_k], as Backend::top_k gives
+// them: what Sampler::sample_sorted draws from).
 struct LogitsOut {
     float* host = nullptr;
     const Tensor* device = nullptr;
     int32_t* argmax = nullptr;
+    int top_k = 0;
+    float* top_values = nullptr;
+    int32_t* top_ids = nullptr;
 };
 
 class DecodeGraphs;
@@ -114,6 +119,8 @@ public:
     // as Sampler::argmax) into argmax[rows], and logits may be null. With decode graphs enabled,
     // a batch of one-token sequences replays a recorded step (decode_graphs.h).
     void forward(const Batch& batch, const Caches& caches, float* logits, int32_t* argmax = nullptr);
+    // The same with every output mode of LogitsOut (its host-side fields; `device` must be null).
+    void forward(const Batch& batch, const Caches& caches, const LogitsOut& out);
     // Record decode steps per batch-size bucket where the backend can (CUDA graphs); off by default.
     void enable_decode_graphs(bool on);
     const DecodeGraphs* decode_graphs() const { return graphs_.get(); }

@@ -140,6 +140,43 @@ TEST_P(EngineFixture, ConcurrentRequestsGiveTheTokensTheyGiveAlone) {
     EXPECT_EQ(s.running + s.waiting, 0);
 }
 
+// Steps whose rows all sample with top-k (greedy rows among them) take only each row's top
+// candidates from the model (LogitsOut::top_k); asking for logprobs forces the whole row of
+// logits to the host instead. Both draw the same tokens, alone and batched together.
+TEST_P(EngineFixture, TopKSamplingFromCandidatesEqualsSamplingFromTheLogits) {
+    EngineOptions o = options(GetParam());
+    std::mt19937 rng(23);
+    std::vector<std::vector<int32_t>> prompts;
+    std::vector<GenerationParams> params;
+    for (int i = 0; i < 4; ++i) {
+        prompts.push_back(random_tokens(rng, 7 + 9 * i, 1000));
+        GenerationParams p = greedy(12);
+        if (i != 1) {
+            p.sampling.temperature = 0.7f + 0.2f * float(i);
+            p.sampling.top_k = i == 3 ? 127 : 20;
+            p.sampling.top_p = i == 2 ? 0.8f : 1.f;
+            p.sampling.min_p = i == 0 ? 0.02f : 0.f;
+            p.sampling.seed = 7 + uint64_t(i);
+        }
+        params.push_back(p);
+    }
+    std::vector<std::vector<int32_t>> want;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        GenerationParams p = params[i];
+        p.logprobs = 0;  // the whole row reaches the host
+        want.push_back(generate_alone(o, prompts[i], p));
+        EXPECT_EQ(generate_alone(o, prompts[i], params[i]), want.back()) << "request " << i << " alone";
+    }
+    EngineCore core(o);
+    std::vector<Result> res(prompts.size());
+    for (size_t i = 0; i < prompts.size(); ++i) add(core, prompts[i], params[i], res[i]);
+    run_all(core);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        ASSERT_TRUE(res[i].done);
+        EXPECT_EQ(res[i].tokens, want[i]) << "request " << i << " batched";
+    }
+}
+
 // The second turn of a 2K-token conversation prefills only what follows the longest prefix it
 // shares with the first (to the cache's granularity) and answers exactly as without the cache.
 TEST_P(EngineFixture, PrefixCacheSecondTurnReusesTheFirst) {

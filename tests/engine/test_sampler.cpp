@@ -4,10 +4,12 @@
 
 #include <cmath>
 #include <map>
+#include <random>
 #include <vector>
 
 #include "core/status.h"
 #include "engine/sampler.h"
+#include "kernels/backend.h"
 
 using namespace tessera;
 
@@ -24,7 +26,9 @@ void expect_distribution(const std::vector<int>& c, const std::vector<double>& p
     for (size_t i = 0; i < p.size(); ++i) {
         const double f = double(c[i]) / draws, sd = std::sqrt(p[i] * (1 - p[i]) / draws);
         EXPECT_NEAR(f, p[i], 5 * sd + 1e-4) << "token " << i;
-        if (p[i] == 0) EXPECT_EQ(c[i], 0) << "token " << i << " was filtered out but drawn";
+        if (p[i] == 0) {
+            EXPECT_EQ(c[i], 0) << "token " << i << " was filtered out but drawn";
+        }
     }
 }
 
@@ -157,3 +161,57 @@ TEST(Sampler, NonFiniteLogitsAndBadParams) {
 }
 
 }  // namespace
+
+// sample_sorted on a row's top candidates (the CPU backend's top_k, as the GPU gives them) draws
+// the same tokens as sample() on the whole row, draw after draw, whenever decided_by_top: top-k
+// with top-p / min-p on top, ties, NaN / -inf logits, and rows with fewer finite logits than k.
+TEST(Sampler, TopCandidatesDrawWhatTheWholeRowDraws) {
+    std::mt19937 rng(5);
+    std::normal_distribution<float> nd(0.f, 2.f);
+    auto backend = make_cpu_backend();
+    int cases = 0;
+    for (int vocab : {3, 40, 1000, 4099})
+        for (int shape = 0; shape < 4; ++shape) {
+            std::vector<float> row(static_cast<size_t>(vocab));
+            for (float& v : row) v = nd(rng);
+            if (shape == 1)  // ties: a coarse grid of values
+                for (float& v : row) v = std::round(v);
+            if (shape == 2)  // NaN and -inf sprinkled in
+                for (size_t i = 0; i < row.size(); i += 3) row[i] = i % 2 ? NAN : -INFINITY;
+            if (shape == 3 && vocab > 30)  // only 30 finite logits: fewer than some top_k
+                for (size_t i = 30; i < row.size(); ++i) row[i] = -INFINITY;
+            for (int top_k : {1, 5, 20, 50, 127})
+                for (float top_p : {1.f, 0.9f, 0.5f})
+                    for (float min_p : {0.f, 0.05f})
+                        for (float temp : {0.f, 0.7f, 1.3f}) {
+                            SamplingParams p;
+                            p.temperature = temp;
+                            p.top_k = top_k;
+                            p.top_p = top_p;
+                            p.min_p = min_p;
+                            p.seed = uint64_t(cases);
+                            const int n = std::min(top_k + 1, Backend::kMaxTopK);
+                            Sampler whole(p), top(p);
+                            if (!top.decided_by_top(n)) continue;
+                            std::vector<float> vals(static_cast<size_t>(n));
+                            std::vector<int32_t> ids(static_cast<size_t>(n));
+                            backend->top_k(Tensor(row.data(), DType::F32, {1, vocab}), n, vals.data(), ids.data());
+                            ++cases;
+                            for (int d = 0; d < 20; ++d) {
+                                std::vector<float> copy = row;  // sample() may not modify, but be sure
+                                const int32_t want = whole.sample(copy.data(), vocab);
+                                const int32_t got = top.sample_sorted(vals.data(), ids.data(), n);
+                                ASSERT_EQ(got, want) << "vocab " << vocab << " shape " << shape << " top_k " << top_k
+                                                     << " top_p " << top_p << " min_p " << min_p << " T " << temp
+                                                     << " draw " << d;
+                            }
+                        }
+        }
+    EXPECT_GT(cases, 300);
+    SamplingParams p;
+    p.top_k = 0;  // plain temperature sampling needs the whole row
+    EXPECT_FALSE(Sampler(p).decided_by_top(Backend::kMaxTopK));
+    p.top_k = 20;
+    EXPECT_FALSE(Sampler(p).decided_by_top(20));  // the 21st candidate tells whether there are more
+    EXPECT_TRUE(Sampler(p).decided_by_top(21));
+}

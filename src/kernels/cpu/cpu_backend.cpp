@@ -181,6 +181,13 @@ public:
         cpu::argmax(xr.as<float>(), xr.fstride(), xr.rows, xr.cols, out);
     }
 
+    void top_k(const Tensor& x, int k, float* values, int32_t* ids) override {
+        const Rows xr = f32_rows(x, "top_k", "x");
+        TS_CHECK(k >= 1 && k <= kMaxTopK, "top_k: k = {} out of [1, {}]", k, kMaxTopK);
+        TS_CHECK(values && ids, "top_k: null outputs");
+        cpu::top_k(xr.as<float>(), xr.fstride(), xr.rows, xr.cols, k, values, ids);
+    }
+
     // ---- Gated DeltaNet ----
     void l2_norm(const Tensor& x, float eps, float scale) override {
         cpu::l2_norm(heads_view(x, "l2_norm", "x"), eps, scale);

@@ -30,6 +30,9 @@ void add(float* y, int64_t ys, const float* a, int64_t as, const float* b, int64
 void add_bias(float* y, int64_t ys, const float* bias, int64_t R, int64_t C);  // y[r, :] += bias[C]
 void softmax(float* x, int64_t xs, int64_t R, int64_t C);
 void argmax(const float* x, int64_t xs, int64_t R, int64_t C, int32_t* out);
+// values / ids [R, k]: each row's k largest non-NaN values, descending, ties by the lower index;
+// padded with NaN / -1 past the row's non-NaN count.
+void top_k(const float* x, int64_t xs, int64_t R, int64_t C, int k, float* values, int32_t* ids);
 
 // A KV cache [n_blocks, block_size, n_kv, D] of f32 or f16, byte strides per dim.
 struct KvCacheView {

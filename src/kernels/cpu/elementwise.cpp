@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "core/half.h"
 #include "core/status.h"
@@ -73,6 +74,26 @@ void softmax(float* x, int64_t xs, int64_t R, int64_t C) {
             }
             const float inv = float(1.0 / sum);
             for (int64_t c = 0; c < C; ++c) v[c] *= inv;
+        }
+    }, row_grain(C));
+}
+
+void top_k(const float* x, int64_t xs, int64_t R, int64_t C, int k, float* values, int32_t* ids) {
+    ThreadPool::global().parallel_for(R, [&](int64_t b, int64_t e) {
+        std::vector<int32_t> idx;
+        for (int64_t r = b; r < e; ++r) {
+            const float* v = x + r * xs;
+            idx.clear();
+            for (int64_t c = 0; c < C; ++c)
+                if (!std::isnan(v[c])) idx.push_back(int32_t(c));
+            const size_t n = std::min(idx.size(), size_t(k));
+            std::partial_sort(idx.begin(), idx.begin() + long(n), idx.end(),
+                              [&](int32_t i, int32_t j) { return v[i] > v[j] || (v[i] == v[j] && i < j); });
+            for (int j = 0; j < k; ++j) {
+                const bool has = size_t(j) < n;
+                values[r * k + j] = has ? v[idx[size_t(j)]] : std::numeric_limits<float>::quiet_NaN();
+                ids[r * k + j] = has ? idx[size_t(j)] : -1;
+            }
         }
     }, row_grain(C));
 }

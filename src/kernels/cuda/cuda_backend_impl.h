@@ -54,6 +54,7 @@ public:
                    const AttnPlan& plan, float scale) override;
     void softmax(const Tensor& x) override;
     void argmax(const Tensor& x, int32_t* out) override;
+    void top_k(const Tensor& x, int k, float* values, int32_t* ids) override;  // fast_topk.h, both modes
     void sigmoid_mul(const Tensor& y, const Tensor& x, const Tensor& gate) override;
     void l2_norm(const Tensor& x, float eps, float scale) override;
     void rms_norm_gated(const Tensor& y, const Tensor& x, const Tensor& z, const Tensor& w, float eps) override;

@@ -19,6 +19,7 @@
 #include "kernels/cuda/fast_gemv_q8.h"
 #include "kernels/cuda/fast_matmul.h"
 #include "kernels/cuda/fast_moe.h"
+#include "kernels/cuda/fast_topk.h"
 #include "kernels/cuda/matmul_dispatch.h"
 #include "kernels/cuda/ref_attention.h"
 #include "kernels/cuda/ref_elementwise.h"
@@ -314,6 +315,12 @@ void CudaBackend::attention(const Tensor& out, const Tensor& q, const Tensor& k_
 void CudaBackend::softmax(const Tensor& x) {
     const Rows X = rows_of(x, "softmax", "x");
     ref::softmax(X.p, X.ld, X.rows, X.cols, stream_.get());
+}
+
+void CudaBackend::top_k(const Tensor& x, int k, float* values, int32_t* ids) {
+    static_assert(fast::kTopKMax == Backend::kMaxTopK);
+    const Rows X = rows_of(x, "top_k", "x");
+    fast::top_k(X.p, X.ld, X.rows, X.cols, k, values, ids, stream_.get());
 }
 
 void CudaBackend::argmax(const Tensor& x, int32_t* out) {

@@ -30,12 +30,12 @@ void LmHead::logits(Backend& be, Arena& arena, const ModelConfig& c, const Tenso
         be.matmul(out.device->slice_rows(0, n_out), rows, output);
         return;
     }
-    if (be.device() == Device::CPU && !out.argmax) {
+    if (be.device() == Device::CPU && !out.argmax && out.top_k == 0) {
         be.matmul(Tensor(out.host, DType::F32, {n_out, V}), rows, output);
         return;
     }
     // A few rows at a time through a bounded scratch: the logits go to the host, or only their
-    // argmaxes do (greedy decoding: 4 bytes a row instead of 4·V).
+    // argmaxes (greedy decoding: 4 bytes a row instead of 4·V) or top candidates (8·top_k) do.
     for (int64_t r0 = 0; r0 < n_out; r0 += kLogitRowsPerCopy) {
         const int64_t n = std::min(kLogitRowsPerCopy, n_out - r0);
         const size_t mark = arena.used();
@@ -45,6 +45,13 @@ void LmHead::logits(Backend& be, Arena& arena, const ModelConfig& c, const Tenso
             auto* ids = static_cast<int32_t*>(arena.alloc(size_t(n) * sizeof(int32_t)));
             be.argmax(y, ids);
             be.copy_out(out.argmax + r0, ids, size_t(n) * sizeof(int32_t));
+        } else if (out.top_k > 0) {
+            const size_t bytes = size_t(n) * size_t(out.top_k) * 4;
+            auto* vals = static_cast<float*>(arena.alloc(bytes));
+            auto* ids = static_cast<int32_t*>(arena.alloc(bytes));
+            be.top_k(y, out.top_k, vals, ids);
+            be.copy_out(out.top_values + r0 * out.top_k, vals, bytes);
+            be.copy_out(out.top_ids + r0 * out.top_k, ids, bytes);
         } else {
             be.copy_out(out.host + r0 * V, y.data, size_t(n * V) * sizeof(float));
         }

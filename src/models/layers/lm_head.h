@@ -16,7 +16,7 @@ struct LmHead {
     static constexpr int64_t kLogitRowsPerCopy = 16;
     // Activation floats logits() needs beyond the model's own (the scratch rows and their ids).
     static int64_t activation_floats(const ModelConfig& c, const Backend&) {
-        return kLogitRowsPerCopy * (c.vocab_size + 1) + 64;
+        return kLogitRowsPerCopy * (c.vocab_size + 1 + 2 * Backend::kMaxTopK) + 64;
     }
 
     Tensor tok_embd;     // [V, H]

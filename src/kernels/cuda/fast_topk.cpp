@@ -1,0 +1,29 @@
+// Argument checks for the row-wise top-k (fast_topk.cu holds the kernel).
+#include "kernels/cuda/fast_topk.h"
+
+#include <limits>
+
+#include "core/status.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/ref_check.h"
+
+namespace tessera::cuda::fast {
+
+namespace detail {
+cudaError_t launch_top_k(const float* x, int64_t ldx, int64_t rows, int64_t cols, int k, float* values, int32_t* ids,
+                         cudaStream_t stream);  // fast_topk.cu
+}
+
+void top_k(const float* x, int64_t ldx, int64_t rows, int64_t cols, int k, float* values, int32_t* ids,
+           cudaStream_t stream) {
+    TS_CHECK(k >= 1 && k <= kTopKMax, "top_k: k = {} out of [1, {}]", k, kTopKMax);
+    TS_CHECK(rows >= 0 && cols >= 1, "top_k: bad shape [{}, {}]", rows, cols);
+    TS_CHECK(cols <= std::numeric_limits<int32_t>::max() && rows <= std::numeric_limits<int32_t>::max(),
+             "top_k: [{}, {}] is too large", rows, cols);
+    if (rows == 0) return;
+    ref::detail::check_rows("top_k", "x", x, ldx, rows, cols);
+    TS_CHECK(values && ids, "top_k: null outputs");
+    TS_CUDA_CHECK(detail::launch_top_k(x, ldx, rows, cols, k, values, ids, stream));
+}
+
+}  // namespace tessera::cuda::fast

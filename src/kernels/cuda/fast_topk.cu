@@ -1,0 +1,177 @@
+// top_k (fast_topk.h): a block of 1024 threads per row.
+//   1. Radix select: key(v) orders floats as unsigned integers (NaN excluded, -0 taken as +0).
+//      Four passes histogram the next 8 bits of the keys that share the prefix found so far; a
+//      walk from the top bin finds the bin holding the k-th largest key. After them `thr` is the
+//      k-th largest key, `take_eq` how many keys equal to it belong to the top k (the lowest
+//      indices first), and every key above it does.
+//   2. Gather in index order: each thread owns a contiguous segment of the row, counts its keys
+//      above / equal to thr, a block scan gives its offsets, a second sweep writes (key, index).
+//   3. Sort the ≤ 128 candidates by (key descending, index ascending), bitonic in shared memory.
+#include <cstdint>
+
+#include "kernels/cuda/fast_topk.h"
+
+namespace tessera::cuda::fast::detail {
+
+namespace {
+
+constexpr int kThreads = 1024, kWarps = kThreads / 32, kBins = 256;
+
+__device__ __forceinline__ uint32_t key_of(float v) {
+    uint32_t u = __float_as_uint(v);
+    if ((u << 1) == 0) u = 0;  // -0 → +0
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+// Exclusive prefix sum of v over the block (thread order); *total gets the sum. `sums`: kWarps.
+__device__ uint32_t block_exclusive_scan(uint32_t v, uint32_t* sums, uint32_t* total) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    uint32_t incl = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const uint32_t n = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) incl += n;
+    }
+    __syncthreads();  // sums may still be read by a previous scan
+    if (lane == 31) sums[warp] = incl;
+    __syncthreads();
+    if (warp == 0) {
+        uint32_t s = lane < kWarps ? sums[lane] : 0u, si = s;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const uint32_t n = __shfl_up_sync(0xffffffffu, si, o);
+            if (lane >= o) si += n;
+        }
+        if (lane < kWarps) sums[lane] = si - s;  // exclusive per warp
+        if (lane == kWarps - 1) sums[kWarps] = si;
+    }
+    __syncthreads();
+    *total = sums[kWarps];
+    return sums[warp] + incl - v;
+}
+
+__global__ void __launch_bounds__(kThreads)
+    top_k_kernel(const float* __restrict__ x, int64_t ldx, int cols, int k, float* __restrict__ values,
+                 int32_t* __restrict__ ids) {
+    __shared__ uint32_t hist[kBins];
+    __shared__ uint32_t sums[kWarps + 1];
+    __shared__ uint64_t cand[kTopKMax];  // (key << 32) | ~index: descending order = the output order
+    __shared__ uint32_t sel_prefix, sel_want, sel_all;
+    const int tid = threadIdx.x;
+    const float* row = x + int64_t(blockIdx.x) * ldx;
+
+    // 1. The k-th largest key.
+    uint32_t prefix = 0, mask = 0;
+    if (tid == 0) {
+        sel_want = uint32_t(k);
+        sel_all = 0;
+    }
+    for (int pass = 0; pass < 4; ++pass) {
+        const int shift = 24 - 8 * pass;
+        for (int b = tid; b < kBins; b += kThreads) hist[b] = 0;
+        __syncthreads();
+        // Logits crowd into a few bins: the lanes of a warp with one bin add once (match_any).
+        for (int base = 0; base < cols; base += kThreads) {
+            const int i = base + tid;
+            uint32_t bin = kBins;  // none
+            if (i < cols) {
+                const float v = row[i];
+                const uint32_t key = key_of(v);
+                if (v == v && (key & mask) == prefix) bin = (key >> shift) & 0xffu;
+            }
+            const unsigned peers = __match_any_sync(0xffffffffu, bin);
+            if (bin < kBins && (tid & 31) == __ffs(peers) - 1) atomicAdd(&hist[bin], unsigned(__popc(peers)));
+        }
+        __syncthreads();
+        if (tid == 0) {
+            uint32_t want = sel_want;
+            if (pass == 0) {
+                uint32_t total = 0;
+                for (int b = 0; b < kBins; ++b) total += hist[b];
+                if (total <= want) sel_all = 1;  // every non-NaN value is in the top k
+            }
+            int d = kBins - 1;
+            for (; d > 0; --d) {
+                if (hist[d] >= want) break;
+                want -= hist[d];
+            }
+            sel_want = want;
+            sel_prefix = prefix | (uint32_t(d) << shift);
+        }
+        __syncthreads();
+        if (sel_all) break;
+        prefix = sel_prefix;
+        mask |= 0xffu << shift;
+    }
+    const bool all = sel_all != 0;
+    const uint32_t thr = prefix, take_eq = sel_want;
+
+    // 2. Gather: keys above thr, then the first take_eq equal to it (in index order).
+    const int seg = (cols + kThreads - 1) / kThreads;
+    const int lo = min(cols, tid * seg), hi = min(cols, lo + seg);
+    uint32_t n_gt = 0, n_eq = 0;
+    for (int i = lo; i < hi; ++i) {
+        const float v = row[i];
+        if (v != v) continue;
+        const uint32_t key = key_of(v);
+        if (all || key > thr) ++n_gt;
+        else if (key == thr) ++n_eq;
+    }
+    uint32_t total_gt = 0, total_eq = 0;
+    uint32_t at_gt = block_exclusive_scan(n_gt, sums, &total_gt);
+    uint32_t at_eq = block_exclusive_scan(n_eq, sums, &total_eq);
+    if (n_gt + n_eq > 0)
+        for (int i = lo; i < hi; ++i) {
+            const float v = row[i];
+            if (v != v) continue;
+            const uint32_t key = key_of(v);
+            const uint64_t item = (uint64_t(key) << 32) | uint64_t(~uint32_t(i));
+            if (all || key > thr) {
+                cand[at_gt++] = item;
+            } else if (key == thr) {
+                if (at_eq < take_eq) cand[total_gt + at_eq] = item;
+                ++at_eq;
+            }
+        }
+    const int n = int(all ? total_gt : total_gt + min(take_eq, total_eq));  // ≤ k
+    for (int j = n + tid; j < kTopKMax; j += kThreads) cand[j] = 0;  // padding sorts last
+    __syncthreads();
+
+    // 3. Bitonic sort of kTopKMax items, descending.
+    for (int size = 2; size <= kTopKMax; size <<= 1)
+        for (int stride = size >> 1; stride > 0; stride >>= 1) {
+            if (tid < kTopKMax) {
+                const int j = tid ^ stride;
+                if (j > tid) {
+                    const bool desc = (tid & size) == 0;
+                    const uint64_t a = cand[tid], b = cand[j];
+                    if (desc ? a < b : a > b) {
+                        cand[tid] = b;
+                        cand[j] = a;
+                    }
+                }
+            }
+            __syncthreads();
+        }
+    for (int j = tid; j < k; j += kThreads) {
+        const int64_t o = int64_t(blockIdx.x) * k + j;
+        if (j < n) {
+            const int32_t id = int32_t(~uint32_t(cand[j]));
+            values[o] = row[id];  // the value itself (-0 stays -0)
+            ids[o] = id;
+        } else {
+            values[o] = __uint_as_float(0x7fc00000u);
+            ids[o] = -1;
+        }
+    }
+}
+
+}  // namespace
+
+cudaError_t launch_top_k(const float* x, int64_t ldx, int64_t rows, int64_t cols, int k, float* values, int32_t* ids,
+                         cudaStream_t stream) {
+    top_k_kernel<<<dim3(unsigned(rows)), kThreads, 0, stream>>>(x, ldx, int(cols), k, values, ids);
+    return cudaGetLastError();
+}
+
+}  // namespace tessera::cuda::fast::detail

@@ -1,0 +1,22 @@
+// The k largest values of each row on the GPU (Backend::top_k): what sampling needs from a
+// step's logits, so only k candidates a row cross to the host instead of the vocabulary. One
+// block per row: a radix select of the k-th largest key (four passes of 8 bits over the row,
+// histograms in shared memory), the candidates gathered in index order (a block scan), then
+// sorted by descending value and ascending index (bitonic, in shared memory). NaN never enters;
+// -0 and +0 are one value, as the CPU's comparison has them. Raw pointers; queued on `stream`;
+// no allocation or host sync (graph-safe).
+#pragma once
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+namespace tessera::cuda::fast {
+
+constexpr int kTopKMax = 128;  // = Backend::kMaxTopK
+
+// values / ids [rows, k] (device): row r's k largest non-NaN values of x[r, :cols] (row stride
+// ldx), descending, ties by the lower index; padded with NaN / -1 past the row's non-NaN count.
+void top_k(const float* x, int64_t ldx, int64_t rows, int64_t cols, int k, float* values, int32_t* ids,
+           cudaStream_t stream);
+
+}  // namespace tessera::cuda::fast

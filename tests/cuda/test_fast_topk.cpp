@@ -1,0 +1,110 @@
+// The GPU's row-wise top-k (fast::top_k, CudaBackend::top_k) against the CPU backend's: the same
+// ids in the same order and the same values, on rows of 1..248320 columns (the flagship's
+// vocabulary), k = 1, 2, 21, 64, 128, with ties (a coarse grid of values, all zeros of both
+// signs), NaN and ±inf sprinkled in, fewer non-NaN values than k, strided multi-row batches.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "kernels/backend.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/fast_topk.h"
+
+#include "ref_test_util.h"
+
+using namespace tessera;
+using namespace tessera::cuda;
+using reftest::to_device;
+using reftest::to_host;
+
+namespace {
+
+std::vector<float> make_rows(int64_t R, int64_t C, int64_t ld, int kind, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> nd(0.f, 3.f);
+    std::vector<float> x(size_t(R * ld), 777.f);  // padding past C: never read
+    for (int64_t r = 0; r < R; ++r)
+        for (int64_t c = 0; c < C; ++c) {
+            float v = nd(rng);
+            if (kind == 1) v = std::round(v);                           // many ties
+            if (kind == 2 && c % 5 == 1) v = NAN;                       // NaN never enters
+            if (kind == 2 && c % 7 == 3) v = c % 2 ? INFINITY : -INFINITY;
+            if (kind == 3) v = (rng() & 1) ? 0.f : -0.f;                // one value, two signs
+            if (kind == 4 && c % 3 != 0) v = NAN;                       // few non-NaN values
+            x[size_t(r * ld + c)] = v;
+        }
+    return x;
+}
+
+void check(int64_t R, int64_t C, int k, int kind) {
+    const int64_t ld = C + 3;
+    const std::string what = "top_k R " + std::to_string(R) + " C " + std::to_string(C) + " k " + std::to_string(k) +
+                             " kind " + std::to_string(kind);
+    const std::vector<float> x = make_rows(R, C, ld, kind, uint32_t(R * 31 + C + k));
+    std::vector<float> want_v(size_t(R * k));
+    std::vector<int32_t> want_i(size_t(R * k));
+    Tensor xt(const_cast<float*>(x.data()), DType::F32, {R, C});
+    xt.stride[0] = ld * 4;
+    make_cpu_backend()->top_k(xt, k, want_v.data(), want_i.data());
+
+    DeviceBuffer dx = to_device(x), dv(size_t(R * k) * 4), di(size_t(R * k) * 4);
+    fast::top_k(static_cast<const float*>(dx.data()), ld, R, C, k, static_cast<float*>(dv.data()),
+                static_cast<int32_t*>(di.data()), nullptr);
+    TS_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<float> got_v = to_host<float>(dv);
+    const std::vector<int32_t> got_i = to_host<int32_t>(di);
+    int bad = 0;
+    for (size_t j = 0; j < want_i.size(); ++j) {
+        const bool same_v = (std::isnan(want_v[j]) && std::isnan(got_v[j])) ||
+                            std::memcmp(&want_v[j], &got_v[j], sizeof(float)) == 0;
+        if ((got_i[j] != want_i[j] || !same_v) && ++bad <= 5)
+            ADD_FAILURE() << what << ": row " << j / size_t(k) << " rank " << j % size_t(k) << " got (" << got_i[j]
+                          << ", " << got_v[j] << ") want (" << want_i[j] << ", " << want_v[j] << ")";
+    }
+    EXPECT_EQ(bad, 0) << what;
+}
+
+}  // namespace
+
+TEST(FastTopK, MatchesTheCpu) {
+    REQUIRE_CUDA();
+    for (int kind = 0; kind < 5; ++kind)
+        for (int64_t C : {1, 2, 5, 37, 1000, 1025, 4099})
+            for (int k : {1, 2, 21, 64, 128}) check(3, C, k, kind);
+}
+
+TEST(FastTopK, FlagshipVocabularyAndManyRows) {
+    REQUIRE_CUDA();
+    for (int kind : {0, 1, 2}) check(2, 248320, 21, kind);
+    check(64, 151936, 128, 0);
+    check(1, 248320, 1, 3);
+}
+
+TEST(FastTopK, BackendOpAndBadArguments) {
+    REQUIRE_CUDA();
+    auto be = make_cuda_backend(0);
+    const std::vector<float> x = make_rows(2, 300, 300, 1, 3);
+    DeviceBuffer dx = to_device(x), dv(2 * 8 * 4), di(2 * 8 * 4);
+    be->top_k(Tensor(dx.data(), DType::F32, {2, 300}, Device::CUDA), 8, static_cast<float*>(dv.data()),
+              static_cast<int32_t*>(di.data()));
+    be->synchronize();
+    std::vector<float> wv(16);
+    std::vector<int32_t> wi(16);
+    make_cpu_backend()->top_k(Tensor(const_cast<float*>(x.data()), DType::F32, {2, 300}), 8, wv.data(), wi.data());
+    EXPECT_EQ(to_host<int32_t>(di), wi);
+    EXPECT_THROW(fast::top_k(static_cast<const float*>(dx.data()), 300, 2, 300, 0, static_cast<float*>(dv.data()),
+                             static_cast<int32_t*>(di.data()), nullptr),
+                 Error);
+    EXPECT_THROW(fast::top_k(static_cast<const float*>(dx.data()), 300, 2, 300, fast::kTopKMax + 1,
+                             static_cast<float*>(dv.data()), static_cast<int32_t*>(di.data()), nullptr),
+                 Error);
+}
