@@ -52,4 +52,14 @@ std::string to_string(const DeviceInfo& d) {
                        d.cc_major, d.cc_minor, d.sm_count, d.total_bytes / GiB, d.free_bytes / GiB);
 }
 
+int current_sm_count() {
+    static int count[64] = {};
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 132;
+    if (!count[dev] && (cudaDeviceGetAttribute(&count[dev], cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+                        count[dev] <= 0))
+        count[dev] = 132;
+    return count[dev];
+}
+
 }  // namespace tessera::cuda

@@ -22,6 +22,10 @@ int device_count(std::string* why = nullptr);
 // Properties of device `index` (0 <= index < device_count()); throws Error otherwise.
 DeviceInfo device_info(int index);
 
+// Streaming multiprocessors of the current device, cached per device (132, the H200's, when the
+// query fails): what the kernels' launch heuristics size their grids by.
+int current_sm_count();
+
 // One line: "cuda:0 NVIDIA H200, sm_90, 132 SMs, 139.8 GiB (139.1 GiB free)".
 std::string to_string(const DeviceInfo& d);
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/fast_device.cuh"
+#include "kernels/cuda/device.h"
 #include "kernels/cuda/fast_dense_gemv.h"
 
 namespace tessera::cuda::fast::detail {
@@ -99,16 +100,6 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
-int sm_count() {
-    static int count = [] {
-        int dev = 0, n = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-            return 132;
-        return n;
-    }();
-    return count;
-}
-
 template <typename W, int TMAX, int RB>
 cudaError_t launch(float* y, int64_t ldy, const float* x, int64_t ldx, int T, const W* w, int64_t N, int64_t K,
                    cudaStream_t stream) {
@@ -122,7 +113,7 @@ cudaError_t launch_rows(float* y, int64_t ldy, const float* x, int64_t ldx, int 
                         cudaStream_t stream) {
     // Rows per block: the most that still gives every SM two blocks (more loads in flight per
     // thread, x read once for RB rows).
-    const int64_t want = 2 * int64_t(sm_count());
+    const int64_t want = 2 * int64_t(current_sm_count());
     if (N >= 4 * want) return launch<W, TMAX, 4>(y, ldy, x, ldx, T, w, N, K, stream);
     if (N >= 2 * want) return launch<W, TMAX, 2>(y, ldy, x, ldx, T, w, N, K, stream);
     return launch<W, TMAX, 1>(y, ldy, x, ldx, T, w, N, K, stream);

@@ -7,22 +7,12 @@
 
 #include "core/status.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device.h"
 #include "kernels/cuda/fast_matmul.h"
 
 namespace tessera::cuda::fast {
 
 namespace {
-
-int sm_count() {
-    static const int n = [] {
-        int dev = 0, sms = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0)
-            return 132;  // H200
-        return sms;
-    }();
-    return n;
-}
 
 void check_args(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
                 const void* scratch) {
@@ -72,7 +62,7 @@ GemmPlan gemm_pick(int64_t T, int64_t N, int64_t K, PackedKind kind) {
         if (per_sm <= 0) continue;
         for (int splits = 1; splits <= (k_tiles >= 8 ? 2 : 1); ++splits) {
             const int64_t blocks = ((T + g.bm - 1) / g.bm) * ((N + g.bn - 1) / g.bn) * splits;
-            const int64_t slots = int64_t(sm_count()) * per_sm;
+            const int64_t slots = int64_t(current_sm_count()) * per_sm;
             const int64_t waves = (blocks + slots - 1) / slots;
             const double block_tiles = double((k_tiles + splits - 1) / splits) + 3.0;
             // An SM holding fewer than 8 warps (Int8's 64x128: one block of 4) runs them slower.

@@ -4,6 +4,7 @@
 
 #include "core/status.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device.h"
 #include "kernels/cuda/fast_gemv_plan.h"
 #include "kernels/cuda/fast_matmul.h"
 #include "kernels/cuda/ref_check.h"
@@ -29,14 +30,7 @@ void detail::check_packed(const char* op, const PackedMatrix& w) {
     TS_CHECK(int4 || !w.biases, "{}: Int8 packed weights take no biases", op);
 }
 
-int gemv_sm_count() {
-    static int count[64] = {};
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 132;
-    if (!count[dev] && cudaDeviceGetAttribute(&count[dev], cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-        count[dev] = 132;
-    return count[dev];
-}
+int gemv_sm_count() { return current_sm_count(); }
 
 void gemv_packed_plan(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                       const PackedMatrix& w, cudaStream_t stream) {
