@@ -169,7 +169,7 @@ __global__ void __launch_bounds__(NW * 32, 1) wy_carry_kernel(ChArgs a) {
                           [&](int, int m, int kk) { return m < dkp ? Ks[kk * ldkk + m] * dl[kk] : 0.f; },
                           [&](int kk, int n) { return Vn[kk * kLdS + n]; });
         __syncthreads();  // every read of the old S (and of this chunk's tiles) is done
-        if (rows)
+        if (rows) {
 #pragma unroll
             for (int i = 0; i < kM2; ++i)
 #pragma unroll
@@ -177,6 +177,7 @@ __global__ void __launch_bounds__(NW * 32, 1) wy_carry_kernel(ChArgs a) {
                     tile_each(acc2[i][j], m2[i], n2[j], [&](int r, int n, float x) {
                         if (r < dkp) Ss[r * kLdS + n] = last * Ss[r * kLdS + n] + x;
                     });
+        }
         __syncthreads();
     }
     if (!S) {
