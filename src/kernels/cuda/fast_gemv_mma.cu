@@ -22,6 +22,7 @@
 
 #include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/fast_gemv_plan.h"
+#include "kernels/cuda/fast_mma.cuh"
 
 namespace tessera::cuda::fast::detail {
 
@@ -32,47 +33,11 @@ using namespace dev;
 
 constexpr int kThreads = kGemvMmaWarps * 32;
 
-__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-    uint32_t d;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));  // first source → upper half
-    return d;
-}
-
 // 16 · (a bf16 pair), exact.
 __device__ __forceinline__ uint32_t times16(uint32_t v) {
     uint32_t d;
     asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(v), "r"(0x41804180u), "r"(0x80008000u));
     return d;
-}
-
-// (128 + nibble i, 128 + nibble i + 4) of a word as a bf16 pair (low half first).
-template <int I>
-__device__ __forceinline__ uint32_t nib_pair(uint32_t w) {
-    return ((w >> (4 * I)) & 0x000f000fu) | 0x43004300u;
-}
-
-// Lane t of a quad holds a[j] = M[t][j]; afterwards a[j] = M[j][t].
-__device__ __forceinline__ void quad_transpose(uint32_t (&a)[4], int t) {
-    const bool hi = t & 2;
-    uint32_t s0 = hi ? a[0] : a[2], s1 = hi ? a[1] : a[3];
-    s0 = __shfl_xor_sync(0xffffffffu, s0, 2);
-    s1 = __shfl_xor_sync(0xffffffffu, s1, 2);
-    if (hi) a[0] = s0, a[1] = s1;
-    else a[2] = s0, a[3] = s1;
-    const bool odd = t & 1;
-    uint32_t r0 = odd ? a[0] : a[1], r1 = odd ? a[2] : a[3];
-    r0 = __shfl_xor_sync(0xffffffffu, r0, 1);
-    r1 = __shfl_xor_sync(0xffffffffu, r1, 1);
-    if (odd) a[0] = r0, a[2] = r1;
-    else a[1] = r0, a[3] = r1;
 }
 
 // One k-tile as loaded by a lane: chunk t of rows (mt, h), and those chunks' scales (biases) as

@@ -26,6 +26,7 @@
 
 #include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/fast_moe.h"
+#include "kernels/cuda/fast_mma.cuh"
 
 namespace tessera::cuda::fast::detail {
 
@@ -38,46 +39,10 @@ constexpr int kWarps = 8, kThreads = kWarps * 32;
 constexpr int kRows = 16;     // outputs a block: one m16 row tile
 constexpr int kDownSmemMax = 96 * 1024;
 
-__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-    uint32_t d;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));  // first source → upper half
-    return d;
-}
-
 // Programmatic dependent launch: let the next kernel start / wait for the previous one (both
 // no-ops for a kernel launched without the attribute).
 __device__ __forceinline__ void launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 __device__ __forceinline__ void wait_primary() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-
-// (128 + nibble i, 128 + nibble i + 4) of a word as a bf16 pair (low half first).
-template <int I>
-__device__ __forceinline__ uint32_t nib_pair(uint32_t w) {
-    return ((w >> (4 * I)) & 0x000f000fu) | 0x43004300u;
-}
-
-// Lane t of a quad holds a[j] = M[t][j]; afterwards a[j] = M[j][t].
-__device__ __forceinline__ void quad_transpose(uint32_t (&a)[4], int t) {
-    const bool hi = t & 2;
-    uint32_t s0 = hi ? a[0] : a[2], s1 = hi ? a[1] : a[3];
-    s0 = __shfl_xor_sync(kFull, s0, 2);
-    s1 = __shfl_xor_sync(kFull, s1, 2);
-    if (hi) a[0] = s0, a[1] = s1;
-    else a[2] = s0, a[3] = s1;
-    const bool odd = t & 1;
-    uint32_t r0 = odd ? a[0] : a[1], r1 = odd ? a[2] : a[3];
-    r0 = __shfl_xor_sync(kFull, r0, 1);
-    r1 = __shfl_xor_sync(kFull, r1, 1);
-    if (odd) a[0] = r0, a[2] = r1;
-    else a[1] = r0, a[3] = r1;
-}
 
 // Rows r and r + 8 of a packed Int4 matrix as lane (g, t) reads them (r = row tile + g). Few
 // registers: 8 rows of codes are 128·nch bytes (nch = chunks a row, the kernel's).

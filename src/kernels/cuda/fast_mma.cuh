@@ -1,0 +1,68 @@
+// Device primitives of the kernel pack's tensor-core kernels (the dense GEMM and decode GEMV, the
+// MoE tiles): cp.async copies, mma.sync m16n8k16 bf16 → f32, bf16x2 arithmetic, and the exact
+// Int4 decode into bf16 pairs. Header-only, device code only.
+#pragma once
+#include <cstdint>
+
+namespace tessera::cuda::fast::dev {
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global → shared, or 16 zero bytes when !valid (nothing is read then).
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+    const int n = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t fma_bf16x2(uint32_t a, uint32_t b, uint32_t c) {
+    uint32_t d;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+    uint32_t d;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));  // first source → upper half
+    return d;
+}
+
+// (128 + nibble i, 128 + nibble i + 4) of a word as a bf16 pair (low half first).
+template <int I>
+__device__ __forceinline__ uint32_t nib_pair(uint32_t w) {
+    return ((w >> (4 * I)) & 0x000f000fu) | 0x43004300u;
+}
+
+// Lane t of a quad holds a[j] = M[t][j]; afterwards a[j] = M[j][t].
+__device__ __forceinline__ void quad_transpose(uint32_t (&a)[4], int t) {
+    const bool hi = t & 2;
+    uint32_t s0 = hi ? a[0] : a[2], s1 = hi ? a[1] : a[3];
+    s0 = __shfl_xor_sync(0xffffffffu, s0, 2);
+    s1 = __shfl_xor_sync(0xffffffffu, s1, 2);
+    if (hi) a[0] = s0, a[1] = s1;
+    else a[2] = s0, a[3] = s1;
+    const bool odd = t & 1;
+    uint32_t r0 = odd ? a[0] : a[1], r1 = odd ? a[2] : a[3];
+    r0 = __shfl_xor_sync(0xffffffffu, r0, 1);
+    r1 = __shfl_xor_sync(0xffffffffu, r1, 1);
+    if (odd) a[0] = r0, a[2] = r1;
+    else a[1] = r0, a[3] = r1;
+}
+
+}  // namespace tessera::cuda::fast::dev
