@@ -57,7 +57,8 @@ int64_t gated_delta_rule_scratch_floats(int64_t T, int64_t nv, int64_t dk, int64
 // block). Vec16 not yet measured.
 // Split, SplitWarps8, SplitVec16 (same bits again): the state pass in two launches, the serial one
 // carrying S with W·S and Q·S in one pass over S (e^Γ ⊙ (Q·S) into o, Vn over U in the scratch)
-// and a parallel one over all chunks adding P·Vn to o; no more scratch. Not yet measured.
+// and a parallel one over all chunks adding P·Vn to o; wy_prep's W and U in 4-tile warp blocks;
+// no more scratch. Not yet measured.
 enum class GdnChunkVariant : int {
     Auto = 0,
     StateWarps8 = 1,

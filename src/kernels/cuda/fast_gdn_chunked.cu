@@ -21,6 +21,8 @@ namespace {
 
 // ---- 1. chunk-local matrices ----
 
+// kGridWU (the Split variants): W and U by tile_mma_grid, 4 column tiles a call (same bits).
+template <bool kGridWU>
 __global__ void __launch_bounds__(kThreads, 2) wy_prep_kernel(ChArgs a) {
     const int64_t c = blockIdx.x, h = blockIdx.z;
     const int s = blockIdx.y, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -137,22 +139,51 @@ __global__ void __launch_bounds__(kThreads, 2) wy_prep_kernel(ChArgs a) {
     // W = T·(diag(β)K ⊙ e^Γ) and U = T·diag(β)V: 4 row tiles × (dkp + dvp)/8 column tiles; T is
     // lower triangular, so rows [m0, m0 + 16) stop at column m0 + 16.
     const int nw = dkp / 8, nu = dvp / 8;
-    for (int t = warp; t < 4 * (nw + nu); t += 8) {
-        const int m0 = (t % 4) * 16, ct = t / 4;
-        float acc[4] = {0.f, 0.f, 0.f, 0.f};
-        auto Tm = [&](int m, int kk) { return Xs[m * kLdT + kk]; };
-        if (ct < nw) {
-            const int n0 = ct * 8;
-            tile_mma(acc, m0, n0, m0 + 16, Tm, [&](int kk, int n) { return eg[kk] * (bt[kk] * Ks[kk * ldk + n]); });
-            tile_each(acc, m0, n0, [&](int i, int n, float x) {
-                if (i < L && n < dk) a.scratch[((tb + i) * a.nv + h) * a.rs + n] = x;
-            });
-        } else {
-            const int n0 = (ct - nw) * 8;
-            tile_mma(acc, m0, n0, m0 + 16, Tm, [&](int kk, int n) { return bt[kk] * Vs[kk * ldv + n]; });
-            tile_each(acc, m0, n0, [&](int i, int n, float x) {
-                if (i < L && n < dv) a.scratch[((tb + i) * a.nv + h) * a.rs + dk + n] = x;
-            });
+    if constexpr (kGridWU) {
+        // A warp's row tile (warp % 4) against column tiles warp / 4 + 2r of W, then of U: four at a
+        // time (T's fragments split once for the four), the rest one by one.
+        const int m0[1] = {(warp % 4) * 16};
+        auto Tm = [&](int, int m, int kk) { return Xs[m * kLdT + kk]; };
+        auto Bw = [&](int kk, int n) { return eg[kk] * (bt[kk] * Ks[kk * ldk + n]); };
+        auto Bu = [&](int kk, int n) { return bt[kk] * Vs[kk * ldv + n]; };
+        auto part = [&](int n_tiles, int n_cols, int col0, auto B) {  // col0: the part's scratch column
+            auto store = [&](int i, int n, float x) {
+                if (i < L && n < n_cols) a.scratch[((tb + i) * a.nv + h) * a.rs + col0 + n] = x;
+            };
+            int ct = warp / 4;
+            for (; ct + 6 < n_tiles; ct += 8) {
+                const int n0[4] = {8 * ct, 8 * (ct + 2), 8 * (ct + 4), 8 * (ct + 6)};
+                float acc[1][4][4] = {};
+                tile_mma_grid(acc, m0, n0, m0[0] + 16, Tm, B);
+#pragma unroll
+                for (int j = 0; j < 4; ++j) tile_each(acc[0][j], m0[0], n0[j], store);
+            }
+            for (; ct < n_tiles; ct += 2) {
+                float acc[4] = {0.f, 0.f, 0.f, 0.f};
+                tile_mma(acc, m0[0], 8 * ct, m0[0] + 16, [&](int m, int kk) { return Tm(0, m, kk); }, B);
+                tile_each(acc, m0[0], 8 * ct, store);
+            }
+        };
+        part(nw, dk, 0, Bw);
+        part(nu, dv, dk, Bu);
+    } else {
+        for (int t = warp; t < 4 * (nw + nu); t += 8) {
+            const int m0 = (t % 4) * 16, ct = t / 4;
+            float acc[4] = {0.f, 0.f, 0.f, 0.f};
+            auto Tm = [&](int m, int kk) { return Xs[m * kLdT + kk]; };
+            if (ct < nw) {
+                const int n0 = ct * 8;
+                tile_mma(acc, m0, n0, m0 + 16, Tm, [&](int kk, int n) { return eg[kk] * (bt[kk] * Ks[kk * ldk + n]); });
+                tile_each(acc, m0, n0, [&](int i, int n, float x) {
+                    if (i < L && n < dk) a.scratch[((tb + i) * a.nv + h) * a.rs + n] = x;
+                });
+            } else {
+                const int n0 = (ct - nw) * 8;
+                tile_mma(acc, m0, n0, m0 + 16, Tm, [&](int kk, int n) { return bt[kk] * Vs[kk * ldv + n]; });
+                tile_each(acc, m0, n0, [&](int i, int n, float x) {
+                    if (i < L && n < dv) a.scratch[((tb + i) * a.nv + h) * a.rs + dk + n] = x;
+                });
+            }
         }
     }
     if (tid < L) {
@@ -376,10 +407,11 @@ cudaError_t launch_gdn_chunked(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, 
     const size_t prep_smem =
         sizeof(float) * size_t(kC * (ldk + (ldk > ldv ? ldk : ldv) + 2 * kLdT) + 2 * kC) + sizeof(double) * kC;
     const size_t state_smem = sizeof(float) * size_t((a.dkp + kC) * kLdS + kC * (5 * ldk + kLdT) + 2 * kC);
-    cudaError_t err = cudaFuncSetAttribute(wy_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(prep_smem));
+    const auto prep = split ? wy_prep_kernel<true> : wy_prep_kernel<false>;
+    cudaError_t err = cudaFuncSetAttribute(prep, cudaFuncAttributeMaxDynamicSharedMemorySize, int(prep_smem));
     if (err != cudaSuccess) return err;
     const dim3 prep_grid{unsigned((max_len + kC - 1) / kC), unsigned(plan.n_seqs), unsigned(p.n_v_heads)};
-    wy_prep_kernel<<<prep_grid, kThreads, prep_smem, stream>>>(a);
+    prep<<<prep_grid, kThreads, prep_smem, stream>>>(a);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     if (split) return launch_wy_split(a, state_warps, stream);
     err = cudaFuncSetAttribute(wy_state_kernel<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(state_smem));

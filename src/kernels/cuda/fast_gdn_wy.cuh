@@ -133,6 +133,37 @@ __device__ inline void tile_each(const float (&c)[4], int m0, int n0, F f) {
     f(m0 + gid + 8, n0 + 2 * tig + 1, c[3]);
 }
 
+// MA × NB tiles of one warp: c[i][j] += Σ_{k<K} A(i, m, k)·B(k, n) over the 16 × 8 tile at
+// (m0[i], n0[j]), each in tile_mma's order (so each has tile_mma's bits); every A and B fragment
+// loaded and split once for all the tiles that use it, the MA·NB mma chains interleaved.
+template <int MA, int NB, class FA, class FB>
+__device__ inline void tile_mma_grid(float (&c)[MA][NB][4], const int (&m0)[MA], const int (&n0)[NB], int K, FA A,
+                                     FB B) {
+    const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
+    for (int k0 = 0; k0 < K; k0 += 8) {
+        uint32_t bh[NB][2], bl[NB][2];
+#pragma unroll
+        for (int j = 0; j < NB; ++j) {
+            split(B(k0 + tig, n0[j] + gid), bh[j][0], bl[j][0]);
+            split(B(k0 + tig + 4, n0[j] + gid), bh[j][1], bl[j][1]);
+        }
+#pragma unroll
+        for (int i = 0; i < MA; ++i) {
+            uint32_t ah[4], al[4];
+            split(A(i, m0[i] + gid, k0 + tig), ah[0], al[0]);
+            split(A(i, m0[i] + gid + 8, k0 + tig), ah[1], al[1]);
+            split(A(i, m0[i] + gid, k0 + tig + 4), ah[2], al[2]);
+            split(A(i, m0[i] + gid + 8, k0 + tig + 4), ah[3], al[3]);
+#pragma unroll
+            for (int j = 0; j < NB; ++j) mma_tf32(c[i][j], al, bh[j]);
+#pragma unroll
+            for (int j = 0; j < NB; ++j) mma_tf32(c[i][j], ah, bl[j]);
+#pragma unroll
+            for (int j = 0; j < NB; ++j) mma_tf32(c[i][j], ah, bh[j]);
+        }
+    }
+}
+
 // The state pass and output pass of GdnChunkVariant::Split* (fast_gdn_split.cu), queued after
 // wy_prep has filled the scratch rows of `a`.
 cudaError_t launch_wy_split(const ChArgs& a, int state_warps, cudaStream_t stream);
