@@ -14,7 +14,7 @@ has() { [[ "$stages" == *" $1 "* ]]; }
 
 targets="tessera"
 has tests && targets="$targets test_cuda"
-has kernels && targets="$targets bench_fast_gemv bench_fast_gemm bench_fast_moe bench_fast_gdn bench_fast_attention bench_gemv"
+has kernels && targets="$targets bench_fast_gemv bench_fast_gemm bench_fast_moe bench_fast_gdn bench_fast_attention bench_fast_topk bench_gemv"
 export TESSERA_GPU_TARGETS="$targets"
 if has tests; then
   scripts/gpu/run_tests.sh >"$LOGS/tests.txt" 2>&1
@@ -32,6 +32,7 @@ if has kernels; then
     $B/bench_fast_moe --tokens 1,8,512 --runs 30
     $B/bench_fast_gdn --runs 20
     $B/bench_fast_attention --runs 10
+    $B/bench_fast_topk --runs 30
     $B/bench_gemv --device cuda --dtypes q4_0,bf16 --tokens 1,8
   } >"$LOGS/kernels.txt" 2>&1
   echo "== kernels: $(grep -c '|' "$LOGS/kernels.txt") table rows in kernels.txt"

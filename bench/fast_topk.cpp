@@ -1,0 +1,81 @@
+// bench_fast_topk: what a sampled decode step's logits cost to leave the GPU. The row-wise top-k
+// (fast_topk.h: k candidates a row, what top-k sampling draws from) and the argmax (greedy)
+// against copying the whole rows to page-locked host memory (what every other step does), for
+// vocabularies of 151,936 (Qwen3) and 248,320 (Qwen3.5/3.6) and 1, 8, 64 rows. CUDA events on
+// one stream behind a StreamGate (no launch latency); the copy is timed the same way.
+//   bench_fast_topk [--runs N (50)] [--warmup N (5)]
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "cuda_timer.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/fast_topk.h"
+#include "kernels/cuda/pinned_memory.h"
+#include "kernels/cuda/ref_misc.h"
+#include "kernels/cuda/stream.h"
+
+using namespace tessera;
+using namespace tessera::cuda;
+
+int main(int argc, char** argv) {
+    try {
+        int runs = 50, warmup = 5;
+        for (int i = 1; i < argc; ++i) {
+            const std::string o = argv[i];
+            if (o == "-h" || o == "--help") {
+                std::printf("bench_fast_topk [--runs N (50)] [--warmup N (5)]\n");
+                return 0;
+            }
+            TS_CHECK(i + 1 < argc, "bench_fast_topk: {} needs a value", o);
+            const int v = std::atoi(argv[++i]);
+            if (o == "--runs") runs = std::max(1, v);
+            else if (o == "--warmup") warmup = std::max(0, v);
+            else fail(ErrorKind::Invalid, "bench_fast_topk: unknown option {} (see --help)", o);
+        }
+        cudaDeviceProp p{};
+        TS_CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
+        std::printf("bench_fast_topk on %s; median of %d runs after %d\n\n", p.name, runs, warmup);
+        std::printf("| %7s | %4s | %-26s | %9s |\n", "vocab", "rows", "what leaves the GPU", "median us");
+        Stream stream;
+        bench::CudaTimer timer(stream.get());
+        std::mt19937 rng(1);
+        std::normal_distribution<float> nd(0.f, 3.f);
+        for (int64_t V : {151936, 248320})
+            for (int64_t R : {1, 8, 64}) {
+                std::vector<float> h(size_t(R * V));
+                for (float& x : h) x = nd(rng);
+                DeviceBuffer x(h.size() * 4), ids(size_t(R) * 128 * 4), vals(size_t(R) * 128 * 4);
+                x.upload(h.data(), h.size() * 4);
+                PinnedMemory pinned;
+                void* host = pinned.allocate(h.size() * 4);
+                auto row = [&](const std::string& what, double s) {
+                    std::printf("| %7lld | %4lld | %-26s | %9.2f |\n", (long long)V, (long long)R, what.c_str(), s * 1e6);
+                };
+                row("whole rows (D2H copy)", timer.median(warmup, runs, [&] {
+                    TS_CUDA_CHECK(cudaMemcpyAsync(host, x.data(), h.size() * 4, cudaMemcpyDeviceToHost, stream.get()));
+                }));
+                row("argmax (ids only)", timer.median(warmup, runs, [&] {
+                    ref::argmax(static_cast<const float*>(x.data()), V, R, V, static_cast<int32_t*>(ids.data()), stream.get());
+                }));
+                for (int k : {21, 128})
+                    row("top_k " + std::to_string(k), timer.median(warmup, runs, [&] {
+                        fast::top_k(static_cast<const float*>(x.data()), V, R, V, k, static_cast<float*>(vals.data()),
+                                    static_cast<int32_t*>(ids.data()), stream.get());
+                    }));
+                pinned.deallocate(host);
+            }
+        return 0;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench_fast_topk: %s\n", e.what());
+        return 1;
+    }
+}
