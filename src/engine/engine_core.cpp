@@ -83,6 +83,7 @@ struct EngineCore::Impl {
     std::vector<int32_t> argmax;  // a greedy step's tokens (the logits stay on the device)
     std::vector<float> top_values;  // a top-k step's candidates [rows, k]
     std::vector<int32_t> top_ids;
+    std::vector<LogitEdit> edits;   // the step's penalties and bias, by row, in those two modes
     std::vector<float> raw;  // a row before penalties, for logprobs
     EngineStats counters;
     int64_t decode_steps = 0;
@@ -332,11 +333,12 @@ void EngineCore::Impl::sample_row(Live& l, float* row) {
     take_token(l, token, std::move(out));
 }
 
-// Whether nothing but the sampler reads a request's raw logits (no logits, logprobs or penalties
-// asked): then a step can leave them on the device and return a summary (LogitsOut).
+// Whether nothing but the sampler reads a request's raw logits (no logits or logprobs asked;
+// penalties and bias go to the device as edits): then a step can leave them on the device and
+// return a summary (LogitsOut).
 static bool sampler_only(const Live& l) {
     const GenerationParams& p = l.params;
-    return !p.return_logits && p.logprobs < 0 && !l.proc->active();
+    return !p.return_logits && p.logprobs < 0;
 }
 static bool greedy_only(const Live& l) {
     const SamplingParams& s = l.params.sampling;
@@ -412,6 +414,18 @@ bool EngineCore::step() {
         }
     LogitsOut out;
     float* logits = nullptr;
+    I.edits.clear();
+    if (greedy || top_k > 0) {  // penalties and bias are applied where the logits stay
+        int32_t r = 0;
+        for (const StepItem& it : plan.items)
+            if (it.logits) {
+                const Live& l = *I.live.at(it.seq->id);
+                if (l.proc->active()) l.proc->edits(r, I.edits);
+                ++r;
+            }
+        out.edits = I.edits.data();
+        out.n_edits = int64_t(I.edits.size());
+    }
     if (greedy) {
         I.argmax.assign(size_t(rows), 0);
         out.argmax = I.argmax.data();

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "core/status.h"
 
@@ -16,10 +17,13 @@ LogitsProcessor::LogitsProcessor(const GenerationParams& p, const std::vector<in
              p.presence_penalty);
     TS_CHECK(p.frequency_penalty >= -2.f && p.frequency_penalty <= 2.f,
              "frequency_penalty must be in [-2, 2] (got {})", p.frequency_penalty);
+    std::map<int32_t, float> merged;
     for (const auto& [id, bias] : p.logit_bias) {
         TS_CHECK(id >= 0 && id < vocab, "logit_bias: token id {} is outside the vocabulary [0, {})", id, vocab);
         TS_CHECK(std::isfinite(bias), "logit_bias: the bias of token {} is not finite", id);
+        merged[id] += bias;
     }
+    bias_.assign(merged.begin(), merged.end());
     if (p.repetition_penalty != 1.f)
         for (int32_t t : prompt) seen_.insert(t);
 }
@@ -30,7 +34,7 @@ bool LogitsProcessor::active() const {
 }
 
 void LogitsProcessor::apply(float* logits) const {
-    for (const auto& [id, bias] : p_.logit_bias) logits[id] += bias;
+    for (const auto& [id, bias] : bias_) logits[id] += bias;
     if (p_.repetition_penalty != 1.f)
         for (int32_t t : seen_) {
             float& x = logits[t];
@@ -38,6 +42,34 @@ void LogitsProcessor::apply(float* logits) const {
         }
     if (p_.presence_penalty != 0.f || p_.frequency_penalty != 0.f)
         for (const auto& [t, n] : counts_) logits[t] -= p_.presence_penalty + p_.frequency_penalty * float(n);
+}
+
+void LogitsProcessor::edits(int32_t row, std::vector<LogitEdit>& out) const {
+    std::map<int32_t, LogitEdit> by_id;
+    auto at = [&](int32_t id) -> LogitEdit& {
+        LogitEdit& e = by_id[id];
+        e.row = row;
+        e.id = id;
+        return e;
+    };
+    for (const auto& [id, bias] : bias_) {
+        LogitEdit& e = at(id);
+        e.flags |= LogitEdit::kBias;
+        e.bias = bias;
+    }
+    if (p_.repetition_penalty != 1.f)
+        for (int32_t t : seen_) {
+            LogitEdit& e = at(t);
+            e.flags |= LogitEdit::kRep;
+            e.rep = p_.repetition_penalty;
+        }
+    if (p_.presence_penalty != 0.f || p_.frequency_penalty != 0.f)
+        for (const auto& [t, n] : counts_) {
+            LogitEdit& e = at(t);
+            e.flags |= LogitEdit::kSub;
+            e.sub = p_.presence_penalty + p_.frequency_penalty * float(n);
+        }
+    for (const auto& [id, e] : by_id) out.push_back(e);
 }
 
 void LogitsProcessor::accept(int32_t token) {

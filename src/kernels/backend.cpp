@@ -72,6 +72,7 @@ namespace {
 }  // namespace
 void Backend::sigmoid_mul(const Tensor&, const Tensor&, const Tensor&) { unsupported(*this, "sigmoid_mul"); }
 void Backend::top_k(const Tensor&, int, float*, int32_t*) { unsupported(*this, "top_k"); }
+void Backend::edit_logits(const Tensor&, const LogitEdit*, int64_t) { unsupported(*this, "edit_logits"); }
 void Backend::l2_norm(const Tensor&, float, float) { unsupported(*this, "l2_norm"); }
 void Backend::rms_norm_gated(const Tensor&, const Tensor&, const Tensor&, const Tensor&, float) {
     unsupported(*this, "rms_norm_gated");

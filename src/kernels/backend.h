@@ -10,6 +10,7 @@
 
 #include "core/memory.h"
 #include "core/tensor.h"
+#include "kernels/logit_edit.h"
 
 namespace tessera {
 
@@ -174,6 +175,10 @@ public:
     // needs (Sampler::sample_sorted), so a step returns k ids a row instead of the vocabulary.
     static constexpr int kMaxTopK = 128;
     virtual void top_k(const Tensor& x, int k, float* values, int32_t* ids);
+    // x[R, V] in place: edits[i] applied to x[edits[i].row, edits[i].id] (kernels/logit_edit.h:
+    // a request's penalties and bias, so sampling can stay on the device). `edits` in host memory;
+    // at most one edit per (row, id); rows and ids are checked.
+    virtual void edit_logits(const Tensor& x, const LogitEdit* edits, int64_t n);
 
     // ---- hybrid models (Qwen3.5 / Qwen3-Next). Defaults throw Unsupported until a backend
     // implements them (backend.cpp).

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/log.h"
+#include "models/layers/lm_head.h"
 #include "core/memlog.h"
 #include "core/status.h"
 
@@ -181,6 +182,7 @@ bool DecodeGraphs::forward(Model& m, const Batch& b, const Caches& c, const Logi
     }
     // The summaries run after the replay, unrecorded; only they cross to the host.
     const Tensor rows = out_dev.slice_rows(0, n);
+    apply_edits(be_, rows, host_out, 0, n);
     if (host_out.argmax) {
         auto* ids = static_cast<int32_t*>(logits_.alloc(size_t(n) * sizeof(int32_t)));
         be_.argmax(rows, ids);

@@ -39,6 +39,12 @@ void Model::forward(const Batch& batch, const Caches& caches, const LogitsOut& o
              "forward: top_k {} (at most {}) needs both outputs", out.top_k, Backend::kMaxTopK);
     TS_CHECK(out.host || out.argmax || out.top_k > 0 || batch.logit_rows.empty(),
              "forward: {} logit rows but nowhere to write them", batch.logit_rows.size());
+    TS_CHECK(out.n_edits == 0 || ((out.argmax || out.top_k > 0) && out.edits),
+             "forward: logit edits apply only where the logits stay (argmax or top-k)");
+    for (int64_t i = 0; i < out.n_edits; ++i)
+        TS_CHECK(out.edits[i].row >= 0 && size_t(out.edits[i].row) < batch.logit_rows.size() &&
+                     (i == 0 || out.edits[i].row >= out.edits[i - 1].row),
+                 "forward: logit edit {} has row {} (of {}, in order)", i, out.edits[i].row, batch.logit_rows.size());
     if (graphs_ && graphs_->forward(*this, batch, caches, out)) return;
     run(stager_.stage(batch, be_), caches, out);
 }

@@ -96,7 +96,8 @@ private:
 // themselves). Or only a summary reaches the host and `host` is not written — the logits stay in
 // device memory: with `argmax` (host, [rows]) each row's argmax (greedy decoding); with top_k > 0
 // each row's top_k largest logits and their ids (host, [rows, top_k], as Backend::top_k gives
-// them: what Sampler::sample_sorted draws from).
+// them: what Sampler::sample_sorted draws from). In those two modes `edits` (host, sorted by
+// row) are applied to the logits first: the requests' penalties and bias (Backend::edit_logits).
 struct LogitsOut {
     float* host = nullptr;
     const Tensor* device = nullptr;
@@ -104,6 +105,8 @@ struct LogitsOut {
     int top_k = 0;
     float* top_values = nullptr;
     int32_t* top_ids = nullptr;
+    const LogitEdit* edits = nullptr;
+    int64_t n_edits = 0;
 };
 
 class DecodeGraphs;

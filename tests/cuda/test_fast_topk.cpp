@@ -1,7 +1,8 @@
-// The GPU's row-wise top-k (fast::top_k, CudaBackend::top_k) against the CPU backend's: the same
-// ids in the same order and the same values, on rows of 1..248320 columns (the flagship's
-// vocabulary), k = 1, 2, 21, 64, 128, with ties (a coarse grid of values, all zeros of both
-// signs), NaN and ±inf sprinkled in, fewer non-NaN values than k, strided multi-row batches.
+// The GPU's row-wise top-k (fast::top_k, CudaBackend::top_k) and logit edits (edit_logits)
+// against the CPU backend's: the same ids in the same order and the same values, on rows of
+// 1..248320 columns (the flagship's vocabulary), k = 1, 2, 21, 64, 128, with ties (a coarse grid
+// of values, all zeros of both signs), NaN and ±inf sprinkled in, fewer non-NaN values than k,
+// strided multi-row batches.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -107,4 +108,43 @@ TEST(FastTopK, BackendOpAndBadArguments) {
     EXPECT_THROW(fast::top_k(static_cast<const float*>(dx.data()), 300, 2, 300, fast::kTopKMax + 1,
                              static_cast<float*>(dv.data()), static_cast<int32_t*>(di.data()), nullptr),
                  Error);
+}
+
+// edit_logits (penalties and bias where the logits are) gives the CPU backend's values bit for
+// bit: every flag combination, negative / zero / -0 logits, edits on several rows, through the
+// backend op (which copies the host edits to the device) and with a row out of range refused.
+TEST(FastTopK, EditLogitsMatchesTheCpu) {
+    REQUIRE_CUDA();
+    const int64_t R = 3, V = 1000;
+    std::vector<float> x = make_rows(R, V, V, 0, 9);
+    x[5] = -0.f;
+    x[6] = 0.f;
+    std::vector<LogitEdit> edits;
+    for (int32_t r = 0; r < R; ++r)
+        for (int32_t id = int32_t(r); id < V; id += 7) {
+            LogitEdit e;
+            e.row = r;
+            e.id = id;
+            e.flags = uint32_t(1 + id % 7);  // every combination of bias, rep, sub
+            e.bias = 0.5f - 0.01f * float(id % 13);
+            e.rep = 1.1f + 0.05f * float(r);
+            e.sub = -0.3f + 0.2f * float(id % 3);
+            edits.push_back(e);
+        }
+    std::vector<float> want = x;
+    make_cpu_backend()->edit_logits(Tensor(want.data(), DType::F32, {R, V}), edits.data(), int64_t(edits.size()));
+    auto be = make_cuda_backend(0);
+    DeviceBuffer dx = to_device(x);
+    const Tensor xt(dx.data(), DType::F32, {R, V}, Device::CUDA);
+    be->edit_logits(xt, edits.data(), int64_t(edits.size()));
+    be->synchronize();
+    const std::vector<float> got = to_host<float>(dx);
+    int bad = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+        if (std::memcmp(&got[i], &want[i], 4) != 0 && ++bad <= 5)
+            ADD_FAILURE() << "element " << i << ": got " << got[i] << " want " << want[i];
+    EXPECT_EQ(bad, 0);
+    LogitEdit out_of_range;
+    out_of_range.row = int32_t(R);
+    EXPECT_THROW(be->edit_logits(xt, &out_of_range, 1), Error);
 }

@@ -141,8 +141,9 @@ TEST_P(EngineFixture, ConcurrentRequestsGiveTheTokensTheyGiveAlone) {
 }
 
 // Steps whose rows all sample with top-k (greedy rows among them) take only each row's top
-// candidates from the model (LogitsOut::top_k); asking for logprobs forces the whole row of
-// logits to the host instead. Both draw the same tokens, alone and batched together.
+// candidates from the model (LogitsOut::top_k), greedy ones only argmaxes, with the requests'
+// penalties and bias applied as edits first; asking for logprobs forces the whole row of logits
+// to the host instead. Both draw the same tokens, alone and batched together.
 TEST_P(EngineFixture, TopKSamplingFromCandidatesEqualsSamplingFromTheLogits) {
     EngineOptions o = options(GetParam());
     std::mt19937 rng(23);
@@ -157,6 +158,12 @@ TEST_P(EngineFixture, TopKSamplingFromCandidatesEqualsSamplingFromTheLogits) {
             p.sampling.top_p = i == 2 ? 0.8f : 1.f;
             p.sampling.min_p = i == 0 ? 0.02f : 0.f;
             p.sampling.seed = 7 + uint64_t(i);
+        }
+        if (i >= 1) {  // penalties and bias: applied as edits where the logits stay
+            p.repetition_penalty = 1.2f;
+            p.presence_penalty = i == 2 ? 0.5f : 0.f;
+            p.frequency_penalty = i == 3 ? 0.3f : 0.f;
+            p.logit_bias = {{int32_t(5 * i), 3.f}, {17, -2.f}};
         }
         params.push_back(p);
     }

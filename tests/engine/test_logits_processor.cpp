@@ -2,11 +2,14 @@
 // helpers, on small vocabularies whose expected values are worked out by hand in each test.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "core/status.h"
 #include "engine/logits_processor.h"
+#include "kernels/backend.h"
 
 using namespace tessera;
 
@@ -226,3 +229,40 @@ TEST(Logprobs, TopBestFirstTiesByLowerId) {
 }
 
 }  // namespace
+
+// The processor's edits, applied where the logits are (the CPU backend's edit_logits here, the
+// GPU's in tests/cuda), give apply()'s values bit for bit: every penalty and the bias on one
+// token, negative / zero / -0 logits, a repeated bias id (summed once, in both), tokens seen in
+// the prompt only, in the output only, and both; each row's edits land on its own row.
+TEST(LogitsProcessor, EditsAreApplyBitForBit) {
+    const int V = 50;
+    GenerationParams p;
+    p.repetition_penalty = 1.3f;
+    p.presence_penalty = 0.4f;
+    p.frequency_penalty = -0.7f;
+    p.logit_bias = {{3, 2.5f}, {7, -1.f}, {3, 0.25f}, {11, 0.f}};
+    LogitsProcessor proc(p, {1, 3, 5, 5, 20}, V);
+    for (int32_t t : {3, 9, 9, 20, 33, 9}) proc.accept(t);
+    std::vector<float> row(V);
+    for (int i = 0; i < V; ++i) row[size_t(i)] = i % 5 == 0 ? -0.f : float(i % 7) - 3.25f + 0.125f * float(i);
+    row[3] = 0.f;
+    std::vector<float> want = row;
+    proc.apply(want.data());
+
+    std::vector<float> two(2 * V);  // row 1 of two rows gets the edits
+    std::copy(row.begin(), row.end(), two.begin());
+    std::copy(row.begin(), row.end(), two.begin() + V);
+    std::vector<LogitEdit> edits;
+    proc.edits(1, edits);
+    EXPECT_EQ(edits.size(), size_t(8));  // ids 1 3 5 7 9 11 20 33, and no other
+    for (size_t i = 1; i < edits.size(); ++i) EXPECT_LT(edits[i - 1].id, edits[i].id);
+    make_cpu_backend()->edit_logits(Tensor(two.data(), DType::F32, {2, V}), edits.data(), int64_t(edits.size()));
+    for (int i = 0; i < V; ++i) {
+        EXPECT_EQ(std::memcmp(&two[size_t(V + i)], &want[size_t(i)], 4), 0) << "token " << i;
+        EXPECT_EQ(std::memcmp(&two[size_t(i)], &row[size_t(i)], 4), 0) << "row 0 token " << i << " was edited";
+    }
+    EXPECT_FLOAT_EQ(want[3], ((0.f + 2.75f) / 1.3f) - (0.4f - 0.7f * 1.f));
+    LogitEdit bad;
+    bad.row = 2;
+    EXPECT_THROW(make_cpu_backend()->edit_logits(Tensor(two.data(), DType::F32, {2, V}), &bad, 1), Error);
+}

@@ -181,6 +181,18 @@ public:
         cpu::argmax(xr.as<float>(), xr.fstride(), xr.rows, xr.cols, out);
     }
 
+    void edit_logits(const Tensor& x, const LogitEdit* edits, int64_t n) override {
+        const Rows xr = f32_rows(x, "edit_logits", "x");
+        float* p = xr.as<float>();
+        for (int64_t i = 0; i < n; ++i) {
+            const LogitEdit& e = edits[i];
+            TS_CHECK(e.row >= 0 && e.row < xr.rows && e.id >= 0 && e.id < xr.cols,
+                     "edit_logits: edit {} at ({}, {}) outside [{}, {}]", i, e.row, e.id, xr.rows, xr.cols);
+            float& v = p[e.row * xr.fstride() + e.id];
+            v = apply_logit_edit(v, e);
+        }
+    }
+
     void top_k(const Tensor& x, int k, float* values, int32_t* ids) override {
         const Rows xr = f32_rows(x, "top_k", "x");
         TS_CHECK(k >= 1 && k <= kMaxTopK, "top_k: k = {} out of [1, {}]", k, kMaxTopK);

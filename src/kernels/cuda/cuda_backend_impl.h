@@ -55,6 +55,7 @@ public:
     void softmax(const Tensor& x) override;
     void argmax(const Tensor& x, int32_t* out) override;
     void top_k(const Tensor& x, int k, float* values, int32_t* ids) override;  // fast_topk.h, both modes
+    void edit_logits(const Tensor& x, const LogitEdit* edits, int64_t n) override;
     void sigmoid_mul(const Tensor& y, const Tensor& x, const Tensor& gate) override;
     void l2_norm(const Tensor& x, float eps, float scale) override;
     void rms_norm_gated(const Tensor& y, const Tensor& x, const Tensor& z, const Tensor& w, float eps) override;
@@ -100,6 +101,7 @@ private:
     std::map<const void*, DeviceBuffer> expert_descs_;  // device arrays of packed expert descriptors
     std::set<const void*> moe_checked_;                 // expert sets whose descriptors were checked
     std::vector<DeviceBuffer> scratch_;
+    DeviceBuffer edits_;  // edit_logits' copy of the host edits (never read by a recording)
     // Packed weights by the data pointer of the Tensor place_weight returned for them (which
     // keeps the source dtype and shape; its bytes are the packed codes, scales and biases).
     std::unordered_map<const void*, PackedMatrix> packed_;

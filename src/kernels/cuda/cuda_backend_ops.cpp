@@ -323,6 +323,22 @@ void CudaBackend::top_k(const Tensor& x, int k, float* values, int32_t* ids) {
     fast::top_k(X.p, X.ld, X.rows, X.cols, k, values, ids, stream_.get());
 }
 
+void CudaBackend::edit_logits(const Tensor& x, const LogitEdit* edits, int64_t n) {
+    const Rows X = rows_of(x, "edit_logits", "x");
+    if (n == 0) return;
+    TS_CHECK(edits, "cuda edit_logits: null edits");
+    for (int64_t i = 0; i < n; ++i)
+        TS_CHECK(edits[i].row >= 0 && edits[i].row < X.rows && edits[i].id >= 0 && edits[i].id < X.cols,
+                 "cuda edit_logits: edit {} at ({}, {}) outside [{}, {}]", i, edits[i].row, edits[i].id, X.rows, X.cols);
+    const size_t bytes = size_t(n) * sizeof(LogitEdit);
+    if (edits_.size() < bytes) {
+        stream_.synchronize();  // queued work may still read the old copy
+        edits_ = DeviceBuffer(std::max(bytes, 2 * edits_.size()));
+    }
+    copy_in(edits_.data(), edits, bytes);
+    fast::edit_logits(X.p, X.ld, static_cast<const LogitEdit*>(edits_.data()), n, stream_.get());
+}
+
 void CudaBackend::argmax(const Tensor& x, int32_t* out) {
     const Rows X = rows_of(x, "argmax", "x");
     ref::argmax(X.p, X.ld, X.rows, X.cols, out, stream_.get());

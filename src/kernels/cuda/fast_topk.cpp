@@ -10,8 +10,17 @@
 namespace tessera::cuda::fast {
 
 namespace detail {
+cudaError_t launch_edit_logits(float* x, int64_t ldx, const LogitEdit* edits, int64_t n,
+                               cudaStream_t stream);  // fast_topk.cu
 cudaError_t launch_top_k(const float* x, int64_t ldx, int64_t rows, int64_t cols, int k, float* values, int32_t* ids,
                          cudaStream_t stream);  // fast_topk.cu
+}
+
+void edit_logits(float* x, int64_t ldx, const LogitEdit* edits, int64_t n, cudaStream_t stream) {
+    TS_CHECK(n >= 0 && n <= std::numeric_limits<int32_t>::max(), "edit_logits: {} edits", n);
+    if (n == 0) return;
+    TS_CHECK(x && edits, "edit_logits: null logits or edits");
+    TS_CUDA_CHECK(detail::launch_edit_logits(x, ldx, edits, n, stream));
 }
 
 void top_k(const float* x, int64_t ldx, int64_t rows, int64_t cols, int k, float* values, int32_t* ids,

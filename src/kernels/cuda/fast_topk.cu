@@ -166,7 +166,21 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
+__global__ void edit_logits_kernel(float* __restrict__ x, int64_t ldx, const LogitEdit* __restrict__ edits, int n) {
+    const int i = int(blockIdx.x) * blockDim.x + int(threadIdx.x);
+    if (i >= n) return;
+    const LogitEdit e = edits[i];
+    float& v = x[int64_t(e.row) * ldx + e.id];
+    v = apply_logit_edit(v, e);
+}
+
 }  // namespace
+
+cudaError_t launch_edit_logits(float* x, int64_t ldx, const LogitEdit* edits, int64_t n, cudaStream_t stream) {
+    const int threads = 256;
+    edit_logits_kernel<<<dim3(unsigned((n + threads - 1) / threads)), threads, 0, stream>>>(x, ldx, edits, int(n));
+    return cudaGetLastError();
+}
 
 cudaError_t launch_top_k(const float* x, int64_t ldx, int64_t rows, int64_t cols, int k, float* values, int32_t* ids,
                          cudaStream_t stream) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "core/status.h"
 #include "runtime/weight_store.h"
@@ -15,6 +16,19 @@ LmHead LmHead::load(WeightStore& w, const ModelConfig& c) {
     h.output = c.tied_embeddings || !w.source().has("output.weight") ? h.tok_embd
                                                                       : w.matrix("output.weight", c.vocab_size, c.hidden);
     return h;
+}
+
+// out's edits of logit rows [r0, r0 + n), applied to y [n, V] (rows re-based).
+void apply_edits(Backend& be, const Tensor& y, const LogitsOut& out, int64_t r0, int64_t n) {
+    if (out.n_edits == 0) return;
+    const LogitEdit* b = std::lower_bound(out.edits, out.edits + out.n_edits, r0,
+                                          [](const LogitEdit& e, int64_t r) { return e.row < r; });
+    const LogitEdit* e = std::lower_bound(b, out.edits + out.n_edits, r0 + n,
+                                          [](const LogitEdit& x, int64_t r) { return x.row < r; });
+    if (b == e) return;
+    std::vector<LogitEdit> chunk(b, e);
+    for (LogitEdit& c : chunk) c.row -= int32_t(r0);
+    be.edit_logits(y, chunk.data(), int64_t(chunk.size()));
 }
 
 void LmHead::logits(Backend& be, Arena& arena, const ModelConfig& c, const Tensor& x, const StagedBatch& b,
@@ -41,6 +55,7 @@ void LmHead::logits(Backend& be, Arena& arena, const ModelConfig& c, const Tenso
         const size_t mark = arena.used();
         Tensor y = arena.tensor(DType::F32, {n, V});
         be.matmul(y, rows.slice_rows(r0, r0 + n), output);
+        apply_edits(be, y, out, r0, n);
         if (out.argmax) {
             auto* ids = static_cast<int32_t*>(arena.alloc(size_t(n) * sizeof(int32_t)));
             be.argmax(y, ids);

@@ -30,6 +30,9 @@ struct LmHead {
                 const LogitsOut& out) const;
 };
 
+// The edits of LogitsOut for logit rows [r0, r0 + n), applied to those rows' logits y [n, V].
+void apply_edits(Backend& be, const Tensor& y, const LogitsOut& out, int64_t r0, int64_t n);
+
 // The model's RoPE settings (frequencies precomputed in the config).
 RopeParams rope_params(const ModelConfig& c);
 
