@@ -21,6 +21,7 @@
 #include "core/half.h"
 #include "core/status.h"
 #include "cuda_timer.h"
+#include "kernel_args.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/fast_attention.h"
 #include "kernels/cuda/fast_flash_attention.h"
@@ -131,23 +132,9 @@ void bench_case(const Args& a, Stream& stream, bench::CudaTimer& timer, const st
 int main(int argc, char** argv) {
     try {
         Args a;
-        for (int i = 1; i < argc; ++i) {
-            const std::string o = argv[i];
-            if (o == "--help" || o == "-h") {
-                std::printf("bench_fast_attention [--runs N (20)] [--warmup N (3)] [--filter TEXT] [--old]\n");
-                return 0;
-            }
-            if (o == "--old") {
-                a.old = true;
-                continue;
-            }
-            TS_CHECK(i + 1 < argc, "bench_fast_attention: {} needs a value", o);
-            const std::string v = argv[++i];
-            if (o == "--runs") a.runs = std::max(1, std::atoi(v.c_str()));
-            else if (o == "--warmup") a.warmup = std::max(0, std::atoi(v.c_str()));
-            else if (o == "--filter") a.filter = v;
-            else TS_CHECK(false, "bench_fast_attention: unknown option {}", o);
-        }
+        bench::KernelArgs args("bench_fast_attention [--runs N (20)] [--warmup N (3)] [--filter TEXT] [--old]\n");
+        args.count("--runs", a.runs, 1).count("--warmup", a.warmup, 0).text("--filter", a.filter).flag("--old", a.old);
+        if (!args.parse(argc, argv)) return 0;
         Stream stream;
         bench::CudaTimer timer(stream.get());
         std::printf("bench_fast_attention: D %lld, %lld q / %lld kv heads, f16 cache, blocks of %lld; median of %d "

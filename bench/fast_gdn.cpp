@@ -23,6 +23,7 @@
 
 #include "core/status.h"
 #include "cuda_timer.h"
+#include "kernel_args.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/fast_gdn.h"
@@ -230,29 +231,15 @@ void bench_decode(const Args& a, Stream& stream, Timer& timer, int64_t B, int sl
 int main(int argc, char** argv) {
     try {
         Args a;
-        for (int i = 1; i < argc; ++i) {
-            const std::string o = argv[i];
-            if (o == "-h" || o == "--help") {
-                std::printf(
-                    "bench_fast_gdn: fast Gated DeltaNet kernels (kernels/cuda/fast_gdn.h), 16/32 heads x 128\n"
-                    "  --runs N        timed calls, median (default 50); --warmup N (default 10)\n"
-                    "  --reps N        back-to-back calls per timed sample (default 1)\n"
-                    "  --graph         the --reps calls captured in one CUDA graph\n"
-                    "  --filter TEXT   only cases whose label contains TEXT\n");
-                return 0;
-            }
-            if (o == "--graph") {
-                a.graph = true;
-                continue;
-            }
-            TS_CHECK(i + 1 < argc, "bench_fast_gdn: {} needs a value", o);
-            const std::string v = argv[++i];
-            if (o == "--runs") a.runs = std::max(1, std::atoi(v.c_str()));
-            else if (o == "--warmup") a.warmup = std::max(0, std::atoi(v.c_str()));
-            else if (o == "--reps") a.reps = std::max(1, std::atoi(v.c_str()));
-            else if (o == "--filter") a.filter = v;
-            else fail(ErrorKind::Invalid, "bench_fast_gdn: unknown option {} (see --help)", o);
-        }
+        const char* usage =
+            "bench_fast_gdn: fast Gated DeltaNet kernels (kernels/cuda/fast_gdn.h), 16/32 heads x 128\n"
+            "  --runs N        timed calls, median (default 50); --warmup N (default 10)\n"
+            "  --reps N        back-to-back calls per timed sample (default 1)\n"
+            "  --graph         the --reps calls captured in one CUDA graph\n"
+            "  --filter TEXT   only cases whose label contains TEXT\n";
+        bench::KernelArgs args(usage);
+        args.count("--runs", a.runs, 1).count("--warmup", a.warmup, 0).count("--reps", a.reps, 1).flag("--graph", a.graph);
+        if (!args.text("--filter", a.filter).parse(argc, argv)) return 0;
         cudaDeviceProp p{};
         TS_CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
         std::printf("bench_fast_gdn on %s (%d SMs); runs %d, warm-up %d, median; TB/s of state (+ activations) read "

@@ -18,6 +18,7 @@
 #include "core/half.h"
 #include "core/status.h"
 #include "cuda_timer.h"
+#include "kernel_args.h"
 #include "kernels/cuda/cublas_handle.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
@@ -159,37 +160,16 @@ void bench_shape(const Args& a, const bench::MatmulShape& s, const std::string& 
 int main(int argc, char** argv) {
     try {
         Args a;
-        for (int i = 1; i < argc; ++i) {
-            const std::string o = argv[i];
-            if (o == "-h" || o == "--help") {
-                std::printf(
-                    "bench_fast_gemm: fast::gemm_packed (prefill GEMM) per tile configuration vs cuBLAS bf16\n"
-                    "  --tokens LIST   token counts (default 512,2048)\n"
-                    "  --kinds LIST    int4,int8 (default int4)\n"
-                    "  --runs N        timed calls, median (default 20); --warmup N (default 5)\n"
-                    "  --filter TEXT   only cases whose label \"<shape> <kind> T=<n>\" contains TEXT\n"
-                    "  --configs all|auto  time every tile configuration's kernel or only the pick (default all)\n");
-                return 0;
-            }
-            TS_CHECK(i + 1 < argc, "bench_fast_gemm: {} needs a value", o);
-            const std::string v = argv[++i];
-            if (o == "--tokens") {
-                a.tokens.clear();
-                for (const auto& t : bench::split_list(v)) a.tokens.push_back(std::atoll(t.c_str()));
-            } else if (o == "--kinds") {
-                a.kinds = bench::split_list(v);
-            } else if (o == "--runs") {
-                a.runs = std::max(1, std::atoi(v.c_str()));
-            } else if (o == "--warmup") {
-                a.warmup = std::max(0, std::atoi(v.c_str()));
-            } else if (o == "--filter") {
-                a.filter = v;
-            } else if (o == "--configs") {
-                a.all_configs = v == "all";
-            } else {
-                fail(ErrorKind::Invalid, "bench_fast_gemm: unknown option {} (see --help)", o);
-            }
-        }
+        const char* usage =
+            "bench_fast_gemm: fast::gemm_packed (prefill GEMM) per tile configuration vs cuBLAS bf16\n"
+            "  --tokens LIST   token counts (default 512,2048)\n"
+            "  --kinds LIST    int4,int8 (default int4)\n"
+            "  --runs N        timed calls, median (default 20); --warmup N (default 5)\n"
+            "  --filter TEXT   only cases whose label \"<shape> <kind> T=<n>\" contains TEXT\n"
+            "  --configs all|auto  time every tile configuration's kernel or only the pick (default all)\n";
+        bench::KernelArgs args(usage);
+        args.ints("--tokens", a.tokens).words("--kinds", a.kinds).count("--runs", a.runs, 1).count("--warmup", a.warmup, 0);
+        if (!args.text("--filter", a.filter).choice("--configs", a.all_configs, "all").parse(argc, argv)) return 0;
         cudaDeviceProp p{};
         TS_CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
         std::printf("bench_fast_gemm on %s (%d SMs); runs %d, warm-up %d, median; %% of %.0f TFLOP/s; "

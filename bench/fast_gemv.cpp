@@ -17,6 +17,7 @@
 #include "core/half.h"
 #include "core/status.h"
 #include "cuda_timer.h"
+#include "kernel_args.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/fast_gemv_plan.h"
@@ -167,40 +168,18 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
 int main(int argc, char** argv) {
     try {
         Args a;
-        for (int i = 1; i < argc; ++i) {
-            const std::string o = argv[i];
-            if (o == "-h" || o == "--help") {
-                std::printf(
-                    "bench_fast_gemv: the decode GEMV (fast::gemv_packed) per variant, weight-read bandwidth\n"
-                    "  --tokens LIST    token counts (default 1,2,4,8)\n"
-                    "  --layouts LIST   q4_0, int4g64b (G64 with biases), int8g32, int8g16 (default the first 3)\n"
-                    "  --variants all|pick  every variant or only the dispatch's pick (default all)\n"
-                    "  --modes LIST     cold, hot (default both)\n"
-                    "  --runs N         timed calls, median (default 50); --warmup N (default 10)\n"
-                    "  --filter TEXT    only cases whose label \"<shape> <layout> T=<n>\" contains TEXT\n");
-                return 0;
-            }
-            TS_CHECK(i + 1 < argc, "bench_fast_gemv: {} needs a value", o);
-            const std::string v = argv[++i];
-            if (o == "--tokens") {
-                a.tokens.clear();
-                for (const auto& t : bench::split_list(v)) a.tokens.push_back(std::atoll(t.c_str()));
-            } else if (o == "--layouts") {
-                a.layouts = bench::split_list(v);
-            } else if (o == "--modes") {
-                a.modes = bench::split_list(v);
-            } else if (o == "--variants") {
-                a.all_variants = v == "all";
-            } else if (o == "--runs") {
-                a.runs = std::max(1, std::atoi(v.c_str()));
-            } else if (o == "--warmup") {
-                a.warmup = std::max(0, std::atoi(v.c_str()));
-            } else if (o == "--filter") {
-                a.filter = v;
-            } else {
-                fail(ErrorKind::Invalid, "bench_fast_gemv: unknown option {} (see --help)", o);
-            }
-        }
+        const char* usage =
+            "bench_fast_gemv: the decode GEMV (fast::gemv_packed) per variant, weight-read bandwidth\n"
+            "  --tokens LIST    token counts (default 1,2,4,8)\n"
+            "  --layouts LIST   q4_0, int4g64b (G64 with biases), int8g32, int8g16 (default the first 3)\n"
+            "  --variants all|pick  every variant or only the dispatch's pick (default all)\n"
+            "  --modes LIST     cold, hot (default both)\n"
+            "  --runs N         timed calls, median (default 50); --warmup N (default 10)\n"
+            "  --filter TEXT    only cases whose label \"<shape> <layout> T=<n>\" contains TEXT\n";
+        bench::KernelArgs args(usage);
+        args.ints("--tokens", a.tokens).words("--layouts", a.layouts).words("--modes", a.modes);
+        args.choice("--variants", a.all_variants, "all").count("--runs", a.runs, 1).count("--warmup", a.warmup, 0);
+        if (!args.text("--filter", a.filter).parse(argc, argv)) return 0;
         cudaDeviceProp p{};
         TS_CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
         std::printf("bench_fast_gemv on %s (%d SMs); runs %d, warm-up %d, median; %% of %.1f TB/s; cold = weights "

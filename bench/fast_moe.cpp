@@ -17,13 +17,13 @@
 #include <cstdlib>
 #include <functional>
 #include <numeric>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/half.h"
 #include "core/status.h"
 #include "cuda_timer.h"
+#include "kernel_args.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/fast_moe.h"
@@ -360,49 +360,20 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
     }
 }
 
-std::vector<std::string> split_list(const std::string& s) {
-    std::vector<std::string> out;
-    std::stringstream ss(s);
-    for (std::string item; std::getline(ss, item, ',');)
-        if (!item.empty()) out.push_back(item);
-    return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
     try {
         Args a;
-        for (int i = 1; i < argc; ++i) {
-            const std::string o = argv[i];
-            if (o == "-h" || o == "--help") {
-                std::printf(
-                    "bench_fast_moe: fast MoE router, grouping and Int4 experts (kernels/cuda/fast_moe.h)\n"
-                    "  --tokens LIST   token counts (default 1,2,4,8,64,512,2048)\n"
-                    "  --all           also the first-generation f32 tiles beyond 64 tokens (slow)\n"
-                    "  --runs N        timed calls, median (default 50); --warmup N (default 10)\n"
-                    "  --filter TEXT   only cases whose label \"<shape> T=<n>\" contains TEXT\n");
-                return 0;
-            }
-            if (o == "--all") {
-                a.all = true;
-                continue;
-            }
-            TS_CHECK(i + 1 < argc, "bench_fast_moe: {} needs a value", o);
-            const std::string v = argv[++i];
-            if (o == "--tokens") {
-                a.tokens.clear();
-                for (const auto& t : split_list(v)) a.tokens.push_back(std::atoll(t.c_str()));
-            } else if (o == "--runs") {
-                a.runs = std::max(1, std::atoi(v.c_str()));
-            } else if (o == "--warmup") {
-                a.warmup = std::max(0, std::atoi(v.c_str()));
-            } else if (o == "--filter") {
-                a.filter = v;
-            } else {
-                fail(ErrorKind::Invalid, "bench_fast_moe: unknown option {} (see --help)", o);
-            }
-        }
+        const char* usage =
+            "bench_fast_moe: fast MoE router, grouping and Int4 experts (kernels/cuda/fast_moe.h)\n"
+            "  --tokens LIST   token counts (default 1,2,4,8,64,512,2048)\n"
+            "  --all           also the first-generation f32 tiles beyond 64 tokens (slow)\n"
+            "  --runs N        timed calls, median (default 50); --warmup N (default 10)\n"
+            "  --filter TEXT   only cases whose label \"<shape> T=<n>\" contains TEXT\n";
+        bench::KernelArgs args(usage);
+        args.ints("--tokens", a.tokens).flag("--all", a.all).count("--runs", a.runs, 1).count("--warmup", a.warmup, 0);
+        if (!args.text("--filter", a.filter).parse(argc, argv)) return 0;
         cudaDeviceProp p{};
         TS_CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
         std::printf("bench_fast_moe on %s (%d SMs); runs %d, warm-up %d, median; TB/s of the selected experts' "

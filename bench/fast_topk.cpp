@@ -16,6 +16,7 @@
 
 #include "core/status.h"
 #include "cuda_timer.h"
+#include "kernel_args.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/fast_topk.h"
@@ -29,18 +30,8 @@ using namespace tessera::cuda;
 int main(int argc, char** argv) {
     try {
         int runs = 50, warmup = 5;
-        for (int i = 1; i < argc; ++i) {
-            const std::string o = argv[i];
-            if (o == "-h" || o == "--help") {
-                std::printf("bench_fast_topk [--runs N (50)] [--warmup N (5)]\n");
-                return 0;
-            }
-            TS_CHECK(i + 1 < argc, "bench_fast_topk: {} needs a value", o);
-            const int v = std::atoi(argv[++i]);
-            if (o == "--runs") runs = std::max(1, v);
-            else if (o == "--warmup") warmup = std::max(0, v);
-            else fail(ErrorKind::Invalid, "bench_fast_topk: unknown option {} (see --help)", o);
-        }
+        bench::KernelArgs args("bench_fast_topk [--runs N (50)] [--warmup N (5)]\n");
+        if (!args.count("--runs", runs, 1).count("--warmup", warmup, 0).parse(argc, argv)) return 0;
         cudaDeviceProp p{};
         TS_CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
         std::printf("bench_fast_topk on %s; median of %d runs after %d\n\n", p.name, runs, warmup);
