@@ -156,13 +156,13 @@ void moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, const P
 }
 
 MoePlan moe_pick(int64_t T, int k, int E) {
-    // To be tuned on the H200 from bench_fast_moe (every plan at T = 1..2048). Decode (T ≤ 8):
-    // the v2 small tiles per slot (each slot streams its expert's rows; at T = 8 the 64 slots
-    // name ~50 of 128..256 experts, so little is read twice). Beyond: the v2 tensor-core tiles,
-    // sized to the rows an expert gets on average (T·k / E).
+    // From bench_fast_moe on the H200 (every plan at T = 1..2048; retune from its table). T ≤ 2:
+    // the v2 small tiles per slot (each slot streams its expert's rows). Beyond: the v2
+    // tensor-core tiles, sized to the rows an expert gets on average (T·k / E) — at T = 8 on the
+    // flagship 84 µs against 127 for the best f32 plan, whose FMAs, not the weight stream, bound it.
     MoePlan p;
     p.v2 = true;
-    if (T <= 8) return p;  // per slot, down by token
+    if (T <= 2) return p;  // per slot, down by token
     p.grouped = true;
     p.down_by_token = false;
     p.large_tiles = true;
