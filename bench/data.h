@@ -14,6 +14,16 @@
 
 namespace tessera::bench {
 
+// Cheap reproducible random bits (xorshift64): 100+ MB of packed weights build in a blink.
+struct XorShift {
+    uint64_t s;
+    uint32_t next() {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        return uint32_t(s >> 11);
+    }
+    float uniform(float lo, float hi) { return lo + (hi - lo) * float(next() & 0xffffff) / float(0x1000000); }
+};
+
 inline std::vector<float> random_f32(size_t n, float lo, float hi, uint64_t seed) {
     std::mt19937_64 rng(seed);
     std::uniform_real_distribution<float> d(lo, hi);

@@ -18,6 +18,7 @@
 #include "core/half.h"
 #include "core/status.h"
 #include "cuda_timer.h"
+#include "data.h"
 #include "kernel_args.h"
 #include "kernels/cuda/cublas_handle.h"
 #include "kernels/cuda/cuda_check.h"
@@ -42,15 +43,7 @@ struct Args {
     bool all_configs = true;
 };
 
-// Cheap reproducible bytes (xorshift), so 100+ MB of weights build in a blink.
-struct Rng {
-    uint64_t s;
-    uint32_t next() {
-        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-        return uint32_t(s >> 11);
-    }
-    float uniform(float lo, float hi) { return lo + (hi - lo) * float(next() & 0xffffff) / float(0x1000000); }
-};
+using Rng = bench::XorShift;
 
 using Timer = bench::CudaTimer;
 

@@ -23,6 +23,7 @@
 #include "core/half.h"
 #include "core/status.h"
 #include "cuda_timer.h"
+#include "data.h"
 #include "kernel_args.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
@@ -52,14 +53,7 @@ struct Shape {
     const char* anchor512;  // llama.cpp at 512 tokens (one matrix)
 };
 
-struct Rng {
-    uint64_t s;
-    uint32_t next() {
-        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-        return uint32_t(s >> 11);
-    }
-    float uniform(float lo, float hi) { return lo + (hi - lo) * float(next() & 0xffffff) / float(0x1000000); }
-};
+using Rng = bench::XorShift;
 
 using Timer = bench::CudaTimer;
 
