@@ -84,6 +84,7 @@ struct EngineCore::Impl {
     std::vector<float> top_values;  // a top-k step's candidates [rows, k]
     std::vector<int32_t> top_ids;
     std::vector<LogitEdit> edits;   // the step's penalties and bias, by row, in those two modes
+    std::vector<const Live*> sampled;  // the step's requests with a logit row, in row order
     std::vector<float> raw;  // a row before penalties, for logprobs
     EngineStats counters;
     int64_t decode_steps = 0;
@@ -384,7 +385,7 @@ bool EngineCore::step() {
     }
     const int block_size = I.kv ? int(I.kv->shape().block_size) : 0;
     BatchBuilder bb(block_size);
-    int64_t rows = 0;
+    I.sampled.clear();
     bool decode_only = true;
     for (const StepItem& it : plan.items) {
         Live& l = *I.live.at(it.seq->id);
@@ -395,7 +396,7 @@ bool EngineCore::step() {
         }
         SeqBlocks view = it.seq->kv;  // the scheduler advances the real one in complete()
         bb.add(view, it.seq->tokens.data() + it.start, it.n, it.logits ? 1 : 0);
-        rows += it.logits ? 1 : 0;
+        if (it.logits) I.sampled.push_back(&l);
         if (it.seq->computed() < it.seq->n_prompt) I.counters.prompt_tokens += std::min(it.n, it.seq->n_prompt - it.start);
         decode_only = decode_only && it.n == 1;
     }
@@ -403,26 +404,20 @@ bool EngineCore::step() {
     const int64_t V = I.m.config.vocab_size;
     // A step whose every sampled row is greedy asks the model for argmaxes only; one whose rows
     // all draw from their top candidates (top-k sampling) for those: no logits copy either way.
+    const int64_t rows = int64_t(I.sampled.size());
     bool greedy = rows > 0;
     int top_k = rows > 0 ? 1 : 0;
-    for (const StepItem& it : plan.items)
-        if (it.logits) {
-            const Live& l = *I.live.at(it.seq->id);
-            greedy = greedy && greedy_only(l);
-            const int need = top_needed(l);
-            top_k = need == 0 || top_k == 0 ? 0 : std::max(top_k, need);
-        }
+    for (const Live* l : I.sampled) {
+        greedy = greedy && greedy_only(*l);
+        const int need = top_needed(*l);
+        top_k = need == 0 || top_k == 0 ? 0 : std::max(top_k, need);
+    }
     LogitsOut out;
     float* logits = nullptr;
     I.edits.clear();
     if (greedy || top_k > 0) {  // penalties and bias are applied where the logits stay
-        int32_t r = 0;
-        for (const StepItem& it : plan.items)
-            if (it.logits) {
-                const Live& l = *I.live.at(it.seq->id);
-                if (l.proc->active()) l.proc->edits(r, I.edits);
-                ++r;
-            }
+        for (size_t r = 0; r < I.sampled.size(); ++r)
+            if (I.sampled[r]->proc->active()) I.sampled[r]->proc->edits(int32_t(r), I.edits);
         out.edits = I.edits.data();
         out.n_edits = int64_t(I.edits.size());
     }

@@ -180,23 +180,8 @@ bool DecodeGraphs::forward(Model& m, const Batch& b, const Caches& c, const Logi
             }
         }
     }
-    // The summaries run after the replay, unrecorded; only they cross to the host.
-    const Tensor rows = out_dev.slice_rows(0, n);
-    apply_edits(be_, rows, host_out, 0, n);
-    if (host_out.argmax) {
-        auto* ids = static_cast<int32_t*>(logits_.alloc(size_t(n) * sizeof(int32_t)));
-        be_.argmax(rows, ids);
-        be_.copy_out(host_out.argmax, ids, size_t(n) * sizeof(int32_t));
-    } else if (host_out.top_k > 0) {
-        const size_t bytes = size_t(n) * size_t(host_out.top_k) * 4;
-        auto* vals = static_cast<float*>(logits_.alloc(bytes));
-        auto* ids = static_cast<int32_t*>(logits_.alloc(bytes));
-        be_.top_k(rows, host_out.top_k, vals, ids);
-        be_.copy_out(host_out.top_values, vals, bytes);
-        be_.copy_out(host_out.top_ids, ids, bytes);
-    } else {
-        be_.copy_out(host_out.host, out_dev.data, size_t(int64_t(n) * V) * sizeof(float));
-    }
+    // Edits and summaries run after the replay, unrecorded; only what the step wants crosses.
+    deliver_logits(be_, logits_, out_dev.slice_rows(0, n), 0, host_out);
     return true;
 }
 

@@ -18,6 +18,7 @@ LmHead LmHead::load(WeightStore& w, const ModelConfig& c) {
     return h;
 }
 
+namespace {
 // out's edits of logit rows [r0, r0 + n), applied to y [n, V] (rows re-based).
 void apply_edits(Backend& be, const Tensor& y, const LogitsOut& out, int64_t r0, int64_t n) {
     if (out.n_edits == 0) return;
@@ -29,6 +30,26 @@ void apply_edits(Backend& be, const Tensor& y, const LogitsOut& out, int64_t r0,
     std::vector<LogitEdit> chunk(b, e);
     for (LogitEdit& c : chunk) c.row -= int32_t(r0);
     be.edit_logits(y, chunk.data(), int64_t(chunk.size()));
+}
+}  // namespace
+
+void deliver_logits(Backend& be, Arena& scratch, const Tensor& y, int64_t r0, const LogitsOut& out) {
+    const int64_t n = y.dim(0), V = y.dim(1);
+    apply_edits(be, y, out, r0, n);
+    if (out.argmax) {
+        auto* ids = static_cast<int32_t*>(scratch.alloc(size_t(n) * sizeof(int32_t)));
+        be.argmax(y, ids);
+        be.copy_out(out.argmax + r0, ids, size_t(n) * sizeof(int32_t));
+    } else if (out.top_k > 0) {
+        const size_t bytes = size_t(n) * size_t(out.top_k) * 4;
+        auto* vals = static_cast<float*>(scratch.alloc(bytes));
+        auto* ids = static_cast<int32_t*>(scratch.alloc(bytes));
+        be.top_k(y, out.top_k, vals, ids);
+        be.copy_out(out.top_values + r0 * out.top_k, vals, bytes);
+        be.copy_out(out.top_ids + r0 * out.top_k, ids, bytes);
+    } else {
+        be.copy_out(out.host + r0 * V, y.data, size_t(n * V) * sizeof(float));
+    }
 }
 
 void LmHead::logits(Backend& be, Arena& arena, const ModelConfig& c, const Tensor& x, const StagedBatch& b,
@@ -55,21 +76,7 @@ void LmHead::logits(Backend& be, Arena& arena, const ModelConfig& c, const Tenso
         const size_t mark = arena.used();
         Tensor y = arena.tensor(DType::F32, {n, V});
         be.matmul(y, rows.slice_rows(r0, r0 + n), output);
-        apply_edits(be, y, out, r0, n);
-        if (out.argmax) {
-            auto* ids = static_cast<int32_t*>(arena.alloc(size_t(n) * sizeof(int32_t)));
-            be.argmax(y, ids);
-            be.copy_out(out.argmax + r0, ids, size_t(n) * sizeof(int32_t));
-        } else if (out.top_k > 0) {
-            const size_t bytes = size_t(n) * size_t(out.top_k) * 4;
-            auto* vals = static_cast<float*>(arena.alloc(bytes));
-            auto* ids = static_cast<int32_t*>(arena.alloc(bytes));
-            be.top_k(y, out.top_k, vals, ids);
-            be.copy_out(out.top_values + r0 * out.top_k, vals, bytes);
-            be.copy_out(out.top_ids + r0 * out.top_k, ids, bytes);
-        } else {
-            be.copy_out(out.host + r0 * V, y.data, size_t(n * V) * sizeof(float));
-        }
+        deliver_logits(be, arena, y, r0, out);
         arena.rewind(mark);
     }
 }

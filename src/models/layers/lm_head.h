@@ -30,8 +30,10 @@ struct LmHead {
                 const LogitsOut& out) const;
 };
 
-// The edits of LogitsOut for logit rows [r0, r0 + n), applied to those rows' logits y [n, V].
-void apply_edits(Backend& be, const Tensor& y, const LogitsOut& out, int64_t r0, int64_t n);
+// Logit rows [r0, r0 + n) of a step, y [n, V] in the backend's memory, to where `out` wants them:
+// its edits applied, then the rows, their argmaxes or their top candidates copied to the host
+// (`scratch`, the backend's memory, holds the ids and values on the way).
+void deliver_logits(Backend& be, Arena& scratch, const Tensor& y, int64_t r0, const LogitsOut& out);
 
 // The model's RoPE settings (frequencies precomputed in the config).
 RopeParams rope_params(const ModelConfig& c);
