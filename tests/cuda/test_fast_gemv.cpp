@@ -181,8 +181,8 @@ void run_gemv_case(DType type, const Case& c, uint32_t seed) {
     const fast::GemvPlan pick = fast::gemv_pick(c.T, c.N, c.K, ph.kind, fast::gemv_sm_count());
     const fast::GemvPlan plans[2] = {fast::GemvPlan{}, pick};  // Simt, then the entry point's pick
     for (int i = 0; i < 2; ++i) {
-        const bool mma = plans[i].variant == fast::GemvVariant::Mma;
-        SCOPED_TRACE(i == 0 ? "simt" : mma ? "gemv_packed (mma)" : "gemv_packed (simt)");
+        const bool mma = plans[i].variant != fast::GemvVariant::Simt;  // the tensor cores round x to bf16
+        SCOPED_TRACE(i == 0 ? "simt" : mma ? "gemv_packed (tensor cores)" : "gemv_packed (simt)");
         DeviceBuffer yd = to_device(y0);
         Stream s;
         if (i == 1) fast::gemv_packed(yd.as<float>(), ldy, xd.as<float>(), ldx, c.T, dp.m, s.get());
@@ -371,7 +371,7 @@ TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
             }
             for (const fast::GemvPlan& plan : plans) {
                 SCOPED_TRACE(plan_name(plan));
-                const bool mma = plan.variant == fast::GemvVariant::Mma;
+                const bool mma = plan.variant != fast::GemvVariant::Simt;  // x rounded to bf16
                 DeviceBuffer yd = to_device(std::vector<float>(size_t(sh.T * ldy), reftest::kPad));
                 Stream s;
                 fast::gemv_packed_plan(plan, yd.as<float>(), ldy, xd.as<float>(), ldx, sh.T, dp.m, s.get());
@@ -415,11 +415,20 @@ TEST(FastGemv, PickIsValid) {
                             << T << " " << K;
                         continue;
                     }
+                    if (p.variant == fast::GemvVariant::MmaRows) {  // any K, one row tile a block
+                        EXPECT_LE(N, fast::kGemvRowsMaxN);
+                        EXPECT_EQ(p.mtiles, 1);
+                        continue;
+                    }
+                    EXPECT_GT(N, fast::kGemvRowsMaxN);
                     EXPECT_TRUE(fast::gemv_mma_fits(K, kind, p.splits)) << T << " " << N << " " << K;
                     EXPECT_TRUE(p.mtiles == 1 || p.mtiles == 2);
                 }
-    // The anchor shape splits K 8 ways; lm_head does not split.
-    EXPECT_EQ(fast::gemv_pick(1, 4096, 14336, PackedKind::Int4, 132).splits, 8);
+    // The anchor shape takes MmaRows; lm_head Mma unsplit.
+    EXPECT_EQ(fast::gemv_pick(1, 4096, 14336, PackedKind::Int4, 132).variant, fast::GemvVariant::MmaRows);
+    EXPECT_EQ(fast::gemv_pick(8, 4096, 14336, PackedKind::Int8, 132).variant, fast::GemvVariant::MmaRows);
+    EXPECT_EQ(fast::gemv_pick(1, 4096, 14336, PackedKind::Int8, 132).variant, fast::GemvVariant::Simt);
+    EXPECT_EQ(fast::gemv_pick(1, 248320, 2048, PackedKind::Int4, 132).variant, fast::GemvVariant::Mma);
     EXPECT_EQ(fast::gemv_pick(1, 248320, 2048, PackedKind::Int4, 132).splits, 1);
 }
 
@@ -501,8 +510,8 @@ TEST(CudaFastBackend, MatmulAndEmbedMatchReference) {
                 rel += 1.0 / 127;  // x rounded to int8 per 32 columns (fast_gemv_q8.h)
                 norm = 2e-2;
             } else if (kernel == MatmulKernel::Gemv &&
-                       fast::gemv_pick(T, N, K, packed_kind_of(t), fast::gemv_sm_count()).variant ==
-                           fast::GemvVariant::Mma) {  // x rounded to bf16
+                       fast::gemv_pick(T, N, K, packed_kind_of(t), fast::gemv_sm_count()).variant !=
+                           fast::GemvVariant::Simt) {  // x rounded to bf16
                 rel += std::ldexp(1.0, -8);
                 norm = 1e-2;
             }

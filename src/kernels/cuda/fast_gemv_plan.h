@@ -42,15 +42,22 @@ constexpr bool gemv_mma_fits(int64_t K, PackedKind kind, int splits) {
     return per * gemv_tile_smem(kind) <= kGemvXSmemBytes;
 }
 
-// y[T, N] = x[T, K] · w[N, K]ᵀ on a device with `sms` SMs. Mma whenever K fits (up to 20480
-// columns), 2 row tiles a warp (the x fragments and the Σx mma serve twice the rows), K split
-// until about 2 blocks an SM (the first H200 runs: k/8 at 4096x14336 and lm_head unsplit best;
-// Simt within 10 % at T = 1 on the 2048-column Int4 shapes). Int8 below 4 tokens: Simt (43 us
-// against Mma's 66 at 4096x14336, 203 against 359 at lm_head, T = 1; Mma's cost is flat in T,
-// Simt's grows ~9 us a token there).
+// y[T, N] = x[T, K] · w[N, K]ᵀ on a device with `sms` SMs. Up to kGemvRowsMaxN rows: MmaRows,
+// one row tile a block (H200, session 5, cold weights: 28.0 against Mma's 29.7 us at 4096x14336
+// T = 1, 30.5 / 34.1 at T = 8; 8.2 / 10.1 at 4096x2048; 5.1 / 6.8 at 2048x512 — Mma's cluster
+// staging of x is a fixed cost these shapes do not earn back). Beyond (lm_head: 145 against 245):
+// Mma whenever K fits (up to 20480 columns), 2 row tiles a warp, K split until about 2 blocks an
+// SM. Int8 below 4 tokens: Simt (43 us against MmaRows' 46 and Mma's 66 at 4096x14336, 203
+// against 386 / 359 at lm_head, T = 1; the tensor-core variants are flat in T, Simt grows ~9 us a
+// token there).
+constexpr int64_t kGemvRowsMaxN = 16384;
 constexpr GemvPlan gemv_pick(int64_t T, int64_t N, int64_t K, PackedKind kind, int sms) {
     GemvPlan p;
     if (kind == PackedKind::Int8 && T <= 3) return p;  // Simt
+    if (N <= kGemvRowsMaxN) {
+        p.variant = GemvVariant::MmaRows;
+        return p;
+    }
     int min_splits = 1;
     while (min_splits <= kGemvMaxSplits && !gemv_mma_fits(K, kind, min_splits)) ++min_splits;
     if (min_splits > kGemvMaxSplits) return p;  // Simt
