@@ -2,7 +2,8 @@
 # Runs ON the GPU machine: unpack the carried .debs (bootstrap.sh), configure with the cuda
 # preset (sm_90a), build, and run the CUDA tests. Logs go to $OUT (or build/gpu-logs).
 #   scripts/gpu/run_tests.sh [extra ctest args]      e.g. -R CudaConvert
-# TESSERA_GPU_TARGETS: what to build (default test_cuda; "all" for everything).
+# TESSERA_GPU_TARGETS: what to build (default test_cuda; "all" for everything);
+# TESSERA_GPU_BUILD_ONLY=1: configure and build only.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 LOGS=${OUT:-build/gpu-logs}
@@ -22,6 +23,7 @@ if [ "$targets" = all ]; then tflag=(); else tflag=(--target $targets); fi
 cmake --build --preset cuda -j"$(nproc)" "${tflag[@]}" >"$LOGS/build.log" 2>&1 ||
   { grep -E "error|Error" "$LOGS/build.log" | head -40; echo "run_tests: build failed (log: $LOGS/build.log)"; exit 1; }
 echo "built in $(( $(date +%s) - start )) s"
+[ "${TESSERA_GPU_BUILD_ONLY:-0}" = 1 ] && exit 0
 
 # The fast-vs-reference test on a 4-layer cut of the flagship (FastEquivalence.FlagshipCut) when
 # the tessera binary was built too (TESSERA_GPU_TARGETS="test_cuda tessera").
