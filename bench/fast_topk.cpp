@@ -54,13 +54,18 @@ int main(int argc, char** argv) {
                 row("whole rows (D2H copy)", timer.median(warmup, runs, [&] {
                     TS_CUDA_CHECK(cudaMemcpyAsync(host, x.data(), h.size() * 4, cudaMemcpyDeviceToHost, stream.get()));
                 }));
-                row("argmax (ids only)", timer.median(warmup, runs, [&] {
+                row("argmax, reference kernel", timer.median(warmup, runs, [&] {
                     ref::argmax(static_cast<const float*>(x.data()), V, R, V, static_cast<int32_t*>(ids.data()), stream.get());
+                }));
+                DeviceBuffer sc(std::max(fast::argmax_scratch_bytes(R, V), fast::top_k_scratch_bytes(R, V, 128)));
+                row("argmax (ids only)", timer.median(warmup, runs, [&] {
+                    fast::argmax(static_cast<const float*>(x.data()), V, R, V, static_cast<int32_t*>(ids.data()),
+                                 sc.data(), stream.get());
                 }));
                 for (int k : {21, 128})
                     row("top_k " + std::to_string(k), timer.median(warmup, runs, [&] {
                         fast::top_k(static_cast<const float*>(x.data()), V, R, V, k, static_cast<float*>(vals.data()),
-                                    static_cast<int32_t*>(ids.data()), stream.get());
+                                    static_cast<int32_t*>(ids.data()), sc.data(), stream.get());
                     }));
                 pinned.deallocate(host);
             }

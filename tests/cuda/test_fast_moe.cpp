@@ -93,6 +93,7 @@ const fast::MoePlan kMmaDecodePlans[] = {{false, true, 8, false, false, true, 0}
                                          {false, true, 8, false, false, true, 8},
                                          {false, true, 8, false, false, true, 0, true},
                                          {false, true, 8, false, false, true, 4, false, 1},
+                                         {false, true, 8, false, false, true, 0, false, 0, 16},
                                          {false, true, 8, false, false, true, 0, true, 0, 16}};
 
 std::vector<fast::MoePlan> all_plans() {
@@ -680,7 +681,7 @@ TEST(FastMoe, RouterThenExpertsOnTheDevice) {
     std::vector<float> y(size_t(T * ex.H));
     std::memcpy(y.data(), runs[0].data(), y.size() * 4);
     const Reference ref = reference(ex, x, ex.H, T, Routing{got.ids, got.weights}, k);
-    expect_near_reference(y, ex.H, ref, T, ex.H, fast::moe_pick(T, k, E).large_tiles ? ref.eps_bf16() : ref.eps_f32);
+    expect_near_reference(y, ex.H, ref, T, ex.H, fast::moe_pick(T, k, E).large_tiles || fast::moe_pick(T, k, E).mma_decode ? ref.eps_bf16() : ref.eps_f32);
     // The tensor-core decode kernels on the router's ids (the eight-way tie included).
     fast::moe_experts_packed_plan(kMmaDecodePlans[0], d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T, ex.view(),
                                   d_ids.as<int32_t>(), d_w.as<float>(), k, d_scratch.data(), stream);

@@ -5,6 +5,7 @@
 // strided multi-row batches.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -58,8 +59,10 @@ void check(int64_t R, int64_t C, int k, int kind) {
     make_cpu_backend()->top_k(xt, k, want_v.data(), want_i.data());
 
     DeviceBuffer dx = to_device(x), dv(size_t(R * k) * 4), di(size_t(R * k) * 4);
+    DeviceBuffer sc(std::max<size_t>(fast::top_k_scratch_bytes(R, C, k), 1));
+    EXPECT_EQ(fast::top_k_scratch_bytes(R, C, k) > 0, C > fast::kTopKSegment);
     fast::top_k(static_cast<const float*>(dx.data()), ld, R, C, k, static_cast<float*>(dv.data()),
-                static_cast<int32_t*>(di.data()), nullptr);
+                static_cast<int32_t*>(di.data()), sc.data(), nullptr);
     TS_CUDA_CHECK(cudaDeviceSynchronize());
     const std::vector<float> got_v = to_host<float>(dv);
     const std::vector<int32_t> got_i = to_host<int32_t>(di);
@@ -88,6 +91,65 @@ TEST(FastTopK, FlagshipVocabularyAndManyRows) {
     for (int kind : {0, 1, 2}) check(2, 248320, 21, kind);
     check(64, 151936, 128, 0);
     check(1, 248320, 1, 3);
+    // Two passes: just past one segment, a last segment of 1 column, a last segment shorter than
+    // k, few non-NaN values spread over segments, ties across segments (kind 1 and 3).
+    for (int kind = 0; kind < 5; ++kind)
+        for (int64_t C : {int64_t(fast::kTopKSegment) + 1, 3 * int64_t(fast::kTopKSegment) + 100})
+            for (int k : {1, 21, 128}) check(3, C, k, kind);
+}
+
+// fast::argmax (the CUDA backend's in fast mode) against the CPU backend's: ties (the first index,
+// also across segments), NaN never winning, rows of NaN / -inf only (0), -0 against +0, one
+// column, a segment edge, the flagship's vocabulary, many rows, strided.
+TEST(FastArgmax, MatchesTheCpu) {
+    REQUIRE_CUDA();
+    const int64_t S = fast::kArgmaxSegment;
+    for (int kind = 0; kind < 5; ++kind)
+        for (int64_t C : {int64_t(1), int64_t(37), S, S + 1, 2 * S + 1, int64_t(151936), int64_t(248320)})
+            for (int64_t R : {int64_t(1), int64_t(9)}) {
+                const int64_t ld = C + 3;
+                std::vector<float> x = make_rows(R, C, ld, kind, uint32_t(R * 7 + C + kind));
+                auto row = [&](int64_t r) { return x.begin() + r * ld; };
+                if (R > 1) {
+                    std::fill(row(0), row(0) + C, NAN);                 // all NaN: 0
+                    std::fill(row(1), row(1) + C, -INFINITY);           // all -inf: 0
+                    std::fill(row(2), row(2) + C, 1.5f);                // all equal: 0
+                    row(3)[C - 1] = 1000.f;                             // the last column
+                    std::fill(row(4), row(4) + C, 0.f);                 // -0 before +0: the first
+                    row(4)[0] = -0.f;
+                    if (C > S) {                                        // a tie across segments
+                        row(5)[S + 1] = 2000.f;
+                        row(5)[C - 1] = 2000.f;
+                        row(6)[S] = INFINITY;                           // +inf first in segment 2
+                        row(6)[S - 1] = NAN;
+                    }
+                }
+                std::vector<int32_t> want(size_t(R), -1);
+                Tensor xt(x.data(), DType::F32, {R, C});
+                xt.stride[0] = ld * 4;
+                make_cpu_backend()->argmax(xt, want.data());
+                DeviceBuffer dx = to_device(x), dout(size_t(R) * 4);
+                DeviceBuffer sc(std::max<size_t>(fast::argmax_scratch_bytes(R, C), 1));
+                fast::argmax(static_cast<const float*>(dx.data()), ld, R, C, static_cast<int32_t*>(dout.data()),
+                             sc.data(), nullptr);
+                TS_CUDA_CHECK(cudaDeviceSynchronize());
+                EXPECT_EQ(to_host<int32_t>(dout), want) << "argmax [" << R << ", " << C << "] kind " << kind;
+            }
+    // The backend op in fast mode (scratch its own), and bad arguments.
+    auto be = make_cuda_backend(0, CudaKernels::Fast);
+    const std::vector<float> x = make_rows(2, 248320, 248320, 1, 5);
+    std::vector<int32_t> want(2);
+    make_cpu_backend()->argmax(Tensor(const_cast<float*>(x.data()), DType::F32, {2, 248320}), want.data());
+    DeviceBuffer dx = to_device(x), dout(8);
+    be->argmax(Tensor(dx.data(), DType::F32, {2, 248320}, Device::CUDA), static_cast<int32_t*>(dout.data()));
+    be->synchronize();
+    EXPECT_EQ(to_host<int32_t>(dout), want);
+    EXPECT_THROW(fast::argmax(static_cast<const float*>(dx.data()), 248320, 2, 248320,
+                              static_cast<int32_t*>(dout.data()), nullptr, nullptr),
+                 Error);  // needs scratch
+    EXPECT_THROW(fast::argmax(static_cast<const float*>(dx.data()), 4, 2, 0, static_cast<int32_t*>(dout.data()),
+                              nullptr, nullptr),
+                 Error);  // empty rows
 }
 
 TEST(FastTopK, BackendOpAndBadArguments) {
@@ -103,11 +165,14 @@ TEST(FastTopK, BackendOpAndBadArguments) {
     make_cpu_backend()->top_k(Tensor(const_cast<float*>(x.data()), DType::F32, {2, 300}), 8, wv.data(), wi.data());
     EXPECT_EQ(to_host<int32_t>(di), wi);
     EXPECT_THROW(fast::top_k(static_cast<const float*>(dx.data()), 300, 2, 300, 0, static_cast<float*>(dv.data()),
-                             static_cast<int32_t*>(di.data()), nullptr),
+                             static_cast<int32_t*>(di.data()), nullptr, nullptr),
                  Error);
     EXPECT_THROW(fast::top_k(static_cast<const float*>(dx.data()), 300, 2, 300, fast::kTopKMax + 1,
-                             static_cast<float*>(dv.data()), static_cast<int32_t*>(di.data()), nullptr),
+                             static_cast<float*>(dv.data()), static_cast<int32_t*>(di.data()), nullptr, nullptr),
                  Error);
+    EXPECT_THROW(fast::top_k(static_cast<const float*>(dx.data()), 300, 2, 30000, 8, static_cast<float*>(dv.data()),
+                             static_cast<int32_t*>(di.data()), nullptr, nullptr),
+                 Error);  // two passes need scratch
 }
 
 // edit_logits (penalties and bias where the logits are) gives the CPU backend's values bit for

@@ -320,7 +320,8 @@ void CudaBackend::softmax(const Tensor& x) {
 void CudaBackend::top_k(const Tensor& x, int k, float* values, int32_t* ids) {
     static_assert(fast::kTopKMax == Backend::kMaxTopK);
     const Rows X = rows_of(x, "top_k", "x");
-    fast::top_k(X.p, X.ld, X.rows, X.cols, k, values, ids, stream_.get());
+    const size_t bytes = fast::top_k_scratch_bytes(X.rows, X.cols, k);
+    fast::top_k(X.p, X.ld, X.rows, X.cols, k, values, ids, bytes ? scratch(7, bytes) : nullptr, stream_.get());
 }
 
 void CudaBackend::edit_logits(const Tensor& x, const LogitEdit* edits, int64_t n) {
@@ -341,7 +342,9 @@ void CudaBackend::edit_logits(const Tensor& x, const LogitEdit* edits, int64_t n
 
 void CudaBackend::argmax(const Tensor& x, int32_t* out) {
     const Rows X = rows_of(x, "argmax", "x");
-    ref::argmax(X.p, X.ld, X.rows, X.cols, out, stream_.get());
+    if (kernels_ == CudaKernels::Reference) return ref::argmax(X.p, X.ld, X.rows, X.cols, out, stream_.get());
+    const size_t bytes = fast::argmax_scratch_bytes(X.rows, X.cols);
+    fast::argmax(X.p, X.ld, X.rows, X.cols, out, bytes ? scratch(7, bytes) : nullptr, stream_.get());
 }
 
 void CudaBackend::sigmoid_mul(const Tensor& y, const Tensor& x, const Tensor& gate) {

@@ -52,13 +52,14 @@ int64_t gated_delta_rule_scratch_floats(int64_t T, int64_t nv, int64_t dk, int64
 // hi·hi + hi·lo + lo·hi): f32-level accuracy (~1e-6 relative per product), not TF32's 1e-3.
 // variant (benchmarks; the same bits either way): the chunked state pass's warps per block, and
 // whether tiles land by 16-byte copies (Vec16: where every q/k/v row and the scratch are 16-byte
-// aligned and dk, dv % 4 == 0; else 4-byte ones). H200, 1024 tokens × 32 heads: 16 warps 273 µs,
-// 8 warps 325 (the pass is issue-bound: 124 registers still let 16 warps hold the SM's one
-// block). Vec16 not yet measured.
+// aligned and dk, dv % 4 == 0; else 4-byte ones). H200, 1024 / 4096 / 16384 tokens × 32 heads:
+// 16 warps 297 / 1149 / 4587 µs, 8 warps 373 / 1442 / 5758, Vec16 (16 warps) 280 / 1081 / 4324
+// (session 5) — Auto is Vec16 (the pass is issue-bound: 124 registers still let 16 warps hold
+// the SM's one block).
 // Split, SplitWarps8, SplitVec16 (same bits again): the state pass in two launches, the serial one
 // carrying S with W·S and Q·S in one pass over S (e^Γ ⊙ (Q·S) into o, Vn over U in the scratch)
 // and a parallel one over all chunks adding P·Vn to o; wy_prep's W and U in 4-tile warp blocks;
-// no more scratch. Not yet measured.
+// no more scratch. H200: 301 / 1134 / 4418 µs (SplitVec16 292 / 1096 / 4254) — not picked.
 enum class GdnChunkVariant : int {
     Auto = 0,
     StateWarps8 = 1,
@@ -72,7 +73,7 @@ inline int gdn_chunk_state_warps(GdnChunkVariant v) {
     return v == GdnChunkVariant::StateWarps8 || v == GdnChunkVariant::SplitWarps8 ? 8 : 16;
 }
 inline bool gdn_chunk_vec_loads(GdnChunkVariant v) {
-    return v == GdnChunkVariant::Vec16 || v == GdnChunkVariant::SplitVec16;
+    return v == GdnChunkVariant::Auto || v == GdnChunkVariant::Vec16 || v == GdnChunkVariant::SplitVec16;
 }
 inline bool gdn_chunk_split(GdnChunkVariant v) {
     return v == GdnChunkVariant::Split || v == GdnChunkVariant::SplitWarps8 || v == GdnChunkVariant::SplitVec16;

@@ -156,13 +156,20 @@ void moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, const P
 }
 
 MoePlan moe_pick(int64_t T, int k, int E) {
-    // From bench_fast_moe on the H200 (every plan at T = 1..2048; retune from its table). T ≤ 2:
-    // the v2 small tiles per slot (each slot streams its expert's rows). Beyond: the v2
-    // tensor-core tiles, sized to the rows an expert gets on average (T·k / E) — at T = 8 on the
-    // flagship 84 µs against 127 for the best f32 plan, whose FMAs, not the weight stream, bound it.
+    // From bench_fast_moe on the H200 (every plan at T = 1, 8, 512; retune from its table). T ≤ 2:
+    // the tensor-core decode kernels per slot, down with 16 warps a block, started by
+    // programmatic dependent launch (flagship T = 1: 15.3 µs hot / 16.3 cold against the v2 small
+    // tiles' 23.7 / 25.5, session 5). Beyond: the v2 tensor-core tiles, sized to the rows an
+    // expert gets on average (T·k / E) — at T = 8 on the flagship 84 µs against 127 for the best
+    // f32 plan, whose FMAs, not the weight stream, bound it.
     MoePlan p;
+    if (T <= 2) {
+        p.mma_decode = true;
+        p.mma_pdl = true;
+        p.mma_down_warps = 16;
+        return p;  // per slot, down by token
+    }
     p.v2 = true;
-    if (T <= 2) return p;  // per slot, down by token
     p.grouped = true;
     p.down_by_token = false;
     p.large_tiles = true;
@@ -269,9 +276,12 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
 void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
                         const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream) {
     MoePlan plan = moe_pick(T, k, w.E);
+    if (plan.mma_decode &&
+        (T * k > 65535 || detail::moe_decode_mma_smem_bytes(w.I, k) > detail::moe_decode_mma_smem_limit()))
+        plan = MoePlan{};  // the first-generation per-slot tiles take any size
     if (plan.v2 && !plan.large_tiles &&
         (T * k > 65535 || detail::moe_decode_smem_bytes(w.H, w.I, k) > detail::moe_decode_smem_limit()))
-        plan = MoePlan{};  // the first-generation per-slot tiles take any size
+        plan = MoePlan{};
     moe_experts_packed_plan(plan, y, ldy, x, ldx, T, w, ids, weights, k, scratch, stream);
 }
 

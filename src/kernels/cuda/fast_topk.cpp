@@ -9,13 +9,6 @@
 
 namespace tessera::cuda::fast {
 
-namespace detail {
-cudaError_t launch_edit_logits(float* x, int64_t ldx, const LogitEdit* edits, int64_t n,
-                               cudaStream_t stream);  // fast_topk.cu
-cudaError_t launch_top_k(const float* x, int64_t ldx, int64_t rows, int64_t cols, int k, float* values, int32_t* ids,
-                         cudaStream_t stream);  // fast_topk.cu
-}
-
 void edit_logits(float* x, int64_t ldx, const LogitEdit* edits, int64_t n, cudaStream_t stream) {
     TS_CHECK(n >= 0 && n <= std::numeric_limits<int32_t>::max(), "edit_logits: {} edits", n);
     if (n == 0) return;
@@ -24,7 +17,7 @@ void edit_logits(float* x, int64_t ldx, const LogitEdit* edits, int64_t n, cudaS
 }
 
 void top_k(const float* x, int64_t ldx, int64_t rows, int64_t cols, int k, float* values, int32_t* ids,
-           cudaStream_t stream) {
+           void* scratch, cudaStream_t stream) {
     TS_CHECK(k >= 1 && k <= kTopKMax, "top_k: k = {} out of [1, {}]", k, kTopKMax);
     TS_CHECK(rows >= 0 && cols >= 1, "top_k: bad shape [{}, {}]", rows, cols);
     TS_CHECK(cols <= std::numeric_limits<int32_t>::max() && rows <= std::numeric_limits<int32_t>::max(),
@@ -32,7 +25,22 @@ void top_k(const float* x, int64_t ldx, int64_t rows, int64_t cols, int k, float
     if (rows == 0) return;
     ref::detail::check_rows("top_k", "x", x, ldx, rows, cols);
     TS_CHECK(values && ids, "top_k: null outputs");
-    TS_CUDA_CHECK(detail::launch_top_k(x, ldx, rows, cols, k, values, ids, stream));
+    TS_CHECK(rows <= 65535, "top_k: {} rows (at most 65535)", rows);
+    TS_CHECK(scratch || top_k_scratch_bytes(rows, cols, k) == 0, "top_k: [{}, {}] needs {} bytes of scratch", rows,
+             cols, top_k_scratch_bytes(rows, cols, k));
+    TS_CUDA_CHECK(detail::launch_top_k(x, ldx, rows, cols, k, values, ids, scratch, stream));
+}
+
+void argmax(const float* x, int64_t ldx, int64_t rows, int64_t cols, int32_t* out, void* scratch,
+            cudaStream_t stream) {
+    TS_CHECK(rows >= 0 && rows <= 65535 && cols >= 1 && cols <= std::numeric_limits<int32_t>::max(),
+             "argmax: bad shape [{}, {}]", rows, cols);
+    if (rows == 0) return;
+    ref::detail::check_rows("argmax", "x", x, ldx, rows, cols);
+    TS_CHECK(out, "argmax: null output");
+    TS_CHECK(scratch || argmax_scratch_bytes(rows, cols) == 0, "argmax: [{}, {}] needs {} bytes of scratch", rows,
+             cols, argmax_scratch_bytes(rows, cols));
+    TS_CUDA_CHECK(detail::launch_argmax(x, ldx, rows, cols, out, scratch, stream));
 }
 
 }  // namespace tessera::cuda::fast

@@ -1,4 +1,8 @@
-// top_k (fast_topk.h): a block of 1024 threads per row.
+// top_k (fast_topk.h): a block of 1024 threads per row — or, for rows wider than kTopKSegment, per
+// segment of a row (pass 1: each segment's top k, ids offset to the row's), then one block per row
+// over those S·k candidates (pass 2: ids mapped back through them). Within a segment, candidates
+// come out by descending value and ascending index, and segments in column order, so the
+// candidates' positions order equal values as the row's indices do: the lower index still wins.
 //   1. Radix select: key(v) orders floats as unsigned integers (NaN excluded, -0 taken as +0).
 //      Four passes histogram the next 8 bits of the keys that share the prefix found so far; a
 //      walk from the top bin finds the bin holding the k-th largest key. After them `thr` is the
@@ -50,15 +54,19 @@ __device__ uint32_t block_exclusive_scan(uint32_t v, uint32_t* sums, uint32_t* t
     return sums[warp] + incl - v;
 }
 
+// Block (s, r): columns [s·seg, s·seg + seg) of row r; writes its k outputs at (r·S + s)·k, S =
+// gridDim.x, ids as the row's column (id_map null) or id_map[r·ld_map + column].
 __global__ void __launch_bounds__(kThreads)
-    top_k_kernel(const float* __restrict__ x, int64_t ldx, int cols, int k, float* __restrict__ values,
-                 int32_t* __restrict__ ids) {
+    top_k_kernel(const float* __restrict__ x, int64_t ldx, int cols_all, int seg, int k, float* __restrict__ values,
+                 int32_t* __restrict__ ids, const int32_t* __restrict__ id_map, int64_t ld_map) {
     __shared__ uint32_t hist[kBins];
     __shared__ uint32_t sums[kWarps + 1];
     __shared__ uint64_t cand[kTopKMax];  // (key << 32) | ~index: descending order = the output order
     __shared__ uint32_t sel_prefix, sel_want, sel_all;
     const int tid = threadIdx.x;
-    const float* row = x + int64_t(blockIdx.x) * ldx;
+    const int64_t r = blockIdx.y;
+    const int c0 = int(blockIdx.x) * seg, cols = min(seg, cols_all - c0);
+    const float* row = x + r * ldx + c0;
 
     // 1. The k-th largest key.
     uint32_t prefix = 0, mask = 0;
@@ -107,8 +115,8 @@ __global__ void __launch_bounds__(kThreads)
     const uint32_t thr = prefix, take_eq = sel_want;
 
     // 2. Gather: keys above thr, then the first take_eq equal to it (in index order).
-    const int seg = (cols + kThreads - 1) / kThreads;
-    const int lo = min(cols, tid * seg), hi = min(cols, lo + seg);
+    const int per = (cols + kThreads - 1) / kThreads;
+    const int lo = min(cols, tid * per), hi = min(cols, lo + per);
     uint32_t n_gt = 0, n_eq = 0;
     for (int i = lo; i < hi; ++i) {
         const float v = row[i];
@@ -154,16 +162,84 @@ __global__ void __launch_bounds__(kThreads)
             __syncthreads();
         }
     for (int j = tid; j < k; j += kThreads) {
-        const int64_t o = int64_t(blockIdx.x) * k + j;
+        const int64_t o = (r * gridDim.x + blockIdx.x) * k + j;
         if (j < n) {
             const int32_t id = int32_t(~uint32_t(cand[j]));
             values[o] = row[id];  // the value itself (-0 stays -0)
-            ids[o] = id;
+            ids[o] = id_map ? id_map[r * ld_map + id] : c0 + id;
         } else {
             values[o] = __uint_as_float(0x7fc00000u);
             ids[o] = -1;
         }
     }
+}
+
+// argmax: block (s, r) finds the largest non-NaN value of columns [s·seg, s·seg + seg) of row r,
+// the lowest index among equals (-0 equals +0), 256 threads striding with 8 loads in flight each;
+// with one segment it writes out[r] (0 for a row without a non-NaN value), else its (value,
+// index) to part_v / part_i [r·S + s] (index -1: none), which argmax_merge_kernel reduces.
+struct Best {
+    float v;
+    int32_t i;  // -1: none
+};
+__device__ __forceinline__ Best better(Best a, Best b) {
+    if (b.i < 0) return a;
+    if (a.i < 0) return b;
+    return (b.v > a.v || (b.v == a.v && b.i < a.i)) ? b : a;
+}
+__device__ __forceinline__ Best warp_best(Best b) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) b = better(b, Best{__shfl_xor_sync(0xffffffffu, b.v, o),
+                                                       __shfl_xor_sync(0xffffffffu, b.i, o)});
+    return b;
+}
+
+constexpr int kArgmaxThreads = 256;
+
+__global__ void __launch_bounds__(kArgmaxThreads)
+    argmax_part_kernel(const float* __restrict__ x, int64_t ldx, int cols, int seg, float* __restrict__ part_v,
+                       int32_t* __restrict__ part_i, int32_t* __restrict__ out) {
+    __shared__ Best warps[kArgmaxThreads / 32];
+    const int64_t r = blockIdx.y;
+    const int c0 = int(blockIdx.x) * seg, c1 = min(cols, c0 + seg);
+    const float* row = x + r * ldx;
+    Best b{0.f, -1};
+    constexpr int U = 8;
+    for (int base = c0 + int(threadIdx.x); base < c1; base += U * kArgmaxThreads) {
+        float v[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int c = base + u * kArgmaxThreads;
+            v[u] = c < c1 ? __ldg(row + c) : __int_as_float(0x7fc00000);
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u)  // increasing columns: the first of equals stays
+            if (v[u] == v[u] && (b.i < 0 || v[u] > b.v)) b = Best{v[u], base + u * kArgmaxThreads};
+    }
+    b = warp_best(b);
+    const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5);
+    if (lane == 0) warps[warp] = b;
+    __syncthreads();
+    if (warp != 0) return;
+    b = lane < kArgmaxThreads / 32 ? warps[lane] : Best{0.f, -1};
+    b = warp_best(b);
+    if (lane != 0) return;
+    if (gridDim.x == 1) {
+        out[r] = b.i < 0 ? 0 : b.i;
+    } else {
+        part_v[r * gridDim.x + blockIdx.x] = b.v;
+        part_i[r * gridDim.x + blockIdx.x] = b.i;
+    }
+}
+
+// out[r] = the best of row r's S partial results (a warp a row).
+__global__ void argmax_merge_kernel(const float* __restrict__ part_v, const int32_t* __restrict__ part_i, int S,
+                                    int32_t* __restrict__ out) {
+    const int64_t r = blockIdx.x;
+    Best b{0.f, -1};
+    for (int s = int(threadIdx.x); s < S; s += 32) b = better(b, Best{part_v[r * S + s], part_i[r * S + s]});
+    b = warp_best(b);
+    if (threadIdx.x == 0) out[r] = b.i < 0 ? 0 : b.i;
 }
 
 __global__ void edit_logits_kernel(float* __restrict__ x, int64_t ldx, const LogitEdit* __restrict__ edits, int n) {
@@ -183,8 +259,31 @@ cudaError_t launch_edit_logits(float* x, int64_t ldx, const LogitEdit* edits, in
 }
 
 cudaError_t launch_top_k(const float* x, int64_t ldx, int64_t rows, int64_t cols, int k, float* values, int32_t* ids,
-                         cudaStream_t stream) {
-    top_k_kernel<<<dim3(unsigned(rows)), kThreads, 0, stream>>>(x, ldx, int(cols), k, values, ids);
+                         void* scratch, cudaStream_t stream) {
+    const int S = top_k_segments(cols);
+    if (S == 1) {
+        top_k_kernel<<<dim3(1, unsigned(rows)), kThreads, 0, stream>>>(x, ldx, int(cols), int(cols), k, values, ids,
+                                                                      nullptr, 0);
+        return cudaGetLastError();
+    }
+    // Pass 1 → candidates [rows, S·k] (values, then ids, in scratch); pass 2 over them.
+    const int64_t n = int64_t(S) * k;
+    auto* cv = static_cast<float*>(scratch);
+    auto* ci = reinterpret_cast<int32_t*>(cv + rows * n);
+    top_k_kernel<<<dim3(unsigned(S), unsigned(rows)), kThreads, 0, stream>>>(x, ldx, int(cols), kTopKSegment, k, cv,
+                                                                           ci, nullptr, 0);
+    top_k_kernel<<<dim3(1, unsigned(rows)), kThreads, 0, stream>>>(cv, n, int(n), int(n), k, values, ids, ci, n);
+    return cudaGetLastError();
+}
+
+cudaError_t launch_argmax(const float* x, int64_t ldx, int64_t rows, int64_t cols, int32_t* out, void* scratch,
+                          cudaStream_t stream) {
+    const int S = argmax_segments(cols);
+    auto* pv = static_cast<float*>(scratch);
+    auto* pi = S > 1 ? reinterpret_cast<int32_t*>(pv + rows * S) : nullptr;
+    argmax_part_kernel<<<dim3(unsigned(S), unsigned(rows)), kArgmaxThreads, 0, stream>>>(x, ldx, int(cols),
+                                                                                        kArgmaxSegment, pv, pi, out);
+    if (S > 1) argmax_merge_kernel<<<dim3(unsigned(rows)), 32, 0, stream>>>(pv, pi, S, out);
     return cudaGetLastError();
 }
 

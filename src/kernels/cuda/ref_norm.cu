@@ -11,6 +11,24 @@ namespace {
 
 __device__ inline float silu(float v) { return v / (1.f + expf(-v)); }
 
+// The columns c = threadIdx.x + i·blockDim.x of [0, n), in increasing i, in batches of kBatch:
+// load(j, c) for a batch's columns, then use(j, c) for them — so a batch's loads are in flight
+// together even where a store in use() may alias the next loads (y = x), instead of one memory
+// latency a column. The order of the columns a thread sees is that of a plain strided loop.
+constexpr int kBatch = 8;
+template <typename Load, typename Use>
+__device__ __forceinline__ void for_columns(int64_t n, Load load, Use use) {
+    const int64_t step = blockDim.x;
+    for (int64_t base = threadIdx.x; base < n; base += kBatch * step) {
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j)
+            if (base + j * step < n) load(j, base + j * step);
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j)
+            if (base + j * step < n) use(j, base + j * step);
+    }
+}
+
 // y[rows, cols] = x · rsqrt(mean(x²) + eps) · w. Every thread reads an element before it
 // writes it, and the reduction's barriers order all reads before any write: y may alias x.
 __global__ void rms_norm_kernel(float* y, int64_t ldy, const float* x, int64_t ldx, const float* w, int64_t rows,
@@ -21,7 +39,10 @@ __global__ void rms_norm_kernel(float* y, int64_t ldy, const float* x, int64_t l
         float* yr = y + r * ldy;
         const float ss = block_sum_squares(xr, cols, scratch);
         const float inv = float(1.0 / sqrt(double(ss) / double(cols) + double(eps)));
-        for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) yr[c] = xr[c] * inv * w[c];
+        float xv[kBatch], wv[kBatch];
+        for_columns(
+            cols, [&](int j, int64_t c) { xv[j] = xr[c], wv[j] = w[c]; },
+            [&](int j, int64_t c) { yr[c] = xv[j] * inv * wv[j]; });
     }
 }
 
@@ -35,14 +56,20 @@ __global__ void add_rms_norm_kernel(float* x, int64_t ldx, const float* d, int64
         const float* dr = d + r * ldd;
         float* yr = y + r * ldy;
         float ss = 0.f;
-        for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-            const float v = xr[c] + dr[c];
-            xr[c] = v;
-            ss += v * v;
-        }
+        float xv[kBatch], dv[kBatch];
+        for_columns(
+            cols, [&](int j, int64_t c) { xv[j] = xr[c], dv[j] = dr[c]; },
+            [&](int j, int64_t c) {
+                const float v = xv[j] + dv[j];
+                xr[c] = v;
+                ss += v * v;
+            });
         ss = block_sum(ss, scratch);
         const float inv = float(1.0 / sqrt(double(ss) / double(cols) + double(eps)));
-        for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) yr[c] = xr[c] * inv * w[c];
+        float wv[kBatch];
+        for_columns(
+            cols, [&](int j, int64_t c) { xv[j] = xr[c], wv[j] = w[c]; },
+            [&](int j, int64_t c) { yr[c] = xv[j] * inv * wv[j]; });
     }
 }
 
@@ -54,7 +81,9 @@ __global__ void l2_norm_kernel(float* x, int64_t tok_stride, int64_t head_stride
         float* row = x + (r / n_heads) * tok_stride + (r % n_heads) * head_stride;
         const float ss = block_sum_squares(row, D, scratch);
         const float inv = float(1.0 / sqrt(double(ss) + double(eps)));
-        for (int64_t i = threadIdx.x; i < D; i += blockDim.x) row[i] = row[i] * inv * scale;
+        float xv[kBatch];
+        for_columns(
+            D, [&](int j, int64_t i) { xv[j] = row[i]; }, [&](int j, int64_t i) { row[i] = xv[j] * inv * scale; });
     }
 }
 
@@ -70,7 +99,10 @@ __global__ void rms_norm_gated_kernel(float* y, int64_t y_tok, int64_t y_head, c
         float* yr = y + t * y_tok + h * y_head;
         const float ss = block_sum_squares(xr, D, scratch);
         const float inv = float(1.0 / sqrt(double(ss) / double(D) + double(eps)));
-        for (int64_t i = threadIdx.x; i < D; i += blockDim.x) yr[i] = w[i] * (xr[i] * inv) * silu(zr[i]);
+        float xv[kBatch], zv[kBatch], wv[kBatch];
+        for_columns(
+            D, [&](int j, int64_t i) { xv[j] = xr[i], zv[j] = zr[i], wv[j] = w[i]; },
+            [&](int j, int64_t i) { yr[i] = wv[j] * (xv[j] * inv) * silu(zv[j]); });
     }
 }
 
