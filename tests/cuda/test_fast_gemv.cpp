@@ -348,7 +348,7 @@ TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
         shapes.push_back({3, 300, 14336});
         shapes.push_back({8, 65, 14336});
         shapes.push_back({2, 40, 24576 + G});  // past Mma's shared-memory limit: Simt and MmaRows
-        shapes.push_back({5, 50, 1024 + G});   // MmaRows with 2 warps a block (1 and 4: K = 3G, 2048 + G)
+        shapes.push_back({5, 50, 1024 + G});   // k-tiles for only some of MmaRows' warps
         for (const Shape& sh : shapes) {
             const std::string what = std::string(l.name) + " T=" + std::to_string(sh.T) + " N=" +
                                      std::to_string(sh.N) + " K=" + std::to_string(sh.K);

@@ -293,16 +293,16 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? 4 : 2) gemv_mma_kernel(flo
     cluster.sync();  // no block leaves while another still reads its shared memory
 }
 
-// Variant MmaRows: block = W warps on the same 16·MT rows (W = gemv_rows_warps(K): each warp at
-// least 2·U k-tiles where K allows, so a warp's whole share is in flight at once on short rows
-// and the grid is one wave), warp w takes k-tiles w, w + W, …; each lane reads its B fragments
-// straight from x (L1/L2: no staging, no barrier before the first weight loads), one
-// shared-memory sum over the warps at the end. No cluster and no limit on K.
-template <PackedKind KIND, int MT, bool BIAS, int W>
-__global__ void __launch_bounds__(W * 32, (MT == 1 ? 16 : 8) / W)
+// Variant MmaRows: block = kRowWarps warps on the same 16·MT rows, warp w takes k-tiles w,
+// w + kRowWarps, …; each lane reads its B fragments straight from x (L1/L2: no staging, no
+// barrier before the first weight loads), one shared-memory sum over the warps at the end. No
+// cluster and no limit on K.
+constexpr int kRowWarps = kGemvMmaRowWarps;
+
+template <PackedKind KIND, int MT, bool BIAS>
+__global__ void __launch_bounds__(kRowWarps * 32, MT == 1 ? 2 : 1)
     gemv_mma_rows_kernel(float* __restrict__ y, int64_t ldy, const float* __restrict__ x, int64_t ldx, int T,
                          PackedMatrix w, bool x_aligned) {
-    constexpr int kRowWarps = W;
     constexpr bool kInt4 = KIND == PackedKind::Int4;
     constexpr int U = 2;  // k-tiles a batch (two batches in flight)
     __shared__ float red[kRowWarps * MT * 4 * 32];
@@ -427,24 +427,12 @@ __global__ void __launch_bounds__(W * 32, (MT == 1 ? 16 : 8) / W)
     }
 }
 
-// The kernel of MmaRows for w's K (the warps a block: gemv_rows_warps).
-template <PackedKind KIND, int MT, bool BIAS>
-auto rows_kernel(const PackedMatrix& w) {
-    switch (gemv_rows_warps(w.k, KIND)) {
-    case 1: return gemv_mma_rows_kernel<KIND, MT, BIAS, 1>;
-    case 2: return gemv_mma_rows_kernel<KIND, MT, BIAS, 2>;
-    case 4: return gemv_mma_rows_kernel<KIND, MT, BIAS, 4>;
-    default: return gemv_mma_rows_kernel<KIND, MT, BIAS, 8>;
-    }
-}
-
 template <PackedKind KIND, int MT, bool BIAS>
 cudaError_t launch_rows(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
                         cudaStream_t stream) {
     const int64_t rows = int64_t(16) * MT;
     const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
-    const unsigned threads = unsigned(32 * gemv_rows_warps(w.k, KIND));
-    rows_kernel<KIND, MT, BIAS>(w)<<<dim3(unsigned((w.n + rows - 1) / rows)), threads, 0, stream>>>(
+    gemv_mma_rows_kernel<KIND, MT, BIAS><<<dim3(unsigned((w.n + rows - 1) / rows)), kRowWarps * 32, 0, stream>>>(
         y, ldy, x, ldx, int(T), w, aligned);
     return cudaGetLastError();
 }
@@ -493,8 +481,8 @@ int resident(const GemvPlan& plan, const PackedMatrix& w) {
         return -1;
     if (plan.variant == GemvVariant::MmaRows) {
         int per_sm = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, rows_kernel<KIND, MT, BIAS>(w),
-                                                          32 * gemv_rows_warps(w.k, KIND), 0) != cudaSuccess)
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_mma_rows_kernel<KIND, MT, BIAS>,
+                                                          kRowWarps * 32, 0) != cudaSuccess)
             return -1;
         return per_sm * sms;
     }
