@@ -68,8 +68,11 @@ PoolPlan plan_pools(const CacheSpec& spec, const PoolRequest& req) {
             p.n_snapshots = std::min(p.n_snapshots, 4 * seqs + 64);
         }
         budget -= p.n_snapshots * p.slot_bytes;
-        // Live slots: at most half of what is left (the rest is KV), at least one.
-        p.n_slots = std::clamp<int64_t>(budget / 2 / p.slot_bytes, 1, seqs);
+        // Live slots: half of what is left (the rest is KV), or as many sequences at full length
+        // as the budget holds, if more (a budget sized from need — states larger than their
+        // sequences' KV — gets every asked sequence its slot); at least one, at most asked.
+        const int64_t full = budget / (p.slot_bytes + ctx_blocks * p.kv_block_bytes);
+        p.n_slots = std::clamp<int64_t>(std::max(budget / 2 / p.slot_bytes, full), 1, seqs);
         budget -= p.n_slots * p.slot_bytes;
         p.max_num_seqs = p.n_slots;
     } else {

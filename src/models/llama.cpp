@@ -38,9 +38,7 @@ public:
             L.attn_norm = w.vector_f32(p + "attn_norm.weight", H);
             L.attn = Attention::load(w, cfg, il);
             L.ffn_norm = w.vector_f32(p + "ffn_norm.weight", H);
-            L.mlp.gate = w.matrix(p + "ffn_gate.weight", F, H);
-            L.mlp.up = w.matrix(p + "ffn_up.weight", F, H);
-            L.mlp.down = w.matrix(p + "ffn_down.weight", H, F);
+            L.mlp = SwiGluMlp::load(w, p + "ffn_gate.weight", p + "ffn_up.weight", p + "ffn_down.weight", F, H);
             layers_.push_back(L);
         }
         rope_ = rope_params(cfg_);

@@ -60,9 +60,8 @@ public:
             if (L.moe) {
                 L.moe_block = MoeBlock::load(w, cfg, il);
             } else {
-                L.mlp.gate = w.matrix(p + "ffn_gate.weight", cfg.ffn_hidden, H);
-                L.mlp.up = w.matrix(p + "ffn_up.weight", cfg.ffn_hidden, H);
-                L.mlp.down = w.matrix(p + "ffn_down.weight", H, cfg.ffn_hidden);
+                L.mlp = SwiGluMlp::load(w, p + "ffn_gate.weight", p + "ffn_up.weight", p + "ffn_down.weight",
+                                        cfg.ffn_hidden, H);
             }
             layers_.push_back(std::move(L));
         }

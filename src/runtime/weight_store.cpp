@@ -28,7 +28,41 @@ Tensor WeightStore::gather_rows(const std::string& name, const std::vector<int64
                  t.rows());
         std::memcpy(buf.data() + i * rb, t.row_ptr(rows[i]), rb);
     }
-    return place(Tensor(buf.data(), t.dtype, {int64_t(rows.size()), cols}), WeightUse::Matrix);
+    return place_raw(t.dtype, int64_t(rows.size()), cols);
+}
+
+Tensor WeightStore::stack_rows(const std::vector<RowPiece>& pieces, int64_t cols) {
+    TS_CHECK(!pieces.empty(), "stack_rows: no pieces");
+    std::vector<Tensor> ts;
+    int64_t total = 0;
+    for (const RowPiece& p : pieces) {
+        const Tensor t = p.pick.empty() ? src_.get(p.name, {p.rows, cols}) : src_.get(p.name);
+        TS_CHECK(t.ndim == 2 && t.cols() == cols, "{}: tensor {}: expected [*, {}] got {}", src_.describe(), p.name,
+                 cols, t.shape_str());
+        TS_CHECK(p.pick.empty() || int64_t(p.pick.size()) == p.rows, "stack_rows: {} rows of {} picked, {} wanted",
+                 p.pick.size(), p.name, p.rows);
+        if (!ts.empty() && t.dtype != ts.front().dtype) return Tensor();  // kept apart
+        ts.push_back(t);
+        total += p.rows;
+    }
+    const size_t rb = ts.front().row_bytes();
+    auto& buf = owned_raw_.emplace_back(size_t(total) * rb);
+    uint8_t* at = buf.data();
+    for (size_t i = 0; i < pieces.size(); ++i)
+        for (int64_t r = 0; r < pieces[i].rows; ++r, at += rb) {
+            const int64_t src_row = pieces[i].pick.empty() ? r : pieces[i].pick[size_t(r)];
+            TS_CHECK(src_row >= 0 && src_row < ts[i].rows(), "{}: tensor {}: row {} of {}", src_.describe(),
+                     pieces[i].name, src_row, ts[i].rows());
+            std::memcpy(at, ts[i].row_ptr(src_row), rb);
+        }
+    return place_raw(ts.front().dtype, total, cols);
+}
+
+Tensor WeightStore::place_raw(DType dtype, int64_t rows, int64_t cols) {
+    std::vector<uint8_t>& buf = owned_raw_.back();
+    const Tensor placed = place(Tensor(buf.data(), dtype, {rows, cols}), WeightUse::Matrix);
+    if (placed.data != buf.data()) owned_raw_.pop_back();  // the backend holds its own copy
+    return placed;
 }
 
 Tensor WeightStore::matrix_f32(const std::string& name, int64_t rows, int64_t cols) {

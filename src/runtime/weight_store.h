@@ -25,6 +25,16 @@ public:
     // Rows `rows` (in that order) of the matrix `name` [*, cols], copied once in its own dtype
     // (repacking at load, e.g. regrouping a fused projection).
     Tensor gather_rows(const std::string& name, const std::vector<int64_t>& rows, int64_t cols);
+    // Several matrices that read the same x stacked by rows into one [Σ rows, cols] (a fused
+    // projection: one matmul, one launch, instead of one each), copied once in their dtype.
+    // Piece i is rows `pick` of tensor `name` (all its rows when pick is empty; then it must be
+    // [rows, cols]). Empty when the pieces' dtypes differ: the caller keeps them apart.
+    struct RowPiece {
+        std::string name;
+        int64_t rows = 0;
+        std::vector<int64_t> pick;
+    };
+    Tensor stack_rows(const std::vector<RowPiece>& pieces, int64_t cols);
     // A matrix [rows, cols] in f32 (converted once if the file has f16/bf16).
     Tensor matrix_f32(const std::string& name, int64_t rows, int64_t cols);
     // A vector [n] in f32 (converted from f16/bf16 if needed).
@@ -39,6 +49,9 @@ public:
 
 private:
     Tensor host_vector_f32(const std::string& name, int64_t n);
+    // Places the matrix in the last owned_raw_ buffer; drops that host copy when the backend
+    // copied it elsewhere (device memory).
+    Tensor place_raw(DType dtype, int64_t rows, int64_t cols);
 
     const TensorSource& src_;
     Backend* be_ = nullptr;

@@ -55,6 +55,27 @@ TEST(PoolPlan, FlagshipUnderEightGiB) {
         << p.summary();
 }
 
+// A budget of exactly what the asked sequences need at full length (the CPU's default budget)
+// gives every one of them its state slot and its KV, though the states are most of it: with the
+// slots capped at half the budget, 64 sequences of 544 tokens got 37 slots.
+TEST(PoolPlan, BudgetSizedFromNeedHoldsEveryAskedSequence) {
+    PoolRequest r;
+    r.max_num_seqs = 64;
+    r.max_model_len = 544;
+    r.prefix_caching = false;
+    const int64_t slot = state_bytes_per_slot(flagship()), block = kv_bytes_per_block(flagship(), 16, 2);
+    r.budget_bytes = 64 * (slot + 34 * block);
+    EXPECT_EQ(default_cpu_budget(flagship(), r) <= r.budget_bytes, true);
+    const PoolPlan p = plan_pools(flagship(), r);
+    EXPECT_EQ(p.n_slots, 64);
+    EXPECT_EQ(p.max_num_seqs, 64);
+    EXPECT_EQ(p.n_blocks, 64 * 34);
+    EXPECT_EQ(p.max_model_len, 544);
+    // One sequence's worth less: 63 full sequences, not fewer.
+    r.budget_bytes -= slot + 34 * block;
+    EXPECT_EQ(plan_pools(flagship(), r).n_slots, 63);
+}
+
 TEST(PoolPlan, AskedForLengthThatCannotFitIsRefused) {
     PoolRequest r;
     r.budget_bytes = 1 * GiB;

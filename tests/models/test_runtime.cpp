@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <map>
 
 #include "core/status.h"
 #include "models/model.h"
@@ -10,6 +12,7 @@
 #include "runtime/hf_names.h"
 #include "runtime/hf_source.h"
 #include "runtime/kv_cache.h"
+#include "runtime/weight_store.h"
 
 using namespace tessera;
 
@@ -143,4 +146,55 @@ TEST(HfSource, HybridCheckpointInLlamaCppConventions) {
     EXPECT_NEAR(mean, 1.0, 0.3);
     check_shape(src.get("blk.0.ssm_conv1d.weight"), {2 * c.gdn_k_heads * c.gdn_dk + c.gdn_v_heads * c.gdn_dv, 4},
                 "conv");
+}
+
+namespace {
+// Named host tensors (what a checkpoint would map), for WeightStore without a file.
+class MapSource final : public TensorSource {
+public:
+    void add(const std::string& name, DType dtype, int64_t rows, int64_t cols, uint8_t first) {
+        auto& b = bytes_[name];
+        b.resize(size_t(rows) * dtype_row_bytes(dtype, cols));
+        for (size_t i = 0; i < b.size(); ++i) b[i] = uint8_t(first + i);
+        tensors_[name] = Tensor(b.data(), dtype, {rows, cols});
+    }
+    bool has(const std::string& name) const override { return tensors_.count(name) > 0; }
+    Tensor get(const std::string& name) const override {
+        TS_CHECK(has(name), "map: no tensor {}", name);
+        return tensors_.at(name);
+    }
+    std::vector<std::string> names() const override { return {}; }
+    std::string describe() const override { return "map"; }
+    const std::vector<uint8_t>& bytes(const std::string& name) const { return bytes_.at(name); }
+
+private:
+    std::map<std::string, std::vector<uint8_t>> bytes_;
+    std::map<std::string, Tensor> tensors_;
+};
+}  // namespace
+
+// stack_rows: the pieces' rows byte for byte in order (whole tensors and picked rows, a quantized
+// dtype's blocks intact); empty when dtypes differ; shape and row errors name the tensor.
+TEST(WeightStore, StackRowsFusesProjections) {
+    MapSource src;
+    const int64_t K = 64;  // two q8_0 blocks a row: 68 bytes
+    src.add("a", DType::Q8_0, 3, K, 0);
+    src.add("b", DType::Q8_0, 4, K, 100);
+    src.add("c", DType::F16, 2, K, 7);
+    WeightStore w(src);
+    const size_t rb = dtype_row_bytes(DType::Q8_0, K);
+    const Tensor t = w.stack_rows({{"a", 3, {}}, {"b", 2, {3, 0}}}, K);
+    ASSERT_EQ(t.dtype, DType::Q8_0);
+    ASSERT_EQ(t.rows(), 5);
+    ASSERT_EQ(t.cols(), K);
+    auto row = [&](const std::string& n, int64_t r) { return src.bytes(n).data() + size_t(r) * rb; };
+    const uint8_t* want[5] = {row("a", 0), row("a", 1), row("a", 2), row("b", 3), row("b", 0)};
+    for (int64_t r = 0; r < 5; ++r)
+        EXPECT_EQ(std::memcmp(t.row_ptr(r), want[r], rb), 0) << "row " << r;
+    EXPECT_TRUE(w.stack_rows({{"a", 3, {}}, {"c", 2, {}}}, K).empty());  // q8_0 next to f16: apart
+    EXPECT_THROW(w.stack_rows({{"a", 2, {}}}, K), Error);                // a is [3, K]
+    EXPECT_THROW(w.stack_rows({{"b", 1, {4}}}, K), Error);               // row 4 of 4
+    EXPECT_THROW(w.stack_rows({{"b", 2, {1}}}, K), Error);               // 1 row picked, 2 wanted
+    EXPECT_THROW(w.stack_rows({{"a", 3, {}}}, 32), Error);               // columns
+    EXPECT_THROW(w.stack_rows({{"zz", 1, {}}}, K), Error);               // no such tensor
 }

@@ -16,9 +16,11 @@ GatedDeltaNet GatedDeltaNet::load(WeightStore& w, const ModelConfig& c, int64_t 
     const int64_t C = 2 * nk * dk + nv * dv;
     const TensorSource& src = w.source();
     GatedDeltaNet g;
+    using Piece = WeightStore::RowPiece;
+    std::vector<Piece> pieces;  // W_qkv | W_z | W_b | W_a
     if (src.has(p + "attn_qkv.weight")) {
-        g.w_qkv = w.matrix(p + "attn_qkv.weight", C, H);
-        g.w_z = w.matrix(p + "attn_gate.weight", nv * dv, H);
+        pieces.push_back({p + "attn_qkv.weight", C, {}});
+        pieces.push_back({p + "attn_gate.weight", nv * dv, {}});
     } else {
         // Qwen3-Next's fused ssm_in (HF in_proj_qkvz): rows per key head g are
         // [q_g (dk) | k_g (dk) | v_g (r·dv) | z_g (r·dv)]; regroup as [q | k | v] and [z].
@@ -30,12 +32,12 @@ GatedDeltaNet GatedDeltaNet::load(WeightStore& w, const ModelConfig& c, int64_t 
                 for (int64_t i = 0; i < (part < 2 ? dk : r * dv); ++i) qkv.push_back(gk * per + part * dk + i);
         for (int64_t gk = 0; gk < nk; ++gk)
             for (int64_t i = 0; i < r * dv; ++i) z.push_back(gk * per + 2 * dk + r * dv + i);
-        g.w_qkv = w.gather_rows(p + "ssm_in.weight", qkv, H);
-        g.w_z = w.gather_rows(p + "ssm_in.weight", z, H);
+        pieces.push_back({p + "ssm_in.weight", C, qkv});
+        pieces.push_back({p + "ssm_in.weight", nv * dv, z});
     }
     if (src.has(p + "ssm_beta.weight")) {
-        g.w_b = w.matrix(p + "ssm_beta.weight", nv, H);
-        g.w_a = w.matrix(p + "ssm_alpha.weight", nv, H);
+        pieces.push_back({p + "ssm_beta.weight", nv, {}});
+        pieces.push_back({p + "ssm_alpha.weight", nv, {}});
     } else {
         // Qwen3-Next's fused ssm_ba (HF in_proj_ba): rows per key head g are [b_g (r) | a_g (r)].
         const int64_t r = nv / nk;
@@ -46,8 +48,18 @@ GatedDeltaNet GatedDeltaNet::load(WeightStore& w, const ModelConfig& c, int64_t 
                 b.push_back(gk * 2 * r + j);
                 a.push_back(gk * 2 * r + r + j);
             }
-        g.w_b = w.gather_rows(p + "ssm_ba.weight", b, H);
-        g.w_a = w.gather_rows(p + "ssm_ba.weight", a, H);
+        pieces.push_back({p + "ssm_ba.weight", nv, b});
+        pieces.push_back({p + "ssm_ba.weight", nv, a});
+    }
+    g.w_in = w.stack_rows(pieces, H);
+    if (g.w_in.empty()) {  // dtypes differ (e.g. a q8_0 W_b next to a q4_k W_qkv): apart
+        auto one = [&](const Piece& pc) {
+            return pc.pick.empty() ? w.matrix(pc.name, pc.rows, H) : w.gather_rows(pc.name, pc.pick, H);
+        };
+        g.w_qkv = one(pieces[0]);
+        g.w_z = one(pieces[1]);
+        g.w_b = one(pieces[2]);
+        g.w_a = one(pieces[3]);
     }
     g.conv = w.matrix_f32(p + "ssm_conv1d.weight", C, c.conv_kernel);
     g.dt_bias = w.vector_f32(p + "ssm_dt.bias", nv);
@@ -67,17 +79,22 @@ void GatedDeltaNet::forward(Backend& be, Arena& arena, const ModelConfig& c, con
                             const Tensor& conv_state, const Tensor& rec_state, const SeqPlan& plan) const {
     const int64_t T = x.dim(0), nk = c.gdn_k_heads, nv = c.gdn_v_heads, dk = c.gdn_dk, dv = c.gdn_dv;
     const int64_t C = 2 * nk * dk + nv * dv;
-    Tensor mixed = arena.tensor(DType::F32, {T, C});  // q | k | v before the conv
-    Tensor qkv = arena.tensor(DType::F32, {T, C});    // after conv + SiLU
-    Tensor z = arena.tensor(DType::F32, {T, nv * dv});
-    Tensor b = arena.tensor(DType::F32, {T, nv}), a = arena.tensor(DType::F32, {T, nv});
+    // x·W_inᵀ = [mixed (q | k | v before the conv) | z | b | a], column bands of one buffer.
+    Tensor proj = arena.tensor(DType::F32, {T, C + nv * dv + 2 * nv});
+    Tensor mixed = col_view(proj, 0, C), z = col_view(proj, C, nv * dv);
+    Tensor b = col_view(proj, C + nv * dv, nv), a = col_view(proj, C + nv * dv + nv, nv);
+    Tensor qkv = arena.tensor(DType::F32, {T, C});  // after conv + SiLU
     Tensor beta = arena.tensor(DType::F32, {T, nv}), g = arena.tensor(DType::F32, {T, nv});
     Tensor o = arena.tensor(DType::F32, {T, nv * dv});
 
-    be.matmul(mixed, x, w_qkv);
-    be.matmul(z, x, w_z);
-    be.matmul(b, x, w_b);
-    be.matmul(a, x, w_a);
+    if (!w_in.empty()) {
+        be.matmul(proj, x, w_in);
+    } else {
+        be.matmul(mixed, x, w_qkv);
+        be.matmul(z, x, w_z);
+        be.matmul(b, x, w_b);
+        be.matmul(a, x, w_a);
+    }
     GdnParams gp;
     gp.n_k_heads = int(nk);
     gp.n_v_heads = int(nv);
@@ -98,7 +115,7 @@ void GatedDeltaNet::forward(Backend& be, Arena& arena, const ModelConfig& c, con
     be.gdn_gates(beta, g, b, a, neg_exp_a, dt_bias);
     Tensor o3 = o.view({T, nv, dv});
     be.gated_delta_rule(o3, q, k, v, g, beta, rec_state, plan, gp);
-    be.rms_norm_gated(o3, o3, z.view({T, nv, dv}), norm, c.rms_eps);
+    be.rms_norm_gated(o3, o3, head_view(proj, C, nv, dv, dv), norm, c.rms_eps);
     be.matmul(out, o, w_out);
 }
 

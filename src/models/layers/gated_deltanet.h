@@ -12,6 +12,9 @@ namespace tessera {
 class WeightStore;
 
 struct GatedDeltaNet {
+    // The input projections, fused into one matrix where their dtypes agree (one matmul):
+    Tensor w_in;       // [C + nv·dv + 2·nv, H]  rows: W_qkv | W_z | W_b | W_a
+    // ... else apart:
     Tensor w_qkv;      // [2·nk·dk + nv·dv, H]  rows: q heads | k heads | v heads
     Tensor w_z;        // [nv·dv, H]
     Tensor w_b, w_a;   // [nv, H]

@@ -2,15 +2,33 @@
 
 #include <fmt/format.h>
 
+#include "models/layers/views.h"
 #include "runtime/weight_store.h"
 
 namespace tessera {
 
+SwiGluMlp SwiGluMlp::load(WeightStore& w, const std::string& gate, const std::string& up, const std::string& down,
+                          int64_t F, int64_t H) {
+    SwiGluMlp m;
+    m.gate_up = w.stack_rows({{gate, F, {}}, {up, F, {}}}, H);
+    if (m.gate_up.empty()) {  // dtypes differ: apart
+        m.gate = w.matrix(gate, F, H);
+        m.up = w.matrix(up, F, H);
+    }
+    m.down = w.matrix(down, H, F);
+    return m;
+}
+
 void SwiGluMlp::forward(Backend& be, Arena& arena, const Tensor& x, const Tensor& out) const {
-    const int64_t T = x.dim(0), F = gate.dim(0);
-    Tensor g = arena.tensor(DType::F32, {T, F}), u = arena.tensor(DType::F32, {T, F});
-    be.matmul(g, x, gate);
-    be.matmul(u, x, up);
+    const int64_t T = x.dim(0), F = down.dim(1);
+    Tensor gu = arena.tensor(DType::F32, {T, 2 * F});  // [gate x | up x]
+    Tensor g = col_view(gu, 0, F), u = col_view(gu, F, F);
+    if (!gate_up.empty()) {
+        be.matmul(gu, x, gate_up);
+    } else {
+        be.matmul(g, x, gate);
+        be.matmul(u, x, up);
+    }
     be.swiglu(g, g, u);
     be.matmul(out, g, down);
 }
@@ -63,9 +81,8 @@ MoeBlock MoeBlock::load(WeightStore& w, const ModelConfig& c, int64_t il) {
     }
     if (c.shared_expert_ffn > 0) {
         const int64_t S = c.shared_expert_ffn;
-        m.shared.gate = w.matrix(p + "ffn_gate_shexp.weight", S, H);
-        m.shared.up = w.matrix(p + "ffn_up_shexp.weight", S, H);
-        m.shared.down = w.matrix(p + "ffn_down_shexp.weight", H, S);
+        m.shared = SwiGluMlp::load(w, p + "ffn_gate_shexp.weight", p + "ffn_up_shexp.weight",
+                                   p + "ffn_down_shexp.weight", S, H);
         m.shared_gate = w.matrix(p + "ffn_gate_inp_shexp.weight", 1, H);
     }
     return m;
@@ -83,7 +100,7 @@ void MoeBlock::forward(Backend& be, Arena& arena, const ModelConfig& c, const Te
     be.matmul(logits, x, router);
     be.moe_topk(logits, int(k), c.norm_topk, ids, weights.ptr<float>());
     be.moe_experts(out, x, experts, ids, weights.ptr<float>(), int(k));
-    if (shared.gate.empty()) return;
+    if (shared.empty()) return;
     Tensor s = arena.tensor(DType::F32, {T, c.hidden});
     Tensor sg = arena.tensor(DType::F32, {T, 1});
     shared.forward(be, arena, x, s);

@@ -2,6 +2,8 @@
 // model says), SwiGLU experts computed grouped by expert, plus a shared expert scaled by
 // σ(x·w_shared_gate).   y = Σ_j w_j · expert_{e_j}(x) + σ(x·g_s) · shared(x)
 #pragma once
+#include <string>
+
 #include "core/arena.h"
 #include "kernels/backend.h"
 #include "models/model_config.h"
@@ -11,7 +13,13 @@ namespace tessera {
 class WeightStore;
 
 struct SwiGluMlp {
-    Tensor gate, up, down;  // [F, H], [F, H], [H, F]
+    Tensor gate_up;         // [2F, H]: gate | up fused where their dtypes agree (one matmul) ...
+    Tensor gate, up, down;  // ... else [F, H], [F, H]; and [H, F]
+
+    // Binds the tensors named gate, up, down (shapes checked).
+    static SwiGluMlp load(WeightStore& w, const std::string& gate, const std::string& up, const std::string& down,
+                          int64_t F, int64_t H);
+    bool empty() const { return down.empty(); }
     void forward(Backend& be, Arena& arena, const Tensor& x, const Tensor& out) const;  // out = down(silu(gate x) ⊙ up x)
 };
 
