@@ -3,7 +3,8 @@
 # covers what a session changed. Results go to $OUT (or build/gpu-logs), a few files only.
 #   scripts/gpu/check.sh tests kernels       # every CUDA test; every kernel benchmark   (~6 min)
 #   scripts/gpu/check.sh e2e profile         # tessera bench on the flagship; ncu profile (~8 min)
-# Stages: tests | kernels | e2e | profile (any order, any subset).
+#   scripts/gpu/check.sh ncu                  # why the decode kernels are slow: limits.md (~3 min)
+# Stages: tests | kernels | e2e | profile | ncu (any order, any subset).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 LOGS=${OUT:-build/gpu-logs}
@@ -15,6 +16,7 @@ has() { [[ "$stages" == *" $1 "* ]]; }
 targets="tessera"
 has tests && targets="$targets test_cuda"
 has kernels && targets="$targets bench_fast_gemv bench_fast_gemm bench_fast_moe bench_fast_gdn bench_fast_attention bench_fast_topk bench_gemv"
+has ncu && targets="$targets bench_fast_gemv bench_fast_moe bench_fast_gdn"
 export TESSERA_GPU_TARGETS="$targets"
 if has tests; then
   scripts/gpu/run_tests.sh >"$LOGS/tests.txt" 2>&1
@@ -36,6 +38,11 @@ if has kernels; then
     $B/bench_gemv --device cuda --dtypes q4_0,bf16 --tokens 1,8
   } >"$LOGS/kernels.txt" 2>&1
   echo "== kernels: $(grep -c '|' "$LOGS/kernels.txt") table rows in kernels.txt"
+fi
+
+if has ncu; then
+  scripts/gpu/ncu_kernels.sh >/dev/null 2>&1
+  echo "== ncu: $(grep -c '^| ' "$LOGS/limits.md") rows in limits.md"
 fi
 
 MODEL=${TESSERA_BENCH_MODEL:-/tmp/qwen3.6-35b-a3b-q4_0.gguf}
