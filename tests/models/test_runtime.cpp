@@ -6,12 +6,15 @@
 #include <cstring>
 #include <map>
 
+#include "core/half.h"
 #include "core/status.h"
 #include "models/model.h"
 #include "models/model_config.h"
 #include "runtime/hf_names.h"
 #include "runtime/hf_source.h"
 #include "runtime/kv_cache.h"
+#include "kernels/backend.h"
+#include "models/layers/stacked_linear.h"
 #include "runtime/weight_store.h"
 
 using namespace tessera;
@@ -166,6 +169,21 @@ public:
     std::vector<std::string> names() const override { return {}; }
     std::string describe() const override { return "map"; }
     const std::vector<uint8_t>& bytes(const std::string& name) const { return bytes_.at(name); }
+    // f32 or f16 values v(r, c).
+    template <typename F>
+    void add_values(const std::string& name, DType dtype, int64_t rows, int64_t cols, F v) {
+        add(name, dtype, rows, cols, 0);
+        auto& b = bytes_[name];
+        for (int64_t r = 0; r < rows; ++r)
+            for (int64_t c = 0; c < cols; ++c) {
+                const float f = v(r, c);
+                if (dtype == DType::F32) std::memcpy(b.data() + size_t(r * cols + c) * 4, &f, 4);
+                else {
+                    const uint16_t h = f32_to_f16(f);
+                    std::memcpy(b.data() + size_t(r * cols + c) * 2, &h, 2);
+                }
+            }
+    }
 
 private:
     std::map<std::string, std::vector<uint8_t>> bytes_;
@@ -197,4 +215,44 @@ TEST(WeightStore, StackRowsFusesProjections) {
     EXPECT_THROW(w.stack_rows({{"b", 2, {1}}}, K), Error);               // 1 row picked, 2 wanted
     EXPECT_THROW(w.stack_rows({{"a", 3, {}}}, 32), Error);               // columns
     EXPECT_THROW(w.stack_rows({{"zz", 1, {}}}, K), Error);               // no such tensor
+}
+
+// StackedLinear: one matmul over the stacked rows where the dtypes agree, one per piece into its
+// column band otherwise — the same y either way (and the same as the separate matmuls), written
+// through a strided y without touching the columns around it.
+TEST(StackedLinear, StackedOrApartGiveTheSeparateProducts) {
+    const int64_t K = 8, T = 3;
+    auto wa = [](int64_t r, int64_t c) { return 0.25f * float((r * 3 + c) % 7) - 0.5f; };
+    auto wb = [](int64_t r, int64_t c) { return 0.125f * float((r + 2 * c) % 5) - 0.25f; };
+    MapSource src;
+    src.add_values("a", DType::F32, 3, K, wa);
+    src.add_values("b32", DType::F32, 2, K, wb);
+    src.add_values("b16", DType::F16, 2, K, wb);  // exact in f16
+    WeightStore w(src);
+    auto be = make_cpu_backend();
+    std::vector<float> x(size_t(T * K));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 5) - 2);
+    const Tensor xt(x.data(), DType::F32, {T, K});
+    for (const char* b : {"b32", "b16"}) {
+        SCOPED_TRACE(b);
+        const StackedLinear s = StackedLinear::load(w, {{"a", 3, {}}, {b, 2, {1, 0}}}, K);
+        EXPECT_EQ(s.rows, 5);
+        EXPECT_EQ(s.stacked.empty(), std::string(b) == "b16");
+        const int64_t ld = 9;  // y: columns 2..6 of a [T, 9] buffer
+        std::vector<float> y(size_t(T * ld), -7.f);
+        Tensor yt(y.data() + 2, DType::F32, {T, 5});
+        yt.stride[0] = ld * 4;
+        s.apply(*be, yt, xt);
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t j = 0; j < ld; ++j) {
+                float want = -7.f;
+                if (j >= 2 && j < 7) {
+                    const int64_t n = j - 2;
+                    want = 0;
+                    for (int64_t c = 0; c < K; ++c)
+                        want += x[size_t(t * K + c)] * (n < 3 ? wa(n, c) : wb(n == 3 ? 1 : 0, c));
+                }
+                EXPECT_FLOAT_EQ(y[size_t(t * ld + j)], want) << t << ", " << j;
+            }
+    }
 }

@@ -51,16 +51,7 @@ GatedDeltaNet GatedDeltaNet::load(WeightStore& w, const ModelConfig& c, int64_t 
         pieces.push_back({p + "ssm_ba.weight", nv, b});
         pieces.push_back({p + "ssm_ba.weight", nv, a});
     }
-    g.w_in = w.stack_rows(pieces, H);
-    if (g.w_in.empty()) {  // dtypes differ (e.g. a q8_0 W_b next to a q4_k W_qkv): apart
-        auto one = [&](const Piece& pc) {
-            return pc.pick.empty() ? w.matrix(pc.name, pc.rows, H) : w.gather_rows(pc.name, pc.pick, H);
-        };
-        g.w_qkv = one(pieces[0]);
-        g.w_z = one(pieces[1]);
-        g.w_b = one(pieces[2]);
-        g.w_a = one(pieces[3]);
-    }
+    g.w_in = StackedLinear::load(w, pieces, H);
     g.conv = w.matrix_f32(p + "ssm_conv1d.weight", C, c.conv_kernel);
     g.dt_bias = w.vector_f32(p + "ssm_dt.bias", nv);
     g.neg_exp_a = w.vector_f32(p + "ssm_a", nv);
@@ -87,14 +78,7 @@ void GatedDeltaNet::forward(Backend& be, Arena& arena, const ModelConfig& c, con
     Tensor beta = arena.tensor(DType::F32, {T, nv}), g = arena.tensor(DType::F32, {T, nv});
     Tensor o = arena.tensor(DType::F32, {T, nv * dv});
 
-    if (!w_in.empty()) {
-        be.matmul(proj, x, w_in);
-    } else {
-        be.matmul(mixed, x, w_qkv);
-        be.matmul(z, x, w_z);
-        be.matmul(b, x, w_b);
-        be.matmul(a, x, w_a);
-    }
+    w_in.apply(be, proj, x);
     GdnParams gp;
     gp.n_k_heads = int(nk);
     gp.n_v_heads = int(nv);

@@ -5,6 +5,7 @@
 #pragma once
 #include "core/arena.h"
 #include "kernels/backend.h"
+#include "models/layers/stacked_linear.h"
 #include "models/model_config.h"
 
 namespace tessera {
@@ -12,12 +13,9 @@ namespace tessera {
 class WeightStore;
 
 struct GatedDeltaNet {
-    // The input projections, fused into one matrix where their dtypes agree (one matmul):
-    Tensor w_in;       // [C + nv·dv + 2·nv, H]  rows: W_qkv | W_z | W_b | W_a
-    // ... else apart:
-    Tensor w_qkv;      // [2·nk·dk + nv·dv, H]  rows: q heads | k heads | v heads
-    Tensor w_z;        // [nv·dv, H]
-    Tensor w_b, w_a;   // [nv, H]
+    // The input projections, one matmul where their dtypes agree: [C + nv·dv + 2·nv, H], rows
+    // W_qkv (C = 2·nk·dk + nv·dv: q heads | k heads | v heads) | W_z [nv·dv] | W_b [nv] | W_a [nv].
+    StackedLinear w_in;
     Tensor conv;       // [C, K] f32, C = 2·nk·dk + nv·dv
     Tensor dt_bias;    // [nv] f32
     Tensor neg_exp_a;  // [nv] f32: −exp(A_log)

@@ -10,11 +10,7 @@ namespace tessera {
 SwiGluMlp SwiGluMlp::load(WeightStore& w, const std::string& gate, const std::string& up, const std::string& down,
                           int64_t F, int64_t H) {
     SwiGluMlp m;
-    m.gate_up = w.stack_rows({{gate, F, {}}, {up, F, {}}}, H);
-    if (m.gate_up.empty()) {  // dtypes differ: apart
-        m.gate = w.matrix(gate, F, H);
-        m.up = w.matrix(up, F, H);
-    }
+    m.gate_up = StackedLinear::load(w, {{gate, F, {}}, {up, F, {}}}, H);
     m.down = w.matrix(down, H, F);
     return m;
 }
@@ -23,12 +19,7 @@ void SwiGluMlp::forward(Backend& be, Arena& arena, const Tensor& x, const Tensor
     const int64_t T = x.dim(0), F = down.dim(1);
     Tensor gu = arena.tensor(DType::F32, {T, 2 * F});  // [gate x | up x]
     Tensor g = col_view(gu, 0, F), u = col_view(gu, F, F);
-    if (!gate_up.empty()) {
-        be.matmul(gu, x, gate_up);
-    } else {
-        be.matmul(g, x, gate);
-        be.matmul(u, x, up);
-    }
+    gate_up.apply(be, gu, x);
     be.swiglu(g, g, u);
     be.matmul(out, g, down);
 }

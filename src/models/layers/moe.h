@@ -6,6 +6,7 @@
 
 #include "core/arena.h"
 #include "kernels/backend.h"
+#include "models/layers/stacked_linear.h"
 #include "models/model_config.h"
 
 namespace tessera {
@@ -13,8 +14,8 @@ namespace tessera {
 class WeightStore;
 
 struct SwiGluMlp {
-    Tensor gate_up;         // [2F, H]: gate | up fused where their dtypes agree (one matmul) ...
-    Tensor gate, up, down;  // ... else [F, H], [F, H]; and [H, F]
+    StackedLinear gate_up;  // [2F, H]: gate | up, one matmul where their dtypes agree
+    Tensor down;            // [H, F]
 
     // Binds the tensors named gate, up, down (shapes checked).
     static SwiGluMlp load(WeightStore& w, const std::string& gate, const std::string& up, const std::string& down,
