@@ -12,12 +12,14 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "core/half.h"
+#include "core/memlog.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "formats/quants.h"
@@ -539,6 +541,47 @@ TEST(CudaFastBackend, MatmulAndEmbedMatchReference) {
         fast->memory().deallocate(idd);
         fast->memory().deallocate(yd);
     }
+}
+
+// TESSERA_PREFILL_BF16_WEIGHTS=1: the cuBLAS prefill path reads a bf16 copy made at load instead
+// of dequantising into scratch each call — the same bits (the same dequantisation, the same GEMM),
+// 2 bytes a weight more device memory; an expert slice gets no copy; a bad value is refused.
+TEST(CudaFastBackend, Bf16WeightCopiesGiveTheSameProducts) {
+    REQUIRE_CUDA();
+    const int64_t N = 96, K = 352, T = 200;  // T past kPrefillCublasTokens: the cuBLAS path
+    Gguf g = make_gguf(DType::Q4_0, N, K, 31);
+    const std::vector<float> x = random_rows(T, K, K, 32);
+    auto run = [&](const char* env, int64_t* weight_growth, int64_t* expert_bytes) {
+        if (env) setenv("TESSERA_PREFILL_BF16_WEIGHTS", env, 1);
+        else unsetenv("TESSERA_PREFILL_BF16_WEIGHTS");
+        auto be = make_cuda_backend(0, CudaKernels::Fast);
+        unsetenv("TESSERA_PREFILL_BF16_WEIGHTS");
+        const int64_t before = MemLog::global().get("weights_device");
+        const Tensor w = be->place_weight(g.host(), WeightUse::Matrix);
+        *weight_growth = MemLog::global().get("weights_device") - before;
+        const int64_t after_matrix = MemLog::global().get("weights_device");
+        (void)be->place_weight(make_gguf(DType::Q4_0, 64, 64, 33).host(), WeightUse::Expert);
+        *expert_bytes = MemLog::global().get("weights_device") - after_matrix;
+        void* xd = be->memory().allocate(size_t(T * K) * 4);
+        void* yd = be->memory().allocate(size_t(T * N) * 4);
+        be->copy_in(xd, x.data(), size_t(T * K) * 4);
+        be->matmul(Tensor(yd, DType::F32, {T, N}, Device::CUDA), Tensor(xd, DType::F32, {T, K}, Device::CUDA), w);
+        std::vector<float> y(size_t(T * N));
+        be->copy_out(y.data(), yd, y.size() * 4);
+        be->memory().deallocate(xd);
+        be->memory().deallocate(yd);
+        return y;
+    };
+    int64_t grow_plain = 0, grow_copy = 0, expert_plain = 0, expert_copy = 0;
+    const std::vector<float> plain = run(nullptr, &grow_plain, &expert_plain);
+    const std::vector<float> copied = run("1", &grow_copy, &expert_copy);
+    EXPECT_EQ(std::memcmp(plain.data(), copied.data(), plain.size() * 4), 0);
+    EXPECT_EQ(grow_copy - grow_plain, N * K * 2);
+    EXPECT_EQ(expert_copy, expert_plain);  // no copy of an expert slice
+    check_product(copied, N, g.deq, x, K, T, N, K, std::ldexp(1.0, -8) + 1e-5, 1e-2, "bf16 copies");
+    setenv("TESSERA_PREFILL_BF16_WEIGHTS", "yes", 1);
+    EXPECT_THROW(make_cuda_backend(0, CudaKernels::Fast), Error);
+    unsetenv("TESSERA_PREFILL_BF16_WEIGHTS");
 }
 
 TEST(CudaFastBackend, KernelsFromTheEnvironment) {

@@ -14,6 +14,7 @@
 #include "kernels/cuda/cuda_backend_impl.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device.h"
+#include "kernels/cuda/fast_embed.h"
 #include "kernels/cuda/ref_dequant.h"
 #include "kernels/packed_repack.h"
 
@@ -54,7 +55,12 @@ int set_device(int d) {
 }  // namespace
 
 CudaBackend::CudaBackend(int device, CudaKernels kernels)
-    : device_(set_device(device)), kernels_(kernels), stream_(), cublas_(stream_.get()) {}
+    : device_(set_device(device)), kernels_(kernels), stream_(), cublas_(stream_.get()) {
+    const char* v = std::getenv("TESSERA_PREFILL_BF16_WEIGHTS");
+    TS_CHECK(!v || !*v || std::strcmp(v, "0") == 0 || std::strcmp(v, "1") == 0,
+             "TESSERA_PREFILL_BF16_WEIGHTS={}: expected 0 or 1", v);
+    bf16_copies_ = v && std::strcmp(v, "1") == 0;
+}
 
 CudaBackend::~CudaBackend() {
     cudaStreamSynchronize(stream_.get());  // nothing queued may outlive the buffers
@@ -111,7 +117,7 @@ Tensor CudaBackend::place_weight(const Tensor& host, WeightUse use) {
     if (kernels_ == CudaKernels::Fast && host.ndim == 2 && cuda::can_repack(host.dtype) &&
         (use == WeightUse::Matrix || (use == WeightUse::Expert && packed_kind_of(host.dtype) == PackedKind::Int4 &&
                                       host.rows() % 32 == 0 && host.cols() % 32 == 0)))
-        return place_packed(host);
+        return place_packed(host, use);
     const int64_t rows = host.rows(), cols = host.cols();
     const size_t rb = host.row_bytes(), bytes = size_t(rows) * rb;
     std::vector<uint8_t> packed;  // rows gathered when the view is strided
@@ -146,7 +152,7 @@ namespace {
 size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 }  // namespace
 
-Tensor CudaBackend::place_packed(const Tensor& host) {
+Tensor CudaBackend::place_packed(const Tensor& host, WeightUse use) {
     const PackedHost p = with_context(fmt::format("place_weight {}", host.describe()), [&] { return repack(host); });
     // One buffer: codes, then scales, then biases, each 256-byte aligned.
     const size_t code_bytes = p.codes.size(), scale_bytes = p.scales.size() * 2, bias_bytes = p.biases.size() * 2;
@@ -166,6 +172,11 @@ Tensor CudaBackend::place_packed(const Tensor& host) {
     m.biases = bias_bytes ? reinterpret_cast<const uint16_t*>(base + bias_at) : nullptr;
     packed_[b.data()] = m;
     weight_bytes_ += int64_t(b.size());
+    if (bf16_copies_ && use == WeightUse::Matrix) {  // the prefill's cuBLAS operand, made once
+        DeviceBuffer& c = bf16_.emplace(m.codes, DeviceBuffer(size_t(m.n * m.k) * 2)).first->second;
+        fast::dequant_rows_bf16(c.as<uint16_t>(), m.k, m, m.n, stream_.get());
+        weight_bytes_ += int64_t(c.size());
+    }
     MemLog::global().set("weights_device", weight_bytes_);
     return Tensor::contiguous(b.data(), host.dtype, host.shape.data(), host.ndim, Device::CUDA);
 }

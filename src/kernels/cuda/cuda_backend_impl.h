@@ -85,7 +85,7 @@ private:
     // The packed form of a placed weight (fast mode), or null when w was not packed.
     const PackedMatrix* packed_of(const Tensor& w) const;
     bool fast_gdn() const;  // fast mode unless TESSERA_FAST_GDN=0 (cuda_backend_ops.cpp)
-    Tensor place_packed(const Tensor& host);                       // cuda_backend.cpp
+    Tensor place_packed(const Tensor& host, WeightUse use);        // cuda_backend.cpp
     void matmul_packed(const Tensor& y, const Tensor& x, const PackedMatrix& w);  // cuda_backend_ops.cpp
 
     int device_;
@@ -105,6 +105,12 @@ private:
     // Packed weights by the data pointer of the Tensor place_weight returned for them (which
     // keeps the source dtype and shape; its bytes are the packed codes, scales and biases).
     std::unordered_map<const void*, PackedMatrix> packed_;
+    // TESSERA_PREFILL_BF16_WEIGHTS=1 (read at construction; off by default until measured): a
+    // bf16 copy of every packed non-expert matrix made at load, by its codes pointer, which the
+    // many-token cuBLAS path reads instead of dequantising the packed matrix into scratch on
+    // each call (more device memory: 2 bytes a weight).
+    bool bf16_copies_ = false;
+    std::unordered_map<const void*, DeviceBuffer> bf16_;
     int64_t weight_bytes_ = 0;
 };
 

@@ -173,10 +173,15 @@ void CudaBackend::matmul_packed(const Tensor& y, const Tensor& x, const PackedMa
             }
             return fast::gemv_packed(Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
         case MatmulKernel::Gemm:
-            if (prefill_via_cublas(X.rows)) {  // w to bf16 in scratch, cuBLAS's tensor-core GEMM
-                auto* wb = static_cast<uint16_t*>(scratch(2, size_t(w.n * w.k) * sizeof(uint16_t)));
+            if (prefill_via_cublas(X.rows)) {  // w to bf16 (in scratch, or its copy), cuBLAS's GEMM
+                const auto copy = bf16_.find(w.codes);
                 auto* xb = static_cast<uint16_t*>(scratch(3, size_t(X.rows * w.k) * sizeof(uint16_t)));
-                fast::dequant_rows_bf16(wb, w.k, w, w.n, stream_.get());
+                const uint16_t* wb = copy != bf16_.end() ? copy->second.as<uint16_t>() : nullptr;
+                if (!wb) {
+                    auto* ws = static_cast<uint16_t*>(scratch(2, size_t(w.n * w.k) * sizeof(uint16_t)));
+                    fast::dequant_rows_bf16(ws, w.k, w, w.n, stream_.get());
+                    wb = ws;
+                }
                 return ref::matmul_bf16(Y.p, Y.ld, X.p, X.ld, wb, X.rows, w.n, w.k, cublas_, xb, stream_.get());
             }
             if constexpr (kHaveFastGemm) {
