@@ -545,7 +545,8 @@ TEST(CudaFastBackend, MatmulAndEmbedMatchReference) {
 
 // TESSERA_PREFILL_BF16_WEIGHTS=1: the cuBLAS prefill path reads a bf16 copy made at load instead
 // of dequantising into scratch each call — the same bits (the same dequantisation, the same GEMM),
-// 2 bytes a weight more device memory; an expert slice gets no copy; a bad value is refused.
+// 2 bytes a weight more device memory; an expert slice and a vocabulary-sized table get no copy;
+// a bad value is refused.
 TEST(CudaFastBackend, Bf16WeightCopiesGiveTheSameProducts) {
     REQUIRE_CUDA();
     const int64_t N = 96, K = 352, T = 200;  // T past kPrefillCublasTokens: the cuBLAS path
@@ -562,6 +563,9 @@ TEST(CudaFastBackend, Bf16WeightCopiesGiveTheSameProducts) {
         const int64_t after_matrix = MemLog::global().get("weights_device");
         (void)be->place_weight(make_gguf(DType::Q4_0, 64, 64, 33).host(), WeightUse::Expert);
         *expert_bytes = MemLog::global().get("weights_device") - after_matrix;
+        const int64_t before_table = MemLog::global().get("weights_device");
+        (void)be->place_weight(make_gguf(DType::Q4_0, 65600, 32, 34).host(), WeightUse::Matrix);
+        *expert_bytes += MemLog::global().get("weights_device") - before_table;  // same in both runs
         void* xd = be->memory().allocate(size_t(T * K) * 4);
         void* yd = be->memory().allocate(size_t(T * N) * 4);
         be->copy_in(xd, x.data(), size_t(T * K) * 4);
@@ -577,7 +581,7 @@ TEST(CudaFastBackend, Bf16WeightCopiesGiveTheSameProducts) {
     const std::vector<float> copied = run("1", &grow_copy, &expert_copy);
     EXPECT_EQ(std::memcmp(plain.data(), copied.data(), plain.size() * 4), 0);
     EXPECT_EQ(grow_copy - grow_plain, N * K * 2);
-    EXPECT_EQ(expert_copy, expert_plain);  // no copy of an expert slice
+    EXPECT_EQ(expert_copy, expert_plain);  // no copy of an expert slice or a vocabulary table
     check_product(copied, N, g.deq, x, K, T, N, K, std::ldexp(1.0, -8) + 1e-5, 1e-2, "bf16 copies");
     setenv("TESSERA_PREFILL_BF16_WEIGHTS", "yes", 1);
     EXPECT_THROW(make_cuda_backend(0, CudaKernels::Fast), Error);

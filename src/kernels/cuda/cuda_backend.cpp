@@ -172,7 +172,10 @@ Tensor CudaBackend::place_packed(const Tensor& host, WeightUse use) {
     m.biases = bias_bytes ? reinterpret_cast<const uint16_t*>(base + bias_at) : nullptr;
     packed_[b.data()] = m;
     weight_bytes_ += int64_t(b.size());
-    if (bf16_copies_ && use == WeightUse::Matrix) {  // the prefill's cuBLAS operand, made once
+    // The prefill's cuBLAS operand, made once — not for vocabulary-sized tables (the embedding,
+    // lm_head: a prefill multiplies only the rows whose logits it wants).
+    constexpr int64_t kBf16CopyMaxRows = 65536;
+    if (bf16_copies_ && use == WeightUse::Matrix && m.n <= kBf16CopyMaxRows) {
         DeviceBuffer& c = bf16_.emplace(m.codes, DeviceBuffer(size_t(m.n * m.k) * 2)).first->second;
         fast::dequant_rows_bf16(c.as<uint16_t>(), m.k, m, m.n, stream_.get());
         weight_bytes_ += int64_t(c.size());

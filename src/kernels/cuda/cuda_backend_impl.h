@@ -106,9 +106,9 @@ private:
     // keeps the source dtype and shape; its bytes are the packed codes, scales and biases).
     std::unordered_map<const void*, PackedMatrix> packed_;
     // TESSERA_PREFILL_BF16_WEIGHTS=1 (read at construction; off by default until measured): a
-    // bf16 copy of every packed non-expert matrix made at load, by its codes pointer, which the
-    // many-token cuBLAS path reads instead of dequantising the packed matrix into scratch on
-    // each call (more device memory: 2 bytes a weight).
+    // bf16 copy of every packed non-expert matrix (but vocabulary-sized ones) made at load, by
+    // its codes pointer, which the many-token cuBLAS path reads instead of dequantising the
+    // packed matrix into scratch on each call (more device memory: 2 bytes a weight).
     bool bf16_copies_ = false;
     std::unordered_map<const void*, DeviceBuffer> bf16_;
     int64_t weight_bytes_ = 0;
