@@ -13,6 +13,8 @@
 //   3. Sort the ≤ 128 candidates by (key descending, index ascending), bitonic in shared memory.
 #include <cstdint>
 
+#include "kernels/cuda/arg_best.cuh"
+#include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/fast_topk.h"
 
 namespace tessera::cuda::fast::detail {
@@ -178,21 +180,7 @@ __global__ void __launch_bounds__(kThreads)
 // the lowest index among equals (-0 equals +0), 256 threads striding with 8 loads in flight each;
 // with one segment it writes out[r] (0 for a row without a non-NaN value), else its (value,
 // index) to part_v / part_i [r·S + s] (index -1: none), which argmax_merge_kernel reduces.
-struct Best {
-    float v;
-    int32_t i;  // -1: none
-};
-__device__ __forceinline__ Best better(Best a, Best b) {
-    if (b.i < 0) return a;
-    if (a.i < 0) return b;
-    return (b.v > a.v || (b.v == a.v && b.i < a.i)) ? b : a;
-}
-__device__ __forceinline__ Best warp_best(Best b) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) b = better(b, Best{__shfl_xor_sync(0xffffffffu, b.v, o),
-                                                       __shfl_xor_sync(0xffffffffu, b.i, o)});
-    return b;
-}
+using Best = ArgBest<int32_t>;
 
 constexpr int kArgmaxThreads = 256;
 
@@ -210,11 +198,11 @@ __global__ void __launch_bounds__(kArgmaxThreads)
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             const int c = base + u * kArgmaxThreads;
-            v[u] = c < c1 ? __ldg(row + c) : __int_as_float(0x7fc00000);
+            v[u] = c < c1 ? __ldg(row + c) : dev::quiet_nan();
         }
 #pragma unroll
         for (int u = 0; u < U; ++u)  // increasing columns: the first of equals stays
-            if (v[u] == v[u] && (b.i < 0 || v[u] > b.v)) b = Best{v[u], base + u * kArgmaxThreads};
+            if (v[u] == v[u] && (b.idx < 0 || v[u] > b.v)) b = Best{v[u], base + u * kArgmaxThreads};
     }
     b = warp_best(b);
     const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5);
@@ -225,10 +213,10 @@ __global__ void __launch_bounds__(kArgmaxThreads)
     b = warp_best(b);
     if (lane != 0) return;
     if (gridDim.x == 1) {
-        out[r] = b.i < 0 ? 0 : b.i;
+        out[r] = b.idx < 0 ? 0 : b.idx;
     } else {
         part_v[r * gridDim.x + blockIdx.x] = b.v;
-        part_i[r * gridDim.x + blockIdx.x] = b.i;
+        part_i[r * gridDim.x + blockIdx.x] = b.idx;
     }
 }
 
@@ -239,7 +227,7 @@ __global__ void argmax_merge_kernel(const float* __restrict__ part_v, const int3
     Best b{0.f, -1};
     for (int s = int(threadIdx.x); s < S; s += 32) b = better(b, Best{part_v[r * S + s], part_i[r * S + s]});
     b = warp_best(b);
-    if (threadIdx.x == 0) out[r] = b.i < 0 ? 0 : b.i;
+    if (threadIdx.x == 0) out[r] = b.idx < 0 ? 0 : b.idx;
 }
 
 __global__ void edit_logits_kernel(float* __restrict__ x, int64_t ldx, const LogitEdit* __restrict__ edits, int n) {

@@ -4,6 +4,7 @@
 #include "kernels/cuda/ref_misc.h"
 
 #include "core/half.h"
+#include "kernels/cuda/arg_best.cuh"
 #include "kernels/cuda/ref_reduce.cuh"
 
 namespace tessera::cuda::ref::detail {
@@ -34,25 +35,7 @@ __global__ void softmax_kernel(float* x, int64_t ldx, int64_t rows, int64_t cols
     }
 }
 
-// A running argmax: idx < 0 means no non-NaN value seen yet.
-struct Best {
-    float v;
-    int64_t idx;
-};
-// Whether b beats a: NaN never enters, larger wins, the lower index on ties.
-__device__ inline Best better(Best a, Best b) {
-    if (b.idx < 0) return a;
-    if (a.idx < 0) return b;
-    return (b.v > a.v || (b.v == a.v && b.idx < a.idx)) ? b : a;
-}
-__device__ inline Best warp_best(Best x) {
-    for (int o = 16; o > 0; o >>= 1) {
-        const Best y{__shfl_xor_sync(0xffffffffu, x.v, o),
-                     (int64_t)__shfl_xor_sync(0xffffffffu, (long long)x.idx, o)};
-        x = better(x, y);
-    }
-    return x;
-}
+using Best = ArgBest<int64_t>;
 
 // out[r] = argmax of row r of x[rows, cols]
 __global__ void argmax_kernel(const float* x, int64_t ldx, int64_t rows, int64_t cols, int32_t* out) {
