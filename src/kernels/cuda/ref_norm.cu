@@ -32,6 +32,14 @@ __device__ __forceinline__ void for_columns(int64_t n, Load load, Use use) {
     }
 }
 
+// yr[c] = xr[c] · inv · w[c] for a row (yr may be xr), a batch of columns loaded before stored.
+__device__ __forceinline__ void scale_row(float* yr, const float* xr, const float* w, float inv, int64_t cols) {
+    float xv[kBatch], wv[kBatch];
+    for_columns(
+        cols, [&](int j, int64_t c) { xv[j] = xr[c], wv[j] = w[c]; },
+        [&](int j, int64_t c) { yr[c] = xv[j] * inv * wv[j]; });
+}
+
 // y[rows, cols] = x · rsqrt(mean(x²) + eps) · w. Every thread reads an element before it
 // writes it, and the reduction's barriers order all reads before any write: y may alias x.
 __global__ void rms_norm_kernel(float* y, int64_t ldy, const float* x, int64_t ldx, const float* w, int64_t rows,
@@ -42,10 +50,7 @@ __global__ void rms_norm_kernel(float* y, int64_t ldy, const float* x, int64_t l
         float* yr = y + r * ldy;
         const float ss = block_sum_squares(xr, cols, scratch);
         const float inv = float(1.0 / sqrt(double(ss) / double(cols) + double(eps)));
-        float xv[kBatch], wv[kBatch];
-        for_columns(
-            cols, [&](int j, int64_t c) { xv[j] = xr[c], wv[j] = w[c]; },
-            [&](int j, int64_t c) { yr[c] = xv[j] * inv * wv[j]; });
+        scale_row(yr, xr, w, inv, cols);
     }
 }
 
@@ -69,10 +74,7 @@ __global__ void add_rms_norm_kernel(float* x, int64_t ldx, const float* d, int64
             });
         ss = block_sum(ss, scratch);
         const float inv = float(1.0 / sqrt(double(ss) / double(cols) + double(eps)));
-        float wv[kBatch];
-        for_columns(
-            cols, [&](int j, int64_t c) { xv[j] = xr[c], wv[j] = w[c]; },
-            [&](int j, int64_t c) { yr[c] = xv[j] * inv * wv[j]; });
+        scale_row(yr, xr, w, inv, cols);
     }
 }
 
