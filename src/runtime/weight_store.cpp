@@ -18,17 +18,8 @@ Tensor WeightStore::matrix(const std::string& name, int64_t rows, int64_t cols) 
 }
 
 Tensor WeightStore::gather_rows(const std::string& name, const std::vector<int64_t>& rows, int64_t cols) {
-    const Tensor t = src_.get(name);
-    TS_CHECK(t.ndim == 2 && t.cols() == cols, "{}: tensor {}: expected [*, {}] got {}", src_.describe(), name, cols,
-             t.shape_str());
-    const size_t rb = t.row_bytes();
-    auto& buf = owned_raw_.emplace_back(rows.size() * rb);
-    for (size_t i = 0; i < rows.size(); ++i) {
-        TS_CHECK(rows[i] >= 0 && rows[i] < t.rows(), "{}: tensor {}: row {} of {}", src_.describe(), name, rows[i],
-                 t.rows());
-        std::memcpy(buf.data() + i * rb, t.row_ptr(rows[i]), rb);
-    }
-    return place_raw(t.dtype, int64_t(rows.size()), cols);
+    TS_CHECK(!rows.empty(), "{}: tensor {}: no rows to gather", src_.describe(), name);
+    return stack_rows({{name, int64_t(rows.size()), rows}}, cols);  // one piece: one dtype
 }
 
 Tensor WeightStore::stack_rows(const std::vector<RowPiece>& pieces, int64_t cols) {

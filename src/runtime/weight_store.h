@@ -23,7 +23,7 @@ public:
     // A weight matrix [rows, cols] in its file dtype (shape checked; error names the tensor).
     Tensor matrix(const std::string& name, int64_t rows, int64_t cols) const;
     // Rows `rows` (in that order) of the matrix `name` [*, cols], copied once in its own dtype
-    // (repacking at load, e.g. regrouping a fused projection).
+    // (repacking at load, e.g. regrouping a fused projection): stack_rows of one piece.
     Tensor gather_rows(const std::string& name, const std::vector<int64_t>& rows, int64_t cols);
     // Several matrices that read the same x stacked by rows into one [Σ rows, cols] (a fused
     // projection: one matmul, one launch, instead of one each), copied once in their dtype.
