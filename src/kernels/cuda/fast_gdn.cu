@@ -5,6 +5,7 @@
 // o = Sᵀq is taken before the rank-1 update as o = S'ᵀq + δ·(kᵀq) (S' = the decayed state).
 #include <cooperative_groups.h>
 
+#include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/fast_gdn.h"
 
 namespace cg = cooperative_groups;
@@ -17,7 +18,6 @@ constexpr int kCols = 32;   // state columns per block (one per lane)
 constexpr int kWarps = 8;   // row groups per value head
 constexpr int kMaxGroup = 16;  // value heads per key head the decode step supports (r = nv / nk)
 
-__device__ inline float nan_f() { return __int_as_float(0x7fc00000); }
 __device__ inline float silu(float x) { return x / (1.f + expf(-x)); }
 
 struct RecArgs {
@@ -72,7 +72,7 @@ __global__ void __launch_bounds__(kWarps * 32) gdn_recurrent_kernel(RecArgs a) {
     const bool range_ok = t0 >= 0 && t1 >= t0 && t1 <= a.T;
     if (!range_ok || slot < -1 || slot >= a.n_slots || t1 - t0 > a.max_len) {
         if (range_ok && w == 0 && col_ok)
-            for (int64_t t = t0; t < t1; ++t) a.o[t * a.o_ts + h * a.o_hs + j] = nan_f();
+            for (int64_t t = t0; t < t1; ++t) a.o[t * a.o_ts + h * a.o_hs + j] = dev::quiet_nan();
         return;
     }
     if (a.tail_only) {  // the CPU's rule: a lone token, or a last chunk of one token, is a recurrent step
@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(kWarps * 32) gdn_recurrent_one_kernel(RecArgs 
     const bool range_ok = t0 >= 0 && t1 >= t0 && t1 <= a.T;
     if (!range_ok || slot < -1 || slot >= a.n_slots || t1 - t0 > a.max_len) {
         if (range_ok && w == 0 && col_ok)
-            for (int64_t t = t0; t < t1; ++t) a.o[t * a.o_ts + h * a.o_hs + j] = nan_f();
+            for (int64_t t = t0; t < t1; ++t) a.o[t * a.o_ts + h * a.o_hs + j] = dev::quiet_nan();
         return;
     }
     const int64_t n = t1 - t0;
@@ -262,7 +262,7 @@ __global__ void __launch_bounds__(512) gdn_decode_kernel(GdnDecodeArgs a) {
     if (slot < -1 || slot >= a.n_slots) {
         for (int64_t idx = tid; idx < r * kCols; idx += blockDim.x) {
             const int64_t col = int64_t(z) * kCols + idx % kCols;
-            if (col < dv) a.y[s * a.y_s + head_of(idx / kCols) * dv + col] = nan_f();
+            if (col < dv) a.y[s * a.y_s + head_of(idx / kCols) * dv + col] = dev::quiet_nan();
         }
         return;
     }

@@ -8,6 +8,7 @@
 // the q/k conv state (every block of the cluster has read it by then).
 #include <cooperative_groups.h>
 
+#include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/fast_gdn.h"
 
 namespace cg = cooperative_groups;
@@ -19,7 +20,6 @@ namespace {
 constexpr int kGroup = 256;     // threads per value head in a block
 constexpr int kMaxHeads = 16;   // value heads per key head (r = nv / nk)
 
-__device__ inline float nan_f() { return __int_as_float(0x7fc00000); }
 __device__ inline float silu(float x) { return x / (1.f + expf(-x)); }
 
 // Sum over the block of three values (every thread gets the same sums). Uses `sh` [16][3].
@@ -128,7 +128,7 @@ __global__ void __launch_bounds__(2 * kGroup, MINB) gdn_decode2_kernel(GdnDecode
     if (slot < -1 || slot >= a.n_slots) {
         for (int idx = tid; idx < r * COLS; idx += blockDim.x) {
             const int col = z * COLS + idx % COLS;
-            if (col < dv) a.y[s * a.y_s + head_of(idx / COLS) * dv + col] = nan_f();
+            if (col < dv) a.y[s * a.y_s + head_of(idx / COLS) * dv + col] = dev::quiet_nan();
         }
         return;
     }

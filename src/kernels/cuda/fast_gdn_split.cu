@@ -31,7 +31,7 @@ __global__ void __launch_bounds__(NW * 32, 1) wy_carry_kernel(ChArgs a) {
         if (sq.range_ok)
             for (int64_t idx = tid; idx < sq.n * kNs; idx += kTh) {
                 const int col = c0 + int(idx % kNs);
-                if (col < dv) a.o[(sq.t0 + idx / kNs) * a.o_ts + h * a.o_hs + col] = nan_f();
+                if (col < dv) a.o[(sq.t0 + idx / kNs) * a.o_ts + h * a.o_hs + col] = dev::quiet_nan();
             }
         return;
     }

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/fast_gdn.h"
 
 namespace tessera::cuda::fast::detail::wy {
@@ -14,7 +15,6 @@ constexpr int kNs = 32;             // state columns per wy_state block
 constexpr int kLdT = kC + 4;        // row stride of 64-wide tiles (A reads: rows gid, columns tig → no conflicts)
 constexpr int kLdS = kNs + 8;       // row stride of 32-wide tiles (B reads: rows tig, columns gid)
 
-__device__ inline float nan_f() { return __int_as_float(0x7fc00000); }
 
 struct ChArgs {
     float* o;
