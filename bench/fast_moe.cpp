@@ -167,7 +167,7 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
         char note[160];
 
         const double route = timer.median(a.warmup, a.runs, [&](int) {
-            fast::moe_route(logits.as<float>(), s.E, T, s.E, s.k, true, ids.as<int32_t>(), wts.as<float>(), st);
+            fast::moe_route(logits.as<float>(), s.E, T, s.E, s.k, true, false, ids.as<int32_t>(), wts.as<float>(), st);
         });
         row(s, T, "moe_route (softmax, top-k, renormalise)", route, 0, "");
 

@@ -58,7 +58,7 @@ void bench_router(Bench& b, const MoeShape& s, int64_t T) {
     // Reads the logits, writes ids and weights; softmax ≈ 5 FLOPs per logit (exp, sum, scale).
     Cost c = elementwise_cost(T * s.E, 1, 0, 5);
     c.bytes += double(T * s.k) * 8;
-    b.run({name, "f32", T, c, "", ""}, [&](int) { b.be().moe_topk(logits, s.k, true, ids, w); });
+    b.run({name, "f32", T, c, "", ""}, [&](int) { b.be().moe_topk(logits, {s.k, true}, ids, w); });
 }
 
 void bench_experts(Bench& b, const MoeShape& s, const std::string& dt, const std::vector<int64_t>& todo) {

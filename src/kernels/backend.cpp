@@ -3,6 +3,7 @@
 #include "kernels/backend.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
 
@@ -93,7 +94,8 @@ void Backend::gdn_decode_step(const Tensor&, const Tensor&, const Tensor&, const
                               const SeqPlan&, const GdnParams&) {
     unsupported(*this, "gdn_decode_step");
 }
-void Backend::moe_topk(const Tensor&, int, bool, int32_t*, float*) { unsupported(*this, "moe_topk"); }
+MoeLimits Backend::moe_limits() const { return {INT_MAX, INT_MAX}; }
+void Backend::moe_topk(const Tensor&, const MoeRouting&, int32_t*, float*) { unsupported(*this, "moe_topk"); }
 void Backend::moe_experts(const Tensor&, const Tensor&, const MoeWeights&, const int32_t*, const float*, int) {
     unsupported(*this, "moe_experts");
 }

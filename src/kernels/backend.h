@@ -91,6 +91,21 @@ struct MoeWeights {
     int n_experts() const { return int(gate.size()); }
 };
 
+// How a token's experts are chosen (Backend::moe_topk): the k most probable of the router's E,
+// and with `shared` a shared expert gated per token, run as one more expert (index E) in slot k
+// with weight σ(g), g the logits' extra last column (the model's shared-expert gate, stacked onto
+// the router): y = Σ_j w_j · expert_j(x) + σ(g) · shared(x), summed in slot order.
+struct MoeRouting {
+    int k = 0;                 // routed experts a token
+    bool renormalize = false;  // their k weights rescaled to sum 1 (the shared slot's never)
+    bool shared = false;
+    int slots() const { return k + (shared ? 1 : 0); }  // ids / weights a token
+};
+
+struct MoeLimits {
+    int experts = 0, slots = 0;
+};
+
 // How a model uses a weight, for backends that place weights in memory of their own.
 enum class WeightUse : uint8_t {
     Matrix,  // a matmul / embedding operand: any dtype
@@ -218,9 +233,13 @@ public:
                                  const Tensor& a, const Tensor& conv_w, const Tensor& conv_state,
                                  const Tensor& neg_exp_a, const Tensor& dt_bias, const Tensor& rec_state,
                                  const Tensor& norm_w, float eps, const SeqPlan& plan, const GdnParams& p);
-    // Router: p = softmax(logits[T, E]) in f32, the k largest per row into ids/weights [T, k]
-    // (descending; ties to the lower index), renormalised to sum 1 when `renormalize`.
-    virtual void moe_topk(const Tensor& logits, int k, bool renormalize, int32_t* ids, float* weights);
+    // The most experts and slots a token moe_topk / moe_experts take (a model runs its shared
+    // expert as one more routed expert only within them).
+    virtual MoeLimits moe_limits() const;
+    // Router: p = softmax(logits[T, E]) in f32, the r.k largest per row into ids/weights
+    // [T, r.slots()] (descending; ties to the lower index), renormalised to sum 1 when
+    // r.renormalize; with r.shared logits are [T, E + 1] and each row ends with (E, σ(g)).
+    virtual void moe_topk(const Tensor& logits, const MoeRouting& r, int32_t* ids, float* weights);
     // y[T, H] = Σ_j weights[t, j] · down_e(silu(gate_e·x_t) ⊙ up_e·x_t), e = ids[t, j], computed
     // grouped by expert (each expert's tokens gathered into one matmul), not token by token.
     virtual void moe_experts(const Tensor& y, const Tensor& x, const MoeWeights& w, const int32_t* ids,

@@ -45,6 +45,7 @@ public:
     Tensor vector_f32_plus(const std::string& name, int64_t n, float add);
 
     const TensorSource& source() const { return src_; }
+    Backend* backend() const { return be_; }
     size_t owned_bytes() const;
 
 private:

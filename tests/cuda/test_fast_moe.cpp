@@ -111,20 +111,26 @@ struct TopkResult {
     std::vector<float> weights;
 };
 
-TopkResult cpu_topk(Backend& cpu, std::vector<float>& logits, int64_t T, int64_t E, int64_t ldl, int k, bool renorm) {
-    TopkResult r{std::vector<int32_t>(size_t(T * k)), std::vector<float>(size_t(T * k))};
-    Tensor l = reftest::rows_view(logits.data(), T, E, ldl);
-    cpu.moe_topk(l, k, renorm, r.ids.data(), r.weights.data());
+// With `shared`, logits rows hold E + 1 values (the shared expert's gate last) and each token
+// gets k + 1 slots.
+TopkResult cpu_topk(Backend& cpu, std::vector<float>& logits, int64_t T, int64_t E, int64_t ldl, int k, bool renorm,
+                    bool shared = false) {
+    const int64_t S = k + shared;
+    TopkResult r{std::vector<int32_t>(size_t(T * S)), std::vector<float>(size_t(T * S))};
+    Tensor l = reftest::rows_view(logits.data(), T, E + shared, ldl);
+    cpu.moe_topk(l, {k, renorm, shared}, r.ids.data(), r.weights.data());
     return r;
 }
 
-TopkResult gpu_route(const std::vector<float>& logits, int64_t T, int E, int64_t ldl, int k, bool renorm) {
+TopkResult gpu_route(const std::vector<float>& logits, int64_t T, int E, int64_t ldl, int k, bool renorm,
+                     bool shared = false) {
+    const int64_t S = k + shared;
     const DeviceBuffer d_l = to_device(logits);
-    DeviceBuffer d_ids(size_t(T * k) * 4 + 4), d_w(size_t(T * k) * 4 + 4);
+    DeviceBuffer d_ids(size_t(T * S) * 4 + 4), d_w(size_t(T * S) * 4 + 4);
     Stream stream;
-    fast::moe_route(d_l.as<float>(), ldl, T, E, k, renorm, d_ids.as<int32_t>(), d_w.as<float>(), stream);
+    fast::moe_route(d_l.as<float>(), ldl, T, E, k, renorm, shared, d_ids.as<int32_t>(), d_w.as<float>(), stream);
     stream.synchronize();
-    return {to_host<int32_t>(d_ids, size_t(T * k)), to_host<float>(d_w, size_t(T * k))};
+    return {to_host<int32_t>(d_ids, size_t(T * S)), to_host<float>(d_w, size_t(T * S))};
 }
 
 // ids exactly; weights within 1e-6 (the device's double exp rounded to f32 and the C library's
@@ -494,6 +500,26 @@ TEST(FastMoe, RouteMatchesCpu) {
         }
 }
 
+// A shared expert as slot k (MoeRouting::shared): the gate column after the E router logits.
+TEST(FastMoe, RouteWithASharedExpertMatchesCpu) {
+    REQUIRE_CUDA();
+    const std::unique_ptr<Backend> cpu = make_cpu_backend();
+    uint32_t seed = 900;
+    for (int E : {8, 256, 512})
+        for (int k : {1, 8, 16})
+            for (int64_t T : {1, 2, 17})
+                for (bool renorm : {false, true}) {
+                    const int64_t ldl = E + 1 + (T % 2 ? 0 : 2);
+                    std::vector<float> logits = reftest::random_rows(T, E + 1, ldl, seed++, -6.f, 6.f);
+                    logits[size_t(E)] = -120.f;  // σ = 0 (the gate's exp overflows to inf)
+                    const std::string what = "shared E=" + std::to_string(E) + " k=" + std::to_string(k) + " T=" +
+                                             std::to_string(T) + (renorm ? " renormalized" : "");
+                    expect_topk_equal(gpu_route(logits, T, E, ldl, k, renorm, true),
+                                      cpu_topk(*cpu, logits, T, E, ldl, k, renorm, true), T, k + 1, what);
+                    if (HasFailure()) return;
+                }
+}
+
 TEST(FastMoe, RouteTiesGoToTheLowerIndex) {
     // Logits from {0, 1, 2}: most probabilities tie exactly; the ids must match the CPU's order.
     REQUIRE_CUDA();
@@ -667,7 +693,7 @@ TEST(FastMoe, RouterThenExpertsOnTheDevice) {
     Stream stream;
     std::vector<uint32_t> runs[2];
     for (auto& run : runs) {
-        fast::moe_route(d_logits.as<float>(), E, T, E, k, true, d_ids.as<int32_t>(), d_w.as<float>(), stream);
+        fast::moe_route(d_logits.as<float>(), E, T, E, k, true, false, d_ids.as<int32_t>(), d_w.as<float>(), stream);
         fast::moe_experts_packed(d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T, ex.view(), d_ids.as<int32_t>(),
                                  d_w.as<float>(), k, d_scratch.data(), stream);
         stream.synchronize();
@@ -709,7 +735,7 @@ TEST(FastMoe, RecordsIntoACudaGraph) {
                 d_scratch(fast::moe_experts_scratch_bytes(T, k, E, ex.H, ex.I));
             Stream stream;
             auto chain = [&] {
-                fast::moe_route(d_logits.as<float>(), E, T, E, k, true, d_ids.as<int32_t>(), d_w.as<float>(), stream);
+                fast::moe_route(d_logits.as<float>(), E, T, E, k, true, false, d_ids.as<int32_t>(), d_w.as<float>(), stream);
                 if (mma)
                     fast::moe_experts_packed_plan(plan, d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T, ex.view(),
                                                   d_ids.as<int32_t>(), d_w.as<float>(), k, d_scratch.data(), stream);
@@ -766,14 +792,14 @@ TEST(FastMoe, OutOfRangeIdPoisonsOnlyItsToken) {
 TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no GPU
     float* f = nullptr;
     int32_t* ids = nullptr;
-    EXPECT_NO_THROW(fast::moe_route(f, 8, 0, 8, 2, true, ids, f, nullptr));  // no tokens
-    EXPECT_THROW(fast::moe_route(f, 8, 1, 8, 9, true, ids, f, nullptr), Error);            // k > E
-    EXPECT_THROW(fast::moe_route(f, 64, 1, 64, 17, true, ids, f, nullptr), Error);         // k > 16
-    EXPECT_THROW(fast::moe_route(f, 8, 1, 8, 0, true, ids, f, nullptr), Error);            // k = 0
-    EXPECT_THROW(fast::moe_route(f, 513, 1, 513, 2, true, ids, f, nullptr), Error);        // E > 512
-    EXPECT_THROW(fast::moe_route(f, 8, 1, 8, 2, true, ids, f, nullptr), Error);            // null
+    EXPECT_NO_THROW(fast::moe_route(f, 8, 0, 8, 2, true, false, ids, f, nullptr));  // no tokens
+    EXPECT_THROW(fast::moe_route(f, 8, 1, 8, 9, true, false, ids, f, nullptr), Error);            // k > E
+    EXPECT_THROW(fast::moe_route(f, 64, 1, 64, 17, true, false, ids, f, nullptr), Error);         // k > 16
+    EXPECT_THROW(fast::moe_route(f, 8, 1, 8, 0, true, false, ids, f, nullptr), Error);            // k = 0
+    EXPECT_THROW(fast::moe_route(f, 513, 1, 513, 2, true, false, ids, f, nullptr), Error);        // E > 512
+    EXPECT_THROW(fast::moe_route(f, 8, 1, 8, 2, true, false, ids, f, nullptr), Error);            // null
     float* p = reinterpret_cast<float*>(uintptr_t(4096));
-    EXPECT_THROW(fast::moe_route(p, 7, 2, 8, 2, true, ids, f, nullptr), Error);            // ldl < E
+    EXPECT_THROW(fast::moe_route(p, 7, 2, 8, 2, true, false, ids, f, nullptr), Error);            // ldl < E
     EXPECT_THROW(fast::moe_group(ids, 2, 2, 8, 0, p, nullptr), Error);                     // tile 0
     EXPECT_THROW(fast::moe_group(ids, 2, 2, 8, 8, p + 1, nullptr), Error);                 // misaligned scratch
 

@@ -67,19 +67,24 @@ struct TopkResult {
     std::vector<float> weights;
 };
 
-TopkResult cpu_topk(Backend& cpu, std::vector<float>& logits, int64_t T, int64_t E, int k, bool renorm) {
-    TopkResult r{std::vector<int32_t>(size_t(T * k)), std::vector<float>(size_t(T * k))};
-    cpu.moe_topk(Tensor(logits.data(), DType::F32, {T, E}), k, renorm, r.ids.data(), r.weights.data());
+// With `shared`, logits are [T, E + 1] (the shared expert's gate last), ids / weights [T, k + 1].
+TopkResult cpu_topk(Backend& cpu, std::vector<float>& logits, int64_t T, int64_t E, int k, bool renorm,
+                    bool shared = false) {
+    const int64_t S = k + shared;
+    TopkResult r{std::vector<int32_t>(size_t(T * S)), std::vector<float>(size_t(T * S))};
+    cpu.moe_topk(Tensor(logits.data(), DType::F32, {T, E + shared}), {k, renorm, shared}, r.ids.data(),
+                 r.weights.data());
     return r;
 }
 
-TopkResult gpu_topk(const std::vector<float>& logits, int64_t T, int64_t E, int k, bool renorm) {
+TopkResult gpu_topk(const std::vector<float>& logits, int64_t T, int64_t E, int k, bool renorm, bool shared = false) {
+    const int64_t S = k + shared;
     const DeviceBuffer d_l = to_device(logits);
-    DeviceBuffer d_ids(size_t(T * k) * 4), d_w(size_t(T * k) * 4);
+    DeviceBuffer d_ids(size_t(T * S) * 4), d_w(size_t(T * S) * 4);
     Stream stream;
-    ref::moe_topk(d_l.as<float>(), T, E, k, renorm, d_ids.as<int32_t>(), d_w.as<float>(), stream);
+    ref::moe_topk(d_l.as<float>(), T, E, k, renorm, shared, d_ids.as<int32_t>(), d_w.as<float>(), stream);
     stream.synchronize();
-    return {to_host<int32_t>(d_ids, size_t(T * k)), to_host<float>(d_w, size_t(T * k))};
+    return {to_host<int32_t>(d_ids, size_t(T * S)), to_host<float>(d_w, size_t(T * S))};
 }
 
 // ids exactly; weights within 1e-6 (a few ulps of values <= 1: the softmax's exp may differ by
@@ -336,6 +341,23 @@ TEST(CudaRefMoe, TopkMatchesCpu) {
                 }
 }
 
+TEST(CudaRefMoe, TopkWithASharedExpertMatchesCpu) {
+    REQUIRE_CUDA();
+    const std::unique_ptr<Backend> cpu = make_cpu_backend();
+    uint32_t seed = 700;
+    for (int64_t E : {8, 513})
+        for (int k : {1, 8})
+            for (int64_t T : {1, 7})
+                for (bool renorm : {false, true}) {
+                    std::vector<float> logits = normal_floats(size_t(T * (E + 1)), seed++, 2.f);
+                    const TopkResult want = cpu_topk(*cpu, logits, T, E, k, renorm, true);
+                    expect_topk_equal(gpu_topk(logits, T, E, k, renorm, true), want, T, k + 1,
+                                      "shared E=" + std::to_string(E) + " k=" + std::to_string(k) +
+                                          " T=" + std::to_string(T) + (renorm ? " renormalized" : ""));
+                    if (HasFailure()) return;
+                }
+}
+
 TEST(CudaRefMoe, TopkTiesGoToTheLowerIndex) {
     // Logits from {0, 1, 2}: most scores tie exactly; the ids must still match the CPU's order.
     REQUIRE_CUDA();
@@ -401,7 +423,7 @@ TEST(CudaRefMoe, RouterThenExpertsOnTheDeviceIsDeterministic) {
     for (int run = 0; run < 3; ++run) {
         float* y = d_y.as<float>();
         if (run == 2) d_y.copy_from(d_x, d_y.size(), 0, 0, stream);  // in place: y is x
-        ref::moe_topk(d_logits.as<float>(), T, E, k, true, d_ids.as<int32_t>(), d_w.as<float>(), stream);
+        ref::moe_topk(d_logits.as<float>(), T, E, k, true, false, d_ids.as<int32_t>(), d_w.as<float>(), stream);
         ref::moe_experts(y, H, run == 2 ? y : d_x.as<float>(), H, T, H, I, E, ex.pgate(), ex.pup(), ex.pdown(),
                          d_ids.as<int32_t>(), d_w.as<float>(), k, d_scratch.as<float>(), stream);
         stream.synchronize();
@@ -442,11 +464,11 @@ TEST(CudaRefMoe, BadArgumentsAreErrors) {  // checked before any launch: needs n
     float* f = nullptr;
     int32_t* ids = nullptr;
     const uint16_t* const* w = nullptr;
-    EXPECT_NO_THROW(ref::moe_topk(f, 0, 8, 2, true, ids, f, nullptr));  // no tokens
-    EXPECT_THROW(ref::moe_topk(f, 1, 8, 9, true, ids, f, nullptr), Error);  // k > E
-    EXPECT_THROW(ref::moe_topk(f, 1, 8, 0, true, ids, f, nullptr), Error);  // k = 0
-    EXPECT_THROW(ref::moe_topk(f, 1, ref::kMoeTopkMaxExperts + 1, 2, true, ids, f, nullptr), Error);
-    EXPECT_THROW(ref::moe_topk(f, 1, 8, 2, true, ids, f, nullptr), Error);  // null pointers
+    EXPECT_NO_THROW(ref::moe_topk(f, 0, 8, 2, true, false, ids, f, nullptr));  // no tokens
+    EXPECT_THROW(ref::moe_topk(f, 1, 8, 9, true, false, ids, f, nullptr), Error);  // k > E
+    EXPECT_THROW(ref::moe_topk(f, 1, 8, 0, true, false, ids, f, nullptr), Error);  // k = 0
+    EXPECT_THROW(ref::moe_topk(f, 1, ref::kMoeTopkMaxExperts + 1, 2, true, false, ids, f, nullptr), Error);
+    EXPECT_THROW(ref::moe_topk(f, 1, 8, 2, true, false, ids, f, nullptr), Error);  // null pointers
     EXPECT_NO_THROW(ref::moe_experts(f, 8, f, 8, 0, 8, 4, 2, w, w, w, ids, f, 1, f, nullptr));  // no tokens
     EXPECT_THROW(ref::moe_experts(f, 8, f, 8, 2, 8, 4, 2, w, w, w, ids, f, 1, f, nullptr), Error);  // null
     EXPECT_THROW(ref::moe_experts(f, 8, f, 7, 2, 8, 4, 2, w, w, w, ids, f, 1, f, nullptr), Error);  // ldx < H

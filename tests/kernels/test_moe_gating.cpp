@@ -121,7 +121,7 @@ TEST(MoeTopk, MatchesSoftmaxTopkReference) {
             auto logits = random_floats(size_t(c.T * c.E), uint64_t(c.T * 31 + c.E), -4.f, 4.f);
             std::vector<int32_t> ids(size_t(c.T * c.k), -1);
             std::vector<float> w(size_t(c.T * c.k), NAN);
-            be->moe_topk(Tensor(logits.data(), DType::F32, {c.T, c.E}), c.k, renorm, ids.data(), w.data());
+            be->moe_topk(Tensor(logits.data(), DType::F32, {c.T, c.E}), {c.k, renorm}, ids.data(), w.data());
             for (int64_t t = 0; t < c.T; ++t) {
                 const std::string where = "T=" + std::to_string(c.T) + " E=" + std::to_string(c.E) +
                                           " k=" + std::to_string(c.k) + " renorm=" + std::to_string(renorm) +
@@ -152,14 +152,14 @@ TEST(MoeTopk, TiesGoToTheLowerIndex) {
     std::vector<int32_t> ids(size_t(T * k));
     std::vector<float> w(size_t(T * k));
     for (bool renorm : {false, true}) {
-        be->moe_topk(Tensor(const_cast<float*>(&rows[0][0]), DType::F32, {T, E}), k, renorm, ids.data(), w.data());
+        be->moe_topk(Tensor(const_cast<float*>(&rows[0][0]), DType::F32, {T, E}), {k, renorm}, ids.data(), w.data());
         for (int64_t t = 0; t < T; ++t) {
             for (int j = 0; j < k; ++j) EXPECT_EQ(ids[size_t(t * k + j)], want[t][j]) << "row " << t << " j " << j;
             check_row(rows[t], E, k, renorm, &ids[size_t(t * k)], &w[size_t(t * k)], "tie row " + std::to_string(t));
         }
     }
     // Uniform logits, renormalised: every weight is 1/k.
-    be->moe_topk(Tensor(const_cast<float*>(&rows[1][0]), DType::F32, {1, E}), k, true, ids.data(), w.data());
+    be->moe_topk(Tensor(const_cast<float*>(&rows[1][0]), DType::F32, {1, E}), {k, true}, ids.data(), w.data());
     for (int j = 0; j < k; ++j) EXPECT_NEAR(w[size_t(j)], 1.0 / k, 1e-7);
 }
 
@@ -171,7 +171,7 @@ TEST(MoeTopk, KEqualsEAndStridedLogits) {
     logits.stride[0] = 2 * E * 4;  // the first E of each 2E-wide row
     std::vector<int32_t> ids(size_t(T * E));
     std::vector<float> w(size_t(T * E));
-    be->moe_topk(logits, int(E), false, ids.data(), w.data());
+    be->moe_topk(logits, {int(E), false}, ids.data(), w.data());
     for (int64_t t = 0; t < T; ++t) {
         check_row(&buf[size_t(t * 2 * E)], E, int(E), false, &ids[size_t(t * E)], &w[size_t(t * E)], "k=E");
         std::vector<int32_t> sorted(ids.begin() + t * E, ids.begin() + (t + 1) * E);
@@ -180,14 +180,55 @@ TEST(MoeTopk, KEqualsEAndStridedLogits) {
     }
 }
 
+// A shared expert as one more slot: logits [T, E + 1], the last column its gate g; each row of
+// ids / weights [T, k + 1] is the routed top-k of the first E columns (as without it:
+// renormalised over those k only) followed by (E, σ(g)).
+TEST(MoeTopk, SharedExpertTakesTheLastSlot) {
+    auto be = make_cpu_backend();
+    const int64_t T = 6, E = 16;
+    const int k = 4;
+    auto buf = random_floats(size_t(T * (E + 1)), 45, -5.f, 5.f);
+    buf[size_t(E)] = -200.f;                // σ underflows to 0
+    buf[size_t(2 * (E + 1) - 1)] = 30.f;    // σ = 1
+    for (bool renorm : {false, true}) {
+        std::vector<int32_t> ids(size_t(T * (k + 1)), -1);
+        std::vector<float> w(size_t(T * (k + 1)), NAN);
+        be->moe_topk(Tensor(buf.data(), DType::F32, {T, E + 1}), {k, renorm, true}, ids.data(), w.data());
+        std::vector<int32_t> ids0(size_t(T * k));
+        std::vector<float> w0(size_t(T * k));
+        Tensor routed(buf.data(), DType::F32, {T, E});
+        routed.stride[0] = (E + 1) * 4;
+        be->moe_topk(routed, {k, renorm}, ids0.data(), w0.data());
+        for (int64_t t = 0; t < T; ++t) {
+            const std::string where = "t=" + std::to_string(t) + " renorm=" + std::to_string(renorm);
+            check_row(&buf[size_t(t * (E + 1))], E, k, renorm, &ids[size_t(t * (k + 1))], &w[size_t(t * (k + 1))],
+                      where);
+            for (int j = 0; j < k; ++j) {  // bit-identical to the routing without the shared slot
+                EXPECT_EQ(ids[size_t(t * (k + 1) + j)], ids0[size_t(t * k + j)]) << where;
+                EXPECT_EQ(w[size_t(t * (k + 1) + j)], w0[size_t(t * k + j)]) << where;
+            }
+            const double g = buf[size_t(t * (E + 1) + E)];
+            EXPECT_EQ(ids[size_t(t * (k + 1) + k)], E) << where;
+            EXPECT_NEAR(w[size_t(t * (k + 1) + k)], 1.0 / (1.0 + std::exp(-g)), 1e-7) << where;
+        }
+        EXPECT_EQ(w[size_t(k)], 0.f);
+        EXPECT_EQ(w[size_t(2 * (k + 1) - 1)], 1.f);
+    }
+    std::vector<int32_t> ids(16);
+    std::vector<float> w(16);
+    // k counts the routed experts only: at most E = 3 of [2, 4] logits with a shared column.
+    EXPECT_THROW(be->moe_topk(Tensor(buf.data(), DType::F32, {2, 4}), {4, true, true}, ids.data(), w.data()), Error);
+    EXPECT_NO_THROW(be->moe_topk(Tensor(buf.data(), DType::F32, {2, 4}), {3, true, true}, ids.data(), w.data()));
+}
+
 TEST(MoeTopk, RejectsBadK) {
     auto be = make_cpu_backend();
     std::vector<float> l(8);
     std::vector<int32_t> ids(16);
     std::vector<float> w(16);
-    EXPECT_THROW(be->moe_topk(Tensor(l.data(), DType::F32, {2, 4}), 0, true, ids.data(), w.data()), Error);
-    EXPECT_THROW(be->moe_topk(Tensor(l.data(), DType::F32, {2, 4}), 5, true, ids.data(), w.data()), Error);
-    EXPECT_THROW(be->moe_topk(Tensor(l.data(), DType::F32, {2, 4}), 2, true, nullptr, w.data()), Error);
+    EXPECT_THROW(be->moe_topk(Tensor(l.data(), DType::F32, {2, 4}), {0, true}, ids.data(), w.data()), Error);
+    EXPECT_THROW(be->moe_topk(Tensor(l.data(), DType::F32, {2, 4}), {5, true}, ids.data(), w.data()), Error);
+    EXPECT_THROW(be->moe_topk(Tensor(l.data(), DType::F32, {2, 4}), {2, true}, nullptr, w.data()), Error);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // frequency scaling.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -14,6 +15,7 @@
 #include "runtime/hf_source.h"
 #include "runtime/kv_cache.h"
 #include "kernels/backend.h"
+#include "models/layers/moe.h"
 #include "models/layers/stacked_linear.h"
 #include "runtime/weight_store.h"
 
@@ -215,6 +217,98 @@ TEST(WeightStore, StackRowsFusesProjections) {
     EXPECT_THROW(w.stack_rows({{"b", 2, {1}}}, K), Error);               // 1 row picked, 2 wanted
     EXPECT_THROW(w.stack_rows({{"a", 3, {}}}, 32), Error);               // columns
     EXPECT_THROW(w.stack_rows({{"zz", 1, {}}}, K), Error);               // no such tensor
+}
+
+// MoeBlock: the shared expert runs as expert E (router | shared gate stacked, one more slot a
+// token) where its shape and dtypes match the routed experts', apart otherwise (a gate of another
+// dtype, another width) — y = Σ_j w_j · expert_j(x) + σ(x·g_s) · shared(x) every way, against
+// the formula evaluated here in double.
+TEST(MoeBlock, SharedExpertAsExpertOrApartGivesTheFormula) {
+    const int64_t H = 8, E = 5, I = 6, T = 3;
+    const int k = 2;
+    auto val = [](int seed) {
+        return [seed](int64_t r, int64_t c) { return 0.5f * std::sin(0.7f * float(r) + 1.3f * float(c) + float(seed)); };
+    };
+    auto silu = [](double v) { return v / (1.0 + std::exp(-v)); };
+    struct Case {
+        const char* name;
+        DType gate_dtype;
+        int64_t S;
+        bool fused;
+    };
+    for (const Case cs : {Case{"fused", DType::F32, I, true}, Case{"gate in f16", DType::F16, I, false},
+                          Case{"wider shared expert", DType::F32, 10, false}}) {
+        SCOPED_TRACE(cs.name);
+        const int64_t S = cs.S;
+        MapSource src;
+        src.add_values("blk.0.ffn_gate_inp.weight", DType::F32, E, H, val(1));
+        for (int64_t e = 0; e < E; ++e) {
+            src.add_values("blk.0.ffn_gate_exps." + std::to_string(e) + ".weight", DType::F32, I, H, val(10 + int(e)));
+            src.add_values("blk.0.ffn_up_exps." + std::to_string(e) + ".weight", DType::F32, I, H, val(20 + int(e)));
+            src.add_values("blk.0.ffn_down_exps." + std::to_string(e) + ".weight", DType::F32, H, I, val(30 + int(e)));
+        }
+        src.add_values("blk.0.ffn_gate_shexp.weight", DType::F32, S, H, val(40));
+        src.add_values("blk.0.ffn_up_shexp.weight", DType::F32, S, H, val(41));
+        src.add_values("blk.0.ffn_down_shexp.weight", DType::F32, H, S, val(42));
+        // exact in f16: multiples of 1/64 in (-1, 1)
+        auto g_s = [](int64_t, int64_t c) { return float(int(c * 13 % 17) - 8) / 64.f; };
+        src.add_values("blk.0.ffn_gate_inp_shexp.weight", cs.gate_dtype, 1, H, g_s);
+        ModelConfig c;
+        c.hidden = H;
+        c.n_experts = E;
+        c.n_experts_used = k;
+        c.expert_ffn = I;
+        c.shared_expert_ffn = S;
+        c.norm_topk = true;
+        auto be = make_cpu_backend();
+        WeightStore w(src, be.get());
+        const MoeBlock m = MoeBlock::load(w, c, 0);
+        EXPECT_EQ(m.shared_is_expert, cs.fused);
+        EXPECT_EQ(m.experts.n_experts(), cs.fused ? E + 1 : E);
+        EXPECT_EQ(m.shared.empty(), cs.fused);
+
+        std::vector<float> x(size_t(T * H)), y(size_t(T * H), NAN);
+        for (size_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.37f * float(i));
+        Arena arena("moe test", 1 << 20);
+        m.forward(*be, arena, c, Tensor(x.data(), DType::F32, {T, H}), Tensor(y.data(), DType::F32, {T, H}));
+
+        for (int64_t t = 0; t < T; ++t) {
+            const float* xt = &x[size_t(t * H)];
+            auto dot = [&](auto f, int64_t r, int64_t n, const float* v) {
+                double s = 0;
+                for (int64_t i = 0; i < n; ++i) s += double(f(r, i)) * v[i];
+                return s;
+            };
+            // the expert's output: down(silu(gate x) ⊙ up x)
+            auto ffn = [&](auto fg, auto fu, auto fd, int64_t F, std::vector<double>& out) {
+                std::vector<float> a(static_cast<size_t>(F));
+                for (int64_t i = 0; i < F; ++i) a[size_t(i)] = float(silu(dot(fg, i, H, xt)) * dot(fu, i, H, xt));
+                out.assign(size_t(H), 0.0);
+                for (int64_t h = 0; h < H; ++h) out[size_t(h)] = dot(fd, h, F, a.data());
+            };
+            std::vector<double> p(static_cast<size_t>(E));
+            double mx = -1e30, sum = 0;
+            for (int64_t e = 0; e < E; ++e) mx = std::max(mx, p[size_t(e)] = dot(val(1), e, H, xt));
+            for (auto& v : p) sum += v = std::exp(v - mx);
+            std::vector<int64_t> order(static_cast<size_t>(E));
+            for (int64_t e = 0; e < E; ++e) order[size_t(e)] = e;
+            std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return p[size_t(a)] > p[size_t(b)]; });
+            const double top = p[size_t(order[0])] + p[size_t(order[1])];
+            std::vector<double> want(size_t(H), 0.0), o;
+            for (int j = 0; j < k; ++j) {
+                const int e = int(order[size_t(j)]);
+                ffn(val(10 + e), val(20 + e), val(30 + e), I, o);
+                for (int64_t h = 0; h < H; ++h) want[size_t(h)] += p[size_t(e)] / top * o[size_t(h)];
+            }
+            ffn(val(40), val(41), val(42), S, o);
+            const double gate = 1.0 / (1.0 + std::exp(-dot(g_s, 0, H, xt)));
+            for (int64_t h = 0; h < H; ++h) {
+                want[size_t(h)] += gate * o[size_t(h)];
+                EXPECT_NEAR(y[size_t(t * H + h)], want[size_t(h)], 1e-5 + 1e-5 * std::fabs(want[size_t(h)]))
+                    << "t " << t << " h " << h;
+            }
+        }
+    }
 }
 
 // StackedLinear: one matmul over the stacked rows where the dtypes agree, one per piece into its

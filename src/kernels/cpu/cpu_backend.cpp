@@ -338,12 +338,13 @@ public:
                          per_row, xr.rows, xr.cols);
     }
 
-    void moe_topk(const Tensor& logits, int k, bool renormalize, int32_t* ids, float* weights) override {
+    void moe_topk(const Tensor& logits, const MoeRouting& r, int32_t* ids, float* weights) override {
         const Rows lr = f32_rows(logits, "moe_topk", "logits");
-        TS_CHECK(k >= 1 && k <= lr.cols, "moe_topk: k = {} must be in [1, {}] for logits {}", k, lr.cols,
-                 logits.shape_str());
+        const int64_t E = lr.cols - (r.shared ? 1 : 0);
+        TS_CHECK(r.k >= 1 && r.k <= E, "moe_topk: k = {} must be in [1, {}] for logits {}{}", r.k, E,
+                 logits.shape_str(), r.shared ? " (the last column the shared expert's gate)" : "");
         TS_CHECK(lr.rows == 0 || (ids && weights), "moe_topk: ids and weights must not be null");
-        cpu::moe_topk(lr.as<float>(), lr.fstride(), lr.rows, lr.cols, k, renormalize, ids, weights);
+        cpu::moe_topk(lr.as<float>(), lr.fstride(), lr.rows, E, r, ids, weights);
     }
 
     void moe_experts(const Tensor& y, const Tensor& x, const MoeWeights& w, const int32_t* ids, const float* weights,

@@ -81,9 +81,10 @@ void gated_delta_rule(const HeadsView& o, const HeadsView& q, const HeadsView& k
 // y[R, C] = x ⊙ σ(g); g is [R, C] (per_row false) or one value per row (per_row true: g[r·gs]).
 void sigmoid_mul(float* y, int64_t ys, const float* x, int64_t xs, const float* g, int64_t gs, bool per_row,
                  int64_t R, int64_t C);
-// Router over logits [T, E]: softmax in f32, the k largest into ids/weights [T, k] (descending,
-// ties to the lower index, NaN first as in torch), renormalised to sum 1 when asked.
-void moe_topk(const float* logits, int64_t ls, int64_t T, int64_t E, int k, bool renormalize, int32_t* ids,
+// Router over logits [T, E] (+ the shared expert's gate column with r.shared): softmax in f32, the
+// r.k largest into ids/weights [T, r.slots()] (descending, ties to the lower index, NaN first as
+// in torch), renormalised to sum 1 when asked; with r.shared slot k is (E, σ(logits[t, E])).
+void moe_topk(const float* logits, int64_t ls, int64_t T, int64_t E, const MoeRouting& r, int32_t* ids,
               float* weights);
 // One weight matrix [rows, cols] of any matmul dtype, rows `stride` bytes apart.
 struct MoeMatrix {

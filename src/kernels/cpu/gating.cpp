@@ -46,8 +46,10 @@ inline bool ranks_before(float a, int32_t ia, float b, int32_t ib) {
 }
 }  // namespace
 
-void moe_topk(const float* logits, int64_t ls, int64_t T, int64_t E, int k, bool renormalize, int32_t* ids,
+void moe_topk(const float* logits, int64_t ls, int64_t T, int64_t E, const MoeRouting& r, int32_t* ids,
               float* weights) {
+    const int k = r.k, slots = r.slots();
+    const bool renormalize = r.renormalize;
     TS_CHECK(E > 0 && k >= 1 && k <= E, "moe_topk: k = {} must be in [1, {}] (the number of experts)", k, E);
     ThreadPool::global().parallel_for(T, [&](int64_t b, int64_t e) {
         std::vector<float> p(static_cast<size_t>(E));
@@ -69,8 +71,8 @@ void moe_topk(const float* logits, int64_t ls, int64_t T, int64_t E, int k, bool
             std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t c) {
                 return ranks_before(p[size_t(a)], a, p[size_t(c)], c);
             });
-            int32_t* id = ids + t * k;
-            float* w = weights + t * k;
+            int32_t* id = ids + t * slots;
+            float* w = weights + t * slots;
             float wsum = 0.f;
             for (int j = 0; j < k; ++j) {
                 id[j] = order[size_t(j)];
@@ -79,6 +81,10 @@ void moe_topk(const float* logits, int64_t ls, int64_t T, int64_t E, int k, bool
             }
             if (renormalize)
                 for (int j = 0; j < k; ++j) w[j] /= wsum;
+            if (r.shared) {
+                id[k] = int32_t(E);
+                w[k] = sigmoid(l[E]);
+            }
         }
     }, row_grain(E));
 }

@@ -70,7 +70,8 @@ public:
                          const Tensor& conv_w, const Tensor& conv_state, const Tensor& neg_exp_a,
                          const Tensor& dt_bias, const Tensor& rec_state, const Tensor& norm_w, float eps,
                          const SeqPlan& plan, const GdnParams& p) override;
-    void moe_topk(const Tensor& logits, int k, bool renormalize, int32_t* ids, float* weights) override;
+    MoeLimits moe_limits() const override;
+    void moe_topk(const Tensor& logits, const MoeRouting& r, int32_t* ids, float* weights) override;
     void moe_experts(const Tensor& y, const Tensor& x, const MoeWeights& w, const int32_t* ids, const float* weights,
                      int k) override;
 

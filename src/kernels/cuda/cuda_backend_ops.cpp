@@ -490,13 +490,22 @@ void CudaBackend::gdn_decode_step(const Tensor& y, const Tensor& mixed, const Te
     fast::gdn_decode_step(g, stream_.get());
 }
 
-void CudaBackend::moe_topk(const Tensor& logits, int k, bool renormalize, int32_t* ids, float* weights) {
+// The kernel pack's MoE (packed Int4 experts) takes at most fast::kMoeMaxExperts experts and
+// fast::kMoeMaxTopK slots a token.
+MoeLimits CudaBackend::moe_limits() const {
+    return kernels_ == CudaKernels::Fast ? MoeLimits{fast::kMoeMaxExperts, fast::kMoeMaxTopK} : Backend::moe_limits();
+}
+
+void CudaBackend::moe_topk(const Tensor& logits, const MoeRouting& r, int32_t* ids, float* weights) {
     const Rows L = rows_of(logits, "moe_topk", "logits");
     TS_CHECK(L.ld == L.cols, "cuda moe_topk: logits {} must be contiguous", logits.describe());
-    if (kernels_ == CudaKernels::Fast && L.cols <= fast::kMoeMaxExperts && k <= fast::kMoeMaxTopK &&
+    const int64_t E = L.cols - (r.shared ? 1 : 0);
+    TS_CHECK(E >= 1, "cuda moe_topk: logits {} hold no expert{}", logits.describe(),
+             r.shared ? " besides the shared expert's gate" : "");
+    if (kernels_ == CudaKernels::Fast && E <= fast::kMoeMaxExperts && r.k <= fast::kMoeMaxTopK &&
         !reference_op("moe_route"))
-        return fast::moe_route(L.p, L.ld, L.rows, int(L.cols), k, renormalize, ids, weights, stream_.get());
-    ref::moe_topk(L.p, L.rows, L.cols, k, renormalize, ids, weights, stream_.get());
+        return fast::moe_route(L.p, L.ld, L.rows, int(E), r.k, r.renormalize, r.shared, ids, weights, stream_.get());
+    ref::moe_topk(L.p, L.rows, E, r.k, r.renormalize, r.shared, ids, weights, stream_.get());
 }
 
 void CudaBackend::moe_experts(const Tensor& y, const Tensor& x, const MoeWeights& w, const int32_t* ids,

@@ -31,14 +31,16 @@ constexpr int kMoeMaxTopK = 16;
 
 // logits [T, E] (row stride ldl floats) → ids, weights [T, k] (contiguous): p = softmax(row) in
 // f32, the k largest p in descending order, ties to the lower expert index, NaN ranked above
-// everything; weights renormalised to sum 1 (a float sum in slot order) when `renormalize`.
+// everything; weights renormalised to sum 1 (a float sum in slot order) when `renormalize`. With
+// `shared`, column E of logits is the shared expert's gate g and ids, weights are [T, k + 1]
+// with slot k = (E, σ(g)) (Backend::moe_topk's MoeRouting).
 // Matches cpu::moe_topk: exp in double rounded to f32 (the CPU's expf wherever that is correctly
 // rounded, as in ref::moe_topk), the normaliser float(1.0 / Σp) taken from a warp-tree double sum
 // whenever that provably equals the CPU's sequential double sum's result, else from the
 // sequential sum itself (a probability ~E·2⁻²⁶ per row). One warp per token. 1 ≤ k ≤ min(E, 16),
 // E ≤ 512.
-void moe_route(const float* logits, int64_t ldl, int64_t T, int E, int k, bool renormalize, int32_t* ids,
-               float* weights, cudaStream_t stream);
+void moe_route(const float* logits, int64_t ldl, int64_t T, int E, int k, bool renormalize, bool shared,
+               int32_t* ids, float* weights, cudaStream_t stream);
 
 // ---- grouping -------------------------------------------------------------------------------
 
@@ -152,7 +154,7 @@ namespace detail {
 // The launches in the .cu files (no fmt there); arguments already checked. Each returns its
 // launch's error. One entry per kernel, so a failing step can be run (and timed) alone.
 cudaError_t launch_moe_route(const float* logits, int64_t ldl, int64_t T, int E, int k, bool renormalize,
-                             int32_t* ids, float* weights, cudaStream_t stream);
+                             bool shared, int32_t* ids, float* weights, cudaStream_t stream);
 cudaError_t launch_moe_group(const int32_t* ids, int64_t T, int k, int E, int tile_rows, const MoeGrouping& g,
                              cudaStream_t stream);
 // act [T·k, I] (row stride I): act[r] = silu(gate_e·x_t) ⊙ (up_e·x_t) for each grouped row r of

@@ -22,7 +22,7 @@ constexpr int kRouteWarps = 4;  // tokens per block
 // NV probabilities per lane: expert v·32 + lane.
 template <int NV>
 __global__ void __launch_bounds__(kRouteWarps * 32)
-    route_kernel(const float* __restrict__ logits, int64_t ldl, int T, int E, int k, bool renormalize,
+    route_kernel(const float* __restrict__ logits, int64_t ldl, int T, int E, int k, bool renormalize, bool shared,
                  int32_t* __restrict__ ids, float* __restrict__ weights) {
     const int lane = int(threadIdx.x & 31);
     const int64_t t = int64_t(blockIdx.x) * kRouteWarps + (threadIdx.x >> 5);
@@ -114,9 +114,13 @@ __global__ void __launch_bounds__(kRouteWarps * 32)
         }
         wsum += bv;  // in slot order, as the CPU sums
     }
+    const int slots = k + (shared ? 1 : 0);
     if (lane < k) {
-        ids[t * k + lane] = my_id;
-        weights[t * k + lane] = renormalize ? my_w / wsum : my_w;
+        ids[t * slots + lane] = my_id;
+        weights[t * slots + lane] = renormalize ? my_w / wsum : my_w;
+    } else if (shared && lane == k) {  // the shared expert: σ(g) as the CPU computes it
+        ids[t * slots + k] = E;
+        weights[t * slots + k] = 1.f / (1.f + float(exp(-double(__ldg(l + E)))));
     }
 }
 
@@ -232,14 +236,14 @@ __global__ void __launch_bounds__(kGroupThreads)
 }  // namespace
 
 cudaError_t launch_moe_route(const float* logits, int64_t ldl, int64_t T, int E, int k, bool renormalize,
-                             int32_t* ids, float* weights, cudaStream_t stream) {
+                             bool shared, int32_t* ids, float* weights, cudaStream_t stream) {
     const dim3 grid(unsigned((T + kRouteWarps - 1) / kRouteWarps)), block(kRouteWarps * 32);
     const int t = int(T);
-    if (E <= 32) route_kernel<1><<<grid, block, 0, stream>>>(logits, ldl, t, E, k, renormalize, ids, weights);
-    else if (E <= 64) route_kernel<2><<<grid, block, 0, stream>>>(logits, ldl, t, E, k, renormalize, ids, weights);
-    else if (E <= 128) route_kernel<4><<<grid, block, 0, stream>>>(logits, ldl, t, E, k, renormalize, ids, weights);
-    else if (E <= 256) route_kernel<8><<<grid, block, 0, stream>>>(logits, ldl, t, E, k, renormalize, ids, weights);
-    else route_kernel<16><<<grid, block, 0, stream>>>(logits, ldl, t, E, k, renormalize, ids, weights);
+    if (E <= 32) route_kernel<1><<<grid, block, 0, stream>>>(logits, ldl, t, E, k, renormalize, shared, ids, weights);
+    else if (E <= 64) route_kernel<2><<<grid, block, 0, stream>>>(logits, ldl, t, E, k, renormalize, shared, ids, weights);
+    else if (E <= 128) route_kernel<4><<<grid, block, 0, stream>>>(logits, ldl, t, E, k, renormalize, shared, ids, weights);
+    else if (E <= 256) route_kernel<8><<<grid, block, 0, stream>>>(logits, ldl, t, E, k, renormalize, shared, ids, weights);
+    else route_kernel<16><<<grid, block, 0, stream>>>(logits, ldl, t, E, k, renormalize, shared, ids, weights);
     return cudaGetLastError();
 }
 

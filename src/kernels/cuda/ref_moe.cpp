@@ -9,14 +9,15 @@
 
 namespace tessera::cuda::ref {
 
-void moe_topk(const float* logits, int64_t T, int64_t E, int k, bool renormalize, int32_t* ids, float* weights,
-              cudaStream_t stream) {
+void moe_topk(const float* logits, int64_t T, int64_t E, int k, bool renormalize, bool shared, int32_t* ids,
+              float* weights, cudaStream_t stream) {
     TS_CHECK(T >= 0 && T <= INT32_MAX, "moe_topk: bad token count T = {}", T);
     TS_CHECK(E >= 1 && E <= kMoeTopkMaxExperts, "moe_topk: E = {} experts, expected 1..{}", E, kMoeTopkMaxExperts);
     TS_CHECK(k >= 1 && k <= E, "moe_topk: k = {} must be in [1, {}] (the number of experts)", k, E);
     if (T == 0) return;
-    TS_CHECK(logits && ids && weights, "moe_topk: null pointer (logits [{}, {}], ids / weights [{}, {}])", T, E, T, k);
-    TS_CUDA_CHECK(detail::launch_moe_topk(logits, T, E, k, renormalize, ids, weights, stream));
+    TS_CHECK(logits && ids && weights, "moe_topk: null pointer (logits [{}, {}], ids / weights [{}, {}])", T,
+             E + shared, T, k + shared);
+    TS_CUDA_CHECK(detail::launch_moe_topk(logits, T, E, k, renormalize, shared, ids, weights, stream));
 }
 
 namespace {

@@ -30,12 +30,13 @@ __device__ bool ranks_before(float a, int ia, float b, int ib) {
 }
 
 // One warp per row t of logits [T, E]; p [E] in dynamic shared memory.
-__global__ void moe_topk_kernel(const float* logits, int64_t E, int k, bool renormalize, int32_t* ids,
+__global__ void moe_topk_kernel(const float* logits, int64_t E, int k, bool renormalize, bool shared, int32_t* ids,
                                 float* weights) {
     extern __shared__ float p[];  // [E]
     const int64_t t = blockIdx.x;
     const int lane = int(threadIdx.x);
-    const float* l = logits + t * E;
+    const int slots = k + (shared ? 1 : 0);
+    const float* l = logits + t * (E + (shared ? 1 : 0));
 
     // m = max over the row as the CPU's sequential std::max from -inf computes it (NaNs skipped).
     float m = -INFINITY;
@@ -55,8 +56,8 @@ __global__ void moe_topk_kernel(const float* logits, int64_t E, int k, bool reno
     __syncwarp();
 
     // Top-k by k selections: pass j takes the best of the experts ranking after pass j-1's.
-    int32_t* id = ids + t * k;
-    float* w = weights + t * k;
+    int32_t* id = ids + t * slots;
+    float* w = weights + t * slots;
     float prev_v = 0.f, wsum = 0.f;
     int prev_i = -1;
     for (int j = 0; j < k; ++j) {
@@ -87,6 +88,10 @@ __global__ void moe_topk_kernel(const float* logits, int64_t E, int k, bool reno
     }
     if (renormalize && lane == 0)
         for (int j = 0; j < k; ++j) w[j] /= wsum;
+    if (shared && lane == 0) {  // σ(g) as the CPU computes it (its expf correctly rounded)
+        id[k] = int32_t(E);
+        w[k] = 1.f / (1.f + float(exp(-double(l[E]))));
+    }
 }
 
 // ---- experts -------------------------------------------------------------------------------
@@ -164,10 +169,10 @@ cudaError_t launch_experts(float* y, int64_t ldy, const float* x, int64_t ldx, i
 
 }  // namespace
 
-cudaError_t launch_moe_topk(const float* logits, int64_t T, int64_t E, int k, bool renormalize, int32_t* ids,
-                            float* weights, cudaStream_t stream) {
-    moe_topk_kernel<<<unsigned(T), kWarp, size_t(E) * sizeof(float), stream>>>(logits, E, k, renormalize, ids,
-                                                                                 weights);
+cudaError_t launch_moe_topk(const float* logits, int64_t T, int64_t E, int k, bool renormalize, bool shared,
+                            int32_t* ids, float* weights, cudaStream_t stream) {
+    moe_topk_kernel<<<unsigned(T), kWarp, size_t(E) * sizeof(float), stream>>>(logits, E, k, renormalize, shared,
+                                                                                 ids, weights);
     return cudaGetLastError();
 }
 

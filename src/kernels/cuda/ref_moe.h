@@ -14,12 +14,14 @@ namespace tessera::cuda::ref {
 // Largest expert count moe_topk takes (one row of probabilities in shared memory).
 constexpr int64_t kMoeTopkMaxExperts = 12288;
 
-// Router over logits [T, E] (contiguous): p = softmax(row) in f32 (the normaliser summed in
-// double, in expert order, as the CPU op does), the k largest p per row into ids / weights
-// [T, k] in descending order, ties to the lower expert index, NaN ranked above everything;
-// weights renormalised to sum 1 when `renormalize`. 1 <= k <= E <= kMoeTopkMaxExperts.
-void moe_topk(const float* logits, int64_t T, int64_t E, int k, bool renormalize, int32_t* ids, float* weights,
-              cudaStream_t stream);
+// Router over logits [T, E] (contiguous; [T, E + 1] with `shared`): p = softmax(row) in f32 (the
+// normaliser summed in double, in expert order, as the CPU op does), the k largest p per row into
+// ids / weights [T, k] ([T, k + 1] with `shared`) in descending order, ties to the lower expert
+// index, NaN ranked above everything; weights renormalised to sum 1 when `renormalize`; with
+// `shared` slot k is (E, σ(logits[t, E])) (Backend::moe_topk's MoeRouting). 1 <= k <= E <=
+// kMoeTopkMaxExperts.
+void moe_topk(const float* logits, int64_t T, int64_t E, int k, bool renormalize, bool shared, int32_t* ids,
+              float* weights, cudaStream_t stream);
 
 // Floats of scratch moe_experts needs: the SwiGLU activations [T·k, I].
 inline int64_t moe_experts_scratch_floats(int64_t T, int k, int64_t I) { return T * k * I; }
@@ -43,8 +45,8 @@ namespace detail {
 // The entry points into ref_moe.cu (which includes no fmt: nvcc rejects its consteval format
 // strings). Arguments are already checked; each returns its launch's error. weight_bf16 selects
 // the weights' element type (bf16 bits or f32).
-cudaError_t launch_moe_topk(const float* logits, int64_t T, int64_t E, int k, bool renormalize, int32_t* ids,
-                            float* weights, cudaStream_t stream);
+cudaError_t launch_moe_topk(const float* logits, int64_t T, int64_t E, int k, bool renormalize, bool shared,
+                            int32_t* ids, float* weights, cudaStream_t stream);
 cudaError_t launch_moe_experts(bool weight_bf16, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                                int64_t H, int64_t I, int E, const void* const* gate, const void* const* up,
                                const void* const* down, const int32_t* ids, const float* weights, int k,

@@ -1,5 +1,7 @@
 #include "models/layers/moe.h"
 
+#include <climits>
+
 #include <fmt/format.h>
 
 #include "models/layers/views.h"
@@ -41,10 +43,12 @@ MoeBlock MoeBlock::load(WeightStore& w, const ModelConfig& c, int64_t il) {
     const int64_t H = c.hidden, E = c.n_experts, I = c.expert_ffn;
     const TensorSource& src = w.source();
     MoeBlock m;
-    m.router = w.matrix(p + "ffn_gate_inp.weight", E, H);
+    DType gate_dt{}, up_dt{}, down_dt{};  // the experts' file dtypes
     if (src.has(p + "ffn_gate_up_exps.weight")) {
         const Tensor gu = src.get(p + "ffn_gate_up_exps.weight", {E, 2 * I, H});
         const Tensor down = src.get(p + "ffn_down_exps.weight", {E, H, I});
+        gate_dt = up_dt = gu.dtype;
+        down_dt = down.dtype;
         for (int64_t e = 0; e < E; ++e) {
             m.experts.gate.push_back(w.place(expert_slice(gu, e, 0, I), WeightUse::Expert));
             m.experts.up.push_back(w.place(expert_slice(gu, e, I, I), WeightUse::Expert));
@@ -54,6 +58,9 @@ MoeBlock MoeBlock::load(WeightStore& w, const ModelConfig& c, int64_t il) {
         const Tensor g = src.get(p + "ffn_gate_exps.weight", {E, I, H});
         const Tensor u = src.get(p + "ffn_up_exps.weight", {E, I, H});
         const Tensor d = src.get(p + "ffn_down_exps.weight", {E, H, I});
+        gate_dt = g.dtype;
+        up_dt = u.dtype;
+        down_dt = d.dtype;
         for (int64_t e = 0; e < E; ++e) {
             m.experts.gate.push_back(w.place(expert_slice(g, e, 0, I), WeightUse::Expert));
             m.experts.up.push_back(w.place(expert_slice(u, e, 0, I), WeightUse::Expert));
@@ -69,28 +76,49 @@ MoeBlock MoeBlock::load(WeightStore& w, const ModelConfig& c, int64_t il) {
             m.experts.up.push_back(expert("up", I, H));
             m.experts.down.push_back(expert("down", H, I));
         }
+        gate_dt = src.get(fmt::format("{}ffn_gate_exps.0.weight", p)).dtype;  // expert 0's (one dtype each,
+        up_dt = src.get(fmt::format("{}ffn_up_exps.0.weight", p)).dtype;      // as moe_experts requires)
+        down_dt = src.get(fmt::format("{}ffn_down_exps.0.weight", p)).dtype;
     }
-    if (c.shared_expert_ffn > 0) {
-        const int64_t S = c.shared_expert_ffn;
-        m.shared = SwiGluMlp::load(w, p + "ffn_gate_shexp.weight", p + "ffn_up_shexp.weight",
-                                   p + "ffn_down_shexp.weight", S, H);
-        m.shared_gate = w.matrix(p + "ffn_gate_inp_shexp.weight", 1, H);
+    const std::string router = p + "ffn_gate_inp.weight";
+    if (c.shared_expert_ffn <= 0) {
+        m.router = w.matrix(router, E, H);
+        return m;
     }
+    const int64_t S = c.shared_expert_ffn;
+    const std::string sg = p + "ffn_gate_shexp.weight", su = p + "ffn_up_shexp.weight", sd = p + "ffn_down_shexp.weight";
+    const std::string gate = p + "ffn_gate_inp_shexp.weight";
+    const MoeLimits lim = w.backend() ? w.backend()->moe_limits() : MoeLimits{INT_MAX, INT_MAX};
+    m.shared_is_expert = S == I && E + 1 <= lim.experts && c.n_experts_used + 1 <= lim.slots &&
+                         src.get(sg).dtype == gate_dt && src.get(su).dtype == up_dt && src.get(sd).dtype == down_dt &&
+                         src.get(router).dtype == src.get(gate).dtype;
+    if (m.shared_is_expert) {
+        m.router = w.stack_rows({{router, E, {}}, {gate, 1, {}}}, H);
+        TS_ASSERT(!m.router.empty());  // the dtypes agree
+        m.experts.gate.push_back(w.place(src.get(sg, {S, H}), WeightUse::Expert));
+        m.experts.up.push_back(w.place(src.get(su, {S, H}), WeightUse::Expert));
+        m.experts.down.push_back(w.place(src.get(sd, {H, S}), WeightUse::Expert));
+        return m;
+    }
+    m.router = w.matrix(router, E, H);
+    m.shared = SwiGluMlp::load(w, sg, su, sd, S, H);
+    m.shared_gate = w.matrix(gate, 1, H);
     return m;
 }
 
 int64_t MoeBlock::activation_floats(const ModelConfig& c) {
-    return c.n_experts + 2 * c.n_experts_used + 2 * c.shared_expert_ffn + c.hidden + 1;
+    return (c.n_experts + 1) + 2 * (c.n_experts_used + 1) + 2 * c.shared_expert_ffn + c.hidden + 1;
 }
 
 void MoeBlock::forward(Backend& be, Arena& arena, const ModelConfig& c, const Tensor& x, const Tensor& out) const {
-    const int64_t T = x.dim(0), E = c.n_experts, k = c.n_experts_used;
-    Tensor logits = arena.tensor(DType::F32, {T, E});
-    Tensor weights = arena.tensor(DType::F32, {T, k});
-    auto* ids = static_cast<int32_t*>(arena.alloc(size_t(T * k) * sizeof(int32_t)));
+    const int64_t T = x.dim(0);
+    const MoeRouting r{int(c.n_experts_used), c.norm_topk, shared_is_expert};
+    Tensor logits = arena.tensor(DType::F32, {T, router.dim(0)});
+    Tensor weights = arena.tensor(DType::F32, {T, r.slots()});
+    auto* ids = static_cast<int32_t*>(arena.alloc(size_t(T * r.slots()) * sizeof(int32_t)));
     be.matmul(logits, x, router);
-    be.moe_topk(logits, int(k), c.norm_topk, ids, weights.ptr<float>());
-    be.moe_experts(out, x, experts, ids, weights.ptr<float>(), int(k));
+    be.moe_topk(logits, r, ids, weights.ptr<float>());
+    be.moe_experts(out, x, experts, ids, weights.ptr<float>(), r.slots());
     if (shared.empty()) return;
     Tensor s = arena.tensor(DType::F32, {T, c.hidden});
     Tensor sg = arena.tensor(DType::F32, {T, 1});

@@ -1,6 +1,10 @@
 // Sparse MoE block (Qwen3.5-MoE / Qwen3-Next): softmax router, top-k (renormalised when the
 // model says), SwiGLU experts computed grouped by expert, plus a shared expert scaled by
 // σ(x·w_shared_gate).   y = Σ_j w_j · expert_{e_j}(x) + σ(x·g_s) · shared(x)
+// Where the shared expert has the routed experts' shape and dtypes (and the backend takes E + 1
+// experts), it IS expert E: its gate row is stacked under the router, every token's routing
+// ends with (E, σ(x·g_s)) (MoeRouting::shared), and one moe_experts call computes the sum in
+// the same slot order — 3 launches a layer instead of 9.
 #pragma once
 #include <string>
 
@@ -25,10 +29,11 @@ struct SwiGluMlp {
 };
 
 struct MoeBlock {
-    Tensor router;       // [E, H]
-    MoeWeights experts;  // per expert: gate/up [I, H], down [H, I]
-    SwiGluMlp shared;    // optional (empty tensors when the model has none)
-    Tensor shared_gate;  // [1, H] optional
+    Tensor router;       // [E, H]; [E + 1, H] (router | shared gate) when shared_is_expert
+    MoeWeights experts;  // per expert: gate/up [I, H], down [H, I]; the shared expert last when shared_is_expert
+    bool shared_is_expert = false;
+    SwiGluMlp shared;    // optional (empty tensors when the model has none or it is an expert)
+    Tensor shared_gate;  // [1, H] optional, likewise
 
     // Binds blk.{il}.ffn_*: stacked (ffn_{gate,up,down}_exps or fused ffn_gate_up_exps) or
     // per-expert (ffn_{gate,up,down}_exps.E) expert tensors.
