@@ -509,6 +509,7 @@ TEST(FastMoe, RouteWithASharedExpertMatchesCpu) {
         for (int k : {1, 8, 16})
             for (int64_t T : {1, 2, 17})
                 for (bool renorm : {false, true}) {
+                    if (k > E) continue;
                     const int64_t ldl = E + 1 + (T % 2 ? 0 : 2);
                     std::vector<float> logits = reftest::random_rows(T, E + 1, ldl, seed++, -6.f, 6.f);
                     logits[size_t(E)] = -120.f;  // σ = 0 (the gate's exp overflows to inf)

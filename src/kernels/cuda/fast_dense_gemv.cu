@@ -8,6 +8,7 @@
 #include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/fast_dense_gemv.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace tessera::cuda::fast::detail {
 
@@ -54,6 +55,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int r = 0; r < RB; ++r)
 #pragma unroll
         for (int t = 0; t < TMAX; ++t) acc[r][t] = 0.f;
+    pdl::wait();  // launched with PDL (pdl.cuh): x comes from the kernel before
+    pdl::trigger();
 
     for (int64_t v = threadIdx.x; v < nv; v += kThreads) {
         uint4 q[RB];
@@ -104,8 +107,8 @@ template <typename W, int TMAX, int RB>
 cudaError_t launch(float* y, int64_t ldy, const float* x, int64_t ldx, int T, const W* w, int64_t N, int64_t K,
                    cudaStream_t stream) {
     const int64_t blocks = (N + RB - 1) / RB;
-    dense_gemv_kernel<W, TMAX, RB><<<dim3(unsigned(blocks)), kThreads, 0, stream>>>(y, ldy, x, ldx, T, w, N, K);
-    return cudaGetLastError();
+    return pdl::launch(dense_gemv_kernel<W, TMAX, RB>, dim3(unsigned(blocks)), kThreads, 0, stream, y, ldy, x, ldx, T,
+                       w, N, K);
 }
 
 template <typename W, int TMAX>

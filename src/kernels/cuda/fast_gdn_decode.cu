@@ -10,6 +10,7 @@
 
 #include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/fast_gdn.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace cg = cooperative_groups;
 
@@ -96,6 +97,8 @@ __global__ void __launch_bounds__(2 * kGroup, MINB) gdn_decode2_kernel(GdnDecode
     __shared__ float gz[kMaxHeads][COLS];   // norm_w · silu(z) likewise
     __shared__ float ssq[kMaxHeads];        // Σ o² over this block's columns, per head
 
+    pdl::wait();  // launched with PDL (pdl.cuh): the projections come from the kernel before
+    pdl::trigger();
     const int64_t slot = a.slot[s];  // the same in every block of the cluster: all return or none
     const float* xrow = a.mixed + s * a.mixed_s;
 
@@ -303,13 +306,15 @@ cudaError_t launch_cols(const GdnDecodeArgs& a, cudaStream_t stream) {
         if (err != cudaSuccess) return err;
     }
     cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
+    cudaLaunchAttribute attr[2];
     attr[0].id = cudaLaunchAttributeClusterDimension;
     attr[0].val.clusterDim.x = 1;
     attr[0].val.clusterDim.y = 1;
     attr[0].val.clusterDim.z = nsl;
+    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;  // pdl.cuh
+    attr[1].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    cfg.numAttrs = pdl::enabled() ? 2 : 1;
     return cudaLaunchKernelEx(&cfg, kernel, a);
 }
 

@@ -23,6 +23,7 @@
 #include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/fast_gemv_plan.h"
 #include "kernels/cuda/fast_mma.cuh"
+#include "kernels/cuda/pdl.cuh"
 
 namespace tessera::cuda::fast::detail {
 
@@ -352,6 +353,10 @@ __global__ void __launch_bounds__(kRowWarps * 32, MT == 1 ? 2 : 1)
     Tile<MT> cur[U], nxt[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) load(cur[u], u);
+    // Launched with PDL (pdl.cuh): the first weights are in flight while the kernel before ends;
+    // x comes from it.
+    pdl::wait();
+    pdl::trigger();
 
     float acc[MT][4];
 #pragma unroll
@@ -432,9 +437,8 @@ cudaError_t launch_rows(float* y, int64_t ldy, const float* x, int64_t ldx, int6
                         cudaStream_t stream) {
     const int64_t rows = int64_t(16) * MT;
     const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
-    gemv_mma_rows_kernel<KIND, MT, BIAS><<<dim3(unsigned((w.n + rows - 1) / rows)), kRowWarps * 32, 0, stream>>>(
-        y, ldy, x, ldx, int(T), w, aligned);
-    return cudaGetLastError();
+    return pdl::launch(gemv_mma_rows_kernel<KIND, MT, BIAS>, dim3(unsigned((w.n + rows - 1) / rows)), kRowWarps * 32,
+                       0, stream, y, ldy, x, ldx, int(T), w, aligned);
 }
 
 template <PackedKind KIND, int MT, bool BIAS>

@@ -27,6 +27,7 @@
 #include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/fast_moe.h"
 #include "kernels/cuda/fast_mma.cuh"
+#include "kernels/cuda/pdl.cuh"
 
 namespace tessera::cuda::fast::detail {
 
@@ -38,11 +39,6 @@ constexpr unsigned kFull = 0xffffffffu;
 constexpr int kWarps = 8, kThreads = kWarps * 32;
 constexpr int kRows = 16;     // outputs a block: one m16 row tile
 constexpr int kDownSmemMax = 96 * 1024;
-
-// Programmatic dependent launch: let the next kernel start / wait for the previous one (both
-// no-ops for a kernel launched without the attribute).
-__device__ __forceinline__ void launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
-__device__ __forceinline__ void wait_primary() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
 // Rows r and r + 8 of a packed Int4 matrix as lane (g, t) reads them (r = row tile + g). Few
 // registers: 8 rows of codes are 128·nch bytes (nch = chunks a row, the kernel's).
@@ -164,7 +160,8 @@ __global__ void __launch_bounds__(kThreads, U == 1 ? 3 : 2)
     const int64_t s = blockIdx.y;
     const int i0 = int(blockIdx.x) * kRows;
     const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), g = lane >> 2, t = lane & 3;
-    launch_dependents();  // the down kernel may start (pdl): it reads act only after this grid ends
+    pdl::wait();     // launched with PDL (pdl.cuh): ids and x come from the kernels before
+    pdl::trigger();  // the down kernel may start: it reads act only after this grid ends
     const int e = ids[s];
     if (e < 0 || e >= E) {  // the whole block
         if (threadIdx.x < kRows) act[s * I + i0 + int(threadIdx.x)] = quiet_nan();
@@ -270,7 +267,10 @@ __global__ void __launch_bounds__(NW * 32, NW == 8 && U <= 4 ? 2 : 1)
             const int ch = ktile[u] * 4 + t;
             w[u][0] = load_chunk(r, nch, ch, use && ch < nch);
         }
-        if (m0 == 0) wait_primary();  // gate_up's act is complete and visible (pdl)
+        if (m0 == 0) {  // gate_up's act is complete and visible (pdl); the next kernel may start
+            pdl::wait();
+            pdl::trigger();
+        }
         for (int en = lane; en < U * 16; en += 32) {  // act while the weights are in flight
             const int u = en >> 4, c = (en >> 2) & 3, tq = en & 3;
             const int n = warp + NW * (m0 + u);
@@ -292,7 +292,7 @@ __global__ void __launch_bounds__(NW * 32, NW == 8 && U <= 4 ? 2 : 1)
         }
         __syncwarp();  // the next batch overwrites xs
     }
-    wait_primary();  // warps without items too: y is written after the previous grid ends
+    pdl::wait();  // warps without items too: y is written after the previous grid ends
     __syncthreads();
     // Thread (r, j): o_j = Σ_kt part(j, kt)[r] in k-tile order, weighted; then row r's slot sum.
     if (ej < k) {
@@ -353,13 +353,8 @@ cudaError_t launch_moe_decode_mma_gate_up(float* act, const float* x, int64_t ld
                                           cudaStream_t stream) {
     const dim3 grid(blocks_of(w.I, kRows), unsigned(T * k));
     const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
-    if (batch == 1)
-        mma_gate_up_kernel<1><<<grid, kThreads, 0, stream>>>(act, x, ldx, int(w.H), int(w.I), w.E, w.gate, w.up, ids,
-                                                             k, aligned);
-    else
-        mma_gate_up_kernel<2><<<grid, kThreads, 0, stream>>>(act, x, ldx, int(w.H), int(w.I), w.E, w.gate, w.up, ids,
-                                                             k, aligned);
-    return cudaGetLastError();
+    return pdl::launch(batch == 1 ? mma_gate_up_kernel<1> : mma_gate_up_kernel<2>, grid, kThreads, 0, stream, act, x,
+                       ldx, int(w.H), int(w.I), w.E, w.gate, w.up, ids, k, aligned);
 }
 
 cudaError_t launch_moe_decode_mma_down(float* y, int64_t ldy, const float* act, int64_t T,

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "kernels/cuda/fast_moe.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace tessera::cuda::fast::detail {
 
@@ -26,6 +27,8 @@ __global__ void __launch_bounds__(kRouteWarps * 32)
                  int32_t* __restrict__ ids, float* __restrict__ weights) {
     const int lane = int(threadIdx.x & 31);
     const int64_t t = int64_t(blockIdx.x) * kRouteWarps + (threadIdx.x >> 5);
+    pdl::wait();  // launched with PDL (pdl.cuh): the logits come from the kernel before
+    pdl::trigger();
     if (t >= T) return;  // the whole warp
     const float* l = logits + t * ldl;
 
@@ -239,12 +242,14 @@ cudaError_t launch_moe_route(const float* logits, int64_t ldl, int64_t T, int E,
                              bool shared, int32_t* ids, float* weights, cudaStream_t stream) {
     const dim3 grid(unsigned((T + kRouteWarps - 1) / kRouteWarps)), block(kRouteWarps * 32);
     const int t = int(T);
-    if (E <= 32) route_kernel<1><<<grid, block, 0, stream>>>(logits, ldl, t, E, k, renormalize, shared, ids, weights);
-    else if (E <= 64) route_kernel<2><<<grid, block, 0, stream>>>(logits, ldl, t, E, k, renormalize, shared, ids, weights);
-    else if (E <= 128) route_kernel<4><<<grid, block, 0, stream>>>(logits, ldl, t, E, k, renormalize, shared, ids, weights);
-    else if (E <= 256) route_kernel<8><<<grid, block, 0, stream>>>(logits, ldl, t, E, k, renormalize, shared, ids, weights);
-    else route_kernel<16><<<grid, block, 0, stream>>>(logits, ldl, t, E, k, renormalize, shared, ids, weights);
-    return cudaGetLastError();
+    auto go = [&](auto kernel) {
+        return pdl::launch(kernel, grid, block, 0, stream, logits, ldl, t, E, k, renormalize, shared, ids, weights);
+    };
+    if (E <= 32) return go(route_kernel<1>);
+    if (E <= 64) return go(route_kernel<2>);
+    if (E <= 128) return go(route_kernel<4>);
+    if (E <= 256) return go(route_kernel<8>);
+    return go(route_kernel<16>);
 }
 
 cudaError_t launch_moe_group(const int32_t* ids, int64_t T, int k, int E, int tile_rows, const MoeGrouping& g,

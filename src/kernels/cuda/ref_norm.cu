@@ -3,6 +3,7 @@
 // (kernels/cpu/norm.cpp, gdn_norm.cpp) and the outputs are formed in the same order.
 #include "kernels/cuda/ref_norm.h"
 
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/ref_reduce.cuh"
 
 namespace tessera::cuda::ref::detail {
@@ -45,6 +46,8 @@ __device__ __forceinline__ void scale_row(float* yr, const float* xr, const floa
 __global__ void rms_norm_kernel(float* y, int64_t ldy, const float* x, int64_t ldx, const float* w, int64_t rows,
                                 int64_t cols, float eps) {
     __shared__ float scratch[32];
+    pdl::wait();  // launched with PDL (pdl.cuh): x comes from the kernel before
+    pdl::trigger();
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const float* xr = x + r * ldx;
         float* yr = y + r * ldy;
@@ -59,6 +62,8 @@ __global__ void rms_norm_kernel(float* y, int64_t ldy, const float* x, int64_t l
 __global__ void add_rms_norm_kernel(float* x, int64_t ldx, const float* d, int64_t ldd, float* y, int64_t ldy,
                                     const float* w, int64_t rows, int64_t cols, float eps) {
     __shared__ float scratch[32];
+    pdl::wait();
+    pdl::trigger();
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         float* xr = x + r * ldx;
         const float* dr = d + r * ldd;
@@ -110,14 +115,13 @@ __global__ void rms_norm_gated_kernel(float* y, int64_t y_tok, int64_t y_head, c
 
 cudaError_t launch_rms_norm(float* y, int64_t ldy, const float* x, int64_t ldx, const float* w, int64_t rows,
                             int64_t cols, float eps, cudaStream_t stream) {
-    rms_norm_kernel<<<grid_for(rows, 1), kRowThreads, 0, stream>>>(y, ldy, x, ldx, w, rows, cols, eps);
-    return cudaGetLastError();
+    return pdl::launch(rms_norm_kernel, grid_for(rows, 1), kRowThreads, 0, stream, y, ldy, x, ldx, w, rows, cols, eps);
 }
 
 cudaError_t launch_add_rms_norm(float* x, int64_t ldx, const float* d, int64_t ldd, float* y, int64_t ldy,
                                 const float* w, int64_t rows, int64_t cols, float eps, cudaStream_t stream) {
-    add_rms_norm_kernel<<<grid_for(rows, 1), kRowThreads, 0, stream>>>(x, ldx, d, ldd, y, ldy, w, rows, cols, eps);
-    return cudaGetLastError();
+    return pdl::launch(add_rms_norm_kernel, grid_for(rows, 1), kRowThreads, 0, stream, x, ldx, d, ldd, y, ldy, w, rows,
+                       cols, eps);
 }
 
 cudaError_t launch_l2_norm(float* x, int64_t tok_stride, int64_t head_stride, int64_t T, int64_t n_heads, int64_t D,
