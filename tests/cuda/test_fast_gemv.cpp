@@ -322,7 +322,9 @@ std::vector<float> round_bf16(std::vector<float> v) {
 
 std::string plan_name(const fast::GemvPlan& p) {
     if (p.variant == fast::GemvVariant::Simt) return "simt";
-    if (p.variant == fast::GemvVariant::MmaRows) return "mma rows mt=" + std::to_string(p.mtiles);
+    if (p.variant == fast::GemvVariant::MmaStaged) return "mma staged";
+    if (p.variant == fast::GemvVariant::MmaRows)
+        return "mma rows mt=" + std::to_string(p.mtiles) + (p.mtiles == 1 ? " b=" + std::to_string(p.min_blocks) : "");
     return "mma mt=" + std::to_string(p.mtiles) + " splits=" + std::to_string(p.splits);
 }
 
@@ -366,6 +368,9 @@ TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
             packed_reference(ph, round_bf16(x), ldx, sh.T, &want_b, &mag_b, &off_b);
             DeviceBuffer xd = to_device(x);
             std::vector<fast::GemvPlan> plans = {fast::GemvPlan{}, fast::gemv_pick(sh.T, sh.N, sh.K, l.kind, sms)};
+            for (int b : {3, 4}) plans.push_back({fast::GemvVariant::MmaRows, 1, 1, b});  // fewer registers
+            if (fast::gemv_staged_fits(sh.K, l.kind, l.biases, l.group))
+                plans.push_back({fast::GemvVariant::MmaStaged, 1, 1});
             for (int mt : {1, 2}) {
                 plans.push_back({fast::GemvVariant::MmaRows, mt, 1});
                 for (int splits : {1, 3, 8, 6})

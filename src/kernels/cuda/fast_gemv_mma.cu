@@ -294,14 +294,75 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? 4 : 2) gemv_mma_kernel(flo
     cluster.sync();  // no block leaves while another still reads its shared memory
 }
 
+// The B fragments of k-tile kt as lane (g, t) holds them, read straight from x (L1/L2): token g,
+// Int4 columns 8t … 8t + 7 of each chunk as (0,4) (1,5) (2,6) (3,7); Int8 columns 4t … 4t + 3 as
+// (0,2), 16·(0,2), (1,3), 16·(1,3). Zeros past T and past K.
+template <PackedKind KIND>
+__device__ __forceinline__ void x_fragments(uint32_t (&b)[4][4], const float* __restrict__ x, int64_t ldx, int T,
+                                            int kt, int nch, int g, int t, bool x_aligned) {
+    constexpr bool kInt4 = KIND == PackedKind::Int4;
+    constexpr int V = kInt4 ? 8 : 4;
+    float v[4][V];
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+#pragma unroll
+        for (int i = 0; i < V; ++i) v[c][i] = 0.f;
+        const int ch = kt * 4 + c;
+        if (g < T && ch < nch) {
+            const float* p = x + g * ldx + (kInt4 ? ch * 32 + t * 8 : ch * 16 + t * 4);
+#pragma unroll
+            for (int i = 0; i < V; i += 4) {
+                if (x_aligned) {
+                    const float4 f = __ldg(reinterpret_cast<const float4*>(p + i));
+                    v[c][i] = f.x, v[c][i + 1] = f.y, v[c][i + 2] = f.z, v[c][i + 3] = f.w;
+                } else {
+#pragma unroll
+                    for (int k = 0; k < 4; ++k) v[c][i + k] = __ldg(p + i + k);
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+        if constexpr (kInt4) {
+            b[c][0] = pack_bf16x2(v[c][0], v[c][4]), b[c][1] = pack_bf16x2(v[c][1], v[c][5]);
+            b[c][2] = pack_bf16x2(v[c][2], v[c][6]), b[c][3] = pack_bf16x2(v[c][3], v[c][7]);
+        } else {
+            b[c][0] = pack_bf16x2(v[c][0], v[c][2]), b[c][1] = times16(b[c][0]);
+            b[c][2] = pack_bf16x2(v[c][1], v[c][3]), b[c][3] = times16(b[c][2]);
+        }
+    }
+}
+
+// The NW warps' partial sums of 16·MT rows from row0, added in a fixed order into y.
+template <int NW, int MT>
+__device__ __forceinline__ void sum_warps_store(float* __restrict__ y, int64_t ldy, float* red, const float (&acc)[MT][4],
+                                                int64_t row0, int T, int64_t n, int lane, int warp) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) red[((warp * MT + mt) * 4 + i) * 32 + lane] = acc[mt][i];
+    __syncthreads();
+    for (int e = int(threadIdx.x); e < MT * 128; e += NW * 32) {
+        const int ln = e & 31, i = (e >> 5) & 3, mt = e >> 7;
+        const int tok = 2 * (ln & 3) + (i & 1);
+        const int64_t row = row0 + 16 * mt + (ln >> 2) + 8 * (i >> 1);
+        if (tok >= T || row >= n) continue;
+        float s = red[e];
+#pragma unroll
+        for (int q = 1; q < NW; ++q) s += red[q * MT * 128 + e];
+        y[tok * ldy + row] = s;
+    }
+}
+
 // Variant MmaRows: block = kRowWarps warps on the same 16·MT rows, warp w takes k-tiles w,
 // w + kRowWarps, …; each lane reads its B fragments straight from x (L1/L2: no staging, no
 // barrier before the first weight loads), one shared-memory sum over the warps at the end. No
 // cluster and no limit on K.
 constexpr int kRowWarps = kGemvMmaRowWarps;
 
-template <PackedKind KIND, int MT, bool BIAS>
-__global__ void __launch_bounds__(kRowWarps * 32, MT == 1 ? 2 : 1)
+template <PackedKind KIND, int MT, bool BIAS, int MINB>
+__global__ void __launch_bounds__(kRowWarps * 32, MINB)
     gemv_mma_rows_kernel(float* __restrict__ y, int64_t ldy, const float* __restrict__ x, int64_t ldx, int T,
                          PackedMatrix w, bool x_aligned) {
     constexpr bool kInt4 = KIND == PackedKind::Int4;
@@ -364,42 +425,9 @@ __global__ void __launch_bounds__(kRowWarps * 32, MT == 1 ? 2 : 1)
 #pragma unroll
         for (int i = 0; i < 4; ++i) acc[mt][i] = 0.f;
 
-    // B fragments of lane (g, t) = token g: Int4 columns 8t … 8t + 7 of each chunk as (0,4) (1,5)
-    // (2,6) (3,7); Int8 columns 4t … 4t + 3 as (0,2), 16·(0,2), (1,3), 16·(1,3). Zeros past T, K.
     auto compute = [&](const Tile<MT>& tl, int j) {
-        const int kt = warp + kRowWarps * j;
-        constexpr int V = kInt4 ? 8 : 4;
-        float v[4][V];
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-#pragma unroll
-            for (int i = 0; i < V; ++i) v[c][i] = 0.f;
-            const int ch = kt * 4 + c;
-            if (g < T && ch < nch) {
-                const float* p = x + g * ldx + (kInt4 ? ch * 32 + t * 8 : ch * 16 + t * 4);
-#pragma unroll
-                for (int i = 0; i < V; i += 4) {
-                    if (x_aligned) {
-                        const float4 f = __ldg(reinterpret_cast<const float4*>(p + i));
-                        v[c][i] = f.x, v[c][i + 1] = f.y, v[c][i + 2] = f.z, v[c][i + 3] = f.w;
-                    } else {
-#pragma unroll
-                        for (int k = 0; k < 4; ++k) v[c][i + k] = __ldg(p + i + k);
-                    }
-                }
-            }
-        }
         uint32_t b[4][4];
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-            if constexpr (kInt4) {
-                b[c][0] = pack_bf16x2(v[c][0], v[c][4]), b[c][1] = pack_bf16x2(v[c][1], v[c][5]);
-                b[c][2] = pack_bf16x2(v[c][2], v[c][6]), b[c][3] = pack_bf16x2(v[c][3], v[c][7]);
-            } else {
-                b[c][0] = pack_bf16x2(v[c][0], v[c][2]), b[c][1] = times16(b[c][0]);
-                b[c][2] = pack_bf16x2(v[c][1], v[c][3]), b[c][3] = times16(b[c][2]);
-            }
-        }
+        x_fragments<KIND>(b, x, ldx, T, warp + kRowWarps * j, nch, g, t, x_aligned);
         tile_math<KIND, MT, BIAS>(tl, b, acc, lane);
     };
     auto step = [&](Tile<MT>(&ld)[U], int jl, Tile<MT>(&cp)[U], int jc) {
@@ -414,31 +442,100 @@ __global__ void __launch_bounds__(kRowWarps * 32, MT == 1 ? 2 : 1)
         if (j + U < nj) step(cur, j + 2 * U, nxt, j + U);
     }
 
-    // The warps' partial sums, added in a fixed order.
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) red[((warp * MT + mt) * 4 + i) * 32 + lane] = acc[mt][i];
+    sum_warps_store<kRowWarps, MT>(y, ldy, red, acc, row0, T, w.n, lane, warp);
+}
+
+// Variant MmaStaged: MmaRows' tile math on one 16-row tile, with the block's whole weight slab —
+// its 16 rows of codes, then their scales (and biases) — copied into shared memory by cp.async
+// before anything else. Every byte of it is in flight at once and none of it holds registers,
+// so an SM keeps as many blocks (and their loads) in flight as shared memory and registers
+// allow, where MmaRows keeps two blocks' 2–4 k-tiles a warp. kStagedWarps warps a block, warp w
+// takes k-tiles w, w + kStagedWarps, …; slab bytes gemv_staged_smem ≤ kGemvStagedMaxSmem.
+constexpr int kStagedWarps = kGemvStagedWarps;
+
+template <PackedKind KIND, bool BIAS>
+__global__ void __launch_bounds__(kStagedWarps * 32)
+    gemv_mma_staged_kernel(float* __restrict__ y, int64_t ldy, const float* __restrict__ x, int64_t ldx, int T,
+                           PackedMatrix w, bool x_aligned) {
+    constexpr bool kInt4 = KIND == PackedKind::Int4;
+    extern __shared__ __align__(16) uint8_t slab[];  // codes [16][row_bytes] | scales [16][gpr] | biases
+    __shared__ float red[kStagedWarps * 4 * 32];
+    const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), g = lane >> 2, t = lane & 3;
+    const int nch = int(kInt4 ? w.k / 32 : w.k / 16), nkt = (nch + 3) / 4;
+    const int64_t row_bytes = kInt4 ? w.k / 2 : w.k, gpr = w.k / w.group;
+    const int cpg = w.group / (kInt4 ? 32 : 16);
+    const bool cpg_pow2 = (cpg & (cpg - 1)) == 0;
+    const int lg_cpg = __ffs(cpg) - 1;
+    const int64_t row0 = int64_t(blockIdx.x) * 16;
+    const int rows = int(w.n - row0 < 16 ? w.n - row0 : 16);
+    uint8_t* const sc_sm = slab + 16 * row_bytes;  // 16-byte aligned: row_bytes is whole chunks
+    uint8_t* const bi_sm = sc_sm + 32 * gpr;       // 16 rows of gpr halves: 32·gpr bytes
+
+    // The slab: codes rows·row_bytes bytes (whole chunks), scales / biases rows·gpr halves (the
+    // last chunk zero-filled past them). All in flight before the wait for the kernel before.
+    auto copy = [&](uint8_t* dst, const uint8_t* src, int64_t bytes) {
+        for (int64_t o = int64_t(threadIdx.x) * 16; o < bytes; o += kStagedWarps * 32 * 16)
+            cp_async16_n(smem_addr(dst + o), src + o, int(bytes - o < 16 ? bytes - o : 16));
+    };
+    copy(slab, w.codes + row0 * row_bytes, rows * row_bytes);
+    copy(sc_sm, reinterpret_cast<const uint8_t*>(w.scales + row0 * gpr), rows * gpr * 2);
+    if constexpr (BIAS) copy(bi_sm, reinterpret_cast<const uint8_t*>(w.biases + row0 * gpr), rows * gpr * 2);
+    cp_async_commit();
+    pdl::wait();  // launched with PDL (pdl.cuh): x comes from the kernel before
+    pdl::trigger();
+    cp_async_wait<0>();
     __syncthreads();
-    for (int e = int(threadIdx.x); e < MT * 128; e += kRowWarps * 32) {
-        const int ln = e & 31, i = (e >> 5) & 3, mt = e >> 7;
-        const int tok = 2 * (ln & 3) + (i & 1);
-        const int64_t row = row0 + 16 * mt + (ln >> 2) + 8 * (i >> 1);
-        if (tok >= T || row >= w.n) continue;
-        float s = red[e];
+
+    float acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};
+    const auto* sc16 = reinterpret_cast<const uint16_t*>(sc_sm);
+    const auto* bi16 = reinterpret_cast<const uint16_t*>(bi_sm);
+    for (int kt = warp; kt < nkt; kt += kStagedWarps) {
+        Tile<1> tl;
+        const int ch = kt * 4 + t;
+        const int gi = cpg_pow2 ? ch >> lg_cpg : ch / cpg;
+        uint32_t s[2] = {0, 0}, b[2] = {0, 0};
 #pragma unroll
-        for (int q = 1; q < kRowWarps; ++q) s += red[q * MT * 128 + e];
-        y[tok * ldy + row] = s;
+        for (int h = 0; h < 2; ++h) {
+            const int r = g + 8 * h;
+            const bool ok = ch < nch && r < rows;
+            tl.q[0][h] = ok ? *reinterpret_cast<const uint4*>(slab + r * row_bytes + 16 * int64_t(ch))
+                            : make_uint4(0, 0, 0, 0);
+            s[h] = ok ? sc16[r * gpr + gi] : 0u;
+            if constexpr (BIAS) b[h] = ok ? bi16[r * gpr + gi] : 0u;
+        }
+        tl.sc[0] = s[0] | s[1] << 16;
+        tl.bi[0] = b[0] | b[1] << 16;
+        uint32_t xb[4][4];
+        x_fragments<KIND>(xb, x, ldx, T, kt, nch, g, t, x_aligned);
+        tile_math<KIND, 1, BIAS>(tl, xb, acc, lane);
     }
+    sum_warps_store<kStagedWarps, 1>(y, ldy, red, acc, row0, T, w.n, lane, warp);
+}
+
+template <PackedKind KIND, bool BIAS>
+cudaError_t launch_staged(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
+                          cudaStream_t stream) {
+    const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
+    return pdl::launch(gemv_mma_staged_kernel<KIND, BIAS>, dim3(unsigned((w.n + 15) / 16)), kStagedWarps * 32,
+                       size_t(gemv_staged_smem(w.k, w.kind, BIAS, w.group)), stream, y, ldy, x, ldx, int(T), w, aligned);
+}
+
+// The MmaRows kernel for `plan` (MT = 1: min_blocks 2, 3 or 4; MT = 2: 1).
+template <PackedKind KIND, int MT, bool BIAS>
+auto rows_kernel(const GemvPlan& plan) {
+    if constexpr (MT == 2) return gemv_mma_rows_kernel<KIND, 2, BIAS, 1>;
+    else return plan.min_blocks == 4 ? gemv_mma_rows_kernel<KIND, 1, BIAS, 4>
+              : plan.min_blocks == 3 ? gemv_mma_rows_kernel<KIND, 1, BIAS, 3>
+                                     : gemv_mma_rows_kernel<KIND, 1, BIAS, 2>;
 }
 
 template <PackedKind KIND, int MT, bool BIAS>
-cudaError_t launch_rows(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
-                        cudaStream_t stream) {
+cudaError_t launch_rows(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
+                        const PackedMatrix& w, cudaStream_t stream) {
     const int64_t rows = int64_t(16) * MT;
     const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
-    return pdl::launch(gemv_mma_rows_kernel<KIND, MT, BIAS>, dim3(unsigned((w.n + rows - 1) / rows)), kRowWarps * 32,
-                       0, stream, y, ldy, x, ldx, int(T), w, aligned);
+    return pdl::launch(rows_kernel<KIND, MT, BIAS>(plan), dim3(unsigned((w.n + rows - 1) / rows)), kRowWarps * 32, 0,
+                       stream, y, ldy, x, ldx, int(T), w, aligned);
 }
 
 template <PackedKind KIND, int MT, bool BIAS>
@@ -466,10 +563,16 @@ cudaError_t launch(const GemvPlan& plan, float* y, int64_t ldy, const float* x, 
 template <int MT>
 cudaError_t launch_mt(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                       const PackedMatrix& w, cudaStream_t stream) {
+    if (plan.variant == GemvVariant::MmaStaged) {
+        if (w.kind == PackedKind::Int8) return launch_staged<PackedKind::Int8, false>(y, ldy, x, ldx, T, w, stream);
+        if (w.biases) return launch_staged<PackedKind::Int4, true>(y, ldy, x, ldx, T, w, stream);
+        return launch_staged<PackedKind::Int4, false>(y, ldy, x, ldx, T, w, stream);
+    }
     if (plan.variant == GemvVariant::MmaRows) {
-        if (w.kind == PackedKind::Int8) return launch_rows<PackedKind::Int8, MT, false>(y, ldy, x, ldx, T, w, stream);
-        if (w.biases) return launch_rows<PackedKind::Int4, MT, true>(y, ldy, x, ldx, T, w, stream);
-        return launch_rows<PackedKind::Int4, MT, false>(y, ldy, x, ldx, T, w, stream);
+        if (w.kind == PackedKind::Int8)
+            return launch_rows<PackedKind::Int8, MT, false>(plan, y, ldy, x, ldx, T, w, stream);
+        if (w.biases) return launch_rows<PackedKind::Int4, MT, true>(plan, y, ldy, x, ldx, T, w, stream);
+        return launch_rows<PackedKind::Int4, MT, false>(plan, y, ldy, x, ldx, T, w, stream);
     }
     if (w.kind == PackedKind::Int8) return launch<PackedKind::Int8, MT, false>(plan, y, ldy, x, ldx, T, w, stream);
     if (w.biases) return launch<PackedKind::Int4, MT, true>(plan, y, ldy, x, ldx, T, w, stream);
@@ -483,11 +586,16 @@ int resident(const GemvPlan& plan, const PackedMatrix& w) {
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
         return -1;
-    if (plan.variant == GemvVariant::MmaRows) {
+    if (plan.variant == GemvVariant::MmaRows || plan.variant == GemvVariant::MmaStaged) {
         int per_sm = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_mma_rows_kernel<KIND, MT, BIAS>,
-                                                          kRowWarps * 32, 0) != cudaSuccess)
-            return -1;
+        const cudaError_t err =
+            plan.variant == GemvVariant::MmaRows
+                ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, rows_kernel<KIND, MT, BIAS>(plan),
+                                                                kRowWarps * 32, 0)
+                : cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_mma_staged_kernel<KIND, BIAS>,
+                                                                kStagedWarps * 32,
+                                                                size_t(gemv_staged_smem(w.k, KIND, BIAS, w.group)));
+        if (err != cudaSuccess) return -1;
         return per_sm * sms;
     }
     const int64_t tiles = gemv_k_tiles(w.k, KIND);

@@ -5,6 +5,9 @@
 //         bf16, codes exact), split-K over the blocks of a thread-block cluster.
 //   MmaRows: the same tile math, split-K over the 8 warps of a block (x read straight from
 //         L1/L2, no cluster, any K).
+//   MmaStaged: MmaRows' math on one row tile, split-K over 4 warps, the block's whole weight
+//         slab copied into shared memory by cp.async first (all of it in flight at once, no
+//         registers held for it); K up to what kGemvStagedMaxSmem holds.
 #pragma once
 #include <cstdint>
 
@@ -14,12 +17,15 @@
 
 namespace tessera::cuda::fast {
 
-enum class GemvVariant : uint8_t { Simt, Mma, MmaRows };
+enum class GemvVariant : uint8_t { Simt, Mma, MmaRows, MmaStaged };
 
 struct GemvPlan {
     GemvVariant variant = GemvVariant::Simt;
     int mtiles = 1;  // Mma, MmaRows: 16-row tiles per warp (1 or 2)
     int splits = 1;  // Mma: K split over the blocks of one cluster (1..kGemvMaxSplits)
+    // MmaRows with one row tile: the blocks an SM its registers are cut for (2, 3 or 4; more
+    // blocks resident = more weight loads in flight, fewer registers a thread).
+    int min_blocks = 2;
 };
 
 // Mma's geometry (fast_gemv_mma.cu): kGemvMmaWarps warps a block, each its own 16·mtiles rows;
@@ -37,6 +43,19 @@ constexpr int64_t gemv_tile_smem(PackedKind kind) { return kind == PackedKind::I
 constexpr int64_t gemv_k_tiles(int64_t K, PackedKind kind) {
     return (K + gemv_tile_cols(kind) - 1) / gemv_tile_cols(kind);
 }
+// MmaStaged: warps a block, and the slab of 16 rows in shared memory — codes, f16 scales and
+// biases (Int4 K = 2048: 18 KiB; K = 4096: 36 KiB); with the kernel's 2 KiB of static shared
+// memory at most the 48 KiB a launch takes without an opt-in (Int4 group 32: K ≤ 5216; Int8
+// group 32: K ≤ 2768).
+constexpr int kGemvStagedWarps = 4;
+constexpr int64_t kGemvStagedMaxSmem = 46 * 1024;
+constexpr int64_t gemv_staged_smem(int64_t K, PackedKind kind, bool biases, int64_t group) {
+    return 16 * (kind == PackedKind::Int4 ? K / 2 : K) + 32 * (K / group) * (biases ? 2 : 1);
+}
+constexpr bool gemv_staged_fits(int64_t K, PackedKind kind, bool biases, int64_t group) {
+    return gemv_staged_smem(K, kind, biases, group) <= kGemvStagedMaxSmem;
+}
+
 // Whether Mma with `splits` blocks along K fits its shared-memory budget.
 constexpr bool gemv_mma_fits(int64_t K, PackedKind kind, int splits) {
     if (splits < 1 || splits > kGemvMaxSplits) return false;
@@ -53,11 +72,13 @@ constexpr bool gemv_mma_fits(int64_t K, PackedKind kind, int splits) {
 // against 386 / 359 at lm_head, T = 1; the tensor-core variants are flat in T, Simt grows ~9 us a
 // token there).
 constexpr int64_t kGemvRowsMaxN = 16384;
+constexpr int kGemvRowsMinBlocks = 2;
 constexpr GemvPlan gemv_pick(int64_t T, int64_t N, int64_t K, PackedKind kind, int sms) {
     GemvPlan p;
     if (kind == PackedKind::Int8 && T <= 3) return p;  // Simt
     if (N <= kGemvRowsMaxN) {
         p.variant = GemvVariant::MmaRows;
+        p.min_blocks = kGemvRowsMinBlocks;
         return p;
     }
     int min_splits = 1;
@@ -92,6 +113,7 @@ cudaError_t launch_gemv_mma(const GemvPlan& plan, float* y, int64_t ldy, const f
 // failure), and the blocks it launches for w — the bench's diagnosis.
 int gemv_resident_blocks(const GemvPlan& plan, const PackedMatrix& w);
 constexpr int64_t gemv_grid_blocks(const GemvPlan& plan, int64_t N) {
+    if (plan.variant == GemvVariant::MmaStaged) return (N + 15) / 16;
     const int64_t rows = int64_t(16) * plan.mtiles * (plan.variant == GemvVariant::MmaRows ? 1 : kGemvMmaWarps);
     return (N + rows - 1) / rows * (plan.variant == GemvVariant::Mma ? plan.splits : 1);
 }
