@@ -548,10 +548,10 @@ TEST(CudaFastBackend, MatmulAndEmbedMatchReference) {
     }
 }
 
-// TESSERA_PREFILL_BF16_WEIGHTS=1: the cuBLAS prefill path reads a bf16 copy made at load instead
-// of dequantising into scratch each call — the same bits (the same dequantisation, the same GEMM),
-// 2 bytes a weight more device memory; an expert slice and a vocabulary-sized table get no copy;
-// a bad value is refused.
+// TESSERA_PREFILL_BF16_WEIGHTS=1 (and auto, the default, within its budget): the cuBLAS prefill
+// path reads a bf16 copy made at load instead of dequantising into scratch each call — the same
+// bits (the same dequantisation, the same GEMM), 2 bytes a weight more device memory; 0 makes
+// none; an expert slice and a vocabulary-sized table get no copy; a bad value is refused.
 TEST(CudaFastBackend, Bf16WeightCopiesGiveTheSameProducts) {
     REQUIRE_CUDA();
     const int64_t N = 96, K = 352, T = 200;  // T past kPrefillCublasTokens: the cuBLAS path
@@ -559,7 +559,7 @@ TEST(CudaFastBackend, Bf16WeightCopiesGiveTheSameProducts) {
     const std::vector<float> x = random_rows(T, K, K, 32);
     auto run = [&](const char* env, int64_t* weight_growth, int64_t* expert_bytes) {
         if (env) setenv("TESSERA_PREFILL_BF16_WEIGHTS", env, 1);
-        else unsetenv("TESSERA_PREFILL_BF16_WEIGHTS");
+        else unsetenv("TESSERA_PREFILL_BF16_WEIGHTS");  // auto
         auto be = make_cuda_backend(0, CudaKernels::Fast);
         unsetenv("TESSERA_PREFILL_BF16_WEIGHTS");
         // "weights_device" is the latest backend's total once it places a weight: place one first
@@ -585,12 +585,16 @@ TEST(CudaFastBackend, Bf16WeightCopiesGiveTheSameProducts) {
         be->memory().deallocate(yd);
         return y;
     };
-    int64_t grow_plain = 0, grow_copy = 0, expert_plain = 0, expert_copy = 0;
-    const std::vector<float> plain = run(nullptr, &grow_plain, &expert_plain);
+    int64_t grow_plain = 0, grow_copy = 0, grow_auto = 0, expert_plain = 0, expert_copy = 0, expert_auto = 0;
+    const std::vector<float> plain = run("0", &grow_plain, &expert_plain);
     const std::vector<float> copied = run("1", &grow_copy, &expert_copy);
+    const std::vector<float> autos = run(nullptr, &grow_auto, &expert_auto);
     EXPECT_EQ(std::memcmp(plain.data(), copied.data(), plain.size() * 4), 0);
+    EXPECT_EQ(std::memcmp(plain.data(), autos.data(), plain.size() * 4), 0);
     EXPECT_EQ(grow_copy - grow_plain, N * K * 2);
+    EXPECT_EQ(grow_auto, grow_copy);       // 66 KB: far within 1/16 of any device
     EXPECT_EQ(expert_copy, expert_plain);  // no copy of an expert slice or a vocabulary table
+    EXPECT_EQ(expert_auto, expert_plain);
     check_product(copied, N, g.deq, x, K, T, N, K, std::ldexp(1.0, -8) + 1e-5, 1e-2, "bf16 copies");
     setenv("TESSERA_PREFILL_BF16_WEIGHTS", "yes", 1);
     EXPECT_THROW(make_cuda_backend(0, CudaKernels::Fast), Error);

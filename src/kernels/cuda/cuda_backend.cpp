@@ -4,8 +4,10 @@
 // (kernels/packed_repack.h) and uploaded once; vectors are uploaded as f32.
 #include "kernels/cuda/cuda_backend.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -57,9 +59,14 @@ int set_device(int d) {
 CudaBackend::CudaBackend(int device, CudaKernels kernels)
     : device_(set_device(device)), kernels_(kernels), stream_(), cublas_(stream_.get()) {
     const char* v = std::getenv("TESSERA_PREFILL_BF16_WEIGHTS");
-    TS_CHECK(!v || !*v || std::strcmp(v, "0") == 0 || std::strcmp(v, "1") == 0,
-             "TESSERA_PREFILL_BF16_WEIGHTS={}: expected 0 or 1", v);
-    bf16_copies_ = v && std::strcmp(v, "1") == 0;
+    const std::string mode = v ? v : "";
+    TS_CHECK(mode.empty() || mode == "auto" || mode == "0" || mode == "1",
+             "TESSERA_PREFILL_BF16_WEIGHTS={}: expected auto (the default), 0 or 1", mode);
+    const char* g = std::getenv("TESSERA_PREFILL_GEMM");
+    const bool read = kernels_ == CudaKernels::Fast && !(g && std::strcmp(g, "packed") == 0);
+    size_t free_bytes = 0, total_bytes = 0;
+    if (read && mode != "0" && mode != "1") TS_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    bf16_budget_ = !read || mode == "0" ? 0 : mode == "1" ? INT64_MAX : int64_t(total_bytes / 16);
 }
 
 CudaBackend::~CudaBackend() {
@@ -175,10 +182,12 @@ Tensor CudaBackend::place_packed(const Tensor& host, WeightUse use) {
     // The prefill's cuBLAS operand, made once — not for vocabulary-sized tables (the embedding,
     // lm_head: a prefill multiplies only the rows whose logits it wants).
     constexpr int64_t kBf16CopyMaxRows = 65536;
-    if (bf16_copies_ && use == WeightUse::Matrix && m.n <= kBf16CopyMaxRows) {
-        DeviceBuffer& c = bf16_.emplace(m.codes, DeviceBuffer(size_t(m.n * m.k) * 2)).first->second;
+    const int64_t copy_bytes = m.n * m.k * 2;
+    if (use == WeightUse::Matrix && m.n <= kBf16CopyMaxRows && copy_bytes <= bf16_budget_ - bf16_bytes_) {
+        DeviceBuffer& c = bf16_.emplace(m.codes, DeviceBuffer(size_t(copy_bytes))).first->second;
         fast::dequant_rows_bf16(c.as<uint16_t>(), m.k, m, m.n, stream_.get());
-        weight_bytes_ += int64_t(c.size());
+        weight_bytes_ += copy_bytes;
+        bf16_bytes_ += copy_bytes;
     }
     MemLog::global().set("weights_device", weight_bytes_);
     return Tensor::contiguous(b.data(), host.dtype, host.shape.data(), host.ndim, Device::CUDA);
