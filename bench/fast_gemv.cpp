@@ -193,6 +193,7 @@ int main(int argc, char** argv) {
         };
         std::vector<Shape> shapes;
         for (const bench::MatmulShape& s : bench::matmul_shapes()) shapes.push_back({s.name, s.name, s.N, s.K});
+        shapes.push_back({"gdn in 12352x2048", "", 12352, 2048});  // flagship GDN qkv | z | b | a, stacked
         shapes.push_back({"512x2048", "", 512, 2048});
         shapes.push_back({"2048x512", "", 2048, 512});
         for (const std::string& ln : a.layouts) {
