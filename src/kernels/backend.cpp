@@ -95,11 +95,6 @@ void Backend::gdn_decode_step(const Tensor&, const Tensor&, const Tensor&, const
     unsupported(*this, "gdn_decode_step");
 }
 MoeLimits Backend::moe_limits() const { return {INT_MAX, INT_MAX}; }
-void Backend::moe_router(const Tensor& logits, const Tensor& x, const Tensor& router, const MoeRouting& r,
-                         int32_t* ids, float* weights) {
-    matmul(logits, x, router);
-    moe_topk(logits, r, ids, weights);
-}
 void Backend::moe_topk(const Tensor&, const MoeRouting&, int32_t*, float*) { unsupported(*this, "moe_topk"); }
 void Backend::moe_experts(const Tensor&, const Tensor&, const MoeWeights&, const int32_t*, const float*, int) {
     unsupported(*this, "moe_experts");

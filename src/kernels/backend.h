@@ -240,10 +240,6 @@ public:
     // [T, r.slots()] (descending; ties to the lower index), renormalised to sum 1 when
     // r.renormalize; with r.shared logits are [T, E + 1] and each row ends with (E, σ(g)).
     virtual void moe_topk(const Tensor& logits, const MoeRouting& r, int32_t* ids, float* weights);
-    // The router: logits[T, E (+1)] = x · routerᵀ, then moe_topk(logits, r, ids, weights) — one op
-    // so a backend may fuse the two (the default runs matmul, then moe_topk).
-    virtual void moe_router(const Tensor& logits, const Tensor& x, const Tensor& router, const MoeRouting& r,
-                            int32_t* ids, float* weights);
     // y[T, H] = Σ_j weights[t, j] · down_e(silu(gate_e·x_t) ⊙ up_e·x_t), e = ids[t, j], computed
     // grouped by expert (each expert's tokens gathered into one matmul), not token by token.
     virtual void moe_experts(const Tensor& y, const Tensor& x, const MoeWeights& w, const int32_t* ids,

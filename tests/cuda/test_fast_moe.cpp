@@ -29,7 +29,6 @@
 #include "formats/quants.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/fast_dense_gemv.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/fast_moe.h"
 #include "kernels/cuda/stream.h"
@@ -520,59 +519,6 @@ TEST(FastMoe, RouteWithASharedExpertMatchesCpu) {
                                       cpu_topk(*cpu, logits, T, E, ldl, k, renorm, true), T, k + 1, what);
                     if (HasFailure()) return;
                 }
-}
-
-// The router in one launch (moe_router_dense): the same logits as dense_gemv and the same ids /
-// weights as moe_route on them, bit for bit, f32 and bf16 weights, with and without a shared
-// expert; a second launch finds its counter reset (the same results again); the routing agrees
-// with the CPU's on those logits.
-TEST(FastMoe, RouterInOneLaunchIsDenseGemvThenRoute) {
-    REQUIRE_CUDA();
-    const std::unique_ptr<Backend> cpu = make_cpu_backend();
-    DeviceBuffer counter(4);
-    TS_CUDA_CHECK(cudaMemset(counter.data(), 0, 4));
-    uint32_t seed = 1300;
-    const int64_t K = 264;
-    for (bool bf16 : {false, true})
-        for (int E : {8, 256, 512})
-            for (int k : {2, 8})
-                for (bool shared : {false, true})
-                    for (int64_t T : {1, 3, 8}) {
-                        const int64_t N = E + shared, S = k + shared;
-                        const std::string what = std::string(bf16 ? "bf16" : "f32") + " E=" + std::to_string(E) +
-                                                 " k=" + std::to_string(k) + (shared ? " shared" : "") +
-                                                 " T=" + std::to_string(T);
-                        SCOPED_TRACE(what);
-                        const std::vector<float> wf = reftest::random_rows(N, K, K, seed++, -0.2f, 0.2f);
-                        std::vector<uint16_t> wb(wf.size());
-                        for (size_t i = 0; i < wf.size(); ++i) wb[i] = f32_to_bf16(wf[i]);
-                        const DeviceBuffer d_w = bf16 ? to_device(wb) : to_device(wf);
-                        const std::vector<float> x = reftest::random_rows(T, K, K, seed++, -2.f, 2.f);
-                        const DeviceBuffer d_x = to_device(x);
-                        DeviceBuffer l0(size_t(T * N) * 4), l1(size_t(T * N) * 4), i0(size_t(T * S) * 4),
-                            i1(size_t(T * S) * 4), w0(size_t(T * S) * 4), w1(size_t(T * S) * 4);
-                        Stream st;
-                        fast::dense_gemv(l0.as<float>(), N, d_x.as<float>(), K, T, d_w.data(), bf16, N, K, st);
-                        fast::moe_route(l0.as<float>(), N, T, E, k, true, shared, i0.as<int32_t>(), w0.as<float>(), st);
-                        for (int rep = 0; rep < 2; ++rep) {
-                            fast::moe_router_dense(l1.as<float>(), d_x.as<float>(), K, T, d_w.data(), bf16, K, E, k,
-                                                   true, shared, i1.as<int32_t>(), w1.as<float>(),
-                                                   counter.as<unsigned>(), st);
-                            st.synchronize();
-                            const auto a = to_host<float>(l0, size_t(T * N)), b = to_host<float>(l1, size_t(T * N));
-                            ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "logits, launch " << rep;
-                            const auto ia = to_host<int32_t>(i0, size_t(T * S)), ib = to_host<int32_t>(i1, size_t(T * S));
-                            const auto wa = to_host<float>(w0, size_t(T * S)), wc = to_host<float>(w1, size_t(T * S));
-                            ASSERT_EQ(ia, ib) << "ids, launch " << rep;
-                            ASSERT_EQ(std::memcmp(wa.data(), wc.data(), wa.size() * 4), 0) << "weights, launch " << rep;
-                            std::vector<float> host_l = b;
-                            expect_topk_equal({ib, wc}, cpu_topk(*cpu, host_l, T, E, N, k, true, shared), T, int(S),
-                                              what);
-                            if (HasFailure()) return;
-                            TS_CUDA_CHECK(cudaMemset(i1.data(), 0xff, i1.size()));  // the next launch writes anew
-                        }
-                        EXPECT_EQ(to_host<uint32_t>(counter, 1)[0], 0u);
-                    }
 }
 
 TEST(FastMoe, RouteTiesGoToTheLowerIndex) {

@@ -67,8 +67,6 @@ CudaBackend::CudaBackend(int device, CudaKernels kernels)
     size_t free_bytes = 0, total_bytes = 0;
     if (read && mode != "0" && mode != "1") TS_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     bf16_budget_ = !read || mode == "0" ? 0 : mode == "1" ? INT64_MAX : int64_t(total_bytes / 16);
-    router_counter_ = DeviceBuffer(sizeof(unsigned));
-    TS_CUDA_CHECK(cudaMemsetAsync(router_counter_.data(), 0, sizeof(unsigned), stream_.get()));
 }
 
 CudaBackend::~CudaBackend() {

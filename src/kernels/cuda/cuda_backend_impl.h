@@ -72,8 +72,6 @@ public:
                          const SeqPlan& plan, const GdnParams& p) override;
     MoeLimits moe_limits() const override;
     void moe_topk(const Tensor& logits, const MoeRouting& r, int32_t* ids, float* weights) override;
-    void moe_router(const Tensor& logits, const Tensor& x, const Tensor& router, const MoeRouting& r, int32_t* ids,
-                    float* weights) override;
     void moe_experts(const Tensor& y, const Tensor& x, const MoeWeights& w, const int32_t* ids, const float* weights,
                      int k) override;
 
@@ -118,9 +116,6 @@ private:
     int64_t bf16_budget_ = 0, bf16_bytes_ = 0;
     std::unordered_map<const void*, DeviceBuffer> bf16_;
     int64_t weight_bytes_ = 0;
-    // fast::moe_router_dense's launch counter (one word, 0 between launches; zeroed at construction,
-    // never allocated during a graph capture).
-    DeviceBuffer router_counter_;
 };
 
 }  // namespace tessera::cuda

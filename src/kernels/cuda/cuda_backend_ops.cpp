@@ -3,7 +3,6 @@
 // or, for weights packed in fast mode, the kernel pack's (matmul_dispatch.h picks which).
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -507,32 +506,6 @@ void CudaBackend::moe_topk(const Tensor& logits, const MoeRouting& r, int32_t* i
         !reference_op("moe_route"))
         return fast::moe_route(L.p, L.ld, L.rows, int(E), r.k, r.renormalize, r.shared, ids, weights, stream_.get());
     ref::moe_topk(L.p, L.rows, E, r.k, r.renormalize, r.shared, ids, weights, stream_.get());
-}
-
-// Decode-sized routers over f32 / bf16 weights in one launch (fast::moe_router_dense: the dense
-// GEMV, then the routing in its last block), one launch fewer a MoE layer; TESSERA_FUSED_ROUTER=0
-// keeps the two launches.
-void CudaBackend::moe_router(const Tensor& logits, const Tensor& x, const Tensor& router, const MoeRouting& r,
-                             int32_t* ids, float* weights) {
-    static const bool fused = [] {
-        const char* v = std::getenv("TESSERA_FUSED_ROUTER");
-        TS_CHECK(!v || !*v || std::strcmp(v, "0") == 0 || std::strcmp(v, "1") == 0,
-                 "TESSERA_FUSED_ROUTER={}: expected 1 (the default) or 0", v);
-        return !(v && std::strcmp(v, "0") == 0);
-    }();
-    const Rows X = rows_of(x, "moe_router", "x"), L = rows_of(logits, "moe_router", "logits");
-    const int64_t E = L.cols - (r.shared ? 1 : 0);
-    const bool dense = router.dtype == DType::F32 || router.dtype == DType::BF16;
-    if (fused && kernels_ == CudaKernels::Fast && !reference_op("moe_route") && !reference_op("matmul") && dense &&
-        router.device == Device::CUDA && router.is_contiguous() && router.ndim == 2 && router.rows() == L.cols &&
-        router.cols() == X.cols && L.ld == L.cols && X.rows == L.rows && E >= 1 && E <= fast::kMoeMaxExperts &&
-        r.k >= 1 && r.k <= std::min<int64_t>(E, fast::kMoeMaxTopK) &&
-        fast::dense_gemv_supported(X.rows, X.cols, router.dtype == DType::BF16, X.p, X.ld)) {
-        return fast::moe_router_dense(L.p, X.p, X.ld, X.rows, router.data, router.dtype == DType::BF16, X.cols, int(E),
-                                      r.k, r.renormalize, r.shared, ids, weights, router_counter_.as<unsigned>(),
-                                      stream_.get());
-    }
-    Backend::moe_router(logits, x, router, r, ids, weights);
 }
 
 void CudaBackend::moe_experts(const Tensor& y, const Tensor& x, const MoeWeights& w, const int32_t* ids,

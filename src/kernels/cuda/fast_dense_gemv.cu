@@ -8,8 +8,6 @@
 #include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/fast_dense_gemv.h"
-#include "kernels/cuda/fast_moe.h"
-#include "kernels/cuda/fast_moe_route.cuh"
 #include "kernels/cuda/pdl.cuh"
 
 namespace tessera::cuda::fast::detail {
@@ -44,10 +42,10 @@ struct Vec<uint16_t> {
     }
 };
 
-// y rows [row0, row0 + RB) of block blockIdx.x (every thread of the block calls it).
 template <typename W, int TMAX, int RB>
-__device__ __forceinline__ void dense_gemv_block(float* __restrict__ y, int64_t ldy, const float* __restrict__ x,
-                                                 int64_t ldx, int T, const W* __restrict__ w, int64_t N, int64_t K) {
+__global__ void __launch_bounds__(kThreads)
+    dense_gemv_kernel(float* __restrict__ y, int64_t ldy, const float* __restrict__ x, int64_t ldx, int T,
+                      const W* __restrict__ w, int64_t N, int64_t K) {
     constexpr int E = Vec<W>::E;
     __shared__ float part[kWarps][RB * TMAX];
     const int64_t row0 = int64_t(blockIdx.x) * RB;
@@ -57,6 +55,8 @@ __device__ __forceinline__ void dense_gemv_block(float* __restrict__ y, int64_t 
     for (int r = 0; r < RB; ++r)
 #pragma unroll
         for (int t = 0; t < TMAX; ++t) acc[r][t] = 0.f;
+    pdl::wait();  // launched with PDL (pdl.cuh): x comes from the kernel before
+    pdl::trigger();
 
     for (int64_t v = threadIdx.x; v < nv; v += kThreads) {
         uint4 q[RB];
@@ -104,81 +104,39 @@ __device__ __forceinline__ void dense_gemv_block(float* __restrict__ y, int64_t 
 }
 
 template <typename W, int TMAX, int RB>
-__global__ void __launch_bounds__(kThreads)
-    dense_gemv_kernel(float* __restrict__ y, int64_t ldy, const float* __restrict__ x, int64_t ldx, int T,
-                      const W* __restrict__ w, int64_t N, int64_t K) {
-    pdl::wait();  // launched with PDL (pdl.cuh): x comes from the kernel before
-    pdl::trigger();
-    dense_gemv_block<W, TMAX, RB>(y, ldy, x, ldx, T, w, N, K);
-}
-
-// The MoE router in one launch (fast_moe.h moe_router_dense): the logits as dense_gemv_kernel
-// computes them, then the grid's last block to finish (a ticket from an atomic counter, after
-// each block's fence) routes every token, a warp each, and resets the counter for the next
-// launch. The logits are read through L2 (__ldcg): other blocks of this grid wrote them.
-template <typename W, int TMAX, int RB>
-__global__ void __launch_bounds__(kThreads)
-    router_kernel(float* __restrict__ y, int64_t ldy, const float* __restrict__ x, int64_t ldx, int T,
-                  const W* __restrict__ w, int64_t N, int64_t K, RouteTail rt) {
-    __shared__ unsigned ticket;
-    pdl::wait();
-    pdl::trigger();
-    dense_gemv_block<W, TMAX, RB>(y, ldy, x, ldx, T, w, N, K);
-    __threadfence();  // this block's logits are visible device-wide before its ticket
-    __syncthreads();
-    if (threadIdx.x == 0) ticket = atomicAdd(rt.counter, 1u);
-    __syncthreads();
-    if (ticket != gridDim.x - 1) return;
-    __threadfence();  // every other block's logits: their fences came before their tickets
-    const int warp = int(threadIdx.x >> 5), lane = int(threadIdx.x & 31);
-    const int slots = rt.k + (rt.shared ? 1 : 0);
-    if (warp < T)
-        dev::route_token<kMoeMaxExperts / 32>(y + warp * ldy, rt.E, rt.k, rt.renormalize, rt.shared,
-                                             rt.ids + warp * slots, rt.weights + warp * slots, lane,
-                                             [](const float* p) { return __ldcg(p); });
-    if (threadIdx.x == 0) *rt.counter = 0u;
-}
-
-// rt.counter null: dense_gemv_kernel; else router_kernel.
-template <typename W, int TMAX, int RB>
 cudaError_t launch(float* y, int64_t ldy, const float* x, int64_t ldx, int T, const W* w, int64_t N, int64_t K,
-                   const RouteTail& rt, cudaStream_t stream) {
-    const dim3 grid(unsigned((N + RB - 1) / RB));
-    if (rt.counter) return pdl::launch(router_kernel<W, TMAX, RB>, grid, kThreads, 0, stream, y, ldy, x, ldx, T, w, N, K, rt);
-    return pdl::launch(dense_gemv_kernel<W, TMAX, RB>, grid, kThreads, 0, stream, y, ldy, x, ldx, T, w, N, K);
+                   cudaStream_t stream) {
+    const int64_t blocks = (N + RB - 1) / RB;
+    return pdl::launch(dense_gemv_kernel<W, TMAX, RB>, dim3(unsigned(blocks)), kThreads, 0, stream, y, ldy, x, ldx, T,
+                       w, N, K);
 }
 
 template <typename W, int TMAX>
 cudaError_t launch_rows(float* y, int64_t ldy, const float* x, int64_t ldx, int T, const W* w, int64_t N, int64_t K,
-                        const RouteTail& rt, cudaStream_t stream) {
+                        cudaStream_t stream) {
     // Rows per block: the most that still gives every SM two blocks (more loads in flight per
     // thread, x read once for RB rows).
     const int64_t want = 2 * int64_t(current_sm_count());
-    if (N >= 4 * want) return launch<W, TMAX, 4>(y, ldy, x, ldx, T, w, N, K, rt, stream);
-    if (N >= 2 * want) return launch<W, TMAX, 2>(y, ldy, x, ldx, T, w, N, K, rt, stream);
-    return launch<W, TMAX, 1>(y, ldy, x, ldx, T, w, N, K, rt, stream);
+    if (N >= 4 * want) return launch<W, TMAX, 4>(y, ldy, x, ldx, T, w, N, K, stream);
+    if (N >= 2 * want) return launch<W, TMAX, 2>(y, ldy, x, ldx, T, w, N, K, stream);
+    return launch<W, TMAX, 1>(y, ldy, x, ldx, T, w, N, K, stream);
 }
 
 template <typename W>
 cudaError_t launch_tokens(float* y, int64_t ldy, const float* x, int64_t ldx, int T, const W* w, int64_t N, int64_t K,
-                          const RouteTail& rt, cudaStream_t stream) {
-    if (T <= 1) return launch_rows<W, 1>(y, ldy, x, ldx, T, w, N, K, rt, stream);
-    if (T <= 2) return launch_rows<W, 2>(y, ldy, x, ldx, T, w, N, K, rt, stream);
-    if (T <= 4) return launch_rows<W, 4>(y, ldy, x, ldx, T, w, N, K, rt, stream);
-    return launch_rows<W, 8>(y, ldy, x, ldx, T, w, N, K, rt, stream);
+                          cudaStream_t stream) {
+    if (T <= 1) return launch_rows<W, 1>(y, ldy, x, ldx, T, w, N, K, stream);
+    if (T <= 2) return launch_rows<W, 2>(y, ldy, x, ldx, T, w, N, K, stream);
+    if (T <= 4) return launch_rows<W, 4>(y, ldy, x, ldx, T, w, N, K, stream);
+    return launch_rows<W, 8>(y, ldy, x, ldx, T, w, N, K, stream);
 }
 
 }  // namespace
 
 cudaError_t launch_dense_gemv(float* y, int64_t ldy, const float* x, int64_t ldx, int T, const void* w, bool w_bf16,
                               int64_t N, int64_t K, cudaStream_t stream) {
-    return launch_moe_router_dense(y, ldy, x, ldx, T, w, w_bf16, N, K, RouteTail{}, stream);
-}
-
-cudaError_t launch_moe_router_dense(float* y, int64_t ldy, const float* x, int64_t ldx, int T, const void* w,
-                                    bool w_bf16, int64_t N, int64_t K, const RouteTail& rt, cudaStream_t stream) {
-    if (w_bf16) return launch_tokens(y, ldy, x, ldx, T, static_cast<const uint16_t*>(w), N, K, rt, stream);
-    return launch_tokens(y, ldy, x, ldx, T, static_cast<const float*>(w), N, K, rt, stream);
+    if (w_bf16) return launch_tokens(y, ldy, x, ldx, T, static_cast<const uint16_t*>(w), N, K, stream);
+    return launch_tokens(y, ldy, x, ldx, T, static_cast<const float*>(w), N, K, stream);
 }
 
 }  // namespace tessera::cuda::fast::detail

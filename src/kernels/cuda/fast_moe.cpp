@@ -9,7 +9,6 @@
 
 #include "core/status.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/fast_dense_gemv.h"
 #include "kernels/cuda/ref_check.h"
 
 namespace tessera::cuda::fast {
@@ -108,24 +107,6 @@ void moe_route(const float* logits, int64_t ldl, int64_t T, int E, int k, bool r
     ref::detail::check_rows("moe_route", "logits", logits, ldl, T, E + (shared ? 1 : 0));
     TS_CHECK(ids && weights, "moe_route: null ids or weights [{}, {}]", T, k + (shared ? 1 : 0));
     TS_CUDA_CHECK(detail::launch_moe_route(logits, ldl, T, E, k, renormalize, shared, ids, weights, stream));
-}
-
-void moe_router_dense(float* logits, const float* x, int64_t ldx, int64_t T, const void* w, bool w_bf16, int64_t K,
-                      int E, int k, bool renormalize, bool shared, int32_t* ids, float* weights, unsigned* counter,
-                      cudaStream_t stream) {
-    check_route_shape("moe_router_dense", T, E, k);
-    if (T == 0) return;
-    const int64_t N = E + (shared ? 1 : 0);
-    TS_CHECK(dense_gemv_supported(T, K, w_bf16, x, ldx),
-             "moe_router_dense: T {} K {} ({}) with x row stride {} is not supported (T <= {}, 16-byte rows and x)", T,
-             K, w_bf16 ? "bf16" : "f32", ldx, kDenseGemvMaxTokens);
-    TS_CHECK(w && reinterpret_cast<uintptr_t>(w) % 16 == 0, "moe_router_dense: w [{}, {}] is null or not 16-byte aligned",
-             N, K);
-    TS_CHECK(ids && weights && counter, "moe_router_dense: null ids, weights or counter");
-    ref::detail::check_rows("moe_router_dense", "x", x, ldx, T, K);
-    ref::detail::check_rows("moe_router_dense", "logits", logits, N, T, N);
-    const detail::RouteTail rt{E, k, renormalize, shared, ids, weights, counter};
-    TS_CUDA_CHECK(detail::launch_moe_router_dense(logits, N, x, ldx, int(T), w, w_bf16, N, K, rt, stream));
 }
 
 int64_t moe_max_items(int64_t T, int k, int E, int tile_rows) {

@@ -42,15 +42,6 @@ constexpr int kMoeMaxTopK = 16;
 void moe_route(const float* logits, int64_t ldl, int64_t T, int E, int k, bool renormalize, bool shared,
                int32_t* ids, float* weights, cudaStream_t stream);
 
-// The router in one launch, for decode (T ≤ kDenseGemvMaxTokens): logits [T, E (+1)] (row
-// stride E (+1)) = x [T, K] · w [E (+1), K]ᵀ (f32, or bf16 bits with w_bf16: dense_gemv's
-// arithmetic), then moe_route of every token (its ids / weights bit for bit) by the grid's last
-// block. `counter`: a device word that is 0; the kernel leaves it 0 (so a CUDA graph replays it),
-// and one launch at a time may use it.
-void moe_router_dense(float* logits, const float* x, int64_t ldx, int64_t T, const void* w, bool w_bf16, int64_t K,
-                      int E, int k, bool renormalize, bool shared, int32_t* ids, float* weights, unsigned* counter,
-                      cudaStream_t stream);
-
 // ---- grouping -------------------------------------------------------------------------------
 
 // The step's (token, slot) pairs s = t·k + j grouped by expert e = ids[s]: expert e owns the
@@ -166,17 +157,6 @@ cudaError_t launch_moe_route(const float* logits, int64_t ldl, int64_t T, int E,
                              bool shared, int32_t* ids, float* weights, cudaStream_t stream);
 cudaError_t launch_moe_group(const int32_t* ids, int64_t T, int k, int E, int tile_rows, const MoeGrouping& g,
                              cudaStream_t stream);
-// moe_router_dense's routing, for its last block (no counter: a plain dense_gemv).
-struct RouteTail {
-    int E = 0, k = 0;
-    bool renormalize = false, shared = false;
-    int32_t* ids = nullptr;
-    float* weights = nullptr;
-    unsigned* counter = nullptr;
-};
-cudaError_t launch_moe_router_dense(float* y, int64_t ldy, const float* x, int64_t ldx, int T, const void* w,
-                                    bool w_bf16, int64_t N, int64_t K, const RouteTail& rt,
-                                    cudaStream_t stream);  // fast_dense_gemv.cu
 // act [T·k, I] (row stride I): act[r] = silu(gate_e·x_t) ⊙ (up_e·x_t) for each grouped row r of
 // each item (grouped), or r = s for each slot (g == nullptr: item s = slot s, one token).
 cudaError_t launch_moe_gate_up(float* act, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,

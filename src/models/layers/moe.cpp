@@ -116,7 +116,8 @@ void MoeBlock::forward(Backend& be, Arena& arena, const ModelConfig& c, const Te
     Tensor logits = arena.tensor(DType::F32, {T, router.dim(0)});
     Tensor weights = arena.tensor(DType::F32, {T, r.slots()});
     auto* ids = static_cast<int32_t*>(arena.alloc(size_t(T * r.slots()) * sizeof(int32_t)));
-    be.moe_router(logits, x, router, r, ids, weights.ptr<float>());
+    be.matmul(logits, x, router);
+    be.moe_topk(logits, r, ids, weights.ptr<float>());
     be.moe_experts(out, x, experts, ids, weights.ptr<float>(), r.slots());
     if (shared.empty()) return;
     Tensor s = arena.tensor(DType::F32, {T, c.hidden});
