@@ -70,8 +70,7 @@ struct Copy {
 std::string plan_name(const fast::GemvPlan& p) {
     if (p.variant == fast::GemvVariant::Simt) return "simt (f32)";
     if (p.variant == fast::GemvVariant::MmaStaged) return "mma staged";
-    if (p.variant == fast::GemvVariant::MmaRows)
-        return "mma rows mt=" + std::to_string(p.mtiles) + (p.mtiles == 1 ? " b=" + std::to_string(p.min_blocks) : "");
+    if (p.variant == fast::GemvVariant::MmaRows) return "mma rows mt=" + std::to_string(p.mtiles);
     return "mma mt=" + std::to_string(p.mtiles) + " k/" + std::to_string(p.splits);
 }
 
@@ -126,7 +125,6 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
         if (a.all_variants) {
             plans.push_back(fast::GemvPlan{});
             for (int mt : {1, 2}) plans.push_back({fast::GemvVariant::MmaRows, mt, 1});
-            for (int b : {3, 4}) plans.push_back({fast::GemvVariant::MmaRows, 1, 1, b});
             if (fast::gemv_staged_fits(K, l.kind, l.biases, l.group)) plans.push_back({fast::GemvVariant::MmaStaged, 1, 1});
             for (int mt : {1, 2})
                 for (int splits : {1, 2, 4, 8})

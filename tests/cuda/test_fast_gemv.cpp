@@ -323,8 +323,7 @@ std::vector<float> round_bf16(std::vector<float> v) {
 std::string plan_name(const fast::GemvPlan& p) {
     if (p.variant == fast::GemvVariant::Simt) return "simt";
     if (p.variant == fast::GemvVariant::MmaStaged) return "mma staged";
-    if (p.variant == fast::GemvVariant::MmaRows)
-        return "mma rows mt=" + std::to_string(p.mtiles) + (p.mtiles == 1 ? " b=" + std::to_string(p.min_blocks) : "");
+    if (p.variant == fast::GemvVariant::MmaRows) return "mma rows mt=" + std::to_string(p.mtiles);
     return "mma mt=" + std::to_string(p.mtiles) + " splits=" + std::to_string(p.splits);
 }
 
@@ -353,6 +352,7 @@ TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
         shapes.push_back({8, 65, 14336});
         shapes.push_back({2, 40, 24576 + G});  // past Mma's shared-memory limit: Simt and MmaRows
         shapes.push_back({5, 50, 1024 + G});   // k-tiles for only some of MmaRows' warps
+        shapes.push_back({1, 21, 4096 + G});   // MmaStaged's slab fits (Int4) where Mma unsplit does not
         for (const Shape& sh : shapes) {
             const std::string what = std::string(l.name) + " T=" + std::to_string(sh.T) + " N=" +
                                      std::to_string(sh.N) + " K=" + std::to_string(sh.K);
@@ -368,7 +368,6 @@ TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
             packed_reference(ph, round_bf16(x), ldx, sh.T, &want_b, &mag_b, &off_b);
             DeviceBuffer xd = to_device(x);
             std::vector<fast::GemvPlan> plans = {fast::GemvPlan{}, fast::gemv_pick(sh.T, sh.N, sh.K, l.kind, sms)};
-            for (int b : {3, 4}) plans.push_back({fast::GemvVariant::MmaRows, 1, 1, b});  // fewer registers
             if (fast::gemv_staged_fits(sh.K, l.kind, l.biases, l.group))
                 plans.push_back({fast::GemvVariant::MmaStaged, 1, 1});
             for (int mt : {1, 2}) {

@@ -16,6 +16,7 @@
 #include "kernels/cuda/fast_embed.h"
 #include "kernels/cuda/fast_flash_attention.h"
 #include "kernels/cuda/fast_gdn.h"
+#include "kernels/cuda/fast_gemv_plan.h"
 #include "kernels/cuda/fast_gemv_q8.h"
 #include "kernels/cuda/fast_matmul.h"
 #include "kernels/cuda/fast_moe.h"
@@ -118,13 +119,20 @@ namespace {
 // per 32 columns for the integer dot-product units (fast_gemv_q8.cu): 20 % faster at the anchor
 // shape on the H200, but its ~1 % error per matmul compounds through a model's layers past the
 // fast-vs-reference tolerance, so it stays opt-in until it is both faster and closer.
-bool gemv_int8_x() {
-    static const bool on = [] {
+// TESSERA_GEMV: f32 (the default: x exact or rounded to bf16 by the pick), int8 (x rounded to
+// int8, dp4a), staged (MmaStaged where the pick is MmaRows with one row tile and the slab fits:
+// an A/B override, not picked — session 6, H200: 12.3 against 12.8 us at 8192x2048, 9.1 against
+// 8.3 at 4096x2048).
+enum class GemvMode { F32, Int8, Staged };
+GemvMode gemv_mode() {
+    static const GemvMode m = [] {
         const char* v = std::getenv("TESSERA_GEMV");
-        TS_CHECK(!v || !*v || std::string(v) == "int8" || std::string(v) == "f32", "TESSERA_GEMV={}: expected int8 or f32", v);
-        return v && std::string(v) == "int8";
+        const std::string s = v ? v : "";
+        TS_CHECK(s.empty() || s == "f32" || s == "int8" || s == "staged",
+                 "TESSERA_GEMV={}: expected f32 (the default), int8 or staged", s);
+        return s == "int8" ? GemvMode::Int8 : s == "staged" ? GemvMode::Staged : GemvMode::F32;
     }();
-    return on;
+    return m;
 }
 // TESSERA_REFERENCE_OPS: fast-mode ops kept on the reference kernels, for bisecting a
 // difference between the two paths: a comma list of matmul (packed weights unpacked to f32 and
@@ -167,9 +175,16 @@ void CudaBackend::matmul_packed(const Tensor& y, const Tensor& x, const PackedMa
     switch (reference_op("matmul") ? MatmulKernel::DequantCublas : choose_matmul(X.rows, w.n, w.k, w.kind)) {
         case MatmulKernel::None: return;
         case MatmulKernel::Gemv:
-            if (gemv_int8_x()) {  // x rounded to int8 per 32 columns, dp4a (fast_gemv_q8.h)
+            if (gemv_mode() == GemvMode::Int8) {  // x rounded to int8 per 32 columns, dp4a (fast_gemv_q8.h)
                 void* sc = scratch(4, fast::gemv_q8_scratch(X.rows, w.k));
                 return fast::gemv_q8(Y.p, Y.ld, X.p, X.ld, X.rows, w, sc, stream_.get());
+            }
+            if (gemv_mode() == GemvMode::Staged) {
+                fast::GemvPlan p = fast::gemv_pick(X.rows, w.n, w.k, w.kind, fast::gemv_sm_count());
+                if (p.variant == fast::GemvVariant::MmaRows && p.mtiles == 1 &&
+                    fast::gemv_staged_fits(w.k, w.kind, w.biases != nullptr, w.group))
+                    p = {fast::GemvVariant::MmaStaged, 1, 1};
+                return fast::gemv_packed_plan(p, Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
             }
             return fast::gemv_packed(Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
         case MatmulKernel::Gemm:

@@ -1,8 +1,6 @@
 // Argument checks and the variant pick of the packed GEMV (fast_gemv_plan.h); fast_gemv.cu and
 // fast_gemv_mma.cu hold the kernels and their launches.
 #include <cstdint>
-#include <cstdlib>
-#include <string>
 
 #include "core/status.h"
 #include "kernels/cuda/cuda_check.h"
@@ -60,39 +58,15 @@ void gemv_packed_plan(const GemvPlan& plan, float* y, int64_t ldy, const float* 
              gemv_staged_smem(w.k, w.kind, w.biases != nullptr, w.group), w.k, kGemvStagedMaxSmem);
     TS_CHECK(plan.mtiles == 1 || plan.mtiles == 2, "gemv_packed: Mma takes 1 or 2 row tiles a warp, not {}",
              plan.mtiles);
-    TS_CHECK(plan.variant != GemvVariant::MmaRows || plan.mtiles == 2 ||
-                 (plan.min_blocks >= 2 && plan.min_blocks <= 4),
-             "gemv_packed: MmaRows with one row tile is cut for 2, 3 or 4 blocks an SM, not {}", plan.min_blocks);
-    TS_CHECK(plan.variant == GemvVariant::MmaRows || gemv_mma_fits(w.k, w.kind, plan.splits),
+    TS_CHECK(plan.variant != GemvVariant::Mma || gemv_mma_fits(w.k, w.kind, plan.splits),
              "gemv_packed: Mma with {} K splits does not fit K = {} (shared memory for x, 1..{} splits)", plan.splits,
              w.k, kGemvMaxSplits);
     TS_CUDA_CHECK(detail::launch_gemv_mma(plan, y, ldy, x, ldx, T, w, stream));
 }
 
-namespace {
-// TESSERA_GEMV_ROWS=2|3|4|staged replaces the pick where it is MmaRows with one row tile: that
-// kernel cut for 2, 3 or 4 blocks an SM, or MmaStaged where its slab fits (a tuning override for
-// end-to-end A/B runs; unset: the pick). Returns 0 when unset, -1 for staged.
-int rows_override() {
-    static const int v = [] {
-        const char* e = std::getenv("TESSERA_GEMV_ROWS");
-        const std::string s = e ? e : "";
-        TS_CHECK(s.empty() || s == "2" || s == "3" || s == "4" || s == "staged",
-                 "TESSERA_GEMV_ROWS={}: expected 2, 3, 4 or staged", s);
-        return s.empty() ? 0 : s == "staged" ? -1 : std::stoi(s);
-    }();
-    return v;
-}
-}  // namespace
-
 void gemv_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
                  cudaStream_t stream) {
-    GemvPlan p = gemv_pick(T, w.n, w.k, w.kind, gemv_sm_count());
-    if (const int o = rows_override(); o != 0 && p.variant == GemvVariant::MmaRows && p.mtiles == 1) {
-        if (o > 0) p.min_blocks = o;
-        else if (gemv_staged_fits(w.k, w.kind, w.biases != nullptr, w.group)) p = {GemvVariant::MmaStaged, 1, 1};
-    }
-    gemv_packed_plan(p, y, ldy, x, ldx, T, w, stream);
+    gemv_packed_plan(gemv_pick(T, w.n, w.k, w.kind, gemv_sm_count()), y, ldy, x, ldx, T, w, stream);
 }
 
 }  // namespace tessera::cuda::fast

@@ -361,8 +361,8 @@ __device__ __forceinline__ void sum_warps_store(float* __restrict__ y, int64_t l
 // cluster and no limit on K.
 constexpr int kRowWarps = kGemvMmaRowWarps;
 
-template <PackedKind KIND, int MT, bool BIAS, int MINB>
-__global__ void __launch_bounds__(kRowWarps * 32, MINB)
+template <PackedKind KIND, int MT, bool BIAS>
+__global__ void __launch_bounds__(kRowWarps * 32, MT == 1 ? 2 : 1)
     gemv_mma_rows_kernel(float* __restrict__ y, int64_t ldy, const float* __restrict__ x, int64_t ldx, int T,
                          PackedMatrix w, bool x_aligned) {
     constexpr bool kInt4 = KIND == PackedKind::Int4;
@@ -520,22 +520,13 @@ cudaError_t launch_staged(float* y, int64_t ldy, const float* x, int64_t ldx, in
                        size_t(gemv_staged_smem(w.k, w.kind, BIAS, w.group)), stream, y, ldy, x, ldx, int(T), w, aligned);
 }
 
-// The MmaRows kernel for `plan` (MT = 1: min_blocks 2, 3 or 4; MT = 2: 1).
 template <PackedKind KIND, int MT, bool BIAS>
-auto rows_kernel(const GemvPlan& plan) {
-    if constexpr (MT == 2) return gemv_mma_rows_kernel<KIND, 2, BIAS, 1>;
-    else return plan.min_blocks == 4 ? gemv_mma_rows_kernel<KIND, 1, BIAS, 4>
-              : plan.min_blocks == 3 ? gemv_mma_rows_kernel<KIND, 1, BIAS, 3>
-                                     : gemv_mma_rows_kernel<KIND, 1, BIAS, 2>;
-}
-
-template <PackedKind KIND, int MT, bool BIAS>
-cudaError_t launch_rows(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
-                        const PackedMatrix& w, cudaStream_t stream) {
+cudaError_t launch_rows(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
+                        cudaStream_t stream) {
     const int64_t rows = int64_t(16) * MT;
     const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
-    return pdl::launch(rows_kernel<KIND, MT, BIAS>(plan), dim3(unsigned((w.n + rows - 1) / rows)), kRowWarps * 32, 0,
-                       stream, y, ldy, x, ldx, int(T), w, aligned);
+    return pdl::launch(gemv_mma_rows_kernel<KIND, MT, BIAS>, dim3(unsigned((w.n + rows - 1) / rows)), kRowWarps * 32,
+                       0, stream, y, ldy, x, ldx, int(T), w, aligned);
 }
 
 template <PackedKind KIND, int MT, bool BIAS>
@@ -569,10 +560,9 @@ cudaError_t launch_mt(const GemvPlan& plan, float* y, int64_t ldy, const float* 
         return launch_staged<PackedKind::Int4, false>(y, ldy, x, ldx, T, w, stream);
     }
     if (plan.variant == GemvVariant::MmaRows) {
-        if (w.kind == PackedKind::Int8)
-            return launch_rows<PackedKind::Int8, MT, false>(plan, y, ldy, x, ldx, T, w, stream);
-        if (w.biases) return launch_rows<PackedKind::Int4, MT, true>(plan, y, ldy, x, ldx, T, w, stream);
-        return launch_rows<PackedKind::Int4, MT, false>(plan, y, ldy, x, ldx, T, w, stream);
+        if (w.kind == PackedKind::Int8) return launch_rows<PackedKind::Int8, MT, false>(y, ldy, x, ldx, T, w, stream);
+        if (w.biases) return launch_rows<PackedKind::Int4, MT, true>(y, ldy, x, ldx, T, w, stream);
+        return launch_rows<PackedKind::Int4, MT, false>(y, ldy, x, ldx, T, w, stream);
     }
     if (w.kind == PackedKind::Int8) return launch<PackedKind::Int8, MT, false>(plan, y, ldy, x, ldx, T, w, stream);
     if (w.biases) return launch<PackedKind::Int4, MT, true>(plan, y, ldy, x, ldx, T, w, stream);
@@ -590,7 +580,7 @@ int resident(const GemvPlan& plan, const PackedMatrix& w) {
         int per_sm = 0;
         const cudaError_t err =
             plan.variant == GemvVariant::MmaRows
-                ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, rows_kernel<KIND, MT, BIAS>(plan),
+                ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_mma_rows_kernel<KIND, MT, BIAS>,
                                                                 kRowWarps * 32, 0)
                 : cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_mma_staged_kernel<KIND, BIAS>,
                                                                 kStagedWarps * 32,

@@ -23,9 +23,6 @@ struct GemvPlan {
     GemvVariant variant = GemvVariant::Simt;
     int mtiles = 1;  // Mma, MmaRows: 16-row tiles per warp (1 or 2)
     int splits = 1;  // Mma: K split over the blocks of one cluster (1..kGemvMaxSplits)
-    // MmaRows with one row tile: the blocks an SM its registers are cut for (2, 3 or 4; more
-    // blocks resident = more weight loads in flight, fewer registers a thread).
-    int min_blocks = 2;
 };
 
 // Mma's geometry (fast_gemv_mma.cu): kGemvMmaWarps warps a block, each its own 16·mtiles rows;
@@ -72,13 +69,11 @@ constexpr bool gemv_mma_fits(int64_t K, PackedKind kind, int splits) {
 // against 386 / 359 at lm_head, T = 1; the tensor-core variants are flat in T, Simt grows ~9 us a
 // token there).
 constexpr int64_t kGemvRowsMaxN = 16384;
-constexpr int kGemvRowsMinBlocks = 2;
 constexpr GemvPlan gemv_pick(int64_t T, int64_t N, int64_t K, PackedKind kind, int sms) {
     GemvPlan p;
     if (kind == PackedKind::Int8 && T <= 3) return p;  // Simt
     if (N <= kGemvRowsMaxN) {
         p.variant = GemvVariant::MmaRows;
-        p.min_blocks = kGemvRowsMinBlocks;
         return p;
     }
     int min_splits = 1;
