@@ -41,6 +41,21 @@ __device__ __forceinline__ uint32_t times16(uint32_t v) {
     return d;
 }
 
+// V floats of x from p (V a multiple of 4): float4 loads where x is 16-byte aligned.
+template <int V>
+__device__ __forceinline__ void load_x(float (&v)[V], const float* p, bool x_aligned) {
+#pragma unroll
+    for (int i = 0; i < V; i += 4) {
+        if (x_aligned) {
+            const float4 f = __ldg(reinterpret_cast<const float4*>(p + i));
+            v[i] = f.x, v[i + 1] = f.y, v[i + 2] = f.z, v[i + 3] = f.w;
+        } else {
+#pragma unroll
+            for (int k = 0; k < 4; ++k) v[i + k] = __ldg(p + i + k);
+        }
+    }
+}
+
 // One k-tile as loaded by a lane: chunk t of rows (mt, h), and those chunks' scales (biases) as
 // f16 pairs (row g low, row g + 8 high).
 template <int MT>
@@ -202,17 +217,7 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? 4 : 2) gemv_mma_kernel(flo
             ent[j] = (lt * 4 + c) * 32 + r2;
             const int ch = (kt0 + lt) * 4 + c;
             if (ch >= nch) continue;
-            const float* p = x + tok * ldx + (kInt4 ? ch * 32 + tq * 8 : ch * 16 + tq * 4);
-#pragma unroll
-            for (int i = 0; i < V; i += 4) {
-                if (x_aligned) {
-                    const float4 f = __ldg(reinterpret_cast<const float4*>(p + i));
-                    v[j][i] = f.x, v[j][i + 1] = f.y, v[j][i + 2] = f.z, v[j][i + 3] = f.w;
-                } else {
-#pragma unroll
-                    for (int k = 0; k < 4; ++k) v[j][i + k] = __ldg(p + i + k);
-                }
-            }
+            load_x(v[j], x + tok * ldx + (kInt4 ? ch * 32 + tq * 8 : ch * 16 + tq * 4), x_aligned);
         }
 #pragma unroll
         for (int j = 0; j < kBatch; ++j)
@@ -308,19 +313,7 @@ __device__ __forceinline__ void x_fragments(uint32_t (&b)[4][4], const float* __
 #pragma unroll
         for (int i = 0; i < V; ++i) v[c][i] = 0.f;
         const int ch = kt * 4 + c;
-        if (g < T && ch < nch) {
-            const float* p = x + g * ldx + (kInt4 ? ch * 32 + t * 8 : ch * 16 + t * 4);
-#pragma unroll
-            for (int i = 0; i < V; i += 4) {
-                if (x_aligned) {
-                    const float4 f = __ldg(reinterpret_cast<const float4*>(p + i));
-                    v[c][i] = f.x, v[c][i + 1] = f.y, v[c][i + 2] = f.z, v[c][i + 3] = f.w;
-                } else {
-#pragma unroll
-                    for (int k = 0; k < 4; ++k) v[c][i + k] = __ldg(p + i + k);
-                }
-            }
-        }
+        if (g < T && ch < nch) load_x(v[c], x + g * ldx + (kInt4 ? ch * 32 + t * 8 : ch * 16 + t * 4), x_aligned);
     }
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
