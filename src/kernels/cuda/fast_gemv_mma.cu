@@ -56,6 +56,26 @@ __device__ __forceinline__ void load_x(float (&v)[V], const float* p, bool x_ali
     }
 }
 
+// A packed matrix's row geometry as the row-tile kernels walk it: 16-byte chunks a row (Int4 32
+// columns, Int8 16), k-tiles of 4 chunks, bytes and scale groups a row, and chunk → group.
+template <PackedKind KIND>
+struct RowGeometry {
+    int nch, nkt, cpg, lg_cpg;
+    bool cpg_pow2;
+    int64_t row_bytes, gpr;
+    __device__ explicit RowGeometry(const PackedMatrix& w) {
+        constexpr bool kInt4 = KIND == PackedKind::Int4;
+        nch = int(kInt4 ? w.k / 32 : w.k / 16);
+        nkt = (nch + 3) / 4;
+        row_bytes = kInt4 ? w.k / 2 : w.k;
+        gpr = w.k / w.group;
+        cpg = w.group / (kInt4 ? 32 : 16);
+        cpg_pow2 = (cpg & (cpg - 1)) == 0;
+        lg_cpg = __ffs(cpg) - 1;
+    }
+    __device__ int group_of(int ch) const { return cpg_pow2 ? ch >> lg_cpg : ch / cpg; }
+};
+
 // One k-tile as loaded by a lane: chunk t of rows (mt, h), and those chunks' scales (biases) as
 // f16 pairs (row g low, row g + 8 high).
 template <int MT>
@@ -358,15 +378,12 @@ template <PackedKind KIND, int MT, bool BIAS>
 __global__ void __launch_bounds__(kRowWarps * 32, MT == 1 ? 2 : 1)
     gemv_mma_rows_kernel(float* __restrict__ y, int64_t ldy, const float* __restrict__ x, int64_t ldx, int T,
                          PackedMatrix w, bool x_aligned) {
-    constexpr bool kInt4 = KIND == PackedKind::Int4;
     constexpr int U = 2;  // k-tiles a batch (two batches in flight)
     __shared__ float red[kRowWarps * MT * 4 * 32];
     const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), g = lane >> 2, t = lane & 3;
-    const int nch = int(kInt4 ? w.k / 32 : w.k / 16), nkt = (nch + 3) / 4;
-    const int64_t row_bytes = kInt4 ? w.k / 2 : w.k, gpr = w.k / w.group;
-    const int cpg = w.group / (kInt4 ? 32 : 16);
-    const bool cpg_pow2 = (cpg & (cpg - 1)) == 0;
-    const int lg_cpg = __ffs(cpg) - 1;
+    const RowGeometry<KIND> geo(w);
+    const int nch = geo.nch, nkt = geo.nkt;
+    const int64_t row_bytes = geo.row_bytes, gpr = geo.gpr;
     const int64_t row0 = int64_t(blockIdx.x) * (16 * MT);
     const int nj = warp < nkt ? (nkt - warp + kRowWarps - 1) / kRowWarps : 0;  // this warp's k-tiles
 
@@ -389,7 +406,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, MT == 1 ? 2 : 1)
     auto load = [&](Tile<MT>& tl, int j) {
         const int kt = warp + kRowWarps * j, ch = kt * 4 + t;
         const bool cok = j < nj && ch < nch;
-        const int gi = cpg_pow2 ? ch >> lg_cpg : ch / cpg;
+        const int gi = geo.group_of(ch);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
             uint32_t s[2] = {0, 0}, b[2] = {0, 0};
@@ -450,15 +467,12 @@ template <PackedKind KIND, bool BIAS>
 __global__ void __launch_bounds__(kStagedWarps * 32)
     gemv_mma_staged_kernel(float* __restrict__ y, int64_t ldy, const float* __restrict__ x, int64_t ldx, int T,
                            PackedMatrix w, bool x_aligned) {
-    constexpr bool kInt4 = KIND == PackedKind::Int4;
     extern __shared__ __align__(16) uint8_t slab[];  // codes [16][row_bytes] | scales [16][gpr] | biases
     __shared__ float red[kStagedWarps * 4 * 32];
     const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), g = lane >> 2, t = lane & 3;
-    const int nch = int(kInt4 ? w.k / 32 : w.k / 16), nkt = (nch + 3) / 4;
-    const int64_t row_bytes = kInt4 ? w.k / 2 : w.k, gpr = w.k / w.group;
-    const int cpg = w.group / (kInt4 ? 32 : 16);
-    const bool cpg_pow2 = (cpg & (cpg - 1)) == 0;
-    const int lg_cpg = __ffs(cpg) - 1;
+    const RowGeometry<KIND> geo(w);
+    const int nch = geo.nch, nkt = geo.nkt;
+    const int64_t row_bytes = geo.row_bytes, gpr = geo.gpr;
     const int64_t row0 = int64_t(blockIdx.x) * 16;
     const int rows = int(w.n - row0 < 16 ? w.n - row0 : 16);
     uint8_t* const sc_sm = slab + 16 * row_bytes;  // 16-byte aligned: row_bytes is whole chunks
@@ -485,7 +499,7 @@ __global__ void __launch_bounds__(kStagedWarps * 32)
     for (int kt = warp; kt < nkt; kt += kStagedWarps) {
         Tile<1> tl;
         const int ch = kt * 4 + t;
-        const int gi = cpg_pow2 ? ch >> lg_cpg : ch / cpg;
+        const int gi = geo.group_of(ch);
         uint32_t s[2] = {0, 0}, b[2] = {0, 0};
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
