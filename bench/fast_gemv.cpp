@@ -22,6 +22,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/fast_gemv_plan.h"
+#include "kernels/cuda/fast_read_floor.h"
 #include "kernels/cuda/fast_gemv_q8.h"
 #include "kernels/cuda/fast_matmul.h"
 #include "kernels/cuda/stream.h"
@@ -154,6 +155,14 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                     fast::gemv_q8(dy.as<float>(), N, dx.as<float>(), K, T, copies[size_t(c % n)].m, scratch.data(), st);
                 });
                 row(name, l, T, mode, "q8 (x int8, dp4a)", sec, bytes, "x rounded to int8; not the default");
+            }
+            if (T == a.tokens.front()) {  // what a pure read of the codes costs under this timer
+                const double code_bytes = double(codes.size());
+                const double sec = timer.median(a.warmup, a.runs, [&](int c) {
+                    fast::read_floor(copies[size_t(c % n)].codes.data(), codes.size(), dy.as<float>(), st);
+                });
+                row(name, l, T, mode, "read floor (codes only)", sec, code_bytes,
+                    "fast::read_floor: 16-byte streamed loads, nothing computed");
             }
         }
     }
