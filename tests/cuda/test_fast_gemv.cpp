@@ -29,6 +29,7 @@
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/fast_embed.h"
 #include "kernels/cuda/fast_gemv_plan.h"
+#include "kernels/cuda/fast_read_floor.h"
 #include "kernels/cuda/fast_gemv_q8.h"
 #include "kernels/cuda/fast_matmul.h"
 #include "kernels/cuda/matmul_dispatch.h"
@@ -598,6 +599,28 @@ TEST(CudaFastBackend, Bf16WeightCopiesGiveTheSameProducts) {
     setenv("TESSERA_PREFILL_BF16_WEIGHTS", "yes", 1);
     EXPECT_THROW(make_cuda_backend(0, CudaKernels::Fast), Error);
     unsetenv("TESSERA_PREFILL_BF16_WEIGHTS");
+}
+
+// read_floor reads every 16-byte chunk it is given (a chunk whose words XOR to its marker makes
+// the reading thread write the sink; zeros never do) and refuses a misaligned buffer.
+TEST(FastReadFloor, ReadsTheBufferAndWritesOnlyOnItsMarker) {
+    REQUIRE_CUDA();
+    for (size_t bytes : {size_t(16), size_t(1000 * 16 + 5), size_t(3) << 20}) {
+        SCOPED_TRACE(bytes);
+        std::vector<uint32_t> words((bytes + 3) / 4, 0u);
+        DeviceBuffer d = to_device(words), sink = to_device(std::vector<float>{-1.f});
+        Stream s;
+        fast::read_floor(d.data(), bytes, sink.as<float>(), s.get());
+        s.synchronize();
+        EXPECT_EQ(to_host<float>(sink)[0], -1.f);
+        words[(bytes / 16 - 1) * 4] = 0x9e3779b9u;  // the last whole chunk: read by some thread
+        d = to_device(words);
+        fast::read_floor(d.data(), bytes, sink.as<float>(), s.get());
+        s.synchronize();
+        EXPECT_EQ(to_host<float>(sink)[0], 1.f);
+    }
+    DeviceBuffer d(64), sink(4);
+    EXPECT_THROW(fast::read_floor(static_cast<char*>(d.data()) + 4, 32, sink.as<float>(), nullptr), Error);
 }
 
 TEST(CudaFastBackend, KernelsFromTheEnvironment) {
