@@ -4,7 +4,9 @@
 #   scripts/gpu/check.sh tests kernels       # every CUDA test; every kernel benchmark   (~6 min)
 #   scripts/gpu/check.sh e2e profile         # tessera bench on the flagship; ncu profile (~8 min)
 #   scripts/gpu/check.sh ncu                  # why the decode kernels are slow: limits.md (~3 min)
-# Stages: tests | kernels | e2e | profile | ncu (any order, any subset).
+#   TESSERA_AB="TESSERA_PDL=0;TESSERA_GEMV=staged" scripts/gpu/check.sh ab
+#                                             # 2K batch-1 bench, default then each setting (~25 s each)
+# Stages: tests | kernels | e2e | profile | ncu | ab (any order, any subset).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 LOGS=${OUT:-build/gpu-logs}
@@ -46,7 +48,7 @@ if has ncu; then
 fi
 
 MODEL=${TESSERA_BENCH_MODEL:-/tmp/qwen3.6-35b-a3b-q4_0.gguf}
-if has e2e || has profile; then
+if has e2e || has profile || has ab; then
   [ -f "$MODEL" ] || $B/tessera synth --arch qwen35moe --preset qwen3.6-35b-a3b --type q4_0 --out "$MODEL" 2>&1 | tail -1
 fi
 if has e2e; then
@@ -57,6 +59,19 @@ if has e2e; then
   echo "TESSERA_PREFILL_BF16_WEIGHTS=0 (no bf16 weight copies for the prefill):" | tee -a "$LOGS/e2e.md"
   TESSERA_PREFILL_BF16_WEIGHTS=0 $B/tessera bench "$MODEL" --device cuda --ctx 8192 --batch 1 --gen 32 --repeat 1 \
     --prefill-chunk 2048 2>&1 | grep -E '^\| 8192|device memory' | tee -a "$LOGS/e2e.md"
+fi
+if has ab; then  # one build, one model: the default against each ;-separated environment setting
+  ab_run() {
+    env "$@" $B/tessera bench "$MODEL" --device cuda --ctx 2048 --batch 1 --gen 32 --repeat 1 --prefill-chunk 2048 2>&1 |
+      grep -E '^\| [0-9]|rror' | sed "s|^|${*:-default} |" | tee -a "$LOGS/ab.md"
+  }
+  : >"$LOGS/ab.md"
+  ab_run
+  IFS=';' read -ra settings <<<"${TESSERA_AB:-}"
+  for s in "${settings[@]}"; do
+    # shellcheck disable=SC2086
+    [ -n "$s" ] && ab_run $s
+  done
 fi
 if has profile; then
   scripts/gpu/profile.sh "$MODEL" 2048 >/dev/null 2>&1
