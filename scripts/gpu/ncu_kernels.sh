@@ -26,7 +26,7 @@ done
 cases=(
   "gemv 4096x14336 T=1|gemv|$B/bench_fast_gemv --tokens 1 --layouts q4_0 --variants all --modes hot --runs 1 --warmup 0 --filter 4096x14336"
   "gemv 8192x2048 T=1|gemv|$B/bench_fast_gemv --tokens 1 --layouts q4_0 --variants all --modes hot --runs 1 --warmup 0 --filter 8192x2048"
-  "moe decode T=1|moe|$B/bench_fast_moe --tokens 1 --runs 1 --warmup 0 --filter 256x512"
+  "moe decode T=1|mma_|$B/bench_fast_moe --tokens 1 --runs 1 --warmup 0 --filter 256x512"
   "gdn decode step|gdn|$B/bench_fast_gdn --runs 1 --warmup 0 --filter \"decode step\""
 )
 : >"$LOGS/limits.md"
