@@ -145,14 +145,15 @@ int run_bench(const Args& args) {
     if (args.flag("memlog")) MemLog::global().set_enabled(true);
     EngineCore core(o);
 
-    // Warm-up, for each batch size: one whole prefill chunk (the largest step's shapes — kernel
-    // plans, cuBLAS heuristics, lazily loaded kernels, scratch — are set up before a clock runs;
-    // a 64-token warm-up left ~30 % of the first 2K row's prefill time in one-time costs on the
-    // GPU) and a few decode steps (that batch size's decode graph is recorded).
-    for (int64_t batch : batches) {
-        const int64_t per = std::clamp<int64_t>((o.max_num_batched_tokens + batch - 1) / batch, 1, max_ctx);
-        run_once(core, per, batch, std::min<int64_t>(gen, 4), 1);
-    }
+    // Warm-up, for each row's shape: its whole prompt and two decode steps, so one-time costs
+    // are out of the timed runs — kernel plans, cuBLAS heuristics, lazily loaded kernels and
+    // scratch for the largest prefill step (a 64-token warm-up left ~30 % of the first 2K row's
+    // prefill time in them on the GPU), and the decode graph for the row's block-table width
+    // (recorded at the first decode step past a power of two of KV blocks: ~5 ms at 8K on the
+    // H200 by --gen 8 against --gen 32, 5 % of a 32-token decode's time, when only one prefill
+    // chunk per batch size was warmed up).
+    for (int64_t ctx : ctxs)
+        for (int64_t batch : batches) run_once(core, ctx, batch, std::min<int64_t>(gen, 2), 1);
     struct Row {
         int64_t ctx, batch;
         Measure m;
