@@ -128,6 +128,33 @@ TEST(CudaRefElementwise, SigmoidMulPerRowMatchesCpu) {
         }
 }
 
+// The output gate read from inside a stacked q | gate | k | v projection: [T, n, D] views whose
+// token strides are not n · head stride, against the CPU backend's sigmoid_mul on the same views.
+TEST(CudaRefElementwise, SigmoidMulHeadsMatchesCpu) {
+    REQUIRE_CUDA();
+    const std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes = {{1, 1, 1}, {1, 16, 256}, {3, 2, 127},
+                                                                       {33, 3, 64}, {5, 16, 257}};
+    for (auto [T, n, D] : shapes)
+        for (bool in_place : {false, true}) {
+            const int64_t gh = 2 * D, gt = n * gh + 3 * D + 1, xh = D, xt = n * D + (in_place ? 0 : 5);
+            std::vector<float> g = random_heads(T, n, D, gt, gh, uint32_t(T + n * 7 + D), -8.f, 8.f);
+            std::vector<float> x = random_heads(T, n, D, xt, xh, uint32_t(T * 3 + D));
+            std::vector<float> y = random_heads(T, n, D, xt, xh, 9);
+            const std::string what = "sigmoid_mul_heads [" + std::to_string(T) + ", " + std::to_string(n) + ", " +
+                                     std::to_string(D) + "]" + (in_place ? " in place" : "");
+            cuda::Stream s;
+            cuda::DeviceBuffer dg = to_device(g), dx = to_device(x), dy = to_device(y);
+            auto cpu = make_cpu_backend();
+            const Tensor gv = heads_view(g.data(), T, n, D, gt, gh), xv = heads_view(x.data(), T, n, D, xt, xh);
+            float* out = in_place ? x.data() : y.data();
+            cpu->sigmoid_mul(heads_view(out, T, n, D, xt, xh), xv, gv);
+            float* dout = in_place ? dx.as<float>() : dy.as<float>();
+            ref::sigmoid_mul_heads(dout, xt, xh, dx.as<float>(), xt, xh, dg.as<float>(), gt, gh, T, n, D, s);
+            s.synchronize();
+            expect_close(to_host<float>(in_place ? dx : dy), in_place ? x : y, kTol, what);
+        }
+}
+
 TEST(CudaRefElementwise, AddBiasMatchesCpu) {
     REQUIRE_CUDA();
     for (auto [R, C] : kShapes)

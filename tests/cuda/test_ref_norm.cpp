@@ -70,6 +70,38 @@ TEST(CudaRefNorm, RmsNormMatchesCpu) {
             }
 }
 
+// Head rows whose token stride is not n · head stride (q or k heads inside a stacked q | k | v
+// projection): rms_norm_heads against the CPU backend's rms_norm on the same [T, n, D] views.
+TEST(CudaRefNorm, RmsNormHeadsMatchesCpu) {
+    REQUIRE_CUDA();
+    for (auto [T, n, D] : kHeadShapes)
+        for (bool in_place : {false, true}) {
+            const int64_t xh = 2 * D, xt = n * xh + D + 3, yh = D + 1, yt = n * yh + 2;
+            std::vector<float> x = random_heads(T, n, D, xt, xh, uint32_t(T * 11 + n + D), -3.f, 3.f);
+            std::vector<float> y = random_heads(T, n, D, yt, yh, 7);
+            std::vector<float> w = random_rows(1, D, D, uint32_t(D + 5), 0.5f, 1.5f);
+            const float eps = 1e-6f;
+            const std::string what =
+                "rms_norm_heads " + shape_name({T, n, D}) + (in_place ? " in place" : "");
+            cuda::Stream s;
+            cuda::DeviceBuffer dx = to_device(x), dy = to_device(y), dw = to_device(w);
+            auto cpu = make_cpu_backend();
+            const Tensor wt(w.data(), DType::F32, {D});
+            const Tensor xv = heads_view(x.data(), T, n, D, xt, xh);
+            if (in_place) {
+                cpu->rms_norm(xv, xv, wt, eps);
+                ref::rms_norm_heads(dx.as<float>(), xt, xh, dx.as<float>(), xt, xh, dw.as<float>(), T, n, D, eps, s);
+                s.synchronize();
+                expect_close(to_host<float>(dx), x, kTol, what);
+            } else {
+                cpu->rms_norm(heads_view(y.data(), T, n, D, yt, yh), xv, wt, eps);
+                ref::rms_norm_heads(dy.as<float>(), yt, yh, dx.as<float>(), xt, xh, dw.as<float>(), T, n, D, eps, s);
+                s.synchronize();
+                expect_close(to_host<float>(dy), y, kTol, what);
+            }
+        }
+}
+
 TEST(CudaRefNorm, L2NormMatchesCpu) {
     REQUIRE_CUDA();
     for (auto [T, n, D] : kHeadShapes)

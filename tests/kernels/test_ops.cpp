@@ -42,6 +42,45 @@ TEST(RmsNorm, MatchesFormulaAndAliases) {
                               Tensor(w.data(), DType::F32, {3}), 1e-6f), Error);
 }
 
+// [T, heads, D] views whose token stride is not heads · head stride (q / k heads and the output
+// gate inside a stacked q | gate | k | v projection): rms_norm and sigmoid_mul give, bit for bit,
+// what they give on a compact copy of the same heads, and leave the columns between them alone.
+TEST(RmsNorm, HeadsOfAStackedProjection) {
+    auto be = make_cpu_backend();
+    const int64_t T = 3, n = 4, D = 6, hs = 2 * D, ts = n * hs + 5;  // q | gate per head, then more
+    auto buf = random_floats(size_t(T * ts), 71, -3.f, 3.f);
+    auto w = random_floats(size_t(D), 72, 0.5f, 1.5f);
+    std::vector<float> compact(size_t(T * n * D)), gate(size_t(T * n * D));
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t h = 0; h < n; ++h)
+            for (int64_t c = 0; c < D; ++c) {
+                compact[size_t((t * n + h) * D + c)] = buf[size_t(t * ts + h * hs + c)];
+                gate[size_t((t * n + h) * D + c)] = buf[size_t(t * ts + h * hs + D + c)];
+            }
+    auto heads = [&](float* p, int64_t tok, int64_t head) {
+        Tensor v(p, DType::F32, {T, n, D});
+        v.stride = {tok * 4, head * 4, 4, 0};
+        return v;
+    };
+    const Tensor wt(w.data(), DType::F32, {D});
+    std::vector<float> ref_out(compact.size()), out = buf;
+    be->rms_norm(Tensor(ref_out.data(), DType::F32, {T * n, D}), Tensor(compact.data(), DType::F32, {T * n, D}), wt,
+                 1e-6f);
+    be->rms_norm(heads(out.data(), ts, hs), heads(out.data(), ts, hs), wt, 1e-6f);  // in place
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t j = 0; j < ts; ++j) {
+            const int64_t h = j / hs, c = j % hs;
+            const float want = h < n && c < D ? ref_out[size_t((t * n + h) * D + c)] : buf[size_t(t * ts + j)];
+            ASSERT_EQ(out[size_t(t * ts + j)], want) << "rms_norm t " << t << " col " << j;
+        }
+    // y = x ⊙ σ(gate): x compact, the gate inside the stacked buffer.
+    std::vector<float> y(compact.size()), want(compact.size());
+    be->sigmoid_mul(heads(y.data(), n * D, D), heads(compact.data(), n * D, D), heads(buf.data() + D, ts, hs));
+    be->sigmoid_mul(Tensor(want.data(), DType::F32, {T * n, D}), Tensor(compact.data(), DType::F32, {T * n, D}),
+                    Tensor(gate.data(), DType::F32, {T * n, D}));
+    EXPECT_EQ(y, want);
+}
+
 // ---- RoPE ---------------------------------------------------------------------------------
 // HF _compute_llama3_parameters in double.
 std::vector<double> ref_inv_freq(const RopeParams& p, int rot) {

@@ -19,6 +19,13 @@ struct Rows {
     int64_t fstride() const { return stride / int64_t(sizeof(float)); }
 };
 
+// Whether t's rows (all but the last dimension, flattened) are evenly strided, as as_rows needs.
+bool evenly_strided(const Tensor& t) {
+    for (int i = 0; i + 2 < t.ndim; ++i)
+        if (t.shape[i] > 1 && t.stride[i] != t.stride[i + 1] * t.shape[i + 1]) return false;
+    return true;
+}
+
 Rows as_rows(const Tensor& t, const char* op, const char* what) {
     TS_CHECK(t.device == Device::CPU, "{}: {} is on {}, the cpu backend needs host memory", op, what,
              device_name(t.device));
@@ -103,6 +110,14 @@ public:
     }
 
     void rms_norm(const Tensor& y, const Tensor& x, const Tensor& w, float eps) override {
+        if (x.ndim == 3 && (!evenly_strided(x) || !evenly_strided(y))) {  // heads of a stacked projection
+            const cpu::HeadsView yh = heads_view(y, "rms_norm", "y"), xh = heads_view(x, "rms_norm", "x");
+            TS_CHECK(yh.T == xh.T && yh.n_heads == xh.n_heads && yh.D == xh.D, "rms_norm: y {} but x {}",
+                     y.shape_str(), x.shape_str());
+            TS_CHECK(w.dtype == DType::F32 && w.numel() == xh.D && w.is_contiguous() && w.device == Device::CPU,
+                     "rms_norm: weight must be f32 [{}] on cpu, got {}", xh.D, w.describe());
+            return cpu::rms_norm_heads(yh, xh, w.ptr<float>(), eps);
+        }
         const Rows yr = f32_rows(y, "rms_norm", "y"), xr = f32_rows(x, "rms_norm", "x");
         check_same(yr, xr, "rms_norm", "y", "x");
         TS_CHECK(w.dtype == DType::F32 && w.numel() == xr.cols && w.is_contiguous() && w.device == Device::CPU,
@@ -325,6 +340,15 @@ public:
     // ---- MoE and gating ----
     void sigmoid_mul(const Tensor& y, const Tensor& x, const Tensor& gate) override {
         const char* op = "sigmoid_mul";
+        if (gate.ndim == 3 && (!evenly_strided(gate) || !evenly_strided(x) || !evenly_strided(y))) {
+            // [T, heads, D] views, e.g. the output gate inside a stacked q | gate | k | v projection
+            const cpu::HeadsView yh = heads_view(y, op, "y"), xh = heads_view(x, op, "x"), gh = heads_view(gate, op, "gate");
+            TS_CHECK(yh.T == xh.T && yh.n_heads == xh.n_heads && yh.D == xh.D && gh.T == xh.T &&
+                         gh.n_heads == xh.n_heads && gh.D == xh.D,
+                     "sigmoid_mul: y {}, x {} and gate {} must be the same [T, heads, D]", y.shape_str(),
+                     x.shape_str(), gate.shape_str());
+            return cpu::sigmoid_mul_heads(yh, xh, gh);
+        }
         const Rows yr = f32_rows(y, op, "y"), xr = f32_rows(x, op, "x"), gr = f32_rows(gate, op, "gate");
         check_same(yr, xr, op, "y", "x");
         const bool per_row = gr.cols == 1 && xr.cols != 1;

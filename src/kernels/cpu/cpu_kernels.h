@@ -19,6 +19,10 @@ void convert_row(DType t, const void* row, float* y, int64_t H);
 // y[R, C] = x · rsqrt(mean(x²) + eps) · w[C]
 void rms_norm(float* y, int64_t y_stride, const float* x, int64_t x_stride, const float* w, int64_t R, int64_t C,
               float eps);
+struct HeadsView;
+// The same on every head row of [T, n_heads, D] views whose token stride need not be
+// n_heads · head stride (e.g. q heads inside a stacked q | k | v projection); y may be x.
+void rms_norm_heads(const HeadsView& y, const HeadsView& x, const float* w, float eps);
 
 // x[T, n_head, D] rotated in place (p.inv_freq, when set, replaces the schedule); token t at x + t*tok_stride, head h at + h*head_stride.
 void rope(float* x, int64_t T, int64_t tok_stride, int64_t n_head, int64_t head_stride, int64_t D,
@@ -81,6 +85,9 @@ void gated_delta_rule(const HeadsView& o, const HeadsView& q, const HeadsView& k
 // y[R, C] = x ⊙ σ(g); g is [R, C] (per_row false) or one value per row (per_row true: g[r·gs]).
 void sigmoid_mul(float* y, int64_t ys, const float* x, int64_t xs, const float* g, int64_t gs, bool per_row,
                  int64_t R, int64_t C);
+// The same over [T, n_heads, D] views of any token and head strides (the attention output gate
+// read from a stacked q | gate | k | v projection); y may be x.
+void sigmoid_mul_heads(const HeadsView& y, const HeadsView& x, const HeadsView& g);
 // Router over logits [T, E] (+ the shared expert's gate column with r.shared): softmax in f32, the
 // r.k largest into ids/weights [T, r.slots()] (descending, ties to the lower index, NaN first as
 // in torch), renormalised to sum 1 when asked; with r.shared slot k is (E, σ(logits[t, E])).

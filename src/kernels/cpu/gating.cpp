@@ -46,6 +46,19 @@ inline bool ranks_before(float a, int32_t ia, float b, int32_t ib) {
 }
 }  // namespace
 
+void sigmoid_mul_heads(const HeadsView& y, const HeadsView& x, const HeadsView& g) {
+    const int64_t n = x.n_heads, D = x.D;
+    ThreadPool::global().parallel_for(x.T * n, [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; ++r) {
+            const int64_t t = r / n, h = r % n;
+            const float* xr = x.data + t * x.tok_stride + h * x.head_stride;
+            const float* gr = g.data + t * g.tok_stride + h * g.head_stride;
+            float* yr = y.data + t * y.tok_stride + h * y.head_stride;
+            for (int64_t c = 0; c < D; ++c) yr[c] = xr[c] * sigmoid(gr[c]);
+        }
+    }, row_grain(D));
+}
+
 void moe_topk(const float* logits, int64_t ls, int64_t T, int64_t E, const MoeRouting& r, int32_t* ids,
               float* weights) {
     const int k = r.k, slots = r.slots();

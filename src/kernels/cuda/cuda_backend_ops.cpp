@@ -63,6 +63,13 @@ Rows rows_of(const Tensor& t, const char* op, const char* what) {
     return Rows{t.ptr<float>(), t.rows(), t.cols(), ld};
 }
 
+// Whether t's rows (all but its last dimension, flattened) are evenly strided, as rows_of needs.
+bool evenly_strided(const Tensor& t) {
+    for (int d = 0; d + 2 < t.ndim; ++d)
+        if (t.stride[d] != t.shape[d + 1] * t.stride[d + 1]) return false;
+    return true;
+}
+
 // An f32 [T, n, D] tensor: element strides per token and per head.
 struct Heads {
     float* p;
@@ -225,6 +232,14 @@ void CudaBackend::embed(const Tensor& y, const Tensor& table, const int32_t* ids
 }
 
 void CudaBackend::rms_norm(const Tensor& y, const Tensor& x, const Tensor& w, float eps) {
+    if (x.ndim == 3 && (!evenly_strided(x) || !evenly_strided(y))) {  // heads of a stacked projection
+        const Heads X = heads_of(x, "rms_norm", "x"), Y = heads_of(y, "rms_norm", "y");
+        TS_CHECK(X.T == Y.T && X.n == Y.n && X.D == Y.D, "cuda rms_norm: y {} but x {}", y.describe(), x.describe());
+        check_device(w, "rms_norm", "w");
+        TS_CHECK(w.numel() == X.D, "cuda rms_norm: weight {} for heads of {}", w.describe(), X.D);
+        return ref::rms_norm_heads(Y.p, Y.ts, Y.hs, X.p, X.ts, X.hs, w.ptr<float>(), X.T, X.n, X.D, eps,
+                                   stream_.get());
+    }
     const Rows X = rows_of(x, "rms_norm", "x"), Y = rows_of(y, "rms_norm", "y");
     same_shape(X, Y, "rms_norm");
     check_device(w, "rms_norm", "w");
@@ -368,6 +383,15 @@ void CudaBackend::argmax(const Tensor& x, int32_t* out) {
 }
 
 void CudaBackend::sigmoid_mul(const Tensor& y, const Tensor& x, const Tensor& gate) {
+    if (gate.ndim == 3 && (!evenly_strided(gate) || !evenly_strided(x) || !evenly_strided(y))) {
+        // [T, heads, D] views, e.g. the output gate inside a stacked q | gate | k | v projection
+        const Heads Y = heads_of(y, "sigmoid_mul", "y"), X = heads_of(x, "sigmoid_mul", "x"),
+                    G = heads_of(gate, "sigmoid_mul", "gate");
+        TS_CHECK(X.T == Y.T && X.n == Y.n && X.D == Y.D && G.T == X.T && G.n == X.n && G.D == X.D,
+                 "cuda sigmoid_mul: y {}, x {} and gate {} must be the same [T, heads, D]", y.describe(),
+                 x.describe(), gate.describe());
+        return ref::sigmoid_mul_heads(Y.p, Y.ts, Y.hs, X.p, X.ts, X.hs, G.p, G.ts, G.hs, X.T, X.n, X.D, stream_.get());
+    }
     const Rows Y = rows_of(y, "sigmoid_mul", "y"), X = rows_of(x, "sigmoid_mul", "x");
     const Rows G = rows_of(gate, "sigmoid_mul", "gate");
     same_shape(Y, X, "sigmoid_mul");

@@ -56,4 +56,20 @@ void sigmoid_mul(float* y, int64_t ldy, const float* x, int64_t ldx, const float
     TS_CUDA_CHECK(detail::launch_sigmoid_mul(y, ldy, x, ldx, gate, ldg, per_row, rows, cols, stream));
 }
 
+void sigmoid_mul_heads(float* y, int64_t y_tok, int64_t y_head, const float* x, int64_t x_tok, int64_t x_head,
+                       const float* g, int64_t g_tok, int64_t g_head, int64_t T, int64_t n, int64_t D,
+                       cudaStream_t stream) {
+    const char* op = "sigmoid_mul_heads";
+    TS_CHECK(T >= 0 && n >= 0 && D >= 0, "{}: bad shape [{}, {}, {}]", op, T, n, D);
+    if (T == 0 || n == 0 || D == 0) return;
+    detail::check_heads(op, "y", y, y_tok, y_head, T, n, D);
+    detail::check_heads(op, "x", x, x_tok, x_head, T, n, D);
+    detail::check_heads(op, "g", g, g_tok, g_head, T, n, D);
+    // Each element is read then written by one thread: y may be x itself. Partial overlaps (and
+    // y over g) are the caller's to rule out (the Backend passes separate buffers).
+    TS_CHECK(y != g, "{}: y must not be the gate", op);
+    TS_CUDA_CHECK(detail::launch_sigmoid_mul_heads(y, y_tok, y_head, x, x_tok, x_head, g, g_tok, g_head, T, n, D,
+                                                   stream));
+}
+
 }  // namespace tessera::cuda::ref

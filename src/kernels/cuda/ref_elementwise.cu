@@ -51,6 +51,17 @@ __global__ void sigmoid_mul_kernel(float* y, int64_t ldy, const float* x, int64_
     }
 }
 
+// The same over [T, n, D] views with their own token and head strides; element i = (t·n + h)·D + c.
+__global__ void sigmoid_mul_heads_kernel(float* y, int64_t y_tok, int64_t y_head, const float* x, int64_t x_tok,
+                                         int64_t x_head, const float* g, int64_t g_tok, int64_t g_head, int64_t T,
+                                         int64_t n, int64_t D) {
+    const int64_t total = T * n * D;
+    for (int64_t i = global_thread(); i < total; i += grid_threads()) {
+        const int64_t r = i / D, c = i - r * D, t = r / n, h = r - t * n;
+        y[t * y_tok + h * y_head + c] = x[t * x_tok + h * x_head + c] * sigmoid(g[t * g_tok + h * g_head + c]);
+    }
+}
+
 unsigned blocks_for(int64_t rows, int64_t cols) { return grid_for(rows * cols, kElemThreads); }
 
 }  // namespace
@@ -77,6 +88,14 @@ cudaError_t launch_sigmoid_mul(float* y, int64_t ldy, const float* x, int64_t ld
                                bool per_row, int64_t rows, int64_t cols, cudaStream_t stream) {
     sigmoid_mul_kernel<<<blocks_for(rows, cols), kElemThreads, 0, stream>>>(y, ldy, x, ldx, g, ldg, per_row, rows,
                                                                            cols);
+    return cudaGetLastError();
+}
+
+cudaError_t launch_sigmoid_mul_heads(float* y, int64_t y_tok, int64_t y_head, const float* x, int64_t x_tok,
+                                     int64_t x_head, const float* g, int64_t g_tok, int64_t g_head, int64_t T,
+                                     int64_t n, int64_t D, cudaStream_t stream) {
+    sigmoid_mul_heads_kernel<<<blocks_for(T * n, D), kElemThreads, 0, stream>>>(y, y_tok, y_head, x, x_tok, x_head, g,
+                                                                               g_tok, g_head, T, n, D);
     return cudaGetLastError();
 }
 

@@ -27,6 +27,13 @@ void add_bias(float* y, int64_t ldy, const float* bias, int64_t rows, int64_t co
 void sigmoid_mul(float* y, int64_t ldy, const float* x, int64_t ldx, const float* gate, int64_t ldg, bool per_row,
                  int64_t rows, int64_t cols, cudaStream_t stream);
 
+// y[T, n, D] = x ⊙ σ(g) over [T, n, D] views with token and head strides of their own (the
+// attention output gate inside a stacked q | gate | k | v projection). y may be x itself; it must
+// not overlap g.
+void sigmoid_mul_heads(float* y, int64_t y_tok, int64_t y_head, const float* x, int64_t x_tok, int64_t x_head,
+                       const float* g, int64_t g_tok, int64_t g_head, int64_t T, int64_t n, int64_t D,
+                       cudaStream_t stream);
+
 namespace detail {
 // The entry points into ref_elementwise.cu (no fmt there). Arguments are already checked;
 // each returns the launch's error.
@@ -38,6 +45,9 @@ cudaError_t launch_add_bias(float* y, int64_t ldy, const float* bias, int64_t ro
                             cudaStream_t stream);
 cudaError_t launch_sigmoid_mul(float* y, int64_t ldy, const float* x, int64_t ldx, const float* g, int64_t ldg,
                                bool per_row, int64_t rows, int64_t cols, cudaStream_t stream);
+cudaError_t launch_sigmoid_mul_heads(float* y, int64_t y_tok, int64_t y_head, const float* x, int64_t x_tok,
+                                     int64_t x_head, const float* g, int64_t g_tok, int64_t g_head, int64_t T,
+                                     int64_t n, int64_t D, cudaStream_t stream);
 }  // namespace detail
 
 }  // namespace tessera::cuda::ref

@@ -34,6 +34,18 @@ void add_rms_norm(float* x, int64_t ldx, const float* d, int64_t ldd, float* y, 
     TS_CUDA_CHECK(detail::launch_add_rms_norm(x, ldx, d, ldd, y, ldy, w, rows, cols, eps, stream));
 }
 
+void rms_norm_heads(float* y, int64_t y_tok, int64_t y_head, const float* x, int64_t x_tok, int64_t x_head,
+                    const float* w, int64_t T, int64_t n_heads, int64_t D, float eps, cudaStream_t stream) {
+    const char* op = "rms_norm_heads";
+    TS_CHECK(T >= 0 && n_heads >= 0 && D >= 0, "{}: bad shape [{}, {}, {}]", op, T, n_heads, D);
+    if (T == 0 || n_heads == 0 || D == 0) return;
+    detail::check_heads(op, "y", y, y_tok, y_head, T, n_heads, D);
+    detail::check_heads(op, "x", x, x_tok, x_head, T, n_heads, D);
+    detail::check_rows(op, "w", w, D, 1, D);
+    // y == x in place is safe: a head is reduced (all reads, then barriers) before it is written.
+    TS_CUDA_CHECK(detail::launch_rms_norm_heads(y, y_tok, y_head, x, x_tok, x_head, w, T, n_heads, D, eps, stream));
+}
+
 void l2_norm(float* x, int64_t tok_stride, int64_t head_stride, int64_t T, int64_t n_heads, int64_t D, float eps,
              float scale, cudaStream_t stream) {
     TS_CHECK(T >= 0 && n_heads >= 0 && D >= 0, "l2_norm: bad shape [{}, {}, {}]", T, n_heads, D);

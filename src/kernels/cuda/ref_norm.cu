@@ -57,6 +57,22 @@ __global__ void rms_norm_kernel(float* y, int64_t ldy, const float* x, int64_t l
     }
 }
 
+// rms_norm_kernel's arithmetic on head rows r = t·n + h of [T, n, D] views with their own token
+// and head strides.
+__global__ void rms_norm_heads_kernel(float* y, int64_t y_tok, int64_t y_head, const float* x, int64_t x_tok,
+                                      int64_t x_head, const float* w, int64_t T, int64_t n_heads, int64_t D,
+                                      float eps) {
+    __shared__ float scratch[32];
+    for (int64_t r = blockIdx.x; r < T * n_heads; r += gridDim.x) {
+        const int64_t t = r / n_heads, h = r % n_heads;
+        const float* xr = x + t * x_tok + h * x_head;
+        float* yr = y + t * y_tok + h * y_head;
+        const float ss = block_sum_squares(xr, D, scratch);
+        const float inv = float(1.0 / sqrt(double(ss) / double(D) + double(eps)));
+        scale_row(yr, xr, w, inv, D);
+    }
+}
+
 // x += d, then rms_norm_kernel's arithmetic on the new x: each thread adds, squares and scales
 // the same columns block_sum_squares gives it, so the result is bit for bit add + rms_norm.
 __global__ void add_rms_norm_kernel(float* x, int64_t ldx, const float* d, int64_t ldd, float* y, int64_t ldy,
@@ -116,6 +132,14 @@ __global__ void rms_norm_gated_kernel(float* y, int64_t y_tok, int64_t y_head, c
 cudaError_t launch_rms_norm(float* y, int64_t ldy, const float* x, int64_t ldx, const float* w, int64_t rows,
                             int64_t cols, float eps, cudaStream_t stream) {
     return pdl::launch(rms_norm_kernel, grid_for(rows, 1), kRowThreads, 0, stream, y, ldy, x, ldx, w, rows, cols, eps);
+}
+
+cudaError_t launch_rms_norm_heads(float* y, int64_t y_tok, int64_t y_head, const float* x, int64_t x_tok,
+                                  int64_t x_head, const float* w, int64_t T, int64_t n_heads, int64_t D, float eps,
+                                  cudaStream_t stream) {
+    rms_norm_heads_kernel<<<grid_for(T * n_heads, 1), kRowThreads, 0, stream>>>(y, y_tok, y_head, x, x_tok, x_head, w,
+                                                                                T, n_heads, D, eps);
+    return cudaGetLastError();
 }
 
 cudaError_t launch_add_rms_norm(float* x, int64_t ldx, const float* d, int64_t ldd, float* y, int64_t ldy,

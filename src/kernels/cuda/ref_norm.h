@@ -24,6 +24,12 @@ void add_rms_norm(float* x, int64_t ldx, const float* d, int64_t ldd, float* y, 
 void l2_norm(float* x, int64_t tok_stride, int64_t head_stride, int64_t T, int64_t n_heads, int64_t D, float eps,
              float scale, cudaStream_t stream);
 
+// rms_norm on every head row of x [T, n_heads, D] (token and head strides of its own: e.g. the q
+// heads inside a stacked q | k | v projection, whose token stride is not n_heads · head stride)
+// into y likewise; the arithmetic of rms_norm. y may be x itself (same pointer and strides).
+void rms_norm_heads(float* y, int64_t y_tok, int64_t y_head, const float* x, int64_t x_tok, int64_t x_head,
+                    const float* w, int64_t T, int64_t n_heads, int64_t D, float eps, cudaStream_t stream);
+
 // y[T, n_heads, D] = w[D] ⊙ x · rsqrt(mean(x²) + eps) ⊙ silu(z)   per head; x, z [T, n_heads, D]
 // with their own strides. y may be x or z itself (same pointer and strides).
 void rms_norm_gated(float* y, int64_t y_tok, int64_t y_head, const float* x, int64_t x_tok, int64_t x_head,
@@ -36,6 +42,9 @@ cudaError_t launch_rms_norm(float* y, int64_t ldy, const float* x, int64_t ldx, 
                             int64_t cols, float eps, cudaStream_t stream);
 cudaError_t launch_add_rms_norm(float* x, int64_t ldx, const float* d, int64_t ldd, float* y, int64_t ldy,
                                 const float* w, int64_t rows, int64_t cols, float eps, cudaStream_t stream);
+cudaError_t launch_rms_norm_heads(float* y, int64_t y_tok, int64_t y_head, const float* x, int64_t x_tok,
+                                  int64_t x_head, const float* w, int64_t T, int64_t n_heads, int64_t D, float eps,
+                                  cudaStream_t stream);
 cudaError_t launch_l2_norm(float* x, int64_t tok_stride, int64_t head_stride, int64_t T, int64_t n_heads, int64_t D,
                            float eps, float scale, cudaStream_t stream);
 cudaError_t launch_rms_norm_gated(float* y, int64_t y_tok, int64_t y_head, const float* x, int64_t x_tok,

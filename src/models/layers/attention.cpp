@@ -15,9 +15,10 @@ Attention Attention::load(WeightStore& w, const ModelConfig& c, int64_t il) {
     TS_CHECK(nh % nkv == 0, "{} query heads are not a multiple of {} kv heads", nh, nkv);
     Attention a;
     a.gated = c.attn_output_gate;
-    a.wq = w.matrix(p + "attn_q.weight", nh * D * (a.gated ? 2 : 1), H);
-    a.wk = w.matrix(p + "attn_k.weight", nkv * D, H);
-    a.wv = w.matrix(p + "attn_v.weight", nkv * D, H);
+    a.wqkv = StackedLinear::load(
+        w, {{p + "attn_q.weight", nh * D * (a.gated ? 2 : 1), {}}, {p + "attn_k.weight", nkv * D, {}},
+            {p + "attn_v.weight", nkv * D, {}}},
+        H);
     a.wo = w.matrix(p + "attn_output.weight", H, nh * D);
     a.bq = w.optional_vector_f32(p + "attn_q.bias", nh * D);
     a.bk = w.optional_vector_f32(p + "attn_k.bias", nkv * D);
@@ -36,19 +37,15 @@ int64_t Attention::activation_floats(const ModelConfig& c) {
 void Attention::forward(Backend& be, Arena& arena, const ModelConfig& c, const RopeParams& rope, const Tensor& x,
                         const Tensor& out, const Tensor& k_cache, const Tensor& v_cache, const StagedBatch& b) const {
     const int64_t T = x.dim(0), D = c.head_dim, nh = c.n_heads, nkv = c.n_kv_heads;
-    const int64_t qw = nh * D * (gated ? 2 : 1);
-    Tensor qg = arena.tensor(DType::F32, {T, qw});  // q, or [q | gate] per head
-    Tensor k = arena.tensor(DType::F32, {T, nkv * D});
-    Tensor v = arena.tensor(DType::F32, {T, nkv * D});
+    const int64_t qw = nh * D * (gated ? 2 : 1), kw = nkv * D;
+    Tensor qkv = arena.tensor(DType::F32, {T, qw + 2 * kw});  // q (or [q | gate] per head) | k | v
     Tensor attn = arena.tensor(DType::F32, {T, nh * D});
-    be.matmul(qg, x, wq);
-    be.matmul(k, x, wk);
-    be.matmul(v, x, wv);
-    if (!bq.empty()) be.add_bias(qg, bq);
-    if (!bk.empty()) be.add_bias(k, bk);
-    if (!bv.empty()) be.add_bias(v, bv);
-    Tensor q3 = head_view(qg, 0, nh, D, gated ? 2 * D : D);  // [T, nh, D]
-    Tensor k3 = k.view({T, nkv, D}), v3 = v.view({T, nkv, D});
+    wqkv.apply(be, qkv, x);
+    if (!bq.empty()) be.add_bias(col_view(qkv, 0, qw), bq);
+    if (!bk.empty()) be.add_bias(col_view(qkv, qw, kw), bk);
+    if (!bv.empty()) be.add_bias(col_view(qkv, qw + kw, kw), bv);
+    Tensor q3 = head_view(qkv, 0, nh, D, gated ? 2 * D : D);  // [T, nh, D], token stride qw + 2·kw
+    Tensor k3 = head_view(qkv, qw, nkv, D, D), v3 = head_view(qkv, qw + kw, nkv, D, D);
     if (!q_norm.empty()) be.rms_norm(q3, q3, q_norm, c.rms_eps);
     if (!k_norm.empty()) be.rms_norm(k3, k3, k_norm, c.rms_eps);
     be.rope(q3, b.positions, rope);
@@ -56,7 +53,7 @@ void Attention::forward(Backend& be, Arena& arena, const ModelConfig& c, const R
     be.kv_store(k_cache, v_cache, k3, v3, b.slots);
     Tensor attn3 = attn.view({T, nh, D});
     be.attention(attn3, q3, k_cache, v_cache, b.attn, 1.0f / std::sqrt(float(D)));
-    if (gated) be.sigmoid_mul(attn3, attn3, head_view(qg, D, nh, D, 2 * D));
+    if (gated) be.sigmoid_mul(attn3, attn3, head_view(qkv, D, nh, D, 2 * D));
     be.matmul(out, attn, wo);
 }
 

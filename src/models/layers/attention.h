@@ -4,6 +4,7 @@
 #pragma once
 #include "core/arena.h"
 #include "kernels/backend.h"
+#include "models/layers/stacked_linear.h"
 #include "models/model.h"
 
 namespace tessera {
@@ -11,7 +12,10 @@ namespace tessera {
 class WeightStore;
 
 struct Attention {
-    Tensor wq, wk, wv, wo;  // [nh·D (x2 when gated), H], [nkv·D, H], [nkv·D, H], [H, nh·D]
+    // q | k | v: [nh·D (x2 when gated), H], [nkv·D, H], [nkv·D, H], one matmul where their dtypes
+    // agree; the heads are read as views of its output (token stride: all three widths).
+    StackedLinear wqkv;
+    Tensor wo;              // [H, nh·D]
     Tensor bq, bk, bv;      // optional biases (f32)
     Tensor q_norm, k_norm;  // optional [D] f32
     bool gated = false;
