@@ -35,9 +35,7 @@ Rows as_rows(const Tensor& t, const char* op, const char* what) {
     const int n = t.ndim;
     TS_CHECK(info.quantized || t.shape[n - 1] <= 1 || t.stride[n - 1] == info.block_bytes,
              "{}: {} {} must be contiguous along its last dimension", op, what, t.describe());
-    for (int i = 0; i + 2 < n; ++i)
-        TS_CHECK(t.shape[i] <= 1 || t.stride[i] == t.stride[i + 1] * t.shape[i + 1],
-                 "{}: {} {} has rows that are not evenly strided", op, what, t.describe());
+    TS_CHECK(evenly_strided(t), "{}: {} {} has rows that are not evenly strided", op, what, t.describe());
     const int64_t stride = n >= 2 ? t.stride[n - 2] : int64_t(t.row_bytes());
     TS_CHECK(stride % info.block_bytes == 0 || info.quantized, "{}: {} row stride {} is not a whole element", op,
              what, stride);

@@ -49,6 +49,13 @@ struct Rows {
     int64_t rows, cols, ld;  // ld in elements
 };
 
+// Whether t's rows (all but its last dimension, flattened) are evenly strided, as rows_of needs.
+bool evenly_strided(const Tensor& t) {
+    for (int d = 0; d + 2 < t.ndim; ++d)
+        if (t.stride[d] != t.shape[d + 1] * t.stride[d + 1]) return false;
+    return true;
+}
+
 Rows rows_of(const Tensor& t, const char* op, const char* what) {
     check_device(t, op, what);
     TS_CHECK(t.dtype == DType::F32 && t.ndim >= 1 && t.stride[t.ndim - 1] == 4, "cuda {}: {} must be f32 with "
@@ -56,18 +63,9 @@ Rows rows_of(const Tensor& t, const char* op, const char* what) {
     int64_t ld = t.cols();
     if (t.ndim >= 2) {
         ld = t.stride[t.ndim - 2] / 4;
-        for (int d = 0; d + 2 < t.ndim; ++d)
-            TS_CHECK(t.stride[d] == t.shape[d + 1] * t.stride[d + 1], "cuda {}: {} {} has unevenly strided rows", op,
-                     what, t.describe());
+        TS_CHECK(evenly_strided(t), "cuda {}: {} {} has unevenly strided rows", op, what, t.describe());
     }
     return Rows{t.ptr<float>(), t.rows(), t.cols(), ld};
-}
-
-// Whether t's rows (all but its last dimension, flattened) are evenly strided, as rows_of needs.
-bool evenly_strided(const Tensor& t) {
-    for (int d = 0; d + 2 < t.ndim; ++d)
-        if (t.stride[d] != t.shape[d + 1] * t.stride[d + 1]) return false;
-    return true;
 }
 
 // An f32 [T, n, D] tensor: element strides per token and per head.

@@ -65,8 +65,8 @@ void sigmoid_mul_heads(float* y, int64_t y_tok, int64_t y_head, const float* x, 
     detail::check_heads(op, "y", y, y_tok, y_head, T, n, D);
     detail::check_heads(op, "x", x, x_tok, x_head, T, n, D);
     detail::check_heads(op, "g", g, g_tok, g_head, T, n, D);
-    // Each element is read then written by one thread: y may be x itself. Partial overlaps (and
-    // y over g) are the caller's to rule out (the Backend passes separate buffers).
+    // Each element is read then written by one thread: y may be x itself. y must not be the gate
+    // (checked); partial overlaps are the caller's to rule out (the Backend passes separate buffers).
     TS_CHECK(y != g, "{}: y must not be the gate", op);
     TS_CUDA_CHECK(detail::launch_sigmoid_mul_heads(y, y_tok, y_head, x, x_tok, x_head, g, g_tok, g_head, T, n, D,
                                                    stream));
