@@ -163,6 +163,17 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                 });
                 row(name, l, T, mode, "read floor (codes only)", sec, code_bytes,
                     "fast::read_floor: 16-byte streamed loads, nothing computed");
+                const PackedMatrix& m0 = copies[0].m;
+                if (m0.kind == PackedKind::Int4 && m0.group == 32 && !m0.biases && N % 16 == 0 && K % 128 == 0) {
+                    for (const bool tiled : {false, true}) {
+                        const double ps = timer.median(a.warmup, a.runs, [&](int c) {
+                            fast::read_pattern(copies[size_t(c % n)].m, tiled, dy.as<float>(), st);
+                        });
+                        row(name, l, T, mode, tiled ? "loads only, 16-row tiles" : "loads only, as mma rows", ps, bytes,
+                            tiled ? "fast::read_pattern: mma rows' grid, each (16-row, k-tile) contiguous"
+                                  : "fast::read_pattern: mma rows' loads (codes + scales), no math");
+                    }
+                }
             }
         }
     }

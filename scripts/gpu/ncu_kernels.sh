@@ -22,19 +22,19 @@ for s in long_scoreboard short_scoreboard wait barrier membar mio_throttle lg_th
   metrics+=",smsp__average_warp_latency_issue_stalled_${s}.ratio"
 done
 
-# name | kernel regex | command
+# name @ kernel regex @ command
 cases=(
-  "gemv 4096x14336 T=1|gemv|$B/bench_fast_gemv --tokens 1 --layouts q4_0 --variants all --modes hot --runs 1 --warmup 0 --filter 4096x14336"
-  "gemv 8192x2048 T=1|gemv|$B/bench_fast_gemv --tokens 1 --layouts q4_0 --variants all --modes hot --runs 1 --warmup 0 --filter 8192x2048"
-  "moe decode T=1|mma_|$B/bench_fast_moe --tokens 1 --runs 1 --warmup 0 --filter 256x512"
-  "gdn decode step|gdn|$B/bench_fast_gdn --runs 1 --warmup 0 --filter \"decode step\""
+  "gemv 4096x14336 T=1@gemv|read_@$B/bench_fast_gemv --tokens 1 --layouts q4_0 --variants all --modes hot --runs 1 --warmup 0 --filter 4096x14336"
+  "gemv 8192x2048 T=1@gemv|read_@$B/bench_fast_gemv --tokens 1 --layouts q4_0 --variants all --modes hot --runs 1 --warmup 0 --filter 8192x2048"
+  "moe decode T=1@mma_@$B/bench_fast_moe --tokens 1 --runs 1 --warmup 0 --filter 256x512"
+  "gdn decode step@gdn@$B/bench_fast_gdn --runs 1 --warmup 0 --filter \"decode step\""
 )
 : >"$LOGS/limits.md"
 for c in "${cases[@]}"; do
-  IFS='|' read -r name regex cmd <<<"$c"
+  IFS='@' read -r name regex cmd <<<"$c"
   csv="/tmp/ncu_$(echo "$name" | tr -c 'a-zA-Z0-9' _).csv"
   # shellcheck disable=SC2086
-  eval ncu --csv --print-units base --cache-control all --clock-control base --kernel-name "regex:$regex" \
+  eval ncu --csv --print-units base --cache-control all --clock-control base --kernel-name \"regex:$regex\" \
     --launch-count 40 --metrics "$metrics" --log-file "$csv" $cmd >/dev/null 2>&1
   { echo "## $name"; echo; python3 scripts/gpu/kernel_limits.py "$csv"; echo; } | tee -a "$LOGS/limits.md"
 done

@@ -623,6 +623,35 @@ TEST(FastReadFloor, ReadsTheBufferAndWritesOnlyOnItsMarker) {
     EXPECT_THROW(fast::read_floor(static_cast<char*>(d.data()) + 4, 32, sink.as<float>(), nullptr), Error);
 }
 
+// read_pattern reads the last 16 bytes of the codes in both orders (the matrix's rows, and as
+// 16-row tiles: the same bytes) and writes the sink only on its marker; refuses other layouts.
+TEST(FastReadFloor, PatternReadsTheLastChunk) {
+    REQUIRE_CUDA();
+    const int64_t n = 48, k = 384;  // 3 row tiles, 3 k-tiles: warps 3..7 have none
+    std::vector<uint32_t> codes(size_t(n * k / 8), 0u);
+    std::vector<uint16_t> scales(size_t(n * k / 32), 0);
+    Stream s;
+    for (const bool tiled : {false, true}) {
+        SCOPED_TRACE(tiled);
+        for (const bool marked : {false, true}) {
+            codes.back() = marked ? 0x9e3779b9u : 0u;
+            DeviceBuffer dc = to_device(codes), ds = to_device(scales), sink = to_device(std::vector<float>{-1.f});
+            PackedMatrix w;
+            w.n = n, w.k = k, w.codes = dc.as<uint8_t>(), w.scales = ds.as<uint16_t>();
+            fast::read_pattern(w, tiled, sink.as<float>(), s.get());
+            s.synchronize();
+            EXPECT_EQ(to_host<float>(sink)[0], marked ? 1.f : -1.f);
+        }
+    }
+    DeviceBuffer dc(size_t(n * k / 2)), ds(size_t(n * k / 16)), sink(4);
+    PackedMatrix w;
+    w.n = n, w.k = k, w.codes = dc.as<uint8_t>(), w.scales = ds.as<uint16_t>();
+    w.n = 40;
+    EXPECT_THROW(fast::read_pattern(w, false, sink.as<float>(), nullptr), Error);
+    w.n = n, w.group = 64;
+    EXPECT_THROW(fast::read_pattern(w, false, sink.as<float>(), nullptr), Error);
+}
+
 TEST(CudaFastBackend, KernelsFromTheEnvironment) {
     EXPECT_EQ(parse_cuda_kernels(nullptr), CudaKernels::Fast);
     EXPECT_EQ(parse_cuda_kernels(""), CudaKernels::Fast);
