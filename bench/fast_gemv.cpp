@@ -26,6 +26,7 @@
 #include "kernels/cuda/fast_gemv_q8.h"
 #include "kernels/cuda/fast_matmul.h"
 #include "kernels/cuda/stream.h"
+#include "kernels/packed_repack.h"
 #include "matmul_cases.h"
 
 using namespace tessera;
@@ -94,24 +95,41 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
     for (auto& b : codes) b = uint8_t(rng.next());
     for (auto& v : scales) v = f32_to_f16(rng.uniform(-0.02f, 0.02f));
     for (auto& v : biases) v = f32_to_f16(rng.uniform(-0.1f, 0.1f));
-    std::vector<Copy> copies(static_cast<size_t>(cold_copies));
-    for (Copy& c : copies) {  // the same contents in every copy: the bytes are read either way
-        c.codes = DeviceBuffer(codes.size());
-        c.codes.upload(codes.data(), codes.size());
-        c.scales = DeviceBuffer(scales.size() * 2);
-        c.scales.upload(scales.data(), scales.size() * 2);
-        if (l.biases) {
-            c.biases = DeviceBuffer(biases.size() * 2);
-            c.biases.upload(biases.data(), biases.size() * 2);
-        }
-        c.m.kind = l.kind;
-        c.m.n = N;
-        c.m.k = K;
-        c.m.group = l.group;
-        c.m.codes = c.codes.as<uint8_t>();
-        c.m.scales = c.scales.as<uint16_t>();
-        c.m.biases = l.biases ? c.biases.as<uint16_t>() : nullptr;
+    // The same matrix in 16-row tiles (packed_weight.h), where it fits: what the backend stores.
+    const bool tiles_fit = packed_tiles_fit(l.kind, N, K, l.group);
+    PackedHost tiled;
+    if (tiles_fit) {
+        tiled.kind = l.kind, tiled.n = N, tiled.k = K, tiled.group = l.group;
+        tiled.codes = codes, tiled.scales = scales, tiled.biases = biases;
+        tile_packed(tiled);
     }
+    auto make_copies = [&](const PackedHost* t) {
+        std::vector<Copy> out(static_cast<size_t>(cold_copies));
+        const std::vector<uint8_t>& cd = t ? t->codes : codes;
+        const std::vector<uint16_t>& sc = t ? t->scales : scales;
+        const std::vector<uint16_t>& bi = t ? t->biases : biases;
+        for (Copy& c : out) {  // the same contents in every copy: the bytes are read either way
+            c.codes = DeviceBuffer(cd.size());
+            c.codes.upload(cd.data(), cd.size());
+            c.scales = DeviceBuffer(sc.size() * 2);
+            c.scales.upload(sc.data(), sc.size() * 2);
+            if (l.biases) {
+                c.biases = DeviceBuffer(bi.size() * 2);
+                c.biases.upload(bi.data(), bi.size() * 2);
+            }
+            c.m.kind = l.kind;
+            c.m.n = N;
+            c.m.k = K;
+            c.m.group = l.group;
+            c.m.codes = c.codes.as<uint8_t>();
+            c.m.scales = c.scales.as<uint16_t>();
+            c.m.biases = l.biases ? c.biases.as<uint16_t>() : nullptr;
+            c.m.tiles = t != nullptr;
+        }
+        return out;
+    };
+    std::vector<Copy> copies = make_copies(nullptr);
+    std::vector<Copy> tile_copies = tiles_fit ? make_copies(&tiled) : std::vector<Copy>{};
     const cudaStream_t st = stream.get();
     const int sms = fast::gemv_sm_count();
     for (int64_t T : a.tokens) {
@@ -149,6 +167,17 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                             " blocks, " + std::to_string(res) + " resident";
                 }
                 row(name, l, T, mode, (i == 0 ? "pick: " : "") + plan_name(p), sec, bytes, note);
+            }
+            if (tiles_fit) {  // the pick (and MmaStaged where it fits) on the 16-row tiles
+                std::vector<fast::GemvPlan> tp = {pick};
+                if (fast::gemv_staged_fits(K, l.kind, l.biases, l.group)) tp.push_back({fast::GemvVariant::MmaStaged, 1, 1});
+                for (const fast::GemvPlan& p : tp) {
+                    const double sec = timer.median(a.warmup, a.runs, [&](int c) {
+                        fast::gemv_packed_plan(p, dy.as<float>(), N, dx.as<float>(), K, T, tile_copies[size_t(c % n)].m,
+                                               st);
+                    });
+                    row(name, l, T, mode, "tiles: " + plan_name(p), sec, bytes, "16-row tiles (the backend's order)");
+                }
             }
             if (a.all_variants) {
                 const double sec = timer.median(a.warmup, a.runs, [&](int c) {

@@ -27,8 +27,14 @@ inline PackedKind packed_kind_of(DType t);
 // in parallel on ThreadPool::global()). Throws Error on an unsupported dtype, a k that is not a
 // whole number of blocks, or a scale that does not fit f16.
 inline PackedHost repack(const Tensor& host);
-// Row `row` of a packed matrix as f32 (scale · code + bias, the kernels' dequantization), k floats.
+// Row `row` of a packed matrix as f32 (scale · code + bias, the kernels' dequantization), k floats
+// (either order: row-major or 16-row tiles).
 inline void unpack_row_f32(const PackedHost& w, int64_t row, float* out);
+// The same matrix in 16-row tiles (packed_weight.h; packed_tiles_fit must hold): codes, scales and
+// biases reordered, nothing else changed. Throws Error if the shape does not fit.
+inline void tile_packed(PackedHost& w);
+// The addressing of a host matrix (its order, shape and group; no pointers).
+inline PackedLayout packed_layout(const PackedHost& w);
 
 // ---- implementation
 
@@ -153,24 +159,60 @@ inline PackedHost repack(const Tensor& host) {
     return p;
 }
 
+inline PackedLayout packed_layout(const PackedHost& w) {
+    PackedMatrix m;
+    m.kind = w.kind, m.n = w.n, m.k = w.k, m.group = w.group, m.tiles = w.tiles;
+    return packed_layout(m);
+}
+
 inline void unpack_row_f32(const PackedHost& w, int64_t row, float* out) {
     TS_CHECK(row >= 0 && row < w.n, "unpack_row_f32: row {} of {}", row, w.n);
-    const int64_t gpr = w.k / w.group;
-    const uint16_t* sc = w.scales.data() + size_t(row * gpr);
-    const uint16_t* bi = w.biases.empty() ? nullptr : w.biases.data() + size_t(row * gpr);
+    const PackedLayout l = packed_layout(w);
+    const bool int4 = w.kind == PackedKind::Int4;
+    const int64_t chunk_cols = int4 ? 32 : 16;
+    const uint8_t* codes = w.codes.data() + l.code_row(row);
+    const uint16_t* sc = w.scales.data() + l.scale_row(row);
+    const uint16_t* bi = w.biases.empty() ? nullptr : w.biases.data() + l.scale_row(row);
     for (int64_t c = 0; c < w.k; ++c) {
-        const float s = f16_to_f32(sc[c / w.group]);
+        const int64_t gi = l.scale_group(c / w.group);
+        const float s = f16_to_f32(sc[gi]);
+        const int64_t in_chunk = c % chunk_cols;
+        const uint8_t* chunk = codes + l.chunk(c / chunk_cols);
         float code, bias;
-        if (w.kind == PackedKind::Int4) {
-            const uint8_t byte = w.codes[size_t(row * (w.k / 2) + c / 2)];
-            code = float((c % 2) ? (byte >> 4) : (byte & 0xF));
-            bias = bi ? f16_to_f32(bi[c / w.group]) : -8.f * s;
+        if (int4) {
+            const uint8_t byte = chunk[in_chunk / 2];
+            code = float((in_chunk % 2) ? (byte >> 4) : (byte & 0xF));
+            bias = bi ? f16_to_f32(bi[gi]) : -8.f * s;
         } else {
-            code = float(static_cast<int8_t>(w.codes[size_t(row * w.k + c)]));
+            code = float(static_cast<int8_t>(chunk[in_chunk]));
             bias = 0.f;
         }
         out[c] = s * code + bias;
     }
+}
+
+inline void tile_packed(PackedHost& w) {
+    TS_CHECK(!w.tiles, "tile_packed: the matrix is already in tiles");
+    TS_CHECK(packed_tiles_fit(w.kind, w.n, w.k, w.group),
+             "tile_packed: a {} [{}, {}] matrix of group {} does not fit 16-row tiles (Int4, n a multiple of 16, k "
+             "of 128, G 32 / 64 / 128)",
+             w.kind == PackedKind::Int4 ? "Int4" : "Int8", w.n, w.k, w.group);
+    const int64_t rb = w.k / 2, gpr = w.k / w.group;
+    PackedHost t = w;
+    t.tiles = true;
+    const PackedLayout l = packed_layout(t);
+    ThreadPool::global().parallel_for(w.n, [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) {
+            for (int64_t ch = 0; ch < rb / 16; ++ch)
+                std::memcpy(t.codes.data() + l.code_row(r) + l.chunk(ch), w.codes.data() + r * rb + 16 * ch, 16);
+            for (int64_t gi = 0; gi < gpr; ++gi) {
+                const size_t to = size_t(l.scale_row(r) + l.scale_group(gi)), from = size_t(r * gpr + gi);
+                t.scales[to] = w.scales[from];
+                if (!w.biases.empty()) t.biases[to] = w.biases[from];
+            }
+        }
+    }, 64);
+    w = std::move(t);
 }
 
 }  // namespace tessera::cuda

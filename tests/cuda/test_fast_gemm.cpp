@@ -30,6 +30,7 @@
 #include "kernels/cuda/fast_gemm.h"
 #include "kernels/cuda/fast_matmul.h"
 #include "kernels/cuda/packed_weight.h"
+#include "kernels/packed_repack.h"
 
 #include "ref_test_util.h"  // REQUIRE_CUDA
 
@@ -44,12 +45,14 @@ struct Case {
     bool bias;
     int64_t T, N, K;
     int64_t x_pad = 0, y_pad = 0;  // ldx = K + x_pad, ldy = N + y_pad
+    bool tiles = false;            // w stored in 16-row tiles (packed_weight.h)
 };
 
 std::string describe(const Case& c) {
     return std::string(c.kind == PackedKind::Int4 ? "Int4" : "Int8") + " G=" + std::to_string(c.group) +
            (c.bias ? " bias" : "") + " T=" + std::to_string(c.T) + " N=" + std::to_string(c.N) +
-           " K=" + std::to_string(c.K) + " ldx=K+" + std::to_string(c.x_pad) + " ldy=N+" + std::to_string(c.y_pad);
+           " K=" + std::to_string(c.K) + " ldx=K+" + std::to_string(c.x_pad) + " ldy=N+" + std::to_string(c.y_pad) +
+           (c.tiles ? " tiles" : "");
 }
 
 PackedHost random_packed(const Case& c, uint32_t seed) {
@@ -123,8 +126,10 @@ Errors run_case(const Case& c, int config = -1, int splits = 1, uint32_t seed = 
     const std::vector<float> x = reftest::random_rows(c.T, c.K, ldx, seed + 7);
     std::vector<float> y(size_t(c.T * ldy), reftest::kPad);
 
-    DeviceBuffer dcodes = reftest::to_device(h.codes), dscales = reftest::to_device(h.scales);
-    DeviceBuffer dbiases = c.bias ? reftest::to_device(h.biases) : DeviceBuffer();
+    PackedHost stored = h;  // the reference below reads h, row-major
+    if (c.tiles) tile_packed(stored);
+    DeviceBuffer dcodes = reftest::to_device(stored.codes), dscales = reftest::to_device(stored.scales);
+    DeviceBuffer dbiases = c.bias ? reftest::to_device(stored.biases) : DeviceBuffer();
     DeviceBuffer dx = reftest::to_device(x), dy = reftest::to_device(y);
     DeviceBuffer scratch(std::max<size_t>(fast::gemm_packed_scratch(c.T, c.K), 16));
     PackedMatrix w;
@@ -135,6 +140,7 @@ Errors run_case(const Case& c, int config = -1, int splits = 1, uint32_t seed = 
     w.codes = dcodes.as<uint8_t>();
     w.scales = dscales.as<uint16_t>();
     w.biases = c.bias ? dbiases.as<uint16_t>() : nullptr;
+    w.tiles = c.tiles;
     if (config < 0)
         fast::gemm_packed(dy.as<float>(), ldy, dx.as<float>(), ldx, c.T, w, scratch.data(), nullptr);
     else
@@ -240,6 +246,21 @@ TEST(FastGemm, EveryConfig) {
         run_case(Case{PackedKind::Int4, 64, true, 65, 129, 448}, cfg, 2);  // K = 64·7: 3.5 k-tiles
         run_case(Case{PackedKind::Int8, 16, false, 129, 257, 2080, 1, 2}, cfg, cfg % 2 + 1);
     }
+}
+
+// Int4 in 16-row tiles (whole tiles: N a multiple of 16, K of 128): every configuration, G 32 / 64
+// / 128, with and without biases, K split, against the same matrix's row-major formula.
+TEST(FastGemm, Int4InTiles) {
+    REQUIRE_CUDA();
+    for (int cfg = 0; cfg < fast::detail::kGemmConfigCount; ++cfg) {
+        run_case(Case{PackedKind::Int4, 32, false, 129, 256, 2048, 3, 1, true}, cfg);
+        run_case(Case{PackedKind::Int4, 64, true, 65, 144, 640, 0, 0, true}, cfg, 2);
+    }
+    for (const Case& c : {Case{PackedKind::Int4, 32, false, 9, 16, 128, 0, 0, true},
+                          Case{PackedKind::Int4, 32, true, 17, 4096, 1024, 2, 3, true},
+                          Case{PackedKind::Int4, 128, true, 64, 48, 14336, 0, 1, true},
+                          Case{PackedKind::Int4, 32, false, 513, 2048, 4096, 0, 0, true}})
+        run_case(c);
 }
 
 TEST(FastGemm, EmptyAndBadArguments) {

@@ -91,6 +91,7 @@ DevicePacked upload(const PackedHost& p) {
     d.m.codes = d.codes.as<uint8_t>();
     d.m.scales = d.scales.as<uint16_t>();
     d.m.biases = p.biases.empty() ? nullptr : d.biases.as<uint16_t>();
+    d.m.tiles = p.tiles;
     return d;
 }
 
@@ -333,7 +334,8 @@ std::string plan_name(const fast::GemvPlan& p) {
 // Each variant against the packed formula in double: tight (x rounded to bf16 where the kernel
 // rounds it; the kernel's own cancellation of its code offsets bounded by `off`), and loose
 // against exact x. K = G·odd (+2048), K = 14336 (several splits needed), N past tile and block
-// edges, T = 1..8, strided x and y with untouched padding, zero rows, empty split ranges.
+// edges, T = 1..8, strided x and y with untouched padding, zero rows, empty split ranges. Int4
+// shapes that fit 16-row tiles run in both orders (the tiles from tile_packed of the same matrix).
 TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
     REQUIRE_CUDA();
     const int sms = fast::gemv_sm_count();
@@ -354,13 +356,21 @@ TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
         shapes.push_back({2, 40, 24576 + G});  // past Mma's shared-memory limit: Simt and MmaRows
         shapes.push_back({5, 50, 1024 + G});   // k-tiles for only some of MmaRows' warps
         shapes.push_back({1, 21, 4096 + G});   // MmaStaged's slab fits (Int4) where Mma unsplit does not
-        for (const Shape& sh : shapes) {
+        // Shapes of whole 16-row tiles (n % 16, K % 128): each Int4 one also runs in tiles.
+        for (const Shape& t : {Shape{1, 4096, 2048}, Shape{8, 4112, 1024}, Shape{3, 320, 14336},
+                               Shape{2, 48, 24576 + 128}, Shape{5, 64, 1152}, Shape{1, 16, 4096 + 128}})
+            shapes.push_back(t);
+        for (const Shape& sh : shapes)
+        for (const bool tiles : {false, true}) {
+            if (tiles && !packed_tiles_fit(l.kind, sh.N, sh.K, int(G))) continue;
             const std::string what = std::string(l.name) + " T=" + std::to_string(sh.T) + " N=" +
-                                     std::to_string(sh.N) + " K=" + std::to_string(sh.K);
+                                     std::to_string(sh.N) + " K=" + std::to_string(sh.K) + (tiles ? " tiles" : "");
             SCOPED_TRACE(what);
             seed += 13;
             const PackedHost ph = random_packed(l, sh.N, sh.K, seed);
-            DevicePacked dp = upload(ph);
+            PackedHost stored = ph;
+            if (tiles) tile_packed(stored);
+            DevicePacked dp = upload(stored);
             const bool strided = sh.T % 2 == 1;
             const int64_t ldx = sh.K + (strided ? 3 : 0), ldy = sh.N + (strided ? 5 : 0);
             const std::vector<float> x = random_rows(sh.T, sh.K, ldx, seed + 1);
@@ -444,13 +454,17 @@ TEST(FastGemv, PickIsValid) {
 // and NaN rows for ids out of range.
 TEST(FastDequantRows, MatchesHostUnpack) {
     REQUIRE_CUDA();
-    for (DType t : kTypes) {
-        SCOPED_TRACE(dtype_name(t));
-        const int64_t N = 37, K = is_kquant(t) ? 512 : 96, ld = K + 3;
+    for (DType t : kTypes)
+    for (const bool tiles : {false, true}) {
+        if (tiles && packed_kind_of(t) != PackedKind::Int4) continue;
+        SCOPED_TRACE(std::string(dtype_name(t)) + (tiles ? " tiles" : ""));
+        const int64_t N = tiles ? 48 : 37, K = tiles ? 512 : is_kquant(t) ? 512 : 96, ld = K + 3;
         Gguf g = make_gguf(t, N, K, 11);
         const PackedHost ph = repack(g.host());
-        DevicePacked dp = upload(ph);
-        const std::vector<int32_t> ids = {0, 36, 5, 5, 17, -1, 37};
+        PackedHost stored = ph;
+        if (tiles) tile_packed(stored);
+        DevicePacked dp = upload(stored);
+        const std::vector<int32_t> ids = {0, int32_t(N - 1), 5, 5, 17, -1, int32_t(N)};
         DeviceBuffer idd = to_device(ids), yd = to_device(std::vector<float>(ids.size() * size_t(ld), reftest::kPad));
         TS_CUDA_CHECK(cudaDeviceSynchronize());
         Stream s;
@@ -475,15 +489,17 @@ TEST(FastDequantRows, MatchesHostUnpack) {
 // CudaBackend: fast mode places the GGUF matrix packed and multiplies through the GEMV (T ≤ 8)
 // or the many-token path (T > 8); both against the double product of the CPU dequantization,
 // and against the reference mode (bf16 weights) within bf16's rounding. embed on the packed
-// table equals the packed rows (unpack_row_f32).
+// table equals the packed rows (unpack_row_f32). N = 64, K = 1024: Int4 matrices placed in 16-row
+// tiles; T = 200 takes the bf16 copy made from them.
 TEST(CudaFastBackend, MatmulAndEmbedMatchReference) {
     REQUIRE_CUDA();
     auto fast = make_cuda_backend(0, CudaKernels::Fast), ref = make_cuda_backend(0, CudaKernels::Reference);
     EXPECT_EQ(fast->name(), "cuda-fast");
     EXPECT_EQ(ref->name(), "cuda-reference");
-    for (DType t : kTypes) {
-        SCOPED_TRACE(dtype_name(t));
-        const int64_t N = 67, K = is_kquant(t) ? 768 : 352;
+    for (DType t : kTypes)
+    for (const bool whole_tiles : {false, true}) {
+        SCOPED_TRACE(std::string(dtype_name(t)) + (whole_tiles ? " N=64 K=1024" : ""));
+        const int64_t N = whole_tiles ? 64 : 67, K = whole_tiles ? 1024 : is_kquant(t) ? 768 : 352;
         Gguf g = make_gguf(t, N, K, 21);
         const Tensor wf = fast->place_weight(g.host(), WeightUse::Matrix);
         const Tensor wr = ref->place_weight(g.host(), WeightUse::Matrix);
@@ -494,7 +510,7 @@ TEST(CudaFastBackend, MatmulAndEmbedMatchReference) {
         // (Int4 with rows and columns multiples of 32; N = 67 here is not).
         EXPECT_EQ(fast->place_weight(g.host(), WeightUse::Expert).dtype,
                   packed_kind_of(t) == PackedKind::Int4 && N % 32 == 0 ? t : DType::BF16);
-        for (int64_t T : {1, 5, 8, 9, 40}) {
+        for (int64_t T : {1, 5, 8, 9, 40, 200}) {
             const std::vector<float> x = random_rows(T, K, K, uint32_t(T));
             auto run = [&](Backend& be, const Tensor& w) {
                 void* xd = be.memory().allocate(size_t(T * K) * 4);
@@ -527,7 +543,7 @@ TEST(CudaFastBackend, MatmulAndEmbedMatchReference) {
             EXPECT_LE(norm_err(yf, N, yr, N, T, N), 2e-2) << "fast vs reference T=" << T;
         }
         // embed: the packed table's rows.
-        const std::vector<int32_t> ids = {3, 0, 66, 3};
+        const std::vector<int32_t> ids = {3, 0, int32_t(N - 1), 3};
         const int64_t T = int64_t(ids.size());
         void* idd = fast->memory().allocate(ids.size() * 4);
         void* yd = fast->memory().allocate(size_t(T * K) * 4);

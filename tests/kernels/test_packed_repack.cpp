@@ -117,6 +117,69 @@ TEST(PackedRepack, Q4_0Layout) {
     EXPECT_TRUE(p.biases.empty());
 }
 
+// 16-row tiles: the same matrix (every row unpacks to the same floats), every chunk and scale
+// where packed_weight.h says — tile (r / 16, column / 128), 1 KB of codes (64 bytes a row) and
+// 16·128/G halves of scales each, tiles in k order within a row tile — and a shape that does not
+// fit is refused. Q4_0 (G 32, no biases), Q4_K (biases) and hand-made G 64 / 128 matrices.
+TEST(PackedRepack, TilesHoldTheSameMatrix) {
+    uint64_t seed = 7;
+    auto make = [](DType t, int64_t n, int64_t k, uint64_t sd) {
+        Quantized q = quantize(t, n, k, sd, 0);
+        return repack(view(t, q, n, k));
+    };
+    std::vector<PackedHost> cases;
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{16, 128}, {48, 384}, {32, 1024}}) {
+        cases.push_back(make(DType::Q4_0, n, k, seed++));
+        if (k % 256 == 0) cases.push_back(make(DType::Q4_K, n, k, seed++));
+    }
+    for (int group : {64, 128}) {  // MLX-style affine groups, biases present
+        PackedHost p;
+        p.n = 32, p.k = 512, p.group = group;
+        p.codes.resize(size_t(p.n * p.k / 2));
+        p.scales.resize(size_t(p.n * p.k / group));
+        p.biases.resize(p.scales.size());
+        uint32_t x = 12345u + uint32_t(group);
+        auto next = [&] { return x = x * 1664525u + 1013904223u; };
+        for (auto& b : p.codes) b = uint8_t(next() >> 24);
+        for (auto& v : p.scales) v = f32_to_f16(float(int(next() >> 20) - 2048) / 4096.f);
+        for (auto& v : p.biases) v = f32_to_f16(float(int(next() >> 20) - 2048) / 512.f);
+        cases.push_back(p);
+    }
+    for (const PackedHost& p : cases) {
+        SCOPED_TRACE("[" + std::to_string(p.n) + ", " + std::to_string(p.k) + "] G " + std::to_string(p.group));
+        PackedHost t = p;
+        tile_packed(t);
+        ASSERT_TRUE(t.tiles);
+        ASSERT_EQ(t.codes.size(), p.codes.size());
+        ASSERT_EQ(t.scales.size(), p.scales.size());
+        ASSERT_EQ(t.biases.size(), p.biases.size());
+        const int64_t nkt = p.k / 128, gpt = 128 / p.group, rb = p.k / 2, gpr = p.k / p.group;
+        for (int64_t r = 0; r < p.n; ++r) {
+            for (int64_t ch = 0; ch < rb / 16; ++ch) {
+                const int64_t tile = (r / 16) * nkt + ch / 4;
+                const uint8_t* got = t.codes.data() + tile * 1024 + (r % 16) * 64 + (ch % 4) * 16;
+                ASSERT_EQ(std::memcmp(got, p.codes.data() + r * rb + 16 * ch, 16), 0) << "row " << r << " chunk " << ch;
+            }
+            for (int64_t gi = 0; gi < gpr; ++gi) {
+                const size_t at = size_t(((r / 16) * nkt + gi / gpt) * 16 * gpt + (r % 16) * gpt + gi % gpt);
+                ASSERT_EQ(t.scales[at], p.scales[size_t(r * gpr + gi)]) << "row " << r << " group " << gi;
+                if (!p.biases.empty()) ASSERT_EQ(t.biases[at], p.biases[size_t(r * gpr + gi)]);
+            }
+            std::vector<float> want(size_t(p.k)), got(size_t(p.k));
+            unpack_row_f32(p, r, want.data());
+            unpack_row_f32(t, r, got.data());
+            ASSERT_EQ(want, got) << "row " << r;
+        }
+        EXPECT_THROW(tile_packed(t), Error);  // already tiles
+    }
+    PackedHost odd = make(DType::Q4_0, 17, 128, 3);
+    EXPECT_THROW(tile_packed(odd), Error);  // 17 rows
+    PackedHost narrow = make(DType::Q4_0, 16, 96, 4);
+    EXPECT_THROW(tile_packed(narrow), Error);  // 96 columns
+    PackedHost int8 = make(DType::Q8_0, 16, 128, 5);
+    EXPECT_THROW(tile_packed(int8), Error);
+}
+
 TEST(PackedRepack, RejectsBadInput) {
     std::vector<uint8_t> buf(4096, 0);
     try {

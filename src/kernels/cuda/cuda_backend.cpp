@@ -67,6 +67,11 @@ CudaBackend::CudaBackend(int device, CudaKernels kernels)
     size_t free_bytes = 0, total_bytes = 0;
     if (read && mode != "0" && mode != "1") TS_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     bf16_budget_ = !read || mode == "0" ? 0 : mode == "1" ? INT64_MAX : int64_t(total_bytes / 16);
+    const char* t = std::getenv("TESSERA_PACKED_TILES");
+    const std::string tiles = t ? t : "";
+    TS_CHECK(tiles.empty() || tiles == "0" || tiles == "1", "TESSERA_PACKED_TILES={}: expected 1 (the default) or 0",
+             tiles);
+    tiles_ = tiles != "0";
 }
 
 CudaBackend::~CudaBackend() {
@@ -160,7 +165,11 @@ size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 }  // namespace
 
 Tensor CudaBackend::place_packed(const Tensor& host, WeightUse use) {
-    const PackedHost p = with_context(fmt::format("place_weight {}", host.describe()), [&] { return repack(host); });
+    PackedHost p = with_context(fmt::format("place_weight {}", host.describe()), [&] { return repack(host); });
+    // Non-expert Int4 matrices in 16-row tiles where they fit (packed_weight.h): the decode GEMV
+    // reads two 512-byte runs a warp load instead of 16 runs of 64 bytes. The fast MoE reads
+    // row-major experts.
+    if (tiles_ && use == WeightUse::Matrix && packed_tiles_fit(p.kind, p.n, p.k, p.group)) tile_packed(p);
     // One buffer: codes, then scales, then biases, each 256-byte aligned.
     const size_t code_bytes = p.codes.size(), scale_bytes = p.scales.size() * 2, bias_bytes = p.biases.size() * 2;
     const size_t scale_at = align_up(code_bytes, 256), bias_at = align_up(scale_at + scale_bytes, 256);
@@ -177,6 +186,7 @@ Tensor CudaBackend::place_packed(const Tensor& host, WeightUse use) {
     m.codes = base;
     m.scales = reinterpret_cast<const uint16_t*>(base + scale_at);
     m.biases = bias_bytes ? reinterpret_cast<const uint16_t*>(base + bias_at) : nullptr;
+    m.tiles = p.tiles;
     packed_[b.data()] = m;
     weight_bytes_ += int64_t(b.size());
     // The prefill's cuBLAS operand, made once — not for vocabulary-sized tables (the embedding,

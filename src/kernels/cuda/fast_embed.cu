@@ -30,13 +30,14 @@ __global__ void dequant_rows_kernel(Out* __restrict__ y, int64_t ldy, PackedMatr
         for (int64_t c = threadIdx.x; c < w.k; c += kThreads) put(out + c, __int_as_float(0x7fc00000));
         return;
     }
-    const int64_t gpr = w.k / w.group;
-    const uint32_t* codes = reinterpret_cast<const uint32_t*>(w.codes + row * (int4 ? w.k / 2 : w.k));
-    const uint16_t* sc = w.scales + row * gpr;
-    const uint16_t* bi = w.biases ? w.biases + row * gpr : nullptr;
+    const PackedLayout lay = packed_layout(w);
+    const uint8_t* codes = w.codes + lay.code_row(row);
+    const uint16_t* sc = w.scales + lay.scale_row(row);
+    const uint16_t* bi = w.biases ? w.biases + lay.scale_row(row) : nullptr;
     for (int64_t wd = threadIdx.x; wd < words; wd += kThreads) {
-        const uint32_t word = codes[wd];
-        const int64_t c0 = wd * per_word, g = c0 / w.group;  // a word never straddles groups
+        // Word wd is word wd % 4 of 16-byte chunk wd / 4 (either order, packed_weight.h).
+        const uint32_t word = *reinterpret_cast<const uint32_t*>(codes + lay.chunk(wd >> 2) + 4 * (wd & 3));
+        const int64_t c0 = wd * per_word, g = lay.scale_group(c0 / w.group);  // a word never straddles groups
         const float s = half_bits(sc[g]);
         if (int4) {
             const float b = bi ? half_bits(bi[g]) : -8.f * s;

@@ -38,6 +38,8 @@ void check_args(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, c
              "gemm_packed: codes {} and scratch {} must be 16-byte aligned", static_cast<const void*>(w.codes),
              scratch);
     TS_CHECK(int4 || w.biases == nullptr, "gemm_packed: Int8 matrices have no biases");
+    TS_CHECK(!w.tiles || packed_tiles_fit(w.kind, w.n, w.k, w.group),
+             "gemm_packed: a [{}, {}] matrix of group {} cannot be in 16-row tiles", w.n, w.k, w.group);
 }
 
 }  // namespace

@@ -98,8 +98,6 @@ __global__ void __launch_bounds__(C::kThreads, 1) gemm_kernel(GemmArgs p) {
     const int64_t m0 = int64_t(blockIdx.x) * C::BM, n0 = int64_t(blockIdx.y) * C::BN;
     const int64_t T = p.T, N = p.w.n, K = p.w.k;
     const int G = p.w.group;
-    const int64_t groups = K / G;
-    const int64_t code_row = C::kInt8 ? K : K / 2;
     // This block's k-tiles [kt0, kt0 + nkt): split-K over blockIdx.z (the partial sums are added into y).
     const int KT = int((K + kBK - 1) / kBK);
     const int per_split = (KT + int(gridDim.z) - 1) / int(gridDim.z);
@@ -121,7 +119,11 @@ __global__ void __launch_bounds__(C::kThreads, 1) gemm_kernel(GemmArgs p) {
     const uint8_t* xbytes = reinterpret_cast<const uint8_t*>(p.xb);
     const int64_t a_row_bytes = C::kPaired ? 4 * K : 2 * K;
     const uint8_t* a_src = xbytes + (C::kPaired ? m0 / 2 : m0) * a_row_bytes + a_row_bytes * a_r0 + 16 * a_c;
-    const uint8_t* b_src = p.w.codes + (n0 + b_r0) * code_row + 16 * b_c;
+    // B rows in either order (packed_weight.h): a thread's rows are kBRowStep apart, a multiple
+    // of the 16-row tiles', so one step is the same number of bytes from each row to the next.
+    const PackedLayout lay = packed_layout(p.w);
+    static_assert(C::kInt8 || kBRowStep % 16 == 0, "row steps of whole 16-row tiles");
+    const uint8_t* b_src = p.w.codes + lay.code_row(n0 + b_r0) + 16 * b_c;
     constexpr int kASmemRow = C::kPaired ? 2 * kARowBytes : kARowBytes;
     const int a_dst = a_r0 * kASmemRow + (C::kPaired ? a_pair_chunk(a_r0, a_c) : a_chunk(a_r0, a_c)) * 16;
     const int b_dst = b_r0 * C::kBRowBytes + (C::kInt8 ? (b_c ^ (b_r0 & 1)) : b_c) * 16;
@@ -133,7 +135,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) gemm_kernel(GemmArgs p) {
     for (int k = 0; k < kAIters; ++k) a_rows_ok |= uint32_t(a_row0 + a_r0 + k * kARowStep < a_rows) << k;
 #pragma unroll
     for (int k = 0; k < kBIters; ++k) b_rows_ok |= uint32_t(n0 + b_r0 + k * kBRowStep < N) << k;
-    const int64_t a_step = int64_t(kARowStep) * a_row_bytes, b_step = int64_t(kBRowStep) * code_row;
+    const int64_t a_step = int64_t(kARowStep) * a_row_bytes;
+    const int64_t b_step = lay.code_row(n0 + b_r0 + kBRowStep) - lay.code_row(n0 + b_r0);
     auto load_stage = [&](int slot, int kt) {
         const uint32_t sA = smem_addr(smem + slot * C::kStageBytes);
         const uint32_t sB = sA + C::kABytes;
@@ -149,18 +152,22 @@ __global__ void __launch_bounds__(C::kThreads, 1) gemm_kernel(GemmArgs p) {
         for (int k = 0; k < kBIters; ++k) {
             const bool ok = b_col_ok && ((b_rows_ok >> k) & 1);
             cp_async16(sB + b_dst + k * kBRowStep * C::kBRowBytes,
-                       ok ? b_src + (C::kInt8 ? k0 : k0 / 2) + k * b_step : p.w.codes, ok);
+                       ok ? b_src + lay.chunk(int64_t(kt) * kBChunks) + k * b_step : p.w.codes, ok);
         }
     };
 
     // Scales (and biases) of this lane's B rows for k-tile kt, raw f16; 0 past N or K.
     const int lg_group = __ffs(G) - 1;  // G is a power of two
     const int64_t s_row0 = n0 + warp_n * C::kWarpN + g;
-    const uint16_t* s_base = p.w.scales + s_row0 * groups;
-    const uint16_t* b_base = p.w.biases ? p.w.biases + s_row0 * groups : nullptr;
+    const uint16_t* s_base = p.w.scales;
+    const uint16_t* b_base = p.w.biases;
     uint32_t s_rows_ok = 0;
+    int64_t s_row_at[NT];  // rows s_row0 + 8·nt in either order
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) s_rows_ok |= uint32_t(s_row0 + nt * 8 < N) << nt;
+    for (int nt = 0; nt < NT; ++nt) {
+        s_rows_ok |= uint32_t(s_row0 + nt * 8 < N) << nt;
+        s_row_at[nt] = lay.scale_row(s_row0 + nt * 8);
+    }
     auto load_scales = [&](int kt, uint16_t (&s)[NT][GPL], uint16_t (&b)[NT][GPL]) {
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
@@ -168,7 +175,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) gemm_kernel(GemmArgs p) {
             for (int h = 0; h < GPL; ++h) {
                 const int64_t col = int64_t(kt) * kBK + 32 * t + 16 * h;
                 const bool ok = ((s_rows_ok >> nt) & 1) && col < K;
-                const int64_t at = int64_t(nt) * 8 * groups + (col >> lg_group);
+                const int64_t at = s_row_at[nt] + lay.scale_group(col >> lg_group);
                 s[nt][h] = ok ? s_base[at] : uint16_t(0);
                 b[nt][h] = ok && b_base ? b_base[at] : uint16_t(0);
             }

@@ -24,6 +24,9 @@ void detail::check_packed(const char* op, const PackedMatrix& w) {
     TS_CHECK(w.group > 0 && w.group % chunk == 0, "{}: {} group size {} is not a multiple of {}", op,
              int4 ? "Int4" : "Int8", w.group, chunk);
     TS_CHECK(w.k % w.group == 0, "{}: K = {} is not a whole number of groups of {}", op, w.k, w.group);
+    TS_CHECK(!w.tiles || packed_tiles_fit(w.kind, w.n, w.k, w.group),
+             "{}: a {} [{}, {}] matrix of group {} cannot be in 16-row tiles (Int4, n a multiple of 16, K of 128)", op,
+             int4 ? "Int4" : "Int8", w.n, w.k, w.group);
     if (w.n == 0 || w.k == 0) return;
     TS_CHECK(w.codes && w.scales, "{}: packed [{}, {}] has null codes or scales", op, w.n, w.k);
     TS_CHECK(reinterpret_cast<uintptr_t>(w.codes) % 16 == 0, "{}: packed codes must be 16-byte aligned", op);

@@ -44,7 +44,8 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(float* __restrict__ y, i
     extern __shared__ float4 xs[];
     const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5);
     const int64_t row0 = (int64_t(blockIdx.x) * kWarps + warp) * R;
-    const int64_t nch = w.k / C, row_bytes = KIND == PackedKind::Int4 ? w.k / 2 : w.k, gpr = w.k / w.group;
+    const int64_t nch = w.k / C;
+    const PackedLayout lay = packed_layout(w);
     const int cpg = w.group / C;  // chunks per group
     const int slice4 = kslice / 4, slice_chunks = kslice / C;
 
@@ -56,9 +57,9 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(float* __restrict__ y, i
     for (int r = 0; r < R; ++r) {
         rok[r] = row0 + r < w.n;
         const int64_t row = rok[r] ? row0 + r : 0;
-        rowp[r] = w.codes + row * row_bytes;
-        scp[r] = w.scales + row * gpr;
-        bip[r] = w.biases ? w.biases + row * gpr : nullptr;
+        rowp[r] = w.codes + lay.code_row(row);
+        scp[r] = w.scales + lay.scale_row(row);
+        bip[r] = w.biases ? w.biases + lay.scale_row(row) : nullptr;
     }
     float acc[R][TMAX];
 #pragma unroll
@@ -94,9 +95,10 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(float* __restrict__ y, i
                 for (int r = 0; r < R; ++r) {
                     const int64_t ch = s0 + (st + u) * 32 + lane;
                     const bool ok = rok[r] && ch < nch;
-                    q[u][r] = ok ? load_stream(rowp[r] + ch * 16) : make_uint4(0, 0, 0, 0);
-                    sc[u][r] = ok ? half_bits(__ldg(scp[r] + ch / cpg)) : 0.f;
-                    if constexpr (kSumX) bi[u][r] = !ok ? 0.f : bip[r] ? half_bits(__ldg(bip[r] + ch / cpg)) : -8.f * sc[u][r];
+                    const int64_t gi = lay.scale_group(ch / cpg);
+                    q[u][r] = ok ? load_stream(rowp[r] + lay.chunk(ch)) : make_uint4(0, 0, 0, 0);
+                    sc[u][r] = ok ? half_bits(__ldg(scp[r] + gi)) : 0.f;
+                    if constexpr (kSumX) bi[u][r] = !ok ? 0.f : bip[r] ? half_bits(__ldg(bip[r] + gi)) : -8.f * sc[u][r];
                     else bi[u][r] = 0.f;
                 }
 #pragma unroll

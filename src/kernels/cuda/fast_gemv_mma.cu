@@ -153,7 +153,7 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? 4 : 2) gemv_mma_kernel(flo
     // Chunk and k-tile indices fit 32 bits (K ≤ 20480 here).
     const int nch = int(kInt4 ? w.k / 32 : w.k / 16);  // 16-byte chunks a row
     const int nkt = (nch + 3) / 4;
-    const int64_t row_bytes = kInt4 ? w.k / 2 : w.k, gpr = w.k / w.group;
+    const PackedLayout lay = packed_layout(w);
     const int cpg = w.group / (kInt4 ? 32 : 16);  // chunks a group
     const bool cpg_pow2 = (cpg & (cpg - 1)) == 0;
     const int lg_cpg = __ffs(cpg) - 1;
@@ -173,22 +173,22 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? 4 : 2) gemv_mma_kernel(flo
             const int64_t r = warp_row0 + 16 * mt + g + 8 * h;
             rok[mt][h] = r < w.n;
             const int64_t rr = rok[mt][h] ? r : 0;
-            rp[mt][h] = w.codes + rr * row_bytes;
-            sp[mt][h] = w.scales + rr * gpr;
-            bp[mt][h] = BIAS ? w.biases + rr * gpr : nullptr;
+            rp[mt][h] = w.codes + lay.code_row(rr);
+            sp[mt][h] = w.scales + lay.scale_row(rr);
+            bp[mt][h] = BIAS ? w.biases + lay.scale_row(rr) : nullptr;
         }
 
     auto load = [&](Tile<MT>& tl, int kt) {
         const int ch = kt * 4 + t;
         const bool cok = kt < kt1 && ch < nch;
-        const int gi = cpg_pow2 ? ch >> lg_cpg : ch / cpg;
+        const int64_t gi = lay.scale_group(cpg_pow2 ? ch >> lg_cpg : ch / cpg);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
             uint32_t s[2] = {0, 0}, b[2] = {0, 0};
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const bool ok = cok && rok[mt][h];
-                tl.q[mt][h] = ok ? load_stream(rp[mt][h] + 16 * int64_t(ch)) : make_uint4(0, 0, 0, 0);
+                tl.q[mt][h] = ok ? load_stream(rp[mt][h] + lay.chunk(ch)) : make_uint4(0, 0, 0, 0);
                 s[h] = ok ? __ldg(sp[mt][h] + gi) : 0u;
                 if constexpr (BIAS) b[h] = ok ? __ldg(bp[mt][h] + gi) : 0u;
             }
@@ -383,7 +383,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, MT == 1 ? 2 : 1)
     const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), g = lane >> 2, t = lane & 3;
     const RowGeometry<KIND> geo(w);
     const int nch = geo.nch, nkt = geo.nkt;
-    const int64_t row_bytes = geo.row_bytes, gpr = geo.gpr;
+    const PackedLayout lay = packed_layout(w);
     const int64_t row0 = int64_t(blockIdx.x) * (16 * MT);
     const int nj = warp < nkt ? (nkt - warp + kRowWarps - 1) / kRowWarps : 0;  // this warp's k-tiles
 
@@ -398,22 +398,22 @@ __global__ void __launch_bounds__(kRowWarps * 32, MT == 1 ? 2 : 1)
             const int64_t r = row0 + 16 * mt + g + 8 * h;
             rok[mt][h] = r < w.n;
             const int64_t rr = rok[mt][h] ? r : 0;
-            rp[mt][h] = w.codes + rr * row_bytes;
-            sp[mt][h] = w.scales + rr * gpr;
-            bp[mt][h] = BIAS ? w.biases + rr * gpr : nullptr;
+            rp[mt][h] = w.codes + lay.code_row(rr);
+            sp[mt][h] = w.scales + lay.scale_row(rr);
+            bp[mt][h] = BIAS ? w.biases + lay.scale_row(rr) : nullptr;
         }
     // The j-th k-tile of this warp (masked past this warp's last).
     auto load = [&](Tile<MT>& tl, int j) {
         const int kt = warp + kRowWarps * j, ch = kt * 4 + t;
         const bool cok = j < nj && ch < nch;
-        const int gi = geo.group_of(ch);
+        const int64_t gi = lay.scale_group(geo.group_of(ch));
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
             uint32_t s[2] = {0, 0}, b[2] = {0, 0};
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const bool ok = cok && rok[mt][h];
-                tl.q[mt][h] = ok ? load_stream(rp[mt][h] + 16 * int64_t(ch)) : make_uint4(0, 0, 0, 0);
+                tl.q[mt][h] = ok ? load_stream(rp[mt][h] + lay.chunk(ch)) : make_uint4(0, 0, 0, 0);
                 s[h] = ok ? __ldg(sp[mt][h] + gi) : 0u;
                 if constexpr (BIAS) b[h] = ok ? __ldg(bp[mt][h] + gi) : 0u;
             }
@@ -473,6 +473,7 @@ __global__ void __launch_bounds__(kStagedWarps * 32)
     const RowGeometry<KIND> geo(w);
     const int nch = geo.nch, nkt = geo.nkt;
     const int64_t row_bytes = geo.row_bytes, gpr = geo.gpr;
+    const PackedLayout lay = packed_layout(w);  // a 16-row slab: tiles are already row tiles
     const int64_t row0 = int64_t(blockIdx.x) * 16;
     const int rows = int(w.n - row0 < 16 ? w.n - row0 : 16);
     uint8_t* const sc_sm = slab + 16 * row_bytes;  // 16-byte aligned: row_bytes is whole chunks
@@ -499,16 +500,16 @@ __global__ void __launch_bounds__(kStagedWarps * 32)
     for (int kt = warp; kt < nkt; kt += kStagedWarps) {
         Tile<1> tl;
         const int ch = kt * 4 + t;
-        const int gi = geo.group_of(ch);
+        const int64_t gi = lay.scale_group(geo.group_of(ch));
         uint32_t s[2] = {0, 0}, b[2] = {0, 0};
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             const int r = g + 8 * h;
             const bool ok = ch < nch && r < rows;
-            tl.q[0][h] = ok ? *reinterpret_cast<const uint4*>(slab + r * row_bytes + 16 * int64_t(ch))
+            tl.q[0][h] = ok ? *reinterpret_cast<const uint4*>(slab + lay.code_row(r) + lay.chunk(ch))
                             : make_uint4(0, 0, 0, 0);
-            s[h] = ok ? sc16[r * gpr + gi] : 0u;
-            if constexpr (BIAS) b[h] = ok ? bi16[r * gpr + gi] : 0u;
+            s[h] = ok ? sc16[lay.scale_row(r) + gi] : 0u;
+            if constexpr (BIAS) b[h] = ok ? bi16[lay.scale_row(r) + gi] : 0u;
         }
         tl.sc[0] = s[0] | s[1] << 16;
         tl.bi[0] = b[0] | b[1] << 16;

@@ -56,8 +56,9 @@ __global__ void __launch_bounds__(kThreads) gemv_q8_kernel(float* __restrict__ y
     const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5);
     const int64_t row0 = (int64_t(blockIdx.x) * kWarps + warp) * R;
     if (row0 >= w.n) return;  // uniform over the warp
-    const int64_t nch = kInt4 ? w.k / 32 : w.k / 16, row_bytes = kInt4 ? w.k / 2 : w.k;
-    const int64_t gpr = w.k / w.group, ng = w.k / 32, plane = kInt4 ? w.k / 2 : w.k;
+    const int64_t nch = kInt4 ? w.k / 32 : w.k / 16;
+    const int64_t ng = w.k / 32, plane = kInt4 ? w.k / 2 : w.k;
+    const PackedLayout lay = packed_layout(w);
     const int cpg = w.group / (kInt4 ? 32 : 16);  // chunks per weight group
     const uint8_t* xb_base = xq + int64_t(T) * (w.k / 2);
 
@@ -69,9 +70,9 @@ __global__ void __launch_bounds__(kThreads) gemv_q8_kernel(float* __restrict__ y
     for (int r = 0; r < R; ++r) {
         rok[r] = row0 + r < w.n;
         const int64_t row = rok[r] ? row0 + r : row0;
-        rowp[r] = w.codes + row * row_bytes;
-        scp[r] = w.scales + row * gpr;
-        bip[r] = w.biases ? w.biases + row * gpr : nullptr;
+        rowp[r] = w.codes + lay.code_row(row);
+        scp[r] = w.scales + lay.scale_row(row);
+        bip[r] = w.biases ? w.biases + lay.scale_row(row) : nullptr;
     }
     float acc[R][TT];
 #pragma unroll
@@ -88,8 +89,8 @@ __global__ void __launch_bounds__(kThreads) gemv_q8_kernel(float* __restrict__ y
             for (int r = 0; r < R; ++r) {
                 const int64_t ch = base + u * 32 + lane;
                 const bool ok = rok[r] && ch < nch;
-                q[r][u] = ok ? load_stream(rowp[r] + ch * 16) : make_uint4(0, 0, 0, 0);
-                const int64_t gi = ch / cpg;
+                q[r][u] = ok ? load_stream(rowp[r] + lay.chunk(ch)) : make_uint4(0, 0, 0, 0);
+                const int64_t gi = lay.scale_group(ch / cpg);
                 sc[r][u] = ok ? half_bits(__ldg(scp[r] + gi)) : 0.f;
                 if constexpr (kInt4) bi[r][u] = !ok ? 0.f : bip[r] ? half_bits(__ldg(bip[r] + gi)) : -8.f * sc[r][u];
                 else bi[r][u] = 0.f;

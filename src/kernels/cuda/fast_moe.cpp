@@ -143,6 +143,8 @@ void moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, const P
             const int64_t n = i == 2 ? H : I, kk = i == 2 ? I : H;
             TS_CHECK(m.kind == PackedKind::Int4, "moe experts: expert {} {} is not Int4 (the fast MoE reads Int4 only)",
                      e, names[i]);
+            TS_CHECK(!m.tiles, "moe experts: expert {} {} is in 16-row tiles (the fast MoE reads row-major rows)", e,
+                     names[i]);
             TS_CHECK(m.n == n && m.k == kk, "moe experts: expert {} {}: expected [{}, {}] got [{}, {}]", e, names[i], n,
                      kk, m.n, m.k);
             TS_CHECK(m.group > 0 && m.group % 32 == 0 && m.k % m.group == 0,
