@@ -438,6 +438,11 @@ TEST(FastGemv, PickIsValid) {
                         EXPECT_EQ(p.mtiles, 1);
                         continue;
                     }
+                    if (p.variant == fast::GemvVariant::MmaStaged) {  // its slab fits, with biases too
+                        EXPECT_TRUE(T == 1 && kind == PackedKind::Int4 && N <= fast::kGemvRowsMaxN);
+                        EXPECT_TRUE(fast::gemv_staged_fits(K, kind, true, 32)) << K;
+                        continue;
+                    }
                     EXPECT_GT(N, fast::kGemvRowsMaxN);
                     EXPECT_TRUE(fast::gemv_mma_fits(K, kind, p.splits)) << T << " " << N << " " << K;
                     EXPECT_TRUE(p.mtiles == 1 || p.mtiles == 2);
@@ -448,6 +453,15 @@ TEST(FastGemv, PickIsValid) {
     EXPECT_EQ(fast::gemv_pick(1, 4096, 14336, PackedKind::Int8, 132).variant, fast::GemvVariant::Simt);
     EXPECT_EQ(fast::gemv_pick(1, 248320, 2048, PackedKind::Int4, 132).variant, fast::GemvVariant::Mma);
     EXPECT_EQ(fast::gemv_pick(1, 248320, 2048, PackedKind::Int4, 132).splits, 1);
+    // MmaStaged's corner, each edge: one token, Int4, 8192..16384 rows, K ≤ 2048.
+    using V = fast::GemvVariant;
+    EXPECT_EQ(fast::gemv_pick(1, 8192, 2048, PackedKind::Int4, 132).variant, V::MmaStaged);
+    EXPECT_EQ(fast::gemv_pick(1, 16384, 32, PackedKind::Int4, 132).variant, V::MmaStaged);
+    EXPECT_EQ(fast::gemv_pick(1, 8191, 2048, PackedKind::Int4, 132).variant, V::MmaRows);
+    EXPECT_EQ(fast::gemv_pick(1, 16385, 2048, PackedKind::Int4, 132).variant, V::Mma);
+    EXPECT_EQ(fast::gemv_pick(1, 8192, 2049, PackedKind::Int4, 132).variant, V::MmaRows);
+    EXPECT_EQ(fast::gemv_pick(2, 8192, 2048, PackedKind::Int4, 132).variant, V::MmaRows);
+    EXPECT_EQ(fast::gemv_pick(4, 8192, 2048, PackedKind::Int8, 132).variant, V::MmaRows);
 }
 
 // dequant_rows gives unpack_row_f32's values (the same scale · code + bias), for gathered ids,

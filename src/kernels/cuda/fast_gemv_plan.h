@@ -67,13 +67,19 @@ constexpr bool gemv_mma_fits(int64_t K, PackedKind kind, int splits) {
 // Mma whenever K fits (up to 20480 columns), 2 row tiles a warp, K split until about 2 blocks an
 // SM. Int8 below 4 tokens: Simt (43 us against MmaRows' 46 and Mma's 66 at 4096x14336, 203
 // against 386 / 359 at lm_head, T = 1; the tensor-core variants are flat in T, Simt grows ~9 us a
-// token there).
+// token there). One token, Int4, 8192+ rows of K ≤ 2048 (the flagship's q+gate | k | v and GDN
+// in-projections): MmaStaged (session 7, cold, T = 1, 16-row tiles: 12.45 against 13.22 us at
+// 8192x2048, 15.90 against 17.57 at 12352x2048; row-major 12.26 / 12.86 and 15.46 / 17.28; but
+// 9.15 against 8.70 at 4096x2048 and 11.42 against 9.89 at 2048x4096: fewer rows, MmaRows).
 constexpr int64_t kGemvRowsMaxN = 16384;
+constexpr int64_t kGemvStagedMinN = 8192, kGemvStagedMaxK = 2048;
 constexpr GemvPlan gemv_pick(int64_t T, int64_t N, int64_t K, PackedKind kind, int sms) {
     GemvPlan p;
     if (kind == PackedKind::Int8 && T <= 3) return p;  // Simt
     if (N <= kGemvRowsMaxN) {
-        p.variant = GemvVariant::MmaRows;
+        // K ≤ 2048 Int4 always fits MmaStaged's slab (18 KiB, 20 with biases).
+        const bool staged = T == 1 && kind == PackedKind::Int4 && N >= kGemvStagedMinN && K <= kGemvStagedMaxK;
+        p.variant = staged ? GemvVariant::MmaStaged : GemvVariant::MmaRows;
         return p;
     }
     int min_splits = 1;
