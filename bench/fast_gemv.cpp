@@ -72,6 +72,7 @@ struct Copy {
 std::string plan_name(const fast::GemvPlan& p) {
     if (p.variant == fast::GemvVariant::Simt) return "simt (f32)";
     if (p.variant == fast::GemvVariant::MmaStaged) return "mma staged";
+    if (p.variant == fast::GemvVariant::MmaChunks) return "mma chunks";
     if (p.variant == fast::GemvVariant::MmaRows) return "mma rows mt=" + std::to_string(p.mtiles);
     return "mma mt=" + std::to_string(p.mtiles) + " k/" + std::to_string(p.splits);
 }
@@ -145,6 +146,7 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
             plans.push_back(fast::GemvPlan{});
             for (int mt : {1, 2}) plans.push_back({fast::GemvVariant::MmaRows, mt, 1});
             if (fast::gemv_staged_fits(K, l.kind, l.biases, l.group)) plans.push_back({fast::GemvVariant::MmaStaged, 1, 1});
+            if (fast::gemv_chunks_fits(K, T, l.kind)) plans.push_back({fast::GemvVariant::MmaChunks, 1, 1});
             for (int mt : {1, 2})
                 for (int splits : {1, 2, 4, 8})
                     if (fast::gemv_mma_fits(K, l.kind, splits)) plans.push_back({fast::GemvVariant::Mma, mt, splits});
@@ -171,6 +173,7 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
             if (tiles_fit) {  // the pick (and MmaStaged where it fits) on the 16-row tiles
                 std::vector<fast::GemvPlan> tp = {pick};
                 if (fast::gemv_staged_fits(K, l.kind, l.biases, l.group)) tp.push_back({fast::GemvVariant::MmaStaged, 1, 1});
+                if (fast::gemv_chunks_fits(K, T, l.kind)) tp.push_back({fast::GemvVariant::MmaChunks, 1, 1});
                 for (const fast::GemvPlan& p : tp) {
                     const double sec = timer.median(a.warmup, a.runs, [&](int c) {
                         fast::gemv_packed_plan(p, dy.as<float>(), N, dx.as<float>(), K, T, tile_copies[size_t(c % n)].m,

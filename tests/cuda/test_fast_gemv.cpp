@@ -235,6 +235,14 @@ TEST(FastGemv, RejectsBadArguments) {
     bad = dp.m;
     bad.codes += 8;  // rows must start 16-byte aligned
     EXPECT_THROW(fast::gemv_packed(yd.as<float>(), 4, xd.as<float>(), 64, 1, bad, s.get()), Error);
+    bad = dp.m;
+    bad.tiles = true;  // 4 rows, 64 columns: not whole 16-row tiles
+    EXPECT_THROW(fast::gemv_packed(yd.as<float>(), 4, xd.as<float>(), 64, 1, bad, s.get()), Error);
+    const fast::GemvPlan chunks{fast::GemvVariant::MmaChunks, 1, 1};  // 1..2 tokens, Int4 only
+    EXPECT_THROW(fast::gemv_packed_plan(chunks, yd.as<float>(), 4, xd.as<float>(), 64, 3, dp.m, s.get()), Error);
+    Gguf g8 = make_gguf(DType::Q8_0, 4, 64, 4);
+    DevicePacked dp8 = upload(repack(g8.host()));
+    EXPECT_THROW(fast::gemv_packed_plan(chunks, yd.as<float>(), 4, xd.as<float>(), 64, 1, dp8.m, s.get()), Error);
 }
 
 // ---- every variant of the GEMV (fast::gemv_packed_plan) on synthetic packed matrices
@@ -325,6 +333,7 @@ std::vector<float> round_bf16(std::vector<float> v) {
 std::string plan_name(const fast::GemvPlan& p) {
     if (p.variant == fast::GemvVariant::Simt) return "simt";
     if (p.variant == fast::GemvVariant::MmaStaged) return "mma staged";
+    if (p.variant == fast::GemvVariant::MmaChunks) return "mma chunks";
     if (p.variant == fast::GemvVariant::MmaRows) return "mma rows mt=" + std::to_string(p.mtiles);
     return "mma mt=" + std::to_string(p.mtiles) + " splits=" + std::to_string(p.splits);
 }
@@ -381,6 +390,7 @@ TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
             std::vector<fast::GemvPlan> plans = {fast::GemvPlan{}, fast::gemv_pick(sh.T, sh.N, sh.K, l.kind, sms)};
             if (fast::gemv_staged_fits(sh.K, l.kind, l.biases, l.group))
                 plans.push_back({fast::GemvVariant::MmaStaged, 1, 1});
+            if (fast::gemv_chunks_fits(sh.K, sh.T, l.kind)) plans.push_back({fast::GemvVariant::MmaChunks, 1, 1});
             for (int mt : {1, 2}) {
                 plans.push_back({fast::GemvVariant::MmaRows, mt, 1});
                 for (int splits : {1, 3, 8, 6})

@@ -126,16 +126,21 @@ namespace {
 // fast-vs-reference tolerance, so it stays opt-in until it is both faster and closer.
 // TESSERA_GEMV: f32 (the default: x exact or rounded to bf16 by the pick), int8 (x rounded to
 // int8, dp4a), staged (MmaStaged where the pick is MmaRows with one row tile and the slab fits:
-// an A/B override, not picked — session 6, H200: 12.3 against 12.8 us at 8192x2048, 9.1 against
-// 8.3 at 4096x2048).
-enum class GemvMode { F32, Int8, Staged };
+// an A/B override — session 6, H200: 12.3 against 12.8 us at 8192x2048, 9.1 against 8.3 at
+// 4096x2048; since session 7 the pick itself takes it for one token on the wide in-projections),
+// chunks (MmaChunks wherever it takes the shape: Int4, 1–2 tokens; written in session 7, not yet
+// measured).
+enum class GemvMode { F32, Int8, Staged, Chunks };
 GemvMode gemv_mode() {
     static const GemvMode m = [] {
         const char* v = std::getenv("TESSERA_GEMV");
         const std::string s = v ? v : "";
-        TS_CHECK(s.empty() || s == "f32" || s == "int8" || s == "staged",
-                 "TESSERA_GEMV={}: expected f32 (the default), int8 or staged", s);
-        return s == "int8" ? GemvMode::Int8 : s == "staged" ? GemvMode::Staged : GemvMode::F32;
+        TS_CHECK(s.empty() || s == "f32" || s == "int8" || s == "staged" || s == "chunks",
+                 "TESSERA_GEMV={}: expected f32 (the default), int8, staged or chunks", s);
+        return s == "int8"     ? GemvMode::Int8
+               : s == "staged" ? GemvMode::Staged
+               : s == "chunks" ? GemvMode::Chunks
+                               : GemvMode::F32;
     }();
     return m;
 }
@@ -183,6 +188,12 @@ void CudaBackend::matmul_packed(const Tensor& y, const Tensor& x, const PackedMa
             if (gemv_mode() == GemvMode::Int8) {  // x rounded to int8 per 32 columns, dp4a (fast_gemv_q8.h)
                 void* sc = scratch(4, fast::gemv_q8_scratch(X.rows, w.k));
                 return fast::gemv_q8(Y.p, Y.ld, X.p, X.ld, X.rows, w, sc, stream_.get());
+            }
+            if (gemv_mode() == GemvMode::Chunks) {  // MmaChunks wherever it takes the shape (fast_gemv_chunks.cu)
+                fast::GemvPlan p = fast::gemv_pick(X.rows, w.n, w.k, w.kind, fast::gemv_sm_count());
+                if (p.variant != fast::GemvVariant::Mma && fast::gemv_chunks_fits(w.k, X.rows, w.kind))
+                    p = {fast::GemvVariant::MmaChunks, 1, 1};
+                return fast::gemv_packed_plan(p, Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
             }
             if (gemv_mode() == GemvMode::Staged) {
                 fast::GemvPlan p = fast::gemv_pick(X.rows, w.n, w.k, w.kind, fast::gemv_sm_count());

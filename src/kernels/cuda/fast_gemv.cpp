@@ -53,6 +53,14 @@ void gemv_packed_plan(const GemvPlan& plan, float* y, int64_t ldy, const float* 
         TS_CUDA_CHECK(detail::launch_gemv_simt(y, ldy, x, ldx, T, w, stream));
         return;
     }
+    if (plan.variant == GemvVariant::MmaChunks) {
+        TS_CHECK(gemv_chunks_fits(w.k, T, w.kind),
+                 "gemv_packed: MmaChunks takes Int4 and 1..{} tokens with its x in {} bytes of shared memory (got {} "
+                 "tokens, K = {}: {} bytes)",
+                 kGemvChunksMaxTokens, kGemvChunksMaxSmem, T, w.k, gemv_chunks_smem(w.k, T));
+        TS_CUDA_CHECK(detail::launch_gemv_chunks(y, ldy, x, ldx, T, w, stream));
+        return;
+    }
     TS_CHECK(plan.variant == GemvVariant::Mma || plan.variant == GemvVariant::MmaRows ||
                  plan.variant == GemvVariant::MmaStaged,
              "gemv_packed: unknown variant {}", int(plan.variant));

@@ -8,6 +8,10 @@
 //   MmaStaged: MmaRows' math on one row tile, split-K over 4 warps, the block's whole weight
 //         slab copied into shared memory by cp.async first (all of it in flight at once, no
 //         registers held for it); K up to what kGemvStagedMaxSmem holds.
+//   MmaChunks: fast_gemv_chunks.cu — Int4, T ≤ 2: the mma's columns are (token, scale group), so
+//         no transpose and no shuffles (8 mma a k-tile); x staged once a block in shared memory as
+//         the B registers. Not picked yet (TESSERA_GEMV=chunks), written in session 7 after its
+//         last device call.
 #pragma once
 #include <cstdint>
 
@@ -17,7 +21,7 @@
 
 namespace tessera::cuda::fast {
 
-enum class GemvVariant : uint8_t { Simt, Mma, MmaRows, MmaStaged };
+enum class GemvVariant : uint8_t { Simt, Mma, MmaRows, MmaStaged, MmaChunks };
 
 struct GemvPlan {
     GemvVariant variant = GemvVariant::Simt;
@@ -51,6 +55,18 @@ constexpr int64_t gemv_staged_smem(int64_t K, PackedKind kind, bool biases, int6
 }
 constexpr bool gemv_staged_fits(int64_t K, PackedKind kind, bool biases, int64_t group) {
     return gemv_staged_smem(K, kind, biases, group) <= kGemvStagedMaxSmem;
+}
+
+// MmaChunks: warps a block (on one 16-row tile), tokens, and its shared memory — per k-tile and
+// token 16 uint4 of x fragments and 4 f32 sums, plus one zero uint4 (K = 14336, T = 2: 60 KiB).
+constexpr int kGemvChunksWarps = 8;
+constexpr int64_t kGemvChunksMaxTokens = 2;
+constexpr int64_t kGemvChunksMaxSmem = 100 * 1024;
+constexpr int64_t gemv_chunks_smem(int64_t K, int64_t T) {
+    return ((K / 32 + 3) / 4) * T * (16 * 16 + 4 * 4) + 16;
+}
+constexpr bool gemv_chunks_fits(int64_t K, int64_t T, PackedKind kind) {
+    return kind == PackedKind::Int4 && T >= 1 && T <= kGemvChunksMaxTokens && gemv_chunks_smem(K, T) <= kGemvChunksMaxSmem;
 }
 
 // Whether Mma with `splits` blocks along K fits its shared-memory budget.
@@ -110,11 +126,13 @@ cudaError_t launch_gemv_simt(float* y, int64_t ldy, const float* x, int64_t ldx,
                              cudaStream_t stream);
 cudaError_t launch_gemv_mma(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                             const PackedMatrix& w, cudaStream_t stream);
+cudaError_t launch_gemv_chunks(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
+                               cudaStream_t stream);
 // Blocks of `plan`'s kernel resident on the device at once (occupancy query; -1 for Simt or on
 // failure), and the blocks it launches for w — the bench's diagnosis.
 int gemv_resident_blocks(const GemvPlan& plan, const PackedMatrix& w);
 constexpr int64_t gemv_grid_blocks(const GemvPlan& plan, int64_t N) {
-    if (plan.variant == GemvVariant::MmaStaged) return (N + 15) / 16;
+    if (plan.variant == GemvVariant::MmaStaged || plan.variant == GemvVariant::MmaChunks) return (N + 15) / 16;
     const int64_t rows = int64_t(16) * plan.mtiles * (plan.variant == GemvVariant::MmaRows ? 1 : kGemvMmaWarps);
     return (N + rows - 1) / rows * (plan.variant == GemvVariant::Mma ? plan.splits : 1);
 }
