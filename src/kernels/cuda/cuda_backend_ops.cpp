@@ -128,8 +128,10 @@ namespace {
 // int8, dp4a), staged (MmaStaged where the pick is MmaRows with one row tile and the slab fits:
 // an A/B override — session 6, H200: 12.3 against 12.8 us at 8192x2048, 9.1 against 8.3 at
 // 4096x2048; since session 7 the pick itself takes it for one token on the wide in-projections),
-// chunks (MmaChunks wherever it takes the shape: Int4, 1–2 tokens; written in session 7, not yet
-// measured).
+// chunks (MmaChunks where the pick is MmaRows and it takes the shape: Int4, 1–2 tokens — session
+// 7, H200, T = 1, 16-row tiles: 24.5 against 27.1 us at 4096x14336, 8.5 against 10.0 at
+// 2048x4096; slower than MmaStaged on the wide in-projections, not yet measured end to end where
+// it replaces only MmaRows).
 enum class GemvMode { F32, Int8, Staged, Chunks };
 GemvMode gemv_mode() {
     static const GemvMode m = [] {
@@ -189,9 +191,9 @@ void CudaBackend::matmul_packed(const Tensor& y, const Tensor& x, const PackedMa
                 void* sc = scratch(4, fast::gemv_q8_scratch(X.rows, w.k));
                 return fast::gemv_q8(Y.p, Y.ld, X.p, X.ld, X.rows, w, sc, stream_.get());
             }
-            if (gemv_mode() == GemvMode::Chunks) {  // MmaChunks wherever it takes the shape (fast_gemv_chunks.cu)
+            if (gemv_mode() == GemvMode::Chunks) {  // MmaChunks where the pick is MmaRows (fast_gemv_chunks.cu)
                 fast::GemvPlan p = fast::gemv_pick(X.rows, w.n, w.k, w.kind, fast::gemv_sm_count());
-                if (p.variant != fast::GemvVariant::Mma && fast::gemv_chunks_fits(w.k, X.rows, w.kind))
+                if (p.variant == fast::GemvVariant::MmaRows && fast::gemv_chunks_fits(w.k, X.rows, w.kind))
                     p = {fast::GemvVariant::MmaChunks, 1, 1};
                 return fast::gemv_packed_plan(p, Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
             }
