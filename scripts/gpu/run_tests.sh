@@ -37,7 +37,7 @@ fi
 echo "== ctest -L cuda $*"
 ctest --preset cuda --output-on-failure --no-tests=error "$@" 2>&1 | tee "$LOGS/ctest.log"
 rc=${PIPESTATUS[0]}
-# The gtest output itself (device line, skips) for the record, when the whole suite ran (with a
-# filter it would run everything again).
-[ $# -eq 0 ] && [ -x build/cuda/test_cuda ] && build/cuda/test_cuda >"$LOGS/test_cuda.txt" 2>&1
+# The gtest output itself (device line, skips) for the record, on request: it runs the whole
+# suite a second time (~150 s of device time since session 7), so TESSERA_GPU_TEST_LOG=1 only.
+[ "${TESSERA_GPU_TEST_LOG:-0}" = 1 ] && [ -x build/cuda/test_cuda ] && build/cuda/test_cuda >"$LOGS/test_cuda.txt" 2>&1
 exit "$rc"
