@@ -1,5 +1,6 @@
 // Device helpers shared by the kernel pack's .cu files: streamed 128-bit weight loads, f16 bits,
-// exact code decoding, warp reductions. Header-only, device code only.
+// exact code decoding, warp reductions, the decode GEMVs' register pipeline. Header-only, device
+// code only.
 #pragma once
 #include <cuda_fp16.h>
 
@@ -53,6 +54,26 @@ __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
+}
+
+// A warp's nj k-tiles through registers in two batches of U, one loading while the other is
+// computed, swapping roles without register copies (the row-tile decode GEMVs). cur holds tiles
+// 0 … U − 1 already (loaded by the caller, before its pdl::wait); load(tile, j) must mask j ≥ nj,
+// compute(tile, j) runs for j < nj only.
+template <int U, typename Tile, typename Load, typename Compute>
+__device__ __forceinline__ void ping_pong_tiles(int nj, Tile (&cur)[U], Tile (&nxt)[U], Load&& load,
+                                                Compute&& compute) {
+    auto step = [&](Tile(&ld)[U], int jl, Tile(&cp)[U], int jc) {
+#pragma unroll
+        for (int u = 0; u < U; ++u) load(ld[u], jl + u);
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+            if (jc + u < nj) compute(cp[u], jc + u);
+    };
+    for (int j = 0; j < nj; j += 2 * U) {
+        step(nxt, j + U, cur, j);
+        if (j + U < nj) step(cur, j + 2 * U, nxt, j + U);
+    }
 }
 
 }  // namespace tessera::cuda::fast::dev

@@ -174,17 +174,7 @@ __global__ void __launch_bounds__(kThreads, 2)
             acc[h] = fmaf(s1, d[2 * h + 1], fmaf(e1, S1, acc[h]));
         }
     };
-    auto step = [&](Tile(&ld)[kU], int jl, Tile(&cp)[kU], int jc) {
-#pragma unroll
-        for (int u = 0; u < kU; ++u) load(ld[u], jl + u);
-#pragma unroll
-        for (int u = 0; u < kU; ++u)
-            if (jc + u < nj) compute(cp[u], jc + u);
-    };
-    for (int j = 0; j < nj; j += 2 * kU) {
-        step(nxt, j + kU, cur, j);
-        if (j + kU < nj) step(cur, j + 2 * kU, nxt, j + kU);
-    }
+    ping_pong_tiles(nj, cur, nxt, load, compute);
 
     // Lanes t and t ^ 1 hold the two chunk pairs of one token: add them, then the warps in order.
 #pragma unroll

@@ -440,17 +440,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, MT == 1 ? 2 : 1)
         x_fragments<KIND>(b, x, ldx, T, warp + kRowWarps * j, nch, g, t, x_aligned);
         tile_math<KIND, MT, BIAS>(tl, b, acc, lane);
     };
-    auto step = [&](Tile<MT>(&ld)[U], int jl, Tile<MT>(&cp)[U], int jc) {
-#pragma unroll
-        for (int u = 0; u < U; ++u) load(ld[u], jl + u);
-#pragma unroll
-        for (int u = 0; u < U; ++u)
-            if (jc + u < nj) compute(cp[u], jc + u);
-    };
-    for (int j = 0; j < nj; j += 2 * U) {
-        step(nxt, j + U, cur, j);
-        if (j + U < nj) step(cur, j + 2 * U, nxt, j + U);
-    }
+    ping_pong_tiles(nj, cur, nxt, load, compute);
 
     sum_warps_store<kRowWarps, MT>(y, ldy, red, acc, row0, T, w.n, lane, warp);
 }
