@@ -4,6 +4,9 @@
 // (fast_attention.h). Prompts of 1K / 8K / 32K tokens from position 0, and a 2048-token chunk
 // continuing 8K / 30K cached tokens. TFLOP/s over the causal pairs (bench/shapes.h
 // attention_cost: 4·heads·D per pair) next to ~800 TFLOP/s of f16 mma and the 450 target.
+// Decode steps (B sequences of one new token each, 4K / 32K context): the flash-decoding kernels
+// (Simt, Mma at the backend's split count and at half / twice it) in µs and TB/s of K/V read
+// (bench/shapes.h attention_cost) next to the H200's 4.8 TB/s.
 //   bench_fast_attention [--runs 20] [--warmup 3] [--filter TEXT] [--old]  (--old: also time
 //   fast::attention, slow at 32K)
 #include <cuda_runtime_api.h>
@@ -16,6 +19,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/half.h"
@@ -48,7 +52,8 @@ DeviceBuffer upload(const void* p, size_t bytes) {
     return b;
 }
 
-// T new tokens of one sequence ending at position kv_len: caches, plan, q and out on the device.
+// B sequences (T new tokens in all, T / B each) ending at position kv_len: caches, plan, q and out
+// on the device.
 struct Case {
     DeviceBuffer k, v, q, out, q_start, kv_len, table, scratch;
     ref::PagedCache kc, vc;
@@ -56,8 +61,8 @@ struct Case {
     int splits = 1;
 };
 
-void make_case(Case& c, int64_t T, int64_t kv_len) {
-    const int64_t n_blocks = (kv_len + kBlock - 1) / kBlock, elems = n_blocks * kBlock * Hkv * D;
+void make_case(Case& c, int64_t T, int64_t kv_len, int64_t B = 1) {
+    const int64_t per_seq = (kv_len + kBlock - 1) / kBlock, n_blocks = B * per_seq, elems = n_blocks * kBlock * Hkv * D;
     std::vector<uint16_t> h(size_t(std::min<int64_t>(elems, 1 << 22)));
     std::mt19937 rng(7);
     std::uniform_real_distribution<float> u(-1.f, 1.f);
@@ -76,9 +81,10 @@ void make_case(Case& c, int64_t T, int64_t kv_len) {
     std::vector<int32_t> table(static_cast<size_t>(n_blocks));
     std::iota(table.begin(), table.end(), 0);
     std::shuffle(table.begin(), table.end(), rng);
-    const std::vector<int32_t> qs = {0, int32_t(T)}, len = {int32_t(kv_len)};
-    c.q_start = upload(qs.data(), 8);
-    c.kv_len = upload(len.data(), 4);
+    std::vector<int32_t> qs(size_t(B) + 1), len(size_t(B), static_cast<int32_t>(kv_len));
+    for (int64_t b = 0; b <= B; ++b) qs[size_t(b)] = int32_t(b * (T / B));
+    c.q_start = upload(qs.data(), qs.size() * 4);
+    c.kv_len = upload(len.data(), len.size() * 4);
     c.table = upload(table.data(), table.size() * 4);
     c.kc.data = c.k.data();
     c.kc.f16 = true;
@@ -91,7 +97,7 @@ void make_case(Case& c, int64_t T, int64_t kv_len) {
     c.kc.block_stride = kBlock * Hkv * D;
     c.vc = c.kc;
     c.vc.data = c.v.data();
-    c.plan = {1, c.q_start.as<int32_t>(), c.kv_len.as<int32_t>(), c.table.as<int32_t>(), int(n_blocks), int(kBlock)};
+    c.plan = {int(B), c.q_start.as<int32_t>(), c.kv_len.as<int32_t>(), c.table.as<int32_t>(), int(per_seq), int(kBlock)};
     c.splits = fast::attention_splits(T, Hkv, n_blocks * kBlock);
     c.scratch = DeviceBuffer(std::max<size_t>(fast::attention_scratch(T, H, D, c.splits), 16));
 }
@@ -127,6 +133,33 @@ void bench_case(const Args& a, Stream& stream, bench::CudaTimer& timer, const st
     }
 }
 
+// B decoding sequences at context kv_len: Simt and Mma, Mma also at half and twice its split count.
+void bench_decode(const Args& a, Stream& stream, bench::CudaTimer& timer, int64_t B, int64_t kv_len) {
+    const std::string name = "decode " + std::to_string(B) + " x " + std::to_string(kv_len / 1024) + "K";
+    if (!a.filter.empty() && name.find(a.filter) == std::string::npos) return;
+    Case c;
+    make_case(c, B, kv_len, B);
+    const double bytes = double(B) * bench::attention_cost(H, Hkv, D, 1, kv_len, 2.0).bytes;
+    const float scale = 1.f / std::sqrt(float(D));
+    const int64_t max_ctx = int64_t(c.plan.max_blocks) * kBlock;
+    const int simt = fast::attention_splits(B, Hkv, max_ctx, fast::AttnKernel::Simt);
+    const int mma = fast::attention_splits(B, Hkv, max_ctx, fast::AttnKernel::Mma);
+    const std::tuple<const char*, fast::AttnKernel, int> runs[] = {
+        {"simt", fast::AttnKernel::Simt, simt},
+        {"mma (default)", fast::AttnKernel::Mma, mma},
+        {"mma, half the splits", fast::AttnKernel::Mma, std::max(1, mma / 2)},
+        {"mma, twice the splits", fast::AttnKernel::Mma, std::min(int(fast::kAttnMaxSplits), 2 * mma)}};
+    for (auto [label, kernel, splits] : runs) {
+        DeviceBuffer scratch(std::max<size_t>(fast::attention_scratch(B, H, D, splits), 16));
+        const double sec = timer.median(a.warmup, a.runs, [&] {
+            fast::attention(c.out.as<float>(), H * D, D, c.q.as<float>(), H * D, D, B, H, c.kc, c.vc, c.plan, scale,
+                            splits, scratch.data(), stream, kernel);
+        });
+        std::printf("| %-26s | %-22s | %6d | %6lld | %10.2f | %7.2f | %5.1f%% | TB/s, %% of 4.8 |\n", name.c_str(), label,
+                    splits, (long long)kv_len, sec * 1e6, bytes / sec * 1e-12, 100 * bytes / sec / 4.8e12);
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -147,6 +180,11 @@ int main(int argc, char** argv) {
         bench_case(a, stream, timer, "prefill 32K", 32768, 32768);
         bench_case(a, stream, timer, "chunk 2K after 8K", 2048, 8192 + 2048);
         bench_case(a, stream, timer, "chunk 2K after 30K", 2048, 30720 + 2048);
+        std::printf("\n| %-26s | %-22s | %6s | %6s | %10s | %7s | %6s |\n", "case", "kernel", "splits", "ctx",
+                    "median us", "TB/s", "% bw");
+        for (int64_t B : {1, 8, 64})
+            for (int64_t ctx : {4096, 32768})
+                if (B * ctx <= 8 * 32768) bench_decode(a, stream, timer, B, ctx);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "bench_fast_attention: %s\n", e.what());
         return 1;

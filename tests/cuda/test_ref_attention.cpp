@@ -4,6 +4,8 @@
 // caches, shuffled block tables, strided q (gated layout) and padded out rows. Tolerance
 // max |Δ| <= 1e-4 · max(1, |ref|): both sides are f32 softmax-weighted sums; they differ only in
 // summation order (the GPU's online softmax rescales as it goes, the CPU sums in two passes).
+// The fast kernels (fast_attention.h) on the same batches: Simt to the same tolerance, Mma (q·scale
+// and p rounded to f16 for the tensor cores) to 2e-3 · max(1, |ref|), as the prefill flash kernel.
 // Without a GPU the device tests skip; the argument checks run everywhere.
 #include <gtest/gtest.h>
 
@@ -61,6 +63,7 @@ struct Batch {
 struct Kernel {
     bool fast = false;
     int splits = 0;
+    fast::AttnKernel kind = fast::AttnKernel::Simt;
 };
 
 // Runs one batch through the CPU backend and a CUDA kernel on identical random inputs and
@@ -145,10 +148,11 @@ void check_batch(const Config& c, const Batch& b, uint32_t seed, Kernel kernel =
                        scale, stream);
     } else {
         const int splits = kernel.splits ? kernel.splits
-                                         : fast::attention_splits(T, c.n_kv, int64_t(max_blocks) * c.block_size);
+                                         : fast::attention_splits(T, c.n_kv, int64_t(max_blocks) * c.block_size,
+                                                                  kernel.kind);
         DeviceBuffer part(std::max<size_t>(fast::attention_scratch(T, c.n_head, c.D, splits), 16));
         fast::attention(d_out.as<float>(), out_ts, out_hs, d_q.as<float>(), q_ts, q_hs, T, c.n_head, pk, pv, dplan,
-                        scale, splits, part.data(), stream);
+                        scale, splits, part.data(), stream, kernel.kind);
         stream.synchronize();
     }
     stream.synchronize();
@@ -157,7 +161,7 @@ void check_batch(const Config& c, const Batch& b, uint32_t seed, Kernel kernel =
     float ref_max = 1.f;
     for (float x : out_cpu)
         if (x != kPad) ref_max = std::max(ref_max, std::fabs(x));
-    const double tol = 1e-4 * ref_max;
+    const double tol = (kernel.fast && kernel.kind == fast::AttnKernel::Mma ? 2e-3 : 1e-4) * ref_max;
     double worst = 0;
     int bad = 0;
     for (size_t i = 0; i < out_cpu.size(); ++i) {
@@ -340,4 +344,109 @@ TEST(CudaFastAttention, Supported) {
     EXPECT_EQ(fast::attention_splits(1, 2, 32768), 256);
     EXPECT_EQ(fast::attention_splits(1, 1, 1 << 20), int(fast::kAttnMaxSplits));
     EXPECT_EQ(fast::attention_splits(64, 2, 32768), 5);  // 64 decoding sequences
+
+    using fast::AttnKernel;
+    EXPECT_TRUE(fast::attention_supported(16, 2, 256, 256, AttnKernel::Mma, true));
+    EXPECT_TRUE(fast::attention_supported(32, 2, 128, 128, AttnKernel::Mma, true));   // 16 heads per kv head
+    EXPECT_FALSE(fast::attention_supported(34, 2, 128, 128, AttnKernel::Mma, true));  // 17
+    EXPECT_FALSE(fast::attention_supported(16, 2, 256, 256, AttnKernel::Mma, false)); // f32 cache
+    EXPECT_FALSE(fast::attention_supported(8, 8, 32, 32, AttnKernel::Mma, true));    // D 32: Simt only
+    EXPECT_FALSE(fast::attention_supported(8, 8, 128, 64, AttnKernel::Mma, true));
+    EXPECT_FALSE(fast::attention_supported(7, 2, 128, 128, AttnKernel::Mma, true));   // not a multiple
+    EXPECT_EQ(fast::attention_splits(1, 2, 64, AttnKernel::Mma), 1);     // one 64-key tile is not split
+    EXPECT_EQ(fast::attention_splits(1, 2, 65, AttnKernel::Mma), 2);
+    EXPECT_EQ(fast::attention_splits(1, 2, 4096, AttnKernel::Mma), 64);  // a tile a split at most
+    EXPECT_EQ(fast::attention_splits(1, 2, 32768, AttnKernel::Mma), 66); // a block an SM
+    EXPECT_EQ(fast::attention_splits(1, 1, 1 << 20, AttnKernel::Mma), 132);
+    EXPECT_EQ(fast::attention_splits(66, 2, 32768, AttnKernel::Mma), 1);
+    EXPECT_EQ(fast::attention_splits(8, 2, 32768, AttnKernel::Mma), 9);
+}
+
+// ---- the tensor-core kernel (AttnKernel::Mma) on the same batches, against the CPU
+
+namespace {
+std::vector<Config> mma_configs() {
+    std::vector<Config> v;
+    for (int64_t D : {64, 128, 256})
+        for (auto [nh, nkv] : {std::pair<int64_t, int64_t>{16, 2}, {4, 4}, {6, 2}, {32, 2}, {12, 1}})
+            for (int64_t bs : {16, 1}) v.push_back({nh, nkv, D, bs, true});
+    return v;
+}
+constexpr Kernel kMma{true, 0, fast::AttnKernel::Mma};
+Kernel mma_splits(int splits) { return {true, splits, fast::AttnKernel::Mma}; }
+}  // namespace
+
+// 1 token, lengths around a 64-key tile and a 16-key warp slice, several sequences mixing decodes
+// and short prefills (each token its own causal context), an empty sequence.
+TEST(CudaFastAttentionMma, DecodeAndPrefill) {
+    REQUIRE_CUDA();
+    for (const Config& c : mma_configs()) {
+        SCOPED_TRACE(describe(c));
+        check_batch(c, {{1}, {1}}, 1, kMma);
+        check_batch(c, {{1}, {300}}, 2, kMma);
+        for (int32_t n : {1, 15, 17, 63, 64, 65, 129}) check_batch(c, {{1}, {n}}, uint32_t(n), kMma);
+        for (int32_t n : {1, 63, 64, 65}) check_batch(c, {{n}, {n + 40}}, uint32_t(100 + n), kMma);
+        check_batch(c, {{1, 1, 0, 65, 1, 65, 1}, {1, 17, 40, 195, 300, 65, 64}}, 11, kMma);
+    }
+}
+
+// Contexts split into 1, 2, 3, 24 and 255 parts (more splits than tiles: empty splits) and the
+// backend's own count; splits cut from each token's own context.
+TEST(CudaFastAttentionMma, ContextSplits) {
+    REQUIRE_CUDA();
+    for (const Config& c : {Config{16, 2, 256, 16, true}, Config{8, 8, 128, 16, true}, Config{32, 2, 64, 1, true}})
+        for (int splits : {1, 2, 3, 24, 255, 0}) {
+            SCOPED_TRACE(describe(c) + " splits " + std::to_string(splits));
+            check_batch(c, {{1, 1, 1}, {3000, 2, 700}}, 21, mma_splits(splits));
+            check_batch(c, {{17}, {2100}}, 22, mma_splits(splits));
+            check_batch(c, {{1}, {4097}}, 23, mma_splits(splits));
+        }
+}
+
+// A padding sequence (kv_len 0) between real ones gets zero rows, with and without splits.
+TEST(CudaFastAttentionMma, PaddingSequencesGiveZeros) {
+    REQUIRE_CUDA();
+    for (int splits : {1, 4}) {
+        SCOPED_TRACE("splits " + std::to_string(splits));
+        check_batch(Config{16, 2, 128, 16, true}, {{1, 1, 1}, {50, 0, 9}}, 31, mma_splits(splits));
+    }
+}
+
+// Bad plan data seen only on the device: a block outside the cache and a context longer than the
+// block table give NaN rows for their tokens; a sound sequence in the same batch is unharmed.
+TEST(CudaFastAttentionMma, BadPlanOnTheDeviceGivesNaN) {
+    REQUIRE_CUDA();
+    const int64_t n_kv = 1, n_head = 2, D = 64, bs = 4, n_blocks = 2;
+    std::vector<uint16_t> cache(size_t(n_blocks * bs * n_kv * D), f32_to_f16(0.5f));
+    std::vector<float> q(size_t(3 * n_head * D), 1.f), out(q.size(), 0.f);
+    // Sequence 0 points at block 9; sequence 1 is sound; sequence 2 claims 9 keys of a 2-block table.
+    std::vector<int32_t> q_start = {0, 1, 2, 3}, kv_len = {3, 6, 9}, table = {9, 0, 0, 1, 0, 1};
+    DeviceBuffer d_c = to_device(cache), d_q = to_device(q), d_qs = to_device(q_start), d_len = to_device(kv_len),
+                 d_tab = to_device(table), d_part(fast::attention_scratch(3, n_head, D, 3));
+    ref::PagedCache pc;
+    pc.data = d_c.data();
+    pc.f16 = true;
+    pc.n_blocks = n_blocks;
+    pc.block_size = bs;
+    pc.n_kv = n_kv;
+    pc.D = D;
+    pc.head_stride = D;
+    pc.row_stride = D;
+    pc.block_stride = bs * D;
+    const AttnPlan plan{3, d_qs.as<int32_t>(), d_len.as<int32_t>(), d_tab.as<int32_t>(), 2, int(bs)};
+    for (int splits : {1, 3}) {
+        SCOPED_TRACE("splits " + std::to_string(splits));
+        DeviceBuffer d_o = to_device(out);
+        Stream stream;
+        fast::attention(d_o.as<float>(), n_head * D, D, d_q.as<float>(), n_head * D, D, 3, n_head, pc, pc, plan, 1.f,
+                        splits, d_part.data(), stream.get(), fast::AttnKernel::Mma);
+        stream.synchronize();
+        std::vector<float> got(out.size());
+        d_o.download(got.data(), d_o.size());
+        for (int64_t i = 0; i < n_head * D; ++i) {
+            EXPECT_TRUE(std::isnan(got[size_t(i)])) << "token 0 element " << i;
+            EXPECT_FLOAT_EQ(got[size_t(n_head * D + i)], 0.5f) << "token 1 element " << i;  // v rows all 0.5
+            EXPECT_TRUE(std::isnan(got[size_t(2 * n_head * D + i)])) << "token 2 element " << i;
+        }
+    }
 }

@@ -146,6 +146,18 @@ GemvMode gemv_mode() {
     }();
     return m;
 }
+// TESSERA_DECODE_ATTENTION: mma (the default: the tensor-core flash-decoding kernel wherever it
+// takes the shapes) or simt (the f32 kernel of sessions 3–7 wherever it takes them, for A/B).
+bool decode_attention_simt() {
+    static const bool simt = [] {
+        const char* v = std::getenv("TESSERA_DECODE_ATTENTION");
+        const std::string s = v ? v : "";
+        TS_CHECK(s.empty() || s == "mma" || s == "simt", "TESSERA_DECODE_ATTENTION={}: expected mma (the default) or simt",
+                 s);
+        return s == "simt";
+    }();
+    return simt;
+}
 // TESSERA_REFERENCE_OPS: fast-mode ops kept on the reference kernels, for bisecting a
 // difference between the two paths: a comma list of matmul (packed weights unpacked to f32 and
 // multiplied with cuBLAS f32), attention, moe_route.
@@ -348,12 +360,18 @@ void CudaBackend::attention(const Tensor& out, const Tensor& q, const Tensor& k_
         fast::use_flash_attention(Q.T, plan.n_seqs) && !reference_op("attention"))
         return fast::flash_attention(O.p, O.ts, O.hs, Q.p, Q.ts, Q.hs, Q.T, Q.n, kc, vc, plan, scale,
                                      fast::flash_variant(Q.T, Q.n, kc.D), stream_.get());
-    if (kernels_ == CudaKernels::Fast && fast::attention_supported(Q.n, kc.n_kv, kc.D, vc.D) && kc.f16 == vc.f16 &&
-        !reference_op("attention")) {
-        const int splits = fast::attention_splits(Q.T, kc.n_kv, int64_t(plan.max_blocks) * plan.block_size);
-        void* sc = splits > 1 ? scratch(5, fast::attention_scratch(Q.T, Q.n, kc.D, splits)) : nullptr;
-        return fast::attention(O.p, O.ts, O.hs, Q.p, Q.ts, Q.hs, Q.T, Q.n, kc, vc, plan, scale, splits, sc,
-                               stream_.get());
+    if (kernels_ == CudaKernels::Fast && kc.f16 == vc.f16 && !reference_op("attention")) {
+        const bool f16 = kc.f16 && vc.f16;
+        const fast::AttnKernel kernel = !decode_attention_simt() && fast::attention_supported(
+                                                                        Q.n, kc.n_kv, kc.D, vc.D, fast::AttnKernel::Mma, f16)
+                                            ? fast::AttnKernel::Mma
+                                            : fast::AttnKernel::Simt;
+        if (fast::attention_supported(Q.n, kc.n_kv, kc.D, vc.D, kernel, f16)) {
+            const int splits = fast::attention_splits(Q.T, kc.n_kv, int64_t(plan.max_blocks) * plan.block_size, kernel);
+            void* sc = splits > 1 ? scratch(5, fast::attention_scratch(Q.T, Q.n, kc.D, splits)) : nullptr;
+            return fast::attention(O.p, O.ts, O.hs, Q.p, Q.ts, Q.hs, Q.T, Q.n, kc, vc, plan, scale, splits, sc,
+                                   stream_.get(), kernel);
+        }
     }
     ref::attention(O.p, O.ts, O.hs, Q.p, Q.ts, Q.hs, Q.T, Q.n, kc, vc, plan, scale, stream_.get());
 }

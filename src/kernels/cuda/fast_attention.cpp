@@ -13,14 +13,28 @@ namespace detail {
 cudaError_t launch_attention(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts, int64_t q_hs,
                              int64_t T, int64_t n_head, const ref::PagedCache& kc, const ref::PagedCache& vc,
                              const AttnPlan& plan, float scale, int splits, float* partial, cudaStream_t stream);
+cudaError_t launch_decode_attention_mma(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts,
+                                        int64_t q_hs, int64_t T, int64_t n_head, const ref::PagedCache& kc,
+                                        const ref::PagedCache& vc, const AttnPlan& plan, float scale, int splits,
+                                        float* partial, cudaStream_t stream);
 }  // namespace detail
 
-bool attention_supported(int64_t n_head, int64_t n_kv, int64_t D, int64_t Dv) {
-    return n_kv >= 1 && n_head % n_kv == 0 && n_head / n_kv <= kAttnMaxGroup && D == Dv &&
-           (D == 32 || D == 64 || D == 128 || D == 256);
+bool attention_supported(int64_t n_head, int64_t n_kv, int64_t D, int64_t Dv, AttnKernel kernel, bool f16) {
+    if (!(n_kv >= 1 && n_head >= 1 && n_head % n_kv == 0 && D == Dv)) return false;
+    if (kernel == AttnKernel::Mma) return f16 && n_head / n_kv <= kAttnMaxGroupMma && (D == 64 || D == 128 || D == 256);
+    return n_head / n_kv <= kAttnMaxGroup && (D == 32 || D == 64 || D == 128 || D == 256);
 }
 
-int attention_splits(int64_t T, int64_t n_kv, int64_t max_ctx) {
+int attention_splits(int64_t T, int64_t n_kv, int64_t max_ctx, AttnKernel kernel) {
+    if (kernel == AttnKernel::Mma) {
+        // A block holds 136 KiB of shared memory at D = 256 (one an SM) and streams its tiles two
+        // deep: about one block an SM, each split at least one 64-key tile.
+        constexpr int64_t kTargetBlocks = 132, kMinKeys = 64;
+        const int64_t have = std::max<int64_t>(T * n_kv, 1);
+        const int64_t want = (kTargetBlocks + have - 1) / have;
+        const int64_t most = std::max<int64_t>((max_ctx + kMinKeys - 1) / kMinKeys, 1);
+        return int(std::clamp<int64_t>(std::min(want, most), 1, kAttnMaxSplits));
+    }
     // A decoding sequence's context is split until there are about four blocks per SM (a block
     // holds ~41 KB of shared memory: five fit), each split at least one key tile: the blocks'
     // tile loops are latency-bound, so parallel splits beat long loops; the combine reads
@@ -39,10 +53,12 @@ size_t attention_scratch(int64_t T, int64_t n_head, int64_t D, int splits) {
 
 void attention(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts, int64_t q_hs, int64_t T,
                int64_t n_head, const ref::PagedCache& kc, const ref::PagedCache& vc, const AttnPlan& plan, float scale,
-               int splits, void* scratch, cudaStream_t stream) {
-    TS_CHECK(attention_supported(n_head, kc.n_kv, kc.D, vc.D),
-             "fast attention: {} heads over {} kv heads with D={} Dv={} (needs D = Dv in 32/64/128/256, ≤ {} "
-             "heads per kv head)", n_head, kc.n_kv, kc.D, vc.D, kAttnMaxGroup);
+               int splits, void* scratch, cudaStream_t stream, AttnKernel kernel) {
+    const bool mma = kernel == AttnKernel::Mma;
+    TS_CHECK(attention_supported(n_head, kc.n_kv, kc.D, vc.D, kernel, kc.f16 && vc.f16),
+             "fast attention ({}): {} heads over {} kv heads with D={} Dv={}, {} cache (needs D = Dv in {}, ≤ {} "
+             "heads per kv head{})", mma ? "mma" : "simt", n_head, kc.n_kv, kc.D, vc.D, kc.f16 ? "f16" : "f32",
+             mma ? "64/128/256" : "32/64/128/256", mma ? kAttnMaxGroupMma : kAttnMaxGroup, mma ? ", f16 cache" : "");
     TS_CHECK(T >= 0 && T <= std::numeric_limits<int32_t>::max() && splits >= 1 && splits <= kAttnMaxSplits,
              "fast attention: {} tokens, {} splits", T, splits);
     TS_CHECK(vc.n_kv == kc.n_kv && vc.n_blocks == kc.n_blocks && vc.block_size == kc.block_size && kc.data && vc.data,
@@ -62,8 +78,12 @@ void attention(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64
                  (kc.block_stride * es) % 16 == 0 && (kc.row_stride * es) % 16 == 0 && (kc.head_stride * es) % 16 == 0 &&
                  (vc.block_stride * es) % 16 == 0 && (vc.row_stride * es) % 16 == 0 && (vc.head_stride * es) % 16 == 0,
              "fast attention: cache rows must be 16-byte aligned");
-    TS_CUDA_CHECK(detail::launch_attention(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, splits,
-                                           static_cast<float*>(scratch), stream));
+    if (mma)
+        TS_CUDA_CHECK(detail::launch_decode_attention_mma(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan,
+                                                          scale, splits, static_cast<float*>(scratch), stream));
+    else
+        TS_CUDA_CHECK(detail::launch_attention(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale,
+                                               splits, static_cast<float*>(scratch), stream));
 }
 
 }  // namespace tessera::cuda::fast

@@ -1,6 +1,7 @@
-// Kernels of the fast paged attention (fast_attention.h): a block per (token, kv head, split)
-// scores a tile of keys for every query head of the group, folds it into a per-head online
-// softmax, and accumulates the values; a second kernel merges the splits.
+// Kernels of the fast paged attention (fast_attention.h), AttnKernel::Simt: a block per (token,
+// kv head, split) scores a tile of keys for every query head of the group, folds it into a
+// per-head online softmax, and accumulates the values; a second kernel (shared with the
+// tensor-core kernel, fast_decode_attention.cu) merges the splits.
 #include <cuda_fp16.h>
 
 #include "kernels/cuda/fast_attention.h"
@@ -8,6 +9,9 @@
 #include "kernels/cuda/ref_plan.cuh"
 
 namespace tessera::cuda::fast::detail {
+
+cudaError_t launch_attention_combine(float* out, int64_t out_ts, int64_t out_hs, const float* partial, int64_t T,
+                                     int64_t n_head, int64_t D, int splits, cudaStream_t stream);
 
 namespace {
 
@@ -223,9 +227,7 @@ cudaError_t launch(float* out, int64_t out_ts, int64_t out_hs, const float* q, i
     attention_kernel<E, DPL><<<grid, kThreads, 0, stream>>>(out, out_ts, out_hs, q, q_ts, q_hs, int(n_head), kc, vc,
                                                             plan, scale, splits, partial);
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess || splits == 1) return e;
-    combine_kernel<<<dim3(unsigned(T), unsigned(n_head)), kCombineThreads, size_t(splits) * sizeof(float), stream>>>(
-        out, out_ts, out_hs, partial, int(n_head), int(kc.D), splits);
-    return cudaGetLastError();
+    return launch_attention_combine(out, out_ts, out_hs, partial, T, n_head, kc.D, splits, stream);
 }
 
 template <typename E>
@@ -242,6 +244,13 @@ cudaError_t launch_dims(float* out, int64_t out_ts, int64_t out_hs, const float*
 }
 
 }  // namespace
+
+cudaError_t launch_attention_combine(float* out, int64_t out_ts, int64_t out_hs, const float* partial, int64_t T,
+                                     int64_t n_head, int64_t D, int splits, cudaStream_t stream) {
+    combine_kernel<<<dim3(unsigned(T), unsigned(n_head)), kCombineThreads, size_t(splits) * sizeof(float), stream>>>(
+        out, out_ts, out_hs, partial, int(n_head), int(D), splits);
+    return cudaGetLastError();
+}
 
 cudaError_t launch_attention(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts, int64_t q_hs,
                              int64_t T, int64_t n_head, const ref::PagedCache& kc, const ref::PagedCache& vc,

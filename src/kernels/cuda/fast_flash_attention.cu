@@ -2,6 +2,7 @@
 // (query tile, head), 16 query rows per warp, K/V tiles of 64 keys through swizzled shared memory.
 #include <cuda_fp16.h>
 
+#include "kernels/cuda/fast_attention_tile.cuh"
 #include "kernels/cuda/fast_flash_attention.h"
 #include "kernels/cuda/ref_plan.cuh"
 
@@ -12,58 +13,7 @@ namespace {
 constexpr int kBN = 64;  // keys per tile
 constexpr unsigned kFull = 0xffffffffu;
 
-// Tiles are [rows][D] f16 in 16-byte chunks; chunk c of row r sits at c ^ (r & 7) within its row,
-// so the 8 rows an ldmatrix (or a row of cp.async) touches fall on distinct banks.
-template <int D>
-__device__ __forceinline__ int swz(int r, int c) {
-    return r * (D / 8) + (c ^ (r & 7));
-}
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
-
-// 16 bytes global → shared; zeros when !valid (src must still be a valid address).
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;" ::"n"(N));
-}
-
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-
-// c[16×8] += a[16×16] · b[16×8], f16 operands, f32 accumulators.
-__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
-    const __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&h);
-}
-
-__device__ __forceinline__ float exp2_approx(float x) {  // 2^x; 2^-inf = 0
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
-
-// f16 range without turning a large q into inf (NaN stays NaN: the comparisons are false).
-__device__ __forceinline__ float clamp_f16(float x) { return x > 65504.f ? 65504.f : (x < -65504.f ? -65504.f : x); }
+using namespace dev;
 
 // Grid (n_head, tile slots). out/q strides in elements; scale_log2 = scale · log2(e).
 // S = 1: one K and one V buffer (K of the next tile loads during p·v, V during q·kᵀ; 3 barriers a
@@ -151,29 +101,14 @@ __global__ void __launch_bounds__(W * 32, W == 4 ? 2 : 1)
     };
     // The tile's kBN rows of cache c (head g) into dst by cp.async; unused or bad rows are zeros.
     auto load_tile = [&](uint4* dst, const ref::PagedCache& c, int kt) {
-        const __half* base = static_cast<const __half*>(c.data);
-#pragma unroll 4
-        for (int i = tid; i < kBN * CH; i += NT) {
-            const int r = i / CH, ch = i % CH;
-            const int2 e = rows_s[kt % R][r];
-            const __half* src = e.x >= 0 ? base + int64_t(e.x) * c.block_stride + int64_t(e.y) * c.row_stride +
-                                               int64_t(g) * c.head_stride + ch * 8
-                                         : base;
-            cp_async16(smem_u32(dst + swz<D>(r, ch)), src, e.x >= 0);
-        }
+        load_kv_tile<D, kBN, NT>(dst, c, rows_s[kt % R], g, tid);
     };
 
     // Q · scale · log2(e) as f16 into q_s (rows past the tile's tokens: zeros).
     for (int i = tid; i < BM * CH; i += NT) {
         const int r = i / CH, ch = i % CH;
-        uint4 v{0, 0, 0, 0};
-        if (r < rows) {
-            const float* src = q + (t0 + r) * q_ts + int64_t(h) * q_hs + ch * 8;
-            float x[8];
-#pragma unroll
-            for (int e = 0; e < 8; ++e) x[e] = clamp_f16(src[e] * scale_log2);
-            v = {pack_half2(x[0], x[1]), pack_half2(x[2], x[3]), pack_half2(x[4], x[5]), pack_half2(x[6], x[7])};
-        }
+        const uint4 v = r < rows ? q_chunk_f16(q + (t0 + r) * q_ts + int64_t(h) * q_hs + ch * 8, scale_log2)
+                                 : uint4{0, 0, 0, 0};
         q_s[swz<D>(r, ch)] = v;
     }
     resolve_rows(0);
@@ -220,13 +155,13 @@ __global__ void __launch_bounds__(W * 32, W == 4 ? 2 : 1)
 #pragma unroll
         for (int ks = 0; ks < D / 16; ++ks) {
             uint32_t a[4];
-            ldsm_x4(a, smem_u32(q_s + swz<D>(warp * 16 + (lane & 15), 2 * ks + (lane >> 4))));
+            ldsm_x4(a, smem_addr(q_s + swz<D>(warp * 16 + (lane & 15), 2 * ks + (lane >> 4))));
 #pragma unroll
             for (int nb = 0; nb < kBN / 16; ++nb) {
                 uint32_t b[4];
-                ldsm_x4(b, smem_u32(k_t + swz<D>(nb * 16 + (lane & 7) + ((lane >> 4) << 3), 2 * ks + ((lane >> 3) & 1))));
-                mma16816(sc[2 * nb], a, b[0], b[1]);
-                mma16816(sc[2 * nb + 1], a, b[2], b[3]);
+                ldsm_x4(b, smem_addr(k_t + swz<D>(nb * 16 + (lane & 7) + ((lane >> 4) << 3), 2 * ks + ((lane >> 3) & 1))));
+                mma_f16(sc[2 * nb], a, b[0], b[1]);
+                mma_f16(sc[2 * nb + 1], a, b[2], b[3]);
             }
         }
         if (kt * kBN + kBN - 1 > p_lo) {  // the tile crosses the diagonal: keys past a row's position
@@ -287,9 +222,9 @@ __global__ void __launch_bounds__(W * 32, W == 4 ? 2 : 1)
 #pragma unroll
             for (int dp = 0; dp < D / 16; ++dp) {
                 uint32_t b[4];
-                ldsm_x4_trans(b, smem_u32(v_t + swz<D>(kk * 16 + (lane & 15), 2 * dp + (lane >> 4))));
-                mma16816(o[2 * dp], pa[kk], b[0], b[1]);
-                mma16816(o[2 * dp + 1], pa[kk], b[2], b[3]);
+                ldsm_x4_trans(b, smem_addr(v_t + swz<D>(kk * 16 + (lane & 15), 2 * dp + (lane >> 4))));
+                mma_f16(o[2 * dp], pa[kk], b[0], b[1]);
+                mma_f16(o[2 * dp + 1], pa[kk], b[2], b[3]);
             }
     }
     cp_async_wait<0>();

@@ -1,0 +1,52 @@
+// Device helpers of the tensor-core attention kernels (fast_flash_attention.cu for prefill,
+// fast_decode_attention.cu for decode): K / V tiles of the paged f16 cache in swizzled shared
+// memory, and q rounded to f16. Header-only, device code only.
+#pragma once
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/fast_mma.cuh"
+#include "kernels/cuda/ref_attention.h"
+
+namespace tessera::cuda::fast::dev {
+
+// Tiles are [rows][D] f16 in 16-byte chunks; chunk c of row r sits at c ^ (r & 7) within its row,
+// so the 8 rows an ldmatrix (or a row of cp.async) touches fall on distinct banks.
+template <int D>
+__device__ __forceinline__ int swz(int r, int c) {
+    return r * (D / 8) + (c ^ (r & 7));
+}
+
+// f16 range without turning a large q into inf (NaN stays NaN: the comparisons are false).
+__device__ __forceinline__ float clamp_f16(float x) { return x > 65504.f ? 65504.f : (x < -65504.f ? -65504.f : x); }
+
+// Where a tile's key rows live: (cache block, row in block), or x = -1 for a block outside the
+// cache (bad plan data) and x = -2 for a key the tile does not use. Both read as zeros.
+// The BN rows of kv head `head` of cache c into dst ([BN][D / 8] chunks, swizzled) by cp.async,
+// spread over NT threads; rows with x < 0 are zero-filled (nothing is read for them).
+template <int D, int BN, int NT>
+__device__ __forceinline__ void load_kv_tile(uint4* dst, const ref::PagedCache& c, const int2* rows, int head,
+                                             int tid) {
+    constexpr int CH = D / 8;
+    const __half* base = static_cast<const __half*>(c.data);
+#pragma unroll 4
+    for (int i = tid; i < BN * CH; i += NT) {
+        const int r = i / CH, ch = i % CH;
+        const int2 e = rows[r];
+        const __half* src = e.x >= 0 ? base + int64_t(e.x) * c.block_stride + int64_t(e.y) * c.row_stride +
+                                           int64_t(head) * c.head_stride + ch * 8
+                                     : base;
+        cp_async16(smem_addr(dst + swz<D>(r, ch)), src, e.x >= 0);
+    }
+}
+
+// 8 floats of q (scaled) as 8 f16 in one 16-byte chunk.
+__device__ __forceinline__ uint4 q_chunk_f16(const float* src, float scale) {
+    float x[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) x[e] = clamp_f16(src[e] * scale);
+    return {pack_half2(x[0], x[1]), pack_half2(x[2], x[3]), pack_half2(x[4], x[5]), pack_half2(x[6], x[7])};
+}
+
+}  // namespace tessera::cuda::fast::dev

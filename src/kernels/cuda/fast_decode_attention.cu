@@ -1,0 +1,286 @@
+// Kernel of the tensor-core flash-decoding (fast_attention.h, AttnKernel::Mma): a block per
+// (query token, kv head, context split). The mma's 16 rows are the group's query heads (G ≤ 16,
+// zero rows past G), so one K / V tile serves every head of the group at once:
+//   s[16 heads × 16 keys] = q·kᵀ and o[16 heads × D] += p·v on mma.sync m16n8k16 (f16 operands,
+//   f32 accumulators), warp w of kW taking keys 16w … 16w + 15 of each 64-key tile with its own
+//   online softmax; the tiles stream from the paged cache by cp.async, two buffers deep.
+// At the end the warps' (m, l, o) are merged in shared memory in warp order, and the block
+// writes out (one split) or its split's partial (m, l, o) for fast_attention.cu's merge kernel.
+// A split's keys are cut from the token's own context on the device (whole tiles), so the grid
+// depends on (T, n_kv, splits) alone: no host sync, CUDA-graph safe.
+//
+// Precision as fast_flash_attention.cu: q·scale·log2(e) and p rounded to f16; s, m, l, o in f32.
+#include <cuda_fp16.h>
+
+#include "kernels/cuda/fast_attention.h"
+#include "kernels/cuda/fast_attention_tile.cuh"
+#include "kernels/cuda/ref_plan.cuh"
+
+namespace tessera::cuda::fast::detail {
+
+cudaError_t launch_attention_combine(float* out, int64_t out_ts, int64_t out_hs, const float* partial, int64_t T,
+                                     int64_t n_head, int64_t D, int splits, cudaStream_t stream);
+
+namespace {
+
+using namespace dev;
+
+constexpr unsigned kFull = 0xffffffffu;
+constexpr int kW = 4, kThreads = kW * 32;
+constexpr int kBN = 16 * kW;  // keys a tile: 16 a warp
+constexpr int kRows = 16;     // mma rows: query heads of the group, zero-padded
+constexpr float kLn2 = 0.6931471805599453f;
+
+template <int D>
+constexpr size_t smem_bytes() {
+    return size_t(kRows + 4 * kBN) * (D / 8) * 16;  // q_s | k_s [2] | v_s [2]
+}
+
+// Grid (T, n_kv, splits). scale_log2 = scale · log2(e). partial [T, n_head, splits, D + 2] =
+// (m in natural-log units, l, o[D]) per split when splits > 1.
+template <int D>
+__global__ void __launch_bounds__(kThreads)
+    decode_mma_kernel(float* __restrict__ out, int64_t out_ts, int64_t out_hs, const float* __restrict__ q,
+                      int64_t q_ts, int64_t q_hs, int n_head, ref::PagedCache kc, ref::PagedCache vc, AttnPlan plan,
+                      float scale_log2, int splits, float* __restrict__ partial) {
+    constexpr int CH = D / 8;
+    extern __shared__ __align__(128) uint4 smem[];
+    uint4* q_s = smem;                // [kRows][CH]
+    uint4* k_s = q_s + kRows * CH;    // [2][kBN][CH]
+    uint4* v_s = k_s + 2 * kBN * CH;  // [2][kBN][CH]
+    __shared__ int2 rows_s[3][kBN];
+    __shared__ float ml_s[kW][kRows][2];  // each warp's (m, l) per row
+    __shared__ float fin_s[kRows][2];     // the block's (M, L) per row
+
+    const int64_t t = blockIdx.x;
+    const int g = blockIdx.y, sp = blockIdx.z, G = n_head / int(kc.n_kv);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+
+    // Every head of the group gets m, l and o = v (out = v with one split).
+    auto write_const = [&](float m, float l, float v) {
+        for (int i = tid; i < G * D; i += kThreads) {
+            const int h = i / D, d = i - h * D, head = g * G + h;
+            if (splits == 1) {
+                out[t * out_ts + int64_t(head) * out_hs + d] = v;
+            } else {
+                float* pr = partial + ((t * n_head + head) * splits + sp) * int64_t(D + 2);
+                if (d == 0) pr[0] = m, pr[1] = l;
+                pr[2 + d] = v;
+            }
+        }
+    };
+
+    const int s = ref::find_seq(plan.q_start, plan.n_seqs, t);
+    int64_t pos = -1, len = 0;
+    bool ok = s >= 0;
+    if (ok) {
+        const int64_t n_new = int64_t(plan.q_start[s + 1]) - plan.q_start[s];
+        len = plan.kv_len[s];
+        pos = len - n_new + (t - plan.q_start[s]);
+        ok = len == 0 || (pos >= 0 && pos < len && len <= int64_t(plan.max_blocks) * kc.block_size);
+    }
+    if (!ok) return write_const(ref::quiet_nan(), ref::quiet_nan(), ref::quiet_nan());  // a bad plan row
+    if (len == 0) return write_const(-INFINITY, 0.f, 0.f);                               // a padding sequence
+    // This split's keys [lo, hi) of [0, pos]: the context in `splits` runs of whole tiles.
+    const int64_t n_keys = pos + 1;
+    const int64_t per = ((n_keys + splits - 1) / splits + kBN - 1) / kBN * kBN;
+    const int64_t lo = int64_t(sp) * per, hi = min(lo + per, n_keys);
+    if (lo >= hi) return write_const(-INFINITY, 0.f, 0.f);  // an empty split
+    const int n_kt = int((hi - lo + kBN - 1) / kBN);
+    const int32_t* table = plan.block_table + int64_t(s) * plan.max_blocks;
+    const int64_t bs = kc.block_size;
+    bool bad = false;
+
+    auto resolve_rows = [&](int kt) {  // where key lo + kt·kBN + tid lives (threads < kBN)
+        if (tid < kBN) {
+            const int64_t p = lo + int64_t(kt) * kBN + tid;
+            int2 e{-2, 0};
+            if (p < hi) {
+                const int32_t blk = table[p / bs];
+                e = {blk >= 0 && blk < kc.n_blocks ? blk : -1, int(p % bs)};
+                bad |= e.x < 0;
+            }
+            rows_s[kt % 3][tid] = e;
+        }
+    };
+    resolve_rows(0);
+    if (n_kt > 1) resolve_rows(1);
+    // The group's q · scale · log2(e) as f16 rows (rows past G: zeros).
+    for (int i = tid; i < kRows * CH; i += kThreads) {
+        const int r = i / CH, ch = i - r * CH;
+        q_s[swz<D>(r, ch)] =
+            r < G ? q_chunk_f16(q + t * q_ts + int64_t(g * G + r) * q_hs + ch * 8, scale_log2) : uint4{0, 0, 0, 0};
+    }
+    __syncthreads();
+    load_kv_tile<D, kBN, kThreads>(k_s, kc, rows_s[0], g, tid);
+    load_kv_tile<D, kBN, kThreads>(v_s, vc, rows_s[0], g, tid);
+    cp_async_commit();
+
+    // Lane (ra, quad) holds rows ra and ra + 8 (heads), keys 2·quad, 2·quad + 1 of each 8.
+    const int quad = lane & 3, ra = lane >> 2;
+    float o[D / 8][4];
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+    float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.f, l_b = 0.f;  // l: this lane's partial sums
+
+    for (int kt = 0; kt < n_kt; ++kt) {
+        cp_async_wait<0>();  // this tile's K and V have landed
+        __syncthreads();     // … for every warp, and every warp is done with the other buffers
+        if (kt + 1 < n_kt) {
+            load_kv_tile<D, kBN, kThreads>(k_s + ((kt + 1) & 1) * kBN * CH, kc, rows_s[(kt + 1) % 3], g, tid);
+            load_kv_tile<D, kBN, kThreads>(v_s + ((kt + 1) & 1) * kBN * CH, vc, rows_s[(kt + 1) % 3], g, tid);
+        }
+        cp_async_commit();
+        if (kt + 2 < n_kt) resolve_rows(kt + 2);
+        const uint4* k_t = k_s + (kt & 1) * kBN * CH;
+        const uint4* v_t = v_s + (kt & 1) * kBN * CH;
+
+        // s = q·kᵀ for the 16 rows × this warp's 16 keys (log2 units).
+        float sc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ++ks) {
+            uint32_t a[4], b[4];
+            ldsm_x4(a, smem_addr(q_s + swz<D>(lane & 15, 2 * ks + (lane >> 4))));
+            ldsm_x4(b, smem_addr(k_t + swz<D>(warp * 16 + (lane & 7) + ((lane >> 4) << 3), 2 * ks + ((lane >> 3) & 1))));
+            mma_f16(sc[0], a, b[0], b[1]);
+            mma_f16(sc[1], a, b[2], b[3]);
+        }
+        const int64_t key0 = lo + int64_t(kt) * kBN + warp * 16 + 2 * quad;
+        if (lo + int64_t(kt + 1) * kBN > hi) {  // the last tile: keys past hi are zeros, not keys
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                if (key0 + 8 * j >= hi) sc[j][0] = sc[j][2] = -INFINITY;
+                if (key0 + 8 * j + 1 >= hi) sc[j][1] = sc[j][3] = -INFINITY;
+            }
+        }
+        // Online softmax per row. A warp may have no key yet (m = −inf): it scales by 0 from 0.
+        float mx_a = fmaxf(m_a, fmaxf(fmaxf(sc[0][0], sc[0][1]), fmaxf(sc[1][0], sc[1][1])));
+        float mx_b = fmaxf(m_b, fmaxf(fmaxf(sc[0][2], sc[0][3]), fmaxf(sc[1][2], sc[1][3])));
+        mx_a = fmaxf(mx_a, __shfl_xor_sync(kFull, mx_a, 1));
+        mx_a = fmaxf(mx_a, __shfl_xor_sync(kFull, mx_a, 2));
+        mx_b = fmaxf(mx_b, __shfl_xor_sync(kFull, mx_b, 1));
+        mx_b = fmaxf(mx_b, __shfl_xor_sync(kFull, mx_b, 2));
+        const float ua = mx_a == -INFINITY ? 0.f : mx_a, ub = mx_b == -INFINITY ? 0.f : mx_b;
+        const float corr_a = exp2_approx(m_a - ua), corr_b = exp2_approx(m_b - ub);
+        m_a = mx_a;
+        m_b = mx_b;
+        uint32_t pa[4];  // p as the A operand of p·v: (row a, keys 0–7), (b, 0–7), (a, 8–15), (b, 8–15)
+        float sum_a = 0.f, sum_b = 0.f;
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            const float p0 = exp2_approx(sc[j][0] - ua), p1 = exp2_approx(sc[j][1] - ua);
+            const float p2 = exp2_approx(sc[j][2] - ub), p3 = exp2_approx(sc[j][3] - ub);
+            sum_a += p0 + p1;
+            sum_b += p2 + p3;
+            pa[2 * j] = pack_half2(p0, p1);
+            pa[2 * j + 1] = pack_half2(p2, p3);
+        }
+        l_a = l_a * corr_a + sum_a;
+        l_b = l_b * corr_b + sum_b;
+        // o = o·corr + p·v.
+#pragma unroll
+        for (int dp = 0; dp < D / 16; ++dp) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                o[2 * dp + h][0] *= corr_a;
+                o[2 * dp + h][1] *= corr_a;
+                o[2 * dp + h][2] *= corr_b;
+                o[2 * dp + h][3] *= corr_b;
+            }
+            uint32_t b[4];
+            ldsm_x4_trans(b, smem_addr(v_t + swz<D>(warp * 16 + (lane & 15), 2 * dp + (lane >> 4))));
+            mma_f16(o[2 * dp], pa, b[0], b[1]);
+            mma_f16(o[2 * dp + 1], pa, b[2], b[3]);
+        }
+    }
+    cp_async_wait<0>();
+    if (__syncthreads_or(bad)) return write_const(ref::quiet_nan(), ref::quiet_nan(), ref::quiet_nan());
+
+    // Merge the warps: M = max_w m_w, L = Σ_w l_w·2^(m_w − M), o = Σ_w o_w·2^(m_w − M), warps in order.
+    l_a += __shfl_xor_sync(kFull, l_a, 1);
+    l_a += __shfl_xor_sync(kFull, l_a, 2);
+    l_b += __shfl_xor_sync(kFull, l_b, 1);
+    l_b += __shfl_xor_sync(kFull, l_b, 2);
+    if (quad == 0) {
+        ml_s[warp][ra][0] = m_a, ml_s[warp][ra][1] = l_a;
+        ml_s[warp][ra + 8][0] = m_b, ml_s[warp][ra + 8][1] = l_b;
+    }
+    __syncthreads();  // also: every warp is done with k_s and v_s, which hold red from here on
+    auto row_max = [&](int r) {
+        float M = ml_s[0][r][0];
+#pragma unroll
+        for (int w = 1; w < kW; ++w) M = fmaxf(M, ml_s[w][r][0]);
+        return M;
+    };
+    const float M_a = row_max(ra), M_b = row_max(ra + 8);
+    const float f_a = m_a == -INFINITY ? 0.f : exp2_approx(m_a - M_a);
+    const float f_b = m_b == -INFINITY ? 0.f : exp2_approx(m_b - M_b);
+    if (tid < kRows) {
+        const float M = row_max(tid);
+        float L = 0.f;
+#pragma unroll
+        for (int w = 0; w < kW; ++w) {
+            const float m = ml_s[w][tid][0];
+            L += m == -INFINITY ? 0.f : ml_s[w][tid][1] * exp2_approx(m - M);
+        }
+        fin_s[tid][0] = M, fin_s[tid][1] = L;
+    }
+    float* red = reinterpret_cast<float*>(k_s);  // [kW][kRows][D]: fits in k_s and v_s
+    static_assert(size_t(kW) * kRows * D * 4 <= size_t(4) * kBN * CH * 16);
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+        float* ra_p = red + (warp * kRows + ra) * D + j * 8 + 2 * quad;
+        ra_p[0] = o[j][0] * f_a;
+        ra_p[1] = o[j][1] * f_a;
+        if (G > 8) {
+            ra_p[8 * D] = o[j][2] * f_b;
+            ra_p[8 * D + 1] = o[j][3] * f_b;
+        }
+    }
+    __syncthreads();
+    for (int i = tid; i < G * D; i += kThreads) {
+        const int h = i / D, d = i - h * D, head = g * G + h;
+        float acc = red[h * D + d];
+#pragma unroll
+        for (int w = 1; w < kW; ++w) acc += red[(w * kRows + h) * D + d];
+        const float M = fin_s[h][0], L = fin_s[h][1];
+        if (splits == 1) {
+            out[t * out_ts + int64_t(head) * out_hs + d] = L > 0.f ? acc / L : 0.f;
+        } else {
+            float* pr = partial + ((t * n_head + head) * splits + sp) * int64_t(D + 2);
+            if (d == 0) pr[0] = M * kLn2, pr[1] = L;
+            pr[2 + d] = acc;
+        }
+    }
+}
+
+template <int D>
+cudaError_t launch(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts, int64_t q_hs, int64_t T,
+                   int64_t n_head, const ref::PagedCache& kc, const ref::PagedCache& vc, const AttnPlan& plan,
+                   float scale, int splits, float* partial, cudaStream_t stream) {
+    static const cudaError_t attr = cudaFuncSetAttribute(
+        decode_mma_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_bytes<D>()));
+    if (attr != cudaSuccess) return attr;
+    const dim3 grid{unsigned(T), unsigned(kc.n_kv), unsigned(splits)};
+    decode_mma_kernel<D><<<grid, kThreads, smem_bytes<D>(), stream>>>(out, out_ts, out_hs, q, q_ts, q_hs, int(n_head),
+                                                                     kc, vc, plan, scale * 1.4426950408889634f, splits,
+                                                                     partial);
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess || splits == 1) return e;
+    return launch_attention_combine(out, out_ts, out_hs, partial, T, n_head, kc.D, splits, stream);
+}
+
+}  // namespace
+
+cudaError_t launch_decode_attention_mma(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts,
+                                        int64_t q_hs, int64_t T, int64_t n_head, const ref::PagedCache& kc,
+                                        const ref::PagedCache& vc, const AttnPlan& plan, float scale, int splits,
+                                        float* partial, cudaStream_t stream) {
+    switch (kc.D) {
+        case 64: return launch<64>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, splits, partial, stream);
+        case 128: return launch<128>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, splits, partial, stream);
+        case 256: return launch<256>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, splits, partial, stream);
+        default: return cudaErrorInvalidValue;
+    }
+}
+
+}  // namespace tessera::cuda::fast::detail
