@@ -65,6 +65,16 @@ void Backend::add_rms_norm(const Tensor& x, const Tensor& y, const Tensor& delta
     rms_norm(y, x, w, eps);
 }
 
+void Backend::qk_norm_rope_store(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
+                                 const Tensor& k_norm, float eps, const int32_t* pos, const RopeParams& rp,
+                                 const Tensor& k_cache, const Tensor& v_cache, const int32_t* slot) {
+    if (!q_norm.empty()) rms_norm(q, q, q_norm, eps);
+    if (!k_norm.empty()) rms_norm(k, k, k_norm, eps);
+    rope(q, pos, rp);
+    rope(k, pos, rp);
+    kv_store(k_cache, v_cache, k, v, slot);
+}
+
 // Hybrid-model ops a backend has not implemented yet: a clear error, not a crash.
 namespace {
 [[noreturn]] void unsupported(const Backend& be, const char* op) {

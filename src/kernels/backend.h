@@ -176,6 +176,13 @@ public:
     // (= block * block_size + row; slot < 0: padding, skipped). Cache dtype f32 or f16.
     virtual void kv_store(const Tensor& k_cache, const Tensor& v_cache, const Tensor& k, const Tensor& v,
                           const int32_t* slot) = 0;
+    // The attention block's step from its projections to the cache: q [T, n_head, D] and
+    // k [T, n_kv, D] rms_norm'ed in place by q_norm / k_norm ([D]; an empty tensor: no norm), both
+    // rotated by rope at pos, then kv_store(k_cache, v_cache, k, v, slot) — the same values as
+    // those ops in order (the default runs them); a backend may do it in one pass.
+    virtual void qk_norm_rope_store(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
+                                    const Tensor& k_norm, float eps, const int32_t* pos, const RopeParams& rp,
+                                    const Tensor& k_cache, const Tensor& v_cache, const int32_t* slot);
     // out[T, n_head, D] = causal softmax(q·kᵀ·scale)·v over the paged cache, GQA: query head h
     // reads kv head h / (n_head / n_kv).
     virtual void attention(const Tensor& out, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,

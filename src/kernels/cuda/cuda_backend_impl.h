@@ -50,6 +50,9 @@ public:
     void add_bias(const Tensor& y, const Tensor& bias) override;
     void kv_store(const Tensor& k_cache, const Tensor& v_cache, const Tensor& k, const Tensor& v,
                   const int32_t* slot) override;
+    void qk_norm_rope_store(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
+                            const Tensor& k_norm, float eps, const int32_t* pos, const RopeParams& rp,
+                            const Tensor& k_cache, const Tensor& v_cache, const int32_t* slot) override;
     void attention(const Tensor& out, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                    const AttnPlan& plan, float scale) override;
     void softmax(const Tensor& x) override;

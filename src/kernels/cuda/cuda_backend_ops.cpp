@@ -12,6 +12,7 @@
 #include "kernels/cuda/convert.h"
 #include "kernels/cuda/cuda_backend_impl.h"
 #include "kernels/cuda/fast_attention.h"
+#include "kernels/cuda/fast_qk_prep.h"
 #include "kernels/cuda/fast_dense_gemv.h"
 #include "kernels/cuda/fast_embed.h"
 #include "kernels/cuda/fast_flash_attention.h"
@@ -160,7 +161,7 @@ bool decode_attention_simt() {
 }
 // TESSERA_REFERENCE_OPS: fast-mode ops kept on the reference kernels, for bisecting a
 // difference between the two paths: a comma list of matmul (packed weights unpacked to f32 and
-// multiplied with cuBLAS f32), attention, moe_route.
+// multiplied with cuBLAS f32), attention, moe_route, qk_norm_rope_store (the six reference ops).
 bool reference_op(std::string_view op) {
     static const std::string ops = [] {
         const char* v = std::getenv("TESSERA_REFERENCE_OPS");
@@ -349,6 +350,40 @@ void CudaBackend::kv_store(const Tensor& k_cache, const Tensor& v_cache, const T
     TS_CHECK(K.T == V.T, "cuda kv_store: k has {} tokens, v {}", K.T, V.T);
     ref::kv_store(kv_ref(k_cache, "k"), kv_ref(v_cache, "v"), K.p, K.ts, K.hs, V.p, V.ts, V.hs, K.T, slot,
                   stream_.get());
+}
+
+void CudaBackend::qk_norm_rope_store(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
+                                     const Tensor& k_norm, float eps, const int32_t* pos, const RopeParams& rp,
+                                     const Tensor& k_cache, const Tensor& v_cache, const int32_t* slot) {
+    const Heads Q = heads_of(q, "qk_norm_rope_store", "q"), K = heads_of(k, "qk_norm_rope_store", "k"),
+                V = heads_of(v, "qk_norm_rope_store", "v");
+    const int rot = rp.rot_dims > 0 ? rp.rot_dims : int(Q.D);
+    if (kernels_ != CudaKernels::Fast || reference_op("qk_norm_rope_store") || !fast::qk_prep_supported(Q.D, rot))
+        return Backend::qk_norm_rope_store(q, k, v, q_norm, k_norm, eps, pos, rp, k_cache, v_cache, slot);
+    TS_CHECK(K.T == Q.T && V.T == Q.T && K.n == V.n && K.D == Q.D && V.D == Q.D,
+             "cuda qk_norm_rope_store: q {}, k {}, v {} do not fit", q.describe(), k.describe(), v.describe());
+    for (const Tensor* w : {&q_norm, &k_norm})
+        if (!w->empty()) {
+            check_device(*w, "qk_norm_rope_store", "norm");
+            TS_CHECK(w->dtype == DType::F32 && w->numel() == Q.D && w->is_contiguous(),
+                     "cuda qk_norm_rope_store: norm weight {} for heads of {}", w->describe(), Q.D);
+        }
+    fast::QkPrep a;
+    a.T = Q.T, a.nh = Q.n, a.nkv = K.n, a.D = Q.D;
+    a.q = Q.p, a.q_ts = Q.ts, a.q_hs = Q.hs;
+    a.k = K.p, a.k_ts = K.ts, a.k_hs = K.hs;
+    a.v = V.p, a.v_ts = V.ts, a.v_hs = V.hs;
+    a.q_norm = q_norm.empty() ? nullptr : q_norm.ptr<float>();
+    a.k_norm = k_norm.empty() ? nullptr : k_norm.ptr<float>();
+    a.eps = eps;
+    a.pos = pos;
+    a.inv_freq = rope_freqs(rp, rot);
+    a.rot = rot;
+    a.neox = rp.style == RopeStyle::NeoX;
+    a.k_cache = kv_ref(k_cache, "k");
+    a.v_cache = kv_ref(v_cache, "v");
+    a.slot = slot;
+    fast::qk_prep(a, stream_.get());
 }
 
 void CudaBackend::attention(const Tensor& out, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,

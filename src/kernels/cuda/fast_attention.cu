@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/fast_attention.h"
 #include "kernels/cuda/fast_device.cuh"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/ref_plan.cuh"
 
 namespace tessera::cuda::fast::detail {
@@ -182,6 +183,8 @@ __global__ void __launch_bounds__(kCombineThreads)
                    int n_head, int D, int splits) {
     extern __shared__ float wgt[];  // [splits]
     __shared__ float red[kCombineThreads / 32];
+    pdl::wait();  // launched with PDL (pdl.cuh): the partials come from the kernel before
+    pdl::trigger();
     const int64_t t = blockIdx.x;
     const int h = blockIdx.y;
     const int64_t stride = D + 2;
@@ -208,13 +211,25 @@ __global__ void __launch_bounds__(kCombineThreads)
             o[d] = ref::quiet_nan();
             continue;
         }
-        float num[4] = {0.f, 0.f, 0.f, 0.f};
-        int s = 0;
-        for (; s + 4 <= splits; s += 4)
+        // 16 splits' loads in flight at a time (the loop is latency-bound, not bandwidth-bound).
+        constexpr int U = 16;
+        float num[U];
 #pragma unroll
-            for (int u = 0; u < 4; ++u) num[u] = fmaf(wgt[s + u], pr[(s + u) * stride + 2 + d], num[u]);
+        for (int u = 0; u < U; ++u) num[u] = 0.f;
+        int s = 0;
+        for (; s + U <= splits; s += U) {
+            float v[U];
+#pragma unroll
+            for (int u = 0; u < U; ++u) v[u] = pr[(s + u) * stride + 2 + d];
+#pragma unroll
+            for (int u = 0; u < U; ++u) num[u] = fmaf(wgt[s + u], v[u], num[u]);
+        }
         for (; s < splits; ++s) num[0] = fmaf(wgt[s], pr[s * stride + 2 + d], num[0]);
-        const float sum = (num[0] + num[1]) + (num[2] + num[3]);
+#pragma unroll
+        for (int w = U / 2; w > 0; w /= 2)
+#pragma unroll
+            for (int u = 0; u < w; ++u) num[u] += num[u + w];
+        const float sum = num[0];
         o[d] = L > 0.f ? sum / L : 0.f;
     }
 }
@@ -247,9 +262,8 @@ cudaError_t launch_dims(float* out, int64_t out_ts, int64_t out_hs, const float*
 
 cudaError_t launch_attention_combine(float* out, int64_t out_ts, int64_t out_hs, const float* partial, int64_t T,
                                      int64_t n_head, int64_t D, int splits, cudaStream_t stream) {
-    combine_kernel<<<dim3(unsigned(T), unsigned(n_head)), kCombineThreads, size_t(splits) * sizeof(float), stream>>>(
-        out, out_ts, out_hs, partial, int(n_head), int(D), splits);
-    return cudaGetLastError();
+    return pdl::launch(combine_kernel, dim3(unsigned(T), unsigned(n_head)), kCombineThreads,
+                       size_t(splits) * sizeof(float), stream, out, out_ts, out_hs, partial, int(n_head), int(D), splits);
 }
 
 cudaError_t launch_attention(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts, int64_t q_hs,

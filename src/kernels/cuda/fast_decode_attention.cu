@@ -7,13 +7,15 @@
 // At the end the warps' (m, l, o) are merged in shared memory in warp order, and the block
 // writes out (one split) or its split's partial (m, l, o) for fast_attention.cu's merge kernel.
 // A split's keys are cut from the token's own context on the device (whole tiles), so the grid
-// depends on (T, n_kv, splits) alone: no host sync, CUDA-graph safe.
+// depends on (T, n_kv, splits) alone: no host sync, CUDA-graph safe. Launched with PDL: the plan
+// lookups and the first tile's loads overlap the kernel before.
 //
 // Precision as fast_flash_attention.cu: q·scale·log2(e) and p rounded to f16; s, m, l, o in f32.
 #include <cuda_fp16.h>
 
 #include "kernels/cuda/fast_attention.h"
 #include "kernels/cuda/fast_attention_tile.cuh"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/ref_plan.cuh"
 
 namespace tessera::cuda::fast::detail {
@@ -58,6 +60,8 @@ __global__ void __launch_bounds__(kThreads)
 
     // Every head of the group gets m, l and o = v (out = v with one split).
     auto write_const = [&](float m, float l, float v) {
+        pdl::wait();  // nothing is written before the kernel before has ended
+        pdl::trigger();
         for (int i = tid; i < G * D; i += kThreads) {
             const int h = i / D, d = i - h * D, head = g * G + h;
             if (splits == 1) {
@@ -105,16 +109,28 @@ __global__ void __launch_bounds__(kThreads)
     };
     resolve_rows(0);
     if (n_kt > 1) resolve_rows(1);
-    // The group's q · scale · log2(e) as f16 rows (rows past G: zeros).
+    __syncthreads();
+    // Launched with PDL (pdl.cuh): the plan is copied before a step's first kernel and keys before
+    // this step's were stored by earlier steps, so the first tile streams while the kernel before
+    // (which stores this step's k, v and writes q) ends — unless it holds one of this step's keys.
+    const int64_t first_new = len - (int64_t(plan.q_start[s + 1]) - plan.q_start[s]);
+    const bool early = min(lo + kBN, hi) <= first_new;
+    auto load_first = [&] {
+        load_kv_tile<D, kBN, kThreads>(k_s, kc, rows_s[0], g, tid);
+        load_kv_tile<D, kBN, kThreads>(v_s, vc, rows_s[0], g, tid);
+        cp_async_commit();
+    };
+    if (early) load_first();
+    pdl::wait();
+    pdl::trigger();
+    // The group's q · scale · log2(e) as f16 rows (rows past G: zeros); the first barrier of the
+    // tile loop publishes them.
     for (int i = tid; i < kRows * CH; i += kThreads) {
         const int r = i / CH, ch = i - r * CH;
         q_s[swz<D>(r, ch)] =
             r < G ? q_chunk_f16(q + t * q_ts + int64_t(g * G + r) * q_hs + ch * 8, scale_log2) : uint4{0, 0, 0, 0};
     }
-    __syncthreads();
-    load_kv_tile<D, kBN, kThreads>(k_s, kc, rows_s[0], g, tid);
-    load_kv_tile<D, kBN, kThreads>(v_s, vc, rows_s[0], g, tid);
-    cp_async_commit();
+    if (!early) load_first();
 
     // Lane (ra, quad) holds rows ra and ra + 8 (heads), keys 2·quad, 2·quad + 1 of each 8.
     const int quad = lane & 3, ra = lane >> 2;
@@ -262,10 +278,10 @@ cudaError_t launch(float* out, int64_t out_ts, int64_t out_hs, const float* q, i
         decode_mma_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_bytes<D>()));
     if (attr != cudaSuccess) return attr;
     const dim3 grid{unsigned(T), unsigned(kc.n_kv), unsigned(splits)};
-    decode_mma_kernel<D><<<grid, kThreads, smem_bytes<D>(), stream>>>(out, out_ts, out_hs, q, q_ts, q_hs, int(n_head),
-                                                                     kc, vc, plan, scale * 1.4426950408889634f, splits,
-                                                                     partial);
-    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess || splits == 1) return e;
+    const cudaError_t e = pdl::launch(decode_mma_kernel<D>, grid, kThreads, smem_bytes<D>(), stream, out, out_ts, out_hs,
+                                      q, q_ts, q_hs, int(n_head), kc, vc, plan, scale * 1.4426950408889634f, splits,
+                                      partial);
+    if (e != cudaSuccess || splits == 1) return e;
     return launch_attention_combine(out, out_ts, out_hs, partial, T, n_head, kc.D, splits, stream);
 }
 

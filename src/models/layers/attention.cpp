@@ -46,11 +46,7 @@ void Attention::forward(Backend& be, Arena& arena, const ModelConfig& c, const R
     if (!bv.empty()) be.add_bias(col_view(qkv, qw + kw, kw), bv);
     Tensor q3 = head_view(qkv, 0, nh, D, gated ? 2 * D : D);  // [T, nh, D], token stride qw + 2·kw
     Tensor k3 = head_view(qkv, qw, nkv, D, D), v3 = head_view(qkv, qw + kw, nkv, D, D);
-    if (!q_norm.empty()) be.rms_norm(q3, q3, q_norm, c.rms_eps);
-    if (!k_norm.empty()) be.rms_norm(k3, k3, k_norm, c.rms_eps);
-    be.rope(q3, b.positions, rope);
-    be.rope(k3, b.positions, rope);
-    be.kv_store(k_cache, v_cache, k3, v3, b.slots);
+    be.qk_norm_rope_store(q3, k3, v3, q_norm, k_norm, c.rms_eps, b.positions, rope, k_cache, v_cache, b.slots);
     Tensor attn3 = attn.view({T, nh, D});
     be.attention(attn3, q3, k_cache, v_cache, b.attn, 1.0f / std::sqrt(float(D)));
     if (gated) be.sigmoid_mul(attn3, attn3, head_view(qkv, D, nh, D, 2 * D));
