@@ -162,76 +162,72 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // out[t, h, :] = Σ_s acc_s · e^(m_s − M) / Σ_s l_s · e^(m_s − M); zero when every split is empty,
-// NaN when any split is. A block per (token, head): the split weights e^(m_s − M) go to shared
-// memory first (fixed-order block reductions: deterministic), then each thread sums its
-// dimensions over the splits with independent loads.
-constexpr int kCombineThreads = 256;
+// NaN when any split is. A block per (token, head, 32·kCombineWarps dims), a warp per 32 dims,
+// each warp on its own (no block barrier): its lanes read every split's (m, l) at once, reduce M
+// and L by shuffles in a fixed order (deterministic), keep the split weights in a per-warp row of
+// shared memory, then each lane sums its dimension over the splits with 16 loads in flight.
+constexpr int kCombineWarps = 4;
 
-__device__ float block_reduce(float v, bool is_max, float* red) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    v = is_max ? warp_max(v) : warp_sum(v);
-    __syncthreads();  // red is reused by consecutive reductions
-    if (lane == 0) red[warp] = v;
-    __syncthreads();
-    float r = is_max ? -INFINITY : 0.f;
-    for (int i = 0; i < kCombineThreads / 32; ++i) r = is_max ? fmaxf(r, red[i]) : r + red[i];
-    return r;
-}
-
-__global__ void __launch_bounds__(kCombineThreads)
+__global__ void __launch_bounds__(kCombineWarps * 32)
     combine_kernel(float* __restrict__ out, int64_t out_ts, int64_t out_hs, const float* __restrict__ partial,
                    int n_head, int D, int splits) {
-    extern __shared__ float wgt[];  // [splits]
-    __shared__ float red[kCombineThreads / 32];
+    __shared__ float wgt[kCombineWarps][kAttnMaxSplits];
     pdl::wait();  // launched with PDL (pdl.cuh): the partials come from the kernel before
     pdl::trigger();
+    const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5);
     const int64_t t = blockIdx.x;
-    const int h = blockIdx.y;
+    const int h = blockIdx.y, d = (int(blockIdx.z) * kCombineWarps + warp) * 32 + lane;
+    if ((int(blockIdx.z) * kCombineWarps + warp) * 32 >= D) return;  // the whole warp
     const int64_t stride = D + 2;
     const float* pr = partial + (t * n_head + h) * splits * stride;
-    float mx = -INFINITY, nan = 0.f;
-    for (int s = threadIdx.x; s < splits; s += kCombineThreads) {
-        const float m = pr[s * stride];
-        mx = fmaxf(mx, m);
-        if (m != m) nan = 1.f;
+    constexpr int kPer = kAttnMaxSplits / 32;  // splits a lane holds
+    float m[kPer], l[kPer];
+    float mx = -INFINITY;
+    bool nan = false;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+        const int s = i * 32 + lane;
+        m[i] = s < splits ? pr[s * stride] : -INFINITY;
+        l[i] = s < splits ? pr[s * stride + 1] : 0.f;
+        nan |= m[i] != m[i];
+        mx = fmaxf(mx, m[i]);
     }
-    const float M = block_reduce(mx, true, red);
-    const bool any_nan = block_reduce(nan, true, red) > 0.f;
+    mx = dev::warp_max(mx);
+    const bool any_nan = __any_sync(0xffffffffu, nan);
     float lsum = 0.f;
-    for (int s = threadIdx.x; s < splits; s += kCombineThreads) {
-        const float m = pr[s * stride];
-        const float e = m == -INFINITY || M == -INFINITY ? 0.f : __expf(m - M);
-        wgt[s] = e;
-        lsum += pr[s * stride + 1] * e;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+        const int s = i * 32 + lane;
+        const float e = m[i] == -INFINITY || mx == -INFINITY ? 0.f : __expf(m[i] - mx);
+        if (s < splits) wgt[warp][s] = e;
+        lsum += l[i] * e;
     }
-    const float L = block_reduce(lsum, false, red);  // its barriers also publish wgt
+    const float L = dev::warp_sum(lsum);  // a butterfly: the same bits on every lane
+    __syncwarp();                         // publishes wgt within the warp
+    if (d >= D) return;
     float* o = out + t * out_ts + int64_t(h) * out_hs;
-    for (int d = threadIdx.x; d < D; d += kCombineThreads) {
-        if (any_nan) {
-            o[d] = ref::quiet_nan();
-            continue;
-        }
-        // 16 splits' loads in flight at a time (the loop is latency-bound, not bandwidth-bound).
-        constexpr int U = 16;
-        float num[U];
-#pragma unroll
-        for (int u = 0; u < U; ++u) num[u] = 0.f;
-        int s = 0;
-        for (; s + U <= splits; s += U) {
-            float v[U];
-#pragma unroll
-            for (int u = 0; u < U; ++u) v[u] = pr[(s + u) * stride + 2 + d];
-#pragma unroll
-            for (int u = 0; u < U; ++u) num[u] = fmaf(wgt[s + u], v[u], num[u]);
-        }
-        for (; s < splits; ++s) num[0] = fmaf(wgt[s], pr[s * stride + 2 + d], num[0]);
-#pragma unroll
-        for (int w = U / 2; w > 0; w /= 2)
-#pragma unroll
-            for (int u = 0; u < w; ++u) num[u] += num[u + w];
-        const float sum = num[0];
-        o[d] = L > 0.f ? sum / L : 0.f;
+    if (any_nan) {
+        o[d] = ref::quiet_nan();
+        return;
     }
+    constexpr int U = 16;  // splits' loads in flight (the loop is latency-bound, not bandwidth-bound)
+    float num[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) num[u] = 0.f;
+    int s = 0;
+    for (; s + U <= splits; s += U) {
+        float v[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) v[u] = pr[(s + u) * stride + 2 + d];
+#pragma unroll
+        for (int u = 0; u < U; ++u) num[u] = fmaf(wgt[warp][s + u], v[u], num[u]);
+    }
+    for (; s < splits; ++s) num[0] = fmaf(wgt[warp][s], pr[s * stride + 2 + d], num[0]);
+#pragma unroll
+    for (int w = U / 2; w > 0; w /= 2)
+#pragma unroll
+        for (int u = 0; u < w; ++u) num[u] += num[u + w];
+    o[d] = L > 0.f ? num[0] / L : 0.f;
 }
 
 template <typename E, int DPL>
@@ -262,8 +258,9 @@ cudaError_t launch_dims(float* out, int64_t out_ts, int64_t out_hs, const float*
 
 cudaError_t launch_attention_combine(float* out, int64_t out_ts, int64_t out_hs, const float* partial, int64_t T,
                                      int64_t n_head, int64_t D, int splits, cudaStream_t stream) {
-    return pdl::launch(combine_kernel, dim3(unsigned(T), unsigned(n_head)), kCombineThreads,
-                       size_t(splits) * sizeof(float), stream, out, out_ts, out_hs, partial, int(n_head), int(D), splits);
+    const unsigned dims = unsigned((D + 32 * kCombineWarps - 1) / (32 * kCombineWarps));
+    return pdl::launch(combine_kernel, dim3(unsigned(T), unsigned(n_head), dims), kCombineWarps * 32, 0, stream, out,
+                       out_ts, out_hs, partial, int(n_head), int(D), splits);
 }
 
 cudaError_t launch_attention(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts, int64_t q_hs,

@@ -445,20 +445,66 @@ __global__ void __launch_bounds__(kRowWarps * 32, MT == 1 ? 2 : 1)
     sum_warps_store<kRowWarps, MT>(y, ldy, red, acc, row0, T, w.n, lane, warp);
 }
 
-// Variant MmaStaged: MmaRows' tile math on one 16-row tile, with the block's whole weight slab —
-// its 16 rows of codes, then their scales (and biases) — copied into shared memory by cp.async
-// before anything else. Every byte of it is in flight at once and none of it holds registers,
-// so an SM keeps as many blocks (and their loads) in flight as shared memory and registers
-// allow, where MmaRows keeps two blocks' 2–4 k-tiles a warp. kStagedWarps warps a block, warp w
-// takes k-tiles w, w + kStagedWarps, …; slab bytes gemv_staged_smem ≤ kGemvStagedMaxSmem.
+// Variant MmaStaged: one 16-row tile a block, its whole weight slab — the 16 rows of codes, then
+// their scales (and biases) — copied into shared memory by cp.async before anything else. Every
+// byte of it is in flight at once and none of it holds registers, so an SM keeps as many blocks
+// (and their loads) in flight as shared memory and registers allow. While the slab lands, the
+// block stages x once for all its warps: each chunk's B fragments per (token, lane t) in bf16,
+// and each chunk's S = Σ x (of those bf16 values) per token — so a k-tile costs the codes'
+// transpose, 8 mma for P and the f32 scaling, not MmaRows' x loads, conversions and S mma.
+// kStagedWarps warps a block, warp w takes k-tiles w, w + kStagedWarps, …; slab bytes
+// gemv_staged_smem ≤ kGemvStagedMaxSmem, x bytes staged_x_smem on top (an opt-in past 48 KiB).
 constexpr int kStagedWarps = kGemvStagedWarps;
+constexpr int kStagedSmemOptIn = 200 * 1024;
 
-template <PackedKind KIND, bool BIAS>
+// Shared-memory bytes of the staged x: T × nch × (4 uint4 fragments + 1 float S).
+constexpr int64_t staged_x_smem(int64_t K, PackedKind kind, int64_t T) {
+    const int64_t nch = kind == PackedKind::Int4 ? K / 32 : K / 16;
+    return T * nch * (64 + 4);
+}
+
+// One k-tile of the staged kernel: q the codes as loaded (chunk t of rows g, g + 8), xb[c] chunk
+// c's B fragments, sc / e[c][h] chunk c's scale and offset (b − 128·s) for row g + 8h, S[c][p]
+// chunk c's Σ x of token 2t + p. ONE (T = 1): only the even columns (token 0) are kept.
+template <PackedKind KIND, bool ONE>
+__device__ __forceinline__ void staged_tile_math(const uint4 (&q)[2], const uint4 (&xb)[4], const float (&sc)[4][2],
+                                                 const float (&e)[4][2], const float (&S)[4][2], float (&acc)[4],
+                                                 int lane) {
+    constexpr bool kInt4 = KIND == PackedKind::Int4;
+    uint32_t X[2][4];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        X[h][0] = q[h].x, X[h][1] = q[h].y, X[h][2] = q[h].z, X[h][3] = q[h].w;
+        quad_transpose(X[h], lane & 3);
+        if constexpr (!kInt4)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) X[h][c] ^= 0x80808080u;
+    }
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+        const uint32_t b0 = xb[c].x, b2 = xb[c].z;
+        const uint32_t b1 = kInt4 ? xb[c].y : times16(b0), b3 = kInt4 ? xb[c].w : times16(b2);
+        float P[4] = {0.f, 0.f, 0.f, 0.f};
+        const uint32_t w0 = X[0][c], w1 = X[1][c];
+        mma_bf16(P, nib_pair<0>(w0), nib_pair<0>(w1), nib_pair<1>(w0), nib_pair<1>(w1), b0, b1);
+        mma_bf16(P, nib_pair<2>(w0), nib_pair<2>(w1), nib_pair<3>(w0), nib_pair<3>(w1), b2, b3);
+        acc[0] = fmaf(sc[c][0], P[0], fmaf(e[c][0], S[c][0], acc[0]));
+        acc[2] = fmaf(sc[c][1], P[2], fmaf(e[c][1], S[c][0], acc[2]));
+        if constexpr (!ONE) {
+            acc[1] = fmaf(sc[c][0], P[1], fmaf(e[c][0], S[c][1], acc[1]));
+            acc[3] = fmaf(sc[c][1], P[3], fmaf(e[c][1], S[c][1], acc[3]));
+        }
+    }
+}
+
+template <PackedKind KIND, bool BIAS, bool ONE>
 __global__ void __launch_bounds__(kStagedWarps * 32)
     gemv_mma_staged_kernel(float* __restrict__ y, int64_t ldy, const float* __restrict__ x, int64_t ldx, int T,
                            PackedMatrix w, bool x_aligned) {
-    extern __shared__ __align__(16) uint8_t slab[];  // codes [16][row_bytes] | scales [16][gpr] | biases
+    // codes [16][row_bytes] | scales [16][gpr] | biases | x fragments [T][nch][4] uint4 | S [T][nch]
+    extern __shared__ __align__(16) uint8_t slab[];
     __shared__ float red[kStagedWarps * 4 * 32];
+    constexpr bool kInt4 = KIND == PackedKind::Int4;
     const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), g = lane >> 2, t = lane & 3;
     const RowGeometry<KIND> geo(w);
     const int nch = geo.nch, nkt = geo.nkt;
@@ -468,6 +514,8 @@ __global__ void __launch_bounds__(kStagedWarps * 32)
     const int rows = int(w.n - row0 < 16 ? w.n - row0 : 16);
     uint8_t* const sc_sm = slab + 16 * row_bytes;  // 16-byte aligned: row_bytes is whole chunks
     uint8_t* const bi_sm = sc_sm + 32 * gpr;       // 16 rows of gpr halves: 32·gpr bytes
+    uint4* const xs = reinterpret_cast<uint4*>(bi_sm + (BIAS ? 32 * gpr : 0));  // 32·gpr: whole 16 bytes
+    float* const s_sm = reinterpret_cast<float*>(xs + int64_t(T) * nch * 4);
 
     // The slab: codes rows·row_bytes bytes (whole chunks), scales / biases rows·gpr halves (the
     // last chunk zero-filled past them). All in flight before the wait for the kernel before.
@@ -481,41 +529,103 @@ __global__ void __launch_bounds__(kStagedWarps * 32)
     cp_async_commit();
     pdl::wait();  // launched with PDL (pdl.cuh): x comes from the kernel before
     pdl::trigger();
+
+    // x while the slab lands: entry (token n, chunk ch, lane tq) as x_fragments builds it, and
+    // S[n][ch] = Σ of the chunk's bf16 x, its 4 lanes' parts added by shuffles (whole quads: the
+    // loop runs the warp's lanes together).
+    constexpr int V = kInt4 ? 8 : 4;
+    const int entries = T * nch * 4;
+    for (int e0 = warp * 32; e0 < entries; e0 += kStagedWarps * 32) {
+        const int e = e0 + lane;
+        float v[V];
+#pragma unroll
+        for (int i = 0; i < V; ++i) v[i] = 0.f;
+        const int n = e / (nch * 4), ch = (e >> 2) - n * nch, tq = e & 3;
+        if (e < entries) load_x(v, x + n * ldx + (kInt4 ? ch * 32 + tq * 8 : ch * 16 + tq * 4), x_aligned);
+        float part = 0.f;
+        uint4 f;
+        if constexpr (kInt4) {
+            f = make_uint4(pack_bf16x2(v[0], v[4]), pack_bf16x2(v[1], v[5]), pack_bf16x2(v[2], v[6]),
+                           pack_bf16x2(v[3], v[7]));
+        } else {
+            f = make_uint4(pack_bf16x2(v[0], v[2]), 0u, pack_bf16x2(v[1], v[3]), 0u);
+        }
+        const uint32_t words[4] = {f.x, f.y, f.z, f.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            if (!kInt4 && (i & 1)) continue;
+            part += __uint_as_float(words[i] << 16) + __uint_as_float(words[i] & 0xffff0000u);  // the bf16 pair
+        }
+        part += __shfl_xor_sync(0xffffffffu, part, 1);
+        part += __shfl_xor_sync(0xffffffffu, part, 2);
+        if (e < entries) {
+            xs[e] = f;
+            if (tq == 0) s_sm[n * nch + ch] = part;
+        }
+    }
     cp_async_wait<0>();
     __syncthreads();
 
-    float acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
     const auto* sc16 = reinterpret_cast<const uint16_t*>(sc_sm);
     const auto* bi16 = reinterpret_cast<const uint16_t*>(bi_sm);
+    const int tok_b = g < T ? g : 0;  // B column g: token g, or token 0 again past T (finite, never stored)
+    const int tok0 = 2 * t, tok1 = 2 * t + 1;
     for (int kt = warp; kt < nkt; kt += kStagedWarps) {
-        Tile<1> tl;
-        const int ch = kt * 4 + t;
-        const int64_t gi = lay.scale_group(geo.group_of(ch));
-        uint32_t s[2] = {0, 0}, b[2] = {0, 0};
+        uint4 q[2];
+        uint4 xb[4];
+        float sc[4][2], e[4][2], S[4][2];
+        {
+            const int ch = kt * 4 + t;
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int r = g + 8 * h;
-            const bool ok = ch < nch && r < rows;
-            tl.q[0][h] = ok ? *reinterpret_cast<const uint4*>(slab + lay.code_row(r) + lay.chunk(ch))
-                            : make_uint4(0, 0, 0, 0);
-            s[h] = ok ? sc16[lay.scale_row(r) + gi] : 0u;
-            if constexpr (BIAS) b[h] = ok ? bi16[lay.scale_row(r) + gi] : 0u;
+            for (int h = 0; h < 2; ++h) {
+                const int r = g + 8 * h;
+                q[h] = ch < nch && r < rows ? *reinterpret_cast<const uint4*>(slab + lay.code_row(r) + lay.chunk(ch))
+                                            : make_uint4(0, 0, 0, 0);
+            }
         }
-        tl.sc[0] = s[0] | s[1] << 16;
-        tl.bi[0] = b[0] | b[1] << 16;
-        uint32_t xb[4][4];
-        x_fragments<KIND>(xb, x, ldx, T, kt, nch, g, t, x_aligned);
-        tile_math<KIND, 1, BIAS>(tl, xb, acc, lane);
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            const int ch = kt * 4 + c;
+            const bool cok = ch < nch;
+            xb[c] = cok ? xs[(tok_b * nch + ch) * 4 + t] : make_uint4(0, 0, 0, 0);
+            S[c][0] = cok && tok0 < T ? s_sm[tok0 * nch + ch] : 0.f;
+            S[c][1] = cok && tok1 < T ? s_sm[tok1 * nch + ch] : 0.f;
+            const int64_t gi = lay.scale_group(geo.group_of(cok ? ch : 0));
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int r = g + 8 * h;
+                const bool ok = cok && r < rows;
+                const float s = ok ? half_bits(sc16[lay.scale_row(r) + gi]) : 0.f;
+                sc[c][h] = s;
+                if constexpr (BIAS) e[c][h] = ok ? fmaf(-128.f, s, half_bits(bi16[lay.scale_row(r) + gi])) : 0.f;
+                else e[c][h] = (kInt4 ? -136.f : -2304.f) * s;
+            }
+        }
+        staged_tile_math<KIND, ONE>(q, xb, sc, e, S, acc, lane);
     }
-    sum_warps_store<kStagedWarps, 1>(y, ldy, red, acc, row0, T, w.n, lane, warp);
+    const float accs[1][4] = {{acc[0], acc[1], acc[2], acc[3]}};
+    sum_warps_store<kStagedWarps, 1>(y, ldy, red, accs, row0, T, w.n, lane, warp);
 }
 
 template <PackedKind KIND, bool BIAS>
 cudaError_t launch_staged(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
                           cudaStream_t stream) {
     const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
-    return pdl::launch(gemv_mma_staged_kernel<KIND, BIAS>, dim3(unsigned((w.n + 15) / 16)), kStagedWarps * 32,
-                       size_t(gemv_staged_smem(w.k, w.kind, BIAS, w.group)), stream, y, ldy, x, ldx, int(T), w, aligned);
+    const size_t smem = size_t(gemv_staged_smem(w.k, w.kind, BIAS, w.group) + staged_x_smem(w.k, KIND, T));
+    static const cudaError_t attr[2] = {
+        cudaFuncSetAttribute(gemv_mma_staged_kernel<KIND, BIAS, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             kStagedSmemOptIn),
+        cudaFuncSetAttribute(gemv_mma_staged_kernel<KIND, BIAS, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             kStagedSmemOptIn)};
+    if (attr[0] != cudaSuccess) return attr[0];
+    if (attr[1] != cudaSuccess) return attr[1];
+    const dim3 grid(unsigned((w.n + 15) / 16));
+    if (T == 1)
+        return pdl::launch(gemv_mma_staged_kernel<KIND, BIAS, true>, grid, kStagedWarps * 32, smem, stream, y, ldy, x,
+                           ldx, int(T), w, aligned);
+    return pdl::launch(gemv_mma_staged_kernel<KIND, BIAS, false>, grid, kStagedWarps * 32, smem, stream, y, ldy, x, ldx,
+                       int(T), w, aligned);
 }
 
 template <PackedKind KIND, int MT, bool BIAS>
@@ -580,9 +690,9 @@ int resident(const GemvPlan& plan, const PackedMatrix& w) {
             plan.variant == GemvVariant::MmaRows
                 ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_mma_rows_kernel<KIND, MT, BIAS>,
                                                                 kRowWarps * 32, 0)
-                : cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_mma_staged_kernel<KIND, BIAS>,
-                                                                kStagedWarps * 32,
-                                                                size_t(gemv_staged_smem(w.k, KIND, BIAS, w.group)));
+                : cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                      &per_sm, gemv_mma_staged_kernel<KIND, BIAS, true>, kStagedWarps * 32,
+                      size_t(gemv_staged_smem(w.k, KIND, BIAS, w.group) + staged_x_smem(w.k, KIND, 1)));
         if (err != cudaSuccess) return -1;
         return per_sm * sms;
     }

@@ -5,9 +5,10 @@
 //         bf16, codes exact), split-K over the blocks of a thread-block cluster.
 //   MmaRows: the same tile math, split-K over the 8 warps of a block (x read straight from
 //         L1/L2, no cluster, any K).
-//   MmaStaged: MmaRows' math on one row tile, split-K over 4 warps, the block's whole weight
-//         slab copied into shared memory by cp.async first (all of it in flight at once, no
-//         registers held for it); K up to what kGemvStagedMaxSmem holds.
+//   MmaStaged: one row tile a block, split-K over 4 warps, the block's whole weight slab copied
+//         into shared memory by cp.async first (all of it in flight at once, no registers held
+//         for it), x staged once a block as bf16 B fragments with each chunk's Σ x while it lands
+//         (a k-tile: the transpose, 8 mma and the scaling); K up to what kGemvStagedMaxSmem holds.
 //   MmaChunks: fast_gemv_chunks.cu — Int4, T ≤ 2: the mma's columns are (token, scale group), so
 //         no transpose and no shuffles (8 mma a k-tile); x staged once a block in shared memory as
 //         the B registers. Not picked yet (TESSERA_GEMV=chunks replaces MmaRows with it): H200,

@@ -250,6 +250,8 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
         TS_CHECK(P <= 65535, "{}: T·k = {} slots is too many for the tensor-core decode kernels' grid", op, P);
         TS_CHECK(detail::moe_decode_mma_smem_bytes(w.I, k) <= detail::moe_decode_mma_smem_limit(),
                  "{}: k·I = {} too large for the tensor-core decode down kernel's shared memory", op, k * w.I);
+        TS_CHECK(w.H <= detail::kMoeDecodeMmaMaxH, "{}: H = {} too large for the tensor-core decode gate+up kernel "
+                 "(at most {})", op, w.H, detail::kMoeDecodeMmaMaxH);
         TS_CUDA_CHECK(detail::launch_moe_decode_mma_gate_up(act, x, ldx, T, w, ids, k, plan.mma_gate_up_batch, stream));
         TS_CUDA_CHECK(
             detail::launch_moe_decode_mma_down(y, ldy, act, T, w, ids, weights, k, plan.mma_down_batch,
@@ -279,7 +281,8 @@ void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int6
                         const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream) {
     MoePlan plan = moe_pick(T, k, w.E);
     if (plan.mma_decode &&
-        (T * k > 65535 || detail::moe_decode_mma_smem_bytes(w.I, k) > detail::moe_decode_mma_smem_limit()))
+        (T * k > 65535 || detail::moe_decode_mma_smem_bytes(w.I, k) > detail::moe_decode_mma_smem_limit() ||
+         w.H > detail::kMoeDecodeMmaMaxH))
         plan = MoePlan{};  // the first-generation per-slot tiles take any size
     if (plan.v2 && !plan.large_tiles &&
         (T * k > 65535 || detail::moe_decode_smem_bytes(w.H, w.I, k) > detail::moe_decode_smem_limit()))

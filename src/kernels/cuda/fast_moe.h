@@ -195,6 +195,7 @@ cudaError_t launch_moe_decode_down(float* y, int64_t ldy, const float* act, int6
 // the down kernel keeps a partial per (slot, k-tile) in shared memory: moe_decode_mma_smem_bytes
 // of at most moe_decode_mma_smem_limit. T·k ≤ 65535.
 size_t moe_decode_mma_smem_bytes(int64_t I, int k);
+constexpr int64_t kMoeDecodeMmaMaxH = 16384;  // gate+up stages the slot's x (64·H/32 bytes) once a block
 size_t moe_decode_mma_smem_limit();
 int moe_decode_mma_down_batch(int64_t I, int k);  // 4 when every warp's items fit one batch of 4, else 8
 // batch: k-tiles a warp in flight, 1 or 2 (0: 2).

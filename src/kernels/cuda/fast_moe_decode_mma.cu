@@ -8,8 +8,10 @@
 // and a chunk's sums are scaled in f32: Σ w·x = s·P + (b − 128·s)·S, P = Σ (128 + code)·x, S = Σ x.
 //   gate_up: block = (16 outputs i, slot s); its 8 warps split H by k-tiles (warp w: w, w + 8,
 //            …), each on the 16 gate and 16 up rows: 2 k-tiles × 2 matrices × 2 rows = 8 loads
-//            of 16 B a lane in flight. The warps' partials are added in order in shared memory,
-//            SwiGLU → act [T·k, I] f32.
+//            of 16 B a lane in flight. While they land, the block stages the slot's x once as
+//            every lane's B fragments with each chunk's Σ x (so no Σ x mma a chunk, and only the
+//            token's column of the accumulators is scaled). The warps' partials are added in
+//            order in shared memory, SwiGLU → act [T·k, I] f32.
 //   down:    block = (16 outputs h, token t); the token's k·⌈I/128⌉ (slot, k-tile) items over the
 //            8 or 16 warps (item n on warp n % warps), U items a warp in flight (2·U loads of 16 B
 //            a lane).
@@ -39,6 +41,7 @@ constexpr unsigned kFull = 0xffffffffu;
 constexpr int kWarps = 8, kThreads = kWarps * 32;
 constexpr int kRows = 16;     // outputs a block: one m16 row tile
 constexpr int kDownSmemMax = 96 * 1024;
+constexpr int kMaxChunks = int(kMoeDecodeMmaMaxH / 32);  // gate_up: x staged in 64·H/32 bytes ≤ 32 KiB
 
 // Rows r and r + 8 of a packed Int4 matrix as lane (g, t) reads them (r = row tile + g). Few
 // registers: 8 rows of codes are 128·nch bytes (nch = chunks a row, the kernel's).
@@ -148,6 +151,45 @@ __device__ __forceinline__ void tile_math(const Chunk (&w)[MT], const bool (&bia
     }
 }
 
+// tile_math with the block's x staged once (mma_gate_up_kernel): xs the k-tile's entries (c, t)
+// as every lane's B fragment (the slot's x in all 8 columns: columns 1–7 repeat column 0 and are
+// never read), S[c] = Σ x of chunk c (of the bf16 values) instead of an mma, only acc[mt][0] and
+// acc[mt][2] (column 0 of rows g, g + 8) kept.
+template <int MT>
+__device__ __forceinline__ void tile_math_x1(const Chunk (&w)[MT], const bool (&bias)[MT], const uint4* xs,
+                                             const float* S, float (&acc)[MT][4], int lane) {
+    uint32_t X[MT][2][4];  // word t of chunk c (after the transpose)
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            X[mt][h][0] = w[mt].q[h].x;
+            X[mt][h][1] = w[mt].q[h].y;
+            X[mt][h][2] = w[mt].q[h].z;
+            X[mt][h][3] = w[mt].q[h].w;
+            quad_transpose(X[mt][h], lane & 3);
+        }
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+        const uint4 b = xs[c * 4 + (lane & 3)];
+        const float Sc = S[c];
+        const int src = (lane & ~3) | c;  // the lane that loaded chunk c's scales
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+            float P[4] = {0.f, 0.f, 0.f, 0.f};
+            const uint32_t w0 = X[mt][0][c], w1 = X[mt][1][c];
+            mma_bf16(P, nib_pair<0>(w0), nib_pair<0>(w1), nib_pair<1>(w0), nib_pair<1>(w1), b.x, b.y);
+            mma_bf16(P, nib_pair<2>(w0), nib_pair<2>(w1), nib_pair<3>(w0), nib_pair<3>(w1), b.z, b.w);
+            const uint32_t sc = __shfl_sync(kFull, w[mt].sc, src), bi = __shfl_sync(kFull, w[mt].bi, src);
+            const float s0 = half_bits(uint16_t(sc & 0xffffu)), s1 = half_bits(uint16_t(sc >> 16));
+            const float e0 = bias[mt] ? fmaf(-128.f, s0, half_bits(uint16_t(bi & 0xffffu))) : -136.f * s0;
+            const float e1 = bias[mt] ? fmaf(-128.f, s1, half_bits(uint16_t(bi >> 16))) : -136.f * s1;
+            acc[mt][0] = fmaf(s0, P[0], fmaf(e0, Sc, acc[mt][0]));
+            acc[mt][2] = fmaf(s1, P[2], fmaf(e1, Sc, acc[mt][2]));
+        }
+    }
+}
+
 // Block (x, y) = (outputs 16·x …, slot y). H, I multiples of 32 (whole row tiles of 16). U:
 // k-tiles a warp has in flight (2: 2 blocks an SM; 1: 3 blocks, more blocks resident at once).
 template <int U>
@@ -155,8 +197,9 @@ __global__ void __launch_bounds__(kThreads, U == 1 ? 3 : 2)
     mma_gate_up_kernel(float* __restrict__ act, const float* __restrict__ x, int64_t ldx, int H, int I, int E,
                        const PackedMatrix* __restrict__ gates, const PackedMatrix* __restrict__ ups,
                        const int32_t* __restrict__ ids, int k, bool x_aligned) {
-    __shared__ uint4 xs[kWarps][U * 16];       // a warp's batch: entry (u, c, tq)
-    __shared__ float red[kWarps][2][kRows];    // a warp's partial gate, up outputs
+    extern __shared__ uint4 xs[];            // [k-tiles · 4 chunks][4]: the slot's x as B fragments
+    __shared__ float S[kMaxChunks + 4];      // Σ x of each chunk (of the bf16 values); zeros past H
+    __shared__ float red[kWarps][2][kRows];  // a warp's partial gate, up outputs
     const int64_t s = blockIdx.y;
     const int i0 = int(blockIdx.x) * kRows;
     const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), g = lane >> 2, t = lane & 3;
@@ -173,13 +216,9 @@ __global__ void __launch_bounds__(kThreads, U == 1 ? 3 : 2)
     const bool bias[2] = {rows[0].biases != nullptr, rows[1].biases != nullptr};
     const float* xt = x + (s / k) * ldx;
 
-    float acc[2][4];
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) acc[mt][i] = 0.f;
-    for (int j0 = 0; j0 < nj; j0 += U) {
-        Chunk w[U][2];
+    // This warp's first batch of weights in flight, then x staged once for the block.
+    Chunk w[U][2];
+    auto load = [&](int j0) {
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             const int ch = (warp + kWarps * (j0 + u)) * 4 + t;
@@ -187,18 +226,34 @@ __global__ void __launch_bounds__(kThreads, U == 1 ? 3 : 2)
 #pragma unroll
             for (int mt = 0; mt < 2; ++mt) w[u][mt] = load_chunk(rows[mt], nch, ch, ok);
         }
-        for (int en = lane; en < U * 16; en += 32) {  // x while the weights are in flight
-            const int u = en >> 4, c = (en >> 2) & 3, tq = en & 3;
-            const int ch = (warp + kWarps * (j0 + u)) * 4 + c;
-            xs[warp][en] = j0 + u < nj && ch < nch ? b_entry(xt + ch * 32 + tq * 8, x_aligned) : make_uint4(0, 0, 0, 0);
-        }
-        __syncwarp();
+    };
+    load(0);
+    for (int en = int(threadIdx.x); en < nkt * 16; en += kThreads) {  // whole quads: en & 3 = lane & 3
+        const uint4 v = en < nch * 4 ? b_entry(xt + (en >> 2) * 32 + (en & 3) * 8, x_aligned) : make_uint4(0, 0, 0, 0);
+        xs[en] = v;
+        const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+        float part = 0.f;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) part += __uint_as_float(words[i] << 16) + __uint_as_float(words[i] & 0xffff0000u);
+        part += __shfl_xor_sync(__activemask(), part, 1);
+        part += __shfl_xor_sync(__activemask(), part, 2);
+        if ((en & 3) == 0) S[en >> 2] = part;
+    }
+    __syncthreads();
+
+    float acc[2][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[mt][i] = 0.f;
+    for (int j0 = 0; j0 < nj; j0 += U) {
+        if (j0 > 0) load(j0);
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             if (j0 + u >= nj) break;  // uniform over the warp
-            tile_math<2>(w[u], bias, &xs[warp][u * 16], acc, lane);
+            const int kt = warp + kWarps * (j0 + u);
+            tile_math_x1<2>(w[u], bias, &xs[kt * 16], &S[kt * 4], acc, lane);
         }
-        __syncwarp();  // the next batch overwrites xs
     }
     if (t == 0)
 #pragma unroll
@@ -353,8 +408,10 @@ cudaError_t launch_moe_decode_mma_gate_up(float* act, const float* x, int64_t ld
                                           cudaStream_t stream) {
     const dim3 grid(blocks_of(w.I, kRows), unsigned(T * k));
     const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
-    return pdl::launch(batch == 1 ? mma_gate_up_kernel<1> : mma_gate_up_kernel<2>, grid, kThreads, 0, stream, act, x,
-                       ldx, int(w.H), int(w.I), w.E, w.gate, w.up, ids, k, aligned);
+    if (w.H / 32 > kMaxChunks) return cudaErrorInvalidValue;  // checked on the host (fast_moe.cpp)
+    const size_t smem = size_t((w.H / 32 + 3) / 4) * 16 * sizeof(uint4);
+    return pdl::launch(batch == 1 ? mma_gate_up_kernel<1> : mma_gate_up_kernel<2>, grid, kThreads, smem, stream, act,
+                       x, ldx, int(w.H), int(w.I), w.E, w.gate, w.up, ids, k, aligned);
 }
 
 cudaError_t launch_moe_decode_mma_down(float* y, int64_t ldy, const float* act, int64_t T,

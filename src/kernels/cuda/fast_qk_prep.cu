@@ -51,7 +51,9 @@ __global__ void __launch_bounds__(kWarps * 32) qk_prep_kernel(QkPrep a) {
         const float p = float(a.pos[t]);
         for (int i = lane; i < half; i += 32) {
             const float angle = p * a.inv_freq[i];
-            const float cs = float(cos(double(angle))), sn = float(sin(double(angle)));
+            double sd, cd;
+            sincos(double(angle), &sd, &cd);  // one range reduction for both
+            const float cs = float(cd), sn = float(sd);
             const int i0 = a.neox ? i : 2 * i, i1 = a.neox ? i + half : 2 * i + 1;
             const float u = rs[i0], w = rs[i1];
             rs[i0] = u * cs - w * sn;
