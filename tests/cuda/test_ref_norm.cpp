@@ -177,10 +177,12 @@ TEST(CudaRefNorm, BadArgumentsAreErrors) {  // checked before any launch: needs 
 }
 
 // The fused residual step (add_rms_norm) gives bit for bit what add then rms_norm give on the GPU,
-// for x and y — strided rows, odd widths, rows past a block — and refuses y overlapping x.
+// for x and y — strided rows, odd widths, rows past a block, rows held in registers (up to 2048
+// and up to 8192 columns) and rows past that (the looping kernel) — and refuses y overlapping x.
 TEST(CudaRefNorm, AddRmsNormIsAddThenRmsNormBitForBit) {
     REQUIRE_CUDA();
-    const std::vector<std::tuple<int64_t, int64_t>> shapes = {{1, 1}, {1, 3}, {3, 127}, {2, 2048}, {5, 4097}, {300, 96}};
+    const std::vector<std::tuple<int64_t, int64_t>> shapes = {{1, 1},    {1, 3},    {3, 127},  {2, 2048}, {1, 2049},
+                                                              {5, 4097}, {1, 8192}, {2, 8193}, {300, 96}};
     for (auto [R, C] : shapes) {
         const int64_t ldx = C + 3, ldd = C + 1, ldy = C + 5;
         const std::vector<float> x = random_rows(R, C, ldx, uint32_t(R * 7 + C), -3.f, 3.f);

@@ -5,7 +5,8 @@
 // slot is known (state, conv windows, gates, z): one memory latency, then two block barriers, one
 // cluster barrier for the RMSNorm's sum over dv (distributed shared memory), and only then every
 // global write (a cluster barrier's release waits for earlier stores to land): the state, y, and
-// the q/k conv state (every block of the cluster has read it by then).
+// the q/k conv state (every block of the cluster has read it by then). With PDL the state, the
+// conv weights and state rows are requested before waiting for the projections' kernel.
 #include <cooperative_groups.h>
 
 #include "kernels/cuda/fast_device.cuh"
@@ -97,18 +98,19 @@ __global__ void __launch_bounds__(2 * kGroup, MINB) gdn_decode2_kernel(GdnDecode
     __shared__ float gz[kMaxHeads][COLS];   // norm_w · silu(z) likewise
     __shared__ float ssq[kMaxHeads];        // Σ o² over this block's columns, per head
 
-    pdl::wait();  // launched with PDL (pdl.cuh): the projections come from the kernel before
-    pdl::trigger();
+    // Launched with PDL (pdl.cuh): the projections (mixed, z, b, a) come from the kernel before;
+    // the plan (slot), the weights and the conv and recurrent states (written by earlier steps)
+    // do not, so their loads are issued before the wait and land while that kernel ends.
     const int64_t slot = a.slot[s];  // the same in every block of the cluster: all return or none
     const float* xrow = a.mixed + s * a.mixed_s;
 
-    // Pass p: this thread's head and what it needs that does not depend on the slot.
+    // Pass p: this thread's head (pass_head), then its gates (gates, after the wait).
     struct Pass {
         bool active;
         int jj, h;
         float decay, beta, zg;
     };
-    auto pass_of = [&](int p) {
+    auto pass_head = [&](int p) {
         Pass q;
         q.jj = p * hp_n + hp;
         q.active = q.jj < r;
@@ -116,6 +118,9 @@ __global__ void __launch_bounds__(2 * kGroup, MINB) gdn_decode2_kernel(GdnDecode
         q.decay = 1.f;
         q.beta = 0.f;
         q.zg = 0.f;
+        return q;
+    };
+    auto gates = [&](Pass& q) {
         if (q.active) {
             const float bb = a.b[s * a.b_s + q.h], x = a.a[s * a.a_s + q.h] + a.dt_bias[q.h];
             const float nea = a.neg_exp_a[q.h];
@@ -124,11 +129,12 @@ __global__ void __launch_bounds__(2 * kGroup, MINB) gdn_decode2_kernel(GdnDecode
             q.decay = expf(nea * sp);
             if (rl == 0 && col_ok) q.zg = a.norm_w[j] * silu(a.z[s * a.z_s + q.h * dv + j]);
         }
-        return q;
     };
-    Pass ps = pass_of(0);
+    Pass ps = pass_head(0);
 
     if (slot < -1 || slot >= a.n_slots) {
+        pdl::wait();  // nothing is written before the kernel before has ended
+        pdl::trigger();
         for (int idx = tid; idx < r * COLS; idx += blockDim.x) {
             const int col = z * COLS + idx % COLS;
             if (col < dv) a.y[s * a.y_s + head_of(idx / COLS) * dv + col] = dev::quiet_nan();
@@ -138,22 +144,29 @@ __global__ void __launch_bounds__(2 * kGroup, MINB) gdn_decode2_kernel(GdnDecode
     const float* cst = slot >= 0 ? a.conv_state + slot * a.conv_slot_stride : nullptr;
     float* S0 = slot >= 0 ? a.state + slot * a.state_slot_stride : nullptr;
 
-    // Queues the conv taps of channel ch into w[tap], win[tap] (no state: zeros).
-    auto queue_tap = [&](float* w, float* win, int64_t ch, int tap) {
+    // Queues the conv taps of channel ch into w[tap], win[tap] (no state: zeros): phase 0 the
+    // weight and the state rows (before the wait), phase 1 the new input (after it).
+    auto queue_tap = [&](float* w, float* win, int64_t ch, int tap, int phase) {
+        if (phase == 1) {
+            if (tap == K - 1) cp_async4(win, xrow + ch);
+            return;
+        }
         cp_async4(w, a.conv_w + ch * K + tap);
-        if (tap == K - 1) cp_async4(win, xrow + ch);
-        else if (cst) cp_async4(win, cst + tap * C + ch);
+        if (tap == K - 1) return;
+        if (cst) cp_async4(win, cst + tap * C + ch);
         else *win = 0.f;
     };
     // Pass p's loads: the v taps of its head's columns (the head's 256 threads) and this thread's
     // state rows S[rl + NR·m, j].
     float sr[R];
-    auto load_pass = [&](const Pass& q) {
+    auto load_pass = [&](const Pass& q, int phase) {
         if (q.active)
             for (int i = t; i < COLS * K; i += kGroup) {
                 const int cc = i / K, tap = i - cc * K, col = z * COLS + cc;
-                if (col < dv) queue_tap(&vw[hp][cc * KM + tap], &vwin[hp][cc * KM + tap], 2 * nk * dk + q.h * dv + col, tap);
+                if (col < dv)
+                    queue_tap(&vw[hp][cc * KM + tap], &vwin[hp][cc * KM + tap], 2 * nk * dk + q.h * dv + col, tap, phase);
             }
+        if (phase == 1) return;
         const float* S = S0 && q.active && col_ok ? S0 + q.h * int64_t(dk) * dv + j : nullptr;
 #pragma unroll
         for (int m = 0; m < R; ++m) {
@@ -186,12 +199,20 @@ __global__ void __launch_bounds__(2 * kGroup, MINB) gdn_decode2_kernel(GdnDecode
     extern __shared__ float4 dyn4[];
     float* qw = reinterpret_cast<float*>(dyn4);  // [2·dk][K] conv weights of q | k of key head hk
     float* qwin = qw + 2 * dk * K;               // [2·dk][K] their conv windows: K-1 state rows, x
-    for (int i = tid; i < 2 * dk * K; i += blockDim.x) {  // q | k taps of key head hk
-        const int cl = i / K, tap = i - cl * K;
-        const int64_t ch = cl < dk ? hk * dk + cl : nk * dk + hk * dk + (cl - dk);
-        queue_tap(&qw[cl * K + tap], &qwin[cl * K + tap], ch, tap);
-    }
-    load_pass(ps);
+    auto qk_taps = [&](int phase) {  // q | k taps of key head hk
+        for (int i = tid; i < 2 * dk * K; i += blockDim.x) {
+            const int cl = i / K, tap = i - cl * K;
+            const int64_t ch = cl < dk ? hk * dk + cl : nk * dk + hk * dk + (cl - dk);
+            queue_tap(&qw[cl * K + tap], &qwin[cl * K + tap], ch, tap, phase);
+        }
+    };
+    qk_taps(0);
+    load_pass(ps, 0);
+    pdl::wait();
+    pdl::trigger();
+    gates(ps);
+    qk_taps(1);
+    load_pass(ps, 1);
     cp_async_wait_all();
     __syncthreads();
 
@@ -218,8 +239,10 @@ __global__ void __launch_bounds__(2 * kGroup, MINB) gdn_decode2_kernel(GdnDecode
     for (int p = 0; p < n_pass; ++p) {
         const int pb = p & 1;
         if (p > 0) {  // later passes (r > 2): after the last pass's barrier, which ends its reads of vw, vwin
-            ps = pass_of(p);
-            load_pass(ps);
+            ps = pass_head(p);
+            gates(ps);
+            load_pass(ps, 0);
+            load_pass(ps, 1);
             cp_async_wait_all();
             __syncthreads();
             finish_v(ps, pb);  // vv of parity pb was last read two passes ago
