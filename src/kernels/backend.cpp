@@ -75,6 +75,12 @@ void Backend::qk_norm_rope_store(const Tensor& q, const Tensor& k, const Tensor&
     kv_store(k_cache, v_cache, k, v, slot);
 }
 
+void Backend::attention_gated(const Tensor& out, const Tensor& q, const Tensor& gate, const Tensor& k_cache,
+                              const Tensor& v_cache, const AttnPlan& plan, float scale) {
+    attention(out, q, k_cache, v_cache, plan, scale);
+    sigmoid_mul(out, out, gate);
+}
+
 // Hybrid-model ops a backend has not implemented yet: a clear error, not a crash.
 namespace {
 [[noreturn]] void unsupported(const Backend& be, const char* op) {

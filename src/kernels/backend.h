@@ -187,6 +187,11 @@ public:
     // reads kv head h / (n_head / n_kv).
     virtual void attention(const Tensor& out, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                            const AttnPlan& plan, float scale) = 0;
+    // attention into out, then out ⊙= σ(gate) with gate [T, n_head, Dv] like out (gated
+    // attention: Qwen3.5 / Qwen3-Next) — the same values as attention then sigmoid_mul (the
+    // default runs those two); a backend may apply the gate as attention writes out.
+    virtual void attention_gated(const Tensor& out, const Tensor& q, const Tensor& gate, const Tensor& k_cache,
+                                 const Tensor& v_cache, const AttnPlan& plan, float scale);
     // In-place softmax over each row of x[R, C] (f32).
     virtual void softmax(const Tensor& x) = 0;
     // out[r] = argmax of row r of x[R, C] (first index on ties).

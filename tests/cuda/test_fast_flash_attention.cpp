@@ -55,7 +55,8 @@ struct Batch {
 
 // One batch through the CPU backend and the flash kernel on identical random inputs; compares the
 // outputs and checks the out padding is untouched.
-void check_batch(const Config& c, const Batch& b, uint32_t seed, fast::FlashVariant variant) {
+// gated: the output gate (fast::OutGate) from q's other half, against attention then sigmoid_mul.
+void check_batch(const Config& c, const Batch& b, uint32_t seed, fast::FlashVariant variant, bool gated = false) {
     const int n_seqs = int(b.n_new.size());
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> u(-1.f, 1.f);
@@ -101,7 +102,13 @@ void check_batch(const Config& c, const Batch& b, uint32_t seed, fast::FlashVari
         Tensor ot(out_cpu.data(), DType::F32, {T, c.n_head, c.D});
         ot.stride = {out_ts * 4, out_hs * 4, 4, 0};
         const AttnPlan plan{n_seqs, q_start.data(), b.kv_len.data(), table.data(), max_blocks, int(c.block_size)};
-        make_cpu_backend()->attention(ot, qt, kt, vt, plan, scale);
+        auto cpu = make_cpu_backend();
+        cpu->attention(ot, qt, kt, vt, plan, scale);
+        if (gated) {  // the gate: the other half of each head's 2·D in the gated projection
+            Tensor gt(q.data() + c.D, DType::F32, {T, c.n_head, c.D});
+            gt.stride = {q_ts * 4, q_hs * 4, 4, 0};
+            cpu->sigmoid_mul(ot, ot, gt);
+        }
     }
 
     DeviceBuffer d_kc = to_device(kc), d_vc = to_device(vc), d_q = to_device(q), d_out = to_device(out_gpu);
@@ -122,7 +129,8 @@ void check_batch(const Config& c, const Batch& b, uint32_t seed, fast::FlashVari
                          int(c.block_size)};
     Stream stream;
     fast::flash_attention(d_out.as<float>(), out_ts, out_hs, d_q.as<float>(), q_ts, q_hs, T, c.n_head, pk, pv, dplan,
-                          scale, variant, stream);
+                          scale, variant, stream,
+                          gated ? fast::OutGate{d_q.as<float>() + c.D, q_ts, q_hs} : fast::OutGate{});
     stream.synchronize();
     d_out.download(out_gpu.data(), out_gpu.size() * sizeof(float));
 
@@ -195,6 +203,18 @@ TEST(CudaFlashAttention, MixedBatch) {
             SCOPED_TRACE(describe(c, v) + " mixed");
             check_batch(c, mixed, 11, v);
             check_batch(c, {{0, 300, 2}, {0, 300, 0}}, 12, v);  // empty first, padding last
+        }
+}
+
+// The output gate applied as the kernel writes gives attention then sigmoid_mul (padding rows,
+// prompts, a chunk behind a context).
+TEST(CudaFlashAttention, OutputGate) {
+    REQUIRE_CUDA();
+    const Batch mixed{{65, 1, 0, 3, 130}, {65, 300, 40, 0, 195}};
+    for (const Config& c : configs())
+        for (auto v : kVariants) {
+            SCOPED_TRACE(describe(c, v) + " gated");
+            check_batch(c, mixed, 51, v, true);
         }
 }
 

@@ -64,6 +64,7 @@ struct Kernel {
     bool fast = false;
     int splits = 0;
     fast::AttnKernel kind = fast::AttnKernel::Simt;
+    bool gated = false;  // fast only: the output gate (fast::OutGate) from q's other half, against attention then sigmoid_mul
 };
 
 // Runs one batch through the CPU backend and a CUDA kernel on identical random inputs and
@@ -122,7 +123,13 @@ void check_batch(const Config& c, const Batch& b, uint32_t seed, Kernel kernel =
         Tensor ot(out_cpu.data(), DType::F32, {T, c.n_head, c.D});
         ot.stride = {out_ts * 4, out_hs * 4, 4, 0};
         const AttnPlan plan{n_seqs, q_start.data(), b.kv_len.data(), table.data(), max_blocks, int(c.block_size)};
-        make_cpu_backend()->attention(ot, qt, kt, vt, plan, scale);
+        auto cpu = make_cpu_backend();
+        cpu->attention(ot, qt, kt, vt, plan, scale);
+        if (kernel.gated) {  // the gate: the other half of each head's 2·D in the gated projection
+            Tensor gt(q.data() + c.D, DType::F32, {T, c.n_head, c.D});
+            gt.stride = {q_ts * 4, q_hs * 4, 4, 0};
+            cpu->sigmoid_mul(ot, ot, gt);
+        }
     }
 
     // The CUDA reference, every array on the device.
@@ -152,7 +159,8 @@ void check_batch(const Config& c, const Batch& b, uint32_t seed, Kernel kernel =
                                                                   kernel.kind);
         DeviceBuffer part(std::max<size_t>(fast::attention_scratch(T, c.n_head, c.D, splits), 16));
         fast::attention(d_out.as<float>(), out_ts, out_hs, d_q.as<float>(), q_ts, q_hs, T, c.n_head, pk, pv, dplan,
-                        scale, splits, part.data(), stream, kernel.kind);
+                        scale, splits, part.data(), stream, kernel.kind,
+                        kernel.gated ? fast::OutGate{d_q.as<float>() + c.D, q_ts, q_hs} : fast::OutGate{});
         stream.synchronize();
     }
     stream.synchronize();
@@ -449,4 +457,20 @@ TEST(CudaFastAttentionMma, BadPlanOnTheDeviceGivesNaN) {
             EXPECT_TRUE(std::isnan(got[size_t(2 * n_head * D + i)])) << "token 2 element " << i;
         }
     }
+}
+
+// The output gate applied as the kernels write (fast::OutGate, the backend's attention_gated) gives
+// attention then sigmoid_mul: both kernels, one split and several, padding rows, a mixed batch.
+TEST(CudaFastAttention, OutputGate) {
+    REQUIRE_CUDA();
+    for (fast::AttnKernel kind : {fast::AttnKernel::Simt, fast::AttnKernel::Mma})
+        for (int splits : {1, 5, 0}) {
+            const Kernel k{true, splits, kind, true};
+            for (const Config& c : {Config{16, 2, 256, 16, true}, Config{4, 4, 64, 1, true}}) {
+                SCOPED_TRACE(describe(c) + (kind == fast::AttnKernel::Mma ? " mma" : " simt") + " splits " +
+                             std::to_string(splits));
+                check_batch(c, {{1, 1, 1}, {700, 0, 65}}, 41, k);
+                check_batch(c, {{1, 1, 0, 65, 1}, {1, 17, 40, 195, 300}}, 42, k);
+            }
+        }
 }

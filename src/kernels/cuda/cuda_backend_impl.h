@@ -53,6 +53,8 @@ public:
     void qk_norm_rope_store(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
                             const Tensor& k_norm, float eps, const int32_t* pos, const RopeParams& rp,
                             const Tensor& k_cache, const Tensor& v_cache, const int32_t* slot) override;
+    void attention_gated(const Tensor& out, const Tensor& q, const Tensor& gate, const Tensor& k_cache,
+                         const Tensor& v_cache, const AttnPlan& plan, float scale) override;
     void attention(const Tensor& out, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                    const AttnPlan& plan, float scale) override;
     void softmax(const Tensor& x) override;
@@ -82,6 +84,10 @@ private:
     // Scratch device memory that grows (between uses) to the largest request; one per purpose.
     void* scratch(int slot, size_t bytes);
     const float* rope_freqs(const RopeParams& p, int rot_dims);
+    // attention (and attention_gated, gate non-null) on the kernel pack where it takes the
+    // shapes; false: the caller runs the reference kernel.
+    bool attention_fast(const Tensor& out, const Tensor& q, const Tensor* gate, const Tensor& k_cache,
+                        const Tensor& v_cache, const AttnPlan& plan, float scale);
     const void* const* expert_pointers(const std::vector<Tensor>& experts);
     // A device array [E] of the experts' packed Int4 descriptors (fast mode), or null when any
     // expert is not packed Int4 (then moe_experts takes the reference path).

@@ -386,29 +386,49 @@ void CudaBackend::qk_norm_rope_store(const Tensor& q, const Tensor& k, const Ten
     fast::qk_prep(a, stream_.get());
 }
 
-void CudaBackend::attention(const Tensor& out, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                            const AttnPlan& plan, float scale) {
+bool CudaBackend::attention_fast(const Tensor& out, const Tensor& q, const Tensor* gate, const Tensor& k_cache,
+                                 const Tensor& v_cache, const AttnPlan& plan, float scale) {
     const Heads O = heads_of(out, "attention", "out"), Q = heads_of(q, "attention", "q");
     TS_CHECK(O.T == Q.T && O.n == Q.n, "cuda attention: out {} vs q {}", out.describe(), q.describe());
     const ref::PagedCache kc = paged_ref(k_cache, "k"), vc = paged_ref(v_cache, "v");
-    if (kernels_ == CudaKernels::Fast && fast::flash_attention_supported(Q.n, kc.n_kv, kc.D, vc.D, kc.f16 && vc.f16) &&
-        fast::use_flash_attention(Q.T, plan.n_seqs) && !reference_op("attention"))
-        return fast::flash_attention(O.p, O.ts, O.hs, Q.p, Q.ts, Q.hs, Q.T, Q.n, kc, vc, plan, scale,
-                                     fast::flash_variant(Q.T, Q.n, kc.D), stream_.get());
-    if (kernels_ == CudaKernels::Fast && kc.f16 == vc.f16 && !reference_op("attention")) {
-        const bool f16 = kc.f16 && vc.f16;
-        const fast::AttnKernel kernel = !decode_attention_simt() && fast::attention_supported(
-                                                                        Q.n, kc.n_kv, kc.D, vc.D, fast::AttnKernel::Mma, f16)
-                                            ? fast::AttnKernel::Mma
-                                            : fast::AttnKernel::Simt;
-        if (fast::attention_supported(Q.n, kc.n_kv, kc.D, vc.D, kernel, f16)) {
-            const int splits = fast::attention_splits(Q.T, kc.n_kv, int64_t(plan.max_blocks) * plan.block_size, kernel);
-            void* sc = splits > 1 ? scratch(5, fast::attention_scratch(Q.T, Q.n, kc.D, splits)) : nullptr;
-            return fast::attention(O.p, O.ts, O.hs, Q.p, Q.ts, Q.hs, Q.T, Q.n, kc, vc, plan, scale, splits, sc,
-                                   stream_.get(), kernel);
-        }
+    if (kernels_ != CudaKernels::Fast || reference_op("attention") || kc.f16 != vc.f16) return false;
+    fast::OutGate g;
+    if (gate) {
+        const Heads G = heads_of(*gate, "attention_gated", "gate");
+        TS_CHECK(G.T == O.T && G.n == O.n && G.D == O.D, "cuda attention_gated: gate {} for out {}", gate->describe(),
+                 out.describe());
+        g = {G.p, G.ts, G.hs};
     }
+    const bool f16 = kc.f16 && vc.f16;
+    if (fast::flash_attention_supported(Q.n, kc.n_kv, kc.D, vc.D, f16) && fast::use_flash_attention(Q.T, plan.n_seqs)) {
+        fast::flash_attention(O.p, O.ts, O.hs, Q.p, Q.ts, Q.hs, Q.T, Q.n, kc, vc, plan, scale,
+                              fast::flash_variant(Q.T, Q.n, kc.D), stream_.get(), g);
+        return true;
+    }
+    const fast::AttnKernel kernel =
+        !decode_attention_simt() && fast::attention_supported(Q.n, kc.n_kv, kc.D, vc.D, fast::AttnKernel::Mma, f16)
+            ? fast::AttnKernel::Mma
+            : fast::AttnKernel::Simt;
+    if (!fast::attention_supported(Q.n, kc.n_kv, kc.D, vc.D, kernel, f16)) return false;
+    const int splits = fast::attention_splits(Q.T, kc.n_kv, int64_t(plan.max_blocks) * plan.block_size, kernel);
+    void* sc = splits > 1 ? scratch(5, fast::attention_scratch(Q.T, Q.n, kc.D, splits)) : nullptr;
+    fast::attention(O.p, O.ts, O.hs, Q.p, Q.ts, Q.hs, Q.T, Q.n, kc, vc, plan, scale, splits, sc, stream_.get(), kernel,
+                    g);
+    return true;
+}
+
+void CudaBackend::attention(const Tensor& out, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                            const AttnPlan& plan, float scale) {
+    if (attention_fast(out, q, nullptr, k_cache, v_cache, plan, scale)) return;
+    const Heads O = heads_of(out, "attention", "out"), Q = heads_of(q, "attention", "q");
+    const ref::PagedCache kc = paged_ref(k_cache, "k"), vc = paged_ref(v_cache, "v");
     ref::attention(O.p, O.ts, O.hs, Q.p, Q.ts, Q.hs, Q.T, Q.n, kc, vc, plan, scale, stream_.get());
+}
+
+void CudaBackend::attention_gated(const Tensor& out, const Tensor& q, const Tensor& gate, const Tensor& k_cache,
+                                  const Tensor& v_cache, const AttnPlan& plan, float scale) {
+    if (attention_fast(out, q, &gate, k_cache, v_cache, plan, scale)) return;
+    Backend::attention_gated(out, q, gate, k_cache, v_cache, plan, scale);
 }
 
 void CudaBackend::softmax(const Tensor& x) {

@@ -12,11 +12,12 @@ namespace tessera::cuda::fast {
 namespace detail {
 cudaError_t launch_attention(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts, int64_t q_hs,
                              int64_t T, int64_t n_head, const ref::PagedCache& kc, const ref::PagedCache& vc,
-                             const AttnPlan& plan, float scale, int splits, float* partial, cudaStream_t stream);
+                             const AttnPlan& plan, float scale, int splits, float* partial, OutGate gate,
+                             cudaStream_t stream);
 cudaError_t launch_decode_attention_mma(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts,
                                         int64_t q_hs, int64_t T, int64_t n_head, const ref::PagedCache& kc,
                                         const ref::PagedCache& vc, const AttnPlan& plan, float scale, int splits,
-                                        float* partial, cudaStream_t stream);
+                                        float* partial, OutGate gate, cudaStream_t stream);
 }  // namespace detail
 
 bool attention_supported(int64_t n_head, int64_t n_kv, int64_t D, int64_t Dv, AttnKernel kernel, bool f16) {
@@ -53,7 +54,7 @@ size_t attention_scratch(int64_t T, int64_t n_head, int64_t D, int splits) {
 
 void attention(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts, int64_t q_hs, int64_t T,
                int64_t n_head, const ref::PagedCache& kc, const ref::PagedCache& vc, const AttnPlan& plan, float scale,
-               int splits, void* scratch, cudaStream_t stream, AttnKernel kernel) {
+               int splits, void* scratch, cudaStream_t stream, AttnKernel kernel, OutGate gate) {
     const bool mma = kernel == AttnKernel::Mma;
     TS_CHECK(attention_supported(n_head, kc.n_kv, kc.D, vc.D, kernel, kc.f16 && vc.f16),
              "fast attention ({}): {} heads over {} kv heads with D={} Dv={}, {} cache (needs D = Dv in {}, ≤ {} "
@@ -78,12 +79,14 @@ void attention(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64
                  (kc.block_stride * es) % 16 == 0 && (kc.row_stride * es) % 16 == 0 && (kc.head_stride * es) % 16 == 0 &&
                  (vc.block_stride * es) % 16 == 0 && (vc.row_stride * es) % 16 == 0 && (vc.head_stride * es) % 16 == 0,
              "fast attention: cache rows must be 16-byte aligned");
+    TS_CHECK(!gate.g || (gate.hs >= kc.D && (T == 1 || gate.ts >= (n_head - 1) * gate.hs + kc.D)),
+             "fast attention: gate strides (token {}, head {}) overlap", gate.ts, gate.hs);
     if (mma)
         TS_CUDA_CHECK(detail::launch_decode_attention_mma(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan,
-                                                          scale, splits, static_cast<float*>(scratch), stream));
+                                                          scale, splits, static_cast<float*>(scratch), gate, stream));
     else
         TS_CUDA_CHECK(detail::launch_attention(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale,
-                                               splits, static_cast<float*>(scratch), stream));
+                                               splits, static_cast<float*>(scratch), gate, stream));
 }
 
 }  // namespace tessera::cuda::fast

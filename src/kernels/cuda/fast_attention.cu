@@ -5,6 +5,7 @@
 #include <cuda_fp16.h>
 
 #include "kernels/cuda/fast_attention.h"
+#include "kernels/cuda/fast_attention_tile.cuh"
 #include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/ref_plan.cuh"
@@ -12,7 +13,7 @@
 namespace tessera::cuda::fast::detail {
 
 cudaError_t launch_attention_combine(float* out, int64_t out_ts, int64_t out_hs, const float* partial, int64_t T,
-                                     int64_t n_head, int64_t D, int splits, cudaStream_t stream);
+                                     int64_t n_head, int64_t D, int splits, OutGate gate, cudaStream_t stream);
 
 namespace {
 
@@ -32,7 +33,7 @@ template <typename E, int DPL>
 __global__ void __launch_bounds__(kThreads)
     attention_kernel(float* __restrict__ out, int64_t out_ts, int64_t out_hs, const float* __restrict__ q, int64_t q_ts,
                      int64_t q_hs, int n_head, ref::PagedCache kc, ref::PagedCache vc, AttnPlan plan, float scale,
-                     int splits, float* __restrict__ partial) {
+                     int splits, float* __restrict__ partial, OutGate gate) {
     constexpr int D = 32 * DPL, KT = kTile<E>;
     __shared__ __align__(16) E k_s[KT][D];
     __shared__ __align__(16) E v_s[KT][D];
@@ -52,7 +53,8 @@ __global__ void __launch_bounds__(kThreads)
             float* o = out + t * out_ts + int64_t(head) * out_hs + lane * DPL;
             const float inv = l > 0.f ? 1.f / l : 0.f;
 #pragma unroll
-            for (int i = 0; i < DPL; ++i) o[i] = m != m ? ref::quiet_nan() : acc[i] * inv;
+            for (int i = 0; i < DPL; ++i)
+                o[i] = dev::gated(gate, m != m ? ref::quiet_nan() : acc[i] * inv, t, head, lane * DPL + i);
         } else {
             float* pr = partial + ((t * n_head + head) * splits + sp) * int64_t(D + 2);
             if (lane == 0) {
@@ -170,7 +172,7 @@ constexpr int kCombineWarps = 4;
 
 __global__ void __launch_bounds__(kCombineWarps * 32)
     combine_kernel(float* __restrict__ out, int64_t out_ts, int64_t out_hs, const float* __restrict__ partial,
-                   int n_head, int D, int splits) {
+                   int n_head, int D, int splits, OutGate gate) {
     __shared__ float wgt[kCombineWarps][kAttnMaxSplits];
     pdl::wait();  // launched with PDL (pdl.cuh): the partials come from the kernel before
     pdl::trigger();
@@ -207,7 +209,7 @@ __global__ void __launch_bounds__(kCombineWarps * 32)
     if (d >= D) return;
     float* o = out + t * out_ts + int64_t(h) * out_hs;
     if (any_nan) {
-        o[d] = ref::quiet_nan();
+        o[d] = dev::gated(gate, ref::quiet_nan(), t, h, d);
         return;
     }
     constexpr int U = 16;  // splits' loads in flight (the loop is latency-bound, not bandwidth-bound)
@@ -227,29 +229,30 @@ __global__ void __launch_bounds__(kCombineWarps * 32)
     for (int w = U / 2; w > 0; w /= 2)
 #pragma unroll
         for (int u = 0; u < w; ++u) num[u] += num[u + w];
-    o[d] = L > 0.f ? num[0] / L : 0.f;
+    o[d] = dev::gated(gate, L > 0.f ? num[0] / L : 0.f, t, h, d);
 }
 
 template <typename E, int DPL>
 cudaError_t launch(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts, int64_t q_hs, int64_t T,
                    int64_t n_head, const ref::PagedCache& kc, const ref::PagedCache& vc, const AttnPlan& plan,
-                   float scale, int splits, float* partial, cudaStream_t stream) {
+                   float scale, int splits, float* partial, OutGate gate, cudaStream_t stream) {
     const dim3 grid{unsigned(T), unsigned(kc.n_kv), unsigned(splits)};
     attention_kernel<E, DPL><<<grid, kThreads, 0, stream>>>(out, out_ts, out_hs, q, q_ts, q_hs, int(n_head), kc, vc,
-                                                            plan, scale, splits, partial);
+                                                            plan, scale, splits, partial, gate);
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess || splits == 1) return e;
-    return launch_attention_combine(out, out_ts, out_hs, partial, T, n_head, kc.D, splits, stream);
+    return launch_attention_combine(out, out_ts, out_hs, partial, T, n_head, kc.D, splits, gate, stream);
 }
 
 template <typename E>
 cudaError_t launch_dims(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts, int64_t q_hs,
                         int64_t T, int64_t n_head, const ref::PagedCache& kc, const ref::PagedCache& vc,
-                        const AttnPlan& plan, float scale, int splits, float* partial, cudaStream_t stream) {
+                        const AttnPlan& plan, float scale, int splits, float* partial, OutGate gate,
+                        cudaStream_t stream) {
     switch (kc.D / 32) {
-        case 1: return launch<E, 1>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, splits, partial, stream);
-        case 2: return launch<E, 2>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, splits, partial, stream);
-        case 4: return launch<E, 4>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, splits, partial, stream);
-        case 8: return launch<E, 8>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, splits, partial, stream);
+        case 1: return launch<E, 1>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, splits, partial, gate, stream);
+        case 2: return launch<E, 2>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, splits, partial, gate, stream);
+        case 4: return launch<E, 4>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, splits, partial, gate, stream);
+        case 8: return launch<E, 8>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, splits, partial, gate, stream);
         default: return cudaErrorInvalidValue;  // D = 96, 160, 192, 224: not instantiated
     }
 }
@@ -257,20 +260,21 @@ cudaError_t launch_dims(float* out, int64_t out_ts, int64_t out_hs, const float*
 }  // namespace
 
 cudaError_t launch_attention_combine(float* out, int64_t out_ts, int64_t out_hs, const float* partial, int64_t T,
-                                     int64_t n_head, int64_t D, int splits, cudaStream_t stream) {
+                                     int64_t n_head, int64_t D, int splits, OutGate gate, cudaStream_t stream) {
     const unsigned dims = unsigned((D + 32 * kCombineWarps - 1) / (32 * kCombineWarps));
     return pdl::launch(combine_kernel, dim3(unsigned(T), unsigned(n_head), dims), kCombineWarps * 32, 0, stream, out,
-                       out_ts, out_hs, partial, int(n_head), int(D), splits);
+                       out_ts, out_hs, partial, int(n_head), int(D), splits, gate);
 }
 
 cudaError_t launch_attention(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts, int64_t q_hs,
                              int64_t T, int64_t n_head, const ref::PagedCache& kc, const ref::PagedCache& vc,
-                             const AttnPlan& plan, float scale, int splits, float* partial, cudaStream_t stream) {
+                             const AttnPlan& plan, float scale, int splits, float* partial, OutGate gate,
+                             cudaStream_t stream) {
     if (kc.f16)
         return launch_dims<__half>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, splits, partial,
-                                   stream);
+                                   gate, stream);
     return launch_dims<float>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, splits, partial,
-                              stream);
+                              gate, stream);
 }
 
 }  // namespace tessera::cuda::fast::detail

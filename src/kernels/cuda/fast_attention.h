@@ -31,6 +31,14 @@ constexpr int64_t kAttnMaxSplits = 256;
 
 enum class AttnKernel : int { Simt = 0, Mma = 1 };
 
+// An output gate the attention kernels apply as they write (Qwen3.5 / Qwen3-Next's gated
+// attention): out[t, h, d] = attention · σ(g[t·ts + h·hs + d]), σ as ref::sigmoid_mul computes
+// it. g null: no gate.
+struct OutGate {
+    const float* g = nullptr;
+    int64_t ts = 0, hs = 0;
+};
+
 // Whether attention() takes these shapes with that kernel.
 bool attention_supported(int64_t n_head, int64_t n_kv, int64_t D, int64_t Dv, AttnKernel kernel = AttnKernel::Simt,
                          bool f16 = true);
@@ -45,6 +53,7 @@ size_t attention_scratch(int64_t T, int64_t n_head, int64_t D, int splits);
 // out[T, n_head, D] as ref::attention; scratch of attention_scratch(T, n_head, D, splits) bytes.
 void attention(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts, int64_t q_hs, int64_t T,
                int64_t n_head, const ref::PagedCache& k_cache, const ref::PagedCache& v_cache, const AttnPlan& plan,
-               float scale, int splits, void* scratch, cudaStream_t stream, AttnKernel kernel = AttnKernel::Simt);
+               float scale, int splits, void* scratch, cudaStream_t stream, AttnKernel kernel = AttnKernel::Simt,
+               OutGate gate = {});
 
 }  // namespace tessera::cuda::fast

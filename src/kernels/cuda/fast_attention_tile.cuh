@@ -1,11 +1,12 @@
 // Device helpers of the tensor-core attention kernels (fast_flash_attention.cu for prefill,
 // fast_decode_attention.cu for decode): K / V tiles of the paged f16 cache in swizzled shared
-// memory, and q rounded to f16. Header-only, device code only.
+// memory, q rounded to f16, the output gate. Header-only, device code only.
 #pragma once
 #include <cuda_fp16.h>
 
 #include <cstdint>
 
+#include "kernels/cuda/fast_attention.h"
 #include "kernels/cuda/fast_mma.cuh"
 #include "kernels/cuda/ref_attention.h"
 
@@ -39,6 +40,12 @@ __device__ __forceinline__ void load_kv_tile(uint4* dst, const ref::PagedCache& 
                                      : base;
         cp_async16(smem_addr(dst + swz<D>(r, ch)), src, e.x >= 0);
     }
+}
+
+// v · σ(g) for out[t, head, d] with a gate (ref::sigmoid_mul's arithmetic), v without one.
+__device__ __forceinline__ float gated(const OutGate& gate, float v, int64_t t, int head, int d) {
+    if (!gate.g) return v;
+    return v * (1.f / (1.f + expf(-gate.g[t * gate.ts + int64_t(head) * gate.hs + d])));
 }
 
 // 8 floats of q (scaled) as 8 f16 in one 16-byte chunk.

@@ -21,7 +21,7 @@
 namespace tessera::cuda::fast::detail {
 
 cudaError_t launch_attention_combine(float* out, int64_t out_ts, int64_t out_hs, const float* partial, int64_t T,
-                                     int64_t n_head, int64_t D, int splits, cudaStream_t stream);
+                                     int64_t n_head, int64_t D, int splits, OutGate gate, cudaStream_t stream);
 
 namespace {
 
@@ -44,7 +44,7 @@ template <int D>
 __global__ void __launch_bounds__(kThreads)
     decode_mma_kernel(float* __restrict__ out, int64_t out_ts, int64_t out_hs, const float* __restrict__ q,
                       int64_t q_ts, int64_t q_hs, int n_head, ref::PagedCache kc, ref::PagedCache vc, AttnPlan plan,
-                      float scale_log2, int splits, float* __restrict__ partial) {
+                      float scale_log2, int splits, float* __restrict__ partial, OutGate gate) {
     constexpr int CH = D / 8;
     extern __shared__ __align__(128) uint4 smem[];
     uint4* q_s = smem;                // [kRows][CH]
@@ -65,7 +65,7 @@ __global__ void __launch_bounds__(kThreads)
         for (int i = tid; i < G * D; i += kThreads) {
             const int h = i / D, d = i - h * D, head = g * G + h;
             if (splits == 1) {
-                out[t * out_ts + int64_t(head) * out_hs + d] = v;
+                out[t * out_ts + int64_t(head) * out_hs + d] = gated(gate, v, t, head, d);
             } else {
                 float* pr = partial + ((t * n_head + head) * splits + sp) * int64_t(D + 2);
                 if (d == 0) pr[0] = m, pr[1] = l;
@@ -261,7 +261,7 @@ __global__ void __launch_bounds__(kThreads)
         for (int w = 1; w < kW; ++w) acc += red[(w * kRows + h) * D + d];
         const float M = fin_s[h][0], L = fin_s[h][1];
         if (splits == 1) {
-            out[t * out_ts + int64_t(head) * out_hs + d] = L > 0.f ? acc / L : 0.f;
+            out[t * out_ts + int64_t(head) * out_hs + d] = gated(gate, L > 0.f ? acc / L : 0.f, t, head, d);
         } else {
             float* pr = partial + ((t * n_head + head) * splits + sp) * int64_t(D + 2);
             if (d == 0) pr[0] = M * kLn2, pr[1] = L;
@@ -273,16 +273,16 @@ __global__ void __launch_bounds__(kThreads)
 template <int D>
 cudaError_t launch(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts, int64_t q_hs, int64_t T,
                    int64_t n_head, const ref::PagedCache& kc, const ref::PagedCache& vc, const AttnPlan& plan,
-                   float scale, int splits, float* partial, cudaStream_t stream) {
+                   float scale, int splits, float* partial, OutGate gate, cudaStream_t stream) {
     static const cudaError_t attr = cudaFuncSetAttribute(
         decode_mma_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_bytes<D>()));
     if (attr != cudaSuccess) return attr;
     const dim3 grid{unsigned(T), unsigned(kc.n_kv), unsigned(splits)};
     const cudaError_t e = pdl::launch(decode_mma_kernel<D>, grid, kThreads, smem_bytes<D>(), stream, out, out_ts, out_hs,
                                       q, q_ts, q_hs, int(n_head), kc, vc, plan, scale * 1.4426950408889634f, splits,
-                                      partial);
+                                      partial, gate);
     if (e != cudaSuccess || splits == 1) return e;
-    return launch_attention_combine(out, out_ts, out_hs, partial, T, n_head, kc.D, splits, stream);
+    return launch_attention_combine(out, out_ts, out_hs, partial, T, n_head, kc.D, splits, gate, stream);
 }
 
 }  // namespace
@@ -290,11 +290,11 @@ cudaError_t launch(float* out, int64_t out_ts, int64_t out_hs, const float* q, i
 cudaError_t launch_decode_attention_mma(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts,
                                         int64_t q_hs, int64_t T, int64_t n_head, const ref::PagedCache& kc,
                                         const ref::PagedCache& vc, const AttnPlan& plan, float scale, int splits,
-                                        float* partial, cudaStream_t stream) {
+                                        float* partial, OutGate gate, cudaStream_t stream) {
     switch (kc.D) {
-        case 64: return launch<64>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, splits, partial, stream);
-        case 128: return launch<128>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, splits, partial, stream);
-        case 256: return launch<256>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, splits, partial, stream);
+        case 64: return launch<64>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, splits, partial, gate, stream);
+        case 128: return launch<128>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, splits, partial, gate, stream);
+        case 256: return launch<256>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, splits, partial, gate, stream);
         default: return cudaErrorInvalidValue;
     }
 }

@@ -34,7 +34,7 @@ FlashVariant flash_variant(int64_t T, int64_t n_head, int64_t /*D*/) {
 
 void flash_attention(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts, int64_t q_hs,
                      int64_t T, int64_t n_head, const ref::PagedCache& kc, const ref::PagedCache& vc,
-                     const AttnPlan& plan, float scale, FlashVariant variant, cudaStream_t stream) {
+                     const AttnPlan& plan, float scale, FlashVariant variant, cudaStream_t stream, OutGate gate) {
     TS_CHECK(flash_attention_supported(n_head, kc.n_kv, kc.D, vc.D, kc.f16 && vc.f16),
              "flash attention: {} heads over {} kv heads with D={} Dv={}, {} caches (needs f16 caches, D = Dv in "
              "64/128/256, whole groups)", n_head, kc.n_kv, kc.D, vc.D, kc.f16 && vc.f16 ? "f16" : "f32");
@@ -59,8 +59,10 @@ void flash_attention(float* out, int64_t out_ts, int64_t out_hs, const float* q,
                  kc.block_stride % 8 == 0 && kc.row_stride % 8 == 0 && kc.head_stride % 8 == 0 &&
                  vc.block_stride % 8 == 0 && vc.row_stride % 8 == 0 && vc.head_stride % 8 == 0,
              "flash attention: cache rows must be 16-byte aligned");
+    TS_CHECK(!gate.g || (gate.hs >= kc.D && (T == 1 || gate.ts >= (n_head - 1) * gate.hs + kc.D)),
+             "flash attention: gate strides (token {}, head {}) overlap", gate.ts, gate.hs);
     TS_CUDA_CHECK(detail::launch_flash_attention(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale,
-                                                 int(variant), stream));
+                                                 int(variant), gate, stream));
 }
 
 }  // namespace tessera::cuda::fast

@@ -22,7 +22,7 @@ template <int D, int W, int S>
 __global__ void __launch_bounds__(W * 32, W == 4 ? 2 : 1)
     flash_kernel(float* __restrict__ out, int64_t out_ts, int64_t out_hs, const float* __restrict__ q, int64_t q_ts,
                  int64_t q_hs, int T, int n_head, ref::PagedCache kc, ref::PagedCache vc, AttnPlan plan,
-                 float scale_log2) {
+                 float scale_log2, OutGate gate) {
     constexpr int BM = 16 * W, NT = W * 32, CH = D / 8;  // CH: 16-byte chunks per row
     constexpr int R = S + 1;                              // buffers of rows_s
     extern __shared__ __align__(128) uint4 smem[];
@@ -60,7 +60,7 @@ __global__ void __launch_bounds__(W * 32, W == 4 ? 2 : 1)
     auto fill_rows = [&](int64_t t_lo, int64_t t_hi, float v) {  // out[t_lo..t_hi), head h := v
         for (int64_t i = tid; i < (t_hi - t_lo) * D; i += NT) {
             const int64_t t = t_lo + i / D;
-            out[t * out_ts + int64_t(h) * out_hs + i % D] = v;
+            out[t * out_ts + int64_t(h) * out_hs + i % D] = gated(gate, v, t, h, int(i % D));
         }
     };
     if (s < 0) {  // an idle slot; the last one (always idle) marks tokens outside q_start as bad
@@ -239,13 +239,14 @@ __global__ void __launch_bounds__(W * 32, W == 4 ? 2 : 1)
     float* ob = oa + 8 * out_ts;
 #pragma unroll
     for (int j = 0; j < D / 8; ++j) {
+        const int d = j * 8 + 2 * quad;
         if (ra < rows) {
-            oa[j * 8] = o[j][0] * inv_a;
-            oa[j * 8 + 1] = o[j][1] * inv_a;
+            oa[j * 8] = gated(gate, o[j][0] * inv_a, t0 + ra, h, d);
+            oa[j * 8 + 1] = gated(gate, o[j][1] * inv_a, t0 + ra, h, d + 1);
         }
         if (rb < rows) {
-            ob[j * 8] = o[j][2] * inv_b;
-            ob[j * 8 + 1] = o[j][3] * inv_b;
+            ob[j * 8] = gated(gate, o[j][2] * inv_b, t0 + rb, h, d);
+            ob[j * 8 + 1] = gated(gate, o[j][3] * inv_b, t0 + rb, h, d + 1);
         }
     }
 }
@@ -253,7 +254,7 @@ __global__ void __launch_bounds__(W * 32, W == 4 ? 2 : 1)
 template <int D, int W, int S>
 cudaError_t launch(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts, int64_t q_hs, int64_t T,
                    int64_t n_head, const ref::PagedCache& kc, const ref::PagedCache& vc, const AttnPlan& plan,
-                   float scale, cudaStream_t stream) {
+                   float scale, OutGate gate, cudaStream_t stream) {
     constexpr int BM = 16 * W;
     constexpr size_t smem = size_t(BM + 2 * S * kBN) * D * 2;
     if (cudaError_t e = cudaFuncSetAttribute(flash_kernel<D, W, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
@@ -261,18 +262,18 @@ cudaError_t launch(float* out, int64_t out_ts, int64_t out_hs, const float* q, i
         return e;
     const dim3 grid{unsigned(n_head), unsigned((T + BM - 1) / BM + plan.n_seqs)};
     flash_kernel<D, W, S><<<grid, W * 32, smem, stream>>>(out, out_ts, out_hs, q, q_ts, q_hs, int(T), int(n_head), kc, vc,
-                                                        plan, scale * 1.4426950408889634f);
+                                                        plan, scale * 1.4426950408889634f, gate);
     return cudaGetLastError();
 }
 
 template <int W, int S>
 cudaError_t launch_dims(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts, int64_t q_hs,
                         int64_t T, int64_t n_head, const ref::PagedCache& kc, const ref::PagedCache& vc,
-                        const AttnPlan& plan, float scale, cudaStream_t stream) {
+                        const AttnPlan& plan, float scale, OutGate gate, cudaStream_t stream) {
     switch (kc.D) {
-        case 64: return launch<64, W, S>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, stream);
-        case 128: return launch<128, W, S>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, stream);
-        case 256: return launch<256, W, S>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, stream);
+        case 64: return launch<64, W, S>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate, stream);
+        case 128: return launch<128, W, S>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate, stream);
+        case 256: return launch<256, W, S>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate, stream);
         default: return cudaErrorInvalidValue;
     }
 }
@@ -282,14 +283,14 @@ cudaError_t launch_dims(float* out, int64_t out_ts, int64_t out_hs, const float*
 cudaError_t launch_flash_attention(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts,
                                    int64_t q_hs, int64_t T, int64_t n_head, const ref::PagedCache& kc,
                                    const ref::PagedCache& vc, const AttnPlan& plan, float scale, int variant,
-                                   cudaStream_t stream) {
+                                   OutGate gate, cudaStream_t stream) {
     switch (FlashVariant(variant)) {
         case FlashVariant::Rows64:
-            return launch_dims<4, 1>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, stream);
+            return launch_dims<4, 1>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate, stream);
         case FlashVariant::Rows128:
-            return launch_dims<8, 1>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, stream);
+            return launch_dims<8, 1>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate, stream);
         case FlashVariant::Rows128x2:
-            return launch_dims<8, 2>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, stream);
+            return launch_dims<8, 2>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate, stream);
     }
     return cudaErrorInvalidValue;
 }

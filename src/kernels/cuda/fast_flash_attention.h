@@ -20,6 +20,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "kernels/cuda/fast_attention.h"  // OutGate
 #include "kernels/cuda/ref_attention.h"
 
 namespace tessera::cuda::fast {
@@ -40,16 +41,17 @@ bool use_flash_attention(int64_t T, int64_t n_seqs);
 // The block shape the backend uses for these shapes (pure).
 FlashVariant flash_variant(int64_t T, int64_t n_head, int64_t D);
 
-// out[T, n_head, D] as ref::attention, q [T, n_head, D] f32 (strides in elements), caches f16.
+// out[T, n_head, D] as ref::attention, q [T, n_head, D] f32 (strides in elements), caches f16;
+// with a gate, out · σ(gate) (OutGate).
 void flash_attention(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts, int64_t q_hs,
                      int64_t T, int64_t n_head, const ref::PagedCache& k_cache, const ref::PagedCache& v_cache,
-                     const AttnPlan& plan, float scale, FlashVariant variant, cudaStream_t stream);
+                     const AttnPlan& plan, float scale, FlashVariant variant, cudaStream_t stream, OutGate gate = {});
 
 namespace detail {
 cudaError_t launch_flash_attention(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts,
                                    int64_t q_hs, int64_t T, int64_t n_head, const ref::PagedCache& kc,
                                    const ref::PagedCache& vc, const AttnPlan& plan, float scale, int variant,
-                                   cudaStream_t stream);
+                                   OutGate gate, cudaStream_t stream);
 }  // namespace detail
 
 }  // namespace tessera::cuda::fast

@@ -548,10 +548,10 @@ __global__ void __launch_bounds__(kStagedWarps * 32)
     for (int i = 0; i < nj; ++i) {
         const int kt = warp + kStagedWarps * i;
 #pragma unroll
-        for (int u = 0; u < 2; ++u) {  // 16 rows × 4 chunks: 2 a lane
+        for (int u = 0; u < 2; ++u) {  // 16 rows × 4 chunks: 2 a lane (chunks past K, rows past N: none; never read)
             const int r = lane >> 1, ch = kt * 4 + (lane & 1) * 2 + u;
-            const int64_t o = lay.code_row(r) + lay.chunk(ch < nch ? ch : 0);
-            cp_async16(smem_addr(slab + o), codes0 + o, r < rows && ch < nch);
+            const int64_t o = lay.code_row(r) + lay.chunk(ch);
+            if (r < rows && ch < nch) cp_async16(smem_addr(slab + o), codes0 + o, true);
         }
         cp_async_commit();
     }

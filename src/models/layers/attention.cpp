@@ -48,8 +48,9 @@ void Attention::forward(Backend& be, Arena& arena, const ModelConfig& c, const R
     Tensor k3 = head_view(qkv, qw, nkv, D, D), v3 = head_view(qkv, qw + kw, nkv, D, D);
     be.qk_norm_rope_store(q3, k3, v3, q_norm, k_norm, c.rms_eps, b.positions, rope, k_cache, v_cache, b.slots);
     Tensor attn3 = attn.view({T, nh, D});
-    be.attention(attn3, q3, k_cache, v_cache, b.attn, 1.0f / std::sqrt(float(D)));
-    if (gated) be.sigmoid_mul(attn3, attn3, head_view(qkv, D, nh, D, 2 * D));
+    const float scale = 1.0f / std::sqrt(float(D));
+    if (gated) be.attention_gated(attn3, q3, head_view(qkv, D, nh, D, 2 * D), k_cache, v_cache, b.attn, scale);
+    else be.attention(attn3, q3, k_cache, v_cache, b.attn, scale);
     be.matmul(out, attn, wo);
 }
 
