@@ -463,21 +463,6 @@ constexpr int64_t staged_x_smem(int64_t K, PackedKind kind, int64_t T) {
     return T * nch * (64 + 4);
 }
 
-// cp.async.wait_group with a run-time count: at most n of this thread's groups still pending
-// (past 7: 7, which waits for more than asked).
-__device__ __forceinline__ void wait_pending(int n) {
-    switch (n < 7 ? n : 7) {
-        case 0: cp_async_wait<0>(); break;
-        case 1: cp_async_wait<1>(); break;
-        case 2: cp_async_wait<2>(); break;
-        case 3: cp_async_wait<3>(); break;
-        case 4: cp_async_wait<4>(); break;
-        case 5: cp_async_wait<5>(); break;
-        case 6: cp_async_wait<6>(); break;
-        default: cp_async_wait<7>(); break;
-    }
-}
-
 // One k-tile of the staged kernel: q the codes as loaded (chunk t of rows g, g + 8), xb[c] chunk
 // c's B fragments, sc / e[c][h] chunk c's scale and offset (b − 128·s) for row g + 8h, S[c][p]
 // chunk c's Σ x of token 2t + p. ONE (T = 1): only the even columns (token 0) are kept.
@@ -532,29 +517,16 @@ __global__ void __launch_bounds__(kStagedWarps * 32)
     uint4* const xs = reinterpret_cast<uint4*>(bi_sm + (BIAS ? 32 * gpr : 0));  // 32·gpr: whole 16 bytes
     float* const s_sm = reinterpret_cast<float*>(xs + int64_t(T) * nch * 4);
 
-    // The slab, all in flight before the wait for the kernel before: first the scales / biases
-    // (rows·gpr halves, the last chunk zero-filled past them; the block's threads, one cp.async
-    // group), then each warp its own k-tiles' codes, one group a k-tile in the order it will
-    // use them — so a warp starts on its first k-tile while the rest are still in flight.
+    // The slab: codes rows·row_bytes bytes (whole chunks), scales / biases rows·gpr halves (the
+    // last chunk zero-filled past them). All in flight before the wait for the kernel before.
     auto copy = [&](uint8_t* dst, const uint8_t* src, int64_t bytes) {
         for (int64_t o = int64_t(threadIdx.x) * 16; o < bytes; o += kStagedWarps * 32 * 16)
             cp_async16_n(smem_addr(dst + o), src + o, int(bytes - o < 16 ? bytes - o : 16));
     };
+    copy(slab, w.codes + row0 * row_bytes, rows * row_bytes);
     copy(sc_sm, reinterpret_cast<const uint8_t*>(w.scales + row0 * gpr), rows * gpr * 2);
     if constexpr (BIAS) copy(bi_sm, reinterpret_cast<const uint8_t*>(w.biases + row0 * gpr), rows * gpr * 2);
     cp_async_commit();
-    const uint8_t* codes0 = w.codes + row0 * row_bytes;  // the slab's bytes are the block's in both orders
-    const int nj = warp < nkt ? (nkt - warp + kStagedWarps - 1) / kStagedWarps : 0;  // this warp's k-tiles
-    for (int i = 0; i < nj; ++i) {
-        const int kt = warp + kStagedWarps * i;
-#pragma unroll
-        for (int u = 0; u < 2; ++u) {  // 16 rows × 4 chunks: 2 a lane (chunks past K, rows past N: none; never read)
-            const int r = lane >> 1, ch = kt * 4 + (lane & 1) * 2 + u;
-            const int64_t o = lay.code_row(r) + lay.chunk(ch);
-            if (r < rows && ch < nch) cp_async16(smem_addr(slab + o), codes0 + o, true);
-        }
-        cp_async_commit();
-    }
     pdl::wait();  // launched with PDL (pdl.cuh): x comes from the kernel before
     pdl::trigger();
 
@@ -591,8 +563,7 @@ __global__ void __launch_bounds__(kStagedWarps * 32)
             if (tq == 0) s_sm[n * nch + ch] = part;
         }
     }
-    // The scales (every thread's first group) and x are in place for the block.
-    wait_pending(nj);
+    cp_async_wait<0>();
     __syncthreads();
 
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
@@ -600,10 +571,7 @@ __global__ void __launch_bounds__(kStagedWarps * 32)
     const auto* bi16 = reinterpret_cast<const uint16_t*>(bi_sm);
     const int tok_b = g < T ? g : 0;  // B column g: token g, or token 0 again past T (finite, never stored)
     const int tok0 = 2 * t, tok1 = 2 * t + 1;
-    for (int i = 0; i < nj; ++i) {
-        const int kt = warp + kStagedWarps * i;
-        wait_pending(nj - 1 - i);  // this warp's k-tile i has landed …
-        __syncwarp();              // … for every lane of the warp
+    for (int kt = warp; kt < nkt; kt += kStagedWarps) {
         uint4 q[2];
         uint4 xb[4];
         float sc[4][2], e[4][2], S[4][2];
