@@ -103,6 +103,20 @@ __device__ __forceinline__ uint4 b_entry(const float* p, bool aligned) {
                       pack_bf16x2(v[3], v[7]));
 }
 
+// Entry en of a staged x (chunk en / 4, lane en % 4): its B fragment v into xs[en], and by the
+// quad's first lane the chunk's Σ x (of v's bf16 values) into S[en / 4]. Whole quads call it
+// together (their lanes en & 3 = lane & 3), as the shuffles need.
+__device__ __forceinline__ void stage_entry(uint4* xs, float* S, int en, uint4 v) {
+    xs[en] = v;
+    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+    float sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) sum += __uint_as_float(words[i] << 16) + __uint_as_float(words[i] & 0xffff0000u);
+    sum += __shfl_xor_sync(__activemask(), sum, 1);
+    sum += __shfl_xor_sync(__activemask(), sum, 2);
+    if ((en & 3) == 0) S[en >> 2] = sum;
+}
+
 // acc[mt] += one k-tile of row tile mt (as loaded: lane t has chunk t; a quad transpose leaves it
 // word t of every chunk) times the block's staged x: xs the k-tile's entries (c, t) as every
 // lane's B fragment (the slot's x (act) in all 8 columns: columns 1–7 repeat column 0 and are
@@ -181,17 +195,8 @@ __global__ void __launch_bounds__(kThreads, U == 1 ? 3 : 2)
         }
     };
     load(0);
-    for (int en = int(threadIdx.x); en < nkt * 16; en += kThreads) {  // whole quads: en & 3 = lane & 3
-        const uint4 v = en < nch * 4 ? b_entry(xt + (en >> 2) * 32 + (en & 3) * 8, x_aligned) : make_uint4(0, 0, 0, 0);
-        xs[en] = v;
-        const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-        float part = 0.f;
-#pragma unroll
-        for (int i = 0; i < 4; ++i) part += __uint_as_float(words[i] << 16) + __uint_as_float(words[i] & 0xffff0000u);
-        part += __shfl_xor_sync(__activemask(), part, 1);
-        part += __shfl_xor_sync(__activemask(), part, 2);
-        if ((en & 3) == 0) S[en >> 2] = part;
-    }
+    for (int en = int(threadIdx.x); en < nkt * 16; en += kThreads)  // whole quads: en & 3 = lane & 3
+        stage_entry(xs, S, en, en < nch * 4 ? b_entry(xt + (en >> 2) * 32 + (en & 3) * 8, x_aligned) : make_uint4(0, 0, 0, 0));
     __syncthreads();
 
     float acc[2][4];
@@ -282,15 +287,8 @@ __global__ void __launch_bounds__(NW * 32, NW == 8 && U <= 4 ? 2 : 1)
     // The token's k act rows as B fragments and Σ x per chunk, once for the block (zeros past I).
     for (int en = int(threadIdx.x); en < items * 16; en += NW * 32) {  // whole quads: en & 3 = lane & 3
         const int j = en / (nkt * 16), ch = (en >> 2) - j * nkt * 4;
-        const uint4 v = ch < nch ? b_entry(act + (tok * k + j) * I + ch * 32 + (en & 3) * 8, true) : make_uint4(0, 0, 0, 0);
-        xs[en] = v;
-        const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-        float sum = 0.f;
-#pragma unroll
-        for (int i = 0; i < 4; ++i) sum += __uint_as_float(words[i] << 16) + __uint_as_float(words[i] & 0xffff0000u);
-        sum += __shfl_xor_sync(__activemask(), sum, 1);
-        sum += __shfl_xor_sync(__activemask(), sum, 2);
-        if ((en & 3) == 0) S[en >> 2] = sum;
+        stage_entry(xs, S, en,
+                    ch < nch ? b_entry(act + (tok * k + j) * I + ch * 32 + (en & 3) * 8, true) : make_uint4(0, 0, 0, 0));
     }
     __syncthreads();
     for (int m0 = 0; m0 < mine; m0 += U) {
