@@ -15,6 +15,7 @@
 #include "core/tensor.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/ref_attention.h"
 
 #define REQUIRE_CUDA()                                                                        \
     do {                                                                                      \
@@ -23,6 +24,22 @@
     } while (0)
 
 namespace tessera::reftest {
+
+// A paged cache [n_blocks, block_size, n_kv, D] packed densely at data (element strides).
+inline cuda::ref::PagedCache dense_cache(const void* data, bool f16, int64_t n_blocks, int64_t block_size,
+                                         int64_t n_kv, int64_t D) {
+    cuda::ref::PagedCache c;
+    c.data = data;
+    c.f16 = f16;
+    c.n_blocks = n_blocks;
+    c.block_size = block_size;
+    c.n_kv = n_kv;
+    c.D = D;
+    c.head_stride = D;
+    c.row_stride = n_kv * D;
+    c.block_stride = block_size * n_kv * D;
+    return c;
+}
 
 // Value of every element outside a view (row padding): a kernel that writes there shows up.
 constexpr float kPad = -777.25f;

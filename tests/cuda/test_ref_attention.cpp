@@ -135,18 +135,8 @@ void check_batch(const Config& c, const Batch& b, uint32_t seed, Kernel kernel =
     // The CUDA reference, every array on the device.
     DeviceBuffer d_kc = to_device(kc), d_vc = to_device(vc), d_q = to_device(q), d_out = to_device(out_gpu);
     DeviceBuffer d_qs = to_device(q_start), d_len = to_device(b.kv_len), d_tab = to_device(table);
-    ref::PagedCache pk;
-    pk.data = d_kc.data();
-    pk.f16 = c.f16;
-    pk.n_blocks = n_blocks;
-    pk.block_size = c.block_size;
-    pk.n_kv = c.n_kv;
-    pk.D = c.D;
-    pk.head_stride = c.D;
-    pk.row_stride = c.n_kv * c.D;
-    pk.block_stride = c.block_size * c.n_kv * c.D;
-    ref::PagedCache pv = pk;
-    pv.data = d_vc.data();
+    const ref::PagedCache pk = reftest::dense_cache(d_kc.data(), c.f16, n_blocks, c.block_size, c.n_kv, c.D);
+    const ref::PagedCache pv = reftest::dense_cache(d_vc.data(), c.f16, n_blocks, c.block_size, c.n_kv, c.D);
     const AttnPlan dplan{n_seqs, d_qs.as<int32_t>(), d_len.as<int32_t>(), d_tab.as<int32_t>(), max_blocks,
                          int(c.block_size)};
     Stream stream;
@@ -237,15 +227,7 @@ TEST(CudaRefAttention, BadPlanOnTheDeviceGivesNaN) {
     std::vector<int32_t> q_start = {0, 1, 2}, kv_len = {3, 2}, table = {9, 0};
     DeviceBuffer d_c = to_device(cache), d_q = to_device(q), d_o = to_device(out), d_qs = to_device(q_start),
                  d_len = to_device(kv_len), d_tab = to_device(table);
-    ref::PagedCache pc;
-    pc.data = d_c.data();
-    pc.n_blocks = n_blocks;
-    pc.block_size = bs;
-    pc.n_kv = n_kv;
-    pc.D = D;
-    pc.head_stride = D;
-    pc.row_stride = D;
-    pc.block_stride = bs * D;
+    const ref::PagedCache pc = reftest::dense_cache(d_c.data(), false, n_blocks, bs, n_kv, D);
     const AttnPlan plan{2, d_qs.as<int32_t>(), d_len.as<int32_t>(), d_tab.as<int32_t>(), 1, int(bs)};
     ref::attention(d_o.as<float>(), D, D, d_q.as<float>(), D, D, 2, 1, pc, pc, plan, 1.f, nullptr);
     d_o.download(out.data(), d_o.size());  // cudaMemcpy waits for the default stream
@@ -431,16 +413,7 @@ TEST(CudaFastAttentionMma, BadPlanOnTheDeviceGivesNaN) {
     std::vector<int32_t> q_start = {0, 1, 2, 3}, kv_len = {3, 6, 9}, table = {9, 0, 0, 1, 0, 1};
     DeviceBuffer d_c = to_device(cache), d_q = to_device(q), d_qs = to_device(q_start), d_len = to_device(kv_len),
                  d_tab = to_device(table), d_part(fast::attention_scratch(3, n_head, D, 3));
-    ref::PagedCache pc;
-    pc.data = d_c.data();
-    pc.f16 = true;
-    pc.n_blocks = n_blocks;
-    pc.block_size = bs;
-    pc.n_kv = n_kv;
-    pc.D = D;
-    pc.head_stride = D;
-    pc.row_stride = D;
-    pc.block_stride = bs * D;
+    const ref::PagedCache pc = reftest::dense_cache(d_c.data(), true, n_blocks, bs, n_kv, D);
     const AttnPlan plan{3, d_qs.as<int32_t>(), d_len.as<int32_t>(), d_tab.as<int32_t>(), 2, int(bs)};
     for (int splits : {1, 3}) {
         SCOPED_TRACE("splits " + std::to_string(splits));

@@ -66,15 +66,10 @@ __global__ void __launch_bounds__(kThreads)
         }
     };
 
-    const int s = ref::find_seq(plan.q_start, plan.n_seqs, t);
-    int64_t pos = -1, len = 0;
-    bool ok = s >= 0;
-    if (ok) {
-        const int64_t n_new = int64_t(plan.q_start[s + 1]) - plan.q_start[s];
-        len = plan.kv_len[s];
-        pos = len - n_new + (t - plan.q_start[s]);
-        ok = len == 0 || (pos >= 0 && pos < len && len <= int64_t(plan.max_blocks) * bs);
-    }
+    const ref::TokenContext tc = ref::token_context(plan, t, bs);
+    const int s = tc.s;
+    const int64_t pos = tc.pos, len = tc.len;
+    const bool ok = tc.ok;
     if (warp >= G) return;  // no query head for this warp (whole warps: no barrier below counts them)
     float zero[DPL];
 #pragma unroll

@@ -74,15 +74,10 @@ __global__ void __launch_bounds__(kThreads)
         }
     };
 
-    const int s = ref::find_seq(plan.q_start, plan.n_seqs, t);
-    int64_t pos = -1, len = 0;
-    bool ok = s >= 0;
-    if (ok) {
-        const int64_t n_new = int64_t(plan.q_start[s + 1]) - plan.q_start[s];
-        len = plan.kv_len[s];
-        pos = len - n_new + (t - plan.q_start[s]);
-        ok = len == 0 || (pos >= 0 && pos < len && len <= int64_t(plan.max_blocks) * kc.block_size);
-    }
+    const ref::TokenContext tc = ref::token_context(plan, t, kc.block_size);
+    const int s = tc.s;
+    const int64_t pos = tc.pos, len = tc.len;
+    const bool ok = tc.ok;
     if (!ok) return write_const(ref::quiet_nan(), ref::quiet_nan(), ref::quiet_nan());  // a bad plan row
     if (len == 0) return write_const(-INFINITY, 0.f, 0.f);                               // a padding sequence
     // This split's keys [lo, hi) of [0, pos]: the context in `splits` runs of whole tiles.

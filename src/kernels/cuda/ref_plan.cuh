@@ -4,6 +4,8 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/backend.h"  // AttnPlan
+
 namespace tessera::cuda::ref {
 
 // The sequence s of token t: q_start[s] <= t < q_start[s + 1], by binary search over the
@@ -18,6 +20,28 @@ __device__ inline int find_seq(const int32_t* q_start, int n_seqs, int64_t t) {
     }
     const int s = lo - 1;
     return s >= 0 && t < q_start[s + 1] ? s : -1;
+}
+
+// Token t's place in an attention plan: its sequence s, the sequence's context len (kv_len) and
+// the token's position pos. ok is false for a bad plan row (no sequence covers t, a position
+// outside [0, len), or a context past the block table of max_blocks × block_size keys); a
+// padding sequence (len 0) is ok with pos = −1.
+struct TokenContext {
+    int s = -1;
+    int64_t pos = -1, len = 0;
+    bool ok = false;
+};
+__device__ inline TokenContext token_context(const AttnPlan& plan, int64_t t, int64_t block_size) {
+    TokenContext c;
+    c.s = find_seq(plan.q_start, plan.n_seqs, t);
+    c.ok = c.s >= 0;
+    if (c.ok) {
+        const int64_t n_new = int64_t(plan.q_start[c.s + 1]) - plan.q_start[c.s];
+        c.len = plan.kv_len[c.s];
+        c.pos = c.len - n_new + (t - plan.q_start[c.s]);
+        c.ok = c.len == 0 || (c.pos >= 0 && c.pos < c.len && c.len <= int64_t(plan.max_blocks) * block_size);
+    }
+    return c;
 }
 
 __device__ inline float quiet_nan() { return __int_as_float(0x7fc00000); }
