@@ -1,7 +1,7 @@
 // The fast MoE's decode step on the tensor cores (MoePlan::mma_decode), per slot: each block's
 // 16 weight rows are mma.sync m16n8k16's A (Int4 by the bf16 magic: (word >> 4i) & 0x000f000f |
-// 0x43004300 is the pair 128 + code), the slot's x (act) rounded to bf16 is B's column 0 (the
-// other 7 columns repeat it, unread). 7/8 of the MMA is wasted, but a weight costs < 0.1 instruction (the f32
+// 0x43004300 is the pair 128 + code), the slot's x (act) rounded to bf16 is B's column 0, the
+// other 7 columns zero. 7/8 of the MMA is wasted, but a weight costs < 0.1 instruction (the f32
 // tiles' decode costs ~3), so both steps can run at the weight stream's rate given enough loads
 // in flight. The tile math is fast_gemv_mma.cu's: lane (g, t) loads chunk t of a k-tile (4
 // chunks of 32 columns) of rows g and g + 8, a quad transpose leaves it word t of every chunk,
@@ -14,10 +14,11 @@
 //            order in shared memory, SwiGLU → act [T·k, I] f32.
 //   down:    block = (16 outputs h, token t); the token's k·⌈I/128⌉ (slot, k-tile) items over the
 //            8 or 16 warps (item n on warp n % warps), U items a warp in flight (2·U loads of 16 B
-//            a lane), the token's k act rows staged once for the block as gate_up stages x.
+//            a lane).
 //            Each item's partial goes to shared memory; then y[t, h] = Σ_j weights[t, j]·o_j,
 //            o_j the sum of slot j's k-tile partials, slots in order (no atomics).
-// The first weight loads are issued before x (act) is read. With programmatic dependent launch
+// Each warp stages its own batch's B fragments (bf16) in shared memory: no block barrier before
+// the first weight loads, which are issued before x is read. With programmatic dependent launch
 // (pdl), the down kernel starts while gate_up runs: its first weight loads are issued before it
 // waits for gate_up's act (griddepcontrol.wait); ids and weights come from before gate_up.
 #include <cuda_fp16.h>
@@ -103,25 +104,57 @@ __device__ __forceinline__ uint4 b_entry(const float* p, bool aligned) {
                       pack_bf16x2(v[3], v[7]));
 }
 
-// Entry en of a staged x (chunk en / 4, lane en % 4): its B fragment v into xs[en], and by the
-// quad's first lane the chunk's Σ x (of v's bf16 values) into S[en / 4]. Whole quads call it
-// together (their lanes en & 3 = lane & 3), as the shuffles need.
-__device__ __forceinline__ void stage_entry(uint4* xs, float* S, int en, uint4 v) {
-    xs[en] = v;
-    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-    float sum = 0.f;
+// acc[mt] += one k-tile of row tile mt (as loaded: lane t has chunk t) times B: the staged
+// entries xs [4 chunks][4] of the k-tile, entry (c, t) as lane (g = 0, t)'s fragment of chunk c
+// (B's column 0), zeros in the other columns. bias[mt]: the matrix has f16 biases (else bias =
+// −8·scale). Accumulators of m16n8: acc[0] (row g, column 2t), acc[1] (g, 2t + 1), acc[2]
+// (g + 8, 2t), acc[3] (g + 8, 2t + 1).
+template <int MT>
+__device__ __forceinline__ void tile_math(const Chunk (&w)[MT], const bool (&bias)[MT], const uint4* xs,
+                                          float (&acc)[MT][4], int lane) {
+    const bool on = lane < 4;  // g == 0
+    constexpr uint32_t kOne = 0x3f803f80u;
+    uint32_t X[MT][2][4];  // word t of chunk c (after the transpose)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) sum += __uint_as_float(words[i] << 16) + __uint_as_float(words[i] & 0xffff0000u);
-    sum += __shfl_xor_sync(__activemask(), sum, 1);
-    sum += __shfl_xor_sync(__activemask(), sum, 2);
-    if ((en & 3) == 0) S[en >> 2] = sum;
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            X[mt][h][0] = w[mt].q[h].x;
+            X[mt][h][1] = w[mt].q[h].y;
+            X[mt][h][2] = w[mt].q[h].z;
+            X[mt][h][3] = w[mt].q[h].w;
+            quad_transpose(X[mt][h], lane & 3);
+        }
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+        const uint4 v = xs[c * 4 + (lane & 3)];
+        const uint32_t b[4] = {on ? v.x : 0u, on ? v.y : 0u, on ? v.z : 0u, on ? v.w : 0u};
+        float S[4] = {0.f, 0.f, 0.f, 0.f};
+        mma_bf16(S, kOne, kOne, kOne, kOne, b[0], b[1]);
+        mma_bf16(S, kOne, kOne, kOne, kOne, b[2], b[3]);
+        const int src = (lane & ~3) | c;  // the lane that loaded chunk c's scales
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+            float P[4] = {0.f, 0.f, 0.f, 0.f};
+            const uint32_t w0 = X[mt][0][c], w1 = X[mt][1][c];
+            mma_bf16(P, nib_pair<0>(w0), nib_pair<0>(w1), nib_pair<1>(w0), nib_pair<1>(w1), b[0], b[1]);
+            mma_bf16(P, nib_pair<2>(w0), nib_pair<2>(w1), nib_pair<3>(w0), nib_pair<3>(w1), b[2], b[3]);
+            const uint32_t sc = __shfl_sync(kFull, w[mt].sc, src), bi = __shfl_sync(kFull, w[mt].bi, src);
+            const float s0 = half_bits(uint16_t(sc & 0xffffu)), s1 = half_bits(uint16_t(sc >> 16));
+            const float e0 = bias[mt] ? fmaf(-128.f, s0, half_bits(uint16_t(bi & 0xffffu))) : -136.f * s0;
+            const float e1 = bias[mt] ? fmaf(-128.f, s1, half_bits(uint16_t(bi >> 16))) : -136.f * s1;
+            acc[mt][0] = fmaf(s0, P[0], fmaf(e0, S[0], acc[mt][0]));
+            acc[mt][1] = fmaf(s0, P[1], fmaf(e0, S[1], acc[mt][1]));
+            acc[mt][2] = fmaf(s1, P[2], fmaf(e1, S[2], acc[mt][2]));
+            acc[mt][3] = fmaf(s1, P[3], fmaf(e1, S[3], acc[mt][3]));
+        }
+    }
 }
 
-// acc[mt] += one k-tile of row tile mt (as loaded: lane t has chunk t; a quad transpose leaves it
-// word t of every chunk) times the block's staged x: xs the k-tile's entries (c, t) as every
-// lane's B fragment (the slot's x (act) in all 8 columns: columns 1–7 repeat column 0 and are
-// never read), S[c] = Σ x of chunk c (of the bf16 values). bias[mt]: the matrix has f16 biases
-// (else bias = −8·scale). Only acc[mt][0] and acc[mt][2] (column 0 of rows g, g + 8) are kept.
+// tile_math with the block's x staged once (mma_gate_up_kernel): xs the k-tile's entries (c, t)
+// as every lane's B fragment (the slot's x in all 8 columns: columns 1–7 repeat column 0 and are
+// never read), S[c] = Σ x of chunk c (of the bf16 values) instead of an mma, only acc[mt][0] and
+// acc[mt][2] (column 0 of rows g, g + 8) kept.
 template <int MT>
 __device__ __forceinline__ void tile_math_x1(const Chunk (&w)[MT], const bool (&bias)[MT], const uint4* xs,
                                              const float* S, float (&acc)[MT][4], int lane) {
@@ -195,8 +228,17 @@ __global__ void __launch_bounds__(kThreads, U == 1 ? 3 : 2)
         }
     };
     load(0);
-    for (int en = int(threadIdx.x); en < nkt * 16; en += kThreads)  // whole quads: en & 3 = lane & 3
-        stage_entry(xs, S, en, en < nch * 4 ? b_entry(xt + (en >> 2) * 32 + (en & 3) * 8, x_aligned) : make_uint4(0, 0, 0, 0));
+    for (int en = int(threadIdx.x); en < nkt * 16; en += kThreads) {  // whole quads: en & 3 = lane & 3
+        const uint4 v = en < nch * 4 ? b_entry(xt + (en >> 2) * 32 + (en & 3) * 8, x_aligned) : make_uint4(0, 0, 0, 0);
+        xs[en] = v;
+        const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+        float part = 0.f;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) part += __uint_as_float(words[i] << 16) + __uint_as_float(words[i] & 0xffff0000u);
+        part += __shfl_xor_sync(__activemask(), part, 1);
+        part += __shfl_xor_sync(__activemask(), part, 2);
+        if ((en & 3) == 0) S[en >> 2] = part;
+    }
     __syncthreads();
 
     float acc[2][4];
@@ -227,32 +269,27 @@ __global__ void __launch_bounds__(kThreads, U == 1 ? 3 : 2)
 }
 
 // Block (x, y) = (outputs 16·x …, token y) of NW warps (8: 2 blocks an SM at U = 4; 16: one,
-// twice the warps on a T = 1 grid of H / 16 blocks). Dynamic shared memory: part [k·nkt][16],
-// then the token's k act rows as B fragments [k·nkt·4 chunks][4] uint4, then their chunks' Σ x.
+// twice the warps on a T = 1 grid of H / 16 blocks). Dynamic shared memory: part [k·nkt][16].
 template <int NW, int U>
 __global__ void __launch_bounds__(NW * 32, NW == 8 && U <= 4 ? 2 : 1)
     mma_down_kernel(float* __restrict__ y, int64_t ldy, const float* __restrict__ act, int H, int I, int E,
                     const PackedMatrix* __restrict__ downs, const int32_t* __restrict__ ids,
                     const float* __restrict__ weights, int k) {
-    extern __shared__ float part[];  // item n = j·nkt + kt: slot j's partial outputs
+    extern __shared__ float part[];            // item n = j·nkt + kt: slot j's partial outputs
+    __shared__ uint4 xs[NW][U * 16];       // a warp's batch: entry (u, c, tq)
     __shared__ float slot_out[kMoeMaxTopK][kRows];
     const int64_t tok = blockIdx.y;
     const int h0 = int(blockIdx.x) * kRows;
     const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), g = lane >> 2, t = lane & 3;
     const int nch = I / 32, nkt = (nch + 3) / 4, items = k * nkt;
-    uint4* const xs = reinterpret_cast<uint4*>(part + items * kRows);  // 16-byte aligned: kRows floats an item
-    float* const S = reinterpret_cast<float*>(xs + items * 16);
     const int mine = warp < items ? (items - warp + NW - 1) / NW : 0;  // this warp's items
     // The epilogue's thread (row r, slot j) reads its routing weight early.
     const int er = int(threadIdx.x) & (kRows - 1), ej = int(threadIdx.x) / kRows;
     const float wj = ej < k ? weights[tok * k + ej] : 0.f;
 
-    Chunk w[U][1];
-    bool bias[U][1], bad[U];
-    int slot[U], ktile[U];
-    // Batch m0 of this warp's items in flight: lane u < U looks up item u's expert and its down
-    // matrix (the U chains of dependent loads in parallel), then every lane takes them by shuffles.
-    auto load = [&](int m0) {
+    for (int m0 = 0; m0 < mine; m0 += U) {
+        // Lane u < U looks up item u's expert and its down matrix (the U chains of dependent
+        // loads in parallel), then every lane takes them by shuffles.
         int le = 0, lgroup = 32;
         uint64_t lcodes = 0, lscales = 0, lbiases = 0;
         if (lane < U && m0 + lane < mine) {
@@ -265,6 +302,10 @@ __global__ void __launch_bounds__(NW * 32, NW == 8 && U <= 4 ? 2 : 1)
                 lgroup = m.group;
             }
         }
+        Chunk w[U][1];
+        bool bias[U][1], bad[U];
+        int slot[U], ktile[U];
+        unsigned bad_mask = 0;
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             const int n = warp + NW * (m0 + u);
@@ -273,6 +314,7 @@ __global__ void __launch_bounds__(NW * 32, NW == 8 && U <= 4 ? 2 : 1)
             ktile[u] = n - slot[u] * nkt;
             const int e = __shfl_sync(kFull, le, u);
             bad[u] = live && (e < 0 || e >= E);
+            bad_mask |= bad[u] ? 1u << u : 0u;
             const bool use = live && !bad[u];
             const Rows r = rows_of(__shfl_sync(kFull, lcodes, u), __shfl_sync(kFull, lscales, u),
                                    __shfl_sync(kFull, lbiases, u), __shfl_sync(kFull, lgroup, u), I, h0 + g);
@@ -280,32 +322,32 @@ __global__ void __launch_bounds__(NW * 32, NW == 8 && U <= 4 ? 2 : 1)
             const int ch = ktile[u] * 4 + t;
             w[u][0] = load_chunk(r, nch, ch, use && ch < nch);
         }
-    };
-    load(0);
-    pdl::wait();  // gate_up's act is complete and visible (pdl); the next kernel may start
-    pdl::trigger();
-    // The token's k act rows as B fragments and Σ x per chunk, once for the block (zeros past I).
-    for (int en = int(threadIdx.x); en < items * 16; en += NW * 32) {  // whole quads: en & 3 = lane & 3
-        const int j = en / (nkt * 16), ch = (en >> 2) - j * nkt * 4;
-        stage_entry(xs, S, en,
-                    ch < nch ? b_entry(act + (tok * k + j) * I + ch * 32 + (en & 3) * 8, true) : make_uint4(0, 0, 0, 0));
-    }
-    __syncthreads();
-    for (int m0 = 0; m0 < mine; m0 += U) {
-        if (m0 > 0) load(m0);
+        if (m0 == 0) {  // gate_up's act is complete and visible (pdl); the next kernel may start
+            pdl::wait();
+            pdl::trigger();
+        }
+        for (int en = lane; en < U * 16; en += 32) {  // act while the weights are in flight
+            const int u = en >> 4, c = (en >> 2) & 3, tq = en & 3;
+            const int n = warp + NW * (m0 + u);
+            const int j = n / nkt, ch = (n - j * nkt) * 4 + c;
+            const bool ok = m0 + u < mine && ch < nch && !((bad_mask >> u) & 1u);
+            xs[warp][en] = ok ? b_entry(act + (tok * k + j) * I + ch * 32 + tq * 8, true) : make_uint4(0, 0, 0, 0);
+        }
+        __syncwarp();
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             if (m0 + u >= mine) break;  // uniform over the warp
             float acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};
-            const int n = slot[u] * nkt + ktile[u];
-            if (!bad[u]) tile_math_x1<1>(w[u], bias[u], &xs[n * 16], &S[n * 4], acc, lane);
+            if (!bad[u]) tile_math<1>(w[u], bias[u], &xs[warp][u * 16], acc, lane);
             if (t == 0) {
-                float* p = part + n * kRows;
+                float* p = part + (slot[u] * nkt + ktile[u]) * kRows;
                 p[g] = bad[u] ? quiet_nan() : acc[0][0];
                 p[g + 8] = bad[u] ? quiet_nan() : acc[0][2];
             }
         }
+        __syncwarp();  // the next batch overwrites xs
     }
+    pdl::wait();  // warps without items too: y is written after the previous grid ends
     __syncthreads();
     // Thread (r, j): o_j = Σ_kt part(j, kt)[r] in k-tile order, weighted; then row r's slot sum.
     if (ej < k) {
@@ -353,9 +395,7 @@ cudaError_t launch_down(float* y, int64_t ldy, const float* act, int64_t T, cons
 
 }  // namespace
 
-size_t moe_decode_mma_smem_bytes(int64_t I, int k) {
-    return size_t(down_items(I, k)) * (kRows * sizeof(float) + 16 * sizeof(uint4) + 4 * sizeof(float));
-}
+size_t moe_decode_mma_smem_bytes(int64_t I, int k) { return size_t(down_items(I, k)) * kRows * sizeof(float); }
 size_t moe_decode_mma_smem_limit() { return kDownSmemMax; }
 
 int moe_decode_mma_down_batch(int64_t I, int k) {
