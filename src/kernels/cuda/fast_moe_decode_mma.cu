@@ -104,6 +104,22 @@ __device__ __forceinline__ uint4 b_entry(const float* p, bool aligned) {
                       pack_bf16x2(v[3], v[7]));
 }
 
+// The loaded chunks (lane t: chunk t of rows g, g + 8) as word t of every chunk: a 4×4 word
+// transpose inside each quad.
+template <int MT>
+__device__ __forceinline__ void transposed_words(const Chunk (&w)[MT], uint32_t (&X)[MT][2][4], int lane) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            X[mt][h][0] = w[mt].q[h].x;
+            X[mt][h][1] = w[mt].q[h].y;
+            X[mt][h][2] = w[mt].q[h].z;
+            X[mt][h][3] = w[mt].q[h].w;
+            quad_transpose(X[mt][h], lane & 3);
+        }
+}
+
 // acc[mt] += one k-tile of row tile mt (as loaded: lane t has chunk t) times B: the staged
 // entries xs [4 chunks][4] of the k-tile, entry (c, t) as lane (g = 0, t)'s fragment of chunk c
 // (B's column 0), zeros in the other columns. bias[mt]: the matrix has f16 biases (else bias =
@@ -115,16 +131,7 @@ __device__ __forceinline__ void tile_math(const Chunk (&w)[MT], const bool (&bia
     const bool on = lane < 4;  // g == 0
     constexpr uint32_t kOne = 0x3f803f80u;
     uint32_t X[MT][2][4];  // word t of chunk c (after the transpose)
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            X[mt][h][0] = w[mt].q[h].x;
-            X[mt][h][1] = w[mt].q[h].y;
-            X[mt][h][2] = w[mt].q[h].z;
-            X[mt][h][3] = w[mt].q[h].w;
-            quad_transpose(X[mt][h], lane & 3);
-        }
+    transposed_words(w, X, lane);
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
         const uint4 v = xs[c * 4 + (lane & 3)];
@@ -159,16 +166,7 @@ template <int MT>
 __device__ __forceinline__ void tile_math_x1(const Chunk (&w)[MT], const bool (&bias)[MT], const uint4* xs,
                                              const float* S, float (&acc)[MT][4], int lane) {
     uint32_t X[MT][2][4];  // word t of chunk c (after the transpose)
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            X[mt][h][0] = w[mt].q[h].x;
-            X[mt][h][1] = w[mt].q[h].y;
-            X[mt][h][2] = w[mt].q[h].z;
-            X[mt][h][3] = w[mt].q[h].w;
-            quad_transpose(X[mt][h], lane & 3);
-        }
+    transposed_words(w, X, lane);
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
         const uint4 b = xs[c * 4 + (lane & 3)];
