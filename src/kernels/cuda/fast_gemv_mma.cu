@@ -56,6 +56,18 @@ __device__ __forceinline__ void load_x(float (&v)[V], const float* p, bool x_ali
     }
 }
 
+// The bf16 words lane t pairs with its code words, from the V floats of x it covers (Int4: 8
+// columns 8·t…, as (0,4) (1,5) (2,6) (3,7); Int8: 4 columns 4·t…, as (0,2) in .x and (1,3) in .z,
+// .y and .w zero — the B fragment's 16·x halves are times16 of those).
+template <PackedKind KIND>
+__device__ __forceinline__ uint4 pack_x(const float (&v)[KIND == PackedKind::Int4 ? 8 : 4]) {
+    if constexpr (KIND == PackedKind::Int4)
+        return make_uint4(pack_bf16x2(v[0], v[4]), pack_bf16x2(v[1], v[5]), pack_bf16x2(v[2], v[6]),
+                          pack_bf16x2(v[3], v[7]));
+    else
+        return make_uint4(pack_bf16x2(v[0], v[2]), 0u, pack_bf16x2(v[1], v[3]), 0u);
+}
+
 // A packed matrix's row geometry as the row-tile kernels walk it: 16-byte chunks a row (Int4 32
 // columns, Int8 16), k-tiles of 4 chunks, bytes and scale groups a row, and chunk → group.
 template <PackedKind KIND>
@@ -209,12 +221,9 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? 4 : 2) gemv_mma_kernel(flo
     const int nt = kt1 > kt0 ? int(kt1 - kt0) : 0;
     constexpr int V = kInt4 ? 8 : 4, kBatch = kInt4 ? 4 : 8;
     auto store_x = [&](int e, const float (&v)[V]) {
-        if constexpr (kInt4) {
-            xsm[e] = make_uint4(pack_bf16x2(v[0], v[4]), pack_bf16x2(v[1], v[5]), pack_bf16x2(v[2], v[6]),
-                                pack_bf16x2(v[3], v[7]));
-        } else {
-            reinterpret_cast<uint2*>(xsm)[e] = make_uint2(pack_bf16x2(v[0], v[2]), pack_bf16x2(v[1], v[3]));
-        }
+        const uint4 p = pack_x<KIND>(v);
+        if constexpr (kInt4) xsm[e] = p;
+        else reinterpret_cast<uint2*>(xsm)[e] = make_uint2(p.x, p.z);
     };
     if (T < 8) {
         const float zero[V] = {};
@@ -337,13 +346,10 @@ __device__ __forceinline__ void x_fragments(uint32_t (&b)[4][4], const float* __
     }
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
-        if constexpr (kInt4) {
-            b[c][0] = pack_bf16x2(v[c][0], v[c][4]), b[c][1] = pack_bf16x2(v[c][1], v[c][5]);
-            b[c][2] = pack_bf16x2(v[c][2], v[c][6]), b[c][3] = pack_bf16x2(v[c][3], v[c][7]);
-        } else {
-            b[c][0] = pack_bf16x2(v[c][0], v[c][2]), b[c][1] = times16(b[c][0]);
-            b[c][2] = pack_bf16x2(v[c][1], v[c][3]), b[c][3] = times16(b[c][2]);
-        }
+        const uint4 p = pack_x<KIND>(v[c]);
+        b[c][0] = p.x, b[c][2] = p.z;
+        b[c][1] = kInt4 ? p.y : times16(p.x);
+        b[c][3] = kInt4 ? p.w : times16(p.z);
     }
 }
 
@@ -543,13 +549,7 @@ __global__ void __launch_bounds__(kStagedWarps * 32)
         const int n = e / (nch * 4), ch = (e >> 2) - n * nch, tq = e & 3;
         if (e < entries) load_x(v, x + n * ldx + (kInt4 ? ch * 32 + tq * 8 : ch * 16 + tq * 4), x_aligned);
         float part = 0.f;
-        uint4 f;
-        if constexpr (kInt4) {
-            f = make_uint4(pack_bf16x2(v[0], v[4]), pack_bf16x2(v[1], v[5]), pack_bf16x2(v[2], v[6]),
-                           pack_bf16x2(v[3], v[7]));
-        } else {
-            f = make_uint4(pack_bf16x2(v[0], v[2]), 0u, pack_bf16x2(v[1], v[3]), 0u);
-        }
+        const uint4 f = pack_x<KIND>(v);
         const uint32_t words[4] = {f.x, f.y, f.z, f.w};
 #pragma unroll
         for (int i = 0; i < 4; ++i) {

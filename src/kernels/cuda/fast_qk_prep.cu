@@ -7,6 +7,7 @@
 #include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/fast_qk_prep.h"
 #include "kernels/cuda/pdl.cuh"
+#include "kernels/cuda/ref_reduce.cuh"  // rms_inverse
 
 namespace tessera::cuda::fast::detail {
 
@@ -39,7 +40,7 @@ __global__ void __launch_bounds__(kWarps * 32) qk_prep_kernel(QkPrep a) {
 #pragma unroll
             for (int i = 0; i < E; ++i) ss += x[i] * x[i];
             ss = dev::warp_sum(ss);
-            const float inv = float(1.0 / sqrt(double(ss) / double(D) + double(a.eps)));
+            const float inv = ref::detail::rms_inverse(ss, D, a.eps);
 #pragma unroll
             for (int i = 0; i < E; ++i) x[i] = x[i] * inv * w[lane * E + i];
         }

@@ -52,7 +52,7 @@ __global__ void rms_norm_kernel(float* y, int64_t ldy, const float* x, int64_t l
         const float* xr = x + r * ldx;
         float* yr = y + r * ldy;
         const float ss = block_sum_squares(xr, cols, scratch);
-        const float inv = float(1.0 / sqrt(double(ss) / double(cols) + double(eps)));
+        const float inv = rms_inverse(ss, cols, eps);
         scale_row(yr, xr, w, inv, cols);
     }
 }
@@ -68,7 +68,7 @@ __global__ void rms_norm_heads_kernel(float* y, int64_t y_tok, int64_t y_head, c
         const float* xr = x + t * x_tok + h * x_head;
         float* yr = y + t * y_tok + h * y_head;
         const float ss = block_sum_squares(xr, D, scratch);
-        const float inv = float(1.0 / sqrt(double(ss) / double(D) + double(eps)));
+        const float inv = rms_inverse(ss, D, eps);
         scale_row(yr, xr, w, inv, D);
     }
 }
@@ -94,7 +94,7 @@ __global__ void add_rms_norm_kernel(float* x, int64_t ldx, const float* d, int64
                 ss += v * v;
             });
         ss = block_sum(ss, scratch);
-        const float inv = float(1.0 / sqrt(double(ss) / double(cols) + double(eps)));
+        const float inv = rms_inverse(ss, cols, eps);
         scale_row(yr, xr, w, inv, cols);
     }
 }
@@ -138,7 +138,7 @@ __global__ void __launch_bounds__(kRowThreads) add_rms_norm_regs_kernel(float* x
             ss += xv[i] * xv[i];
         }
         ss = block_sum(ss, scratch);
-        const float inv = float(1.0 / sqrt(double(ss) / double(cols) + double(eps)));
+        const float inv = rms_inverse(ss, cols, eps);
 #pragma unroll
         for (int i = 0; i < NV; ++i) {
             const int64_t c = threadIdx.x + int64_t(i) * kRowThreads;
@@ -170,7 +170,7 @@ __global__ void rms_norm_gated_kernel(float* y, int64_t y_tok, int64_t y_head, c
         const float* zr = z + t * z_tok + h * z_head;
         float* yr = y + t * y_tok + h * y_head;
         const float ss = block_sum_squares(xr, D, scratch);
-        const float inv = float(1.0 / sqrt(double(ss) / double(D) + double(eps)));
+        const float inv = rms_inverse(ss, D, eps);
         for (int64_t i = threadIdx.x; i < D; i += blockDim.x) yr[i] = w[i] * (xr[i] * inv) * silu(zr[i]);
     }
 }

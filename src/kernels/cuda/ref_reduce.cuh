@@ -49,6 +49,12 @@ __device__ inline float block_max(float v, float* scratch) {
     return block_reduce(v, MaxOp{}, -INFINITY, scratch);
 }
 
+// RMSNorm's scale for a row of n values with Σ x² = ss: 1 / √(ss / n + eps), in double, rounded
+// to f32 (the CPU ops' arithmetic, kernels/cpu/norm.cpp).
+__device__ inline float rms_inverse(float ss, int64_t n, float eps) {
+    return float(1.0 / sqrt(double(ss) / double(n) + double(eps)));
+}
+
 // Σ x[i]² over one row of n floats, every thread of the block striding over it, in f32.
 __device__ inline float block_sum_squares(const float* x, int64_t n, float* scratch) {
     float ss = 0.f;
