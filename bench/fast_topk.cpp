@@ -1,6 +1,7 @@
 // bench_fast_topk: what a sampled decode step's logits cost to leave the GPU. The row-wise top-k
-// (fast_topk.h: k candidates a row, what top-k sampling draws from) and the argmax (greedy)
-// against copying the whole rows to page-locked host memory (what every other step does), for
+// (fast_topk.h: k candidates a row), the argmax (greedy) and sampling on the device
+// (fast_sample.h: temperature alone, top-k 50, top-p 0.9, both, min-p) against copying the whole
+// rows to page-locked host memory (what host sampling needs), for
 // vocabularies of 151,936 (Qwen3) and 248,320 (Qwen3.5/3.6) and 1, 8, 64 rows. CUDA events on
 // one stream behind a StreamGate (no launch latency); the copy is timed the same way.
 //   bench_fast_topk [--runs N (50)] [--warmup N (5)]
@@ -19,6 +20,7 @@
 #include "kernel_args.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/fast_sample.h"
 #include "kernels/cuda/fast_topk.h"
 #include "kernels/cuda/pinned_memory.h"
 #include "kernels/cuda/ref_misc.h"
@@ -67,6 +69,29 @@ int main(int argc, char** argv) {
                         fast::top_k(static_cast<const float*>(x.data()), V, R, V, k, static_cast<float*>(vals.data()),
                                     static_cast<int32_t*>(ids.data()), sc.data(), stream.get());
                     }));
+                struct Mode {
+                    const char* name;
+                    int32_t top_k;
+                    float top_p, min_p;
+                };
+                for (const Mode& m : {Mode{"sample: temperature", 0, 1.f, 0.f}, Mode{"sample: top_k 50", 50, 1.f, 0.f},
+                                      Mode{"sample: top_p 0.9", 0, 0.9f, 0.f},
+                                      Mode{"sample: top_k 50 top_p 0.9", 50, 0.9f, 0.f},
+                                      Mode{"sample: min_p 0.05", 0, 1.f, 0.05f}}) {
+                    std::vector<SampleRow> rows(static_cast<size_t>(R));
+                    for (size_t r = 0; r < rows.size(); ++r) {
+                        rows[r].top_k = m.top_k, rows[r].top_p = m.top_p, rows[r].min_p = m.min_p;
+                        rows[r].seed = r;
+                    }
+                    DeviceBuffer drows(rows.size() * sizeof(SampleRow));
+                    drows.upload(rows.data(), rows.size() * sizeof(SampleRow));
+                    DeviceBuffer ssc(fast::sample_scratch_bytes(R, V));
+                    row(m.name, timer.median(warmup, runs, [&] {
+                        fast::sample(static_cast<const float*>(x.data()), V, R, V,
+                                     static_cast<const SampleRow*>(drows.data()), static_cast<int32_t*>(ids.data()),
+                                     ssc.data(), stream.get());
+                    }));
+                }
                 pinned.deallocate(host);
             }
         return 0;

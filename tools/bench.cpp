@@ -18,6 +18,7 @@
 #include "core/status.h"
 #include "engine/engine_core.h"
 #include "engine/pool_plan.h"
+#include "engine/sampler.h"
 
 namespace tessera::cli {
 namespace {
@@ -53,7 +54,7 @@ struct Measure {
 };
 
 // B concurrent requests of `ctx` random prompt tokens, each generating `gen` tokens.
-Measure run_once(EngineCore& core, int64_t ctx, int64_t batch, int64_t gen, uint64_t seed) {
+Measure run_once(EngineCore& core, int64_t ctx, int64_t batch, int64_t gen, const SamplingParams& sp, uint64_t seed) {
     const int64_t V = core.config().vocab_size;
     std::mt19937_64 rng(seed);
     struct Track {
@@ -70,7 +71,8 @@ Measure run_once(EngineCore& core, int64_t ctx, int64_t batch, int64_t gen, uint
         Request r;
         r.prompt.resize(size_t(ctx));
         for (auto& t : r.prompt) t = int32_t(rng() % uint64_t(V));
-        r.params.sampling.temperature = 0.f;
+        r.params.sampling = sp;
+        r.params.sampling.seed = seed + uint64_t(b);
         r.params.max_tokens = gen;
         r.params.ignore_eos = true;
         Track* tr = &tracks[size_t(b)];
@@ -143,6 +145,13 @@ int run_bench(const Args& args) {
     o.kv_dtype = args.get("kv-dtype", "f16");
     if (args.has("memory-budget")) o.memory_budget = args.get_int("memory-budget", 0);
     if (args.flag("memlog")) MemLog::global().set_enabled(true);
+    o.sampling = args.get("sampling", o.sampling);
+    SamplingParams sp;  // greedy unless asked
+    sp.temperature = args.get_float("temperature", 0.f);
+    sp.top_p = args.get_float("top-p", 1.f);
+    sp.top_k = int(args.get_int("top-k", 0));
+    sp.min_p = args.get_float("min-p", 0.f);
+    Sampler check(sp);  // throws on values out of range
     EngineCore core(o);
 
     // Warm-up, for each row's shape: its whole prompt and two decode steps, so one-time costs
@@ -153,7 +162,7 @@ int run_bench(const Args& args) {
     // H200 by --gen 8 against --gen 32, 5 % of a 32-token decode's time, when only one prefill
     // chunk per batch size was warmed up).
     for (int64_t ctx : ctxs)
-        for (int64_t batch : batches) run_once(core, ctx, batch, std::min<int64_t>(gen, 2), 1);
+        for (int64_t batch : batches) run_once(core, ctx, batch, std::min<int64_t>(gen, 2), sp, 1);
     struct Row {
         int64_t ctx, batch;
         Measure m;
@@ -165,7 +174,7 @@ int run_bench(const Args& args) {
             std::vector<Measure> ms;
             for (int64_t r = 0; r < repeat; ++r) {
                 progress.step(fmt::format("ctx {} batch {} run {}", ctx, batch, r + 1));
-                ms.push_back(run_once(core, ctx, batch, gen, uint64_t(100 + r)));
+                ms.push_back(run_once(core, ctx, batch, gen, sp, uint64_t(100 + r)));
             }
             auto med = [&](double Measure::*f) {
                 std::vector<double> v;
@@ -187,8 +196,13 @@ int run_bench(const Args& args) {
     const int64_t dev_peak = ml.get("device_allocated_peak") > 0
                                  ? ml.get("device_allocated_peak") + ml.get("weights_device") + ml.get("device_scratch")
                                  : 0;
-    std::printf("model: %s (%s), device %s, gen %lld, median of %lld after a warm-up\n\n", core.model_name().c_str(),
-                core.config().arch.c_str(), o.device.c_str(), (long long)gen, (long long)repeat);
+    const std::string sampling =
+        sp.temperature <= 0.f ? "greedy"
+                              : fmt::format("temperature {} top_p {} top_k {} min_p {}, {} sampling", sp.temperature,
+                                            sp.top_p, sp.top_k, sp.min_p, o.sampling);
+    std::printf("model: %s (%s), device %s, gen %lld, %s, median of %lld after a warm-up\n\n",
+                core.model_name().c_str(), core.config().arch.c_str(), o.device.c_str(), (long long)gen,
+                sampling.c_str(), (long long)repeat);
     std::printf("| context | batch | prefill tok/s | TTFT s | decode tok/s | KV + state | peak RSS |\n");
     std::printf("|---:|---:|---:|---:|---:|---:|---:|\n");
     for (const Row& r : rows)
@@ -241,6 +255,11 @@ std::vector<Option> bench_options() {
              {"prefill-chunk", true, "tokens per engine step (default 512)"},
              {"kv-dtype", true, "f16 | f32 (default f16)"},
              {"memory-budget", true, "cache budget in bytes (default: what the runs need)"},
+             {"temperature", true, "sampling temperature (default 0: greedy)"},
+             {"top-p", true, "nucleus sampling mass (default 1: off)"},
+             {"top-k", true, "top-k sampling (default 0: off)"},
+             {"min-p", true, "min-p sampling (default 0: off)"},
+             {"sampling", true, "auto | host | device: where sampled requests draw (default auto)"},
              {"json", true, "also write the results as JSON to this file"}})
         o.push_back(x);
     return o;

@@ -78,6 +78,8 @@ typedef struct tessera_options {
     const char* kv_dtype;            /* "f16" | "f32"; NULL = "f16" */
     int32_t prefix_caching;          /* 1 = reuse cached prompt prefixes (default), 0 = off */
     int32_t memlog;                  /* 1 = print memory-log snapshots to stderr */
+    const char* sampling;            /* where sampled requests draw: "auto" (the device on a GPU) |
+                                        "host" | "device"; NULL = "auto" (docs/engine.md) */
 } tessera_options;
 
 /* How one stream / request generates; mirrors the numeric fields of tessera's GenerationParams

@@ -21,6 +21,7 @@ class Options(ctypes.Structure):
         ("kv_dtype", ctypes.c_char_p),
         ("prefix_caching", ctypes.c_int32),
         ("memlog", ctypes.c_int32),
+        ("sampling", ctypes.c_char_p),
     ]
 
 

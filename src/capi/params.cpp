@@ -21,6 +21,7 @@ tessera_options default_options() {
     o.kv_dtype = nullptr;
     o.prefix_caching = e.prefix_caching ? 1 : 0;
     o.memlog = 0;
+    o.sampling = nullptr;
     return o;
 }
 
@@ -62,6 +63,7 @@ EngineOptions to_engine_options(const char* path, const tessera_options* in) {
     if (o.kv_dtype) e.kv_dtype = o.kv_dtype;
     e.prefix_caching = o.prefix_caching != 0;
     if (o.memlog) MemLog::global().set_enabled(true);
+    if (o.sampling) e.sampling = o.sampling;
     return e;
 }
 

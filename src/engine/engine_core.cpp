@@ -83,7 +83,10 @@ struct EngineCore::Impl {
     std::vector<int32_t> argmax;  // a greedy step's tokens (the logits stay on the device)
     std::vector<float> top_values;  // a top-k step's candidates [rows, k]
     std::vector<int32_t> top_ids;
-    std::vector<LogitEdit> edits;   // the step's penalties and bias, by row, in those two modes
+    std::vector<SampleRow> sample_rows;  // a sampling step's rows (Backend::sample) and its tokens
+    std::vector<int32_t> tokens;
+    bool device_sampling = false;        // EngineOptions::sampling
+    std::vector<LogitEdit> edits;   // the step's penalties and bias, by row, where the logits stay
     std::vector<const Live*> sampled;  // the step's requests with a logit row, in row order
     std::vector<float> raw;  // a row before penalties, for logprobs
     EngineStats counters;
@@ -92,6 +95,7 @@ struct EngineCore::Impl {
 
     void emit_final(Live& l, FinishReason why, const std::string& error, RequestOutput out);
     void sample_row(Live& l, float* row);
+    RequestOutput raw_outputs(const Live& l, const float* row, int32_t token);
     void take_token(Live& l, int32_t token, RequestOutput out);
     void fail_items(const StepPlan& plan, const std::string& msg);
 };
@@ -109,11 +113,14 @@ EngineCore::EngineCore(const EngineOptions& o) : impl_(std::make_unique<Impl>())
              o.snapshot_fraction);
     TS_CHECK(o.gpu_memory_fraction > 0 && o.gpu_memory_fraction <= 1, "gpu memory fraction {} out of range (0, 1]",
              o.gpu_memory_fraction);
+    TS_CHECK(o.sampling == "auto" || o.sampling == "host" || o.sampling == "device",
+             "sampling must be auto, host or device (got '{}')", o.sampling);
 
     LoadOptions lo;
     lo.device = o.device;
     lo.max_batch_tokens = o.max_num_batched_tokens;
     I.m = load_model(o.model_path, lo);
+    I.device_sampling = o.sampling == "device" || (o.sampling == "auto" && I.m.backend->device() != Device::CPU);
     try {
         I.tok = load_tokenizer(o.model_path);
     } catch (const Error& e) {
@@ -320,18 +327,26 @@ void EngineCore::Impl::fail_items(const StepPlan& plan, const std::string& msg) 
 
 void EngineCore::Impl::sample_row(Live& l, float* row) {
     const int V = int(m.config.vocab_size);
+    const bool keep_raw = l.params.return_logits || l.params.logprobs >= 0;
+    if (keep_raw) raw.assign(row, row + V);
+    if (l.proc->active()) l.proc->apply(row);
+    const int32_t token = l.sampler->sample(row, V);
+    take_token(l, token, keep_raw ? raw_outputs(l, raw.data(), token) : RequestOutput{});
+}
+
+// What a request asked of its raw row (before penalties): the logits, the token's logprob and
+// the top logprobs.
+RequestOutput EngineCore::Impl::raw_outputs(const Live& l, const float* row, int32_t token) {
+    const int V = int(m.config.vocab_size);
     const GenerationParams& p = l.params;
     RequestOutput out;
     out.id = l.seq.id;
     if (p.return_logits) out.logits.assign(row, row + V);
-    if (p.logprobs >= 0) raw.assign(row, row + V);
-    if (l.proc->active()) l.proc->apply(row);
-    const int32_t token = l.sampler->sample(row, V);
     if (p.logprobs >= 0) {
-        out.logprob = token_logprob(raw.data(), V, token);
-        if (p.logprobs > 0) out.top = top_logprobs(raw.data(), V, p.logprobs);
+        out.logprob = token_logprob(row, V, token);
+        if (p.logprobs > 0) out.top = top_logprobs(row, V, p.logprobs);
     }
-    take_token(l, token, std::move(out));
+    return out;
 }
 
 // Whether nothing but the sampler reads a request's raw logits (no logits or logprobs asked;
@@ -344,6 +359,19 @@ static bool sampler_only(const Live& l) {
 static bool greedy_only(const Live& l) {
     const SamplingParams& s = l.params.sampling;
     return sampler_only(l) && (s.temperature <= 0.f || s.top_k == 1);
+}
+// A request's next draw where the logits are: its counter is the sequence's length, so a seed
+// gives one stream of draws per prompt.
+static SampleRow device_sample_row(const Live& l) {
+    const SamplingParams& s = l.params.sampling;
+    SampleRow r;
+    r.temperature = s.temperature;
+    r.top_p = s.top_p;
+    r.top_k = s.top_k;
+    r.min_p = s.min_p;
+    r.seed = s.seed;
+    r.counter = uint64_t(l.seq.tokens.size());
+    return r;
 }
 // The top candidates a request's draw needs (Sampler::decided_by_top), or 0 when it needs the
 // whole row of logits.
@@ -402,20 +430,25 @@ bool EngineCore::step() {
     }
     const Batch batch = bb.finish();
     const int64_t V = I.m.config.vocab_size;
-    // A step whose every sampled row is greedy asks the model for argmaxes only; one whose rows
-    // all draw from their top candidates (top-k sampling) for those: no logits copy either way.
+    // A step whose every sampled row is greedy asks the model for argmaxes only. With device
+    // sampling any other step draws where the logits are (the raw rows copied too when a request
+    // wants logits or logprobs); without it, a step whose rows all draw from their top
+    // candidates (top-k sampling) asks for those. No logits copy in these modes.
     const int64_t rows = int64_t(I.sampled.size());
-    bool greedy = rows > 0;
+    bool greedy = rows > 0, raw_needed = false;
     int top_k = rows > 0 ? 1 : 0;
     for (const Live* l : I.sampled) {
         greedy = greedy && greedy_only(*l);
+        raw_needed = raw_needed || !sampler_only(*l);
         const int need = top_needed(*l);
         top_k = need == 0 || top_k == 0 ? 0 : std::max(top_k, need);
     }
+    const bool sample = I.device_sampling && rows > 0 && !greedy;
+    if (sample) top_k = 0;
     LogitsOut out;
     float* logits = nullptr;
     I.edits.clear();
-    if (greedy || top_k > 0) {  // penalties and bias are applied where the logits stay
+    if (greedy || top_k > 0 || sample) {  // penalties and bias are applied where the logits stay
         for (size_t r = 0; r < I.sampled.size(); ++r)
             if (I.sampled[r]->proc->active()) I.sampled[r]->proc->edits(int32_t(r), I.edits);
         out.edits = I.edits.data();
@@ -424,13 +457,20 @@ bool EngineCore::step() {
     if (greedy) {
         I.argmax.assign(size_t(rows), 0);
         out.argmax = I.argmax.data();
+    } else if (sample) {
+        I.sample_rows.clear();
+        for (const Live* l : I.sampled) I.sample_rows.push_back(device_sample_row(*l));
+        I.tokens.assign(size_t(rows), 0);
+        out.sample = I.sample_rows.data();
+        out.tokens = I.tokens.data();
     } else if (top_k > 0) {
         I.top_values.assign(size_t(rows * top_k), 0.f);
         I.top_ids.assign(size_t(rows * top_k), -1);
         out.top_k = top_k;
         out.top_values = I.top_values.data();
         out.top_ids = I.top_ids.data();
-    } else {
+    }
+    if (!greedy && top_k == 0 && (!sample || raw_needed)) {
         const size_t logit_bytes = size_t(std::max<int64_t>(rows, 1) * V) * sizeof(float);
         if (I.logits.capacity() < logit_bytes)
             I.logits = Arena("step logits", std::max(logit_bytes, 2 * I.logits.capacity()), I.m.backend->staging_memory());
@@ -457,7 +497,10 @@ bool EngineCore::step() {
         try {
             Live& l = *f->second;
             if (greedy) I.take_token(l, I.argmax[size_t(r)], RequestOutput{});
-            else if (top_k > 0)
+            else if (sample) {
+                const int32_t token = I.tokens[size_t(r)];
+                I.take_token(l, token, sampler_only(l) ? RequestOutput{} : I.raw_outputs(l, logits + r * V, token));
+            } else if (top_k > 0)
                 I.take_token(l, l.sampler->sample_sorted(&I.top_values[size_t(r * top_k)], &I.top_ids[size_t(r * top_k)], top_k),
                              RequestOutput{});
             else I.sample_row(l, logits + r * V);

@@ -25,6 +25,10 @@ struct EngineOptions {
     int64_t snapshot_interval = 512;     // tokens between state snapshots inside a prompt (multiple of 64)
     double snapshot_fraction = 0.15;     // share of the cache budget for snapshots
 
+    // Where sampled requests draw: "host" (Sampler: the row of logits copied back), "device"
+    // (Backend::sample where the logits are: a token a row crosses), "auto" (device on a GPU).
+    std::string sampling = "auto";
+
     int64_t memlog_every = 0;            // memory-log snapshot every N decode steps (0 = off)
 };
 

@@ -90,6 +90,7 @@ namespace {
 void Backend::sigmoid_mul(const Tensor&, const Tensor&, const Tensor&) { unsupported(*this, "sigmoid_mul"); }
 void Backend::top_k(const Tensor&, int, float*, int32_t*) { unsupported(*this, "top_k"); }
 void Backend::edit_logits(const Tensor&, const LogitEdit*, int64_t) { unsupported(*this, "edit_logits"); }
+void Backend::sample(const Tensor&, const SampleRow*, int32_t*) { unsupported(*this, "sample"); }
 void Backend::l2_norm(const Tensor&, float, float) { unsupported(*this, "l2_norm"); }
 void Backend::rms_norm_gated(const Tensor&, const Tensor&, const Tensor&, const Tensor&, float) {
     unsupported(*this, "rms_norm_gated");
@@ -114,6 +115,12 @@ MoeLimits Backend::moe_limits() const { return {INT_MAX, INT_MAX}; }
 void Backend::moe_topk(const Tensor&, const MoeRouting&, int32_t*, float*) { unsupported(*this, "moe_topk"); }
 void Backend::moe_experts(const Tensor&, const Tensor&, const MoeWeights&, const int32_t*, const float*, int) {
     unsupported(*this, "moe_experts");
+}
+
+void check_sample_row(const SampleRow& p, int64_t r) {
+    TS_CHECK(std::isfinite(p.temperature), "sample: row {} temperature {} is not finite", r, p.temperature);
+    TS_CHECK(p.top_p > 0.f && p.top_p <= 1.f, "sample: row {} top_p {} must be in (0, 1]", r, p.top_p);
+    TS_CHECK(p.min_p >= 0.f && p.min_p <= 1.f, "sample: row {} min_p {} must be in [0, 1]", r, p.min_p);
 }
 
 }  // namespace tessera

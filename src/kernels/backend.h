@@ -11,6 +11,7 @@
 #include "core/memory.h"
 #include "core/tensor.h"
 #include "kernels/logit_edit.h"
+#include "kernels/sampling.h"
 
 namespace tessera {
 
@@ -206,6 +207,11 @@ public:
     // a request's penalties and bias, so sampling can stay on the device). `edits` in host memory;
     // at most one edit per (row, id); rows and ids are checked.
     virtual void edit_logits(const Tensor& x, const LogitEdit* edits, int64_t n);
+    // ids[r] = a token drawn from row r of x[R, V] (f32) with rows[r] (host memory, [R]; ids [R]
+    // in this backend's memory): greedy, or temperature, top-k, top-p and min-p, then a Gumbel-max
+    // draw keyed by (seed, counter) — kernels/sampling.h. cpu::sample is the reference; backends
+    // draw the same tokens from the same logits. Throws on parameters out of range.
+    virtual void sample(const Tensor& x, const SampleRow* rows, int32_t* ids);
 
     // ---- hybrid models (Qwen3.5 / Qwen3-Next). Defaults throw Unsupported until a backend
     // implements them (backend.cpp).

@@ -37,10 +37,12 @@ void Model::forward(const Batch& batch, const Caches& caches, const LogitsOut& o
     TS_CHECK(!out.device, "forward: device logits are decode graphs' own");
     TS_CHECK(out.top_k >= 0 && out.top_k <= Backend::kMaxTopK && (out.top_k == 0 || (out.top_values && out.top_ids)),
              "forward: top_k {} (at most {}) needs both outputs", out.top_k, Backend::kMaxTopK);
-    TS_CHECK(out.host || out.argmax || out.top_k > 0 || batch.logit_rows.empty(),
+    TS_CHECK(out.host || out.argmax || out.top_k > 0 || out.sample || batch.logit_rows.empty(),
              "forward: {} logit rows but nowhere to write them", batch.logit_rows.size());
-    TS_CHECK(out.n_edits == 0 || ((out.argmax || out.top_k > 0) && out.edits),
-             "forward: logit edits apply only where the logits stay (argmax or top-k)");
+    TS_CHECK(!out.sample || (out.tokens && !out.argmax && out.top_k == 0),
+             "forward: sampling needs `tokens` and excludes argmax and top-k");
+    TS_CHECK(out.n_edits == 0 || ((out.argmax || out.top_k > 0 || out.sample) && out.edits),
+             "forward: logit edits apply only where the logits stay (argmax, top-k or sampling)");
     for (int64_t i = 0; i < out.n_edits; ++i)
         TS_CHECK(out.edits[i].row >= 0 && size_t(out.edits[i].row) < batch.logit_rows.size() &&
                      (i == 0 || out.edits[i].row >= out.edits[i - 1].row),

@@ -89,15 +89,16 @@ private:
     std::vector<std::vector<int32_t>> tables_;
 };
 
-// Where a forward step's logits go: host memory (a device backend copies rows back as they are
-// computed, through a bounded scratch), or a device tensor [n_logits, vocab] in the backend's
-// memory that the caller copies later (a recorded decode step must not copy to the host).
-// Where a step's logits go: host memory [rows, V], or a device tensor (decode graphs copy it out
-// themselves). Or only a summary reaches the host and `host` is not written — the logits stay in
-// device memory: with `argmax` (host, [rows]) each row's argmax (greedy decoding); with top_k > 0
-// each row's top_k largest logits and their ids (host, [rows, top_k], as Backend::top_k gives
-// them: what Sampler::sample_sorted draws from). In those two modes `edits` (host, sorted by
-// row) are applied to the logits first: the requests' penalties and bias (Backend::edit_logits).
+// Where a step's logits go: host memory [rows, V] (a device backend copies rows back as they are
+// computed, through a bounded scratch), or a device tensor [rows, V] in the backend's memory
+// that the caller copies later (decode graphs: a recorded step must not copy to the host). Or
+// only a summary reaches the host — the logits stay where they are: with `argmax` (host, [rows])
+// each row's argmax (greedy decoding); with top_k > 0 each row's top_k largest logits and their
+// ids (host, [rows, top_k], as Backend::top_k gives them: what Sampler::sample_sorted draws
+// from); with `sample` (host, [rows]) each row's token drawn where the logits are
+// (Backend::sample) into `tokens` (host, [rows]) — and `host`, when set too, gets the raw rows
+// before the edits (for logprobs). In those modes `edits` (host, sorted by row) are applied to
+// the logits first: the requests' penalties and bias (Backend::edit_logits).
 struct LogitsOut {
     float* host = nullptr;
     const Tensor* device = nullptr;
@@ -105,6 +106,8 @@ struct LogitsOut {
     int top_k = 0;
     float* top_values = nullptr;
     int32_t* top_ids = nullptr;
+    const SampleRow* sample = nullptr;
+    int32_t* tokens = nullptr;
     const LogitEdit* edits = nullptr;
     int64_t n_edits = 0;
 };

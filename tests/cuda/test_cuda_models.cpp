@@ -149,6 +149,59 @@ TEST_P(CudaFixture, EngineGreedyMatchesTransformersAloneAndBatched) {
     EXPECT_EQ(core.stats().kv_blocks_used, 0);
 }
 
+// Sampled requests on the GPU draw where the logits are (EngineOptions::sampling "auto" →
+// Backend::sample): top_k 1 is greedy (transformers' continuation); a seed repeats its tokens,
+// with or without logprobs (whose raw rows then also reach the host); a +100 bias makes its
+// token every draw (penalties and bias applied on the device first); temperature 1 is not greedy.
+TEST_P(CudaFixture, EngineSamplesOnTheDevice) {
+    REQUIRE_CUDA();
+    const FixtureRef ref = load_fixture(GetParam());
+    const auto prompt = ref.json["greedy"]["prompt_ids"].get<std::vector<int32_t>>();
+    const auto want = ref.json["greedy"]["new_ids"].get<std::vector<int32_t>>();
+    EngineOptions o;
+    o.model_path = ref.dir;
+    o.device = "cuda";
+    o.max_num_batched_tokens = 128;
+    o.max_model_len = 512;
+    o.max_num_seqs = 8;
+    EngineCore core(o);
+    auto run = [&](std::vector<GenerationParams> ps) {
+        std::vector<std::vector<int32_t>> got(ps.size());
+        for (size_t r = 0; r < ps.size(); ++r) {
+            Request q;
+            q.prompt = prompt;
+            q.params = ps[r];
+            q.params.max_tokens = int64_t(want.size());
+            q.params.ignore_eos = true;
+            q.on_output = [&got, r](const RequestOutput& out) {
+                if (out.token >= 0) got[r].push_back(out.token);
+            };
+            core.add(std::move(q));
+        }
+        while (core.step()) {
+        }
+        return got;
+    };
+    GenerationParams top1, hot, biased, logprobs;
+    top1.sampling.temperature = 0.8f;
+    top1.sampling.top_k = 1;
+    hot.sampling.temperature = 1.f;
+    hot.sampling.top_p = 0.95f;
+    hot.sampling.seed = 99;
+    hot.repetition_penalty = 1.1f;
+    biased = hot;
+    biased.logit_bias = {{int32_t(want[0]) ^ 1, 100.f}};
+    logprobs = hot;
+    logprobs.logprobs = 3;
+    const auto a = run({top1, hot, biased});
+    const auto b = run({hot, logprobs});
+    EXPECT_EQ(a[0], want) << GetParam();
+    EXPECT_EQ(b[0], a[1]) << GetParam() << ": the same seed, batched otherwise";
+    EXPECT_EQ(b[1], a[1]) << GetParam() << ": the same seed with logprobs";
+    EXPECT_EQ(a[2], std::vector<int32_t>(want.size(), int32_t(want[0]) ^ 1)) << GetParam();
+    EXPECT_NE(a[1], want) << GetParam() << ": temperature 1 drew the greedy continuation";
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, CudaFixture,
                          ::testing::Values("qwen3_tiny", "llama_tiny", "qwen2_tiny", "qwen35moe_tiny", "qwen35_tiny",
                                            "qwen3next_tiny"));

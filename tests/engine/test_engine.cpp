@@ -184,6 +184,56 @@ TEST_P(EngineFixture, TopKSamplingFromCandidatesEqualsSamplingFromTheLogits) {
     }
 }
 
+// Sampling where the logits are (EngineOptions::sampling = "device": Backend::sample, here the
+// CPU's reference): a request draws the same tokens alone and batched with others, with or
+// without asking for logprobs (its raw row then also reaches the host); penalties and bias are
+// applied before the draw (a bias of +100 on one token makes it every draw).
+TEST_P(EngineFixture, DeviceSamplingIsBatchInvariantAndAppliesEdits) {
+    EngineOptions o = options(GetParam());
+    o.sampling = "device";
+    std::mt19937 rng(31);
+    std::vector<std::vector<int32_t>> prompts;
+    std::vector<GenerationParams> params;
+    for (int i = 0; i < 5; ++i) {
+        prompts.push_back(random_tokens(rng, 5 + 11 * i, 1000));
+        GenerationParams p = greedy(10);
+        if (i != 1) {
+            p.sampling.temperature = 0.6f + 0.3f * float(i);
+            p.sampling.top_k = i == 3 ? 300 : 0;
+            p.sampling.top_p = i == 2 || i == 3 ? 0.85f : 1.f;
+            p.sampling.min_p = i == 0 ? 0.05f : 0.f;
+            p.sampling.seed = 70 + uint64_t(i);
+        }
+        if (i >= 2) {
+            p.repetition_penalty = 1.3f;
+            p.frequency_penalty = i == 4 ? 0.4f : 0.f;
+        }
+        if (i == 4) p.logit_bias = {{42, 100.f}};
+        params.push_back(p);
+    }
+    std::vector<std::vector<int32_t>> alone;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        alone.push_back(generate_alone(o, prompts[i], params[i]));
+        GenerationParams lp = params[i];
+        lp.logprobs = 2;
+        EXPECT_EQ(generate_alone(o, prompts[i], lp), alone.back()) << "request " << i << " with logprobs";
+    }
+    EXPECT_EQ(alone[4], std::vector<int32_t>(10, 42));
+    EngineCore core(o);
+    std::vector<Result> res(prompts.size());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        add(core, prompts[i], params[i], res[i]);
+        core.step();
+    }
+    run_all(core);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        ASSERT_TRUE(res[i].done);
+        EXPECT_EQ(res[i].tokens, alone[i]) << "request " << i << " batched";
+    }
+    o.sampling = "elsewhere";
+    EXPECT_THROW(EngineCore{o}, Error);
+}
+
 // The second turn of a 2K-token conversation prefills only what follows the longest prefix it
 // shares with the first (to the cache's granularity) and answers exactly as without the cache.
 TEST_P(EngineFixture, PrefixCacheSecondTurnReusesTheFirst) {

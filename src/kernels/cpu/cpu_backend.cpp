@@ -213,6 +213,12 @@ public:
         cpu::top_k(xr.as<float>(), xr.fstride(), xr.rows, xr.cols, k, values, ids);
     }
 
+    void sample(const Tensor& x, const SampleRow* rows, int32_t* ids) override {
+        const Rows xr = f32_rows(x, "sample", "x");
+        TS_CHECK(xr.rows == 0 || (rows && ids), "sample: null rows or ids for x {}", x.shape_str());
+        cpu::sample(xr.as<float>(), xr.fstride(), xr.rows, xr.cols, rows, ids);
+    }
+
     // ---- Gated DeltaNet ----
     void l2_norm(const Tensor& x, float eps, float scale) override {
         cpu::l2_norm(heads_view(x, "l2_norm", "x"), eps, scale);

@@ -37,6 +37,9 @@ void argmax(const float* x, int64_t xs, int64_t R, int64_t C, int32_t* out);
 // values / ids [R, k]: each row's k largest non-NaN values, descending, ties by the lower index;
 // padded with NaN / -1 past the row's non-NaN count.
 void top_k(const float* x, int64_t xs, int64_t R, int64_t C, int k, float* values, int32_t* ids);
+// out[r] = a token drawn from row r of x[R, V] with rows[r] (kernels/sampling.h; the reference
+// of Backend::sample).
+void sample(const float* x, int64_t xs, int64_t R, int64_t V, const SampleRow* rows, int32_t* out);
 
 // A KV cache [n_blocks, block_size, n_kv, D] of f32 or f16, byte strides per dim.
 struct KvCacheView {

@@ -61,6 +61,7 @@ public:
     void argmax(const Tensor& x, int32_t* out) override;
     void top_k(const Tensor& x, int k, float* values, int32_t* ids) override;  // fast_topk.h, both modes
     void edit_logits(const Tensor& x, const LogitEdit* edits, int64_t n) override;
+    void sample(const Tensor& x, const SampleRow* rows, int32_t* ids) override;  // fast_sample.h, both modes
     void sigmoid_mul(const Tensor& y, const Tensor& x, const Tensor& gate) override;
     void l2_norm(const Tensor& x, float eps, float scale) override;
     void rms_norm_gated(const Tensor& y, const Tensor& x, const Tensor& z, const Tensor& w, float eps) override;
@@ -112,6 +113,7 @@ private:
     std::set<const void*> moe_checked_;                 // expert sets whose descriptors were checked
     std::vector<DeviceBuffer> scratch_;
     DeviceBuffer edits_;  // edit_logits' copy of the host edits (never read by a recording)
+    DeviceBuffer sample_rows_;  // sample's copy of the host row parameters (likewise)
     // Packed weights by the data pointer of the Tensor place_weight returned for them (which
     // keeps the source dtype and shape; its bytes are the packed codes, scales and biases).
     std::unordered_map<const void*, PackedMatrix> packed_;

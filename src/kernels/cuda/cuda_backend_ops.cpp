@@ -13,6 +13,7 @@
 #include "kernels/cuda/cuda_backend_impl.h"
 #include "kernels/cuda/fast_attention.h"
 #include "kernels/cuda/fast_qk_prep.h"
+#include "kernels/cuda/fast_sample.h"
 #include "kernels/cuda/fast_dense_gemv.h"
 #include "kernels/cuda/fast_embed.h"
 #include "kernels/cuda/fast_flash_attention.h"
@@ -457,6 +458,21 @@ void CudaBackend::edit_logits(const Tensor& x, const LogitEdit* edits, int64_t n
     }
     copy_in(edits_.data(), edits, bytes);
     fast::edit_logits(X.p, X.ld, static_cast<const LogitEdit*>(edits_.data()), n, stream_.get());
+}
+
+void CudaBackend::sample(const Tensor& x, const SampleRow* rows, int32_t* ids) {
+    const Rows X = rows_of(x, "sample", "x");
+    if (X.rows == 0) return;
+    TS_CHECK(rows && ids, "cuda sample: null rows or ids for x {}", x.describe());
+    for (int64_t r = 0; r < X.rows; ++r) check_sample_row(rows[r], r);
+    const size_t bytes = size_t(X.rows) * sizeof(SampleRow);
+    if (sample_rows_.size() < bytes) {
+        stream_.synchronize();  // queued work may still read the old copy
+        sample_rows_ = DeviceBuffer(std::max(bytes, 2 * sample_rows_.size()));
+    }
+    copy_in(sample_rows_.data(), rows, bytes);
+    fast::sample(X.p, X.ld, X.rows, X.cols, static_cast<const SampleRow*>(sample_rows_.data()), ids,
+                 scratch(7, fast::sample_scratch_bytes(X.rows, X.cols)), stream_.get());
 }
 
 void CudaBackend::argmax(const Tensor& x, int32_t* out) {

@@ -35,8 +35,13 @@ void apply_edits(Backend& be, const Tensor& y, const LogitsOut& out, int64_t r0,
 
 void deliver_logits(Backend& be, Arena& scratch, const Tensor& y, int64_t r0, const LogitsOut& out) {
     const int64_t n = y.dim(0), V = y.dim(1);
+    if (out.sample && out.host) be.copy_out(out.host + r0 * V, y.data, size_t(n * V) * sizeof(float));  // raw
     apply_edits(be, y, out, r0, n);
-    if (out.argmax) {
+    if (out.sample) {
+        auto* ids = static_cast<int32_t*>(scratch.alloc(size_t(n) * sizeof(int32_t)));
+        be.sample(y, out.sample + r0, ids);
+        be.copy_out(out.tokens + r0, ids, size_t(n) * sizeof(int32_t));
+    } else if (out.argmax) {
         auto* ids = static_cast<int32_t*>(scratch.alloc(size_t(n) * sizeof(int32_t)));
         be.argmax(y, ids);
         be.copy_out(out.argmax + r0, ids, size_t(n) * sizeof(int32_t));
@@ -65,12 +70,12 @@ void LmHead::logits(Backend& be, Arena& arena, const ModelConfig& c, const Tenso
         be.matmul(out.device->slice_rows(0, n_out), rows, output);
         return;
     }
-    if (be.device() == Device::CPU && !out.argmax && out.top_k == 0) {
+    if (be.device() == Device::CPU && !out.argmax && out.top_k == 0 && !out.sample) {
         be.matmul(Tensor(out.host, DType::F32, {n_out, V}), rows, output);
         return;
     }
     // A few rows at a time through a bounded scratch: the logits go to the host, or only their
-    // argmaxes (greedy decoding: 4 bytes a row instead of 4·V) or top candidates (8·top_k) do.
+    // argmaxes or sampled tokens (4 bytes a row instead of 4·V) or top candidates (8·top_k) do.
     for (int64_t r0 = 0; r0 < n_out; r0 += kLogitRowsPerCopy) {
         const int64_t n = std::min(kLogitRowsPerCopy, n_out - r0);
         const size_t mark = arena.used();

@@ -1,0 +1,33 @@
+// Backend::sample on the GPU: a token a row drawn where the logits are (kernels/sampling.h), so
+// a sampled step returns 4 bytes a row instead of the vocabulary. Three launches:
+//   1. a block of 1024 threads a row: the argmax and the count of finite logits (greedy rows
+//      end here); top-k's cut — the k-th largest key by a radix select of counts (3 passes of
+//      11 / 11 / 10 bits, a histogram in shared memory each), its ties cut by id with a second
+//      select; top-p's — the kept mass (fixed point, exact in any order), then the boundary key
+//      by a radix select of masses, its ties cut alike;
+//   2. blocks over segments of 4096 columns of every row: the kept token with the largest
+//      s + Gumbel noise (Philox), a block argmax each;
+//   3. a warp a row: the best of its segments.
+// Raw pointers; queued on `stream`; no allocation or host sync (graph-safe).
+#pragma once
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/sampling.h"
+
+namespace tessera::cuda::fast {
+
+// ids[r] (device) = the token drawn from row r of x[rows, cols] (row stride ldx) with rows_p[r]
+// (device, checked by the caller: check_sample_row), through `scratch` (device,
+// sample_scratch_bytes(rows, cols) bytes, 16-byte aligned).
+size_t sample_scratch_bytes(int64_t rows, int64_t cols);
+void sample(const float* x, int64_t ldx, int64_t rows, int64_t cols, const SampleRow* rows_p, int32_t* ids,
+            void* scratch, cudaStream_t stream);
+
+namespace detail {
+cudaError_t launch_sample(const float* x, int64_t ldx, int64_t rows, int64_t cols, const SampleRow* rows_p,
+                          int32_t* ids, void* scratch, cudaStream_t stream);
+}  // namespace detail
+
+}  // namespace tessera::cuda::fast

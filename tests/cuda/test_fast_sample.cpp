@@ -1,0 +1,168 @@
+// The GPU's sampling (fast::sample through CudaBackend::sample) against the CPU reference
+// (cpu::sample through the CPU backend): the same token for every row, on rows of 1 .. 248320
+// logits (the flagship's vocabulary) and batches of 1 .. 64 rows, for greedy rows, temperature
+// alone, top-k (1, 2, at the count of finite logits, past it), top-p (tiny, middling, just
+// under 1), min-p and their combinations; logits smooth, peaked, on a coarse grid (ties at the
+// top-k and top-p boundaries, cut by id), all equal, with NaN and ±inf sprinkled in, and a
+// strided batch.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "kernels/backend.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/fast_sample.h"
+
+#include "ref_test_util.h"
+
+using namespace tessera;
+using namespace tessera::cuda;
+using reftest::to_device;
+using reftest::to_host;
+
+namespace {
+
+// kind 0: N(0, 3); 1: rounded to halves (many ties); 2: NaN, ±inf sprinkled; 3: peaked (one
+// logit far above, the rest N(0, 1)); 4: all equal; 5: few finite logits (the rest NaN / -inf).
+std::vector<float> make_rows(int64_t R, int64_t V, int64_t ld, int kind, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> nd(0.f, kind == 3 ? 1.f : 3.f);
+    std::vector<float> x(size_t(R * ld), 777.f);  // padding past V: never read
+    for (int64_t r = 0; r < R; ++r)
+        for (int64_t c = 0; c < V; ++c) {
+            float v = nd(rng);
+            if (kind == 1) v = std::round(2.f * v) / 2.f;
+            if (kind == 2 && c % 11 == 1) v = NAN;
+            if (kind == 2 && c % 13 == 3) v = -INFINITY;
+            if (kind == 2 && r % 2 == 1 && c % 997 == 5) v = INFINITY;
+            if (kind == 3 && c == (r * 7919) % V) v = 12.f;
+            if (kind == 4) v = 0.5f;
+            if (kind == 5 && c % 50 != 7) v = c % 2 ? NAN : -INFINITY;
+            x[size_t(r * ld + c)] = v;
+        }
+    return x;
+}
+
+std::vector<SampleRow> make_params(int64_t R, int64_t V, uint32_t seed) {
+    std::mt19937 rng(seed);
+    const float temps[] = {0.f, 0.3f, 0.7f, 1.f, 1.5f, 4.f};
+    const int32_t ks[] = {0, 0, 0, 1, 2, 20, 128, int32_t(V), int32_t(V) + 5, 1000};
+    const float ps[] = {1.f, 1.f, 1e-6f, 0.1f, 0.5f, 0.9f, 0.95f, 0.999f};
+    const float mins[] = {0.f, 0.f, 0.f, 0.01f, 0.1f, 0.9f, 1.f};
+    std::vector<SampleRow> rows(static_cast<size_t>(R));
+    for (SampleRow& p : rows) {
+        p.temperature = temps[rng() % 6];
+        p.top_k = ks[rng() % 10];
+        p.top_p = ps[rng() % 8];
+        p.min_p = mins[rng() % 7];
+        p.seed = (uint64_t(rng()) << 32) | rng();
+        p.counter = rng() % 1000;
+    }
+    return rows;
+}
+
+void check(int64_t R, int64_t V, int kind, uint32_t seed) {
+    const int64_t ld = V + (R > 1 ? 5 : 0);
+    const std::string what = "sample R " + std::to_string(R) + " V " + std::to_string(V) + " kind " +
+                             std::to_string(kind) + " seed " + std::to_string(seed);
+    const std::vector<float> x = make_rows(R, V, ld, kind, seed);
+    const std::vector<SampleRow> rows = make_params(R, V, seed * 3 + 1);
+    Tensor xt(const_cast<float*>(x.data()), DType::F32, {R, V});
+    xt.stride[0] = ld * 4;
+    std::vector<int32_t> want(size_t(R), -1);
+    make_cpu_backend()->sample(xt, rows.data(), want.data());
+
+    auto be = make_cuda_backend(0);
+    DeviceBuffer dx = to_device(x), dids(size_t(R) * 4);
+    Tensor dt(dx.data(), DType::F32, {R, V}, Device::CUDA);
+    dt.stride[0] = ld * 4;
+    be->sample(dt, rows.data(), static_cast<int32_t*>(dids.data()));
+    be->synchronize();
+    const std::vector<int32_t> got = to_host<int32_t>(dids);
+    for (int64_t r = 0; r < R; ++r) {
+        const SampleRow& p = rows[size_t(r)];
+        EXPECT_EQ(got[size_t(r)], want[size_t(r)])
+            << what << " row " << r << ": t " << p.temperature << " top_k " << p.top_k << " top_p " << p.top_p
+            << " min_p " << p.min_p << " counter " << p.counter;
+    }
+}
+
+}  // namespace
+
+TEST(FastSample, MatchesTheCpu) {
+    REQUIRE_CUDA();
+    for (int kind = 0; kind < 6; ++kind)
+        for (int64_t V : {1, 2, 7, 100, 1000, 2049, 5003})
+            for (uint32_t seed : {1u, 2u, 3u}) check(16, V, kind, seed * 100 + uint32_t(V) + uint32_t(kind));
+}
+
+TEST(FastSample, FlagshipVocabularyAndBatches) {
+    REQUIRE_CUDA();
+    for (int kind : {0, 1, 2, 3}) check(8, 248320, kind, 11 + uint32_t(kind));
+    check(1, 248320, 0, 5);
+    check(64, 151936, 0, 6);
+}
+
+// One row, one parameter set at a time, over the boundaries the filters cut at.
+TEST(FastSample, EachFilterAlone) {
+    REQUIRE_CUDA();
+    const int64_t V = 3001;
+    auto be = make_cuda_backend(0), cpu = make_cpu_backend();
+    for (int kind : {0, 1, 3, 4}) {
+        const std::vector<float> x = make_rows(1, V, V, kind, 77 + uint32_t(kind));
+        DeviceBuffer dx = to_device(x), did(4);
+        for (float t : {0.5f, 1.f, 2.f})
+            for (int32_t k : {0, 2, 17, 3000, 3001})
+                for (float tp : {1.f, 0.05f, 0.6f, 0.97f})
+                    for (float mp : {0.f, 0.2f})
+                        for (uint64_t c : {0ull, 1ull, 99ull}) {
+                            SampleRow p;
+                            p.temperature = t;
+                            p.top_k = k;
+                            p.top_p = tp;
+                            p.min_p = mp;
+                            p.seed = 42;
+                            p.counter = c;
+                            int32_t want = -1;
+                            cpu->sample(Tensor(const_cast<float*>(x.data()), DType::F32, {1, V}), &p, &want);
+                            be->sample(Tensor(dx.data(), DType::F32, {1, V}, Device::CUDA), &p,
+                                       static_cast<int32_t*>(did.data()));
+                            be->synchronize();
+                            EXPECT_EQ(to_host<int32_t>(did)[0], want) << "kind " << kind << " t " << t << " k " << k
+                                                                      << " top_p " << tp << " min_p " << mp << " c " << c;
+                        }
+    }
+}
+
+TEST(FastSample, BadArguments) {
+    REQUIRE_CUDA();
+    auto be = make_cuda_backend(0);
+    const std::vector<float> x(10, 0.f);
+    DeviceBuffer dx = to_device(x), did(8);
+    SampleRow p;
+    p.top_p = 0.f;
+    EXPECT_THROW(be->sample(Tensor(dx.data(), DType::F32, {1, 10}, Device::CUDA), &p, static_cast<int32_t*>(did.data())),
+                 Error);
+    p.top_p = 1.f;
+    DeviceBuffer drow = to_device(std::vector<SampleRow>{p}), sc(fast::sample_scratch_bytes(1, 10));
+    const auto* rp = static_cast<const SampleRow*>(drow.data());
+    auto* ids = static_cast<int32_t*>(did.data());
+    EXPECT_THROW(fast::sample(static_cast<const float*>(dx.data()), 10, 1, 0, rp, ids, sc.data(), nullptr),
+                 Error);  // empty rows
+    EXPECT_THROW(fast::sample(static_cast<const float*>(dx.data()), int64_t(1) << 22, 1, int64_t(1) << 22, rp, ids,
+                              sc.data(), nullptr),
+                 Error);  // past the fixed-point bound
+    EXPECT_THROW(fast::sample(static_cast<const float*>(dx.data()), 10, 1, 10, rp, ids, nullptr, nullptr),
+                 Error);  // no scratch
+    fast::sample(static_cast<const float*>(dx.data()), 10, 1, 10, rp, ids, sc.data(), nullptr);
+    TS_CUDA_CHECK(cudaDeviceSynchronize());
+    EXPECT_GE(to_host<int32_t>(did)[0], 0);
+}
