@@ -1,16 +1,21 @@
-// sample (fast_sample.h): one block per row; the arithmetic of each token is kernels/sampling.h's,
-// as the host reference (kernels/cpu/sample.cpp) does it, so both keep the same tokens and draw
-// the same one.
+// sample (fast_sample.h): the arithmetic of each token is kernels/sampling.h's, as the host
+// reference (kernels/cpu/sample.cpp) does it, so both keep the same tokens and draw the same one.
 //
 // The kept set after top-k and after top-p is a prefix of the row in (key descending, id
 // ascending) order — a Cut: keys above `key`, and those equal to it with id < id_end. Each is
-// found by select_desc: among the items a functor admits (each with a key and a weight: 1 for
+// found by select_desc: among the items a Filter admits (each with a key and a weight: 1 for
 // top-k, the fixed-point mass for top-p), the key at which the weight summed in descending key
 // order first reaches `want`. Three passes histogram the next 11 / 11 / 10 bits of the keys that
 // share the prefix found so far; a block scan over the bins from the top finds the crossing bin.
-// The ties at a cut's key are ordered by id with the same select over ~id. One block a row finds
-// the cuts (sample_plan_kernel); the draw — a Philox block and two logs a kept token — runs over
-// segments of the row in parallel (sample_draw_kernel), a warp a row merges the segments' best.
+// The ties at a cut's key are ordered by id with the same select over ~id.
+//
+// A cluster of kCluster blocks plans a row (sample_plan_kernel): each block takes a slice of the
+// columns, keeps its own histogram in shared memory, and every block reads all of them through
+// distributed shared memory and walks the same sums (integers: the same result in every block).
+// The draw — a Philox block and two logs a kept token — runs over segments of the row in parallel
+// (sample_draw_kernel); a warp a row merges the segments' best.
+#include <cooperative_groups.h>
+
 #include <cstdint>
 
 #include "kernels/cuda/arg_best.cuh"
@@ -20,8 +25,11 @@ namespace tessera::cuda::fast::detail {
 
 namespace {
 
-constexpr int kThreads = 1024, kWarps = kThreads / 32, kBins = 2048;
+namespace cg = cooperative_groups;
+
+constexpr int kThreads = 1024, kWarps = kThreads / 32, kBins = 2048, kCluster = 8;
 constexpr int32_t kNoCut = 0x7fffffff;
+constexpr unsigned kFull = 0xffffffffu;
 
 using Best = ArgBest<int32_t, double>;
 
@@ -36,15 +44,29 @@ struct Selected {
     uint32_t key;    // the key where the running weight reaches `want`
     uint64_t above;  // the weight of the keys above it
     uint64_t at;     // the weight of the items with that key
+    uint64_t want;
 };
 
 struct Shared {
     unsigned long long hist[kBins];
+    unsigned long long wbuf[kThreads];  // a histogram pass's weights, for each warp's bin leaders
     unsigned long long part[kWarps + 1];
     Best best[kWarps];
+    Best cbest;  // this block's part of a cluster reduction
+    unsigned long long csum;
     uint32_t bin;
-    unsigned long long above, at;
+    unsigned long long above, at, want;
 };
+
+// The columns [lo, hi) of the cluster's block `rank` (lo a multiple of 4).
+struct Slice {
+    int lo, hi;
+};
+__device__ Slice slice_of(int V, int rank) {
+    const int per = ((V + kCluster - 1) / kCluster + 3) & ~3;
+    const int lo = min(V, rank * per);
+    return {lo, min(V, lo + per)};
+}
 
 // Exclusive prefix sum of v in thread order; *total gets the block's sum.
 __device__ uint64_t block_exclusive_scan(uint64_t v, Shared& sh, uint64_t* total) {
@@ -90,29 +112,76 @@ __device__ Best block_best(Best b, Shared& sh) {
     return r;
 }
 
-// item(i, v, key, w) -> whether token i (logit v) takes part, with its key and weight (w > 0).
-// want in [1, the admitted weight]: then exactly one bin holds the crossing at every pass.
-template <class Item>
-__device__ Selected select_desc(const float* __restrict__ row, int V, uint64_t want, Item item, Shared& sh) {
+// Over the cluster, in rank order (every block gets the same result).
+__device__ Best cluster_best(Best b, Shared& sh, const cg::cluster_group& cl) {
+    b = block_best(b, sh);
+    if (threadIdx.x == 0) sh.cbest = b;
+    cl.sync();
+    Best r = *cl.map_shared_rank(&sh.cbest, 0);
+    for (int q = 1; q < kCluster; ++q) r = better(r, *cl.map_shared_rank(&sh.cbest, q));
+    cl.sync();  // before a block rewrites its part
+    return r;
+}
+__device__ uint64_t cluster_sum(uint64_t v, Shared& sh, const cg::cluster_group& cl) {
+    v = block_sum(v, sh);
+    if (threadIdx.x == 0) sh.csum = v;
+    cl.sync();
+    uint64_t r = 0;
+    for (int q = 0; q < kCluster; ++q) r += *cl.map_shared_rank(&sh.csum, q);
+    cl.sync();
+    return r;
+}
+
+// The items a select counts: admits(i, v, key) says whether token i (logit v) takes part and
+// gives its key; weight(i, v) its weight (> 0 to count; asked only of keys in the bin walked).
+// want(total) the running weight to reach, from the total of every admitted weight.
+//
+// Every block of the cluster histograms its slice (weights of equal bins summed within a warp
+// first: logits crowd into few bins), then reads all the histograms and walks the same sums.
+template <class Filter, class Want>
+__device__ Selected select_desc(const float* __restrict__ row, Slice sl, const Filter& f, Want want_of, Shared& sh,
+                                const cg::cluster_group& cl) {
+    const int lane = threadIdx.x & 31;
     uint32_t prefix = 0, mask = 0;
-    uint64_t above = 0, at = 0;
+    uint64_t above = 0, at = 0, want = 0;
     for (int pass = 0; pass < 3; ++pass) {
         const int shift = pass == 0 ? 21 : pass == 1 ? 10 : 0;
         const uint32_t bin_mask = pass == 2 ? 0x3ffu : 0x7ffu;
         for (int b = threadIdx.x; b < kBins; b += kThreads) sh.hist[b] = 0;
         __syncthreads();
-        for (int i = threadIdx.x; i < V; i += kThreads) {
-            uint32_t key;
-            uint64_t w;
-            if (item(i, __ldg(row + i), key, w) && w > 0 && (key & mask) == prefix)
-                atomicAdd(&sh.hist[(key >> shift) & bin_mask], static_cast<unsigned long long>(w));
+        for (int base = sl.lo + (threadIdx.x & ~31); base < sl.hi; base += kThreads) {  // warp-uniform
+            const int i = base + lane;
+            uint32_t key = 0;
+            uint64_t w = 0;
+            if (i < sl.hi) {
+                const float v = __ldg(row + i);
+                if (f.admits(i, v, key) && (key & mask) == prefix) w = f.weight(i, v);
+            }
+            if (!__any_sync(kFull, w > 0)) continue;
+            const uint32_t bin = w > 0 ? (key >> shift) & bin_mask : 0xffffffffu;
+            const unsigned peers = __match_any_sync(kFull, bin);
+            sh.wbuf[threadIdx.x] = w;
+            __syncwarp();
+            if (w > 0 && lane == __ffs(peers) - 1) {  // the leader adds its bin's weights in the warp
+                const unsigned long long* wb = sh.wbuf + (threadIdx.x & ~31u);
+                uint64_t sum = 0;
+                for (unsigned m = peers; m; m &= m - 1) sum += wb[__ffs(m) - 1];
+                atomicAdd(&sh.hist[bin], static_cast<unsigned long long>(sum));
+            }
+            __syncwarp();  // wbuf is rewritten next iteration
         }
-        __syncthreads();
+        cl.sync();  // every block's histogram is complete
         // Thread t holds bins hi = kBins − 1 − 2t and hi − 1: thread order is descending key order.
         const int hi = kBins - 1 - 2 * int(threadIdx.x);
-        const uint64_t h1 = sh.hist[hi], h0 = sh.hist[hi - 1];
+        uint64_t h1 = 0, h0 = 0;
+        for (int q = 0; q < kCluster; ++q) {
+            const unsigned long long* hq = cl.map_shared_rank(sh.hist, q);
+            h1 += hq[hi];
+            h0 += hq[hi - 1];
+        }
         uint64_t total;
         const uint64_t ex = block_exclusive_scan(h1 + h0, sh, &total);
+        if (pass == 0) want = want_of(total);
         const uint64_t rem = want - above;
         if (ex < rem && rem <= ex + h1) {
             sh.bin = uint32_t(hi), sh.above = ex, sh.at = h1;
@@ -124,26 +193,57 @@ __device__ Selected select_desc(const float* __restrict__ row, int V, uint64_t w
         mask |= bin_mask << shift;
         above += sh.above;
         at = sh.at;
-        __syncthreads();  // sh is rewritten by the next pass
+        cl.sync();  // no block rewrites its histogram (or sh) while another still reads it
     }
-    return {prefix, above, at};
+    return {prefix, above, at, want};
 }
 
+// The ids of the admitted items at sel.key, ascending, as a select over ~id.
+template <class Filter>
+struct TiesById {
+    const Filter& f;
+    uint32_t at;
+    __device__ bool admits(int i, float v, uint32_t& key) const {
+        uint32_t k;
+        if (!f.admits(i, v, k) || k != at || f.weight(i, v) == 0) return false;
+        key = ~uint32_t(i);
+        return true;
+    }
+    __device__ uint64_t weight(int, float) const { return 1; }
+};
+
 // The cut keeping the items of `sel` above its key and the first m (by id) of those at it.
-template <class Item>
-__device__ Cut cut_at(const float* __restrict__ row, int V, const Selected& sel, uint64_t m, uint64_t n_at, Item item,
-                      Shared& sh) {
+template <class Filter>
+__device__ Cut cut_at(const float* __restrict__ row, Slice sl, const Selected& sel, uint64_t m, uint64_t n_at,
+                      const Filter& f, Shared& sh, const cg::cluster_group& cl) {
     Cut c{sel.key, kNoCut, true};
     if (m >= n_at) return c;
-    auto by_id = [&](int i, float v, uint32_t& key, uint64_t& w) {
-        if (!item(i, v, key, w) || w == 0 || key != sel.key) return false;
-        key = ~uint32_t(i);  // descending ~id: ascending id
-        w = 1;
-        return true;
-    };
-    c.id_end = int32_t(~select_desc(row, V, m, by_id, sh).key) + 1;
+    const TiesById<Filter> ties{f, sel.key};
+    c.id_end = int32_t(~select_desc(row, sl, ties, [m](uint64_t) { return m; }, sh, cl).key) + 1;
     return c;
 }
+
+// top-k's items: the finite logits, weight 1.
+struct Finite {
+    __device__ bool admits(int, float v, uint32_t& key) const {
+        if (!isfinite(v)) return false;
+        key = sample_key(v);
+        return true;
+    }
+    __device__ uint64_t weight(int, float) const { return 1; }
+};
+// top-p's: the finite logits top-k kept, weighted by their fixed-point mass.
+struct Mass {
+    Cut ck;
+    float top;
+    double inv_t;
+    __device__ bool admits(int i, float v, uint32_t& key) const {
+        if (!isfinite(v)) return false;
+        key = sample_key(v);
+        return ck.keeps(key, i);
+    }
+    __device__ uint64_t weight(int, float v) const { return sample_mass_of_score(sample_score(v, top, inv_t)); }
+};
 
 // What the draw needs of a row (sample_plan_kernel → sample_draw_kernel / sample_merge_kernel).
 struct RowPlan {
@@ -154,94 +254,81 @@ struct RowPlan {
 };
 constexpr int32_t kDone = 0, kInf = 1, kCut = 2;
 
-// Block r: the argmax, then top-k's and top-p's cuts of row r (one block: the selects' passes
-// need the whole row's histograms).
+// Cluster r: the argmax, then top-k's and top-p's cuts of row r.
 __global__ void __launch_bounds__(kThreads)
     sample_plan_kernel(const float* __restrict__ x, int64_t ldx, int V, const SampleRow* __restrict__ rows,
                        RowPlan* __restrict__ plans, int32_t* __restrict__ ids) {
     __shared__ Shared sh;
-    const float* row = x + int64_t(blockIdx.x) * ldx;
-    const SampleRow p = rows[blockIdx.x];
+    const cg::cluster_group cl = cg::this_cluster();
+    const int64_t r = blockIdx.y;
+    const float* row = x + r * ldx;
+    const SampleRow p = rows[r];
+    const Slice sl = slice_of(V, int(cl.block_rank()));
+    const bool writer = cl.block_rank() == 0 && threadIdx.x == 0;
     RowPlan plan{};
 
     // 1. The argmax (the first index of the largest non-NaN logit) and the finite count.
     Best arg{0.0, -1};
     uint64_t n_fin = 0;
-    for (int i = threadIdx.x; i < V; i += kThreads) {
+    for (int i = sl.lo + int(threadIdx.x); i < sl.hi; i += kThreads) {
         const float v = __ldg(row + i);
         if (v == v) arg = better(arg, Best{double(v), i});
         n_fin += isfinite(v) ? 1 : 0;
     }
-    arg = block_best(arg, sh);
-    n_fin = block_sum(n_fin, sh);
+    arg = cluster_best(arg, sh, cl);
+    n_fin = cluster_sum(n_fin, sh, cl);
     const float top = float(arg.v);
     plan.top = top;
     if (arg.idx < 0 || p.temperature <= 0.f || p.top_k == 1 || top == -INFINITY) {
-        if (threadIdx.x == 0) {
-            ids[blockIdx.x] = arg.idx < 0 ? 0 : arg.idx;
+        if (writer) {
+            ids[r] = arg.idx < 0 ? 0 : arg.idx;
             plan.mode = kDone;
-            plans[blockIdx.x] = plan;
+            plans[r] = plan;
         }
         return;
     }
     if (top == INFINITY) {  // the +inf logits share all the mass; no filter applies
-        if (threadIdx.x == 0) {
+        if (writer) {
             plan.mode = kInf;
-            plans[blockIdx.x] = plan;
+            plans[r] = plan;
         }
         return;
     }
     const double inv_t = 1.0 / double(p.temperature);
-    auto finite = [&](int, float v, uint32_t& key, uint64_t& w) {
-        if (!isfinite(v)) return false;
-        key = sample_key(v);
-        w = 1;
-        return true;
-    };
 
     // 2. top-k over the finite logits.
     Cut ck;
     if (p.top_k > 0 && uint64_t(p.top_k) < n_fin) {
-        const Selected s = select_desc(row, V, uint64_t(p.top_k), finite, sh);
-        ck = cut_at(row, V, s, uint64_t(p.top_k) - s.above, s.at, finite, sh);
+        const Finite f;
+        const uint64_t k = uint64_t(p.top_k);
+        const Selected s = select_desc(row, sl, f, [k](uint64_t) { return k; }, sh, cl);
+        ck = cut_at(row, sl, s, k - s.above, s.at, f, sh, cl);
     }
 
     // 3. top-p over the mass top-k kept.
     Cut cp;
     if (p.top_p < 1.f) {
-        auto mass = [&](int i, float v, uint32_t& key, uint64_t& w) {
-            if (!isfinite(v)) return false;
-            key = sample_key(v);
-            if (!ck.keeps(key, i)) return false;
-            w = sample_mass_of_score(sample_score(v, top, inv_t));
-            return true;
-        };
-        uint64_t total = 0;
-        for (int i = threadIdx.x; i < V; i += kThreads) {
-            uint32_t key;
-            uint64_t w;
-            if (mass(i, __ldg(row + i), key, w)) total += w;
-        }
-        total = block_sum(total, sh);
-        const uint64_t want = sample_top_p_target(total, p.top_p);
-        const Selected s = select_desc(row, V, want, mass, sh);
-        const uint64_t q = sample_mass_of_score(sample_score(sample_key_value(s.key), top, inv_t));  // > 0 here
-        const uint64_t m = (want - s.above - 1) / q + 1;  // ties kept while the mass before them < want
-        cp = cut_at(row, V, s, m, s.at / q, mass, sh);
+        const Mass f{ck, top, inv_t};
+        const float top_p = p.top_p;
+        const Selected s =
+            select_desc(row, sl, f, [top_p](uint64_t total) { return sample_top_p_target(total, top_p); }, sh, cl);
+        const uint64_t q = f.weight(0, sample_key_value(s.key));  // > 0 at the crossing
+        const uint64_t m = (s.want - s.above - 1) / q + 1;         // ties kept while the mass before them < want
+        cp = cut_at(row, sl, s, m, s.at / q, f, sh, cl);
     }
-    if (threadIdx.x == 0) {
+    if (writer) {
         plan.mode = kCut;
         plan.inv_t = inv_t;
         plan.ck = ck;
         plan.cp = cp;
-        plans[blockIdx.x] = plan;
+        plans[r] = plan;
     }
 }
 
 // Block (s, r): the kept token of columns [s·kSeg, s·kSeg + kSeg) of row r with the largest
 // s + G, into part[r·S + s] (idx −1: none). A thread takes 4 neighbouring columns at a time (one
 // Philox block).
-constexpr int kDrawThreads = 256, kSeg = 4096;
+constexpr int kDrawThreads = 256, kSeg = 2048;
 
 __global__ void __launch_bounds__(kDrawThreads)
     sample_draw_kernel(const float* __restrict__ x, int64_t ldx, int V, const SampleRow* __restrict__ rows,
@@ -308,7 +395,19 @@ cudaError_t launch_sample(const float* x, int64_t ldx, int64_t rows, int64_t col
     const int S = int((cols + kSeg - 1) / kSeg);
     auto* plans = static_cast<RowPlan*>(scratch);
     auto* part = reinterpret_cast<Best*>(plans + rows);
-    sample_plan_kernel<<<unsigned(rows), kThreads, 0, stream>>>(x, ldx, int(cols), rows_p, plans, ids);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(kCluster, unsigned(rows), 1);
+    cfg.blockDim = dim3(kThreads, 1, 1);
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = kCluster;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    const cudaError_t e = cudaLaunchKernelEx(&cfg, sample_plan_kernel, x, ldx, int(cols), rows_p, plans, ids);
+    if (e != cudaSuccess) return e;
     sample_draw_kernel<<<dim3(unsigned(S), unsigned(rows)), kDrawThreads, 0, stream>>>(x, ldx, int(cols), rows_p,
                                                                                        plans, part);
     sample_merge_kernel<<<unsigned(rows), 32, 0, stream>>>(plans, part, S, ids);

@@ -1,11 +1,12 @@
 // Backend::sample on the GPU: a token a row drawn where the logits are (kernels/sampling.h), so
 // a sampled step returns 4 bytes a row instead of the vocabulary. Three launches:
-//   1. a block of 1024 threads a row: the argmax and the count of finite logits (greedy rows
-//      end here); top-k's cut — the k-th largest key by a radix select of counts (3 passes of
-//      11 / 11 / 10 bits, a histogram in shared memory each), its ties cut by id with a second
-//      select; top-p's — the kept mass (fixed point, exact in any order), then the boundary key
-//      by a radix select of masses, its ties cut alike;
-//   2. blocks over segments of 4096 columns of every row: the kept token with the largest
+//   1. a cluster of 8 blocks of 1024 threads a row, each over an eighth of the columns: the
+//      argmax and the count of finite logits (greedy rows end here); top-k's cut — the k-th
+//      largest key by a radix select of counts (3 passes of 11 / 11 / 10 bits, a histogram in
+//      each block's shared memory, read by all through distributed shared memory), its ties cut
+//      by id with a second select; top-p's — the boundary key by a radix select of the
+//      fixed-point masses (exact in any order), its ties cut alike;
+//   2. blocks over segments of 2048 columns of every row: the kept token with the largest
 //      s + Gumbel noise (Philox), a block argmax each;
 //   3. a warp a row: the best of its segments.
 // Raw pointers; queued on `stream`; no allocation or host sync (graph-safe).
