@@ -113,18 +113,23 @@ TEST_P(CudaFixture, LogitsMatchTransformersWithReferenceGdn) {
     check_logits_against_transformers(GetParam());
 }
 
-TEST_P(CudaFixture, EngineGreedyMatchesTransformersAloneAndBatched) {
-    REQUIRE_CUDA();
-    const FixtureRef ref = load_fixture(GetParam());
-    const auto prompt = ref.json["greedy"]["prompt_ids"].get<std::vector<int32_t>>();
-    const auto want = ref.json["greedy"]["new_ids"].get<std::vector<int32_t>>();
+// An engine on the GPU over a fixture: small steps and pools, 8 sequences at once.
+static EngineOptions engine_options(const FixtureRef& ref) {
     EngineOptions o;
     o.model_path = ref.dir;
     o.device = "cuda";
     o.max_num_batched_tokens = 128;
     o.max_model_len = 512;
     o.max_num_seqs = 8;
-    EngineCore core(o);
+    return o;
+}
+
+TEST_P(CudaFixture, EngineGreedyMatchesTransformersAloneAndBatched) {
+    REQUIRE_CUDA();
+    const FixtureRef ref = load_fixture(GetParam());
+    const auto prompt = ref.json["greedy"]["prompt_ids"].get<std::vector<int32_t>>();
+    const auto want = ref.json["greedy"]["new_ids"].get<std::vector<int32_t>>();
+    EngineCore core(engine_options(ref));
     std::vector<std::vector<int32_t>> got(4);
     std::vector<int> done(4, 0);
     for (int r = 0; r < 4; ++r) {
@@ -158,13 +163,7 @@ TEST_P(CudaFixture, EngineSamplesOnTheDevice) {
     const FixtureRef ref = load_fixture(GetParam());
     const auto prompt = ref.json["greedy"]["prompt_ids"].get<std::vector<int32_t>>();
     const auto want = ref.json["greedy"]["new_ids"].get<std::vector<int32_t>>();
-    EngineOptions o;
-    o.model_path = ref.dir;
-    o.device = "cuda";
-    o.max_num_batched_tokens = 128;
-    o.max_model_len = 512;
-    o.max_num_seqs = 8;
-    EngineCore core(o);
+    EngineCore core(engine_options(ref));
     auto run = [&](std::vector<GenerationParams> ps) {
         std::vector<std::vector<int32_t>> got(ps.size());
         for (size_t r = 0; r < ps.size(); ++r) {

@@ -76,4 +76,35 @@ __device__ __forceinline__ void ping_pong_tiles(int nj, Tile (&cur)[U], Tile (&n
     }
 }
 
+// Exclusive prefix sum of v over a block of 32·WARPS threads, in thread order; *total gets the
+// block's sum. `sums` (shared, WARPS + 1 entries) may still be read by a previous scan on entry
+// (a barrier comes first).
+template <int WARPS, typename T>
+__device__ T block_exclusive_scan(T v, T* sums, T* total) {
+    const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5);
+    T incl = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const T n = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) incl += n;
+    }
+    __syncthreads();
+    if (lane == 31) sums[warp] = incl;
+    __syncthreads();
+    if (warp == 0) {
+        const T s = lane < WARPS ? sums[lane] : T(0);
+        T si = s;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const T n = __shfl_up_sync(0xffffffffu, si, o);
+            if (lane >= o) si += n;
+        }
+        if (lane < WARPS) sums[lane] = si - s;  // exclusive per warp
+        if (lane == WARPS - 1) sums[WARPS] = si;
+    }
+    __syncthreads();
+    *total = sums[WARPS];
+    return sums[warp] + incl - v;
+}
+
 }  // namespace tessera::cuda::fast::dev

@@ -4,6 +4,7 @@
 // __match_any_sync ranks). Integer counting only, so the grouping is exact and deterministic.
 #include <cmath>
 
+#include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/fast_moe.h"
 #include "kernels/cuda/pdl.cuh"
 
@@ -139,37 +140,12 @@ __device__ __forceinline__ unsigned lanemask_lt() {
     return m;
 }
 
-// Block-wide exclusive scan of one value per thread (kGroupThreads threads); returns the total too.
-__device__ long long block_exclusive_scan(long long v, long long* warp_tot, long long* total) {
-    const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5);
-    long long inc = v;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const long long n = __shfl_up_sync(kFull, inc, o);
-        if (lane >= o) inc += n;
-    }
-    if (lane == 31) warp_tot[warp] = inc;
-    __syncthreads();
-    if (warp == 0) {
-        long long w = lane < kGroupWarps ? warp_tot[lane] : 0;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            const long long n = __shfl_up_sync(kFull, w, o);
-            if (lane >= o) w += n;
-        }
-        if (lane < kGroupWarps) warp_tot[lane] = w;  // inclusive over warps
-    }
-    __syncthreads();
-    *total = warp_tot[kGroupWarps - 1];
-    return (warp > 0 ? warp_tot[warp - 1] : 0) + inc - v;
-}
-
 // Warp w owns the pairs [P·w/16, P·(w+1)/16). hist[w][e]: its pairs routed to e; then the first
 // grouped row of those pairs.
 __global__ void __launch_bounds__(kGroupThreads)
     group_kernel(const int32_t* __restrict__ ids, int64_t P, int E, int tile_rows, MoeGrouping g) {
     __shared__ int hist[kGroupWarps][kMoeMaxExperts];
-    __shared__ long long warp_tot[kGroupWarps];
+    __shared__ long long warp_tot[kGroupWarps + 1];
     __shared__ int valid_rows;
     const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
     for (int i = tid; i < kGroupWarps * kMoeMaxExperts; i += kGroupThreads) (&hist[0][0])[i] = 0;
@@ -193,7 +169,7 @@ __global__ void __launch_bounds__(kGroupThreads)
         for (int w = 0; w < kGroupWarps; ++w) count += hist[w][e];
     const long long n_items = (count + tile_rows - 1) / tile_rows;
     long long total = 0;
-    const long long ex = block_exclusive_scan(count | (n_items << 32), warp_tot, &total);
+    const long long ex = dev::block_exclusive_scan<kGroupWarps>(count | (n_items << 32), warp_tot, &total);
     const int row0 = int(ex & 0xffffffffll), item0 = int(ex >> 32);
     if (e < E) {
         g.offsets[e] = row0;

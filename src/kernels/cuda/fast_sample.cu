@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/arg_best.cuh"
+#include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/fast_sample.h"
 
 namespace tessera::cuda::fast::detail {
@@ -50,7 +51,7 @@ struct Selected {
 struct Shared {
     unsigned long long hist[kBins];
     unsigned long long wbuf[kThreads];  // a histogram pass's weights, for each warp's bin leaders
-    unsigned long long part[kWarps + 1];
+    uint64_t part[kWarps + 1];  // block scans
     Best best[kWarps];
     Best cbest;  // this block's part of a cluster reduction
     unsigned long long csum;
@@ -68,37 +69,9 @@ __device__ Slice slice_of(int V, int rank) {
     return {lo, min(V, lo + per)};
 }
 
-// Exclusive prefix sum of v in thread order; *total gets the block's sum.
-__device__ uint64_t block_exclusive_scan(uint64_t v, Shared& sh, uint64_t* total) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    uint64_t incl = v;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const uint64_t n = __shfl_up_sync(0xffffffffu, incl, o);
-        if (lane >= o) incl += n;
-    }
-    __syncthreads();  // part may still be read by the previous scan
-    if (lane == 31) sh.part[warp] = incl;
-    __syncthreads();
-    if (warp == 0) {
-        const uint64_t s = sh.part[lane];
-        uint64_t si = s;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            const uint64_t n = __shfl_up_sync(0xffffffffu, si, o);
-            if (lane >= o) si += n;
-        }
-        sh.part[lane] = si - s;
-        if (lane == 31) sh.part[kWarps] = si;
-    }
-    __syncthreads();
-    *total = sh.part[kWarps];
-    return sh.part[warp] + incl - v;
-}
-
 __device__ uint64_t block_sum(uint64_t v, Shared& sh) {
     uint64_t total;
-    block_exclusive_scan(v, sh, &total);
+    dev::block_exclusive_scan<kWarps>(v, sh.part, &total);
     return total;
 }
 
@@ -180,7 +153,7 @@ __device__ Selected select_desc(const float* __restrict__ row, Slice sl, const F
             h0 += hq[hi - 1];
         }
         uint64_t total;
-        const uint64_t ex = block_exclusive_scan(h1 + h0, sh, &total);
+        const uint64_t ex = dev::block_exclusive_scan<kWarps>(h1 + h0, sh.part, &total);
         if (pass == 0) want = want_of(total);
         const uint64_t rem = want - above;
         if (ex < rem && rem <= ex + h1) {

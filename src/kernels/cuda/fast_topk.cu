@@ -29,33 +29,6 @@ __device__ __forceinline__ uint32_t key_of(float v) {
     return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-// Exclusive prefix sum of v over the block (thread order); *total gets the sum. `sums`: kWarps.
-__device__ uint32_t block_exclusive_scan(uint32_t v, uint32_t* sums, uint32_t* total) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    uint32_t incl = v;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const uint32_t n = __shfl_up_sync(0xffffffffu, incl, o);
-        if (lane >= o) incl += n;
-    }
-    __syncthreads();  // sums may still be read by a previous scan
-    if (lane == 31) sums[warp] = incl;
-    __syncthreads();
-    if (warp == 0) {
-        uint32_t s = lane < kWarps ? sums[lane] : 0u, si = s;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            const uint32_t n = __shfl_up_sync(0xffffffffu, si, o);
-            if (lane >= o) si += n;
-        }
-        if (lane < kWarps) sums[lane] = si - s;  // exclusive per warp
-        if (lane == kWarps - 1) sums[kWarps] = si;
-    }
-    __syncthreads();
-    *total = sums[kWarps];
-    return sums[warp] + incl - v;
-}
-
 // Block (s, r): columns [s·seg, s·seg + seg) of row r; writes its k outputs at (r·S + s)·k, S =
 // gridDim.x, ids as the row's column (id_map null) or id_map[r·ld_map + column].
 __global__ void __launch_bounds__(kThreads)
@@ -128,8 +101,8 @@ __global__ void __launch_bounds__(kThreads)
         else if (key == thr) ++n_eq;
     }
     uint32_t total_gt = 0, total_eq = 0;
-    uint32_t at_gt = block_exclusive_scan(n_gt, sums, &total_gt);
-    uint32_t at_eq = block_exclusive_scan(n_eq, sums, &total_eq);
+    uint32_t at_gt = dev::block_exclusive_scan<kWarps>(n_gt, sums, &total_gt);
+    uint32_t at_eq = dev::block_exclusive_scan<kWarps>(n_eq, sums, &total_eq);
     if (n_gt + n_eq > 0)
         for (int i = lo; i < hi; ++i) {
             const float v = row[i];
