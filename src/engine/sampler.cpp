@@ -1,10 +1,12 @@
-// Sampler: temperature, top-k, top-p, min-p and a seeded draw (HF / vLLM semantics).
+// Sampler: temperature, top-k, top-p, min-p and a seeded draw (HF / vLLM semantics), linear in
+// the vocabulary (selections, no sort).
 #include "engine/sampler.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "core/status.h"
+#include "kernels/sampling.h"
 
 namespace tessera {
 
@@ -24,86 +26,77 @@ int32_t Sampler::argmax(const float* logits, int vocab) {
 
 double Sampler::uniform() { return double(rng_() >> 11) * 0x1.0p-53; }
 
-void Sampler::filter(const float* logits, int vocab) {
-    cand_.clear();
-    float top = -INFINITY;
-    for (int i = 0; i < vocab; ++i)
-        if (!std::isnan(logits[i]) && logits[i] != -INFINITY) {
-            cand_.push_back({logits[i], i});
-            top = std::max(top, logits[i]);
-        }
+namespace {
+
+// The filters' order: larger logit first, the lower id among equals.
+template <class A, class B>
+bool ranks_above(const A& a, const B& b) {
+    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+}
+
+}  // namespace
+
+// cand_: the row's finite logits in id order (top their largest), or its +inf ones. The kept set
+// is a prefix of cand_ in rank order, so it is found by selections on a copy (work_) and
+// described by its last token; then cand_ is narrowed in place, staying in id order.
+void Sampler::filter(float top) {
     if (top == INFINITY) {  // +inf logits share all the mass
-        std::erase_if(cand_, [](const Cand& c) { return c.logit != INFINITY; });
         prob_.assign(cand_.size(), 1.0);
         return;
     }
-    size_t n = cand_.size();
-    if (n == 0) return;
-    // Probabilities after temperature, relative to the max logit (so exp never overflows).
     const double inv_t = 1.0 / double(p_.temperature);
-    auto rel_prob = [&](const Cand& c) { return std::exp((double(c.logit) - top) * inv_t); };
-    auto by_logit = [](const Cand& a, const Cand& b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); };
-
-    double total = -1.0;  // the mass top-p is relative to, once known
-    if (p_.top_k > 0 && size_t(p_.top_k) < n) {  // top-k: the k largest, sorted
-        std::partial_sort(cand_.begin(), cand_.begin() + p_.top_k, cand_.end(), by_logit);
+    auto weight = [&](float logit) { return std::exp(sample_score(logit, top, inv_t)); };
+    work_.clear();
+    for (const Cand& c : cand_) work_.push_back({c.logit, c.id, 0});
+    size_t n = work_.size();
+    bool cut = false;
+    Ranked edge{};  // the last kept token in rank order, when cut
+    auto by_rank = [](const Ranked& a, const Ranked& b) { return ranks_above(a, b); };
+    if (p_.top_k > 0 && size_t(p_.top_k) < n) {  // top-k: the k first in rank order, unordered
         n = size_t(p_.top_k);
-    } else if (p_.top_p < 1.f) {
-        // top-p needs a sorted prefix holding top_p of the mass: sort a growing prefix, not all.
-        total = 0.0;
-        for (const Cand& c : cand_) total += rel_prob(c);
-        size_t m = std::min<size_t>(n, 256);
-        for (;;) {
-            if (m * 4 >= n) {  // most of it: a full sort is cheaper than a heap
-                m = n;
-                std::sort(cand_.begin(), cand_.end(), by_logit);
-            } else {
-                std::partial_sort(cand_.begin(), cand_.begin() + m, cand_.end(), by_logit);
-            }
-            double mass = 0.0;
-            for (size_t i = 0; i < m; ++i) mass += rel_prob(cand_[i]);
-            if (m == n || mass >= double(p_.top_p) * total) break;
-            m = std::min(n, m * 8);
-        }
-        n = m;
+        std::nth_element(work_.begin(), work_.begin() + ptrdiff_t(n - 1), work_.end(), by_rank);
+        edge = work_[n - 1];
+        cut = true;
     }
-    cand_.resize(n);
-    filter_kept(top, total);
-}
-
-// cand_ holds the kept tokens (sorted by descending logit where top-k or top-p sorted them, else
-// in index order); `top` is the row's largest finite logit; `total` the mass top-p is relative
-// to, or < 0 for the kept tokens' own.
-void Sampler::filter_kept(float top_logit, double total) {
-    size_t n = cand_.size();
-    const double top = double(top_logit), inv_t = 1.0 / double(p_.temperature);
-    prob_.resize(n);
-    for (size_t i = 0; i < n; ++i) prob_[i] = std::exp((double(cand_[i].logit) - top) * inv_t);
-
-    // top-p over the kept (sorted) tokens: keep a token while the mass strictly before it is
-    // < top_p of the total (HF TopPLogitsWarper); always at least one.
     if (p_.top_p < 1.f) {
-        if (total < 0.0) {
-            total = 0.0;
-            for (double q : prob_) total += q;
-        }
-        double before = 0.0;
-        size_t keep = 0;
-        while (keep < n && before < double(p_.top_p) * total) before += prob_[keep++];
-        n = std::max<size_t>(keep, 1);
-    }
-    // min-p: drop p < min_p · p_max; probabilities are relative to the max, so p_max = 1.
-    if (p_.min_p > 0.f) {
-        size_t w = 0;
-        for (size_t i = 0; i < n; ++i)
-            if (prob_[i] >= double(p_.min_p)) {
-                cand_[w] = cand_[i];
-                prob_[w++] = prob_[i];
+        // top-p over those: the first token in rank order at which the mass so far reaches
+        // ⌈top_p · total⌉ — a weighted quickselect (integer masses: exact in any order).
+        uint64_t total = 0;
+        for (size_t j = 0; j < n; ++j) total += work_[j].mass = sample_mass_of_score(sample_score(work_[j].logit, top, inv_t));
+        uint64_t want = sample_top_p_target(total, p_.top_p);  // >= 1, <= total
+        auto lo = work_.begin(), hi = work_.begin() + ptrdiff_t(n);
+        for (;;) {
+            std::iter_swap(lo + (hi - lo) / 2, hi - 1);  // the middle element as the pivot, at the end
+            const Ranked pivot = *(hi - 1);
+            const auto mid = std::partition(lo, hi - 1, [&](const Ranked& c) { return by_rank(c, pivot); });
+            uint64_t above = 0;
+            for (auto it = lo; it != mid; ++it) above += it->mass;
+            if (above >= want) {  // the crossing is above the pivot
+                hi = mid;
+                continue;
             }
-        n = w;  // the max itself always survives
+            want -= above;
+            if (pivot.mass >= want) {
+                edge = pivot;
+                break;
+            }
+            want -= pivot.mass;
+            std::iter_swap(mid, hi - 1);
+            lo = mid + 1;
+        }
+        cut = true;
     }
-    cand_.resize(n);
-    prob_.resize(n);
+    // Narrow cand_ in id order: within the cut, and min-p (p >= min_p · p_max, p_max = 1 here).
+    size_t w = 0;
+    prob_.clear();
+    for (const Cand& c : cand_) {
+        if (cut && ranks_above(edge, c)) continue;
+        const double q = weight(c.logit);
+        if (p_.min_p > 0.f && q < double(p_.min_p)) continue;  // the largest always stays
+        cand_[w++] = c;
+        prob_.push_back(q);
+    }
+    cand_.resize(w);
 }
 
 bool Sampler::decided_by_top(int n) const {
@@ -115,35 +108,20 @@ int32_t Sampler::sample_sorted(const float* logits, const int32_t* ids, int n) {
     // The row's argmax is its first candidate (NaN only pads: then every logit was NaN → 0).
     const int32_t first = std::isnan(logits[0]) ? 0 : ids[0];
     if (p_.temperature <= 0.f || p_.top_k == 1) return first;
-    // filter() on the candidates: the finite (or +inf) ones among the top k.
+    // filter() on what it would keep of the row: its top k finite logits when the row has more
+    // (the (k+1)-th candidate is finite), else every finite logit, which are all here — or the
+    // +inf ones, which lead the candidates.
     auto finite = [&](int i) { return !std::isnan(logits[i]) && logits[i] != -INFINITY; };
-    const int k = p_.top_k;
     cand_.clear();
-    for (int i = 0; i < k; ++i)
-        if (finite(i)) cand_.push_back({logits[i], ids[i]});
+    if (finite(0) && logits[0] == INFINITY) {
+        for (int i = 0; i < n && logits[i] == INFINITY; ++i) cand_.push_back({logits[i], ids[i]});
+    } else {
+        for (int i = 0; i < n && i < p_.top_k && finite(i); ++i) cand_.push_back({logits[i], ids[i]});
+    }
     if (cand_.empty()) return first;  // every logit NaN or -inf: sample() falls back to argmax
     const float top = cand_[0].logit;
-    if (top == INFINITY) {  // +inf logits share all the mass (among the candidates)
-        std::erase_if(cand_, [](const Cand& c) { return c.logit != INFINITY; });
-        prob_.assign(cand_.size(), 1.0);
-        return draw();
-    }
-    if (finite(k)) {  // more than k tokens: filter()'s top-k branch (sorted; top-p over the kept)
-        filter_kept(top, -1.0);
-        return draw();
-    }
-    // At most k finite tokens in the whole row, all here: filter() keeps them in index order, or
-    // sorts them for top-p with the total summed in index order.
     std::sort(cand_.begin(), cand_.end(), [](const Cand& a, const Cand& b) { return a.id < b.id; });
-    double total = -1.0;
-    if (p_.top_p < 1.f) {
-        total = 0.0;
-        const double inv_t = 1.0 / double(p_.temperature);
-        for (const Cand& c : cand_) total += std::exp((double(c.logit) - double(top)) * inv_t);
-        std::sort(cand_.begin(), cand_.end(),
-                  [](const Cand& a, const Cand& b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); });
-    }
-    filter_kept(top, total);
+    filter(top);
     return draw();
 }
 
@@ -162,8 +140,16 @@ int32_t Sampler::draw() {
 int32_t Sampler::sample(const float* logits, int vocab) {
     TS_CHECK(vocab > 0, "sampling: empty vocabulary");
     if (p_.temperature <= 0.f || p_.top_k == 1) return argmax(logits, vocab);
-    filter(logits, vocab);
+    cand_.clear();
+    float top = -INFINITY;
+    for (int i = 0; i < vocab; ++i)
+        if (!std::isnan(logits[i]) && logits[i] != -INFINITY) {
+            cand_.push_back({logits[i], i});
+            top = std::max(top, logits[i]);
+        }
     if (cand_.empty()) return argmax(logits, vocab);  // every logit NaN or -inf
+    if (top == INFINITY) std::erase_if(cand_, [](const Cand& c) { return c.logit != INFINITY; });
+    filter(top);
     return draw();
 }
 

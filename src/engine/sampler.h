@@ -1,5 +1,8 @@
 // Token sampling from one row of logits: greedy, or temperature → top-k → top-p → min-p → a
-// seeded draw. One Sampler per request (it owns the request's RNG stream).
+// seeded draw. One Sampler per request (it owns the request's RNG stream). The filters keep what
+// Backend::sample keeps (kernels/sampling.h: top-p's mass in fixed point); the draw is an
+// inverse CDF over the kept tokens in id order with the request's mt19937 stream. Linear in the
+// vocabulary: selections, no sort of the row.
 #pragma once
 #include <cstdint>
 #include <random>
@@ -44,16 +47,21 @@ private:
         float logit;
         int32_t id;
     };
-    // Narrows cand_ (sorted by descending logit on return) to the tokens the filters keep, and
-    // fills prob_ with their unnormalised probabilities.
-    void filter(const float* logits, int vocab);
-    void filter_kept(float top, double total);  // prob_ of the kept cand_, then top-p and min-p
+    struct Ranked {  // a kept-set candidate as the filters rank it
+        float logit;
+        int32_t id;
+        uint64_t mass;  // top-p's fixed-point mass (kernels/sampling.h)
+    };
+    // Narrows cand_ (the row's finite logits in id order, or its +inf ones) to the tokens the
+    // filters keep, still in id order, and fills prob_ with their unnormalised probabilities.
+    void filter(float top);
     double uniform();  // [0, 1), 53 random bits
-    int32_t draw();    // one draw from cand_ weighted by prob_
+    int32_t draw();    // one draw from cand_ weighted by prob_, walked in id order
 
     SamplingParams p_;
     std::mt19937_64 rng_;
     std::vector<Cand> cand_;
+    std::vector<Ranked> work_;
     std::vector<double> prob_;
 };
 
