@@ -225,6 +225,8 @@ int run_bench(const Args& args) {
         j["gen"] = gen;
         j["repeat"] = repeat;
         j["prefill_chunk"] = o.max_num_batched_tokens;
+        j["sampling"] = {{"temperature", sp.temperature}, {"top_p", sp.top_p}, {"top_k", sp.top_k},
+                         {"min_p", sp.min_p}, {"where", o.sampling}};
         j["weights_bytes"] = st.weight_bytes;
         j["kv_pool_bytes"] = st.kv_bytes;
         j["state_pool_bytes"] = st.state_bytes;

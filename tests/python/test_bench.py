@@ -65,3 +65,21 @@ def test_bad_options_are_clear_errors(tmp_path):
     assert p.returncode != 0 and "--ctx" in p.stderr
     p = run_tessera("bench", FIXTURES / "qwen3_tiny", "--device", "cpu", "--repeat", "0", check=False)
     assert p.returncode != 0 and "--repeat" in p.stderr
+
+
+def test_sampled_runs(tmp_path):
+    # --temperature / --top-p / --top-k / --min-p make every request sample (seeded); the header
+    # and the JSON say how, and both sampling modes run on the CPU.
+    for where in ("host", "device"):
+        rows, j = bench(tmp_path, "qwen35moe_tiny", "--ctx", "16", "--temperature", "0.8", "--top-p", "0.9",
+                        "--top-k", "40", "--min-p", "0.01", "--sampling", where)
+        assert len(rows) == 1 and j["rows"][0]["decode_tok_s"] > 0
+        assert j["sampling"] == {"temperature": pytest.approx(0.8), "top_p": pytest.approx(0.9), "top_k": 40,
+                                 "min_p": pytest.approx(0.01), "where": where}
+    _, j = bench(tmp_path, "qwen3_tiny", "--ctx", "16")
+    assert j["sampling"]["temperature"] == 0  # greedy unless asked
+    p = run_tessera("bench", FIXTURES / "qwen3_tiny", "--device", "cpu", "--top-p", "0", check=False)
+    assert p.returncode != 0 and "top_p" in p.stderr
+    p = run_tessera("bench", FIXTURES / "qwen3_tiny", "--device", "cpu", "--temperature", "1", "--sampling", "gpu",
+                    check=False)
+    assert p.returncode != 0 and "sampling" in p.stderr
