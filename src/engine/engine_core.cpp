@@ -499,7 +499,8 @@ bool EngineCore::step() {
             if (greedy) I.take_token(l, I.argmax[size_t(r)], RequestOutput{});
             else if (sample) {
                 const int32_t token = I.tokens[size_t(r)];
-                I.take_token(l, token, sampler_only(l) ? RequestOutput{} : I.raw_outputs(l, logits + r * V, token));
+                RequestOutput o = sampler_only(l) ? RequestOutput{} : I.raw_outputs(l, logits + r * V, token);
+                I.take_token(l, token, std::move(o));
             } else if (top_k > 0)
                 I.take_token(l, l.sampler->sample_sorted(&I.top_values[size_t(r * top_k)], &I.top_ids[size_t(r * top_k)], top_k),
                              RequestOutput{});

@@ -62,7 +62,10 @@ void Sampler::filter(float top) {
         // top-p over those: the first token in rank order at which the mass so far reaches
         // ⌈top_p · total⌉ — a weighted quickselect (integer masses: exact in any order).
         uint64_t total = 0;
-        for (size_t j = 0; j < n; ++j) total += work_[j].mass = sample_mass_of_score(sample_score(work_[j].logit, top, inv_t));
+        for (size_t j = 0; j < n; ++j) {
+            work_[j].mass = sample_mass_of_score(sample_score(work_[j].logit, top, inv_t));
+            total += work_[j].mass;
+        }
         uint64_t want = sample_top_p_target(total, p_.top_p);  // >= 1, <= total
         auto lo = work_.begin(), hi = work_.begin() + ptrdiff_t(n);
         for (;;) {

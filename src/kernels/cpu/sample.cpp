@@ -42,7 +42,8 @@ int32_t sample_row(const float* x, int64_t V, const SampleRow& p) {
     }
     for (int64_t i = 0; i < V; ++i)
         if (std::isfinite(x[i])) kept.push_back(int32_t(i));
-    std::stable_sort(kept.begin(), kept.end(), [&](int32_t a, int32_t b) { return x[a] > x[b]; });  // ids stay ascending
+    // By descending logit; the stable sort keeps equal logits in ascending id order.
+    std::stable_sort(kept.begin(), kept.end(), [&](int32_t a, int32_t b) { return x[a] > x[b]; });
     const double inv_t = 1.0 / double(p.temperature);
     auto s = [&](int32_t i) { return sample_score(x[i], top, inv_t); };
 
