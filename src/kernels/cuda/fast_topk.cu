@@ -16,18 +16,13 @@
 #include "kernels/cuda/arg_best.cuh"
 #include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/fast_topk.h"
+#include "kernels/sampling.h"  // sample_key: floats as ordered keys
 
 namespace tessera::cuda::fast::detail {
 
 namespace {
 
 constexpr int kThreads = 1024, kWarps = kThreads / 32, kBins = 256;
-
-__device__ __forceinline__ uint32_t key_of(float v) {
-    uint32_t u = __float_as_uint(v);
-    if ((u << 1) == 0) u = 0;  // -0 → +0
-    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
 
 // Block (s, r): columns [s·seg, s·seg + seg) of row r; writes its k outputs at (r·S + s)·k, S =
 // gridDim.x, ids as the row's column (id_map null) or id_map[r·ld_map + column].
@@ -59,7 +54,7 @@ __global__ void __launch_bounds__(kThreads)
             uint32_t bin = kBins;  // none
             if (i < cols) {
                 const float v = row[i];
-                const uint32_t key = key_of(v);
+                const uint32_t key = sample_key(v);
                 if (v == v && (key & mask) == prefix) bin = (key >> shift) & 0xffu;
             }
             const unsigned peers = __match_any_sync(0xffffffffu, bin);
@@ -96,7 +91,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int i = lo; i < hi; ++i) {
         const float v = row[i];
         if (v != v) continue;
-        const uint32_t key = key_of(v);
+        const uint32_t key = sample_key(v);
         if (all || key > thr) ++n_gt;
         else if (key == thr) ++n_eq;
     }
@@ -107,7 +102,7 @@ __global__ void __launch_bounds__(kThreads)
         for (int i = lo; i < hi; ++i) {
             const float v = row[i];
             if (v != v) continue;
-            const uint32_t key = key_of(v);
+            const uint32_t key = sample_key(v);
             const uint64_t item = (uint64_t(key) << 32) | uint64_t(~uint32_t(i));
             if (all || key > thr) {
                 cand[at_gt++] = item;
