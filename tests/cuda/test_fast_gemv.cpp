@@ -243,6 +243,12 @@ TEST(FastGemv, RejectsBadArguments) {
     Gguf g8 = make_gguf(DType::Q8_0, 4, 64, 4);
     DevicePacked dp8 = upload(repack(g8.host()));
     EXPECT_THROW(fast::gemv_packed_plan(chunks, yd.as<float>(), 4, xd.as<float>(), 64, 1, dp8.m, s.get()), Error);
+    const fast::GemvPlan dp4a{fast::GemvVariant::Dp4a, 1, 8};  // Int4 only, 1, 2, 4 or 8 warps a row tile
+    EXPECT_THROW(fast::gemv_packed_plan(dp4a, yd.as<float>(), 4, xd.as<float>(), 64, 1, dp8.m, s.get()), Error);
+    const fast::GemvPlan dp4a3{fast::GemvVariant::Dp4a, 1, 3};
+    EXPECT_THROW(fast::gemv_packed_plan(dp4a3, yd.as<float>(), 4, xd.as<float>(), 64, 1, dp.m, s.get()), Error);
+    EXPECT_FALSE(fast::gemv_dp4a_fits(14336, 4, PackedKind::Int4));  // x's limbs past its shared memory
+    EXPECT_TRUE(fast::gemv_dp4a_fits(14336, 3, PackedKind::Int4));
 }
 
 // ---- every variant of the GEMV (fast::gemv_packed_plan) on synthetic packed matrices
@@ -325,6 +331,28 @@ void packed_reference(const PackedHost& p, const std::vector<float>& x, int64_t 
     }
 }
 
+// What Dp4a's two int8 limbs may move y by: Σ_k |w[n, k]| · max|x[t, group of k]| / (127 · 508)
+// (|x − x̃| ≤ dx / 508 per value, dx = max / 127 over its 32 columns), with 1 % to spare.
+std::vector<double> dp4a_bound(const PackedHost& p, const std::vector<float>& x, int64_t ldx, int64_t T) {
+    const int64_t N = p.n, K = p.k, gpr = K / p.group;
+    std::vector<double> amax(size_t(T * (K / 32)), 0.0), out(size_t(T * N), 0.0);
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t k = 0; k < K; ++k) {
+            double& m = amax[size_t(t * (K / 32) + k / 32)];
+            m = std::max(m, double(std::fabs(x[size_t(t * ldx + k)])));
+        }
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = 0; k < K; ++k) {
+            const size_t gi = size_t(n * gpr + k / p.group);
+            const double sc = f16_to_f32(p.scales[gi]);
+            const double b = p.biases.empty() ? -8.0 * sc : double(f16_to_f32(p.biases[gi]));
+            const int code = (p.codes[size_t(n * (K / 2) + k / 2)] >> (4 * (k % 2))) & 15;
+            const double aw = std::fabs(sc * code + b);
+            for (int64_t t = 0; t < T; ++t) out[size_t(t * N + n)] += aw * amax[size_t(t * (K / 32) + k / 32)] / (127.0 * 508.0) * 1.01;
+        }
+    return out;
+}
+
 std::vector<float> round_bf16(std::vector<float> v) {
     for (float& f : v) f = bf16_to_f32(f32_to_bf16(f));
     return v;
@@ -334,6 +362,7 @@ std::string plan_name(const fast::GemvPlan& p) {
     if (p.variant == fast::GemvVariant::Simt) return "simt";
     if (p.variant == fast::GemvVariant::MmaStaged) return "mma staged";
     if (p.variant == fast::GemvVariant::MmaChunks) return "mma chunks";
+    if (p.variant == fast::GemvVariant::Dp4a) return "dp4a S=" + std::to_string(p.splits);
     if (p.variant == fast::GemvVariant::MmaRows) return "mma rows mt=" + std::to_string(p.mtiles);
     return "mma mt=" + std::to_string(p.mtiles) + " splits=" + std::to_string(p.splits);
 }
@@ -391,6 +420,11 @@ TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
             if (fast::gemv_staged_fits(sh.K, l.kind, l.biases, l.group))
                 plans.push_back({fast::GemvVariant::MmaStaged, 1, 1});
             if (fast::gemv_chunks_fits(sh.K, sh.T, l.kind)) plans.push_back({fast::GemvVariant::MmaChunks, 1, 1});
+            std::vector<double> qbound;  // Dp4a: x in two int8 limbs
+            if (fast::gemv_dp4a_fits(sh.K, sh.T, l.kind)) {
+                for (int splits : {1, 2, 8}) plans.push_back({fast::GemvVariant::Dp4a, 1, splits});
+                qbound = dp4a_bound(ph, x, ldx, sh.T);
+            }
             for (int mt : {1, 2}) {
                 plans.push_back({fast::GemvVariant::MmaRows, mt, 1});
                 for (int splits : {1, 3, 8, 6})
@@ -399,7 +433,8 @@ TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
             }
             for (const fast::GemvPlan& plan : plans) {
                 SCOPED_TRACE(plan_name(plan));
-                const bool mma = plan.variant != fast::GemvVariant::Simt;  // x rounded to bf16
+                const bool dp4a = plan.variant == fast::GemvVariant::Dp4a;  // x in two int8 limbs
+                const bool mma = plan.variant != fast::GemvVariant::Simt && !dp4a;  // x rounded to bf16
                 DeviceBuffer yd = to_device(std::vector<float>(size_t(sh.T * ldy), reftest::kPad));
                 Stream s;
                 fast::gemv_packed_plan(plan, yd.as<float>(), ldy, xd.as<float>(), ldx, sh.T, dp.m, s.get());
@@ -417,7 +452,7 @@ TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
                         }
                         const size_t i = size_t(t * sh.N + n);
                         const double d = std::fabs(double(got) - tight[i]);
-                        const double tol = 1e-5 * mag[i] + 2e-6 * off[i] + 1e-30;
+                        const double tol = 1e-5 * mag[i] + 2e-6 * off[i] + (dp4a ? qbound[i] : 0.0) + 1e-30;
                         const double loose = std::ldexp(1.0, -8) * mag[i] + 2e-6 * off[i] + 1e-30;
                         if (!(d <= tol) && ++bad <= 5)
                             ADD_FAILURE() << "[" << t << ", " << n << "] got " << got << " want " << tight[i]
@@ -448,6 +483,11 @@ TEST(FastGemv, PickIsValid) {
                         EXPECT_EQ(p.mtiles, 1);
                         continue;
                     }
+                    if (p.variant == fast::GemvVariant::Dp4a) {  // one Int4 token whose x fits
+                        EXPECT_TRUE(T == 1 && fast::gemv_dp4a_fits(K, T, kind)) << N << " " << K;
+                        EXPECT_TRUE(p.splits == 1 || p.splits == 2 || p.splits == 4 || p.splits == 8);
+                        continue;
+                    }
                     if (p.variant == fast::GemvVariant::MmaStaged) {  // its slab fits, with biases too
                         EXPECT_TRUE(T == 1 && kind == PackedKind::Int4 && N <= fast::kGemvRowsMaxN);
                         EXPECT_TRUE(fast::gemv_staged_fits(K, kind, true, 32)) << K;
@@ -457,21 +497,36 @@ TEST(FastGemv, PickIsValid) {
                     EXPECT_TRUE(fast::gemv_mma_fits(K, kind, p.splits)) << T << " " << N << " " << K;
                     EXPECT_TRUE(p.mtiles == 1 || p.mtiles == 2);
                 }
-    // The anchor shape takes MmaRows; lm_head Mma unsplit.
-    EXPECT_EQ(fast::gemv_pick(1, 4096, 14336, PackedKind::Int4, 132).variant, fast::GemvVariant::MmaRows);
-    EXPECT_EQ(fast::gemv_pick(8, 4096, 14336, PackedKind::Int8, 132).variant, fast::GemvVariant::MmaRows);
-    EXPECT_EQ(fast::gemv_pick(1, 4096, 14336, PackedKind::Int8, 132).variant, fast::GemvVariant::Simt);
-    EXPECT_EQ(fast::gemv_pick(1, 248320, 2048, PackedKind::Int4, 132).variant, fast::GemvVariant::Mma);
-    EXPECT_EQ(fast::gemv_pick(1, 248320, 2048, PackedKind::Int4, 132).splits, 1);
-    // MmaStaged's corner, each edge: one token, Int4, 8192..16384 rows, K ≤ 2048.
+    // One Int4 token: Dp4a, the fewest warps a row tile that launch 1.5 blocks an SM (132 SMs).
     using V = fast::GemvVariant;
-    EXPECT_EQ(fast::gemv_pick(1, 8192, 2048, PackedKind::Int4, 132).variant, V::MmaStaged);
-    EXPECT_EQ(fast::gemv_pick(1, 16384, 32, PackedKind::Int4, 132).variant, V::MmaStaged);
-    EXPECT_EQ(fast::gemv_pick(1, 8191, 2048, PackedKind::Int4, 132).variant, V::MmaRows);
-    EXPECT_EQ(fast::gemv_pick(1, 16385, 2048, PackedKind::Int4, 132).variant, V::Mma);
-    EXPECT_EQ(fast::gemv_pick(1, 8192, 2049, PackedKind::Int4, 132).variant, V::MmaRows);
-    EXPECT_EQ(fast::gemv_pick(2, 8192, 2048, PackedKind::Int4, 132).variant, V::MmaRows);
-    EXPECT_EQ(fast::gemv_pick(4, 8192, 2048, PackedKind::Int8, 132).variant, V::MmaRows);
+    for (const auto& [N, S] : std::vector<std::pair<int64_t, int>>{
+             {248320, 1}, {12352, 4}, {8192, 4}, {8191, 4}, {6305, 4}, {6304, 8}, {4096, 8}, {16, 8}}) {
+        const fast::GemvPlan p = fast::gemv_pick(1, N, 2048, PackedKind::Int4, 132);
+        EXPECT_EQ(p.variant, V::Dp4a) << N;
+        EXPECT_EQ(p.splits, S) << N;
+    }
+    EXPECT_EQ(fast::gemv_pick(1, 4096, 14336, PackedKind::Int4, 132).variant, V::Dp4a);
+    EXPECT_EQ(fast::gemv_pick(1, 4096, 14336, PackedKind::Int4, 132).splits, 8);
+    EXPECT_EQ(fast::gemv_pick(1, 4096, 65536, PackedKind::Int4, 132).variant, V::MmaRows);  // x does not fit
+    EXPECT_EQ(fast::gemv_pick(2, 4096, 2048, PackedKind::Int4, 132).variant, V::MmaRows);
+    EXPECT_EQ(fast::gemv_pick(1, 4096, 2048, PackedKind::Int8, 132).variant, V::Simt);
+    // Without Dp4a (TESSERA_GEMV=mma): the anchor shape takes MmaRows; lm_head Mma unsplit.
+    auto pick = [](int64_t T, int64_t N, int64_t K, PackedKind kind, int sms) {
+        return fast::gemv_pick(T, N, K, kind, sms, false);
+    };
+    EXPECT_EQ(pick(1, 4096, 14336, PackedKind::Int4, 132).variant, fast::GemvVariant::MmaRows);
+    EXPECT_EQ(pick(8, 4096, 14336, PackedKind::Int8, 132).variant, fast::GemvVariant::MmaRows);
+    EXPECT_EQ(pick(1, 4096, 14336, PackedKind::Int8, 132).variant, fast::GemvVariant::Simt);
+    EXPECT_EQ(pick(1, 248320, 2048, PackedKind::Int4, 132).variant, fast::GemvVariant::Mma);
+    EXPECT_EQ(pick(1, 248320, 2048, PackedKind::Int4, 132).splits, 1);
+    // MmaStaged's corner, each edge: one token, Int4, 8192..16384 rows, K ≤ 2048.
+    EXPECT_EQ(pick(1, 8192, 2048, PackedKind::Int4, 132).variant, V::MmaStaged);
+    EXPECT_EQ(pick(1, 16384, 32, PackedKind::Int4, 132).variant, V::MmaStaged);
+    EXPECT_EQ(pick(1, 8191, 2048, PackedKind::Int4, 132).variant, V::MmaRows);
+    EXPECT_EQ(pick(1, 16385, 2048, PackedKind::Int4, 132).variant, V::Mma);
+    EXPECT_EQ(pick(1, 8192, 2049, PackedKind::Int4, 132).variant, V::MmaRows);
+    EXPECT_EQ(pick(2, 8192, 2048, PackedKind::Int4, 132).variant, V::MmaRows);
+    EXPECT_EQ(pick(4, 8192, 2048, PackedKind::Int8, 132).variant, V::MmaRows);
 }
 
 // dequant_rows gives unpack_row_f32's values (the same scale · code + bias), for gathered ids,

@@ -133,17 +133,20 @@ namespace {
 // chunks (MmaChunks where the pick is MmaRows and it takes the shape: Int4, 1–2 tokens — session
 // 7, H200, T = 1, 16-row tiles: 24.5 against 27.1 us at 4096x14336, 8.5 against 10.0 at
 // 2048x4096; slower than MmaStaged on the wide in-projections, not yet measured end to end where
-// it replaces only MmaRows).
-enum class GemvMode { F32, Int8, Staged, Chunks };
+// it replaces only MmaRows), mma (the pick without Dp4a: the tensor-core variants at one token,
+// as before session 10 — for A/B). The default picks Dp4a for one token (fast_gemv_plan.h: x in
+// two int8 limbs, |x − x̃| ≤ max|x| / 64516 per 32 columns — closer than bf16).
+enum class GemvMode { F32, Int8, Staged, Chunks, Mma };
 GemvMode gemv_mode() {
     static const GemvMode m = [] {
         const char* v = std::getenv("TESSERA_GEMV");
         const std::string s = v ? v : "";
-        TS_CHECK(s.empty() || s == "f32" || s == "int8" || s == "staged" || s == "chunks",
-                 "TESSERA_GEMV={}: expected f32 (the default), int8, staged or chunks", s);
+        TS_CHECK(s.empty() || s == "f32" || s == "int8" || s == "staged" || s == "chunks" || s == "mma",
+                 "TESSERA_GEMV={}: expected f32 (the default), int8, staged, chunks or mma", s);
         return s == "int8"     ? GemvMode::Int8
                : s == "staged" ? GemvMode::Staged
                : s == "chunks" ? GemvMode::Chunks
+               : s == "mma"    ? GemvMode::Mma
                                : GemvMode::F32;
     }();
     return m;
@@ -205,14 +208,17 @@ void CudaBackend::matmul_packed(const Tensor& y, const Tensor& x, const PackedMa
                 void* sc = scratch(4, fast::gemv_q8_scratch(X.rows, w.k));
                 return fast::gemv_q8(Y.p, Y.ld, X.p, X.ld, X.rows, w, sc, stream_.get());
             }
+            if (gemv_mode() == GemvMode::Mma)  // the pick without Dp4a
+                return fast::gemv_packed_plan(fast::gemv_pick(X.rows, w.n, w.k, w.kind, fast::gemv_sm_count(), false),
+                                              Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
             if (gemv_mode() == GemvMode::Chunks) {  // MmaChunks where the pick is MmaRows (fast_gemv_chunks.cu)
-                fast::GemvPlan p = fast::gemv_pick(X.rows, w.n, w.k, w.kind, fast::gemv_sm_count());
+                fast::GemvPlan p = fast::gemv_pick(X.rows, w.n, w.k, w.kind, fast::gemv_sm_count(), false);
                 if (p.variant == fast::GemvVariant::MmaRows && fast::gemv_chunks_fits(w.k, X.rows, w.kind))
                     p = {fast::GemvVariant::MmaChunks, 1, 1};
                 return fast::gemv_packed_plan(p, Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
             }
             if (gemv_mode() == GemvMode::Staged) {
-                fast::GemvPlan p = fast::gemv_pick(X.rows, w.n, w.k, w.kind, fast::gemv_sm_count());
+                fast::GemvPlan p = fast::gemv_pick(X.rows, w.n, w.k, w.kind, fast::gemv_sm_count(), false);
                 if (p.variant == fast::GemvVariant::MmaRows && p.mtiles == 1 &&
                     fast::gemv_staged_fits(w.k, w.kind, w.biases != nullptr, w.group))
                     p = {fast::GemvVariant::MmaStaged, 1, 1};

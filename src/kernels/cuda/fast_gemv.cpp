@@ -61,6 +61,17 @@ void gemv_packed_plan(const GemvPlan& plan, float* y, int64_t ldy, const float* 
         TS_CUDA_CHECK(detail::launch_gemv_chunks(y, ldy, x, ldx, T, w, stream));
         return;
     }
+    if (plan.variant == GemvVariant::Dp4a) {
+        TS_CHECK(gemv_dp4a_fits(w.k, T, w.kind),
+                 "gemv_packed: Dp4a takes Int4 and 1..8 tokens with its x in {} bytes of shared memory (got {} tokens, "
+                 "K = {}: {} bytes)",
+                 kGemvDp4aMaxSmem, T, w.k, gemv_dp4a_smem(w.k, T));
+        TS_CHECK((w.group & (w.group - 1)) == 0, "gemv_packed: Dp4a takes power-of-two groups, not {}", w.group);
+        TS_CHECK(plan.splits == 1 || plan.splits == 2 || plan.splits == 4 || plan.splits == 8,
+                 "gemv_packed: Dp4a splits a row tile over 1, 2, 4 or 8 warps, not {}", plan.splits);
+        TS_CUDA_CHECK(detail::launch_gemv_dp4a(plan.splits, y, ldy, x, ldx, T, w, stream));
+        return;
+    }
     TS_CHECK(plan.variant == GemvVariant::Mma || plan.variant == GemvVariant::MmaRows ||
                  plan.variant == GemvVariant::MmaStaged,
              "gemv_packed: unknown variant {}", int(plan.variant));
@@ -77,7 +88,8 @@ void gemv_packed_plan(const GemvPlan& plan, float* y, int64_t ldy, const float* 
 
 void gemv_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
                  cudaStream_t stream) {
-    gemv_packed_plan(gemv_pick(T, w.n, w.k, w.kind, gemv_sm_count()), y, ldy, x, ldx, T, w, stream);
+    const bool pow2 = (w.group & (w.group - 1)) == 0;  // Dp4a's groups
+    gemv_packed_plan(gemv_pick(T, w.n, w.k, w.kind, gemv_sm_count(), pow2), y, ldy, x, ldx, T, w, stream);
 }
 
 }  // namespace tessera::cuda::fast

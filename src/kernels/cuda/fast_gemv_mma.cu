@@ -725,6 +725,11 @@ int resident_mt(const GemvPlan& plan, const PackedMatrix& w) {
 
 int gemv_resident_blocks(const GemvPlan& plan, const PackedMatrix& w) {
     if (plan.variant == GemvVariant::Simt) return -1;
+    if (plan.variant == GemvVariant::Dp4a) {
+        const int d = gemv_dp4a_resident_blocks(w, 1);
+        cudaGetLastError();
+        return d;
+    }
     const int r = plan.mtiles == 2 ? resident_mt<2>(plan, w) : resident_mt<1>(plan, w);
     cudaGetLastError();  // a failed query leaves no error behind
     return r;

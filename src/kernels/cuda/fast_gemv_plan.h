@@ -14,6 +14,9 @@
 //         the B registers. Not picked yet (TESSERA_GEMV=chunks replaces MmaRows with it): H200,
 //         T = 1, tiles, cold: 24.5 against MmaRows' 27.1 us at 4096x14336, 8.5 against 10.0 at
 //         2048x4096, but 13.0 / 17.3 against MmaStaged's 12.5 / 15.7 at 8192 / 12352 x 2048.
+//   Dp4a: fast_gemv_dp4a.cu — Int4, T ≤ 8: x quantized by each block into two int8 limbs
+//         (|x − x̃| ≤ max|x| / 64516 per 32 columns), dp4a on the nibbles as they lie; a lane keeps
+//         one row's 64 columns of every k-tile, S warps split a row tile's k-tiles (plan.splits).
 #pragma once
 #include <cstdint>
 
@@ -23,12 +26,13 @@
 
 namespace tessera::cuda::fast {
 
-enum class GemvVariant : uint8_t { Simt, Mma, MmaRows, MmaStaged, MmaChunks };
+enum class GemvVariant : uint8_t { Simt, Mma, MmaRows, MmaStaged, MmaChunks, Dp4a };
 
 struct GemvPlan {
     GemvVariant variant = GemvVariant::Simt;
     int mtiles = 1;  // Mma, MmaRows: 16-row tiles per warp (1 or 2)
-    int splits = 1;  // Mma: K split over the blocks of one cluster (1..kGemvMaxSplits)
+    int splits = 1;  // Mma: K split over the blocks of one cluster (1..kGemvMaxSplits); Dp4a:
+                     // warps on one row tile (1, 2, 4 or 8)
 };
 
 // Mma's geometry (fast_gemv_mma.cu): kGemvMmaWarps warps a block, each its own 16·mtiles rows;
@@ -71,6 +75,24 @@ constexpr bool gemv_chunks_fits(int64_t K, int64_t T, PackedKind kind) {
     return kind == PackedKind::Int4 && T >= 1 && T <= kGemvChunksMaxTokens && gemv_chunks_smem(K, T) <= kGemvChunksMaxSmem;
 }
 
+// Dp4a: warps a block, and its shared memory — per token both limbs of x and (dx, sx) per 32
+// columns, K rounded up to whole k-tiles (K = 14336, T = 1: 31.5 KiB; T = 3: 94.5 KiB).
+constexpr int kGemvDp4aWarps = 8;
+constexpr int64_t kGemvDp4aMaxSmem = 100 * 1024;
+constexpr int64_t gemv_dp4a_smem(int64_t K, int64_t T) { return T * ((K + 127) / 128) * (2 * 128 + 4 * 8); }
+constexpr bool gemv_dp4a_fits(int64_t K, int64_t T, PackedKind kind) {
+    return kind == PackedKind::Int4 && T >= 1 && T <= 8 && gemv_dp4a_smem(K, T) <= kGemvDp4aMaxSmem;
+}
+// Dp4a's warps a row tile: the fewest (the most rows a block, x quantized the fewest times) that
+// still launch 1.5 blocks an SM, else 8 (H200, T = 1: 8192x2048 S = 4 7.9 µs, S = 8 9.9; 12352 x
+// 2048 S = 4 9.4, S = 2 10.2; lm_head S = 1 81, S = 2 88; 4096x14336 S = 8 18.2, S = 4 20.1).
+constexpr int gemv_dp4a_splits(int64_t N, int sms) {
+    const int64_t row_tiles = (N + 15) / 16;
+    for (int s = 1; s < kGemvDp4aWarps; s *= 2)
+        if (2 * ((row_tiles * s + kGemvDp4aWarps - 1) / kGemvDp4aWarps) >= int64_t(3) * sms) return s;
+    return kGemvDp4aWarps;
+}
+
 // Whether Mma with `splits` blocks along K fits its shared-memory budget.
 constexpr bool gemv_mma_fits(int64_t K, PackedKind kind, int splits) {
     if (splits < 1 || splits > kGemvMaxSplits) return false;
@@ -89,10 +111,21 @@ constexpr bool gemv_mma_fits(int64_t K, PackedKind kind, int splits) {
 // in-projections): MmaStaged (session 7, cold, T = 1, 16-row tiles: 12.45 against 13.22 us at
 // 8192x2048, 15.90 against 17.57 at 12352x2048; row-major 12.26 / 12.86 and 15.46 / 17.28; but
 // 9.15 against 8.70 at 4096x2048 and 11.42 against 9.89 at 2048x4096: fewer rows, MmaRows).
+//
+// One token, Int4 (session 10): Dp4a wherever x's limbs fit (K ≤ ~44K), its warps a row tile by
+// gemv_dp4a_splits (H200, cold, 16-row tiles, µs, against the previous pick): 4096x14336 18.2
+// (27.1), 8192x2048 7.9 (11.3), 12352x2048 9.4 (14.2), 2048x4096 7.2 (9.9), 512x2048 5.5 (6.7),
+// lm_head 81.2 (149.4). At 8 tokens it is 2–3x slower than MmaRows (its dp4a work grows with T).
+// `dp4a` false leaves it out (TESSERA_GEMV=mma; groups that are not a power of two).
 constexpr int64_t kGemvRowsMaxN = 16384;
 constexpr int64_t kGemvStagedMinN = 8192, kGemvStagedMaxK = 2048;
-constexpr GemvPlan gemv_pick(int64_t T, int64_t N, int64_t K, PackedKind kind, int sms) {
+constexpr GemvPlan gemv_pick(int64_t T, int64_t N, int64_t K, PackedKind kind, int sms, bool dp4a = true) {
     GemvPlan p;
+    if (dp4a && T == 1 && gemv_dp4a_fits(K, T, kind)) {
+        p.variant = GemvVariant::Dp4a;
+        p.splits = gemv_dp4a_splits(N, sms);
+        return p;
+    }
     if (kind == PackedKind::Int8 && T <= 3) return p;  // Simt
     if (N <= kGemvRowsMaxN) {
         // K ≤ 2048 Int4 always fits MmaStaged's slab (18 KiB, 20 with biases).
@@ -130,11 +163,18 @@ cudaError_t launch_gemv_mma(const GemvPlan& plan, float* y, int64_t ldy, const f
                             const PackedMatrix& w, cudaStream_t stream);
 cudaError_t launch_gemv_chunks(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
                                cudaStream_t stream);
+cudaError_t launch_gemv_dp4a(int splits, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
+                             const PackedMatrix& w, cudaStream_t stream);
+int gemv_dp4a_resident_blocks(const PackedMatrix& w, int64_t T);
 // Blocks of `plan`'s kernel resident on the device at once (occupancy query; -1 for Simt or on
 // failure), and the blocks it launches for w — the bench's diagnosis.
 int gemv_resident_blocks(const GemvPlan& plan, const PackedMatrix& w);
 constexpr int64_t gemv_grid_blocks(const GemvPlan& plan, int64_t N) {
     if (plan.variant == GemvVariant::MmaStaged || plan.variant == GemvVariant::MmaChunks) return (N + 15) / 16;
+    if (plan.variant == GemvVariant::Dp4a) {
+        const int64_t rows = int64_t(16) * (kGemvDp4aWarps / plan.splits);
+        return (N + rows - 1) / rows;
+    }
     const int64_t rows = int64_t(16) * plan.mtiles * (plan.variant == GemvVariant::MmaRows ? 1 : kGemvMmaWarps);
     return (N + rows - 1) / rows * (plan.variant == GemvVariant::Mma ? plan.splits : 1);
 }
