@@ -116,6 +116,7 @@ Routing random_routing(int64_t T, int k, int E, Rng& rng) {
 }
 
 std::string plan_name(const fast::MoePlan& p) {
+    if (p.dp4a_decode) return "dp4a decode per slot (x 2 limbs)";
     if (p.mma_decode)
         return "mma decode per slot, down batch " +
                (p.mma_down_batch ? std::to_string(p.mma_down_batch) : std::string("auto")) +
@@ -182,6 +183,7 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
               fast::MoePlan{false, true, 8, false, false, true, 0, true, 1},
               fast::MoePlan{false, true, 8, false, false, true, 0, false, 0, 16},
               fast::MoePlan{false, true, 8, false, false, true, 0, true, 0, 16},
+              fast::MoePlan{false, true, 8, false, false, false, 0, true, 0, 16, true},
               fast::MoePlan{true, false, 16, true, true},
               fast::MoePlan{true, false, 32, true, true}, fast::MoePlan{true, false, 64, true, true},
               fast::MoePlan{false, true, 8}, fast::MoePlan{true, true, 8}, fast::MoePlan{true, false, 8},
@@ -189,9 +191,10 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             if (p.grouped == pick.grouped && p.down_by_token == pick.down_by_token && p.tile_rows == pick.tile_rows &&
                 p.large_tiles == pick.large_tiles && p.v2 == pick.v2 && p.mma_decode == pick.mma_decode &&
                 p.mma_down_batch == pick.mma_down_batch && p.mma_pdl == pick.mma_pdl &&
-                p.mma_gate_up_batch == pick.mma_gate_up_batch && p.mma_down_warps == pick.mma_down_warps)
+                p.mma_gate_up_batch == pick.mma_gate_up_batch && p.mma_down_warps == pick.mma_down_warps &&
+                p.dp4a_decode == pick.dp4a_decode)
                 continue;
-            if (p.mma_decode && (T * s.k > 65535 || (T > 64 && !a.all))) continue;  // per slot: decode only
+            if ((p.mma_decode || p.dp4a_decode) && (T * s.k > 65535 || (T > 64 && !a.all))) continue;  // decode only
             if (!p.large_tiles && !p.v2 && T > 64 && !a.all) continue;  // the f32 tiles at prefill: minutes
             plans.push_back(p);
         }

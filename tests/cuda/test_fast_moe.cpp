@@ -65,6 +65,7 @@ std::vector<T> to_host(const DeviceBuffer& b, size_t n) {
 }
 
 std::string str(const fast::MoePlan& p) {
+    if (p.dp4a_decode) return "dp4a decode per slot, down by token";
     if (p.mma_decode)
         return "mma decode per slot, down by token, batch " + std::to_string(p.mma_down_batch) + ", gate+up batch " +
                std::to_string(p.mma_gate_up_batch) + ", down warps " + std::to_string(p.mma_down_warps) +
@@ -96,11 +97,19 @@ const fast::MoePlan kMmaDecodePlans[] = {{false, true, 8, false, false, true, 0}
                                          {false, true, 8, false, false, true, 0, false, 0, 16},
                                          {false, true, 8, false, false, true, 0, true, 0, 16}};
 
+// The integer-unit decode kernels (x and act in two int8 limbs: within the bf16 bound).
+fast::MoePlan dp4a_decode_plan() {
+    fast::MoePlan p;
+    p.dp4a_decode = true;
+    return p;
+}
+
 std::vector<fast::MoePlan> all_plans() {
     std::vector<fast::MoePlan> plans(std::begin(kPlans), std::end(kPlans));
     plans.insert(plans.end(), std::begin(kLargePlans), std::end(kLargePlans));
     plans.insert(plans.end(), std::begin(kV2Plans), std::end(kV2Plans));
     plans.insert(plans.end(), std::begin(kMmaDecodePlans), std::end(kMmaDecodePlans));
+    plans.push_back(dp4a_decode_plan());
     return plans;
 }
 
@@ -436,7 +445,7 @@ void check_experts(Backend& cpu, Experts& ex, const ExpertCase& c, const Routing
     const Reference ref = reference(ex, x, ldx, T, r, k);
     const DeviceBuffer d_x = to_device(x), d_ids = to_device(r.ids), d_w = to_device(r.weights);
     DeviceBuffer d_scratch(fast::moe_experts_scratch_bytes(T, k, ex.E, H, ex.I));
-    std::vector<float> first, large, v2_small, v2_large, mma_decode;
+    std::vector<float> first, large, v2_small, v2_large, mma_decode, dp4a_decode;
     for (const fast::MoePlan& plan : all_plans()) {
         SCOPED_TRACE(str(plan));
         std::vector<float> y0 = c.in_place ? x : std::vector<float>(size_t(T * ldy), reftest::kPad);
@@ -447,7 +456,7 @@ void check_experts(Backend& cpu, Experts& ex, const ExpertCase& c, const Routing
         stream.synchronize();
         const std::vector<float> y = to_host<float>(d_y, y0.size());
         expect_near_reference(y, ldy, ref, T, H,
-                              plan.large_tiles || plan.mma_decode ? ref.eps_bf16() : ref.eps_f32);
+                              plan.large_tiles || plan.mma_decode || plan.dp4a_decode ? ref.eps_bf16() : ref.eps_f32);
         for (int64_t t = 0; t < T; ++t)
             for (int64_t h = H; h < ldy; ++h)
                 if (y[size_t(t * ldy + h)] != y0[size_t(t * ldy + h)]) {
@@ -455,7 +464,8 @@ void check_experts(Backend& cpu, Experts& ex, const ExpertCase& c, const Routing
                     t = T;
                     break;
                 }
-        if (plan.mma_decode) {
+        if (plan.dp4a_decode) dp4a_decode = y;
+        else if (plan.mma_decode) {
             if (mma_decode.empty()) mma_decode = y;
             else reftest::expect_same_bytes(y, mma_decode, "mma decode down batches differ: " + str(plan));
         } else if (plan.v2) (plan.large_tiles ? v2_large : v2_small) = y;
@@ -476,6 +486,7 @@ void check_experts(Backend& cpu, Experts& ex, const ExpertCase& c, const Routing
     EXPECT_LE(norm_err(v2_small, ldy, ycpu, H, T, H), 3e-2) << "v2 small tiles vs the CPU backend on the GGUF weights";
     EXPECT_LE(norm_err(v2_large, ldy, ycpu, H, T, H), 3e-2) << "v2 large tiles vs the CPU backend on the GGUF weights";
     EXPECT_LE(norm_err(mma_decode, ldy, ycpu, H, T, H), 3e-2) << "mma decode vs the CPU backend on the GGUF weights";
+    EXPECT_LE(norm_err(dp4a_decode, ldy, ycpu, H, T, H), 3e-2) << "dp4a decode vs the CPU backend on the GGUF weights";
 }
 
 }  // namespace
@@ -708,7 +719,9 @@ TEST(FastMoe, RouterThenExpertsOnTheDevice) {
     std::vector<float> y(size_t(T * ex.H));
     std::memcpy(y.data(), runs[0].data(), y.size() * 4);
     const Reference ref = reference(ex, x, ex.H, T, Routing{got.ids, got.weights}, k);
-    expect_near_reference(y, ex.H, ref, T, ex.H, fast::moe_pick(T, k, E).large_tiles || fast::moe_pick(T, k, E).mma_decode ? ref.eps_bf16() : ref.eps_f32);
+    const fast::MoePlan pick = fast::moe_pick(T, k, E);
+    expect_near_reference(y, ex.H, ref, T, ex.H,
+                          pick.large_tiles || pick.mma_decode || pick.dp4a_decode ? ref.eps_bf16() : ref.eps_f32);
     // The tensor-core decode kernels on the router's ids (the eight-way tie included).
     fast::moe_experts_packed_plan(kMmaDecodePlans[0], d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T, ex.view(),
                                   d_ids.as<int32_t>(), d_w.as<float>(), k, d_scratch.data(), stream);

@@ -163,6 +163,17 @@ bool decode_attention_simt() {
     }();
     return simt;
 }
+// TESSERA_MOE_DECODE: dp4a (the default: the MoE's decode steps on the integer units,
+// fast_moe_decode_dp4a.cu) or mma (the tensor-core decode kernels of sessions 5–9, for A/B).
+bool moe_decode_mma() {
+    static const bool mma = [] {
+        const char* v = std::getenv("TESSERA_MOE_DECODE");
+        const std::string s = v ? v : "";
+        TS_CHECK(s.empty() || s == "dp4a" || s == "mma", "TESSERA_MOE_DECODE={}: expected dp4a (the default) or mma", s);
+        return s == "mma";
+    }();
+    return mma;
+}
 // TESSERA_REFERENCE_OPS: fast-mode ops kept on the reference kernels, for bisecting a
 // difference between the two paths: a comma list of matmul (packed weights unpacked to f32 and
 // multiplied with cuBLAS f32), attention, moe_route, qk_norm_rope_store (the six reference ops).
@@ -677,7 +688,8 @@ void CudaBackend::moe_experts(const Tensor& y, const Tensor& x, const MoeWeights
             }
             const fast::MoePackedExperts pe{E, X.cols, I, g, u, d};
             void* sc = scratch(1, fast::moe_experts_scratch_bytes(X.rows, k, E, X.cols, I));
-            return fast::moe_experts_packed(Y.p, Y.ld, X.p, X.ld, X.rows, pe, ids, weights, k, sc, stream_.get());
+            return fast::moe_experts_packed(Y.p, Y.ld, X.p, X.ld, X.rows, pe, ids, weights, k, sc, stream_.get(),
+                                            !moe_decode_mma());
         }
     }
     const DType dt = w.gate[0].dtype;

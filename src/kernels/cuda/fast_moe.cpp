@@ -70,6 +70,12 @@ void check_scratch(const char* op, const void* scratch) {
 }
 
 void check_plan(const MoePlan& p) {
+    if (p.dp4a_decode) {
+        TS_CHECK(!p.grouped && p.down_by_token && !p.large_tiles && !p.v2 && !p.mma_decode,
+                 "moe_experts_packed: the integer-unit decode kernels run per slot, down by token (no v2, no large "
+                 "tiles, no tensor-core decode)");
+        return;
+    }
     if (p.mma_decode) {
         TS_CHECK(!p.grouped && p.down_by_token && !p.large_tiles && !p.v2,
                  "moe_experts_packed: the tensor-core decode kernels run per slot, down by token (no v2, no large "
@@ -164,9 +170,11 @@ MoePlan moe_pick(int64_t T, int k, int E) {
     // tiles' 23.7 / 25.5, session 5). Beyond: the v2 tensor-core tiles, sized to the rows an
     // expert gets on average (T·k / E) — at T = 8 on the flagship 84 µs against 127 for the best
     // f32 plan, whose FMAs, not the weight stream, bound it.
+    // Session 10: T ≤ 2 on the integer units instead (fast_moe_decode_dp4a.cu; see bench_fast_moe
+    // for both); the tensor-core plan below stays as their fallback (moe_experts_packed).
     MoePlan p;
     if (T <= 2) {
-        p.mma_decode = true;
+        p.dp4a_decode = true;
         p.mma_pdl = true;
         p.mma_down_warps = 16;
         return p;  // per slot, down by token
@@ -246,6 +254,17 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
     }
     auto* act = reinterpret_cast<float*>(at);  // [P, I]
     at += align_up(size_t(P * w.I) * sizeof(float));
+    if (plan.dp4a_decode) {
+        TS_CHECK(P <= 65535, "{}: T·k = {} slots is too many for the integer-unit decode kernels' grid", op, P);
+        TS_CHECK(detail::moe_decode_dp4a_fits(w.H, w.I, k),
+                 "{}: H = {} or k·I = {} too large for the integer-unit decode kernels' shared memory ({} and {} of "
+                 "at most {} bytes)",
+                 op, w.H, k * w.I, detail::moe_decode_dp4a_gate_up_smem(w.H), detail::moe_decode_dp4a_down_smem(w.I, k),
+                 detail::moe_decode_dp4a_smem_limit());
+        TS_CUDA_CHECK(detail::launch_moe_decode_dp4a_gate_up(act, x, ldx, T, w, ids, k, stream));
+        TS_CUDA_CHECK(detail::launch_moe_decode_dp4a_down(y, ldy, act, T, w, ids, weights, k, stream));
+        return;
+    }
     if (plan.mma_decode) {
         TS_CHECK(P <= 65535, "{}: T·k = {} slots is too many for the tensor-core decode kernels' grid", op, P);
         TS_CHECK(detail::moe_decode_mma_smem_bytes(w.I, k) <= detail::moe_decode_mma_smem_limit(),
@@ -278,8 +297,13 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
 }
 
 void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
-                        const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream) {
+                        const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream,
+                        bool dp4a) {
     MoePlan plan = moe_pick(T, k, w.E);
+    if (plan.dp4a_decode && (!dp4a || T * k > 65535 || !detail::moe_decode_dp4a_fits(w.H, w.I, k))) {
+        plan.dp4a_decode = false;  // the tensor-core decode kernels, or past them the first generation
+        plan.mma_decode = true;
+    }
     if (plan.mma_decode &&
         (T * k > 65535 || detail::moe_decode_mma_smem_bytes(w.I, k) > detail::moe_decode_mma_smem_limit() ||
          w.H > detail::kMoeDecodeMmaMaxH))

@@ -108,6 +108,13 @@ void moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, const P
 //                    warps a block of 16 outputs, down by token with the (slot, k-tile) items of
 //                    a block of 16 outputs over its warps, slots summed in order. bf16 operands
 //                    (x, act), exact weights, f32 sums: the large tiles' bound.
+//   dp4a_decode:     the decode kernels on the integer units (fast_moe_decode_dp4a.cu; per slot,
+//                    down by token, none of the other flags): the token's x (act rows) quantized
+//                    by each block into two int8 limbs (|x − x̃| ≤ max|x| / 64516 per 32
+//                    columns: closer than bf16), dp4a on the codes as they lie, f32 sums; gate+up
+//                    split over H by 8 warps a block of 16 outputs, down by token with the (slot,
+//                    k-tile) items of a block of 16 outputs over 16 warps, slots summed in order;
+//                    the down kernel by programmatic dependent launch.
 //   mma_down_batch:  items a warp of that down kernel has in flight: 4, 8, or 0 (the fewest
 //                    batches: moe_decode_mma_down_batch).
 //   mma_gate_up_batch: k-tiles a warp of that gate+up kernel has in flight: 2 (2 blocks an SM;
@@ -127,6 +134,7 @@ struct MoePlan {
     bool mma_pdl = false;
     int mma_gate_up_batch = 0;
     int mma_down_warps = 0;
+    bool dp4a_decode = false;
 };
 // Which plan a step of T tokens runs: a pure function of (T, k, E), to be retuned from the
 // bench's figures (bench/fast_moe.cpp prints every plan at T = 1..2048 on both shapes).
@@ -144,8 +152,11 @@ size_t moe_experts_scratch_bytes(int64_t T, int k, int E, int64_t H, int64_t I);
 // Σ code·x and Σ x, then scale·Σcode·x + bias·Σx per chunk; a lane-group tree per dot product;
 // the k slots summed in slot order. An id outside [0, E) makes that token's row NaN.
 // scratch: moe_experts_scratch_bytes(plan, ...) bytes, 256-byte aligned.
+// dp4a: the pick may take the integer-unit decode kernels (false: the tensor-core ones instead,
+// TESSERA_MOE_DECODE=mma — for A/B).
 void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
-                        const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream);
+                        const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream,
+                        bool dp4a = true);
 void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                              const MoePackedExperts& w, const int32_t* ids, const float* weights, int k,
                              void* scratch, cudaStream_t stream);
@@ -191,6 +202,22 @@ cudaError_t launch_moe_decode_gate_up(float* act, const float* x, int64_t ldx, i
 // y[t] = Σ_j weights[t, j] · down_e · act[t·k + j], slots in order.
 cudaError_t launch_moe_decode_down(float* y, int64_t ldy, const float* act, int64_t T, const MoePackedExperts& w,
                                    const int32_t* ids, const float* weights, int k, cudaStream_t stream);
+// The integer-unit decode kernels (fast_moe_decode_dp4a.cu): gate+up stages the token's x (H
+// columns), down the token's k act rows and a partial per (slot, k-tile), each in at most
+// moe_decode_dp4a_smem_limit bytes of shared memory. T·k ≤ 65535.
+constexpr int64_t kMoeDecodeDp4aMaxSmem = 100 * 1024;
+size_t moe_decode_dp4a_gate_up_smem(int64_t H);
+size_t moe_decode_dp4a_down_smem(int64_t I, int k);
+size_t moe_decode_dp4a_smem_limit();
+inline bool moe_decode_dp4a_fits(int64_t H, int64_t I, int k) {
+    return moe_decode_dp4a_gate_up_smem(H) <= moe_decode_dp4a_smem_limit() &&
+           moe_decode_dp4a_down_smem(I, k) <= moe_decode_dp4a_smem_limit();
+}
+cudaError_t launch_moe_decode_dp4a_gate_up(float* act, const float* x, int64_t ldx, int64_t T,
+                                           const MoePackedExperts& w, const int32_t* ids, int k, cudaStream_t stream);
+cudaError_t launch_moe_decode_dp4a_down(float* y, int64_t ldy, const float* act, int64_t T,
+                                        const MoePackedExperts& w, const int32_t* ids, const float* weights, int k,
+                                        cudaStream_t stream);
 // The tensor-core decode kernels (fast_moe_decode_mma.cu). act [T·k, I] f32 as the v2 ones';
 // the down kernel keeps a partial per (slot, k-tile) in shared memory: moe_decode_mma_smem_bytes
 // of at most moe_decode_mma_smem_limit. T·k ≤ 65535.

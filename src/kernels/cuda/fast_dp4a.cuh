@@ -1,0 +1,167 @@
+// The integer-unit decode kernels' shared pieces (fast_gemv_dp4a.cu, fast_moe_decode_dp4a.cu):
+// x quantized by a block into two int8 limbs in shared memory, and one lane's share of a 16-row
+// × 128-column Int4 k-tile dotted with it by dp4a. Header-only, device code only.
+//
+// x, per row t (a token, or a slot's act row) and 32 columns:
+//   x ≈ dx · (qh + ql / 254),   dx = amax / 127,  qh = rint(x / dx),  ql = rint((x / dx − qh) · 254)
+// (|qh|, |ql| ≤ 127), so |x − x̃| ≤ dx / 508 = amax / 64516 — ~16 bits against the group's largest
+// value, finer than bf16 (|x| / 512) wherever |x| > amax / 126. In shared memory, per row: the hi
+// limbs [Kp] and lo limbs [Kp] as bytes in the order the nibbles unpack (per 8 columns the even
+// ones, then the odd ones), then (dx, sx = dx · (Σ qh + Σ ql / 254)) per 32 columns; Kp = K
+// rounded up to 128, zeros past K. A non-finite value makes its group's dx NaN (and so the
+// outputs that read it).
+//
+// A k-tile of a lane: row l / 2 of the 16, columns 64·(l % 2) … + 63 — two 16-byte chunks of
+// codes (two scale groups of 32 at most) — so a lane keeps one row for a whole K loop. For a
+// chunk, with s its scale and b its bias (−8·s without biases: Q4_0):
+//   Σ w·x̃ = s · dx · (Σ code·qh + Σ code·ql / 254) + b · sx
+// each Σ exact in int32 (dp4a of 4 code bytes — `w & 0x0F0F0F0F` the even columns, `(w >> 4) &
+// 0x0F0F0F0F` the odd ones — against 4 limb bytes), joined in f32.
+#pragma once
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/fast_device.cuh"
+
+namespace tessera::cuda::fast::dev {
+
+// Where row t's pieces are in the staged x (base 16-byte aligned; gemv_dp4a_smem(K, R) bytes).
+struct Dp4aX {
+    const uint8_t* hi;  // [R][Kp]
+    const uint8_t* lo;  // [R][Kp]
+    const float2* st;   // [R][Kp / 32]
+    int Kp;
+};
+__device__ __forceinline__ Dp4aX dp4a_x(const void* base, int K, int R) {
+    const int Kp = (K + 127) / 128 * 128;
+    const auto* p = static_cast<const uint8_t*>(base);
+    return {p, p + R * Kp, reinterpret_cast<const float2*>(p + 2 * R * Kp), Kp};
+}
+
+// The low bytes of four words, as one word (byte i from word i).
+__device__ __forceinline__ uint32_t low_bytes(uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+    return __byte_perm(__byte_perm(a, b, 0x0040u), __byte_perm(c, d, 0x0040u), 0x5410u);
+}
+
+// x[R, K] (row stride ldx; K a multiple of 32) → the staged form at `base`, by all THREADS
+// threads of the block (call from every thread; a barrier must follow before reading). Thread
+// item i: row i / (Kp/8), columns 8·j … 8·j + 7 (j = i % (Kp/8)); four neighbouring lanes hold a
+// 32-column group.
+template <int THREADS>
+__device__ __forceinline__ void dp4a_quantize_x(const float* __restrict__ x, int64_t ldx, int R, int K, bool aligned,
+                                                void* base) {
+    constexpr float kRound = 12582912.f;  // 1.5 · 2²³: v + kRound rounds v to an integer in its low bits
+    const int Kp = (K + 127) / 128 * 128, per_row = Kp / 8, items = R * per_row;
+    auto* xh = static_cast<uint8_t*>(base);
+    uint8_t* xl = xh + R * Kp;
+    auto* st = reinterpret_cast<float2*>(xl + R * Kp);
+    for (int start = 0; start < items; start += THREADS) {  // whole warps: the shuffles need every lane
+        const int i = start + int(threadIdx.x);
+        const int t = i < items ? i / per_row : 0, j = i - t * per_row, c0 = 8 * j;
+        float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+        if (i < items && c0 < K) {  // a 32-column group is all in or all out
+            const float* p = x + t * ldx + c0;
+            if (aligned) {
+                const float4 a = __ldg(reinterpret_cast<const float4*>(p));
+                const float4 b = __ldg(reinterpret_cast<const float4*>(p + 4));
+                v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+            } else {
+#pragma unroll
+                for (int e = 0; e < 8; ++e) v[e] = __ldg(p + e);
+            }
+        }
+        float amax = 0.f;
+        int bad = 0;  // fmaxf drops NaN: test the values, not amax
+#pragma unroll
+        for (int e = 0; e < 8; ++e) amax = fmaxf(amax, fabsf(v[e])), bad |= !isfinite(v[e]);
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+        bad |= __shfl_xor_sync(0xffffffffu, bad, 1);
+        bad |= __shfl_xor_sync(0xffffffffu, bad, 2);
+        const float inv = amax > 0.f && !bad ? 127.f / amax : 0.f;
+        uint32_t hb[8], lb[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+            const float f = v[e] * inv;                       // |f| ≤ 127
+            const float rh = f + kRound;                      // low byte: rint(f) as int8
+            const float r = f - (rh - kRound);                // |r| ≤ 1/2, exact
+            hb[e] = __float_as_uint(rh);
+            lb[e] = __float_as_uint(fmaf(r, 254.f, kRound));  // low byte: rint(254 r), |.| ≤ 127
+        }
+        const uint2 H = make_uint2(low_bytes(hb[0], hb[2], hb[4], hb[6]), low_bytes(hb[1], hb[3], hb[5], hb[7]));
+        const uint2 L = make_uint2(low_bytes(lb[0], lb[2], lb[4], lb[6]), low_bytes(lb[1], lb[3], lb[5], lb[7]));
+        int sh = __dp4a(int(H.y), 0x01010101, __dp4a(int(H.x), 0x01010101, 0));
+        int sl = __dp4a(int(L.y), 0x01010101, __dp4a(int(L.x), 0x01010101, 0));
+        sh += __shfl_xor_sync(0xffffffffu, sh, 1);
+        sh += __shfl_xor_sync(0xffffffffu, sh, 2);
+        sl += __shfl_xor_sync(0xffffffffu, sl, 1);
+        sl += __shfl_xor_sync(0xffffffffu, sl, 2);
+        if (i < items) {
+            *reinterpret_cast<uint2*>(xh + t * Kp + c0) = H;
+            *reinterpret_cast<uint2*>(xl + t * Kp + c0) = L;
+            if ((j & 3) == 0) {
+                const float dx = bad ? quiet_nan() : amax / 127.f;
+                st[t * (Kp / 32) + j / 4] = make_float2(dx, dx * (float(sh) + float(sl) * (1.f / 254.f)));
+            }
+        }
+    }
+}
+
+// A lane's share of a k-tile: its two 16-byte chunks of one row, their scales and biases (f16
+// bits; zeros where a chunk is past the row or masked).
+struct Dp4aTile {
+    uint4 q[2];
+    uint32_t s, b;  // chunk 0 in the low half, chunk 1 in the high half
+};
+
+// Chunks 2h, 2h + 1 of k-tile kt of a row-major row (codes, scales, biases of that row; biases
+// may be null), nch = the row's chunks, cpg = chunks a scale group.
+__device__ __forceinline__ Dp4aTile dp4a_load_row(const uint8_t* codes, const uint16_t* scales, const uint16_t* biases,
+                                                  int kt, int h, int nch, int cpg, bool ok) {
+    Dp4aTile tl;
+    tl.s = tl.b = 0;
+    const bool pow2 = (cpg & (cpg - 1)) == 0;
+    const int lg = __ffs(cpg) - 1;
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+        const int ch = 4 * kt + 2 * h + c, gi = pow2 ? ch >> lg : ch / cpg;
+        const bool in = ok && ch < nch;
+        tl.q[c] = in ? load_stream(codes + 16 * ch) : make_uint4(0, 0, 0, 0);
+        tl.s |= (in ? uint32_t(__ldg(scales + gi)) : 0u) << (16 * c);
+        tl.b |= (in && biases ? uint32_t(__ldg(biases + gi)) : 0u) << (16 * c);
+    }
+    return tl;
+}
+
+// Σ w·x̃ over a lane's share of k-tile kt (its half h) against staged row t: f32. bias: the
+// matrix has biases (else b = −8·s).
+__device__ __forceinline__ float dp4a_tile_dot(const Dp4aTile& tl, const Dp4aX& X, int t, int kt, int h, bool bias) {
+    const int col = kt * 128 + 64 * h;
+    const uint4* ph = reinterpret_cast<const uint4*>(X.hi + t * X.Kp + col);
+    const uint4* pl = reinterpret_cast<const uint4*>(X.lo + t * X.Kp + col);
+    const float4 s2 = *reinterpret_cast<const float4*>(X.st + t * (X.Kp / 32) + col / 32);  // two (dx, sx)
+    constexpr uint32_t kLow = 0x0F0F0F0Fu;
+    float out = 0.f;
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+        const uint32_t wd[4] = {tl.q[c].x, tl.q[c].y, tl.q[c].z, tl.q[c].w};
+        int sh = 0, sl = 0;
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {  // 16 bytes of each limb: two code words
+            const uint4 a = ph[2 * c + q], b = pl[2 * c + q];
+            const uint32_t l0 = wd[2 * q] & kLow, h0 = (wd[2 * q] >> 4) & kLow;
+            const uint32_t l1 = wd[2 * q + 1] & kLow, h1 = (wd[2 * q + 1] >> 4) & kLow;
+            sh = __dp4a(int(l0), int(a.x), sh), sh = __dp4a(int(h0), int(a.y), sh);
+            sh = __dp4a(int(l1), int(a.z), sh), sh = __dp4a(int(h1), int(a.w), sh);
+            sl = __dp4a(int(l0), int(b.x), sl), sl = __dp4a(int(h0), int(b.y), sl);
+            sl = __dp4a(int(l1), int(b.z), sl), sl = __dp4a(int(h1), int(b.w), sl);
+        }
+        const float sc = half_bits(uint16_t(tl.s >> (16 * c))), bi = bias ? half_bits(uint16_t(tl.b >> (16 * c))) : -8.f * sc;
+        const float dx = c == 0 ? s2.x : s2.z, sx = c == 0 ? s2.y : s2.w;
+        out = fmaf(sc * dx, fmaf(float(sl), 1.f / 254.f, float(sh)), fmaf(bi, sx, out));
+    }
+    return out;
+}
+
+}  // namespace tessera::cuda::fast::dev
