@@ -348,7 +348,8 @@ std::vector<double> dp4a_bound(const PackedHost& p, const std::vector<float>& x,
             const double b = p.biases.empty() ? -8.0 * sc : double(f16_to_f32(p.biases[gi]));
             const int code = (p.codes[size_t(n * (K / 2) + k / 2)] >> (4 * (k % 2))) & 15;
             const double aw = std::fabs(sc * code + b);
-            for (int64_t t = 0; t < T; ++t) out[size_t(t * N + n)] += aw * amax[size_t(t * (K / 32) + k / 32)] / (127.0 * 508.0) * 1.01;
+            for (int64_t t = 0; t < T; ++t)
+                out[size_t(t * N + n)] += aw * amax[size_t(t * (K / 32) + k / 32)] / (127.0 * 508.0) * 1.01;
         }
     return out;
 }

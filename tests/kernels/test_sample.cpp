@@ -79,7 +79,9 @@ void expect_close(const std::vector<double>& got, const std::vector<double>& wan
     for (size_t i = 0; i < want.size(); ++i) {
         const double sd = std::sqrt(want[i] * (1 - want[i]) / n);
         EXPECT_NEAR(got[i], want[i], 5 * sd + 1e-4) << what << ": token " << i;
-        if (want[i] == 0) EXPECT_EQ(got[i], 0.0) << what << ": token " << i << " is filtered out but drawn";
+        if (want[i] == 0) {
+            EXPECT_EQ(got[i], 0.0) << what << ": token " << i << " is filtered out but drawn";
+        }
     }
 }
 

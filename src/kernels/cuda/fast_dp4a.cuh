@@ -157,7 +157,8 @@ __device__ __forceinline__ float dp4a_tile_dot(const Dp4aTile& tl, const Dp4aX& 
             sl = __dp4a(int(l0), int(b.x), sl), sl = __dp4a(int(h0), int(b.y), sl);
             sl = __dp4a(int(l1), int(b.z), sl), sl = __dp4a(int(h1), int(b.w), sl);
         }
-        const float sc = half_bits(uint16_t(tl.s >> (16 * c))), bi = bias ? half_bits(uint16_t(tl.b >> (16 * c))) : -8.f * sc;
+        const float sc = half_bits(uint16_t(tl.s >> (16 * c)));
+        const float bi = bias ? half_bits(uint16_t(tl.b >> (16 * c))) : -8.f * sc;
         const float dx = c == 0 ? s2.x : s2.z, sx = c == 0 ? s2.y : s2.w;
         out = fmaf(sc * dx, fmaf(float(sl), 1.f / 254.f, float(sh)), fmaf(bi, sx, out));
     }
