@@ -19,6 +19,19 @@ __device__ __forceinline__ uint4 load_stream(const uint8_t* p) {
     return v;
 }
 
+// 8 consecutive floats of x (activations: through L1): two 16-byte loads when p is 16-byte
+// aligned, else eight.
+__device__ __forceinline__ void load8(const float* p, bool aligned, float (&v)[8]) {
+    if (aligned) {
+        const float4 a = __ldg(reinterpret_cast<const float4*>(p));
+        const float4 b = __ldg(reinterpret_cast<const float4*>(p + 4));
+        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+    } else {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) v[e] = __ldg(p + e);
+    }
+}
+
 __device__ __forceinline__ float half_bits(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 __device__ __forceinline__ float quiet_nan() { return __int_as_float(0x7fc00000); }
 

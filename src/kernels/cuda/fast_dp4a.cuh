@@ -60,17 +60,7 @@ __device__ __forceinline__ void dp4a_quantize_x(const float* __restrict__ x, int
         const int i = start + int(threadIdx.x);
         const int t = i < items ? i / per_row : 0, j = i - t * per_row, c0 = 8 * j;
         float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-        if (i < items && c0 < K) {  // a 32-column group is all in or all out
-            const float* p = x + t * ldx + c0;
-            if (aligned) {
-                const float4 a = __ldg(reinterpret_cast<const float4*>(p));
-                const float4 b = __ldg(reinterpret_cast<const float4*>(p + 4));
-                v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-            } else {
-#pragma unroll
-                for (int e = 0; e < 8; ++e) v[e] = __ldg(p + e);
-            }
-        }
+        if (i < items && c0 < K) load8(x + t * ldx + c0, aligned, v);  // a 32-column group is all in or all out
         float amax = 0.f;
         int bad = 0;  // fmaxf drops NaN: test the values, not amax
 #pragma unroll

@@ -111,17 +111,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         const int j = i & 3, c = (i >> 2) & 3, tk = i >> 4;  // tk = kt·T + tok
         const int kt = tk / T, tok = tk - kt * T, ch = kt * 4 + c;
         float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-        if (valid && ch < nch) {
-            const float* p = x + tok * ldx + int64_t(ch) * 32 + 8 * j;
-            if (x_aligned) {
-                const float4 a = __ldg(reinterpret_cast<const float4*>(p));
-                const float4 b = __ldg(reinterpret_cast<const float4*>(p + 4));
-                v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-            } else {
-#pragma unroll
-                for (int e = 0; e < 8; ++e) v[e] = __ldg(p + e);
-            }
-        }
+        if (valid && ch < nch) load8(x + tok * ldx + int64_t(ch) * 32 + 8 * j, x_aligned, v);
         const uint4 e = make_uint4(pack_bf16x2(v[0], v[4]), pack_bf16x2(v[1], v[5]), pack_bf16x2(v[2], v[6]),
                                    pack_bf16x2(v[3], v[7]));
         // S from the rounded values (what the mma multiplies), in a fixed order.

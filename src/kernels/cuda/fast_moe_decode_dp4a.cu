@@ -23,6 +23,7 @@
 #include "kernels/cuda/fast_dp4a.cuh"
 #include "kernels/cuda/fast_gemv_plan.h"
 #include "kernels/cuda/fast_moe.h"
+#include "kernels/cuda/fast_moe_slots.cuh"
 #include "kernels/cuda/pdl.cuh"
 
 namespace tessera::cuda::fast::detail {
@@ -125,7 +126,7 @@ __global__ void __launch_bounds__(kDownWarps * 32)
     float* const part = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(smem) + gemv_dp4a_smem(I, k));
     // ids and weights come from before gate_up (complete: pdl.cuh). The epilogue's thread (row r,
     // slot j) reads its routing weight early.
-    const int er = int(threadIdx.x) & (kRows - 1), ej = int(threadIdx.x) / kRows;
+    const int ej = int(threadIdx.x) / kRows;
     const float wj = ej < k ? weights[tok * k + ej] : 0.f;
 
     struct Batch {
@@ -163,25 +164,7 @@ __global__ void __launch_bounds__(kDownWarps * 32)
             if (h == 0) part[(b.slot[u] * nkt + b.ktile[u]) * kRows + rw] = b.bad[u] ? quiet_nan() : v;
         }
     }
-    __syncthreads();
-    // Thread (r, j): o_j = Σ_kt part(j, kt)[r] in k-tile order, weighted; then row r's slot sum.
-    if (ej < k) {
-        const float* p = part + ej * nkt * kRows + er;
-        float o = p[0];
-        for (int kt = 1; kt < nkt; ++kt) o += p[kt * kRows];
-        slot_out[ej][er] = __fmul_rn(wj, o);
-    }
-    __syncthreads();
-    if (threadIdx.x < kRows) {
-        float v[kMoeMaxTopK];
-#pragma unroll
-        for (int j = 0; j < kMoeMaxTopK; ++j) v[j] = j < k ? slot_out[j][er] : 0.f;
-        float sum = v[0];
-#pragma unroll
-        for (int j = 1; j < kMoeMaxTopK; ++j)
-            if (j < k) sum = __fadd_rn(sum, v[j]);
-        y[tok * ldy + h0 + er] = sum;
-    }
+    sum_slots_in_order<kRows>(part, nkt, k, wj, slot_out, y + tok * ldy + h0);
 }
 
 unsigned blocks_of(int64_t n, int64_t per) { return unsigned((n + per - 1) / per); }

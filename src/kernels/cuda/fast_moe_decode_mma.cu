@@ -28,6 +28,7 @@
 
 #include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/fast_moe.h"
+#include "kernels/cuda/fast_moe_slots.cuh"
 #include "kernels/cuda/fast_mma.cuh"
 #include "kernels/cuda/pdl.cuh"
 
@@ -93,13 +94,7 @@ __device__ __forceinline__ Chunk load_chunk(const Rows& r, int nch, int ch, bool
 // (3,7) as the words' nibbles are (nib_pair).
 __device__ __forceinline__ uint4 b_entry(const float* p, bool aligned) {
     float v[8];
-    if (aligned) {
-        const float4 a = __ldg(reinterpret_cast<const float4*>(p)), b = __ldg(reinterpret_cast<const float4*>(p + 4));
-        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-    } else {
-#pragma unroll
-        for (int i = 0; i < 8; ++i) v[i] = __ldg(p + i);
-    }
+    load8(p, aligned, v);
     return make_uint4(pack_bf16x2(v[0], v[4]), pack_bf16x2(v[1], v[5]), pack_bf16x2(v[2], v[6]),
                       pack_bf16x2(v[3], v[7]));
 }
@@ -282,7 +277,7 @@ __global__ void __launch_bounds__(NW * 32, NW == 8 && U <= 4 ? 2 : 1)
     const int nch = I / 32, nkt = (nch + 3) / 4, items = k * nkt;
     const int mine = warp < items ? (items - warp + NW - 1) / NW : 0;  // this warp's items
     // The epilogue's thread (row r, slot j) reads its routing weight early.
-    const int er = int(threadIdx.x) & (kRows - 1), ej = int(threadIdx.x) / kRows;
+    const int ej = int(threadIdx.x) / kRows;
     const float wj = ej < k ? weights[tok * k + ej] : 0.f;
 
     for (int m0 = 0; m0 < mine; m0 += U) {
@@ -346,25 +341,7 @@ __global__ void __launch_bounds__(NW * 32, NW == 8 && U <= 4 ? 2 : 1)
         __syncwarp();  // the next batch overwrites xs
     }
     pdl::wait();  // warps without items too: y is written after the previous grid ends
-    __syncthreads();
-    // Thread (r, j): o_j = Σ_kt part(j, kt)[r] in k-tile order, weighted; then row r's slot sum.
-    if (ej < k) {
-        const float* p = part + ej * nkt * kRows + er;
-        float o = p[0];
-        for (int kt = 1; kt < nkt; ++kt) o += p[kt * kRows];
-        slot_out[ej][er] = __fmul_rn(wj, o);
-    }
-    __syncthreads();
-    if (threadIdx.x < kRows) {
-        float v[kMoeMaxTopK];
-#pragma unroll
-        for (int j = 0; j < kMoeMaxTopK; ++j) v[j] = j < k ? slot_out[j][er] : 0.f;
-        float sum = v[0];
-#pragma unroll
-        for (int j = 1; j < kMoeMaxTopK; ++j)
-            if (j < k) sum = __fadd_rn(sum, v[j]);
-        y[tok * ldy + h0 + er] = sum;
-    }
+    sum_slots_in_order<kRows>(part, nkt, k, wj, slot_out, y + tok * ldy + h0);
 }
 
 unsigned blocks_of(int64_t n, int64_t per) { return unsigned((n + per - 1) / per); }

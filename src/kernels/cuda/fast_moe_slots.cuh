@@ -1,0 +1,39 @@
+// The MoE decode down kernels' epilogue (fast_moe_decode_mma.cu, fast_moe_decode_dp4a.cu): a
+// block's 16 outputs of one token from its (slot, k-tile) partials, summed in a fixed order — each
+// slot's k-tiles in order, weighted, then the slots in order (no atomics: deterministic).
+// Device code only.
+#pragma once
+
+#include "kernels/cuda/fast_moe.h"
+
+namespace tessera::cuda::fast::dev {
+
+// part [k·nkt][ROWS] (shared): slot j's partial of k-tile kt at (j·nkt + kt)·ROWS. Thread (er, ej)
+// = (threadIdx.x % ROWS, threadIdx.x / ROWS) with wj its slot's routing weight; slot_out [k][ROWS]
+// shared scratch; out = the token's row of y at the block's first output. Call from every thread
+// after part is complete (it begins with a barrier).
+template <int ROWS>
+__device__ __forceinline__ void sum_slots_in_order(const float* part, int nkt, int k, float wj,
+                                                   float (*slot_out)[ROWS], float* out) {
+    const int er = int(threadIdx.x) % ROWS, ej = int(threadIdx.x) / ROWS;
+    __syncthreads();
+    if (ej < k) {
+        const float* p = part + ej * nkt * ROWS + er;
+        float o = p[0];
+        for (int kt = 1; kt < nkt; ++kt) o += p[kt * ROWS];
+        slot_out[ej][er] = __fmul_rn(wj, o);
+    }
+    __syncthreads();
+    if (threadIdx.x < ROWS) {
+        float v[kMoeMaxTopK];
+#pragma unroll
+        for (int j = 0; j < kMoeMaxTopK; ++j) v[j] = j < k ? slot_out[j][er] : 0.f;
+        float sum = v[0];
+#pragma unroll
+        for (int j = 1; j < kMoeMaxTopK; ++j)
+            if (j < k) sum = __fadd_rn(sum, v[j]);
+        out[er] = sum;
+    }
+}
+
+}  // namespace tessera::cuda::fast::dev
