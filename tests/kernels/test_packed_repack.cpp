@@ -163,7 +163,9 @@ TEST(PackedRepack, TilesHoldTheSameMatrix) {
             for (int64_t gi = 0; gi < gpr; ++gi) {
                 const size_t at = size_t(((r / 16) * nkt + gi / gpt) * 16 * gpt + (r % 16) * gpt + gi % gpt);
                 ASSERT_EQ(t.scales[at], p.scales[size_t(r * gpr + gi)]) << "row " << r << " group " << gi;
-                if (!p.biases.empty()) ASSERT_EQ(t.biases[at], p.biases[size_t(r * gpr + gi)]);
+                if (!p.biases.empty()) {
+                    ASSERT_EQ(t.biases[at], p.biases[size_t(r * gpr + gi)]);
+                }
             }
             std::vector<float> want(size_t(p.k)), got(size_t(p.k));
             unpack_row_f32(p, r, want.data());

@@ -58,7 +58,9 @@ TEST_P(RealTokenizer, RandomBytesRoundTrip) {
             }
             streamed += sd.flush();
             ASSERT_TRUE(valid_utf8(streamed));
-            if (valid_utf8(s)) EXPECT_EQ(streamed, s);
+            if (valid_utf8(s)) {
+                EXPECT_EQ(streamed, s);
+            }
         }
     }
 }

@@ -16,7 +16,9 @@ TEST(Utf8, InvalidBytesBecomeMarkersAndRoundTrip) {
     for (const auto& s : bad) {
         const auto cps = utf8_to_cpts(s);
         for (char32_t c : cps)
-            if (c >= 0x80) EXPECT_TRUE(is_invalid_byte(c)) << std::hex << static_cast<uint32_t>(c);
+            if (c >= 0x80) {
+                EXPECT_TRUE(is_invalid_byte(c)) << std::hex << static_cast<uint32_t>(c);
+            }
         EXPECT_EQ(cpts_to_utf8(cps), s);
     }
     // Overlong '/' is two invalid bytes, not one character.
