@@ -66,7 +66,7 @@ void gemv_packed_plan(const GemvPlan& plan, float* y, int64_t ldy, const float* 
                  "gemv_packed: Dp4a takes Int4 and 1..8 tokens with its x in {} bytes of shared memory (got {} tokens, "
                  "K = {}: {} bytes)",
                  kGemvDp4aMaxSmem, T, w.k, gemv_dp4a_smem(w.k, T));
-        TS_CHECK((w.group & (w.group - 1)) == 0, "gemv_packed: Dp4a takes power-of-two groups, not {}", w.group);
+        TS_CHECK(gemv_dp4a_takes_group(w.group), "gemv_packed: Dp4a takes power-of-two groups, not {}", w.group);
         TS_CHECK(plan.splits == 1 || plan.splits == 2 || plan.splits == 4 || plan.splits == 8,
                  "gemv_packed: Dp4a splits a row tile over 1, 2, 4 or 8 warps, not {}", plan.splits);
         TS_CUDA_CHECK(detail::launch_gemv_dp4a(plan.splits, y, ldy, x, ldx, T, w, stream));
@@ -88,8 +88,8 @@ void gemv_packed_plan(const GemvPlan& plan, float* y, int64_t ldy, const float* 
 
 void gemv_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
                  cudaStream_t stream) {
-    const bool pow2 = (w.group & (w.group - 1)) == 0;  // Dp4a's groups
-    gemv_packed_plan(gemv_pick(T, w.n, w.k, w.kind, gemv_sm_count(), pow2), y, ldy, x, ldx, T, w, stream);
+    gemv_packed_plan(gemv_pick(T, w.n, w.k, w.kind, gemv_sm_count(), gemv_dp4a_takes_group(w.group)), y, ldy, x, ldx,
+                     T, w, stream);
 }
 
 }  // namespace tessera::cuda::fast

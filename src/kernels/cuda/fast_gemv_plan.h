@@ -83,6 +83,8 @@ constexpr int64_t gemv_dp4a_smem(int64_t K, int64_t T) { return T * ((K + 127) /
 constexpr bool gemv_dp4a_fits(int64_t K, int64_t T, PackedKind kind) {
     return kind == PackedKind::Int4 && T >= 1 && T <= 8 && gemv_dp4a_smem(K, T) <= kGemvDp4aMaxSmem;
 }
+// Dp4a finds a chunk's scale group by a shift: groups of a power of two columns.
+constexpr bool gemv_dp4a_takes_group(int group) { return group > 0 && (group & (group - 1)) == 0; }
 // Dp4a's warps a row tile: the fewest (the most rows a block, x quantized the fewest times) that
 // still launch 1.5 blocks an SM, else 8 (H200, T = 1: 8192x2048 S = 4 7.9 µs, S = 8 9.9; 12352 x
 // 2048 S = 4 9.4, S = 2 10.2; lm_head S = 1 81, S = 2 88; 4096x14336 S = 8 18.2, S = 4 20.1).
