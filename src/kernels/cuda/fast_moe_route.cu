@@ -17,7 +17,7 @@ constexpr unsigned kFull = 0xffffffffu;
 // ---- router --------------------------------------------------------------------------------
 
 // cpu::moe_topk's ranking: larger first, NaN above everything, equal values by the lower index.
-// A total order (as 64-bit keys below), so a warp's butterfly finds the same winner on every lane.
+// A total order (as 64-bit keys below), so a warp-wide max finds the same winner on every lane.
 
 constexpr int kRouteWarps = 4;  // tokens per block
 
@@ -42,10 +42,10 @@ __global__ void __launch_bounds__(kRouteWarps * 32)
         p[v] = i < E ? __ldg(l + i) : 0.f;
         if (i < E) m = m < p[v] ? p[v] : m;
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        const float b = __shfl_xor_sync(kFull, m, o);
-        m = m < b ? b : m;
+    {  // the warp's max in one redux: floats as order-preserving ints (m is never NaN)
+        const int mi = __float_as_int(m);
+        const int top = __reduce_max_sync(kFull, mi >= 0 ? mi : mi ^ 0x7fffffff);
+        m = __int_as_float(top >= 0 ? top : top ^ 0x7fffffff);
     }
     // exp in double rounded to f32 (the correctly rounded expf of the CPU); a tree sum in double.
     double s = 0.0;
@@ -103,11 +103,11 @@ __global__ void __launch_bounds__(kRouteWarps * 32)
             const unsigned long long kv = (taken >> v) & 1u ? 0ull : key[v];
             best = kv > best ? kv : best;
         }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            const unsigned long long other = __shfl_xor_sync(kFull, best, o);
-            best = other > best ? other : best;
-        }
+        // The warp's largest key: the largest high word, then the largest low word among the lanes
+        // holding it — two redux instructions, not a butterfly of 64-bit shuffles.
+        const uint32_t bh = __reduce_max_sync(kFull, uint32_t(best >> 32));
+        const uint32_t bl = __reduce_max_sync(kFull, uint32_t(best >> 32) == bh ? uint32_t(best) : 0u);
+        best = (static_cast<unsigned long long>(bh) << 32) | bl;
         const int bi = 0x10000 - int(uint32_t(best));  // k ≤ E: a key is never 0 here
         const uint32_t hi = uint32_t(best >> 32);
         const float bv = hi == 0xffffffffu ? __int_as_float(0x7fffffff) : __uint_as_float(hi);
