@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Where a decode step's wall time goes with CUDA graphs and PDL on: from an Nsight Systems GPU
+trace (one row per kernel, graph nodes traced), each kernel is charged the time from the previous
+kernel's end to its own end — what it adds to the step, overlap with its predecessor excluded —
+so the charges of a step sum to the step's span. ncu's kernel times (kernel_profile.py) add up
+to more than a replayed step: kernels there run alone, without launch overlap.
+
+    nsys profile --cuda-graph-trace=node -o run <command>
+    nsys stats --report cuda_gpu_trace --format csv --output trace run.nsys-rep
+    scripts/gpu/timeline.py trace_cuda_gpu_trace.csv [--steps 8] [--gap-us 30]
+
+Steps are runs of kernels with no gap longer than --gap-us between one's end and the next one's
+start (the host's work between decode steps); the decode steps are the last --steps runs of the
+most common length (of at least --min-kernels). Prints per kernel name: launches a step, mean kernel time, mean charge, and
+the charge a step.
+"""
+import argparse
+import csv
+import re
+import sys
+from collections import Counter, defaultdict
+
+
+def short(name: str) -> str:
+    name = name.replace("(anonymous namespace)::", "")
+    name = re.sub(r"\(.*$", "", name)
+    depth, out = 0, []
+    for ch in name:
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    s = "".join(out).strip()
+    s = s.split(" ")[-1]
+    return s.split("::")[-1] or name[:60]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("trace")
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--gap-us", type=float, default=30.0)
+    ap.add_argument("--min-kernels", type=int, default=3, help="shorter runs are not steps")
+    a = ap.parse_args()
+    rows = []
+    with open(a.trace, newline="") as f:
+        for r in csv.DictReader(f):
+            name = r.get("Name", "")
+            if not name or name.startswith("[CUDA mem"):
+                continue
+            start = float(r["Start (ns)"])
+            dur = float(r["Duration (ns)"])
+            rows.append((start, start + dur, short(name)))
+    rows.sort()
+    runs, cur = [], []
+    for k in rows:
+        if cur and k[0] - max(e for _, e, _ in cur[-4:]) > a.gap_us * 1000:
+            runs.append(cur)
+            cur = []
+        cur.append(k)
+    if cur:
+        runs.append(cur)
+    length = Counter(len(r) for r in runs if len(r) >= a.min_kernels).most_common(1)
+    if not length:
+        print("timeline: no decode steps found", file=sys.stderr)
+        return 1
+    steps = [r for r in runs if len(r) == length[0][0]][-a.steps:]
+    n = len(steps)
+    dur, charge, count = defaultdict(float), defaultdict(float), defaultdict(int)
+    spans = []
+    for st in steps:
+        spans.append(max(e for _, e, _ in st) - st[0][0])
+        prev_end = st[0][0]
+        for s, e, name in st:
+            dur[name] += e - s
+            charge[name] += max(0.0, e - prev_end)
+            count[name] += 1
+            prev_end = max(prev_end, e)
+    span = sum(spans) / n
+    print(f"{n} decode steps of {length[0][0]} kernels: {span / 1000:.1f} us a step "
+          f"(min {min(spans) / 1000:.1f}, max {max(spans) / 1000:.1f})\n")
+    print("| kernel | a step | mean time (us) | mean charge (us) | charge a step (us) | share |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name in sorted(charge, key=lambda k: -charge[k]):
+        c = count[name] / n
+        print(f"| {name} | {c:.0f} | {dur[name] / count[name] / 1000:.2f} | {charge[name] / count[name] / 1000:.2f} | "
+              f"{charge[name] / n / 1000:.1f} | {100 * charge[name] / n / span:.1f} % |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

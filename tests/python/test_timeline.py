@@ -1,0 +1,65 @@
+"""scripts/gpu/timeline.py: a decode step's wall time charged per kernel from a GPU trace — each
+kernel from its predecessor's end to its own end, overlap with that predecessor excluded — on a
+synthetic trace whose charges are known by construction."""
+import csv
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "gpu" / "timeline.py"
+
+GEMV = "void tessera::cuda::fast::detail::(anonymous namespace)::gemv_dp4a_kernel<1, false>(float*, long, int)"
+ROUTE = "void tessera::cuda::fast::detail::(anonymous namespace)::route_kernel<8>(float const*, long)"
+
+
+def write_trace(path, steps, host_gap_ns=100_000):
+    """Each step: a GEMV of 10 us, then a route kernel started 4 us before the GEMV ends (PDL) and
+    ending 3 us after it, then a GEMV starting 1 us after that (a launch gap). Returns the steps'
+    spans in ns."""
+    rows, t = [], 1_000_000
+    for _ in range(steps):
+        rows.append((t, 10_000, GEMV))             # [t, t+10]
+        rows.append((t + 6_000, 7_000, ROUTE))     # [t+6, t+13]: charge 3
+        rows.append((t + 14_000, 5_000, GEMV))     # [t+14, t+19]: charge 6 (1 gap + 5)
+        t += 19_000 + host_gap_ns
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["Start (ns)", "Duration (ns)", "Name"])
+        for s, d, n in rows:
+            w.writerow([s, d, n])
+
+
+def run(path, *args):
+    out = subprocess.run([sys.executable, str(SCRIPT), str(path), *args], capture_output=True, text=True)
+    return out.returncode, out.stdout, out.stderr
+
+
+def table(stdout):
+    rows = {}
+    for line in stdout.splitlines():
+        if line.startswith("| ") and not line.startswith("| kernel"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+def test_charges_sum_to_the_step(tmp_path):
+    trace = tmp_path / "trace.csv"
+    write_trace(trace, steps=10)
+    rc, out, err = run(trace, "--steps", "8", "--gap-us", "30")
+    assert rc == 0, err
+    assert "8 decode steps of 3 kernels: 19.0 us a step" in out
+    rows = table(out)
+    # gemv: 2 a step, mean time 7.5 us, charges 10 (first: from the step's start) and 6.
+    assert rows["gemv_dp4a_kernel"][:4] == ["2", "7.50", "8.00", "16.0"]
+    assert rows["route_kernel"][:4] == ["1", "7.00", "3.00", "3.0"]
+    assert float(rows["gemv_dp4a_kernel"][3]) + float(rows["route_kernel"][3]) == 19.0
+
+
+def test_no_steps_is_an_error(tmp_path):
+    trace = tmp_path / "empty.csv"
+    trace.write_text('"Start (ns)","Duration (ns)","Name"\n')
+    rc, _, err = run(trace)
+    assert rc == 1
+    assert "no decode steps" in err
