@@ -159,25 +159,35 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // out[t, h, :] = Σ_s acc_s · e^(m_s − M) / Σ_s l_s · e^(m_s − M); zero when every split is empty,
-// NaN when any split is. A block per (token, head, 32·kCombineWarps dims), a warp per 32 dims,
-// each warp on its own (no block barrier): its lanes read every split's (m, l) at once, reduce M
-// and L by shuffles in a fixed order (deterministic), keep the split weights in a per-warp row of
-// shared memory, then each lane sums its dimension over the splits with 16 loads in flight.
-constexpr int kCombineWarps = 4;
+// NaN when any split is. A block per (token, head, 32 dims), its 8 warps on splits w, w + 8, …:
+// each lane requests its splits' values at once together with every split's (m, l) — one memory
+// latency, where a warp walking all splits in batches of 16 after the weights took five at 64
+// splits — then each warp reduces M and L by shuffles in a fixed order (the same bits in every
+// warp), weighs its splits in order, and the 8 partial sums meet in shared memory in warp order
+// (deterministic).
+constexpr int kCombineWarps = 8;
+constexpr int kCombinePer = int(kAttnMaxSplits) / kCombineWarps;  // splits a warp takes, at most
 
 __global__ void __launch_bounds__(kCombineWarps * 32)
     combine_kernel(float* __restrict__ out, int64_t out_ts, int64_t out_hs, const float* __restrict__ partial,
                    int n_head, int D, int splits, OutGate gate) {
     __shared__ float wgt[kCombineWarps][kAttnMaxSplits];
+    __shared__ float part[kCombineWarps][32];
     pdl::wait();  // launched with PDL (pdl.cuh): the partials come from the kernel before
     pdl::trigger();
     const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5);
     const int64_t t = blockIdx.x;
-    const int h = blockIdx.y, d = (int(blockIdx.z) * kCombineWarps + warp) * 32 + lane;
-    if ((int(blockIdx.z) * kCombineWarps + warp) * 32 >= D) return;  // the whole warp
+    const int h = blockIdx.y, d = int(blockIdx.z) * 32 + lane;
+    const bool dok = d < D;
     const int64_t stride = D + 2;
     const float* pr = partial + (t * n_head + h) * splits * stride;
-    constexpr int kPer = kAttnMaxSplits / 32;  // splits a lane holds
+    float v[kCombinePer];  // this lane's dimension of splits warp + 8·j
+#pragma unroll
+    for (int j = 0; j < kCombinePer; ++j) {
+        const int s = warp + kCombineWarps * j;
+        v[j] = dok && s < splits ? pr[s * stride + 2 + d] : 0.f;
+    }
+    constexpr int kPer = kAttnMaxSplits / 32;  // splits' (m, l) a lane holds
     float m[kPer], l[kPer];
     float mx = -INFINITY;
     bool nan = false;
@@ -199,32 +209,26 @@ __global__ void __launch_bounds__(kCombineWarps * 32)
         if (s < splits) wgt[warp][s] = e;
         lsum += l[i] * e;
     }
-    const float L = dev::warp_sum(lsum);  // a butterfly: the same bits on every lane
+    const float L = dev::warp_sum(lsum);  // a butterfly: the same bits on every lane of every warp
     __syncwarp();                         // publishes wgt within the warp
-    if (d >= D) return;
+    float num = 0.f;
+#pragma unroll
+    for (int j = 0; j < kCombinePer; ++j) {
+        const int s = warp + kCombineWarps * j;
+        if (s < splits) num = fmaf(wgt[warp][s], v[j], num);
+    }
+    part[warp][lane] = num;
+    __syncthreads();
+    if (warp != 0 || !dok) return;
     float* o = out + t * out_ts + int64_t(h) * out_hs;
     if (any_nan) {
         o[d] = dev::gated(gate, ref::quiet_nan(), t, h, d);
         return;
     }
-    constexpr int U = 16;  // splits' loads in flight (the loop is latency-bound, not bandwidth-bound)
-    float num[U];
+    float total = 0.f;
 #pragma unroll
-    for (int u = 0; u < U; ++u) num[u] = 0.f;
-    int s = 0;
-    for (; s + U <= splits; s += U) {
-        float v[U];
-#pragma unroll
-        for (int u = 0; u < U; ++u) v[u] = pr[(s + u) * stride + 2 + d];
-#pragma unroll
-        for (int u = 0; u < U; ++u) num[u] = fmaf(wgt[warp][s + u], v[u], num[u]);
-    }
-    for (; s < splits; ++s) num[0] = fmaf(wgt[warp][s], pr[s * stride + 2 + d], num[0]);
-#pragma unroll
-    for (int w = U / 2; w > 0; w /= 2)
-#pragma unroll
-        for (int u = 0; u < w; ++u) num[u] += num[u + w];
-    o[d] = dev::gated(gate, L > 0.f ? num[0] / L : 0.f, t, h, d);
+    for (int w = 0; w < kCombineWarps; ++w) total += part[w][lane];
+    o[d] = dev::gated(gate, L > 0.f ? total / L : 0.f, t, h, d);
 }
 
 template <typename E, int DPL>
@@ -256,7 +260,7 @@ cudaError_t launch_dims(float* out, int64_t out_ts, int64_t out_hs, const float*
 
 cudaError_t launch_attention_combine(float* out, int64_t out_ts, int64_t out_hs, const float* partial, int64_t T,
                                      int64_t n_head, int64_t D, int splits, OutGate gate, cudaStream_t stream) {
-    const unsigned dims = unsigned((D + 32 * kCombineWarps - 1) / (32 * kCombineWarps));
+    const unsigned dims = unsigned((D + 31) / 32);
     return pdl::launch(combine_kernel, dim3(unsigned(T), unsigned(n_head), dims), kCombineWarps * 32, 0, stream, out,
                        out_ts, out_hs, partial, int(n_head), int(D), splits, gate);
 }
