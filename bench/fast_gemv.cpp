@@ -73,7 +73,8 @@ std::string plan_name(const fast::GemvPlan& p) {
     if (p.variant == fast::GemvVariant::Simt) return "simt (f32)";
     if (p.variant == fast::GemvVariant::MmaStaged) return "mma staged";
     if (p.variant == fast::GemvVariant::MmaChunks) return "mma chunks";
-    if (p.variant == fast::GemvVariant::Dp4a) return "dp4a (x 2 limbs) S=" + std::to_string(p.splits);
+    if (p.variant == fast::GemvVariant::Dp4a)
+        return "dp4a (x 2 limbs) S=" + std::to_string(p.splits) + (p.cluster > 1 ? " cluster " + std::to_string(p.cluster) : "");
     if (p.variant == fast::GemvVariant::MmaRows) return "mma rows mt=" + std::to_string(p.mtiles);
     return "mma mt=" + std::to_string(p.mtiles) + " k/" + std::to_string(p.splits);
 }
@@ -149,7 +150,8 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
             if (fast::gemv_staged_fits(K, l.kind, l.biases, l.group)) plans.push_back({fast::GemvVariant::MmaStaged, 1, 1});
             if (fast::gemv_chunks_fits(K, T, l.kind)) plans.push_back({fast::GemvVariant::MmaChunks, 1, 1});
             if (fast::gemv_dp4a_fits(K, T, l.kind))
-                for (int s : {1, 2, 4, 8}) plans.push_back({fast::GemvVariant::Dp4a, 1, s});
+                for (int cl : {1, fast::kGemvDp4aCluster})
+                    for (int s : {1, 2, 4, 8}) plans.push_back({fast::GemvVariant::Dp4a, 1, s, cl});
             for (int mt : {1, 2})
                 for (int splits : {1, 2, 4, 8})
                     if (fast::gemv_mma_fits(K, l.kind, splits)) plans.push_back({fast::GemvVariant::Mma, mt, splits});
@@ -178,7 +180,8 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                 if (fast::gemv_staged_fits(K, l.kind, l.biases, l.group)) tp.push_back({fast::GemvVariant::MmaStaged, 1, 1});
                 if (fast::gemv_chunks_fits(K, T, l.kind)) tp.push_back({fast::GemvVariant::MmaChunks, 1, 1});
                 if (a.all_variants && fast::gemv_dp4a_fits(K, T, l.kind))
-                    for (int s : {1, 2, 4, 8}) tp.push_back({fast::GemvVariant::Dp4a, 1, s});
+                    for (int cl : {1, fast::kGemvDp4aCluster})
+                        for (int s : {1, 2, 4, 8}) tp.push_back({fast::GemvVariant::Dp4a, 1, s, cl});
                 for (const fast::GemvPlan& p : tp) {
                     const double sec = timer.median(a.warmup, a.runs, [&](int c) {
                         fast::gemv_packed_plan(p, dy.as<float>(), N, dx.as<float>(), K, T, tile_copies[size_t(c % n)].m,

@@ -247,6 +247,10 @@ TEST(FastGemv, RejectsBadArguments) {
     EXPECT_THROW(fast::gemv_packed_plan(dp4a, yd.as<float>(), 4, xd.as<float>(), 64, 1, dp8.m, s.get()), Error);
     const fast::GemvPlan dp4a3{fast::GemvVariant::Dp4a, 1, 3};
     EXPECT_THROW(fast::gemv_packed_plan(dp4a3, yd.as<float>(), 4, xd.as<float>(), 64, 1, dp.m, s.get()), Error);
+    const fast::GemvPlan dp4a_cl4{fast::GemvVariant::Dp4a, 1, 8, 4};  // clusters of 1 or 8
+    EXPECT_THROW(fast::gemv_packed_plan(dp4a_cl4, yd.as<float>(), 4, xd.as<float>(), 64, 1, dp.m, s.get()), Error);
+    const fast::GemvPlan rows_cl{fast::GemvVariant::MmaRows, 1, 1, fast::kGemvDp4aCluster};  // Dp4a's own
+    EXPECT_THROW(fast::gemv_packed_plan(rows_cl, yd.as<float>(), 4, xd.as<float>(), 64, 1, dp.m, s.get()), Error);
     EXPECT_FALSE(fast::gemv_dp4a_fits(14336, 4, PackedKind::Int4));  // x's limbs past its shared memory
     EXPECT_TRUE(fast::gemv_dp4a_fits(14336, 3, PackedKind::Int4));
 }
@@ -363,7 +367,8 @@ std::string plan_name(const fast::GemvPlan& p) {
     if (p.variant == fast::GemvVariant::Simt) return "simt";
     if (p.variant == fast::GemvVariant::MmaStaged) return "mma staged";
     if (p.variant == fast::GemvVariant::MmaChunks) return "mma chunks";
-    if (p.variant == fast::GemvVariant::Dp4a) return "dp4a S=" + std::to_string(p.splits);
+    if (p.variant == fast::GemvVariant::Dp4a)
+        return "dp4a S=" + std::to_string(p.splits) + (p.cluster > 1 ? " cluster " + std::to_string(p.cluster) : "");
     if (p.variant == fast::GemvVariant::MmaRows) return "mma rows mt=" + std::to_string(p.mtiles);
     return "mma mt=" + std::to_string(p.mtiles) + " splits=" + std::to_string(p.splits);
 }
@@ -424,6 +429,9 @@ TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
             std::vector<double> qbound;  // Dp4a: x in two int8 limbs
             if (fast::gemv_dp4a_fits(sh.K, sh.T, l.kind)) {
                 for (int splits : {1, 2, 8}) plans.push_back({fast::GemvVariant::Dp4a, 1, splits});
+                // Clusters of 8 quantizing x together (N = 1..4099: a cluster with rows in one
+                // block only; the last cluster's blocks past N hold no rows).
+                for (int splits : {1, 8}) plans.push_back({fast::GemvVariant::Dp4a, 1, splits, fast::kGemvDp4aCluster});
                 qbound = dp4a_bound(ph, x, ldx, sh.T);
             }
             for (int mt : {1, 2}) {
@@ -506,6 +514,12 @@ TEST(FastGemv, PickIsValid) {
         EXPECT_EQ(p.variant, V::Dp4a) << N;
         EXPECT_EQ(p.splits, S) << N;
     }
+    // Dp4a's grid: whole clusters when it runs in them (the last cluster's spare blocks hold no rows).
+    EXPECT_EQ(fast::detail::gemv_grid_blocks({V::Dp4a, 1, 8}, 4099), 257);
+    EXPECT_EQ(fast::detail::gemv_grid_blocks({V::Dp4a, 1, 8, fast::kGemvDp4aCluster}, 4099), 264);
+    EXPECT_EQ(fast::detail::gemv_grid_blocks({V::Dp4a, 1, 1, fast::kGemvDp4aCluster}, 4096), 32);
+    EXPECT_EQ(fast::detail::gemv_grid_blocks({V::Dp4a, 1, 1, fast::kGemvDp4aCluster}, 16), 8);
+    EXPECT_EQ(fast::gemv_pick(1, 4096, 14336, PackedKind::Int4, 132).cluster, 1);  // not picked yet
     EXPECT_EQ(fast::gemv_pick(1, 4096, 14336, PackedKind::Int4, 132).variant, V::Dp4a);
     EXPECT_EQ(fast::gemv_pick(1, 4096, 14336, PackedKind::Int4, 132).splits, 8);
     EXPECT_EQ(fast::gemv_pick(1, 4096, 65536, PackedKind::Int4, 132).variant, V::MmaRows);  // x does not fit

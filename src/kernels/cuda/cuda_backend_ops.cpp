@@ -134,20 +134,24 @@ namespace {
 // 7, H200, T = 1, 16-row tiles: 24.5 against 27.1 us at 4096x14336, 8.5 against 10.0 at
 // 2048x4096; slower than MmaStaged on the wide in-projections, not yet measured end to end where
 // it replaces only MmaRows), mma (the pick without Dp4a: the tensor-core variants at one token,
-// as before session 10 — for A/B). The default picks Dp4a for one token (fast_gemv_plan.h: x in
-// two int8 limbs, |x − x̃| ≤ max|x| / 64516 per 32 columns — closer than bf16).
-enum class GemvMode { F32, Int8, Staged, Chunks, Mma };
+// as before session 10 — for A/B), dp4a_cluster (the pick, with Dp4a in clusters of 8 blocks
+// quantizing x together: fast_gemv_dp4a.cu; not measured yet). The default picks Dp4a for one
+// token (fast_gemv_plan.h: x in two int8 limbs, |x − x̃| ≤ max|x| / 64516 per 32 columns — closer
+// than bf16).
+enum class GemvMode { F32, Int8, Staged, Chunks, Mma, Dp4aCluster };
 GemvMode gemv_mode() {
     static const GemvMode m = [] {
         const char* v = std::getenv("TESSERA_GEMV");
         const std::string s = v ? v : "";
-        TS_CHECK(s.empty() || s == "f32" || s == "int8" || s == "staged" || s == "chunks" || s == "mma",
-                 "TESSERA_GEMV={}: expected f32 (the default), int8, staged, chunks or mma", s);
-        return s == "int8"     ? GemvMode::Int8
-               : s == "staged" ? GemvMode::Staged
-               : s == "chunks" ? GemvMode::Chunks
-               : s == "mma"    ? GemvMode::Mma
-                               : GemvMode::F32;
+        TS_CHECK(s.empty() || s == "f32" || s == "int8" || s == "staged" || s == "chunks" || s == "mma" ||
+                     s == "dp4a_cluster",
+                 "TESSERA_GEMV={}: expected f32 (the default), int8, staged, chunks, mma or dp4a_cluster", s);
+        return s == "int8"           ? GemvMode::Int8
+               : s == "staged"       ? GemvMode::Staged
+               : s == "chunks"       ? GemvMode::Chunks
+               : s == "mma"          ? GemvMode::Mma
+               : s == "dp4a_cluster" ? GemvMode::Dp4aCluster
+                                     : GemvMode::F32;
     }();
     return m;
 }
@@ -226,6 +230,12 @@ void CudaBackend::matmul_packed(const Tensor& y, const Tensor& x, const PackedMa
                 fast::GemvPlan p = fast::gemv_pick(X.rows, w.n, w.k, w.kind, fast::gemv_sm_count(), false);
                 if (p.variant == fast::GemvVariant::MmaRows && fast::gemv_chunks_fits(w.k, X.rows, w.kind))
                     p = {fast::GemvVariant::MmaChunks, 1, 1};
+                return fast::gemv_packed_plan(p, Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
+            }
+            if (gemv_mode() == GemvMode::Dp4aCluster) {
+                fast::GemvPlan p = fast::gemv_pick(X.rows, w.n, w.k, w.kind, fast::gemv_sm_count(),
+                                                   fast::gemv_dp4a_takes_group(w.group));
+                if (p.variant == fast::GemvVariant::Dp4a) p.cluster = fast::kGemvDp4aCluster;
                 return fast::gemv_packed_plan(p, Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
             }
             if (gemv_mode() == GemvMode::Staged) {

@@ -18,6 +18,7 @@
 // each Σ exact in int32 (dp4a of 4 code bytes — `w & 0x0F0F0F0F` the even columns, `(w >> 4) &
 // 0x0F0F0F0F` the odd ones — against 4 limb bytes), joined in f32.
 #pragma once
+#include <cooperative_groups.h>
 #include <cuda_fp16.h>
 
 #include <cstdint>
@@ -48,15 +49,24 @@ __device__ __forceinline__ uint32_t low_bytes(uint32_t a, uint32_t b, uint32_t c
 // threads of the block (call from every thread; a barrier must follow before reading). Thread
 // item i: row i / (Kp/8), columns 8·j … 8·j + 7 (j = i % (Kp/8)); four neighbouring lanes hold a
 // 32-column group.
-template <int THREADS>
+// CL > 1: the block is rank `rank` of a thread-block cluster of CL blocks that stage the same x at
+// the same offset of their shared memory; it quantizes every CL-th batch of THREADS items only and
+// stores each into all CL blocks (distributed shared memory), so x is read and quantized once a
+// cluster. A cluster barrier must follow (every block's part written everywhere).
+template <int THREADS, int CL = 1>
 __device__ __forceinline__ void dp4a_quantize_x(const float* __restrict__ x, int64_t ldx, int R, int K, bool aligned,
-                                                void* base) {
+                                                void* base, unsigned rank = 0) {
     constexpr float kRound = 12582912.f;  // 1.5 · 2²³: v + kRound rounds v to an integer in its low bits
     const int Kp = (K + 127) / 128 * 128, per_row = Kp / 8, items = R * per_row;
     auto* xh = static_cast<uint8_t*>(base);
     uint8_t* xl = xh + R * Kp;
     auto* st = reinterpret_cast<float2*>(xl + R * Kp);
-    for (int start = 0; start < items; start += THREADS) {  // whole warps: the shuffles need every lane
+    // p's counterpart in cluster block r (mapa: one instruction); p itself without a cluster.
+    auto peer = [](auto* p, int r) {
+        if constexpr (CL == 1) return p;
+        else return cooperative_groups::this_cluster().map_shared_rank(p, r);
+    };
+    for (int start = int(rank) * THREADS; start < items; start += THREADS * CL) {  // whole warps: the shuffles need every lane
         const int i = start + int(threadIdx.x);
         const int t = i < items ? i / per_row : 0, j = i - t * per_row, c0 = 8 * j;
         float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
@@ -88,11 +98,16 @@ __device__ __forceinline__ void dp4a_quantize_x(const float* __restrict__ x, int
         sl += __shfl_xor_sync(0xffffffffu, sl, 1);
         sl += __shfl_xor_sync(0xffffffffu, sl, 2);
         if (i < items) {
-            *reinterpret_cast<uint2*>(xh + t * Kp + c0) = H;
-            *reinterpret_cast<uint2*>(xl + t * Kp + c0) = L;
+#pragma unroll
+            for (int r = 0; r < CL; ++r) {
+                *reinterpret_cast<uint2*>(peer(xh + t * Kp + c0, r)) = H;
+                *reinterpret_cast<uint2*>(peer(xl + t * Kp + c0, r)) = L;
+            }
             if ((j & 3) == 0) {
                 const float dx = bad ? quiet_nan() : amax / 127.f;
-                st[t * (Kp / 32) + j / 4] = make_float2(dx, dx * (float(sh) + float(sl) * (1.f / 254.f)));
+                const float2 ds = make_float2(dx, dx * (float(sh) + float(sl) * (1.f / 254.f)));
+#pragma unroll
+                for (int r = 0; r < CL; ++r) *peer(st + t * (Kp / 32) + j / 4, r) = ds;
             }
         }
     }

@@ -49,6 +49,8 @@ void gemv_packed_plan(const GemvPlan& plan, float* y, int64_t ldy, const float* 
     ref::detail::check_rows("gemv_packed", "x", x, ldx, T, w.k);
     const ref::detail::Span ys = ref::detail::span_of(y, ldy, T, w.n), xs = ref::detail::span_of(x, ldx, T, w.k);
     TS_CHECK(!ref::detail::overlaps(ys, xs), "gemv_packed: y overlaps x");
+    TS_CHECK(plan.cluster == 1 || plan.variant == GemvVariant::Dp4a,
+             "gemv_packed: only Dp4a runs in clusters of its own (cluster {})", plan.cluster);
     if (plan.variant == GemvVariant::Simt) {
         TS_CUDA_CHECK(detail::launch_gemv_simt(y, ldy, x, ldx, T, w, stream));
         return;
@@ -69,7 +71,9 @@ void gemv_packed_plan(const GemvPlan& plan, float* y, int64_t ldy, const float* 
         TS_CHECK(gemv_dp4a_takes_group(w.group), "gemv_packed: Dp4a takes power-of-two groups, not {}", w.group);
         TS_CHECK(plan.splits == 1 || plan.splits == 2 || plan.splits == 4 || plan.splits == 8,
                  "gemv_packed: Dp4a splits a row tile over 1, 2, 4 or 8 warps, not {}", plan.splits);
-        TS_CUDA_CHECK(detail::launch_gemv_dp4a(plan.splits, y, ldy, x, ldx, T, w, stream));
+        TS_CHECK(plan.cluster == 1 || plan.cluster == kGemvDp4aCluster,
+                 "gemv_packed: Dp4a runs in clusters of 1 or {} blocks, not {}", kGemvDp4aCluster, plan.cluster);
+        TS_CUDA_CHECK(detail::launch_gemv_dp4a(plan, y, ldy, x, ldx, T, w, stream));
         return;
     }
     TS_CHECK(plan.variant == GemvVariant::Mma || plan.variant == GemvVariant::MmaRows ||

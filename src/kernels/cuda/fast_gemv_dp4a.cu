@@ -22,7 +22,12 @@
 //
 // x is quantized by each block into shared memory (dp4a_quantize_x: no extra launch, no scratch
 // — graph-safe). The first weight tiles are loaded before pdl::wait, while the kernel before
-// this one still runs.
+// this one still runs. With plan.cluster = 8 the blocks run in clusters of 8 that quantize x
+// once a cluster, each block an eighth of it stored into all 8 (distributed shared memory): for
+// long rows (K = 14336: 7 passes of a block's 256 threads, one a cluster), where quantizing x
+// in every block costs about as much as the weights it meets. Not picked yet (unmeasured):
+// TESSERA_GEMV=dp4a_cluster, the bench and the tests run it.
+#include <cooperative_groups.h>
 #include <cuda_fp16.h>
 
 #include "kernels/cuda/fast_device.cuh"
@@ -39,7 +44,8 @@ using namespace dev;
 constexpr int kWarps = kGemvDp4aWarps, kThreads = kWarps * 32, kU = 2;
 
 // Block: 8 / S row tiles, warp w on row tile w / S and k-tiles w % S, w % S + S, …
-template <int TT, bool BIAS>
+// CL: blocks a cluster sharing x's quantization (1: none).
+template <int TT, bool BIAS, int CL>
 __global__ void __launch_bounds__(kThreads)
     gemv_dp4a_kernel(float* __restrict__ y, int64_t ldy, const float* __restrict__ x, int64_t ldx, int T,
                      PackedMatrix w, int S, bool x_aligned) {
@@ -74,14 +80,24 @@ __global__ void __launch_bounds__(kThreads)
             tl.b |= (BIAS && ok ? uint32_t(__ldg(bp + gi)) : 0u) << (16 * c);
         }
     };
+    // A cluster's blocks write into each other's shared memory only once all have started: this
+    // block's arrival now, the wait just before its first remote write.
+    if constexpr (CL > 1) asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
     Dp4aTile cur[kU], nxt[kU];
 #pragma unroll
     for (int u = 0; u < kU; ++u) load(cur[u], u);
     pdl::wait();  // x comes from the kernel before
     pdl::trigger();
 
-    dp4a_quantize_x<kThreads>(x, ldx, T, K, x_aligned, smem);
-    __syncthreads();
+    if constexpr (CL == 1) {
+        dp4a_quantize_x<kThreads>(x, ldx, T, K, x_aligned, smem);
+        __syncthreads();
+    } else {
+        asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
+        cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+        dp4a_quantize_x<kThreads, CL>(x, ldx, T, K, x_aligned, smem, cluster.block_rank());
+        cluster.sync();  // every block's eighth is in every block; no remote access after this
+    }
     const Dp4aX X = dp4a_x(smem, K, T);
 
     float acc[TT];
@@ -116,40 +132,66 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
-template <int TT>
+template <int TT, int CL>
 cudaError_t launch_tt(int S, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
                       cudaStream_t stream) {
     const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
     const size_t smem = size_t(gemv_dp4a_smem(w.k, T));
-    auto* kernel = w.biases ? gemv_dp4a_kernel<TT, true> : gemv_dp4a_kernel<TT, false>;
+    auto* kernel = w.biases ? gemv_dp4a_kernel<TT, true, CL> : gemv_dp4a_kernel<TT, false, CL>;
     // The opt-in to more than 48 KiB of dynamic shared memory, once a kernel (not a stream
     // operation: safe while a decode graph is being captured).
     static const cudaError_t opt_in[2] = {
-        cudaFuncSetAttribute(gemv_dp4a_kernel<TT, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        cudaFuncSetAttribute(gemv_dp4a_kernel<TT, false, CL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              int(kGemvDp4aMaxSmem)),
-        cudaFuncSetAttribute(gemv_dp4a_kernel<TT, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        cudaFuncSetAttribute(gemv_dp4a_kernel<TT, true, CL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              int(kGemvDp4aMaxSmem))};
     if (opt_in[w.biases ? 1 : 0] != cudaSuccess) return opt_in[w.biases ? 1 : 0];
-    const int64_t rows = int64_t(16) * (kWarps / S);
-    return pdl::launch(kernel, dim3(unsigned((w.n + rows - 1) / rows)), kThreads, smem, stream, y, ldy, x, ldx,
-                       int(T), w, S, aligned);
+    const GemvPlan plan{GemvVariant::Dp4a, 1, S, CL};
+    const dim3 grid(unsigned(gemv_grid_blocks(plan, w.n)));  // a multiple of CL
+    if constexpr (CL == 1) {
+        return pdl::launch(kernel, grid, kThreads, smem, stream, y, ldy, x, ldx, int(T), w, S, aligned);
+    } else {
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = grid;
+        cfg.blockDim = dim3(kThreads);
+        cfg.dynamicSmemBytes = smem;
+        cfg.stream = stream;
+        cudaLaunchAttribute attr[2];
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = CL;
+        attr[0].val.clusterDim.y = 1;
+        attr[0].val.clusterDim.z = 1;
+        attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;  // pdl.cuh
+        attr[1].val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = pdl::enabled() ? 2 : 1;
+        return cudaLaunchKernelEx(&cfg, kernel, y, ldy, x, ldx, int(T), w, S, aligned);
+    }
+}
+
+template <int CL>
+cudaError_t launch_cl(int S, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
+                      cudaStream_t stream) {
+    if (T <= 1) return launch_tt<1, CL>(S, y, ldy, x, ldx, T, w, stream);
+    if (T <= 2) return launch_tt<2, CL>(S, y, ldy, x, ldx, T, w, stream);
+    if (T <= 4) return launch_tt<4, CL>(S, y, ldy, x, ldx, T, w, stream);
+    return launch_tt<8, CL>(S, y, ldy, x, ldx, T, w, stream);
 }
 
 }  // namespace
 
-// Arguments checked by gemv_packed_plan (Int4, 1 ≤ T ≤ 8, gemv_dp4a_fits, S in 1, 2, 4, 8).
-cudaError_t launch_gemv_dp4a(int S, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
+// Arguments checked by gemv_packed_plan (Int4, 1 ≤ T ≤ 8, gemv_dp4a_fits, S in 1, 2, 4, 8,
+// cluster 1 or kGemvDp4aCluster).
+cudaError_t launch_gemv_dp4a(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                              const PackedMatrix& w, cudaStream_t stream) {
-    if (T <= 1) return launch_tt<1>(S, y, ldy, x, ldx, T, w, stream);
-    if (T <= 2) return launch_tt<2>(S, y, ldy, x, ldx, T, w, stream);
-    if (T <= 4) return launch_tt<4>(S, y, ldy, x, ldx, T, w, stream);
-    return launch_tt<8>(S, y, ldy, x, ldx, T, w, stream);
+    if (plan.cluster == kGemvDp4aCluster) return launch_cl<kGemvDp4aCluster>(plan.splits, y, ldy, x, ldx, T, w, stream);
+    return launch_cl<1>(plan.splits, y, ldy, x, ldx, T, w, stream);
 }
 
 int gemv_dp4a_resident_blocks(const PackedMatrix& w, int64_t T) {
     int per_sm = 0;
-    auto* kernel = w.biases ? gemv_dp4a_kernel<1, true> : gemv_dp4a_kernel<1, false>;
-    if (T > 1) kernel = w.biases ? gemv_dp4a_kernel<8, true> : gemv_dp4a_kernel<8, false>;
+    auto* kernel = w.biases ? gemv_dp4a_kernel<1, true, 1> : gemv_dp4a_kernel<1, false, 1>;
+    if (T > 1) kernel = w.biases ? gemv_dp4a_kernel<8, true, 1> : gemv_dp4a_kernel<8, false, 1>;
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kGemvDp4aMaxSmem));
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, size_t(gemv_dp4a_smem(w.k, T))) !=
         cudaSuccess)

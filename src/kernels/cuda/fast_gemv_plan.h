@@ -33,6 +33,8 @@ struct GemvPlan {
     int mtiles = 1;  // Mma, MmaRows: 16-row tiles per warp (1 or 2)
     int splits = 1;  // Mma: K split over the blocks of one cluster (1..kGemvMaxSplits); Dp4a:
                      // warps on one row tile (1, 2, 4 or 8)
+    int cluster = 1;  // Dp4a: blocks a thread-block cluster that quantize x together (1 or
+                      // kGemvDp4aCluster); 1 for the other variants
 };
 
 // Mma's geometry (fast_gemv_mma.cu): kGemvMmaWarps warps a block, each its own 16·mtiles rows;
@@ -78,6 +80,7 @@ constexpr bool gemv_chunks_fits(int64_t K, int64_t T, PackedKind kind) {
 // Dp4a: warps a block, and its shared memory — per token both limbs of x and (dx, sx) per 32
 // columns, K rounded up to whole k-tiles (K = 14336, T = 1: 31.5 KiB; T = 3: 94.5 KiB).
 constexpr int kGemvDp4aWarps = 8;
+constexpr int kGemvDp4aCluster = 8;  // plan.cluster's other value (a portable cluster size)
 constexpr int64_t kGemvDp4aMaxSmem = 100 * 1024;
 constexpr int64_t gemv_dp4a_smem(int64_t K, int64_t T) { return T * ((K + 127) / 128) * (2 * 128 + 4 * 8); }
 constexpr bool gemv_dp4a_fits(int64_t K, int64_t T, PackedKind kind) {
@@ -165,7 +168,7 @@ cudaError_t launch_gemv_mma(const GemvPlan& plan, float* y, int64_t ldy, const f
                             const PackedMatrix& w, cudaStream_t stream);
 cudaError_t launch_gemv_chunks(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
                                cudaStream_t stream);
-cudaError_t launch_gemv_dp4a(int splits, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
+cudaError_t launch_gemv_dp4a(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                              const PackedMatrix& w, cudaStream_t stream);
 int gemv_dp4a_resident_blocks(const PackedMatrix& w, int64_t T);
 // Blocks of `plan`'s kernel resident on the device at once (occupancy query; -1 for Simt or on
@@ -174,8 +177,8 @@ int gemv_resident_blocks(const GemvPlan& plan, const PackedMatrix& w);
 constexpr int64_t gemv_grid_blocks(const GemvPlan& plan, int64_t N) {
     if (plan.variant == GemvVariant::MmaStaged || plan.variant == GemvVariant::MmaChunks) return (N + 15) / 16;
     if (plan.variant == GemvVariant::Dp4a) {
-        const int64_t rows = int64_t(16) * (kGemvDp4aWarps / plan.splits);
-        return (N + rows - 1) / rows;
+        const int64_t rows = int64_t(16) * (kGemvDp4aWarps / plan.splits), cl = plan.cluster;
+        return ((N + rows - 1) / rows + cl - 1) / cl * cl;  // whole clusters: the last may hold no rows
     }
     const int64_t rows = int64_t(16) * plan.mtiles * (plan.variant == GemvVariant::MmaRows ? 1 : kGemvMmaWarps);
     return (N + rows - 1) / rows * (plan.variant == GemvVariant::Mma ? plan.splits : 1);
