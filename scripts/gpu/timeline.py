@@ -16,25 +16,12 @@ the charge a step.
 """
 import argparse
 import csv
-import re
+import pathlib
 import sys
 from collections import Counter, defaultdict
 
-
-def short(name: str) -> str:
-    name = name.replace("(anonymous namespace)::", "")
-    name = re.sub(r"\(.*$", "", name)
-    depth, out = 0, []
-    for ch in name:
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth -= 1
-        elif depth == 0:
-            out.append(ch)
-    s = "".join(out).strip()
-    s = s.split(" ")[-1]
-    return s.split("::")[-1] or name[:60]
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from kernel_profile import short  # noqa: E402  kernel names as the ncu summary shortens them
 
 
 def main() -> int:

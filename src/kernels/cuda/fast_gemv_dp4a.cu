@@ -148,25 +148,11 @@ cudaError_t launch_tt(int S, float* y, int64_t ldy, const float* x, int64_t ldx,
     if (opt_in[w.biases ? 1 : 0] != cudaSuccess) return opt_in[w.biases ? 1 : 0];
     const GemvPlan plan{GemvVariant::Dp4a, 1, S, CL};
     const dim3 grid(unsigned(gemv_grid_blocks(plan, w.n)));  // a multiple of CL
-    if constexpr (CL == 1) {
+    if constexpr (CL == 1)
         return pdl::launch(kernel, grid, kThreads, smem, stream, y, ldy, x, ldx, int(T), w, S, aligned);
-    } else {
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = grid;
-        cfg.blockDim = dim3(kThreads);
-        cfg.dynamicSmemBytes = smem;
-        cfg.stream = stream;
-        cudaLaunchAttribute attr[2];
-        attr[0].id = cudaLaunchAttributeClusterDimension;
-        attr[0].val.clusterDim.x = CL;
-        attr[0].val.clusterDim.y = 1;
-        attr[0].val.clusterDim.z = 1;
-        attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;  // pdl.cuh
-        attr[1].val.programmaticStreamSerializationAllowed = 1;
-        cfg.attrs = attr;
-        cfg.numAttrs = pdl::enabled() ? 2 : 1;
-        return cudaLaunchKernelEx(&cfg, kernel, y, ldy, x, ldx, int(T), w, S, aligned);
-    }
+    else
+        return pdl::launch_cluster(kernel, grid, kThreads, smem, stream, dim3(CL, 1, 1), y, ldy, x, ldx, int(T), w, S,
+                                   aligned);
 }
 
 template <int CL>

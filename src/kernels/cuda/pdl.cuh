@@ -19,20 +19,49 @@ namespace tessera::cuda::pdl {
 __device__ __forceinline__ void wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 
+namespace detail {
+// cudaLaunchKernelEx with programmatic stream serialisation where enabled, and in clusters of
+// *cluster blocks where cluster is given.
 template <typename... KArgs, typename... Args>
-cudaError_t launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                   Args... args) {
+cudaError_t launch_ex(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                      const dim3* cluster, Args... args) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchAttribute at[2];
+    unsigned n = 0;
+    if (cluster) {
+        at[n].id = cudaLaunchAttributeClusterDimension;
+        at[n].val.clusterDim.x = cluster->x;
+        at[n].val.clusterDim.y = cluster->y;
+        at[n].val.clusterDim.z = cluster->z;
+        ++n;
+    }
+    if (enabled()) {
+        at[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[n].val.programmaticStreamSerializationAllowed = 1;
+        ++n;
+    }
     cfg.attrs = at;
-    cfg.numAttrs = enabled() ? 1 : 0;
+    cfg.numAttrs = n;
     return cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
+}
+}  // namespace detail
+
+template <typename... KArgs, typename... Args>
+cudaError_t launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                   Args... args) {
+    return detail::launch_ex(kernel, grid, block, smem, stream, nullptr, args...);
+}
+
+// launch() in thread-block clusters of cluster.x × cluster.y × cluster.z blocks (the grid a
+// multiple of it).
+template <typename... KArgs, typename... Args>
+cudaError_t launch_cluster(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                           dim3 cluster, Args... args) {
+    return detail::launch_ex(kernel, grid, block, smem, stream, &cluster, args...);
 }
 
 }  // namespace tessera::cuda::pdl
