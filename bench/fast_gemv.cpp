@@ -74,7 +74,8 @@ std::string plan_name(const fast::GemvPlan& p) {
     if (p.variant == fast::GemvVariant::MmaStaged) return "mma staged";
     if (p.variant == fast::GemvVariant::MmaChunks) return "mma chunks";
     if (p.variant == fast::GemvVariant::Dp4a)
-        return "dp4a (x 2 limbs) S=" + std::to_string(p.splits) + (p.cluster > 1 ? " cluster " + std::to_string(p.cluster) : "");
+        return "dp4a (x 2 limbs) S=" + std::to_string(p.splits) +
+               (p.cluster > 1 ? " cluster " + std::to_string(p.cluster) : "");
     if (p.variant == fast::GemvVariant::MmaRows) return "mma rows mt=" + std::to_string(p.mtiles);
     return "mma mt=" + std::to_string(p.mtiles) + " k/" + std::to_string(p.splits);
 }

@@ -66,7 +66,8 @@ __device__ __forceinline__ void dp4a_quantize_x(const float* __restrict__ x, int
         if constexpr (CL == 1) return p;
         else return cooperative_groups::this_cluster().map_shared_rank(p, r);
     };
-    for (int start = int(rank) * THREADS; start < items; start += THREADS * CL) {  // whole warps: the shuffles need every lane
+    // Whole warps (the shuffles need every lane); with a cluster, this block's batches only.
+    for (int start = int(rank) * THREADS; start < items; start += THREADS * CL) {
         const int i = start + int(threadIdx.x);
         const int t = i < items ? i / per_row : 0, j = i - t * per_row, c0 = 8 * j;
         float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
