@@ -64,13 +64,8 @@ __global__ void __launch_bounds__(kGuWarps * 32, 3)
     const int64_t s = blockIdx.y;
     const int i0 = int(blockIdx.x) * kRows;
     const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), h = lane & 1, rw = lane >> 1;
-    pdl::wait();     // launched with PDL (pdl.cuh): ids and x come from the kernels before
-    pdl::trigger();  // the down kernel may start: it reads act only after this grid ends
-    const int e = ids[s];
-    if (e < 0 || e >= E) {  // the whole block
-        if (threadIdx.x < kRows) act[s * I + i0 + int(threadIdx.x)] = quiet_nan();
-        return;
-    }
+    const int e = slot_expert<kRows>(ids, s, E, act, I, i0);  // PDL wait; NaN rows for a bad id
+    if (e < 0) return;  // the whole block
     const int nch = H / 32, nkt = (nch + 3) / 4;
     const int nj = warp < nkt ? (nkt - warp + kGuWarps - 1) / kGuWarps : 0;  // this warp's k-tiles
     const Row rg = row_of(gates[e], H, i0 + rw), ru = row_of(ups[e], H, i0 + rw);

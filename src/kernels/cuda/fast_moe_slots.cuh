@@ -1,12 +1,31 @@
-// The MoE decode down kernels' epilogue (fast_moe_decode_mma.cu, fast_moe_decode_dp4a.cu): a
-// block's 16 outputs of one token from its (slot, k-tile) partials, summed in a fixed order — each
-// slot's k-tiles in order, weighted, then the slots in order (no atomics: deterministic).
-// Device code only.
+// The MoE decode kernels' shared pieces (fast_moe_decode_mma.cu, fast_moe_decode_dp4a.cu): the
+// gate+up kernels' slot prologue, and the down kernels' epilogue — a block's 16 outputs of one
+// token from its (slot, k-tile) partials, summed in a fixed order (each slot's k-tiles in order,
+// weighted, then the slots in order; no atomics: deterministic). Device code only.
 #pragma once
 
+#include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/fast_moe.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace tessera::cuda::fast::dev {
+
+// A gate+up block's start, launched with PDL: waits for ids and x (the kernels before), lets the
+// down kernel start (it reads act only after this grid ends), and returns slot s's expert — or,
+// for an id outside [0, E), writes NaN to the block's ROWS outputs of act (from i0) and returns
+// -1: the whole block then returns. Call from every thread.
+template <int ROWS>
+__device__ __forceinline__ int slot_expert(const int32_t* __restrict__ ids, int64_t s, int E, float* __restrict__ act,
+                                           int I, int i0) {
+    pdl::wait();
+    pdl::trigger();
+    const int e = ids[s];
+    if (e < 0 || e >= E) {
+        if (threadIdx.x < ROWS) act[s * I + i0 + int(threadIdx.x)] = quiet_nan();
+        return -1;
+    }
+    return e;
+}
 
 // part [k·nkt][ROWS] (shared): slot j's partial of k-tile kt at (j·nkt + kt)·ROWS. Thread (er, ej)
 // = (threadIdx.x % ROWS, threadIdx.x / ROWS) with wj its slot's routing weight; slot_out [k][ROWS]
