@@ -168,7 +168,8 @@ void bench_rule(const Args& a, Stream& stream, Timer& timer, GdnMode mode, int64
     row(what, B, T, sec, T == 1 ? 2 * kStateBytes * double(B) : 0, n);
 }
 
-const char* const kDecodeNames[] = {"auto", "cluster/key head", "cols32", "cols16"};
+const char* const kDecodeNames[] = {"auto", "cluster/key head", "cols32", "cols16", "head256", "head512"};
+static_assert(std::size(kDecodeNames) == fast::kGdnDecodeVariants);
 
 void bench_decode(const Args& a, Stream& stream, Timer& timer, int64_t B, int slots, fast::GdnDecodeVariant variant,
                   const std::string& note) {
@@ -257,7 +258,7 @@ int main(int argc, char** argv) {
         }
         for (int64_t B : {1, 8, 64}) {
             const int cold = int(std::max<int64_t>(2, 32 / B));
-            for (int v = 1; v <= 3; ++v) {
+            for (int v = 1; v < fast::kGdnDecodeVariants; ++v) {
                 const auto var = fast::GdnDecodeVariant(v);
                 bench_decode(a, stream, timer, B, 1, var, B == 1 ? "conv+gates+l2+rule+norm; target <= 4 us" : "");
                 bench_decode(a, stream, timer, B, cold, var, "");

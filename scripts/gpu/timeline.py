@@ -12,7 +12,8 @@ to more than a replayed step: kernels there run alone, without launch overlap.
 Steps are runs of kernels with no gap longer than --gap-us between one's end and the next one's
 start (the host's work between decode steps); the decode steps are the last --steps runs of the
 most common length (of at least --min-kernels). Prints per kernel name: launches a step, mean kernel time, mean charge, and
-the charge a step.
+the charge a step, and the mean start lag (its start minus its predecessor's end: negative when
+PDL let it start early). --sequence FILE writes every position of the step in launch order.
 """
 import argparse
 import csv
@@ -30,6 +31,7 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--gap-us", type=float, default=30.0)
     ap.add_argument("--min-kernels", type=int, default=3, help="shorter runs are not steps")
+    ap.add_argument("--sequence", help="write each position of the step (means over the steps) to this file")
     a = ap.parse_args()
     rows = []
     with open(a.trace, newline="") as f:
@@ -55,25 +57,37 @@ def main() -> int:
         return 1
     steps = [r for r in runs if len(r) == length[0][0]][-a.steps:]
     n = len(steps)
-    dur, charge, count = defaultdict(float), defaultdict(float), defaultdict(int)
+    dur, charge, lag, count = defaultdict(float), defaultdict(float), defaultdict(float), defaultdict(int)
+    pos = [[0.0, 0.0, 0.0] for _ in range(length[0][0])]  # per position: time, charge, lag
     spans = []
     for st in steps:
         spans.append(max(e for _, e, _ in st) - st[0][0])
         prev_end = st[0][0]
-        for s, e, name in st:
+        for i, (s, e, name) in enumerate(st):
+            c = max(0.0, e - prev_end)
             dur[name] += e - s
-            charge[name] += max(0.0, e - prev_end)
+            charge[name] += c
+            lag[name] += s - prev_end
             count[name] += 1
+            pos[i][0] += e - s
+            pos[i][1] += c
+            pos[i][2] += s - prev_end
             prev_end = max(prev_end, e)
     span = sum(spans) / n
     print(f"{n} decode steps of {length[0][0]} kernels: {span / 1000:.1f} us a step "
           f"(min {min(spans) / 1000:.1f}, max {max(spans) / 1000:.1f})\n")
-    print("| kernel | a step | mean time (us) | mean charge (us) | charge a step (us) | share |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| kernel | a step | mean time (us) | mean charge (us) | charge a step (us) | share | mean start lag (us) |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for name in sorted(charge, key=lambda k: -charge[k]):
         c = count[name] / n
         print(f"| {name} | {c:.0f} | {dur[name] / count[name] / 1000:.2f} | {charge[name] / count[name] / 1000:.2f} | "
-              f"{charge[name] / n / 1000:.1f} | {100 * charge[name] / n / span:.1f} % |")
+              f"{charge[name] / n / 1000:.1f} | {100 * charge[name] / n / span:.1f} % | "
+              f"{lag[name] / count[name] / 1000:.2f} |")
+    if a.sequence:
+        with open(a.sequence, "w") as f:
+            f.write("| # | kernel | time (us) | charge (us) | start lag (us) |\n|---:|---|---:|---:|---:|\n")
+            for i, (t, c, l) in enumerate(pos):
+                f.write(f"| {i} | {steps[-1][i][2]} | {t / n / 1000:.2f} | {c / n / 1000:.2f} | {l / n / 1000:.2f} |\n")
     return 0
 
 

@@ -4,7 +4,7 @@
 # kernel charged from its predecessor's end to its own).
 # Expects a built build/cuda/tessera.
 #   scripts/gpu/timeline.sh [MODEL] [CTX]     default: the full-size synthetic flagship, 4096
-# Writes $OUT/timeline_decode.md (or build/gpu-logs).
+# Writes $OUT/timeline_decode.md and timeline_sequence.md (or build/gpu-logs).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 LOGS=${OUT:-build/gpu-logs}
@@ -31,4 +31,4 @@ else  # CUPTI's activity records through an injection library (kernel_trace.cpp)
   CUDA_INJECTION64_PATH=/tmp/libkernel_trace.so KERNEL_TRACE_OUT="$TRACE" "${run[@]}" >/tmp/tl_run.txt 2>&1 ||
     { tail -5 /tmp/tl_run.txt; exit 1; }
 fi
-python3 scripts/gpu/timeline.py "$TRACE" --steps 8 | tee "$LOGS/timeline_decode.md"
+python3 scripts/gpu/timeline.py "$TRACE" --steps 8 --sequence "$LOGS/timeline_sequence.md" | tee "$LOGS/timeline_decode.md"

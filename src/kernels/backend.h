@@ -260,6 +260,8 @@ public:
     virtual void moe_topk(const Tensor& logits, const MoeRouting& r, int32_t* ids, float* weights);
     // y[T, H] = Σ_j weights[t, j] · down_e(silu(gate_e·x_t) ⊙ up_e·x_t), e = ids[t, j], computed
     // grouped by expert (each expert's tokens gathered into one matmul), not token by token.
+    // When ids come from the moe_topk call just before, x must be the tensor routed there, unchanged
+    // since (the CUDA backend then reads x ahead of the ids).
     virtual void moe_experts(const Tensor& y, const Tensor& x, const MoeWeights& w, const int32_t* ids,
                              const float* weights, int k);
 };

@@ -626,10 +626,12 @@ void check_decode(const DecodeShape& sh, int B, const std::vector<int>& padding,
     }
 }
 
-// Every kernel of the step (Auto: gdn_decode_variant's choice; Cols16 falls back to 32 columns past dv 128).
+// Every kernel of the step (Auto: gdn_decode_variant's choice; Cols16 falls back to 32 columns past
+// dv 128, Head256 / Head512 to Cols32 past dk or dv 128 or r 8).
 constexpr fast::GdnDecodeVariant kDecodeVariants[] = {
-    fast::GdnDecodeVariant::Auto, fast::GdnDecodeVariant::ClusterPerKeyHead, fast::GdnDecodeVariant::Cols32,
-    fast::GdnDecodeVariant::Cols16};
+    fast::GdnDecodeVariant::Auto,   fast::GdnDecodeVariant::ClusterPerKeyHead, fast::GdnDecodeVariant::Cols32,
+    fast::GdnDecodeVariant::Cols16, fast::GdnDecodeVariant::Head256,           fast::GdnDecodeVariant::Head512};
+static_assert(std::size(kDecodeVariants) == fast::kGdnDecodeVariants);
 
 TEST(FastGdnDecodeStep, MatchesTheSeparateCpuOps) {
     REQUIRE_CUDA();
@@ -650,6 +652,8 @@ TEST(FastGdnDecodeStep, OtherShapes) {
         check_decode({1, 2, 256, 256, 4, false}, 2, {}, 2, 27, v);     // dk = dv = 256: a cluster of 8 blocks
         check_decode({3, 3, 5, 7, 3, false}, 4, {2}, 3, 28, v);        // tiny odd heads, K = 3
         check_decode({2, 4, 256, 64, 8, false}, 2, {}, 2, 30, v);      // conv kernel 8, dk 256 (the q/k taps past 16 KB)
+        check_decode({1, 16, 32, 48, 4, true}, 2, {}, 2, 31, v);       // r = 16: past the head kernels' clusters
+        check_decode({3, 6, 128, 100, 8, true}, 5, {4}, 2, 32, v);     // r = 2 tiled, conv kernel 8, dv short of 128
     }
 }
 
@@ -739,7 +743,9 @@ TEST(FastGdn, BadArgumentsAreErrors) {  // checked on the host before any launch
     bad.conv_slot_stride = 10;
     EXPECT_THROW(fast::gdn_decode_step(bad, nullptr), Error);
     bad = a;
-    bad.variant = 4;
+    bad.variant = fast::kGdnDecodeVariants;
+    EXPECT_THROW(fast::gdn_decode_step(bad, nullptr), Error);
+    bad.variant = -1;
     EXPECT_THROW(fast::gdn_decode_step(bad, nullptr), Error);
 }
 

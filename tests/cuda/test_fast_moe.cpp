@@ -31,6 +31,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/fast_moe.h"
+#include "kernels/cuda/ref_elementwise.h"
 #include "kernels/cuda/stream.h"
 #include "kernels/packed_repack.h"
 
@@ -727,6 +728,44 @@ TEST(FastMoe, RouterThenExpertsOnTheDevice) {
                                   d_ids.as<int32_t>(), d_w.as<float>(), k, d_scratch.data(), stream);
     stream.synchronize();
     expect_near_reference(to_host<float>(d_y, size_t(T * ex.H)), ex.H, ref, T, ex.H, ref.eps_bf16());
+}
+
+TEST(FastMoe, SettledXGivesTheSameBits) {
+    // The decode kernels told x was complete before the routing (x_settled: quantized before the
+    // PDL wait) after moe_route, on a row of x just written by a kernel before the router's own
+    // (an async copy would not do: a PDL wait orders kernels only): the same bits as without, the
+    // double reference on the router's ids.
+    REQUIRE_CUDA();
+    const std::unique_ptr<Backend> cpu = make_cpu_backend();
+    const int E = 64, k = 6;
+    Experts ex(E, 256, 160, DType::Q4_0, 31);
+    for (int64_t T : {1, 2}) {
+        SCOPED_TRACE("T " + std::to_string(T));
+        const std::vector<float> logits = normal_floats(size_t(T * E), 32 + uint32_t(T), 2.f);
+        const std::vector<float> x = normal_floats(size_t(T * ex.H), 34 + uint32_t(T));
+        const DeviceBuffer d_logits = to_device(logits), d_x0 = to_device(x),
+                           d_zero = to_device(std::vector<float>(size_t(T * ex.H), 0.f));
+        DeviceBuffer d_x(size_t(T * ex.H) * 4), d_ids(size_t(T * k) * 4), d_w(size_t(T * k) * 4),
+            d_y(size_t(T * ex.H) * 4), d_scratch(fast::moe_experts_scratch_bytes(T, k, E, ex.H, ex.I));
+        Stream stream;
+        std::vector<uint32_t> runs[2];
+        for (int settled : {0, 1}) {
+            TS_CUDA_CHECK(cudaMemsetAsync(d_x.data(), 0xff, size_t(T * ex.H) * 4, stream));  // NaN until copied
+            ref::add(d_x.as<float>(), ex.H, d_x0.as<float>(), ex.H, d_zero.as<float>(), ex.H, T, ex.H, stream);  // x0 + 0
+            fast::moe_route(d_logits.as<float>(), E, T, E, k, true, false, d_ids.as<int32_t>(), d_w.as<float>(),
+                            stream);
+            fast::moe_experts_packed(d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T, ex.view(), d_ids.as<int32_t>(),
+                                     d_w.as<float>(), k, d_scratch.data(), stream, true, settled == 1);
+            stream.synchronize();
+            runs[settled] = to_host<uint32_t>(d_y, size_t(T * ex.H));
+        }
+        EXPECT_EQ(runs[0], runs[1]) << "x_settled changed the result";
+        const TopkResult got{to_host<int32_t>(d_ids, size_t(T * k)), to_host<float>(d_w, size_t(T * k))};
+        std::vector<float> y(size_t(T * ex.H));
+        std::memcpy(y.data(), runs[1].data(), y.size() * 4);
+        const Reference ref = reference(ex, x, ex.H, T, Routing{got.ids, got.weights}, k);
+        expect_near_reference(y, ex.H, ref, T, ex.H, ref.eps_bf16());
+    }
 }
 
 TEST(FastMoe, RecordsIntoACudaGraph) {

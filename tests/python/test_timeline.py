@@ -55,6 +55,23 @@ def test_charges_sum_to_the_step(tmp_path):
     assert rows["gemv_dp4a_kernel"][:4] == ["2", "7.50", "8.00", "16.0"]
     assert rows["route_kernel"][:4] == ["1", "7.00", "3.00", "3.0"]
     assert float(rows["gemv_dp4a_kernel"][3]) + float(rows["route_kernel"][3]) == 19.0
+    # start lags: the first GEMV 0 (the step's start), the second 1 (mean 0.5); the route -4 (PDL).
+    assert rows["gemv_dp4a_kernel"][5] == "0.50"
+    assert rows["route_kernel"][5] == "-4.00"
+
+
+def test_sequence_lists_positions_in_launch_order(tmp_path):
+    trace = tmp_path / "trace.csv"
+    write_trace(trace, steps=4)
+    seq = tmp_path / "seq.md"
+    rc, _, err = run(trace, "--steps", "3", "--sequence", str(seq))
+    assert rc == 0, err
+    lines = [ln for ln in seq.read_text().splitlines() if ln.startswith("| ") and ln[2].isdigit()]
+    cells = [[c.strip() for c in ln.strip("|").split("|")] for ln in lines]
+    assert [c[1] for c in cells] == ["gemv_dp4a_kernel", "route_kernel", "gemv_dp4a_kernel"]
+    assert cells[0][2:] == ["10.00", "10.00", "0.00"]
+    assert cells[1][2:] == ["7.00", "3.00", "-4.00"]
+    assert cells[2][2:] == ["5.00", "6.00", "1.00"]
 
 
 def test_no_steps_is_an_error(tmp_path):

@@ -111,6 +111,7 @@ private:
     std::map<const void*, DeviceBuffer> experts_;  // device arrays of expert weight pointers
     std::map<const void*, DeviceBuffer> expert_descs_;  // device arrays of packed expert descriptors
     std::set<const void*> moe_checked_;                 // expert sets whose descriptors were checked
+    const int32_t* routed_ids_ = nullptr;  // ids of the last moe_topk, if its last launch was fast::moe_route
     std::vector<DeviceBuffer> scratch_;
     DeviceBuffer edits_;  // edit_logits' copy of the host edits (never read by a recording)
     DeviceBuffer sample_rows_;  // sample's copy of the host row parameters (likewise)

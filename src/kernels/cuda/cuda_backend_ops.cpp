@@ -178,6 +178,23 @@ bool moe_decode_mma() {
     }();
     return mma;
 }
+// TESSERA_GDN_DECODE: the fused GDN decode step's kernel — auto (the default:
+// fast::gdn_decode_variant's choice), cols32, cols16, head256 or head512 (fast_gdn.h), for A/B.
+int gdn_decode_variant_env() {
+    static const int variant = [] {
+        const char* v = std::getenv("TESSERA_GDN_DECODE");
+        const std::string s = v ? v : "";
+        using V = fast::GdnDecodeVariant;
+        if (s.empty() || s == "auto") return int(V::Auto);
+        if (s == "cols32") return int(V::Cols32);
+        if (s == "cols16") return int(V::Cols16);
+        if (s == "head256") return int(V::Head256);
+        if (s == "head512") return int(V::Head512);
+        ::tessera::fail(ErrorKind::Invalid,
+                        "TESSERA_GDN_DECODE={}: expected auto (the default), cols32, cols16, head256 or head512", s);
+    }();
+    return variant;
+}
 // TESSERA_REFERENCE_OPS: fast-mode ops kept on the reference kernels, for bisecting a
 // difference between the two paths: a comma list of matmul (packed weights unpacked to f32 and
 // multiplied with cuBLAS f32), attention, moe_route, qk_norm_rope_store (the six reference ops).
@@ -653,6 +670,7 @@ void CudaBackend::gdn_decode_step(const Tensor& y, const Tensor& mixed, const Te
     g.rms_eps = eps;
     g.y = Y.p;
     g.y_s = Y.ld;
+    g.variant = gdn_decode_variant_env();
     fast::gdn_decode_step(g, stream_.get());
 }
 
@@ -668,9 +686,13 @@ void CudaBackend::moe_topk(const Tensor& logits, const MoeRouting& r, int32_t* i
     const int64_t E = L.cols - (r.shared ? 1 : 0);
     TS_CHECK(E >= 1, "cuda moe_topk: logits {} hold no expert{}", logits.describe(),
              r.shared ? " besides the shared expert's gate" : "");
+    routed_ids_ = nullptr;
     if (kernels_ == CudaKernels::Fast && E <= fast::kMoeMaxExperts && r.k <= fast::kMoeMaxTopK &&
-        !reference_op("moe_route"))
-        return fast::moe_route(L.p, L.ld, L.rows, int(E), r.k, r.renormalize, r.shared, ids, weights, stream_.get());
+        !reference_op("moe_route")) {
+        fast::moe_route(L.p, L.ld, L.rows, int(E), r.k, r.renormalize, r.shared, ids, weights, stream_.get());
+        routed_ids_ = ids;
+        return;
+    }
     ref::moe_topk(L.p, L.rows, E, r.k, r.renormalize, r.shared, ids, weights, stream_.get());
 }
 
@@ -681,6 +703,10 @@ void CudaBackend::moe_experts(const Tensor& y, const Tensor& x, const MoeWeights
     const int E = w.n_experts();
     TS_CHECK(E > 0 && int(w.up.size()) == E && int(w.down.size()) == E, "cuda moe_experts: {} experts", E);
     const int64_t I = w.gate[0].dim(0);
+    // Right after the fast routing of these ids, x (routed there, unchanged since: backend.h) was
+    // complete before the routing kernel started: the MoE may read it before its PDL wait.
+    const bool x_settled = ids == routed_ids_;
+    routed_ids_ = nullptr;
     if (kernels_ == CudaKernels::Fast) {
         const PackedMatrix* g = expert_descriptors(w.gate);
         const PackedMatrix* u = g ? expert_descriptors(w.up) : nullptr;
@@ -699,7 +725,7 @@ void CudaBackend::moe_experts(const Tensor& y, const Tensor& x, const MoeWeights
             const fast::MoePackedExperts pe{E, X.cols, I, g, u, d};
             void* sc = scratch(1, fast::moe_experts_scratch_bytes(X.rows, k, E, X.cols, I));
             return fast::moe_experts_packed(Y.p, Y.ld, X.p, X.ld, X.rows, pe, ids, weights, k, sc, stream_.get(),
-                                            !moe_decode_mma());
+                                            !moe_decode_mma(), x_settled);
         }
     }
     const DType dt = w.gate[0].dtype;

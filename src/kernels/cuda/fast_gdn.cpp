@@ -95,10 +95,14 @@ void gdn_decode_step(const GdnDecodeArgs& a, cudaStream_t stream) {
              a.conv_slot_stride, a.conv_k - 1, C);
     TS_CHECK(a.state_slot_stride >= a.nv * a.dk * a.dv, "{}: state slot stride {} smaller than [{}, {}, {}]", op,
              a.state_slot_stride, a.nv, a.dk, a.dv);
-    TS_CHECK(a.variant >= 0 && a.variant <= 3, "{}: unknown variant {}", op, a.variant);
+    TS_CHECK(a.variant >= 0 && a.variant < kGdnDecodeVariants, "{}: unknown variant {}", op, a.variant);
     const auto v = a.variant == 0 ? gdn_decode_variant(a.n_seqs, a.nk, a.dv) : GdnDecodeVariant(a.variant);
     if (v == GdnDecodeVariant::ClusterPerKeyHead) {
         TS_CUDA_CHECK(detail::launch_gdn_decode_step(a, stream));
+        return;
+    }
+    if ((v == GdnDecodeVariant::Head256 || v == GdnDecodeVariant::Head512) && detail::gdn_decode_head_fits(a)) {
+        TS_CUDA_CHECK(detail::launch_gdn_decode_step_head(a, v == GdnDecodeVariant::Head512 ? 512 : 256, stream));
         return;
     }
     const bool narrow = v == GdnDecodeVariant::Cols16 && a.dv <= 128;  // a cluster holds at most 8 blocks

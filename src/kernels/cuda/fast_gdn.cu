@@ -7,6 +7,7 @@
 
 #include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/fast_gdn.h"
+#include "kernels/cuda/fast_gdn_step.cuh"
 
 namespace cg = cooperative_groups;
 
@@ -18,7 +19,8 @@ constexpr int kCols = 32;   // state columns per block (one per lane)
 constexpr int kWarps = 8;   // row groups per value head
 constexpr int kMaxGroup = 16;  // value heads per key head the decode step supports (r = nv / nk)
 
-__device__ inline float silu(float x) { return x / (1.f + expf(-x)); }
+using step::block_sum3;
+using step::silu;
 
 struct RecArgs {
     float* o;
@@ -212,29 +214,6 @@ __global__ void __launch_bounds__(kWarps * 32) gdn_recurrent_one_kernel(RecArgs 
 }
 
 // ---- the fused decode step ----
-
-// Sum over the block of three values (every thread gets the sums). Uses `sh` [32][3].
-__device__ inline float3 block_sum3(float3 x, float (*sh)[3]) {
-    for (int off = 16; off > 0; off /= 2) {
-        x.x += __shfl_xor_sync(0xffffffffu, x.x, off);
-        x.y += __shfl_xor_sync(0xffffffffu, x.y, off);
-        x.z += __shfl_xor_sync(0xffffffffu, x.z, off);
-    }
-    const int lane = threadIdx.x % 32, w = threadIdx.x / 32, nw = blockDim.x / 32;
-    if (lane == 0) {
-        sh[w][0] = x.x;
-        sh[w][1] = x.y;
-        sh[w][2] = x.z;
-    }
-    __syncthreads();
-    float3 r = make_float3(0.f, 0.f, 0.f);
-    for (int i = 0; i < nw; ++i) {  // in warp order: the same sums in every thread
-        r.x += sh[i][0];
-        r.y += sh[i][1];
-        r.z += sh[i][2];
-    }
-    return r;
-}
 
 // Channel ch: SiLU of its conv over [its K-1 state rows (zeros without a state) | x].
 __device__ inline float conv_channel(const GdnDecodeArgs& a, const float* st, int64_t C, int64_t ch, float x) {

@@ -124,12 +124,19 @@ struct GdnDecodeArgs {
 //  - ClusterPerKeyHead: the first version (serial phases: q/k prologue, cluster barrier, state).
 //  - Cols32 / Cols16: every load issued at once after the slot, one cluster barrier; a cluster of
 //    ceil(dv/32) or ceil(dv/16) blocks per (sequence, key head). Cols16 needs dv <= 128.
-enum class GdnDecodeVariant : int { Auto = 0, ClusterPerKeyHead = 1, Cols32 = 2, Cols16 = 3 };
-// The choice for n_seqs sequences. H200, flagship (bench_fast_gdn): Cols32 ahead of Cols16 at
-// batch 1, 8 and 64 (29 vs 43 µs at 8, 187 vs 320 at 64) and 2.4x ahead of ClusterPerKeyHead at 64.
+//  - Head256 / Head512: a block of 256 / 512 threads per (sequence, value head) holding all of its
+//    state, the r blocks of a key head in a cluster (their shared q/k conv state); needs dk, dv
+//    <= 128 and r <= 8, else Cols32 runs.
+enum class GdnDecodeVariant : int { Auto = 0, ClusterPerKeyHead = 1, Cols32 = 2, Cols16 = 3, Head256 = 4, Head512 = 5 };
+constexpr int kGdnDecodeVariants = 6;
+// The choice for n_seqs sequences. H200, flagship (bench_fast_gdn --graph, µs a step at batch
+// 1 / 8 / 64): Cols32 7.3 / 27.2 / 189, Cols16 8.7 / 42.7 / 338, Head256 6.6 / 12.2 / 108, Head512
+// 6.4 / 17.0 / 146. At batch 1 in a replayed decode step Cols32 costs less (8.3 µs after the
+// in-projection ends, Head256 9.8: its 32 blocks each load 64 KB of state after they start), so
+// Cols32 there and Head256 from 2 sequences (Cols32 where the head kernels do not take the shape).
 inline GdnDecodeVariant gdn_decode_variant(int64_t n_seqs, int64_t nk, int64_t dv) {
-    (void)n_seqs, (void)nk, (void)dv;
-    return GdnDecodeVariant::Cols32;
+    (void)nk, (void)dv;
+    return n_seqs >= 2 ? GdnDecodeVariant::Head256 : GdnDecodeVariant::Cols32;
 }
 // One launch: a cluster of ceil(dv/COLS) blocks per (sequence, key head), block z holding columns
 // [COLS·z, COLS·z + COLS) of the state of every value head that reads the key head (the cluster
@@ -151,6 +158,8 @@ cudaError_t launch_gdn_chunked(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, 
                                bool vec_loads, bool split, cudaStream_t stream);
 cudaError_t launch_gdn_decode_step(const GdnDecodeArgs& args, cudaStream_t stream);      // ClusterPerKeyHead
 cudaError_t launch_gdn_decode_step_v2(const GdnDecodeArgs& args, int cols, cudaStream_t stream);  // Cols32 / Cols16
+bool gdn_decode_head_fits(const GdnDecodeArgs& args);  // Head256 / Head512 take these shapes
+cudaError_t launch_gdn_decode_step_head(const GdnDecodeArgs& args, int threads, cudaStream_t stream);
 }  // namespace detail
 
 }  // namespace tessera::cuda::fast

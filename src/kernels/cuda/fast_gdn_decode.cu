@@ -11,6 +11,7 @@
 
 #include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/fast_gdn.h"
+#include "kernels/cuda/fast_gdn_step.cuh"
 #include "kernels/cuda/pdl.cuh"
 
 namespace cg = cooperative_groups;
@@ -22,54 +23,14 @@ namespace {
 constexpr int kGroup = 256;     // threads per value head in a block
 constexpr int kMaxHeads = 16;   // value heads per key head (r = nv / nk)
 
-__device__ inline float silu(float x) { return x / (1.f + expf(-x)); }
-
-// Sum over the block of three values (every thread gets the same sums). Uses `sh` [16][3].
-__device__ inline float3 block_sum3(float3 x, float (*sh)[3]) {
-    for (int off = 16; off > 0; off /= 2) {
-        x.x += __shfl_xor_sync(0xffffffffu, x.x, off);
-        x.y += __shfl_xor_sync(0xffffffffu, x.y, off);
-        x.z += __shfl_xor_sync(0xffffffffu, x.z, off);
-    }
-    const int lane = threadIdx.x % 32, w = threadIdx.x / 32, nw = blockDim.x / 32;
-    if (lane == 0) {
-        sh[w][0] = x.x;
-        sh[w][1] = x.y;
-        sh[w][2] = x.z;
-    }
-    __syncthreads();
-    float3 r = make_float3(0.f, 0.f, 0.f);
-    for (int i = 0; i < nw; ++i) {  // in warp order: the same sums in every thread
-        r.x += sh[i][0];
-        r.y += sh[i][1];
-        r.z += sh[i][2];
-    }
-    return r;
-}
-
-__device__ inline void cp_async4(float* dst, const float* src) {
-    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src));
-}
-__device__ inline void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
-// Cluster barrier halves. The default arrive releases every earlier write of the thread to the
-// cluster, global stores included (it waits for them): so the state's stores come after it.
-__device__ inline void cluster_arrive() { asm volatile("barrier.cluster.arrive.aligned;\n" ::: "memory"); }
-__device__ inline void cluster_arrive_relaxed() {
-    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
-}
-__device__ inline void cluster_wait() { asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory"); }
-
-// SiLU(Σ_{r<K} w[r]·win[r]) over a conv window [K-1 state rows, oldest first | the new input]: the
-// CPU's order.
-template <int KM>
-__device__ inline float conv_silu(const float* w, const float* win, int K) {
-    float acc = 0.f;
-#pragma unroll
-    for (int r = 0; r < KM; ++r)
-        if (r < K) acc += w[r] * win[r];
-    return silu(acc);
-}
+using step::block_sum3;
+using step::cluster_arrive;
+using step::cluster_arrive_relaxed;
+using step::cluster_wait;
+using step::conv_silu;
+using step::cp_async4;
+using step::cp_async_wait_all;
+using step::silu;
 
 // grid (n_seqs, nk, nsl), clusters of nsl blocks along z; blockDim = min(r, 2)·256. COLS state
 // columns per block, R rows per thread (dk <= R·256/COLS), KM >= conv_k. The conv taps (weights

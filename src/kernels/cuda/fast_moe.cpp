@@ -208,7 +208,7 @@ size_t moe_experts_scratch_bytes(int64_t T, int k, int E, int64_t H, int64_t I) 
 
 void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                              const MoePackedExperts& w, const int32_t* ids, const float* weights, int k,
-                             void* scratch, cudaStream_t stream) {
+                             void* scratch, cudaStream_t stream, bool x_settled) {
     const char* op = "moe_experts_packed";
     check_plan(plan);
     check_route_shape(op, T, w.E, k);
@@ -261,7 +261,7 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
                  "at most {} bytes)",
                  op, w.H, k * w.I, detail::moe_decode_dp4a_gate_up_smem(w.H), detail::moe_decode_dp4a_down_smem(w.I, k),
                  detail::moe_decode_dp4a_smem_limit());
-        TS_CUDA_CHECK(detail::launch_moe_decode_dp4a_gate_up(act, x, ldx, T, w, ids, k, stream));
+        TS_CUDA_CHECK(detail::launch_moe_decode_dp4a_gate_up(act, x, ldx, T, w, ids, k, x_settled, stream));
         TS_CUDA_CHECK(detail::launch_moe_decode_dp4a_down(y, ldy, act, T, w, ids, weights, k, stream));
         return;
     }
@@ -298,7 +298,7 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
 
 void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
                         const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream,
-                        bool dp4a) {
+                        bool dp4a, bool x_settled) {
     MoePlan plan = moe_pick(T, k, w.E);
     if (plan.dp4a_decode && (!dp4a || T * k > 65535 || !detail::moe_decode_dp4a_fits(w.H, w.I, k))) {
         plan.dp4a_decode = false;  // the tensor-core decode kernels, or past them the first generation
@@ -311,7 +311,7 @@ void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int6
     if (plan.v2 && !plan.large_tiles &&
         (T * k > 65535 || detail::moe_decode_smem_bytes(w.H, w.I, k) > detail::moe_decode_smem_limit()))
         plan = MoePlan{};
-    moe_experts_packed_plan(plan, y, ldy, x, ldx, T, w, ids, weights, k, scratch, stream);
+    moe_experts_packed_plan(plan, y, ldy, x, ldx, T, w, ids, weights, k, scratch, stream, x_settled);
 }
 
 }  // namespace tessera::cuda::fast

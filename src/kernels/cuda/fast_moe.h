@@ -153,13 +153,17 @@ size_t moe_experts_scratch_bytes(int64_t T, int k, int E, int64_t H, int64_t I);
 // the k slots summed in slot order. An id outside [0, E) makes that token's row NaN.
 // scratch: moe_experts_scratch_bytes(plan, ...) bytes, 256-byte aligned.
 // dp4a: the pick may take the integer-unit decode kernels (false: the tensor-core ones instead,
-// TESSERA_MOE_DECODE=mma — for A/B).
+// TESSERA_MOE_DECODE=mma — for A/B). x_settled: the caller promises that x was complete before
+// the kernel launched right before this call started — as when that kernel is moe_route's, routing
+// x's own router logits (pdl.cuh: moe_route's kernel lets its successor start only after its wait)
+// — so the integer-unit gate+up kernel quantizes x before its PDL wait, off the chain that waits
+// for the ids.
 void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
                         const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream,
-                        bool dp4a = true);
+                        bool dp4a = true, bool x_settled = false);
 void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                              const MoePackedExperts& w, const int32_t* ids, const float* weights, int k,
-                             void* scratch, cudaStream_t stream);
+                             void* scratch, cudaStream_t stream, bool x_settled = false);
 
 namespace detail {
 // The launches in the .cu files (no fmt there); arguments already checked. Each returns its
@@ -214,7 +218,8 @@ inline bool moe_decode_dp4a_fits(int64_t H, int64_t I, int k) {
            moe_decode_dp4a_down_smem(I, k) <= moe_decode_dp4a_smem_limit();
 }
 cudaError_t launch_moe_decode_dp4a_gate_up(float* act, const float* x, int64_t ldx, int64_t T,
-                                           const MoePackedExperts& w, const int32_t* ids, int k, cudaStream_t stream);
+                                           const MoePackedExperts& w, const int32_t* ids, int k, bool x_settled,
+                                           cudaStream_t stream);
 cudaError_t launch_moe_decode_dp4a_down(float* y, int64_t ldy, const float* act, int64_t T,
                                         const MoePackedExperts& w, const int32_t* ids, const float* weights, int k,
                                         cudaStream_t stream);
