@@ -21,6 +21,40 @@ constexpr unsigned kFull = 0xffffffffu;
 
 constexpr int kRouteWarps = 4;  // tokens per block
 
+// Batcher's odd-even merge sort network for N (a power of 2) as a list of compare-exchange
+// pairs (lo, hi), built at compile time (N = 8: 19 pairs in 6 levels).
+template <int N>
+struct SortNet {
+    int n = 0;
+    int lo[N * N] = {}, hi[N * N] = {};
+};
+template <int N>
+constexpr SortNet<N> sort_net() {
+    SortNet<N> net;
+    for (int p = 1; p < N; p += p)
+        for (int k = p; k > 0; k /= 2)
+            for (int j = k % p; j + k < N; j += 2 * k)
+                for (int i = 0; i < k && i + j + k < N; ++i)
+                    if ((i + j) / (2 * p) == (i + j + k) / (2 * p)) {
+                        net.lo[net.n] = i + j;
+                        net.hi[net.n] = i + j + k;
+                        ++net.n;
+                    }
+    return net;
+}
+
+// a[0..N) in descending order by that network: every index known at compile time (registers).
+template <int N>
+__device__ __forceinline__ void sort_desc(unsigned long long (&a)[N]) {
+    constexpr SortNet<N> net = sort_net<N>();
+#pragma unroll
+    for (int c = 0; c < net.n; ++c) {
+        const unsigned long long x = a[net.lo[c]], y = a[net.hi[c]];
+        a[net.lo[c]] = y > x ? y : x;
+        a[net.hi[c]] = y > x ? x : y;
+    }
+}
+
 // NV probabilities per lane: expert v·32 + lane.
 template <int NV>
 __global__ void __launch_bounds__(kRouteWarps * 32)
@@ -84,7 +118,9 @@ __global__ void __launch_bounds__(kRouteWarps * 32)
 
     // Top-k: k warp-wide selections of the largest 64-bit key, in cpu::moe_topk's order: the high
     // word the bits of p (p ≥ +0 or NaN: monotone; NaN above everything), the low word 2¹⁶ − index
-    // (ties to the lower index; never 0). Absent experts have key 0, taken ones are masked.
+    // (ties to the lower index; never 0, so keys are unique). Absent experts have key 0. Each lane
+    // sorts its keys once and offers its largest; the winning lane drops it (a shift of its list),
+    // so a pick is two redux instructions and a few moves, not a scan of NV keys.
     unsigned long long key[NV];
 #pragma unroll
     for (int v = 0; v < NV; ++v) {
@@ -93,25 +129,23 @@ __global__ void __launch_bounds__(kRouteWarps * 32)
         const uint32_t hi = isnan(pv) ? 0xffffffffu : pv == 0.f ? 0u : __float_as_uint(pv);
         key[v] = i < E ? (static_cast<unsigned long long>(hi) << 32) | uint32_t(0x10000 - i) : 0ull;
     }
-    unsigned taken = 0;  // bit v: expert v·32 + lane was selected (a mask, not a store into key[])
+    sort_desc<NV>(key);
     float my_w = 0.f, wsum = 0.f;
     int my_id = -1;
     for (int j = 0; j < k; ++j) {
-        unsigned long long best = 0ull;
-#pragma unroll
-        for (int v = 0; v < NV; ++v) {
-            const unsigned long long kv = (taken >> v) & 1u ? 0ull : key[v];
-            best = kv > best ? kv : best;
-        }
+        const unsigned long long mine = key[0];
         // The warp's largest key: the largest high word, then the largest low word among the lanes
         // holding it — two redux instructions, not a butterfly of 64-bit shuffles.
-        const uint32_t bh = __reduce_max_sync(kFull, uint32_t(best >> 32));
-        const uint32_t bl = __reduce_max_sync(kFull, uint32_t(best >> 32) == bh ? uint32_t(best) : 0u);
-        best = (static_cast<unsigned long long>(bh) << 32) | bl;
-        const int bi = 0x10000 - int(uint32_t(best));  // k ≤ E: a key is never 0 here
-        const uint32_t hi = uint32_t(best >> 32);
-        const float bv = hi == 0xffffffffu ? __int_as_float(0x7fffffff) : __uint_as_float(hi);
-        if ((bi & 31) == lane) taken |= 1u << (bi >> 5);
+        const uint32_t bh = __reduce_max_sync(kFull, uint32_t(mine >> 32));
+        const uint32_t bl = __reduce_max_sync(kFull, uint32_t(mine >> 32) == bh ? uint32_t(mine) : 0u);
+        const unsigned long long best = (static_cast<unsigned long long>(bh) << 32) | bl;
+        if (mine == best) {  // this lane's: the next of its keys moves up
+#pragma unroll
+            for (int v = 0; v + 1 < NV; ++v) key[v] = key[v + 1];
+            key[NV - 1] = 0ull;
+        }
+        const int bi = 0x10000 - int(bl);  // k ≤ E: a key is never 0 here
+        const float bv = bh == 0xffffffffu ? __int_as_float(0x7fffffff) : __uint_as_float(bh);
         if (lane == j) {
             my_w = bv;
             my_id = bi;
