@@ -105,17 +105,8 @@ __global__ void __launch_bounds__(2 * kGroup, MINB) gdn_decode2_kernel(GdnDecode
     const float* cst = slot >= 0 ? a.conv_state + slot * a.conv_slot_stride : nullptr;
     float* S0 = slot >= 0 ? a.state + slot * a.state_slot_stride : nullptr;
 
-    // Queues the conv taps of channel ch into w[tap], win[tap] (no state: zeros): phase 0 the
-    // weight and the state rows (before the wait), phase 1 the new input (after it).
-    auto queue_tap = [&](float* w, float* win, int64_t ch, int tap, int phase) {
-        if (phase == 1) {
-            if (tap == K - 1) cp_async4(win, xrow + ch);
-            return;
-        }
-        cp_async4(w, a.conv_w + ch * K + tap);
-        if (tap == K - 1) return;
-        if (cst) cp_async4(win, cst + tap * C + ch);
-        else *win = 0.f;
+    auto queue_tap = [&](float* w, float* win, int64_t ch, int tap, int phase) {  // step::queue_conv_tap
+        step::queue_conv_tap(w, win, a.conv_w, cst, xrow, C, ch, tap, K, phase);
     };
     // Pass p's loads: the v taps of its head's columns (the head's 256 threads) and this thread's
     // state rows S[rl + NR·m, j].

@@ -65,17 +65,8 @@ __global__ void __launch_bounds__(THREADS, THREADS == 256 ? 2 : 1) gdn_decode_he
     const float* cst = slot >= 0 ? a.conv_state + slot * a.conv_slot_stride : nullptr;
     float* S = slot >= 0 && col_ok ? a.state + slot * a.state_slot_stride + int64_t(h) * dk * dv + c : nullptr;
 
-    // Queues the conv taps of channel ch into w[tap], win[tap] (no state: zeros): phase 0 the
-    // weight and the state rows (before the wait), phase 1 the new input (after it).
-    auto queue_tap = [&](float* w, float* win, int64_t ch, int tap, int phase) {
-        if (phase == 1) {
-            if (tap == K - 1) cp_async4(win, xrow + ch);
-            return;
-        }
-        cp_async4(w, a.conv_w + ch * K + tap);
-        if (tap == K - 1) return;
-        if (cst) cp_async4(win, cst + tap * C + ch);
-        else *win = 0.f;
+    auto queue_tap = [&](float* w, float* win, int64_t ch, int tap, int phase) {  // step::queue_conv_tap
+        step::queue_conv_tap(w, win, a.conv_w, cst, xrow, C, ch, tap, K, phase);
     };
     auto taps = [&](int phase) {
         for (int i = tid; i < 2 * dk * K; i += THREADS) {  // q | k of key head hk

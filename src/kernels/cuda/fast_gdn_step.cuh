@@ -48,6 +48,21 @@ __device__ inline void cp_async4(float* dst, const float* src) {
 }
 __device__ inline void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
+// Queues conv tap `tap` of channel ch into *w, *win by cp.async: phase 0 the weight conv_w[ch, tap]
+// and, for tap < K-1, the state row cst[tap, ch] (rows C apart; no state: a zero stored); phase 1
+// the new input xrow[ch] as the last tap. Phase 0 reads no kernel's output (before a PDL wait).
+__device__ inline void queue_conv_tap(float* w, float* win, const float* conv_w, const float* cst, const float* xrow,
+                                      int64_t C, int64_t ch, int tap, int K, int phase) {
+    if (phase == 1) {
+        if (tap == K - 1) cp_async4(win, xrow + ch);
+        return;
+    }
+    cp_async4(w, conv_w + ch * K + tap);
+    if (tap == K - 1) return;
+    if (cst) cp_async4(win, cst + tap * C + ch);
+    else *win = 0.f;
+}
+
 // Cluster barrier halves. The default arrive releases every earlier memory access of the thread
 // to the cluster, global stores included (it waits for them); the relaxed one orders nothing.
 __device__ inline void cluster_arrive() { asm volatile("barrier.cluster.arrive.aligned;\n" ::: "memory"); }
