@@ -751,7 +751,8 @@ TEST(FastMoe, SettledXGivesTheSameBits) {
         std::vector<uint32_t> runs[2];
         for (int settled : {0, 1}) {
             TS_CUDA_CHECK(cudaMemsetAsync(d_x.data(), 0xff, size_t(T * ex.H) * 4, stream));  // NaN until copied
-            ref::add(d_x.as<float>(), ex.H, d_x0.as<float>(), ex.H, d_zero.as<float>(), ex.H, T, ex.H, stream);  // x0 + 0
+            // x = x0 + 0 by a kernel
+            ref::add(d_x.as<float>(), ex.H, d_x0.as<float>(), ex.H, d_zero.as<float>(), ex.H, T, ex.H, stream);
             fast::moe_route(d_logits.as<float>(), E, T, E, k, true, false, d_ids.as<int32_t>(), d_w.as<float>(),
                             stream);
             fast::moe_experts_packed(d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T, ex.view(), d_ids.as<int32_t>(),

@@ -126,8 +126,15 @@ struct GdnDecodeArgs {
 //    ceil(dv/32) or ceil(dv/16) blocks per (sequence, key head). Cols16 needs dv <= 128.
 //  - Head256 / Head512: a block of 256 / 512 threads per (sequence, value head) holding all of its
 //    state, the r blocks of a key head in a cluster (their shared q/k conv state); needs dk, dv
-//    <= 128 and r <= 8, else Cols32 runs.
-enum class GdnDecodeVariant : int { Auto = 0, ClusterPerKeyHead = 1, Cols32 = 2, Cols16 = 3, Head256 = 4, Head512 = 5 };
+//    <= 128, r <= 8 and nv <= 65535, else Cols32 runs.
+enum class GdnDecodeVariant : int {
+    Auto = 0,
+    ClusterPerKeyHead = 1,
+    Cols32 = 2,
+    Cols16 = 3,
+    Head256 = 4,
+    Head512 = 5,
+};
 constexpr int kGdnDecodeVariants = 6;
 // The choice for n_seqs sequences. H200, flagship (bench_fast_gdn --graph, µs a step at batch
 // 1 / 8 / 64): Cols32 7.3 / 27.2 / 189, Cols16 8.7 / 42.7 / 338, Head256 6.6 / 12.2 / 108, Head512
@@ -138,11 +145,12 @@ inline GdnDecodeVariant gdn_decode_variant(int64_t n_seqs, int64_t nk, int64_t d
     (void)nk, (void)dv;
     return n_seqs >= 2 ? GdnDecodeVariant::Head256 : GdnDecodeVariant::Cols32;
 }
-// One launch: a cluster of ceil(dv/COLS) blocks per (sequence, key head), block z holding columns
+// One launch of the variant args.variant names (0: gdn_decode_variant's choice): for Cols32 /
+// Cols16 a cluster of ceil(dv/COLS) blocks per (sequence, key head), block z holding columns
 // [COLS·z, COLS·z + COLS) of the state of every value head that reads the key head (the cluster
 // shares the conv state of its q/k channels and the RMSNorm sums over dv through distributed
-// shared memory); COLS 32 or 16 by gdn_decode_variant. A slot outside [-1, n_slots) gives NaN
-// outputs and no writes.
+// shared memory); for Head256 / Head512 a block per (sequence, value head). A slot outside
+// [-1, n_slots) gives NaN outputs and no writes.
 void gdn_decode_step(const GdnDecodeArgs& args, cudaStream_t stream);
 
 namespace detail {

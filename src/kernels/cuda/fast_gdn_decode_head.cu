@@ -214,7 +214,7 @@ cudaError_t launch_head(const GdnDecodeArgs& a, cudaStream_t stream) {
 }  // namespace
 
 bool gdn_decode_head_fits(const GdnDecodeArgs& a) {
-    return a.dk <= kMaxDk && a.dv <= kCols && a.nv / a.nk <= 8;  // portable cluster sizes
+    return a.dk <= kMaxDk && a.dv <= kCols && a.nv / a.nk <= 8 && a.nv <= 65535;  // portable clusters; grid y
 }
 
 cudaError_t launch_gdn_decode_step_head(const GdnDecodeArgs& a, int threads, cudaStream_t stream) {

@@ -153,11 +153,11 @@ size_t moe_experts_scratch_bytes(int64_t T, int k, int E, int64_t H, int64_t I);
 // the k slots summed in slot order. An id outside [0, E) makes that token's row NaN.
 // scratch: moe_experts_scratch_bytes(plan, ...) bytes, 256-byte aligned.
 // dp4a: the pick may take the integer-unit decode kernels (false: the tensor-core ones instead,
-// TESSERA_MOE_DECODE=mma — for A/B). x_settled: the caller promises that x was complete before
-// the kernel launched right before this call started — as when that kernel is moe_route's, routing
-// x's own router logits (pdl.cuh: moe_route's kernel lets its successor start only after its wait)
-// — so the integer-unit gate+up kernel quantizes x before its PDL wait, off the chain that waits
-// for the ids.
+// TESSERA_MOE_DECODE=mma — for A/B). x_settled: the caller promises that x was written before
+// the last kernel launched ahead of this call — as when that kernel is moe_route's, routing x's
+// own router logits (it lets its successor start only after its PDL wait, so all before it has
+// completed: pdl.cuh) — so the integer-unit gate+up kernel quantizes x before its PDL wait, off
+// the chain that waits for the ids.
 void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
                         const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream,
                         bool dp4a = true, bool x_settled = false);

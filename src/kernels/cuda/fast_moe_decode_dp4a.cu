@@ -8,15 +8,16 @@
 //            …), each lane on gate and up row i: 2 k-tiles × 2 matrices in flight (H = 2048:
 //            all of them). The weights are requested as soon as the slot's expert is known, then
 //            the block quantizes the token's x — or, where x was complete before the routing
-//            kernel ran (x_settled), before its PDL wait: end to end at 4K, with the down kernel's
-//            items all in flight (kDownU = 3), 493.0 / 492.1 → 504.8 / 499.7 tok/s. SwiGLU of the warps' partials added in order →
-//            act [T·k, I] f32. At most 80 registers, so 3 blocks fit an SM: the flagship's 288
-//            blocks (32 output tiles × 9 slots) run in one wave on 132 SMs, not two (H200, 4K
-//            decode: 454 → 480 tok/s end to end).
+//            kernel ran (x_settled), before its PDL wait (end to end at 4K, with the down
+//            kernel's items all in flight: 493.0 / 492.1 → 504.8 / 499.7 tok/s). SwiGLU of the
+//            warps' partials added in order → act [T·k, I] f32. At most 80 registers, so 3
+//            blocks fit an SM: the flagship's 288 blocks (32 output tiles × 9 slots) run in one
+//            wave on 132 SMs, not two (H200, 4K decode: 454 → 480 tok/s end to end).
 //   down:    block = (16 outputs h, token t) of 16 warps; the token's k·⌈I/128⌉ (slot, k-tile)
 //            items over the warps (item n on warp n % 16), all of a warp's items in flight
-//            (batches of kDownU; the flagship's 36 items: all of them before the wait). Started by programmatic dependent launch while gate_up runs:
-//            it requests its weights, then waits for act and quantizes the token's k act rows.
+//            (batches of kDownU = 3: the flagship's 36 items all before the wait). Started by
+//            programmatic dependent launch while gate_up runs: it requests its weights, then
+//            waits for act and quantizes the token's k act rows.
 //            Each item's partial goes to shared memory; y[t, h] = Σ_j weights[t, j]·o_j, o_j the
 //            sum of slot j's k-tile partials in k-tile order, slots in order (no atomics).
 #include <cuda_fp16.h>
