@@ -370,6 +370,38 @@ TEST(FastGdnChunked, PrefillSplitAtMultiplesOf64EqualsOnePass) {
     }
 }
 
+TEST(FastGdnChunked, PrefillSplitMidChunkMatchesOnePass) {
+    REQUIRE_CUDA();
+    // The engine's chunked prefill may stop anywhere in a 64-token chunk (a step's token budget
+    // shared between sequences): 1000 tokens in calls cut mid-chunk (the chunks then fall
+    // elsewhere than in one pass, so the sums differ in order) against the CPU's one pass, the
+    // outputs and the final state within the long-sequence tolerance, from a random state.
+    const Shape sh = kFlagship;
+    std::mt19937 rng(12);
+    const int64_t n = 1000, n_slots = 2;
+    const RuleInputs in(sh, n, n_slots, rng);
+    const std::vector<int32_t> slot = {0};
+    std::vector<float> st_cpu = in.init, o_cpu;
+    cpu_rule(in, GdnMode::Chunked, 0, {int32_t(n)}, slot, st_cpu, o_cpu);
+    for (const std::vector<int64_t>& cuts : {std::vector<int64_t>{100}, std::vector<int64_t>{1, 65, 333},
+                                             std::vector<int64_t>{63, 127, 999}, std::vector<int64_t>{500, 501}}) {
+        std::string name = "split at";
+        for (int64_t c : cuts) name += ' ' + std::to_string(c);
+        SCOPED_TRACE(name);
+        GpuRule split(in);
+        std::vector<float> o_split;
+        int64_t t = 0;
+        for (size_t i = 0; i <= cuts.size(); ++i) {
+            const int64_t end = i < cuts.size() ? cuts[i] : n;
+            const std::vector<float> o = split.run(GdnMode::Chunked, t, {int32_t(end - t)}, slot, 0);
+            o_split.insert(o_split.end(), o.begin(), o.end());
+            t = end;
+        }
+        compare(o_split, o_cpu, kTolChunkLong, "o", in.where_o());
+        compare(to_host<float>(split.st), st_cpu, kTolChunkLong, "state", in.where_state());
+    }
+}
+
 TEST(FastGdnChunked, VariantsGiveTheSameBits) {
     REQUIRE_CUDA();
     // The state pass in blocks of 8 or 16 warps (each tile is one warp's in either, same order);
