@@ -326,6 +326,26 @@ TEST(FastGdn, OddHeadSizes) {
     check_rule({1, 2, 256, 256, false}, GdnMode::Recurrent, {1, 66}, kTolRec, 8);
 }
 
+// Tokens [0, n) of one sequence through `rule` in calls ending at each cut, then at n; o of all
+// the calls in token order. SCOPED_TRACE name: "split at c1 c2 …".
+std::vector<float> run_in_cuts(GpuRule& rule, const std::vector<int64_t>& cuts, int64_t n,
+                               const std::vector<int32_t>& slot, fast::GdnChunkVariant v) {
+    std::vector<float> o_all;
+    int64_t t = 0;
+    for (size_t i = 0; i <= cuts.size(); ++i) {
+        const int64_t end = i < cuts.size() ? cuts[i] : n;
+        const std::vector<float> o = rule.run(GdnMode::Chunked, t, {int32_t(end - t)}, slot, 0, v);
+        o_all.insert(o_all.end(), o.begin(), o.end());
+        t = end;
+    }
+    return o_all;
+}
+std::string cuts_name(const std::vector<int64_t>& cuts) {
+    std::string name = "split at";
+    for (int64_t c : cuts) name += ' ' + std::to_string(c);
+    return name;
+}
+
 TEST(FastGdnChunked, PrefillSplitAtMultiplesOf64EqualsOnePass) {
     REQUIRE_CUDA();
     // One sequence of 1000 tokens in one call, vs the same tokens in calls split at multiples of
@@ -349,21 +369,9 @@ TEST(FastGdnChunked, PrefillSplitAtMultiplesOf64EqualsOnePass) {
         }
         for (const std::vector<int64_t>& cuts : {std::vector<int64_t>{64, 640}, std::vector<int64_t>{128},
                                                  std::vector<int64_t>{64, 128, 192, 256, 896}}) {
-            std::string name = "split at";
-            for (int64_t c : cuts) {
-                name += ' ';
-                name += std::to_string(c);
-            }
-            SCOPED_TRACE(name);
+            SCOPED_TRACE(cuts_name(cuts));
             GpuRule split(in);
-            std::vector<float> o_split;
-            int64_t t = 0;
-            for (size_t i = 0; i <= cuts.size(); ++i) {
-                const int64_t end = i < cuts.size() ? cuts[i] : n;
-                const std::vector<float> o = split.run(GdnMode::Chunked, t, {int32_t(end - t)}, slot, 0, v);
-                o_split.insert(o_split.end(), o.begin(), o.end());
-                t = end;
-            }
+            const std::vector<float> o_split = run_in_cuts(split, cuts, n, slot, v);
             expect_same_bits(o_split, o_one, "o", in.where_o());
             expect_same_bits(to_host<float>(split.st), st_one, "state", in.where_state());
         }
@@ -385,18 +393,9 @@ TEST(FastGdnChunked, PrefillSplitMidChunkMatchesOnePass) {
     cpu_rule(in, GdnMode::Chunked, 0, {int32_t(n)}, slot, st_cpu, o_cpu);
     for (const std::vector<int64_t>& cuts : {std::vector<int64_t>{100}, std::vector<int64_t>{1, 65, 333},
                                              std::vector<int64_t>{63, 127, 999}, std::vector<int64_t>{500, 501}}) {
-        std::string name = "split at";
-        for (int64_t c : cuts) name += ' ' + std::to_string(c);
-        SCOPED_TRACE(name);
+        SCOPED_TRACE(cuts_name(cuts));
         GpuRule split(in);
-        std::vector<float> o_split;
-        int64_t t = 0;
-        for (size_t i = 0; i <= cuts.size(); ++i) {
-            const int64_t end = i < cuts.size() ? cuts[i] : n;
-            const std::vector<float> o = split.run(GdnMode::Chunked, t, {int32_t(end - t)}, slot, 0);
-            o_split.insert(o_split.end(), o.begin(), o.end());
-            t = end;
-        }
+        const std::vector<float> o_split = run_in_cuts(split, cuts, n, slot, fast::GdnChunkVariant::Auto);
         compare(o_split, o_cpu, kTolChunkLong, "o", in.where_o());
         compare(to_host<float>(split.st), st_cpu, kTolChunkLong, "state", in.where_state());
     }

@@ -1,6 +1,7 @@
 // Device helpers of the fused GDN decode-step kernels (fast_gdn.cu, fast_gdn_decode.cu,
 // fast_gdn_decode_head.cu): SiLU, a block sum of three values, the conv taps' SiLU, 4-byte
-// cp.async, and the two halves of a cluster barrier. Header-only, device code only.
+// cp.async (the chunked kernels' fast_gdn_wy.cuh takes it too), and the two halves of a cluster
+// barrier. Header-only, device code only.
 #pragma once
 
 namespace tessera::cuda::fast::detail::step {

@@ -5,6 +5,7 @@
 
 #include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/fast_gdn.h"
+#include "kernels/cuda/fast_gdn_step.cuh"
 
 namespace tessera::cuda::fast::detail::wy {
 
@@ -54,11 +55,8 @@ __device__ inline bool seq_of(const ChArgs& a, int s, Seq* q) {
 
 // ---- asynchronous tile loads: every element's copy in flight at once, one wait ----
 
-__device__ inline void cp_async4(float* dst, const float* src) {
-    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src));
-}
-__device__ inline void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+using step::cp_async4;  // fast_gdn_step.cuh
+using step::cp_async_wait_all;
 __device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N>  // wait until at most the N most recent groups of this thread are in flight
 __device__ inline void cp_async_wait() {
