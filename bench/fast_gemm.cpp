@@ -93,7 +93,8 @@ void bench_shape(const Args& a, const bench::MatmulShape& s, const std::string& 
         const cudaStream_t st = stream.get();
 
         // cuBLAS bf16 on the same shape: y[T, N] = xb[T, K] · wbf[N, K]ᵀ (column-major yᵀ = w·xᵀ).
-        TS_CUDA_CHECK(fast::detail::launch_convert_x(scratch.as<uint16_t>(), dx.as<float>(), K, T, K, false, st));
+        TS_CUDA_CHECK(fast::detail::launch_convert_x(scratch.as<uint16_t>(), dx.as<float>(), K, T, K,
+                                                     fast::detail::XOrder::plain, st));
         blas.bind(st);
         const float one = 1.f, zero = 0.f;
         const double cublas = timer.median(a.warmup, a.runs, [&] {
@@ -116,12 +117,13 @@ void bench_shape(const Args& a, const bench::MatmulShape& s, const std::string& 
             cublas, anchor.empty() ? "x pass + GEMM" : "x pass + GEMM; llama.cpp q4_0 " + anchor);
         const double conv = timer.median(a.warmup, a.runs, [&] {
             TS_CUDA_CHECK(fast::detail::launch_convert_x(scratch.as<uint16_t>(), dx.as<float>(), K, T, K,
-                                                         fast::detail::kGemmConfigs[pick.config].paired, st));
+                                                         fast::detail::x_order(fast::detail::kGemmConfigs[pick.config]), st));
         });
         std::printf("| %-22s | %5lld | %-4s | %-30s | %9.2f | %7s | %6s | %5s | %.2f TB/s\n", s.name, (long long)T,
                     "f32", "x -> bf16 pass alone", conv * 1e6, "", "", "", double(T * K * 6) / conv / 1e12);
         if (!a.all_configs) continue;
-        TS_CUDA_CHECK(fast::detail::launch_convert_x(scratch.as<uint16_t>(), dx.as<float>(), K, T, K, false, st));
+        TS_CUDA_CHECK(fast::detail::launch_convert_x(scratch.as<uint16_t>(), dx.as<float>(), K, T, K,
+                                                     fast::detail::XOrder::plain, st));
         if (!int8)
             for (int c : {0, 1, 7}) {  // the same kernels without dequantization: the ceiling of this design
                 const fast::detail::GemmArgs ga{dy.as<float>(), N, scratch.as<uint16_t>(), w, T, 1};
@@ -133,8 +135,9 @@ void bench_shape(const Args& a, const bench::MatmulShape& s, const std::string& 
             }
         for (int c = 0; c < fast::detail::kGemmConfigCount; ++c)
             for (int splits = 1; splits <= 2; ++splits) {
+                if (fast::detail::gemm_blocks_per_sm(c, w.kind) == 0) continue;  // wgmma: Int4 only
                 TS_CUDA_CHECK(fast::detail::launch_convert_x(scratch.as<uint16_t>(), dx.as<float>(), K, T, K,
-                                                             fast::detail::kGemmConfigs[c].paired, st));
+                                                             fast::detail::x_order(fast::detail::kGemmConfigs[c]), st));
                 const fast::GemmPlan plan{c, splits};
                 const double t = timer.median(a.warmup, a.runs, [&] {
                     fast::gemm_packed_plan(plan, false, dy.as<float>(), N, dx.as<float>(), K, T, w, scratch.data(), st);

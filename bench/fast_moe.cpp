@@ -122,6 +122,7 @@ std::string plan_name(const fast::MoePlan& p) {
                (p.mma_down_batch ? std::to_string(p.mma_down_batch) : std::string("auto")) +
                (p.mma_down_warps == 16 ? " 16 warps" : "") + (p.mma_gate_up_batch == 1 ? " gu 1" : "") +
                (p.mma_pdl ? " pdl" : "");
+    if (p.wgmma) return "wgmma large/" + std::to_string(p.tile_rows) + " (bf16)";
     if (p.v2) return p.large_tiles ? "v2 large/" + std::to_string(p.tile_rows) + " (mma bf16)" : "v2 decode per slot";
     if (p.large_tiles) return "large tiles/" + std::to_string(p.tile_rows) + " (mma bf16)";
     return std::string(p.grouped ? "grouped/" + std::to_string(p.tile_rows) : "per slot") +
@@ -129,6 +130,12 @@ std::string plan_name(const fast::MoePlan& p) {
 }
 
 size_t align256(size_t v) { return (v + 255) / 256 * 256; }
+
+fast::MoePlan wgmma_plan(int tile_rows) {
+    fast::MoePlan p{true, false, tile_rows, true};
+    p.wgmma = true;
+    return p;
+}
 
 void row(const Shape& s, int64_t T, const std::string& what, double sec, double bytes, const std::string& note) {
     std::printf("| %-20s | %4lld | %-44s | %9.2f | %6.2f | %5.1f%% | %s\n", s.name, (long long)T, what.c_str(), sec * 1e6,
@@ -187,12 +194,13 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
               fast::MoePlan{true, false, 16, true, true},
               fast::MoePlan{true, false, 32, true, true}, fast::MoePlan{true, false, 64, true, true},
               fast::MoePlan{false, true, 8}, fast::MoePlan{true, true, 8}, fast::MoePlan{true, false, 8},
-              fast::MoePlan{true, false, 1}, fast::MoePlan{true, false, 32, true}, fast::MoePlan{true, false, 64, true}}) {
+              fast::MoePlan{true, false, 1}, fast::MoePlan{true, false, 32, true}, fast::MoePlan{true, false, 64, true},
+              wgmma_plan(16), wgmma_plan(32), wgmma_plan(64)}) {
             if (p.grouped == pick.grouped && p.down_by_token == pick.down_by_token && p.tile_rows == pick.tile_rows &&
                 p.large_tiles == pick.large_tiles && p.v2 == pick.v2 && p.mma_decode == pick.mma_decode &&
                 p.mma_down_batch == pick.mma_down_batch && p.mma_pdl == pick.mma_pdl &&
                 p.mma_gate_up_batch == pick.mma_gate_up_batch && p.mma_down_warps == pick.mma_down_warps &&
-                p.dp4a_decode == pick.dp4a_decode)
+                p.dp4a_decode == pick.dp4a_decode && p.wgmma == pick.wgmma)
                 continue;
             if ((p.mma_decode || p.dp4a_decode) && (T * s.k > 65535 || (T > 64 && !a.all))) continue;  // decode only
             if (!p.large_tiles && !p.v2 && T > 64 && !a.all) continue;  // the f32 tiles at prefill: minutes

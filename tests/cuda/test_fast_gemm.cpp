@@ -244,7 +244,8 @@ TEST(FastGemm, EveryConfig) {
     for (int cfg = 0; cfg < fast::detail::kGemmConfigCount; ++cfg) {
         run_case(Case{PackedKind::Int4, 32, false, 129, 257, 2080, 3, 1}, cfg);
         run_case(Case{PackedKind::Int4, 64, true, 65, 129, 448}, cfg, 2);  // K = 64·7: 3.5 k-tiles
-        run_case(Case{PackedKind::Int8, 16, false, 129, 257, 2080, 1, 2}, cfg, cfg % 2 + 1);
+        if (!fast::detail::kGemmConfigs[cfg].wgmma)  // wgmma: Int4 only (refused below)
+            run_case(Case{PackedKind::Int8, 16, false, 129, 257, 2080, 1, 2}, cfg, cfg % 2 + 1);
     }
 }
 
@@ -261,6 +262,31 @@ TEST(FastGemm, Int4InTiles) {
                           Case{PackedKind::Int4, 128, true, 64, 48, 14336, 0, 1, true},
                           Case{PackedKind::Int4, 32, false, 513, 2048, 4096, 0, 0, true}})
         run_case(c);
+}
+
+// The wgmma configurations (fast_gemm_wgmma.cu) on their own awkward shapes: one token, T just
+// past a token tile (BN 64 / 128 / 256), N odd and one past a 128-row block, K = 32·odd (a partial
+// last k-tile: the x pass pads K to 128), K split in two with an odd number of k-tiles, G 32 / 64 /
+// 128 with and without biases, row-major and 16-row tiles, strided x and y.
+TEST(FastGemm, WgmmaAwkwardShapes) {
+    REQUIRE_CUDA();
+    int ran = 0;
+    for (int cfg = 0; cfg < fast::detail::kGemmConfigCount; ++cfg) {
+        if (!fast::detail::kGemmConfigs[cfg].wgmma) continue;
+        ++ran;
+        for (const Case& c : {Case{PackedKind::Int4, 32, false, 1, 1, 32},
+                              Case{PackedKind::Int4, 32, true, 2, 3, 96, 1, 2},
+                              Case{PackedKind::Int4, 32, false, 65, 129, 160},
+                              Case{PackedKind::Int4, 64, true, 129, 127, 2112, 4, 1},
+                              Case{PackedKind::Int4, 128, false, 257, 257, 384},
+                              Case{PackedKind::Int4, 32, false, 17, 33, 14336},
+                              Case{PackedKind::Int4, 32, false, 300, 256, 2048, 0, 3, true},
+                              Case{PackedKind::Int4, 128, true, 129, 272, 1152, 2, 0, true}})
+            run_case(c, cfg);
+        run_case(Case{PackedKind::Int4, 32, true, 200, 129, 2208, 1, 1}, cfg, 2);  // 18 k-tiles: 9 + 9
+        run_case(Case{PackedKind::Int4, 64, false, 70, 144, 640, 0, 0, true}, cfg, 2);  // 5: 3 + 2
+    }
+    EXPECT_GT(ran, 0);
 }
 
 TEST(FastGemm, EmptyAndBadArguments) {
@@ -281,4 +307,12 @@ TEST(FastGemm, EmptyAndBadArguments) {
     w.kind = PackedKind::Int8;
     w.group = 64;
     EXPECT_THROW(fast::gemm_packed(nullptr, 3, nullptr, 64, 4, w, nullptr, nullptr), Error);
+    w.group = 32;
+    for (int cfg = 0; cfg < fast::detail::kGemmConfigCount; ++cfg)  // wgmma tiles take Int4 only
+        if (fast::detail::kGemmConfigs[cfg].wgmma) {
+            EXPECT_EQ(fast::detail::gemm_blocks_per_sm(cfg, PackedKind::Int8), 0);
+            EXPECT_THROW(fast::gemm_packed_plan(fast::GemmPlan{cfg, 1}, true, nullptr, 3, nullptr, 64, 4, w, nullptr,
+                                                nullptr),
+                         Error);
+        }
 }

@@ -71,7 +71,7 @@ std::string str(const fast::MoePlan& p) {
         return "mma decode per slot, down by token, batch " + std::to_string(p.mma_down_batch) + ", gate+up batch " +
                std::to_string(p.mma_gate_up_batch) + ", down warps " + std::to_string(p.mma_down_warps) +
                (p.mma_pdl ? ", pdl" : "");
-    return std::string(p.v2 ? "v2 " : "") + (p.large_tiles ? "large tiles " : "") +
+    return std::string(p.v2 ? "v2 " : "") + (p.wgmma ? "wgmma " : "") + (p.large_tiles ? "large tiles " : "") +
            (p.grouped ? "grouped tile " + std::to_string(p.tile_rows) : "per slot") +
            (p.down_by_token ? ", down by token" : ", down by item + combine");
 }
@@ -98,6 +98,17 @@ const fast::MoePlan kMmaDecodePlans[] = {{false, true, 8, false, false, true, 0}
                                          {false, true, 8, false, false, true, 0, false, 0, 16},
                                          {false, true, 8, false, false, true, 0, true, 0, 16}};
 
+// The wgmma large tiles of 16, 32 and 64 rows (bf16 bound).
+std::vector<fast::MoePlan> wgmma_plans() {
+    std::vector<fast::MoePlan> plans;
+    for (int rows : {16, 32, 64}) {
+        fast::MoePlan p{true, false, rows, true};
+        p.wgmma = true;
+        plans.push_back(p);
+    }
+    return plans;
+}
+
 // The integer-unit decode kernels (x and act in two int8 limbs: within the bf16 bound).
 fast::MoePlan dp4a_decode_plan() {
     fast::MoePlan p;
@@ -109,6 +120,7 @@ std::vector<fast::MoePlan> all_plans() {
     std::vector<fast::MoePlan> plans(std::begin(kPlans), std::end(kPlans));
     plans.insert(plans.end(), std::begin(kLargePlans), std::end(kLargePlans));
     plans.insert(plans.end(), std::begin(kV2Plans), std::end(kV2Plans));
+    for (const fast::MoePlan& p : wgmma_plans()) plans.push_back(p);
     plans.insert(plans.end(), std::begin(kMmaDecodePlans), std::end(kMmaDecodePlans));
     plans.push_back(dp4a_decode_plan());
     return plans;

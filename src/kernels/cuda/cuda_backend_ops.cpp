@@ -178,6 +178,18 @@ bool moe_decode_mma() {
     }();
     return mma;
 }
+// TESSERA_MOE_PREFILL: wgmma (the default: the MoE's large tiles on the warpgroup MMA,
+// fast_moe_wgmma.cu) or mma (the mma.sync tiles of sessions 5–12, fast_moe_mma.cu, for A/B).
+bool moe_prefill_mma() {
+    static const bool mma = [] {
+        const char* v = std::getenv("TESSERA_MOE_PREFILL");
+        const std::string s = v ? v : "";
+        TS_CHECK(s.empty() || s == "wgmma" || s == "mma", "TESSERA_MOE_PREFILL={}: expected wgmma (the default) or mma",
+                 s);
+        return s == "mma";
+    }();
+    return mma;
+}
 // TESSERA_GDN_DECODE: the fused GDN decode step's kernel — auto (the default:
 // fast::gdn_decode_variant's choice), cols32, cols16, head256 or head512 (fast_gdn.h), for A/B.
 int gdn_decode_variant_env() {
@@ -725,7 +737,7 @@ void CudaBackend::moe_experts(const Tensor& y, const Tensor& x, const MoeWeights
             const fast::MoePackedExperts pe{E, X.cols, I, g, u, d};
             void* sc = scratch(1, fast::moe_experts_scratch_bytes(X.rows, k, E, X.cols, I));
             return fast::moe_experts_packed(Y.p, Y.ld, X.p, X.ld, X.rows, pe, ids, weights, k, sc, stream_.get(),
-                                            !moe_decode_mma(), x_settled);
+                                            !moe_decode_mma(), x_settled, !moe_prefill_mma());
         }
     }
     const DType dt = w.gate[0].dtype;

@@ -30,12 +30,6 @@ using namespace dev;
 constexpr int kBK = 128;  // k per pipeline stage
 constexpr int kARowBytes = kBK * 2;
 
-// f16 bits → (v, v) as bf16x2
-__device__ __forceinline__ uint32_t f16_to_bf16x2(uint16_t h) {
-    const float f = __half2float(__ushort_as_half(h));
-    return pack_bf16x2(f, f);
-}
-
 // Physical 16-byte chunk of A row r's logical chunk c (16 per row): lanes (g, t) of a quad-pair
 // read chunk 4t + j of rows r, r+1, which this spreads over 8 distinct bank groups.
 __device__ __forceinline__ int a_chunk(int r, int c) { return c ^ (((r & 1) << 1) | ((c >> 3) & 1)); }
@@ -44,18 +38,8 @@ __device__ __forceinline__ int a_chunk(int r, int c) { return c ^ (((r & 1) << 1
 // lanes (g, t) of a quad-pair read chunks 8t + 2j + s of pair-rows p, p+1 → 8 bank groups.
 __device__ __forceinline__ int a_pair_chunk(int p, int c) { return c ^ (((c >> 3) & 3) | ((p & 1) << 2)); }
 
-// Int4 word (8 codes of columns 0..7) → B registers of two k-steps: b[0..1] step 0, b[2..3]
-// step 1; w = (code − c)·s + b with c = 128 + {0 or 8} folded into negc.
-__device__ __forceinline__ void dequant_int4(uint32_t q, uint32_t s2, uint32_t b2, uint32_t negc, uint32_t (&b)[4]) {
-    constexpr uint32_t kMask = 0x000f000f, kExp = 0x43004300, kOne = 0x3f803f80;  // 0x4300|q = 128 + q
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const uint32_t v = ((q >> (4 * i)) & kMask) | kExp;
-        b[i] = fma_bf16x2(fma_bf16x2(v, kOne, negc), s2, b2);  // (128 + q − c) exact, then one rounding
-    }
-}
-
-// Int8 words wa (columns 0..3), wb (4..7) → the same registers; w = code·s.
+// Int8 words wa (columns 0..3), wb (4..7) → the B registers of two k-steps, as dequant_int4_pairs
+// (fast_mma.cuh) gives them for Int4: w = code·s.
 __device__ __forceinline__ void dequant_int8(uint32_t wa, uint32_t wb, uint32_t s2, uint32_t (&b)[4]) {
     const uint32_t xa = wa ^ 0x80808080u, xb = wb ^ 0x80808080u;  // code + 128, unsigned
     constexpr float kMagic = 8388736.f;                           // 2^23 + 128
@@ -248,7 +232,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) gemm_kernel(GemmArgs p) {
                     dequant_int8(upper ? bq[nt].z : bq[nt].x, upper ? bq[nt].w : bq[nt].y, s2[nt][j / 2], b);
                 } else {
                     const uint32_t q = j == 0 ? bq[nt].x : j == 1 ? bq[nt].y : j == 2 ? bq[nt].z : bq[nt].w;
-                    dequant_int4(q, s2[nt][0], b2[nt][0], negc, b);
+                    dequant_int4_pairs(q, s2[nt][0], b2[nt][0], negc, b);
                 }
             };
             // Plain: lo, hi = rows g and g+8 (columns 8j..8j+7 of the lane's 32). Paired: lo, hi =
@@ -427,11 +411,11 @@ TS_FAST_GEMM_CONFIG(11, 256, 128, 2, 4, 3, true)
 TS_FAST_GEMM_CONFIG(12, 128, 256, 1, 8, 3, true)
 TS_FAST_GEMM_CONFIG(13, 64, 128, 1, 4, 4, true)
 #undef TS_FAST_GEMM_CONFIG
-static_assert(kGemmConfigCount == 14, "a config without a Tile");
+static_assert(kGemmMmaConfigCount == 14, "a config without a Tile");
 
 template <bool INT8, int I = 0>
 cudaError_t launch_config(int config, const GemmArgs& a, cudaStream_t stream) {
-    if constexpr (I < kGemmConfigCount) {
+    if constexpr (I < kGemmMmaConfigCount) {
         if (config == I) return launch<typename ConfigTile<I, INT8>::type>(a, stream);
         return launch_config<INT8, I + 1>(config, a, stream);
     } else {
@@ -441,7 +425,7 @@ cudaError_t launch_config(int config, const GemmArgs& a, cudaStream_t stream) {
 
 template <bool INT8, int I = 0>
 int blocks_config(int config) {
-    if constexpr (I < kGemmConfigCount) {
+    if constexpr (I < kGemmMmaConfigCount) {
         if (config == I) return blocks_per_sm<typename ConfigTile<I, INT8>::type>();
         return blocks_config<INT8, I + 1>(config);
     } else {
@@ -451,8 +435,10 @@ int blocks_config(int config) {
 
 }  // namespace
 
-cudaError_t launch_convert_x(uint16_t* xb, const float* x, int64_t ldx, int64_t T, int64_t K, bool paired,
+cudaError_t launch_convert_x(uint16_t* xb, const float* x, int64_t ldx, int64_t T, int64_t K, XOrder order,
                              cudaStream_t stream) {
+    if (order == XOrder::wgmma) return launch_convert_x_wgmma(xb, x, ldx, T, K, stream);
+    const bool paired = order == XOrder::paired;
     constexpr int threads = 256;
     const int64_t n = (paired ? (T + 15) / 16 * 8 : T) * (K / 8);
     int64_t blocks = (n + threads - 1) / threads;
@@ -466,6 +452,8 @@ cudaError_t launch_convert_x(uint16_t* xb, const float* x, int64_t ldx, int64_t 
 }
 
 cudaError_t launch_gemm(int config, const GemmArgs& a, cudaStream_t stream) {
+    if (config < 0 || config >= kGemmConfigCount) return cudaErrorInvalidValue;
+    if (kGemmConfigs[config].wgmma) return launch_gemm_wgmma(config, a, stream);
     return a.w.kind == PackedKind::Int8 ? launch_config<true>(config, a, stream)
                                         : launch_config<false>(config, a, stream);
 }
@@ -480,6 +468,8 @@ cudaError_t launch_gemm_probe(int config, const GemmArgs& a, cudaStream_t stream
 }
 
 int gemm_blocks_per_sm(int config, PackedKind kind) {
+    if (config < 0 || config >= kGemmConfigCount) return 0;
+    if (kGemmConfigs[config].wgmma) return gemm_wgmma_blocks_per_sm(config, kind);
     return kind == PackedKind::Int8 ? blocks_config<true>(config) : blocks_config<false>(config);
 }
 

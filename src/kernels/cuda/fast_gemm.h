@@ -19,7 +19,14 @@ struct GemmConfig {
     int bm, bn, threads, stages;
     float eff;
     bool paired = false;  // x staged in pair-rows: A fragments without register moves (fast_gemm.cu)
+    bool wgmma = false;   // Hopper wgmma, Int4 only (fast_gemm_wgmma.cu): bm tokens, bn = 64·warpgroups rows
 };
+
+// The order launch_convert_x writes x in, per configuration.
+enum class XOrder { plain, paired, wgmma };
+constexpr XOrder x_order(const GemmConfig& c) {
+    return c.wgmma ? XOrder::wgmma : c.paired ? XOrder::paired : XOrder::plain;
+}
 
 inline constexpr GemmConfig kGemmConfigs[] = {
     {"128x128 w2x4 s4", 128, 128, 256, 4, 1.00f},  // warp tile 64 x 32
@@ -37,7 +44,14 @@ inline constexpr GemmConfig kGemmConfigs[] = {
     {"256x128 w2x4 s3 paired", 256, 128, 256, 3, 0.f, true},
     {"128x256 w1x8 s3 paired", 128, 256, 256, 3, 0.f, true},
     {"64x128 w1x4 s4 paired", 64, 128, 128, 4, 0.f, true},
+    // wgmma (fast_gemm_wgmma.cu): bm tokens × bn weight rows; eff from bench_fast_gemm at 4096×14336,
+    // 2048 tokens (session 13: 538 / 460 / 746 / 617 µs against 1,071 for the first row's).
+    {"wgmma 128x128 s4", 128, 128, 256, 4, 2.0f, false, true},
+    {"wgmma 256x128 s3", 256, 128, 256, 3, 2.3f, false, true},
+    {"wgmma 64x128 s4", 64, 128, 256, 4, 1.4f, false, true},
+    {"wgmma 128x256 s4", 128, 256, 512, 4, 1.7f, false, true},  // 4 warpgroups: 128 registers, spills
 };
+inline constexpr int kGemmMmaConfigCount = 14;  // the mma.sync configurations come first
 inline constexpr int kGemmConfigCount = int(sizeof(kGemmConfigs) / sizeof(kGemmConfigs[0]));
 
 // Device arguments of one GEMM (already checked by fast_gemm.cpp).
@@ -50,9 +64,10 @@ struct GemmArgs {
     int splits = 1;      // split-K: > 1 adds the partial sums into y, which must be zero
 };
 
-// x [T, K] f32 (row stride ldx) → xb bf16, each 8 columns in the order the kernel pairs them:
-// [T, K] rows, or (paired) [ceil(T/16)·8, 2K] pair-rows (rows g and g+8 of each 16 interleaved).
-cudaError_t launch_convert_x(uint16_t* xb, const float* x, int64_t ldx, int64_t T, int64_t K, bool paired,
+// x [T, K] f32 (row stride ldx) → xb bf16 in the order the kernel pairs its columns: plain [T, K]
+// rows, each 8 columns as (0,4,1,5,2,6,3,7); paired [ceil(T/16)·8, 2K] pair-rows (rows g and g+8
+// of each 16 interleaved); wgmma [T, K rounded up to 128] in fast_gemm_wgmma.cu's k-step order.
+cudaError_t launch_convert_x(uint16_t* xb, const float* x, int64_t ldx, int64_t T, int64_t K, XOrder order,
                              cudaStream_t stream);
 // y = xb · wᵀ (or y += the partial sums, a.splits > 1) with tile configuration `config`
 // (index into kGemmConfigs).
@@ -60,8 +75,15 @@ cudaError_t launch_gemm(int config, const GemmArgs& a, cudaStream_t stream);
 // Benchmark probe (Int4 shapes, configs 0, 1 and 7): the same kernel with the raw code bits as B
 // — no dequantization, wrong results — to show what the dequantization costs.
 cudaError_t launch_gemm_probe(int config, const GemmArgs& a, cudaStream_t stream);
-// Resident blocks per SM of `config` for `kind` (occupancy calculator, cached), 0 on error.
+// Resident blocks per SM of `config` for `kind` (occupancy calculator, cached), 0 on error or
+// where the configuration does not take the kind (wgmma: Int4 only).
 int gemm_blocks_per_sm(int config, PackedKind kind);
+
+// fast_gemm_wgmma.cu's halves of the above.
+cudaError_t launch_convert_x_wgmma(uint16_t* xb, const float* x, int64_t ldx, int64_t T, int64_t K,
+                                   cudaStream_t stream);
+cudaError_t launch_gemm_wgmma(int config, const GemmArgs& a, cudaStream_t stream);
+int gemm_wgmma_blocks_per_sm(int config, PackedKind kind);
 
 }  // namespace tessera::cuda::fast::detail
 

@@ -88,6 +88,22 @@ __device__ __forceinline__ uint32_t nib_pair(uint32_t w) {
     return ((w >> (4 * I)) & 0x000f000fu) | 0x43004300u;
 }
 
+// f16 bits → (v, v) as bf16x2.
+__device__ __forceinline__ uint32_t f16_to_bf16x2(uint16_t h) {
+    const float f = __half2float(__ushort_as_half(h));
+    return pack_bf16x2(f, f);
+}
+
+// Int4 word q (codes of columns 0..7) → the four bf16 pairs (i, i + 4), i = 0..3, of
+// w = (code − c)·s + b, with negc = −(128 + c) as bf16x2 (−128 with biases, −136 without: bias
+// −8·s): 0x4300 | code is 128 + code exactly, (128 + code − c) is exact, then one rounding.
+__device__ __forceinline__ void dequant_int4_pairs(uint32_t q, uint32_t s2, uint32_t b2, uint32_t negc,
+                                                   uint32_t (&w)[4]) {
+    constexpr uint32_t kMask = 0x000f000f, kExp = 0x43004300, kOne = 0x3f803f80;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = fma_bf16x2(fma_bf16x2(((q >> (4 * i)) & kMask) | kExp, kOne, negc), s2, b2);
+}
+
 // Lane t of a quad holds a[j] = M[t][j]; afterwards a[j] = M[j][t].
 __device__ __forceinline__ void quad_transpose(uint32_t (&a)[4], int t) {
     const bool hi = t & 2;

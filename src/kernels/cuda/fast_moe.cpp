@@ -88,11 +88,13 @@ void check_plan(const MoePlan& p) {
                  "moe_experts_packed: mma_down_warps = {} must be 0, 8 or 16", p.mma_down_warps);
         return;
     }
+    TS_CHECK(!p.wgmma || (p.large_tiles && !p.v2),
+             "moe_experts_packed: the wgmma tiles are large tiles of their own (large_tiles, not v2)");
     if (p.large_tiles) {
-        const bool tile_ok = p.tile_rows == 32 || p.tile_rows == 64 || (p.v2 && p.tile_rows == 16);
+        const bool tile_ok = p.tile_rows == 32 || p.tile_rows == 64 || ((p.v2 || p.wgmma) && p.tile_rows == 16);
         TS_CHECK(p.grouped && !p.down_by_token && tile_ok,
                  "moe_experts_packed: large tiles need a grouped, by-item plan with tile_rows {} (got {}{} {})",
-                 p.v2 ? "16, 32 or 64" : "32 or 64", p.grouped ? "grouped" : "per slot",
+                 p.v2 || p.wgmma ? "16, 32 or 64" : "32 or 64", p.grouped ? "grouped" : "per slot",
                  p.down_by_token ? ", down by token," : ",", p.tile_rows);
         return;
     }
@@ -179,20 +181,32 @@ MoePlan moe_pick(int64_t T, int k, int E) {
         p.mma_down_warps = 16;
         return p;  // per slot, down by token
     }
-    p.v2 = true;
+    // Session 13: from 8 rows an expert on average, the large tiles on the warpgroup MMA
+    // (fast_moe_wgmma.cu), a size up: bench_fast_moe hot, µs, wgmma against the v2 tiles' best —
+    // T = 512: flagship (16 rows) 347 (/32) against 369, llama.cpp's shape (32 rows) 346 (/64)
+    // against 404; T = 2048: 768 / 887 (/64) against 883 / 1,104. At T = 64 (2 and 4 rows) the v2
+    // tiles of 16 stay: 226 / 198 against 260 / 221.
     p.grouped = true;
     p.down_by_token = false;
     p.large_tiles = true;
     const int64_t avg = T * k / std::max(E, 1);
-    p.tile_rows = avg <= 16 ? 16 : avg <= 40 ? 32 : 64;
+    if (avg < 8) {
+        p.v2 = true;
+        p.tile_rows = 16;
+        return p;
+    }
+    p.wgmma = true;
+    p.tile_rows = avg <= 24 ? 32 : 64;
     return p;
 }
 
 size_t moe_experts_scratch_bytes(const MoePlan& plan, int64_t T, int k, int E, int64_t H, int64_t I) {
     const int64_t P = T * k;
     size_t bytes = plan.grouped ? moe_group_scratch_bytes(T, k, E, plan.tile_rows) : 0;
+    const auto row128 = [](int64_t n) { return (n + 127) / 128 * 128; };  // the wgmma order's rows
     if (plan.large_tiles)
-        return bytes + align_up(size_t(P * H) * 2) + align_up(size_t(P * I) * 2) + align_up(size_t(P * H) * 4);
+        return bytes + align_up(size_t(P * row128(H)) * 2) + align_up(size_t(P * row128(I)) * 2) +
+               align_up(size_t(P * H) * 4);
     bytes += align_up(size_t(P * I) * sizeof(float));
     if (!plan.down_by_token) bytes += align_up(size_t(P * H) * sizeof(float));
     return bytes;
@@ -234,11 +248,19 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
         TS_CUDA_CHECK(detail::launch_moe_group(ids, T, k, w.E, plan.tile_rows, g, stream));
     }
     if (plan.large_tiles) {
-        void* xg = at;  // [P, H] bf16
-        at += align_up(size_t(P * w.H) * 2);
-        void* act = at;  // [P, I] bf16
-        at += align_up(size_t(P * w.I) * 2);
+        const auto row128 = [](int64_t n) { return (n + 127) / 128 * 128; };
+        void* xg = at;  // [P, H] bf16 ([P, H128] for wgmma)
+        at += align_up(size_t(P * row128(w.H)) * 2);
+        void* act = at;  // [P, I] bf16 ([P, I128] for wgmma)
+        at += align_up(size_t(P * row128(w.I)) * 2);
         auto* out = reinterpret_cast<float*>(at);  // [P, H]
+        if (plan.wgmma) {
+            TS_CUDA_CHECK(detail::launch_moe_gather_wgmma(xg, x, ldx, T, w.H, k, g, stream));
+            TS_CUDA_CHECK(detail::launch_moe_wgmma_gate_up(act, xg, w, g, plan.tile_rows, stream));
+            TS_CUDA_CHECK(detail::launch_moe_wgmma_down(out, act, w, g, plan.tile_rows, stream));
+            TS_CUDA_CHECK(detail::launch_moe_combine(y, ldy, out, T, w.H, weights, k, g, stream));
+            return;
+        }
         if (plan.v2) {
             TS_CUDA_CHECK(detail::launch_moe_gather_bf16_perm(xg, x, ldx, T, w.H, k, g, stream));
             TS_CUDA_CHECK(detail::launch_moe_mma_gate_up(act, xg, w, g, plan.tile_rows, stream));
@@ -298,8 +320,9 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
 
 void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
                         const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream,
-                        bool dp4a, bool x_settled) {
+                        bool dp4a, bool x_settled, bool wgmma) {
     MoePlan plan = moe_pick(T, k, w.E);
+    if (plan.wgmma && !wgmma) plan.wgmma = false, plan.v2 = true;  // the mma.sync tiles of the same rows
     if (plan.dp4a_decode && (!dp4a || T * k > 65535 || !detail::moe_decode_dp4a_fits(w.H, w.I, k))) {
         plan.dp4a_decode = false;  // the tensor-core decode kernels, or past them the first generation
         plan.mma_decode = true;

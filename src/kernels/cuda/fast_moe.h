@@ -117,6 +117,10 @@ void moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, const P
 //                    the down kernel by programmatic dependent launch.
 //   mma_down_batch:  items a warp of that down kernel has in flight: 4, 8, or 0 (the fewest
 //                    batches: moe_decode_mma_down_batch).
+//   wgmma:           the large tiles on Hopper's warpgroup MMA (fast_moe_wgmma.cu; large_tiles,
+//                    not v2, tile_rows 16, 32 or 64): the expert's Int4 rows dequantized into
+//                    wgmma's A registers, the item's rows as B from shared memory; x and act in
+//                    the wgmma order (rows padded to 128 columns). The large tiles' bound.
 //   mma_gate_up_batch: k-tiles a warp of that gate+up kernel has in flight: 2 (2 blocks an SM;
 //                    also 0) or 1 (3 blocks an SM: more of a large grid resident at once).
 //   mma_down_warps:  warps a block of that down kernel: 8 (also 0) or 16 (then batches of 4 and
@@ -135,6 +139,7 @@ struct MoePlan {
     int mma_gate_up_batch = 0;
     int mma_down_warps = 0;
     bool dp4a_decode = false;
+    bool wgmma = false;
 };
 // Which plan a step of T tokens runs: a pure function of (T, k, E), to be retuned from the
 // bench's figures (bench/fast_moe.cpp prints every plan at T = 1..2048 on both shapes).
@@ -158,9 +163,10 @@ size_t moe_experts_scratch_bytes(int64_t T, int k, int E, int64_t H, int64_t I);
 // own router logits (it lets its successor start only after its PDL wait, so all before it has
 // completed: pdl.cuh) — so the integer-unit gate+up kernel quantizes x before its PDL wait, off
 // the chain that waits for the ids.
+// wgmma: the pick's large tiles may run on the warpgroup MMA (false: the mma.sync v2 tiles, for A/B).
 void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
                         const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream,
-                        bool dp4a = true, bool x_settled = false);
+                        bool dp4a = true, bool x_settled = false, bool wgmma = true);
 void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                              const MoePackedExperts& w, const int32_t* ids, const float* weights, int k,
                              void* scratch, cudaStream_t stream, bool x_settled = false);
@@ -250,6 +256,15 @@ cudaError_t launch_moe_mma_gate_up(void* act, const void* xg, const MoePackedExp
 // out [T·k, H] f32 = act·down_eᵀ per item.
 cudaError_t launch_moe_mma_down(float* out, const void* act, const MoePackedExperts& w, const MoeGrouping& g,
                                 int tile_rows, cudaStream_t stream);
+// The wgmma large tiles (fast_moe_wgmma.cu): xg [T·k, H128] bf16 in the wgmma order
+// (fast_wgmma_int4.cuh; H128 = H rounded up to 128, zeros past H); act [T·k, I128] likewise;
+// out [T·k, H] f32. tile_rows 16, 32 or 64.
+cudaError_t launch_moe_gather_wgmma(void* xg, const float* x, int64_t ldx, int64_t T, int64_t H, int k,
+                                    const MoeGrouping& g, cudaStream_t stream);
+cudaError_t launch_moe_wgmma_gate_up(void* act, const void* xg, const MoePackedExperts& w, const MoeGrouping& g,
+                                     int tile_rows, cudaStream_t stream);
+cudaError_t launch_moe_wgmma_down(float* out, const void* act, const MoePackedExperts& w, const MoeGrouping& g,
+                                  int tile_rows, cudaStream_t stream);
 }  // namespace detail
 
 }  // namespace tessera::cuda::fast

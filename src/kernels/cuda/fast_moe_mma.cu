@@ -29,25 +29,9 @@ constexpr int kStages = 4;
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 
-__device__ __forceinline__ uint32_t f16_to_bf16x2(uint16_t h) {
-    const float f = __half2float(__ushort_as_half(h));
-    return pack_bf16x2(f, f);
-}
-
 // Physical 16-byte chunk of A row r's logical chunk c (16 a row): lanes (g, t) of a quad-pair read
 // chunk 4t + j of rows r, r + 1, which this spreads over 8 distinct bank groups (fast_gemm.cu).
 __device__ __forceinline__ int a_chunk(int r, int c) { return c ^ (((r & 1) << 1) | ((c >> 3) & 1)); }
-
-// Int4 word (8 codes of columns 0..7) → B registers of two k-steps: w = (128 + q − c)·s + b with
-// c = 128 (biases) or 136 (none: bias −8·s) folded into negc; (128 + q − c) is exact.
-__device__ __forceinline__ void dequant_int4(uint32_t q, uint32_t s2, uint32_t b2, uint32_t negc, uint32_t (&b)[4]) {
-    constexpr uint32_t kMask = 0x000f000f, kExp = 0x43004300, kOne = 0x3f803f80;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const uint32_t v = ((q >> (4 * i)) & kMask) | kExp;
-        b[i] = fma_bf16x2(fma_bf16x2(v, kOne, negc), s2, b2);
-    }
-}
 
 // Where column c of a row lands in the permuted layout: each 8 as (0,4,1,5,2,6,3,7).
 __device__ __forceinline__ int64_t perm_col(int64_t c) {
@@ -197,7 +181,7 @@ __global__ void __launch_bounds__(kThreads)
                 for (int nt = 0; nt < NT; ++nt) {
                     const uint32_t q = j == 0 ? bq[m][nt].x : j == 1 ? bq[m][nt].y : j == 2 ? bq[m][nt].z : bq[m][nt].w;
                     uint32_t b[4];
-                    dequant_int4(q, s2[m][nt], b2[m][nt], negc[m], b);
+                    dequant_int4_pairs(q, s2[m][nt], b2[m][nt], negc[m], b);
 #pragma unroll
                     for (int mt = 0; mt < MT; ++mt) {
                         mma_bf16(acc[m][mt][nt], alo[mt].x, ahi[mt].x, alo[mt].y, ahi[mt].y, b[0], b[1]);

@@ -1,0 +1,67 @@
+// The Int4 side of the kernel pack's wgmma kernels (the prefill GEMM, fast_gemm_wgmma.cu, and the
+// MoE's large tiles, fast_moe_wgmma.cu): weights as wgmma's A, dequantized straight into the A
+// registers; activations as B in shared memory. Header-only, device code only.
+//
+// The k pairing. Lane (g, t) of a warp holds rows g and g + 8 of the warp's 16 weight rows and,
+// of each k-tile of 128 columns, the 32 columns 32t … 32t + 31 (one 16-byte chunk of codes a row,
+// within one scale group since G is a multiple of 32). Word j of a chunk (columns 8j … 8j + 7)
+// gives, through dequant_int4_pairs' (i, i + 4) pairs, two k-steps: step s ∈ {0, 1} takes columns
+// (2s, 2s + 4) as A's k (2t, 2t + 1) and (2s + 1, 2s + 5) as k (2t + 8, 2t + 9). So k-step
+// σ = 2j + s of a k-tile reads, at B's k index κ = 8h + 2t + e (h, e ∈ {0, 1}), activation column
+// 32t + 8j + 2s + h + 4e: the "wgmma order" each activation row is stored in (16 values a k-step,
+// k-steps 0 … 3 the first 64-column k-block, 4 … 7 the second; rows padded with zeros to a
+// multiple of 128 columns).
+//
+// The B tile in shared memory: per k-block, BN activation rows of 128 bytes in the 128-byte
+// swizzle (fast_wgmma.cuh), the two k-blocks one after the other.
+#pragma once
+#include <cstdint>
+
+#include "kernels/cuda/fast_mma.cuh"
+
+namespace tessera::cuda::fast::dev {
+
+constexpr int kWgmmaK = 128;  // columns of a k-tile
+
+// Columns rounded up to whole k-tiles (the row length of an activation in the wgmma order).
+__host__ __device__ __forceinline__ int64_t wgmma_row_len(int64_t k) { return (k + kWgmmaK - 1) / kWgmmaK * kWgmmaK; }
+
+// Position of column c (0..127) of a k-tile in the wgmma order.
+__device__ __forceinline__ int wgmma_pos(int c) {
+    const int t = c >> 5, j = (c >> 3) & 3, e = (c >> 2) & 1, s = (c >> 1) & 1, h = c & 1;
+    return 16 * (2 * j + s) + 8 * h + 2 * t + e;
+}
+
+// Columns 32t … 32t + 31 of a k-tile (v[0..31]) → their 16 words in the k-tile's 64 (`tile`):
+// word 8σ + 4h + t (σ = 2j + s) = (v[8j + 2s + h], v[8j + 2s + h + 4]).
+__device__ __forceinline__ void wgmma_store_cols32(uint32_t* tile, int t, const float (&v)[32]) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int s = 0; s < 2; ++s)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int c = 8 * j + 2 * s + h;
+                tile[8 * (2 * j + s) + 4 * h + t] = pack_bf16x2(v[c], v[c + 4]);
+            }
+}
+
+// Byte offset in a B tile of BN rows of 16-byte chunk c (0..15) of row r's k-tile.
+__device__ __forceinline__ int wgmma_b_offset(int r, int c, int bn) {
+    return (c >> 3) * bn * 128 + r * 128 + (((c & 7) ^ (r & 7)) << 4);
+}
+
+// Word j of rows g (lo) and g + 8 (hi) → the A fragments of k-steps 2j and 2j + 1.
+__device__ __forceinline__ void wgmma_a_fragments(uint32_t lo_word, uint32_t hi_word, uint32_t s_lo, uint32_t b_lo,
+                                                  uint32_t s_hi, uint32_t b_hi, uint32_t negc, uint32_t (&a0)[4],
+                                                  uint32_t (&a1)[4]) {
+    uint32_t lo[4], hi[4];
+    dequant_int4_pairs(lo_word, s_lo, b_lo, negc, lo);
+    dequant_int4_pairs(hi_word, s_hi, b_hi, negc, hi);
+    a0[0] = lo[0], a0[1] = hi[0], a0[2] = lo[1], a0[3] = hi[1];
+    a1[0] = lo[2], a1[1] = hi[2], a1[2] = lo[3], a1[3] = hi[3];
+}
+
+__device__ __forceinline__ uint32_t word_of(const uint4& q, int j) { return j == 0 ? q.x : j == 1 ? q.y : j == 2 ? q.z : q.w; }
+
+}  // namespace tessera::cuda::fast::dev
