@@ -195,7 +195,7 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
               fast::MoePlan{true, false, 32, true, true}, fast::MoePlan{true, false, 64, true, true},
               fast::MoePlan{false, true, 8}, fast::MoePlan{true, true, 8}, fast::MoePlan{true, false, 8},
               fast::MoePlan{true, false, 1}, fast::MoePlan{true, false, 32, true}, fast::MoePlan{true, false, 64, true},
-              wgmma_plan(16), wgmma_plan(32), wgmma_plan(64)}) {
+              wgmma_plan(16), wgmma_plan(32), wgmma_plan(64), wgmma_plan(128)}) {
             if (p.grouped == pick.grouped && p.down_by_token == pick.down_by_token && p.tile_rows == pick.tile_rows &&
                 p.large_tiles == pick.large_tiles && p.v2 == pick.v2 && p.mma_decode == pick.mma_decode &&
                 p.mma_down_batch == pick.mma_down_batch && p.mma_pdl == pick.mma_pdl &&

@@ -98,10 +98,10 @@ const fast::MoePlan kMmaDecodePlans[] = {{false, true, 8, false, false, true, 0}
                                          {false, true, 8, false, false, true, 0, false, 0, 16},
                                          {false, true, 8, false, false, true, 0, true, 0, 16}};
 
-// The wgmma large tiles of 16, 32 and 64 rows (bf16 bound).
+// The wgmma large tiles of 16, 32, 64 and 128 rows (bf16 bound).
 std::vector<fast::MoePlan> wgmma_plans() {
     std::vector<fast::MoePlan> plans;
-    for (int rows : {16, 32, 64}) {
+    for (int rows : {16, 32, 64, 128}) {
         fast::MoePlan p{true, false, rows, true};
         p.wgmma = true;
         plans.push_back(p);
@@ -889,6 +889,13 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
     EXPECT_THROW(run({false, true, 8, false, false, true, 3}, y, 64, p, 64, 2, w, 2, p), Error);  // batch 3
     EXPECT_THROW(run({false, true, 8, false, false, true, 0, false, 3}, y, 64, p, 64, 2, w, 2, p), Error);
     EXPECT_THROW(run({false, true, 8, false, false, true, 0, false, 0, 12}, y, 64, p, 64, 2, w, 2, p), Error);
+    for (const fast::MoePlan base : {fast::MoePlan{true, false, 8, true}, fast::MoePlan{true, false, 256, true},
+                                     fast::MoePlan{true, false, 32, false}, fast::MoePlan{true, false, 32, true, true}}) {
+        fast::MoePlan bad = base;  // wgmma with tiles of 8 or 256, not large, or with v2
+        bad.wgmma = true;
+        EXPECT_THROW(run(bad, y, 64, p, 64, 2, w, 2, p), Error);
+    }
+    EXPECT_THROW(fast::moe_group(ids, 2, 2, 8, 129, p, nullptr), Error);  // tile > 128
     EXPECT_THROW(run({}, y, 64, p, 63, 2, w, 2, p), Error);                              // ldx < H
     EXPECT_THROW(run({}, p + 1, 64, p, 64, 2, w, 2, p), Error);                          // y overlaps x
     EXPECT_THROW(run({}, y, 64, p, 64, 2, w, 2, reinterpret_cast<char*>(p) + 4), Error); // misaligned scratch

@@ -91,10 +91,11 @@ void check_plan(const MoePlan& p) {
     TS_CHECK(!p.wgmma || (p.large_tiles && !p.v2),
              "moe_experts_packed: the wgmma tiles are large tiles of their own (large_tiles, not v2)");
     if (p.large_tiles) {
-        const bool tile_ok = p.tile_rows == 32 || p.tile_rows == 64 || ((p.v2 || p.wgmma) && p.tile_rows == 16);
+        const bool tile_ok = p.tile_rows == 32 || p.tile_rows == 64 || ((p.v2 || p.wgmma) && p.tile_rows == 16) ||
+                             (p.wgmma && p.tile_rows == 128);
         TS_CHECK(p.grouped && !p.down_by_token && tile_ok,
                  "moe_experts_packed: large tiles need a grouped, by-item plan with tile_rows {} (got {}{} {})",
-                 p.v2 || p.wgmma ? "16, 32 or 64" : "32 or 64", p.grouped ? "grouped" : "per slot",
+                 p.wgmma ? "16, 32, 64 or 128" : p.v2 ? "16, 32 or 64" : "32 or 64", p.grouped ? "grouped" : "per slot",
                  p.down_by_token ? ", down by token," : ",", p.tile_rows);
         return;
     }
@@ -128,7 +129,7 @@ size_t moe_group_scratch_bytes(int64_t T, int k, int E, int tile_rows) {
 
 MoeGrouping moe_group(const int32_t* ids, int64_t T, int k, int E, int tile_rows, void* scratch, cudaStream_t stream) {
     check_route_shape("moe_group", T, E, k);
-    check_tile("moe_group", tile_rows, 64);
+    check_tile("moe_group", tile_rows, 128);
     check_scratch("moe_group", scratch);
     const MoeGrouping g = carve_grouping(scratch, T, k, E, tile_rows);
     if (T == 0) return g;
@@ -181,16 +182,16 @@ MoePlan moe_pick(int64_t T, int k, int E) {
         p.mma_down_warps = 16;
         return p;  // per slot, down by token
     }
-    // Session 13: from 8 rows an expert on average, the large tiles on the warpgroup MMA
-    // (fast_moe_wgmma.cu), a size up: bench_fast_moe hot, µs, wgmma against the v2 tiles' best —
-    // T = 512: flagship (16 rows) 347 (/32) against 369, llama.cpp's shape (32 rows) 346 (/64)
-    // against 404; T = 2048: 768 / 887 (/64) against 883 / 1,104. At T = 64 (2 and 4 rows) the v2
-    // tiles of 16 stay: 226 / 198 against 260 / 221.
+    // Session 13: from 12 rows an expert on average, the large tiles on the warpgroup MMA
+    // (fast_moe_wgmma.cu): bench_fast_moe hot, µs, wgmma against the v2 tiles' best — T = 512:
+    // flagship (16 rows) 336 (/32) against 370, llama.cpp's shape (32 rows) 310 (/64) against 401;
+    // T = 2048: 681 / 797 (/64) against 891 / 1,089 (/128: 811 / 869). Below (T = 128: 4 and 8
+    // rows; T = 64) the v2 tiles of 16 stay: 256 / 204 against 285 / 218.
     p.grouped = true;
     p.down_by_token = false;
     p.large_tiles = true;
     const int64_t avg = T * k / std::max(E, 1);
-    if (avg < 8) {
+    if (avg < 12) {
         p.v2 = true;
         p.tile_rows = 16;
         return p;

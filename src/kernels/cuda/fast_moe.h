@@ -62,7 +62,7 @@ struct MoeGrouping {
 int64_t moe_max_items(int64_t T, int k, int E, int tile_rows);
 size_t moe_group_scratch_bytes(int64_t T, int k, int E, int tile_rows);
 // Carves the grouping out of `scratch` (moe_group_scratch_bytes, 256-byte aligned) and queues
-// the kernel that fills it. 1 ≤ tile_rows ≤ 64.
+// the kernel that fills it. 1 ≤ tile_rows ≤ 128.
 MoeGrouping moe_group(const int32_t* ids, int64_t T, int k, int E, int tile_rows, void* scratch, cudaStream_t stream);
 
 // ---- experts --------------------------------------------------------------------------------
@@ -118,9 +118,10 @@ void moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, const P
 //   mma_down_batch:  items a warp of that down kernel has in flight: 4, 8, or 0 (the fewest
 //                    batches: moe_decode_mma_down_batch).
 //   wgmma:           the large tiles on Hopper's warpgroup MMA (fast_moe_wgmma.cu; large_tiles,
-//                    not v2, tile_rows 16, 32 or 64): the expert's Int4 rows dequantized into
-//                    wgmma's A registers, the item's rows as B from shared memory; x and act in
-//                    the wgmma order (rows padded to 128 columns). The large tiles' bound.
+//                    not v2, tile_rows 16, 32, 64 or 128): the expert's Int4 rows dequantized into
+//                    wgmma's A registers (gate and up a warpgroup each), the item's rows as B from
+//                    shared memory; x and act in the wgmma order (rows padded to 128 columns). The
+//                    large tiles' bound.
 //   mma_gate_up_batch: k-tiles a warp of that gate+up kernel has in flight: 2 (2 blocks an SM;
 //                    also 0) or 1 (3 blocks an SM: more of a large grid resident at once).
 //   mma_down_warps:  warps a block of that down kernel: 8 (also 0) or 16 (then batches of 4 and
@@ -258,7 +259,7 @@ cudaError_t launch_moe_mma_down(float* out, const void* act, const MoePackedExpe
                                 int tile_rows, cudaStream_t stream);
 // The wgmma large tiles (fast_moe_wgmma.cu): xg [T·k, H128] bf16 in the wgmma order
 // (fast_wgmma_int4.cuh; H128 = H rounded up to 128, zeros past H); act [T·k, I128] likewise;
-// out [T·k, H] f32. tile_rows 16, 32 or 64.
+// out [T·k, H] f32. tile_rows 16, 32, 64 or 128.
 cudaError_t launch_moe_gather_wgmma(void* xg, const float* x, int64_t ldx, int64_t T, int64_t H, int k,
                                     const MoeGrouping& g, cudaStream_t stream);
 cudaError_t launch_moe_wgmma_gate_up(void* act, const void* xg, const MoePackedExperts& w, const MoeGrouping& g,

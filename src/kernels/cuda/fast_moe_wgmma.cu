@@ -1,6 +1,6 @@
 // The fast MoE's large tiles on Hopper's warpgroup MMA (prefill): per work item (≤ BT grouped
-// rows of one expert; moe_group) a block of WG warpgroups computes 64·WG output features of each
-// of its NMAT matrices for the item's rows, wgmma.mma_async m64nBTk16 bf16 → f32 with the expert's
+// rows of one expert; moe_group) a block of two warpgroups computes 64 features of gate and up
+// (a warpgroup a matrix) or 128 of down for the item's rows, wgmma.mma_async m64nBTk16 bf16 → f32 with the expert's
 // Int4 rows as A, dequantized straight into the A registers, and the item's activation rows as B
 // from shared memory (fast_wgmma_int4.cuh: the k pairing, the activations' wgmma order, the B
 // tile). The pipeline is fast_gemm_wgmma.cu's: STAGES cp.async slots of a k-tile (128 columns),
@@ -24,53 +24,60 @@ using namespace dev;
 
 constexpr int kBK = kWgmmaK;
 
-template <int BT_, int NMAT_, int WG_, int STAGES_>
+template <int BT_, bool GATE_UP_, int STAGES_>
 struct MoeWTile {
-    static constexpr int BT = BT_;        // item rows (tokens) a block: wgmma's N
-    static constexpr int NMAT = NMAT_;    // 2: gate and up (SwiGLU epilogue), 1: down
-    static constexpr int BM = 64 * WG_;   // output features a block, per matrix
+    static constexpr int BT = BT_;              // item rows (tokens) a block: wgmma's N
+    static constexpr bool kGateUp = GATE_UP_;   // gate and up (SwiGLU epilogue), else down
+    static constexpr int BM = kGateUp ? 64 : 128;  // output features a block
     static constexpr int STAGES = STAGES_;
-    static constexpr int kThreads = 128 * WG_;
+    static constexpr int kThreads = 256;        // two warpgroups
     static constexpr int kXBlockBytes = BT * 128;
     static constexpr int kXBytes = 2 * kXBlockBytes;
-    static constexpr int kWBytes = NMAT * BM * 64;
+    static constexpr int kWBytes = 128 * 64;    // the warpgroups' 64 code rows each
     static constexpr int kStageBytes = kXBytes + kWBytes;
     static constexpr int kSmem = STAGES * kStageBytes + 1024;
+    static constexpr int kMinBlocks = BT <= 64 ? 2 : 1;  // ≤ 128 registers: two blocks an SM
     static_assert(BT % 8 == 0 && kStageBytes % 1024 == 0, "swizzle atoms stay 1024-byte aligned");
     static_assert(STAGES >= 3 && kSmem <= 227 * 1024, "stages");
+    static_assert(BT * 64 * 4 <= STAGES * kStageBytes, "the epilogue's exchange of up values fits the slots");
 };
 
-// NMAT = 2: act[row, wgmma position of feature] = bf16(silu(gate·x) · up·x); NMAT = 1: out[row,
-// feature] = down·act. A [rows, K128] bf16 in the wgmma order; features n < N of [N, K] matrices.
+// Gate+up: warpgroup 0 computes features n0 … n0 + 63 of gate, warpgroup 1 the same of up (each
+// streams its own matrix); up's values go through shared memory to warpgroup 0, which writes
+// act[row, wgmma position of feature] = bf16(silu(gate·x) · up·x). Down: the two warpgroups take
+// features n0 … n0 + 127 of down and write out[row, feature]. A [rows, K128] bf16 in the wgmma
+// order; features n < N of [N, K] matrices.
 template <class C>
-__global__ void __launch_bounds__(C::kThreads, 1)
+__global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     moe_wgmma_kernel(const uint16_t* __restrict__ A, int64_t K, int64_t N, int E, const PackedMatrix* __restrict__ m0,
                      const PackedMatrix* __restrict__ m1, MoeGrouping g, uint16_t* __restrict__ act,
                      float* __restrict__ out) {
-    constexpr int BT = C::BT, NMAT = C::NMAT, S = C::STAGES;
+    constexpr int BT = C::BT, S = C::STAGES;
     const int item = int(blockIdx.x);
     if (item >= *g.n_items) return;
     const int e = g.item_expert[item], r0 = g.item_row0[item], n_rows = g.item_rows[item];
     if (e < 0 || e >= E) return;  // items name valid experts only
     extern __shared__ uint8_t smem_raw[];
     uint8_t* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
-    PackedMatrix mat[NMAT];
-    mat[0] = m0[e];
-    if constexpr (NMAT == 2) mat[1] = m1[e];
     const int64_t n0 = int64_t(blockIdx.y) * C::BM;
-    const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+    const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5, wg = warp / 4;
     const int gq = lane >> 2, tq = lane & 3;
     const int64_t K128 = wgmma_row_len(K), code_row = K / 2;
     const int KT = int(K128 / kBK);
+    // Row rr of the stacked code tile (0..127): warpgroup rr / 64's matrix, feature n0 + f(rr).
+    auto feature_of = [&](int rr) { return n0 + (C::kGateUp ? rr % 64 : rr); };
+    const PackedMatrix mine = C::kGateUp && wg == 1 ? m1[e] : m0[e];  // this warpgroup's matrix
+    const uint8_t* codes0 = m0[e].codes;
+    const uint8_t* codes1 = C::kGateUp ? m1[e].codes : codes0;
 
-    // Copies of a stage: the item's BT rows × 16 chunks of A, and NMAT·BM code rows × 4 chunks.
+    // Copies of a stage: the item's BT rows × 16 chunks of A, and 128 code rows × 4 chunks.
     constexpr int kXIters = BT * 16 / C::kThreads, kXRowStep = C::kThreads / 16;
     static_assert(BT * 16 % C::kThreads == 0 && kXRowStep % 8 == 0, "x copy split, one swizzle phase a thread");
     const int x_c = tid % 16, x_r0 = tid / 16;
     const int x_dst = wgmma_b_offset(x_r0, x_c, BT);
     const uint8_t* abytes = reinterpret_cast<const uint8_t*>(A);
     const uint8_t* x_src = abytes + (int64_t(r0) + x_r0) * K128 * 2 + 16 * x_c;
-    constexpr int kWIters = NMAT * C::BM * 4 / C::kThreads, kWRowStep = C::kThreads / 4;
+    constexpr int kWIters = 128 * 4 / C::kThreads, kWRowStep = C::kThreads / 4;  // 2, 64: one matrix a copy
     const int w_c = tid % 4, w_r0 = tid / 4;
     auto load_stage = [&](int slot, int kt) {
         const uint32_t base = smem_addr(smem + slot * C::kStageBytes);
@@ -83,40 +90,34 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         const bool col_ok = int64_t(kt) * kBK + 32 * w_c < K;
 #pragma unroll
         for (int k = 0; k < kWIters; ++k) {
-            const int rr = w_r0 + k * kWRowStep;  // row of the stacked tile: matrix rr / BM
-            const int m = NMAT == 2 ? rr / C::BM : 0, r = rr - m * C::BM;
-            const bool ok = col_ok && n0 + r < N;
-            const uint8_t* codes = NMAT == 2 && m == 1 ? mat[NMAT - 1].codes : mat[0].codes;
+            const int rr = w_r0 + k * kWRowStep;
+            const int64_t n = feature_of(rr);
+            const bool ok = col_ok && n < N;
+            const uint8_t* codes = k == 1 ? codes1 : codes0;  // rows 64..127: warpgroup 1's
             cp_async16(base + C::kXBytes + rr * 64 + w_c * 16,
-                       ok ? codes + (n0 + r) * code_row + int64_t(kt) * 64 + 16 * w_c : mat[0].codes, ok);
+                       ok ? codes + n * code_row + int64_t(kt) * 64 + 16 * w_c : codes0, ok);
         }
     };
 
-    // This lane's rows lrow, lrow + 8 of each matrix and their scales (biases) for k-tile kt.
-    const int lrow = (warp / 4) * 64 + (warp % 4) * 16 + gq;
-    uint16_t sc_raw[NMAT][2], bi_raw[NMAT][2];
+    // This lane's rows (stacked lrow, lrow + 8) of its warpgroup's matrix and their scales (biases).
+    const int lrow = wg * 64 + (warp % 4) * 16 + gq;
+    uint16_t sc_raw[2], bi_raw[2];
     auto load_scales = [&](int kt) {
         const int64_t col = int64_t(kt) * kBK + 32 * tq;
 #pragma unroll
-        for (int m = 0; m < NMAT; ++m)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int64_t n = n0 + lrow + 8 * h;
-                const bool ok = n < N && col < K;
-                const int64_t at = n * (K / mat[m].group) + col / mat[m].group;
-                sc_raw[m][h] = ok ? mat[m].scales[at] : uint16_t(0);
-                bi_raw[m][h] = ok && mat[m].biases ? mat[m].biases[at] : uint16_t(0);
-            }
+        for (int h = 0; h < 2; ++h) {
+            const int64_t n = feature_of(lrow + 8 * h);
+            const bool ok = n < N && col < K;
+            const int64_t at = n * (K / mine.group) + col / mine.group;
+            sc_raw[h] = ok ? mine.scales[at] : uint16_t(0);
+            bi_raw[h] = ok && mine.biases ? mine.biases[at] : uint16_t(0);
+        }
     };
-    uint32_t negc[NMAT];
-#pragma unroll
-    for (int m = 0; m < NMAT; ++m) negc[m] = mat[m].biases ? 0xc300c300u : 0xc308c308u;
+    const uint32_t negc = mine.biases ? 0xc300c300u : 0xc308c308u;
 
-    float acc[NMAT][BT / 2];
+    float acc[BT / 2];
 #pragma unroll
-    for (int m = 0; m < NMAT; ++m)
-#pragma unroll
-        for (int i = 0; i < BT / 2; ++i) acc[m][i] = 0.f;
+    for (int i = 0; i < BT / 2; ++i) acc[i] = 0.f;
 
 #pragma unroll
     for (int s = 0; s < S - 2; ++s) {
@@ -134,70 +135,72 @@ __global__ void __launch_bounds__(C::kThreads, 1)
             if (nk < KT) load_stage(nk % S, nk);
             cp_async_commit();
         }
-        uint32_t s2[NMAT][2], b2[NMAT][2];
+        uint32_t s2[2], b2[2];
 #pragma unroll
-        for (int m = 0; m < NMAT; ++m)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) s2[m][h] = f16_to_bf16x2(sc_raw[m][h]), b2[m][h] = f16_to_bf16x2(bi_raw[m][h]);
+        for (int h = 0; h < 2; ++h) s2[h] = f16_to_bf16x2(sc_raw[h]), b2[h] = f16_to_bf16x2(bi_raw[h]);
         if (kt + 1 < KT) load_scales(kt + 1);
 
         const uint8_t* stage = smem + (kt % S) * C::kStageBytes;
-        uint4 q[NMAT][2];
-#pragma unroll
-        for (int m = 0; m < NMAT; ++m)
-#pragma unroll
-            for (int h = 0; h < 2; ++h)
-                q[m][h] = *reinterpret_cast<const uint4*>(stage + C::kXBytes + (m * C::BM + lrow + 8 * h) * 64 + tq * 16);
+        const uint4 q0 = *reinterpret_cast<const uint4*>(stage + C::kXBytes + lrow * 64 + tq * 16);
+        const uint4 q1 = *reinterpret_cast<const uint4*>(stage + C::kXBytes + (lrow + 8) * 64 + tq * 16);
         const uint64_t desc = wgmma_desc_sw128(smem_addr(stage));
-        uint32_t a[2][NMAT][4][4];  // [half][matrix][k-step of the half][a0..a3]
+        uint32_t a[2][4][4];  // [half][k-step of the half][a0..a3]
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
 #pragma unroll
-            for (int m = 0; m < NMAT; ++m)
-#pragma unroll
-                for (int jj = 0; jj < 2; ++jj) {
-                    const int j = 2 * half + jj;
-                    wgmma_a_fragments(word_of(q[m][0], j), word_of(q[m][1], j), s2[m][0], b2[m][0], s2[m][1], b2[m][1],
-                                      negc[m], a[half][m][2 * jj], a[half][m][2 * jj + 1]);
-                }
+            for (int jj = 0; jj < 2; ++jj) {
+                const int j = 2 * half + jj;
+                wgmma_a_fragments(word_of(q0, j), word_of(q1, j), s2[0], b2[0], s2[1], b2[1], negc, a[half][2 * jj],
+                                  a[half][2 * jj + 1]);
+            }
             wgmma_fence();
+            wgmma_fence_operands(acc);
 #pragma unroll
-            for (int m = 0; m < NMAT; ++m) wgmma_fence_operands(acc[m]);
-#pragma unroll
-            for (int m = 0; m < NMAT; ++m)
-#pragma unroll
-                for (int s = 0; s < 4; ++s)
-                    wgmma_rs<BT>(acc[m], a[half][m][s], desc + uint64_t((half * C::kXBlockBytes + 32 * s) >> 4), 1);
+            for (int s = 0; s < 4; ++s)
+                wgmma_rs<BT>(acc, a[half][s], desc + uint64_t((half * C::kXBlockBytes + 32 * s) >> 4), 1);
             wgmma_commit();
-#pragma unroll
-            for (int m = 0; m < NMAT; ++m) wgmma_fence_operands(acc[m]);
+            wgmma_fence_operands(acc);
             wgmma_wait<1>();
         }
     }
     wgmma_wait<0>();
-#pragma unroll
-    for (int m = 0; m < NMAT; ++m) wgmma_fence_operands(acc[m]);
+    wgmma_fence_operands(acc);
     cp_async_wait<0>();
 
-    // acc[m][4i + c]: feature n0 + lrow (+8 for c ≥ 2), item row 8i + 2tq (+1 for odd c).
+    // acc[4i + c]: feature of stacked row lrow (+8 for c ≥ 2), item row 8i + 2tq (+1 for odd c).
+    if constexpr (C::kGateUp) {
+        __syncthreads();  // every wgmma has read its slots: the exchange below reuses them
+        float* up = reinterpret_cast<float*>(smem);  // [BT / 2][128 threads of a warpgroup]
+        const int t128 = tid % 128;
+        if (wg == 1) {
 #pragma unroll
-    for (int i = 0; i < BT / 8; ++i)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-            const int r = 8 * i + 2 * tq + (c & 1);
-            const int64_t n = n0 + lrow + 8 * (c >> 1);
-            if (r >= n_rows) continue;
-            const int64_t row = r0 + r;
-            if constexpr (NMAT == 2) {  // every position of the row up to N128 (zeros past N: no codes there)
-                if (n >= wgmma_row_len(N)) continue;
-                const float gv = acc[0][4 * i + c], uv = acc[1][4 * i + c];
-                const float v = gv / (1.f + expf(-gv)) * uv;
-                act[row * wgmma_row_len(N) + (n & ~int64_t(kBK - 1)) + wgmma_pos(int(n & (kBK - 1)))] =
-                    uint16_t(pack_bf16x2(v, 0.f) & 0xffffu);  // bf16(v), round to nearest even
-            } else {
-                if (n < N) out[row * N + n] = acc[0][4 * i + c];
-            }
+            for (int i = 0; i < BT / 2; ++i) up[i * 128 + t128] = acc[i];
         }
+        __syncthreads();
+        if (wg == 1) return;
+        const int64_t N128 = wgmma_row_len(N);  // every position up to N128 (zeros past N: no codes there)
+#pragma unroll
+        for (int i = 0; i < BT / 8; ++i)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                const int r = 8 * i + 2 * tq + (c & 1);
+                const int64_t n = feature_of(lrow + 8 * (c >> 1));
+                if (r >= n_rows || n >= N128) continue;
+                const float gv = acc[4 * i + c], uv = up[(4 * i + c) * 128 + t128];
+                const float v = gv / (1.f + expf(-gv)) * uv;
+                act[(r0 + r) * N128 + (n & ~int64_t(kBK - 1)) + wgmma_pos(int(n & (kBK - 1)))] =
+                    uint16_t(pack_bf16x2(v, 0.f) & 0xffffu);  // bf16(v), round to nearest even
+            }
+    } else {
+#pragma unroll
+        for (int i = 0; i < BT / 8; ++i)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                const int r = 8 * i + 2 * tq + (c & 1);
+                const int64_t n = feature_of(lrow + 8 * (c >> 1));
+                if (r < n_rows && n < N) out[(r0 + r) * N + n] = acc[4 * i + c];
+            }
+    }
 }
 
 // xg[r] = x[token of grouped row r] in the wgmma order, rows [r, H128]: one block a row, a thread
@@ -239,7 +242,7 @@ cudaError_t launch(const void* a, int64_t K, int64_t N, int E, const PackedMatri
         cudaFuncSetAttribute(moe_wgmma_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
     if (attr != cudaSuccess) return attr;
     // gate+up covers every position of act's rows up to N128 (the zeros the down kernel reads)
-    const int64_t cover = C::NMAT == 2 ? wgmma_row_len(N) : N;
+    const int64_t cover = C::kGateUp ? wgmma_row_len(N) : N;
     const dim3 grid(unsigned(g.max_items), unsigned((cover + C::BM - 1) / C::BM));
     moe_wgmma_kernel<C><<<grid, C::kThreads, C::kSmem, stream>>>(static_cast<const uint16_t*>(a), K, N, E, m0, m1, g,
                                                                  static_cast<uint16_t*>(act), out);
@@ -257,18 +260,20 @@ cudaError_t launch_moe_gather_wgmma(void* xg, const float* x, int64_t ldx, int64
 cudaError_t launch_moe_wgmma_gate_up(void* act, const void* xg, const MoePackedExperts& w, const MoeGrouping& g,
                                      int tile_rows, cudaStream_t stream) {
     switch (tile_rows) {
-        case 16: return launch<MoeWTile<16, 2, 2, 4>>(xg, w.H, w.I, w.E, w.gate, w.up, g, act, nullptr, stream);
-        case 32: return launch<MoeWTile<32, 2, 2, 4>>(xg, w.H, w.I, w.E, w.gate, w.up, g, act, nullptr, stream);
-        default: return launch<MoeWTile<64, 2, 2, 4>>(xg, w.H, w.I, w.E, w.gate, w.up, g, act, nullptr, stream);
+        case 16: return launch<MoeWTile<16, true, 6>>(xg, w.H, w.I, w.E, w.gate, w.up, g, act, nullptr, stream);
+        case 32: return launch<MoeWTile<32, true, 5>>(xg, w.H, w.I, w.E, w.gate, w.up, g, act, nullptr, stream);
+        case 64: return launch<MoeWTile<64, true, 4>>(xg, w.H, w.I, w.E, w.gate, w.up, g, act, nullptr, stream);
+        default: return launch<MoeWTile<128, true, 4>>(xg, w.H, w.I, w.E, w.gate, w.up, g, act, nullptr, stream);
     }
 }
 
 cudaError_t launch_moe_wgmma_down(float* out, const void* act, const MoePackedExperts& w, const MoeGrouping& g,
                                   int tile_rows, cudaStream_t stream) {
     switch (tile_rows) {
-        case 16: return launch<MoeWTile<16, 1, 2, 4>>(act, w.I, w.H, w.E, w.down, nullptr, g, nullptr, out, stream);
-        case 32: return launch<MoeWTile<32, 1, 2, 4>>(act, w.I, w.H, w.E, w.down, nullptr, g, nullptr, out, stream);
-        default: return launch<MoeWTile<64, 1, 2, 4>>(act, w.I, w.H, w.E, w.down, nullptr, g, nullptr, out, stream);
+        case 16: return launch<MoeWTile<16, false, 6>>(act, w.I, w.H, w.E, w.down, nullptr, g, nullptr, out, stream);
+        case 32: return launch<MoeWTile<32, false, 5>>(act, w.I, w.H, w.E, w.down, nullptr, g, nullptr, out, stream);
+        case 64: return launch<MoeWTile<64, false, 4>>(act, w.I, w.H, w.E, w.down, nullptr, g, nullptr, out, stream);
+        default: return launch<MoeWTile<128, false, 4>>(act, w.I, w.H, w.E, w.down, nullptr, g, nullptr, out, stream);
     }
 }
 
