@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/half.h"
@@ -287,6 +288,35 @@ TEST(FastGemm, WgmmaAwkwardShapes) {
         run_case(Case{PackedKind::Int4, 64, false, 70, 144, 640, 0, 0, true}, cfg, 2);  // 5: 3 + 2
     }
     EXPECT_GT(ran, 0);
+}
+
+// The pick: a configuration that takes the kind for every shape (wgmma: Int4 only), the wgmma
+// tiles for Int4 (measured faster than the mma.sync ones on every prefill shape from 16 tokens),
+// and for them K split only where it is long.
+TEST(FastGemm, PickTakesTheKindAndTheWgmmaTiles) {
+    REQUIRE_CUDA();
+    for (const PackedKind kind : {PackedKind::Int4, PackedKind::Int8})
+        for (const int64_t T : {9, 16, 17, 64, 127, 128, 512, 513, 2048})
+            for (const auto& [N, K] : {std::pair<int64_t, int64_t>{4096, 14336}, {8192, 2048}, {2048, 4096}, {17, 96}}) {
+                const fast::GemmPlan p = fast::gemm_pick(T, N, K, kind);
+                SCOPED_TRACE(std::to_string(T) + "x" + std::to_string(N) + "x" + std::to_string(K) +
+                             (kind == PackedKind::Int4 ? " Int4 " : " Int8 ") + fast::detail::kGemmConfigs[p.config].name);
+                ASSERT_GE(p.config, 0);
+                ASSERT_LT(p.config, fast::detail::kGemmConfigCount);
+                EXPECT_GT(fast::detail::gemm_blocks_per_sm(p.config, kind), 0);
+                EXPECT_EQ(fast::detail::kGemmConfigs[p.config].wgmma, kind == PackedKind::Int4);
+                if (kind == PackedKind::Int4 && K <= 2048) {
+                    EXPECT_EQ(p.splits, 1);  // 16 k-tiles: whole (measured)
+                }
+            }
+    // Measured picks (bench_fast_gemm, session 13): 4096×14336 at 512 tokens 256x128 split in two
+    // (130.9 µs), at 2048 whole (460); 4096×2048 at 512 tokens 128x128 (25.3).
+    const auto name = [](const fast::GemmPlan& p) { return std::string(fast::detail::kGemmConfigs[p.config].name); };
+    EXPECT_EQ(name(fast::gemm_pick(512, 4096, 14336, PackedKind::Int4)), "wgmma 256x128 s3");
+    EXPECT_EQ(fast::gemm_pick(512, 4096, 14336, PackedKind::Int4).splits, 2);
+    EXPECT_EQ(name(fast::gemm_pick(2048, 4096, 14336, PackedKind::Int4)), "wgmma 256x128 s3");
+    EXPECT_EQ(fast::gemm_pick(2048, 4096, 14336, PackedKind::Int4).splits, 1);
+    EXPECT_EQ(name(fast::gemm_pick(512, 4096, 2048, PackedKind::Int4)), "wgmma 128x128 s4");
 }
 
 TEST(FastGemm, EmptyAndBadArguments) {
