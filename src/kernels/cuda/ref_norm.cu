@@ -159,6 +159,31 @@ __global__ void l2_norm_kernel(float* x, int64_t tok_stride, int64_t head_stride
     }
 }
 
+// The same with a warp a row, for D ≤ 32·NV (the GDN's D = 128: 4 values a lane): a block of
+// kRowThreads holds 8 rows and needs no barrier, where the block-a-row kernel above left half its
+// threads idle and waited on two barriers a row (49 µs for 2,048 tokens × 16 heads in a prefill).
+template <int NV>
+__global__ void l2_norm_warp_kernel(float* x, int64_t tok_stride, int64_t head_stride, int64_t T, int64_t n_heads,
+                                    int64_t D, float eps, float scale) {
+    const int lane = threadIdx.x & 31;
+    const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+    for (int64_t r = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; r < T * n_heads; r += warps) {
+        float* row = x + (r / n_heads) * tok_stride + (r % n_heads) * head_stride;
+        float v[NV], ss = 0.f;
+#pragma unroll
+        for (int i = 0; i < NV; ++i) {
+            const int64_t c = lane + 32 * i;
+            v[i] = c < D ? row[c] : 0.f;
+            ss += v[i] * v[i];
+        }
+        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        const float inv = float(1.0 / sqrt(double(ss) + double(eps)));
+#pragma unroll
+        for (int i = 0; i < NV; ++i)
+            if (lane + 32 * i < D) row[lane + 32 * i] = v[i] * inv * scale;
+    }
+}
+
 // y[T, n_heads, D] = w ⊙ (x · rsqrt(mean(x²) + eps)) ⊙ silu(z)
 __global__ void rms_norm_gated_kernel(float* y, int64_t y_tok, int64_t y_head, const float* x, int64_t x_tok,
                                       int64_t x_head, const float* z, int64_t z_tok, int64_t z_head, const float* w,
@@ -172,6 +197,35 @@ __global__ void rms_norm_gated_kernel(float* y, int64_t y_tok, int64_t y_head, c
         const float ss = block_sum_squares(xr, D, scratch);
         const float inv = rms_inverse(ss, D, eps);
         for (int64_t i = threadIdx.x; i < D; i += blockDim.x) yr[i] = w[i] * (xr[i] * inv) * silu(zr[i]);
+    }
+}
+
+// The same with a warp a row, for D ≤ 32·NV (as l2_norm_warp_kernel; 125 µs for 2,048 tokens × 32
+// heads in a prefill with a block a row). y may be x or z: each value is read before its store.
+template <int NV>
+__global__ void rms_norm_gated_warp_kernel(float* y, int64_t y_tok, int64_t y_head, const float* x, int64_t x_tok,
+                                           int64_t x_head, const float* z, int64_t z_tok, int64_t z_head,
+                                           const float* w, int64_t T, int64_t n_heads, int64_t D, float eps) {
+    const int lane = threadIdx.x & 31;
+    const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+    for (int64_t r = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; r < T * n_heads; r += warps) {
+        const int64_t t = r / n_heads, h = r % n_heads;
+        const float* xr = x + t * x_tok + h * x_head;
+        const float* zr = z + t * z_tok + h * z_head;
+        float* yr = y + t * y_tok + h * y_head;
+        float v[NV], g[NV], ss = 0.f;
+#pragma unroll
+        for (int i = 0; i < NV; ++i) {
+            const int64_t c = lane + 32 * i;
+            v[i] = c < D ? xr[c] : 0.f;
+            g[i] = c < D ? zr[c] : 0.f;
+            ss += v[i] * v[i];
+        }
+        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        const float inv = rms_inverse(ss, D, eps);
+#pragma unroll
+        for (int i = 0; i < NV; ++i)
+            if (lane + 32 * i < D) yr[lane + 32 * i] = w[lane + 32 * i] * (v[i] * inv) * silu(g[i]);
     }
 }
 
@@ -204,6 +258,17 @@ cudaError_t launch_add_rms_norm(float* x, int64_t ldx, const float* d, int64_t l
 
 cudaError_t launch_l2_norm(float* x, int64_t tok_stride, int64_t head_stride, int64_t T, int64_t n_heads, int64_t D,
                            float eps, float scale, cudaStream_t stream) {
+    constexpr int kRowsPerBlock = kRowThreads / 32;
+    if (D <= 128) {
+        l2_norm_warp_kernel<4><<<grid_for(T * n_heads, kRowsPerBlock), kRowThreads, 0, stream>>>(
+            x, tok_stride, head_stride, T, n_heads, D, eps, scale);
+        return cudaGetLastError();
+    }
+    if (D <= 256) {
+        l2_norm_warp_kernel<8><<<grid_for(T * n_heads, kRowsPerBlock), kRowThreads, 0, stream>>>(
+            x, tok_stride, head_stride, T, n_heads, D, eps, scale);
+        return cudaGetLastError();
+    }
     l2_norm_kernel<<<grid_for(T * n_heads, 1), kRowThreads, 0, stream>>>(x, tok_stride, head_stride, T, n_heads, D,
                                                                          eps, scale);
     return cudaGetLastError();
@@ -212,6 +277,17 @@ cudaError_t launch_l2_norm(float* x, int64_t tok_stride, int64_t head_stride, in
 cudaError_t launch_rms_norm_gated(float* y, int64_t y_tok, int64_t y_head, const float* x, int64_t x_tok,
                                   int64_t x_head, const float* z, int64_t z_tok, int64_t z_head, const float* w,
                                   int64_t T, int64_t n_heads, int64_t D, float eps, cudaStream_t stream) {
+    constexpr int kRowsPerBlock = kRowThreads / 32;
+    if (D <= 128) {
+        rms_norm_gated_warp_kernel<4><<<grid_for(T * n_heads, kRowsPerBlock), kRowThreads, 0, stream>>>(
+            y, y_tok, y_head, x, x_tok, x_head, z, z_tok, z_head, w, T, n_heads, D, eps);
+        return cudaGetLastError();
+    }
+    if (D <= 256) {
+        rms_norm_gated_warp_kernel<8><<<grid_for(T * n_heads, kRowsPerBlock), kRowThreads, 0, stream>>>(
+            y, y_tok, y_head, x, x_tok, x_head, z, z_tok, z_head, w, T, n_heads, D, eps);
+        return cudaGetLastError();
+    }
     rms_norm_gated_kernel<<<grid_for(T * n_heads, 1), kRowThreads, 0, stream>>>(
         y, y_tok, y_head, x, x_tok, x_head, z, z_tok, z_head, w, T, n_heads, D, eps);
     return cudaGetLastError();
