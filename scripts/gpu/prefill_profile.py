@@ -9,13 +9,12 @@ long, their overlap small.
     scripts/gpu/prefill_profile.py trace_cuda_gpu_trace.csv [--gap-us 2000] [--top 25]
 """
 import argparse
-import csv
 import pathlib
 import sys
 from collections import defaultdict
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from kernel_profile import short  # noqa: E402  kernel names as the ncu summary shortens them
+from timeline import read_trace  # noqa: E402  the trace's kernels, names shortened as ncu's summary
 
 
 def main() -> int:
@@ -24,18 +23,10 @@ def main() -> int:
     ap.add_argument("--gap-us", type=float, default=2000.0, help="a longer host gap ends a window")
     ap.add_argument("--top", type=int, default=25, help="kernels listed; the rest in one row")
     a = ap.parse_args()
-    rows = []
-    with open(a.trace, newline="") as f:
-        for r in csv.DictReader(f):
-            name = r.get("Name", "")
-            if not name or name.startswith("[CUDA mem"):
-                continue
-            start = float(r["Start (ns)"])
-            rows.append((start, start + float(r["Duration (ns)"]), short(name)))
+    rows = read_trace(a.trace)
     if not rows:
         print("prefill_profile: no kernels in the trace", file=sys.stderr)
         return 1
-    rows.sort()
     windows, cur, end = [], [], 0.0
     for k in rows:
         if cur and k[0] - end > a.gap_us * 1000:

@@ -25,6 +25,21 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from kernel_profile import short  # noqa: E402  kernel names as the ncu summary shortens them
 
 
+def read_trace(path):
+    """The kernels of a cuda_gpu_trace CSV (memcpys left out) as (start, end, short name) in ns,
+    by start."""
+    rows = []
+    with open(path, newline="") as f:
+        for r in csv.DictReader(f):
+            name = r.get("Name", "")
+            if not name or name.startswith("[CUDA mem"):
+                continue
+            start = float(r["Start (ns)"])
+            rows.append((start, start + float(r["Duration (ns)"]), short(name)))
+    rows.sort()
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("trace")
@@ -33,16 +48,7 @@ def main() -> int:
     ap.add_argument("--min-kernels", type=int, default=3, help="shorter runs are not steps")
     ap.add_argument("--sequence", help="write each position of the step (means over the steps) to this file")
     a = ap.parse_args()
-    rows = []
-    with open(a.trace, newline="") as f:
-        for r in csv.DictReader(f):
-            name = r.get("Name", "")
-            if not name or name.startswith("[CUDA mem"):
-                continue
-            start = float(r["Start (ns)"])
-            dur = float(r["Duration (ns)"])
-            rows.append((start, start + dur, short(name)))
-    rows.sort()
+    rows = read_trace(a.trace)
     runs, cur = [], []
     for k in rows:
         if cur and k[0] - max(e for _, e, _ in cur[-4:]) > a.gap_us * 1000:

@@ -1,12 +1,16 @@
 """scripts/gpu/prefill_profile.py: the busiest window of a GPU trace (the prefill) and its kernel
 time per kernel name, on a synthetic trace whose sums are known by construction."""
-import csv
 import pathlib
-import subprocess
-import sys
+
+from trace_helpers import run as run_script, table, write_csv
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "gpu" / "prefill_profile.py"
+
+
+def run(path, *args):
+    return run_script(SCRIPT, path, *args)
+
 
 GEMM = "void tessera::cuda::fast::detail::(anonymous namespace)::gemm_wgmma_kernel<WTile<2, 256, 3>>(GemmArgs)"
 MOE = "void tessera::cuda::fast::detail::(anonymous namespace)::moe_wgmma_kernel<MoeWTile<64, true, 4>>(int)"
@@ -22,26 +26,7 @@ def write_trace(path):
         rows += [(t, 100_000, GEMM), (t + 100_000, 300_000, MOE), (t + 400_000, 10_000, NORM)]
         t += 410_000 + 500_000
     rows.append((t + 10_000_000, 20_000, GEMM))
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["Start (ns)", "Duration (ns)", "Name"])
-        w.writerow([0, 1000, "[CUDA memcpy Host-to-Device]"])
-        for s, d, n in rows:
-            w.writerow([s, d, n])
-
-
-def run(path, *args):
-    out = subprocess.run([sys.executable, str(SCRIPT), str(path), *args], capture_output=True, text=True)
-    return out.returncode, out.stdout, out.stderr
-
-
-def table(stdout):
-    rows = {}
-    for line in stdout.splitlines():
-        if line.startswith("| ") and not line.startswith("| kernel"):
-            cells = [c.strip() for c in line.strip("|").split("|")]
-            rows[cells[0]] = cells[1:]
-    return rows
+    write_csv(path, rows, memcpy=True)
 
 
 def test_the_prefill_window_and_its_sums(tmp_path):

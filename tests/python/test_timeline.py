@@ -1,13 +1,17 @@
 """scripts/gpu/timeline.py: a decode step's wall time charged per kernel from a GPU trace — each
 kernel from its predecessor's end to its own end, overlap with that predecessor excluded — on a
 synthetic trace whose charges are known by construction."""
-import csv
 import pathlib
-import subprocess
-import sys
+
+from trace_helpers import run as run_script, table, write_csv
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "gpu" / "timeline.py"
+
+
+def run(path, *args):
+    return run_script(SCRIPT, path, *args)
+
 
 GEMV = "void tessera::cuda::fast::detail::(anonymous namespace)::gemv_dp4a_kernel<1, false>(float*, long, int)"
 ROUTE = "void tessera::cuda::fast::detail::(anonymous namespace)::route_kernel<8>(float const*, long)"
@@ -23,25 +27,7 @@ def write_trace(path, steps, host_gap_ns=100_000):
         rows.append((t + 6_000, 7_000, ROUTE))     # [t+6, t+13]: charge 3
         rows.append((t + 14_000, 5_000, GEMV))     # [t+14, t+19]: charge 6 (1 gap + 5)
         t += 19_000 + host_gap_ns
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["Start (ns)", "Duration (ns)", "Name"])
-        for s, d, n in rows:
-            w.writerow([s, d, n])
-
-
-def run(path, *args):
-    out = subprocess.run([sys.executable, str(SCRIPT), str(path), *args], capture_output=True, text=True)
-    return out.returncode, out.stdout, out.stderr
-
-
-def table(stdout):
-    rows = {}
-    for line in stdout.splitlines():
-        if line.startswith("| ") and not line.startswith("| kernel"):
-            cells = [c.strip() for c in line.strip("|").split("|")]
-            rows[cells[0]] = cells[1:]
-    return rows
+    write_csv(path, rows)
 
 
 def test_charges_sum_to_the_step(tmp_path):

@@ -83,8 +83,12 @@ void gemm_packed_plan(GemmPlan plan, bool convert_x, float* y, int64_t ldy, cons
                       const PackedMatrix& w, void* scratch, cudaStream_t stream) {
     TS_CHECK(plan.config >= 0 && plan.config < detail::kGemmConfigCount && plan.splits >= 1 && plan.splits <= 2,
              "gemm_packed: no tile configuration {} with {} splits of K", plan.config, plan.splits);
-    TS_CHECK(!detail::kGemmConfigs[plan.config].wgmma || w.kind == PackedKind::Int4,
-             "gemm_packed: tile configuration {} takes Int4 matrices only", detail::kGemmConfigs[plan.config].name);
+    const detail::GemmConfig& cfg = detail::kGemmConfigs[plan.config];
+    TS_CHECK(!cfg.wgmma || w.kind == PackedKind::Int4, "gemm_packed: tile configuration {} takes Int4 matrices only",
+             cfg.name);
+    TS_CHECK(!cfg.wgmma || (T + cfg.bm - 1) / cfg.bm <= 65535,
+             "gemm_packed: T = {} tokens exceed the grid of tile configuration {} (65535 tiles of {})", T, cfg.name,
+             cfg.bm);
     check_args(y, ldy, x, ldx, T, w, scratch);
     if (T == 0 || w.n == 0) return;
     if (w.k == 0 || plan.splits > 1)  // y = 0 (K = 0), or the sum of two halves added into zeros

@@ -143,25 +143,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
         const uint8_t* stage = smem + (kt % S) * C::kStageBytes;
         const uint4 q0 = *reinterpret_cast<const uint4*>(stage + C::kXBytes + lrow * 64 + tq * 16);
         const uint4 q1 = *reinterpret_cast<const uint4*>(stage + C::kXBytes + (lrow + 8) * 64 + tq * 16);
-        const uint64_t desc = wgmma_desc_sw128(smem_addr(stage));
-        uint32_t a[2][4][4];  // [half][k-step of the half][a0..a3]
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-#pragma unroll
-            for (int jj = 0; jj < 2; ++jj) {
-                const int j = 2 * half + jj;
-                wgmma_a_fragments(word_of(q0, j), word_of(q1, j), s2[0], b2[0], s2[1], b2[1], negc, a[half][2 * jj],
-                                  a[half][2 * jj + 1]);
-            }
-            wgmma_fence();
-            wgmma_fence_operands(acc);
-#pragma unroll
-            for (int s = 0; s < 4; ++s)
-                wgmma_rs<BT>(acc, a[half][s], desc + uint64_t((half * C::kXBlockBytes + 32 * s) >> 4), 1);
-            wgmma_commit();
-            wgmma_fence_operands(acc);
-            wgmma_wait<1>();
-        }
+        wgmma_int4_ktile<BT>(acc, q0, q1, s2, b2, negc, wgmma_desc_sw128(smem_addr(stage)), C::kXBlockBytes);
     }
     wgmma_wait<0>();
     wgmma_fence_operands(acc);

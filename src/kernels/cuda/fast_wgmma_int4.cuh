@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/fast_mma.cuh"
+#include "kernels/cuda/fast_wgmma.cuh"
 
 namespace tessera::cuda::fast::dev {
 
@@ -63,5 +64,34 @@ __device__ __forceinline__ void wgmma_a_fragments(uint32_t lo_word, uint32_t hi_
 }
 
 __device__ __forceinline__ uint32_t word_of(const uint4& q, int j) { return j == 0 ? q.x : j == 1 ? q.y : j == 2 ? q.z : q.w; }
+
+// One k-tile of a warpgroup: acc[64 rows × BN] += A · B over the 128 columns, A from this lane's
+// code chunks q_lo, q_hi (rows g, g + 8; scale and bias bf16x2 pairs s2, b2 of each), B the tile
+// whose first k-block's descriptor is `desc` (the second `block_bytes` further). In two halves (a
+// k-block each): dequantize the half's 4 k-steps into one of two register sets, issue 4 wgmma,
+// commit, and wait until only this group is in flight — on return the last half may still run.
+template <int BN>
+__device__ __forceinline__ void wgmma_int4_ktile(float (&acc)[BN / 2], const uint4& q_lo, const uint4& q_hi,
+                                                 const uint32_t (&s2)[2], const uint32_t (&b2)[2], uint32_t negc,
+                                                 uint64_t desc, int block_bytes) {
+    uint32_t a[2][4][4];  // [half][k-step of the half][a0..a3]
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+#pragma unroll
+        for (int jj = 0; jj < 2; ++jj) {  // word j = 2·half + jj: k-steps 2jj, 2jj + 1 of the half
+            const int j = 2 * half + jj;
+            wgmma_a_fragments(word_of(q_lo, j), word_of(q_hi, j), s2[0], b2[0], s2[1], b2[1], negc, a[half][2 * jj],
+                              a[half][2 * jj + 1]);
+        }
+        wgmma_fence();
+        wgmma_fence_operands(acc);
+#pragma unroll
+        for (int s = 0; s < 4; ++s)  // k-block `half`, k-step s: 32 bytes into each 128-byte row
+            wgmma_rs<BN>(acc, a[half][s], desc + uint64_t((half * block_bytes + 32 * s) >> 4), 1);
+        wgmma_commit();
+        wgmma_fence_operands(acc);
+        wgmma_wait<1>();  // the group before this one is done: its A registers are free again
+    }
+}
 
 }  // namespace tessera::cuda::fast::dev
