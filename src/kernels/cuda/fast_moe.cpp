@@ -69,6 +69,10 @@ void check_scratch(const char* op, const void* scratch) {
     TS_CHECK(reinterpret_cast<uintptr_t>(scratch) % kAlign == 0, "{}: scratch must be {}-byte aligned", op, kAlign);
 }
 
+// Columns of a row in the large tiles' bf16 scratch: the wgmma order pads rows to whole k-tiles
+// of 128 (fast_wgmma_int4.cuh); the other tiles use the first n of them.
+int64_t row128(int64_t n) { return (n + 127) / 128 * 128; }
+
 void check_plan(const MoePlan& p) {
     if (p.dp4a_decode) {
         TS_CHECK(!p.grouped && p.down_by_token && !p.large_tiles && !p.v2 && !p.mma_decode,
@@ -204,7 +208,6 @@ MoePlan moe_pick(int64_t T, int k, int E) {
 size_t moe_experts_scratch_bytes(const MoePlan& plan, int64_t T, int k, int E, int64_t H, int64_t I) {
     const int64_t P = T * k;
     size_t bytes = plan.grouped ? moe_group_scratch_bytes(T, k, E, plan.tile_rows) : 0;
-    const auto row128 = [](int64_t n) { return (n + 127) / 128 * 128; };  // the wgmma order's rows
     if (plan.large_tiles)
         return bytes + align_up(size_t(P * row128(H)) * 2) + align_up(size_t(P * row128(I)) * 2) +
                align_up(size_t(P * H) * 4);
@@ -249,7 +252,6 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
         TS_CUDA_CHECK(detail::launch_moe_group(ids, T, k, w.E, plan.tile_rows, g, stream));
     }
     if (plan.large_tiles) {
-        const auto row128 = [](int64_t n) { return (n + 127) / 128 * 128; };
         void* xg = at;  // [P, H] bf16 ([P, H128] for wgmma)
         at += align_up(size_t(P * row128(w.H)) * 2);
         void* act = at;  // [P, I] bf16 ([P, I128] for wgmma)
