@@ -178,25 +178,7 @@ __global__ void convert_x_wgmma_kernel(uint32_t* __restrict__ xb, const float* _
     const int64_t K128 = wgmma_row_len(K), per_row = K128 / 32, n = T * per_row;
     for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
         const int64_t r = i / per_row, c0 = (i - r * per_row) * 32;  // columns c0 … c0 + 31
-        const int64_t kt = c0 / kBK;
-        float v[32];
-        if (c0 < K) {  // K is a multiple of 32: all 32 or none
-            const float* src = x + r * ldx + c0;
-            if (vec) {
-#pragma unroll
-                for (int q = 0; q < 8; ++q) {
-                    const float4 f = reinterpret_cast<const float4*>(src)[q];
-                    v[4 * q] = f.x, v[4 * q + 1] = f.y, v[4 * q + 2] = f.z, v[4 * q + 3] = f.w;
-                }
-            } else {
-#pragma unroll
-                for (int e = 0; e < 32; ++e) v[e] = src[e];
-            }
-        } else {
-#pragma unroll
-            for (int e = 0; e < 32; ++e) v[e] = 0.f;
-        }
-        wgmma_store_cols32(xb + r * (K128 / 2) + kt * (kBK / 2), int(c0 % kBK) / 32, v);
+        wgmma_store_row_cols32(xb + r * (K128 / 2), x + r * ldx, c0, K, vec);
     }
 }
 

@@ -197,23 +197,7 @@ __global__ void __launch_bounds__(256)
     const bool vec = (reinterpret_cast<uintptr_t>(src) & 15) == 0;
     const int64_t H128 = wgmma_row_len(H);
     for (int64_t c0 = int64_t(threadIdx.x) * 32; c0 < H128; c0 += int64_t(blockDim.x) * 32) {
-        float v[32];
-        if (c0 < H) {  // H is a multiple of 32: all 32 columns or none
-            if (vec) {
-#pragma unroll
-                for (int q = 0; q < 8; ++q) {
-                    const float4 f = __ldg(reinterpret_cast<const float4*>(src + c0) + q);
-                    v[4 * q] = f.x, v[4 * q + 1] = f.y, v[4 * q + 2] = f.z, v[4 * q + 3] = f.w;
-                }
-            } else {
-#pragma unroll
-                for (int i = 0; i < 32; ++i) v[i] = __ldg(src + c0 + i);
-            }
-        } else {
-#pragma unroll
-            for (int i = 0; i < 32; ++i) v[i] = 0.f;
-        }
-        wgmma_store_cols32(xg + r * (H128 / 2) + (c0 / kBK) * (kBK / 2), int(c0 % kBK) / 32, v);
+        wgmma_store_row_cols32(xg + r * (H128 / 2), src, c0, H, vec);
     }
 }
 

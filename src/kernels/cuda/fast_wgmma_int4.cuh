@@ -47,6 +47,30 @@ __device__ __forceinline__ void wgmma_store_cols32(uint32_t* tile, int t, const 
             }
 }
 
+// Columns c0 … c0 + 31 of an f32 row (zeros where c0 ≥ k: k is a multiple of 32, so all 32 or
+// none) into `row`, a row in the wgmma order (row length wgmma_row_len(k)). vec: src 16-byte
+// aligned (float4 loads).
+__device__ __forceinline__ void wgmma_store_row_cols32(uint32_t* row, const float* __restrict__ src, int64_t c0,
+                                                       int64_t k, bool vec) {
+    float v[32];
+    if (c0 < k) {
+        if (vec) {
+#pragma unroll
+            for (int q = 0; q < 8; ++q) {
+                const float4 f = __ldg(reinterpret_cast<const float4*>(src + c0) + q);
+                v[4 * q] = f.x, v[4 * q + 1] = f.y, v[4 * q + 2] = f.z, v[4 * q + 3] = f.w;
+            }
+        } else {
+#pragma unroll
+            for (int e = 0; e < 32; ++e) v[e] = __ldg(src + c0 + e);
+        }
+    } else {
+#pragma unroll
+        for (int e = 0; e < 32; ++e) v[e] = 0.f;
+    }
+    wgmma_store_cols32(row + (c0 / kWgmmaK) * (kWgmmaK / 2), int(c0 % kWgmmaK) / 32, v);
+}
+
 // Byte offset in a B tile of BN rows of 16-byte chunk c (0..15) of row r's k-tile.
 __device__ __forceinline__ int wgmma_b_offset(int r, int c, int bn) {
     return (c >> 3) * bn * 128 + r * 128 + (((c & 7) ^ (r & 7)) << 4);
