@@ -38,7 +38,10 @@ struct Config {
 std::string describe(const Config& c, fast::FlashVariant v) {
     return "n_head=" + std::to_string(c.n_head) + " n_kv=" + std::to_string(c.n_kv) + " D=" + std::to_string(c.D) +
            " block_size=" + std::to_string(c.block_size) +
-           (v == fast::FlashVariant::Rows64 ? " rows64" : v == fast::FlashVariant::Rows128 ? " rows128" : " rows128x2");
+           (v == fast::FlashVariant::Rows64      ? " rows64"
+            : v == fast::FlashVariant::Rows128   ? " rows128"
+            : v == fast::FlashVariant::Rows128x2 ? " rows128x2"
+                                                 : " wgmma");
 }
 
 template <typename T>
@@ -146,7 +149,7 @@ void check_batch(const Config& c, const Batch& b, uint32_t seed, fast::FlashVari
 }
 
 constexpr fast::FlashVariant kVariants[] = {fast::FlashVariant::Rows64, fast::FlashVariant::Rows128,
-                                            fast::FlashVariant::Rows128x2};
+                                            fast::FlashVariant::Rows128x2, fast::FlashVariant::Wgmma};
 
 std::vector<Config> configs() {
     std::vector<Config> v;

@@ -48,6 +48,33 @@ __device__ __forceinline__ float gated(const OutGate& gate, float v, int64_t t, 
     return v * (1.f / (1.f + expf(-gate.g[t * gate.ts + int64_t(head) * gate.hs + d])));
 }
 
+// A prefill attention block's query tile: slot `slot` of the grid counts the BM-row tiles of
+// sequences 0, 1, … in order (a warp scans 32 sequences at a time; every warp of the block gets the
+// same answer). Returns the sequence (tile: its tile index), or -1 for an idle slot.
+template <int BM>
+__device__ __forceinline__ int flash_slot_tile(const AttnPlan& plan, int slot, int lane, int& tile) {
+    constexpr unsigned kFull = 0xffffffffu;
+    tile = 0;
+    for (int s0 = 0, base = 0; s0 < plan.n_seqs; s0 += 32) {
+        const int si = s0 + lane;
+        const int n = si < plan.n_seqs ? max(0, (plan.q_start[si + 1] - plan.q_start[si] + BM - 1) / BM) : 0;
+        int inc = n;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int v = __shfl_up_sync(kFull, inc, o);
+            if (lane >= o) inc += v;
+        }
+        const int total = __shfl_sync(kFull, inc, 31);
+        if (slot < base + total) {
+            const int l = __ffs(__ballot_sync(kFull, slot < base + inc)) - 1;
+            tile = slot - base - __shfl_sync(kFull, inc - n, l);
+            return s0 + l;
+        }
+        base += total;
+    }
+    return -1;
+}
+
 // 8 floats of q (scaled) as 8 f16 in one 16-byte chunk.
 __device__ __forceinline__ uint4 q_chunk_f16(const float* src, float scale) {
     float x[8];

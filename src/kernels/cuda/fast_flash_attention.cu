@@ -35,27 +35,9 @@ __global__ void __launch_bounds__(W * 32, W == 4 ? 2 : 1)
     const int h = blockIdx.x, slot = blockIdx.y;
     const int G = n_head / int(kc.n_kv), g = h / G;
 
-    // This slot's (sequence s, tile): slots count the tiles of sequences 0, 1, … in order (a warp
-    // scans 32 sequences at a time; every warp computes the same answer).
-    int s = -1, tile = 0;
-    for (int s0 = 0, base = 0; s0 < plan.n_seqs; s0 += 32) {
-        const int si = s0 + lane;
-        const int n = si < plan.n_seqs ? max(0, (plan.q_start[si + 1] - plan.q_start[si] + BM - 1) / BM) : 0;
-        int inc = n;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            const int v = __shfl_up_sync(kFull, inc, o);
-            if (lane >= o) inc += v;
-        }
-        const int total = __shfl_sync(kFull, inc, 31);
-        if (slot < base + total) {
-            const int l = __ffs(__ballot_sync(kFull, slot < base + inc)) - 1;
-            s = s0 + l;
-            tile = slot - base - __shfl_sync(kFull, inc - n, l);
-            break;
-        }
-        base += total;
-    }
+    // This slot's (sequence s, tile).
+    int tile = 0;
+    const int s = flash_slot_tile<BM>(plan, slot, lane, tile);
 
     auto fill_rows = [&](int64_t t_lo, int64_t t_hi, float v) {  // out[t_lo..t_hi), head h := v
         for (int64_t i = tid; i < (t_hi - t_lo) * D; i += NT) {
@@ -291,6 +273,9 @@ cudaError_t launch_flash_attention(float* out, int64_t out_ts, int64_t out_hs, c
             return launch_dims<8, 1>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate, stream);
         case FlashVariant::Rows128x2:
             return launch_dims<8, 2>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate, stream);
+        case FlashVariant::Wgmma:
+            return launch_flash_attention_wgmma(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate,
+                                                stream);
     }
     return cudaErrorInvalidValue;
 }

@@ -30,6 +30,8 @@ enum class FlashVariant : int {
     Rows64 = 0,   // 4 warps, 64 query rows: 2 blocks per SM at D = 256
     Rows128 = 1,  // 8 warps, 128 query rows: 1 block per SM at D = 256
     Rows128x2 = 2,  // Rows128 with two K/V buffers (next tile loads during the whole tile; 192 KiB at D = 256)
+    Wgmma = 3,      // 128 query rows on the warpgroup MMA, two K/V buffers (fast_flash_attention_wgmma.cu;
+                    // session 13: written, not yet run on the GPU — benchmark and tests only, never picked)
 };
 
 // Whether flash_attention() takes these shapes: f16 caches, D = Dv ∈ {64, 128, 256}, GQA.
@@ -52,6 +54,10 @@ cudaError_t launch_flash_attention(float* out, int64_t out_ts, int64_t out_hs, c
                                    int64_t q_hs, int64_t T, int64_t n_head, const ref::PagedCache& kc,
                                    const ref::PagedCache& vc, const AttnPlan& plan, float scale, int variant,
                                    OutGate gate, cudaStream_t stream);
+cudaError_t launch_flash_attention_wgmma(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts,
+                                         int64_t q_hs, int64_t T, int64_t n_head, const ref::PagedCache& kc,
+                                         const ref::PagedCache& vc, const AttnPlan& plan, float scale, OutGate gate,
+                                         cudaStream_t stream);
 }  // namespace detail
 
 }  // namespace tessera::cuda::fast

@@ -71,11 +71,6 @@ __device__ __forceinline__ void wgmma_store_row_cols32(uint32_t* row, const floa
     wgmma_store_cols32(row + (c0 / kWgmmaK) * (kWgmmaK / 2), int(c0 % kWgmmaK) / 32, v);
 }
 
-// Byte offset in a B tile of BN rows of 16-byte chunk c (0..15) of row r's k-tile.
-__device__ __forceinline__ int wgmma_b_offset(int r, int c, int bn) {
-    return (c >> 3) * bn * 128 + r * 128 + (((c & 7) ^ (r & 7)) << 4);
-}
-
 // Word j of rows g (lo) and g + 8 (hi) → the A fragments of k-steps 2j and 2j + 1.
 __device__ __forceinline__ void wgmma_a_fragments(uint32_t lo_word, uint32_t hi_word, uint32_t s_lo, uint32_t b_lo,
                                                   uint32_t s_hi, uint32_t b_hi, uint32_t negc, uint32_t (&a0)[4],
