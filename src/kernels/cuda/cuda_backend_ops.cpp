@@ -190,6 +190,17 @@ bool moe_prefill_mma() {
     }();
     return mma;
 }
+// TESSERA_FLASH: wgmma (the default: the prefill attention on the warpgroup MMA,
+// fast_flash_attention_wgmma.cu) or mma (the mma.sync kernels of sessions 6–13, for A/B).
+bool flash_mma() {
+    static const bool mma = [] {
+        const char* v = std::getenv("TESSERA_FLASH");
+        const std::string s = v ? v : "";
+        TS_CHECK(s.empty() || s == "wgmma" || s == "mma", "TESSERA_FLASH={}: expected wgmma (the default) or mma", s);
+        return s == "mma";
+    }();
+    return mma;
+}
 // TESSERA_GDN_DECODE: the fused GDN decode step's kernel — auto (the default:
 // fast::gdn_decode_variant's choice), cols32, cols16, head256 or head512 (fast_gdn.h), for A/B.
 int gdn_decode_variant_env() {
@@ -459,7 +470,7 @@ bool CudaBackend::attention_fast(const Tensor& out, const Tensor& q, const Tenso
     const bool f16 = kc.f16 && vc.f16;
     if (fast::flash_attention_supported(Q.n, kc.n_kv, kc.D, vc.D, f16) && fast::use_flash_attention(Q.T, plan.n_seqs)) {
         fast::flash_attention(O.p, O.ts, O.hs, Q.p, Q.ts, Q.hs, Q.T, Q.n, kc, vc, plan, scale,
-                              fast::flash_variant(Q.T, Q.n, kc.D), stream_.get(), g);
+                              fast::flash_variant(Q.T, Q.n, kc.D, !flash_mma()), stream_.get(), g);
         return true;
     }
     const fast::AttnKernel kernel =

@@ -22,14 +22,13 @@ bool use_flash_attention(int64_t T, int64_t n_seqs) {
     return T >= 16 && n_seqs >= 1 && T >= 16 * n_seqs && (T + 63) / 64 + n_seqs <= kMaxSlots;
 }
 
-FlashVariant flash_variant(int64_t T, int64_t n_head, int64_t /*D*/) {
-    // 128-row tiles reuse each K/V tile over twice the rows, and the second K/V buffer keeps the
-    // next tile's loads in flight (H200, D 256, 16 heads: 2.60 ms at 8K against 2.94 for one
-    // buffer and 3.25 for 64-row tiles; 38.7 / 43.7 / 49.4 ms at 32K; 99 / 112 / 114 us at 1K,
-    // where the 128-row grid is 128 blocks); 64-row tiles when 128-row ones would leave more than
-    // half the SMs idle (short prompts, few heads).
+FlashVariant flash_variant(int64_t T, int64_t n_head, int64_t /*D*/, bool wgmma) {
+    // The warpgroup MMA with 128-row tiles (wgmma false: the best mma.sync kernel, for A/B) (H200, D 256, 16 heads, session 14: 1.90 ms at 8K
+    // against 2.57 for Rows128x2, the best mma.sync kernel; 27.6 against 38.0 ms at 32K; 77 against
+    // 98 us at 1K, where the 128-row grid is 128 blocks); 64-row tiles when 128-row ones would leave
+    // more than half the SMs idle (short prompts, few heads).
     if ((T + 127) / 128 * n_head < kSms / 2) return FlashVariant::Rows64;
-    return FlashVariant::Rows128x2;
+    return wgmma ? FlashVariant::Wgmma : FlashVariant::Rows128x2;
 }
 
 void flash_attention(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts, int64_t q_hs,

@@ -30,8 +30,9 @@ enum class FlashVariant : int {
     Rows64 = 0,   // 4 warps, 64 query rows: 2 blocks per SM at D = 256
     Rows128 = 1,  // 8 warps, 128 query rows: 1 block per SM at D = 256
     Rows128x2 = 2,  // Rows128 with two K/V buffers (next tile loads during the whole tile; 192 KiB at D = 256)
-    Wgmma = 3,      // 128 query rows on the warpgroup MMA, two K/V buffers (fast_flash_attention_wgmma.cu;
-                    // session 13: written, not yet run on the GPU — benchmark and tests only, never picked)
+    Wgmma = 3,      // 128 query rows on the warpgroup MMA, S of the next tile overlapping p·v of the last
+                    // (fast_flash_attention_wgmma.cu; the pick on sm_90a)
+    WgmmaWs = 4,    // Wgmma warp-specialised: a producer warpgroup loads K/V, two consumer warpgroups, mbarriers
 };
 
 // Whether flash_attention() takes these shapes: f16 caches, D = Dv ∈ {64, 128, 256}, GQA.
@@ -40,8 +41,9 @@ bool flash_attention_supported(int64_t n_head, int64_t n_kv, int64_t D, int64_t 
 // than fast::attention (pure; the backend's rule): prefill-sized, ≥ 16 new tokens per sequence on
 // average. Decode steps (a token per sequence) keep the flash-decoding kernel.
 bool use_flash_attention(int64_t T, int64_t n_seqs);
-// The block shape the backend uses for these shapes (pure).
-FlashVariant flash_variant(int64_t T, int64_t n_head, int64_t D);
+// The block shape the backend uses for these shapes (pure; wgmma false: the mma.sync kernels only,
+// TESSERA_FLASH=mma).
+FlashVariant flash_variant(int64_t T, int64_t n_head, int64_t D, bool wgmma = true);
 
 // out[T, n_head, D] as ref::attention, q [T, n_head, D] f32 (strides in elements), caches f16;
 // with a gate, out · σ(gate) (OutGate).
@@ -57,7 +59,7 @@ cudaError_t launch_flash_attention(float* out, int64_t out_ts, int64_t out_hs, c
 cudaError_t launch_flash_attention_wgmma(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts,
                                          int64_t q_hs, int64_t T, int64_t n_head, const ref::PagedCache& kc,
                                          const ref::PagedCache& vc, const AttnPlan& plan, float scale, OutGate gate,
-                                         cudaStream_t stream);
+                                         bool ws, cudaStream_t stream);
 }  // namespace detail
 
 }  // namespace tessera::cuda::fast

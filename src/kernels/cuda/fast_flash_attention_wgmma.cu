@@ -13,6 +13,7 @@
 
 #include "kernels/cuda/fast_attention_tile.cuh"
 #include "kernels/cuda/fast_flash_attention.h"
+#include "kernels/cuda/fast_mbarrier.cuh"
 #include "kernels/cuda/fast_wgmma.cuh"
 #include "kernels/cuda/ref_plan.cuh"
 
@@ -243,16 +244,260 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
 }
 
+// Warp-specialised form (FlashVariant::WgmmaWs): warpgroup 0 loads K/V tiles (cp.async, a thread
+// per half row of a key: 64 keys × 2), warpgroups 1 and 2 are the consumers of 64 query rows each,
+// with no block-wide barrier inside the loop: per buffer b an mbarrier says k(b) / v(b) landed
+// (full_k / full_v: 128 producer arrivals, after the copies' wait and the proxy fence) and one says
+// the consumers are done with it (empty_k after S, empty_v after p·v: 8 consumer warps).
+constexpr int kThreadsWs = 384;
+
+template <int D>
+__global__ void __launch_bounds__(kThreadsWs, 1)
+    flash_wgmma_ws_kernel(float* __restrict__ out, int64_t out_ts, int64_t out_hs, const float* __restrict__ q,
+                          int64_t q_ts, int64_t q_hs, int T, int n_head, ref::PagedCache kc, ref::PagedCache vc,
+                          AttnPlan plan, float scale_log2, OutGate gate) {
+    using C = FlashTiles<D>;
+    constexpr int CH = D / 8;  // 16-byte chunks a row
+    extern __shared__ uint8_t smem_raw[];
+    uint8_t* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+    uint8_t* q_s = smem;
+    uint8_t* k_s = q_s + C::kQBytes;      // [2][kBN rows]
+    uint8_t* v_s = k_s + 2 * C::kKVBytes;  // [2][kBN rows]
+    __shared__ uint64_t full_k[2], full_v[2], empty_k[2], empty_v[2];
+    __shared__ int bad_s;  // a key's cache block was out of range (set before the last full_v arrival)
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp / 4;
+    const int h = blockIdx.x, slot = blockIdx.y;
+    const int G = n_head / int(kc.n_kv), g = h / G;
+    int tile = 0;
+    const int s = flash_slot_tile<kBM>(plan, slot, lane, tile);
+
+    auto fill_rows = [&](int64_t t_lo, int64_t t_hi, float v, int first = 0, int stride = kThreadsWs) {
+        for (int64_t i = tid - first; i < (t_hi - t_lo) * D; i += stride) {  // out[t_lo..t_hi), head h := v
+            const int64_t t = t_lo + i / D;
+            out[t * out_ts + int64_t(h) * out_hs + i % D] = gated(gate, v, t, h, int(i % D));
+        }
+    };
+    if (s < 0) {  // an idle slot; the last one (always idle) marks tokens outside q_start as bad
+        if (slot == int(gridDim.y) - 1) {
+            const int a = min(max(plan.q_start[0], 0), T), b = min(max(plan.q_start[plan.n_seqs], a), T);
+            fill_rows(0, a, ref::quiet_nan());
+            fill_rows(b, T, ref::quiet_nan());
+        }
+        return;
+    }
+    const int q0 = plan.q_start[s], n_new = plan.q_start[s + 1] - q0, len = plan.kv_len[s];
+    const int n_tiles = (n_new + kBM - 1) / kBM;
+    const int row0 = (n_tiles - 1 - tile) * kBM;  // heaviest (last) tiles take the first slots
+    const int rows = min(kBM, n_new - row0);
+    const int64_t t0 = int64_t(q0) + row0;
+    if (q0 < 0 || int64_t(q0) + n_new > T) return;  // a bad plan: write nothing outside out
+    if (len == 0) return fill_rows(t0, t0 + rows, 0.f);  // a padding sequence
+    const int64_t bs = kc.block_size;
+    if (n_new > len || int64_t(len) > int64_t(plan.max_blocks) * bs) return fill_rows(t0, t0 + rows, ref::quiet_nan());
+
+    const int p_lo = len - n_new + row0, p_hi = p_lo + rows - 1;  // positions of the tile's first/last row
+    const int n_kt = p_hi / kBN + 1;
+    bool bad = false;
+    if (tid == 0) {
+        bad_s = 0;
+        for (int b = 0; b < 2; ++b) {
+            mbar_init(&full_k[b], 128);
+            mbar_init(&full_v[b], 128);
+            mbar_init(&empty_k[b], 8);
+            mbar_init(&empty_v[b], 8);
+        }
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        // ---- producer: key r = tid / 2 of each tile, chunks (tid % 2)·CH/2 … of its row ----
+        setmaxnreg_dec<56>();
+        const int32_t* table = plan.block_table + int64_t(s) * plan.max_blocks;
+        const int r = tid >> 1, ch0 = (tid & 1) * (CH / 2);
+        const __half* kbase = static_cast<const __half*>(kc.data);
+        const __half* vbase = static_cast<const __half*>(vc.data);
+        int64_t off = -1;  // element offset of this thread's key row in the caches (-1: zeros)
+        auto resolve = [&](int kt) {
+            const int p = kt * kBN + r;
+            off = -1;
+            if (p <= p_hi) {
+                const int blk = table[p / int(bs)];
+                if (blk >= 0 && blk < kc.n_blocks) off = int64_t(blk) * kc.block_stride + int64_t(p % int(bs)) * kc.row_stride;
+                else bad = true;
+            }
+        };
+        auto load = [&](uint8_t* dst, const __half* base, int64_t head_stride) {
+            const uint32_t d0 = smem_addr(dst);
+            const __half* src = off >= 0 ? base + off + int64_t(g) * head_stride : base;
+#pragma unroll 4
+            for (int c = 0; c < CH / 2; ++c)
+                cp_async16(d0 + wgmma_b_offset(r, ch0 + c, kBN), src + (ch0 + c) * 8, off >= 0);
+            cp_async_commit();
+        };
+        // (k and v caches share block and row strides: flash_attention checks the shapes agree.)
+        resolve(0);
+        load(k_s, kbase, kc.head_stride);
+        load(v_s, vbase, vc.head_stride);
+        for (int kt = 0; kt < n_kt; ++kt) {
+            const int b = kt & 1, nb = b ^ 1;
+            const uint32_t free_parity = ((uint32_t(kt + 1) >> 1) & 1) ^ 1;
+            cp_async_wait<1>();  // k(kt)
+            fence_proxy_async_smem();
+            mbar_arrive(&full_k[b]);
+            if (kt + 1 < n_kt) {
+                resolve(kt + 1);
+                mbar_wait(&empty_k[nb], free_parity);  // S of tile kt − 1 is done
+                load(k_s + nb * C::kKVBytes, kbase, kc.head_stride);
+                cp_async_wait<1>();  // v(kt)
+            } else {
+                cp_async_wait<0>();
+                if (bad) bad_s = 1;
+            }
+            fence_proxy_async_smem();
+            mbar_arrive(&full_v[b]);
+            if (kt + 1 < n_kt) {
+                mbar_wait(&empty_v[nb], free_parity);  // p·v of tile kt − 1 is done
+                load(v_s + nb * C::kKVBytes, vbase, vc.head_stride);
+            }
+        }
+    } else {
+        // ---- consumers: warpgroup cw = wg − 1 holds query rows 64cw … 64cw + 63 ----
+        setmaxnreg_inc<224>();
+        const int cw = wg - 1, ctid = tid - 128 * wg, cwarp = warp - 4;
+        // Q · scale · log2(e) as f16 (rows past the tile's tokens: zeros), this warpgroup's rows.
+        for (int i = ctid; i < 64 * CH; i += 128) {
+            const int rr = 64 * cw + i / CH, ch = i % CH;
+            const uint4 v = rr < rows ? q_chunk_f16(q + (t0 + rr) * q_ts + int64_t(h) * q_hs + ch * 8, scale_log2)
+                                      : uint4{0, 0, 0, 0};
+            *reinterpret_cast<uint4*>(q_s + wgmma_b_offset(rr, ch, kBM)) = v;
+        }
+        fence_proxy_async_smem();
+        named_barrier_sync(1 + cw, 128);
+
+        const int quad = lane & 3, ra = cwarp * 16 + (lane >> 2), rb = ra + 8;  // rows of the block's 128
+        const int pos_a = p_lo + min(ra, rows - 1), pos_b = p_lo + min(rb, rows - 1);
+        float o[D / 2];
+#pragma unroll
+        for (int j = 0; j < D / 2; ++j) o[j] = 0.f;
+        float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.f, l_b = 0.f;
+        const uint32_t q_addr = smem_addr(q_s) + uint32_t(cw * 64 * 128);
+
+        for (int kt = 0; kt < n_kt; ++kt) {
+            const int b = kt & 1;
+            const uint32_t parity = (uint32_t(kt) >> 1) & 1;
+            const uint32_t k_addr = smem_addr(k_s + b * C::kKVBytes), v_addr = smem_addr(v_s + b * C::kKVBytes);
+            float sc[kBN / 2];
+#pragma unroll
+            for (int j = 0; j < kBN / 2; ++j) sc[j] = 0.f;
+            mbar_wait(&full_k[b], parity);
+            wgmma_fence();
+#pragma unroll
+            for (int ks = 0; ks < D / 16; ++ks)
+                wgmma_m64n64k16_ss_f16(sc, wgmma_desc_sw128(q_addr + (ks / 4) * kBM * 128 + (ks % 4) * 32),
+                                       wgmma_desc_sw128(k_addr + (ks / 4) * kBN * 128 + (ks % 4) * 32), 1);
+            wgmma_commit();
+            wgmma_wait<0>();
+            wgmma_fence_operands(sc);
+            __syncwarp();
+            if (lane == 0) mbar_arrive(&empty_k[b]);
+
+            if (kt * kBN + kBN - 1 > p_lo) {
+#pragma unroll
+                for (int j = 0; j < kBN / 8; ++j) {
+                    const int key = kt * kBN + j * 8 + 2 * quad;
+                    if (key > pos_a) sc[4 * j] = -INFINITY;
+                    if (key + 1 > pos_a) sc[4 * j + 1] = -INFINITY;
+                    if (key > pos_b) sc[4 * j + 2] = -INFINITY;
+                    if (key + 1 > pos_b) sc[4 * j + 3] = -INFINITY;
+                }
+            }
+            float mx_a = m_a, mx_b = m_b;
+#pragma unroll
+            for (int j = 0; j < kBN / 8; ++j) {
+                mx_a = fmaxf(mx_a, fmaxf(sc[4 * j], sc[4 * j + 1]));
+                mx_b = fmaxf(mx_b, fmaxf(sc[4 * j + 2], sc[4 * j + 3]));
+            }
+            mx_a = fmaxf(mx_a, __shfl_xor_sync(kFull, mx_a, 1));
+            mx_a = fmaxf(mx_a, __shfl_xor_sync(kFull, mx_a, 2));
+            mx_b = fmaxf(mx_b, __shfl_xor_sync(kFull, mx_b, 1));
+            mx_b = fmaxf(mx_b, __shfl_xor_sync(kFull, mx_b, 2));
+            const float corr_a = exp2_approx(m_a - mx_a), corr_b = exp2_approx(m_b - mx_b);
+            m_a = mx_a;
+            m_b = mx_b;
+            float sum_a = 0.f, sum_b = 0.f;
+            uint32_t pa[kBN / 16][4];
+#pragma unroll
+            for (int j = 0; j < kBN / 8; ++j) {
+                const float p0 = exp2_approx(sc[4 * j] - m_a), p1 = exp2_approx(sc[4 * j + 1] - m_a);
+                const float p2 = exp2_approx(sc[4 * j + 2] - m_b), p3 = exp2_approx(sc[4 * j + 3] - m_b);
+                sum_a += p0 + p1;
+                sum_b += p2 + p3;
+                pa[j / 2][(j & 1) * 2] = pack_half2(p0, p1);
+                pa[j / 2][(j & 1) * 2 + 1] = pack_half2(p2, p3);
+            }
+            l_a = l_a * corr_a + sum_a;
+            l_b = l_b * corr_b + sum_b;
+#pragma unroll
+            for (int j = 0; j < D / 8; ++j) {
+                o[4 * j] *= corr_a;
+                o[4 * j + 1] *= corr_a;
+                o[4 * j + 2] *= corr_b;
+                o[4 * j + 3] *= corr_b;
+            }
+            mbar_wait(&full_v[b], parity);
+            wgmma_fence();
+            wgmma_fence_operands(o);
+#pragma unroll
+            for (int kk = 0; kk < kBN / 16; ++kk)
+                wgmma_rs_f16_tb<D>(o, pa[kk], wgmma_desc_sw128_mn(v_addr + kk * 16 * 128, kBN * 128), 1);
+            wgmma_commit();
+            wgmma_wait<0>();
+            wgmma_fence_operands(o);
+            __syncwarp();
+            if (lane == 0) mbar_arrive(&empty_v[b]);
+        }
+
+        l_a += __shfl_xor_sync(kFull, l_a, 1);
+        l_a += __shfl_xor_sync(kFull, l_a, 2);
+        l_b += __shfl_xor_sync(kFull, l_b, 1);
+        l_b += __shfl_xor_sync(kFull, l_b, 2);
+        const float inv_a = 1.f / l_a, inv_b = 1.f / l_b;  // l ≥ 1: the row's maximum contributes 2⁰
+        if (bad_s) return fill_rows(t0, t0 + rows, ref::quiet_nan(), 128, 256);  // seen after the last full_v
+        float* oa = out + (t0 + ra) * out_ts + int64_t(h) * out_hs + 2 * quad;
+        float* ob = oa + 8 * out_ts;
+#pragma unroll
+        for (int j = 0; j < D / 8; ++j) {
+            const int d = j * 8 + 2 * quad;
+            if (ra < rows) {
+                oa[j * 8] = gated(gate, o[4 * j] * inv_a, t0 + ra, h, d);
+                oa[j * 8 + 1] = gated(gate, o[4 * j + 1] * inv_a, t0 + ra, h, d + 1);
+            }
+            if (rb < rows) {
+                ob[j * 8] = gated(gate, o[4 * j + 2] * inv_b, t0 + rb, h, d);
+                ob[j * 8 + 1] = gated(gate, o[4 * j + 3] * inv_b, t0 + rb, h, d + 1);
+            }
+        }
+    }
+}
+
 template <int D>
 cudaError_t launch(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts, int64_t q_hs, int64_t T,
                    int64_t n_head, const ref::PagedCache& kc, const ref::PagedCache& vc, const AttnPlan& plan,
-                   float scale, OutGate gate, cudaStream_t stream) {
+                   float scale, OutGate gate, bool ws, cudaStream_t stream) {
     static const cudaError_t attr = cudaFuncSetAttribute(
         flash_wgmma_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, FlashTiles<D>::kSmem);
+    static const cudaError_t attr_ws = cudaFuncSetAttribute(
+        flash_wgmma_ws_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, FlashTiles<D>::kSmem);
     if (attr != cudaSuccess) return attr;
+    if (attr_ws != cudaSuccess) return attr_ws;
     const dim3 grid{unsigned(n_head), unsigned((T + kBM - 1) / kBM + plan.n_seqs)};
-    flash_wgmma_kernel<D><<<grid, kThreads, FlashTiles<D>::kSmem, stream>>>(
-        out, out_ts, out_hs, q, q_ts, q_hs, int(T), int(n_head), kc, vc, plan, scale * 1.4426950408889634f, gate);
+    if (ws)
+        flash_wgmma_ws_kernel<D><<<grid, kThreadsWs, FlashTiles<D>::kSmem, stream>>>(
+            out, out_ts, out_hs, q, q_ts, q_hs, int(T), int(n_head), kc, vc, plan, scale * 1.4426950408889634f, gate);
+    else
+        flash_wgmma_kernel<D><<<grid, kThreads, FlashTiles<D>::kSmem, stream>>>(
+            out, out_ts, out_hs, q, q_ts, q_hs, int(T), int(n_head), kc, vc, plan, scale * 1.4426950408889634f, gate);
     return cudaGetLastError();
 }
 
@@ -261,11 +506,11 @@ cudaError_t launch(float* out, int64_t out_ts, int64_t out_hs, const float* q, i
 cudaError_t launch_flash_attention_wgmma(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts,
                                          int64_t q_hs, int64_t T, int64_t n_head, const ref::PagedCache& kc,
                                          const ref::PagedCache& vc, const AttnPlan& plan, float scale, OutGate gate,
-                                         cudaStream_t stream) {
+                                         bool ws, cudaStream_t stream) {
     switch (kc.D) {
-        case 64: return launch<64>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate, stream);
-        case 128: return launch<128>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate, stream);
-        case 256: return launch<256>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate, stream);
+        case 64: return launch<64>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate, ws, stream);
+        case 128: return launch<128>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate, ws, stream);
+        case 256: return launch<256>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate, ws, stream);
         default: return cudaErrorInvalidValue;
     }
 }

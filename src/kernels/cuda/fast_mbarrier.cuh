@@ -1,0 +1,57 @@
+// Hopper (sm_90) synchronisation primitives for warp-specialised kernels: shared-memory mbarriers
+// (init, arrive, wait on a phase's parity), named barriers for a subset of the block's warps, and
+// setmaxnreg (moving registers from producer warpgroups to consumer warpgroups). Header-only,
+// device code only.
+//
+// Phases: an mbarrier initialised with count n completes phase 0 after n arrivals, then phase 1,
+// … Waiting for parity p returns once the phase of that parity is the last completed one; a fresh
+// barrier counts its (never run) phase before 0 as completed with parity 1, so a producer waiting
+// for "slot free" with parity ((use >> 1) & 1) ^ 1 passes its first round at once.
+#pragma once
+#include <cstdint>
+
+namespace tessera::cuda::fast::dev {
+
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(
+                     static_cast<uint32_t>(__cvta_generic_to_shared(bar))),
+                 "r"(count)
+                 : "memory");
+}
+
+// One arrival (release semantics: this thread's earlier writes are visible to whoever waits).
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+    asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];\n" ::"r"(
+                     static_cast<uint32_t>(__cvta_generic_to_shared(bar)))
+                 : "memory");
+}
+
+// Waits (acquire) until the phase of parity `parity` has completed.
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+    const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(bar));
+    asm volatile(
+        "{\n.reg .pred done;\n"
+        "wait_%=:\n"
+        "mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra wait_%=;\n}\n" ::"r"(addr),
+        "r"(parity)
+        : "memory");
+}
+
+// Barrier `id` (1 … 15; 0 is __syncthreads') among `threads` threads (a multiple of 32).
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// The warpgroup's registers a thread: lowered (producers) or raised (consumers); N a multiple of 8
+// in [24, 256]. Every warp of the warpgroup executes the same one.
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+
+}  // namespace tessera::cuda::fast::dev
