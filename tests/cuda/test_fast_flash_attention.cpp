@@ -41,8 +41,7 @@ std::string describe(const Config& c, fast::FlashVariant v) {
            (v == fast::FlashVariant::Rows64      ? " rows64"
             : v == fast::FlashVariant::Rows128   ? " rows128"
             : v == fast::FlashVariant::Rows128x2 ? " rows128x2"
-            : v == fast::FlashVariant::Wgmma     ? " wgmma"
-                                                 : " wgmma_ws");
+                                                 : " wgmma");
 }
 
 template <typename T>
@@ -150,8 +149,7 @@ void check_batch(const Config& c, const Batch& b, uint32_t seed, fast::FlashVari
 }
 
 constexpr fast::FlashVariant kVariants[] = {fast::FlashVariant::Rows64, fast::FlashVariant::Rows128,
-                                            fast::FlashVariant::Rows128x2, fast::FlashVariant::Wgmma,
-                                            fast::FlashVariant::WgmmaWs};
+                                            fast::FlashVariant::Rows128x2, fast::FlashVariant::Wgmma};
 
 std::vector<Config> configs() {
     std::vector<Config> v;

@@ -30,9 +30,8 @@ enum class FlashVariant : int {
     Rows64 = 0,   // 4 warps, 64 query rows: 2 blocks per SM at D = 256
     Rows128 = 1,  // 8 warps, 128 query rows: 1 block per SM at D = 256
     Rows128x2 = 2,  // Rows128 with two K/V buffers (next tile loads during the whole tile; 192 KiB at D = 256)
-    Wgmma = 3,      // 128 query rows on the warpgroup MMA, S of the next tile overlapping p·v of the last
-                    // (fast_flash_attention_wgmma.cu; the pick on sm_90a)
-    WgmmaWs = 4,    // Wgmma warp-specialised: a producer warpgroup loads K/V, two consumer warpgroups, mbarriers
+    Wgmma = 3,      // 128 query rows on the warpgroup MMA: a producer warpgroup loads K/V, two consumer
+                    // warpgroups, mbarriers between them (fast_flash_attention_wgmma.cu; the pick on sm_90a)
 };
 
 // Whether flash_attention() takes these shapes: f16 caches, D = Dv ∈ {64, 128, 256}, GQA.
@@ -59,7 +58,7 @@ cudaError_t launch_flash_attention(float* out, int64_t out_ts, int64_t out_hs, c
 cudaError_t launch_flash_attention_wgmma(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts,
                                          int64_t q_hs, int64_t T, int64_t n_head, const ref::PagedCache& kc,
                                          const ref::PagedCache& vc, const AttnPlan& plan, float scale, OutGate gate,
-                                         bool ws, cudaStream_t stream);
+                                         cudaStream_t stream);
 }  // namespace detail
 
 }  // namespace tessera::cuda::fast

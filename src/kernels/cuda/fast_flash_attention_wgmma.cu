@@ -1,14 +1,24 @@
 // Kernel of the prefill attention on Hopper's warpgroup MMA (FlashVariant::Wgmma,
 // fast_flash_attention.h; the semantics, plan handling and precision of fast_flash_attention.cu's
-// kernel): a block per (128-row query tile, head), two warpgroups of 64 query rows each, K/V tiles
-// of 64 keys double-buffered by cp.async.
+// kernels): a block per (128-row query tile, head) of three warpgroups. Warpgroup 0 is the
+// producer: it loads the K/V tiles of 64 keys (cp.async, a thread per half row of a key) into two
+// buffers each; warpgroups 1 and 2 are the consumers of 64 query rows each:
 //   S = Q·Kᵀ: wgmma with Q (A) and K (B) from shared memory, both K-major (k = d).
 //   O += P·V: wgmma with P in registers — the S accumulators after the online softmax, packed to
 //            f16 exactly as the mma.sync kernel's A fragments (a warp's D rows g, g + 8 and columns
 //            8i + 2t are A's rows and k pairs) — and V an N-major B (imm-trans-b).
+// No block-wide barrier inside the loop: per buffer b an mbarrier says k(b) / v(b) landed (full_k /
+// full_v: 128 producer arrivals, each after its copies' wait and the proxy fence) and one says the
+// consumers are done with it (empty_k after S, empty_v after p·v: 8 consumer warps). setmaxnreg
+// moves registers from the producer (56) to the consumers (224).
 // Q, K and V tiles share one layout (wgmma_b_offset): per 64 columns of d a region of rows × 128
-// bytes in the 128-byte swizzle. A warpgroup's 64 query rows hold O in D / 2 f32 registers a
-// thread (128 at D = 256), S in 32, P in 16.
+// bytes in the 128-byte swizzle. A consumer warpgroup holds O in D / 2 f32 registers a thread (128
+// at D = 256), S in 32, P in 16.
+//
+// Measured and not kept (session 14, H200, D 256, 8K causal): the same loop with all 256 threads
+// loading (no producer; 1.93 ms against 1.78), S of the next tile issued under p·v of the last
+// (2.0 ms), and the consumers taking turns at the tensor cores (ping-pong, 2.18 ms: ptxas serialises
+// every wgmma of that loop, C7513).
 #include <cuda_fp16.h>
 
 #include "kernels/cuda/fast_attention_tile.cuh"
@@ -23,9 +33,9 @@ namespace {
 
 using namespace dev;
 
-constexpr int kBM = 128;  // query rows a block: two warpgroups of 64
-constexpr int kBN = 64;   // keys a tile
-constexpr int kThreads = 256;
+constexpr int kBM = 128;      // query rows a block: two consumer warpgroups of 64
+constexpr int kBN = 64;       // keys a tile
+constexpr int kThreads = 384;  // producer warpgroup + two consumer warpgroups
 constexpr unsigned kFull = 0xffffffffu;
 
 template <int D>
@@ -36,226 +46,70 @@ struct FlashTiles {
     static_assert(D % 64 == 0 && kSmem <= 227 * 1024, "tiles");
 };
 
+// Online softmax of a 64-key tile held as wgmma accumulators (log2 units): keys past a row's
+// position masked where the tile crosses the diagonal, the running max m and partial sums l of this
+// lane's rows a (g) and b (g + 8) updated, p packed to f16 as the A operand of p·v (a warp's D rows
+// g, g + 8 and columns 8i + 2t are A's rows and k pairs), and o's factors returned in corr.
+template <int BN>
+__device__ __forceinline__ void tile_softmax(float (&sc)[BN / 2], int key0, bool diag, int pos_a, int pos_b, int quad,
+                                             float& m_a, float& m_b, float& l_a, float& l_b, uint32_t (&pa)[BN / 16][4],
+                                             float& corr_a, float& corr_b) {
+    if (diag) {
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+            const int key = key0 + j * 8 + 2 * quad;
+            if (key > pos_a) sc[4 * j] = -INFINITY;
+            if (key + 1 > pos_a) sc[4 * j + 1] = -INFINITY;
+            if (key > pos_b) sc[4 * j + 2] = -INFINITY;
+            if (key + 1 > pos_b) sc[4 * j + 3] = -INFINITY;
+        }
+    }
+    // The first tile holds key 0 for every row, so m is finite from it on.
+    float mx_a = m_a, mx_b = m_b;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+        mx_a = fmaxf(mx_a, fmaxf(sc[4 * j], sc[4 * j + 1]));
+        mx_b = fmaxf(mx_b, fmaxf(sc[4 * j + 2], sc[4 * j + 3]));
+    }
+    mx_a = fmaxf(mx_a, __shfl_xor_sync(kFull, mx_a, 1));
+    mx_a = fmaxf(mx_a, __shfl_xor_sync(kFull, mx_a, 2));
+    mx_b = fmaxf(mx_b, __shfl_xor_sync(kFull, mx_b, 1));
+    mx_b = fmaxf(mx_b, __shfl_xor_sync(kFull, mx_b, 2));
+    corr_a = exp2_approx(m_a - mx_a);
+    corr_b = exp2_approx(m_b - mx_b);
+    m_a = mx_a;
+    m_b = mx_b;
+    float sum_a = 0.f, sum_b = 0.f;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+        const float p0 = exp2_approx(sc[4 * j] - m_a), p1 = exp2_approx(sc[4 * j + 1] - m_a);
+        const float p2 = exp2_approx(sc[4 * j + 2] - m_b), p3 = exp2_approx(sc[4 * j + 3] - m_b);
+        sum_a += p0 + p1;
+        sum_b += p2 + p3;
+        pa[j / 2][(j & 1) * 2] = pack_half2(p0, p1);
+        pa[j / 2][(j & 1) * 2 + 1] = pack_half2(p2, p3);
+    }
+    l_a = l_a * corr_a + sum_a;
+    l_b = l_b * corr_b + sum_b;
+}
+
+template <int N>
+__device__ __forceinline__ void rescale_rows(float (&o)[N], float corr_a, float corr_b) {
+#pragma unroll
+    for (int j = 0; j < N / 4; ++j) {
+        o[4 * j] *= corr_a;
+        o[4 * j + 1] *= corr_a;
+        o[4 * j + 2] *= corr_b;
+        o[4 * j + 3] *= corr_b;
+    }
+}
+
 // Grid (n_head, tile slots). out/q strides in elements; scale_log2 = scale · log2(e).
 template <int D>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_wgmma_kernel(float* __restrict__ out, int64_t out_ts, int64_t out_hs, const float* __restrict__ q,
                        int64_t q_ts, int64_t q_hs, int T, int n_head, ref::PagedCache kc, ref::PagedCache vc,
                        AttnPlan plan, float scale_log2, OutGate gate) {
-    using C = FlashTiles<D>;
-    constexpr int CH = D / 8;  // 16-byte chunks a row
-    extern __shared__ uint8_t smem_raw[];
-    uint8_t* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
-    uint8_t* q_s = smem;
-    uint8_t* k_s = q_s + C::kQBytes;      // [2][kBN rows]
-    uint8_t* v_s = k_s + 2 * C::kKVBytes;  // [2][kBN rows]
-    __shared__ int2 rows_s[3][kBN];  // per key of a tile: (cache block or -1 bad / -2 unused, row in block)
-
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp / 4;
-    const int h = blockIdx.x, slot = blockIdx.y;
-    const int G = n_head / int(kc.n_kv), g = h / G;
-    int tile = 0;
-    const int s = flash_slot_tile<kBM>(plan, slot, lane, tile);
-
-    auto fill_rows = [&](int64_t t_lo, int64_t t_hi, float v) {  // out[t_lo..t_hi), head h := v
-        for (int64_t i = tid; i < (t_hi - t_lo) * D; i += kThreads) {
-            const int64_t t = t_lo + i / D;
-            out[t * out_ts + int64_t(h) * out_hs + i % D] = gated(gate, v, t, h, int(i % D));
-        }
-    };
-    if (s < 0) {  // an idle slot; the last one (always idle) marks tokens outside q_start as bad
-        if (slot == int(gridDim.y) - 1) {
-            const int a = min(max(plan.q_start[0], 0), T), b = min(max(plan.q_start[plan.n_seqs], a), T);
-            fill_rows(0, a, ref::quiet_nan());
-            fill_rows(b, T, ref::quiet_nan());
-        }
-        return;
-    }
-    const int q0 = plan.q_start[s], n_new = plan.q_start[s + 1] - q0, len = plan.kv_len[s];
-    const int n_tiles = (n_new + kBM - 1) / kBM;
-    const int row0 = (n_tiles - 1 - tile) * kBM;  // heaviest (last) tiles take the first slots
-    const int rows = min(kBM, n_new - row0);
-    const int64_t t0 = int64_t(q0) + row0;
-    if (q0 < 0 || int64_t(q0) + n_new > T) return;  // a bad plan: write nothing outside out
-    if (len == 0) return fill_rows(t0, t0 + rows, 0.f);  // a padding sequence
-    const int64_t bs = kc.block_size;
-    if (n_new > len || int64_t(len) > int64_t(plan.max_blocks) * bs) return fill_rows(t0, t0 + rows, ref::quiet_nan());
-
-    const int p_lo = len - n_new + row0, p_hi = p_lo + rows - 1;  // positions of the tile's first/last row
-    const int n_kt = p_hi / kBN + 1;
-    const int32_t* table = plan.block_table + int64_t(s) * plan.max_blocks;
-    bool bad = false;
-
-    auto resolve_rows = [&](int kt) {  // where key kt·kBN + tid lives (threads < kBN)
-        if (tid < kBN) {
-            const int p = kt * kBN + tid;
-            int2 e{-2, 0};
-            if (p <= p_hi) {
-                const int blk = table[p / int(bs)];
-                e = {blk >= 0 && blk < kc.n_blocks ? blk : -1, p % int(bs)};
-                bad |= e.x < 0;
-            }
-            rows_s[kt % 3][tid] = e;
-        }
-    };
-    // The tile's kBN rows of cache c (kv head g) by cp.async; unused or bad rows are zeros.
-    auto load_tile = [&](uint8_t* dst, const ref::PagedCache& c, int kt) {
-        const __half* base = static_cast<const __half*>(c.data);
-        const uint32_t d0 = smem_addr(dst);
-#pragma unroll 4
-        for (int i = tid; i < kBN * CH; i += kThreads) {
-            const int r = i / CH, ch = i % CH;
-            const int2 e = rows_s[kt % 3][r];
-            const __half* src = e.x >= 0 ? base + int64_t(e.x) * c.block_stride + int64_t(e.y) * c.row_stride +
-                                               int64_t(g) * c.head_stride + ch * 8
-                                         : base;
-            cp_async16(d0 + wgmma_b_offset(r, ch, kBN), src, e.x >= 0);
-        }
-    };
-
-    // Q · scale · log2(e) as f16 (rows past the tile's tokens: zeros).
-    for (int i = tid; i < kBM * CH; i += kThreads) {
-        const int r = i / CH, ch = i % CH;
-        const uint4 v = r < rows ? q_chunk_f16(q + (t0 + r) * q_ts + int64_t(h) * q_hs + ch * 8, scale_log2)
-                                 : uint4{0, 0, 0, 0};
-        *reinterpret_cast<uint4*>(q_s + wgmma_b_offset(r, ch, kBM)) = v;
-    }
-    resolve_rows(0);
-    if (n_kt > 1) resolve_rows(1);
-    __syncthreads();
-    load_tile(k_s, kc, 0);
-    load_tile(v_s, vc, 0);
-    cp_async_commit();
-
-    // This lane's rows: ra = warp·16 + lane/4 (of the block's 128; warpgroup wg holds 64wg …) and
-    // rb = ra + 8; rows past the tile's tokens take the last token's position (never stored).
-    const int quad = lane & 3, ra = warp * 16 + (lane >> 2), rb = ra + 8;
-    const int pos_a = p_lo + min(ra, rows - 1), pos_b = p_lo + min(rb, rows - 1);
-    float o[D / 2];  // o[4j + e]: rows ra (e < 2) / rb, columns 8j + 2·quad + (e & 1)
-#pragma unroll
-    for (int j = 0; j < D / 2; ++j) o[j] = 0.f;
-    float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.f, l_b = 0.f;  // l: this lane's partial sums
-    const uint32_t q_addr = smem_addr(q_s) + uint32_t(wg * 64 * 128);  // the warpgroup's 64 rows
-
-    for (int kt = 0; kt < n_kt; ++kt) {
-        const int buf = kt & 1;
-        cp_async_wait<0>();        // this tile's K and V have landed (this thread's copies)
-        fence_proxy_async_smem();  // … visible to the tensor cores (and Q's stores, the first time)
-        __syncthreads();           // … everyone's; every warpgroup is done with the other buffers
-        if (kt + 1 < n_kt) {
-            load_tile(k_s + (buf ^ 1) * C::kKVBytes, kc, kt + 1);
-            load_tile(v_s + (buf ^ 1) * C::kKVBytes, vc, kt + 1);
-        }
-        cp_async_commit();
-        if (kt + 2 < n_kt) resolve_rows(kt + 2);
-        const uint32_t k_addr = smem_addr(k_s + buf * C::kKVBytes), v_addr = smem_addr(v_s + buf * C::kKVBytes);
-
-        // S = q·kᵀ for the warpgroup's 64 rows × 64 keys (log2 units): k16 step ks of d at region
-        // ks / 4, 32·(ks % 4) bytes in.
-        float sc[kBN / 2];
-#pragma unroll
-        for (int j = 0; j < kBN / 2; ++j) sc[j] = 0.f;
-        wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < D / 16; ++ks)
-            wgmma_m64n64k16_ss_f16(sc, wgmma_desc_sw128(q_addr + (ks / 4) * kBM * 128 + (ks % 4) * 32),
-                                   wgmma_desc_sw128(k_addr + (ks / 4) * kBN * 128 + (ks % 4) * 32), 1);
-        wgmma_commit();
-        wgmma_wait<0>();
-        wgmma_fence_operands(sc);
-
-        if (kt * kBN + kBN - 1 > p_lo) {  // the tile crosses the diagonal: keys past a row's position
-#pragma unroll
-            for (int j = 0; j < kBN / 8; ++j) {
-                const int key = kt * kBN + j * 8 + 2 * quad;
-                if (key > pos_a) sc[4 * j] = -INFINITY;
-                if (key + 1 > pos_a) sc[4 * j + 1] = -INFINITY;
-                if (key > pos_b) sc[4 * j + 2] = -INFINITY;
-                if (key + 1 > pos_b) sc[4 * j + 3] = -INFINITY;
-            }
-        }
-        // Online softmax: tile 0 holds key 0 for every row, so m is finite from the first tile on.
-        float mx_a = m_a, mx_b = m_b;
-#pragma unroll
-        for (int j = 0; j < kBN / 8; ++j) {
-            mx_a = fmaxf(mx_a, fmaxf(sc[4 * j], sc[4 * j + 1]));
-            mx_b = fmaxf(mx_b, fmaxf(sc[4 * j + 2], sc[4 * j + 3]));
-        }
-        mx_a = fmaxf(mx_a, __shfl_xor_sync(kFull, mx_a, 1));
-        mx_a = fmaxf(mx_a, __shfl_xor_sync(kFull, mx_a, 2));
-        mx_b = fmaxf(mx_b, __shfl_xor_sync(kFull, mx_b, 1));
-        mx_b = fmaxf(mx_b, __shfl_xor_sync(kFull, mx_b, 2));
-        const float corr_a = exp2_approx(m_a - mx_a), corr_b = exp2_approx(m_b - mx_b);
-        m_a = mx_a;
-        m_b = mx_b;
-        float sum_a = 0.f, sum_b = 0.f;
-        uint32_t pa[kBN / 16][4];  // p as the A operand of p·v, 16 keys a k-step
-#pragma unroll
-        for (int j = 0; j < kBN / 8; ++j) {
-            const float p0 = exp2_approx(sc[4 * j] - m_a), p1 = exp2_approx(sc[4 * j + 1] - m_a);
-            const float p2 = exp2_approx(sc[4 * j + 2] - m_b), p3 = exp2_approx(sc[4 * j + 3] - m_b);
-            sum_a += p0 + p1;
-            sum_b += p2 + p3;
-            pa[j / 2][(j & 1) * 2] = pack_half2(p0, p1);
-            pa[j / 2][(j & 1) * 2 + 1] = pack_half2(p2, p3);
-        }
-        l_a = l_a * corr_a + sum_a;
-        l_b = l_b * corr_b + sum_b;
-#pragma unroll
-        for (int j = 0; j < D / 8; ++j) {
-            o[4 * j] *= corr_a;
-            o[4 * j + 1] *= corr_a;
-            o[4 * j + 2] *= corr_b;
-            o[4 * j + 3] *= corr_b;
-        }
-
-        // o += p·v: k16 step kk = keys 16kk … 16kk + 15, rows 2048·kk bytes into each region; V is
-        // N-major (d contiguous), the next 64 columns of d one region (kBN · 128 bytes) further.
-        wgmma_fence();
-        wgmma_fence_operands(o);
-#pragma unroll
-        for (int kk = 0; kk < kBN / 16; ++kk)
-            wgmma_rs_f16_tb<D>(o, pa[kk], wgmma_desc_sw128_mn(v_addr + kk * 16 * 128, kBN * 128), 1);
-        wgmma_commit();
-        wgmma_wait<0>();
-        wgmma_fence_operands(o);
-    }
-    cp_async_wait<0>();
-    if (__syncthreads_or(bad)) return fill_rows(t0, t0 + rows, ref::quiet_nan());
-
-    l_a += __shfl_xor_sync(kFull, l_a, 1);
-    l_a += __shfl_xor_sync(kFull, l_a, 2);
-    l_b += __shfl_xor_sync(kFull, l_b, 1);
-    l_b += __shfl_xor_sync(kFull, l_b, 2);
-    const float inv_a = 1.f / l_a, inv_b = 1.f / l_b;  // l ≥ 1: the row's maximum contributes 2⁰
-    float* oa = out + (t0 + ra) * out_ts + int64_t(h) * out_hs + 2 * quad;
-    float* ob = oa + 8 * out_ts;
-#pragma unroll
-    for (int j = 0; j < D / 8; ++j) {
-        const int d = j * 8 + 2 * quad;
-        if (ra < rows) {
-            oa[j * 8] = gated(gate, o[4 * j] * inv_a, t0 + ra, h, d);
-            oa[j * 8 + 1] = gated(gate, o[4 * j + 1] * inv_a, t0 + ra, h, d + 1);
-        }
-        if (rb < rows) {
-            ob[j * 8] = gated(gate, o[4 * j + 2] * inv_b, t0 + rb, h, d);
-            ob[j * 8 + 1] = gated(gate, o[4 * j + 3] * inv_b, t0 + rb, h, d + 1);
-        }
-    }
-}
-
-// Warp-specialised form (FlashVariant::WgmmaWs): warpgroup 0 loads K/V tiles (cp.async, a thread
-// per half row of a key: 64 keys × 2), warpgroups 1 and 2 are the consumers of 64 query rows each,
-// with no block-wide barrier inside the loop: per buffer b an mbarrier says k(b) / v(b) landed
-// (full_k / full_v: 128 producer arrivals, after the copies' wait and the proxy fence) and one says
-// the consumers are done with it (empty_k after S, empty_v after p·v: 8 consumer warps).
-constexpr int kThreadsWs = 384;
-
-template <int D>
-__global__ void __launch_bounds__(kThreadsWs, 1)
-    flash_wgmma_ws_kernel(float* __restrict__ out, int64_t out_ts, int64_t out_hs, const float* __restrict__ q,
-                          int64_t q_ts, int64_t q_hs, int T, int n_head, ref::PagedCache kc, ref::PagedCache vc,
-                          AttnPlan plan, float scale_log2, OutGate gate) {
     using C = FlashTiles<D>;
     constexpr int CH = D / 8;  // 16-byte chunks a row
     extern __shared__ uint8_t smem_raw[];
@@ -272,7 +126,7 @@ __global__ void __launch_bounds__(kThreadsWs, 1)
     int tile = 0;
     const int s = flash_slot_tile<kBM>(plan, slot, lane, tile);
 
-    auto fill_rows = [&](int64_t t_lo, int64_t t_hi, float v, int first = 0, int stride = kThreadsWs) {
+    auto fill_rows = [&](int64_t t_lo, int64_t t_hi, float v, int first = 0, int stride = kThreads) {
         for (int64_t i = tid - first; i < (t_hi - t_lo) * D; i += stride) {  // out[t_lo..t_hi), head h := v
             const int64_t t = t_lo + i / D;
             out[t * out_ts + int64_t(h) * out_hs + i % D] = gated(gate, v, t, h, int(i % D));
@@ -323,8 +177,10 @@ __global__ void __launch_bounds__(kThreadsWs, 1)
             off = -1;
             if (p <= p_hi) {
                 const int blk = table[p / int(bs)];
-                if (blk >= 0 && blk < kc.n_blocks) off = int64_t(blk) * kc.block_stride + int64_t(p % int(bs)) * kc.row_stride;
-                else bad = true;
+                if (blk >= 0 && blk < kc.n_blocks)
+                    off = int64_t(blk) * kc.block_stride + int64_t(p % int(bs)) * kc.row_stride;
+                else
+                    bad = true;
             }
         };
         auto load = [&](uint8_t* dst, const __half* base, int64_t head_stride) {
@@ -383,79 +239,48 @@ __global__ void __launch_bounds__(kThreadsWs, 1)
         float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.f, l_b = 0.f;
         const uint32_t q_addr = smem_addr(q_s) + uint32_t(cw * 64 * 128);
 
-        for (int kt = 0; kt < n_kt; ++kt) {
-            const int b = kt & 1;
-            const uint32_t parity = (uint32_t(kt) >> 1) & 1;
-            const uint32_t k_addr = smem_addr(k_s + b * C::kKVBytes), v_addr = smem_addr(v_s + b * C::kKVBytes);
-            float sc[kBN / 2];
-#pragma unroll
-            for (int j = 0; j < kBN / 2; ++j) sc[j] = 0.f;
-            mbar_wait(&full_k[b], parity);
-            wgmma_fence();
+        auto issue_s = [&](float (&sc)[kBN / 2], int kt) {  // S = q·k(kt)ᵀ, k16 step ks of d at region ks / 4
+            const uint32_t k_addr = smem_addr(k_s + (kt & 1) * C::kKVBytes);
 #pragma unroll
             for (int ks = 0; ks < D / 16; ++ks)
                 wgmma_m64n64k16_ss_f16(sc, wgmma_desc_sw128(q_addr + (ks / 4) * kBM * 128 + (ks % 4) * 32),
-                                       wgmma_desc_sw128(k_addr + (ks / 4) * kBN * 128 + (ks % 4) * 32), 1);
+                                       wgmma_desc_sw128(k_addr + (ks / 4) * kBN * 128 + (ks % 4) * 32), ks > 0);
             wgmma_commit();
-            wgmma_wait<0>();
-            wgmma_fence_operands(sc);
-            __syncwarp();
-            if (lane == 0) mbar_arrive(&empty_k[b]);
-
-            if (kt * kBN + kBN - 1 > p_lo) {
-#pragma unroll
-                for (int j = 0; j < kBN / 8; ++j) {
-                    const int key = kt * kBN + j * 8 + 2 * quad;
-                    if (key > pos_a) sc[4 * j] = -INFINITY;
-                    if (key + 1 > pos_a) sc[4 * j + 1] = -INFINITY;
-                    if (key > pos_b) sc[4 * j + 2] = -INFINITY;
-                    if (key + 1 > pos_b) sc[4 * j + 3] = -INFINITY;
-                }
-            }
-            float mx_a = m_a, mx_b = m_b;
-#pragma unroll
-            for (int j = 0; j < kBN / 8; ++j) {
-                mx_a = fmaxf(mx_a, fmaxf(sc[4 * j], sc[4 * j + 1]));
-                mx_b = fmaxf(mx_b, fmaxf(sc[4 * j + 2], sc[4 * j + 3]));
-            }
-            mx_a = fmaxf(mx_a, __shfl_xor_sync(kFull, mx_a, 1));
-            mx_a = fmaxf(mx_a, __shfl_xor_sync(kFull, mx_a, 2));
-            mx_b = fmaxf(mx_b, __shfl_xor_sync(kFull, mx_b, 1));
-            mx_b = fmaxf(mx_b, __shfl_xor_sync(kFull, mx_b, 2));
-            const float corr_a = exp2_approx(m_a - mx_a), corr_b = exp2_approx(m_b - mx_b);
-            m_a = mx_a;
-            m_b = mx_b;
-            float sum_a = 0.f, sum_b = 0.f;
-            uint32_t pa[kBN / 16][4];
-#pragma unroll
-            for (int j = 0; j < kBN / 8; ++j) {
-                const float p0 = exp2_approx(sc[4 * j] - m_a), p1 = exp2_approx(sc[4 * j + 1] - m_a);
-                const float p2 = exp2_approx(sc[4 * j + 2] - m_b), p3 = exp2_approx(sc[4 * j + 3] - m_b);
-                sum_a += p0 + p1;
-                sum_b += p2 + p3;
-                pa[j / 2][(j & 1) * 2] = pack_half2(p0, p1);
-                pa[j / 2][(j & 1) * 2 + 1] = pack_half2(p2, p3);
-            }
-            l_a = l_a * corr_a + sum_a;
-            l_b = l_b * corr_b + sum_b;
-#pragma unroll
-            for (int j = 0; j < D / 8; ++j) {
-                o[4 * j] *= corr_a;
-                o[4 * j + 1] *= corr_a;
-                o[4 * j + 2] *= corr_b;
-                o[4 * j + 3] *= corr_b;
-            }
-            mbar_wait(&full_v[b], parity);
-            wgmma_fence();
-            wgmma_fence_operands(o);
+        };
+        auto issue_pv = [&](const uint32_t (&pa)[kBN / 16][4], int kt) {  // o += p·v(kt), V N-major
+            const uint32_t v_addr = smem_addr(v_s + (kt & 1) * C::kKVBytes);
 #pragma unroll
             for (int kk = 0; kk < kBN / 16; ++kk)
                 wgmma_rs_f16_tb<D>(o, pa[kk], wgmma_desc_sw128_mn(v_addr + kk * 16 * 128, kBN * 128), 1);
             wgmma_commit();
+        };
+        auto release = [&](uint64_t* bar) {
+            __syncwarp();
+            if (lane == 0) mbar_arrive(bar);
+        };
+        auto parity = [](int kt) { return (uint32_t(kt) >> 1) & 1; };
+        auto diag = [&](int kt) { return kt * kBN + kBN - 1 > p_lo; };
+        float sc[kBN / 2];
+#pragma unroll
+        for (int j = 0; j < kBN / 2; ++j) sc[j] = 0.f;
+        float corr_a, corr_b;
+        for (int kt = 0; kt < n_kt; ++kt) {
+            mbar_wait(&full_k[kt & 1], parity(kt));
+            wgmma_fence();
+            issue_s(sc, kt);
+            wgmma_wait<0>();
+            wgmma_fence_operands(sc);
+            release(&empty_k[kt & 1]);
+            uint32_t pa[kBN / 16][4];
+            tile_softmax<kBN>(sc, kt * kBN, diag(kt), pos_a, pos_b, quad, m_a, m_b, l_a, l_b, pa, corr_a, corr_b);
+            rescale_rows(o, corr_a, corr_b);
+            mbar_wait(&full_v[kt & 1], parity(kt));
+            wgmma_fence();
+            wgmma_fence_operands(o);
+            issue_pv(pa, kt);
             wgmma_wait<0>();
             wgmma_fence_operands(o);
-            __syncwarp();
-            if (lane == 0) mbar_arrive(&empty_v[b]);
+            release(&empty_v[kt & 1]);
         }
 
         l_a += __shfl_xor_sync(kFull, l_a, 1);
@@ -484,20 +309,13 @@ __global__ void __launch_bounds__(kThreadsWs, 1)
 template <int D>
 cudaError_t launch(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts, int64_t q_hs, int64_t T,
                    int64_t n_head, const ref::PagedCache& kc, const ref::PagedCache& vc, const AttnPlan& plan,
-                   float scale, OutGate gate, bool ws, cudaStream_t stream) {
+                   float scale, OutGate gate, cudaStream_t stream) {
     static const cudaError_t attr = cudaFuncSetAttribute(
         flash_wgmma_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, FlashTiles<D>::kSmem);
-    static const cudaError_t attr_ws = cudaFuncSetAttribute(
-        flash_wgmma_ws_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, FlashTiles<D>::kSmem);
     if (attr != cudaSuccess) return attr;
-    if (attr_ws != cudaSuccess) return attr_ws;
     const dim3 grid{unsigned(n_head), unsigned((T + kBM - 1) / kBM + plan.n_seqs)};
-    if (ws)
-        flash_wgmma_ws_kernel<D><<<grid, kThreadsWs, FlashTiles<D>::kSmem, stream>>>(
-            out, out_ts, out_hs, q, q_ts, q_hs, int(T), int(n_head), kc, vc, plan, scale * 1.4426950408889634f, gate);
-    else
-        flash_wgmma_kernel<D><<<grid, kThreads, FlashTiles<D>::kSmem, stream>>>(
-            out, out_ts, out_hs, q, q_ts, q_hs, int(T), int(n_head), kc, vc, plan, scale * 1.4426950408889634f, gate);
+    flash_wgmma_kernel<D><<<grid, kThreads, FlashTiles<D>::kSmem, stream>>>(
+        out, out_ts, out_hs, q, q_ts, q_hs, int(T), int(n_head), kc, vc, plan, scale * 1.4426950408889634f, gate);
     return cudaGetLastError();
 }
 
@@ -506,11 +324,11 @@ cudaError_t launch(float* out, int64_t out_ts, int64_t out_hs, const float* q, i
 cudaError_t launch_flash_attention_wgmma(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts,
                                          int64_t q_hs, int64_t T, int64_t n_head, const ref::PagedCache& kc,
                                          const ref::PagedCache& vc, const AttnPlan& plan, float scale, OutGate gate,
-                                         bool ws, cudaStream_t stream) {
+                                         cudaStream_t stream) {
     switch (kc.D) {
-        case 64: return launch<64>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate, ws, stream);
-        case 128: return launch<128>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate, ws, stream);
-        case 256: return launch<256>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate, ws, stream);
+        case 64: return launch<64>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate, stream);
+        case 128: return launch<128>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate, stream);
+        case 256: return launch<256>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate, stream);
         default: return cudaErrorInvalidValue;
     }
 }

@@ -43,6 +43,11 @@ __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
+// Arrives at barrier `id` without waiting (the other `threads` − this warp's count wait there).
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 // The warpgroup's registers a thread: lowered (producers) or raised (consumers); N a multiple of 8
 // in [24, 256]. Every warp of the warpgroup executes the same one.
 template <int N>
