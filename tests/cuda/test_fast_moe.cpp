@@ -145,25 +145,27 @@ TopkResult cpu_topk(Backend& cpu, std::vector<float>& logits, int64_t T, int64_t
 }
 
 TopkResult gpu_route(const std::vector<float>& logits, int64_t T, int E, int64_t ldl, int k, bool renorm,
-                     bool shared = false) {
+                     bool shared = false, bool exact = true) {
     const int64_t S = k + shared;
     const DeviceBuffer d_l = to_device(logits);
     DeviceBuffer d_ids(size_t(T * S) * 4 + 4), d_w(size_t(T * S) * 4 + 4);
     Stream stream;
-    fast::moe_route(d_l.as<float>(), ldl, T, E, k, renorm, shared, d_ids.as<int32_t>(), d_w.as<float>(), stream);
+    fast::moe_route(d_l.as<float>(), ldl, T, E, k, renorm, shared, d_ids.as<int32_t>(), d_w.as<float>(), stream,
+                    exact);
     stream.synchronize();
     return {to_host<int32_t>(d_ids, size_t(T * S)), to_host<float>(d_w, size_t(T * S))};
 }
 
 // ids exactly; weights within 1e-6 (the device's double exp rounded to f32 and the C library's
-// expf may differ by an ulp where expf is not correctly rounded). Bit mismatches are printed.
-void expect_topk_equal(const TopkResult& got, const TopkResult& want, int64_t T, int k, const std::string& what) {
+// expf may differ by an ulp where expf is not correctly rounded) or `tol`. Bit mismatches are printed.
+void expect_topk_equal(const TopkResult& got, const TopkResult& want, int64_t T, int k, const std::string& what,
+                       float tol = 1e-6f) {
     SCOPED_TRACE(what);
     int bad = 0, inexact = 0;
     for (int64_t i = 0; i < T * k; ++i) {
         const float g = got.weights[size_t(i)], w = want.weights[size_t(i)];
         const bool ok = got.ids[size_t(i)] == want.ids[size_t(i)] &&
-                        (std::isnan(w) ? std::isnan(g) : std::fabs(g - w) <= 1e-6f);
+                        (std::isnan(w) ? std::isnan(g) : std::fabs(g - w) <= tol);
         if (ok && !std::isnan(w) && std::memcmp(&g, &w, 4) != 0) ++inexact;
         if (!ok && ++bad <= 5)
             ADD_FAILURE() << "[" << i / k << ", " << i % k << "]: got expert " << got.ids[size_t(i)] << " weight " << g
@@ -580,6 +582,49 @@ TEST(FastMoe, RouteNanAndInfinityRankAsOnCpu) {
         for (bool renorm : {false, true})
             expect_topk_equal(gpu_route(logits, T, E, E, k, renorm), cpu_topk(*cpu, logits, T, E, E, k, renorm), T, k,
                               "specials k=" + std::to_string(k));
+}
+
+// The backend's default routing (exact = false, renormalised): picks ranked on the logits, weights
+// from the picks' f32 exponentials. Random logits never tie after rounding, so the ids are the CPU's
+// exactly and the weights agree to f32 rounding; exact ties go to the lower index; -inf experts
+// weigh 0; a row of -inf is NaN as on the CPU.
+TEST(FastMoe, RouteOnLogitsMatchesCpu) {
+    REQUIRE_CUDA();
+    const std::unique_ptr<Backend> cpu = make_cpu_backend();
+    uint32_t seed = 1200;
+    for (int E : {8, 33, 128, 256, 512})
+        for (int k : {1, 2, 8, 16}) {
+            if (k > E) continue;
+            for (int64_t T : {1, 2, 17, 64})
+                for (bool shared : {false, true}) {
+                    const int64_t ldl = E + shared + (T % 2 ? 0 : 3);
+                    std::vector<float> logits = reftest::random_rows(T, E + shared, ldl, seed++, -6.f, 6.f);
+                    const std::string what = "logits E=" + std::to_string(E) + " k=" + std::to_string(k) +
+                                             " T=" + std::to_string(T) + (shared ? " shared" : "");
+                    expect_topk_equal(gpu_route(logits, T, E, ldl, k, true, shared, false),
+                                      cpu_topk(*cpu, logits, T, E, ldl, k, true, shared), T, k + shared, what, 2e-6f);
+                    if (HasFailure()) return;
+                }
+        }
+    std::mt19937 rng(6);
+    for (int E : {8, 256})
+        for (int k : {1, 8}) {
+            const int64_t T = 33;
+            std::vector<float> logits(size_t(T * E));
+            for (auto& v : logits) v = float(rng() % 3);
+            for (int64_t e = 0; e < E; ++e) logits[size_t(e)] = 1.f;  // token 0: every expert ties
+            expect_topk_equal(gpu_route(logits, T, E, E, k, true, false, false), cpu_topk(*cpu, logits, T, E, E, k, true),
+                              T, k, "logits, ties E=" + std::to_string(E) + " k=" + std::to_string(k), 2e-6f);
+        }
+    const float inf = std::numeric_limits<float>::infinity();
+    std::vector<float> specials = {
+        0.f,  1.f,  -inf, 2.f,  -inf, 0.5f, 2.f,  -1.f,  // -inf experts weigh 0
+        -inf, -inf, -inf, 3.f,  -inf, -inf, -inf, -inf,  // one finite logit: weight 1
+        -inf, -inf, -inf, -inf, -inf, -inf, -inf, -inf,  // all -inf: NaN everywhere (as the CPU)
+    };
+    for (int k : {1, 3, 8})
+        expect_topk_equal(gpu_route(specials, 3, 8, 8, k, true, false, false), cpu_topk(*cpu, specials, 3, 8, 8, k, true),
+                          3, k, "logits, specials k=" + std::to_string(k), 2e-6f);
 }
 
 TEST(FastMoe, GroupingMatchesHostModel) {

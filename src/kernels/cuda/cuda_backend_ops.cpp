@@ -190,6 +190,19 @@ bool moe_prefill_mma() {
     }();
     return mma;
 }
+// TESSERA_MOE_ROUTE: logits (the default: a renormalised top-k ranked on the router's logits, the
+// weights from the k picks' exponentials alone) or exact (the CPU's bits: E double exponentials and
+// the normaliser; the only form where the weights are not renormalised), for A/B.
+bool moe_route_exact() {
+    static const bool exact = [] {
+        const char* v = std::getenv("TESSERA_MOE_ROUTE");
+        const std::string s = v ? v : "";
+        TS_CHECK(s.empty() || s == "logits" || s == "exact", "TESSERA_MOE_ROUTE={}: expected logits (the default) or exact",
+                 s);
+        return s == "exact";
+    }();
+    return exact;
+}
 // TESSERA_FLASH: wgmma (the default: the prefill attention on the warpgroup MMA,
 // fast_flash_attention_wgmma.cu) or mma (the mma.sync kernels of sessions 6–13, for A/B).
 bool flash_mma() {
@@ -712,7 +725,8 @@ void CudaBackend::moe_topk(const Tensor& logits, const MoeRouting& r, int32_t* i
     routed_ids_ = nullptr;
     if (kernels_ == CudaKernels::Fast && E <= fast::kMoeMaxExperts && r.k <= fast::kMoeMaxTopK &&
         !reference_op("moe_route")) {
-        fast::moe_route(L.p, L.ld, L.rows, int(E), r.k, r.renormalize, r.shared, ids, weights, stream_.get());
+        fast::moe_route(L.p, L.ld, L.rows, int(E), r.k, r.renormalize, r.shared, ids, weights, stream_.get(),
+                        moe_route_exact());
         routed_ids_ = ids;
         return;
     }

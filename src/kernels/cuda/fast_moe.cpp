@@ -114,12 +114,12 @@ void check_plan(const MoePlan& p) {
 }  // namespace
 
 void moe_route(const float* logits, int64_t ldl, int64_t T, int E, int k, bool renormalize, bool shared,
-               int32_t* ids, float* weights, cudaStream_t stream) {
+               int32_t* ids, float* weights, cudaStream_t stream, bool exact) {
     check_route_shape("moe_route", T, E, k);
     if (T == 0) return;
     ref::detail::check_rows("moe_route", "logits", logits, ldl, T, E + (shared ? 1 : 0));
     TS_CHECK(ids && weights, "moe_route: null ids or weights [{}, {}]", T, k + (shared ? 1 : 0));
-    TS_CUDA_CHECK(detail::launch_moe_route(logits, ldl, T, E, k, renormalize, shared, ids, weights, stream));
+    TS_CUDA_CHECK(detail::launch_moe_route(logits, ldl, T, E, k, renormalize, shared, ids, weights, exact, stream));
 }
 
 int64_t moe_max_items(int64_t T, int k, int E, int tile_rows) {

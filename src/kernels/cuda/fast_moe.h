@@ -38,9 +38,11 @@ constexpr int kMoeMaxTopK = 16;
 // rounded, as in ref::moe_topk), the normaliser float(1.0 / Σp) taken from a warp-tree double sum
 // whenever that provably equals the CPU's sequential double sum's result, else from the
 // sequential sum itself (a probability ~E·2⁻²⁶ per row). One warp per token. 1 ≤ k ≤ min(E, 16),
-// E ≤ 512.
+// E ≤ 512. exact false (renormalize only): the picks ranked on the logits and the weights from the
+// k picks' f32 exponentials alone (the normaliser cancels) — the same up to f32 rounding, and
+// probabilities that round equal from different logits may swap places.
 void moe_route(const float* logits, int64_t ldl, int64_t T, int E, int k, bool renormalize, bool shared,
-               int32_t* ids, float* weights, cudaStream_t stream);
+               int32_t* ids, float* weights, cudaStream_t stream, bool exact = true);
 
 // ---- grouping -------------------------------------------------------------------------------
 
@@ -176,7 +178,7 @@ namespace detail {
 // The launches in the .cu files (no fmt there); arguments already checked. Each returns its
 // launch's error. One entry per kernel, so a failing step can be run (and timed) alone.
 cudaError_t launch_moe_route(const float* logits, int64_t ldl, int64_t T, int E, int k, bool renormalize,
-                             bool shared, int32_t* ids, float* weights, cudaStream_t stream);
+                             bool shared, int32_t* ids, float* weights, bool exact, cudaStream_t stream);
 cudaError_t launch_moe_group(const int32_t* ids, int64_t T, int k, int E, int tile_rows, const MoeGrouping& g,
                              cudaStream_t stream);
 // act [T·k, I] (row stride I): act[r] = silu(gate_e·x_t) ⊙ (up_e·x_t) for each grouped row r of

@@ -162,6 +162,68 @@ __global__ void __launch_bounds__(kRouteWarps * 32)
     }
 }
 
+// The same routing when the weights are renormalised over the k picks (Qwen's norm_topk_prob):
+// softmax is monotone and its normaliser cancels, so the picks are the k largest logits and the
+// weights e^(l − l₀) / Σ e^(l − l₀) over the picks alone (l₀ the first pick's logit) — k f32
+// exponentials instead of E double ones and the normaliser's bounds. Ranking as cpu::moe_topk
+// (NaN above everything, ties by the lower index) but on the logits: two experts whose logits
+// differ yet whose f32 probabilities round equal can come out in the other order (the exact kernel
+// above is what the tests compare bit for bit; this one within f32 rounding).
+template <int NV>
+__global__ void __launch_bounds__(kRouteWarps * 32)
+    route_logits_kernel(const float* __restrict__ logits, int64_t ldl, int T, int E, int k, bool shared,
+                        int32_t* __restrict__ ids, float* __restrict__ weights) {
+    const int lane = int(threadIdx.x & 31);
+    const int64_t t = int64_t(blockIdx.x) * kRouteWarps + (threadIdx.x >> 5);
+    pdl::wait();  // launched with PDL (pdl.cuh): the logits come from the kernel before
+    pdl::trigger();
+    if (t >= T) return;  // the whole warp
+    const float* l = logits + t * ldl;
+
+    // Keys: the high word the logit's bits made order-preserving as unsigned (±0 alike, NaN on
+    // top), the low word 2¹⁶ − index (ties to the lower index; never 0); absent experts 0.
+    unsigned long long key[NV];
+#pragma unroll
+    for (int v = 0; v < NV; ++v) {
+        const int i = v * 32 + lane;
+        const float x = i < E ? __ldg(l + i) : 0.f;
+        const uint32_t u = x == 0.f ? 0u : __float_as_uint(x);
+        const uint32_t hi = isnan(x) ? 0xffffffffu : (u & 0x80000000u) ? ~u : u | 0x80000000u;
+        key[v] = i < E ? (static_cast<unsigned long long>(hi) << 32) | uint32_t(0x10000 - i) : 0ull;
+    }
+    sort_desc<NV>(key);
+    float my_l = 0.f, l0 = 0.f;
+    int my_id = -1;
+    for (int j = 0; j < k; ++j) {  // as route_kernel's picks
+        const unsigned long long mine = key[0];
+        const uint32_t bh = __reduce_max_sync(kFull, uint32_t(mine >> 32));
+        const uint32_t bl = __reduce_max_sync(kFull, uint32_t(mine >> 32) == bh ? uint32_t(mine) : 0u);
+        if (mine == ((static_cast<unsigned long long>(bh) << 32) | bl)) {
+#pragma unroll
+            for (int v = 0; v + 1 < NV; ++v) key[v] = key[v + 1];
+            key[NV - 1] = 0ull;
+        }
+        const float bv = bh == 0xffffffffu ? __int_as_float(0x7fffffff)
+                                           : __uint_as_float((bh & 0x80000000u) ? bh & 0x7fffffffu : ~bh);
+        if (j == 0) l0 = bv;
+        if (lane == j) {
+            my_l = bv;
+            my_id = 0x10000 - int(bl);
+        }
+    }
+    const float e = lane < k ? expf(my_l - l0) : 0.f;  // ≤ 1: l0 is the largest
+    float wsum = 0.f;
+    for (int j = 0; j < k; ++j) wsum += __shfl_sync(kFull, e, j);  // in slot order
+    const int slots = k + (shared ? 1 : 0);
+    if (lane < k) {
+        ids[t * slots + lane] = my_id;
+        weights[t * slots + lane] = e / wsum;
+    } else if (shared && lane == k) {  // the shared expert's gate σ(g)
+        ids[t * slots + k] = E;
+        weights[t * slots + k] = 1.f / (1.f + expf(-__ldg(l + E)));
+    }
+}
+
 // ---- grouping ------------------------------------------------------------------------------
 
 constexpr int kGroupWarps = 16;
@@ -249,9 +311,19 @@ __global__ void __launch_bounds__(kGroupThreads)
 }  // namespace
 
 cudaError_t launch_moe_route(const float* logits, int64_t ldl, int64_t T, int E, int k, bool renormalize,
-                             bool shared, int32_t* ids, float* weights, cudaStream_t stream) {
+                             bool shared, int32_t* ids, float* weights, bool exact, cudaStream_t stream) {
     const dim3 grid(unsigned((T + kRouteWarps - 1) / kRouteWarps)), block(kRouteWarps * 32);
     const int t = int(T);
+    if (renormalize && !exact) {
+        auto go = [&](auto kernel) {
+            return pdl::launch(kernel, grid, block, 0, stream, logits, ldl, t, E, k, shared, ids, weights);
+        };
+        if (E <= 32) return go(route_logits_kernel<1>);
+        if (E <= 64) return go(route_logits_kernel<2>);
+        if (E <= 128) return go(route_logits_kernel<4>);
+        if (E <= 256) return go(route_logits_kernel<8>);
+        return go(route_logits_kernel<16>);
+    }
     auto go = [&](auto kernel) {
         return pdl::launch(kernel, grid, block, 0, stream, logits, ldl, t, E, k, renormalize, shared, ids, weights);
     };
