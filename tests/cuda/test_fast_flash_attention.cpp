@@ -114,10 +114,17 @@ void check_batch(const Config& c, const Batch& b, uint32_t seed, fast::FlashVari
         }
     }
 
-    DeviceBuffer d_kc = to_device(kc), d_vc = to_device(vc), d_q = to_device(q), d_out = to_device(out_gpu);
+    // On the device V's blocks lie 8 values further apart than K's: the kernels must take each
+    // cache's own strides.
+    const int64_t block_elems = c.block_size * c.n_kv * c.D, v_block_stride = block_elems + 8;
+    std::vector<uint16_t> vc_padded(size_t(n_blocks * v_block_stride), 0);
+    for (int64_t blk = 0; blk < n_blocks; ++blk)
+        std::copy_n(vc.begin() + blk * block_elems, block_elems, vc_padded.begin() + blk * v_block_stride);
+    DeviceBuffer d_kc = to_device(kc), d_vc = to_device(vc_padded), d_q = to_device(q), d_out = to_device(out_gpu);
     DeviceBuffer d_qs = to_device(q_start), d_len = to_device(b.kv_len), d_tab = to_device(table);
     const ref::PagedCache pk = reftest::dense_cache(d_kc.data(), true, n_blocks, c.block_size, c.n_kv, c.D);
-    const ref::PagedCache pv = reftest::dense_cache(d_vc.data(), true, n_blocks, c.block_size, c.n_kv, c.D);
+    ref::PagedCache pv = reftest::dense_cache(d_vc.data(), true, n_blocks, c.block_size, c.n_kv, c.D);
+    pv.block_stride = v_block_stride;
     const AttnPlan dplan{n_seqs, d_qs.as<int32_t>(), d_len.as<int32_t>(), d_tab.as<int32_t>(), max_blocks,
                          int(c.block_size)};
     Stream stream;
