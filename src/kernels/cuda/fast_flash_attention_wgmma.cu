@@ -169,28 +169,33 @@ __global__ void __launch_bounds__(kThreads, 1)
         setmaxnreg_dec<56>();
         const int32_t* table = plan.block_table + int64_t(s) * plan.max_blocks;
         const int r = tid >> 1, ch0 = (tid & 1) * (CH / 2);
-        int blk = -1, row = 0;  // where this thread's key lives (blk −1: zeros)
+        const __half* kbase = static_cast<const __half*>(kc.data);
+        const __half* vbase = static_cast<const __half*>(vc.data);
+        int64_t off_k = -1, off_v = -1;  // this thread's key row in each cache, in elements (−1: zeros)
         auto resolve = [&](int kt) {
             const int p = kt * kBN + r;
-            blk = -1;
+            off_k = off_v = -1;
             if (p <= p_hi) {
-                const int b = table[p / int(bs)];
-                if (b >= 0 && b < kc.n_blocks) blk = b, row = p % int(bs);
-                else bad = true;
+                const int blk = table[p / int(bs)], row = p % int(bs);
+                if (blk >= 0 && blk < kc.n_blocks) {
+                    off_k = int64_t(blk) * kc.block_stride + int64_t(row) * kc.row_stride + int64_t(g) * kc.head_stride;
+                    off_v = int64_t(blk) * vc.block_stride + int64_t(row) * vc.row_stride + int64_t(g) * vc.head_stride;
+                } else {
+                    bad = true;
+                }
             }
         };
-        auto load = [&](uint8_t* dst, const ref::PagedCache& c) {
+        auto load = [&](uint8_t* dst, const __half* base, int64_t off) {
             const uint32_t d0 = smem_addr(dst);
-            const __half* src = static_cast<const __half*>(c.data);
-            if (blk >= 0) src += int64_t(blk) * c.block_stride + int64_t(row) * c.row_stride + int64_t(g) * c.head_stride;
+            const __half* src = off >= 0 ? base + off : base;
 #pragma unroll 4
             for (int i = 0; i < CH / 2; ++i)
-                cp_async16(d0 + wgmma_b_offset(r, ch0 + i, kBN), src + (ch0 + i) * 8, blk >= 0);
+                cp_async16(d0 + wgmma_b_offset(r, ch0 + i, kBN), src + (ch0 + i) * 8, off >= 0);
             cp_async_commit();
         };
         resolve(0);
-        load(k_s, kc);
-        load(v_s, vc);
+        load(k_s, kbase, off_k);
+        load(v_s, vbase, off_v);
         for (int kt = 0; kt < n_kt; ++kt) {
             const int b = kt & 1, nb = b ^ 1;
             const uint32_t free_parity = ((uint32_t(kt + 1) >> 1) & 1) ^ 1;
@@ -200,7 +205,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             if (kt + 1 < n_kt) {
                 resolve(kt + 1);
                 mbar_wait(&empty_k[nb], free_parity);  // S of tile kt − 1 is done
-                load(k_s + nb * C::kKVBytes, kc);
+                load(k_s + nb * C::kKVBytes, kbase, off_k);
                 cp_async_wait<1>();  // v(kt)
             } else {
                 cp_async_wait<0>();
@@ -210,7 +215,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             mbar_arrive(&full_v[b]);
             if (kt + 1 < n_kt) {
                 mbar_wait(&empty_v[nb], free_parity);  // p·v of tile kt − 1 is done
-                load(v_s + nb * C::kKVBytes, vc);
+                load(v_s + nb * C::kKVBytes, vbase, off_v);
             }
         }
     } else {
