@@ -117,7 +117,9 @@ void bench_case(const Args& a, Stream& stream, bench::CudaTimer& timer, const st
     const std::pair<const char*, fast::FlashVariant> variants[] = {{"flash rows64", fast::FlashVariant::Rows64},
                                                                    {"flash rows128", fast::FlashVariant::Rows128},
                                                                    {"flash rows128x2", fast::FlashVariant::Rows128x2},
-                                                                   {"flash wgmma", fast::FlashVariant::Wgmma}};
+                                                                   {"flash wgmma", fast::FlashVariant::Wgmma},
+                                                                   {"flash wgmma overlap", fast::FlashVariant::WgmmaOverlap},
+                                                                   {"flash wgmma ping-pong", fast::FlashVariant::WgmmaPingPong}};
     for (auto [label, v] : variants) {
         const double sec = timer.median(a.warmup, a.runs, [&] {
             fast::flash_attention(c.out.as<float>(), H * D, D, c.q.as<float>(), H * D, D, T, H, c.kc, c.vc, c.plan,

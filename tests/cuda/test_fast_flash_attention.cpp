@@ -41,7 +41,9 @@ std::string describe(const Config& c, fast::FlashVariant v) {
            (v == fast::FlashVariant::Rows64      ? " rows64"
             : v == fast::FlashVariant::Rows128   ? " rows128"
             : v == fast::FlashVariant::Rows128x2 ? " rows128x2"
-                                                 : " wgmma");
+            : v == fast::FlashVariant::Wgmma     ? " wgmma"
+            : v == fast::FlashVariant::WgmmaOverlap ? " wgmma_overlap"
+                                                    : " wgmma_pingpong");
 }
 
 template <typename T>
@@ -156,7 +158,8 @@ void check_batch(const Config& c, const Batch& b, uint32_t seed, fast::FlashVari
 }
 
 constexpr fast::FlashVariant kVariants[] = {fast::FlashVariant::Rows64, fast::FlashVariant::Rows128,
-                                            fast::FlashVariant::Rows128x2, fast::FlashVariant::Wgmma};
+                                            fast::FlashVariant::Rows128x2, fast::FlashVariant::Wgmma,
+                                            fast::FlashVariant::WgmmaOverlap, fast::FlashVariant::WgmmaPingPong};
 
 std::vector<Config> configs() {
     std::vector<Config> v;

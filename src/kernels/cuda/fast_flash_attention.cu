@@ -274,8 +274,10 @@ cudaError_t launch_flash_attention(float* out, int64_t out_ts, int64_t out_hs, c
         case FlashVariant::Rows128x2:
             return launch_dims<8, 2>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate, stream);
         case FlashVariant::Wgmma:
+        case FlashVariant::WgmmaOverlap:
+        case FlashVariant::WgmmaPingPong:
             return launch_flash_attention_wgmma(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate,
-                                                stream);
+                                                variant - int(FlashVariant::Wgmma), stream);
     }
     return cudaErrorInvalidValue;
 }

@@ -32,6 +32,8 @@ enum class FlashVariant : int {
     Rows128x2 = 2,  // Rows128 with two K/V buffers (next tile loads during the whole tile; 192 KiB at D = 256)
     Wgmma = 3,      // 128 query rows on the warpgroup MMA: a producer warpgroup loads K/V, two consumer
                     // warpgroups, mbarriers between them (fast_flash_attention_wgmma.cu; the pick on sm_90a)
+    WgmmaOverlap = 4,   // Wgmma with S of the next tile under p·v of the last (session 14: written, not yet run)
+    WgmmaPingPong = 5,  // WgmmaOverlap with the consumers taking turns at the tensor cores (likewise)
 };
 
 // Whether flash_attention() takes these shapes: f16 caches, D = Dv ∈ {64, 128, 256}, GQA.
@@ -58,7 +60,7 @@ cudaError_t launch_flash_attention(float* out, int64_t out_ts, int64_t out_hs, c
 cudaError_t launch_flash_attention_wgmma(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts,
                                          int64_t q_hs, int64_t T, int64_t n_head, const ref::PagedCache& kc,
                                          const ref::PagedCache& vc, const AttnPlan& plan, float scale, OutGate gate,
-                                         cudaStream_t stream);
+                                         int sched, cudaStream_t stream);  // 0 Wgmma, 1 WgmmaOverlap, 2 WgmmaPingPong
 }  // namespace detail
 
 }  // namespace tessera::cuda::fast

@@ -38,6 +38,13 @@ constexpr int kBN = 64;       // keys a tile
 constexpr int kThreads = 384;  // producer warpgroup + two consumer warpgroups
 constexpr unsigned kFull = 0xffffffffu;
 
+// How a consumer warpgroup orders its work on a tile (FlashVariant::Wgmma / WgmmaOverlap /
+// WgmmaPingPong). Serial: S, wait, softmax, p·v, wait. Overlap (FA3's inside a warpgroup): S of
+// tile kt issued together with p·v of tile kt − 1, tile kt's softmax under that p·v. PingPong:
+// Overlap with the two consumers taking turns to issue (named barriers 3 and 4), so one's softmax
+// runs while the other's products hold the tensor cores.
+enum Sched : int { kSerial = 0, kOverlap = 1, kPingPong = 2 };
+
 template <int D>
 struct FlashTiles {
     static constexpr int kQBytes = kBM * D * 2;   // D / 64 regions of 128 rows × 128 bytes
@@ -46,14 +53,17 @@ struct FlashTiles {
     static_assert(D % 64 == 0 && kSmem <= 227 * 1024, "tiles");
 };
 
-// Online softmax of a 64-key tile held as wgmma accumulators (log2 units): keys past a row's
-// position masked where the tile crosses the diagonal, the running max m and partial sums l of this
-// lane's rows a (g) and b (g + 8) updated, p packed to f16 as the A operand of p·v (a warp's D rows
-// g, g + 8 and columns 8i + 2t are A's rows and k pairs), and o's factors returned in corr.
+// Online softmax of a 64-key tile held as wgmma accumulators (log2 units), in place: keys past a
+// row's position masked where the tile crosses the diagonal, the running max m and partial sums l
+// of this lane's rows a (g) and b (g + 8) updated, sc turned into p = 2^(s − m), o's factors
+// returned in corr. It writes only sc (S's accumulators, S complete) and scalars, so it may run
+// while p·v of the tile before is in flight; pack_p then makes p the A operand of p·v — after
+// that wgmma is waited for (ptxas serialises every wgmma of a kernel that writes a pending
+// wgmma's A registers' successors in the window: C7513).
 template <int BN>
 __device__ __forceinline__ void tile_softmax(float (&sc)[BN / 2], int key0, bool diag, int pos_a, int pos_b, int quad,
-                                             float& m_a, float& m_b, float& l_a, float& l_b, uint32_t (&pa)[BN / 16][4],
-                                             float& corr_a, float& corr_b) {
+                                             float& m_a, float& m_b, float& l_a, float& l_b, float& corr_a,
+                                             float& corr_b) {
     if (diag) {
 #pragma unroll
         for (int j = 0; j < BN / 8; ++j) {
@@ -82,15 +92,26 @@ __device__ __forceinline__ void tile_softmax(float (&sc)[BN / 2], int key0, bool
     float sum_a = 0.f, sum_b = 0.f;
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j) {
-        const float p0 = exp2_approx(sc[4 * j] - m_a), p1 = exp2_approx(sc[4 * j + 1] - m_a);
-        const float p2 = exp2_approx(sc[4 * j + 2] - m_b), p3 = exp2_approx(sc[4 * j + 3] - m_b);
-        sum_a += p0 + p1;
-        sum_b += p2 + p3;
-        pa[j / 2][(j & 1) * 2] = pack_half2(p0, p1);
-        pa[j / 2][(j & 1) * 2 + 1] = pack_half2(p2, p3);
+        sc[4 * j] = exp2_approx(sc[4 * j] - m_a);
+        sc[4 * j + 1] = exp2_approx(sc[4 * j + 1] - m_a);
+        sc[4 * j + 2] = exp2_approx(sc[4 * j + 2] - m_b);
+        sc[4 * j + 3] = exp2_approx(sc[4 * j + 3] - m_b);
+        sum_a += sc[4 * j] + sc[4 * j + 1];
+        sum_b += sc[4 * j + 2] + sc[4 * j + 3];
     }
     l_a = l_a * corr_a + sum_a;
     l_b = l_b * corr_b + sum_b;
+}
+
+// p (as tile_softmax left it in sc) packed to f16 as the A operand of p·v: a warp's D rows g, g + 8
+// and columns 8i + 2t are A's rows and k pairs, 16 keys a k-step.
+template <int BN>
+__device__ __forceinline__ void pack_p(const float (&sc)[BN / 2], uint32_t (&pa)[BN / 16][4]) {
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+        pa[j / 2][(j & 1) * 2] = pack_half2(sc[4 * j], sc[4 * j + 1]);
+        pa[j / 2][(j & 1) * 2 + 1] = pack_half2(sc[4 * j + 2], sc[4 * j + 3]);
+    }
 }
 
 template <int N>
@@ -105,7 +126,7 @@ __device__ __forceinline__ void rescale_rows(float (&o)[N], float corr_a, float 
 }
 
 // Grid (n_head, tile slots). out/q strides in elements; scale_log2 = scale · log2(e).
-template <int D>
+template <int D, int kSched>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_wgmma_kernel(float* __restrict__ out, int64_t out_ts, int64_t out_hs, const float* __restrict__ q,
                        int64_t q_ts, int64_t q_hs, int T, int n_head, ref::PagedCache kc, ref::PagedCache vc,
@@ -265,23 +286,77 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int j = 0; j < kBN / 2; ++j) sc[j] = 0.f;
         float corr_a, corr_b;
-        for (int kt = 0; kt < n_kt; ++kt) {
-            mbar_wait(&full_k[kt & 1], parity(kt));
-            wgmma_fence();
-            issue_s(sc, kt);
+        if constexpr (kSched == kSerial) {
+            for (int kt = 0; kt < n_kt; ++kt) {
+                mbar_wait(&full_k[kt & 1], parity(kt));
+                wgmma_fence();
+                issue_s(sc, kt);
+                wgmma_wait<0>();
+                wgmma_fence_operands(sc);
+                release(&empty_k[kt & 1]);
+                tile_softmax<kBN>(sc, kt * kBN, diag(kt), pos_a, pos_b, quad, m_a, m_b, l_a, l_b, corr_a, corr_b);
+                uint32_t pa[kBN / 16][4];
+                pack_p<kBN>(sc, pa);
+                rescale_rows(o, corr_a, corr_b);
+                mbar_wait(&full_v[kt & 1], parity(kt));
+                wgmma_fence();
+                wgmma_fence_operands(o);
+                issue_pv(pa, kt);
+                wgmma_wait<0>();
+                wgmma_fence_operands(o);
+                release(&empty_v[kt & 1]);
+            }
+        } else {
+            constexpr bool kTurns = kSched == kPingPong;
+            auto turn_begin = [&] {  // (ping-pong: wait for this warpgroup's turn)
+                if constexpr (kTurns) named_barrier_sync(3 + cw, 256);
+                wgmma_fence();
+            };
+            auto turn_end = [&](bool last) {  // (ping-pong: the other's turn; warpgroup 1's last hands nothing on)
+                if constexpr (kTurns)
+                    if (!last || cw == 0) named_barrier_arrive(4 - cw, 256);
+            };
+            if constexpr (kTurns)
+                if (cw == 1) named_barrier_arrive(3, 256);  // warpgroup 0 takes the first turn
+            uint32_t pa[kBN / 16][4];
+            auto after_pv = [&] {  // o's rescale and p of this tile as the next p·v's A operand
+                rescale_rows(o, corr_a, corr_b);
+                wgmma_fence_operands(o);
+                pack_p<kBN>(sc, pa);
+#pragma unroll
+                for (int kk = 0; kk < kBN / 16; ++kk) wgmma_fence_operands(pa[kk]);
+            };
+            mbar_wait(&full_k[0], 0);
+            turn_begin();
+            issue_s(sc, 0);
+            turn_end(false);
             wgmma_wait<0>();
             wgmma_fence_operands(sc);
-            release(&empty_k[kt & 1]);
-            uint32_t pa[kBN / 16][4];
-            tile_softmax<kBN>(sc, kt * kBN, diag(kt), pos_a, pos_b, quad, m_a, m_b, l_a, l_b, pa, corr_a, corr_b);
-            rescale_rows(o, corr_a, corr_b);
-            mbar_wait(&full_v[kt & 1], parity(kt));
-            wgmma_fence();
-            wgmma_fence_operands(o);
-            issue_pv(pa, kt);
+            release(&empty_k[0]);
+            tile_softmax<kBN>(sc, 0, diag(0), pos_a, pos_b, quad, m_a, m_b, l_a, l_b, corr_a, corr_b);
+            after_pv();
+            for (int kt = 1; kt < n_kt; ++kt) {
+                mbar_wait(&full_k[kt & 1], parity(kt));
+                mbar_wait(&full_v[(kt - 1) & 1], parity(kt - 1));
+                turn_begin();
+                issue_s(sc, kt);
+                issue_pv(pa, kt - 1);
+                turn_end(false);
+                wgmma_wait<1>();  // S is done; p·v may still run
+                wgmma_fence_operands(sc);
+                release(&empty_k[kt & 1]);
+                tile_softmax<kBN>(sc, kt * kBN, diag(kt), pos_a, pos_b, quad, m_a, m_b, l_a, l_b, corr_a, corr_b);
+                wgmma_wait<0>();
+                wgmma_fence_operands(o);
+                release(&empty_v[(kt - 1) & 1]);
+                after_pv();
+            }
+            mbar_wait(&full_v[(n_kt - 1) & 1], parity(n_kt - 1));
+            turn_begin();
+            issue_pv(pa, n_kt - 1);
+            turn_end(true);
             wgmma_wait<0>();
             wgmma_fence_operands(o);
-            release(&empty_v[kt & 1]);
         }
 
         l_a += __shfl_xor_sync(kFull, l_a, 1);
@@ -307,17 +382,33 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
 }
 
-template <int D>
+template <int D, int kSched>
 cudaError_t launch(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts, int64_t q_hs, int64_t T,
                    int64_t n_head, const ref::PagedCache& kc, const ref::PagedCache& vc, const AttnPlan& plan,
                    float scale, OutGate gate, cudaStream_t stream) {
     static const cudaError_t attr = cudaFuncSetAttribute(
-        flash_wgmma_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, FlashTiles<D>::kSmem);
+        flash_wgmma_kernel<D, kSched>, cudaFuncAttributeMaxDynamicSharedMemorySize, FlashTiles<D>::kSmem);
     if (attr != cudaSuccess) return attr;
     const dim3 grid{unsigned(n_head), unsigned((T + kBM - 1) / kBM + plan.n_seqs)};
-    flash_wgmma_kernel<D><<<grid, kThreads, FlashTiles<D>::kSmem, stream>>>(
+    flash_wgmma_kernel<D, kSched><<<grid, kThreads, FlashTiles<D>::kSmem, stream>>>(
         out, out_ts, out_hs, q, q_ts, q_hs, int(T), int(n_head), kc, vc, plan, scale * 1.4426950408889634f, gate);
     return cudaGetLastError();
+}
+
+template <int D>
+cudaError_t launch_sched(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts, int64_t q_hs,
+                         int64_t T, int64_t n_head, const ref::PagedCache& kc, const ref::PagedCache& vc,
+                         const AttnPlan& plan, float scale, OutGate gate, int sched, cudaStream_t stream) {
+    switch (sched) {
+        case kSerial:
+            return launch<D, kSerial>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate, stream);
+        case kOverlap:
+            return launch<D, kOverlap>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate, stream);
+        case kPingPong:
+            return launch<D, kPingPong>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate,
+                                        stream);
+        default: return cudaErrorInvalidValue;
+    }
 }
 
 }  // namespace
@@ -325,11 +416,17 @@ cudaError_t launch(float* out, int64_t out_ts, int64_t out_hs, const float* q, i
 cudaError_t launch_flash_attention_wgmma(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts,
                                          int64_t q_hs, int64_t T, int64_t n_head, const ref::PagedCache& kc,
                                          const ref::PagedCache& vc, const AttnPlan& plan, float scale, OutGate gate,
-                                         cudaStream_t stream) {
+                                         int sched, cudaStream_t stream) {
     switch (kc.D) {
-        case 64: return launch<64>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate, stream);
-        case 128: return launch<128>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate, stream);
-        case 256: return launch<256>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate, stream);
+        case 64:
+            return launch_sched<64>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate, sched,
+                                    stream);
+        case 128:
+            return launch_sched<128>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate, sched,
+                                    stream);
+        case 256:
+            return launch_sched<256>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate, sched,
+                                    stream);
         default: return cudaErrorInvalidValue;
     }
 }

@@ -58,6 +58,12 @@ __device__ __forceinline__ void wgmma_fence_operands(float (&d)[N]) {
 #pragma unroll
     for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
+// The same for an A operand in registers (keeps its definition ahead of the wgmma fence).
+template <int N>
+__device__ __forceinline__ void wgmma_fence_operands(uint32_t (&a)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+r"(a[i])::"memory");
+}
 
 // D[64 × 16] (+)= A[64 × 16] (registers) · B[16 × 16] (shared memory, descriptor b); d: 8 f32 a thread.
 __device__ __forceinline__ void wgmma_m64n16k16_rs(float (&d)[8], const uint32_t (&a)[4], uint64_t b,
