@@ -155,63 +155,43 @@ GemvMode gemv_mode() {
     }();
     return m;
 }
+// An A/B switch: whether environment variable `var` selects `alt` over the default `dflt` (unset
+// or empty: the default; anything else: an error naming both).
+bool env_switch(const char* var, const char* dflt, const char* alt) {
+    const char* v = std::getenv(var);
+    const std::string s = v ? v : "";
+    TS_CHECK(s.empty() || s == dflt || s == alt, "{}={}: expected {} (the default) or {}", var, s, dflt, alt);
+    return s == alt;
+}
 // TESSERA_DECODE_ATTENTION: mma (the default: the tensor-core flash-decoding kernel wherever it
 // takes the shapes) or simt (the f32 kernel of sessions 3–7 wherever it takes them, for A/B).
 bool decode_attention_simt() {
-    static const bool simt = [] {
-        const char* v = std::getenv("TESSERA_DECODE_ATTENTION");
-        const std::string s = v ? v : "";
-        TS_CHECK(s.empty() || s == "mma" || s == "simt", "TESSERA_DECODE_ATTENTION={}: expected mma (the default) or simt",
-                 s);
-        return s == "simt";
-    }();
+    static const bool simt = env_switch("TESSERA_DECODE_ATTENTION", "mma", "simt");
     return simt;
 }
 // TESSERA_MOE_DECODE: dp4a (the default: the MoE's decode steps on the integer units,
 // fast_moe_decode_dp4a.cu) or mma (the tensor-core decode kernels of sessions 5–9, for A/B).
 bool moe_decode_mma() {
-    static const bool mma = [] {
-        const char* v = std::getenv("TESSERA_MOE_DECODE");
-        const std::string s = v ? v : "";
-        TS_CHECK(s.empty() || s == "dp4a" || s == "mma", "TESSERA_MOE_DECODE={}: expected dp4a (the default) or mma", s);
-        return s == "mma";
-    }();
+    static const bool mma = env_switch("TESSERA_MOE_DECODE", "dp4a", "mma");
     return mma;
 }
 // TESSERA_MOE_PREFILL: wgmma (the default: the MoE's large tiles on the warpgroup MMA,
 // fast_moe_wgmma.cu) or mma (the mma.sync tiles of sessions 5–12, fast_moe_mma.cu, for A/B).
 bool moe_prefill_mma() {
-    static const bool mma = [] {
-        const char* v = std::getenv("TESSERA_MOE_PREFILL");
-        const std::string s = v ? v : "";
-        TS_CHECK(s.empty() || s == "wgmma" || s == "mma", "TESSERA_MOE_PREFILL={}: expected wgmma (the default) or mma",
-                 s);
-        return s == "mma";
-    }();
+    static const bool mma = env_switch("TESSERA_MOE_PREFILL", "wgmma", "mma");
     return mma;
 }
 // TESSERA_MOE_ROUTE: logits (the default: a renormalised top-k ranked on the router's logits, the
 // weights from the k picks' exponentials alone) or exact (the CPU's bits: E double exponentials and
 // the normaliser; the only form where the weights are not renormalised), for A/B.
 bool moe_route_exact() {
-    static const bool exact = [] {
-        const char* v = std::getenv("TESSERA_MOE_ROUTE");
-        const std::string s = v ? v : "";
-        TS_CHECK(s.empty() || s == "logits" || s == "exact", "TESSERA_MOE_ROUTE={}: expected logits (the default) or exact",
-                 s);
-        return s == "exact";
-    }();
+    static const bool exact = env_switch("TESSERA_MOE_ROUTE", "logits", "exact");
     return exact;
 }
 // TESSERA_FLASH: wgmma (the default: the prefill attention on the warpgroup MMA,
 // fast_flash_attention_wgmma.cu) or mma (the mma.sync kernels of sessions 6–13, for A/B).
 bool flash_mma() {
-    static const bool mma = [] {
-        const char* v = std::getenv("TESSERA_FLASH");
-        const std::string s = v ? v : "";
-        TS_CHECK(s.empty() || s == "wgmma" || s == "mma", "TESSERA_FLASH={}: expected wgmma (the default) or mma", s);
-        return s == "mma";
-    }();
+    static const bool mma = env_switch("TESSERA_FLASH", "wgmma", "mma");
     return mma;
 }
 // TESSERA_GDN_DECODE: the fused GDN decode step's kernel — auto (the default:

@@ -55,6 +55,22 @@ __device__ __forceinline__ void sort_desc(unsigned long long (&a)[N]) {
     }
 }
 
+// One pick of a warp-wide top-k over per-lane lists sorted by sort_desc: the warp's largest key —
+// the largest high word, then the largest low word among the lanes holding it: two redux
+// instructions, not a butterfly of 64-bit shuffles — returned as (high, low); the lane holding it
+// drops it (the next of its keys moves up).
+template <int NV>
+__device__ __forceinline__ void pick_largest(unsigned long long (&key)[NV], uint32_t& bh, uint32_t& bl) {
+    const unsigned long long mine = key[0];
+    bh = __reduce_max_sync(kFull, uint32_t(mine >> 32));
+    bl = __reduce_max_sync(kFull, uint32_t(mine >> 32) == bh ? uint32_t(mine) : 0u);
+    if (mine == ((static_cast<unsigned long long>(bh) << 32) | bl)) {
+#pragma unroll
+        for (int v = 0; v + 1 < NV; ++v) key[v] = key[v + 1];
+        key[NV - 1] = 0ull;
+    }
+}
+
 // NV probabilities per lane: expert v·32 + lane.
 template <int NV>
 __global__ void __launch_bounds__(kRouteWarps * 32)
@@ -133,17 +149,8 @@ __global__ void __launch_bounds__(kRouteWarps * 32)
     float my_w = 0.f, wsum = 0.f;
     int my_id = -1;
     for (int j = 0; j < k; ++j) {
-        const unsigned long long mine = key[0];
-        // The warp's largest key: the largest high word, then the largest low word among the lanes
-        // holding it — two redux instructions, not a butterfly of 64-bit shuffles.
-        const uint32_t bh = __reduce_max_sync(kFull, uint32_t(mine >> 32));
-        const uint32_t bl = __reduce_max_sync(kFull, uint32_t(mine >> 32) == bh ? uint32_t(mine) : 0u);
-        const unsigned long long best = (static_cast<unsigned long long>(bh) << 32) | bl;
-        if (mine == best) {  // this lane's: the next of its keys moves up
-#pragma unroll
-            for (int v = 0; v + 1 < NV; ++v) key[v] = key[v + 1];
-            key[NV - 1] = 0ull;
-        }
+        uint32_t bh, bl;
+        pick_largest<NV>(key, bh, bl);
         const int bi = 0x10000 - int(bl);  // k ≤ E: a key is never 0 here
         const float bv = bh == 0xffffffffu ? __int_as_float(0x7fffffff) : __uint_as_float(bh);
         if (lane == j) {
@@ -194,15 +201,9 @@ __global__ void __launch_bounds__(kRouteWarps * 32)
     sort_desc<NV>(key);
     float my_l = 0.f, l0 = 0.f;
     int my_id = -1;
-    for (int j = 0; j < k; ++j) {  // as route_kernel's picks
-        const unsigned long long mine = key[0];
-        const uint32_t bh = __reduce_max_sync(kFull, uint32_t(mine >> 32));
-        const uint32_t bl = __reduce_max_sync(kFull, uint32_t(mine >> 32) == bh ? uint32_t(mine) : 0u);
-        if (mine == ((static_cast<unsigned long long>(bh) << 32) | bl)) {
-#pragma unroll
-            for (int v = 0; v + 1 < NV; ++v) key[v] = key[v + 1];
-            key[NV - 1] = 0ull;
-        }
+    for (int j = 0; j < k; ++j) {
+        uint32_t bh, bl;
+        pick_largest<NV>(key, bh, bl);
         const float bv = bh == 0xffffffffu ? __int_as_float(0x7fffffff)
                                            : __uint_as_float((bh & 0x80000000u) ? bh & 0x7fffffffu : ~bh);
         if (j == 0) l0 = bv;
