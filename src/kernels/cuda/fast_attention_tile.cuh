@@ -1,4 +1,5 @@
-// Device helpers of the tensor-core attention kernels (fast_flash_attention.cu for prefill,
+// Device helpers of the tensor-core attention kernels (fast_flash_attention.cu and
+// fast_flash_attention_wgmma.cu for prefill,
 // fast_decode_attention.cu for decode): K / V tiles of the paged f16 cache in swizzled shared
 // memory, q rounded to f16, the output gate. Header-only, device code only.
 #pragma once
@@ -9,6 +10,7 @@
 #include "kernels/cuda/fast_attention.h"
 #include "kernels/cuda/fast_mma.cuh"
 #include "kernels/cuda/ref_attention.h"
+#include "kernels/cuda/ref_plan.cuh"
 
 namespace tessera::cuda::fast::dev {
 
@@ -73,6 +75,44 @@ __device__ __forceinline__ int flash_slot_tile(const AttnPlan& plan, int slot, i
         base += total;
     }
     return -1;
+}
+
+// The query tile of a prefill attention block and what it needs: sequence s, its tile's rows
+// t0 … t0 + rows − 1 at positions p_lo … p_hi, and n_kt key tiles of BN. flash_tile_begin finds
+// it from the block's slot and returns false where the block is done: an idle slot (the last one
+// marks the tokens outside q_start NaN), a bad plan (nothing written outside out), a padding
+// sequence (zeros) or a context longer than its block table (NaN) — fill(t_lo, t_hi, v) writes
+// out[t_lo..t_hi) of the block's head.
+struct FlashTile {
+    int s, rows, p_lo, p_hi, n_kt;
+    int64_t t0;
+};
+template <int BM, int BN, typename Fill>
+__device__ __forceinline__ bool flash_tile_begin(const AttnPlan& plan, int slot, int lane, int T, int64_t block_size,
+                                                 FlashTile& f, Fill&& fill) {
+    int tile = 0;
+    f.s = flash_slot_tile<BM>(plan, slot, lane, tile);
+    if (f.s < 0) {
+        if (slot == int(gridDim.y) - 1) {
+            const int a = min(max(plan.q_start[0], 0), T), b = min(max(plan.q_start[plan.n_seqs], a), T);
+            fill(0, a, ref::quiet_nan());
+            fill(b, T, ref::quiet_nan());
+        }
+        return false;
+    }
+    const int q0 = plan.q_start[f.s], n_new = plan.q_start[f.s + 1] - q0, len = plan.kv_len[f.s];
+    const int n_tiles = (n_new + BM - 1) / BM;
+    const int row0 = (n_tiles - 1 - tile) * BM;  // heaviest (last) tiles take the first slots
+    f.rows = min(BM, n_new - row0);
+    f.t0 = int64_t(q0) + row0;
+    if (q0 < 0 || int64_t(q0) + n_new > T) return false;
+    if (len == 0) return fill(f.t0, f.t0 + f.rows, 0.f), false;
+    if (n_new > len || int64_t(len) > int64_t(plan.max_blocks) * block_size)
+        return fill(f.t0, f.t0 + f.rows, ref::quiet_nan()), false;
+    f.p_lo = len - n_new + row0;
+    f.p_hi = f.p_lo + f.rows - 1;
+    f.n_kt = f.p_hi / BN + 1;
+    return true;
 }
 
 // 8 floats of q (scaled) as 8 f16 in one 16-byte chunk.

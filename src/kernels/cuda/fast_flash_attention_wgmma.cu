@@ -144,35 +144,16 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp / 4;
     const int h = blockIdx.x, slot = blockIdx.y;
     const int G = n_head / int(kc.n_kv), g = h / G;
-    int tile = 0;
-    const int s = flash_slot_tile<kBM>(plan, slot, lane, tile);
-
     auto fill_rows = [&](int64_t t_lo, int64_t t_hi, float v, int first = 0, int stride = kThreads) {
         for (int64_t i = tid - first; i < (t_hi - t_lo) * D; i += stride) {  // out[t_lo..t_hi), head h := v
             const int64_t t = t_lo + i / D;
             out[t * out_ts + int64_t(h) * out_hs + i % D] = gated(gate, v, t, h, int(i % D));
         }
     };
-    if (s < 0) {  // an idle slot; the last one (always idle) marks tokens outside q_start as bad
-        if (slot == int(gridDim.y) - 1) {
-            const int a = min(max(plan.q_start[0], 0), T), b = min(max(plan.q_start[plan.n_seqs], a), T);
-            fill_rows(0, a, ref::quiet_nan());
-            fill_rows(b, T, ref::quiet_nan());
-        }
-        return;
-    }
-    const int q0 = plan.q_start[s], n_new = plan.q_start[s + 1] - q0, len = plan.kv_len[s];
-    const int n_tiles = (n_new + kBM - 1) / kBM;
-    const int row0 = (n_tiles - 1 - tile) * kBM;  // heaviest (last) tiles take the first slots
-    const int rows = min(kBM, n_new - row0);
-    const int64_t t0 = int64_t(q0) + row0;
-    if (q0 < 0 || int64_t(q0) + n_new > T) return;  // a bad plan: write nothing outside out
-    if (len == 0) return fill_rows(t0, t0 + rows, 0.f);  // a padding sequence
-    const int64_t bs = kc.block_size;
-    if (n_new > len || int64_t(len) > int64_t(plan.max_blocks) * bs) return fill_rows(t0, t0 + rows, ref::quiet_nan());
-
-    const int p_lo = len - n_new + row0, p_hi = p_lo + rows - 1;  // positions of the tile's first/last row
-    const int n_kt = p_hi / kBN + 1;
+    FlashTile ft;
+    if (!flash_tile_begin<kBM, kBN>(plan, slot, lane, T, kc.block_size, ft, fill_rows)) return;
+    const int s = ft.s, rows = ft.rows, p_lo = ft.p_lo, p_hi = ft.p_hi, n_kt = ft.n_kt;  // positions of the first/last row
+    const int64_t t0 = ft.t0, bs = kc.block_size;
     bool bad = false;
     if (tid == 0) {
         bad_s = 0;
