@@ -1,7 +1,7 @@
 // Device helpers of the tensor-core attention kernels (fast_flash_attention.cu and
-// fast_flash_attention_wgmma.cu for prefill,
-// fast_decode_attention.cu for decode): K / V tiles of the paged f16 cache in swizzled shared
-// memory, q rounded to f16, the output gate. Header-only, device code only.
+// fast_flash_attention_wgmma.cu for prefill, fast_decode_attention.cu for decode): K / V tiles of
+// the paged f16 cache in swizzled shared memory, a prefill block's query tile, q rounded to f16,
+// the output gate. Header-only, device code only.
 #pragma once
 #include <cuda_fp16.h>
 
