@@ -43,7 +43,7 @@ __global__ void __launch_bounds__(W * 32, W == 4 ? 2 : 1)
     };
     FlashTile ft;  // this slot's (sequence s, tile)
     if (!flash_tile_begin<BM, kBN>(plan, slot, lane, T, kc.block_size, ft, fill_rows)) return;
-    const int s = ft.s, rows = ft.rows, p_lo = ft.p_lo, p_hi = ft.p_hi, n_kt = ft.n_kt;  // positions of the first/last row
+    const int s = ft.s, rows = ft.rows, p_lo = ft.p_lo, p_hi = ft.p_hi, n_kt = ft.n_kt;  // p: the first / last row's positions
     const int64_t t0 = ft.t0, bs = kc.block_size;
     const int32_t* table = plan.block_table + int64_t(s) * plan.max_blocks;
     bool bad = false;

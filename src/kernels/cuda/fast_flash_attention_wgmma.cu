@@ -152,7 +152,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     };
     FlashTile ft;
     if (!flash_tile_begin<kBM, kBN>(plan, slot, lane, T, kc.block_size, ft, fill_rows)) return;
-    const int s = ft.s, rows = ft.rows, p_lo = ft.p_lo, p_hi = ft.p_hi, n_kt = ft.n_kt;  // positions of the first/last row
+    const int s = ft.s, rows = ft.rows, p_lo = ft.p_lo, p_hi = ft.p_hi, n_kt = ft.n_kt;  // p: the first / last row's positions
     const int64_t t0 = ft.t0, bs = kc.block_size;
     bool bad = false;
     if (tid == 0) {
