@@ -1,7 +1,9 @@
-// The fast MoE's routing kernels: the router (softmax, top-k, renormalisation; a warp per token,
-// each lane holding E/32 probabilities in registers) and the grouping of (token, slot) pairs by
-// expert (one block: per-warp histograms, a scan over experts, a stable placement with
-// __match_any_sync ranks). Integer counting only, so the grouping is exact and deterministic.
+// The fast MoE's routing kernels: the router (a warp per token, each lane holding E/32 values in
+// registers) — softmax, top-k and renormalisation with the CPU's bits, or, where the weights are
+// renormalised, the top-k of the logits and the picks' own exponentials — and the grouping of
+// (token, slot) pairs by expert (one block: per-warp histograms, a scan over experts, a stable
+// placement with __match_any_sync ranks). Integer counting only, so the grouping is exact and
+// deterministic.
 #include <cmath>
 
 #include "kernels/cuda/fast_device.cuh"
