@@ -24,8 +24,8 @@ bool use_flash_attention(int64_t T, int64_t n_seqs) {
 
 FlashVariant flash_variant(int64_t T, int64_t n_head, int64_t /*D*/, bool wgmma) {
     // The warpgroup MMA with 128-row tiles and a producer warpgroup (H200, D 256, 16 heads, session
-    // 14: 1.78 ms at 8K against 2.58 for Rows128x2, the best mma.sync kernel; 25.6 against 38.3 ms at
-    // 32K; 76 against 98 us at 1K, where the 128-row grid is 128 blocks; wgmma false: the mma.sync
+    // 14: 1.78 ms at 8K against 2.58 for Rows128x2, the best mma.sync kernel; 25.0 against 38.0 ms at
+    // 32K; 74 against 98 us at 1K, where the 128-row grid is 128 blocks; wgmma false: the mma.sync
     // pick, for A/B); 64-row tiles when 128-row ones would leave more than half the SMs idle (short
     // prompts, few heads).
     if ((T + 127) / 128 * n_head < kSms / 2) return FlashVariant::Rows64;
