@@ -115,6 +115,110 @@ __device__ __forceinline__ bool flash_tile_begin(const AttnPlan& plan, int slot,
     return true;
 }
 
+// ---- a warp's 16 query rows of a prefill tile, as mma.sync / wgmma accumulators: lane (g, t)
+// holds rows g (a) and g + 8 (b); x[j] = (a, 8j + 2t), (a, 8j + 2t + 1), (b, 8j + 2t), (b, 8j + 2t + 1).
+
+// Online softmax of a tile of BN keys (scores in log2 units), in place: keys past a row's position
+// masked where the tile crosses the diagonal (diag), the running max m and this lane's partial sums
+// l of rows a and b updated, sc turned into p = 2^(s − m), o's factors returned in corr. It writes
+// only sc and scalars, so it may run while a wgmma reading the previous p is in flight (pack_p
+// after that wgmma is waited for: ptxas serialises a kernel's wgmma where a pending one's A
+// registers are redefined).
+template <int BN>
+__device__ __forceinline__ void tile_softmax(float (&sc)[BN / 8][4], int key0, bool diag, int pos_a, int pos_b,
+                                             int quad, float& m_a, float& m_b, float& l_a, float& l_b, float& corr_a,
+                                             float& corr_b) {
+    constexpr unsigned kFull = 0xffffffffu;
+    if (diag) {
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+            const int key = key0 + j * 8 + 2 * quad;
+            if (key > pos_a) sc[j][0] = -INFINITY;
+            if (key + 1 > pos_a) sc[j][1] = -INFINITY;
+            if (key > pos_b) sc[j][2] = -INFINITY;
+            if (key + 1 > pos_b) sc[j][3] = -INFINITY;
+        }
+    }
+    // The first tile holds key 0 for every row, so m is finite from it on.
+    float mx_a = m_a, mx_b = m_b;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+        mx_a = fmaxf(mx_a, fmaxf(sc[j][0], sc[j][1]));
+        mx_b = fmaxf(mx_b, fmaxf(sc[j][2], sc[j][3]));
+    }
+    mx_a = fmaxf(mx_a, __shfl_xor_sync(kFull, mx_a, 1));
+    mx_a = fmaxf(mx_a, __shfl_xor_sync(kFull, mx_a, 2));
+    mx_b = fmaxf(mx_b, __shfl_xor_sync(kFull, mx_b, 1));
+    mx_b = fmaxf(mx_b, __shfl_xor_sync(kFull, mx_b, 2));
+    corr_a = exp2_approx(m_a - mx_a);
+    corr_b = exp2_approx(m_b - mx_b);
+    m_a = mx_a;
+    m_b = mx_b;
+    float sum_a = 0.f, sum_b = 0.f;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+        sc[j][0] = exp2_approx(sc[j][0] - m_a);
+        sc[j][1] = exp2_approx(sc[j][1] - m_a);
+        sc[j][2] = exp2_approx(sc[j][2] - m_b);
+        sc[j][3] = exp2_approx(sc[j][3] - m_b);
+        sum_a += sc[j][0] + sc[j][1];
+        sum_b += sc[j][2] + sc[j][3];
+    }
+    l_a = l_a * corr_a + sum_a;
+    l_b = l_b * corr_b + sum_b;
+}
+
+// p (as tile_softmax left it) packed to f16 as the A operand of p·v, 16 keys a k-step: a warp's
+// rows g, g + 8 and columns 8i + 2t are A's rows and k pairs.
+template <int BN>
+__device__ __forceinline__ void pack_p(const float (&sc)[BN / 8][4], uint32_t (&pa)[BN / 16][4]) {
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+        pa[j / 2][(j & 1) * 2] = pack_half2(sc[j][0], sc[j][1]);
+        pa[j / 2][(j & 1) * 2 + 1] = pack_half2(sc[j][2], sc[j][3]);
+    }
+}
+
+template <int N>
+__device__ __forceinline__ void rescale_rows(float (&o)[N][4], float corr_a, float corr_b) {
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+        o[j][0] *= corr_a;
+        o[j][1] *= corr_a;
+        o[j][2] *= corr_b;
+        o[j][3] *= corr_b;
+    }
+}
+
+// out[t0 + r, head h, :] = o / l (σ(gate) applied) for this lane's rows ra and ra + 8 below `rows`;
+// l: the lanes' partial sums, summed over the quad here.
+template <int N>
+__device__ __forceinline__ void store_rows(float* out, int64_t out_ts, int64_t out_hs, const float (&o)[N][4],
+                                           float l_a, float l_b, int64_t t0, int ra, int rows, int h, int quad,
+                                           const OutGate& gate) {
+    constexpr unsigned kFull = 0xffffffffu;
+    l_a += __shfl_xor_sync(kFull, l_a, 1);
+    l_a += __shfl_xor_sync(kFull, l_a, 2);
+    l_b += __shfl_xor_sync(kFull, l_b, 1);
+    l_b += __shfl_xor_sync(kFull, l_b, 2);
+    const float inv_a = 1.f / l_a, inv_b = 1.f / l_b;  // l ≥ 1: the row's maximum contributes 2⁰
+    const int rb = ra + 8;
+    float* oa = out + (t0 + ra) * out_ts + int64_t(h) * out_hs + 2 * quad;
+    float* ob = oa + 8 * out_ts;
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+        const int d = j * 8 + 2 * quad;
+        if (ra < rows) {
+            oa[j * 8] = gated(gate, o[j][0] * inv_a, t0 + ra, h, d);
+            oa[j * 8 + 1] = gated(gate, o[j][1] * inv_a, t0 + ra, h, d + 1);
+        }
+        if (rb < rows) {
+            ob[j * 8] = gated(gate, o[j][2] * inv_b, t0 + rb, h, d);
+            ob[j * 8 + 1] = gated(gate, o[j][3] * inv_b, t0 + rb, h, d + 1);
+        }
+    }
+}
+
 // 8 floats of q (scaled) as 8 f16 in one 16-byte chunk.
 __device__ __forceinline__ uint4 q_chunk_f16(const float* src, float scale) {
     float x[8];

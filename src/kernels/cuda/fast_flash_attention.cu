@@ -11,7 +11,6 @@ namespace tessera::cuda::fast::detail {
 namespace {
 
 constexpr int kBN = 64;  // keys per tile
-constexpr unsigned kFull = 0xffffffffu;
 
 using namespace dev;
 
@@ -126,50 +125,12 @@ __global__ void __launch_bounds__(W * 32, W == 4 ? 2 : 1)
                 mma_f16(sc[2 * nb + 1], a, b[2], b[3]);
             }
         }
-        if (kt * kBN + kBN - 1 > p_lo) {  // the tile crosses the diagonal: keys past a row's position
-#pragma unroll
-            for (int j = 0; j < kBN / 8; ++j) {
-                const int key = kt * kBN + j * 8 + 2 * quad;
-                if (key > pos_a) sc[j][0] = -INFINITY;
-                if (key + 1 > pos_a) sc[j][1] = -INFINITY;
-                if (key > pos_b) sc[j][2] = -INFINITY;
-                if (key + 1 > pos_b) sc[j][3] = -INFINITY;
-            }
-        }
-        // Online softmax: tile 0 holds key 0 for every row, so m is finite from the first tile on.
-        float mx_a = m_a, mx_b = m_b;
-#pragma unroll
-        for (int j = 0; j < kBN / 8; ++j) {
-            mx_a = fmaxf(mx_a, fmaxf(sc[j][0], sc[j][1]));
-            mx_b = fmaxf(mx_b, fmaxf(sc[j][2], sc[j][3]));
-        }
-        mx_a = fmaxf(mx_a, __shfl_xor_sync(kFull, mx_a, 1));
-        mx_a = fmaxf(mx_a, __shfl_xor_sync(kFull, mx_a, 2));
-        mx_b = fmaxf(mx_b, __shfl_xor_sync(kFull, mx_b, 1));
-        mx_b = fmaxf(mx_b, __shfl_xor_sync(kFull, mx_b, 2));
-        const float corr_a = exp2_approx(m_a - mx_a), corr_b = exp2_approx(m_b - mx_b);
-        m_a = mx_a;
-        m_b = mx_b;
-        float sum_a = 0.f, sum_b = 0.f;
+        float corr_a, corr_b;
+        tile_softmax<kBN>(sc, kt * kBN, kt * kBN + kBN - 1 > p_lo, pos_a, pos_b, quad, m_a, m_b, l_a, l_b, corr_a,
+                          corr_b);
         uint32_t pa[kBN / 16][4];  // p as the A operand of p·v, 16 keys per step
-#pragma unroll
-        for (int j = 0; j < kBN / 8; ++j) {
-            const float p0 = exp2_approx(sc[j][0] - m_a), p1 = exp2_approx(sc[j][1] - m_a);
-            const float p2 = exp2_approx(sc[j][2] - m_b), p3 = exp2_approx(sc[j][3] - m_b);
-            sum_a += p0 + p1;
-            sum_b += p2 + p3;
-            pa[j / 2][(j & 1) * 2] = pack_half2(p0, p1);
-            pa[j / 2][(j & 1) * 2 + 1] = pack_half2(p2, p3);
-        }
-        l_a = l_a * corr_a + sum_a;
-        l_b = l_b * corr_b + sum_b;
-#pragma unroll
-        for (int j = 0; j < D / 8; ++j) {
-            o[j][0] *= corr_a;
-            o[j][1] *= corr_a;
-            o[j][2] *= corr_b;
-            o[j][3] *= corr_b;
-        }
+        pack_p<kBN>(sc, pa);
+        rescale_rows(o, corr_a, corr_b);
 
         if constexpr (S == 1) {
             cp_async_wait<0>();  // this tile's V has landed
@@ -192,25 +153,7 @@ __global__ void __launch_bounds__(W * 32, W == 4 ? 2 : 1)
     cp_async_wait<0>();
     if (__syncthreads_or(bad)) return fill_rows(t0, t0 + rows, ref::quiet_nan());
 
-    l_a += __shfl_xor_sync(kFull, l_a, 1);
-    l_a += __shfl_xor_sync(kFull, l_a, 2);
-    l_b += __shfl_xor_sync(kFull, l_b, 1);
-    l_b += __shfl_xor_sync(kFull, l_b, 2);
-    const float inv_a = 1.f / l_a, inv_b = 1.f / l_b;  // l ≥ 1: the row's maximum contributes 2⁰
-    float* oa = out + (t0 + ra) * out_ts + int64_t(h) * out_hs + 2 * quad;
-    float* ob = oa + 8 * out_ts;
-#pragma unroll
-    for (int j = 0; j < D / 8; ++j) {
-        const int d = j * 8 + 2 * quad;
-        if (ra < rows) {
-            oa[j * 8] = gated(gate, o[j][0] * inv_a, t0 + ra, h, d);
-            oa[j * 8 + 1] = gated(gate, o[j][1] * inv_a, t0 + ra, h, d + 1);
-        }
-        if (rb < rows) {
-            ob[j * 8] = gated(gate, o[j][2] * inv_b, t0 + rb, h, d);
-            ob[j * 8 + 1] = gated(gate, o[j][3] * inv_b, t0 + rb, h, d + 1);
-        }
-    }
+    store_rows(out, out_ts, out_hs, o, l_a, l_b, t0, ra, rows, h, quad, gate);
 }
 
 template <int D, int W, int S>

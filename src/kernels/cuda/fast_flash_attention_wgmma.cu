@@ -36,7 +36,6 @@ using namespace dev;
 constexpr int kBM = 128;      // query rows a block: two consumer warpgroups of 64
 constexpr int kBN = 64;       // keys a tile
 constexpr int kThreads = 384;  // producer warpgroup + two consumer warpgroups
-constexpr unsigned kFull = 0xffffffffu;
 
 // How a consumer warpgroup orders its work on a tile (FlashVariant::Wgmma / WgmmaOverlap /
 // WgmmaPingPong). Serial: S, wait, softmax, p·v, wait. Overlap (FA3's inside a warpgroup): S of
@@ -53,76 +52,11 @@ struct FlashTiles {
     static_assert(D % 64 == 0 && kSmem <= 227 * 1024, "tiles");
 };
 
-// Online softmax of a 64-key tile held as wgmma accumulators (log2 units), in place: keys past a
-// row's position masked where the tile crosses the diagonal, the running max m and partial sums l
-// of this lane's rows a (g) and b (g + 8) updated, sc turned into p = 2^(s − m), o's factors
-// returned in corr. It writes only sc (S's accumulators, S complete) and scalars, so it may run
-// while p·v of the tile before is in flight; pack_p then makes p the A operand of p·v — after
-// that wgmma is waited for (ptxas serialises every wgmma of a kernel that writes a pending
-// wgmma's A registers' successors in the window: C7513).
-template <int BN>
-__device__ __forceinline__ void tile_softmax(float (&sc)[BN / 2], int key0, bool diag, int pos_a, int pos_b, int quad,
-                                             float& m_a, float& m_b, float& l_a, float& l_b, float& corr_a,
-                                             float& corr_b) {
-    if (diag) {
-#pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
-            const int key = key0 + j * 8 + 2 * quad;
-            if (key > pos_a) sc[4 * j] = -INFINITY;
-            if (key + 1 > pos_a) sc[4 * j + 1] = -INFINITY;
-            if (key > pos_b) sc[4 * j + 2] = -INFINITY;
-            if (key + 1 > pos_b) sc[4 * j + 3] = -INFINITY;
-        }
-    }
-    // The first tile holds key 0 for every row, so m is finite from it on.
-    float mx_a = m_a, mx_b = m_b;
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-        mx_a = fmaxf(mx_a, fmaxf(sc[4 * j], sc[4 * j + 1]));
-        mx_b = fmaxf(mx_b, fmaxf(sc[4 * j + 2], sc[4 * j + 3]));
-    }
-    mx_a = fmaxf(mx_a, __shfl_xor_sync(kFull, mx_a, 1));
-    mx_a = fmaxf(mx_a, __shfl_xor_sync(kFull, mx_a, 2));
-    mx_b = fmaxf(mx_b, __shfl_xor_sync(kFull, mx_b, 1));
-    mx_b = fmaxf(mx_b, __shfl_xor_sync(kFull, mx_b, 2));
-    corr_a = exp2_approx(m_a - mx_a);
-    corr_b = exp2_approx(m_b - mx_b);
-    m_a = mx_a;
-    m_b = mx_b;
-    float sum_a = 0.f, sum_b = 0.f;
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-        sc[4 * j] = exp2_approx(sc[4 * j] - m_a);
-        sc[4 * j + 1] = exp2_approx(sc[4 * j + 1] - m_a);
-        sc[4 * j + 2] = exp2_approx(sc[4 * j + 2] - m_b);
-        sc[4 * j + 3] = exp2_approx(sc[4 * j + 3] - m_b);
-        sum_a += sc[4 * j] + sc[4 * j + 1];
-        sum_b += sc[4 * j + 2] + sc[4 * j + 3];
-    }
-    l_a = l_a * corr_a + sum_a;
-    l_b = l_b * corr_b + sum_b;
-}
-
-// p (as tile_softmax left it in sc) packed to f16 as the A operand of p·v: a warp's D rows g, g + 8
-// and columns 8i + 2t are A's rows and k pairs, 16 keys a k-step.
-template <int BN>
-__device__ __forceinline__ void pack_p(const float (&sc)[BN / 2], uint32_t (&pa)[BN / 16][4]) {
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-        pa[j / 2][(j & 1) * 2] = pack_half2(sc[4 * j], sc[4 * j + 1]);
-        pa[j / 2][(j & 1) * 2 + 1] = pack_half2(sc[4 * j + 2], sc[4 * j + 3]);
-    }
-}
-
+// A wgmma accumulator as the flat register list its wrappers take: [N][4] fragments (the layout
+// fast_attention_tile.cuh's softmax and stores read) are the same floats in the same order.
 template <int N>
-__device__ __forceinline__ void rescale_rows(float (&o)[N], float corr_a, float corr_b) {
-#pragma unroll
-    for (int j = 0; j < N / 4; ++j) {
-        o[4 * j] *= corr_a;
-        o[4 * j + 1] *= corr_a;
-        o[4 * j + 2] *= corr_b;
-        o[4 * j + 3] *= corr_b;
-    }
+__device__ __forceinline__ float (&flat(float (&x)[N][4]))[4 * N] {
+    return reinterpret_cast<float(&)[4 * N]>(x);
 }
 
 // Grid (n_head, tile slots). out/q strides in elements; scale_log2 = scale · log2(e).
@@ -236,17 +170,17 @@ __global__ void __launch_bounds__(kThreads, 1)
 
         const int quad = lane & 3, ra = cwarp * 16 + (lane >> 2), rb = ra + 8;  // rows of the block's 128
         const int pos_a = p_lo + min(ra, rows - 1), pos_b = p_lo + min(rb, rows - 1);
-        float o[D / 2];
+        float o[D / 8][4];
 #pragma unroll
-        for (int j = 0; j < D / 2; ++j) o[j] = 0.f;
+        for (int j = 0; j < D / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
         float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.f, l_b = 0.f;
         const uint32_t q_addr = smem_addr(q_s) + uint32_t(cw * 64 * 128);
 
-        auto issue_s = [&](float (&sc)[kBN / 2], int kt) {  // S = q·k(kt)ᵀ, k16 step ks of d at region ks / 4
+        auto issue_s = [&](float (&sc)[kBN / 8][4], int kt) {  // S = q·k(kt)ᵀ, k16 step ks of d at region ks / 4
             const uint32_t k_addr = smem_addr(k_s + (kt & 1) * C::kKVBytes);
 #pragma unroll
             for (int ks = 0; ks < D / 16; ++ks)
-                wgmma_m64n64k16_ss_f16(sc, wgmma_desc_sw128(q_addr + (ks / 4) * kBM * 128 + (ks % 4) * 32),
+                wgmma_m64n64k16_ss_f16(flat(sc), wgmma_desc_sw128(q_addr + (ks / 4) * kBM * 128 + (ks % 4) * 32),
                                        wgmma_desc_sw128(k_addr + (ks / 4) * kBN * 128 + (ks % 4) * 32), ks > 0);
             wgmma_commit();
         };
@@ -254,7 +188,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             const uint32_t v_addr = smem_addr(v_s + (kt & 1) * C::kKVBytes);
 #pragma unroll
             for (int kk = 0; kk < kBN / 16; ++kk)
-                wgmma_rs_f16_tb<D>(o, pa[kk], wgmma_desc_sw128_mn(v_addr + kk * 16 * 128, kBN * 128), 1);
+                wgmma_rs_f16_tb<D>(flat(o), pa[kk], wgmma_desc_sw128_mn(v_addr + kk * 16 * 128, kBN * 128), 1);
             wgmma_commit();
         };
         auto release = [&](uint64_t* bar) {
@@ -263,9 +197,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         };
         auto parity = [](int kt) { return (uint32_t(kt) >> 1) & 1; };
         auto diag = [&](int kt) { return kt * kBN + kBN - 1 > p_lo; };
-        float sc[kBN / 2];
+        float sc[kBN / 8][4];
 #pragma unroll
-        for (int j = 0; j < kBN / 2; ++j) sc[j] = 0.f;
+        for (int j = 0; j < kBN / 8; ++j) sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.f;
         float corr_a, corr_b;
         if constexpr (kSched == kSerial) {
             for (int kt = 0; kt < n_kt; ++kt) {
@@ -273,7 +207,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 wgmma_fence();
                 issue_s(sc, kt);
                 wgmma_wait<0>();
-                wgmma_fence_operands(sc);
+                wgmma_fence_operands(flat(sc));
                 release(&empty_k[kt & 1]);
                 tile_softmax<kBN>(sc, kt * kBN, diag(kt), pos_a, pos_b, quad, m_a, m_b, l_a, l_b, corr_a, corr_b);
                 uint32_t pa[kBN / 16][4];
@@ -281,10 +215,10 @@ __global__ void __launch_bounds__(kThreads, 1)
                 rescale_rows(o, corr_a, corr_b);
                 mbar_wait(&full_v[kt & 1], parity(kt));
                 wgmma_fence();
-                wgmma_fence_operands(o);
+                wgmma_fence_operands(flat(o));
                 issue_pv(pa, kt);
                 wgmma_wait<0>();
-                wgmma_fence_operands(o);
+                wgmma_fence_operands(flat(o));
                 release(&empty_v[kt & 1]);
             }
         } else {
@@ -302,7 +236,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             uint32_t pa[kBN / 16][4];
             auto after_pv = [&] {  // o's rescale and p of this tile as the next p·v's A operand
                 rescale_rows(o, corr_a, corr_b);
-                wgmma_fence_operands(o);
+                wgmma_fence_operands(flat(o));
                 pack_p<kBN>(sc, pa);
 #pragma unroll
                 for (int kk = 0; kk < kBN / 16; ++kk) wgmma_fence_operands(pa[kk]);
@@ -312,7 +246,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             issue_s(sc, 0);
             turn_end(false);
             wgmma_wait<0>();
-            wgmma_fence_operands(sc);
+            wgmma_fence_operands(flat(sc));
             release(&empty_k[0]);
             tile_softmax<kBN>(sc, 0, diag(0), pos_a, pos_b, quad, m_a, m_b, l_a, l_b, corr_a, corr_b);
             after_pv();
@@ -324,11 +258,11 @@ __global__ void __launch_bounds__(kThreads, 1)
                 issue_pv(pa, kt - 1);
                 turn_end(false);
                 wgmma_wait<1>();  // S is done; p·v may still run
-                wgmma_fence_operands(sc);
+                wgmma_fence_operands(flat(sc));
                 release(&empty_k[kt & 1]);
                 tile_softmax<kBN>(sc, kt * kBN, diag(kt), pos_a, pos_b, quad, m_a, m_b, l_a, l_b, corr_a, corr_b);
                 wgmma_wait<0>();
-                wgmma_fence_operands(o);
+                wgmma_fence_operands(flat(o));
                 release(&empty_v[(kt - 1) & 1]);
                 after_pv();
             }
@@ -337,29 +271,11 @@ __global__ void __launch_bounds__(kThreads, 1)
             issue_pv(pa, n_kt - 1);
             turn_end(true);
             wgmma_wait<0>();
-            wgmma_fence_operands(o);
+            wgmma_fence_operands(flat(o));
         }
 
-        l_a += __shfl_xor_sync(kFull, l_a, 1);
-        l_a += __shfl_xor_sync(kFull, l_a, 2);
-        l_b += __shfl_xor_sync(kFull, l_b, 1);
-        l_b += __shfl_xor_sync(kFull, l_b, 2);
-        const float inv_a = 1.f / l_a, inv_b = 1.f / l_b;  // l ≥ 1: the row's maximum contributes 2⁰
         if (bad_s) return fill_rows(t0, t0 + rows, ref::quiet_nan(), 128, 256);  // seen after the last full_v
-        float* oa = out + (t0 + ra) * out_ts + int64_t(h) * out_hs + 2 * quad;
-        float* ob = oa + 8 * out_ts;
-#pragma unroll
-        for (int j = 0; j < D / 8; ++j) {
-            const int d = j * 8 + 2 * quad;
-            if (ra < rows) {
-                oa[j * 8] = gated(gate, o[4 * j] * inv_a, t0 + ra, h, d);
-                oa[j * 8 + 1] = gated(gate, o[4 * j + 1] * inv_a, t0 + ra, h, d + 1);
-            }
-            if (rb < rows) {
-                ob[j * 8] = gated(gate, o[4 * j + 2] * inv_b, t0 + rb, h, d);
-                ob[j * 8 + 1] = gated(gate, o[4 * j + 3] * inv_b, t0 + rb, h, d + 1);
-            }
-        }
+        store_rows(out, out_ts, out_hs, o, l_a, l_b, t0, ra, rows, h, quad, gate);
     }
 }
 

@@ -10,30 +10,26 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/cuda/fast_mma.cuh"  // smem_addr
+
 namespace tessera::cuda::fast::dev {
 
 __device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(
-                     static_cast<uint32_t>(__cvta_generic_to_shared(bar))),
-                 "r"(count)
-                 : "memory");
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
 }
 
 // One arrival (release semantics: this thread's earlier writes are visible to whoever waits).
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-    asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];\n" ::"r"(
-                     static_cast<uint32_t>(__cvta_generic_to_shared(bar)))
-                 : "memory");
+    asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
 }
 
 // Waits (acquire) until the phase of parity `parity` has completed.
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-    const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(bar));
     asm volatile(
         "{\n.reg .pred done;\n"
         "wait_%=:\n"
         "mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 done, [%0], %1;\n"
-        "@!done bra wait_%=;\n}\n" ::"r"(addr),
+        "@!done bra wait_%=;\n}\n" ::"r"(smem_addr(bar)),
         "r"(parity)
         : "memory");
 }
