@@ -87,11 +87,11 @@ void check_f32_to_16(Kernel kernel, Ref ref, IsNan is_nan, int64_t rows, int64_t
     EXPECT_EQ(bad, 0) << "of " << rows * cols << " values (shape [" << rows << ", " << cols << "])";
 }
 
-// Runs a 16-bit -> f32 kernel over every bit pattern (as [256, 256], ld padded) and compares
-// with the CPU conversion `ref`.
+// Runs a 16-bit -> f32 kernel over every bit pattern (as [256, 256], rows ldx / ldy apart) and
+// compares with the CPU conversion `ref`.
 template <typename Kernel, typename Ref>
-void check_16_to_f32_all_patterns(Kernel kernel, Ref ref) {
-    const int64_t rows = 256, cols = 256, ldx = 259, ldy = 261;
+void check_16_to_f32_all_patterns(Kernel kernel, Ref ref, int64_t ldx, int64_t ldy) {
+    const int64_t rows = 256, cols = 256;
     std::vector<uint16_t> x(size_t(rows * ldx), 0);
     for (int64_t r = 0; r < rows; ++r)
         for (int64_t c = 0; c < cols; ++c) x[size_t(r * ldx + c)] = uint16_t(r * cols + c);
@@ -260,24 +260,30 @@ TEST(CudaStream, OrdersWorkAndSynchronizes) {
 
 TEST(CudaConvert, F32ToBf16MatchesCpu) {
     REQUIRE_CUDA();
-    for (auto [rows, cols, pad] : {std::tuple{1, 1, 0}, {1, 3, 1}, {7, 33, 3}, {2, 1000003, 0}, {129, 257, 5}})
+    // (the last three: rows aligned for the four-column loads and stores)
+    for (auto [rows, cols, pad] : {std::tuple{1, 1, 0}, {1, 3, 1}, {7, 33, 3}, {2, 1000003, 0}, {129, 257, 5},
+                                   {64, 2048, 0}, {5, 4100, 4}, {70000, 4, 0}})
         check_f32_to_16(f32_to_bf16_rows, f32_to_bf16, bf16_is_nan, rows, cols, pad);
 }
 
 TEST(CudaConvert, F32ToF16MatchesCpu) {
     REQUIRE_CUDA();
-    for (auto [rows, cols, pad] : {std::tuple{1, 1, 0}, {1, 3, 1}, {7, 33, 3}, {2, 1000003, 0}, {129, 257, 5}})
+    // (the last three: rows aligned for the four-column loads and stores)
+    for (auto [rows, cols, pad] : {std::tuple{1, 1, 0}, {1, 3, 1}, {7, 33, 3}, {2, 1000003, 0}, {129, 257, 5},
+                                   {64, 2048, 0}, {5, 4100, 4}, {70000, 4, 0}})
         check_f32_to_16(f32_to_f16_rows, f32_to_f16, f16_is_nan, rows, cols, pad);
 }
 
 TEST(CudaConvert, Bf16ToF32AllPatterns) {
     REQUIRE_CUDA();
-    check_16_to_f32_all_patterns(bf16_to_f32_rows, bf16_to_f32);
+    check_16_to_f32_all_patterns(bf16_to_f32_rows, bf16_to_f32, 259, 261);  // rows unaligned: element by element
+    check_16_to_f32_all_patterns(bf16_to_f32_rows, bf16_to_f32, 260, 264);  // aligned: four columns at a time
 }
 
 TEST(CudaConvert, F16ToF32AllPatterns) {
     REQUIRE_CUDA();
-    check_16_to_f32_all_patterns(f16_to_f32_rows, f16_to_f32);
+    check_16_to_f32_all_patterns(f16_to_f32_rows, f16_to_f32, 259, 261);  // rows unaligned: element by element
+    check_16_to_f32_all_patterns(f16_to_f32_rows, f16_to_f32, 260, 264);  // aligned: four columns at a time
 }
 
 TEST(CudaConvert, BadArgumentsAreErrors) {  // checked before any launch: needs no GPU
