@@ -2,6 +2,7 @@
 // the launch arguments, a sequence's WY range, cp.async tile loads and the 3×TF32 warp tiles.
 #pragma once
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/fast_gdn.h"
@@ -101,6 +102,30 @@ __device__ inline void mma_tf32(float (&c)[4], const uint32_t (&a)[4], const uin
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// One tile's 3×TF32 sums kept as four independent chains (the big term hi·hi and the small terms
+// lo·hi + hi·lo, each split over even and odd k-steps), so a warp's mma are not one dependent chain
+// of 3·K/8 (48 at K = 128) but of at most K/8; joined in a fixed order: the same bits every time,
+// and in tile_mma_grid as in tile_mma.
+struct Acc3 {
+    float big[2][4], small[2][4];
+};
+__device__ inline void acc3_start(Acc3& a, const float (&c)[4]) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) a.big[0][e] = c[e], a.big[1][e] = 0.f, a.small[0][e] = 0.f, a.small[1][e] = 0.f;
+}
+__device__ inline void acc3_finish(const Acc3& a, float (&c)[4]) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) c[e] = (a.big[0][e] + a.big[1][e]) + (a.small[0][e] + a.small[1][e]);
+}
+// k-step parity p (compile-time after unrolling): the small terms first, as before.
+template <int P>
+__device__ inline void acc3_step(Acc3& a, const uint32_t (&ah)[4], const uint32_t (&al)[4], const uint32_t (&bh)[2],
+                                 const uint32_t (&bl)[2]) {
+    mma_tf32(a.small[P], al, bh);
+    mma_tf32(a.small[P], ah, bl);
+    mma_tf32(a.big[P], ah, bh);
+}
+
 // c[16×8 tile at (m0, n0)] += Σ_{k<K} A(m, k)·B(k, n), K a multiple of 8. Fragment layout of
 // m16n8k8: gid = lane/4, tig = lane%4; a = A(gid, tig), A(gid+8, tig), A(gid, tig+4),
 // A(gid+8, tig+4); b = B(tig, gid), B(tig+4, gid); c = C(gid, 2tig), C(gid, 2tig+1),
@@ -108,7 +133,9 @@ __device__ inline void mma_tf32(float (&c)[4], const uint32_t (&a)[4], const uin
 template <class FA, class FB>
 __device__ inline void tile_mma(float (&c)[4], int m0, int n0, int K, FA A, FB B) {
     const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
-    for (int k0 = 0; k0 < K; k0 += 8) {
+    Acc3 acc;
+    acc3_start(acc, c);
+    auto step = [&](int k0, auto parity) {
         uint32_t ah[4], al[4], bh[2], bl[2];
         split(A(m0 + gid, k0 + tig), ah[0], al[0]);
         split(A(m0 + gid + 8, k0 + tig), ah[1], al[1]);
@@ -116,10 +143,15 @@ __device__ inline void tile_mma(float (&c)[4], int m0, int n0, int K, FA A, FB B
         split(A(m0 + gid + 8, k0 + tig + 4), ah[3], al[3]);
         split(B(k0 + tig, n0 + gid), bh[0], bl[0]);
         split(B(k0 + tig + 4, n0 + gid), bh[1], bl[1]);
-        mma_tf32(c, al, bh);
-        mma_tf32(c, ah, bl);
-        mma_tf32(c, ah, bh);
+        acc3_step<decltype(parity)::value>(acc, ah, al, bh, bl);
+    };
+    int k0 = 0;
+    for (; k0 + 16 <= K; k0 += 16) {
+        step(k0, std::integral_constant<int, 0>{});
+        step(k0 + 8, std::integral_constant<int, 1>{});
     }
+    if (k0 < K) step(k0, std::integral_constant<int, 0>{});
+    acc3_finish(acc, c);
 }
 // f(row, col, value) for the 4 elements a lane holds of the tile at (m0, n0).
 template <class F>
@@ -133,12 +165,17 @@ __device__ inline void tile_each(const float (&c)[4], int m0, int n0, F f) {
 
 // MA × NB tiles of one warp: c[i][j] += Σ_{k<K} A(i, m, k)·B(k, n) over the 16 × 8 tile at
 // (m0[i], n0[j]), each in tile_mma's order (so each has tile_mma's bits); every A and B fragment
-// loaded and split once for all the tiles that use it, the MA·NB mma chains interleaved.
+// loaded and split once for all the tiles that use it, the MA·NB tiles' chains interleaved.
 template <int MA, int NB, class FA, class FB>
 __device__ inline void tile_mma_grid(float (&c)[MA][NB][4], const int (&m0)[MA], const int (&n0)[NB], int K, FA A,
                                      FB B) {
     const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
-    for (int k0 = 0; k0 < K; k0 += 8) {
+    Acc3 acc[MA][NB];
+#pragma unroll
+    for (int i = 0; i < MA; ++i)
+#pragma unroll
+        for (int j = 0; j < NB; ++j) acc3_start(acc[i][j], c[i][j]);
+    auto step = [&](int k0, auto parity) {
         uint32_t bh[NB][2], bl[NB][2];
 #pragma unroll
         for (int j = 0; j < NB; ++j) {
@@ -153,13 +190,19 @@ __device__ inline void tile_mma_grid(float (&c)[MA][NB][4], const int (&m0)[MA],
             split(A(i, m0[i] + gid, k0 + tig + 4), ah[2], al[2]);
             split(A(i, m0[i] + gid + 8, k0 + tig + 4), ah[3], al[3]);
 #pragma unroll
-            for (int j = 0; j < NB; ++j) mma_tf32(c[i][j], al, bh[j]);
-#pragma unroll
-            for (int j = 0; j < NB; ++j) mma_tf32(c[i][j], ah, bl[j]);
-#pragma unroll
-            for (int j = 0; j < NB; ++j) mma_tf32(c[i][j], ah, bh[j]);
+            for (int j = 0; j < NB; ++j) acc3_step<decltype(parity)::value>(acc[i][j], ah, al, bh[j], bl[j]);
         }
+    };
+    int k0 = 0;
+    for (; k0 + 16 <= K; k0 += 16) {
+        step(k0, std::integral_constant<int, 0>{});
+        step(k0 + 8, std::integral_constant<int, 1>{});
     }
+    if (k0 < K) step(k0, std::integral_constant<int, 0>{});
+#pragma unroll
+    for (int i = 0; i < MA; ++i)
+#pragma unroll
+        for (int j = 0; j < NB; ++j) acc3_finish(acc[i][j], c[i][j]);
 }
 
 // The state pass and output pass of GdnChunkVariant::Split* (fast_gdn_split.cu), queued after
