@@ -30,8 +30,10 @@ void check_rule(const char* op, int64_t T, int64_t dk, int64_t dv, int64_t slot_
 
 }  // namespace
 
-int64_t gated_delta_rule_scratch_floats(int64_t T, int64_t nv, int64_t dk, int64_t dv, const GdnParams& p) {
+int64_t gated_delta_rule_scratch_floats(int64_t T, int64_t nv, int64_t dk, int64_t dv, const GdnParams& p,
+                                        GdnChunkVariant variant) {
     if (p.mode != GdnMode::Chunked) return 0;
+    if (variant == GdnChunkVariant::F16x3) return T * nv * gdn_chunk16_row_floats(dk, dv);
     return T * nv * ((dk + dv + kGdnChunk + 4 + 3) / 4 * 4);
 }
 
@@ -61,13 +63,17 @@ void gated_delta_rule(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, HeadsIn k
     TS_CHECK(dk <= kGdnChunkMaxDk, "{}: the chunked form takes dk <= {}, not {}", op, kGdnChunkMaxDk, dk);
     if (max_len >= 2) {  // some sequence may have a WY part
         TS_CHECK(scratch != nullptr, "{}: Chunked mode needs {} floats of scratch", op,
-                 gated_delta_rule_scratch_floats(T, nv, dk, dv, p));
+                 gated_delta_rule_scratch_floats(T, nv, dk, dv, p, variant));
         TS_CHECK(plan.n_seqs <= 65535, "{}: the chunked form takes at most 65535 sequences, not {}", op,
                  plan.n_seqs);
-        TS_CUDA_CHECK(detail::launch_gdn_chunked(o, o_ts, o_hs, q, k, v, g, g_s, beta, beta_s, T, dk, dv, state,
-                                                 slot_stride, n_slots, plan, p, scratch, max_len,
-                                                 gdn_chunk_state_warps(variant), gdn_chunk_vec_loads(variant),
-                                                 gdn_chunk_split(variant), stream));
+        if (variant == GdnChunkVariant::F16x3)
+            TS_CUDA_CHECK(detail::launch_gdn_chunked16(o, o_ts, o_hs, q, k, v, g, g_s, beta, beta_s, T, dk, dv, state,
+                                                       slot_stride, n_slots, plan, p, scratch, max_len, stream));
+        else
+            TS_CUDA_CHECK(detail::launch_gdn_chunked(o, o_ts, o_hs, q, k, v, g, g_s, beta, beta_s, T, dk, dv, state,
+                                                     slot_stride, n_slots, plan, p, scratch, max_len,
+                                                     gdn_chunk_state_warps(variant), gdn_chunk_vec_loads(variant),
+                                                     gdn_chunk_split(variant), stream));
     }
     // After the WY parts (same stream): every lone token and last one-token chunk.
     TS_CUDA_CHECK(detail::launch_gdn_recurrent(o, o_ts, o_hs, q, k, v, g, g_s, beta, beta_s, T, dk, dv, state,

@@ -26,11 +26,20 @@ using ref::HeadsIn;
 inline constexpr int64_t kGdnChunk = 64;         // the chunked form's tokens per WY chunk
 inline constexpr int64_t kGdnChunkMaxDk = 128;   // the chunked form keeps 64 × dk tiles in shared memory
 
+enum class GdnChunkVariant : int;
+
 // Floats of device scratch gated_delta_rule needs for a call of T tokens, nv value heads and these
 // head sizes (0 in Recurrent mode). Chunked: T·nv·(dk + dv + 64 + 4) floats — the chunk-local
 // W, U, Q·Kᵀ⊙D rows and Γ of every token (≈ 1.3 KB per token and value head at 128 × 128:
-// 42 MB for 1024 tokens × 32 heads).
-int64_t gated_delta_rule_scratch_floats(int64_t T, int64_t nv, int64_t dk, int64_t dv, const GdnParams& p);
+// 42 MB for 1024 tokens × 32 heads); the F16x3 variant T·nv·gdn_chunk16_row_floats(dk, dv)
+// (≈ 2.3 KB: 75 MB for 1024 tokens × 32 heads).
+int64_t gated_delta_rule_scratch_floats(int64_t T, int64_t nv, int64_t dk, int64_t dv, const GdnParams& p,
+                                        GdnChunkVariant variant = GdnChunkVariant(0));
+// F16x3's scratch row per (token, value head), in floats: W, K ⊙ e^(Γlast−Γ), Q ⊙ e^Γ (dk rounded
+// up to 16) and P (64) as f16 hi and lo halves, U in f32 (dv rounded up to 4), 8 floats of chunk scales.
+constexpr int64_t gdn_chunk16_row_floats(int64_t dk, int64_t dv) {
+    return 3 * ((dk + 15) / 16 * 16) + kGdnChunk + (dv + 3) / 4 * 4 + 8;
+}
 
 // Backend::gated_delta_rule with ref::gated_delta_rule's arguments (same meaning, same layouts)
 // and its result up to f32 rounding, plus:
@@ -60,6 +69,11 @@ int64_t gated_delta_rule_scratch_floats(int64_t T, int64_t nv, int64_t dk, int64
 // carrying S with W·S and Q·S in one pass over S (e^Γ ⊙ (Q·S) into o, Vn over U in the scratch)
 // and a parallel one over all chunks adding P·Vn to o; wy_prep's W and U in 4-tile warp blocks;
 // no more scratch. H200: 301 / 1134 / 4418 µs (SplitVec16 292 / 1096 / 4254) — not picked.
+// F16x3 (fast_gdn_chunked16.cu; other bits, same accuracy class): the products on m16n8k16 f16
+// with each operand split hi + 2^-11·lo (3×F16: hi·hi + 2^-11·(hi·lo + lo·hi), ~2^-22 relative)
+// under one power-of-two scale per tile (f16's range); a prep that writes W, K ⊙ e^(Γlast−Γ),
+// Q ⊙ e^Γ and P already split (more scratch: gated_delta_rule_scratch_floats with the variant),
+// and a state pass with S in registers, every tile fed by ldmatrix. Not run on the GPU yet.
 enum class GdnChunkVariant : int {
     Auto = 0,
     StateWarps8 = 1,
@@ -68,6 +82,7 @@ enum class GdnChunkVariant : int {
     Split = 4,
     SplitWarps8 = 5,
     SplitVec16 = 6,
+    F16x3 = 7,
 };
 inline int gdn_chunk_state_warps(GdnChunkVariant v) {
     return v == GdnChunkVariant::StateWarps8 || v == GdnChunkVariant::SplitWarps8 ? 8 : 16;
@@ -166,6 +181,10 @@ cudaError_t launch_gdn_chunked(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, 
                                float* state, int64_t slot_stride, int64_t n_slots, const SeqPlan& plan,
                                const GdnParams& p, float* scratch, int64_t max_len, int state_warps,
                                bool vec_loads, bool split, cudaStream_t stream);
+cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, HeadsIn k, HeadsIn v,
+                                 const float* g, int64_t g_s, const float* beta, int64_t beta_s, int64_t T, int64_t dk,
+                                 int64_t dv, float* state, int64_t slot_stride, int64_t n_slots, const SeqPlan& plan,
+                                 const GdnParams& p, float* scratch, int64_t max_len, cudaStream_t stream);  // F16x3
 cudaError_t launch_gdn_decode_step(const GdnDecodeArgs& args, cudaStream_t stream);      // ClusterPerKeyHead
 cudaError_t launch_gdn_decode_step_v2(const GdnDecodeArgs& args, int cols, cudaStream_t stream);  // Cols32 / Cols16
 bool gdn_decode_head_fits(const GdnDecodeArgs& args);  // Head256 / Head512 take these shapes

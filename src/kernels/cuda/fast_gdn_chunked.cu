@@ -371,35 +371,9 @@ cudaError_t launch_gdn_chunked(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, 
                                float* state, int64_t slot_stride, int64_t n_slots, const SeqPlan& plan,
                                const GdnParams& p, float* scratch, int64_t max_len, int state_warps,
                                bool vec_loads, bool split, cudaStream_t stream) {
-    ChArgs a{};
-    a.o = o;
-    a.o_ts = o_ts;
-    a.o_hs = o_hs;
-    a.q = q;
-    a.k = k;
-    a.v = v;
-    a.g = g;
-    a.g_s = g_s;
-    a.beta = beta;
-    a.beta_s = beta_s;
-    a.T = T;
-    a.dk = int(dk);
-    a.dv = int(dv);
-    a.dkp = int((dk + 7) / 8 * 8);
-    a.dvp = int((dv + 7) / 8 * 8);
-    a.state = state;
-    a.slot_stride = slot_stride;
-    a.n_slots = n_slots;
-    a.plan = plan;
-    a.nk = p.n_k_heads;
-    a.nv = p.n_v_heads;
-    a.tiled = p.tiled_heads;
-    a.scratch = scratch;
+    ChArgs a = ch_args(o, o_ts, o_hs, q, k, v, g, g_s, beta, beta_s, T, dk, dv, state, slot_stride, n_slots, plan, p,
+                       scratch, max_len);
     a.rs = (dk + dv + kC + 4 + 3) / 4 * 4;  // as gated_delta_rule_scratch_floats
-    a.max_len = max_len;
-    auto al16 = [](const void* ptr, int64_t s1, int64_t s2) {
-        return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && s1 % 4 == 0 && s2 % 4 == 0;
-    };
     a.vec = vec_loads && dk % 4 == 0 && dv % 4 == 0 && al16(q.data, q.tok_stride, q.head_stride) &&
             al16(k.data, k.tok_stride, k.head_stride) && al16(v.data, v.tok_stride, v.head_stride) &&
             al16(scratch, a.rs, 0);

@@ -39,6 +39,43 @@ struct ChArgs {
     bool vec;  // every q/k/v and scratch row starts 16-byte aligned and dk, dv % 4 == 0: 16-byte copies
 };
 
+// A chunked call's arguments, all but rs and vec (the callers' scratch layout and copy width).
+inline ChArgs ch_args(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, HeadsIn k, HeadsIn v, const float* g,
+                      int64_t g_s, const float* beta, int64_t beta_s, int64_t T, int64_t dk, int64_t dv, float* state,
+                      int64_t slot_stride, int64_t n_slots, const SeqPlan& plan, const GdnParams& p, float* scratch,
+                      int64_t max_len) {
+    ChArgs a{};
+    a.o = o;
+    a.o_ts = o_ts;
+    a.o_hs = o_hs;
+    a.q = q;
+    a.k = k;
+    a.v = v;
+    a.g = g;
+    a.g_s = g_s;
+    a.beta = beta;
+    a.beta_s = beta_s;
+    a.T = T;
+    a.dk = int(dk);
+    a.dv = int(dv);
+    a.dkp = int((dk + 7) / 8 * 8);
+    a.dvp = int((dv + 7) / 8 * 8);
+    a.state = state;
+    a.slot_stride = slot_stride;
+    a.n_slots = n_slots;
+    a.plan = plan;
+    a.nk = p.n_k_heads;
+    a.nv = p.n_v_heads;
+    a.tiled = p.tiled_heads;
+    a.scratch = scratch;
+    a.max_len = max_len;
+    return a;
+}
+// ptr 16-byte aligned and both strides (in floats) multiples of 4.
+inline bool al16(const void* ptr, int64_t s1, int64_t s2) {
+    return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && s1 % 4 == 0 && s2 % 4 == 0;
+}
+
 // Sequence s's usable range and WY part, or false (then the caller writes NaN or nothing).
 struct Seq {
     int64_t t0, n, n_wy, slot;
