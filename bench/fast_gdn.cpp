@@ -8,7 +8,8 @@
 // --reps N times N back-to-back calls per sample (µs per call printed), --graph N of them captured
 // in one CUDA graph (launch gaps and host time hidden, as in the engine's decode graphs). Every
 // decode-step kernel (gdn_decode_variant's choice marked *); prefills of 1024 / 4096 / 16384 tokens
-// and batches of 4 × 1024, 8 × 512, 16 × 256, every chunked variant (split: wy_carry + wy_out).
+// and batches of 4 × 1024, 8 × 512, 16 × 256, every chunked variant (split: wy_carry + wy_out;
+// f16x3: wy_prep16 + wy_state16 on f16 tiles).
 //   bench_fast_gdn [--runs 50] [--warmup 10] [--reps 1] [--graph] [--filter TEXT]
 #include <cuda_runtime_api.h>
 
@@ -126,6 +127,7 @@ void bench_rule(const Args& a, Stream& stream, Timer& timer, GdnMode mode, int64
         (mode == GdnMode::Chunked ? std::string("chunked w") + std::to_string(fast::gdn_chunk_state_warps(variant)) +
                                         (fast::gdn_chunk_split(variant) ? " split" : "") +
                                         (fast::gdn_chunk_vec_loads(variant) ? " vec16" : "") +
+                                        (variant == fast::GdnChunkVariant::F16x3 ? " f16x3" : "") +
                                         (variant == fast::GdnChunkVariant::Auto ? "*" : "")
                                   : std::string("recurrent")) +
         (slots > 1 ? " cold" : " hot");
@@ -139,7 +141,8 @@ void bench_rule(const Args& a, Stream& stream, Timer& timer, GdnMode mode, int64
     p.n_k_heads = int(nk);
     p.n_v_heads = int(nv);
     p.mode = mode;
-    DeviceBuffer scratch(size_t(std::max<int64_t>(1, fast::gated_delta_rule_scratch_floats(N, nv, dk, dv, p))) * 4);
+    DeviceBuffer scratch(
+        size_t(std::max<int64_t>(1, fast::gated_delta_rule_scratch_floats(N, nv, dk, dv, p, variant))) * 4);
     std::vector<int32_t> q_start(size_t(B) + 1);
     for (int64_t s = 0; s <= B; ++s) q_start[size_t(s)] = int32_t(s * T);
     const DeviceBuffer qs = ints(q_start);
@@ -265,7 +268,8 @@ int main(int argc, char** argv) {
             }
         }
         using V = fast::GdnChunkVariant;
-        const V chunk_variants[] = {V::Auto, V::StateWarps8, V::Vec16, V::Split, V::SplitWarps8, V::SplitVec16};
+        const V chunk_variants[] = {V::Auto,  V::StateWarps8, V::Vec16,
+                                    V::Split, V::SplitWarps8, V::SplitVec16, V::F16x3};
         for (int64_t T : {1024, 4096, 16384}) {
             for (V v : chunk_variants)
                 bench_rule(a, stream, timer, GdnMode::Chunked, 1, T, 1,

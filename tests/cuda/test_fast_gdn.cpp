@@ -6,7 +6,9 @@
 // decode step against the CPU's separate ops (conv1d_silu, l2_norm, gdn_gates, gated_delta_rule,
 // rms_norm_gated), chained over several steps. Every comparison names its shape and reports the
 // first and the worst mismatch by (token, head, column) or (slot, head, row, column). Every chunked
-// test runs the split state pass too (GdnChunkVariant::Split), which must give the same bits.
+// test runs the split state pass too (GdnChunkVariant::Split), which must give the same bits, and
+// the 3×F16 form (GdnChunkVariant::F16x3: other bits, the same tolerances), which also keeps values
+// far outside f16's range.
 // Without a GPU the device tests skip; the argument checks run everywhere.
 #include <gtest/gtest.h>
 
@@ -43,7 +45,11 @@ namespace {
 //   the tensor cores as 3×TF32, whose dropped lo·lo term is ~2^-22 relative, plus the different
 //   summation order of 64- and 128-term dot products; over many chunks the state carries them:
 //   1e-4 up to 130 tokens, 5e-4 for 1000 and 4097 (still far below any real bug — a wrong key
-//   head, a lost token, a chunk boundary off by one — which is O(1)).
+//   head, a lost token, a chunk boundary off by one — which is O(1)). F16x3 is held to the same:
+//   its operands are x·2^e = hi + 2^-11·lo with 11 + 11 bits (3×TF32: 11 + ~10), its dropped
+//   lo·lo term ~2^-22 of a product, and the per-tile scale 2^e costs nothing relative to the
+//   tile's largest element (the norm these tolerances measure against); it also folds e^Γ into Q
+//   and e^(Γlast−Γ) into K before rounding (one more f32 rounding each).
 // - Decode step vs the CPU's op sequence: f32 sums of squares where the CPU sums in double, and
 //   the RMSNorm divides by an O(0.1..1) rms: 5e-5. The conv state holds copies: exact.
 constexpr double kTolRec = 2e-5, kTolChunkShort = 1e-4, kTolChunkLong = 5e-4, kTolDecode = 5e-5;
@@ -224,7 +230,8 @@ struct GpuRule {
         DeviceBuffer d_o = to_device(std::vector<float>(size_t(T * o_ts), 0.f));
         DeviceBuffer d_qs = to_device(q_start), d_slot = to_device(slot);
         const GdnParams p = in.params(mode);
-        const int64_t scratch_n = std::max<int64_t>(1, fast::gated_delta_rule_scratch_floats(T, nv, dk, dv, p));
+        const int64_t scratch_n =
+            std::max<int64_t>(1, fast::gated_delta_rule_scratch_floats(T, nv, dk, dv, p, variant));
         DeviceBuffer scratch(size_t(scratch_n) * sizeof(float));
         const float* base = qkv.as<float>() + t_off * in.row;
         const float* gbp = gb.as<float>() + t_off * in.gb_s;
@@ -268,8 +275,10 @@ void check_rule(const Shape& sh, GdnMode mode, const std::vector<int32_t>& lengt
 
 const Shape kFlagship{16, 32, 128, 128, false};
 
-// The chunked state pass in one launch (wy_state, the default) and split in two (wy_carry + wy_out).
-constexpr fast::GdnChunkVariant kChunkVariants[] = {fast::GdnChunkVariant::Auto, fast::GdnChunkVariant::Split};
+// The chunked state pass in one launch (wy_state, the default), split in two (wy_carry + wy_out),
+// and on f16 tiles (wy_prep16 + wy_state16).
+constexpr fast::GdnChunkVariant kChunkVariants[] = {fast::GdnChunkVariant::Auto, fast::GdnChunkVariant::Split,
+                                                    fast::GdnChunkVariant::F16x3};
 
 TEST(FastGdnRecurrent, LengthsAroundTheChunk) {
     REQUIRE_CUDA();
@@ -300,10 +309,11 @@ TEST(FastGdn, SeveralSequencesSlotsAndPaddingInOneCall) {
             check_rule(s, mode, lengths, tol, 4, padding, true);  // max_len = the longest sequence
         }
     }
-    for (const Shape& s : {kFlagship, Shape{16, 32, 128, 128, true}, Shape{4, 4, 128, 128, false}}) {
-        check_rule(s, GdnMode::Chunked, lengths, kTolChunkShort, 3, padding, false, fast::GdnChunkVariant::Split);
-        check_rule(s, GdnMode::Chunked, lengths, kTolChunkShort, 4, padding, true, fast::GdnChunkVariant::Split);
-    }
+    for (auto v : {fast::GdnChunkVariant::Split, fast::GdnChunkVariant::F16x3})
+        for (const Shape& s : {kFlagship, Shape{16, 32, 128, 128, true}, Shape{4, 4, 128, 128, false}}) {
+            check_rule(s, GdnMode::Chunked, lengths, kTolChunkShort, 3, padding, false, v);
+            check_rule(s, GdnMode::Chunked, lengths, kTolChunkShort, 4, padding, true, v);
+        }
 }
 
 TEST(FastGdn, OddHeadSizes) {
@@ -318,11 +328,12 @@ TEST(FastGdn, OddHeadSizes) {
         check_rule({2, 4, 128, 64, true}, mode, {129, 3}, tol, 7);
     }
     const double tol = kTolChunkShort;
-    const auto split = fast::GdnChunkVariant::Split;
-    check_rule({2, 6, 48, 37, true}, GdnMode::Chunked, {1, 70, 5}, tol, 4, {}, false, split);
-    check_rule({3, 3, 5, 7, false}, GdnMode::Chunked, {64, 1, 65}, tol, 5, {}, false, split);
-    check_rule({1, 2, 100, 256, false}, GdnMode::Chunked, {1, 130}, tol, 6, {}, false, split);
-    check_rule({2, 4, 128, 64, true}, GdnMode::Chunked, {129, 3}, tol, 7, {}, false, split);
+    for (auto v : {fast::GdnChunkVariant::Split, fast::GdnChunkVariant::F16x3}) {
+        check_rule({2, 6, 48, 37, true}, GdnMode::Chunked, {1, 70, 5}, tol, 4, {}, false, v);
+        check_rule({3, 3, 5, 7, false}, GdnMode::Chunked, {64, 1, 65}, tol, 5, {}, false, v);
+        check_rule({1, 2, 100, 256, false}, GdnMode::Chunked, {1, 130}, tol, 6, {}, false, v);
+        check_rule({2, 4, 128, 64, true}, GdnMode::Chunked, {129, 3}, tol, 7, {}, false, v);
+    }
     check_rule({1, 2, 256, 256, false}, GdnMode::Recurrent, {1, 66}, kTolRec, 8);
 }
 
@@ -391,14 +402,15 @@ TEST(FastGdnChunked, PrefillSplitMidChunkMatchesOnePass) {
     const std::vector<int32_t> slot = {0};
     std::vector<float> st_cpu = in.init, o_cpu;
     cpu_rule(in, GdnMode::Chunked, 0, {int32_t(n)}, slot, st_cpu, o_cpu);
-    for (const std::vector<int64_t>& cuts : {std::vector<int64_t>{100}, std::vector<int64_t>{1, 65, 333},
-                                             std::vector<int64_t>{63, 127, 999}, std::vector<int64_t>{500, 501}}) {
-        SCOPED_TRACE(cuts_name(cuts));
-        GpuRule split(in);
-        const std::vector<float> o_split = run_in_cuts(split, cuts, n, slot, fast::GdnChunkVariant::Auto);
-        compare(o_split, o_cpu, kTolChunkLong, "o", in.where_o());
-        compare(to_host<float>(split.st), st_cpu, kTolChunkLong, "state", in.where_state());
-    }
+    for (auto v : {fast::GdnChunkVariant::Auto, fast::GdnChunkVariant::F16x3})
+        for (const std::vector<int64_t>& cuts : {std::vector<int64_t>{100}, std::vector<int64_t>{1, 65, 333},
+                                                 std::vector<int64_t>{63, 127, 999}, std::vector<int64_t>{500, 501}}) {
+            SCOPED_TRACE(cuts_name(cuts) + " variant " + std::to_string(int(v)));
+            GpuRule split(in);
+            const std::vector<float> o_split = run_in_cuts(split, cuts, n, slot, v);
+            compare(o_split, o_cpu, kTolChunkLong, "o", in.where_o());
+            compare(to_host<float>(split.st), st_cpu, kTolChunkLong, "state", in.where_state());
+        }
 }
 
 TEST(FastGdnChunked, VariantsGiveTheSameBits) {
@@ -456,6 +468,59 @@ TEST(FastGdnChunked, SplitGivesTheSameBitsAcrossRuns) {
     compare(to_host<float>(first.st), st_cpu, kTolChunkLong, "state", in.where_state());
 }
 
+TEST(FastGdnChunked, F16x3MatchesTheCpuAcrossLayoutsAndRuns) {
+    REQUIRE_CUDA();
+    // The 3×F16 form on VariantsGiveTheSameBits' shapes and row layouts (4- and 16-byte copies in
+    // its prep; a padding sequence of 65 tokens, whose last token the state pass steps; dk, dv not
+    // multiples of 16 or 32): the CPU's result within tolerance, and the same bits on a second run
+    // (its tile maxima are order-free).
+    for (const auto& [sh, pad] : {std::pair{kFlagship, int64_t(2)}, std::pair{kFlagship, int64_t(0)},
+                                  std::pair{Shape{2, 6, 48, 37, true}, int64_t(0)},
+                                  std::pair{Shape{2, 4, 40, 24, false}, int64_t(4)}}) {
+        SCOPED_TRACE(describe(sh, GdnMode::Chunked, {1000, 65, 1, 130}) + " pad " + std::to_string(pad));
+        std::mt19937 rng(14);
+        const RuleInputs in(sh, 1196, 6, rng, pad);
+        const std::vector<int32_t> lengths = {1000, 65, 1, 130}, slot = {4, -1, 0, 2};
+        const auto v = fast::GdnChunkVariant::F16x3;
+        GpuRule first(in), second(in);
+        const std::vector<float> o1 = first.run(GdnMode::Chunked, 0, lengths, slot, 0, v);
+        const std::vector<float> o2 = second.run(GdnMode::Chunked, 0, lengths, slot, 0, v);
+        expect_same_bits(o2, o1, "o, second run", in.where_o());
+        expect_same_bits(to_host<float>(second.st), to_host<float>(first.st), "state, second run", in.where_state());
+        std::vector<float> st_cpu = in.init, o_cpu;
+        cpu_rule(in, GdnMode::Chunked, 0, lengths, slot, st_cpu, o_cpu);
+        compare(o1, o_cpu, kTolChunkLong, "o", in.where_o());
+        compare(to_host<float>(first.st), st_cpu, kTolChunkLong, "state", in.where_state());
+    }
+}
+
+TEST(FastGdnChunked, F16x3KeepsValuesOutsideHalfRange) {
+    REQUIRE_CUDA();
+    // F16x3 rounds its operands to f16 (largest 65504, smallest normal 6.1e-5) under a power of
+    // two per tile: v and the starting states times 1e6 (S, U, Vn and o far above f16's range) or
+    // 1e-6 (far below its normal range) against the CPU on the same inputs, both divided back by
+    // the factor so the tolerance measures against O(1) values either way.
+    for (float f : {1e6f, 1e-6f}) {
+        SCOPED_TRACE("v and states times " + std::to_string(f));
+        std::mt19937 rng(16);
+        RuleInputs in(kFlagship, 196, 4, rng);
+        const int64_t v0 = 2 * in.sh.nk * in.sh.dk, nvdv = in.sh.nv * in.sh.dv;
+        for (int64_t t = 0; t < in.T; ++t)
+            for (int64_t i = 0; i < nvdv; ++i) in.qkv[size_t(t * in.row + v0 + i)] *= f;
+        for (float& x : in.init) x *= f;
+        const std::vector<int32_t> lengths = {130, 65, 1}, slot = {3, -1, 0};
+        std::vector<float> st_cpu = in.init, o_cpu;
+        cpu_rule(in, GdnMode::Chunked, 0, lengths, slot, st_cpu, o_cpu);
+        GpuRule gpu(in);
+        std::vector<float> o = gpu.run(GdnMode::Chunked, 0, lengths, slot, 0, fast::GdnChunkVariant::F16x3);
+        std::vector<float> st = to_host<float>(gpu.st);
+        for (auto* x : {&o, &o_cpu, &st, &st_cpu})
+            for (float& y : *x) y /= f;
+        compare(o, o_cpu, kTolChunkShort, "o", in.where_o());
+        compare(st, st_cpu, kTolChunkShort, "state", in.where_state());
+    }
+}
+
 TEST(FastGdnChunked, DecodeGivesTheSameBitsAloneOrBatched) {
     REQUIRE_CUDA();
     // Sequence 0 decodes one token; alone, and batched with a 300-token prefill and two more
@@ -488,14 +553,16 @@ TEST(FastGdn, BadSlotOrTooLongSequenceGivesNaN) {
     const SeqPlan plan{2, d_qs.as<int32_t>(), d_slot.as<int32_t>()};
     for (const auto& [mode, variant] : {std::pair{GdnMode::Recurrent, fast::GdnChunkVariant::Auto},
                                         std::pair{GdnMode::Chunked, fast::GdnChunkVariant::Auto},
-                                        std::pair{GdnMode::Chunked, fast::GdnChunkVariant::Split}}) {
+                                        std::pair{GdnMode::Chunked, fast::GdnChunkVariant::Split},
+                                        std::pair{GdnMode::Chunked, fast::GdnChunkVariant::F16x3}}) {
         SCOPED_TRACE(std::string(mode == GdnMode::Chunked ? "chunked" : "recurrent") + " variant " +
                      std::to_string(int(variant)));
         GdnParams p;
         p.n_k_heads = p.n_v_heads = 1;
         p.mode = mode;
         DeviceBuffer d_o = to_device(std::vector<float>(size_t(T * dv), 0.f));
-        DeviceBuffer scratch(size_t(std::max<int64_t>(1, fast::gated_delta_rule_scratch_floats(T, 1, dk, dv, p))) * 4);
+        DeviceBuffer scratch(
+            size_t(std::max<int64_t>(1, fast::gated_delta_rule_scratch_floats(T, 1, dk, dv, p, variant))) * 4);
         fast::gated_delta_rule(d_o.as<float>(), dv, dv, h, h, h, d_gb.as<float>(), 1, d_gb.as<float>(), 1, T, dk, dv,
                                d_st.as<float>(), dk * dv, 1, plan, p, scratch.as<float>(), 0, nullptr, variant);
         const std::vector<float> o = to_host<float>(d_o);
@@ -512,7 +579,7 @@ TEST(FastGdn, BadSlotOrTooLongSequenceGivesNaN) {
         p.n_k_heads = p.n_v_heads = 1;
         p.mode = GdnMode::Chunked;
         DeviceBuffer d_o = to_device(std::vector<float>(size_t(T * dv), 0.f));
-        DeviceBuffer scratch(size_t(fast::gated_delta_rule_scratch_floats(T, 1, dk, dv, p)) * 4);
+        DeviceBuffer scratch(size_t(fast::gated_delta_rule_scratch_floats(T, 1, dk, dv, p, variant)) * 4);
         fast::gated_delta_rule(d_o.as<float>(), dv, dv, h, h, h, d_gb.as<float>(), 1, d_gb.as<float>(), 1, T, dk, dv,
                                d_st2.as<float>(), dk * dv, 1, SeqPlan{2, d_qs.as<int32_t>(), d_ok.as<int32_t>()}, p,
                                scratch.as<float>(), 4, nullptr, variant);

@@ -422,7 +422,7 @@ __global__ void __launch_bounds__(kTh16, 1) wy_state16_kernel(ChArgs a) {
         const int L = chunk_rows(cs);
         cp_async_wait<2>();  // W, Q̃, P, U and the scales of this chunk
         __syncthreads();     // ... and Sh
-        if (tid == 0) red[(ci + 1) & 1] = red[2 + ((ci + 1) & 1)] = 0u;  // the next chunk's max |Vn|, this one's new max |S|
+        if (tid == 0) red[(ci + 1) & 1] = red[2 + ((ci + 1) & 1)] = 0u;  // next chunk's max |Vn|, new max |S|
         const float* sc = meta + 8 * b;
 
         // Phase 1: W·S and Q̃·S, S's fragments loaded once for both.
@@ -578,7 +578,8 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
                              sizeof(double) * kC + 4 * sizeof(uint32_t);
     const size_t state_smem = 2 * size_t(kC * 3 * ldw + 2 * kC * kLdP + (dkq + kC) * kLdN) +
                               sizeof(float) * size_t(2 * kC * kLdS + 16) + 4 * sizeof(uint32_t);
-    cudaError_t err = cudaFuncSetAttribute(wy_prep16_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(prep_smem));
+    cudaError_t err =
+        cudaFuncSetAttribute(wy_prep16_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(prep_smem));
     if (err != cudaSuccess) return err;
     err = cudaFuncSetAttribute(wy_state16_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(state_smem));
     if (err != cudaSuccess) return err;
