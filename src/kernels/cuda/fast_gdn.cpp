@@ -66,14 +66,17 @@ void gated_delta_rule(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, HeadsIn k
                  gated_delta_rule_scratch_floats(T, nv, dk, dv, p, variant));
         TS_CHECK(plan.n_seqs <= 65535, "{}: the chunked form takes at most 65535 sequences, not {}", op,
                  plan.n_seqs);
-        if (variant == GdnChunkVariant::F16x3)
+        if (variant == GdnChunkVariant::F16x3) {
+            TS_CHECK(reinterpret_cast<uintptr_t>(scratch) % 16 == 0,
+                     "{}: the F16x3 variant copies 16-byte pieces of scratch, which must be 16-byte aligned", op);
             TS_CUDA_CHECK(detail::launch_gdn_chunked16(o, o_ts, o_hs, q, k, v, g, g_s, beta, beta_s, T, dk, dv, state,
                                                        slot_stride, n_slots, plan, p, scratch, max_len, stream));
-        else
+        } else {
             TS_CUDA_CHECK(detail::launch_gdn_chunked(o, o_ts, o_hs, q, k, v, g, g_s, beta, beta_s, T, dk, dv, state,
                                                      slot_stride, n_slots, plan, p, scratch, max_len,
                                                      gdn_chunk_state_warps(variant), gdn_chunk_vec_loads(variant),
                                                      gdn_chunk_split(variant), stream));
+        }
     }
     // After the WY parts (same stream): every lone token and last one-token chunk.
     TS_CUDA_CHECK(detail::launch_gdn_recurrent(o, o_ts, o_hs, q, k, v, g, g_s, beta, beta_s, T, dk, dv, state,
