@@ -291,6 +291,7 @@ __global__ void __launch_bounds__(kThreads, 2) wy_prep16_kernel(ChArgs a) {
         meta[kMxQ] = pow2(-eq);
         meta[kMxP] = pow2(-ep);
         meta[4] = eg[L - 1];  // e^Γlast
+        meta[5] = meta[6] = meta[7] = 0.f;  // copied with the rest (no uninitialised reads)
     }
 }
 
