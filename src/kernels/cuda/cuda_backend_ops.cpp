@@ -194,6 +194,12 @@ bool flash_mma() {
     static const bool mma = env_switch("TESSERA_FLASH", "wgmma", "mma");
     return mma;
 }
+// TESSERA_GDN_CHUNKED: f16x3 (the default: the chunked delta rule's serial pass on f16 m16n8k16 with
+// split operands, fast_gdn_chunked16.cu) or tf32 (the 3×TF32 kernels of sessions 4–14, for A/B).
+fast::GdnChunkVariant gdn_chunk_variant() {
+    static const bool tf32 = env_switch("TESSERA_GDN_CHUNKED", "f16x3", "tf32");
+    return tf32 ? fast::GdnChunkVariant::Auto : fast::GdnChunkVariant::F16x3;
+}
 // TESSERA_GDN_DECODE: the fused GDN decode step's kernel — auto (the default:
 // fast::gdn_decode_variant's choice), cols32, cols16, head256 or head512 (fast_gdn.h), for A/B.
 int gdn_decode_variant_env() {
@@ -616,12 +622,13 @@ void CudaBackend::gated_delta_rule(const Tensor& o, const Tensor& q, const Tenso
                  state.dim(3) == V.D,
              "cuda gated_delta_rule: state {} for {} heads of {}x{}", state.describe(), V.n, K.D, V.D);
     if (fast_gdn() && (p.mode == GdnMode::Recurrent || (p.chunk == fast::kGdnChunk && K.D <= fast::kGdnChunkMaxDk))) {
-        const int64_t floats = fast::gated_delta_rule_scratch_floats(Q.T, V.n, K.D, V.D, p);
+        const fast::GdnChunkVariant variant = gdn_chunk_variant();
+        const int64_t floats = fast::gated_delta_rule_scratch_floats(Q.T, V.n, K.D, V.D, p, variant);
         auto* sc = floats ? static_cast<float*>(scratch(6, size_t(floats) * sizeof(float))) : nullptr;
         return fast::gated_delta_rule(O.p, O.ts, O.hs, fast::HeadsIn{Q.p, Q.ts, Q.hs}, fast::HeadsIn{K.p, K.ts, K.hs},
                                       fast::HeadsIn{V.p, V.ts, V.hs}, G.p, G.ld, B.p, B.ld, Q.T, K.D, V.D,
                                       state.ptr<float>(), V.n * K.D * V.D, state.dim(0), plan, p, sc, /*max_len=*/0,
-                                      stream_.get());
+                                      stream_.get(), variant);
     }
     ref::gated_delta_rule(O.p, O.ts, O.hs, ref::HeadsIn{Q.p, Q.ts, Q.hs}, ref::HeadsIn{K.p, K.ts, K.hs},
                           ref::HeadsIn{V.p, V.ts, V.hs}, G.p, G.ld, B.p, B.ld, Q.T, K.D, V.D, state.ptr<float>(),
