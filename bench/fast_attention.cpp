@@ -119,7 +119,8 @@ void bench_case(const Args& a, Stream& stream, bench::CudaTimer& timer, const st
                                                                    {"flash rows128x2", fast::FlashVariant::Rows128x2},
                                                                    {"flash wgmma", fast::FlashVariant::Wgmma},
                                                                    {"flash wgmma overlap", fast::FlashVariant::WgmmaOverlap},
-                                                                   {"flash wgmma ping-pong", fast::FlashVariant::WgmmaPingPong}};
+                                                                   {"flash wgmma tma", fast::FlashVariant::WgmmaTma},
+                                                                   {"flash wgmma tma overlap", fast::FlashVariant::WgmmaTmaOverlap}};
     for (auto [label, v] : variants) {
         const double sec = timer.median(a.warmup, a.runs, [&] {
             fast::flash_attention(c.out.as<float>(), H * D, D, c.q.as<float>(), H * D, D, T, H, c.kc, c.vc, c.plan,

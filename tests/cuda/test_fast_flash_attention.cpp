@@ -43,7 +43,8 @@ std::string describe(const Config& c, fast::FlashVariant v) {
             : v == fast::FlashVariant::Rows128x2 ? " rows128x2"
             : v == fast::FlashVariant::Wgmma     ? " wgmma"
             : v == fast::FlashVariant::WgmmaOverlap ? " wgmma_overlap"
-                                                    : " wgmma_pingpong");
+            : v == fast::FlashVariant::WgmmaTma     ? " wgmma_tma"
+                                                    : " wgmma_tma_overlap");
 }
 
 template <typename T>
@@ -61,7 +62,11 @@ struct Batch {
 // One batch through the CPU backend and the flash kernel on identical random inputs; compares the
 // outputs and checks the out padding is untouched.
 // gated: the output gate (fast::OutGate) from q's other half, against attention then sigmoid_mul.
-void check_batch(const Config& c, const Batch& b, uint32_t seed, fast::FlashVariant variant, bool gated = false) {
+// nan_unowned: cache rows no sequence reads (past each kv_len, spare blocks) hold NaN, which
+// a kernel must never let into a result (p·v multiplies loaded rows by p = 0).
+// heads_outer: the device caches laid out [block][kv head][row][D] instead of [block][row][kv head][D].
+void check_batch(const Config& c, const Batch& b, uint32_t seed, fast::FlashVariant variant, bool gated = false,
+                 bool nan_unowned = false, bool heads_outer = false) {
     const int n_seqs = int(b.n_new.size());
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> u(-1.f, 1.f);
@@ -92,6 +97,16 @@ void check_batch(const Config& c, const Batch& b, uint32_t seed, fast::FlashVari
     std::vector<uint16_t> kc(static_cast<size_t>(cache_elems)), vc(kc.size());
     for (auto* cache : {&kc, &vc})
         for (auto& x : *cache) x = f32_to_f16(u(rng) * 2.f);
+    if (nan_unowned) {
+        std::vector<char> owned(size_t(n_blocks * c.block_size), 0);  // [block][row]
+        for (int s = 0; s < n_seqs; ++s)
+            for (int64_t p = 0; p < b.kv_len[size_t(s)]; ++p)
+                owned[size_t(table[size_t(s) * max_blocks + p / c.block_size] * c.block_size + p % c.block_size)] = 1;
+        const int64_t row_elems = c.n_kv * c.D;
+        for (int64_t r = 0; r < n_blocks * c.block_size; ++r)
+            if (!owned[size_t(r)])
+                for (auto* cache : {&kc, &vc}) std::fill_n(cache->begin() + r * row_elems, row_elems, uint16_t(0x7e00));
+    }
 
     // q [T, n_head, D] as in a gated projection: heads 2·D apart; out rows padded by 3 floats.
     const int64_t q_hs = 2 * c.D, q_ts = c.n_head * q_hs, out_hs = c.D, out_ts = c.n_head * c.D + 3;
@@ -119,14 +134,24 @@ void check_batch(const Config& c, const Batch& b, uint32_t seed, fast::FlashVari
     // On the device V's blocks lie 8 values further apart than K's: the kernels must take each
     // cache's own strides.
     const int64_t block_elems = c.block_size * c.n_kv * c.D, v_block_stride = block_elems + 8;
-    std::vector<uint16_t> vc_padded(size_t(n_blocks * v_block_stride), 0);
-    for (int64_t blk = 0; blk < n_blocks; ++blk)
-        std::copy_n(vc.begin() + blk * block_elems, block_elems, vc_padded.begin() + blk * v_block_stride);
-    DeviceBuffer d_kc = to_device(kc), d_vc = to_device(vc_padded), d_q = to_device(q), d_out = to_device(out_gpu);
+    auto device_layout = [&](const std::vector<uint16_t>& src, int64_t block_stride) {
+        std::vector<uint16_t> d(size_t(n_blocks * block_stride), 0);
+        for (int64_t blk = 0; blk < n_blocks; ++blk)
+            for (int64_t r = 0; r < c.block_size; ++r)
+                for (int64_t h = 0; h < c.n_kv; ++h)
+                    std::copy_n(src.begin() + ((blk * c.block_size + r) * c.n_kv + h) * c.D, c.D,
+                                d.begin() + blk * block_stride +
+                                    (heads_outer ? h * c.block_size + r : r * c.n_kv + h) * c.D);
+        return d;
+    };
+    DeviceBuffer d_kc = to_device(device_layout(kc, block_elems)), d_vc = to_device(device_layout(vc, v_block_stride));
+    DeviceBuffer d_q = to_device(q), d_out = to_device(out_gpu);
     DeviceBuffer d_qs = to_device(q_start), d_len = to_device(b.kv_len), d_tab = to_device(table);
-    const ref::PagedCache pk = reftest::dense_cache(d_kc.data(), true, n_blocks, c.block_size, c.n_kv, c.D);
+    ref::PagedCache pk = reftest::dense_cache(d_kc.data(), true, n_blocks, c.block_size, c.n_kv, c.D);
     ref::PagedCache pv = reftest::dense_cache(d_vc.data(), true, n_blocks, c.block_size, c.n_kv, c.D);
     pv.block_stride = v_block_stride;
+    if (heads_outer)
+        for (ref::PagedCache* pc : {&pk, &pv}) pc->row_stride = c.D, pc->head_stride = c.block_size * c.D;
     const AttnPlan dplan{n_seqs, d_qs.as<int32_t>(), d_len.as<int32_t>(), d_tab.as<int32_t>(), max_blocks,
                          int(c.block_size)};
     Stream stream;
@@ -159,7 +184,8 @@ void check_batch(const Config& c, const Batch& b, uint32_t seed, fast::FlashVari
 
 constexpr fast::FlashVariant kVariants[] = {fast::FlashVariant::Rows64, fast::FlashVariant::Rows128,
                                             fast::FlashVariant::Rows128x2, fast::FlashVariant::Wgmma,
-                                            fast::FlashVariant::WgmmaOverlap, fast::FlashVariant::WgmmaPingPong};
+                                            fast::FlashVariant::WgmmaOverlap, fast::FlashVariant::WgmmaTma,
+                                            fast::FlashVariant::WgmmaTmaOverlap};
 
 std::vector<Config> configs() {
     std::vector<Config> v;
@@ -167,6 +193,11 @@ std::vector<Config> configs() {
         for (auto [nh, nkv] : {std::pair<int64_t, int64_t>{16, 2}, {4, 4}})
             for (int64_t bs : {16, 32}) v.push_back({nh, nkv, D, bs});
     v.push_back({8, 1, 256, 1});  // G = 8 over one kv head, a block per key
+    // The TMA producer's other boxes: 8 keys (a box a block, 32 boxes a tile at D = 256) and 64
+    // keys of a block of 128.
+    v.push_back({16, 2, 256, 8});
+    v.push_back({16, 2, 256, 128});
+    v.push_back({4, 4, 64, 64});
     return v;
 }
 
@@ -221,27 +252,52 @@ TEST(CudaFlashAttention, OutputGate) {
         }
 }
 
+// Caches whose kv heads lie further apart than their rows (a layout the TMA maps order differently).
+TEST(CudaFlashAttention, HeadsOuterCacheLayout) {
+    REQUIRE_CUDA();
+    const Batch mixed{{65, 1, 0, 3, 130, 17}, {65, 300, 40, 0, 195, 17 + 250}};
+    for (const Config& c : configs())
+        for (auto v : kVariants) {
+            SCOPED_TRACE(describe(c, v) + " heads outer");
+            check_batch(c, mixed, 71, v, false, false, true);
+        }
+}
+
+// Rows past each context and blocks no sequence owns hold NaN: the results are those of a clean cache.
+TEST(CudaFlashAttention, UnownedCacheRowsMayHoldNaN) {
+    REQUIRE_CUDA();
+    const Batch mixed{{65, 1, 0, 3, 130, 17}, {65, 300, 40, 0, 195, 17 + 250}};
+    for (const Config& c : configs())
+        for (auto v : kVariants) {
+            SCOPED_TRACE(describe(c, v) + " NaN past the contexts");
+            check_batch(c, mixed, 61, v, false, true);
+            check_batch(c, {{1}, {1}}, 62, v, false, true);
+        }
+}
+
 // A block index outside the cache gives NaN rows for the tiles that read it (the reference's NaN
 // contract); the other sequence is unaffected, and tokens no sequence covers are NaN.
 TEST(CudaFlashAttention, BadPlanOnTheDeviceGivesNaN) {
     REQUIRE_CUDA();
-    const int64_t n_kv = 1, D = 64, bs = 16, n_blocks = 2, T = 3;
-    std::vector<uint16_t> cache(size_t(n_blocks * bs * n_kv * D), f32_to_f16(0.5f));
-    std::vector<float> q(size_t(T * D), 1.f), out(size_t(T * D), 0.f);
-    std::vector<int32_t> q_start = {0, 1, 2}, kv_len = {3, 2}, table = {9, 0};  // token 2: no sequence
-    DeviceBuffer d_c = to_device(cache), d_q = to_device(q), d_o = to_device(out), d_qs = to_device(q_start),
-                 d_len = to_device(kv_len), d_tab = to_device(table);
-    const ref::PagedCache pc = reftest::dense_cache(d_c.data(), true, n_blocks, bs, n_kv, D);
-    const AttnPlan plan{2, d_qs.as<int32_t>(), d_len.as<int32_t>(), d_tab.as<int32_t>(), 1, int(bs)};
-    Stream stream;
-    fast::flash_attention(d_o.as<float>(), D, D, d_q.as<float>(), D, D, T, 1, pc, pc, plan, 1.f,
-                          fast::FlashVariant::Rows64, stream);
-    stream.synchronize();
-    d_o.download(out.data(), out.size() * sizeof(float));
-    for (int64_t i = 0; i < D; ++i) {
-        EXPECT_TRUE(std::isnan(out[size_t(i)])) << "token 0 dim " << i;
-        EXPECT_FLOAT_EQ(out[size_t(D + i)], 0.5f) << "token 1 dim " << i;  // v rows all 0.5
-        EXPECT_TRUE(std::isnan(out[size_t(2 * D + i)])) << "token 2 dim " << i;
+    for (auto variant : kVariants) {
+        SCOPED_TRACE(describe({1, 1, 64, 16}, variant));
+        const int64_t n_kv = 1, D = 64, bs = 16, n_blocks = 2, T = 3;
+        std::vector<uint16_t> cache(size_t(n_blocks * bs * n_kv * D), f32_to_f16(0.5f));
+        std::vector<float> q(size_t(T * D), 1.f), out(size_t(T * D), 0.f);
+        std::vector<int32_t> q_start = {0, 1, 2}, kv_len = {3, 2}, table = {9, 0};  // token 2: no sequence
+        DeviceBuffer d_c = to_device(cache), d_q = to_device(q), d_o = to_device(out), d_qs = to_device(q_start),
+                     d_len = to_device(kv_len), d_tab = to_device(table);
+        const ref::PagedCache pc = reftest::dense_cache(d_c.data(), true, n_blocks, bs, n_kv, D);
+        const AttnPlan plan{2, d_qs.as<int32_t>(), d_len.as<int32_t>(), d_tab.as<int32_t>(), 1, int(bs)};
+        Stream stream;
+        fast::flash_attention(d_o.as<float>(), D, D, d_q.as<float>(), D, D, T, 1, pc, pc, plan, 1.f, variant, stream);
+        stream.synchronize();
+        d_o.download(out.data(), out.size() * sizeof(float));
+        for (int64_t i = 0; i < D; ++i) {
+            EXPECT_TRUE(std::isnan(out[size_t(i)])) << "token 0 dim " << i;
+            EXPECT_FLOAT_EQ(out[size_t(D + i)], 0.5f) << "token 1 dim " << i;  // v rows all 0.5
+            EXPECT_TRUE(std::isnan(out[size_t(2 * D + i)])) << "token 2 dim " << i;
+        }
     }
 }
 

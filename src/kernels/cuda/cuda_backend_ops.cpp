@@ -194,6 +194,12 @@ bool flash_mma() {
     static const bool mma = env_switch("TESSERA_FLASH", "wgmma", "mma");
     return mma;
 }
+// TESSERA_FLASH_LOADS: tma (the default: the wgmma kernel's K / V tiles by TMA boxes, where the
+// cache's blocks fit them) or cp.async (its producer warpgroup's copies of sessions 13–14, for A/B).
+bool flash_cp_async() {
+    static const bool cp = env_switch("TESSERA_FLASH_LOADS", "tma", "cp.async");
+    return cp;
+}
 // TESSERA_GDN_CHUNKED: f16x3 (the default: the chunked delta rule's serial pass on f16 m16n8k16 with
 // split operands, fast_gdn_chunked16.cu) or tf32 (the 3×TF32 kernels of sessions 4–14, for A/B).
 fast::GdnChunkVariant gdn_chunk_variant() {
@@ -469,7 +475,7 @@ bool CudaBackend::attention_fast(const Tensor& out, const Tensor& q, const Tenso
     const bool f16 = kc.f16 && vc.f16;
     if (fast::flash_attention_supported(Q.n, kc.n_kv, kc.D, vc.D, f16) && fast::use_flash_attention(Q.T, plan.n_seqs)) {
         fast::flash_attention(O.p, O.ts, O.hs, Q.p, Q.ts, Q.hs, Q.T, Q.n, kc, vc, plan, scale,
-                              fast::flash_variant(Q.T, Q.n, kc.D, !flash_mma()), stream_.get(), g);
+                              fast::flash_variant(Q.T, Q.n, kc.D, !flash_mma(), !flash_cp_async()), stream_.get(), g);
         return true;
     }
     const fast::AttnKernel kernel =

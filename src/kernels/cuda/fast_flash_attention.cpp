@@ -22,14 +22,15 @@ bool use_flash_attention(int64_t T, int64_t n_seqs) {
     return T >= 16 && n_seqs >= 1 && T >= 16 * n_seqs && (T + 63) / 64 + n_seqs <= kMaxSlots;
 }
 
-FlashVariant flash_variant(int64_t T, int64_t n_head, int64_t /*D*/, bool wgmma) {
-    // The warpgroup MMA with 128-row tiles and a producer warpgroup (H200, D 256, 16 heads, session
-    // 14: 1.78 ms at 8K against 2.58 for Rows128x2, the best mma.sync kernel; 25.0 against 38.0 ms at
-    // 32K; 74 against 98 us at 1K, where the 128-row grid is 128 blocks; wgmma false: the mma.sync
-    // pick, for A/B); 64-row tiles when 128-row ones would leave more than half the SMs idle (short
-    // prompts, few heads).
+FlashVariant flash_variant(int64_t T, int64_t n_head, int64_t /*D*/, bool wgmma, bool tma) {
+    // The warpgroup MMA with 128-row tiles and a producer warpgroup, its K / V by TMA (H200, D 256, 16
+    // heads, session 15: 1.14 ms at 8K against 1.78 by cp.async and 2.58 for Rows128x2, the best
+    // mma.sync kernel; 18.3 against 25.1 and 38.0 ms at 32K; 50 against 75 and 98 us at 1K, where the
+    // 128-row grid is 128 blocks; wgmma false: the mma.sync pick, tma false: cp.async, for A/B);
+    // 64-row tiles when 128-row ones would leave more than half the SMs idle (short prompts, few heads).
     if ((T + 127) / 128 * n_head < kSms / 2) return FlashVariant::Rows64;
-    return wgmma ? FlashVariant::Wgmma : FlashVariant::Rows128x2;
+    if (!wgmma) return FlashVariant::Rows128x2;
+    return tma ? FlashVariant::WgmmaTma : FlashVariant::Wgmma;
 }
 
 void flash_attention(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts, int64_t q_hs,

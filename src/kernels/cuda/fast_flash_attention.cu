@@ -198,9 +198,13 @@ cudaError_t launch_flash_attention(float* out, int64_t out_ts, int64_t out_hs, c
             return launch_dims<8, 2>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate, stream);
         case FlashVariant::Wgmma:
         case FlashVariant::WgmmaOverlap:
-        case FlashVariant::WgmmaPingPong:
+        case FlashVariant::WgmmaTma:
+        case FlashVariant::WgmmaTmaOverlap: {
+            const bool overlap = variant == int(FlashVariant::WgmmaOverlap) || variant == int(FlashVariant::WgmmaTmaOverlap);
+            const bool tma = variant >= int(FlashVariant::WgmmaTma);
             return launch_flash_attention_wgmma(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate,
-                                                variant - int(FlashVariant::Wgmma), stream);
+                                                overlap ? 1 : 0, tma, stream);
+        }
     }
     return cudaErrorInvalidValue;
 }

@@ -32,8 +32,10 @@ enum class FlashVariant : int {
     Rows128x2 = 2,  // Rows128 with two K/V buffers (next tile loads during the whole tile; 192 KiB at D = 256)
     Wgmma = 3,      // 128 query rows on the warpgroup MMA: a producer warpgroup loads K/V, two consumer
                     // warpgroups, mbarriers between them (fast_flash_attention_wgmma.cu; the pick on sm_90a)
-    WgmmaOverlap = 4,   // Wgmma with S of the next tile under p·v of the last (session 14: written, not yet run)
-    WgmmaPingPong = 5,  // WgmmaOverlap with the consumers taking turns at the tensor cores (likewise)
+    WgmmaOverlap = 4,   // Wgmma with S of the next tile under p·v of the last (H200: within 1 % of Wgmma)
+    WgmmaTma = 5,         // Wgmma with a producer warp issuing TMA boxes of the cache's blocks (where a block
+                          // holds 8, 16, 32 or a multiple of 64 keys; elsewhere it runs as Wgmma)
+    WgmmaTmaOverlap = 6,  // WgmmaOverlap with the TMA producer (likewise)
 };
 
 // Whether flash_attention() takes these shapes: f16 caches, D = Dv ∈ {64, 128, 256}, GQA.
@@ -43,8 +45,8 @@ bool flash_attention_supported(int64_t n_head, int64_t n_kv, int64_t D, int64_t 
 // average. Decode steps (a token per sequence) keep the flash-decoding kernel.
 bool use_flash_attention(int64_t T, int64_t n_seqs);
 // The block shape the backend uses for these shapes (pure; wgmma false: the mma.sync kernels only,
-// TESSERA_FLASH=mma).
-FlashVariant flash_variant(int64_t T, int64_t n_head, int64_t D, bool wgmma = true);
+// TESSERA_FLASH=mma; tma false: the wgmma kernel's cp.async producer, TESSERA_FLASH_LOADS=cp.async).
+FlashVariant flash_variant(int64_t T, int64_t n_head, int64_t D, bool wgmma = true, bool tma = true);
 
 // out[T, n_head, D] as ref::attention, q [T, n_head, D] f32 (strides in elements), caches f16;
 // with a gate, out · σ(gate) (OutGate).
@@ -60,7 +62,7 @@ cudaError_t launch_flash_attention(float* out, int64_t out_ts, int64_t out_hs, c
 cudaError_t launch_flash_attention_wgmma(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts,
                                          int64_t q_hs, int64_t T, int64_t n_head, const ref::PagedCache& kc,
                                          const ref::PagedCache& vc, const AttnPlan& plan, float scale, OutGate gate,
-                                         int sched, cudaStream_t stream);  // 0 Wgmma, 1 WgmmaOverlap, 2 WgmmaPingPong
+                                         int sched, bool tma, cudaStream_t stream);  // sched 0 serial, 1 overlap
 }  // namespace detail
 
 }  // namespace tessera::cuda::fast

@@ -1,31 +1,37 @@
-// Kernel of the prefill attention on Hopper's warpgroup MMA (FlashVariant::Wgmma,
+// Kernel of the prefill attention on Hopper's warpgroup MMA (FlashVariant::Wgmma*,
 // fast_flash_attention.h; the semantics, plan handling and precision of fast_flash_attention.cu's
 // kernels): a block per (128-row query tile, head) of three warpgroups. Warpgroup 0 is the
-// producer: it loads the K/V tiles of 64 keys (cp.async, a thread per half row of a key) into two
-// buffers each; warpgroups 1 and 2 are the consumers of 64 query rows each:
+// producer of the K/V tiles of 64 keys, two buffers each — by TMA (kTma: one warp, a lane a box of
+// 64 d × one cache block's keys, the bytes counted on the tile's mbarrier) or by cp.async (a thread
+// per half row of a key); warpgroups 1 and 2 are the consumers of 64 query rows each:
 //   S = Q·Kᵀ: wgmma with Q (A) and K (B) from shared memory, both K-major (k = d).
 //   O += P·V: wgmma with P in registers — the S accumulators after the online softmax, packed to
 //            f16 exactly as the mma.sync kernel's A fragments (a warp's D rows g, g + 8 and columns
 //            8i + 2t are A's rows and k pairs) — and V an N-major B (imm-trans-b).
 // No block-wide barrier inside the loop: per buffer b an mbarrier says k(b) / v(b) landed (full_k /
-// full_v: 128 producer arrivals, each after its copies' wait and the proxy fence) and one says the
-// consumers are done with it (empty_k after S, empty_v after p·v: 8 consumer warps). setmaxnreg
-// moves registers from the producer (56) to the consumers (224).
+// full_v: the TMA bytes after one arrival, or 128 cp.async producer arrivals, each after its
+// copies' wait and the proxy fence) and one says the consumers are done with it (empty_k after S,
+// empty_v after p·v: 8 consumer warps). setmaxnreg moves registers from the producer (56) to the
+// consumers (224). The TMA producer zeroes the last tile's V rows past the last query itself (a
+// box brings whole cache blocks, whose unwritten rows may hold anything) before it releases them.
 // Q, K and V tiles share one layout (wgmma_b_offset): per 64 columns of d a region of rows × 128
-// bytes in the 128-byte swizzle. A consumer warpgroup holds O in D / 2 f32 registers a thread (128
-// at D = 256), S in 32, P in 16.
+// bytes in the 128-byte swizzle — what a TMA box in the 128-byte swizzle writes. A consumer
+// warpgroup holds O in D / 2 f32 registers a thread (128 at D = 256), S in 32, P in 16.
 //
-// Measured (session 14, H200, D 256, 8K causal): 1.78 ms for Serial against 1.93 with all threads
-// loading (no producer). The Overlap and PingPong schedules are written and compile without
-// serialised wgmma, but have not run yet; their first forms (p packed to f16 inside the window)
-// ran 2.0 / 2.18 ms because ptxas serialised every wgmma of the kernel (C7513).
+// Measured (H200, D 256, 16 / 2 heads, 8K / 32K causal, bench_fast_attention): cp.async producer
+// 1.78 / 25.1 ms (309 / 350 TFLOP/s; session 14); TMA producer 1.14 / 18.3 ms (481 / 481),
+// WgmmaTmaOverlap 1.17 / 17.6 ms (471 / 501) — session 15. Without any K/V copies (a diagnostic)
+// the cp.async kernel ran 1.01 ms at 8K and without the softmax unchanged: the copies were the limit.
+#include <cuda.h>  // CUtensorMap
 #include <cuda_fp16.h>
 
 #include "kernels/cuda/fast_attention_tile.cuh"
 #include "kernels/cuda/fast_flash_attention.h"
 #include "kernels/cuda/fast_mbarrier.cuh"
+#include "kernels/cuda/fast_tma.cuh"
 #include "kernels/cuda/fast_wgmma.cuh"
 #include "kernels/cuda/ref_plan.cuh"
+#include "kernels/cuda/tma_map.h"
 
 namespace tessera::cuda::fast::detail {
 
@@ -37,12 +43,20 @@ constexpr int kBM = 128;      // query rows a block: two consumer warpgroups of 
 constexpr int kBN = 64;       // keys a tile
 constexpr int kThreads = 384;  // producer warpgroup + two consumer warpgroups
 
-// How a consumer warpgroup orders its work on a tile (FlashVariant::Wgmma / WgmmaOverlap /
-// WgmmaPingPong). Serial: S, wait, softmax, p·v, wait. Overlap (FA3's inside a warpgroup): S of
-// tile kt issued together with p·v of tile kt − 1, tile kt's softmax under that p·v. PingPong:
-// Overlap with the two consumers taking turns to issue (named barriers 3 and 4), so one's softmax
-// runs while the other's products hold the tensor cores.
-enum Sched : int { kSerial = 0, kOverlap = 1, kPingPong = 2 };
+// How a consumer warpgroup orders its work on a tile (FlashVariant::Wgmma / WgmmaOverlap and their
+// Tma forms). Serial: S, wait, softmax, p·v, wait. Overlap (FA3's inside a warpgroup): S of tile kt
+// issued together with p·v of tile kt − 1, tile kt's softmax under that p·v. (A ping-pong of the
+// two consumers, FA3's across warpgroups, measured slower than both on the H200: 1,833 against
+// 1,776 µs at 8K, 28.0 against 25.3 ms at 32K — session 15 — and was dropped.)
+enum Sched : int { kSerial = 0, kOverlap = 1 };
+
+// The TMA producer's K / V boxes: 64 values of d × kRows keys of one cache block, kRows = the
+// launch's tma_rows (8, 16, 32: a whole block; 64: a tile inside a block of a multiple of 64).
+struct TmaMaps {
+    CUtensorMap k, v;
+    int rows;          // keys a box
+    bool heads_inner;  // coordinates (d, head, row, block), else (d, row, head, block)
+};
 
 template <int D>
 struct FlashTiles {
@@ -60,11 +74,12 @@ __device__ __forceinline__ float (&flat(float (&x)[N][4]))[4 * N] {
 }
 
 // Grid (n_head, tile slots). out/q strides in elements; scale_log2 = scale · log2(e).
-template <int D, int kSched>
+// kTma: the producer is one warp issuing TMA boxes (tma), else its warpgroup's cp.async.
+template <int D, int kSched, bool kTma>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_wgmma_kernel(float* __restrict__ out, int64_t out_ts, int64_t out_hs, const float* __restrict__ q,
                        int64_t q_ts, int64_t q_hs, int T, int n_head, ref::PagedCache kc, ref::PagedCache vc,
-                       AttnPlan plan, float scale_log2, OutGate gate) {
+                       AttnPlan plan, float scale_log2, OutGate gate, const __grid_constant__ TmaMaps tma) {
     using C = FlashTiles<D>;
     constexpr int CH = D / 8;  // 16-byte chunks a row
     extern __shared__ uint8_t smem_raw[];
@@ -72,7 +87,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     uint8_t* q_s = smem;
     uint8_t* k_s = q_s + C::kQBytes;      // [2][kBN rows]
     uint8_t* v_s = k_s + 2 * C::kKVBytes;  // [2][kBN rows]
-    __shared__ uint64_t full_k[2], full_v[2], empty_k[2], empty_v[2];
+    __shared__ uint64_t full_k[2], full_v[2], empty_k[2], empty_v[2], tail_v;
     __shared__ int bad_s;  // a key's cache block was out of range (set before the last full_v arrival)
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp / 4;
@@ -92,16 +107,63 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (tid == 0) {
         bad_s = 0;
         for (int b = 0; b < 2; ++b) {
-            mbar_init(&full_k[b], 128);
-            mbar_init(&full_v[b], 128);
+            mbar_init(&full_k[b], kTma ? 1 : 128);
+            mbar_init(&full_v[b], kTma ? 1 : 128);
             mbar_init(&empty_k[b], 8);
             mbar_init(&empty_v[b], 8);
         }
+        mbar_init(&tail_v, 1);
     }
     __syncthreads();
 
-    if (wg == 0) {
-        // ---- producer: key r = tid / 2 of each tile, chunks (tid % 2)·CH/2 … of its row ----
+    if (kTma && wg == 0) {
+        // ---- TMA producer: warp 0, lane i one box (key segment i / (D/64), d region i % (D/64)) ----
+        setmaxnreg_dec<56>();
+        if (warp != 0) return;
+        constexpr int NR = D / 64;
+        const int R = tma.rows, n_box = kBN / R * NR, seg = lane / NR, dr = lane % NR;
+        const int32_t* table = plan.block_table + int64_t(s) * plan.max_blocks;
+        for (int kt = 0; kt < n_kt; ++kt) {
+            const int b = kt & 1;
+            const uint32_t free_parity = ((uint32_t(kt) >> 1) & 1) ^ 1;
+            // This lane's box: keys p … p + R − 1 of one cache block (none past the last query).
+            const int p = kt * kBN + seg * R;
+            int blk = -1;
+            if (lane < n_box && p <= p_hi) {
+                blk = table[p / int(bs)];
+                if (blk < 0 || blk >= kc.n_blocks) bad = true, blk = -1;
+            }
+            const int row = p % int(bs), c1 = tma.heads_inner ? g : row, c2 = tma.heads_inner ? row : g;
+            const uint32_t bytes = uint32_t(__popc(__ballot_sync(0xffffffffu, blk >= 0))) * uint32_t(R) * 128u;
+            const uint32_t off = uint32_t(b * C::kKVBytes + dr * kBN * 128 + seg * R * 128);
+            mbar_wait(&empty_k[b], free_parity);  // S of tile kt − 2 is done
+            if (lane == 0) mbar_arrive_expect_tx(&full_k[b], bytes);
+            __syncwarp();
+            if (blk >= 0) tma_load_4d(smem_addr(k_s) + off, &tma.k, dr * 64, c1, c2, blk, &full_k[b]);
+            mbar_wait(&empty_v[b], free_parity);  // p·v of tile kt − 2 is done
+            const bool last = kt + 1 == n_kt;
+            uint64_t* vbar = last ? &tail_v : &full_v[b];
+            if (lane == 0) mbar_arrive_expect_tx(vbar, bytes);
+            __syncwarp();
+            if (blk >= 0) tma_load_4d(smem_addr(v_s) + off, &tma.v, dr * 64, c1, c2, blk, vbar);
+            if (last) {
+                // V rows past the last query (stale or never written: maybe not finite, and p·v
+                // multiplies them by p = 0) are zeroed before the consumers see the tile.
+                mbar_wait(&tail_v, 0);
+                const int z0 = p_hi + 1 - kt * kBN;
+                uint8_t* vb = v_s + b * C::kKVBytes;
+                for (int i = lane; i < (kBN - z0) * NR * 8; i += 32) {
+                    const int r = z0 + i / (NR * 8), dc = i % (NR * 8);
+                    *reinterpret_cast<uint4*>(vb + (dc / 8) * kBN * 128 + r * 128 + (dc % 8) * 16) = uint4{0, 0, 0, 0};
+                }
+                if (__any_sync(0xffffffffu, bad) && lane == 0) bad_s = 1;
+                fence_proxy_async_smem();
+                __syncwarp();
+                if (lane == 0) mbar_arrive(&full_v[b]);
+            }
+        }
+    } else if (wg == 0) {
+        // ---- cp.async producer: key r = tid / 2 of each tile, chunks (tid % 2)·CH/2 … of its row ----
         setmaxnreg_dec<56>();
         const int32_t* table = plan.block_table + int64_t(s) * plan.max_blocks;
         const int r = tid >> 1, ch0 = (tid & 1) * (CH / 2);
@@ -222,17 +284,6 @@ __global__ void __launch_bounds__(kThreads, 1)
                 release(&empty_v[kt & 1]);
             }
         } else {
-            constexpr bool kTurns = kSched == kPingPong;
-            auto turn_begin = [&] {  // (ping-pong: wait for this warpgroup's turn)
-                if constexpr (kTurns) named_barrier_sync(3 + cw, 256);
-                wgmma_fence();
-            };
-            auto turn_end = [&](bool last) {  // (ping-pong: the other's turn; warpgroup 1's last hands nothing on)
-                if constexpr (kTurns)
-                    if (!last || cw == 0) named_barrier_arrive(4 - cw, 256);
-            };
-            if constexpr (kTurns)
-                if (cw == 1) named_barrier_arrive(3, 256);  // warpgroup 0 takes the first turn
             uint32_t pa[kBN / 16][4];
             auto after_pv = [&] {  // o's rescale and p of this tile as the next p·v's A operand
                 rescale_rows(o, corr_a, corr_b);
@@ -242,9 +293,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                 for (int kk = 0; kk < kBN / 16; ++kk) wgmma_fence_operands(pa[kk]);
             };
             mbar_wait(&full_k[0], 0);
-            turn_begin();
+            wgmma_fence();
             issue_s(sc, 0);
-            turn_end(false);
             wgmma_wait<0>();
             wgmma_fence_operands(flat(sc));
             release(&empty_k[0]);
@@ -253,10 +303,9 @@ __global__ void __launch_bounds__(kThreads, 1)
             for (int kt = 1; kt < n_kt; ++kt) {
                 mbar_wait(&full_k[kt & 1], parity(kt));
                 mbar_wait(&full_v[(kt - 1) & 1], parity(kt - 1));
-                turn_begin();
+                wgmma_fence();
                 issue_s(sc, kt);
                 issue_pv(pa, kt - 1);
-                turn_end(false);
                 wgmma_wait<1>();  // S is done; p·v may still run
                 wgmma_fence_operands(flat(sc));
                 release(&empty_k[kt & 1]);
@@ -267,9 +316,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                 after_pv();
             }
             mbar_wait(&full_v[(n_kt - 1) & 1], parity(n_kt - 1));
-            turn_begin();
+            wgmma_fence();
             issue_pv(pa, n_kt - 1);
-            turn_end(true);
             wgmma_wait<0>();
             wgmma_fence_operands(flat(o));
         }
@@ -279,33 +327,45 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
 }
 
-template <int D, int kSched>
+template <int D, int kSched, bool kTma>
 cudaError_t launch(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts, int64_t q_hs, int64_t T,
                    int64_t n_head, const ref::PagedCache& kc, const ref::PagedCache& vc, const AttnPlan& plan,
-                   float scale, OutGate gate, cudaStream_t stream) {
+                   float scale, OutGate gate, const TmaMaps& tma, cudaStream_t stream) {
     static const cudaError_t attr = cudaFuncSetAttribute(
-        flash_wgmma_kernel<D, kSched>, cudaFuncAttributeMaxDynamicSharedMemorySize, FlashTiles<D>::kSmem);
+        flash_wgmma_kernel<D, kSched, kTma>, cudaFuncAttributeMaxDynamicSharedMemorySize, FlashTiles<D>::kSmem);
     if (attr != cudaSuccess) return attr;
     const dim3 grid{unsigned(n_head), unsigned((T + kBM - 1) / kBM + plan.n_seqs)};
-    flash_wgmma_kernel<D, kSched><<<grid, kThreads, FlashTiles<D>::kSmem, stream>>>(
-        out, out_ts, out_hs, q, q_ts, q_hs, int(T), int(n_head), kc, vc, plan, scale * 1.4426950408889634f, gate);
+    flash_wgmma_kernel<D, kSched, kTma><<<grid, kThreads, FlashTiles<D>::kSmem, stream>>>(
+        out, out_ts, out_hs, q, q_ts, q_hs, int(T), int(n_head), kc, vc, plan, scale * 1.4426950408889634f, gate, tma);
     return cudaGetLastError();
+}
+
+// The TMA boxes' keys for this cache's blocks (a whole block of 8, 16 or 32 keys, or 64 keys of a
+// block of a multiple of 64), or 0 where no box fits.
+int tma_rows(int64_t block_size) {
+    if (block_size == 8 || block_size == 16 || block_size == 32) return int(block_size);
+    return block_size % kBN == 0 ? kBN : 0;
 }
 
 template <int D>
 cudaError_t launch_sched(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts, int64_t q_hs,
                          int64_t T, int64_t n_head, const ref::PagedCache& kc, const ref::PagedCache& vc,
-                         const AttnPlan& plan, float scale, OutGate gate, int sched, cudaStream_t stream) {
+                         const AttnPlan& plan, float scale, OutGate gate, int sched, bool use_tma,
+                         cudaStream_t stream) {
+    TmaMaps m{};
+    bool v_inner = false;
+    m.rows = tma_rows(kc.block_size);
+    // TMA where the cache's blocks fit its boxes and the driver encodes both maps, else cp.async.
+    const bool tma = use_tma && m.rows > 0 && paged_cache_tma_map(&m.k, &m.heads_inner, kc, m.rows) &&
+                     paged_cache_tma_map(&m.v, &v_inner, vc, m.rows) && v_inner == m.heads_inner;
+#define TS_FLASH_LAUNCH(S, TMA) \
+    launch<D, S, TMA>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate, m, stream)
     switch (sched) {
-        case kSerial:
-            return launch<D, kSerial>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate, stream);
-        case kOverlap:
-            return launch<D, kOverlap>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate, stream);
-        case kPingPong:
-            return launch<D, kPingPong>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate,
-                                        stream);
+        case kSerial: return tma ? TS_FLASH_LAUNCH(kSerial, true) : TS_FLASH_LAUNCH(kSerial, false);
+        case kOverlap: return tma ? TS_FLASH_LAUNCH(kOverlap, true) : TS_FLASH_LAUNCH(kOverlap, false);
         default: return cudaErrorInvalidValue;
     }
+#undef TS_FLASH_LAUNCH
 }
 
 }  // namespace
@@ -313,17 +373,17 @@ cudaError_t launch_sched(float* out, int64_t out_ts, int64_t out_hs, const float
 cudaError_t launch_flash_attention_wgmma(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts,
                                          int64_t q_hs, int64_t T, int64_t n_head, const ref::PagedCache& kc,
                                          const ref::PagedCache& vc, const AttnPlan& plan, float scale, OutGate gate,
-                                         int sched, cudaStream_t stream) {
+                                         int sched, bool tma, cudaStream_t stream) {
     switch (kc.D) {
         case 64:
             return launch_sched<64>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate, sched,
-                                    stream);
+                                    tma, stream);
         case 128:
             return launch_sched<128>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate, sched,
-                                    stream);
+                                    tma, stream);
         case 256:
             return launch_sched<256>(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale, gate, sched,
-                                    stream);
+                                    tma, stream);
         default: return cudaErrorInvalidValue;
     }
 }

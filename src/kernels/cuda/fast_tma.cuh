@@ -1,0 +1,30 @@
+// Hopper's tensor memory accelerator (TMA), device side: a box of a tensor map copied into shared
+// memory by one thread, its bytes counted against an mbarrier's transaction count (the barrier's
+// phase completes when its arrivals and its expected bytes are both in). Header-only, device code
+// only; tensor maps are encoded on the host (tma_map.h) and passed as __grid_constant__ parameters.
+#pragma once
+#include <cstdint>
+
+#include "kernels/cuda/fast_mma.cuh"  // smem_addr
+
+namespace tessera::cuda::fast::dev {
+
+// One arrival at `bar` that also expects `bytes` more of transactions in its current phase.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
+                 : "memory");
+}
+
+// The box of `map` at coordinates (c0 innermost … c3) into shared memory at `dst` (the map's swizzle
+// applied to the address bits: a 128-byte swizzled box wants dst 1024-byte aligned), completing
+// its bytes on `bar`. Coordinates past the tensor's extent read zeros.
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* map, int c0, int c1, int c2, int c3,
+                                            uint64_t* bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
+        "[%6];\n" ::"r"(dst),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_addr(bar))
+        : "memory");
+}
+
+}  // namespace tessera::cuda::fast::dev

@@ -1,0 +1,19 @@
+// Host side of the tensor memory accelerator: encoding tensor maps through the driver's
+// cuTensorMapEncodeTiled (found at run time: no link against libcuda).
+#pragma once
+#include <cuda.h>  // CUtensorMap
+
+#include "kernels/cuda/ref_attention.h"  // ref::PagedCache
+
+namespace tessera::cuda {
+
+// A tensor map over a paged f16 cache (its own block / row / head strides) as 4-D
+// [blocks][mid][mid][D] with the two middle dimensions — rows and heads — ordered by stride; a box is
+// 64 values of d × `rows` keys of one head in one block, in the 128-byte swizzle (fast_wgmma.cuh's
+// operand layout: a row of 128 bytes, 16-byte chunk c of row r at c ^ (r % 8)). *heads_inner says
+// which middle dimension is the heads (coordinates (d, head, row, block)) or the rows ((d, row,
+// head, block)). False where the cache cannot be described so (an f32 cache, D not a multiple of
+// 64, strides not multiples of 16 bytes) or the driver refuses.
+bool paged_cache_tma_map(CUtensorMap* map, bool* heads_inner, const ref::PagedCache& c, int rows);
+
+}  // namespace tessera::cuda
