@@ -4,7 +4,8 @@
 // GPU machine; scripts/gpu/timeline.sh does both):
 //   g++ -O2 -shared -fPIC -I$CUDA/include kernel_trace.cpp -o libkernel_trace.so -L<cupti dir> -lcupti
 //   CUDA_INJECTION64_PATH=$PWD/libkernel_trace.so KERNEL_TRACE_OUT=trace.csv <command>
-// Columns: "Start (ns)","Duration (ns)","Name" (demangled).
+// Columns: "Start (ns)","Duration (ns)","Name" (demangled). KERNEL_TRACE_API=1 adds the runtime API
+// calls and memory copies on the same clock, named "api:<call>" and "memcpy:<kind>" (host_gap.py).
 #include <cupti.h>
 #include <cxxabi.h>
 
@@ -29,6 +30,21 @@ void CUPTIAPI completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t val
     CUpti_Activity* record = nullptr;
     std::lock_guard<std::mutex> g(lock);
     while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+        if (record->kind == CUPTI_ACTIVITY_KIND_RUNTIME) {
+            const auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(record);
+            const char* name = nullptr;
+            cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, a->cbid, &name);
+            if (out) std::fprintf(out, "%llu,%llu,\"api:%s\"\n", (unsigned long long)a->start,
+                                  (unsigned long long)(a->end - a->start), name ? name : "?");
+            continue;
+        }
+        if (record->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
+            const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
+            if (out) std::fprintf(out, "%llu,%llu,\"memcpy:%d:%llu\"\n", (unsigned long long)m->start,
+                                  (unsigned long long)(m->end - m->start), int(m->copyKind),
+                                  (unsigned long long)m->bytes);
+            continue;
+        }
         if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && record->kind != CUPTI_ACTIVITY_KIND_KERNEL) continue;
         const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
         int status = 0;
@@ -59,6 +75,11 @@ extern "C" int InitializeInjection(void) {
     std::fprintf(out, "\"Start (ns)\",\"Duration (ns)\",\"Name\"\n");
     if (cuptiActivityRegisterCallbacks(requested, completed) != CUPTI_SUCCESS ||
         cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS)
+        return 0;
+    const char* api = std::getenv("KERNEL_TRACE_API");
+    if (api && std::string(api) == "1" &&
+        (cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME) != CUPTI_SUCCESS ||
+         cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY) != CUPTI_SUCCESS))
         return 0;
     cuptiActivityFlushPeriod(200);  // ms: buffers reach the file while the program runs, not only at exit
     std::atexit(finish);
