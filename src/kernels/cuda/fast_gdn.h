@@ -69,9 +69,10 @@ constexpr int64_t gdn_chunk16_row_floats(int64_t dk, int64_t dv) {
 // carrying S with W·S and Q·S in one pass over S (e^Γ ⊙ (Q·S) into o, Vn over U in the scratch)
 // and a parallel one over all chunks adding P·Vn to o; wy_prep's W and U in 4-tile warp blocks;
 // no more scratch. H200: 301 / 1134 / 4418 µs (SplitVec16 292 / 1096 / 4254) — not picked.
-// F16x3 (fast_gdn_chunked16.cu; other bits, same accuracy class): the products on m16n8k16 f16
-// with each operand split hi + 2^-11·lo (3×F16: hi·hi + 2^-11·(hi·lo + lo·hi), ~2^-22 relative)
-// under one power-of-two scale per tile (f16's range); a prep that writes W, K ⊙ e^(Γlast−Γ),
+// F16x3 (fast_gdn_chunked16.cu; other bits, same accuracy class): the products (the prep's too,
+// all but the triangular solve's) on m16n8k16 f16 with each operand split hi + 2^-11·lo (3×F16:
+// hi·hi + 2^-11·(hi·lo + lo·hi), ~2^-22 relative) under one power-of-two scale per tile or per
+// row (f16's range); a prep that writes W, K ⊙ e^(Γlast−Γ),
 // Q ⊙ e^Γ and P already split (more scratch: gated_delta_rule_scratch_floats with the variant),
 // and a state pass with S in registers, every tile fed by ldmatrix. Not run on the GPU yet.
 enum class GdnChunkVariant : int {

@@ -1,12 +1,15 @@
 // GdnChunkVariant::F16x3: the chunked (WY) gated delta rule of fast_gdn_chunked.cu (same steps, same
-// chunks) with the serial pass's products on mma.sync m16n8k16 f16 instead of 3×TF32 m16n8k8.
-// Every operand tile X is stored as 2^-e·(hi + 2^-11·lo), hi and lo f16 and e one power of two per
-// tile (max |X|·2^e in [2^12, 2^13): f16's range, and 22 bits of each element relative to the
-// tile's max); a product is hi·hi + 2^-11·(hi·lo + lo·hi) in three f32 accumulators (the dropped
+// chunks) with its products (all but the triangular solve's) on mma.sync m16n8k16 f16 instead of
+// 3×TF32 m16n8k8. Every operand tile X is stored as 2^-e·(hi + 2^-11·lo), hi and lo f16 and e one
+// power of two per tile, or per row where it can be undone on the product's rows or folded into the
+// other operand (max |X|·2^e in [2^12, 2^13): f16's range, and 22 bits of each element relative to
+// the tile's max, full relative precision for elements down to 2^-26 of it); a product is hi·hi + 2^-11·(hi·lo + lo·hi) in three f32 accumulators (the dropped
 // lo·lo is ~2^-22 relative, as 3×TF32's), then scaled back. The state stays f32 (in registers) and
 // is rounded so once a chunk for its products, as FLA does.
 //  1. wy_prep16, a block per (chunk, sequence, value head), all chunks in parallel: wy_prep's Γ, A,
-//     T, P, W and U (3×TF32, as there), then W, K̃ = K ⊙ e^(Γlast−Γ), Q̃ = Q ⊙ e^Γ and P written split
+//     T, P, W and U, its products (K·Kᵀ, Q·Kᵀ, T·diag(βe^Γ)·K, T·diag(β)·V) 3×F16 as well, K and Q
+//     split in place of their f32 rows, V a power of two a row; the triangular solve in f32 (scalar
+//     diagonal blocks, 3×TF32 block rows). W, K̃ = K ⊙ e^(Γlast−Γ), Q̃ = Q ⊙ e^Γ and P written split
 //     (hi | lo halves) to scratch rows, U in f32, and the chunk's 2^-e scales and e^Γlast in its first row.
 //  2. wy_state16, a block of 16 warps per (sequence, value head, 32 state columns), chunks in order:
 //     Vn = U − W·S and Q̃·S (one pass over S's fragments), then O = Q̃·S + P·Vn and
@@ -27,7 +30,8 @@ constexpr int kNW = 16, kTh16 = kNW * 32;  // wy_state16: warps, threads
 constexpr int kLdP = 2 * kC + 8;           // halves: a P row [hi 64 | lo 64 | pad] (≡ 4 banks: no conflicts)
 constexpr int kLdN = 2 * kNs + 8;          // halves: an S or Vn row [hi 32 | lo 32 | pad]
 constexpr float kLo = 2048.f, kLoInv = 1.f / 2048.f;  // lo's scale 2^11
-enum { kMxW, kMxK, kMxQ, kMxP };  // wy_prep16's tile maxima; also the order of the chunk scales
+// wy_prep16's maxima: W (a bound), K̃, Q̃, P (also the order of the chunk scales), then |K|, |Q|.
+enum { kMxW, kMxK, kMxQ, kMxP, kMxKr, kMxQr };
 
 // The exponent e that brings a tile whose max |x| has these f32 bits into [2^12, 2^13), clamped
 // to [-60, 60] (a tile of zeros, NaN or inf: any e; they stay what they are).
@@ -80,6 +84,24 @@ __device__ inline Row16 row16(int dkq, int dv) {
 
 // ---- 1. chunk-local matrices, written split ----
 
+static_assert(kGdnChunkMaxDk <= 128, "wy_prep16 holds one float4 of a k / q row a lane");
+constexpr int kLdTh = 2 * kLdT;  // halves: a split T row [hi 64 | lo 64 | pad] in a T row's bytes (≡ 4 banks)
+
+// x·s split as four f16 hi and four lo (x0 in the low half of hi.x).
+__device__ inline void split16x4(float4 x, float s, uint2& hi, uint2& lo) {
+    split16(x.x, x.y, s, hi.x, lo.x);
+    split16(x.z, x.w, s, hi.y, lo.y);
+}
+__device__ inline uint32_t max_abs4(uint32_t m, float4 x) {
+    return max(max(m, max(abs_bits(x.x), abs_bits(x.y))), max(abs_bits(x.z), abs_bits(x.w)));
+}
+
+// Every product of the prep on m16n8k16 f16 (3×F16, as the state pass): K and Q split under one
+// power of two each (in place of their f32 rows: a split row [hi | lo | 8 pad] has an f32 row's
+// bytes); T's products with diag(β)·e^Γ·K (W) and diag(β)·V (U) as T'·K and T''·V, where the
+// per-token factors (and V's per-row powers of two) go into T's columns, T' = T·diag(β e^Γ) and
+// T'' = T·diag(β 2^-eV), each row split under its own power of two (undone on the product's rows).
+// The triangular solve stays f32 (its diagonal blocks scalar, the block rows 3×TF32).
 __global__ void __launch_bounds__(kThreads, 2) wy_prep16_kernel(ChArgs a) {
     const int64_t c = blockIdx.x, h = blockIdx.z;
     const int s = blockIdx.y, tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gid = lane / 4, tig = lane % 4;
@@ -88,22 +110,31 @@ __global__ void __launch_bounds__(kThreads, 2) wy_prep16_kernel(ChArgs a) {
     const int64_t tb = sq.t0 + c * kC;
     const int L = int(sq.n_wy - c * kC < kC ? sq.n_wy - c * kC : kC);
     const int64_t hk = a.tiled ? h % a.nk : h / (a.nv / a.nk);
-    const int dk = a.dk, dv = a.dv, dkq = (dk + 15) / 16 * 16, dvp = a.dvp, ldk = dkq + 4, ldv = dvp + 8;
+    const int dk = a.dk, dv = a.dv, dkq = (dk + 15) / 16 * 16, dvp = a.dvp, ldk = dkq + 4, ldv = dvp + 4;
+    const int ldw = 2 * ldk, ldvh = 2 * ldv;  // halves: split rows of K / Q and V in their f32 rows' bytes
     const Row16 ro = row16(dkq, dv);
     auto srow = [&](int i) { return a.scratch + ((tb + i) * a.nv + h) * a.rs; };  // i < L
     auto srow2 = [&](int i) { return reinterpret_cast<uint32_t*>(srow(i)); };    // as f16 pairs
 
     extern __shared__ float4 smem4[];
-    float* Ks = reinterpret_cast<float*>(smem4);    // [64][ldk] k (rows >= L and columns >= dk: 0)
-    float* Qs = Ks + kC * ldk;                      // [64][ldk] q, until Q̃ and P are written
-    float* Vs = Qs;                                 // [64][ldv] v, loaded after them
-    float* As = Qs + kC * (ldk > ldv ? ldk : ldv);  // [64][kLdT] A
-    float* Xs = As + kC * kLdT;                     // [64][kLdT] T
+    float* Ks = reinterpret_cast<float*>(smem4);    // [64][ldk] k (rows >= L and columns >= dk: 0), then Kh
+    float* Qs = Ks + kC * ldk;                      // [64][ldk] q, then Qh; then [64][ldv] v, then Vh
+    float* Vs = Qs;
+    float* As = Qs + kC * (ldk > ldv ? ldk : ldv);  // [64][kLdT] A, then T' split (Tw)
+    float* Xs = As + kC * kLdT;                     // [64][kLdT] T, then T'' split (Tu)
     float* bt = Xs + kC * kLdT;                     // [64] β
     float* eg = bt + kC;                            // [64] e^Γ (0 past L)
     float* dl = eg + kC;                            // [64] e^(Γlast − Γ) (0 past L)
-    double* Gd = reinterpret_cast<double*>(dl + kC);  // [64] Γ
-    uint32_t* mx = reinterpret_cast<uint32_t*>(Gd + kC);  // [4] tile maxima (kMx*)
+    float* iv = dl + kC;                            // [64] 2^-eV of V's rows
+    float* rw = iv + kC;                            // [64] 2^-e of T''s rows
+    float* ru = rw + kC;                            // [64] 2^-e of T'''s rows
+    double* Gd = reinterpret_cast<double*>(ru + kC);  // [64] Γ
+    uint32_t* mx = reinterpret_cast<uint32_t*>(Gd + kC);  // [6] maxima (kMx*, then |K|, |Q|)
+    uint16_t* Kh = reinterpret_cast<uint16_t*>(Ks);  // [64][ldw] K·2^eK: hi at 0, lo at dkq
+    uint16_t* Qh = reinterpret_cast<uint16_t*>(Qs);  // [64][ldw] Q·2^eQ
+    uint16_t* Vh = reinterpret_cast<uint16_t*>(Vs);  // [64][ldvh] V·2^eV(row): hi at 0, lo at dvp
+    uint16_t* Tw = reinterpret_cast<uint16_t*>(As);  // [64][kLdTh] T'·2^e(row): hi at 0, lo at 64
+    uint16_t* Tu = reinterpret_cast<uint16_t*>(Xs);  // [64][kLdTh] T''·2^e(row)
 
     for (int l = warp; l < kC; l += kThreads / 32) {  // a warp per token row, lanes along it
         const float* kr = a.k.data + (tb + l) * a.k.tok_stride + hk * a.k.head_stride;
@@ -112,7 +143,7 @@ __global__ void __launch_bounds__(kThreads, 2) wy_prep16_kernel(ChArgs a) {
         load_row(Qs + l * ldk, qr, dk, dkq, l < L, a.vec, lane);
     }
     if (tid < kC) bt[tid] = tid < L ? a.beta[(tb + tid) * a.beta_s + h] : 0.f;
-    if (tid < 4) mx[tid] = 0u;
+    if (tid < 6) mx[tid] = 0u;
     if (warp == 0) {  // Γ: inclusive scan in double, 2 tokens per lane (g = 0 past L: Γ stays)
         const int l0 = 2 * lane;
         const double g0 = l0 < L ? double(a.g[(tb + l0) * a.g_s + h]) : 0.0;
@@ -132,79 +163,112 @@ __global__ void __launch_bounds__(kThreads, 2) wy_prep16_kernel(ChArgs a) {
     cp_async_wait_all();  // this thread's copies; the barrier publishes everyone's
     __syncthreads();
     auto D = [&](int i, int j) { return expf(float(Gd[i] - Gd[j])); };  // i >= j
-    if (tid < kC) dl[tid] = tid < L ? D(L - 1, tid) : 0.f;
 
-    // A = −strictlower((diag(β)K)·Kᵀ ⊙ D): 4 × 8 tiles of 16 × 8.
-    for (int t = warp; t < 32; t += 8) {
-        const int m0 = (t / 8) * 16, n0 = (t % 8) * 8;
-        float acc[4] = {0.f, 0.f, 0.f, 0.f};
-        if (n0 < m0 + 16)  // tiles wholly above the diagonal stay 0
-            tile_mma(acc, m0, n0, dkq, [&](int m, int kk) { return bt[m] * Ks[m * ldk + kk]; },
-                     [&](int kk, int n) { return Ks[n * ldk + kk]; });
-        tile_each(acc, m0, n0, [&](int i, int j, float x) { As[i * kLdT + j] = j < i ? -x * D(i, j) : 0.f; });
+    // e^(Γlast − Γ), and the maxima of |K|, |Q|, |K̃| = |K ⊙ e^(Γlast−Γ)|, |Q̃| = |Q ⊙ e^Γ| (a warp a
+    // row, a float4 a lane: dkq <= 128).
+    const bool kq_lane = 4 * lane < dkq;
+    {
+        uint32_t m[4] = {0u, 0u, 0u, 0u};  // K, Q, K̃, Q̃
+        for (int l = warp; l < kC; l += kThreads / 32) {
+            const float d = l < L ? D(L - 1, l) : 0.f, e = eg[l];
+            if (lane == 0) dl[l] = d;
+            if (!kq_lane) continue;
+            const float4 k4 = *reinterpret_cast<const float4*>(Ks + l * ldk + 4 * lane);
+            const float4 q4 = *reinterpret_cast<const float4*>(Qs + l * ldk + 4 * lane);
+            m[0] = max_abs4(m[0], k4);
+            m[1] = max_abs4(m[1], q4);
+            m[2] = max_abs4(m[2], make_float4(k4.x * d, k4.y * d, k4.z * d, k4.w * d));
+            m[3] = max_abs4(m[3], make_float4(q4.x * e, q4.y * e, q4.z * e, q4.w * e));
+        }
+        max_into(&mx[kMxKr], m[0]);
+        max_into(&mx[kMxQr], m[1]);
+        max_into(&mx[kMxK], m[2]);
+        max_into(&mx[kMxQ], m[3]);
     }
     __syncthreads();
 
-    // Warps 0, 1: the diagonal 16 × 16 blocks of T, as wy_prep. Warps 2..7: P = Q·Kᵀ ⊙ D (lower,
-    // incl. the diagonal; 0 above it and past L) into registers, 32 tiles over 6 warps.
-    float pacc[6][4] = {};
-    uint32_t mp = 0u;
-    if (warp < 2) {
-        const int j = tid, end = (j / kTb + 1) * kTb, stop = end < L ? end : L;
-        for (int i = 0; i <= j; ++i) Xs[i * kLdT + j] = i == j ? 1.f : 0.f;
-        for (int i = j + 1; i < stop; ++i) {
-            float acc = As[i * kLdT + j];
-            for (int m = j + 1; m < i; ++m) acc += As[i * kLdT + m] * Xs[m * kLdT + j];
-            Xs[i * kLdT + j] = acc;
+    // K̃ and Q̃ split into scratch; K and Q split in place (every lane's reads of a row before its
+    // writes); P's columns past the diagonal block zeroed in scratch.
+    const int eK = tile_exp(mx[kMxKr]), eQ = tile_exp(mx[kMxQr]), ek = tile_exp(mx[kMxK]), eq = tile_exp(mx[kMxQ]);
+    for (int l = warp; l < kC; l += kThreads / 32) {
+        float4 k4 = make_float4(0.f, 0.f, 0.f, 0.f), q4 = k4;
+        if (kq_lane) {
+            k4 = *reinterpret_cast<const float4*>(Ks + l * ldk + 4 * lane);
+            q4 = *reinterpret_cast<const float4*>(Qs + l * ldk + 4 * lane);
         }
-        for (int i = j + 1 > stop ? j + 1 : stop; i < end; ++i) Xs[i * kLdT + j] = 0.f;  // padding rows: A = 0
-    } else {
-#pragma unroll
-        for (int r = 0; r < 6; ++r) {
-            const int t = warp - 2 + 6 * r, m0 = (t / 8) * 16, n0 = (t % 8) * 8;
-            if (t < 32 && n0 < m0 + 16) {
-                tile_mma(pacc[r], m0, n0, dkq, [&](int m, int kk) { return Qs[m * ldk + kk]; },
-                         [&](int kk, int n) { return Ks[n * ldk + kk]; });
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {  // tile_each's element order
-                    const int i = m0 + gid + (e / 2) * 8, j = n0 + 2 * tig + e % 2;
-                    pacc[r][e] = i < L && j <= i ? pacc[r][e] * D(i, j) : 0.f;
-                    mp = max(mp, abs_bits(pacc[r][e]));
-                }
+        uint2 hi, lo;
+        if (l < L) {
+            if (kq_lane) {
+                const float d = dl[l], e = eg[l];
+                split16x4(make_float4(k4.x * d, k4.y * d, k4.z * d, k4.w * d), pow2(ek), hi, lo);
+                reinterpret_cast<uint2*>(srow(l) + ro.k / 2)[lane] = hi;
+                reinterpret_cast<uint2*>(srow(l) + (ro.k + dkq) / 2)[lane] = lo;
+                split16x4(make_float4(q4.x * e, q4.y * e, q4.z * e, q4.w * e), pow2(eq), hi, lo);
+                reinterpret_cast<uint2*>(srow(l) + ro.q / 2)[lane] = hi;
+                reinterpret_cast<uint2*>(srow(l) + (ro.q + dkq) / 2)[lane] = lo;
             }
+            if (lane >= 8 * (l / kTb + 1)) {  // P pairs (lane) past row l's diagonal block
+                srow2(l)[ro.p / 2 + lane] = 0u;
+                srow2(l)[(ro.p + kC) / 2 + lane] = 0u;
+            }
+        }
+        __syncwarp();
+        if (kq_lane) {
+            split16x4(k4, pow2(eK), hi, lo);
+            reinterpret_cast<uint2*>(Kh + l * ldw)[lane] = hi;
+            reinterpret_cast<uint2*>(Kh + l * ldw + dkq)[lane] = lo;
+            split16x4(q4, pow2(eQ), hi, lo);
+            reinterpret_cast<uint2*>(Qh + l * ldw)[lane] = hi;
+            reinterpret_cast<uint2*>(Qh + l * ldw + dkq)[lane] = lo;
+        }
+    }
+    __syncthreads();
+
+    // A = −strictlower(diag(β)·K·Kᵀ ⊙ D) into As and P = Q·Kᵀ ⊙ D (lower, 0 past L) into registers:
+    // jobs (row block bi, 16 × 8 tile nj <= 2bi + 1), 20, both products a job (Kᵀ's fragments shared),
+    // jobs warp, warp + 8, warp + 16. Kᵀ's B fragments: non-transposed loads of K's rows (tokens).
+    const float ik = pow2(-eK), iqk = pow2(-eQ - eK);
+    float pacc[3][4];
+    uint32_t mp = 0u;
+#pragma unroll
+    for (int r = 0; r < 3; ++r) {
+        const int jb = warp + 8 * r, bi = jb < 2 ? 0 : jb < 6 ? 1 : jb < 12 ? 2 : 3;
+        const int m0 = bi * kTb, n0 = 8 * (jb - bi * (bi + 1));
+#pragma unroll
+        for (int e = 0; e < 4; ++e) pacc[r][e] = 0.f;
+        if (jb >= 20) continue;
+        Acc3 ka = {}, qp = {};
+        const uint32_t a_k = dev::smem_addr(Kh + (m0 + (lane & 15)) * ldw + (lane >> 4) * 8);
+        const uint32_t a_q = dev::smem_addr(Qh + (m0 + (lane & 15)) * ldw + (lane >> 4) * 8);
+        const uint32_t b_k = dev::smem_addr(Kh + (n0 + (lane & 7)) * ldw + ((lane >> 3) & 1) * 8 + (lane >> 4) * dkq);
+        for (int k0 = 0; k0 < dkq; k0 += 16) {
+            uint32_t bk[4], kh[4], kl[4], qh[4], ql[4];
+            dev::ldsm_x4(bk, b_k + 2 * k0);  // b0, b1 of hi, then of lo
+            dev::ldsm_x4(kh, a_k + 2 * k0);
+            dev::ldsm_x4(kl, a_k + 2 * (dkq + k0));
+            dev::ldsm_x4(qh, a_q + 2 * k0);
+            dev::ldsm_x4(ql, a_q + 2 * (dkq + k0));
+            mma3(ka, kh, kl, bk[0], bk[1], bk[2], bk[3]);
+            mma3(qp, qh, ql, bk[0], bk[1], bk[2], bk[3]);
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int i = m0 + gid + (e / 2) * 8, j = n0 + 2 * tig + e % 2;
+            As[i * kLdT + j] = j < i ? -(acc3(ka, e) * ik * ik) * bt[i] * D(i, j) : 0.f;
+            pacc[r][e] = i < L && j <= i ? acc3(qp, e) * iqk * D(i, j) : 0.f;
+            mp = max(mp, abs_bits(pacc[r][e]));
         }
     }
     max_into(&mx[kMxP], mp);
-    __syncthreads();  // T's diagonal blocks, P's max, dl
+    __syncthreads();  // A, P's max
 
-    // Q̃ = Q ⊙ e^Γ and K̃ = K ⊙ e^(Γlast − Γ): their maxima, then every row split into scratch.
-    uint32_t mq = 0u, mk = 0u;
-    for (int idx = tid; idx < kC * dkq; idx += kThreads) {
-        const int l = idx / dkq, i = idx % dkq;
-        mq = max(mq, abs_bits(Qs[l * ldk + i] * eg[l]));
-        mk = max(mk, abs_bits(Ks[l * ldk + i] * dl[l]));
-    }
-    max_into(&mx[kMxQ], mq);
-    max_into(&mx[kMxK], mk);
-    __syncthreads();
-    const int eq = tile_exp(mx[kMxQ]), ek = tile_exp(mx[kMxK]), ep = tile_exp(mx[kMxP]);
-    for (int l = warp; l < L; l += kThreads / 32) {
-        uint32_t* row = srow2(l);
-        for (int p = lane; p < dkq / 2; p += 32) {
-            uint32_t hi, lo;
-            split16(Qs[l * ldk + 2 * p] * eg[l], Qs[l * ldk + 2 * p + 1] * eg[l], pow2(eq), hi, lo);
-            row[ro.q / 2 + p] = hi;
-            row[(ro.q + dkq) / 2 + p] = lo;
-            split16(Ks[l * ldk + 2 * p] * dl[l], Ks[l * ldk + 2 * p + 1] * dl[l], pow2(ek), hi, lo);
-            row[ro.k / 2 + p] = hi;
-            row[(ro.k + dkq) / 2 + p] = lo;
-        }
-    }
-    if (warp >= 2) {
+    const int ep = tile_exp(mx[kMxP]);
+    auto write_p = [&] {  // this warp's P tiles, split
 #pragma unroll
-        for (int r = 0; r < 6; ++r) {
-            const int t = warp - 2 + 6 * r, m0 = (t / 8) * 16, n0 = (t % 8) * 8;
-            if (t >= 32) continue;
+        for (int r = 0; r < 3; ++r) {
+            const int jb = warp + 8 * r, bi = jb < 2 ? 0 : jb < 6 ? 1 : jb < 12 ? 2 : 3;
+            const int m0 = bi * kTb, n0 = 8 * (jb - bi * (bi + 1));
+            if (jb >= 20) continue;
 #pragma unroll
             for (int half = 0; half < 2; ++half) {  // rows gid, gid + 8: columns 2tig, 2tig + 1
                 const int i = m0 + gid + 8 * half, j = n0 + 2 * tig;
@@ -215,15 +279,55 @@ __global__ void __launch_bounds__(kThreads, 2) wy_prep16_kernel(ChArgs a) {
                 srow2(i)[(ro.p + kC + j) / 2] = lo;
             }
         }
-    }
-    __syncthreads();  // Qs is free for V, which lands during the block rows below
-    for (int l = warp; l < kC; l += kThreads / 32) {
-        const float* vr = a.v.data + (tb + l) * a.v.tok_stride + h * a.v.head_stride;
-        load_row(Vs + l * ldv, vr, dv, dvp, l < L, a.vec, lane);
+    };
+    // Warps 0, 1: the diagonal 16 × 16 blocks of T, as wy_prep. Warps 2..7: V's rows (Qh is done),
+    // then P, then V split in place, a power of two a row.
+    if (warp < 2) {
+        const int j = tid, end = (j / kTb + 1) * kTb, stop = end < L ? end : L;
+        for (int i = 0; i <= j; ++i) Xs[i * kLdT + j] = i == j ? 1.f : 0.f;
+        for (int i = j + 1; i < stop; ++i) {
+            float acc = As[i * kLdT + j];
+            for (int m = j + 1; m < i; ++m) acc += As[i * kLdT + m] * Xs[m * kLdT + j];
+            Xs[i * kLdT + j] = acc;
+        }
+        for (int i = j + 1 > stop ? j + 1 : stop; i < end; ++i) Xs[i * kLdT + j] = 0.f;  // padding rows: A = 0
+        write_p();
+    } else {
+        for (int l = warp - 2; l < kC; l += kThreads / 32 - 2) {
+            const float* vr = a.v.data + (tb + l) * a.v.tok_stride + h * a.v.head_stride;
+            load_row(Vs + l * ldv, vr, dv, dvp, l < L, a.vec, lane);
+        }
+        write_p();
+        cp_async_wait_all();
+        __syncwarp();  // this warp's rows of V have landed
+        for (int l = warp - 2; l < kC; l += kThreads / 32 - 2) {
+            float4 x[2];
+            uint32_t m = 0u;
+#pragma unroll
+            for (int u = 0; u < 2; ++u) {  // dvp <= 256: two float4 a lane at most
+                const int p = lane + 32 * u;
+                x[u] = 4 * p < dvp ? *reinterpret_cast<const float4*>(Vs + l * ldv + 4 * p)
+                                   : make_float4(0.f, 0.f, 0.f, 0.f);
+                m = max_abs4(m, x[u]);
+            }
+            const int ev = tile_exp(__reduce_max_sync(0xffffffffu, m));
+            if (lane == 0) iv[l] = pow2(-ev);
+            __syncwarp();  // every lane's reads of row l are done
+#pragma unroll
+            for (int u = 0; u < 2; ++u) {
+                const int p = lane + 32 * u;
+                if (4 * p >= dvp) continue;
+                uint2 hi, lo;
+                split16x4(x[u], pow2(ev), hi, lo);
+                reinterpret_cast<uint2*>(Vh + l * ldvh)[p] = hi;
+                reinterpret_cast<uint2*>(Vh + l * ldvh + dvp)[p] = lo;
+            }
+        }
     }
     // The blocks below the diagonal, block row by block row, as wy_prep.
     for (int bi = 1; bi < kC / kTb; ++bi) {
         const int m0 = bi * kTb;
+        __syncthreads();
         for (int t = warp; t < 2 * bi; t += 8) {
             const int bb = t / 2, n0 = bb * kTb + (t % 2) * 8;
             float acc[4] = {0.f, 0.f, 0.f, 0.f};
@@ -239,49 +343,85 @@ __global__ void __launch_bounds__(kThreads, 2) wy_prep16_kernel(ChArgs a) {
                      [&](int kk, int n) { return Xs[(m0 + kk) * kLdT + n]; });
         __syncthreads();
         if (t < 2 * bi) tile_each(acc, m0, n0, [&](int i, int n, float x) { Xs[i * kLdT + n] = x; });
-        __syncthreads();
     }
+    __syncthreads();  // T, Vh and its row scales
 
-    cp_async_wait_all();  // V
-    __syncthreads();
-    // W = T·(diag(β)K ⊙ e^Γ) into registers (4 row tiles × dkq/8 column tiles, 8 a warp at most)
-    // and U = T·diag(β)V straight to scratch; T is lower triangular: rows [m0, m0 + 16) stop at m0 + 16.
-    const int nw = dkq / 8, nu = dvp / 8;
-    auto Tm = [&](int m, int kk) { return Xs[m * kLdT + kk]; };
-    float wacc[8][4];
-    uint32_t mw = 0u;
+    // T'(i, j) = T(i, j)·β_j·e^Γj and T''(i, j) = T(i, j)·β_j·2^-eV(j) (j <= i: T is lower; its upper
+    // blocks are never written), a warp a row, two columns a lane; T' into A's place, T'' into T's.
+    // The bound max_i Σ_j |T'(i, j)| · max |K| >= max |W| gives W's power of two with no pass over W.
+    {
+        uint32_t mr = 0u;
+        const int j = 2 * lane;
+        const float cw0 = bt[j] * eg[j], cw1 = bt[j + 1] * eg[j + 1];
+        const float cu0 = bt[j] * iv[j], cu1 = bt[j + 1] * iv[j + 1];
+        for (int i = warp; i < kC; i += kThreads / 32) {
+            const float2 x = *reinterpret_cast<const float2*>(Xs + i * kLdT + j);
+            const float t0 = j <= i ? x.x : 0.f, t1 = j + 1 <= i ? x.y : 0.f;
+            const float w0 = t0 * cw0, w1 = t1 * cw1, u0 = t0 * cu0, u1 = t1 * cu1;
+            const int ew = tile_exp(__reduce_max_sync(0xffffffffu, max(abs_bits(w0), abs_bits(w1))));
+            const int eu = tile_exp(__reduce_max_sync(0xffffffffu, max(abs_bits(u0), abs_bits(u1))));
+            float sum = fabsf(w0) + fabsf(w1);
 #pragma unroll
-    for (int r = 0; r < 8; ++r) {
-        const int t = warp + 8 * r, m0 = (t % 4) * 16, n0 = (t / 4) * 8;
-        for (float& x : wacc[r]) x = 0.f;
-        if (t < 4 * nw) {
-            tile_mma(wacc[r], m0, n0, m0 + 16, Tm, [&](int kk, int n) { return eg[kk] * (bt[kk] * Ks[kk * ldk + n]); });
-            for (float x : wacc[r]) mw = max(mw, abs_bits(x));
-        }
-    }
-    max_into(&mx[kMxW], mw);
-    for (int t = 4 * nw + warp; t < 4 * (nw + nu); t += 8) {
-        const int m0 = (t % 4) * 16, n0 = (t / 4 - nw) * 8;
-        float acc[4] = {0.f, 0.f, 0.f, 0.f};
-        tile_mma(acc, m0, n0, m0 + 16, Tm, [&](int kk, int n) { return bt[kk] * Vs[kk * ldv + n]; });
-        tile_each(acc, m0, n0, [&](int i, int n, float x) {
-            if (i < L && n < dv) srow(i)[ro.u + n] = x;
-        });
-    }
-    __syncthreads();  // W's max
-    const int ew = tile_exp(mx[kMxW]);
-#pragma unroll
-    for (int r = 0; r < 8; ++r) {
-        const int t = warp + 8 * r, m0 = (t % 4) * 16, n0 = (t / 4) * 8;
-        if (t >= 4 * nw) continue;
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            const int i = m0 + gid + 8 * half, j = n0 + 2 * tig;
-            if (i >= L) continue;
+            for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+            mr = max(mr, abs_bits(sum));
+            if (lane == 0) {
+                rw[i] = pow2(-ew);
+                ru[i] = pow2(-eu);
+            }
+            __syncwarp();  // every lane's reads of T's row i are done
             uint32_t hi, lo;
-            split16(wacc[r][2 * half], wacc[r][2 * half + 1], pow2(ew), hi, lo);
-            srow2(i)[(ro.w + j) / 2] = hi;
-            srow2(i)[(ro.w + dkq + j) / 2] = lo;
+            split16(w0, w1, pow2(ew), hi, lo);
+            reinterpret_cast<uint32_t*>(Tw + i * kLdTh)[lane] = hi;
+            reinterpret_cast<uint32_t*>(Tw + i * kLdTh + kC)[lane] = lo;
+            split16(u0, u1, pow2(eu), hi, lo);
+            reinterpret_cast<uint32_t*>(Tu + i * kLdTh)[lane] = hi;
+            reinterpret_cast<uint32_t*>(Tu + i * kLdTh + kC)[lane] = lo;
+        }
+        if (lane == 0) atomicMax(&mx[kMxW], mr);  // lane 0's sums: the same bits every run
+    }
+    __syncthreads();
+
+    // W = T'·K (× 2^-e of T''s row, 2^-eK) split into scratch under the bound's power of two, and
+    // U = T''·V (× 2^-e of T'''s row) in f32: a warp a 8-column tile over the 4 row blocks (T lower:
+    // rows [m0, m0 + 16) stop at column m0 + 16), tiles warp, warp + 8, ... of W's dkq / 8 and U's
+    // dvp / 8. B fragments by transposed loads of K's and V's rows (tokens), hi then lo.
+    const int ew = tile_exp(__float_as_uint(__uint_as_float(mx[kMxW]) * __uint_as_float(mx[kMxKr])));
+    const int nw = dkq / 8, nu = dvp / 8;
+    for (int t = warp; t < nw + nu; t += kThreads / 32) {
+        const bool is_w = t < nw;
+        const int n0 = is_w ? 8 * t : 8 * (t - nw), ldb = is_w ? ldw : ldvh;
+        const uint32_t a_t = dev::smem_addr((is_w ? Tw : Tu) + (lane & 15) * kLdTh + (lane >> 4) * 8);
+        const uint32_t b_x = is_w ? dev::smem_addr(Kh + (lane & 15) * ldw + n0 + (lane >> 4) * dkq)
+                                  : dev::smem_addr(Vh + (lane & 15) * ldvh + n0 + (lane >> 4) * dvp);
+#pragma unroll
+        for (int bi = 0; bi < kC / kTb; ++bi) {
+            const int m0 = bi * kTb;
+            Acc3 acc = {};
+#pragma unroll
+            for (int k0 = 0; k0 <= m0; k0 += 16) {
+                uint32_t th[4], tl[4], bx[4];
+                dev::ldsm_x4(th, a_t + 2 * (m0 * kLdTh + k0));
+                dev::ldsm_x4(tl, a_t + 2 * (m0 * kLdTh + kC + k0));
+                dev::ldsm_x4_trans(bx, b_x + 2 * k0 * ldb);  // b0, b1 of hi, then of lo
+                mma3(acc, th, tl, bx[0], bx[1], bx[2], bx[3]);
+            }
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {  // rows gid, gid + 8: columns 2tig, 2tig + 1
+                const int i = m0 + gid + 8 * half, j = n0 + 2 * tig;
+                if (i >= L) continue;
+                if (is_w) {
+                    const float f = rw[i] * ik;  // both powers of two >= 2^-60: exact
+                    uint32_t hi, lo;
+                    split16(acc3(acc, 2 * half) * f, acc3(acc, 2 * half + 1) * f, pow2(ew), hi, lo);
+                    srow2(i)[(ro.w + j) / 2] = hi;
+                    srow2(i)[(ro.w + dkq + j) / 2] = lo;
+                } else {
+                    float* u = srow(i) + ro.u + j;
+                    const float u0 = acc3(acc, 2 * half) * ru[i], u1 = acc3(acc, 2 * half + 1) * ru[i];
+                    if (j + 1 < dv) *reinterpret_cast<float2*>(u) = make_float2(u0, u1);
+                    else if (j < dv) u[0] = u0;
+                }
+            }
         }
     }
     if (tid == 0) {
@@ -574,9 +714,9 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
     a.rs = gdn_chunk16_row_floats(dk, dv);  // a multiple of 4: the state pass copies 16 bytes (scratch 16-aligned)
     a.vec = dk % 4 == 0 && dv % 4 == 0 && al16(q.data, q.tok_stride, q.head_stride) &&
             al16(k.data, k.tok_stride, k.head_stride) && al16(v.data, v.tok_stride, v.head_stride);
-    const int dkq = int((dk + 15) / 16 * 16), ldk = dkq + 4, ldv = a.dvp + 8, ldw = 2 * dkq + 8;
-    const size_t prep_smem = sizeof(float) * size_t(kC * (ldk + (ldk > ldv ? ldk : ldv) + 2 * kLdT) + 3 * kC) +
-                             sizeof(double) * kC + 4 * sizeof(uint32_t);
+    const int dkq = int((dk + 15) / 16 * 16), ldk = dkq + 4, ldv = a.dvp + 4, ldw = 2 * dkq + 8;
+    const size_t prep_smem = sizeof(float) * size_t(kC * (ldk + (ldk > ldv ? ldk : ldv) + 2 * kLdT) + 6 * kC) +
+                             sizeof(double) * kC + 6 * sizeof(uint32_t);
     const size_t state_smem = 2 * size_t(kC * 3 * ldw + 2 * kC * kLdP + (dkq + kC) * kLdN) +
                               sizeof(float) * size_t(2 * kC * kLdS + 16) + 4 * sizeof(uint32_t);
     cudaError_t err =
