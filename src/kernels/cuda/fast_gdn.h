@@ -74,7 +74,9 @@ constexpr int64_t gdn_chunk16_row_floats(int64_t dk, int64_t dv) {
 // hi·hi + 2^-11·(hi·lo + lo·hi), ~2^-22 relative) under one power-of-two scale per tile or per
 // row (f16's range); a prep that writes W, K ⊙ e^(Γlast−Γ),
 // Q ⊙ e^Γ and P already split (more scratch: gated_delta_rule_scratch_floats with the variant),
-// and a state pass with S in registers, every tile fed by ldmatrix. Not run on the GPU yet.
+// and a state pass with S in registers, every tile fed by ldmatrix. The backend's pick
+// (TESSERA_GDN_CHUNKED=tf32 takes Auto). H200 (session 15), 1024 / 16384 tokens: 188.8 / 2,728.5 µs
+// against Auto's 276.1 / 4,215.0 (at 16K: prep 1,158.7, state pass 1,564.7).
 enum class GdnChunkVariant : int {
     Auto = 0,
     StateWarps8 = 1,
