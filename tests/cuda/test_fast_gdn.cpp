@@ -413,14 +413,17 @@ TEST(FastGdnChunked, PrefillSplitMidChunkMatchesOnePass) {
         }
 }
 
+// Shapes and row paddings of the variant comparisons: the flagship's head with rows padded by 2 (4-byte
+// copies) and unpadded (16-byte copies), head sizes that are not multiples of 16 or 32.
+const std::pair<Shape, int64_t> kLayoutCases[] = {{kFlagship, 2}, {kFlagship, 0}, {Shape{2, 6, 48, 37, true}, 0},
+                                                  {Shape{2, 4, 40, 24, false}, 4}};
+
 TEST(FastGdnChunked, VariantsGiveTheSameBits) {
     REQUIRE_CUDA();
     // The state pass in blocks of 8 or 16 warps (each tile is one warp's in either, same order);
     // tiles by 16-byte copies where rows are aligned (pad 0 with dk, dv % 4 == 0), else by 4-byte ones;
     // the state pass split in two (the same products in the same order), in each of those ways.
-    for (const auto& [sh, pad] : {std::pair{kFlagship, int64_t(2)}, std::pair{kFlagship, int64_t(0)},
-                                  std::pair{Shape{2, 6, 48, 37, true}, int64_t(0)},
-                                  std::pair{Shape{2, 4, 40, 24, false}, int64_t(4)}}) {
+    for (const auto& [sh, pad] : kLayoutCases) {
         SCOPED_TRACE(describe(sh, GdnMode::Chunked, {1000, 65, 1, 130}) + " pad " + std::to_string(pad));
         std::mt19937 rng(14);
         const RuleInputs in(sh, 1196, 6, rng, pad);
@@ -474,9 +477,7 @@ TEST(FastGdnChunked, F16x3MatchesTheCpuAcrossLayoutsAndRuns) {
     // its prep; a padding sequence of 65 tokens, whose last token the state pass steps; dk, dv not
     // multiples of 16 or 32): the CPU's result within tolerance, and the same bits on a second run
     // (its tile maxima are order-free).
-    for (const auto& [sh, pad] : {std::pair{kFlagship, int64_t(2)}, std::pair{kFlagship, int64_t(0)},
-                                  std::pair{Shape{2, 6, 48, 37, true}, int64_t(0)},
-                                  std::pair{Shape{2, 4, 40, 24, false}, int64_t(4)}}) {
+    for (const auto& [sh, pad] : kLayoutCases) {
         SCOPED_TRACE(describe(sh, GdnMode::Chunked, {1000, 65, 1, 130}) + " pad " + std::to_string(pad));
         std::mt19937 rng(14);
         const RuleInputs in(sh, 1196, 6, rng, pad);

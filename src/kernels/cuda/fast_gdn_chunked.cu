@@ -50,23 +50,7 @@ __global__ void __launch_bounds__(kThreads, 2) wy_prep_kernel(ChArgs a) {
         load_row(Qs + l * ldk, qr, dk, dkp, l < L, a.vec, lane);
     }
     if (tid < kC) bt[tid] = tid < L ? a.beta[(tb + tid) * a.beta_s + h] : 0.f;
-    if (warp == 0) {  // Γ: inclusive scan in double, 2 tokens per lane (g = 0 past L: Γ stays)
-        const int l0 = 2 * lane;
-        const double g0 = l0 < L ? double(a.g[(tb + l0) * a.g_s + h]) : 0.0;
-        const double g1 = l0 + 1 < L ? double(a.g[(tb + l0 + 1) * a.g_s + h]) : 0.0;
-        const double pair = g0 + g1;
-        double incl = pair;
-        for (int off = 1; off < 32; off *= 2) {
-            const double y = __shfl_up_sync(0xffffffffu, incl, off);
-            if (lane >= off) incl += y;
-        }
-        double excl = __shfl_up_sync(0xffffffffu, incl, 1);
-        if (lane == 0) excl = 0.0;
-        Gd[l0] = excl + g0;
-        Gd[l0 + 1] = excl + g0 + g1;
-        eg[l0] = l0 < L ? float(exp(excl + g0)) : 0.f;
-        eg[l0 + 1] = l0 + 1 < L ? float(exp(excl + g0 + g1)) : 0.f;
-    }
+    if (warp == 0) chunk_gamma(a, tb, L, h, lane, Gd, eg);
     cp_async_wait_all();  // this thread's copies; the barrier publishes everyone's
     __syncthreads();
     auto D = [&](int i, int j) { return expf(float(Gd[i] - Gd[j])); };  // i >= j
@@ -203,14 +187,7 @@ __global__ void __launch_bounds__(NW * 32, 1) wy_state_kernel(ChArgs a) {
     const int c0 = int(blockIdx.z) * kNs;  // this block's first state column
     const int dk = a.dk, dv = a.dv, dkp = a.dkp, ldk = dkp + 4;
     Seq sq;
-    if (!seq_of(a, s, &sq)) {
-        if (sq.range_ok)
-            for (int64_t idx = tid; idx < sq.n * kNs; idx += kTh) {
-                const int col = c0 + int(idx % kNs);
-                if (col < dv) a.o[(sq.t0 + idx / kNs) * a.o_ts + h * a.o_hs + col] = dev::quiet_nan();
-            }
-        return;
-    }
+    if (!seq_of(a, s, &sq)) return nan_columns(a, sq, h, c0, tid, kTh);
     if (sq.n_wy == 0) return;
     const int64_t hk = a.tiled ? h % a.nk : h / (a.nv / a.nk);
     float* S = sq.slot >= 0 ? a.state + sq.slot * a.slot_stride + h * int64_t(dk) * dv : nullptr;
@@ -337,25 +314,9 @@ __global__ void __launch_bounds__(NW * 32, 1) wy_state_kernel(ChArgs a) {
         __syncthreads();
     }
     if (!S) {
-        // A padding sequence keeps no state, so the recurrent kernel could not continue it: its
-        // last one-token chunk is stepped here (outputs only; nothing is written back).
+        // A padding sequence's last one-token chunk (step_padding_last).
         if (sq.n_wy == sq.n || warp != 0) return;
-        const int64_t t = sq.t0 + sq.n - 1;
-        const float* kt = a.k.data + t * a.k.tok_stride + hk * a.k.head_stride;
-        const float* qt = a.q.data + t * a.q.tok_stride + hk * a.q.head_stride;
-        const float decay = expf(a.g[t * a.g_s + h]), beta = a.beta[t * a.beta_s + h];
-        float u = 0.f, os = 0.f, kq = 0.f;
-        for (int i = 0; i < dk; ++i) {
-            const float sv = decay * Ss[i * kLdS + lane];
-            u += sv * kt[i];
-            os += sv * qt[i];
-            kq += kt[i] * qt[i];
-        }
-        const int col = c0 + lane;
-        if (col < dv) {
-            const float delta = beta * (a.v.data[t * a.v.tok_stride + h * a.v.head_stride + col] - u);
-            a.o[t * a.o_ts + h * a.o_hs + col] = os + delta * kq;
-        }
+        step_padding_last(a, sq, h, hk, c0, Ss, lane);
         return;
     }
     for (int idx = tid; idx < dk * kNs; idx += kTh) {

@@ -27,14 +27,7 @@ __global__ void __launch_bounds__(NW * 32, 1) wy_carry_kernel(ChArgs a) {
     // (mod 32 banks) keep both conflict-free.
     const int dk = a.dk, dv = a.dv, dkp = a.dkp, ldk = dkp + 4, ldkk = dkp + 8;
     Seq sq;
-    if (!seq_of(a, s, &sq)) {
-        if (sq.range_ok)
-            for (int64_t idx = tid; idx < sq.n * kNs; idx += kTh) {
-                const int col = c0 + int(idx % kNs);
-                if (col < dv) a.o[(sq.t0 + idx / kNs) * a.o_ts + h * a.o_hs + col] = dev::quiet_nan();
-            }
-        return;
-    }
+    if (!seq_of(a, s, &sq)) return nan_columns(a, sq, h, c0, tid, kTh);
     if (sq.n_wy == 0) return;
     const int64_t hk = a.tiled ? h % a.nk : h / (a.nv / a.nk);
     float* S = sq.slot >= 0 ? a.state + sq.slot * a.slot_stride + h * int64_t(dk) * dv : nullptr;
@@ -151,25 +144,9 @@ __global__ void __launch_bounds__(NW * 32, 1) wy_carry_kernel(ChArgs a) {
         __syncthreads();
     }
     if (!S) {
-        // A padding sequence keeps no state, so the recurrent kernel could not continue it: its
-        // last one-token chunk is stepped here (outputs only; nothing is written back).
+        // A padding sequence's last one-token chunk (step_padding_last).
         if (sq.n_wy == sq.n || warp != 0) return;
-        const int64_t t = sq.t0 + sq.n - 1;
-        const float* kt = a.k.data + t * a.k.tok_stride + hk * a.k.head_stride;
-        const float* qt = a.q.data + t * a.q.tok_stride + hk * a.q.head_stride;
-        const float decay = expf(a.g[t * a.g_s + h]), beta = a.beta[t * a.beta_s + h];
-        float u = 0.f, os = 0.f, kq = 0.f;
-        for (int i = 0; i < dk; ++i) {
-            const float sv = decay * Ss[i * kLdS + lane];
-            u += sv * kt[i];
-            os += sv * qt[i];
-            kq += kt[i] * qt[i];
-        }
-        const int col = c0 + lane;
-        if (col < dv) {
-            const float delta = beta * (a.v.data[t * a.v.tok_stride + h * a.v.head_stride + col] - u);
-            a.o[t * a.o_ts + h * a.o_hs + col] = os + delta * kq;
-        }
+        step_padding_last(a, sq, h, hk, c0, Ss, lane);
         return;
     }
     for (int idx = tid; idx < dk * kNs; idx += kTh) {

@@ -95,6 +95,58 @@ __device__ inline bool seq_of(const ChArgs& a, int s, Seq* q) {
 
 using step::cp_async4;  // fast_gdn_step.cuh
 using step::cp_async_wait_all;
+// Γ of a chunk (the cumulative sum of g in double, 2 tokens a lane; g = 0 past L, so Γ stays) into
+// Gd[64], and e^Γ (0 past L) into eg[64]: chunk tokens tb … tb + L − 1, value head h. One warp.
+__device__ inline void chunk_gamma(const ChArgs& a, int64_t tb, int L, int64_t h, int lane, double* Gd, float* eg) {
+    const int l0 = 2 * lane;
+    const double g0 = l0 < L ? double(a.g[(tb + l0) * a.g_s + h]) : 0.0;
+    const double g1 = l0 + 1 < L ? double(a.g[(tb + l0 + 1) * a.g_s + h]) : 0.0;
+    double incl = g0 + g1;
+    for (int off = 1; off < 32; off *= 2) {
+        const double y = __shfl_up_sync(0xffffffffu, incl, off);
+        if (lane >= off) incl += y;
+    }
+    double excl = __shfl_up_sync(0xffffffffu, incl, 1);
+    if (lane == 0) excl = 0.0;
+    Gd[l0] = excl + g0;
+    Gd[l0 + 1] = excl + g0 + g1;
+    eg[l0] = l0 < L ? float(exp(excl + g0)) : 0.f;
+    eg[l0 + 1] = l0 + 1 < L ? float(exp(excl + g0 + g1)) : 0.f;
+}
+
+// The outputs of a sequence the plan gets wrong (seq_of false, its range valid) as NaN: this
+// block's columns c0 … c0 + kNs − 1 of value head h; threads tid of nth.
+__device__ inline void nan_columns(const ChArgs& a, const Seq& sq, int64_t h, int c0, int tid, int nth) {
+    if (!sq.range_ok) return;
+    for (int64_t idx = tid; idx < sq.n * kNs; idx += nth) {
+        const int col = c0 + int(idx % kNs);
+        if (col < a.dv) a.o[(sq.t0 + idx / kNs) * a.o_ts + h * a.o_hs + col] = dev::quiet_nan();
+    }
+}
+
+// A padding sequence keeps no state, so the recurrent kernel could not continue it: its last
+// one-token chunk is stepped by the state pass itself — o of token t0 + n − 1 for this block's
+// columns c0 + lane from S after the last WY chunk (Ss [dk][kLdS]; outputs only). One warp.
+__device__ inline void step_padding_last(const ChArgs& a, const Seq& sq, int64_t h, int64_t hk, int c0, const float* Ss,
+                                         int lane) {
+    const int64_t t = sq.t0 + sq.n - 1;
+    const float* kt = a.k.data + t * a.k.tok_stride + hk * a.k.head_stride;
+    const float* qt = a.q.data + t * a.q.tok_stride + hk * a.q.head_stride;
+    const float decay = expf(a.g[t * a.g_s + h]), beta = a.beta[t * a.beta_s + h];
+    float u = 0.f, os = 0.f, kq = 0.f;
+    for (int i = 0; i < a.dk; ++i) {
+        const float sv = decay * Ss[i * kLdS + lane];
+        u += sv * kt[i];
+        os += sv * qt[i];
+        kq += kt[i] * qt[i];
+    }
+    const int col = c0 + lane;
+    if (col < a.dv) {
+        const float delta = beta * (a.v.data[t * a.v.tok_stride + h * a.v.head_stride + col] - u);
+        a.o[t * a.o_ts + h * a.o_hs + col] = os + delta * kq;
+    }
+}
+
 __device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N>  // wait until at most the N most recent groups of this thread are in flight
 __device__ inline void cp_async_wait() {
