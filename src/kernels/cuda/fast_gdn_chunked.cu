@@ -67,17 +67,7 @@ __global__ void __launch_bounds__(kThreads, 2) wy_prep_kernel(ChArgs a) {
     __syncthreads();
 
     if (warp < 2) {
-        // The diagonal 16 × 16 blocks of T = (I − A)⁻¹, column by column: X[i, j] = A[i, j] +
-        // Σ_{j<m<i} A[i, m]·X[m, j], m ascending (the CPU's order), i inside j's block. Column j
-        // is this thread's alone: no barrier inside.
-        const int j = tid, end = (j / kTb + 1) * kTb, stop = end < L ? end : L;
-        for (int i = 0; i <= j; ++i) Xs[i * kLdT + j] = i == j ? 1.f : 0.f;
-        for (int i = j + 1; i < stop; ++i) {
-            float acc = As[i * kLdT + j];
-            for (int m = j + 1; m < i; ++m) acc += As[i * kLdT + m] * Xs[m * kLdT + j];
-            Xs[i * kLdT + j] = acc;
-        }
-        for (int i = j + 1 > stop ? j + 1 : stop; i < end; ++i) Xs[i * kLdT + j] = 0.f;  // padding rows: A = 0
+        solve_diag_column(As, Xs, tid, L);  // the diagonal 16 × 16 blocks of T, a thread a column
     } else {
         // Meanwhile P = Q·Kᵀ ⊙ D (lower, incl. the diagonal) straight to scratch.
         for (int t = warp - 2; t < 32; t += 6) {

@@ -268,14 +268,7 @@ __global__ void __launch_bounds__(kThreads, 2) wy_prep16_kernel(ChArgs a) {
     // Warps 0, 1: the diagonal 16 × 16 blocks of T, as wy_prep. Warps 2..7: V's rows (Qh is done),
     // then P, then V split in place, a power of two a row.
     if (warp < 2) {
-        const int j = tid, end = (j / kTb + 1) * kTb, stop = end < L ? end : L;
-        for (int i = 0; i <= j; ++i) Xs[i * kLdT + j] = i == j ? 1.f : 0.f;
-        for (int i = j + 1; i < stop; ++i) {
-            float acc = As[i * kLdT + j];
-            for (int m = j + 1; m < i; ++m) acc += As[i * kLdT + m] * Xs[m * kLdT + j];
-            Xs[i * kLdT + j] = acc;
-        }
-        for (int i = j + 1 > stop ? j + 1 : stop; i < end; ++i) Xs[i * kLdT + j] = 0.f;  // padding rows: A = 0
+        solve_diag_column(As, Xs, tid, L);
         write_p();
     } else {
         for (int l = warp - 2; l < kC; l += kThreads / 32 - 2) {

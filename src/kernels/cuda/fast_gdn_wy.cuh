@@ -114,6 +114,20 @@ __device__ inline void chunk_gamma(const ChArgs& a, int64_t tb, int L, int64_t h
     eg[l0 + 1] = l0 + 1 < L ? float(exp(excl + g0 + g1)) : 0.f;
 }
 
+// Column j of T = (I − A)⁻¹ inside its 16 × 16 diagonal block (As, Xs [64][kLdT]; rows past L:
+// A = 0): X[i, j] = A[i, j] + Σ_{j<m<i} A[i, m]·X[m, j], m ascending (the CPU's order). Column j
+// is the calling thread's alone: no barrier inside.
+__device__ inline void solve_diag_column(const float* As, float* Xs, int j, int L) {
+    const int end = (j / kTb + 1) * kTb, stop = end < L ? end : L;
+    for (int i = 0; i <= j; ++i) Xs[i * kLdT + j] = i == j ? 1.f : 0.f;
+    for (int i = j + 1; i < stop; ++i) {
+        float acc = As[i * kLdT + j];
+        for (int m = j + 1; m < i; ++m) acc += As[i * kLdT + m] * Xs[m * kLdT + j];
+        Xs[i * kLdT + j] = acc;
+    }
+    for (int i = j + 1 > stop ? j + 1 : stop; i < end; ++i) Xs[i * kLdT + j] = 0.f;  // padding rows: A = 0
+}
+
 // The outputs of a sequence the plan gets wrong (seq_of false, its range valid) as NaN: this
 // block's columns c0 … c0 + kNs − 1 of value head h; threads tid of nth.
 __device__ inline void nan_columns(const ChArgs& a, const Seq& sq, int64_t h, int c0, int tid, int nth) {
