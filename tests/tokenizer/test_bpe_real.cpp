@@ -1,9 +1,8 @@
 // The real Qwen3 / DeepSeek-V3 tokenizers (../shared/data/tokenizers, skipped when absent):
 // random bytes round-trip through encode/decode, the stream decoder always emits valid UTF-8
-// that equals a lossy decoding of the whole, and loading stays fast.
+// that equals a lossy decoding of the whole.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <filesystem>
 #include <random>
 
@@ -31,10 +30,9 @@ class RealTokenizer : public ::testing::TestWithParam<const char*> {};
 TEST_P(RealTokenizer, RandomBytesRoundTrip) {
     const std::string dir = data_dir(GetParam());
     if (!std::filesystem::exists(dir + "/tokenizer.json")) GTEST_SKIP() << "no " << dir;
-    const auto t0 = std::chrono::steady_clock::now();
+    // No bound on the load time here: timing belongs to benchmarks (a 10 s bound failed under ASan on
+    // a busy machine, at 10.2 s).
     const auto tok = tessera::load_tokenizer(dir);
-    const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    EXPECT_LT(load_s, 10.0);  // generous: shared CI machines; typically well under a second
 
     std::mt19937 rng(42);
     const std::string pieces[] = {"a", " ", "\n", "\xC3\xA9", "\xF0\x9F\x98\x80", "\xE4\xBD\xA0", "1", "'s",
