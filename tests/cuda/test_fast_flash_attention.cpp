@@ -314,6 +314,13 @@ TEST(CudaFlashAttention, SupportedAndDispatch) {  // host-side rules: need no GP
     EXPECT_TRUE(fast::use_flash_attention(2048, 1));    // a prompt
     EXPECT_TRUE(fast::use_flash_attention(2048, 33));   // a prompt chunk with decodes
     EXPECT_FALSE(fast::use_flash_attention(15, 1));
+    // The picks: 128-row wgmma tiles with TMA loads by default, cp.async or mma.sync for A/B, 64-row
+    // tiles where 128-row ones would leave more than half the SMs idle.
+    EXPECT_EQ(fast::flash_variant(8192, 16, 256), fast::FlashVariant::WgmmaTma);
+    EXPECT_EQ(fast::flash_variant(8192, 16, 256, true, false), fast::FlashVariant::Wgmma);
+    EXPECT_EQ(fast::flash_variant(8192, 16, 256, false), fast::FlashVariant::Rows128x2);
+    EXPECT_EQ(fast::flash_variant(640, 16, 256), fast::FlashVariant::WgmmaTma);  // 80 blocks of 128 rows
+    EXPECT_EQ(fast::flash_variant(512, 16, 256), fast::FlashVariant::Rows64);    // 64 blocks < 132 / 2
 }
 
 TEST(CudaFlashAttention, BadArgumentsAreErrors) {  // checked on the host before any launch: needs no GPU
