@@ -2,9 +2,8 @@
 // inputs. The delta rule in both modes: lengths 1/63/64/65/1000/4097 from random starting states,
 // several sequences of different lengths in one call with shuffled and padding (-1) slots, the
 // grouped and tiled head orders, nk < nv and nk == nv, odd head sizes; a prefill split at multiples
-// of 64 equals one pass bit for bit, and a decode gives the same bits alone or batched. The fused
-// decode step against the CPU's separate ops (conv1d_silu, l2_norm, gdn_gates, gated_delta_rule,
-// rms_norm_gated), chained over several steps. Every comparison names its shape and reports the
+// of 64 equals one pass bit for bit, and a decode gives the same bits alone or batched (the fused
+// decode step: test_fast_gdn_decode.cpp). Every comparison names its shape and reports the
 // first and the worst mismatch by (token, head, column) or (slot, head, row, column). Every chunked
 // test runs the split state pass too (GdnChunkVariant::Split), which must give the same bits, and
 // the 3×F16 form (GdnChunkVariant::F16x3: other bits, the same tolerances), which also keeps values
@@ -27,12 +26,14 @@
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/fast_gdn.h"
 #include "kernels/cuda/stream.h"
+#include "gdn_test_util.h"
 #include "ref_test_util.h"  // REQUIRE_CUDA, to_device, to_host
 
 using namespace tessera;
 using namespace tessera::cuda;
 using reftest::to_device;
 using reftest::to_host;
+using namespace gdntest;
 
 namespace {
 
@@ -50,69 +51,7 @@ namespace {
 //   lo·lo term ~2^-22 of a product, and the per-tile scale 2^e costs nothing relative to the
 //   tile's largest element (the norm these tolerances measure against); it also folds e^Γ into Q
 //   and e^(Γlast−Γ) into K before rounding (one more f32 rounding each).
-// - Decode step vs the CPU's op sequence: f32 sums of squares where the CPU sums in double, and
-//   the RMSNorm divides by an O(0.1..1) rms: 5e-5. The conv state holds copies: exact.
-constexpr double kTolRec = 2e-5, kTolChunkShort = 1e-4, kTolChunkLong = 5e-4, kTolDecode = 5e-5;
-
-std::vector<float> random_floats(size_t n, std::mt19937& rng, float lo, float hi) {
-    std::uniform_real_distribution<float> u(lo, hi);
-    std::vector<float> v(n);
-    for (auto& x : v) x = u(rng);
-    return v;
-}
-
-std::vector<int32_t> starts(const std::vector<int32_t>& lengths) {
-    std::vector<int32_t> q(lengths.size() + 1, 0);
-    for (size_t s = 0; s < lengths.size(); ++s) q[s + 1] = q[s] + lengths[s];
-    return q;
-}
-
-// n distinct slots out of n_slots, shuffled; sequences listed in `padding` get -1.
-std::vector<int32_t> random_slots(size_t n, int64_t n_slots, std::mt19937& rng, const std::vector<int>& padding = {}) {
-    std::vector<int32_t> all(static_cast<size_t>(n_slots));
-    std::iota(all.begin(), all.end(), 0);
-    std::shuffle(all.begin(), all.end(), rng);
-    all.resize(n);
-    for (int p : padding) all[size_t(p)] = -1;
-    return all;
-}
-
-// Compares got with want: max error <= tol · max(1, max |want|) (NaN anywhere fails). On failure
-// names the first offending element and the worst one through where(i).
-void compare(const std::vector<float>& got, const std::vector<float>& want, double tol, const std::string& what,
-             const std::function<std::string(size_t)>& where) {
-    ASSERT_EQ(got.size(), want.size()) << what;
-    double norm = 1;
-    for (float x : want) norm = std::max(norm, double(std::fabs(x)));
-    const double limit = tol * norm;
-    double worst = 0;
-    size_t worst_at = 0, first_at = 0, bad = 0;
-    for (size_t i = 0; i < got.size(); ++i) {
-        double err = std::fabs(double(got[i]) - double(want[i]));
-        if (std::isnan(err)) err = INFINITY;
-        if (err > limit && bad++ == 0) first_at = i;
-        if (err > worst) {
-            worst = err;
-            worst_at = i;
-        }
-    }
-    if (bad == 0) return;
-    ADD_FAILURE() << what << ": " << bad << " of " << got.size() << " elements off by more than " << limit << " (tol "
-                  << tol << " x max|cpu| " << norm << "); first at " << where(first_at) << ": gpu " << got[first_at]
-                  << " cpu " << want[first_at] << "; worst at " << where(worst_at) << ": gpu " << got[worst_at]
-                  << " cpu " << want[worst_at] << " (error " << worst << ")";
-}
-
-template <typename T>
-void expect_same_bits(const std::vector<T>& got, const std::vector<T>& want, const std::string& what,
-                      const std::function<std::string(size_t)>& where) {
-    ASSERT_EQ(got.size(), want.size()) << what;
-    size_t bad = 0, first = 0;
-    for (size_t i = 0; i < got.size(); ++i)
-        if (std::memcmp(&got[i], &want[i], sizeof(T)) != 0 && bad++ == 0) first = i;
-    EXPECT_EQ(bad, 0u) << what << ": " << bad << " elements differ, first at " << where(first) << ": " << got[first]
-                       << " vs " << want[first];
-}
+constexpr double kTolRec = 2e-5, kTolChunkShort = 1e-4, kTolChunkLong = 5e-4;
 
 // ---- the delta rule ----
 
@@ -633,210 +572,6 @@ TEST(FastGdn, BadSlotOrTooLongSequenceGivesNaN) {
         EXPECT_EQ(to_host<float>(d_st2), st) << "the state of a sequence longer than max_len must be kept";
     }
 }
-
-// ---- the fused decode step ----
-
-struct DecodeShape {
-    int64_t nk, nv, dk, dv, K;
-    bool tiled;
-};
-
-// `steps` decode steps of `B` sequences (padding ones on slot -1) through the fused kernel and
-// through the CPU backend's separate ops, each step continuing from the states the last one left.
-void check_decode(const DecodeShape& sh, int B, const std::vector<int>& padding, int steps, uint32_t seed,
-                  fast::GdnDecodeVariant variant) {
-    const int64_t nk = sh.nk, nv = sh.nv, dk = sh.dk, dv = sh.dv, K = sh.K;
-    SCOPED_TRACE("decode nk=" + std::to_string(nk) + " nv=" + std::to_string(nv) + " dk=" + std::to_string(dk) +
-                 " dv=" + std::to_string(dv) + " K=" + std::to_string(K) + (sh.tiled ? " tiled" : " grouped") +
-                 " batch " + std::to_string(B) + " variant " + std::to_string(int(variant)));
-    std::mt19937 rng(seed);
-    const int64_t C = 2 * nk * dk + nv * dv, HV = nv * dv, n_slots = B + 2;
-    const int64_t mixed_s = C + 3, z_s = HV + 1, ba_s = 2 * nv + 1, y_s = HV + 2;  // padded rows
-    const std::vector<int32_t> slot = random_slots(size_t(B), n_slots, rng, padding);
-    const std::vector<float> conv_w = random_floats(size_t(C * K), rng, -0.6f, 0.6f);
-    const std::vector<float> neg_exp_a = random_floats(size_t(nv), rng, -2.f, -0.1f);
-    const std::vector<float> dt_bias = random_floats(size_t(nv), rng, -1.f, 1.f);
-    const std::vector<float> norm_w = random_floats(size_t(dv), rng, 0.5f, 1.5f);
-    std::vector<float> conv_cpu = random_floats(size_t(n_slots * (K - 1) * C), rng, -1.f, 1.f);
-    std::vector<float> st_cpu = random_floats(size_t(n_slots * nv * dk * dv), rng, -0.5f, 0.5f);
-    DeviceBuffer d_conv_w = to_device(conv_w), d_nea = to_device(neg_exp_a), d_dtb = to_device(dt_bias),
-                 d_norm = to_device(norm_w), d_conv = to_device(conv_cpu), d_st = to_device(st_cpu),
-                 d_slot = to_device(slot);
-    auto be = make_cpu_backend();
-    std::vector<int32_t> q_start(size_t(B) + 1);
-    std::iota(q_start.begin(), q_start.end(), 0);
-    const SeqPlan plan{B, q_start.data(), slot.data()};
-    auto where_y = [&](size_t i) {
-        const int64_t x = int64_t(i);
-        return "sequence " + std::to_string(x / HV) + " head " + std::to_string(x % HV / dv) + " column " +
-               std::to_string(x % dv);
-    };
-    auto where_st = [&](size_t i) {
-        const int64_t x = int64_t(i);
-        return "slot " + std::to_string(x / (nv * dk * dv)) + " head " + std::to_string(x / (dk * dv) % nv) +
-               " row " + std::to_string(x / dv % dk) + " column " + std::to_string(x % dv);
-    };
-    for (int step = 0; step < steps; ++step) {
-        SCOPED_TRACE("step " + std::to_string(step));
-        std::vector<float> mixed = random_floats(size_t(B * mixed_s), rng, -2.f, 2.f);
-        std::vector<float> z = random_floats(size_t(B * z_s), rng, -2.f, 2.f);
-        std::vector<float> ba = random_floats(size_t(B * ba_s), rng, -3.f, 3.f);  // b | a per row
-
-        // CPU: the layer's ops in GatedDeltaNet::forward's order.
-        std::vector<float> qkv(size_t(B * C)), beta(size_t(B * nv)), g(size_t(B * nv)), o(size_t(B * HV)),
-            y_cpu(size_t(B * HV));
-        Tensor t_qkv(qkv.data(), DType::F32, {B, C});
-        be->conv1d_silu(t_qkv, reftest::rows_view(mixed.data(), B, C, mixed_s),
-                        Tensor(const_cast<float*>(conv_w.data()), DType::F32, {C, K}),
-                        Tensor(conv_cpu.data(), DType::F32, {n_slots, K - 1, C}), plan);
-        const Tensor q = reftest::heads_view(qkv.data(), B, nk, dk, C, dk);
-        const Tensor k = reftest::heads_view(qkv.data() + nk * dk, B, nk, dk, C, dk);
-        const Tensor v = reftest::heads_view(qkv.data() + 2 * nk * dk, B, nv, dv, C, dv);
-        be->l2_norm(q, 1e-6f, 1.0f / std::sqrt(float(dk)));
-        be->l2_norm(k, 1e-6f, 1.0f);
-        Tensor t_beta(beta.data(), DType::F32, {B, nv}), t_g(g.data(), DType::F32, {B, nv});
-        be->gdn_gates(t_beta, t_g, reftest::rows_view(ba.data(), B, nv, ba_s),
-                      reftest::rows_view(ba.data() + nv, B, nv, ba_s),
-                      Tensor(const_cast<float*>(neg_exp_a.data()), DType::F32, {nv}),
-                      Tensor(const_cast<float*>(dt_bias.data()), DType::F32, {nv}));
-        GdnParams gp;
-        gp.n_k_heads = int(nk);
-        gp.n_v_heads = int(nv);
-        gp.tiled_heads = sh.tiled;
-        gp.mode = GdnMode::Chunked;
-        const Tensor o3(o.data(), DType::F32, {B, nv, dv});
-        be->gated_delta_rule(o3, q, k, v, t_g, t_beta, Tensor(st_cpu.data(), DType::F32, {n_slots, nv, dk, dv}), plan,
-                             gp);
-        be->rms_norm_gated(Tensor(y_cpu.data(), DType::F32, {B, nv, dv}), o3,
-                           reftest::heads_view(z.data(), B, nv, dv, z_s, dv),
-                           Tensor(const_cast<float*>(norm_w.data()), DType::F32, {dv}), 1e-6f);
-
-        // GPU: one fused launch.
-        DeviceBuffer d_mixed = to_device(mixed), d_z = to_device(z), d_ba = to_device(ba),
-                     d_y = to_device(std::vector<float>(size_t(B * y_s), reftest::kPad));
-        fast::GdnDecodeArgs a;
-        a.n_seqs = B;
-        a.slot = d_slot.as<int32_t>();
-        a.nk = nk;
-        a.nv = nv;
-        a.dk = dk;
-        a.dv = dv;
-        a.tiled_heads = sh.tiled;
-        a.mixed = d_mixed.as<float>();
-        a.mixed_s = mixed_s;
-        a.z = d_z.as<float>();
-        a.z_s = z_s;
-        a.b = d_ba.as<float>();
-        a.b_s = ba_s;
-        a.a = d_ba.as<float>() + nv;
-        a.a_s = ba_s;
-        a.conv_w = d_conv_w.as<float>();
-        a.conv_k = K;
-        a.conv_state = d_conv.as<float>();
-        a.conv_slot_stride = (K - 1) * C;
-        a.neg_exp_a = d_nea.as<float>();
-        a.dt_bias = d_dtb.as<float>();
-        a.state = d_st.as<float>();
-        a.state_slot_stride = nv * dk * dv;
-        a.n_slots = n_slots;
-        a.norm_w = d_norm.as<float>();
-        a.rms_eps = 1e-6f;
-        a.y = d_y.as<float>();
-        a.y_s = y_s;
-        a.variant = int(variant);
-        Stream stream;
-        fast::gdn_decode_step(a, stream);
-        stream.synchronize();
-        const std::vector<float> y_pad = to_host<float>(d_y);
-        std::vector<float> y(size_t(B * HV));
-        for (int64_t s = 0; s < B; ++s) {
-            std::copy_n(y_pad.begin() + s * y_s, HV, y.begin() + s * HV);
-            for (int64_t x = HV; x < y_s; ++x)
-                EXPECT_EQ(y_pad[size_t(s * y_s + x)], reftest::kPad) << "y row padding of sequence " << s;
-        }
-        compare(y, y_cpu, kTolDecode, "y", where_y);
-        compare(to_host<float>(d_st), st_cpu, kTolDecode, "state", where_st);
-        const std::vector<float> conv_gpu = to_host<float>(d_conv);
-        expect_same_bits(conv_gpu, conv_cpu, "conv state", [&](size_t i) {
-            const int64_t x = int64_t(i);
-            return "slot " + std::to_string(x / ((K - 1) * C)) + " row " + std::to_string(x / C % (K - 1)) +
-                   " channel " + std::to_string(x % C);
-        });
-        if (::testing::Test::HasFailure()) return;  // later steps would only repeat the first miss
-        // The CPU and GPU states agree within tolerance; continue both from the CPU's values so the
-        // next step checks one step's error, not the accumulated one.
-        d_st.upload(st_cpu.data(), st_cpu.size() * sizeof(float));
-    }
-}
-
-// Every kernel of the step (Auto: gdn_decode_variant's choice; Cols16 falls back to 32 columns past
-// dv 128, Head256 / Head512 to Cols32 past dk or dv 128 or r 8).
-constexpr fast::GdnDecodeVariant kDecodeVariants[] = {
-    fast::GdnDecodeVariant::Auto,   fast::GdnDecodeVariant::ClusterPerKeyHead, fast::GdnDecodeVariant::Cols32,
-    fast::GdnDecodeVariant::Cols16, fast::GdnDecodeVariant::Head256,           fast::GdnDecodeVariant::Head512};
-static_assert(std::size(kDecodeVariants) == fast::kGdnDecodeVariants);
-
-TEST(FastGdnDecodeStep, MatchesTheSeparateCpuOps) {
-    REQUIRE_CUDA();
-    for (fast::GdnDecodeVariant v : kDecodeVariants) {
-        check_decode({16, 32, 128, 128, 4, false}, 1, {}, 3, 21, v);   // the flagship, batch 1
-        check_decode({16, 32, 128, 128, 4, true}, 8, {3}, 3, 22, v);   // tiled heads, batch 8 with a padding sequence
-        check_decode({16, 32, 128, 128, 4, false}, 64, {0, 63}, 2, 23, v);
-        check_decode({16, 32, 128, 128, 4, true}, 19, {5}, 1, 29, v);
-    }
-}
-
-TEST(FastGdnDecodeStep, OtherShapes) {
-    REQUIRE_CUDA();
-    for (fast::GdnDecodeVariant v : kDecodeVariants) {
-        check_decode({4, 4, 128, 128, 4, false}, 3, {}, 2, 24, v);     // r = 1
-        check_decode({2, 6, 48, 37, 4, true}, 3, {1}, 2, 25, v);       // r = 3 (two passes of 2 heads), partial column block
-        check_decode({1, 8, 64, 64, 2, false}, 2, {}, 2, 26, v);       // r = 8, conv kernel 2
-        check_decode({1, 2, 256, 256, 4, false}, 2, {}, 2, 27, v);     // dk = dv = 256: a cluster of 8 blocks
-        check_decode({3, 3, 5, 7, 3, false}, 4, {2}, 3, 28, v);        // tiny odd heads, K = 3
-        check_decode({2, 4, 256, 64, 8, false}, 2, {}, 2, 30, v);      // conv kernel 8, dk 256 (the q/k taps past 16 KB)
-        check_decode({1, 16, 32, 48, 4, true}, 2, {}, 2, 31, v);       // r = 16: past the head kernels' clusters
-        check_decode({3, 6, 128, 100, 8, true}, 5, {4}, 2, 32, v);     // r = 2 tiled, conv kernel 8, dv short of 128
-    }
-}
-
-TEST(FastGdnDecodeStep, BadSlotGivesNaN) {
-    REQUIRE_CUDA();
-    const int64_t nk = 1, nv = 2, dk = 8, dv = 8, K = 4, C = 2 * nk * dk + nv * dv, HV = nv * dv;
-    std::vector<float> ones(size_t(4 * C), 0.5f), conv(size_t(2 * (K - 1) * C), 0.25f), st(size_t(2 * nv * dk * dv), 0.1f);
-    const std::vector<int32_t> slot = {7, 0};  // slot 7 of 2
-    DeviceBuffer d_in = to_device(ones), d_conv = to_device(conv), d_st = to_device(st), d_slot = to_device(slot),
-                 d_y = to_device(std::vector<float>(size_t(2 * HV), 0.f));
-    fast::GdnDecodeArgs a;
-    a.n_seqs = 2;
-    a.slot = d_slot.as<int32_t>();
-    a.nk = nk;
-    a.nv = nv;
-    a.dk = dk;
-    a.dv = dv;
-    a.mixed = a.z = a.b = a.a = a.conv_w = a.neg_exp_a = a.dt_bias = a.norm_w = d_in.as<float>();
-    a.mixed_s = C;
-    a.z_s = HV;
-    a.b_s = a.a_s = nv;
-    a.conv_k = K;
-    a.conv_state = d_conv.as<float>();
-    a.conv_slot_stride = (K - 1) * C;
-    a.state = d_st.as<float>();
-    a.state_slot_stride = nv * dk * dv;
-    a.n_slots = 2;
-    a.y = d_y.as<float>();
-    a.y_s = HV;
-    for (fast::GdnDecodeVariant v : kDecodeVariants) {
-        SCOPED_TRACE("variant " + std::to_string(int(v)));
-        a.variant = int(v);
-        d_y.upload(std::vector<float>(size_t(2 * HV), 0.f).data(), size_t(2 * HV) * sizeof(float));
-        fast::gdn_decode_step(a, nullptr);
-        const std::vector<float> y = to_host<float>(d_y);
-        for (int64_t i = 0; i < HV; ++i) EXPECT_TRUE(std::isnan(y[size_t(i)])) << "sequence 0, element " << i;
-        for (int64_t i = HV; i < 2 * HV; ++i) EXPECT_FALSE(std::isnan(y[size_t(i)])) << "sequence 1, element " << i;
-    }
-}
-
 TEST(FastGdn, BadArgumentsAreErrors) {  // checked on the host before any launch: needs no GPU
     float* f = reinterpret_cast<float*>(16);
     const int32_t* ip = reinterpret_cast<const int32_t*>(16);
