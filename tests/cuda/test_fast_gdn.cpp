@@ -392,6 +392,21 @@ TEST(FastGdnChunked, VariantsGiveTheSameBits) {
     }
 }
 
+// The chunked rule in `variant` twice on the same inputs: the same bits both times (o and state),
+// and the CPU's Chunked result within kTolChunkLong.
+void expect_repeatable_and_close(const RuleInputs& in, const std::vector<int32_t>& lengths,
+                                 const std::vector<int32_t>& slot, fast::GdnChunkVariant variant) {
+    GpuRule first(in), second(in);
+    const std::vector<float> o1 = first.run(GdnMode::Chunked, 0, lengths, slot, 0, variant);
+    const std::vector<float> o2 = second.run(GdnMode::Chunked, 0, lengths, slot, 0, variant);
+    expect_same_bits(o2, o1, "o, second run", in.where_o());
+    expect_same_bits(to_host<float>(second.st), to_host<float>(first.st), "state, second run", in.where_state());
+    std::vector<float> st_cpu = in.init, o_cpu;
+    cpu_rule(in, GdnMode::Chunked, 0, lengths, slot, st_cpu, o_cpu);
+    compare(o1, o_cpu, kTolChunkLong, "o", in.where_o());
+    compare(to_host<float>(first.st), st_cpu, kTolChunkLong, "state", in.where_state());
+}
+
 TEST(FastGdnChunked, SplitGivesTheSameBitsAcrossRuns) {
     REQUIRE_CUDA();
     // The split state pass twice on the same inputs (several sequences, a padding one, a lone
@@ -399,15 +414,7 @@ TEST(FastGdnChunked, SplitGivesTheSameBitsAcrossRuns) {
     std::mt19937 rng(15);
     const std::vector<int32_t> lengths = {129, 1, 64, 300, 65}, slot = {3, 0, -1, 5, 1};
     const RuleInputs in(kFlagship, 559, 7, rng);
-    GpuRule first(in), second(in);
-    const std::vector<float> o1 = first.run(GdnMode::Chunked, 0, lengths, slot, 0, fast::GdnChunkVariant::Split);
-    const std::vector<float> o2 = second.run(GdnMode::Chunked, 0, lengths, slot, 0, fast::GdnChunkVariant::Split);
-    expect_same_bits(o2, o1, "o, second run", in.where_o());
-    expect_same_bits(to_host<float>(second.st), to_host<float>(first.st), "state, second run", in.where_state());
-    std::vector<float> st_cpu = in.init, o_cpu;
-    cpu_rule(in, GdnMode::Chunked, 0, lengths, slot, st_cpu, o_cpu);
-    compare(o1, o_cpu, kTolChunkLong, "o", in.where_o());
-    compare(to_host<float>(first.st), st_cpu, kTolChunkLong, "state", in.where_state());
+    expect_repeatable_and_close(in, lengths, slot, fast::GdnChunkVariant::Split);
 }
 
 TEST(FastGdnChunked, F16x3MatchesTheCpuAcrossLayoutsAndRuns) {
@@ -421,16 +428,7 @@ TEST(FastGdnChunked, F16x3MatchesTheCpuAcrossLayoutsAndRuns) {
         std::mt19937 rng(14);
         const RuleInputs in(sh, 1196, 6, rng, pad);
         const std::vector<int32_t> lengths = {1000, 65, 1, 130}, slot = {4, -1, 0, 2};
-        const auto v = fast::GdnChunkVariant::F16x3;
-        GpuRule first(in), second(in);
-        const std::vector<float> o1 = first.run(GdnMode::Chunked, 0, lengths, slot, 0, v);
-        const std::vector<float> o2 = second.run(GdnMode::Chunked, 0, lengths, slot, 0, v);
-        expect_same_bits(o2, o1, "o, second run", in.where_o());
-        expect_same_bits(to_host<float>(second.st), to_host<float>(first.st), "state, second run", in.where_state());
-        std::vector<float> st_cpu = in.init, o_cpu;
-        cpu_rule(in, GdnMode::Chunked, 0, lengths, slot, st_cpu, o_cpu);
-        compare(o1, o_cpu, kTolChunkLong, "o", in.where_o());
-        compare(to_host<float>(first.st), st_cpu, kTolChunkLong, "state", in.where_state());
+        expect_repeatable_and_close(in, lengths, slot, fast::GdnChunkVariant::F16x3);
     }
 }
 
