@@ -86,27 +86,7 @@ __global__ void __launch_bounds__(kThreads, 2) wy_prep_kernel(ChArgs a) {
         const float* vr = a.v.data + (tb + l) * a.v.tok_stride + h * a.v.head_stride;
         load_row(Vs + l * ldv, vr, dv, dvp, l < L, a.vec, lane);
     }
-    // The blocks below the diagonal, block row by block row: (I − A)T = I gives
-    // T_ib = T_ii · Σ_{b<=c<i} A_ic T_cb, the sum one product over columns [16b, 16i) of A.
-    for (int bi = 1; bi < kC / kTb; ++bi) {
-        const int m0 = bi * kTb;
-        for (int t = warp; t < 2 * bi; t += 8) {  // Y_ib = Σ A_ic T_cb into block (i, b): 16 × 8 halves
-            const int bb = t / 2, n0 = bb * kTb + (t % 2) * 8;
-            float acc[4] = {0.f, 0.f, 0.f, 0.f};
-            tile_mma(acc, m0, n0, m0 - bb * kTb, [&](int m, int kk) { return As[m * kLdT + bb * kTb + kk]; },
-                     [&](int kk, int n) { return Xs[(bb * kTb + kk) * kLdT + n]; });
-            tile_each(acc, m0, n0, [&](int i, int n, float x) { Xs[i * kLdT + n] = x; });
-        }
-        __syncthreads();
-        float acc[4] = {0.f, 0.f, 0.f, 0.f};
-        const int t = warp, n0 = (t / 2) * kTb + (t % 2) * 8;
-        if (t < 2 * bi)  // T_ib = T_ii · Y_ib
-            tile_mma(acc, m0, n0, kTb, [&](int m, int kk) { return Xs[m * kLdT + m0 + kk]; },
-                     [&](int kk, int n) { return Xs[(m0 + kk) * kLdT + n]; });
-        __syncthreads();  // every Y read
-        if (t < 2 * bi) tile_each(acc, m0, n0, [&](int i, int n, float x) { Xs[i * kLdT + n] = x; });
-        __syncthreads();
-    }
+    solve_block_rows(As, Xs, warp);  // the blocks below the diagonal
 
     cp_async_wait_all();  // V
     __syncthreads();

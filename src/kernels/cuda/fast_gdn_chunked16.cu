@@ -302,27 +302,8 @@ __global__ void __launch_bounds__(kThreads, 2) wy_prep16_kernel(ChArgs a) {
             }
         }
     }
-    // The blocks below the diagonal, block row by block row, as wy_prep.
-    for (int bi = 1; bi < kC / kTb; ++bi) {
-        const int m0 = bi * kTb;
-        __syncthreads();
-        for (int t = warp; t < 2 * bi; t += 8) {
-            const int bb = t / 2, n0 = bb * kTb + (t % 2) * 8;
-            float acc[4] = {0.f, 0.f, 0.f, 0.f};
-            tile_mma(acc, m0, n0, m0 - bb * kTb, [&](int m, int kk) { return As[m * kLdT + bb * kTb + kk]; },
-                     [&](int kk, int n) { return Xs[(bb * kTb + kk) * kLdT + n]; });
-            tile_each(acc, m0, n0, [&](int i, int n, float x) { Xs[i * kLdT + n] = x; });
-        }
-        __syncthreads();
-        float acc[4] = {0.f, 0.f, 0.f, 0.f};
-        const int t = warp, n0 = (t / 2) * kTb + (t % 2) * 8;
-        if (t < 2 * bi)
-            tile_mma(acc, m0, n0, kTb, [&](int m, int kk) { return Xs[m * kLdT + m0 + kk]; },
-                     [&](int kk, int n) { return Xs[(m0 + kk) * kLdT + n]; });
-        __syncthreads();
-        if (t < 2 * bi) tile_each(acc, m0, n0, [&](int i, int n, float x) { Xs[i * kLdT + n] = x; });
-    }
-    __syncthreads();  // T, Vh and its row scales
+    __syncthreads();  // the diagonal blocks, Vh and its row scales
+    solve_block_rows(As, Xs, warp);  // the blocks below the diagonal, as wy_prep (T complete on return)
 
     // T'(i, j) = T(i, j)·β_j·e^Γj and T''(i, j) = T(i, j)·β_j·2^-eV(j) (j <= i: T is lower; its upper
     // blocks are never written), a warp a row, two columns a lane; T' into A's place, T'' into T's.

@@ -308,6 +308,32 @@ __device__ inline void tile_mma_grid(float (&c)[MA][NB][4], const int (&m0)[MA],
         for (int j = 0; j < NB; ++j) acc3_finish(acc[i][j], c[i][j]);
 }
 
+// The blocks of T = (I − A)⁻¹ below its diagonal blocks (solve_diag_column's), block row by block
+// row: (I − A)T = I gives T_ib = T_ii · Σ_{b<=c<i} A_ic T_cb, the sum one product over columns
+// [16b, 16i) of A. Every warp of the block (8) calls it; a block barrier ends each block row, the
+// last one included, so T is complete for every thread on return.
+__device__ inline void solve_block_rows(const float* As, float* Xs, int warp) {
+    for (int bi = 1; bi < kC / kTb; ++bi) {
+        const int m0 = bi * kTb;
+        for (int t = warp; t < 2 * bi; t += 8) {  // Y_ib = Σ A_ic T_cb into block (i, b): 16 × 8 halves
+            const int bb = t / 2, n0 = bb * kTb + (t % 2) * 8;
+            float acc[4] = {0.f, 0.f, 0.f, 0.f};
+            tile_mma(acc, m0, n0, m0 - bb * kTb, [&](int m, int kk) { return As[m * kLdT + bb * kTb + kk]; },
+                     [&](int kk, int n) { return Xs[(bb * kTb + kk) * kLdT + n]; });
+            tile_each(acc, m0, n0, [&](int i, int n, float x) { Xs[i * kLdT + n] = x; });
+        }
+        __syncthreads();
+        float acc[4] = {0.f, 0.f, 0.f, 0.f};
+        const int t = warp, n0 = (t / 2) * kTb + (t % 2) * 8;
+        if (t < 2 * bi)  // T_ib = T_ii · Y_ib
+            tile_mma(acc, m0, n0, kTb, [&](int m, int kk) { return Xs[m * kLdT + m0 + kk]; },
+                     [&](int kk, int n) { return Xs[(m0 + kk) * kLdT + n]; });
+        __syncthreads();  // every Y read
+        if (t < 2 * bi) tile_each(acc, m0, n0, [&](int i, int n, float x) { Xs[i * kLdT + n] = x; });
+        __syncthreads();
+    }
+}
+
 // The state pass and output pass of GdnChunkVariant::Split* (fast_gdn_split.cu), queued after
 // wy_prep has filled the scratch rows of `a`.
 cudaError_t launch_wy_split(const ChArgs& a, int state_warps, cudaStream_t stream);
