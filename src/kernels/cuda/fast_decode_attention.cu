@@ -106,16 +106,18 @@ __global__ void __launch_bounds__(kThreads)
     if (n_kt > 1) resolve_rows(1);
     __syncthreads();
     // Launched with PDL (pdl.cuh): the plan is copied before a step's first kernel and keys before
-    // this step's were stored by earlier steps, so the first tile streams while the kernel before
-    // (which stores this step's k, v and writes q) ends — unless it holds one of this step's keys.
+    // this step's (first_new) were stored by earlier steps, so the first tile's rows of those keys
+    // stream while the kernel before (which stores this step's k, v and writes q) ends; the rows of
+    // this step's keys (only in the split that holds them) follow the wait, in a second cp.async
+    // group (the tile loop's first wait takes both).
     const int64_t first_new = len - (int64_t(plan.q_start[s + 1]) - plan.q_start[s]);
-    const bool early = min(lo + kBN, hi) <= first_new;
-    auto load_first = [&] {
-        load_kv_tile<D, kBN, kThreads>(k_s, kc, rows_s[0], g, tid);
-        load_kv_tile<D, kBN, kThreads>(v_s, vc, rows_s[0], g, tid);
+    const int n_old = int(max(int64_t(0), min(int64_t(kBN), first_new - lo)));  // rows 0 … n_old − 1: earlier keys
+    auto load_first = [&](int r0, int r1) {
+        load_kv_rows<D, kThreads>(k_s, kc, rows_s[0], g, tid, r0, r1);
+        load_kv_rows<D, kThreads>(v_s, vc, rows_s[0], g, tid, r0, r1);
         cp_async_commit();
     };
-    if (early) load_first();
+    load_first(0, n_old);
     pdl::wait();
     pdl::trigger();
     // The group's q · scale · log2(e) as f16 rows (rows past G: zeros); the first barrier of the
@@ -125,7 +127,7 @@ __global__ void __launch_bounds__(kThreads)
         q_s[swz<D>(r, ch)] =
             r < G ? q_chunk_f16(q + t * q_ts + int64_t(g * G + r) * q_hs + ch * 8, scale_log2) : uint4{0, 0, 0, 0};
     }
-    if (!early) load_first();
+    if (n_old < kBN) load_first(n_old, kBN);
 
     // Lane (ra, quad) holds rows ra and ra + 8 (heads), keys 2·quad, 2·quad + 1 of each 8.
     const int quad = lane & 3, ra = lane >> 2;
