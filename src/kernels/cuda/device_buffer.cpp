@@ -54,6 +54,10 @@ void DeviceBuffer::upload(const void* host, size_t bytes, size_t offset) {
     if (bytes == 0) return;
     TS_CHECK(host != nullptr, "DeviceBuffer::upload: null host pointer for {} bytes", bytes);
     TS_CUDA_CHECK(cudaMemcpy(static_cast<char*>(ptr_) + offset, host, bytes, cudaMemcpyHostToDevice));
+    // From pageable memory cudaMemcpy returns once the last piece is staged, before its DMA lands,
+    // and work on a non-blocking stream (Stream) is not ordered after it: without this wait a
+    // kernel launched next could write the buffer first and have its end overwritten.
+    TS_CUDA_CHECK(cudaStreamSynchronize(nullptr));
 }
 
 void DeviceBuffer::download(void* host, size_t bytes, size_t offset) const {

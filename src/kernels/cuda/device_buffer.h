@@ -1,6 +1,7 @@
 // DeviceBuffer: one cudaMalloc'd block of device memory, freed by its destructor. Movable,
-// not copyable. upload/download block the host; copy_from and fill are queued on `stream`
-// (default: the legacy default stream) like cudaMemcpyAsync / cudaMemsetAsync.
+// not copyable. upload returns with the data on the device, download with it on the host;
+// copy_from and fill are queued on `stream` (default: the legacy default stream) like
+// cudaMemcpyAsync / cudaMemsetAsync.
 // Every transfer is bounds-checked: a range past the end is an Error, not a corrupted heap.
 #pragma once
 #include <cstddef>
