@@ -5,7 +5,9 @@
 // continuing 8K / 30K cached tokens. TFLOP/s over the causal pairs (bench/shapes.h
 // attention_cost: 4·heads·D per pair) next to ~800 TFLOP/s of f16 mma and the 450 target.
 // Decode steps (B sequences of one new token each, 4K / 32K context): the flash-decoding kernels
-// (Simt, Mma at the backend's split count and at half / twice it) in µs and TB/s of K/V read
+// (Simt, Mma at the backend's split count and at half / twice it, Mma with the fused merge —
+// fast::AttnMerge, TESSERA_DECODE_MERGE=fused — at its own cluster pick and at 8 / 4 / 2, the
+// cluster size in the label, the splits it took in the column) in µs and TB/s of K/V read
 // (bench/shapes.h attention_cost) next to the H200's 4.8 TB/s.
 //   bench_fast_attention [--runs 20] [--warmup 3] [--filter TEXT] [--old]  (--old: also time
 //   fast::attention, slow at 32K)
@@ -137,7 +139,8 @@ void bench_case(const Args& a, Stream& stream, bench::CudaTimer& timer, const st
     }
 }
 
-// B decoding sequences at context kv_len: Simt and Mma, Mma also at half and twice its split count.
+// B decoding sequences at context kv_len: Simt and Mma, Mma also at half and twice its split count
+// and with the fused merge.
 void bench_decode(const Args& a, Stream& stream, bench::CudaTimer& timer, int64_t B, int64_t kv_len) {
     const std::string name = "decode " + std::to_string(B) + " x " + std::to_string(kv_len / 1024) + "K";
     if (!a.filter.empty() && name.find(a.filter) == std::string::npos) return;
@@ -148,19 +151,33 @@ void bench_decode(const Args& a, Stream& stream, bench::CudaTimer& timer, int64_
     const int64_t max_ctx = int64_t(c.plan.max_blocks) * kBlock;
     const int simt = fast::attention_splits(B, Hkv, max_ctx, fast::AttnKernel::Simt);
     const int mma = fast::attention_splits(B, Hkv, max_ctx, fast::AttnKernel::Mma);
-    const std::tuple<const char*, fast::AttnKernel, int> runs[] = {
-        {"simt", fast::AttnKernel::Simt, simt},
-        {"mma (default)", fast::AttnKernel::Mma, mma},
-        {"mma, half the splits", fast::AttnKernel::Mma, std::max(1, mma / 2)},
-        {"mma, twice the splits", fast::AttnKernel::Mma, std::min(int(fast::kAttnMaxSplits), 2 * mma)}};
-    for (auto [label, kernel, splits] : runs) {
+    const std::tuple<const char*, fast::AttnKernel, int, int> runs[] = {  // label, kernel, splits, fused cluster
+        {"simt", fast::AttnKernel::Simt, simt, -1},
+        {"mma (default)", fast::AttnKernel::Mma, mma, -1},
+        {"mma, half the splits", fast::AttnKernel::Mma, std::max(1, mma / 2), -1},
+        {"mma, twice the splits", fast::AttnKernel::Mma, std::min(int(fast::kAttnMaxSplits), 2 * mma), -1},
+        {"mma fused", fast::AttnKernel::Mma, mma, 0},
+        {"mma fused", fast::AttnKernel::Mma, mma, 8},
+        {"mma fused", fast::AttnKernel::Mma, mma, 4},
+        {"mma fused", fast::AttnKernel::Mma, mma, 2}};
+    DeviceBuffer counters(fast::attention_counters(B, Hkv));
+    counters.fill(0, counters.size(), 0, stream.get());
+    for (auto [label, kernel, splits, cluster] : runs) {
         DeviceBuffer scratch(std::max<size_t>(fast::attention_scratch(B, H, D, splits), 16));
+        const fast::AttnMerge merge{cluster >= 0, std::max(cluster, 0), counters.as<uint32_t>()};
+        std::string what = label;
+        int took = splits;
+        if (cluster >= 0) {
+            const int C = fast::attention_fused_cluster(B, Hkv, D, splits, cluster);
+            what += ", C " + std::to_string(C) + (cluster == 0 ? " (auto)" : "");
+            took = splits / C * C;
+        }
         const double sec = timer.median(a.warmup, a.runs, [&] {
             fast::attention(c.out.as<float>(), H * D, D, c.q.as<float>(), H * D, D, B, H, c.kc, c.vc, c.plan, scale,
-                            splits, scratch.data(), stream, kernel);
+                            splits, scratch.data(), stream, kernel, {}, merge);
         });
-        std::printf("| %-26s | %-22s | %6d | %6lld | %10.2f | %7.2f | %5.1f%% | TB/s, %% of 4.8 |\n", name.c_str(), label,
-                    splits, (long long)kv_len, sec * 1e6, bytes / sec * 1e-12, 100 * bytes / sec / 4.8e12);
+        std::printf("| %-26s | %-22s | %6d | %6lld | %10.2f | %7.2f | %5.1f%% | TB/s, %% of 4.8 |\n", name.c_str(),
+                    what.c_str(), took, (long long)kv_len, sec * 1e6, bytes / sec * 1e-12, 100 * bytes / sec / 4.8e12);
     }
 }
 

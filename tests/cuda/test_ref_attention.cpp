@@ -6,11 +6,16 @@
 // summation order (the GPU's online softmax rescales as it goes, the CPU sums in two passes).
 // The fast kernels (fast_attention.h) on the same batches: Simt to the same tolerance, Mma (q·scale
 // and p rounded to f16 for the tensor cores) to 2e-3 · max(1, |ref|), as the prefill flash kernel.
+// Mma with the fused merge (fast::AttnMerge::fused) to the CPU at that tolerance; launched three
+// times on the same counters, bit for bit the same each time and the counters back at zero; and
+// against the two-kernel merge at the same split count (the same per-split partials; the merges
+// weigh them in different orders and units, log2 vs natural log) to 2e-5 · max(1, |ref|).
 // Without a GPU the device tests skip; the argument checks run everywhere.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <numeric>
 #include <random>
@@ -65,6 +70,7 @@ struct Kernel {
     int splits = 0;
     fast::AttnKernel kind = fast::AttnKernel::Simt;
     bool gated = false;  // fast only: the output gate (fast::OutGate) from q's other half, against attention then sigmoid_mul
+    int fused = -1;      // Mma only: the fused merge in clusters of `fused` blocks (0: its own pick); -1: the merge kernel
 };
 
 // Runs one batch through the CPU backend and a CUDA kernel on identical random inputs and
@@ -148,9 +154,56 @@ void check_batch(const Config& c, const Batch& b, uint32_t seed, Kernel kernel =
                                          : fast::attention_splits(T, c.n_kv, int64_t(max_blocks) * c.block_size,
                                                                   kernel.kind);
         DeviceBuffer part(std::max<size_t>(fast::attention_scratch(T, c.n_head, c.D, splits), 16));
-        fast::attention(d_out.as<float>(), out_ts, out_hs, d_q.as<float>(), q_ts, q_hs, T, c.n_head, pk, pv, dplan,
-                        scale, splits, part.data(), stream, kernel.kind,
-                        kernel.gated ? fast::OutGate{d_q.as<float>() + c.D, q_ts, q_hs} : fast::OutGate{});
+        const fast::OutGate gate = kernel.gated ? fast::OutGate{d_q.as<float>() + c.D, q_ts, q_hs} : fast::OutGate{};
+        auto run = [&](DeviceBuffer& o, int n_splits, const fast::AttnMerge& merge) {
+            fast::attention(o.as<float>(), out_ts, out_hs, d_q.as<float>(), q_ts, q_hs, T, c.n_head, pk, pv, dplan,
+                            scale, n_splits, part.data(), stream, kernel.kind, gate, merge);
+        };
+        if (kernel.fused < 0) {
+            run(d_out, splits, {});
+        } else {
+            DeviceBuffer counters(fast::attention_counters(T, c.n_kv));
+            counters.fill(0, counters.size(), 0, stream.get());
+            const fast::AttnMerge merge{true, kernel.fused, counters.as<uint32_t>()};
+            run(d_out, splits, merge);
+            stream.synchronize();
+            std::vector<float> first(out_gpu.size()), again(out_gpu.size());
+            d_out.download(first.data(), d_out.size());
+            for (int r = 1; r < 3; ++r) {  // the counters were left at zero: the same launch, the same bits
+                run(d_out, splits, merge);
+                stream.synchronize();
+                d_out.download(again.data(), d_out.size());
+                const auto diff = std::mismatch(first.begin(), first.end(), again.begin(), [](float a, float b) {
+                    return std::memcmp(&a, &b, sizeof(float)) == 0;
+                });
+                EXPECT_TRUE(diff.first == first.end())
+                    << "fused launch " << r << " differs from the first at element " << (diff.first - first.begin())
+                    << ": " << *diff.second << " vs " << *diff.first;
+            }
+            std::vector<uint32_t> ctr(counters.size() / sizeof(uint32_t));
+            counters.download(ctr.data(), counters.size());
+            EXPECT_TRUE(std::all_of(ctr.begin(), ctr.end(), [](uint32_t x) { return x == 0; }))
+                << "the fused merge left a counter non-zero";
+            // The merge kernel at the split count the fused launch took (a multiple of its cluster size).
+            const int C = fast::attention_fused_cluster(T, c.n_kv, c.D, splits, kernel.fused);
+            DeviceBuffer d_kern = to_device(std::vector<float>(out_gpu.size(), kPad));
+            run(d_kern, splits / C * C, {});
+            stream.synchronize();
+            std::vector<float> kern(out_gpu.size());
+            d_kern.download(kern.data(), d_kern.size());
+            float ref_max = 1.f;
+            for (float x : out_cpu)
+                if (x != kPad) ref_max = std::max(ref_max, std::fabs(x));
+            int off = 0;
+            for (size_t i = 0; i < kern.size(); ++i) {
+                const bool same = std::isnan(kern[i]) ? std::isnan(first[i])
+                                                      : std::fabs(double(kern[i]) - double(first[i])) <= 2e-5 * ref_max;
+                if (!same && ++off <= 5)
+                    ADD_FAILURE() << "fused vs kernel merge (cluster " << C << ", " << splits / C * C
+                                  << " splits) at element " << i << ": " << first[i] << " vs " << kern[i];
+            }
+            EXPECT_EQ(off, 0);
+        }
         stream.synchronize();
     }
     stream.synchronize();
@@ -446,4 +499,132 @@ TEST(CudaFastAttention, OutputGate) {
                 check_batch(c, {{1, 1, 0, 65, 1}, {1, 17, 40, 195, 300}}, 42, k);
             }
         }
+}
+
+// ---- the fused merge (fast::AttnMerge::fused): the merge in the attention kernel, through
+// clusters and a ticket on per-(token, kv head) counters. check_batch also launches it three times
+// on the same counters (the same bits, the counters back at zero) and compares it with the merge
+// kernel at the same split count.
+
+namespace {
+Kernel fused(int splits, int cluster = 0, bool gated = false) {
+    Kernel k{true, splits, fast::AttnKernel::Mma, gated};
+    k.fused = cluster;
+    return k;
+}
+}  // namespace
+
+// The Mma batches with the backend's split count (2 … 66 splits: one cluster, or several and the
+// ticket), every shape.
+TEST(CudaFastAttentionFused, DecodeAndPrefill) {
+    REQUIRE_CUDA();
+    for (const Config& c : mma_configs()) {
+        SCOPED_TRACE(describe(c));
+        check_batch(c, {{1}, {300}}, 2, fused(0));
+        for (int32_t n : {65, 129, 1000}) check_batch(c, {{1}, {n}}, uint32_t(n), fused(0));
+        check_batch(c, {{17}, {57}}, 117, fused(0));
+        check_batch(c, {{1, 1, 0, 65, 1, 65, 1}, {1, 17, 40, 195, 300, 65, 64}}, 11, fused(0));
+    }
+}
+
+// Many split counts (more splits than tiles: empty splits; counts not a multiple of the cluster
+// size: rounded down), cluster sizes 2, 4, 8 and the kernel's pick, T > 1 with mixed lengths (a
+// 2-key sequence next to 3000 keys: most of its splits empty), a 17-token chunk, the flagship's
+// 4K decode (64 splits: 8 clusters of 8).
+TEST(CudaFastAttentionFused, ContextSplits) {
+    REQUIRE_CUDA();
+    for (const Config& c : {Config{16, 2, 256, 16, true}, Config{8, 8, 128, 16, true}, Config{32, 2, 64, 1, true}})
+        for (int splits : {2, 3, 8, 9, 16, 24, 64, 255, 0})
+            for (int cluster : {0, 2, 4, 8}) {
+                SCOPED_TRACE(describe(c) + " splits " + std::to_string(splits) + " cluster " + std::to_string(cluster));
+                check_batch(c, {{1, 1, 1}, {3000, 2, 700}}, 21, fused(splits, cluster));
+                if (cluster <= 2) check_batch(c, {{17}, {2100}}, 22, fused(splits, cluster));  // the slow CPU side
+                check_batch(c, {{1}, {4096}}, 23, fused(splits, cluster));
+            }
+}
+
+// Clusters of 16 (the non-portable size; the launch fails where the device has no GPC of 16 free SMs).
+TEST(CudaFastAttentionFused, Clusters16) {
+    REQUIRE_CUDA();
+    for (int splits : {16, 32, 64}) {
+        SCOPED_TRACE("splits " + std::to_string(splits));
+        check_batch(Config{16, 2, 256, 16, true}, {{1}, {4096}}, 51, fused(splits, 16));
+        check_batch(Config{16, 2, 128, 16, true}, {{1, 1, 1}, {3000, 2, 700}}, 52, fused(splits, 16));
+    }
+}
+
+// Padding sequences (zeros) and the output gate, one cluster and several.
+TEST(CudaFastAttentionFused, PaddingAndGate) {
+    REQUIRE_CUDA();
+    for (int splits : {2, 4, 16, 64}) {
+        SCOPED_TRACE("splits " + std::to_string(splits));
+        check_batch(Config{16, 2, 128, 16, true}, {{1, 1, 1}, {50, 0, 9}}, 31, fused(splits));
+        check_batch(Config{16, 2, 128, 16, true}, {{1, 1, 1}, {1000, 0, 900}}, 32, fused(splits, 2));
+        for (const Config& c : {Config{16, 2, 256, 16, true}, Config{4, 4, 64, 1, true}}) {
+            SCOPED_TRACE(describe(c) + " gated");
+            check_batch(c, {{1, 1, 1}, {700, 0, 65}}, 41, fused(splits, 0, true));
+            check_batch(c, {{1, 1, 0, 65, 1}, {1, 17, 40, 195, 300}}, 42, fused(splits, 4, true));
+        }
+    }
+}
+
+// Bad plan data seen only on the device gives NaN rows through the fused merge too (one cluster
+// and several), the sound sequence unharmed, the counters back at zero.
+TEST(CudaFastAttentionFused, BadPlanOnTheDeviceGivesNaN) {
+    REQUIRE_CUDA();
+    const int64_t n_kv = 1, n_head = 2, D = 64, bs = 4, n_blocks = 2;
+    std::vector<uint16_t> cache(size_t(n_blocks * bs * n_kv * D), f32_to_f16(0.5f));
+    std::vector<float> q(size_t(3 * n_head * D), 1.f), out(q.size(), 0.f);
+    std::vector<int32_t> q_start = {0, 1, 2, 3}, kv_len = {3, 6, 9}, table = {9, 0, 0, 1, 0, 1};
+    DeviceBuffer d_c = to_device(cache), d_q = to_device(q), d_qs = to_device(q_start), d_len = to_device(kv_len),
+                 d_tab = to_device(table), d_part(fast::attention_scratch(3, n_head, D, 16)),
+                 d_ctr(fast::attention_counters(3, n_kv));
+    const ref::PagedCache pc = reftest::dense_cache(d_c.data(), true, n_blocks, bs, n_kv, D);
+    const AttnPlan plan{3, d_qs.as<int32_t>(), d_len.as<int32_t>(), d_tab.as<int32_t>(), 2, int(bs)};
+    Stream stream;
+    d_ctr.fill(0, d_ctr.size(), 0, stream.get());
+    for (int splits : {2, 3, 8, 16})
+        for (int cluster : {0, 2}) {
+            SCOPED_TRACE("splits " + std::to_string(splits) + " cluster " + std::to_string(cluster));
+            DeviceBuffer d_o = to_device(out);
+            fast::attention(d_o.as<float>(), n_head * D, D, d_q.as<float>(), n_head * D, D, 3, n_head, pc, pc, plan,
+                            1.f, splits, d_part.data(), stream.get(), fast::AttnKernel::Mma, {},
+                            fast::AttnMerge{true, cluster, d_ctr.as<uint32_t>()});
+            stream.synchronize();
+            std::vector<float> got(out.size());
+            d_o.download(got.data(), d_o.size());
+            for (int64_t i = 0; i < n_head * D; ++i) {
+                EXPECT_TRUE(std::isnan(got[size_t(i)])) << "token 0 element " << i;
+                EXPECT_FLOAT_EQ(got[size_t(n_head * D + i)], 0.5f) << "token 1 element " << i;
+                EXPECT_TRUE(std::isnan(got[size_t(2 * n_head * D + i)])) << "token 2 element " << i;
+            }
+            std::vector<uint32_t> ctr(3);
+            d_ctr.download(ctr.data(), d_ctr.size());
+            EXPECT_EQ(ctr, (std::vector<uint32_t>{0, 0, 0}));
+        }
+}
+
+// Host-side: counters' size, and the fused merge's argument checks (no launch).
+TEST(CudaFastAttentionFused, Arguments) {
+    EXPECT_EQ(fast::attention_counters(3, 2), 3 * 2 * sizeof(uint32_t));
+    EXPECT_EQ(fast::attention_counters(0, 2), sizeof(uint32_t));
+    ref::PagedCache c;
+    c.data = reinterpret_cast<void*>(16);
+    c.f16 = true;
+    c.n_blocks = 4;
+    c.block_size = 16;
+    c.n_kv = 2;
+    c.D = 64;
+    c.head_stride = 64;
+    c.row_stride = 128;
+    c.block_stride = 16 * 128;
+    const int32_t* ip = reinterpret_cast<const int32_t*>(16);
+    const AttnPlan plan{1, ip, ip, ip, 4, 16};
+    float* p = reinterpret_cast<float*>(16);
+    auto call = [&](fast::AttnMerge m) {
+        fast::attention(p, 4 * 64, 64, p, 4 * 64, 64, 1, 4, c, c, plan, 1.f, 8, p, nullptr, fast::AttnKernel::Mma, {},
+                        m);
+    };
+    EXPECT_THROW(call({true, 0, nullptr}), Error);  // no counters
+    EXPECT_THROW(call({true, 3, reinterpret_cast<uint32_t*>(16)}), Error);  // clusters of 3
 }

@@ -121,6 +121,17 @@ void* CudaBackend::scratch(int slot, size_t bytes) {
     return b.data();
 }
 
+void* CudaBackend::zeroed_scratch(size_t bytes) {
+    if (zeroed_.size() < bytes) {
+        stream_.synchronize();  // queued work may still read the old buffer
+        zeroed_ = DeviceBuffer(std::max(bytes, std::max<size_t>(2 * zeroed_.size(), 4096)));
+        // Zero before any use (stream order).
+        TS_CUDA_CHECK(cudaMemsetAsync(zeroed_.data(), 0, zeroed_.size(), stream_.get()));
+        ++epoch_;  // recordings made before read the freed buffer
+    }
+    return zeroed_.data();
+}
+
 Tensor CudaBackend::place_weight(const Tensor& host, WeightUse use) {
     if (host.empty()) return host;
     TS_CHECK(host.device == Device::CPU, "place_weight: {} is not in host memory", host.describe());

@@ -84,6 +84,9 @@ public:
 private:
     // Scratch device memory that grows (between uses) to the largest request; one per purpose.
     void* scratch(int slot, size_t bytes);
+    // Device memory that is zero when first handed out (and whenever it grows) and that its users
+    // leave zero after each use: the fused decode attention merge's counters (fast::AttnMerge).
+    void* zeroed_scratch(size_t bytes);
     const float* rope_freqs(const RopeParams& p, int rot_dims);
     // attention (and attention_gated, gate non-null) on the kernel pack where it takes the
     // shapes; false: the caller runs the reference kernel.
@@ -113,6 +116,7 @@ private:
     std::set<const void*> moe_checked_;                 // expert sets whose descriptors were checked
     const int32_t* routed_ids_ = nullptr;  // ids of the last moe_topk, if its last launch was fast::moe_route
     std::vector<DeviceBuffer> scratch_;
+    DeviceBuffer zeroed_;  // zeroed_scratch
     DeviceBuffer edits_;  // edit_logits' copy of the host edits (never read by a recording)
     DeviceBuffer sample_rows_;  // sample's copy of the host row parameters (likewise)
     // Packed weights by the data pointer of the Tensor place_weight returned for them (which

@@ -17,7 +17,8 @@ cudaError_t launch_attention(float* out, int64_t out_ts, int64_t out_hs, const f
 cudaError_t launch_decode_attention_mma(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts,
                                         int64_t q_hs, int64_t T, int64_t n_head, const ref::PagedCache& kc,
                                         const ref::PagedCache& vc, const AttnPlan& plan, float scale, int splits,
-                                        float* partial, OutGate gate, cudaStream_t stream);
+                                        float* partial, OutGate gate, const AttnMerge& merge, cudaStream_t stream);
+int decode_fused_cluster(int64_t T, int64_t n_kv, int64_t D, int splits, int want);
 }  // namespace detail
 
 bool attention_supported(int64_t n_head, int64_t n_kv, int64_t D, int64_t Dv, AttnKernel kernel, bool f16) {
@@ -52,9 +53,15 @@ size_t attention_scratch(int64_t T, int64_t n_head, int64_t D, int splits) {
     return size_t(T * n_head) * size_t(splits) * size_t(D + 2) * sizeof(float);
 }
 
+size_t attention_counters(int64_t T, int64_t n_kv) { return size_t(std::max<int64_t>(T * n_kv, 1)) * sizeof(uint32_t); }
+
+int attention_fused_cluster(int64_t T, int64_t n_kv, int64_t D, int splits, int want) {
+    return detail::decode_fused_cluster(T, n_kv, D, splits, want);
+}
+
 void attention(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts, int64_t q_hs, int64_t T,
                int64_t n_head, const ref::PagedCache& kc, const ref::PagedCache& vc, const AttnPlan& plan, float scale,
-               int splits, void* scratch, cudaStream_t stream, AttnKernel kernel, OutGate gate) {
+               int splits, void* scratch, cudaStream_t stream, AttnKernel kernel, OutGate gate, AttnMerge merge) {
     const bool mma = kernel == AttnKernel::Mma;
     TS_CHECK(attention_supported(n_head, kc.n_kv, kc.D, vc.D, kernel, kc.f16 && vc.f16),
              "fast attention ({}): {} heads over {} kv heads with D={} Dv={}, {} cache (needs D = Dv in {}, ≤ {} "
@@ -81,9 +88,15 @@ void attention(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64
              "fast attention: cache rows must be 16-byte aligned");
     TS_CHECK(!gate.g || (gate.hs >= kc.D && (T == 1 || gate.ts >= (n_head - 1) * gate.hs + kc.D)),
              "fast attention: gate strides (token {}, head {}) overlap", gate.ts, gate.hs);
+    TS_CHECK(!merge.fused || !mma || splits == 1 || merge.counters,
+             "fast attention: the fused merge of {} splits needs counters", splits);
+    TS_CHECK(merge.cluster == 0 || merge.cluster == 2 || merge.cluster == 4 || merge.cluster == 8 ||
+                 merge.cluster == 16,
+             "fast attention: fused merge clusters of {} blocks (2, 4, 8, 16 or 0)", merge.cluster);
     if (mma)
         TS_CUDA_CHECK(detail::launch_decode_attention_mma(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan,
-                                                          scale, splits, static_cast<float*>(scratch), gate, stream));
+                                                          scale, splits, static_cast<float*>(scratch), gate,
+                                                          merge, stream));
     else
         TS_CUDA_CHECK(detail::launch_attention(out, out_ts, out_hs, q, q_ts, q_hs, T, n_head, kc, vc, plan, scale,
                                                splits, static_cast<float*>(scratch), gate, stream));

@@ -15,6 +15,12 @@
 // The backend takes Mma where it applies (TESSERA_DECODE_ATTENTION=simt keeps Simt, for A/B),
 // else Simt where that applies, else the reference kernel. No allocation, no host sync:
 // CUDA-graph safe.
+// The splits' merge (AttnMerge): a second kernel (the default), or with Mma fused into the
+// attention kernel — the splits of a (token, kv head) in thread-block clusters merging through
+// distributed shared memory, the last cluster to end (a ticket on a per-(token, kv head) counter,
+// which it resets) merging the clusters' partials in cluster order; deterministic. The two merges
+// weigh the splits in different orders and units (log2 vs natural log), so their results differ
+// in the last bits (≤ ~1e-6 relative), each deterministic.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -39,6 +45,20 @@ struct OutGate {
     int64_t ts = 0, hs = 0;
 };
 
+// How the splits' partial results meet (Mma only; Simt always merges in the second kernel).
+//   fused = false: the combine kernel (fast_attention.cu) after the attention kernel.
+//   fused = true: in the attention kernel (fast_decode_attention.cu, fused_merge), in clusters of
+//     `cluster` blocks along the splits (2, 4, 8, or 16, a non-portable size; 0: the largest of 8,
+//     4, 2 whose clusters are all resident at once; at most the splits), the splits rounded down to
+//     a multiple of it. counters: attention_counters(T, n_kv) bytes of device memory, zero before
+//     the first launch; every launch leaves it zero (CUDA-graph replays). One launch at a time per
+//     counters array.
+struct AttnMerge {
+    bool fused = false;
+    int cluster = 0;
+    uint32_t* counters = nullptr;
+};
+
 // Whether attention() takes these shapes with that kernel.
 bool attention_supported(int64_t n_head, int64_t n_kv, int64_t D, int64_t Dv, AttnKernel kernel = AttnKernel::Simt,
                          bool f16 = true);
@@ -47,13 +67,17 @@ bool attention_supported(int64_t n_head, int64_t n_kv, int64_t D, int64_t Dv, At
 // Mma — about one block an SM, each split at least one 64-key tile. A split's keys are cut from
 // each token's own context (Mma) or from max_ctx (Simt).
 int attention_splits(int64_t T, int64_t n_kv, int64_t max_ctx, AttnKernel kernel = AttnKernel::Simt);
-// Scratch bytes attention() needs (0 when one split suffices).
+// Scratch bytes attention() needs (0 when one split suffices; the fused merge needs at most this).
 size_t attention_scratch(int64_t T, int64_t n_head, int64_t D, int splits);
+// Bytes of the fused merge's counters (AttnMerge::counters) for T tokens over n_kv kv heads.
+size_t attention_counters(int64_t T, int64_t n_kv);
+// The cluster size the fused merge takes for these shapes (AttnMerge::cluster = want; 1: no merge).
+int attention_fused_cluster(int64_t T, int64_t n_kv, int64_t D, int splits, int want = 0);
 
 // out[T, n_head, D] as ref::attention; scratch of attention_scratch(T, n_head, D, splits) bytes.
 void attention(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts, int64_t q_hs, int64_t T,
                int64_t n_head, const ref::PagedCache& k_cache, const ref::PagedCache& v_cache, const AttnPlan& plan,
                float scale, int splits, void* scratch, cudaStream_t stream, AttnKernel kernel = AttnKernel::Simt,
-               OutGate gate = {});
+               OutGate gate = {}, AttnMerge merge = {});
 
 }  // namespace tessera::cuda::fast

@@ -44,6 +44,24 @@ __device__ __forceinline__ void load_kv_tile(uint4* dst, const ref::PagedCache& 
     }
 }
 
+// Rows r0 … r1 − 1 of such a tile (load_kv_tile's copies of those rows alone): a tile loaded in
+// parts, each its own cp.async group.
+template <int D, int NT>
+__device__ __forceinline__ void load_kv_rows(uint4* dst, const ref::PagedCache& c, const int2* rows, int head, int tid,
+                                             int r0, int r1) {
+    constexpr int CH = D / 8;
+    const __half* base = static_cast<const __half*>(c.data);
+#pragma unroll 4
+    for (int i = r0 * CH + tid; i < r1 * CH; i += NT) {
+        const int r = i / CH, ch = i % CH;
+        const int2 e = rows[r];
+        const __half* src = e.x >= 0 ? base + int64_t(e.x) * c.block_stride + int64_t(e.y) * c.row_stride +
+                                           int64_t(head) * c.head_stride + ch * 8
+                                     : base;
+        cp_async16(smem_addr(dst + swz<D>(r, ch)), src, e.x >= 0);
+    }
+}
+
 // v · σ(g) for out[t, head, d] with a gate (ref::sigmoid_mul's arithmetic), v without one.
 __device__ __forceinline__ float gated(const OutGate& gate, float v, int64_t t, int head, int d) {
     if (!gate.g) return v;
