@@ -146,6 +146,7 @@ int run_bench(const Args& args) {
     if (args.has("memory-budget")) o.memory_budget = args.get_int("memory-budget", 0);
     if (args.flag("memlog")) MemLog::global().set_enabled(true);
     o.sampling = args.get("sampling", o.sampling);
+    o.pipeline = args.get("pipeline", o.pipeline);
     SamplingParams sp;  // greedy unless asked
     sp.temperature = args.get_float("temperature", 0.f);
     sp.top_p = args.get_float("top-p", 1.f);
@@ -200,9 +201,9 @@ int run_bench(const Args& args) {
         sp.temperature <= 0.f ? "greedy"
                               : fmt::format("temperature {} top_p {} top_k {} min_p {}, {} sampling", sp.temperature,
                                             sp.top_p, sp.top_k, sp.min_p, o.sampling);
-    std::printf("model: %s (%s), device %s, gen %lld, %s, median of %lld after a warm-up\n\n",
+    std::printf("model: %s (%s), device %s, gen %lld, %s, pipeline %s, median of %lld after a warm-up\n\n",
                 core.model_name().c_str(), core.config().arch.c_str(), o.device.c_str(), (long long)gen,
-                sampling.c_str(), (long long)repeat);
+                sampling.c_str(), o.pipeline.c_str(), (long long)repeat);
     std::printf("| context | batch | prefill tok/s | TTFT s | decode tok/s | KV + state | peak RSS |\n");
     std::printf("|---:|---:|---:|---:|---:|---:|---:|\n");
     for (const Row& r : rows)
@@ -227,6 +228,8 @@ int run_bench(const Args& args) {
         j["prefill_chunk"] = o.max_num_batched_tokens;
         j["sampling"] = {{"temperature", sp.temperature}, {"top_p", sp.top_p}, {"top_k", sp.top_k},
                          {"min_p", sp.min_p}, {"where", o.sampling}};
+        j["pipeline"] = o.pipeline;
+        j["steps_ahead"] = st.steps_ahead;
         j["weights_bytes"] = st.weight_bytes;
         j["kv_pool_bytes"] = st.kv_bytes;
         j["state_pool_bytes"] = st.state_bytes;
@@ -262,6 +265,7 @@ std::vector<Option> bench_options() {
              {"top-k", true, "top-k sampling (default 0: off)"},
              {"min-p", true, "min-p sampling (default 0: off)"},
              {"sampling", true, "auto | host | device: where sampled requests draw (default auto)"},
+             {"pipeline", true, "auto | on | off: pipelined greedy decode (default auto: on a GPU)"},
              {"json", true, "also write the results as JSON to this file"}})
         o.push_back(x);
     return o;

@@ -57,6 +57,7 @@ EngineOptions engine_options(const Args& args) {
     o.snapshot_interval = args.get_int("snapshot-interval", o.snapshot_interval);
     o.memlog_every = args.get_int("memlog-every", o.memlog_every);
     o.sampling = args.get("sampling", o.sampling);
+    o.pipeline = args.get("pipeline", o.pipeline);
     TS_CHECK(o.max_model_len >= 0 && o.max_num_seqs >= 0, "--max-model-len and --max-num-seqs must be >= 0");
     TS_CHECK(o.max_num_batched_tokens >= 1 && o.max_queue >= 1 && o.block_size >= 1,
              "--max-num-batched-tokens, --max-queue and --block-size must be >= 1");
@@ -131,6 +132,7 @@ std::vector<Option> serve_options() {
              {"kv-dtype", true, "f16 | f32 (default f16)"},
              {"no-prefix-caching", false, "disable prefix caching"},
              {"sampling", true, "auto | host | device: where sampled requests draw (default auto: device on a GPU)"},
+             {"pipeline", true, "auto | on | off: launch the next greedy decode step before this one's tokens reach the host (default auto: on a GPU)"},
              {"snapshot-interval", true, "tokens between recurrent-state snapshots in a prompt (default 512)"},
              {"memlog-every", true, "memory-log snapshot every N decode steps (default 0: off)"},
              {"request-timeout", true, "seconds a request may take before it is cancelled (default 600)"},

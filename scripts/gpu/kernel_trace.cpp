@@ -5,7 +5,9 @@
 //   g++ -O2 -shared -fPIC -I$CUDA/include kernel_trace.cpp -o libkernel_trace.so -L<cupti dir> -lcupti
 //   CUDA_INJECTION64_PATH=$PWD/libkernel_trace.so KERNEL_TRACE_OUT=trace.csv <command>
 // Columns: "Start (ns)","Duration (ns)","Name" (demangled). KERNEL_TRACE_API=1 adds the runtime API
-// calls and memory copies on the same clock, named "api:<call>" and "memcpy:<kind>" (host_gap.py).
+// calls and memory copies on the same clock, named "api:<call>" and "memcpy:<kind>" (host_gap.py);
+// KERNEL_TRACE_API=memcpy only the copies (the API tracing slows the host's launches several-fold,
+// which hides what the GPU waits for: gpu_gap.py).
 #include <cupti.h>
 #include <cxxabi.h>
 
@@ -77,9 +79,9 @@ extern "C" int InitializeInjection(void) {
         cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS)
         return 0;
     const char* api = std::getenv("KERNEL_TRACE_API");
-    if (api && std::string(api) == "1" &&
-        (cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME) != CUPTI_SUCCESS ||
-         cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY) != CUPTI_SUCCESS))
+    const std::string mode = api ? api : "";
+    if (mode == "1" && cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME) != CUPTI_SUCCESS) return 0;
+    if ((mode == "1" || mode == "memcpy") && cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY) != CUPTI_SUCCESS)
         return 0;
     cuptiActivityFlushPeriod(200);  // ms: buffers reach the file while the program runs, not only at exit
     std::atexit(finish);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <numeric>
+#include <optional>
 #include <unordered_map>
 
 
@@ -65,6 +66,23 @@ struct Live {
     int64_t cached = 0;    // prompt tokens from the prefix cache at the first admission
 };
 
+// A step on its way: its plan, how its rows draw, and the host buffers its outputs land in
+// (Model::launch writes them by collect(); moving the struct keeps the vectors' memory).
+struct Launched {
+    StepPlan plan;
+    bool decode_only = true;
+    bool greedy = false;      // argmax rows only
+    bool sample = false;      // drawn where the logits are (device sampling)
+    int top_k = 0;            // drawn on the host from each row's top candidates
+    float* logits = nullptr;  // whole rows (host), in Impl::logits
+    std::vector<int32_t> argmax;
+    std::vector<float> top_values;  // [rows, top_k]
+    std::vector<int32_t> top_ids;
+    std::vector<SampleRow> sample_rows;  // a sampling step's rows (Backend::sample) and its tokens
+    std::vector<int32_t> tokens;
+    std::vector<LogitEdit> edits;  // penalties and bias, by row, where the logits stay
+};
+
 }  // namespace
 
 struct EngineCore::Impl {
@@ -80,14 +98,10 @@ struct EngineCore::Impl {
     uint64_t next_id = 1;
     int64_t next_arrival = 0;
     Arena logits;            // a step's logits, in the backend's staging memory (page-locked on a GPU)
-    std::vector<int32_t> argmax;  // a greedy step's tokens (the logits stay on the device)
-    std::vector<float> top_values;  // a top-k step's candidates [rows, k]
-    std::vector<int32_t> top_ids;
-    std::vector<SampleRow> sample_rows;  // a sampling step's rows (Backend::sample) and its tokens
-    std::vector<int32_t> tokens;
     bool device_sampling = false;        // EngineOptions::sampling
-    std::vector<LogitEdit> edits;   // the step's penalties and bias, by row, where the logits stay
-    std::vector<const Live*> sampled;  // the step's requests with a logit row, in row order
+    bool pipeline = false;               // EngineOptions::pipeline
+    std::optional<Launched> ahead;       // the next step, launched before this one's tokens were taken
+    StepPlan* current = nullptr;         // the step() in progress's plan
     std::vector<float> raw;  // a row before penalties, for logprobs
     EngineStats counters;
     int64_t decode_steps = 0;
@@ -98,6 +112,9 @@ struct EngineCore::Impl {
     RequestOutput raw_outputs(const Live& l, const float* row, int32_t token);
     void take_token(Live& l, int32_t token, RequestOutput out);
     void fail_items(const StepPlan& plan, const std::string& msg);
+    bool launch(Launched& s, bool chain);
+    void take_tokens(Launched& s);
+    void retire_ahead();
 };
 
 EngineCore::EngineCore(const EngineOptions& o) : impl_(std::make_unique<Impl>()) {
@@ -115,12 +132,15 @@ EngineCore::EngineCore(const EngineOptions& o) : impl_(std::make_unique<Impl>())
              o.gpu_memory_fraction);
     TS_CHECK(o.sampling == "auto" || o.sampling == "host" || o.sampling == "device",
              "sampling must be auto, host or device (got '{}')", o.sampling);
+    TS_CHECK(o.pipeline == "auto" || o.pipeline == "on" || o.pipeline == "off",
+             "pipeline must be auto, on or off (got '{}')", o.pipeline);
 
     LoadOptions lo;
     lo.device = o.device;
     lo.max_batch_tokens = o.max_num_batched_tokens;
     I.m = load_model(o.model_path, lo);
     I.device_sampling = o.sampling == "device" || (o.sampling == "auto" && I.m.backend->device() != Device::CPU);
+    I.pipeline = o.pipeline == "on" || (o.pipeline == "auto" && I.m.backend->device() != Device::CPU);
     try {
         I.tok = load_tokenizer(o.model_path);
     } catch (const Error& e) {
@@ -208,6 +228,7 @@ EngineCore::EngineCore(const EngineOptions& o) : impl_(std::make_unique<Impl>())
 EngineCore::~EngineCore() {
     if (!impl_) return;
     cancel_all();
+    if (impl_->ahead) impl_->retire_ahead();  // its outputs land in buffers about to go
     MemLog::global().snapshot("destroy");
 }
 
@@ -297,6 +318,11 @@ void EngineCore::Impl::emit_final(Live& l, FinishReason why, const std::string& 
     else if (why == FinishReason::Error) ++counters.requests_failed;
     else ++counters.requests_finished;
     sched->finish(&l.seq);
+    // The steps in flight compute its rows in vain; their books and tokens skip it.
+    for (StepPlan* p : {current, ahead ? &ahead->plan : nullptr})
+        if (p)
+            for (StepItem& it : p->items)
+                if (it.seq == &l.seq) it.seq = nullptr;
     const uint64_t id = l.seq.id;
     OutputCallback cb = std::move(l.cb);
     live.erase(id);  // l is gone
@@ -318,7 +344,8 @@ bool EngineCore::has_work() const { return impl_->sched->has_work(); }
 
 void EngineCore::Impl::fail_items(const StepPlan& plan, const std::string& msg) {
     std::vector<uint64_t> ids;
-    for (const StepItem& it : plan.items) ids.push_back(it.seq->id);
+    for (const StepItem& it : plan.items)
+        if (it.seq) ids.push_back(it.seq->id);
     for (uint64_t id : ids) {
         auto f = live.find(id);
         if (f != live.end()) emit_final(*f->second, FinishReason::Error, msg, RequestOutput{});
@@ -398,123 +425,181 @@ void EngineCore::Impl::take_token(Live& l, int32_t token, RequestOutput out) {
     deliver(l.cb, out);
 }
 
-bool EngineCore::step() {
-    Impl& I = *impl_;
-    if (!I.sched->has_work()) return false;
-    const int64_t preempt_before = I.sched->n_preemptions();
-    StepPlan plan = I.sched->schedule();
-    I.counters.preemptions += I.sched->n_preemptions() - preempt_before;
-    if (plan.items.empty()) return false;
-    ++I.counters.steps;
-
-    for (const StateInit& s : plan.state_inits) {
-        if (s.snapshot >= 0) I.state->copy(s.slot, s.snapshot);
-        else I.state->zero(s.slot);
-    }
-    const int block_size = I.kv ? int(I.kv->shape().block_size) : 0;
+// The plan's batch, how its rows draw (greedy argmax, device sampling, top candidates or whole
+// rows), launched; false when the launch failed (its requests are finished with the error). A
+// chained step (Scheduler::schedule_ahead) takes its tokens from the step launched before.
+bool EngineCore::Impl::launch(Launched& s, bool chain) {
+    static constexpr int32_t kChained = 0;  // a chained item's token: chosen on the device
+    const int block_size = kv ? int(kv->shape().block_size) : 0;
     BatchBuilder bb(block_size);
-    I.sampled.clear();
-    bool decode_only = true;
-    for (const StepItem& it : plan.items) {
-        Live& l = *I.live.at(it.seq->id);
+    std::vector<const Live*> sampled;  // the step's requests with a logit row, in row order
+    for (const StepItem& it : s.plan.items) {
+        Live& l = *live.at(it.seq->id);
         if (!l.started) {
             l.started = true;
             l.cached = it.start;
-            I.counters.cached_prompt_tokens += it.start;
+            counters.cached_prompt_tokens += it.start;
         }
         SeqBlocks view = it.seq->kv;  // the scheduler advances the real one in complete()
-        bb.add(view, it.seq->tokens.data() + it.start, it.n, it.logits ? 1 : 0);
-        if (it.logits) I.sampled.push_back(&l);
-        if (it.seq->computed() < it.seq->n_prompt) I.counters.prompt_tokens += std::min(it.n, it.seq->n_prompt - it.start);
-        decode_only = decode_only && it.n == 1;
+        bb.add(view, chain ? &kChained : it.seq->tokens.data() + it.start, it.n, it.logits ? 1 : 0);
+        if (it.logits) sampled.push_back(&l);
+        if (it.seq->computed() < it.seq->n_prompt) counters.prompt_tokens += std::min(it.n, it.seq->n_prompt - it.start);
+        s.decode_only = s.decode_only && it.n == 1;
     }
     const Batch batch = bb.finish();
-    const int64_t V = I.m.config.vocab_size;
+    const int64_t V = m.config.vocab_size;
     // A step whose every sampled row is greedy asks the model for argmaxes only. With device
     // sampling any other step draws where the logits are (the raw rows copied too when a request
     // wants logits or logprobs); without it, a step whose rows all draw from their top
     // candidates (top-k sampling) asks for those. No logits copy in these modes.
-    const int64_t rows = int64_t(I.sampled.size());
+    const int64_t rows = int64_t(sampled.size());
     bool greedy = rows > 0, raw_needed = false;
     int top_k = rows > 0 ? 1 : 0;
-    for (const Live* l : I.sampled) {
+    for (const Live* l : sampled) {
         greedy = greedy && greedy_only(*l);
         raw_needed = raw_needed || !sampler_only(*l);
         const int need = top_needed(*l);
         top_k = need == 0 || top_k == 0 ? 0 : std::max(top_k, need);
     }
-    const bool sample = I.device_sampling && rows > 0 && !greedy;
-    if (sample) top_k = 0;
+    const bool sample = device_sampling && rows > 0 && !greedy;
+    if (sample || greedy) top_k = 0;
+    s.greedy = greedy;
+    s.sample = sample;
+    s.top_k = top_k;
     LogitsOut out;
-    float* logits = nullptr;
-    I.edits.clear();
     if (greedy || top_k > 0 || sample) {  // penalties and bias are applied where the logits stay
-        for (size_t r = 0; r < I.sampled.size(); ++r)
-            if (I.sampled[r]->proc->active()) I.sampled[r]->proc->edits(int32_t(r), I.edits);
-        out.edits = I.edits.data();
-        out.n_edits = int64_t(I.edits.size());
+        for (size_t r = 0; r < sampled.size(); ++r)
+            if (sampled[r]->proc->active()) sampled[r]->proc->edits(int32_t(r), s.edits);
+        out.edits = s.edits.data();
+        out.n_edits = int64_t(s.edits.size());
     }
     if (greedy) {
-        I.argmax.assign(size_t(rows), 0);
-        out.argmax = I.argmax.data();
+        s.argmax.assign(size_t(rows), 0);
+        out.argmax = s.argmax.data();
     } else if (sample) {
-        I.sample_rows.clear();
-        for (const Live* l : I.sampled) I.sample_rows.push_back(device_sample_row(*l));
-        I.tokens.assign(size_t(rows), 0);
-        out.sample = I.sample_rows.data();
-        out.tokens = I.tokens.data();
+        for (const Live* l : sampled) s.sample_rows.push_back(device_sample_row(*l));
+        s.tokens.assign(size_t(rows), 0);
+        out.sample = s.sample_rows.data();
+        out.tokens = s.tokens.data();
     } else if (top_k > 0) {
-        I.top_values.assign(size_t(rows * top_k), 0.f);
-        I.top_ids.assign(size_t(rows * top_k), -1);
+        s.top_values.assign(size_t(rows * top_k), 0.f);
+        s.top_ids.assign(size_t(rows * top_k), -1);
         out.top_k = top_k;
-        out.top_values = I.top_values.data();
-        out.top_ids = I.top_ids.data();
+        out.top_values = s.top_values.data();
+        out.top_ids = s.top_ids.data();
     }
     if (!greedy && top_k == 0 && (!sample || raw_needed)) {
         const size_t logit_bytes = size_t(std::max<int64_t>(rows, 1) * V) * sizeof(float);
-        if (I.logits.capacity() < logit_bytes)
-            I.logits = Arena("step logits", std::max(logit_bytes, 2 * I.logits.capacity()), I.m.backend->staging_memory());
-        I.logits.reset();
-        logits = static_cast<float*>(I.logits.alloc(logit_bytes));
-        out.host = logits;
+        if (logits.capacity() < logit_bytes)
+            logits = Arena("step logits", std::max(logit_bytes, 2 * logits.capacity()), m.backend->staging_memory());
+        logits.reset();
+        s.logits = static_cast<float*>(logits.alloc(logit_bytes));
+        out.host = s.logits;
     }
     try {
-        I.m.model->forward(batch, Caches{I.kv.get(), I.state.get()}, out);
+        m.model->launch(batch, Caches{kv.get(), state.get()}, out, chain);
     } catch (const std::exception& e) {
         TS_LOG_ERROR("forward step failed: {}", e.what());
-        I.fail_items(plan, std::string("forward step failed: ") + e.what());
-        return true;
+        fail_items(s.plan, std::string("forward step failed: ") + e.what());
+        return false;
     }
-    for (const SnapshotCopy& c : I.sched->complete(plan)) I.state->copy(c.dst, c.src);
+    return true;
+}
 
+// Waits for a launched step's outputs and hands each live request its token.
+void EngineCore::Impl::take_tokens(Launched& s) {
+    try {
+        m.model->collect();
+    } catch (const std::exception& e) {
+        TS_LOG_ERROR("forward step failed: {}", e.what());
+        fail_items(s.plan, std::string("forward step failed: ") + e.what());
+        return;
+    }
+    const int64_t V = m.config.vocab_size;
     int64_t row = 0;
-    for (const StepItem& it : plan.items) {
+    for (const StepItem& it : s.plan.items) {
         if (!it.logits) continue;
         const int64_t r = row++;
+        if (!it.seq) continue;  // ended while the step was in flight (or its next launch failed)
         const uint64_t id = it.seq->id;  // it.seq dies with its request
-        auto f = I.live.find(id);
-        if (f == I.live.end()) continue;
+        auto f = live.find(id);
+        if (f == live.end()) continue;
         try {
             Live& l = *f->second;
-            if (greedy) I.take_token(l, I.argmax[size_t(r)], RequestOutput{});
-            else if (sample) {
-                const int32_t token = I.tokens[size_t(r)];
-                RequestOutput o = sampler_only(l) ? RequestOutput{} : I.raw_outputs(l, logits + r * V, token);
-                I.take_token(l, token, std::move(o));
-            } else if (top_k > 0)
-                I.take_token(l, l.sampler->sample_sorted(&I.top_values[size_t(r * top_k)], &I.top_ids[size_t(r * top_k)], top_k),
-                             RequestOutput{});
-            else I.sample_row(l, logits + r * V);
+            if (s.greedy) take_token(l, s.argmax[size_t(r)], RequestOutput{});
+            else if (s.sample) {
+                const int32_t token = s.tokens[size_t(r)];
+                RequestOutput o = sampler_only(l) ? RequestOutput{} : raw_outputs(l, s.logits + r * V, token);
+                take_token(l, token, std::move(o));
+            } else if (s.top_k > 0)
+                take_token(l, l.sampler->sample_sorted(&s.top_values[size_t(r * s.top_k)], &s.top_ids[size_t(r * s.top_k)], s.top_k),
+                           RequestOutput{});
+            else sample_row(l, s.logits + r * V);
         } catch (const std::exception& e) {
-            auto g = I.live.find(id);
-            if (g != I.live.end()) I.emit_final(*g->second, FinishReason::Error, e.what(), RequestOutput{});
+            auto g = live.find(id);
+            if (g != live.end()) emit_final(*g->second, FinishReason::Error, e.what(), RequestOutput{});
         }
     }
-    if (!decode_only && !I.logged_prefill) {  // the activation arena has grown to a prefill's size
+}
+
+// The step launched ahead when no request it computes for is left: waited for, its outputs dropped.
+void EngineCore::Impl::retire_ahead() {
+    std::optional<Launched> a = std::move(ahead);
+    ahead.reset();
+    try {
+        m.model->collect();
+    } catch (const std::exception& e) {
+        TS_LOG_ERROR("a step launched ahead failed: {}", e.what());
+    }
+}
+
+// One step: schedule and launch it — or adopt the step launched ahead — then keep the books, launch
+// the next step ahead where it can go before this one's tokens are known (pipelined decode), and
+// only then wait for this step's tokens.
+bool EngineCore::step() {
+    Impl& I = *impl_;
+    if (I.ahead && std::none_of(I.ahead->plan.items.begin(), I.ahead->plan.items.end(),
+                                [](const StepItem& it) { return it.seq != nullptr; }))
+        I.retire_ahead();
+    Launched cur;
+    I.current = &cur.plan;
+    struct Clear {
+        StepPlan*& p;
+        ~Clear() { p = nullptr; }
+    } clear{I.current};
+    if (I.ahead) {
+        cur = std::move(*I.ahead);
+        I.ahead.reset();
+    } else {
+        if (!I.sched->has_work()) return false;
+        const int64_t preempt_before = I.sched->n_preemptions();
+        cur.plan = I.sched->schedule();
+        I.counters.preemptions += I.sched->n_preemptions() - preempt_before;
+        if (cur.plan.items.empty()) return false;
+        ++I.counters.steps;
+        for (const StateInit& s : cur.plan.state_inits) {
+            if (s.snapshot >= 0) I.state->copy(s.slot, s.snapshot);
+            else I.state->zero(s.slot);
+        }
+        if (!I.launch(cur, false)) return true;
+    }
+    // The books and the state snapshots (queued after this step, before the next).
+    for (const SnapshotCopy& c : I.sched->complete(cur.plan)) I.state->copy(c.dst, c.src);
+    if (I.pipeline && cur.greedy && cur.edits.empty()) {
+        Launched next;
+        next.plan = I.sched->schedule_ahead(cur.plan);
+        if (!next.plan.items.empty()) {
+            ++I.counters.steps;
+            ++I.counters.steps_ahead;
+            if (I.launch(next, true)) I.ahead = std::move(next);
+        }
+    }
+    I.take_tokens(cur);
+    if (!cur.decode_only && !I.logged_prefill) {  // the activation arena has grown to a prefill's size
         I.logged_prefill = true;
         MemLog::global().snapshot("after first prefill");
     }
-    if (decode_only && I.opts.memlog_every > 0 && ++I.decode_steps % I.opts.memlog_every == 0)
+    if (cur.decode_only && I.opts.memlog_every > 0 && ++I.decode_steps % I.opts.memlog_every == 0)
         MemLog::global().snapshot(fmt::format("decode step {}", I.decode_steps));
     return true;
 }

@@ -30,6 +30,7 @@ struct EngineStats {
     // Counters since start.
     int64_t steps = 0, prompt_tokens = 0, generated_tokens = 0, cached_prompt_tokens = 0, preemptions = 0;
     int64_t requests_finished = 0, requests_cancelled = 0, requests_failed = 0;
+    int64_t steps_ahead = 0;  // steps launched before the step before them had its tokens (pipelined decode)
 };
 
 class EngineCore {

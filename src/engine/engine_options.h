@@ -29,6 +29,12 @@ struct EngineOptions {
     // (Backend::sample where the logits are: a token a row crosses), "auto" (device on a GPU).
     std::string sampling = "auto";
 
+    // Pipelined decode: while a greedy decode step runs, the next is launched with the tokens it
+    // will choose (read on the device), so the host's bookkeeping and the next launch hide under
+    // the step (vLLM's async scheduling). "auto": where the backend queues work (a GPU); "on",
+    // "off". A request that stops on a step's token had one step computed for it in vain.
+    std::string pipeline = "auto";
+
     int64_t memlog_every = 0;            // memory-log snapshot every N decode steps (0 = off)
 };
 

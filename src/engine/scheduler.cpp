@@ -200,6 +200,7 @@ std::vector<SnapshotCopy> Scheduler::complete(const StepPlan& plan) {
     std::vector<SnapshotCopy> copies;
     const int64_t bs = cfg_.block_size;
     for (const StepItem& it : plan.items) {
+        if (!it.seq) continue;
         Sequence& s = *it.seq;
         TS_ASSERT(s.computed() == it.start);
         s.kv.n_tokens += it.n;
@@ -234,6 +235,36 @@ std::vector<SnapshotCopy> Scheduler::complete(const StepPlan& plan) {
         }
     }
     return copies;
+}
+
+StepPlan Scheduler::schedule_ahead(const StepPlan& cur) {
+    StepPlan next;
+    if (cur.items.empty() || !waiting_.empty()) return next;
+    // Every running sequence that can go on is in cur (none left out by the token budget).
+    int64_t active = 0;
+    for (const Sequence* s : running_) active += s->credit != 0;
+    if (active != int64_t(cur.items.size())) return next;
+    const int64_t bs = cfg_.block_size;
+    int64_t need = 0;
+    for (const StepItem& it : cur.items) {
+        const Sequence* s = it.seq;
+        if (!s || !it.logits || !s->running || s->credit != -1) return next;
+        const int64_t len = int64_t(s->tokens.size());  // + the token cur samples
+        if (s->computed() != len || len + 1 >= s->max_len) return next;
+        need += std::max<int64_t>(0, blocks_for(len + 1, bs) - int64_t(s->kv.blocks.size()));
+    }
+    if (need > pool_.n_available()) return next;
+    for (const StepItem& it : cur.items) {
+        Sequence* s = it.seq;
+        const int64_t more = blocks_for(s->computed() + 1, bs) - int64_t(s->kv.blocks.size());
+        if (more > 0) {
+            auto got = pool_.allocate(more);
+            TS_ASSERT(got);
+            s->kv.blocks.insert(s->kv.blocks.end(), got->begin(), got->end());
+        }
+        next.items.push_back({s, s->computed(), 1, true});
+    }
+    return next;
 }
 
 bool Scheduler::has_work() const {

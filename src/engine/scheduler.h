@@ -69,8 +69,16 @@ public:
     void finish(Sequence* s);    // removes it (waiting or running) and frees what it holds
     StepPlan schedule();
     // After the forward: advances the items' sequences, registers their newly full blocks with
-    // the prefix cache, and returns the state snapshots to copy now.
+    // the prefix cache, and returns the state snapshots to copy now. Items whose `seq` is null
+    // (their request ended while the step was in flight) are skipped.
     std::vector<SnapshotCopy> complete(const StepPlan& plan);
+    // The engine's pipelined decode: the step after `cur` (completed, its tokens not yet sampled),
+    // planned before those tokens are known — each of cur's sequences computes the token cur
+    // samples for it, in cur's order. Empty (nothing allocated) unless every item of cur samples,
+    // nothing waits, no sequence is in step mode, that token cannot end a sequence by length
+    // (tokens + 1 < max_len), and the KV blocks for it are free (allocated here). A sequence that
+    // ends on cur's token is finish()ed as usual; the ahead step's work for it is wasted.
+    StepPlan schedule_ahead(const StepPlan& cur);
 
     bool has_work() const;  // a step now would schedule something
     int64_t n_waiting() const { return int64_t(waiting_.size()); }

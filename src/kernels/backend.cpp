@@ -18,6 +18,7 @@ void Backend::copy_in(void* dst, const void* host_src, size_t bytes) {
 void Backend::copy_out(void* host_dst, const void* src, size_t bytes) {
     if (bytes) std::memcpy(host_dst, src, bytes);
 }
+void Backend::copy_out_queued(void* host_dst, const void* src, size_t bytes) { copy_out(host_dst, src, bytes); }
 void Backend::copy(void* dst, const void* src, size_t bytes) {
     if (bytes) std::memmove(dst, src, bytes);
 }

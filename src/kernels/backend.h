@@ -131,6 +131,13 @@ public:
     virtual void copy(void* dst, const void* src, size_t bytes);  // within memory(), queued
     virtual void zero(void* dst, size_t bytes);                   // within memory(), queued
     virtual void synchronize() {}  // waits for every queued op (before freeing memory they may use)
+    // memory() → host_dst in staging_memory(), queued: returns at once; the bytes are there once
+    // a mark() queued after it has passed (wait_mark). The host's backend copies at once.
+    virtual void copy_out_queued(void* host_dst, const void* src, size_t bytes);
+    // A point in the queue: wait_mark(m) returns once every op queued before mark() returned m
+    // has run (throws if one failed). Marks are cheap and need no release; the host's are 0.
+    virtual uint64_t mark() { return 0; }
+    virtual void wait_mark(uint64_t) {}
     // A weight as this backend's ops want it. The CPU returns the host view itself (mmapped or
     // owned by the WeightStore); a device backend copies it into memory it owns for its lifetime,
     // converting if its kernels want another dtype (the CUDA reference path: bf16 matrices).

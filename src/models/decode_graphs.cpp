@@ -86,15 +86,16 @@ DecodeGraphs::Graph& DecodeGraphs::graph_for(int bucket, int width) {
     return *slot;
 }
 
-// The batch padded to g's bucket, written to the page-locked staging buffer and queued for copy
-// into g's plan arrays. The previous step's copy has finished: every step ends by copying its
-// logits out, which waits for the stream.
+// The batch padded to g's bucket, written to this turn's half of the page-locked staging memory
+// and queued for copy into g's plan arrays. That half's previous copy (two steps back) has
+// landed: its step has been collected (decode_graphs.h).
 void DecodeGraphs::stage(Graph& g, const Batch& b) {
     const size_t bytes = g.ints * sizeof(int32_t);
-    if (staging_.capacity() < bytes)
-        staging_ = Arena("decode graph staging", std::max(bytes, 2 * staging_.capacity()), be_.staging_memory());
-    staging_.reset();
-    auto* h = static_cast<int32_t*>(staging_.alloc(bytes, 256));
+    Arena& staging = staging_[turn_];
+    if (staging.capacity() < bytes)
+        staging = Arena("decode graph staging", std::max(bytes, 2 * staging.capacity()), be_.staging_memory());
+    staging.reset();
+    auto* h = static_cast<int32_t*>(staging.alloc(bytes, 256));
     std::memset(h, 0, bytes);
     const int n = b.n_seqs(), B = g.bucket, W = g.width;
     int32_t* dst = h;
@@ -127,7 +128,16 @@ void DecodeGraphs::stage(Graph& g, const Batch& b) {
     be_.copy_in(const_cast<int32_t*>(g.sb.tokens), h, bytes);
 }
 
-bool DecodeGraphs::forward(Model& m, const Batch& b, const Caches& c, const LogitsOut& host_out) {
+bool DecodeGraphs::forward(Model& m, const Batch& b, const Caches& c, const LogitsOut& host_out, Launch* launch) {
+    const bool chain = launch && launch->chain;
+    TS_CHECK(!chain || holds_ids(b.n_seqs()), "decode graphs: a chained step of {} rows, but the last step left {}",
+             b.n_seqs(), last_ids_ ? last_rows_ : 0);
+    const int32_t* chain_ids = last_ids_;
+    last_ids_ = nullptr;  // whatever runs now, the ids are no longer the last step's
+    if (launch) {
+        launch->ids = nullptr;
+        launch->mark = 0;
+    }
     if (disabled_) return false;
     const int n = b.n_seqs();
     if (n == 0 || b.n_tokens() != n || int64_t(b.logit_rows.size()) != n) return false;
@@ -145,6 +155,7 @@ bool DecodeGraphs::forward(Model& m, const Batch& b, const Caches& c, const Logi
     }
     const int64_t V = m.config().vocab_size;
     if (logit_rows_ < B) {
+        TS_ASSERT(!chain);  // a chained step has the rows of the last one, whose ids this buffer holds
         drop_all();  // the recordings write the old logits buffer
         logit_rows_ = std::max<int64_t>(B, 2 * logit_rows_);
         // the logits, then their argmaxes or top candidates (LogitsOut)
@@ -157,7 +168,10 @@ bool DecodeGraphs::forward(Model& m, const Batch& b, const Caches& c, const Logi
 
     Graph& g = graph_for(B, W);
     g.sb.attn.block_size = b.block_size;
+    turn_ ^= 1;
     stage(g, b);
+    // The last step's argmax ids over the staged tokens (both queued: the copy lands after the plan).
+    if (chain) be_.copy(const_cast<int32_t*>(g.sb.tokens), chain_ids, size_t(n) * sizeof(int32_t));
     if (g.rec) {
         g.rec->replay();
         ++stats_.replays;
@@ -180,8 +194,26 @@ bool DecodeGraphs::forward(Model& m, const Batch& b, const Caches& c, const Logi
             }
         }
     }
-    // Edits and summaries run after the replay, unrecorded; only what the step wants crosses.
-    deliver_logits(be_, logits_, out_dev.slice_rows(0, n), 0, host_out);
+    // Edits and summaries run after the replay, unrecorded; only what the step wants crosses. A
+    // greedy step's ids cross without waiting when the caller can collect them later.
+    const bool argmax_only = host_out.argmax && !host_out.host && host_out.n_edits == 0;
+    if (!launch || !argmax_only) {
+        deliver_logits(be_, logits_, out_dev.slice_rows(0, n), 0, host_out);
+        return true;
+    }
+    auto* ids = static_cast<int32_t*>(logits_.alloc(size_t(n) * sizeof(int32_t)));
+    be_.argmax(out_dev.slice_rows(0, n), ids);
+    Arena& pinned = ids_[turn_];
+    const size_t bytes = size_t(B) * sizeof(int32_t);
+    if (pinned.capacity() < bytes)
+        pinned = Arena("decode graph ids", std::max(bytes, 2 * pinned.capacity()), be_.staging_memory());
+    pinned.reset();
+    auto* host_ids = static_cast<int32_t*>(pinned.alloc(bytes));
+    be_.copy_out_queued(host_ids, ids, size_t(n) * sizeof(int32_t));
+    launch->ids = host_ids;
+    launch->mark = be_.mark();
+    last_ids_ = ids;
+    last_rows_ = n;
     return true;
 }
 

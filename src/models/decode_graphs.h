@@ -4,7 +4,8 @@
 // A batch qualifies when every sequence adds exactly one token and wants its logits. It is padded
 // to its bucket with padding sequences (kv_len 0, state slot -1, KV slot -1: they read nothing
 // and write nothing), its plan is copied into the bucket's fixed device arrays through
-// page-locked memory, the recording is replayed, and the real rows' logits are copied back. A
+// page-locked memory, the recording is replayed, and the real rows' logits are copied back — or,
+// for a greedy step, their argmax ids, without waiting (Launch: the engine's pipelined decode). A
 // bucket is recorded the first time it is needed, right after a plain run of the same padded
 // step (which creates every buffer the ops use internally). Recordings are dropped when the
 // backend reallocates that memory (Backend::internal_epoch) or the caches change.
@@ -24,9 +25,26 @@ public:
     explicit DecodeGraphs(Backend& be);
     ~DecodeGraphs();
 
+    // How a step is launched (Model::launch) and what it left in flight.
+    struct Launch {
+        // In: each sequence's token is the one the previous step's argmax chose for the same row
+        // (on the device; holds_ids must be true), not the batch's.
+        bool chain = false;
+        // Out, for an argmax-only step (no edits): the ids land in `ids` (page-locked host memory,
+        // valid until the step after next) once `mark` has passed; null when the step finished
+        // its outputs before returning.
+        const int32_t* ids = nullptr;
+        uint64_t mark = 0;
+    };
+
     // Runs the batch through a recording and writes its logits (host) → true; false when the
-    // batch does not qualify or the backend cannot record (the caller runs it plainly).
-    bool forward(Model& m, const Batch& b, const Caches& c, const LogitsOut& host_out);
+    // batch does not qualify or the backend cannot record (the caller runs it plainly; nothing
+    // was queued). An argmax-only step returns without waiting for the device (Launch::ids).
+    bool forward(Model& m, const Batch& b, const Caches& c, const LogitsOut& host_out, Launch* launch = nullptr);
+    // Whether the last step the model ran came through here with argmax ids for n rows still on
+    // the device — what a chained step reads.
+    bool holds_ids(int n) const { return last_ids_ && last_rows_ == n; }
+    void forget_ids() { last_ids_ = nullptr; }
 
     // The bucket a batch of n sequences is padded to (the smallest listed ≥ n), 0 above the last.
     static int bucket_for(int n_seqs);
@@ -49,7 +67,14 @@ private:
 
     Backend& be_;
     std::map<std::pair<int, int>, std::unique_ptr<Graph>> graphs_;  // by (bucket, table width)
-    Arena staging_;       // page-locked host copy of a plan, reused every step
+    // Page-locked host memory in two halves used in turn, so a step's plan and argmax ids are
+    // never rewritten while the step before is in flight: the plan copy and the ids of step n - 2
+    // have landed once the caller has collected step n - 2 (at most two steps are in flight).
+    Arena staging_[2];     // a plan
+    Arena ids_[2];         // a step's argmax ids
+    int turn_ = 0;
+    const int32_t* last_ids_ = nullptr;  // device: the last step's argmax ids (chained steps read them)
+    int last_rows_ = 0;
     Arena logits_;        // [bucket, vocab] device logits, shared by every recording
     int64_t logit_rows_ = 0;
     const KvCache* kv_ = nullptr;

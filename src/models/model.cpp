@@ -1,6 +1,8 @@
 // Model: the forward step shared by every architecture — checks, staging, and decode graphs.
 #include "models/model.h"
 
+#include <algorithm>
+
 #include "core/status.h"
 #include "models/decode_graphs.h"
 #include "runtime/state_cache.h"
@@ -32,8 +34,7 @@ void Model::forward(const Batch& batch, const Caches& caches, float* logits, int
     forward(batch, caches, out);
 }
 
-void Model::forward(const Batch& batch, const Caches& caches, const LogitsOut& out) {
-    check_batch(batch, caches);
+void Model::check_out(const Batch& batch, const LogitsOut& out) const {
     TS_CHECK(!out.device, "forward: device logits are decode graphs' own");
     TS_CHECK(out.top_k >= 0 && out.top_k <= Backend::kMaxTopK && (out.top_k == 0 || (out.top_values && out.top_ids)),
              "forward: top_k {} (at most {}) needs both outputs", out.top_k, Backend::kMaxTopK);
@@ -47,8 +48,71 @@ void Model::forward(const Batch& batch, const Caches& caches, const LogitsOut& o
         TS_CHECK(out.edits[i].row >= 0 && size_t(out.edits[i].row) < batch.logit_rows.size() &&
                      (i == 0 || out.edits[i].row >= out.edits[i - 1].row),
                  "forward: logit edit {} has row {} (of {}, in order)", i, out.edits[i].row, batch.logit_rows.size());
-    if (graphs_ && graphs_->forward(*this, batch, caches, out)) return;
-    run(stager_.stage(batch, be_), caches, out);
+}
+
+void Model::forward(const Batch& batch, const Caches& caches, const LogitsOut& out) {
+    TS_CHECK(pending_.empty(), "forward: {} launched step(s) not collected", pending_.size());
+    launch(batch, caches, out);
+    collect();
+}
+
+Batch Model::chained_on_host(const Batch& batch) {
+    const Pending& prev = pending_.back();
+    const int32_t* ids = prev.out.argmax;
+    if (prev.ids) {  // still on its way from the device
+        be_.wait_mark(prev.mark);
+        ids = prev.ids;
+    }
+    Batch b = batch;
+    std::copy_n(ids, b.tokens.size(), b.tokens.begin());
+    for (int32_t id : b.tokens)
+        TS_CHECK(id >= 0 && id < cfg_.vocab_size, "chained step: the last step chose token {} (vocabulary {})", id,
+                 cfg_.vocab_size);
+    return b;
+}
+
+void Model::launch(const Batch& batch, const Caches& caches, const LogitsOut& out, bool chain) {
+    TS_CHECK(pending_.size() < 2, "launch: two steps are in flight already (collect one first)");
+    check_batch(batch, caches);
+    check_out(batch, out);
+    const int n = batch.n_seqs();
+    if (chain) {
+        TS_CHECK(!pending_.empty(), "launch: a chained step needs a step launched before it");
+        const Pending& prev = pending_.back();
+        TS_CHECK(prev.out.argmax && prev.out.n_edits == 0 && prev.rows == n && batch.n_tokens() == n,
+                 "launch: a chained step of {} sequences ({} tokens) after a step of {} rows{}", n, batch.n_tokens(),
+                 prev.rows, prev.out.argmax ? "" : " without argmax output");
+    }
+    Pending p;
+    p.out = out;
+    p.rows = int64_t(batch.logit_rows.size());
+    Batch on_host;  // a chained batch's tokens, where they cannot come from the device
+    const Batch* b = &batch;
+    if (graphs_) {
+        DecodeGraphs::Launch l;
+        l.chain = chain && graphs_->holds_ids(n);
+        if (chain && !l.chain) b = &(on_host = chained_on_host(batch));
+        if (graphs_->forward(*this, *b, caches, out, &l)) {
+            p.ids = l.ids;
+            p.mark = l.mark;
+            pending_.push_back(p);
+            return;
+        }
+        if (l.chain) b = &(on_host = chained_on_host(batch));  // not a graph's step after all
+    } else if (chain) {
+        b = &(on_host = chained_on_host(batch));
+    }
+    run(stager_.stage(*b, be_), caches, out);
+    pending_.push_back(p);
+}
+
+void Model::collect() {
+    TS_CHECK(!pending_.empty(), "collect: no launched step");
+    const Pending p = pending_.front();
+    pending_.pop_front();
+    if (!p.ids) return;  // finished inside launch()
+    be_.wait_mark(p.mark);
+    std::copy_n(p.ids, p.rows, p.out.argmax);
 }
 
 }  // namespace tessera

@@ -3,6 +3,7 @@
 // per step and shared by every layer.
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -126,7 +127,20 @@ public:
     // a batch of one-token sequences replays a recorded step (decode_graphs.h).
     void forward(const Batch& batch, const Caches& caches, float* logits, int32_t* argmax = nullptr);
     // The same with every output mode of LogitsOut (its host-side fields; `device` must be null).
+    // No launched step may be in flight.
     void forward(const Batch& batch, const Caches& caches, const LogitsOut& out);
+
+    // Pipelined decoding: forward in two halves. launch() queues the step and returns without
+    // waiting where it can — a decode graph's replay whose only output is argmax (no edits) —
+    // and runs any other step to the end; collect() waits for the oldest launched step and
+    // writes its outputs (`out`'s host buffers must live until then). At most two steps are in
+    // flight. With `chain`, each sequence's token is not the batch's but the one the step
+    // launched before chose for the same row (its argmax): that step must have had argmax output
+    // with one row per sequence of this batch, in the same order, and this batch one token a
+    // sequence — the engine launches step n + 1 before it has seen step n's tokens.
+    void launch(const Batch& batch, const Caches& caches, const LogitsOut& out, bool chain = false);
+    void collect();
+    int in_flight() const { return int(pending_.size()); }
     // Record decode steps per batch-size bucket where the backend can (CUDA graphs); off by default.
     void enable_decode_graphs(bool on);
     const DecodeGraphs* decode_graphs() const { return graphs_.get(); }
@@ -150,8 +164,20 @@ protected:
     int64_t max_tokens_;
 
 private:
+    // A launched step not yet collected: where its outputs go, and where its argmax ids wait
+    // (page-locked, after `mark`) when it returned before the device finished.
+    struct Pending {
+        LogitsOut out;
+        int64_t rows = 0;
+        const int32_t* ids = nullptr;
+        uint64_t mark = 0;
+    };
+    void check_out(const Batch& batch, const LogitsOut& out) const;
+    Batch chained_on_host(const Batch& batch);  // the batch with the last launched step's tokens
+
     BatchStager stager_;
     std::unique_ptr<DecodeGraphs> graphs_;
+    std::deque<Pending> pending_;
 };
 
 }  // namespace tessera

@@ -83,6 +83,8 @@ std::string ServerMetrics::render(const EngineStats& s, const std::map<std::stri
     metric(out, "tessera_prefix_cache_hit_tokens_total", "counter", "Prompt tokens reused from the prefix cache.", s.cached_prompt_tokens);
     metric(out, "tessera_preemptions_total", "counter", "Sequences preempted (recomputed) when KV blocks ran out.", s.preemptions);
     metric(out, "tessera_engine_steps_total", "counter", "Engine steps run.", s.steps);
+    metric(out, "tessera_engine_steps_ahead_total", "counter",
+           "Decode steps launched before the step before them had its tokens (pipelined decode).", s.steps_ahead);
     metric(out, "tessera_engine_requests_finished_total", "counter", "Requests the engine finished normally.", s.requests_finished);
     metric(out, "tessera_engine_requests_cancelled_total", "counter", "Requests the engine cancelled.", s.requests_cancelled);
     metric(out, "tessera_engine_requests_failed_total", "counter", "Requests that failed in the engine.", s.requests_failed);

@@ -19,6 +19,7 @@
 
 #include "ref_test_util.h"  // REQUIRE_CUDA
 
+#include "../engine/pipeline_scenario.h"
 #include "../fixture_ref.h"
 
 using namespace tessera;
@@ -199,6 +200,35 @@ TEST_P(CudaFixture, EngineSamplesOnTheDevice) {
     EXPECT_EQ(b[1], a[1]) << GetParam() << ": the same seed with logprobs";
     EXPECT_EQ(a[2], std::vector<int32_t>(want.size(), int32_t(want[0]) ^ 1)) << GetParam();
     EXPECT_NE(a[1], want) << GetParam() << ": temperature 1 drew the greedy continuation";
+}
+
+// The pipelined decode (EngineOptions::pipeline; on by default on a GPU): a greedy step launched
+// before the step before it has its tokens reads them on the device (DecodeGraphs::Launch::chain).
+// Through stops, cancellation, length ends, arrivals, sampled and penalised requests
+// (pipeline_scenario.h) the outputs equal the engine's without it, and a conversation's second
+// turn from the prefix cache too.
+TEST_P(CudaFixture, EnginePipelinedDecodeGivesThePlainOutputs) {
+    REQUIRE_CUDA();
+    const FixtureRef ref = load_fixture(GetParam());
+    auto opts = [&](const char* pipeline) {
+        EngineOptions o = engine_options(ref);
+        o.pipeline = pipeline;
+        return o;
+    };
+    const pipeline_test::Outcome probe = pipeline_test::run_scenario(opts("off"), -1);
+    ASSERT_GE(probe.traces[2].tokens.size(), 7u);
+    const int32_t stop = probe.traces[2].tokens[6];
+    const pipeline_test::Outcome off = pipeline_test::run_scenario(opts("off"), stop);
+    const pipeline_test::Outcome on = pipeline_test::run_scenario(opts("on"), stop);
+    for (size_t r = 0; r < off.traces.size(); ++r)
+        EXPECT_EQ(on.traces[r], off.traces[r]) << GetParam() << ": request " << r;
+    EXPECT_EQ(off.traces[2].finish, FinishReason::Stop);
+    EXPECT_EQ(off.traces[3].finish, FinishReason::Cancelled);
+    EXPECT_EQ(off.stats.steps_ahead, 0);
+    EXPECT_GT(on.stats.steps_ahead, 10) << GetParam();
+    EXPECT_EQ(on.stats.kv_blocks_used, 0);
+    EXPECT_EQ(on.stats.state_slots_used, 0);
+    EXPECT_EQ(pipeline_test::run_conversation(opts("on")), pipeline_test::run_conversation(opts("off"))) << GetParam();
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaFixture,

@@ -305,3 +305,94 @@ TEST(Scheduler, StepModeWaitsForCredit) {
     ASSERT_EQ(p.items.size(), 1u);
     EXPECT_EQ(p.items[0].n, 1);
 }
+
+// The pipelined decode's next step, planned before the current step's tokens are known: every
+// sampling sequence once more, in the same order, at the position of the token being sampled;
+// blocks allocated when that position starts one; nothing when a condition fails.
+TEST(Scheduler, ScheduleAheadPlansTheNextDecodeBeforeItsTokens) {
+    Sim sim(dense(256, 1000));
+    Sequence* a = sim.add(range_tokens(15), 10);  // its first sampled token sits at position 15
+    Sequence* b = sim.add(range_tokens(48), 10);  // ... and b's at 48, past its 3 full blocks
+    StepPlan cur = sim.sched.schedule();
+    sim.sched.complete(cur);
+    ASSERT_EQ(cur.items.size(), 2u);
+    const size_t a_blocks = a->kv.blocks.size(), b_blocks = b->kv.blocks.size();
+    StepPlan next = sim.sched.schedule_ahead(cur);
+    ASSERT_EQ(next.items.size(), 2u);
+    EXPECT_EQ(next.items[0].seq, a);
+    EXPECT_EQ(next.items[1].seq, b);
+    for (const StepItem& it : next.items) {
+        EXPECT_EQ(it.start, int64_t(it.seq->tokens.size()));  // the token cur samples
+        EXPECT_EQ(it.n, 1);
+        EXPECT_TRUE(it.logits);
+    }
+    EXPECT_EQ(a->kv.blocks.size(), a_blocks);      // position 15 is in its first block
+    EXPECT_EQ(b->kv.blocks.size(), b_blocks + 1);
+    // The tokens arrive; the ahead step completes like any other.
+    a->tokens.push_back(7);
+    b->tokens.push_back(7);
+    sim.sched.complete(next);
+    EXPECT_EQ(a->computed(), 16);
+    EXPECT_EQ(b->computed(), 49);
+    EXPECT_EQ(a->to_compute(), 0);
+}
+
+TEST(Scheduler, ScheduleAheadDeclinesWhatItCannotPlan) {
+    auto ready = [](Sim& sim, std::vector<Sequence*> seqs) {
+        StepPlan cur = sim.sched.schedule();
+        sim.sched.complete(cur);
+        EXPECT_EQ(cur.items.size(), seqs.size());
+        return cur;
+    };
+    {  // a request waits: it must be admitted by a normal step
+        Sim sim(dense(256, 1000));
+        Sequence* a = sim.add(range_tokens(20), 10);
+        StepPlan cur = ready(sim, {a});
+        sim.add(range_tokens(5), 3);
+        EXPECT_TRUE(sim.sched.schedule_ahead(cur).items.empty());
+    }
+    {  // a prefill chunk that does not reach the prompt's end samples nothing
+        Sim sim(dense(64, 1000));
+        Sequence* a = sim.add(range_tokens(100), 10);
+        StepPlan cur = ready(sim, {a});
+        EXPECT_FALSE(cur.items[0].logits);
+        EXPECT_TRUE(sim.sched.schedule_ahead(cur).items.empty());
+    }
+    {  // the token being sampled ends the sequence by length
+        Sim sim(dense(256, 1000));
+        Sequence* a = sim.add(range_tokens(20), 1);
+        StepPlan cur = ready(sim, {a});
+        EXPECT_TRUE(sim.sched.schedule_ahead(cur).items.empty());
+    }
+    {  // one more token fits: max_len is two past the prompt
+        Sim sim(dense(256, 1000));
+        Sequence* a = sim.add(range_tokens(20), 2);
+        StepPlan cur = ready(sim, {a});
+        EXPECT_EQ(sim.sched.schedule_ahead(cur).items.size(), 1u);
+    }
+    {  // step mode
+        Sim sim(dense(256, 1000));
+        Sequence* a = sim.add(range_tokens(20), 10);
+        a->credit = 3;
+        StepPlan cur = ready(sim, {a});
+        EXPECT_TRUE(sim.sched.schedule_ahead(cur).items.empty());
+    }
+    {  // no free block for the position the next step writes: nothing allocated
+        Sim sim(dense(256, 2));
+        Sequence* a = sim.add(range_tokens(32), 10);  // two full blocks; the next token needs a third
+        StepPlan cur = ready(sim, {a});
+        EXPECT_EQ(sim.sched.blocks().n_available(), 0);
+        EXPECT_TRUE(sim.sched.schedule_ahead(cur).items.empty());
+        EXPECT_EQ(a->kv.blocks.size(), 2u);
+    }
+    {  // a running sequence left out of cur (the token budget) must not wait behind planned steps
+        Sim sim(dense(256, 1000));
+        Sequence* a = sim.add(range_tokens(10), 10);
+        Sequence* b = sim.add(range_tokens(20), 10);
+        StepPlan cur = ready(sim, {a, b});
+        StepPlan only_a = cur;
+        only_a.items.pop_back();
+        EXPECT_TRUE(sim.sched.schedule_ahead(only_a).items.empty());
+        EXPECT_EQ(sim.sched.schedule_ahead(cur).items.size(), 2u);
+    }
+}

@@ -91,6 +91,23 @@ void CudaBackend::copy_out(void* host_dst, const void* src, size_t bytes) {
     stream_.synchronize();
 }
 
+void CudaBackend::copy_out_queued(void* host_dst, const void* src, size_t bytes) {
+    if (bytes) TS_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_.get()));
+}
+
+uint64_t CudaBackend::mark() {
+    auto& e = marks_[next_mark_ % marks_.size()];
+    if (!e) e = std::make_unique<Event>();
+    e->record(stream_.get());
+    return next_mark_++;
+}
+
+void CudaBackend::wait_mark(uint64_t m) {
+    TS_CHECK(m < next_mark_, "wait_mark: mark {} was never made (the next is {})", m, next_mark_);
+    if (m == 0) return;
+    marks_[m % marks_.size()]->synchronize();
+}
+
 void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
     if (bytes) TS_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_.get()));
 }

@@ -1,6 +1,7 @@
 // CudaBackend's declaration, shared by its implementation files (cuda_backend.cpp: memory and
 // weights; cuda_backend_ops.cpp: the ops).
 #pragma once
+#include <array>
 #include <deque>
 #include <map>
 #include <set>
@@ -33,6 +34,9 @@ public:
     void copy(void* dst, const void* src, size_t bytes) override;
     void zero(void* dst, size_t bytes) override;
     void synchronize() override { stream_.synchronize(); }
+    void copy_out_queued(void* host_dst, const void* src, size_t bytes) override;
+    uint64_t mark() override;
+    void wait_mark(uint64_t m) override;
     Tensor place_weight(const Tensor& host, WeightUse use) override;
     bool device_memory(int64_t* free_bytes, int64_t* total_bytes) override;
     MemoryResource& staging_memory() override { return pinned_; }
@@ -108,6 +112,10 @@ private:
     PinnedMemory pinned_;
     uint64_t epoch_ = 0;  // bumped when scratch is reallocated (recordings read the old addresses)
     Stream stream_;
+    // mark(): events recorded in turn; a mark's event re-recorded by a later mark only makes
+    // wait_mark wait for a later point, which is still after the op it was asked about.
+    std::array<std::unique_ptr<Event>, 4> marks_;
+    uint64_t next_mark_ = 1;
     CublasHandle cublas_;
     std::deque<DeviceBuffer> weights_;          // placed weights, alive as long as the backend
     std::map<std::string, DeviceBuffer> rope_;  // inverse frequencies per RopeParams

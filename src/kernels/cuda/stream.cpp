@@ -25,4 +25,14 @@ Stream& Stream::operator=(Stream&& other) noexcept {
 
 void Stream::synchronize() const { TS_CUDA_CHECK(cudaStreamSynchronize(s_)); }
 
+Event::Event() { TS_CUDA_CHECK(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming)); }
+
+Event::~Event() {
+    if (e_ && cudaEventDestroy(e_) != cudaSuccess) (void)cudaGetLastError();
+}
+
+void Event::record(cudaStream_t s) { TS_CUDA_CHECK(cudaEventRecord(e_, s)); }
+
+void Event::synchronize() const { TS_CUDA_CHECK(cudaEventSynchronize(e_)); }
+
 }  // namespace tessera::cuda

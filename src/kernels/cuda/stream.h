@@ -22,4 +22,20 @@ private:
     cudaStream_t s_ = nullptr;
 };
 
+// Event: RAII over cudaEventCreateWithFlags(cudaEventDisableTiming) — a point in a stream the
+// host can wait for (CudaBackend::mark / wait_mark), not a timer.
+class Event {
+public:
+    Event();
+    ~Event();
+    Event(const Event&) = delete;
+    Event& operator=(const Event&) = delete;
+
+    void record(cudaStream_t s);  // the point: every op queued on s so far
+    void synchronize() const;     // waits for the point; throws Error if an op before it failed
+
+private:
+    cudaEvent_t e_ = nullptr;
+};
+
 }  // namespace tessera::cuda
