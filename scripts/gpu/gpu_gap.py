@@ -21,10 +21,11 @@ for r in csv.DictReader(open(args.trace)):
     name = r["Name"]
     if name.startswith("api:"):
         continue
-    short = name.split("(")[0].split("<")[0].split("::")[-1][:48]
-    ev.append((int(r["Start (ns)"]), int(r["Start (ns)"]) + int(r["Duration (ns)"]), short))
+    plain = name.replace("(anonymous namespace)::", "").removeprefix("void ")
+    short = plain.split("(")[0].split("<")[0].split("::")[-1][:48]
+    ev.append((int(r["Start (ns)"]), int(r["Start (ns)"]) + int(r["Duration (ns)"]), short, name))
 ev.sort()
-marks = [i for i, e in enumerate(ev) if args.marker in e[2]]
+marks = [i for i, e in enumerate(ev) if args.marker in e[3]]
 if len(marks) < 3:
     raise SystemExit(f"{len(marks)} '{args.marker}' launches: not enough steps")
 sel = marks[-(args.steps + 1):]
@@ -35,14 +36,14 @@ for a, b in zip(sel, sel[1:]):
     t0, t1 = win[0][0], ev[b][0]
     periods.append((t1 - t0) / 1e3)
     covered, end = 0, t0
-    for s, e, name in win:  # union of busy intervals
+    for s, e, name, _ in win:  # union of busy intervals
         if e > end:
             covered += e - max(s, end)
             end = e
     busy.append(covered / 1e3)
     idle.append((t1 - t0 - covered) / 1e3)
-    end, prev = t0, win[0][2]
-    for s, e, name in win[1:] + [ev[b]]:
+    end, prev = win[0][1], win[0][2]
+    for s, e, name, _ in win[1:] + [ev[b]]:
         g = (s - end) / 1e3
         if g >= args.min_gap:
             gaps.setdefault((prev, name), []).append(g)

@@ -585,7 +585,9 @@ bool EngineCore::step() {
     }
     // The books and the state snapshots (queued after this step, before the next).
     for (const SnapshotCopy& c : I.sched->complete(cur.plan)) I.state->copy(c.dst, c.src);
-    if (I.pipeline && cur.greedy && cur.edits.empty()) {
+    // Only after a decode-only step: launching ahead costs the host a launch (or a recording) before
+    // it hands out this step's tokens, and a prompt's first token should not wait for it.
+    if (I.pipeline && cur.decode_only && cur.greedy && cur.edits.empty()) {
         Launched next;
         next.plan = I.sched->schedule_ahead(cur.plan);
         if (!next.plan.items.empty()) {
