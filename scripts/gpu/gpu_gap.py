@@ -49,7 +49,17 @@ for a, b in zip(sel, sel[1:]):
             gaps.setdefault((prev, name), []).append(g)
         if e > end:
             end, prev = e, name
+per_kernel = {}
+for a, b in zip(sel, sel[1:]):
+    for s_, e_, name, _ in ev[a:b]:
+        per_kernel.setdefault(name, [0, 0])
+        per_kernel[name][0] += e_ - s_
+        per_kernel[name][1] += 1
 print(f"{len(periods)} steps: period median {statistics.median(periods):.1f} us, GPU busy {statistics.median(busy):.1f}, "
       f"idle {statistics.median(idle):.1f}")
 for (p, n), v in sorted(gaps.items(), key=lambda x: -sum(x[1]))[:12]:
     print(f"  {len(v):3d}x median {statistics.median(v):7.1f} us idle  {p}  ->  {n}")
+n_steps = len(periods)
+print("time a step, by kernel (mean over the steps):")
+for name, (ns, count) in sorted(per_kernel.items(), key=lambda x: -x[1][0])[:16]:
+    print(f"  {ns / n_steps / 1e3:8.1f} us  {count / n_steps:6.1f} launches  {name}")
