@@ -155,15 +155,14 @@ int run_bench(const Args& args) {
     Sampler check(sp);  // throws on values out of range
     EngineCore core(o);
 
-    // Warm-up, for each row's shape: its whole prompt and two decode steps, so one-time costs
-    // are out of the timed runs — kernel plans, cuBLAS heuristics, lazily loaded kernels and
-    // scratch for the largest prefill step (a 64-token warm-up left ~30 % of the first 2K row's
-    // prefill time in them on the GPU), and the decode graph for the row's block-table width
-    // (recorded at the first decode step past a power of two of KV blocks: ~5 ms at 8K on the
-    // H200 by --gen 8 against --gen 32, 5 % of a 32-token decode's time, when only one prefill
-    // chunk per batch size was warmed up).
+    // Warm-up: each row once, whole, so one-time costs are out of the timed runs — kernel plans,
+    // cuBLAS heuristics, lazily loaded kernels and scratch for the largest prefill step (a
+    // 64-token warm-up left ~30 % of the first 2K row's prefill time in them on the GPU), and
+    // the decode graph of every batch size and block-table width the row's steps take (recorded
+    // at its first step: ~5 ms at 8K on the H200; a warm-up of two tokens a request never ran
+    // the concurrent rows' full-width steps, so the timed run recorded them).
     for (int64_t ctx : ctxs)
-        for (int64_t batch : batches) run_once(core, ctx, batch, std::min<int64_t>(gen, 2), sp, 1);
+        for (int64_t batch : batches) run_once(core, ctx, batch, gen, sp, 1);
     struct Row {
         int64_t ctx, batch;
         Measure m;

@@ -87,9 +87,10 @@ DecodeGraphs::Graph& DecodeGraphs::graph_for(int bucket, int width) {
 }
 
 // The batch padded to g's bucket, written to this turn's half of the page-locked staging memory
-// and queued for copy into g's plan arrays. That half's previous copy (two steps back) has
-// landed: its step has been collected (decode_graphs.h).
-void DecodeGraphs::stage(Graph& g, const Batch& b) {
+// and queued for copy into g's plan arrays — all but the tokens with keep_tokens (a chained step
+// whose tokens the last step's argmax wrote there). That half's previous copy (two steps back)
+// has landed: its step has been collected (decode_graphs.h).
+void DecodeGraphs::stage(Graph& g, const Batch& b, bool keep_tokens) {
     const size_t bytes = g.ints * sizeof(int32_t);
     Arena& staging = staging_[turn_];
     if (staging.capacity() < bytes)
@@ -125,7 +126,8 @@ void DecodeGraphs::stage(Graph& g, const Batch& b) {
             std::copy_n(b.block_table.begin() + int64_t(s) * b.max_blocks, b.max_blocks, table + int64_t(s) * W);
     }
     q_start[B] = B;
-    be_.copy_in(const_cast<int32_t*>(g.sb.tokens), h, bytes);
+    const size_t skip = keep_tokens ? padded_ints(size_t(B)) * sizeof(int32_t) : 0;
+    be_.copy_in(const_cast<int32_t*>(g.sb.tokens) + skip / sizeof(int32_t), h + skip / sizeof(int32_t), bytes - skip);
 }
 
 bool DecodeGraphs::forward(Model& m, const Batch& b, const Caches& c, const LogitsOut& host_out, Launch* launch) {
@@ -133,7 +135,9 @@ bool DecodeGraphs::forward(Model& m, const Batch& b, const Caches& c, const Logi
     TS_CHECK(!chain || holds_ids(b.n_seqs()), "decode graphs: a chained step of {} rows, but the last step left {}",
              b.n_seqs(), last_ids_ ? last_rows_ : 0);
     const int32_t* chain_ids = last_ids_;
+    const Graph* chain_graph = last_graph_;
     last_ids_ = nullptr;  // whatever runs now, the ids are no longer the last step's
+    last_graph_ = nullptr;
     if (launch) {
         launch->ids = nullptr;
         launch->mark = 0;
@@ -148,6 +152,15 @@ bool DecodeGraphs::forward(Model& m, const Batch& b, const Caches& c, const Logi
     const int W = table_width_for(b.max_blocks);
 
     if (c.kv != kv_ || c.state != state_ || be_.internal_epoch() != epoch_) {
+        if (chain) {  // the ids live in a recording's plan, about to be freed (after a synchronize)
+            if (parked_.capacity() == 0)
+                parked_ = Arena("decode graph parked ids", size_t(kBuckets.back()) * sizeof(int32_t), be_.memory());
+            parked_.reset();
+            auto* p = static_cast<int32_t*>(parked_.alloc(size_t(n) * sizeof(int32_t)));
+            be_.copy(p, chain_ids, size_t(n) * sizeof(int32_t));
+            chain_ids = p;
+            chain_graph = nullptr;
+        }
         drop_all();
         kv_ = c.kv;
         state_ = c.state;
@@ -169,9 +182,10 @@ bool DecodeGraphs::forward(Model& m, const Batch& b, const Caches& c, const Logi
     Graph& g = graph_for(B, W);
     g.sb.attn.block_size = b.block_size;
     turn_ ^= 1;
-    stage(g, b);
-    // The last step's argmax ids over the staged tokens (both queued: the copy lands after the plan).
-    if (chain) be_.copy(const_cast<int32_t*>(g.sb.tokens), chain_ids, size_t(n) * sizeof(int32_t));
+    const bool in_place = chain && chain_graph == &g;  // the last step's ids are g's tokens already
+    stage(g, b, in_place);
+    // Else the last step's argmax ids over the staged tokens (queued: the copy lands after the plan).
+    if (chain && !in_place) be_.copy(const_cast<int32_t*>(g.sb.tokens), chain_ids, size_t(n) * sizeof(int32_t));
     if (g.rec) {
         g.rec->replay();
         ++stats_.replays;
@@ -201,7 +215,9 @@ bool DecodeGraphs::forward(Model& m, const Batch& b, const Caches& c, const Logi
         deliver_logits(be_, logits_, out_dev.slice_rows(0, n), 0, host_out);
         return true;
     }
-    auto* ids = static_cast<int32_t*>(logits_.alloc(size_t(n) * sizeof(int32_t)));
+    // Over g's tokens, which the replay has read: the next step, if chained to this one through
+    // the same recording, reads them where they are.
+    auto* ids = const_cast<int32_t*>(g.sb.tokens);
     be_.argmax(out_dev.slice_rows(0, n), ids);
     Arena& pinned = ids_[turn_];
     const size_t bytes = size_t(B) * sizeof(int32_t);
@@ -213,6 +229,7 @@ bool DecodeGraphs::forward(Model& m, const Batch& b, const Caches& c, const Logi
     launch->ids = host_ids;
     launch->mark = be_.mark();
     last_ids_ = ids;
+    last_graph_ = &g;
     last_rows_ = n;
     return true;
 }

@@ -63,7 +63,7 @@ private:
     struct Graph;
     void drop_all();
     Graph& graph_for(int bucket, int width);
-    void stage(Graph& g, const Batch& b);
+    void stage(Graph& g, const Batch& b, bool keep_tokens);
 
     Backend& be_;
     std::map<std::pair<int, int>, std::unique_ptr<Graph>> graphs_;  // by (bucket, table width)
@@ -73,8 +73,13 @@ private:
     Arena staging_[2];     // a plan
     Arena ids_[2];         // a step's argmax ids
     int turn_ = 0;
-    const int32_t* last_ids_ = nullptr;  // device: the last step's argmax ids (chained steps read them)
+    // The last step's argmax ids: written over its recording's token array (device), so a chained
+    // step replaying the same recording finds them in place (no copy); another recording gets
+    // them copied. parked_ holds them while the recordings are dropped.
+    const int32_t* last_ids_ = nullptr;
+    const Graph* last_graph_ = nullptr;
     int last_rows_ = 0;
+    Arena parked_;
     Arena logits_;        // [bucket, vocab] device logits, shared by every recording
     int64_t logit_rows_ = 0;
     const KvCache* kv_ = nullptr;
