@@ -124,7 +124,8 @@ public:
     // AttnPlan / SeqPlan arrays, MoE ids and weights) lives in memory(). The defaults are the
     // host's (the CPU backend); a device backend overrides all of them.
     virtual MemoryResource& memory();
-    // host → memory(), ordered before the ops queued after it (src may be reused on return).
+    // host → memory(), ordered before the ops queued after it. src may be reused on return —
+    // except staging_memory(), which (as an asynchronous copy's source) is read when the copy runs.
     virtual void copy_in(void* dst, const void* host_src, size_t bytes);
     // memory() → host, after every op queued before it (waits for them).
     virtual void copy_out(void* host_dst, const void* src, size_t bytes);

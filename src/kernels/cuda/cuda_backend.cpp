@@ -15,6 +15,7 @@
 #include "core/status.h"
 #include "kernels/cuda/cuda_backend_impl.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/small_copy.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/fast_embed.h"
 #include "kernels/cuda/ref_dequant.h"
@@ -72,6 +73,11 @@ CudaBackend::CudaBackend(int device, CudaKernels kernels)
     TS_CHECK(tiles.empty() || tiles == "0" || tiles == "1", "TESSERA_PACKED_TILES={}: expected 1 (the default) or 0",
              tiles);
     tiles_ = tiles != "0";
+    const char* c = std::getenv("TESSERA_SMALL_COPIES");
+    const std::string copies = c ? c : "";
+    TS_CHECK(copies.empty() || copies == "kernel" || copies == "dma",
+             "TESSERA_SMALL_COPIES={}: expected kernel (the default) or dma", copies);
+    small_copies_ = copies != "dma";
 }
 
 CudaBackend::~CudaBackend() {
@@ -80,6 +86,8 @@ CudaBackend::~CudaBackend() {
 
 void CudaBackend::copy_in(void* dst, const void* host_src, size_t bytes) {
     if (!bytes) return;
+    if (small_copies_ && bytes <= kSmallCopyMax)
+        if (const void* src = pinned_.device_view(host_src, bytes)) return small_copy(dst, src, bytes, stream_.get());
     // From pageable memory cudaMemcpyAsync returns once the source has been staged, so the caller
     // may reuse host_src at once; the copy stays ordered with the stream's kernels.
     TS_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_.get()));
@@ -92,7 +100,10 @@ void CudaBackend::copy_out(void* host_dst, const void* src, size_t bytes) {
 }
 
 void CudaBackend::copy_out_queued(void* host_dst, const void* src, size_t bytes) {
-    if (bytes) TS_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_.get()));
+    if (!bytes) return;
+    if (small_copies_ && bytes <= kSmallCopyMax)
+        if (void* dst = pinned_.device_view(host_dst, bytes)) return small_copy(dst, src, bytes, stream_.get());
+    TS_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_.get()));
 }
 
 uint64_t CudaBackend::mark() {

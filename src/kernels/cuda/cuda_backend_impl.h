@@ -116,6 +116,7 @@ private:
     // wait_mark wait for a later point, which is still after the op it was asked about.
     std::array<std::unique_ptr<Event>, 4> marks_;
     uint64_t next_mark_ = 1;
+    bool small_copies_ = true;  // TESSERA_SMALL_COPIES: page-locked ↔ device copies ≤ 64 KiB by a kernel
     CublasHandle cublas_;
     std::deque<DeviceBuffer> weights_;          // placed weights, alive as long as the backend
     std::map<std::string, DeviceBuffer> rope_;  // inverse frequencies per RopeParams

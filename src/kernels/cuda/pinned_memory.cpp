@@ -9,17 +9,39 @@ namespace tessera::cuda {
 
 void* PinnedMemory::allocate(size_t bytes) {
     void* p = nullptr;
-    const cudaError_t err = cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault);
+    const size_t n = bytes ? bytes : 1;
+    cudaError_t err = cudaHostAlloc(&p, n, cudaHostAllocMapped | cudaHostAllocPortable);
+    void* dev = nullptr;
+    if (err == cudaSuccess) err = cudaHostGetDevicePointer(&dev, p, 0);
     if (err != cudaSuccess) {
         cudaGetLastError();
+        if (p) cudaFreeHost(p);
         fail(ErrorKind::OutOfMemory, "cannot allocate {} of page-locked host memory: {}", format_bytes(int64_t(bytes)),
              cudaGetErrorString(err));
     }
+    std::lock_guard<std::mutex> g(lock_);
+    blocks_[static_cast<const char*>(p)] = Block{n, static_cast<char*>(dev)};
     return p;
 }
 
 void PinnedMemory::deallocate(void* p) noexcept {
-    if (p) cudaFreeHost(p);
+    if (!p) return;
+    {
+        std::lock_guard<std::mutex> g(lock_);
+        blocks_.erase(static_cast<const char*>(p));
+    }
+    cudaFreeHost(p);
+}
+
+void* PinnedMemory::device_view(const void* p, size_t bytes) const {
+    const char* c = static_cast<const char*>(p);
+    std::lock_guard<std::mutex> g(lock_);
+    auto it = blocks_.upper_bound(c);
+    if (it == blocks_.begin()) return nullptr;
+    --it;
+    const size_t off = size_t(c - it->first);
+    if (off >= it->second.bytes || bytes > it->second.bytes - off) return nullptr;
+    return it->second.device + off;
 }
 
 }  // namespace tessera::cuda
