@@ -25,11 +25,14 @@ using namespace tessera;
 
 namespace {
 
+// A backend made with TESSERA_SMALL_COPIES=copies; the variable is unset again however the
+// construction ends (a throw must not leak it into the tests after).
 std::unique_ptr<Backend> backend_with(const char* copies) {
+    struct Unset {
+        ~Unset() { unsetenv("TESSERA_SMALL_COPIES"); }
+    } unset;
     setenv("TESSERA_SMALL_COPIES", copies, 1);
-    auto be = make_cuda_backend(0, CudaKernels::Fast);
-    unsetenv("TESSERA_SMALL_COPIES");
-    return be;
+    return make_cuda_backend(0, CudaKernels::Fast);
 }
 
 void fill(uint8_t* p, size_t n, uint32_t seed) {
