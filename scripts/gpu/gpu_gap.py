@@ -1,17 +1,17 @@
 #!/usr/bin/env python3
 # Where a decode step's GPU time goes between its kernels, from a kernel_trace.cpp CSV recorded
 # with KERNEL_TRACE_API=memcpy (kernels and copies, no API tracing): the steps are cut at each
-# launch of the kernel named by --marker (one a step: the argmax), and for the last --steps steps
+# launch of the kernel named by --marker (one a step: the fast argmax's merge), and for the last --steps steps
 # this prints the period, the time the GPU ran something, and the idle gaps longer than --min-gap
 # with what came before and after each.
-#   gpu_gap.py TRACE.csv [--marker argmax] [--steps 20] [--min-gap 1.0]
+#   gpu_gap.py TRACE.csv [--marker argmax_merge] [--steps 20] [--min-gap 1.0]
 import argparse
 import csv
 import statistics
 
 ap = argparse.ArgumentParser()
 ap.add_argument("trace")
-ap.add_argument("--marker", default="argmax")
+ap.add_argument("--marker", default="argmax_merge")
 ap.add_argument("--steps", type=int, default=20)
 ap.add_argument("--min-gap", type=float, default=1.0, help="us")
 args = ap.parse_args()
