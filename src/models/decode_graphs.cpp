@@ -168,7 +168,7 @@ bool DecodeGraphs::forward(Model& m, const Batch& b, const Caches& c, const Logi
     }
     const int64_t V = m.config().vocab_size;
     if (logit_rows_ < B) {
-        TS_ASSERT(!chain);  // a chained step has the rows of the last one, whose ids this buffer holds
+        TS_ASSERT(!chain);  // a chained step has the last one's rows, so its bucket fits (no drop here)
         drop_all();  // the recordings write the old logits buffer
         logit_rows_ = std::max<int64_t>(B, 2 * logit_rows_);
         // the logits, then their argmaxes or top candidates (LogitsOut)

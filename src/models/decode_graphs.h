@@ -44,7 +44,6 @@ public:
     // Whether the last step the model ran came through here with argmax ids for n rows still on
     // the device — what a chained step reads.
     bool holds_ids(int n) const { return last_ids_ && last_rows_ == n; }
-    void forget_ids() { last_ids_ = nullptr; }
 
     // The bucket a batch of n sequences is padded to (the smallest listed ≥ n), 0 above the last.
     static int bucket_for(int n_seqs);
