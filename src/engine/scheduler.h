@@ -75,7 +75,8 @@ public:
     // The engine's pipelined decode: the step after `cur` (completed, its tokens not yet sampled),
     // planned before those tokens are known — each of cur's sequences computes the token cur
     // samples for it, in cur's order. Empty (nothing allocated) unless every item of cur samples,
-    // nothing waits, no sequence is in step mode, that token cannot end a sequence by length
+    // cur holds every running sequence (none was left out by the token budget), nothing waits, no
+    // sequence is in step mode, that token cannot end a sequence by length
     // (tokens + 1 < max_len), and the KV blocks for it are free (allocated here). A sequence that
     // ends on cur's token is finish()ed as usual; the ahead step's work for it is wasted.
     StepPlan schedule_ahead(const StepPlan& cur);
