@@ -80,6 +80,9 @@ typedef struct tessera_options {
     int32_t memlog;                  /* 1 = print memory-log snapshots to stderr */
     const char* sampling;            /* where sampled requests draw: "auto" (the device on a GPU) |
                                         "host" | "device"; NULL = "auto" (docs/engine.md) */
+    const char* pipeline;            /* "auto" (on where the backend queues work: a GPU) | "on" | "off":
+                                        launch a greedy decode step before the step before it has
+                                        handed out its tokens; NULL = "auto" (docs/engine.md) */
 } tessera_options;
 
 /* How one stream / request generates; mirrors the numeric fields of tessera's GenerationParams

@@ -22,6 +22,7 @@ class Options(ctypes.Structure):
         ("prefix_caching", ctypes.c_int32),
         ("memlog", ctypes.c_int32),
         ("sampling", ctypes.c_char_p),
+        ("pipeline", ctypes.c_char_p),
     ]
 
 

@@ -62,7 +62,8 @@ class Engine:
     options are tessera_options' fields: device ("cpu" | "cuda" | "auto"), memory_budget,
     gpu_memory_fraction, max_model_len, max_num_seqs, max_num_batched_tokens, max_queue,
     block_size, kv_dtype ("f16" | "f32"), prefix_caching, memlog, sampling ("auto" | "host" |
-    "device": where sampled requests draw). Use it as a context manager
+    "device": where sampled requests draw), pipeline ("auto" | "on" | "off": greedy decode steps
+    launched before the step before them has its tokens; auto = on a GPU). Use it as a context manager
     or call close(); sampling keywords of the generating calls are tessera_sampling's fields:
     temperature, top_p, top_k, min_p, seed, repetition_penalty, presence_penalty,
     frequency_penalty, max_tokens (-1 = until the context is full), stop_token_ids, ignore_eos.

@@ -116,3 +116,20 @@ def test_sampling_option(tessera, ref):
     with pytest.raises(tessera.TesseraError) as e:
         tessera.Engine(FIXTURE, device="cpu", memory_budget=BUDGET, sampling="bogus")
     assert "sampling" in e.value.message
+
+
+def test_pipeline_option(tessera, ref):
+    """pipeline="on" (on the CPU the chained steps read their tokens on the host): the greedy
+    continuation is transformers' as with it off; an unknown mode is refused naming the option."""
+    prompt = ref["greedy"]["prompt_ids"]
+    want = ref["greedy"]["new_ids"]
+    for mode in ("on", "off"):
+        with tessera.Engine(FIXTURE, device="cpu", memory_budget=BUDGET, pipeline=mode) as e:
+            out = [e.prefill(prompt, temperature=0, max_tokens=len(want))]
+            while (t := e.decode_step()) is not None:
+                out.append(t)
+            assert out == want, mode
+    with pytest.raises(tessera.TesseraError) as e:
+        tessera.Engine(FIXTURE, device="cpu", memory_budget=BUDGET, pipeline="sometimes")
+    assert "pipeline" in e.value.message
+

@@ -22,6 +22,7 @@ tessera_options default_options() {
     o.prefix_caching = e.prefix_caching ? 1 : 0;
     o.memlog = 0;
     o.sampling = nullptr;
+    o.pipeline = nullptr;
     return o;
 }
 
@@ -64,6 +65,7 @@ EngineOptions to_engine_options(const char* path, const tessera_options* in) {
     e.prefix_caching = o.prefix_caching != 0;
     if (o.memlog) MemLog::global().set_enabled(true);
     if (o.sampling) e.sampling = o.sampling;
+    if (o.pipeline) e.pipeline = o.pipeline;
     return e;
 }
 

@@ -195,3 +195,38 @@ TEST(CapiRequests, ThreadsShareOneEngine) {
     for (auto& t : threads) t.join();
     for (const auto& g : got) EXPECT_EQ(g, p.g_want);
 }
+
+// tessera_options.pipeline: batched greedy requests give the same tokens with the pipelined decode
+// on (on the CPU its chained steps read their tokens on the host) as off; an unknown mode is
+// refused naming the option.
+TEST(CapiRequests, PipelineOptionKeepsTheTokens) {
+    const Prompts p = prompts();
+    auto run = [&](const char* pipeline) {
+        tessera_options o;
+        tessera_options_default(&o);
+        o.device = "cpu";
+        o.memory_budget = int64_t(64) << 20;
+        o.pipeline = pipeline;
+        EnginePtr e(tessera_engine_create(fixture_dir().string().c_str(), &o));
+        EXPECT_NE(e, nullptr) << tessera_last_error();
+        if (!e) return Collected{};
+        const tessera_sampling sg = greedy(16), sa = greedy(8), sb = greedy(5);
+        EXPECT_EQ(tessera_add_request(e.get(), "g", p.g.data(), int32_t(p.g.size()), &sg), TESSERA_STATUS_OK);
+        EXPECT_EQ(tessera_add_request(e.get(), "a", p.a.data(), int32_t(p.a.size()), &sa), TESSERA_STATUS_OK);
+        EXPECT_EQ(tessera_add_request(e.get(), "b", p.b.data(), int32_t(p.b.size()), &sb), TESSERA_STATUS_OK);
+        return drain(e.get(), 64);
+    };
+    const Collected on = run("on"), off = run("off");
+    EXPECT_EQ(on.tokens.at("g"), p.g_want);
+    EXPECT_EQ(on.tokens, off.tokens);
+    EXPECT_EQ(on.finished, off.finished);
+
+    tessera_options o;
+    tessera_options_default(&o);
+    o.device = "cpu";
+    o.memory_budget = int64_t(64) << 20;
+    o.pipeline = "sometimes";
+    EXPECT_EQ(tessera_engine_create(fixture_dir().string().c_str(), &o), nullptr);
+    EXPECT_EQ(tessera_last_status(), TESSERA_STATUS_INVALID_ARGUMENT) << tessera_last_error();
+    EXPECT_NE(std::string(tessera_last_error()).find("pipeline"), std::string::npos) << tessera_last_error();
+}
