@@ -65,9 +65,7 @@ Batch Model::chained_on_host(const Batch& batch) {
     }
     Batch b = batch;
     std::copy_n(ids, b.tokens.size(), b.tokens.begin());
-    for (int32_t id : b.tokens)
-        TS_CHECK(id >= 0 && id < cfg_.vocab_size, "chained step: the last step chose token {} (vocabulary {})", id,
-                 cfg_.vocab_size);
+    check_tokens(b);  // the ids the last step chose, checked as any batch's
     return b;
 }
 
