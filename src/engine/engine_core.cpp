@@ -73,6 +73,7 @@ struct Launched {
     bool decode_only = true;
     bool greedy = false;      // argmax rows only
     bool sample = false;      // drawn where the logits are (device sampling)
+    bool raw_needed = false;  // a request wants its raw row (logits or logprobs)
     int top_k = 0;            // drawn on the host from each row's top candidates
     float* logits = nullptr;  // whole rows (host), in Impl::logits
     std::vector<int32_t> argmax;
@@ -388,8 +389,9 @@ static bool greedy_only(const Live& l) {
     return sampler_only(l) && (s.temperature <= 0.f || s.top_k == 1);
 }
 // A request's next draw where the logits are: its counter is the sequence's length, so a seed
-// gives one stream of draws per prompt.
-static SampleRow device_sample_row(const Live& l) {
+// gives one stream of draws per prompt. `ahead`: the draw of a step launched before the last
+// token reached the sequence (pipelined decode) — one position further.
+static SampleRow device_sample_row(const Live& l, int64_t ahead) {
     const SamplingParams& s = l.params.sampling;
     SampleRow r;
     r.temperature = s.temperature;
@@ -397,7 +399,7 @@ static SampleRow device_sample_row(const Live& l) {
     r.top_k = s.top_k;
     r.min_p = s.min_p;
     r.seed = s.seed;
-    r.counter = uint64_t(l.seq.tokens.size());
+    r.counter = uint64_t(int64_t(l.seq.tokens.size()) + ahead);
     return r;
 }
 // The top candidates a request's draw needs (Sampler::decided_by_top), or 0 when it needs the
@@ -465,6 +467,7 @@ bool EngineCore::Impl::launch(Launched& s, bool chain) {
     if (sample || greedy) top_k = 0;
     s.greedy = greedy;
     s.sample = sample;
+    s.raw_needed = raw_needed;
     s.top_k = top_k;
     LogitsOut out;
     if (greedy || top_k > 0 || sample) {  // penalties and bias are applied where the logits stay
@@ -477,7 +480,7 @@ bool EngineCore::Impl::launch(Launched& s, bool chain) {
         s.argmax.assign(size_t(rows), 0);
         out.argmax = s.argmax.data();
     } else if (sample) {
-        for (const Live* l : sampled) s.sample_rows.push_back(device_sample_row(*l));
+        for (const Live* l : sampled) s.sample_rows.push_back(device_sample_row(*l, chain ? 1 : 0));
         s.tokens.assign(size_t(rows), 0);
         out.sample = s.sample_rows.data();
         out.tokens = s.tokens.data();
@@ -586,8 +589,11 @@ bool EngineCore::step() {
     // The books and the state snapshots (queued after this step, before the next).
     for (const SnapshotCopy& c : I.sched->complete(cur.plan)) I.state->copy(c.dst, c.src);
     // Only after a decode-only step: launching ahead costs the host a launch (or a recording) before
-    // it hands out this step's tokens, and a prompt's first token should not wait for it.
-    if (I.pipeline && cur.decode_only && cur.greedy && cur.edits.empty()) {
+    // it hands out this step's tokens, and a prompt's first token should not wait for it. Only
+    // where the tokens are all the step returns (greedy, or drawn on the device without raw rows)
+    // and no penalty or bias depends on them.
+    const bool tokens_only = cur.greedy || (cur.sample && !cur.raw_needed);
+    if (I.pipeline && cur.decode_only && tokens_only && cur.edits.empty()) {
         Launched next;
         next.plan = I.sched->schedule_ahead(cur.plan);
         if (!next.plan.items.empty()) {

@@ -209,16 +209,19 @@ bool DecodeGraphs::forward(Model& m, const Batch& b, const Caches& c, const Logi
         }
     }
     // Edits and summaries run after the replay, unrecorded; only what the step wants crosses. A
-    // greedy step's ids cross without waiting when the caller can collect them later.
-    const bool argmax_only = host_out.argmax && !host_out.host && host_out.n_edits == 0;
-    if (!launch || !argmax_only) {
+    // step whose only output is tokens (argmax, or drawn on the device) lets them cross without
+    // waiting when the caller can collect them later.
+    const bool tokens_only = !host_out.host && host_out.n_edits == 0 &&
+                             (host_out.argmax || (host_out.sample && host_out.tokens));
+    if (!launch || !tokens_only) {
         deliver_logits(be_, logits_, out_dev.slice_rows(0, n), 0, host_out);
         return true;
     }
     // Over g's tokens, which the replay has read: the next step, if chained to this one through
     // the same recording, reads them where they are.
     auto* ids = const_cast<int32_t*>(g.sb.tokens);
-    be_.argmax(out_dev.slice_rows(0, n), ids);
+    if (host_out.argmax) be_.argmax(out_dev.slice_rows(0, n), ids);
+    else be_.sample(out_dev.slice_rows(0, n), host_out.sample, ids);
     Arena& pinned = ids_[turn_];
     const size_t bytes = size_t(B) * sizeof(int32_t);
     if (pinned.capacity() < bytes)

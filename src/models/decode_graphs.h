@@ -5,7 +5,8 @@
 // to its bucket with padding sequences (kv_len 0, state slot -1, KV slot -1: they read nothing
 // and write nothing), its plan is copied into the bucket's fixed device arrays through
 // page-locked memory, the recording is replayed, and the real rows' logits are copied back — or,
-// for a greedy step, their argmax ids, without waiting (Launch: the engine's pipelined decode). A
+// for a step that wants only tokens, its argmax or drawn ids, without waiting (Launch: the
+// engine's pipelined decode). A
 // bucket is recorded the first time it is needed, right after a plain run of the same padded
 // step (which creates every buffer the ops use internally). Recordings are dropped when the
 // backend reallocates that memory (Backend::internal_epoch) or the caches change.
@@ -27,12 +28,12 @@ public:
 
     // How a step is launched (Model::launch) and what it left in flight.
     struct Launch {
-        // In: each sequence's token is the one the previous step's argmax chose for the same row
-        // (on the device; holds_ids must be true), not the batch's.
+        // In: each sequence's token is the one the previous step chose for the same row (its
+        // argmax or device draw, on the device; holds_ids must be true), not the batch's.
         bool chain = false;
-        // Out, for an argmax-only step (no edits): the ids land in `ids` (page-locked host memory,
-        // valid until the step after next) once `mark` has passed; null when the step finished
-        // its outputs before returning.
+        // Out, for a step whose only output is tokens (argmax or a device draw, no edits): they
+        // land in `ids` (page-locked host memory, valid until the step after next) once `mark` has
+        // passed; null when the step finished its outputs before returning.
         const int32_t* ids = nullptr;
         uint64_t mark = 0;
     };
@@ -41,7 +42,7 @@ public:
     // batch does not qualify or the backend cannot record (the caller runs it plainly; nothing
     // was queued). An argmax-only step returns without waiting for the device (Launch::ids).
     bool forward(Model& m, const Batch& b, const Caches& c, const LogitsOut& host_out, Launch* launch = nullptr);
-    // Whether the last step the model ran came through here with argmax ids for n rows still on
+    // Whether the last step the model ran came through here with token ids for n rows still on
     // the device — what a chained step reads.
     bool holds_ids(int n) const { return last_ids_ && last_rows_ == n; }
 
@@ -72,7 +73,7 @@ private:
     Arena staging_[2];     // a plan
     Arena ids_[2];         // a step's argmax ids
     int turn_ = 0;
-    // The last step's argmax ids: written over its recording's token array (device), so a chained
+    // The last step's token ids: written over its recording's token array (device), so a chained
     // step replaying the same recording finds them in place (no copy); another recording gets
     // them copied. parked_ holds them while the recordings are dropped.
     const int32_t* last_ids_ = nullptr;

@@ -58,7 +58,7 @@ void Model::forward(const Batch& batch, const Caches& caches, const LogitsOut& o
 
 Batch Model::chained_on_host(const Batch& batch) {
     const Pending& prev = pending_.back();
-    const int32_t* ids = prev.out.argmax;
+    const int32_t* ids = prev.out.argmax ? prev.out.argmax : prev.out.tokens;
     if (prev.ids) {  // still on its way from the device
         be_.wait_mark(prev.mark);
         ids = prev.ids;
@@ -77,9 +77,10 @@ void Model::launch(const Batch& batch, const Caches& caches, const LogitsOut& ou
     if (chain) {
         TS_CHECK(!pending_.empty(), "launch: a chained step needs a step launched before it");
         const Pending& prev = pending_.back();
-        TS_CHECK(prev.out.argmax && prev.out.n_edits == 0 && prev.rows == n && batch.n_tokens() == n,
+        const bool tokens_out = prev.out.argmax || (prev.out.sample && prev.out.tokens);
+        TS_CHECK(tokens_out && prev.out.n_edits == 0 && prev.rows == n && batch.n_tokens() == n,
                  "launch: a chained step of {} sequences ({} tokens) after a step of {} rows{}", n, batch.n_tokens(),
-                 prev.rows, prev.out.argmax ? "" : " without argmax output");
+                 prev.rows, tokens_out ? "" : " without token output (argmax or a device draw)");
     }
     Pending p;
     p.out = out;
@@ -110,7 +111,7 @@ void Model::collect() {
     pending_.pop_front();
     if (!p.ids) return;  // finished inside launch()
     be_.wait_mark(p.mark);
-    std::copy_n(p.ids, p.rows, p.out.argmax);
+    std::copy_n(p.ids, p.rows, p.out.argmax ? p.out.argmax : p.out.tokens);
 }
 
 }  // namespace tessera

@@ -131,13 +131,15 @@ public:
     void forward(const Batch& batch, const Caches& caches, const LogitsOut& out);
 
     // Pipelined decoding: forward in two halves. launch() queues the step and returns without
-    // waiting where it can — a decode graph's replay whose only output is argmax (no edits) —
+    // waiting where it can — a decode graph's replay whose only output is tokens (argmax or
+    // drawn on the device; no edits) —
     // and runs any other step to the end; collect() waits for the oldest launched step and
     // writes its outputs (`out`'s host buffers must live until then). At most two steps are in
     // flight. With `chain`, each sequence's token is not the batch's but the one the step
-    // launched before chose for the same row (its argmax): that step must have had argmax output
-    // with one row per sequence of this batch, in the same order, and this batch one token a
-    // sequence — the engine launches step n + 1 before it has seen step n's tokens.
+    // launched before chose for the same row (its argmax or device draw): that step must have had
+    // token output (no edits) with one row per sequence of this batch, in the same order, and this
+    // batch one token a sequence — the engine launches step n + 1 before it has seen step n's
+    // tokens.
     void launch(const Batch& batch, const Caches& caches, const LogitsOut& out, bool chain = false);
     void collect();
     int in_flight() const { return int(pending_.size()); }

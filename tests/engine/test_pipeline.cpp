@@ -63,6 +63,19 @@ TEST_P(EnginePipeline, GivesTheOutputsOfTheEngineWithoutIt) {
     expect_idle(on.stats);
 }
 
+// Device sampling (the CPU's reference of Backend::sample): steps whose rows draw where the
+// logits are chain too, each draw's counter one position further than the sequence's length at
+// launch — the sampled request gives the same tokens as without the pipeline.
+TEST_P(EnginePipeline, DeviceSampledStepsChainToo) {
+    EngineOptions off = options(GetParam(), "off"), on = options(GetParam(), "on");
+    off.sampling = on.sampling = "device";
+    const Outcome a = run_scenario(off, -1), b = run_scenario(on, -1);
+    for (size_t r = 0; r < a.traces.size(); ++r) EXPECT_EQ(b.traces[r], a.traces[r]) << "request " << r;
+    EXPECT_GT(b.stats.steps_ahead, run_scenario(options(GetParam(), "on"), -1).stats.steps_ahead)
+        << "the steps with the sampled request should chain as well";
+    expect_idle(b.stats);
+}
+
 TEST_P(EnginePipeline, SecondTurnFromThePrefixCache) {
     const std::vector<Trace> off = run_conversation(options(GetParam(), "off"));
     const std::vector<Trace> on = run_conversation(options(GetParam(), "on"));
