@@ -2,9 +2,10 @@
 // buffers, every variant and the dispatch's pick, at llama.cpp's 4096x14336, the flagship's
 // projections and lm_head, and two small shapes. Weight bytes = codes + scales (+ biases); TB/s of
 // those and % of 4.3 TB/s (H200 copy bandwidth). "cold": the weights rotate over copies that
-// together exceed the 60 MB L2; "hot": one copy, L2-resident when it fits.
+// together exceed the 60 MB L2; "hot": one copy, L2-resident when it fits; "stream": cold, 16 calls
+// back to back timed together (what a call costs a decode step, where each starts under the last).
 //   bench_fast_gemv [--tokens 1,2,4,8] [--layouts q4_0,int4g64b,int8g32] [--variants all|pick]
-//                   [--modes cold,hot] [--runs 50] [--warmup 10] [--filter TEXT]
+//                   [--modes cold,hot,stream] [--runs 50] [--warmup 10] [--filter TEXT]
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -36,6 +37,7 @@ namespace {
 
 constexpr double kBandwidth = 4.3e12;        // H200 copy bandwidth (PERF.md)
 constexpr double kColdBytes = 240.0 * 1e6;   // rotated weights per case: 4x the 60 MB L2
+constexpr int kStreamCalls = 16;             // calls timed together in the "stream" mode
 
 struct Layout {
     const char* name;
@@ -76,6 +78,8 @@ std::string plan_name(const fast::GemvPlan& p) {
     if (p.variant == fast::GemvVariant::Dp4a)
         return "dp4a (x 2 limbs) S=" + std::to_string(p.splits) +
                (p.cluster > 1 ? " cluster " + std::to_string(p.cluster) : "");
+    if (p.variant == fast::GemvVariant::Imma)
+        return "imma S=" + std::to_string(p.splits) + " C=" + std::to_string(p.cluster);
     if (p.variant == fast::GemvVariant::MmaRows) return "mma rows mt=" + std::to_string(p.mtiles);
     return "mma mt=" + std::to_string(p.mtiles) + " k/" + std::to_string(p.splits);
 }
@@ -161,11 +165,19 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                                                                      l.anchor_dtype, T)
                                              : "";
         for (const std::string& mode : a.modes) {
-            const int n = mode == "cold" ? cold_copies : 1;
+            // stream: kStreamCalls calls back to back on cold copies, timed together (a decode
+            // step's view: each call's start overlaps the one before it by programmatic launch).
+            const int n = mode == "hot" ? 1 : cold_copies, reps = mode == "stream" ? kStreamCalls : 1;
+            auto time = [&](auto&& call) {
+                return timer.median(a.warmup, a.runs, [&](int c) {
+                           for (int r = 0; r < reps; ++r) call(size_t((c * reps + r) % n));
+                       }) /
+                       reps;
+            };
             for (size_t i = 0; i < plans.size(); ++i) {
                 const fast::GemvPlan& p = plans[i];
-                const double sec = timer.median(a.warmup, a.runs, [&](int c) {
-                    fast::gemv_packed_plan(p, dy.as<float>(), N, dx.as<float>(), K, T, copies[size_t(c % n)].m, st);
+                const double sec = time([&](size_t c) {
+                    fast::gemv_packed_plan(p, dy.as<float>(), N, dx.as<float>(), K, T, copies[c].m, st);
                 });
                 std::string note = i == 0 ? "picked" : "";
                 if (i == 0 && !anchor.empty()) note += "; llama.cpp " + anchor;
@@ -183,32 +195,46 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                 if (a.all_variants && fast::gemv_dp4a_fits(K, T, l.kind))
                     for (int cl : {1, fast::kGemvDp4aCluster})
                         for (int s : {1, 2, 4, 8}) tp.push_back({fast::GemvVariant::Dp4a, 1, s, cl});
-                for (const fast::GemvPlan& p : tp) {
-                    const double sec = timer.median(a.warmup, a.runs, [&](int c) {
-                        fast::gemv_packed_plan(p, dy.as<float>(), N, dx.as<float>(), K, T, tile_copies[size_t(c % n)].m,
-                                               st);
+                const PackedMatrix& tm = tile_copies[0].m;
+                const fast::GemvPlan ip = fast::gemv_imma_plan(tm, T, sms);  // cluster 0: does not fit
+                if (ip.cluster > 0) {
+                    tp.push_back(ip);
+                    if (a.all_variants)
+                        for (int cl : {1, 2, 4, 8})
+                            for (int s : {1, 2, 8})
+                                if ((cl != ip.cluster || s != ip.splits) && fast::gemv_imma_fits(tm, T, cl))
+                                    tp.push_back({fast::GemvVariant::Imma, 1, s, cl});
+                }
+                for (size_t i = 0; i < tp.size(); ++i) {
+                    const fast::GemvPlan& p = tp[i];
+                    const double sec = time([&](size_t c) {
+                        fast::gemv_packed_plan(p, dy.as<float>(), N, dx.as<float>(), K, T, tile_copies[c].m, st);
                     });
-                    row(name, l, T, mode, "tiles: " + plan_name(p), sec, bytes, "16-row tiles (the backend's order)");
+                    std::string note = "16-row tiles (the backend's order)";
+                    if (p.variant == fast::GemvVariant::Imma)
+                        note += "; " + std::to_string(fast::detail::gemv_grid_blocks(p, N)) + " blocks" +
+                                (p.cluster == ip.cluster && p.splits == ip.splits ? ", imma's shape" : "");
+                    row(name, l, T, mode, "tiles: " + plan_name(p), sec, bytes, note);
                 }
             }
             if (a.all_variants) {
-                const double sec = timer.median(a.warmup, a.runs, [&](int c) {
-                    fast::gemv_q8(dy.as<float>(), N, dx.as<float>(), K, T, copies[size_t(c % n)].m, scratch.data(), st);
+                const double sec = time([&](size_t c) {
+                    fast::gemv_q8(dy.as<float>(), N, dx.as<float>(), K, T, copies[c].m, scratch.data(), st);
                 });
                 row(name, l, T, mode, "q8 (x int8, dp4a)", sec, bytes, "x rounded to int8; not the default");
             }
             if (T == a.tokens.front()) {  // what a pure read of the codes costs under this timer
                 const double code_bytes = double(codes.size());
-                const double sec = timer.median(a.warmup, a.runs, [&](int c) {
-                    fast::read_floor(copies[size_t(c % n)].codes.data(), codes.size(), dy.as<float>(), st);
+                const double sec = time([&](size_t c) {
+                    fast::read_floor(copies[c].codes.data(), codes.size(), dy.as<float>(), st);
                 });
                 row(name, l, T, mode, "read floor (codes only)", sec, code_bytes,
                     "fast::read_floor: 16-byte streamed loads, nothing computed");
                 const PackedMatrix& m0 = copies[0].m;
                 if (m0.kind == PackedKind::Int4 && m0.group == 32 && !m0.biases && N % 16 == 0 && K % 128 == 0) {
                     for (const bool tiled : {false, true}) {
-                        const double ps = timer.median(a.warmup, a.runs, [&](int c) {
-                            fast::read_pattern(copies[size_t(c % n)].m, tiled, dy.as<float>(), st);
+                        const double ps = time([&](size_t c) {
+                            fast::read_pattern(copies[c].m, tiled, dy.as<float>(), st);
                         });
                         row(name, l, T, mode, tiled ? "loads only, 16-row tiles" : "loads only, as mma rows", ps, bytes,
                             tiled ? "fast::read_pattern: mma rows' grid, each (16-row, k-tile) contiguous"
@@ -230,7 +256,7 @@ int main(int argc, char** argv) {
             "  --tokens LIST    token counts (default 1,2,4,8)\n"
             "  --layouts LIST   q4_0, int4g64b (G64 with biases), int8g32, int8g16 (default the first 3)\n"
             "  --variants all|pick  every variant or only the dispatch's pick (default all)\n"
-            "  --modes LIST     cold, hot (default both)\n"
+            "  --modes LIST     cold, hot, stream (cold, 16 calls back to back timed together; default cold,hot)\n"
             "  --runs N         timed calls, median (default 50); --warmup N (default 10)\n"
             "  --filter TEXT    only cases whose label \"<shape> <layout> T=<n>\" contains TEXT\n";
         bench::KernelArgs args(usage);

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstdint>
@@ -369,6 +370,8 @@ std::string plan_name(const fast::GemvPlan& p) {
     if (p.variant == fast::GemvVariant::MmaChunks) return "mma chunks";
     if (p.variant == fast::GemvVariant::Dp4a)
         return "dp4a S=" + std::to_string(p.splits) + (p.cluster > 1 ? " cluster " + std::to_string(p.cluster) : "");
+    if (p.variant == fast::GemvVariant::Imma)
+        return "imma S=" + std::to_string(p.splits) + " C=" + std::to_string(p.cluster);
     if (p.variant == fast::GemvVariant::MmaRows) return "mma rows mt=" + std::to_string(p.mtiles);
     return "mma mt=" + std::to_string(p.mtiles) + " splits=" + std::to_string(p.splits);
 }
@@ -440,9 +443,19 @@ TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
                     if (fast::gemv_mma_fits(sh.K, l.kind, splits))
                         plans.push_back({fast::GemvVariant::Mma, mt, splits});
             }
+            // Imma (16-row tiles, the same limbs as Dp4a): its own shape, and K over 1, 2, 4 and 8
+            // blocks (slices of one k-tile or none past K = 384), 1, 2 or 8 warps a row tile.
+            const fast::GemvPlan ip = fast::gemv_imma_plan(dp.m, sh.T, sms);
+            if (ip.cluster > 0) {
+                plans.push_back(ip);
+                for (const auto& [S, C] : std::vector<std::pair<int, int>>{{1, 1}, {2, 2}, {1, 4}, {8, 8}, {1, 8}})
+                    if (fast::gemv_imma_fits(dp.m, sh.T, C)) plans.push_back({fast::GemvVariant::Imma, 1, S, C});
+                if (qbound.empty()) qbound = dp4a_bound(ph, x, ldx, sh.T);
+            }
             for (const fast::GemvPlan& plan : plans) {
                 SCOPED_TRACE(plan_name(plan));
-                const bool dp4a = plan.variant == fast::GemvVariant::Dp4a;  // x in two int8 limbs
+                const bool dp4a = plan.variant == fast::GemvVariant::Dp4a ||  // x in two int8 limbs
+                                  plan.variant == fast::GemvVariant::Imma;
                 const bool mma = plan.variant != fast::GemvVariant::Simt && !dp4a;  // x rounded to bf16
                 DeviceBuffer yd = to_device(std::vector<float>(size_t(sh.T * ldy), reftest::kPad));
                 Stream s;
@@ -472,6 +485,45 @@ TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
                 EXPECT_EQ(bad, 0);
             }
         }
+    }
+}
+
+// Imma takes Int4 in 16-row tiles only, 1, 2, 4 or 8 warps a row tile and blocks a cluster, and
+// its x slice within its shared memory; its own shape is the smallest cluster that fits first.
+TEST(FastGemv, ImmaRejectsBadPlans) {
+    REQUIRE_CUDA();
+    Stream s;
+    const fast::GemvPlan imma{fast::GemvVariant::Imma, 1, 1, 1};
+    const PackedHost rows = random_packed(kLayouts[0], 16, 14336, 31);
+    PackedHost tiles = rows;
+    tile_packed(tiles);
+    DevicePacked dr = upload(rows), dt = upload(tiles);
+    const PackedHost i8 = random_packed(kLayouts[5], 16, 14336, 32);
+    DevicePacked d8 = upload(i8);
+    DeviceBuffer xt(size_t(8 * 14336 * 4)), yt(size_t(8 * 16 * 4));
+    EXPECT_THROW(fast::gemv_packed_plan(imma, yt.as<float>(), 16, xt.as<float>(), 14336, 1, dr.m, s.get()), Error);
+    EXPECT_THROW(fast::gemv_packed_plan(imma, yt.as<float>(), 16, xt.as<float>(), 14336, 1, d8.m, s.get()), Error);
+    for (const fast::GemvPlan& p : {fast::GemvPlan{fast::GemvVariant::Imma, 1, 3, 1},
+                                    fast::GemvPlan{fast::GemvVariant::Imma, 1, 1, 3},
+                                    fast::GemvPlan{fast::GemvVariant::Imma, 1, 1, 0},
+                                    fast::GemvPlan{fast::GemvVariant::Imma, 1, 1, 1}})  // T = 8, K = 14336 unsplit
+        EXPECT_THROW(fast::gemv_packed_plan(p, yt.as<float>(), 16, xt.as<float>(), 14336, 8, dt.m, s.get()), Error)
+            << p.splits << " " << p.cluster;
+    EXPECT_FALSE(fast::gemv_imma_fits(dt.m, 8, 2));  // 8 tokens of 7168 columns: 162 KiB
+    EXPECT_TRUE(fast::gemv_imma_fits(dt.m, 8, 4));
+    EXPECT_EQ(fast::gemv_imma_plan(dt.m, 8, 132).cluster, 8);  // 4 fits; then more blocks for one row tile
+    EXPECT_EQ(fast::gemv_imma_plan(dt.m, 8, 132).splits, 8);
+    EXPECT_EQ(fast::gemv_imma_plan(dr.m, 1, 132).cluster, 0);  // rows: not taken
+    // The flagship's shapes and the anchor (132 SMs): K over the fewest blocks that launch 198
+    // (512 rows: as many as leave each warp a k-tile).
+    for (const auto& [N, K, S, C] : std::vector<std::array<int64_t, 4>>{
+             {4096, 14336, 1, 8}, {12352, 2048, 1, 4}, {8192, 2048, 1, 4}, {2048, 4096, 2, 8}, {512, 2048, 2, 8},
+             {248320, 2048, 1, 1}}) {
+        PackedMatrix m;
+        m.n = N, m.k = K, m.group = 32, m.tiles = true;
+        const fast::GemvPlan p = fast::gemv_imma_plan(m, 1, 132);
+        EXPECT_EQ(p.splits, S) << N << "x" << K;
+        EXPECT_EQ(p.cluster, C) << N << "x" << K;
     }
 }
 

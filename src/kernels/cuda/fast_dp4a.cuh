@@ -45,6 +45,48 @@ __device__ __forceinline__ uint32_t low_bytes(uint32_t a, uint32_t b, uint32_t c
     return __byte_perm(__byte_perm(a, b, 0x0040u), __byte_perm(c, d, 0x0040u), 0x5410u);
 }
 
+// Eight neighbouring columns of x quantized into the two limbs, by four neighbouring lanes that
+// hold one 32-column group together (call from every lane of the warp: it shuffles). H, L: this
+// lane's hi and lo limb bytes, its even columns then its odd ones; dx, sx: the group's (NaN dx
+// where a value of the group is not finite), the same in all four lanes.
+struct Dp4aQ8 {
+    uint2 H, L;
+    float dx, sx;
+};
+__device__ __forceinline__ Dp4aQ8 dp4a_quantize8(const float (&v)[8]) {
+    constexpr float kRound = 12582912.f;  // 1.5 · 2²³: v + kRound rounds v to an integer in its low bits
+    float amax = 0.f;
+    int bad = 0;  // fmaxf drops NaN: test the values, not amax
+#pragma unroll
+    for (int e = 0; e < 8; ++e) amax = fmaxf(amax, fabsf(v[e])), bad |= !isfinite(v[e]);
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+    bad |= __shfl_xor_sync(0xffffffffu, bad, 1);
+    bad |= __shfl_xor_sync(0xffffffffu, bad, 2);
+    const float inv = amax > 0.f && !bad ? 127.f / amax : 0.f;
+    uint32_t hb[8], lb[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+        const float f = v[e] * inv;                       // |f| ≤ 127
+        const float rh = f + kRound;                      // low byte: rint(f) as int8
+        const float r = f - (rh - kRound);                // |r| ≤ 1/2, exact
+        hb[e] = __float_as_uint(rh);
+        lb[e] = __float_as_uint(fmaf(r, 254.f, kRound));  // low byte: rint(254 r), |.| ≤ 127
+    }
+    Dp4aQ8 q;
+    q.H = make_uint2(low_bytes(hb[0], hb[2], hb[4], hb[6]), low_bytes(hb[1], hb[3], hb[5], hb[7]));
+    q.L = make_uint2(low_bytes(lb[0], lb[2], lb[4], lb[6]), low_bytes(lb[1], lb[3], lb[5], lb[7]));
+    int sh = __dp4a(int(q.H.y), 0x01010101, __dp4a(int(q.H.x), 0x01010101, 0));
+    int sl = __dp4a(int(q.L.y), 0x01010101, __dp4a(int(q.L.x), 0x01010101, 0));
+    sh += __shfl_xor_sync(0xffffffffu, sh, 1);
+    sh += __shfl_xor_sync(0xffffffffu, sh, 2);
+    sl += __shfl_xor_sync(0xffffffffu, sl, 1);
+    sl += __shfl_xor_sync(0xffffffffu, sl, 2);
+    q.dx = bad ? quiet_nan() : amax / 127.f;
+    q.sx = q.dx * (float(sh) + float(sl) * (1.f / 254.f));
+    return q;
+}
+
 // x[R, K] (row stride ldx; K a multiple of 32) → the staged form at `base`, by all THREADS
 // threads of the block (call from every thread; a barrier must follow before reading). Thread
 // item i: row i / (Kp/8), columns 8·j … 8·j + 7 (j = i % (Kp/8)); four neighbouring lanes hold a
@@ -56,7 +98,6 @@ __device__ __forceinline__ uint32_t low_bytes(uint32_t a, uint32_t b, uint32_t c
 template <int THREADS, int CL = 1>
 __device__ __forceinline__ void dp4a_quantize_x(const float* __restrict__ x, int64_t ldx, int R, int K, bool aligned,
                                                 void* base, unsigned rank = 0) {
-    constexpr float kRound = 12582912.f;  // 1.5 · 2²³: v + kRound rounds v to an integer in its low bits
     const int Kp = (K + 127) / 128 * 128, per_row = Kp / 8, items = R * per_row;
     auto* xh = static_cast<uint8_t*>(base);
     uint8_t* xl = xh + R * Kp;
@@ -72,41 +113,15 @@ __device__ __forceinline__ void dp4a_quantize_x(const float* __restrict__ x, int
         const int t = i < items ? i / per_row : 0, j = i - t * per_row, c0 = 8 * j;
         float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
         if (i < items && c0 < K) load8(x + t * ldx + c0, aligned, v);  // a 32-column group is all in or all out
-        float amax = 0.f;
-        int bad = 0;  // fmaxf drops NaN: test the values, not amax
-#pragma unroll
-        for (int e = 0; e < 8; ++e) amax = fmaxf(amax, fabsf(v[e])), bad |= !isfinite(v[e]);
-        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-        bad |= __shfl_xor_sync(0xffffffffu, bad, 1);
-        bad |= __shfl_xor_sync(0xffffffffu, bad, 2);
-        const float inv = amax > 0.f && !bad ? 127.f / amax : 0.f;
-        uint32_t hb[8], lb[8];
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-            const float f = v[e] * inv;                       // |f| ≤ 127
-            const float rh = f + kRound;                      // low byte: rint(f) as int8
-            const float r = f - (rh - kRound);                // |r| ≤ 1/2, exact
-            hb[e] = __float_as_uint(rh);
-            lb[e] = __float_as_uint(fmaf(r, 254.f, kRound));  // low byte: rint(254 r), |.| ≤ 127
-        }
-        const uint2 H = make_uint2(low_bytes(hb[0], hb[2], hb[4], hb[6]), low_bytes(hb[1], hb[3], hb[5], hb[7]));
-        const uint2 L = make_uint2(low_bytes(lb[0], lb[2], lb[4], lb[6]), low_bytes(lb[1], lb[3], lb[5], lb[7]));
-        int sh = __dp4a(int(H.y), 0x01010101, __dp4a(int(H.x), 0x01010101, 0));
-        int sl = __dp4a(int(L.y), 0x01010101, __dp4a(int(L.x), 0x01010101, 0));
-        sh += __shfl_xor_sync(0xffffffffu, sh, 1);
-        sh += __shfl_xor_sync(0xffffffffu, sh, 2);
-        sl += __shfl_xor_sync(0xffffffffu, sl, 1);
-        sl += __shfl_xor_sync(0xffffffffu, sl, 2);
+        const Dp4aQ8 q = dp4a_quantize8(v);
         if (i < items) {
 #pragma unroll
             for (int r = 0; r < CL; ++r) {
-                *reinterpret_cast<uint2*>(peer(xh + t * Kp + c0, r)) = H;
-                *reinterpret_cast<uint2*>(peer(xl + t * Kp + c0, r)) = L;
+                *reinterpret_cast<uint2*>(peer(xh + t * Kp + c0, r)) = q.H;
+                *reinterpret_cast<uint2*>(peer(xl + t * Kp + c0, r)) = q.L;
             }
             if ((j & 3) == 0) {
-                const float dx = bad ? quiet_nan() : amax / 127.f;
-                const float2 ds = make_float2(dx, dx * (float(sh) + float(sl) * (1.f / 254.f)));
+                const float2 ds = make_float2(q.dx, q.sx);
 #pragma unroll
                 for (int r = 0; r < CL; ++r) *peer(st + t * (Kp / 32) + j / 4, r) = ds;
             }

@@ -49,8 +49,8 @@ void gemv_packed_plan(const GemvPlan& plan, float* y, int64_t ldy, const float* 
     ref::detail::check_rows("gemv_packed", "x", x, ldx, T, w.k);
     const ref::detail::Span ys = ref::detail::span_of(y, ldy, T, w.n), xs = ref::detail::span_of(x, ldx, T, w.k);
     TS_CHECK(!ref::detail::overlaps(ys, xs), "gemv_packed: y overlaps x");
-    TS_CHECK(plan.cluster == 1 || plan.variant == GemvVariant::Dp4a,
-             "gemv_packed: only Dp4a runs in clusters of its own (cluster {})", plan.cluster);
+    TS_CHECK(plan.cluster == 1 || plan.variant == GemvVariant::Dp4a || plan.variant == GemvVariant::Imma,
+             "gemv_packed: only Dp4a and Imma run in clusters of their own (cluster {})", plan.cluster);
     if (plan.variant == GemvVariant::Simt) {
         TS_CUDA_CHECK(detail::launch_gemv_simt(y, ldy, x, ldx, T, w, stream));
         return;
@@ -61,6 +61,23 @@ void gemv_packed_plan(const GemvPlan& plan, float* y, int64_t ldy, const float* 
                  "tokens, K = {}: {} bytes)",
                  kGemvChunksMaxTokens, kGemvChunksMaxSmem, T, w.k, gemv_chunks_smem(w.k, T));
         TS_CUDA_CHECK(detail::launch_gemv_chunks(y, ldy, x, ldx, T, w, stream));
+        return;
+    }
+    if (plan.variant == GemvVariant::Imma) {
+        TS_CHECK(gemv_imma_takes(w, T),
+                 "gemv_packed: Imma takes Int4 in 16-row tiles, groups of 32, 64 or 128 and 1..8 tokens (got {}, "
+                 "group {}, {} tokens)",
+                 w.kind == PackedKind::Int4 ? (w.tiles ? "Int4 tiles" : "Int4 rows") : "Int8", w.group, T);
+        const auto pow2 = [](int v) { return v == 1 || v == 2 || v == 4 || v == 8; };
+        TS_CHECK(pow2(plan.splits) && pow2(plan.cluster),
+                 "gemv_packed: Imma takes 1, 2, 4 or 8 warps a row tile and blocks a cluster, not {} and {}",
+                 plan.splits, plan.cluster);
+        TS_CHECK(gemv_imma_fits(w, T, plan.cluster),
+                 "gemv_packed: Imma's ring and x slice ({} bytes at K = {}, {} tokens, cluster {}) exceed its {} bytes "
+                 "of shared memory",
+                 gemv_imma_smem(w.k, T, w.group, w.biases != nullptr, plan.cluster), w.k, T, plan.cluster,
+                 kGemvImmaMaxSmem);
+        TS_CUDA_CHECK(detail::launch_gemv_imma(plan, y, ldy, x, ldx, T, w, stream));
         return;
     }
     if (plan.variant == GemvVariant::Dp4a) {

@@ -725,6 +725,11 @@ int resident_mt(const GemvPlan& plan, const PackedMatrix& w) {
 
 int gemv_resident_blocks(const GemvPlan& plan, const PackedMatrix& w) {
     if (plan.variant == GemvVariant::Simt) return -1;
+    if (plan.variant == GemvVariant::Imma) {
+        const int d = gemv_imma_resident_blocks(plan, w, 1);
+        cudaGetLastError();
+        return d;
+    }
     if (plan.variant == GemvVariant::Dp4a) {
         const int d = gemv_dp4a_resident_blocks(w, 1);
         cudaGetLastError();

@@ -17,6 +17,13 @@
 //   Dp4a: fast_gemv_dp4a.cu — Int4, T ≤ 8: x quantized by each block into two int8 limbs
 //         (|x − x̃| ≤ max|x| / 64516 per 32 columns), dp4a on the nibbles as they lie; a lane keeps
 //         one row's 64 columns of every k-tile, S warps split a row tile's k-tiles (plan.splits).
+//   Imma: fast_gemv_imma.cu — Int4 in 16-row tiles, T ≤ 8: the same two int8 limbs of x and the
+//         same exact integer sums as Dp4a, on the tensor cores (mma.sync m16n8k32 u8 × s8), so its
+//         work a weight is flat in T; the weights stream through a shared-memory ring (cp.async)
+//         and K is split over the blocks of a cluster (plan.cluster), each quantizing only its
+//         slice of x; S warps a row tile (plan.splits). Not picked (TESSERA_GEMV=imma takes it
+//         wherever it fits): H200, cold, 16-row tiles, T = 1: 26.2 against Dp4a's 19.3 us at
+//         4096x14336, 12.5 against 8.3 at 8192x2048; T = 8: 38.6 against MmaRows' 29.7.
 #pragma once
 #include <cstdint>
 
@@ -26,15 +33,16 @@
 
 namespace tessera::cuda::fast {
 
-enum class GemvVariant : uint8_t { Simt, Mma, MmaRows, MmaStaged, MmaChunks, Dp4a };
+enum class GemvVariant : uint8_t { Simt, Mma, MmaRows, MmaStaged, MmaChunks, Dp4a, Imma };
 
 struct GemvPlan {
     GemvVariant variant = GemvVariant::Simt;
     int mtiles = 1;  // Mma, MmaRows: 16-row tiles per warp (1 or 2)
-    int splits = 1;  // Mma: K split over the blocks of one cluster (1..kGemvMaxSplits); Dp4a:
-                     // warps on one row tile (1, 2, 4 or 8)
+    int splits = 1;  // Mma: K split over the blocks of one cluster (1..kGemvMaxSplits); Dp4a,
+                     // Imma: warps on one row tile (1, 2, 4 or 8)
     int cluster = 1;  // Dp4a: blocks a thread-block cluster that quantize x together (1 or
-                      // kGemvDp4aCluster); 1 for the other variants
+                      // kGemvDp4aCluster); Imma: blocks a cluster, each on its own slice of K
+                      // (1, 2, 4 or 8); 1 for the other variants
 };
 
 // Mma's geometry (fast_gemv_mma.cu): kGemvMmaWarps warps a block, each its own 16·mtiles rows;
@@ -96,6 +104,48 @@ constexpr int gemv_dp4a_splits(int64_t N, int sms) {
     for (int s = 1; s < kGemvDp4aWarps; s *= 2)
         if (2 * ((row_tiles * s + kGemvDp4aWarps - 1) / kGemvDp4aWarps) >= int64_t(3) * sms) return s;
     return kGemvDp4aWarps;
+}
+
+// Imma: warps a block (8 / S row tiles), ring stages a warp, and the block's shared memory — the
+// ring (a stage: one k-tile of a row tile, 1 KiB of codes and its scales and biases), both limbs
+// of its slice of x a token (rows padded by 16 bytes: the B loads free of bank conflicts) and
+// (dx / 254, sx) per 32 columns for 8 token slots.
+constexpr int kGemvImmaWarps = 8;
+constexpr int kGemvImmaStages = 4;
+constexpr int64_t kGemvImmaMaxSmem = 160 * 1024;
+constexpr int64_t gemv_imma_stage_bytes(int64_t group, bool biases) {
+    return 1024 + 32 * (128 / group) * (biases ? 2 : 1);
+}
+constexpr int64_t gemv_imma_slice_cols(int64_t K, int cluster) { return 128 * ((K / 128 + cluster - 1) / cluster); }
+constexpr int64_t gemv_imma_smem(int64_t K, int64_t T, int64_t group, bool biases, int cluster) {
+    const int64_t kc = gemv_imma_slice_cols(K, cluster);
+    return kGemvImmaWarps * kGemvImmaStages * gemv_imma_stage_bytes(group, biases) + 16 + 2 * T * (kc + 16) +
+           2 * kc;
+}
+constexpr bool gemv_imma_takes(const PackedMatrix& w, int64_t T) {
+    return w.kind == PackedKind::Int4 && w.tiles && T >= 1 && T <= 8 &&
+           (w.group == 32 || w.group == 64 || w.group == 128);
+}
+constexpr bool gemv_imma_fits(const PackedMatrix& w, int64_t T, int cluster) {
+    return gemv_imma_takes(w, T) && gemv_imma_smem(w.k, T, w.group, w.biases != nullptr, cluster) <= kGemvImmaMaxSmem;
+}
+// Imma's shape: K split over the fewest blocks (then row tiles over the fewest warps) that launch
+// 1.5 blocks an SM, each warp keeping a k-tile at least; cluster 0 where nothing fits.
+constexpr GemvPlan gemv_imma_plan(const PackedMatrix& w, int64_t T, int sms) {
+    GemvPlan p{GemvVariant::Imma, 1, 1, 1};
+    while (p.cluster < 8 && !gemv_imma_fits(w, T, p.cluster)) p.cluster *= 2;
+    if (!gemv_imma_fits(w, T, p.cluster)) return {GemvVariant::Imma, 1, 1, 0};
+    const int64_t row_tiles = w.n / 16, nkt = w.k / 128;
+    auto blocks = [&] {
+        const int64_t rt = kGemvImmaWarps / p.splits;
+        return (row_tiles + rt - 1) / rt * p.cluster;
+    };
+    while (2 * blocks() < int64_t(3) * sms) {
+        if (p.cluster < 8 && nkt >= int64_t(2) * p.cluster * p.splits) p.cluster *= 2;
+        else if (p.splits < kGemvImmaWarps && nkt >= int64_t(2) * p.cluster * p.splits) p.splits *= 2;
+        else break;
+    }
+    return p;
 }
 
 // Whether Mma with `splits` blocks along K fits its shared-memory budget.
@@ -168,6 +218,9 @@ cudaError_t launch_gemv_mma(const GemvPlan& plan, float* y, int64_t ldy, const f
                             const PackedMatrix& w, cudaStream_t stream);
 cudaError_t launch_gemv_chunks(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
                                cudaStream_t stream);
+cudaError_t launch_gemv_imma(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
+                             const PackedMatrix& w, cudaStream_t stream);
+int gemv_imma_resident_blocks(const GemvPlan& plan, const PackedMatrix& w, int64_t T);
 cudaError_t launch_gemv_dp4a(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                              const PackedMatrix& w, cudaStream_t stream);
 int gemv_dp4a_resident_blocks(const PackedMatrix& w, int64_t T);
@@ -176,6 +229,10 @@ int gemv_dp4a_resident_blocks(const PackedMatrix& w, int64_t T);
 int gemv_resident_blocks(const GemvPlan& plan, const PackedMatrix& w);
 constexpr int64_t gemv_grid_blocks(const GemvPlan& plan, int64_t N) {
     if (plan.variant == GemvVariant::MmaStaged || plan.variant == GemvVariant::MmaChunks) return (N + 15) / 16;
+    if (plan.variant == GemvVariant::Imma) {
+        const int64_t rows = int64_t(16) * (kGemvImmaWarps / plan.splits);
+        return (N + rows - 1) / rows * plan.cluster;
+    }
     if (plan.variant == GemvVariant::Dp4a) {
         const int64_t rows = int64_t(16) * (kGemvDp4aWarps / plan.splits), cl = plan.cluster;
         return ((N + rows - 1) / rows + cl - 1) / cl * cl;  // whole clusters: the last may hold no rows

@@ -1,0 +1,349 @@
+// The decode GEMV's variant Imma (fast_gemv_plan.h): y[T, N] = x[T, K] · w[N, K]ᵀ for Int4 w in
+// 16-row tiles and 1 ≤ T ≤ 8, on the tensor cores' integer path (mma.sync m16n8k32, u8 codes ×
+// s8 limbs → s32) with x in Dp4a's two int8 limbs (fast_dp4a.cuh) — the same exact sums a scale
+// group as Dp4a, but the work a weight no longer grows with T (dp4a: two per 4 weights a token).
+//
+// The mma's operands as they lie. A k-step of m16n8k32 is one scale group of 32 columns (a 16-byte
+// chunk of a row): lane (g, t) holds word t of the chunk of rows g and g + 8 — 8 columns each,
+// `w & 0x0F0F0F0F` the even ones (A's k 4t … 4t + 3), `(w >> 4) & 0x0F0F0F0F` the odd ones (k 4t +
+// 16 … + 19) — and B, token g's limbs of the same columns in the same order, which is the order
+// dp4a_quantize8 writes them in. So the per-group sums land in D unscaled and exact, and each is
+// scaled in f32 (its row's scale, its token's dx) before it joins the row's sum: 8 outputs a lane
+// (rows g, g + 8 × tokens 2t, 2t + 1), 4 chunks a k-tile.
+//
+// The weights stream through shared memory: each warp a ring of kGemvImmaStages k-tiles of its
+// row tile (cp.async, 2 × 16 bytes a lane a k-tile, plus the tile's scales), stored chunk-major so
+// that one ldmatrix.x4 gives a lane word t of its row's four chunks without bank conflicts. The
+// first stages are requested before pdl::wait (the weights depend on no kernel of the step).
+//
+// Work. A block of 8 warps holds 8 / S row tiles (S warps a row tile, k-tiles interleaved); the
+// blocks of a cluster of C split K into C slices, each block quantizing only its slice of x into
+// shared memory — no extra launch, and a K = 14336 row costs a block 1 / 8 of it. The partial sums
+// meet in order: the S warps in shared memory, then the C blocks through distributed shared
+// memory (block r of the cluster sums its share of the outputs over ranks 0 … C − 1), so y is
+// deterministic and written once.
+//
+// Measured (H200, session 17; docs/cuda.md, fifteenth round) and not picked: 26.2 µs cold at
+// 4096 × 14336, T = 1 (Dp4a 19.3), 38.6 at T = 8 (MmaRows 29.7); a ring of 8 stages was slower
+// still. TESSERA_GEMV=imma, the bench and the tests run it.
+#include <cooperative_groups.h>
+#include <cuda_fp16.h>
+
+#include "kernels/cuda/fast_device.cuh"
+#include "kernels/cuda/fast_dp4a.cuh"
+#include "kernels/cuda/fast_gemv_plan.h"
+#include "kernels/cuda/fast_mma.cuh"
+#include "kernels/cuda/pdl.cuh"
+
+namespace tessera::cuda::fast::detail {
+
+namespace {
+
+using namespace dev;
+
+constexpr int kWarps = kGemvImmaWarps, kThreads = kWarps * 32, kStages = kGemvImmaStages;
+
+// d (16×8 s32) = a (16×32 u8) · b (32×8 s8) + c.
+__device__ __forceinline__ void mma_u8s8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1, const int (&c)[4]) {
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%10,%11,%12,%13};\n"
+        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]));
+}
+__device__ __forceinline__ void mma_u8s8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1, int) {
+    const int z[4] = {0, 0, 0, 0};
+    mma_u8s8(d, a0, a1, a2, a3, b0, b1, z);
+}
+
+// x[T, k0 … k0 + 128·nks) → shared memory, every thread of the block calling (the quantization
+// shuffles; a barrier follows). Per token row (stride xs bytes) both limbs, a k-tile's 128 bytes
+// ordered [lane column t][chunk c] (8 bytes each: what lane (g, t) reads for chunk c is at 32t +
+// 8c, so its four chunks are two 16-byte loads), and per chunk (dx / 254, sx) for 8 token slots.
+// ONE (T = 1): a k-tile's 256 bytes ordered [limb][chunk][t] — lane (g, t) reads limb g % 2 of
+// chunk g / 2 at 8·(4g′ + t), g′ = 4·(g % 2) + g / 2 — and (dx / 254, sx) a chunk.
+template <bool ONE>
+__device__ __forceinline__ void imma_stage_x(const float* __restrict__ x, int64_t ldx, int T, int nks, bool aligned,
+                                             uint8_t* xh, uint8_t* xl, float2* st, int xs) {
+    const int per_row = nks * 16, items = T * per_row;  // 8 columns an item
+    for (int start = 0; start < items; start += kThreads) {
+        const int i = start + int(threadIdx.x);
+        const int t = i < items ? i / per_row : 0, j = i - t * per_row;
+        float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+        if (i < items) load8(x + t * ldx + 8 * j, aligned, v);
+        const Dp4aQ8 q = dp4a_quantize8(v);  // four neighbouring items: one 32-column group
+        if (i < items) {
+            const int kl = j >> 4, c = (j >> 2) & 3, lt = j & 3;
+            if constexpr (ONE) {
+                *reinterpret_cast<uint2*>(xh + 256 * kl + 32 * c + 8 * lt) = q.H;
+                *reinterpret_cast<uint2*>(xh + 256 * kl + 128 + 32 * c + 8 * lt) = q.L;
+                if (lt == 0) st[4 * kl + c] = make_float2(q.dx * (1.f / 254.f), q.sx);
+            } else {
+                const int at = t * xs + 128 * kl + 32 * lt + 8 * c;
+                *reinterpret_cast<uint2*>(xh + at) = q.H;
+                *reinterpret_cast<uint2*>(xl + at) = q.L;
+                if (lt == 0) st[(4 * kl + c) * 8 + t] = make_float2(q.dx * (1.f / 254.f), q.sx);
+            }
+        }
+    }
+}
+
+// One warp's k-tiles of its row tile, T tokens: per chunk two mma (hi and lo limbs, B = tokens),
+// each chunk's sums scaled into acc (rows g, g + 8 × tokens 2t, 2t + 1).
+template <bool BIAS, typename Issue>
+__device__ __forceinline__ void imma_loop(float (&acc)[4], int nj, int ks, int S, int T, const uint8_t* ring,
+                                          int stage_bytes, int gpt, int glg, const uint8_t* xh, const uint8_t* xl,
+                                          const float2* st, int xs, Issue&& issue) {
+    const int lane = int(threadIdx.x & 31), g = lane >> 2, t = lane & 3;
+    const int tb = g < T ? g : 0;  // B's token (columns past T read token 0, zeroed)
+    const uint8_t* const xrow_h = xh + tb * xs + 32 * t;
+    const uint8_t* const xrow_l = xl + tb * xs + 32 * t;
+    const uint32_t bmask = g < T ? 0xffffffffu : 0u;
+    for (int j = 0; j < nj; ++j) {
+        cp_async_wait<kStages - 2>();  // stage j has landed (this lane's copies) …
+        __syncwarp();                  // … and every lane's; slot (j − 1) % kStages is free
+        issue(j + kStages - 1);
+        const uint8_t* const tile = ring + (j % kStages) * stage_bytes;
+        uint32_t ag[4], a8[4];  // word t of chunk c of rows g and g + 8
+        ldsm_x4(ag, smem_addr(tile + 16 * (16 * (lane >> 3) + (lane & 7))));
+        ldsm_x4(a8, smem_addr(tile + 16 * (16 * (lane >> 3) + 8 + (lane & 7))));
+        const auto* sc = reinterpret_cast<const __half*>(tile + 1024);
+        const auto* bi = reinterpret_cast<const __half*>(tile + 1024 + 32 * gpt);
+        const int kl = ks + S * j;  // k-tile within the slice
+        const uint4 h0 = *reinterpret_cast<const uint4*>(xrow_h + 128 * kl);
+        const uint4 h1 = *reinterpret_cast<const uint4*>(xrow_h + 128 * kl + 16);
+        const uint4 l0 = *reinterpret_cast<const uint4*>(xrow_l + 128 * kl);
+        const uint4 l1 = *reinterpret_cast<const uint4*>(xrow_l + 128 * kl + 16);
+        const uint32_t bh[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+        const uint32_t bl[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            constexpr uint32_t kLow = 0x0F0F0F0Fu;
+            const uint32_t e0 = ag[c] & kLow, o0 = (ag[c] >> 4) & kLow, e8 = a8[c] & kLow, o8 = (a8[c] >> 4) & kLow;
+            int dh[4], dl[4];
+            mma_u8s8(dh, e0, e8, o0, o8, bh[2 * c] & bmask, bh[2 * c + 1] & bmask, 0);
+            mma_u8s8(dl, e0, e8, o0, o8, bl[2 * c] & bmask, bl[2 * c + 1] & bmask, 0);
+            const float4 ab = *reinterpret_cast<const float4*>(st + (4 * kl + c) * 8 + 2 * t);  // tokens 2t, 2t + 1
+            const int gi = c >> (2 - glg);
+            const float s0 = __half2float(sc[g * gpt + gi]), s8 = __half2float(sc[(g + 8) * gpt + gi]);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const float f = float(dh[i] * 254 + dl[i]);  // exact: |.| < 2²⁴
+                const float a = i & 1 ? ab.z : ab.x, b = i & 1 ? ab.w : ab.y;
+                const float s = i < 2 ? s0 : s8;
+                if constexpr (BIAS) {
+                    const float bb = __half2float(bi[(i < 2 ? g : g + 8) * gpt + gi]);
+                    acc[i] = fmaf(s * a, f, fmaf(bb, b, acc[i]));
+                } else {
+                    acc[i] = fmaf(s, fmaf(a, f, -8.f * b), acc[i]);
+                }
+            }
+        }
+    }
+}
+
+// The same for one token: the mma's 8 columns are (chunk, limb) — column 2c + l holds limb l of
+// chunk c's x where the k-step is chunk c, 0 elsewhere — so the four chunks of a k-tile accumulate
+// in one D without mixing, each lane keeping chunk t of rows g and g + 8 (hi and lo), and the
+// scaling runs once a k-tile: 4 mma and ~15 instructions of arithmetic where the token layout
+// takes 8 and ~80.
+template <bool BIAS, typename Issue>
+__device__ __forceinline__ void imma_loop_one(float (&acc)[4], int nj, int ks, int S, const uint8_t* ring,
+                                              int stage_bytes, int gpt, int glg, const uint8_t* xh, const float2* st,
+                                              Issue&& issue) {
+    const int lane = int(threadIdx.x & 31), g = lane >> 2, t = lane & 3;
+    const uint8_t* const xg = xh + 8 * (4 * (4 * (g & 1) + (g >> 1)) + t);  // limb g % 2 of chunk g / 2
+    const int gi = t >> (2 - glg);                                            // chunk t's scale group
+    for (int j = 0; j < nj; ++j) {
+        cp_async_wait<kStages - 2>();
+        __syncwarp();
+        issue(j + kStages - 1);
+        const uint8_t* const tile = ring + (j % kStages) * stage_bytes;
+        uint32_t ag[4], a8[4];
+        ldsm_x4(ag, smem_addr(tile + 16 * (16 * (lane >> 3) + (lane & 7))));
+        ldsm_x4(a8, smem_addr(tile + 16 * (16 * (lane >> 3) + 8 + (lane & 7))));
+        const int kl = ks + S * j;
+        const uint2 xb = *reinterpret_cast<const uint2*>(xg + 256 * kl);
+        int d[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            constexpr uint32_t kLow = 0x0F0F0F0Fu;
+            const uint32_t e0 = ag[c] & kLow, o0 = (ag[c] >> 4) & kLow, e8 = a8[c] & kLow, o8 = (a8[c] >> 4) & kLow;
+            const bool mine = (g >> 1) == c;
+            mma_u8s8(d, e0, e8, o0, o8, mine ? xb.x : 0u, mine ? xb.y : 0u, d);
+        }
+        const float2 ab = st[4 * kl + t];
+        const auto* sc = reinterpret_cast<const __half*>(tile + 1024);
+        const float s0 = __half2float(sc[g * gpt + gi]), s8 = __half2float(sc[(g + 8) * gpt + gi]);
+        const float f0 = float(d[0] * 254 + d[1]), f8 = float(d[2] * 254 + d[3]);  // exact: |.| < 2²⁴
+        if constexpr (BIAS) {
+            const auto* bi = reinterpret_cast<const __half*>(tile + 1024 + 32 * gpt);
+            const float b0 = __half2float(bi[g * gpt + gi]), b8 = __half2float(bi[(g + 8) * gpt + gi]);
+            acc[0] = fmaf(s0 * ab.x, f0, fmaf(b0, ab.y, acc[0]));
+            acc[1] = fmaf(s8 * ab.x, f8, fmaf(b8, ab.y, acc[1]));
+        } else {
+            const float m8 = -8.f * ab.y;
+            acc[0] = fmaf(s0, fmaf(ab.x, f0, m8), acc[0]);
+            acc[1] = fmaf(s8, fmaf(ab.x, f8, m8), acc[1]);
+        }
+    }
+}
+
+// Grid (row groups, C): block (bx, r) holds row tiles bx·(8/S) … of K slice r. Cluster (1, CL, 1).
+template <bool BIAS, int CL, bool ONE>
+__global__ void __launch_bounds__(kThreads)
+    gemv_imma_kernel(float* __restrict__ y, int64_t ldy, const float* __restrict__ x, int64_t ldx, int T,
+                     PackedMatrix w, int S, bool x_aligned) {
+    extern __shared__ __align__(16) uint8_t smem[];
+    __shared__ float red[kWarps][16][8];  // each warp's row tile sums, [row][token]
+    __shared__ float part[kWarps][16][8];  // the block's, [row tile][row][token] (8 / S row tiles)
+    const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), g = lane >> 2, t = lane & 3;
+    const int gpt = 128 / w.group, glg = __ffs(gpt) - 1;  // scale groups a k-tile row: 4, 2, 1
+    const int stage_bytes = 1024 + 32 * gpt * (BIAS ? 2 : 1);
+    const int nkt = int(w.k / 128), slice = CL > 1 ? int(blockIdx.y) : 0;
+    const int kt0 = slice * nkt / CL, nks = (slice + 1) * nkt / CL - kt0;  // this block's k-tiles
+    const int kc = int(gemv_imma_slice_cols(w.k, CL)), xs = kc + 16;
+    const int rt_block = kWarps / S, ks = warp % S;
+    const int64_t rt = int64_t(blockIdx.x) * rt_block + warp / S;
+    const bool rok = rt < w.n / 16;
+    const int nj = rok && ks < nks ? (nks - ks + S - 1) / S : 0;  // this warp's k-tiles
+
+    uint8_t* const ring = smem + warp * kStages * stage_bytes;
+    uint8_t* const xh = smem + kWarps * kStages * stage_bytes + 16;
+    uint8_t* const xl = xh + T * xs;
+    auto* const st = reinterpret_cast<float2*>(xl + T * xs);
+
+    const PackedLayout lay = packed_layout(w);
+    const uint8_t* const codes = w.codes + (rok ? lay.code_row(rt * 16) : 0);
+    const int64_t srow = rok ? lay.scale_row(rt * 16) : 0;
+    // Stage j (k-tile kt0 + ks + S·j) into slot j % kStages: code piece p (row p / 4, chunk p % 4)
+    // to 16·(16·chunk + row); then the tile's scales (and biases), 32·gpt bytes each. One commit
+    // a call, empty or not, so the group count stays in step.
+    auto issue = [&](int j) {
+        if (j < nj) {
+            const int64_t kt = kt0 + ks + int64_t(S) * j;
+            uint8_t* const dst = ring + (j % kStages) * stage_bytes;
+            const uint8_t* const src = codes + kt * lay.ktile;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int p = 32 * h + lane;
+                cp_async16(smem_addr(dst + 16 * (16 * (p & 3) + (p >> 2))), src + 16 * p, true);
+            }
+            const int64_t s0 = srow + kt * lay.s_ktile;  // halves: the tile's 16·gpt, contiguous
+            if (lane < 2 * gpt) cp_async16(smem_addr(dst + 1024 + 16 * lane), w.scales + s0 + 8 * lane, true);
+            if (BIAS && lane >= 16 && lane < 16 + 2 * gpt)
+                cp_async16(smem_addr(dst + 1024 + 32 * gpt + 16 * (lane - 16)), w.biases + s0 + 8 * (lane - 16), true);
+        }
+        cp_async_commit();
+    };
+#pragma unroll
+    for (int j = 0; j < kStages - 1; ++j) issue(j);
+
+    pdl::wait();  // x comes from the kernel before
+    pdl::trigger();
+    imma_stage_x<ONE>(x + int64_t(kt0) * 128, ldx, T, nks, x_aligned, xh, xl, st, xs);
+    __syncthreads();
+
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};  // rows g, g + 8 × tokens 2t, 2t + 1 (ONE: rows g, g + 8 only)
+    if constexpr (ONE)
+        imma_loop_one<BIAS>(acc, nj, ks, S, ring, stage_bytes, gpt, glg, xh, st, issue);
+    else
+        imma_loop<BIAS>(acc, nj, ks, S, T, ring, stage_bytes, gpt, glg, xh, xl, st, xs, issue);
+    cp_async_wait<0>();  // no copy outlives the block
+
+    // The S warps of a row tile, in order; then the cluster's blocks, in order.
+    if constexpr (ONE) {  // lane t holds chunk t of every k-tile: the four lanes' sums, in one order
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], 1);
+            acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], 2);
+        }
+        if (t == 0) red[warp][g][0] = acc[0], red[warp][g + 8][0] = acc[1];
+    } else {
+        red[warp][g][2 * t] = acc[0], red[warp][g][2 * t + 1] = acc[1];
+        red[warp][g + 8][2 * t] = acc[2], red[warp][g + 8][2 * t + 1] = acc[3];
+    }
+    __syncthreads();
+    const int outs = rt_block * 128;  // (row tile, row, token slot) of this block
+    for (int e = int(threadIdx.x); e < outs; e += kThreads) {
+        const int rtl = e >> 7, r = (e >> 3) & 15, tk = e & 7;
+        float s = 0.f;
+        for (int q = 0; q < S; ++q) s += red[rtl * S + q][r][tk];
+        part[rtl][r][tk] = s;
+    }
+    auto store = [&](int e, float v) {
+        const int rtl = e >> 7, r = (e >> 3) & 15, tk = e & 7;
+        const int64_t n = (int64_t(blockIdx.x) * rt_block + rtl) * 16 + r;
+        if (tk < T && n < w.n) y[tk * ldy + n] = v;
+    };
+    if constexpr (CL == 1) {
+        __syncthreads();
+        for (int e = int(threadIdx.x); e < outs; e += kThreads) store(e, (&part[0][0][0])[e]);
+    } else {
+        cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+        cluster.sync();  // every block's part is complete
+        const int per = (outs + CL - 1) / CL, e0 = int(cluster.block_rank()) * per;
+        for (int e = e0 + int(threadIdx.x); e < e0 + per && e < outs; e += kThreads) {
+            float s = 0.f;
+#pragma unroll
+            for (int q = 0; q < CL; ++q) s += cluster.map_shared_rank(&part[0][0][0], q)[e];
+            store(e, s);
+        }
+        cluster.sync();  // no block leaves while another reads its part
+    }
+}
+
+template <bool BIAS, int CL>
+cudaError_t launch_cl(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
+                      const PackedMatrix& w, cudaStream_t stream) {
+    auto* kernel = T == 1 ? gemv_imma_kernel<BIAS, CL, true> : gemv_imma_kernel<BIAS, CL, false>;
+    // The opt-in to more than 48 KiB of dynamic shared memory, once a kernel (not a stream
+    // operation: safe while a decode graph is being captured).
+    static const cudaError_t opt_in[2] = {
+        cudaFuncSetAttribute(gemv_imma_kernel<BIAS, CL, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             int(kGemvImmaMaxSmem)),
+        cudaFuncSetAttribute(gemv_imma_kernel<BIAS, CL, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             int(kGemvImmaMaxSmem))};
+    if (opt_in[T == 1] != cudaSuccess) return opt_in[T == 1];
+    const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
+    const size_t smem = size_t(gemv_imma_smem(w.k, T, w.group, w.biases != nullptr, CL));
+    const dim3 grid(unsigned(gemv_grid_blocks(plan, w.n) / CL), unsigned(CL));
+    if constexpr (CL == 1)
+        return pdl::launch(kernel, grid, kThreads, smem, stream, y, ldy, x, ldx, int(T), w, plan.splits, aligned);
+    else
+        return pdl::launch_cluster(kernel, grid, kThreads, smem, stream, dim3(1, CL, 1), y, ldy, x, ldx, int(T), w,
+                                   plan.splits, aligned);
+}
+
+template <bool BIAS>
+cudaError_t launch_bias(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
+                        const PackedMatrix& w, cudaStream_t stream) {
+    switch (plan.cluster) {
+        case 1: return launch_cl<BIAS, 1>(plan, y, ldy, x, ldx, T, w, stream);
+        case 2: return launch_cl<BIAS, 2>(plan, y, ldy, x, ldx, T, w, stream);
+        case 4: return launch_cl<BIAS, 4>(plan, y, ldy, x, ldx, T, w, stream);
+        default: return launch_cl<BIAS, 8>(plan, y, ldy, x, ldx, T, w, stream);
+    }
+}
+
+}  // namespace
+
+// Arguments checked by gemv_packed_plan (gemv_imma_fits, splits and cluster in 1, 2, 4, 8).
+cudaError_t launch_gemv_imma(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
+                             const PackedMatrix& w, cudaStream_t stream) {
+    return w.biases ? launch_bias<true>(plan, y, ldy, x, ldx, T, w, stream)
+                    : launch_bias<false>(plan, y, ldy, x, ldx, T, w, stream);
+}
+
+int gemv_imma_resident_blocks(const GemvPlan& plan, const PackedMatrix& w, int64_t T) {
+    auto* kernel = w.biases ? gemv_imma_kernel<true, 1, false> : gemv_imma_kernel<false, 1, false>;
+    if (T == 1) kernel = w.biases ? gemv_imma_kernel<true, 1, true> : gemv_imma_kernel<false, 1, true>;
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kGemvImmaMaxSmem));
+    int per_sm = 0;
+    const size_t smem = size_t(gemv_imma_smem(w.k, T, w.group, w.biases != nullptr, plan.cluster));
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem) != cudaSuccess) return -1;
+    return per_sm * gemv_sm_count();
+}
+
+}  // namespace tessera::cuda::fast::detail
