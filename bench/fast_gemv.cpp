@@ -205,6 +205,29 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                                 if ((cl != ip.cluster || s != ip.splits) && fast::gemv_imma_fits(tm, T, cl))
                                     tp.push_back({fast::GemvVariant::Imma, 1, s, cl});
                 }
+                // What Imma's parts cost (one token, no biases): the kernel with its math, its x
+                // staging, its cluster sum or all three left out (y garbage) — at the pick's shape,
+                // 8 warps on one row tile, and 2 × 2.
+                if (a.all_variants && T == 1 && !l.biases && ip.cluster > 0) {
+                    const std::pair<int, const char*> diags[] = {
+                        {fast::detail::kGemvImmaDiagNoMath, "no math"},
+                        {fast::detail::kGemvImmaDiagNoStage, "no x staging"},
+                        {fast::detail::kGemvImmaDiagNoReduce, "no cluster sum"},
+                        {7, "ring + ldmatrix only"}};
+                    for (const fast::GemvPlan& dp : {ip, fast::GemvPlan{fast::GemvVariant::Imma, 1, 8, 1},
+                                                     fast::GemvPlan{fast::GemvVariant::Imma, 1, 2, 2}}) {
+                        if (dp.cluster == 4 || !fast::gemv_imma_fits(tm, 1, dp.cluster)) continue;
+                        for (const auto& [mask, what] : diags) {
+                            const double sec = time([&](size_t c) {
+                                TS_CUDA_CHECK(fast::detail::launch_gemv_imma_diag(dp, mask, dy.as<float>(), N,
+                                                                                  dx.as<float>(), K,
+                                                                                  tile_copies[c].m, st));
+                            });
+                            row(name, l, T, mode, "diag: " + plan_name(dp) + " " + what, sec, bytes,
+                                "Imma with a part left out (y garbage)");
+                        }
+                    }
+                }
                 for (size_t i = 0; i < tp.size(); ++i) {
                     const fast::GemvPlan& p = tp[i];
                     const double sec = time([&](size_t c) {

@@ -42,6 +42,8 @@ namespace {
 using namespace dev;
 
 constexpr int kWarps = kGemvImmaWarps, kThreads = kWarps * 32, kStages = kGemvImmaStages;
+constexpr int kDiagNoMath = kGemvImmaDiagNoMath, kDiagNoStage = kGemvImmaDiagNoStage,
+              kDiagNoReduce = kGemvImmaDiagNoReduce;
 
 // d (16×8 s32) = a (16×32 u8) · b (32×8 s8) + c.
 __device__ __forceinline__ void mma_u8s8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
@@ -148,7 +150,7 @@ __device__ __forceinline__ void imma_loop(float (&acc)[4], int nj, int ks, int S
 // in one D without mixing, each lane keeping chunk t of rows g and g + 8 (hi and lo), and the
 // scaling runs once a k-tile: 4 mma and ~15 instructions of arithmetic where the token layout
 // takes 8 and ~80.
-template <bool BIAS, typename Issue>
+template <bool BIAS, int DIAG, typename Issue>
 __device__ __forceinline__ void imma_loop_one(float (&acc)[4], int nj, int ks, int S, const uint8_t* ring,
                                               int stage_bytes, int gpt, int glg, const uint8_t* xh, const float2* st,
                                               Issue&& issue) {
@@ -164,6 +166,10 @@ __device__ __forceinline__ void imma_loop_one(float (&acc)[4], int nj, int ks, i
         ldsm_x4(ag, smem_addr(tile + 16 * (16 * (lane >> 3) + (lane & 7))));
         ldsm_x4(a8, smem_addr(tile + 16 * (16 * (lane >> 3) + 8 + (lane & 7))));
         const int kl = ks + S * j;
+        if constexpr (DIAG & kDiagNoMath) {  // the loads and ldmatrix only
+            acc[0] += __int_as_float(int((ag[0] ^ ag[1] ^ ag[2] ^ ag[3] ^ a8[0] ^ a8[1] ^ a8[2] ^ a8[3]) & 0x3fffffffu));
+            continue;
+        }
         const uint2 xb = *reinterpret_cast<const uint2*>(xg + 256 * kl);
         int d[4] = {0, 0, 0, 0};
 #pragma unroll
@@ -191,7 +197,7 @@ __device__ __forceinline__ void imma_loop_one(float (&acc)[4], int nj, int ks, i
 }
 
 // Grid (row groups, C): block (bx, r) holds row tiles bx·(8/S) … of K slice r. Cluster (1, CL, 1).
-template <bool BIAS, int CL, bool ONE>
+template <bool BIAS, int CL, bool ONE, int DIAG = 0>
 __global__ void __launch_bounds__(kThreads)
     gemv_imma_kernel(float* __restrict__ y, int64_t ldy, const float* __restrict__ x, int64_t ldx, int T,
                      PackedMatrix w, int S, bool x_aligned) {
@@ -242,12 +248,13 @@ __global__ void __launch_bounds__(kThreads)
 
     pdl::wait();  // x comes from the kernel before
     pdl::trigger();
-    imma_stage_x<ONE>(x + int64_t(kt0) * 128, ldx, T, nks, x_aligned, xh, xl, st, xs);
+    if constexpr (!(DIAG & kDiagNoStage))
+        imma_stage_x<ONE>(x + int64_t(kt0) * 128, ldx, T, nks, x_aligned, xh, xl, st, xs);
     __syncthreads();
 
     float acc[4] = {0.f, 0.f, 0.f, 0.f};  // rows g, g + 8 × tokens 2t, 2t + 1 (ONE: rows g, g + 8 only)
     if constexpr (ONE)
-        imma_loop_one<BIAS>(acc, nj, ks, S, ring, stage_bytes, gpt, glg, xh, st, issue);
+        imma_loop_one<BIAS, DIAG>(acc, nj, ks, S, ring, stage_bytes, gpt, glg, xh, st, issue);
     else
         imma_loop<BIAS>(acc, nj, ks, S, T, ring, stage_bytes, gpt, glg, xh, xl, st, xs, issue);
     cp_async_wait<0>();  // no copy outlives the block
@@ -277,7 +284,7 @@ __global__ void __launch_bounds__(kThreads)
         const int64_t n = (int64_t(blockIdx.x) * rt_block + rtl) * 16 + r;
         if (tk < T && n < w.n) y[tk * ldy + n] = v;
     };
-    if constexpr (CL == 1) {
+    if constexpr (CL == 1 || (DIAG & kDiagNoReduce)) {  // the diagnostic: each block its own part
         __syncthreads();
         for (int e = int(threadIdx.x); e < outs; e += kThreads) store(e, (&part[0][0][0])[e]);
     } else {
@@ -327,7 +334,46 @@ cudaError_t launch_bias(const GemvPlan& plan, float* y, int64_t ldy, const float
     }
 }
 
+template <int CL, int DIAG>
+cudaError_t launch_diag(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx,
+                        const PackedMatrix& w, cudaStream_t stream) {
+    auto* kernel = gemv_imma_kernel<false, CL, true, DIAG>;
+    static const cudaError_t opt_in =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kGemvImmaMaxSmem));
+    if (opt_in != cudaSuccess) return opt_in;
+    const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
+    const size_t smem = size_t(gemv_imma_smem(w.k, 1, w.group, false, CL));
+    const dim3 grid(unsigned(gemv_grid_blocks(plan, w.n) / CL), unsigned(CL));
+    if constexpr (CL == 1)
+        return pdl::launch(kernel, grid, kThreads, smem, stream, y, ldy, x, ldx, 1, w, plan.splits, aligned);
+    else
+        return pdl::launch_cluster(kernel, grid, kThreads, smem, stream, dim3(1, CL, 1), y, ldy, x, ldx, 1, w,
+                                   plan.splits, aligned);
+}
+
+template <int CL>
+cudaError_t launch_diag_cl(const GemvPlan& plan, int diag, float* y, int64_t ldy, const float* x, int64_t ldx,
+                           const PackedMatrix& w, cudaStream_t stream) {
+    switch (diag) {
+        case kDiagNoMath: return launch_diag<CL, kDiagNoMath>(plan, y, ldy, x, ldx, w, stream);
+        case kDiagNoStage: return launch_diag<CL, kDiagNoStage>(plan, y, ldy, x, ldx, w, stream);
+        case kDiagNoReduce: return launch_diag<CL, kDiagNoReduce>(plan, y, ldy, x, ldx, w, stream);
+        default: return launch_diag<CL, kDiagNoMath | kDiagNoStage | kDiagNoReduce>(plan, y, ldy, x, ldx, w, stream);
+    }
+}
+
 }  // namespace
+
+// A diagnostic (bench_fast_gemv): one token, Q4_0-like (no biases), the plan's shape (cluster 1, 2
+// or 8), with parts of the kernel left out — `diag` a mask of kGemvImmaDiag* (y is garbage).
+cudaError_t launch_gemv_imma_diag(const GemvPlan& plan, int diag, float* y, int64_t ldy, const float* x, int64_t ldx,
+                                  const PackedMatrix& w, cudaStream_t stream) {
+    if (w.biases || !gemv_imma_fits(w, 1, plan.cluster)) return cudaErrorInvalidValue;
+    if (plan.cluster == 1) return launch_diag_cl<1>(plan, diag, y, ldy, x, ldx, w, stream);
+    if (plan.cluster == 2) return launch_diag_cl<2>(plan, diag, y, ldy, x, ldx, w, stream);
+    if (plan.cluster == 8) return launch_diag_cl<8>(plan, diag, y, ldy, x, ldx, w, stream);
+    return cudaErrorInvalidValue;
+}
 
 // Arguments checked by gemv_packed_plan (gemv_imma_fits, splits and cluster in 1, 2, 4, 8).
 cudaError_t launch_gemv_imma(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,

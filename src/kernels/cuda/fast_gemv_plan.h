@@ -221,6 +221,13 @@ cudaError_t launch_gemv_chunks(float* y, int64_t ldy, const float* x, int64_t ld
 cudaError_t launch_gemv_imma(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                              const PackedMatrix& w, cudaStream_t stream);
 int gemv_imma_resident_blocks(const GemvPlan& plan, const PackedMatrix& w, int64_t T);
+// Imma with parts left out (bench_fast_gemv's diagnosis; one token, no biases, cluster 1, 2 or 8):
+// `diag` one of the three bits, or all of them. y is garbage.
+constexpr int kGemvImmaDiagNoMath = 1;    // the ring and ldmatrix only, no mma or scaling
+constexpr int kGemvImmaDiagNoStage = 2;   // x not staged (the loop reads what shared memory holds)
+constexpr int kGemvImmaDiagNoReduce = 4;  // no cluster sum: each block writes its own part
+cudaError_t launch_gemv_imma_diag(const GemvPlan& plan, int diag, float* y, int64_t ldy, const float* x, int64_t ldx,
+                                  const PackedMatrix& w, cudaStream_t stream);
 cudaError_t launch_gemv_dp4a(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                              const PackedMatrix& w, cudaStream_t stream);
 int gemv_dp4a_resident_blocks(const PackedMatrix& w, int64_t T);
