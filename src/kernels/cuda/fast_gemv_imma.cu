@@ -301,6 +301,20 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
+// One launch of `kernel` (an instance with cluster CL) for plan's grid; the opt-in to more than
+// 48 KiB of dynamic shared memory is the caller's, once a kernel.
+template <int CL, typename Kernel>
+cudaError_t launch_grid(Kernel* kernel, const GemvPlan& plan, size_t smem, float* y, int64_t ldy, const float* x,
+                        int64_t ldx, int64_t T, const PackedMatrix& w, cudaStream_t stream) {
+    const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
+    const dim3 grid(unsigned(gemv_grid_blocks(plan, w.n) / CL), unsigned(CL));
+    if constexpr (CL == 1)
+        return pdl::launch(kernel, grid, kThreads, smem, stream, y, ldy, x, ldx, int(T), w, plan.splits, aligned);
+    else
+        return pdl::launch_cluster(kernel, grid, kThreads, smem, stream, dim3(1, CL, 1), y, ldy, x, ldx, int(T), w,
+                                   plan.splits, aligned);
+}
+
 template <bool BIAS, int CL>
 cudaError_t launch_cl(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                       const PackedMatrix& w, cudaStream_t stream) {
@@ -313,14 +327,8 @@ cudaError_t launch_cl(const GemvPlan& plan, float* y, int64_t ldy, const float* 
         cudaFuncSetAttribute(gemv_imma_kernel<BIAS, CL, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              int(kGemvImmaMaxSmem))};
     if (opt_in[T == 1] != cudaSuccess) return opt_in[T == 1];
-    const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
     const size_t smem = size_t(gemv_imma_smem(w.k, T, w.group, w.biases != nullptr, CL));
-    const dim3 grid(unsigned(gemv_grid_blocks(plan, w.n) / CL), unsigned(CL));
-    if constexpr (CL == 1)
-        return pdl::launch(kernel, grid, kThreads, smem, stream, y, ldy, x, ldx, int(T), w, plan.splits, aligned);
-    else
-        return pdl::launch_cluster(kernel, grid, kThreads, smem, stream, dim3(1, CL, 1), y, ldy, x, ldx, int(T), w,
-                                   plan.splits, aligned);
+    return launch_grid<CL>(kernel, plan, smem, y, ldy, x, ldx, T, w, stream);
 }
 
 template <bool BIAS>
@@ -341,14 +349,8 @@ cudaError_t launch_diag(const GemvPlan& plan, float* y, int64_t ldy, const float
     static const cudaError_t opt_in =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kGemvImmaMaxSmem));
     if (opt_in != cudaSuccess) return opt_in;
-    const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
-    const size_t smem = size_t(gemv_imma_smem(w.k, 1, w.group, false, CL));
-    const dim3 grid(unsigned(gemv_grid_blocks(plan, w.n) / CL), unsigned(CL));
-    if constexpr (CL == 1)
-        return pdl::launch(kernel, grid, kThreads, smem, stream, y, ldy, x, ldx, 1, w, plan.splits, aligned);
-    else
-        return pdl::launch_cluster(kernel, grid, kThreads, smem, stream, dim3(1, CL, 1), y, ldy, x, ldx, 1, w,
-                                   plan.splits, aligned);
+    return launch_grid<CL>(kernel, plan, size_t(gemv_imma_smem(w.k, 1, w.group, false, CL)), y, ldy, x, ldx, 1, w,
+                           stream);
 }
 
 template <int CL>
