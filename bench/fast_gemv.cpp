@@ -79,7 +79,7 @@ std::string plan_name(const fast::GemvPlan& p) {
         return "dp4a (x 2 limbs) S=" + std::to_string(p.splits) +
                (p.cluster > 1 ? " cluster " + std::to_string(p.cluster) : "");
     if (p.variant == fast::GemvVariant::Imma)
-        return "imma S=" + std::to_string(p.splits) + " C=" + std::to_string(p.cluster);
+        return "imma S=" + std::to_string(p.splits) + " C=" + std::to_string(p.cluster) + (p.regs ? " regs" : "");
     if (p.variant == fast::GemvVariant::MmaRows) return "mma rows mt=" + std::to_string(p.mtiles);
     return "mma mt=" + std::to_string(p.mtiles) + " k/" + std::to_string(p.splits);
 }
@@ -199,6 +199,9 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                 const fast::GemvPlan ip = fast::gemv_imma_plan(tm, T, sms);  // cluster 0: does not fit
                 if (ip.cluster > 0) {
                     tp.push_back(ip);
+                    if (T == 1)  // the register pipeline at the same shape, and at 8 warps on one row tile
+                        for (fast::GemvPlan rp : {ip, fast::GemvPlan{fast::GemvVariant::Imma, 1, 8, 1}})
+                            if (fast::gemv_imma_fits(tm, T, rp.cluster)) rp.regs = 1, tp.push_back(rp);
                     if (a.all_variants)
                         for (int cl : {1, 2, 4, 8})
                             for (int s : {1, 2, 8})
@@ -236,7 +239,8 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                     std::string note = "16-row tiles (the backend's order)";
                     if (p.variant == fast::GemvVariant::Imma)
                         note += "; " + std::to_string(fast::detail::gemv_grid_blocks(p, N)) + " blocks" +
-                                (p.cluster == ip.cluster && p.splits == ip.splits ? ", imma's shape" : "");
+                                (p.cluster == ip.cluster && p.splits == ip.splits && p.regs == ip.regs ? ", imma's shape"
+                                                                                                      : "");
                     row(name, l, T, mode, "tiles: " + plan_name(p), sec, bytes, note);
                 }
             }

@@ -371,7 +371,7 @@ std::string plan_name(const fast::GemvPlan& p) {
     if (p.variant == fast::GemvVariant::Dp4a)
         return "dp4a S=" + std::to_string(p.splits) + (p.cluster > 1 ? " cluster " + std::to_string(p.cluster) : "");
     if (p.variant == fast::GemvVariant::Imma)
-        return "imma S=" + std::to_string(p.splits) + " C=" + std::to_string(p.cluster);
+        return "imma S=" + std::to_string(p.splits) + " C=" + std::to_string(p.cluster) + (p.regs ? " regs" : "");
     if (p.variant == fast::GemvVariant::MmaRows) return "mma rows mt=" + std::to_string(p.mtiles);
     return "mma mt=" + std::to_string(p.mtiles) + " splits=" + std::to_string(p.splits);
 }
@@ -449,7 +449,10 @@ TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
             if (ip.cluster > 0) {
                 plans.push_back(ip);
                 for (const auto& [S, C] : std::vector<std::pair<int, int>>{{1, 1}, {2, 2}, {1, 4}, {8, 8}, {1, 8}})
-                    if (fast::gemv_imma_fits(dp.m, sh.T, C)) plans.push_back({fast::GemvVariant::Imma, 1, S, C});
+                    if (fast::gemv_imma_fits(dp.m, sh.T, C)) {
+                        plans.push_back({fast::GemvVariant::Imma, 1, S, C});
+                        if (sh.T == 1) plans.push_back({fast::GemvVariant::Imma, 1, S, C, 1});  // registers
+                    }
                 if (qbound.empty()) qbound = dp4a_bound(ph, x, ldx, sh.T);
             }
             for (const fast::GemvPlan& plan : plans) {
@@ -509,6 +512,13 @@ TEST(FastGemv, ImmaRejectsBadPlans) {
                                     fast::GemvPlan{fast::GemvVariant::Imma, 1, 1, 1}})  // T = 8, K = 14336 unsplit
         EXPECT_THROW(fast::gemv_packed_plan(p, yt.as<float>(), 16, xt.as<float>(), 14336, 8, dt.m, s.get()), Error)
             << p.splits << " " << p.cluster;
+    // The register pipeline takes one token only.
+    EXPECT_THROW(fast::gemv_packed_plan({fast::GemvVariant::Imma, 1, 1, 8, 1}, yt.as<float>(), 16, xt.as<float>(),
+                                        14336, 2, dt.m, s.get()),
+                 Error);
+    EXPECT_THROW(fast::gemv_packed_plan({fast::GemvVariant::Imma, 1, 1, 8, 2}, yt.as<float>(), 16, xt.as<float>(),
+                                        14336, 1, dt.m, s.get()),
+                 Error);
     EXPECT_FALSE(fast::gemv_imma_fits(dt.m, 8, 2));  // 8 tokens of 7168 columns: 162 KiB
     EXPECT_TRUE(fast::gemv_imma_fits(dt.m, 8, 4));
     EXPECT_EQ(fast::gemv_imma_plan(dt.m, 8, 132).cluster, 8);  // 4 fits; then more blocks for one row tile

@@ -196,9 +196,59 @@ __device__ __forceinline__ void imma_loop_one(float (&acc)[4], int nj, int ks, i
     }
 }
 
+// The register pipeline (REGS, one token): lane (g, t) loads chunk t of rows g and g + 8 of a
+// k-tile as it lies (two coalesced 16-byte loads: the warp reads the tile's 1 KB in two runs of
+// 512) and their scales. The four mma of a k-tile take word j of the lanes' own chunks — so a
+// k-step mixes the four chunks of a row — and B's column 2c + l holds limb l of chunk c's word j
+// only in the lanes of chunk c (t = c), zero elsewhere: column (c, l) gathers chunk c's products
+// alone, as in imma_loop_one, with no transpose and no shared-memory ring.
+struct ImmaRegTile {
+    uint4 qg, q8;  // chunk t of rows g and g + 8
+    uint32_t s, b; // their scales (biases): row g low half, row g + 8 high half (f16 bits)
+};
+template <bool BIAS>
+__device__ __forceinline__ ImmaRegTile imma_regs_tile(const uint8_t* tile, const uint16_t* scales,
+                                                      const uint16_t* biases, int64_t s0, int gpt, int gi, bool ok) {
+    const int lane = int(threadIdx.x & 31), g = lane >> 2;
+    ImmaRegTile tl;
+    tl.qg = ok ? load_stream(tile + 16 * lane) : make_uint4(0, 0, 0, 0);
+    tl.q8 = ok ? load_stream(tile + 512 + 16 * lane) : make_uint4(0, 0, 0, 0);
+    tl.s = ok ? uint32_t(__ldg(scales + s0 + g * gpt + gi)) | uint32_t(__ldg(scales + s0 + (g + 8) * gpt + gi)) << 16
+              : 0u;
+    tl.b = BIAS && ok
+               ? uint32_t(__ldg(biases + s0 + g * gpt + gi)) | uint32_t(__ldg(biases + s0 + (g + 8) * gpt + gi)) << 16
+               : 0u;
+    return tl;
+}
+// One k-tile: xb is this lane's 32 bytes of B (its chunk's limb, words 0 … 3, or zeros), ab the
+// chunk t's (dx / 254, sx).
+template <bool BIAS>
+__device__ __forceinline__ void imma_regs_step(float (&acc)[4], const ImmaRegTile& tl, const uint8_t* xb, float2 ab) {
+    constexpr uint32_t kLow = 0x0F0F0F0Fu;
+    const uint4 b0 = *reinterpret_cast<const uint4*>(xb), b1 = *reinterpret_cast<const uint4*>(xb + 16);
+    const uint32_t bw[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+    const uint32_t wg[4] = {tl.qg.x, tl.qg.y, tl.qg.z, tl.qg.w}, w8[4] = {tl.q8.x, tl.q8.y, tl.q8.z, tl.q8.w};
+    int d[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+        mma_u8s8(d, wg[j] & kLow, w8[j] & kLow, (wg[j] >> 4) & kLow, (w8[j] >> 4) & kLow, bw[2 * j], bw[2 * j + 1], d);
+    const float s0 = half_bits(uint16_t(tl.s)), s8 = half_bits(uint16_t(tl.s >> 16));
+    const float f0 = float(d[0] * 254 + d[1]), f8 = float(d[2] * 254 + d[3]);  // exact: |.| < 2²⁴
+    if constexpr (BIAS) {
+        const float b0f = half_bits(uint16_t(tl.b)), b8f = half_bits(uint16_t(tl.b >> 16));
+        acc[0] = fmaf(s0 * ab.x, f0, fmaf(b0f, ab.y, acc[0]));
+        acc[1] = fmaf(s8 * ab.x, f8, fmaf(b8f, ab.y, acc[1]));
+    } else {
+        const float m8 = -8.f * ab.y;
+        acc[0] = fmaf(s0, fmaf(ab.x, f0, m8), acc[0]);
+        acc[1] = fmaf(s8, fmaf(ab.x, f8, m8), acc[1]);
+    }
+}
+
 // Grid (row groups, C): block (bx, r) holds row tiles bx·(8/S) … of K slice r. Cluster (1, CL, 1).
-template <bool BIAS, int CL, bool ONE, int DIAG = 0>
-__global__ void __launch_bounds__(kThreads)
+// REGS (one token): the weights through registers instead of the ring (imma_regs_tile).
+template <bool BIAS, int CL, bool ONE, int DIAG = 0, bool REGS = false>
+__global__ void __launch_bounds__(kThreads, REGS ? 3 : 4)
     gemv_imma_kernel(float* __restrict__ y, int64_t ldy, const float* __restrict__ x, int64_t ldx, int T,
                      PackedMatrix w, int S, bool x_aligned) {
     extern __shared__ __align__(16) uint8_t smem[];
@@ -216,7 +266,8 @@ __global__ void __launch_bounds__(kThreads)
     const int nj = rok && ks < nks ? (nks - ks + S - 1) / S : 0;  // this warp's k-tiles
 
     uint8_t* const ring = smem + warp * kStages * stage_bytes;
-    uint8_t* const xh = smem + kWarps * kStages * stage_bytes + 16;
+    uint8_t* const zero32 = smem + (REGS ? 0 : kWarps * kStages * stage_bytes);  // 32 zero bytes (REGS)
+    uint8_t* const xh = zero32 + 32;
     uint8_t* const xl = xh + T * xs;
     auto* const st = reinterpret_cast<float2*>(xl + T * xs);
 
@@ -243,20 +294,42 @@ __global__ void __launch_bounds__(kThreads)
         }
         cp_async_commit();
     };
-#pragma unroll
-    for (int j = 0; j < kStages - 1; ++j) issue(j);
-
-    pdl::wait();  // x comes from the kernel before
-    pdl::trigger();
-    if constexpr (!(DIAG & kDiagNoStage))
-        imma_stage_x<ONE>(x + int64_t(kt0) * 128, ldx, T, nks, x_aligned, xh, xl, st, xs);
-    __syncthreads();
-
     float acc[4] = {0.f, 0.f, 0.f, 0.f};  // rows g, g + 8 × tokens 2t, 2t + 1 (ONE: rows g, g + 8 only)
-    if constexpr (ONE)
-        imma_loop_one<BIAS, DIAG>(acc, nj, ks, S, ring, stage_bytes, gpt, glg, xh, st, issue);
-    else
-        imma_loop<BIAS>(acc, nj, ks, S, T, ring, stage_bytes, gpt, glg, xh, xl, st, xs, issue);
+    if constexpr (REGS) {
+        static_assert(ONE && DIAG == 0, "the register pipeline is the one-token loop's");
+        const int gi = t >> (2 - glg);  // chunk t's scale group
+        auto load = [&](ImmaRegTile& tl, int j) {
+            const int64_t kt = kt0 + ks + int64_t(S) * j;
+            tl = imma_regs_tile<BIAS>(codes + kt * lay.ktile, w.scales, w.biases, srow + kt * lay.s_ktile, gpt, gi,
+                                      j < nj);
+        };
+        ImmaRegTile cur[2], nxt[2];
+        load(cur[0], 0), load(cur[1], 1);
+        pdl::wait();  // x comes from the kernel before
+        pdl::trigger();
+        if (threadIdx.x < 8) reinterpret_cast<uint32_t*>(zero32)[threadIdx.x] = 0u;
+        imma_stage_x<true>(x + int64_t(kt0) * 128, ldx, T, nks, x_aligned, xh, xl, st, xs);
+        __syncthreads();
+        const bool active = t == (g >> 1);  // this lane's B column is (chunk t, limb g % 2)
+        const uint8_t* const xb = active ? xh + 32 * (4 * (g & 1) + t) : zero32;
+        const int xstride = active ? 256 : 0;
+        auto compute = [&](const ImmaRegTile& tl, int j) {
+            imma_regs_step<BIAS>(acc, tl, xb + xstride * (ks + S * j), st[4 * (ks + S * j) + t]);
+        };
+        ping_pong_tiles(nj, cur, nxt, load, compute);
+    } else {
+#pragma unroll
+        for (int j = 0; j < kStages - 1; ++j) issue(j);
+        pdl::wait();  // x comes from the kernel before
+        pdl::trigger();
+        if constexpr (!(DIAG & kDiagNoStage))
+            imma_stage_x<ONE>(x + int64_t(kt0) * 128, ldx, T, nks, x_aligned, xh, xl, st, xs);
+        __syncthreads();
+        if constexpr (ONE)
+            imma_loop_one<BIAS, DIAG>(acc, nj, ks, S, ring, stage_bytes, gpt, glg, xh, st, issue);
+        else
+            imma_loop<BIAS>(acc, nj, ks, S, T, ring, stage_bytes, gpt, glg, xh, xl, st, xs, issue);
+    }
     cp_async_wait<0>();  // no copy outlives the block
 
     // The S warps of a row tile, in order; then the cluster's blocks, in order.
@@ -318,16 +391,21 @@ cudaError_t launch_grid(Kernel* kernel, const GemvPlan& plan, size_t smem, float
 template <bool BIAS, int CL>
 cudaError_t launch_cl(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                       const PackedMatrix& w, cudaStream_t stream) {
-    auto* kernel = T == 1 ? gemv_imma_kernel<BIAS, CL, true> : gemv_imma_kernel<BIAS, CL, false>;
+    const int which = T > 1 ? 0 : plan.regs ? 2 : 1;
+    auto* kernel = which == 0   ? gemv_imma_kernel<BIAS, CL, false>
+                   : which == 1 ? gemv_imma_kernel<BIAS, CL, true>
+                                : gemv_imma_kernel<BIAS, CL, true, 0, true>;
     // The opt-in to more than 48 KiB of dynamic shared memory, once a kernel (not a stream
     // operation: safe while a decode graph is being captured).
-    static const cudaError_t opt_in[2] = {
+    static const cudaError_t opt_in[3] = {
         cudaFuncSetAttribute(gemv_imma_kernel<BIAS, CL, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              int(kGemvImmaMaxSmem)),
         cudaFuncSetAttribute(gemv_imma_kernel<BIAS, CL, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             int(kGemvImmaMaxSmem)),
+        cudaFuncSetAttribute(gemv_imma_kernel<BIAS, CL, true, 0, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              int(kGemvImmaMaxSmem))};
-    if (opt_in[T == 1] != cudaSuccess) return opt_in[T == 1];
-    const size_t smem = size_t(gemv_imma_smem(w.k, T, w.group, w.biases != nullptr, CL));
+    if (opt_in[which] != cudaSuccess) return opt_in[which];
+    const size_t smem = size_t(gemv_imma_smem(w.k, T, w.group, w.biases != nullptr, CL, which == 2));
     return launch_grid<CL>(kernel, plan, smem, y, ldy, x, ldx, T, w, stream);
 }
 

@@ -43,6 +43,8 @@ struct GemvPlan {
     int cluster = 1;  // Dp4a: blocks a thread-block cluster that quantize x together (1 or
                       // kGemvDp4aCluster); Imma: blocks a cluster, each on its own slice of K
                       // (1, 2, 4 or 8); 1 for the other variants
+    int regs = 0;     // Imma, one token: 1 = the weights through registers (two batches of two
+                      // k-tiles a warp, as Dp4a), 0 = through the shared-memory ring
 };
 
 // Mma's geometry (fast_gemv_mma.cu): kGemvMmaWarps warps a block, each its own 16·mtiles rows;
@@ -117,10 +119,10 @@ constexpr int64_t gemv_imma_stage_bytes(int64_t group, bool biases) {
     return 1024 + 32 * (128 / group) * (biases ? 2 : 1);
 }
 constexpr int64_t gemv_imma_slice_cols(int64_t K, int cluster) { return 128 * ((K / 128 + cluster - 1) / cluster); }
-constexpr int64_t gemv_imma_smem(int64_t K, int64_t T, int64_t group, bool biases, int cluster) {
+constexpr int64_t gemv_imma_smem(int64_t K, int64_t T, int64_t group, bool biases, int cluster, int regs = 0) {
     const int64_t kc = gemv_imma_slice_cols(K, cluster);
-    return kGemvImmaWarps * kGemvImmaStages * gemv_imma_stage_bytes(group, biases) + 16 + 2 * T * (kc + 16) +
-           2 * kc;
+    const int64_t ring = regs ? 0 : kGemvImmaWarps * kGemvImmaStages * gemv_imma_stage_bytes(group, biases);
+    return ring + 32 + 2 * T * (kc + 16) + 2 * kc;
 }
 constexpr bool gemv_imma_takes(const PackedMatrix& w, int64_t T) {
     return w.kind == PackedKind::Int4 && w.tiles && T >= 1 && T <= 8 &&
