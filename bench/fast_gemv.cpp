@@ -203,10 +203,12 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                         for (fast::GemvPlan rp : {ip, fast::GemvPlan{fast::GemvVariant::Imma, 1, 8, 1}})
                             if (fast::gemv_imma_fits(tm, T, rp.cluster)) rp.regs = 1, tp.push_back(rp);
                     if (a.all_variants)
-                        for (int cl : {1, 2, 4, 8})
-                            for (int s : {1, 2, 8})
-                                if ((cl != ip.cluster || s != ip.splits) && fast::gemv_imma_fits(tm, T, cl))
-                                    tp.push_back({fast::GemvVariant::Imma, 1, s, cl});
+                        for (int regs : {0, 1})
+                            for (int cl : {1, 2, 4, 8})
+                                for (int s : {1, 2, 8})
+                                    if ((regs == 0 || T == 1) && (cl != ip.cluster || s != ip.splits) &&
+                                        fast::gemv_imma_fits(tm, T, cl))
+                                        tp.push_back({fast::GemvVariant::Imma, 1, s, cl, regs});
                 }
                 // What Imma's parts cost (one token, no biases): the kernel with its math, its x
                 // staging, its cluster sum or all three left out (y garbage) — at the pick's shape,
