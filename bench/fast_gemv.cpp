@@ -199,14 +199,14 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                 const fast::GemvPlan ip = fast::gemv_imma_plan(tm, T, sms);  // cluster 0: does not fit
                 if (ip.cluster > 0) {
                     tp.push_back(ip);
-                    if (T == 1)  // the register pipeline at the same shape, and at 8 warps on one row tile
-                        for (fast::GemvPlan rp : {ip, fast::GemvPlan{fast::GemvVariant::Imma, 1, 8, 1}})
-                            if (fast::gemv_imma_fits(tm, T, rp.cluster)) rp.regs = 1, tp.push_back(rp);
+                    // the register pipeline at the same shape, and at 8 warps on one row tile
+                    for (fast::GemvPlan rp : {ip, fast::GemvPlan{fast::GemvVariant::Imma, 1, 8, 1}})
+                        if (fast::gemv_imma_fits(tm, T, rp.cluster)) rp.regs = 1, tp.push_back(rp);
                     if (a.all_variants)
                         for (int regs : {0, 1})
                             for (int cl : {1, 2, 4, 8})
                                 for (int s : {1, 2, 8})
-                                    if ((regs == 0 || T == 1) && (cl != ip.cluster || s != ip.splits) &&
+                                    if ((cl != ip.cluster || s != ip.splits) &&
                                         fast::gemv_imma_fits(tm, T, cl))
                                         tp.push_back({fast::GemvVariant::Imma, 1, s, cl, regs});
                 }

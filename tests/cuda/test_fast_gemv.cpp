@@ -451,7 +451,7 @@ TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
                 for (const auto& [S, C] : std::vector<std::pair<int, int>>{{1, 1}, {2, 2}, {1, 4}, {8, 8}, {1, 8}})
                     if (fast::gemv_imma_fits(dp.m, sh.T, C)) {
                         plans.push_back({fast::GemvVariant::Imma, 1, S, C});
-                        if (sh.T == 1) plans.push_back({fast::GemvVariant::Imma, 1, S, C, 1});  // registers
+                        plans.push_back({fast::GemvVariant::Imma, 1, S, C, 1});  // the register pipeline
                     }
                 if (qbound.empty()) qbound = dp4a_bound(ph, x, ldx, sh.T);
             }
@@ -512,10 +512,7 @@ TEST(FastGemv, ImmaRejectsBadPlans) {
                                     fast::GemvPlan{fast::GemvVariant::Imma, 1, 1, 1}})  // T = 8, K = 14336 unsplit
         EXPECT_THROW(fast::gemv_packed_plan(p, yt.as<float>(), 16, xt.as<float>(), 14336, 8, dt.m, s.get()), Error)
             << p.splits << " " << p.cluster;
-    // The register pipeline takes one token only.
-    EXPECT_THROW(fast::gemv_packed_plan({fast::GemvVariant::Imma, 1, 1, 8, 1}, yt.as<float>(), 16, xt.as<float>(),
-                                        14336, 2, dt.m, s.get()),
-                 Error);
+    // regs: 0 (the ring) or 1 (registers).
     EXPECT_THROW(fast::gemv_packed_plan({fast::GemvVariant::Imma, 1, 1, 8, 2}, yt.as<float>(), 16, xt.as<float>(),
                                         14336, 1, dt.m, s.get()),
                  Error);

@@ -138,7 +138,7 @@ namespace {
 // quantizing x together: fast_gemv_dp4a.cu; session 17, H200: 17.5 against 20.7 us back to back
 // at 4096x14336, 19.9 against 19.3 cold), imma (Imma wherever it takes the matrix — Int4 in
 // 16-row tiles, 1..8 tokens: fast_gemv_imma.cu — else the pick; session 17, H200: 467 against
-// 539 tok/s at 4K), imma_regs (the same, one token through its register pipeline). The default picks Dp4a for one token (fast_gemv_plan.h: x in two int8 limbs,
+// 539 tok/s at 4K), imma_regs (the same through its register pipeline). The default picks Dp4a for one token (fast_gemv_plan.h: x in two int8 limbs,
 // |x − x̃| ≤ max|x| / 64516 per 32 columns — closer than bf16).
 enum class GemvMode { F32, Int8, Staged, Chunks, Mma, Dp4aCluster, Imma, ImmaRegs };
 GemvMode gemv_mode() {
@@ -315,7 +315,7 @@ void CudaBackend::matmul_packed(const Tensor& y, const Tensor& x, const PackedMa
             }
             if (gemv_mode() == GemvMode::Imma || gemv_mode() == GemvMode::ImmaRegs) {
                 fast::GemvPlan p = fast::gemv_imma_plan(w, X.rows, fast::gemv_sm_count());
-                p.regs = gemv_mode() == GemvMode::ImmaRegs && X.rows == 1;
+                p.regs = gemv_mode() == GemvMode::ImmaRegs;
                 if (p.cluster > 0) return fast::gemv_packed_plan(p, Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
                 return fast::gemv_packed(Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
             }

@@ -72,8 +72,8 @@ void gemv_packed_plan(const GemvPlan& plan, float* y, int64_t ldy, const float* 
         TS_CHECK(pow2(plan.splits) && pow2(plan.cluster),
                  "gemv_packed: Imma takes 1, 2, 4 or 8 warps a row tile and blocks a cluster, not {} and {}",
                  plan.splits, plan.cluster);
-        TS_CHECK(plan.regs == 0 || (plan.regs == 1 && T == 1),
-                 "gemv_packed: Imma's register pipeline (regs {}) takes one token, not {}", plan.regs, T);
+        TS_CHECK(plan.regs == 0 || plan.regs == 1, "gemv_packed: Imma's regs is 0 (the ring) or 1 (registers), not {}",
+                 plan.regs);
         TS_CHECK(gemv_imma_fits(w, T, plan.cluster),
                  "gemv_packed: Imma's ring and x slice ({} bytes at K = {}, {} tokens, cluster {}) exceed its {} bytes "
                  "of shared memory",

@@ -63,8 +63,9 @@ __device__ __forceinline__ void mma_u8s8(int (&d)[4], uint32_t a0, uint32_t a1, 
 // shuffles; a barrier follows). Per token row (stride xs bytes) both limbs, a k-tile's 128 bytes
 // ordered [lane column t][chunk c] (8 bytes each: what lane (g, t) reads for chunk c is at 32t +
 // 8c, so its four chunks are two 16-byte loads), and per chunk (dx / 254, sx) for 8 token slots.
-// ONE (T = 1): a k-tile's 256 bytes ordered [limb][chunk][t] — lane (g, t) reads limb g % 2 of
-// chunk g / 2 at 8·(4g′ + t), g′ = 4·(g % 2) + g / 2 — and (dx / 254, sx) a chunk.
+// ONE (the (chunk, limb) columns: the one-token ring loop, the register pipeline): per token (stride
+// 2·xs) a k-tile's 256 bytes ordered [limb][chunk][word] — the lane of chunk c and limb l reads
+// its 32 bytes at 32·(4l + c) — and (dx / 254, sx) per chunk for 8 token slots.
 template <bool ONE>
 __device__ __forceinline__ void imma_stage_x(const float* __restrict__ x, int64_t ldx, int T, int nks, bool aligned,
                                              uint8_t* xh, uint8_t* xl, float2* st, int xs) {
@@ -78,9 +79,10 @@ __device__ __forceinline__ void imma_stage_x(const float* __restrict__ x, int64_
         if (i < items) {
             const int kl = j >> 4, c = (j >> 2) & 3, lt = j & 3;
             if constexpr (ONE) {
-                *reinterpret_cast<uint2*>(xh + 256 * kl + 32 * c + 8 * lt) = q.H;
-                *reinterpret_cast<uint2*>(xh + 256 * kl + 128 + 32 * c + 8 * lt) = q.L;
-                if (lt == 0) st[4 * kl + c] = make_float2(q.dx * (1.f / 254.f), q.sx);
+                uint8_t* const row = xh + 2 * t * xs + 256 * kl;
+                *reinterpret_cast<uint2*>(row + 32 * c + 8 * lt) = q.H;
+                *reinterpret_cast<uint2*>(row + 128 + 32 * c + 8 * lt) = q.L;
+                if (lt == 0) st[(4 * kl + c) * 8 + t] = make_float2(q.dx * (1.f / 254.f), q.sx);
             } else {
                 const int at = t * xs + 128 * kl + 32 * lt + 8 * c;
                 *reinterpret_cast<uint2*>(xh + at) = q.H;
@@ -179,7 +181,7 @@ __device__ __forceinline__ void imma_loop_one(float (&acc)[4], int nj, int ks, i
             const bool mine = (g >> 1) == c;
             mma_u8s8(d, e0, e8, o0, o8, mine ? xb.x : 0u, mine ? xb.y : 0u, d);
         }
-        const float2 ab = st[4 * kl + t];
+        const float2 ab = st[(4 * kl + t) * 8];  // token 0
         const auto* sc = reinterpret_cast<const __half*>(tile + 1024);
         const float s0 = __half2float(sc[g * gpt + gi]), s8 = __half2float(sc[(g + 8) * gpt + gi]);
         const float f0 = float(d[0] * 254 + d[1]), f8 = float(d[2] * 254 + d[3]);  // exact: |.| < 2²⁴
@@ -220,35 +222,47 @@ __device__ __forceinline__ ImmaRegTile imma_regs_tile(const uint8_t* tile, const
                : 0u;
     return tl;
 }
-// One k-tile: xb is this lane's 32 bytes of B (its chunk's limb, words 0 … 3, or zeros), ab the
-// chunk t's (dx / 254, sx).
-template <bool BIAS>
-__device__ __forceinline__ void imma_regs_step(float (&acc)[4], const ImmaRegTile& tl, const uint8_t* xb, float2 ab) {
+// One k-tile, T ≤ TT tokens: xb is this lane's 32 bytes of B for token 0 (its chunk's limb, words
+// 0 … 3, or zeros), the next token's tstride bytes on (0 for the zero lanes); stk the chunk t's
+// (dx / 254, sx) for the 8 token slots. A's registers are unpacked once for all tokens.
+template <bool BIAS, int TT>
+__device__ __forceinline__ void imma_regs_step(float (&acc)[TT][2], const ImmaRegTile& tl, const uint8_t* xb,
+                                               int tstride, const float2* stk, int T) {
     constexpr uint32_t kLow = 0x0F0F0F0Fu;
-    const uint4 b0 = *reinterpret_cast<const uint4*>(xb), b1 = *reinterpret_cast<const uint4*>(xb + 16);
-    const uint32_t bw[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
     const uint32_t wg[4] = {tl.qg.x, tl.qg.y, tl.qg.z, tl.qg.w}, w8[4] = {tl.q8.x, tl.q8.y, tl.q8.z, tl.q8.w};
-    int d[4] = {0, 0, 0, 0};
+    uint32_t a[4][4];  // word j: even g, even g + 8, odd g, odd g + 8
 #pragma unroll
     for (int j = 0; j < 4; ++j)
-        mma_u8s8(d, wg[j] & kLow, w8[j] & kLow, (wg[j] >> 4) & kLow, (w8[j] >> 4) & kLow, bw[2 * j], bw[2 * j + 1], d);
+        a[j][0] = wg[j] & kLow, a[j][1] = w8[j] & kLow, a[j][2] = (wg[j] >> 4) & kLow, a[j][3] = (w8[j] >> 4) & kLow;
     const float s0 = half_bits(uint16_t(tl.s)), s8 = half_bits(uint16_t(tl.s >> 16));
-    const float f0 = float(d[0] * 254 + d[1]), f8 = float(d[2] * 254 + d[3]);  // exact: |.| < 2²⁴
-    if constexpr (BIAS) {
-        const float b0f = half_bits(uint16_t(tl.b)), b8f = half_bits(uint16_t(tl.b >> 16));
-        acc[0] = fmaf(s0 * ab.x, f0, fmaf(b0f, ab.y, acc[0]));
-        acc[1] = fmaf(s8 * ab.x, f8, fmaf(b8f, ab.y, acc[1]));
-    } else {
-        const float m8 = -8.f * ab.y;
-        acc[0] = fmaf(s0, fmaf(ab.x, f0, m8), acc[0]);
-        acc[1] = fmaf(s8, fmaf(ab.x, f8, m8), acc[1]);
+    const float b0f = BIAS ? half_bits(uint16_t(tl.b)) : 0.f, b8f = BIAS ? half_bits(uint16_t(tl.b >> 16)) : 0.f;
+#pragma unroll
+    for (int b = 0; b < TT; ++b) {
+        if (b >= T) break;
+        const uint4 x0 = *reinterpret_cast<const uint4*>(xb + b * tstride);
+        const uint4 x1 = *reinterpret_cast<const uint4*>(xb + b * tstride + 16);
+        const uint32_t bw[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+        int d[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) mma_u8s8(d, a[j][0], a[j][1], a[j][2], a[j][3], bw[2 * j], bw[2 * j + 1], d);
+        const float2 ab = stk[b];
+        const float f0 = float(d[0] * 254 + d[1]), f8 = float(d[2] * 254 + d[3]);  // exact: |.| < 2²⁴
+        if constexpr (BIAS) {
+            acc[b][0] = fmaf(s0 * ab.x, f0, fmaf(b0f, ab.y, acc[b][0]));
+            acc[b][1] = fmaf(s8 * ab.x, f8, fmaf(b8f, ab.y, acc[b][1]));
+        } else {
+            const float m8 = -8.f * ab.y;
+            acc[b][0] = fmaf(s0, fmaf(ab.x, f0, m8), acc[b][0]);
+            acc[b][1] = fmaf(s8, fmaf(ab.x, f8, m8), acc[b][1]);
+        }
     }
 }
 
 // Grid (row groups, C): block (bx, r) holds row tiles bx·(8/S) … of K slice r. Cluster (1, CL, 1).
-// REGS (one token): the weights through registers instead of the ring (imma_regs_tile).
-template <bool BIAS, int CL, bool ONE, int DIAG = 0, bool REGS = false>
-__global__ void __launch_bounds__(kThreads, REGS ? 3 : 4)
+// REGS (with ONE's columns; up to TT tokens): the weights through registers instead of the ring
+// (imma_regs_tile).
+template <bool BIAS, int CL, bool ONE, int DIAG = 0, bool REGS = false, int TT = 1>
+__global__ void __launch_bounds__(kThreads, REGS ? (TT == 1 ? 3 : 2) : 4)
     gemv_imma_kernel(float* __restrict__ y, int64_t ldy, const float* __restrict__ x, int64_t ldx, int T,
                      PackedMatrix w, int S, bool x_aligned) {
     extern __shared__ __align__(16) uint8_t smem[];
@@ -259,7 +273,7 @@ __global__ void __launch_bounds__(kThreads, REGS ? 3 : 4)
     const int stage_bytes = 1024 + 32 * gpt * (BIAS ? 2 : 1);
     const int nkt = int(w.k / 128), slice = CL > 1 ? int(blockIdx.y) : 0;
     const int kt0 = slice * nkt / CL, nks = (slice + 1) * nkt / CL - kt0;  // this block's k-tiles
-    const int kc = int(gemv_imma_slice_cols(w.k, CL)), xs = kc + 16;
+    const int kc = int(gemv_imma_slice_cols(w.k, CL)), xs = ONE ? kc : kc + 16;
     const int rt_block = kWarps / S, ks = warp % S;
     const int64_t rt = int64_t(blockIdx.x) * rt_block + warp / S;
     const bool rok = rt < w.n / 16;
@@ -296,7 +310,7 @@ __global__ void __launch_bounds__(kThreads, REGS ? 3 : 4)
     };
     float acc[4] = {0.f, 0.f, 0.f, 0.f};  // rows g, g + 8 × tokens 2t, 2t + 1 (ONE: rows g, g + 8 only)
     if constexpr (REGS) {
-        static_assert(ONE && DIAG == 0, "the register pipeline is the one-token loop's");
+        static_assert(ONE && DIAG == 0, "the register pipeline takes ONE's (chunk, limb) columns");
         const int gi = t >> (2 - glg);  // chunk t's scale group
         auto load = [&](ImmaRegTile& tl, int j) {
             const int64_t kt = kt0 + ks + int64_t(S) * j;
@@ -312,11 +326,27 @@ __global__ void __launch_bounds__(kThreads, REGS ? 3 : 4)
         __syncthreads();
         const bool active = t == (g >> 1);  // this lane's B column is (chunk t, limb g % 2)
         const uint8_t* const xb = active ? xh + 32 * (4 * (g & 1) + t) : zero32;
-        const int xstride = active ? 256 : 0;
+        const int kstride = active ? 256 : 0, tstride = active ? 2 * xs : 0;
+        float racc[TT][2];
+#pragma unroll
+        for (int b = 0; b < TT; ++b) racc[b][0] = racc[b][1] = 0.f;
         auto compute = [&](const ImmaRegTile& tl, int j) {
-            imma_regs_step<BIAS>(acc, tl, xb + xstride * (ks + S * j), st[4 * (ks + S * j) + t]);
+            const int kl = ks + S * j;
+            imma_regs_step<BIAS, TT>(racc, tl, xb + kstride * kl, tstride, st + (4 * kl + t) * 8, T);
         };
         ping_pong_tiles(nj, cur, nxt, load, compute);
+        // Lane t holds chunk t of every k-tile: the four lanes' sums, in one order.
+#pragma unroll
+        for (int b = 0; b < TT; ++b)
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                racc[b][i] += __shfl_xor_sync(0xffffffffu, racc[b][i], 1);
+                racc[b][i] += __shfl_xor_sync(0xffffffffu, racc[b][i], 2);
+            }
+        if (t == 0)
+#pragma unroll
+            for (int b = 0; b < TT; ++b)
+                if (b < T) red[warp][g][b] = racc[b][0], red[warp][g + 8][b] = racc[b][1];
     } else {
 #pragma unroll
         for (int j = 0; j < kStages - 1; ++j) issue(j);
@@ -333,7 +363,9 @@ __global__ void __launch_bounds__(kThreads, REGS ? 3 : 4)
     cp_async_wait<0>();  // no copy outlives the block
 
     // The S warps of a row tile, in order; then the cluster's blocks, in order.
-    if constexpr (ONE) {  // lane t holds chunk t of every k-tile: the four lanes' sums, in one order
+    if constexpr (REGS) {
+        // written above
+    } else if constexpr (ONE) {  // lane t holds chunk t of every k-tile: the four lanes' sums, in one order
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
             acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], 1);
@@ -391,21 +423,25 @@ cudaError_t launch_grid(Kernel* kernel, const GemvPlan& plan, size_t smem, float
 template <bool BIAS, int CL>
 cudaError_t launch_cl(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                       const PackedMatrix& w, cudaStream_t stream) {
-    const int which = T > 1 ? 0 : plan.regs ? 2 : 1;
-    auto* kernel = which == 0   ? gemv_imma_kernel<BIAS, CL, false>
-                   : which == 1 ? gemv_imma_kernel<BIAS, CL, true>
-                                : gemv_imma_kernel<BIAS, CL, true, 0, true>;
+    // Ring, tokens as columns (T > 1) | ring, one token | registers, up to 1, 2, 4, 8 tokens.
+    static void (*const kernels[6])(float*, int64_t, const float*, int64_t, int, PackedMatrix, int, bool) = {
+        gemv_imma_kernel<BIAS, CL, false>,          gemv_imma_kernel<BIAS, CL, true>,
+        gemv_imma_kernel<BIAS, CL, true, 0, true, 1>, gemv_imma_kernel<BIAS, CL, true, 0, true, 2>,
+        gemv_imma_kernel<BIAS, CL, true, 0, true, 4>, gemv_imma_kernel<BIAS, CL, true, 0, true, 8>};
+    const int which = plan.regs ? (T <= 1 ? 2 : T <= 2 ? 3 : T <= 4 ? 4 : 5) : T > 1 ? 0 : 1;
+    auto* kernel = kernels[which];
     // The opt-in to more than 48 KiB of dynamic shared memory, once a kernel (not a stream
     // operation: safe while a decode graph is being captured).
-    static const cudaError_t opt_in[3] = {
-        cudaFuncSetAttribute(gemv_imma_kernel<BIAS, CL, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             int(kGemvImmaMaxSmem)),
-        cudaFuncSetAttribute(gemv_imma_kernel<BIAS, CL, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             int(kGemvImmaMaxSmem)),
-        cudaFuncSetAttribute(gemv_imma_kernel<BIAS, CL, true, 0, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             int(kGemvImmaMaxSmem))};
-    if (opt_in[which] != cudaSuccess) return opt_in[which];
-    const size_t smem = size_t(gemv_imma_smem(w.k, T, w.group, w.biases != nullptr, CL, which == 2));
+    static const cudaError_t opt_in = [] {
+        for (auto* k : kernels)
+            if (cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                     int(kGemvImmaMaxSmem));
+                e != cudaSuccess)
+                return e;
+        return cudaSuccess;
+    }();
+    if (opt_in != cudaSuccess) return opt_in;
+    const size_t smem = size_t(gemv_imma_smem(w.k, T, w.group, w.biases != nullptr, CL, plan.regs));
     return launch_grid<CL>(kernel, plan, smem, y, ldy, x, ldx, T, w, stream);
 }
 

@@ -43,8 +43,9 @@ struct GemvPlan {
     int cluster = 1;  // Dp4a: blocks a thread-block cluster that quantize x together (1 or
                       // kGemvDp4aCluster); Imma: blocks a cluster, each on its own slice of K
                       // (1, 2, 4 or 8); 1 for the other variants
-    int regs = 0;     // Imma, one token: 1 = the weights through registers (two batches of two
-                      // k-tiles a warp, as Dp4a), 0 = through the shared-memory ring
+    int regs = 0;     // Imma: 1 = the weights through registers (two batches of two k-tiles a
+                      // warp, as Dp4a; the (chunk, limb) columns for every token count), 0 =
+                      // through the shared-memory ring
 };
 
 // Mma's geometry (fast_gemv_mma.cu): kGemvMmaWarps warps a block, each its own 16·mtiles rows;
