@@ -8,8 +8,8 @@
 // llama.cpp's anchor (7.63 µs at 1 token, 320 µs at 512) is ONE of the three matrices (mul_mat_id).
 // The second-generation plans (v2: fast_moe_decode.cu, fast_moe_mma.cu) first, then the
 // tensor-core decode kernels (mma decode: fast_moe_decode_mma.cu, T ≤ 64), then the first; the mid
-// kernels (fast_moe_mid.cu: grouped, ≤ 8 rows an item, ring 3 and 4) up to 16 rows an expert on
-// average, with their steps alone (hot) — for the mid batches: --tokens 3,8,16,32,64,96,128.
+// kernels (fast_moe_mid.cu: grouped, ≤ 8 rows an item; rings auto, 3 and 4) up to 16 rows an
+// expert on average, with their steps alone (hot) — for the mid batches: --tokens 3,8,16,32,64,96,128.
 //   bench_fast_moe [--tokens 1,2,4,8,64,512,2048] [--runs 50] [--warmup 10] [--filter TEXT] [--all]
 #include <cuda_runtime_api.h>
 
@@ -118,7 +118,8 @@ Routing random_routing(int64_t T, int k, int E, Rng& rng) {
 }
 
 std::string plan_name(const fast::MoePlan& p) {
-    if (p.mid) return "mid grouped/8 ring " + std::to_string(p.mid_ring ? p.mid_ring : 3) + " (mma bf16)";
+    if (p.mid)
+        return "mid grouped/8 ring " + (p.mid_ring ? std::to_string(p.mid_ring) : std::string("auto")) + " (mma bf16)";
     if (p.dp4a_decode) return "dp4a decode per slot (x 2 limbs)";
     if (p.mma_decode)
         return "mma decode per slot, down batch " +
@@ -204,7 +205,7 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
               fast::MoePlan{true, false, 32, true, true}, fast::MoePlan{true, false, 64, true, true},
               fast::MoePlan{false, true, 8}, fast::MoePlan{true, true, 8}, fast::MoePlan{true, false, 8},
               fast::MoePlan{true, false, 1}, fast::MoePlan{true, false, 32, true}, fast::MoePlan{true, false, 64, true},
-              wgmma_plan(16), wgmma_plan(32), wgmma_plan(64), wgmma_plan(128), mid_plan(3), mid_plan(4)}) {
+              wgmma_plan(16), wgmma_plan(32), wgmma_plan(64), wgmma_plan(128), mid_plan(0), mid_plan(3), mid_plan(4)}) {
             if (p.grouped == pick.grouped && p.down_by_token == pick.down_by_token && p.tile_rows == pick.tile_rows &&
                 p.large_tiles == pick.large_tiles && p.v2 == pick.v2 && p.mma_decode == pick.mma_decode &&
                 p.mma_down_batch == pick.mma_down_batch && p.mma_pdl == pick.mma_pdl &&

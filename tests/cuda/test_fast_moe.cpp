@@ -72,7 +72,7 @@ std::vector<T> to_host(const DeviceBuffer& b, size_t n) {
 }
 
 std::string str(const fast::MoePlan& p) {
-    if (p.mid) return "mid grouped/" + std::to_string(p.tile_rows) + ", ring " + std::to_string(p.mid_ring ? p.mid_ring : 3);
+    if (p.mid) return "mid grouped/" + std::to_string(p.tile_rows) + ", ring " + std::to_string(p.mid_ring);
     if (p.dp4a_decode) return "dp4a decode per slot, down by token";
     if (p.mma_decode)
         return "mma decode per slot, down by token, batch " + std::to_string(p.mma_down_batch) + ", gate+up batch " +
@@ -124,11 +124,14 @@ fast::MoePlan dp4a_decode_plan() {
 }
 
 // The mid kernels (the experts' weights as mma.sync's A, an item's ≤ 8 rows as B: the large
-// tiles' bound), ring 3 (the default) and 4: the same bits.
+// tiles' bound), rings chosen (0), 3 and 4: the same bits.
 std::vector<fast::MoePlan> mid_plans() {
-    fast::MoePlan ring4 = fast::moe_mid_plan();
-    ring4.mid_ring = 4;
-    return {fast::moe_mid_plan(), ring4};
+    std::vector<fast::MoePlan> plans;
+    for (int ring : {0, 3, 4}) {
+        plans.push_back(fast::moe_mid_plan());
+        plans.back().mid_ring = ring;
+    }
+    return plans;
 }
 
 std::vector<fast::MoePlan> all_plans() {
@@ -459,7 +462,8 @@ Reference reference(const Experts& ex, const std::vector<float>& x, int64_t ldx,
             const double w = r.weights[size_t(t * k + j)];
             if (e < 0 || e >= ex.E) continue;
             for (int64_t i = 0; i < I; ++i) {
-                const RowRef gr = row_ref(ex.gate, e * I + i, vb[0], mb[0]), ur = row_ref(ex.up, e * I + i, vb[1], mb[1]);
+                const RowRef gr = row_ref(ex.gate, e * I + i, vb[0], mb[0]);
+                const RowRef ur = row_ref(ex.up, e * I + i, vb[1], mb[1]);
                 double g = 0, u = 0, G = 0, U = 0;
                 for (int64_t h = 0; h < H; ++h) {
                     g += double(gr.value[h]) * xt[h];
@@ -587,7 +591,7 @@ void check_experts(Backend& cpu, Experts& ex, const ExpertCase& c, const Routing
     EXPECT_LE(norm_err(mid, ldy, ycpu, H, T, H), 3e-2) << "mid kernels vs the CPU backend on the GGUF weights";
 }
 
-// The mid kernels on one routing (k slots a token): two launches and the other ring give the same
+// The mid kernels on one routing (k slots a token): two launches and the forced rings give the same
 // bits; token `poisoned` (an out-of-range id) is NaN, every other token finite; three tokens within
 // the bound of the double reference; the others within 3e-2 normalised of the CPU backend on the
 // GGUF bytes (its q8_0 activations: ~2⁻⁸ relative per element).
@@ -601,10 +605,10 @@ void check_mid(Backend& cpu, Experts& ex, const std::string& name, int64_t T, in
     const DeviceBuffer d_x = to_device(x), d_ids = to_device(r.ids), d_w = to_device(r.weights);
     DeviceBuffer d_y(size_t(T * H) * 4), d_scratch(fast::moe_experts_scratch_bytes(T, k, ex.E, H, ex.I));
     Stream stream;
-    std::vector<uint32_t> bits[3];  // ring 3 twice, ring 4
-    for (int run = 0; run < 3; ++run) {
+    std::vector<uint32_t> bits[4];  // the rings chosen twice, rings 3 and 4
+    for (int run = 0; run < 4; ++run) {
         fast::MoePlan plan = fast::moe_mid_plan();
-        if (run == 2) plan.mid_ring = 4;
+        plan.mid_ring = run < 2 ? 0 : run + 1;
         TS_CUDA_CHECK(cudaMemsetAsync(d_y.data(), 0xff, d_y.size(), stream));  // NaN until written
         fast::moe_experts_packed_plan(plan, d_y.as<float>(), H, d_x.as<float>(), H, T, ex.view(), d_ids.as<int32_t>(),
                                       d_w.as<float>(), k, d_scratch.data(), stream);
@@ -612,7 +616,8 @@ void check_mid(Backend& cpu, Experts& ex, const std::string& name, int64_t T, in
         bits[run] = to_host<uint32_t>(d_y, size_t(T * H));
     }
     EXPECT_EQ(bits[0], bits[1]) << "two launches differ";
-    EXPECT_EQ(bits[0], bits[2]) << "ring 4 differs from ring 3";
+    EXPECT_EQ(bits[0], bits[2]) << "ring 3 differs from the rings chosen";
+    EXPECT_EQ(bits[0], bits[3]) << "ring 4 differs from the rings chosen";
     std::vector<float> y(size_t(T * H));
     std::memcpy(y.data(), bits[0].data(), y.size() * 4);
     int64_t wrong = 0;
@@ -898,7 +903,8 @@ TEST(FastMoe, MidKernelsOnModelShapes) {
     };
     const int k = 8;
     const int64_t H = 2048;
-    for (const Shape& sh : {Shape{"flagship 256x512x2048", 256, 512, 500}, Shape{"Qwen3-30B 128x768x2048", 128, 768, 600}}) {
+    const Shape shapes[] = {{"flagship 256x512x2048", 256, 512, 500}, {"Qwen3-30B 128x768x2048", 128, 768, 600}};
+    for (const Shape& sh : shapes) {
         SCOPED_TRACE(sh.name);
         Experts ex(sh.E, H, sh.I, DType::Q4_0, sh.seed, 32, true);
         uint32_t seed = sh.seed + 10;
@@ -908,7 +914,8 @@ TEST(FastMoe, MidKernelsOnModelShapes) {
         }
         const std::vector<int32_t> eight = {3, 17, 40, 41, 99, 100, 101, sh.E - 1};
         for (int64_t T : {64, 96}) {
-            check_mid(*cpu, ex, "eight experts take every token", T, k, random_routing(T, sh.E, k, seed, eight), seed + 1);
+            check_mid(*cpu, ex, "eight experts take every token", T, k, random_routing(T, sh.E, k, seed, eight),
+                      seed + 1);
             seed += 2;
         }
         Routing bad = random_routing(17, sh.E, k, seed++);
@@ -946,15 +953,15 @@ TEST(FastMoe, MidSwitchTakesTheMidPlanAtFewRowsAnExpert) {
         for (int pass = 0; pass < 2; ++pass) {
             TS_CUDA_CHECK(cudaMemsetAsync(d_y.data(), 0xff, d_y.size(), stream));
             const bool mid_expected = T >= 3 && T * k <= 8 * E;
+            const int32_t* ids = d_ids.as<int32_t>();
             if (pass == 0)
-                fast::moe_experts_packed(d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T, ex.view(), d_ids.as<int32_t>(),
+                fast::moe_experts_packed(d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T, ex.view(), ids,
                                          d_w.as<float>(), k, d_scratch.data(), stream, true, false, true, true);
             else if (mid_expected)
                 fast::moe_experts_packed_plan(fast::moe_mid_plan(), d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T,
-                                              ex.view(), d_ids.as<int32_t>(), d_w.as<float>(), k, d_scratch.data(),
-                                              stream);
+                                              ex.view(), ids, d_w.as<float>(), k, d_scratch.data(), stream);
             else
-                fast::moe_experts_packed(d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T, ex.view(), d_ids.as<int32_t>(),
+                fast::moe_experts_packed(d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T, ex.view(), ids,
                                          d_w.as<float>(), k, d_scratch.data(), stream);
             stream.synchronize();
             (pass == 0 ? got : want) = to_host<uint32_t>(d_y, size_t(T * ex.H));

@@ -266,8 +266,9 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
     }
     if (plan.mid) {
         TS_CHECK(detail::moe_mid_fits(w.H, w.I),
-                 "{}: H = {} or I = {} too large for the mid kernels' shared memory ({} and {} of at most {} bytes)", op,
-                 w.H, w.I, detail::moe_mid_gate_up_smem(w.H), detail::moe_mid_down_smem(w.I),
+                 "{}: H = {} or I = {} too large for the mid kernels' shared memory ({} and {} of at most {} "
+                 "bytes)",
+                 op, w.H, w.I, detail::moe_mid_gate_up_smem(w.H), detail::moe_mid_down_smem(w.I),
                  detail::kMoeMidMaxSmem);
         void* xg = at;  // [P, H] bf16, the gather's column order
         at += align_up(size_t(P * row128(w.H)) * 2);

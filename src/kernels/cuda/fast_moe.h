@@ -138,8 +138,9 @@ void moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, const P
 //                    tiles (the large tiles' bound). Not picked yet: TESSERA_MOE_MID=grouped (the
 //                    backend's moe_experts_packed(mid = true)) takes it for T ≥ 3 at ≤ 8 rows an
 //                    expert on average, for A/B.
-//   mid_ring:        k-tiles a warp of the mid kernels has in flight: 3 (also 0; 3 blocks an SM)
-//                    or 4 (2 blocks an SM).
+//   mid_ring:        k-tiles a warp of the mid kernels has in flight: 3 (3 blocks an SM), 4 (2
+//                    blocks an SM) or 0 (each kernel: 4 where that holds all of a warp's k-tiles —
+//                    down at I ≤ 512 — else 3).
 struct MoePlan {
     bool grouped = false;
     bool down_by_token = true;
@@ -303,7 +304,7 @@ inline bool moe_mid_fits(int64_t H, int64_t I) {
     return moe_mid_gate_up_smem(H) <= size_t(kMoeMidMaxSmem) && moe_mid_down_smem(I) <= size_t(kMoeMidMaxSmem);
 }
 // act [T·k, I] bf16 (the gather's column order, as launch_moe_gather_bf16_perm's xg [T·k, H]) =
-// silu(xg·gate_eᵀ) ⊙ (xg·up_eᵀ) per item. ring: k-tiles a warp in flight, 3 (also 0) or 4.
+// silu(xg·gate_eᵀ) ⊙ (xg·up_eᵀ) per item. ring: k-tiles a warp in flight, 3, 4 or 0 (MoePlan::mid_ring).
 cudaError_t launch_moe_mid_gate_up(void* act, const void* xg, const MoePackedExperts& w, const MoeGrouping& g, int ring,
                                    cudaStream_t stream);
 // out [T·k, H] f32 = act·down_eᵀ per item.

@@ -1,40 +1,46 @@
-// The fast MoE's grouped kernels for few rows an expert (MoePlan::mid; T ≥ 3 decode steps with ≤ 8
-// rows an expert on average): each work item of moe_group (one expert, ≤ 8 grouped rows) streams
-// its expert's weights ONCE and computes all of its rows. mma.sync m16n8k16 bf16 → f32 with the
-// WEIGHTS as A (16 rows, Int4 dequantized in registers by fast_mma.cuh's dequant_int4_pairs:
-// scale·(code − c) + bias rounded once to bf16, the v2 tiles' bound) and the item's rows as B's 8
-// columns, staged once a block in shared memory. So a weight costs the same ~2 instructions
-// whatever the item's rows (the integer-unit form's dp4a work grows with them: 2 dp4a a row per 4
-// weights), and no padding rows are read or multiplied beyond B's 8 columns (the v2 tiles: 16).
+// The fast MoE's grouped kernels for few rows an expert (MoePlan::mid: decode steps of T ≥ 3 with
+// ≤ 8 rows an expert on average): each work item of moe_group (one expert, ≤ 8 grouped rows)
+// streams its expert's weights ONCE and computes all of its rows, on mma.sync m16n8k16 bf16 → f32
+// with the WEIGHTS as A (16 rows; Int4 dequantized in registers by fast_mma.cuh's
+// dequant_int4_pairs: (code − c)·scale + bias rounded once to bf16, the v2 tiles' bound) and the
+// item's rows as B's 8 columns, staged once a block in shared memory.
+//   Why not dp4a (fast_moe_decode_dp4a.cu): its x in two int8 limbs costs 2 dp4a a row per 4
+// weights (half-rate integer pipe), so at 4–8 rows a weight costs 4–8 issue slots, past the ~3.5
+// an SM can spend while streaming 37 weights a clock; here a weight costs ~2 instructions whatever
+// the rows (the mma's 8 columns are free). Why not the v2 tiles (fast_moe_mma.cu): tokens as A
+// pad every item to 16 rows, and its 4-stage pipeline over a block's short K (4 k-tiles of down)
+// never reaches a steady state.
 //
-// Lane (g, t) of a warp holds, per k-tile of 128 columns, chunk t (32 columns, 16 bytes) of rows
-// g and g + 8 of the warp's 16-row tile: word j of the chunk gives A's pairs (i, i + 4) for two
-// k-steps, and B (bf16, each 8 columns stored (0,4,1,5,2,6,3,7): the gather's order) gives the
-// same columns of the lane's B column g in one 16-byte read, so no transposes or shuffles. The
-// k-steps mix 4 chunks (scale groups): the scales are applied before the mma, in the dequant.
-//   gate_up: block = (item, 4 row tiles = 64 outputs of gate and of up); 8 warps = 4 row tiles ×
-//            2 k-halves (H = 2048: 8 k-tiles a warp), 2 k-tiles × 2 matrices in flight a warp
-//            (a ring: each slot refilled as soon as it is consumed); the halves added in order in
-//            shared memory, SwiGLU → act [T·k, I] bf16 in the gather's column order.
-//   down:    block = (item, 8 row tiles = 128 outputs); one warp a row tile over all of I (I =
-//            512: 4 k-tiles, all in flight at once) → out [T·k, H] f32; combine (fast_moe_experts.cu)
-//            sums each token's k slots in slot order.
-// Both are launched by programmatic dependent launch: they read the grouping (complete: it is two
-// or more launches back, pdl.cuh) and request their first weights before griddepcontrol.wait, then
-// stage B. B rows: [kt][word j][chunk t] a row (16 bytes each), rows 2·K128 + 64 bytes apart, so
-// the 8 lanes of each quarter-warp read 8 distinct bank groups. Lanes whose column g is past the
-// item's rows read row n − 1 instead (finite; those columns are never stored).
-// Deterministic: every output is one lane's mma chain plus a fixed-order sum of the k-halves.
+// Lane (g, t) holds, per k-tile of 128 columns, chunk t (32 columns, 16 bytes) of rows g and g + 8
+// of its warp's row tile: word j of the chunk gives A's pairs (i, i + 4) of two k-steps, and B (each
+// 8 columns stored (0,4,1,5,2,6,3,7): the gather's bf16 order) gives the same columns of column
+// g's row in one 16-byte read: no transposes or shuffles. A k-step mixes 4 chunks (scale groups),
+// so the scales are applied in the dequant, before the mma.
+//   gate_up: block = (item, 64 outputs); warps 0–3 stream gate's 4 row tiles, 4–7 up's, each over
+//            all of H; up's sums pass to gate's warps through shared memory, SwiGLU → act [T·k, I]
+//            bf16 in the gather's order.
+//   down:    block = (item, 128 outputs); a warp a row tile over all of I → out [T·k, H] f32;
+//            combine (fast_moe_experts.cu) sums each token's k slots in slot order.
+// A warp keeps U k-tiles in flight (a ring: each slot refilled as soon as it is consumed): U = 4
+// where that is all of its k-tiles (down at I ≤ 512: 2 blocks an SM, 16 warps × 4 KB), else 3 (3
+// blocks an SM, 24 warps × 3 KB); MoePlan::mid_ring forces either, for A/B. Both kernels launch
+// by programmatic dependent launch: they read the grouping (complete: two or more launches back,
+// pdl.cuh) and request their first weights before griddepcontrol.wait, then stage B — rows
+// [kt][word j][chunk t] of 16 bytes, 2·K128 + 64 bytes apart, so each quarter-warp's 8 lanes read 8
+// distinct bank groups. Lanes of a column past the item's rows read row n − 1 (finite; never
+// stored). Deterministic: each output is one warp's mma chain over k in order.
 //
-// ptxas (nvcc 13, sm_90a, -O3): gate_up 80 registers, down 72, 0 spills, 0 stack — 3 blocks of
-// 256 threads an SM (launch bounds); shared memory 8·(2·K128 + 64) bytes a block (gate_up H = 2048:
-// 33,280 + 4,096 for the k-halves; down I = 512: 8,704), so 3 blocks fit.
+// ptxas (nvcc 13, sm_90a, -O3), registers / spills: ring 3 — gate_up 80 / 0, down 78 / 0 (3 blocks
+// of 256 threads an SM); ring 4 — gate_up 100 / 0, down 98 / 0 (2 blocks). Shared memory a block:
+// 8·(2·K128 + 64) bytes (+ 2 KB gate_up's exchange): H = 2048 35,328, I = 512 8,704.
 //
-// Expected (not yet measured; bench_fast_moe's "mid" rows): flagship T = 64 reads ~222 experts ×
-// 1.73 MB = 384 MB: 80 µs at 4.8 TB/s. In flight: 24 warps an SM × 4 KB (gate_up) ≈ 96 KB, above
-// the ~50 KB Little's law asks at ~1.5 µs under load; issue ≈ 2.1 instructions a weight (64 % of
-// an SM's issue at the stream's 37 weights a clock), so it should be bound by the stream, not the
-// SM: ~100–120 µs a layer with the gather and combine, against the v2 tiles' ~204.
+// Expected (not measured yet): at T = 64 on the flagship ~222 of 256 experts, 384 MB, a stream of
+// ~80 µs at 4.8 TB/s. In flight an SM ~64–72 KB against the ~50 KB Little's law asks at ~1.5 µs
+// under load; ~2.1 instructions a weight, 60–65 % of an SM's issue at the stream's rate. So the
+// stream should bound it, less each block's start (item → descriptor → first load, ~1 µs, and
+// staging B) and the down kernel's short blocks (36 KB): guessed ~100–120 µs a layer with the
+// gather and combine, against the v2 tiles' ~204 (PERF.md: ≥ 6,000 tok/s at 64 requests wants the
+// MoE step near ~120 µs a layer).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -121,7 +127,9 @@ __device__ __forceinline__ Tile load_tile(const Rows& r, int ch, bool ok) {
     return tl;
 }
 
-__device__ __forceinline__ uint32_t word(const uint4& v, int j) { return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w; }
+__device__ __forceinline__ uint32_t word(const uint4& v, int j) {
+    return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w;
+}
 
 // acc += A (the lane's tile of k-tile kt) · B (staged: b points at the lane's column row, chunk t
 // of k-tile 0). negc: −(128 + c) as bf16x2 (−128 with biases, −136 without: bias −8·scale).
@@ -210,7 +218,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<U>)
                 const int c = 2 * tq + c2, i = i0 + gq + 8 * h;  // item row c (a token's slot), output i
                 if (c >= n) continue;
                 const float gv = acc[2 * h + c2], uv = xchg[32 * (2 * h + c2)];
-                act[int64_t(r0 + c) * N + perm_col(i)] = __float2bfloat16_rn(gv / (1.f + expf(-gv)) * uv);  // cpu::swiglu
+                const float a = gv / (1.f + expf(-gv)) * uv;  // cpu::swiglu
+                act[int64_t(r0 + c) * N + perm_col(i)] = __float2bfloat16_rn(a);
             }
     } else {
         if (!live) return;
@@ -242,9 +251,12 @@ cudaError_t launch_ring(const void* B, int64_t K, int64_t N, int E, const Packed
                        int(K), int(N), E, m0, m1, g, static_cast<__nv_bfloat16*>(act), out);
 }
 
+// ring 0: all of a warp's k-tiles in flight at once where they fit the ring of 4 (down at I ≤ 512),
+// else the ring of 3 at 3 blocks an SM (gate+up: 16 k-tiles at H = 2048).
 template <int NMAT>
 cudaError_t launch(int ring, const void* B, int64_t K, int64_t N, int E, const PackedMatrix* m0,
                    const PackedMatrix* m1, const MoeGrouping& g, void* act, float* out, cudaStream_t stream) {
+    if (ring == 0) ring = (K + kKt - 1) / kKt <= 4 ? 4 : 3;
     return ring == 4 ? launch_ring<NMAT, 4>(B, K, N, E, m0, m1, g, act, out, stream)
                      : launch_ring<NMAT, 3>(B, K, N, E, m0, m1, g, act, out, stream);
 }
