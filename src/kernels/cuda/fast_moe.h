@@ -140,7 +140,7 @@ void moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, const P
 //                    expert on average, for A/B.
 //   mid_ring:        k-tiles a warp of the mid kernels has in flight: 3 (3 blocks an SM), 4 (2
 //                    blocks an SM) or 0 (each kernel: 4 where that holds all of a warp's k-tiles —
-//                    down at I ≤ 512 — else 3).
+//                    small shapes only — else 3).
 struct MoePlan {
     bool grouped = false;
     bool down_by_token = true;

@@ -19,28 +19,30 @@
 //   gate_up: block = (item, 64 outputs); warps 0–3 stream gate's 4 row tiles, 4–7 up's, each over
 //            all of H; up's sums pass to gate's warps through shared memory, SwiGLU → act [T·k, I]
 //            bf16 in the gather's order.
-//   down:    block = (item, 128 outputs); a warp a row tile over all of I → out [T·k, H] f32;
-//            combine (fast_moe_experts.cu) sums each token's k slots in slot order.
-// A warp keeps U k-tiles in flight (a ring: each slot refilled as soon as it is consumed): U = 4
-// where that is all of its k-tiles (down at I ≤ 512: 2 blocks an SM, 16 warps × 4 KB), else 3 (3
-// blocks an SM, 24 warps × 3 KB); MoePlan::mid_ring forces either, for A/B. Both kernels launch
+//   down:    block = (item, 256 outputs); a warp two row tiles (128 rows apart) over all of I, one
+//            after the other through one ring (I = 512 is only 4 k-tiles: a block's start is paid
+//            once for 72 KB) → out [T·k, H] f32; combine (fast_moe_experts.cu) sums each token's
+//            k slots in slot order.
+// A warp keeps U k-tiles in flight (a ring: each slot refilled as soon as it is consumed): 3 (3
+// blocks an SM, 24 warps × 3 KB) — or 4 (2 blocks an SM, 16 warps × 4 KB) where that holds all of
+// a warp's k-tiles (small shapes only); MoePlan::mid_ring forces either, for A/B. Both kernels launch
 // by programmatic dependent launch: they read the grouping (complete: two or more launches back,
 // pdl.cuh) and request their first weights before griddepcontrol.wait, then stage B — rows
 // [kt][word j][chunk t] of 16 bytes, 2·K128 + 64 bytes apart, so each quarter-warp's 8 lanes read 8
 // distinct bank groups. Lanes of a column past the item's rows read row n − 1 (finite; never
 // stored). Deterministic: each output is one warp's mma chain over k in order.
 //
-// ptxas (nvcc 13, sm_90a, -O3), registers / spills: ring 3 — gate_up 80 / 0, down 78 / 0 (3 blocks
-// of 256 threads an SM); ring 4 — gate_up 100 / 0, down 98 / 0 (2 blocks). Shared memory a block:
+// ptxas (nvcc 13, sm_90a, -O3), registers / spills: ring 3 — gate_up 80 / 0, down 80 / 0 (3 blocks
+// of 256 threads an SM); ring 4 — gate_up 98 / 0, down 102 / 0 (2 blocks). Shared memory a block:
 // 8·(2·K128 + 64) bytes (+ 2 KB gate_up's exchange): H = 2048 35,328, I = 512 8,704.
 //
 // Expected (not measured yet): at T = 64 on the flagship ~222 of 256 experts, 384 MB, a stream of
 // ~80 µs at 4.8 TB/s. In flight an SM ~64–72 KB against the ~50 KB Little's law asks at ~1.5 µs
 // under load; ~2.1 instructions a weight, 60–65 % of an SM's issue at the stream's rate. So the
 // stream should bound it, less each block's start (item → descriptor → first load, ~1 µs, and
-// staging B) and the down kernel's short blocks (36 KB): guessed ~100–120 µs a layer with the
-// gather and combine, against the v2 tiles' ~204 (PERF.md: ≥ 6,000 tok/s at 64 requests wants the
-// MoE step near ~120 µs a layer).
+// staging B; blocks of 144 KB gate+up, 72 KB down): guessed ~100–120 µs a layer with the gather
+// and combine, against the v2 tiles' ~204 (PERF.md: ≥ 6,000 tok/s at 64 requests wants the MoE
+// step near ~120 µs a layer).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -63,10 +65,12 @@ constexpr int kWarps = 8, kThreads = kWarps * 32;
 constexpr int kKt = 128;            // columns a k-tile: 4 chunks of 32, a lane's one chunk
 
 // NMAT matrices (gate and up: 2, down: 1) × kRT row tiles = 8 warps, each streaming one matrix's
-// row tile over all of K.
+// row tile over all of K — kRPW row tiles in turn (kRT apart), through one ring: down's K = I is
+// short (4 k-tiles at 512), so a warp takes two row tiles and a block's start is paid once for both.
 template <int NMAT>
 struct Cfg {
     static constexpr int kRT = kWarps / NMAT;
+    static constexpr int kRPW = NMAT == 1 ? 2 : 1;  // gate+up's exchange is one barrier: one row tile
     static constexpr int kXchgFloats = (NMAT - 1) * kRT * 4 * 32;  // up's sums handed to gate's warps
 };
 // U: k-tiles a warp has in flight (a ring: a slot is refilled as soon as it is consumed). 3: 80
@@ -148,15 +152,15 @@ __device__ __forceinline__ void tile_mma(const Tile& tl, uint32_t negc, const ui
     }
 }
 
-// One block: item blockIdx.x of g, row tiles kRT·blockIdx.y … of N output rows a matrix. B [rows,
-// K] bf16 (the gather's order, row stride K): the item's rows as B's columns. NMAT 2: gate m0, up
-// m1 → act [rows, N] bf16 (the gather's order); NMAT 1: m0 → out [rows, N] f32.
+// One block: item blockIdx.x of g, row tiles kRT·kRPW·blockIdx.y … of N output rows a matrix. B
+// [rows, K] bf16 (the gather's order, row stride K): the item's rows as B's columns. NMAT 2: gate
+// m0, up m1 → act [rows, N] bf16 (the gather's order); NMAT 1: m0 → out [rows, N] f32.
 template <int NMAT, int U>
 __global__ void __launch_bounds__(kThreads, kMinBlocks<U>)
     mid_kernel(const __nv_bfloat16* __restrict__ B, int K, int N, int E, const PackedMatrix* __restrict__ m0,
                const PackedMatrix* __restrict__ m1, MoeGrouping g, __nv_bfloat16* __restrict__ act,
                float* __restrict__ out) {
-    constexpr int RT = Cfg<NMAT>::kRT;
+    constexpr int RT = Cfg<NMAT>::kRT, RPW = Cfg<NMAT>::kRPW;
     extern __shared__ __align__(16) uint8_t smem[];  // B staged [kRows][row bytes], then up's sums
     // item < max_items: the reads are in bounds (stale past n_items, and then unused); issued together.
     const int item = int(blockIdx.x);
@@ -165,15 +169,26 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<U>)
     if (item >= n_items || e < 0 || e >= E) return;  // the whole block; items name valid experts only
 
     const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), gq = lane >> 2, tq = lane & 3;
-    const int rt = warp % RT, m = warp / RT;  // row tile, matrix (gate 0, up 1)
-    const int i0 = (int(blockIdx.y) * RT + rt) * 16;
-    const int nch = K / 32, nkt = (nch + 3) / 4;
-    const bool live = i0 < N;  // N is a multiple of 32: a live tile has all 16 rows
-    const int nj = live ? nkt : 0;
+    const int rt = warp % RT, m = warp / RT;          // row tile, matrix (gate 0, up 1)
+    const int tile0 = int(blockIdx.y) * RT * RPW + rt;  // the warp's row tiles: tile0 + RT·r, r < RPW
+    const int nch = K / 32, nkt = (nch + 3) / 4, tiles = N / 16;  // N is a multiple of 32: whole tiles
+    const int nr = tile0 < tiles ? min(RPW, (tiles - tile0 + RT - 1) / RT) : 0;  // live row tiles
+    const int nv = nr * nkt;  // the warp's k-tiles, row tile after row tile
 
-    const Rows rows = rows_of(m == 0 ? m0 : m1, e, K, live ? i0 + gq : 0);
+    const Rows rows = rows_of(m == 0 ? m0 : m1, e, K, nr > 0 ? 16 * tile0 + gq : 0);
     Tile tl[U];
-    auto load = [&](Tile& slot, int kt) { slot = load_tile(rows, 4 * kt + tq, kt < nj && 4 * kt + tq < nch); };
+    int lr = 0, lkt = 0;  // the next load's row tile and k-tile
+    auto load = [&](Tile& slot, int v) {
+        const int ch = 4 * lkt + tq;
+        Rows rr = rows;
+        if constexpr (RPW > 1) {
+            rr.codes += int64_t(lr) * RT * 16 * (K / 2);
+            rr.scales += int64_t(lr) * RT * 2 * rr.scale8;  // 16 rows = 2·(8 rows of scales)
+            if (rr.biases) rr.biases += int64_t(lr) * RT * 2 * rr.scale8;
+        }
+        slot = load_tile(rr, ch, v < nv && ch < nch);
+        if (++lkt == nkt) lkt = 0, ++lr;
+    };
 #pragma unroll
     for (int u = 0; u < U; ++u) load(tl[u], u);  // in flight while the kernel before ends and B is staged
 
@@ -195,40 +210,47 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<U>)
     const uint8_t* b = smem + (gq < n ? gq : n - 1) * row_bytes + 16 * tq;
     const uint32_t negc = rows.biases ? 0xc300c300u : 0xc308c308u;
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
-    for (int k0 = 0; k0 < nj; k0 += U) {
+    // Lane (g, t)'s outputs: acc[2h + c2] = (row g + 8h, item row 2t + c2).
+    auto store = [&](int tile) {  // down: the row tile's outputs, then a fresh sum
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int c2 = 0; c2 < 2; ++c2) {
+                const int c = 2 * tq + c2, i = 16 * tile + gq + 8 * h;
+                if (c < n) out[int64_t(r0 + c) * N + i] = acc[2 * h + c2];
+                acc[2 * h + c2] = 0.f;
+            }
+    };
+    int cr = 0, ckt = 0;  // the row tile and k-tile computed next
+    for (int v0 = 0; v0 < nv; v0 += U) {
 #pragma unroll
         for (int u = 0; u < U; ++u) {
-            if (k0 + u >= nj) break;  // uniform over the warp
-            tile_mma(tl[u], negc, b, k0 + u, acc);
-            load(tl[u], k0 + u + U);  // refill the slot just consumed
+            if (v0 + u >= nv) break;  // uniform over the warp
+            tile_mma(tl[u], negc, b, ckt, acc);
+            load(tl[u], v0 + u + U);  // refill the slot just consumed
+            if (++ckt == nkt) {
+                ckt = 0;
+                if constexpr (NMAT == 1) store(tile0 + RT * cr);
+                ++cr;
+            }
         }
     }
-
-    if constexpr (NMAT == 2) {  // up's warps hand their sums to gate's, which apply SwiGLU
+    if constexpr (NMAT == 2) {  // up's warps hand their sums to gate's, which apply SwiGLU (RPW 1)
         float* xchg = reinterpret_cast<float*>(smem + kRows * row_bytes) + rt * 128 + lane;
         if (m == 1)
 #pragma unroll
             for (int q = 0; q < 4; ++q) xchg[32 * q] = acc[q];
         __syncthreads();
-        if (m == 1 || !live) return;
+        if (m == 1 || nr == 0) return;
 #pragma unroll
         for (int h = 0; h < 2; ++h)
 #pragma unroll
             for (int c2 = 0; c2 < 2; ++c2) {
-                const int c = 2 * tq + c2, i = i0 + gq + 8 * h;  // item row c (a token's slot), output i
+                const int c = 2 * tq + c2, i = 16 * tile0 + gq + 8 * h;  // item row c (a token's slot), output i
                 if (c >= n) continue;
                 const float gv = acc[2 * h + c2], uv = xchg[32 * (2 * h + c2)];
                 const float a = gv / (1.f + expf(-gv)) * uv;  // cpu::swiglu
                 act[int64_t(r0 + c) * N + perm_col(i)] = __float2bfloat16_rn(a);
-            }
-    } else {
-        if (!live) return;
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-            for (int c2 = 0; c2 < 2; ++c2) {
-                const int c = 2 * tq + c2, i = i0 + gq + 8 * h;
-                if (c < n) out[int64_t(r0 + c) * N + i] = acc[2 * h + c2];
             }
     }
 }
@@ -245,18 +267,18 @@ cudaError_t launch_ring(const void* B, int64_t K, int64_t N, int E, const Packed
     static const cudaError_t attr =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMoeMidMaxSmem));
     if (attr != cudaSuccess) return attr;
-    constexpr int RT = Cfg<NMAT>::kRT;
-    const dim3 grid(unsigned(g.max_items), unsigned((N / 16 + RT - 1) / RT));
+    constexpr int per_block = Cfg<NMAT>::kRT * Cfg<NMAT>::kRPW;  // row tiles a block
+    const dim3 grid(unsigned(g.max_items), unsigned((N / 16 + per_block - 1) / per_block));
     return pdl::launch(kernel, grid, kThreads, smem_bytes<NMAT>(K), stream, static_cast<const __nv_bfloat16*>(B),
                        int(K), int(N), E, m0, m1, g, static_cast<__nv_bfloat16*>(act), out);
 }
 
-// ring 0: all of a warp's k-tiles in flight at once where they fit the ring of 4 (down at I ≤ 512),
-// else the ring of 3 at 3 blocks an SM (gate+up: 16 k-tiles at H = 2048).
+// ring 0: all of a warp's k-tiles in flight at once where they fit the ring of 4, else the ring of 3
+// at 3 blocks an SM (gate+up: 16 k-tiles at H = 2048; down: 2 × 4 at I = 512).
 template <int NMAT>
 cudaError_t launch(int ring, const void* B, int64_t K, int64_t N, int E, const PackedMatrix* m0,
                    const PackedMatrix* m1, const MoeGrouping& g, void* act, float* out, cudaStream_t stream) {
-    if (ring == 0) ring = (K + kKt - 1) / kKt <= 4 ? 4 : 3;
+    if (ring == 0) ring = Cfg<NMAT>::kRPW * ((K + kKt - 1) / kKt) <= 4 ? 4 : 3;
     return ring == 4 ? launch_ring<NMAT, 4>(B, K, N, E, m0, m1, g, act, out, stream)
                      : launch_ring<NMAT, 3>(B, K, N, E, m0, m1, g, act, out, stream);
 }
