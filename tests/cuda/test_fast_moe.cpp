@@ -1187,6 +1187,12 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
         bad = mid;
         bad.mid_ring = 2;
         EXPECT_THROW(run(bad, y, 64, p, 64, 2, w, 2, p), Error);
+        try {  // H = 8192: x's 8 rows staged would take 130 KB of shared memory
+            run(mid, p + 65536, 8192, p, 8192, 2, {8, 8192, 32, d, d, d}, 2, p);
+            ADD_FAILURE() << "H = 8192 accepted by the mid kernels";
+        } catch (const Error& err) {
+            EXPECT_NE(std::string(err.what()).find("shared memory"), std::string::npos) << err.what();
+        }
     }
     EXPECT_THROW(fast::moe_group(ids, 2, 2, 8, 129, p, nullptr), Error);  // tile > 128
     EXPECT_THROW(run({}, y, 64, p, 63, 2, w, 2, p), Error);                              // ldx < H

@@ -256,6 +256,10 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
     const ref::detail::Span ys = ref::detail::span_of(y, ldy, T, w.H), xs = ref::detail::span_of(x, ldx, T, w.H);
     TS_CHECK((y == x && ldy == ldx) || !ref::detail::overlaps(ys, xs), "{}: y must be x itself or not overlap it", op);
 
+    TS_CHECK(!plan.mid || detail::moe_mid_fits(w.H, w.I),
+             "{}: H = {} or I = {} too large for the mid kernels' shared memory ({} and {} of at most {} bytes)", op,
+             w.H, w.I, detail::moe_mid_gate_up_smem(w.H), detail::moe_mid_down_smem(w.I), detail::kMoeMidMaxSmem);
+
     const int64_t P = T * k;
     char* at = static_cast<char*>(scratch);
     MoeGrouping g;
@@ -265,11 +269,6 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
         TS_CUDA_CHECK(detail::launch_moe_group(ids, T, k, w.E, plan.tile_rows, g, stream));
     }
     if (plan.mid) {
-        TS_CHECK(detail::moe_mid_fits(w.H, w.I),
-                 "{}: H = {} or I = {} too large for the mid kernels' shared memory ({} and {} of at most {} "
-                 "bytes)",
-                 op, w.H, w.I, detail::moe_mid_gate_up_smem(w.H), detail::moe_mid_down_smem(w.I),
-                 detail::kMoeMidMaxSmem);
         void* xg = at;  // [P, H] bf16, the gather's column order
         at += align_up(size_t(P * row128(w.H)) * 2);
         void* act = at;  // [P, I] bf16, likewise

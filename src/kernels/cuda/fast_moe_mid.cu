@@ -73,8 +73,8 @@ struct Cfg {
     static constexpr int kRPW = NMAT == 1 ? 2 : 1;  // gate+up's exchange is one barrier: one row tile
     static constexpr int kXchgFloats = (NMAT - 1) * kRT * 4 * 32;  // up's sums handed to gate's warps
 };
-// U: k-tiles a warp has in flight (a ring: a slot is refilled as soon as it is consumed). 3: 80
-// registers, 3 blocks an SM (24 warps × 3 KB); 4: 96 registers, 2 blocks (16 warps × 4 KB).
+// U: k-tiles a warp has in flight (a ring: a slot is refilled as soon as it is consumed). 3: ≤ 80
+// registers, 3 blocks an SM (24 warps × 3 KB); 4: ~100 registers, 2 blocks (16 warps × 4 KB).
 template <int U>
 constexpr int kMinBlocks = U == 3 ? 3 : 2;
 
