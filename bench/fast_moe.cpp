@@ -7,7 +7,9 @@
 // experts' weights (codes + scales) / time; % of 4.3 TB/s (the measured copy bandwidth, PERF.md).
 // llama.cpp's anchor (7.63 µs at 1 token, 320 µs at 512) is ONE of the three matrices (mul_mat_id).
 // The second-generation plans (v2: fast_moe_decode.cu, fast_moe_mma.cu) first, then the
-// tensor-core decode kernels (mma decode: fast_moe_decode_mma.cu, T ≤ 64), then the first.
+// tensor-core decode kernels (mma decode: fast_moe_decode_mma.cu, T ≤ 64), then the first; the mid
+// kernels (fast_moe_mid.cu: grouped, ≤ 8 rows an item; rings auto, 3 and 4) up to 16 rows an
+// expert on average, with their steps alone (hot) — for the mid batches: --tokens 3,8,16,32,64,96,128.
 //   bench_fast_moe [--tokens 1,2,4,8,64,512,2048] [--runs 50] [--warmup 10] [--filter TEXT] [--all]
 #include <cuda_runtime_api.h>
 
@@ -116,6 +118,8 @@ Routing random_routing(int64_t T, int k, int E, Rng& rng) {
 }
 
 std::string plan_name(const fast::MoePlan& p) {
+    if (p.mid)
+        return "mid grouped/8 ring " + (p.mid_ring ? std::to_string(p.mid_ring) : std::string("auto")) + " (mma bf16)";
     if (p.dp4a_decode) return "dp4a decode per slot (x 2 limbs)";
     if (p.mma_decode)
         return "mma decode per slot, down batch " +
@@ -134,6 +138,12 @@ size_t align256(size_t v) { return (v + 255) / 256 * 256; }
 fast::MoePlan wgmma_plan(int tile_rows) {
     fast::MoePlan p{true, false, tile_rows, true};
     p.wgmma = true;
+    return p;
+}
+
+fast::MoePlan mid_plan(int ring) {
+    fast::MoePlan p = fast::moe_mid_plan();
+    p.mid_ring = ring;
     return p;
 }
 
@@ -195,13 +205,15 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
               fast::MoePlan{true, false, 32, true, true}, fast::MoePlan{true, false, 64, true, true},
               fast::MoePlan{false, true, 8}, fast::MoePlan{true, true, 8}, fast::MoePlan{true, false, 8},
               fast::MoePlan{true, false, 1}, fast::MoePlan{true, false, 32, true}, fast::MoePlan{true, false, 64, true},
-              wgmma_plan(16), wgmma_plan(32), wgmma_plan(64), wgmma_plan(128)}) {
+              wgmma_plan(16), wgmma_plan(32), wgmma_plan(64), wgmma_plan(128), mid_plan(0), mid_plan(3), mid_plan(4)}) {
             if (p.grouped == pick.grouped && p.down_by_token == pick.down_by_token && p.tile_rows == pick.tile_rows &&
                 p.large_tiles == pick.large_tiles && p.v2 == pick.v2 && p.mma_decode == pick.mma_decode &&
                 p.mma_down_batch == pick.mma_down_batch && p.mma_pdl == pick.mma_pdl &&
                 p.mma_gate_up_batch == pick.mma_gate_up_batch && p.mma_down_warps == pick.mma_down_warps &&
-                p.dp4a_decode == pick.dp4a_decode && p.wgmma == pick.wgmma)
+                p.dp4a_decode == pick.dp4a_decode && p.wgmma == pick.wgmma && p.mid == pick.mid &&
+                p.mid_ring == pick.mid_ring)
                 continue;
+            if (p.mid && T * s.k > 16 * s.E && !a.all) continue;  // items of 8 re-read each expert T·k / 8E times
             if ((p.mma_decode || p.dp4a_decode) && (T * s.k > 65535 || (T > 64 && !a.all))) continue;  // decode only
             if (!p.large_tiles && !p.v2 && T > 64 && !a.all) continue;  // the f32 tiles at prefill: minutes
             plans.push_back(p);
@@ -305,6 +317,34 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
                         batch == 16 ? 4 : batch, batch == 16 ? 16 : 8, false, st));
                 });
             }
+        }
+        // The mid kernels' steps alone (hot routing; grouping by items of 8, xg gathered once).
+        if (T * s.k <= 16 * s.E || a.all) {
+            const int tile = fast::kMoeMidRows;
+            const fast::MoeGrouping mg = fast::moe_group(rid, T, s.k, s.E, tile, scratch.data(), st);
+            char* at = static_cast<char*>(scratch.data()) + fast::moe_group_scratch_bytes(T, s.k, s.E, tile);
+            void* xg = at;
+            void* mact = at + align256(size_t(T * s.k * ((s.H + 127) / 128 * 128)) * 2);
+            auto* mout = reinterpret_cast<float*>(static_cast<char*>(mact) +
+                                                  align256(size_t(T * s.k * ((s.I + 127) / 128 * 128)) * 2));
+            TS_CUDA_CHECK(fast::detail::launch_moe_gather_bf16_perm(xg, x.as<float>(), s.H, T, s.H, s.k, mg, st));
+            TS_CUDA_CHECK(cudaStreamSynchronize(st));
+            for (int ring : {3, 4}) {
+                const double tgu = timer.median(a.warmup, a.runs, [&](int) {
+                    TS_CUDA_CHECK(fast::detail::launch_moe_mid_gate_up(mact, xg, w, mg, ring, st));
+                });
+                std::snprintf(note, sizeof note, "hot, 2 of 3 matrices, %d experts", routings[0].distinct);
+                row(s, T, "  step: mid gate+up+SwiGLU ring " + std::to_string(ring), tgu, hot_bytes * 2 / 3, note);
+                const double tdn = timer.median(a.warmup, a.runs, [&](int) {
+                    TS_CUDA_CHECK(fast::detail::launch_moe_mid_down(mout, mact, w, mg, ring, st));
+                });
+                std::snprintf(note, sizeof note, "hot, 1 of 3 matrices, %d experts", routings[0].distinct);
+                row(s, T, "  step: mid down ring " + std::to_string(ring), tdn, hot_bytes / 3, note);
+            }
+            const double tcm = timer.median(a.warmup, a.runs, [&](int) {
+                TS_CUDA_CHECK(fast::detail::launch_moe_combine(y.as<float>(), s.H, mout, T, s.H, rw, s.k, mg, st));
+            });
+            row(s, T, "  step: mid combine", tcm, 0, "");
         }
         // The v2 large tiles' steps alone (hot routing).
         for (int tile : {16, 32, 64}) {

@@ -8,7 +8,12 @@
 // every down batch; one expert with 17/33/65 rows, just past each tile); 1 token to
 // 150, E = 8, 16, 128, 256, k = 1, 2, 8, I = 512 (16 lanes a v2 down pair),
 // H = 64·odd, I = 32·odd, experts with no tokens, one expert taking every token, strided and
-// misaligned x, y in place, out-of-range ids. Every case prints its name when it fails.
+// misaligned x, y in place, out-of-range ids. The mid kernels (grouped, ≤ 8 rows an item: bf16
+// bound, the same bits for both ring depths) in every case above, and on the model shapes —
+// the flagship's 256×512×2048 and llama.cpp's Qwen3-30B 128×768×2048, top-8, at 3 to 96 tokens —
+// against the CPU backend and (three tokens a case) the double reference, with experts that get
+// no token, experts that get every token, tied router scores and an out-of-range id. Every case
+// prints its name when it fails.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,6 +29,7 @@
 #include <vector>
 
 #include "core/half.h"
+#include "core/quant_blocks.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "formats/quants.h"
@@ -66,6 +72,7 @@ std::vector<T> to_host(const DeviceBuffer& b, size_t n) {
 }
 
 std::string str(const fast::MoePlan& p) {
+    if (p.mid) return "mid grouped/" + std::to_string(p.tile_rows) + ", ring " + std::to_string(p.mid_ring);
     if (p.dp4a_decode) return "dp4a decode per slot, down by token";
     if (p.mma_decode)
         return "mma decode per slot, down by token, batch " + std::to_string(p.mma_down_batch) + ", gate+up batch " +
@@ -116,6 +123,17 @@ fast::MoePlan dp4a_decode_plan() {
     return p;
 }
 
+// The mid kernels (the experts' weights as mma.sync's A, an item's ≤ 8 rows as B: the large
+// tiles' bound), rings chosen (0), 3 and 4: the same bits.
+std::vector<fast::MoePlan> mid_plans() {
+    std::vector<fast::MoePlan> plans;
+    for (int ring : {0, 3, 4}) {
+        plans.push_back(fast::moe_mid_plan());
+        plans.back().mid_ring = ring;
+    }
+    return plans;
+}
+
 std::vector<fast::MoePlan> all_plans() {
     std::vector<fast::MoePlan> plans(std::begin(kPlans), std::end(kPlans));
     plans.insert(plans.end(), std::begin(kLargePlans), std::end(kLargePlans));
@@ -123,6 +141,7 @@ std::vector<fast::MoePlan> all_plans() {
     for (const fast::MoePlan& p : wgmma_plans()) plans.push_back(p);
     plans.insert(plans.end(), std::begin(kMmaDecodePlans), std::end(kMmaDecodePlans));
     plans.push_back(dp4a_decode_plan());
+    for (const fast::MoePlan& p : mid_plans()) plans.push_back(p);
     return plans;
 }
 
@@ -235,34 +254,76 @@ Routing random_routing(int64_t T, int E, int k, uint32_t seed, std::vector<int32
 // ---- experts ---------------------------------------------------------------------------------
 
 // E experts stacked: gate, up [E·I, H], down [E·H, I]; GGUF bytes (when from a GGUF type), the
-// packed form, its exact f32 values and |scale·code| + |bias| per element (what the kernel sums).
+// packed form, its exact f32 values and |scale·code| + |bias| per element (what the kernel sums) —
+// or, for a lazy stack (the model shapes' ~800 M weights), no f32 copies: rows unpacked on demand.
 struct Stack {
     DType gguf = DType::F32;  // F32: built packed directly (no CPU counterpart)
     std::vector<uint8_t> bytes;
     PackedHost packed;
-    std::vector<float> value, mag;
+    std::vector<float> value, mag;  // [n, K], or empty (lazy)
     DeviceBuffer codes, scales, biases;
 };
 
-void finish_stack(Stack& s) {
+// Row r of a packed matrix: exact values and magnitudes |scale·code| + |bias| [K].
+void row_values(const PackedHost& p, int64_t r, float* value, float* mag) {
+    const int64_t K = p.k, gpr = K / p.group;
+    unpack_row_f32(p, r, value);
+    for (int64_t c = 0; c < K; ++c) {
+        const float sc = f16_to_f32(p.scales[size_t(r * gpr + c / p.group)]);
+        const uint8_t byte = p.codes[size_t(r * (K / 2) + c / 2)];
+        const float code = float((c % 2) ? (byte >> 4) : (byte & 0xF));
+        const float b = p.biases.empty() ? -8.f * sc : f16_to_f32(p.biases[size_t(r * gpr + c / p.group)]);
+        mag[c] = std::fabs(sc * code) + std::fabs(b);
+    }
+}
+
+// Row r of a stack as (values, magnitudes): the stored arrays, or (lazy) unpacked into the buffers.
+struct RowRef {
+    const float* value;
+    const float* mag;
+};
+RowRef row_ref(const Stack& s, int64_t r, std::vector<float>& vbuf, std::vector<float>& mbuf) {
+    const int64_t K = s.packed.k;
+    if (!s.value.empty()) return {s.value.data() + r * K, s.mag.data() + r * K};
+    vbuf.resize(size_t(K));
+    mbuf.resize(size_t(K));
+    row_values(s.packed, r, vbuf.data(), mbuf.data());
+    return {vbuf.data(), mbuf.data()};
+}
+
+void finish_stack(Stack& s, bool lazy = false) {
     const int64_t n = s.packed.n, K = s.packed.k;
-    s.value.resize(size_t(n * K));
-    s.mag.resize(size_t(n * K));
-    for (int64_t r = 0; r < n; ++r) {
-        unpack_row_f32(s.packed, r, s.value.data() + r * K);
-        const int64_t gpr = K / s.packed.group;
-        for (int64_t c = 0; c < K; ++c) {
-            const float sc = f16_to_f32(s.packed.scales[size_t(r * gpr + c / s.packed.group)]);
-            const uint8_t byte = s.packed.codes[size_t(r * (K / 2) + c / 2)];
-            const float code = float((c % 2) ? (byte >> 4) : (byte & 0xF));
-            const float b = s.packed.biases.empty() ? -8.f * sc
-                                                    : f16_to_f32(s.packed.biases[size_t(r * gpr + c / s.packed.group)]);
-            s.mag[size_t(r * K + c)] = std::fabs(sc * code) + std::fabs(b);
-        }
+    if (!lazy) {
+        s.value.resize(size_t(n * K));
+        s.mag.resize(size_t(n * K));
+        for (int64_t r = 0; r < n; ++r) row_values(s.packed, r, s.value.data() + r * K, s.mag.data() + r * K);
     }
     s.codes = to_device(s.packed.codes);
     s.scales = to_device(s.packed.scales);
     if (!s.packed.biases.empty()) s.biases = to_device(s.packed.biases);
+}
+
+// Random Q4_0 blocks drawn directly (scales ∈ scale·[0.5, 1) / 8, codes uniform): a lazy stack of
+// the model shapes without hundreds of millions of normal draws.
+Stack random_q4_0_stack(int64_t n, int64_t K, uint32_t seed, float scale) {
+    Stack s;
+    s.gguf = DType::Q4_0;
+    const int64_t blocks = n * K / QK4_0;
+    s.bytes.resize(size_t(blocks) * sizeof(BlockQ4_0));
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(0.5f, 1.f);
+    for (int64_t b = 0; b < blocks; ++b) {
+        BlockQ4_0 blk;
+        blk.d = f32_to_f16(scale * u(rng) / 8.f);
+        for (int i = 0; i < QK4_0 / 2; i += 4) {
+            const uint32_t v = rng();
+            std::memcpy(blk.qs + i, &v, 4);
+        }
+        std::memcpy(s.bytes.data() + size_t(b) * sizeof(BlockQ4_0), &blk, sizeof(BlockQ4_0));
+    }
+    s.packed = repack(Tensor(s.bytes.data(), DType::Q4_0, {n, K}));
+    finish_stack(s, true);
+    return s;
 }
 
 Stack gguf_stack(DType t, int64_t n, int64_t K, uint32_t seed, float scale) {
@@ -304,10 +365,17 @@ struct Experts {
     Stack gate, up, down;
     DeviceBuffer d_gate, d_up, d_down;  // [E] descriptors
 
-    // GGUF experts of type t, or (t = F32) random packed ones with group G.
-    Experts(int E_, int64_t H_, int64_t I_, DType t, uint32_t seed, int G = 32) : E(E_), H(H_), I(I_) {
+    // GGUF experts of type t, or (t = F32) random packed ones with group G. lazy: random Q4_0
+    // blocks (t must be Q4_0), rows unpacked on demand (random_q4_0_stack).
+    Experts(int E_, int64_t H_, int64_t I_, DType t, uint32_t seed, int G = 32, bool lazy = false)
+        : E(E_), H(H_), I(I_) {
         const float sh = 1.f / std::sqrt(float(H)), si = 1.f / std::sqrt(float(I));
-        if (t == DType::F32) {
+        if (lazy) {
+            TS_CHECK(t == DType::Q4_0, "lazy test experts are Q4_0");
+            gate = random_q4_0_stack(E * I, H, seed, sh);
+            up = random_q4_0_stack(E * I, H, seed + 1, sh);
+            down = random_q4_0_stack(E * H, I, seed + 2, si);
+        } else if (t == DType::F32) {
             gate = packed_stack(E * I, H, G, seed, sh);
             up = packed_stack(E * I, H, G, seed + 1, sh);
             down = packed_stack(E * H, I, G, seed + 2, si);
@@ -364,43 +432,55 @@ private:
 // 1.1·G·|u| + |silu g|·U), G, U = Σ mag·|x| of gate and up (as test_ref_moe.cpp, with magnitudes).
 // The large tiles round x, the dequantized weights and act to bf16 (2⁻⁹ relative each): every
 // term above then carries ≤ 2·2⁻⁹ more, so their bound takes eps = 4·2⁻⁹ + the f32 one.
-// `bound` holds the bound divided by eps.
+// `bound` holds the bound divided by eps. `checked`: the tokens computed (empty: all of them).
 struct Reference {
     std::vector<double> y, bound;
+    std::vector<char> checked;
     double eps_f32 = 0;
     double eps_bf16() const { return 4 * std::ldexp(1.0, -9) + eps_f32; }
 };
 
-Reference reference(const Experts& ex, const std::vector<float>& x, int64_t ldx, int64_t T, const Routing& r, int k) {
+// The reference for `tokens` only (empty: every token).
+Reference reference(const Experts& ex, const std::vector<float>& x, int64_t ldx, int64_t T, const Routing& r, int k,
+                    const std::vector<int64_t>& tokens = {}) {
     const int64_t H = ex.H, I = ex.I;
-    Reference ref{std::vector<double>(size_t(T * H), 0.0), std::vector<double>(size_t(T * H), 0.0)};
+    Reference ref;
+    ref.y.assign(size_t(T * H), 0.0);
+    ref.bound.assign(size_t(T * H), 0.0);
     ref.eps_f32 = 4.0 * std::ldexp(1.0, -24) * double(H + I + k + 8);
+    if (!tokens.empty()) {
+        ref.checked.assign(size_t(T), 0);
+        for (int64_t t : tokens) ref.checked[size_t(t)] = 1;
+    }
     std::vector<double> act(size_t(I), 0.0), act_err(size_t(I), 0.0);
+    std::vector<float> vb[3], mb[3];  // lazy stacks' rows
     for (int64_t t = 0; t < T; ++t) {
+        if (!ref.checked.empty() && !ref.checked[size_t(t)]) continue;
         const float* xt = x.data() + t * ldx;
         for (int j = 0; j < k; ++j) {
             const int e = r.ids[size_t(t * k + j)];
             const double w = r.weights[size_t(t * k + j)];
             if (e < 0 || e >= ex.E) continue;
             for (int64_t i = 0; i < I; ++i) {
-                const size_t row = size_t(e * I + i) * size_t(H);
+                const RowRef gr = row_ref(ex.gate, e * I + i, vb[0], mb[0]);
+                const RowRef ur = row_ref(ex.up, e * I + i, vb[1], mb[1]);
                 double g = 0, u = 0, G = 0, U = 0;
                 for (int64_t h = 0; h < H; ++h) {
-                    g += double(ex.gate.value[row + h]) * xt[h];
-                    u += double(ex.up.value[row + h]) * xt[h];
-                    G += double(ex.gate.mag[row + h]) * std::fabs(xt[h]);
-                    U += double(ex.up.mag[row + h]) * std::fabs(xt[h]);
+                    g += double(gr.value[h]) * xt[h];
+                    u += double(ur.value[h]) * xt[h];
+                    G += double(gr.mag[h]) * std::fabs(xt[h]);
+                    U += double(ur.mag[h]) * std::fabs(xt[h]);
                 }
                 const double silu = g / (1.0 + std::exp(-g));
                 act[size_t(i)] = silu * u;
                 act_err[size_t(i)] = 2 * std::fabs(act[size_t(i)]) + 1.1 * G * std::fabs(u) + std::fabs(silu) * U;
             }
             for (int64_t h = 0; h < H; ++h) {
-                const size_t row = size_t(e * H + h) * size_t(I);
+                const RowRef dr = row_ref(ex.down, e * H + h, vb[2], mb[2]);
                 double o = 0, b = 0;
                 for (int64_t i = 0; i < I; ++i) {
-                    o += double(ex.down.value[row + i]) * act[size_t(i)];
-                    b += double(ex.down.mag[row + i]) * act_err[size_t(i)];
+                    o += double(dr.value[i]) * act[size_t(i)];
+                    b += double(dr.mag[i]) * act_err[size_t(i)];
                 }
                 ref.y[size_t(t * H + h)] += w * o;
                 ref.bound[size_t(t * H + h)] += std::fabs(w) * b;
@@ -415,6 +495,7 @@ void expect_near_reference(const std::vector<float>& y, int64_t ldy, const Refer
     int bad = 0;
     for (int64_t t = 0; t < T; ++t)
         for (int64_t h = 0; h < H; ++h) {
+            if (!ref.checked.empty() && !ref.checked[size_t(t)]) break;
             const double g = y[size_t(t * ldy + h)], want = ref.y[size_t(t * H + h)];
             const double bound = ref.bound[size_t(t * H + h)] * eps + 1e-30;
             if (!(std::fabs(g - want) <= bound) && ++bad <= 5)
@@ -424,12 +505,13 @@ void expect_near_reference(const std::vector<float>& y, int64_t ldy, const Refer
     EXPECT_EQ(bad, 0) << "elements outside the bound of the double reference (eps " << eps << ")";
 }
 
-// max|a − b| / max|b| over [T, H].
+// max|a − b| / max|b| over [T, H] (but token `skip`).
 double norm_err(const std::vector<float>& a, int64_t lda, const std::vector<float>& b, int64_t ldb, int64_t T,
-                int64_t H) {
+                int64_t H, int64_t skip = -1) {
     double d = 0, m = 0;
     for (int64_t t = 0; t < T; ++t)
         for (int64_t h = 0; h < H; ++h) {
+            if (t == skip) break;
             const double va = a[size_t(t * lda + h)], vb = b[size_t(t * ldb + h)];
             d = std::max(d, std::fabs(va - vb));
             m = std::max(m, std::fabs(vb));
@@ -460,7 +542,7 @@ void check_experts(Backend& cpu, Experts& ex, const ExpertCase& c, const Routing
     const Reference ref = reference(ex, x, ldx, T, r, k);
     const DeviceBuffer d_x = to_device(x), d_ids = to_device(r.ids), d_w = to_device(r.weights);
     DeviceBuffer d_scratch(fast::moe_experts_scratch_bytes(T, k, ex.E, H, ex.I));
-    std::vector<float> first, large, v2_small, v2_large, mma_decode, dp4a_decode;
+    std::vector<float> first, large, v2_small, v2_large, mma_decode, dp4a_decode, mid;
     for (const fast::MoePlan& plan : all_plans()) {
         SCOPED_TRACE(str(plan));
         std::vector<float> y0 = c.in_place ? x : std::vector<float>(size_t(T * ldy), reftest::kPad);
@@ -471,7 +553,8 @@ void check_experts(Backend& cpu, Experts& ex, const ExpertCase& c, const Routing
         stream.synchronize();
         const std::vector<float> y = to_host<float>(d_y, y0.size());
         expect_near_reference(y, ldy, ref, T, H,
-                              plan.large_tiles || plan.mma_decode || plan.dp4a_decode ? ref.eps_bf16() : ref.eps_f32);
+                              plan.large_tiles || plan.mma_decode || plan.dp4a_decode || plan.mid ? ref.eps_bf16()
+                                                                                                  : ref.eps_f32);
         for (int64_t t = 0; t < T; ++t)
             for (int64_t h = H; h < ldy; ++h)
                 if (y[size_t(t * ldy + h)] != y0[size_t(t * ldy + h)]) {
@@ -479,7 +562,10 @@ void check_experts(Backend& cpu, Experts& ex, const ExpertCase& c, const Routing
                     t = T;
                     break;
                 }
-        if (plan.dp4a_decode) dp4a_decode = y;
+        if (plan.mid) {
+            if (mid.empty()) mid = y;
+            else reftest::expect_same_bytes(y, mid, "mid kernels' rings differ: " + str(plan));
+        } else if (plan.dp4a_decode) dp4a_decode = y;
         else if (plan.mma_decode) {
             if (mma_decode.empty()) mma_decode = y;
             else reftest::expect_same_bytes(y, mma_decode, "mma decode down batches differ: " + str(plan));
@@ -502,6 +588,62 @@ void check_experts(Backend& cpu, Experts& ex, const ExpertCase& c, const Routing
     EXPECT_LE(norm_err(v2_large, ldy, ycpu, H, T, H), 3e-2) << "v2 large tiles vs the CPU backend on the GGUF weights";
     EXPECT_LE(norm_err(mma_decode, ldy, ycpu, H, T, H), 3e-2) << "mma decode vs the CPU backend on the GGUF weights";
     EXPECT_LE(norm_err(dp4a_decode, ldy, ycpu, H, T, H), 3e-2) << "dp4a decode vs the CPU backend on the GGUF weights";
+    EXPECT_LE(norm_err(mid, ldy, ycpu, H, T, H), 3e-2) << "mid kernels vs the CPU backend on the GGUF weights";
+}
+
+// The mid kernels on one routing (k slots a token): two launches and the forced rings give the same
+// bits; token `poisoned` (an out-of-range id) is NaN, every other token finite; three tokens within
+// the bound of the double reference; the others within 3e-2 normalised of the CPU backend on the
+// GGUF bytes (its q8_0 activations: ~2⁻⁸ relative per element).
+void check_mid(Backend& cpu, Experts& ex, const std::string& name, int64_t T, int k, const Routing& r, uint32_t seed,
+               int64_t poisoned = -1) {
+    const int64_t H = ex.H;
+    const std::string what = name + " (T=" + std::to_string(T) + " E=" + std::to_string(ex.E) + " k=" +
+                             std::to_string(k) + " H=" + std::to_string(H) + " I=" + std::to_string(ex.I) + ")";
+    SCOPED_TRACE(what);
+    const std::vector<float> x = reftest::random_rows(T, H, H, seed, -1.f, 1.f);
+    const DeviceBuffer d_x = to_device(x), d_ids = to_device(r.ids), d_w = to_device(r.weights);
+    DeviceBuffer d_y(size_t(T * H) * 4), d_scratch(fast::moe_experts_scratch_bytes(T, k, ex.E, H, ex.I));
+    Stream stream;
+    std::vector<uint32_t> bits[4];  // the rings chosen twice, rings 3 and 4
+    for (int run = 0; run < 4; ++run) {
+        fast::MoePlan plan = fast::moe_mid_plan();
+        plan.mid_ring = run < 2 ? 0 : run + 1;
+        TS_CUDA_CHECK(cudaMemsetAsync(d_y.data(), 0xff, d_y.size(), stream));  // NaN until written
+        fast::moe_experts_packed_plan(plan, d_y.as<float>(), H, d_x.as<float>(), H, T, ex.view(), d_ids.as<int32_t>(),
+                                      d_w.as<float>(), k, d_scratch.data(), stream);
+        stream.synchronize();
+        bits[run] = to_host<uint32_t>(d_y, size_t(T * H));
+    }
+    EXPECT_EQ(bits[0], bits[1]) << "two launches differ";
+    EXPECT_EQ(bits[0], bits[2]) << "ring 3 differs from the rings chosen";
+    EXPECT_EQ(bits[0], bits[3]) << "ring 4 differs from the rings chosen";
+    std::vector<float> y(size_t(T * H));
+    std::memcpy(y.data(), bits[0].data(), y.size() * 4);
+    int64_t wrong = 0;
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t h = 0; h < H; ++h) {
+            const float v = y[size_t(t * H + h)];
+            wrong += t == poisoned ? !std::isnan(v) : !std::isfinite(v);
+        }
+    EXPECT_EQ(wrong, 0) << "values not NaN for the bad id's token (" << poisoned << ") or not finite elsewhere";
+
+    std::vector<int64_t> tokens;
+    for (int64_t t : {int64_t(0), T / 2, T - 1}) {
+        if (t == poisoned) t = t + 1 < T ? t + 1 : t - 1;
+        if (t >= 0 && t != poisoned && std::find(tokens.begin(), tokens.end(), t) == tokens.end()) tokens.push_back(t);
+    }
+    const Reference ref = reference(ex, x, H, T, r, k, tokens);
+    expect_near_reference(y, H, ref, T, H, ref.eps_bf16());
+
+    Routing rc = r;  // the CPU takes valid ids only: the bad one's token is left out of the comparison
+    for (int32_t& e : rc.ids)
+        if (e < 0 || e >= ex.E) e = 0;
+    std::vector<float> ycpu(size_t(T * H), 0.f), xc = x;
+    cpu.moe_experts(reftest::rows_view(ycpu.data(), T, H, H), reftest::rows_view(xc.data(), T, H, H), ex.cpu_view(),
+                    rc.ids.data(), rc.weights.data(), k);
+    EXPECT_LE(norm_err(y, H, ycpu, H, T, H, poisoned), 3e-2) << "mid kernels vs the CPU backend on the GGUF weights";
+    if (::testing::Test::HasFailure()) std::printf("  failing case: %s\n", what.c_str());
 }
 
 }  // namespace
@@ -746,6 +888,88 @@ TEST(FastMoe, ExpertsGroupSizes64And128) {
     }
 }
 
+// The mid kernels on the model shapes (H = 2048, top-8): the flagship's 256 experts of I = 512 and
+// llama.cpp's Qwen3-30B-A3B anchor, 128 of I = 768 — 3 to 96 tokens (most experts get no token
+// at 3, ~2–6 rows an expert at 64–96), eight experts taking every token (items of 8 rows one after
+// another, the other experts none), an out-of-range id, and tied router scores routed on the device.
+TEST(FastMoe, MidKernelsOnModelShapes) {
+    REQUIRE_CUDA();
+    const std::unique_ptr<Backend> cpu = make_cpu_backend();
+    struct Shape {
+        const char* name;
+        int E;
+        int64_t I;
+        uint32_t seed;
+    };
+    const int k = 8;
+    const int64_t H = 2048;
+    const Shape shapes[] = {{"flagship 256x512x2048", 256, 512, 500}, {"Qwen3-30B 128x768x2048", 128, 768, 600}};
+    for (const Shape& sh : shapes) {
+        SCOPED_TRACE(sh.name);
+        Experts ex(sh.E, H, sh.I, DType::Q4_0, sh.seed, 32, true);
+        uint32_t seed = sh.seed + 10;
+        for (int64_t T : {3, 5, 17, 64, 96}) {
+            check_mid(*cpu, ex, "random top-8", T, k, random_routing(T, sh.E, k, seed), seed + 1);
+            seed += 2;
+        }
+        const std::vector<int32_t> eight = {3, 17, 40, 41, 99, 100, 101, sh.E - 1};
+        for (int64_t T : {64, 96}) {
+            check_mid(*cpu, ex, "eight experts take every token", T, k, random_routing(T, sh.E, k, seed, eight),
+                      seed + 1);
+            seed += 2;
+        }
+        Routing bad = random_routing(17, sh.E, k, seed++);
+        bad.ids[size_t(5 * k + 3)] = sh.E;  // token 5 names expert E of E
+        check_mid(*cpu, ex, "an out-of-range id", 17, k, bad, seed++, 5);
+        {  // logits from {0, 1, 2}, token 0's all equal: ties go to the lower index, as on the CPU
+            const int64_t T = 17;
+            std::mt19937 rng(seed++);
+            std::vector<float> logits(size_t(T * sh.E));
+            for (auto& v : logits) v = float(rng() % 3);
+            for (int e = 0; e < sh.E; ++e) logits[size_t(e)] = 1.f;
+            const TopkResult want = cpu_topk(*cpu, logits, T, sh.E, sh.E, k, true);
+            const TopkResult got = gpu_route(logits, T, sh.E, sh.E, k, true, false, false);  // the backend's routing
+            expect_topk_equal(got, want, T, k, "tied logits", 2e-6f);
+            check_mid(*cpu, ex, "tied router scores", T, k, Routing{got.ids, got.weights}, seed++);
+        }
+        if (HasFailure()) return;
+    }
+}
+
+// moe_experts_packed(mid = true), TESSERA_MOE_MID=grouped's call: the mid plan's bits where the pick
+// takes the v2 tiles at ≤ 8 rows an expert on average (T·k ≤ 8·E), the pick's own elsewhere.
+TEST(FastMoe, MidSwitchTakesTheMidPlanAtFewRowsAnExpert) {
+    REQUIRE_CUDA();
+    const int E = 16, k = 4;  // 8·E = 128 slots: T ≤ 32 tokens
+    Experts ex(E, 256, 128, DType::Q4_0, 700);
+    for (int64_t T : {1, 2, 3, 32, 33, 64}) {
+        SCOPED_TRACE("T=" + std::to_string(T));
+        const Routing r = random_routing(T, E, k, 701 + uint32_t(T));
+        const std::vector<float> x = normal_floats(size_t(T * ex.H), 702 + uint32_t(T));
+        const DeviceBuffer d_x = to_device(x), d_ids = to_device(r.ids), d_w = to_device(r.weights);
+        DeviceBuffer d_y(size_t(T * ex.H) * 4), d_scratch(fast::moe_experts_scratch_bytes(T, k, E, ex.H, ex.I));
+        Stream stream;
+        std::vector<uint32_t> got, want;
+        for (int pass = 0; pass < 2; ++pass) {
+            TS_CUDA_CHECK(cudaMemsetAsync(d_y.data(), 0xff, d_y.size(), stream));
+            const bool mid_expected = T >= 3 && T * k <= 8 * E;
+            const int32_t* ids = d_ids.as<int32_t>();
+            if (pass == 0)
+                fast::moe_experts_packed(d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T, ex.view(), ids,
+                                         d_w.as<float>(), k, d_scratch.data(), stream, true, false, true, true);
+            else if (mid_expected)
+                fast::moe_experts_packed_plan(fast::moe_mid_plan(), d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T,
+                                              ex.view(), ids, d_w.as<float>(), k, d_scratch.data(), stream);
+            else
+                fast::moe_experts_packed(d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T, ex.view(), ids,
+                                         d_w.as<float>(), k, d_scratch.data(), stream);
+            stream.synchronize();
+            (pass == 0 ? got : want) = to_host<uint32_t>(d_y, size_t(T * ex.H));
+        }
+        EXPECT_EQ(got, want);
+    }
+}
+
 TEST(FastMoe, RouterThenExpertsOnTheDevice) {
     // logits → moe_route → moe_experts_packed with no host round trip, twice: identical bits; the
     // router agrees with the CPU's and the experts with the double reference on those ids.
@@ -829,15 +1053,18 @@ TEST(FastMoe, SettledXGivesTheSameBits) {
 TEST(FastMoe, RecordsIntoACudaGraph) {
     // The whole chain (router, grouping, experts) for each tile kind, captured once and replayed:
     // the same bits as eager calls (no host round trip, no allocation, fixed launch shapes). Each
-    // T with the pick, then with the tensor-core decode kernels (plain and by pdl).
+    // T with the pick, then with the tensor-core decode kernels (plain and by pdl), then the mid
+    // kernels (grouping, gather, two kernels by pdl, combine).
     REQUIRE_CUDA();
     const int E = 128, k = 8;
     Experts ex(E, 192, 96, DType::Q4_0, 21);
     for (int64_t T : {1, 8, 40})
-        for (int variant : {0, 1, 2}) {  // the pick, the mma decode kernels, and by pdl
-            const bool mma = variant > 0;
-            const fast::MoePlan plan = variant == 2 ? kMmaDecodePlans[3] : mma ? kMmaDecodePlans[0]
-                                                                                : fast::moe_pick(T, k, E);
+        for (int variant : {0, 1, 2, 3}) {  // the pick, the mma decode kernels, and by pdl; the mid kernels
+            const bool mma = variant > 0;      // a plan of its own
+            const fast::MoePlan plan = variant == 3   ? fast::moe_mid_plan()
+                                       : variant == 2 ? kMmaDecodePlans[3]
+                                       : mma          ? kMmaDecodePlans[0]
+                                                      : fast::moe_pick(T, k, E);
             SCOPED_TRACE("T=" + std::to_string(T) + " " + str(plan));
             const std::vector<float> logits = normal_floats(size_t(T * E), 22, 2.f),
                                      x = normal_floats(size_t(T * ex.H), 23);
@@ -939,6 +1166,33 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
         fast::MoePlan bad = base;  // wgmma with tiles of 8 or 256, not large, or with v2
         bad.wgmma = true;
         EXPECT_THROW(run(bad, y, 64, p, 64, 2, w, 2, p), Error);
+    }
+    {  // the mid plan: grouped, by item, tile_rows 8, no other kernels, ring 0, 3 or 4
+        const fast::MoePlan mid = fast::moe_mid_plan();
+        fast::MoePlan bad = mid;
+        bad.tile_rows = 16;
+        EXPECT_THROW(run(bad, y, 64, p, 64, 2, w, 2, p), Error);
+        bad = mid;
+        bad.down_by_token = true;
+        EXPECT_THROW(run(bad, y, 64, p, 64, 2, w, 2, p), Error);
+        bad = mid;
+        bad.grouped = false;
+        EXPECT_THROW(run(bad, y, 64, p, 64, 2, w, 2, p), Error);
+        bad = mid;
+        bad.v2 = bad.large_tiles = true;
+        EXPECT_THROW(run(bad, y, 64, p, 64, 2, w, 2, p), Error);
+        bad = mid;
+        bad.dp4a_decode = true;
+        EXPECT_THROW(run(bad, y, 64, p, 64, 2, w, 2, p), Error);
+        bad = mid;
+        bad.mid_ring = 2;
+        EXPECT_THROW(run(bad, y, 64, p, 64, 2, w, 2, p), Error);
+        try {  // H = 8192: x's 8 rows staged would take 130 KB of shared memory
+            run(mid, p + 65536, 8192, p, 8192, 2, {8, 8192, 32, d, d, d}, 2, p);
+            ADD_FAILURE() << "H = 8192 accepted by the mid kernels";
+        } catch (const Error& err) {
+            EXPECT_NE(std::string(err.what()).find("shared memory"), std::string::npos) << err.what();
+        }
     }
     EXPECT_THROW(fast::moe_group(ids, 2, 2, 8, 129, p, nullptr), Error);  // tile > 128
     EXPECT_THROW(run({}, y, 64, p, 63, 2, w, 2, p), Error);                              // ldx < H

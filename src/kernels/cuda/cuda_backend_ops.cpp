@@ -187,6 +187,13 @@ bool moe_prefill_mma() {
     static const bool mma = env_switch("TESSERA_MOE_PREFILL", "wgmma", "mma");
     return mma;
 }
+// TESSERA_MOE_MID: tiles (the default: the pick's v2 tensor-core tiles of 16 rows from 3 tokens a
+// step) or grouped (the mid kernels, fast_moe_mid.cu, where an expert gets ≤ 8 rows on average:
+// each selected expert's weights read once a step; prepared, not yet measured), for A/B.
+bool moe_mid_grouped() {
+    static const bool grouped = env_switch("TESSERA_MOE_MID", "tiles", "grouped");
+    return grouped;
+}
 // TESSERA_MOE_ROUTE: logits (the default: a renormalised top-k ranked on the router's logits, the
 // weights from the k picks' exponentials alone) or exact (the CPU's bits: E double exponentials and
 // the normaliser; the only form where the weights are not renormalised), for A/B.
@@ -798,7 +805,7 @@ void CudaBackend::moe_experts(const Tensor& y, const Tensor& x, const MoeWeights
             const fast::MoePackedExperts pe{E, X.cols, I, g, u, d};
             void* sc = scratch(1, fast::moe_experts_scratch_bytes(X.rows, k, E, X.cols, I));
             return fast::moe_experts_packed(Y.p, Y.ld, X.p, X.ld, X.rows, pe, ids, weights, k, sc, stream_.get(),
-                                            !moe_decode_mma(), x_settled, !moe_prefill_mma());
+                                            !moe_decode_mma(), x_settled, !moe_prefill_mma(), moe_mid_grouped());
         }
     }
     const DType dt = w.gate[0].dtype;

@@ -1,6 +1,6 @@
 // Argument checks, scratch layout and the plan for the fast MoE (the kernels are in
 // fast_moe_route.cu, fast_moe_experts.cu, fast_moe_tiles.cu, fast_moe_decode.cu, fast_moe_mma.cu,
-// fast_moe_decode_mma.cu).
+// fast_moe_decode_mma.cu, fast_moe_mid.cu).
 #include "kernels/cuda/fast_moe.h"
 
 #include <algorithm>
@@ -74,6 +74,18 @@ void check_scratch(const char* op, const void* scratch) {
 int64_t row128(int64_t n) { return (n + 127) / 128 * 128; }
 
 void check_plan(const MoePlan& p) {
+    if (p.mid) {
+        TS_CHECK(p.grouped && !p.down_by_token && p.tile_rows == kMoeMidRows && !p.large_tiles && !p.v2 &&
+                     !p.mma_decode && !p.dp4a_decode && !p.wgmma,
+                 "moe_experts_packed: the mid kernels run grouped, by item, tile_rows {}, no other kernels (got {}{} "
+                 "tile_rows {}{}{}{}{}{})",
+                 kMoeMidRows, p.grouped ? "grouped" : "per slot", p.down_by_token ? ", down by token," : ",",
+                 p.tile_rows, p.large_tiles ? ", large tiles" : "", p.v2 ? ", v2" : "",
+                 p.mma_decode ? ", mma decode" : "", p.dp4a_decode ? ", dp4a decode" : "", p.wgmma ? ", wgmma" : "");
+        TS_CHECK(p.mid_ring == 0 || p.mid_ring == 3 || p.mid_ring == 4,
+                 "moe_experts_packed: mid_ring = {} must be 0, 3 or 4", p.mid_ring);
+        return;
+    }
     if (p.dp4a_decode) {
         TS_CHECK(!p.grouped && p.down_by_token && !p.large_tiles && !p.v2 && !p.mma_decode,
                  "moe_experts_packed: the integer-unit decode kernels run per slot, down by token (no v2, no large "
@@ -208,7 +220,7 @@ MoePlan moe_pick(int64_t T, int k, int E) {
 size_t moe_experts_scratch_bytes(const MoePlan& plan, int64_t T, int k, int E, int64_t H, int64_t I) {
     const int64_t P = T * k;
     size_t bytes = plan.grouped ? moe_group_scratch_bytes(T, k, E, plan.tile_rows) : 0;
-    if (plan.large_tiles)
+    if (plan.large_tiles || plan.mid)  // the mid plan: the v2 tiles' xg, act and out
         return bytes + align_up(size_t(P * row128(H)) * 2) + align_up(size_t(P * row128(I)) * 2) +
                align_up(size_t(P * H) * 4);
     bytes += align_up(size_t(P * I) * sizeof(float));
@@ -221,7 +233,8 @@ size_t moe_experts_scratch_bytes(int64_t T, int k, int E, int64_t H, int64_t I) 
     for (int tile : {1, 8})
         for (bool by_token : {false, true})
             most = std::max(most, moe_experts_scratch_bytes({true, by_token, tile, false}, T, k, E, H, I));
-    return std::max(most, moe_experts_scratch_bytes({true, false, 16, true, true}, T, k, E, H, I));
+    most = std::max(most, moe_experts_scratch_bytes({true, false, 16, true, true}, T, k, E, H, I));
+    return std::max(most, moe_experts_scratch_bytes(moe_mid_plan(), T, k, E, H, I));
 }
 
 void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
@@ -243,6 +256,10 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
     const ref::detail::Span ys = ref::detail::span_of(y, ldy, T, w.H), xs = ref::detail::span_of(x, ldx, T, w.H);
     TS_CHECK((y == x && ldy == ldx) || !ref::detail::overlaps(ys, xs), "{}: y must be x itself or not overlap it", op);
 
+    TS_CHECK(!plan.mid || detail::moe_mid_fits(w.H, w.I),
+             "{}: H = {} or I = {} too large for the mid kernels' shared memory ({} and {} of at most {} bytes)", op,
+             w.H, w.I, detail::moe_mid_gate_up_smem(w.H), detail::moe_mid_down_smem(w.I), detail::kMoeMidMaxSmem);
+
     const int64_t P = T * k;
     char* at = static_cast<char*>(scratch);
     MoeGrouping g;
@@ -250,6 +267,18 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
         g = carve_grouping(at, T, k, w.E, plan.tile_rows);
         at += moe_group_scratch_bytes(T, k, w.E, plan.tile_rows);
         TS_CUDA_CHECK(detail::launch_moe_group(ids, T, k, w.E, plan.tile_rows, g, stream));
+    }
+    if (plan.mid) {
+        void* xg = at;  // [P, H] bf16, the gather's column order
+        at += align_up(size_t(P * row128(w.H)) * 2);
+        void* act = at;  // [P, I] bf16, likewise
+        at += align_up(size_t(P * row128(w.I)) * 2);
+        auto* out = reinterpret_cast<float*>(at);  // [P, H]
+        TS_CUDA_CHECK(detail::launch_moe_gather_bf16_perm(xg, x, ldx, T, w.H, k, g, stream));
+        TS_CUDA_CHECK(detail::launch_moe_mid_gate_up(act, xg, w, g, plan.mid_ring, stream));
+        TS_CUDA_CHECK(detail::launch_moe_mid_down(out, act, w, g, plan.mid_ring, stream));
+        TS_CUDA_CHECK(detail::launch_moe_combine(y, ldy, out, T, w.H, weights, k, g, stream));
+        return;
     }
     if (plan.large_tiles) {
         void* xg = at;  // [P, H] bf16 ([P, H128] for wgmma)
@@ -323,9 +352,11 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
 
 void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
                         const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream,
-                        bool dp4a, bool x_settled, bool wgmma) {
+                        bool dp4a, bool x_settled, bool wgmma, bool mid) {
     MoePlan plan = moe_pick(T, k, w.E);
     if (plan.wgmma && !wgmma) plan.wgmma = false, plan.v2 = true;  // the mma.sync tiles of the same rows
+    if (mid && plan.v2 && plan.large_tiles && T * k <= int64_t(kMoeMidRows) * w.E && detail::moe_mid_fits(w.H, w.I))
+        plan = moe_mid_plan();  // few rows an expert: each expert's weights once, no padding rows
     if (plan.dp4a_decode && (!dp4a || T * k > 65535 || !detail::moe_decode_dp4a_fits(w.H, w.I, k))) {
         plan.dp4a_decode = false;  // the tensor-core decode kernels, or past them the first generation
         plan.mma_decode = true;

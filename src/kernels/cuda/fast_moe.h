@@ -4,9 +4,10 @@
 // `stream`, no host synchronisation, no allocation, launch shapes fixed by (T, k, E, H, I): every
 // call may be recorded in a CUDA graph. Results are deterministic (no atomics on floats: every sum
 // has a fixed order). Host checks in fast_moe.cpp; kernels in fast_moe_route.cu (router, grouping),
-// fast_moe_experts.cu (small tiles, f32), fast_moe_tiles.cu (large tiles, tensor cores) and the
-// second generation (fast_moe_decode.cu, fast_moe_mma.cu, fast_moe_decode_mma.cu). Throws
-// Error on bad arguments or a failed launch.
+// fast_moe_experts.cu (small tiles, f32), fast_moe_tiles.cu (large tiles, tensor cores), the
+// second generation (fast_moe_decode.cu, fast_moe_mma.cu, fast_moe_decode_mma.cu) and the grouped
+// kernels for few rows an expert (fast_moe_mid.cu). Throws Error on bad arguments or a failed
+// launch.
 //
 // Decode chain per MoE layer (T tokens, k experts each):
 //   moe_route(router logits) → ids, weights [T, k]
@@ -130,6 +131,16 @@ void moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, const P
 //                    one block an SM: for T = 1, whose H / 16 blocks give an SM one block).
 //   mma_pdl:         that down kernel by programmatic dependent launch: it starts while gate+up
 //                    runs and streams its first weights before waiting for act.
+//   mid:             the grouped kernels for few rows an expert (fast_moe_mid.cu; grouped, by item,
+//                    tile_rows kMoeMidRows, none of the other flags): each item's expert weights
+//                    read once as mma.sync's A (16 rows, dequantized to bf16 as the v2 tiles do),
+//                    its ≤ 8 rows as B's columns; gather, gate+up (SwiGLU), down, combine as the v2
+//                    tiles (the large tiles' bound). Not picked yet: TESSERA_MOE_MID=grouped (the
+//                    backend's moe_experts_packed(mid = true)) takes it for T ≥ 3 at ≤ 8 rows an
+//                    expert on average, for A/B.
+//   mid_ring:        k-tiles a warp of the mid kernels has in flight: 3 (3 blocks an SM), 4 (2
+//                    blocks an SM) or 0 (each kernel: 4 where that holds all of a warp's k-tiles —
+//                    small shapes only — else 3).
 struct MoePlan {
     bool grouped = false;
     bool down_by_token = true;
@@ -143,7 +154,19 @@ struct MoePlan {
     int mma_down_warps = 0;
     bool dp4a_decode = false;
     bool wgmma = false;
+    bool mid = false;
+    int mid_ring = 0;
 };
+constexpr int kMoeMidRows = 8;  // rows a work item of the mid kernels: mma's 8 columns
+// The mid plan: grouped, by item, tile_rows kMoeMidRows.
+inline MoePlan moe_mid_plan() {
+    MoePlan p;
+    p.grouped = true;
+    p.down_by_token = false;
+    p.tile_rows = kMoeMidRows;
+    p.mid = true;
+    return p;
+}
 // Which plan a step of T tokens runs: a pure function of (T, k, E), to be retuned from the
 // bench's figures (bench/fast_moe.cpp prints every plan at T = 1..2048 on both shapes).
 MoePlan moe_pick(int64_t T, int k, int E);
@@ -167,9 +190,11 @@ size_t moe_experts_scratch_bytes(int64_t T, int k, int E, int64_t H, int64_t I);
 // completed: pdl.cuh) — so the integer-unit gate+up kernel quantizes x before its PDL wait, off
 // the chain that waits for the ids.
 // wgmma: the pick's large tiles may run on the warpgroup MMA (false: the mma.sync v2 tiles, for A/B).
+// mid: where the pick takes the v2 tiles at ≤ kMoeMidRows rows an expert on average (T·k ≤ 8·E),
+// run the mid plan instead where its shared memory fits (TESSERA_MOE_MID=grouped, for A/B).
 void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
                         const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream,
-                        bool dp4a = true, bool x_settled = false, bool wgmma = true);
+                        bool dp4a = true, bool x_settled = false, bool wgmma = true, bool mid = false);
 void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                              const MoePackedExperts& w, const int32_t* ids, const float* weights, int k,
                              void* scratch, cudaStream_t stream, bool x_settled = false);
@@ -268,6 +293,23 @@ cudaError_t launch_moe_wgmma_gate_up(void* act, const void* xg, const MoePackedE
                                      int tile_rows, cudaStream_t stream);
 cudaError_t launch_moe_wgmma_down(float* out, const void* act, const MoePackedExperts& w, const MoeGrouping& g,
                                   int tile_rows, cudaStream_t stream);
+// The mid kernels (fast_moe_mid.cu): g built with tile_rows kMoeMidRows (the kernels take an
+// item's first 8 rows only). Each stages its item's B rows (K columns) in shared memory:
+// moe_mid_*_smem of at most kMoeMidMaxSmem bytes. Both by programmatic dependent launch (the
+// grouping must be complete before the kernel ahead of them started: pdl.cuh).
+constexpr int64_t kMoeMidMaxSmem = 96 * 1024;
+size_t moe_mid_gate_up_smem(int64_t H);
+size_t moe_mid_down_smem(int64_t I);
+inline bool moe_mid_fits(int64_t H, int64_t I) {
+    return moe_mid_gate_up_smem(H) <= size_t(kMoeMidMaxSmem) && moe_mid_down_smem(I) <= size_t(kMoeMidMaxSmem);
+}
+// act [T·k, I] bf16 (the gather's column order, as launch_moe_gather_bf16_perm's xg [T·k, H]) =
+// silu(xg·gate_eᵀ) ⊙ (xg·up_eᵀ) per item. ring: k-tiles a warp in flight, 3, 4 or 0 (MoePlan::mid_ring).
+cudaError_t launch_moe_mid_gate_up(void* act, const void* xg, const MoePackedExperts& w, const MoeGrouping& g, int ring,
+                                   cudaStream_t stream);
+// out [T·k, H] f32 = act·down_eᵀ per item.
+cudaError_t launch_moe_mid_down(float* out, const void* act, const MoePackedExperts& w, const MoeGrouping& g, int ring,
+                                cudaStream_t stream);
 }  // namespace detail
 
 }  // namespace tessera::cuda::fast
