@@ -189,19 +189,24 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                 row(name, l, T, mode, (i == 0 ? "pick: " : "") + plan_name(p), sec, bytes, note);
             }
             if (tiles_fit) {  // the pick (and MmaStaged where it fits) on the 16-row tiles
-                std::vector<fast::GemvPlan> tp = {pick};
+                const PackedMatrix& tm = tile_copies[0].m;
+                const fast::GemvPlan tile_pick = fast::gemv_pick_packed(T, tm, sms);  // Imma where it picks it
+                std::vector<fast::GemvPlan> tp = {tile_pick};
+                if (tile_pick.variant != pick.variant) tp.push_back(pick);
                 if (fast::gemv_staged_fits(K, l.kind, l.biases, l.group)) tp.push_back({fast::GemvVariant::MmaStaged, 1, 1});
                 if (fast::gemv_chunks_fits(K, T, l.kind)) tp.push_back({fast::GemvVariant::MmaChunks, 1, 1});
                 if (a.all_variants && fast::gemv_dp4a_fits(K, T, l.kind))
                     for (int cl : {1, fast::kGemvDp4aCluster})
                         for (int s : {1, 2, 4, 8}) tp.push_back({fast::GemvVariant::Dp4a, 1, s, cl});
-                const PackedMatrix& tm = tile_copies[0].m;
                 const fast::GemvPlan ip = fast::gemv_imma_plan(tm, T, sms);  // cluster 0: does not fit
                 if (ip.cluster > 0) {
                     tp.push_back(ip);
                     // the register pipeline at the same shape, and at 8 warps on one row tile
                     for (fast::GemvPlan rp : {ip, fast::GemvPlan{fast::GemvVariant::Imma, 1, 8, 1}})
-                        if (fast::gemv_imma_fits(tm, T, rp.cluster)) rp.regs = 1, tp.push_back(rp);
+                        if (fast::gemv_imma_fits(tm, T, rp.cluster) &&
+                            !(tile_pick.variant == rp.variant && tile_pick.cluster == rp.cluster &&
+                              tile_pick.splits == rp.splits))
+                            rp.regs = 1, tp.push_back(rp);
                     if (a.all_variants)
                         for (int regs : {0, 1})
                             for (int cl : {1, 2, 4, 8})
@@ -243,7 +248,7 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                         note += "; " + std::to_string(fast::detail::gemv_grid_blocks(p, N)) + " blocks" +
                                 (p.cluster == ip.cluster && p.splits == ip.splits && p.regs == ip.regs ? ", imma's shape"
                                                                                                       : "");
-                    row(name, l, T, mode, "tiles: " + plan_name(p), sec, bytes, note);
+                    row(name, l, T, mode, (i == 0 ? "tiles pick: " : "tiles: ") + plan_name(p), sec, bytes, note);
                 }
             }
             if (a.all_variants) {

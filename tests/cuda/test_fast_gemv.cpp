@@ -578,12 +578,38 @@ TEST(FastGemv, PickIsValid) {
     EXPECT_EQ(fast::detail::gemv_grid_blocks({V::Dp4a, 1, 8, fast::kGemvDp4aCluster}, 4099), 264);
     EXPECT_EQ(fast::detail::gemv_grid_blocks({V::Dp4a, 1, 1, fast::kGemvDp4aCluster}, 4096), 32);
     EXPECT_EQ(fast::detail::gemv_grid_blocks({V::Dp4a, 1, 1, fast::kGemvDp4aCluster}, 16), 8);
-    EXPECT_EQ(fast::gemv_pick(1, 4096, 14336, PackedKind::Int4, 132).cluster, 1);  // not picked yet
+    EXPECT_EQ(fast::gemv_pick(1, 4096, 14336, PackedKind::Int4, 132).cluster, 1);  // Dp4a's own: 1
     EXPECT_EQ(fast::gemv_pick(1, 4096, 14336, PackedKind::Int4, 132).variant, V::Dp4a);
     EXPECT_EQ(fast::gemv_pick(1, 4096, 14336, PackedKind::Int4, 132).splits, 8);
     EXPECT_EQ(fast::gemv_pick(1, 4096, 65536, PackedKind::Int4, 132).variant, V::MmaRows);  // x does not fit
     EXPECT_EQ(fast::gemv_pick(2, 4096, 2048, PackedKind::Int4, 132).variant, V::MmaRows);
     EXPECT_EQ(fast::gemv_pick(1, 4096, 2048, PackedKind::Int8, 132).variant, V::Simt);
+    // A packed matrix's pick: Imma through registers at one token for Int4 in 16-row tiles from
+    // K = kGemvImmaMinK (its shape gemv_imma_plan's), gemv_pick's everywhere else.
+    {
+        auto packed = [](int64_t N, int64_t K, PackedKind kind, bool tiles, int group) {
+            PackedMatrix m;
+            m.kind = kind, m.n = N, m.k = K, m.tiles = tiles, m.group = group;
+            return m;
+        };
+        const int64_t K0 = fast::kGemvImmaMinK;
+        const PackedMatrix big = packed(4096, 14336, PackedKind::Int4, true, 32);
+        const fast::GemvPlan p = fast::gemv_pick_packed(1, big, 132);
+        EXPECT_EQ(p.variant, V::Imma);
+        EXPECT_EQ(p.regs, 1);
+        EXPECT_EQ(p.cluster, fast::gemv_imma_plan(big, 1, 132).cluster);
+        EXPECT_EQ(p.splits, fast::gemv_imma_plan(big, 1, 132).splits);
+        EXPECT_EQ(p.cluster, 8);  // 256 row tiles: 32 blocks of 8, K over 8 to reach 1.5 blocks an SM
+        EXPECT_EQ(fast::gemv_pick_packed(1, packed(4096, K0, PackedKind::Int4, true, 64), 132).variant, V::Imma);
+        EXPECT_EQ(fast::gemv_pick_packed(1, packed(4096, K0, PackedKind::Int4, true, 128), 132).variant, V::Imma);
+        // each edge: K one k-tile short, two tokens, row-major, Int8, a group Imma does not take, no Dp4a
+        EXPECT_EQ(fast::gemv_pick_packed(1, packed(4096, K0 - 128, PackedKind::Int4, true, 32), 132).variant, V::Dp4a);
+        EXPECT_EQ(fast::gemv_pick_packed(2, big, 132).variant, V::MmaRows);
+        EXPECT_EQ(fast::gemv_pick_packed(1, packed(4096, 14336, PackedKind::Int4, false, 32), 132).variant, V::Dp4a);
+        EXPECT_EQ(fast::gemv_pick_packed(1, packed(4096, 14336, PackedKind::Int8, true, 32), 132).variant, V::Simt);
+        EXPECT_EQ(fast::gemv_pick_packed(1, packed(4096, 14336, PackedKind::Int4, true, 256), 132).variant, V::Dp4a);
+        EXPECT_EQ(fast::gemv_pick_packed(1, big, 132, false).variant, V::MmaRows);
+    }
     // Without Dp4a (TESSERA_GEMV=mma): the anchor shape takes MmaRows; lm_head Mma unsplit.
     auto pick = [](int64_t T, int64_t N, int64_t K, PackedKind kind, int sms) {
         return fast::gemv_pick(T, N, K, kind, sms, false);

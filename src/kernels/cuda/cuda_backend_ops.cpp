@@ -138,8 +138,9 @@ namespace {
 // quantizing x together: fast_gemv_dp4a.cu; session 17, H200: 17.5 against 20.7 us back to back
 // at 4096x14336, 19.9 against 19.3 cold), imma (Imma wherever it takes the matrix — Int4 in
 // 16-row tiles, 1..8 tokens: fast_gemv_imma.cu — else the pick; session 17, H200: 467 against
-// 539 tok/s at 4K), imma_regs (the same through its register pipeline). The default picks Dp4a for one token (fast_gemv_plan.h: x in two int8 limbs,
-// |x − x̃| ≤ max|x| / 64516 per 32 columns — closer than bf16).
+// 539 tok/s at 4K), imma_regs (the same through its register pipeline: 490 there). The default
+// picks Dp4a for one token (fast_gemv_plan.h: x in two int8 limbs, |x − x̃| ≤ max|x| / 64516 per
+// 32 columns — closer than bf16) and Imma's register pipeline from K = 8192 (gemv_pick_packed).
 enum class GemvMode { F32, Int8, Staged, Chunks, Mma, Dp4aCluster, Imma, ImmaRegs };
 GemvMode gemv_mode() {
     static const GemvMode m = [] {
@@ -187,12 +188,13 @@ bool moe_prefill_mma() {
     static const bool mma = env_switch("TESSERA_MOE_PREFILL", "wgmma", "mma");
     return mma;
 }
-// TESSERA_MOE_MID: tiles (the default: the pick's v2 tensor-core tiles of 16 rows from 3 tokens a
-// step) or grouped (the mid kernels, fast_moe_mid.cu, where an expert gets ≤ 8 rows on average:
-// each selected expert's weights read once a step; prepared, not yet measured), for A/B.
+// TESSERA_MOE_MID: grouped (the default: the mid kernels, fast_moe_mid.cu, where an expert gets
+// ≤ 8 rows on average — each selected expert's weights read once a step; H200, session 18, the
+// flagship at 512 tokens of context: 1,613 against 1,490 tok/s at batch 8, 5,197 against 4,764 at
+// 64) or tiles (the pick's v2 tensor-core tiles of 16 rows from 3 tokens a step), for A/B.
 bool moe_mid_grouped() {
-    static const bool grouped = env_switch("TESSERA_MOE_MID", "tiles", "grouped");
-    return grouped;
+    static const bool tiles = env_switch("TESSERA_MOE_MID", "grouped", "tiles");
+    return !tiles;
 }
 // TESSERA_MOE_ROUTE: logits (the default: a renormalised top-k ranked on the router's logits, the
 // weights from the k picks' exponentials alone) or exact (the CPU's bits: E double exponentials and

@@ -21,9 +21,10 @@
 //         same exact integer sums as Dp4a, on the tensor cores (mma.sync m16n8k32 u8 × s8), so its
 //         work a weight is flat in T; the weights stream through a shared-memory ring (cp.async)
 //         and K is split over the blocks of a cluster (plan.cluster), each quantizing only its
-//         slice of x; S warps a row tile (plan.splits). Not picked (TESSERA_GEMV=imma takes it
-//         wherever it fits): H200, cold, 16-row tiles, T = 1: 26.2 against Dp4a's 19.3 us at
-//         4096x14336, 12.5 against 8.3 at 8192x2048; T = 8: 38.6 against MmaRows' 29.7.
+//         slice of x; S warps a row tile (plan.splits). With plan.regs the weights come through
+//         registers as Dp4a loads them (no ring; lane (g, t) holds chunk t of rows g, g + 8).
+//         Picked (gemv_pick_packed) at one token for K ≥ kGemvImmaMinK with the registers;
+//         TESSERA_GEMV=imma / imma_regs take it wherever it fits, for A/B.
 #pragma once
 #include <cstdint>
 
@@ -205,6 +206,24 @@ constexpr GemvPlan gemv_pick(int64_t T, int64_t N, int64_t K, PackedKind kind, i
     if (s < min_splits) s = min_splits;
     p.splits = int(s);
     return p;
+}
+
+// gemv_pick for a packed matrix, whose layout decides what else runs: at one token, Int4 in
+// 16-row tiles with K ≥ kGemvImmaMinK, Imma through registers at gemv_imma_plan's shape (H200,
+// session 18, µs cold / 16 calls back to back: 4096x14336 18.2 / 14.7 against Dp4a's 19.3 / 20.4;
+// at K = 2048 it loses: 8192x2048 11.1 / 7.0 against 8.4 / 6.9, and the flagship's decode at 4K
+// with it at every shape ran 490 against 539 tok/s). More tokens: its register pipeline at 2–8
+// tokens is slower than MmaRows (61.8 against 29.5 at 8 tokens), so not there.
+constexpr int64_t kGemvImmaMinK = 8192;
+constexpr GemvPlan gemv_pick_packed(int64_t T, const PackedMatrix& w, int sms, bool dp4a = true) {
+    if (dp4a && T == 1 && w.k >= kGemvImmaMinK && gemv_imma_takes(w, T)) {
+        GemvPlan p = gemv_imma_plan(w, T, sms);
+        if (p.cluster > 0) {
+            p.regs = 1;
+            return p;
+        }
+    }
+    return gemv_pick(T, w.n, w.k, w.kind, sms, dp4a);
 }
 
 // Runs `plan` (bench, tests): the checks of gemv_packed plus the plan's own.

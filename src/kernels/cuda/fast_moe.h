@@ -135,9 +135,9 @@ void moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, const P
 //                    tile_rows kMoeMidRows, none of the other flags): each item's expert weights
 //                    read once as mma.sync's A (16 rows, dequantized to bf16 as the v2 tiles do),
 //                    its ≤ 8 rows as B's columns; gather, gate+up (SwiGLU), down, combine as the v2
-//                    tiles (the large tiles' bound). Not picked yet: TESSERA_MOE_MID=grouped (the
-//                    backend's moe_experts_packed(mid = true)) takes it for T ≥ 3 at ≤ 8 rows an
-//                    expert on average, for A/B.
+//                    tiles (the large tiles' bound). The backend takes it (moe_experts_packed's
+//                    mid = true, its default; TESSERA_MOE_MID=tiles for A/B) for T ≥ 3 at ≤ 8 rows
+//                    an expert on average.
 //   mid_ring:        k-tiles a warp of the mid kernels has in flight: 3 (3 blocks an SM), 4 (2
 //                    blocks an SM) or 0 (each kernel: 4 where that holds all of a warp's k-tiles —
 //                    small shapes only — else 3).
@@ -191,7 +191,8 @@ size_t moe_experts_scratch_bytes(int64_t T, int k, int E, int64_t H, int64_t I);
 // the chain that waits for the ids.
 // wgmma: the pick's large tiles may run on the warpgroup MMA (false: the mma.sync v2 tiles, for A/B).
 // mid: where the pick takes the v2 tiles at ≤ kMoeMidRows rows an expert on average (T·k ≤ 8·E),
-// run the mid plan instead where its shared memory fits (TESSERA_MOE_MID=grouped, for A/B).
+// run the mid plan instead where its shared memory fits (the backend's default; TESSERA_MOE_MID=tiles
+// leaves it out, for A/B).
 void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
                         const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream,
                         bool dp4a = true, bool x_settled = false, bool wgmma = true, bool mid = false);
