@@ -1,5 +1,6 @@
 // CudaBackend's declaration, shared by its implementation files (cuda_backend.cpp: memory and
-// weights; cuda_backend_ops.cpp: the ops).
+// weights; cuda_backend_ops.cpp: the ops; cuda_backend_attention.cpp: the attention and KV-cache
+// ops).
 #pragma once
 #include <array>
 #include <deque>

@@ -1,22 +1,21 @@
 // CudaBackend's ops: each checks its tensors (device memory, f32 activations, shapes), turns
 // them into raw pointers and element strides, and queues the reference kernel on the stream —
-// or, for weights packed in fast mode, the kernel pack's (matmul_dispatch.h picks which).
+// or, for weights packed in fast mode, the kernel pack's (matmul_dispatch.h picks which). The
+// attention and KV-cache ops are in cuda_backend_attention.cpp, the A/B switches in cuda_switches.cpp.
 #include <algorithm>
 #include <cstdlib>
 #include <string>
-#include <string_view>
 
 #include <fmt/format.h>
 
 #include "core/status.h"
 #include "kernels/cuda/convert.h"
+#include "kernels/cuda/cuda_backend_args.h"
 #include "kernels/cuda/cuda_backend_impl.h"
-#include "kernels/cuda/fast_attention.h"
-#include "kernels/cuda/fast_qk_prep.h"
+#include "kernels/cuda/cuda_switches.h"
 #include "kernels/cuda/fast_sample.h"
 #include "kernels/cuda/fast_dense_gemv.h"
 #include "kernels/cuda/fast_embed.h"
-#include "kernels/cuda/fast_flash_attention.h"
 #include "kernels/cuda/fast_gdn.h"
 #include "kernels/cuda/fast_gemv_plan.h"
 #include "kernels/cuda/fast_gemv_q8.h"
@@ -24,7 +23,6 @@
 #include "kernels/cuda/fast_moe.h"
 #include "kernels/cuda/fast_topk.h"
 #include "kernels/cuda/matmul_dispatch.h"
-#include "kernels/cuda/ref_attention.h"
 #include "kernels/cuda/ref_elementwise.h"
 #include "kernels/cuda/ref_embed.h"
 #include "kernels/cuda/ref_gdn.h"
@@ -36,59 +34,24 @@
 
 namespace tessera::cuda {
 
-namespace {
+using detail::check_device;
+using detail::evenly_strided;
+using detail::Heads;
+using detail::heads_of;
+using detail::Rows;
+using detail::rows_of;
+using detail::same_shape;
 
-bool reference_op(std::string_view op);  // TESSERA_REFERENCE_OPS, below
-
-void check_device(const Tensor& t, const char* op, const char* what) {
-    TS_CHECK(!t.empty() && t.device == Device::CUDA, "cuda {}: {} {} is not in device memory", op, what,
-             t.describe());
-}
-
-// An f32 tensor seen as evenly strided rows of its last dimension.
-struct Rows {
-    float* p;
-    int64_t rows, cols, ld;  // ld in elements
-};
-
-// Whether t's rows (all but its last dimension, flattened) are evenly strided, as rows_of needs.
-bool evenly_strided(const Tensor& t) {
-    for (int d = 0; d + 2 < t.ndim; ++d)
-        if (t.stride[d] != t.shape[d + 1] * t.stride[d + 1]) return false;
-    return true;
-}
-
-Rows rows_of(const Tensor& t, const char* op, const char* what) {
-    check_device(t, op, what);
-    TS_CHECK(t.dtype == DType::F32 && t.ndim >= 1 && t.stride[t.ndim - 1] == 4, "cuda {}: {} must be f32 with "
-             "contiguous rows (got {})", op, what, t.describe());
-    int64_t ld = t.cols();
-    if (t.ndim >= 2) {
-        ld = t.stride[t.ndim - 2] / 4;
-        TS_CHECK(evenly_strided(t), "cuda {}: {} {} has unevenly strided rows", op, what, t.describe());
-    }
-    return Rows{t.ptr<float>(), t.rows(), t.cols(), ld};
-}
-
-// An f32 [T, n, D] tensor: element strides per token and per head.
-struct Heads {
-    float* p;
-    int64_t T, n, D, ts, hs;
-};
-
-Heads heads_of(const Tensor& t, const char* op, const char* what) {
-    check_device(t, op, what);
-    TS_CHECK(t.dtype == DType::F32 && t.ndim == 3 && t.stride[2] == 4, "cuda {}: {} must be f32 [T, n, D] with "
-             "contiguous heads (got {})", op, what, t.describe());
-    return Heads{t.ptr<float>(), t.shape[0], t.shape[1], t.shape[2], t.stride[0] / 4, t.stride[1] / 4};
-}
-
-void same_shape(const Rows& a, const Rows& b, const char* op) {
-    TS_CHECK(a.rows == b.rows && a.cols == b.cols, "cuda {}: shapes differ ([{}, {}] vs [{}, {}])", op, a.rows, a.cols,
-             b.rows, b.cols);
-}
-
-}  // namespace
+using detail::gdn_chunk_variant;
+using detail::gdn_decode_variant_env;
+using detail::gemv_mode;
+using detail::GemvMode;
+using detail::moe_decode_mma;
+using detail::moe_mid_grouped;
+using detail::moe_prefill_mma;
+using detail::moe_route_exact;
+using detail::prefill_via_cublas;
+using detail::reference_op;
 
 void CudaBackend::matmul(const Tensor& y, const Tensor& x, const Tensor& w) {
     const Rows X = rows_of(x, "matmul", "x"), Y = rows_of(y, "matmul", "y");
@@ -120,180 +83,6 @@ void CudaBackend::matmul(const Tensor& y, const Tensor& x, const Tensor& w) {
 }
 
 static_assert(kDispatchGemvMaxTokens == fast::kGemvMaxTokens);
-
-namespace {
-// The decode GEMV keeps x in f32 (fast_gemv.cu) unless TESSERA_GEMV=int8, which rounds x to int8
-// per 32 columns for the integer dot-product units (fast_gemv_q8.cu): 20 % faster at the anchor
-// shape on the H200, but its ~1 % error per matmul compounds through a model's layers past the
-// fast-vs-reference tolerance, so it stays opt-in until it is both faster and closer.
-// TESSERA_GEMV: f32 (the default: x exact or rounded to bf16 by the pick), int8 (x rounded to
-// int8, dp4a), staged (MmaStaged where the pick is MmaRows with one row tile and the slab fits:
-// an A/B override — session 6, H200: 12.3 against 12.8 us at 8192x2048, 9.1 against 8.3 at
-// 4096x2048; since session 7 the pick itself takes it for one token on the wide in-projections),
-// chunks (MmaChunks where the pick is MmaRows and it takes the shape: Int4, 1–2 tokens — session
-// 7, H200, T = 1, 16-row tiles: 24.5 against 27.1 us at 4096x14336, 8.5 against 10.0 at
-// 2048x4096; slower than MmaStaged on the wide in-projections, not yet measured end to end where
-// it replaces only MmaRows), mma (the pick without Dp4a: the tensor-core variants at one token,
-// as before session 10 — for A/B), dp4a_cluster (the pick, with Dp4a in clusters of 8 blocks
-// quantizing x together: fast_gemv_dp4a.cu; session 17, H200: 17.5 against 20.7 us back to back
-// at 4096x14336, 19.9 against 19.3 cold), imma (Imma wherever it takes the matrix — Int4 in
-// 16-row tiles, 1..8 tokens: fast_gemv_imma.cu — else the pick; session 17, H200: 467 against
-// 539 tok/s at 4K), imma_regs (the same through its register pipeline: 490 there). The default
-// picks Dp4a for one token (fast_gemv_plan.h: x in two int8 limbs, |x − x̃| ≤ max|x| / 64516 per
-// 32 columns — closer than bf16) and Imma's register pipeline from K = 8192 (gemv_pick_packed).
-enum class GemvMode { F32, Int8, Staged, Chunks, Mma, Dp4aCluster, Imma, ImmaRegs };
-GemvMode gemv_mode() {
-    static const GemvMode m = [] {
-        const char* v = std::getenv("TESSERA_GEMV");
-        const std::string s = v ? v : "";
-        TS_CHECK(s.empty() || s == "f32" || s == "int8" || s == "staged" || s == "chunks" || s == "mma" ||
-                     s == "dp4a_cluster" || s == "imma" || s == "imma_regs",
-                 "TESSERA_GEMV={}: expected f32 (the default), int8, staged, chunks, mma, dp4a_cluster, imma or "
-                 "imma_regs",
-                 s);
-        return s == "int8"           ? GemvMode::Int8
-               : s == "staged"       ? GemvMode::Staged
-               : s == "chunks"       ? GemvMode::Chunks
-               : s == "mma"          ? GemvMode::Mma
-               : s == "dp4a_cluster" ? GemvMode::Dp4aCluster
-               : s == "imma"         ? GemvMode::Imma
-               : s == "imma_regs"    ? GemvMode::ImmaRegs
-                                     : GemvMode::F32;
-    }();
-    return m;
-}
-// An A/B switch: whether environment variable `var` selects `alt` over the default `dflt` (unset
-// or empty: the default; anything else: an error naming both).
-bool env_switch(const char* var, const char* dflt, const char* alt) {
-    const char* v = std::getenv(var);
-    const std::string s = v ? v : "";
-    TS_CHECK(s.empty() || s == dflt || s == alt, "{}={}: expected {} (the default) or {}", var, s, dflt, alt);
-    return s == alt;
-}
-// TESSERA_DECODE_ATTENTION: mma (the default: the tensor-core flash-decoding kernel wherever it
-// takes the shapes) or simt (the f32 kernel of sessions 3–7 wherever it takes them, for A/B).
-bool decode_attention_simt() {
-    static const bool simt = env_switch("TESSERA_DECODE_ATTENTION", "mma", "simt");
-    return simt;
-}
-// TESSERA_MOE_DECODE: dp4a (the default: the MoE's decode steps on the integer units,
-// fast_moe_decode_dp4a.cu) or mma (the tensor-core decode kernels of sessions 5–9, for A/B).
-bool moe_decode_mma() {
-    static const bool mma = env_switch("TESSERA_MOE_DECODE", "dp4a", "mma");
-    return mma;
-}
-// TESSERA_MOE_PREFILL: wgmma (the default: the MoE's large tiles on the warpgroup MMA,
-// fast_moe_wgmma.cu) or mma (the mma.sync tiles of sessions 5–12, fast_moe_mma.cu, for A/B).
-bool moe_prefill_mma() {
-    static const bool mma = env_switch("TESSERA_MOE_PREFILL", "wgmma", "mma");
-    return mma;
-}
-// TESSERA_MOE_MID: grouped (the default: the mid kernels, fast_moe_mid.cu, where an expert gets
-// ≤ 8 rows on average — each selected expert's weights read once a step; H200, session 18, the
-// flagship at 512 tokens of context: 1,613 against 1,490 tok/s at batch 8, 5,197 against 4,764 at
-// 64) or tiles (the pick's v2 tensor-core tiles of 16 rows from 3 tokens a step), for A/B.
-bool moe_mid_grouped() {
-    static const bool tiles = env_switch("TESSERA_MOE_MID", "grouped", "tiles");
-    return !tiles;
-}
-// TESSERA_MOE_ROUTE: logits (the default: a renormalised top-k ranked on the router's logits, the
-// weights from the k picks' exponentials alone) or exact (the CPU's bits: E double exponentials and
-// the normaliser; the only form where the weights are not renormalised), for A/B.
-bool moe_route_exact() {
-    static const bool exact = env_switch("TESSERA_MOE_ROUTE", "logits", "exact");
-    return exact;
-}
-// TESSERA_FLASH: wgmma (the default: the prefill attention on the warpgroup MMA,
-// fast_flash_attention_wgmma.cu) or mma (the mma.sync kernels of sessions 6–13, for A/B).
-bool flash_mma() {
-    static const bool mma = env_switch("TESSERA_FLASH", "wgmma", "mma");
-    return mma;
-}
-// TESSERA_FLASH_LOADS: tma (the default: the wgmma kernel's K / V tiles by TMA boxes, where the
-// cache's blocks fit them) or cp.async (its producer warpgroup's copies of sessions 13–14, for A/B).
-bool flash_cp_async() {
-    static const bool cp = env_switch("TESSERA_FLASH_LOADS", "tma", "cp.async");
-    return cp;
-}
-// TESSERA_GDN_CHUNKED: f16x3 (the default: the chunked delta rule's serial pass on f16 m16n8k16 with
-// split operands, fast_gdn_chunked16.cu) or tf32 (the 3×TF32 kernels of sessions 4–14, for A/B).
-fast::GdnChunkVariant gdn_chunk_variant() {
-    static const bool tf32 = env_switch("TESSERA_GDN_CHUNKED", "f16x3", "tf32");
-    return tf32 ? fast::GdnChunkVariant::Auto : fast::GdnChunkVariant::F16x3;
-}
-// TESSERA_GDN_DECODE: the fused GDN decode step's kernel — auto (the default:
-// fast::gdn_decode_variant's choice), cols32, cols16, head256 or head512 (fast_gdn.h), for A/B.
-int gdn_decode_variant_env() {
-    static const int variant = [] {
-        const char* v = std::getenv("TESSERA_GDN_DECODE");
-        const std::string s = v ? v : "";
-        using V = fast::GdnDecodeVariant;
-        if (s.empty() || s == "auto") return int(V::Auto);
-        if (s == "cols32") return int(V::Cols32);
-        if (s == "cols16") return int(V::Cols16);
-        if (s == "head256") return int(V::Head256);
-        if (s == "head512") return int(V::Head512);
-        ::tessera::fail(ErrorKind::Invalid,
-                        "TESSERA_GDN_DECODE={}: expected auto (the default), cols32, cols16, head256 or head512", s);
-    }();
-    return variant;
-}
-// TESSERA_DECODE_MERGE: auto (the default: fused from 8 tokens a step, the merge kernel below —
-// H200, D 256, 16 / 2 heads, µs a layer in graphs: 1 × 4K 14.8 kernel against 20.3 fused, 1 × 32K
-// 42.7 / 49.1, 8 × 4K 47.8 / 44.5, 8 × 32K 450.5 / 259.2, 64 × 4K 319.3 / 265.5), kernel (the Mma
-// decode attention's splits merged by the combine kernel after it) or fused (merged in the
-// attention kernel: clusters along the splits and a ticket, fast::AttnMerge; the cluster size the
-// largest of 8, 4, 2 whose clusters are all resident at once), fused2 / fused4 / fused8 / fused16
-// (that cluster size), for A/B. Returns -2 for auto, -1 for kernel, else AttnMerge::cluster.
-int decode_merge_env() {
-    static const int cluster = [] {
-        const char* v = std::getenv("TESSERA_DECODE_MERGE");
-        const std::string s = v ? v : "";
-        if (s.empty() || s == "auto") return -2;
-        if (s == "kernel") return -1;
-        if (s == "fused") return 0;
-        if (s == "fused2") return 2;
-        if (s == "fused4") return 4;
-        if (s == "fused8") return 8;
-        if (s == "fused16") return 16;
-        ::tessera::fail(ErrorKind::Invalid,
-                        "TESSERA_DECODE_MERGE={}: expected auto (the default), kernel, fused, fused2, fused4, fused8 "
-                        "or fused16", s);
-    }();
-    return cluster;
-}
-// TESSERA_REFERENCE_OPS: fast-mode ops kept on the reference kernels, for bisecting a
-// difference between the two paths: a comma list of matmul (packed weights unpacked to f32 and
-// multiplied with cuBLAS f32), attention, moe_route, qk_norm_rope_store (the six reference ops).
-bool reference_op(std::string_view op) {
-    static const std::string ops = [] {
-        const char* v = std::getenv("TESSERA_REFERENCE_OPS");
-        return std::string(v ? v : "");
-    }();
-    for (size_t start = 0; start <= ops.size();) {
-        const size_t end = std::min(ops.find(',', start), ops.size());
-        if (std::string_view(ops).substr(start, end - start) == op) return true;
-        start = end + 1;
-    }
-    return false;
-}
-
-// TESSERA_PREFILL_GEMM: how a packed matmul of more than 8 tokens runs — "packed" (fast_gemm.cu,
-// dequantizing in registers), "cublas" (the matrix dequantized to bf16 in scratch, then cuBLAS),
-// or "auto" (the default: cuBLAS from kPrefillCublasTokens tokens, where its bf16 tensor-core
-// GEMM outruns the packed kernel by more than the dequantization costs).
-constexpr int64_t kPrefillCublasTokens = 128;
-bool prefill_via_cublas(int64_t T) {
-    static const int mode = [] {
-        const char* v = std::getenv("TESSERA_PREFILL_GEMM");
-        const std::string s = v ? v : "";
-        TS_CHECK(s.empty() || s == "auto" || s == "packed" || s == "cublas",
-                 "TESSERA_PREFILL_GEMM={}: expected auto, packed or cublas", s);
-        return s == "packed" ? 0 : s == "cublas" ? 1 : 2;
-    }();
-    return mode == 1 || (mode == 2 && T >= kPrefillCublasTokens);
-}
-}  // namespace
 
 // y = x · wᵀ on a packed weight: the GEMV for decode-sized T, the tensor-core GEMM for more
 // tokens where it is built, else the packed matrix unpacked to f32 in scratch and the reference
@@ -424,136 +213,6 @@ void CudaBackend::add_bias(const Tensor& y, const Tensor& bias) {
     check_device(bias, "add_bias", "bias");
     TS_CHECK(bias.numel() == Y.cols, "cuda add_bias: bias {} for rows of {}", bias.describe(), Y.cols);
     ref::add_bias(Y.p, Y.ld, bias.ptr<float>(), Y.rows, Y.cols, stream_.get());
-}
-
-namespace {
-ref::KvCacheRef kv_ref(const Tensor& c, const char* what) {
-    check_device(c, "kv_store", what);
-    TS_CHECK(c.ndim == 4, "cuda kv_store: {} cache {} must be [n_blocks, block_size, n_kv, D]", what, c.describe());
-    ref::KvCacheRef r;
-    r.data = c.data;
-    r.dtype = c.dtype;
-    r.n_blocks = c.shape[0];
-    r.block_size = c.shape[1];
-    r.n_kv = c.shape[2];
-    r.D = c.shape[3];
-    r.block_stride = c.stride[0];
-    r.row_stride = c.stride[1];
-    r.head_stride = c.stride[2];
-    return r;
-}
-
-ref::PagedCache paged_ref(const Tensor& c, const char* what) {
-    check_device(c, "attention", what);
-    TS_CHECK(c.ndim == 4 && (c.dtype == DType::F32 || c.dtype == DType::F16),
-             "cuda attention: {} cache {} must be f32/f16 [n_blocks, block_size, n_kv, D]", what, c.describe());
-    const int64_t es = c.dtype == DType::F16 ? 2 : 4;
-    ref::PagedCache r;
-    r.data = c.data;
-    r.f16 = c.dtype == DType::F16;
-    r.n_blocks = c.shape[0];
-    r.block_size = c.shape[1];
-    r.n_kv = c.shape[2];
-    r.D = c.shape[3];
-    r.block_stride = c.stride[0] / es;
-    r.row_stride = c.stride[1] / es;
-    r.head_stride = c.stride[2] / es;
-    return r;
-}
-}  // namespace
-
-void CudaBackend::kv_store(const Tensor& k_cache, const Tensor& v_cache, const Tensor& k, const Tensor& v,
-                           const int32_t* slot) {
-    const Heads K = heads_of(k, "kv_store", "k"), V = heads_of(v, "kv_store", "v");
-    TS_CHECK(K.T == V.T, "cuda kv_store: k has {} tokens, v {}", K.T, V.T);
-    ref::kv_store(kv_ref(k_cache, "k"), kv_ref(v_cache, "v"), K.p, K.ts, K.hs, V.p, V.ts, V.hs, K.T, slot,
-                  stream_.get());
-}
-
-void CudaBackend::qk_norm_rope_store(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
-                                     const Tensor& k_norm, float eps, const int32_t* pos, const RopeParams& rp,
-                                     const Tensor& k_cache, const Tensor& v_cache, const int32_t* slot) {
-    const Heads Q = heads_of(q, "qk_norm_rope_store", "q"), K = heads_of(k, "qk_norm_rope_store", "k"),
-                V = heads_of(v, "qk_norm_rope_store", "v");
-    const int rot = rp.rot_dims > 0 ? rp.rot_dims : int(Q.D);
-    if (kernels_ != CudaKernels::Fast || reference_op("qk_norm_rope_store") || !fast::qk_prep_supported(Q.D, rot))
-        return Backend::qk_norm_rope_store(q, k, v, q_norm, k_norm, eps, pos, rp, k_cache, v_cache, slot);
-    TS_CHECK(K.T == Q.T && V.T == Q.T && K.n == V.n && K.D == Q.D && V.D == Q.D,
-             "cuda qk_norm_rope_store: q {}, k {}, v {} do not fit", q.describe(), k.describe(), v.describe());
-    for (const Tensor* w : {&q_norm, &k_norm})
-        if (!w->empty()) {
-            check_device(*w, "qk_norm_rope_store", "norm");
-            TS_CHECK(w->dtype == DType::F32 && w->numel() == Q.D && w->is_contiguous(),
-                     "cuda qk_norm_rope_store: norm weight {} for heads of {}", w->describe(), Q.D);
-        }
-    fast::QkPrep a;
-    a.T = Q.T, a.nh = Q.n, a.nkv = K.n, a.D = Q.D;
-    a.q = Q.p, a.q_ts = Q.ts, a.q_hs = Q.hs;
-    a.k = K.p, a.k_ts = K.ts, a.k_hs = K.hs;
-    a.v = V.p, a.v_ts = V.ts, a.v_hs = V.hs;
-    a.q_norm = q_norm.empty() ? nullptr : q_norm.ptr<float>();
-    a.k_norm = k_norm.empty() ? nullptr : k_norm.ptr<float>();
-    a.eps = eps;
-    a.pos = pos;
-    a.inv_freq = rope_freqs(rp, rot);
-    a.rot = rot;
-    a.neox = rp.style == RopeStyle::NeoX;
-    a.k_cache = kv_ref(k_cache, "k");
-    a.v_cache = kv_ref(v_cache, "v");
-    a.slot = slot;
-    fast::qk_prep(a, stream_.get());
-}
-
-bool CudaBackend::attention_fast(const Tensor& out, const Tensor& q, const Tensor* gate, const Tensor& k_cache,
-                                 const Tensor& v_cache, const AttnPlan& plan, float scale) {
-    const Heads O = heads_of(out, "attention", "out"), Q = heads_of(q, "attention", "q");
-    TS_CHECK(O.T == Q.T && O.n == Q.n, "cuda attention: out {} vs q {}", out.describe(), q.describe());
-    const ref::PagedCache kc = paged_ref(k_cache, "k"), vc = paged_ref(v_cache, "v");
-    if (kernels_ != CudaKernels::Fast || reference_op("attention") || kc.f16 != vc.f16) return false;
-    fast::OutGate g;
-    if (gate) {
-        const Heads G = heads_of(*gate, "attention_gated", "gate");
-        TS_CHECK(G.T == O.T && G.n == O.n && G.D == O.D, "cuda attention_gated: gate {} for out {}", gate->describe(),
-                 out.describe());
-        g = {G.p, G.ts, G.hs};
-    }
-    const bool f16 = kc.f16 && vc.f16;
-    if (fast::flash_attention_supported(Q.n, kc.n_kv, kc.D, vc.D, f16) && fast::use_flash_attention(Q.T, plan.n_seqs)) {
-        fast::flash_attention(O.p, O.ts, O.hs, Q.p, Q.ts, Q.hs, Q.T, Q.n, kc, vc, plan, scale,
-                              fast::flash_variant(Q.T, Q.n, kc.D, !flash_mma(), !flash_cp_async()), stream_.get(), g);
-        return true;
-    }
-    const fast::AttnKernel kernel =
-        !decode_attention_simt() && fast::attention_supported(Q.n, kc.n_kv, kc.D, vc.D, fast::AttnKernel::Mma, f16)
-            ? fast::AttnKernel::Mma
-            : fast::AttnKernel::Simt;
-    if (!fast::attention_supported(Q.n, kc.n_kv, kc.D, vc.D, kernel, f16)) return false;
-    const int splits = fast::attention_splits(Q.T, kc.n_kv, int64_t(plan.max_blocks) * plan.block_size, kernel);
-    void* sc = splits > 1 ? scratch(5, fast::attention_scratch(Q.T, Q.n, kc.D, splits)) : nullptr;
-    fast::AttnMerge merge;
-    const int merge_env = decode_merge_env();
-    if (kernel == fast::AttnKernel::Mma && splits > 1 && (merge_env >= 0 || (merge_env == -2 && Q.T >= 8))) {
-        merge.fused = true;
-        merge.cluster = merge_env >= 0 ? merge_env : 0;
-        merge.counters = static_cast<uint32_t*>(zeroed_scratch(fast::attention_counters(Q.T, kc.n_kv)));
-    }
-    fast::attention(O.p, O.ts, O.hs, Q.p, Q.ts, Q.hs, Q.T, Q.n, kc, vc, plan, scale, splits, sc, stream_.get(), kernel,
-                    g, merge);
-    return true;
-}
-
-void CudaBackend::attention(const Tensor& out, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                            const AttnPlan& plan, float scale) {
-    if (attention_fast(out, q, nullptr, k_cache, v_cache, plan, scale)) return;
-    const Heads O = heads_of(out, "attention", "out"), Q = heads_of(q, "attention", "q");
-    const ref::PagedCache kc = paged_ref(k_cache, "k"), vc = paged_ref(v_cache, "v");
-    ref::attention(O.p, O.ts, O.hs, Q.p, Q.ts, Q.hs, Q.T, Q.n, kc, vc, plan, scale, stream_.get());
-}
-
-void CudaBackend::attention_gated(const Tensor& out, const Tensor& q, const Tensor& gate, const Tensor& k_cache,
-                                  const Tensor& v_cache, const AttnPlan& plan, float scale) {
-    if (attention_fast(out, q, &gate, k_cache, v_cache, plan, scale)) return;
-    Backend::attention_gated(out, q, gate, k_cache, v_cache, plan, scale);
 }
 
 void CudaBackend::softmax(const Tensor& x) {

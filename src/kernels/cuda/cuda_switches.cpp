@@ -1,0 +1,185 @@
+// The environment switches of CudaBackend's ops (cuda_switches.h): A/B overrides of the fast
+// path's kernel choices, each switch read once and cached for the process.
+#include "kernels/cuda/cuda_switches.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+
+namespace tessera::cuda::detail {
+
+// The decode GEMV keeps x in f32 (fast_gemv.cu) unless TESSERA_GEMV=int8, which rounds x to int8
+// per 32 columns for the integer dot-product units (fast_gemv_q8.cu): 20 % faster at the anchor
+// shape on the H200, but its ~1 % error per matmul compounds through a model's layers past the
+// fast-vs-reference tolerance, so it stays opt-in until it is both faster and closer.
+// TESSERA_GEMV: f32 (the default: x exact or rounded to bf16 by the pick), int8 (x rounded to
+// int8, dp4a), staged (MmaStaged where the pick is MmaRows with one row tile and the slab fits:
+// an A/B override — session 6, H200: 12.3 against 12.8 us at 8192x2048, 9.1 against 8.3 at
+// 4096x2048; since session 7 the pick itself takes it for one token on the wide in-projections),
+// chunks (MmaChunks where the pick is MmaRows and it takes the shape: Int4, 1–2 tokens — session
+// 7, H200, T = 1, 16-row tiles: 24.5 against 27.1 us at 4096x14336, 8.5 against 10.0 at
+// 2048x4096; slower than MmaStaged on the wide in-projections, not yet measured end to end where
+// it replaces only MmaRows), mma (the pick without Dp4a: the tensor-core variants at one token,
+// as before session 10 — for A/B), dp4a_cluster (the pick, with Dp4a in clusters of 8 blocks
+// quantizing x together: fast_gemv_dp4a.cu; session 17, H200: 17.5 against 20.7 us back to back
+// at 4096x14336, 19.9 against 19.3 cold), imma (Imma wherever it takes the matrix — Int4 in
+// 16-row tiles, 1..8 tokens: fast_gemv_imma.cu — else the pick; session 17, H200: 467 against
+// 539 tok/s at 4K), imma_regs (the same through its register pipeline: 490 there). The default
+// picks Dp4a for one token (fast_gemv_plan.h: x in two int8 limbs, |x − x̃| ≤ max|x| / 64516 per
+// 32 columns — closer than bf16) and Imma's register pipeline from K = 8192 (gemv_pick_packed).
+GemvMode gemv_mode() {
+    static const GemvMode m = [] {
+        const char* v = std::getenv("TESSERA_GEMV");
+        const std::string s = v ? v : "";
+        TS_CHECK(s.empty() || s == "f32" || s == "int8" || s == "staged" || s == "chunks" || s == "mma" ||
+                     s == "dp4a_cluster" || s == "imma" || s == "imma_regs",
+                 "TESSERA_GEMV={}: expected f32 (the default), int8, staged, chunks, mma, dp4a_cluster, imma or "
+                 "imma_regs",
+                 s);
+        return s == "int8"           ? GemvMode::Int8
+               : s == "staged"       ? GemvMode::Staged
+               : s == "chunks"       ? GemvMode::Chunks
+               : s == "mma"          ? GemvMode::Mma
+               : s == "dp4a_cluster" ? GemvMode::Dp4aCluster
+               : s == "imma"         ? GemvMode::Imma
+               : s == "imma_regs"    ? GemvMode::ImmaRegs
+                                     : GemvMode::F32;
+    }();
+    return m;
+}
+// An A/B switch: whether environment variable `var` selects `alt` over the default `dflt` (unset
+// or empty: the default; anything else: an error naming both).
+bool env_switch(const char* var, const char* dflt, const char* alt) {
+    const char* v = std::getenv(var);
+    const std::string s = v ? v : "";
+    TS_CHECK(s.empty() || s == dflt || s == alt, "{}={}: expected {} (the default) or {}", var, s, dflt, alt);
+    return s == alt;
+}
+// TESSERA_DECODE_ATTENTION: mma (the default: the tensor-core flash-decoding kernel wherever it
+// takes the shapes) or simt (the f32 kernel of sessions 3–7 wherever it takes them, for A/B).
+bool decode_attention_simt() {
+    static const bool simt = env_switch("TESSERA_DECODE_ATTENTION", "mma", "simt");
+    return simt;
+}
+// TESSERA_MOE_DECODE: dp4a (the default: the MoE's decode steps on the integer units,
+// fast_moe_decode_dp4a.cu) or mma (the tensor-core decode kernels of sessions 5–9, for A/B).
+bool moe_decode_mma() {
+    static const bool mma = env_switch("TESSERA_MOE_DECODE", "dp4a", "mma");
+    return mma;
+}
+// TESSERA_MOE_PREFILL: wgmma (the default: the MoE's large tiles on the warpgroup MMA,
+// fast_moe_wgmma.cu) or mma (the mma.sync tiles of sessions 5–12, fast_moe_mma.cu, for A/B).
+bool moe_prefill_mma() {
+    static const bool mma = env_switch("TESSERA_MOE_PREFILL", "wgmma", "mma");
+    return mma;
+}
+// TESSERA_MOE_MID: grouped (the default: the mid kernels, fast_moe_mid.cu, where an expert gets
+// ≤ 8 rows on average — each selected expert's weights read once a step; H200, session 18, the
+// flagship at 512 tokens of context: 1,613 against 1,490 tok/s at batch 8, 5,197 against 4,764 at
+// 64) or tiles (the pick's v2 tensor-core tiles of 16 rows from 3 tokens a step), for A/B.
+bool moe_mid_grouped() {
+    static const bool tiles = env_switch("TESSERA_MOE_MID", "grouped", "tiles");
+    return !tiles;
+}
+// TESSERA_MOE_ROUTE: logits (the default: a renormalised top-k ranked on the router's logits, the
+// weights from the k picks' exponentials alone) or exact (the CPU's bits: E double exponentials and
+// the normaliser; the only form where the weights are not renormalised), for A/B.
+bool moe_route_exact() {
+    static const bool exact = env_switch("TESSERA_MOE_ROUTE", "logits", "exact");
+    return exact;
+}
+// TESSERA_FLASH: wgmma (the default: the prefill attention on the warpgroup MMA,
+// fast_flash_attention_wgmma.cu) or mma (the mma.sync kernels of sessions 6–13, for A/B).
+bool flash_mma() {
+    static const bool mma = env_switch("TESSERA_FLASH", "wgmma", "mma");
+    return mma;
+}
+// TESSERA_FLASH_LOADS: tma (the default: the wgmma kernel's K / V tiles by TMA boxes, where the
+// cache's blocks fit them) or cp.async (its producer warpgroup's copies of sessions 13–14, for A/B).
+bool flash_cp_async() {
+    static const bool cp = env_switch("TESSERA_FLASH_LOADS", "tma", "cp.async");
+    return cp;
+}
+// TESSERA_GDN_CHUNKED: f16x3 (the default: the chunked delta rule's serial pass on f16 m16n8k16 with
+// split operands, fast_gdn_chunked16.cu) or tf32 (the 3×TF32 kernels of sessions 4–14, for A/B).
+fast::GdnChunkVariant gdn_chunk_variant() {
+    static const bool tf32 = env_switch("TESSERA_GDN_CHUNKED", "f16x3", "tf32");
+    return tf32 ? fast::GdnChunkVariant::Auto : fast::GdnChunkVariant::F16x3;
+}
+// TESSERA_GDN_DECODE: the fused GDN decode step's kernel — auto (the default:
+// fast::gdn_decode_variant's choice), cols32, cols16, head256 or head512 (fast_gdn.h), for A/B.
+int gdn_decode_variant_env() {
+    static const int variant = [] {
+        const char* v = std::getenv("TESSERA_GDN_DECODE");
+        const std::string s = v ? v : "";
+        using V = fast::GdnDecodeVariant;
+        if (s.empty() || s == "auto") return int(V::Auto);
+        if (s == "cols32") return int(V::Cols32);
+        if (s == "cols16") return int(V::Cols16);
+        if (s == "head256") return int(V::Head256);
+        if (s == "head512") return int(V::Head512);
+        ::tessera::fail(ErrorKind::Invalid,
+                        "TESSERA_GDN_DECODE={}: expected auto (the default), cols32, cols16, head256 or head512", s);
+    }();
+    return variant;
+}
+// TESSERA_DECODE_MERGE: auto (the default: fused from 8 tokens a step, the merge kernel below —
+// H200, D 256, 16 / 2 heads, µs a layer in graphs: 1 × 4K 14.8 kernel against 20.3 fused, 1 × 32K
+// 42.7 / 49.1, 8 × 4K 47.8 / 44.5, 8 × 32K 450.5 / 259.2, 64 × 4K 319.3 / 265.5), kernel (the Mma
+// decode attention's splits merged by the combine kernel after it) or fused (merged in the
+// attention kernel: clusters along the splits and a ticket, fast::AttnMerge; the cluster size the
+// largest of 8, 4, 2 whose clusters are all resident at once), fused2 / fused4 / fused8 / fused16
+// (that cluster size), for A/B. Returns -2 for auto, -1 for kernel, else AttnMerge::cluster.
+int decode_merge_env() {
+    static const int cluster = [] {
+        const char* v = std::getenv("TESSERA_DECODE_MERGE");
+        const std::string s = v ? v : "";
+        if (s.empty() || s == "auto") return -2;
+        if (s == "kernel") return -1;
+        if (s == "fused") return 0;
+        if (s == "fused2") return 2;
+        if (s == "fused4") return 4;
+        if (s == "fused8") return 8;
+        if (s == "fused16") return 16;
+        ::tessera::fail(ErrorKind::Invalid,
+                        "TESSERA_DECODE_MERGE={}: expected auto (the default), kernel, fused, fused2, fused4, fused8 "
+                        "or fused16", s);
+    }();
+    return cluster;
+}
+// TESSERA_REFERENCE_OPS: fast-mode ops kept on the reference kernels, for bisecting a
+// difference between the two paths: a comma list of matmul (packed weights unpacked to f32 and
+// multiplied with cuBLAS f32), attention, moe_route, qk_norm_rope_store (the six reference ops).
+bool reference_op(std::string_view op) {
+    static const std::string ops = [] {
+        const char* v = std::getenv("TESSERA_REFERENCE_OPS");
+        return std::string(v ? v : "");
+    }();
+    for (size_t start = 0; start <= ops.size();) {
+        const size_t end = std::min(ops.find(',', start), ops.size());
+        if (std::string_view(ops).substr(start, end - start) == op) return true;
+        start = end + 1;
+    }
+    return false;
+}
+
+// TESSERA_PREFILL_GEMM: how a packed matmul of more than 8 tokens runs — "packed" (fast_gemm.cu,
+// dequantizing in registers), "cublas" (the matrix dequantized to bf16 in scratch, then cuBLAS),
+// or "auto" (the default: cuBLAS from kPrefillCublasTokens tokens, where its bf16 tensor-core
+// GEMM outruns the packed kernel by more than the dequantization costs).
+constexpr int64_t kPrefillCublasTokens = 128;
+bool prefill_via_cublas(int64_t T) {
+    static const int mode = [] {
+        const char* v = std::getenv("TESSERA_PREFILL_GEMM");
+        const std::string s = v ? v : "";
+        TS_CHECK(s.empty() || s == "auto" || s == "packed" || s == "cublas",
+                 "TESSERA_PREFILL_GEMM={}: expected auto, packed or cublas", s);
+        return s == "packed" ? 0 : s == "cublas" ? 1 : 2;
+    }();
+    return mode == 1 || (mode == 2 && T >= kPrefillCublasTokens);
+}
+
+}  // namespace tessera::cuda::detail

@@ -1,0 +1,29 @@
+// The environment switches of CudaBackend's ops (docs/cuda.md, Switches): A/B overrides of the
+// fast path's kernel choices. Each switch reads its variable once (a function-local static;
+// env_switch, the helper most share, reads per call); all but TESSERA_REFERENCE_OPS throw Error
+// naming the allowed values on any other. The long explanations are in cuda_switches.cpp.
+#pragma once
+#include <cstdint>
+#include <string_view>
+
+#include "kernels/cuda/fast_gdn.h"
+
+namespace tessera::cuda::detail {
+
+enum class GemvMode { F32, Int8, Staged, Chunks, Mma, Dp4aCluster, Imma, ImmaRegs };
+GemvMode gemv_mode();  // TESSERA_GEMV: the decode GEMV's kernel (f32, the default: the pick)
+bool env_switch(const char* var, const char* dflt, const char* alt);  // env var `var`: alt (true) or dflt
+bool decode_attention_simt();  // TESSERA_DECODE_ATTENTION=simt (default mma)
+bool moe_decode_mma();  // TESSERA_MOE_DECODE=mma (default dp4a)
+bool moe_prefill_mma();  // TESSERA_MOE_PREFILL=mma (default wgmma)
+bool moe_mid_grouped();  // TESSERA_MOE_MID unset or grouped (the default; tiles: false)
+bool moe_route_exact();  // TESSERA_MOE_ROUTE=exact (default logits)
+bool flash_mma();  // TESSERA_FLASH=mma (default wgmma)
+bool flash_cp_async();  // TESSERA_FLASH_LOADS=cp.async (default tma)
+fast::GdnChunkVariant gdn_chunk_variant();  // TESSERA_GDN_CHUNKED: f16x3 (the default) or tf32 (Auto)
+int gdn_decode_variant_env();  // TESSERA_GDN_DECODE: an int(fast::GdnDecodeVariant), Auto by default
+int decode_merge_env();  // TESSERA_DECODE_MERGE: -2 auto (the default), -1 kernel, else AttnMerge::cluster
+bool reference_op(std::string_view op);  // TESSERA_REFERENCE_OPS: whether op is in its comma list
+bool prefill_via_cublas(int64_t T);  // TESSERA_PREFILL_GEMM: whether a packed matmul of T tokens runs on cuBLAS
+
+}  // namespace tessera::cuda::detail
