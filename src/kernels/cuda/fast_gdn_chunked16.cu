@@ -422,17 +422,19 @@ __global__ void __launch_bounds__(kTh16, 1) wy_state16_kernel(ChArgs a) {
     uint32_t* red = reinterpret_cast<uint32_t*>(meta + 16);  // [4] max |Vn| (2 chunks), max |S| (2 states)
 
     auto chunk_rows = [&](int64_t cs) { return int(sq.n_wy - cs < kC ? sq.n_wy - cs : kC); };
-    auto srow = [&](int64_t t) { return a.scratch + (t * a.nv + h) * a.rs; };
+    // The scratch row of the chunk at cs's first token; a token's row is rstride floats after the last's.
+    auto rstride = [&] { return int64_t(a.nv) * a.rs; };  // from the parameters at each use (no register held)
+    auto chunk_row0 = [&](int64_t cs) { return a.scratch + ((sq.t0 + cs) * a.nv + h) * a.rs; };
     // n16 16-byte pieces of every row from float offset off of the scratch rows of the chunk at cs
-    // (rows past its end: zeros) to dst, rows ld halves apart; 32 / rpw pieces a row at most.
+    // (rows past its end: zeros) to dst, rows ld halves apart; 32 / rpw pieces a row at most. The
+    // addresses advance by a stride a row (no 64-bit products in the loop).
     auto copy_rows = [&](uint16_t* dst, int ld, int64_t cs, int off, int n16, int rpw) {
-        const int64_t tb = sq.t0 + cs;
-        const int L = chunk_rows(cs), per = 32 / rpw, p = lane % per;
-        for (int l = warp * rpw + lane / per; l < kC; l += kNW * rpw) {
-            if (p >= n16) continue;
-            const bool ok = l < L;
-            dev::cp_async16(dev::smem_addr(dst + l * ld + 8 * p), ok ? srow(tb + l) + off + 4 * p : a.scratch, ok);
-        }
+        const int L = chunk_rows(cs), per = 32 / rpw, p = lane % per, l0 = warp * rpw + lane / per, step = kNW * rpw;
+        if (p >= n16) return;
+        const float* src = chunk_row0(cs) + l0 * rstride() + off + 4 * p;
+        uint32_t d = dev::smem_addr(dst + l0 * ld + 8 * p);
+        for (int l = l0; l < kC; l += step, src += step * rstride(), d += 2 * step * ld)
+            dev::cp_async16(d, l < L ? src : a.scratch, l < L);
     };
     auto load_wq = [&](int64_t cs) {
         if (cs >= sq.n_wy) return;
@@ -445,12 +447,12 @@ __global__ void __launch_bounds__(kTh16, 1) wy_state16_kernel(ChArgs a) {
     auto load_pu = [&](int64_t cs, int b) {  // P, U (this block's columns) and the scales into buffer b
         if (cs >= sq.n_wy) return;
         copy_rows(Pt + b * kC * kLdP, kLdP, cs, ro.p / 2, 16, 2);
-        const int64_t tb = sq.t0 + cs;
+        const float* row0 = chunk_row0(cs);
         const int L = chunk_rows(cs), l = warp * 4 + lane / 8, p = lane % 8, col = c0 + 4 * p;
         const int nb = l < L && col < dv ? (dv - col < 4 ? dv - col : 4) * 4 : 0;  // bytes read, rest zero
-        dev::cp_async16_n(dev::smem_addr(Ub + (b * kC + l) * kLdS + 4 * p), nb ? srow(tb + l) + ro.u + col : a.scratch,
-                          nb);
-        if (tid < 2) dev::cp_async16(dev::smem_addr(meta + 8 * b + 4 * tid), srow(tb) + ro.meta + 4 * tid, true);
+        dev::cp_async16_n(dev::smem_addr(Ub + (b * kC + l) * kLdS + 4 * p),
+                          nb ? row0 + l * rstride() + ro.u + col : a.scratch, nb);
+        if (tid < 2) dev::cp_async16(dev::smem_addr(meta + 8 * b + 4 * tid), row0 + ro.meta + 4 * tid, true);
     };
 
     // This warp's tiles. Phase 1 (W·S, Q̃·S) and P·Vn: rows m1 of the chunk, columns n1. The S update:
