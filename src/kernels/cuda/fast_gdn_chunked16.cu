@@ -102,6 +102,8 @@ __device__ inline uint32_t max_abs4(uint32_t m, float4 x) {
 // per-token factors (and V's per-row powers of two) go into T's columns, T' = T·diag(β e^Γ) and
 // T'' = T·diag(β 2^-eV), each row split under its own power of two (undone on the product's rows).
 // The triangular solve stays f32 (its diagonal blocks scalar, the block rows 3×TF32).
+// DKQ as wy_state16_kernel's.
+template <int DKQ>
 __global__ void __launch_bounds__(kThreads, 2) wy_prep16_kernel(ChArgs a) {
     const int64_t c = blockIdx.x, h = blockIdx.z;
     const int s = blockIdx.y, tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gid = lane / 4, tig = lane % 4;
@@ -110,7 +112,7 @@ __global__ void __launch_bounds__(kThreads, 2) wy_prep16_kernel(ChArgs a) {
     const int64_t tb = sq.t0 + c * kC;
     const int L = int(sq.n_wy - c * kC < kC ? sq.n_wy - c * kC : kC);
     const int64_t hk = a.tiled ? h % a.nk : h / (a.nv / a.nk);
-    const int dk = a.dk, dv = a.dv, dkq = (dk + 15) / 16 * 16, dvp = a.dvp, ldk = dkq + 4, ldv = dvp + 4;
+    const int dk = a.dk, dv = a.dv, dkq = DKQ ? DKQ : (dk + 15) / 16 * 16, dvp = a.dvp, ldk = dkq + 4, ldv = dvp + 4;
     const int ldw = 2 * ldk, ldvh = 2 * ldv;  // halves: split rows of K / Q and V in their f32 rows' bytes
     const Row16 ro = row16(dkq, dv);
     auto srow = [&](int i) { return a.scratch + ((tb + i) * a.nv + h) * a.rs; };  // i < L
@@ -226,6 +228,7 @@ __global__ void __launch_bounds__(kThreads, 2) wy_prep16_kernel(ChArgs a) {
         const uint32_t a_k = dev::smem_addr(Kh + (m0 + (lane & 15)) * ldw + (lane >> 4) * 8);
         const uint32_t a_q = dev::smem_addr(Qh + (m0 + (lane & 15)) * ldw + (lane >> 4) * 8);
         const uint32_t b_k = dev::smem_addr(Kh + (n0 + (lane & 7)) * ldw + ((lane >> 3) & 1) * 8 + (lane >> 4) * dkq);
+#pragma unroll
         for (int k0 = 0; k0 < dkq; k0 += 16) {
             uint32_t bk[4], kh[4], kl[4], qh[4], ql[4];
             dev::ldsm_x4(bk, b_k + 2 * k0);  // b0, b1 of hi, then of lo
@@ -396,11 +399,13 @@ __global__ void __launch_bounds__(kThreads, 2) wy_prep16_kernel(ChArgs a) {
 
 // ---- 2. the state carried chunk by chunk ----
 
+// DKQ: dk rounded up to 16 as a constant (128: the flagship's heads, whose k-loops unroll), or 0 (from a.dk).
+template <int DKQ>
 __global__ void __launch_bounds__(kTh16, 1) wy_state16_kernel(ChArgs a) {
     const int s = blockIdx.x, tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gid = lane / 4, tig = lane % 4;
     const int64_t h = blockIdx.y;
     const int c0 = int(blockIdx.z) * kNs;  // this block's first state column
-    const int dk = a.dk, dv = a.dv, dkq = (dk + 15) / 16 * 16, ldw = 2 * dkq + 8;
+    const int dk = a.dk, dv = a.dv, dkq = DKQ ? DKQ : (dk + 15) / 16 * 16, ldw = 2 * dkq + 8;
     Seq sq;
     if (!seq_of(a, s, &sq)) return nan_columns(a, sq, h, c0, tid, kTh16);
     if (sq.n_wy == 0) return;
@@ -526,6 +531,7 @@ __global__ void __launch_bounds__(kTh16, 1) wy_state16_kernel(ChArgs a) {
             const uint32_t a_w = dev::smem_addr(Wt + (m1 + (lane & 15)) * ldw + (lane >> 4) * 8);
             const uint32_t a_q = dev::smem_addr(Qt + (m1 + (lane & 15)) * ldw + (lane >> 4) * 8);
             const uint32_t a_s = dev::smem_addr(Sh + (lane & 15) * kLdN + n1 + (lane >> 4) * kNs);
+#pragma unroll
             for (int k0 = 0; k0 < dkq; k0 += 16) {
                 uint32_t bs[4], wh[4], wl[4], qh[4], ql[4];
                 dev::ldsm_x4_trans(bs, a_s + 2 * k0 * kLdN);  // b0, b1 of hi, then of lo
@@ -658,16 +664,17 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
                              sizeof(double) * kC + 6 * sizeof(uint32_t);
     const size_t state_smem = 2 * size_t(kC * 3 * ldw + 2 * kC * kLdP + (dkq + kC) * kLdN) +
                               sizeof(float) * size_t(2 * kC * kLdS + 16) + 4 * sizeof(uint32_t);
-    cudaError_t err =
-        cudaFuncSetAttribute(wy_prep16_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(prep_smem));
+    auto* prep_kernel = dkq == 128 ? wy_prep16_kernel<128> : wy_prep16_kernel<0>;
+    cudaError_t err = cudaFuncSetAttribute(prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(prep_smem));
     if (err != cudaSuccess) return err;
-    err = cudaFuncSetAttribute(wy_state16_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(state_smem));
+    auto* state_kernel = dkq == 128 ? wy_state16_kernel<128> : wy_state16_kernel<0>;
+    err = cudaFuncSetAttribute(state_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(state_smem));
     if (err != cudaSuccess) return err;
     const dim3 prep_grid{unsigned((max_len + kC - 1) / kC), unsigned(plan.n_seqs), unsigned(p.n_v_heads)};
-    wy_prep16_kernel<<<prep_grid, kThreads, prep_smem, stream>>>(a);
+    prep_kernel<<<prep_grid, kThreads, prep_smem, stream>>>(a);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     const dim3 state_grid{unsigned(plan.n_seqs), unsigned(p.n_v_heads), unsigned((dv + kNs - 1) / kNs)};
-    wy_state16_kernel<<<state_grid, kTh16, state_smem, stream>>>(a);
+    state_kernel<<<state_grid, kTh16, state_smem, stream>>>(a);
     return cudaGetLastError();
 }
 
