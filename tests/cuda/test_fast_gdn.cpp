@@ -6,8 +6,8 @@
 // decode step: test_fast_gdn_decode.cpp). Every comparison names its shape and reports the
 // first and the worst mismatch by (token, head, column) or (slot, head, row, column). Every chunked
 // test runs the split state pass too (GdnChunkVariant::Split), which must give the same bits, and
-// the 3×F16 form (GdnChunkVariant::F16x3: other bits, the same tolerances), which also keeps values
-// far outside f16's range.
+// the 3×F16 form (GdnChunkVariant::F16x3, and F16x3Wg: its state pass on the warpgroup MMA; other
+// bits, the same tolerances), which also keeps values far outside f16's range.
 // Without a GPU the device tests skip; the argument checks run everywhere.
 #include <gtest/gtest.h>
 
@@ -215,9 +215,9 @@ void check_rule(const Shape& sh, GdnMode mode, const std::vector<int32_t>& lengt
 const Shape kFlagship{16, 32, 128, 128, false};
 
 // The chunked state pass in one launch (wy_state, the default), split in two (wy_carry + wy_out),
-// and on f16 tiles (wy_prep16 + wy_state16).
+// on f16 tiles (wy_prep16 + wy_state16) and those on the warpgroup MMA (wy_state16_wg).
 constexpr fast::GdnChunkVariant kChunkVariants[] = {fast::GdnChunkVariant::Auto, fast::GdnChunkVariant::Split,
-                                                    fast::GdnChunkVariant::F16x3};
+                                                    fast::GdnChunkVariant::F16x3, fast::GdnChunkVariant::F16x3Wg};
 
 TEST(FastGdnRecurrent, LengthsAroundTheChunk) {
     REQUIRE_CUDA();
@@ -248,7 +248,7 @@ TEST(FastGdn, SeveralSequencesSlotsAndPaddingInOneCall) {
             check_rule(s, mode, lengths, tol, 4, padding, true);  // max_len = the longest sequence
         }
     }
-    for (auto v : {fast::GdnChunkVariant::Split, fast::GdnChunkVariant::F16x3})
+    for (auto v : {fast::GdnChunkVariant::Split, fast::GdnChunkVariant::F16x3, fast::GdnChunkVariant::F16x3Wg})
         for (const Shape& s : {kFlagship, Shape{16, 32, 128, 128, true}, Shape{4, 4, 128, 128, false}}) {
             check_rule(s, GdnMode::Chunked, lengths, kTolChunkShort, 3, padding, false, v);
             check_rule(s, GdnMode::Chunked, lengths, kTolChunkShort, 4, padding, true, v);
@@ -267,7 +267,7 @@ TEST(FastGdn, OddHeadSizes) {
         check_rule({2, 4, 128, 64, true}, mode, {129, 3}, tol, 7);
     }
     const double tol = kTolChunkShort;
-    for (auto v : {fast::GdnChunkVariant::Split, fast::GdnChunkVariant::F16x3}) {
+    for (auto v : {fast::GdnChunkVariant::Split, fast::GdnChunkVariant::F16x3, fast::GdnChunkVariant::F16x3Wg}) {
         check_rule({2, 6, 48, 37, true}, GdnMode::Chunked, {1, 70, 5}, tol, 4, {}, false, v);
         check_rule({3, 3, 5, 7, false}, GdnMode::Chunked, {64, 1, 65}, tol, 5, {}, false, v);
         check_rule({1, 2, 100, 256, false}, GdnMode::Chunked, {1, 130}, tol, 6, {}, false, v);
@@ -341,7 +341,7 @@ TEST(FastGdnChunked, PrefillSplitMidChunkMatchesOnePass) {
     const std::vector<int32_t> slot = {0};
     std::vector<float> st_cpu = in.init, o_cpu;
     cpu_rule(in, GdnMode::Chunked, 0, {int32_t(n)}, slot, st_cpu, o_cpu);
-    for (auto v : {fast::GdnChunkVariant::Auto, fast::GdnChunkVariant::F16x3})
+    for (auto v : {fast::GdnChunkVariant::Auto, fast::GdnChunkVariant::F16x3, fast::GdnChunkVariant::F16x3Wg})
         for (const std::vector<int64_t>& cuts : {std::vector<int64_t>{100}, std::vector<int64_t>{1, 65, 333},
                                                  std::vector<int64_t>{63, 127, 999}, std::vector<int64_t>{500, 501}}) {
             SCOPED_TRACE(cuts_name(cuts) + " variant " + std::to_string(int(v)));
@@ -428,7 +428,8 @@ TEST(FastGdnChunked, F16x3MatchesTheCpuAcrossLayoutsAndRuns) {
         std::mt19937 rng(14);
         const RuleInputs in(sh, 1196, 6, rng, pad);
         const std::vector<int32_t> lengths = {1000, 65, 1, 130}, slot = {4, -1, 0, 2};
-        expect_repeatable_and_close(in, lengths, slot, fast::GdnChunkVariant::F16x3);
+        for (auto v : {fast::GdnChunkVariant::F16x3, fast::GdnChunkVariant::F16x3Wg})
+            expect_repeatable_and_close(in, lengths, slot, v);
     }
 }
 
@@ -449,13 +450,18 @@ TEST(FastGdnChunked, F16x3KeepsValuesOutsideHalfRange) {
         const std::vector<int32_t> lengths = {130, 65, 1}, slot = {3, -1, 0};
         std::vector<float> st_cpu = in.init, o_cpu;
         cpu_rule(in, GdnMode::Chunked, 0, lengths, slot, st_cpu, o_cpu);
-        GpuRule gpu(in);
-        std::vector<float> o = gpu.run(GdnMode::Chunked, 0, lengths, slot, 0, fast::GdnChunkVariant::F16x3);
-        std::vector<float> st = to_host<float>(gpu.st);
-        for (auto* x : {&o, &o_cpu, &st, &st_cpu})
-            for (float& y : *x) y /= f;
-        compare(o, o_cpu, kTolChunkShort, "o", in.where_o());
-        compare(st, st_cpu, kTolChunkShort, "state", in.where_state());
+        for (float& y : o_cpu) y /= f;
+        for (float& y : st_cpu) y /= f;
+        for (auto v : {fast::GdnChunkVariant::F16x3, fast::GdnChunkVariant::F16x3Wg}) {
+            SCOPED_TRACE("variant " + std::to_string(int(v)));
+            GpuRule gpu(in);
+            std::vector<float> o = gpu.run(GdnMode::Chunked, 0, lengths, slot, 0, v);
+            std::vector<float> st = to_host<float>(gpu.st);
+            for (auto* x : {&o, &st})
+                for (float& y : *x) y /= f;
+            compare(o, o_cpu, kTolChunkShort, "o", in.where_o());
+            compare(st, st_cpu, kTolChunkShort, "state", in.where_state());
+        }
     }
 }
 
@@ -536,7 +542,8 @@ TEST(FastGdn, BadSlotOrTooLongSequenceGivesNaN) {
     for (const auto& [mode, variant] : {std::pair{GdnMode::Recurrent, fast::GdnChunkVariant::Auto},
                                         std::pair{GdnMode::Chunked, fast::GdnChunkVariant::Auto},
                                         std::pair{GdnMode::Chunked, fast::GdnChunkVariant::Split},
-                                        std::pair{GdnMode::Chunked, fast::GdnChunkVariant::F16x3}}) {
+                                        std::pair{GdnMode::Chunked, fast::GdnChunkVariant::F16x3},
+                                        std::pair{GdnMode::Chunked, fast::GdnChunkVariant::F16x3Wg}}) {
         SCOPED_TRACE(std::string(mode == GdnMode::Chunked ? "chunked" : "recurrent") + " variant " +
                      std::to_string(int(variant)));
         GdnParams p;

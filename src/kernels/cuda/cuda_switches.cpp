@@ -104,10 +104,19 @@ bool flash_cp_async() {
     return cp;
 }
 // TESSERA_GDN_CHUNKED: f16x3 (the default: the chunked delta rule's serial pass on f16 m16n8k16 with
-// split operands, fast_gdn_chunked16.cu) or tf32 (the 3×TF32 kernels of sessions 4–14, for A/B).
+// split operands, fast_gdn_chunked16.cu), f16x3wg (the same with its state pass on the warpgroup
+// MMA, fast_gdn_chunked16_wg.cu) or tf32 (the 3×TF32 kernels of sessions 4–14), for A/B.
 fast::GdnChunkVariant gdn_chunk_variant() {
-    static const bool tf32 = env_switch("TESSERA_GDN_CHUNKED", "f16x3", "tf32");
-    return tf32 ? fast::GdnChunkVariant::Auto : fast::GdnChunkVariant::F16x3;
+    static const fast::GdnChunkVariant v = [] {
+        const char* e = std::getenv("TESSERA_GDN_CHUNKED");
+        const std::string s = e ? e : "";
+        TS_CHECK(s.empty() || s == "f16x3" || s == "f16x3wg" || s == "tf32",
+                 "TESSERA_GDN_CHUNKED={}: expected f16x3 (the default), f16x3wg or tf32", s);
+        return s == "tf32" ? fast::GdnChunkVariant::Auto
+               : s == "f16x3wg" ? fast::GdnChunkVariant::F16x3Wg
+                                : fast::GdnChunkVariant::F16x3;
+    }();
+    return v;
 }
 // TESSERA_GDN_DECODE: the fused GDN decode step's kernel — auto (the default:
 // fast::gdn_decode_variant's choice), cols32, cols16, head256 or head512 (fast_gdn.h), for A/B.

@@ -33,7 +33,7 @@ void check_rule(const char* op, int64_t T, int64_t dk, int64_t dv, int64_t slot_
 int64_t gated_delta_rule_scratch_floats(int64_t T, int64_t nv, int64_t dk, int64_t dv, const GdnParams& p,
                                         GdnChunkVariant variant) {
     if (p.mode != GdnMode::Chunked) return 0;
-    if (variant == GdnChunkVariant::F16x3) return T * nv * gdn_chunk16_row_floats(dk, dv);
+    if (gdn_chunk_f16x3(variant)) return T * nv * gdn_chunk16_row_floats(dk, dv);
     return T * nv * ((dk + dv + kGdnChunk + 4 + 3) / 4 * 4);
 }
 
@@ -66,11 +66,12 @@ void gated_delta_rule(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, HeadsIn k
                  gated_delta_rule_scratch_floats(T, nv, dk, dv, p, variant));
         TS_CHECK(plan.n_seqs <= 65535, "{}: the chunked form takes at most 65535 sequences, not {}", op,
                  plan.n_seqs);
-        if (variant == GdnChunkVariant::F16x3) {
+        if (gdn_chunk_f16x3(variant)) {
             TS_CHECK(reinterpret_cast<uintptr_t>(scratch) % 16 == 0,
                      "{}: the F16x3 variant copies 16-byte pieces of scratch, which must be 16-byte aligned", op);
             TS_CUDA_CHECK(detail::launch_gdn_chunked16(o, o_ts, o_hs, q, k, v, g, g_s, beta, beta_s, T, dk, dv, state,
-                                                       slot_stride, n_slots, plan, p, scratch, max_len, stream));
+                                                       slot_stride, n_slots, plan, p, scratch, max_len,
+                                                       variant == GdnChunkVariant::F16x3Wg, stream));
         } else {
             TS_CUDA_CHECK(detail::launch_gdn_chunked(o, o_ts, o_hs, q, k, v, g, g_s, beta, beta_s, T, dk, dv, state,
                                                      slot_stride, n_slots, plan, p, scratch, max_len,

@@ -86,7 +86,9 @@ enum class GdnChunkVariant : int {
     SplitWarps8 = 5,
     SplitVec16 = 6,
     F16x3 = 7,
+    F16x3Wg = 8,  // F16x3 with its state pass on the warpgroup MMA (fast_gdn_chunked16_wg.cu, sm_90a)
 };
+inline bool gdn_chunk_f16x3(GdnChunkVariant v) { return v == GdnChunkVariant::F16x3 || v == GdnChunkVariant::F16x3Wg; }
 inline int gdn_chunk_state_warps(GdnChunkVariant v) {
     return v == GdnChunkVariant::StateWarps8 || v == GdnChunkVariant::SplitWarps8 ? 8 : 16;
 }
@@ -187,7 +189,8 @@ cudaError_t launch_gdn_chunked(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, 
 cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, HeadsIn k, HeadsIn v,
                                  const float* g, int64_t g_s, const float* beta, int64_t beta_s, int64_t T, int64_t dk,
                                  int64_t dv, float* state, int64_t slot_stride, int64_t n_slots, const SeqPlan& plan,
-                                 const GdnParams& p, float* scratch, int64_t max_len, cudaStream_t stream);  // F16x3
+                                 const GdnParams& p, float* scratch, int64_t max_len, bool wg,
+                                 cudaStream_t stream);  // F16x3 (wg: F16x3Wg)
 cudaError_t launch_gdn_decode_step(const GdnDecodeArgs& args, cudaStream_t stream);      // ClusterPerKeyHead
 cudaError_t launch_gdn_decode_step_v2(const GdnDecodeArgs& args, int cols, cudaStream_t stream);  // Cols32 / Cols16
 bool gdn_decode_head_fits(const GdnDecodeArgs& args);  // Head256 / Head512 take these shapes

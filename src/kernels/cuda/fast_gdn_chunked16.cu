@@ -17,47 +17,19 @@
 //     a chunk ahead (two buffers), W and Q̃ once W·S is done, K̃ once the S update is.
 #include <cuda_fp16.h>
 
-#include "kernels/cuda/fast_gdn_wy.cuh"
+#include "kernels/cuda/fast_gdn_f16x3.cuh"
 #include "kernels/cuda/fast_mma.cuh"
 
 namespace tessera::cuda::fast::detail {
 
 using namespace wy;
+using namespace f16x3;
 
 namespace {
 
 constexpr int kNW = 16, kTh16 = kNW * 32;  // wy_state16: warps, threads
 constexpr int kLdP = 2 * kC + 8;           // halves: a P row [hi 64 | lo 64 | pad] (≡ 4 banks: no conflicts)
 constexpr int kLdN = 2 * kNs + 8;          // halves: an S or Vn row [hi 32 | lo 32 | pad]
-constexpr float kLo = 2048.f, kLoInv = 1.f / 2048.f;  // lo's scale 2^11
-// wy_prep16's maxima: W (a bound), K̃, Q̃, P (also the order of the chunk scales), then |K|, |Q|.
-enum { kMxW, kMxK, kMxQ, kMxP, kMxKr, kMxQr };
-
-// The exponent e that brings a tile whose max |x| has these f32 bits into [2^12, 2^13), clamped
-// to [-60, 60] (a tile of zeros, NaN or inf: any e; they stay what they are).
-__device__ inline int tile_exp(uint32_t max_bits) {
-    const int e = 12 - (int(max_bits >> 23) - 127);
-    return e < -60 ? -60 : e > 60 ? 60 : e;
-}
-__device__ inline float pow2(int e) { return __uint_as_float(uint32_t(127 + e) << 23); }
-// |x| as bits: a max over them orders like |x| and keeps NaN (fmaxf would drop it).
-__device__ inline uint32_t abs_bits(float x) { return __float_as_uint(x) & 0x7fffffffu; }
-// The max of m over the warp into *slot (a shared max over warps). Every lane calls it.
-__device__ inline void max_into(uint32_t* slot, uint32_t m) {
-    m = __reduce_max_sync(0xffffffffu, m);
-    if (threadIdx.x % 32 == 0) atomicMax(slot, m);
-}
-// (x0, x1)·s as f16 pairs with x·s = hi + 2^-11·lo to ~2^-22 (low half: x0). x·s − hi is exact in f32.
-__device__ inline void split16(float x0, float x1, float s, uint32_t& hi, uint32_t& lo) {
-    x0 *= s;
-    x1 *= s;
-    const __half2 h = __floats2half2_rn(x0, x1);
-    const float2 f = __half22float2(h);
-    const __half2 l = __floats2half2_rn((x0 - f.x) * kLo, (x1 - f.y) * kLo);
-    hi = *reinterpret_cast<const uint32_t*>(&h);
-    lo = *reinterpret_cast<const uint32_t*>(&l);
-}
-
 // A 16 × 8 tile's three accumulators: hi·hi, hi·lo, lo·hi (independent mma chains).
 struct Acc3 {
     float hh[4], hl[4], lh[4];
@@ -69,18 +41,6 @@ __device__ inline void mma3(Acc3& c, const uint32_t (&ah)[4], const uint32_t (&a
     dev::mma_f16(c.lh, al, bh0, bh1);
 }
 __device__ inline float acc3(const Acc3& c, int e) { return c.hh[e] + (c.hl[e] + c.lh[e]) * kLoInv; }
-
-// The scratch row of F16x3 per (token, value head), dkq = dk rounded up to 16: halves [W hi | W lo |
-// K̃ hi | K̃ lo | Q̃ hi | Q̃ lo] (dkq each), [P hi | P lo] (64 each); floats U (dv, room for a multiple
-// of 4), then 8 floats: the chunk's 2^-e of W, K̃, Q̃, P and e^Γlast (its first row only).
-struct Row16 {
-    int w, k, q, p;  // halves
-    int u, meta;     // floats
-};
-__device__ inline Row16 row16(int dkq, int dv) {
-    const int u = 3 * dkq + kC;
-    return {0, 2 * dkq, 4 * dkq, 6 * dkq, u, u + (dv + 3) / 4 * 4};
-}
 
 // ---- 1. chunk-local matrices, written split ----
 
@@ -653,7 +613,7 @@ __global__ void __launch_bounds__(kTh16, 1) wy_state16_kernel(ChArgs a) {
 cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, HeadsIn k, HeadsIn v,
                                  const float* g, int64_t g_s, const float* beta, int64_t beta_s, int64_t T, int64_t dk,
                                  int64_t dv, float* state, int64_t slot_stride, int64_t n_slots, const SeqPlan& plan,
-                                 const GdnParams& p, float* scratch, int64_t max_len, cudaStream_t stream) {
+                                 const GdnParams& p, float* scratch, int64_t max_len, bool wg, cudaStream_t stream) {
     ChArgs a = ch_args(o, o_ts, o_hs, q, k, v, g, g_s, beta, beta_s, T, dk, dv, state, slot_stride, n_slots, plan, p,
                        scratch, max_len);
     a.rs = gdn_chunk16_row_floats(dk, dv);  // a multiple of 4: the state pass copies 16 bytes (scratch 16-aligned)
@@ -673,6 +633,7 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
     const dim3 prep_grid{unsigned((max_len + kC - 1) / kC), unsigned(plan.n_seqs), unsigned(p.n_v_heads)};
     prep_kernel<<<prep_grid, kThreads, prep_smem, stream>>>(a);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    if (wg) return f16x3::launch_wy_state16_wg(a, stream);
     const dim3 state_grid{unsigned(plan.n_seqs), unsigned(p.n_v_heads), unsigned((dv + kNs - 1) / kNs)};
     state_kernel<<<state_grid, kTh16, state_smem, stream>>>(a);
     return cudaGetLastError();

@@ -196,6 +196,26 @@ __device__ __forceinline__ void wgmma_m64n64k16_ss_f16(float (&d)[32], uint64_t 
         : "l"(a), "l"(b), "r"(accumulate));
 }
 
+// D[64 × 64] (+)= A[64 × 16] · B[16 × 64], f16, both from shared memory, with the transposes as
+// immediates: TA 0 A K-major (wgmma_desc_sw128), 1 M-major (wgmma_desc_sw128_mn: rows along K);
+// TB 0 B K-major, 1 N-major. (The gated delta rule's state pass: fast_gdn_chunked16_wg.cu.)
+template <int TA, int TB>
+__device__ __forceinline__ void wgmma_m64n64k16_ss_f16_t(float (&d)[32], uint64_t a, uint64_t b, int accumulate) {
+    static_assert((TA == 0 || TA == 1) && (TB == 0 || TB == 1), "wgmma_m64n64k16_ss_f16_t: transposes are 0 or 1");
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, "
+        "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31},"
+        " %32, %33, p, 1, 1, %35, %36;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),
+          "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),
+          "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),
+          "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(a), "l"(b), "r"(accumulate), "n"(TA), "n"(TB));
+}
+
 // D[64 × 64] (+)= A[64 × 16] (registers) · B[16 × 64], f16, B N-major in shared memory
 // (descriptor b, imm-trans-b 1).
 __device__ __forceinline__ void wgmma_m64n64k16_rs_f16_tb(float (&d)[32], const uint32_t (&a)[4], uint64_t b,
