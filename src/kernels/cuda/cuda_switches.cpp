@@ -103,18 +103,19 @@ bool flash_cp_async() {
     static const bool cp = env_switch("TESSERA_FLASH_LOADS", "tma", "cp.async");
     return cp;
 }
-// TESSERA_GDN_CHUNKED: f16x3 (the default: the chunked delta rule's serial pass on f16 m16n8k16 with
-// split operands, fast_gdn_chunked16.cu), f16x3wg (the same with its state pass on the warpgroup
-// MMA, fast_gdn_chunked16_wg.cu) or tf32 (the 3×TF32 kernels of sessions 4–14), for A/B.
+// TESSERA_GDN_CHUNKED: f16x3wg (the default: the chunked delta rule on f16 with split operands, its
+// state pass on the warpgroup MMA, fast_gdn_chunked16_wg.cu; session 18: 157.5 against 172.4 µs at
+// 1,024 tokens × 32 heads, 2,072 against 2,471 at 16K), f16x3 (that state pass on mma.sync,
+// fast_gdn_chunked16.cu) or tf32 (the 3×TF32 kernels of sessions 4–14), for A/B.
 fast::GdnChunkVariant gdn_chunk_variant() {
     static const fast::GdnChunkVariant v = [] {
         const char* e = std::getenv("TESSERA_GDN_CHUNKED");
         const std::string s = e ? e : "";
-        TS_CHECK(s.empty() || s == "f16x3" || s == "f16x3wg" || s == "tf32",
-                 "TESSERA_GDN_CHUNKED={}: expected f16x3 (the default), f16x3wg or tf32", s);
-        return s == "tf32" ? fast::GdnChunkVariant::Auto
-               : s == "f16x3wg" ? fast::GdnChunkVariant::F16x3Wg
-                                : fast::GdnChunkVariant::F16x3;
+        TS_CHECK(s.empty() || s == "f16x3wg" || s == "f16x3" || s == "tf32",
+                 "TESSERA_GDN_CHUNKED={}: expected f16x3wg (the default), f16x3 or tf32", s);
+        return s == "tf32"    ? fast::GdnChunkVariant::Auto
+               : s == "f16x3" ? fast::GdnChunkVariant::F16x3
+                              : fast::GdnChunkVariant::F16x3Wg;
     }();
     return v;
 }

@@ -74,9 +74,12 @@ constexpr int64_t gdn_chunk16_row_floats(int64_t dk, int64_t dv) {
 // hi·hi + 2^-11·(hi·lo + lo·hi), ~2^-22 relative) under one power-of-two scale per tile or per
 // row (f16's range); a prep that writes W, K ⊙ e^(Γlast−Γ),
 // Q ⊙ e^Γ and P already split (more scratch: gated_delta_rule_scratch_floats with the variant),
-// and a state pass with S in registers, every tile fed by ldmatrix. The backend's pick
-// (TESSERA_GDN_CHUNKED=tf32 takes Auto). H200 (session 15), 1024 / 16384 tokens: 188.8 / 2,728.5 µs
-// against Auto's 276.1 / 4,215.0 (at 16K: prep 1,158.7, state pass 1,564.7).
+// and a state pass with S in registers, every tile fed by ldmatrix. H200 (session 15), 1024 /
+// 16384 tokens: 188.8 / 2,728.5 µs against Auto's 276.1 / 4,215.0 (at 16K: prep 1,158.7, state
+// pass 1,564.7); session 18, its loops trimmed: 172.4 / 2,471.2.
+// F16x3Wg (fast_gdn_chunked16_wg.cu; F16x3's prep and arithmetic): the state pass on the warpgroup
+// MMA, its operands read from swizzled shared memory by descriptors. The backend's pick
+// (TESSERA_GDN_CHUNKED=f16x3 takes F16x3, tf32 Auto). H200 (session 18): 157.5 / 2,072.1 µs.
 enum class GdnChunkVariant : int {
     Auto = 0,
     StateWarps8 = 1,
