@@ -144,9 +144,10 @@ __global__ void __launch_bounds__(kThWg, 1) wy_state16_wg_kernel(ChArgs a) {
 #pragma unroll 4
         for (int kk = 0; kk < n_k; ++kk) {  // 4 at a time: 16 descriptors at once would crowd the registers
             const uint32_t bk = b + kk * 16 * 128;
-            dev::wgmma_m64n64k16_ss_f16_t<TA, 1>(d, desc_a(a_hi, kk), dev::wgmma_desc_sw128_mn(bk, rows_b * 128), kk > 0);
-            dev::wgmma_m64n64k16_ss_f16_t<TA, 1>(d, desc_a(a_lo, kk), dev::wgmma_desc_sw128_mn(bk + kB2, rows_b * 128),
-                                                1);
+            const uint64_t b_hl = dev::wgmma_desc_sw128_mn(bk, rows_b * 128);        // [B_hi | B_lo]
+            const uint64_t b_0h = dev::wgmma_desc_sw128_mn(bk + kB2, rows_b * 128);  // [0 | B_hi]
+            dev::wgmma_m64n64k16_ss_f16_t<TA, 1>(d, desc_a(a_hi, kk), b_hl, kk > 0);
+            dev::wgmma_m64n64k16_ss_f16_t<TA, 1>(d, desc_a(a_lo, kk), b_0h, 1);
         }
         dev::wgmma_commit();
         dev::wgmma_wait<0>();
