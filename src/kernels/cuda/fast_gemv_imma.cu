@@ -23,9 +23,10 @@
 // memory (block r of the cluster sums its share of the outputs over ranks 0 … C − 1), so y is
 // deterministic and written once.
 //
-// Measured (H200, session 17; docs/cuda.md, fifteenth round) and not picked: 26.2 µs cold at
-// 4096 × 14336, T = 1 (Dp4a 19.3), 38.6 at T = 8 (MmaRows 29.7); a ring of 8 stages was slower
-// still. TESSERA_GEMV=imma, the bench and the tests run it.
+// Measured (H200; docs/cuda.md, fifteenth and sixteenth rounds): through the ring 26.2 µs cold at
+// 4096 × 14336, T = 1 (Dp4a 19.3), 38.6 at T = 8 (MmaRows 29.7) — not picked; through registers
+// (plan.regs) 18.2 cold / 14.7 back to back at T = 1 — gemv_pick_packed's pick from K = 8192 —
+// but 61.8 at T = 8. TESSERA_GEMV=imma / imma_regs, the bench and the tests run every form.
 #include <cooperative_groups.h>
 #include <cuda_fp16.h>
 

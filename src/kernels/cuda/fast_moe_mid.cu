@@ -36,13 +36,13 @@
 // of 256 threads an SM); ring 4 — gate_up 98 / 0, down 102 / 0 (2 blocks). Shared memory a block:
 // 8·(2·K128 + 64) bytes (+ 2 KB gate_up's exchange): H = 2048 35,328, I = 512 8,704.
 //
-// Expected (not measured yet): at T = 64 on the flagship ~222 of 256 experts, 384 MB, a stream of
-// ~80 µs at 4.8 TB/s. In flight an SM ~64–72 KB against the ~50 KB Little's law asks at ~1.5 µs
-// under load; ~2.1 instructions a weight, 60–65 % of an SM's issue at the stream's rate. So the
-// stream should bound it, less each block's start (item → descriptor → first load, ~1 µs, and
-// staging B; blocks of 144 KB gate+up, 72 KB down): guessed ~100–120 µs a layer with the gather
-// and combine, against the v2 tiles' ~204 (PERF.md: ≥ 6,000 tok/s at 64 requests wants the MoE
-// step near ~120 µs a layer).
+// Expected before it ran: at T = 64 on the flagship ~222 of 256 experts, 384 MB, a stream of ~80
+// µs at 4.8 TB/s. In flight an SM ~64–72 KB against the ~50 KB Little's law asks at ~1.5 µs under
+// load; ~2.1 instructions a weight, 60–65 % of an SM's issue at the stream's rate; guessed ~100–120
+// µs a layer with the gather and combine (PERF.md: ≥ 6,000 tok/s at 64 requests wants the MoE step
+// near ~120 µs a layer). Measured (H200, session 18; docs/cuda.md, sixteenth round): 189 µs at
+// T = 64 (2.08 TB/s: gate+up 112, down 62, combine 4.5) against the v2 tiles' 228, 99–101 at T = 16
+// against 128 — the backend's pick since; why it is not at the stream's bound is not yet profiled.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
