@@ -30,13 +30,12 @@
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/fast_embed.h"
 #include "kernels/cuda/fast_gemv_plan.h"
-#include "kernels/cuda/fast_read_floor.h"
-#include "kernels/cuda/fast_gemv_q8.h"
 #include "kernels/cuda/fast_matmul.h"
 #include "kernels/cuda/matmul_dispatch.h"
 #include "kernels/cuda/stream.h"
 #include "kernels/packed_repack.h"
 
+#include "gemv_test_util.h"
 #include "ref_test_util.h"
 
 using namespace tessera;
@@ -47,125 +46,7 @@ using reftest::to_host;
 
 namespace {
 
-const DType kTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K};
-
-bool is_kquant(DType t) { return t == DType::Q4_K || t == DType::Q6_K; }
-
-bool getenv_is(const char* name, const char* value) {
-    const char* v = std::getenv(name);
-    return v && std::string(v) == value;
-}
-
-struct Gguf {
-    DType type;
-    int64_t N, K;
-    std::vector<uint8_t> bytes;  // [N, row bytes]
-    std::vector<float> deq;      // the CPU codec's dequantization [N, K]
-    Tensor host() { return Tensor(bytes.data(), type, {N, K}); }
-};
-
-Gguf make_gguf(DType t, int64_t N, int64_t K, uint32_t seed) {
-    Gguf g{t, N, K, {}, {}};
-    const std::vector<float> w = random_rows(N, K, K, seed, -1.f, 1.f);
-    g.bytes.resize(dtype_row_bytes(t, K) * size_t(N));
-    quantize_tensor(t, w.data(), g.bytes.data(), N, K);
-    g.deq.resize(size_t(N * K));
-    dequantize_tensor(t, g.bytes.data(), g.deq.data(), N, K);
-    return g;
-}
-
-// A packed matrix on the device (owning its buffers).
-struct DevicePacked {
-    DeviceBuffer codes, scales, biases;
-    PackedMatrix m;
-};
-
-DevicePacked upload(const PackedHost& p) {
-    DevicePacked d;
-    d.codes = to_device(p.codes);
-    d.scales = to_device(p.scales);
-    if (!p.biases.empty()) d.biases = to_device(p.biases);
-    d.m.kind = p.kind;
-    d.m.n = p.n;
-    d.m.k = p.k;
-    d.m.group = p.group;
-    d.m.codes = d.codes.as<uint8_t>();
-    d.m.scales = d.scales.as<uint16_t>();
-    d.m.biases = p.biases.empty() ? nullptr : d.biases.as<uint16_t>();
-    d.m.tiles = p.tiles;
-    return d;
-}
-
-// Compares y [T, N] (row stride ldy) with Σ_k w[n,k]·x[t,k] in double: per element within
-// rel · Σ|w·x|, and max|diff| / max|ref| within norm. Padding must stay kPad.
-void check_product(const std::vector<float>& y, int64_t ldy, const std::vector<float>& w, const std::vector<float>& x,
-                   int64_t ldx, int64_t T, int64_t N, int64_t K, double rel, double norm, const std::string& what) {
-    SCOPED_TRACE(what);
-    double max_diff = 0, max_ref = 0;
-    int bad = 0;
-    for (int64_t t = 0; t < T; ++t)
-        for (int64_t n = 0; n < ldy; ++n) {
-            const float got = y[size_t(t * ldy + n)];
-            if (n >= N) {
-                if (got != reftest::kPad && ++bad <= 3) ADD_FAILURE() << "padding [" << t << ", " << n << "] written";
-                continue;
-            }
-            double s = 0, a = 0;
-            for (int64_t k = 0; k < K; ++k) {
-                const double p = double(w[size_t(n * K + k)]) * double(x[size_t(t * ldx + k)]);
-                s += p;
-                a += std::fabs(p);
-            }
-            const double d = std::fabs(double(got) - s);
-            max_diff = std::max(max_diff, d);
-            max_ref = std::max(max_ref, std::fabs(s));
-            if (!(d <= rel * a + 1e-30) && ++bad <= 5)
-                ADD_FAILURE() << "[" << t << ", " << n << "] got " << got << " want " << s << " (|diff| " << d
-                              << " > " << rel << " · " << a << ")";
-        }
-    EXPECT_EQ(bad, 0);
-    // A few outputs can all cancel (max|ref| ≪ Σ|w·x|): the normalised form needs enough of them.
-    if (T * N >= 16) {
-        EXPECT_LE(max_diff, norm * max_ref) << "normalised error " << max_diff / std::max(max_ref, 1e-30);
-    }
-}
-
-// max|a - b| / max|b| over [T, N] views.
-double norm_err(const std::vector<float>& a, int64_t lda, const std::vector<float>& b, int64_t ldb, int64_t T,
-                int64_t N) {
-    double d = 0, m = 0;
-    for (int64_t t = 0; t < T; ++t)
-        for (int64_t n = 0; n < N; ++n) {
-            const double va = a[size_t(t * lda + n)], vb = b[size_t(t * ldb + n)];
-            d = std::max(d, std::fabs(va - vb));
-            m = std::max(m, std::fabs(vb));
-        }
-    return d / std::max(m, 1e-30);
-}
-
-struct Case {
-    int64_t T, N, K;
-    bool pad;
-};
-
-std::vector<Case> cases(DType t) {
-    const std::vector<int64_t> ks = is_kquant(t) ? std::vector<int64_t>{256, 768, 2304}
-                                                 : std::vector<int64_t>{32, 96, 160, 544, 1056, 4128};
-    std::vector<Case> out;
-    size_t i = 0;
-    for (int64_t T = 1; T <= 8; ++T)
-        for (int64_t N : {1, 3, 17, 33, 257}) {
-            out.push_back({T, N, ks[i % ks.size()], i % 2 == 1});
-            ++i;
-        }
-    // 2 and 4 rows per warp (N past 16 and 32 rows per SM), and x in several slices.
-    for (int64_t T : {1, 3, 8}) {
-        out.push_back({T, 2200, is_kquant(t) ? 256 : 96, T == 3});
-        out.push_back({T, 4500, is_kquant(t) ? 512 : 160, T != 3});
-        out.push_back({T, 33, is_kquant(t) ? 14336 : 14336, T == 8});
-    }
-    return out;
-}
+using namespace gemvtest;
 
 void run_gemv_case(DType type, const Case& c, uint32_t seed) {
     const std::string what = std::string(dtype_name(type)) + " T=" + std::to_string(c.T) + " N=" +
@@ -796,57 +677,6 @@ TEST(CudaFastBackend, Bf16WeightCopiesGiveTheSameProducts) {
     unsetenv("TESSERA_PREFILL_BF16_WEIGHTS");
 }
 
-// read_floor reads every 16-byte chunk it is given (a chunk whose words XOR to its marker makes
-// the reading thread write the sink; zeros never do) and refuses a misaligned buffer.
-TEST(FastReadFloor, ReadsTheBufferAndWritesOnlyOnItsMarker) {
-    REQUIRE_CUDA();
-    for (size_t bytes : {size_t(16), size_t(1000 * 16 + 5), size_t(3) << 20}) {
-        SCOPED_TRACE(bytes);
-        std::vector<uint32_t> words((bytes + 3) / 4, 0u);
-        DeviceBuffer d = to_device(words), sink = to_device(std::vector<float>{-1.f});
-        Stream s;
-        fast::read_floor(d.data(), bytes, sink.as<float>(), s.get());
-        s.synchronize();
-        EXPECT_EQ(to_host<float>(sink)[0], -1.f);
-        words[(bytes / 16 - 1) * 4] = 0x9e3779b9u;  // the last whole chunk: read by some thread
-        d = to_device(words);
-        fast::read_floor(d.data(), bytes, sink.as<float>(), s.get());
-        s.synchronize();
-        EXPECT_EQ(to_host<float>(sink)[0], 1.f);
-    }
-    DeviceBuffer d(64), sink(4);
-    EXPECT_THROW(fast::read_floor(static_cast<char*>(d.data()) + 4, 32, sink.as<float>(), nullptr), Error);
-}
-
-// read_pattern reads the last 16 bytes of the codes in both orders (the matrix's rows, and as
-// 16-row tiles: the same bytes) and writes the sink only on its marker; refuses other layouts.
-TEST(FastReadFloor, PatternReadsTheLastChunk) {
-    REQUIRE_CUDA();
-    const int64_t n = 48, k = 384;  // 3 row tiles, 3 k-tiles: warps 3..7 have none
-    std::vector<uint32_t> codes(size_t(n * k / 8), 0u);
-    std::vector<uint16_t> scales(size_t(n * k / 32), 0);
-    Stream s;
-    for (const bool tiled : {false, true}) {
-        SCOPED_TRACE(tiled);
-        for (const bool marked : {false, true}) {
-            codes.back() = marked ? 0x9e3779b9u : 0u;
-            DeviceBuffer dc = to_device(codes), ds = to_device(scales), sink = to_device(std::vector<float>{-1.f});
-            PackedMatrix w;
-            w.n = n, w.k = k, w.codes = dc.as<uint8_t>(), w.scales = ds.as<uint16_t>();
-            fast::read_pattern(w, tiled, sink.as<float>(), s.get());
-            s.synchronize();
-            EXPECT_EQ(to_host<float>(sink)[0], marked ? 1.f : -1.f);
-        }
-    }
-    DeviceBuffer dc(size_t(n * k / 2)), ds(size_t(n * k / 16)), sink(4);
-    PackedMatrix w;
-    w.n = n, w.k = k, w.codes = dc.as<uint8_t>(), w.scales = ds.as<uint16_t>();
-    w.n = 40;
-    EXPECT_THROW(fast::read_pattern(w, false, sink.as<float>(), nullptr), Error);
-    w.n = n, w.group = 64;
-    EXPECT_THROW(fast::read_pattern(w, false, sink.as<float>(), nullptr), Error);
-}
-
 TEST(CudaFastBackend, KernelsFromTheEnvironment) {
     EXPECT_EQ(parse_cuda_kernels(nullptr), CudaKernels::Fast);
     EXPECT_EQ(parse_cuda_kernels(""), CudaKernels::Fast);
@@ -858,129 +688,4 @@ TEST(CudaFastBackend, KernelsFromTheEnvironment) {
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("expected fast (the default) or reference"), std::string::npos) << e.what();
     }
-}
-
-// ---- the int8-x GEMV (fast::gemv_q8)
-
-namespace {
-
-// y as the kernel defines it, in double: x rounded to int8 per 32 columns exactly as the kernel
-// rounds it (f32 ops), the integer dot product per 16-byte chunk, then scale · dx · Σ + bias · sx.
-// Returns y [T, N] and, per element, Σ of the terms' magnitudes (for a relative bound).
-void emulate_q8(const PackedHost& w, const std::vector<float>& x, int64_t ldx, int64_t T, std::vector<double>* y,
-                std::vector<double>* mag) {
-    const int64_t K = w.k, N = w.n, ng = K / 32, G = w.group;
-    std::vector<int> q(size_t(T * K));
-    std::vector<float> dx(size_t(T * ng)), sx(size_t(T * ng));
-    for (int64_t t = 0; t < T; ++t)
-        for (int64_t g = 0; g < ng; ++g) {
-            const float* xr = x.data() + t * ldx + g * 32;
-            float amax = 0.f;
-            for (int c = 0; c < 32; ++c) amax = std::max(amax, std::fabs(xr[c]));
-            int sum = 0;
-            for (int c = 0; c < 32; ++c) {
-                const int v = amax > 0.f ? int(std::nearbyint(xr[c] * (127.f / amax))) : 0;
-                q[size_t(t * K + g * 32 + c)] = v;
-                sum += v;
-            }
-            dx[size_t(t * ng + g)] = amax / 127.f;
-            sx[size_t(t * ng + g)] = dx[size_t(t * ng + g)] * float(sum);
-        }
-    const bool int4 = w.kind == PackedKind::Int4;
-    const int64_t chunk = int4 ? 32 : 16;
-    y->assign(size_t(T * N), 0.0);
-    mag->assign(size_t(T * N), 0.0);
-    for (int64_t n = 0; n < N; ++n)
-        for (int64_t c0 = 0; c0 < K; c0 += chunk) {
-            const int64_t gi = n * (K / G) + c0 / G;
-            const double s = f16_to_f32(w.scales[size_t(gi)]);
-            const double b = int4 ? (w.biases.empty() ? -8.0 * s : double(f16_to_f32(w.biases[size_t(gi)]))) : 0.0;
-            for (int64_t t = 0; t < T; ++t) {
-                long long isum = 0;
-                for (int64_t c = c0; c < c0 + chunk; ++c) {
-                    const int code = int4 ? (w.codes[size_t(n * (K / 2) + c / 2)] >> (4 * (c % 2))) & 15
-                                          : int(int8_t(w.codes[size_t(n * K + c)]));
-                    isum += (long long)code * q[size_t(t * K + c)];
-                }
-                const double d = dx[size_t(t * ng + c0 / 32)];
-                const double term = s * d * double(isum), bias = int4 ? b * sx[size_t(t * ng + c0 / 32)] : 0.0;
-                (*y)[size_t(t * N + n)] += term + bias;
-                (*mag)[size_t(t * N + n)] += std::fabs(term) + std::fabs(bias);
-            }
-        }
-}
-
-}  // namespace
-
-class FastGemvQ8 : public ::testing::TestWithParam<DType> {};
-
-// The kernel against its own definition (tight) and against the CPU backend's matmul on the
-// ORIGINAL GGUF weight (which rounds x to q8 too: loose), on the awkward shapes above.
-TEST_P(FastGemvQ8, MatchesItsEmulationAndTheCpu) {
-    REQUIRE_CUDA();
-    const DType type = GetParam();
-    uint32_t seed = 500;
-    for (const Case& c : cases(type)) {
-        const std::string what = std::string(dtype_name(type)) + " T=" + std::to_string(c.T) + " N=" +
-                                 std::to_string(c.N) + " K=" + std::to_string(c.K) + (c.pad ? " strided" : "");
-        SCOPED_TRACE(what);
-        seed += 7;
-        Gguf g = make_gguf(type, c.N, c.K, seed);
-        const PackedHost ph = repack(g.host());
-        DevicePacked dp = upload(ph);
-        const int64_t ldx = c.K + (c.pad ? 3 : 0), ldy = c.N + (c.pad ? 5 : 0);
-        const std::vector<float> x = random_rows(c.T, c.K, ldx, seed + 1);
-        DeviceBuffer xd = to_device(x), yd = to_device(std::vector<float>(size_t(c.T * ldy), reftest::kPad));
-        DeviceBuffer sc(fast::gemv_q8_scratch(c.T, c.K));
-        TS_CUDA_CHECK(cudaDeviceSynchronize());
-        Stream s;
-        fast::gemv_q8(yd.as<float>(), ldy, xd.as<float>(), ldx, c.T, dp.m, sc.data(), s.get());
-        s.synchronize();
-        const std::vector<float> y = to_host<float>(yd);
-        std::vector<double> want, mag;
-        emulate_q8(ph, x, ldx, c.T, &want, &mag);
-        int bad = 0;
-        for (int64_t t = 0; t < c.T; ++t)
-            for (int64_t n = 0; n < ldy; ++n) {
-                const float got = y[size_t(t * ldy + n)];
-                if (n >= c.N) {
-                    if (got != reftest::kPad && ++bad <= 3) ADD_FAILURE() << "padding [" << t << ", " << n << "] written";
-                    continue;
-                }
-                const double d = std::fabs(double(got) - want[size_t(t * c.N + n)]);
-                if (!(d <= 1e-5 * mag[size_t(t * c.N + n)] + 1e-30) && ++bad <= 5)
-                    ADD_FAILURE() << "[" << t << ", " << n << "] got " << got << " want " << want[size_t(t * c.N + n)];
-            }
-        EXPECT_EQ(bad, 0);
-        std::vector<float> yc(size_t(c.T * ldy), reftest::kPad), xc = x;
-        make_cpu_backend()->matmul(reftest::rows_view(yc.data(), c.T, c.N, ldy),
-                                   reftest::rows_view(xc.data(), c.T, c.K, ldx), g.host());
-        if (c.T * c.N >= 16) {
-            EXPECT_LE(norm_err(y, ldy, yc, ldy, c.T, c.N), 3e-2) << what << " vs the CPU backend";
-        }
-    }
-}
-
-INSTANTIATE_TEST_SUITE_P(Types, FastGemvQ8, ::testing::ValuesIn(kTypes),
-                         [](const auto& info) { return std::string(dtype_name(info.param)); });
-
-TEST(FastGemvQ8, RejectsBadArguments) {
-    REQUIRE_CUDA();
-    Gguf g = make_gguf(DType::Q4_0, 4, 64, 3);
-    DevicePacked dp = upload(repack(g.host()));
-    DeviceBuffer xd(9 * 64 * 4), yd(9 * 4 * 4), sc(fast::gemv_q8_scratch(8, 64));
-    Stream s;
-    EXPECT_THROW(fast::gemv_q8(yd.as<float>(), 4, xd.as<float>(), 64, 9, dp.m, sc.data(), s.get()), Error);
-    EXPECT_THROW(fast::gemv_q8(yd.as<float>(), 4, xd.as<float>(), 64, 1, dp.m, nullptr, s.get()), Error);
-    EXPECT_THROW(fast::gemv_q8(yd.as<float>(), 4, xd.as<float>(), 32, 2, dp.m, sc.data(), s.get()), Error);
-}
-
-TEST(FastGemvQ8, XSlotsArePermutations) {
-    for (PackedKind kind : {PackedKind::Int4, PackedKind::Int8}) {
-        std::vector<int> seen(32, 0);
-        for (int c = 0; c < 32; ++c) ++seen[size_t(fast::gemv_q8_x_slot(kind, c))];
-        for (int v : seen) EXPECT_EQ(v, 1);
-    }
-    EXPECT_EQ(fast::gemv_q8_x_slot(PackedKind::Int4, 1), 4);  // odd columns after the evens of their word
-    EXPECT_EQ(fast::gemv_q8_x_slot(PackedKind::Int4, 10), 9);
 }

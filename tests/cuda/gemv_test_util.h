@@ -1,0 +1,146 @@
+// Shared by the decode GEMV's tests (test_fast_gemv.cpp, test_fast_gemv_q8.cpp): GGUF weights made
+// and decoded by the CPU codec, packed matrices on the device, the awkward shapes, and the checks
+// of a product against its double-precision reference.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "formats/quants.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/packed_repack.h"
+
+#include "ref_test_util.h"
+
+namespace tessera::cuda::gemvtest {
+
+using reftest::random_rows;
+using reftest::to_device;
+
+inline const DType kTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K};
+
+inline bool is_kquant(DType t) { return t == DType::Q4_K || t == DType::Q6_K; }
+
+inline bool getenv_is(const char* name, const char* value) {
+    const char* v = std::getenv(name);
+    return v && std::string(v) == value;
+}
+
+struct Gguf {
+    DType type;
+    int64_t N, K;
+    std::vector<uint8_t> bytes;  // [N, row bytes]
+    std::vector<float> deq;      // the CPU codec's dequantization [N, K]
+    Tensor host() { return Tensor(bytes.data(), type, {N, K}); }
+};
+
+inline Gguf make_gguf(DType t, int64_t N, int64_t K, uint32_t seed) {
+    Gguf g{t, N, K, {}, {}};
+    const std::vector<float> w = random_rows(N, K, K, seed, -1.f, 1.f);
+    g.bytes.resize(dtype_row_bytes(t, K) * size_t(N));
+    quantize_tensor(t, w.data(), g.bytes.data(), N, K);
+    g.deq.resize(size_t(N * K));
+    dequantize_tensor(t, g.bytes.data(), g.deq.data(), N, K);
+    return g;
+}
+
+// A packed matrix on the device (owning its buffers).
+struct DevicePacked {
+    DeviceBuffer codes, scales, biases;
+    PackedMatrix m;
+};
+
+inline DevicePacked upload(const PackedHost& p) {
+    DevicePacked d;
+    d.codes = to_device(p.codes);
+    d.scales = to_device(p.scales);
+    if (!p.biases.empty()) d.biases = to_device(p.biases);
+    d.m.kind = p.kind;
+    d.m.n = p.n;
+    d.m.k = p.k;
+    d.m.group = p.group;
+    d.m.codes = d.codes.as<uint8_t>();
+    d.m.scales = d.scales.as<uint16_t>();
+    d.m.biases = p.biases.empty() ? nullptr : d.biases.as<uint16_t>();
+    d.m.tiles = p.tiles;
+    return d;
+}
+
+// Compares y [T, N] (row stride ldy) with Σ_k w[n,k]·x[t,k] in double: per element within
+// rel · Σ|w·x|, and max|diff| / max|ref| within norm. Padding must stay kPad.
+inline void check_product(const std::vector<float>& y, int64_t ldy, const std::vector<float>& w, const std::vector<float>& x,
+                   int64_t ldx, int64_t T, int64_t N, int64_t K, double rel, double norm, const std::string& what) {
+    SCOPED_TRACE(what);
+    double max_diff = 0, max_ref = 0;
+    int bad = 0;
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t n = 0; n < ldy; ++n) {
+            const float got = y[size_t(t * ldy + n)];
+            if (n >= N) {
+                if (got != reftest::kPad && ++bad <= 3) ADD_FAILURE() << "padding [" << t << ", " << n << "] written";
+                continue;
+            }
+            double s = 0, a = 0;
+            for (int64_t k = 0; k < K; ++k) {
+                const double p = double(w[size_t(n * K + k)]) * double(x[size_t(t * ldx + k)]);
+                s += p;
+                a += std::fabs(p);
+            }
+            const double d = std::fabs(double(got) - s);
+            max_diff = std::max(max_diff, d);
+            max_ref = std::max(max_ref, std::fabs(s));
+            if (!(d <= rel * a + 1e-30) && ++bad <= 5)
+                ADD_FAILURE() << "[" << t << ", " << n << "] got " << got << " want " << s << " (|diff| " << d
+                              << " > " << rel << " · " << a << ")";
+        }
+    EXPECT_EQ(bad, 0);
+    // A few outputs can all cancel (max|ref| ≪ Σ|w·x|): the normalised form needs enough of them.
+    if (T * N >= 16) {
+        EXPECT_LE(max_diff, norm * max_ref) << "normalised error " << max_diff / std::max(max_ref, 1e-30);
+    }
+}
+
+// max|a - b| / max|b| over [T, N] views.
+inline double norm_err(const std::vector<float>& a, int64_t lda, const std::vector<float>& b, int64_t ldb, int64_t T,
+                int64_t N) {
+    double d = 0, m = 0;
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t n = 0; n < N; ++n) {
+            const double va = a[size_t(t * lda + n)], vb = b[size_t(t * ldb + n)];
+            d = std::max(d, std::fabs(va - vb));
+            m = std::max(m, std::fabs(vb));
+        }
+    return d / std::max(m, 1e-30);
+}
+
+struct Case {
+    int64_t T, N, K;
+    bool pad;
+};
+
+inline std::vector<Case> cases(DType t) {
+    const std::vector<int64_t> ks = is_kquant(t) ? std::vector<int64_t>{256, 768, 2304}
+                                                 : std::vector<int64_t>{32, 96, 160, 544, 1056, 4128};
+    std::vector<Case> out;
+    size_t i = 0;
+    for (int64_t T = 1; T <= 8; ++T)
+        for (int64_t N : {1, 3, 17, 33, 257}) {
+            out.push_back({T, N, ks[i % ks.size()], i % 2 == 1});
+            ++i;
+        }
+    // 2 and 4 rows per warp (N past 16 and 32 rows per SM), and x in several slices.
+    for (int64_t T : {1, 3, 8}) {
+        out.push_back({T, 2200, is_kquant(t) ? 256 : 96, T == 3});
+        out.push_back({T, 4500, is_kquant(t) ? 512 : 160, T != 3});
+        out.push_back({T, 33, is_kquant(t) ? 14336 : 14336, T == 8});
+    }
+    return out;
+}
+
+}  // namespace tessera::cuda::gemvtest
