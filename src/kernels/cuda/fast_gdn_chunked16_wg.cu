@@ -10,8 +10,9 @@
 //   wg 2, 3: S ← e^Γlast·S + K̃ᵀ·Vn, rows 0–63 and 64–127 of S (in registers: the accumulator layout)
 // Tiles in the 128-byte swizzle (wgmma_b_offset): W, Q̃, P K-major A ([64 rows][k]); K̃ as a
 // transposed (M-major) A ([64 tokens][128 dk]: M = dk); S ([128 dk][64]) and Vn ([64 tokens][64]) as
-// N-major B whose 64 columns are [hi 32 | lo 32] — so one m64n64k16 with A's hi gives hi·hi (columns
-// 0–31) and hi·lo (32–63), and a second with A's lo gives lo·hi (its lo·lo half is dropped).
+// N-major B whose 64 columns are [hi 32 | lo 32], each with a twin [0 | hi 32] — so one m64n64k16
+// of A's hi on the first gives hi·hi (columns 0–31) and hi·lo (32–63), and one of A's lo on the twin
+// adds lo·hi to columns 32–63: the three products in one accumulator, lo·lo never computed.
 // W, Q̃, K̃ and P come by cp.async from the scratch rows into their swizzled places (P and U a chunk
 // ahead, W and Q̃ once W·S is done, K̃ once the S update is: wy_state16's order); each write that
 // wgmma reads is followed by fence.proxy.async before the barrier that publishes it.
