@@ -31,33 +31,32 @@ namespace tessera::cuda::detail {
 // picks Dp4a for one token (fast_gemv_plan.h: x in two int8 limbs, |x − x̃| ≤ max|x| / 64516 per
 // 32 columns — closer than bf16) and Imma's register pipeline from K = 8192 (gemv_pick_packed).
 GemvMode gemv_mode() {
-    static const GemvMode m = [] {
-        const char* v = std::getenv("TESSERA_GEMV");
-        const std::string s = v ? v : "";
-        TS_CHECK(s.empty() || s == "f32" || s == "int8" || s == "staged" || s == "chunks" || s == "mma" ||
-                     s == "dp4a_cluster" || s == "imma" || s == "imma_regs",
-                 "TESSERA_GEMV={}: expected f32 (the default), int8, staged, chunks, mma, dp4a_cluster, imma or "
-                 "imma_regs",
-                 s);
-        return s == "int8"           ? GemvMode::Int8
-               : s == "staged"       ? GemvMode::Staged
-               : s == "chunks"       ? GemvMode::Chunks
-               : s == "mma"          ? GemvMode::Mma
-               : s == "dp4a_cluster" ? GemvMode::Dp4aCluster
-               : s == "imma"         ? GemvMode::Imma
-               : s == "imma_regs"    ? GemvMode::ImmaRegs
-                                     : GemvMode::F32;
-    }();
+    // The names in GemvMode's order.
+    static const GemvMode m = GemvMode(env_choice(
+        "TESSERA_GEMV", {"f32", "int8", "staged", "chunks", "mma", "dp4a_cluster", "imma", "imma_regs"}));
     return m;
+}
+int env_choice(const char* var, std::initializer_list<const char*> names) {
+    const char* v = std::getenv(var);
+    const std::string s = v ? v : "";
+    if (s.empty()) return 0;
+    int i = 0;
+    for (const char* n : names) {
+        if (s == n) return i;
+        ++i;
+    }
+    std::string expected;  // "a (the default), b, c or d"
+    i = 0;
+    for (const char* n : names) {
+        expected += i == 0 ? "" : i + 1 == int(names.size()) ? " or " : ", ";
+        expected += n;
+        if (i++ == 0) expected += " (the default)";
+    }
+    ::tessera::fail(ErrorKind::Invalid, "{}={}: expected {}", var, s, expected);
 }
 // An A/B switch: whether environment variable `var` selects `alt` over the default `dflt` (unset
 // or empty: the default; anything else: an error naming both).
-bool env_switch(const char* var, const char* dflt, const char* alt) {
-    const char* v = std::getenv(var);
-    const std::string s = v ? v : "";
-    TS_CHECK(s.empty() || s == dflt || s == alt, "{}={}: expected {} (the default) or {}", var, s, dflt, alt);
-    return s == alt;
-}
+bool env_switch(const char* var, const char* dflt, const char* alt) { return env_choice(var, {dflt, alt}) == 1; }
 // TESSERA_DECODE_ATTENTION: mma (the default: the tensor-core flash-decoding kernel wherever it
 // takes the shapes) or simt (the f32 kernel of sessions 3–7 wherever it takes them, for A/B).
 bool decode_attention_simt() {
@@ -108,32 +107,18 @@ bool flash_cp_async() {
 // 1,024 tokens × 32 heads, 2,072 against 2,471 at 16K), f16x3 (that state pass on mma.sync,
 // fast_gdn_chunked16.cu) or tf32 (the 3×TF32 kernels of sessions 4–14), for A/B.
 fast::GdnChunkVariant gdn_chunk_variant() {
-    static const fast::GdnChunkVariant v = [] {
-        const char* e = std::getenv("TESSERA_GDN_CHUNKED");
-        const std::string s = e ? e : "";
-        TS_CHECK(s.empty() || s == "f16x3wg" || s == "f16x3" || s == "tf32",
-                 "TESSERA_GDN_CHUNKED={}: expected f16x3wg (the default), f16x3 or tf32", s);
-        return s == "tf32"    ? fast::GdnChunkVariant::Auto
-               : s == "f16x3" ? fast::GdnChunkVariant::F16x3
-                              : fast::GdnChunkVariant::F16x3Wg;
-    }();
+    using V = fast::GdnChunkVariant;
+    static constexpr V kByName[] = {V::F16x3Wg, V::F16x3, V::Auto};
+    static const V v = kByName[env_choice("TESSERA_GDN_CHUNKED", {"f16x3wg", "f16x3", "tf32"})];
     return v;
 }
 // TESSERA_GDN_DECODE: the fused GDN decode step's kernel — auto (the default:
 // fast::gdn_decode_variant's choice), cols32, cols16, head256 or head512 (fast_gdn.h), for A/B.
 int gdn_decode_variant_env() {
-    static const int variant = [] {
-        const char* v = std::getenv("TESSERA_GDN_DECODE");
-        const std::string s = v ? v : "";
-        using V = fast::GdnDecodeVariant;
-        if (s.empty() || s == "auto") return int(V::Auto);
-        if (s == "cols32") return int(V::Cols32);
-        if (s == "cols16") return int(V::Cols16);
-        if (s == "head256") return int(V::Head256);
-        if (s == "head512") return int(V::Head512);
-        ::tessera::fail(ErrorKind::Invalid,
-                        "TESSERA_GDN_DECODE={}: expected auto (the default), cols32, cols16, head256 or head512", s);
-    }();
+    using V = fast::GdnDecodeVariant;
+    static constexpr V kByName[] = {V::Auto, V::Cols32, V::Cols16, V::Head256, V::Head512};
+    static const int variant =
+        int(kByName[env_choice("TESSERA_GDN_DECODE", {"auto", "cols32", "cols16", "head256", "head512"})]);
     return variant;
 }
 // TESSERA_DECODE_MERGE: auto (the default: fused from 8 tokens a step, the merge kernel below —
@@ -144,20 +129,9 @@ int gdn_decode_variant_env() {
 // largest of 8, 4, 2 whose clusters are all resident at once), fused2 / fused4 / fused8 / fused16
 // (that cluster size), for A/B. Returns -2 for auto, -1 for kernel, else AttnMerge::cluster.
 int decode_merge_env() {
-    static const int cluster = [] {
-        const char* v = std::getenv("TESSERA_DECODE_MERGE");
-        const std::string s = v ? v : "";
-        if (s.empty() || s == "auto") return -2;
-        if (s == "kernel") return -1;
-        if (s == "fused") return 0;
-        if (s == "fused2") return 2;
-        if (s == "fused4") return 4;
-        if (s == "fused8") return 8;
-        if (s == "fused16") return 16;
-        ::tessera::fail(ErrorKind::Invalid,
-                        "TESSERA_DECODE_MERGE={}: expected auto (the default), kernel, fused, fused2, fused4, fused8 "
-                        "or fused16", s);
-    }();
+    static constexpr int kByName[] = {-2, -1, 0, 2, 4, 8, 16};
+    static const int cluster = kByName[env_choice(
+        "TESSERA_DECODE_MERGE", {"auto", "kernel", "fused", "fused2", "fused4", "fused8", "fused16"})];
     return cluster;
 }
 // TESSERA_REFERENCE_OPS: fast-mode ops kept on the reference kernels, for bisecting a
@@ -182,14 +156,8 @@ bool reference_op(std::string_view op) {
 // GEMM outruns the packed kernel by more than the dequantization costs).
 constexpr int64_t kPrefillCublasTokens = 128;
 bool prefill_via_cublas(int64_t T) {
-    static const int mode = [] {
-        const char* v = std::getenv("TESSERA_PREFILL_GEMM");
-        const std::string s = v ? v : "";
-        TS_CHECK(s.empty() || s == "auto" || s == "packed" || s == "cublas",
-                 "TESSERA_PREFILL_GEMM={}: expected auto, packed or cublas", s);
-        return s == "packed" ? 0 : s == "cublas" ? 1 : 2;
-    }();
-    return mode == 1 || (mode == 2 && T >= kPrefillCublasTokens);
+    static const int mode = env_choice("TESSERA_PREFILL_GEMM", {"auto", "packed", "cublas"});  // 0, 1, 2
+    return mode == 2 || (mode == 0 && T >= kPrefillCublasTokens);
 }
 
 }  // namespace tessera::cuda::detail

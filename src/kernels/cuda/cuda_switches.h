@@ -1,9 +1,11 @@
 // The environment switches of CudaBackend's ops (docs/cuda.md, Switches): A/B overrides of the
 // fast path's kernel choices. Each switch reads its variable once (a function-local static;
-// env_switch, the helper most share, reads per call); all but TESSERA_REFERENCE_OPS throw Error
-// naming the allowed values on any other. The long explanations are in cuda_switches.cpp.
+// env_choice and env_switch, the helpers they share, read per call); all but
+// TESSERA_REFERENCE_OPS throw Error naming the allowed values on any other. The long explanations
+// are in cuda_switches.cpp.
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <string_view>
 
 #include "kernels/cuda/fast_gdn.h"
@@ -12,6 +14,9 @@ namespace tessera::cuda::detail {
 
 enum class GemvMode { F32, Int8, Staged, Chunks, Mma, Dp4aCluster, Imma, ImmaRegs };
 GemvMode gemv_mode();  // TESSERA_GEMV: the decode GEMV's kernel (f32, the default: the pick)
+// The index in `names` of env var `var`'s value: 0, the default, when unset or empty; any other value
+// throws Error "VAR=value: expected a (the default), b … or z".
+int env_choice(const char* var, std::initializer_list<const char*> names);
 bool env_switch(const char* var, const char* dflt, const char* alt);  // env var `var`: alt (true) or dflt
 bool decode_attention_simt();  // TESSERA_DECODE_ATTENTION=simt (default mma)
 bool moe_decode_mma();  // TESSERA_MOE_DECODE=mma (default dp4a)
