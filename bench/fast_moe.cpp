@@ -10,7 +10,7 @@
 // tensor-core decode kernels (mma decode: fast_moe_decode_mma.cu, T ≤ 64), then the first; the mid
 // kernels (fast_moe_mid.cu: grouped, ≤ 8 rows an item; rings auto, 3 and 4) up to 16 rows an
 // expert on average, with their steps alone (hot) — for the mid batches: --tokens 3,8,16,32,64,96,128.
-//   bench_fast_moe [--tokens 1,2,4,8,64,512,2048] [--runs 50] [--warmup 10] [--filter TEXT] [--all]
+//   bench_fast_moe [--tokens 1,2,4,8,64,512,2048] [--runs 50] [--warmup 10] [--filter TEXT] [--all] [--rows]
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -43,7 +43,8 @@ struct Args {
     std::vector<int64_t> tokens = {1, 2, 4, 8, 64, 512, 2048};
     int runs = 50, warmup = 10;
     std::string filter;
-    bool all = false;  // also the f32 small tiles beyond 64 tokens
+    bool all = false;   // also the f32 small tiles beyond 64 tokens
+    bool rows = false;  // experts row-major (else in 16-row tiles where they fit, as the backend places them)
 };
 
 struct Shape {
@@ -59,13 +60,14 @@ using Rng = bench::XorShift;
 
 using Timer = bench::CudaTimer;
 
-// One stacked packed matrix [E·n, K] (no biases: Q4_0's form) and its per-expert descriptors.
+// One stacked packed matrix [E·n, K] (no biases: Q4_0's form) and its per-expert descriptors,
+// marked as 16-row tiles where they fit unless `rows` (random codes: either order reads as well).
 struct Stack {
     DeviceBuffer codes, scales;
     std::vector<PackedMatrix> desc;
 };
 
-Stack make_stack(int E, int64_t n, int64_t K, Rng& rng) {
+Stack make_stack(int E, int64_t n, int64_t K, Rng& rng, bool rows) {
     Stack s;
     std::vector<uint8_t> codes(size_t(E) * size_t(n * K / 2));
     for (auto& b : codes) b = uint8_t(rng.next());
@@ -82,6 +84,7 @@ Stack make_stack(int E, int64_t n, int64_t K, Rng& rng) {
         m.group = 32;
         m.codes = s.codes.as<uint8_t>() + size_t(e) * size_t(n * K / 2);
         m.scales = s.scales.as<uint16_t>() + size_t(e) * size_t(n * K / 32);
+        m.tiles = !rows && packed_tiles_fit(m.kind, n, K, m.group);
         s.desc.push_back(m);
     }
     return s;
@@ -155,8 +158,8 @@ void row(const Shape& s, int64_t T, const std::string& what, double sec, double 
 
 void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
     Rng rng{0x9e3779b97f4a7c15ull ^ uint64_t(s.E * 131 + s.I)};
-    const Stack gate = make_stack(s.E, s.I, s.H, rng), up = make_stack(s.E, s.I, s.H, rng),
-                down = make_stack(s.E, s.H, s.I, rng);
+    const Stack gate = make_stack(s.E, s.I, s.H, rng, a.rows), up = make_stack(s.E, s.I, s.H, rng, a.rows),
+                down = make_stack(s.E, s.H, s.I, rng, a.rows);
     fast::moe_check_experts(gate.desc.data(), up.desc.data(), down.desc.data(), s.E, s.H, s.I);
     const DeviceBuffer dg = upload(gate.desc), du = upload(up.desc), dd = upload(down.desc);
     const fast::MoePackedExperts w{s.E, s.H, s.I, dg.as<PackedMatrix>(), du.as<PackedMatrix>(), dd.as<PackedMatrix>()};
@@ -414,16 +417,19 @@ int main(int argc, char** argv) {
             "bench_fast_moe: fast MoE router, grouping and Int4 experts (kernels/cuda/fast_moe.h)\n"
             "  --tokens LIST   token counts (default 1,2,4,8,64,512,2048)\n"
             "  --all           also the first-generation f32 tiles beyond 64 tokens (slow)\n"
+            "  --rows          experts row-major (default: 16-row tiles where they fit, as the backend)\n"
             "  --runs N        timed calls, median (default 50); --warmup N (default 10)\n"
             "  --filter TEXT   only cases whose label \"<shape> T=<n>\" contains TEXT\n";
         bench::KernelArgs args(usage);
-        args.ints("--tokens", a.tokens).flag("--all", a.all).count("--runs", a.runs, 1).count("--warmup", a.warmup, 0);
+        args.ints("--tokens", a.tokens).flag("--all", a.all).flag("--rows", a.rows);
+        args.count("--runs", a.runs, 1).count("--warmup", a.warmup, 0);
         if (!args.text("--filter", a.filter).parse(argc, argv)) return 0;
         cudaDeviceProp p{};
         TS_CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
         std::printf("bench_fast_moe on %s (%d SMs); runs %d, warm-up %d, median; TB/s of the selected experts' "
-                    "Int4 weights (3 matrices unless noted), %% of %.1f TB/s\n\n",
-                    p.name, p.multiProcessorCount, a.runs, a.warmup, kCopyBw / 1e12);
+                    "Int4 weights (3 matrices unless noted), %% of %.1f TB/s; experts %s\n\n",
+                    p.name, p.multiProcessorCount, a.runs, a.warmup, kCopyBw / 1e12,
+                    a.rows ? "row-major (--rows)" : "in 16-row tiles where they fit");
         std::printf("| %-20s | %4s | %-44s | %9s | %6s | %6s | %s\n", "shape E x I x H", "T", "kernel", "median us",
                     "TB/s", "% bw", "note");
         Stream stream;

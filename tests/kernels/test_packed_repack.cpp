@@ -182,6 +182,28 @@ TEST(PackedRepack, TilesHoldTheSameMatrix) {
     EXPECT_THROW(tile_packed(int8), Error);
 }
 
+// packed_layout_k32 (the MoE decode kernels' 32-bit layout from group, order and k) and the
+// 32-bit in-row steps address every chunk and scale group where packed_layout does, in both orders.
+TEST(PackedRepack, Layout32AddressesAsTheLayout) {
+    for (int64_t k : {128, 384, 2048})
+        for (int group : {32, 64, 128, 256})
+            for (bool tiles : {false, true}) {
+                if (k % group != 0 || (tiles && !packed_tiles_fit(PackedKind::Int4, 48, k, group))) continue;
+                SCOPED_TRACE("k " + std::to_string(k) + " G " + std::to_string(group) + (tiles ? " tiles" : ""));
+                PackedMatrix m;
+                m.n = 48, m.k = k, m.group = group, m.tiles = tiles;
+                const PackedLayout want = packed_layout(m), got = packed_layout_k32(group, tiles, int(k));
+                const PackedRowSteps st = packed_row_steps(got);
+                for (int64_t r = 0; r < m.n; ++r) {
+                    ASSERT_EQ(got.code_row(r), want.code_row(r)) << "row " << r;
+                    ASSERT_EQ(got.scale_row(r), want.scale_row(r)) << "row " << r;
+                }
+                for (int ch = 0; ch < int(k / 32); ++ch) ASSERT_EQ(st.chunk(ch), want.chunk(ch)) << "chunk " << ch;
+                for (int gi = 0; gi < int(k / group); ++gi)
+                    ASSERT_EQ(st.scale_group(gi), want.scale_group(gi)) << "group " << gi;
+            }
+}
+
 TEST(PackedRepack, RejectsBadInput) {
     std::vector<uint8_t> buf(4096, 0);
     try {

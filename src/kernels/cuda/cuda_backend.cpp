@@ -205,10 +205,11 @@ size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
 Tensor CudaBackend::place_packed(const Tensor& host, WeightUse use) {
     PackedHost p = with_context(fmt::format("place_weight {}", host.describe()), [&] { return repack(host); });
-    // Non-expert Int4 matrices in 16-row tiles where they fit (packed_weight.h): the decode GEMV
-    // reads two 512-byte runs a warp load instead of 16 runs of 64 bytes. The fast MoE reads
-    // row-major experts.
-    if (tiles_ && use == WeightUse::Matrix && packed_tiles_fit(p.kind, p.n, p.k, p.group)) tile_packed(p);
+    // Int4 matrices in 16-row tiles where they fit (packed_weight.h): the decode GEMV and the MoE
+    // kernels read two 512-byte runs a warp load instead of 16 runs of 64 bytes (experts too since
+    // session 19; TESSERA_PACKED_TILES=0 keeps every matrix row-major, for A/B).
+    if (tiles_ && (use == WeightUse::Matrix || use == WeightUse::Expert) && packed_tiles_fit(p.kind, p.n, p.k, p.group))
+        tile_packed(p);
     // One buffer: codes, then scales, then biases, each 256-byte aligned.
     const size_t code_bytes = p.codes.size(), scale_bytes = p.scales.size() * 2, bias_bytes = p.biases.size() * 2;
     const size_t scale_at = align_up(code_bytes, 256), bias_at = align_up(scale_at + scale_bytes, 256);

@@ -140,7 +140,7 @@ private:
     // memory, 1 copies every such matrix, 0 none; no copies in reference mode or with
     // TESSERA_PREFILL_GEMM=packed (nothing would read them).
     int64_t bf16_budget_ = 0, bf16_bytes_ = 0;
-    // Non-expert Int4 matrices stored in 16-row tiles (packed_weight.h): TESSERA_PACKED_TILES=1
+    // Int4 matrices (experts too) stored in 16-row tiles (packed_weight.h): TESSERA_PACKED_TILES=1
     // (the default) or 0 (row-major, the A/B switch), read at construction.
     bool tiles_ = true;
     std::unordered_map<const void*, DeviceBuffer> bf16_;

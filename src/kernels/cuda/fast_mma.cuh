@@ -82,10 +82,19 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
     return d;
 }
 
+// (a & b) | c in one LOP3: written plainly, with b and c both constants, the compiler emits an AND
+// and an OR (a LOP3 takes one immediate); here c lives in a register (session 19: a third of the
+// MoE mid kernel's dequant instructions).
+__device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t b, uint32_t c) {
+    uint32_t d;
+    asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
 // (128 + nibble i, 128 + nibble i + 4) of a word as a bf16 pair (low half first).
 template <int I>
 __device__ __forceinline__ uint32_t nib_pair(uint32_t w) {
-    return ((w >> (4 * I)) & 0x000f000fu) | 0x43004300u;
+    return and_or(w >> (4 * I), 0x000f000fu, 0x43004300u);
 }
 
 // f16 bits → (v, v) as bf16x2.
@@ -101,7 +110,7 @@ __device__ __forceinline__ void dequant_int4_pairs(uint32_t q, uint32_t s2, uint
                                                    uint32_t (&w)[4]) {
     constexpr uint32_t kMask = 0x000f000f, kExp = 0x43004300, kOne = 0x3f803f80;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) w[i] = fma_bf16x2(fma_bf16x2(((q >> (4 * i)) & kMask) | kExp, kOne, negc), s2, b2);
+    for (int i = 0; i < 4; ++i) w[i] = fma_bf16x2(fma_bf16x2(and_or(q >> (4 * i), kMask, kExp), kOne, negc), s2, b2);
 }
 
 // Lane t of a quad holds a[j] = M[t][j]; afterwards a[j] = M[j][t].

@@ -168,13 +168,15 @@ void moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, const P
             const int64_t n = i == 2 ? H : I, kk = i == 2 ? I : H;
             TS_CHECK(m.kind == PackedKind::Int4, "moe experts: expert {} {} is not Int4 (the fast MoE reads Int4 only)",
                      e, names[i]);
-            TS_CHECK(!m.tiles, "moe experts: expert {} {} is in 16-row tiles (the fast MoE reads row-major rows)", e,
-                     names[i]);
             TS_CHECK(m.n == n && m.k == kk, "moe experts: expert {} {}: expected [{}, {}] got [{}, {}]", e, names[i], n,
                      kk, m.n, m.k);
-            TS_CHECK(m.group > 0 && m.group % 32 == 0 && m.k % m.group == 0,
-                     "moe experts: expert {} {}: group size {} must be a multiple of 32 dividing k = {}", e, names[i],
-                     m.group, m.k);
+            TS_CHECK(m.group >= 32 && (m.group & (m.group - 1)) == 0 && m.k % m.group == 0,
+                     "moe experts: expert {} {}: group size {} must be 32·2^j dividing k = {}", e, names[i], m.group,
+                     m.k);
+            TS_CHECK(!m.tiles || packed_tiles_fit(m.kind, m.n, m.k, m.group),
+                     "moe experts: expert {} {} [{}, {}] group {} is marked as 16-row tiles, which need n a "
+                     "multiple of 16, k of 128 and a group of 32, 64 or 128",
+                     e, names[i], m.n, m.k, m.group);
             TS_CHECK(m.codes && m.scales, "moe experts: expert {} {} has null codes or scales", e, names[i]);
             TS_CHECK(reinterpret_cast<uintptr_t>(m.codes) % 16 == 0,
                      "moe experts: expert {} {}: codes must be 16-byte aligned", e, names[i]);

@@ -73,8 +73,9 @@ MoeGrouping moe_group(const int32_t* ids, int64_t T, int k, int E, int tile_rows
 // What a caller provides: E experts, each with its own packed Int4 matrices gate, up [I, H] and
 // down [H, I] (any placement; e.g. slices of stacked tensors). gate / up / down are DEVICE
 // arrays [E] of PackedMatrix descriptors (copied by value in the kernels). Every descriptor must
-// be Int4 with the stated n and k, codes 16-byte aligned, a group size that is a multiple of 32
-// and divides k; biases may be null per matrix (bias = −8·scale, Q4_0). The kernels cannot check
+// be Int4 with the stated n and k, codes 16-byte aligned, a group size 32·2^j dividing k, in
+// either order of packed_weight.h (row-major, or 16-row tiles where packed_tiles_fit; per matrix);
+// biases may be null per matrix (bias = −8·scale, Q4_0). The kernels cannot check
 // device descriptors: call moe_check_experts on the host copies once at load.
 // H and I: multiples of 32 (Int4 rows are whole 16-byte chunks).
 struct MoePackedExperts {

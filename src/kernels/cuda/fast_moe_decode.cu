@@ -7,6 +7,7 @@
 //   down:    block = (8 warps × 2 outputs h, token t); a warp's k·2 (slot, row) pairs, L lanes a
 //            pair (8 pairs of a lane group in flight, 2 chunks a lane); the token's k act rows in
 //            shared memory; y[t, h] = Σ_j weights[t, j]·o_j in slot order (no atomics).
+// Each matrix is read in the order its descriptor names (row-major or 16-row tiles: PackedLayout).
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -51,16 +52,22 @@ __device__ __forceinline__ void chunk_dot(const uint4& w, const float* xs, float
     }
 }
 
+// Row r of a matrix: its codes, scales and biases (chunk 0, group 0), and its matrix's
+// PackedLayout::chunk and scale_group in 32-bit math (offsets within a row fit; the layout's
+// fields, ≤ 1024, copied): no 64-bit multiply a load.
 struct RowRef {
     const uint8_t* codes;
     const uint16_t* scales;
     const uint16_t* biases;  // null: bias = −8·scale
     int cpg;                 // chunks per scale group
+    PackedRowSteps st;       // chunk and scale_group of its matrix (32-bit)
 };
 
-__device__ __forceinline__ RowRef row_ref(const PackedMatrix& m, int64_t r) {
-    const int64_t gpr = m.k / m.group;
-    return {m.codes + r * (m.k / 2), m.scales + r * gpr, m.biases ? m.biases + r * gpr : nullptr, m.group / kChunk};
+// lay = packed_layout(m), computed once per matrix.
+__device__ __forceinline__ RowRef row_ref(const PackedMatrix& m, const PackedLayout& lay, int64_t r) {
+    const int64_t so = lay.scale_row(r);
+    return {m.codes + lay.code_row(r), m.scales + so, m.biases ? m.biases + so : nullptr, m.group / kChunk,
+            packed_row_steps(lay)};
 }
 
 // One chunk of a row in flight: its codes and raw f16 scale and bias.
@@ -70,8 +77,8 @@ struct ChunkLoad {
 };
 __device__ __forceinline__ ChunkLoad load_chunk(const RowRef& r, int64_t ch, bool ok) {
     if (!ok) return {make_uint4(0, 0, 0, 0), 0, 0};
-    const int64_t gi = ch / r.cpg;
-    return {load_stream(r.codes + ch * 16), __ldg(r.scales + gi), r.biases ? __ldg(r.biases + gi) : uint16_t(0)};
+    const int c = int(ch), gi = r.st.scale_group(int(unsigned(c) / unsigned(r.cpg)));
+    return {load_stream(r.codes + r.st.chunk(c)), __ldg(r.scales + gi), r.biases ? __ldg(r.biases + gi) : uint16_t(0)};
 }
 // acc += scale·Σcode·x + bias·Σx for a loaded chunk (sp, sx its sums).
 __device__ __forceinline__ float chunk_acc(const ChunkLoad& c, bool has_bias, float sp, float sx, float acc) {
@@ -95,12 +102,13 @@ __global__ void __launch_bounds__(kThreads)
     RowRef rows[R];
     bool ok[R];
     const PackedMatrix gm = gates[valid ? e : 0], um = ups[valid ? e : 0];
+    const PackedLayout gl = packed_layout(gm), ul = packed_layout(um);
 #pragma unroll
     for (int r = 0; r < kGuRows; ++r) {
         ok[r] = ok[kGuRows + r] = valid && i0 + r < I;
         const int64_t i = ok[r] ? i0 + r : 0;
-        rows[r] = row_ref(gm, i);
-        rows[kGuRows + r] = row_ref(um, i);
+        rows[r] = row_ref(gm, gl, i);
+        rows[kGuRows + r] = row_ref(um, ul, i);
     }
     float acc[R] = {};
     ChunkLoad w[U][R];
@@ -180,7 +188,7 @@ __global__ void __launch_bounds__(kThreads)
             bad[b] = p < npairs && (e < 0 || e >= E);
             ok[b] = p < npairs && !bad[b] && h0 + r < H;
             const PackedMatrix& m = downs[ok[b] ? e : 0];
-            rows[b] = row_ref(m, ok[b] ? h0 + r : 0);
+            rows[b] = row_ref(m, packed_layout(m), ok[b] ? h0 + r : 0);
             bias[b] = m.biases != nullptr;
         }
     };

@@ -20,6 +20,7 @@
 //            waits for act and quantizes the token's k act rows.
 //            Each item's partial goes to shared memory; y[t, h] = Σ_j weights[t, j]·o_j, o_j the
 //            sum of slot j's k-tile partials in k-tile order, slots in order (no atomics).
+// Each matrix is read in the order its descriptor names (row-major or 16-row tiles: PackedLayout).
 #include <cuda_fp16.h>
 
 #include <cstdint>
@@ -41,17 +42,39 @@ constexpr int kRows = 16;  // outputs a block
 constexpr int kGuWarps = 8, kGuU = 2;  // gate_up: k-tiles a warp in flight (H = 2048: all)
 constexpr int kDownWarps = 16, kDownU = 3;
 
-// Row r of a packed Int4 expert matrix of K columns (row-major, contiguous rows).
+// Row r of a packed Int4 expert matrix (chunk 0, group 0), and its matrix's PackedLayout::chunk and
+// scale_group in 32-bit math (offsets within a row fit; the layout's fields, ≤ 1024, copied).
 struct Row {
     const uint8_t* codes;
     const uint16_t* scales;
     const uint16_t* biases;  // or null
     int cpg;                 // chunks a scale group
+    PackedRowSteps st;       // chunk and scale_group of its matrix (32-bit)
 };
+
 __device__ __forceinline__ Row row_of(const PackedMatrix& m, int K, int r) {
-    const int gpr = K / m.group;
-    return {m.codes + int64_t(r) * (K / 2), m.scales + int64_t(r) * gpr,
-            m.biases ? m.biases + int64_t(r) * gpr : nullptr, m.group / 32};
+    const PackedLayout lay = packed_layout_k32(m.group, m.tiles, K);  // K = m.k (checked on the host)
+    const int64_t so = lay.scale_row(unsigned(r));
+    return {m.codes + lay.code_row(unsigned(r)), m.scales + so, m.biases ? m.biases + so : nullptr, m.group / 32,
+            packed_row_steps(lay)};
+}
+
+// dp4a_load_row (fast_dp4a.cuh: row-major rows only) for a row in either order: chunks 2h, 2h + 1
+// of k-tile kt (nch = the row's chunks), each chunk and group where the layout puts it (a row's
+// k-tiles are 64 bytes apart in row-major, 1 KB in tiles).
+__device__ __forceinline__ Dp4aTile load_row(const Row& r, int kt, int h, int nch, bool ok) {
+    Dp4aTile tl;
+    tl.s = tl.b = 0;
+    const int lg = __ffs(r.cpg) - 1;  // G is 32·2^j (moe_check_experts)
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+        const int ch = 4 * kt + 2 * h + c, gi = r.st.scale_group(ch >> lg);
+        const bool in = ok && ch < nch;
+        tl.q[c] = in ? load_stream(r.codes + r.st.chunk(ch)) : make_uint4(0, 0, 0, 0);
+        tl.s |= (in ? uint32_t(__ldg(r.scales + gi)) : 0u) << (16 * c);
+        tl.b |= (in && r.biases ? uint32_t(__ldg(r.biases + gi)) : 0u) << (16 * c);
+    }
+    return tl;
 }
 
 struct GateUp {
@@ -79,8 +102,8 @@ __global__ void __launch_bounds__(kGuWarps * 32, 3)
 #pragma unroll
         for (int u = 0; u < kGuU; ++u) {
             const int kt = warp + kGuWarps * (j0 + u);
-            tl[u].g = dp4a_load_row(rg.codes, rg.scales, rg.biases, kt, h, nch, rg.cpg, j0 + u < nj);
-            tl[u].u = dp4a_load_row(ru.codes, ru.scales, ru.biases, kt, h, nch, ru.cpg, j0 + u < nj);
+            tl[u].g = load_row(rg, kt, h, nch, j0 + u < nj);
+            tl[u].u = load_row(ru, kt, h, nch, j0 + u < nj);
         }
     };
     load(0);  // the first batch in flight while x is quantized
@@ -147,7 +170,7 @@ __global__ void __launch_bounds__(kDownWarps * 32)
             b.bad[u] = live && (e < 0 || e >= E);
             const Row r = row_of(downs[live && !b.bad[u] ? e : 0], I, h0 + rw);
             b.bias[u] = r.biases != nullptr;
-            b.w[u] = dp4a_load_row(r.codes, r.scales, r.biases, b.ktile[u], h, nch, r.cpg, live && !b.bad[u]);
+            b.w[u] = load_row(r, b.ktile[u], h, nch, live && !b.bad[u]);
         }
     };
     load(0);

@@ -21,6 +21,7 @@
 // the first weight loads, which are issued before x is read. With programmatic dependent launch
 // (pdl), the down kernel starts while gate_up runs: its first weight loads are issued before it
 // waits for gate_up's act (griddepcontrol.wait); ids and weights come from before gate_up.
+// Each matrix is read in the order its descriptor names (row-major or 16-row tiles: PackedLayout).
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -44,31 +45,37 @@ constexpr int kRows = 16;     // outputs a block: one m16 row tile
 constexpr int kDownSmemMax = 96 * 1024;
 constexpr int kMaxChunks = int(kMoeDecodeMmaMaxH / 32);  // gate_up: x staged in 64·H/32 bytes ≤ 32 KiB
 
-// Rows r and r + 8 of a packed Int4 matrix as lane (g, t) reads them (r = row tile + g). Few
-// registers: 8 rows of codes are 128·nch bytes (nch = chunks a row, the kernel's).
+// Rows r and r + 8 of a packed Int4 matrix as lane (g, t) reads them (r = row tile + g, so both
+// in one tile of 16 rows), and the matrix's PackedLayout::chunk and scale_group in 32-bit math
+// (offsets within a row fit; the layout's fields, ≤ 1024, copied). Few registers: 32-bit steps.
 struct Rows {
     const uint8_t* codes;     // row r
     const uint16_t* scales;   // row r
     const uint16_t* biases;   // row r, or null (bias = −8·scale)
-    int scale_step;           // 8 rows of scales (H, I ≤ 65535·8: fits)
+    int code_step;            // code bytes from row r to r + 8: 8·lay.row (4·K or 512)
+    int scale_step;           // halves from row r's scales (biases) to r + 8's: 8·lay.s_row (H, I ≤ 65535·8: fits)
     int cpg;                  // chunks a scale group
+    PackedRowSteps st;        // chunk and scale_group of its matrix (32-bit)
 };
-// From a matrix's codes, scales, biases (addresses, 0 for none) and group size; K = its columns
-// (the kernel's H or I: moe_check_experts checked the descriptors' k). 32-bit index math: no
-// 64-bit division on the way to the first weight load.
-__device__ __forceinline__ Rows rows_of(uint64_t codes, uint64_t scales, uint64_t biases, int group, int K, int r) {
-    const unsigned nch = unsigned(K) / 32u, cpg = unsigned(group) / 32u, gpr = nch / cpg;
+// From a matrix's codes, scales, biases (addresses, 0 for none), group size and order (tiles);
+// K = its columns.
+__device__ __forceinline__ Rows rows_of(uint64_t codes, uint64_t scales, uint64_t biases, int group, bool tiles, int K,
+                                        int r) {
+    const PackedLayout lay = packed_layout_k32(group, tiles, K);
+    const uint64_t so = uint64_t(lay.scale_row(unsigned(r))) * 2u;  // bytes
     Rows o;
-    o.codes = reinterpret_cast<const uint8_t*>(codes + uint64_t(r) * (unsigned(K) / 2u));
-    o.scales = reinterpret_cast<const uint16_t*>(scales + uint64_t(r) * gpr * 2u);
-    o.biases = biases ? reinterpret_cast<const uint16_t*>(biases + uint64_t(r) * gpr * 2u) : nullptr;
-    o.scale_step = int(8u * gpr);
-    o.cpg = int(cpg);
+    o.codes = reinterpret_cast<const uint8_t*>(codes + uint64_t(lay.code_row(unsigned(r))));
+    o.scales = reinterpret_cast<const uint16_t*>(scales + so);
+    o.biases = biases ? reinterpret_cast<const uint16_t*>(biases + so) : nullptr;
+    o.code_step = int(8 * lay.row);
+    o.scale_step = int(8 * lay.s_row);
+    o.cpg = int(unsigned(group) / 32u);
+    o.st = packed_row_steps(lay);
     return o;
 }
 __device__ __forceinline__ Rows rows_of(const PackedMatrix& m, int K, int r) {
     return rows_of(reinterpret_cast<uint64_t>(m.codes), reinterpret_cast<uint64_t>(m.scales),
-                   reinterpret_cast<uint64_t>(m.biases), m.group, K, r);
+                   reinterpret_cast<uint64_t>(m.biases), m.group, m.tiles, K, r);
 }
 
 // Chunk ch of rows r, r + 8 in flight: codes, and scales (biases) as f16 pairs (row r low).
@@ -76,14 +83,15 @@ struct Chunk {
     uint4 q[2];
     uint32_t sc, bi;
 };
-__device__ __forceinline__ Chunk load_chunk(const Rows& r, int nch, int ch, bool ok) {
+__device__ __forceinline__ Chunk load_chunk(const Rows& r, int ch, bool ok) {
     Chunk c;
     c.q[0] = c.q[1] = make_uint4(0, 0, 0, 0);
     c.sc = c.bi = 0;
     if (ok) {
-        const int gi = (r.cpg & (r.cpg - 1)) == 0 ? ch >> (__ffs(r.cpg) - 1) : ch / r.cpg;
-        c.q[0] = load_stream(r.codes + 16 * int64_t(ch));
-        c.q[1] = load_stream(r.codes + 128 * int64_t(nch) + 16 * int64_t(ch));
+        const int gi = r.st.scale_group((r.cpg & (r.cpg - 1)) == 0 ? ch >> (__ffs(r.cpg) - 1) : ch / r.cpg);
+        const uint8_t* const p = r.codes + r.st.chunk(ch);
+        c.q[0] = load_stream(p);
+        c.q[1] = load_stream(p + r.code_step);
         c.sc = uint32_t(__ldg(r.scales + gi)) | uint32_t(__ldg(r.scales + r.scale_step + gi)) << 16;
         if (r.biases) c.bi = uint32_t(__ldg(r.biases + gi)) | uint32_t(__ldg(r.biases + r.scale_step + gi)) << 16;
     }
@@ -212,7 +220,7 @@ __global__ void __launch_bounds__(kThreads, U == 1 ? 3 : 2)
             const int ch = (warp + kWarps * (j0 + u)) * 4 + t;
             const bool ok = j0 + u < nj && ch < nch;
 #pragma unroll
-            for (int mt = 0; mt < 2; ++mt) w[u][mt] = load_chunk(rows[mt], nch, ch, ok);
+            for (int mt = 0; mt < 2; ++mt) w[u][mt] = load_chunk(rows[mt], ch, ok);
         }
     };
     load(0);
@@ -278,7 +286,7 @@ __global__ void __launch_bounds__(NW * 32, NW == 8 && U <= 4 ? 2 : 1)
     for (int m0 = 0; m0 < mine; m0 += U) {
         // Lane u < U looks up item u's expert and its down matrix (the U chains of dependent
         // loads in parallel), then every lane takes them by shuffles.
-        int le = 0, lgroup = 32;
+        int le = 0, lgroup = 32;  // group | tiles (bit 0: the group is a multiple of 32)
         uint64_t lcodes = 0, lscales = 0, lbiases = 0;
         if (lane < U && m0 + lane < mine) {
             le = ids[tok * k + (warp + NW * (m0 + lane)) / nkt];
@@ -287,7 +295,7 @@ __global__ void __launch_bounds__(NW * 32, NW == 8 && U <= 4 ? 2 : 1)
                 lcodes = reinterpret_cast<uint64_t>(m.codes);
                 lscales = reinterpret_cast<uint64_t>(m.scales);
                 lbiases = reinterpret_cast<uint64_t>(m.biases);
-                lgroup = m.group;
+                lgroup = m.group | int(m.tiles);
             }
         }
         Chunk w[U][1];
@@ -304,11 +312,12 @@ __global__ void __launch_bounds__(NW * 32, NW == 8 && U <= 4 ? 2 : 1)
             bad[u] = live && (e < 0 || e >= E);
             bad_mask |= bad[u] ? 1u << u : 0u;
             const bool use = live && !bad[u];
+            const int gt = __shfl_sync(kFull, lgroup, u);
             const Rows r = rows_of(__shfl_sync(kFull, lcodes, u), __shfl_sync(kFull, lscales, u),
-                                   __shfl_sync(kFull, lbiases, u), __shfl_sync(kFull, lgroup, u), I, h0 + g);
+                                   __shfl_sync(kFull, lbiases, u), gt & ~1, (gt & 1) != 0, I, h0 + g);
             bias[u][0] = r.biases != nullptr;
             const int ch = ktile[u] * 4 + t;
-            w[u][0] = load_chunk(r, nch, ch, use && ch < nch);
+            w[u][0] = load_chunk(r, ch, use && ch < nch);
         }
         if (m0 == 0) {  // gate_up's act is complete and visible (pdl); the next kernel may start
             pdl::wait();

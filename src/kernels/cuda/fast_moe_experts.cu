@@ -9,6 +9,7 @@
 //   down_by_token: token × block of H rows; the warp's 32/L lane groups take the token's k slots
 //                  (strided), and the slot results are summed in slot order through shuffles.
 //   down_by_item:  item × block of H rows → out [rows, H]; combine sums each token's slots in order.
+// Each matrix is read in the order its descriptor names (row-major or 16-row tiles: PackedLayout).
 #include <cuda_fp16.h>
 
 #include <cmath>
@@ -25,17 +26,22 @@ using namespace dev;
 constexpr unsigned kFull = 0xffffffffu;
 constexpr int kChunk = 32;  // Int4 columns per 16-byte chunk
 
-// One packed row: its codes, its group scales and biases (null: −8·scale), chunks per group.
+// One packed row: its codes, its group scales and biases (null: −8·scale; chunk 0, group 0),
+// chunks per group, and its matrix's PackedLayout::chunk and scale_group in 32-bit math (offsets
+// within a row fit; the layout's fields, ≤ 1024, copied): no 64-bit multiply a load.
 struct Row {
     const uint8_t* codes;
     const uint16_t* scales;
     const uint16_t* biases;
     int cpg;
+    PackedRowSteps st;       // chunk and scale_group of its matrix (32-bit)
 };
 
-__device__ __forceinline__ Row row_of(const PackedMatrix& m, int64_t r) {
-    const int64_t gpr = m.k / m.group;
-    return {m.codes + r * (m.k / 2), m.scales + r * gpr, m.biases ? m.biases + r * gpr : nullptr, m.group / kChunk};
+// lay = packed_layout(m), computed once per matrix.
+__device__ __forceinline__ Row row_of(const PackedMatrix& m, const PackedLayout& lay, int64_t r) {
+    const int64_t so = lay.scale_row(r);
+    return {m.codes + lay.code_row(r), m.scales + so, m.biases ? m.biases + so : nullptr, m.group / kChunk,
+            packed_row_steps(lay)};
 }
 
 // The lane mask of this lane's group of L.
@@ -60,8 +66,9 @@ __device__ __forceinline__ void rows_dot(const Row (&rows)[NR], const bool (&ok)
             for (int r = 0; r < NR; ++r) {
                 const int64_t ch = c0 + int64_t(u) * L;
                 const bool in = ok[r] && ch < nch;
-                w[u][r] = in ? load_stream(rows[r].codes + ch * 16) : make_uint4(0, 0, 0, 0);
-                const int64_t gi = ch / rows[r].cpg;
+                const int c = int(ch);
+                w[u][r] = in ? load_stream(rows[r].codes + rows[r].st.chunk(c)) : make_uint4(0, 0, 0, 0);
+                const int gi = rows[r].st.scale_group(int(unsigned(c) / unsigned(rows[r].cpg)));
                 sc[u][r] = in ? half_bits(__ldg(rows[r].scales + gi)) : 0.f;
                 bi[u][r] = !in ? 0.f : rows[r].biases ? half_bits(__ldg(rows[r].biases + gi)) : -8.f * sc[u][r];
             }
@@ -169,6 +176,7 @@ __global__ void __launch_bounds__(kThreads)
         return;
     }
     const PackedMatrix gm = gates[it.e], um = ups[it.e];
+    const PackedLayout gl = packed_layout(gm), ul = packed_layout(um);
     const float* xr[NT];
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
@@ -181,8 +189,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int r = 0; r < R; ++r) {
         ok[r] = ok[R + r] = i0 + r < I;
         const int64_t i = ok[r] ? i0 + r : i0;
-        rows[r] = row_of(gm, i);
-        rows[R + r] = row_of(um, i);
+        rows[r] = row_of(gm, gl, i);
+        rows[R + r] = row_of(um, ul, i);
     }
     float acc[2 * R][NT] = {};
     rows_dot<L, 2 * R, NT, kUnroll<L>>(rows, ok, H / kChunk, xr, it.n, x_aligned, q, acc);
@@ -226,12 +234,13 @@ __global__ void __launch_bounds__(kDownWarps * 32)
             continue;
         }
         const PackedMatrix dm = downs[e];
+        const PackedLayout dl = packed_layout(dm);
         Row rows[R];
         bool ok[R];
 #pragma unroll
         for (int r = 0; r < R; ++r) {
             ok[r] = h0 + r < H;
-            rows[r] = row_of(dm, ok[r] ? h0 + r : h0);
+            rows[r] = row_of(dm, dl, ok[r] ? h0 + r : h0);
         }
         const float* xr[1] = {act + int64_t(row) * I};
         float acc[R][1] = {};
@@ -270,6 +279,7 @@ __global__ void __launch_bounds__(kThreads)
     if (h0 >= H) return;
     if (it.e < 0 || it.e >= E) return;  // items name valid experts only
     const PackedMatrix dm = downs[it.e];
+    const PackedLayout dl = packed_layout(dm);
     const float* xr[NT];
 #pragma unroll
     for (int t = 0; t < NT; ++t) xr[t] = act + int64_t(it.r0 + (t < it.n ? t : 0)) * I;
@@ -278,7 +288,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int r = 0; r < R; ++r) {
         ok[r] = h0 + r < H;
-        rows[r] = row_of(dm, ok[r] ? h0 + r : h0);
+        rows[r] = row_of(dm, dl, ok[r] ? h0 + r : h0);
     }
     float acc[R][NT] = {};
     rows_dot<L, R, NT, kUnroll<L>>(rows, ok, I / kChunk, xr, it.n, true, q, acc);

@@ -32,17 +32,25 @@
 // distinct bank groups. Lanes of a column past the item's rows read row n − 1 (finite; never
 // stored). Deterministic: each output is one warp's mma chain over k in order.
 //
-// ptxas (nvcc 13, sm_90a, -O3), registers / spills: ring 3 — gate_up 80 / 0, down 80 / 0 (3 blocks
-// of 256 threads an SM); ring 4 — gate_up 98 / 0, down 102 / 0 (2 blocks). Shared memory a block:
-// 8·(2·K128 + 64) bytes (+ 2 KB gate_up's exchange): H = 2048 35,328, I = 512 8,704.
+// Weights in either order of packed_weight.h (row-major, or 16-row tiles: a warp's k-tile is then
+// two 512-byte runs instead of 16 runs of 64 bytes — session 19's loads-only floor of gate+up at
+// T = 64 on the flagship: 75.6 against 90.3 µs, a pure stream of the same bytes 71.6).
+// ptxas (nvcc 13, sm_90a, -O3), registers / spills: ring 3 — gate_up 80 / 0, down 80 / 8 bytes
+// (3 blocks of 256 threads an SM); ring 4 — gate_up 100 / 0, down 101 / 0 (2 blocks). Shared
+// memory a block: 8·(2·K128 + 64) bytes (+ 2 KB gate_up's exchange): H = 2048 35,328, I = 512 8,704.
 //
 // Expected before it ran: at T = 64 on the flagship ~222 of 256 experts, 384 MB, a stream of ~80
 // µs at 4.8 TB/s. In flight an SM ~64–72 KB against the ~50 KB Little's law asks at ~1.5 µs under
 // load; ~2.1 instructions a weight, 60–65 % of an SM's issue at the stream's rate; guessed ~100–120
 // µs a layer with the gather and combine (PERF.md: ≥ 6,000 tok/s at 64 requests wants the MoE step
-// near ~120 µs a layer). Measured (H200, session 18; docs/cuda.md, sixteenth round): 189 µs at
-// T = 64 (2.08 TB/s: gate+up 112, down 62, combine 4.5) against the v2 tiles' 228, 99–101 at T = 16
-// against 128 — the backend's pick since; why it is not at the stream's bound is not yet profiled.
+// near ~120 µs a layer). Measured (H200, bench_fast_moe, flagship T = 64, µs a layer): session 18
+// 189.1 (gate+up 112.2, down 61.7, combine 4.5) against the v2 tiles' 228; session 19, the dequant's
+// AND + OR in one LOP3 and a leaner load path (~20 % fewer instructions in the k-loop), 179.3
+// (107.1 + 55.7), then the experts in 16-row tiles 170.5 (98.1 + 55.5: 2.74 and 2.42 TB/s). Ncu
+// (session 19, row-major): gate+up issue-active 67 %, stalls long-scoreboard then math-pipe
+// throttle, a third of the warps' samples in the block's start (B staged, first tiles awaited).
+// Down in blocks of 4 row tiles a warp (512 outputs) measured 53.1 at T = 64 but 24.3 against 20.5
+// at T = 8 (too few blocks): two stay.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -87,46 +95,59 @@ __device__ __forceinline__ int perm_col(int c) {
     return (c & ~7) + (i < 4 ? 2 * i : 2 * (i - 4) + 1);
 }
 
-// Rows g and g + 8 of a row tile of one packed Int4 matrix of K columns (row-major).
+// Rows g and g + 8 of a warp's row tiles of one packed Int4 matrix of K columns, in either order
+// (packed_weight.h: row-major, or 16-row tiles). Lane (g, t)'s chunk t of k-tile kt of its r-th
+// row tile sits at codes + r·rtile + kt·ktile (+ code8 for row g + 8): 16·t is folded in, 64 or
+// 1024 bytes a k-tile. Its scale group at scales + r·s_rtile + (kt << s_sl >> s_sr): G is 32·2^j
+// (moe_check_experts), so a k-tile of 128 columns holds 128/G whole groups (G ≤ 128: t's group
+// t/(G/32) folded in; a k-tile steps 128/G halves row-major, 16·128/G in tiles) or is part of one
+// (G > 128, row-major only: group kt/(G/128)).
 struct Rows {
-    const uint8_t* codes;    // row g
-    const uint16_t* scales;  // row g
-    const uint16_t* biases;  // row g, or null (bias = −8·scale)
+    const uint8_t* codes;    // row g, chunk t of k-tile 0
+    const uint16_t* scales;  // row g, k-tile 0's group of chunk t
+    const uint16_t* biases;  // likewise, or null (bias = −8·scale)
     int code8, scale8;       // row g + 8: codes + code8, scales + scale8
-    int cpg;                 // chunks a scale group
-};
-__device__ __forceinline__ Rows rows_of(const PackedMatrix* __restrict__ m, int e, int K, int r) {
-    const uint8_t* codes = m[e].codes;
-    const uint16_t* scales = m[e].scales;
-    const uint16_t* biases = m[e].biases;
-    const int group = m[e].group;
-    const int gpr = K / group;
+    int ktile;               // a k-tile's step in code bytes
+    int s_sl, s_sr;          // k-tile kt's scale group: kt << s_sl >> s_sr
+    int s_rtile;             // RT row tiles' step (a warp's next row tile) in scale halves; in code
+};                           // bytes RT·16·K/2 in either order (a row tile's codes are contiguous)
+__device__ __forceinline__ Rows rows_of(const PackedMatrix* __restrict__ m, int e, int r, int tq, int rt_step) {
+    const PackedMatrix pm = m[e];
+    const PackedLayout lay = packed_layout(pm);
+    const int lg = __ffs(pm.group / 32) - 1;  // log2 of the chunks a scale group
+    const bool whole = lg <= 2;                 // G ≤ 128: whole groups a k-tile (always so in tiles)
+    const int s0 = int(lay.scale_row(r)) + (whole ? tq >> lg : 0);
     Rows o;
-    o.codes = codes + int64_t(r) * (K / 2);
-    o.scales = scales + int64_t(r) * gpr;
-    o.biases = biases ? biases + int64_t(r) * gpr : nullptr;
-    o.code8 = 4 * K;
-    o.scale8 = 8 * gpr;
-    o.cpg = group / 32;
+    o.codes = pm.codes + lay.code_row(r) + 16 * tq;
+    o.scales = pm.scales + s0;
+    o.biases = pm.biases ? pm.biases + s0 : nullptr;
+    o.code8 = int(lay.code_row(r + 8) - lay.code_row(r));
+    o.scale8 = int(lay.scale_row(r + 8) - lay.scale_row(r));
+    o.ktile = int(lay.ktile);
+    o.s_sl = !whole ? 0 : pm.tiles ? 4 + (2 - lg) : 2 - lg;  // s_ktile = 16·(128/G) in tiles
+    o.s_sr = whole ? 0 : lg - 2;
+    o.s_rtile = int(lay.s_row_tile) * rt_step;
     return o;
 }
 
 // A lane's share of a k-tile of one matrix: chunk t of rows g, g + 8 and their f16 scales
-// (biases), row g in the low half. Zeros where masked (ok false: nothing is read).
+// (biases), row g in the low half. Zeros where masked (ok false: nothing is read). lr: the warp's
+// row tile (0 … RPW − 1), rtile bytes apart; kt: the k-tile.
 struct Tile {
     uint4 q[2];
     uint32_t s, b;
 };
-__device__ __forceinline__ Tile load_tile(const Rows& r, int ch, bool ok) {
+__device__ __forceinline__ Tile load_tile(const Rows& r, int lr, int rtile, int kt, bool ok) {
     Tile tl;
     tl.q[0] = tl.q[1] = make_uint4(0, 0, 0, 0);
     tl.s = tl.b = 0;
     if (ok) {
-        const int gi = (r.cpg & (r.cpg - 1)) == 0 ? ch >> (__ffs(r.cpg) - 1) : ch / r.cpg;
-        tl.q[0] = load_stream(r.codes + 16 * ch);
-        tl.q[1] = load_stream(r.codes + r.code8 + 16 * ch);
-        tl.s = uint32_t(__ldg(r.scales + gi)) | uint32_t(__ldg(r.scales + r.scale8 + gi)) << 16;
-        if (r.biases) tl.b = uint32_t(__ldg(r.biases + gi)) | uint32_t(__ldg(r.biases + r.scale8 + gi)) << 16;
+        const uint8_t* c = r.codes + lr * rtile + kt * r.ktile;
+        const int so = lr * r.s_rtile + (kt << r.s_sl >> r.s_sr);
+        tl.q[0] = load_stream(c);
+        tl.q[1] = load_stream(c + r.code8);
+        tl.s = uint32_t(__ldg(r.scales + so)) | uint32_t(__ldg(r.scales + so + r.scale8)) << 16;
+        if (r.biases) tl.b = uint32_t(__ldg(r.biases + so)) | uint32_t(__ldg(r.biases + so + r.scale8)) << 16;
     }
     return tl;
 }
@@ -175,18 +196,11 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<U>)
     const int nr = tile0 < tiles ? min(RPW, (tiles - tile0 + RT - 1) / RT) : 0;  // live row tiles
     const int nv = nr * nkt;  // the warp's k-tiles, row tile after row tile
 
-    const Rows rows = rows_of(m == 0 ? m0 : m1, e, K, nr > 0 ? 16 * tile0 + gq : 0);
+    const Rows rows = rows_of(m == 0 ? m0 : m1, e, nr > 0 ? 16 * tile0 + gq : 0, tq, RT);
     Tile tl[U];
     int lr = 0, lkt = 0;  // the next load's row tile and k-tile
     auto load = [&](Tile& slot, int v) {
-        const int ch = 4 * lkt + tq;
-        Rows rr = rows;
-        if constexpr (RPW > 1) {
-            rr.codes += int64_t(lr) * RT * 16 * (K / 2);
-            rr.scales += int64_t(lr) * RT * 2 * rr.scale8;  // 16 rows = 2·(8 rows of scales)
-            if (rr.biases) rr.biases += int64_t(lr) * RT * 2 * rr.scale8;
-        }
-        slot = load_tile(rr, ch, v < nv && ch < nch);
+        slot = load_tile(rows, RPW > 1 ? lr : 0, RT * 8 * K, lkt, v < nv && 4 * lkt + tq < nch);
         if (++lkt == nkt) lkt = 0, ++lr;
     };
 #pragma unroll

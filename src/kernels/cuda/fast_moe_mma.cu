@@ -5,7 +5,8 @@
 // owns columns 32t..32t+31 of a k-tile (one 16-byte chunk of codes, one scale group), word j of
 // them feeds two k-steps, and the A operand is stored with each 8 columns as (0,4,1,5,2,6,3,7), so
 // one 16-byte load of an A row gives both steps' pairs. Warps split the block's columns only (each
-// warp covers all BM rows): every weight is dequantized once per item.
+// warp covers all BM rows): every weight is dequantized once per item. Each matrix is read in its own
+// order, row-major or 16-row tiles (packed_weight.h's PackedLayout; gate and up may differ).
 //   gather:  xg [rows, H] bf16 (permuted columns) = x[token of row]
 //   gate_up: act [rows, I] bf16 (permuted columns) = silu(xg·gateᵀ) ⊙ (xg·upᵀ)
 //   down:    out [rows, H] f32 = act·downᵀ (natural columns); combine sums the slots in order.
@@ -73,13 +74,24 @@ __global__ void __launch_bounds__(kThreads)
     const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
     const int gq = lane >> 2, tq = lane & 3;
     const int KT = int((K + kBK - 1) / kBK);
-    const int64_t code_row = K / 2;
+    PackedLayout lay[NMAT];  // each matrix's order (packed_weight.h)
+#pragma unroll
+    for (int m = 0; m < NMAT; ++m) lay[m] = packed_layout(mat[m]);
 
     // Copies of one stage: A [BM, 16 chunks] and B [NMAT·BN, 4 chunks], 16 bytes each.
     constexpr int kAIters = BM * 16 / kThreads, kBIters = NMAT * BN * 4 / kThreads;
     static_assert(BM * 16 % kThreads == 0 && NMAT * BN * 4 % kThreads == 0, "copy split");
     constexpr int kARowStep = kThreads / 16, kBRowStep = kThreads / 4;  // 8 and 32: even
+    constexpr int kBMatIters = kBIters / NMAT;  // copies of one matrix: rows b_r + j·kBRowStep
+    static_assert(kBMatIters * kBRowStep == BN && kBRowStep % 16 == 0, "row steps of whole 16-row tiles");
     const int a_c = tid % 16, a_r = tid / 16, b_c = tid % 4, b_r = tid / 4;
+    // B sources in either order: row n0 + b_r's chunk b_c of k-tile 0 (a k-tile's 4 chunks of a row are
+    // contiguous in both: chunk(4kt + b_c) = chunk(4kt) + 16·b_c), and one row step (kBRowStep rows, whole
+    // 16-row tiles: kBRowStep·K/2 bytes in both orders).
+    const uint8_t* b_src[NMAT];
+#pragma unroll
+    for (int m = 0; m < NMAT; ++m) b_src[m] = mat[m].codes + lay[m].code_row(n0 + b_r) + 16 * b_c;
+    const int64_t b_step = int64_t(kBRowStep) * (K / 2);
     auto load_stage = [&](int slot, int kt) {
         const uint32_t sA = smem_addr(smem + slot * C::kStageBytes), sB = sA + C::kABytes;
         const int64_t k0 = int64_t(kt) * kBK;
@@ -93,28 +105,39 @@ __global__ void __launch_bounds__(kThreads)
         }
 #pragma unroll
         for (int i = 0; i < kBIters; ++i) {
-            const int rr = b_r + i * kBRowStep;  // row of the stacked B tile: matrix rr / BN
-            const int m = NMAT == 2 ? rr / BN : 0, r = rr - m * BN;
+            const int m = i / kBMatIters, j = i % kBMatIters;  // matrix m's row r: stacked row m·BN + r
+            const int r = b_r + j * kBRowStep, rr = m * BN + r;
             const bool ok = b_ok && n0 + r < N;
-            const uint8_t* codes = NMAT == 2 && m == 1 ? mat[NMAT - 1].codes : mat[0].codes;  // no local array
-            const uint8_t* src = ok ? codes + (n0 + r) * code_row + k0 / 2 + 16 * b_c : mat[0].codes;
+            const uint8_t* src = ok ? b_src[m] + j * b_step + lay[m].chunk(4 * int64_t(kt)) : mat[0].codes;
             cp_async16(sB + rr * C::kBRowBytes + b_c * 16, src, ok);
         }
     };
 
-    // Scales (and biases) of this lane's B rows for k-tile kt (group of columns 32·tq..), raw f16.
+    // Scales (and biases) of this lane's B rows for k-tile kt (group of columns 32·tq..), raw f16,
+    // at scale_row(row) + scale_group(group) of either order; the rows' parts hoisted.
+    const int64_t s_n = n0 + warp * C::kWarpN + gq;  // the lane's rows s_n + 8·nt
+    int64_t s_row_at[NMAT][NT];
+    int lg_group[NMAT];  // G is a power of two
+#pragma unroll
+    for (int m = 0; m < NMAT; ++m) {
+        lg_group[m] = __ffs(mat[m].group) - 1;
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) s_row_at[m][nt] = lay[m].scale_row(s_n + nt * 8);
+    }
     uint16_t sc_raw[NMAT][NT], bi_raw[NMAT][NT];
     auto load_scales = [&](int kt) {
+        const int64_t col = int64_t(kt) * kBK + 32 * tq;
 #pragma unroll
-        for (int m = 0; m < NMAT; ++m)
+        for (int m = 0; m < NMAT; ++m) {
+            const int64_t g_at = lay[m].scale_group(col >> lg_group[m]);
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
-                const int64_t n = n0 + warp * C::kWarpN + nt * 8 + gq, col = int64_t(kt) * kBK + 32 * tq;
-                const bool ok = n < N && col < K;
-                const int64_t at = n * (K / mat[m].group) + col / mat[m].group;
+                const bool ok = s_n + nt * 8 < N && col < K;
+                const int64_t at = s_row_at[m][nt] + g_at;
                 sc_raw[m][nt] = ok ? mat[m].scales[at] : uint16_t(0);
                 bi_raw[m][nt] = ok && mat[m].biases ? mat[m].biases[at] : uint16_t(0);
             }
+        }
     };
     uint32_t negc[NMAT];
 #pragma unroll

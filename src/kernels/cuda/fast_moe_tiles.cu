@@ -2,7 +2,8 @@
 // mma.sync m16n8k16 bf16 → f32 on the tensor cores. A = the tile's activation rows (bf16, gathered
 // into grouped order first), B = the expert's Int4 rows dequantized in registers (scale·code + bias
 // rounded to bf16) from codes staged in shared memory; a two-stage cp.async pipeline over k-tiles
-// of 64. Warp tile 32×32 (2 m16 × 4 n8); block tile BM × 64 output features.
+// of 64. Warp tile 32×32 (2 m16 × 4 n8); block tile BM × 64 output features. Each matrix is read in
+// its own order, row-major or 16-row tiles (packed_weight.h's PackedLayout; gate and up may differ).
 //   gather:  xg [rows, H] bf16 = x[token of row] (grouped order)
 //   gate_up: act [rows, I] bf16 = silu(xg·gateᵀ) ⊙ (xg·upᵀ)  (both matrices in one block)
 //   down:    out [rows, H] f32 = act·downᵀ; then combine (fast_moe_experts.cu) sums slots in order.
@@ -96,15 +97,19 @@ __global__ void __launch_bounds__(BM / 32 * 2 * 32)
         }
 #pragma unroll
         for (int m = 0; m < NMAT; ++m) {
+            // Either order: codes at code_row(row) + chunk(2kt + c) (a k-tile of 64 is half a row of a
+            // 128-column tile), scales (biases) at scale_row(row) + scale_group(group).
             const PackedMatrix& w = mat[m];
+            const PackedLayout lay = packed_layout(w);
+            const int lg_group = __ffs(w.group) - 1;  // G is a power of two
             for (int i = tid; i < kBN * 2; i += kThreads) {  // codes: two 16-byte chunks per row
                 const int r = i / 2, c = i % 2;
                 const bool ok = n0 + r < N && k0 + c * 32 < K;
-                const uint8_t* src = ok ? w.codes + (n0 + r) * (K / 2) + k0 / 2 + c * 16 : w.codes;
+                const uint8_t* src = ok ? w.codes + lay.code_row(n0 + r) + lay.chunk(2 * kt + c) : w.codes;
                 cp_async16(&sm.b[st][m][r][c * 4], src, ok);
                 float s = 0.f, b = 0.f;  // out of range: the weights dequantize to 0
                 if (ok) {
-                    const int64_t gi = (n0 + r) * (K / w.group) + (k0 + c * 32) / w.group;
+                    const int64_t gi = lay.scale_row(n0 + r) + lay.scale_group((k0 + c * 32) >> lg_group);
                     s = half_bits(w.scales[gi]);
                     b = w.biases ? half_bits(w.biases[gi]) : -8.f * s;
                 }

@@ -9,6 +9,8 @@
 //   gate_up: act [rows, I128] bf16 (wgmma order, zeros past I) = silu(xg·gateᵀ) ⊙ (xg·upᵀ)
 //   down:    out [rows, H] f32 = act·downᵀ; moe_combine then sums each token's slots in order.
 // bf16 operands (x, act), exact weights, f32 accumulation: the large tiles' bound (fast_moe.h).
+// Each matrix is read in its own order, row-major or 16-row tiles (packed_weight.h's PackedLayout;
+// gate and up may differ).
 #include <cmath>
 #include <cstdint>
 
@@ -62,13 +64,16 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     const int64_t n0 = int64_t(blockIdx.y) * C::BM;
     const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5, wg = warp / 4;
     const int gq = lane >> 2, tq = lane & 3;
-    const int64_t K128 = wgmma_row_len(K), code_row = K / 2;
+    const int64_t K128 = wgmma_row_len(K);
     const int KT = int(K128 / kBK);
     // Row rr of the stacked code tile (0..127): warpgroup rr / 64's matrix, feature n0 + f(rr).
     auto feature_of = [&](int rr) { return n0 + (C::kGateUp ? rr % 64 : rr); };
     const PackedMatrix mine = C::kGateUp && wg == 1 ? m1[e] : m0[e];  // this warpgroup's matrix
     const uint8_t* codes0 = m0[e].codes;
     const uint8_t* codes1 = C::kGateUp ? m1[e].codes : codes0;
+    // Each matrix's order (packed_weight.h): warpgroup 0's (stacked rows 0..63) and 1's (64..127).
+    const PackedLayout lay0 = packed_layout(m0[e]);
+    const PackedLayout lay1 = C::kGateUp ? packed_layout(m1[e]) : lay0;
 
     // Copies of a stage: the item's BT rows × 16 chunks of A, and 128 code rows × 4 chunks.
     constexpr int kXIters = BT * 16 / C::kThreads, kXRowStep = C::kThreads / 16;
@@ -79,6 +84,13 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     const uint8_t* x_src = abytes + (int64_t(r0) + x_r0) * K128 * 2 + 16 * x_c;
     constexpr int kWIters = 128 * 4 / C::kThreads, kWRowStep = C::kThreads / 4;  // 2, 64: one matrix a copy
     const int w_c = tid % 4, w_r0 = tid / 4;
+    // Copy k's source, either order: chunk w_c of k-tile kt of its row at code_row(row) + chunk(4kt) +
+    // 16·w_c (a k-tile's 4 chunks of a row are contiguous in both orders).
+    const uint8_t* w_src[kWIters];
+#pragma unroll
+    for (int k = 0; k < kWIters; ++k)
+        w_src[k] = (k == 1 ? codes1 : codes0) + (k == 1 ? lay1 : lay0).code_row(feature_of(w_r0 + k * kWRowStep)) +
+                   16 * w_c;
     auto load_stage = [&](int slot, int kt) {
         const uint32_t base = smem_addr(smem + slot * C::kStageBytes);
 #pragma unroll
@@ -93,22 +105,28 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
             const int rr = w_r0 + k * kWRowStep;
             const int64_t n = feature_of(rr);
             const bool ok = col_ok && n < N;
-            const uint8_t* codes = k == 1 ? codes1 : codes0;  // rows 64..127: warpgroup 1's
-            cp_async16(base + C::kXBytes + rr * 64 + w_c * 16,
-                       ok ? codes + n * code_row + int64_t(kt) * 64 + 16 * w_c : codes0, ok);
+            const PackedLayout& lay = k == 1 ? lay1 : lay0;  // rows 64..127: warpgroup 1's
+            cp_async16(base + C::kXBytes + rr * 64 + w_c * 16, ok ? w_src[k] + lay.chunk(4 * int64_t(kt)) : codes0, ok);
         }
     };
 
-    // This lane's rows (stacked lrow, lrow + 8) of its warpgroup's matrix and their scales (biases).
+    // This lane's rows (stacked lrow, lrow + 8) of its warpgroup's matrix and their scales (biases),
+    // at scale_row(row) + scale_group(group) of either order (the rows' parts hoisted).
     const int lrow = wg * 64 + (warp % 4) * 16 + gq;
+    const PackedLayout lay_mine = C::kGateUp && wg == 1 ? lay1 : lay0;
+    const int lg_group = __ffs(mine.group) - 1;  // G is a power of two
+    int64_t s_row_at[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) s_row_at[h] = lay_mine.scale_row(feature_of(lrow + 8 * h));
     uint16_t sc_raw[2], bi_raw[2];
     auto load_scales = [&](int kt) {
         const int64_t col = int64_t(kt) * kBK + 32 * tq;
+        const int64_t g_at = lay_mine.scale_group(col >> lg_group);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             const int64_t n = feature_of(lrow + 8 * h);
             const bool ok = n < N && col < K;
-            const int64_t at = n * (K / mine.group) + col / mine.group;
+            const int64_t at = s_row_at[h] + g_at;
             sc_raw[h] = ok ? mine.scales[at] : uint16_t(0);
             bi_raw[h] = ok && mine.biases ? mine.biases[at] : uint16_t(0);
         }

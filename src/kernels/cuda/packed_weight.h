@@ -26,15 +26,15 @@
 //
 // The 16-byte alignment of every row start is what the kernels' 128-bit loads rely on.
 //
-// 16-row tiles (`tiles`, Int4 only; the backend stores non-expert matrices this way where n is a
-// multiple of 16 and k of 128): the same codes and scales in another order. Tile (R, kt) — rows
-// 16R … 16R + 15, columns 128kt … 128kt + 127 — is its 16 rows' 64 code bytes each, row after
-// row (1 KB); tiles follow each other k-tile after k-tile, then row tile after row tile. Scales
-// (biases) likewise: a tile's 16 rows' 128/G halves each, row after row. So a warp of a GEMV that
-// reads 16-byte chunk t of rows g and g + 8 (lane (g, t)) reads two runs of 512 contiguous bytes,
-// where the row-major order gives 16 runs of 64 bytes 16 rows apart — bench_fast_gemv's loads-only
-// rows at 4096x14336: 10.9 against 17.2 µs (a pure stream 10.5). PackedLayout below addresses both
-// orders, so every kernel reads either.
+// 16-row tiles (`tiles`, Int4 only; the backend stores matrices this way where n is a multiple
+// of 16 and k of 128 — MoE experts too since session 19): the same codes and scales in another
+// order. Tile (R, kt) — rows 16R … 16R + 15, columns 128kt … 128kt + 127 — is its 16 rows' 64
+// code bytes each, row after row (1 KB); tiles follow each other k-tile after k-tile, then row
+// tile after row tile. Scales (biases) likewise: a tile's 16 rows' 128/G halves each, row after
+// row. So a warp of a GEMV that reads 16-byte chunk t of rows g and g + 8 (lane (g, t)) reads two
+// runs of 512 contiguous bytes, where the row-major order gives 16 runs of 64 bytes 16 rows apart
+// — bench_fast_gemv's loads-only rows at 4096x14336: 10.9 against 17.2 µs (a pure stream 10.5).
+// PackedLayout below addresses both orders, so every kernel reads either.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -101,6 +101,39 @@ TS_PACKED_HD PackedLayout packed_layout(const PackedMatrix& w) {
     l.s_row = gpt, l.s_ktile = 16 * gpt;
     l.s_lg = gpt == 4 ? 2 : gpt == 2 ? 1 : 0;
     return l;
+}
+
+// packed_layout in 32-bit index math, from a matrix's group size, order and k (kernels that know
+// k as their own H or I, checked against the descriptors on the host): no 64-bit division on the
+// way to a first weight load. Tiles: G is 32, 64 or 128 (packed_tiles_fit) — a shift.
+TS_PACKED_HD PackedLayout packed_layout_k32(int group, bool tiles, int k) {
+    const unsigned rb = unsigned(k) / 2u, gpr = unsigned(k) / unsigned(group);
+    PackedLayout l;
+    l.row_tile = 16u * rb, l.s_row_tile = 16u * gpr;
+    if (!tiles) {
+        l.row = rb, l.s_row = gpr;
+        return l;
+    }
+#ifdef __CUDA_ARCH__
+    const unsigned gpt = unsigned(kPackedTileCols) >> (__ffs(group) - 1);  // groups a tile row: 4, 2 or 1
+#else
+    const unsigned gpt = unsigned(kPackedTileCols) >> __builtin_ctz(unsigned(group));
+#endif
+    l.row = kPackedTileCols / 2, l.ktile = 16 * (kPackedTileCols / 2);
+    l.s_row = gpt, l.s_ktile = 16u * gpt;
+    l.s_lg = gpt == 4 ? 2 : gpt == 2 ? 1 : 0;
+    return l;
+}
+
+// PackedLayout's in-row steps (chunk, scale_group) in 32-bit math, for kernels that keep them a
+// row: offsets within a row fit, and the fields are at most 1024.
+struct PackedRowSteps {
+    int ktile = 64, s_lg = 0, s_ktile = 1;
+    TS_PACKED_HD int chunk(int ch) const { return (ch >> 2) * ktile + (ch & 3) * 16; }
+    TS_PACKED_HD int scale_group(int gi) const { return (gi >> s_lg) * s_ktile + (gi & ((1 << s_lg) - 1)); }
+};
+TS_PACKED_HD PackedRowSteps packed_row_steps(const PackedLayout& l) {
+    return {int(l.ktile), l.s_lg, int(l.s_ktile)};
 }
 
 // Whether a matrix of this kind and shape can be stored as 16-row tiles.

@@ -1,0 +1,287 @@
+// The fast MoE's expert kernels (kernels/cuda/fast_moe.h) against the CPU backend and a
+// double-precision reference (moe_test_util.h). Random Q4_0 (and Q4_K: biases) GGUF weights
+// repacked to Int4 (kernels/packed_repack.h) and, for group sizes 64/128, random packed weights;
+// every plan (small tiles: f32, bit-identical across plans; large tiles: bf16 tensor cores, their
+// own bound; the v2 decode tiles: f32 bound, v2 tensor-core tiles of 16/32/64: bf16 bound; the
+// tensor-core decode kernels: bf16 bound, the same bits for every down batch; one expert with
+// 17/33/65 rows, just past each tile); 1 token to 150, E = 8, 16, 128, 256, k = 1, 2, 8, I = 512
+// (16 lanes a v2 down pair), H = 64·odd, I = 32·odd, experts with no tokens, one expert taking
+// every token, strided and misaligned x, y in place, out-of-range ids. The mid kernels (grouped,
+// ≤ 8 rows an item: bf16 bound, the same bits for both ring depths) in every case above, and on
+// the model shapes — the flagship's 256×512×2048 and llama.cpp's Qwen3-30B 128×768×2048, top-8,
+// at 3 to 96 tokens — against the CPU backend and (three tokens a case) the double reference, with
+// experts that get no token, experts that get every token, tied router scores and an out-of-range
+// id; the switch to them at few rows an expert. Experts in 16-row tiles: the row-major bits.
+// Every case prints its name when it fails.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+#include "kernels/backend.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/fast_moe.h"
+#include "kernels/cuda/stream.h"
+
+#include "moe_test_util.h"
+#include "ref_test_util.h"
+
+using namespace tessera;
+using namespace tessera::cuda;
+using namespace tessera::cuda::moetest;
+
+TEST(FastMoe, ExpertsQ4_0MatchCpu) {
+    REQUIRE_CUDA();
+    const std::unique_ptr<Backend> cpu = make_cpu_backend();
+    uint32_t seed = 100;
+    {  // E = 8, H = 64·3, I = 32·5
+        Experts ex(8, 192, 160, DType::Q4_0, seed);
+        check_experts(*cpu, ex, {"generic", 17, 2, 3}, random_routing(17, 8, 2, seed + 10), seed + 11);
+        check_experts(*cpu, ex, {"one token", 1, 1, 0}, random_routing(1, 8, 1, seed + 12), seed + 13);
+        check_experts(*cpu, ex, {"two tokens", 2, 8, 1}, random_routing(2, 8, 8, seed + 14), seed + 15);
+        check_experts(*cpu, ex, {"three tokens, every expert", 3, 8, 0}, random_routing(3, 8, 8, seed + 16),
+                      seed + 17);
+        check_experts(*cpu, ex, {"one expert takes every token", 64, 1, 0}, random_routing(64, 8, 1, seed + 18, {3}),
+                      seed + 19);
+        // Just past the tiles: 17, 33 and 65 rows on one expert (tiles of 16, 32, 64 plus one row).
+        for (int64_t T : {17, 33, 65})
+            check_experts(*cpu, ex, {"one expert, " + std::to_string(T) + " tokens", T, 1, 1},
+                          random_routing(T, 8, 1, seed + 60 + uint32_t(T), {5}), seed + 61 + uint32_t(T));
+        check_experts(*cpu, ex, {"64 tokens, two experts, in place", 64, 2, 2, true},
+                      random_routing(64, 8, 2, seed + 20, {1, 6}), seed + 21);
+        // ~37 rows per expert: large tiles of 32 and 64 rows with partial tails.
+        check_experts(*cpu, ex, {"150 tokens", 150, 2, 1}, random_routing(150, 8, 2, seed + 22), seed + 23);
+    }
+    {  // E = 128, k = 8, H = 64·5, I = 32·3: most experts get no token
+        Experts ex(128, 320, 96, DType::Q4_0, seed + 30);
+        for (int64_t T : {1, 3, 17, 64})
+            check_experts(*cpu, ex, {"E = 128 top-8", T, 8, T == 17 ? 1 : 0}, random_routing(T, 128, 8, seed + 31 + T),
+                          seed + 32 + T);
+    }
+    {  // E = 256, k = 8 and k = 2
+        Experts ex(256, 64, 32, DType::Q4_0, seed + 40);
+        check_experts(*cpu, ex, {"E = 256 top-8, 1 token", 1, 8, 0}, random_routing(1, 256, 8, seed + 41), seed + 42);
+        check_experts(*cpu, ex, {"E = 256 top-2", 17, 2, 4}, random_routing(17, 256, 2, seed + 43), seed + 44);
+    }
+    {  // the flagship's I = 512 (16 chunks a down row: 16 lanes a pair in the v2 down), top-8 of 16
+        Experts ex(16, 256, 512, DType::Q4_0, seed + 70);
+        for (int64_t T : {1, 2, 8})
+            check_experts(*cpu, ex, {"I = 512 top-8", T, 8, 0}, random_routing(T, 16, 8, seed + 71 + uint32_t(T)),
+                          seed + 72 + uint32_t(T));
+    }
+    {  // llama.cpp's anchor I = 768 (6 k-tiles a down row: 48 items of the mma decode down at top-8)
+        Experts ex(16, 256, 768, DType::Q4_0, seed + 80);
+        for (int64_t T : {1, 2})
+            check_experts(*cpu, ex, {"I = 768 top-8", T, 8, 0}, random_routing(T, 16, 8, seed + 81 + uint32_t(T)),
+                          seed + 82 + uint32_t(T));
+    }
+    {  // rows wide enough for 32 lanes per row (H, I ≥ 2048 columns), odd multiples
+        Experts ex(4, 64 * 33, 32 * 65, DType::Q4_0, seed + 50);
+        check_experts(*cpu, ex, {"wide rows", 3, 2, 1}, random_routing(3, 4, 2, seed + 51), seed + 52);
+    }
+}
+
+TEST(FastMoe, ExpertsQ4_KWithBiasesMatchCpu) {
+    REQUIRE_CUDA();
+    const std::unique_ptr<Backend> cpu = make_cpu_backend();
+    Experts ex(8, 768, 256, DType::Q4_K, 300);
+    check_experts(*cpu, ex, {"Q4_K", 5, 2, 0}, random_routing(5, 8, 2, 301), 302);
+    check_experts(*cpu, ex, {"Q4_K one token top-8", 1, 8, 0}, random_routing(1, 8, 8, 303), 304);
+}
+
+TEST(FastMoe, ExpertsGroupSizes64And128) {
+    REQUIRE_CUDA();
+    const std::unique_ptr<Backend> cpu = make_cpu_backend();
+    for (int G : {64, 128}) {
+        Experts ex(16, 128 * 3, 128, DType::F32, 400 + G, G);
+        check_experts(*cpu, ex, {"group " + std::to_string(G), 9, 4, 1}, random_routing(9, 16, 4, 401 + G), 402 + G);
+    }
+}
+
+// The mid kernels on the model shapes (H = 2048, top-8): the flagship's 256 experts of I = 512 and
+// llama.cpp's Qwen3-30B-A3B anchor, 128 of I = 768 — 3 to 96 tokens (most experts get no token
+// at 3, ~2–6 rows an expert at 64–96), eight experts taking every token (items of 8 rows one after
+// another, the other experts none), an out-of-range id, and tied router scores routed on the device.
+TEST(FastMoe, MidKernelsOnModelShapes) {
+    REQUIRE_CUDA();
+    const std::unique_ptr<Backend> cpu = make_cpu_backend();
+    struct Shape {
+        const char* name;
+        int E;
+        int64_t I;
+        uint32_t seed;
+    };
+    const int k = 8;
+    const int64_t H = 2048;
+    const Shape shapes[] = {{"flagship 256x512x2048", 256, 512, 500}, {"Qwen3-30B 128x768x2048", 128, 768, 600}};
+    for (const Shape& sh : shapes) {
+        SCOPED_TRACE(sh.name);
+        Experts ex(sh.E, H, sh.I, DType::Q4_0, sh.seed, 32, true);
+        uint32_t seed = sh.seed + 10;
+        for (int64_t T : {3, 5, 17, 64, 96}) {
+            check_mid(*cpu, ex, "random top-8", T, k, random_routing(T, sh.E, k, seed), seed + 1);
+            seed += 2;
+        }
+        const std::vector<int32_t> eight = {3, 17, 40, 41, 99, 100, 101, sh.E - 1};
+        for (int64_t T : {64, 96}) {
+            check_mid(*cpu, ex, "eight experts take every token", T, k, random_routing(T, sh.E, k, seed, eight),
+                      seed + 1);
+            seed += 2;
+        }
+        Routing bad = random_routing(17, sh.E, k, seed++);
+        bad.ids[size_t(5 * k + 3)] = sh.E;  // token 5 names expert E of E
+        check_mid(*cpu, ex, "an out-of-range id", 17, k, bad, seed++, 5);
+        {  // logits from {0, 1, 2}, token 0's all equal: ties go to the lower index, as on the CPU
+            const int64_t T = 17;
+            std::mt19937 rng(seed++);
+            std::vector<float> logits(size_t(T * sh.E));
+            for (auto& v : logits) v = float(rng() % 3);
+            for (int e = 0; e < sh.E; ++e) logits[size_t(e)] = 1.f;
+            const TopkResult want = cpu_topk(*cpu, logits, T, sh.E, sh.E, k, true);
+            const TopkResult got = gpu_route(logits, T, sh.E, sh.E, k, true, false, false);  // the backend's routing
+            expect_topk_equal(got, want, T, k, "tied logits", 2e-6f);
+            check_mid(*cpu, ex, "tied router scores", T, k, Routing{got.ids, got.weights}, seed++);
+        }
+        if (HasFailure()) return;
+    }
+}
+
+// Experts in 16-row tiles (what the backend places where they fit) give every plan the bits of
+// the same experts row-major: the kernels read the same values through another address map.
+// Mixed orders (I = 160: gate and up tiled, down [H, 160] not), Q4_K's biases, groups of 64 and
+// 128, and the flagship's shape (lazy Q4_0 blocks) at 1 and 64 tokens.
+TEST(FastMoe, TiledExpertsGiveTheRowMajorBits) {
+    REQUIRE_CUDA();
+    struct Case {
+        const char* name;
+        int E;
+        int64_t H, I;
+        DType t;
+        int G;
+        bool lazy;
+        int tiled;  // matrices tile() must convert
+        std::vector<std::pair<int64_t, int>> tk;  // (T, k)
+    };
+    const Case cases[] = {
+        {"Q4_0, down row-major", 8, 256, 160, DType::Q4_0, 32, false, 2,
+         {{1, 8}, {2, 2}, {3, 2}, {17, 2}, {64, 2}, {150, 2}}},
+        {"Q4_0 I = 512", 16, 256, 512, DType::Q4_0, 32, false, 3, {{1, 8}, {2, 8}, {8, 8}, {64, 8}}},
+        {"Q4_K biases", 8, 768, 256, DType::Q4_K, 32, false, 3, {{1, 8}, {5, 2}, {40, 2}}},
+        {"group 64", 16, 384, 128, DType::F32, 64, false, 3, {{1, 4}, {9, 4}, {64, 4}}},
+        {"group 128", 16, 384, 128, DType::F32, 128, false, 3, {{1, 4}, {9, 4}, {64, 4}}},
+        {"flagship 256x512x2048", 256, 2048, 512, DType::Q4_0, 32, true, 3, {{1, 8}, {64, 8}}},
+    };
+    uint32_t seed = 800;
+    for (const Case& c : cases) {
+        SCOPED_TRACE(c.name);
+        Experts ex(c.E, c.H, c.I, c.t, seed, c.G, c.lazy);
+        struct Run {
+            DeviceBuffer x, ids, w;
+            int64_t T;
+            int k;
+            std::vector<std::vector<uint32_t>> bits;  // a plan each
+        };
+        std::vector<Run> runs;
+        for (const auto& [T, k] : c.tk) {
+            const Routing r = random_routing(T, c.E, k, seed + 1 + uint32_t(T));
+            runs.push_back({to_device(normal_floats(size_t(T * c.H), seed + 2 + uint32_t(T))), to_device(r.ids),
+                            to_device(r.weights), T, k, {}});
+        }
+        const std::vector<fast::MoePlan> plans = all_plans();
+        for (int pass = 0; pass < 2; ++pass) {
+            if (pass == 1) {
+                ASSERT_EQ(ex.tile(), c.tiled);
+            }
+            for (Run& run : runs) {
+                DeviceBuffer d_y(size_t(run.T * c.H) * 4);
+                DeviceBuffer d_scratch(fast::moe_experts_scratch_bytes(run.T, run.k, c.E, c.H, c.I));
+                Stream stream;
+                for (size_t p = 0; p < plans.size(); ++p) {
+                    TS_CUDA_CHECK(cudaMemsetAsync(d_y.data(), 0xff, d_y.size(), stream));
+                    fast::moe_experts_packed_plan(plans[p], d_y.as<float>(), c.H, run.x.as<float>(), c.H, run.T,
+                                                  ex.view(), run.ids.as<int32_t>(), run.w.as<float>(), run.k,
+                                                  d_scratch.data(), stream);
+                    stream.synchronize();
+                    std::vector<uint32_t> y = to_host<uint32_t>(d_y, size_t(run.T * c.H));
+                    if (pass == 0) {
+                        run.bits.push_back(std::move(y));
+                        continue;
+                    }
+                    const std::vector<uint32_t>& want = run.bits[p];
+                    size_t diff = 0;
+                    for (size_t i = 0; i < y.size(); ++i) diff += y[i] != want[i];
+                    EXPECT_EQ(diff, 0u) << "T=" << run.T << " k=" << run.k << " plan " << str(plans[p])
+                                        << ": elements differing from the row-major experts";
+                }
+            }
+        }
+        seed += 20;
+        if (HasFailure()) return;
+    }
+}
+
+// moe_experts_packed(mid = true), TESSERA_MOE_MID=grouped's call: the mid plan's bits where the pick
+// takes the v2 tiles at ≤ 8 rows an expert on average (T·k ≤ 8·E), the pick's own elsewhere.
+TEST(FastMoe, MidSwitchTakesTheMidPlanAtFewRowsAnExpert) {
+    REQUIRE_CUDA();
+    const int E = 16, k = 4;  // 8·E = 128 slots: T ≤ 32 tokens
+    Experts ex(E, 256, 128, DType::Q4_0, 700);
+    for (int64_t T : {1, 2, 3, 32, 33, 64}) {
+        SCOPED_TRACE("T=" + std::to_string(T));
+        const Routing r = random_routing(T, E, k, 701 + uint32_t(T));
+        const std::vector<float> x = normal_floats(size_t(T * ex.H), 702 + uint32_t(T));
+        const DeviceBuffer d_x = to_device(x), d_ids = to_device(r.ids), d_w = to_device(r.weights);
+        DeviceBuffer d_y(size_t(T * ex.H) * 4), d_scratch(fast::moe_experts_scratch_bytes(T, k, E, ex.H, ex.I));
+        Stream stream;
+        std::vector<uint32_t> got, want;
+        for (int pass = 0; pass < 2; ++pass) {
+            TS_CUDA_CHECK(cudaMemsetAsync(d_y.data(), 0xff, d_y.size(), stream));
+            const bool mid_expected = T >= 3 && T * k <= 8 * E;
+            const int32_t* ids = d_ids.as<int32_t>();
+            if (pass == 0)
+                fast::moe_experts_packed(d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T, ex.view(), ids,
+                                         d_w.as<float>(), k, d_scratch.data(), stream, true, false, true, true);
+            else if (mid_expected)
+                fast::moe_experts_packed_plan(fast::moe_mid_plan(), d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T,
+                                              ex.view(), ids, d_w.as<float>(), k, d_scratch.data(), stream);
+            else
+                fast::moe_experts_packed(d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T, ex.view(), ids,
+                                         d_w.as<float>(), k, d_scratch.data(), stream);
+            stream.synchronize();
+            (pass == 0 ? got : want) = to_host<uint32_t>(d_y, size_t(T * ex.H));
+        }
+        EXPECT_EQ(got, want);
+    }
+}
+
+TEST(FastMoe, OutOfRangeIdPoisonsOnlyItsToken) {
+    REQUIRE_CUDA();
+    const int64_t T = 3;
+    const int E = 8, k = 2;
+    Experts ex(E, 64, 32, DType::Q4_0, 3);
+    const std::vector<float> x = normal_floats(size_t(T * ex.H), 4);
+    const Routing r{{0, 1, 2, 8, 5, 4}, {0.5f, 0.5f, 0.5f, 0.5f, 0.3f, 0.7f}};  // token 1 names expert 8 of 8
+    const DeviceBuffer d_x = to_device(x), d_ids = to_device(r.ids), d_w = to_device(r.weights);
+    DeviceBuffer d_y(size_t(T * ex.H) * 4), d_scratch(fast::moe_experts_scratch_bytes(T, k, E, ex.H, ex.I));
+    for (const fast::MoePlan& plan : all_plans()) {
+        SCOPED_TRACE(str(plan));
+        Stream stream;
+        fast::moe_experts_packed_plan(plan, d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T, ex.view(),
+                                      d_ids.as<int32_t>(), d_w.as<float>(), k, d_scratch.data(), stream);
+        stream.synchronize();
+        const std::vector<float> y = to_host<float>(d_y, size_t(T * ex.H));
+        for (int64_t h = 0; h < ex.H; ++h) {
+            EXPECT_TRUE(std::isfinite(y[size_t(h)])) << "token 0, h " << h;
+            EXPECT_TRUE(std::isnan(y[size_t(ex.H + h)])) << "token 1, h " << h;
+            EXPECT_TRUE(std::isfinite(y[size_t(2 * ex.H + h)])) << "token 2, h " << h;
+        }
+        if (HasFailure()) return;
+    }
+}
