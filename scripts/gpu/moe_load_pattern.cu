@@ -63,19 +63,10 @@ __device__ __forceinline__ uint32_t fold(const Tile& t) {
     return t.q0.x ^ t.q0.y ^ t.q0.z ^ t.q0.w ^ t.q1.x ^ t.q1.y ^ t.q1.z ^ t.q1.w ^ t.s;
 }
 
-// A block an (item, 4·RPW row tiles of gate and of up): warps 0–3 gate's, 4–7 up's; a ring of U.
-template <int U, int RPW, int LAYOUT>
-__global__ void __launch_bounds__(256, U <= 3 ? 3 : 2)
-    blocks(const uint8_t* __restrict__ w, const int* __restrict__ expert, uint32_t* sink) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, rt = warp % 4, mat = warp / 4;
-    const uint8_t* m = w + (size_t(expert[blockIdx.x]) * 2 + mat) * kMat;
-    const int tile0 = blockIdx.y * 4 * RPW + rt, nv = RPW * NKT;
+// The warp's nv tiles through a ring of U: each slot refilled by next(slot, v) as soon as consumed.
+template <int U, typename Next>
+__device__ __forceinline__ void ring(int nv, Next next, uint32_t* sink) {
     Tile tl[U];
-    int lr = 0, lkt = 0;
-    auto next = [&](Tile& s, int v) {
-        if (v < nv) s = load<LAYOUT>(m, tile0 + 4 * lr, lkt, lane);
-        if (++lkt == NKT) lkt = 0, ++lr;
-    };
 #pragma unroll
     for (int u = 0; u < U; ++u) next(tl[u], u);
     uint32_t acc = 0;
@@ -87,7 +78,22 @@ __global__ void __launch_bounds__(256, U <= 3 ? 3 : 2)
             next(tl[u], v0 + u + U);
         }
     }
-    if (acc == 0x12345678u) sink[0] = acc;
+    if (acc == 0x12345678u) sink[0] = acc;  // never: keeps the loads
+}
+
+// A block an (item, 4·RPW row tiles of gate and of up): warps 0–3 gate's, 4–7 up's; a ring of U.
+template <int U, int RPW, int LAYOUT>
+__global__ void __launch_bounds__(256, U <= 3 ? 3 : 2)
+    blocks(const uint8_t* __restrict__ w, const int* __restrict__ expert, uint32_t* sink) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, rt = warp % 4, mat = warp / 4;
+    const uint8_t* m = w + (size_t(expert[blockIdx.x]) * 2 + mat) * kMat;
+    const int tile0 = blockIdx.y * 4 * RPW + rt, nv = RPW * NKT;
+    int lr = 0, lkt = 0;
+    auto next = [&](Tile& s, int v) {
+        if (v < nv) s = load<LAYOUT>(m, tile0 + 4 * lr, lkt, lane);
+        if (++lkt == NKT) lkt = 0, ++lr;
+    };
+    ring<U>(nv, next, sink);
 }
 
 // Persistent: a grid of SMs × blocks, each walking the (item, row-tile group) units strided.
@@ -96,7 +102,6 @@ __global__ void __launch_bounds__(256, 3)
     persistent(const uint8_t* __restrict__ w, const int* __restrict__ expert, int n_units, uint32_t* sink) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, rt = warp % 4, mat = warp / 4;
     const int nu = (n_units - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x), nv = nu * NKT;
-    Tile tl[U];
     int lu = 0, lkt = 0;
     auto next = [&](Tile& s, int v) {
         if (v < nv) {
@@ -106,18 +111,7 @@ __global__ void __launch_bounds__(256, 3)
         }
         if (++lkt == NKT) lkt = 0, ++lu;
     };
-#pragma unroll
-    for (int u = 0; u < U; ++u) next(tl[u], u);
-    uint32_t acc = 0;
-    for (int v0 = 0; v0 < nv; v0 += U) {
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-            if (v0 + u >= nv) break;
-            acc ^= fold(tl[u]);
-            next(tl[u], v0 + u + U);
-        }
-    }
-    if (acc == 0x12345678u) sink[0] = acc;
+    ring<U>(nv, next, sink);
 }
 
 __global__ void flat(const uint8_t* __restrict__ p, size_t n16, uint32_t* sink) {
