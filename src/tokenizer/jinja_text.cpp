@@ -2,57 +2,23 @@
 #include "tokenizer/jinja_text.h"
 
 #include "core/status.h"
+#include "tokenizer/unicode.h"
 
 namespace tessera::jinja::text {
 
 std::u32string decode(std::string_view s) {
-    static const char32_t kMin[4] = {0, 0x80, 0x800, 0x10000};
     std::u32string out;
     out.reserve(s.size());
-    size_t i = 0;
-    while (i < s.size()) {
-        unsigned char c = static_cast<unsigned char>(s[i]);
-        if (c < 0x80) {
-            out.push_back(c);
-            ++i;
-            continue;
-        }
-        size_t n = (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3 : 0;
-        bool ok = n > 0 && i + n < s.size();
-        char32_t cp = c & (0x3F >> n);
-        for (size_t k = 1; ok && k <= n; ++k) {
-            unsigned char cc = static_cast<unsigned char>(s[i + k]);
-            if ((cc & 0xC0) != 0x80) ok = false;
-            cp = (cp << 6) | (cc & 0x3F);
-        }
-        if (!ok || cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-            out.push_back(0xFFFD);
-            ++i;
-            continue;
-        }
-        out.push_back(cp);
-        i += n + 1;
+    for (size_t i = 0; i < s.size();) {
+        char32_t cp;
+        const size_t len = tok::utf8_decode_one(s, i, &cp);
+        out.push_back(len ? cp : 0xFFFD);
+        i += len ? len : 1;
     }
     return out;
 }
 
-void append_utf8(std::string& out, char32_t cp) {
-    if (cp < 0x80) {
-        out.push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-        out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-        out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-        out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-        out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-        out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-        out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
-}
+void append_utf8(std::string& out, char32_t cp) { tok::append_utf8_plain(out, cp); }
 
 std::string encode(std::u32string_view s) {
     std::string out;

@@ -55,9 +55,12 @@ std::u32string utf8_to_cpts(std::string_view s) {
 }
 
 void append_utf8(std::string& out, char32_t cp) {
-    if (is_invalid_byte(cp)) {
-        out.push_back(static_cast<char>(cp - kInvalidByteBase));
-    } else if (cp < 0x80) {
+    if (is_invalid_byte(cp)) out.push_back(static_cast<char>(cp - kInvalidByteBase));
+    else append_utf8_plain(out, cp);
+}
+
+void append_utf8_plain(std::string& out, char32_t cp) {
+    if (cp < 0x80) {
         out.push_back(static_cast<char>(cp));
     } else if (cp < 0x800) {
         out.push_back(static_cast<char>(0xC0 | (cp >> 6)));

@@ -17,6 +17,9 @@ inline bool is_invalid_byte(char32_t cp) { return cp >= kInvalidByteBase; }
 size_t utf8_decode_one(std::string_view s, size_t i, char32_t* cp);
 // Whole string; invalid bytes become kInvalidByteBase + byte, one per byte.
 std::u32string utf8_to_cpts(std::string_view s);
+// UTF-8 of cp as it is (1-4 bytes; no check that cp is a scalar value).
+void append_utf8_plain(std::string& out, char32_t cp);
+// An invalid-byte code point writes its raw byte, any other append_utf8_plain.
 void append_utf8(std::string& out, char32_t cp);
 std::string cpts_to_utf8(std::u32string_view cps);
 

@@ -2,6 +2,7 @@
 // hand-derived expectations from the Unicode standard.
 #include <gtest/gtest.h>
 
+#include "tokenizer/jinja_text.h"
 #include "tokenizer/unicode.h"
 
 using namespace tessera::tok;
@@ -30,6 +31,25 @@ TEST(Utf8, DecodeOneRejectsTruncated) {
     EXPECT_EQ(utf8_decode_one("\xE2\x82", 0, &cp), 0u);
     EXPECT_EQ(utf8_decode_one("\xE2\x82\xAC", 0, &cp), 3u);
     EXPECT_EQ(cp, 0x20ACu);
+}
+
+// The Jinja interpreter's lenient decoding (tokenizer/jinja_text.h, over utf8_decode_one): each
+// byte that starts no valid sequence becomes U+FFFD, the rest decode as above; encoding is plain.
+TEST(Utf8, JinjaTextReplacesEachInvalidByte) {
+    namespace text = tessera::jinja::text;
+    const std::string valid = "a\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80";
+    EXPECT_EQ(text::decode(valid), (std::u32string{U'a', 0xE9, 0x20AC, 0x1F600}));
+    EXPECT_EQ(text::encode(text::decode(valid)), valid);
+    const char32_t r = 0xFFFD;
+    EXPECT_EQ(text::decode("\xC0\xAF"), (std::u32string{r, r}));          // overlong '/'
+    EXPECT_EQ(text::decode("\xED\xA0\x80"), (std::u32string{r, r, r}));  // a surrogate
+    EXPECT_EQ(text::decode("\xF4\x90\x80\x80"), (std::u32string{r, r, r, r}));  // past U+10FFFF
+    EXPECT_EQ(text::decode("\xE2\x82"), (std::u32string{r, r}));          // truncated
+    EXPECT_EQ(text::decode("a\xC3"), (std::u32string{U'a', r}));
+    EXPECT_EQ(text::decode("\x80x"), (std::u32string{r, U'x'}));           // a stray continuation
+    EXPECT_EQ(text::decode("\xFF\xC3\xA9"), (std::u32string{r, 0xE9}));
+    EXPECT_EQ(text::encode(std::u32string{0x7F, 0x80, 0x7FF, 0x800, 0xFFFF, 0x10000, 0x10FFFF}),
+              "\x7F\xC2\x80\xDF\xBF\xE0\xA0\x80\xEF\xBF\xBF\xF0\x90\x80\x80\xF4\x8F\xBF\xBF");
 }
 
 TEST(Unicode, Categories) {
