@@ -4,9 +4,10 @@
 #   scripts/gpu/check.sh tests kernels       # every CUDA test; every kernel benchmark   (~6 min)
 #   scripts/gpu/check.sh e2e profile         # tessera bench on the flagship; ncu profile (~8 min)
 #   scripts/gpu/check.sh ncu                  # why the decode kernels are slow: limits.md (~3 min)
+#   scripts/gpu/check.sh source               # where inside the open issues' hot kernels: sass_*.md (~2 min)
 #   TESSERA_AB="TESSERA_PDL=0;TESSERA_GEMV=staged" scripts/gpu/check.sh ab
 #                                             # 2K batch-1 bench, default then each setting (~25 s each)
-# Stages: tests | kernels | e2e | profile | ncu | ab (any order, any subset).
+# Stages: tests | kernels | e2e | profile | ncu | source | ab (any order, any subset).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 LOGS=${OUT:-build/gpu-logs}
@@ -19,6 +20,7 @@ targets="tessera"
 has tests && targets="$targets test_cuda"
 has kernels && targets="$targets bench_fast_gemv bench_fast_gemm bench_fast_moe bench_fast_gdn bench_fast_attention bench_fast_topk bench_gemv"
 has ncu && targets="$targets bench_fast_gemv bench_fast_moe bench_fast_gdn"
+has source && targets="$targets bench_fast_gemv bench_fast_moe bench_fast_gdn"
 export TESSERA_GPU_TARGETS="$targets"
 if has tests; then
   scripts/gpu/run_tests.sh >"$LOGS/tests.txt" 2>&1
@@ -45,6 +47,18 @@ fi
 if has ncu; then
   scripts/gpu/ncu_kernels.sh >/dev/null 2>&1
   echo "== ncu: $(grep -c '^| ' "$LOGS/limits.md") rows in limits.md"
+fi
+
+if has source; then  # ncu_source.sh: the SASS-level digest of each (issues 8, 9, 7)
+  scripts/gpu/ncu_source.sh moe_mid mid_kernel $B/bench_fast_moe --tokens 64 --runs 1 --warmup 0 \
+    --filter "256x512x2048 top-8 T=64" >/dev/null
+  scripts/gpu/ncu_source.sh gdn_prep wy_prep16 $B/bench_fast_gdn --runs 1 --warmup 0 \
+    --filter "f16x3 wgmma hot T=1024" >/dev/null
+  scripts/gpu/ncu_source.sh gdn_state wy_state16_wg $B/bench_fast_gdn --runs 1 --warmup 0 \
+    --filter "f16x3 wgmma hot T=1024" >/dev/null
+  scripts/gpu/ncu_source.sh gemv_t8 gemv $B/bench_fast_gemv --tokens 8 --layouts q4_0 --variants pick --modes cold \
+    --runs 1 --warmup 0 --filter 4096x14336 >/dev/null
+  echo "== source: $(ls "$LOGS"/sass_*.md 2>/dev/null | wc -l) digests (sass_*.md)"
 fi
 
 MODEL=${TESSERA_BENCH_MODEL:-/tmp/qwen3.6-35b-a3b-q4_0.gguf}
