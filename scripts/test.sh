@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's second command: set up, build and run every test (the CPU Release build with
-# all tests, then the AddressSanitizer + UBSan build over the C++ CPU tests, then the GGUF fuzzer
+# all tests, then the AddressSanitizer + UBSan build over the C++ CPU tests, then the parser fuzzers
 # for a bounded time). .ci/run calls this.
 set -euo pipefail
 cd "$(dirname "$0")/.."

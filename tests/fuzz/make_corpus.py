@@ -1,5 +1,7 @@
-"""Regenerates the GGUF fuzz seed corpus (small valid files, written by llama.cpp's gguf-py):
+"""Regenerates the fuzz seed corpora: GGUF (small valid files, written by llama.cpp's gguf-py),
+safetensors (small valid files by hand) and requests (OpenAI bodies and tool-call block bodies):
 python3 tests/fuzz/make_corpus.py"""
+import json
 import os
 import struct
 
@@ -7,7 +9,8 @@ import numpy as np
 import gguf
 from gguf import GGMLQuantizationType as Q, GGUFValueType as V
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus_gguf")
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "corpus_gguf")
 
 
 def write(name, fill, alignment=None):
@@ -58,5 +61,56 @@ def main():
     open(os.path.join(OUT, "v2.gguf"), "wb").write(blob)
 
 
+def safetensors_corpus():
+    out = os.path.join(HERE, "corpus_safetensors")
+    os.makedirs(out, exist_ok=True)
+
+    def write_st(name, header, data):
+        h = json.dumps(header).encode()
+        open(os.path.join(out, name), "wb").write(struct.pack("<Q", len(h)) + h + data)
+
+    write_st("two.safetensors", {"__metadata__": {"format": "pt"},
+                                 "a": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]},
+                                 "b": {"dtype": "BF16", "shape": [3], "data_offsets": [16, 22]}}, bytes(range(22)))
+    write_st("scalar_u8.safetensors", {"s": {"dtype": "U8", "shape": [], "data_offsets": [0, 1]},
+                                       "e": {"dtype": "I64", "shape": [0], "data_offsets": [1, 1]}}, b"\x07")
+    write_st("f8.safetensors", {"w": {"dtype": "F8_E4M3", "shape": [4, 2], "data_offsets": [0, 8]}}, bytes(8))
+    write_st("empty.safetensors", {}, b"")
+
+
+def requests_corpus():
+    out = os.path.join(HERE, "corpus_requests")
+    os.makedirs(out, exist_ok=True)
+    bodies = {
+        "chat.json": {"model": "m", "messages": [{"role": "system", "content": "s"},
+                                                 {"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+                      "max_tokens": 8, "temperature": 0.7, "top_p": 0.9, "stop": ["\n"], "stream": True,
+                      "stream_options": {"include_usage": True}, "logit_bias": {"5": -100}, "seed": 3},
+        "tools.json": {"messages": [{"role": "user", "content": "x"},
+                                    {"role": "assistant", "content": None, "tool_calls": [
+                                        {"id": "c", "type": "function",
+                                         "function": {"name": "f", "arguments": "{\"a\":1}"}}]},
+                                    {"role": "tool", "tool_call_id": "c", "content": "r"}],
+                       "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
+                       "tool_choice": "auto", "chat_template_kwargs": {"enable_thinking": False}},
+        "completion.json": {"prompt": "once upon", "max_tokens": 4, "presence_penalty": 0.5,
+                            "frequency_penalty": 0.1, "n": 1},
+        "completion_tokens.json": {"prompt": [1, 2, 3], "max_tokens": 2, "temperature": 0},
+    }
+    for name, body in bodies.items():
+        open(os.path.join(out, name), "w").write(json.dumps(body))
+    blocks = {  # tool-call block bodies as models write them (tool_call_parse.h)
+        "hermes.txt": '\n{"name": "get_weather", "arguments": {"city": "Paris", "n": [1, 2]}}\n',
+        "xml.txt": "\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=n>\n3\n"
+                   "</parameter>\n</function>\n",
+        "deepseek.txt": "<｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{\"a\": 1}\n```<｜tool▁call▁end｜>"
+                        "<｜tool▁call▁begin｜>g<｜tool▁sep｜>{\"b\": 2}<｜tool▁call▁end｜>",
+    }
+    for name, text in blocks.items():
+        open(os.path.join(out, name), "w").write(text)
+
+
 if __name__ == "__main__":
     main()
+    safetensors_corpus()
+    requests_corpus()
