@@ -33,13 +33,7 @@
 
 namespace tessera::cuda::moetest {
 
-inline std::vector<float> normal_floats(size_t n, uint32_t seed, float scale = 1.f) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> dist(0.f, scale);
-    std::vector<float> v(n);
-    for (auto& f : v) f = dist(rng);
-    return v;
-}
+using reftest::normal_floats;
 
 // A pageable upload may return before its DMA lands; the tests' streams do not wait for it.
 template <typename T>

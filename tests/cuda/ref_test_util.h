@@ -44,6 +44,15 @@ inline cuda::ref::PagedCache dense_cache(const void* data, bool f16, int64_t n_b
 // Value of every element outside a view (row padding): a kernel that writes there shows up.
 constexpr float kPad = -777.25f;
 
+// n normal floats (mean 0, standard deviation scale) from seed.
+inline std::vector<float> normal_floats(size_t n, uint32_t seed, float scale = 1.f) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> dist(0.f, scale);
+    std::vector<float> v(n);
+    for (auto& f : v) f = dist(rng);
+    return v;
+}
+
 // Host data [rows, ld] with the first `cols` of each row uniform in [lo, hi) and the rest kPad.
 inline std::vector<float> random_rows(int64_t rows, int64_t cols, int64_t ld, uint32_t seed, float lo = -2.f,
                                       float hi = 2.f) {

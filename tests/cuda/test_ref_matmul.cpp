@@ -36,16 +36,10 @@ using namespace tessera::cuda;
 
 namespace {
 
+using reftest::normal_floats;
+
 const DType kWeightTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0,
                               DType::Q4_0, DType::Q4_K, DType::Q6_K, DType::MXFP4};
-
-std::vector<float> normal_floats(size_t n, uint32_t seed, float scale = 1.f) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> dist(0.f, scale);
-    std::vector<float> v(n);
-    for (auto& f : v) f = dist(rng);
-    return v;
-}
 
 std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
     std::mt19937 rng(seed);

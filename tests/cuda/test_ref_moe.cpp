@@ -35,13 +35,7 @@ using namespace tessera::cuda;
 
 namespace {
 
-std::vector<float> normal_floats(size_t n, uint32_t seed, float scale = 1.f) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> dist(0.f, scale);
-    std::vector<float> v(n);
-    for (auto& f : v) f = dist(rng);
-    return v;
-}
+using reftest::normal_floats;
 
 // A cudaMemcpy from pageable memory may return before its DMA lands, and the tests' streams do
 // not wait for the legacy default stream: wait for the device before using the copy.
