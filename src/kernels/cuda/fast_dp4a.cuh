@@ -24,6 +24,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/fast_device.cuh"
+#include "kernels/cuda/packed_weight.h"
 
 namespace tessera::cuda::fast::dev {
 
@@ -136,19 +137,19 @@ struct Dp4aTile {
     uint32_t s, b;  // chunk 0 in the low half, chunk 1 in the high half
 };
 
-// Chunks 2h, 2h + 1 of k-tile kt of a row-major row (codes, scales, biases of that row; biases
-// may be null), nch = the row's chunks, cpg = chunks a scale group.
+// Chunks 2h, 2h + 1 of k-tile kt of a row (codes, scales, biases at the row's chunk 0 and group
+// 0; biases may be null) in either order of packed_weight.h — each chunk and group where the row's
+// steps put them (a row's k-tiles are 64 bytes apart row-major, 1 KB in tiles); nch = the row's
+// chunks, lg = log2 of the chunks a scale group (G is 32·2^j).
 __device__ __forceinline__ Dp4aTile dp4a_load_row(const uint8_t* codes, const uint16_t* scales, const uint16_t* biases,
-                                                  int kt, int h, int nch, int cpg, bool ok) {
+                                                  const PackedRowSteps& st, int kt, int h, int nch, int lg, bool ok) {
     Dp4aTile tl;
     tl.s = tl.b = 0;
-    const bool pow2 = (cpg & (cpg - 1)) == 0;
-    const int lg = __ffs(cpg) - 1;
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
-        const int ch = 4 * kt + 2 * h + c, gi = pow2 ? ch >> lg : ch / cpg;
+        const int ch = 4 * kt + 2 * h + c, gi = st.scale_group(ch >> lg);
         const bool in = ok && ch < nch;
-        tl.q[c] = in ? load_stream(codes + 16 * ch) : make_uint4(0, 0, 0, 0);
+        tl.q[c] = in ? load_stream(codes + st.chunk(ch)) : make_uint4(0, 0, 0, 0);
         tl.s |= (in ? uint32_t(__ldg(scales + gi)) : 0u) << (16 * c);
         tl.b |= (in && biases ? uint32_t(__ldg(biases + gi)) : 0u) << (16 * c);
     }

@@ -59,22 +59,9 @@ __device__ __forceinline__ Row row_of(const PackedMatrix& m, int K, int r) {
             packed_row_steps(lay)};
 }
 
-// dp4a_load_row (fast_dp4a.cuh: row-major rows only) for a row in either order: chunks 2h, 2h + 1
-// of k-tile kt (nch = the row's chunks), each chunk and group where the layout puts it (a row's
-// k-tiles are 64 bytes apart in row-major, 1 KB in tiles).
+// Chunks 2h, 2h + 1 of k-tile kt of row r (nch = the row's chunks), in its matrix's order.
 __device__ __forceinline__ Dp4aTile load_row(const Row& r, int kt, int h, int nch, bool ok) {
-    Dp4aTile tl;
-    tl.s = tl.b = 0;
-    const int lg = __ffs(r.cpg) - 1;  // G is 32·2^j (moe_check_experts)
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {
-        const int ch = 4 * kt + 2 * h + c, gi = r.st.scale_group(ch >> lg);
-        const bool in = ok && ch < nch;
-        tl.q[c] = in ? load_stream(r.codes + r.st.chunk(ch)) : make_uint4(0, 0, 0, 0);
-        tl.s |= (in ? uint32_t(__ldg(r.scales + gi)) : 0u) << (16 * c);
-        tl.b |= (in && r.biases ? uint32_t(__ldg(r.biases + gi)) : 0u) << (16 * c);
-    }
-    return tl;
+    return dp4a_load_row(r.codes, r.scales, r.biases, r.st, kt, h, nch, __ffs(r.cpg) - 1, ok);
 }
 
 struct GateUp {
