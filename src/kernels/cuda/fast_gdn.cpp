@@ -71,7 +71,7 @@ void gated_delta_rule(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, HeadsIn k
                      "{}: the F16x3 variant copies 16-byte pieces of scratch, which must be 16-byte aligned", op);
             TS_CUDA_CHECK(detail::launch_gdn_chunked16(o, o_ts, o_hs, q, k, v, g, g_s, beta, beta_s, T, dk, dv, state,
                                                        slot_stride, n_slots, plan, p, scratch, max_len,
-                                                       variant == GdnChunkVariant::F16x3Wg, stream));
+                                                       variant, stream));
         } else {
             TS_CUDA_CHECK(detail::launch_gdn_chunked(o, o_ts, o_hs, q, k, v, g, g_s, beta, beta_s, T, dk, dv, state,
                                                      slot_stride, n_slots, plan, p, scratch, max_len,

@@ -78,8 +78,13 @@ constexpr int64_t gdn_chunk16_row_floats(int64_t dk, int64_t dv) {
 // 16384 tokens: 188.8 / 2,728.5 µs against Auto's 276.1 / 4,215.0 (at 16K: prep 1,158.7, state
 // pass 1,564.7); session 18, its loops trimmed: 172.4 / 2,471.2.
 // F16x3Wg (fast_gdn_chunked16_wg.cu; F16x3's prep and arithmetic): the state pass on the warpgroup
-// MMA, its operands read from swizzled shared memory by descriptors. The backend's pick
-// (TESSERA_GDN_CHUNKED=f16x3 takes F16x3, tf32 Auto). H200 (session 18): 157.5 / 2,072.1 µs.
+// MMA, its operands read from swizzled shared memory by descriptors. H200 (session 18): 157.5 /
+// 2,072.1 µs.
+// F16x3Rt (fast_gdn_chunked16_rt.cu; F16x3's prep writing raw lo halves): the state pass with Sᵀ in
+// the warpgroup MMA's accumulators — its rows are the value columns, independent of each other, so
+// one warpgroup a 64-column block runs its chunk chain with no block barrier, its exponents per
+// row from a quad's shuffles; the chunk's tiles by TMA from a producer warp. dk in (112, 128] (else
+// F16x3Wg's pass). The backend's pick (TESSERA_GDN_CHUNKED=f16x3wg, f16x3, tf32 for the others).
 enum class GdnChunkVariant : int {
     Auto = 0,
     StateWarps8 = 1,
@@ -90,8 +95,11 @@ enum class GdnChunkVariant : int {
     SplitVec16 = 6,
     F16x3 = 7,
     F16x3Wg = 8,  // F16x3 with its state pass on the warpgroup MMA (fast_gdn_chunked16_wg.cu, sm_90a)
+    F16x3Rt = 9,  // F16x3 with Sᵀ in wgmma accumulators, a warpgroup a 64-column block (…_rt.cu, sm_90a)
 };
-inline bool gdn_chunk_f16x3(GdnChunkVariant v) { return v == GdnChunkVariant::F16x3 || v == GdnChunkVariant::F16x3Wg; }
+inline bool gdn_chunk_f16x3(GdnChunkVariant v) {
+    return v == GdnChunkVariant::F16x3 || v == GdnChunkVariant::F16x3Wg || v == GdnChunkVariant::F16x3Rt;
+}
 inline int gdn_chunk_state_warps(GdnChunkVariant v) {
     return v == GdnChunkVariant::StateWarps8 || v == GdnChunkVariant::SplitWarps8 ? 8 : 16;
 }
@@ -192,8 +200,8 @@ cudaError_t launch_gdn_chunked(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, 
 cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, HeadsIn k, HeadsIn v,
                                  const float* g, int64_t g_s, const float* beta, int64_t beta_s, int64_t T, int64_t dk,
                                  int64_t dv, float* state, int64_t slot_stride, int64_t n_slots, const SeqPlan& plan,
-                                 const GdnParams& p, float* scratch, int64_t max_len, bool wg,
-                                 cudaStream_t stream);  // F16x3 (wg: F16x3Wg)
+                                 const GdnParams& p, float* scratch, int64_t max_len, GdnChunkVariant variant,
+                                 cudaStream_t stream);  // F16x3, F16x3Wg, F16x3Rt
 cudaError_t launch_gdn_decode_step(const GdnDecodeArgs& args, cudaStream_t stream);      // ClusterPerKeyHead
 cudaError_t launch_gdn_decode_step_v2(const GdnDecodeArgs& args, int cols, cudaStream_t stream);  // Cols32 / Cols16
 bool gdn_decode_head_fits(const GdnDecodeArgs& args);  // Head256 / Head512 take these shapes

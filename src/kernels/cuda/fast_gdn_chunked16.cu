@@ -47,10 +47,11 @@ __device__ inline float acc3(const Acc3& c, int e) { return c.hh[e] + (c.hl[e] +
 static_assert(kGdnChunkMaxDk <= 128, "wy_prep16 holds one float4 of a k / q row a lane");
 constexpr int kLdTh = 2 * kLdT;  // halves: a split T row [hi 64 | lo 64 | pad] in a T row's bytes (≡ 4 banks)
 
-// x·s split as four f16 hi and four lo (x0 in the low half of hi.x).
+// x·s split as four f16 hi and four lo (x0 in the low half of hi.x); Raw as split16's.
+template <bool Raw = false>
 __device__ inline void split16x4(float4 x, float s, uint2& hi, uint2& lo) {
-    split16(x.x, x.y, s, hi.x, lo.x);
-    split16(x.z, x.w, s, hi.y, lo.y);
+    split16<Raw>(x.x, x.y, s, hi.x, lo.x);
+    split16<Raw>(x.z, x.w, s, hi.y, lo.y);
 }
 __device__ inline uint32_t max_abs4(uint32_t m, float4 x) {
     return max(max(m, max(abs_bits(x.x), abs_bits(x.y))), max(abs_bits(x.z), abs_bits(x.w)));
@@ -62,8 +63,9 @@ __device__ inline uint32_t max_abs4(uint32_t m, float4 x) {
 // per-token factors (and V's per-row powers of two) go into T's columns, T' = T·diag(β e^Γ) and
 // T'' = T·diag(β 2^-eV), each row split under its own power of two (undone on the product's rows).
 // The triangular solve stays f32 (its diagonal blocks scalar, the block rows 3×TF32).
-// DKQ as wy_state16_kernel's.
-template <int DKQ>
+// DKQ as wy_state16_kernel's. RAW: W, K̃, Q̃ and P written with raw lo halves (split16<true>: the
+// F16x3Rt state pass); the prep's own split operands keep the 2^11 scale either way.
+template <int DKQ, bool RAW>
 __global__ void __launch_bounds__(kThreads, 2) wy_prep16_kernel(ChArgs a) {
     const int64_t c = blockIdx.x, h = blockIdx.z;
     const int s = blockIdx.y, tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gid = lane / 4, tig = lane % 4;
@@ -147,10 +149,10 @@ __global__ void __launch_bounds__(kThreads, 2) wy_prep16_kernel(ChArgs a) {
         if (l < L) {
             if (kq_lane) {
                 const float d = dl[l], e = eg[l];
-                split16x4(make_float4(k4.x * d, k4.y * d, k4.z * d, k4.w * d), pow2(ek), hi, lo);
+                split16x4<RAW>(make_float4(k4.x * d, k4.y * d, k4.z * d, k4.w * d), pow2(ek), hi, lo);
                 reinterpret_cast<uint2*>(srow(l) + ro.k / 2)[lane] = hi;
                 reinterpret_cast<uint2*>(srow(l) + (ro.k + dkq) / 2)[lane] = lo;
-                split16x4(make_float4(q4.x * e, q4.y * e, q4.z * e, q4.w * e), pow2(eq), hi, lo);
+                split16x4<RAW>(make_float4(q4.x * e, q4.y * e, q4.z * e, q4.w * e), pow2(eq), hi, lo);
                 reinterpret_cast<uint2*>(srow(l) + ro.q / 2)[lane] = hi;
                 reinterpret_cast<uint2*>(srow(l) + (ro.q + dkq) / 2)[lane] = lo;
             }
@@ -222,7 +224,7 @@ __global__ void __launch_bounds__(kThreads, 2) wy_prep16_kernel(ChArgs a) {
                 const int i = m0 + gid + 8 * half, j = n0 + 2 * tig;
                 if (i >= L) continue;
                 uint32_t hi, lo;
-                split16(pacc[r][2 * half], pacc[r][2 * half + 1], pow2(ep), hi, lo);
+                split16<RAW>(pacc[r][2 * half], pacc[r][2 * half + 1], pow2(ep), hi, lo);
                 srow2(i)[(ro.p + j) / 2] = hi;
                 srow2(i)[(ro.p + kC + j) / 2] = lo;
             }
@@ -334,7 +336,7 @@ __global__ void __launch_bounds__(kThreads, 2) wy_prep16_kernel(ChArgs a) {
                 if (is_w) {
                     const float f = rw[i] * ik;  // both powers of two >= 2^-60: exact
                     uint32_t hi, lo;
-                    split16(acc3(acc, 2 * half) * f, acc3(acc, 2 * half + 1) * f, pow2(ew), hi, lo);
+                    split16<RAW>(acc3(acc, 2 * half) * f, acc3(acc, 2 * half + 1) * f, pow2(ew), hi, lo);
                     srow2(i)[(ro.w + j) / 2] = hi;
                     srow2(i)[(ro.w + dkq + j) / 2] = lo;
                 } else {
@@ -613,7 +615,8 @@ __global__ void __launch_bounds__(kTh16, 1) wy_state16_kernel(ChArgs a) {
 cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, HeadsIn k, HeadsIn v,
                                  const float* g, int64_t g_s, const float* beta, int64_t beta_s, int64_t T, int64_t dk,
                                  int64_t dv, float* state, int64_t slot_stride, int64_t n_slots, const SeqPlan& plan,
-                                 const GdnParams& p, float* scratch, int64_t max_len, bool wg, cudaStream_t stream) {
+                                 const GdnParams& p, float* scratch, int64_t max_len, GdnChunkVariant variant,
+                                 cudaStream_t stream) {
     ChArgs a = ch_args(o, o_ts, o_hs, q, k, v, g, g_s, beta, beta_s, T, dk, dv, state, slot_stride, n_slots, plan, p,
                        scratch, max_len);
     a.rs = gdn_chunk16_row_floats(dk, dv);  // a multiple of 4: the state pass copies 16 bytes (scratch 16-aligned)
@@ -624,7 +627,11 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
                              sizeof(double) * kC + 6 * sizeof(uint32_t);
     const size_t state_smem = 2 * size_t(kC * 3 * ldw + 2 * kC * kLdP + (dkq + kC) * kLdN) +
                               sizeof(float) * size_t(2 * kC * kLdS + 16) + 4 * sizeof(uint32_t);
-    auto* prep_kernel = dkq == 128 ? wy_prep16_kernel<128> : wy_prep16_kernel<0>;
+    // F16x3Rt where its pass takes the heads (dk rounded to 16 is 128), else F16x3Wg's pass.
+    const bool rt = variant == GdnChunkVariant::F16x3Rt && dkq == 128;
+    const bool wg = variant == GdnChunkVariant::F16x3Wg || (variant == GdnChunkVariant::F16x3Rt && !rt);
+    auto* prep_kernel = rt ? wy_prep16_kernel<128, true> : dkq == 128 ? wy_prep16_kernel<128, false>
+                                                                       : wy_prep16_kernel<0, false>;
     cudaError_t err = cudaFuncSetAttribute(prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(prep_smem));
     if (err != cudaSuccess) return err;
     auto* state_kernel = dkq == 128 ? wy_state16_kernel<128> : wy_state16_kernel<0>;
@@ -633,6 +640,7 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
     const dim3 prep_grid{unsigned((max_len + kC - 1) / kC), unsigned(plan.n_seqs), unsigned(p.n_v_heads)};
     prep_kernel<<<prep_grid, kThreads, prep_smem, stream>>>(a);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    if (rt) return f16x3::launch_wy_state16_rt(a, stream);
     if (wg) return f16x3::launch_wy_state16_wg(a, stream);
     const dim3 state_grid{unsigned(plan.n_seqs), unsigned(p.n_v_heads), unsigned((dv + kNs - 1) / kNs)};
     state_kernel<<<state_grid, kTh16, state_smem, stream>>>(a);

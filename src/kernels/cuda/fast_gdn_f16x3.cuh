@@ -32,12 +32,17 @@ __device__ inline void max_into(uint32_t* slot, uint32_t m) {
     if (threadIdx.x % 32 == 0) atomicMax(slot, m);
 }
 // (x0, x1)·s as f16 pairs with x·s = hi + 2^-11·lo to ~2^-22 (low half: x0). x·s − hi is exact in f32.
+// Raw: lo unscaled (x·s = hi + lo), for products that add hi·lo and lo·hi into hi·hi's accumulator
+// (F16x3Rt); with max |x·s| in [2^12, 2^13) lo stays a normal f16 for elements down to ~2^-15 of the
+// max and keeps 2^-24 absolute below that (2^-36 of the max).
+template <bool Raw = false>
 __device__ inline void split16(float x0, float x1, float s, uint32_t& hi, uint32_t& lo) {
     x0 *= s;
     x1 *= s;
     const __half2 h = __floats2half2_rn(x0, x1);
     const float2 f = __half22float2(h);
-    const __half2 l = __floats2half2_rn((x0 - f.x) * kLo, (x1 - f.y) * kLo);
+    const float ls = Raw ? 1.f : kLo;
+    const __half2 l = __floats2half2_rn((x0 - f.x) * ls, (x1 - f.y) * ls);
     hi = *reinterpret_cast<const uint32_t*>(&h);
     lo = *reinterpret_cast<const uint32_t*>(&l);
 }
@@ -57,5 +62,9 @@ __device__ inline Row16 row16(int dkq, int dv) {
 // The F16x3 state pass on the warpgroup MMA (fast_gdn_chunked16_wg.cu), after wy_prep16 has filled
 // the scratch rows (a.rs = gdn_chunk16_row_floats). Needs dk <= 128.
 cudaError_t launch_wy_state16_wg(const wy::ChArgs& a, cudaStream_t stream);
+// The F16x3Rt state pass (fast_gdn_chunked16_rt.cu), after wy_prep16 in its raw-lo form has filled
+// the scratch rows: dk rounded up to 16 must be 128. An error (nothing launched) where the scratch
+// cannot be described to the tensor memory accelerator.
+cudaError_t launch_wy_state16_rt(const wy::ChArgs& a, cudaStream_t stream);
 
 }  // namespace tessera::cuda::fast::detail::f16x3

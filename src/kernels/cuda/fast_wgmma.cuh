@@ -216,22 +216,28 @@ __device__ __forceinline__ void wgmma_m64n64k16_ss_f16_t(float (&d)[32], uint64_
         : "l"(a), "l"(b), "r"(accumulate), "n"(TA), "n"(TB));
 }
 
-// D[64 × 64] (+)= A[64 × 16] (registers) · B[16 × 64], f16, B N-major in shared memory
-// (descriptor b, imm-trans-b 1).
-__device__ __forceinline__ void wgmma_m64n64k16_rs_f16_tb(float (&d)[32], const uint32_t (&a)[4], uint64_t b,
-                                                        int accumulate) {
+// D[64 × 64] (+)= A[64 × 16] (registers) · B[16 × 64], f16, B in shared memory (descriptor b): TB 0
+// K-major (wgmma_desc_sw128), 1 N-major (wgmma_desc_sw128_mn) — the immediate imm-trans-b.
+template <int TB>
+__device__ __forceinline__ void wgmma_m64n64k16_rs_f16_t(float (&d)[32], const uint32_t (&a)[4], uint64_t b,
+                                                         int accumulate) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, "
         "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31},"
-        " {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+        " {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),
           "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),
           "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),
           "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate), "n"(TB));
+}
+// The same with B N-major (imm-trans-b 1).
+__device__ __forceinline__ void wgmma_m64n64k16_rs_f16_tb(float (&d)[32], const uint32_t (&a)[4], uint64_t b,
+                                                        int accumulate) {
+    wgmma_m64n64k16_rs_f16_t<1>(d, a, b, accumulate);
 }
 
 // D[64 × 128] (+)= A[64 × 16] (registers) · B[16 × 128], f16, B N-major in shared memory
@@ -302,6 +308,54 @@ __device__ __forceinline__ void wgmma_rs_f16_tb(float (&d)[N / 2], const uint32_
     if constexpr (N == 64) wgmma_m64n64k16_rs_f16_tb(d, a, b, accumulate);
     else if constexpr (N == 128) wgmma_m64n128k16_rs_f16_tb(d, a, b, accumulate);
     else wgmma_m64n256k16_rs_f16_tb(d, a, b, accumulate);
+}
+
+// The same forms at a compile-time byte offset OFF from descriptor b's start address, added inside
+// the asm: a batch of wgmma over one tile then holds one descriptor, not one a k-step (the F16x3Rt
+// state pass, whose accumulators leave no room for sixteen 64-bit descriptors).
+template <int TB, int OFF>
+__device__ __forceinline__ void wgmma_m64n64k16_rs_f16_at(float (&d)[32], const uint32_t (&a)[4], uint64_t b,
+                                                          int accumulate) {
+    static_assert(OFF % 16 == 0 && OFF >= 0 && OFF < (1 << 18), "wgmma_m64n64k16_rs_f16_at: OFF in 16 bytes");
+    asm volatile(
+        "{\n.reg .pred p;\n.reg .b64 bd;\nsetp.ne.b32 p, %37, 0;\nadd.s64 bd, %36, %38;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, "
+        "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+        "},"
+        " {%32, %33, %34, %35}, bd, p, 1, 1, %39;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),
+          "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),
+          "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),
+          "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate), "n"(OFF / 16), "n"(TB));
+}
+template <int TB, int OFF>
+__device__ __forceinline__ void wgmma_m64n128k16_rs_f16_at(float (&d)[64], const uint32_t (&a)[4], uint64_t b,
+                                                           int accumulate) {
+    static_assert(OFF % 16 == 0 && OFF >= 0 && OFF < (1 << 18), "wgmma_m64n128k16_rs_f16_at: OFF in 16 bytes");
+    asm volatile(
+        "{\n.reg .pred p;\n.reg .b64 bd;\nsetp.ne.b32 p, %69, 0;\nadd.s64 bd, %68, %70;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, "
+        "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, "
+        "%40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, "
+        "%59, %60, %61, %62, %63"
+        "},"
+        " {%64, %65, %66, %67}, bd, p, 1, 1, %71;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),
+          "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),
+          "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),
+          "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
+          "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),
+          "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),
+          "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),
+          "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate), "n"(OFF / 16), "n"(TB));
 }
 
 // Descriptor of an N- (or M-) major operand in the 128-byte swizzle at shared address `addr`:

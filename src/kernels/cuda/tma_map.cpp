@@ -43,4 +43,23 @@ bool paged_cache_tma_map(CUtensorMap* map, bool* heads_inner, const ref::PagedCa
                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+bool tma_map_3d_sw128(CUtensorMap* map, bool f16, const void* data, const uint64_t (&dims)[3],
+                      const uint64_t (&strides)[2], const uint32_t (&box)[3]) {
+    const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_tiled();
+    const uint64_t es = f16 ? 2 : 4;
+    if (!encode || !data || reinterpret_cast<uintptr_t>(data) % 16 != 0 || box[0] * es != 128) return false;
+    for (int i = 0; i < 3; ++i)
+        if (dims[i] < 1 || dims[i] > (uint64_t(1) << 32) || box[i] < 1 || box[i] > 256) return false;
+    for (uint64_t s : strides)
+        if (s % 16 != 0 || s >= (uint64_t(1) << 40)) return false;
+    const cuuint64_t d[3] = {dims[0], dims[1], dims[2]};
+    const cuuint64_t st[2] = {strides[0], strides[1]};
+    const cuuint32_t b[3] = {box[0], box[1], box[2]};
+    const cuuint32_t elem_strides[3] = {1, 1, 1};
+    return encode(map, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3,
+                  const_cast<void*>(data), d, st, b, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                  CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 }  // namespace tessera::cuda

@@ -16,4 +16,12 @@ namespace tessera::cuda {
 // 64, strides not multiples of 16 bytes) or the driver refuses.
 bool paged_cache_tma_map(CUtensorMap* map, bool* heads_inner, const ref::PagedCache& c, int rows);
 
+// A 3-D tensor map [dims[2]][dims[1]][dims[0]] of f16 (f16 true) or f32 elements at `data`, the
+// outer two dimensions strides[0] and strides[1] bytes apart, boxes of box[0] × box[1] × box[2]
+// elements in the 128-byte swizzle (box[0] · the element size must be 128 bytes: a row of a
+// swizzled wgmma operand). False where the layout cannot be described (data or strides not
+// 16-byte aligned, a dimension out of range) or the driver refuses.
+bool tma_map_3d_sw128(CUtensorMap* map, bool f16, const void* data, const uint64_t (&dims)[3],
+                      const uint64_t (&strides)[2], const uint32_t (&box)[3]);
+
 }  // namespace tessera::cuda

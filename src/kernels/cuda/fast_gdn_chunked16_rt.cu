@@ -1,0 +1,399 @@
+// GdnChunkVariant::F16x3Rt: F16x3's chunked state pass with the state transposed into the warpgroup
+// MMA's accumulators. Sᵀ's rows are the value columns, and each evolves alone:
+//   Vnᵀ = Uᵀ − Sᵀ·Wᵀ,   Oᵀ = Sᵀ·Q̃ᵀ + Vnᵀ·Pᵀ,   Sᵀ ← e^Γlast·Sᵀ + Vnᵀ·K̃
+// — every product has Sᵀ or Vnᵀ as its A, row for row, so one warpgroup holding 64 rows of Sᵀ
+// (m64n128 f32 accumulators) runs a block's whole chunk chain from registers: an accumulator is
+// already laid out as the next wgmma's A fragments (FA3's P·V trick), its exponents are per row
+// (a quad's two shuffles, no block maximum), and nothing waits at a block barrier. F16x3Wg's pass
+// (fast_gdn_chunked16_wg.cu) spends ~9,000 cycles a chunk on four barriers and the maxima behind
+// them against ~1,800 of tensor work (session 19's profile).
+//
+// Arithmetic (F16x3's accuracy class): every operand is 2^-e·(hi + lo), hi and lo f16, lo RAW
+// (split16<true>: unscaled, so hi·hi, hi·lo and lo·hi add into one accumulator); W, Q̃, K̃ and P come
+// so from wy_prep16<·, true> with one exponent a chunk tile; Sᵀ and Vnᵀ are split here under one
+// exponent a row (its max in [2^12, 2^13)). Between chunks Sᵀ is kept as those split fragments
+// (2^-eS·(hi + lo), within 2^-23 of its row's max); for the S update it is rebuilt in f32 times
+// e^Γlast·2^(eV + eK) (the units of Vn's and K̃'s split values, so the product accumulates onto it),
+// then scaled by 2^-(eV + eK) (exact); the last chunk's S goes back to the slot from f32. eV is
+// capped so that scaling stays below 2^100 (Vn rows ~2^-87 of S's contribute nothing at f32's
+// precision anyway).
+//
+// A block per (sequence, value head, 64 value columns): warpgroup 0 computes, warp 4 issues the TMA
+// boxes (3-D maps over the scratch rows: halves or floats × value head × token; 64 rows × 128
+// bytes a box, the 128-byte swizzle wgmma reads). Per chunk, in the order the tensor pipe runs it:
+//   1. Vn = U − S·W and Q̃·S (both A = S's split fragments; B = W, Q̃ K-major, two stages);
+//   2. Vn's epilogue: U read from its swizzled tile, columns past the chunk zeroed, split per row;
+//   3. Q̃·S lands: scaled and kept in shared memory (a thread's own); S back to f32 from its split
+//      fragments (the state lives as them between chunks: 64 registers fewer across 1–2);
+//   4. S ← e^Γlast·S + Vn·K̃ (B = K̃ N-major: the tokens are the k dimension), rows of K̃ past the
+//      chunk zeroed first (the scratch there may hold anything); then P·Vn (B = P K-major);
+//   5. S lands: its row maxima and split fragments for the next chunk;  6. P·Vn lands: O stored.
+// Buffers: W+Q̃ two stages, U two, K̃ and P one each (224 KB); each has a full mbarrier (TMA bytes)
+// and an empty one (128 consumer arrivals, after the wgmma wait that ends its reads).
+#include <cuda.h>
+#include <cuda_fp16.h>
+
+#include <utility>
+
+#include "kernels/cuda/fast_gdn_f16x3.cuh"
+#include "kernels/cuda/fast_mbarrier.cuh"
+#include "kernels/cuda/fast_mma.cuh"
+#include "kernels/cuda/fast_tma.cuh"
+#include "kernels/cuda/fast_wgmma.cuh"
+#include "kernels/cuda/tma_map.h"
+
+namespace tessera::cuda::fast::detail::f16x3 {
+
+using namespace wy;
+
+namespace {
+
+constexpr int kRows = 64;                // value columns of a block (Sᵀ's rows)
+constexpr int kConsumers = 128;          // warpgroup 0
+constexpr int kThRt = kConsumers + 32;   // + the producer warp
+constexpr int kBox = 64 * 128;           // bytes: one TMA box, 64 rows of a 128-byte swizzled row
+// Shared memory, bytes from a 1024-aligned base.
+constexpr int kStageWQ = 8 * kBox;                 // [W hi d0–63, d64–127, W lo ×2, Q̃ hi ×2, Q̃ lo ×2]
+constexpr int kOffWQ = 0;                          // two stages
+constexpr int kOffK = kOffWQ + 2 * kStageWQ;       // [K̃ hi d0–63, d64–127, K̃ lo ×2]: [64 tokens][64 d]
+constexpr int kOffP = kOffK + 4 * kBox;            // [P hi, P lo]: [64 i][64 j]
+constexpr int kOffU = kOffP + 2 * kBox;            // [2 stages][v 0–31, v 32–63]: f32 [64 tokens][32 v]
+constexpr int kOffO = kOffU + 4 * kBox;            // f32 [32][128]: a thread's Q̃·S part of O
+constexpr int kOffBar = kOffO + 32 * kConsumers * 4;
+constexpr int kSmemRt = kOffBar + 12 * 8 + 1024;   // + room to align the base to 1024
+static_assert(kSmemRt <= 227 * 1024, "F16x3Rt's buffers fit the H200's shared memory");
+static_assert(2 * 128 * kLdS * 4 <= kStageWQ, "a padding sequence's S halves fit W+Q̃'s first stage");
+
+struct RtMaps {
+    CUtensorMap h16;  // the scratch as halves: [T][nv][2·rs], boxes 64 × 1 × 64
+    CUtensorMap f32;  // the scratch as floats: [T][nv][rs], boxes 32 × 1 × 64 (U)
+};
+
+// 2^-e of a chunk scale back to e.
+__device__ inline int exp_of(float p) { return 127 - int(__float_as_uint(p) >> 23); }
+
+// Row maxima (as |x| bits) of an m64nN accumulator's two rows of this thread — g (elements 4i, 4i+1)
+// and g + 8 (4i + 2, 4i + 3) — over the quad that shares them.
+template <int N>
+__device__ inline void row_maxima(const float (&d)[N], uint32_t& m0, uint32_t& m1) {
+    m0 = m1 = 0u;
+#pragma unroll
+    for (int i = 0; i < N / 4; ++i) {
+        m0 = max(m0, max(abs_bits(d[4 * i]), abs_bits(d[4 * i + 1])));
+        m1 = max(m1, max(abs_bits(d[4 * i + 2]), abs_bits(d[4 * i + 3])));
+    }
+#pragma unroll
+    for (int x = 1; x <= 2; x *= 2) {
+        m0 = max(m0, __shfl_xor_sync(0xffffffffu, m0, x));
+        m1 = max(m1, __shfl_xor_sync(0xffffffffu, m1, x));
+    }
+}
+
+// The A fragments (hi, raw lo) of an accumulator's KS k-steps of 16 columns, row g scaled by s0 and
+// g + 8 by s1: k-step kk's a0..a3 are accumulator elements 8kk + (0,1), (2,3), (4,5), (6,7).
+template <int KS>
+__device__ inline void to_frags(const float (&d)[8 * KS], float s0, float s1, uint32_t (&hi)[KS][4],
+                                uint32_t (&lo)[KS][4]) {
+#pragma unroll
+    for (int kk = 0; kk < KS; ++kk)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+            split16<true>(d[8 * kk + 2 * j], d[8 * kk + 2 * j + 1], j & 1 ? s1 : s0, hi[kk][j], lo[kk][j]);
+}
+
+// Byte offsets of B's k-step kk, part p (0 hi, 1 lo), from its tile's first byte: W or Q̃ (K-major,
+// [hi d0–63, hi d64–127, lo, lo] boxes), K̃ (N-major: 16 tokens a k-step), P (K-major, [hi, lo]).
+struct LayWQ {
+    static constexpr int off(int p, int kk) { return (2 * p + (kk >> 2)) * kBox + (kk & 3) * 32; }
+};
+struct LayK {
+    static constexpr int off(int p, int kk) { return 2 * p * kBox + kk * 16 * 128; }
+};
+struct LayP {
+    static constexpr int off(int p, int kk) { return p * kBox + kk * 32; }
+};
+
+// One k-step of d (+)= A·B, A = hi + lo in registers, B = B_hi + B_lo at descriptor b + Lay's
+// offsets: hi·B_hi + hi·B_lo + lo·B_hi (lo·lo dropped, ~2^-22).
+template <int TB, int N, class Lay, int KK>
+__device__ inline void mma3_step(float (&d)[N / 2], const uint32_t (&hi)[4], const uint32_t (&lo)[4], uint64_t b,
+                                 int accumulate) {
+    if constexpr (N == 64) {
+        dev::wgmma_m64n64k16_rs_f16_at<TB, Lay::off(0, KK)>(d, hi, b, accumulate);
+        dev::wgmma_m64n64k16_rs_f16_at<TB, Lay::off(1, KK)>(d, hi, b, 1);
+        dev::wgmma_m64n64k16_rs_f16_at<TB, Lay::off(0, KK)>(d, lo, b, 1);
+    } else {
+        static_assert(N == 128, "mma3_step: m64n64 or m64n128");
+        dev::wgmma_m64n128k16_rs_f16_at<TB, Lay::off(0, KK)>(d, hi, b, accumulate);
+        dev::wgmma_m64n128k16_rs_f16_at<TB, Lay::off(1, KK)>(d, hi, b, 1);
+        dev::wgmma_m64n128k16_rs_f16_at<TB, Lay::off(0, KK)>(d, lo, b, 1);
+    }
+}
+template <int TB, int N, class Lay, int KS, int... KK>
+__device__ inline void mma3_steps(float (&d)[N / 2], const uint32_t (&hi)[KS][4], const uint32_t (&lo)[KS][4],
+                                  uint64_t b, bool accumulate, std::integer_sequence<int, KK...>) {
+    (mma3_step<TB, N, Lay, KK>(d, hi[KK], lo[KK], b, KK > 0 || accumulate), ...);
+}
+// d (+)= A·B over KS k-steps (TB: B K-major 0, N-major 1; b: the descriptor of B's first byte).
+template <int TB, int N, class Lay, int KS>
+__device__ inline void mma3_rs(float (&d)[N / 2], const uint32_t (&hi)[KS][4], const uint32_t (&lo)[KS][4], uint64_t b,
+                               bool accumulate) {
+    mma3_steps<TB, N, Lay>(d, hi, lo, b, accumulate, std::make_integer_sequence<int, KS>{});
+}
+
+template <int KS>
+__device__ inline void fence_frags(uint32_t (&x)[KS][4]) {
+#pragma unroll
+    for (int kk = 0; kk < KS; ++kk) dev::wgmma_fence_operands(x[kk]);
+}
+
+__global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const __grid_constant__ RtMaps maps) {
+    const int s = blockIdx.x, tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+    const int64_t h = blockIdx.y;
+    const int v0 = int(blockIdx.z) * kRows;
+    const int dk = a.dk, dv = a.dv;
+    Seq sq;
+    if (!seq_of(a, s, &sq)) {
+        if (tid < kConsumers) {
+            nan_columns(a, sq, h, v0, tid, kConsumers);
+            nan_columns(a, sq, h, v0 + kNs, tid, kConsumers);
+        }
+        return;
+    }
+    if (sq.n_wy == 0) return;
+    const int64_t hk = a.tiled ? h % a.nk : h / (a.nv / a.nk);
+    float* S = sq.slot >= 0 ? a.state + sq.slot * a.slot_stride + h * int64_t(dk) * dv : nullptr;
+    const Row16 ro = row16(128, dv);
+    const int n_chunks = int((sq.n_wy + kC - 1) / kC);
+    auto chunk_rows = [&](int c) { return int(sq.n_wy - int64_t(c) * kC < kC ? sq.n_wy - int64_t(c) * kC : kC); };
+
+    extern __shared__ uint8_t smem_raw[];
+    const uint32_t raw = dev::smem_addr(smem_raw), sb = (raw + 1023u) & ~1023u;
+    uint8_t* base = smem_raw + (sb - raw);
+    uint64_t* bars = reinterpret_cast<uint64_t*>(base + kOffBar);
+    uint64_t *full_wq = bars, *empty_wq = bars + 2, *full_u = bars + 4, *empty_u = bars + 6;
+    uint64_t *full_k = bars + 8, *empty_k = bars + 9, *full_p = bars + 10, *empty_p = bars + 11;
+    if (tid == 0) {  // full: the producer's one arrival (+ the boxes' bytes); empty: every consumer's
+        for (uint64_t* b : {&full_wq[0], &full_wq[1], &full_u[0], &full_u[1], full_k, full_p}) dev::mbar_init(b, 1);
+        for (uint64_t* b : {&empty_wq[0], &empty_wq[1], &empty_u[0], &empty_u[1], empty_k, empty_p})
+            dev::mbar_init(b, kConsumers);
+        dev::fence_proxy_async_smem();
+    }
+    __syncthreads();
+
+    if (warp == 4) {
+        // ---- producer: lane 0 issues every box, chunk by chunk, as the buffers free up ----
+        if (lane != 0) return;
+        const int hh = int(h);
+        for (int c = 0; c < n_chunks; ++c) {
+            const int tok = int(sq.t0 + int64_t(c) * kC), st = c & 1;
+            const uint32_t free2 = ((uint32_t(c) >> 1) & 1) ^ 1, free1 = (uint32_t(c) & 1) ^ 1;
+            dev::mbar_wait(&empty_wq[st], free2);  // Q̃·S of chunk c − 2 is done (so is its W·S)
+            dev::mbar_arrive_expect_tx(&full_wq[st], kStageWQ);
+            const uint32_t wq = sb + kOffWQ + st * kStageWQ;
+            for (int j = 0; j < 4; ++j) {  // hi d0–63, hi d64–127, lo d0–63, lo d64–127
+                dev::tma_load_3d(wq + j * kBox, &maps.h16, ro.w + 64 * j, hh, tok, &full_wq[st]);
+                dev::tma_load_3d(wq + (4 + j) * kBox, &maps.h16, ro.q + 64 * j, hh, tok, &full_wq[st]);
+            }
+            dev::mbar_wait(&empty_u[st], free2);  // Vn of chunk c − 2 is done
+            dev::mbar_arrive_expect_tx(&full_u[st], 2 * kBox);
+            for (int j = 0; j < 2; ++j)
+                dev::tma_load_3d(sb + kOffU + (2 * st + j) * kBox, &maps.f32, ro.u + v0 + 32 * j, hh, tok, &full_u[st]);
+            dev::mbar_wait(empty_k, free1);  // the S update of chunk c − 1 is done
+            dev::mbar_arrive_expect_tx(full_k, 4 * kBox);
+            for (int j = 0; j < 4; ++j)
+                dev::tma_load_3d(sb + kOffK + j * kBox, &maps.h16, ro.k + 64 * j, hh, tok, full_k);
+            dev::mbar_wait(empty_p, free1);  // P·Vn of chunk c − 1 is done
+            dev::mbar_arrive_expect_tx(full_p, 2 * kBox);
+            for (int j = 0; j < 2; ++j)
+                dev::tma_load_3d(sb + kOffP + j * kBox, &maps.h16, ro.p + 64 * j, hh, tok, full_p);
+        }
+        return;
+    }
+
+    // ---- warpgroup 0: rows r = wr + g + 8·hf of the block (value column v0 + r); accumulator
+    // element 4i + e of an m64nN tile is row g + 8·(e / 2), column 8i + 2t + e % 2 ----
+    const int wr = 16 * warp;
+    // Sᵀ ([64 rows][128 d]) lives between chunks as its split A fragments sh + sl under a power of
+    // two a row (2^-eS: exact to 2^-23 of the row's max, f32's precision class) and in f32 only
+    // through the S update: 64 accumulators fewer across the chunk's products.
+    float sacc[64];
+#pragma unroll
+    for (int j = 0; j < 64; ++j) {
+        const int v = v0 + wr + g + 8 * ((j >> 1) & 1), k = 8 * (j >> 2) + 2 * t + (j & 1);
+        sacc[j] = S && v < dv && k < dk ? S[int64_t(k) * dv + v] : 0.f;
+    }
+    uint32_t sh[8][4], sl[8][4];
+    int eS0, eS1;
+    auto split_state = [&] {
+        uint32_t m0, m1;
+        row_maxima(sacc, m0, m1);
+        eS0 = tile_exp(m0);
+        eS1 = tile_exp(m1);
+        to_frags<8>(sacc, pow2(eS0), pow2(eS1), sh, sl);
+    };
+    split_state();
+    float* ost = reinterpret_cast<float*>(base + kOffO) + tid;  // [32][128]: element j at ost[128 j]
+
+    for (int c = 0; c < n_chunks; ++c) {
+        const int64_t tb = sq.t0 + int64_t(c) * kC;
+        const int L = chunk_rows(c), st = c & 1;
+        const uint32_t par2 = (uint32_t(c) >> 1) & 1, par1 = uint32_t(c) & 1;
+        const float* meta = a.scratch + (tb * a.nv + h) * a.rs + ro.meta;
+        const float sW = meta[kMxW], sK = meta[kMxK], sQ = meta[kMxQ], sP = meta[kMxP], last = meta[4];
+
+        // 1. Vn's product and Q̃·S, one group each.
+        dev::mbar_wait(&full_wq[st], par2);
+        const uint32_t wq = sb + kOffWQ + st * kStageWQ;
+        float vacc[32], oacc[32];
+        dev::wgmma_fence();
+        mma3_rs<0, 64, LayWQ>(vacc, sh, sl, dev::wgmma_desc_sw128(wq), false);
+        dev::wgmma_commit();
+        mma3_rs<0, 64, LayWQ>(oacc, sh, sl, dev::wgmma_desc_sw128(wq + 4 * kBox), false);
+        dev::wgmma_commit();
+
+        // 2. Vn = U − (S·W)·2^-(eS + eW), zero past the chunk, split per row.
+        const int eW = exp_of(sW), eK = exp_of(sK), eQ = exp_of(sQ), eP = exp_of(sP);
+        dev::mbar_wait(&full_u[st], par2);
+        dev::wgmma_wait<1>();
+        dev::wgmma_fence_operands(vacc);
+        {
+            const float f0 = pow2(-(eS0 + eW)), f1 = pow2(-(eS1 + eW));
+            const uint8_t* ub = base + kOffU + 2 * st * kBox;
+#pragma unroll
+            for (int j = 0; j < 32; ++j) {
+                const int l = 8 * (j >> 2) + 2 * t + (j & 1), r = wr + g + 8 * ((j >> 1) & 1);
+                const float u = *reinterpret_cast<const float*>(ub + (r >> 5) * kBox + l * 128 +
+                                                                ((((r & 31) >> 2) ^ (l & 7)) << 4) + (r & 3) * 4);
+                const float x = u - vacc[j] * ((j & 2) ? f1 : f0);  // (every row of U's tile is there)
+                vacc[j] = l < L ? x : 0.f;
+            }
+        }
+        dev::mbar_arrive(&empty_u[st]);
+        uint32_t mv0, mv1;
+        row_maxima(vacc, mv0, mv1);
+        // eV capped so that S·e^Γlast·2^(eV + eK) < 2^100 (|S| < 2^(13 − eS)) and eV + eK <= 120.
+        const int eV0 = min(tile_exp(mv0), min(87 + eS0, 120) - eK);
+        const int eV1 = min(tile_exp(mv1), min(87 + eS1, 120) - eK);
+        uint32_t vh[4][4], vl[4][4];
+        to_frags<4>(vacc, pow2(eV0), pow2(eV1), vh, vl);
+
+        // 3. Q̃·S lands (its 768 tensor cycles ran under Vn's epilogue): O's first part, kept. Then S
+        // back from its fragments, in Vn·K̃'s units with e^Γlast: (hi + lo)·e^Γlast·2^(eV + eK − eS).
+        dev::wgmma_wait<0>();
+        dev::wgmma_fence_operands(oacc);
+        fence_frags(sh);
+        fence_frags(sl);
+        dev::mbar_arrive(&empty_wq[st]);
+        {
+            const float f0 = pow2(-(eS0 + eQ)), f1 = pow2(-(eS1 + eQ));
+#pragma unroll
+            for (int j = 0; j < 32; ++j) ost[kConsumers * j] = oacc[j] * ((j & 2) ? f1 : f0);
+        }
+        {
+            const float p0 = last * pow2(max(eV0 + eK - eS0, -126)), p1 = last * pow2(max(eV1 + eK - eS1, -126));
+#pragma unroll
+            for (int kk = 0; kk < 8; ++kk)
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {  // register q of k-step kk: elements 8kk + 2q, + 1 (row: q odd → g + 8)
+                    const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&sh[kk][q]));
+                    const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&sl[kk][q]));
+                    const float f = q & 1 ? p1 : p0;
+                    sacc[8 * kk + 2 * q] = (hi.x + lo.x) * f;  // hi + lo exact in f32
+                    sacc[8 * kk + 2 * q + 1] = (hi.y + lo.y) * f;
+                }
+        }
+
+        // 4. S ← e^Γlast·S + Vn·K̃, then P·Vn.
+        dev::mbar_wait(full_k, par1);
+        if (L < kC) {  // K̃'s rows past the chunk: zeros (Vn's zero columns meet them; 0·inf would be NaN)
+            for (int i = tid; i < (kC - L) * 4 * 8; i += kConsumers) {
+                const int r = L + i / 32, box = i / 8 % 4, ch = i % 8;
+                *reinterpret_cast<uint4*>(base + kOffK + box * kBox + r * 128 + ch * 16) = make_uint4(0u, 0u, 0u, 0u);
+            }
+            dev::fence_proxy_async_smem();
+            dev::named_barrier_sync(1, kConsumers);
+        }
+        const uint32_t kb = sb + kOffK, pb = sb + kOffP;
+        float o2[32];
+        dev::mbar_wait(full_p, par1);  // (before the fence: a wait loop between the two groups serializes them)
+        dev::wgmma_fence();
+        mma3_rs<1, 128, LayK>(sacc, vh, vl, dev::wgmma_desc_sw128_mn(kb, kBox), true);
+        dev::wgmma_commit();
+        mma3_rs<0, 64, LayP>(o2, vh, vl, dev::wgmma_desc_sw128(pb), false);
+        dev::wgmma_commit();
+
+        // 5. S lands: back to true units; split for the next chunk (in place: sacc dies into sh, sl).
+        dev::wgmma_wait<1>();
+        dev::wgmma_fence_operands(sacc);
+        dev::mbar_arrive(empty_k);
+        {
+            const float q0 = pow2(-(eV0 + eK)), q1 = pow2(-(eV1 + eK));
+#pragma unroll
+            for (int j = 0; j < 64; ++j) sacc[j] *= (j & 2) ? q1 : q0;
+        }
+        if (c + 1 < n_chunks) split_state();
+
+        // 6. P·Vn lands: O = Q̃·S + P·Vn for the chunk's tokens.
+        dev::wgmma_wait<0>();
+        dev::wgmma_fence_operands(o2);
+        fence_frags(vh);
+        fence_frags(vl);
+        dev::mbar_arrive(empty_p);
+        {
+            const float f0 = pow2(-(eV0 + eP)), f1 = pow2(-(eV1 + eP));
+            float* orow = a.o + tb * a.o_ts + h * a.o_hs + v0 + wr + g;
+#pragma unroll
+            for (int j = 0; j < 32; ++j) {
+                const int l = 8 * (j >> 2) + 2 * t + (j & 1), r = 8 * ((j >> 1) & 1);
+                if (l < L && v0 + wr + g + r < dv)
+                    orow[l * a.o_ts + r] = ost[kConsumers * j] + o2[j] * ((j & 2) ? f1 : f0);
+            }
+        }
+    }
+
+    if (!S) {
+        // A padding sequence keeps no state (see wy_state16): its last one-token chunk is stepped
+        // from S in f32, two [128][kLdS] halves of 32 columns in W+Q̃'s first stage (every box has
+        // landed and been read by now); outputs only.
+        if (sq.n_wy == sq.n) return;
+        float* Ss = reinterpret_cast<float*>(base + kOffWQ);
+#pragma unroll
+        for (int j = 0; j < 64; ++j) {
+            const int r = wr + g + 8 * ((j >> 1) & 1), k = 8 * (j >> 2) + 2 * t + (j & 1);
+            Ss[(r >> 5) * 128 * kLdS + k * kLdS + (r & 31)] = sacc[j];
+        }
+        dev::named_barrier_sync(1, kConsumers);
+        if (warp < 2) step_padding_last(a, sq, h, hk, v0 + kNs * warp, Ss + warp * 128 * kLdS, lane);
+        return;
+    }
+    // (Addresses from values the compiler cannot see through: else it computes the 64 of them once
+    // for the load at the start and keeps them, spilled, across the chunk loop.)
+    float* Sw = S;
+    int dvw = dv;
+    asm volatile("" : "+l"(Sw), "+r"(dvw));
+#pragma unroll
+    for (int j = 0; j < 64; ++j) {
+        const int v = v0 + wr + g + 8 * ((j >> 1) & 1), k = 8 * (j >> 2) + 2 * t + (j & 1);
+        if (v < dvw && k < dk) Sw[int64_t(k) * dvw + v] = sacc[j];
+    }
+}
+
+}  // namespace
+
+cudaError_t launch_wy_state16_rt(const ChArgs& a, cudaStream_t stream) {
+    if ((a.dk + 15) / 16 * 16 != 128) return cudaErrorInvalidValue;
+    RtMaps m{};
+    const uint64_t T = uint64_t(a.T), nv = uint64_t(a.nv), rs = uint64_t(a.rs);
+    if (!tma_map_3d_sw128(&m.h16, true, a.scratch, {2 * rs, nv, T}, {rs * 4, nv * rs * 4}, {64, 1, 64}) ||
+        !tma_map_3d_sw128(&m.f32, false, a.scratch, {rs, nv, T}, {rs * 4, nv * rs * 4}, {32, 1, 64}))
+        return cudaErrorInvalidValue;
+    const cudaError_t err =
+        cudaFuncSetAttribute(wy_state16_rt_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemRt);
+    if (err != cudaSuccess) return err;
+    const dim3 grid{unsigned(a.plan.n_seqs), unsigned(a.nv), unsigned((a.dv + kRows - 1) / kRows)};
+    wy_state16_rt_kernel<<<grid, kThRt, kSmemRt, stream>>>(a, m);
+    return cudaGetLastError();
+}
+
+}  // namespace tessera::cuda::fast::detail::f16x3
