@@ -85,6 +85,7 @@ constexpr int64_t gdn_chunk16_row_floats(int64_t dk, int64_t dv) {
 // one warpgroup a 64-column block runs its chunk chain with no block barrier, its exponents per
 // row from a quad's shuffles; the chunk's tiles by TMA from a producer warp. dk in (112, 128] (else
 // F16x3Wg's pass). The backend's pick (TESSERA_GDN_CHUNKED=f16x3wg, f16x3, tf32 for the others).
+// H200 (session 20): 145.0 / 2,026.9 µs; 4 sequences × 1024 tokens 452.6 against F16x3Wg's 595.4.
 enum class GdnChunkVariant : int {
     Auto = 0,
     StateWarps8 = 1,
