@@ -33,9 +33,8 @@
 #include <cuda.h>
 #include <cuda_fp16.h>
 
-#include <utility>
-
 #include "kernels/cuda/fast_gdn_f16x3.cuh"
+#include "kernels/cuda/fast_gdn_rt.cuh"
 #include "kernels/cuda/fast_mbarrier.cuh"
 #include "kernels/cuda/fast_mma.cuh"
 #include "kernels/cuda/fast_tma.cuh"
@@ -51,7 +50,7 @@ namespace {
 constexpr int kRows = 64;                // value columns of a block (Sᵀ's rows)
 constexpr int kConsumers = 128;          // warpgroup 0
 constexpr int kThRt = kConsumers + 32;   // + the producer warp
-constexpr int kBox = 64 * 128;           // bytes: one TMA box, 64 rows of a 128-byte swizzled row
+constexpr int kBox = kRtBox;             // bytes: one TMA box, 64 rows of a 128-byte swizzled row
 // Shared memory, bytes from a 1024-aligned base.
 constexpr int kStageWQ = 8 * kBox;                 // [W hi d0–63, d64–127, W lo ×2, Q̃ hi ×2, Q̃ lo ×2]
 constexpr int kOffWQ = 0;                          // two stages
@@ -63,89 +62,6 @@ constexpr int kOffBar = kOffO + 32 * kConsumers * 4;
 constexpr int kSmemRt = kOffBar + 12 * 8 + 1024;   // + room to align the base to 1024
 static_assert(kSmemRt <= 227 * 1024, "F16x3Rt's buffers fit the H200's shared memory");
 static_assert(2 * 128 * kLdS * 4 <= kStageWQ, "a padding sequence's S halves fit W+Q̃'s first stage");
-
-struct RtMaps {
-    CUtensorMap h16;  // the scratch as halves: [T][nv][2·rs], boxes 64 × 1 × 64
-    CUtensorMap f32;  // the scratch as floats: [T][nv][rs], boxes 32 × 1 × 64 (U)
-};
-
-// 2^-e of a chunk scale back to e.
-__device__ inline int exp_of(float p) { return 127 - int(__float_as_uint(p) >> 23); }
-
-// Row maxima (as |x| bits) of an m64nN accumulator's two rows of this thread — g (elements 4i, 4i+1)
-// and g + 8 (4i + 2, 4i + 3) — over the quad that shares them.
-template <int N>
-__device__ inline void row_maxima(const float (&d)[N], uint32_t& m0, uint32_t& m1) {
-    m0 = m1 = 0u;
-#pragma unroll
-    for (int i = 0; i < N / 4; ++i) {
-        m0 = max(m0, max(abs_bits(d[4 * i]), abs_bits(d[4 * i + 1])));
-        m1 = max(m1, max(abs_bits(d[4 * i + 2]), abs_bits(d[4 * i + 3])));
-    }
-#pragma unroll
-    for (int x = 1; x <= 2; x *= 2) {
-        m0 = max(m0, __shfl_xor_sync(0xffffffffu, m0, x));
-        m1 = max(m1, __shfl_xor_sync(0xffffffffu, m1, x));
-    }
-}
-
-// The A fragments (hi, raw lo) of an accumulator's KS k-steps of 16 columns, row g scaled by s0 and
-// g + 8 by s1: k-step kk's a0..a3 are accumulator elements 8kk + (0,1), (2,3), (4,5), (6,7).
-template <int KS>
-__device__ inline void to_frags(const float (&d)[8 * KS], float s0, float s1, uint32_t (&hi)[KS][4],
-                                uint32_t (&lo)[KS][4]) {
-#pragma unroll
-    for (int kk = 0; kk < KS; ++kk)
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-            split16<true>(d[8 * kk + 2 * j], d[8 * kk + 2 * j + 1], j & 1 ? s1 : s0, hi[kk][j], lo[kk][j]);
-}
-
-// Byte offsets of B's k-step kk, part p (0 hi, 1 lo), from its tile's first byte: W or Q̃ (K-major,
-// [hi d0–63, hi d64–127, lo, lo] boxes), K̃ (N-major: 16 tokens a k-step), P (K-major, [hi, lo]).
-struct LayWQ {
-    static constexpr int off(int p, int kk) { return (2 * p + (kk >> 2)) * kBox + (kk & 3) * 32; }
-};
-struct LayK {
-    static constexpr int off(int p, int kk) { return 2 * p * kBox + kk * 16 * 128; }
-};
-struct LayP {
-    static constexpr int off(int p, int kk) { return p * kBox + kk * 32; }
-};
-
-// One k-step of d (+)= A·B, A = hi + lo in registers, B = B_hi + B_lo at descriptor b + Lay's
-// offsets: hi·B_hi + hi·B_lo + lo·B_hi (lo·lo dropped, ~2^-22).
-template <int TB, int N, class Lay, int KK>
-__device__ inline void mma3_step(float (&d)[N / 2], const uint32_t (&hi)[4], const uint32_t (&lo)[4], uint64_t b,
-                                 int accumulate) {
-    if constexpr (N == 64) {
-        dev::wgmma_m64n64k16_rs_f16_at<TB, Lay::off(0, KK)>(d, hi, b, accumulate);
-        dev::wgmma_m64n64k16_rs_f16_at<TB, Lay::off(1, KK)>(d, hi, b, 1);
-        dev::wgmma_m64n64k16_rs_f16_at<TB, Lay::off(0, KK)>(d, lo, b, 1);
-    } else {
-        static_assert(N == 128, "mma3_step: m64n64 or m64n128");
-        dev::wgmma_m64n128k16_rs_f16_at<TB, Lay::off(0, KK)>(d, hi, b, accumulate);
-        dev::wgmma_m64n128k16_rs_f16_at<TB, Lay::off(1, KK)>(d, hi, b, 1);
-        dev::wgmma_m64n128k16_rs_f16_at<TB, Lay::off(0, KK)>(d, lo, b, 1);
-    }
-}
-template <int TB, int N, class Lay, int KS, int... KK>
-__device__ inline void mma3_steps(float (&d)[N / 2], const uint32_t (&hi)[KS][4], const uint32_t (&lo)[KS][4],
-                                  uint64_t b, bool accumulate, std::integer_sequence<int, KK...>) {
-    (mma3_step<TB, N, Lay, KK>(d, hi[KK], lo[KK], b, KK > 0 || accumulate), ...);
-}
-// d (+)= A·B over KS k-steps (TB: B K-major 0, N-major 1; b: the descriptor of B's first byte).
-template <int TB, int N, class Lay, int KS>
-__device__ inline void mma3_rs(float (&d)[N / 2], const uint32_t (&hi)[KS][4], const uint32_t (&lo)[KS][4], uint64_t b,
-                               bool accumulate) {
-    mma3_steps<TB, N, Lay>(d, hi, lo, b, accumulate, std::make_integer_sequence<int, KS>{});
-}
-
-template <int KS>
-__device__ inline void fence_frags(uint32_t (&x)[KS][4]) {
-#pragma unroll
-    for (int kk = 0; kk < KS; ++kk) dev::wgmma_fence_operands(x[kk]);
-}
 
 __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const __grid_constant__ RtMaps maps) {
     const int s = blockIdx.x, tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
