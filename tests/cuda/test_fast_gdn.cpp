@@ -6,9 +6,10 @@
 // decode step: test_fast_gdn_decode.cpp). Every comparison names its shape and reports the
 // first and the worst mismatch by (token, head, column) or (slot, head, row, column). Every chunked
 // test runs the split state pass too (GdnChunkVariant::Split), which must give the same bits, and
-// the 3×F16 form (GdnChunkVariant::F16x3, F16x3Wg: its state pass on the warpgroup MMA, and F16x3Rt:
-// the state transposed into wgmma accumulators, dk 113–128 (other heads take F16x3Wg's pass); other
-// bits, the same tolerances), which also keeps values far outside f16's range.
+// the 3×F16 form (GdnChunkVariant::F16x3, F16x3Wg: its state pass on the warpgroup MMA, F16x3Rt:
+// the state transposed into wgmma accumulators, dk 113–128 (other heads take F16x3Wg's pass), and
+// F16x3Rt2: that on two warpgroups; other bits, the same tolerances), which also keeps values far
+// outside f16's range.
 // Without a GPU the device tests skip; the argument checks run everywhere.
 #include <gtest/gtest.h>
 
@@ -215,11 +216,12 @@ void check_rule(const Shape& sh, GdnMode mode, const std::vector<int32_t>& lengt
 
 const Shape kFlagship{16, 32, 128, 128, false};
 
-// The chunked state pass in one launch (wy_state, the default), split in two (wy_carry + wy_out),
-// on f16 tiles (wy_prep16 + wy_state16) and those on the warpgroup MMA (wy_state16_wg).
+// The chunked state pass in one launch (wy_state), split in two (wy_carry + wy_out), on f16 tiles
+// (wy_prep16 + wy_state16), those on the warpgroup MMA (wy_state16_wg), with Sᵀ in its accumulators
+// (wy_state16_rt, the backend's pick) and that on two warpgroups a block (wy_state16_rt2).
 constexpr fast::GdnChunkVariant kChunkVariants[] = {fast::GdnChunkVariant::Auto, fast::GdnChunkVariant::Split,
                                                     fast::GdnChunkVariant::F16x3, fast::GdnChunkVariant::F16x3Wg,
-                                                    fast::GdnChunkVariant::F16x3Rt};
+                                                    fast::GdnChunkVariant::F16x3Rt, fast::GdnChunkVariant::F16x3Rt2};
 
 TEST(FastGdnRecurrent, LengthsAroundTheChunk) {
     REQUIRE_CUDA();
@@ -251,7 +253,7 @@ TEST(FastGdn, SeveralSequencesSlotsAndPaddingInOneCall) {
         }
     }
     for (auto v : {fast::GdnChunkVariant::Split, fast::GdnChunkVariant::F16x3, fast::GdnChunkVariant::F16x3Wg,
-                   fast::GdnChunkVariant::F16x3Rt})
+                   fast::GdnChunkVariant::F16x3Rt, fast::GdnChunkVariant::F16x3Rt2})
         for (const Shape& s : {kFlagship, Shape{16, 32, 128, 128, true}, Shape{4, 4, 128, 128, false}}) {
             check_rule(s, GdnMode::Chunked, lengths, kTolChunkShort, 3, padding, false, v);
             check_rule(s, GdnMode::Chunked, lengths, kTolChunkShort, 4, padding, true, v);
@@ -271,7 +273,7 @@ TEST(FastGdn, OddHeadSizes) {
     }
     const double tol = kTolChunkShort;
     for (auto v : {fast::GdnChunkVariant::Split, fast::GdnChunkVariant::F16x3, fast::GdnChunkVariant::F16x3Wg,
-                   fast::GdnChunkVariant::F16x3Rt}) {
+                   fast::GdnChunkVariant::F16x3Rt, fast::GdnChunkVariant::F16x3Rt2}) {
         check_rule({2, 6, 48, 37, true}, GdnMode::Chunked, {1, 70, 5}, tol, 4, {}, false, v);
         check_rule({3, 3, 5, 7, false}, GdnMode::Chunked, {64, 1, 65}, tol, 5, {}, false, v);
         check_rule({1, 2, 100, 256, false}, GdnMode::Chunked, {1, 130}, tol, 6, {}, false, v);
@@ -349,7 +351,7 @@ TEST(FastGdnChunked, PrefillSplitMidChunkMatchesOnePass) {
     std::vector<float> st_cpu = in.init, o_cpu;
     cpu_rule(in, GdnMode::Chunked, 0, {int32_t(n)}, slot, st_cpu, o_cpu);
     for (auto v : {fast::GdnChunkVariant::Auto, fast::GdnChunkVariant::F16x3, fast::GdnChunkVariant::F16x3Wg,
-                   fast::GdnChunkVariant::F16x3Rt})
+                   fast::GdnChunkVariant::F16x3Rt, fast::GdnChunkVariant::F16x3Rt2})
         for (const std::vector<int64_t>& cuts : {std::vector<int64_t>{100}, std::vector<int64_t>{1, 65, 333},
                                                  std::vector<int64_t>{63, 127, 999}, std::vector<int64_t>{500, 501}}) {
             SCOPED_TRACE(cuts_name(cuts) + " variant " + std::to_string(int(v)));
@@ -437,7 +439,7 @@ TEST(FastGdnChunked, F16x3MatchesTheCpuAcrossLayoutsAndRuns) {
         const RuleInputs in(sh, 1196, 6, rng, pad);
         const std::vector<int32_t> lengths = {1000, 65, 1, 130}, slot = {4, -1, 0, 2};
         for (auto v : {fast::GdnChunkVariant::F16x3, fast::GdnChunkVariant::F16x3Wg,
-                       fast::GdnChunkVariant::F16x3Rt})
+                       fast::GdnChunkVariant::F16x3Rt, fast::GdnChunkVariant::F16x3Rt2})
             expect_repeatable_and_close(in, lengths, slot, v);
     }
 }
@@ -462,7 +464,7 @@ TEST(FastGdnChunked, F16x3KeepsValuesOutsideHalfRange) {
         for (float& y : o_cpu) y /= f;
         for (float& y : st_cpu) y /= f;
         for (auto v : {fast::GdnChunkVariant::F16x3, fast::GdnChunkVariant::F16x3Wg,
-                       fast::GdnChunkVariant::F16x3Rt}) {
+                       fast::GdnChunkVariant::F16x3Rt, fast::GdnChunkVariant::F16x3Rt2}) {
             SCOPED_TRACE("variant " + std::to_string(int(v)));
             GpuRule gpu(in);
             std::vector<float> o = gpu.run(GdnMode::Chunked, 0, lengths, slot, 0, v);
@@ -554,7 +556,8 @@ TEST(FastGdn, BadSlotOrTooLongSequenceGivesNaN) {
                                         std::pair{GdnMode::Chunked, fast::GdnChunkVariant::Split},
                                         std::pair{GdnMode::Chunked, fast::GdnChunkVariant::F16x3},
                                         std::pair{GdnMode::Chunked, fast::GdnChunkVariant::F16x3Wg},
-                                        std::pair{GdnMode::Chunked, fast::GdnChunkVariant::F16x3Rt}}) {
+                                        std::pair{GdnMode::Chunked, fast::GdnChunkVariant::F16x3Rt},
+                                        std::pair{GdnMode::Chunked, fast::GdnChunkVariant::F16x3Rt2}}) {
         SCOPED_TRACE(std::string(mode == GdnMode::Chunked ? "chunked" : "recurrent") + " variant " +
                      std::to_string(int(variant)));
         GdnParams p;

@@ -106,11 +106,13 @@ bool flash_cp_async() {
 // state pass with Sᵀ in the warpgroup MMA's accumulators, fast_gdn_chunked16_rt.cu, for heads of dk
 // 113–128; F16x3Wg's pass otherwise), f16x3wg (the state pass on the warpgroup MMA through shared
 // memory, fast_gdn_chunked16_wg.cu; session 18: 157.5 against 172.4 µs at 1,024 tokens × 32 heads),
-// f16x3 (on mma.sync, fast_gdn_chunked16.cu) or tf32 (the 3×TF32 kernels of sessions 4–14), for A/B.
+// f16x3 (on mma.sync, fast_gdn_chunked16.cu), tf32 (the 3×TF32 kernels of sessions 4–14) or f16x3rt2
+// (F16x3Rt's chain on two warpgroups, fast_gdn_chunked16_rt2.cu: not yet run on a GPU), for A/B.
 fast::GdnChunkVariant gdn_chunk_variant() {
     using V = fast::GdnChunkVariant;
-    static constexpr V kByName[] = {V::F16x3Rt, V::F16x3Wg, V::F16x3, V::Auto};
-    static const V v = kByName[env_choice("TESSERA_GDN_CHUNKED", {"f16x3rt", "f16x3wg", "f16x3", "tf32"})];
+    static constexpr V kByName[] = {V::F16x3Rt, V::F16x3Wg, V::F16x3, V::Auto, V::F16x3Rt2};
+    static const V v =
+        kByName[env_choice("TESSERA_GDN_CHUNKED", {"f16x3rt", "f16x3wg", "f16x3", "tf32", "f16x3rt2"})];
     return v;
 }
 // TESSERA_GDN_DECODE: the fused GDN decode step's kernel — auto (the default:

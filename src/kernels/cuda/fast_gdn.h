@@ -86,6 +86,10 @@ constexpr int64_t gdn_chunk16_row_floats(int64_t dk, int64_t dv) {
 // row from a quad's shuffles; the chunk's tiles by TMA from a producer warp. dk in (112, 128] (else
 // F16x3Wg's pass). The backend's pick (TESSERA_GDN_CHUNKED=f16x3wg, f16x3, tf32 for the others).
 // H200 (session 20): 145.0 / 2,026.9 µs; 4 sequences × 1024 tokens 452.6 against F16x3Wg's 595.4.
+// F16x3Rt2 (fast_gdn_chunked16_rt2.cu): F16x3Rt's chain on two warpgroups a block, each holding Sᵀ's
+// columns of one dk half (the Vn and Q̃·S partials exchanged through shared memory), so a chunk's S
+// work halves a warp and two warps share a scheduler. Written in session 20 after its device time
+// was spent: compile-checked only, not yet run (TESSERA_GDN_CHUNKED=f16x3rt2).
 enum class GdnChunkVariant : int {
     Auto = 0,
     StateWarps8 = 1,
@@ -97,9 +101,11 @@ enum class GdnChunkVariant : int {
     F16x3 = 7,
     F16x3Wg = 8,  // F16x3 with its state pass on the warpgroup MMA (fast_gdn_chunked16_wg.cu, sm_90a)
     F16x3Rt = 9,  // F16x3 with Sᵀ in wgmma accumulators, a warpgroup a 64-column block (…_rt.cu, sm_90a)
+    F16x3Rt2 = 10,  // F16x3Rt on two warpgroups a block, split along dk (…_rt2.cu; not yet run on a GPU)
 };
 inline bool gdn_chunk_f16x3(GdnChunkVariant v) {
-    return v == GdnChunkVariant::F16x3 || v == GdnChunkVariant::F16x3Wg || v == GdnChunkVariant::F16x3Rt;
+    return v == GdnChunkVariant::F16x3 || v == GdnChunkVariant::F16x3Wg || v == GdnChunkVariant::F16x3Rt ||
+           v == GdnChunkVariant::F16x3Rt2;
 }
 inline int gdn_chunk_state_warps(GdnChunkVariant v) {
     return v == GdnChunkVariant::StateWarps8 || v == GdnChunkVariant::SplitWarps8 ? 8 : 16;

@@ -66,5 +66,7 @@ cudaError_t launch_wy_state16_wg(const wy::ChArgs& a, cudaStream_t stream);
 // the scratch rows: dk rounded up to 16 must be 128. An error (nothing launched) where the scratch
 // cannot be described to the tensor memory accelerator.
 cudaError_t launch_wy_state16_rt(const wy::ChArgs& a, cudaStream_t stream);
+// The same on two warpgroups a block, split along dk (fast_gdn_chunked16_rt2.cu, F16x3Rt2).
+cudaError_t launch_wy_state16_rt2(const wy::ChArgs& a, cudaStream_t stream);
 
 }  // namespace tessera::cuda::fast::detail::f16x3

@@ -69,12 +69,16 @@ struct LayP {
 template <int TB, int N, class Lay, int KK>
 __device__ inline void mma3_step(float (&d)[N / 2], const uint32_t (&hi)[4], const uint32_t (&lo)[4], uint64_t b,
                                  int accumulate) {
-    if constexpr (N == 64) {
+    if constexpr (N == 32) {
+        dev::wgmma_m64n32k16_rs_f16_at<TB, Lay::off(0, KK)>(d, hi, b, accumulate);
+        dev::wgmma_m64n32k16_rs_f16_at<TB, Lay::off(1, KK)>(d, hi, b, 1);
+        dev::wgmma_m64n32k16_rs_f16_at<TB, Lay::off(0, KK)>(d, lo, b, 1);
+    } else if constexpr (N == 64) {
         dev::wgmma_m64n64k16_rs_f16_at<TB, Lay::off(0, KK)>(d, hi, b, accumulate);
         dev::wgmma_m64n64k16_rs_f16_at<TB, Lay::off(1, KK)>(d, hi, b, 1);
         dev::wgmma_m64n64k16_rs_f16_at<TB, Lay::off(0, KK)>(d, lo, b, 1);
     } else {
-        static_assert(N == 128, "mma3_step: m64n64 or m64n128");
+        static_assert(N == 128, "mma3_step: m64n32, m64n64 or m64n128");
         dev::wgmma_m64n128k16_rs_f16_at<TB, Lay::off(0, KK)>(d, hi, b, accumulate);
         dev::wgmma_m64n128k16_rs_f16_at<TB, Lay::off(1, KK)>(d, hi, b, 1);
         dev::wgmma_m64n128k16_rs_f16_at<TB, Lay::off(0, KK)>(d, lo, b, 1);

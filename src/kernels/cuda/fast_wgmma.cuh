@@ -314,6 +314,22 @@ __device__ __forceinline__ void wgmma_rs_f16_tb(float (&d)[N / 2], const uint32_
 // the asm: a batch of wgmma over one tile then holds one descriptor, not one a k-step (the F16x3Rt
 // state pass, whose accumulators leave no room for sixteen 64-bit descriptors).
 template <int TB, int OFF>
+__device__ __forceinline__ void wgmma_m64n32k16_rs_f16_at(float (&d)[16], const uint32_t (&a)[4], uint64_t b,
+                                                          int accumulate) {
+    static_assert(OFF % 16 == 0 && OFF >= 0 && OFF < (1 << 18), "wgmma_m64n32k16_rs_f16_at: OFF in 16 bytes");
+    asm volatile(
+        "{\n.reg .pred p;\n.reg .b64 bd;\nsetp.ne.b32 p, %21, 0;\nadd.s64 bd, %20, %22;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
+        "{"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+        "},"
+        " {%16, %17, %18, %19}, bd, p, 1, 1, %23;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),
+          "+f"(d[15])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate), "n"(OFF / 16), "n"(TB));
+}
+template <int TB, int OFF>
 __device__ __forceinline__ void wgmma_m64n64k16_rs_f16_at(float (&d)[32], const uint32_t (&a)[4], uint64_t b,
                                                           int accumulate) {
     static_assert(OFF % 16 == 0 && OFF >= 0 && OFF < (1 << 18), "wgmma_m64n64k16_rs_f16_at: OFF in 16 bytes");
