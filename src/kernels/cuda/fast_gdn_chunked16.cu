@@ -18,6 +18,7 @@
 #include <cuda_fp16.h>
 
 #include "kernels/cuda/fast_gdn_f16x3.cuh"
+#include "kernels/cuda/fast_gdn_rt.cuh"
 #include "kernels/cuda/fast_mma.cuh"
 
 namespace tessera::cuda::fast::detail {
@@ -627,9 +628,11 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
                              sizeof(double) * kC + 6 * sizeof(uint32_t);
     const size_t state_smem = 2 * size_t(kC * 3 * ldw + 2 * kC * kLdP + (dkq + kC) * kLdN) +
                               sizeof(float) * size_t(2 * kC * kLdS + 16) + 4 * sizeof(uint32_t);
-    // F16x3Rt(2) where its pass takes the heads (dk rounded to 16 is 128), else F16x3Wg's pass.
+    // F16x3Rt(2) where its pass takes the heads (dk rounded to 16 is 128) and the scratch fits a
+    // tensor map, else F16x3Wg's pass (decided before the prep, whose lo halves follow the pass).
     const bool rt_any = variant == GdnChunkVariant::F16x3Rt || variant == GdnChunkVariant::F16x3Rt2;
-    const bool rt = rt_any && dkq == 128;
+    f16x3::RtMaps maps{};
+    const bool rt = rt_any && dkq == 128 && f16x3::rt_tma_maps(a, &maps);
     const bool wg = variant == GdnChunkVariant::F16x3Wg || (rt_any && !rt);
     auto* prep_kernel = rt ? wy_prep16_kernel<128, true> : dkq == 128 ? wy_prep16_kernel<128, false>
                                                                        : wy_prep16_kernel<0, false>;
@@ -641,8 +644,8 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
     const dim3 prep_grid{unsigned((max_len + kC - 1) / kC), unsigned(plan.n_seqs), unsigned(p.n_v_heads)};
     prep_kernel<<<prep_grid, kThreads, prep_smem, stream>>>(a);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    if (rt) return variant == GdnChunkVariant::F16x3Rt2 ? f16x3::launch_wy_state16_rt2(a, stream)
-                                                        : f16x3::launch_wy_state16_rt(a, stream);
+    if (rt) return variant == GdnChunkVariant::F16x3Rt2 ? f16x3::launch_wy_state16_rt2(a, maps, stream)
+                                                        : f16x3::launch_wy_state16_rt(a, maps, stream);
     if (wg) return f16x3::launch_wy_state16_wg(a, stream);
     const dim3 state_grid{unsigned(plan.n_seqs), unsigned(p.n_v_heads), unsigned((dv + kNs - 1) / kNs)};
     state_kernel<<<state_grid, kTh16, state_smem, stream>>>(a);

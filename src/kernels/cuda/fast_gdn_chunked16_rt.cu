@@ -39,7 +39,6 @@
 #include "kernels/cuda/fast_mma.cuh"
 #include "kernels/cuda/fast_tma.cuh"
 #include "kernels/cuda/fast_wgmma.cuh"
-#include "kernels/cuda/tma_map.h"
 
 namespace tessera::cuda::fast::detail::f16x3 {
 
@@ -297,18 +296,13 @@ __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const
 
 }  // namespace
 
-cudaError_t launch_wy_state16_rt(const ChArgs& a, cudaStream_t stream) {
+cudaError_t launch_wy_state16_rt(const ChArgs& a, const RtMaps& maps, cudaStream_t stream) {
     if ((a.dk + 15) / 16 * 16 != 128) return cudaErrorInvalidValue;
-    RtMaps m{};
-    const uint64_t T = uint64_t(a.T), nv = uint64_t(a.nv), rs = uint64_t(a.rs);
-    if (!tma_map_3d_sw128(&m.h16, true, a.scratch, {2 * rs, nv, T}, {rs * 4, nv * rs * 4}, {64, 1, 64}) ||
-        !tma_map_3d_sw128(&m.f32, false, a.scratch, {rs, nv, T}, {rs * 4, nv * rs * 4}, {32, 1, 64}))
-        return cudaErrorInvalidValue;
     const cudaError_t err =
         cudaFuncSetAttribute(wy_state16_rt_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemRt);
     if (err != cudaSuccess) return err;
     const dim3 grid{unsigned(a.plan.n_seqs), unsigned(a.nv), unsigned((a.dv + kRows - 1) / kRows)};
-    wy_state16_rt_kernel<<<grid, kThRt, kSmemRt, stream>>>(a, m);
+    wy_state16_rt_kernel<<<grid, kThRt, kSmemRt, stream>>>(a, maps);
     return cudaGetLastError();
 }
 

@@ -29,7 +29,6 @@
 #include "kernels/cuda/fast_mma.cuh"
 #include "kernels/cuda/fast_tma.cuh"
 #include "kernels/cuda/fast_wgmma.cuh"
-#include "kernels/cuda/tma_map.h"
 
 namespace tessera::cuda::fast::detail::f16x3 {
 
@@ -304,18 +303,13 @@ __global__ void __maxnreg__(224) wy_state16_rt2_kernel(ChArgs a, const __grid_co
 
 }  // namespace
 
-cudaError_t launch_wy_state16_rt2(const ChArgs& a, cudaStream_t stream) {
+cudaError_t launch_wy_state16_rt2(const ChArgs& a, const RtMaps& maps, cudaStream_t stream) {
     if ((a.dk + 15) / 16 * 16 != 128) return cudaErrorInvalidValue;
-    RtMaps m{};
-    const uint64_t T = uint64_t(a.T), nv = uint64_t(a.nv), rs = uint64_t(a.rs);
-    if (!tma_map_3d_sw128(&m.h16, true, a.scratch, {2 * rs, nv, T}, {rs * 4, nv * rs * 4}, {64, 1, 64}) ||
-        !tma_map_3d_sw128(&m.f32, false, a.scratch, {rs, nv, T}, {rs * 4, nv * rs * 4}, {32, 1, 64}))
-        return cudaErrorInvalidValue;
     const cudaError_t err =
         cudaFuncSetAttribute(wy_state16_rt2_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
     if (err != cudaSuccess) return err;
     const dim3 grid{unsigned(a.plan.n_seqs), unsigned(a.nv), unsigned((a.dv + kRows - 1) / kRows)};
-    wy_state16_rt2_kernel<<<grid, kTh, kSmem, stream>>>(a, m);
+    wy_state16_rt2_kernel<<<grid, kTh, kSmem, stream>>>(a, maps);
     return cudaGetLastError();
 }
 

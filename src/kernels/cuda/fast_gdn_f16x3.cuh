@@ -62,11 +62,6 @@ __device__ inline Row16 row16(int dkq, int dv) {
 // The F16x3 state pass on the warpgroup MMA (fast_gdn_chunked16_wg.cu), after wy_prep16 has filled
 // the scratch rows (a.rs = gdn_chunk16_row_floats). Needs dk <= 128.
 cudaError_t launch_wy_state16_wg(const wy::ChArgs& a, cudaStream_t stream);
-// The F16x3Rt state pass (fast_gdn_chunked16_rt.cu), after wy_prep16 in its raw-lo form has filled
-// the scratch rows: dk rounded up to 16 must be 128. An error (nothing launched) where the scratch
-// cannot be described to the tensor memory accelerator.
-cudaError_t launch_wy_state16_rt(const wy::ChArgs& a, cudaStream_t stream);
-// The same on two warpgroups a block, split along dk (fast_gdn_chunked16_rt2.cu, F16x3Rt2).
-cudaError_t launch_wy_state16_rt2(const wy::ChArgs& a, cudaStream_t stream);
+// (The F16x3Rt passes: fast_gdn_rt.cuh.)
 
 }  // namespace tessera::cuda::fast::detail::f16x3

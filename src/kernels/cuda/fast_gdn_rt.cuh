@@ -10,6 +10,7 @@
 
 #include "kernels/cuda/fast_gdn_f16x3.cuh"
 #include "kernels/cuda/fast_wgmma.cuh"
+#include "kernels/cuda/tma_map.h"
 
 namespace tessera::cuda::fast::detail::f16x3 {
 
@@ -19,6 +20,18 @@ struct RtMaps {
     CUtensorMap h16;  // the scratch as halves: [T][nv][2·rs], boxes 64 × 1 × 64
     CUtensorMap f32;  // the scratch as floats: [T][nv][rs], boxes 32 × 1 × 64 (U)
 };
+// The scratch rows of `a` (a.rs floats a token and value head) as RtMaps; false where the driver
+// cannot describe them (the caller then takes F16x3Wg's pass, before the prep has run).
+inline bool rt_tma_maps(const wy::ChArgs& a, RtMaps* m) {
+    const uint64_t T = uint64_t(a.T), nv = uint64_t(a.nv), rs = uint64_t(a.rs);
+    return tma_map_3d_sw128(&m->h16, true, a.scratch, {2 * rs, nv, T}, {rs * 4, nv * rs * 4}, {64, 1, 64}) &&
+           tma_map_3d_sw128(&m->f32, false, a.scratch, {rs, nv, T}, {rs * 4, nv * rs * 4}, {32, 1, 64});
+}
+// The F16x3Rt state passes, after wy_prep16 in its raw-lo form has filled the scratch rows (dk
+// rounded up to 16 must be 128): one warpgroup a 64-column block (fast_gdn_chunked16_rt.cu) or two,
+// split along dk (fast_gdn_chunked16_rt2.cu, F16x3Rt2).
+cudaError_t launch_wy_state16_rt(const wy::ChArgs& a, const RtMaps& maps, cudaStream_t stream);
+cudaError_t launch_wy_state16_rt2(const wy::ChArgs& a, const RtMaps& maps, cudaStream_t stream);
 
 // 2^-e of a chunk scale back to e.
 __device__ inline int exp_of(float p) { return 127 - int(__float_as_uint(p) >> 23); }
