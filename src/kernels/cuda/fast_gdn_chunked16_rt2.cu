@@ -177,12 +177,21 @@ __global__ void __maxnreg__(224) wy_state16_rt2_kernel(ChArgs a, const __grid_co
         dev::named_barrier_sync(1, kConsumers);
         dev::mbar_wait(full_u, par1);
         {
+            // U's swizzled tile: element (token 8i + 2t + e1, row r = wr + g + 8·hf) at uoff[hf][e1] +
+            // 1024·i — the token stays ≡ 2t + e1 mod 8, so the swizzle is fixed a thread.
             const uint8_t* ub = base + kOffU;
+            int uoff[2][2];
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+                for (int e1 = 0; e1 < 2; ++e1) {
+                    const int r = wr + g + 8 * hf, l = 2 * t + e1;
+                    uoff[hf][e1] = (r >> 5) * kBox + l * 128 + ((((r & 31) >> 2) ^ l) << 4) + (r & 3) * 4;
+                }
 #pragma unroll
             for (int j = 0; j < 32; ++j) {
-                const int l = 8 * (j >> 2) + 2 * t + (j & 1), r = wr + g + 8 * ((j >> 1) & 1);
-                const float u = *reinterpret_cast<const float*>(ub + (r >> 5) * kBox + l * 128 +
-                                                                ((((r & 31) >> 2) ^ (l & 7)) << 4) + (r & 3) * 4);
+                const int l = 8 * (j >> 2) + 2 * t + (j & 1);
+                const float u = *reinterpret_cast<const float*>(ub + uoff[(j >> 1) & 1][j & 1] + (j >> 2) * 1024);
                 const float x = u - (xs[j * kWg + tw] + xs[(32 + j) * kWg + tw]);  // both warpgroups: P0 + P1
                 vacc[j] = l < L ? x : 0.f;
             }
@@ -267,13 +276,21 @@ __global__ void __maxnreg__(224) wy_state16_rt2_kernel(ChArgs a, const __grid_co
         fence_frags(vl);
         dev::mbar_arrive(empty_p);
         {
+            // A token's row pointer once for both of its value columns (g and g + 8: 32 bytes apart).
             const float f0 = pow2(-(eV0 + eP)), f1 = pow2(-(eV1 + eP));
-            float* orow = a.o + tb * a.o_ts + h * a.o_hs + v0 + wr + g;
+            const int vr = v0 + wr + g;
+            const bool in0 = vr < dv, in1 = vr + 8 < dv;
+            float* orow = a.o + tb * a.o_ts + h * a.o_hs + vr;
 #pragma unroll
-            for (int j = 0; j < 16; ++j) {
-                const int l = 32 * kh + 8 * (j >> 2) + 2 * t + (j & 1), r = 8 * ((j >> 1) & 1);
-                if (l < L && v0 + wr + g + r < dv) orow[l * a.o_ts + r] = ofin[j] + o2[j] * ((j & 2) ? f1 : f0);
-            }
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+                for (int e1 = 0; e1 < 2; ++e1) {
+                    const int l = 32 * kh + 8 * i + 2 * t + e1, j = 4 * i + e1;
+                    if (l >= L) continue;
+                    float* p = orow + int64_t(l) * a.o_ts;
+                    if (in0) p[0] = ofin[j] + o2[j] * f0;
+                    if (in1) p[8] = ofin[j + 2] + o2[j + 2] * f1;
+                }
         }
     }
 
