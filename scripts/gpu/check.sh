@@ -53,9 +53,9 @@ if has source; then  # ncu_source.sh: the SASS-level digest of each (issues 8, 9
   scripts/gpu/ncu_source.sh moe_mid mid_kernel $B/bench_fast_moe --tokens 64 --runs 1 --warmup 0 \
     --filter "256x512x2048 top-8 T=64" >/dev/null
   scripts/gpu/ncu_source.sh gdn_prep wy_prep16 $B/bench_fast_gdn --runs 1 --warmup 0 \
-    --filter "f16x3 wgmma hot T=1024" >/dev/null
-  scripts/gpu/ncu_source.sh gdn_state wy_state16_wg $B/bench_fast_gdn --runs 1 --warmup 0 \
-    --filter "f16x3 wgmma hot T=1024" >/dev/null
+    --filter "f16x3 rt hot T=1024" >/dev/null
+  scripts/gpu/ncu_source.sh gdn_state wy_state16_rt_kernel $B/bench_fast_gdn --runs 1 --warmup 0 \
+    --filter "f16x3 rt hot T=1024" >/dev/null
   scripts/gpu/ncu_source.sh gemv_t8 gemv $B/bench_fast_gemv --tokens 8 --layouts q4_0 --variants pick --modes cold \
     --runs 1 --warmup 0 --filter 4096x14336 >/dev/null
   echo "== source: $(ls "$LOGS"/sass_*.md 2>/dev/null | wc -l) digests (sass_*.md)"
