@@ -133,21 +133,10 @@ __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const
     // two a row (2^-eS: exact to 2^-23 of the row's max, f32's precision class) and in f32 only
     // through the S update: 64 accumulators fewer across the chunk's products.
     float sacc[64];
-#pragma unroll
-    for (int j = 0; j < 64; ++j) {
-        const int v = v0 + wr + g + 8 * ((j >> 1) & 1), k = 8 * (j >> 2) + 2 * t + (j & 1);
-        sacc[j] = S && v < dv && k < dk ? S[int64_t(k) * dv + v] : 0.f;
-    }
+    load_state(sacc, S, v0 + wr + g, 0, t, dv, dk);
     uint32_t sh[8][4], sl[8][4];
     int eS0, eS1;
-    auto split_state = [&] {
-        uint32_t m0, m1;
-        row_maxima(sacc, m0, m1);
-        eS0 = tile_exp(m0);
-        eS1 = tile_exp(m1);
-        to_frags<8>(sacc, pow2(eS0), pow2(eS1), sh, sl);
-    };
-    split_state();
+    split_rows(sacc, eS0, eS1, sh, sl);
     float* ost = reinterpret_cast<float*>(base + kOffO) + tid;  // [32][128]: element j at ost[128 j]
 
     for (int c = 0; c < n_chunks; ++c) {
@@ -205,19 +194,7 @@ __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const
 #pragma unroll
             for (int j = 0; j < 32; ++j) ost[kConsumers * j] = oacc[j] * ((j & 2) ? f1 : f0);
         }
-        {
-            const float p0 = last * pow2(max(eV0 + eK - eS0, -126)), p1 = last * pow2(max(eV1 + eK - eS1, -126));
-#pragma unroll
-            for (int kk = 0; kk < 8; ++kk)
-#pragma unroll
-                for (int q = 0; q < 4; ++q) {  // register q of k-step kk: elements 8kk + 2q, + 1 (row: q odd → g + 8)
-                    const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&sh[kk][q]));
-                    const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&sl[kk][q]));
-                    const float f = q & 1 ? p1 : p0;
-                    sacc[8 * kk + 2 * q] = (hi.x + lo.x) * f;  // hi + lo exact in f32
-                    sacc[8 * kk + 2 * q + 1] = (hi.y + lo.y) * f;
-                }
-        }
+        from_frags(sh, sl, last * pow2(max(eV0 + eK - eS0, -126)), last * pow2(max(eV1 + eK - eS1, -126)), sacc);
 
         // 4. S ← e^Γlast·S + Vn·K̃, then P·Vn.
         dev::mbar_wait(full_k, par1);
@@ -247,7 +224,7 @@ __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const
 #pragma unroll
             for (int j = 0; j < 64; ++j) sacc[j] *= (j & 2) ? q1 : q0;
         }
-        if (c + 1 < n_chunks) split_state();
+        if (c + 1 < n_chunks) split_rows(sacc, eS0, eS1, sh, sl);
 
         // 6. P·Vn lands: O = Q̃·S + P·Vn for the chunk's tokens.
         dev::wgmma_wait<0>();
@@ -267,31 +244,13 @@ __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const
         }
     }
 
-    if (!S) {
-        // A padding sequence keeps no state (see wy_state16): its last one-token chunk is stepped
-        // from S in f32, two [128][kLdS] halves of 32 columns in W+Q̃'s first stage (every box has
-        // landed and been read by now); outputs only.
-        if (sq.n_wy == sq.n) return;
-        float* Ss = reinterpret_cast<float*>(base + kOffWQ);
-#pragma unroll
-        for (int j = 0; j < 64; ++j) {
-            const int r = wr + g + 8 * ((j >> 1) & 1), k = 8 * (j >> 2) + 2 * t + (j & 1);
-            Ss[(r >> 5) * 128 * kLdS + k * kLdS + (r & 31)] = sacc[j];
-        }
-        dev::named_barrier_sync(1, kConsumers);
-        if (warp < 2) step_padding_last(a, sq, h, hk, v0 + kNs * warp, Ss + warp * 128 * kLdS, lane);
+    if (!S) {  // a padding sequence: its last one-token chunk from S in W+Q̃'s first stage (all read by now)
+        if (sq.n_wy < sq.n)
+            step_padding_tail(a, sq, h, hk, v0, sacc, wr + g, 0, t, reinterpret_cast<float*>(base + kOffWQ),
+                              kConsumers);
         return;
     }
-    // (Addresses from values the compiler cannot see through: else it computes the 64 of them once
-    // for the load at the start and keeps them, spilled, across the chunk loop.)
-    float* Sw = S;
-    int dvw = dv;
-    asm volatile("" : "+l"(Sw), "+r"(dvw));
-#pragma unroll
-    for (int j = 0; j < 64; ++j) {
-        const int v = v0 + wr + g + 8 * ((j >> 1) & 1), k = 8 * (j >> 2) + 2 * t + (j & 1);
-        if (v < dvw && k < dk) Sw[int64_t(k) * dvw + v] = sacc[j];
-    }
+    store_state(sacc, S, v0 + wr + g, 0, t, dv, dk);
 }
 
 }  // namespace

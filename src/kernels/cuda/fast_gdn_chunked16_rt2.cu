@@ -129,21 +129,10 @@ __global__ void __maxnreg__(224) wy_state16_rt2_kernel(ChArgs a, const __grid_co
     // 4i + e of an m64nN accumulator is row g + 8·(e / 2), column 8i + 2t + e % 2 ----
     const int kh = warp / 4, tw = tid % kWg, wr = 16 * (warp % 4);
     float sacc[32];  // Sᵀ[rows][64kh … 64kh + 63], f32 only around the S update (as F16x3Rt's)
-#pragma unroll
-    for (int j = 0; j < 32; ++j) {
-        const int v = v0 + wr + g + 8 * ((j >> 1) & 1), k = 64 * kh + 8 * (j >> 2) + 2 * t + (j & 1);
-        sacc[j] = S && v < dv && k < dk ? S[int64_t(k) * dv + v] : 0.f;
-    }
+    load_state(sacc, S, v0 + wr + g, 64 * kh, t, dv, dk);
     uint32_t sh[4][4], sl[4][4];
     int eS0, eS1;
-    auto split_state = [&] {
-        uint32_t m0, m1;
-        row_maxima(sacc, m0, m1);
-        eS0 = tile_exp(m0);
-        eS1 = tile_exp(m1);
-        to_frags<4>(sacc, pow2(eS0), pow2(eS1), sh, sl);
-    };
-    split_state();
+    split_rows(sacc, eS0, eS1, sh, sl);
     float* xs = reinterpret_cast<float*>(base + kOffX);  // [kh][j][tw]
     float* ys = reinterpret_cast<float*>(base + kOffY);  // [kh][jj][tw]
 
@@ -226,19 +215,7 @@ __global__ void __maxnreg__(224) wy_state16_rt2_kernel(ChArgs a, const __grid_co
             const float other = ys[((1 - kh) * 16 + jj) * kWg + tw];
             ofin[jj] = kh == 0 ? ofin[jj] + other : other + ofin[jj];
         }
-        {
-            const float p0 = last * pow2(max(eV0 + eK - eS0, -126)), p1 = last * pow2(max(eV1 + eK - eS1, -126));
-#pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                    const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&sh[kk][q]));
-                    const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&sl[kk][q]));
-                    const float f = q & 1 ? p1 : p0;
-                    sacc[8 * kk + 2 * q] = (hi.x + lo.x) * f;
-                    sacc[8 * kk + 2 * q + 1] = (hi.y + lo.y) * f;
-                }
-        }
+        from_frags(sh, sl, last * pow2(max(eV0 + eK - eS0, -126)), last * pow2(max(eV1 + eK - eS1, -126)), sacc);
 
         // 4. S_kh ← e^Γlast·S_kh + Vn·K̃_kh, then P·Vn for this warpgroup's 32 tokens.
         dev::mbar_wait(full_k, par1);
@@ -267,7 +244,7 @@ __global__ void __maxnreg__(224) wy_state16_rt2_kernel(ChArgs a, const __grid_co
 #pragma unroll
             for (int j = 0; j < 32; ++j) sacc[j] *= (j & 2) ? q1 : q0;
         }
-        if (c + 1 < n_chunks) split_state();
+        if (c + 1 < n_chunks) split_rows(sacc, eS0, eS1, sh, sl);
 
         // 6. P·Vn lands: O for tokens 32kh … 32kh + 31.
         dev::wgmma_wait<0>();
@@ -294,28 +271,13 @@ __global__ void __maxnreg__(224) wy_state16_rt2_kernel(ChArgs a, const __grid_co
         }
     }
 
-    if (!S) {
-        // A padding sequence keeps no state: its last one-token chunk is stepped from S in f32, two
-        // [128][kLdS] halves of 32 columns in W's stages (every box has landed and been read).
-        if (sq.n_wy == sq.n) return;
-        float* Ss = reinterpret_cast<float*>(base + kOffW);
-#pragma unroll
-        for (int j = 0; j < 32; ++j) {
-            const int r = wr + g + 8 * ((j >> 1) & 1), k = 64 * kh + 8 * (j >> 2) + 2 * t + (j & 1);
-            Ss[(r >> 5) * 128 * kLdS + k * kLdS + (r & 31)] = sacc[j];
-        }
-        dev::named_barrier_sync(1, kConsumers);
-        if (warp < 2) step_padding_last(a, sq, h, hk, v0 + kNs * warp, Ss + warp * 128 * kLdS, lane);
+    if (!S) {  // a padding sequence: its last one-token chunk from S in W's stages (all read by now)
+        if (sq.n_wy < sq.n)
+            step_padding_tail(a, sq, h, hk, v0, sacc, wr + g, 64 * kh, t, reinterpret_cast<float*>(base + kOffW),
+                              kConsumers);
         return;
     }
-    float* Sw = S;  // (opaque: the compiler would keep the load's 32 addresses across the loop)
-    int dvw = dv;
-    asm volatile("" : "+l"(Sw), "+r"(dvw));
-#pragma unroll
-    for (int j = 0; j < 32; ++j) {
-        const int v = v0 + wr + g + 8 * ((j >> 1) & 1), k = 64 * kh + 8 * (j >> 2) + 2 * t + (j & 1);
-        if (v < dvw && k < dk) Sw[int64_t(k) * dvw + v] = sacc[j];
-    }
+    store_state(sacc, S, v0 + wr + g, 64 * kh, t, dv, dk);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "kernels/cuda/fast_gdn_f16x3.cuh"
+#include "kernels/cuda/fast_mbarrier.cuh"
 #include "kernels/cuda/fast_wgmma.cuh"
 #include "kernels/cuda/tma_map.h"
 
@@ -63,6 +64,71 @@ __device__ inline void to_frags(const float (&d)[8 * KS], float s0, float s1, ui
 #pragma unroll
         for (int j = 0; j < 4; ++j)
             split16<true>(d[8 * kk + 2 * j], d[8 * kk + 2 * j + 1], j & 1 ? s1 : s0, hi[kk][j], lo[kk][j]);
+}
+
+// ---- Sᵀ in an m64nN accumulator: element j = 4i + e is row r0 + 8·(e / 2), column k0 + 8i + 2t + e % 2
+// (r0 = this thread's first row, t = its lane % 4) ----
+
+// The state slot's S[k][v] (dk × dv row-major; null: zeros) into the accumulator, v = v0 + row.
+template <int M>
+__device__ inline void load_state(float (&d)[M], const float* S, int v0, int k0, int t, int dv, int dk) {
+#pragma unroll
+    for (int j = 0; j < M; ++j) {
+        const int v = v0 + 8 * ((j >> 1) & 1), k = k0 + 8 * (j >> 2) + 2 * t + (j & 1);
+        d[j] = S && v < dv && k < dk ? S[int64_t(k) * dv + v] : 0.f;
+    }
+}
+// The accumulator back to the slot. (Addresses from values the compiler cannot see through: else it
+// computes them once for load_state at the start and keeps them, spilled, across the chunk loop.)
+template <int M>
+__device__ inline void store_state(const float (&d)[M], float* S, int v0, int k0, int t, int dv, int dk) {
+    asm volatile("" : "+l"(S), "+r"(dv));
+#pragma unroll
+    for (int j = 0; j < M; ++j) {
+        const int v = v0 + 8 * ((j >> 1) & 1), k = k0 + 8 * (j >> 2) + 2 * t + (j & 1);
+        if (v < dv && k < dk) S[int64_t(k) * dv + v] = d[j];
+    }
+}
+// The accumulator's rows split under their own powers of two (max in [2^12, 2^13)): e0, e1 and the
+// A fragments hi + lo (raw).
+template <int KS>
+__device__ inline void split_rows(const float (&d)[8 * KS], int& e0, int& e1, uint32_t (&hi)[KS][4],
+                                  uint32_t (&lo)[KS][4]) {
+    uint32_t m0, m1;
+    row_maxima(d, m0, m1);
+    e0 = tile_exp(m0);
+    e1 = tile_exp(m1);
+    to_frags<KS>(d, pow2(e0), pow2(e1), hi, lo);
+}
+// to_frags undone: d = (hi + lo)·f, f = f0 on row g and f1 on row g + 8 (hi + lo is exact in f32).
+template <int KS>
+__device__ inline void from_frags(const uint32_t (&hi)[KS][4], const uint32_t (&lo)[KS][4], float f0, float f1,
+                                  float (&d)[8 * KS]) {
+#pragma unroll
+    for (int kk = 0; kk < KS; ++kk)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {  // register q of k-step kk: elements 8kk + 2q, + 1 (row: q odd → g + 8)
+            const float2 h = __half22float2(*reinterpret_cast<const __half2*>(&hi[kk][q]));
+            const float2 l = __half22float2(*reinterpret_cast<const __half2*>(&lo[kk][q]));
+            const float f = q & 1 ? f1 : f0;
+            d[8 * kk + 2 * q] = (h.x + l.x) * f;
+            d[8 * kk + 2 * q + 1] = (h.y + l.y) * f;
+        }
+}
+// A padding sequence keeps no state (see wy_state16): its last one-token chunk is stepped from S in
+// f32, written by every consumer thread (rows r0 = wr + g of the block, columns k0 …) as two
+// [128][kLdS] halves of 32 value columns at Ss, then stepped by warps 0 and 1. Outputs only.
+template <int M>
+__device__ inline void step_padding_tail(const wy::ChArgs& a, const wy::Seq& sq, int64_t h, int64_t hk, int v0,
+                                         const float (&d)[M], int r0, int k0, int t, float* Ss, int consumers) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+    for (int j = 0; j < M; ++j) {
+        const int r = r0 + 8 * ((j >> 1) & 1), k = k0 + 8 * (j >> 2) + 2 * t + (j & 1);
+        Ss[(r >> 5) * 128 * wy::kLdS + k * wy::kLdS + (r & 31)] = d[j];
+    }
+    dev::named_barrier_sync(1, consumers);
+    if (warp < 2) wy::step_padding_last(a, sq, h, hk, v0 + wy::kNs * warp, Ss + warp * 128 * wy::kLdS, lane);
 }
 
 // Byte offsets of B's k-step kk, part p (0 hi, 1 lo), from its tile's first byte: W or Q̃ (K-major,
