@@ -18,8 +18,9 @@
 // of a chunk to land again), two exchange tiles (208 KB); full / empty mbarriers as F16x3Rt's, the
 // empty ones counting both warpgroups' 256 threads. Two named barriers a chunk (the exchanges).
 //
-// NOT YET RUN ON A GPU (session 20 wrote it after its device time was spent): compile-checked
-// only; its tests are F16x3Rt's (the variant lists of test_fast_gdn.cpp) once it is added there.
+// 384 threads: the producer is a whole warpgroup (warp 8 issues, setmaxnreg gives the rest of its
+// registers to the consumers, 240 each). Session 20's 288 threads at 222 registers did not launch:
+// a scheduler's register file (16 K) holds its warps' registers, and warp 8 put three on one.
 #include <cuda.h>
 #include <cuda_fp16.h>
 
@@ -39,7 +40,7 @@ namespace {
 constexpr int kRows = 64;              // value columns of a block (Sᵀ's rows)
 constexpr int kWg = 128;               // threads of a warpgroup
 constexpr int kConsumers = 2 * kWg;    // warpgroups 0 and 1 (dk halves)
-constexpr int kTh = kConsumers + 32;   // + the producer warp (warp 8)
+constexpr int kTh = kConsumers + kWg;  // + the producer warpgroup (warp 8 issues; 9–11 leave at once)
 constexpr int kBox = kRtBox;
 // Shared memory, bytes from a 1024-aligned base.
 constexpr int kOffW = 0;                     // [2 stages][W hi d0–63, d64–127, W lo ×2]
@@ -59,7 +60,7 @@ struct LayHalf {
     static constexpr int off(int p, int kk) { return 2 * p * kBox + kk * 32; }
 };
 
-__global__ void __maxnreg__(224) wy_state16_rt2_kernel(ChArgs a, const __grid_constant__ RtMaps maps) {
+__global__ void __launch_bounds__(kTh, 1) wy_state16_rt2_kernel(ChArgs a, const __grid_constant__ RtMaps maps) {
     const int s = blockIdx.x, tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
     const int64_t h = blockIdx.y;
     const int v0 = int(blockIdx.z) * kRows;
@@ -94,9 +95,10 @@ __global__ void __maxnreg__(224) wy_state16_rt2_kernel(ChArgs a, const __grid_co
     }
     __syncthreads();
 
-    if (warp == 8) {
-        // ---- producer: lane 0 issues every box, chunk by chunk, as the buffers free up ----
-        if (lane != 0) return;
+    if (warp >= 8) {
+        // ---- producer: warp 8's lane 0 issues every box, chunk by chunk, as the buffers free up ----
+        dev::setmaxnreg_dec<24>();
+        if (warp != 8 || lane != 0) return;
         const int hh = int(h);
         for (int c = 0; c < n_chunks; ++c) {
             const int tok = int(sq.t0 + int64_t(c) * kC), st = c & 1;
@@ -127,6 +129,7 @@ __global__ void __maxnreg__(224) wy_state16_rt2_kernel(ChArgs a, const __grid_co
 
     // ---- warpgroup kh: rows r = wr + g + 8·hf (value column v0 + r) of Sᵀ's dk half kh; element
     // 4i + e of an m64nN accumulator is row g + 8·(e / 2), column 8i + 2t + e % 2 ----
+    dev::setmaxnreg_inc<240>();
     const int kh = warp / 4, tw = tid % kWg, wr = 16 * (warp % 4);
     float sacc[32];  // Sᵀ[rows][64kh … 64kh + 63], f32 only around the S update (as F16x3Rt's)
     load_state(sacc, S, v0 + wr + g, 64 * kh, t, dv, dk);

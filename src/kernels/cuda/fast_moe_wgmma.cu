@@ -75,61 +75,86 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     const PackedLayout lay0 = packed_layout(m0[e]);
     const PackedLayout lay1 = C::kGateUp ? packed_layout(m1[e]) : lay0;
 
-    // Copies of a stage: the item's BT rows × 16 chunks of A, and 128 code rows × 4 chunks.
+    // Copies of a stage: the item's BT rows × 16 chunks of A, and 128 code rows × 4 chunks. Stages
+    // are loaded in k-tile order, so each copy's source is a pointer advanced a k-tile at a time
+    // (no per-k-tile 64-bit index math: the loop's issue slots go to the dequantization).
     constexpr int kXIters = BT * 16 / C::kThreads, kXRowStep = C::kThreads / 16;
     static_assert(BT * 16 % C::kThreads == 0 && kXRowStep % 8 == 0, "x copy split, one swizzle phase a thread");
     const int x_c = tid % 16, x_r0 = tid / 16;
     const int x_dst = wgmma_b_offset(x_r0, x_c, BT);
     const uint8_t* abytes = reinterpret_cast<const uint8_t*>(A);
-    const uint8_t* x_src = abytes + (int64_t(r0) + x_r0) * K128 * 2 + 16 * x_c;
+    // A row past the item's rows is copied as zeros (src-size 0) from its last row: every source
+    // address stays a valid row's.
+    const uint8_t* x_next = abytes + int64_t(r0) * K128 * 2 + 16 * x_c;  // k-tile 0 of the item's first row
+    uint32_t x_off[kXIters];  // bytes from x_next to this thread's copy k (≤ 64 rows: < 2^31)
+#pragma unroll
+    for (int k = 0; k < kXIters; ++k) {
+        const int r = x_r0 + k * kXRowStep;
+        x_off[k] = uint32_t((r < n_rows ? r : max(n_rows - 1, 0)) * K128 * 2);
+    }
     constexpr int kWIters = 128 * 4 / C::kThreads, kWRowStep = C::kThreads / 4;  // 2, 64: one matrix a copy
     const int w_c = tid % 4, w_r0 = tid / 4;
-    // Copy k's source, either order: chunk w_c of k-tile kt of its row at code_row(row) + chunk(4kt) +
-    // 16·w_c (a k-tile's 4 chunks of a row are contiguous in both orders).
-    const uint8_t* w_src[kWIters];
+    // Copy k's source, either order: chunk w_c of the next k-tile of its row, code_row(row) +
+    // chunk(4kt) + 16·w_c = code_row(row) + kt·ktile + 16·w_c (a k-tile's 4 chunks of a row are
+    // contiguous in both orders); a row past N is copied as zeros from row N − 1.
+    const uint8_t* w_next[kWIters];
+    uint32_t w_step[kWIters];
+    bool w_row_ok[kWIters];
 #pragma unroll
-    for (int k = 0; k < kWIters; ++k)
-        w_src[k] = (k == 1 ? codes1 : codes0) + (k == 1 ? lay1 : lay0).code_row(feature_of(w_r0 + k * kWRowStep)) +
-                   16 * w_c;
-    auto load_stage = [&](int slot, int kt) {
+    for (int k = 0; k < kWIters; ++k) {
+        const PackedLayout& lay = k == 1 ? lay1 : lay0;  // rows 64..127: warpgroup 1's
+        const int64_t n = feature_of(w_r0 + k * kWRowStep);
+        w_next[k] = (k == 1 ? codes1 : codes0) + lay.code_row(n < N ? n : N - 1) + 16 * w_c;
+        w_step[k] = uint32_t(lay.ktile);
+        w_row_ok[k] = n < N;
+    }
+    int w_col = 32 * w_c;  // the next k-tile's first column of this thread's chunk
+    auto load_next_stage = [&](int slot) {
         const uint32_t base = smem_addr(smem + slot * C::kStageBytes);
 #pragma unroll
-        for (int k = 0; k < kXIters; ++k) {
-            const bool ok = x_r0 + k * kXRowStep < n_rows;
-            cp_async16(base + x_dst + k * kXRowStep * 128,
-                       ok ? x_src + int64_t(kt) * kBK * 2 + int64_t(k) * kXRowStep * K128 * 2 : abytes, ok);
-        }
-        const bool col_ok = int64_t(kt) * kBK + 32 * w_c < K;
+        for (int k = 0; k < kXIters; ++k)
+            cp_async16(base + x_dst + k * kXRowStep * 128, x_next + x_off[k], x_r0 + k * kXRowStep < n_rows);
+        x_next += kBK * 2;
+        const bool col_ok = w_col < K;  // past K (the last k-tile's tail): zeros, the row's start read
 #pragma unroll
         for (int k = 0; k < kWIters; ++k) {
             const int rr = w_r0 + k * kWRowStep;
-            const int64_t n = feature_of(rr);
-            const bool ok = col_ok && n < N;
-            const PackedLayout& lay = k == 1 ? lay1 : lay0;  // rows 64..127: warpgroup 1's
-            cp_async16(base + C::kXBytes + rr * 64 + w_c * 16, ok ? w_src[k] + lay.chunk(4 * int64_t(kt)) : codes0, ok);
+            cp_async16(base + C::kXBytes + rr * 64 + w_c * 16, col_ok ? w_next[k] : codes0, col_ok && w_row_ok[k]);
+            w_next[k] += w_step[k];
         }
+        w_col += kBK;
     };
 
     // This lane's rows (stacked lrow, lrow + 8) of its warpgroup's matrix and their scales (biases),
-    // at scale_row(row) + scale_group(group) of either order (the rows' parts hoisted).
+    // at scale_row(row) + scale_group(group) of either order. For G <= 128 a k-tile's groups of a
+    // row sit scale_group(128 / G) halves after the last's in both orders: pointers advanced a
+    // k-tile at a time (G > 128: the group of each k-tile recomputed).
     const int lrow = wg * 64 + (warp % 4) * 16 + gq;
     const PackedLayout lay_mine = C::kGateUp && wg == 1 ? lay1 : lay0;
     const int lg_group = __ffs(mine.group) - 1;  // G is a power of two
-    int64_t s_row_at[2];
+    const bool s_lin = lg_group <= 7;
+    const int64_t s_step = s_lin ? lay_mine.scale_group(int64_t(kBK) >> lg_group) : 0;
+    int64_t s_at[2];
+    bool s_row_ok[2];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) s_row_at[h] = lay_mine.scale_row(feature_of(lrow + 8 * h));
+    for (int h = 0; h < 2; ++h) {
+        const int64_t n = feature_of(lrow + 8 * h);
+        s_at[h] = lay_mine.scale_row(n) + (s_lin ? lay_mine.scale_group((32 * tq) >> lg_group) : 0);
+        s_row_ok[h] = n < N;
+    }
     uint16_t sc_raw[2], bi_raw[2];
-    auto load_scales = [&](int kt) {
-        const int64_t col = int64_t(kt) * kBK + 32 * tq;
-        const int64_t g_at = lay_mine.scale_group(col >> lg_group);
+    int s_col = 32 * tq;  // the next k-tile's column of this lane's scales
+    auto load_next_scales = [&] {
+        const int64_t g_at = s_lin ? 0 : lay_mine.scale_group(s_col >> lg_group);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            const int64_t n = feature_of(lrow + 8 * h);
-            const bool ok = n < N && col < K;
-            const int64_t at = s_row_at[h] + g_at;
+            const bool ok = s_row_ok[h] && s_col < K;
+            const int64_t at = s_at[h] + g_at;
             sc_raw[h] = ok ? mine.scales[at] : uint16_t(0);
             bi_raw[h] = ok && mine.biases ? mine.biases[at] : uint16_t(0);
+            s_at[h] += s_step;
         }
+        s_col += kBK;
     };
     const uint32_t negc = mine.biases ? 0xc300c300u : 0xc308c308u;
 
@@ -139,10 +164,10 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
 
 #pragma unroll
     for (int s = 0; s < S - 2; ++s) {
-        if (s < KT) load_stage(s, s);
+        if (s < KT) load_next_stage(s);
         cp_async_commit();
     }
-    load_scales(0);
+    load_next_scales();
 
     for (int kt = 0; kt < KT; ++kt) {
         cp_async_wait<S - 3>();
@@ -150,13 +175,13 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
         __syncthreads();  // k-tile kt landed everywhere; k-tile kt − 2's wgmma are done everywhere
         {
             const int nk = kt + S - 2;
-            if (nk < KT) load_stage(nk % S, nk);
+            if (nk < KT) load_next_stage(nk % S);
             cp_async_commit();
         }
         uint32_t s2[2], b2[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h) s2[h] = f16_to_bf16x2(sc_raw[h]), b2[h] = f16_to_bf16x2(bi_raw[h]);
-        if (kt + 1 < KT) load_scales(kt + 1);
+        if (kt + 1 < KT) load_next_scales();
 
         const uint8_t* stage = smem + (kt % S) * C::kStageBytes;
         const uint4 q0 = *reinterpret_cast<const uint4*>(stage + C::kXBytes + lrow * 64 + tq * 16);
