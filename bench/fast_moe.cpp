@@ -338,11 +338,14 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
                 });
                 std::snprintf(note, sizeof note, "hot, 2 of 3 matrices, %d experts", routings[0].distinct);
                 row(s, T, "  step: mid gate+up+SwiGLU ring " + std::to_string(ring), tgu, hot_bytes * 2 / 3, note);
-                const double tdn = timer.median(a.warmup, a.runs, [&](int) {
-                    TS_CUDA_CHECK(fast::detail::launch_moe_mid_down(mout, mact, w, mg, ring, st));
-                });
-                std::snprintf(note, sizeof note, "hot, 1 of 3 matrices, %d experts", routings[0].distinct);
-                row(s, T, "  step: mid down ring " + std::to_string(ring), tdn, hot_bytes / 3, note);
+                for (int tiles : {2, 4}) {
+                    const double tdn = timer.median(a.warmup, a.runs, [&](int) {
+                        TS_CUDA_CHECK(fast::detail::launch_moe_mid_down(mout, mact, w, mg, ring, tiles, st));
+                    });
+                    std::snprintf(note, sizeof note, "hot, 1 of 3 matrices, %d experts", routings[0].distinct);
+                    row(s, T, "  step: mid down ring " + std::to_string(ring) + ", " + std::to_string(tiles) +
+                                  " row tiles a warp", tdn, hot_bytes / 3, note);
+                }
             }
             const double tcm = timer.median(a.warmup, a.runs, [&](int) {
                 TS_CUDA_CHECK(fast::detail::launch_moe_combine(y.as<float>(), s.H, mout, T, s.H, rw, s.k, mg, st));

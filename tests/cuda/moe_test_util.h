@@ -609,10 +609,11 @@ inline void check_mid(Backend& cpu, Experts& ex, const std::string& name, int64_
     const DeviceBuffer d_x = to_device(x), d_ids = to_device(r.ids), d_w = to_device(r.weights);
     DeviceBuffer d_y(size_t(T * H) * 4), d_scratch(fast::moe_experts_scratch_bytes(T, k, ex.E, H, ex.I));
     Stream stream;
-    std::vector<uint32_t> bits[4];  // the rings chosen twice, rings 3 and 4
-    for (int run = 0; run < 4; ++run) {
+    std::vector<uint32_t> bits[6];  // the rings chosen twice, rings 3 and 4, down's 2 and 4 row tiles a warp
+    for (int run = 0; run < 6; ++run) {
         fast::MoePlan plan = fast::moe_mid_plan();
-        plan.mid_ring = run < 2 ? 0 : run + 1;
+        plan.mid_ring = run < 2 || run > 3 ? 0 : run + 1;
+        plan.mid_down_tiles = run < 4 ? 0 : 2 * (run - 3);
         TS_CUDA_CHECK(cudaMemsetAsync(d_y.data(), 0xff, d_y.size(), stream));  // NaN until written
         fast::moe_experts_packed_plan(plan, d_y.as<float>(), H, d_x.as<float>(), H, T, ex.view(), d_ids.as<int32_t>(),
                                       d_w.as<float>(), k, d_scratch.data(), stream);
@@ -622,6 +623,8 @@ inline void check_mid(Backend& cpu, Experts& ex, const std::string& name, int64_
     EXPECT_EQ(bits[0], bits[1]) << "two launches differ";
     EXPECT_EQ(bits[0], bits[2]) << "ring 3 differs from the rings chosen";
     EXPECT_EQ(bits[0], bits[3]) << "ring 4 differs from the rings chosen";
+    EXPECT_EQ(bits[0], bits[4]) << "down with 2 row tiles a warp differs from the tiles chosen";
+    EXPECT_EQ(bits[0], bits[5]) << "down with 4 row tiles a warp differs from the tiles chosen";
     std::vector<float> y(size_t(T * H));
     std::memcpy(y.data(), bits[0].data(), y.size() * 4);
     int64_t wrong = 0;

@@ -84,6 +84,8 @@ void check_plan(const MoePlan& p) {
                  p.mma_decode ? ", mma decode" : "", p.dp4a_decode ? ", dp4a decode" : "", p.wgmma ? ", wgmma" : "");
         TS_CHECK(p.mid_ring == 0 || p.mid_ring == 3 || p.mid_ring == 4,
                  "moe_experts_packed: mid_ring = {} must be 0, 3 or 4", p.mid_ring);
+        TS_CHECK(p.mid_down_tiles == 0 || p.mid_down_tiles == 2 || p.mid_down_tiles == 4,
+                 "moe_experts_packed: mid_down_tiles = {} must be 0, 2 or 4", p.mid_down_tiles);
         return;
     }
     if (p.dp4a_decode) {
@@ -278,7 +280,8 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
         auto* out = reinterpret_cast<float*>(at);  // [P, H]
         TS_CUDA_CHECK(detail::launch_moe_gather_bf16_perm(xg, x, ldx, T, w.H, k, g, stream));
         TS_CUDA_CHECK(detail::launch_moe_mid_gate_up(act, xg, w, g, plan.mid_ring, stream));
-        TS_CUDA_CHECK(detail::launch_moe_mid_down(out, act, w, g, plan.mid_ring, stream));
+        const int down_tiles = plan.mid_down_tiles ? plan.mid_down_tiles : P >= kMoeMidDown4Rows ? 4 : 2;
+        TS_CUDA_CHECK(detail::launch_moe_mid_down(out, act, w, g, plan.mid_ring, down_tiles, stream));
         TS_CUDA_CHECK(detail::launch_moe_combine(y, ldy, out, T, w.H, weights, k, g, stream));
         return;
     }

@@ -19,10 +19,10 @@
 //   gate_up: block = (item, 64 outputs); warps 0–3 stream gate's 4 row tiles, 4–7 up's, each over
 //            all of H; up's sums pass to gate's warps through shared memory, SwiGLU → act [T·k, I]
 //            bf16 in the gather's order.
-//   down:    block = (item, 256 outputs); a warp two row tiles (128 rows apart) over all of I, one
-//            after the other through one ring (I = 512 is only 4 k-tiles: a block's start is paid
-//            once for 72 KB) → out [T·k, H] f32; combine (fast_moe_experts.cu) sums each token's
-//            k slots in slot order.
+//   down:    block = (item, 256 or 512 outputs); a warp two or four row tiles (128 rows apart) over
+//            all of I, one after the other through one ring (I = 512 is only 4 k-tiles: a block's
+//            start is paid once for 72 or 144 KB; MoePlan::mid_down_tiles) → out [T·k, H] f32;
+//            combine (fast_moe_experts.cu) sums each token's k slots in slot order.
 // A warp keeps U k-tiles in flight (a ring: each slot refilled as soon as it is consumed): 3 (3
 // blocks an SM, 24 warps × 3 KB) — or 4 (2 blocks an SM, 16 warps × 4 KB) where that holds all of
 // a warp's k-tiles (small shapes only); MoePlan::mid_ring forces either, for A/B. Both kernels launch
@@ -49,8 +49,9 @@
 // (107.1 + 55.7), then the experts in 16-row tiles 170.5 (98.1 + 55.5: 2.74 and 2.42 TB/s). Ncu
 // (session 19, row-major): gate+up issue-active 67 %, stalls long-scoreboard then math-pipe
 // throttle, a third of the warps' samples in the block's start (B staged, first tiles awaited).
-// Down in blocks of 4 row tiles a warp (512 outputs) measured 53.1 at T = 64 but 24.3 against 20.5
-// at T = 8 (too few blocks): two stay.
+// Down with 4 row tiles a warp (512 outputs a block; session 21, ring 3, µs): T = 8 24.2 against
+// 20.5 with 2, 16 33.4 / 30.8, 32 44.9 / 43.7, 48 45.5 / 48.3, 64 52.8 / 55.2, 96 58.1 / 59.2 — so 4
+// from 384 grouped rows (kMoeMidDown4Rows), 2 below (few items leave SMs idle with 4).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -75,10 +76,13 @@ constexpr int kKt = 128;            // columns a k-tile: 4 chunks of 32, a lane'
 // NMAT matrices (gate and up: 2, down: 1) × kRT row tiles = 8 warps, each streaming one matrix's
 // row tile over all of K — kRPW row tiles in turn (kRT apart), through one ring: down's K = I is
 // short (4 k-tiles at 512), so a warp takes two row tiles and a block's start is paid once for both.
-template <int NMAT>
+// RPW: row tiles a warp — gate+up 1 (its exchange is one barrier), down 2 or 4 (MoePlan::
+// mid_down_tiles: 4 halves the blocks and pays a block's start once for 4 row tiles).
+template <int NMAT, int RPW = NMAT == 1 ? 2 : 1>
 struct Cfg {
+    static_assert(NMAT == 1 || RPW == 1, "gate+up: one row tile a warp");
     static constexpr int kRT = kWarps / NMAT;
-    static constexpr int kRPW = NMAT == 1 ? 2 : 1;  // gate+up's exchange is one barrier: one row tile
+    static constexpr int kRPW = RPW;
     static constexpr int kXchgFloats = (NMAT - 1) * kRT * 4 * 32;  // up's sums handed to gate's warps
 };
 // U: k-tiles a warp has in flight (a ring: a slot is refilled as soon as it is consumed). 3: ≤ 80
@@ -176,12 +180,12 @@ __device__ __forceinline__ void tile_mma(const Tile& tl, uint32_t negc, const ui
 // One block: item blockIdx.x of g, row tiles kRT·kRPW·blockIdx.y … of N output rows a matrix. B
 // [rows, K] bf16 (the gather's order, row stride K): the item's rows as B's columns. NMAT 2: gate
 // m0, up m1 → act [rows, N] bf16 (the gather's order); NMAT 1: m0 → out [rows, N] f32.
-template <int NMAT, int U>
+template <int NMAT, int U, int RPW_>
 __global__ void __launch_bounds__(kThreads, kMinBlocks<U>)
     mid_kernel(const __nv_bfloat16* __restrict__ B, int K, int N, int E, const PackedMatrix* __restrict__ m0,
                const PackedMatrix* __restrict__ m1, MoeGrouping g, __nv_bfloat16* __restrict__ act,
                float* __restrict__ out) {
-    constexpr int RT = Cfg<NMAT>::kRT, RPW = Cfg<NMAT>::kRPW;
+    constexpr int RT = Cfg<NMAT, RPW_>::kRT, RPW = Cfg<NMAT, RPW_>::kRPW;
     extern __shared__ __align__(16) uint8_t smem[];  // B staged [kRows][row bytes], then up's sums
     // item < max_items: the reads are in bounds (stale past n_items, and then unused); issued together.
     const int item = int(blockIdx.x);
@@ -274,14 +278,14 @@ size_t smem_bytes(int64_t K) {
     return size_t(kRows) * size_t(stage_row_bytes(int(K))) + size_t(Cfg<NMAT>::kXchgFloats) * 4;
 }
 
-template <int NMAT, int U>
+template <int NMAT, int U, int RPW>
 cudaError_t launch_ring(const void* B, int64_t K, int64_t N, int E, const PackedMatrix* m0, const PackedMatrix* m1,
                         const MoeGrouping& g, void* act, float* out, cudaStream_t stream) {
-    auto* kernel = mid_kernel<NMAT, U>;
+    auto* kernel = mid_kernel<NMAT, U, RPW>;
     static const cudaError_t attr =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMoeMidMaxSmem));
     if (attr != cudaSuccess) return attr;
-    constexpr int per_block = Cfg<NMAT>::kRT * Cfg<NMAT>::kRPW;  // row tiles a block
+    constexpr int per_block = Cfg<NMAT, RPW>::kRT * RPW;  // row tiles a block
     const dim3 grid(unsigned(g.max_items), unsigned((N / 16 + per_block - 1) / per_block));
     return pdl::launch(kernel, grid, kThreads, smem_bytes<NMAT>(K), stream, static_cast<const __nv_bfloat16*>(B),
                        int(K), int(N), E, m0, m1, g, static_cast<__nv_bfloat16*>(act), out);
@@ -289,12 +293,12 @@ cudaError_t launch_ring(const void* B, int64_t K, int64_t N, int E, const Packed
 
 // ring 0: all of a warp's k-tiles in flight at once where they fit the ring of 4, else the ring of 3
 // at 3 blocks an SM (gate+up: 16 k-tiles at H = 2048; down: 2 × 4 at I = 512).
-template <int NMAT>
+template <int NMAT, int RPW = Cfg<NMAT>::kRPW>
 cudaError_t launch(int ring, const void* B, int64_t K, int64_t N, int E, const PackedMatrix* m0,
                    const PackedMatrix* m1, const MoeGrouping& g, void* act, float* out, cudaStream_t stream) {
-    if (ring == 0) ring = Cfg<NMAT>::kRPW * ((K + kKt - 1) / kKt) <= 4 ? 4 : 3;
-    return ring == 4 ? launch_ring<NMAT, 4>(B, K, N, E, m0, m1, g, act, out, stream)
-                     : launch_ring<NMAT, 3>(B, K, N, E, m0, m1, g, act, out, stream);
+    if (ring == 0) ring = RPW * ((K + kKt - 1) / kKt) <= 4 ? 4 : 3;
+    return ring == 4 ? launch_ring<NMAT, 4, RPW>(B, K, N, E, m0, m1, g, act, out, stream)
+                     : launch_ring<NMAT, 3, RPW>(B, K, N, E, m0, m1, g, act, out, stream);
 }
 
 }  // namespace
@@ -308,8 +312,10 @@ cudaError_t launch_moe_mid_gate_up(void* act, const void* xg, const MoePackedExp
 }
 
 cudaError_t launch_moe_mid_down(float* out, const void* act, const MoePackedExperts& w, const MoeGrouping& g, int ring,
-                                cudaStream_t stream) {
-    return launch<1>(ring, act, w.I, w.H, w.E, w.down, nullptr, g, nullptr, out, stream);
+                                int row_tiles, cudaStream_t stream) {
+    if (row_tiles != 2 && row_tiles != 4) return cudaErrorInvalidValue;
+    return row_tiles == 4 ? launch<1, 4>(ring, act, w.I, w.H, w.E, w.down, nullptr, g, nullptr, out, stream)
+                          : launch<1, 2>(ring, act, w.I, w.H, w.E, w.down, nullptr, g, nullptr, out, stream);
 }
 
 }  // namespace tessera::cuda::fast::detail
