@@ -333,11 +333,14 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             TS_CUDA_CHECK(fast::detail::launch_moe_gather_bf16_perm(xg, x.as<float>(), s.H, T, s.H, s.k, mg, st));
             TS_CUDA_CHECK(cudaStreamSynchronize(st));
             for (int ring : {3, 4}) {
-                const double tgu = timer.median(a.warmup, a.runs, [&](int) {
-                    TS_CUDA_CHECK(fast::detail::launch_moe_mid_gate_up(mact, xg, w, mg, ring, st));
-                });
-                std::snprintf(note, sizeof note, "hot, 2 of 3 matrices, %d experts", routings[0].distinct);
-                row(s, T, "  step: mid gate+up+SwiGLU ring " + std::to_string(ring), tgu, hot_bytes * 2 / 3, note);
+                for (int tiles : {1, 2}) {
+                    const double tgu = timer.median(a.warmup, a.runs, [&](int) {
+                        TS_CUDA_CHECK(fast::detail::launch_moe_mid_gate_up(mact, xg, w, mg, ring, tiles, st));
+                    });
+                    std::snprintf(note, sizeof note, "hot, 2 of 3 matrices, %d experts", routings[0].distinct);
+                    row(s, T, "  step: mid gate+up+SwiGLU ring " + std::to_string(ring) + ", " + std::to_string(tiles) +
+                                  " row tiles a warp", tgu, hot_bytes * 2 / 3, note);
+                }
                 for (int tiles : {2, 4}) {
                     const double tdn = timer.median(a.warmup, a.runs, [&](int) {
                         TS_CUDA_CHECK(fast::detail::launch_moe_mid_down(mout, mact, w, mg, ring, tiles, st));

@@ -51,7 +51,9 @@ std::vector<T> to_host(const DeviceBuffer& b, size_t n) {
 }
 
 inline std::string str(const fast::MoePlan& p) {
-    if (p.mid) return "mid grouped/" + std::to_string(p.tile_rows) + ", ring " + std::to_string(p.mid_ring);
+    if (p.mid)
+        return "mid grouped/" + std::to_string(p.tile_rows) + ", ring " + std::to_string(p.mid_ring) +
+               ", row tiles a warp " + std::to_string(p.mid_gate_up_tiles) + " / " + std::to_string(p.mid_down_tiles);
     if (p.dp4a_decode) return "dp4a decode per slot, down by token";
     if (p.mma_decode)
         return "mma decode per slot, down by token, batch " + std::to_string(p.mma_down_batch) + ", gate+up batch " +
@@ -103,13 +105,18 @@ inline fast::MoePlan dp4a_decode_plan() {
 }
 
 // The mid kernels (the experts' weights as mma.sync's A, an item's ≤ 8 rows as B: the large
-// tiles' bound), rings chosen (0), 3 and 4: the same bits.
+// tiles' bound), rings chosen (0), 3 and 4, and gate+up's 2 and down's 4 row tiles a warp (blocks
+// whose warps have fewer live row tiles than the others where N / 16 is not a multiple of 8 or
+// 16): the same bits.
 inline std::vector<fast::MoePlan> mid_plans() {
     std::vector<fast::MoePlan> plans;
     for (int ring : {0, 3, 4}) {
         plans.push_back(fast::moe_mid_plan());
         plans.back().mid_ring = ring;
     }
+    plans.push_back(fast::moe_mid_plan());
+    plans.back().mid_gate_up_tiles = 2;
+    plans.back().mid_down_tiles = 4;
     return plans;
 }
 
@@ -609,11 +616,13 @@ inline void check_mid(Backend& cpu, Experts& ex, const std::string& name, int64_
     const DeviceBuffer d_x = to_device(x), d_ids = to_device(r.ids), d_w = to_device(r.weights);
     DeviceBuffer d_y(size_t(T * H) * 4), d_scratch(fast::moe_experts_scratch_bytes(T, k, ex.E, H, ex.I));
     Stream stream;
-    std::vector<uint32_t> bits[6];  // the rings chosen twice, rings 3 and 4, down's 2 and 4 row tiles a warp
-    for (int run = 0; run < 6; ++run) {
+    // the rings chosen twice, rings 3 and 4, down's 2 and 4 row tiles a warp, gate+up's 2 (ring 3, 4)
+    std::vector<uint32_t> bits[8];
+    for (int run = 0; run < 8; ++run) {
         fast::MoePlan plan = fast::moe_mid_plan();
-        plan.mid_ring = run < 2 || run > 3 ? 0 : run + 1;
-        plan.mid_down_tiles = run < 4 ? 0 : 2 * (run - 3);
+        plan.mid_ring = run == 2 || run == 6 ? 3 : run == 3 || run == 7 ? 4 : 0;
+        plan.mid_down_tiles = run == 4 || run == 5 ? 2 * (run - 3) : 0;
+        plan.mid_gate_up_tiles = run >= 6 ? 2 : 0;
         TS_CUDA_CHECK(cudaMemsetAsync(d_y.data(), 0xff, d_y.size(), stream));  // NaN until written
         fast::moe_experts_packed_plan(plan, d_y.as<float>(), H, d_x.as<float>(), H, T, ex.view(), d_ids.as<int32_t>(),
                                       d_w.as<float>(), k, d_scratch.data(), stream);
@@ -625,6 +634,8 @@ inline void check_mid(Backend& cpu, Experts& ex, const std::string& name, int64_
     EXPECT_EQ(bits[0], bits[3]) << "ring 4 differs from the rings chosen";
     EXPECT_EQ(bits[0], bits[4]) << "down with 2 row tiles a warp differs from the tiles chosen";
     EXPECT_EQ(bits[0], bits[5]) << "down with 4 row tiles a warp differs from the tiles chosen";
+    EXPECT_EQ(bits[0], bits[6]) << "gate+up with 2 row tiles a warp (ring 3) differs from the tiles chosen";
+    EXPECT_EQ(bits[0], bits[7]) << "gate+up with 2 row tiles a warp (ring 4) differs from the tiles chosen";
     std::vector<float> y(size_t(T * H));
     std::memcpy(y.data(), bits[0].data(), y.size() * 4);
     int64_t wrong = 0;

@@ -377,7 +377,7 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
         bad.wgmma = true;
         EXPECT_THROW(run(bad, y, 64, p, 64, 2, w, 2, p), Error);
     }
-    {  // the mid plan: grouped, by item, tile_rows 8, no other kernels, ring 0, 3 or 4
+    {  // the mid plan: grouped, by item, tile_rows 8, no other kernels, ring 0, 3 or 4, row tiles a warp
         const fast::MoePlan mid = fast::moe_mid_plan();
         fast::MoePlan bad = mid;
         bad.tile_rows = 16;
@@ -396,6 +396,12 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
         EXPECT_THROW(run(bad, y, 64, p, 64, 2, w, 2, p), Error);
         bad = mid;
         bad.mid_ring = 2;
+        EXPECT_THROW(run(bad, y, 64, p, 64, 2, w, 2, p), Error);
+        bad = mid;
+        bad.mid_down_tiles = 3;
+        EXPECT_THROW(run(bad, y, 64, p, 64, 2, w, 2, p), Error);
+        bad = mid;
+        bad.mid_gate_up_tiles = 3;
         EXPECT_THROW(run(bad, y, 64, p, 64, 2, w, 2, p), Error);
         try {  // H = 8192: x's 8 rows staged would take 130 KB of shared memory
             run(mid, p + 65536, 8192, p, 8192, 2, {8, 8192, 32, d, d, d}, 2, p);

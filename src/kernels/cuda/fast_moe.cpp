@@ -86,6 +86,8 @@ void check_plan(const MoePlan& p) {
                  "moe_experts_packed: mid_ring = {} must be 0, 3 or 4", p.mid_ring);
         TS_CHECK(p.mid_down_tiles == 0 || p.mid_down_tiles == 2 || p.mid_down_tiles == 4,
                  "moe_experts_packed: mid_down_tiles = {} must be 0, 2 or 4", p.mid_down_tiles);
+        TS_CHECK(p.mid_gate_up_tiles >= 0 && p.mid_gate_up_tiles <= 2,
+                 "moe_experts_packed: mid_gate_up_tiles = {} must be 0, 1 or 2", p.mid_gate_up_tiles);
         return;
     }
     if (p.dp4a_decode) {
@@ -279,7 +281,8 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
         at += align_up(size_t(P * row128(w.I)) * 2);
         auto* out = reinterpret_cast<float*>(at);  // [P, H]
         TS_CUDA_CHECK(detail::launch_moe_gather_bf16_perm(xg, x, ldx, T, w.H, k, g, stream));
-        TS_CUDA_CHECK(detail::launch_moe_mid_gate_up(act, xg, w, g, plan.mid_ring, stream));
+        const int gate_up_tiles = plan.mid_gate_up_tiles ? plan.mid_gate_up_tiles : 1;
+        TS_CUDA_CHECK(detail::launch_moe_mid_gate_up(act, xg, w, g, plan.mid_ring, gate_up_tiles, stream));
         const int down_tiles = plan.mid_down_tiles ? plan.mid_down_tiles : P >= kMoeMidDown4Rows ? 4 : 2;
         TS_CUDA_CHECK(detail::launch_moe_mid_down(out, act, w, g, plan.mid_ring, down_tiles, stream));
         TS_CUDA_CHECK(detail::launch_moe_combine(y, ldy, out, T, w.H, weights, k, g, stream));

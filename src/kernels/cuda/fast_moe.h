@@ -142,6 +142,9 @@ void moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, const P
 //   mid_ring:        k-tiles a warp of the mid kernels has in flight: 3 (3 blocks an SM), 4 (2
 //                    blocks an SM) or 0 (each kernel: 4 where that holds all of a warp's k-tiles —
 //                    small shapes only — else 3).
+//   mid_gate_up_tiles: row tiles a warp of the mid gate+up kernel streams in turn: 1 (also 0) or 2
+//                    (half the blocks: the item's rows staged once for 128 outputs, an exchange
+//                    barrier a row tile).
 //   mid_down_tiles:  row tiles a warp of the mid down kernel streams in turn: 2, 4 (half the
 //                    blocks, a block's start paid once for 4) or 0 (4 from kMoeMidDown4Rows grouped
 //                    rows T·k, else 2: with few items, 4 leaves SMs idle).
@@ -161,6 +164,7 @@ struct MoePlan {
     bool mid = false;
     int mid_ring = 0;
     int mid_down_tiles = 0;
+    int mid_gate_up_tiles = 0;
 };
 constexpr int kMoeMidRows = 8;  // rows a work item of the mid kernels: mma's 8 columns
 constexpr int64_t kMoeMidDown4Rows = 384;  // mid_down_tiles 0: 4 row tiles a warp from T·k rows (T ≥ 48, k 8)
@@ -312,8 +316,9 @@ inline bool moe_mid_fits(int64_t H, int64_t I) {
 }
 // act [T·k, I] bf16 (the gather's column order, as launch_moe_gather_bf16_perm's xg [T·k, H]) =
 // silu(xg·gate_eᵀ) ⊙ (xg·up_eᵀ) per item. ring: k-tiles a warp in flight, 3, 4 or 0 (MoePlan::mid_ring).
+// row_tiles: a warp's row tiles, 1 or 2 (MoePlan::mid_gate_up_tiles, resolved).
 cudaError_t launch_moe_mid_gate_up(void* act, const void* xg, const MoePackedExperts& w, const MoeGrouping& g, int ring,
-                                   cudaStream_t stream);
+                                   int row_tiles, cudaStream_t stream);
 // out [T·k, H] f32 = act·down_eᵀ per item.
 // row_tiles: a warp's row tiles, 2 or 4 (MoePlan::mid_down_tiles, resolved).
 cudaError_t launch_moe_mid_down(float* out, const void* act, const MoePackedExperts& w, const MoeGrouping& g, int ring,

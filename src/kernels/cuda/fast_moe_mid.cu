@@ -16,9 +16,10 @@
 // 8 columns stored (0,4,1,5,2,6,3,7): the gather's bf16 order) gives the same columns of column
 // g's row in one 16-byte read: no transposes or shuffles. A k-step mixes 4 chunks (scale groups),
 // so the scales are applied in the dequant, before the mma.
-//   gate_up: block = (item, 64 outputs); warps 0–3 stream gate's 4 row tiles, 4–7 up's, each over
-//            all of H; up's sums pass to gate's warps through shared memory, SwiGLU → act [T·k, I]
-//            bf16 in the gather's order.
+//   gate_up: block = (item, 64 or 128 outputs); warps 0–3 stream gate's 4 row tiles, 4–7 up's (or
+//            8 of each, two a warp in turn: MoePlan::mid_gate_up_tiles), each over all of H; up's
+//            sums pass to gate's warps through shared memory, SwiGLU → act [T·k, I] bf16 in the
+//            gather's order.
 //   down:    block = (item, 256 or 512 outputs); a warp two or four row tiles (128 rows apart) over
 //            all of I, one after the other through one ring (I = 512 is only 4 k-tiles: a block's
 //            start is paid once for 72 or 144 KB; MoePlan::mid_down_tiles) → out [T·k, H] f32;
@@ -37,7 +38,7 @@
 // T = 64 on the flagship: 75.6 against 90.3 µs, a pure stream of the same bytes 71.6).
 // ptxas (nvcc 13, sm_90a, -O3), registers / spills: ring 3 — gate_up 80 / 0, down 80 / 8 bytes
 // (3 blocks of 256 threads an SM); ring 4 — gate_up 100 / 0, down 101 / 0 (2 blocks). Shared
-// memory a block: 8·(2·K128 + 64) bytes (+ 2 KB gate_up's exchange): H = 2048 35,328, I = 512 8,704.
+// memory a block: 8·(2·K128 + 64) bytes (+ 4 KB gate_up's exchange, two buffers): H = 2048 37,376, I = 512 8,704.
 //
 // Expected before it ran: at T = 64 on the flagship ~222 of 256 experts, 384 MB, a stream of ~80
 // µs at 4.8 TB/s. In flight an SM ~64–72 KB against the ~50 KB Little's law asks at ~1.5 µs under
@@ -52,6 +53,9 @@
 // Down with 4 row tiles a warp (512 outputs a block; session 21, ring 3, µs): T = 8 24.2 against
 // 20.5 with 2, 16 33.4 / 30.8, 32 44.9 / 43.7, 48 45.5 / 48.3, 64 52.8 / 55.2, 96 58.1 / 59.2 — so 4
 // from 384 grouped rows (kMoeMidDown4Rows), 2 below (few items leave SMs idle with 4).
+// Gate+up with 2 row tiles a warp (MoePlan::mid_gate_up_tiles = 2; session 21, after its device
+// time was spent): compile-checked only (ring 3: 80 registers, 8 bytes of spills; ring 4: 100, none),
+// NOT YET RUN ON A GPU — its tests are the mid plans' (mid_plans(), check_mid); the pick keeps 1.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -76,15 +80,18 @@ constexpr int kKt = 128;            // columns a k-tile: 4 chunks of 32, a lane'
 // NMAT matrices (gate and up: 2, down: 1) × kRT row tiles = 8 warps, each streaming one matrix's
 // row tile over all of K — kRPW row tiles in turn (kRT apart), through one ring: down's K = I is
 // short (4 k-tiles at 512), so a warp takes two row tiles and a block's start is paid once for both.
-// RPW: row tiles a warp — gate+up 1 (its exchange is one barrier), down 2 or 4 (MoePlan::
-// mid_down_tiles: 4 halves the blocks and pays a block's start once for 4 row tiles).
+// RPW: row tiles a warp — gate+up 1 or 2 (MoePlan::mid_gate_up_tiles: 2 stages B once for twice
+// the rows; an exchange barrier a row tile), down 2 or 4 (MoePlan::mid_down_tiles: 4 halves the
+// blocks and pays a block's start once for 4 row tiles).
 template <int NMAT, int RPW = NMAT == 1 ? 2 : 1>
 struct Cfg {
-    static_assert(NMAT == 1 || RPW == 1, "gate+up: one row tile a warp");
+    static_assert(NMAT == 1 || RPW <= 2, "gate+up: one or two row tiles a warp");
     static constexpr int kRT = kWarps / NMAT;
     static constexpr int kRPW = RPW;
-    static constexpr int kXchgFloats = (NMAT - 1) * kRT * 4 * 32;  // up's sums handed to gate's warps
 };
+// Gate+up's floats of up's sums handed to gate's warps: two buffers (a row tile's, the next one's).
+template <int NMAT>
+constexpr int kXchgFloats = (NMAT - 1) * 2 * (kWarps / NMAT) * 4 * 32;
 // U: k-tiles a warp has in flight (a ring: a slot is refilled as soon as it is consumed). 3: ≤ 80
 // registers, 3 blocks an SM (24 warps × 3 KB); 4: ~100 registers, 2 blocks (16 warps × 4 KB).
 template <int U>
@@ -239,6 +246,34 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<U>)
                 acc[2 * h + c2] = 0.f;
             }
     };
+    // Gate+up, at the end of the warps' r-th row tile: up's warps hand their sums to gate's (buffer
+    // r % 2, so the next row tile's hand-over does not wait for these reads), which apply SwiGLU
+    // (gate's warps with row tile r: act) — then fresh sums. With RPW 2 every warp passes 2 such
+    // barriers, one in its loop at each row tile's end (a warp with fewer live row tiles passes
+    // the rest after its loop); with RPW 1 the one barrier follows the loop.
+    auto swiglu = [&](int r) {
+        float* xchg = reinterpret_cast<float*>(smem + kRows * row_bytes) + ((r & 1) * RT + rt) * 128 + lane;
+        if (m == 1)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) xchg[32 * q] = acc[q];
+        __syncthreads();
+        if (m == 0 && r < nr) {
+            const int tile = tile0 + RT * r;
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int c2 = 0; c2 < 2; ++c2) {
+                    const int c = 2 * tq + c2, i = 16 * tile + gq + 8 * h;  // item row c (a token's slot), output i
+                    if (c >= n) continue;
+                    const float gv = acc[2 * h + c2], uv = xchg[32 * (2 * h + c2)];
+                    const float a = gv / (1.f + expf(-gv)) * uv;  // cpu::swiglu
+                    act[int64_t(r0 + c) * N + perm_col(i)] = __float2bfloat16_rn(a);
+                }
+        }
+        if constexpr (RPW > 1)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) acc[q] = 0.f;
+    };
     int cr = 0, ckt = 0;  // the row tile and k-tile computed next
     for (int v0 = 0; v0 < nv; v0 += U) {
 #pragma unroll
@@ -249,33 +284,21 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<U>)
             if (++ckt == nkt) {
                 ckt = 0;
                 if constexpr (NMAT == 1) store(tile0 + RT * cr);
+                else if constexpr (RPW > 1) swiglu(cr);
                 ++cr;
             }
         }
     }
-    if constexpr (NMAT == 2) {  // up's warps hand their sums to gate's, which apply SwiGLU (RPW 1)
-        float* xchg = reinterpret_cast<float*>(smem + kRows * row_bytes) + rt * 128 + lane;
-        if (m == 1)
-#pragma unroll
-            for (int q = 0; q < 4; ++q) xchg[32 * q] = acc[q];
-        __syncthreads();
-        if (m == 1 || nr == 0) return;
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-            for (int c2 = 0; c2 < 2; ++c2) {
-                const int c = 2 * tq + c2, i = 16 * tile0 + gq + 8 * h;  // item row c (a token's slot), output i
-                if (c >= n) continue;
-                const float gv = acc[2 * h + c2], uv = xchg[32 * (2 * h + c2)];
-                const float a = gv / (1.f + expf(-gv)) * uv;  // cpu::swiglu
-                act[int64_t(r0 + c) * N + perm_col(i)] = __float2bfloat16_rn(a);
-            }
+    if constexpr (NMAT == 2) {
+        if constexpr (RPW == 1) swiglu(0);
+        else
+            for (; cr < RPW; ++cr) swiglu(cr);  // the barriers of row tiles this warp does not have
     }
 }
 
 template <int NMAT>
 size_t smem_bytes(int64_t K) {
-    return size_t(kRows) * size_t(stage_row_bytes(int(K))) + size_t(Cfg<NMAT>::kXchgFloats) * 4;
+    return size_t(kRows) * size_t(stage_row_bytes(int(K))) + size_t(kXchgFloats<NMAT>) * 4;
 }
 
 template <int NMAT, int U, int RPW>
@@ -307,8 +330,10 @@ size_t moe_mid_gate_up_smem(int64_t H) { return smem_bytes<2>(H); }
 size_t moe_mid_down_smem(int64_t I) { return smem_bytes<1>(I); }
 
 cudaError_t launch_moe_mid_gate_up(void* act, const void* xg, const MoePackedExperts& w, const MoeGrouping& g, int ring,
-                                   cudaStream_t stream) {
-    return launch<2>(ring, xg, w.H, w.I, w.E, w.gate, w.up, g, act, nullptr, stream);
+                                   int row_tiles, cudaStream_t stream) {
+    if (row_tiles != 1 && row_tiles != 2) return cudaErrorInvalidValue;
+    return row_tiles == 2 ? launch<2, 2>(ring, xg, w.H, w.I, w.E, w.gate, w.up, g, act, nullptr, stream)
+                          : launch<2, 1>(ring, xg, w.H, w.I, w.E, w.gate, w.up, g, act, nullptr, stream);
 }
 
 cudaError_t launch_moe_mid_down(float* out, const void* act, const MoePackedExperts& w, const MoeGrouping& g, int ring,
