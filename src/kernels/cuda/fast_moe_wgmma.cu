@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     // A row past the item's rows is copied as zeros (src-size 0) from its last row: every source
     // address stays a valid row's.
     const uint8_t* x_next = abytes + int64_t(r0) * K128 * 2 + 16 * x_c;  // k-tile 0 of the item's first row
-    uint32_t x_off[kXIters];  // bytes from x_next to this thread's copy k (≤ 64 rows: < 2^31)
+    uint32_t x_off[kXIters];  // bytes from x_next to this thread's copy k (< BT rows of K128 bf16)
 #pragma unroll
     for (int k = 0; k < kXIters; ++k) {
         const int r = x_r0 + k * kXRowStep;
