@@ -188,7 +188,7 @@ TEST(CapiRequests, ThreadsShareOneEngine) {
     std::vector<std::thread> threads;
     for (size_t i = 0; i < got.size(); ++i)
         threads.emplace_back([&, i] {
-            const std::string id = "t" + std::to_string(i);
+            const std::string id = std::string("t") + std::to_string(i);  // (GCC 12's -Wrestrict on "t" + ...)
             got[i] = run_stream(e.get(), id.c_str(), p.g, s);
             EXPECT_EQ(tessera_finish_req(e.get(), id.c_str()), TESSERA_STATUS_OK) << tessera_last_error();
         });

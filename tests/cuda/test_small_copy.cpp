@@ -68,7 +68,9 @@ TEST_P(SmallCopies, EverySizeAndAlignmentRoundTrips) {
             be->wait_mark(be->mark());
             ASSERT_EQ(std::memcmp(dst.p + (off ^ 1), src.p + off, n), 0) << GetParam() << ": " << n << " bytes at " << off;
             ASSERT_EQ(dst.p[(off ^ 1) + n], 0xab) << "wrote past the end";
-            if ((off ^ 1) > 0) ASSERT_EQ(dst.p[(off ^ 1) - 1], 0xab) << "wrote before the start";
+            if ((off ^ 1) > 0) {
+                ASSERT_EQ(dst.p[(off ^ 1) - 1], 0xab) << "wrote before the start";
+            }
         }
 }
 
