@@ -616,26 +616,33 @@ inline void check_mid(Backend& cpu, Experts& ex, const std::string& name, int64_
     const DeviceBuffer d_x = to_device(x), d_ids = to_device(r.ids), d_w = to_device(r.weights);
     DeviceBuffer d_y(size_t(T * H) * 4), d_scratch(fast::moe_experts_scratch_bytes(T, k, ex.E, H, ex.I));
     Stream stream;
-    // the rings chosen twice, rings 3 and 4, down's 2 and 4 row tiles a warp, gate+up's 2 (ring 3, 4)
-    std::vector<uint32_t> bits[8];
-    for (int run = 0; run < 8; ++run) {
+    struct Run {
+        int ring, gate_up_tiles, down_tiles;  // MoePlan's mid_ring, mid_gate_up_tiles, mid_down_tiles
+        const char* what;                     // how it may differ from the first run
+    };
+    const Run runs[] = {{0, 0, 0, "the plan's own choices"},
+                        {0, 0, 0, "a second launch"},
+                        {3, 0, 0, "ring 3"},
+                        {4, 0, 0, "ring 4"},
+                        {0, 0, 2, "down with 2 row tiles a warp"},
+                        {0, 0, 4, "down with 4 row tiles a warp"},
+                        {3, 2, 0, "gate+up with 2 row tiles a warp, ring 3"},
+                        {4, 2, 0, "gate+up with 2 row tiles a warp, ring 4"}};
+    std::vector<uint32_t> bits[std::size(runs)];
+    for (size_t i = 0; i < std::size(runs); ++i) {
         fast::MoePlan plan = fast::moe_mid_plan();
-        plan.mid_ring = run == 2 || run == 6 ? 3 : run == 3 || run == 7 ? 4 : 0;
-        plan.mid_down_tiles = run == 4 || run == 5 ? 2 * (run - 3) : 0;
-        plan.mid_gate_up_tiles = run >= 6 ? 2 : 0;
+        plan.mid_ring = runs[i].ring;
+        plan.mid_gate_up_tiles = runs[i].gate_up_tiles;
+        plan.mid_down_tiles = runs[i].down_tiles;
         TS_CUDA_CHECK(cudaMemsetAsync(d_y.data(), 0xff, d_y.size(), stream));  // NaN until written
         fast::moe_experts_packed_plan(plan, d_y.as<float>(), H, d_x.as<float>(), H, T, ex.view(), d_ids.as<int32_t>(),
                                       d_w.as<float>(), k, d_scratch.data(), stream);
         stream.synchronize();
-        bits[run] = to_host<uint32_t>(d_y, size_t(T * H));
+        bits[i] = to_host<uint32_t>(d_y, size_t(T * H));
+        if (i > 0) {
+            EXPECT_EQ(bits[0], bits[i]) << runs[i].what << " differs from " << runs[0].what;
+        }
     }
-    EXPECT_EQ(bits[0], bits[1]) << "two launches differ";
-    EXPECT_EQ(bits[0], bits[2]) << "ring 3 differs from the rings chosen";
-    EXPECT_EQ(bits[0], bits[3]) << "ring 4 differs from the rings chosen";
-    EXPECT_EQ(bits[0], bits[4]) << "down with 2 row tiles a warp differs from the tiles chosen";
-    EXPECT_EQ(bits[0], bits[5]) << "down with 4 row tiles a warp differs from the tiles chosen";
-    EXPECT_EQ(bits[0], bits[6]) << "gate+up with 2 row tiles a warp (ring 3) differs from the tiles chosen";
-    EXPECT_EQ(bits[0], bits[7]) << "gate+up with 2 row tiles a warp (ring 4) differs from the tiles chosen";
     std::vector<float> y(size_t(T * H));
     std::memcpy(y.data(), bits[0].data(), y.size() * 4);
     int64_t wrong = 0;
