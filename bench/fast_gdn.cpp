@@ -131,6 +131,7 @@ void bench_rule(const Args& a, Stream& stream, Timer& timer, GdnMode mode, int64
                                         (variant == fast::GdnChunkVariant::F16x3Wg ? " f16x3 wgmma" : "") +
                                         (variant == fast::GdnChunkVariant::F16x3Rt ? " f16x3 rt" : "") +
                                         (variant == fast::GdnChunkVariant::F16x3Rt2 ? " f16x3 rt2" : "") +
+                                        (variant == fast::GdnChunkVariant::F16Rt ? " f16 rt" : "") +
                                         (variant == fast::GdnChunkVariant::Auto ? "*" : "")
                                   : std::string("recurrent")) +
         (slots > 1 ? " cold" : " hot");
@@ -157,13 +158,41 @@ void bench_rule(const Args& a, Stream& stream, Timer& timer, GdnMode mode, int64
     }
     const float* base = qkv.as<float>();
     const fast::HeadsIn q{base, C, dk}, k{base + nk * dk, C, dk}, v{base + 2 * nk * dk, C, dv};
-    const double sec = time_calls(a, stream, timer, [&](int call) {
+    auto run = [&](DeviceBuffer& out, DeviceBuffer& st, int call, fast::GdnChunkVariant var) {
         const SeqPlan plan{int(B), qs.as<int32_t>(), slot_bufs[size_t(call % slots)].as<int32_t>()};
-        fast::gated_delta_rule(o.as<float>(), HV, dv, q, k, v, g.as<float>(), nv, beta.as<float>(), nv, N, dk, dv,
-                               state.as<float>(), nv * dk * dv, slots * B, plan, p, scratch.as<float>(), T, stream,
-                               variant);
-    });
+        fast::gated_delta_rule(out.as<float>(), HV, dv, q, k, v, g.as<float>(), nv, beta.as<float>(), nv, N, dk, dv,
+                               st.as<float>(), nv * dk * dv, slots * B, plan, p, scratch.as<float>(), T, stream, var);
+    };
+    const double sec = time_calls(a, stream, timer, [&](int call) { run(o, state, call, variant); });
     std::string n = note;
+    if (mode == GdnMode::Chunked && variant == fast::GdnChunkVariant::F16Rt) {
+        // Its accuracy class next to F16x3Rt's (f32-class) on the same inputs from the same state:
+        // max |diff| / max(1, max |F16x3Rt|) of o and of the state after one call.
+        auto once = [&](fast::GdnChunkVariant var, std::vector<float>* o_h, std::vector<float>* st_h) {
+            DeviceBuffer st = random_buffer(size_t(slots * B) * size_t(nv * dk * dv), -0.5f, 0.5f, 4);
+            DeviceBuffer out(size_t(N * HV) * sizeof(float));
+            run(out, st, 0, var);
+            stream.synchronize();
+            o_h->resize(size_t(N * HV));
+            st_h->resize(st.size() / sizeof(float));
+            out.download(o_h->data(), out.size());
+            st.download(st_h->data(), st.size());
+        };
+        std::vector<float> o1, s1, o3, s3;
+        once(variant, &o1, &s1);
+        once(fast::GdnChunkVariant::F16x3Rt, &o3, &s3);
+        auto rel = [](const std::vector<float>& x, const std::vector<float>& ref) {
+            double norm = 1, worst = 0;
+            for (size_t i = 0; i < ref.size(); ++i) {
+                norm = std::max(norm, double(std::fabs(ref[i])));
+                worst = std::max(worst, std::isnan(x[i]) ? INFINITY : std::fabs(double(x[i]) - double(ref[i])));
+            }
+            return worst / norm;
+        };
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "vs f16x3 rt: o %.2e, state %.2e; ", rel(o1, o3), rel(s1, s3));
+        n = buf + n;
+    }
     if (mode == GdnMode::Chunked) {  // tensor work: useful TFLOP/s, and 3×TF32's issued share of the peak
         const double flops = kChunkFlops * double(nv) * double(B) * double((T + 63) / 64);
         char buf[96];
@@ -273,7 +302,7 @@ int main(int argc, char** argv) {
         using V = fast::GdnChunkVariant;
         const V chunk_variants[] = {V::Auto,  V::StateWarps8, V::Vec16,
                                     V::Split, V::SplitWarps8, V::SplitVec16, V::F16x3, V::F16x3Wg, V::F16x3Rt,
-                                    V::F16x3Rt2};
+                                    V::F16x3Rt2, V::F16Rt};
         for (int64_t T : {1024, 4096, 16384}) {
             for (V v : chunk_variants)
                 bench_rule(a, stream, timer, GdnMode::Chunked, 1, T, 1,

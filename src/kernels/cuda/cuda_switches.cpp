@@ -102,17 +102,18 @@ bool flash_cp_async() {
     static const bool cp = env_switch("TESSERA_FLASH_LOADS", "tma", "cp.async");
     return cp;
 }
-// TESSERA_GDN_CHUNKED: f16x3rt (the default: the chunked delta rule on f16 with split operands, its
+// TESSERA_GDN_CHUNKED: f16rt (the default: the chunked delta rule on f16, one product each, its
 // state pass with Sᵀ in the warpgroup MMA's accumulators, fast_gdn_chunked16_rt.cu, for heads of dk
-// 113–128; F16x3Wg's pass otherwise), f16x3wg (the state pass on the warpgroup MMA through shared
-// memory, fast_gdn_chunked16_wg.cu; session 18: 157.5 against 172.4 µs at 1,024 tokens × 32 heads),
-// f16x3 (on mma.sync, fast_gdn_chunked16.cu), tf32 (the 3×TF32 kernels of sessions 4–14) or f16x3rt2
-// (F16x3Rt's chain on two warpgroups, fast_gdn_chunked16_rt2.cu: not yet run on a GPU), for A/B.
+// 113–128; F16x3Wg's pass otherwise; session 22: 108.7 against F16x3Rt's 142.1 µs at 1,024 tokens ×
+// 32 heads, o within ~3e-5 of it), f16x3rt (the same kernels on three products a term: f32-class
+// operands), f16x3wg (the state pass on the warpgroup MMA through shared memory,
+// fast_gdn_chunked16_wg.cu), f16x3 (on mma.sync, fast_gdn_chunked16.cu), tf32 (the 3×TF32 kernels of
+// sessions 4–14) or f16x3rt2 (F16x3Rt's chain on two warpgroups, fast_gdn_chunked16_rt2.cu), for A/B.
 fast::GdnChunkVariant gdn_chunk_variant() {
     using V = fast::GdnChunkVariant;
-    static constexpr V kByName[] = {V::F16x3Rt, V::F16x3Wg, V::F16x3, V::Auto, V::F16x3Rt2};
-    static const V v =
-        kByName[env_choice("TESSERA_GDN_CHUNKED", {"f16x3rt", "f16x3wg", "f16x3", "tf32", "f16x3rt2"})];
+    static constexpr V kByName[] = {V::F16Rt, V::F16x3Rt, V::F16x3Wg, V::F16x3, V::Auto, V::F16x3Rt2};
+    static const V v = kByName[env_choice("TESSERA_GDN_CHUNKED",
+                                          {"f16rt", "f16x3rt", "f16x3wg", "f16x3", "tf32", "f16x3rt2"})];
     return v;
 }
 // TESSERA_GDN_DECODE: the fused GDN decode step's kernel — auto (the default:

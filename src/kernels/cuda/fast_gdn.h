@@ -84,12 +84,19 @@ constexpr int64_t gdn_chunk16_row_floats(int64_t dk, int64_t dv) {
 // the warpgroup MMA's accumulators — its rows are the value columns, independent of each other, so
 // one warpgroup a 64-column block runs its chunk chain with no block barrier, its exponents per
 // row from a quad's shuffles; the chunk's tiles by TMA from a producer warp. dk in (112, 128] (else
-// F16x3Wg's pass). The backend's pick (TESSERA_GDN_CHUNKED=f16x3wg, f16x3, tf32 for the others).
+// F16x3Wg's pass). The backend's pick in sessions 20–21 (TESSERA_GDN_CHUNKED=f16x3rt).
 // H200 (session 20): 145.0 / 2,026.9 µs; 4 sequences × 1024 tokens 452.6 against F16x3Wg's 595.4.
 // F16x3Rt2 (fast_gdn_chunked16_rt2.cu): F16x3Rt's chain on two warpgroups a block, each holding Sᵀ's
 // columns of one dk half (the Vn and Q̃·S partials exchanged through shared memory), so a chunk's S
 // work halves a warp and two warps share a scheduler. Written in session 20 after its device time
-// was spent: compile-checked only, not yet run (TESSERA_GDN_CHUNKED=f16x3rt2).
+// was spent; H200 (session 21): 146.9 / 2,007.9 µs, no faster (TESSERA_GDN_CHUNKED=f16x3rt2).
+// F16Rt (TESSERA_GDN_CHUNKED=f16rt): F16x3Rt's prep and pass taking each product as hi·hi only —
+// every operand f16 under its tile's or row's power of two (2^-12 of its max), f32 accumulators
+// and an f32 state (in f32 registers across the chunk): a third of the tensor work and no lo halves
+// written or read. FLA (vLLM's kernel) rounds its operands to bf16 (2^-9). The backend's pick since
+// session 22 (TESSERA_GDN_CHUNKED, cuda_switches.cpp): H200, 1024 / 4096 / 16384 tokens 102.2 /
+// 359.8 / 1,391.6 µs against F16x3Rt's 142.1 / 515.2 / 2,000.6; o within ~3e-5, the state ~1.5e-4
+// of F16x3Rt's (bench_fast_gdn's own comparison).
 enum class GdnChunkVariant : int {
     Auto = 0,
     StateWarps8 = 1,
@@ -101,11 +108,12 @@ enum class GdnChunkVariant : int {
     F16x3 = 7,
     F16x3Wg = 8,  // F16x3 with its state pass on the warpgroup MMA (fast_gdn_chunked16_wg.cu, sm_90a)
     F16x3Rt = 9,  // F16x3 with Sᵀ in wgmma accumulators, a warpgroup a 64-column block (…_rt.cu, sm_90a)
-    F16x3Rt2 = 10,  // F16x3Rt on two warpgroups a block, split along dk (…_rt2.cu; not yet run on a GPU)
+    F16x3Rt2 = 10,  // F16x3Rt on two warpgroups a block, split along dk (…_rt2.cu)
+    F16Rt = 11,     // F16x3Rt's kernels on one f16 product each (hi·hi), FLA's accuracy class or better
 };
 inline bool gdn_chunk_f16x3(GdnChunkVariant v) {
     return v == GdnChunkVariant::F16x3 || v == GdnChunkVariant::F16x3Wg || v == GdnChunkVariant::F16x3Rt ||
-           v == GdnChunkVariant::F16x3Rt2;
+           v == GdnChunkVariant::F16x3Rt2 || v == GdnChunkVariant::F16Rt;
 }
 inline int gdn_chunk_state_warps(GdnChunkVariant v) {
     return v == GdnChunkVariant::StateWarps8 || v == GdnChunkVariant::SplitWarps8 ? 8 : 16;

@@ -35,13 +35,21 @@ constexpr int kLdN = 2 * kNs + 8;          // halves: an S or Vn row [hi 32 | lo
 struct Acc3 {
     float hh[4], hl[4], lh[4];
 };
+// TERMS 1 (F16Rt's prep): hi·hi alone.
+template <int TERMS = 3>
 __device__ inline void mma3(Acc3& c, const uint32_t (&ah)[4], const uint32_t (&al)[4], uint32_t bh0, uint32_t bh1,
                             uint32_t bl0, uint32_t bl1) {
     dev::mma_f16(c.hh, ah, bh0, bh1);
-    dev::mma_f16(c.hl, ah, bl0, bl1);
-    dev::mma_f16(c.lh, al, bh0, bh1);
+    if constexpr (TERMS == 3) {
+        dev::mma_f16(c.hl, ah, bl0, bl1);
+        dev::mma_f16(c.lh, al, bh0, bh1);
+    }
 }
-__device__ inline float acc3(const Acc3& c, int e) { return c.hh[e] + (c.hl[e] + c.lh[e]) * kLoInv; }
+template <int TERMS = 3>
+__device__ inline float acc3(const Acc3& c, int e) {
+    if constexpr (TERMS == 1) return c.hh[e];
+    return c.hh[e] + (c.hl[e] + c.lh[e]) * kLoInv;
+}
 
 // ---- 1. chunk-local matrices, written split ----
 
@@ -65,8 +73,9 @@ __device__ inline uint32_t max_abs4(uint32_t m, float4 x) {
 // T'' = T·diag(β 2^-eV), each row split under its own power of two (undone on the product's rows).
 // The triangular solve stays f32 (its diagonal blocks scalar, the block rows 3×TF32).
 // DKQ as wy_state16_kernel's. RAW: W, K̃, Q̃ and P written with raw lo halves (split16<true>: the
-// F16x3Rt state pass); the prep's own split operands keep the 2^11 scale either way.
-template <int DKQ, bool RAW>
+// F16x3Rt state pass); the prep's own split operands keep the 2^11 scale either way. TERMS 1 (F16Rt,
+// RAW only): every product hi·hi alone, and no lo half written or read (nor its scratch halves).
+template <int DKQ, bool RAW, int TERMS = 3>
 __global__ void __launch_bounds__(kThreads, 2) wy_prep16_kernel(ChArgs a) {
     const int64_t c = blockIdx.x, h = blockIdx.z;
     const int s = blockIdx.y, tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gid = lane / 4, tig = lane % 4;
@@ -78,7 +87,11 @@ __global__ void __launch_bounds__(kThreads, 2) wy_prep16_kernel(ChArgs a) {
     const int dk = a.dk, dv = a.dv, dkq = DKQ ? DKQ : (dk + 15) / 16 * 16, dvp = a.dvp, ldk = dkq + 4, ldv = dvp + 4;
     const int ldw = 2 * ldk, ldvh = 2 * ldv;  // halves: split rows of K / Q and V in their f32 rows' bytes
     const Row16 ro = row16(dkq, dv);
-    auto srow = [&](int i) { return a.scratch + ((tb + i) * a.nv + h) * a.rs; };  // i < L
+    // The scratch row of token i < L: the chunk's first row + i rows of nv·rs floats (< 2^31 / 64: the
+    // launch checks), 32-bit offsets from one 64-bit base.
+    float* const row0 = a.scratch + (tb * a.nv + h) * a.rs;
+    const int rstep = int(a.nv * a.rs);
+    auto srow = [&](int i) { return row0 + i * rstep; };
     auto srow2 = [&](int i) { return reinterpret_cast<uint32_t*>(srow(i)); };    // as f16 pairs
 
     extern __shared__ float4 smem4[];
@@ -101,11 +114,14 @@ __global__ void __launch_bounds__(kThreads, 2) wy_prep16_kernel(ChArgs a) {
     uint16_t* Tw = reinterpret_cast<uint16_t*>(As);  // [64][kLdTh] T'·2^e(row): hi at 0, lo at 64
     uint16_t* Tu = reinterpret_cast<uint16_t*>(Xs);  // [64][kLdTh] T''·2^e(row)
 
-    for (int l = warp; l < kC; l += kThreads / 32) {  // a warp per token row, lanes along it
-        const float* kr = a.k.data + (tb + l) * a.k.tok_stride + hk * a.k.head_stride;
-        const float* qr = a.q.data + (tb + l) * a.q.tok_stride + hk * a.q.head_stride;
-        load_row(Ks + l * ldk, kr, dk, dkq, l < L, a.vec, lane);
-        load_row(Qs + l * ldk, qr, dk, dkq, l < L, a.vec, lane);
+    {  // a warp per token row, lanes along it; the rows' sources stepped (rows past L are not read)
+        constexpr int kStep = kThreads / 32;
+        const float* kr = a.k.data + (tb + warp) * a.k.tok_stride + hk * a.k.head_stride;
+        const float* qr = a.q.data + (tb + warp) * a.q.tok_stride + hk * a.q.head_stride;
+        for (int l = warp; l < kC; l += kStep, kr += kStep * a.k.tok_stride, qr += kStep * a.q.tok_stride) {
+            load_row(Ks + l * ldk, kr, dk, dkq, l < L, a.vec, lane);
+            load_row(Qs + l * ldk, qr, dk, dkq, l < L, a.vec, lane);
+        }
     }
     if (tid < kC) bt[tid] = tid < L ? a.beta[(tb + tid) * a.beta_s + h] : 0.f;
     if (tid < 6) mx[tid] = 0u;
@@ -152,24 +168,24 @@ __global__ void __launch_bounds__(kThreads, 2) wy_prep16_kernel(ChArgs a) {
                 const float d = dl[l], e = eg[l];
                 split16x4<RAW>(make_float4(k4.x * d, k4.y * d, k4.z * d, k4.w * d), pow2(ek), hi, lo);
                 reinterpret_cast<uint2*>(srow(l) + ro.k / 2)[lane] = hi;
-                reinterpret_cast<uint2*>(srow(l) + (ro.k + dkq) / 2)[lane] = lo;
+                if constexpr (TERMS == 3) reinterpret_cast<uint2*>(srow(l) + (ro.k + dkq) / 2)[lane] = lo;
                 split16x4<RAW>(make_float4(q4.x * e, q4.y * e, q4.z * e, q4.w * e), pow2(eq), hi, lo);
                 reinterpret_cast<uint2*>(srow(l) + ro.q / 2)[lane] = hi;
-                reinterpret_cast<uint2*>(srow(l) + (ro.q + dkq) / 2)[lane] = lo;
+                if constexpr (TERMS == 3) reinterpret_cast<uint2*>(srow(l) + (ro.q + dkq) / 2)[lane] = lo;
             }
             if (lane >= 8 * (l / kTb + 1)) {  // P pairs (lane) past row l's diagonal block
                 srow2(l)[ro.p / 2 + lane] = 0u;
-                srow2(l)[(ro.p + kC) / 2 + lane] = 0u;
+                if constexpr (TERMS == 3) srow2(l)[(ro.p + kC) / 2 + lane] = 0u;
             }
         }
         __syncwarp();
         if (kq_lane) {
             split16x4(k4, pow2(eK), hi, lo);
             reinterpret_cast<uint2*>(Kh + l * ldw)[lane] = hi;
-            reinterpret_cast<uint2*>(Kh + l * ldw + dkq)[lane] = lo;
+            if constexpr (TERMS == 3) reinterpret_cast<uint2*>(Kh + l * ldw + dkq)[lane] = lo;
             split16x4(q4, pow2(eQ), hi, lo);
             reinterpret_cast<uint2*>(Qh + l * ldw)[lane] = hi;
-            reinterpret_cast<uint2*>(Qh + l * ldw + dkq)[lane] = lo;
+            if constexpr (TERMS == 3) reinterpret_cast<uint2*>(Qh + l * ldw + dkq)[lane] = lo;
         }
     }
     __syncthreads();
@@ -193,20 +209,24 @@ __global__ void __launch_bounds__(kThreads, 2) wy_prep16_kernel(ChArgs a) {
         const uint32_t b_k = dev::smem_addr(Kh + (n0 + (lane & 7)) * ldw + ((lane >> 3) & 1) * 8 + (lane >> 4) * dkq);
 #pragma unroll
         for (int k0 = 0; k0 < dkq; k0 += 16) {
-            uint32_t bk[4], kh[4], kl[4], qh[4], ql[4];
-            dev::ldsm_x4(bk, b_k + 2 * k0);  // b0, b1 of hi, then of lo
+            uint32_t bk[4] = {}, kh[4], kl[4] = {}, qh[4], ql[4] = {};
+            if constexpr (TERMS == 3) {
+                dev::ldsm_x4(bk, b_k + 2 * k0);  // b0, b1 of hi, then of lo
+                dev::ldsm_x4(kl, a_k + 2 * (dkq + k0));
+                dev::ldsm_x4(ql, a_q + 2 * (dkq + k0));
+            } else {
+                dev::ldsm_x2(bk, b_k + 2 * k0);  // b0, b1 of hi (lanes 16–31's addresses unused)
+            }
             dev::ldsm_x4(kh, a_k + 2 * k0);
-            dev::ldsm_x4(kl, a_k + 2 * (dkq + k0));
             dev::ldsm_x4(qh, a_q + 2 * k0);
-            dev::ldsm_x4(ql, a_q + 2 * (dkq + k0));
-            mma3(ka, kh, kl, bk[0], bk[1], bk[2], bk[3]);
-            mma3(qp, qh, ql, bk[0], bk[1], bk[2], bk[3]);
+            mma3<TERMS>(ka, kh, kl, bk[0], bk[1], bk[2], bk[3]);
+            mma3<TERMS>(qp, qh, ql, bk[0], bk[1], bk[2], bk[3]);
         }
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             const int i = m0 + gid + (e / 2) * 8, j = n0 + 2 * tig + e % 2;
-            As[i * kLdT + j] = j < i ? -(acc3(ka, e) * ik * ik) * bt[i] * D(i, j) : 0.f;
-            pacc[r][e] = i < L && j <= i ? acc3(qp, e) * iqk * D(i, j) : 0.f;
+            As[i * kLdT + j] = j < i ? -(acc3<TERMS>(ka, e) * ik * ik) * bt[i] * D(i, j) : 0.f;
+            pacc[r][e] = i < L && j <= i ? acc3<TERMS>(qp, e) * iqk * D(i, j) : 0.f;
             mp = max(mp, abs_bits(pacc[r][e]));
         }
     }
@@ -227,7 +247,7 @@ __global__ void __launch_bounds__(kThreads, 2) wy_prep16_kernel(ChArgs a) {
                 uint32_t hi, lo;
                 split16<RAW>(pacc[r][2 * half], pacc[r][2 * half + 1], pow2(ep), hi, lo);
                 srow2(i)[(ro.p + j) / 2] = hi;
-                srow2(i)[(ro.p + kC + j) / 2] = lo;
+                if constexpr (TERMS == 3) srow2(i)[(ro.p + kC + j) / 2] = lo;
             }
         }
     };
@@ -237,10 +257,10 @@ __global__ void __launch_bounds__(kThreads, 2) wy_prep16_kernel(ChArgs a) {
         solve_diag_column(As, Xs, tid, L);
         write_p();
     } else {
-        for (int l = warp - 2; l < kC; l += kThreads / 32 - 2) {
-            const float* vr = a.v.data + (tb + l) * a.v.tok_stride + h * a.v.head_stride;
+        constexpr int kStep = kThreads / 32 - 2;
+        const float* vr = a.v.data + (tb + warp - 2) * a.v.tok_stride + h * a.v.head_stride;
+        for (int l = warp - 2; l < kC; l += kStep, vr += kStep * a.v.tok_stride)
             load_row(Vs + l * ldv, vr, dv, dvp, l < L, a.vec, lane);
-        }
         write_p();
         cp_async_wait_all();
         __syncwarp();  // this warp's rows of V have landed
@@ -264,7 +284,7 @@ __global__ void __launch_bounds__(kThreads, 2) wy_prep16_kernel(ChArgs a) {
                 uint2 hi, lo;
                 split16x4(x[u], pow2(ev), hi, lo);
                 reinterpret_cast<uint2*>(Vh + l * ldvh)[p] = hi;
-                reinterpret_cast<uint2*>(Vh + l * ldvh + dvp)[p] = lo;
+                if constexpr (TERMS == 3) reinterpret_cast<uint2*>(Vh + l * ldvh + dvp)[p] = lo;
             }
         }
     }
@@ -297,10 +317,10 @@ __global__ void __launch_bounds__(kThreads, 2) wy_prep16_kernel(ChArgs a) {
             uint32_t hi, lo;
             split16(w0, w1, pow2(ew), hi, lo);
             reinterpret_cast<uint32_t*>(Tw + i * kLdTh)[lane] = hi;
-            reinterpret_cast<uint32_t*>(Tw + i * kLdTh + kC)[lane] = lo;
+            if constexpr (TERMS == 3) reinterpret_cast<uint32_t*>(Tw + i * kLdTh + kC)[lane] = lo;
             split16(u0, u1, pow2(eu), hi, lo);
             reinterpret_cast<uint32_t*>(Tu + i * kLdTh)[lane] = hi;
-            reinterpret_cast<uint32_t*>(Tu + i * kLdTh + kC)[lane] = lo;
+            if constexpr (TERMS == 3) reinterpret_cast<uint32_t*>(Tu + i * kLdTh + kC)[lane] = lo;
         }
         if (lane == 0) atomicMax(&mx[kMxW], mr);  // lane 0's sums: the same bits every run
     }
@@ -324,11 +344,15 @@ __global__ void __launch_bounds__(kThreads, 2) wy_prep16_kernel(ChArgs a) {
             Acc3 acc = {};
 #pragma unroll
             for (int k0 = 0; k0 <= m0; k0 += 16) {
-                uint32_t th[4], tl[4], bx[4];
+                uint32_t th[4], tl[4] = {}, bx[4] = {};
                 dev::ldsm_x4(th, a_t + 2 * (m0 * kLdTh + k0));
-                dev::ldsm_x4(tl, a_t + 2 * (m0 * kLdTh + kC + k0));
-                dev::ldsm_x4_trans(bx, b_x + 2 * k0 * ldb);  // b0, b1 of hi, then of lo
-                mma3(acc, th, tl, bx[0], bx[1], bx[2], bx[3]);
+                if constexpr (TERMS == 3) {
+                    dev::ldsm_x4(tl, a_t + 2 * (m0 * kLdTh + kC + k0));
+                    dev::ldsm_x4_trans(bx, b_x + 2 * k0 * ldb);  // b0, b1 of hi, then of lo
+                } else {
+                    dev::ldsm_x2_trans(bx, b_x + 2 * k0 * ldb);  // b0, b1 of hi
+                }
+                mma3<TERMS>(acc, th, tl, bx[0], bx[1], bx[2], bx[3]);
             }
 #pragma unroll
             for (int half = 0; half < 2; ++half) {  // rows gid, gid + 8: columns 2tig, 2tig + 1
@@ -337,12 +361,12 @@ __global__ void __launch_bounds__(kThreads, 2) wy_prep16_kernel(ChArgs a) {
                 if (is_w) {
                     const float f = rw[i] * ik;  // both powers of two >= 2^-60: exact
                     uint32_t hi, lo;
-                    split16<RAW>(acc3(acc, 2 * half) * f, acc3(acc, 2 * half + 1) * f, pow2(ew), hi, lo);
+                    split16<RAW>(acc3<TERMS>(acc, 2 * half) * f, acc3<TERMS>(acc, 2 * half + 1) * f, pow2(ew), hi, lo);
                     srow2(i)[(ro.w + j) / 2] = hi;
-                    srow2(i)[(ro.w + dkq + j) / 2] = lo;
+                    if constexpr (TERMS == 3) srow2(i)[(ro.w + dkq + j) / 2] = lo;
                 } else {
                     float* u = srow(i) + ro.u + j;
-                    const float u0 = acc3(acc, 2 * half) * ru[i], u1 = acc3(acc, 2 * half + 1) * ru[i];
+                    const float u0 = acc3<TERMS>(acc, 2 * half) * ru[i], u1 = acc3<TERMS>(acc, 2 * half + 1) * ru[i];
                     if (j + 1 < dv) *reinterpret_cast<float2*>(u) = make_float2(u0, u1);
                     else if (j < dv) u[0] = u0;
                 }
@@ -621,6 +645,7 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
     ChArgs a = ch_args(o, o_ts, o_hs, q, k, v, g, g_s, beta, beta_s, T, dk, dv, state, slot_stride, n_slots, plan, p,
                        scratch, max_len);
     a.rs = gdn_chunk16_row_floats(dk, dv);  // a multiple of 4: the state pass copies 16 bytes (scratch 16-aligned)
+    if (int64_t(kC) * a.nv * a.rs >= (int64_t(1) << 31)) return cudaErrorInvalidValue;  // wy_prep16's row offsets
     a.vec = dk % 4 == 0 && dv % 4 == 0 && al16(q.data, q.tok_stride, q.head_stride) &&
             al16(k.data, k.tok_stride, k.head_stride) && al16(v.data, v.tok_stride, v.head_stride);
     const int dkq = int((dk + 15) / 16 * 16), ldk = dkq + 4, ldv = a.dvp + 4, ldw = 2 * dkq + 8;
@@ -630,12 +655,16 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
                               sizeof(float) * size_t(2 * kC * kLdS + 16) + 4 * sizeof(uint32_t);
     // F16x3Rt(2) where its pass takes the heads (dk rounded to 16 is 128) and the scratch fits a
     // tensor map, else F16x3Wg's pass (decided before the prep, whose lo halves follow the pass).
-    const bool rt_any = variant == GdnChunkVariant::F16x3Rt || variant == GdnChunkVariant::F16x3Rt2;
+    // F16Rt: F16x3Rt's pass and prep on one f16 product each (F16x3Wg's pass, on 3, where it cannot run).
+    const bool rt_any = variant == GdnChunkVariant::F16x3Rt || variant == GdnChunkVariant::F16x3Rt2 ||
+                        variant == GdnChunkVariant::F16Rt;
     f16x3::RtMaps maps{};
     const bool rt = rt_any && dkq == 128 && f16x3::rt_tma_maps(a, &maps);
     const bool wg = variant == GdnChunkVariant::F16x3Wg || (rt_any && !rt);
-    auto* prep_kernel = rt ? wy_prep16_kernel<128, true> : dkq == 128 ? wy_prep16_kernel<128, false>
-                                                                       : wy_prep16_kernel<0, false>;
+    const bool one = rt && variant == GdnChunkVariant::F16Rt;
+    auto* prep_kernel = one  ? wy_prep16_kernel<128, true, 1>
+                        : rt ? wy_prep16_kernel<128, true> : dkq == 128 ? wy_prep16_kernel<128, false>
+                                                                        : wy_prep16_kernel<0, false>;
     cudaError_t err = cudaFuncSetAttribute(prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(prep_smem));
     if (err != cudaSuccess) return err;
     auto* state_kernel = dkq == 128 ? wy_state16_kernel<128> : wy_state16_kernel<0>;
@@ -645,7 +674,7 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
     prep_kernel<<<prep_grid, kThreads, prep_smem, stream>>>(a);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     if (rt) return variant == GdnChunkVariant::F16x3Rt2 ? f16x3::launch_wy_state16_rt2(a, maps, stream)
-                                                        : f16x3::launch_wy_state16_rt(a, maps, stream);
+                                                        : f16x3::launch_wy_state16_rt(a, maps, one ? 1 : 3, stream);
     if (wg) return f16x3::launch_wy_state16_wg(a, stream);
     const dim3 state_grid{unsigned(plan.n_seqs), unsigned(p.n_v_heads), unsigned((dv + kNs - 1) / kNs)};
     state_kernel<<<state_grid, kTh16, state_smem, stream>>>(a);

@@ -8,6 +8,11 @@
 // (fast_gdn_chunked16_wg.cu) spends ~9,000 cycles a chunk on four barriers and the maxima behind
 // them against ~1,800 of tensor work (session 19's profile).
 //
+// TERMS (the kernel's template argument): 3 for F16x3Rt as below; 1 for F16Rt (the backend's pick
+// since session 22) — every product hi·B_hi alone, the producer fetching the hi boxes only, and Sᵀ
+// kept in its f32 accumulators across the chunk (scaled by e^Γlast·2^(eV + eK) in place for the
+// update) instead of being rebuilt from its split fragments (its hi fragments are the products' A).
+//
 // Arithmetic (F16x3's accuracy class): every operand is 2^-e·(hi + lo), hi and lo f16, lo RAW
 // (split16<true>: unscaled, so hi·hi, hi·lo and lo·hi add into one accumulator); W, Q̃, K̃ and P come
 // so from wy_prep16<·, true> with one exponent a chunk tile; Sᵀ and Vnᵀ are split here under one
@@ -62,6 +67,7 @@ constexpr int kSmemRt = kOffBar + 12 * 8 + 1024;   // + room to align the base t
 static_assert(kSmemRt <= 227 * 1024, "F16x3Rt's buffers fit the H200's shared memory");
 static_assert(2 * 128 * kLdS * 4 <= kStageWQ, "a padding sequence's S halves fit W+Q̃'s first stage");
 
+template <int TERMS>
 __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const __grid_constant__ RtMaps maps) {
     const int s = blockIdx.x, tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
     const int64_t h = blockIdx.y;
@@ -77,6 +83,7 @@ __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const
     }
     if (sq.n_wy == 0) return;
     const int64_t hk = a.tiled ? h % a.nk : h / (a.nv / a.nk);
+    constexpr int kHalves = TERMS == 3 ? 4 : 2;  // boxes of a split [64][128] tile read: hi (and lo)
     float* S = sq.slot >= 0 ? a.state + sq.slot * a.slot_stride + h * int64_t(dk) * dv : nullptr;
     const Row16 ro = row16(128, dv);
     const int n_chunks = int((sq.n_wy + kC - 1) / kC);
@@ -103,10 +110,11 @@ __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const
         for (int c = 0; c < n_chunks; ++c) {
             const int tok = int(sq.t0 + int64_t(c) * kC), st = c & 1;
             const uint32_t free2 = ((uint32_t(c) >> 1) & 1) ^ 1, free1 = (uint32_t(c) & 1) ^ 1;
+            // (TERMS 1: the hi boxes only — j < 2 of W, Q̃ and K̃'s four, P's first.)
             dev::mbar_wait(&empty_wq[st], free2);  // Q̃·S of chunk c − 2 is done (so is its W·S)
-            dev::mbar_arrive_expect_tx(&full_wq[st], kStageWQ);
+            dev::mbar_arrive_expect_tx(&full_wq[st], 2 * kHalves * kBox);
             const uint32_t wq = sb + kOffWQ + st * kStageWQ;
-            for (int j = 0; j < 4; ++j) {  // hi d0–63, hi d64–127, lo d0–63, lo d64–127
+            for (int j = 0; j < kHalves; ++j) {  // hi d0–63, hi d64–127, lo d0–63, lo d64–127
                 dev::tma_load_3d(wq + j * kBox, &maps.h16, ro.w + 64 * j, hh, tok, &full_wq[st]);
                 dev::tma_load_3d(wq + (4 + j) * kBox, &maps.h16, ro.q + 64 * j, hh, tok, &full_wq[st]);
             }
@@ -115,12 +123,12 @@ __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const
             for (int j = 0; j < 2; ++j)
                 dev::tma_load_3d(sb + kOffU + (2 * st + j) * kBox, &maps.f32, ro.u + v0 + 32 * j, hh, tok, &full_u[st]);
             dev::mbar_wait(empty_k, free1);  // the S update of chunk c − 1 is done
-            dev::mbar_arrive_expect_tx(full_k, 4 * kBox);
-            for (int j = 0; j < 4; ++j)
+            dev::mbar_arrive_expect_tx(full_k, kHalves * kBox);
+            for (int j = 0; j < kHalves; ++j)
                 dev::tma_load_3d(sb + kOffK + j * kBox, &maps.h16, ro.k + 64 * j, hh, tok, full_k);
             dev::mbar_wait(empty_p, free1);  // P·Vn of chunk c − 1 is done
-            dev::mbar_arrive_expect_tx(full_p, 2 * kBox);
-            for (int j = 0; j < 2; ++j)
+            dev::mbar_arrive_expect_tx(full_p, kHalves / 2 * kBox);
+            for (int j = 0; j < kHalves / 2; ++j)
                 dev::tma_load_3d(sb + kOffP + j * kBox, &maps.h16, ro.p + 64 * j, hh, tok, full_p);
         }
         return;
@@ -151,9 +159,9 @@ __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const
         const uint32_t wq = sb + kOffWQ + st * kStageWQ;
         float vacc[32], oacc[32];
         dev::wgmma_fence();
-        mma3_rs<0, 64, LayWQ>(vacc, sh, sl, dev::wgmma_desc_sw128(wq), false);
+        mma3_rs<0, 64, LayWQ, TERMS>(vacc, sh, sl, dev::wgmma_desc_sw128(wq), false);
         dev::wgmma_commit();
-        mma3_rs<0, 64, LayWQ>(oacc, sh, sl, dev::wgmma_desc_sw128(wq + 4 * kBox), false);
+        mma3_rs<0, 64, LayWQ, TERMS>(oacc, sh, sl, dev::wgmma_desc_sw128(wq + 4 * kBox), false);
         dev::wgmma_commit();
 
         // 2. Vn = U − (S·W)·2^-(eS + eW), zero past the chunk, split per row.
@@ -187,20 +195,26 @@ __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const
         dev::wgmma_wait<0>();
         dev::wgmma_fence_operands(oacc);
         fence_frags(sh);
-        fence_frags(sl);
+        if constexpr (TERMS == 3) fence_frags(sl);  // (TERMS 1: no product reads lo)
         dev::mbar_arrive(&empty_wq[st]);
         {
             const float f0 = pow2(-(eS0 + eQ)), f1 = pow2(-(eS1 + eQ));
 #pragma unroll
             for (int j = 0; j < 32; ++j) ost[kConsumers * j] = oacc[j] * ((j & 2) ? f1 : f0);
         }
-        from_frags(sh, sl, last * pow2(max(eV0 + eK - eS0, -126)), last * pow2(max(eV1 + eK - eS1, -126)), sacc);
+        if constexpr (TERMS == 3) {
+            from_frags(sh, sl, last * pow2(max(eV0 + eK - eS0, -126)), last * pow2(max(eV1 + eK - eS1, -126)), sacc);
+        } else {  // S kept in f32 across the chunk (its lo halves are not products' operands here)
+            const float f0 = last * pow2(eV0 + eK), f1 = last * pow2(eV1 + eK);
+#pragma unroll
+            for (int j = 0; j < 64; ++j) sacc[j] *= (j & 2) ? f1 : f0;
+        }
 
         // 4. S ← e^Γlast·S + Vn·K̃, then P·Vn.
         dev::mbar_wait(full_k, par1);
         if (L < kC) {  // K̃'s rows past the chunk: zeros (Vn's zero columns meet them; 0·inf would be NaN)
-            for (int i = tid; i < (kC - L) * 4 * 8; i += kConsumers) {
-                const int r = L + i / 32, box = i / 8 % 4, ch = i % 8;
+            for (int i = tid; i < (kC - L) * kHalves * 8; i += kConsumers) {
+                const int r = L + i / (8 * kHalves), box = i / 8 % kHalves, ch = i % 8;
                 *reinterpret_cast<uint4*>(base + kOffK + box * kBox + r * 128 + ch * 16) = make_uint4(0u, 0u, 0u, 0u);
             }
             dev::fence_proxy_async_smem();
@@ -210,9 +224,9 @@ __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const
         float o2[32];
         dev::mbar_wait(full_p, par1);  // (before the fence: a wait loop between the two groups serializes them)
         dev::wgmma_fence();
-        mma3_rs<1, 128, LayK>(sacc, vh, vl, dev::wgmma_desc_sw128_mn(kb, kBox), true);
+        mma3_rs<1, 128, LayK, TERMS>(sacc, vh, vl, dev::wgmma_desc_sw128_mn(kb, kBox), true);
         dev::wgmma_commit();
-        mma3_rs<0, 64, LayP>(o2, vh, vl, dev::wgmma_desc_sw128(pb), false);
+        mma3_rs<0, 64, LayP, TERMS>(o2, vh, vl, dev::wgmma_desc_sw128(pb), false);
         dev::wgmma_commit();
 
         // 5. S lands: back to true units; split for the next chunk (in place: sacc dies into sh, sl).
@@ -230,7 +244,7 @@ __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const
         dev::wgmma_wait<0>();
         dev::wgmma_fence_operands(o2);
         fence_frags(vh);
-        fence_frags(vl);
+        if constexpr (TERMS == 3) fence_frags(vl);
         dev::mbar_arrive(empty_p);
         {
             const float f0 = pow2(-(eV0 + eP)), f1 = pow2(-(eV1 + eP));
@@ -255,13 +269,13 @@ __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const
 
 }  // namespace
 
-cudaError_t launch_wy_state16_rt(const ChArgs& a, const RtMaps& maps, cudaStream_t stream) {
-    if ((a.dk + 15) / 16 * 16 != 128) return cudaErrorInvalidValue;
-    const cudaError_t err =
-        cudaFuncSetAttribute(wy_state16_rt_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemRt);
+cudaError_t launch_wy_state16_rt(const ChArgs& a, const RtMaps& maps, int terms, cudaStream_t stream) {
+    if ((a.dk + 15) / 16 * 16 != 128 || (terms != 1 && terms != 3)) return cudaErrorInvalidValue;
+    auto* kernel = terms == 3 ? wy_state16_rt_kernel<3> : wy_state16_rt_kernel<1>;
+    const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemRt);
     if (err != cudaSuccess) return err;
     const dim3 grid{unsigned(a.plan.n_seqs), unsigned(a.nv), unsigned((a.dv + kRows - 1) / kRows)};
-    wy_state16_rt_kernel<<<grid, kThRt, kSmemRt, stream>>>(a, maps);
+    kernel<<<grid, kThRt, kSmemRt, stream>>>(a, maps);
     return cudaGetLastError();
 }
 

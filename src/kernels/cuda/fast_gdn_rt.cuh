@@ -31,7 +31,8 @@ inline bool rt_tma_maps(const wy::ChArgs& a, RtMaps* m) {
 // The F16x3Rt state passes, after wy_prep16 in its raw-lo form has filled the scratch rows (dk
 // rounded up to 16 must be 128): one warpgroup a 64-column block (fast_gdn_chunked16_rt.cu) or two,
 // split along dk (fast_gdn_chunked16_rt2.cu, F16x3Rt2).
-cudaError_t launch_wy_state16_rt(const wy::ChArgs& a, const RtMaps& maps, cudaStream_t stream);
+// terms: 3 (F16x3Rt) or 1 (F16Rt: hi·hi products only, the prep's lo halves neither written nor read).
+cudaError_t launch_wy_state16_rt(const wy::ChArgs& a, const RtMaps& maps, int terms, cudaStream_t stream);
 cudaError_t launch_wy_state16_rt2(const wy::ChArgs& a, const RtMaps& maps, cudaStream_t stream);
 
 // 2^-e of a chunk scale back to e.
@@ -144,35 +145,43 @@ struct LayP {
 };
 
 // One k-step of d (+)= A·B, A = hi + lo in registers, B = B_hi + B_lo at descriptor b + Lay's
-// offsets: hi·B_hi + hi·B_lo + lo·B_hi (lo·lo dropped, ~2^-22).
-template <int TB, int N, class Lay, int KK>
+// offsets: TERMS 3, hi·B_hi + hi·B_lo + lo·B_hi (lo·lo dropped, ~2^-22); TERMS 1, hi·B_hi alone
+// (F16Rt: f16's rounding of each operand, ~2^-12 of its row's or tile's max).
+template <int TERMS, int TB, int N, class Lay, int KK>
 __device__ inline void mma3_step(float (&d)[N / 2], const uint32_t (&hi)[4], const uint32_t (&lo)[4], uint64_t b,
                                  int accumulate) {
+    static_assert(TERMS == 1 || TERMS == 3, "mma3_step: 1 or 3 products");
     if constexpr (N == 32) {
         dev::wgmma_m64n32k16_rs_f16_at<TB, Lay::off(0, KK)>(d, hi, b, accumulate);
-        dev::wgmma_m64n32k16_rs_f16_at<TB, Lay::off(1, KK)>(d, hi, b, 1);
-        dev::wgmma_m64n32k16_rs_f16_at<TB, Lay::off(0, KK)>(d, lo, b, 1);
+        if constexpr (TERMS == 3) {
+            dev::wgmma_m64n32k16_rs_f16_at<TB, Lay::off(1, KK)>(d, hi, b, 1);
+            dev::wgmma_m64n32k16_rs_f16_at<TB, Lay::off(0, KK)>(d, lo, b, 1);
+        }
     } else if constexpr (N == 64) {
         dev::wgmma_m64n64k16_rs_f16_at<TB, Lay::off(0, KK)>(d, hi, b, accumulate);
-        dev::wgmma_m64n64k16_rs_f16_at<TB, Lay::off(1, KK)>(d, hi, b, 1);
-        dev::wgmma_m64n64k16_rs_f16_at<TB, Lay::off(0, KK)>(d, lo, b, 1);
+        if constexpr (TERMS == 3) {
+            dev::wgmma_m64n64k16_rs_f16_at<TB, Lay::off(1, KK)>(d, hi, b, 1);
+            dev::wgmma_m64n64k16_rs_f16_at<TB, Lay::off(0, KK)>(d, lo, b, 1);
+        }
     } else {
         static_assert(N == 128, "mma3_step: m64n32, m64n64 or m64n128");
         dev::wgmma_m64n128k16_rs_f16_at<TB, Lay::off(0, KK)>(d, hi, b, accumulate);
-        dev::wgmma_m64n128k16_rs_f16_at<TB, Lay::off(1, KK)>(d, hi, b, 1);
-        dev::wgmma_m64n128k16_rs_f16_at<TB, Lay::off(0, KK)>(d, lo, b, 1);
+        if constexpr (TERMS == 3) {
+            dev::wgmma_m64n128k16_rs_f16_at<TB, Lay::off(1, KK)>(d, hi, b, 1);
+            dev::wgmma_m64n128k16_rs_f16_at<TB, Lay::off(0, KK)>(d, lo, b, 1);
+        }
     }
 }
-template <int TB, int N, class Lay, int KS, int... KK>
+template <int TERMS, int TB, int N, class Lay, int KS, int... KK>
 __device__ inline void mma3_steps(float (&d)[N / 2], const uint32_t (&hi)[KS][4], const uint32_t (&lo)[KS][4],
                                   uint64_t b, bool accumulate, std::integer_sequence<int, KK...>) {
-    (mma3_step<TB, N, Lay, KK>(d, hi[KK], lo[KK], b, KK > 0 || accumulate), ...);
+    (mma3_step<TERMS, TB, N, Lay, KK>(d, hi[KK], lo[KK], b, KK > 0 || accumulate), ...);
 }
 // d (+)= A·B over KS k-steps (TB: B K-major 0, N-major 1; b: the descriptor of B's first byte).
-template <int TB, int N, class Lay, int KS>
+template <int TB, int N, class Lay, int TERMS = 3, int KS>
 __device__ inline void mma3_rs(float (&d)[N / 2], const uint32_t (&hi)[KS][4], const uint32_t (&lo)[KS][4], uint64_t b,
                                bool accumulate) {
-    mma3_steps<TB, N, Lay>(d, hi, lo, b, accumulate, std::make_integer_sequence<int, KS>{});
+    mma3_steps<TERMS, TB, N, Lay>(d, hi, lo, b, accumulate, std::make_integer_sequence<int, KS>{});
 }
 
 template <int KS>

@@ -144,7 +144,8 @@ void moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, const P
 //                    small shapes only — else 3).
 //   mid_gate_up_tiles: row tiles a warp of the mid gate+up kernel streams in turn: 1 (also 0) or 2
 //                    (half the blocks: the item's rows staged once for 128 outputs, an exchange
-//                    barrier a row tile).
+//                    barrier a row tile). 2 is opt-in: with ring 3 it measured no faster (session 22:
+//                    the flagship's step 97.9 against 98.7 µs at 64 tokens, 76.0 / 79.7 at 32).
 //   mid_down_tiles:  row tiles a warp of the mid down kernel streams in turn: 2, 4 (half the
 //                    blocks, a block's start paid once for 4) or 0 (4 from kMoeMidDown4Rows grouped
 //                    rows T·k, else 2: with few items, 4 leaves SMs idle).
