@@ -605,6 +605,18 @@ TEST(FastGdn, BadSlotOrTooLongSequenceGivesNaN) {
         EXPECT_EQ(to_host<float>(d_st2), st) << "the state of a sequence longer than max_len must be kept";
     }
 }
+TEST(FastGdn, PrepFormByWaves) {  // host arithmetic: needs no GPU
+    // F16Rt's prep takes its DIRECT form (three blocks an SM) only where that saves a wave of blocks
+    // over the staged form's two an SM: with 132 SMs, 264 / 396 blocks a wave.
+    for (const auto& [blocks, direct] : {std::pair<int64_t, bool>{0, false}, {1, false}, {264, false}, {265, true},
+                                         {396, true}, {397, false}, {512, false}, {528, false}, {529, true},
+                                         {792, true}, {793, true}, {1024, true}, {2048, true}})
+        EXPECT_EQ(fast::gdn_prep_direct(blocks, 132), direct) << blocks << " blocks";
+    EXPECT_FALSE(fast::gdn_prep_direct(1000, 0));
+    EXPECT_TRUE(fast::gdn_prep_direct(3, 1));   // 1 wave of 3 against 2 of 2
+    EXPECT_FALSE(fast::gdn_prep_direct(4, 1));  // 2 waves either way
+}
+
 TEST(FastGdn, BadArgumentsAreErrors) {  // checked on the host before any launch: needs no GPU
     float* f = reinterpret_cast<float*>(16);
     const int32_t* ip = reinterpret_cast<const int32_t*>(16);

@@ -104,7 +104,7 @@ bool flash_cp_async() {
 }
 // TESSERA_GDN_CHUNKED: f16rt (the default: the chunked delta rule on f16, one product each, its
 // state pass with Sᵀ in the warpgroup MMA's accumulators, fast_gdn_chunked16_rt.cu, for heads of dk
-// 113–128; F16x3Wg's pass otherwise; session 22: 108.7 against F16x3Rt's 142.1 µs at 1,024 tokens ×
+// 113–128; F16x3Wg's pass otherwise; session 22: 102.2 against F16x3Rt's 142.1 µs at 1,024 tokens ×
 // 32 heads, o within ~3e-5 of it), f16x3rt (the same kernels on three products a term: f32-class
 // operands), f16x3wg (the state pass on the warpgroup MMA through shared memory,
 // fast_gdn_chunked16_wg.cu), f16x3 (on mma.sync, fast_gdn_chunked16.cu), tf32 (the 3×TF32 kernels of

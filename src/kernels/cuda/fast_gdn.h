@@ -95,8 +95,8 @@ constexpr int64_t gdn_chunk16_row_floats(int64_t dk, int64_t dv) {
 // and an f32 state (in f32 registers across the chunk): a third of the tensor work and no lo halves
 // written or read. FLA (vLLM's kernel) rounds its operands to bf16 (2^-9). The backend's pick since
 // session 22 (TESSERA_GDN_CHUNKED, cuda_switches.cpp): H200, 1024 / 4096 / 16384 tokens 102.2 /
-// 359.8 / 1,391.6 µs against F16x3Rt's 142.1 / 515.2 / 2,000.6; o within ~3e-5, the state ~1.5e-4
-// of F16x3Rt's (bench_fast_gdn's own comparison).
+// 350.6 / 1,336.9 µs (the prep's form by gdn_prep_direct) against F16x3Rt's 142.1 / 515.2 / 2,000.6;
+// o within ~3e-5, the state ~1.5e-4 of F16x3Rt's (bench_fast_gdn's own comparison).
 enum class GdnChunkVariant : int {
     Auto = 0,
     StateWarps8 = 1,
@@ -111,6 +111,14 @@ enum class GdnChunkVariant : int {
     F16x3Rt2 = 10,  // F16x3Rt on two warpgroups a block, split along dk (…_rt2.cu)
     F16Rt = 11,     // F16x3Rt's kernels on one f16 product each (hi·hi), FLA's accuracy class or better
 };
+// F16Rt's prep in its DIRECT form (K, Q and V read into registers, not staged in f32: three blocks
+// an SM) where that takes fewer waves of `blocks` (chunks × sequences × value heads) than the staged
+// form's two an SM, else staged. H200 (session 22), whole calls: 1,024 tokens × 32 heads (512 blocks,
+// two waves either way) 102.2 µs staged against 113.7 direct; 4,096 tokens (2,048 blocks) 359.8
+// against 350.6, 16,384 1,391.6 against 1,336.9, 4 × 1,024 369.4 against 361.6.
+inline bool gdn_prep_direct(int64_t blocks, int64_t sms) {
+    return blocks > 0 && sms > 0 && (blocks + 3 * sms - 1) / (3 * sms) < (blocks + 2 * sms - 1) / (2 * sms);
+}
 inline bool gdn_chunk_f16x3(GdnChunkVariant v) {
     return v == GdnChunkVariant::F16x3 || v == GdnChunkVariant::F16x3Wg || v == GdnChunkVariant::F16x3Rt ||
            v == GdnChunkVariant::F16x3Rt2 || v == GdnChunkVariant::F16Rt;

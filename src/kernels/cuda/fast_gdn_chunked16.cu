@@ -17,6 +17,7 @@
 //     a chunk ahead (two buffers), W and Q̃ once W·S is done, K̃ once the S update is.
 #include <cuda_fp16.h>
 
+#include "kernels/cuda/device.h"
 #include "kernels/cuda/fast_gdn_f16x3.cuh"
 #include "kernels/cuda/fast_gdn_rt.cuh"
 #include "kernels/cuda/fast_mma.cuh"
@@ -75,8 +76,12 @@ __device__ inline uint32_t max_abs4(uint32_t m, float4 x) {
 // DKQ as wy_state16_kernel's. RAW: W, K̃, Q̃ and P written with raw lo halves (split16<true>: the
 // F16x3Rt state pass); the prep's own split operands keep the 2^11 scale either way. TERMS 1 (F16Rt,
 // RAW only): every product hi·hi alone, and no lo half written or read (nor its scratch halves).
-template <int DKQ, bool RAW, int TERMS = 3>
-__global__ void __launch_bounds__(kThreads, 2) wy_prep16_kernel(ChArgs a) {
+// DIRECT (TERMS 1 only): K, Q and V not staged in f32 either — read from global memory into
+// registers (K and Q twice: for the maxima, then for the splits, the second time from L2) and only
+// their f16 rows kept, 70 KB of shared memory a block at dv 128 instead of 102: three blocks an SM.
+template <int DKQ, bool RAW, int TERMS = 3, bool DIRECT = false>
+__global__ void __launch_bounds__(kThreads, DIRECT ? 3 : 2) wy_prep16_kernel(ChArgs a) {
+    static_assert(!DIRECT || TERMS == 1, "wy_prep16: the direct loads keep hi rows only");
     const int64_t c = blockIdx.x, h = blockIdx.z;
     const int s = blockIdx.y, tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gid = lane / 4, tig = lane % 4;
     Seq sq;
@@ -85,7 +90,8 @@ __global__ void __launch_bounds__(kThreads, 2) wy_prep16_kernel(ChArgs a) {
     const int L = int(sq.n_wy - c * kC < kC ? sq.n_wy - c * kC : kC);
     const int64_t hk = a.tiled ? h % a.nk : h / (a.nv / a.nk);
     const int dk = a.dk, dv = a.dv, dkq = DKQ ? DKQ : (dk + 15) / 16 * 16, dvp = a.dvp, ldk = dkq + 4, ldv = dvp + 4;
-    const int ldw = 2 * ldk, ldvh = 2 * ldv;  // halves: split rows of K / Q and V in their f32 rows' bytes
+    // halves: split rows of K / Q and V in their f32 rows' bytes; DIRECT: hi rows of their own (≡ 4 banks)
+    const int ldw = DIRECT ? dkq + 8 : 2 * ldk, ldvh = DIRECT ? dvp + 8 : 2 * ldv;
     const Row16 ro = row16(dkq, dv);
     // The scratch row of token i < L: the chunk's first row + i rows of nv·rs floats (< 2^31 / 64: the
     // launch checks), 32-bit offsets from one 64-bit base.
@@ -95,10 +101,13 @@ __global__ void __launch_bounds__(kThreads, 2) wy_prep16_kernel(ChArgs a) {
     auto srow2 = [&](int i) { return reinterpret_cast<uint32_t*>(srow(i)); };    // as f16 pairs
 
     extern __shared__ float4 smem4[];
-    float* Ks = reinterpret_cast<float*>(smem4);    // [64][ldk] k (rows >= L and columns >= dk: 0), then Kh
-    float* Qs = Ks + kC * ldk;                      // [64][ldk] q, then Qh; then [64][ldv] v, then Vh
+    // Staged: [64][ldk] k (rows >= L and columns >= dk: 0), then Kh; [64][ldk] q, then Qh, then [64][ldv]
+    // v, then Vh. DIRECT: Kh, then Qh, then Vh only.
+    float* Ks = reinterpret_cast<float*>(smem4);
+    float* Qs = Ks + (DIRECT ? kC * ldw / 2 : kC * ldk);
     float* Vs = Qs;
-    float* As = Qs + kC * (ldk > ldv ? ldk : ldv);  // [64][kLdT] A, then T' split (Tw)
+    // [64][kLdT] A, then T' split (Tw)
+    float* As = Qs + (DIRECT ? kC * (ldw > ldvh ? ldw : ldvh) / 2 : kC * (ldk > ldv ? ldk : ldv));
     float* Xs = As + kC * kLdT;                     // [64][kLdT] T, then T'' split (Tu)
     float* bt = Xs + kC * kLdT;                     // [64] β
     float* eg = bt + kC;                            // [64] e^Γ (0 past L)
@@ -114,7 +123,22 @@ __global__ void __launch_bounds__(kThreads, 2) wy_prep16_kernel(ChArgs a) {
     uint16_t* Tw = reinterpret_cast<uint16_t*>(As);  // [64][kLdTh] T'·2^e(row): hi at 0, lo at 64
     uint16_t* Tu = reinterpret_cast<uint16_t*>(Xs);  // [64][kLdTh] T''·2^e(row)
 
-    {  // a warp per token row, lanes along it; the rows' sources stepped (rows past L are not read)
+    // Rows of K, Q and V from global memory (DIRECT): lane's four columns c of row l, zeros past L
+    // and past n (with a.vec rows are 16-byte aligned and n % 4 == 0).
+    const float* kb = a.k.data + tb * a.k.tok_stride + hk * a.k.head_stride;
+    const float* qb = a.q.data + tb * a.q.tok_stride + hk * a.q.head_stride;
+    auto row4 = [&](const float* base, int64_t ts, int l, int c, int n) {
+        float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (l >= L || c >= n) return x;
+        const float* src = base + l * ts + c;
+        if (a.vec) return *reinterpret_cast<const float4*>(src);
+        x.x = src[0];
+        if (c + 1 < n) x.y = src[1];
+        if (c + 2 < n) x.z = src[2];
+        if (c + 3 < n) x.w = src[3];
+        return x;
+    };
+    if constexpr (!DIRECT) {  // a warp a token row, lanes along it; sources stepped (rows past L are not read)
         constexpr int kStep = kThreads / 32;
         const float* kr = a.k.data + (tb + warp) * a.k.tok_stride + hk * a.k.head_stride;
         const float* qr = a.q.data + (tb + warp) * a.q.tok_stride + hk * a.q.head_stride;
@@ -139,8 +163,10 @@ __global__ void __launch_bounds__(kThreads, 2) wy_prep16_kernel(ChArgs a) {
             const float d = l < L ? D(L - 1, l) : 0.f, e = eg[l];
             if (lane == 0) dl[l] = d;
             if (!kq_lane) continue;
-            const float4 k4 = *reinterpret_cast<const float4*>(Ks + l * ldk + 4 * lane);
-            const float4 q4 = *reinterpret_cast<const float4*>(Qs + l * ldk + 4 * lane);
+            const float4 k4 = DIRECT ? row4(kb, a.k.tok_stride, l, 4 * lane, dk)
+                                   : *reinterpret_cast<const float4*>(Ks + l * ldk + 4 * lane);
+            const float4 q4 = DIRECT ? row4(qb, a.q.tok_stride, l, 4 * lane, dk)
+                                   : *reinterpret_cast<const float4*>(Qs + l * ldk + 4 * lane);
             m[0] = max_abs4(m[0], k4);
             m[1] = max_abs4(m[1], q4);
             m[2] = max_abs4(m[2], make_float4(k4.x * d, k4.y * d, k4.z * d, k4.w * d));
@@ -158,7 +184,10 @@ __global__ void __launch_bounds__(kThreads, 2) wy_prep16_kernel(ChArgs a) {
     const int eK = tile_exp(mx[kMxKr]), eQ = tile_exp(mx[kMxQr]), ek = tile_exp(mx[kMxK]), eq = tile_exp(mx[kMxQ]);
     for (int l = warp; l < kC; l += kThreads / 32) {
         float4 k4 = make_float4(0.f, 0.f, 0.f, 0.f), q4 = k4;
-        if (kq_lane) {
+        if (kq_lane && DIRECT) {
+            k4 = row4(kb, a.k.tok_stride, l, 4 * lane, dk);
+            q4 = row4(qb, a.q.tok_stride, l, 4 * lane, dk);
+        } else if (kq_lane) {
             k4 = *reinterpret_cast<const float4*>(Ks + l * ldk + 4 * lane);
             q4 = *reinterpret_cast<const float4*>(Qs + l * ldk + 4 * lane);
         }
@@ -178,7 +207,7 @@ __global__ void __launch_bounds__(kThreads, 2) wy_prep16_kernel(ChArgs a) {
                 if constexpr (TERMS == 3) srow2(l)[(ro.p + kC) / 2 + lane] = 0u;
             }
         }
-        __syncwarp();
+        if constexpr (!DIRECT) __syncwarp();  // (K and Q are split in place of their f32 rows)
         if (kq_lane) {
             split16x4(k4, pow2(eK), hi, lo);
             reinterpret_cast<uint2*>(Kh + l * ldw)[lane] = hi;
@@ -258,25 +287,29 @@ __global__ void __launch_bounds__(kThreads, 2) wy_prep16_kernel(ChArgs a) {
         write_p();
     } else {
         constexpr int kStep = kThreads / 32 - 2;
-        const float* vr = a.v.data + (tb + warp - 2) * a.v.tok_stride + h * a.v.head_stride;
-        for (int l = warp - 2; l < kC; l += kStep, vr += kStep * a.v.tok_stride)
-            load_row(Vs + l * ldv, vr, dv, dvp, l < L, a.vec, lane);
+        const float* vb = a.v.data + tb * a.v.tok_stride + h * a.v.head_stride;  // (DIRECT)
+        if constexpr (!DIRECT) {
+            const float* vr = a.v.data + (tb + warp - 2) * a.v.tok_stride + h * a.v.head_stride;
+            for (int l = warp - 2; l < kC; l += kStep, vr += kStep * a.v.tok_stride)
+                load_row(Vs + l * ldv, vr, dv, dvp, l < L, a.vec, lane);
+        }
         write_p();
         cp_async_wait_all();
         __syncwarp();  // this warp's rows of V have landed
-        for (int l = warp - 2; l < kC; l += kThreads / 32 - 2) {
+        for (int l = warp - 2; l < kC; l += kStep) {
             float4 x[2];
             uint32_t m = 0u;
 #pragma unroll
             for (int u = 0; u < 2; ++u) {  // dvp <= 256: two float4 a lane at most
                 const int p = lane + 32 * u;
-                x[u] = 4 * p < dvp ? *reinterpret_cast<const float4*>(Vs + l * ldv + 4 * p)
-                                   : make_float4(0.f, 0.f, 0.f, 0.f);
+                x[u] = 4 * p >= dvp ? make_float4(0.f, 0.f, 0.f, 0.f)
+                       : DIRECT     ? row4(vb, a.v.tok_stride, l, 4 * p, dv)
+                                    : *reinterpret_cast<const float4*>(Vs + l * ldv + 4 * p);
                 m = max_abs4(m, x[u]);
             }
             const int ev = tile_exp(__reduce_max_sync(0xffffffffu, m));
             if (lane == 0) iv[l] = pow2(-ev);
-            __syncwarp();  // every lane's reads of row l are done
+            if constexpr (!DIRECT) __syncwarp();  // every lane's reads of row l are done (V split in place)
 #pragma unroll
             for (int u = 0; u < 2; ++u) {
                 const int p = lane + 32 * u;
@@ -649,8 +682,11 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
     a.vec = dk % 4 == 0 && dv % 4 == 0 && al16(q.data, q.tok_stride, q.head_stride) &&
             al16(k.data, k.tok_stride, k.head_stride) && al16(v.data, v.tok_stride, v.head_stride);
     const int dkq = int((dk + 15) / 16 * 16), ldk = dkq + 4, ldv = a.dvp + 4, ldw = 2 * dkq + 8;
-    const size_t prep_smem = sizeof(float) * size_t(kC * (ldk + (ldk > ldv ? ldk : ldv) + 2 * kLdT) + 6 * kC) +
-                             sizeof(double) * kC + 6 * sizeof(uint32_t);
+    const size_t prep_tail =  // A, T and the per-row arrays, Γ, the maxima
+        sizeof(float) * size_t(kC * 2 * kLdT + 6 * kC) + sizeof(double) * kC + 6 * sizeof(uint32_t);
+    const size_t prep_smem = sizeof(float) * size_t(kC * (ldk + (ldk > ldv ? ldk : ldv))) + prep_tail;
+    // The DIRECT prep: f16 rows of K, then of Q / V (wy_prep16_kernel's layout).
+    const size_t prep1_smem = 2 * size_t(kC * (dkq + 8 + (dkq > a.dvp ? dkq : a.dvp) + 8)) + prep_tail;
     const size_t state_smem = 2 * size_t(kC * 3 * ldw + 2 * kC * kLdP + (dkq + kC) * kLdN) +
                               sizeof(float) * size_t(2 * kC * kLdS + 16) + 4 * sizeof(uint32_t);
     // F16x3Rt(2) where its pass takes the heads (dk rounded to 16 is 128) and the scratch fits a
@@ -662,16 +698,22 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
     const bool rt = rt_any && dkq == 128 && f16x3::rt_tma_maps(a, &maps);
     const bool wg = variant == GdnChunkVariant::F16x3Wg || (rt_any && !rt);
     const bool one = rt && variant == GdnChunkVariant::F16Rt;
-    auto* prep_kernel = one  ? wy_prep16_kernel<128, true, 1>
-                        : rt ? wy_prep16_kernel<128, true> : dkq == 128 ? wy_prep16_kernel<128, false>
-                                                                        : wy_prep16_kernel<0, false>;
-    cudaError_t err = cudaFuncSetAttribute(prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(prep_smem));
+    // F16Rt's prep: DIRECT (three blocks an SM) where that takes fewer waves than two, else staged.
+    const dim3 prep_grid{unsigned((max_len + kC - 1) / kC), unsigned(plan.n_seqs), unsigned(p.n_v_heads)};
+    const bool direct =
+        one && gdn_prep_direct(int64_t(prep_grid.x) * prep_grid.y * prep_grid.z, current_sm_count());
+    auto* prep_kernel = direct ? wy_prep16_kernel<128, true, 1, true>
+                        : one  ? wy_prep16_kernel<128, true, 1>
+                        : rt   ? wy_prep16_kernel<128, true>
+                        : dkq == 128 ? wy_prep16_kernel<128, false>
+                                     : wy_prep16_kernel<0, false>;
+    const size_t prep_bytes = direct ? prep1_smem : prep_smem;
+    cudaError_t err = cudaFuncSetAttribute(prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(prep_bytes));
     if (err != cudaSuccess) return err;
     auto* state_kernel = dkq == 128 ? wy_state16_kernel<128> : wy_state16_kernel<0>;
     err = cudaFuncSetAttribute(state_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(state_smem));
     if (err != cudaSuccess) return err;
-    const dim3 prep_grid{unsigned((max_len + kC - 1) / kC), unsigned(plan.n_seqs), unsigned(p.n_v_heads)};
-    prep_kernel<<<prep_grid, kThreads, prep_smem, stream>>>(a);
+    prep_kernel<<<prep_grid, kThreads, prep_bytes, stream>>>(a);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     if (rt) return variant == GdnChunkVariant::F16x3Rt2 ? f16x3::launch_wy_state16_rt2(a, maps, stream)
                                                         : f16x3::launch_wy_state16_rt(a, maps, one ? 1 : 3, stream);
