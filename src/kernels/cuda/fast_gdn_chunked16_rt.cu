@@ -51,7 +51,7 @@ using namespace wy;
 
 namespace {
 
-constexpr int kRows = 64;                // value columns of a block (Sᵀ's rows)
+constexpr int kRows = kRtRows;           // value columns of a block (Sᵀ's rows)
 constexpr int kConsumers = 128;          // warpgroup 0
 constexpr int kThRt = kConsumers + 32;   // + the producer warp
 constexpr int kBox = kRtBox;             // bytes: one TMA box, 64 rows of a 128-byte swizzled row
@@ -69,29 +69,20 @@ static_assert(2 * 128 * kLdS * 4 <= kStageWQ, "a padding sequence's S halves fit
 
 template <int TERMS>
 __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const __grid_constant__ RtMaps maps) {
-    const int s = blockIdx.x, tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-    const int64_t h = blockIdx.y;
-    const int v0 = int(blockIdx.z) * kRows;
-    const int dk = a.dk, dv = a.dv;
-    Seq sq;
-    if (!seq_of(a, s, &sq)) {
-        if (tid < kConsumers) {
-            nan_columns(a, sq, h, v0, tid, kConsumers);
-            nan_columns(a, sq, h, v0 + kNs, tid, kConsumers);
-        }
-        return;
-    }
-    if (sq.n_wy == 0) return;
-    const int64_t hk = a.tiled ? h % a.nk : h / (a.nv / a.nk);
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+    RtBlock blk;
+    if (!rt_block(a, kConsumers, &blk)) return;
+    const Seq& sq = blk.sq;
+    const int64_t h = blk.h, hk = blk.hk;
+    const int v0 = blk.v0, n_chunks = blk.n_chunks, dk = a.dk, dv = a.dv;
+    float* const S = blk.S;
     constexpr int kHalves = TERMS == 3 ? 4 : 2;  // boxes of a split [64][128] tile read: hi (and lo)
-    float* S = sq.slot >= 0 ? a.state + sq.slot * a.slot_stride + h * int64_t(dk) * dv : nullptr;
     const Row16 ro = row16(128, dv);
-    const int n_chunks = int((sq.n_wy + kC - 1) / kC);
-    auto chunk_rows = [&](int c) { return int(sq.n_wy - int64_t(c) * kC < kC ? sq.n_wy - int64_t(c) * kC : kC); };
+    auto chunk_rows = [&](int c) { return blk.chunk_rows(c); };
 
     extern __shared__ uint8_t smem_raw[];
-    const uint32_t raw = dev::smem_addr(smem_raw), sb = (raw + 1023u) & ~1023u;
-    uint8_t* base = smem_raw + (sb - raw);
+    uint32_t sb;
+    uint8_t* base = rt_smem_base(smem_raw, &sb);
     uint64_t* bars = reinterpret_cast<uint64_t*>(base + kOffBar);
     uint64_t *full_wq = bars, *empty_wq = bars + 2, *full_u = bars + 4, *empty_u = bars + 6;
     uint64_t *full_k = bars + 8, *empty_k = bars + 9, *full_p = bars + 10, *empty_p = bars + 11;

@@ -37,7 +37,7 @@ using namespace wy;
 
 namespace {
 
-constexpr int kRows = 64;              // value columns of a block (Sᵀ's rows)
+constexpr int kRows = kRtRows;         // value columns of a block (Sᵀ's rows)
 constexpr int kWg = 128;               // threads of a warpgroup
 constexpr int kConsumers = 2 * kWg;    // warpgroups 0 and 1 (dk halves)
 constexpr int kTh = kConsumers + kWg;  // + the producer warpgroup (warp 8 issues; 9–11 leave at once)
@@ -61,28 +61,19 @@ struct LayHalf {
 };
 
 __global__ void __launch_bounds__(kTh, 1) wy_state16_rt2_kernel(ChArgs a, const __grid_constant__ RtMaps maps) {
-    const int s = blockIdx.x, tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-    const int64_t h = blockIdx.y;
-    const int v0 = int(blockIdx.z) * kRows;
-    const int dk = a.dk, dv = a.dv;
-    Seq sq;
-    if (!seq_of(a, s, &sq)) {
-        if (tid < kConsumers) {
-            nan_columns(a, sq, h, v0, tid, kConsumers);
-            nan_columns(a, sq, h, v0 + kNs, tid, kConsumers);
-        }
-        return;
-    }
-    if (sq.n_wy == 0) return;
-    const int64_t hk = a.tiled ? h % a.nk : h / (a.nv / a.nk);
-    float* S = sq.slot >= 0 ? a.state + sq.slot * a.slot_stride + h * int64_t(dk) * dv : nullptr;
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+    RtBlock blk;
+    if (!rt_block(a, kConsumers, &blk)) return;
+    const Seq& sq = blk.sq;
+    const int64_t h = blk.h, hk = blk.hk;
+    const int v0 = blk.v0, n_chunks = blk.n_chunks, dk = a.dk, dv = a.dv;
+    float* const S = blk.S;
     const Row16 ro = row16(128, dv);
-    const int n_chunks = int((sq.n_wy + kC - 1) / kC);
-    auto chunk_rows = [&](int c) { return int(sq.n_wy - int64_t(c) * kC < kC ? sq.n_wy - int64_t(c) * kC : kC); };
+    auto chunk_rows = [&](int c) { return blk.chunk_rows(c); };
 
     extern __shared__ uint8_t smem_raw[];
-    const uint32_t raw = dev::smem_addr(smem_raw), sb = (raw + 1023u) & ~1023u;
-    uint8_t* base = smem_raw + (sb - raw);
+    uint32_t sb;
+    uint8_t* base = rt_smem_base(smem_raw, &sb);
     uint64_t* bars = reinterpret_cast<uint64_t*>(base + kOffBar);
     uint64_t *full_w = bars, *empty_w = bars + 2, *full_q = bars + 4, *empty_q = bars + 5;
     uint64_t *full_u = bars + 6, *empty_u = bars + 7, *full_k = bars + 8, *empty_k = bars + 9;

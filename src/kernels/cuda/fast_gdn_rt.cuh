@@ -16,6 +16,7 @@
 namespace tessera::cuda::fast::detail::f16x3 {
 
 constexpr int kRtBox = 64 * 128;  // bytes: one TMA box, 64 rows of a 128-byte swizzled row
+constexpr int kRtRows = 64;       // value columns of a block (Sᵀ's rows: an m64 accumulator)
 
 struct RtMaps {
     CUtensorMap h16;  // the scratch as halves: [T][nv][2·rs], boxes 64 × 1 × 64
@@ -34,6 +35,44 @@ inline bool rt_tma_maps(const wy::ChArgs& a, RtMaps* m) {
 // terms: 3 (F16x3Rt) or 1 (F16Rt: hi·hi products only, the prep's lo halves neither written nor read).
 cudaError_t launch_wy_state16_rt(const wy::ChArgs& a, const RtMaps& maps, int terms, cudaStream_t stream);
 cudaError_t launch_wy_state16_rt2(const wy::ChArgs& a, const RtMaps& maps, cudaStream_t stream);
+
+// The opening of an F16x3Rt pass's block (sequence blockIdx.x, value head blockIdx.y, value columns
+// from v0 = blockIdx.z·kRtRows): its sequence, key head, state (null: a padding sequence) and chunk
+// count; false where the block has nothing to run — a bad sequence (its 64 columns NaN, written by
+// the first `consumers` threads) or no WY tokens.
+struct RtBlock {
+    wy::Seq sq;
+    int64_t h, hk;
+    int v0, n_chunks;
+    float* S;
+    // The rows of chunk c (64 but for the last).
+    __device__ int chunk_rows(int c) const {
+        return int(sq.n_wy - int64_t(c) * wy::kC < wy::kC ? sq.n_wy - int64_t(c) * wy::kC : wy::kC);
+    }
+};
+__device__ inline bool rt_block(const wy::ChArgs& a, int consumers, RtBlock* b) {
+    b->h = blockIdx.y;
+    b->v0 = int(blockIdx.z) * kRtRows;
+    if (!wy::seq_of(a, int(blockIdx.x), &b->sq)) {
+        if (int(threadIdx.x) < consumers) {
+            wy::nan_columns(a, b->sq, b->h, b->v0, int(threadIdx.x), consumers);
+            wy::nan_columns(a, b->sq, b->h, b->v0 + wy::kNs, int(threadIdx.x), consumers);
+        }
+        return false;
+    }
+    if (b->sq.n_wy == 0) return false;
+    b->hk = a.tiled ? b->h % a.nk : b->h / (a.nv / a.nk);
+    b->S = b->sq.slot >= 0 ? a.state + b->sq.slot * a.slot_stride + b->h * int64_t(a.dk) * a.dv : nullptr;
+    b->n_chunks = int((b->sq.n_wy + wy::kC - 1) / wy::kC);
+    return true;
+}
+// The dynamic shared memory's first 1024-aligned byte (TMA's 128-byte swizzle repeats every 1 KB), as
+// a shared-window address (*sb) and a pointer.
+__device__ inline uint8_t* rt_smem_base(uint8_t* smem_raw, uint32_t* sb) {
+    const uint32_t raw = dev::smem_addr(smem_raw);
+    *sb = (raw + 1023u) & ~1023u;
+    return smem_raw + (*sb - raw);
+}
 
 // 2^-e of a chunk scale back to e.
 __device__ inline int exp_of(float p) { return 127 - int(__float_as_uint(p) >> 23); }
