@@ -229,8 +229,8 @@ const Shape kFlagship{16, 32, 128, 128, false};
 
 // The chunked state pass in one launch (wy_state), split in two (wy_carry + wy_out), on f16 tiles
 // (wy_prep16 + wy_state16), those on the warpgroup MMA (wy_state16_wg), with Sᵀ in its accumulators
-// (wy_state16_rt, the backend's pick), that on two warpgroups a block (wy_state16_rt2) and on one
-// f16 product (F16Rt).
+// (wy_state16_rt: F16x3Rt), that on two warpgroups a block (wy_state16_rt2) and on one f16 product
+// (F16Rt, the backend's pick: its prep staged or DIRECT by the block count, so both forms run here).
 constexpr fast::GdnChunkVariant kChunkVariants[] = {
     fast::GdnChunkVariant::Auto,    fast::GdnChunkVariant::Split,    fast::GdnChunkVariant::F16x3,
     fast::GdnChunkVariant::F16x3Wg, fast::GdnChunkVariant::F16x3Rt, fast::GdnChunkVariant::F16x3Rt2,
