@@ -640,6 +640,20 @@ TEST(FastGdn, BadArgumentsAreErrors) {  // checked on the host before any launch
     p.chunk = 32;
     EXPECT_THROW(rule(p, 16, 16, f, 0), Error);  // chunks of 64 only
     EXPECT_EQ(fast::gated_delta_rule_scratch_floats(1024, 32, 128, 128, p), 1024 * 32 * 324);
+    {  // 64 tokens × nv heads of scratch rows past 2^31 floats: the F16x3 preps' 32-bit row offsets
+        GdnParams big = p;
+        big.chunk = fast::kGdnChunk;
+        big.n_v_heads = 65534;  // × 712 floats a row at 128 × 256: 64 rows span 2^31.5
+        const int64_t nv = big.n_v_heads, dk = 128, dv = 256;
+        const fast::HeadsIn qk{f, 2 * dk, dk}, vv{f, nv * dv, dv};
+        try {
+            fast::gated_delta_rule(f, nv * dv, dv, qk, qk, vv, f, nv, f, nv, 5, dk, dv, f, nv * dk * dv, 2, plan, big,
+                                   f, 0, nullptr, fast::GdnChunkVariant::F16Rt);
+            ADD_FAILURE() << "no error for 65534 value heads of 128 × 256";
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("32-bit row offsets"), std::string::npos) << e.what();
+        }
+    }
 
     fast::GdnDecodeArgs a;
     a.n_seqs = 1;

@@ -69,6 +69,9 @@ void gated_delta_rule(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, HeadsIn k
         if (gdn_chunk_f16x3(variant)) {
             TS_CHECK(reinterpret_cast<uintptr_t>(scratch) % 16 == 0,
                      "{}: the F16x3 variant copies 16-byte pieces of scratch, which must be 16-byte aligned", op);
+            TS_CHECK(kGdnChunk * nv * gdn_chunk16_row_floats(dk, dv) < (int64_t(1) << 31),
+                     "{}: {} value heads of {} × {}: a chunk's scratch rows span 2^31 floats or more, past the "
+                     "F16x3 prep's 32-bit row offsets", op, nv, dk, dv);
             TS_CUDA_CHECK(detail::launch_gdn_chunked16(o, o_ts, o_hs, q, k, v, g, g_s, beta, beta_s, T, dk, dv, state,
                                                        slot_stride, n_slots, plan, p, scratch, max_len,
                                                        variant, stream));
