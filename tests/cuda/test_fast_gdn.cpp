@@ -62,7 +62,7 @@ namespace {
 //   at 1,000 (session 22) — and it is held to kF16RtIllScale ×.
 constexpr double kTolRec = 2e-5, kTolChunkShort = 1e-4, kTolChunkLong = 5e-4, kF16RtScale = 5, kF16RtIllScale = 20;
 double tol_for(fast::GdnChunkVariant v, double tol) {
-    return v == fast::GdnChunkVariant::F16Rt ? tol * kF16RtScale : tol;
+    return v == fast::GdnChunkVariant::F16Rt || v == fast::GdnChunkVariant::F16RtSeq ? tol * kF16RtScale : tol;
 }
 
 // ---- the delta rule ----
@@ -457,6 +457,155 @@ TEST(FastGdnChunked, F16x3MatchesTheCpuAcrossLayoutsAndRuns) {
     }
 }
 
+// ---- F16Rt's state pass overlapping its prep (behind per-chunk flags) ----
+
+// One chunked call on device inputs laid out as RuleInputs' (q | k | v rows of in.row floats, g | β
+// columns): o written at `o` (o_ts floats a token, dv a head), the state in `st`.
+struct RuleCall {
+    const RuleInputs& in;
+    const DeviceBuffer &qkv, &gb;
+    DeviceBuffer& st;
+    std::vector<int32_t> lengths, slot;
+    void launch(float* o, int64_t o_ts, float* scratch, cudaStream_t stream, fast::GdnChunkVariant variant,
+                const DeviceBuffer& qs, const DeviceBuffer& slots) {
+        const int64_t T = starts(lengths).back(), nk = in.sh.nk, nv = in.sh.nv, dk = in.sh.dk, dv = in.sh.dv;
+        const float* base = qkv.as<float>();
+        const fast::HeadsIn q{base, in.row, dk}, k{base + nk * dk, in.row, dk}, v{base + 2 * nk * dk, in.row, dv};
+        fast::gated_delta_rule(o, o_ts, dv, q, k, v, gb.as<float>(), in.gb_s, gb.as<float>() + nv, in.gb_s, T, dk, dv,
+                               st.as<float>(), nv * dk * dv, in.n_slots,
+                               SeqPlan{int(lengths.size()), qs.as<int32_t>(), slots.as<int32_t>()},
+                               in.params(GdnMode::Chunked), scratch, 0, stream, variant);
+    }
+    // o [T, nv, dv] and the state after one call in `variant`, on a fresh state and scratch.
+    std::pair<std::vector<float>, std::vector<float>> run(fast::GdnChunkVariant variant) {
+        const int64_t T = starts(lengths).back(), nv = in.sh.nv, dv = in.sh.dv;
+        st.upload(in.init.data(), in.init.size() * sizeof(float));
+        DeviceBuffer d_o(size_t(T * nv * dv) * sizeof(float)), qs = to_device(starts(lengths)), slots = to_device(slot);
+        DeviceBuffer scratch(size_t(scratch_floats()) * sizeof(float));
+        Stream stream;
+        launch(d_o.as<float>(), nv * dv, scratch.as<float>(), stream, variant, qs, slots);
+        stream.synchronize();
+        return {to_host<float>(d_o), to_host<float>(st)};
+    }
+    int64_t scratch_floats() const {
+        return fast::gated_delta_rule_scratch_floats(starts(lengths).back(), in.sh.nv, in.sh.dk, in.sh.dv,
+                                                     in.params(GdnMode::Chunked), fast::GdnChunkVariant::F16Rt);
+    }
+};
+
+TEST(FastGdnChunked, OverlappedPassesGiveTheSequentialBits) {
+    REQUIRE_CUDA();
+    // F16Rt (the state pass launched behind the prep, waiting on each chunk's flag) against F16RtSeq
+    // (the same kernels, the pass after the prep has completed): the same bits, o and state — one long
+    // sequence (4,097 tokens: 2,080 prep blocks in several waves, its DIRECT form) and several with
+    // a padding one, a lone token and a one-token last chunk; then three calls more on one scratch,
+    // the earlier calls' flags still in it, each the same bits again.
+    const std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> cases = {
+        {{4097}, {1}}, {{1000, 65, 1, 130, 2000}, {4, -1, 0, 2, 5}}};
+    for (const auto& [lengths, slot] : cases) {
+        SCOPED_TRACE(describe(kFlagship, GdnMode::Chunked, lengths));
+        std::mt19937 rng(23);
+        const RuleInputs in(kFlagship, starts(lengths).back(), 6, rng, 0);
+        const DeviceBuffer qkv = to_device(in.qkv), gb = to_device(in.gb);
+        DeviceBuffer st(in.init.size() * sizeof(float));
+        RuleCall call{in, qkv, gb, st, lengths, slot};
+        const auto [o_seq, st_seq] = call.run(fast::GdnChunkVariant::F16RtSeq);
+        const auto [o_ovl, st_ovl] = call.run(fast::GdnChunkVariant::F16Rt);
+        expect_same_bits(o_ovl, o_seq, "o, overlapped vs sequential", in.where_o());
+        expect_same_bits(st_ovl, st_seq, "state, overlapped vs sequential", in.where_state());
+
+        const int64_t T = starts(lengths).back(), n_o = T * in.sh.nv * in.sh.dv;
+        DeviceBuffer scratch(size_t(call.scratch_floats()) * sizeof(float)), d_o(size_t(n_o) * sizeof(float));
+        const DeviceBuffer qs = to_device(starts(lengths)), slots = to_device(slot);
+        Stream stream;
+        for (int r = 0; r < 3; ++r) {
+            st.upload(in.init.data(), in.init.size() * sizeof(float));
+            d_o.fill(0xff, d_o.size(), 0, stream);  // NaN: an output not written shows
+            call.launch(d_o.as<float>(), in.sh.nv * in.sh.dv, scratch.as<float>(), stream,
+                        fast::GdnChunkVariant::F16Rt, qs, slots);
+            stream.synchronize();
+            expect_same_bits(to_host<float>(d_o), o_seq, "o, call " + std::to_string(r + 2) + " on one scratch",
+                             in.where_o());
+            expect_same_bits(to_host<float>(st), st_seq, "state, call " + std::to_string(r + 2), in.where_state());
+        }
+    }
+}
+
+TEST(FastGdnChunked, OverlapStepsAsideWhereOutputsMeetInputs) {
+    REQUIRE_CUDA();
+    // o written over v 28 chunks later (token t's o on token t + 1,792's v): 2,048 tokens are 1,024
+    // prep blocks, ~2.6 waves, and the last wave reads those rows of v just as an overlapped state
+    // pass would start writing its first chunks' o there. F16Rt must see that o meets v and run the
+    // passes in turn: the same bits as F16RtSeq with o apart (the CPU test OverlapSpans checks the
+    // test itself; this one, the fallback's results).
+    const std::vector<int32_t> lengths = {2048}, slot = {1};
+    const int64_t T = 2048, shift = 28 * fast::kGdnChunk, nk = kFlagship.nk, nv = kFlagship.nv, dk = kFlagship.dk,
+                  dv = kFlagship.dv;
+    std::mt19937 rng(24);
+    const RuleInputs in(kFlagship, T + shift, 3, rng, 0);  // rows past token T: room for o
+    const DeviceBuffer gb = to_device(in.gb);
+    DeviceBuffer qkv_apart = to_device(in.qkv), st(in.init.size() * sizeof(float));
+    RuleCall apart{in, qkv_apart, gb, st, lengths, slot};
+    const auto [o_seq, st_seq] = apart.run(fast::GdnChunkVariant::F16RtSeq);
+
+    DeviceBuffer qkv = to_device(in.qkv);
+    RuleCall over{in, qkv, gb, st, lengths, slot};
+    st.upload(in.init.data(), in.init.size() * sizeof(float));
+    DeviceBuffer scratch(size_t(over.scratch_floats()) * sizeof(float));
+    const DeviceBuffer qs = to_device(starts(lengths)), slots = to_device(slot);
+    Stream stream;
+    float* o = qkv.as<float>() + shift * in.row + 2 * nk * dk;
+    over.launch(o, in.row, scratch.as<float>(), stream, fast::GdnChunkVariant::F16Rt, qs, slots);
+    stream.synchronize();
+    const std::vector<float> rows = to_host<float>(qkv);
+    std::vector<float> o_got(size_t(T * nv * dv));
+    for (int64_t t = 0; t < T; ++t)
+        std::copy_n(rows.begin() + (t + shift) * in.row + 2 * nk * dk, nv * dv, o_got.begin() + t * nv * dv);
+    expect_same_bits(o_got, o_seq, "o written over v, F16Rt vs F16RtSeq with o apart", in.where_o());
+    expect_same_bits(to_host<float>(st), st_seq, "state", in.where_state());
+}
+
+TEST(FastGdnChunked, OverlapInAGraphReplaysOnNewInputs) {
+    REQUIRE_CUDA();
+    // F16Rt captured into a CUDA graph (where a replay would repeat the flags' tag, so the passes
+    // run in turn), replayed on two sets of inputs written into the same buffers: each replay the
+    // bits of a direct F16RtSeq call on its inputs.
+    const std::vector<int32_t> lengths = {1000, 65, 130}, slot = {4, 0, 2};
+    const int64_t T = starts(lengths).back(), n_o = T * kFlagship.nv * kFlagship.dv;
+    std::mt19937 rng(25);
+    const RuleInputs in_a(kFlagship, T, 6, rng, 0), in_b(kFlagship, T, 6, rng, 0);
+    DeviceBuffer qkv = to_device(in_a.qkv), gb = to_device(in_a.gb), st(in_a.init.size() * sizeof(float));
+    RuleCall call{in_a, qkv, gb, st, lengths, slot};
+    const auto [o_a, st_a] = call.run(fast::GdnChunkVariant::F16RtSeq);
+    DeviceBuffer qkv_b = to_device(in_b.qkv), gb_b = to_device(in_b.gb);
+    RuleCall call_b{in_b, qkv_b, gb_b, st, lengths, slot};
+    const auto [o_b, st_b] = call_b.run(fast::GdnChunkVariant::F16RtSeq);
+
+    DeviceBuffer scratch(size_t(call.scratch_floats()) * sizeof(float)), d_o(size_t(n_o) * sizeof(float));
+    const DeviceBuffer qs = to_device(starts(lengths)), slots = to_device(slot);
+    Stream stream;
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    call.launch(d_o.as<float>(), kFlagship.nv * kFlagship.dv, scratch.as<float>(), stream,
+                fast::GdnChunkVariant::F16Rt, qs, slots);
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    for (const auto* x : {&in_a, &in_b}) {
+        qkv.upload(x->qkv.data(), x->qkv.size() * sizeof(float));
+        gb.upload(x->gb.data(), x->gb.size() * sizeof(float));
+        st.upload(x->init.data(), x->init.size() * sizeof(float));
+        ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+        stream.synchronize();
+        const bool a = x == &in_a;
+        expect_same_bits(to_host<float>(d_o), a ? o_a : o_b, a ? "o, replay on inputs A" : "o, replay on inputs B",
+                         x->where_o());
+        expect_same_bits(to_host<float>(st), a ? st_a : st_b, "state, replay", x->where_state());
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+}
+
 TEST(FastGdnChunked, F16x3KeepsValuesOutsideHalfRange) {
     REQUIRE_CUDA();
     // F16x3 rounds its operands to f16 (largest 65504, smallest normal 6.1e-5) under a power of
@@ -615,6 +764,20 @@ TEST(FastGdn, PrepFormByWaves) {  // host arithmetic: needs no GPU
     EXPECT_FALSE(fast::gdn_prep_direct(1000, 0));
     EXPECT_TRUE(fast::gdn_prep_direct(3, 1));   // 1 wave of 3 against 2 of 2
     EXPECT_FALSE(fast::gdn_prep_direct(4, 1));  // 2 waves either way
+}
+
+TEST(FastGdn, OverlapSpans) {  // host arithmetic: needs no GPU
+    // The floats a [T][heads][d] view spans, and whether two spans share one (F16Rt runs its passes
+    // in turn where o meets q, k or v).
+    EXPECT_EQ(fast::gdn_view_span(3, 4, 8, 100, 10), 2 * 100 + 3 * 10 + 8);
+    EXPECT_EQ(fast::gdn_view_span(1, 1, 5, 0, 0), 5);
+    EXPECT_EQ(fast::gdn_view_span(0, 4, 8, 100, 10), 0);
+    float buf[64];
+    EXPECT_TRUE(fast::gdn_spans_disjoint(buf, 8, buf + 8, 8));   // adjacent
+    EXPECT_FALSE(fast::gdn_spans_disjoint(buf, 9, buf + 8, 8));  // one float shared
+    EXPECT_FALSE(fast::gdn_spans_disjoint(buf + 8, 8, buf, 9));
+    EXPECT_FALSE(fast::gdn_spans_disjoint(buf + 2, 2, buf, 64));  // inside
+    EXPECT_TRUE(fast::gdn_spans_disjoint(buf, 0, buf, 64));      // empty
 }
 
 TEST(FastGdn, BadArgumentsAreErrors) {  // checked on the host before any launch: needs no GPU

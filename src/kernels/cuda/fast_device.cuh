@@ -1,6 +1,6 @@
 // Device helpers shared by the kernel pack's .cu files: streamed 128-bit weight loads, f16 bits,
-// exact code decoding, warp reductions, the decode GEMVs' register pipeline. Header-only, device
-// code only.
+// exact code decoding, warp reductions, the decode GEMVs' register pipeline, flags between blocks.
+// Header-only, device code only.
 #pragma once
 #include <cuda_fp16.h>
 
@@ -119,5 +119,22 @@ __device__ T block_exclusive_scan(T v, T* sums, T* total) {
     *total = sums[WARPS];
     return sums[warp] + incl - v;
 }
+
+// ---- a flag one block raises and blocks of another kernel wait for (GPU scope) ----
+
+// Stores v with release semantics: the calling thread's earlier writes — and, behind a block
+// barrier that each writer crossed after its own __threadfence(), its block's — are visible to a
+// thread whose flag_acquire reads v.
+__device__ __forceinline__ void flag_release(uint32_t* f, uint32_t v) {
+    asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(f), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint32_t flag_acquire(const uint32_t* f) {
+    uint32_t v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(f) : "memory");
+    return v;
+}
+// Orders generic-proxy accesses of global memory with the async proxy's (TMA): after a writer's
+// stores, and between a reader's flag_acquire and its bulk copies of what the flag guards.
+__device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
 
 }  // namespace tessera::cuda::fast::dev

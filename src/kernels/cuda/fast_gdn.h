@@ -97,6 +97,14 @@ constexpr int64_t gdn_chunk16_row_floats(int64_t dk, int64_t dv) {
 // session 22 (TESSERA_GDN_CHUNKED, cuda_switches.cpp): H200, 1024 / 4096 / 16384 tokens 102.2 /
 // 350.6 / 1,336.9 µs (the prep's form by gdn_prep_direct) against F16x3Rt's 142.1 / 515.2 / 2,000.6;
 // o within ~3e-5, the state ~1.5e-4 of F16x3Rt's (bench_fast_gdn's own comparison).
+// F16Rt and F16x3Rt overlap their two launches (session 23): the prep's blocks run in chunk-major
+// order and each raises its chunk's flag; the state pass, launched behind it by programmatic
+// dependent launch (it starts once every prep block has started), waits for each chunk's flag
+// instead of for the whole prep — not while a graph is being captured, nor where o overlaps q, k or
+// v. F16RtSeq launches the pass after the prep has completed (for A/B). H200 (session 23), µs
+// overlapped / in turn: 1,024 tokens 100.9 / 100.8 (the pass starts once the last prep block has,
+// ~one block's time before the prep ends), 4,096 328.8 / 342.2, 4 × 1,024 349.4 / 358.2, 16 × 256
+// 364.1 / 377.3.
 enum class GdnChunkVariant : int {
     Auto = 0,
     StateWarps8 = 1,
@@ -110,6 +118,7 @@ enum class GdnChunkVariant : int {
     F16x3Rt = 9,  // F16x3 with Sᵀ in wgmma accumulators, a warpgroup a 64-column block (…_rt.cu, sm_90a)
     F16x3Rt2 = 10,  // F16x3Rt on two warpgroups a block, split along dk (…_rt2.cu)
     F16Rt = 11,     // F16x3Rt's kernels on one f16 product each (hi·hi), FLA's accuracy class or better
+    F16RtSeq = 12,  // F16Rt with its state pass launched after the prep has completed (A/B; same bits)
 };
 // F16Rt's prep in its DIRECT form (K, Q and V read into registers, not staged in f32: three blocks
 // an SM) where that takes fewer waves of `blocks` (chunks × sequences × value heads) than the staged
@@ -121,7 +130,17 @@ inline bool gdn_prep_direct(int64_t blocks, int64_t sms) {
 }
 inline bool gdn_chunk_f16x3(GdnChunkVariant v) {
     return v == GdnChunkVariant::F16x3 || v == GdnChunkVariant::F16x3Wg || v == GdnChunkVariant::F16x3Rt ||
-           v == GdnChunkVariant::F16x3Rt2 || v == GdnChunkVariant::F16Rt;
+           v == GdnChunkVariant::F16x3Rt2 || v == GdnChunkVariant::F16Rt || v == GdnChunkVariant::F16RtSeq;
+}
+// The floats a [T][heads][d] view spans from its first (strides >= 0; 0 for an empty view).
+inline int64_t gdn_view_span(int64_t T, int64_t heads, int64_t d, int64_t tok_stride, int64_t head_stride) {
+    return T <= 0 || heads <= 0 || d <= 0 ? 0 : (T - 1) * tok_stride + (heads - 1) * head_stride + d;
+}
+// Whether n_a floats from a and n_b from b share none.
+inline bool gdn_spans_disjoint(const float* a, int64_t n_a, const float* b, int64_t n_b) {
+    const auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
+    return n_a <= 0 || n_b <= 0 || pa + uintptr_t(n_a) * sizeof(float) <= pb ||
+           pb + uintptr_t(n_b) * sizeof(float) <= pa;
 }
 inline int gdn_chunk_state_warps(GdnChunkVariant v) {
     return v == GdnChunkVariant::StateWarps8 || v == GdnChunkVariant::SplitWarps8 ? 8 : 16;

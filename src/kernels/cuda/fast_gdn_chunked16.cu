@@ -17,10 +17,14 @@
 //     a chunk ahead (two buffers), W and Q̃ once W·S is done, K̃ once the S update is.
 #include <cuda_fp16.h>
 
+#include <atomic>
+#include <climits>
+
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/fast_gdn_f16x3.cuh"
 #include "kernels/cuda/fast_gdn_rt.cuh"
 #include "kernels/cuda/fast_mma.cuh"
+#include "kernels/cuda/pdl.cuh"
 
 namespace tessera::cuda::fast::detail {
 
@@ -82,8 +86,14 @@ __device__ inline uint32_t max_abs4(uint32_t m, float4 x) {
 template <int DKQ, bool RAW, int TERMS = 3, bool DIRECT = false>
 __global__ void __launch_bounds__(kThreads, DIRECT ? 3 : 2) wy_prep16_kernel(ChArgs a) {
     static_assert(!DIRECT || TERMS == 1, "wy_prep16: the direct loads keep hi rows only");
-    const int64_t c = blockIdx.x, h = blockIdx.z;
-    const int s = blockIdx.y, tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gid = lane / 4, tig = lane % 4;
+    // Blocks in chunk-major order (value head, then sequence, then chunk): the first waves hold every
+    // head's first chunks, which a state pass started early (a.epoch) needs first. Every block lets
+    // that pass launch as soon as it has started: then all prep blocks are resident or done.
+    pdl::trigger();
+    const int64_t heads = a.nv, per_chunk = heads * a.plan.n_seqs;
+    const int64_t c = int64_t(blockIdx.x) / per_chunk, h = int64_t(blockIdx.x) % heads;
+    const int s = int(int64_t(blockIdx.x) % per_chunk / heads);
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gid = lane / 4, tig = lane % 4;
     Seq sq;
     if (!seq_of(a, s, &sq) || c * kC >= sq.n_wy) return;
     const int64_t tb = sq.t0 + c * kC;
@@ -413,7 +423,14 @@ __global__ void __launch_bounds__(kThreads, DIRECT ? 3 : 2) wy_prep16_kernel(ChA
         meta[kMxQ] = pow2(-eq);
         meta[kMxP] = pow2(-ep);
         meta[4] = eg[L - 1];  // e^Γlast
-        meta[5] = meta[6] = meta[7] = 0.f;  // copied with the rest (no uninitialised reads)
+        meta[5] = meta[6] = 0.f;  // copied with the rest (no uninitialised reads)
+        if (!a.epoch) meta[kMetaFlag] = 0.f;
+    }
+    if (a.epoch) {  // the chunk's flag, once every thread's rows are out (generic and async proxies)
+        __threadfence();
+        dev::fence_proxy_async_global();
+        __syncthreads();
+        if (tid == 0) dev::flag_release(reinterpret_cast<uint32_t*>(srow(0) + ro.meta + kMetaFlag), a.epoch);
     }
 }
 
@@ -668,6 +685,25 @@ __global__ void __launch_bounds__(kTh16, 1) wy_state16_kernel(ChArgs a) {
             }
 }
 
+// A tag no earlier call of this process used (ChArgs::epoch; 0 skipped on wrap-around, 2^32 calls on).
+uint32_t next_chunk_epoch() {
+    static std::atomic<uint32_t> last{0};
+    uint32_t e = ++last;
+    while (e == 0) e = ++last;
+    return e;
+}
+// Whether the state pass may start before the prep completes: o shares no float with q, k or v
+// (which the prep may still be reading) and the stream is not capturing a graph.
+bool gdn_overlap_safe(const float* o, int64_t o_ts, int64_t o_hs, const HeadsIn& q, const HeadsIn& k,
+                      const HeadsIn& v, int64_t T, int64_t nk, int64_t nv, int64_t dk, int64_t dv, cudaStream_t stream) {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone) return false;
+    const int64_t no = gdn_view_span(T, nv, dv, o_ts, o_hs);
+    return gdn_spans_disjoint(o, no, q.data, gdn_view_span(T, nk, dk, q.tok_stride, q.head_stride)) &&
+           gdn_spans_disjoint(o, no, k.data, gdn_view_span(T, nk, dk, k.tok_stride, k.head_stride)) &&
+           gdn_spans_disjoint(o, no, v.data, gdn_view_span(T, nv, dv, v.tok_stride, v.head_stride));
+}
+
 }  // namespace
 
 cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, HeadsIn k, HeadsIn v,
@@ -692,16 +728,26 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
     // F16x3Rt(2) where its pass takes the heads (dk rounded to 16 is 128) and the scratch fits a
     // tensor map, else F16x3Wg's pass (decided before the prep, whose lo halves follow the pass).
     // F16Rt: F16x3Rt's pass and prep on one f16 product each (F16x3Wg's pass, on 3, where it cannot run).
-    const bool rt_any = variant == GdnChunkVariant::F16x3Rt || variant == GdnChunkVariant::F16x3Rt2 ||
-                        variant == GdnChunkVariant::F16Rt;
+    const bool f16rt = variant == GdnChunkVariant::F16Rt || variant == GdnChunkVariant::F16RtSeq;
+    const bool rt_any = variant == GdnChunkVariant::F16x3Rt || variant == GdnChunkVariant::F16x3Rt2 || f16rt;
     f16x3::RtMaps maps{};
     const bool rt = rt_any && dkq == 128 && f16x3::rt_tma_maps(a, &maps);
     const bool wg = variant == GdnChunkVariant::F16x3Wg || (rt_any && !rt);
-    const bool one = rt && variant == GdnChunkVariant::F16Rt;
-    // F16Rt's prep: DIRECT (three blocks an SM) where that takes fewer waves than two, else staged.
-    const dim3 prep_grid{unsigned((max_len + kC - 1) / kC), unsigned(plan.n_seqs), unsigned(p.n_v_heads)};
-    const bool direct =
-        one && gdn_prep_direct(int64_t(prep_grid.x) * prep_grid.y * prep_grid.z, current_sm_count());
+    const bool one = rt && f16rt;
+    // F16x3Rt's and F16Rt's state pass starts while the prep runs, chunk by chunk behind its flags,
+    // where nothing it writes is an input of the prep (o apart from q, k, v) and the launch is not
+    // being captured into a graph (whose replays would repeat the tag); F16RtSeq runs them in turn.
+    if (rt && (variant == GdnChunkVariant::F16x3Rt || variant == GdnChunkVariant::F16Rt) &&
+        gdn_overlap_safe(o, o_ts, o_hs, q, k, v, T, p.n_k_heads, p.n_v_heads, dk, dv, stream))
+        a.epoch = next_chunk_epoch();
+    // F16Rt's prep: DIRECT (70 KB, three blocks an SM; one fits beside an F16Rt state block, 137 KB)
+    // where that takes fewer waves than two, else staged (102 KB). DIRECT always under the overlap
+    // measured slower at 1,024 tokens (H200, session 23: 110.4 against 100.9 µs). Its blocks in
+    // chunk-major order, one dimension (chunks × sequences × value heads may pass 65,535).
+    const int64_t prep_blocks = (max_len + kC - 1) / kC * plan.n_seqs * p.n_v_heads;
+    if (prep_blocks > int64_t(INT32_MAX)) return cudaErrorInvalidConfiguration;
+    const dim3 prep_grid{unsigned(prep_blocks)};
+    const bool direct = one && gdn_prep_direct(prep_blocks, current_sm_count());
     auto* prep_kernel = direct ? wy_prep16_kernel<128, true, 1, true>
                         : one  ? wy_prep16_kernel<128, true, 1>
                         : rt   ? wy_prep16_kernel<128, true>
@@ -709,6 +755,9 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
                                      : wy_prep16_kernel<0, false>;
     const size_t prep_bytes = direct ? prep1_smem : prep_smem;
     cudaError_t err = cudaFuncSetAttribute(prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(prep_bytes));
+    if (err == cudaSuccess)  // as the state pass's: where they overlap, their blocks share SMs
+        err = cudaFuncSetAttribute(prep_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                   cudaSharedmemCarveoutMaxShared);
     if (err != cudaSuccess) return err;
     auto* state_kernel = dkq == 128 ? wy_state16_kernel<128> : wy_state16_kernel<0>;
     err = cudaFuncSetAttribute(state_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(state_smem));

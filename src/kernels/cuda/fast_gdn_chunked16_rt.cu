@@ -33,8 +33,9 @@
 //   4. S ← e^Γlast·S + Vn·K̃ (B = K̃ N-major: the tokens are the k dimension), rows of K̃ past the
 //      chunk zeroed first (the scratch there may hold anything); then P·Vn (B = P K-major);
 //   5. S lands: its row maxima and split fragments for the next chunk;  6. P·Vn lands: O stored.
-// Buffers: W+Q̃ two stages, U two, K̃ and P one each (224 KB); each has a full mbarrier (TMA bytes)
-// and an empty one (128 consumer arrivals, after the wgmma wait that ends its reads).
+// Buffers: W+Q̃ two stages, U two, K̃ and P one each (224 KB; TERMS 1, hi boxes only: 137 KB); each has
+// a full mbarrier (TMA bytes) and an empty one (128 consumer arrivals, after the wgmma wait that ends
+// its reads). The chunk's scales come with W+Q̃'s stage: the producer copies them into shared memory.
 #include <cuda.h>
 #include <cuda_fp16.h>
 
@@ -44,6 +45,7 @@
 #include "kernels/cuda/fast_mma.cuh"
 #include "kernels/cuda/fast_tma.cuh"
 #include "kernels/cuda/fast_wgmma.cuh"
+#include "kernels/cuda/pdl.cuh"
 
 namespace tessera::cuda::fast::detail::f16x3 {
 
@@ -56,16 +58,24 @@ constexpr int kConsumers = 128;          // warpgroup 0
 constexpr int kThRt = kConsumers + 32;   // + the producer warp
 constexpr int kBox = kRtBox;             // bytes: one TMA box, 64 rows of a 128-byte swizzled row
 // Shared memory, bytes from a 1024-aligned base.
-constexpr int kStageWQ = 8 * kBox;                 // [W hi d0–63, d64–127, W lo ×2, Q̃ hi ×2, Q̃ lo ×2]
-constexpr int kOffWQ = 0;                          // two stages
-constexpr int kOffK = kOffWQ + 2 * kStageWQ;       // [K̃ hi d0–63, d64–127, K̃ lo ×2]: [64 tokens][64 d]
-constexpr int kOffP = kOffK + 4 * kBox;            // [P hi, P lo]: [64 i][64 j]
-constexpr int kOffU = kOffP + 2 * kBox;            // [2 stages][v 0–31, v 32–63]: f32 [64 tokens][32 v]
-constexpr int kOffO = kOffU + 4 * kBox;            // f32 [32][128]: a thread's Q̃·S part of O
-constexpr int kOffBar = kOffO + 32 * kConsumers * 4;
-constexpr int kSmemRt = kOffBar + 12 * 8 + 1024;   // + room to align the base to 1024
-static_assert(kSmemRt <= 227 * 1024, "F16x3Rt's buffers fit the H200's shared memory");
-static_assert(2 * 128 * kLdS * 4 <= kStageWQ, "a padding sequence's S halves fit W+Q̃'s first stage");
+// Shared memory, bytes from a 1024-aligned base; TERMS 1 holds the hi boxes only (137 KB: room for a
+// DIRECT prep block beside it on the SM, 70 KB, while the prep still runs).
+template <int TERMS>
+struct RtSmem {
+    static constexpr int kHalves = TERMS == 3 ? 4 : 2;  // boxes of a split [64][128] tile: hi (and lo)
+    static constexpr int kStageWQ = 2 * kHalves * kBox;  // [W hi d0–63, d64–127, (W lo ×2), Q̃ hi ×2, (Q̃ lo ×2)]
+    static constexpr int kQ = kHalves * kBox;            // Q̃'s offset in a stage
+    static constexpr int kOffWQ = 0;                     // two stages
+    static constexpr int kOffK = kOffWQ + 2 * kStageWQ;  // [K̃ hi d0–63, d64–127, (K̃ lo ×2)]: [64 tokens][64 d]
+    static constexpr int kOffP = kOffK + kHalves * kBox;      // [P hi, (P lo)]: [64 i][64 j]
+    static constexpr int kOffU = kOffP + kHalves / 2 * kBox;  // [2 stages][v 0–31, v 32–63]: f32 [64 tokens][32 v]
+    static constexpr int kOffO = kOffU + 4 * kBox;            // f32 [32][128]: a thread's Q̃·S part of O
+    static constexpr int kOffBar = kOffO + 32 * kConsumers * 4;
+    static constexpr int kOffMeta = kOffBar + 12 * 8;  // [2 stages][8] floats: the chunk's scales (W+Q̃'s stage)
+    static constexpr int kBytes = kOffMeta + 2 * 8 * 4 + 1024;  // + room to align the base to 1024
+    static_assert(kBytes <= 227 * 1024, "F16x3Rt's buffers fit the H200's shared memory");
+    static_assert(2 * 128 * kLdS * 4 <= 2 * kStageWQ, "a padding sequence's S halves fit W+Q̃'s two stages");
+};
 
 template <int TERMS>
 __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const __grid_constant__ RtMaps maps) {
@@ -76,7 +86,9 @@ __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const
     const int64_t h = blk.h, hk = blk.hk;
     const int v0 = blk.v0, n_chunks = blk.n_chunks, dk = a.dk, dv = a.dv;
     float* const S = blk.S;
-    constexpr int kHalves = TERMS == 3 ? 4 : 2;  // boxes of a split [64][128] tile read: hi (and lo)
+    using M = RtSmem<TERMS>;
+    constexpr int kHalves = M::kHalves, kStageWQ = M::kStageWQ, kOffWQ = M::kOffWQ, kOffK = M::kOffK;
+    constexpr int kOffP = M::kOffP, kOffU = M::kOffU, kOffO = M::kOffO, kOffBar = M::kOffBar, kOffMeta = M::kOffMeta;
     const Row16 ro = row16(128, dv);
     auto chunk_rows = [&](int c) { return blk.chunk_rows(c); };
 
@@ -94,6 +106,7 @@ __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const
     }
     __syncthreads();
 
+    float* meta_s = reinterpret_cast<float*>(base + kOffMeta);
     if (warp == 4) {
         // ---- producer: lane 0 issues every box, chunk by chunk, as the buffers free up ----
         if (lane != 0) return;
@@ -101,13 +114,18 @@ __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const
         for (int c = 0; c < n_chunks; ++c) {
             const int tok = int(sq.t0 + int64_t(c) * kC), st = c & 1;
             const uint32_t free2 = ((uint32_t(c) >> 1) & 1) ^ 1, free1 = (uint32_t(c) & 1) ^ 1;
+            const float* meta = a.scratch + (int64_t(tok) * a.nv + h) * a.rs + ro.meta;
+            if (a.epoch) wait_chunk(meta, a.epoch);  // the prep may still be writing later chunks
+            float mv[5];  // the chunk's scales and e^Γlast, into W+Q̃'s stage (published by its arrival)
+            for (int j = 0; j < 5; ++j) mv[j] = meta[j];
             // (TERMS 1: the hi boxes only — j < 2 of W, Q̃ and K̃'s four, P's first.)
             dev::mbar_wait(&empty_wq[st], free2);  // Q̃·S of chunk c − 2 is done (so is its W·S)
+            for (int j = 0; j < 5; ++j) meta_s[8 * st + j] = mv[j];
             dev::mbar_arrive_expect_tx(&full_wq[st], 2 * kHalves * kBox);
             const uint32_t wq = sb + kOffWQ + st * kStageWQ;
             for (int j = 0; j < kHalves; ++j) {  // hi d0–63, hi d64–127, lo d0–63, lo d64–127
                 dev::tma_load_3d(wq + j * kBox, &maps.h16, ro.w + 64 * j, hh, tok, &full_wq[st]);
-                dev::tma_load_3d(wq + (4 + j) * kBox, &maps.h16, ro.q + 64 * j, hh, tok, &full_wq[st]);
+                dev::tma_load_3d(wq + M::kQ + j * kBox, &maps.h16, ro.q + 64 * j, hh, tok, &full_wq[st]);
             }
             dev::mbar_wait(&empty_u[st], free2);  // Vn of chunk c − 2 is done
             dev::mbar_arrive_expect_tx(&full_u[st], 2 * kBox);
@@ -142,17 +160,17 @@ __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const
         const int64_t tb = sq.t0 + int64_t(c) * kC;
         const int L = chunk_rows(c), st = c & 1;
         const uint32_t par2 = (uint32_t(c) >> 1) & 1, par1 = uint32_t(c) & 1;
-        const float* meta = a.scratch + (tb * a.nv + h) * a.rs + ro.meta;
-        const float sW = meta[kMxW], sK = meta[kMxK], sQ = meta[kMxQ], sP = meta[kMxP], last = meta[4];
 
         // 1. Vn's product and Q̃·S, one group each.
         dev::mbar_wait(&full_wq[st], par2);
+        const float* meta = meta_s + 8 * st;
+        const float sW = meta[kMxW], sK = meta[kMxK], sQ = meta[kMxQ], sP = meta[kMxP], last = meta[4];
         const uint32_t wq = sb + kOffWQ + st * kStageWQ;
         float vacc[32], oacc[32];
         dev::wgmma_fence();
         mma3_rs<0, 64, LayWQ, TERMS>(vacc, sh, sl, dev::wgmma_desc_sw128(wq), false);
         dev::wgmma_commit();
-        mma3_rs<0, 64, LayWQ, TERMS>(oacc, sh, sl, dev::wgmma_desc_sw128(wq + 4 * kBox), false);
+        mma3_rs<0, 64, LayWQ, TERMS>(oacc, sh, sl, dev::wgmma_desc_sw128(wq + M::kQ), false);
         dev::wgmma_commit();
 
         // 2. Vn = U − (S·W)·2^-(eS + eW), zero past the chunk, split per row.
@@ -263,10 +281,17 @@ __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const
 cudaError_t launch_wy_state16_rt(const ChArgs& a, const RtMaps& maps, int terms, cudaStream_t stream) {
     if ((a.dk + 15) / 16 * 16 != 128 || (terms != 1 && terms != 3)) return cudaErrorInvalidValue;
     auto* kernel = terms == 3 ? wy_state16_rt_kernel<3> : wy_state16_rt_kernel<1>;
-    const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemRt);
+    const int smem = terms == 3 ? RtSmem<3>::kBytes : RtSmem<1>::kBytes;
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    // The SM's whole carveout as shared memory, as the prep's: a prep block can sit beside this one.
+    if (err == cudaSuccess)
+        err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
     if (err != cudaSuccess) return err;
     const dim3 grid{unsigned(a.plan.n_seqs), unsigned(a.nv), unsigned((a.dv + kRows - 1) / kRows)};
-    kernel<<<grid, kThRt, kSmemRt, stream>>>(a, maps);
+    // With a.epoch the pass may start while the prep runs (programmatic dependent launch: once every
+    // prep block has started); it never calls pdl::wait, its producer waits on each chunk's flag.
+    if (a.epoch) return pdl::launch(kernel, grid, dim3(kThRt), size_t(smem), stream, a, maps);
+    kernel<<<grid, kThRt, smem, stream>>>(a, maps);
     return cudaGetLastError();
 }
 

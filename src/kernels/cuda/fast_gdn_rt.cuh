@@ -74,6 +74,16 @@ __device__ inline uint8_t* rt_smem_base(uint8_t* smem_raw, uint32_t* sb) {
     return smem_raw + (*sb - raw);
 }
 
+// Waits until wy_prep16 has raised the flag of the chunk whose scratch meta this is (ChArgs::epoch;
+// every prep block is resident or done by the time a state pass launched after it runs, so the
+// flag comes), then orders the async proxy's reads of the chunk's rows after it. The wait is
+// bounded (~2^26 polls) so that a broken plan cannot hang the GPU: past it the pass reads what is there.
+__device__ inline void wait_chunk(const float* meta, uint32_t epoch) {
+    const uint32_t* f = reinterpret_cast<const uint32_t*>(meta + kMetaFlag);
+    for (uint32_t i = 0; dev::flag_acquire(f) != epoch && i < (1u << 26); ++i) __nanosleep(32);
+    dev::fence_proxy_async_global();
+}
+
 // 2^-e of a chunk scale back to e.
 __device__ inline int exp_of(float p) { return 127 - int(__float_as_uint(p) >> 23); }
 

@@ -37,6 +37,10 @@ struct ChArgs {
     int64_t rs;  // scratch floats per (token, head)
     int64_t max_len;
     bool vec;  // every q/k/v and scratch row starts 16-byte aligned and dk, dv % 4 == 0: 16-byte copies
+    // F16x3 passes: 0, or this call's tag (never 0, never an earlier call's) that wy_prep16 stores in
+    // a chunk's flag once its scratch rows are written, for a state pass that starts before the prep
+    // has completed (fast_gdn_chunked16.cu).
+    uint32_t epoch;
 };
 
 // A chunked call's arguments, all but rs and vec (the callers' scratch layout and copy width).
