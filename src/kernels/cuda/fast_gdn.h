@@ -102,9 +102,9 @@ constexpr int64_t gdn_chunk16_row_floats(int64_t dk, int64_t dv) {
 // dependent launch (it starts once every prep block has started), waits for each chunk's flag
 // instead of for the whole prep — not while a graph is being captured, nor where o overlaps q, k or
 // v. F16RtSeq launches the pass after the prep has completed (for A/B). H200 (session 23), µs
-// overlapped / in turn: 1,024 tokens 100.9 / 100.8 (the pass starts once the last prep block has,
-// ~one block's time before the prep ends), 4,096 328.8 / 342.2, 4 × 1,024 349.4 / 358.2, 16 × 256
-// 364.1 / 377.3.
+// overlapped / in turn: 1,024 tokens 100.45 / 100.80 (the pass starts once the last prep block has,
+// ~one block's time before the prep ends), 4,096 327.8 / 342.9, 4 × 1,024 349.8 / 358.5, 16 × 256
+// 364.7 / 377.0.
 enum class GdnChunkVariant : int {
     Auto = 0,
     StateWarps8 = 1,
