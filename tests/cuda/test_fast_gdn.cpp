@@ -780,6 +780,23 @@ TEST(FastGdn, OverlapSpans) {  // host arithmetic: needs no GPU
     EXPECT_TRUE(fast::gdn_spans_disjoint(buf, 0, buf, 64));      // empty
 }
 
+TEST(FastGdn, PrepBlocksInChunkMajorOrder) {  // host arithmetic: needs no GPU
+    // wy_prep16's grid: every (chunk, sequence, value head) once, heads fastest, then sequences.
+    const uint32_t nv = 3, n_seqs = 5, chunks = 4;
+    uint32_t bid = 0;
+    for (uint32_t c = 0; c < chunks; ++c)
+        for (uint32_t s = 0; s < n_seqs; ++s)
+            for (uint32_t h = 0; h < nv; ++h, ++bid) {
+                const fast::GdnPrepBlock b = fast::gdn_prep_block(bid, nv, n_seqs);
+                EXPECT_TRUE(b.chunk == c && b.seq == s && b.head == h)
+                    << "block " << bid << ": " << b.chunk << "," << b.seq << "," << b.head;
+            }
+    const fast::GdnPrepBlock big = fast::gdn_prep_block(0x7fffffffu, 65535, 65535);  // the grid's extremes
+    EXPECT_EQ(uint64_t(big.chunk) * 65535 * 65535 + uint64_t(big.seq) * 65535 + big.head, 0x7fffffffull);
+    EXPECT_LT(big.head, 65535u);
+    EXPECT_LT(big.seq, 65535u);
+}
+
 TEST(FastGdn, BadArgumentsAreErrors) {  // checked on the host before any launch: needs no GPU
     float* f = reinterpret_cast<float*>(16);
     const int32_t* ip = reinterpret_cast<const int32_t*>(16);

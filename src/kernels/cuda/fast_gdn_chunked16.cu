@@ -90,9 +90,9 @@ __global__ void __launch_bounds__(kThreads, DIRECT ? 3 : 2) wy_prep16_kernel(ChA
     // head's first chunks, which a state pass started early (a.epoch) needs first. Every block lets
     // that pass launch as soon as it has started: then all prep blocks are resident or done.
     pdl::trigger();
-    const int64_t heads = a.nv, per_chunk = heads * a.plan.n_seqs;
-    const int64_t c = int64_t(blockIdx.x) / per_chunk, h = int64_t(blockIdx.x) % heads;
-    const int s = int(int64_t(blockIdx.x) % per_chunk / heads);
+    const GdnPrepBlock pb = gdn_prep_block(blockIdx.x, uint32_t(a.nv), uint32_t(a.plan.n_seqs));
+    const int64_t c = pb.chunk, h = pb.head;
+    const int s = int(pb.seq);
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gid = lane / 4, tig = lane % 4;
     Seq sq;
     if (!seq_of(a, s, &sq) || c * kC >= sq.n_wy) return;
