@@ -834,6 +834,21 @@ TEST(FastGdn, BadArgumentsAreErrors) {  // checked on the host before any launch
             EXPECT_NE(std::string(e.what()).find("32-bit row offsets"), std::string::npos) << e.what();
         }
     }
+    {  // one chunk × 65535 sequences × 65534 value heads: more blocks than the prep's 1-D grid takes
+        GdnParams many = p;
+        many.chunk = fast::kGdnChunk;
+        many.n_v_heads = 65534;
+        const int64_t nv = many.n_v_heads, d = 16;
+        const SeqPlan wide{65535, ip, ip};
+        const fast::HeadsIn qk{f, 2 * d, d}, vv{f, nv * d, d};
+        try {
+            fast::gated_delta_rule(f, nv * d, d, qk, qk, vv, f, nv, f, nv, 5, d, d, f, nv * d * d, 2, wide, many, f,
+                                   2, nullptr, fast::GdnChunkVariant::F16Rt);
+            ADD_FAILURE() << "no error for 65535 sequences × 65534 value heads";
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("one-dimensional grid"), std::string::npos) << e.what();
+        }
+    }
 
     fast::GdnDecodeArgs a;
     a.n_seqs = 1;

@@ -72,6 +72,11 @@ void gated_delta_rule(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, HeadsIn k
             TS_CHECK(kGdnChunk * nv * gdn_chunk16_row_floats(dk, dv) < (int64_t(1) << 31),
                      "{}: {} value heads of {} × {}: a chunk's scratch rows span 2^31 floats or more, past the "
                      "F16x3 prep's 32-bit row offsets", op, nv, dk, dv);
+            const int64_t prep_blocks = (max_len + kGdnChunk - 1) / kGdnChunk * plan.n_seqs * nv;
+            TS_CHECK(prep_blocks <= std::numeric_limits<int32_t>::max(),
+                     "{}: {} chunks of the longest sequence × {} sequences × {} value heads are {} prep blocks, "
+                     "past the F16x3 prep's one-dimensional grid (2^31 − 1); split the call", op,
+                     (max_len + kGdnChunk - 1) / kGdnChunk, plan.n_seqs, nv, prep_blocks);
             TS_CUDA_CHECK(detail::launch_gdn_chunked16(o, o_ts, o_hs, q, k, v, g, g_s, beta, beta_s, T, dk, dv, state,
                                                        slot_stride, n_slots, plan, p, scratch, max_len,
                                                        variant, stream));

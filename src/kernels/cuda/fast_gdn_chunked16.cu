@@ -745,7 +745,7 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
     // measured slower at 1,024 tokens (H200, session 23: 110.4 against 100.9 µs). Its blocks in
     // chunk-major order, one dimension (chunks × sequences × value heads may pass 65,535).
     const int64_t prep_blocks = (max_len + kC - 1) / kC * plan.n_seqs * p.n_v_heads;
-    if (prep_blocks > int64_t(INT32_MAX)) return cudaErrorInvalidConfiguration;
+    if (prep_blocks > int64_t(INT32_MAX)) return cudaErrorInvalidConfiguration;  // (fast_gdn.cpp says so first)
     const dim3 prep_grid{unsigned(prep_blocks)};
     const bool direct = one && gdn_prep_direct(prep_blocks, current_sm_count());
     auto* prep_kernel = direct ? wy_prep16_kernel<128, true, 1, true>
