@@ -204,7 +204,7 @@ void bench_rule(const Args& a, Stream& stream, Timer& timer, GdnMode mode, int64
     row(what, B, T, sec, T == 1 ? 2 * kStateBytes * double(B) : 0, n);
 }
 
-const char* const kDecodeNames[] = {"auto", "cluster/key head", "cols32", "cols16", "head256", "head512"};
+const char* const kDecodeNames[] = {"auto", "cluster/key head", "cols32", "cols16", "head256", "head512", "split"};
 static_assert(std::size(kDecodeNames) == fast::kGdnDecodeVariants);
 
 void bench_decode(const Args& a, Stream& stream, Timer& timer, int64_t B, int slots, fast::GdnDecodeVariant variant,

@@ -167,11 +167,14 @@ void check_decode(const DecodeShape& sh, int B, const std::vector<int>& padding,
     }
 }
 
-// Every kernel of the step (Auto: gdn_decode_variant's choice; Cols16 falls back to 32 columns past
-// dv 128, Head256 / Head512 to Cols32 past dk or dv 128 or r 8).
+// Every kernel of the step (Auto: gdn_decode_variant's choice — HeadSplit at one sequence where it
+// splits a head, else Cols32 — and Head256 from two; Cols16 falls back to 32 columns past
+// dv 128, Head256 / Head512 / HeadSplit to Cols32 past dk or dv 128 or r 8; HeadSplit splits a head
+// over 4 blocks at r <= 2 where dv > 96, over 2 at r <= 4 where dv > 64, else runs Head256).
 constexpr fast::GdnDecodeVariant kDecodeVariants[] = {
     fast::GdnDecodeVariant::Auto,   fast::GdnDecodeVariant::ClusterPerKeyHead, fast::GdnDecodeVariant::Cols32,
-    fast::GdnDecodeVariant::Cols16, fast::GdnDecodeVariant::Head256,           fast::GdnDecodeVariant::Head512};
+    fast::GdnDecodeVariant::Cols16, fast::GdnDecodeVariant::Head256,           fast::GdnDecodeVariant::Head512,
+    fast::GdnDecodeVariant::HeadSplit};
 static_assert(std::size(kDecodeVariants) == fast::kGdnDecodeVariants);
 
 TEST(FastGdnDecodeStep, MatchesTheSeparateCpuOps) {
@@ -195,6 +198,10 @@ TEST(FastGdnDecodeStep, OtherShapes) {
         check_decode({2, 4, 256, 64, 8, false}, 2, {}, 2, 30, v);      // conv kernel 8, dk 256 (the q/k taps past 16 KB)
         check_decode({1, 16, 32, 48, 4, true}, 2, {}, 2, 31, v);       // r = 16: past the head kernels' clusters
         check_decode({3, 6, 128, 100, 8, true}, 5, {4}, 2, 32, v);     // r = 2 tiled, conv kernel 8, dv short of 128
+        check_decode({2, 8, 128, 96, 4, false}, 3, {0}, 2, 33, v);     // r = 4: HeadSplit in 2 blocks (clusters of 8)
+        check_decode({2, 6, 112, 65, 4, true}, 2, {}, 2, 34, v);       // r = 3, dv just past 64: 2 blocks, one column
+        check_decode({2, 8, 128, 96, 4, true}, 1, {}, 2, 35, v);       // one sequence (Auto: HeadSplit in 2 blocks)
+        check_decode({1, 8, 64, 64, 2, false}, 1, {}, 2, 36, v);       // one sequence, r = 8 (Auto: no split, Cols32)
     }
 }
 

@@ -118,12 +118,13 @@ fast::GdnChunkVariant gdn_chunk_variant() {
     return v;
 }
 // TESSERA_GDN_DECODE: the fused GDN decode step's kernel — auto (the default:
-// fast::gdn_decode_variant's choice), cols32, cols16, head256 or head512 (fast_gdn.h), for A/B.
+// fast::gdn_decode_variant's choice), cols32, cols16, head256, head512 or split (HeadSplit,
+// fast_gdn.h), for A/B.
 int gdn_decode_variant_env() {
     using V = fast::GdnDecodeVariant;
-    static constexpr V kByName[] = {V::Auto, V::Cols32, V::Cols16, V::Head256, V::Head512};
-    static const int variant =
-        int(kByName[env_choice("TESSERA_GDN_DECODE", {"auto", "cols32", "cols16", "head256", "head512"})]);
+    static constexpr V kByName[] = {V::Auto, V::Cols32, V::Cols16, V::Head256, V::Head512, V::HeadSplit};
+    static const int variant = int(
+        kByName[env_choice("TESSERA_GDN_DECODE", {"auto", "cols32", "cols16", "head256", "head512", "split"})]);
     return variant;
 }
 // TESSERA_DECODE_MERGE: auto (the default: fused from 8 tokens a step, the merge kernel below —

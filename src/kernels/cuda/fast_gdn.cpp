@@ -114,13 +114,18 @@ void gdn_decode_step(const GdnDecodeArgs& a, cudaStream_t stream) {
     TS_CHECK(a.state_slot_stride >= a.nv * a.dk * a.dv, "{}: state slot stride {} smaller than [{}, {}, {}]", op,
              a.state_slot_stride, a.nv, a.dk, a.dv);
     TS_CHECK(a.variant >= 0 && a.variant < kGdnDecodeVariants, "{}: unknown variant {}", op, a.variant);
-    const auto v = a.variant == 0 ? gdn_decode_variant(a.n_seqs, a.nk, a.dv) : GdnDecodeVariant(a.variant);
+    using V = GdnDecodeVariant;
+    auto v = a.variant == 0 ? gdn_decode_variant(a.n_seqs, a.nk, a.dv) : GdnDecodeVariant(a.variant);
+    // The choice's HeadSplit only where it splits: Head256 at one sequence loses to Cols32.
+    const bool splits = detail::gdn_decode_head_fits(a) && detail::gdn_decode_head_split(a) > 1;
+    if (a.variant == 0 && v == V::HeadSplit && !splits) v = V::Cols32;
     if (v == GdnDecodeVariant::ClusterPerKeyHead) {
         TS_CUDA_CHECK(detail::launch_gdn_decode_step(a, stream));
         return;
     }
-    if ((v == GdnDecodeVariant::Head256 || v == GdnDecodeVariant::Head512) && detail::gdn_decode_head_fits(a)) {
-        TS_CUDA_CHECK(detail::launch_gdn_decode_step_head(a, v == GdnDecodeVariant::Head512 ? 512 : 256, stream));
+    if ((v == V::Head256 || v == V::Head512 || v == V::HeadSplit) && detail::gdn_decode_head_fits(a)) {
+        const int split = v == V::HeadSplit ? detail::gdn_decode_head_split(a) : 1;
+        TS_CUDA_CHECK(detail::launch_gdn_decode_step_head(a, v == V::Head512 ? 512 : 256, split, stream));
         return;
     }
     const bool narrow = v == GdnDecodeVariant::Cols16 && a.dv <= 128;  // a cluster holds at most 8 blocks

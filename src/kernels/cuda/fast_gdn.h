@@ -212,6 +212,9 @@ struct GdnDecodeArgs {
 //  - Head256 / Head512: a block of 256 / 512 threads per (sequence, value head) holding all of its
 //    state, the r blocks of a key head in a cluster (their shared q/k conv state); needs dk, dv
 //    <= 128, r <= 8 and nv <= 65535, else Cols32 runs.
+//  - HeadSplit: Head256 with each value head's columns over NS = 4 or 2 blocks (the largest with
+//    r·NS <= 8 whose blocks all hold a column; else 1, Head256 itself), the RMSNorm's sum through
+//    distributed shared memory: a block moves 64/NS KB of state.
 enum class GdnDecodeVariant : int {
     Auto = 0,
     ClusterPerKeyHead = 1,
@@ -219,18 +222,21 @@ enum class GdnDecodeVariant : int {
     Cols16 = 3,
     Head256 = 4,
     Head512 = 5,
+    HeadSplit = 6,
 };
-constexpr int kGdnDecodeVariants = 6;
+constexpr int kGdnDecodeVariants = 7;
 // The choice for n_seqs sequences. H200, flagship (bench_fast_gdn --graph, µs a step at batch
-// 1 / 8 / 64): Cols32 7.3 / 27.2 / 189, Cols16 8.7 / 42.7 / 338, Head256 6.6 / 12.2 / 108, Head512
-// 6.4 / 17.0 / 146. At batch 1 in a replayed decode step Cols32 costs less (8.3 µs after the
-// in-projection ends, Head256 9.8: its 32 blocks each load 64 KB of state after they start), so
-// Cols32 there and Head256 from 2 sequences (end to end measured at 8 and 64: 512 × 8 / 512 × 64
-// aggregate 1,332.7 / 3,793.7 → 1,435.8 / 4,209.1 tok/s; 2–7 not measured), Cols32 where the head
-// kernels do not take the shape.
+// 1 / 8 / 64): Cols32 7.0 / 26.8 / 191, Cols16 8.5 / 42.7 / 339, Head256 6.4 / 11.7 / 100, Head512
+// 6.2 / 17.1 / 148, HeadSplit 6.1 / 24.4 / 179 (it runs 4× Head256's blocks, each redoing the q/k
+// prologue: two waves from 8 sequences). At batch 1 in a replayed decode step Head256 costs more
+// than Cols32 (its 32 blocks each load 64 KB of state after they start; 4K decode 535.9 against
+// 549.5 tok/s) and HeadSplit, 128 blocks of 16 KB, less (555.9; session 25), so HeadSplit at one
+// sequence (Cols32 where it would not split a head: the caller's rule), Head256 from 2 (end to end
+// measured at 8 and 64: 512 × 8 / 512 × 64 aggregate 1,332.7 / 3,793.7 → 1,435.8 / 4,209.1 tok/s;
+// 2–7 not measured), Cols32 where the head kernels do not take the shape.
 inline GdnDecodeVariant gdn_decode_variant(int64_t n_seqs, int64_t nk, int64_t dv) {
     (void)nk, (void)dv;
-    return n_seqs >= 2 ? GdnDecodeVariant::Head256 : GdnDecodeVariant::Cols32;
+    return n_seqs >= 2 ? GdnDecodeVariant::Head256 : GdnDecodeVariant::HeadSplit;
 }
 // One launch of the variant args.variant names (0: gdn_decode_variant's choice): for Cols32 /
 // Cols16 a cluster of ceil(dv/COLS) blocks per (sequence, key head), block z holding columns
@@ -258,8 +264,10 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
                                  cudaStream_t stream);  // F16x3, F16x3Wg, F16x3Rt
 cudaError_t launch_gdn_decode_step(const GdnDecodeArgs& args, cudaStream_t stream);      // ClusterPerKeyHead
 cudaError_t launch_gdn_decode_step_v2(const GdnDecodeArgs& args, int cols, cudaStream_t stream);  // Cols32 / Cols16
-bool gdn_decode_head_fits(const GdnDecodeArgs& args);  // Head256 / Head512 take these shapes
-cudaError_t launch_gdn_decode_step_head(const GdnDecodeArgs& args, int threads, cudaStream_t stream);
+bool gdn_decode_head_fits(const GdnDecodeArgs& args);  // Head256 / Head512 / HeadSplit take these shapes
+int gdn_decode_head_split(const GdnDecodeArgs& args);   // HeadSplit's NS: 4, 2 or 1
+// threads 256 or 512; split (256 threads only) 1, 2 or 4 blocks a value head.
+cudaError_t launch_gdn_decode_step_head(const GdnDecodeArgs& args, int threads, int split, cudaStream_t stream);
 }  // namespace detail
 
 }  // namespace tessera::cuda::fast
