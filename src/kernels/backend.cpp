@@ -62,7 +62,12 @@ void rope_inv_freq(const RopeParams& p, float* inv_freq) {
 }
 
 void Backend::add_rms_norm(const Tensor& x, const Tensor& y, const Tensor& delta, const Tensor& w, float eps) {
-    add(x, x, delta);
+    if (delta.ndim == 3) {  // parts, in order
+        for (int64_t p = 0; p < delta.dim(0); ++p)
+            add(x, x, delta.slice_rows(p, p + 1).view({delta.dim(1), delta.dim(2)}));
+    } else {
+        add(x, x, delta);
+    }
     rms_norm(y, x, w, eps);
 }
 
@@ -109,8 +114,11 @@ void Backend::gated_delta_rule(const Tensor&, const Tensor&, const Tensor&, cons
 bool Backend::fuses_gdn_decode(const GdnParams&, int64_t, int64_t, int64_t) const { return false; }
 void Backend::gdn_decode_step(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                               const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, float,
-                              const SeqPlan&, const GdnParams&) {
+                              const SeqPlan&, const GdnParams&, const Tensor*, const Tensor*) {
     unsupported(*this, "gdn_decode_step");
+}
+int Backend::gdn_decode_out_parts(const GdnParams&, int64_t, int64_t, int64_t, int64_t, const Tensor&) const {
+    return 0;
 }
 MoeLimits Backend::moe_limits() const { return {INT_MAX, INT_MAX}; }
 void Backend::moe_topk(const Tensor&, const MoeRouting&, int32_t*, float*) { unsupported(*this, "moe_topk"); }

@@ -171,7 +171,8 @@ public:
     virtual void rms_norm(const Tensor& y, const Tensor& x, const Tensor& w, float eps) = 0;
     // The residual step of a block: x[R, C] += delta, then y = rms_norm(x) · w — the same values
     // as add then rms_norm (the default runs those two); a backend may do it in one pass. y and
-    // delta must not alias x.
+    // delta must not alias x. delta may be [P, R, C] (contiguous): P parts of a product added in
+    // order, x ← ((x + delta[0]) + delta[1]) + … (what gdn_decode_step's fused out-projection leaves).
     virtual void add_rms_norm(const Tensor& x, const Tensor& y, const Tensor& delta, const Tensor& w, float eps);
     // x[T, n_head, D] rotated in place at positions pos[T].
     virtual void rope(const Tensor& x, const int32_t* pos, const RopeParams& p) = 0;
@@ -255,10 +256,18 @@ public:
     // rms_norm_gated with z [T, nv·dv] and norm_w [dv] into y [T, nv·dv] — the same result as
     // those ops in sequence, the conv and recurrent states updated alike. Only where
     // fuses_gdn_decode says so (the default throws Unsupported).
+    // With w_out (and out_parts; both null otherwise): the layer's out-projection too, where
+    // gdn_decode_out_parts said P > 0 for it — out_parts [P, T, H] gets P partial products whose
+    // sum in order is y · w_outᵀ (add_rms_norm takes them as its delta); y is written as well.
     virtual void gdn_decode_step(const Tensor& y, const Tensor& mixed, const Tensor& z, const Tensor& b,
                                  const Tensor& a, const Tensor& conv_w, const Tensor& conv_state,
                                  const Tensor& neg_exp_a, const Tensor& dt_bias, const Tensor& rec_state,
-                                 const Tensor& norm_w, float eps, const SeqPlan& plan, const GdnParams& p);
+                                 const Tensor& norm_w, float eps, const SeqPlan& plan, const GdnParams& p,
+                                 const Tensor* w_out, const Tensor* out_parts);
+    // Whether gdn_decode_step can fuse the out-projection w_out [H, nv·dv] for a step of n_seqs
+    // sequences: the number of parts P it leaves, 0 for no (the default).
+    virtual int gdn_decode_out_parts(const GdnParams& p, int64_t dk, int64_t dv, int64_t conv_k, int64_t n_seqs,
+                                     const Tensor& w_out) const;
     // The most experts and slots a token moe_topk / moe_experts take (a model runs its shared
     // expert as one more routed expert only within them).
     virtual MoeLimits moe_limits() const;

@@ -110,12 +110,13 @@ public:
         for (size_t il = 0; il < layers_.size(); ++il) {
             const HybridLayer& L = layers_[il];
             const size_t mark = arena_.used();
+            Tensor mixer_out = o;  // or the GDN decode step's partial products (GatedDeltaNet::forward)
             if (L.attention)
                 L.attn.forward(be_, arena_, cfg_, rope_, h, o, caches.kv->k(L.cache_index), caches.kv->v(L.cache_index), sb);
             else
-                L.gdn.forward(be_, arena_, cfg_, h, o, caches.state->conv(L.cache_index),
-                              caches.state->recurrent(L.cache_index), sb.seq);
-            be_.add_rms_norm(x, h, o, L.post_norm, cfg_.rms_eps);
+                mixer_out = L.gdn.forward(be_, arena_, cfg_, h, o, caches.state->conv(L.cache_index),
+                                          caches.state->recurrent(L.cache_index), sb.seq);
+            be_.add_rms_norm(x, h, mixer_out, L.post_norm, cfg_.rms_eps);
             arena_.rewind(mark);
             if (L.moe)
                 L.moe_block.forward(be_, arena_, cfg_, h, o);

@@ -8,9 +8,11 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "core/half.h"
 #include "core/tensor.h"
 #include "formats/quants.h"
 #include "kernels/cuda/device_buffer.h"
@@ -140,6 +142,107 @@ inline std::vector<Case> cases(DType t) {
         out.push_back({T, 4500, is_kquant(t) ? 512 : 160, T != 3});
         out.push_back({T, 33, is_kquant(t) ? 14336 : 14336, T == 8});
     }
+    return out;
+}
+
+// ---- synthetic packed matrices (every layout the GEMV variants take) and their references
+
+struct Layout {
+    PackedKind kind;
+    int group;
+    bool biases;
+    const char* name;
+};
+
+inline const Layout kLayouts[] = {
+    {PackedKind::Int4, 32, false, "int4 g32"},  {PackedKind::Int4, 64, true, "int4 g64 biases"},
+    {PackedKind::Int4, 128, true, "int4 g128 biases"}, {PackedKind::Int4, 128, false, "int4 g128"},
+    {PackedKind::Int8, 16, false, "int8 g16"},  {PackedKind::Int8, 32, false, "int8 g32"},
+};
+
+// Random codes, f16 scales (and biases); every 5th row all zero (scales, biases and codes).
+inline PackedHost random_packed(const Layout& l, int64_t N, int64_t K, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> us(0.001f, 0.05f), ub(-0.2f, 0.2f);
+    PackedHost p;
+    p.kind = l.kind;
+    p.n = N;
+    p.k = K;
+    p.group = l.group;
+    const int64_t rb = l.kind == PackedKind::Int4 ? K / 2 : K, gpr = K / l.group;
+    p.codes.resize(size_t(N * rb));
+    for (auto& b : p.codes) b = uint8_t(rng());
+    p.scales.resize(size_t(N * gpr));
+    for (auto& v : p.scales) v = f32_to_f16(rng() & 1 ? us(rng) : -us(rng));
+    if (l.biases) {
+        p.biases.resize(size_t(N * gpr));
+        for (auto& v : p.biases) v = f32_to_f16(ub(rng));
+    }
+    for (int64_t n = 0; n < N; n += 5) {
+        std::fill_n(p.codes.begin() + n * rb, rb, uint8_t(0));
+        std::fill_n(p.scales.begin() + n * gpr, gpr, uint16_t(0));
+        if (l.biases) std::fill_n(p.biases.begin() + n * gpr, gpr, uint16_t(0));
+    }
+    return p;
+}
+
+// The packed formula in double: y[t, n] = Σ_k (s·code + b)·x[t, k] with x as given; mag = Σ|w·x|,
+// off = Σ (offset·|s| + |b|)·|x| — the size of the terms the tensor-core kernel accumulates
+// (128 + code against x, then s·P + (b − 128 s)·S; Int8 adds 16·hi nibbles: offset 2432).
+inline void packed_reference(const PackedHost& p, const std::vector<float>& x, int64_t ldx, int64_t T,
+                      std::vector<double>* y, std::vector<double>* mag, std::vector<double>* off) {
+    const int64_t N = p.n, K = p.k, gpr = K / p.group;
+    const bool int4 = p.kind == PackedKind::Int4;
+    const double offset = int4 ? 144.0 : 2432.0;
+    y->assign(size_t(T * N), 0.0);
+    mag->assign(size_t(T * N), 0.0);
+    off->assign(size_t(T * N), 0.0);
+    std::vector<double> w(static_cast<size_t>(K)), o(static_cast<size_t>(K));
+    for (int64_t n = 0; n < N; ++n) {
+        for (int64_t k = 0; k < K; ++k) {
+            const size_t gi = size_t(n * gpr + k / p.group);
+            const double s = f16_to_f32(p.scales[gi]);
+            const double b = !int4 ? 0.0 : p.biases.empty() ? -8.0 * s : double(f16_to_f32(p.biases[gi]));
+            const int code = int4 ? (p.codes[size_t(n * (K / 2) + k / 2)] >> (4 * (k % 2))) & 15
+                                  : int(int8_t(p.codes[size_t(n * K + k)]));
+            w[size_t(k)] = s * code + b;
+            o[size_t(k)] = offset * std::fabs(s) + std::fabs(b);
+        }
+        for (int64_t t = 0; t < T; ++t) {
+            double acc = 0, m = 0, f = 0;
+            for (int64_t k = 0; k < K; ++k) {
+                const double xv = x[size_t(t * ldx + k)];
+                acc += w[size_t(k)] * xv;
+                m += std::fabs(w[size_t(k)] * xv);
+                f += o[size_t(k)] * std::fabs(xv);
+            }
+            (*y)[size_t(t * N + n)] = acc;
+            (*mag)[size_t(t * N + n)] = m;
+            (*off)[size_t(t * N + n)] = f;
+        }
+    }
+}
+
+// What Dp4a's two int8 limbs may move y by: Σ_k |w[n, k]| · max|x[t, group of k]| / (127 · 508)
+// (|x − x̃| ≤ dx / 508 per value, dx = max / 127 over its 32 columns), with 1 % to spare.
+inline std::vector<double> dp4a_bound(const PackedHost& p, const std::vector<float>& x, int64_t ldx, int64_t T) {
+    const int64_t N = p.n, K = p.k, gpr = K / p.group;
+    std::vector<double> amax(size_t(T * (K / 32)), 0.0), out(size_t(T * N), 0.0);
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t k = 0; k < K; ++k) {
+            double& m = amax[size_t(t * (K / 32) + k / 32)];
+            m = std::max(m, double(std::fabs(x[size_t(t * ldx + k)])));
+        }
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = 0; k < K; ++k) {
+            const size_t gi = size_t(n * gpr + k / p.group);
+            const double sc = f16_to_f32(p.scales[gi]);
+            const double b = p.biases.empty() ? -8.0 * sc : double(f16_to_f32(p.biases[gi]));
+            const int code = (p.codes[size_t(n * (K / 2) + k / 2)] >> (4 * (k % 2))) & 15;
+            const double aw = std::fabs(sc * code + b);
+            for (int64_t t = 0; t < T; ++t)
+                out[size_t(t * N + n)] += aw * amax[size_t(t * (K / 32) + k / 32)] / (127.0 * 508.0) * 1.01;
+        }
     return out;
 }
 

@@ -17,7 +17,8 @@
 #include "kernels/cuda/fast_gdn.h"
 #include "kernels/cuda/stream.h"
 #include "gdn_test_util.h"
-#include "ref_test_util.h"  // REQUIRE_CUDA, to_device, to_host
+#include "gemv_test_util.h"  // packed matrices: random_packed, upload, packed_reference, dp4a_bound
+#include "ref_test_util.h"   // REQUIRE_CUDA, to_device, to_host
 
 using namespace tessera;
 using namespace tessera::cuda;
@@ -39,10 +40,48 @@ struct DecodeShape {
     bool tiled;
 };
 
+// The fused out-projection (GdnDecodeArgs::out_w): a random packed Int4 matrix [H, nv·dv].
+struct OutCase {
+    gemvtest::Layout layout;
+    bool tiles;
+    int64_t H;
+};
+
+// The nk parts of the fused out-projection against the packed formula in double on the GPU's own
+// y: within what Dp4a's two int8 limbs may move it (gemvtest::dp4a_bound) plus f32 rounding of the
+// sums, 2e-6 of Σ|w·y|. Part rows past H (padding) stay untouched.
+void check_out_parts(const PackedHost& w, const std::vector<float>& parts, int64_t nk, int B, int64_t row_s,
+                     const std::vector<float>& y, int64_t y_s) {
+    const int64_t H = w.n, K = w.k;
+    std::vector<float> yc(size_t(B * K));
+    for (int s = 0; s < B; ++s) std::copy_n(y.begin() + s * y_s, K, yc.begin() + s * K);
+    std::vector<double> want, mag, off;
+    gemvtest::packed_reference(w, yc, K, B, &want, &mag, &off);
+    const std::vector<double> bound = gemvtest::dp4a_bound(w, yc, K, B);
+    int bad = 0;
+    for (int s = 0; s < B; ++s)
+        for (int64_t n = 0; n < row_s; ++n) {
+            if (n >= H) {
+                for (int64_t p = 0; p < nk; ++p)
+                    if (parts[size_t((p * B + s) * row_s + n)] != reftest::kPad && ++bad <= 3)
+                        ADD_FAILURE() << "part " << p << " row padding of sequence " << s << " written";
+                continue;
+            }
+            float got = 0.f;  // the parts in order, as add_rms_norm sums them
+            for (int64_t p = 0; p < nk; ++p) got += parts[size_t((p * B + s) * row_s + n)];
+            const size_t i = size_t(s * H + n);
+            const double tol = bound[i] + 2e-6 * mag[i] + 1e-30;
+            if (!(std::fabs(double(got) - want[i]) <= tol) && ++bad <= 5)
+                ADD_FAILURE() << "out row " << n << " of sequence " << s << ": " << got << " vs " << want[i]
+                              << " (tolerance " << tol << ")";
+        }
+}
+
 // `steps` decode steps of `B` sequences (padding ones on slot -1) through the fused kernel and
 // through the CPU backend's separate ops, each step continuing from the states the last one left.
+// With `out`, the kernel applies the out-projection too (check_out_parts).
 void check_decode(const DecodeShape& sh, int B, const std::vector<int>& padding, int steps, uint32_t seed,
-                  fast::GdnDecodeVariant variant) {
+                  fast::GdnDecodeVariant variant, const OutCase* out = nullptr) {
     const int64_t nk = sh.nk, nv = sh.nv, dk = sh.dk, dv = sh.dv, K = sh.K;
     SCOPED_TRACE("decode nk=" + std::to_string(nk) + " nv=" + std::to_string(nv) + " dk=" + std::to_string(dk) +
                  " dv=" + std::to_string(dv) + " K=" + std::to_string(K) + (sh.tiled ? " tiled" : " grouped") +
@@ -142,6 +181,24 @@ void check_decode(const DecodeShape& sh, int B, const std::vector<int>& padding,
         a.y = d_y.as<float>();
         a.y_s = y_s;
         a.variant = int(variant);
+        PackedHost w_out;
+        gemvtest::DevicePacked d_w;
+        DeviceBuffer d_parts;
+        const int64_t parts_row_s = out ? out->H + 3 : 0;
+        if (out) {
+            SCOPED_TRACE(std::string("out-projection ") + out->layout.name + (out->tiles ? " tiles" : " rows") +
+                         " H=" + std::to_string(out->H));
+            w_out = gemvtest::random_packed(out->layout, out->H, HV, seed + 100 + uint32_t(step));
+            PackedHost stored = w_out;
+            if (out->tiles) tile_packed(stored);
+            d_w = gemvtest::upload(stored);
+            d_parts = to_device(std::vector<float>(size_t(nk * B * parts_row_s), reftest::kPad));
+            a.out_w = d_w.m;
+            a.out_parts = d_parts.as<float>();
+            a.out_part_s = B * parts_row_s;
+            a.out_row_s = parts_row_s;
+            ASSERT_TRUE(fast::gdn_decode_out_fits(a, a.out_w));
+        }
         Stream stream;
         fast::gdn_decode_step(a, stream);
         stream.synchronize();
@@ -153,6 +210,7 @@ void check_decode(const DecodeShape& sh, int B, const std::vector<int>& padding,
                 EXPECT_EQ(y_pad[size_t(s * y_s + x)], reftest::kPad) << "y row padding of sequence " << s;
         }
         compare(y, y_cpu, kTolDecode, "y", where_y);
+        if (out) check_out_parts(w_out, to_host<float>(d_parts), nk, B, parts_row_s, y, HV);
         compare(to_host<float>(d_st), st_cpu, kTolDecode, "state", where_st);
         const std::vector<float> conv_gpu = to_host<float>(d_conv);
         expect_same_bits(conv_gpu, conv_cpu, "conv state", [&](size_t i) {
@@ -203,6 +261,48 @@ TEST(FastGdnDecodeStep, OtherShapes) {
         check_decode({2, 8, 128, 96, 4, true}, 1, {}, 2, 35, v);       // one sequence (Auto: HeadSplit in 2 blocks)
         check_decode({1, 8, 64, 64, 2, false}, 1, {}, 2, 36, v);       // one sequence, r = 8 (Auto: no split, Cols32)
     }
+}
+
+// The out-projection fused into HeadSplit (4 blocks a head: r <= 2, dv 128): every Int4 layout,
+// rows and 16-row tiles, H from a few rows to kGdnOutMaxRows, one sequence (the choice) and several.
+TEST(FastGdnDecodeStep, FusedOutProjection) {
+    REQUIRE_CUDA();
+    using V = fast::GdnDecodeVariant;
+    const auto& L = gemvtest::kLayouts;  // 0: g32, 1: g64 biases, 2: g128 biases, 3: g128
+    const OutCase flagship{L[0], true, 2048}, g64{L[1], true, 4096}, g128{L[2], false, 200}, odd{L[3], false, 17};
+    check_decode({16, 32, 128, 128, 4, false}, 1, {}, 3, 41, V::Auto, &flagship);  // the flagship's step
+    check_decode({16, 32, 128, 128, 4, true}, 1, {}, 2, 42, V::HeadSplit, &g64);
+    check_decode({4, 4, 128, 128, 4, false}, 3, {1}, 2, 43, V::HeadSplit, &g128);  // r = 1: clusters of 4
+    check_decode({2, 4, 96, 128, 8, true}, 5, {0, 4}, 2, 44, V::HeadSplit, &odd);   // dk 96, conv 8, 17 rows
+}
+
+// Where the fused out-projection does not apply, gdn_decode_out_fits says so and the step refuses it.
+TEST(FastGdnDecodeStep, FusedOutProjectionShapes) {
+    using V = fast::GdnDecodeVariant;
+    fast::GdnDecodeArgs a;
+    a.n_seqs = 1, a.nk = 16, a.nv = 32, a.dk = 128, a.dv = 128, a.conv_k = 4;
+    PackedMatrix w;
+    w.kind = PackedKind::Int4, w.n = 2048, w.k = 32 * 128, w.group = 32;
+    static const uint8_t codes[16] = {};
+    static const uint16_t scales[1] = {};
+    w.codes = codes, w.scales = scales;
+    EXPECT_TRUE(fast::gdn_decode_out_fits(a, w));
+    auto fits = [&](auto edit) {
+        fast::GdnDecodeArgs b = a;
+        PackedMatrix m = w;
+        edit(b, m);
+        return fast::gdn_decode_out_fits(b, m);
+    };
+    EXPECT_FALSE(fits([](auto& b, auto&) { b.n_seqs = 2; }));                  // Auto: Head256 from two
+    EXPECT_TRUE(fits([](auto& b, auto&) { b.n_seqs = 2, b.variant = int(V::HeadSplit); }));
+    EXPECT_FALSE(fits([](auto& b, auto&) { b.variant = int(V::Cols32); }));
+    EXPECT_FALSE(fits([](auto& b, auto&) { b.nk = 8; }));                      // r = 4: 2 blocks a head
+    EXPECT_FALSE(fits([](auto& b, auto&) { b.dv = 96; }));                     // dv short of 128
+    EXPECT_FALSE(fits([](auto&, auto& m) { m.n = fast::kGdnOutMaxRows + 1; }));
+    EXPECT_TRUE(fits([](auto&, auto& m) { m.n = fast::kGdnOutMaxRows; }));
+    EXPECT_FALSE(fits([](auto&, auto& m) { m.k = 31 * 128; }));
+    EXPECT_FALSE(fits([](auto&, auto& m) { m.kind = PackedKind::Int8; }));
+    EXPECT_FALSE(fits([](auto&, auto& m) { m.group = 16; }));
 }
 
 TEST(FastGdnDecodeStep, BadSlotGivesNaN) {

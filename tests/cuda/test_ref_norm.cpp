@@ -208,3 +208,44 @@ TEST(CudaRefNorm, AddRmsNormIsAddThenRmsNormBitForBit) {
                                    1e-6f, nullptr),
                  Error);  // d is x
 }
+
+// add_rms_norm over P parts of the delta (the GDN decode step's fused out-projection): x gets the
+// parts added in order bit for bit as P adds give it; y is rms_norm of that x (the parts kernel
+// sums squares over 1024 threads, rms_norm over 256: kTol). Refuses a part on x, and rows past
+// 16384 columns.
+TEST(CudaRefNorm, AddRmsNormPartsAreAddsInOrder) {
+    REQUIRE_CUDA();
+    const std::vector<std::tuple<int64_t, int64_t, int>> shapes = {{1, 2048, 16}, {3, 127, 2},  {2, 4097, 9},
+                                                                   {1, 16384, 3}, {5, 2048, 17}, {1, 1, 8}};
+    for (auto [R, C, P] : shapes) {
+        const int64_t ldx = C + 3, ldd = C + 1, ldy = C + 5, ps = R * ldd + 2;  // part stride past the rows
+        const std::vector<float> x = random_rows(R, C, ldx, uint32_t(R * 7 + C), -3.f, 3.f);
+        const std::vector<float> d = random_rows(P, ps, ps, uint32_t(C + 11 + P), -3.f, 3.f);
+        const std::vector<float> y = random_rows(R, C, ldy, 9);
+        const std::vector<float> w = random_rows(1, C, C, uint32_t(C + 2), 0.5f, 1.5f);
+        const std::string what = "add_rms_norm " + shape_name({P, R, C});
+        cuda::Stream s;
+        cuda::DeviceBuffer dw = to_device(w), dd = to_device(d);
+        cuda::DeviceBuffer x1 = to_device(x), y1 = to_device(y), x2 = to_device(x), y2 = to_device(y);
+        ref::add_rms_norm(x1.as<float>(), ldx, dd.as<float>(), ldd, y1.as<float>(), ldy, dw.as<float>(), R, C, 1e-6f, s,
+                          P, ps);
+        for (int p = 0; p < P; ++p)
+            ref::add(x2.as<float>(), ldx, x2.as<float>(), ldx, dd.as<float>() + p * ps, ldd, R, C, s);
+        ref::rms_norm(y2.as<float>(), ldy, x2.as<float>(), ldx, dw.as<float>(), R, C, 1e-6f, s);
+        s.synchronize();
+        expect_same_bytes(to_host<float>(x1), to_host<float>(x2), what + " x");
+        const std::vector<float> got = to_host<float>(y1), want = to_host<float>(y2);
+        int bad = 0;
+        for (size_t i = 0; i < got.size(); ++i)
+            if (!(std::fabs(double(got[i]) - double(want[i])) <= kTol * std::max(1.0, std::fabs(double(want[i])))) &&
+                ++bad <= 3)
+                ADD_FAILURE() << what << " y[" << i << "]: " << got[i] << " vs " << want[i];
+    }
+    cuda::DeviceBuffer b(3 * 64 * 4), w(64 * 4), big(2 * 16385 * 4 * 3), wb(16385 * 4);
+    EXPECT_THROW(ref::add_rms_norm(b.as<float>(), 64, b.as<float>() + 64, 64, b.as<float>() + 128, 64, w.as<float>(), 1,
+                                   64, 1e-6f, nullptr, 2, -64),
+                 Error);  // part 1 is x
+    EXPECT_THROW(ref::add_rms_norm(big.as<float>(), 16385, big.as<float>() + 16385, 16385, big.as<float>() + 2 * 16385,
+                                   16385, wb.as<float>(), 1, 16385, 1e-6f, nullptr, 2, 16385),
+                 Error);  // rows past 16384 columns
+}

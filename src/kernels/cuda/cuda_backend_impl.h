@@ -80,7 +80,10 @@ public:
     void gdn_decode_step(const Tensor& y, const Tensor& mixed, const Tensor& z, const Tensor& b, const Tensor& a,
                          const Tensor& conv_w, const Tensor& conv_state, const Tensor& neg_exp_a,
                          const Tensor& dt_bias, const Tensor& rec_state, const Tensor& norm_w, float eps,
-                         const SeqPlan& plan, const GdnParams& p) override;
+                         const SeqPlan& plan, const GdnParams& p, const Tensor* w_out,
+                         const Tensor* out_parts) override;
+    int gdn_decode_out_parts(const GdnParams& p, int64_t dk, int64_t dv, int64_t conv_k, int64_t n_seqs,
+                             const Tensor& w_out) const override;
     MoeLimits moe_limits() const override;
     void moe_topk(const Tensor& logits, const MoeRouting& r, int32_t* ids, float* weights) override;
     void moe_experts(const Tensor& y, const Tensor& x, const MoeWeights& w, const int32_t* ids, const float* weights,

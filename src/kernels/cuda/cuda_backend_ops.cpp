@@ -43,6 +43,7 @@ using detail::rows_of;
 using detail::same_shape;
 
 using detail::gdn_chunk_variant;
+using detail::gdn_decode_out_fused;
 using detail::gdn_decode_variant_env;
 using detail::gemv_mode;
 using detail::GemvMode;
@@ -179,13 +180,21 @@ void CudaBackend::rms_norm(const Tensor& y, const Tensor& x, const Tensor& w, fl
 }
 
 void CudaBackend::add_rms_norm(const Tensor& x, const Tensor& y, const Tensor& delta, const Tensor& w, float eps) {
+    // delta [R, C], or [P, R, C]: P parts added in order (Backend::add_rms_norm).
+    const bool parts = delta.ndim == 3;
+    TS_CHECK(!parts || (delta.dim(0) >= 1 && delta.dim(0) <= 1024 && delta.is_contiguous()),
+             "cuda add_rms_norm: delta {} is not [R, C] or contiguous [P <= 1024, R, C]", delta.describe());
+    const Tensor d0 = parts ? delta.slice_rows(0, 1).view({delta.dim(1), delta.dim(2)}) : delta;
     const Rows X = rows_of(x, "add_rms_norm", "x"), Y = rows_of(y, "add_rms_norm", "y"),
-               D = rows_of(delta, "add_rms_norm", "delta");
+               D = rows_of(d0, "add_rms_norm", "delta");
     same_shape(X, Y, "add_rms_norm");
     same_shape(X, D, "add_rms_norm");
     check_device(w, "add_rms_norm", "w");
     TS_CHECK(w.numel() == X.cols, "cuda add_rms_norm: weight {} for rows of {}", w.describe(), X.cols);
-    ref::add_rms_norm(X.p, X.ld, D.p, D.ld, Y.p, Y.ld, w.ptr<float>(), X.rows, X.cols, eps, stream_.get());
+    const int n_parts = parts ? int(delta.dim(0)) : 1;
+    const int64_t part_stride = parts ? delta.stride[0] / int64_t(sizeof(float)) : 0;
+    ref::add_rms_norm(X.p, X.ld, D.p, D.ld, Y.p, Y.ld, w.ptr<float>(), X.rows, X.cols, eps, stream_.get(), n_parts,
+                      part_stride);
 }
 
 void CudaBackend::rope(const Tensor& x, const int32_t* pos, const RopeParams& p) {
@@ -370,7 +379,8 @@ bool CudaBackend::fuses_gdn_decode(const GdnParams& p, int64_t dk, int64_t dv, i
 void CudaBackend::gdn_decode_step(const Tensor& y, const Tensor& mixed, const Tensor& z, const Tensor& b,
                                   const Tensor& a, const Tensor& conv_w, const Tensor& conv_state,
                                   const Tensor& neg_exp_a, const Tensor& dt_bias, const Tensor& rec_state,
-                                  const Tensor& norm_w, float eps, const SeqPlan& plan, const GdnParams& p) {
+                                  const Tensor& norm_w, float eps, const SeqPlan& plan, const GdnParams& p,
+                                  const Tensor* w_out, const Tensor* out_parts) {
     const char* op = "gdn_decode_step";
     const Rows Y = rows_of(y, op, "y"), M = rows_of(mixed, op, "mixed"), Z = rows_of(z, op, "z");
     const Rows Bt = rows_of(b, op, "b"), A = rows_of(a, op, "a");
@@ -411,7 +421,41 @@ void CudaBackend::gdn_decode_step(const Tensor& y, const Tensor& mixed, const Te
     g.y = Y.p;
     g.y_s = Y.ld;
     g.variant = gdn_decode_variant_env();
+    TS_CHECK(!w_out == !out_parts, "cuda {}: the out-projection needs both its weight and its parts", op);
+    if (w_out) {
+        const PackedMatrix* pw = packed_of(*w_out);
+        TS_CHECK(pw && fast::gdn_decode_out_fits(g, *pw), "cuda {}: out-projection {} cannot be fused here", op,
+                 w_out->describe());
+        check_device(*out_parts, op, "out parts");
+        TS_CHECK(out_parts->ndim == 3 && out_parts->is_contiguous() && out_parts->dtype == DType::F32 &&
+                     out_parts->dim(0) == g.nk && out_parts->dim(1) == plan.n_seqs && out_parts->dim(2) == pw->n,
+                 "cuda {}: out parts {} are not f32 [{}, {}, {}]", op, out_parts->describe(), g.nk, plan.n_seqs,
+                 pw->n);
+        g.out_w = *pw;
+        g.out_parts = out_parts->ptr<float>();
+        g.out_part_s = out_parts->stride[0] / int64_t(sizeof(float));
+        g.out_row_s = out_parts->stride[1] / int64_t(sizeof(float));
+    }
     fast::gdn_decode_step(g, stream_.get());
+}
+
+// The out-projection fused into the decode step (fast::gdn_decode_out_fits: HeadSplit's shapes, one
+// sequence, a packed Int4 w_out) leaves one part a key head; TESSERA_GDN_DECODE_OUT=separate keeps
+// the GEMV after the step, for A/B.
+int CudaBackend::gdn_decode_out_parts(const GdnParams& p, int64_t dk, int64_t dv, int64_t conv_k, int64_t n_seqs,
+                                      const Tensor& w_out) const {
+    if (!fuses_gdn_decode(p, dk, dv, conv_k) || !gdn_decode_out_fused() || reference_op("matmul")) return 0;
+    const PackedMatrix* pw = packed_of(w_out);
+    if (!pw) return 0;
+    fast::GdnDecodeArgs g;
+    g.n_seqs = int(n_seqs);
+    g.nk = p.n_k_heads;
+    g.nv = p.n_v_heads;
+    g.dk = dk;
+    g.dv = dv;
+    g.conv_k = conv_k;
+    g.variant = gdn_decode_variant_env();
+    return fast::gdn_decode_out_fits(g, *pw) ? p.n_k_heads : 0;
 }
 
 // The kernel pack's MoE (packed Int4 experts) takes at most fast::kMoeMaxExperts experts and

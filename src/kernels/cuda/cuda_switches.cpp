@@ -127,6 +127,13 @@ int gdn_decode_variant_env() {
         kByName[env_choice("TESSERA_GDN_DECODE", {"auto", "cols32", "cols16", "head256", "head512", "split"})]);
     return variant;
 }
+// TESSERA_GDN_DECODE_OUT: separate (the default: the out-projection's GEMV after the GDN decode
+// step) or fused (the step applies it itself where fast::gdn_decode_out_fits; measured slower end
+// to end, docs/cuda.md, twenty-second round), for A/B.
+bool gdn_decode_out_fused() {
+    static const bool fused = env_switch("TESSERA_GDN_DECODE_OUT", "separate", "fused");
+    return fused;
+}
 // TESSERA_DECODE_MERGE: auto (the default: fused from 8 tokens a step, the merge kernel below —
 // H200, D 256, 16 / 2 heads, µs a layer in graphs: 1 × 4K 14.8 kernel against 20.3 fused, 1 × 32K
 // 42.7 / 49.1, 8 × 4K 47.8 / 44.5, 8 × 32K 450.5 / 259.2, 64 × 4K 319.3 / 265.5), kernel (the Mma

@@ -28,6 +28,7 @@ bool flash_cp_async();  // TESSERA_FLASH_LOADS=cp.async (default tma)
 // TESSERA_GDN_CHUNKED: f16rt (the default), f16x3rt, f16x3wg, f16x3, tf32 (Auto) or f16x3rt2.
 fast::GdnChunkVariant gdn_chunk_variant();
 int gdn_decode_variant_env();  // TESSERA_GDN_DECODE: an int(fast::GdnDecodeVariant), Auto by default
+bool gdn_decode_out_fused();  // TESSERA_GDN_DECODE_OUT=separate (the default) or fused
 int decode_merge_env();  // TESSERA_DECODE_MERGE: -2 auto (the default), -1 kernel, else AttnMerge::cluster
 bool reference_op(std::string_view op);  // TESSERA_REFERENCE_OPS: whether op is in its comma list
 bool prefill_via_cublas(int64_t T);  // TESSERA_PREFILL_GEMM: whether a packed matmul of T tokens runs on cuBLAS

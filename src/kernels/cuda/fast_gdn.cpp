@@ -92,6 +92,13 @@ void gated_delta_rule(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, HeadsIn k
                                                slot_stride, n_slots, plan, p, max_len, true, stream));
 }
 
+bool gdn_decode_out_fits(const GdnDecodeArgs& a, const PackedMatrix& w) {
+    const auto v = GdnDecodeVariant(a.variant);
+    const bool split = a.variant == 0 ? gdn_decode_variant(a.n_seqs, a.nk, a.dv) == GdnDecodeVariant::HeadSplit
+                                      : v == GdnDecodeVariant::HeadSplit;
+    return split && a.nk > 0 && a.nv % a.nk == 0 && detail::gdn_decode_out_takes(a, w);
+}
+
 void gdn_decode_step(const GdnDecodeArgs& a, cudaStream_t stream) {
     const char* op = "fast::gdn_decode_step";
     TS_CHECK(a.n_seqs >= 0 && a.n_seqs <= std::numeric_limits<int32_t>::max(), "{}: {} sequences", op, a.n_seqs);
@@ -119,6 +126,13 @@ void gdn_decode_step(const GdnDecodeArgs& a, cudaStream_t stream) {
     // The choice's HeadSplit only where it splits: Head256 at one sequence loses to Cols32.
     const bool splits = detail::gdn_decode_head_fits(a) && detail::gdn_decode_head_split(a) > 1;
     if (a.variant == 0 && v == V::HeadSplit && !splits) v = V::Cols32;
+    if (a.out_w.codes) {
+        TS_CHECK(gdn_decode_out_fits(a, a.out_w), "{}: the out-projection [{}, {}] (group {}) cannot be fused here", op,
+                 a.out_w.n, a.out_w.k, a.out_w.group);
+        TS_CHECK(a.out_parts && a.out_row_s >= a.out_w.n && (a.n_seqs == 1 || a.out_part_s >= a.n_seqs * a.out_row_s),
+                 "{}: out parts (part stride {}, row stride {}) do not hold [{}, {}, {}]", op, a.out_part_s,
+                 a.out_row_s, a.nk, a.n_seqs, a.out_w.n);
+    }
     if (v == GdnDecodeVariant::ClusterPerKeyHead) {
         TS_CUDA_CHECK(detail::launch_gdn_decode_step(a, stream));
         return;

@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 
 #include "kernels/backend.h"
+#include "kernels/cuda/packed_weight.h"
 #include "kernels/cuda/ref_gdn.h"  // HeadsIn
 
 // How the layer maps onto these kernels (GatedDeltaNet::forward, flagship 16/32 heads × 128):
@@ -202,6 +203,14 @@ struct GdnDecodeArgs {
     float rms_eps = 1e-6f;
     float* y = nullptr;  // [n_seqs, nv·dv] rows y_s apart: the input of out_proj (overlaps no input)
     int64_t y_s = 0;
+    // Optional: the out-projection fused (HeadSplit in 4 blocks a head only: gdn_decode_out_fits).
+    // out_w [H, nv·dv] packed Int4; out_parts [nk][n_seqs][H] (parts out_part_s floats apart, rows
+    // out_row_s) gets, per key head, out_w's columns of its value heads times their y — so
+    // y · out_wᵀ = Σ over the nk parts (in key-head order: Backend::add_rms_norm's parts). y is
+    // written too. out_w.codes null: not fused.
+    PackedMatrix out_w{};
+    float* out_parts = nullptr;
+    int64_t out_part_s = 0, out_row_s = 0;
     int variant = 0;  // 0: gdn_decode_variant's choice; else that GdnDecodeVariant (benchmarks)
 };
 
@@ -245,6 +254,12 @@ inline GdnDecodeVariant gdn_decode_variant(int64_t n_seqs, int64_t nk, int64_t d
 // shared memory); for Head256 / Head512 a block per (sequence, value head). A slot outside
 // [-1, n_slots) gives NaN outputs and no writes.
 void gdn_decode_step(const GdnDecodeArgs& args, cudaStream_t stream);
+// Whether gdn_decode_step takes w as its fused out-projection (args.out_w) for these args: the
+// step runs HeadSplit in 4 blocks a head (args.variant HeadSplit, or Auto where it is the choice:
+// one sequence; r <= 2, dk <= 128, dv 128) and w is packed Int4 [<= kGdnOutMaxRows, nv·dv] with a
+// group of 32, 64 or 128. It leaves nk parts.
+constexpr int64_t kGdnOutMaxRows = 4096;
+bool gdn_decode_out_fits(const GdnDecodeArgs& args, const PackedMatrix& w);
 
 namespace detail {
 // Entry points into the .cu files (which include no fmt). Arguments are already checked.
@@ -266,6 +281,8 @@ cudaError_t launch_gdn_decode_step(const GdnDecodeArgs& args, cudaStream_t strea
 cudaError_t launch_gdn_decode_step_v2(const GdnDecodeArgs& args, int cols, cudaStream_t stream);  // Cols32 / Cols16
 bool gdn_decode_head_fits(const GdnDecodeArgs& args);  // Head256 / Head512 / HeadSplit take these shapes
 int gdn_decode_head_split(const GdnDecodeArgs& args);   // HeadSplit's NS: 4, 2 or 1
+// Whether the HeadSplit kernel can fuse w as args' out-projection (split 4, dv 128, w's shape).
+bool gdn_decode_out_takes(const GdnDecodeArgs& args, const PackedMatrix& w);
 // threads 256 or 512; split (256 threads only) 1, 2 or 4 blocks a value head.
 cudaError_t launch_gdn_decode_step_head(const GdnDecodeArgs& args, int threads, int split, cudaStream_t stream);
 }  // namespace detail

@@ -14,12 +14,21 @@
 //    64/NS KB instead of 64 — at batch 1, 32 blocks storing 64 KB each spent ~2.2 µs of a 6.4 µs
 //    step on it (H200, tmp ablation, session 24).
 //
+//  - OUT (HeadSplit in 4 only): the layer's out-projection fused. A block's 32 columns of y are one
+//    16-byte chunk of each row of out_w, so the block stages that chunk of all H rows (cp.async,
+//    before the PDL wait, with the scales in registers), quantizes its y into two int8 limbs
+//    (fast_dp4a.cuh) and takes dp4a products: H partial sums over its columns. The key head's r·4
+//    blocks add theirs in rank order through distributed shared memory, each block a slice of the
+//    H rows, into part hk of out_parts — nk parts that the next add + RMSNorm sums. No kernel
+//    boundary, and out_w streams in while the kernel before runs.
+//
 // Latency: the state rows, the conv weights, the conv state rows, norm_w, A and dt_bias are
 // requested before the PDL wait; after it one round of loads (the projections: q | k | v inputs,
 // z, a, b), then three block barriers (NS = 1; two and a cluster barrier for NS > 1) and the stores.
 #include <cooperative_groups.h>
 
 #include "kernels/cuda/fast_device.cuh"
+#include "kernels/cuda/fast_dp4a.cuh"
 #include "kernels/cuda/fast_gdn.h"
 #include "kernels/cuda/fast_gdn_step.cuh"
 #include "kernels/cuda/pdl.cuh"
@@ -41,16 +50,92 @@ using step::silu;
 constexpr int kCols = 128;  // the columns of a head (dv <= 128)
 constexpr int kMaxDk = 128;
 
+__device__ inline void cp_async16(void* dst, const void* src) {
+    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
+}
+
+// The fused out-projection's dynamic shared memory past the q | k conv taps: out_w's chunk of
+// each row (16 bytes), then each row's partial sum (f32).
+__host__ __device__ inline size_t out_smem_bytes(int64_t rows) { return size_t(rows) * (16 + sizeof(float)); }
+
+// The fused out-projection's tail (gdn_decode_head_kernel<256, 4, KM, true>, called by every thread
+// between the second cluster barrier's arrival and its wait): yv is column tid's y in warp 0 (the
+// block's 32 columns, zero past dv); ws / wb the scales / biases of rows tid + 256·i; wq the rows'
+// chunks, pp the partial sums (shared memory). Leaves the cluster barrier arrived (its wait is the
+// kernel's last instruction).
+template <int NI>
+__device__ __forceinline__ void out_projection(const GdnDecodeArgs& a, float yv, const uint32_t* ws,
+                                               const uint32_t* wb, const uint4* wq, float* pp, int64_t s, int hk,
+                                               int rank, int n_rank, int tid) {
+    constexpr int kThreads = 256;
+    __shared__ uint4 xq[4];  // per 8 columns: hi limbs even | odd, lo limbs even | odd
+    __shared__ float2 xs;    // (dx, sx) of the 32 columns
+    if (tid < 32) {
+        float v[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+            const float t = __shfl_sync(0xffffffffu, yv, 8 * (tid & 3) + e);
+            v[e] = tid < 4 ? t : 0.f;
+        }
+        const dev::Dp4aQ8 q = dev::dp4a_quantize8(v);
+        if (tid < 4) xq[tid] = make_uint4(q.H.x, q.H.y, q.L.x, q.L.y);
+        if (tid == 0) xs = make_float2(q.dx, q.sx);
+    }
+    __syncthreads();
+    const uint4 x[4] = {xq[0], xq[1], xq[2], xq[3]};
+    const float2 d = xs;
+    const int N = int(a.out_w.n);
+    const bool bias = a.out_w.biases != nullptr;
+    constexpr uint32_t kLow = 0x0F0F0F0Fu;
+#pragma unroll
+    for (int i = 0; i < NI; ++i) {
+        const int n = tid + kThreads * i;
+        if (n >= N) break;
+        const uint4 w = wq[n];
+        const uint32_t wd[4] = {w.x, w.y, w.z, w.w};
+        int sh = 0, sl = 0;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {  // word j: columns 8j … 8j + 7
+            const uint32_t lo = wd[j] & kLow, hi = (wd[j] >> 4) & kLow;
+            sh = __dp4a(int(lo), int(x[j].x), sh), sh = __dp4a(int(hi), int(x[j].y), sh);
+            sl = __dp4a(int(lo), int(x[j].z), sl), sl = __dp4a(int(hi), int(x[j].w), sl);
+        }
+        const float sc = dev::half_bits(uint16_t(ws[i / 2] >> (16 * (i % 2))));
+        const float bi = bias ? dev::half_bits(uint16_t(wb[i / 2] >> (16 * (i % 2)))) : -8.f * sc;
+        pp[n] = fmaf(sc * d.x, fmaf(float(sl), 1.f / 254.f, float(sh)), bi * d.y);
+    }
+    step::cluster_wait();    // the second barrier: every block has read the others' Σ o²
+    step::cluster_arrive();  // pp written (release)
+    step::cluster_wait();
+    // Rows [n0, n1) of part hk: the cluster's r·4 partial sums in rank order.
+    const int per = (N + n_rank - 1) / n_rank, n0 = rank * per, n1 = min(N, n0 + per);
+    cg::cluster_group cluster = cg::this_cluster();
+    float* dst = a.out_parts + hk * a.out_part_s + s * a.out_row_s;
+    for (int n = n0 + tid; n < n1; n += kThreads) {
+        float v[8];
+#pragma unroll
+        for (int q = 0; q < 8; ++q) v[q] = q < n_rank ? cluster.map_shared_rank(pp, q)[n] : 0.f;
+        float sum = v[0];
+#pragma unroll
+        for (int q = 1; q < 8; ++q) sum += v[q];
+        dst[n] = sum;
+    }
+    step::cluster_arrive_relaxed();  // the others' pp read (their values are in the stores above)
+}
+
 // grid (n_seqs, nv·NS): blockIdx.y = (hk·r + jj)·NS + p, clusters of r·NS blocks along y (r·NS > 1).
-// KM >= conv_k.
-template <int THREADS, int NS, int KM>
-__global__ void __launch_bounds__(THREADS, THREADS == 256 ? (NS == 4 ? 4 : 2) : 1)
+// KM >= conv_k. OUT: the out-projection fused (NS = 4, THREADS = 256).
+template <int THREADS, int NS, int KM, bool OUT = false>
+__global__ void __launch_bounds__(THREADS, THREADS == 256 ? (NS == 4 && !OUT ? 4 : 2) : 1)
     gdn_decode_head_kernel(GdnDecodeArgs a) {
     constexpr int COLS = kCols / NS;     // this block's columns
     constexpr int NR = THREADS / COLS;   // row lanes
     constexpr int R = kMaxDk / NR;       // rows a thread
     constexpr int NW = COLS / 32;        // the warps of row lane 0 (Σ o² partials)
     static_assert(NR >= 2 && NR * R == kMaxDk && R % 4 == 0 && COLS % 32 == 0);
+    static_assert(!OUT || (COLS == 32 && THREADS == 256), "the fused out-projection: a chunk a block");
+    constexpr int NI = OUT ? int(kGdnOutMaxRows) / THREADS : 1;  // out_w rows a thread
     const int s = blockIdx.x, tid = threadIdx.x, cl = tid % COLS, rl = tid / COLS;
     const int nk = int(a.nk), r = int(a.nv / a.nk), part = int(blockIdx.y) % NS, hj = int(blockIdx.y) / NS;
     const int hk = hj / r, jj = hj % r, rank = jj * NS + part;  // rank: in the key head's cluster
@@ -71,12 +156,19 @@ __global__ void __launch_bounds__(THREADS, THREADS == 256 ? (NS == 4 ? 4 : 2) : 
     extern __shared__ float4 dyn4[];
     float* qw = reinterpret_cast<float*>(dyn4);  // [2·dk][K] conv weights of q | k of key head hk
     float* qwin = qw + 2 * dk * K;               // [2·dk][K] their windows: K-1 state rows, x
+    uint4* wq = reinterpret_cast<uint4*>(qwin + 2 * dk * K);  // OUT: [H] out_w's chunk of each row
+    float* pp = reinterpret_cast<float*>(wq + (OUT ? a.out_w.n : 0));  // OUT: [H] partial sums
 
     const int64_t slot = a.slot[s];  // the same in every block of the cluster: all return or none
     if (slot < -1 || slot >= a.n_slots) {
         pdl::wait();  // nothing is written before the kernel before has ended
         pdl::trigger();
         if (rl == 0 && col_ok) a.y[s * a.y_s + int64_t(h) * dv + c] = dev::quiet_nan();
+        if constexpr (OUT) {  // this block's slice of part hk
+            const int N = int(a.out_w.n), n_rank = r * NS, per = (N + n_rank - 1) / n_rank;
+            for (int n = rank * per + tid; n < min(N, rank * per + per); n += THREADS)
+                a.out_parts[hk * a.out_part_s + s * a.out_row_s + n] = dev::quiet_nan();
+        }
         return;
     }
     const float* xrow = a.mixed + s * a.mixed_s;
@@ -109,6 +201,23 @@ __global__ void __launch_bounds__(THREADS, THREADS == 256 ? (NS == 4 ? 4 : 2) : 
         sr[m] = S && i < dk ? S[int64_t(i) * dv] : 0.f;
     }
     const float nw = col_ok ? a.norm_w[c] : 0.f, nea = a.neg_exp_a[h], dtb = a.dt_bias[h];
+    // OUT: row n = tid + THREADS·i of out_w: its chunk of this block's columns (shared memory) and
+    // its scale (and bias) as f16 pairs in registers.
+    uint32_t ws[(NI + 1) / 2] = {}, wb[(NI + 1) / 2] = {};
+    if constexpr (OUT) {
+        const PackedMatrix& W = a.out_w;
+        const PackedLayout lay = packed_layout(W);
+        const int N = int(W.n), col0 = h * dv + part * COLS, gi = col0 / W.group;
+#pragma unroll
+        for (int i = 0; i < NI; ++i) {
+            const int n = tid + THREADS * i;
+            if (n >= N) break;
+            cp_async16(&wq[n], W.codes + lay.code_row(n) + lay.chunk(col0 / 32));
+            const int64_t si = lay.scale_row(n) + lay.scale_group(gi);
+            ws[i / 2] |= uint32_t(__ldg(W.scales + si)) << (16 * (i % 2));
+            if (W.biases) wb[i / 2] |= uint32_t(__ldg(W.biases + si)) << (16 * (i % 2));
+        }
+    }
     pdl::wait();
     pdl::trigger();
     const float bb = a.b[s * a.b_s + h], ax = a.a[s * a.a_s + h];
@@ -203,10 +312,13 @@ __global__ void __launch_bounds__(THREADS, THREADS == 256 ? (NS == 4 ? 4 : 2) : 
         }
         cluster_arrive();  // this block has read the others' sq
     }
+    float yv = 0.f;  // y of column c (row lane 0)
     if (rl == 0 && col_ok) {
         const float inv = 1.f / sqrtf(total / float(dv) + a.rms_eps);
-        a.y[s * a.y_s + int64_t(h) * dv + c] = (out * inv) * (nw * silu(zz));
+        yv = (out * inv) * (nw * silu(zz));
+        a.y[s * a.y_s + int64_t(h) * dv + c] = yv;
     }
+    if constexpr (OUT) out_projection<NI>(a, yv, ws, wb, wq, pp, s, hk, rank, r * NS, tid);
 
     // The stores: the state, v's conv window shifted, then (after every block of the cluster has
     // read them) this block's share of the q/k conv windows: channels i ≡ rank (mod r·NS).
@@ -232,13 +344,14 @@ __global__ void __launch_bounds__(THREADS, THREADS == 256 ? (NS == 4 ? 4 : 2) : 
             for (int rr = 0; rr < K - 1; ++rr) st[rr * C + ch] = qwin[i * K + rr + 1];
         }
     }
-    if (NS > 1) cluster_wait();  // no block leaves while another may read its sq
+    if (NS > 1) cluster_wait();  // no block leaves while another may read its sq (OUT: its pp)
 }
 
-template <int THREADS, int NS, int KM>
+template <int THREADS, int NS, int KM, bool OUT = false>
 cudaError_t launch_head(const GdnDecodeArgs& a, cudaStream_t stream) {
-    auto kernel = gdn_decode_head_kernel<THREADS, NS, KM>;
-    const size_t smem = size_t(4 * a.dk * a.conv_k) * sizeof(float);  // the q | k conv taps
+    auto kernel = gdn_decode_head_kernel<THREADS, NS, KM, OUT>;
+    size_t smem = size_t(4 * a.dk * a.conv_k) * sizeof(float);  // the q | k conv taps
+    if (OUT) smem += out_smem_bytes(a.out_w.n);
     if (smem > 16 * 1024) {  // past the default 48 KB with the static arrays (conv kernel 8)
         const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
         if (err != cudaSuccess) return err;
@@ -262,8 +375,16 @@ int gdn_decode_head_split(const GdnDecodeArgs& a) {
     return 1;
 }
 
+bool gdn_decode_out_takes(const GdnDecodeArgs& a, const PackedMatrix& w) {
+    return gdn_decode_head_fits(a) && gdn_decode_head_split(a) == 4 && a.dv == kCols && w.kind == PackedKind::Int4 &&
+           w.codes && w.scales && w.k == a.nv * a.dv && w.n >= 1 && w.n <= kGdnOutMaxRows &&
+           (w.group == 32 || w.group == 64 || w.group == 128);
+}
+
 cudaError_t launch_gdn_decode_step_head(const GdnDecodeArgs& a, int threads, int split, cudaStream_t stream) {
     const bool small_k = a.conv_k <= 4;
+    if (a.out_w.codes)  // gdn_decode_step checked gdn_decode_out_takes
+        return small_k ? launch_head<256, 4, 4, true>(a, stream) : launch_head<256, 4, 8, true>(a, stream);
     if (threads == 512) return small_k ? launch_head<512, 1, 4>(a, stream) : launch_head<512, 1, 8>(a, stream);
     if (split == 4) return small_k ? launch_head<256, 4, 4>(a, stream) : launch_head<256, 4, 8>(a, stream);
     if (split == 2) return small_k ? launch_head<256, 2, 4>(a, stream) : launch_head<256, 2, 8>(a, stream);

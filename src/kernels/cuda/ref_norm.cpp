@@ -20,18 +20,20 @@ void rms_norm(float* y, int64_t ldy, const float* x, int64_t ldx, const float* w
 }
 
 void add_rms_norm(float* x, int64_t ldx, const float* d, int64_t ldd, float* y, int64_t ldy, const float* w,
-                  int64_t rows, int64_t cols, float eps, cudaStream_t stream) {
+                  int64_t rows, int64_t cols, float eps, cudaStream_t stream, int parts, int64_t part_stride) {
     detail::check_shape("add_rms_norm", rows, cols);
     if (rows == 0 || cols == 0) return;
+    TS_CHECK(parts >= 1 && (parts == 1 || cols <= 16384), "add_rms_norm: {} parts of rows of {}", parts, cols);
     detail::check_rows("add_rms_norm", "x", x, ldx, rows, cols);
-    detail::check_rows("add_rms_norm", "d", d, ldd, rows, cols);
+    for (int p = 0; p < parts; ++p) detail::check_rows("add_rms_norm", "d", d + p * part_stride, ldd, rows, cols);
     detail::check_rows("add_rms_norm", "y", y, ldy, rows, cols);
     detail::check_rows("add_rms_norm", "w", w, cols, 1, cols);
     const auto xs = detail::span_of(x, ldx, rows, cols);
-    TS_CHECK(!detail::overlaps(xs, detail::span_of(y, ldy, rows, cols)) &&
-                 !detail::overlaps(xs, detail::span_of(d, ldd, rows, cols)),
-             "add_rms_norm: y and d must not overlap x");
-    TS_CUDA_CHECK(detail::launch_add_rms_norm(x, ldx, d, ldd, y, ldy, w, rows, cols, eps, stream));
+    bool apart = !detail::overlaps(xs, detail::span_of(y, ldy, rows, cols));
+    for (int p = 0; p < parts; ++p)
+        apart = apart && !detail::overlaps(xs, detail::span_of(d + p * part_stride, ldd, rows, cols));
+    TS_CHECK(apart, "add_rms_norm: y and d must not overlap x");
+    TS_CUDA_CHECK(detail::launch_add_rms_norm(x, ldx, d, ldd, y, ldy, w, rows, cols, eps, stream, parts, part_stride));
 }
 
 void rms_norm_heads(float* y, int64_t y_tok, int64_t y_head, const float* x, int64_t x_tok, int64_t x_head,

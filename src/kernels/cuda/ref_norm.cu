@@ -147,6 +147,68 @@ __global__ void __launch_bounds__(kRowThreads) add_rms_norm_regs_kernel(float* x
     }
 }
 
+// add_rms_norm_regs_kernel over P parts of the delta: x ← ((x + d[0]) + d[1]) + … + d[P−1], then
+// the same norm. The parts of a split product (the GDN decode step's fused out-projection) are
+// summed where they are read: every part's loads of a batch of 8 in flight together, 1024 threads
+// a row (NV columns a thread).
+constexpr int kPartThreads = 1024, kPartBatch = 8;
+template <int NV>
+__global__ void __launch_bounds__(kPartThreads) add_parts_rms_norm_kernel(float* x, int64_t ldx, const float* d,
+                                                                          int64_t ldd, int64_t part_stride, int parts,
+                                                                          float* y, int64_t ldy, const float* w,
+                                                                          int64_t rows, int64_t cols, float eps) {
+    __shared__ float scratch[32];
+    float wv[NV];
+#pragma unroll
+    for (int i = 0; i < NV; ++i) {
+        const int64_t c = threadIdx.x + int64_t(i) * kPartThreads;
+        wv[i] = c < cols ? w[c] : 0.f;
+    }
+    pdl::wait();
+    pdl::trigger();
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        float* xr = x + r * ldx;
+        const float* dr = d + r * ldd;
+        float* yr = y + r * ldy;
+        float xv[NV];
+#pragma unroll
+        for (int i = 0; i < NV; ++i) {
+            const int64_t c = threadIdx.x + int64_t(i) * kPartThreads;
+            xv[i] = c < cols ? xr[c] : 0.f;
+        }
+        for (int p0 = 0; p0 < parts; p0 += kPartBatch) {
+            float dv[kPartBatch][NV];
+#pragma unroll
+            for (int q = 0; q < kPartBatch; ++q)
+#pragma unroll
+                for (int i = 0; i < NV; ++i) {
+                    const int64_t c = threadIdx.x + int64_t(i) * kPartThreads;
+                    dv[q][i] = p0 + q < parts && c < cols ? dr[(p0 + q) * part_stride + c] : 0.f;
+                }
+#pragma unroll
+            for (int q = 0; q < kPartBatch; ++q)
+                if (p0 + q < parts)
+#pragma unroll
+                    for (int i = 0; i < NV; ++i) xv[i] = xv[i] + dv[q][i];
+        }
+        float ss = 0.f;
+#pragma unroll
+        for (int i = 0; i < NV; ++i) {
+            const int64_t c = threadIdx.x + int64_t(i) * kPartThreads;
+            if (c >= cols) continue;
+            xr[c] = xv[i];
+            ss += xv[i] * xv[i];
+        }
+        ss = block_sum(ss, scratch);
+        const float inv = rms_inverse(ss, cols, eps);
+#pragma unroll
+        for (int i = 0; i < NV; ++i) {
+            const int64_t c = threadIdx.x + int64_t(i) * kPartThreads;
+            if (c < cols) yr[c] = xv[i] * inv * wv[i];
+        }
+    }
+}
+
 // x[T, n_heads, D] in place: x · rsqrt(Σ x² + eps) · scale per head
 __global__ void l2_norm_kernel(float* x, int64_t tok_stride, int64_t head_stride, int64_t T, int64_t n_heads,
                                int64_t D, float eps, float scale) {
@@ -245,8 +307,19 @@ cudaError_t launch_rms_norm_heads(float* y, int64_t y_tok, int64_t y_head, const
 }
 
 cudaError_t launch_add_rms_norm(float* x, int64_t ldx, const float* d, int64_t ldd, float* y, int64_t ldy,
-                                const float* w, int64_t rows, int64_t cols, float eps, cudaStream_t stream) {
+                                const float* w, int64_t rows, int64_t cols, float eps, cudaStream_t stream, int parts,
+                                int64_t part_stride) {
     const unsigned grid = grid_for(rows, 1);
+    if (parts > 1) {
+        if (cols <= 2 * kPartThreads)
+            return pdl::launch(add_parts_rms_norm_kernel<2>, grid, kPartThreads, 0, stream, x, ldx, d, ldd,
+                               part_stride, parts, y, ldy, w, rows, cols, eps);
+        if (cols <= 4 * kPartThreads)
+            return pdl::launch(add_parts_rms_norm_kernel<4>, grid, kPartThreads, 0, stream, x, ldx, d, ldd,
+                               part_stride, parts, y, ldy, w, rows, cols, eps);
+        return pdl::launch(add_parts_rms_norm_kernel<16>, grid, kPartThreads, 0, stream, x, ldx, d, ldd, part_stride,
+                           parts, y, ldy, w, rows, cols, eps);
+    }
     if (cols <= 8 * kRowThreads)
         return pdl::launch(add_rms_norm_regs_kernel<8>, grid, kRowThreads, 0, stream, x, ldx, d, ldd, y, ldy, w, rows,
                            cols, eps);

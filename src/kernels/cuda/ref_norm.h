@@ -15,9 +15,10 @@ void rms_norm(float* y, int64_t ldy, const float* x, int64_t ldx, const float* w
               float eps, cudaStream_t stream);
 
 // x[rows, cols] += d; y = x · rsqrt(mean(x²) + eps) · w[cols] per row — bit for bit add then
-// rms_norm, in one pass. y and d must not overlap x.
+// rms_norm, in one pass. y and d must not overlap x. parts > 1: d holds that many [rows, cols]
+// parts part_stride floats apart, added in order (x ← ((x + d[0]) + d[1]) + …; cols ≤ 16384).
 void add_rms_norm(float* x, int64_t ldx, const float* d, int64_t ldd, float* y, int64_t ldy, const float* w,
-                  int64_t rows, int64_t cols, float eps, cudaStream_t stream);
+                  int64_t rows, int64_t cols, float eps, cudaStream_t stream, int parts = 1, int64_t part_stride = 0);
 
 // x[T, n_heads, D] in place (element strides tok_stride, head_stride):
 // x · rsqrt(Σ x² + eps) · scale per head.
@@ -41,7 +42,8 @@ namespace detail {
 cudaError_t launch_rms_norm(float* y, int64_t ldy, const float* x, int64_t ldx, const float* w, int64_t rows,
                             int64_t cols, float eps, cudaStream_t stream);
 cudaError_t launch_add_rms_norm(float* x, int64_t ldx, const float* d, int64_t ldd, float* y, int64_t ldy,
-                                const float* w, int64_t rows, int64_t cols, float eps, cudaStream_t stream);
+                                const float* w, int64_t rows, int64_t cols, float eps, cudaStream_t stream, int parts,
+                                int64_t part_stride);
 cudaError_t launch_rms_norm_heads(float* y, int64_t y_tok, int64_t y_head, const float* x, int64_t x_tok,
                                   int64_t x_head, const float* w, int64_t T, int64_t n_heads, int64_t D, float eps,
                                   cudaStream_t stream);

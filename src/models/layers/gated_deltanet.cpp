@@ -63,11 +63,11 @@ GatedDeltaNet GatedDeltaNet::load(WeightStore& w, const ModelConfig& c, int64_t 
 int64_t GatedDeltaNet::activation_floats(const ModelConfig& c) {
     const int64_t nk = c.gdn_k_heads, nv = c.gdn_v_heads, dk = c.gdn_dk, dv = c.gdn_dv;
     const int64_t C = 2 * nk * dk + nv * dv;
-    return 2 * C + nv * dv /*z*/ + 4 * nv /*b a beta g*/ + nv * dv /*o*/;
+    return 2 * C + nv * dv /*z*/ + 4 * nv /*b a beta g*/ + nv * dv /*o*/ + nk * c.hidden /*decode: out parts*/;
 }
 
-void GatedDeltaNet::forward(Backend& be, Arena& arena, const ModelConfig& c, const Tensor& x, const Tensor& out,
-                            const Tensor& conv_state, const Tensor& rec_state, const SeqPlan& plan) const {
+Tensor GatedDeltaNet::forward(Backend& be, Arena& arena, const ModelConfig& c, const Tensor& x, const Tensor& out,
+                              const Tensor& conv_state, const Tensor& rec_state, const SeqPlan& plan) const {
     const int64_t T = x.dim(0), nk = c.gdn_k_heads, nv = c.gdn_v_heads, dk = c.gdn_dk, dv = c.gdn_dv;
     const int64_t C = 2 * nk * dk + nv * dv;
     // x·W_inᵀ = [mixed (q | k | v before the conv) | z | b | a], column bands of one buffer.
@@ -85,10 +85,16 @@ void GatedDeltaNet::forward(Backend& be, Arena& arena, const ModelConfig& c, con
     gp.tiled_heads = c.gdn_tiled_heads;
     gp.mode = GdnMode::Chunked;  // per sequence: WY chunks of 64, a lone token the recurrent step
     if (T == plan.n_seqs && be.fuses_gdn_decode(gp, dk, dv, conv.dim(1))) {  // one token per sequence
+        if (const int P = be.gdn_decode_out_parts(gp, dk, dv, conv.dim(1), T, w_out); P > 0) {
+            Tensor parts = arena.tensor(DType::F32, {P, T, out.dim(1)});
+            be.gdn_decode_step(o, mixed, z, b, a, conv, conv_state, neg_exp_a, dt_bias, rec_state, norm, c.rms_eps,
+                               plan, gp, &w_out, &parts);
+            return parts;
+        }
         be.gdn_decode_step(o, mixed, z, b, a, conv, conv_state, neg_exp_a, dt_bias, rec_state, norm, c.rms_eps, plan,
-                           gp);
+                           gp, nullptr, nullptr);
         be.matmul(out, o, w_out);
-        return;
+        return out;
     }
     be.conv1d_silu(qkv, mixed, conv, conv_state, plan);
     Tensor q = head_view(qkv, 0, nk, dk, dk);            // [T, nk, dk]
@@ -101,6 +107,7 @@ void GatedDeltaNet::forward(Backend& be, Arena& arena, const ModelConfig& c, con
     be.gated_delta_rule(o3, q, k, v, g, beta, rec_state, plan, gp);
     be.rms_norm_gated(o3, o3, head_view(proj, C, nv, dv, dv), norm, c.rms_eps);
     be.matmul(out, o, w_out);
+    return out;
 }
 
 }  // namespace tessera

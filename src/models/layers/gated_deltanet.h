@@ -30,9 +30,11 @@ struct GatedDeltaNet {
     // out[T, H] = the mixer applied to x[T, H] (already normed), continuing each sequence from its
     // slots in conv_state [n_slots, K-1, C] / rec_state [n_slots, nv, dk, dv]. The delta rule runs
     // in GdnMode::Chunked, which picks the form per sequence (decodes: recurrent), so a sequence's
-    // result does not depend on what else is in the batch.
-    void forward(Backend& be, Arena& arena, const ModelConfig& c, const Tensor& x, const Tensor& out,
-                 const Tensor& conv_state, const Tensor& rec_state, const SeqPlan& plan) const;
+    // result does not depend on what else is in the batch. Returns what to add to the residual
+    // stream: out itself, or — where the backend fuses the out-projection into its decode step —
+    // P partial products [P, T, H] from the arena (Backend::add_rms_norm sums them in order).
+    Tensor forward(Backend& be, Arena& arena, const ModelConfig& c, const Tensor& x, const Tensor& out,
+                   const Tensor& conv_state, const Tensor& rec_state, const SeqPlan& plan) const;
 };
 
 }  // namespace tessera
