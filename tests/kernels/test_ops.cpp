@@ -42,6 +42,27 @@ TEST(RmsNorm, MatchesFormulaAndAliases) {
                               Tensor(w.data(), DType::F32, {3}), 1e-6f), Error);
 }
 
+// add_rms_norm with a delta of P parts [P, R, C] (what a fused GDN decode step's out-projection
+// leaves): x gets ((x + d[0]) + d[1]) + … in f32, y the RMSNorm of that x — the same bits as P adds
+// and rms_norm.
+TEST(AddRmsNorm, PartsAreAddedInOrder) {
+    auto be = make_cpu_backend();
+    const int64_t P = 5, R = 3, C = 67;
+    const auto x0 = random_floats(size_t(R * C), 1, -3.f, 3.f), d = random_floats(size_t(P * R * C), 2, -3.f, 3.f);
+    auto w = random_floats(size_t(C), 3);
+    std::vector<float> x = x0, y(x.size()), want_x = x0, want_y(x.size());
+    be->add_rms_norm(Tensor(x.data(), DType::F32, {R, C}), Tensor(y.data(), DType::F32, {R, C}),
+                     Tensor(const_cast<float*>(d.data()), DType::F32, {P, R, C}), Tensor(w.data(), DType::F32, {C}),
+                     1e-6f);
+    for (int64_t p = 0; p < P; ++p)
+        for (int64_t i = 0; i < R * C; ++i) want_x[size_t(i)] = want_x[size_t(i)] + d[size_t(p * R * C + i)];
+    be->rms_norm(Tensor(want_y.data(), DType::F32, {R, C}), Tensor(want_x.data(), DType::F32, {R, C}),
+                 Tensor(w.data(), DType::F32, {C}), 1e-6f);
+    EXPECT_EQ(x, want_x);
+    EXPECT_EQ(y, want_y);
+    EXPECT_NE(x, x0);
+}
+
 // [T, heads, D] views whose token stride is not heads · head stride (q / k heads and the output
 // gate inside a stacked q | gate | k | v projection): rms_norm and sigmoid_mul give, bit for bit,
 // what they give on a compact copy of the same heads, and leave the columns between them alone.
