@@ -93,9 +93,8 @@ void gated_delta_rule(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, HeadsIn k
 }
 
 bool gdn_decode_out_fits(const GdnDecodeArgs& a, const PackedMatrix& w) {
-    const auto v = GdnDecodeVariant(a.variant);
-    const bool split = a.variant == 0 ? gdn_decode_variant(a.n_seqs, a.nk, a.dv) == GdnDecodeVariant::HeadSplit
-                                      : v == GdnDecodeVariant::HeadSplit;
+    const auto v = a.variant == 0 ? gdn_decode_variant(a.n_seqs, a.nk, a.dv) : GdnDecodeVariant(a.variant);
+    const bool split = v == GdnDecodeVariant::HeadSplit;
     return split && a.nk > 0 && a.nv % a.nk == 0 && detail::gdn_decode_out_takes(a, w);
 }
 
@@ -129,7 +128,8 @@ void gdn_decode_step(const GdnDecodeArgs& a, cudaStream_t stream) {
     if (a.out_w.codes) {
         TS_CHECK(gdn_decode_out_fits(a, a.out_w), "{}: the out-projection [{}, {}] (group {}) cannot be fused here", op,
                  a.out_w.n, a.out_w.k, a.out_w.group);
-        TS_CHECK(a.out_parts && a.out_row_s >= a.out_w.n && (a.n_seqs == 1 || a.out_part_s >= a.n_seqs * a.out_row_s),
+        const int64_t part_floats = a.n_seqs == 1 ? a.out_w.n : a.n_seqs * a.out_row_s;  // parts must not overlap
+        TS_CHECK(a.out_parts && a.out_row_s >= a.out_w.n && (a.nk == 1 || a.out_part_s >= part_floats),
                  "{}: out parts (part stride {}, row stride {}) do not hold [{}, {}, {}]", op, a.out_part_s,
                  a.out_row_s, a.nk, a.n_seqs, a.out_w.n);
     }

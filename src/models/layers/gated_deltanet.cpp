@@ -63,7 +63,7 @@ GatedDeltaNet GatedDeltaNet::load(WeightStore& w, const ModelConfig& c, int64_t 
 int64_t GatedDeltaNet::activation_floats(const ModelConfig& c) {
     const int64_t nk = c.gdn_k_heads, nv = c.gdn_v_heads, dk = c.gdn_dk, dv = c.gdn_dv;
     const int64_t C = 2 * nk * dk + nv * dv;
-    return 2 * C + nv * dv /*z*/ + 4 * nv /*b a beta g*/ + nv * dv /*o*/ + nk * c.hidden /*decode: out parts*/;
+    return 2 * C + nv * dv /*z*/ + 4 * nv /*b a beta g*/ + nv * dv /*o*/;
 }
 
 Tensor GatedDeltaNet::forward(Backend& be, Arena& arena, const ModelConfig& c, const Tensor& x, const Tensor& out,
@@ -85,14 +85,15 @@ Tensor GatedDeltaNet::forward(Backend& be, Arena& arena, const ModelConfig& c, c
     gp.tiled_heads = c.gdn_tiled_heads;
     gp.mode = GdnMode::Chunked;  // per sequence: WY chunks of 64, a lone token the recurrent step
     if (T == plan.n_seqs && be.fuses_gdn_decode(gp, dk, dv, conv.dim(1))) {  // one token per sequence
-        if (const int P = be.gdn_decode_out_parts(gp, dk, dv, conv.dim(1), T, w_out); P > 0) {
-            Tensor parts = arena.tensor(DType::F32, {P, T, out.dim(1)});
-            be.gdn_decode_step(o, mixed, z, b, a, conv, conv_state, neg_exp_a, dt_bias, rec_state, norm, c.rms_eps,
-                               plan, gp, &w_out, &parts);
-            return parts;
-        }
+        // The fused out-projection's parts [P, T, H] take the arena's room past this layer's buffers
+        // (activation_floats does not count them: a decode step's few tokens leave plenty), else the GEMV.
+        const int P = be.gdn_decode_out_parts(gp, dk, dv, conv.dim(1), T, w_out);
+        const size_t part_bytes = size_t(P * T * out.dim(1)) * sizeof(float) + 64;  // 64: the arena's alignment
+        const bool fused = P > 0 && arena.capacity() - arena.used() >= part_bytes;
+        const Tensor parts = fused ? arena.tensor(DType::F32, {P, T, out.dim(1)}) : Tensor();
         be.gdn_decode_step(o, mixed, z, b, a, conv, conv_state, neg_exp_a, dt_bias, rec_state, norm, c.rms_eps, plan,
-                           gp, nullptr, nullptr);
+                           gp, fused ? &w_out : nullptr, fused ? &parts : nullptr);
+        if (fused) return parts;
         be.matmul(out, o, w_out);
         return out;
     }
