@@ -22,12 +22,15 @@
 #include <string>
 #include <vector>
 
+#include "core/half.h"
 #include "core/status.h"
 #include "cuda_timer.h"
 #include "kernel_args.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/fast_gdn.h"
+#include "kernels/cuda/fast_matmul.h"
+#include "kernels/cuda/ref_norm.h"
 #include "kernels/cuda/stream.h"
 
 using namespace tessera;
@@ -207,10 +210,18 @@ void bench_rule(const Args& a, Stream& stream, Timer& timer, GdnMode mode, int64
 const char* const kDecodeNames[] = {"auto", "cluster/key head", "cols32", "cols16", "head256", "head512", "split"};
 static_assert(std::size(kDecodeNames) == fast::kGdnDecodeVariants);
 
+// With the layer's out-projection (H 2048 × nv·dv, Int4 g32 in tiles, random) and the residual
+// add + RMSNorm after the step: its GEMV, or fused into the step (GdnDecodeArgs::out_w; nk parts).
+enum class OutProj { None, Gemv, Fused };
+constexpr int64_t kHidden = 2048;
+
 void bench_decode(const Args& a, Stream& stream, Timer& timer, int64_t B, int slots, fast::GdnDecodeVariant variant,
-                  const std::string& note) {
+                  const std::string& note, OutProj out = OutProj::None) {
     const bool chosen = variant == fast::gdn_decode_variant(B, nk, dv);
-    const std::string what = std::string("decode step ") + kDecodeNames[int(variant)] + (chosen ? "*" : "") +
+    const char* out_name = out == OutProj::Gemv    ? " + out gemv + norm"
+                           : out == OutProj::Fused ? " + out fused + norm"
+                                                   : "";
+    const std::string what = std::string("decode step ") + kDecodeNames[int(variant)] + (chosen ? "*" : "") + out_name +
                              (slots > 1 ? " cold" : " hot");
     if (!a.filter.empty() && what.find(a.filter) == std::string::npos) return;
     const int64_t n_slots = slots * B;
@@ -255,9 +266,34 @@ void bench_decode(const Args& a, Stream& stream, Timer& timer, int64_t B, int sl
     d.y = y.as<float>();
     d.y_s = HV;
     d.variant = int(variant);
+    const int64_t parts = out == OutProj::Fused ? nk : 1;
+    std::vector<uint8_t> codes(size_t(kHidden * HV / 2));
+    std::vector<uint16_t> scales(size_t(kHidden * HV / 32));
+    uint32_t r = 12345;
+    for (auto& c : codes) c = uint8_t((r = r * 1664525u + 1013904223u) >> 24);
+    for (auto& s : scales) s = f32_to_f16(0.001f * float((r = r * 1664525u + 1013904223u) >> 24));
+    DeviceBuffer w_codes(codes.size()), w_scales(scales.size() * 2), delta(size_t(parts * B * kHidden) * sizeof(float));
+    DeviceBuffer x_res = random_buffer(size_t(B * kHidden), -1.f, 1.f, 15),
+                 h = random_buffer(size_t(B * kHidden), -1.f, 1.f, 16),
+                 post = random_buffer(size_t(kHidden), 0.5f, 1.5f, 17);
+    w_codes.upload(codes.data(), codes.size());
+    w_scales.upload(scales.data(), scales.size() * 2);
+    PackedMatrix w;
+    w.n = kHidden, w.k = HV, w.group = 32, w.tiles = true;
+    w.codes = w_codes.as<uint8_t>(), w.scales = w_scales.as<uint16_t>();
+    if (out == OutProj::Fused) {
+        d.out_w = w;
+        d.out_parts = delta.as<float>();
+        d.out_part_s = B * kHidden;
+        d.out_row_s = kHidden;
+    }
     const double sec = time_calls(a, stream, timer, [&](int call) {
         d.slot = slot_bufs[size_t(call % slots)].as<int32_t>();
         fast::gdn_decode_step(d, stream);
+        if (out == OutProj::Gemv) fast::gemv_packed(delta.as<float>(), kHidden, y.as<float>(), HV, B, w, stream);
+        if (out != OutProj::None)
+            ref::add_rms_norm(x_res.as<float>(), kHidden, delta.as<float>(), kHidden, h.as<float>(), kHidden,
+                              post.as<float>(), B, kHidden, 1e-6f, stream, int(parts), B * kHidden);
     });
     const double bytes = double(B) * (2 * kStateBytes + double(2 * (Kc - 1) * C + C + HV * 2) * 4);
     row(what, B, 1, sec, bytes, note);
@@ -299,6 +335,11 @@ int main(int argc, char** argv) {
                 bench_decode(a, stream, timer, B, 1, var, B == 1 ? "conv+gates+l2+rule+norm; target <= 4 us" : "");
                 bench_decode(a, stream, timer, B, cold, var, "");
             }
+            if (B == 1)  // the out-projection after HeadSplit, or in it
+                for (OutProj o : {OutProj::Gemv, OutProj::Fused}) {
+                    bench_decode(a, stream, timer, B, 1, fast::GdnDecodeVariant::HeadSplit, "", o);
+                    bench_decode(a, stream, timer, B, cold, fast::GdnDecodeVariant::HeadSplit, "", o);
+                }
         }
         using V = fast::GdnChunkVariant;
         const V chunk_variants[] = {V::Auto,  V::StateWarps8, V::Vec16,

@@ -16,7 +16,8 @@
 //
 //  - OUT (HeadSplit in 4 only): the layer's out-projection fused. A block's 32 columns of y are one
 //    16-byte chunk of each row of out_w, so the block stages that chunk of all H rows (cp.async,
-//    before the PDL wait, with the scales in registers), quantizes its y into two int8 limbs
+//    before the PDL wait, in a group of its own that only the projection waits for; the scales in
+//    registers), quantizes its y into two int8 limbs
 //    (fast_dp4a.cuh) and takes dp4a products: H partial sums over its columns. The key head's r·4
 //    blocks add theirs in rank order through distributed shared memory, each block a slice of the
 //    H rows, into part hk of out_parts — nk parts that the next add + RMSNorm sums. No kernel
@@ -71,6 +72,7 @@ __device__ __forceinline__ void out_projection(const GdnDecodeArgs& a, float yv,
     constexpr int kThreads = 256;
     __shared__ uint4 xq[4];  // per 8 columns: hi limbs even | odd, lo limbs even | odd
     __shared__ float2 xs;    // (dx, sx) of the 32 columns
+    step::cp_async_wait_all();  // out_w's chunks (the barrier below publishes them)
     if (tid < 32) {
         float v[8];
 #pragma unroll
@@ -176,6 +178,10 @@ __global__ void __launch_bounds__(THREADS, THREADS == 256 ? (NS == 4 && !OUT ? 4
     float* S = slot >= 0 && col_ok ? a.state + slot * a.state_slot_stride + int64_t(h) * dk * dv + c : nullptr;
 
     auto queue_tap = [&](float* w, float* win, int64_t ch, int tap, int phase) {  // step::queue_conv_tap
+        if (OUT && phase == 1) {  // a plain load: the cp.async groups wait for the taps, not for out_w
+            if (tap == K - 1) *win = xrow[ch];
+            return;
+        }
         step::queue_conv_tap(w, win, a.conv_w, cst, xrow, C, ch, tap, K, phase);
     };
     auto taps = [&](int phase) {
@@ -194,6 +200,7 @@ __global__ void __launch_bounds__(THREADS, THREADS == 256 ? (NS == 4 && !OUT ? 4
 
     // Before the wait: what no kernel of this step writes.
     taps(0);
+    if constexpr (OUT) asm volatile("cp.async.commit_group;\n" ::: "memory");  // the taps' group
     float sr[R];  // S[R·rl + m, c]
 #pragma unroll
     for (int m = 0; m < R; ++m) {
@@ -217,13 +224,15 @@ __global__ void __launch_bounds__(THREADS, THREADS == 256 ? (NS == 4 && !OUT ? 4
             ws[i / 2] |= uint32_t(__ldg(W.scales + si)) << (16 * (i % 2));
             if (W.biases) wb[i / 2] |= uint32_t(__ldg(W.biases + si)) << (16 * (i % 2));
         }
+        asm volatile("cp.async.commit_group;\n" ::: "memory");  // out_w's group, waited for by out_projection
     }
     pdl::wait();
     pdl::trigger();
     const float bb = a.b[s * a.b_s + h], ax = a.a[s * a.a_s + h];
     const float zz = rl == 0 && col_ok ? a.z[s * a.z_s + int64_t(h) * dv + c] : 0.f;
     taps(1);
-    cp_async_wait_all();
+    if constexpr (OUT) asm volatile("cp.async.wait_group 1;\n" ::: "memory");  // the taps, not out_w
+    else cp_async_wait_all();
     __syncthreads();
 
     // q and k (row lane 0), v (the last row lane): conv + SiLU; the l2 norms' sums.

@@ -99,69 +99,22 @@ __global__ void add_rms_norm_kernel(float* x, int64_t ldx, const float* d, int64
     }
 }
 
-// add_rms_norm_kernel with the row in registers (cols ≤ NV·kRowThreads): each thread keeps its
-// x + d values and its weights (loaded before the wait: weights are no kernel's output), so the
-// scaling needs no second read of x and w — one memory latency less on the decode path. The
-// same columns per thread in the same order, the same expressions: bit for bit the same result.
-template <int NV>
-__global__ void __launch_bounds__(kRowThreads) add_rms_norm_regs_kernel(float* x, int64_t ldx, const float* d,
-                                                                        int64_t ldd, float* y, int64_t ldy,
-                                                                        const float* w, int64_t rows, int64_t cols,
-                                                                        float eps) {
+// add_rms_norm_kernel with the row in registers (cols ≤ NV·THREADS): each thread keeps its x + d
+// values and its weights (loaded before the wait: weights are no kernel's output), so the scaling
+// needs no second read of x and w — one memory latency less on the decode path. With THREADS =
+// kRowThreads, the same columns per thread in the same order, the same expressions: bit for bit
+// the same result. The delta may come in `parts` parts part_stride floats apart (the GDN decode
+// step's fused out-projection): x ← ((x + d[0]) + d[1]) + …, PB parts' loads in flight together.
+template <int THREADS, int NV, int PB>
+__global__ void __launch_bounds__(THREADS) add_rms_norm_regs_kernel(float* x, int64_t ldx, const float* d, int64_t ldd,
+                                                                    int64_t part_stride, int parts, float* y,
+                                                                    int64_t ldy, const float* w, int64_t rows,
+                                                                    int64_t cols, float eps) {
     __shared__ float scratch[32];
     float wv[NV];
 #pragma unroll
     for (int i = 0; i < NV; ++i) {
-        const int64_t c = threadIdx.x + int64_t(i) * kRowThreads;
-        wv[i] = c < cols ? w[c] : 0.f;
-    }
-    pdl::wait();
-    pdl::trigger();
-    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-        float* xr = x + r * ldx;
-        const float* dr = d + r * ldd;
-        float* yr = y + r * ldy;
-        float xv[NV], dv[NV];
-#pragma unroll
-        for (int i = 0; i < NV; ++i) {
-            const int64_t c = threadIdx.x + int64_t(i) * kRowThreads;
-            xv[i] = c < cols ? xr[c] : 0.f;
-            dv[i] = c < cols ? dr[c] : 0.f;
-        }
-        float ss = 0.f;
-#pragma unroll
-        for (int i = 0; i < NV; ++i) {
-            const int64_t c = threadIdx.x + int64_t(i) * kRowThreads;
-            if (c >= cols) continue;
-            xv[i] = xv[i] + dv[i];
-            xr[c] = xv[i];
-            ss += xv[i] * xv[i];
-        }
-        ss = block_sum(ss, scratch);
-        const float inv = rms_inverse(ss, cols, eps);
-#pragma unroll
-        for (int i = 0; i < NV; ++i) {
-            const int64_t c = threadIdx.x + int64_t(i) * kRowThreads;
-            if (c < cols) yr[c] = xv[i] * inv * wv[i];
-        }
-    }
-}
-
-// add_rms_norm_regs_kernel over P parts of the delta: x ← ((x + d[0]) + d[1]) + … + d[P−1], then
-// the same norm. The parts of a split product (the GDN decode step's fused out-projection) are
-// summed where they are read: every part's loads of a batch of 8 in flight together, 1024 threads
-// a row (NV columns a thread).
-constexpr int kPartThreads = 1024, kPartBatch = 8;
-template <int NV>
-__global__ void __launch_bounds__(kPartThreads) add_parts_rms_norm_kernel(float* x, int64_t ldx, const float* d,
-                                                                          int64_t ldd, int64_t part_stride, int parts,
-                                                                          float* y, int64_t ldy, const float* w,
-                                                                          int64_t rows, int64_t cols, float eps) {
-    __shared__ float scratch[32];
-    float wv[NV];
-#pragma unroll
-    for (int i = 0; i < NV; ++i) {
-        const int64_t c = threadIdx.x + int64_t(i) * kPartThreads;
+        const int64_t c = threadIdx.x + int64_t(i) * THREADS;
         wv[i] = c < cols ? w[c] : 0.f;
     }
     pdl::wait();
@@ -173,20 +126,20 @@ __global__ void __launch_bounds__(kPartThreads) add_parts_rms_norm_kernel(float*
         float xv[NV];
 #pragma unroll
         for (int i = 0; i < NV; ++i) {
-            const int64_t c = threadIdx.x + int64_t(i) * kPartThreads;
+            const int64_t c = threadIdx.x + int64_t(i) * THREADS;
             xv[i] = c < cols ? xr[c] : 0.f;
         }
-        for (int p0 = 0; p0 < parts; p0 += kPartBatch) {
-            float dv[kPartBatch][NV];
+        for (int p0 = 0; p0 < parts; p0 += PB) {
+            float dv[PB][NV];
 #pragma unroll
-            for (int q = 0; q < kPartBatch; ++q)
+            for (int q = 0; q < PB; ++q)
 #pragma unroll
                 for (int i = 0; i < NV; ++i) {
-                    const int64_t c = threadIdx.x + int64_t(i) * kPartThreads;
+                    const int64_t c = threadIdx.x + int64_t(i) * THREADS;
                     dv[q][i] = p0 + q < parts && c < cols ? dr[(p0 + q) * part_stride + c] : 0.f;
                 }
 #pragma unroll
-            for (int q = 0; q < kPartBatch; ++q)
+            for (int q = 0; q < PB; ++q)
                 if (p0 + q < parts)
 #pragma unroll
                     for (int i = 0; i < NV; ++i) xv[i] = xv[i] + dv[q][i];
@@ -194,7 +147,7 @@ __global__ void __launch_bounds__(kPartThreads) add_parts_rms_norm_kernel(float*
         float ss = 0.f;
 #pragma unroll
         for (int i = 0; i < NV; ++i) {
-            const int64_t c = threadIdx.x + int64_t(i) * kPartThreads;
+            const int64_t c = threadIdx.x + int64_t(i) * THREADS;
             if (c >= cols) continue;
             xr[c] = xv[i];
             ss += xv[i] * xv[i];
@@ -203,11 +156,13 @@ __global__ void __launch_bounds__(kPartThreads) add_parts_rms_norm_kernel(float*
         const float inv = rms_inverse(ss, cols, eps);
 #pragma unroll
         for (int i = 0; i < NV; ++i) {
-            const int64_t c = threadIdx.x + int64_t(i) * kPartThreads;
+            const int64_t c = threadIdx.x + int64_t(i) * THREADS;
             if (c < cols) yr[c] = xv[i] * inv * wv[i];
         }
     }
 }
+// The parts' form: 1024 threads a row, 8 parts' loads in flight.
+constexpr int kPartThreads = 1024, kPartBatch = 8;
 
 // x[T, n_heads, D] in place: x · rsqrt(Σ x² + eps) · scale per head
 __global__ void l2_norm_kernel(float* x, int64_t tok_stride, int64_t head_stride, int64_t T, int64_t n_heads,
@@ -310,22 +265,17 @@ cudaError_t launch_add_rms_norm(float* x, int64_t ldx, const float* d, int64_t l
                                 const float* w, int64_t rows, int64_t cols, float eps, cudaStream_t stream, int parts,
                                 int64_t part_stride) {
     const unsigned grid = grid_for(rows, 1);
+    auto regs = [&](auto kernel, int threads) {
+        return pdl::launch(kernel, grid, threads, 0, stream, x, ldx, d, ldd, part_stride, parts, y, ldy, w, rows, cols,
+                           eps);
+    };
     if (parts > 1) {
-        if (cols <= 2 * kPartThreads)
-            return pdl::launch(add_parts_rms_norm_kernel<2>, grid, kPartThreads, 0, stream, x, ldx, d, ldd,
-                               part_stride, parts, y, ldy, w, rows, cols, eps);
-        if (cols <= 4 * kPartThreads)
-            return pdl::launch(add_parts_rms_norm_kernel<4>, grid, kPartThreads, 0, stream, x, ldx, d, ldd,
-                               part_stride, parts, y, ldy, w, rows, cols, eps);
-        return pdl::launch(add_parts_rms_norm_kernel<16>, grid, kPartThreads, 0, stream, x, ldx, d, ldd, part_stride,
-                           parts, y, ldy, w, rows, cols, eps);
+        if (cols <= 2 * kPartThreads) return regs(add_rms_norm_regs_kernel<kPartThreads, 2, kPartBatch>, kPartThreads);
+        if (cols <= 4 * kPartThreads) return regs(add_rms_norm_regs_kernel<kPartThreads, 4, kPartBatch>, kPartThreads);
+        return regs(add_rms_norm_regs_kernel<kPartThreads, 16, 1>, kPartThreads);  // 64 registers
     }
-    if (cols <= 8 * kRowThreads)
-        return pdl::launch(add_rms_norm_regs_kernel<8>, grid, kRowThreads, 0, stream, x, ldx, d, ldd, y, ldy, w, rows,
-                           cols, eps);
-    if (cols <= 32 * kRowThreads)
-        return pdl::launch(add_rms_norm_regs_kernel<32>, grid, kRowThreads, 0, stream, x, ldx, d, ldd, y, ldy, w,
-                           rows, cols, eps);
+    if (cols <= 8 * kRowThreads) return regs(add_rms_norm_regs_kernel<kRowThreads, 8, 1>, kRowThreads);
+    if (cols <= 32 * kRowThreads) return regs(add_rms_norm_regs_kernel<kRowThreads, 32, 1>, kRowThreads);
     return pdl::launch(add_rms_norm_kernel, grid, kRowThreads, 0, stream, x, ldx, d, ldd, y, ldy, w, rows, cols, eps);
 }
 
