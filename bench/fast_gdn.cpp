@@ -272,23 +272,32 @@ void bench_decode(const Args& a, Stream& stream, Timer& timer, int64_t B, int sl
     uint32_t r = 12345;
     for (auto& c : codes) c = uint8_t((r = r * 1664525u + 1013904223u) >> 24);
     for (auto& s : scales) s = f32_to_f16(0.001f * float((r = r * 1664525u + 1013904223u) >> 24));
-    DeviceBuffer w_codes(codes.size()), w_scales(scales.size() * 2), delta(size_t(parts * B * kHidden) * sizeof(float));
+    // One copy of W a state slot set: the cold rows read W from HBM too, as a model's layers do.
+    std::vector<DeviceBuffer> w_codes, w_scales;
+    for (int i = 0; i < (out == OutProj::None ? 0 : slots); ++i) {
+        w_codes.emplace_back(codes.size());
+        w_scales.emplace_back(scales.size() * 2);
+        w_codes.back().upload(codes.data(), codes.size());
+        w_scales.back().upload(scales.data(), scales.size() * 2);
+    }
+    DeviceBuffer delta(size_t(parts * B * kHidden) * sizeof(float));
     DeviceBuffer x_res = random_buffer(size_t(B * kHidden), -1.f, 1.f, 15),
                  h = random_buffer(size_t(B * kHidden), -1.f, 1.f, 16),
                  post = random_buffer(size_t(kHidden), 0.5f, 1.5f, 17);
-    w_codes.upload(codes.data(), codes.size());
-    w_scales.upload(scales.data(), scales.size() * 2);
     PackedMatrix w;
     w.n = kHidden, w.k = HV, w.group = 32, w.tiles = true;
-    w.codes = w_codes.as<uint8_t>(), w.scales = w_scales.as<uint16_t>();
     if (out == OutProj::Fused) {
-        d.out_w = w;
         d.out_parts = delta.as<float>();
         d.out_part_s = B * kHidden;
         d.out_row_s = kHidden;
     }
     const double sec = time_calls(a, stream, timer, [&](int call) {
         d.slot = slot_bufs[size_t(call % slots)].as<int32_t>();
+        if (out != OutProj::None) {
+            w.codes = w_codes[size_t(call % slots)].as<uint8_t>();
+            w.scales = w_scales[size_t(call % slots)].as<uint16_t>();
+        }
+        if (out == OutProj::Fused) d.out_w = w;
         fast::gdn_decode_step(d, stream);
         if (out == OutProj::Gemv) fast::gemv_packed(delta.as<float>(), kHidden, y.as<float>(), HV, B, w, stream);
         if (out != OutProj::None)

@@ -152,9 +152,24 @@ __global__ void __launch_bounds__(kThreads, DIRECT ? 3 : 2) wy_prep16_kernel(ChA
         constexpr int kStep = kThreads / 32;
         const float* kr = a.k.data + (tb + warp) * a.k.tok_stride + hk * a.k.head_stride;
         const float* qr = a.q.data + (tb + warp) * a.q.tok_stride + hk * a.q.head_stride;
-        for (int l = warp; l < kC; l += kStep, kr += kStep * a.k.tok_stride, qr += kStep * a.q.tok_stride) {
-            load_row(Ks + l * ldk, kr, dk, dkq, l < L, a.vec, lane);
-            load_row(Qs + l * ldk, qr, dk, dkq, l < L, a.vec, lane);
+        if (DKQ == 128 && a.vec) {  // a 16-byte copy a lane a row, zero-filled past L and dk (nothing read)
+            const bool col_ok = 4 * lane < dk;
+            const uint32_t ks = dev::smem_addr(Ks + warp * ldk + 4 * lane);
+            const uint32_t qs = dev::smem_addr(Qs + warp * ldk + 4 * lane);
+            static_assert(kC % kStep == 0, "wy_prep16: every warp copies as many rows");
+#pragma unroll
+            for (int i = 0; i < kC / kStep; ++i) {
+                const bool ok = col_ok && warp + kStep * i < L;
+                dev::cp_async16(ks + 4 * i * kStep * ldk, ok ? kr + 4 * lane : kb, ok);
+                dev::cp_async16(qs + 4 * i * kStep * ldk, ok ? qr + 4 * lane : qb, ok);
+                kr += kStep * a.k.tok_stride;
+                qr += kStep * a.q.tok_stride;
+            }
+        } else {
+            for (int l = warp; l < kC; l += kStep, kr += kStep * a.k.tok_stride, qr += kStep * a.q.tok_stride) {
+                load_row(Ks + l * ldk, kr, dk, dkq, l < L, a.vec, lane);
+                load_row(Qs + l * ldk, qr, dk, dkq, l < L, a.vec, lane);
+            }
         }
     }
     if (tid < kC) bt[tid] = tid < L ? a.beta[(tb + tid) * a.beta_s + h] : 0.f;
@@ -297,11 +312,20 @@ __global__ void __launch_bounds__(kThreads, DIRECT ? 3 : 2) wy_prep16_kernel(ChA
         write_p();
     } else {
         constexpr int kStep = kThreads / 32 - 2;
-        const float* vb = a.v.data + tb * a.v.tok_stride + h * a.v.head_stride;  // (DIRECT)
+        const float* vb = a.v.data + tb * a.v.tok_stride + h * a.v.head_stride;  // (DIRECT; the copies' idle source)
         if constexpr (!DIRECT) {
             const float* vr = a.v.data + (tb + warp - 2) * a.v.tok_stride + h * a.v.head_stride;
-            for (int l = warp - 2; l < kC; l += kStep, vr += kStep * a.v.tok_stride)
-                load_row(Vs + l * ldv, vr, dv, dvp, l < L, a.vec, lane);
+            if (dvp == 128 && a.vec) {  // as K's and Q's rows
+                const bool col_ok = 4 * lane < dv;
+                uint32_t vs = dev::smem_addr(Vs + (warp - 2) * ldv + 4 * lane);
+                for (int l = warp - 2; l < kC; l += kStep, vr += kStep * a.v.tok_stride, vs += 4 * kStep * ldv) {
+                    const bool ok = col_ok && l < L;
+                    dev::cp_async16(vs, ok ? vr + 4 * lane : vb, ok);
+                }
+            } else {
+                for (int l = warp - 2; l < kC; l += kStep, vr += kStep * a.v.tok_stride)
+                    load_row(Vs + l * ldv, vr, dv, dvp, l < L, a.vec, lane);
+            }
         }
         write_p();
         cp_async_wait_all();
