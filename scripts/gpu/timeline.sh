@@ -10,7 +10,9 @@
 # (prefill_profile.py). With `steps`: two runs of BATCH requests (default 64), 4 and 36 generated
 # tokens, and each kernel's time per decode step from the difference of their totals
 # (steps_profile.py) into $OUT/timeline_steps.md — steps whose kernels the gap heuristic of
-# timeline.py cannot separate (many requests: host work inside a step).
+# timeline.py cannot separate (many requests: host work inside a step). Since the pipelined decode
+# leaves no host gaps between steps the gap heuristic can miss them at batch 1 too (session 26: it
+# took prefill kernels for steps): `steps 1` is the reliable form there.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 LOGS=${OUT:-build/gpu-logs}
