@@ -320,7 +320,8 @@ int main(int argc, char** argv) {
             "  --graph         the --reps calls captured in one CUDA graph\n"
             "  --filter TEXT   only cases whose label contains TEXT\n";
         bench::KernelArgs args(usage);
-        args.count("--runs", a.runs, 1).count("--warmup", a.warmup, 0).count("--reps", a.reps, 1).flag("--graph", a.graph);
+        args.count("--runs", a.runs, 1).count("--warmup", a.warmup, 0).count("--reps", a.reps, 1);
+        args.flag("--graph", a.graph);
         if (!args.text("--filter", a.filter).parse(argc, argv)) return 0;
         cudaDeviceProp p{};
         TS_CUDA_CHECK(cudaGetDeviceProperties(&p, 0));

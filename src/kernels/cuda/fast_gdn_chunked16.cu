@@ -3,8 +3,9 @@
 // 3×TF32 m16n8k8. Every operand tile X is stored as 2^-e·(hi + 2^-11·lo), hi and lo f16 and e one
 // power of two per tile, or per row where it can be undone on the product's rows or folded into the
 // other operand (max |X|·2^e in [2^12, 2^13): f16's range, and 22 bits of each element relative to
-// the tile's max, full relative precision for elements down to 2^-26 of it); a product is hi·hi + 2^-11·(hi·lo + lo·hi) in three f32 accumulators (the dropped
-// lo·lo is ~2^-22 relative, as 3×TF32's), then scaled back. The state stays f32 (in registers) and
+// the tile's max, full relative precision for elements down to 2^-26 of it); a product is
+// hi·hi + 2^-11·(hi·lo + lo·hi) in three f32 accumulators (the dropped lo·lo is ~2^-22 relative,
+// as 3×TF32's), then scaled back. The state stays f32 (in registers) and
 // is rounded so once a chunk for its products, as FLA does.
 //  1. wy_prep16, a block per (chunk, sequence, value head), all chunks in parallel: wy_prep's Γ, A,
 //     T, P, W and U, its products (K·Kᵀ, Q·Kᵀ, T·diag(βe^Γ)·K, T·diag(β)·V) 3×F16 as well, K and Q
@@ -719,7 +720,8 @@ uint32_t next_chunk_epoch() {
 // Whether the state pass may start before the prep completes: o shares no float with q, k or v
 // (which the prep may still be reading) and the stream is not capturing a graph.
 bool gdn_overlap_safe(const float* o, int64_t o_ts, int64_t o_hs, const HeadsIn& q, const HeadsIn& k,
-                      const HeadsIn& v, int64_t T, int64_t nk, int64_t nv, int64_t dk, int64_t dv, cudaStream_t stream) {
+                      const HeadsIn& v, int64_t T, int64_t nk, int64_t nv, int64_t dk, int64_t dv,
+                      cudaStream_t stream) {
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone) return false;
     const int64_t no = gdn_view_span(T, nv, dv, o_ts, o_hs);
