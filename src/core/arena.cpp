@@ -34,8 +34,8 @@ Arena& Arena::operator=(Arena&& o) noexcept {
 }
 
 void* Arena::alloc(size_t bytes, size_t align) {
-    const size_t start = (used_ + align - 1) / align * align;
-    if (start + bytes > capacity_)
+    const size_t start = aligned_used(align);
+    if (!fits(bytes, align))
         fail(ErrorKind::OutOfMemory, "arena '{}': need {} bytes at offset {}, capacity {}", name_, bytes, start,
              capacity_);
     used_ = start + bytes;

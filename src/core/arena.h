@@ -23,6 +23,8 @@ public:
 
     // Throws Error(OutOfMemory) with the arena's name, the request and its capacity when full.
     void* alloc(size_t bytes, size_t align = 64);
+    // Whether alloc(bytes, align) would succeed now.
+    bool fits(size_t bytes, size_t align = 64) const { return aligned_used(align) + bytes <= capacity_; }
     Tensor tensor(DType dtype, std::initializer_list<int64_t> shape);
     void reset() { used_ = 0; }
     // Frees everything allocated since used() returned `mark` (scratch of one block).
@@ -34,6 +36,9 @@ public:
     const std::string& name() const { return name_; }
 
 private:
+    // used_ rounded up to a multiple of align: where the next allocation starts.
+    size_t aligned_used(size_t align) const { return (used_ + align - 1) / align * align; }
+
     std::string name_;
     MemoryResource* mem_ = nullptr;
     char* base_ = nullptr;

@@ -74,6 +74,11 @@ TEST(Arena, BumpsAlignsAndReportsOverflow) {
     EXPECT_EQ(reinterpret_cast<uintptr_t>(q) % 64, 0u);
     EXPECT_EQ(static_cast<char*>(q) - static_cast<char*>(p), 64);
     EXPECT_THROW(a.alloc(2048), Error);
+    // 74 bytes used: the next block starts at 128, so 896 more fill the arena and 897 do not.
+    EXPECT_TRUE(a.fits(896));
+    EXPECT_FALSE(a.fits(897));
+    EXPECT_TRUE(a.fits(950, 1));  // unaligned: from 74
+    EXPECT_FALSE(a.fits(951, 1));
     a.reset();
     EXPECT_EQ(a.used(), 0u);
     EXPECT_EQ(a.peak(), 74u);

@@ -88,8 +88,7 @@ Tensor GatedDeltaNet::forward(Backend& be, Arena& arena, const ModelConfig& c, c
         // The fused out-projection's parts [P, T, H] take the arena's room past this layer's buffers
         // (activation_floats does not count them: a decode step's few tokens leave plenty), else the GEMV.
         const int P = be.gdn_decode_out_parts(gp, dk, dv, conv.dim(1), T, w_out);
-        const size_t part_bytes = size_t(P * T * out.dim(1)) * sizeof(float) + 64;  // 64: the arena's alignment
-        const bool fused = P > 0 && arena.capacity() - arena.used() >= part_bytes;
+        const bool fused = P > 0 && arena.fits(size_t(P * T * out.dim(1)) * sizeof(float));
         const Tensor parts = fused ? arena.tensor(DType::F32, {P, T, out.dim(1)}) : Tensor();
         be.gdn_decode_step(o, mixed, z, b, a, conv, conv_state, neg_exp_a, dt_bias, rec_state, norm, c.rms_eps, plan,
                            gp, fused ? &w_out : nullptr, fused ? &parts : nullptr);
