@@ -81,6 +81,7 @@ std::string plan_name(const fast::GemvPlan& p) {
     if (p.variant == fast::GemvVariant::Imma)
         return "imma S=" + std::to_string(p.splits) + " C=" + std::to_string(p.cluster) + (p.regs ? " regs" : "");
     if (p.variant == fast::GemvVariant::MmaRows) return "mma rows mt=" + std::to_string(p.mtiles);
+    if (p.variant == fast::GemvVariant::Bulk) return "bulk (copy engine, imma)";
     return "mma mt=" + std::to_string(p.mtiles) + " k/" + std::to_string(p.splits);
 }
 
@@ -215,6 +216,27 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                                         fast::gemv_imma_fits(tm, T, cl))
                                         tp.push_back({fast::GemvVariant::Imma, 1, s, cl, regs});
                 }
+                if (tile_pick.variant != fast::GemvVariant::Bulk && fast::gemv_bulk_takes(tm, T))
+                    tp.push_back({fast::GemvVariant::Bulk});
+                // Bulk in other shapes (one token, no biases): ring stages, its copies without the
+                // arithmetic (the floor of its stream), one block an SM kept so by shared memory, grids
+                // of one row tile a block and of two blocks an SM.
+                if (T == 1 && !l.biases && fast::gemv_bulk_takes(tm, 1)) {
+                    using D = fast::detail::GemvBulkDiag;
+                    const std::pair<D, std::string> diags[] = {
+                        {D{2, true, 0, false}, "2 stages"},           {D{8, true, 0, false}, "8 stages"},
+                        {D{4, false, 0, false}, "copies only"},       {D{8, false, 0, false}, "copies only, 8 stages"},
+                        {D{4, true, 0, true}, "one block an SM"},     {D{8, true, 0, true}, "8 stages, one an SM"},
+                        {D{4, true, int(N / 16), false}, "a block a row tile"},
+                        {D{4, true, 2 * sms, false}, "2 blocks an SM"}};
+                    for (const auto& [d, what] : diags) {
+                        const double sec = time([&](size_t c) {
+                            TS_CUDA_CHECK(fast::detail::launch_gemv_bulk_diag(d, dy.as<float>(), dx.as<float>(),
+                                                                              tile_copies[c].m, st));
+                        });
+                        row(name, l, T, mode, "diag: bulk " + what, sec, bytes, "Bulk in another shape");
+                    }
+                }
                 // What Imma's parts cost (one token, no biases): the kernel with its math, its x
                 // staging, its cluster sum or all three left out (y garbage) — at the pick's shape,
                 // 8 warps on one row tile, and 2 × 2.
@@ -244,7 +266,7 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                         fast::gemv_packed_plan(p, dy.as<float>(), N, dx.as<float>(), K, T, tile_copies[c].m, st);
                     });
                     std::string note = "16-row tiles (the backend's order)";
-                    if (p.variant == fast::GemvVariant::Imma)
+                    if (p.variant == fast::GemvVariant::Imma || p.variant == fast::GemvVariant::Bulk)
                         note += "; " + std::to_string(fast::detail::gemv_grid_blocks(p, N)) + " blocks" +
                                 (p.cluster == ip.cluster && p.splits == ip.splits && p.regs == ip.regs ? ", imma's shape"
                                                                                                       : "");

@@ -155,6 +155,7 @@ std::string plan_name(const fast::GemvPlan& p) {
     if (p.variant == fast::GemvVariant::Imma)
         return "imma S=" + std::to_string(p.splits) + " C=" + std::to_string(p.cluster) + (p.regs ? " regs" : "");
     if (p.variant == fast::GemvVariant::MmaRows) return "mma rows mt=" + std::to_string(p.mtiles);
+    if (p.variant == fast::GemvVariant::Bulk) return "bulk";
     return "mma mt=" + std::to_string(p.mtiles) + " splits=" + std::to_string(p.splits);
 }
 
@@ -237,10 +238,14 @@ TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
                     }
                 if (qbound.empty()) qbound = dp4a_bound(ph, x, ldx, sh.T);
             }
+            if (fast::gemv_bulk_takes(dp.m, sh.T)) {  // Bulk: the same limbs and sums as Dp4a
+                plans.push_back({fast::GemvVariant::Bulk});
+                if (qbound.empty()) qbound = dp4a_bound(ph, x, ldx, sh.T);
+            }
             for (const fast::GemvPlan& plan : plans) {
                 SCOPED_TRACE(plan_name(plan));
                 const bool dp4a = plan.variant == fast::GemvVariant::Dp4a ||  // x in two int8 limbs
-                                  plan.variant == fast::GemvVariant::Imma;
+                                  plan.variant == fast::GemvVariant::Imma || plan.variant == fast::GemvVariant::Bulk;
                 const bool mma = plan.variant != fast::GemvVariant::Simt && !dp4a;  // x rounded to bf16
                 DeviceBuffer yd = to_device(std::vector<float>(size_t(sh.T * ldy), reftest::kPad));
                 Stream s;
@@ -273,19 +278,51 @@ TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
     }
 }
 
+// What the variants' plan checks run on: a 16 × 14336 Int4 matrix row-major and in tiles, an Int8
+// one, and x and y for 8 tokens.
+struct RejectMatrices {
+    DevicePacked rows, tiles, i8;
+    DeviceBuffer x{size_t(8 * 14336 * 4)}, y{size_t(8 * 16 * 4)};
+    explicit RejectMatrices(uint32_t seed) {
+        const PackedHost r = random_packed(kLayouts[0], 16, 14336, seed);
+        PackedHost t = r;
+        tile_packed(t);
+        rows = upload(r), tiles = upload(t), i8 = upload(random_packed(kLayouts[5], 16, 14336, seed + 1));
+    }
+};
+
+// Bulk takes Int4 in 16-row tiles whose scales (biases) are 16-byte aligned for its copies, and as
+// many tokens as its x leaves room for beside the ring.
+TEST(FastGemv, BulkRejectsBadPlans) {
+    REQUIRE_CUDA();
+    Stream s;
+    const fast::GemvPlan bulk{fast::GemvVariant::Bulk};
+    RejectMatrices rm(41);
+    const DevicePacked &dr = rm.rows, &dt = rm.tiles, &d8 = rm.i8;
+    DeviceBuffer &xt = rm.x, &yt = rm.y;
+    auto run = [&](const PackedMatrix& m, int64_t T) {
+        fast::gemv_packed_plan(bulk, yt.as<float>(), 16, xt.as<float>(), 14336, T, m, s.get());
+    };
+    EXPECT_THROW(run(dr.m, 1), Error);  // row-major
+    EXPECT_THROW(run(d8.m, 1), Error);  // Int8
+    EXPECT_THROW(run(dt.m, 8), Error);  // 8 tokens of 14336 columns: 252 KiB of x
+    EXPECT_NO_THROW(run(dt.m, 4));      // 126 KiB of x beside the 72 KiB ring
+    PackedMatrix odd = dt.m;
+    odd.scales = reinterpret_cast<const uint16_t*>(reinterpret_cast<const uint8_t*>(odd.scales) + 8);
+    EXPECT_FALSE(fast::gemv_bulk_takes(odd, 1));
+    EXPECT_THROW(run(odd, 1), Error);
+    s.synchronize();
+}
+
 // Imma takes Int4 in 16-row tiles only, 1, 2, 4 or 8 warps a row tile and blocks a cluster, and
 // its x slice within its shared memory; its own shape is the smallest cluster that fits first.
 TEST(FastGemv, ImmaRejectsBadPlans) {
     REQUIRE_CUDA();
     Stream s;
     const fast::GemvPlan imma{fast::GemvVariant::Imma, 1, 1, 1};
-    const PackedHost rows = random_packed(kLayouts[0], 16, 14336, 31);
-    PackedHost tiles = rows;
-    tile_packed(tiles);
-    DevicePacked dr = upload(rows), dt = upload(tiles);
-    const PackedHost i8 = random_packed(kLayouts[5], 16, 14336, 32);
-    DevicePacked d8 = upload(i8);
-    DeviceBuffer xt(size_t(8 * 14336 * 4)), yt(size_t(8 * 16 * 4));
+    RejectMatrices rm(31);
+    const DevicePacked &dr = rm.rows, &dt = rm.tiles, &d8 = rm.i8;
+    DeviceBuffer &xt = rm.x, &yt = rm.y;
     EXPECT_THROW(fast::gemv_packed_plan(imma, yt.as<float>(), 16, xt.as<float>(), 14336, 1, dr.m, s.get()), Error);
     EXPECT_THROW(fast::gemv_packed_plan(imma, yt.as<float>(), 16, xt.as<float>(), 14336, 1, d8.m, s.get()), Error);
     for (const fast::GemvPlan& p : {fast::GemvPlan{fast::GemvVariant::Imma, 1, 3, 1},
@@ -366,27 +403,41 @@ TEST(FastGemv, PickIsValid) {
     EXPECT_EQ(fast::gemv_pick(1, 4096, 65536, PackedKind::Int4, 132).variant, V::MmaRows);  // x does not fit
     EXPECT_EQ(fast::gemv_pick(2, 4096, 2048, PackedKind::Int4, 132).variant, V::MmaRows);
     EXPECT_EQ(fast::gemv_pick(1, 4096, 2048, PackedKind::Int8, 132).variant, V::Simt);
-    // A packed matrix's pick: Imma through registers at one token for Int4 in 16-row tiles from
-    // K = kGemvImmaMinK (its shape gemv_imma_plan's), gemv_pick's everywhere else.
+    // A packed matrix's pick: Bulk at one or two tokens for Int4 in 16-row tiles from K =
+    // kGemvBulkMinK; Imma through registers at one token from K = kGemvImmaMinK where Bulk's x does
+    // not fit (its shape gemv_imma_plan's); gemv_pick's everywhere else.
     {
         auto packed = [](int64_t N, int64_t K, PackedKind kind, bool tiles, int group) {
             PackedMatrix m;
             m.kind = kind, m.n = N, m.k = K, m.tiles = tiles, m.group = group;
             return m;
         };
-        const int64_t K0 = fast::kGemvImmaMinK;
+        static_assert(fast::kGemvBulkMinK == fast::kGemvImmaMinK);
+        const int64_t K0 = fast::kGemvBulkMinK;
         const PackedMatrix big = packed(4096, 14336, PackedKind::Int4, true, 32);
-        const fast::GemvPlan p = fast::gemv_pick_packed(1, big, 132);
-        EXPECT_EQ(p.variant, V::Imma);
-        EXPECT_EQ(p.regs, 1);
-        EXPECT_EQ(p.cluster, fast::gemv_imma_plan(big, 1, 132).cluster);
-        EXPECT_EQ(p.splits, fast::gemv_imma_plan(big, 1, 132).splits);
-        EXPECT_EQ(p.cluster, 8);  // 256 row tiles: 32 blocks of 8, K over 8 to reach 1.5 blocks an SM
-        EXPECT_EQ(fast::gemv_pick_packed(1, packed(4096, K0, PackedKind::Int4, true, 64), 132).variant, V::Imma);
-        EXPECT_EQ(fast::gemv_pick_packed(1, packed(4096, K0, PackedKind::Int4, true, 128), 132).variant, V::Imma);
-        // each edge: K one k-tile short, two tokens, row-major, Int8, a group Imma does not take, no Dp4a
+        EXPECT_EQ(fast::gemv_pick_packed(1, big, 132).variant, V::Bulk);
+        EXPECT_EQ(fast::gemv_pick_packed(2, big, 132).variant, V::Bulk);
+        EXPECT_EQ(fast::gemv_pick_packed(3, big, 132).variant, V::MmaRows);  // more tokens than kGemvBulkMaxTokens
+        EXPECT_EQ(fast::gemv_pick_packed(1, packed(4096, K0, PackedKind::Int4, true, 64), 132).variant, V::Bulk);
+        EXPECT_EQ(fast::gemv_pick_packed(2, packed(4096, K0, PackedKind::Int4, true, 128), 132).variant, V::Bulk);
+        // Bulk's x does not fit (K = 65536: 144 KiB beside the ring) or its copies cannot take the
+        // scales (not 16-byte aligned): Imma through registers at one token.
+        const PackedMatrix wide = packed(4096, 65536, PackedKind::Int4, true, 32);
+        PackedMatrix odd = big;
+        odd.scales = reinterpret_cast<const uint16_t*>(uintptr_t(8));
+        for (const PackedMatrix& m : {wide, odd}) {
+            EXPECT_FALSE(fast::gemv_bulk_takes(m, 1));
+            const fast::GemvPlan p = fast::gemv_pick_packed(1, m, 132);
+            EXPECT_EQ(p.variant, V::Imma) << m.k;
+            EXPECT_EQ(p.regs, 1);
+            EXPECT_EQ(p.cluster, fast::gemv_imma_plan(m, 1, 132).cluster);
+            EXPECT_EQ(p.splits, fast::gemv_imma_plan(m, 1, 132).splits);
+        }
+        EXPECT_EQ(fast::gemv_pick_packed(1, odd, 132).cluster, 8);  // 256 row tiles: K over 8 for 1.5 blocks an SM
+        // each edge: K one k-tile short, row-major, Int8, a group neither takes, no Dp4a
         EXPECT_EQ(fast::gemv_pick_packed(1, packed(4096, K0 - 128, PackedKind::Int4, true, 32), 132).variant, V::Dp4a);
-        EXPECT_EQ(fast::gemv_pick_packed(2, big, 132).variant, V::MmaRows);
+        EXPECT_EQ(fast::gemv_pick_packed(2, packed(4096, K0 - 128, PackedKind::Int4, true, 32), 132).variant,
+                  V::MmaRows);
         EXPECT_EQ(fast::gemv_pick_packed(1, packed(4096, 14336, PackedKind::Int4, false, 32), 132).variant, V::Dp4a);
         EXPECT_EQ(fast::gemv_pick_packed(1, packed(4096, 14336, PackedKind::Int8, true, 32), 132).variant, V::Simt);
         EXPECT_EQ(fast::gemv_pick_packed(1, packed(4096, 14336, PackedKind::Int4, true, 256), 132).variant, V::Dp4a);

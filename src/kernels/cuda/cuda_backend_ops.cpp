@@ -118,6 +118,9 @@ void CudaBackend::matmul_packed(const Tensor& y, const Tensor& x, const PackedMa
                 if (p.cluster > 0) return fast::gemv_packed_plan(p, Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
                 return fast::gemv_packed(Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
             }
+            if (gemv_mode() == GemvMode::Bulk && fast::gemv_bulk_takes(w, X.rows))
+                return fast::gemv_packed_plan({fast::GemvVariant::Bulk}, Y.p, Y.ld, X.p, X.ld, X.rows, w,
+                                              stream_.get());
             if (gemv_mode() == GemvMode::Staged) {
                 fast::GemvPlan p = fast::gemv_pick(X.rows, w.n, w.k, w.kind, fast::gemv_sm_count(), false);
                 if (p.variant == fast::GemvVariant::MmaRows && p.mtiles == 1 &&

@@ -27,13 +27,15 @@ namespace tessera::cuda::detail {
 // quantizing x together: fast_gemv_dp4a.cu; session 17, H200: 17.5 against 20.7 us back to back
 // at 4096x14336, 19.9 against 19.3 cold), imma (Imma wherever it takes the matrix — Int4 in
 // 16-row tiles, 1..8 tokens: fast_gemv_imma.cu — else the pick; session 17, H200: 467 against
-// 539 tok/s at 4K), imma_regs (the same through its register pipeline: 490 there). The default
+// 539 tok/s at 4K), imma_regs (the same through its register pipeline: 490 there), bulk (Bulk
+// wherever it takes the matrix — Int4 in 16-row tiles, 1..8 tokens: fast_gemv_bulk.cu). The default
 // picks Dp4a for one token (fast_gemv_plan.h: x in two int8 limbs, |x − x̃| ≤ max|x| / 64516 per
-// 32 columns — closer than bf16) and Imma's register pipeline from K = 8192 (gemv_pick_packed).
+// 32 columns — closer than bf16), and from K = 8192 Bulk for one or two tokens (Imma's register
+// pipeline at one token where Bulk's x does not fit; gemv_pick_packed).
 GemvMode gemv_mode() {
     // The names in GemvMode's order.
     static const GemvMode m = GemvMode(env_choice(
-        "TESSERA_GEMV", {"f32", "int8", "staged", "chunks", "mma", "dp4a_cluster", "imma", "imma_regs"}));
+        "TESSERA_GEMV", {"f32", "int8", "staged", "chunks", "mma", "dp4a_cluster", "imma", "imma_regs", "bulk"}));
     return m;
 }
 int env_choice(const char* var, std::initializer_list<const char*> names) {

@@ -12,7 +12,7 @@
 
 namespace tessera::cuda::detail {
 
-enum class GemvMode { F32, Int8, Staged, Chunks, Mma, Dp4aCluster, Imma, ImmaRegs };
+enum class GemvMode { F32, Int8, Staged, Chunks, Mma, Dp4aCluster, Imma, ImmaRegs, Bulk };
 GemvMode gemv_mode();  // TESSERA_GEMV: the decode GEMV's kernel (f32, the default: the pick)
 // The index in `names` of env var `var`'s value: 0, the default, when unset or empty; any other value
 // throws Error "VAR=value: expected a (the default), b … or z".

@@ -96,7 +96,10 @@ __device__ __forceinline__ Dp4aQ8 dp4a_quantize8(const float (&v)[8]) {
 // the same offset of their shared memory; it quantizes every CL-th batch of THREADS items only and
 // stores each into all CL blocks (distributed shared memory), so x is read and quantized once a
 // cluster. A cluster barrier must follow (every block's part written everywhere).
-template <int THREADS, int CL = 1>
+// B > 1: B batches' loads are issued before any of them is quantized — one round trip to L2 for
+// B batches, where one a batch makes a long row's staging a chain of dependent loads (K = 14336
+// at 512 threads: 4 batches).
+template <int THREADS, int CL = 1, int B = 1>
 __device__ __forceinline__ void dp4a_quantize_x(const float* __restrict__ x, int64_t ldx, int R, int K, bool aligned,
                                                 void* base, unsigned rank = 0) {
     const int Kp = (K + 127) / 128 * 128, per_row = Kp / 8, items = R * per_row;
@@ -109,22 +112,32 @@ __device__ __forceinline__ void dp4a_quantize_x(const float* __restrict__ x, int
         else return cooperative_groups::this_cluster().map_shared_rank(p, r);
     };
     // Whole warps (the shuffles need every lane); with a cluster, this block's batches only.
-    for (int start = int(rank) * THREADS; start < items; start += THREADS * CL) {
-        const int i = start + int(threadIdx.x);
-        const int t = i < items ? i / per_row : 0, j = i - t * per_row, c0 = 8 * j;
-        float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-        if (i < items && c0 < K) load8(x + t * ldx + c0, aligned, v);  // a 32-column group is all in or all out
-        const Dp4aQ8 q = dp4a_quantize8(v);
-        if (i < items) {
+    for (int start = int(rank) * THREADS; start < items; start += THREADS * CL * B) {
+        float v[B][8];
 #pragma unroll
-            for (int r = 0; r < CL; ++r) {
-                *reinterpret_cast<uint2*>(peer(xh + t * Kp + c0, r)) = q.H;
-                *reinterpret_cast<uint2*>(peer(xl + t * Kp + c0, r)) = q.L;
-            }
-            if ((j & 3) == 0) {
-                const float2 ds = make_float2(q.dx, q.sx);
+        for (int b = 0; b < B; ++b) {
+            const int i = start + b * THREADS * CL + int(threadIdx.x);
+            const int t = i < items ? i / per_row : 0, c0 = 8 * (i - t * per_row);
 #pragma unroll
-                for (int r = 0; r < CL; ++r) *peer(st + t * (Kp / 32) + j / 4, r) = ds;
+            for (int e = 0; e < 8; ++e) v[b][e] = 0.f;
+            if (i < items && c0 < K) load8(x + t * ldx + c0, aligned, v[b]);  // a 32-column group is all in or out
+        }
+#pragma unroll
+        for (int b = 0; b < B; ++b) {
+            const int i = start + b * THREADS * CL + int(threadIdx.x);
+            const int t = i < items ? i / per_row : 0, j = i - t * per_row, c0 = 8 * j;
+            const Dp4aQ8 q = dp4a_quantize8(v[b]);
+            if (i < items) {
+#pragma unroll
+                for (int r = 0; r < CL; ++r) {
+                    *reinterpret_cast<uint2*>(peer(xh + t * Kp + c0, r)) = q.H;
+                    *reinterpret_cast<uint2*>(peer(xl + t * Kp + c0, r)) = q.L;
+                }
+                if ((j & 3) == 0) {
+                    const float2 ds = make_float2(q.dx, q.sx);
+#pragma unroll
+                    for (int r = 0; r < CL; ++r) *peer(st + t * (Kp / 32) + j / 4, r) = ds;
+                }
             }
         }
     }

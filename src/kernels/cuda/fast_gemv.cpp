@@ -82,6 +82,16 @@ void gemv_packed_plan(const GemvPlan& plan, float* y, int64_t ldy, const float* 
         TS_CUDA_CHECK(detail::launch_gemv_imma(plan, y, ldy, x, ldx, T, w, stream));
         return;
     }
+    if (plan.variant == GemvVariant::Bulk) {
+        TS_CHECK(gemv_bulk_takes(w, T),
+                 "gemv_packed: Bulk takes Int4 in 16-row tiles, groups of 32, 64 or 128, 16-byte aligned scales and "
+                 "biases and 1..8 tokens whose x fits its shared memory with the ring ({} bytes of {}; got {}, group "
+                 "{}, {} tokens, K = {})",
+                 gemv_bulk_smem(w.k, T, w.group, w.biases != nullptr), kGemvBulkMaxSmem,
+                 w.kind == PackedKind::Int4 ? (w.tiles ? "Int4 tiles" : "Int4 rows") : "Int8", w.group, T, w.k);
+        TS_CUDA_CHECK(detail::launch_gemv_bulk(y, ldy, x, ldx, T, w, stream));
+        return;
+    }
     if (plan.variant == GemvVariant::Dp4a) {
         TS_CHECK(gemv_dp4a_fits(w.k, T, w.kind),
                  "gemv_packed: Dp4a takes Int4 and 1..8 tokens with its x in {} bytes of shared memory (got {} tokens, "

@@ -25,7 +25,13 @@
 //         registers as Dp4a loads them (no ring; lane (g, t) holds chunk t of rows g, g + 8).
 //         Picked (gemv_pick_packed) at one token for K ≥ kGemvImmaMinK with the registers;
 //         TESSERA_GEMV=imma / imma_regs take it wherever it fits, for A/B.
+//   Bulk: fast_gemv_bulk.cu — Int4 in 16-row tiles, T ≤ 8: the weights stream into a ring of
+//         shared-memory stages by the bulk-copy engine (one producer lane, mbarriers), so the bytes
+//         in flight do not depend on registers or warps; consumer warps take a k-tile each a stage
+//         on Imma's (chunk, limb) columns (Dp4a's two int8 limbs of x, the same exact sums). One
+//         block an SM, row tiles in turn.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 
 #include <cuda_runtime_api.h>
@@ -34,7 +40,7 @@
 
 namespace tessera::cuda::fast {
 
-enum class GemvVariant : uint8_t { Simt, Mma, MmaRows, MmaStaged, MmaChunks, Dp4a, Imma };
+enum class GemvVariant : uint8_t { Simt, Mma, MmaRows, MmaStaged, MmaChunks, Dp4a, Imma, Bulk };
 
 struct GemvPlan {
     GemvVariant variant = GemvVariant::Simt;
@@ -152,6 +158,31 @@ constexpr GemvPlan gemv_imma_plan(const PackedMatrix& w, int64_t T, int sms) {
     return p;
 }
 
+// Bulk: consumer warps (a stage is one k-tile each), ring stages, and the block's shared memory —
+// the ring (a stage: kGemvBulkWarps k-tiles of one row tile, their codes, scales and biases), 32
+// zero bytes, x's limbs in Imma's (chunk, limb) order and (dx, sx) per 32 columns for T rounded up
+// to 1, 2, 4 or 8 token slots (K = 14336, T = 1: 72 + 31.5 KiB).
+constexpr int kGemvBulkWarps = 16;
+constexpr int kGemvBulkStages = 4;
+constexpr int64_t kGemvBulkMaxSmem = 200 * 1024;  // + ≤ 16.5 KiB static: within 227
+constexpr int64_t gemv_bulk_stage_bytes(int64_t group, bool biases) {
+    return kGemvBulkWarps * (1024 + 32 * (128 / group) * (biases ? 2 : 1));
+}
+constexpr int64_t gemv_bulk_x_bytes(int64_t K, int64_t T) {
+    const int64_t slots = T <= 1 ? 1 : T <= 2 ? 2 : T <= 4 ? 4 : 8;
+    return 32 + 2 * T * K + (K / 32) * slots * 8;
+}
+constexpr int64_t gemv_bulk_smem(int64_t K, int64_t T, int64_t group, bool biases) {
+    return kGemvBulkStages * gemv_bulk_stage_bytes(group, biases) + gemv_bulk_x_bytes(K, T);
+}
+// The layout it reads (the copies want 16-byte aligned scales and biases), and whether x fits.
+inline bool gemv_bulk_takes(const PackedMatrix& w, int64_t T) {
+    const auto a16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+    return w.kind == PackedKind::Int4 && w.tiles && T >= 1 && T <= 8 &&
+           (w.group == 32 || w.group == 64 || w.group == 128) && a16(w.scales) && a16(w.biases) &&
+           gemv_bulk_smem(w.k, T, w.group, w.biases != nullptr) <= kGemvBulkMaxSmem;
+}
+
 // Whether Mma with `splits` blocks along K fits its shared-memory budget.
 constexpr bool gemv_mma_fits(int64_t K, PackedKind kind, int splits) {
     if (splits < 1 || splits > kGemvMaxSplits) return false;
@@ -208,14 +239,23 @@ constexpr GemvPlan gemv_pick(int64_t T, int64_t N, int64_t K, PackedKind kind, i
     return p;
 }
 
-// gemv_pick for a packed matrix, whose layout decides what else runs: at one token, Int4 in
-// 16-row tiles with K ≥ kGemvImmaMinK, Imma through registers at gemv_imma_plan's shape (H200,
-// session 18, µs cold / 16 calls back to back: 4096x14336 18.2 / 14.7 against Dp4a's 19.3 / 20.4;
-// at K = 2048 it loses: 8192x2048 11.1 / 7.0 against 8.4 / 6.9, and the flagship's decode at 4K
-// with it at every shape ran 490 against 539 tok/s). More tokens: its register pipeline at 2–8
-// tokens is slower than MmaRows (61.8 against 29.5 at 8 tokens), so not there.
+// gemv_pick for a packed matrix, whose layout decides what else runs. One or two tokens, Int4 in
+// 16-row tiles with K ≥ kGemvBulkMinK: Bulk (H200, session 27, 4096x14336, µs cold / 16 calls
+// back to back: one token 15.5 / 12.6 against Imma's register pipeline 18.2 / 14.8, two tokens
+// 19.4 / 17.1 against MmaRows 25.4 / 22.3). It loses at four tokens (27.9 against 22.7 back to
+// back) and at K = 2048–4096 (8192x2048 one token 9.4 / 8.1 against Dp4a's 8.3 / 6.9; lm_head
+// 103 / 101 against 86 / 85; the flagship's decode at 4K with it at every shape: 491 against 553
+// tok/s), so not there; from Imma's threshold (K between 4096 and 14336 not measured). Then, at
+// one token with K ≥ kGemvImmaMinK where Bulk does not fit, Imma through registers at
+// gemv_imma_plan's shape (session 18, µs cold / back to back: 4096x14336 18.2 / 14.7 against
+// Dp4a's 19.3 / 20.4; at K = 2048 it loses: 8192x2048 11.1 / 7.0 against 8.4 / 6.9, and the
+// flagship's decode at 4K with it at every shape ran 490 against 539 tok/s). More tokens: its
+// register pipeline at 2–8 tokens is slower than MmaRows (61.8 against 29.5 at 8 tokens).
 constexpr int64_t kGemvImmaMinK = 8192;
-constexpr GemvPlan gemv_pick_packed(int64_t T, const PackedMatrix& w, int sms, bool dp4a = true) {
+constexpr int64_t kGemvBulkMinK = kGemvImmaMinK, kGemvBulkMaxTokens = 2;
+inline GemvPlan gemv_pick_packed(int64_t T, const PackedMatrix& w, int sms, bool dp4a = true) {
+    if (dp4a && T <= kGemvBulkMaxTokens && w.k >= kGemvBulkMinK && gemv_bulk_takes(w, T))
+        return {GemvVariant::Bulk};
     if (dp4a && T == 1 && w.k >= kGemvImmaMinK && gemv_imma_takes(w, T)) {
         GemvPlan p = gemv_imma_plan(w, T, sms);
         if (p.cluster > 0) {
@@ -250,6 +290,19 @@ constexpr int kGemvImmaDiagNoStage = 2;   // x not staged (the loop reads what s
 constexpr int kGemvImmaDiagNoReduce = 4;  // no cluster sum: each block writes its own part
 cudaError_t launch_gemv_imma_diag(const GemvPlan& plan, int diag, float* y, int64_t ldy, const float* x, int64_t ldx,
                                   const PackedMatrix& w, cudaStream_t stream);
+cudaError_t launch_gemv_bulk(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
+                             cudaStream_t stream);
+// Bulk in other shapes (bench_fast_gemv's diagnosis; one token, no biases): its ring stages (2, 4
+// or 8), its arithmetic or none (y garbage: the floor of its copies), the grid (0: Bulk's own), and
+// shared memory enough to keep a second block off an SM.
+struct GemvBulkDiag {
+    int stages = kGemvBulkStages;
+    bool math = true;
+    int grid = 0;
+    bool exclusive = false;
+};
+cudaError_t launch_gemv_bulk_diag(const GemvBulkDiag& d, float* y, const float* x, const PackedMatrix& w,
+                                  cudaStream_t stream);
 cudaError_t launch_gemv_dp4a(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                              const PackedMatrix& w, cudaStream_t stream);
 int gemv_dp4a_resident_blocks(const PackedMatrix& w, int64_t T);
@@ -258,6 +311,7 @@ int gemv_dp4a_resident_blocks(const PackedMatrix& w, int64_t T);
 int gemv_resident_blocks(const GemvPlan& plan, const PackedMatrix& w);
 constexpr int64_t gemv_grid_blocks(const GemvPlan& plan, int64_t N) {
     if (plan.variant == GemvVariant::MmaStaged || plan.variant == GemvVariant::MmaChunks) return (N + 15) / 16;
+    if (plan.variant == GemvVariant::Bulk) return std::min<int64_t>((N + 15) / 16, gemv_sm_count());
     if (plan.variant == GemvVariant::Imma) {
         const int64_t rows = int64_t(16) * (kGemvImmaWarps / plan.splits);
         return (N + rows - 1) / rows * plan.cluster;

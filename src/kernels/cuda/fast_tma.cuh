@@ -36,4 +36,23 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const void* map, int c
         : "memory");
 }
 
+// An L2 policy for bytes read once (weights streamed past everything else): evicted first.
+__device__ __forceinline__ uint64_t l2_evict_first() {
+    uint64_t policy;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+    return policy;
+}
+
+// `bytes` contiguous bytes of global memory at `src` into shared memory at `dst` (both 16-byte
+// aligned, bytes a multiple of 16) by the bulk-copy engine, completing on `bar` as the boxes
+// above do; `policy` (l2_evict_first) for the L2 lines they pass through.
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes, uint64_t* bar,
+                                          uint64_t policy) {
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], "
+        "%4;\n" ::"r"(dst),
+        "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(policy)
+        : "memory");
+}
+
 }  // namespace tessera::cuda::fast::dev
