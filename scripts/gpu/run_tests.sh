@@ -6,22 +6,25 @@
 # TESSERA_GPU_BUILD_ONLY=1: configure and build only.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+# The device returns at most 8 files from $OUT: the configure, build and synth logs stay in
+# build/gpu-logs (their tails are printed on failure), only ctest.log (and test_cuda.txt) go there.
 LOGS=${OUT:-build/gpu-logs}
-mkdir -p "$LOGS"
+BLOGS=build/gpu-logs
+mkdir -p "$LOGS" "$BLOGS"
 source scripts/gpu/bootstrap.sh || exit 1
 
 echo "== configure (cuda preset)"
 # shellcheck disable=SC2086
-cmake --preset cuda -DCMAKE_CUDA_ARCHITECTURES=90a $TESSERA_CMAKE_DEP_ARGS >"$LOGS/configure.log" 2>&1 ||
-  { tail -40 "$LOGS/configure.log"; echo "run_tests: configure failed (log: $LOGS/configure.log)"; exit 1; }
-grep -E "CUDA backend|Found (fmt|nlohmann|GTest)" "$LOGS/configure.log"
+cmake --preset cuda -DCMAKE_CUDA_ARCHITECTURES=90a $TESSERA_CMAKE_DEP_ARGS >"$BLOGS/configure.log" 2>&1 ||
+  { tail -40 "$BLOGS/configure.log"; echo "run_tests: configure failed (log: $BLOGS/configure.log)"; exit 1; }
+grep -E "CUDA backend|Found (fmt|nlohmann|GTest)" "$BLOGS/configure.log"
 
 targets=${TESSERA_GPU_TARGETS:-test_cuda}
 echo "== build ($targets)"
 start=$(date +%s)
 if [ "$targets" = all ]; then tflag=(); else tflag=(--target $targets); fi
-cmake --build --preset cuda -j"$(nproc)" "${tflag[@]}" >"$LOGS/build.log" 2>&1 ||
-  { grep -E "error|Error" "$LOGS/build.log" | head -40; echo "run_tests: build failed (log: $LOGS/build.log)"; exit 1; }
+cmake --build --preset cuda -j"$(nproc)" "${tflag[@]}" >"$BLOGS/build.log" 2>&1 ||
+  { grep -E "error|Error" "$BLOGS/build.log" | head -40; echo "run_tests: build failed (log: $BLOGS/build.log)"; exit 1; }
 echo "built in $(( $(date +%s) - start )) s"
 [ "${TESSERA_GPU_BUILD_ONLY:-0}" = 1 ] && exit 0
 
@@ -30,7 +33,7 @@ echo "built in $(( $(date +%s) - start )) s"
 if [ -x build/cuda/tessera ] && [ -z "${TESSERA_FLAGSHIP_CUT:-}" ]; then
   cut=/tmp/tessera-flagship-cut4.gguf
   [ -f "$cut" ] || build/cuda/tessera synth --arch qwen35moe --preset qwen3.6-35b-a3b --layers 4 --type q4_0 \
-    --out "$cut" >"$LOGS/synth_cut.log" 2>&1 && export TESSERA_FLAGSHIP_CUT=$cut
+    --out "$cut" >"$BLOGS/synth_cut.log" 2>&1 && export TESSERA_FLAGSHIP_CUT=$cut
   [ -f "$cut" ] && export TESSERA_FLAGSHIP_CUT=$cut
 fi
 
