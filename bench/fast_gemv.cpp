@@ -81,7 +81,7 @@ std::string plan_name(const fast::GemvPlan& p) {
     if (p.variant == fast::GemvVariant::Imma)
         return "imma S=" + std::to_string(p.splits) + " C=" + std::to_string(p.cluster) + (p.regs ? " regs" : "");
     if (p.variant == fast::GemvVariant::MmaRows) return "mma rows mt=" + std::to_string(p.mtiles);
-    if (p.variant == fast::GemvVariant::Bulk) return "bulk (copy engine, imma)";
+    if (p.variant == fast::GemvVariant::Bulk) return "bulk (copy engine, dp4a)";
     return "mma mt=" + std::to_string(p.mtiles) + " k/" + std::to_string(p.splits);
 }
 
@@ -220,16 +220,20 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                     tp.push_back({fast::GemvVariant::Bulk});
                 // Bulk in other shapes (one token, no biases): ring stages, its copies without the
                 // arithmetic (the floor of its stream), one block an SM kept so by shared memory, grids
-                // of one row tile a block and of two blocks an SM.
+                // of one row tile a block and of two blocks an SM, a warp's k-tiles of two stages a step.
                 if (T == 1 && !l.biases && fast::gemv_bulk_takes(tm, 1)) {
                     using D = fast::detail::GemvBulkDiag;
                     const std::pair<D, std::string> diags[] = {
-                        {D{2, true, 0, false}, "2 stages"},           {D{8, true, 0, false}, "8 stages"},
+                        {D{2, true, 0, false}, "2 stages"},
                         {D{4, false, 0, false}, "copies only"},       {D{8, false, 0, false}, "copies only, 8 stages"},
-                        {D{4, true, 0, true}, "one block an SM"},     {D{8, true, 0, true}, "8 stages, one an SM"},
+                        {D{4, true, 0, true}, "4 stages, one an SM"},
+                        {D{8, true, 0, false}, "8 stages"},
+                        {D{8, true, 0, false, true}, "8 stages, 2 k-tiles a step"},
+                        {D{4, true, 0, false, true}, "4 stages, 2 k-tiles a step"},
                         {D{4, true, int(N / 16), false}, "a block a row tile"},
                         {D{4, true, 2 * sms, false}, "2 blocks an SM"}};
                     for (const auto& [d, what] : diags) {
+                        if (fast::gemv_bulk_smem(K, 1, l.group, false, d.stages) > fast::kGemvBulkMaxSmem) continue;
                         const double sec = time([&](size_t c) {
                             TS_CUDA_CHECK(fast::detail::launch_gemv_bulk_diag(d, dy.as<float>(), dx.as<float>(),
                                                                               tile_copies[c].m, st));

@@ -9,34 +9,36 @@
 // bulk-copy engine for whole stages — kGemvBulkWarps k-tiles of a row tile, contiguous in the
 // tiled order (16 KB of codes, their scales, their biases) — kGemvBulkStages of them ahead, each
 // completing on a shared-memory mbarrier (72 KB in flight an SM at group 32, whatever the
-// consumers do). The first stages are asked for before pdl::wait: the weights are no kernel's
-// output, so they stream while the kernel before still runs.
+// consumers do). The first kGemvBulkPrewait stages are asked for before pdl::wait: the weights are
+// no kernel's output, so they stream while the kernel before still runs (more than one takes the
+// running kernel's bandwidth: fast_gemv_plan.h).
 //
 // Work. One block an SM (grid = min(row tiles, SMs)), row tiles rt = blockIdx.x, + gridDim.x, …;
 // a row tile's k-tiles in stages of kGemvBulkWarps. Consumer warp w takes k-tile w of each stage:
 // lane (g, t) = (lane / 4, lane % 4) holds chunk t (32 columns, one 16-byte load) of rows g and
-// g + 8 — the two 512-byte halves of the k-tile, conflict-free — and the k-tile is four mma on
-// Imma's (chunk, limb) columns (fast_imma.cuh: the nibbles as they lie against Dp4a's two int8
-// limbs of x, exact integer sums a chunk, scaled and joined in f32). At a row tile's end: the
-// chunk lanes summed by shuffles, the 16 warps' parts by a fixed shuffle tree (deterministic),
-// one lane a row and token writes y.
+// g + 8 — the two 512-byte halves of the k-tile, conflict-free — and multiplies its nibbles by
+// dp4a against x's two int8 limbs in Dp4a's layout (fast_dp4a.cuh: exact integer sums a chunk,
+// scaled and joined in f32). At a row tile's end the chunk lanes are summed by shuffles; then,
+// while the other warps go on, 16·T threads sum the 16 warps' parts in warp order
+// (deterministic) and write y.
 //
 // x is quantized by the consumer warps into shared memory after pdl::wait, four batches' loads in
 // flight at once, while the first stages land.
 //
-// Measured (H200, session 27, bench_fast_gemv, µs cold / 16 calls back to back): 4096x14336 one
-// token 15.5 / 12.6 (Imma's register pipeline 18.2 / 14.8; its own copies without the arithmetic
-// 11.6 / 9.3, with 8 stages 11.7 / 8.1 — 4.1 TB/s), two tokens 19.4 / 17.1 (MmaRows 25.4 / 22.3) —
-// gemv_pick_packed takes it there; slower at K = 2048–4096 and at four tokens or more. An earlier
-// form of the consumers on dp4a measured faster at every shape (11.9 back to back at one token)
-// but its tests never reported; docs/cuda.md, twenty-fourth round.
+// Measured (H200, bench_fast_gemv, µs cold / 16 calls back to back; docs/cuda.md, twenty-fourth
+// and twenty-fifth rounds): 4096x14336 one token 15.0 / 12.3 (Imma's register pipeline 18.2 /
+// 14.8; the copies alone 11.5 / 9.3, with 8 stages 11.5 / 8.1 — 4.1 TB/s), two tokens 20.0 / 17.1
+// (MmaRows 28.5 / 25.3) — gemv_pick_packed takes it there. Faster back to back at K = 2048 too
+// (8192x2048 6.3 against Dp4a's 7.0, lm_head 74 against 83), but slower in the decode step
+// (the flagship at 4K: 525 against 550 tok/s with it from 16 Mi weights), so not picked there.
+// Neither 8 stages nor a warp's k-tiles of two stages a step (the diagnosis rows) measured faster.
 #include <cuda_fp16.h>
 
 #include <algorithm>
 
 #include "kernels/cuda/fast_device.cuh"
+#include "kernels/cuda/fast_dp4a.cuh"
 #include "kernels/cuda/fast_gemv_plan.h"
-#include "kernels/cuda/fast_imma.cuh"
 #include "kernels/cuda/fast_mbarrier.cuh"
 #include "kernels/cuda/fast_tma.cuh"
 #include "kernels/cuda/pdl.cuh"
@@ -52,14 +54,61 @@ constexpr int kThreads = (kCW + 1) * 32;  // + the producer warp
 constexpr int kXBatches = 4;  // x staging: batches of kCW·32 items loaded before quantizing
 constexpr int kConsumerBar = 1;  // named barrier of the consumer warps
 
+// Σ code·limb over 16 code bytes (32 columns) against the limbs' 32 bytes at p (fast_dp4a.cuh's
+// order: per code word the even columns' 4 bytes, then the odd ones').
+__device__ __forceinline__ int dp4a_chunk(const uint4& q, const uint4* p) {
+    constexpr uint32_t kLow = 0x0F0F0F0Fu;
+    const uint4 a = p[0], b = p[1];
+    int s = 0;
+    s = __dp4a(int(q.x & kLow), int(a.x), s), s = __dp4a(int((q.x >> 4) & kLow), int(a.y), s);
+    s = __dp4a(int(q.y & kLow), int(a.z), s), s = __dp4a(int((q.y >> 4) & kLow), int(a.w), s);
+    s = __dp4a(int(q.z & kLow), int(b.x), s), s = __dp4a(int((q.z >> 4) & kLow), int(b.y), s);
+    s = __dp4a(int(q.w & kLow), int(b.z), s), s = __dp4a(int((q.w >> 4) & kLow), int(b.w), s);
+    return s;
+}
+
+// Consumer warp `warp`'s k-tile kt of the stage at `stage`: p[u][h] = its part of row g + 8h,
+// token u — lane (g, t)'s chunk t of rows g and g + 8, dp4a against x's limbs, scaled in f32.
+// `ok` false gives zeros (kt is then any valid k-tile: what the stage holds there is not used) —
+// no branch, so two calls interleave.
+template <int TT, bool BIAS>
+__device__ __forceinline__ void bulk_ktile(float (&p)[TT][2], const uint8_t* stage, int kt, bool ok, const Dp4aX& X,
+                                           int T, int stb, int gpt, int gi) {
+    const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), g = lane >> 2, t = lane & 3;
+    const uint4 q0 = *reinterpret_cast<const uint4*>(stage + warp * 1024 + 16 * lane);        // row g
+    const uint4 q1 = *reinterpret_cast<const uint4*>(stage + warp * 1024 + 512 + 16 * lane);  // row g + 8
+    const auto* ss = reinterpret_cast<const uint16_t*>(stage + kCW * 1024 + warp * stb);
+    const float s0 = half_bits(ss[g * gpt + gi]), s1 = half_bits(ss[(g + 8) * gpt + gi]);
+    float b0 = -8.f * s0, b1 = -8.f * s1;
+    if constexpr (BIAS) {
+        const auto* bs = reinterpret_cast<const uint16_t*>(stage + kCW * (1024 + stb) + warp * stb);
+        b0 = half_bits(bs[g * gpt + gi]), b1 = half_bits(bs[(g + 8) * gpt + gi]);
+    }
+    const int col = kt * 128 + 32 * t;
+#pragma unroll
+    for (int u = 0; u < TT; ++u) {
+        p[u][0] = p[u][1] = 0.f;
+        if (u >= T) continue;
+        const auto* ph = reinterpret_cast<const uint4*>(X.hi + u * X.Kp + col);
+        const auto* pl = reinterpret_cast<const uint4*>(X.lo + u * X.Kp + col);
+        const float2 ds = X.st[u * (X.Kp / 32) + col / 32];  // (dx, sx)
+        const float v0 = fmaf(float(dp4a_chunk(q0, pl)), 1.f / 254.f, float(dp4a_chunk(q0, ph)));
+        const float v1 = fmaf(float(dp4a_chunk(q1, pl)), 1.f / 254.f, float(dp4a_chunk(q1, ph)));
+        const float a0 = fmaf(s0 * ds.x, v0, b0 * ds.y), a1 = fmaf(s1 * ds.x, v1, b1 * ds.y);
+        p[u][0] = ok ? a0 : 0.f;
+        p[u][1] = ok ? a1 : 0.f;
+    }
+}
+
 // TT: token slots (T ≤ TT). BIAS: the matrix has biases (else b = −8·s). MATH false: the copies
-// and barriers only (the bench's floor for them; y garbage). NS: ring stages.
-// One token: two blocks an SM fit (≤ 56 registers), so the next kernel's blocks can start
-// streaming beside this one's (programmatic launch).
-template <int TT, bool BIAS, bool MATH = true, int NS = kGemvBulkStages>
-__global__ void __launch_bounds__(kThreads, TT == 1 ? 2 : 1)
+// and barriers only (the bench's floor for them; y garbage). NS: ring stages. PAIR: stages a
+// consumer step takes (1 or 2: a warp's k-tile of each).
+// One token with 4 stages: two blocks an SM fit (≤ 56 registers), so the next kernel's blocks
+// can start streaming beside this one's (programmatic launch); 8 stages fill the SM alone.
+template <int TT, bool BIAS, bool MATH = true, int NS = kGemvBulkStages, int PAIR = 1>
+__global__ void __launch_bounds__(kThreads, TT == 1 && NS <= kGemvBulkStages ? 2 : 1)
     gemv_bulk_kernel(float* __restrict__ y, int64_t ldy, const float* __restrict__ x, int64_t ldx, int T,
-                     PackedMatrix w, bool x_aligned) {
+                     PackedMatrix w, bool x_aligned, int prewait) {
     extern __shared__ __align__(128) uint8_t smem[];
     constexpr int kNS = NS;
     __shared__ uint64_t full[kNS], empty[kNS];
@@ -84,6 +133,7 @@ __global__ void __launch_bounds__(kThreads, TT == 1 ? 2 : 1)
         unsigned it = 0;  // stages asked for so far
         for (int rt = int(blockIdx.x); rt < row_tiles; rt += int(gridDim.x))
             for (int st = 0; st < stages_rt; ++st, ++it) {
+                if (int(it) == prewait) pdl::wait();  // the rest once the kernel before is done
                 const int s = it % kNS;
                 mbar_wait(&empty[s], ((it / kNS) & 1) ^ 1);  // the consumers are done with its last use
                 const int kt0 = st * kCW, nt = min(kCW, nkt - kt0);
@@ -102,87 +152,103 @@ __global__ void __launch_bounds__(kThreads, TT == 1 ? 2 : 1)
     // ---- consumers ----
     pdl::wait();  // x comes from the kernel before
     pdl::trigger();
-    uint8_t* const zero32 = smem + kNS * stage_bytes;  // NS · gemv_bulk_stage_bytes; then x (gemv_bulk_x_bytes)
-    uint8_t* const xh = zero32 + 32;
-    auto* const st = reinterpret_cast<float2*>(xh + 2 * T * K);  // (dx / 254, sx) [k-tile][chunk][TT]
-    if (threadIdx.x < 8) reinterpret_cast<uint32_t*>(zero32)[threadIdx.x] = 0u;
-    if constexpr (MATH) imma_stage_x<true, kCW * 32, kXBatches>(x, ldx, T, nkt, x_aligned, xh, nullptr, st, K, TT);
+    uint8_t* const xs = smem + kNS * stage_bytes;  // NS · gemv_bulk_stage_bytes; then x (gemv_bulk_x_bytes)
+    if constexpr (MATH) dp4a_quantize_x<kCW * 32, 1, kXBatches>(x, ldx, T, K, x_aligned, xs);
     named_barrier_sync(kConsumerBar, kCW * 32);
+    const Dp4aX X = dp4a_x(xs, K, T);
     const int g = lane >> 2, t = lane & 3;
     const int gi = t >> (__ffs(w.group / 32) - 1);  // chunk t's scale group in its tile row
-    const bool active = t == (g >> 1);              // this lane's B column is (chunk t, limb g % 2)
-    const uint8_t* const xb = active ? xh + 32 * (4 * (g & 1) + t) : zero32;
-    const int kstride = active ? 256 : 0, tstride = active ? 2 * K : 0;
-    unsigned it = 0;  // stages consumed so far
-    int buf = 0;
-    for (int rt = int(blockIdx.x); rt < row_tiles; rt += int(gridDim.x), buf ^= 1) {
-        float acc[TT][2];
+    static_assert(PAIR == 1 || (PAIR == 2 && NS >= 2), "a pair of stages needs a ring of two or more");
+    // The block's stages in the producer's order, PAIR at a time: a warp's k-tiles of two stages
+    // are independent chains the scheduler interleaves. Two stages may belong to two row tiles
+    // (always at K ≤ 2048, a stage a row tile), so the sums are kept by row-tile parity.
+    const int my_rts = (row_tiles - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x);
+    const int items = my_rts * stages_rt;
+    float acc[2][TT][2];
 #pragma unroll
-        for (int u = 0; u < TT; ++u) acc[u][0] = acc[u][1] = 0.f;
-        for (int st_i = 0; st_i < stages_rt; ++st_i, ++it) {
-            const int s = it % kNS, kt = st_i * kCW + warp;
-            mbar_wait(&full[s], (it / kNS) & 1);
-            if (MATH && kt < nkt) {
-                const uint8_t* const tile = smem + s * stage_bytes + warp * 1024;
-                const auto* ss = reinterpret_cast<const uint16_t*>(smem + s * stage_bytes + kCW * 1024 + warp * stb);
-                ImmaRegTile tl;
-                tl.qg = *reinterpret_cast<const uint4*>(tile + 16 * lane);        // chunk t of row g
-                tl.q8 = *reinterpret_cast<const uint4*>(tile + 512 + 16 * lane);  // … of row g + 8
-                tl.s = uint32_t(ss[g * gpt + gi]) | uint32_t(ss[(g + 8) * gpt + gi]) << 16;
-                tl.b = 0;
-                if constexpr (BIAS) {
-                    const auto* bs = reinterpret_cast<const uint16_t*>(smem + s * stage_bytes + kCW * (1024 + stb) +
-                                                                       warp * stb);
-                    tl.b = uint32_t(bs[g * gpt + gi]) | uint32_t(bs[(g + 8) * gpt + gi]) << 16;
-                }
-                imma_regs_step<BIAS, TT>(acc, tl, xb + kstride * kt, tstride, st + (4 * kt + t) * TT, T);
-            }
-            __syncwarp();
-            if (lane == 0) mbar_arrive(&empty[s]);  // release: this warp's reads of the stage are done
-        }
-        // The row tile's sums: the chunk lanes by shuffles, then the warps by a fixed tree.
+    for (int p = 0; p < 2; ++p)
+#pragma unroll
+        for (int u = 0; u < TT; ++u) acc[p][u][0] = acc[p][u][1] = 0.f;
+    int buf = 0;
+    // The sums of the block's row tile r (parity p): the chunk lanes by shuffles; then, while the
+    // other warps go on to the next stages, 16·T threads sum the 16 warps' parts in order.
+    auto finish = [&](int r, int p) {
 #pragma unroll
         for (int u = 0; u < TT; ++u)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                float v = acc[u][h];
+                float v = p ? acc[1][u][h] : acc[0][u][h];
                 v += __shfl_xor_sync(0xffffffffu, v, 1);
                 v += __shfl_xor_sync(0xffffffffu, v, 2);
                 if (t == 0) red[buf][u][g + 8 * h][warp] = v;
+                acc[0][u][h] = p ? acc[0][u][h] : 0.f;  // selects, not an index: acc stays in registers
+                acc[1][u][h] = p ? 0.f : acc[1][u][h];
             }
         named_barrier_sync(kConsumerBar, kCW * 32);  // red[buf] written (red[buf ^ 1]'s readers long done)
-        // Thread e: token u = e / 256, row r = e / 16 % 16, warp part p = e % 16 — the 16 parts of
-        // (u, r) in 16 neighbouring lanes, summed by shuffles (the same tree every call).
-        for (int e0 = 0; e0 < 256 * T; e0 += kCW * 32) {
-            const int e = e0 + int(threadIdx.x), u = e >> 8, r = (e >> 4) & 15, p = e & 15;
-            float v = e < 256 * T ? red[buf][u][r][p] : 0.f;
-#pragma unroll
-            for (int o = 8; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-            if (p == 0 && e < 256 * T) {
-                if constexpr (MATH) y[u * ldy + int64_t(rt) * 16 + r] = v;
-                else if (v == 1.2345e-30f) y[0] = v;  // practically never: keeps the barriers' work
-            }
+        if (int(threadIdx.x) < 16 * T) {
+            const int u = int(threadIdx.x) >> 4, rr = int(threadIdx.x) & 15;
+            float v = 0.f;
+            for (int q = 0; q < kCW; ++q) v += red[buf][u][rr][q];
+            const int64_t rt = int64_t(blockIdx.x) + int64_t(r) * gridDim.x;
+            if constexpr (MATH) y[u * ldy + rt * 16 + rr] = v;
+            else if (v == 1.2345e-30f) y[0] = v;  // practically never: keeps the barriers' work
         }
+        buf ^= 1;
+    };
+    int r0 = 0, st0 = 0;  // stage i: the block's row tile r0, its stage st0
+    for (int i = 0; i < items; i += PAIR) {
+        const bool two = PAIR == 2 && i + 1 < items;
+        const int r1 = st0 + 1 < stages_rt ? r0 : r0 + 1, st1 = st0 + 1 < stages_rt ? st0 + 1 : 0;  // stage i + 1
+        const int s0 = i % kNS, s1 = (i + 1) % kNS;
+        mbar_wait(&full[s0], (i / kNS) & 1);
+        if (two) mbar_wait(&full[s1], ((i + 1) / kNS) & 1);
+        if constexpr (MATH) {
+            const int kt0 = st0 * kCW + warp, kt1 = st1 * kCW + warp;
+            float p0[TT][2], p1[TT][2];
+            bulk_ktile<TT, BIAS>(p0, smem + s0 * stage_bytes, min(kt0, nkt - 1), kt0 < nkt, X, T, stb, gpt, gi);
+            if constexpr (PAIR == 2)
+                bulk_ktile<TT, BIAS>(p1, smem + s1 * stage_bytes, min(kt1, nkt - 1), two && kt1 < nkt, X, T, stb, gpt,
+                                     gi);
+#pragma unroll
+            for (int u = 0; u < TT; ++u)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const float q1 = PAIR == 2 ? p1[u][h] : 0.f;
+                    acc[0][u][h] += ((r0 & 1) ? 0.f : p0[u][h]) + ((r1 & 1) ? 0.f : q1);
+                    acc[1][u][h] += ((r0 & 1) ? p0[u][h] : 0.f) + ((r1 & 1) ? q1 : 0.f);
+                }
+        }
+        __syncwarp();
+        if (lane == 0) {  // release: this warp's reads of the stages are done
+            mbar_arrive(&empty[s0]);
+            if (two) mbar_arrive(&empty[s1]);
+        }
+        if (st0 == stages_rt - 1) finish(r0, r0 & 1);
+        if (two && st1 == stages_rt - 1) finish(r1, r1 & 1);
+        // on to stage i + PAIR
+        r0 = two ? (st1 + 1 < stages_rt ? r1 : r1 + 1) : r1;
+        st0 = two ? (st1 + 1 < stages_rt ? st1 + 1 : 0) : st1;
     }
 }
 
 // grid: blocks (0: gemv_grid_blocks); min_smem: dynamic shared memory asked for at least (the
 // bench's way to keep a second block off an SM).
-template <int TT, bool BIAS, bool MATH, int NS = kGemvBulkStages>
+template <int TT, bool BIAS, bool MATH, int NS = kGemvBulkStages, int PAIR = 1>
 cudaError_t launch_tt(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
-                      cudaStream_t stream, int grid = 0, int64_t min_smem = 0) {
+                      cudaStream_t stream, int grid = 0, int64_t min_smem = 0, int prewait = kGemvBulkPrewait) {
     const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
-    auto* kernel = gemv_bulk_kernel<TT, BIAS, MATH, NS>;
+    auto* kernel = gemv_bulk_kernel<TT, BIAS, MATH, NS, PAIR>;
     // The opt-in to more than 48 KiB of dynamic shared memory, once a kernel (not a stream
     // operation: safe while a decode graph is being captured).
     static const cudaError_t opt_in =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kGemvBulkMaxSmem));
     if (opt_in != cudaSuccess) return opt_in;
-    const int64_t need = NS * gemv_bulk_stage_bytes(w.group, BIAS) + gemv_bulk_x_bytes(w.k, T);
+    const int64_t need = gemv_bulk_smem(w.k, T, w.group, BIAS, NS);
+    if (need > kGemvBulkMaxSmem) return cudaErrorInvalidValue;  // the diagnosis's deep rings at a large K
     const size_t smem = size_t(std::min<int64_t>(std::max(need, min_smem), kGemvBulkMaxSmem));
     const GemvPlan plan{GemvVariant::Bulk};
     const unsigned blocks = unsigned(grid > 0 ? grid : gemv_grid_blocks(plan, w.n));
-    return pdl::launch(kernel, dim3(blocks), kThreads, smem, stream, y, ldy, x, ldx, int(T), w, aligned);
+    return pdl::launch(kernel, dim3(blocks), kThreads, smem, stream, y, ldy, x, ldx, int(T), w, aligned, prewait);
 }
 
 template <bool BIAS>
@@ -208,6 +274,9 @@ cudaError_t launch_gemv_bulk_diag(const GemvBulkDiag& d, float* y, const float* 
     if (!gemv_bulk_takes(w, 1) || w.biases) return cudaErrorInvalidValue;
     const int64_t min_smem = d.exclusive ? 116 * 1024 : 0;  // two of 116 KiB exceed an SM's 228
 #define TS_BULK_DIAG(NS)                                                                                 \
+    if (d.stages == NS && d.pairs)                                                                       \
+        return d.math ? launch_tt<1, false, true, NS, 2>(y, w.n, x, w.k, 1, w, stream, d.grid, min_smem) \
+                      : cudaErrorInvalidValue;                                                           \
     if (d.stages == NS)                                                                                  \
         return d.math ? launch_tt<1, false, true, NS>(y, w.n, x, w.k, 1, w, stream, d.grid, min_smem)   \
                       : launch_tt<1, false, false, NS>(y, w.n, x, w.k, 1, w, stream, d.grid, min_smem);

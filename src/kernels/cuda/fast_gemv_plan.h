@@ -158,22 +158,22 @@ constexpr GemvPlan gemv_imma_plan(const PackedMatrix& w, int64_t T, int sms) {
     return p;
 }
 
-// Bulk: consumer warps (a stage is one k-tile each), ring stages, and the block's shared memory —
-// the ring (a stage: kGemvBulkWarps k-tiles of one row tile, their codes, scales and biases), 32
-// zero bytes, x's limbs in Imma's (chunk, limb) order and (dx, sx) per 32 columns for T rounded up
-// to 1, 2, 4 or 8 token slots (K = 14336, T = 1: 72 + 31.5 KiB).
+// Bulk: consumer warps (a stage is one k-tile each), ring stages, stages asked for before
+// pdl::wait, and the block's shared memory — the ring (a stage: kGemvBulkWarps k-tiles of one row
+// tile, their codes, scales and biases), then x's two int8 limbs and (dx, sx) per 32 columns in
+// Dp4a's layout (gemv_dp4a_smem; K = 14336, T = 1: 72 + 31.5 KiB). One stage before the wait
+// (H200, session 28, µs back to back, 1 / 4 / 0 stages before it: 4096x14336 12.32 / 12.22 /
+// 12.64, 8192x2048 6.30 / 7.37 / 6.27, 12352x2048 7.52 / 8.56 / 7.48, lm_head 74.3 / 75.2 / 73.8:
+// a deep prefetch by the next kernel's blocks takes bandwidth from the running one).
 constexpr int kGemvBulkWarps = 16;
-constexpr int kGemvBulkStages = 4;
+constexpr int kGemvBulkStages = 4, kGemvBulkPrewait = 1;
 constexpr int64_t kGemvBulkMaxSmem = 200 * 1024;  // + ≤ 16.5 KiB static: within 227
 constexpr int64_t gemv_bulk_stage_bytes(int64_t group, bool biases) {
     return kGemvBulkWarps * (1024 + 32 * (128 / group) * (biases ? 2 : 1));
 }
-constexpr int64_t gemv_bulk_x_bytes(int64_t K, int64_t T) {
-    const int64_t slots = T <= 1 ? 1 : T <= 2 ? 2 : T <= 4 ? 4 : 8;
-    return 32 + 2 * T * K + (K / 32) * slots * 8;
-}
-constexpr int64_t gemv_bulk_smem(int64_t K, int64_t T, int64_t group, bool biases) {
-    return kGemvBulkStages * gemv_bulk_stage_bytes(group, biases) + gemv_bulk_x_bytes(K, T);
+constexpr int64_t gemv_bulk_x_bytes(int64_t K, int64_t T) { return gemv_dp4a_smem(K, T); }
+constexpr int64_t gemv_bulk_smem(int64_t K, int64_t T, int64_t group, bool biases, int stages = kGemvBulkStages) {
+    return stages * gemv_bulk_stage_bytes(group, biases) + gemv_bulk_x_bytes(K, T);
 }
 // The layout it reads (the copies want 16-byte aligned scales and biases), and whether x fits.
 inline bool gemv_bulk_takes(const PackedMatrix& w, int64_t T) {
@@ -293,13 +293,15 @@ cudaError_t launch_gemv_imma_diag(const GemvPlan& plan, int diag, float* y, int6
 cudaError_t launch_gemv_bulk(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
                              cudaStream_t stream);
 // Bulk in other shapes (bench_fast_gemv's diagnosis; one token, no biases): its ring stages (2, 4
-// or 8), its arithmetic or none (y garbage: the floor of its copies), the grid (0: Bulk's own), and
-// shared memory enough to keep a second block off an SM.
+// or 8), its arithmetic or none (y garbage: the floor of its copies), the grid (0: Bulk's own),
+// shared memory enough to keep a second block off an SM, and a warp's k-tiles of one stage a step
+// (Bulk's own) or of two (with the arithmetic only).
 struct GemvBulkDiag {
     int stages = kGemvBulkStages;
     bool math = true;
     int grid = 0;
     bool exclusive = false;
+    bool pairs = false;
 };
 cudaError_t launch_gemv_bulk_diag(const GemvBulkDiag& d, float* y, const float* x, const PackedMatrix& w,
                                   cudaStream_t stream);
