@@ -3,9 +3,12 @@
 // projections and lm_head, and two small shapes. Weight bytes = codes + scales (+ biases); TB/s of
 // those and % of 4.3 TB/s (H200 copy bandwidth). "cold": the weights rotate over copies that
 // together exceed the 60 MB L2; "hot": one copy, L2-resident when it fits; "stream": cold, 16 calls
-// back to back timed together (what a call costs a decode step, where each starts under the last).
+// back to back timed together (what a call costs a decode step, where each starts under the last);
+// "mixed": as stream, each call after another kernel — the pick (Dp4a) on a 2048x4096 matrix in
+// tiles, cold — whose own time alone is subtracted: a decode step's neighbours are other kernels,
+// and a variant faster back to back with itself can be slower between them (Bulk, session 28).
 //   bench_fast_gemv [--tokens 1,2,4,8] [--layouts q4_0,int4g64b,int8g32] [--variants all|pick]
-//                   [--modes cold,hot,stream] [--runs 50] [--warmup 10] [--filter TEXT]
+//                   [--modes cold,hot,stream,mixed] [--runs 50] [--warmup 10] [--filter TEXT]
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -70,6 +73,47 @@ struct Copy {
     DeviceBuffer codes, scales, biases;
     PackedMatrix m;
 };
+
+// The "mixed" mode's neighbour: the pick on a 2048x4096 q4_0 matrix in 16-row tiles, rotated over
+// copies that exceed the L2 (made on first use).
+struct Neighbour {
+    static constexpr int64_t kN = 2048, kK = 4096;
+    std::vector<Copy> copies;
+    DeviceBuffer x{size_t(8 * kK) * 4};
+    mutable DeviceBuffer y{size_t(8 * kN) * 4};  // written by every call; its values unused
+    void call(size_t c, int64_t T, cudaStream_t st) const {
+        const PackedMatrix& m = copies[c % copies.size()].m;
+        fast::gemv_packed(y.as<float>(), kN, x.as<float>(), kK, T, m, st);
+    }
+};
+const Neighbour& neighbour() {
+    static const Neighbour nb = [] {
+        Neighbour n;
+        PackedHost h;
+        h.kind = PackedKind::Int4, h.n = Neighbour::kN, h.k = Neighbour::kK, h.group = 32;
+        h.codes.resize(size_t(h.n * h.k / 2));
+        h.scales.resize(size_t(h.n * h.k / 32));
+        Rng rng{0x51ed270b27d4f1a5ull};
+        for (auto& b : h.codes) b = uint8_t(rng.next());
+        for (auto& v : h.scales) v = f32_to_f16(rng.uniform(-0.02f, 0.02f));
+        tile_packed(h);
+        const double bytes = double(h.codes.size() + h.scales.size() * 2);
+        n.copies.resize(size_t(kColdBytes / bytes + 1));
+        for (Copy& c : n.copies) {
+            c.codes = DeviceBuffer(h.codes.size());
+            c.codes.upload(h.codes.data(), h.codes.size());
+            c.scales = DeviceBuffer(h.scales.size() * 2);
+            c.scales.upload(h.scales.data(), h.scales.size() * 2);
+            c.m.kind = h.kind, c.m.n = h.n, c.m.k = h.k, c.m.group = h.group, c.m.tiles = true;
+            c.m.codes = c.codes.as<uint8_t>();
+            c.m.scales = c.scales.as<uint16_t>();
+        }
+        std::vector<float> x(size_t(8 * Neighbour::kK), 0.25f);
+        n.x.upload(x.data(), x.size() * 4);
+        return n;
+    }();
+    return nb;
+}
 
 std::string plan_name(const fast::GemvPlan& p) {
     if (p.variant == fast::GemvVariant::Simt) return "simt (f32)";
@@ -167,13 +211,23 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                                              : "";
         for (const std::string& mode : a.modes) {
             // stream: kStreamCalls calls back to back on cold copies, timed together (a decode
-            // step's view: each call's start overlaps the one before it by programmatic launch).
-            const int n = mode == "hot" ? 1 : cold_copies, reps = mode == "stream" ? kStreamCalls : 1;
+            // step's view: each call's start overlaps the one before it by programmatic launch);
+            // mixed: each call after the neighbour's, less the neighbour's calls alone.
+            const bool mixed = mode == "mixed";
+            const int n = mode == "hot" ? 1 : cold_copies, reps = mode == "stream" || mixed ? kStreamCalls : 1;
+            const Neighbour* nb = mixed ? &neighbour() : nullptr;
+            const double nb_sec = !mixed ? 0.0
+                                         : timer.median(a.warmup, a.runs, [&](int c) {
+                                               for (int r = 0; r < reps; ++r) nb->call(size_t(c * reps + r), T, st);
+                                           }) / reps;
             auto time = [&](auto&& call) {
                 return timer.median(a.warmup, a.runs, [&](int c) {
-                           for (int r = 0; r < reps; ++r) call(size_t((c * reps + r) % n));
-                       }) /
-                       reps;
+                           for (int r = 0; r < reps; ++r) {
+                               if (nb) nb->call(size_t(c * reps + r), T, st);
+                               call(size_t((c * reps + r) % n));
+                           }
+                       }) / reps -
+                       nb_sec;
             };
             for (size_t i = 0; i < plans.size(); ++i) {
                 const fast::GemvPlan& p = plans[i];
@@ -316,7 +370,8 @@ int main(int argc, char** argv) {
             "  --tokens LIST    token counts (default 1,2,4,8)\n"
             "  --layouts LIST   q4_0, int4g64b (G64 with biases), int8g32, int8g16 (default the first 3)\n"
             "  --variants all|pick  every variant or only the dispatch's pick (default all)\n"
-            "  --modes LIST     cold, hot, stream (cold, 16 calls back to back timed together; default cold,hot)\n"
+            "  --modes LIST     cold, hot, stream (cold, 16 calls back to back timed together), mixed (stream, each\n"
+            "                   call after a 2048x4096 GEMV whose own time is subtracted; default cold,hot)\n"
             "  --runs N         timed calls, median (default 50); --warmup N (default 10)\n"
             "  --filter TEXT    only cases whose label \"<shape> <layout> T=<n>\" contains TEXT\n";
         bench::KernelArgs args(usage);
