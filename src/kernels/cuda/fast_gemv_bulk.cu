@@ -26,12 +26,13 @@
 // flight at once, while the first stages land.
 //
 // Measured (H200, bench_fast_gemv, µs cold / 16 calls back to back; docs/cuda.md, twenty-fourth
-// and twenty-fifth rounds): 4096x14336 one token 15.0 / 12.3 (Imma's register pipeline 18.2 /
-// 14.8; the copies alone 11.5 / 9.3, with 8 stages 11.5 / 8.1 — 4.1 TB/s), two tokens 20.0 / 17.1
-// (MmaRows 28.5 / 25.3) — gemv_pick_packed takes it there. Faster back to back at K = 2048 too
-// (8192x2048 6.3 against Dp4a's 7.0, lm_head 74 against 83), but slower in the decode step
-// (the flagship at 4K: 525 against 550 tok/s with it from 16 Mi weights), so not picked there.
-// Neither 8 stages nor a warp's k-tiles of two stages a step (the diagnosis rows) measured faster.
+// and twenty-fifth rounds): 4096x14336 one token 15.1 / 12.3 (Imma's register pipeline 18.2 /
+// 14.8; the copies alone 11.6 / 9.0, with 8 stages 11.6 / 8.7), two tokens 20.1 / 17.1 (MmaRows
+// 28.5 / 25.3) — gemv_pick_packed takes it there. Faster back to back at K = 2048 too (8192x2048
+// 6.3 against Dp4a's 7.0, lm_head 74 against 83), but slower in the decode step (the flagship at
+// 4K: 525 against 550 tok/s with it from 16 Mi weights), so not picked there. 8 stages measured
+// 11.5 back to back in the diagnosis rows (one stage before the wait; not yet the launch's); a
+// warp's k-tiles of two stages a step, no faster.
 #include <cuda_fp16.h>
 
 #include <algorithm>
