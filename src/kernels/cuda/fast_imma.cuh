@@ -1,7 +1,7 @@
-// The integer tensor-core pieces of the decode GEMVs that take x in Dp4a's two int8 limbs
-// (fast_gemv_imma.cu, fast_gemv_bulk.cu): mma.sync m16n8k32 on u8 codes × s8 limbs, x staged in
-// the mma's orders, and one 16-row × 128-column Int4 k-tile against one to eight tokens with the
-// (chunk, limb) columns. Header-only, device code only.
+// The integer tensor-core pieces of the decode GEMV Imma (fast_gemv_imma.cu), which takes x in
+// Dp4a's two int8 limbs: mma.sync m16n8k32 on u8 codes × s8 limbs, x staged in the mma's orders,
+// and one 16-row × 128-column Int4 k-tile against one to eight tokens with the (chunk, limb)
+// columns. Header-only, device code only.
 #pragma once
 #include <cuda_fp16.h>
 
@@ -71,7 +71,7 @@ __device__ __forceinline__ void imma_stage_x(const float* __restrict__ x, int64_
     }
 }
 
-// The (chunk, limb) columns with the tile as it lies (Imma's register pipeline, Bulk): lane (g, t)
+// The (chunk, limb) columns with the tile as it lies (Imma's register pipeline): lane (g, t)
 // holds chunk t of rows g and g + 8 of a k-tile as the tile stores it (two coalesced 16-byte
 // loads: the warp reads the tile's 1 KB in two runs of 512) and their scales. The four mma of a
 // k-tile take word j of the lanes' own chunks — so a k-step mixes the four chunks of a row — and
