@@ -497,11 +497,12 @@ TEST(FastGdnChunked, OverlappedPassesGiveTheSequentialBits) {
     REQUIRE_CUDA();
     // F16Rt (the state pass launched behind the prep, waiting on each chunk's flag) against F16RtSeq
     // (the same kernels, the pass after the prep has completed): the same bits, o and state — one long
-    // sequence (4,097 tokens: 2,080 prep blocks in several waves, its DIRECT form) and several with
-    // a padding one, a lone token and a one-token last chunk; then three calls more on one scratch,
-    // the earlier calls' flags still in it, each the same bits again.
+    // sequence (4,097 tokens: 2,080 prep blocks in several waves, its DIRECT form), two (a padding
+    // sequence with a one-token last chunk, then a lone token: the grid's last prep blocks return at
+    // once) and several with a padding one, a lone token and a one-token last chunk; then three calls
+    // more on one scratch, the earlier calls' flags still in it, each the same bits again.
     const std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> cases = {
-        {{4097}, {1}}, {{1000, 65, 1, 130, 2000}, {4, -1, 0, 2, 5}}};
+        {{4097}, {1}}, {{1025, 1}, {-1, 2}}, {{1000, 65, 1, 130, 2000}, {4, -1, 0, 2, 5}}};
     for (const auto& [lengths, slot] : cases) {
         SCOPED_TRACE(describe(kFlagship, GdnMode::Chunked, lengths));
         std::mt19937 rng(23);

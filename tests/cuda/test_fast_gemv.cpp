@@ -188,7 +188,8 @@ TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
         shapes.push_back({1, 21, 4096 + G});   // MmaStaged's slab fits (Int4) where Mma unsplit does not
         // Shapes of whole 16-row tiles (n % 16, K % 128): each Int4 one also runs in tiles.
         for (const Shape& t : {Shape{1, 4096, 2048}, Shape{8, 4112, 1024}, Shape{3, 320, 14336},
-                               Shape{2, 48, 24576 + 128}, Shape{5, 64, 1152}, Shape{1, 16, 4096 + 128}})
+                               Shape{2, 48, 24576 + 128}, Shape{5, 64, 1152}, Shape{1, 16, 4096 + 128},
+                               Shape{1, 48, 14336}})  // (one token, K >= 8192: Bulk's deep ring)
             shapes.push_back(t);
         for (const Shape& sh : shapes)
         for (const bool tiles : {false, true}) {

@@ -31,8 +31,9 @@
 // 28.5 / 25.3) — gemv_pick_packed takes it there. Faster back to back at K = 2048 too (8192x2048
 // 6.3 against Dp4a's 7.0, lm_head 74 against 83), but slower in the decode step (the flagship at
 // 4K: 525 against 550 tok/s with it from 16 Mi weights), so not picked there. 8 stages measured
-// 11.5 back to back in the diagnosis rows (one stage before the wait; not yet the launch's); a
-// warp's k-tiles of two stages a step, no faster.
+// 11.5 back to back in the diagnosis rows (one stage before the wait), so one token from K = 8192
+// launches them where they fit (gemv_bulk_stages, session 29); a warp's k-tiles of two stages a
+// step, no faster.
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -103,10 +104,11 @@ __device__ __forceinline__ void bulk_ktile(float (&p)[TT][2], const uint8_t* sta
 
 // TT: token slots (T ≤ TT). BIAS: the matrix has biases (else b = −8·s). MATH false: the copies
 // and barriers only (the bench's floor for them; y garbage). NS: ring stages. PAIR: stages a
-// consumer step takes (1 or 2: a warp's k-tile of each).
+// consumer step takes (1 or 2: a warp's k-tile of each). SKIP (diagnosis; y garbage): 1 leaves out
+// x's staging (the consumers read what shared memory holds), 2 the consumers' arithmetic.
 // One token with 4 stages: two blocks an SM fit (≤ 56 registers), so the next kernel's blocks
 // can start streaming beside this one's (programmatic launch); 8 stages fill the SM alone.
-template <int TT, bool BIAS, bool MATH = true, int NS = kGemvBulkStages, int PAIR = 1>
+template <int TT, bool BIAS, bool MATH = true, int NS = kGemvBulkStages, int PAIR = 1, int SKIP = 0>
 __global__ void __launch_bounds__(kThreads, TT == 1 && NS <= kGemvBulkStages ? 2 : 1)
     gemv_bulk_kernel(float* __restrict__ y, int64_t ldy, const float* __restrict__ x, int64_t ldx, int T,
                      PackedMatrix w, bool x_aligned, int prewait) {
@@ -154,7 +156,7 @@ __global__ void __launch_bounds__(kThreads, TT == 1 && NS <= kGemvBulkStages ? 2
     pdl::wait();  // x comes from the kernel before
     pdl::trigger();
     uint8_t* const xs = smem + kNS * stage_bytes;  // NS · gemv_bulk_stage_bytes; then x (gemv_bulk_x_bytes)
-    if constexpr (MATH) dp4a_quantize_x<kCW * 32, 1, kXBatches>(x, ldx, T, K, x_aligned, xs);
+    if constexpr (MATH && !(SKIP & 1)) dp4a_quantize_x<kCW * 32, 1, kXBatches>(x, ldx, T, K, x_aligned, xs);
     named_barrier_sync(kConsumerBar, kCW * 32);
     const Dp4aX X = dp4a_x(xs, K, T);
     const int g = lane >> 2, t = lane & 3;
@@ -203,7 +205,7 @@ __global__ void __launch_bounds__(kThreads, TT == 1 && NS <= kGemvBulkStages ? 2
         const int s0 = i % kNS, s1 = (i + 1) % kNS;
         mbar_wait(&full[s0], (i / kNS) & 1);
         if (two) mbar_wait(&full[s1], ((i + 1) / kNS) & 1);
-        if constexpr (MATH) {
+        if constexpr (MATH && !(SKIP & 2)) {
             const int kt0 = st0 * kCW + warp, kt1 = st1 * kCW + warp;
             float p0[TT][2], p1[TT][2];
             bulk_ktile<TT, BIAS>(p0, smem + s0 * stage_bytes, min(kt0, nkt - 1), kt0 < nkt, X, T, stb, gpt, gi);
@@ -234,11 +236,11 @@ __global__ void __launch_bounds__(kThreads, TT == 1 && NS <= kGemvBulkStages ? 2
 
 // grid: blocks (0: gemv_grid_blocks); min_smem: dynamic shared memory asked for at least (the
 // bench's way to keep a second block off an SM).
-template <int TT, bool BIAS, bool MATH, int NS = kGemvBulkStages, int PAIR = 1>
+template <int TT, bool BIAS, bool MATH, int NS = kGemvBulkStages, int PAIR = 1, int SKIP = 0>
 cudaError_t launch_tt(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
                       cudaStream_t stream, int grid = 0, int64_t min_smem = 0, int prewait = kGemvBulkPrewait) {
     const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
-    auto* kernel = gemv_bulk_kernel<TT, BIAS, MATH, NS, PAIR>;
+    auto* kernel = gemv_bulk_kernel<TT, BIAS, MATH, NS, PAIR, SKIP>;
     // The opt-in to more than 48 KiB of dynamic shared memory, once a kernel (not a stream
     // operation: safe while a decode graph is being captured).
     static const cudaError_t opt_in =
@@ -255,6 +257,8 @@ cudaError_t launch_tt(float* y, int64_t ldy, const float* x, int64_t ldx, int64_
 template <bool BIAS>
 cudaError_t launch_bias(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
                         cudaStream_t stream) {
+    if (T <= 1 && gemv_bulk_stages(w.k, T, w.group, BIAS) == kGemvBulkDeepStages)
+        return launch_tt<1, BIAS, true, kGemvBulkDeepStages>(y, ldy, x, ldx, T, w, stream);
     if (T <= 1) return launch_tt<1, BIAS, true>(y, ldy, x, ldx, T, w, stream);
     if (T <= 2) return launch_tt<2, BIAS, true>(y, ldy, x, ldx, T, w, stream);
     if (T <= 4) return launch_tt<4, BIAS, true>(y, ldy, x, ldx, T, w, stream);
@@ -281,6 +285,11 @@ cudaError_t launch_gemv_bulk_diag(const GemvBulkDiag& d, float* y, const float* 
     if (d.stages == NS)                                                                                  \
         return d.math ? launch_tt<1, false, true, NS>(y, w.n, x, w.k, 1, w, stream, d.grid, min_smem)   \
                       : launch_tt<1, false, false, NS>(y, w.n, x, w.k, 1, w, stream, d.grid, min_smem);
+    if (d.stages == 8 && d.math && d.skip == 1)
+        return launch_tt<1, false, true, 8, 1, 1>(y, w.n, x, w.k, 1, w, stream, d.grid, min_smem);
+    if (d.stages == 8 && d.math && d.skip == 2)
+        return launch_tt<1, false, true, 8, 1, 2>(y, w.n, x, w.k, 1, w, stream, d.grid, min_smem);
+    if (d.skip != 0) return cudaErrorInvalidValue;
     TS_BULK_DIAG(2)
     TS_BULK_DIAG(4)
     TS_BULK_DIAG(8)

@@ -167,6 +167,11 @@ constexpr GemvPlan gemv_imma_plan(const PackedMatrix& w, int64_t T, int sms) {
 // a deep prefetch by the next kernel's blocks takes bandwidth from the running one).
 constexpr int kGemvBulkWarps = 16;
 constexpr int kGemvBulkStages = 4, kGemvBulkPrewait = 1;
+// One token from K = kGemvBulkMinK (the pick's own reach), a ring of 8 stages where it fits: the
+// copies want them (alone 9.0 → 8.7 µs back to back at 4096x14336), and two blocks of one token no
+// longer share an SM there (session 28's diagnosis rows: 12.32 → 11.50 µs back to back, 15.10 →
+// 14.85 cold).
+constexpr int kGemvBulkDeepStages = 8;
 constexpr int64_t kGemvBulkMaxSmem = 200 * 1024;  // + ≤ 16.5 KiB static: within 227
 constexpr int64_t gemv_bulk_stage_bytes(int64_t group, bool biases) {
     return kGemvBulkWarps * (1024 + 32 * (128 / group) * (biases ? 2 : 1));
@@ -253,6 +258,13 @@ constexpr GemvPlan gemv_pick(int64_t T, int64_t N, int64_t K, PackedKind kind, i
 // register pipeline at 2–8 tokens is slower than MmaRows (61.8 against 29.5 at 8 tokens).
 constexpr int64_t kGemvImmaMinK = 8192;
 constexpr int64_t kGemvBulkMinK = kGemvImmaMinK, kGemvBulkMaxTokens = 2;
+// The ring's stages Bulk launches at T tokens and this K (gemv_bulk_takes held): kGemvBulkDeepStages.
+constexpr int gemv_bulk_stages(int64_t K, int64_t T, int64_t group, bool biases) {
+    return T == 1 && K >= kGemvBulkMinK &&
+                   gemv_bulk_smem(K, T, group, biases, kGemvBulkDeepStages) <= kGemvBulkMaxSmem
+               ? kGemvBulkDeepStages
+               : kGemvBulkStages;
+}
 inline GemvPlan gemv_pick_packed(int64_t T, const PackedMatrix& w, int sms, bool dp4a = true) {
     if (dp4a && T <= kGemvBulkMaxTokens && w.k >= kGemvBulkMinK && gemv_bulk_takes(w, T))
         return {GemvVariant::Bulk};
@@ -294,14 +306,16 @@ cudaError_t launch_gemv_bulk(float* y, int64_t ldy, const float* x, int64_t ldx,
                              cudaStream_t stream);
 // Bulk in other shapes (bench_fast_gemv's diagnosis; one token, no biases): its ring stages (2, 4
 // or 8), its arithmetic or none (y garbage: the floor of its copies), the grid (0: Bulk's own),
-// shared memory enough to keep a second block off an SM, and a warp's k-tiles of one stage a step
-// (Bulk's own) or of two (with the arithmetic only).
+// shared memory enough to keep a second block off an SM, a warp's k-tiles of one stage a step
+// (Bulk's own) or of two (with the arithmetic only), and (8 stages, with the arithmetic) x's staging
+// left out (skip 1) or the consumers' arithmetic (skip 2).
 struct GemvBulkDiag {
     int stages = kGemvBulkStages;
     bool math = true;
     int grid = 0;
     bool exclusive = false;
     bool pairs = false;
+    int skip = 0;
 };
 cudaError_t launch_gemv_bulk_diag(const GemvBulkDiag& d, float* y, const float* x, const PackedMatrix& w,
                                   cudaStream_t stream);
