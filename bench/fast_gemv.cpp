@@ -275,7 +275,7 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                 // Bulk in other shapes (one token, no biases): ring stages, its copies without the
                 // arithmetic (the floor of its stream), one block an SM kept so by shared memory, grids
                 // of one row tile a block and of two blocks an SM, a warp's k-tiles of two stages a step,
-                // x's staging or the arithmetic left out.
+                // x's staging or the arithmetic left out, x staged by each warp for its own k-tiles.
                 if (T == 1 && !l.biases && fast::gemv_bulk_takes(tm, 1)) {
                     using D = fast::detail::GemvBulkDiag;
                     const std::pair<D, std::string> diags[] = {
@@ -283,6 +283,7 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                         {D{4, false, 0, false}, "copies only"},       {D{8, false, 0, false}, "copies only, 8 stages"},
                         {D{4, true, 0, true}, "4 stages, one an SM"},
                         {D{8, true, 0, false}, "8 stages"},
+                        {D{8, true, 0, false, false, 0, true}, "8 stages, x by each warp"},
                         {D{8, true, 0, false, false, 1}, "8 stages, no x staging"},
                         {D{8, true, 0, false, false, 2}, "8 stages, x staged, no arithmetic"},
                         {D{8, true, 0, false, true}, "8 stages, 2 k-tiles a step"},

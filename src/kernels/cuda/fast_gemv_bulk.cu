@@ -105,10 +105,19 @@ __device__ __forceinline__ void bulk_ktile(float (&p)[TT][2], const uint8_t* sta
 // TT: token slots (T ≤ TT). BIAS: the matrix has biases (else b = −8·s). MATH false: the copies
 // and barriers only (the bench's floor for them; y garbage). NS: ring stages. PAIR: stages a
 // consumer step takes (1 or 2: a warp's k-tile of each). SKIP (diagnosis; y garbage): 1 leaves out
-// x's staging (the consumers read what shared memory holds), 2 the consumers' arithmetic.
+// x's staging (the consumers read what shared memory holds), 2 the consumers' arithmetic. XJIT:
+// each consumer warp stages x's columns of its own k-tiles (k-tile w of every stage: the same
+// columns every row tile) as it walks the block's first row tile, a stage's loads ahead — the
+// arithmetic starts after one k-tile's staging, and no barrier joins the warps; else (the launched
+// form) the consumers stage the whole of x first (dp4a_quantize_x) and meet at a barrier. Either
+// way the same bytes. H200 (session 29), XJIT against x first: slower alone (4096x14336 one token,
+// 8 stages: 14.28 / 17.22 against 11.46 / 14.75 µs back to back / cold; lm_head 80.9 against 75.3),
+// but inside the decode step it lost less — Bulk at every shape of the flagship (TESSERA_GEMV=bulk)
+// 539.4 against 509–512 tok/s at 4K (the default pick 550–552): the lead for a wider pick.
 // One token with 4 stages: two blocks an SM fit (≤ 56 registers), so the next kernel's blocks
 // can start streaming beside this one's (programmatic launch); 8 stages fill the SM alone.
-template <int TT, bool BIAS, bool MATH = true, int NS = kGemvBulkStages, int PAIR = 1, int SKIP = 0>
+template <int TT, bool BIAS, bool MATH = true, int NS = kGemvBulkStages, int PAIR = 1, int SKIP = 0,
+          bool XJIT = kGemvBulkXJit>
 __global__ void __launch_bounds__(kThreads, TT == 1 && NS <= kGemvBulkStages ? 2 : 1)
     gemv_bulk_kernel(float* __restrict__ y, int64_t ldy, const float* __restrict__ x, int64_t ldx, int T,
                      PackedMatrix w, bool x_aligned, int prewait) {
@@ -156,12 +165,46 @@ __global__ void __launch_bounds__(kThreads, TT == 1 && NS <= kGemvBulkStages ? 2
     pdl::wait();  // x comes from the kernel before
     pdl::trigger();
     uint8_t* const xs = smem + kNS * stage_bytes;  // NS · gemv_bulk_stage_bytes; then x (gemv_bulk_x_bytes)
-    if constexpr (MATH && !(SKIP & 1)) dp4a_quantize_x<kCW * 32, 1, kXBatches>(x, ldx, T, K, x_aligned, xs);
-    named_barrier_sync(kConsumerBar, kCW * 32);
+    constexpr bool kStageX = MATH && !(SKIP & 1);
+    if constexpr (kStageX && !XJIT) dp4a_quantize_x<kCW * 32, 1, kXBatches>(x, ldx, T, K, x_aligned, xs);
+    if constexpr (!XJIT) named_barrier_sync(kConsumerBar, kCW * 32);
     const Dp4aX X = dp4a_x(xs, K, T);
     const int g = lane >> 2, t = lane & 3;
     const int gi = t >> (__ffs(w.group / 32) - 1);  // chunk t's scale group in its tile row
     static_assert(PAIR == 1 || (PAIR == 2 && NS >= 2), "a pair of stages needs a ring of two or more");
+    static_assert(!XJIT || PAIR == 1, "x staged a warp's k-tile at a time: one stage a step");
+    // XJIT: this warp's x for k-tile st·kCW + warp — items of 8 columns (dp4a_quantize_x's), item
+    // lane + 32m being token i / 16, columns 8·(i % 16) … of the k-tile; loaded into xv, then
+    // quantized into X's place (the same bytes as dp4a_quantize_x).
+    constexpr int kXI = (16 * TT + 31) / 32;
+    float xv[kXI][8];
+    auto x_load = [&](int st) {
+        const int kt = st * kCW + warp;
+#pragma unroll
+        for (int m = 0; m < kXI; ++m) {
+            const int i = lane + 32 * m, u = i >> 4, c0 = kt * 128 + 8 * (i & 15);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) xv[m][e] = 0.f;
+            if (u < T && kt < nkt) load8(x + u * ldx + c0, x_aligned, xv[m]);
+        }
+    };
+    auto x_store = [&](int st) {
+        const int kt = st * kCW + warp;
+        uint8_t* const xh = xs;
+        uint8_t* const xl = xs + T * X.Kp;
+        auto* const xst = reinterpret_cast<float2*>(xs + 2 * T * X.Kp);
+#pragma unroll
+        for (int m = 0; m < kXI; ++m) {
+            const int i = lane + 32 * m, u = i >> 4, j = i & 15, c0 = kt * 128 + 8 * j;
+            const Dp4aQ8 q = dp4a_quantize8(xv[m]);  // (every lane: it shuffles in groups of 4)
+            if (u < T && kt < nkt) {
+                *reinterpret_cast<uint2*>(xh + u * X.Kp + c0) = q.H;
+                *reinterpret_cast<uint2*>(xl + u * X.Kp + c0) = q.L;
+                if ((j & 3) == 0) xst[u * (X.Kp / 32) + c0 / 32] = make_float2(q.dx, q.sx);
+            }
+        }
+        __syncwarp();  // the warp's lanes read each other's bytes
+    };
     // The block's stages in the producer's order, PAIR at a time: a warp's k-tiles of two stages
     // are independent chains the scheduler interleaves. Two stages may belong to two row tiles
     // (always at K ≤ 2048, a stage a row tile), so the sums are kept by row-tile parity.
@@ -199,10 +242,18 @@ __global__ void __launch_bounds__(kThreads, TT == 1 && NS <= kGemvBulkStages ? 2
         buf ^= 1;
     };
     int r0 = 0, st0 = 0;  // stage i: the block's row tile r0, its stage st0
+    if constexpr (kStageX && XJIT)
+        if (items > 0) x_load(0);
     for (int i = 0; i < items; i += PAIR) {
         const bool two = PAIR == 2 && i + 1 < items;
         const int r1 = st0 + 1 < stages_rt ? r0 : r0 + 1, st1 = st0 + 1 < stages_rt ? st0 + 1 : 0;  // stage i + 1
         const int s0 = i % kNS, s1 = (i + 1) % kNS;
+        if constexpr (kStageX && XJIT) {
+            if (r0 == 0) {  // the block's first row tile: this stage's x in place, the next one's loads out
+                x_store(st0);
+                if (st0 + 1 < stages_rt) x_load(st0 + 1);
+            }
+        }
         mbar_wait(&full[s0], (i / kNS) & 1);
         if (two) mbar_wait(&full[s1], ((i + 1) / kNS) & 1);
         if constexpr (MATH && !(SKIP & 2)) {
@@ -236,11 +287,12 @@ __global__ void __launch_bounds__(kThreads, TT == 1 && NS <= kGemvBulkStages ? 2
 
 // grid: blocks (0: gemv_grid_blocks); min_smem: dynamic shared memory asked for at least (the
 // bench's way to keep a second block off an SM).
-template <int TT, bool BIAS, bool MATH, int NS = kGemvBulkStages, int PAIR = 1, int SKIP = 0>
+template <int TT, bool BIAS, bool MATH, int NS = kGemvBulkStages, int PAIR = 1, int SKIP = 0,
+          bool XJIT = kGemvBulkXJit>
 cudaError_t launch_tt(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
                       cudaStream_t stream, int grid = 0, int64_t min_smem = 0, int prewait = kGemvBulkPrewait) {
     const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
-    auto* kernel = gemv_bulk_kernel<TT, BIAS, MATH, NS, PAIR, SKIP>;
+    auto* kernel = gemv_bulk_kernel<TT, BIAS, MATH, NS, PAIR, SKIP, XJIT>;
     // The opt-in to more than 48 KiB of dynamic shared memory, once a kernel (not a stream
     // operation: safe while a decode graph is being captured).
     static const cudaError_t opt_in =
@@ -289,6 +341,8 @@ cudaError_t launch_gemv_bulk_diag(const GemvBulkDiag& d, float* y, const float* 
         return launch_tt<1, false, true, 8, 1, 1>(y, w.n, x, w.k, 1, w, stream, d.grid, min_smem);
     if (d.stages == 8 && d.math && d.skip == 2)
         return launch_tt<1, false, true, 8, 1, 2>(y, w.n, x, w.k, 1, w, stream, d.grid, min_smem);
+    if (d.stages == 8 && d.math && d.x_by_warp)
+        return launch_tt<1, false, true, 8, 1, 0, true>(y, w.n, x, w.k, 1, w, stream, d.grid, min_smem);
     if (d.skip != 0) return cudaErrorInvalidValue;
     TS_BULK_DIAG(2)
     TS_BULK_DIAG(4)

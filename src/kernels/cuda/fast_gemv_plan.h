@@ -172,6 +172,9 @@ constexpr int kGemvBulkStages = 4, kGemvBulkPrewait = 1;
 // longer share an SM there (session 28's diagnosis rows: 12.32 → 11.50 µs back to back, 15.10 →
 // 14.85 cold).
 constexpr int kGemvBulkDeepStages = 8;
+// Whether each consumer warp stages x's columns of its own k-tiles as it goes (fast_gemv_bulk.cu,
+// XJIT) instead of the consumers staging the whole of x first: off (slower alone; see there).
+constexpr bool kGemvBulkXJit = false;
 constexpr int64_t kGemvBulkMaxSmem = 200 * 1024;  // + ≤ 16.5 KiB static: within 227
 constexpr int64_t gemv_bulk_stage_bytes(int64_t group, bool biases) {
     return kGemvBulkWarps * (1024 + 32 * (128 / group) * (biases ? 2 : 1));
@@ -308,7 +311,8 @@ cudaError_t launch_gemv_bulk(float* y, int64_t ldy, const float* x, int64_t ldx,
 // or 8), its arithmetic or none (y garbage: the floor of its copies), the grid (0: Bulk's own),
 // shared memory enough to keep a second block off an SM, a warp's k-tiles of one stage a step
 // (Bulk's own) or of two (with the arithmetic only), and (8 stages, with the arithmetic) x's staging
-// left out (skip 1) or the consumers' arithmetic (skip 2).
+// left out (skip 1) or the consumers' arithmetic (skip 2), or staged by each warp for its own
+// k-tiles (x_by_warp: XJIT).
 struct GemvBulkDiag {
     int stages = kGemvBulkStages;
     bool math = true;
@@ -316,6 +320,7 @@ struct GemvBulkDiag {
     bool exclusive = false;
     bool pairs = false;
     int skip = 0;
+    bool x_by_warp = false;
 };
 cudaError_t launch_gemv_bulk_diag(const GemvBulkDiag& d, float* y, const float* x, const PackedMatrix& w,
                                   cudaStream_t stream);
