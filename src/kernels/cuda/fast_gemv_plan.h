@@ -167,10 +167,9 @@ constexpr GemvPlan gemv_imma_plan(const PackedMatrix& w, int64_t T, int sms) {
 // a deep prefetch by the next kernel's blocks takes bandwidth from the running one).
 constexpr int kGemvBulkWarps = 16;
 constexpr int kGemvBulkStages = 4, kGemvBulkPrewait = 1;
-// One token from K = kGemvBulkMinK (the pick's own reach), a ring of 8 stages where it fits: the
-// copies want them (alone 9.0 → 8.7 µs back to back at 4096x14336), and two blocks of one token no
-// longer share an SM there (session 28's diagnosis rows: 12.32 → 11.50 µs back to back, 15.10 →
-// 14.85 cold).
+// One token from K = kGemvBulkMinK (the pick's own reach), a ring of 8 stages where it fits (one
+// block an SM): the copies want them (alone 9.0 → 8.7 µs back to back at 4096x14336); H200, session
+// 29, 4 → 8 stages: 12.32 → 11.46–11.55 µs back to back, 15.10 → 14.75–14.78 cold.
 constexpr int kGemvBulkDeepStages = 8;
 // Whether each consumer warp stages x's columns of its own k-tiles as it goes (fast_gemv_bulk.cu,
 // XJIT) instead of the consumers staging the whole of x first: off (slower alone; see there).
