@@ -155,7 +155,7 @@ std::string plan_name(const fast::GemvPlan& p) {
     if (p.variant == fast::GemvVariant::Imma)
         return "imma S=" + std::to_string(p.splits) + " C=" + std::to_string(p.cluster) + (p.regs ? " regs" : "");
     if (p.variant == fast::GemvVariant::MmaRows) return "mma rows mt=" + std::to_string(p.mtiles);
-    if (p.variant == fast::GemvVariant::Bulk) return "bulk";
+    if (p.variant == fast::GemvVariant::Bulk) return p.xwarp ? "bulk, x by each warp" : "bulk";
     return "mma mt=" + std::to_string(p.mtiles) + " splits=" + std::to_string(p.splits);
 }
 
@@ -241,6 +241,9 @@ TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
             }
             if (fast::gemv_bulk_takes(dp.m, sh.T)) {  // Bulk: the same limbs and sums as Dp4a
                 plans.push_back({fast::GemvVariant::Bulk});
+                fast::GemvPlan xw{fast::GemvVariant::Bulk};
+                xw.xwarp = 1;  // x staged by each consumer warp for its own k-tiles (the same bytes)
+                plans.push_back(xw);
                 if (qbound.empty()) qbound = dp4a_bound(ph, x, ldx, sh.T);
             }
             for (const fast::GemvPlan& plan : plans) {
@@ -308,6 +311,9 @@ TEST(FastGemv, BulkRejectsBadPlans) {
     EXPECT_THROW(run(d8.m, 1), Error);  // Int8
     EXPECT_THROW(run(dt.m, 8), Error);  // 8 tokens of 14336 columns: 252 KiB of x
     EXPECT_NO_THROW(run(dt.m, 4));      // 126 KiB of x beside the 72 KiB ring
+    fast::GemvPlan xw = bulk;
+    xw.xwarp = 2;  // 0 (x staged whole) or 1 (by each warp) only
+    EXPECT_THROW(fast::gemv_packed_plan(xw, yt.as<float>(), 16, xt.as<float>(), 14336, 1, dt.m, s.get()), Error);
     PackedMatrix odd = dt.m;
     odd.scales = reinterpret_cast<const uint16_t*>(reinterpret_cast<const uint8_t*>(odd.scales) + 8);
     EXPECT_FALSE(fast::gemv_bulk_takes(odd, 1));

@@ -45,6 +45,7 @@ using detail::same_shape;
 using detail::gdn_chunk_variant;
 using detail::gdn_decode_out_fused;
 using detail::gdn_decode_variant_env;
+using detail::bulk_x_by_warp;
 using detail::gemv_mode;
 using detail::GemvMode;
 using detail::moe_decode_mma;
@@ -84,6 +85,8 @@ void CudaBackend::matmul(const Tensor& y, const Tensor& x, const Tensor& w) {
 }
 
 static_assert(kDispatchGemvMaxTokens == fast::kGemvMaxTokens);
+// TESSERA_GEMV=bulk_wide: Bulk at one or two tokens on matrices of at least this many weights.
+constexpr int64_t kBulkWideMinWeights = int64_t(16) << 20;
 
 // y = x · wᵀ on a packed weight: the GEMV for decode-sized T, the tensor-core GEMM for more
 // tokens where it is built, else the packed matrix unpacked to f32 in scratch and the reference
@@ -118,9 +121,14 @@ void CudaBackend::matmul_packed(const Tensor& y, const Tensor& x, const PackedMa
                 if (p.cluster > 0) return fast::gemv_packed_plan(p, Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
                 return fast::gemv_packed(Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
             }
-            if (gemv_mode() == GemvMode::Bulk && fast::gemv_bulk_takes(w, X.rows))
-                return fast::gemv_packed_plan({fast::GemvVariant::Bulk}, Y.p, Y.ld, X.p, X.ld, X.rows, w,
-                                              stream_.get());
+            if ((gemv_mode() == GemvMode::Bulk ||
+                 (gemv_mode() == GemvMode::BulkWide && X.rows <= fast::kGemvBulkMaxTokens &&
+                  w.n * w.k >= kBulkWideMinWeights)) &&
+                fast::gemv_bulk_takes(w, X.rows)) {
+                fast::GemvPlan p{fast::GemvVariant::Bulk};
+                p.xwarp = bulk_x_by_warp();
+                return fast::gemv_packed_plan(p, Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
+            }
             if (gemv_mode() == GemvMode::Staged) {
                 fast::GemvPlan p = fast::gemv_pick(X.rows, w.n, w.k, w.kind, fast::gemv_sm_count(), false);
                 if (p.variant == fast::GemvVariant::MmaRows && p.mtiles == 1 &&
@@ -128,7 +136,12 @@ void CudaBackend::matmul_packed(const Tensor& y, const Tensor& x, const PackedMa
                     p = {fast::GemvVariant::MmaStaged, 1, 1};
                 return fast::gemv_packed_plan(p, Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
             }
-            return fast::gemv_packed(Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
+            {  // the pick (fast::gemv_packed's), its Bulk staging x as TESSERA_BULK_X says
+                fast::GemvPlan p = fast::gemv_pick_packed(X.rows, w, fast::gemv_sm_count(),
+                                                          fast::gemv_dp4a_takes_group(w.group));
+                if (p.variant == fast::GemvVariant::Bulk) p.xwarp = bulk_x_by_warp();
+                return fast::gemv_packed_plan(p, Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
+            }
         case MatmulKernel::Gemm:
             if (prefill_via_cublas(X.rows)) {  // w to bf16 (in scratch, or its copy), cuBLAS's GEMM
                 const auto copy = bf16_.find(w.codes);

@@ -28,15 +28,28 @@ namespace tessera::cuda::detail {
 // at 4096x14336, 19.9 against 19.3 cold), imma (Imma wherever it takes the matrix — Int4 in
 // 16-row tiles, 1..8 tokens: fast_gemv_imma.cu — else the pick; session 17, H200: 467 against
 // 539 tok/s at 4K), imma_regs (the same through its register pipeline: 490 there), bulk (Bulk
-// wherever it takes the matrix — Int4 in 16-row tiles, 1..8 tokens: fast_gemv_bulk.cu). The default
+// wherever it takes the matrix — Int4 in 16-row tiles, 1..8 tokens: fast_gemv_bulk.cu), bulk_wide
+// (Bulk also at one or two tokens on matrices of 16 Mi weights or more — where it is faster alone:
+// the flagship's 8192x2048 and 12352x2048 in-projections and its lm_head; session 28, with x
+// staged whole: 525 against 550 tok/s at 4K — else the pick). The default
 // picks Dp4a for one token (fast_gemv_plan.h: x in two int8 limbs, |x − x̃| ≤ max|x| / 64516 per
 // 32 columns — closer than bf16), and from K = 8192 Bulk for one or two tokens (Imma's register
 // pipeline at one token where Bulk's x does not fit; gemv_pick_packed).
 GemvMode gemv_mode() {
     // The names in GemvMode's order.
     static const GemvMode m = GemvMode(env_choice(
-        "TESSERA_GEMV", {"f32", "int8", "staged", "chunks", "mma", "dp4a_cluster", "imma", "imma_regs", "bulk"}));
+        "TESSERA_GEMV",
+        {"f32", "int8", "staged", "chunks", "mma", "dp4a_cluster", "imma", "imma_regs", "bulk", "bulk_wide"}));
     return m;
+}
+// TESSERA_BULK_X: first (the default: Bulk's consumers stage the whole of x, then meet at a barrier)
+// or warp (each consumer warp stages x's columns of its own k-tiles as it goes: GemvPlan::xwarp) for
+// every Bulk launch, the pick's and the overrides'. Session 29, H200: warp is slower alone
+// (4096x14336, one token: 14.3 against 11.5 µs back to back) but lost less in the decode step with
+// Bulk at every shape (TESSERA_GEMV=bulk: 539 against 509–512 tok/s at 4K; the default 550–552).
+bool bulk_x_by_warp() {
+    static const bool warp = env_switch("TESSERA_BULK_X", "first", "warp");
+    return warp;
 }
 int env_choice(const char* var, std::initializer_list<const char*> names) {
     const char* v = std::getenv(var);

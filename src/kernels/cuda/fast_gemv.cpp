@@ -89,7 +89,9 @@ void gemv_packed_plan(const GemvPlan& plan, float* y, int64_t ldy, const float* 
                  "{}, {} tokens, K = {})",
                  gemv_bulk_smem(w.k, T, w.group, w.biases != nullptr), kGemvBulkMaxSmem,
                  w.kind == PackedKind::Int4 ? (w.tiles ? "Int4 tiles" : "Int4 rows") : "Int8", w.group, T, w.k);
-        TS_CUDA_CHECK(detail::launch_gemv_bulk(y, ldy, x, ldx, T, w, stream));
+        TS_CHECK(plan.xwarp == 0 || plan.xwarp == 1,
+                 "gemv_packed: Bulk's xwarp is 0 (x staged whole) or 1 (by each warp), not {}", plan.xwarp);
+        TS_CUDA_CHECK(detail::launch_gemv_bulk(plan, y, ldy, x, ldx, T, w, stream));
         return;
     }
     if (plan.variant == GemvVariant::Dp4a) {

@@ -305,24 +305,28 @@ cudaError_t launch_tt(float* y, int64_t ldy, const float* x, int64_t ldx, int64_
     return pdl::launch(kernel, dim3(blocks), kThreads, smem, stream, y, ldy, x, ldx, int(T), w, aligned, prewait);
 }
 
-template <bool BIAS>
+template <bool BIAS, bool XJIT>
 cudaError_t launch_bias(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
                         cudaStream_t stream) {
-    if (T <= 1 && gemv_bulk_stages(w.k, T, w.group, BIAS) == kGemvBulkDeepStages)
-        return launch_tt<1, BIAS, true, kGemvBulkDeepStages>(y, ldy, x, ldx, T, w, stream);
-    if (T <= 1) return launch_tt<1, BIAS, true>(y, ldy, x, ldx, T, w, stream);
-    if (T <= 2) return launch_tt<2, BIAS, true>(y, ldy, x, ldx, T, w, stream);
-    if (T <= 4) return launch_tt<4, BIAS, true>(y, ldy, x, ldx, T, w, stream);
-    return launch_tt<8, BIAS, true>(y, ldy, x, ldx, T, w, stream);
+    constexpr int kNS = kGemvBulkStages, kDeep = kGemvBulkDeepStages;
+    if (T <= 1 && gemv_bulk_stages(w.k, T, w.group, BIAS) == kDeep)
+        return launch_tt<1, BIAS, true, kDeep, 1, 0, XJIT>(y, ldy, x, ldx, T, w, stream);
+    if (T <= 1) return launch_tt<1, BIAS, true, kNS, 1, 0, XJIT>(y, ldy, x, ldx, T, w, stream);
+    if (T <= 2) return launch_tt<2, BIAS, true, kNS, 1, 0, XJIT>(y, ldy, x, ldx, T, w, stream);
+    if (T <= 4) return launch_tt<4, BIAS, true>(y, ldy, x, ldx, T, w, stream);  // (x staged whole: XJIT's
+    return launch_tt<8, BIAS, true>(y, ldy, x, ldx, T, w, stream);              // staging registers spill)
 }
 
 }  // namespace
 
-// Arguments checked by gemv_packed_plan (gemv_bulk_takes).
-cudaError_t launch_gemv_bulk(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
-                             cudaStream_t stream) {
-    return w.biases ? launch_bias<true>(y, ldy, x, ldx, T, w, stream)
-                    : launch_bias<false>(y, ldy, x, ldx, T, w, stream);
+// Arguments checked by gemv_packed_plan (gemv_bulk_takes). plan.xwarp: XJIT at one or two tokens.
+cudaError_t launch_gemv_bulk(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
+                             const PackedMatrix& w, cudaStream_t stream) {
+    if (plan.xwarp)
+        return w.biases ? launch_bias<true, true>(y, ldy, x, ldx, T, w, stream)
+                        : launch_bias<false, true>(y, ldy, x, ldx, T, w, stream);
+    return w.biases ? launch_bias<true, false>(y, ldy, x, ldx, T, w, stream)
+                    : launch_bias<false, false>(y, ldy, x, ldx, T, w, stream);
 }
 
 cudaError_t launch_gemv_bulk_diag(const GemvBulkDiag& d, float* y, const float* x, const PackedMatrix& w,

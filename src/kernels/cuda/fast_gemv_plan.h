@@ -53,6 +53,9 @@ struct GemvPlan {
     int regs = 0;     // Imma: 1 = the weights through registers (two batches of two k-tiles a
                       // warp, as Dp4a; the (chunk, limb) columns for every token count), 0 =
                       // through the shared-memory ring
+    int xwarp = 0;    // Bulk: 1 = each consumer warp stages x's columns of its own k-tiles
+                      // (fast_gemv_bulk.cu's XJIT; at 1–2 tokens, more stage x whole), 0 = the
+                      // consumers stage the whole of x first
 };
 
 // Mma's geometry (fast_gemv_mma.cu): kGemvMmaWarps warps a block, each its own 16·mtiles rows;
@@ -172,7 +175,8 @@ constexpr int kGemvBulkStages = 4, kGemvBulkPrewait = 1;
 // 29, 4 → 8 stages: 12.32 → 11.46–11.55 µs back to back, 15.10 → 14.75–14.78 cold.
 constexpr int kGemvBulkDeepStages = 8;
 // Whether each consumer warp stages x's columns of its own k-tiles as it goes (fast_gemv_bulk.cu,
-// XJIT) instead of the consumers staging the whole of x first: off (slower alone; see there).
+// XJIT; GemvPlan::xwarp, TESSERA_BULK_X=warp) instead of the consumers staging the whole of x
+// first: not by default (slower alone; see there).
 constexpr bool kGemvBulkXJit = false;
 constexpr int64_t kGemvBulkMaxSmem = 200 * 1024;  // + ≤ 16.5 KiB static: within 227
 constexpr int64_t gemv_bulk_stage_bytes(int64_t group, bool biases) {
@@ -304,8 +308,8 @@ constexpr int kGemvImmaDiagNoStage = 2;   // x not staged (the loop reads what s
 constexpr int kGemvImmaDiagNoReduce = 4;  // no cluster sum: each block writes its own part
 cudaError_t launch_gemv_imma_diag(const GemvPlan& plan, int diag, float* y, int64_t ldy, const float* x, int64_t ldx,
                                   const PackedMatrix& w, cudaStream_t stream);
-cudaError_t launch_gemv_bulk(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
-                             cudaStream_t stream);
+cudaError_t launch_gemv_bulk(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
+                             const PackedMatrix& w, cudaStream_t stream);
 // Bulk in other shapes (bench_fast_gemv's diagnosis; one token, no biases): its ring stages (2, 4
 // or 8), its arithmetic or none (y garbage: the floor of its copies), the grid (0: Bulk's own),
 // shared memory enough to keep a second block off an SM, a warp's k-tiles of one stage a step
