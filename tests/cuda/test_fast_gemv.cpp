@@ -424,6 +424,8 @@ TEST(FastGemv, PickIsValid) {
         const PackedMatrix big = packed(4096, 14336, PackedKind::Int4, true, 32);
         EXPECT_EQ(fast::gemv_pick_packed(1, big, 132).variant, V::Bulk);
         EXPECT_EQ(fast::gemv_pick_packed(2, big, 132).variant, V::Bulk);
+        EXPECT_EQ(fast::gemv_pick_packed(1, big, 132).xwarp, 0);  // x staged whole at one token,
+        EXPECT_EQ(fast::gemv_pick_packed(2, big, 132).xwarp, 1);  // by each warp at two
         EXPECT_EQ(fast::gemv_pick_packed(3, big, 132).variant, V::MmaRows);  // more tokens than kGemvBulkMaxTokens
         EXPECT_EQ(fast::gemv_pick_packed(1, packed(4096, K0, PackedKind::Int4, true, 64), 132).variant, V::Bulk);
         EXPECT_EQ(fast::gemv_pick_packed(2, packed(4096, K0, PackedKind::Int4, true, 128), 132).variant, V::Bulk);

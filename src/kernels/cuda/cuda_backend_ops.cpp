@@ -45,7 +45,7 @@ using detail::same_shape;
 using detail::gdn_chunk_variant;
 using detail::gdn_decode_out_fused;
 using detail::gdn_decode_variant_env;
-using detail::bulk_x_by_warp;
+using detail::bulk_x_env;
 using detail::gemv_mode;
 using detail::GemvMode;
 using detail::moe_decode_mma;
@@ -126,7 +126,7 @@ void CudaBackend::matmul_packed(const Tensor& y, const Tensor& x, const PackedMa
                   w.n * w.k >= kBulkWideMinWeights)) &&
                 fast::gemv_bulk_takes(w, X.rows)) {
                 fast::GemvPlan p{fast::GemvVariant::Bulk};
-                p.xwarp = bulk_x_by_warp();
+                p.xwarp = bulk_x_env() < 0 ? fast::gemv_bulk_xwarp(X.rows) : bulk_x_env();
                 return fast::gemv_packed_plan(p, Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
             }
             if (gemv_mode() == GemvMode::Staged) {
@@ -136,10 +136,10 @@ void CudaBackend::matmul_packed(const Tensor& y, const Tensor& x, const PackedMa
                     p = {fast::GemvVariant::MmaStaged, 1, 1};
                 return fast::gemv_packed_plan(p, Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
             }
-            {  // the pick (fast::gemv_packed's), its Bulk staging x as TESSERA_BULK_X says
+            {  // the pick (fast::gemv_packed's), its Bulk staging x as TESSERA_BULK_X says (auto: the pick's)
                 fast::GemvPlan p = fast::gemv_pick_packed(X.rows, w, fast::gemv_sm_count(),
                                                           fast::gemv_dp4a_takes_group(w.group));
-                if (p.variant == fast::GemvVariant::Bulk) p.xwarp = bulk_x_by_warp();
+                if (p.variant == fast::GemvVariant::Bulk && bulk_x_env() >= 0) p.xwarp = bulk_x_env();
                 return fast::gemv_packed_plan(p, Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
             }
         case MatmulKernel::Gemm:

@@ -42,14 +42,16 @@ GemvMode gemv_mode() {
         {"f32", "int8", "staged", "chunks", "mma", "dp4a_cluster", "imma", "imma_regs", "bulk", "bulk_wide"}));
     return m;
 }
-// TESSERA_BULK_X: first (the default: Bulk's consumers stage the whole of x, then meet at a barrier)
-// or warp (each consumer warp stages x's columns of its own k-tiles as it goes: GemvPlan::xwarp) for
-// every Bulk launch, the pick's and the overrides'. Session 29, H200: warp is slower alone
-// (4096x14336, one token: 14.3 against 11.5 µs back to back) but lost less in the decode step with
-// Bulk at every shape (TESSERA_GEMV=bulk: 539 against 509–512 tok/s at 4K; the default 550–552).
-bool bulk_x_by_warp() {
-    static const bool warp = env_switch("TESSERA_BULK_X", "first", "warp");
-    return warp;
+// TESSERA_BULK_X: how every Bulk launch (the pick's and the overrides') stages x — auto (the
+// default: fast::gemv_bulk_xwarp, by each warp at two tokens, whole at one), first (Bulk's
+// consumers stage the whole of x, then meet at a barrier) or warp (each consumer warp stages x's
+// columns of its own k-tiles as it goes; at one or two tokens). Session 29, H200: warp is slower
+// alone at one token (4096x14336: 14.3 against 11.5 µs back to back), faster at two (15.9 against
+// 17.1), and lost less in the decode step with Bulk at every shape (TESSERA_GEMV=bulk, warp at one
+// token too: 539 against 509–512 tok/s at 4K; the default 550–552).
+int bulk_x_env() {
+    static const int x = env_choice("TESSERA_BULK_X", {"auto", "first", "warp"}) - 1;
+    return x;
 }
 int env_choice(const char* var, std::initializer_list<const char*> names) {
     const char* v = std::getenv(var);

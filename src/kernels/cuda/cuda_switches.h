@@ -14,7 +14,7 @@ namespace tessera::cuda::detail {
 
 enum class GemvMode { F32, Int8, Staged, Chunks, Mma, Dp4aCluster, Imma, ImmaRegs, Bulk, BulkWide };
 GemvMode gemv_mode();  // TESSERA_GEMV: the decode GEMV's kernel (f32, the default: the pick)
-bool bulk_x_by_warp();  // TESSERA_BULK_X=warp (default first): GemvPlan::xwarp of every Bulk launch
+int bulk_x_env();  // TESSERA_BULK_X: -1 auto (the default: fast::gemv_bulk_xwarp), 0 first, 1 warp
 // The index in `names` of env var `var`'s value: 0, the default, when unset or empty; any other value
 // throws Error "VAR=value: expected a (the default), b … or z".
 int env_choice(const char* var, std::initializer_list<const char*> names);

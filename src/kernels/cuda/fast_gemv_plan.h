@@ -174,9 +174,8 @@ constexpr int kGemvBulkStages = 4, kGemvBulkPrewait = 1;
 // block an SM): the copies want them (alone 9.0 → 8.7 µs back to back at 4096x14336); H200, session
 // 29, 4 → 8 stages: 12.32 → 11.46–11.55 µs back to back, 15.10 → 14.75–14.78 cold.
 constexpr int kGemvBulkDeepStages = 8;
-// Whether each consumer warp stages x's columns of its own k-tiles as it goes (fast_gemv_bulk.cu,
-// XJIT; GemvPlan::xwarp, TESSERA_BULK_X=warp) instead of the consumers staging the whole of x
-// first: not by default (slower alone; see there).
+// The kernel template's default for x's staging (fast_gemv_bulk.cu, XJIT): the whole of x first.
+// A launch takes GemvPlan::xwarp (gemv_bulk_xwarp below; TESSERA_BULK_X overrides it).
 constexpr bool kGemvBulkXJit = false;
 constexpr int64_t kGemvBulkMaxSmem = 200 * 1024;  // + ≤ 16.5 KiB static: within 227
 constexpr int64_t gemv_bulk_stage_bytes(int64_t group, bool biases) {
@@ -271,9 +270,17 @@ constexpr int gemv_bulk_stages(int64_t K, int64_t T, int64_t group, bool biases)
                ? kGemvBulkDeepStages
                : kGemvBulkStages;
 }
+// Bulk's x at T tokens (GemvPlan::xwarp): staged by each consumer warp for its own k-tiles at two
+// tokens, whole first at one — H200, 4096x14336, µs back to back / cold: two tokens 15.94 / 18.69
+// by warp (session 29) against 17.14 / 20.10 whole (session 28; 17.05 / 19.42 in session 27); one
+// token with 8 stages 14.28 / 17.22 by warp against 11.46 / 14.75 whole (session 29).
+constexpr int gemv_bulk_xwarp(int64_t T) { return T == 2 ? 1 : 0; }
 inline GemvPlan gemv_pick_packed(int64_t T, const PackedMatrix& w, int sms, bool dp4a = true) {
-    if (dp4a && T <= kGemvBulkMaxTokens && w.k >= kGemvBulkMinK && gemv_bulk_takes(w, T))
-        return {GemvVariant::Bulk};
+    if (dp4a && T <= kGemvBulkMaxTokens && w.k >= kGemvBulkMinK && gemv_bulk_takes(w, T)) {
+        GemvPlan p{GemvVariant::Bulk};
+        p.xwarp = gemv_bulk_xwarp(T);
+        return p;
+    }
     if (dp4a && T == 1 && w.k >= kGemvImmaMinK && gemv_imma_takes(w, T)) {
         GemvPlan p = gemv_imma_plan(w, T, sms);
         if (p.cluster > 0) {
