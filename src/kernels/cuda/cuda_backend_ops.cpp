@@ -42,10 +42,10 @@ using detail::Rows;
 using detail::rows_of;
 using detail::same_shape;
 
+using detail::bulk_x_env;
 using detail::gdn_chunk_variant;
 using detail::gdn_decode_out_fused;
 using detail::gdn_decode_variant_env;
-using detail::bulk_x_env;
 using detail::gemv_mode;
 using detail::GemvMode;
 using detail::moe_decode_mma;

@@ -23,16 +23,17 @@
 // (deterministic) and write y.
 //
 // x is quantized by the consumer warps into shared memory after pdl::wait, four batches' loads in
-// flight at once, while the first stages land.
+// flight at once, while the first stages land — or (XJIT, GemvPlan::xwarp: the pick's at two
+// tokens) each consumer warp quantizes the columns of its own k-tiles as it goes.
 //
 // Measured (H200, bench_fast_gemv, µs cold / 16 calls back to back; docs/cuda.md, twenty-fourth
 // to twenty-sixth rounds): 4096x14336 one token 14.8 / 11.5 with 8 stages (gemv_bulk_stages; 4
 // stages 15.1 / 12.3; Imma's register pipeline 18.2 / 14.8; the copies alone 11.6 / 8.7; without
-// x's staging 13.0 / 10.0, without the arithmetic 12.1 / 9.3), two tokens 20.1 / 17.1 (MmaRows
-// 28.5 / 25.3) — gemv_pick_packed takes it there. Faster back to back at K = 2048 too (8192x2048
-// 6.3 against Dp4a's 7.0, lm_head 74 against 83), but slower in the decode step (the flagship at
-// 4K: 525 against 550 tok/s with it from 16 Mi weights), so not picked there. A warp's k-tiles of
-// two stages a step: no faster.
+// x's staging 13.0 / 10.0, without the arithmetic 12.1 / 9.3), two tokens 18.7 / 15.9 with x
+// staged by each warp (XJIT; 20.1 / 17.1 whole; MmaRows 28.5 / 25.3) — gemv_pick_packed takes it
+// there. Faster back to back at K = 2048 too (8192x2048 6.3 against Dp4a's 7.0, lm_head 74 against
+// 83), but slower in the decode step (the flagship at 4K: 525 against 550 tok/s with it from 16 Mi
+// weights), so not picked there. A warp's k-tiles of two stages a step: no faster.
 #include <cuda_fp16.h>
 
 #include <algorithm>
