@@ -136,12 +136,8 @@ void CudaBackend::matmul_packed(const Tensor& y, const Tensor& x, const PackedMa
                     p = {fast::GemvVariant::MmaStaged, 1, 1};
                 return fast::gemv_packed_plan(p, Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
             }
-            {  // the pick (fast::gemv_packed's), its Bulk staging x as TESSERA_BULK_X says (auto: the pick's)
-                fast::GemvPlan p = fast::gemv_pick_packed(X.rows, w, fast::gemv_sm_count(),
-                                                          fast::gemv_dp4a_takes_group(w.group));
-                if (p.variant == fast::GemvVariant::Bulk && bulk_x_env() >= 0) p.xwarp = bulk_x_env();
-                return fast::gemv_packed_plan(p, Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
-            }
+            // the pick, its Bulk staging x as TESSERA_BULK_X says (auto, -1: the pick's own)
+            return fast::gemv_packed(Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get(), bulk_x_env());
         case MatmulKernel::Gemm:
             if (prefill_via_cublas(X.rows)) {  // w to bf16 (in scratch, or its copy), cuBLAS's GEMM
                 const auto copy = bf16_.find(w.codes);

@@ -122,9 +122,10 @@ void gemv_packed_plan(const GemvPlan& plan, float* y, int64_t ldy, const float* 
 }
 
 void gemv_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
-                 cudaStream_t stream) {
-    gemv_packed_plan(gemv_pick_packed(T, w, gemv_sm_count(), gemv_dp4a_takes_group(w.group)), y, ldy, x, ldx, T, w,
-                     stream);
+                 cudaStream_t stream, int bulk_xwarp) {
+    GemvPlan plan = gemv_pick_packed(T, w, gemv_sm_count(), gemv_dp4a_takes_group(w.group));
+    if (plan.variant == GemvVariant::Bulk && bulk_xwarp >= 0) plan.xwarp = bulk_xwarp;
+    gemv_packed_plan(plan, y, ldy, x, ldx, T, w, stream);
 }
 
 }  // namespace tessera::cuda::fast
