@@ -126,6 +126,7 @@ std::string plan_name(const fast::GemvPlan& p) {
         return "imma S=" + std::to_string(p.splits) + " C=" + std::to_string(p.cluster) + (p.regs ? " regs" : "");
     if (p.variant == fast::GemvVariant::MmaRows) return "mma rows mt=" + std::to_string(p.mtiles);
     if (p.variant == fast::GemvVariant::Bulk) return "bulk (copy engine, dp4a)";
+    if (p.variant == fast::GemvVariant::BulkMma) return "bulk mma (f16) C=" + std::to_string(p.cluster);
     return "mma mt=" + std::to_string(p.mtiles) + " k/" + std::to_string(p.splits);
 }
 
@@ -272,6 +273,12 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                 }
                 if (tile_pick.variant != fast::GemvVariant::Bulk && fast::gemv_bulk_takes(tm, T))
                     tp.push_back({fast::GemvVariant::Bulk});
+                // BulkMma: its own cluster, and (all variants) the others that fit
+                const int bm = fast::gemv_bulk_mma_cluster(tm, T, sms);
+                for (int C : {bm, 1, 2, 4, 8})
+                    if (C > 0 && (C == bm || (a.all_variants && C != bm)) && fast::gemv_bulk_mma_fits(tm, T, C, sms) &&
+                        !(tile_pick.variant == fast::GemvVariant::BulkMma && tile_pick.cluster == C))
+                        tp.push_back({fast::GemvVariant::BulkMma, 1, 1, C});
                 // Bulk in other shapes (one token, no biases): ring stages, its copies without the
                 // arithmetic (the floor of its stream), one block an SM kept so by shared memory, grids
                 // of one row tile a block and of two blocks an SM, a warp's k-tiles of two stages a step,
@@ -328,7 +335,9 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                         fast::gemv_packed_plan(p, dy.as<float>(), N, dx.as<float>(), K, T, tile_copies[c].m, st);
                     });
                     std::string note = "16-row tiles (the backend's order)";
-                    if (p.variant == fast::GemvVariant::Imma || p.variant == fast::GemvVariant::Bulk)
+                    if (p.variant == fast::GemvVariant::BulkMma)
+                        note += "; " + std::to_string(fast::detail::gemv_bulk_mma_grid(p, tm, T)) + " blocks";
+                    else if (p.variant == fast::GemvVariant::Imma || p.variant == fast::GemvVariant::Bulk)
                         note += "; " + std::to_string(fast::detail::gemv_grid_blocks(p, N)) + " blocks" +
                                 (p.cluster == ip.cluster && p.splits == ip.splits && p.regs == ip.regs ? ", imma's shape"
                                                                                                       : "");

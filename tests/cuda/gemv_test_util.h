@@ -189,8 +189,11 @@ inline PackedHost random_packed(const Layout& l, int64_t N, int64_t K, uint32_t 
 // The packed formula in double: y[t, n] = Σ_k (s·code + b)·x[t, k] with x as given; mag = Σ|w·x|,
 // off = Σ (offset·|s| + |b|)·|x| — the size of the terms the tensor-core kernel accumulates
 // (128 + code against x, then s·P + (b − 128 s)·S; Int8 adds 16·hi nibbles: offset 2432).
+// w_f16: each weight rounded to f16 first (BulkMma dequantizes into f16, one rounding of the exact
+// s·code + b).
 inline void packed_reference(const PackedHost& p, const std::vector<float>& x, int64_t ldx, int64_t T,
-                      std::vector<double>* y, std::vector<double>* mag, std::vector<double>* off) {
+                      std::vector<double>* y, std::vector<double>* mag, std::vector<double>* off,
+                      bool w_f16 = false) {
     const int64_t N = p.n, K = p.k, gpr = K / p.group;
     const bool int4 = p.kind == PackedKind::Int4;
     const double offset = int4 ? 144.0 : 2432.0;
@@ -205,7 +208,8 @@ inline void packed_reference(const PackedHost& p, const std::vector<float>& x, i
             const double b = !int4 ? 0.0 : p.biases.empty() ? -8.0 * s : double(f16_to_f32(p.biases[gi]));
             const int code = int4 ? (p.codes[size_t(n * (K / 2) + k / 2)] >> (4 * (k % 2))) & 15
                                   : int(int8_t(p.codes[size_t(n * K + k)]));
-            w[size_t(k)] = s * code + b;
+            w[size_t(k)] = s * code + b;  // exact in double (and in float: ≤ 24 significant bits here)
+            if (w_f16) w[size_t(k)] = f16_to_f32(f32_to_f16(float(w[size_t(k)])));
             o[size_t(k)] = offset * std::fabs(s) + std::fabs(b);
         }
         for (int64_t t = 0; t < T; ++t) {

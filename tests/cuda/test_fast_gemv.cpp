@@ -141,6 +141,17 @@ TEST(FastGemv, RejectsBadArguments) {
 
 namespace {
 
+// x as BulkMma stages it: 11 significant bits (f16's, after a power-of-two scale a token, so no
+// range limit short of subnormals ~2^-27 below the token's largest value — far below the tolerance).
+std::vector<float> round_f16_bits(std::vector<float> v) {
+    for (float& f : v) {
+        int e = 0;
+        const double m = std::frexp(double(f), &e);  // f = m · 2^e, 0.5 ≤ |m| < 1
+        if (f != 0.f && std::isfinite(f)) f = float(std::ldexp(std::nearbyint(std::ldexp(m, 11)), e - 11));
+    }
+    return v;
+}
+
 std::vector<float> round_bf16(std::vector<float> v) {
     for (float& f : v) f = bf16_to_f32(f32_to_bf16(f));
     return v;
@@ -156,6 +167,7 @@ std::string plan_name(const fast::GemvPlan& p) {
         return "imma S=" + std::to_string(p.splits) + " C=" + std::to_string(p.cluster) + (p.regs ? " regs" : "");
     if (p.variant == fast::GemvVariant::MmaRows) return "mma rows mt=" + std::to_string(p.mtiles);
     if (p.variant == fast::GemvVariant::Bulk) return p.xwarp ? "bulk, x by each warp" : "bulk";
+    if (p.variant == fast::GemvVariant::BulkMma) return "bulk mma C=" + std::to_string(p.cluster);
     return "mma mt=" + std::to_string(p.mtiles) + " splits=" + std::to_string(p.splits);
 }
 
@@ -189,7 +201,10 @@ TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
         // Shapes of whole 16-row tiles (n % 16, K % 128): each Int4 one also runs in tiles.
         for (const Shape& t : {Shape{1, 4096, 2048}, Shape{8, 4112, 1024}, Shape{3, 320, 14336},
                                Shape{2, 48, 24576 + 128}, Shape{5, 64, 1152}, Shape{1, 16, 4096 + 128},
-                               Shape{1, 48, 14336}})  // (one token, K >= 8192: Bulk's deep ring)
+                               Shape{1, 48, 14336},   // (one token, K >= 8192: Bulk's deep ring)
+                               Shape{8, 80, 14336},   // (BulkMma: 8 blocks a cluster, fewer row tiles than clusters)
+                               Shape{6, 2064, 4096 + 128}})  // (BulkMma: two slices of 17 and 16 k-tiles, several
+                                                             // row tiles a cluster)
             shapes.push_back(t);
         for (const Shape& sh : shapes)
         for (const bool tiles : {false, true}) {
@@ -205,7 +220,7 @@ TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
             const bool strided = sh.T % 2 == 1;
             const int64_t ldx = sh.K + (strided ? 3 : 0), ldy = sh.N + (strided ? 5 : 0);
             const std::vector<float> x = random_rows(sh.T, sh.K, ldx, seed + 1);
-            std::vector<double> want, mag, off, want_b, mag_b, off_b;
+            std::vector<double> want, mag, off, want_b, mag_b, off_b, want_h, mag_h, off_h;
             packed_reference(ph, x, ldx, sh.T, &want, &mag, &off);
             packed_reference(ph, round_bf16(x), ldx, sh.T, &want_b, &mag_b, &off_b);
             DeviceBuffer xd = to_device(x);
@@ -246,17 +261,24 @@ TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
                 if (sh.T <= 2) plans.push_back(xw);  // more tokens stage it whole either way)
                 if (qbound.empty()) qbound = dp4a_bound(ph, x, ldx, sh.T);
             }
+            // BulkMma (f16 weights and x): its own cluster, and every other one that fits.
+            for (int C : {fast::gemv_bulk_mma_cluster(dp.m, sh.T, sms), 1, 2, 4, 8})
+                if (C > 0 && fast::gemv_bulk_mma_fits(dp.m, sh.T, C, sms))
+                    plans.push_back({fast::GemvVariant::BulkMma, 1, 1, C});
+            if (fast::gemv_bulk_mma_cluster(dp.m, sh.T, sms) > 0)
+                packed_reference(ph, round_f16_bits(x), ldx, sh.T, &want_h, &mag_h, &off_h, true);
             for (const fast::GemvPlan& plan : plans) {
                 SCOPED_TRACE(plan_name(plan));
                 const bool dp4a = plan.variant == fast::GemvVariant::Dp4a ||  // x in two int8 limbs
                                   plan.variant == fast::GemvVariant::Imma || plan.variant == fast::GemvVariant::Bulk;
-                const bool mma = plan.variant != fast::GemvVariant::Simt && !dp4a;  // x rounded to bf16
+                const bool f16 = plan.variant == fast::GemvVariant::BulkMma;                // x and w in f16
+                const bool mma = plan.variant != fast::GemvVariant::Simt && !dp4a && !f16;  // x rounded to bf16
                 DeviceBuffer yd = to_device(std::vector<float>(size_t(sh.T * ldy), reftest::kPad));
                 Stream s;
                 fast::gemv_packed_plan(plan, yd.as<float>(), ldy, xd.as<float>(), ldx, sh.T, dp.m, s.get());
                 s.synchronize();
                 const std::vector<float> y = to_host<float>(yd);
-                const std::vector<double>& tight = mma ? want_b : want;
+                const std::vector<double>& tight = f16 ? want_h : mma ? want_b : want;
                 int bad = 0;
                 for (int64_t t = 0; t < sh.T; ++t)
                     for (int64_t n = 0; n < ldy; ++n) {
@@ -318,6 +340,42 @@ TEST(FastGemv, BulkRejectsBadPlans) {
     odd.scales = reinterpret_cast<const uint16_t*>(reinterpret_cast<const uint8_t*>(odd.scales) + 8);
     EXPECT_FALSE(fast::gemv_bulk_takes(odd, 1));
     EXPECT_THROW(run(odd, 1), Error);
+    s.synchronize();
+}
+
+// BulkMma takes Bulk's layouts, clusters of 1, 2, 4 or 8 blocks (at most one a k-tile) whose slices
+// of x a block stages fit (T · K / cluster ≤ kGemvBulkMmaMaxXCols), and its pick is the smallest.
+TEST(FastGemv, BulkMmaRejectsBadPlans) {
+    const int sms = 132;
+    auto packed = [](int64_t N, int64_t K, bool tiles, int group) {
+        PackedMatrix m;
+        m.kind = PackedKind::Int4, m.n = N, m.k = K, m.tiles = tiles, m.group = group;
+        return m;
+    };
+    const PackedMatrix big = packed(4096, 14336, true, 32);
+    const int want[9] = {0, 1, 2, 4, 4, 8, 8, 8, 8};  // T · 14336 / S ≤ 16384
+    for (int T = 1; T <= 8; ++T) EXPECT_EQ(fast::gemv_bulk_mma_cluster(big, T, sms), want[T]) << T;
+    EXPECT_FALSE(fast::gemv_bulk_mma_fits(big, 8, 4, sms));  // 28 k-tiles of 8 tokens a block
+    EXPECT_FALSE(fast::gemv_bulk_mma_fits(big, 1, 3, sms));  // not a power of two
+    EXPECT_FALSE(fast::gemv_bulk_mma_fits(big, 1, 16, sms));
+    EXPECT_FALSE(fast::gemv_bulk_mma_fits(packed(4096, 512, true, 32), 1, 8, sms));  // 4 k-tiles over 8 blocks
+    EXPECT_TRUE(fast::gemv_bulk_mma_fits(packed(4096, 512, true, 32), 8, 4, sms));
+    EXPECT_FALSE(fast::gemv_bulk_mma_fits(packed(4096, 14336, false, 32), 1, 1, sms));  // row-major
+    EXPECT_FALSE(fast::gemv_bulk_mma_fits(big, 9, 8, sms));
+    EXPECT_EQ(fast::gemv_bulk_mma_cluster(packed(4096, 8 * 16384 + 128, true, 32), 8, sms), 0);  // no slice fits
+    REQUIRE_CUDA();
+    Stream s;
+    RejectMatrices rm(43);
+    auto run = [&](const PackedMatrix& m, int64_t T, int C) {
+        fast::gemv_packed_plan({fast::GemvVariant::BulkMma, 1, 1, C}, rm.y.as<float>(), 16, rm.x.as<float>(), 14336, T,
+                               m, s.get());
+    };
+    EXPECT_THROW(run(rm.rows.m, 1, 1), Error);   // row-major
+    EXPECT_THROW(run(rm.i8.m, 1, 1), Error);     // Int8
+    EXPECT_THROW(run(rm.tiles.m, 8, 4), Error);  // x's slice too long
+    EXPECT_THROW(run(rm.tiles.m, 1, 0), Error);
+    EXPECT_NO_THROW(run(rm.tiles.m, 8, 8));
+    EXPECT_NO_THROW(run(rm.tiles.m, 1, 1));
     s.synchronize();
 }
 
@@ -426,7 +484,27 @@ TEST(FastGemv, PickIsValid) {
         EXPECT_EQ(fast::gemv_pick_packed(2, big, 132).variant, V::Bulk);
         EXPECT_EQ(fast::gemv_pick_packed(1, big, 132).xwarp, 0);  // x staged whole at one token,
         EXPECT_EQ(fast::gemv_pick_packed(2, big, 132).xwarp, 1);  // by each warp at two
-        EXPECT_EQ(fast::gemv_pick_packed(3, big, 132).variant, V::MmaRows);  // more tokens than kGemvBulkMaxTokens
+        // From 2 tokens on 16 Mi weights or more: BulkMma, its smallest cluster that fits (two
+        // tokens from K = 8192: Bulk, above); fewer weights, rows, or a layout its copies cannot
+        // take: as before.
+        for (int64_t T = 3; T <= 8; ++T) {
+            const fast::GemvPlan p = fast::gemv_pick_packed(T, big, 132);
+            EXPECT_EQ(p.variant, V::BulkMma) << T;
+            EXPECT_EQ(p.cluster, fast::gemv_bulk_mma_cluster(big, T, 132)) << T;
+        }
+        static_assert(fast::kGemvBulkMmaMinTokens == 2 && fast::kGemvBulkMmaMinWeights == 8192 * 2048);
+        EXPECT_EQ(fast::gemv_pick_packed(4, packed(8192, 2048, PackedKind::Int4, true, 32), 132).variant, V::BulkMma);
+        EXPECT_EQ(fast::gemv_pick_packed(4, packed(8192, 2048, PackedKind::Int4, true, 32), 132).cluster, 1);
+        EXPECT_EQ(fast::gemv_pick_packed(8, packed(248320, 2048, PackedKind::Int4, true, 64), 132).variant, V::BulkMma);
+        EXPECT_EQ(fast::gemv_pick_packed(4, packed(8176, 2048, PackedKind::Int4, true, 32), 132).variant, V::MmaRows);
+        EXPECT_EQ(fast::gemv_pick_packed(2, packed(8192, 2048, PackedKind::Int4, true, 32), 132).variant, V::BulkMma);
+        EXPECT_EQ(fast::gemv_pick_packed(1, packed(8192, 2048, PackedKind::Int4, true, 32), 132).variant, V::Dp4a);
+        EXPECT_EQ(fast::gemv_pick_packed(2, packed(8192, 2048, PackedKind::Int4, true, 32), 132, true, false).variant,
+                  V::MmaRows);  // TESSERA_GEMV=no_bulk_mma
+        EXPECT_EQ(fast::gemv_pick_packed(4, packed(8192, 2048, PackedKind::Int4, false, 32), 132).variant, V::MmaRows);
+        EXPECT_EQ(fast::gemv_pick_packed(4, packed(8192, 2048, PackedKind::Int8, true, 32), 132).variant, V::MmaRows);
+        EXPECT_EQ(fast::gemv_pick_packed(8, packed(4096, 8 * 16384 + 128, PackedKind::Int4, true, 32), 132).variant,
+                  V::MmaRows);  // no slice of x fits
         EXPECT_EQ(fast::gemv_pick_packed(1, packed(4096, K0, PackedKind::Int4, true, 64), 132).variant, V::Bulk);
         EXPECT_EQ(fast::gemv_pick_packed(2, packed(4096, K0, PackedKind::Int4, true, 128), 132).variant, V::Bulk);
         // Bulk's x does not fit (K = 65536: 144 KiB beside the ring) or its copies cannot take the
@@ -446,6 +524,8 @@ TEST(FastGemv, PickIsValid) {
         // each edge: K one k-tile short, row-major, Int8, a group neither takes, no Dp4a
         EXPECT_EQ(fast::gemv_pick_packed(1, packed(4096, K0 - 128, PackedKind::Int4, true, 32), 132).variant, V::Dp4a);
         EXPECT_EQ(fast::gemv_pick_packed(2, packed(4096, K0 - 128, PackedKind::Int4, true, 32), 132).variant,
+                  V::BulkMma);  // (33 Mi weights: BulkMma where Bulk stops)
+        EXPECT_EQ(fast::gemv_pick_packed(2, packed(1024, K0 - 128, PackedKind::Int4, true, 32), 132).variant,
                   V::MmaRows);
         EXPECT_EQ(fast::gemv_pick_packed(1, packed(4096, 14336, PackedKind::Int4, false, 32), 132).variant, V::Dp4a);
         EXPECT_EQ(fast::gemv_pick_packed(1, packed(4096, 14336, PackedKind::Int8, true, 32), 132).variant, V::Simt);

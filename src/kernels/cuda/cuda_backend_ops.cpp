@@ -129,6 +129,17 @@ void CudaBackend::matmul_packed(const Tensor& y, const Tensor& x, const PackedMa
                 p.xwarp = bulk_x_env() < 0 ? fast::gemv_bulk_xwarp(X.rows) : bulk_x_env();
                 return fast::gemv_packed_plan(p, Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
             }
+            if (gemv_mode() == GemvMode::BulkMma && X.rows >= 3) {
+                const fast::GemvPlan p{fast::GemvVariant::BulkMma, 1, 1,
+                                       fast::gemv_bulk_mma_cluster(w, X.rows, fast::gemv_sm_count())};
+                if (p.cluster > 0) return fast::gemv_packed_plan(p, Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
+            }
+            if (gemv_mode() == GemvMode::NoBulkMma) {
+                fast::GemvPlan p = fast::gemv_pick_packed(X.rows, w, fast::gemv_sm_count(),
+                                                          fast::gemv_dp4a_takes_group(w.group), false);
+                if (p.variant == fast::GemvVariant::Bulk && bulk_x_env() >= 0) p.xwarp = bulk_x_env();
+                return fast::gemv_packed_plan(p, Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
+            }
             if (gemv_mode() == GemvMode::Staged) {
                 fast::GemvPlan p = fast::gemv_pick(X.rows, w.n, w.k, w.kind, fast::gemv_sm_count(), false);
                 if (p.variant == fast::GemvVariant::MmaRows && p.mtiles == 1 &&

@@ -31,15 +31,20 @@ namespace tessera::cuda::detail {
 // wherever it takes the matrix — Int4 in 16-row tiles, 1..8 tokens: fast_gemv_bulk.cu), bulk_wide
 // (Bulk also at one or two tokens on matrices of 16 Mi weights or more — where it is faster alone:
 // the flagship's 8192x2048 and 12352x2048 in-projections and its lm_head; session 28, with x
-// staged whole: 525 against 550 tok/s at 4K — else the pick). The default
+// staged whole: 525 against 550 tok/s at 4K — else the pick), bulk_mma (BulkMma — Bulk's stream,
+// tensor-core arithmetic: fast_gemv_bulk_mma.cu — from 3 tokens wherever it takes the matrix,
+// else the pick), no_bulk_mma (the pick without BulkMma: MmaRows / Mma from 3 tokens, as before
+// session 30). The default
 // picks Dp4a for one token (fast_gemv_plan.h: x in two int8 limbs, |x − x̃| ≤ max|x| / 64516 per
 // 32 columns — closer than bf16), and from K = 8192 Bulk for one or two tokens (Imma's register
-// pipeline at one token where Bulk's x does not fit; gemv_pick_packed).
+// pipeline at one token where Bulk's x does not fit), and from 3 tokens on matrices of 16 Mi
+// weights or more BulkMma (gemv_pick_packed).
 GemvMode gemv_mode() {
     // The names in GemvMode's order.
     static const GemvMode m = GemvMode(env_choice(
         "TESSERA_GEMV",
-        {"f32", "int8", "staged", "chunks", "mma", "dp4a_cluster", "imma", "imma_regs", "bulk", "bulk_wide"}));
+        {"f32", "int8", "staged", "chunks", "mma", "dp4a_cluster", "imma", "imma_regs", "bulk", "bulk_wide",
+         "bulk_mma", "no_bulk_mma"}));
     return m;
 }
 // TESSERA_BULK_X: how every Bulk launch (the pick's and the overrides') stages x — auto (the

@@ -12,7 +12,7 @@
 
 namespace tessera::cuda::detail {
 
-enum class GemvMode { F32, Int8, Staged, Chunks, Mma, Dp4aCluster, Imma, ImmaRegs, Bulk, BulkWide };
+enum class GemvMode { F32, Int8, Staged, Chunks, Mma, Dp4aCluster, Imma, ImmaRegs, Bulk, BulkWide, BulkMma, NoBulkMma };
 GemvMode gemv_mode();  // TESSERA_GEMV: the decode GEMV's kernel (f32, the default: the pick)
 int bulk_x_env();  // TESSERA_BULK_X: -1 auto (the default: fast::gemv_bulk_xwarp), 0 first, 1 warp
 // The index in `names` of env var `var`'s value: 0, the default, when unset or empty; any other value

@@ -49,8 +49,9 @@ void gemv_packed_plan(const GemvPlan& plan, float* y, int64_t ldy, const float* 
     ref::detail::check_rows("gemv_packed", "x", x, ldx, T, w.k);
     const ref::detail::Span ys = ref::detail::span_of(y, ldy, T, w.n), xs = ref::detail::span_of(x, ldx, T, w.k);
     TS_CHECK(!ref::detail::overlaps(ys, xs), "gemv_packed: y overlaps x");
-    TS_CHECK(plan.cluster == 1 || plan.variant == GemvVariant::Dp4a || plan.variant == GemvVariant::Imma,
-             "gemv_packed: only Dp4a and Imma run in clusters of their own (cluster {})", plan.cluster);
+    TS_CHECK(plan.cluster == 1 || plan.variant == GemvVariant::Dp4a || plan.variant == GemvVariant::Imma ||
+                 plan.variant == GemvVariant::BulkMma,
+             "gemv_packed: only Dp4a, Imma and BulkMma run in clusters of their own (cluster {})", plan.cluster);
     if (plan.variant == GemvVariant::Simt) {
         TS_CUDA_CHECK(detail::launch_gemv_simt(y, ldy, x, ldx, T, w, stream));
         return;
@@ -92,6 +93,24 @@ void gemv_packed_plan(const GemvPlan& plan, float* y, int64_t ldy, const float* 
         TS_CHECK(plan.xwarp == 0 || plan.xwarp == 1,
                  "gemv_packed: Bulk's xwarp is 0 (x staged whole) or 1 (by each warp), not {}", plan.xwarp);
         TS_CUDA_CHECK(detail::launch_gemv_bulk(plan, y, ldy, x, ldx, T, w, stream));
+        return;
+    }
+    if (plan.variant == GemvVariant::BulkMma) {
+        TS_CHECK(gemv_bulk_layout_ok(w, T),
+                 "gemv_packed: BulkMma takes Int4 in 16-row tiles, groups of 32, 64 or 128, 16-byte aligned scales "
+                 "and biases and 1..8 tokens (got {}, group {}, {} tokens)",
+                 w.kind == PackedKind::Int4 ? (w.tiles ? "Int4 tiles" : "Int4 rows") : "Int8", w.group, T);
+        TS_CHECK(gemv_bulk_mma_fits(w, T, plan.cluster, gemv_sm_count()),
+                 "gemv_packed: BulkMma over a cluster of {} (1, 2, 4 or 8 blocks, at most K / 128) does not fit K = "
+                 "{} at {} tokens: a block stages at most {} columns of x ({} a token here) with its ring in {} bytes "
+                 "of shared memory ({} asked)",
+                 plan.cluster, w.k, T, kGemvBulkMmaMaxXCols,
+                 plan.cluster > 0 ? gemv_bulk_mma_per(w.k, plan.cluster) * 128 : w.k, kGemvBulkMaxSmem,
+                 plan.cluster > 0 ? gemv_bulk_mma_smem(w.k, T, w.group, w.biases != nullptr, plan.cluster,
+                                                       kGemvBulkStages,
+                                                       gemv_bulk_mma_part_rts(w.n, plan.cluster, gemv_sm_count()))
+                                  : 0);
+        TS_CUDA_CHECK(detail::launch_gemv_bulk_mma(plan, y, ldy, x, ldx, T, w, stream));
         return;
     }
     if (plan.variant == GemvVariant::Dp4a) {

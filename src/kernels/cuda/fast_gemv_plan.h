@@ -30,6 +30,10 @@
 //         in flight do not depend on registers or warps; consumer warps take a k-tile each a stage
 //         on Imma's (chunk, limb) columns (Dp4a's two int8 limbs of x, the same exact sums). One
 //         block an SM, row tiles in turn.
+//   BulkMma: fast_gemv_bulk_mma.cu — Bulk's stream with its arithmetic on the tensor cores
+//         (mma.sync f16 → f32, the chunk's scale folded into the dequantized f16 weights, x as f16
+//         scaled by a power of two a token), so its work a weight is flat in T; K split over the
+//         blocks of a cluster (plan.cluster), each staging only its slice of x.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -40,7 +44,7 @@
 
 namespace tessera::cuda::fast {
 
-enum class GemvVariant : uint8_t { Simt, Mma, MmaRows, MmaStaged, MmaChunks, Dp4a, Imma, Bulk };
+enum class GemvVariant : uint8_t { Simt, Mma, MmaRows, MmaStaged, MmaChunks, Dp4a, Imma, Bulk, BulkMma };
 
 struct GemvPlan {
     GemvVariant variant = GemvVariant::Simt;
@@ -49,6 +53,7 @@ struct GemvPlan {
                      // Imma: warps on one row tile (1, 2, 4 or 8)
     int cluster = 1;  // Dp4a: blocks a thread-block cluster that quantize x together (1 or
                       // kGemvDp4aCluster); Imma: blocks a cluster, each on its own slice of K
+                      // (1, 2, 4 or 8); BulkMma: blocks a cluster, each on its own slice of K
                       // (1, 2, 4 or 8); 1 for the other variants
     int regs = 0;     // Imma: 1 = the weights through registers (two batches of two k-tiles a
                       // warp, as Dp4a; the (chunk, limb) columns for every token count), 0 =
@@ -186,11 +191,52 @@ constexpr int64_t gemv_bulk_smem(int64_t K, int64_t T, int64_t group, bool biase
     return stages * gemv_bulk_stage_bytes(group, biases) + gemv_bulk_x_bytes(K, T);
 }
 // The layout it reads (the copies want 16-byte aligned scales and biases), and whether x fits.
-inline bool gemv_bulk_takes(const PackedMatrix& w, int64_t T) {
+inline bool gemv_bulk_layout_ok(const PackedMatrix& w, int64_t T) {
     const auto a16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
     return w.kind == PackedKind::Int4 && w.tiles && T >= 1 && T <= 8 &&
-           (w.group == 32 || w.group == 64 || w.group == 128) && a16(w.scales) && a16(w.biases) &&
-           gemv_bulk_smem(w.k, T, w.group, w.biases != nullptr) <= kGemvBulkMaxSmem;
+           (w.group == 32 || w.group == 64 || w.group == 128) && a16(w.scales) && a16(w.biases);
+}
+inline bool gemv_bulk_takes(const PackedMatrix& w, int64_t T) {
+    return gemv_bulk_layout_ok(w, T) && gemv_bulk_smem(w.k, T, w.group, w.biases != nullptr) <= kGemvBulkMaxSmem;
+}
+
+// BulkMma: Bulk's ring (gemv_bulk_stage_bytes a stage), then x's slice as f16 (T rows of per·256 + 64
+// bytes, per = the k-tiles a slice, and 256 zero bytes), the warps' fragments at a row tile's end (16 KiB), and with
+// S > 1 the block's parts until the cluster sums them (16·T floats a row tile it walks). A
+// consumer thread stages at most 4 items of 8 columns of x: T · per · 128 ≤ 16384 (8 tokens of
+// K = 14336 over 8 blocks, one token of 14336 in one).
+constexpr int64_t kGemvBulkMmaMaxXCols = 16384;
+constexpr int64_t gemv_bulk_mma_per(int64_t K, int S) { return (K / 128 + S - 1) / S; }
+constexpr int64_t gemv_bulk_mma_smem(int64_t K, int64_t T, int64_t group, bool biases, int S, int stages,
+                                     int64_t part_rts) {
+    return stages * gemv_bulk_stage_bytes(group, biases) + T * (gemv_bulk_mma_per(K, S) * 256 + 64) + 256 +
+           int64_t(2) * kGemvBulkWarps * 32 * 16 + (S > 1 ? part_rts * T * 16 * 4 : 0);
+}
+// The parts' rows a launch may need: the row tiles over half the clusters an SM count holds (the
+// launch takes the clusters resident, which GPC boundaries can make fewer than SMs / S).
+constexpr int64_t gemv_bulk_mma_part_rts(int64_t N, int S, int sms) {
+    const int64_t ncl = std::max<int64_t>(1, sms / S / 2);
+    return S > 1 ? (N / 16 + ncl - 1) / ncl : 0;
+}
+inline bool gemv_bulk_mma_fits(const PackedMatrix& w, int64_t T, int S, int sms) {
+    if (!gemv_bulk_layout_ok(w, T)) return false;
+    if (!(S == 1 || S == 2 || S == 4 || S == 8) || w.k < 128 || S > w.k / 128) return false;
+    if (T * gemv_bulk_mma_per(w.k, S) * 128 > kGemvBulkMmaMaxXCols) return false;
+    return gemv_bulk_mma_smem(w.k, T, w.group, w.biases != nullptr, S, kGemvBulkStages,
+                              gemv_bulk_mma_part_rts(w.n, S, sms)) <= kGemvBulkMaxSmem;
+}
+// Its cluster: the fewest blocks whose slices of x fit (0: none does).
+inline int gemv_bulk_mma_cluster(const PackedMatrix& w, int64_t T, int sms) {
+    for (int S = 1; S <= 8; S *= 2)
+        if (gemv_bulk_mma_fits(w, T, S, sms)) return S;
+    return 0;
+}
+// Its ring: kGemvBulkDeepStages where they fit, else kGemvBulkStages.
+inline int gemv_bulk_mma_stages(const PackedMatrix& w, int64_t T, int S, int sms) {
+    return gemv_bulk_mma_smem(w.k, T, w.group, w.biases != nullptr, S, kGemvBulkDeepStages,
+                              gemv_bulk_mma_part_rts(w.n, S, sms)) <= kGemvBulkMaxSmem
+               ? kGemvBulkDeepStages
+               : kGemvBulkStages;
 }
 
 // Whether Mma with `splits` blocks along K fits its shared-memory budget.
@@ -275,11 +321,25 @@ constexpr int gemv_bulk_stages(int64_t K, int64_t T, int64_t group, bool biases)
 // by warp (session 29) against 17.14 / 20.10 whole (session 28; 17.05 / 19.42 in session 27); one
 // token with 8 stages 14.28 / 17.22 by warp against 11.46 / 14.75 whole (session 29).
 constexpr int gemv_bulk_xwarp(int64_t T) { return T == 2 ? 1 : 0; }
-inline GemvPlan gemv_pick_packed(int64_t T, const PackedMatrix& w, int sms, bool dp4a = true) {
+// From 2 tokens on matrices of 16 Mi weights or more in 16-row tiles (where Bulk does not take two
+// tokens): BulkMma in the fewest blocks a cluster that fit (H200, session 30, µs, 16 calls back to
+// back, against the pick before): 4096x14336 4 tokens 18.8 (MmaRows 22.5), 8 tokens 21.2 (24.7);
+// 8192x2048 2 / 4 / 8 tokens 6.4 / 7.3 / 8.6 (9.5 / 9.6 / 10.0); 12352x2048 8.1 / 9.0 / 10.9 (13.7
+// / 13.9 / 14.6); lm_head 102 / 94 / 98 (Mma 184 / 194 / 214). Smaller matrices keep MmaRows (its
+// x read per k-tile, no staging): 4096x2048 5.45 against 5.01 at 4 tokens, 2048x4096 7.9 against
+// 6.5 at 8, 512x2048 3.9 against 3.6. Two tokens from K = 8192 keep Bulk (16.0 against 16.9).
+constexpr int64_t kGemvBulkMmaMinTokens = 2;
+constexpr int64_t kGemvBulkMmaMinWeights = int64_t(16) << 20;
+// bulk_mma false leaves BulkMma out (TESSERA_GEMV=no_bulk_mma, for A/B).
+inline GemvPlan gemv_pick_packed(int64_t T, const PackedMatrix& w, int sms, bool dp4a = true, bool bulk_mma = true) {
     if (dp4a && T <= kGemvBulkMaxTokens && w.k >= kGemvBulkMinK && gemv_bulk_takes(w, T)) {
         GemvPlan p{GemvVariant::Bulk};
         p.xwarp = gemv_bulk_xwarp(T);
         return p;
+    }
+    if (bulk_mma && T >= kGemvBulkMmaMinTokens && w.n * w.k >= kGemvBulkMmaMinWeights) {
+        const int C = gemv_bulk_mma_cluster(w, T, sms);
+        if (C > 0) return GemvPlan{GemvVariant::BulkMma, 1, 1, C};
     }
     if (dp4a && T == 1 && w.k >= kGemvImmaMinK && gemv_imma_takes(w, T)) {
         GemvPlan p = gemv_imma_plan(w, T, sms);
@@ -334,6 +394,10 @@ struct GemvBulkDiag {
 };
 cudaError_t launch_gemv_bulk_diag(const GemvBulkDiag& d, float* y, const float* x, const PackedMatrix& w,
                                   cudaStream_t stream);
+cudaError_t launch_gemv_bulk_mma(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
+                                 const PackedMatrix& w, cudaStream_t stream);
+// The blocks BulkMma launches for w at T tokens (its clusters resident × plan.cluster; -1: none).
+int gemv_bulk_mma_grid(const GemvPlan& plan, const PackedMatrix& w, int64_t T);
 cudaError_t launch_gemv_dp4a(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                              const PackedMatrix& w, cudaStream_t stream);
 int gemv_dp4a_resident_blocks(const PackedMatrix& w, int64_t T);

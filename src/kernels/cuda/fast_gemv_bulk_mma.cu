@@ -1,0 +1,409 @@
+// The decode GEMV's variant BulkMma (fast_gemv_plan.h): y[T, N] = x[T, K] · w[N, K]ᵀ for Int4 w in
+// 16-row tiles and 1 ≤ T ≤ 8 — Bulk's stream of the weights (fast_gemv_bulk.cu: one producer lane,
+// the bulk-copy engine, a ring of shared-memory stages on mbarriers), its arithmetic on the tensor
+// cores, so the work a weight does not grow with T.
+//
+// Why. Bulk's consumers are dp4a against x's two int8 limbs: their work grows with the tokens (one
+// token 11.5 µs back to back at 4096x14336, four 27.9), and the limbs of 8 tokens of K = 14336 do
+// not fit beside the ring (229 KiB). MmaRows, the tensor-core form at 3–8 tokens, reads its weights
+// through registers and turns nibbles into bf16 fragments group by group (~390 lane-instructions a
+// k-tile: 24.6 µs back to back at 8 tokens).
+//
+// The arithmetic. mma.sync m16n8k16 f16 → f32, the 16 rows of a tile as A, the tokens as B's 8
+// columns (zeros past T). A lane dequantizes its own chunk — lane (g, t) = (lane / 4, lane % 4)
+// holds chunk t (32 columns, one 16-byte load) of rows g and g + 8, as Bulk — into f16 with the
+// chunk's scale folded in:  w = (code − 8)·s  (or code·s + b with biases), one rounding:
+//   0x6400 | nibble is 1024 + nibble exactly, so (1024 + nibble) − 1032 (or · 1/16 − 72 for the
+//   nibble in bits 4–7) is code − 8 exactly, and · s (fma with b) rounds once.
+// With the scale inside A, the mma's k may run across the four chunks of a quad (four scale groups)
+// — no transpose, no per-group scaling after the mma (what MmaRows pays for): a code word of 8
+// columns makes two k-steps, its pairs of columns (i, i + 4) as the fragments' pairs, and x is
+// staged in the same order. ~13 lane-instructions a word of 8 weights, 8 mma a k-tile, for any T.
+//
+// x as f16, per token scaled by a power of two (exact) so its largest value sits near 2¹⁴: no
+// overflow for any finite x, 11 significant bits (Bulk's limbs ~16 against the group's largest,
+// MmaRows' bf16 8). Weights rounded to f16 (11 bits) where the integer variants keep them exact.
+//
+// Work. The K range is split over the S blocks of a thread-block cluster (plan.cluster): block
+// rank r stages only its slice of x (K / S columns of T tokens: 8 tokens × 1792 columns at K =
+// 14336, S = 8), the cluster walks row tiles rt = cluster, + clusters, … (persistent, one block an
+// SM), each block streaming its slice of each. A stage is up to kGemvBulkWarps k-tiles of one
+// (row tile, slice); consumer warp w takes k-tile w. At a row tile's end the 16 warps' fragments
+// are summed in warp order into the block's part (scaled back by x's powers of two); with S = 1
+// that is y, else the parts stay in shared memory until every row tile is done, and the blocks of
+// the cluster each sum a share of them over the S ranks in rank order (distributed shared
+// memory) — deterministic, no scratch, no atomics.
+#include <cooperative_groups.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <mutex>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/cuda/fast_device.cuh"
+#include "kernels/cuda/fast_gemv_plan.h"
+#include "kernels/cuda/fast_mbarrier.cuh"
+#include "kernels/cuda/fast_mma.cuh"
+#include "kernels/cuda/fast_tma.cuh"
+#include "kernels/cuda/pdl.cuh"
+
+namespace tessera::cuda::fast::detail {
+
+namespace {
+
+namespace cg = cooperative_groups;
+using namespace dev;
+
+constexpr int kCW = kGemvBulkWarps;       // consumer warps; a stage holds one k-tile each
+constexpr int kThreads = (kCW + 1) * 32;  // + the producer warp
+constexpr int kConsumerBar = 1;           // named barrier of the consumer warps
+constexpr int kXItems = 4;                // x's items (8 columns of a token) a consumer thread at most
+
+// barrier.cluster, every thread of the cluster (not .aligned: a warp may arrive diverged — the
+// producer lane after its last copy, its other lanes long before).
+__device__ __forceinline__ void cluster_sync_all() {
+    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+
+__device__ __forceinline__ uint32_t hfma2_bits(uint32_t a, uint32_t b, uint32_t c) {
+    uint32_t d;
+    asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
+// A code word's 8 weights (columns 0..7; nibble i is column i) as four f16 pairs (i, i + 4),
+// i = 0..3: w = (code − 8)·s without biases, code·s + b with them (s2, b2: the pair (s, s), (b, b)).
+template <bool BIAS>
+__device__ __forceinline__ void dequant_word(uint32_t q, uint32_t s2, uint32_t b2, uint32_t (&d)[4]) {
+    constexpr uint32_t kExp = 0x64006400u;                          // (1024, 1024)
+    constexpr uint32_t kOne = 0x3c003c00u, kSixteenth = 0x2c002c00u;  // 1, 1/16
+    // −(1024 + c) and −(64 + c): c = 8 without biases (the code's offset), 0 with (b holds it)
+    constexpr uint32_t kLo = BIAS ? 0xe400e400u : 0xe408e408u;  // −1024 / −1032
+    constexpr uint32_t kHi = BIAS ? 0xd400d400u : 0xd480d480u;  // −64 / −72
+    const uint32_t q8 = q >> 8;
+    const uint32_t v[4] = {and_or(q, 0x000f000fu, kExp), and_or(q, 0x00f000f0u, kExp),
+                           and_or(q8, 0x000f000fu, kExp), and_or(q8, 0x00f000f0u, kExp)};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const uint32_t c = (i & 1) ? hfma2_bits(v[i], kSixteenth, kHi) : hfma2_bits(v[i], kOne, kLo);  // code − c, exact
+        d[i] = hfma2_bits(c, s2, b2);  // one rounding (b2 = −0 without biases)
+    }
+}
+
+// The (row tile, slice) k-tile of consumer warp `warp` in the stage at `stage`: 8 mma into acc
+// (acc[c]: code word c's two k-steps — four chains the scheduler interleaves). xv: this lane's B
+// at the k-tile (token g's pairs of chunk t, per code word; zeros past T).
+template <bool BIAS>
+__device__ __forceinline__ void mma_ktile(float (&acc)[4][4], const uint8_t* stage, int stb, int gpt, int gi,
+                                          const uint4 (&xv)[4]) {
+    const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), g = lane >> 2;
+    const uint4 q0 = *reinterpret_cast<const uint4*>(stage + warp * 1024 + 16 * lane);        // row g
+    const uint4 q1 = *reinterpret_cast<const uint4*>(stage + warp * 1024 + 512 + 16 * lane);  // row g + 8
+    const auto* ss = reinterpret_cast<const uint16_t*>(stage + kCW * 1024 + warp * stb);
+    const uint32_t h0 = ss[g * gpt + gi], h1 = ss[(g + 8) * gpt + gi];
+    const uint32_t s0 = h0 | (h0 << 16), s1 = h1 | (h1 << 16);
+    uint32_t b0 = 0x80008000u, b1 = 0x80008000u;  // −0: (code − 8)·s + (−0) is the product, rounded
+    if constexpr (BIAS) {
+        const auto* bs = reinterpret_cast<const uint16_t*>(stage + kCW * (1024 + stb) + warp * stb);
+        const uint32_t c0 = bs[g * gpt + gi], c1 = bs[(g + 8) * gpt + gi];
+        b0 = c0 | (c0 << 16), b1 = c1 | (c1 << 16);
+    }
+    const uint32_t w0[4] = {q0.x, q0.y, q0.z, q0.w}, w1[4] = {q1.x, q1.y, q1.z, q1.w};
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+        uint32_t d0[4], d1[4];
+        dequant_word<BIAS>(w0[c], s0, b0, d0);
+        dequant_word<BIAS>(w1[c], s1, b1, d1);
+        // k-step 2c: A's (2t, 2t+1) = pair 0, (2t+8, 2t+9) = pair 1; 2c + 1: pairs 2 and 3
+        mma_f16(acc[c], {d0[0], d1[0], d0[1], d1[1]}, xv[c].x, xv[c].y);
+        mma_f16(acc[c], {d0[2], d1[2], d0[3], d1[3]}, xv[c].z, xv[c].w);
+    }
+}
+
+// Shared memory past the ring: x [T][per·256 + 64 bytes] (a row tile slice's k-tile j at 256·j: per
+// code word c of its 4 chunks t, at 64·c + 16·t, the word's 4 pairs of f16) and 256 zero bytes
+// (what the lanes of tokens past T read: B's columns past T), then the warps'
+// fragments at a row tile's end [2][kCW][32] float4, then the block's parts [rts][T][16] (S > 1).
+struct Layout {
+    int64_t ring, xrow, x, red, parts, total;
+};
+constexpr Layout layout(int64_t stage_bytes, int ns, int64_t per, int64_t T, int64_t part_rts) {
+    Layout L{};
+    L.ring = stage_bytes * ns;
+    L.xrow = per * 256 + 64;  // + 64: neighbouring tokens' rows in the other half of the banks
+    L.x = L.ring;
+    L.red = L.x + T * L.xrow + 256;
+    L.parts = L.red + int64_t(2) * kCW * 32 * 16;
+    L.total = L.parts + part_rts * T * 16 * 4;
+    return L;
+}
+
+// NS: ring stages. per: k-tiles a slice (the last slices may hold fewer, or none); part_rts: the
+// row tiles a cluster walks at most (its parts' rows, S > 1).
+template <bool BIAS, int NS>
+__global__ void __launch_bounds__(kThreads, 1)
+    gemv_bulk_mma_kernel(float* __restrict__ y, int64_t ldy, const float* __restrict__ x, int64_t ldx, int T,
+                         PackedMatrix w, bool x_aligned, int per, int part_rts, int prewait) {
+    extern __shared__ __align__(128) uint8_t smem[];
+    __shared__ uint64_t full[NS], empty[NS];
+    __shared__ uint32_t amax_bits[8];
+    __shared__ float xmul[8];  // x's power of two a token (what the parts are multiplied back by)
+    const cg::cluster_group cluster = cg::this_cluster();
+    const int S = int(cluster.num_blocks()), rank = int(cluster.block_rank());
+    const int cid = int(blockIdx.x) / S, ncl = int(gridDim.x) / S;
+    const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5);
+    const int nkt = int(w.k / 128), row_tiles = int(w.n / 16);
+    const int kt0 = min(nkt, rank * per), nk = min(nkt, kt0 + per) - kt0;  // this block's k-tiles
+    const int stages_rt = (nk + kCW - 1) / kCW;
+    const int my_rts = cid < row_tiles ? (row_tiles - cid + ncl - 1) / ncl : 0;
+    const int gpt = 128 / w.group, stb = 32 * gpt;  // scale groups a tile row; scale bytes a k-tile
+    const int tile_bytes = 1024 + stb * (BIAS ? 2 : 1);
+    const int stage_bytes = kCW * tile_bytes;
+    const Layout L = layout(stage_bytes, NS, per, T, part_rts);
+    if (threadIdx.x == 0)
+        for (int s = 0; s < NS; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], kCW);
+    if (threadIdx.x < 8) amax_bits[threadIdx.x] = 0;
+    __syncthreads();
+    float* const parts = reinterpret_cast<float*>(smem + L.parts);  // [part_rts][T][16]
+
+    if (warp == kCW) {  // ---- producer: one lane asks for every stage of the block, in order ----
+        if (lane == 0) {
+            const uint64_t policy = l2_evict_first();
+            const auto* sc = reinterpret_cast<const uint8_t*>(w.scales);
+            const auto* bi = reinterpret_cast<const uint8_t*>(w.biases);
+            int it = 0;
+            for (int i = 0; i < my_rts; ++i)
+                for (int st = 0; st < stages_rt; ++st, ++it) {
+                    if (it == prewait) pdl::wait();  // the rest once the kernel before is done
+                    const int s = it % NS;
+                    mbar_wait(&empty[s], ((it / NS) & 1) ^ 1);
+                    const int k0 = kt0 + st * kCW, nt = min(kCW, kt0 + nk - k0);
+                    const int64_t tile0 = (int64_t(cid) + int64_t(i) * ncl) * nkt + k0;
+                    uint8_t* dst = smem + s * stage_bytes;
+                    mbar_arrive_expect_tx(&full[s], uint32_t(nt * tile_bytes));
+                    bulk_load(smem_addr(dst), w.codes + tile0 * 1024, uint32_t(nt * 1024), &full[s], policy);
+                    bulk_load(smem_addr(dst + kCW * 1024), sc + tile0 * stb, uint32_t(nt * stb), &full[s], policy);
+                    if constexpr (BIAS)
+                        bulk_load(smem_addr(dst + kCW * (1024 + stb)), bi + tile0 * stb, uint32_t(nt * stb),
+                                  &full[s], policy);
+                }
+        }
+    } else {  // ---- consumers ----
+        pdl::wait();  // x comes from the kernel before
+        pdl::trigger();
+        const int tid = int(threadIdx.x);
+        // x's slice: items of 8 columns (token u, k-tile j, chunk t, word c), item
+        // i = ((u·nk + j)·4 + t)·4 + c — neighbouring items neighbouring 32 bytes of x.
+        const int items = T * nk * 16;
+        float xv[kXItems][8];
+#pragma unroll
+        for (int m = 0; m < kXItems; ++m) {
+            const int i = tid + kCW * 32 * m;
+            const bool ok = i < items;
+            const int u = ok ? i / (nk * 16) : -1, r = i - u * nk * 16;
+#pragma unroll
+            for (int e = 0; e < 8; ++e) xv[m][e] = 0.f;
+            if (ok) load8(x + u * ldx + int64_t(kt0) * 128 + 8 * r, x_aligned, xv[m]);
+            float a = 0.f;
+#pragma unroll
+            for (int e = 0; e < 8; ++e) a = fmaxf(a, fabsf(xv[m][e]));
+            // the token's largest |x|: lanes of one token together, then one atomic a warp-token
+            const unsigned same = __match_any_sync(0xffffffffu, u);
+            const unsigned mx = __reduce_max_sync(same, __float_as_uint(a));
+            if (ok && lane == __ffs(same) - 1) atomicMax(&amax_bits[u], mx);
+        }
+        named_barrier_sync(kConsumerBar, kCW * 32);
+        auto exponent = [&](int u) {  // e: amax · 2^−e in [2^13, 2^14); 0 for x = 0 (no clamp needed
+            const uint32_t b = amax_bits[u];                  // past ±126: f32's own range)
+            return b == 0 ? 0 : max(-126, min(126, int(b >> 23) - 127 - 13));
+        };
+        if (tid < T) xmul[tid] = __uint_as_float(uint32_t(127 + exponent(tid)) << 23);
+#pragma unroll
+        for (int m = 0; m < kXItems; ++m) {
+            const int i = tid + kCW * 32 * m;
+            if (i >= items) continue;
+            const int u = i / (nk * 16), r = i - u * nk * 16, j = r >> 4, t = (r >> 2) & 3, c = r & 3;
+            const float sc = __uint_as_float(uint32_t(127 - exponent(u)) << 23);
+            uint4 h;
+            h.x = pack_half2(xv[m][0] * sc, xv[m][4] * sc), h.y = pack_half2(xv[m][1] * sc, xv[m][5] * sc);
+            h.z = pack_half2(xv[m][2] * sc, xv[m][6] * sc), h.w = pack_half2(xv[m][3] * sc, xv[m][7] * sc);
+            *reinterpret_cast<uint4*>(smem + L.x + u * L.xrow + j * 256 + c * 64 + t * 16) = h;
+        }
+        if (tid < 16) reinterpret_cast<uint4*>(smem + L.x + T * L.xrow)[tid] = make_uint4(0, 0, 0, 0);
+        named_barrier_sync(kConsumerBar, kCW * 32);
+
+        const int g = lane >> 2, t = lane & 3;
+        const int gi = t >> (__ffs(w.group / 32) - 1);  // chunk t's scale group in its tile row
+        auto* const red = reinterpret_cast<float4*>(smem + L.red);  // [2][kCW][32]
+        // A row tile's end: the warps' fragments (c0..c3: rows g, g, g + 8, g + 8 × tokens 2t,
+        // 2t + 1) into red[buf], summed in warp order by 16·T threads while the other warps go on.
+        // (Tried: only the reducing warps waiting for the fragments, the others arriving at named
+        // barriers full / empty a buffer and running ahead — slower at every shape, H200 session
+        // 30: lm_head 8 tokens 114.2 against 94.2 µs, 4096x14336 23.2 against 20.8.)
+        auto finish = [&](float (&acc)[4][4], int i, int buf) {
+            float4 f;
+            f.x = acc[0][0] + acc[1][0] + acc[2][0] + acc[3][0], f.y = acc[0][1] + acc[1][1] + acc[2][1] + acc[3][1];
+            f.z = acc[0][2] + acc[1][2] + acc[2][2] + acc[3][2], f.w = acc[0][3] + acc[1][3] + acc[2][3] + acc[3][3];
+#pragma unroll
+            for (int c = 0; c < 4; ++c)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[c][e] = 0.f;
+            red[(buf * kCW + warp) * 32 + lane] = f;
+            named_barrier_sync(kConsumerBar, kCW * 32);  // red[buf] written (red[buf ^ 1]'s readers long done)
+            if (tid < 16 * T) {
+                const int u = tid >> 4, rr = tid & 15, src = (rr & 7) * 4 + (u >> 1), e = (rr >> 3) * 2 + (u & 1);
+                const auto* rf = reinterpret_cast<const float*>(red + buf * kCW * 32);
+                float v = 0.f;
+                for (int q = 0; q < kCW; ++q) v += rf[(q * 32 + src) * 4 + e];
+                v *= xmul[u];
+                if (S == 1) y[u * ldy + (int64_t(cid) + int64_t(i) * ncl) * 16 + rr] = v;
+                else parts[(i * T + u) * 16 + rr] = v;
+            }
+        };
+        // The block's stages in the producer's order. XREG: every row tile gives this warp the same
+        // one k-tile (a slice of at most kCW k-tiles), so its B fragments stay in registers (H200,
+        // session 30, against reading them every k-tile: lm_head 2 / 8 tokens 87.0 / 94.3 against
+        // 99.3 / 106.3 µs, 8192x2048 6.0 / 8.5 against 6.3 / 8.8).
+        auto walk = [&](auto xreg) {
+            constexpr bool XREG = decltype(xreg)::value;
+            uint4 xv[4];
+            const uint8_t* const xb = smem + L.x + (g < T ? g * L.xrow : T * L.xrow) + t * 16;  // token g (zeros past T)
+            const int xstep = g < T ? 256 : 0;                                                  // a k-tile
+            if constexpr (XREG) {
+                if (warp < nk) {
+#pragma unroll
+                    for (int c = 0; c < 4; ++c) xv[c] = *reinterpret_cast<const uint4*>(xb + warp * xstep + 64 * c);
+                }
+            }
+            float acc[4][4] = {};
+            unsigned it = 0;
+            for (int i = 0; i < my_rts; ++i) {
+                for (int st = 0; st < stages_rt; ++st, ++it) {
+                    const unsigned s = it % NS;
+                    const int j = st * kCW + warp;
+                    mbar_wait(&full[s], (it / NS) & 1);
+                    if (j < nk) {
+                        if constexpr (!XREG) {
+#pragma unroll
+                            for (int c = 0; c < 4; ++c) xv[c] = *reinterpret_cast<const uint4*>(xb + j * xstep + 64 * c);
+                        }
+                        mma_ktile<BIAS>(acc, smem + s * stage_bytes, stb, gpt, gi, xv);
+                    }
+                    __syncwarp();
+                    if (lane == 0) mbar_arrive(&empty[s]);  // this warp's reads of the stage are done
+                }
+                finish(acc, i, i & 1);
+            }
+        };
+        if (stages_rt == 1) walk(std::true_type{});
+        else walk(std::false_type{});
+    }
+    if (S == 1) return;
+    // ---- the cluster's sum: its blocks' parts, every row tile done; block `rank` sums the row
+    // tiles i ≡ rank (mod S) over the S ranks in rank order ----
+    pdl::wait();  // (the producer warp writes y too)
+    cluster_sync_all();
+    for (int e = int(threadIdx.x); e < my_rts * T * 16; e += kThreads) {
+        const int i = e / (T * 16);
+        if (i % S != rank) continue;
+        float v = 0.f;
+        for (int q = 0; q < S; ++q) v += cluster.map_shared_rank(parts, q)[e];
+        const int u = (e / 16) % T, rr = e % 16;
+        y[u * ldy + (int64_t(cid) + int64_t(i) * ncl) * 16 + rr] = v;
+    }
+    cluster_sync_all();  // no block leaves while another reads its parts
+}
+
+// The clusters of S blocks resident at once for this kernel and shared memory (cached: an
+// occupancy query a launch costs microseconds; not a stream operation, so graph capture is safe).
+int resident_clusters(const void* kernel, int S, size_t smem) {
+    struct Entry {
+        const void* kernel;
+        int S;
+        size_t smem;
+        int clusters;
+    };
+    static std::mutex mu;
+    static std::vector<Entry> cache;
+    std::lock_guard<std::mutex> lock(mu);
+    for (const Entry& e : cache)
+        if (e.kernel == kernel && e.S == S && e.smem == smem) return e.clusters;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(unsigned(S * gemv_sm_count()));
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = smem;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = unsigned(S), at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
+        (void)cudaGetLastError();
+        n = 0;
+    }
+    cache.push_back({kernel, S, smem, n});
+    return n;
+}
+
+template <bool BIAS, int NS>
+cudaError_t launch_ns(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
+                      const PackedMatrix& w, cudaStream_t stream, int* grid_out) {
+    auto* kernel = gemv_bulk_mma_kernel<BIAS, NS>;
+    static const cudaError_t opt_in =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kGemvBulkMaxSmem));
+    if (opt_in != cudaSuccess) return opt_in;
+    const int S = plan.cluster;
+    const int64_t nkt = w.k / 128, row_tiles = w.n / 16;
+    const int per = int((nkt + S - 1) / S);
+    // The parts' rows depend on the clusters resident, which depend on the shared memory: from
+    // the most clusters an SM count allows, down to what fits (at most a few rounds).
+    int64_t ncl = std::max<int64_t>(1, gemv_sm_count() / S), part_rts = 0;
+    size_t smem = 0;
+    for (int round = 0; round < 4; ++round) {
+        ncl = std::min(ncl, row_tiles);
+        part_rts = S > 1 ? (row_tiles + ncl - 1) / ncl : 0;
+        const int64_t need =
+            layout(gemv_bulk_stage_bytes(w.group, w.biases != nullptr), NS, per, T, part_rts).total;
+        if (need > kGemvBulkMaxSmem) return cudaErrorInvalidValue;  // gemv_bulk_mma_takes holds this off
+        smem = size_t(need);
+        const int fit = resident_clusters(reinterpret_cast<const void*>(kernel), S, smem);
+        if (fit <= 0) return cudaErrorInvalidConfiguration;
+        if (fit >= ncl) break;
+        ncl = fit;
+    }
+    if (S > 1 && (row_tiles + ncl - 1) / ncl > part_rts) return cudaErrorInvalidConfiguration;
+    if (grid_out) *grid_out = int(ncl * S);
+    if (!y) return cudaSuccess;  // (the bench's question: the grid)
+    const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
+    return pdl::launch_cluster(kernel, dim3(unsigned(ncl * S)), dim3(kThreads), smem, stream,
+                               dim3(unsigned(S), 1, 1), y, ldy, x, ldx, int(T), w, aligned, per, int(part_rts),
+                               kGemvBulkPrewait);
+}
+
+template <bool BIAS>
+cudaError_t launch_bias(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
+                        const PackedMatrix& w, cudaStream_t stream, int* grid_out) {
+    if (gemv_bulk_mma_stages(w, T, plan.cluster, gemv_sm_count()) == kGemvBulkDeepStages)
+        return launch_ns<BIAS, kGemvBulkDeepStages>(plan, y, ldy, x, ldx, T, w, stream, grid_out);
+    return launch_ns<BIAS, kGemvBulkStages>(plan, y, ldy, x, ldx, T, w, stream, grid_out);
+}
+
+}  // namespace
+
+// Arguments checked by gemv_packed_plan (gemv_bulk_mma_fits).
+cudaError_t launch_gemv_bulk_mma(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
+                                 const PackedMatrix& w, cudaStream_t stream) {
+    return w.biases ? launch_bias<true>(plan, y, ldy, x, ldx, T, w, stream, nullptr)
+                    : launch_bias<false>(plan, y, ldy, x, ldx, T, w, stream, nullptr);
+}
+
+int gemv_bulk_mma_grid(const GemvPlan& plan, const PackedMatrix& w, int64_t T) {
+    int grid = -1;
+    const cudaError_t e = w.biases ? launch_bias<true>(plan, nullptr, 0, nullptr, 0, T, w, nullptr, &grid)
+                                   : launch_bias<false>(plan, nullptr, 0, nullptr, 0, T, w, nullptr, &grid);
+    return e == cudaSuccess ? grid : -1;
+}
+
+}  // namespace tessera::cuda::fast::detail
