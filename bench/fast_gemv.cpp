@@ -279,6 +279,27 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                     if (C > 0 && (C == bm || (a.all_variants && C != bm)) && fast::gemv_bulk_mma_fits(tm, T, C, sms) &&
                         !(tile_pick.variant == fast::GemvVariant::BulkMma && tile_pick.cluster == C))
                         tp.push_back({fast::GemvVariant::BulkMma, 1, 1, C});
+                // BulkMma with parts left out (no biases; y garbage): where its time goes
+                if (bm > 0 && !l.biases) {
+                    using fast::detail::kGemvBulkMmaSkipX, fast::detail::kGemvBulkMmaSkipMath,
+                        fast::detail::kGemvBulkMmaSkipSums;
+                    const std::pair<int, const char*> skips[] = {
+                        {kGemvBulkMmaSkipX, "no x staging"},
+                        {kGemvBulkMmaSkipMath, "no arithmetic"},
+                        {kGemvBulkMmaSkipSums, "no row-tile sums"},
+                        {kGemvBulkMmaSkipMath | kGemvBulkMmaSkipSums, "x staged, ring only"},
+                        {kGemvBulkMmaSkipX | kGemvBulkMmaSkipMath | kGemvBulkMmaSkipSums, "ring only"}};
+                    const fast::GemvPlan bp{fast::GemvVariant::BulkMma, 1, 1, bm};
+                    for (const auto& [skip, what] : skips) {
+                        const double sec = time([&](size_t c) {
+                            TS_CUDA_CHECK(fast::detail::launch_gemv_bulk_mma_diag(bp, skip, dy.as<float>(),
+                                                                                  dx.as<float>(), T,
+                                                                                  tile_copies[c].m, st));
+                        });
+                        row(name, l, T, mode, std::string("diag: bulk mma ") + what, sec, bytes,
+                            "BulkMma C=" + std::to_string(bm) + " with a part left out (y garbage)");
+                    }
+                }
                 // Bulk in other shapes (one token, no biases): ring stages, its copies without the
                 // arithmetic (the floor of its stream), one block an SM kept so by shared memory, grids
                 // of one row tile a block and of two blocks an SM, a warp's k-tiles of two stages a step,

@@ -398,6 +398,14 @@ cudaError_t launch_gemv_bulk_mma(const GemvPlan& plan, float* y, int64_t ldy, co
                                  const PackedMatrix& w, cudaStream_t stream);
 // The blocks BulkMma launches for w at T tokens (its clusters resident × plan.cluster; -1: none).
 int gemv_bulk_mma_grid(const GemvPlan& plan, const PackedMatrix& w, int64_t T);
+// BulkMma with parts left out (bench_fast_gemv's diagnosis; no biases, ldx = K, ldy = N; y
+// garbage): `skip` 0 (the launched kernel) or a combination of the bits below that it builds —
+// x's staging, the consumers' arithmetic (they still wait for each stage, read their B and
+// release it), the row tiles' sums (no barrier a row tile, nothing written); all three leave the
+// ring's copies, the cluster's waits and the launch.
+constexpr int kGemvBulkMmaSkipX = 1, kGemvBulkMmaSkipMath = 2, kGemvBulkMmaSkipSums = 4;
+cudaError_t launch_gemv_bulk_mma_diag(const GemvPlan& plan, int skip, float* y, const float* x, int64_t T,
+                                      const PackedMatrix& w, cudaStream_t stream);
 cudaError_t launch_gemv_dp4a(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                              const PackedMatrix& w, cudaStream_t stream);
 int gemv_dp4a_resident_blocks(const PackedMatrix& w, int64_t T);
