@@ -33,6 +33,13 @@
 // that is y, else the parts stay in shared memory until every row tile is done, and the blocks of
 // the cluster each sum a share of them over the S ranks in rank order (distributed shared
 // memory) — deterministic, no scratch, no atomics.
+//
+// Measured (H200, bench_fast_gemv, µs 16 calls back to back / cold; docs/cuda.md, twenty-seventh
+// round): 4096x14336 4 tokens 18.8 / 22.2, 8 tokens 20.6 / 24.1 (MmaRows 24.7 / 28.2); 8192x2048
+// 2 / 4 / 8 tokens 6.0 / 7.2 / 8.5 (MmaRows 9.5 / 9.6 / 10.0); lm_head 87 / 89 / 94 (Mma 184 / 194
+// / 213). At one token Bulk's dp4a is faster (11.5 against 14.9), below 16 Mi weights MmaRows.
+// Where its time goes is open: 37–41 % of the copy bandwidth at 4096x14336 with the copies alone
+// at 95 %, and ~30 % fewer instructions a k-tile did not make it faster.
 #include <cooperative_groups.h>
 #include <cuda_fp16.h>
 
