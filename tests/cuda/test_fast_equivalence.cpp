@@ -43,9 +43,11 @@ private:
 
 // Logits [positions, V] of every prompt in turn (one sequence, reset between prompts): each
 // prompt's first half prefilled in one step, the rest decoded one token at a time (so both the
-// GEMV and the many-token path run).
+// GEMV and the many-token path run). batched: the prompts as sequences side by side instead — each
+// first half prefilled, then every step decodes one token of each (the GEMV at as many tokens as
+// prompts); rows [prefill of each prompt in turn, then each step's prompts in turn].
 std::vector<float> logits(const std::string& path, const char* kernels, const std::vector<std::vector<int32_t>>& prompts,
-                          int64_t* vocab, std::string* backend_name) {
+                          int64_t* vocab, std::string* backend_name, bool batched = false) {
     KernelsEnv env(kernels ? kernels : "reference");
     LoadOptions lo;
     lo.device = kernels ? "cuda" : "cpu";  // null: the CPU backend (the ground truth)
@@ -53,9 +55,26 @@ std::vector<float> logits(const std::string& path, const char* kernels, const st
     LoadedModel m = load_model(path, lo);
     *vocab = m.config.vocab_size;
     *backend_name = m.backend->name();
+    std::vector<float> out;
+    if (batched) {
+        Session s(*m.model, 64, 16, int(prompts.size()));
+        std::vector<int> seqs;
+        for (const std::vector<int32_t>& prompt : prompts) {
+            seqs.push_back(s.add_sequence());
+            const size_t half = prompt.size() / 2;
+            const auto head = s.feed(seqs.back(), std::vector<int32_t>(prompt.begin(), prompt.begin() + long(half)), true);
+            out.insert(out.end(), head.begin(), head.end());
+        }
+        for (size_t i = prompts[0].size() / 2; i < prompts[0].size(); ++i) {
+            std::vector<int32_t> step;
+            for (const std::vector<int32_t>& prompt : prompts) step.push_back(prompt[i]);
+            const auto l = s.decode(seqs, step);
+            out.insert(out.end(), l.begin(), l.end());
+        }
+        return out;
+    }
     Session s(*m.model, 64, 16, 1);
     const int seq = s.add_sequence();
-    std::vector<float> out;
     for (const std::vector<int32_t>& prompt : prompts) {
         s.reset(seq);
         const size_t half = prompt.size() / 2;
@@ -86,15 +105,15 @@ double top5_dev(const float* x, const float* truth, int64_t V) {
 // by more), both paths are measured against the CPU backend on the same file instead (exact
 // dequantization, the ground truth), and the fast path must be no further from it than the
 // reference path (plus tol).
-void compare_modes(const std::string& path, double tol, bool against_cpu = false) {
-    SCOPED_TRACE(path);
+void compare_modes(const std::string& path, double tol, bool against_cpu = false, bool batched = false) {
+    SCOPED_TRACE(path + (batched ? ", sequences decoded side by side" : ""));
     std::vector<std::vector<int32_t>> prompts(against_cpu ? 4 : 1, std::vector<int32_t>(24));
     for (size_t q = 0; q < prompts.size(); ++q)
         for (size_t i = 0; i < prompts[q].size(); ++i) prompts[q][i] = int32_t((i * (37 + 6 * q) + 11 + 5 * q) % 97);
     int64_t V = 0, V2 = 0;
     std::string nf, nr;
-    const std::vector<float> f = logits(path, "fast", prompts, &V, &nf);
-    const std::vector<float> r = logits(path, "reference", prompts, &V2, &nr);
+    const std::vector<float> f = logits(path, "fast", prompts, &V, &nf, batched);
+    const std::vector<float> r = logits(path, "reference", prompts, &V2, &nr, batched);
     EXPECT_EQ(nf, "cuda-fast");
     EXPECT_EQ(nr, "cuda-reference");
     ASSERT_EQ(V, V2);
@@ -104,7 +123,7 @@ void compare_modes(const std::string& path, double tol, bool against_cpu = false
     if (against_cpu) {
         int64_t V3 = 0;
         std::string nc;
-        const std::vector<float> c = logits(path, nullptr, prompts, &V3, &nc);
+        const std::vector<float> c = logits(path, nullptr, prompts, &V3, &nc, batched);
         ASSERT_EQ(c.size(), f.size());
         double mean_f = 0, mean_r = 0, max_f = 0, max_r = 0;
         for (size_t p = 0; p < P; ++p) {
@@ -219,12 +238,15 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, FastEquivalence,
                          [](const auto& info) { return std::string(info.param.fixture); });
 
 // A few-layer cut of the full-size flagship (scripts/gpu writes one with tessera synth --layers 4),
-// re-exported as q4_0 with sharpened routers, against the CPU like the hybrid fixtures.
+// re-exported as q4_0 with sharpened routers, against the CPU like the hybrid fixtures — one
+// sequence at a time, then four decoded side by side (the GEMV at four tokens: BulkMma on the
+// in-projections and lm_head, MmaRows on the rest).
 TEST(FastEquivalence, FlagshipCut) {
     REQUIRE_CUDA();
     const char* cut = std::getenv("TESSERA_FLAGSHIP_CUT");
     if (!cut || !*cut) GTEST_SKIP() << "TESSERA_FLAGSHIP_CUT names no GGUF";
     const std::string path = exported(cut, "flagship_cut", DType::Q4_0);
     compare_modes(path, 2e-2, true);
+    compare_modes(path, 2e-2, true, true);
     std::filesystem::remove(path);
 }
