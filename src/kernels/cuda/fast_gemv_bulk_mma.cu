@@ -331,10 +331,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     cluster_sync_all();  // no block leaves while another reads its parts
 }
 
-// The clusters of S blocks resident at once for this kernel and shared memory (cached: an
-// occupancy query a launch costs microseconds; not a stream operation, so graph capture is safe).
+// The clusters of S blocks resident at once for this kernel and shared memory on the current
+// device (cached: an occupancy query a launch costs microseconds; not a stream operation, so graph
+// capture is safe).
 int resident_clusters(const void* kernel, int S, size_t smem) {
     struct Entry {
+        int device;
         const void* kernel;
         int S;
         size_t smem;
@@ -342,9 +344,11 @@ int resident_clusters(const void* kernel, int S, size_t smem) {
     };
     static std::mutex mu;
     static std::vector<Entry> cache;
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) return 0;
     std::lock_guard<std::mutex> lock(mu);
     for (const Entry& e : cache)
-        if (e.kernel == kernel && e.S == S && e.smem == smem) return e.clusters;
+        if (e.device == device && e.kernel == kernel && e.S == S && e.smem == smem) return e.clusters;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(unsigned(S * gemv_sm_count()));
     cfg.blockDim = dim3(kThreads);
@@ -359,7 +363,7 @@ int resident_clusters(const void* kernel, int S, size_t smem) {
         (void)cudaGetLastError();
         n = 0;
     }
-    cache.push_back({kernel, S, smem, n});
+    cache.push_back({device, kernel, S, smem, n});
     return n;
 }
 
