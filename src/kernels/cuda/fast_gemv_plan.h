@@ -200,11 +200,11 @@ inline bool gemv_bulk_takes(const PackedMatrix& w, int64_t T) {
     return gemv_bulk_layout_ok(w, T) && gemv_bulk_smem(w.k, T, w.group, w.biases != nullptr) <= kGemvBulkMaxSmem;
 }
 
-// BulkMma: Bulk's ring (gemv_bulk_stage_bytes a stage), then x's slice as f16 (T rows of per·256 + 64
-// bytes, per = the k-tiles a slice, and 256 zero bytes), the warps' fragments at a row tile's end (16 KiB), and with
-// S > 1 the block's parts until the cluster sums them (16·T floats a row tile it walks). A
-// consumer thread stages at most 4 items of 8 columns of x: T · per · 128 ≤ 16384 (8 tokens of
-// K = 14336 over 8 blocks, one token of 14336 in one).
+// BulkMma: Bulk's ring (gemv_bulk_stage_bytes a stage), then x's slice as f16 (T rows of per·256 +
+// 64 bytes, per = the k-tiles a slice, and 256 zero bytes), the warps' fragments at a row tile's end
+// (16 KiB), and with S > 1 the block's parts until the cluster sums them (16·T floats a row tile it
+// walks). A consumer thread stages at most 4 items of 8 columns of x: T · per · 128 ≤ 16384 (8
+// tokens of K = 14336 over 8 blocks, one token of 14336 in one).
 constexpr int64_t kGemvBulkMmaMaxXCols = 16384;
 constexpr int64_t gemv_bulk_mma_per(int64_t K, int S) { return (K / 128 + S - 1) / S; }
 constexpr int64_t gemv_bulk_mma_smem(int64_t K, int64_t T, int64_t group, bool biases, int S, int stages,
@@ -323,11 +323,11 @@ constexpr int gemv_bulk_stages(int64_t K, int64_t T, int64_t group, bool biases)
 constexpr int gemv_bulk_xwarp(int64_t T) { return T == 2 ? 1 : 0; }
 // From 2 tokens on matrices of 16 Mi weights or more in 16-row tiles (where Bulk does not take two
 // tokens): BulkMma in the fewest blocks a cluster that fit (H200, session 30, µs, 16 calls back to
-// back, against the pick before): 4096x14336 4 tokens 18.8 (MmaRows 22.5), 8 tokens 21.2 (24.7);
-// 8192x2048 2 / 4 / 8 tokens 6.4 / 7.3 / 8.6 (9.5 / 9.6 / 10.0); 12352x2048 8.1 / 9.0 / 10.9 (13.7
-// / 13.9 / 14.6); lm_head 102 / 94 / 98 (Mma 184 / 194 / 214). Smaller matrices keep MmaRows (its
-// x read per k-tile, no staging): 4096x2048 5.45 against 5.01 at 4 tokens, 2048x4096 7.9 against
-// 6.5 at 8, 512x2048 3.9 against 3.6. Two tokens from K = 8192 keep Bulk (16.0 against 16.9).
+// back, against the pick before): 4096x14336 4 tokens 18.8 (MmaRows 22.5), 8 tokens 20.6 (24.7);
+// 8192x2048 2 / 4 / 8 tokens 6.0 / 7.2 / 8.5 (9.5 / 9.6 / 10.0); 12352x2048 7.5 / 8.9 / 10.7 (13.7
+// / 13.8 / 14.6); lm_head 87 / 89 / 94 (Mma 184 / 194 / 213). Smaller matrices keep MmaRows (its
+// x read per k-tile, no staging): 4096x2048 5.4 against 5.0 at 4 tokens, 2048x4096 7.9 against
+// 6.5 at 8, 512x2048 3.9 against 3.6. Two tokens from K = 8192 keep Bulk (15.9 against 16.6).
 constexpr int64_t kGemvBulkMmaMinTokens = 2;
 constexpr int64_t kGemvBulkMmaMinWeights = int64_t(16) << 20;
 // bulk_mma false leaves BulkMma out (TESSERA_GEMV=no_bulk_mma, for A/B).
