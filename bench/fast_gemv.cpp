@@ -275,8 +275,8 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                     tp.push_back({fast::GemvVariant::Bulk});
                 // BulkMma: its own cluster, and (all variants) the others that fit
                 const int bm = fast::gemv_bulk_mma_cluster(tm, T, sms);
-                for (int C : {bm, 1, 2, 4, 8})
-                    if (C > 0 && (C == bm || (a.all_variants && C != bm)) && fast::gemv_bulk_mma_fits(tm, T, C, sms) &&
+                for (int C : {1, 2, 4, 8})
+                    if ((C == bm || a.all_variants) && fast::gemv_bulk_mma_fits(tm, T, C, sms) &&
                         !(tile_pick.variant == fast::GemvVariant::BulkMma && tile_pick.cluster == C))
                         tp.push_back({fast::GemvVariant::BulkMma, 1, 1, C});
                 // BulkMma with parts left out (no biases; y garbage): where its time goes

@@ -261,10 +261,9 @@ TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
                 if (sh.T <= 2) plans.push_back(xw);  // more tokens stage it whole either way)
                 if (qbound.empty()) qbound = dp4a_bound(ph, x, ldx, sh.T);
             }
-            // BulkMma (f16 weights and x): its own cluster, and every other one that fits.
-            for (int C : {fast::gemv_bulk_mma_cluster(dp.m, sh.T, sms), 1, 2, 4, 8})
-                if (C > 0 && fast::gemv_bulk_mma_fits(dp.m, sh.T, C, sms))
-                    plans.push_back({fast::GemvVariant::BulkMma, 1, 1, C});
+            // BulkMma (f16 weights and x): every cluster that fits (its own, the smallest, among them).
+            for (int C : {1, 2, 4, 8})
+                if (fast::gemv_bulk_mma_fits(dp.m, sh.T, C, sms)) plans.push_back({fast::GemvVariant::BulkMma, 1, 1, C});
             if (fast::gemv_bulk_mma_cluster(dp.m, sh.T, sms) > 0)
                 packed_reference(ph, round_f16_bits(x), ldx, sh.T, &want_h, &mag_h, &off_h, true);
             for (const fast::GemvPlan& plan : plans) {

@@ -35,6 +35,13 @@ void detail::check_packed(const char* op, const PackedMatrix& w) {
 
 int gemv_sm_count() { return current_sm_count(); }
 
+namespace {
+// A packed matrix's layout in the variants' errors.
+const char* layout_name(const PackedMatrix& w) {
+    return w.kind == PackedKind::Int4 ? (w.tiles ? "Int4 tiles" : "Int4 rows") : "Int8";
+}
+}  // namespace
+
 void gemv_packed_plan(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                       const PackedMatrix& w, cudaStream_t stream) {
     detail::check_packed("gemv_packed", w);
@@ -68,7 +75,7 @@ void gemv_packed_plan(const GemvPlan& plan, float* y, int64_t ldy, const float* 
         TS_CHECK(gemv_imma_takes(w, T),
                  "gemv_packed: Imma takes Int4 in 16-row tiles, groups of 32, 64 or 128 and 1..8 tokens (got {}, "
                  "group {}, {} tokens)",
-                 w.kind == PackedKind::Int4 ? (w.tiles ? "Int4 tiles" : "Int4 rows") : "Int8", w.group, T);
+                 layout_name(w), w.group, T);
         const auto pow2 = [](int v) { return v == 1 || v == 2 || v == 4 || v == 8; };
         TS_CHECK(pow2(plan.splits) && pow2(plan.cluster),
                  "gemv_packed: Imma takes 1, 2, 4 or 8 warps a row tile and blocks a cluster, not {} and {}",
@@ -89,7 +96,7 @@ void gemv_packed_plan(const GemvPlan& plan, float* y, int64_t ldy, const float* 
                  "biases and 1..8 tokens whose x fits its shared memory with the ring ({} bytes of {}; got {}, group "
                  "{}, {} tokens, K = {})",
                  gemv_bulk_smem(w.k, T, w.group, w.biases != nullptr), kGemvBulkMaxSmem,
-                 w.kind == PackedKind::Int4 ? (w.tiles ? "Int4 tiles" : "Int4 rows") : "Int8", w.group, T, w.k);
+                 layout_name(w), w.group, T, w.k);
         TS_CHECK(plan.xwarp == 0 || plan.xwarp == 1,
                  "gemv_packed: Bulk's xwarp is 0 (x staged whole) or 1 (by each warp), not {}", plan.xwarp);
         TS_CUDA_CHECK(detail::launch_gemv_bulk(plan, y, ldy, x, ldx, T, w, stream));
@@ -99,7 +106,7 @@ void gemv_packed_plan(const GemvPlan& plan, float* y, int64_t ldy, const float* 
         TS_CHECK(gemv_bulk_layout_ok(w, T),
                  "gemv_packed: BulkMma takes Int4 in 16-row tiles, groups of 32, 64 or 128, 16-byte aligned scales "
                  "and biases and 1..8 tokens (got {}, group {}, {} tokens)",
-                 w.kind == PackedKind::Int4 ? (w.tiles ? "Int4 tiles" : "Int4 rows") : "Int8", w.group, T);
+                 layout_name(w), w.group, T);
         TS_CHECK(gemv_bulk_mma_fits(w, T, plan.cluster, gemv_sm_count()),
                  "gemv_packed: BulkMma over a cluster of {} (1, 2, 4 or 8 blocks, at most K / 128) does not fit K = "
                  "{} at {} tokens: a block stages at most {} columns of x ({} a token here) with its ring in {} bytes "
