@@ -126,7 +126,8 @@ std::string plan_name(const fast::GemvPlan& p) {
         return "imma S=" + std::to_string(p.splits) + " C=" + std::to_string(p.cluster) + (p.regs ? " regs" : "");
     if (p.variant == fast::GemvVariant::MmaRows) return "mma rows mt=" + std::to_string(p.mtiles);
     if (p.variant == fast::GemvVariant::Bulk) return "bulk (copy engine, dp4a)";
-    if (p.variant == fast::GemvVariant::BulkMma) return "bulk mma (f16) C=" + std::to_string(p.cluster);
+    if (p.variant == fast::GemvVariant::BulkMma)
+        return "bulk mma (f16) C=" + std::to_string(p.cluster) + (p.reducer ? " reducer" : "");
     return "mma mt=" + std::to_string(p.mtiles) + " k/" + std::to_string(p.splits);
 }
 
@@ -273,12 +274,17 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                 }
                 if (tile_pick.variant != fast::GemvVariant::Bulk && fast::gemv_bulk_takes(tm, T))
                     tp.push_back({fast::GemvVariant::Bulk});
-                // BulkMma: its own cluster, and (all variants) the others that fit
+                // BulkMma: its own cluster, and (all variants) the others that fit, in each form
                 const int bm = fast::gemv_bulk_mma_cluster(tm, T, sms);
                 for (int C : {1, 2, 4, 8})
-                    if ((C == bm || a.all_variants) && fast::gemv_bulk_mma_fits(tm, T, C, sms) &&
-                        !(tile_pick.variant == fast::GemvVariant::BulkMma && tile_pick.cluster == C))
-                        tp.push_back({fast::GemvVariant::BulkMma, 1, 1, C});
+                    for (int reducer : {0, 1}) {
+                        fast::GemvPlan bp{fast::GemvVariant::BulkMma, 1, 1, C};
+                        bp.reducer = reducer;
+                        if ((C == bm || a.all_variants) && fast::gemv_bulk_mma_fits(tm, T, C, sms) &&
+                            !(tile_pick.variant == fast::GemvVariant::BulkMma && tile_pick.cluster == C &&
+                              tile_pick.reducer == reducer))
+                            tp.push_back(bp);
+                    }
                 // BulkMma with parts left out (no biases; y garbage): where its time goes
                 if (bm > 0 && !l.biases) {
                     using fast::detail::kGemvBulkMmaSkipX, fast::detail::kGemvBulkMmaSkipMath,

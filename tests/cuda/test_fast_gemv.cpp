@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -167,7 +168,8 @@ std::string plan_name(const fast::GemvPlan& p) {
         return "imma S=" + std::to_string(p.splits) + " C=" + std::to_string(p.cluster) + (p.regs ? " regs" : "");
     if (p.variant == fast::GemvVariant::MmaRows) return "mma rows mt=" + std::to_string(p.mtiles);
     if (p.variant == fast::GemvVariant::Bulk) return p.xwarp ? "bulk, x by each warp" : "bulk";
-    if (p.variant == fast::GemvVariant::BulkMma) return "bulk mma C=" + std::to_string(p.cluster);
+    if (p.variant == fast::GemvVariant::BulkMma)
+        return "bulk mma C=" + std::to_string(p.cluster) + (p.reducer ? " reducer" : "");
     return "mma mt=" + std::to_string(p.mtiles) + " splits=" + std::to_string(p.splits);
 }
 
@@ -205,6 +207,10 @@ TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
                                Shape{8, 80, 14336},   // (BulkMma: 8 blocks a cluster, fewer row tiles than clusters)
                                Shape{6, 2064, 4096 + 128}})  // (BulkMma: two slices of 17 and 16 k-tiles, several
                                                              // row tiles a cluster)
+            shapes.push_back(t);
+        // BulkMma's reducer warp two row tiles and more behind its consumers (this GPU's SM count):
+        // 17–18 row tiles a block, one stage each; 10–11 over clusters of 2 (slices of 9 and 8 k-tiles).
+        for (const Shape& t : {Shape{5, 16 * (17 * sms + 3), 256}, Shape{8, 16 * (5 * sms + 7), 2048 + 128}})
             shapes.push_back(t);
         for (const Shape& sh : shapes)
         for (const bool tiles : {false, true}) {
@@ -261,11 +267,19 @@ TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
                 if (sh.T <= 2) plans.push_back(xw);  // more tokens stage it whole either way)
                 if (qbound.empty()) qbound = dp4a_bound(ph, x, ldx, sh.T);
             }
-            // BulkMma (f16 weights and x): every cluster that fits (its own, the smallest, among them).
+            // BulkMma (f16 weights and x): every cluster that fits (its own, the smallest, among them),
+            // in each form (the row tile's fragments summed after a barrier, or by a warp of their own:
+            // the same sums in the same order, so the same bits — checked below).
             for (int C : {1, 2, 4, 8})
-                if (fast::gemv_bulk_mma_fits(dp.m, sh.T, C, sms)) plans.push_back({fast::GemvVariant::BulkMma, 1, 1, C});
+                for (int reducer : {0, 1})
+                    if (fast::gemv_bulk_mma_fits(dp.m, sh.T, C, sms)) {
+                        fast::GemvPlan bp{fast::GemvVariant::BulkMma, 1, 1, C};
+                        bp.reducer = reducer;
+                        plans.push_back(bp);
+                    }
             if (fast::gemv_bulk_mma_cluster(dp.m, sh.T, sms) > 0)
                 packed_reference(ph, round_f16_bits(x), ldx, sh.T, &want_h, &mag_h, &off_h, true);
+            std::map<int, std::vector<float>> bulk_mma_y;  // the barrier form's y by cluster
             for (const fast::GemvPlan& plan : plans) {
                 SCOPED_TRACE(plan_name(plan));
                 const bool dp4a = plan.variant == fast::GemvVariant::Dp4a ||  // x in two int8 limbs
@@ -298,6 +312,10 @@ TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
                             ADD_FAILURE() << "[" << t << ", " << n << "] got " << got << " want (exact x) " << want[i];
                     }
                 EXPECT_EQ(bad, 0);
+                if (f16 && plan.reducer == 0) bulk_mma_y[plan.cluster] = y;
+                if (f16 && plan.reducer == 1 && bulk_mma_y.count(plan.cluster)) {
+                    EXPECT_TRUE(y == bulk_mma_y[plan.cluster]) << "the reducer warp's sums differ from the barrier's";
+                }
             }
         }
     }
@@ -490,7 +508,16 @@ TEST(FastGemv, PickIsValid) {
             const fast::GemvPlan p = fast::gemv_pick_packed(T, big, 132);
             EXPECT_EQ(p.variant, V::BulkMma) << T;
             EXPECT_EQ(p.cluster, fast::gemv_bulk_mma_cluster(big, T, 132)) << T;
+            // its reducer warp where a block walks 8 row tiles or more: 256 over 33 clusters of 4
+            // blocks (3–4 tokens: ⌈256 / 33⌉ = 8) or 16 of 8 (5–8 tokens: 16)
+            EXPECT_EQ(p.reducer, 1) << T;
         }
+        static_assert(fast::kGemvBulkMmaReducerRowTiles == 8);
+        EXPECT_EQ(fast::gemv_pick_packed(4, packed(16 * (7 * 132 + 1), 2048, PackedKind::Int4, true, 32), 132).reducer,
+                  1);
+        EXPECT_EQ(fast::gemv_pick_packed(4, packed(16 * 7 * 132, 2048, PackedKind::Int4, true, 32), 132).reducer, 0);
+        EXPECT_EQ(fast::gemv_pick_packed(2, packed(248320, 2048, PackedKind::Int4, true, 64), 132).reducer, 1);
+        EXPECT_EQ(fast::gemv_pick_packed(8, packed(12352, 2048, PackedKind::Int4, true, 32), 132).reducer, 0);
         static_assert(fast::kGemvBulkMmaMinTokens == 2 && fast::kGemvBulkMmaMinWeights == 8192 * 2048);
         EXPECT_EQ(fast::gemv_pick_packed(4, packed(8192, 2048, PackedKind::Int4, true, 32), 132).variant, V::BulkMma);
         EXPECT_EQ(fast::gemv_pick_packed(4, packed(8192, 2048, PackedKind::Int4, true, 32), 132).cluster, 1);

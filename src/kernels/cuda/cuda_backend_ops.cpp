@@ -42,6 +42,7 @@ using detail::Rows;
 using detail::rows_of;
 using detail::same_shape;
 
+using detail::bulk_mma_reducer_env;
 using detail::bulk_x_env;
 using detail::gdn_chunk_variant;
 using detail::gdn_decode_out_fused;
@@ -130,8 +131,11 @@ void CudaBackend::matmul_packed(const Tensor& y, const Tensor& x, const PackedMa
                 return fast::gemv_packed_plan(p, Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
             }
             if (gemv_mode() == GemvMode::BulkMma && X.rows >= 3) {
-                const fast::GemvPlan p{fast::GemvVariant::BulkMma, 1, 1,
-                                       fast::gemv_bulk_mma_cluster(w, X.rows, fast::gemv_sm_count())};
+                fast::GemvPlan p{fast::GemvVariant::BulkMma, 1, 1,
+                                 fast::gemv_bulk_mma_cluster(w, X.rows, fast::gemv_sm_count())};
+                p.reducer = bulk_mma_reducer_env() >= 0
+                                ? bulk_mma_reducer_env()
+                                : fast::gemv_bulk_mma_reducer(w, p.cluster, fast::gemv_sm_count());
                 if (p.cluster > 0) return fast::gemv_packed_plan(p, Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
             }
             if (gemv_mode() == GemvMode::NoBulkMma) {
@@ -147,8 +151,10 @@ void CudaBackend::matmul_packed(const Tensor& y, const Tensor& x, const PackedMa
                     p = {fast::GemvVariant::MmaStaged, 1, 1};
                 return fast::gemv_packed_plan(p, Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
             }
-            // the pick, its Bulk staging x as TESSERA_BULK_X says (auto, -1: the pick's own)
-            return fast::gemv_packed(Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get(), bulk_x_env());
+            // the pick, its Bulk staging x as TESSERA_BULK_X says and its BulkMma in TESSERA_BULK_MMA's
+            // form (auto, -1: the pick's own)
+            return fast::gemv_packed(Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get(), bulk_x_env(),
+                                     bulk_mma_reducer_env());
         case MatmulKernel::Gemm:
             if (prefill_via_cublas(X.rows)) {  // w to bf16 (in scratch, or its copy), cuBLAS's GEMM
                 const auto copy = bf16_.find(w.codes);

@@ -58,6 +58,14 @@ int bulk_x_env() {
     static const int x = env_choice("TESSERA_BULK_X", {"auto", "first", "warp"}) - 1;
     return x;
 }
+// TESSERA_BULK_MMA: how every BulkMma launch (the pick's and TESSERA_GEMV=bulk_mma's) sums a row
+// tile's 16 fragments — auto (the pick's own), barrier (16·T consumer threads after a barrier of
+// the consumer warps) or reducer (a warp of their own, the consumers going on). fast_gemv_bulk_mma.cu,
+// docs/cuda.md's twenty-eighth round.
+int bulk_mma_reducer_env() {
+    static const int r = env_choice("TESSERA_BULK_MMA", {"auto", "barrier", "reducer"}) - 1;
+    return r;
+}
 int env_choice(const char* var, std::initializer_list<const char*> names) {
     const char* v = std::getenv(var);
     const std::string s = v ? v : "";

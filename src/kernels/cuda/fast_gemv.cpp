@@ -117,6 +117,10 @@ void gemv_packed_plan(const GemvPlan& plan, float* y, int64_t ldy, const float* 
                                                        kGemvBulkStages,
                                                        gemv_bulk_mma_part_rts(w.n, plan.cluster, gemv_sm_count()))
                                   : 0);
+        TS_CHECK(plan.reducer == 0 || plan.reducer == 1,
+                 "gemv_packed: BulkMma sums a row tile's fragments after a barrier (reducer 0) or in a warp of their "
+                 "own (1), not {}",
+                 plan.reducer);
         TS_CUDA_CHECK(detail::launch_gemv_bulk_mma(plan, y, ldy, x, ldx, T, w, stream));
         return;
     }
@@ -148,9 +152,10 @@ void gemv_packed_plan(const GemvPlan& plan, float* y, int64_t ldy, const float* 
 }
 
 void gemv_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
-                 cudaStream_t stream, int bulk_xwarp) {
+                 cudaStream_t stream, int bulk_xwarp, int bulk_mma_reducer) {
     GemvPlan plan = gemv_pick_packed(T, w, gemv_sm_count(), gemv_dp4a_takes_group(w.group));
     if (plan.variant == GemvVariant::Bulk && bulk_xwarp >= 0) plan.xwarp = bulk_xwarp;
+    if (plan.variant == GemvVariant::BulkMma && bulk_mma_reducer >= 0) plan.reducer = bulk_mma_reducer;
     gemv_packed_plan(plan, y, ldy, x, ldx, T, w, stream);
 }
 

@@ -29,17 +29,23 @@
 // 14336, S = 8), the cluster walks row tiles rt = cluster, + clusters, … (persistent, one block an
 // SM), each block streaming its slice of each. A stage is up to kGemvBulkWarps k-tiles of one
 // (row tile, slice); consumer warp w takes k-tile w. At a row tile's end the 16 warps' fragments
-// are summed in warp order into the block's part (scaled back by x's powers of two); with S = 1
-// that is y, else the parts stay in shared memory until every row tile is done, and the blocks of
-// the cluster each sum a share of them over the S ranks in rank order (distributed shared
-// memory) — deterministic, no scratch, no atomics.
+// are summed in warp order into the block's part (scaled back by x's powers of two) — by 16·T
+// consumer threads after a barrier of the consumer warps, or (GemvPlan::reducer, where a block
+// walks 8 row tiles or more) by a warp of their own while the consumers go on: the same sums in
+// the same order, the same bits; with S = 1 that is y, else the parts stay in shared memory until
+// every row tile is done, and the blocks of the cluster each sum a share of them over the S ranks
+// in rank order (distributed shared memory) — deterministic, no scratch, no atomics.
 //
 // Measured (H200, bench_fast_gemv, µs 16 calls back to back / cold; docs/cuda.md, twenty-seventh
-// round): 4096x14336 4 tokens 18.8 / 22.2, 8 tokens 20.6 / 24.1 (MmaRows 24.7 / 28.2); 8192x2048
-// 2 / 4 / 8 tokens 6.0 / 7.2 / 8.5 (MmaRows 9.5 / 9.6 / 10.0); lm_head 87 / 89 / 94 (Mma 184 / 194
-// / 213). At one token Bulk's dp4a is faster (11.5 against 14.9), below 16 Mi weights MmaRows.
-// Where its time goes is open: 37–41 % of the copy bandwidth at 4096x14336 with the copies alone
-// at 95 %, and ~30 % fewer instructions a k-tile did not make it faster.
+// and twenty-eighth rounds): 4096x14336 4 tokens 18.3 (barrier 18.8 / 22.2 cold), 8 tokens 19.8
+// (20.8 / 24.1; MmaRows 24.7 / 28.2); 8192x2048 2 / 4 / 8 tokens 6.0 / 7.2 / 8.5 (MmaRows 9.5 /
+// 9.6 / 10.0); lm_head 85 / 88 / 89 (Mma 184 / 194 / 213). At one token Bulk's dp4a is faster
+// (11.5 against 14.9), below 16 Mi weights MmaRows. Where the time goes at 8 tokens of 4096x14336
+// (diagnosis rows, session 31): the ring alone 11.9 (clusters of 8, 14-k-tile stages; Bulk's ring
+// at one block 8.7), x's staging ~1.9, the arithmetic ~6.7, the row tiles' sums ~2.0 (~1.0 with
+// the reducer warp). Tried and measured slower (session 31): each warp its own row tile, a stage
+// several row tiles' k-tiles — one bulk copy per row tile and stage costs ~65 ns of the copy
+// engine's time, so stages of 1–2 KB copies stream at a third of the bandwidth.
 #include <cooperative_groups.h>
 #include <cuda_fp16.h>
 
@@ -98,21 +104,22 @@ __device__ __forceinline__ void dequant_word(uint32_t q, uint32_t s2, uint32_t b
     }
 }
 
-// The (row tile, slice) k-tile of consumer warp `warp` in the stage at `stage`: 8 mma into acc
-// (acc[c]: code word c's two k-steps — four chains the scheduler interleaves). xv: this lane's B
-// at the k-tile (token g's pairs of chunk t, per code word; zeros past T).
+// One k-tile of a row tile: 8 mma into acc (acc[c]: code word c's two k-steps — four chains the
+// scheduler interleaves). codes: the k-tile's 1024 code bytes (rows 0..7, then 8..15: 512 bytes,
+// 16 a lane each); scales, biases: its 16 rows × gpt f16. xv: this lane's B at the k-tile (token g's
+// pairs of chunk t, per code word; zeros past T).
 template <bool BIAS>
-__device__ __forceinline__ void mma_ktile(float (&acc)[4][4], const uint8_t* stage, int stb, int gpt, int gi,
-                                          const uint4 (&xv)[4]) {
-    const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), g = lane >> 2;
-    const uint4 q0 = *reinterpret_cast<const uint4*>(stage + warp * 1024 + 16 * lane);        // row g
-    const uint4 q1 = *reinterpret_cast<const uint4*>(stage + warp * 1024 + 512 + 16 * lane);  // row g + 8
-    const auto* ss = reinterpret_cast<const uint16_t*>(stage + kCW * 1024 + warp * stb);
+__device__ __forceinline__ void mma_tile(float (&acc)[4][4], const uint8_t* codes, const uint8_t* scales,
+                                         const uint8_t* biases, int gpt, int gi, const uint4 (&xv)[4]) {
+    const int lane = int(threadIdx.x & 31), g = lane >> 2;
+    const uint4 q0 = *reinterpret_cast<const uint4*>(codes + 16 * lane);        // row g
+    const uint4 q1 = *reinterpret_cast<const uint4*>(codes + 512 + 16 * lane);  // row g + 8
+    const auto* ss = reinterpret_cast<const uint16_t*>(scales);
     const uint32_t h0 = ss[g * gpt + gi], h1 = ss[(g + 8) * gpt + gi];
     const uint32_t s0 = h0 | (h0 << 16), s1 = h1 | (h1 << 16);
     uint32_t b0 = 0x80008000u, b1 = 0x80008000u;  // −0: (code − 8)·s + (−0) is the product, rounded
     if constexpr (BIAS) {
-        const auto* bs = reinterpret_cast<const uint16_t*>(stage + kCW * (1024 + stb) + warp * stb);
+        const auto* bs = reinterpret_cast<const uint16_t*>(biases);
         const uint32_t c0 = bs[g * gpt + gi], c1 = bs[(g + 8) * gpt + gi];
         b0 = c0 | (c0 << 16), b1 = c1 | (c1 << 16);
     }
@@ -126,6 +133,66 @@ __device__ __forceinline__ void mma_ktile(float (&acc)[4][4], const uint8_t* sta
         mma_f16(acc[c], {d0[0], d1[0], d0[1], d1[1]}, xv[c].x, xv[c].y);
         mma_f16(acc[c], {d0[2], d1[2], d0[3], d1[3]}, xv[c].z, xv[c].w);
     }
+}
+
+// The k-tile of consumer warp `warp` in a stage of one (row tile, slice): kCW k-tiles' codes, then
+// their scales, then their biases.
+template <bool BIAS>
+__device__ __forceinline__ void mma_ktile(float (&acc)[4][4], const uint8_t* stage, int stb, int gpt, int gi,
+                                          const uint4 (&xv)[4]) {
+    const int warp = int(threadIdx.x >> 5);
+    mma_tile<BIAS>(acc, stage + warp * 1024, stage + kCW * 1024 + warp * stb, stage + kCW * (1024 + stb) + warp * stb,
+                   gpt, gi, xv);
+}
+
+// The consumer warps stage x's slice — columns kt0·128 … (kt0 + nk)·128 of T tokens — as f16 into
+// xs [T][xrow] (k-tile j's code word c of chunk t at 256·j + 64·c + 16·t: the word's 4 pairs),
+// each token under a power of two (xmul[u]: what its products are multiplied back by), then 256
+// zero bytes (B's columns past T); they end at their barrier. amax_bits: zeroed before. skip (the
+// bench's diagnosis): nothing staged.
+__device__ __forceinline__ void stage_x(uint8_t* xs, int64_t xrow, const float* __restrict__ x, int64_t ldx, int T,
+                                        int kt0, int nk, bool x_aligned, bool skip, uint32_t* amax_bits,
+                                        float* xmul) {
+    const int tid = int(threadIdx.x), lane = tid & 31;
+    // x's slice: items of 8 columns (token u, k-tile j, chunk t, word c), item
+    // i = ((u·nk + j)·4 + t)·4 + c — neighbouring items neighbouring 32 bytes of x.
+    const int items = skip ? 0 : T * nk * 16;
+    float xv[kXItems][8];
+#pragma unroll
+    for (int m = 0; m < kXItems; ++m) {
+        const int i = tid + kCW * 32 * m;
+        const bool ok = i < items;
+        const int u = ok ? i / (nk * 16) : -1, r = i - u * nk * 16;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) xv[m][e] = 0.f;
+        if (ok) load8(x + u * ldx + int64_t(kt0) * 128 + 8 * r, x_aligned, xv[m]);
+        float a = 0.f;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) a = fmaxf(a, fabsf(xv[m][e]));
+        // the token's largest |x|: lanes of one token together, then one atomic a warp-token
+        const unsigned same = __match_any_sync(0xffffffffu, u);
+        const unsigned mx = __reduce_max_sync(same, __float_as_uint(a));
+        if (ok && lane == __ffs(same) - 1) atomicMax(&amax_bits[u], mx);
+    }
+    named_barrier_sync(kConsumerBar, kCW * 32);
+    auto exponent = [&](int u) {  // e: amax · 2^−e in [2^13, 2^14); 0 for x = 0 (no clamp needed
+        const uint32_t b = amax_bits[u];                  // past ±126: f32's own range)
+        return b == 0 ? 0 : max(-126, min(126, int(b >> 23) - 127 - 13));
+    };
+    if (tid < T) xmul[tid] = __uint_as_float(uint32_t(127 + exponent(tid)) << 23);
+#pragma unroll
+    for (int m = 0; m < kXItems; ++m) {
+        const int i = tid + kCW * 32 * m;
+        if (i >= items) continue;
+        const int u = i / (nk * 16), r = i - u * nk * 16, j = r >> 4, t = (r >> 2) & 3, c = r & 3;
+        const float sc = __uint_as_float(uint32_t(127 - exponent(u)) << 23);
+        uint4 h;
+        h.x = pack_half2(xv[m][0] * sc, xv[m][4] * sc), h.y = pack_half2(xv[m][1] * sc, xv[m][5] * sc);
+        h.z = pack_half2(xv[m][2] * sc, xv[m][6] * sc), h.w = pack_half2(xv[m][3] * sc, xv[m][7] * sc);
+        *reinterpret_cast<uint4*>(xs + u * xrow + j * 256 + c * 64 + t * 16) = h;
+    }
+    if (tid < 16) reinterpret_cast<uint4*>(xs + T * xrow)[tid] = make_uint4(0, 0, 0, 0);
+    named_barrier_sync(kConsumerBar, kCW * 32);
 }
 
 // Shared memory past the ring: x [T][per·256 + 64 bytes] (a row tile slice's k-tile j at 256·j: per
@@ -146,16 +213,39 @@ constexpr Layout layout(int64_t stage_bytes, int ns, int64_t per, int64_t T, int
     return L;
 }
 
+// The cluster's sum (S > 1), every block's parts [rts][wpr][T][16] written: block `rank` sums
+// the row tiles i ≡ rank (mod S) over the S ranks in rank order, each over its wpr parts in order,
+// into y. Every thread of every block of the cluster calls it.
+__device__ __forceinline__ void cluster_sum(const cg::cluster_group& cluster, float* parts, int wpr, int my_rts,
+                                            int T, float* __restrict__ y, int64_t ldy, int cid, int ncl) {
+    const int S = int(cluster.num_blocks()), rank = int(cluster.block_rank());
+    pdl::wait();  // (the producer warp writes y too)
+    cluster_sync_all();
+    for (int e = int(threadIdx.x); e < my_rts * T * 16; e += int(blockDim.x)) {
+        const int i = e / (T * 16), u = (e / 16) % T, rr = e % 16;
+        if (i % S != rank) continue;
+        float v = 0.f;
+        for (int r = 0; r < S; ++r) {
+            const float* pr = cluster.map_shared_rank(parts, r);
+            for (int q = 0; q < wpr; ++q) v += pr[((i * wpr + q) * T + u) * 16 + rr];
+        }
+        y[u * ldy + (int64_t(cid) + int64_t(i) * ncl) * 16 + rr] = v;
+    }
+    cluster_sync_all();  // no block leaves while another reads its parts
+}
+
 // NS: ring stages. per: k-tiles a slice (the last slices may hold fewer, or none); part_rts: the
 // row tiles a cluster walks at most (its parts' rows, S > 1). SKIP (the bench's diagnosis; y
 // garbage): bits of kGemvBulkMmaSkip* — x's staging, the consumers' arithmetic, the row tiles' sums
-// left out.
-template <bool BIAS, int NS, int SKIP = 0>
-__global__ void __launch_bounds__(kThreads, 1)
+// left out. RW (GemvPlan::reducer): a row tile's fragments are summed by a warp of their own (see
+// the consumers' `finish`), else by 16·T consumer threads after a barrier of the consumer warps.
+template <bool BIAS, int NS, int SKIP = 0, bool RW = false>
+__global__ void __launch_bounds__(kThreads + (RW ? 32 : 0), 1)
     gemv_bulk_mma_kernel(float* __restrict__ y, int64_t ldy, const float* __restrict__ x, int64_t ldx, int T,
                          PackedMatrix w, bool x_aligned, int per, int part_rts, int prewait) {
     extern __shared__ __align__(128) uint8_t smem[];
     __shared__ uint64_t full[NS], empty[NS];
+    __shared__ uint64_t red_full[2], red_empty[2];  // RW: the fragments' buffers
     __shared__ uint32_t amax_bits[8];
     __shared__ float xmul[8];  // x's power of two a token (what the parts are multiplied back by)
     const cg::cluster_group cluster = cg::this_cluster();
@@ -170,11 +260,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int tile_bytes = 1024 + stb * (BIAS ? 2 : 1);
     const int stage_bytes = kCW * tile_bytes;
     const Layout L = layout(stage_bytes, NS, per, T, part_rts);
-    if (threadIdx.x == 0)
+    if (threadIdx.x == 0) {
         for (int s = 0; s < NS; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], kCW);
+        for (int b = 0; b < 2; ++b) mbar_init(&red_full[b], kCW), mbar_init(&red_empty[b], 1);
+    }
     if (threadIdx.x < 8) amax_bits[threadIdx.x] = 0;
     __syncthreads();
     float* const parts = reinterpret_cast<float*>(smem + L.parts);  // [part_rts][T][16]
+    auto* const red = reinterpret_cast<float4*>(smem + L.red);       // [2][kCW][32]
 
     if (warp == kCW) {  // ---- producer: one lane asks for every stage of the block, in order ----
         if (lane == 0) {
@@ -198,61 +291,56 @@ __global__ void __launch_bounds__(kThreads, 1)
                                   &full[s], policy);
                 }
         }
+    } else if (RW && warp == kCW + 1) {  // ---- the reducer: each row tile's fragments, in warp order ----
+        pdl::wait();  // (it writes y)
+        const int g = lane >> 2, t = lane & 3;  // lane = the fragments' lane: rows g, g + 8 × tokens 2t, 2t + 1
+        for (int i = 0; i < my_rts; ++i) {
+            const int buf = i & 1;
+            mbar_wait(&red_full[buf], (i >> 1) & 1);
+            if (2 * t < T) {
+                float v[4] = {0.f, 0.f, 0.f, 0.f};
+                for (int q = 0; q < kCW; ++q) {
+                    const float4 f = red[(buf * kCW + q) * 32 + lane];
+                    v[0] += f.x, v[1] += f.y, v[2] += f.z, v[3] += f.w;
+                }
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int u = 2 * t + (e & 1), rr = g + 8 * (e >> 1);
+                    if (u >= T) continue;
+                    if (S == 1) y[u * ldy + (int64_t(cid) + int64_t(i) * ncl) * 16 + rr] = v[e] * xmul[u];
+                    else parts[(i * T + u) * 16 + rr] = v[e] * xmul[u];
+                }
+            }
+            __syncwarp();
+            if (lane == 0) mbar_arrive(&red_empty[buf]);  // red[buf] read: the consumers may write it again
+        }
     } else {  // ---- consumers ----
         pdl::wait();  // x comes from the kernel before
         pdl::trigger();
+        stage_x(smem + L.x, L.xrow, x, ldx, T, kt0, nk, x_aligned, (SKIP & kGemvBulkMmaSkipX) != 0, amax_bits, xmul);
         const int tid = int(threadIdx.x);
-        // x's slice: items of 8 columns (token u, k-tile j, chunk t, word c), item
-        // i = ((u·nk + j)·4 + t)·4 + c — neighbouring items neighbouring 32 bytes of x.
-        const int items = (SKIP & kGemvBulkMmaSkipX) ? 0 : T * nk * 16;
-        float xv[kXItems][8];
-#pragma unroll
-        for (int m = 0; m < kXItems; ++m) {
-            const int i = tid + kCW * 32 * m;
-            const bool ok = i < items;
-            const int u = ok ? i / (nk * 16) : -1, r = i - u * nk * 16;
-#pragma unroll
-            for (int e = 0; e < 8; ++e) xv[m][e] = 0.f;
-            if (ok) load8(x + u * ldx + int64_t(kt0) * 128 + 8 * r, x_aligned, xv[m]);
-            float a = 0.f;
-#pragma unroll
-            for (int e = 0; e < 8; ++e) a = fmaxf(a, fabsf(xv[m][e]));
-            // the token's largest |x|: lanes of one token together, then one atomic a warp-token
-            const unsigned same = __match_any_sync(0xffffffffu, u);
-            const unsigned mx = __reduce_max_sync(same, __float_as_uint(a));
-            if (ok && lane == __ffs(same) - 1) atomicMax(&amax_bits[u], mx);
-        }
-        named_barrier_sync(kConsumerBar, kCW * 32);
-        auto exponent = [&](int u) {  // e: amax · 2^−e in [2^13, 2^14); 0 for x = 0 (no clamp needed
-            const uint32_t b = amax_bits[u];                  // past ±126: f32's own range)
-            return b == 0 ? 0 : max(-126, min(126, int(b >> 23) - 127 - 13));
-        };
-        if (tid < T) xmul[tid] = __uint_as_float(uint32_t(127 + exponent(tid)) << 23);
-#pragma unroll
-        for (int m = 0; m < kXItems; ++m) {
-            const int i = tid + kCW * 32 * m;
-            if (i >= items) continue;
-            const int u = i / (nk * 16), r = i - u * nk * 16, j = r >> 4, t = (r >> 2) & 3, c = r & 3;
-            const float sc = __uint_as_float(uint32_t(127 - exponent(u)) << 23);
-            uint4 h;
-            h.x = pack_half2(xv[m][0] * sc, xv[m][4] * sc), h.y = pack_half2(xv[m][1] * sc, xv[m][5] * sc);
-            h.z = pack_half2(xv[m][2] * sc, xv[m][6] * sc), h.w = pack_half2(xv[m][3] * sc, xv[m][7] * sc);
-            *reinterpret_cast<uint4*>(smem + L.x + u * L.xrow + j * 256 + c * 64 + t * 16) = h;
-        }
-        if (tid < 16) reinterpret_cast<uint4*>(smem + L.x + T * L.xrow)[tid] = make_uint4(0, 0, 0, 0);
-        named_barrier_sync(kConsumerBar, kCW * 32);
-
         const int g = lane >> 2, t = lane & 3;
         const int gi = t >> (__ffs(w.group / 32) - 1);  // chunk t's scale group in its tile row
-        auto* const red = reinterpret_cast<float4*>(smem + L.red);  // [2][kCW][32]
         // A row tile's end: the warps' fragments (c0..c3: rows g, g, g + 8, g + 8 × tokens 2t,
-        // 2t + 1) into red[buf], summed in warp order by 16·T threads while the other warps go on.
-        // (Tried: only the reducing warps waiting for the fragments, the others arriving at named
-        // barriers full / empty a buffer and running ahead — slower at every shape, H200 session
-        // 30: lm_head 8 tokens 114.2 against 94.2 µs, 4096x14336 23.2 against 20.8.)
+        // 2t + 1) into red[buf], summed in warp order — RW: by the reducer warp, the consumers
+        // going on at once (they wait only for red[buf] to be free, two row tiles later); else by
+        // 16·T consumer threads after a barrier of the consumer warps, the other warps going on.
+        // (Tried: only those 16·T threads' warps waiting for the fragments, the others arriving at
+        // named barriers full / empty a buffer and running ahead — slower at every shape, H200
+        // session 30: lm_head 8 tokens 114.2 against 94.2 µs, 4096x14336 23.2 against 20.8: the
+        // reducing warps fell behind and held the ring's stages.)
         auto finish = [&](float (&acc)[4][4], int i, int buf) {
             if constexpr ((SKIP & kGemvBulkMmaSkipSums) != 0) {
-                if (acc[0][0] == 1.2345e-30f) y[0] = acc[0][1];  // practically never: keeps the arithmetic
+                // Every accumulator kept alive (session 30's form tested acc[0] alone, so the compiler
+                // dropped three quarters of the arithmetic: its "no row-tile sums" row ran 14.5 µs
+                // against 20.7 at 8 tokens of 4096x14336, which this session's reducer warp showed
+                // was not the sums' cost).
+                float any = 0.f;
+#pragma unroll
+                for (int c = 0; c < 4; ++c)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) any += acc[c][e];
+                if (any == 1.2345e-30f) y[0] = any;  // practically never
                 return;
             }
             float4 f;
@@ -262,6 +350,13 @@ __global__ void __launch_bounds__(kThreads, 1)
             for (int c = 0; c < 4; ++c)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) acc[c][e] = 0.f;
+            if constexpr (RW) {
+                mbar_wait(&red_empty[buf], ((i >> 1) & 1) ^ 1);
+                red[(buf * kCW + warp) * 32 + lane] = f;
+                __syncwarp();
+                if (lane == 0) mbar_arrive(&red_full[buf]);
+                return;
+            }
             red[(buf * kCW + warp) * 32 + lane] = f;
             named_barrier_sync(kConsumerBar, kCW * 32);  // red[buf] written (red[buf ^ 1]'s readers long done)
             if (tid < 16 * T) {
@@ -315,29 +410,17 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (stages_rt == 1) walk(std::true_type{});
         else walk(std::false_type{});
     }
-    if (S == 1) return;
-    // ---- the cluster's sum: its blocks' parts, every row tile done; block `rank` sums the row
-    // tiles i ≡ rank (mod S) over the S ranks in rank order ----
-    pdl::wait();  // (the producer warp writes y too)
-    cluster_sync_all();
-    for (int e = int(threadIdx.x); e < my_rts * T * 16; e += kThreads) {
-        const int i = e / (T * 16);
-        if (i % S != rank) continue;
-        float v = 0.f;
-        for (int q = 0; q < S; ++q) v += cluster.map_shared_rank(parts, q)[e];
-        const int u = (e / 16) % T, rr = e % 16;
-        y[u * ldy + (int64_t(cid) + int64_t(i) * ncl) * 16 + rr] = v;
-    }
-    cluster_sync_all();  // no block leaves while another reads its parts
+    if (S > 1) cluster_sum(cluster, parts, 1, my_rts, T, y, ldy, cid, ncl);
 }
 
 // The clusters of S blocks resident at once for this kernel and shared memory on the current
 // device (cached: an occupancy query a launch costs microseconds; not a stream operation, so graph
 // capture is safe).
-int resident_clusters(const void* kernel, int S, size_t smem) {
+int resident_clusters(const void* kernel, int threads, int S, size_t smem) {
     struct Entry {
         int device;
         const void* kernel;
+        int threads;
         int S;
         size_t smem;
         int clusters;
@@ -348,10 +431,11 @@ int resident_clusters(const void* kernel, int S, size_t smem) {
     if (cudaGetDevice(&device) != cudaSuccess) return 0;
     std::lock_guard<std::mutex> lock(mu);
     for (const Entry& e : cache)
-        if (e.device == device && e.kernel == kernel && e.S == S && e.smem == smem) return e.clusters;
+        if (e.device == device && e.kernel == kernel && e.threads == threads && e.S == S && e.smem == smem)
+            return e.clusters;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(unsigned(S * gemv_sm_count()));
-    cfg.blockDim = dim3(kThreads);
+    cfg.blockDim = dim3(unsigned(threads));
     cfg.dynamicSmemBytes = smem;
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeClusterDimension;
@@ -363,17 +447,29 @@ int resident_clusters(const void* kernel, int S, size_t smem) {
         (void)cudaGetLastError();
         n = 0;
     }
-    cache.push_back({device, kernel, S, smem, n});
+    cache.push_back({device, kernel, threads, S, smem, n});
     return n;
 }
 
+// NS: ring stages; plan.reducer: the form (RW).
 template <bool BIAS, int NS, int SKIP = 0>
 cudaError_t launch_ns(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                       const PackedMatrix& w, cudaStream_t stream, int* grid_out) {
-    auto* kernel = gemv_bulk_mma_kernel<BIAS, NS, SKIP>;
-    static const cudaError_t opt_in =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kGemvBulkMaxSmem));
+    if (plan.reducer != 0 && plan.reducer != 1) return cudaErrorInvalidValue;
+    if (SKIP != 0 && plan.reducer != 0) return cudaErrorInvalidValue;  // (the diagnosis is the barrier form's)
+    auto* barrier = gemv_bulk_mma_kernel<BIAS, NS, SKIP, false>;
+    auto* reducer = gemv_bulk_mma_kernel<BIAS, NS, SKIP, true>;
+    static const cudaError_t opt_in = [&] {
+        for (const void* k : {reinterpret_cast<const void*>(barrier), reinterpret_cast<const void*>(reducer)}) {
+            const cudaError_t e =
+                cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kGemvBulkMaxSmem));
+            if (e != cudaSuccess) return e;
+        }
+        return cudaSuccess;
+    }();
     if (opt_in != cudaSuccess) return opt_in;
+    const void* kernel = plan.reducer ? reinterpret_cast<const void*>(reducer) : reinterpret_cast<const void*>(barrier);
+    const int threads = kThreads + (plan.reducer ? 32 : 0);
     const int S = plan.cluster;
     const int64_t nkt = w.k / 128, row_tiles = w.n / 16;
     const int per = int((nkt + S - 1) / S);
@@ -388,7 +484,7 @@ cudaError_t launch_ns(const GemvPlan& plan, float* y, int64_t ldy, const float* 
             layout(gemv_bulk_stage_bytes(w.group, w.biases != nullptr), NS, per, T, part_rts).total;
         if (need > kGemvBulkMaxSmem) return cudaErrorInvalidValue;  // gemv_bulk_mma_takes holds this off
         smem = size_t(need);
-        const int fit = resident_clusters(reinterpret_cast<const void*>(kernel), S, smem);
+        const int fit = resident_clusters(kernel, threads, S, smem);
         if (fit <= 0) return cudaErrorInvalidConfiguration;
         if (fit >= ncl) break;
         ncl = fit;
@@ -397,9 +493,9 @@ cudaError_t launch_ns(const GemvPlan& plan, float* y, int64_t ldy, const float* 
     if (grid_out) *grid_out = int(ncl * S);
     if (!y) return cudaSuccess;  // (the bench's question: the grid)
     const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
-    return pdl::launch_cluster(kernel, dim3(unsigned(ncl * S)), dim3(kThreads), smem, stream,
-                               dim3(unsigned(S), 1, 1), y, ldy, x, ldx, int(T), w, aligned, per, int(part_rts),
-                               kGemvBulkPrewait);
+    return pdl::launch_cluster(plan.reducer ? reducer : barrier, dim3(unsigned(ncl * S)), dim3(unsigned(threads)),
+                               smem, stream, dim3(unsigned(S), 1, 1), y, ldy, x, ldx, int(T), w, aligned, per,
+                               int(part_rts), kGemvBulkPrewait);
 }
 
 template <bool BIAS>

@@ -61,6 +61,9 @@ struct GemvPlan {
     int xwarp = 0;    // Bulk: 1 = each consumer warp stages x's columns of its own k-tiles
                       // (fast_gemv_bulk.cu's XJIT; at 1–2 tokens, more stage x whole), 0 = the
                       // consumers stage the whole of x first
+    int reducer = 0;  // BulkMma: 1 = a warp of its own sums each row tile's fragments, the
+                      // consumers going on at once; 0 = 16·T consumer threads sum them after a
+                      // barrier of the consumer warps (fast_gemv_bulk_mma.cu)
 };
 
 // Mma's geometry (fast_gemv_mma.cu): kGemvMmaWarps warps a block, each its own 16·mtiles rows;
@@ -330,6 +333,17 @@ constexpr int gemv_bulk_xwarp(int64_t T) { return T == 2 ? 1 : 0; }
 // 6.5 at 8, 512x2048 3.9 against 3.6. Two tokens from K = 8192 keep Bulk (15.9 against 16.6).
 constexpr int64_t kGemvBulkMmaMinTokens = 2;
 constexpr int64_t kGemvBulkMmaMinWeights = int64_t(16) << 20;
+// BulkMma's form (GemvPlan::reducer; the same sums in the same order either way): the reducer warp
+// where a block walks kGemvBulkMmaReducerRowTiles row tiles or more (H200, session 31, µs back to
+// back, barrier against reducer: 4096x14336 3 / 4 / 8 tokens 18.34 / 18.84 / 20.77 against 18.00 /
+// 18.46 / 19.86, lm_head 2 / 4 / 8 tokens 87.4 / 88.8 / 94.6 against 85.3 / 87.7 / 88.9), else the
+// barrier (8192x2048 2 / 4 tokens 6.02 / 7.15 against 6.22 / 7.42, 12352x2048 7.53 / 8.73 against
+// 7.75 / 9.10, 8 tokens level).
+constexpr int64_t kGemvBulkMmaReducerRowTiles = 8;
+constexpr int gemv_bulk_mma_reducer(const PackedMatrix& w, int S, int sms) {
+    const int64_t clusters = std::max(1, sms / std::max(1, S));
+    return (w.n / 16 + clusters - 1) / clusters >= kGemvBulkMmaReducerRowTiles ? 1 : 0;
+}
 // bulk_mma false leaves BulkMma out (TESSERA_GEMV=no_bulk_mma, for A/B).
 inline GemvPlan gemv_pick_packed(int64_t T, const PackedMatrix& w, int sms, bool dp4a = true, bool bulk_mma = true) {
     if (dp4a && T <= kGemvBulkMaxTokens && w.k >= kGemvBulkMinK && gemv_bulk_takes(w, T)) {
@@ -339,7 +353,11 @@ inline GemvPlan gemv_pick_packed(int64_t T, const PackedMatrix& w, int sms, bool
     }
     if (bulk_mma && T >= kGemvBulkMmaMinTokens && w.n * w.k >= kGemvBulkMmaMinWeights) {
         const int C = gemv_bulk_mma_cluster(w, T, sms);
-        if (C > 0) return GemvPlan{GemvVariant::BulkMma, 1, 1, C};
+        if (C > 0) {
+            GemvPlan p{GemvVariant::BulkMma, 1, 1, C};
+            p.reducer = gemv_bulk_mma_reducer(w, C, sms);
+            return p;
+        }
     }
     if (dp4a && T == 1 && w.k >= kGemvImmaMinK && gemv_imma_takes(w, T)) {
         GemvPlan p = gemv_imma_plan(w, T, sms);

@@ -17,9 +17,10 @@ namespace tessera::cuda::fast {
 // The kernel is gemv_pick's (fast_gemv_plan.h): the tensor-core variants round x to bf16 (codes
 // and scales stay exact, sums f32), the f32 one (Int8 below 4 tokens, K past 20480) keeps x exact.
 constexpr int64_t kGemvMaxTokens = 8;
-// bulk_xwarp: where the pick is Bulk, how it stages x (GemvPlan::xwarp; -1: the pick's own).
+// bulk_xwarp: where the pick is Bulk, how it stages x (GemvPlan::xwarp; -1: the pick's own);
+// bulk_mma_reducer: where it is BulkMma, its form (GemvPlan::reducer; -1: the pick's own).
 void gemv_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
-                 cudaStream_t stream, int bulk_xwarp = -1);
+                 cudaStream_t stream, int bulk_xwarp = -1, int bulk_mma_reducer = -1);
 
 // Prefill: many tokens, on the tensor cores (mma.sync bf16 → f32, weights dequantized in
 // registers; fast_gemm.cu). x is rounded to bf16 into `scratch` first (gemm_packed_scratch bytes).
