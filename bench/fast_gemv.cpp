@@ -8,7 +8,7 @@
 // tiles, cold — whose own time alone is subtracted: a decode step's neighbours are other kernels,
 // and a variant faster back to back with itself can be slower between them (Bulk, session 28).
 //   bench_fast_gemv [--tokens 1,2,4,8] [--layouts q4_0,int4g64b,int8g32] [--variants all|pick]
-//                   [--modes cold,hot,stream,mixed] [--runs 50] [--warmup 10] [--filter TEXT]
+//                   [--modes cold,hot,stream,mixed] [--runs 50] [--warmup 10] [--filter TEXT] [--diag]
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -64,6 +64,7 @@ struct Args {
     int runs = 50, warmup = 10;
     std::string filter;
     bool all_variants = true;
+    bool diag = false;  // the diagnosis rows (kernels with a part left out)
 };
 
 using Rng = bench::XorShift;
@@ -286,7 +287,7 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                             tp.push_back(bp);
                     }
                 // BulkMma with parts left out (no biases; y garbage): where its time goes
-                if (bm > 0 && !l.biases) {
+                if (a.diag && bm > 0 && !l.biases) {
                     using fast::detail::kGemvBulkMmaSkipX, fast::detail::kGemvBulkMmaSkipMath,
                         fast::detail::kGemvBulkMmaSkipSums;
                     const std::pair<int, const char*> skips[] = {
@@ -310,7 +311,7 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                 // arithmetic (the floor of its stream), one block an SM kept so by shared memory, grids
                 // of one row tile a block and of two blocks an SM, a warp's k-tiles of two stages a step,
                 // x's staging or the arithmetic left out, x staged by each warp for its own k-tiles.
-                if (T == 1 && !l.biases && fast::gemv_bulk_takes(tm, 1)) {
+                if (a.diag && T == 1 && !l.biases && fast::gemv_bulk_takes(tm, 1)) {
                     using D = fast::detail::GemvBulkDiag;
                     const std::pair<D, std::string> diags[] = {
                         {D{2, true, 0, false}, "2 stages"},
@@ -336,7 +337,7 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                 // What Imma's parts cost (one token, no biases): the kernel with its math, its x
                 // staging, its cluster sum or all three left out (y garbage) — at the pick's shape,
                 // 8 warps on one row tile, and 2 × 2.
-                if (a.all_variants && T == 1 && !l.biases && ip.cluster > 0) {
+                if (a.diag && a.all_variants && T == 1 && !l.biases && ip.cluster > 0) {
                     const std::pair<int, const char*> diags[] = {
                         {fast::detail::kGemvImmaDiagNoMath, "no math"},
                         {fast::detail::kGemvImmaDiagNoStage, "no x staging"},
@@ -413,11 +414,14 @@ int main(int argc, char** argv) {
             "  --modes LIST     cold, hot, stream (cold, 16 calls back to back timed together), mixed (stream, each\n"
             "                   call after a 2048x4096 GEMV whose own time is subtracted; default cold,hot)\n"
             "  --runs N         timed calls, median (default 50); --warmup N (default 10)\n"
-            "  --filter TEXT    only cases whose label \"<shape> <layout> T=<n>\" contains TEXT\n";
+            "  --filter TEXT    only cases whose label \"<shape> <layout> T=<n>\" contains TEXT\n"
+            "  --diag           also the diagnosis rows: Bulk, BulkMma (and with --variants all Imma) with a part\n"
+            "                   left out (y garbage) — off by default, so that the first launch of a kernel\n"
+            "                   (what scripts/gpu/ncu_source.sh profiles) is the picked one\n";
         bench::KernelArgs args(usage);
         args.ints("--tokens", a.tokens).words("--layouts", a.layouts).words("--modes", a.modes);
         args.choice("--variants", a.all_variants, "all").count("--runs", a.runs, 1).count("--warmup", a.warmup, 0);
-        if (!args.text("--filter", a.filter).parse(argc, argv)) return 0;
+        if (!args.text("--filter", a.filter).flag("--diag", a.diag).parse(argc, argv)) return 0;
         cudaDeviceProp p{};
         TS_CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
         std::printf("bench_fast_gemv on %s (%d SMs); runs %d, warm-up %d, median; %% of %.1f TB/s; cold = weights "
