@@ -393,6 +393,13 @@ TEST(FastGemv, BulkMmaRejectsBadPlans) {
     EXPECT_THROW(run(rm.tiles.m, 1, 0), Error);
     EXPECT_NO_THROW(run(rm.tiles.m, 8, 8));
     EXPECT_NO_THROW(run(rm.tiles.m, 1, 1));
+    for (int reducer : {-1, 2}) {  // the row tile's sums: after a barrier (0) or by a warp of their own (1)
+        fast::GemvPlan p{fast::GemvVariant::BulkMma, 1, 1, 1};
+        p.reducer = reducer;
+        EXPECT_THROW(fast::gemv_packed_plan(p, rm.y.as<float>(), 16, rm.x.as<float>(), 14336, 1, rm.tiles.m, s.get()),
+                     Error)
+            << reducer;
+    }
     s.synchronize();
 }
 
