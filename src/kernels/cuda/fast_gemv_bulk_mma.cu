@@ -213,11 +213,11 @@ constexpr Layout layout(int64_t stage_bytes, int ns, int64_t per, int64_t T, int
     return L;
 }
 
-// The cluster's sum (S > 1), every block's parts [rts][wpr][T][16] written: block `rank` sums
-// the row tiles i ≡ rank (mod S) over the S ranks in rank order, each over its wpr parts in order,
-// into y. Every thread of every block of the cluster calls it.
-__device__ __forceinline__ void cluster_sum(const cg::cluster_group& cluster, float* parts, int wpr, int my_rts,
-                                            int T, float* __restrict__ y, int64_t ldy, int cid, int ncl) {
+// The cluster's sum (S > 1), every block's parts [rts][T][16] written: block `rank` sums the row
+// tiles i ≡ rank (mod S) over the S ranks in rank order into y. Every thread of every block of the
+// cluster calls it.
+__device__ __forceinline__ void cluster_sum(const cg::cluster_group& cluster, float* parts, int my_rts, int T,
+                                            float* __restrict__ y, int64_t ldy, int cid, int ncl) {
     const int S = int(cluster.num_blocks()), rank = int(cluster.block_rank());
     pdl::wait();  // (the producer warp writes y too)
     cluster_sync_all();
@@ -225,10 +225,7 @@ __device__ __forceinline__ void cluster_sum(const cg::cluster_group& cluster, fl
         const int i = e / (T * 16), u = (e / 16) % T, rr = e % 16;
         if (i % S != rank) continue;
         float v = 0.f;
-        for (int r = 0; r < S; ++r) {
-            const float* pr = cluster.map_shared_rank(parts, r);
-            for (int q = 0; q < wpr; ++q) v += pr[((i * wpr + q) * T + u) * 16 + rr];
-        }
+        for (int r = 0; r < S; ++r) v += cluster.map_shared_rank(parts, r)[e];
         y[u * ldy + (int64_t(cid) + int64_t(i) * ncl) * 16 + rr] = v;
     }
     cluster_sync_all();  // no block leaves while another reads its parts
@@ -333,8 +330,7 @@ __global__ void __launch_bounds__(kThreads + (RW ? 32 : 0), 1)
             if constexpr ((SKIP & kGemvBulkMmaSkipSums) != 0) {
                 // Every accumulator kept alive (session 30's form tested acc[0] alone, so the compiler
                 // dropped three quarters of the arithmetic: its "no row-tile sums" row ran 14.5 µs
-                // against 20.7 at 8 tokens of 4096x14336, which this session's reducer warp showed
-                // was not the sums' cost).
+                // against 20.7 at 8 tokens of 4096x14336; kept whole, 18.8 — session 31).
                 float any = 0.f;
 #pragma unroll
                 for (int c = 0; c < 4; ++c)
@@ -410,7 +406,7 @@ __global__ void __launch_bounds__(kThreads + (RW ? 32 : 0), 1)
         if (stages_rt == 1) walk(std::true_type{});
         else walk(std::false_type{});
     }
-    if (S > 1) cluster_sum(cluster, parts, 1, my_rts, T, y, ldy, cid, ncl);
+    if (S > 1) cluster_sum(cluster, parts, my_rts, T, y, ldy, cid, ncl);
 }
 
 // The clusters of S blocks resident at once for this kernel and shared memory on the current
