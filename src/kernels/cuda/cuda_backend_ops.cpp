@@ -133,10 +133,12 @@ void CudaBackend::matmul_packed(const Tensor& y, const Tensor& x, const PackedMa
             if (gemv_mode() == GemvMode::BulkMma && X.rows >= 3) {
                 fast::GemvPlan p{fast::GemvVariant::BulkMma, 1, 1,
                                  fast::gemv_bulk_mma_cluster(w, X.rows, fast::gemv_sm_count())};
-                p.reducer = bulk_mma_reducer_env() >= 0
-                                ? bulk_mma_reducer_env()
-                                : fast::gemv_bulk_mma_reducer(w, p.cluster, fast::gemv_sm_count());
-                if (p.cluster > 0) return fast::gemv_packed_plan(p, Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
+                if (p.cluster > 0) {  // (0: no cluster fits — the pick below)
+                    p.reducer = bulk_mma_reducer_env() >= 0
+                                    ? bulk_mma_reducer_env()
+                                    : fast::gemv_bulk_mma_reducer(w, p.cluster, fast::gemv_sm_count());
+                    return fast::gemv_packed_plan(p, Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
+                }
             }
             if (gemv_mode() == GemvMode::NoBulkMma) {
                 fast::GemvPlan p = fast::gemv_pick_packed(X.rows, w, fast::gemv_sm_count(),
