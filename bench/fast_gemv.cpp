@@ -299,12 +299,28 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                     const fast::GemvPlan bp{fast::GemvVariant::BulkMma, 1, 1, bm};
                     for (const auto& [skip, what] : skips) {
                         const double sec = time([&](size_t c) {
-                            TS_CUDA_CHECK(fast::detail::launch_gemv_bulk_mma_diag(bp, skip, dy.as<float>(),
+                            TS_CUDA_CHECK(fast::detail::launch_gemv_bulk_mma_diag(bp, skip, 0, dy.as<float>(),
                                                                                   dx.as<float>(), T,
                                                                                   tile_copies[c].m, st));
                         });
                         row(name, l, T, mode, std::string("diag: bulk mma ") + what, sec, bytes,
                             "BulkMma C=" + std::to_string(bm) + " with a part left out (y garbage)");
+                    }
+                    // the pick's plan at each ring depth (the launch takes the deepest that keeps
+                    // its clusters resident: gemv_bulk_mma_stages)
+                    fast::GemvPlan rp = bp;
+                    rp.reducer = fast::gemv_bulk_mma_reducer(tm, bm, sms);
+                    for (int stages : {4, 6, 8}) {
+                        bool ok = true;
+                        const double sec = time([&](size_t c) {
+                            ok = ok && fast::detail::launch_gemv_bulk_mma_diag(rp, 0, stages, dy.as<float>(),
+                                                                               dx.as<float>(), T, tile_copies[c].m,
+                                                                               st) == cudaSuccess;
+                        });
+                        (void)cudaGetLastError();
+                        if (ok)
+                            row(name, l, T, mode, "diag: bulk mma " + std::to_string(stages) + " stages", sec, bytes,
+                                plan_name(rp) + " with this ring");
                     }
                 }
                 // Bulk in other shapes (one token, no biases): ring stages, its copies without the
@@ -364,7 +380,8 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                     });
                     std::string note = "16-row tiles (the backend's order)";
                     if (p.variant == fast::GemvVariant::BulkMma)
-                        note += "; " + std::to_string(fast::detail::gemv_bulk_mma_grid(p, tm, T)) + " blocks";
+                        note += "; " + std::to_string(fast::detail::gemv_bulk_mma_grid(p, tm, T)) + " blocks, " +
+                                std::to_string(fast::detail::gemv_bulk_mma_stages(p, tm, T)) + " stages";
                     else if (p.variant == fast::GemvVariant::Imma || p.variant == fast::GemvVariant::Bulk)
                         note += "; " + std::to_string(fast::detail::gemv_grid_blocks(p, N)) + " blocks" +
                                 (p.cluster == ip.cluster && p.splits == ip.splits && p.regs == ip.regs ? ", imma's shape"

@@ -259,7 +259,8 @@ __global__ void __launch_bounds__(kThreads + (RW ? 32 : 0), 1)
     const Layout L = layout(stage_bytes, NS, per, T, part_rts);
     if (threadIdx.x == 0) {
         for (int s = 0; s < NS; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], kCW);
-        for (int b = 0; b < 2; ++b) mbar_init(&red_full[b], kCW), mbar_init(&red_empty[b], 1);
+        if constexpr (RW)
+            for (int b = 0; b < 2; ++b) mbar_init(&red_full[b], kCW), mbar_init(&red_empty[b], 1);
     }
     if (threadIdx.x < 8) amax_bits[threadIdx.x] = 0;
     __syncthreads();
@@ -494,11 +495,28 @@ cudaError_t launch_ns(const GemvPlan& plan, float* y, int64_t ldy, const float* 
                                int(part_rts), kGemvBulkPrewait);
 }
 
+// The ring at a depth the bench asks for (launch_gemv_bulk_mma_diag: 4, 6 or 8 stages).
+template <bool BIAS, int SKIP = 0>
+cudaError_t launch_depth(int stages, const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx,
+                         int64_t T, const PackedMatrix& w, cudaStream_t stream, int* grid_out) {
+    switch (stages) {
+        case 8: return launch_ns<BIAS, 8, SKIP>(plan, y, ldy, x, ldx, T, w, stream, grid_out);
+        case 6: return launch_ns<BIAS, 6, SKIP>(plan, y, ldy, x, ldx, T, w, stream, grid_out);
+        case 4: return launch_ns<BIAS, 4, SKIP>(plan, y, ldy, x, ldx, T, w, stream, grid_out);
+        default: return cudaErrorInvalidValue;
+    }
+}
+
+// The ring: kGemvBulkStages (4), not Bulk's deep ring — deeper measured slower wherever it
+// differed (H200, session 32, the pick's plan at 4 / 6 / 8 stages, µs back to back: 4096x14336
+// 2 / 3 / 4 / 8 tokens 15.48 / 16.79 / 17.23 / 19.51 against 16.08 / 17.24 / 17.65 / 19.94 and
+// 16.66 / 17.91 / 18.29 / 20.69; lm_head 86.4 / 88.2 / 88.2 / 93.8 against ~90–97; 12352x2048 at 8
+// tokens 9.96 against 10.6; level at the other K = 2048 shapes; the depths timed in that order,
+// one after another, and the 8-stage row matched the pick's own then). Bulk's 8 stages at one
+// token stay (fast_gemv_bulk.cu).
 template <bool BIAS>
 cudaError_t launch_bias(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                         const PackedMatrix& w, cudaStream_t stream, int* grid_out) {
-    if (gemv_bulk_mma_stages(w, T, plan.cluster, gemv_sm_count()) == kGemvBulkDeepStages)
-        return launch_ns<BIAS, kGemvBulkDeepStages>(plan, y, ldy, x, ldx, T, w, stream, grid_out);
     return launch_ns<BIAS, kGemvBulkStages>(plan, y, ldy, x, ldx, T, w, stream, grid_out);
 }
 
@@ -511,15 +529,12 @@ cudaError_t launch_gemv_bulk_mma(const GemvPlan& plan, float* y, int64_t ldy, co
                     : launch_bias<false>(plan, y, ldy, x, ldx, T, w, stream, nullptr);
 }
 
-cudaError_t launch_gemv_bulk_mma_diag(const GemvPlan& plan, int skip, float* y, const float* x, int64_t T,
-                                      const PackedMatrix& w, cudaStream_t stream) {
+cudaError_t launch_gemv_bulk_mma_diag(const GemvPlan& plan, int skip, int stages, float* y, const float* x,
+                                      int64_t T, const PackedMatrix& w, cudaStream_t stream) {
     if (w.biases || !gemv_bulk_mma_fits(w, T, plan.cluster, gemv_sm_count())) return cudaErrorInvalidValue;
-    const bool deep = gemv_bulk_mma_stages(w, T, plan.cluster, gemv_sm_count()) == kGemvBulkDeepStages;
-    constexpr int kNS = kGemvBulkStages, kDeep = kGemvBulkDeepStages;
-#define TS_BULK_MMA_DIAG(K)                                                                          \
-    if (skip == (K))                                                                                  \
-        return deep ? launch_ns<false, kDeep, K>(plan, y, w.n, x, w.k, T, w, stream, nullptr)        \
-                    : launch_ns<false, kNS, K>(plan, y, w.n, x, w.k, T, w, stream, nullptr);
+    if (stages == 0) stages = kGemvBulkStages;
+#define TS_BULK_MMA_DIAG(K) \
+    if (skip == (K)) return launch_depth<false, K>(stages, plan, y, w.n, x, w.k, T, w, stream, nullptr);
     TS_BULK_MMA_DIAG(0)
     TS_BULK_MMA_DIAG(kGemvBulkMmaSkipX)
     TS_BULK_MMA_DIAG(kGemvBulkMmaSkipMath)
@@ -535,6 +550,10 @@ int gemv_bulk_mma_grid(const GemvPlan& plan, const PackedMatrix& w, int64_t T) {
     const cudaError_t e = w.biases ? launch_bias<true>(plan, nullptr, 0, nullptr, 0, T, w, nullptr, &grid)
                                    : launch_bias<false>(plan, nullptr, 0, nullptr, 0, T, w, nullptr, &grid);
     return e == cudaSuccess ? grid : -1;
+}
+
+int gemv_bulk_mma_stages(const GemvPlan& plan, const PackedMatrix& w, int64_t T) {
+    return gemv_bulk_mma_grid(plan, w, T) > 0 ? kGemvBulkStages : -1;
 }
 
 }  // namespace tessera::cuda::fast::detail

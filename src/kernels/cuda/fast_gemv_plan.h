@@ -234,13 +234,7 @@ inline int gemv_bulk_mma_cluster(const PackedMatrix& w, int64_t T, int sms) {
         if (gemv_bulk_mma_fits(w, T, S, sms)) return S;
     return 0;
 }
-// Its ring: kGemvBulkDeepStages where they fit, else kGemvBulkStages.
-inline int gemv_bulk_mma_stages(const PackedMatrix& w, int64_t T, int S, int sms) {
-    return gemv_bulk_mma_smem(w.k, T, w.group, w.biases != nullptr, S, kGemvBulkDeepStages,
-                              gemv_bulk_mma_part_rts(w.n, S, sms)) <= kGemvBulkMaxSmem
-               ? kGemvBulkDeepStages
-               : kGemvBulkStages;
-}
+// Its ring: kGemvBulkStages (fast_gemv_bulk_mma.cu: deeper measured slower).
 
 // Whether Mma with `splits` blocks along K fits its shared-memory budget.
 constexpr bool gemv_mma_fits(int64_t K, PackedKind kind, int splits) {
@@ -416,14 +410,17 @@ cudaError_t launch_gemv_bulk_mma(const GemvPlan& plan, float* y, int64_t ldy, co
                                  const PackedMatrix& w, cudaStream_t stream);
 // The blocks BulkMma launches for w at T tokens (its clusters resident × plan.cluster; -1: none).
 int gemv_bulk_mma_grid(const GemvPlan& plan, const PackedMatrix& w, int64_t T);
+// The ring's stages BulkMma launches with this plan (-1: it does not launch; the bench's note).
+int gemv_bulk_mma_stages(const GemvPlan& plan, const PackedMatrix& w, int64_t T);
 // BulkMma with parts left out (bench_fast_gemv's diagnosis; no biases, ldx = K, ldy = N; y
 // garbage): `skip` 0 (the launched kernel) or a combination of the bits below that it builds —
 // x's staging, the consumers' arithmetic (they still wait for each stage, read their B and
 // release it), the row tiles' sums (no barrier a row tile, nothing written); all three leave the
-// ring's copies, the cluster's waits and the launch.
+// ring's copies, the cluster's waits and the launch. stages: the ring's (4, 6 or 8; 0: the
+// launch's choice, gemv_bulk_mma_stages). A part left out wants plan.reducer 0.
 constexpr int kGemvBulkMmaSkipX = 1, kGemvBulkMmaSkipMath = 2, kGemvBulkMmaSkipSums = 4;
-cudaError_t launch_gemv_bulk_mma_diag(const GemvPlan& plan, int skip, float* y, const float* x, int64_t T,
-                                      const PackedMatrix& w, cudaStream_t stream);
+cudaError_t launch_gemv_bulk_mma_diag(const GemvPlan& plan, int skip, int stages, float* y, const float* x,
+                                      int64_t T, const PackedMatrix& w, cudaStream_t stream);
 cudaError_t launch_gemv_dp4a(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                              const PackedMatrix& w, cudaStream_t stream);
 int gemv_dp4a_resident_blocks(const PackedMatrix& w, int64_t T);
