@@ -37,10 +37,10 @@
 // in rank order (distributed shared memory) — deterministic, no scratch, no atomics.
 //
 // Measured (H200, bench_fast_gemv, µs 16 calls back to back / cold; docs/cuda.md, twenty-seventh
-// and twenty-eighth rounds): 4096x14336 4 tokens 18.3 (barrier 18.8 / 22.2 cold), 8 tokens 19.8
-// (20.8 / 24.1; MmaRows 24.7 / 28.2); 8192x2048 2 / 4 / 8 tokens 6.0 / 7.2 / 8.5 (MmaRows 9.5 /
-// 9.6 / 10.0); lm_head 85 / 88 / 89 (Mma 184 / 194 / 213). At one token Bulk's dp4a is faster
-// (11.5 against 14.9), below 16 Mi weights MmaRows. Where the time goes at 8 tokens of 4096x14336
+// to twenty-ninth rounds): 4096x14336 2 / 4 / 8 tokens 15.3 / 17.0 / 19.5 (session 31: — / 18.3 /
+// 19.8; barrier 18.8 / 22.2 cold at 4; MmaRows 24.7 / 28.2 at 8); 8192x2048 2 / 4 / 8 tokens
+// 5.7 / 6.5 / 8.2 (MmaRows 9.5 / 9.6 / 10.0); lm_head 87 / 87 / 89 (Mma 184 / 194 / 213). At one
+// token Bulk's dp4a is faster (11.5 against 14.9), below 16 Mi weights MmaRows. Where the time goes at 8 tokens of 4096x14336
 // (diagnosis rows, session 31): the ring alone 11.9 (clusters of 8, 14-k-tile stages; Bulk's ring
 // at one block 8.7), x's staging ~1.9, the arithmetic ~6.7, the row tiles' sums ~2.0 (~1.0 with
 // the reducer warp). Tried and measured slower (session 31): each warp its own row tile, a stage
@@ -157,15 +157,25 @@ __device__ __forceinline__ void stage_x(uint8_t* xs, int64_t xrow, const float* 
     // x's slice: items of 8 columns (token u, k-tile j, chunk t, word c), item
     // i = ((u·nk + j)·4 + t)·4 + c — neighbouring items neighbouring 32 bytes of x.
     const int items = skip ? 0 : T * nk * 16;
+    // Every item's loads first, then the largest |x|: a warp-synchronous reduction between one
+    // item's loads and the next's kept them one round trip each (session 32's profile: the four
+    // items' first uses were four stalls; the staging measured ~0.55 µs an item).
     float xv[kXItems][8];
 #pragma unroll
     for (int m = 0; m < kXItems; ++m) {
         const int i = tid + kCW * 32 * m;
-        const bool ok = i < items;
-        const int u = ok ? i / (nk * 16) : -1, r = i - u * nk * 16;
 #pragma unroll
         for (int e = 0; e < 8; ++e) xv[m][e] = 0.f;
-        if (ok) load8(x + u * ldx + int64_t(kt0) * 128 + 8 * r, x_aligned, xv[m]);
+        if (i < items) {
+            const int u = i / (nk * 16), r = i - u * nk * 16;
+            load8(x + u * ldx + int64_t(kt0) * 128 + 8 * r, x_aligned, xv[m]);
+        }
+    }
+#pragma unroll
+    for (int m = 0; m < kXItems; ++m) {
+        const int i = tid + kCW * 32 * m;
+        const bool ok = i < items;
+        const int u = ok ? i / (nk * 16) : -1;
         float a = 0.f;
 #pragma unroll
         for (int e = 0; e < 8; ++e) a = fmaxf(a, fabsf(xv[m][e]));
