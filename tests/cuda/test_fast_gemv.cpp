@@ -505,12 +505,17 @@ TEST(FastGemv, PickIsValid) {
         const int64_t K0 = fast::kGemvBulkMinK;
         const PackedMatrix big = packed(4096, 14336, PackedKind::Int4, true, 32);
         EXPECT_EQ(fast::gemv_pick_packed(1, big, 132).variant, V::Bulk);
-        EXPECT_EQ(fast::gemv_pick_packed(2, big, 132).variant, V::Bulk);
-        EXPECT_EQ(fast::gemv_pick_packed(1, big, 132).xwarp, 0);  // x staged whole at one token,
-        EXPECT_EQ(fast::gemv_pick_packed(2, big, 132).xwarp, 1);  // by each warp at two
-        // From 2 tokens on 16 Mi weights or more: BulkMma, its smallest cluster that fits (two
-        // tokens from K = 8192: Bulk, above); fewer weights, rows, or a layout its copies cannot
-        // take: as before.
+        EXPECT_EQ(fast::gemv_pick_packed(2, big, 132).variant, V::BulkMma);
+        EXPECT_EQ(fast::gemv_pick_packed(2, big, 132).cluster, 2);
+        EXPECT_EQ(fast::gemv_pick_packed(1, big, 132).xwarp, 0);  // x staged whole at one token
+        // Bulk at two tokens where BulkMma does not take the matrix (fewer than 16 Mi weights), x
+        // by each warp there
+        const PackedMatrix narrow = packed(1024, 14336, PackedKind::Int4, true, 32);
+        EXPECT_EQ(fast::gemv_pick_packed(2, narrow, 132).variant, V::Bulk);
+        EXPECT_EQ(fast::gemv_pick_packed(2, narrow, 132).xwarp, 1);
+        EXPECT_EQ(fast::gemv_pick_packed(2, big, 132, true, false).variant, V::Bulk);  // no_bulk_mma
+        // From 2 tokens on 16 Mi weights or more: BulkMma, its smallest cluster that fits; fewer
+        // weights, rows, or a layout its copies cannot take: as before.
         for (int64_t T = 3; T <= 8; ++T) {
             const fast::GemvPlan p = fast::gemv_pick_packed(T, big, 132);
             EXPECT_EQ(p.variant, V::BulkMma) << T;
@@ -539,7 +544,8 @@ TEST(FastGemv, PickIsValid) {
         EXPECT_EQ(fast::gemv_pick_packed(8, packed(4096, 8 * 16384 + 128, PackedKind::Int4, true, 32), 132).variant,
                   V::MmaRows);  // no slice of x fits
         EXPECT_EQ(fast::gemv_pick_packed(1, packed(4096, K0, PackedKind::Int4, true, 64), 132).variant, V::Bulk);
-        EXPECT_EQ(fast::gemv_pick_packed(2, packed(4096, K0, PackedKind::Int4, true, 128), 132).variant, V::Bulk);
+        EXPECT_EQ(fast::gemv_pick_packed(2, packed(4096, K0, PackedKind::Int4, true, 128), 132).variant, V::BulkMma);
+        EXPECT_EQ(fast::gemv_pick_packed(2, packed(1024, K0, PackedKind::Int4, true, 128), 132).variant, V::Bulk);
         // Bulk's x does not fit (K = 65536: 144 KiB beside the ring) or its copies cannot take the
         // scales (not 16-byte aligned): Imma through registers at one token.
         const PackedMatrix wide = packed(4096, 65536, PackedKind::Int4, true, 32);

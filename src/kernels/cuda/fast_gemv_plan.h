@@ -324,7 +324,9 @@ constexpr int gemv_bulk_xwarp(int64_t T) { return T == 2 ? 1 : 0; }
 // 8192x2048 2 / 4 / 8 tokens 6.0 / 7.2 / 8.5 (9.5 / 9.6 / 10.0); 12352x2048 7.5 / 8.9 / 10.7 (13.7
 // / 13.8 / 14.6); lm_head 87 / 89 / 94 (Mma 184 / 194 / 213). Smaller matrices keep MmaRows (its
 // x read per k-tile, no staging): 4096x2048 5.4 against 5.0 at 4 tokens, 2048x4096 7.9 against
-// 6.5 at 8, 512x2048 3.9 against 3.6. Two tokens from K = 8192 keep Bulk (15.9 against 16.6).
+// 6.5 at 8, 512x2048 3.9 against 3.6. Two tokens from K = 8192 take BulkMma too since its 4-stage
+// ring and batched x loads (session 32: 4096x14336 15.30 against Bulk's 15.93; session 30, 8
+// stages, 16.6 against 15.9); Bulk keeps two tokens where BulkMma does not fit.
 constexpr int64_t kGemvBulkMmaMinTokens = 2;
 constexpr int64_t kGemvBulkMmaMinWeights = int64_t(16) << 20;
 // BulkMma's form (GemvPlan::reducer; the same sums in the same order either way): the reducer warp
@@ -340,11 +342,6 @@ constexpr int gemv_bulk_mma_reducer(const PackedMatrix& w, int S, int sms) {
 }
 // bulk_mma false leaves BulkMma out (TESSERA_GEMV=no_bulk_mma, for A/B).
 inline GemvPlan gemv_pick_packed(int64_t T, const PackedMatrix& w, int sms, bool dp4a = true, bool bulk_mma = true) {
-    if (dp4a && T <= kGemvBulkMaxTokens && w.k >= kGemvBulkMinK && gemv_bulk_takes(w, T)) {
-        GemvPlan p{GemvVariant::Bulk};
-        p.xwarp = gemv_bulk_xwarp(T);
-        return p;
-    }
     if (bulk_mma && T >= kGemvBulkMmaMinTokens && w.n * w.k >= kGemvBulkMmaMinWeights) {
         const int C = gemv_bulk_mma_cluster(w, T, sms);
         if (C > 0) {
@@ -352,6 +349,11 @@ inline GemvPlan gemv_pick_packed(int64_t T, const PackedMatrix& w, int sms, bool
             p.reducer = gemv_bulk_mma_reducer(w, C, sms);
             return p;
         }
+    }
+    if (dp4a && T <= kGemvBulkMaxTokens && w.k >= kGemvBulkMinK && gemv_bulk_takes(w, T)) {
+        GemvPlan p{GemvVariant::Bulk};
+        p.xwarp = gemv_bulk_xwarp(T);
+        return p;
     }
     if (dp4a && T == 1 && w.k >= kGemvImmaMinK && gemv_imma_takes(w, T)) {
         GemvPlan p = gemv_imma_plan(w, T, sms);
