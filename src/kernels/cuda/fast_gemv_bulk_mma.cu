@@ -159,7 +159,9 @@ __device__ __forceinline__ void stage_x(uint8_t* xs, int64_t xrow, const float* 
     const int items = skip ? 0 : T * nk * 16;
     // Every item's loads first, then the largest |x|: a warp-synchronous reduction between one
     // item's loads and the next's kept them one round trip each (session 32's profile: the four
-    // items' first uses were four stalls; the staging measured ~0.55 µs an item).
+    // items' first uses were four stalls). What the staging costs now is the L2's bandwidth — every
+    // block reads its slice of x in f32 (8192x2048, 8 tokens: ~1.9 µs for 132 × 64 KiB;
+    // docs/cuda.md, twenty-ninth round).
     float xv[kXItems][8];
 #pragma unroll
     for (int m = 0; m < kXItems; ++m) {
