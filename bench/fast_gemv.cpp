@@ -306,8 +306,7 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                         row(name, l, T, mode, std::string("diag: bulk mma ") + what, sec, bytes,
                             "BulkMma C=" + std::to_string(bm) + " with a part left out (y garbage)");
                     }
-                    // the pick's plan at each ring depth (the launch takes the deepest that keeps
-                    // its clusters resident: gemv_bulk_mma_stages)
+                    // the pick's plan at each ring depth (the launch's: kGemvBulkStages)
                     fast::GemvPlan rp = bp;
                     rp.reducer = fast::gemv_bulk_mma_reducer(tm, bm, sms);
                     for (int stages : {4, 6, 8}) {
@@ -381,7 +380,7 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                     std::string note = "16-row tiles (the backend's order)";
                     if (p.variant == fast::GemvVariant::BulkMma)
                         note += "; " + std::to_string(fast::detail::gemv_bulk_mma_grid(p, tm, T)) + " blocks, " +
-                                std::to_string(fast::detail::gemv_bulk_mma_stages(p, tm, T)) + " stages";
+                                std::to_string(fast::kGemvBulkStages) + " stages";
                     else if (p.variant == fast::GemvVariant::Imma || p.variant == fast::GemvVariant::Bulk)
                         note += "; " + std::to_string(fast::detail::gemv_grid_blocks(p, N)) + " blocks" +
                                 (p.cluster == ip.cluster && p.splits == ip.splits && p.regs == ip.regs ? ", imma's shape"

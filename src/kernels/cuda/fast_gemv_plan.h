@@ -412,14 +412,12 @@ cudaError_t launch_gemv_bulk_mma(const GemvPlan& plan, float* y, int64_t ldy, co
                                  const PackedMatrix& w, cudaStream_t stream);
 // The blocks BulkMma launches for w at T tokens (its clusters resident × plan.cluster; -1: none).
 int gemv_bulk_mma_grid(const GemvPlan& plan, const PackedMatrix& w, int64_t T);
-// The ring's stages BulkMma launches with this plan (-1: it does not launch; the bench's note).
-int gemv_bulk_mma_stages(const GemvPlan& plan, const PackedMatrix& w, int64_t T);
 // BulkMma with parts left out (bench_fast_gemv's diagnosis; no biases, ldx = K, ldy = N; y
 // garbage): `skip` 0 (the launched kernel) or a combination of the bits below that it builds —
 // x's staging, the consumers' arithmetic (they still wait for each stage, read their B and
 // release it), the row tiles' sums (no barrier a row tile, nothing written); all three leave the
 // ring's copies, the cluster's waits and the launch. stages: the ring's (4, 6 or 8; 0: the
-// launch's choice, gemv_bulk_mma_stages). A part left out wants plan.reducer 0.
+// launch's, kGemvBulkStages). A part left out wants plan.reducer 0.
 constexpr int kGemvBulkMmaSkipX = 1, kGemvBulkMmaSkipMath = 2, kGemvBulkMmaSkipSums = 4;
 cudaError_t launch_gemv_bulk_mma_diag(const GemvPlan& plan, int skip, int stages, float* y, const float* x,
                                       int64_t T, const PackedMatrix& w, cudaStream_t stream);
