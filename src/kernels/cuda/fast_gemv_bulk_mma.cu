@@ -36,15 +36,15 @@
 // every row tile is done, and the blocks of the cluster each sum a share of them over the S ranks
 // in rank order (distributed shared memory) — deterministic, no scratch, no atomics.
 //
-// Measured (H200, bench_fast_gemv, µs 16 calls back to back / cold; docs/cuda.md, twenty-seventh
-// to twenty-ninth rounds): 4096x14336 2 / 4 / 8 tokens 15.3 / 17.0 / 19.5 (session 31: — / 18.3 /
-// 19.8; barrier 18.8 / 22.2 cold at 4; MmaRows 24.7 / 28.2 at 8); 8192x2048 2 / 4 / 8 tokens
-// 5.7 / 6.5 / 8.2 (MmaRows 9.5 / 9.6 / 10.0); lm_head 87 / 87 / 89 (Mma 184 / 194 / 213). At one
-// token Bulk's dp4a is faster (11.5 against 14.9), below 16 Mi weights MmaRows. Where the time
-// goes at 8 tokens of 4096x14336 (diagnosis rows, session 31): the ring alone 11.9 (clusters of 8,
-// 14-k-tile stages; Bulk's ring at one block 8.7), x's staging ~1.9, the arithmetic ~6.7, the
-// row tiles' sums ~2.0 (~1.0 with the reducer warp). Tried and measured slower (session 31): each warp its own row tile, a stage
-// several row tiles' k-tiles — one bulk copy per row tile and stage costs ~65 ns of the copy
+// Measured (H200, bench_fast_gemv, µs 16 calls back to back / cold; docs/cuda.md, twenty-seventh to
+// twenty-ninth rounds): 4096x14336 2 / 4 / 8 tokens 15.3 / 17.0 / 19.5 (session 31: — / 18.3 / 19.8;
+// barrier 18.8 / 22.2 cold at 4; MmaRows 24.7 / 28.2 at 8); 8192x2048 2 / 4 / 8 tokens 5.7 / 6.5 /
+// 8.2 (MmaRows 9.5 / 9.6 / 10.0); lm_head 87 / 87 / 89 (Mma 184 / 194 / 213). At one token Bulk's
+// dp4a is faster (11.5 against 14.9), below 16 Mi weights MmaRows. Where the time goes at 8 tokens
+// of 4096x14336 (diagnosis rows, session 31): the ring alone 11.9 (clusters of 8, 14-k-tile stages;
+// Bulk's ring at one block 8.7), x's staging ~1.9, the arithmetic ~6.7, the row tiles' sums ~2.0
+// (~1.0 with the reducer warp). Tried and measured slower (session 31): each warp its own row tile,
+// a stage several row tiles' k-tiles — one bulk copy per row tile and stage costs ~65 ns of the copy
 // engine's time, so stages of 1–2 KB copies stream at a third of the bandwidth.
 #include <cooperative_groups.h>
 #include <cuda_fp16.h>
