@@ -129,7 +129,9 @@ std::string plan_name(const fast::MoePlan& p) {
                (p.mma_down_batch ? std::to_string(p.mma_down_batch) : std::string("auto")) +
                (p.mma_down_warps == 16 ? " 16 warps" : "") + (p.mma_gate_up_batch == 1 ? " gu 1" : "") +
                (p.mma_pdl ? " pdl" : "");
-    if (p.wgmma) return "wgmma large/" + std::to_string(p.tile_rows) + " (bf16)";
+    if (p.wgmma)
+        return "wgmma " + (p.wgmma_tma ? "tma/" + std::to_string(p.wgmma_tma) + " " : std::string()) + "large/" +
+               std::to_string(p.tile_rows) + " (bf16)";
     if (p.v2) return p.large_tiles ? "v2 large/" + std::to_string(p.tile_rows) + " (mma bf16)" : "v2 decode per slot";
     if (p.large_tiles) return "large tiles/" + std::to_string(p.tile_rows) + " (mma bf16)";
     return std::string(p.grouped ? "grouped/" + std::to_string(p.tile_rows) : "per slot") +
@@ -138,9 +140,10 @@ std::string plan_name(const fast::MoePlan& p) {
 
 size_t align256(size_t v) { return (v + 255) / 256 * 256; }
 
-fast::MoePlan wgmma_plan(int tile_rows) {
+fast::MoePlan wgmma_plan(int tile_rows, int tma = 0) {
     fast::MoePlan p{true, false, tile_rows, true};
     p.wgmma = true;
+    p.wgmma_tma = tma;
     return p;
 }
 
@@ -160,9 +163,11 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
     Rng rng{0x9e3779b97f4a7c15ull ^ uint64_t(s.E * 131 + s.I)};
     const Stack gate = make_stack(s.E, s.I, s.H, rng, a.rows), up = make_stack(s.E, s.I, s.H, rng, a.rows),
                 down = make_stack(s.E, s.H, s.I, rng, a.rows);
-    fast::moe_check_experts(gate.desc.data(), up.desc.data(), down.desc.data(), s.E, s.H, s.I);
+    const fast::MoeTiling tiling =
+        fast::moe_check_experts(gate.desc.data(), up.desc.data(), down.desc.data(), s.E, s.H, s.I);
     const DeviceBuffer dg = upload(gate.desc), du = upload(up.desc), dd = upload(down.desc);
-    const fast::MoePackedExperts w{s.E, s.H, s.I, dg.as<PackedMatrix>(), du.as<PackedMatrix>(), dd.as<PackedMatrix>()};
+    const fast::MoePackedExperts w{s.E, s.H, s.I, dg.as<PackedMatrix>(), du.as<PackedMatrix>(), dd.as<PackedMatrix>(),
+                                   tiling.gate_up, tiling.down};
     // Bytes of one expert's matrix (codes + f16 scales per 32).
     const double matrix_bytes = double(s.I * s.H) / 2 + double(s.I * s.H) / 32 * 2;
     const cudaStream_t st = stream.get();
@@ -208,12 +213,15 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
               fast::MoePlan{true, false, 32, true, true}, fast::MoePlan{true, false, 64, true, true},
               fast::MoePlan{false, true, 8}, fast::MoePlan{true, true, 8}, fast::MoePlan{true, false, 8},
               fast::MoePlan{true, false, 1}, fast::MoePlan{true, false, 32, true}, fast::MoePlan{true, false, 64, true},
-              wgmma_plan(16), wgmma_plan(32), wgmma_plan(64), wgmma_plan(128), mid_plan(0), mid_plan(3), mid_plan(4)}) {
+              wgmma_plan(16), wgmma_plan(32), wgmma_plan(64), wgmma_plan(128), wgmma_plan(16, 1), wgmma_plan(32, 1),
+              wgmma_plan(64, 1), wgmma_plan(16, 2), wgmma_plan(32, 2), wgmma_plan(64, 2), mid_plan(0), mid_plan(3),
+              mid_plan(4)}) {
             if (p.grouped == pick.grouped && p.down_by_token == pick.down_by_token && p.tile_rows == pick.tile_rows &&
                 p.large_tiles == pick.large_tiles && p.v2 == pick.v2 && p.mma_decode == pick.mma_decode &&
                 p.mma_down_batch == pick.mma_down_batch && p.mma_pdl == pick.mma_pdl &&
                 p.mma_gate_up_batch == pick.mma_gate_up_batch && p.mma_down_warps == pick.mma_down_warps &&
-                p.dp4a_decode == pick.dp4a_decode && p.wgmma == pick.wgmma && p.mid == pick.mid &&
+                p.dp4a_decode == pick.dp4a_decode && p.wgmma == pick.wgmma && p.wgmma_tma == pick.wgmma_tma &&
+                p.mid == pick.mid &&
                 p.mid_ring == pick.mid_ring)
                 continue;
             if (p.mid && T * s.k > 16 * s.E && !a.all) continue;  // items of 8 re-read each expert T·k / 8E times
@@ -382,6 +390,34 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             std::snprintf(note, sizeof note, "1 of 3 matrices, %.0f TFLOP/s; llama.cpp %s", flops / 3 / tdl / 1e12,
                           anchor);
             row(s, T, lab[2], tdl, hot_bytes / 3, note);
+        }
+        // The wgmma large tiles' steps alone (hot routing), plain and warp-specialised (where tiled).
+        for (int tile : {16, 32, 64}) {
+            const fast::MoeGrouping lg = fast::moe_group(rid, T, s.k, s.E, tile, scratch.data(), st);
+            char* at = static_cast<char*>(scratch.data()) + fast::moe_group_scratch_bytes(T, s.k, s.E, tile);
+            const int64_t P = T * s.k, H128 = (s.H + 127) / 128 * 128, I128 = (s.I + 127) / 128 * 128;
+            void* xg = at;
+            void* lact = at + align256(size_t(P * H128) * 2);
+            auto* lout = reinterpret_cast<float*>(static_cast<char*>(lact) + align256(size_t(P * I128) * 2));
+            TS_CUDA_CHECK(fast::detail::launch_moe_gather_wgmma(xg, x.as<float>(), s.H, T, s.H, s.k, lg, st));
+            TS_CUDA_CHECK(cudaStreamSynchronize(st));
+            for (int tma = 0; tma <= 2; ++tma) {  // plain, warp-specialised, in clusters of 2
+                if (tma && !(w.gate_up_tiles && w.down_tiles)) continue;
+                const std::string form = tma ? "wgmma tma/" + std::to_string(tma) : "wgmma";
+                const double tgl = timer.median(a.warmup, a.runs, [&](int) {
+                    TS_CUDA_CHECK(tma ? fast::detail::launch_moe_wgmma_tma_gate_up(lact, xg, P, w, lg, tile, tma, st)
+                                      : fast::detail::launch_moe_wgmma_gate_up(lact, xg, w, lg, tile, st));
+                });
+                std::snprintf(note, sizeof note, "2 of 3 matrices, %.0f TFLOP/s", flops * 2 / 3 / tgl / 1e12);
+                row(s, T, "  step: " + form + " gate+up+SwiGLU/" + std::to_string(tile), tgl, hot_bytes * 2 / 3, note);
+                const double tdl = timer.median(a.warmup, a.runs, [&](int) {
+                    TS_CUDA_CHECK(tma ? fast::detail::launch_moe_wgmma_tma_down(lout, lact, P, w, lg, tile, tma, st)
+                                      : fast::detail::launch_moe_wgmma_down(lout, lact, w, lg, tile, st));
+                });
+                std::snprintf(note, sizeof note, "1 of 3 matrices, %.0f TFLOP/s; llama.cpp %s", flops / 3 / tdl / 1e12,
+                              anchor);
+                row(s, T, "  step: " + form + " down/" + std::to_string(tile), tdl, hot_bytes / 3, note);
+            }
         }
         // The first-generation large tiles' steps alone (hot routing).
         for (int tile : {32, 64}) {

@@ -59,7 +59,8 @@ inline std::string str(const fast::MoePlan& p) {
         return "mma decode per slot, down by token, batch " + std::to_string(p.mma_down_batch) + ", gate+up batch " +
                std::to_string(p.mma_gate_up_batch) + ", down warps " + std::to_string(p.mma_down_warps) +
                (p.mma_pdl ? ", pdl" : "");
-    return std::string(p.v2 ? "v2 " : "") + (p.wgmma ? "wgmma " : "") + (p.large_tiles ? "large tiles " : "") +
+    return std::string(p.v2 ? "v2 " : "") + (p.wgmma ? "wgmma " : "") + (p.wgmma_tma ? "tma/" + std::to_string(p.wgmma_tma) + " " : "") +
+           (p.large_tiles ? "large tiles " : "") +
            (p.grouped ? "grouped tile " + std::to_string(p.tile_rows) : "per slot") +
            (p.down_by_token ? ", down by token" : ", down by item + combine");
 }
@@ -86,13 +87,20 @@ inline const fast::MoePlan kMmaDecodePlans[] = {{false, true, 8, false, false, t
                                          {false, true, 8, false, false, true, 0, false, 0, 16},
                                          {false, true, 8, false, false, true, 0, true, 0, 16}};
 
-// The wgmma large tiles of 16, 32, 64 and 128 rows (bf16 bound).
+// The wgmma large tiles of 16, 32, 64 and 128 rows (bf16 bound), and their warp-specialised form
+// at 16, 32 and 64, alone and in clusters of 2 (the plain tiles' bits; the plain tiles themselves
+// where the experts are not tiled).
 inline std::vector<fast::MoePlan> wgmma_plans() {
     std::vector<fast::MoePlan> plans;
     for (int rows : {16, 32, 64, 128}) {
         fast::MoePlan p{true, false, rows, true};
         p.wgmma = true;
         plans.push_back(p);
+        if (rows == 128) continue;
+        for (int cluster : {1, 2}) {
+            p.wgmma_tma = cluster;
+            plans.push_back(p);
+        }
     }
     return plans;
 }
@@ -351,6 +359,7 @@ struct Experts {
     int64_t H = 0, I = 0;
     Stack gate, up, down;
     DeviceBuffer d_gate, d_up, d_down;  // [E] descriptors
+    fast::MoeTiling tiling;             // what moe_check_experts found (view() passes it on)
 
     // GGUF experts of type t, or (t = F32) random packed ones with group G. lazy: random Q4_0
     // blocks (t must be Q4_0), rows unpacked on demand (random_q4_0_stack).
@@ -382,7 +391,8 @@ struct Experts {
         return n;
     }
     fast::MoePackedExperts view() const {
-        return {E, H, I, d_gate.as<PackedMatrix>(), d_up.as<PackedMatrix>(), d_down.as<PackedMatrix>()};
+        return {E, H, I, d_gate.as<PackedMatrix>(), d_up.as<PackedMatrix>(), d_down.as<PackedMatrix>(),
+                tiling.gate_up, tiling.down};
     }
     MoeWeights cpu_view() {
         MoeWeights w;
@@ -403,7 +413,7 @@ private:
             u.push_back(slice(up, e * I, I));
             d.push_back(slice(down, e * H, H));
         }
-        fast::moe_check_experts(g.data(), u.data(), d.data(), E, H, I);
+        tiling = fast::moe_check_experts(g.data(), u.data(), d.data(), E, H, I);
         d_gate = to_device(g);
         d_up = to_device(u);
         d_down = to_device(d);

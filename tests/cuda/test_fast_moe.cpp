@@ -377,6 +377,20 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
         bad.wgmma = true;
         EXPECT_THROW(run(bad, y, 64, p, 64, 2, w, 2, p), Error);
     }
+    {  // wgmma_tma: a form of the wgmma tiles of 16, 32 or 64 rows only
+        fast::MoePlan bad{true, false, 32, true};
+        bad.wgmma_tma = 1;  // without wgmma
+        EXPECT_THROW(run(bad, y, 64, p, 64, 2, w, 2, p), Error);
+        bad.wgmma = true;
+        bad.wgmma_tma = 3;  // clusters of 1 or 2 only
+        EXPECT_THROW(run(bad, y, 64, p, 64, 2, w, 2, p), Error);
+        bad.wgmma_tma = 2;
+        bad.tile_rows = 128;
+        EXPECT_THROW(run(bad, y, 64, p, 64, 2, w, 2, p), Error);
+        fast::MoePlan mid = fast::moe_mid_plan();
+        mid.wgmma_tma = 1;
+        EXPECT_THROW(run(mid, y, 64, p, 64, 2, w, 2, p), Error);
+    }
     {  // the mid plan: grouped, by item, tile_rows 8, no other kernels, ring 0, 3 or 4, row tiles a warp
         const fast::MoePlan mid = fast::moe_mid_plan();
         fast::MoePlan bad = mid;
@@ -445,6 +459,20 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
     gt.tiles = true;
     dt.n = 128;
     EXPECT_NO_THROW(fast::moe_check_experts(&gt, &gt, &dt, 1, 128, 32));
+    {  // what the whole-tile copies may read: gate and up tiled here, down not; scales 16-byte aligned
+        const fast::MoeTiling t = fast::moe_check_experts(&gt, &gt, &dt, 1, 128, 32);
+        EXPECT_TRUE(t.gate_up);
+        EXPECT_FALSE(t.down);
+        PackedMatrix up = gt;
+        up.scales += 1;  // 2 bytes off
+        EXPECT_FALSE(fast::moe_check_experts(&gt, &up, &dt, 1, 128, 32).gate_up);
+        up = gt;
+        up.biases = up.scales + 4;  // 8 bytes off
+        EXPECT_FALSE(fast::moe_check_experts(&gt, &up, &dt, 1, 128, 32).gate_up);
+        up = gt;
+        up.tiles = false;  // up row-major
+        EXPECT_FALSE(fast::moe_check_experts(&gt, &up, &dt, 1, 128, 32).gate_up);
+    }
     PackedMatrix g96 = g, d96 = dn;  // [32, 192] of group 96: a multiple of 32 dividing k, but not 32·2^j
     g96.k = 192;
     g96.group = 96;

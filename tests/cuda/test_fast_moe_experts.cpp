@@ -15,9 +15,11 @@
 // Every case prints its name when it fails.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <string>
 #include <utility>
@@ -281,6 +283,73 @@ TEST(FastMoe, OutOfRangeIdPoisonsOnlyItsToken) {
             EXPECT_TRUE(std::isfinite(y[size_t(h)])) << "token 0, h " << h;
             EXPECT_TRUE(std::isnan(y[size_t(ex.H + h)])) << "token 1, h " << h;
             EXPECT_TRUE(std::isfinite(y[size_t(2 * ex.H + h)])) << "token 2, h " << h;
+        }
+        if (HasFailure()) return;
+    }
+}
+
+// The warp-specialised wgmma tiles (MoePlan::wgmma_tma) on the model shapes, experts in 16-row
+// tiles as the backend places them: the plain wgmma tiles' bits (which the tests above hold to the
+// CPU) at prefill sizes — llama.cpp's Qwen3-30B 128×768×2048 and the flagship's 256×512×2048, top-8,
+// at 33 and 512 tokens (items of 16, 32 and 64 rows, several an expert at 512), one expert taking
+// every one of 100 tokens (its rows split into many items), and an expert no token chooses.
+TEST(FastMoe, WgmmaTmaTilesGiveThePlainTilesBits) {
+    REQUIRE_CUDA();
+    struct Shape {
+        const char* name;
+        int E;
+        int64_t I;
+        uint32_t seed;
+    };
+    const int64_t H = 2048;
+    const Shape shapes[] = {{"Qwen3-30B 128x768x2048", 128, 768, 900}, {"flagship 256x512x2048", 256, 512, 950}};
+    for (const Shape& sh : shapes) {
+        SCOPED_TRACE(sh.name);
+        Experts ex(sh.E, H, sh.I, DType::Q4_0, sh.seed, 32, true);
+        ASSERT_EQ(ex.tile(), 3);
+        ASSERT_TRUE(ex.view().gate_up_tiles && ex.view().down_tiles);
+        struct Case {
+            const char* what;
+            int64_t T;
+            int k;
+            Routing r;
+        };
+        std::vector<int32_t> not_last(size_t(sh.E - 1));
+        std::iota(not_last.begin(), not_last.end(), 0);
+        const Case cases[] = {
+            {"33 tokens top-8", 33, 8, random_routing(33, sh.E, 8, sh.seed + 1)},
+            {"512 tokens top-8, expert E-1 unused", 512, 8, random_routing(512, sh.E, 8, sh.seed + 2, not_last)},
+            {"one expert takes every token", 100, 1, random_routing(100, sh.E, 1, sh.seed + 3, {7})},
+        };
+        for (const Case& c : cases) {
+            SCOPED_TRACE(c.what);
+            const DeviceBuffer x = to_device(normal_floats(size_t(c.T * H), sh.seed + 4 + uint32_t(c.T)));
+            const DeviceBuffer ids = to_device(c.r.ids), w = to_device(c.r.weights);
+            DeviceBuffer y(size_t(c.T * H) * 4), scratch(fast::moe_experts_scratch_bytes(c.T, c.k, sh.E, H, sh.I));
+            Stream stream;
+            auto run = [&](const fast::MoePlan& p) {
+                TS_CUDA_CHECK(cudaMemsetAsync(y.data(), 0xff, y.size(), stream));
+                fast::moe_experts_packed_plan(p, y.as<float>(), H, x.as<float>(), H, c.T, ex.view(), ids.as<int32_t>(),
+                                              w.as<float>(), c.k, scratch.data(), stream);
+                stream.synchronize();
+                return to_host<uint32_t>(y, size_t(c.T * H));
+            };
+            for (int rows : {16, 32, 64}) {
+                fast::MoePlan p{true, false, rows, true};
+                p.wgmma = true;
+                const std::vector<uint32_t> want = run(p);
+                size_t nan = 0;
+                for (uint32_t v : want) nan += std::isnan(std::bit_cast<float>(v));
+                EXPECT_EQ(nan, 0u) << rows << " rows: the plain tiles left NaN (y unwritten?)";
+                for (int cluster : {1, 2}) {
+                    p.wgmma_tma = cluster;
+                    const std::vector<uint32_t> got = run(p);
+                    size_t diff = 0;
+                    for (size_t i = 0; i < got.size(); ++i) diff += got[i] != want[i];
+                    EXPECT_EQ(diff, 0u) << rows << " rows, clusters of " << cluster
+                                        << ": elements differing from the plain tiles";
+                }
+            }
         }
         if (HasFailure()) return;
     }

@@ -5,7 +5,6 @@
 #include <array>
 #include <deque>
 #include <map>
-#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -15,6 +14,7 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_memory.h"
 #include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/fast_moe.h"
 #include "kernels/cuda/packed_weight.h"
 #include "kernels/cuda/pinned_memory.h"
 #include "kernels/cuda/stream.h"
@@ -126,7 +126,7 @@ private:
     std::map<std::string, DeviceBuffer> rope_;  // inverse frequencies per RopeParams
     std::map<const void*, DeviceBuffer> experts_;  // device arrays of expert weight pointers
     std::map<const void*, DeviceBuffer> expert_descs_;  // device arrays of packed expert descriptors
-    std::set<const void*> moe_checked_;                 // expert sets whose descriptors were checked
+    std::map<const void*, fast::MoeTiling> moe_checked_;  // expert sets whose descriptors were checked
     const int32_t* routed_ids_ = nullptr;  // ids of the last moe_topk, if its last launch was fast::moe_route
     std::vector<DeviceBuffer> scratch_;
     DeviceBuffer zeroed_;  // zeroed_scratch

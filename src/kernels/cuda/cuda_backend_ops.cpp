@@ -528,17 +528,18 @@ void CudaBackend::moe_experts(const Tensor& y, const Tensor& x, const MoeWeights
         const PackedMatrix* u = g ? expert_descriptors(w.up) : nullptr;
         const PackedMatrix* d = u ? expert_descriptors(w.down) : nullptr;
         if (d) {  // every expert packed Int4: the kernel pack's MoE (fast_moe.h)
-            if (!moe_checked_.count(w.gate.data())) {
+            auto checked = moe_checked_.find(w.gate.data());
+            if (checked == moe_checked_.end()) {
                 std::vector<PackedMatrix> hg, hu, hd;
                 for (int e = 0; e < E; ++e) {
                     hg.push_back(*packed_of(w.gate[size_t(e)]));
                     hu.push_back(*packed_of(w.up[size_t(e)]));
                     hd.push_back(*packed_of(w.down[size_t(e)]));
                 }
-                fast::moe_check_experts(hg.data(), hu.data(), hd.data(), E, X.cols, I);
-                moe_checked_.insert(w.gate.data());
+                checked = moe_checked_.emplace(w.gate.data(), fast::moe_check_experts(hg.data(), hu.data(), hd.data(),
+                                                                                     E, X.cols, I)).first;
             }
-            const fast::MoePackedExperts pe{E, X.cols, I, g, u, d};
+            const fast::MoePackedExperts pe{E, X.cols, I, g, u, d, checked->second.gate_up, checked->second.down};
             void* sc = scratch(1, fast::moe_experts_scratch_bytes(X.rows, k, E, X.cols, I));
             return fast::moe_experts_packed(Y.p, Y.ld, X.p, X.ld, X.rows, pe, ids, weights, k, sc, stream_.get(),
                                             !moe_decode_mma(), x_settled, !moe_prefill_mma(), moe_mid_grouped());

@@ -74,6 +74,11 @@ void check_scratch(const char* op, const void* scratch) {
 int64_t row128(int64_t n) { return (n + 127) / 128 * 128; }
 
 void check_plan(const MoePlan& p) {
+    TS_CHECK(p.wgmma_tma >= 0 && p.wgmma_tma <= 2, "moe_experts_packed: wgmma_tma = {} must be 0, 1 or 2",
+             p.wgmma_tma);
+    TS_CHECK(!p.wgmma_tma || (p.wgmma && detail::moe_wgmma_tma_fits(p.tile_rows)),
+             "moe_experts_packed: wgmma_tma is a form of the wgmma tiles of 16, 32 or 64 rows (got {}wgmma, {} rows)",
+             p.wgmma ? "" : "no ", p.tile_rows);
     if (p.mid) {
         TS_CHECK(p.grouped && !p.down_by_token && p.tile_rows == kMoeMidRows && !p.large_tiles && !p.v2 &&
                      !p.mma_decode && !p.dp4a_decode && !p.wgmma,
@@ -158,8 +163,8 @@ MoeGrouping moe_group(const int32_t* ids, int64_t T, int k, int E, int tile_rows
     return g;
 }
 
-void moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, const PackedMatrix* down, int E, int64_t H,
-                       int64_t I) {
+MoeTiling moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, const PackedMatrix* down, int E,
+                            int64_t H, int64_t I) {
     TS_CHECK(E >= 1 && E <= kMoeMaxExperts, "moe experts: E = {} experts, expected 1..{}", E, kMoeMaxExperts);
     TS_CHECK(H > 0 && I > 0 && H % 32 == 0 && I % 32 == 0,
              "moe experts: H = {} and I = {} must be positive multiples of 32 (whole Int4 chunks)", H, I);
@@ -186,6 +191,17 @@ void moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, const P
                      "moe experts: expert {} {}: codes must be 16-byte aligned", e, names[i]);
         }
     }
+    // Whole tiles copy as 1 KB of codes and 32·(128 / G) bytes of scales (biases) a tile and k-tile.
+    auto tiled = [&](const PackedMatrix* ms) {
+        for (int e = 0; e < E; ++e) {
+            const PackedMatrix& m = ms[e];
+            if (!m.tiles || reinterpret_cast<uintptr_t>(m.scales) % 16 != 0 ||
+                reinterpret_cast<uintptr_t>(m.biases) % 16 != 0)
+                return false;
+        }
+        return true;
+    };
+    return MoeTiling{tiled(gate) && tiled(up), tiled(down)};
 }
 
 MoePlan moe_pick(int64_t T, int k, int E) {
@@ -295,9 +311,16 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
         at += align_up(size_t(P * row128(w.I)) * 2);
         auto* out = reinterpret_cast<float*>(at);  // [P, H]
         if (plan.wgmma) {
+            const int tma = plan.wgmma_tma;  // check_plan: 0, or 1 / 2 with tiles of 16, 32 or 64
             TS_CUDA_CHECK(detail::launch_moe_gather_wgmma(xg, x, ldx, T, w.H, k, g, stream));
-            TS_CUDA_CHECK(detail::launch_moe_wgmma_gate_up(act, xg, w, g, plan.tile_rows, stream));
-            TS_CUDA_CHECK(detail::launch_moe_wgmma_down(out, act, w, g, plan.tile_rows, stream));
+            if (tma && w.gate_up_tiles)
+                TS_CUDA_CHECK(detail::launch_moe_wgmma_tma_gate_up(act, xg, P, w, g, plan.tile_rows, tma, stream));
+            else
+                TS_CUDA_CHECK(detail::launch_moe_wgmma_gate_up(act, xg, w, g, plan.tile_rows, stream));
+            if (tma && w.down_tiles)
+                TS_CUDA_CHECK(detail::launch_moe_wgmma_tma_down(out, act, P, w, g, plan.tile_rows, tma, stream));
+            else
+                TS_CUDA_CHECK(detail::launch_moe_wgmma_down(out, act, w, g, plan.tile_rows, stream));
             TS_CUDA_CHECK(detail::launch_moe_combine(y, ldy, out, T, w.H, weights, k, g, stream));
             return;
         }

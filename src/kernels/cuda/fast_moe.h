@@ -84,10 +84,18 @@ struct MoePackedExperts {
     const PackedMatrix* gate = nullptr;  // device [E]
     const PackedMatrix* up = nullptr;    // device [E]
     const PackedMatrix* down = nullptr;  // device [E]
+    // What the host knows of the order (moe_check_experts' MoeTiling): every expert's gate and up
+    // (down) in 16-row tiles with 16-byte aligned scales and biases — the kernels that copy whole
+    // tiles (MoePlan::wgmma_tma) need it; false: those kernels' plans run the plain ones.
+    bool gate_up_tiles = false, down_tiles = false;
 };
-// Checks host copies of the descriptors (each array [E]) against the contract above.
-void moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, const PackedMatrix* down, int E, int64_t H,
-                       int64_t I);
+struct MoeTiling {
+    bool gate_up = false, down = false;  // MoePackedExperts::gate_up_tiles / down_tiles
+};
+// Checks host copies of the descriptors (each array [E]) against the contract above, and says
+// which matrices every expert holds in whole-tile-copyable 16-row tiles.
+MoeTiling moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, const PackedMatrix* down, int E,
+                            int64_t H, int64_t I);
 
 // How moe_experts_packed runs a step (moe_pick chooses; tests and benches force each):
 //   grouped = false: one work item per (token, slot) — no grouping kernel (decode, T ≤ 2);
@@ -126,6 +134,12 @@ void moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, const P
 //                    wgmma's A registers (gate and up a warpgroup each), the item's rows as B from
 //                    shared memory; x and act in the wgmma order (rows padded to 128 columns). The
 //                    large tiles' bound.
+//   wgmma_tma:       with wgmma, tile_rows 16, 32 or 64 and the experts in tiles (MoePackedExperts::
+//                    gate_up_tiles / down_tiles, per kernel): the warp-specialised form
+//                    (fast_moe_wgmma_tma.cu) — a producer warp fills the stages by TMA and bulk
+//                    copies, gate and up rows of a feature in one warp; 1, or 2: clusters of two
+//                    feature blocks, each loading half of the item's activation boxes into both
+//                    (TMA multicast). 0: off. The same bits as wgmma.
 //   mma_gate_up_batch: k-tiles a warp of that gate+up kernel has in flight: 2 (2 blocks an SM;
 //                    also 0) or 1 (3 blocks an SM: more of a large grid resident at once).
 //   mma_down_warps:  warps a block of that down kernel: 8 (also 0) or 16 (then batches of 4 and
@@ -166,6 +180,7 @@ struct MoePlan {
     int mid_ring = 0;
     int mid_down_tiles = 0;
     int mid_gate_up_tiles = 0;
+    int wgmma_tma = 0;
 };
 constexpr int kMoeMidRows = 8;  // rows a work item of the mid kernels: mma's 8 columns
 constexpr int64_t kMoeMidDown4Rows = 384;  // mid_down_tiles 0: 4 row tiles a warp from T·k rows (T ≥ 48, k 8)
@@ -305,6 +320,14 @@ cudaError_t launch_moe_wgmma_gate_up(void* act, const void* xg, const MoePackedE
                                      int tile_rows, cudaStream_t stream);
 cudaError_t launch_moe_wgmma_down(float* out, const void* act, const MoePackedExperts& w, const MoeGrouping& g,
                                   int tile_rows, cudaStream_t stream);
+// Their warp-specialised form (fast_moe_wgmma_tma.cu; the same operands, P = T·k rows of xg / act,
+// the same bits): tile_rows 16, 32 or 64 (moe_wgmma_tma_fits), every expert's gate and up (down)
+// in 16-row tiles (MoePackedExperts::gate_up_tiles / down_tiles); cluster 1 or 2 (MoePlan::wgmma_tma).
+bool moe_wgmma_tma_fits(int tile_rows);
+cudaError_t launch_moe_wgmma_tma_gate_up(void* act, const void* xg, int64_t P, const MoePackedExperts& w,
+                                         const MoeGrouping& g, int tile_rows, int cluster, cudaStream_t stream);
+cudaError_t launch_moe_wgmma_tma_down(float* out, const void* act, int64_t P, const MoePackedExperts& w,
+                                      const MoeGrouping& g, int tile_rows, int cluster, cudaStream_t stream);
 // The mid kernels (fast_moe_mid.cu): g built with tile_rows kMoeMidRows (the kernels take an
 // item's first 8 rows only). Each stages its item's B rows (K columns) in shared memory:
 // moe_mid_*_smem of at most kMoeMidMaxSmem bytes. Both by programmatic dependent launch (the

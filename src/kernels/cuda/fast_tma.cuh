@@ -36,6 +36,17 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const void* map, int c
         : "memory");
 }
 
+// tma_load_3d into the same shared-memory offset of every block of the cluster in `mask` (bit r:
+// block rank r), each block's barrier at `bar`'s offset counting the bytes that land there.
+__device__ __forceinline__ void tma_load_3d_multicast(uint32_t dst, const void* map, int c0, int c1, int c2,
+                                                      uint64_t* bar, uint16_t mask) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, "
+        "%3, %4}], [%5], %6;\n" ::"r"(dst),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_addr(bar)), "h"(mask)
+        : "memory");
+}
+
 // An L2 policy for bytes read once (weights streamed past everything else): evicted first.
 __device__ __forceinline__ uint64_t l2_evict_first() {
     uint64_t policy;
@@ -53,6 +64,14 @@ __device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_
         "%4;\n" ::"r"(dst),
         "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(policy)
         : "memory");
+}
+
+// The same without a cache hint (bytes that may be read again soon: an expert's weights another
+// item of the same expert reads).
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes, uint64_t* bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(smem_addr(bar))
+                 : "memory");
 }
 
 }  // namespace tessera::cuda::fast::dev

@@ -1,0 +1,291 @@
+// The fast MoE's large tiles, warp-specialised (prefill; MoePlan::wgmma_tma): fast_moe_wgmma.cu's
+// work items and arithmetic — per item (≤ BT grouped rows of one expert) a block computes 64
+// features of gate and up or 128 of down, wgmma.mma_async m64nBTk16 bf16 → f32 with the expert's
+// Int4 rows dequantized into the A registers and the item's activation rows as B — with the copies
+// moved off the consumers' path. A producer warp fills a ring of STAGES k-tiles: the activation
+// tile by TMA (boxes of 8 rows × 64 columns, the item's rows only, in the 128-byte swizzle), the
+// weights' 16-row tiles (packed_weight.h: 1 KB of codes a tile and k-tile, contiguous) and their
+// scales (and biases) by the bulk-copy engine; full / empty mbarriers instead of a block barrier a
+// k-tile. The consumers read codes and scales from shared memory: no address math or global loads
+// in their loop (fast_moe_wgmma.cu's k-tile: ~270 instructions a thread, ~130 of them the
+// dequantization; nineteenth round's profile: issue-bound at 52 % busy).
+//
+// Gate+up without an exchange: warp w of warpgroup c holds A rows g (gate) and g + 8 (up) of the
+// same feature n0 + 32c + 8w + g, so one thread has both of a feature's values for its tokens and
+// applies SwiGLU in registers (fast_moe_wgmma.cu passes up's accumulators through shared memory).
+// The A rows of a warpgroup are any 64 weight rows: D's rows follow them, columns never mix.
+//
+// Needs every expert's matrices in 16-row tiles with 16-byte aligned scales (MoePackedExperts::
+// gate_up_tiles / down_tiles): then H and I are multiples of 128 and there is no k tail. Rows past
+// the item's (up to 7 of the next item's, or zeros past the grouped rows, or stale ones) are
+// dropped in the epilogue: B's columns never mix; weight tiles past N are not loaded and their rows' outputs dropped (act's positions
+// N … N128 written as zeros). Same bits as fast_moe_wgmma.cu's tiles of the same BT: the same
+// wgmma in the same order on the same operands (bias −8·s folded into the scale's FMA is exact).
+#include <cuda.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cuda/fast_mbarrier.cuh"
+#include "kernels/cuda/fast_moe.h"
+#include "kernels/cuda/fast_tma.cuh"
+#include "kernels/cuda/fast_wgmma.cuh"
+#include "kernels/cuda/fast_wgmma_int4.cuh"
+#include "kernels/cuda/tma_map.h"
+
+namespace tessera::cuda::fast::detail {
+
+namespace {
+
+using namespace dev;
+
+constexpr int kBK = kWgmmaK;  // columns a k-tile
+
+template <int BT_, bool GATE_UP_, int STAGES_, int CL_>
+struct MoeTmaTile {
+    static constexpr int BT = BT_;              // item rows a block: wgmma's N
+    static constexpr int CL = CL_;              // blocks a cluster (along the features) sharing the boxes of A
+    static constexpr bool kGateUp = GATE_UP_;   // gate and up (SwiGLU epilogue), else down
+    static constexpr int BM = kGateUp ? 64 : 128;  // output features a block
+    static constexpr int STAGES = STAGES_;
+    static constexpr int kConsumers = 256;      // two warpgroups
+    static constexpr int kThreads = 384;        // + the producer's warpgroup (one warp issues)
+    static constexpr int kProducerRegs = 24, kConsumerRegs = 104;  // ≤ 80 a thread at launch: two blocks an SM
+    static constexpr int kTiles = 8;            // 16-row weight tiles a stage (gate 4 + up 4, or down 8)
+    static constexpr int kXBytes = 2 * BT * 128;  // two k-blocks of BT rows × 128 bytes
+    static constexpr int kWOff = kXBytes, kWBytes = kTiles * 1024;
+    static constexpr int kSOff = kWOff + kWBytes, kSTile = 128;  // a tile's scales: ≤ 16 rows × 4 groups
+    static constexpr int kBOff = kSOff + kTiles * kSTile;
+    static constexpr int kStageBytes = (kBOff + kTiles * kSTile + 1023) / 1024 * 1024;
+    static constexpr int kSmem = STAGES * kStageBytes + 1024;
+    static_assert(BT % 8 == 0 && BT <= 64 && kConsumers + 128 == kThreads && (CL == 1 || CL == 2), "BT, roles");
+    static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 80 * kThreads, "setmaxnreg moves registers only");
+    static_assert(2 * (kSmem + 1024) <= 228 * 1024, "two blocks an SM");
+};
+
+// silu(g) · u as the old kernel computes it (the same bits).
+__device__ __forceinline__ float swiglu(float g, float u) { return g / (1.f + expf(-g)) * u; }
+
+// A [P rows, K128] bf16 in the wgmma order through `xmap` (3-D: 64 columns, K128 / 64 k-blocks,
+// P rows; boxes of 64 × 1 × BT). m0 / m1: gate / up (kGateUp) or down / unused, device [E].
+template <class C>
+__global__ void __launch_bounds__(C::kThreads, 2)
+    moe_wgmma_tma_kernel(const __grid_constant__ CUtensorMap xmap, int64_t K, int64_t N, int E,
+                         const PackedMatrix* __restrict__ m0, const PackedMatrix* __restrict__ m1, MoeGrouping g,
+                         uint16_t* __restrict__ act, float* __restrict__ out) {
+    constexpr int BT = C::BT, S = C::STAGES, CL = C::CL;
+    const int item = int(blockIdx.x);
+    if (item >= *g.n_items) return;
+    const int e = g.item_expert[item], r0 = g.item_row0[item], n_rows = g.item_rows[item];
+    if (e < 0 || e >= E) return;  // items name valid experts only
+    extern __shared__ uint8_t smem_raw[];
+    uint8_t* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+    __shared__ uint64_t full[S], empty[S];
+    const int64_t n0 = int64_t(blockIdx.y) * C::BM;
+    const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5, wg = warp / 4;
+    const int KT = int(K / kBK);
+    const uint32_t rank = CL > 1 ? cluster_rank() : 0;  // the cluster's blocks share blockIdx.x: one item
+    if (tid == 0) {
+        for (int s = 0; s < S; ++s) {
+            mbar_init(&full[s], 1);        // the producer's expect_tx, then the copies' bytes
+            mbar_init(&empty[s], 8 * CL);  // each consumer warp of the cluster, once its wgmma read the slot
+        }
+    }
+    if constexpr (CL > 1) cluster_barrier();  // every block's barriers ready before a box lands there
+    else __syncthreads();
+
+    if (wg == 2) {
+        // ---- producer: warp 8; lane j < 8 weight tile j, 8 + j its scales, 16 + j its biases, 24 + i
+        // the activations' boxes i, i + 8 (8 rows × 64 columns each: the item's rows only) ----
+        setmaxnreg_dec<C::kProducerRegs>();
+        if (warp != 8) return;
+        const int j = lane & 7, part = lane >> 3;
+        const PackedMatrix& m = C::kGateUp && j >= 4 ? m1[e] : m0[e];
+        const int64_t R = (n0 >> 4) + (C::kGateUp ? (j & 3) : j);  // the tile's row tile
+        const int gpt = kBK / m.group;                             // groups a tile row: 4, 2 or 1
+        const uint8_t* src = nullptr;
+        uint32_t bytes = 0, dst = 0;
+        if (part < 3 && 16 * R < N) {
+            if (part == 0) {
+                src = m.codes + R * 16 * (K / 2), bytes = 1024, dst = C::kWOff + j * 1024;
+            } else {
+                const uint16_t* h = part == 1 ? m.scales : m.biases;
+                if (h) src = reinterpret_cast<const uint8_t*>(h + R * 16 * (K / m.group));
+                bytes = h ? uint32_t(32 * gpt) : 0;
+                dst = (part == 1 ? C::kSOff : C::kBOff) + j * C::kSTile;
+            }
+        }
+        // The item's rows in boxes of 8 a k-block (rows past them in the last box are loaded and
+        // their outputs dropped; slots of boxes not loaded keep stale rows, likewise dropped).
+        const int boxes = min((n_rows + 7) / 8, BT / 8);
+        const uint32_t stage_bytes = __reduce_add_sync(0xffffffffu, bytes) + uint32_t(2 * boxes * 1024);
+        const uint32_t base = smem_addr(smem);
+        for (int kt = 0; kt < KT; ++kt) {
+            const int slot = kt % S;
+            mbar_wait(&empty[slot], ((uint32_t(kt / S)) & 1) ^ 1);  // k-tile kt − S's wgmma are done
+            if (lane == 0) mbar_arrive_expect_tx(&full[slot], stage_bytes);
+            __syncwarp();
+            const uint32_t to = base + uint32_t(slot * C::kStageBytes) + dst;
+            if (part == 3) {
+                // Box b: k-block b / boxes, rows 8 (b % boxes) …; in a cluster, block b % CL loads it
+                // into every block's slot (their full barriers each count its bytes).
+                const uint32_t x_at = base + uint32_t(slot * C::kStageBytes);
+                for (int b = int(rank) + CL * j; b < 2 * boxes; b += 8 * CL) {
+                    const int h = b / boxes, r = 8 * (b % boxes);
+                    const uint32_t to_x = x_at + uint32_t(h * BT * 128 + r * 128);
+                    if constexpr (CL > 1)
+                        tma_load_3d_multicast(to_x, &xmap, 0, 2 * kt + h, r0 + r, &full[slot], uint16_t((1u << CL) - 1));
+                    else
+                        tma_load_3d(to_x, &xmap, 0, 2 * kt + h, r0 + r, &full[slot]);
+                }
+            } else if (bytes) {
+                bulk_load(to, src, bytes, &full[slot]);
+                src += bytes;  // a row tile's k-tiles follow each other (codes and scales alike)
+            }
+        }
+        return;
+    }
+
+    // ---- consumers: warpgroup wg, warp w4 of it, lane (gq, tq) ----
+    setmaxnreg_inc<C::kConsumerRegs>();
+    const int w4 = warp & 3, gq = lane >> 2, tq = lane & 3;
+    // Stacked rows (of the stage's 128) this lane dequantizes as A rows gq and gq + 8.
+    const int f = C::kGateUp ? wg * 32 + w4 * 8 + gq : wg * 64 + w4 * 16 + gq;  // feature of row gq
+    const int r_lo = f, r_hi = C::kGateUp ? 64 + f : f + 8;
+    const PackedMatrix& mlo = m0[e];
+    const PackedMatrix& mhi = C::kGateUp ? m1[e] : m0[e];
+    const bool bias_lo = mlo.biases != nullptr, bias_hi = mhi.biases != nullptr;
+    // This lane's 32 columns of a k-tile are one group: its scale within a tile row.
+    auto scale_at = [&](int r, int group) {
+        const int gpt = kBK / group;
+        return C::kSOff + (r >> 4) * C::kSTile + 2 * ((r & 15) * gpt + (32 * tq) / group);
+    };
+    const int s_lo = scale_at(r_lo, mlo.group), s_hi = scale_at(r_hi, mhi.group);
+    const int b_lo = s_lo - C::kSOff + C::kBOff, b_hi = s_hi - C::kSOff + C::kBOff;
+    constexpr uint32_t kNeg8 = 0xc100c100u, kNegZero = 0x80008000u, kNegC = 0xc300c300u;
+
+    float acc[BT / 2];
+#pragma unroll
+    for (int i = 0; i < BT / 2; ++i) acc[i] = 0.f;
+
+    for (int kt = 0; kt < KT; ++kt) {
+        const int slot = kt % S;
+        mbar_wait(&full[slot], uint32_t(kt / S) & 1);
+        const uint8_t* stage = smem + slot * C::kStageBytes;
+        const uint4 q_lo = *reinterpret_cast<const uint4*>(stage + C::kWOff + r_lo * 64 + tq * 16);
+        const uint4 q_hi = *reinterpret_cast<const uint4*>(stage + C::kWOff + r_hi * 64 + tq * 16);
+        uint32_t s2[2], b2[2];
+        s2[0] = f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(stage + s_lo));
+        s2[1] = f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(stage + s_hi));
+        // w = code·s + b with b = −8·s where a matrix has no biases (Q4_0): exact, so one rounding
+        // of (code − 8)·s as the old kernel's (code − 8)·s + 0.
+        b2[0] = bias_lo ? f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(stage + b_lo))
+                        : fma_bf16x2(s2[0], kNeg8, kNegZero);
+        b2[1] = bias_hi ? f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(stage + b_hi))
+                        : fma_bf16x2(s2[1], kNeg8, kNegZero);
+        wgmma_int4_ktile<BT>(acc, q_lo, q_hi, s2, b2, kNegC, wgmma_desc_sw128(smem_addr(stage)), BT * 128);
+        // On return every wgmma of k-tile kt − 1 is done: its slot is free, in every block of the
+        // cluster (their boxes land in it too). Not past the last release a producer waits for: a
+        // block may have left by then.
+        if (kt > 0 && lane == 0 && kt - 1 + S < KT) {
+            mbar_arrive(&empty[(kt - 1) % S]);
+            if constexpr (CL > 1) mbar_arrive_cluster(&empty[(kt - 1) % S], rank ^ 1u);
+        }
+    }
+    wgmma_wait<0>();
+    wgmma_fence_operands(acc);
+
+    // acc[4i + c]: A row gq (c < 2) or gq + 8, item row 8i + 2tq + (c & 1).
+    if constexpr (C::kGateUp) {
+        const int64_t n = n0 + f, N128 = wgmma_row_len(N);
+        const int64_t pos = (n & ~int64_t(kBK - 1)) + wgmma_pos(int(n & (kBK - 1)));
+        if (n >= N128) return;
+#pragma unroll
+        for (int i = 0; i < BT / 8; ++i)
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+                const int r = 8 * i + 2 * tq + c;
+                if (r >= n_rows) continue;
+                const float v = n < N ? swiglu(acc[4 * i + c], acc[4 * i + 2 + c]) : 0.f;
+                act[(r0 + r) * N128 + pos] = uint16_t(pack_bf16x2(v, 0.f) & 0xffffu);  // bf16(v), nearest even
+            }
+    } else {
+#pragma unroll
+        for (int i = 0; i < BT / 8; ++i)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                const int r = 8 * i + 2 * tq + (c & 1);
+                const int64_t n = n0 + (c < 2 ? r_lo : r_hi);
+                if (r < n_rows && n < N) out[(r0 + r) * N + n] = acc[4 * i + c];
+            }
+    }
+}
+
+template <class C>
+cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const PackedMatrix* m0,
+                   const PackedMatrix* m1, const MoeGrouping& g, void* act, float* out, cudaStream_t stream) {
+    static const cudaError_t attr =
+        cudaFuncSetAttribute(moe_wgmma_tma_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
+    if (attr != cudaSuccess) return attr;
+    if (P < 1 || K % kBK != 0) return cudaErrorInvalidValue;
+    CUtensorMap map;
+    const uint64_t dims[3] = {64, uint64_t(K / 64), uint64_t(P)};
+    const uint64_t strides[2] = {128, uint64_t(K) * 2};
+    const uint32_t box[3] = {64, 1, 8};  // 8 rows: one 1 KB swizzle atom
+    if (!tma_map_3d_sw128(&map, true, a, dims, strides, box)) return cudaErrorInvalidValue;
+    // gate+up covers every position of act's rows up to N128 (the zeros the down kernel reads); a
+    // cluster's last blocks may cover nothing (they load their share of the boxes, write nothing)
+    const int64_t cover = C::kGateUp ? wgmma_row_len(N) : N;
+    const int64_t blocks = (cover + C::BM - 1) / C::BM;
+    const dim3 grid(unsigned(g.max_items), unsigned((blocks + C::CL - 1) / C::CL * C::CL));
+    auto* act16 = static_cast<uint16_t*>(act);
+    if constexpr (C::CL == 1) {
+        moe_wgmma_tma_kernel<C><<<grid, C::kThreads, C::kSmem, stream>>>(map, K, N, E, m0, m1, g, act16, out);
+        return cudaGetLastError();
+    } else {
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = grid;
+        cfg.blockDim = dim3(C::kThreads);
+        cfg.dynamicSmemBytes = C::kSmem;
+        cfg.stream = stream;
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = 1, at[0].val.clusterDim.y = unsigned(C::CL), at[0].val.clusterDim.z = 1;
+        cfg.attrs = at;
+        cfg.numAttrs = 1;
+        return cudaLaunchKernelEx(&cfg, moe_wgmma_tma_kernel<C>, map, K, N, E, m0, m1, g, act16, out);
+    }
+}
+
+template <bool GATE_UP, int CL>
+cudaError_t launch_rows(int tile_rows, const void* a, int64_t P, int64_t K, int64_t N, int E, const PackedMatrix* m0,
+                        const PackedMatrix* m1, const MoeGrouping& g, void* act, float* out, cudaStream_t stream) {
+    switch (tile_rows) {
+        case 16: return launch<MoeTmaTile<16, GATE_UP, 7, CL>>(a, P, K, N, E, m0, m1, g, act, out, stream);
+        case 32: return launch<MoeTmaTile<32, GATE_UP, 6, CL>>(a, P, K, N, E, m0, m1, g, act, out, stream);
+        case 64: return launch<MoeTmaTile<64, GATE_UP, 4, CL>>(a, P, K, N, E, m0, m1, g, act, out, stream);
+        default: return cudaErrorInvalidValue;
+    }
+}
+
+}  // namespace
+
+bool moe_wgmma_tma_fits(int tile_rows) { return tile_rows == 16 || tile_rows == 32 || tile_rows == 64; }
+
+cudaError_t launch_moe_wgmma_tma_gate_up(void* act, const void* xg, int64_t P, const MoePackedExperts& w,
+                                         const MoeGrouping& g, int tile_rows, int cluster, cudaStream_t stream) {
+    if (cluster == 2)
+        return launch_rows<true, 2>(tile_rows, xg, P, w.H, w.I, w.E, w.gate, w.up, g, act, nullptr, stream);
+    if (cluster != 1) return cudaErrorInvalidValue;
+    return launch_rows<true, 1>(tile_rows, xg, P, w.H, w.I, w.E, w.gate, w.up, g, act, nullptr, stream);
+}
+
+cudaError_t launch_moe_wgmma_tma_down(float* out, const void* act, int64_t P, const MoePackedExperts& w,
+                                      const MoeGrouping& g, int tile_rows, int cluster, cudaStream_t stream) {
+    if (cluster == 2)
+        return launch_rows<false, 2>(tile_rows, act, P, w.I, w.H, w.E, w.down, nullptr, g, nullptr, out, stream);
+    if (cluster != 1) return cudaErrorInvalidValue;
+    return launch_rows<false, 1>(tile_rows, act, P, w.I, w.H, w.E, w.down, nullptr, g, nullptr, out, stream);
+}
+
+}  // namespace tessera::cuda::fast::detail
