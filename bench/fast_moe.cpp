@@ -167,7 +167,7 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
         fast::moe_check_experts(gate.desc.data(), up.desc.data(), down.desc.data(), s.E, s.H, s.I);
     const DeviceBuffer dg = upload(gate.desc), du = upload(up.desc), dd = upload(down.desc);
     const fast::MoePackedExperts w{s.E, s.H, s.I, dg.as<PackedMatrix>(), du.as<PackedMatrix>(), dd.as<PackedMatrix>(),
-                                   tiling.gate_up, tiling.down};
+                                   tiling};
     // Bytes of one expert's matrix (codes + f16 scales per 32).
     const double matrix_bytes = double(s.I * s.H) / 2 + double(s.I * s.H) / 32 * 2;
     const cudaStream_t st = stream.get();
@@ -402,7 +402,7 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             TS_CUDA_CHECK(fast::detail::launch_moe_gather_wgmma(xg, x.as<float>(), s.H, T, s.H, s.k, lg, st));
             TS_CUDA_CHECK(cudaStreamSynchronize(st));
             for (int tma = 0; tma <= 2; ++tma) {  // plain, warp-specialised, in clusters of 2
-                if (tma && !(w.gate_up_tiles && w.down_tiles)) continue;
+                if (tma && !(w.tiling.gate_up && w.tiling.down)) continue;
                 const std::string form = tma ? "wgmma tma/" + std::to_string(tma) : "wgmma";
                 const double tgl = timer.median(a.warmup, a.runs, [&](int) {
                     TS_CUDA_CHECK(tma ? fast::detail::launch_moe_wgmma_tma_gate_up(lact, xg, P, w, lg, tile, tma, st)

@@ -26,6 +26,12 @@ void Backend::zero(void* dst, size_t bytes) {
     if (bytes) std::memset(dst, 0, bytes);
 }
 Tensor Backend::place_weight(const Tensor& host, WeightUse) { return host; }
+std::vector<Tensor> Backend::place_weights(const std::vector<Tensor>& hosts, WeightUse use) {
+    std::vector<Tensor> placed;
+    placed.reserve(hosts.size());
+    for (const Tensor& h : hosts) placed.push_back(place_weight(h, use));
+    return placed;
+}
 bool Backend::device_memory(int64_t*, int64_t*) { return false; }
 MemoryResource& Backend::staging_memory() { return host_memory(); }
 std::unique_ptr<Backend::Recording> Backend::record(const std::function<void()>&) { return nullptr; }

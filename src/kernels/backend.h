@@ -143,6 +143,10 @@ public:
     // owned by the WeightStore); a device backend copies it into memory it owns for its lifetime,
     // converting if its kernels want another dtype (the CUDA reference path: bf16 matrices).
     virtual Tensor place_weight(const Tensor& host, WeightUse use);
+    // Matrices of one shape and dtype placed as a set (an MoE layer's experts, one matrix each),
+    // in order: a device backend may keep them one after another in one allocation (the CUDA
+    // backend's MoE kernels describe such a stack with one tensor map). The default places each.
+    virtual std::vector<Tensor> place_weights(const std::vector<Tensor>& hosts, WeightUse use);
     // A device backend's free and total memory now (false: host memory, not reported here).
     virtual bool device_memory(int64_t* free_bytes, int64_t* total_bytes);
     // Host memory that copy_in / copy_out move fastest (page-locked for a device backend; the

@@ -19,6 +19,11 @@ public:
 
     // A host tensor (e.g. a slice of a stacked expert tensor) placed for the backend.
     Tensor place(const Tensor& host, WeightUse use) const { return be_ ? be_->place_weight(host, use) : host; }
+    // Host tensors of one shape and dtype (an MoE layer's experts, one matrix each) placed as a set
+    // (Backend::place_weights: a device backend may stack them).
+    std::vector<Tensor> place_all(const std::vector<Tensor>& hosts, WeightUse use) const {
+        return be_ ? be_->place_weights(hosts, use) : hosts;
+    }
 
     // A weight matrix [rows, cols] in its file dtype (shape checked; error names the tensor).
     Tensor matrix(const std::string& name, int64_t rows, int64_t cols) const;

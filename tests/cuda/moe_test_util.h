@@ -391,8 +391,7 @@ struct Experts {
         return n;
     }
     fast::MoePackedExperts view() const {
-        return {E, H, I, d_gate.as<PackedMatrix>(), d_up.as<PackedMatrix>(), d_down.as<PackedMatrix>(),
-                tiling.gate_up, tiling.down};
+        return {E, H, I, d_gate.as<PackedMatrix>(), d_up.as<PackedMatrix>(), d_down.as<PackedMatrix>(), tiling};
     }
     MoeWeights cpu_view() {
         MoeWeights w;

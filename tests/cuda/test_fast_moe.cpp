@@ -352,7 +352,7 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
     EXPECT_THROW(fast::moe_group(ids, 2, 2, 8, 8, p + 1, nullptr), Error);                 // misaligned scratch
 
     const PackedMatrix* d = reinterpret_cast<const PackedMatrix*>(p);
-    const fast::MoePackedExperts w{8, 64, 32, d, d, d};
+    const fast::MoePackedExperts w{8, 64, 32, d, d, d, {}};
     auto run = [&](const fast::MoePlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                    fast::MoePackedExperts ww, int k, void* scratch) {
         fast::moe_experts_packed_plan(plan, y, ldy, x, ldx, T, ww, reinterpret_cast<int32_t*>(p), p, k, scratch,
@@ -418,7 +418,7 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
         bad.mid_gate_up_tiles = 3;
         EXPECT_THROW(run(bad, y, 64, p, 64, 2, w, 2, p), Error);
         try {  // H = 8192: x's 8 rows staged would take 130 KB of shared memory
-            run(mid, p + 65536, 8192, p, 8192, 2, {8, 8192, 32, d, d, d}, 2, p);
+            run(mid, p + 65536, 8192, p, 8192, 2, {8, 8192, 32, d, d, d, {}}, 2, p);
             ADD_FAILURE() << "H = 8192 accepted by the mid kernels";
         } catch (const Error& err) {
             EXPECT_NE(std::string(err.what()).find("shared memory"), std::string::npos) << err.what();
@@ -428,8 +428,8 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
     EXPECT_THROW(run({}, y, 64, p, 63, 2, w, 2, p), Error);                              // ldx < H
     EXPECT_THROW(run({}, p + 1, 64, p, 64, 2, w, 2, p), Error);                          // y overlaps x
     EXPECT_THROW(run({}, y, 64, p, 64, 2, w, 2, reinterpret_cast<char*>(p) + 4), Error); // misaligned scratch
-    EXPECT_THROW(run({}, y, 64, p, 64, 2, {8, 48, 32, d, d, d}, 2, p), Error);           // H not a multiple of 32
-    EXPECT_THROW(run({}, y, 64, p, 64, 2, {8, 64, 32, nullptr, d, d}, 2, p), Error);     // null descriptors
+    EXPECT_THROW(run({}, y, 64, p, 64, 2, {8, 48, 32, d, d, d, {}}, 2, p), Error);       // H not a multiple of 32
+    EXPECT_THROW(run({}, y, 64, p, 64, 2, {8, 64, 32, nullptr, d, d, {}}, 2, p), Error); // null descriptors
 
     // Host descriptors: shape, kind, group, alignment.
     PackedMatrix g;
@@ -472,6 +472,21 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
         up = gt;
         up.tiles = false;  // up row-major
         EXPECT_FALSE(fast::moe_check_experts(&gt, &up, &dt, 1, 128, 32).gate_up);
+        // Two experts: one stack a matrix (expert 1 right after expert 0), else not (the maps
+        // describe the stack from expert 0's descriptor)
+        PackedMatrix g2[2] = {gt, gt}, d2[2] = {dt, dt};
+        g2[1].codes += 32 * 128 / 2;
+        g2[1].scales += 32 * 128 / 32;
+        d2[1].codes += 128 * 32 / 2;
+        d2[1].scales += 128 * 32 / 32;
+        const fast::MoeTiling t2 = fast::moe_check_experts(g2, g2, d2, 2, 128, 32);
+        EXPECT_TRUE(t2.gate_up);
+        EXPECT_EQ(t2.gate0.codes, gt.codes);
+        g2[1].codes += 16;  // a gap between the experts
+        EXPECT_FALSE(fast::moe_check_experts(g2, g2, d2, 2, 128, 32).gate_up);
+        g2[1].codes -= 16;
+        g2[1].group = 64;  // another group size
+        EXPECT_FALSE(fast::moe_check_experts(g2, g2, d2, 2, 128, 32).gate_up);
     }
     PackedMatrix g96 = g, d96 = dn;  // [32, 192] of group 96: a multiple of 32 dividing k, but not 32·2^j
     g96.k = 192;

@@ -27,6 +27,7 @@
 
 #include "core/tensor.h"
 #include "kernels/backend.h"
+#include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/fast_moe.h"
@@ -307,7 +308,7 @@ TEST(FastMoe, WgmmaTmaTilesGiveThePlainTilesBits) {
         SCOPED_TRACE(sh.name);
         Experts ex(sh.E, H, sh.I, DType::Q4_0, sh.seed, 32, true);
         ASSERT_EQ(ex.tile(), 3);
-        ASSERT_TRUE(ex.view().gate_up_tiles && ex.view().down_tiles);
+        ASSERT_TRUE(ex.view().tiling.gate_up && ex.view().tiling.down);
         struct Case {
             const char* what;
             int64_t T;
@@ -351,6 +352,59 @@ TEST(FastMoe, WgmmaTmaTilesGiveThePlainTilesBits) {
                 }
             }
         }
+        if (HasFailure()) return;
+    }
+}
+
+// The CUDA backend places a layer's experts as one stack a matrix (Backend::place_weights: codes
+// one after another, then scales, then biases), which the warp-specialised wgmma tiles read through
+// one tensor map each: the placed experts are contiguous, and its moe_experts at a prefill size
+// (16 rows an expert: the pick's wgmma tiles) matches the double reference — Q4_0 and Q4_K (biases).
+TEST(FastMoe, BackendStacksExpertsForTheWgmmaTiles) {
+    REQUIRE_CUDA();
+    struct Case {
+        DType t;
+        int64_t H, I;
+    };
+    for (const Case& c : {Case{DType::Q4_0, 256, 128}, Case{DType::Q4_K, 768, 256}}) {
+        SCOPED_TRACE(dtype_name(c.t));
+        // A backend a case: it knows expert sets by their vectors' addresses (a model's live as long
+        // as it does), which the next case's may reuse.
+        const auto be = make_cuda_backend(0, CudaKernels::Fast);
+        const int E = 8, k = 2;
+        const int64_t T = 64;
+        Experts ex(E, c.H, c.I, c.t, 1100);
+        const MoeWeights host = ex.cpu_view();
+        MoeWeights placed;
+        placed.gate = be->place_weights(host.gate, WeightUse::Expert);
+        placed.up = be->place_weights(host.up, WeightUse::Expert);
+        placed.down = be->place_weights(host.down, WeightUse::Expert);
+        for (const std::vector<Tensor>* m : {&placed.gate, &placed.up, &placed.down}) {
+            ASSERT_EQ(m->size(), size_t(E));
+            const int64_t bytes = (*m)[0].dim(0) * (*m)[0].dim(1) / 2;  // Int4 codes of one expert
+            for (int e = 0; e < E; ++e) {
+                EXPECT_EQ((*m)[size_t(e)].device, Device::CUDA);
+                EXPECT_EQ(static_cast<const char*>((*m)[size_t(e)].data),
+                          static_cast<const char*>((*m)[0].data) + e * bytes)
+                    << "expert " << e << " is not right after expert " << e - 1;
+            }
+        }
+        const Routing r = random_routing(T, E, k, 1101);
+        const std::vector<float> x = normal_floats(size_t(T * c.H), 1102);
+        void* xd = be->memory().allocate(size_t(T * c.H) * 4);
+        void* yd = be->memory().allocate(size_t(T * c.H) * 4);
+        void* idd = be->memory().allocate(r.ids.size() * 4);
+        void* wd = be->memory().allocate(r.weights.size() * 4);
+        be->copy_in(xd, x.data(), x.size() * 4);
+        be->copy_in(idd, r.ids.data(), r.ids.size() * 4);
+        be->copy_in(wd, r.weights.data(), r.weights.size() * 4);
+        be->moe_experts(Tensor(yd, DType::F32, {T, c.H}, Device::CUDA), Tensor(xd, DType::F32, {T, c.H}, Device::CUDA),
+                        placed, static_cast<const int32_t*>(idd), static_cast<const float*>(wd), k);
+        std::vector<float> y(size_t(T * c.H));
+        be->copy_out(y.data(), yd, y.size() * 4);
+        for (void* p : {xd, yd, idd, wd}) be->memory().deallocate(p);
+        const Reference ref = reference(ex, x, c.H, T, r, k);
+        expect_near_reference(y, c.H, ref, T, c.H, ref.eps_bf16());
         if (HasFailure()) return;
     }
 }

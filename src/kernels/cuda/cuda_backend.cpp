@@ -243,6 +243,60 @@ Tensor CudaBackend::place_packed(const Tensor& host, WeightUse use) {
     return Tensor::contiguous(b.data(), host.dtype, host.shape.data(), host.ndim, Device::CUDA);
 }
 
+std::vector<Tensor> CudaBackend::place_weights(const std::vector<Tensor>& hosts, WeightUse use) {
+    // Experts the fast MoE reads (Int4, one shape and dtype) in one stack: every expert's codes one
+    // after another, then every expert's scales, then biases — one tensor map describes each part
+    // (fast_moe_wgmma_tma.cu, MoeTiling). Anything else: one at a time.
+    const Tensor& h0 = hosts.empty() ? Tensor{} : hosts[0];
+    bool stack = kernels_ == CudaKernels::Fast && use == WeightUse::Expert && hosts.size() > 1 && h0.ndim == 2 &&
+                 cuda::can_repack(h0.dtype) && packed_kind_of(h0.dtype) == PackedKind::Int4 && h0.rows() % 32 == 0 &&
+                 h0.cols() % 32 == 0;
+    for (const Tensor& h : hosts)
+        stack = stack && h.device == Device::CPU && h.ndim == 2 && h.dtype == h0.dtype && h.rows() == h0.rows() &&
+                h.cols() == h0.cols();
+    if (!stack) return Backend::place_weights(hosts, use);
+    std::vector<PackedHost> ps;
+    ps.reserve(hosts.size());
+    for (const Tensor& h : hosts) {
+        PackedHost p = with_context(fmt::format("place_weight {}", h.describe()), [&] { return repack(h); });
+        if (tiles_ && packed_tiles_fit(p.kind, p.n, p.k, p.group)) tile_packed(p);
+        ps.push_back(std::move(p));
+    }
+    const PackedHost& p0 = ps[0];
+    for (const PackedHost& p : ps)
+        if (p.kind != p0.kind || p.n != p0.n || p.k != p0.k || p.group != p0.group || p.tiles != p0.tiles ||
+            p.codes.size() != p0.codes.size() || p.scales.size() != p0.scales.size() ||
+            p.biases.size() != p0.biases.size())
+            return Backend::place_weights(hosts, use);  // not one form (cannot happen for one dtype and shape)
+    const size_t E = ps.size(), code_bytes = p0.codes.size(), scale_bytes = p0.scales.size() * 2,
+                 bias_bytes = p0.biases.size() * 2;
+    const size_t scale_at = align_up(E * code_bytes, 256), bias_at = align_up(scale_at + E * scale_bytes, 256);
+    DeviceBuffer& b = weights_.emplace_back(std::max<size_t>(bias_at + E * bias_bytes, 1));
+    auto* base = b.as<uint8_t>();
+    std::vector<Tensor> placed;
+    for (size_t e = 0; e < E; ++e) {
+        const PackedHost& p = ps[e];
+        uint8_t* codes = base + e * code_bytes;
+        copy_in(codes, p.codes.data(), code_bytes);
+        copy_in(base + scale_at + e * scale_bytes, p.scales.data(), scale_bytes);
+        if (bias_bytes) copy_in(base + bias_at + e * bias_bytes, p.biases.data(), bias_bytes);
+        PackedMatrix m;
+        m.kind = p.kind;
+        m.n = p.n;
+        m.k = p.k;
+        m.group = p.group;
+        m.codes = codes;
+        m.scales = reinterpret_cast<const uint16_t*>(base + scale_at + e * scale_bytes);
+        m.biases = bias_bytes ? reinterpret_cast<const uint16_t*>(base + bias_at + e * bias_bytes) : nullptr;
+        m.tiles = p.tiles;
+        packed_[codes] = m;
+        placed.push_back(Tensor::contiguous(codes, hosts[e].dtype, hosts[e].shape.data(), hosts[e].ndim, Device::CUDA));
+    }
+    weight_bytes_ += int64_t(b.size());
+    MemLog::global().set("weights_device", weight_bytes_);
+    return placed;
+}
+
 const PackedMatrix* CudaBackend::packed_of(const Tensor& w) const {
     if (packed_.empty() || !dtype_info(w.dtype).quantized) return nullptr;
     const auto it = packed_.find(w.data);

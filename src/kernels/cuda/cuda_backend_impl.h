@@ -39,6 +39,7 @@ public:
     uint64_t mark() override;
     void wait_mark(uint64_t m) override;
     Tensor place_weight(const Tensor& host, WeightUse use) override;
+    std::vector<Tensor> place_weights(const std::vector<Tensor>& hosts, WeightUse use) override;
     bool device_memory(int64_t* free_bytes, int64_t* total_bytes) override;
     MemoryResource& staging_memory() override { return pinned_; }
     std::unique_ptr<Recording> record(const std::function<void()>& body) override;  // cuda_graph.cpp

@@ -22,7 +22,8 @@ int env_choice(const char* var, std::initializer_list<const char*> names);
 bool env_switch(const char* var, const char* dflt, const char* alt);  // env var `var`: alt (true) or dflt
 bool decode_attention_simt();  // TESSERA_DECODE_ATTENTION=simt (default mma)
 bool moe_decode_mma();  // TESSERA_MOE_DECODE=mma (default dp4a)
-bool moe_prefill_mma();  // TESSERA_MOE_PREFILL=mma (default wgmma)
+bool moe_prefill_mma();  // TESSERA_MOE_PREFILL=mma (default tma)
+bool moe_prefill_plain();  // TESSERA_MOE_PREFILL=wgmma (default tma)
 bool moe_mid_grouped();  // TESSERA_MOE_MID unset or grouped (the default; tiles: false)
 bool moe_route_exact();  // TESSERA_MOE_ROUTE=exact (default logits)
 bool flash_mma();  // TESSERA_FLASH=mma (default wgmma)

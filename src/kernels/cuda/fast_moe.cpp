@@ -191,17 +191,27 @@ MoeTiling moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, co
                      "moe experts: expert {} {}: codes must be 16-byte aligned", e, names[i]);
         }
     }
-    // Whole tiles copy as 1 KB of codes and 32·(128 / G) bytes of scales (biases) a tile and k-tile.
-    auto tiled = [&](const PackedMatrix* ms) {
+    // The tensor maps of the warp-specialised tiles describe one stack a matrix from expert 0's
+    // descriptor: 1 KB of codes and 32·(128 / G) bytes of scales (biases) a row tile and k-tile.
+    auto stacked = [&](const PackedMatrix* ms) {
+        const PackedMatrix& m0 = ms[0];
+        if (reinterpret_cast<uintptr_t>(m0.scales) % 16 != 0 || reinterpret_cast<uintptr_t>(m0.biases) % 16 != 0)
+            return false;
+        const int64_t gpr = m0.k / m0.group;
         for (int e = 0; e < E; ++e) {
             const PackedMatrix& m = ms[e];
-            if (!m.tiles || reinterpret_cast<uintptr_t>(m.scales) % 16 != 0 ||
-                reinterpret_cast<uintptr_t>(m.biases) % 16 != 0)
+            if (!m.tiles || m.group != m0.group || m.codes != m0.codes + e * m0.n * (m0.k / 2) ||
+                m.scales != m0.scales + e * m0.n * gpr || (m.biases == nullptr) != (m0.biases == nullptr) ||
+                (m.biases && m.biases != m0.biases + e * m0.n * gpr))
                 return false;
         }
         return true;
     };
-    return MoeTiling{tiled(gate) && tiled(up), tiled(down)};
+    MoeTiling t;
+    t.gate_up = stacked(gate) && stacked(up);
+    t.down = stacked(down);
+    t.gate0 = gate[0], t.up0 = up[0], t.down0 = down[0];
+    return t;
 }
 
 MoePlan moe_pick(int64_t T, int k, int E) {
@@ -236,6 +246,11 @@ MoePlan moe_pick(int64_t T, int k, int E) {
     }
     p.wgmma = true;
     p.tile_rows = avg <= 24 ? 32 : 64;
+    // Session 33: their warp-specialised form (fast_moe_wgmma_tma.cu; the plain tiles where the
+    // experts are not stacked tiles) — bench_fast_moe hot, µs, plain against TMA: llama.cpp's shape
+    // T = 512 269.8 / 228.5 (/64), T = 2048 705.0 / 658.4; the flagship 299.3 / 251.7 (/32), 606.6 /
+    // 539.4 (/64). Clusters of 2 sharing A's boxes (wgmma_tma = 2) measured slower everywhere.
+    p.wgmma_tma = 1;
     return p;
 }
 
@@ -313,11 +328,11 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
         if (plan.wgmma) {
             const int tma = plan.wgmma_tma;  // check_plan: 0, or 1 / 2 with tiles of 16, 32 or 64
             TS_CUDA_CHECK(detail::launch_moe_gather_wgmma(xg, x, ldx, T, w.H, k, g, stream));
-            if (tma && w.gate_up_tiles)
+            if (tma && w.tiling.gate_up)
                 TS_CUDA_CHECK(detail::launch_moe_wgmma_tma_gate_up(act, xg, P, w, g, plan.tile_rows, tma, stream));
             else
                 TS_CUDA_CHECK(detail::launch_moe_wgmma_gate_up(act, xg, w, g, plan.tile_rows, stream));
-            if (tma && w.down_tiles)
+            if (tma && w.tiling.down)
                 TS_CUDA_CHECK(detail::launch_moe_wgmma_tma_down(out, act, P, w, g, plan.tile_rows, tma, stream));
             else
                 TS_CUDA_CHECK(detail::launch_moe_wgmma_down(out, act, w, g, plan.tile_rows, stream));
@@ -383,8 +398,9 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
 
 void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
                         const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream,
-                        bool dp4a, bool x_settled, bool wgmma, bool mid) {
+                        bool dp4a, bool x_settled, bool wgmma, bool mid, bool tma) {
     MoePlan plan = moe_pick(T, k, w.E);
+    if (!tma || !wgmma) plan.wgmma_tma = 0;
     if (plan.wgmma && !wgmma) plan.wgmma = false, plan.v2 = true;  // the mma.sync tiles of the same rows
     if (mid && plan.v2 && plan.large_tiles && T * k <= int64_t(kMoeMidRows) * w.E && detail::moe_mid_fits(w.H, w.I))
         plan = moe_mid_plan();  // few rows an expert: each expert's weights once, no padding rows

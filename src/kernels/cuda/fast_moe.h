@@ -78,22 +78,25 @@ MoeGrouping moe_group(const int32_t* ids, int64_t T, int k, int E, int tile_rows
 // biases may be null per matrix (bias = −8·scale, Q4_0). The kernels cannot check
 // device descriptors: call moe_check_experts on the host copies once at load.
 // H and I: multiples of 32 (Int4 rows are whole 16-byte chunks).
+// What the host knows of the experts' order (moe_check_experts): gate_up (down) — every expert's
+// gate and up (down) in 16-row tiles, one stack each (expert e's codes, scales and biases right
+// after expert e − 1's), one group size, scales and biases 16-byte aligned: the layout the tensor
+// maps of the warp-specialised tiles (MoePlan::wgmma_tma) describe from expert 0's descriptors.
+// Where false those tiles' plans run the plain ones.
+struct MoeTiling {
+    bool gate_up = false, down = false;
+    PackedMatrix gate0, up0, down0;  // host copies of expert 0's descriptors
+};
 struct MoePackedExperts {
     int E = 0;
     int64_t H = 0, I = 0;
     const PackedMatrix* gate = nullptr;  // device [E]
     const PackedMatrix* up = nullptr;    // device [E]
     const PackedMatrix* down = nullptr;  // device [E]
-    // What the host knows of the order (moe_check_experts' MoeTiling): every expert's gate and up
-    // (down) in 16-row tiles with 16-byte aligned scales and biases — the kernels that copy whole
-    // tiles (MoePlan::wgmma_tma) need it; false: those kernels' plans run the plain ones.
-    bool gate_up_tiles = false, down_tiles = false;
-};
-struct MoeTiling {
-    bool gate_up = false, down = false;  // MoePackedExperts::gate_up_tiles / down_tiles
+    MoeTiling tiling;                    // moe_check_experts' answer (default: none)
 };
 // Checks host copies of the descriptors (each array [E]) against the contract above, and says
-// which matrices every expert holds in whole-tile-copyable 16-row tiles.
+// which matrices the whole-tile copies can read (MoeTiling).
 MoeTiling moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, const PackedMatrix* down, int E,
                             int64_t H, int64_t I);
 
@@ -134,8 +137,8 @@ MoeTiling moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, co
 //                    wgmma's A registers (gate and up a warpgroup each), the item's rows as B from
 //                    shared memory; x and act in the wgmma order (rows padded to 128 columns). The
 //                    large tiles' bound.
-//   wgmma_tma:       with wgmma, tile_rows 16, 32 or 64 and the experts in tiles (MoePackedExperts::
-//                    gate_up_tiles / down_tiles, per kernel): the warp-specialised form
+//   wgmma_tma:       with wgmma, tile_rows 16, 32 or 64 and the experts in stacked tiles
+//                    (MoeTiling, per kernel): the warp-specialised form
 //                    (fast_moe_wgmma_tma.cu) — a producer warp fills the stages by TMA and bulk
 //                    copies, gate and up rows of a feature in one warp; 1, or 2: clusters of two
 //                    feature blocks, each loading half of the item's activation boxes into both
@@ -218,10 +221,12 @@ size_t moe_experts_scratch_bytes(int64_t T, int k, int E, int64_t H, int64_t I);
 // wgmma: the pick's large tiles may run on the warpgroup MMA (false: the mma.sync v2 tiles, for A/B).
 // mid: where the pick takes the v2 tiles at ≤ kMoeMidRows rows an expert on average (T·k ≤ 8·E),
 // run the mid plan instead where its shared memory fits (the backend's default; TESSERA_MOE_MID=tiles
-// leaves it out, for A/B).
+// leaves it out, for A/B). tma: the pick's wgmma tiles in their warp-specialised form (where the
+// experts are stacked tiles; false: the plain wgmma tiles, TESSERA_MOE_PREFILL=wgmma, for A/B).
 void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
                         const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream,
-                        bool dp4a = true, bool x_settled = false, bool wgmma = true, bool mid = false);
+                        bool dp4a = true, bool x_settled = false, bool wgmma = true, bool mid = false,
+                        bool tma = true);
 void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                              const MoePackedExperts& w, const int32_t* ids, const float* weights, int k,
                              void* scratch, cudaStream_t stream, bool x_settled = false);
@@ -321,8 +326,8 @@ cudaError_t launch_moe_wgmma_gate_up(void* act, const void* xg, const MoePackedE
 cudaError_t launch_moe_wgmma_down(float* out, const void* act, const MoePackedExperts& w, const MoeGrouping& g,
                                   int tile_rows, cudaStream_t stream);
 // Their warp-specialised form (fast_moe_wgmma_tma.cu; the same operands, P = T·k rows of xg / act,
-// the same bits): tile_rows 16, 32 or 64 (moe_wgmma_tma_fits), every expert's gate and up (down)
-// in 16-row tiles (MoePackedExperts::gate_up_tiles / down_tiles); cluster 1 or 2 (MoePlan::wgmma_tma).
+// the same bits): tile_rows 16, 32 or 64 (moe_wgmma_tma_fits), the experts' gate and up (down) in
+// stacked tiles (MoeTiling::gate_up / down); cluster 1 or 2 (MoePlan::wgmma_tma).
 bool moe_wgmma_tma_fits(int tile_rows);
 cudaError_t launch_moe_wgmma_tma_gate_up(void* act, const void* xg, int64_t P, const MoePackedExperts& w,
                                          const MoeGrouping& g, int tile_rows, int cluster, cudaStream_t stream);

@@ -54,9 +54,9 @@ struct MoeTmaTile {
     static constexpr int kTiles = 8;            // 16-row weight tiles a stage (gate 4 + up 4, or down 8)
     static constexpr int kXBytes = 2 * BT * 128;  // two k-blocks of BT rows × 128 bytes
     static constexpr int kWOff = kXBytes, kWBytes = kTiles * 1024;
-    static constexpr int kSOff = kWOff + kWBytes, kSTile = 128;  // a tile's scales: ≤ 16 rows × 4 groups
-    static constexpr int kBOff = kSOff + kTiles * kSTile;
-    static constexpr int kStageBytes = (kBOff + kTiles * kSTile + 1023) / 1024 * 1024;
+    // Scales (biases): ≤ 128 bytes a tile (16 rows × 4 groups); gate+up: up's box 512 bytes on.
+    static constexpr int kSOff = kWOff + kWBytes, kBOff = kSOff + kTiles * 128;
+    static constexpr int kStageBytes = (kBOff + kTiles * 128 + 1023) / 1024 * 1024;
     static constexpr int kSmem = STAGES * kStageBytes + 1024;
     static_assert(BT % 8 == 0 && BT <= 64 && kConsumers + 128 == kThreads && (CL == 1 || CL == 2), "BT, roles");
     static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 80 * kThreads, "setmaxnreg moves registers only");
@@ -66,14 +66,30 @@ struct MoeTmaTile {
 // silu(g) · u as the old kernel computes it (the same bits).
 __device__ __forceinline__ float swiglu(float g, float u) { return g / (1.f + expf(-g)) * u; }
 
-// A [P rows, K128] bf16 in the wgmma order through `xmap` (3-D: 64 columns, K128 / 64 k-blocks,
-// P rows; boxes of 64 × 1 × BT). m0 / m1: gate / up (kGateUp) or down / unused, device [E].
+// The tensor maps of a launch. x[i]: A [P rows, K128] bf16 in the wgmma order as 3-D (64 columns,
+// K128 / 64 k-blocks, P rows), boxes of 64 × 1 × 8(i + 1) rows in the 128-byte swizzle (the
+// item's rows, rounded up to 8). codes / scales / biases [lo, hi] (gate, up; or down): a stack's
+// row tiles as rows — codes K 8-byte words a row tile (its k-tiles' 1 KB one after another), scales
+// 16·K/G halves; boxes of a k-tile × the block's row tiles (4 a matrix for gate+up, 8 for down).
+struct MoeTmaMaps {
+    CUtensorMap x[8];
+    CUtensorMap codes[2], scales[2], biases[2];
+};
+
+// Per matrix: groups a k-tile and row of a tile (128 / G), and whether it has biases.
+struct MoeTmaMatrix {
+    int gpt = 4;
+    bool biases = false;
+};
+
+// m0 / m1: gate / up (kGateUp) or down / unused, device [E] (the epilogue's N and the experts'
+// stacks: E·N / 16 row tiles).
 template <class C>
 __global__ void __launch_bounds__(C::kThreads, 2)
-    moe_wgmma_tma_kernel(const __grid_constant__ CUtensorMap xmap, int64_t K, int64_t N, int E,
-                         const PackedMatrix* __restrict__ m0, const PackedMatrix* __restrict__ m1, MoeGrouping g,
-                         uint16_t* __restrict__ act, float* __restrict__ out) {
+    moe_wgmma_tma_kernel(const __grid_constant__ MoeTmaMaps maps, int64_t K, int64_t N, int E, MoeTmaMatrix lo,
+                         MoeTmaMatrix hi, MoeGrouping g, uint16_t* __restrict__ act, float* __restrict__ out) {
     constexpr int BT = C::BT, S = C::STAGES, CL = C::CL;
+    constexpr int kTilesLo = C::kGateUp ? 4 : 8;  // row tiles a box of the lo matrix
     const int item = int(blockIdx.x);
     if (item >= *g.n_items) return;
     const int e = g.item_expert[item], r0 = g.item_row0[item], n_rows = g.item_rows[item];
@@ -95,52 +111,45 @@ __global__ void __launch_bounds__(C::kThreads, 2)
     else __syncthreads();
 
     if (wg == 2) {
-        // ---- producer: warp 8; lane j < 8 weight tile j, 8 + j its scales, 16 + j its biases, 24 + i
-        // the activations' boxes i, i + 8 (8 rows × 64 columns each: the item's rows only) ----
+        // ---- producer: warp 8; lane h < 2 the activations' k-block h (block h % CL of a cluster,
+        // into every block), lanes 2 + m codes, 4 + m scales, 6 + m biases of matrix m (lo, hi) ----
         setmaxnreg_dec<C::kProducerRegs>();
-        if (warp != 8) return;
-        const int j = lane & 7, part = lane >> 3;
-        const PackedMatrix& m = C::kGateUp && j >= 4 ? m1[e] : m0[e];
-        const int64_t R = (n0 >> 4) + (C::kGateUp ? (j & 3) : j);  // the tile's row tile
-        const int gpt = kBK / m.group;                             // groups a tile row: 4, 2 or 1
-        const uint8_t* src = nullptr;
-        uint32_t bytes = 0, dst = 0;
-        if (part < 3 && 16 * R < N) {
-            if (part == 0) {
-                src = m.codes + R * 16 * (K / 2), bytes = 1024, dst = C::kWOff + j * 1024;
-            } else {
-                const uint16_t* h = part == 1 ? m.scales : m.biases;
-                if (h) src = reinterpret_cast<const uint8_t*>(h + R * 16 * (K / m.group));
-                bytes = h ? uint32_t(32 * gpt) : 0;
-                dst = (part == 1 ? C::kSOff : C::kBOff) + j * C::kSTile;
-            }
-        }
-        // The item's rows in boxes of 8 a k-block (rows past them in the last box are loaded and
-        // their outputs dropped; slots of boxes not loaded keep stale rows, likewise dropped).
-        const int boxes = min((n_rows + 7) / 8, BT / 8);
-        const uint32_t stage_bytes = __reduce_add_sync(0xffffffffu, bytes) + uint32_t(2 * boxes * 1024);
+        if (warp != 8 || lane >= 8) return;
+        const int m = lane & 1, what = lane >> 1;  // what: 0 x, 1 codes, 2 scales, 3 biases
+        const MoeTmaMatrix mat = m ? hi : lo;
+        const int tiles = m ? 4 : kTilesLo;
+        const int boxes = min((n_rows + 7) / 8, BT / 8);  // A's rows in boxes of 8 (rows past: dropped)
+        const int row_tile = int((int64_t(e) * N + n0) >> 4);  // the block's first row tile in the stack
+        uint32_t bytes = 0;
+        if (what == 1 && (m == 0 || C::kGateUp)) bytes = uint32_t(tiles) * 1024;
+        if (what == 2 && (m == 0 || C::kGateUp)) bytes = uint32_t(tiles * 32 * mat.gpt);
+        if (what == 3 && (m == 0 || C::kGateUp) && mat.biases) bytes = uint32_t(tiles * 32 * mat.gpt);
+        const bool issues = what == 0 ? m % CL == int(rank) : bytes != 0;
+        const uint32_t stage_bytes = __reduce_add_sync(0xffu, bytes) + uint32_t(2 * boxes * 1024);
+        const CUtensorMap* map = what == 0   ? &maps.x[boxes - 1]
+                                 : what == 1 ? &maps.codes[m]
+                                 : what == 2 ? &maps.scales[m]
+                                             : &maps.biases[m];
+        const uint32_t dst = what == 0   ? uint32_t(m * BT * 128)
+                             : what == 1 ? uint32_t(C::kWOff + m * 4096)
+                             : what == 2 ? uint32_t(C::kSOff + m * 512)
+                                         : uint32_t(C::kBOff + m * 512);
+        const int kstep = what == 1 ? 128 : 16 * mat.gpt;  // elements a k-tile along the map's rows
         const uint32_t base = smem_addr(smem);
         for (int kt = 0; kt < KT; ++kt) {
             const int slot = kt % S;
             mbar_wait(&empty[slot], ((uint32_t(kt / S)) & 1) ^ 1);  // k-tile kt − S's wgmma are done
             if (lane == 0) mbar_arrive_expect_tx(&full[slot], stage_bytes);
-            __syncwarp();
+            __syncwarp(0xffu);
             const uint32_t to = base + uint32_t(slot * C::kStageBytes) + dst;
-            if (part == 3) {
-                // Box b: k-block b / boxes, rows 8 (b % boxes) …; in a cluster, block b % CL loads it
-                // into every block's slot (their full barriers each count its bytes).
-                const uint32_t x_at = base + uint32_t(slot * C::kStageBytes);
-                for (int b = int(rank) + CL * j; b < 2 * boxes; b += 8 * CL) {
-                    const int h = b / boxes, r = 8 * (b % boxes);
-                    const uint32_t to_x = x_at + uint32_t(h * BT * 128 + r * 128);
-                    if constexpr (CL > 1)
-                        tma_load_3d_multicast(to_x, &xmap, 0, 2 * kt + h, r0 + r, &full[slot], uint16_t((1u << CL) - 1));
-                    else
-                        tma_load_3d(to_x, &xmap, 0, 2 * kt + h, r0 + r, &full[slot]);
-                }
-            } else if (bytes) {
-                bulk_load(to, src, bytes, &full[slot]);
-                src += bytes;  // a row tile's k-tiles follow each other (codes and scales alike)
+            if (!issues) continue;
+            if (what == 0) {
+                if constexpr (CL > 1)
+                    tma_load_3d_multicast(to, map, 0, 2 * kt + m, r0, &full[slot], uint16_t((1u << CL) - 1));
+                else
+                    tma_load_3d(to, map, 0, 2 * kt + m, r0, &full[slot]);
+            } else {
+                tma_load_2d(to, map, kt * kstep, row_tile, &full[slot]);
             }
         }
         return;
@@ -149,19 +158,17 @@ __global__ void __launch_bounds__(C::kThreads, 2)
     // ---- consumers: warpgroup wg, warp w4 of it, lane (gq, tq) ----
     setmaxnreg_inc<C::kConsumerRegs>();
     const int w4 = warp & 3, gq = lane >> 2, tq = lane & 3;
-    // Stacked rows (of the stage's 128) this lane dequantizes as A rows gq and gq + 8.
+    // Rows of the stage's code tiles this lane dequantizes as A rows gq and gq + 8 (gate+up: row f
+    // of gate's four tiles and of up's, which follow; down: rows of its eight).
     const int f = C::kGateUp ? wg * 32 + w4 * 8 + gq : wg * 64 + w4 * 16 + gq;  // feature of row gq
     const int r_lo = f, r_hi = C::kGateUp ? 64 + f : f + 8;
-    const PackedMatrix& mlo = m0[e];
-    const PackedMatrix& mhi = C::kGateUp ? m1[e] : m0[e];
-    const bool bias_lo = mlo.biases != nullptr, bias_hi = mhi.biases != nullptr;
-    // This lane's 32 columns of a k-tile are one group: its scale within a tile row.
-    auto scale_at = [&](int r, int group) {
-        const int gpt = kBK / group;
-        return C::kSOff + (r >> 4) * C::kSTile + 2 * ((r & 15) * gpt + (32 * tq) / group);
+    // This lane's 32 columns of a k-tile are one group: its scale in a box of row tiles (32·gpt
+    // bytes a tile) — gate+up: hi's box 512 bytes on.
+    auto scale_at = [&](int r, const MoeTmaMatrix& mat) {
+        return (r >> 4) * 32 * mat.gpt + 2 * ((r & 15) * mat.gpt + (tq * mat.gpt) / 4);
     };
-    const int s_lo = scale_at(r_lo, mlo.group), s_hi = scale_at(r_hi, mhi.group);
-    const int b_lo = s_lo - C::kSOff + C::kBOff, b_hi = s_hi - C::kSOff + C::kBOff;
+    const int s_lo = scale_at(r_lo, lo), s_hi = C::kGateUp ? 512 + scale_at(f, hi) : scale_at(r_hi, lo);
+    const bool bias_lo = lo.biases, bias_hi = C::kGateUp ? hi.biases : lo.biases;
     constexpr uint32_t kNeg8 = 0xc100c100u, kNegZero = 0x80008000u, kNegC = 0xc300c300u;
 
     float acc[BT / 2];
@@ -175,13 +182,13 @@ __global__ void __launch_bounds__(C::kThreads, 2)
         const uint4 q_lo = *reinterpret_cast<const uint4*>(stage + C::kWOff + r_lo * 64 + tq * 16);
         const uint4 q_hi = *reinterpret_cast<const uint4*>(stage + C::kWOff + r_hi * 64 + tq * 16);
         uint32_t s2[2], b2[2];
-        s2[0] = f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(stage + s_lo));
-        s2[1] = f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(stage + s_hi));
+        s2[0] = f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(stage + C::kSOff + s_lo));
+        s2[1] = f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(stage + C::kSOff + s_hi));
         // w = code·s + b with b = −8·s where a matrix has no biases (Q4_0): exact, so one rounding
         // of (code − 8)·s as the old kernel's (code − 8)·s + 0.
-        b2[0] = bias_lo ? f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(stage + b_lo))
+        b2[0] = bias_lo ? f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(stage + C::kBOff + s_lo))
                         : fma_bf16x2(s2[0], kNeg8, kNegZero);
-        b2[1] = bias_hi ? f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(stage + b_hi))
+        b2[1] = bias_hi ? f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(stage + C::kBOff + s_hi))
                         : fma_bf16x2(s2[1], kNeg8, kNegZero);
         wgmma_int4_ktile<BT>(acc, q_lo, q_hi, s2, b2, kNegC, wgmma_desc_sw128(smem_addr(stage)), BT * 128);
         // On return every wgmma of k-tile kt − 1 is done: its slot is free, in every block of the
@@ -221,18 +228,39 @@ __global__ void __launch_bounds__(C::kThreads, 2)
     }
 }
 
+// The maps of a stacked matrix (expert 0's descriptor m, E experts of n rows) in boxes of `tiles`
+// row tiles × a k-tile: codes, scales, biases (unset where m has none).
+bool matrix_maps(const PackedMatrix& m, int E, int tiles, CUtensorMap* codes, CUtensorMap* scales,
+                 CUtensorMap* biases) {
+    const uint64_t row_tiles = uint64_t(E) * uint64_t(m.n / 16), gpr = uint64_t(m.k / m.group);
+    const uint32_t gpt = uint32_t(kBK / m.group);
+    if (!tma_map_2d(codes, 8, m.codes, {uint64_t(m.k), row_tiles}, uint64_t(m.k) * 8, {128, uint32_t(tiles)}))
+        return false;
+    if (!tma_map_2d(scales, 2, m.scales, {16 * gpr, row_tiles}, 32 * gpr, {16 * gpt, uint32_t(tiles)})) return false;
+    return !m.biases ||
+           tma_map_2d(biases, 2, m.biases, {16 * gpr, row_tiles}, 32 * gpr, {16 * gpt, uint32_t(tiles)});
+}
+
 template <class C>
-cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const PackedMatrix* m0,
-                   const PackedMatrix* m1, const MoeGrouping& g, void* act, float* out, cudaStream_t stream) {
+cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const PackedMatrix& m_lo,
+                   const PackedMatrix* m_hi, const MoeGrouping& g, void* act, float* out, cudaStream_t stream) {
     static const cudaError_t attr =
         cudaFuncSetAttribute(moe_wgmma_tma_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
     if (attr != cudaSuccess) return attr;
-    if (P < 1 || K % kBK != 0) return cudaErrorInvalidValue;
-    CUtensorMap map;
-    const uint64_t dims[3] = {64, uint64_t(K / 64), uint64_t(P)};
-    const uint64_t strides[2] = {128, uint64_t(K) * 2};
-    const uint32_t box[3] = {64, 1, 8};  // 8 rows: one 1 KB swizzle atom
-    if (!tma_map_3d_sw128(&map, true, a, dims, strides, box)) return cudaErrorInvalidValue;
+    if (P < 1 || K % kBK != 0 || m_lo.k != K || m_lo.n != N || (m_hi && (m_hi->k != K || m_hi->n != N)))
+        return cudaErrorInvalidValue;
+    MoeTmaMaps maps;
+    for (int i = 0; i < C::BT / 8; ++i) {
+        const uint64_t dims[3] = {64, uint64_t(K / 64), uint64_t(P)};
+        const uint64_t strides[2] = {128, uint64_t(K) * 2};
+        const uint32_t box[3] = {64, 1, uint32_t(8 * (i + 1))};
+        if (!tma_map_3d_sw128(&maps.x[i], true, a, dims, strides, box)) return cudaErrorInvalidValue;
+    }
+    if (!matrix_maps(m_lo, E, C::kGateUp ? 4 : 8, &maps.codes[0], &maps.scales[0], &maps.biases[0]) ||
+        (m_hi && !matrix_maps(*m_hi, E, 4, &maps.codes[1], &maps.scales[1], &maps.biases[1])))
+        return cudaErrorInvalidValue;
+    const MoeTmaMatrix lo{int(kBK / m_lo.group), m_lo.biases != nullptr};
+    const MoeTmaMatrix hi = m_hi ? MoeTmaMatrix{int(kBK / m_hi->group), m_hi->biases != nullptr} : lo;
     // gate+up covers every position of act's rows up to N128 (the zeros the down kernel reads); a
     // cluster's last blocks may cover nothing (they load their share of the boxes, write nothing)
     const int64_t cover = C::kGateUp ? wgmma_row_len(N) : N;
@@ -240,7 +268,7 @@ cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const 
     const dim3 grid(unsigned(g.max_items), unsigned((blocks + C::CL - 1) / C::CL * C::CL));
     auto* act16 = static_cast<uint16_t*>(act);
     if constexpr (C::CL == 1) {
-        moe_wgmma_tma_kernel<C><<<grid, C::kThreads, C::kSmem, stream>>>(map, K, N, E, m0, m1, g, act16, out);
+        moe_wgmma_tma_kernel<C><<<grid, C::kThreads, C::kSmem, stream>>>(maps, K, N, E, lo, hi, g, act16, out);
         return cudaGetLastError();
     } else {
         cudaLaunchConfig_t cfg = {};
@@ -253,12 +281,12 @@ cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const 
         at[0].val.clusterDim.x = 1, at[0].val.clusterDim.y = unsigned(C::CL), at[0].val.clusterDim.z = 1;
         cfg.attrs = at;
         cfg.numAttrs = 1;
-        return cudaLaunchKernelEx(&cfg, moe_wgmma_tma_kernel<C>, map, K, N, E, m0, m1, g, act16, out);
+        return cudaLaunchKernelEx(&cfg, moe_wgmma_tma_kernel<C>, maps, K, N, E, lo, hi, g, act16, out);
     }
 }
 
 template <bool GATE_UP, int CL>
-cudaError_t launch_rows(int tile_rows, const void* a, int64_t P, int64_t K, int64_t N, int E, const PackedMatrix* m0,
+cudaError_t launch_rows(int tile_rows, const void* a, int64_t P, int64_t K, int64_t N, int E, const PackedMatrix& m0,
                         const PackedMatrix* m1, const MoeGrouping& g, void* act, float* out, cudaStream_t stream) {
     switch (tile_rows) {
         case 16: return launch<MoeTmaTile<16, GATE_UP, 7, CL>>(a, P, K, N, E, m0, m1, g, act, out, stream);
@@ -274,18 +302,23 @@ bool moe_wgmma_tma_fits(int tile_rows) { return tile_rows == 16 || tile_rows == 
 
 cudaError_t launch_moe_wgmma_tma_gate_up(void* act, const void* xg, int64_t P, const MoePackedExperts& w,
                                          const MoeGrouping& g, int tile_rows, int cluster, cudaStream_t stream) {
+    if (!w.tiling.gate_up) return cudaErrorInvalidValue;
     if (cluster == 2)
-        return launch_rows<true, 2>(tile_rows, xg, P, w.H, w.I, w.E, w.gate, w.up, g, act, nullptr, stream);
+        return launch_rows<true, 2>(tile_rows, xg, P, w.H, w.I, w.E, w.tiling.gate0, &w.tiling.up0, g, act, nullptr,
+                                    stream);
     if (cluster != 1) return cudaErrorInvalidValue;
-    return launch_rows<true, 1>(tile_rows, xg, P, w.H, w.I, w.E, w.gate, w.up, g, act, nullptr, stream);
+    return launch_rows<true, 1>(tile_rows, xg, P, w.H, w.I, w.E, w.tiling.gate0, &w.tiling.up0, g, act, nullptr,
+                                stream);
 }
 
 cudaError_t launch_moe_wgmma_tma_down(float* out, const void* act, int64_t P, const MoePackedExperts& w,
                                       const MoeGrouping& g, int tile_rows, int cluster, cudaStream_t stream) {
+    if (!w.tiling.down) return cudaErrorInvalidValue;
     if (cluster == 2)
-        return launch_rows<false, 2>(tile_rows, act, P, w.I, w.H, w.E, w.down, nullptr, g, nullptr, out, stream);
+        return launch_rows<false, 2>(tile_rows, act, P, w.I, w.H, w.E, w.tiling.down0, nullptr, g, nullptr, out,
+                                     stream);
     if (cluster != 1) return cudaErrorInvalidValue;
-    return launch_rows<false, 1>(tile_rows, act, P, w.I, w.H, w.E, w.down, nullptr, g, nullptr, out, stream);
+    return launch_rows<false, 1>(tile_rows, act, P, w.I, w.H, w.E, w.tiling.down0, nullptr, g, nullptr, out, stream);
 }
 
 }  // namespace tessera::cuda::fast::detail

@@ -36,6 +36,15 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const void* map, int c
         : "memory");
 }
 
+// The same for a 2-D map: coordinates (c0 innermost, c1).
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* map, int c0, int c1, uint64_t* bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+            dst),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_addr(bar))
+        : "memory");
+}
+
 // tma_load_3d into the same shared-memory offset of every block of the cluster in `mask` (bit r:
 // block rank r), each block's barrier at `bar`'s offset counting the bytes that land there.
 __device__ __forceinline__ void tma_load_3d_multicast(uint32_t dst, const void* map, int c0, int c1, int c2,

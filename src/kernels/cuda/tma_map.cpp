@@ -62,4 +62,25 @@ bool tma_map_3d_sw128(CUtensorMap* map, bool f16, const void* data, const uint64
                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+bool tma_map_2d(CUtensorMap* map, int elem_bytes, const void* data, const uint64_t (&dims)[2], uint64_t stride,
+                const uint32_t (&box)[2]) {
+    const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_tiled();
+    const CUtensorMapDataType type = elem_bytes == 2   ? CU_TENSOR_MAP_DATA_TYPE_UINT16
+                                     : elem_bytes == 4 ? CU_TENSOR_MAP_DATA_TYPE_UINT32
+                                                       : CU_TENSOR_MAP_DATA_TYPE_INT64;
+    if (!encode || !data || (elem_bytes != 2 && elem_bytes != 4 && elem_bytes != 8) ||
+        reinterpret_cast<uintptr_t>(data) % 16 != 0 || stride % 16 != 0 || stride >= (uint64_t(1) << 40) ||
+        (box[0] * uint64_t(elem_bytes)) % 16 != 0)
+        return false;
+    for (int i = 0; i < 2; ++i)
+        if (dims[i] < 1 || dims[i] > (uint64_t(1) << 32) || box[i] < 1 || box[i] > 256) return false;
+    const cuuint64_t d[2] = {dims[0], dims[1]};
+    const cuuint64_t st[1] = {stride};
+    const cuuint32_t b[2] = {box[0], box[1]};
+    const cuuint32_t elem_strides[2] = {1, 1};
+    return encode(map, type, 2, const_cast<void*>(data), d, st, b, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                  CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 }  // namespace tessera::cuda

@@ -24,4 +24,11 @@ bool paged_cache_tma_map(CUtensorMap* map, bool* heads_inner, const ref::PagedCa
 bool tma_map_3d_sw128(CUtensorMap* map, bool f16, const void* data, const uint64_t (&dims)[3],
                       const uint64_t (&strides)[2], const uint32_t (&box)[3]);
 
+// A 2-D tensor map [dims[1]][dims[0]] of unsigned elements of `elem_bytes` (2, 4 or 8) at `data`,
+// rows `stride` bytes apart, boxes of box[0] × box[1] elements copied as they lie (no swizzle: the
+// box lands row after row, box[0] · elem_bytes a multiple of 16). False where the layout cannot be
+// described (data or stride not 16-byte aligned, a dimension out of range) or the driver refuses.
+bool tma_map_2d(CUtensorMap* map, int elem_bytes, const void* data, const uint64_t (&dims)[2], uint64_t stride,
+                const uint32_t (&box)[2]);
+
 }  // namespace tessera::cuda

@@ -43,66 +43,66 @@ MoeBlock MoeBlock::load(WeightStore& w, const ModelConfig& c, int64_t il) {
     const int64_t H = c.hidden, E = c.n_experts, I = c.expert_ffn;
     const TensorSource& src = w.source();
     MoeBlock m;
-    DType gate_dt{}, up_dt{}, down_dt{};  // the experts' file dtypes
+    // The experts' host matrices, placed together at the end (with the shared expert where it runs
+    // as one more expert): a device backend may keep each matrix's experts in one stack.
+    std::vector<Tensor> gate, up, down;
     if (src.has(p + "ffn_gate_up_exps.weight")) {
         const Tensor gu = src.get(p + "ffn_gate_up_exps.weight", {E, 2 * I, H});
-        const Tensor down = src.get(p + "ffn_down_exps.weight", {E, H, I});
-        gate_dt = up_dt = gu.dtype;
-        down_dt = down.dtype;
+        const Tensor d = src.get(p + "ffn_down_exps.weight", {E, H, I});
         for (int64_t e = 0; e < E; ++e) {
-            m.experts.gate.push_back(w.place(expert_slice(gu, e, 0, I), WeightUse::Expert));
-            m.experts.up.push_back(w.place(expert_slice(gu, e, I, I), WeightUse::Expert));
-            m.experts.down.push_back(w.place(expert_slice(down, e, 0, H), WeightUse::Expert));
+            gate.push_back(expert_slice(gu, e, 0, I));
+            up.push_back(expert_slice(gu, e, I, I));
+            down.push_back(expert_slice(d, e, 0, H));
         }
     } else if (src.has(p + "ffn_gate_exps.weight")) {
         const Tensor g = src.get(p + "ffn_gate_exps.weight", {E, I, H});
         const Tensor u = src.get(p + "ffn_up_exps.weight", {E, I, H});
         const Tensor d = src.get(p + "ffn_down_exps.weight", {E, H, I});
-        gate_dt = g.dtype;
-        up_dt = u.dtype;
-        down_dt = d.dtype;
         for (int64_t e = 0; e < E; ++e) {
-            m.experts.gate.push_back(w.place(expert_slice(g, e, 0, I), WeightUse::Expert));
-            m.experts.up.push_back(w.place(expert_slice(u, e, 0, I), WeightUse::Expert));
-            m.experts.down.push_back(w.place(expert_slice(d, e, 0, H), WeightUse::Expert));
+            gate.push_back(expert_slice(g, e, 0, I));
+            up.push_back(expert_slice(u, e, 0, I));
+            down.push_back(expert_slice(d, e, 0, H));
         }
     } else {
         for (int64_t e = 0; e < E; ++e) {
-            const auto expert = [&](const char* which, int64_t rows, int64_t cols) {
-                return w.place(src.get(fmt::format("{}ffn_{}_exps.{}.weight", p, which, e), {rows, cols}),
-                               WeightUse::Expert);
-            };
-            m.experts.gate.push_back(expert("gate", I, H));
-            m.experts.up.push_back(expert("up", I, H));
-            m.experts.down.push_back(expert("down", H, I));
+            gate.push_back(src.get(fmt::format("{}ffn_gate_exps.{}.weight", p, e), {I, H}));
+            up.push_back(src.get(fmt::format("{}ffn_up_exps.{}.weight", p, e), {I, H}));
+            down.push_back(src.get(fmt::format("{}ffn_down_exps.{}.weight", p, e), {H, I}));
         }
-        gate_dt = src.get(fmt::format("{}ffn_gate_exps.0.weight", p)).dtype;  // expert 0's (one dtype each,
-        up_dt = src.get(fmt::format("{}ffn_up_exps.0.weight", p)).dtype;      // as moe_experts requires)
-        down_dt = src.get(fmt::format("{}ffn_down_exps.0.weight", p)).dtype;
     }
+    // The experts' file dtypes (expert 0's: one dtype each, as moe_experts requires).
+    const DType gate_dt = gate[0].dtype, up_dt = up[0].dtype, down_dt = down[0].dtype;
+    auto place_experts = [&] {
+        m.experts.gate = w.place_all(gate, WeightUse::Expert);
+        m.experts.up = w.place_all(up, WeightUse::Expert);
+        m.experts.down = w.place_all(down, WeightUse::Expert);
+    };
     const std::string router = p + "ffn_gate_inp.weight";
     if (c.shared_expert_ffn <= 0) {
+        place_experts();
         m.router = w.matrix(router, E, H);
         return m;
     }
     const int64_t S = c.shared_expert_ffn;
     const std::string sg = p + "ffn_gate_shexp.weight", su = p + "ffn_up_shexp.weight", sd = p + "ffn_down_shexp.weight";
-    const std::string gate = p + "ffn_gate_inp_shexp.weight";
+    const std::string gate_inp = p + "ffn_gate_inp_shexp.weight";
     const MoeLimits lim = w.backend() ? w.backend()->moe_limits() : MoeLimits{INT_MAX, INT_MAX};
     m.shared_is_expert = S == I && E + 1 <= lim.experts && c.n_experts_used + 1 <= lim.slots &&
                          src.get(sg).dtype == gate_dt && src.get(su).dtype == up_dt && src.get(sd).dtype == down_dt &&
-                         src.get(router).dtype == src.get(gate).dtype;
+                         src.get(router).dtype == src.get(gate_inp).dtype;
     if (m.shared_is_expert) {
-        m.router = w.stack_rows({{router, E, {}}, {gate, 1, {}}}, H);
+        m.router = w.stack_rows({{router, E, {}}, {gate_inp, 1, {}}}, H);
         TS_ASSERT(!m.router.empty());  // the dtypes agree
-        m.experts.gate.push_back(w.place(src.get(sg, {S, H}), WeightUse::Expert));
-        m.experts.up.push_back(w.place(src.get(su, {S, H}), WeightUse::Expert));
-        m.experts.down.push_back(w.place(src.get(sd, {H, S}), WeightUse::Expert));
+        gate.push_back(src.get(sg, {S, H}));
+        up.push_back(src.get(su, {S, H}));
+        down.push_back(src.get(sd, {H, S}));
+        place_experts();
         return m;
     }
+    place_experts();
     m.router = w.matrix(router, E, H);
     m.shared = SwiGluMlp::load(w, sg, su, sd, S, H);
-    m.shared_gate = w.matrix(gate, 1, H);
+    m.shared_gate = w.matrix(gate_inp, 1, H);
     return m;
 }
 
