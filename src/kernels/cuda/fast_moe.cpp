@@ -239,18 +239,21 @@ MoePlan moe_pick(int64_t T, int k, int E) {
     p.down_by_token = false;
     p.large_tiles = true;
     const int64_t avg = T * k / std::max(E, 1);
-    if (avg < 12) {
+    // Session 33: from more than 8 rows an expert (where the backend's mid kernels stop taking the
+    // v2 tiles' place), the warpgroup MMA in its warp-specialised form (fast_moe_wgmma_tma.cu; the
+    // plain wgmma tiles where the experts are not stacked tiles) — bench_fast_moe hot, µs, plain /
+    // TMA, llama.cpp's shape: T = 128 (8 rows) v2/16 186.3, wgmma/16 186.8, TMA/16 153.1; T = 256
+    // /32 209.5 / 172.7; T = 512 /64 269.8 / 228.5; T = 2048 705.0 / 658.4 — the flagship: T = 128
+    // (4 rows) v2/16 235.4, TMA/16 197.3; T = 512 /32 299.3 / 251.7; T = 2048 /64 606.6 / 539.4.
+    // Clusters of 2 sharing A's boxes (wgmma_tma = 2) measured slower everywhere.
+    if (T * k <= 8 * int64_t(std::max(E, 1))) {
         p.v2 = true;
         p.tile_rows = 16;
         return p;
     }
     p.wgmma = true;
-    p.tile_rows = avg <= 24 ? 32 : 64;
-    // Session 33: their warp-specialised form (fast_moe_wgmma_tma.cu; the plain tiles where the
-    // experts are not stacked tiles) — bench_fast_moe hot, µs, plain against TMA: llama.cpp's shape
-    // T = 512 269.8 / 228.5 (/64), T = 2048 705.0 / 658.4; the flagship 299.3 / 251.7 (/32), 606.6 /
-    // 539.4 (/64). Clusters of 2 sharing A's boxes (wgmma_tma = 2) measured slower everywhere.
     p.wgmma_tma = 1;
+    p.tile_rows = avg < 12 ? 16 : avg <= 24 ? 32 : 64;
     return p;
 }
 

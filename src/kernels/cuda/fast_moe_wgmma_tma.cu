@@ -2,25 +2,31 @@
 // work items and arithmetic — per item (≤ BT grouped rows of one expert) a block computes 64
 // features of gate and up or 128 of down, wgmma.mma_async m64nBTk16 bf16 → f32 with the expert's
 // Int4 rows dequantized into the A registers and the item's activation rows as B — with the copies
-// moved off the consumers' path. A producer warp fills a ring of STAGES k-tiles: the activation
-// tile by TMA (boxes of 8 rows × 64 columns, the item's rows only, in the 128-byte swizzle), the
-// weights' 16-row tiles (packed_weight.h: 1 KB of codes a tile and k-tile, contiguous) and their
-// scales (and biases) by the bulk-copy engine; full / empty mbarriers instead of a block barrier a
-// k-tile. The consumers read codes and scales from shared memory: no address math or global loads
-// in their loop (fast_moe_wgmma.cu's k-tile: ~270 instructions a thread, ~130 of them the
-// dequantization; nineteenth round's profile: issue-bound at 52 % busy).
+// moved off the consumers' path. One producer warp fills a ring of STAGES k-tiles by TMA, a few
+// boxes a k-tile (MoeTmaMaps): A's item rows (rounded up to 8) a k-block in the 128-byte swizzle,
+// and per matrix the block's 4 or 8 row tiles' codes (1 KB a tile and k-tile in packed_weight.h's
+// 16-row tiles) and scales (biases) — one stack a matrix (MoeTiling), so one tensor map describes
+// every expert. Full / empty mbarriers instead of a block barrier a k-tile; the consumers read
+// codes and scales from shared memory: no address math or global loads in their loop (~208
+// instructions a k-tile, 120 of them the dequantization, against fast_moe_wgmma.cu's ~276).
+// Session 33: small copies do not pay — boxes of 8 rows for A and a bulk copy a weight tile (26 a
+// k-tile) ran slower than the plain kernel (182 against 142 µs for gate+up at 512 tokens of
+// llama.cpp's shape); whole boxes (6 a k-tile) 120.
 //
 // Gate+up without an exchange: warp w of warpgroup c holds A rows g (gate) and g + 8 (up) of the
 // same feature n0 + 32c + 8w + g, so one thread has both of a feature's values for its tokens and
 // applies SwiGLU in registers (fast_moe_wgmma.cu passes up's accumulators through shared memory).
 // The A rows of a warpgroup are any 64 weight rows: D's rows follow them, columns never mix.
 //
-// Needs every expert's matrices in 16-row tiles with 16-byte aligned scales (MoePackedExperts::
-// gate_up_tiles / down_tiles): then H and I are multiples of 128 and there is no k tail. Rows past
-// the item's (up to 7 of the next item's, or zeros past the grouped rows, or stale ones) are
-// dropped in the epilogue: B's columns never mix; weight tiles past N are not loaded and their rows' outputs dropped (act's positions
-// N … N128 written as zeros). Same bits as fast_moe_wgmma.cu's tiles of the same BT: the same
-// wgmma in the same order on the same operands (bias −8·s folded into the scale's FMA is exact).
+// CL = 2: clusters of two feature blocks of one item, each loading one k-block of A into both
+// (multicast), the slots freed by both blocks' consumers — measured slower (session 33), kept opt-in.
+//
+// Needs the experts stacked in tiles (H and I multiples of 128: no k tail). Rows past the item's
+// (up to 7 of the next item's, zeros past the grouped rows) and weight rows past the expert's
+// (the next expert's, zeros past the stack) are loaded and their outputs dropped: B's columns and
+// A's rows never mix (act's positions N … N128 written as zeros). Same bits as fast_moe_wgmma.cu's
+// tiles of the same BT: the same wgmma in the same order on the same operands (bias −8·s folded
+// into the scale's FMA is exact).
 #include <cuda.h>
 
 #include <cmath>
@@ -118,7 +124,7 @@ __global__ void __launch_bounds__(C::kThreads, 2)
         const int m = lane & 1, what = lane >> 1;  // what: 0 x, 1 codes, 2 scales, 3 biases
         const MoeTmaMatrix mat = m ? hi : lo;
         const int tiles = m ? 4 : kTilesLo;
-        const int boxes = min((n_rows + 7) / 8, BT / 8);  // A's rows in boxes of 8 (rows past: dropped)
+        const int boxes = min((n_rows + 7) / 8, BT / 8);  // A's box: the item's rows rounded up to 8 (x[boxes − 1])
         const int row_tile = int((int64_t(e) * N + n0) >> 4);  // the block's first row tile in the stack
         uint32_t bytes = 0;
         if (what == 1 && (m == 0 || C::kGateUp)) bytes = uint32_t(tiles) * 1024;
