@@ -203,6 +203,22 @@ namespace {
 size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 }  // namespace
 
+PackedMatrix CudaBackend::upload_packed(const PackedHost& p, uint8_t* codes, uint8_t* scales, uint8_t* biases) {
+    copy_in(codes, p.codes.data(), p.codes.size());
+    copy_in(scales, p.scales.data(), p.scales.size() * 2);
+    if (biases) copy_in(biases, p.biases.data(), p.biases.size() * 2);
+    PackedMatrix m;
+    m.kind = p.kind;
+    m.n = p.n;
+    m.k = p.k;
+    m.group = p.group;
+    m.codes = codes;
+    m.scales = reinterpret_cast<const uint16_t*>(scales);
+    m.biases = reinterpret_cast<const uint16_t*>(biases);
+    m.tiles = p.tiles;
+    return m;
+}
+
 Tensor CudaBackend::place_packed(const Tensor& host, WeightUse use) {
     PackedHost p = with_context(fmt::format("place_weight {}", host.describe()), [&] { return repack(host); });
     // Int4 matrices in 16-row tiles where they fit (packed_weight.h): the decode GEMV and the MoE
@@ -215,18 +231,7 @@ Tensor CudaBackend::place_packed(const Tensor& host, WeightUse use) {
     const size_t scale_at = align_up(code_bytes, 256), bias_at = align_up(scale_at + scale_bytes, 256);
     DeviceBuffer& b = weights_.emplace_back(std::max<size_t>(bias_at + bias_bytes, 1));
     auto* base = b.as<uint8_t>();
-    copy_in(base, p.codes.data(), code_bytes);
-    copy_in(base + scale_at, p.scales.data(), scale_bytes);
-    if (bias_bytes) copy_in(base + bias_at, p.biases.data(), bias_bytes);
-    PackedMatrix m;
-    m.kind = p.kind;
-    m.n = p.n;
-    m.k = p.k;
-    m.group = p.group;
-    m.codes = base;
-    m.scales = reinterpret_cast<const uint16_t*>(base + scale_at);
-    m.biases = bias_bytes ? reinterpret_cast<const uint16_t*>(base + bias_at) : nullptr;
-    m.tiles = p.tiles;
+    const PackedMatrix m = upload_packed(p, base, base + scale_at, bias_bytes ? base + bias_at : nullptr);
     packed_[b.data()] = m;
     weight_bytes_ += int64_t(b.size());
     // The prefill's cuBLAS operand, made once — not for vocabulary-sized tables (the embedding,
@@ -275,21 +280,9 @@ std::vector<Tensor> CudaBackend::place_weights(const std::vector<Tensor>& hosts,
     auto* base = b.as<uint8_t>();
     std::vector<Tensor> placed;
     for (size_t e = 0; e < E; ++e) {
-        const PackedHost& p = ps[e];
         uint8_t* codes = base + e * code_bytes;
-        copy_in(codes, p.codes.data(), code_bytes);
-        copy_in(base + scale_at + e * scale_bytes, p.scales.data(), scale_bytes);
-        if (bias_bytes) copy_in(base + bias_at + e * bias_bytes, p.biases.data(), bias_bytes);
-        PackedMatrix m;
-        m.kind = p.kind;
-        m.n = p.n;
-        m.k = p.k;
-        m.group = p.group;
-        m.codes = codes;
-        m.scales = reinterpret_cast<const uint16_t*>(base + scale_at + e * scale_bytes);
-        m.biases = bias_bytes ? reinterpret_cast<const uint16_t*>(base + bias_at + e * bias_bytes) : nullptr;
-        m.tiles = p.tiles;
-        packed_[codes] = m;
+        packed_[codes] = upload_packed(ps[e], codes, base + scale_at + e * scale_bytes,
+                                       bias_bytes ? base + bias_at + e * bias_bytes : nullptr);
         placed.push_back(Tensor::contiguous(codes, hosts[e].dtype, hosts[e].shape.data(), hosts[e].ndim, Device::CUDA));
     }
     weight_bytes_ += int64_t(b.size());
