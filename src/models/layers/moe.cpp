@@ -41,6 +41,8 @@ Tensor expert_slice(const Tensor& t, int64_t e, int64_t r0, int64_t n) {
 MoeBlock MoeBlock::load(WeightStore& w, const ModelConfig& c, int64_t il) {
     const std::string p = fmt::format("blk.{}.", il);
     const int64_t H = c.hidden, E = c.n_experts, I = c.expert_ffn;
+    TS_CHECK(E > 0 && I > 0, "{}: layer {} is an MoE layer with {} experts of {} rows (expected at least one)",
+             w.source().describe(), il, E, I);
     const TensorSource& src = w.source();
     MoeBlock m;
     // The experts' host matrices, placed together at the end (with the shared expert where it runs
