@@ -73,12 +73,6 @@ constexpr int kThreads = (kCW + 1) * 32;  // + the producer warp
 constexpr int kConsumerBar = 1;           // named barrier of the consumer warps
 constexpr int kXItems = 4;                // x's items (8 columns of a token) a consumer thread at most
 
-// barrier.cluster, every thread of the cluster (not .aligned: a warp may arrive diverged — the
-// producer lane after its last copy, its other lanes long before).
-__device__ __forceinline__ void cluster_sync_all() {
-    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
-}
-
 __device__ __forceinline__ uint32_t hfma2_bits(uint32_t a, uint32_t b, uint32_t c) {
     uint32_t d;
     asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
@@ -232,7 +226,7 @@ __device__ __forceinline__ void cluster_sum(const cg::cluster_group& cluster, fl
                                             float* __restrict__ y, int64_t ldy, int cid, int ncl) {
     const int S = int(cluster.num_blocks()), rank = int(cluster.block_rank());
     pdl::wait();  // (the producer warp writes y too)
-    cluster_sync_all();
+    cluster_barrier();  // every thread (a warp may arrive diverged: fast_mbarrier.cuh)
     for (int e = int(threadIdx.x); e < my_rts * T * 16; e += int(blockDim.x)) {
         const int i = e / (T * 16), u = (e / 16) % T, rr = e % 16;
         if (i % S != rank) continue;
@@ -240,7 +234,7 @@ __device__ __forceinline__ void cluster_sum(const cg::cluster_group& cluster, fl
         for (int r = 0; r < S; ++r) v += cluster.map_shared_rank(parts, r)[e];
         y[u * ldy + (int64_t(cid) + int64_t(i) * ncl) * 16 + rr] = v;
     }
-    cluster_sync_all();  // no block leaves while another reads its parts
+    cluster_barrier();  // no block leaves while another reads its parts (fast_mbarrier.cuh)
 }
 
 // NS: ring stages. per: k-tiles a slice (the last slices may hold fewer, or none); part_rts: the

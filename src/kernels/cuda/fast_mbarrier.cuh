@@ -32,7 +32,8 @@ __device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t rank
 }
 
 // This block's rank in its cluster, and the cluster-wide barrier (every thread of every block;
-// release / acquire: what each block wrote before is visible after).
+// release / acquire: what each block wrote before is visible after; not .aligned: a warp may
+// arrive diverged — a producer lane after its last copy, its other lanes long before).
 __device__ __forceinline__ uint32_t cluster_rank() {
     uint32_t r;
     asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
