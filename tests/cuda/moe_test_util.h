@@ -59,7 +59,7 @@ inline std::string str(const fast::MoePlan& p) {
         return "mma decode per slot, down by token, batch " + std::to_string(p.mma_down_batch) + ", gate+up batch " +
                std::to_string(p.mma_gate_up_batch) + ", down warps " + std::to_string(p.mma_down_warps) +
                (p.mma_pdl ? ", pdl" : "");
-    return std::string(p.v2 ? "v2 " : "") + (p.wgmma ? "wgmma " : "") + (p.wgmma_tma ? "tma/" + std::to_string(p.wgmma_tma) + " " : "") +
+    return std::string(p.v2 ? "v2 " : "") + (p.wgmma ? "wgmma " : "") + (p.wgmma_tma ? "tma/" + std::to_string(p.wgmma_tma) + " " : "") + (p.wgmma_mt == 2 ? "mt2 " : "") +
            (p.large_tiles ? "large tiles " : "") +
            (p.grouped ? "grouped tile " + std::to_string(p.tile_rows) : "per slot") +
            (p.down_by_token ? ", down by token" : ", down by item + combine");
@@ -100,6 +100,12 @@ inline std::vector<fast::MoePlan> wgmma_plans() {
         for (int cluster : {1, 2}) {
             p.wgmma_tma = cluster;
             plans.push_back(p);
+        }
+        if (rows <= 32) {  // two m-tiles a warpgroup
+            p.wgmma_tma = 1;
+            p.wgmma_mt = 2;
+            plans.push_back(p);
+            p.wgmma_mt = 0;
         }
     }
     return plans;

@@ -79,6 +79,10 @@ void check_plan(const MoePlan& p) {
     TS_CHECK(!p.wgmma_tma || (p.wgmma && detail::moe_wgmma_tma_fits(p.tile_rows)),
              "moe_experts_packed: wgmma_tma is a form of the wgmma tiles of 16, 32 or 64 rows (got {}wgmma, {} rows)",
              p.wgmma ? "" : "no ", p.tile_rows);
+    TS_CHECK(p.wgmma_mt >= 0 && p.wgmma_mt <= 2 && (p.wgmma_mt < 2 || (p.wgmma_tma == 1 && p.tile_rows <= 32)),
+             "moe_experts_packed: wgmma_mt = {} must be 0, 1 or 2 (2: wgmma_tma 1 and tiles of 16 or 32 rows; got "
+             "wgmma_tma {}, {} rows)",
+             p.wgmma_mt, p.wgmma_tma, p.tile_rows);
     if (p.mid) {
         TS_CHECK(p.grouped && !p.down_by_token && p.tile_rows == kMoeMidRows && !p.large_tiles && !p.v2 &&
                      !p.mma_decode && !p.dp4a_decode && !p.wgmma,
@@ -330,13 +334,14 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
         auto* out = reinterpret_cast<float*>(at);  // [P, H]
         if (plan.wgmma) {
             const int tma = plan.wgmma_tma;  // check_plan: 0, or 1 / 2 with tiles of 16, 32 or 64
+            const int mt = plan.wgmma_mt == 2 ? 2 : 1;
             TS_CUDA_CHECK(detail::launch_moe_gather_wgmma(xg, x, ldx, T, w.H, k, g, stream));
             if (tma && w.tiling.gate_up)
-                TS_CUDA_CHECK(detail::launch_moe_wgmma_tma_gate_up(act, xg, P, w, g, plan.tile_rows, tma, stream));
+                TS_CUDA_CHECK(detail::launch_moe_wgmma_tma_gate_up(act, xg, P, w, g, plan.tile_rows, tma, mt, stream));
             else
                 TS_CUDA_CHECK(detail::launch_moe_wgmma_gate_up(act, xg, w, g, plan.tile_rows, stream));
             if (tma && w.tiling.down)
-                TS_CUDA_CHECK(detail::launch_moe_wgmma_tma_down(out, act, P, w, g, plan.tile_rows, tma, stream));
+                TS_CUDA_CHECK(detail::launch_moe_wgmma_tma_down(out, act, P, w, g, plan.tile_rows, tma, mt, stream));
             else
                 TS_CUDA_CHECK(detail::launch_moe_wgmma_down(out, act, w, g, plan.tile_rows, stream));
             TS_CUDA_CHECK(detail::launch_moe_combine(y, ldy, out, T, w.H, weights, k, g, stream));

@@ -143,6 +143,9 @@ MoeTiling moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, co
 //                    copies, gate and up rows of a feature in one warp; 1, or 2: clusters of two
 //                    feature blocks, each loading half of the item's activation boxes into both
 //                    (TMA multicast). 0: off. The same bits as wgmma.
+//   wgmma_mt:        with wgmma_tma = 1 and tile_rows 16 or 32: 2 — each warpgroup two m64 tiles
+//                    (the block's features doubled: 128 of gate+up, 256 of down), an item's rows
+//                    read by half the feature blocks; 0 or 1: one. The same bits.
 //   mma_gate_up_batch: k-tiles a warp of that gate+up kernel has in flight: 2 (2 blocks an SM;
 //                    also 0) or 1 (3 blocks an SM: more of a large grid resident at once).
 //   mma_down_warps:  warps a block of that down kernel: 8 (also 0) or 16 (then batches of 4 and
@@ -184,6 +187,7 @@ struct MoePlan {
     int mid_down_tiles = 0;
     int mid_gate_up_tiles = 0;
     int wgmma_tma = 0;
+    int wgmma_mt = 0;
 };
 constexpr int kMoeMidRows = 8;  // rows a work item of the mid kernels: mma's 8 columns
 constexpr int64_t kMoeMidDown4Rows = 384;  // mid_down_tiles 0: 4 row tiles a warp from T·k rows (T ≥ 48, k 8)
@@ -329,10 +333,11 @@ cudaError_t launch_moe_wgmma_down(float* out, const void* act, const MoePackedEx
 // the same bits): tile_rows 16, 32 or 64 (moe_wgmma_tma_fits), the experts' gate and up (down) in
 // stacked tiles (MoeTiling::gate_up / down); cluster 1 or 2 (MoePlan::wgmma_tma).
 bool moe_wgmma_tma_fits(int tile_rows);
+// mt: m64 tiles a warpgroup, 1 or 2 (MoePlan::wgmma_mt; 2: tile_rows 16 or 32, cluster 1).
 cudaError_t launch_moe_wgmma_tma_gate_up(void* act, const void* xg, int64_t P, const MoePackedExperts& w,
-                                         const MoeGrouping& g, int tile_rows, int cluster, cudaStream_t stream);
+                                         const MoeGrouping& g, int tile_rows, int cluster, int mt, cudaStream_t stream);
 cudaError_t launch_moe_wgmma_tma_down(float* out, const void* act, int64_t P, const MoePackedExperts& w,
-                                      const MoeGrouping& g, int tile_rows, int cluster, cudaStream_t stream);
+                                      const MoeGrouping& g, int tile_rows, int cluster, int mt, cudaStream_t stream);
 // The mid kernels (fast_moe_mid.cu): g built with tile_rows kMoeMidRows (the kernels take an
 // item's first 8 rows only). Each stages its item's B rows (K columns) in shared memory:
 // moe_mid_*_smem of at most kMoeMidMaxSmem bytes. Both by programmatic dependent launch (the

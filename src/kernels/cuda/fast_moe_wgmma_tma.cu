@@ -47,24 +47,26 @@ using namespace dev;
 
 constexpr int kBK = kWgmmaK;  // columns a k-tile
 
-template <int BT_, bool GATE_UP_, int STAGES_, int CL_>
+template <int BT_, bool GATE_UP_, int STAGES_, int CL_, int MT_ = 1>
 struct MoeTmaTile {
     static constexpr int BT = BT_;              // item rows a block: wgmma's N
     static constexpr int CL = CL_;              // blocks a cluster (along the features) sharing the boxes of A
+    static constexpr int MT = MT_;              // m64 tiles a warpgroup: the block's features × MT, A read once for them
     static constexpr bool kGateUp = GATE_UP_;   // gate and up (SwiGLU epilogue), else down
-    static constexpr int BM = kGateUp ? 64 : 128;  // output features a block
+    static constexpr int BM = (kGateUp ? 64 : 128) * MT;  // output features a block
     static constexpr int STAGES = STAGES_;
     static constexpr int kConsumers = 256;      // two warpgroups
     static constexpr int kThreads = 384;        // + the producer's warpgroup (one warp issues)
     static constexpr int kProducerRegs = 24, kConsumerRegs = 104;  // ≤ 80 a thread at launch: two blocks an SM
-    static constexpr int kTiles = 8;            // 16-row weight tiles a stage (gate 4 + up 4, or down 8)
+    static constexpr int kTiles = 8 * MT;       // 16-row weight tiles a stage (gate 4·MT + up 4·MT, or down 8·MT)
     static constexpr int kXBytes = 2 * BT * 128;  // two k-blocks of BT rows × 128 bytes
     static constexpr int kWOff = kXBytes, kWBytes = kTiles * 1024;
-    // Scales (biases): ≤ 128 bytes a tile (16 rows × 4 groups); gate+up: up's box 512 bytes on.
+    // Scales (biases): ≤ 128 bytes a tile (16 rows × 4 groups); gate+up: up's box 512·MT bytes on.
     static constexpr int kSOff = kWOff + kWBytes, kBOff = kSOff + kTiles * 128;
     static constexpr int kStageBytes = (kBOff + kTiles * 128 + 1023) / 1024 * 1024;
     static constexpr int kSmem = STAGES * kStageBytes + 1024;
     static_assert(BT % 8 == 0 && BT <= 64 && kConsumers + 128 == kThreads && (CL == 1 || CL == 2), "BT, roles");
+    static_assert(MT == 1 || (MT == 2 && BT <= 32), "MT accumulators of BT / 2 within 104 registers");
     static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 80 * kThreads, "setmaxnreg moves registers only");
     static_assert(2 * (kSmem + 1024) <= 228 * 1024, "two blocks an SM");
 };
@@ -94,8 +96,8 @@ template <class C>
 __global__ void __launch_bounds__(C::kThreads, 2)
     moe_wgmma_tma_kernel(const __grid_constant__ MoeTmaMaps maps, int64_t K, int64_t N, int E, MoeTmaMatrix lo,
                          MoeTmaMatrix hi, MoeGrouping g, uint16_t* __restrict__ act, float* __restrict__ out) {
-    constexpr int BT = C::BT, S = C::STAGES, CL = C::CL;
-    constexpr int kTilesLo = C::kGateUp ? 4 : 8;  // row tiles a box of the lo matrix
+    constexpr int BT = C::BT, S = C::STAGES, CL = C::CL, MT = C::MT;
+    constexpr int kTilesHi = 4 * MT, kTilesLo = C::kGateUp ? kTilesHi : 8 * MT;  // row tiles a box of a matrix
     const int item = int(blockIdx.x);
     if (item >= *g.n_items) return;
     const int e = g.item_expert[item], r0 = g.item_row0[item], n_rows = g.item_rows[item];
@@ -123,7 +125,7 @@ __global__ void __launch_bounds__(C::kThreads, 2)
         if (warp != 8 || lane >= 8) return;
         const int m = lane & 1, what = lane >> 1;  // what: 0 x, 1 codes, 2 scales, 3 biases
         const MoeTmaMatrix mat = m ? hi : lo;
-        const int tiles = m ? 4 : kTilesLo;
+        const int tiles = m ? kTilesHi : kTilesLo;
         const int boxes = min((n_rows + 7) / 8, BT / 8);  // A's box: the item's rows rounded up to 8 (x[boxes − 1])
         const int row_tile = int((int64_t(e) * N + n0) >> 4);  // the block's first row tile in the stack
         uint32_t bytes = 0;
@@ -137,9 +139,9 @@ __global__ void __launch_bounds__(C::kThreads, 2)
                                  : what == 2 ? &maps.scales[m]
                                              : &maps.biases[m];
         const uint32_t dst = what == 0   ? uint32_t(m * BT * 128)
-                             : what == 1 ? uint32_t(C::kWOff + m * 4096)
-                             : what == 2 ? uint32_t(C::kSOff + m * 512)
-                                         : uint32_t(C::kBOff + m * 512);
+                             : what == 1 ? uint32_t(C::kWOff + m * 4096 * MT)
+                             : what == 2 ? uint32_t(C::kSOff + m * 512 * MT)
+                                         : uint32_t(C::kBOff + m * 512 * MT);
         const int kstep = what == 1 ? 128 : 16 * mat.gpt;  // elements a k-tile along the map's rows
         const uint32_t base = smem_addr(smem);
         for (int kt = 0; kt < KT; ++kt) {
@@ -164,73 +166,89 @@ __global__ void __launch_bounds__(C::kThreads, 2)
     // ---- consumers: warpgroup wg, warp w4 of it, lane (gq, tq) ----
     setmaxnreg_inc<C::kConsumerRegs>();
     const int w4 = warp & 3, gq = lane >> 2, tq = lane & 3;
-    // Rows of the stage's code tiles this lane dequantizes as A rows gq and gq + 8 (gate+up: row f
-    // of gate's four tiles and of up's, which follow; down: rows of its eight).
-    const int f = C::kGateUp ? wg * 32 + w4 * 8 + gq : wg * 64 + w4 * 16 + gq;  // feature of row gq
-    const int r_lo = f, r_hi = C::kGateUp ? 64 + f : f + 8;
+    // Per m-tile j: rows of the stage's code tiles this lane dequantizes as A rows gq and gq + 8
+    // (gate+up: row f of gate's tiles and of up's, which follow; down: rows of its tiles).
+    auto feature = [&](int j) {  // of A row gq in m-tile j
+        return C::kGateUp ? wg * 32 * MT + 32 * j + w4 * 8 + gq : wg * 64 * MT + 64 * j + w4 * 16 + gq;
+    };
+    auto row_hi = [&](int j) { return C::kGateUp ? 64 * MT + feature(j) : feature(j) + 8; };
     // This lane's 32 columns of a k-tile are one group: its scale in a box of row tiles (32·gpt
-    // bytes a tile) — gate+up: hi's box 512 bytes on.
+    // bytes a tile) — gate+up: hi's box 512·MT bytes on.
     auto scale_at = [&](int r, const MoeTmaMatrix& mat) {
         return (r >> 4) * 32 * mat.gpt + 2 * ((r & 15) * mat.gpt + (tq * mat.gpt) / 4);
     };
-    const int s_lo = scale_at(r_lo, lo), s_hi = C::kGateUp ? 512 + scale_at(f, hi) : scale_at(r_hi, lo);
+    auto scale_hi = [&](int j) {
+        return C::kGateUp ? 512 * MT + scale_at(feature(j), hi) : scale_at(row_hi(j), lo);
+    };
     const bool bias_lo = lo.biases, bias_hi = C::kGateUp ? hi.biases : lo.biases;
     constexpr uint32_t kNeg8 = 0xc100c100u, kNegZero = 0x80008000u, kNegC = 0xc300c300u;
 
-    float acc[BT / 2];
+    float acc[MT][BT / 2];
 #pragma unroll
-    for (int i = 0; i < BT / 2; ++i) acc[i] = 0.f;
+    for (int j = 0; j < MT; ++j) {
+#pragma unroll
+        for (int i = 0; i < BT / 2; ++i) acc[j][i] = 0.f;
+        wgmma_fence_operands(acc[j]);  // zeroed before the first wgmma, not between two (ptxas serializes)
+    }
 
     for (int kt = 0; kt < KT; ++kt) {
         const int slot = kt % S;
         mbar_wait(&full[slot], uint32_t(kt / S) & 1);
         const uint8_t* stage = smem + slot * C::kStageBytes;
-        const uint4 q_lo = *reinterpret_cast<const uint4*>(stage + C::kWOff + r_lo * 64 + tq * 16);
-        const uint4 q_hi = *reinterpret_cast<const uint4*>(stage + C::kWOff + r_hi * 64 + tq * 16);
-        uint32_t s2[2], b2[2];
-        s2[0] = f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(stage + C::kSOff + s_lo));
-        s2[1] = f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(stage + C::kSOff + s_hi));
-        // w = code·s + b with b = −8·s where a matrix has no biases (Q4_0): exact, so one rounding
-        // of (code − 8)·s as the old kernel's (code − 8)·s + 0.
-        b2[0] = bias_lo ? f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(stage + C::kBOff + s_lo))
-                        : fma_bf16x2(s2[0], kNeg8, kNegZero);
-        b2[1] = bias_hi ? f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(stage + C::kBOff + s_hi))
-                        : fma_bf16x2(s2[1], kNeg8, kNegZero);
-        wgmma_int4_ktile<BT>(acc, q_lo, q_hi, s2, b2, kNegC, wgmma_desc_sw128(smem_addr(stage)), BT * 128);
-        // On return every wgmma of k-tile kt − 1 is done: its slot is free, in every block of the
-        // cluster (their boxes land in it too). Not past the last release a producer waits for: a
-        // block may have left by then.
+#pragma unroll
+        for (int j = 0; j < MT; ++j) {
+            const int r_lo = feature(j), r_hi = row_hi(j), s_lo = scale_at(r_lo, lo), s_hi = scale_hi(j);
+            const uint4 q_lo = *reinterpret_cast<const uint4*>(stage + C::kWOff + r_lo * 64 + tq * 16);
+            const uint4 q_hi = *reinterpret_cast<const uint4*>(stage + C::kWOff + r_hi * 64 + tq * 16);
+            uint32_t s2[2], b2[2];
+            s2[0] = f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(stage + C::kSOff + s_lo));
+            s2[1] = f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(stage + C::kSOff + s_hi));
+            // w = code·s + b with b = −8·s where a matrix has no biases (Q4_0): exact, so one
+            // rounding of (code − 8)·s as the old kernel's (code − 8)·s + 0.
+            b2[0] = bias_lo ? f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(stage + C::kBOff + s_lo))
+                            : fma_bf16x2(s2[0], kNeg8, kNegZero);
+            b2[1] = bias_hi ? f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(stage + C::kBOff + s_hi))
+                            : fma_bf16x2(s2[1], kNeg8, kNegZero);
+            wgmma_int4_ktile<BT>(acc[j], q_lo, q_hi, s2, b2, kNegC, wgmma_desc_sw128(smem_addr(stage)), BT * 128);
+        }
+        // On return every wgmma of k-tile kt − 1 is done (at most the last half of this one runs):
+        // its slot is free, in every block of the cluster (their boxes land in it too). Not past
+        // the last release a producer waits for: a block may have left by then.
         if (kt > 0 && lane == 0 && kt - 1 + S < KT) {
             mbar_arrive(&empty[(kt - 1) % S]);
             if constexpr (CL > 1) mbar_arrive_cluster(&empty[(kt - 1) % S], rank ^ 1u);
         }
     }
     wgmma_wait<0>();
-    wgmma_fence_operands(acc);
+#pragma unroll
+    for (int j = 0; j < MT; ++j) wgmma_fence_operands(acc[j]);
 
-    // acc[4i + c]: A row gq (c < 2) or gq + 8, item row 8i + 2tq + (c & 1).
-    if constexpr (C::kGateUp) {
-        const int64_t n = n0 + f, N128 = wgmma_row_len(N);
-        const int64_t pos = (n & ~int64_t(kBK - 1)) + wgmma_pos(int(n & (kBK - 1)));
-        if (n >= N128) return;
+    // acc[j][4i + c]: m-tile j's A row gq (c < 2) or gq + 8, item row 8i + 2tq + (c & 1).
 #pragma unroll
-        for (int i = 0; i < BT / 8; ++i)
+    for (int j = 0; j < MT; ++j) {
+        if constexpr (C::kGateUp) {
+            const int64_t n = n0 + feature(j), N128 = wgmma_row_len(N);
+            const int64_t pos = (n & ~int64_t(kBK - 1)) + wgmma_pos(int(n & (kBK - 1)));
+            if (n >= N128) continue;
 #pragma unroll
-            for (int c = 0; c < 2; ++c) {
-                const int r = 8 * i + 2 * tq + c;
-                if (r >= n_rows) continue;
-                const float v = n < N ? swiglu(acc[4 * i + c], acc[4 * i + 2 + c]) : 0.f;
-                act[(r0 + r) * N128 + pos] = uint16_t(pack_bf16x2(v, 0.f) & 0xffffu);  // bf16(v), nearest even
-            }
-    } else {
+            for (int i = 0; i < BT / 8; ++i)
 #pragma unroll
-        for (int i = 0; i < BT / 8; ++i)
+                for (int c = 0; c < 2; ++c) {
+                    const int r = 8 * i + 2 * tq + c;
+                    if (r >= n_rows) continue;
+                    const float v = n < N ? swiglu(acc[j][4 * i + c], acc[j][4 * i + 2 + c]) : 0.f;
+                    act[(r0 + r) * N128 + pos] = uint16_t(pack_bf16x2(v, 0.f) & 0xffffu);  // bf16(v), nearest even
+                }
+        } else {
 #pragma unroll
-            for (int c = 0; c < 4; ++c) {
-                const int r = 8 * i + 2 * tq + (c & 1);
-                const int64_t n = n0 + (c < 2 ? r_lo : r_hi);
-                if (r < n_rows && n < N) out[(r0 + r) * N + n] = acc[4 * i + c];
-            }
+            for (int i = 0; i < BT / 8; ++i)
+#pragma unroll
+                for (int c = 0; c < 4; ++c) {
+                    const int r = 8 * i + 2 * tq + (c & 1);
+                    const int64_t n = n0 + (c < 2 ? feature(j) : row_hi(j));
+                    if (r < n_rows && n < N) out[(r0 + r) * N + n] = acc[j][4 * i + c];
+                }
+        }
     }
 }
 
@@ -262,8 +280,8 @@ cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const 
         const uint32_t box[3] = {64, 1, uint32_t(8 * (i + 1))};
         if (!tma_map_3d_sw128(&maps.x[i], true, a, dims, strides, box)) return cudaErrorInvalidValue;
     }
-    if (!matrix_maps(m_lo, E, C::kGateUp ? 4 : 8, &maps.codes[0], &maps.scales[0], &maps.biases[0]) ||
-        (m_hi && !matrix_maps(*m_hi, E, 4, &maps.codes[1], &maps.scales[1], &maps.biases[1])))
+    if (!matrix_maps(m_lo, E, (C::kGateUp ? 4 : 8) * C::MT, &maps.codes[0], &maps.scales[0], &maps.biases[0]) ||
+        (m_hi && !matrix_maps(*m_hi, E, 4 * C::MT, &maps.codes[1], &maps.scales[1], &maps.biases[1])))
         return cudaErrorInvalidValue;
     const MoeTmaMatrix lo{int(kBK / m_lo.group), m_lo.biases != nullptr};
     const MoeTmaMatrix hi = m_hi ? MoeTmaMatrix{int(kBK / m_hi->group), m_hi->biases != nullptr} : lo;
@@ -292,8 +310,19 @@ cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const 
 }
 
 template <bool GATE_UP, int CL>
-cudaError_t launch_rows(int tile_rows, const void* a, int64_t P, int64_t K, int64_t N, int E, const PackedMatrix& m0,
-                        const PackedMatrix* m1, const MoeGrouping& g, void* act, float* out, cudaStream_t stream) {
+cudaError_t launch_rows(int tile_rows, int mt, const void* a, int64_t P, int64_t K, int64_t N, int E,
+                        const PackedMatrix& m0, const PackedMatrix* m1, const MoeGrouping& g, void* act, float* out,
+                        cudaStream_t stream) {
+    if constexpr (CL == 1) {  // (two m-tiles in clusters: not built)
+        if (mt == 2) {
+            switch (tile_rows) {
+                case 16: return launch<MoeTmaTile<16, GATE_UP, 4, 1, 2>>(a, P, K, N, E, m0, m1, g, act, out, stream);
+                case 32: return launch<MoeTmaTile<32, GATE_UP, 3, 1, 2>>(a, P, K, N, E, m0, m1, g, act, out, stream);
+                default: return cudaErrorInvalidValue;
+            }
+        }
+    }
+    if (mt != 1) return cudaErrorInvalidValue;
     switch (tile_rows) {
         case 16: return launch<MoeTmaTile<16, GATE_UP, 7, CL>>(a, P, K, N, E, m0, m1, g, act, out, stream);
         case 32: return launch<MoeTmaTile<32, GATE_UP, 6, CL>>(a, P, K, N, E, m0, m1, g, act, out, stream);
@@ -307,24 +336,25 @@ cudaError_t launch_rows(int tile_rows, const void* a, int64_t P, int64_t K, int6
 bool moe_wgmma_tma_fits(int tile_rows) { return tile_rows == 16 || tile_rows == 32 || tile_rows == 64; }
 
 cudaError_t launch_moe_wgmma_tma_gate_up(void* act, const void* xg, int64_t P, const MoePackedExperts& w,
-                                         const MoeGrouping& g, int tile_rows, int cluster, cudaStream_t stream) {
+                                         const MoeGrouping& g, int tile_rows, int cluster, int mt, cudaStream_t stream) {
     if (!w.tiling.gate_up) return cudaErrorInvalidValue;
     if (cluster == 2)
-        return launch_rows<true, 2>(tile_rows, xg, P, w.H, w.I, w.E, w.tiling.gate0, &w.tiling.up0, g, act, nullptr,
-                                    stream);
+        return launch_rows<true, 2>(tile_rows, mt, xg, P, w.H, w.I, w.E, w.tiling.gate0, &w.tiling.up0, g, act,
+                                    nullptr, stream);
     if (cluster != 1) return cudaErrorInvalidValue;
-    return launch_rows<true, 1>(tile_rows, xg, P, w.H, w.I, w.E, w.tiling.gate0, &w.tiling.up0, g, act, nullptr,
+    return launch_rows<true, 1>(tile_rows, mt, xg, P, w.H, w.I, w.E, w.tiling.gate0, &w.tiling.up0, g, act, nullptr,
                                 stream);
 }
 
 cudaError_t launch_moe_wgmma_tma_down(float* out, const void* act, int64_t P, const MoePackedExperts& w,
-                                      const MoeGrouping& g, int tile_rows, int cluster, cudaStream_t stream) {
+                                      const MoeGrouping& g, int tile_rows, int cluster, int mt, cudaStream_t stream) {
     if (!w.tiling.down) return cudaErrorInvalidValue;
     if (cluster == 2)
-        return launch_rows<false, 2>(tile_rows, act, P, w.I, w.H, w.E, w.tiling.down0, nullptr, g, nullptr, out,
+        return launch_rows<false, 2>(tile_rows, mt, act, P, w.I, w.H, w.E, w.tiling.down0, nullptr, g, nullptr, out,
                                      stream);
     if (cluster != 1) return cudaErrorInvalidValue;
-    return launch_rows<false, 1>(tile_rows, act, P, w.I, w.H, w.E, w.tiling.down0, nullptr, g, nullptr, out, stream);
+    return launch_rows<false, 1>(tile_rows, mt, act, P, w.I, w.H, w.E, w.tiling.down0, nullptr, g, nullptr, out,
+                                 stream);
 }
 
 }  // namespace tessera::cuda::fast::detail
