@@ -170,6 +170,11 @@ TEST(FastMoe, GroupingMatchesHostModel) {
         {64, 8, 1, {3}, "one expert takes every token"},
         {513, 8, 2, {1, 6}, "513 tokens, two experts"},
         {2048, 256, 8, {}, "2048 tokens top-8 of 256"},
+        // Past kMoeGroupOneBlock pairs: the counting and placing kernels over chunks of 1,024
+        {257, 256, 8, {}, "257 tokens: 3 chunks, the last of 8 pairs"},
+        {1000, 128, 8, {}, "1000 tokens: 8 chunks, the last short"},
+        {3000, 8, 2, {3}, "3000 tokens, one expert takes every pair"},
+        {4097, 512, 16, {}, "4097 tokens, E = 512, k = 16: 65 chunks"},
     };
     for (const G& c : cases)
         for (int tile : {1, 3, 8, 64}) {

@@ -30,17 +30,18 @@ void check_tile(const char* op, int tile_rows, int max) {
     TS_CHECK(tile_rows >= 1 && tile_rows <= max, "{}: tile_rows = {} must be in [1, {}]", op, tile_rows, max);
 }
 
-// Sizes of the grouping's arrays, in order: offsets, perm, row_of_slot, n_items, item_* ×3.
+// Sizes of the grouping's arrays, in order: offsets, perm, row_of_slot, n_items, item_* ×3,
+// chunk_counts (none where one block groups every pair).
 struct GroupLayout {
-    size_t off[7];
+    size_t off[8];
     size_t bytes;
 };
 GroupLayout group_layout(int64_t T, int k, int E, int tile_rows) {
-    const int64_t P = T * k, MI = moe_max_items(T, k, E, tile_rows);
-    const int64_t counts[7] = {E + 1, P, P, 1, MI, MI, MI};
+    const int64_t P = T * k, MI = moe_max_items(T, k, E, tile_rows), nb = moe_group_blocks(P);
+    const int64_t counts[8] = {E + 1, P, P, 1, MI, MI, MI, nb > 1 ? nb * E : 0};
     GroupLayout l{};
     size_t at = 0;
-    for (int i = 0; i < 7; ++i) {
+    for (int i = 0; i < 8; ++i) {
         l.off[i] = at;
         at += align_up(size_t(counts[i]) * sizeof(int32_t));
     }
@@ -60,6 +61,7 @@ MoeGrouping carve_grouping(void* scratch, int64_t T, int k, int E, int tile_rows
     g.item_expert = at(4);
     g.item_row0 = at(5);
     g.item_rows = at(6);
+    g.chunk_counts = moe_group_blocks(T * k) > 1 ? at(7) : nullptr;
     g.max_items = moe_max_items(T, k, E, tile_rows);
     return g;
 }
@@ -258,6 +260,11 @@ MoePlan moe_pick(int64_t T, int k, int E) {
     p.wgmma = true;
     p.wgmma_tma = 1;
     p.tile_rows = avg < 12 ? 16 : avg <= 24 ? 32 : 64;
+    // Session 34: the tiles of 16 and 32 with two m64 tiles a warpgroup (A read by half the
+    // feature blocks; the same bits) — bench_fast_moe hot, µs, one m-tile / two: llama.cpp's shape
+    // T = 256 /32 175.1 / 166.0; the flagship T = 256 /16 218.0 / 190.0, T = 512 /32 254.9 / 231.8.
+    // Tiles of 64 stay on one (T = 512 of llama.cpp's shape: /64 229.2 against mt2/32 240.8).
+    if (p.tile_rows <= 32) p.wgmma_mt = 2;
     return p;
 }
 
@@ -408,7 +415,7 @@ void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int6
                         const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream,
                         bool dp4a, bool x_settled, bool wgmma, bool mid, bool tma) {
     MoePlan plan = moe_pick(T, k, w.E);
-    if (!tma || !wgmma) plan.wgmma_tma = 0;
+    if (!tma || !wgmma) plan.wgmma_tma = 0, plan.wgmma_mt = 0;
     if (plan.wgmma && !wgmma) plan.wgmma = false, plan.v2 = true;  // the mma.sync tiles of the same rows
     if (mid && plan.v2 && plan.large_tiles && T * k <= int64_t(kMoeMidRows) * w.E && detail::moe_mid_fits(w.H, w.I))
         plan = moe_mid_plan();  // few rows an expert: each expert's weights once, no padding rows

@@ -50,7 +50,9 @@ void moe_route(const float* logits, int64_t ldl, int64_t T, int E, int k, bool r
 // The step's (token, slot) pairs s = t·k + j grouped by expert e = ids[s]: expert e owns the
 // grouped rows [offsets[e], offsets[e+1]), its pairs in slot order (stable by token). The rows are
 // cut into work items of at most tile_rows rows of one expert, experts ascending. All device
-// arrays inside the caller's scratch; built by one single-block kernel (no host round trip).
+// arrays inside the caller's scratch; built on the device (no host round trip): one block up to
+// kMoeGroupOneBlock pairs, else a counting kernel over moe_group_blocks(P) chunks of the pairs
+// and a placing kernel of as many blocks (each block's rows start after the earlier chunks').
 // An id outside [0, E) is left out of every expert: its row_of_slot is -1.
 struct MoeGrouping {
     int32_t* offsets = nullptr;      // [E + 1]
@@ -60,8 +62,14 @@ struct MoeGrouping {
     int32_t* item_expert = nullptr;  // [max_items]
     int32_t* item_row0 = nullptr;    // [max_items] first grouped row of the item
     int32_t* item_rows = nullptr;    // [max_items] 1..tile_rows
+    int32_t* chunk_counts = nullptr;  // [moe_group_blocks(T·k), E] the counting kernel's (internal)
     int64_t max_items = 0;           // min(E, T·k) + T·k / tile_rows: the grid's fixed size
 };
+constexpr int64_t kMoeGroupOneBlock = 2048;  // pairs one block groups alone (session 34: 9.7 µs at 2,048)
+constexpr int64_t kMoeGroupChunk = 1024;     // pairs a block of the two-kernel grouping
+inline int64_t moe_group_blocks(int64_t P) {
+    return P <= kMoeGroupOneBlock ? 1 : (P + kMoeGroupChunk - 1) / kMoeGroupChunk;
+}
 int64_t moe_max_items(int64_t T, int k, int E, int tile_rows);
 size_t moe_group_scratch_bytes(int64_t T, int k, int E, int tile_rows);
 // Carves the grouping out of `scratch` (moe_group_scratch_bytes, 256-byte aligned) and queues

@@ -240,20 +240,52 @@ __device__ __forceinline__ unsigned lanemask_lt() {
     return m;
 }
 
-// Warp w owns the pairs [P·w/16, P·(w+1)/16). hist[w][e]: its pairs routed to e; then the first
-// grouped row of those pairs.
+// The pairs a block of the grouping owns: all of them with one block, else chunk b of
+// kMoeGroupChunk (the counting kernel's chunks and the placing kernel's are the same).
+struct GroupChunk {
+    int64_t begin, end;
+};
+__device__ __forceinline__ GroupChunk group_chunk(int64_t P, int nb, int b) {
+    if (nb == 1) return {0, P};
+    const int64_t begin = int64_t(b) * kMoeGroupChunk;
+    return {begin, min(P, begin + kMoeGroupChunk)};
+}
+
+// Two-kernel grouping, first: counts[b][e] — chunk b's pairs routed to e (order does not matter).
+__global__ void __launch_bounds__(kGroupThreads)
+    group_count_kernel(const int32_t* __restrict__ ids, int64_t P, int E, int32_t* __restrict__ counts) {
+    __shared__ int hist[kMoeMaxExperts];
+    const int tid = int(threadIdx.x), b = int(blockIdx.x);
+    pdl::trigger();  // the placing kernel's blocks count their warps' pairs meanwhile
+    for (int e = tid; e < E; e += kGroupThreads) hist[e] = 0;
+    __syncthreads();
+    const GroupChunk c = group_chunk(P, int(gridDim.x), b);
+    for (int64_t s = c.begin + tid; s < c.end; s += kGroupThreads) {
+        const int e = ids[s];
+        if (e >= 0 && e < E) atomicAdd(&hist[e], 1);
+    }
+    __syncthreads();
+    for (int e = tid; e < E; e += kGroupThreads) counts[int64_t(b) * E + e] = hist[e];
+}
+
+// The grouping itself (one block, or block b of the placing kernel after group_count_kernel).
+// Warp w owns the pairs [P·w/16, P·(w+1)/16) of the block's chunk. hist[w][e]: its pairs routed
+// to e; then the first grouped row of those pairs. Block 0 writes the offsets and the items.
 __global__ void __launch_bounds__(kGroupThreads)
     group_kernel(const int32_t* __restrict__ ids, int64_t P, int E, int tile_rows, MoeGrouping g) {
     __shared__ int hist[kGroupWarps][kMoeMaxExperts];
     __shared__ long long warp_tot[kGroupWarps + 1];
     __shared__ int valid_rows;
     const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+    const int nb = int(gridDim.x), b = int(blockIdx.x);
     for (int i = tid; i < kGroupWarps * kMoeMaxExperts; i += kGroupThreads) (&hist[0][0])[i] = 0;
     __syncthreads();
 
     // The warp's ids kGroupBatch rounds of 32 at a time: their loads in flight together (one L2
     // round trip a batch, not a round: session 33's 14 µs at 4,096 pairs were mostly those trips).
-    const int64_t begin = P * warp / kGroupWarps, end = P * (warp + 1) / kGroupWarps;
+    const GroupChunk chunk = group_chunk(P, nb, b);
+    const int64_t n = chunk.end - chunk.begin;
+    const int64_t begin = chunk.begin + n * warp / kGroupWarps, end = chunk.begin + n * (warp + 1) / kGroupWarps;
     for (int64_t base = begin; base < end; base += 32 * kGroupBatch) {
         int ev[kGroupBatch];
 #pragma unroll
@@ -272,23 +304,36 @@ __global__ void __launch_bounds__(kGroupThreads)
     }
     __syncthreads();
 
-    // Per expert: count, exclusive row offset and item offset (packed in one 64-bit scan).
+    // Per expert: count, exclusive row offset and item offset (packed in one 64-bit scan); with
+    // several blocks the counts are every chunk's and `before` the rows of the earlier chunks.
     const int e = tid;
-    int count = 0;
-    if (e < E)
-        for (int w = 0; w < kGroupWarps; ++w) count += hist[w][e];
+    int count = 0, before = 0;
+    if (nb == 1) {
+        if (e < E)
+            for (int w = 0; w < kGroupWarps; ++w) count += hist[w][e];
+    } else {
+        pdl::wait();  // group_count_kernel's counts
+        if (e < E)
+            for (int c = 0; c < nb; ++c) {
+                const int v = g.chunk_counts[int64_t(c) * E + e];
+                before += c < b ? v : 0;
+                count += v;
+            }
+    }
     const long long n_items = (count + tile_rows - 1) / tile_rows;
     long long total = 0;
     const long long ex = dev::block_exclusive_scan<kGroupWarps>(count | (n_items << 32), warp_tot, &total);
     const int row0 = int(ex & 0xffffffffll), item0 = int(ex >> 32);
     if (e < E) {
-        g.offsets[e] = row0;
-        for (int q = 0; q < n_items; ++q) {
-            g.item_expert[item0 + q] = e;
-            g.item_row0[item0 + q] = row0 + q * tile_rows;
-            g.item_rows[item0 + q] = min(tile_rows, count - q * tile_rows);
+        if (b == 0) {
+            g.offsets[e] = row0;
+            for (int q = 0; q < n_items; ++q) {
+                g.item_expert[item0 + q] = e;
+                g.item_row0[item0 + q] = row0 + q * tile_rows;
+                g.item_rows[item0 + q] = min(tile_rows, count - q * tile_rows);
+            }
         }
-        int run = row0;
+        int run = row0 + before;
         for (int w = 0; w < kGroupWarps; ++w) {
             const int c = hist[w][e];
             hist[w][e] = run;
@@ -296,8 +341,10 @@ __global__ void __launch_bounds__(kGroupThreads)
         }
     }
     if (tid == 0) {
-        g.offsets[E] = int(total & 0xffffffffll);
-        *g.n_items = int(total >> 32);
+        if (b == 0) {
+            g.offsets[E] = int(total & 0xffffffffll);
+            *g.n_items = int(total >> 32);
+        }
         valid_rows = int(total & 0xffffffffll);
     }
     __syncthreads();
@@ -317,18 +364,19 @@ __global__ void __launch_bounds__(kGroupThreads)
             const bool ok = ei >= 0 && ei < E;
             const unsigned same = __match_any_sync(kFull, ok ? ei : -1);
             const int leader = __ffs(same) - 1;
-            const int b = ok && lane == leader ? hist[warp][ei] : 0;
-            const int row = __shfl_sync(kFull, b, leader) + __popc(same & lanemask_lt());
+            const int b0 = ok && lane == leader ? hist[warp][ei] : 0;
+            const int row = __shfl_sync(kFull, b0, leader) + __popc(same & lanemask_lt());
             if (s < end) {
                 g.row_of_slot[s] = ok ? row : -1;
                 if (ok) g.perm[row] = int(s);
             }
             __syncwarp();
-            if (ok && lane == leader) hist[warp][ei] = b + __popc(same);
+            if (ok && lane == leader) hist[warp][ei] = b0 + __popc(same);
             __syncwarp();
         }
     }
-    for (int64_t r = valid_rows + tid; r < P; r += kGroupThreads) g.perm[r] = -1;
+    for (int64_t r = valid_rows + int64_t(b) * kGroupThreads + tid; r < P; r += int64_t(nb) * kGroupThreads)
+        g.perm[r] = -1;
 }
 
 }  // namespace
@@ -359,8 +407,16 @@ cudaError_t launch_moe_route(const float* logits, int64_t ldl, int64_t T, int E,
 
 cudaError_t launch_moe_group(const int32_t* ids, int64_t T, int k, int E, int tile_rows, const MoeGrouping& g,
                              cudaStream_t stream) {
-    group_kernel<<<1, kGroupThreads, 0, stream>>>(ids, T * k, E, tile_rows, g);
-    return cudaGetLastError();
+    const int64_t P = T * k, nb = moe_group_blocks(P);
+    if (nb == 1) {
+        group_kernel<<<1, kGroupThreads, 0, stream>>>(ids, P, E, tile_rows, g);
+        return cudaGetLastError();
+    }
+    if (!g.chunk_counts) return cudaErrorInvalidValue;
+    group_count_kernel<<<unsigned(nb), kGroupThreads, 0, stream>>>(ids, P, E, g.chunk_counts);
+    const cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+    return pdl::launch(group_kernel, dim3(unsigned(nb)), dim3(kGroupThreads), 0, stream, ids, P, E, tile_rows, g);
 }
 
 }  // namespace tessera::cuda::fast::detail
