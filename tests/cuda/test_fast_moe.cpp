@@ -342,6 +342,38 @@ TEST(FastMoe, RecordsIntoACudaGraph) {
         }
 }
 
+// moe_pick's regions at their edges (a pure function: needs no GPU). Rows an expert on average
+// avg = T·k / E: T ≤ 2 the decode kernels; T·k < E the v2 tiles of 16 (the backend's mid
+// kernels); then the warp-specialised wgmma tiles — 16 rows with two m-tiles below avg 12, 32 with
+// two up to 24, 64 with one beyond.
+TEST(FastMoe, PickRegionsAtTheirEdges) {
+    struct Want {
+        int64_t T;
+        int k, E;
+        bool decode, v2;
+        int tile, mt;
+    };
+    const Want wants[] = {
+        {1, 8, 256, true, false, 0, 0},    {2, 8, 256, true, false, 0, 0},    {3, 8, 256, false, true, 16, 0},
+        {31, 8, 256, false, true, 16, 0},  {32, 8, 256, false, false, 16, 2}, {16, 8, 128, false, false, 16, 2},
+        {15, 8, 128, false, true, 16, 0},  {383, 8, 256, false, false, 16, 2}, {384, 8, 256, false, false, 32, 2},
+        {192, 8, 128, false, false, 32, 2}, {399, 8, 128, false, false, 32, 2}, {400, 8, 128, false, false, 64, 0},
+        {2048, 8, 256, false, false, 64, 0}, {3, 1, 2, false, false, 16, 2},
+    };
+    for (const Want& w : wants) {
+        SCOPED_TRACE("T=" + std::to_string(w.T) + " k=" + std::to_string(w.k) + " E=" + std::to_string(w.E));
+        const fast::MoePlan p = fast::moe_pick(w.T, w.k, w.E);
+        EXPECT_EQ(p.dp4a_decode, w.decode);
+        if (w.decode) continue;
+        EXPECT_TRUE(p.grouped && p.large_tiles && !p.down_by_token);
+        EXPECT_EQ(p.v2, w.v2);
+        EXPECT_EQ(p.wgmma, !w.v2);
+        EXPECT_EQ(p.wgmma_tma, w.v2 ? 0 : 1);
+        EXPECT_EQ(p.tile_rows, w.tile);
+        EXPECT_EQ(p.wgmma_mt, w.mt);
+    }
+}
+
 TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no GPU
     float* f = nullptr;
     int32_t* ids = nullptr;

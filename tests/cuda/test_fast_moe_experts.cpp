@@ -231,13 +231,20 @@ TEST(FastMoe, TiledExpertsGiveTheRowMajorBits) {
 }
 
 // moe_experts_packed(mid = true), TESSERA_MOE_MID=grouped's call: the mid plan's bits where the pick
-// takes the v2 tiles at ≤ 8 rows an expert on average (T·k ≤ 8·E), the pick's own elsewhere.
+// takes the v2 tiles — below one row an expert on average (T·k < E) — and where the warp-specialised
+// tiles it picks above cannot run (experts not stacked in tiles) at ≤ 8 rows (T·k ≤ 8·E); the
+// pick's own elsewhere.
 TEST(FastMoe, MidSwitchTakesTheMidPlanAtFewRowsAnExpert) {
     REQUIRE_CUDA();
-    const int E = 16, k = 4;  // 8·E = 128 slots: T ≤ 32 tokens
+    const int E = 16, k = 4;  // E = 16 slots: T ≤ 3 tokens; 8·E = 128 slots: T ≤ 32
     Experts ex(E, 256, 128, DType::Q4_0, 700);
-    for (int64_t T : {1, 2, 3, 32, 33, 64}) {
-        SCOPED_TRACE("T=" + std::to_string(T));
+    for (const bool tiled : {false, true})
+    for (int64_t T : {1, 2, 3, 4, 32, 33, 64}) {
+        SCOPED_TRACE("T=" + std::to_string(T) + (tiled ? " tiled" : ""));
+        if (tiled && T == 1) {
+            ASSERT_EQ(ex.tile(), 3);
+            ASSERT_TRUE(ex.view().tiling.gate_up && ex.view().tiling.down);
+        }
         const Routing r = random_routing(T, E, k, 701 + uint32_t(T));
         const std::vector<float> x = normal_floats(size_t(T * ex.H), 702 + uint32_t(T));
         const DeviceBuffer d_x = to_device(x), d_ids = to_device(r.ids), d_w = to_device(r.weights);
@@ -246,7 +253,7 @@ TEST(FastMoe, MidSwitchTakesTheMidPlanAtFewRowsAnExpert) {
         std::vector<uint32_t> got, want;
         for (int pass = 0; pass < 2; ++pass) {
             TS_CUDA_CHECK(cudaMemsetAsync(d_y.data(), 0xff, d_y.size(), stream));
-            const bool mid_expected = T >= 3 && T * k <= 8 * E;
+            const bool mid_expected = T >= 3 && (tiled ? T * k < E : T * k <= 8 * E);
             const int32_t* ids = d_ids.as<int32_t>();
             if (pass == 0)
                 fast::moe_experts_packed(d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T, ex.view(), ids,

@@ -252,7 +252,13 @@ MoePlan moe_pick(int64_t T, int k, int E) {
     // /32 209.5 / 172.7; T = 512 /64 269.8 / 228.5; T = 2048 705.0 / 658.4 — the flagship: T = 128
     // (4 rows) v2/16 235.4, TMA/16 197.3; T = 512 /32 299.3 / 251.7; T = 2048 /64 606.6 / 539.4.
     // Clusters of 2 sharing A's boxes (wgmma_tma = 2) measured slower everywhere.
-    if (T * k <= 8 * int64_t(std::max(E, 1))) {
+    // Session 34: down to one row an expert (T·k ≥ E) the warp-specialised tiles of 16 with two
+    // m-tiles beat the mid kernels the backend ran at ≤ 8 rows (bench_fast_moe hot, µs, mid /
+    // TMA mt2/16 — the flagship: T = 16 (0.5 rows) 88.5 / 90.0, 32 127.3 / 117.5, 64 169.6 /
+    // 152.9, 128 (4 rows) v2/16 236.7 / 173.5; llama.cpp's shape: T = 16 (1 row) 94.8 / 93.2,
+    // 64 154.7 / 132.7). Below one row an expert the v2 tiles of 16, which the backend turns into
+    // the mid kernels (moe_experts_packed, as it does wherever the TMA tiles cannot run).
+    if (T * k < int64_t(std::max(E, 1))) {
         p.v2 = true;
         p.tile_rows = 16;
         return p;
@@ -415,7 +421,10 @@ void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int6
                         const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream,
                         bool dp4a, bool x_settled, bool wgmma, bool mid, bool tma) {
     MoePlan plan = moe_pick(T, k, w.E);
-    if (!tma || !wgmma) plan.wgmma_tma = 0, plan.wgmma_mt = 0;
+    if (plan.wgmma_tma && !(tma && wgmma && w.tiling.gate_up && w.tiling.down)) {
+        plan.wgmma_tma = 0, plan.wgmma_mt = 0;  // the plain wgmma tiles of the same rows,
+        if (T * k <= int64_t(kMoeMidRows) * w.E) plan.wgmma = false, plan.v2 = true;  // or at ≤ 8 rows the v2 / mid
+    }
     if (plan.wgmma && !wgmma) plan.wgmma = false, plan.v2 = true;  // the mma.sync tiles of the same rows
     if (mid && plan.v2 && plan.large_tiles && T * k <= int64_t(kMoeMidRows) * w.E && detail::moe_mid_fits(w.H, w.I))
         plan = moe_mid_plan();  // few rows an expert: each expert's weights once, no padding rows
