@@ -131,7 +131,8 @@ std::string plan_name(const fast::MoePlan& p) {
                (p.mma_pdl ? " pdl" : "");
     if (p.wgmma)
         return "wgmma " + (p.wgmma_tma ? "tma/" + std::to_string(p.wgmma_tma) + " " : std::string()) +
-               (p.wgmma_mt == 2 ? "mt2 " : "") + "large/" + std::to_string(p.tile_rows) + " (bf16)";
+               (p.wgmma_mt == 2 ? "mt2 " : "") + (p.wgmma_gather ? "gather " : "") + "large/" +
+               std::to_string(p.tile_rows) + " (bf16)";
     if (p.v2) return p.large_tiles ? "v2 large/" + std::to_string(p.tile_rows) + " (mma bf16)" : "v2 decode per slot";
     if (p.large_tiles) return "large tiles/" + std::to_string(p.tile_rows) + " (mma bf16)";
     return std::string(p.grouped ? "grouped/" + std::to_string(p.tile_rows) : "per slot") +
@@ -140,11 +141,12 @@ std::string plan_name(const fast::MoePlan& p) {
 
 size_t align256(size_t v) { return (v + 255) / 256 * 256; }
 
-fast::MoePlan wgmma_plan(int tile_rows, int tma = 0, int mt = 0) {
+fast::MoePlan wgmma_plan(int tile_rows, int tma = 0, int mt = 0, bool gather = false) {
     fast::MoePlan p{true, false, tile_rows, true};
     p.wgmma = true;
     p.wgmma_tma = tma;
     p.wgmma_mt = mt;
+    p.wgmma_gather = gather;
     return p;
 }
 
@@ -216,12 +218,14 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
               fast::MoePlan{true, false, 1}, fast::MoePlan{true, false, 32, true}, fast::MoePlan{true, false, 64, true},
               wgmma_plan(16), wgmma_plan(32), wgmma_plan(64), wgmma_plan(128), wgmma_plan(16, 1), wgmma_plan(32, 1),
               wgmma_plan(64, 1), wgmma_plan(16, 2), wgmma_plan(32, 2), wgmma_plan(64, 2), wgmma_plan(16, 1, 2),
-              wgmma_plan(32, 1, 2), mid_plan(0), mid_plan(3), mid_plan(4)}) {
+              wgmma_plan(32, 1, 2), wgmma_plan(16, 1, 2, true), wgmma_plan(32, 1, 2, true), wgmma_plan(64, 1, 0, true),
+              mid_plan(0), mid_plan(3), mid_plan(4)}) {
             if (p.grouped == pick.grouped && p.down_by_token == pick.down_by_token && p.tile_rows == pick.tile_rows &&
                 p.large_tiles == pick.large_tiles && p.v2 == pick.v2 && p.mma_decode == pick.mma_decode &&
                 p.mma_down_batch == pick.mma_down_batch && p.mma_pdl == pick.mma_pdl &&
                 p.mma_gate_up_batch == pick.mma_gate_up_batch && p.mma_down_warps == pick.mma_down_warps &&
                 p.dp4a_decode == pick.dp4a_decode && p.wgmma == pick.wgmma && p.wgmma_tma == pick.wgmma_tma && p.wgmma_mt == pick.wgmma_mt &&
+                p.wgmma_gather == pick.wgmma_gather &&
                 p.mid == pick.mid &&
                 p.mid_ring == pick.mid_ring)
                 continue;
@@ -419,6 +423,28 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
                 std::snprintf(note, sizeof note, "1 of 3 matrices, %.0f TFLOP/s; llama.cpp %s", flops / 3 / tdl / 1e12,
                               anchor);
                 row(s, T, "  step: " + form + " down/" + std::to_string(tile), tdl, hot_bytes / 3, note);
+            }
+            if (!w.tiling.gate_up) continue;
+            // A's rows gathered in gate+up: x in bf16 once a token (its own step), against the
+            // gathered copy's step; gate+up with one and (≤ 32 rows) two m-tiles.
+            const double tgx = timer.median(a.warmup, a.runs, [&](int) {
+                TS_CUDA_CHECK(fast::detail::launch_moe_gather_wgmma(xg, x.as<float>(), s.H, T, s.H, s.k, lg, st));
+            });
+            row(s, T, "  step: gather x -> bf16 rows [T*k, H]/" + std::to_string(tile), tgx, 0, "");
+            void* x16 = xg;  // [T, H128] in xg's room (the next tile gathers xg again)
+            const double tcx = timer.median(a.warmup, a.runs, [&](int) {
+                TS_CUDA_CHECK(fast::detail::launch_moe_rows_wgmma(x16, x.as<float>(), s.H, T, s.H, st));
+            });
+            row(s, T, "  step: x -> bf16 rows [T, H]", tcx, 0, "");
+            for (int mt : {1, 2}) {
+                if (mt == 2 && tile > 32) continue;
+                const double tgg = timer.median(a.warmup, a.runs, [&](int) {
+                    TS_CUDA_CHECK(
+                        fast::detail::launch_moe_wgmma_tma_gate_up_gathered(lact, x16, T, s.k, w, lg, tile, mt, st));
+                });
+                std::snprintf(note, sizeof note, "2 of 3 matrices, %.0f TFLOP/s", flops * 2 / 3 / tgg / 1e12);
+                row(s, T, std::string("  step: wgmma tma/1 ") + (mt == 2 ? "mt2 " : "") + "gather gate+up+SwiGLU/" +
+                              std::to_string(tile), tgg, hot_bytes * 2 / 3, note);
             }
         }
         // The first-generation large tiles' steps alone (hot routing).

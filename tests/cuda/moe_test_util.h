@@ -101,11 +101,16 @@ inline std::vector<fast::MoePlan> wgmma_plans() {
             p.wgmma_tma = cluster;
             plans.push_back(p);
         }
-        if (rows <= 32) {  // two m-tiles a warpgroup
-            p.wgmma_tma = 1;
+        p.wgmma_tma = 1;
+        p.wgmma_gather = true;  // A's rows gathered in the gate+up tiles
+        plans.push_back(p);
+        p.wgmma_gather = false;
+        if (rows <= 32) {  // two m-tiles a warpgroup, A's rows staged or gathered
             p.wgmma_mt = 2;
             plans.push_back(p);
-            p.wgmma_mt = 0;
+            p.wgmma_gather = true;
+            plans.push_back(p);
+            p.wgmma_mt = 0, p.wgmma_gather = false;
         }
     }
     return plans;

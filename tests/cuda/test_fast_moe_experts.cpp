@@ -349,16 +349,19 @@ TEST(FastMoe, WgmmaTmaTilesGiveThePlainTilesBits) {
                 size_t nan = 0;
                 for (uint32_t v : want) nan += std::isnan(std::bit_cast<float>(v));
                 EXPECT_EQ(nan, 0u) << rows << " rows: the plain tiles left NaN (y unwritten?)";
-                for (int form : {1, 2, 3}) {  // clusters of 1, of 2; two m-tiles a warpgroup
-                    if (form == 3 && rows > 32) continue;
+                // clusters of 1, of 2; two m-tiles a warpgroup; A's rows gathered in gate+up (one m-tile, two)
+                for (int form : {1, 2, 3, 4, 5}) {
+                    if ((form == 3 || form == 5) && rows > 32) continue;
                     p.wgmma_tma = form == 2 ? 2 : 1;
-                    p.wgmma_mt = form == 3 ? 2 : 0;
+                    p.wgmma_mt = form == 3 || form == 5 ? 2 : 0;
+                    p.wgmma_gather = form >= 4;
                     const std::vector<uint32_t> got = run(p);
                     size_t diff = 0;
                     for (size_t i = 0; i < got.size(); ++i) diff += got[i] != want[i];
                     EXPECT_EQ(diff, 0u) << rows << " rows, form " << form << ": elements differing from the plain tiles";
                 }
                 p.wgmma_tma = p.wgmma_mt = 0;
+                p.wgmma_gather = false;
             }
         }
         if (HasFailure()) return;

@@ -85,6 +85,10 @@ void check_plan(const MoePlan& p) {
              "moe_experts_packed: wgmma_mt = {} must be 0, 1 or 2 (2: wgmma_tma 1 and tiles of 16 or 32 rows; got "
              "wgmma_tma {}, {} rows)",
              p.wgmma_mt, p.wgmma_tma, p.tile_rows);
+    TS_CHECK(!p.wgmma_gather || p.wgmma_tma == 1,
+             "moe_experts_packed: wgmma_gather is a form of the warp-specialised tiles without clusters (wgmma_tma 1, "
+             "got {})",
+             p.wgmma_tma);
     if (p.mid) {
         TS_CHECK(p.grouped && !p.down_by_token && p.tile_rows == kMoeMidRows && !p.large_tiles && !p.v2 &&
                      !p.mma_decode && !p.dp4a_decode && !p.wgmma,
@@ -271,6 +275,7 @@ MoePlan moe_pick(int64_t T, int k, int E) {
     // T = 256 /32 175.1 / 166.0; the flagship T = 256 /16 218.0 / 190.0, T = 512 /32 254.9 / 231.8.
     // Tiles of 64 stay on one (T = 512 of llama.cpp's shape: /64 229.2 against mt2/32 240.8).
     if (p.tile_rows <= 32) p.wgmma_mt = 2;
+    p.wgmma_gather = true;
     return p;
 }
 
@@ -348,11 +353,18 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
         if (plan.wgmma) {
             const int tma = plan.wgmma_tma;  // check_plan: 0, or 1 / 2 with tiles of 16, 32 or 64
             const int mt = plan.wgmma_mt == 2 ? 2 : 1;
-            TS_CUDA_CHECK(detail::launch_moe_gather_wgmma(xg, x, ldx, T, w.H, k, g, stream));
-            if (tma && w.tiling.gate_up)
-                TS_CUDA_CHECK(detail::launch_moe_wgmma_tma_gate_up(act, xg, P, w, g, plan.tile_rows, tma, mt, stream));
-            else
-                TS_CUDA_CHECK(detail::launch_moe_wgmma_gate_up(act, xg, w, g, plan.tile_rows, stream));
+            if (tma == 1 && plan.wgmma_gather && w.tiling.gate_up) {  // x in bf16 once a token, rows gathered
+                TS_CUDA_CHECK(detail::launch_moe_rows_wgmma(xg, x, ldx, T, w.H, stream));
+                TS_CUDA_CHECK(
+                    detail::launch_moe_wgmma_tma_gate_up_gathered(act, xg, T, k, w, g, plan.tile_rows, mt, stream));
+            } else {
+                TS_CUDA_CHECK(detail::launch_moe_gather_wgmma(xg, x, ldx, T, w.H, k, g, stream));
+                if (tma && w.tiling.gate_up)
+                    TS_CUDA_CHECK(
+                        detail::launch_moe_wgmma_tma_gate_up(act, xg, P, w, g, plan.tile_rows, tma, mt, stream));
+                else
+                    TS_CUDA_CHECK(detail::launch_moe_wgmma_gate_up(act, xg, w, g, plan.tile_rows, stream));
+            }
             if (tma && w.tiling.down)
                 TS_CUDA_CHECK(detail::launch_moe_wgmma_tma_down(out, act, P, w, g, plan.tile_rows, tma, mt, stream));
             else
@@ -419,12 +431,13 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
 
 void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
                         const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream,
-                        bool dp4a, bool x_settled, bool wgmma, bool mid, bool tma) {
+                        bool dp4a, bool x_settled, bool wgmma, bool mid, bool tma, bool gather) {
     MoePlan plan = moe_pick(T, k, w.E);
     if (plan.wgmma_tma && !(tma && wgmma && w.tiling.gate_up && w.tiling.down)) {
-        plan.wgmma_tma = 0, plan.wgmma_mt = 0;  // the plain wgmma tiles of the same rows,
+        plan.wgmma_tma = 0, plan.wgmma_mt = 0, plan.wgmma_gather = false;  // the plain wgmma tiles of the same rows,
         if (T * k <= int64_t(kMoeMidRows) * w.E) plan.wgmma = false, plan.v2 = true;  // or at ≤ 8 rows the v2 / mid
     }
+    if (!gather) plan.wgmma_gather = false;  // the gathered copy of x's rows
     if (plan.wgmma && !wgmma) plan.wgmma = false, plan.v2 = true;  // the mma.sync tiles of the same rows
     if (mid && plan.v2 && plan.large_tiles && T * k <= int64_t(kMoeMidRows) * w.E && detail::moe_mid_fits(w.H, w.I))
         plan = moe_mid_plan();  // few rows an expert: each expert's weights once, no padding rows

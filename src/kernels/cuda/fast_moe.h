@@ -154,6 +154,9 @@ MoeTiling moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, co
 //   wgmma_mt:        with wgmma_tma = 1 and tile_rows 16 or 32: 2 — each warpgroup two m64 tiles
 //                    (the block's features doubled: 128 of gate+up, 256 of down), an item's rows
 //                    read by half the feature blocks; 0 or 1: one. The same bits.
+//   wgmma_gather:    with wgmma_tma = 1: gate+up gathers the item's rows of x itself (cp.async from
+//                    x in bf16 once a token, [T, H128]) — no gathered copy [T·k, H128] written and
+//                    read back. The same bits.
 //   mma_gate_up_batch: k-tiles a warp of that gate+up kernel has in flight: 2 (2 blocks an SM;
 //                    also 0) or 1 (3 blocks an SM: more of a large grid resident at once).
 //   mma_down_warps:  warps a block of that down kernel: 8 (also 0) or 16 (then batches of 4 and
@@ -196,6 +199,7 @@ struct MoePlan {
     int mid_gate_up_tiles = 0;
     int wgmma_tma = 0;
     int wgmma_mt = 0;
+    bool wgmma_gather = false;
 };
 constexpr int kMoeMidRows = 8;  // rows a work item of the mid kernels: mma's 8 columns
 constexpr int64_t kMoeMidDown4Rows = 384;  // mid_down_tiles 0: 4 row tiles a warp from T·k rows (T ≥ 48, k 8)
@@ -231,14 +235,16 @@ size_t moe_experts_scratch_bytes(int64_t T, int k, int E, int64_t H, int64_t I);
 // completed: pdl.cuh) — so the integer-unit gate+up kernel quantizes x before its PDL wait, off
 // the chain that waits for the ids.
 // wgmma: the pick's large tiles may run on the warpgroup MMA (false: the mma.sync v2 tiles, for A/B).
-// mid: where the pick takes the v2 tiles at ≤ kMoeMidRows rows an expert on average (T·k ≤ 8·E),
-// run the mid plan instead where its shared memory fits (the backend's default; TESSERA_MOE_MID=tiles
-// leaves it out, for A/B). tma: the pick's wgmma tiles in their warp-specialised form (where the
-// experts are stacked tiles; false: the plain wgmma tiles, TESSERA_MOE_PREFILL=wgmma, for A/B).
+// mid: where the pick takes the v2 tiles (below one row an expert on average, or at ≤ kMoeMidRows
+// rows where its wgmma tiles cannot run warp-specialised) run the mid plan instead where its shared
+// memory fits (the backend's default; TESSERA_MOE_MID=tiles leaves it out, for A/B). tma: the
+// pick's wgmma tiles in their warp-specialised form (where the experts are stacked tiles; false:
+// the plain wgmma tiles, TESSERA_MOE_PREFILL=wgmma, for A/B). gather: gate+up of that form gathers
+// x's rows itself (false: from a gathered copy, TESSERA_MOE_PREFILL=tma-staged, for A/B).
 void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
                         const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream,
                         bool dp4a = true, bool x_settled = false, bool wgmma = true, bool mid = false,
-                        bool tma = true);
+                        bool tma = true, bool gather = true);
 void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                              const MoePackedExperts& w, const int32_t* ids, const float* weights, int k,
                              void* scratch, cudaStream_t stream, bool x_settled = false);
@@ -333,6 +339,8 @@ cudaError_t launch_moe_mma_down(float* out, const void* act, const MoePackedExpe
 // out [T·k, H] f32. tile_rows 16, 32, 64 or 128.
 cudaError_t launch_moe_gather_wgmma(void* xg, const float* x, int64_t ldx, int64_t T, int64_t H, int k,
                                     const MoeGrouping& g, cudaStream_t stream);
+// x16[t] = x[t] in bf16, the wgmma order, rows [T, H128] (the gathered tiles' A before grouping).
+cudaError_t launch_moe_rows_wgmma(void* x16, const float* x, int64_t ldx, int64_t T, int64_t H, cudaStream_t stream);
 cudaError_t launch_moe_wgmma_gate_up(void* act, const void* xg, const MoePackedExperts& w, const MoeGrouping& g,
                                      int tile_rows, cudaStream_t stream);
 cudaError_t launch_moe_wgmma_down(float* out, const void* act, const MoePackedExperts& w, const MoeGrouping& g,
@@ -344,6 +352,11 @@ bool moe_wgmma_tma_fits(int tile_rows);
 // mt: m64 tiles a warpgroup, 1 or 2 (MoePlan::wgmma_mt; 2: tile_rows 16 or 32, cluster 1).
 cudaError_t launch_moe_wgmma_tma_gate_up(void* act, const void* xg, int64_t P, const MoePackedExperts& w,
                                          const MoeGrouping& g, int tile_rows, int cluster, int mt, cudaStream_t stream);
+// The gate+up tiles with A's rows gathered in the kernel (MoePlan::wgmma_gather): x16 [T, H] in
+// bf16, the wgmma order (launch_moe_rows_wgmma), k slots a token; cluster 1. The same bits.
+cudaError_t launch_moe_wgmma_tma_gate_up_gathered(void* act, const void* x16, int64_t T, int k,
+                                                  const MoePackedExperts& w, const MoeGrouping& g, int tile_rows,
+                                                  int mt, cudaStream_t stream);
 cudaError_t launch_moe_wgmma_tma_down(float* out, const void* act, int64_t P, const MoePackedExperts& w,
                                       const MoeGrouping& g, int tile_rows, int cluster, int mt, cudaStream_t stream);
 // The mid kernels (fast_moe_mid.cu): g built with tile_rows kMoeMidRows (the kernels take an

@@ -21,6 +21,14 @@
 // CL = 2: clusters of two feature blocks of one item, each loading one k-block of A into both
 // (multicast), the slots freed by both blocks' consumers — measured slower (session 33), kept opt-in.
 //
+// GATHER (gate+up, CL = 1; MoePlan::wgmma_gather): A's rows straight from x in bf16 [T, K] (the
+// wgmma order, one row a token: 2 bytes a value where the gathered copy took P = T·k rows of them)
+// by cp.async — two producer warps, a lane a 16-byte chunk of an item row's k-tile, written where
+// the 128-byte swizzle puts it; each lane's copies of a stage awaited one stage behind, fenced to
+// the async proxy (wgmma reads B through it) and counted on the stage's full barrier. Rows past
+// the item's are not copied: their columns of B hold whatever the slot held, and D's columns of
+// them are dropped. The same bits (the same bf16 values in the same places).
+//
 // Needs the experts stacked in tiles (H and I multiples of 128: no k tail). Rows past the item's
 // (up to 7 of the next item's, zeros past the grouped rows) and weight rows past the expert's
 // (the next expert's, zeros past the stack) are loaded and their outputs dropped: B's columns and
@@ -47,17 +55,19 @@ using namespace dev;
 
 constexpr int kBK = kWgmmaK;  // columns a k-tile
 
-template <int BT_, bool GATE_UP_, int STAGES_, int CL_, int MT_ = 1>
+template <int BT_, bool GATE_UP_, int STAGES_, int CL_, int MT_ = 1, bool GATHER_ = false>
 struct MoeTmaTile {
     static constexpr int BT = BT_;              // item rows a block: wgmma's N
     static constexpr int CL = CL_;              // blocks a cluster (along the features) sharing the boxes of A
     static constexpr int MT = MT_;              // m64 tiles a warpgroup: the block's features × MT, A read once for them
     static constexpr bool kGateUp = GATE_UP_;   // gate and up (SwiGLU epilogue), else down
+    static constexpr bool kGather = GATHER_;    // A's rows gathered from x by cp.async (warps 10, 11)
+    static constexpr int kGatherThreads = 64;
     static constexpr int BM = (kGateUp ? 64 : 128) * MT;  // output features a block
     static constexpr int STAGES = STAGES_;
     static constexpr int kConsumers = 256;      // two warpgroups
     static constexpr int kThreads = 384;        // + the producer's warpgroup (one warp issues)
-    static constexpr int kProducerRegs = 24, kConsumerRegs = 104;  // ≤ 80 a thread at launch: two blocks an SM
+    static constexpr int kProducerRegs = kGather ? 32 : 24, kConsumerRegs = 104;  // ≤ 80 at launch: two blocks an SM
     static constexpr int kTiles = 8 * MT;       // 16-row weight tiles a stage (gate 4·MT + up 4·MT, or down 8·MT)
     static constexpr int kXBytes = 2 * BT * 128;  // two k-blocks of BT rows × 128 bytes
     static constexpr int kWOff = kXBytes, kWBytes = kTiles * 1024;
@@ -67,6 +77,7 @@ struct MoeTmaTile {
     static constexpr int kSmem = STAGES * kStageBytes + 1024;
     static_assert(BT % 8 == 0 && BT <= 64 && kConsumers + 128 == kThreads && (CL == 1 || CL == 2), "BT, roles");
     static_assert(MT == 1 || (MT == 2 && BT <= 32), "MT accumulators of BT / 2 within 104 registers");
+    static_assert(!kGather || (kGateUp && CL == 1), "the gathered A: gate+up, one block a cluster");
     static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 80 * kThreads, "setmaxnreg moves registers only");
     static_assert(2 * (kSmem + 1024) <= 228 * 1024, "two blocks an SM");
 };
@@ -92,10 +103,12 @@ struct MoeTmaMatrix {
 
 // m0 / m1: gate / up (kGateUp) or down / unused, device [E] (the epilogue's N and the experts'
 // stacks: E·N / 16 row tiles).
+// GATHER: xrows [T, K] bf16 in the wgmma order, k the slots a token (row r's token: perm[r] / k).
 template <class C>
 __global__ void __launch_bounds__(C::kThreads, 2)
     moe_wgmma_tma_kernel(const __grid_constant__ MoeTmaMaps maps, int64_t K, int64_t N, int E, MoeTmaMatrix lo,
-                         MoeTmaMatrix hi, MoeGrouping g, uint16_t* __restrict__ act, float* __restrict__ out) {
+                         MoeTmaMatrix hi, MoeGrouping g, uint16_t* __restrict__ act, float* __restrict__ out,
+                         const uint16_t* __restrict__ xrows, int k) {
     constexpr int BT = C::BT, S = C::STAGES, CL = C::CL, MT = C::MT;
     constexpr int kTilesHi = 4 * MT, kTilesLo = C::kGateUp ? kTilesHi : 8 * MT;  // row tiles a box of a matrix
     const int item = int(blockIdx.x);
@@ -105,13 +118,14 @@ __global__ void __launch_bounds__(C::kThreads, 2)
     extern __shared__ uint8_t smem_raw[];
     uint8_t* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
     __shared__ uint64_t full[S], empty[S];
+    __shared__ int token[C::kGather ? BT : 1];  // GATHER: the item rows' tokens (-1 past the item)
     const int64_t n0 = int64_t(blockIdx.y) * C::BM;
     const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5, wg = warp / 4;
     const int KT = int(K / kBK);
     const uint32_t rank = CL > 1 ? cluster_rank() : 0;  // the cluster's blocks share blockIdx.x: one item
     if (tid == 0) {
         for (int s = 0; s < S; ++s) {
-            mbar_init(&full[s], 1);        // the producer's expect_tx, then the copies' bytes
+            mbar_init(&full[s], 1 + (C::kGather ? C::kGatherThreads : 0));  // expect_tx (+ the gathering lanes)
             mbar_init(&empty[s], 8 * CL);  // each consumer warp of the cluster, once its wgmma read the slot
         }
     }
@@ -122,6 +136,34 @@ __global__ void __launch_bounds__(C::kThreads, 2)
         // ---- producer: warp 8; lane h < 2 the activations' k-block h (block h % CL of a cluster,
         // into every block), lanes 2 + m codes, 4 + m scales, 6 + m biases of matrix m (lo, hi) ----
         setmaxnreg_dec<C::kProducerRegs>();
+        if constexpr (C::kGather) {
+            if (warp >= 10) {  // ---- A's rows: lane p a 16-byte chunk (k-block c16 / 8) of rows p / 16 + 4j ----
+                const int p = tid - 320, c16 = p & 15, h = c16 >> 3, c = c16 & 7;
+                if (p < BT) token[p] = p < n_rows ? g.perm[r0 + p] / k : -1;
+                named_barrier_sync(1, C::kGatherThreads);
+                const uint32_t base = smem_addr(smem) + uint32_t(h * BT * 128);  // k-block h of a stage
+                const uint16_t* src = xrows + h * 64 + c * 8;
+                for (int kt = 0; kt < KT; ++kt) {
+                    const int slot = kt % S;
+                    mbar_wait(&empty[slot], ((uint32_t(kt / S)) & 1) ^ 1);  // k-tile kt − S's wgmma are done
+                    const uint32_t to = base + uint32_t(slot * C::kStageBytes);
+#pragma unroll 4
+                    for (int r = p >> 4; r < BT; r += 4) {
+                        const int t = token[r];  // row r's 128 bytes of k-block h: chunk c at c ^ (r mod 8)
+                        if (t >= 0) cp_async16(to + uint32_t(r * 128 + ((c ^ (r & 7)) << 4)), src + int64_t(t) * K + kt * kBK, true);
+                    }
+                    cp_async_commit();
+                    if (kt > 0) {  // this lane's copies of k-tile kt − 1 landed: to the async proxy, counted
+                        cp_async_wait<1>();
+                        fence_proxy_async_smem();
+                        mbar_arrive(&full[(kt - 1) % S]);
+                    }
+                }
+                cp_async_wait<0>();
+                fence_proxy_async_smem();
+                mbar_arrive(&full[(KT - 1) % S]);
+            }
+        }
         if (warp != 8 || lane >= 8) return;
         const int m = lane & 1, what = lane >> 1;  // what: 0 x, 1 codes, 2 scales, 3 biases
         const MoeTmaMatrix mat = m ? hi : lo;
@@ -132,8 +174,8 @@ __global__ void __launch_bounds__(C::kThreads, 2)
         if (what == 1 && (m == 0 || C::kGateUp)) bytes = uint32_t(tiles) * 1024;
         if (what == 2 && (m == 0 || C::kGateUp)) bytes = uint32_t(tiles * 32 * mat.gpt);
         if (what == 3 && (m == 0 || C::kGateUp) && mat.biases) bytes = uint32_t(tiles * 32 * mat.gpt);
-        const bool issues = what == 0 ? m % CL == int(rank) : bytes != 0;
-        const uint32_t stage_bytes = __reduce_add_sync(0xffu, bytes) + uint32_t(2 * boxes * 1024);
+        const bool issues = what == 0 ? !C::kGather && m % CL == int(rank) : bytes != 0;
+        const uint32_t stage_bytes = __reduce_add_sync(0xffu, bytes) + (C::kGather ? 0u : uint32_t(2 * boxes * 1024));
         const CUtensorMap* map = what == 0   ? &maps.x[boxes - 1]
                                  : what == 1 ? &maps.codes[m]
                                  : what == 2 ? &maps.scales[m]
@@ -265,16 +307,18 @@ bool matrix_maps(const PackedMatrix& m, int E, int tiles, CUtensorMap* codes, CU
            tma_map_2d(biases, 2, m.biases, {16 * gpr, row_tiles}, 32 * gpr, {16 * gpt, uint32_t(tiles)});
 }
 
+// a: A [P, K] (the gathered rows of x, or act) — or, GATHER, x [P = T, K] with k slots a token.
 template <class C>
 cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const PackedMatrix& m_lo,
-                   const PackedMatrix* m_hi, const MoeGrouping& g, void* act, float* out, cudaStream_t stream) {
+                   const PackedMatrix* m_hi, const MoeGrouping& g, void* act, float* out, cudaStream_t stream,
+                   int k = 1) {
     static const cudaError_t attr =
         cudaFuncSetAttribute(moe_wgmma_tma_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
     if (attr != cudaSuccess) return attr;
     if (P < 1 || K % kBK != 0 || m_lo.k != K || m_lo.n != N || (m_hi && (m_hi->k != K || m_hi->n != N)))
         return cudaErrorInvalidValue;
     MoeTmaMaps maps;
-    for (int i = 0; i < C::BT / 8; ++i) {
+    for (int i = 0; i < (C::kGather ? 0 : C::BT / 8); ++i) {
         const uint64_t dims[3] = {64, uint64_t(K / 64), uint64_t(P)};
         const uint64_t strides[2] = {128, uint64_t(K) * 2};
         const uint32_t box[3] = {64, 1, uint32_t(8 * (i + 1))};
@@ -291,8 +335,10 @@ cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const 
     const int64_t blocks = (cover + C::BM - 1) / C::BM;
     const dim3 grid(unsigned(g.max_items), unsigned((blocks + C::CL - 1) / C::CL * C::CL));
     auto* act16 = static_cast<uint16_t*>(act);
+    const auto* xrows = C::kGather ? static_cast<const uint16_t*>(a) : nullptr;
     if constexpr (C::CL == 1) {
-        moe_wgmma_tma_kernel<C><<<grid, C::kThreads, C::kSmem, stream>>>(maps, K, N, E, lo, hi, g, act16, out);
+        moe_wgmma_tma_kernel<C>
+            <<<grid, C::kThreads, C::kSmem, stream>>>(maps, K, N, E, lo, hi, g, act16, out, xrows, k);
         return cudaGetLastError();
     } else {
         cudaLaunchConfig_t cfg = {};
@@ -305,7 +351,7 @@ cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const 
         at[0].val.clusterDim.x = 1, at[0].val.clusterDim.y = unsigned(C::CL), at[0].val.clusterDim.z = 1;
         cfg.attrs = at;
         cfg.numAttrs = 1;
-        return cudaLaunchKernelEx(&cfg, moe_wgmma_tma_kernel<C>, maps, K, N, E, lo, hi, g, act16, out);
+        return cudaLaunchKernelEx(&cfg, moe_wgmma_tma_kernel<C>, maps, K, N, E, lo, hi, g, act16, out, xrows, k);
     }
 }
 
@@ -331,6 +377,33 @@ cudaError_t launch_rows(int tile_rows, int mt, const void* a, int64_t P, int64_t
     }
 }
 
+// The gathered form: gate+up, one block a cluster.
+cudaError_t launch_gathered(int tile_rows, int mt, const void* x16, int64_t T, int k, int64_t K, int64_t N, int E,
+                            const PackedMatrix& gate, const PackedMatrix& up, const MoeGrouping& g, void* act,
+                            cudaStream_t stream) {
+    if (mt == 2) {
+        switch (tile_rows) {
+            case 16:
+                return launch<MoeTmaTile<16, true, 4, 1, 2, true>>(x16, T, K, N, E, gate, &up, g, act, nullptr,
+                                                                    stream, k);
+            case 32:
+                return launch<MoeTmaTile<32, true, 3, 1, 2, true>>(x16, T, K, N, E, gate, &up, g, act, nullptr,
+                                                                    stream, k);
+            default: return cudaErrorInvalidValue;
+        }
+    }
+    if (mt != 1) return cudaErrorInvalidValue;
+    switch (tile_rows) {
+        case 16:
+            return launch<MoeTmaTile<16, true, 7, 1, 1, true>>(x16, T, K, N, E, gate, &up, g, act, nullptr, stream, k);
+        case 32:
+            return launch<MoeTmaTile<32, true, 6, 1, 1, true>>(x16, T, K, N, E, gate, &up, g, act, nullptr, stream, k);
+        case 64:
+            return launch<MoeTmaTile<64, true, 4, 1, 1, true>>(x16, T, K, N, E, gate, &up, g, act, nullptr, stream, k);
+        default: return cudaErrorInvalidValue;
+    }
+}
+
 }  // namespace
 
 bool moe_wgmma_tma_fits(int tile_rows) { return tile_rows == 16 || tile_rows == 32 || tile_rows == 64; }
@@ -344,6 +417,13 @@ cudaError_t launch_moe_wgmma_tma_gate_up(void* act, const void* xg, int64_t P, c
     if (cluster != 1) return cudaErrorInvalidValue;
     return launch_rows<true, 1>(tile_rows, mt, xg, P, w.H, w.I, w.E, w.tiling.gate0, &w.tiling.up0, g, act, nullptr,
                                 stream);
+}
+
+cudaError_t launch_moe_wgmma_tma_gate_up_gathered(void* act, const void* x16, int64_t T, int k,
+                                                  const MoePackedExperts& w, const MoeGrouping& g, int tile_rows,
+                                                  int mt, cudaStream_t stream) {
+    if (!w.tiling.gate_up || k < 1) return cudaErrorInvalidValue;
+    return launch_gathered(tile_rows, mt, x16, T, k, w.H, w.I, w.E, w.tiling.gate0, w.tiling.up0, g, act, stream);
 }
 
 cudaError_t launch_moe_wgmma_tma_down(float* out, const void* act, int64_t P, const MoePackedExperts& w,
