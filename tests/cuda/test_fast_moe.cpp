@@ -371,7 +371,7 @@ TEST(FastMoe, PickRegionsAtTheirEdges) {
         EXPECT_EQ(p.wgmma_tma, w.v2 ? 0 : 1);
         EXPECT_EQ(p.tile_rows, w.tile);
         EXPECT_EQ(p.wgmma_mt, w.mt);
-        EXPECT_EQ(p.wgmma_gather, !w.v2);
+        EXPECT_FALSE(p.wgmma_gather);
     }
 }
 

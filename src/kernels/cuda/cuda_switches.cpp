@@ -100,17 +100,18 @@ bool moe_decode_mma() {
     return mma;
 }
 // TESSERA_MOE_PREFILL: tma (the default: the MoE's large tiles on the warpgroup MMA, warp-
-// specialised where the experts are stacked tiles, fast_moe_wgmma_tma.cu, gate+up gathering its
-// rows of x itself), tma-staged (the same tiles reading a gathered copy of x's rows, session 33),
-// wgmma (the plain wgmma tiles of sessions 13–32, fast_moe_wgmma.cu) or mma (the mma.sync tiles
-// of sessions 5–12, fast_moe_mma.cu), for A/B.
+// specialised where the experts are stacked tiles, fast_moe_wgmma_tma.cu), tma-gather (the same
+// tiles with gate+up gathering its rows of x itself by cp.async — session 34, slower: 206.6
+// against 118.4 µs for gate+up at 512 tokens of llama.cpp's shape), wgmma (the plain wgmma tiles
+// of sessions 13–32, fast_moe_wgmma.cu) or mma (the mma.sync tiles of sessions 5–12,
+// fast_moe_mma.cu), for A/B.
 int moe_prefill_form() {
-    static const int form = env_choice("TESSERA_MOE_PREFILL", {"tma", "wgmma", "mma", "tma-staged"});
+    static const int form = env_choice("TESSERA_MOE_PREFILL", {"tma", "wgmma", "mma", "tma-gather"});
     return form;
 }
 bool moe_prefill_mma() { return moe_prefill_form() == 2; }
 bool moe_prefill_plain() { return moe_prefill_form() == 1; }
-bool moe_prefill_staged() { return moe_prefill_form() == 3; }
+bool moe_prefill_gather() { return moe_prefill_form() == 3; }
 // TESSERA_MOE_MID: grouped (the default: the mid kernels, fast_moe_mid.cu, where an expert gets
 // ≤ 8 rows on average — each selected expert's weights read once a step; H200, session 18, the
 // flagship at 512 tokens of context: 1,613 against 1,490 tok/s at batch 8, 5,197 against 4,764 at

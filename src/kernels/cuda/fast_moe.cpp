@@ -275,7 +275,6 @@ MoePlan moe_pick(int64_t T, int k, int E) {
     // T = 256 /32 175.1 / 166.0; the flagship T = 256 /16 218.0 / 190.0, T = 512 /32 254.9 / 231.8.
     // Tiles of 64 stay on one (T = 512 of llama.cpp's shape: /64 229.2 against mt2/32 240.8).
     if (p.tile_rows <= 32) p.wgmma_mt = 2;
-    p.wgmma_gather = true;
     return p;
 }
 
@@ -434,10 +433,10 @@ void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int6
                         bool dp4a, bool x_settled, bool wgmma, bool mid, bool tma, bool gather) {
     MoePlan plan = moe_pick(T, k, w.E);
     if (plan.wgmma_tma && !(tma && wgmma && w.tiling.gate_up && w.tiling.down)) {
-        plan.wgmma_tma = 0, plan.wgmma_mt = 0, plan.wgmma_gather = false;  // the plain wgmma tiles of the same rows,
+        plan.wgmma_tma = 0, plan.wgmma_mt = 0;  // the plain wgmma tiles of the same rows,
         if (T * k <= int64_t(kMoeMidRows) * w.E) plan.wgmma = false, plan.v2 = true;  // or at ≤ 8 rows the v2 / mid
     }
-    if (!gather) plan.wgmma_gather = false;  // the gathered copy of x's rows
+    plan.wgmma_gather = gather && plan.wgmma_tma == 1;  // gate+up gathering x's rows itself (opt-in)
     if (plan.wgmma && !wgmma) plan.wgmma = false, plan.v2 = true;  // the mma.sync tiles of the same rows
     if (mid && plan.v2 && plan.large_tiles && T * k <= int64_t(kMoeMidRows) * w.E && detail::moe_mid_fits(w.H, w.I))
         plan = moe_mid_plan();  // few rows an expert: each expert's weights once, no padding rows

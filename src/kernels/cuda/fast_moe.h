@@ -156,7 +156,9 @@ MoeTiling moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, co
 //                    read by half the feature blocks; 0 or 1: one. The same bits.
 //   wgmma_gather:    with wgmma_tma = 1: gate+up gathers the item's rows of x itself (cp.async from
 //                    x in bf16 once a token, [T, H128]) — no gathered copy [T·k, H128] written and
-//                    read back. The same bits.
+//                    read back. The same bits. Opt-in: measured slower (session 34: two warps'
+//                    16-byte copies do not keep up with the consumers; gate+up 206.6 against 118.4
+//                    µs at 512 tokens of llama.cpp's shape, tiles of 64).
 //   mma_gate_up_batch: k-tiles a warp of that gate+up kernel has in flight: 2 (2 blocks an SM;
 //                    also 0) or 1 (3 blocks an SM: more of a large grid resident at once).
 //   mma_down_warps:  warps a block of that down kernel: 8 (also 0) or 16 (then batches of 4 and
@@ -240,11 +242,11 @@ size_t moe_experts_scratch_bytes(int64_t T, int k, int E, int64_t H, int64_t I);
 // memory fits (the backend's default; TESSERA_MOE_MID=tiles leaves it out, for A/B). tma: the
 // pick's wgmma tiles in their warp-specialised form (where the experts are stacked tiles; false:
 // the plain wgmma tiles, TESSERA_MOE_PREFILL=wgmma, for A/B). gather: gate+up of that form gathers
-// x's rows itself (false: from a gathered copy, TESSERA_MOE_PREFILL=tma-staged, for A/B).
+// x's rows itself (MoePlan::wgmma_gather; slower, TESSERA_MOE_PREFILL=tma-gather, for A/B).
 void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
                         const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream,
                         bool dp4a = true, bool x_settled = false, bool wgmma = true, bool mid = false,
-                        bool tma = true, bool gather = true);
+                        bool tma = true, bool gather = false);
 void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                              const MoePackedExperts& w, const int32_t* ids, const float* weights, int k,
                              void* scratch, cudaStream_t stream, bool x_settled = false);

@@ -229,27 +229,27 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
 }
 
 // xg[r] = x[token of grouped row r] in the wgmma order, rows [r, H128] (perm null: row r = token
-// r): a thread per 32 columns of a row, the rows' chunks one after another over the grid (a block
-// a row left three quarters of the threads idle at H = 2048).
+// r): one block a row, a thread per 32 columns. (Session 34: the rows' chunks packed over the grid
+// instead — no idle threads at H = 2048 — measured no faster; the stores in the wgmma order, 4
+// bytes a lane, are what bounds it: ~0.7 TB/s.)
 __global__ void __launch_bounds__(256)
     gather_wgmma_kernel(uint32_t* __restrict__ xg, const float* __restrict__ x, int64_t ldx, int64_t H,
-                        const int32_t* __restrict__ perm, int k, int64_t rows) {
-    const int64_t H128 = wgmma_row_len(H), per_row = H128 / 32;
-    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, r = i / per_row;
-    if (r >= rows) return;
+                        const int32_t* __restrict__ perm, int k) {
+    const int64_t r = blockIdx.x;
     const int s = perm ? perm[r] : int(r);
     if (s < 0) return;
     const float* src = x + int64_t(s / k) * ldx;
     const bool vec = (reinterpret_cast<uintptr_t>(src) & 15) == 0;
-    wgmma_store_row_cols32(xg + r * (H128 / 2), src, (i % per_row) * 32, H, vec);
+    const int64_t H128 = wgmma_row_len(H);
+    for (int64_t c0 = int64_t(threadIdx.x) * 32; c0 < H128; c0 += int64_t(blockDim.x) * 32) {
+        wgmma_store_row_cols32(xg + r * (H128 / 2), src, c0, H, vec);
+    }
 }
 
 cudaError_t launch_gather(void* xg, const float* x, int64_t ldx, int64_t rows, int64_t H, const int32_t* perm, int k,
                           cudaStream_t stream) {
-    const int64_t threads = rows * (wgmma_row_len(H) / 32);
-    if (threads == 0) return cudaSuccess;
-    gather_wgmma_kernel<<<unsigned((threads + 255) / 256), 256, 0, stream>>>(static_cast<uint32_t*>(xg), x, ldx, H,
-                                                                            perm, k, rows);
+    if (rows == 0) return cudaSuccess;
+    gather_wgmma_kernel<<<unsigned(rows), 256, 0, stream>>>(static_cast<uint32_t*>(xg), x, ldx, H, perm, k);
     return cudaGetLastError();
 }
 
