@@ -113,9 +113,10 @@ bool moe_prefill_mma() { return moe_prefill_form() == 2; }
 bool moe_prefill_plain() { return moe_prefill_form() == 1; }
 bool moe_prefill_gather() { return moe_prefill_form() == 3; }
 // TESSERA_MOE_MID: grouped (the default: the mid kernels, fast_moe_mid.cu, where an expert gets
-// ≤ 8 rows on average — each selected expert's weights read once a step; H200, session 18, the
-// flagship at 512 tokens of context: 1,613 against 1,490 tok/s at batch 8, 5,197 against 4,764 at
-// 64) or tiles (the pick's v2 tensor-core tiles of 16 rows from 3 tokens a step), for A/B.
+// less than one row on average, or ≤ 8 where the warp-specialised tiles cannot run — each selected
+// expert's weights read once a step; H200, session 18, the flagship at 512 tokens of context:
+// 1,613 against 1,490 tok/s at batch 8, 5,197 against 4,764 at 64) or tiles (the pick's v2
+// tensor-core tiles of 16 rows there), for A/B.
 bool moe_mid_grouped() {
     static const bool tiles = env_switch("TESSERA_MOE_MID", "grouped", "tiles");
     return !tiles;
