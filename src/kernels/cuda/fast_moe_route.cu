@@ -240,6 +240,16 @@ __device__ __forceinline__ unsigned lanemask_lt() {
     return m;
 }
 
+// A warp's ids [base, base + 32·kGroupBatch) ∩ [.., end), lane l holding base + 32i + l (-1 past end).
+__device__ __forceinline__ void load_id_batch(const int32_t* __restrict__ ids, int64_t base, int64_t end, int lane,
+                                              int (&ev)[kGroupBatch]) {
+#pragma unroll
+    for (int i = 0; i < kGroupBatch; ++i) {
+        const int64_t s = base + 32 * i + lane;
+        ev[i] = s < end ? ids[s] : -1;
+    }
+}
+
 // The pairs a block of the grouping owns: all of them with one block, else chunk b of
 // kMoeGroupChunk (the counting kernel's chunks and the placing kernel's are the same).
 struct GroupChunk {
@@ -288,11 +298,7 @@ __global__ void __launch_bounds__(kGroupThreads)
     const int64_t begin = chunk.begin + n * warp / kGroupWarps, end = chunk.begin + n * (warp + 1) / kGroupWarps;
     for (int64_t base = begin; base < end; base += 32 * kGroupBatch) {
         int ev[kGroupBatch];
-#pragma unroll
-        for (int i = 0; i < kGroupBatch; ++i) {
-            const int64_t s = base + 32 * i + lane;
-            ev[i] = s < end ? ids[s] : -1;
-        }
+        load_id_batch(ids, base, end, lane, ev);
 #pragma unroll
         for (int i = 0; i < kGroupBatch; ++i) {
             const int e = ev[i];
@@ -352,11 +358,7 @@ __global__ void __launch_bounds__(kGroupThreads)
     // Stable placement: pair s goes to its expert's next row, in slot order (batched as above).
     for (int64_t base = begin; base < end; base += 32 * kGroupBatch) {
         int ev[kGroupBatch];
-#pragma unroll
-        for (int i = 0; i < kGroupBatch; ++i) {
-            const int64_t s = base + 32 * i + lane;
-            ev[i] = s < end ? ids[s] : -1;
-        }
+        load_id_batch(ids, base, end, lane, ev);
 #pragma unroll
         for (int i = 0; i < kGroupBatch; ++i) {
             const int64_t s = base + 32 * i + lane;
