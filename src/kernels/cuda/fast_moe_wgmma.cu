@@ -230,8 +230,9 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
 
 // xg[r] = x[token of grouped row r] in the wgmma order, rows [r, H128] (perm null: row r = token
 // r): one block a row, a thread per 32 columns. (Session 34: the rows' chunks packed over the grid
-// instead — no idle threads at H = 2048 — ran 22 µs for 4,096 rows of 2,048 against this kernel's
-// 9.0 (session 33's figure), and end to end 8K prefill 39,663 against 40,046 / 40,376 tok/s.)
+// instead — no idle threads at H = 2048 — ran 22 µs alone for 4,096 rows of 2,048, and the experts
+// ~5 µs slower with it: 228.0 against 222.3 µs, tiles of 64 at 512 tokens of llama.cpp's shape.
+// Its stores, 4 bytes a lane in the wgmma order, are the suspect.)
 __global__ void __launch_bounds__(256)
     gather_wgmma_kernel(uint32_t* __restrict__ xg, const float* __restrict__ x, int64_t ldx, int64_t H,
                         const int32_t* __restrict__ perm, int k) {
