@@ -219,13 +219,18 @@ PackedMatrix CudaBackend::upload_packed(const PackedHost& p, uint8_t* codes, uin
     return m;
 }
 
-Tensor CudaBackend::place_packed(const Tensor& host, WeightUse use) {
+PackedHost CudaBackend::packed_host(const Tensor& host, WeightUse use) const {
     PackedHost p = with_context(fmt::format("place_weight {}", host.describe()), [&] { return repack(host); });
     // Int4 matrices in 16-row tiles where they fit (packed_weight.h): the decode GEMV and the MoE
     // kernels read two 512-byte runs a warp load instead of 16 runs of 64 bytes (experts too since
     // session 19; TESSERA_PACKED_TILES=0 keeps every matrix row-major, for A/B).
     if (tiles_ && (use == WeightUse::Matrix || use == WeightUse::Expert) && packed_tiles_fit(p.kind, p.n, p.k, p.group))
         tile_packed(p);
+    return p;
+}
+
+Tensor CudaBackend::place_packed(const Tensor& host, WeightUse use) {
+    const PackedHost p = packed_host(host, use);
     // One buffer: codes, then scales, then biases, each 256-byte aligned.
     const size_t code_bytes = p.codes.size(), scale_bytes = p.scales.size() * 2, bias_bytes = p.biases.size() * 2;
     const size_t scale_at = align_up(code_bytes, 256), bias_at = align_up(scale_at + scale_bytes, 256);
@@ -262,11 +267,7 @@ std::vector<Tensor> CudaBackend::place_weights(const std::vector<Tensor>& hosts,
     if (!stack) return Backend::place_weights(hosts, use);
     std::vector<PackedHost> ps;
     ps.reserve(hosts.size());
-    for (const Tensor& h : hosts) {
-        PackedHost p = with_context(fmt::format("place_weight {}", h.describe()), [&] { return repack(h); });
-        if (tiles_ && packed_tiles_fit(p.kind, p.n, p.k, p.group)) tile_packed(p);
-        ps.push_back(std::move(p));
-    }
+    for (const Tensor& h : hosts) ps.push_back(packed_host(h, use));
     const PackedHost& p0 = ps[0];
     for (const PackedHost& p : ps)
         if (p.kind != p0.kind || p.n != p0.n || p.k != p0.k || p.group != p0.group || p.tiles != p0.tiles ||

@@ -109,6 +109,8 @@ private:
     const PackedMatrix* packed_of(const Tensor& w) const;
     bool fast_gdn() const;  // fast mode unless TESSERA_FAST_GDN=0 (cuda_backend_ops.cpp)
     Tensor place_packed(const Tensor& host, WeightUse use);        // cuda_backend.cpp
+    // host repacked for the fast kernels (in 16-row tiles where they fit and the use takes them).
+    PackedHost packed_host(const Tensor& host, WeightUse use) const;
     // p's codes, scales and biases (null: none) copied to those device addresses; its descriptor.
     PackedMatrix upload_packed(const PackedHost& p, uint8_t* codes, uint8_t* scales, uint8_t* biases);
     void matmul_packed(const Tensor& y, const Tensor& x, const PackedMatrix& w);  // cuda_backend_ops.cpp

@@ -150,7 +150,9 @@ __global__ void __launch_bounds__(C::kThreads, 2)
 #pragma unroll 4
                     for (int r = p >> 4; r < BT; r += 4) {
                         const int t = token[r];  // row r's 128 bytes of k-block h: chunk c at c ^ (r mod 8)
-                        if (t >= 0) cp_async16(to + uint32_t(r * 128 + ((c ^ (r & 7)) << 4)), src + int64_t(t) * K + kt * kBK, true);
+                        if (t >= 0)
+                            cp_async16(to + uint32_t(r * 128 + ((c ^ (r & 7)) << 4)), src + int64_t(t) * K + kt * kBK,
+                                       true);
                     }
                     cp_async_commit();
                     if (kt > 0) {  // this lane's copies of k-tile kt − 1 landed: to the async proxy, counted
@@ -355,51 +357,26 @@ cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const 
     }
 }
 
-template <bool GATE_UP, int CL>
+// The tiles of tile_rows rows and mt m-tiles; GATHER: a = x [P = T, K], k slots a token.
+template <bool GATE_UP, int CL, bool GATHER = false>
 cudaError_t launch_rows(int tile_rows, int mt, const void* a, int64_t P, int64_t K, int64_t N, int E,
                         const PackedMatrix& m0, const PackedMatrix* m1, const MoeGrouping& g, void* act, float* out,
-                        cudaStream_t stream) {
+                        cudaStream_t stream, int k = 1) {
+    auto go = [&](auto tile) { return launch<decltype(tile)>(a, P, K, N, E, m0, m1, g, act, out, stream, k); };
     if constexpr (CL == 1) {  // (two m-tiles in clusters: not built)
         if (mt == 2) {
             switch (tile_rows) {
-                case 16: return launch<MoeTmaTile<16, GATE_UP, 4, 1, 2>>(a, P, K, N, E, m0, m1, g, act, out, stream);
-                case 32: return launch<MoeTmaTile<32, GATE_UP, 3, 1, 2>>(a, P, K, N, E, m0, m1, g, act, out, stream);
+                case 16: return go(MoeTmaTile<16, GATE_UP, 4, 1, 2, GATHER>{});
+                case 32: return go(MoeTmaTile<32, GATE_UP, 3, 1, 2, GATHER>{});
                 default: return cudaErrorInvalidValue;
             }
         }
     }
     if (mt != 1) return cudaErrorInvalidValue;
     switch (tile_rows) {
-        case 16: return launch<MoeTmaTile<16, GATE_UP, 7, CL>>(a, P, K, N, E, m0, m1, g, act, out, stream);
-        case 32: return launch<MoeTmaTile<32, GATE_UP, 6, CL>>(a, P, K, N, E, m0, m1, g, act, out, stream);
-        case 64: return launch<MoeTmaTile<64, GATE_UP, 4, CL>>(a, P, K, N, E, m0, m1, g, act, out, stream);
-        default: return cudaErrorInvalidValue;
-    }
-}
-
-// The gathered form: gate+up, one block a cluster.
-cudaError_t launch_gathered(int tile_rows, int mt, const void* x16, int64_t T, int k, int64_t K, int64_t N, int E,
-                            const PackedMatrix& gate, const PackedMatrix& up, const MoeGrouping& g, void* act,
-                            cudaStream_t stream) {
-    if (mt == 2) {
-        switch (tile_rows) {
-            case 16:
-                return launch<MoeTmaTile<16, true, 4, 1, 2, true>>(x16, T, K, N, E, gate, &up, g, act, nullptr,
-                                                                    stream, k);
-            case 32:
-                return launch<MoeTmaTile<32, true, 3, 1, 2, true>>(x16, T, K, N, E, gate, &up, g, act, nullptr,
-                                                                    stream, k);
-            default: return cudaErrorInvalidValue;
-        }
-    }
-    if (mt != 1) return cudaErrorInvalidValue;
-    switch (tile_rows) {
-        case 16:
-            return launch<MoeTmaTile<16, true, 7, 1, 1, true>>(x16, T, K, N, E, gate, &up, g, act, nullptr, stream, k);
-        case 32:
-            return launch<MoeTmaTile<32, true, 6, 1, 1, true>>(x16, T, K, N, E, gate, &up, g, act, nullptr, stream, k);
-        case 64:
-            return launch<MoeTmaTile<64, true, 4, 1, 1, true>>(x16, T, K, N, E, gate, &up, g, act, nullptr, stream, k);
+        case 16: return go(MoeTmaTile<16, GATE_UP, 7, CL, 1, GATHER>{});
+        case 32: return go(MoeTmaTile<32, GATE_UP, 6, CL, 1, GATHER>{});
+        case 64: return go(MoeTmaTile<64, GATE_UP, 4, CL, 1, GATHER>{});
         default: return cudaErrorInvalidValue;
     }
 }
@@ -423,7 +400,8 @@ cudaError_t launch_moe_wgmma_tma_gate_up_gathered(void* act, const void* x16, in
                                                   const MoePackedExperts& w, const MoeGrouping& g, int tile_rows,
                                                   int mt, cudaStream_t stream) {
     if (!w.tiling.gate_up || k < 1) return cudaErrorInvalidValue;
-    return launch_gathered(tile_rows, mt, x16, T, k, w.H, w.I, w.E, w.tiling.gate0, w.tiling.up0, g, act, stream);
+    return launch_rows<true, 1, true>(tile_rows, mt, x16, T, w.H, w.I, w.E, w.tiling.gate0, &w.tiling.up0, g, act,
+                                      nullptr, stream, k);
 }
 
 cudaError_t launch_moe_wgmma_tma_down(float* out, const void* act, int64_t P, const MoePackedExperts& w,
