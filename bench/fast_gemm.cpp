@@ -3,7 +3,7 @@
 // against cuBLAS bf16 (GemmEx alone, bf16 x and w) on the same shape. CUDA events on one stream,
 // median of --runs after warm-up; weights are L2-hot after the first call (as in llama.cpp's
 // test-backend-ops). TFLOP/s = 2·T·N·K / time; % of 800 TFLOP/s, the measured bf16 peak (PERF.md).
-//   bench_fast_gemm [--tokens 512,2048] [--runs 20] [--kinds int4,int8] [--filter TEXT] [--configs all|auto]
+//   bench_fast_gemm [--tokens 512,2048] [--runs 20] [--kinds int4,int8] [--filter TEXT] [--configs all|auto] [--rows]
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -41,6 +41,7 @@ struct Args {
     int runs = 20, warmup = 5;
     std::string filter;
     bool all_configs = true;
+    bool rows = false;  // Int4 weights row-major (default: 16-row tiles where they fit, as the backend)
 };
 
 using Rng = bench::XorShift;
@@ -81,9 +82,12 @@ void bench_shape(const Args& a, const bench::MatmulShape& s, const std::string& 
     w.group = group;
     w.codes = dcodes.as<uint8_t>();
     w.scales = dscales.as<uint16_t>();
+    // Random bytes: the tiled order is the same bytes read another way (the timing is the layout's).
+    w.tiles = !a.rows && packed_tiles_fit(w.kind, N, K, group);
 
     for (int64_t T : a.tokens) {
         const std::string label = std::string(s.name) + " " + kind + " T=" + std::to_string(T);
+        const std::string kind_w = kind + (w.tiles ? "t" : "");
         if (!a.filter.empty() && label.find(a.filter) == std::string::npos) continue;
         std::vector<float> x(size_t(T * K));
         for (auto& v : x) v = rng.uniform(-1.f, 1.f);
@@ -106,11 +110,11 @@ void bench_shape(const Args& a, const bench::MatmulShape& s, const std::string& 
         row(s.name, T, "bf16", "cuBLAS GemmEx (bf16 x, w)", cublas, flops, cublas,
             bench::matmul_anchor(s, "bf16", T).empty() ? "" : "llama.cpp/cuBLAS " + bench::matmul_anchor(s, "bf16", T));
 
-        const fast::GemmPlan pick = fast::gemm_pick(T, N, K, w.kind);
+        const fast::GemmPlan pick = fast::gemm_pick(T, N, K, w.kind, w.tiles);
         const double full = timer.median(a.warmup, a.runs, [&] {
             fast::gemm_packed(dy.as<float>(), N, dx.as<float>(), K, T, w, scratch.data(), st);
         });
-        row(s.name, T, kind,
+        row(s.name, T, kind_w,
             std::string("gemm_packed (") + fast::detail::kGemmConfigs[pick.config].name +
                 (pick.splits > 1 ? " k/2)" : ")"),
             full, flops,
@@ -126,23 +130,25 @@ void bench_shape(const Args& a, const bench::MatmulShape& s, const std::string& 
                                                      fast::detail::XOrder::plain, st));
         if (!int8)
             for (int c : {0, 1, 7}) {  // the same kernels without dequantization: the ceiling of this design
+                if (w.tiles) break;  // (the probe reads the row-major order)
                 const fast::detail::GemmArgs ga{dy.as<float>(), N, scratch.as<uint16_t>(), w, T, 1};
                 const double t = timer.median(a.warmup, a.runs, [&] {
                     TS_CUDA_CHECK(fast::detail::launch_gemm_probe(c, ga, st));
                 });
-                row(s.name, T, kind, std::string("probe, no dequant ") + fast::detail::kGemmConfigs[c].name, t,
+                row(s.name, T, kind_w, std::string("probe, no dequant ") + fast::detail::kGemmConfigs[c].name, t,
                     flops, cublas, "wrong results; the mma + pipeline ceiling");
             }
         for (int c = 0; c < fast::detail::kGemmConfigCount; ++c)
             for (int splits = 1; splits <= 2; ++splits) {
                 if (fast::detail::gemm_blocks_per_sm(c, w.kind) == 0) continue;  // wgmma: Int4 only
+                if (fast::detail::kGemmConfigs[c].tma_cluster > 0 && !w.tiles) continue;  // TMA: tiles only
                 TS_CUDA_CHECK(fast::detail::launch_convert_x(scratch.as<uint16_t>(), dx.as<float>(), K, T, K,
                                                              fast::detail::x_order(fast::detail::kGemmConfigs[c]), st));
                 const fast::GemmPlan plan{c, splits};
                 const double t = timer.median(a.warmup, a.runs, [&] {
                     fast::gemm_packed_plan(plan, false, dy.as<float>(), N, dx.as<float>(), K, T, w, scratch.data(), st);
                 });
-                row(s.name, T, kind,
+                row(s.name, T, kind_w,
                     std::string("GEMM only ") + fast::detail::kGemmConfigs[c].name + (splits > 1 ? " k/2" : ""), t,
                     flops, cublas,
                     std::to_string(fast::detail::gemm_blocks_per_sm(c, w.kind)) + " blocks/SM" +
@@ -162,10 +168,13 @@ int main(int argc, char** argv) {
             "  --kinds LIST    int4,int8 (default int4)\n"
             "  --runs N        timed calls, median (default 20); --warmup N (default 5)\n"
             "  --filter TEXT   only cases whose label \"<shape> <kind> T=<n>\" contains TEXT\n"
-            "  --configs all|auto  time every tile configuration's kernel or only the pick (default all)\n";
+            "  --configs all|auto  time every tile configuration's kernel or only the pick (default all)\n"
+            "  --rows          Int4 weights row-major (default: 16-row tiles where they fit, as the backend\n"
+            "                  stores them — \"int4t\" in the table)\n";
         bench::KernelArgs args(usage);
         args.ints("--tokens", a.tokens).words("--kinds", a.kinds).count("--runs", a.runs, 1).count("--warmup", a.warmup, 0);
-        if (!args.text("--filter", a.filter).choice("--configs", a.all_configs, "all").parse(argc, argv)) return 0;
+        if (!args.text("--filter", a.filter).choice("--configs", a.all_configs, "all").flag("--rows", a.rows).parse(argc, argv))
+            return 0;
         cudaDeviceProp p{};
         TS_CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
         std::printf("bench_fast_gemm on %s (%d SMs); runs %d, warm-up %d, median; %% of %.0f TFLOP/s; "

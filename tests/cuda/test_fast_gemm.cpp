@@ -243,6 +243,7 @@ TEST(FastGemm, Int8Groups16And32) {
 TEST(FastGemm, EveryConfig) {
     REQUIRE_CUDA();
     for (int cfg = 0; cfg < fast::detail::kGemmConfigCount; ++cfg) {
+        if (fast::detail::kGemmConfigs[cfg].tma_cluster > 0) continue;  // tiles only: WgmmaTmaAwkwardShapes
         run_case(Case{PackedKind::Int4, 32, false, 129, 257, 2080, 3, 1}, cfg);
         run_case(Case{PackedKind::Int4, 64, true, 65, 129, 448}, cfg, 2);  // K = 64·7: 3.5 k-tiles
         if (!fast::detail::kGemmConfigs[cfg].wgmma)  // wgmma: Int4 only (refused below)
@@ -273,7 +274,7 @@ TEST(FastGemm, WgmmaAwkwardShapes) {
     REQUIRE_CUDA();
     int ran = 0;
     for (int cfg = 0; cfg < fast::detail::kGemmConfigCount; ++cfg) {
-        if (!fast::detail::kGemmConfigs[cfg].wgmma) continue;
+        if (!fast::detail::kGemmConfigs[cfg].wgmma || fast::detail::kGemmConfigs[cfg].tma_cluster > 0) continue;
         ++ran;
         for (const Case& c : {Case{PackedKind::Int4, 32, false, 1, 1, 32},
                               Case{PackedKind::Int4, 32, true, 2, 3, 96, 1, 2},
@@ -290,6 +291,33 @@ TEST(FastGemm, WgmmaAwkwardShapes) {
     EXPECT_GT(ran, 0);
 }
 
+// The warp-specialised TMA tiles (fast_gemm_wgmma_tma.cu; matrices in 16-row tiles only): one
+// token, T one past a token tile (128 / 256) and many tiles, N one row tile past a block (128 /
+// 256 rows) and a single row tile, a cluster's second block past N (N = 144: one 256-row block,
+// rounded up to two), K from one k-tile to 112 (the ring wrapping many times), G 32 / 64 / 128 with
+// and without biases, strided x and y, K split in two with an odd number of k-tiles and with one
+// (the second half empty).
+TEST(FastGemm, WgmmaTmaAwkwardShapes) {
+    REQUIRE_CUDA();
+    int ran = 0;
+    for (int cfg = 0; cfg < fast::detail::kGemmConfigCount; ++cfg) {
+        if (fast::detail::kGemmConfigs[cfg].tma_cluster == 0) continue;
+        ++ran;
+        for (const Case& c : {Case{PackedKind::Int4, 32, false, 1, 16, 128, 0, 0, true},
+                              Case{PackedKind::Int4, 64, true, 2, 48, 384, 1, 2, true},
+                              Case{PackedKind::Int4, 128, true, 17, 272, 1152, 0, 3, true},
+                              Case{PackedKind::Int4, 32, false, 129, 144, 640, 4, 0, true},
+                              Case{PackedKind::Int4, 64, false, 257, 400, 256, 0, 0, true},
+                              Case{PackedKind::Int4, 32, true, 300, 4096, 2048, 0, 0, true},
+                              Case{PackedKind::Int4, 32, false, 65, 272, 14336, 0, 0, true}})
+            run_case(c, cfg);
+        run_case(Case{PackedKind::Int4, 32, true, 200, 208, 2176, 1, 1, true}, cfg, 2);  // 17 k-tiles: 9 + 8
+        run_case(Case{PackedKind::Int4, 64, false, 70, 144, 640, 0, 0, true}, cfg, 2);   // 5: 3 + 2
+        run_case(Case{PackedKind::Int4, 128, true, 9, 32, 128, 0, 0, true}, cfg, 2);    // 1: 1 + 0
+    }
+    EXPECT_GT(ran, 0);
+}
+
 // The pick: a configuration that takes the kind for every shape (wgmma: Int4 only), the wgmma
 // tiles for Int4 (measured faster than the mma.sync ones on every prefill shape from 16 tokens),
 // and for them K split only where it is long.
@@ -297,18 +325,22 @@ TEST(FastGemm, PickTakesTheKindAndTheWgmmaTiles) {
     REQUIRE_CUDA();
     for (const PackedKind kind : {PackedKind::Int4, PackedKind::Int8})
         for (const int64_t T : {9, 16, 17, 64, 127, 128, 512, 513, 2048})
-            for (const auto& [N, K] : {std::pair<int64_t, int64_t>{4096, 14336}, {8192, 2048}, {2048, 4096}, {17, 96}}) {
-                const fast::GemmPlan p = fast::gemm_pick(T, N, K, kind);
-                SCOPED_TRACE(std::to_string(T) + "x" + std::to_string(N) + "x" + std::to_string(K) +
-                             (kind == PackedKind::Int4 ? " Int4 " : " Int8 ") + fast::detail::kGemmConfigs[p.config].name);
-                ASSERT_GE(p.config, 0);
-                ASSERT_LT(p.config, fast::detail::kGemmConfigCount);
-                EXPECT_GT(fast::detail::gemm_blocks_per_sm(p.config, kind), 0);
-                EXPECT_EQ(fast::detail::kGemmConfigs[p.config].wgmma, kind == PackedKind::Int4);
-                if (kind == PackedKind::Int4 && K <= 2048) {
-                    EXPECT_EQ(p.splits, 1);  // 16 k-tiles: whole (measured)
+            for (const auto& [N, K] : {std::pair<int64_t, int64_t>{4096, 14336}, {8192, 2048}, {2048, 4096}, {17, 96}})
+                for (const bool tiles : {false, true}) {
+                    if (tiles && !packed_tiles_fit(kind, N, K, 32)) continue;
+                    const fast::GemmPlan p = fast::gemm_pick(T, N, K, kind, tiles);
+                    SCOPED_TRACE(std::to_string(T) + "x" + std::to_string(N) + "x" + std::to_string(K) +
+                                 (kind == PackedKind::Int4 ? " Int4 " : " Int8 ") + (tiles ? "tiles " : "") +
+                                 fast::detail::kGemmConfigs[p.config].name);
+                    ASSERT_GE(p.config, 0);
+                    ASSERT_LT(p.config, fast::detail::kGemmConfigCount);
+                    EXPECT_GT(fast::detail::gemm_blocks_per_sm(p.config, kind), 0);
+                    EXPECT_EQ(fast::detail::kGemmConfigs[p.config].wgmma, kind == PackedKind::Int4);
+                    EXPECT_TRUE(tiles || fast::detail::kGemmConfigs[p.config].tma_cluster == 0);  // TMA: tiles only
+                    if (kind == PackedKind::Int4 && K <= 2048) {
+                        EXPECT_EQ(p.splits, 1);  // 16 k-tiles: whole (measured)
+                    }
                 }
-            }
     // Measured picks (bench_fast_gemm, session 13): 4096×14336 at 512 tokens 256x128 split in two
     // (130.9 µs), at 2048 whole (460); 4096×2048 at 512 tokens 128x128 (25.3).
     const auto name = [](const fast::GemmPlan& p) { return std::string(fast::detail::kGemmConfigs[p.config].name); };
@@ -317,6 +349,24 @@ TEST(FastGemm, PickTakesTheKindAndTheWgmmaTiles) {
     EXPECT_EQ(name(fast::gemm_pick(2048, 4096, 14336, PackedKind::Int4)), "wgmma 256x128 s3");
     EXPECT_EQ(fast::gemm_pick(2048, 4096, 14336, PackedKind::Int4).splits, 1);
     EXPECT_EQ(name(fast::gemm_pick(512, 4096, 2048, PackedKind::Int4)), "wgmma 128x128 s4");
+    // In 16-row tiles (session 35, bench_fast_gemm): the TMA tiles — 4096×14336 at 512 tokens split
+    // (87.5 µs), at 2048 whole (299); 8192×2048 at 512 (28.3 against 39.3); 4096×2048 at 512
+    // the TMA 128x128 (17.3 against the wgmma 128x128's 24.7).
+    EXPECT_EQ(name(fast::gemm_pick(512, 4096, 14336, PackedKind::Int4, true)), "wgmma tma 256x128 s3");
+    EXPECT_EQ(fast::gemm_pick(512, 4096, 14336, PackedKind::Int4, true).splits, 2);
+    EXPECT_EQ(name(fast::gemm_pick(2048, 4096, 14336, PackedKind::Int4, true)), "wgmma tma 256x128 s3");
+    EXPECT_EQ(fast::gemm_pick(2048, 4096, 14336, PackedKind::Int4, true).splits, 1);
+    EXPECT_EQ(name(fast::gemm_pick(512, 8192, 2048, PackedKind::Int4, true)), "wgmma tma 256x128 s3");
+    EXPECT_EQ(name(fast::gemm_pick(512, 4096, 2048, PackedKind::Int4, true)), "wgmma tma 128x128 s5");  // 17.3
+    // Fewer tokens: 4096×14336 at 64 and 128 tokens the 64-token tile split (34.7, 36.2 µs), at 256
+    // the 128-token one split (50.8); 8192×2048 at 256 tokens the 128-token tile (17.2).
+    for (const int64_t T : {64, 128}) {
+        EXPECT_EQ(name(fast::gemm_pick(T, 4096, 14336, PackedKind::Int4, true)), "wgmma tma 64x128 s8");
+        EXPECT_EQ(fast::gemm_pick(T, 4096, 14336, PackedKind::Int4, true).splits, 2);
+    }
+    EXPECT_EQ(name(fast::gemm_pick(256, 4096, 14336, PackedKind::Int4, true)), "wgmma tma 128x128 s5");
+    EXPECT_EQ(fast::gemm_pick(256, 4096, 14336, PackedKind::Int4, true).splits, 2);
+    EXPECT_EQ(name(fast::gemm_pick(256, 8192, 2048, PackedKind::Int4, true)), "wgmma tma 128x128 s5");
 }
 
 TEST(FastGemm, EmptyAndBadArguments) {
@@ -338,6 +388,19 @@ TEST(FastGemm, EmptyAndBadArguments) {
     w.group = 64;
     EXPECT_THROW(fast::gemm_packed(nullptr, 3, nullptr, 64, 4, w, nullptr, nullptr), Error);
     w.group = 32;
+    w.kind = PackedKind::Int4;  // the TMA tiles take matrices in 16-row tiles only
+    w.n = 16;
+    w.k = 128;
+    for (int cfg = 0; cfg < fast::detail::kGemmConfigCount; ++cfg)
+        if (fast::detail::kGemmConfigs[cfg].tma_cluster > 0) {
+            EXPECT_FALSE(fast::gemm_pick(512, 4096, 14336, PackedKind::Int4).config == cfg);
+            EXPECT_THROW(fast::gemm_packed_plan(fast::GemmPlan{cfg, 1}, true, nullptr, 16, nullptr, 128, 4, w, nullptr,
+                                                nullptr),
+                         Error);
+        }
+    w.kind = PackedKind::Int8;
+    w.n = 3;
+    w.k = 64;
     for (int cfg = 0; cfg < fast::detail::kGemmConfigCount; ++cfg)  // wgmma tiles take Int4 only
         if (fast::detail::kGemmConfigs[cfg].wgmma) {
             EXPECT_EQ(fast::detail::gemm_blocks_per_sm(cfg, PackedKind::Int8), 0);

@@ -49,7 +49,7 @@ size_t gemm_packed_scratch(int64_t T, int64_t K) {
     return size_t(T > 0 ? (T + 15) / 16 * 16 : 0) * size_t(K > 0 ? (K + 127) / 128 * 128 : 0) * sizeof(uint16_t);
 }
 
-GemmPlan gemm_pick(int64_t T, int64_t N, int64_t K, PackedKind kind) {
+GemmPlan gemm_pick(int64_t T, int64_t N, int64_t K, PackedKind kind, bool tiles) {
     // Least estimated time: waves of resident blocks × each block's work / the config's speed,
     // the work counted in k-tiles plus ~3 for the pipeline's fill and the epilogue. Splitting K in
     // two doubles the blocks and halves their k-tiles: it pays for long K on a grid that leaves
@@ -59,7 +59,7 @@ GemmPlan gemm_pick(int64_t T, int64_t N, int64_t K, PackedKind kind) {
     double best_cost = 0;
     for (int c = 0; c < detail::kGemmConfigCount; ++c) {
         const detail::GemmConfig& g = detail::kGemmConfigs[c];
-        if (g.eff <= 0) continue;
+        if (g.eff <= 0 || (g.tma_cluster > 0 && !tiles)) continue;
         const int per_sm = detail::gemm_blocks_per_sm(c, kind);
         if (per_sm <= 0) continue;
         // The wgmma tiles lose with K = 2048 split (16 k-tiles: 4096×2048 at 512 tokens 32.6 against
@@ -86,6 +86,10 @@ void gemm_packed_plan(GemmPlan plan, bool convert_x, float* y, int64_t ldy, cons
     const detail::GemmConfig& cfg = detail::kGemmConfigs[plan.config];
     TS_CHECK(!cfg.wgmma || w.kind == PackedKind::Int4, "gemm_packed: tile configuration {} takes Int4 matrices only",
              cfg.name);
+    TS_CHECK(cfg.tma_cluster == 0 || w.tiles,
+             "gemm_packed: tile configuration {} takes matrices in 16-row tiles only (a [{}, {}] row-major matrix "
+             "given)",
+             cfg.name, w.n, w.k);
     TS_CHECK(!cfg.wgmma || (T + cfg.bm - 1) / cfg.bm <= 65535,
              "gemm_packed: T = {} tokens exceed the grid of tile configuration {} (65535 tiles of {})", T, cfg.name,
              cfg.bm);
@@ -104,7 +108,7 @@ void gemm_packed_plan(GemmPlan plan, bool convert_x, float* y, int64_t ldy, cons
 
 void gemm_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w, void* scratch,
                  cudaStream_t stream) {
-    gemm_packed_plan(gemm_pick(T, w.n, w.k, w.kind), true, y, ldy, x, ldx, T, w, scratch, stream);
+    gemm_packed_plan(gemm_pick(T, w.n, w.k, w.kind, w.tiles), true, y, ldy, x, ldx, T, w, scratch, stream);
 }
 
 }  // namespace tessera::cuda::fast

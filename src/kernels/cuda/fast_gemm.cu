@@ -453,6 +453,7 @@ cudaError_t launch_convert_x(uint16_t* xb, const float* x, int64_t ldx, int64_t 
 
 cudaError_t launch_gemm(int config, const GemmArgs& a, cudaStream_t stream) {
     if (config < 0 || config >= kGemmConfigCount) return cudaErrorInvalidValue;
+    if (kGemmConfigs[config].tma_cluster > 0) return launch_gemm_wgmma_tma(config, a, stream);
     if (kGemmConfigs[config].wgmma) return launch_gemm_wgmma(config, a, stream);
     return a.w.kind == PackedKind::Int8 ? launch_config<true>(config, a, stream)
                                         : launch_config<false>(config, a, stream);
@@ -469,6 +470,7 @@ cudaError_t launch_gemm_probe(int config, const GemmArgs& a, cudaStream_t stream
 
 int gemm_blocks_per_sm(int config, PackedKind kind) {
     if (config < 0 || config >= kGemmConfigCount) return 0;
+    if (kGemmConfigs[config].tma_cluster > 0) return gemm_wgmma_tma_blocks_per_sm(config, kind);
     if (kGemmConfigs[config].wgmma) return gemm_wgmma_blocks_per_sm(config, kind);
     return kind == PackedKind::Int8 ? blocks_config<true>(config) : blocks_config<false>(config);
 }

@@ -20,6 +20,9 @@ struct GemmConfig {
     float eff;
     bool paired = false;  // x staged in pair-rows: A fragments without register moves (fast_gemm.cu)
     bool wgmma = false;   // Hopper wgmma, Int4 only (fast_gemm_wgmma.cu): bm tokens, bn = 64·warpgroups rows
+    // The warp-specialised wgmma tiles fed by TMA (fast_gemm_wgmma_tma.cu; matrices in 16-row tiles
+    // only): clusters of this many blocks sharing x's boxes, 0 for the other configurations.
+    int tma_cluster = 0;
 };
 
 // The order launch_convert_x writes x in, per configuration.
@@ -50,6 +53,18 @@ inline constexpr GemmConfig kGemmConfigs[] = {
     {"wgmma 256x128 s3", 256, 128, 256, 3, 2.3f, false, true},
     {"wgmma 64x128 s4", 64, 128, 256, 4, 1.4f, false, true},
     {"wgmma 128x256 s4", 128, 256, 512, 4, 1.7f, false, true},  // 4 warpgroups: 128 registers, spills
+    // The warp-specialised tiles (bm tokens × bn weight rows, a producer warpgroup + two consumers;
+    // 128x256: two m-tiles a warpgroup), alone and in clusters of two multicasting x; eff from
+    // bench_fast_gemm at 4096×14336 (session 35: 2,048 tokens 299 / 334 µs, 512 split 87.5 / 91.6
+    // against the wgmma 256x128's 438 / 125). The clusters measured slower everywhere (eff 0).
+    {"wgmma tma 256x128 s3", 256, 128, 384, 3, 3.3f, false, true, 1},
+    {"wgmma tma 256x128 s3 cl2", 256, 128, 384, 3, 0.f, false, true, 2},
+    {"wgmma tma 128x256 s4", 128, 256, 384, 4, 3.0f, false, true, 1},
+    {"wgmma tma 128x256 s4 cl2", 128, 256, 384, 4, 0.f, false, true, 2},
+    // Fewer tokens a block, for fewer tokens (4096×14336: 64 tokens 34.7 µs split, 128 36.2 split,
+    // 256 50.8 split (the 128x128), against the wgmma tiles' 49.4 / 51.7 / 75.7).
+    {"wgmma tma 128x128 s5", 128, 128, 384, 5, 2.75f, false, true, 1},
+    {"wgmma tma 64x128 s8", 64, 128, 384, 8, 1.8f, false, true, 1},
 };
 inline constexpr int kGemmMmaConfigCount = 14;  // the mma.sync configurations come first
 inline constexpr int kGemmConfigCount = int(sizeof(kGemmConfigs) / sizeof(kGemmConfigs[0]));
@@ -84,6 +99,9 @@ cudaError_t launch_convert_x_wgmma(uint16_t* xb, const float* x, int64_t ldx, in
                                    cudaStream_t stream);
 cudaError_t launch_gemm_wgmma(int config, const GemmArgs& a, cudaStream_t stream);
 int gemm_wgmma_blocks_per_sm(int config, PackedKind kind);
+// fast_gemm_wgmma_tma.cu's (configurations with tma_cluster > 0; a.w in 16-row tiles).
+cudaError_t launch_gemm_wgmma_tma(int config, const GemmArgs& a, cudaStream_t stream);
+int gemm_wgmma_tma_blocks_per_sm(int config, PackedKind kind);
 
 }  // namespace tessera::cuda::fast::detail
 
@@ -93,7 +111,8 @@ namespace tessera::cuda::fast {
 struct GemmPlan {
     int config = 0, splits = 1;
 };
-GemmPlan gemm_pick(int64_t T, int64_t N, int64_t K, PackedKind kind);
+// tiles: the matrix is in 16-row tiles (packed_weight.h), which the TMA configurations need.
+GemmPlan gemm_pick(int64_t T, int64_t N, int64_t K, PackedKind kind, bool tiles = false);
 // gemm_packed with a chosen plan; convert_x = false skips the x → bf16 pass and uses the scratch
 // as already converted (benchmarks of the GEMM kernel alone).
 void gemm_packed_plan(GemmPlan plan, bool convert_x, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,

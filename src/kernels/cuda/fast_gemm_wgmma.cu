@@ -171,14 +171,15 @@ __global__ void __launch_bounds__(C::kThreads, 1) gemm_wgmma_kernel(GemmArgs p) 
         }
 }
 
-// x [T, K] f32 → xb [T, K128] bf16 in the wgmma order (zeros past K). A thread takes one row's 32
-// columns 32t … 32t + 31 of a k-tile (wgmma_store_cols32).
+// x [T, K] f32 → xb [T, K128] bf16 in the wgmma order (zeros past K). A thread takes one k-step
+// of a row's k-tile (wgmma_store_kstep): 8 lanes a k-tile, a warp 1 KB of contiguous stores.
 __global__ void convert_x_wgmma_kernel(uint32_t* __restrict__ xb, const float* __restrict__ x, int64_t ldx,
-                                       int64_t T, int64_t K, bool vec) {
-    const int64_t K128 = wgmma_row_len(K), per_row = K128 / 32, n = T * per_row;
+                                       int64_t T, int64_t K, bool vec2) {
+    const int64_t K128 = wgmma_row_len(K), per_row = K128 / 16, n = T * per_row;
     for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-        const int64_t r = i / per_row, c0 = (i - r * per_row) * 32;  // columns c0 … c0 + 31
-        wgmma_store_row_cols32(xb + r * (K128 / 2), x + r * ldx, c0, K, vec);
+        const int64_t r = i / per_row, q = i - r * per_row;  // row r, k-step q of it (k-tile q / 8)
+        wgmma_store_kstep(xb + r * (K128 / 2) + (q >> 3) * (kWgmmaK / 2), x + r * ldx, (q >> 3) * kWgmmaK, K,
+                          int(q & 7), vec2);
     }
 }
 
@@ -225,11 +226,11 @@ cudaError_t with_tile(const GemmConfig& c, Fn&& fn) {
 cudaError_t launch_convert_x_wgmma(uint16_t* xb, const float* x, int64_t ldx, int64_t T, int64_t K,
                                    cudaStream_t stream) {
     constexpr int threads = 256;
-    const int64_t n = T * (wgmma_row_len(K) / 32);
+    const int64_t n = T * (wgmma_row_len(K) / 16);
     int64_t blocks = (n + threads - 1) / threads;
     if (blocks > 8192) blocks = 8192;
     if (blocks == 0) return cudaSuccess;
-    const bool vec = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
+    const bool vec = reinterpret_cast<uintptr_t>(x) % 8 == 0 && ldx % 2 == 0;
     convert_x_wgmma_kernel<<<unsigned(blocks), threads, 0, stream>>>(reinterpret_cast<uint32_t*>(xb), x, ldx, T, K,
                                                                      vec);
     return cudaGetLastError();

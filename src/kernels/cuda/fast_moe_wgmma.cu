@@ -229,28 +229,27 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
 }
 
 // xg[r] = x[token of grouped row r] in the wgmma order, rows [r, H128] (perm null: row r = token
-// r): one block a row, a thread per 32 columns. (Session 34: the rows' chunks packed over the grid
-// instead — no idle threads at H = 2048 — ran 22 µs alone for 4,096 rows of 2,048, and the experts
-// ~5 µs slower with it: 228.0 against 222.3 µs, tiles of 64 at 512 tokens of llama.cpp's shape.
-// Its stores, 4 bytes a lane in the wgmma order, are the suspect.)
-__global__ void __launch_bounds__(256)
+// r): one block a row, a thread a k-step of a k-tile (wgmma_store_kstep: 16-byte stores, a warp's
+// 1 KB contiguous). (Session 34: the earlier form — a thread per 32 columns, 4-byte stores, 64 of
+// 256 threads busy at H = 2048 — and a grid-wide one of it measured alike, 22 µs for 4,096 rows.)
+__global__ void __launch_bounds__(128)
     gather_wgmma_kernel(uint32_t* __restrict__ xg, const float* __restrict__ x, int64_t ldx, int64_t H,
                         const int32_t* __restrict__ perm, int k) {
     const int64_t r = blockIdx.x;
     const int s = perm ? perm[r] : int(r);
     if (s < 0) return;
     const float* src = x + int64_t(s / k) * ldx;
-    const bool vec = (reinterpret_cast<uintptr_t>(src) & 15) == 0;
-    const int64_t H128 = wgmma_row_len(H);
-    for (int64_t c0 = int64_t(threadIdx.x) * 32; c0 < H128; c0 += int64_t(blockDim.x) * 32) {
-        wgmma_store_row_cols32(xg + r * (H128 / 2), src, c0, H, vec);
-    }
+    const bool vec2 = (reinterpret_cast<uintptr_t>(src) & 7) == 0;
+    const int64_t H128 = wgmma_row_len(H), steps = H128 / 16;
+    for (int64_t q = threadIdx.x; q < steps; q += blockDim.x)
+        wgmma_store_kstep(xg + r * (H128 / 2) + (q >> 3) * (kWgmmaK / 2), src, (q >> 3) * kWgmmaK, H, int(q & 7),
+                          vec2);
 }
 
 cudaError_t launch_gather(void* xg, const float* x, int64_t ldx, int64_t rows, int64_t H, const int32_t* perm, int k,
                           cudaStream_t stream) {
     if (rows == 0) return cudaSuccess;
-    gather_wgmma_kernel<<<unsigned(rows), 256, 0, stream>>>(static_cast<uint32_t*>(xg), x, ldx, H, perm, k);
+    gather_wgmma_kernel<<<unsigned(rows), 128, 0, stream>>>(static_cast<uint32_t*>(xg), x, ldx, H, perm, k);
     return cudaGetLastError();
 }
 

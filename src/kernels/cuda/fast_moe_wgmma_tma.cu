@@ -216,16 +216,11 @@ __global__ void __launch_bounds__(C::kThreads, 2)
         return C::kGateUp ? wg * 32 * MT + 32 * j + w4 * 8 + gq : wg * 64 * MT + 64 * j + w4 * 16 + gq;
     };
     auto row_hi = [&](int j) { return C::kGateUp ? 64 * MT + feature(j) : feature(j) + 8; };
-    // This lane's 32 columns of a k-tile are one group: its scale in a box of row tiles (32·gpt
-    // bytes a tile) — gate+up: hi's box 512·MT bytes on.
-    auto scale_at = [&](int r, const MoeTmaMatrix& mat) {
-        return (r >> 4) * 32 * mat.gpt + 2 * ((r & 15) * mat.gpt + (tq * mat.gpt) / 4);
-    };
+    // This lane's scales in the stage's boxes — gate+up: hi's (up's) box 512·MT bytes on.
     auto scale_hi = [&](int j) {
-        return C::kGateUp ? 512 * MT + scale_at(feature(j), hi) : scale_at(row_hi(j), lo);
+        return C::kGateUp ? 512 * MT + staged_scale_at(feature(j), tq, hi.gpt) : staged_scale_at(row_hi(j), tq, lo.gpt);
     };
     const bool bias_lo = lo.biases, bias_hi = C::kGateUp ? hi.biases : lo.biases;
-    constexpr uint32_t kNeg8 = 0xc100c100u, kNegZero = 0x80008000u, kNegC = 0xc300c300u;
 
     float acc[MT][BT / 2];
 #pragma unroll
@@ -240,21 +235,10 @@ __global__ void __launch_bounds__(C::kThreads, 2)
         mbar_wait(&full[slot], uint32_t(kt / S) & 1);
         const uint8_t* stage = smem + slot * C::kStageBytes;
 #pragma unroll
-        for (int j = 0; j < MT; ++j) {
-            const int r_lo = feature(j), r_hi = row_hi(j), s_lo = scale_at(r_lo, lo), s_hi = scale_hi(j);
-            const uint4 q_lo = *reinterpret_cast<const uint4*>(stage + C::kWOff + r_lo * 64 + tq * 16);
-            const uint4 q_hi = *reinterpret_cast<const uint4*>(stage + C::kWOff + r_hi * 64 + tq * 16);
-            uint32_t s2[2], b2[2];
-            s2[0] = f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(stage + C::kSOff + s_lo));
-            s2[1] = f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(stage + C::kSOff + s_hi));
-            // w = code·s + b with b = −8·s where a matrix has no biases (Q4_0): exact, so one
-            // rounding of (code − 8)·s as the old kernel's (code − 8)·s + 0.
-            b2[0] = bias_lo ? f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(stage + C::kBOff + s_lo))
-                            : fma_bf16x2(s2[0], kNeg8, kNegZero);
-            b2[1] = bias_hi ? f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(stage + C::kBOff + s_hi))
-                            : fma_bf16x2(s2[1], kNeg8, kNegZero);
-            wgmma_int4_ktile<BT>(acc[j], q_lo, q_hi, s2, b2, kNegC, wgmma_desc_sw128(smem_addr(stage)), BT * 128);
-        }
+        for (int j = 0; j < MT; ++j)
+            wgmma_int4_ktile_staged<BT>(acc[j], stage + C::kWOff, feature(j), row_hi(j), tq, stage + C::kSOff,
+                                        stage + C::kBOff, staged_scale_at(feature(j), tq, lo.gpt), scale_hi(j),
+                                        bias_lo, bias_hi, wgmma_desc_sw128(smem_addr(stage)), BT * 128);
         // On return every wgmma of k-tile kt − 1 is done (at most the last half of this one runs):
         // its slot is free, in every block of the cluster (their boxes land in it too). Not past
         // the last release a producer waits for: a block may have left by then.
@@ -296,19 +280,6 @@ __global__ void __launch_bounds__(C::kThreads, 2)
     }
 }
 
-// The maps of a stacked matrix (expert 0's descriptor m, E experts of n rows) in boxes of `tiles`
-// row tiles × a k-tile: codes, scales, biases (unset where m has none).
-bool matrix_maps(const PackedMatrix& m, int E, int tiles, CUtensorMap* codes, CUtensorMap* scales,
-                 CUtensorMap* biases) {
-    const uint64_t row_tiles = uint64_t(E) * uint64_t(m.n / 16), gpr = uint64_t(m.k / m.group);
-    const uint32_t gpt = uint32_t(kBK / m.group);
-    if (!tma_map_2d(codes, 8, m.codes, {uint64_t(m.k), row_tiles}, uint64_t(m.k) * 8, {128, uint32_t(tiles)}))
-        return false;
-    if (!tma_map_2d(scales, 2, m.scales, {16 * gpr, row_tiles}, 32 * gpr, {16 * gpt, uint32_t(tiles)})) return false;
-    return !m.biases ||
-           tma_map_2d(biases, 2, m.biases, {16 * gpr, row_tiles}, 32 * gpr, {16 * gpt, uint32_t(tiles)});
-}
-
 // a: A [P, K] (the gathered rows of x, or act) — or, GATHER, x [P = T, K] with k slots a token.
 template <class C>
 cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const PackedMatrix& m_lo,
@@ -326,8 +297,10 @@ cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const 
         const uint32_t box[3] = {64, 1, uint32_t(8 * (i + 1))};
         if (!tma_map_3d_sw128(&maps.x[i], true, a, dims, strides, box)) return cudaErrorInvalidValue;
     }
-    if (!matrix_maps(m_lo, E, (C::kGateUp ? 4 : 8) * C::MT, &maps.codes[0], &maps.scales[0], &maps.biases[0]) ||
-        (m_hi && !matrix_maps(*m_hi, E, 4 * C::MT, &maps.codes[1], &maps.scales[1], &maps.biases[1])))
+    const uint64_t row_tiles = uint64_t(E) * uint64_t(N / 16);  // the stack's: E experts of N rows
+    if (!packed_tiles_tma_maps(m_lo, row_tiles, (C::kGateUp ? 4 : 8) * C::MT, &maps.codes[0], &maps.scales[0],
+                               &maps.biases[0]) ||
+        (m_hi && !packed_tiles_tma_maps(*m_hi, row_tiles, 4 * C::MT, &maps.codes[1], &maps.scales[1], &maps.biases[1])))
         return cudaErrorInvalidValue;
     const MoeTmaMatrix lo{int(kBK / m_lo.group), m_lo.biases != nullptr};
     const MoeTmaMatrix hi = m_hi ? MoeTmaMatrix{int(kBK / m_hi->group), m_hi->biases != nullptr} : lo;

@@ -33,42 +33,35 @@ __device__ __forceinline__ int wgmma_pos(int c) {
     return 16 * (2 * j + s) + 8 * h + 2 * t + e;
 }
 
-// Columns 32t … 32t + 31 of a k-tile (v[0..31]) → their 16 words in the k-tile's 64 (`tile`):
-// word 8σ + 4h + t (σ = 2j + s) = (v[8j + 2s + h], v[8j + 2s + h + 4]).
-__device__ __forceinline__ void wgmma_store_cols32(uint32_t* tile, int t, const float (&v)[32]) {
+// K-step σ of a k-tile in the wgmma order — words 8σ … 8σ + 7, word 8σ + 4h + t = (v[c], v[c + 4])
+// with c = 32t + 8j + 2s + h (σ = 2j + s) — from an f32 row: `src` the row, c0 the k-tile's first
+// column, zeros past k (a multiple of 32: each t's 32 columns all in or all out). Columns (c, c + 1)
+// are one float2 (h = 0, 1), so 8 float2 loads; the 8 words are 32 contiguous bytes, two 16-byte
+// stores at `tile` (the k-tile's 64 words) — the 8 lanes of a k-tile's steps write its 256 bytes
+// whole. vec2: src 8-byte aligned.
+__device__ __forceinline__ void wgmma_store_kstep(uint32_t* tile, const float* __restrict__ src, int64_t c0, int64_t k,
+                                                  int sigma, bool vec2) {
+    const int j = sigma >> 1, s = sigma & 1;
+    float2 f[4][2];  // [t][e]: columns 32t + 8j + 2s + 4e, + 1
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
+    for (int t = 0; t < 4; ++t) {
+        const bool in = c0 + 32 * t < k;
 #pragma unroll
-        for (int s = 0; s < 2; ++s)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int c = 8 * j + 2 * s + h;
-                tile[8 * (2 * j + s) + 4 * h + t] = pack_bf16x2(v[c], v[c + 4]);
-            }
-}
-
-// Columns c0 … c0 + 31 of an f32 row (zeros where c0 ≥ k: k is a multiple of 32, so all 32 or
-// none) into `row`, a row in the wgmma order (row length wgmma_row_len(k)). vec: src 16-byte
-// aligned (float4 loads).
-__device__ __forceinline__ void wgmma_store_row_cols32(uint32_t* row, const float* __restrict__ src, int64_t c0,
-                                                       int64_t k, bool vec) {
-    float v[32];
-    if (c0 < k) {
-        if (vec) {
-#pragma unroll
-            for (int q = 0; q < 8; ++q) {
-                const float4 f = __ldg(reinterpret_cast<const float4*>(src + c0) + q);
-                v[4 * q] = f.x, v[4 * q + 1] = f.y, v[4 * q + 2] = f.z, v[4 * q + 3] = f.w;
-            }
-        } else {
-#pragma unroll
-            for (int e = 0; e < 32; ++e) v[e] = __ldg(src + c0 + e);
+        for (int e = 0; e < 2; ++e) {
+            const float* p = src + c0 + 32 * t + 8 * j + 2 * s + 4 * e;
+            f[t][e] = !in  ? make_float2(0.f, 0.f)
+                      : vec2 ? __ldg(reinterpret_cast<const float2*>(p))
+                             : make_float2(__ldg(p), __ldg(p + 1));
         }
-    } else {
-#pragma unroll
-        for (int e = 0; e < 32; ++e) v[e] = 0.f;
     }
-    wgmma_store_cols32(row + (c0 / kWgmmaK) * (kWgmmaK / 2), int(c0 % kWgmmaK) / 32, v);
+    uint4 lo, hi;  // h = 0: words 8σ + t; h = 1: 8σ + 4 + t
+    lo.x = pack_bf16x2(f[0][0].x, f[0][1].x), lo.y = pack_bf16x2(f[1][0].x, f[1][1].x);
+    lo.z = pack_bf16x2(f[2][0].x, f[2][1].x), lo.w = pack_bf16x2(f[3][0].x, f[3][1].x);
+    hi.x = pack_bf16x2(f[0][0].y, f[0][1].y), hi.y = pack_bf16x2(f[1][0].y, f[1][1].y);
+    hi.z = pack_bf16x2(f[2][0].y, f[2][1].y), hi.w = pack_bf16x2(f[3][0].y, f[3][1].y);
+    uint4* out = reinterpret_cast<uint4*>(tile + 8 * sigma);
+    out[0] = lo;
+    out[1] = hi;
 }
 
 // Word j of rows g (lo) and g + 8 (hi) → the A fragments of k-steps 2j and 2j + 1.
@@ -111,6 +104,37 @@ __device__ __forceinline__ void wgmma_int4_ktile(float (&acc)[BN / 2], const uin
         wgmma_fence_operands(acc);
         wgmma_wait<1>();  // the group before this one is done: its A registers are free again
     }
+}
+
+// A k-tile's weights staged in shared memory by TMA, as packed_weight.h's 16-row tiles lie: a
+// box of row tiles' codes (1 KB a tile: 16 rows × 64 bytes, so row r of the box at 64·r) and their
+// scales (biases), 16 rows × gpt halves a tile (gpt = 128 / G groups a row and k-tile).
+//
+// Byte offset of row r's scale (bias) for this lane's columns 32·tq … 32·tq + 31 in such a box.
+__device__ __forceinline__ int staged_scale_at(int r, int tq, int gpt) {
+    return (r >> 4) * 32 * gpt + 2 * ((r & 15) * gpt + (tq * gpt) / 4);
+}
+
+// wgmma_int4_ktile on staged weights: A rows r_lo, r_hi of `codes` (lane (g, tq): rows g and g + 8
+// of the warp's 16), their scales at byte s_lo / s_hi of `scales` and biases at the same offsets of
+// `biases` — or, where a matrix has none (bias_lo / bias_hi false), b = −8·s: exact, so w = code·s
+// − 8·s is one rounding of (code − 8)·s.
+template <int BN>
+__device__ __forceinline__ void wgmma_int4_ktile_staged(float (&acc)[BN / 2], const uint8_t* codes, int r_lo,
+                                                        int r_hi, int tq, const uint8_t* scales,
+                                                        const uint8_t* biases, int s_lo, int s_hi, bool bias_lo,
+                                                        bool bias_hi, uint64_t desc, int block_bytes) {
+    constexpr uint32_t kNeg8 = 0xc100c100u, kNegZero = 0x80008000u, kNegC = 0xc300c300u;
+    const uint4 q_lo = *reinterpret_cast<const uint4*>(codes + r_lo * 64 + tq * 16);
+    const uint4 q_hi = *reinterpret_cast<const uint4*>(codes + r_hi * 64 + tq * 16);
+    uint32_t s2[2], b2[2];
+    s2[0] = f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(scales + s_lo));
+    s2[1] = f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(scales + s_hi));
+    b2[0] = bias_lo ? f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(biases + s_lo))
+                    : fma_bf16x2(s2[0], kNeg8, kNegZero);
+    b2[1] = bias_hi ? f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(biases + s_hi))
+                    : fma_bf16x2(s2[1], kNeg8, kNegZero);
+    wgmma_int4_ktile<BN>(acc, q_lo, q_hi, s2, b2, kNegC, desc, block_bytes);
 }
 
 }  // namespace tessera::cuda::fast::dev

@@ -83,4 +83,15 @@ bool tma_map_2d(CUtensorMap* map, int elem_bytes, const void* data, const uint64
                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+bool packed_tiles_tma_maps(const PackedMatrix& m, uint64_t row_tiles, int box_tiles, CUtensorMap* codes,
+                           CUtensorMap* scales, CUtensorMap* biases) {
+    if (m.kind != PackedKind::Int4 || !m.tiles || !packed_tiles_fit(m.kind, m.n, m.k, m.group) || box_tiles < 1)
+        return false;
+    const uint64_t gpr = uint64_t(m.k / m.group);
+    const uint32_t gpt = uint32_t(kPackedTileCols / m.group), tiles = uint32_t(box_tiles);
+    if (!tma_map_2d(codes, 8, m.codes, {uint64_t(m.k), row_tiles}, uint64_t(m.k) * 8, {128, tiles})) return false;
+    if (!tma_map_2d(scales, 2, m.scales, {16 * gpr, row_tiles}, 32 * gpr, {16 * gpt, tiles})) return false;
+    return !m.biases || tma_map_2d(biases, 2, m.biases, {16 * gpr, row_tiles}, 32 * gpr, {16 * gpt, tiles});
+}
+
 }  // namespace tessera::cuda

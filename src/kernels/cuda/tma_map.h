@@ -3,6 +3,9 @@
 #pragma once
 #include <cuda.h>  // CUtensorMap
 
+#include <cstdint>
+
+#include "kernels/cuda/packed_weight.h"  // PackedMatrix
 #include "kernels/cuda/ref_attention.h"  // ref::PagedCache
 
 namespace tessera::cuda {
@@ -30,5 +33,14 @@ bool tma_map_3d_sw128(CUtensorMap* map, bool f16, const void* data, const uint64
 // described (data or stride not 16-byte aligned, a dimension out of range) or the driver refuses.
 bool tma_map_2d(CUtensorMap* map, int elem_bytes, const void* data, const uint64_t (&dims)[2], uint64_t stride,
                 const uint32_t (&box)[2]);
+
+// The tensor maps of an Int4 matrix in 16-row tiles (packed_weight.h) with the row tiles as rows:
+// `row_tiles` of them from m's pointers (one matrix: n / 16; a stack of E experts: E·n / 16), boxes
+// of one k-tile × `box_tiles` row tiles — codes as k 8-byte words a row tile (a box: 1 KB a tile),
+// scales and biases as 16·k/G halves (a box: 32·128/G bytes a tile); biases left unset where m has
+// none. Row tiles past `row_tiles` read zeros. False where m is not Int4 in tiles or the driver
+// refuses.
+bool packed_tiles_tma_maps(const PackedMatrix& m, uint64_t row_tiles, int box_tiles, CUtensorMap* codes,
+                           CUtensorMap* scales, CUtensorMap* biases);
 
 }  // namespace tessera::cuda
