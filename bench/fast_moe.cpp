@@ -217,8 +217,8 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
               fast::MoePlan{false, true, 8}, fast::MoePlan{true, true, 8}, fast::MoePlan{true, false, 8},
               fast::MoePlan{true, false, 1}, fast::MoePlan{true, false, 32, true}, fast::MoePlan{true, false, 64, true},
               wgmma_plan(16), wgmma_plan(32), wgmma_plan(64), wgmma_plan(128), wgmma_plan(16, 1), wgmma_plan(32, 1),
-              wgmma_plan(64, 1), wgmma_plan(16, 2), wgmma_plan(32, 2), wgmma_plan(64, 2), wgmma_plan(16, 1, 2),
-              wgmma_plan(32, 1, 2), wgmma_plan(16, 1, 2, true), wgmma_plan(32, 1, 2, true), wgmma_plan(64, 1, 0, true),
+              wgmma_plan(64, 1), wgmma_plan(128, 1), wgmma_plan(16, 2), wgmma_plan(32, 2), wgmma_plan(64, 2), wgmma_plan(16, 1, 2),
+              wgmma_plan(32, 1, 2), wgmma_plan(64, 1, 2), wgmma_plan(16, 1, 2, true), wgmma_plan(32, 1, 2, true), wgmma_plan(64, 1, 0, true),
               mid_plan(0), mid_plan(3), mid_plan(4)}) {
             if (p.grouped == pick.grouped && p.down_by_token == pick.down_by_token && p.tile_rows == pick.tile_rows &&
                 p.large_tiles == pick.large_tiles && p.v2 == pick.v2 && p.mma_decode == pick.mma_decode &&
@@ -369,7 +369,7 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             row(s, T, "  step: mid combine", tcm, 0, "");
         }
         // The v2 large tiles' steps alone (hot routing).
-        for (int tile : {16, 32, 64}) {
+        for (int tile : {16, 32, 64, 128}) {
             const fast::MoeGrouping lg = fast::moe_group(rid, T, s.k, s.E, tile, scratch.data(), st);
             char* at = static_cast<char*>(scratch.data()) + fast::moe_group_scratch_bytes(T, s.k, s.E, tile);
             void* xg = at;
@@ -397,7 +397,7 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             row(s, T, lab[2], tdl, hot_bytes / 3, note);
         }
         // The wgmma large tiles' steps alone (hot routing), plain and warp-specialised (where tiled).
-        for (int tile : {16, 32, 64}) {
+        for (int tile : {16, 32, 64, 128}) {
             const fast::MoeGrouping lg = fast::moe_group(rid, T, s.k, s.E, tile, scratch.data(), st);
             char* at = static_cast<char*>(scratch.data()) + fast::moe_group_scratch_bytes(T, s.k, s.E, tile);
             const int64_t P = T * s.k, H128 = (s.H + 127) / 128 * 128, I128 = (s.I + 127) / 128 * 128;
@@ -408,7 +408,7 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             TS_CUDA_CHECK(cudaStreamSynchronize(st));
             for (int tma = 0; tma <= 3; ++tma) {  // plain, warp-specialised, in clusters of 2, two m-tiles
                 if (tma && !(w.tiling.gate_up && w.tiling.down)) continue;
-                if (tma == 3 && tile > 32) continue;
+                if ((tma == 3 && tile > 64) || (tma == 2 && tile > 64)) continue;  // (mt2 to 64, clusters to 64)
                 const std::string form = tma == 3 ? std::string("wgmma tma/1 mt2") : tma ? "wgmma tma/" + std::to_string(tma) : "wgmma";
                 const double tgl = timer.median(a.warmup, a.runs, [&](int) {
                     TS_CUDA_CHECK(tma ? fast::detail::launch_moe_wgmma_tma_gate_up(lact, xg, P, w, lg, tile, tma == 3 ? 1 : tma, tma == 3 ? 2 : 1, st)
@@ -437,7 +437,7 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             });
             row(s, T, "  step: x -> bf16 rows [T, H]", tcx, 0, "");
             for (int mt : {1, 2}) {
-                if (mt == 2 && tile > 32) continue;
+                if (mt == 2 && tile > 64) continue;
                 const double tgg = timer.median(a.warmup, a.runs, [&](int) {
                     TS_CUDA_CHECK(
                         fast::detail::launch_moe_wgmma_tma_gate_up_gathered(lact, x16, T, s.k, w, lg, tile, mt, st));

@@ -417,7 +417,8 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
         bad.wgmma = true;
         EXPECT_THROW(run(bad, y, 64, p, 64, 2, w, 2, p), Error);
     }
-    {  // wgmma_tma: a form of the wgmma tiles of 16, 32 or 64 rows only
+    {  // wgmma_tma: a form of the wgmma tiles of 16, 32, 64 or 128 rows (128 without clusters) only;
+       // two m-tiles up to 64 rows, without clusters
         fast::MoePlan bad{true, false, 32, true};
         bad.wgmma_tma = 1;  // without wgmma
         EXPECT_THROW(run(bad, y, 64, p, 64, 2, w, 2, p), Error);
@@ -426,6 +427,12 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
         EXPECT_THROW(run(bad, y, 64, p, 64, 2, w, 2, p), Error);
         bad.wgmma_tma = 2;
         bad.tile_rows = 128;
+        EXPECT_THROW(run(bad, y, 64, p, 64, 2, w, 2, p), Error);
+        bad.wgmma_tma = 1;
+        bad.wgmma_mt = 2;  // two m-tiles of 128 rows: 128 accumulators a thread
+        EXPECT_THROW(run(bad, y, 64, p, 64, 2, w, 2, p), Error);
+        bad.tile_rows = 64;
+        bad.wgmma_tma = 2;  // two m-tiles in clusters
         EXPECT_THROW(run(bad, y, 64, p, 64, 2, w, 2, p), Error);
         fast::MoePlan mid = fast::moe_mid_plan();
         mid.wgmma_tma = 1;

@@ -299,7 +299,7 @@ TEST(FastMoe, OutOfRangeIdPoisonsOnlyItsToken) {
 // The warp-specialised wgmma tiles (MoePlan::wgmma_tma) on the model shapes, experts in 16-row
 // tiles as the backend places them: the plain wgmma tiles' bits (which the tests above hold to the
 // CPU) at prefill sizes — llama.cpp's Qwen3-30B 128×768×2048 and the flagship's 256×512×2048, top-8,
-// at 33 and 512 tokens (items of 16, 32 and 64 rows, several an expert at 512), one expert taking
+// at 33 and 512 tokens (items of 16, 32, 64 and 128 rows, several an expert at 512), one expert taking
 // every one of 100 tokens (its rows split into many items), and an expert no token chooses.
 TEST(FastMoe, WgmmaTmaTilesGiveThePlainTilesBits) {
     REQUIRE_CUDA();
@@ -342,16 +342,18 @@ TEST(FastMoe, WgmmaTmaTilesGiveThePlainTilesBits) {
                 stream.synchronize();
                 return to_host<uint32_t>(y, size_t(c.T * H));
             };
-            for (int rows : {16, 32, 64}) {
+            for (int rows : {16, 32, 64, 128}) {
                 fast::MoePlan p{true, false, rows, true};
                 p.wgmma = true;
                 const std::vector<uint32_t> want = run(p);
                 size_t nan = 0;
                 for (uint32_t v : want) nan += std::isnan(std::bit_cast<float>(v));
                 EXPECT_EQ(nan, 0u) << rows << " rows: the plain tiles left NaN (y unwritten?)";
-                // clusters of 1, of 2; two m-tiles a warpgroup; A's rows gathered in gate+up (one m-tile, two)
+                // clusters of 1, of 2; two m-tiles a warpgroup; A's rows gathered in gate+up (one m-tile,
+                // two). One block an SM: 128 rows (one m-tile, no clusters), two m-tiles of 64.
                 for (int form : {1, 2, 3, 4, 5}) {
-                    if ((form == 3 || form == 5) && rows > 32) continue;
+                    if ((form == 3 || form == 5) && rows > 64) continue;
+                    if (form == 2 && rows > 64) continue;
                     p.wgmma_tma = form == 2 ? 2 : 1;
                     p.wgmma_mt = form == 3 || form == 5 ? 2 : 0;
                     p.wgmma_gather = form >= 4;

@@ -78,12 +78,14 @@ int64_t row128(int64_t n) { return (n + 127) / 128 * 128; }
 void check_plan(const MoePlan& p) {
     TS_CHECK(p.wgmma_tma >= 0 && p.wgmma_tma <= 2, "moe_experts_packed: wgmma_tma = {} must be 0, 1 or 2",
              p.wgmma_tma);
-    TS_CHECK(!p.wgmma_tma || (p.wgmma && detail::moe_wgmma_tma_fits(p.tile_rows)),
-             "moe_experts_packed: wgmma_tma is a form of the wgmma tiles of 16, 32 or 64 rows (got {}wgmma, {} rows)",
-             p.wgmma ? "" : "no ", p.tile_rows);
-    TS_CHECK(p.wgmma_mt >= 0 && p.wgmma_mt <= 2 && (p.wgmma_mt < 2 || (p.wgmma_tma == 1 && p.tile_rows <= 32)),
-             "moe_experts_packed: wgmma_mt = {} must be 0, 1 or 2 (2: wgmma_tma 1 and tiles of 16 or 32 rows; got "
-             "wgmma_tma {}, {} rows)",
+    TS_CHECK(!p.wgmma_tma || (p.wgmma && detail::moe_wgmma_tma_fits(p.tile_rows) &&
+                              (p.tile_rows < 128 || p.wgmma_tma == 1)),
+             "moe_experts_packed: wgmma_tma is a form of the wgmma tiles of 16, 32, 64 or 128 rows (128: without "
+             "clusters, wgmma_tma 1; got {}wgmma, {} rows, wgmma_tma {})",
+             p.wgmma ? "" : "no ", p.tile_rows, p.wgmma_tma);
+    TS_CHECK(p.wgmma_mt >= 0 && p.wgmma_mt <= 2 && (p.wgmma_mt < 2 || (p.wgmma_tma == 1 && p.tile_rows <= 64)),
+             "moe_experts_packed: wgmma_mt = {} must be 0, 1 or 2 (2: wgmma_tma 1 and tiles of 16, 32 or 64 rows; "
+             "got wgmma_tma {}, {} rows)",
              p.wgmma_mt, p.wgmma_tma, p.tile_rows);
     TS_CHECK(!p.wgmma_gather || p.wgmma_tma == 1,
              "moe_experts_packed: wgmma_gather is a form of the warp-specialised tiles without clusters (wgmma_tma 1, "

@@ -145,13 +145,13 @@ MoeTiling moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, co
 //                    wgmma's A registers (gate and up a warpgroup each), the item's rows as B from
 //                    shared memory; x and act in the wgmma order (rows padded to 128 columns). The
 //                    large tiles' bound.
-//   wgmma_tma:       with wgmma, tile_rows 16, 32 or 64 and the experts in stacked tiles
+//   wgmma_tma:       with wgmma, tile_rows 16, 32, 64 or 128 (128: 1 only) and the experts in stacked tiles
 //                    (MoeTiling, per kernel): the warp-specialised form
 //                    (fast_moe_wgmma_tma.cu) — a producer warp fills the stages by TMA and bulk
 //                    copies, gate and up rows of a feature in one warp; 1, or 2: clusters of two
 //                    feature blocks, each loading half of the item's activation boxes into both
 //                    (TMA multicast). 0: off. The same bits as wgmma.
-//   wgmma_mt:        with wgmma_tma = 1 and tile_rows 16 or 32: 2 — each warpgroup two m64 tiles
+//   wgmma_mt:        with wgmma_tma = 1 and tile_rows 16, 32 or 64: 2 — each warpgroup two m64 tiles
 //                    (the block's features doubled: 128 of gate+up, 256 of down), an item's rows
 //                    read by half the feature blocks; 0 or 1: one. The same bits.
 //   wgmma_gather:    with wgmma_tma = 1: gate+up gathers the item's rows of x itself (cp.async from
@@ -348,10 +348,11 @@ cudaError_t launch_moe_wgmma_gate_up(void* act, const void* xg, const MoePackedE
 cudaError_t launch_moe_wgmma_down(float* out, const void* act, const MoePackedExperts& w, const MoeGrouping& g,
                                   int tile_rows, cudaStream_t stream);
 // Their warp-specialised form (fast_moe_wgmma_tma.cu; the same operands, P = T·k rows of xg / act,
-// the same bits): tile_rows 16, 32 or 64 (moe_wgmma_tma_fits), the experts' gate and up (down) in
+// the same bits): tile_rows 16, 32, 64 or 128 (moe_wgmma_tma_fits; 128: cluster 1), the experts' gate and up (down) in
 // stacked tiles (MoeTiling::gate_up / down); cluster 1 or 2 (MoePlan::wgmma_tma).
 bool moe_wgmma_tma_fits(int tile_rows);
-// mt: m64 tiles a warpgroup, 1 or 2 (MoePlan::wgmma_mt; 2: tile_rows 16 or 32, cluster 1).
+// mt: m64 tiles a warpgroup, 1 or 2 (MoePlan::wgmma_mt; 2: tile_rows 16, 32 or 64, cluster 1). Tiles of
+// 128 rows and two m-tiles of 64 run one block an SM (the others two).
 cudaError_t launch_moe_wgmma_tma_gate_up(void* act, const void* xg, int64_t P, const MoePackedExperts& w,
                                          const MoeGrouping& g, int tile_rows, int cluster, int mt, cudaStream_t stream);
 // The gate+up tiles with A's rows gathered in the kernel (MoePlan::wgmma_gather): x16 [T, H] in

@@ -67,7 +67,11 @@ struct MoeTmaTile {
     static constexpr int STAGES = STAGES_;
     static constexpr int kConsumers = 256;      // two warpgroups
     static constexpr int kThreads = 384;        // + the producer's warpgroup (one warp issues)
-    static constexpr int kProducerRegs = kGather ? 32 : 24, kConsumerRegs = 104;  // ≤ 80 at launch: two blocks an SM
+    // Up to 32 accumulators a consumer thread (MT · BT / 2): two blocks an SM, ≤ 80 registers at
+    // launch; more (BT 128, or two m-tiles of 64): one block an SM, 168 at launch, 232 consumers.
+    static constexpr int kBlocksPerSm = MT * BT / 2 <= 32 ? 2 : 1;
+    static constexpr int kProducerRegs = kBlocksPerSm == 1 ? 40 : kGather ? 32 : 24;
+    static constexpr int kConsumerRegs = kBlocksPerSm == 1 ? 232 : 104;
     static constexpr int kTiles = 8 * MT;       // 16-row weight tiles a stage (gate 4·MT + up 4·MT, or down 8·MT)
     static constexpr int kXBytes = 2 * BT * 128;  // two k-blocks of BT rows × 128 bytes
     static constexpr int kWOff = kXBytes, kWBytes = kTiles * 1024;
@@ -75,11 +79,12 @@ struct MoeTmaTile {
     static constexpr int kSOff = kWOff + kWBytes, kBOff = kSOff + kTiles * 128;
     static constexpr int kStageBytes = (kBOff + kTiles * 128 + 1023) / 1024 * 1024;
     static constexpr int kSmem = STAGES * kStageBytes + 1024;
-    static_assert(BT % 8 == 0 && BT <= 64 && kConsumers + 128 == kThreads && (CL == 1 || CL == 2), "BT, roles");
-    static_assert(MT == 1 || (MT == 2 && BT <= 32), "MT accumulators of BT / 2 within 104 registers");
+    static_assert(BT % 8 == 0 && BT <= 128 && kConsumers + 128 == kThreads && (CL == 1 || CL == 2), "BT, roles");
+    static_assert(MT * BT / 2 <= 64 && (MT == 1 || MT == 2), "MT accumulators of BT / 2 a thread");
     static_assert(!kGather || (kGateUp && CL == 1), "the gathered A: gate+up, one block a cluster");
-    static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 80 * kThreads, "setmaxnreg moves registers only");
-    static_assert(2 * (kSmem + 1024) <= 228 * 1024, "two blocks an SM");
+    static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= (kBlocksPerSm == 1 ? 168 : 80) * kThreads,
+                  "setmaxnreg moves registers only");
+    static_assert(kBlocksPerSm * (kSmem + 1024) <= 228 * 1024, "the blocks an SM");
 };
 
 // silu(g) · u as the old kernel computes it (the same bits).
@@ -91,7 +96,7 @@ __device__ __forceinline__ float swiglu(float g, float u) { return g / (1.f + ex
 // row tiles as rows — codes K 8-byte words a row tile (its k-tiles' 1 KB one after another), scales
 // 16·K/G halves; boxes of a k-tile × the block's row tiles (4 a matrix for gate+up, 8 for down).
 struct MoeTmaMaps {
-    CUtensorMap x[8];
+    CUtensorMap x[16];
     CUtensorMap codes[2], scales[2], biases[2];
 };
 
@@ -105,7 +110,7 @@ struct MoeTmaMatrix {
 // stacks: E·N / 16 row tiles).
 // GATHER: xrows [T, K] bf16 in the wgmma order, k the slots a token (row r's token: perm[r] / k).
 template <class C>
-__global__ void __launch_bounds__(C::kThreads, 2)
+__global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
     moe_wgmma_tma_kernel(const __grid_constant__ MoeTmaMaps maps, int64_t K, int64_t N, int E, MoeTmaMatrix lo,
                          MoeTmaMatrix hi, MoeGrouping g, uint16_t* __restrict__ act, float* __restrict__ out,
                          const uint16_t* __restrict__ xrows, int k) {
@@ -139,7 +144,7 @@ __global__ void __launch_bounds__(C::kThreads, 2)
         if constexpr (C::kGather) {
             if (warp >= 10) {  // ---- A's rows: lane p a 16-byte chunk (k-block c16 / 8) of rows p / 16 + 4j ----
                 const int p = tid - 320, c16 = p & 15, h = c16 >> 3, c = c16 & 7;
-                if (p < BT) token[p] = p < n_rows ? g.perm[r0 + p] / k : -1;
+                for (int q = p; q < BT; q += C::kGatherThreads) token[q] = q < n_rows ? g.perm[r0 + q] / k : -1;
                 named_barrier_sync(1, C::kGatherThreads);
                 const uint32_t base = smem_addr(smem) + uint32_t(h * BT * 128);  // k-block h of a stage
                 const uint16_t* src = xrows + h * 64 + c * 8;
@@ -336,14 +341,16 @@ cudaError_t launch_rows(int tile_rows, int mt, const void* a, int64_t P, int64_t
                         const PackedMatrix& m0, const PackedMatrix* m1, const MoeGrouping& g, void* act, float* out,
                         cudaStream_t stream, int k = 1) {
     auto go = [&](auto tile) { return launch<decltype(tile)>(a, P, K, N, E, m0, m1, g, act, out, stream, k); };
-    if constexpr (CL == 1) {  // (two m-tiles in clusters: not built)
+    if constexpr (CL == 1) {  // (two m-tiles, and tiles of 128 rows, in clusters: not built)
         if (mt == 2) {
             switch (tile_rows) {
                 case 16: return go(MoeTmaTile<16, GATE_UP, 4, 1, 2, GATHER>{});
                 case 32: return go(MoeTmaTile<32, GATE_UP, 3, 1, 2, GATHER>{});
+                case 64: return go(MoeTmaTile<64, GATE_UP, 6, 1, 2, GATHER>{});  // one block an SM
                 default: return cudaErrorInvalidValue;
             }
         }
+        if (mt == 1 && tile_rows == 128) return go(MoeTmaTile<128, GATE_UP, 5, 1, 1, GATHER>{});  // one block an SM
     }
     if (mt != 1) return cudaErrorInvalidValue;
     switch (tile_rows) {
@@ -356,7 +363,9 @@ cudaError_t launch_rows(int tile_rows, int mt, const void* a, int64_t P, int64_t
 
 }  // namespace
 
-bool moe_wgmma_tma_fits(int tile_rows) { return tile_rows == 16 || tile_rows == 32 || tile_rows == 64; }
+bool moe_wgmma_tma_fits(int tile_rows) {
+    return tile_rows == 16 || tile_rows == 32 || tile_rows == 64 || tile_rows == 128;
+}
 
 cudaError_t launch_moe_wgmma_tma_gate_up(void* act, const void* xg, int64_t P, const MoePackedExperts& w,
                                          const MoeGrouping& g, int tile_rows, int cluster, int mt, cudaStream_t stream) {
