@@ -757,6 +757,50 @@ TEST(CudaFastBackend, Bf16WeightCopiesGiveTheSameProducts) {
     unsetenv("TESSERA_PREFILL_BF16_WEIGHTS");
 }
 
+// Without a bf16 copy (TESSERA_PREFILL_BF16_WEIGHTS=0, or past its budget) a matrix the
+// warp-specialised packed tiles take (Int4 in 16-row tiles: N a multiple of 16, K of 128) runs
+// gemm_packed at 128+ tokens — not a dequantisation a call and cuBLAS (session 35: the tiles are
+// level with cuBLAS on a copy): the backend's product is gemm_packed's bit for bit on the same
+// repacked, tiled matrix, and holds to the dequantized weights. A matrix they do not take (K not a
+// multiple of 128: Bf16WeightCopiesGiveTheSameProducts) keeps the cuBLAS path.
+TEST(CudaFastBackend, WithoutABf16CopyTheTiledPrefillRunsPacked) {
+    REQUIRE_CUDA();
+    const int64_t N = 96, K = 384, T = 200;  // tiles; T past kPrefillCublasTokens
+    Gguf g = make_gguf(DType::Q4_0, N, K, 41);
+    const std::vector<float> x = random_rows(T, K, K, 42);
+    setenv("TESSERA_PREFILL_BF16_WEIGHTS", "0", 1);
+    auto be = make_cuda_backend(0, CudaKernels::Fast);
+    unsetenv("TESSERA_PREFILL_BF16_WEIGHTS");
+    const Tensor w = be->place_weight(g.host(), WeightUse::Matrix);
+    void* xd = be->memory().allocate(size_t(T * K) * 4);
+    void* yd = be->memory().allocate(size_t(T * N) * 4);
+    be->copy_in(xd, x.data(), size_t(T * K) * 4);
+    be->matmul(Tensor(yd, DType::F32, {T, N}, Device::CUDA), Tensor(xd, DType::F32, {T, K}, Device::CUDA), w);
+    std::vector<float> got(size_t(T * N));
+    be->copy_out(got.data(), yd, got.size() * 4);
+    be->memory().deallocate(xd);
+    be->memory().deallocate(yd);
+    check_product(got, N, g.deq, x, K, T, N, K, std::ldexp(1.0, -8) + 1e-5, 1e-2, "no copy, packed tiles");
+
+    PackedHost h = repack(g.host());
+    tile_packed(h);
+    DeviceBuffer dc = to_device(h.codes), ds = to_device(h.scales), dx = to_device(x);
+    DeviceBuffer dy(size_t(T * N) * 4), scratch(fast::gemm_packed_scratch(T, K));
+    PackedMatrix m;
+    m.kind = h.kind;
+    m.n = h.n;
+    m.k = h.k;
+    m.group = h.group;
+    m.codes = dc.as<uint8_t>();
+    m.scales = ds.as<uint16_t>();
+    m.tiles = true;
+    ASSERT_TRUE(fast::gemm_takes_tma(m));
+    fast::gemm_packed(dy.as<float>(), N, dx.as<float>(), K, T, m, scratch.data(), nullptr);
+    TS_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<float> want = reftest::to_host<float>(dy);
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << "not gemm_packed's product";
+}
+
 TEST(CudaFastBackend, KernelsFromTheEnvironment) {
     EXPECT_EQ(parse_cuda_kernels(nullptr), CudaKernels::Fast);
     EXPECT_EQ(parse_cuda_kernels(""), CudaKernels::Fast);

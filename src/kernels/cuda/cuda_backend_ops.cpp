@@ -55,6 +55,7 @@ using detail::moe_prefill_mma;
 using detail::moe_prefill_plain;
 using detail::moe_prefill_gather;
 using detail::moe_route_exact;
+using detail::prefill_cublas_forced;
 using detail::prefill_via_cublas;
 using detail::reference_op;
 
@@ -160,8 +161,13 @@ void CudaBackend::matmul_packed(const Tensor& y, const Tensor& x, const PackedMa
             return fast::gemv_packed(Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get(), bulk_x_env(),
                                      bulk_mma_reducer_env());
         case MatmulKernel::Gemm:
-            if (prefill_via_cublas(X.rows)) {  // w to bf16 (in scratch, or its copy), cuBLAS's GEMM
-                const auto copy = bf16_.find(w.codes);
+            // w to bf16 (in scratch, or its copy), cuBLAS's GEMM — by default not where the matrix
+            // has no bf16 copy and the warp-specialised packed tiles take it (Int4 in 16-row tiles):
+            // they are level with cuBLAS on a copy (bench_fast_gemm, session 35), so a
+            // dequantisation a call only loses
+            if (const auto copy = bf16_.find(w.codes);
+                prefill_via_cublas(X.rows) &&
+                (copy != bf16_.end() || prefill_cublas_forced() || !kHaveFastGemm || !fast::gemm_takes_tma(w))) {
                 auto* xb = static_cast<uint16_t*>(scratch(3, size_t(X.rows * w.k) * sizeof(uint16_t)));
                 const uint16_t* wb = copy != bf16_.end() ? copy->second.as<uint16_t>() : nullptr;
                 if (!wb) {

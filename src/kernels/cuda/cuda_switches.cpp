@@ -204,11 +204,17 @@ bool reference_op(std::string_view op) {
 // TESSERA_PREFILL_GEMM: how a packed matmul of more than 8 tokens runs — "packed" (fast_gemm.cu,
 // dequantizing in registers), "cublas" (the matrix dequantized to bf16 in scratch, then cuBLAS),
 // or "auto" (the default: cuBLAS from kPrefillCublasTokens tokens, where its bf16 tensor-core
-// GEMM outruns the packed kernel by more than the dequantization costs).
+// GEMM outruns the packed kernel by more than the dequantization costs — the backend takes it
+// only on a bf16 copy made at load where the warp-specialised packed tiles can run, which since
+// session 35 are level with cuBLAS on the copy and far ahead of a dequantisation a call).
 constexpr int64_t kPrefillCublasTokens = 128;
-bool prefill_via_cublas(int64_t T) {
+int prefill_gemm_mode() {
     static const int mode = env_choice("TESSERA_PREFILL_GEMM", {"auto", "packed", "cublas"});  // 0, 1, 2
-    return mode == 2 || (mode == 0 && T >= kPrefillCublasTokens);
+    return mode;
 }
+bool prefill_via_cublas(int64_t T) {
+    return prefill_gemm_mode() == 2 || (prefill_gemm_mode() == 0 && T >= kPrefillCublasTokens);
+}
+bool prefill_cublas_forced() { return prefill_gemm_mode() == 2; }
 
 }  // namespace tessera::cuda::detail

@@ -36,5 +36,6 @@ bool gdn_decode_out_fused();  // TESSERA_GDN_DECODE_OUT=separate (the default) o
 int decode_merge_env();  // TESSERA_DECODE_MERGE: -2 auto (the default), -1 kernel, else AttnMerge::cluster
 bool reference_op(std::string_view op);  // TESSERA_REFERENCE_OPS: whether op is in its comma list
 bool prefill_via_cublas(int64_t T);  // TESSERA_PREFILL_GEMM: whether a packed matmul of T tokens runs on cuBLAS
+bool prefill_cublas_forced();  // TESSERA_PREFILL_GEMM=cublas (auto: cuBLAS only where it pays, see the .cpp)
 
 }  // namespace tessera::cuda::detail

@@ -22,10 +22,15 @@ constexpr int64_t kGemvMaxTokens = 8;
 void gemv_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
                  cudaStream_t stream, int bulk_xwarp = -1, int bulk_mma_reducer = -1);
 
-// Prefill: many tokens, on the tensor cores (mma.sync bf16 → f32, weights dequantized in
-// registers; fast_gemm.cu). x is rounded to bf16 into `scratch` first (gemm_packed_scratch bytes).
+// Prefill: many tokens, on the tensor cores (wgmma — warp-specialised, fed by TMA, where w is Int4
+// in 16-row tiles — or mma.sync; bf16 → f32, weights dequantized in registers; fast_gemm.h). x is
+// rounded to bf16 into `scratch` first (gemm_packed_scratch bytes).
 size_t gemm_packed_scratch(int64_t T, int64_t K);
 void gemm_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w, void* scratch,
                  cudaStream_t stream);
+// Whether gemm_packed's warp-specialised TMA tiles take w (Int4 in 16-row tiles).
+inline bool gemm_takes_tma(const PackedMatrix& w) {
+    return w.kind == PackedKind::Int4 && w.tiles && packed_tiles_fit(w.kind, w.n, w.k, w.group);
+}
 
 }  // namespace tessera::cuda::fast
