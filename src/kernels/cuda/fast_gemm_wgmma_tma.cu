@@ -31,6 +31,7 @@
 #include "kernels/cuda/fast_tma.cuh"
 #include "kernels/cuda/fast_wgmma.cuh"
 #include "kernels/cuda/fast_wgmma_int4.cuh"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/tma_map.h"
 
 namespace tessera::cuda::fast::detail {
@@ -198,18 +199,8 @@ cudaError_t launch(const GemmArgs& a, cudaStream_t stream) {
             <<<grid, C::kThreads, C::kSmem, stream>>>(maps, a.y, a.ldy, a.T, w.n, KT, per_split, gpt, biases);
         return cudaGetLastError();
     } else {
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = grid;
-        cfg.blockDim = dim3(C::kThreads);
-        cfg.dynamicSmemBytes = C::kSmem;
-        cfg.stream = stream;
-        cudaLaunchAttribute at[1];
-        at[0].id = cudaLaunchAttributeClusterDimension;
-        at[0].val.clusterDim.x = unsigned(C::CL), at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
-        cfg.attrs = at;
-        cfg.numAttrs = 1;
-        return cudaLaunchKernelEx(&cfg, gemm_wgmma_tma_kernel<C>, maps, a.y, a.ldy, a.T, w.n, KT, per_split, gpt,
-                                  biases);
+        return pdl::launch_cluster_serial(gemm_wgmma_tma_kernel<C>, grid, dim3(C::kThreads), C::kSmem, stream,
+                                          dim3(C::CL, 1, 1), maps, a.y, a.ldy, a.T, w.n, KT, per_split, gpt, biases);
     }
 }
 

@@ -45,6 +45,7 @@
 #include "kernels/cuda/fast_tma.cuh"
 #include "kernels/cuda/fast_wgmma.cuh"
 #include "kernels/cuda/fast_wgmma_int4.cuh"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/cuda/tma_map.h"
 
 namespace tessera::cuda::fast::detail {
@@ -321,17 +322,8 @@ cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const 
             <<<grid, C::kThreads, C::kSmem, stream>>>(maps, K, N, E, lo, hi, g, act16, out, xrows, k);
         return cudaGetLastError();
     } else {
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = grid;
-        cfg.blockDim = dim3(C::kThreads);
-        cfg.dynamicSmemBytes = C::kSmem;
-        cfg.stream = stream;
-        cudaLaunchAttribute at[1];
-        at[0].id = cudaLaunchAttributeClusterDimension;
-        at[0].val.clusterDim.x = 1, at[0].val.clusterDim.y = unsigned(C::CL), at[0].val.clusterDim.z = 1;
-        cfg.attrs = at;
-        cfg.numAttrs = 1;
-        return cudaLaunchKernelEx(&cfg, moe_wgmma_tma_kernel<C>, maps, K, N, E, lo, hi, g, act16, out, xrows, k);
+        return pdl::launch_cluster_serial(moe_wgmma_tma_kernel<C>, grid, dim3(C::kThreads), C::kSmem, stream,
+                                          dim3(1, C::CL, 1), maps, K, N, E, lo, hi, g, act16, out, xrows, k);
     }
 }
 

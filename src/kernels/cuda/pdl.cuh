@@ -24,7 +24,7 @@ namespace detail {
 // *cluster blocks where cluster is given.
 template <typename... KArgs, typename... Args>
 cudaError_t launch_ex(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                      const dim3* cluster, Args... args) {
+                      const dim3* cluster, bool pdl, Args... args) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
@@ -39,7 +39,7 @@ cudaError_t launch_ex(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t sm
         at[n].val.clusterDim.z = cluster->z;
         ++n;
     }
-    if (enabled()) {
+    if (pdl && enabled()) {
         at[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
         at[n].val.programmaticStreamSerializationAllowed = 1;
         ++n;
@@ -53,7 +53,7 @@ cudaError_t launch_ex(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t sm
 template <typename... KArgs, typename... Args>
 cudaError_t launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                    Args... args) {
-    return detail::launch_ex(kernel, grid, block, smem, stream, nullptr, args...);
+    return detail::launch_ex(kernel, grid, block, smem, stream, nullptr, true, args...);
 }
 
 // launch() in thread-block clusters of cluster.x × cluster.y × cluster.z blocks (the grid a
@@ -61,7 +61,15 @@ cudaError_t launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
 template <typename... KArgs, typename... Args>
 cudaError_t launch_cluster(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                            dim3 cluster, Args... args) {
-    return detail::launch_ex(kernel, grid, block, smem, stream, &cluster, args...);
+    return detail::launch_ex(kernel, grid, block, smem, stream, &cluster, true, args...);
+}
+
+// A kernel that does not keep the contract above (no pdl::wait) in clusters, launched the
+// ordinary way: it starts once the kernel before it has completed.
+template <typename... KArgs, typename... Args>
+cudaError_t launch_cluster_serial(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                                  dim3 cluster, Args... args) {
+    return detail::launch_ex(kernel, grid, block, smem, stream, &cluster, false, args...);
 }
 
 }  // namespace tessera::cuda::pdl
