@@ -129,6 +129,8 @@ std::string plan_name(const fast::GemvPlan& p) {
     if (p.variant == fast::GemvVariant::Bulk) return "bulk (copy engine, dp4a)";
     if (p.variant == fast::GemvVariant::BulkMma)
         return "bulk mma (f16) C=" + std::to_string(p.cluster) + (p.reducer ? " reducer" : "");
+    if (p.variant == fast::GemvVariant::WgmmaTma)
+        return "wgmma tma mt=" + std::to_string(p.mtiles) + " C=" + std::to_string(p.cluster);
     return "mma mt=" + std::to_string(p.mtiles) + " k/" + std::to_string(p.splits);
 }
 
@@ -286,6 +288,13 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                               tile_pick.reducer == reducer))
                             tp.push_back(bp);
                     }
+                // WgmmaTma (session 35, opt-in): its own shape and (all variants) the other clusters
+                // and two m-tiles
+                const fast::GemvPlan wp = fast::gemv_wgmma_plan(tm, T, sms);
+                for (int mt : {1, 2})
+                    for (int C : {1, 2, 4, 8})
+                        if (((mt == 1 && C == wp.cluster) || a.all_variants) && fast::gemv_wgmma_fits(tm, T, mt, C))
+                            tp.push_back({fast::GemvVariant::WgmmaTma, mt, 1, C});
                 // BulkMma with parts left out (no biases; y garbage): where its time goes
                 if (a.diag && bm > 0 && !l.biases) {
                     using fast::detail::kGemvBulkMmaSkipX, fast::detail::kGemvBulkMmaSkipMath,

@@ -191,9 +191,11 @@ inline PackedHost random_packed(const Layout& l, int64_t N, int64_t K, uint32_t 
 // (128 + code against x, then s·P + (b − 128 s)·S; Int8 adds 16·hi nibbles: offset 2432).
 // w_f16: each weight rounded to f16 first (BulkMma dequantizes into f16, one rounding of the exact
 // s·code + b).
+// w_f16: each weight rounded to f16 (BulkMma); w_bf16: as the wgmma tiles fold it (Int4): scale and
+// bias rounded to bf16, w = code·s + b (b = −8·s without biases) rounded once to bf16 (WgmmaTma).
 inline void packed_reference(const PackedHost& p, const std::vector<float>& x, int64_t ldx, int64_t T,
                       std::vector<double>* y, std::vector<double>* mag, std::vector<double>* off,
-                      bool w_f16 = false) {
+                      bool w_f16 = false, bool w_bf16 = false) {
     const int64_t N = p.n, K = p.k, gpr = K / p.group;
     const bool int4 = p.kind == PackedKind::Int4;
     const double offset = int4 ? 144.0 : 2432.0;
@@ -210,6 +212,11 @@ inline void packed_reference(const PackedHost& p, const std::vector<float>& x, i
                                   : int(int8_t(p.codes[size_t(n * K + k)]));
             w[size_t(k)] = s * code + b;  // exact in double (and in float: ≤ 24 significant bits here)
             if (w_f16) w[size_t(k)] = f16_to_f32(f32_to_f16(float(w[size_t(k)])));
+            if (w_bf16 && int4) {
+                const double sb = bf16_to_f32(f32_to_bf16(float(s)));
+                const double bb = p.biases.empty() ? -8.0 * sb : double(bf16_to_f32(f32_to_bf16(float(b))));
+                w[size_t(k)] = bf16_to_f32(f32_to_bf16(float(sb * code + bb)));  // sb·code + bb: exact in f32
+            }
             o[size_t(k)] = offset * std::fabs(s) + std::fabs(b);
         }
         for (int64_t t = 0; t < T; ++t) {

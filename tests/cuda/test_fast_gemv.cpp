@@ -170,6 +170,8 @@ std::string plan_name(const fast::GemvPlan& p) {
     if (p.variant == fast::GemvVariant::Bulk) return p.xwarp ? "bulk, x by each warp" : "bulk";
     if (p.variant == fast::GemvVariant::BulkMma)
         return "bulk mma C=" + std::to_string(p.cluster) + (p.reducer ? " reducer" : "");
+    if (p.variant == fast::GemvVariant::WgmmaTma)
+        return "wgmma tma mt=" + std::to_string(p.mtiles) + " C=" + std::to_string(p.cluster);
     return "mma mt=" + std::to_string(p.mtiles) + " splits=" + std::to_string(p.splits);
 }
 
@@ -279,19 +281,31 @@ TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
                     }
             if (fast::gemv_bulk_mma_cluster(dp.m, sh.T, sms) > 0)
                 packed_reference(ph, round_f16_bits(x), ldx, sh.T, &want_h, &mag_h, &off_h, true);
+            // WgmmaTma (x and the folded weights in bf16): one and two m-tiles, every cluster that
+            // fits (slices of one k-tile, of none past K / 128 blocks: not taken).
+            bool wgmma_any = false;
+            for (int mt : {1, 2})
+                for (int C : {1, 2, 4, 8})
+                    if (fast::gemv_wgmma_fits(dp.m, sh.T, mt, C)) {
+                        plans.push_back({fast::GemvVariant::WgmmaTma, mt, 1, C});
+                        wgmma_any = true;
+                    }
+            std::vector<double> want_w, mag_w, off_w;
+            if (wgmma_any) packed_reference(ph, round_bf16(x), ldx, sh.T, &want_w, &mag_w, &off_w, false, true);
             std::map<int, std::vector<float>> bulk_mma_y;  // the barrier form's y by cluster
             for (const fast::GemvPlan& plan : plans) {
                 SCOPED_TRACE(plan_name(plan));
                 const bool dp4a = plan.variant == fast::GemvVariant::Dp4a ||  // x in two int8 limbs
                                   plan.variant == fast::GemvVariant::Imma || plan.variant == fast::GemvVariant::Bulk;
                 const bool f16 = plan.variant == fast::GemvVariant::BulkMma;                // x and w in f16
-                const bool mma = plan.variant != fast::GemvVariant::Simt && !dp4a && !f16;  // x rounded to bf16
+                const bool wg = plan.variant == fast::GemvVariant::WgmmaTma;               // x and w in bf16
+                const bool mma = plan.variant != fast::GemvVariant::Simt && !dp4a && !f16 && !wg;  // x in bf16
                 DeviceBuffer yd = to_device(std::vector<float>(size_t(sh.T * ldy), reftest::kPad));
                 Stream s;
                 fast::gemv_packed_plan(plan, yd.as<float>(), ldy, xd.as<float>(), ldx, sh.T, dp.m, s.get());
                 s.synchronize();
                 const std::vector<float> y = to_host<float>(yd);
-                const std::vector<double>& tight = f16 ? want_h : mma ? want_b : want;
+                const std::vector<double>& tight = wg ? want_w : f16 ? want_h : mma ? want_b : want;
                 int bad = 0;
                 for (int64_t t = 0; t < sh.T; ++t)
                     for (int64_t n = 0; n < ldy; ++n) {
@@ -400,6 +414,49 @@ TEST(FastGemv, BulkMmaRejectsBadPlans) {
                      Error)
             << reducer;
     }
+    s.synchronize();
+}
+
+// WgmmaTma takes Int4 in 16-row tiles only, 1 or 2 m-tiles, 1, 2, 4 or 8 blocks a cluster (at most
+// K / 128) whose x slice and ring fit its shared memory; its shape is the fewest blocks a cluster
+// that launch 90 % of a block an SM; its grid whole clusters of 128·mt-row blocks.
+TEST(FastGemv, WgmmaTmaRejectsBadPlans) {
+    const int sms = 132;
+    auto packed = [](int64_t N, int64_t K, bool tiles, int group) {
+        PackedMatrix m;
+        m.kind = PackedKind::Int4, m.n = N, m.k = K, m.tiles = tiles, m.group = group;
+        return m;
+    };
+    using V = fast::GemvVariant;
+    const PackedMatrix big = packed(4096, 14336, true, 32);
+    EXPECT_FALSE(fast::gemv_wgmma_fits(big, 1, 1, 1));  // 112 k-tiles of x: 224 KiB beside the ring
+    EXPECT_TRUE(fast::gemv_wgmma_fits(big, 8, 1, 2));
+    EXPECT_TRUE(fast::gemv_wgmma_fits(big, 8, 2, 8));
+    EXPECT_FALSE(fast::gemv_wgmma_fits(big, 1, 3, 4));   // m-tiles
+    EXPECT_FALSE(fast::gemv_wgmma_fits(big, 1, 1, 3));   // not a power of two
+    EXPECT_FALSE(fast::gemv_wgmma_fits(big, 9, 1, 4));   // tokens
+    EXPECT_FALSE(fast::gemv_wgmma_fits(big, 0, 1, 4));
+    EXPECT_FALSE(fast::gemv_wgmma_fits(packed(4096, 14336, false, 32), 1, 1, 4));  // row-major
+    EXPECT_FALSE(fast::gemv_wgmma_fits(packed(4096, 512, true, 32), 1, 1, 8));    // 4 k-tiles over 8 blocks
+    EXPECT_TRUE(fast::gemv_wgmma_fits(packed(4096, 512, true, 32), 1, 1, 4));
+    EXPECT_EQ(fast::gemv_wgmma_plan(big, 8, sms).cluster, 4);                       // 32 × 4 = 128 blocks
+    EXPECT_EQ(fast::gemv_wgmma_plan(packed(8192, 2048, true, 32), 1, sms).cluster, 2);
+    EXPECT_EQ(fast::gemv_wgmma_plan(packed(2048, 4096, true, 32), 1, sms).cluster, 8);
+    EXPECT_EQ(fast::gemv_wgmma_plan(packed(248320, 2048, true, 32), 1, sms).cluster, 1);
+    EXPECT_EQ(fast::gemv_wgmma_plan(packed(4096, 14336, false, 32), 1, sms).cluster, 0);
+    EXPECT_EQ(fast::detail::gemv_grid_blocks({V::WgmmaTma, 1, 1, 4}, 4096), 128);
+    EXPECT_EQ(fast::detail::gemv_grid_blocks({V::WgmmaTma, 2, 1, 4}, 4112), 68);  // 17 blocks of 256 rows
+    REQUIRE_CUDA();
+    Stream s;
+    RejectMatrices rm(44);
+    auto run = [&](const PackedMatrix& m, int64_t T, int mt, int C) {
+        fast::gemv_packed_plan({V::WgmmaTma, mt, 1, C}, rm.y.as<float>(), 16, rm.x.as<float>(), 14336, T, m, s.get());
+    };
+    EXPECT_THROW(run(rm.rows.m, 1, 1, 4), Error);   // row-major
+    EXPECT_THROW(run(rm.i8.m, 1, 1, 4), Error);     // Int8
+    EXPECT_THROW(run(rm.tiles.m, 1, 1, 1), Error);  // x's slice too long
+    EXPECT_THROW(run(rm.tiles.m, 1, 3, 4), Error);
+    EXPECT_THROW(run(rm.tiles.m, 1, 1, 0), Error);
     s.synchronize();
 }
 

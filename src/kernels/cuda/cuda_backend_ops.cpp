@@ -143,6 +143,10 @@ void CudaBackend::matmul_packed(const Tensor& y, const Tensor& x, const PackedMa
                     return fast::gemv_packed_plan(p, Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
                 }
             }
+            if (gemv_mode() == GemvMode::WgmmaTma) {
+                const fast::GemvPlan p = fast::gemv_wgmma_plan(w, X.rows, fast::gemv_sm_count());
+                if (p.cluster > 0) return fast::gemv_packed_plan(p, Y.p, Y.ld, X.p, X.ld, X.rows, w, stream_.get());
+            }
             if (gemv_mode() == GemvMode::NoBulkMma) {
                 fast::GemvPlan p = fast::gemv_pick_packed(X.rows, w, fast::gemv_sm_count(),
                                                           fast::gemv_dp4a_takes_group(w.group), false);

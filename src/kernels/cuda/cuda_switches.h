@@ -12,7 +12,7 @@
 
 namespace tessera::cuda::detail {
 
-enum class GemvMode { F32, Int8, Staged, Chunks, Mma, Dp4aCluster, Imma, ImmaRegs, Bulk, BulkWide, BulkMma, NoBulkMma };
+enum class GemvMode { F32, Int8, Staged, Chunks, Mma, Dp4aCluster, Imma, ImmaRegs, Bulk, BulkWide, BulkMma, NoBulkMma, WgmmaTma };
 GemvMode gemv_mode();  // TESSERA_GEMV: the decode GEMV's kernel (f32, the default: the pick)
 int bulk_x_env();  // TESSERA_BULK_X: -1 auto (the default: fast::gemv_bulk_xwarp), 0 first, 1 warp
 int bulk_mma_reducer_env();  // TESSERA_BULK_MMA: -1 auto (the pick's GemvPlan::reducer), 0 barrier, 1 reducer

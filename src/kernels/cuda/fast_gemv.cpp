@@ -57,8 +57,9 @@ void gemv_packed_plan(const GemvPlan& plan, float* y, int64_t ldy, const float* 
     const ref::detail::Span ys = ref::detail::span_of(y, ldy, T, w.n), xs = ref::detail::span_of(x, ldx, T, w.k);
     TS_CHECK(!ref::detail::overlaps(ys, xs), "gemv_packed: y overlaps x");
     TS_CHECK(plan.cluster == 1 || plan.variant == GemvVariant::Dp4a || plan.variant == GemvVariant::Imma ||
-                 plan.variant == GemvVariant::BulkMma,
-             "gemv_packed: only Dp4a, Imma and BulkMma run in clusters of their own (cluster {})", plan.cluster);
+                 plan.variant == GemvVariant::BulkMma || plan.variant == GemvVariant::WgmmaTma,
+             "gemv_packed: only Dp4a, Imma, BulkMma and WgmmaTma run in clusters of their own (cluster {})",
+             plan.cluster);
     if (plan.variant == GemvVariant::Simt) {
         TS_CUDA_CHECK(detail::launch_gemv_simt(y, ldy, x, ldx, T, w, stream));
         return;
@@ -122,6 +123,17 @@ void gemv_packed_plan(const GemvPlan& plan, float* y, int64_t ldy, const float* 
                  "own (1), not {}",
                  plan.reducer);
         TS_CUDA_CHECK(detail::launch_gemv_bulk_mma(plan, y, ldy, x, ldx, T, w, stream));
+        return;
+    }
+    if (plan.variant == GemvVariant::WgmmaTma) {
+        TS_CHECK(gemv_wgmma_fits(w, T, plan.mtiles, plan.cluster),
+                 "gemv_packed: WgmmaTma takes Int4 in 16-row tiles, groups of 32, 64 or 128, 16-byte aligned scales "
+                 "and biases, 1..8 tokens, 1 or 2 m-tiles and 1, 2, 4 or 8 blocks a cluster (at most K / 128) whose "
+                 "x slice and ring fit {} bytes of shared memory (got {}, group {}, {} tokens, {} m-tiles, cluster "
+                 "{}, K = {}: {} bytes)",
+                 kGemvWgmmaMaxSmem, layout_name(w), w.group, T, plan.mtiles, plan.cluster, w.k,
+                 gemv_wgmma_smem(w.k, plan.mtiles == 2 ? 2 : 1, plan.cluster > 0 ? plan.cluster : 1));
+        TS_CUDA_CHECK(detail::launch_gemv_wgmma(plan, y, ldy, x, ldx, T, w, stream));
         return;
     }
     if (plan.variant == GemvVariant::Dp4a) {

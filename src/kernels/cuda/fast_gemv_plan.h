@@ -30,6 +30,11 @@
 //         in flight do not depend on registers or warps; consumer warps take a k-tile each a stage
 //         on Imma's (chunk, limb) columns (Dp4a's two int8 limbs of x, the same exact sums). One
 //         block an SM, row tiles in turn.
+//   WgmmaTma: fast_gemv_wgmma.cu — Int4 in 16-row tiles, T ≤ 8: the prefill GEMM's
+//         warp-specialised tiles at 8 tokens (wgmma m64n8k16, weights dequantized into A, a TMA
+//         ring of whole row-tile boxes), x converted to bf16 by each block for its slice of K, K
+//         split over the blocks of a cluster (plan.cluster) summed in rank order; plan.mtiles
+//         m64 tiles a warpgroup. Not yet run on a GPU: never picked (TESSERA_GEMV=wgmma_tma).
 //   BulkMma: fast_gemv_bulk_mma.cu — Bulk's stream with its arithmetic on the tensor cores
 //         (mma.sync f16 → f32, the chunk's scale folded into the dequantized f16 weights, x as f16
 //         scaled by a power of two a token), so its work a weight is flat in T; K split over the
@@ -44,7 +49,7 @@
 
 namespace tessera::cuda::fast {
 
-enum class GemvVariant : uint8_t { Simt, Mma, MmaRows, MmaStaged, MmaChunks, Dp4a, Imma, Bulk, BulkMma };
+enum class GemvVariant : uint8_t { Simt, Mma, MmaRows, MmaStaged, MmaChunks, Dp4a, Imma, Bulk, BulkMma, WgmmaTma };
 
 struct GemvPlan {
     GemvVariant variant = GemvVariant::Simt;
@@ -340,6 +345,35 @@ constexpr int gemv_bulk_mma_reducer(const PackedMatrix& w, int S, int sms) {
     const int64_t clusters = std::max(1, sms / std::max(1, S));
     return (w.n / 16 + clusters - 1) / clusters >= kGemvBulkMmaReducerRowTiles ? 1 : 0;
 }
+// WgmmaTma: its ring's stages, a stage (the block's 8·mt row tiles' codes, scales and biases), and
+// the block's shared memory — x's slice in bf16 (2 KiB a k-tile), the ring, the accumulators for
+// the cluster's sum, 1 KiB to align.
+constexpr int kGemvWgmmaStages = 8;
+constexpr int64_t kGemvWgmmaMaxSmem = 226 * 1024;  // dynamic, + its static barriers: within 227
+constexpr int gemv_wgmma_stage_bytes(int mt) { return (8 * mt * 1024 + 2 * 8 * mt * 128 + 1023) / 1024 * 1024; }
+constexpr int64_t gemv_wgmma_smem(int64_t K, int mt, int cluster) {
+    const int64_t per = (K / 128 + cluster - 1) / cluster;
+    return 1024 + per * 2048 + int64_t(kGemvWgmmaStages) * gemv_wgmma_stage_bytes(mt) + 256 * mt * 16;
+}
+inline bool gemv_wgmma_fits(const PackedMatrix& w, int64_t T, int mt, int cluster) {
+    return gemv_bulk_layout_ok(w, T) && packed_tiles_fit(w.kind, w.n, w.k, w.group) && (mt == 1 || mt == 2) &&
+           (cluster == 1 || cluster == 2 || cluster == 4 || cluster == 8) && cluster <= w.k / 128 &&
+           gemv_wgmma_smem(w.k, mt, cluster) <= kGemvWgmmaMaxSmem;
+}
+// Its shape: one m-tile a warpgroup (128 rows a block), K split over the fewest blocks a cluster
+// that launch 90 % of a block an SM (4096x14336: 4, 128 blocks; 8192x2048: 2) — or, where none
+// does, the most that fit; cluster 0 where nothing fits.
+inline GemvPlan gemv_wgmma_plan(const PackedMatrix& w, int64_t T, int sms) {
+    GemvPlan p{GemvVariant::WgmmaTma, 1, 1, 0};
+    const int64_t row_blocks = (w.n + 127) / 128;
+    for (int c : {1, 2, 4, 8}) {
+        if (!gemv_wgmma_fits(w, T, 1, c)) continue;
+        p.cluster = c;
+        if (10 * row_blocks * c >= int64_t(9) * sms) break;
+    }
+    return p;
+}
+
 // bulk_mma false leaves BulkMma out (TESSERA_GEMV=no_bulk_mma, for A/B).
 inline GemvPlan gemv_pick_packed(int64_t T, const PackedMatrix& w, int sms, bool dp4a = true, bool bulk_mma = true) {
     if (bulk_mma && T >= kGemvBulkMmaMinTokens && w.n * w.k >= kGemvBulkMmaMinWeights) {
@@ -427,7 +461,10 @@ int gemv_dp4a_resident_blocks(const PackedMatrix& w, int64_t T);
 // Blocks of `plan`'s kernel resident on the device at once (occupancy query; -1 for Simt or on
 // failure), and the blocks it launches for w — the bench's diagnosis.
 int gemv_resident_blocks(const GemvPlan& plan, const PackedMatrix& w);
+cudaError_t launch_gemv_wgmma(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
+                              const PackedMatrix& w, cudaStream_t stream);
 constexpr int64_t gemv_grid_blocks(const GemvPlan& plan, int64_t N) {
+    if (plan.variant == GemvVariant::WgmmaTma) return (N + 128 * plan.mtiles - 1) / (128 * plan.mtiles) * plan.cluster;
     if (plan.variant == GemvVariant::MmaStaged || plan.variant == GemvVariant::MmaChunks) return (N + 15) / 16;
     if (plan.variant == GemvVariant::Bulk) return std::min<int64_t>((N + 15) / 16, gemv_sm_count());
     if (plan.variant == GemvVariant::Imma) {

@@ -31,6 +31,15 @@ __device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t rank
     asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
 }
 
+// The f32 at `p`'s offset in cluster block `rank`'s shared memory (distributed shared memory).
+__device__ __forceinline__ float ld_shared_cluster_f32(const float* p, uint32_t rank) {
+    uint32_t remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_addr(p)), "r"(rank));
+    float v;
+    asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(remote) : "memory");
+    return v;
+}
+
 // This block's rank in its cluster, and the cluster-wide barrier (every thread of every block;
 // release / acquire: what each block wrote before is visible after; not .aligned: a warp may
 // arrive diverged — a producer lane after its last copy, its other lanes long before).

@@ -65,6 +65,17 @@ __device__ __forceinline__ void wgmma_fence_operands(uint32_t (&a)[N]) {
     for (int i = 0; i < N; ++i) asm volatile("" : "+r"(a[i])::"memory");
 }
 
+// D[64 × 8] (+)= A[64 × 16] (registers) · B[16 × 8] (shared memory, descriptor b); d: 4 f32 a thread.
+__device__ __forceinline__ void wgmma_m64n8k16_rs(float (&d)[4], const uint32_t (&a)[4], uint64_t b, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3},"
+        " {%4, %5, %6, %7}, %8, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+}
+
 // D[64 × 16] (+)= A[64 × 16] (registers) · B[16 × 16] (shared memory, descriptor b); d: 8 f32 a thread.
 __device__ __forceinline__ void wgmma_m64n16k16_rs(float (&d)[8], const uint32_t (&a)[4], uint64_t b,
                                                   int accumulate) {
@@ -169,8 +180,10 @@ __device__ __forceinline__ void wgmma_m64n256k16_rs(float (&d)[128], const uint3
 // wgmma_m64n{N}k16_rs by N.
 template <int N>
 __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b, int accumulate) {
-    static_assert(N == 16 || N == 32 || N == 64 || N == 128 || N == 256, "wgmma_rs: N is 16, 32, 64, 128 or 256");
-    if constexpr (N == 16) wgmma_m64n16k16_rs(d, a, b, accumulate);
+    static_assert(N == 8 || N == 16 || N == 32 || N == 64 || N == 128 || N == 256,
+                  "wgmma_rs: N is 8, 16, 32, 64, 128 or 256");
+    if constexpr (N == 8) wgmma_m64n8k16_rs(d, a, b, accumulate);
+    else if constexpr (N == 16) wgmma_m64n16k16_rs(d, a, b, accumulate);
     else if constexpr (N == 32) wgmma_m64n32k16_rs(d, a, b, accumulate);
     else if constexpr (N == 64) wgmma_m64n64k16_rs(d, a, b, accumulate);
     else if constexpr (N == 128) wgmma_m64n128k16_rs(d, a, b, accumulate);

@@ -36,11 +36,10 @@ __device__ __forceinline__ int wgmma_pos(int c) {
 // K-step σ of a k-tile in the wgmma order — words 8σ … 8σ + 7, word 8σ + 4h + t = (v[c], v[c + 4])
 // with c = 32t + 8j + 2s + h (σ = 2j + s) — from an f32 row: `src` the row, c0 the k-tile's first
 // column, zeros past k (a multiple of 32: each t's 32 columns all in or all out). Columns (c, c + 1)
-// are one float2 (h = 0, 1), so 8 float2 loads; the 8 words are 32 contiguous bytes, two 16-byte
-// stores at `tile` (the k-tile's 64 words) — the 8 lanes of a k-tile's steps write its 256 bytes
-// whole. vec2: src 8-byte aligned.
-__device__ __forceinline__ void wgmma_store_kstep(uint32_t* tile, const float* __restrict__ src, int64_t c0, int64_t k,
-                                                  int sigma, bool vec2) {
+// are one float2 (h = 0, 1), so 8 float2 loads; lo: words 8σ … 8σ + 3, hi: 8σ + 4 … 8σ + 7.
+// vec2: src 8-byte aligned.
+__device__ __forceinline__ void wgmma_kstep_words(const float* __restrict__ src, int64_t c0, int64_t k, int sigma,
+                                                  bool vec2, uint4& lo, uint4& hi) {
     const int j = sigma >> 1, s = sigma & 1;
     float2 f[4][2];  // [t][e]: columns 32t + 8j + 2s + 4e, + 1
 #pragma unroll
@@ -54,11 +53,18 @@ __device__ __forceinline__ void wgmma_store_kstep(uint32_t* tile, const float* _
                              : make_float2(__ldg(p), __ldg(p + 1));
         }
     }
-    uint4 lo, hi;  // h = 0: words 8σ + t; h = 1: 8σ + 4 + t
     lo.x = pack_bf16x2(f[0][0].x, f[0][1].x), lo.y = pack_bf16x2(f[1][0].x, f[1][1].x);
     lo.z = pack_bf16x2(f[2][0].x, f[2][1].x), lo.w = pack_bf16x2(f[3][0].x, f[3][1].x);
     hi.x = pack_bf16x2(f[0][0].y, f[0][1].y), hi.y = pack_bf16x2(f[1][0].y, f[1][1].y);
     hi.z = pack_bf16x2(f[2][0].y, f[2][1].y), hi.w = pack_bf16x2(f[3][0].y, f[3][1].y);
+}
+
+// The same k-step stored at `tile` (the k-tile's 64 words of a row in the wgmma order): 32
+// contiguous bytes, two 16-byte stores — the 8 lanes of a k-tile's steps write its 256 bytes whole.
+__device__ __forceinline__ void wgmma_store_kstep(uint32_t* tile, const float* __restrict__ src, int64_t c0, int64_t k,
+                                                  int sigma, bool vec2) {
+    uint4 lo, hi;
+    wgmma_kstep_words(src, c0, k, sigma, vec2, lo, hi);
     uint4* out = reinterpret_cast<uint4*>(tile + 8 * sigma);
     out[0] = lo;
     out[1] = hi;
