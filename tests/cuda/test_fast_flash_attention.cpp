@@ -321,6 +321,16 @@ TEST(CudaFlashAttention, SupportedAndDispatch) {  // host-side rules: need no GP
     EXPECT_EQ(fast::flash_variant(8192, 16, 256, false), fast::FlashVariant::Rows128x2);
     EXPECT_EQ(fast::flash_variant(640, 16, 256), fast::FlashVariant::WgmmaTma);  // 80 blocks of 128 rows
     EXPECT_EQ(fast::flash_variant(512, 16, 256), fast::FlashVariant::Rows64);    // 64 blocks < 132 / 2
+    // The overlap schedule by the keys' bound (TESSERA_FLASH_SCHEDULE=kv): the wgmma variants' overlapped
+    // forms from kFlashOverlapMinKv keys, the others as they are.
+    using V = fast::FlashVariant;
+    const int64_t kv = fast::kFlashOverlapMinKv;
+    EXPECT_EQ(fast::flash_schedule(V::WgmmaTma, kv - 1), V::WgmmaTma);
+    EXPECT_EQ(fast::flash_schedule(V::WgmmaTma, kv), V::WgmmaTmaOverlap);
+    EXPECT_EQ(fast::flash_schedule(V::Wgmma, kv), V::WgmmaOverlap);
+    EXPECT_EQ(fast::flash_schedule(V::Wgmma, 8192), V::Wgmma);
+    EXPECT_EQ(fast::flash_schedule(V::Rows64, 32768), V::Rows64);
+    EXPECT_EQ(fast::flash_schedule(V::Rows128x2, 32768), V::Rows128x2);
 }
 
 TEST(CudaFlashAttention, BadArgumentsAreErrors) {  // checked on the host before any launch: needs no GPU

@@ -19,6 +19,7 @@ using detail::heads_of;
 using detail::decode_attention_simt;
 using detail::decode_merge_env;
 using detail::flash_cp_async;
+using detail::flash_overlap_by_kv;
 using detail::flash_mma;
 using detail::reference_op;
 
@@ -115,8 +116,9 @@ bool CudaBackend::attention_fast(const Tensor& out, const Tensor& q, const Tenso
     }
     const bool f16 = kc.f16 && vc.f16;
     if (fast::flash_attention_supported(Q.n, kc.n_kv, kc.D, vc.D, f16) && fast::use_flash_attention(Q.T, plan.n_seqs)) {
-        fast::flash_attention(O.p, O.ts, O.hs, Q.p, Q.ts, Q.hs, Q.T, Q.n, kc, vc, plan, scale,
-                              fast::flash_variant(Q.T, Q.n, kc.D, !flash_mma(), !flash_cp_async()), stream_.get(), g);
+        fast::FlashVariant v = fast::flash_variant(Q.T, Q.n, kc.D, !flash_mma(), !flash_cp_async());
+        if (flash_overlap_by_kv()) v = fast::flash_schedule(v, int64_t(plan.max_blocks) * plan.block_size);
+        fast::flash_attention(O.p, O.ts, O.hs, Q.p, Q.ts, Q.hs, Q.T, Q.n, kc, vc, plan, scale, v, stream_.get(), g);
         return true;
     }
     const fast::AttnKernel kernel =

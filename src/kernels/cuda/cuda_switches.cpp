@@ -142,6 +142,13 @@ bool flash_cp_async() {
     static const bool cp = env_switch("TESSERA_FLASH_LOADS", "tma", "cp.async");
     return cp;
 }
+// TESSERA_FLASH_SCHEDULE: serial (the default: the wgmma kernel's tiles one after another) or kv
+// (the overlapped schedule where the plan's keys reach fast::kFlashOverlapMinKv: measured faster
+// alone on a 32K prompt, slower on an 8K one; session 35 added the switch for the end-to-end A/B).
+bool flash_overlap_by_kv() {
+    static const bool kv = env_switch("TESSERA_FLASH_SCHEDULE", "serial", "kv");
+    return kv;
+}
 // TESSERA_GDN_CHUNKED: f16rt (the default: the chunked delta rule on f16, one product each, its
 // state pass with Sᵀ in the warpgroup MMA's accumulators, fast_gdn_chunked16_rt.cu, for heads of dk
 // 113–128; F16x3Wg's pass otherwise; session 22: 102.2 against F16x3Rt's 142.1 µs at 1,024 tokens ×

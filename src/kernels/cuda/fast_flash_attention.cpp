@@ -33,6 +33,13 @@ FlashVariant flash_variant(int64_t T, int64_t n_head, int64_t /*D*/, bool wgmma,
     return tma ? FlashVariant::WgmmaTma : FlashVariant::Wgmma;
 }
 
+FlashVariant flash_schedule(FlashVariant v, int64_t kv_bound) {
+    if (kv_bound < kFlashOverlapMinKv) return v;
+    if (v == FlashVariant::WgmmaTma) return FlashVariant::WgmmaTmaOverlap;
+    if (v == FlashVariant::Wgmma) return FlashVariant::WgmmaOverlap;
+    return v;
+}
+
 void flash_attention(float* out, int64_t out_ts, int64_t out_hs, const float* q, int64_t q_ts, int64_t q_hs,
                      int64_t T, int64_t n_head, const ref::PagedCache& kc, const ref::PagedCache& vc,
                      const AttnPlan& plan, float scale, FlashVariant variant, cudaStream_t stream, OutGate gate) {

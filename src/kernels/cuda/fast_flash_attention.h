@@ -47,6 +47,14 @@ bool use_flash_attention(int64_t T, int64_t n_seqs);
 // The block shape the backend uses for these shapes (pure; wgmma false: the mma.sync kernels only,
 // TESSERA_FLASH=mma; tma false: the wgmma kernel's cp.async producer, TESSERA_FLASH_LOADS=cp.async).
 FlashVariant flash_variant(int64_t T, int64_t n_head, int64_t D, bool wgmma = true, bool tma = true);
+// The overlap schedule (S of the next key tile under p·v of the last) for `v` where the keys a query
+// tile walks are long: the Wgmma / WgmmaTma variant's overlapped form from kv_bound (an upper bound
+// on any sequence's keys: the plan's max_blocks · block_size) ≥ kFlashOverlapMinKv, else v (pure).
+// bench_fast_attention, session 15: a 32K prompt 17,565 against 18,300 µs, 8K 1,168.6 against
+// 1,143.2 — the crossover between them not measured; opt-in (TESSERA_FLASH_SCHEDULE=kv) until an
+// end-to-end A/B at 8K and 32K.
+constexpr int64_t kFlashOverlapMinKv = 16384;
+FlashVariant flash_schedule(FlashVariant v, int64_t kv_bound);
 
 // out[T, n_head, D] as ref::attention, q [T, n_head, D] f32 (strides in elements), caches f16;
 // with a gate, out · σ(gate) (OutGate).
