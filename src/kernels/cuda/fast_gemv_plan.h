@@ -455,14 +455,14 @@ int gemv_bulk_mma_grid(const GemvPlan& plan, const PackedMatrix& w, int64_t T);
 constexpr int kGemvBulkMmaSkipX = 1, kGemvBulkMmaSkipMath = 2, kGemvBulkMmaSkipSums = 4;
 cudaError_t launch_gemv_bulk_mma_diag(const GemvPlan& plan, int skip, int stages, float* y, const float* x,
                                       int64_t T, const PackedMatrix& w, cudaStream_t stream);
+cudaError_t launch_gemv_wgmma(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
+                              const PackedMatrix& w, cudaStream_t stream);
 cudaError_t launch_gemv_dp4a(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                              const PackedMatrix& w, cudaStream_t stream);
 int gemv_dp4a_resident_blocks(const PackedMatrix& w, int64_t T);
 // Blocks of `plan`'s kernel resident on the device at once (occupancy query; -1 for Simt or on
 // failure), and the blocks it launches for w — the bench's diagnosis.
 int gemv_resident_blocks(const GemvPlan& plan, const PackedMatrix& w);
-cudaError_t launch_gemv_wgmma(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
-                              const PackedMatrix& w, cudaStream_t stream);
 constexpr int64_t gemv_grid_blocks(const GemvPlan& plan, int64_t N) {
     if (plan.variant == GemvVariant::WgmmaTma) return (N + 128 * plan.mtiles - 1) / (128 * plan.mtiles) * plan.cluster;
     if (plan.variant == GemvVariant::MmaStaged || plan.variant == GemvVariant::MmaChunks) return (N + 15) / 16;

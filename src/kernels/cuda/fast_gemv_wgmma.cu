@@ -181,6 +181,14 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         }
 }
 
+// The kernel's shared memory opt-in, once a configuration (its largest launch: any K that fits).
+template <class C>
+cudaError_t prepare() {
+    static const cudaError_t err = cudaFuncSetAttribute(
+        gemv_wgmma_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kGemvWgmmaMaxSmem));
+    return err;
+}
+
 template <class C>
 cudaError_t launch(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                    const PackedMatrix& w, cudaStream_t stream) {
@@ -188,10 +196,7 @@ cudaError_t launch(const GemvPlan& plan, float* y, int64_t ldy, const float* x, 
     const size_t smem = size_t(1024 + per * kXTileBytes + C::STAGES * C::kStageBytes + C::kRedBytes);
     if (smem != size_t(gemv_wgmma_smem(w.k, C::MT, C::KS)) || smem > size_t(kGemvWgmmaMaxSmem))
         return cudaErrorInvalidValue;  // (fast_gemv_plan.h's accounting and this layout agree)
-    if (const cudaError_t e = cudaFuncSetAttribute(gemv_wgmma_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                   int(kGemvWgmmaMaxSmem));
-        e != cudaSuccess)
-        return e;
+    if (const cudaError_t e = prepare<C>(); e != cudaSuccess) return e;
     GemvWgmmaMaps maps;
     if (!packed_tiles_tma_maps(w, uint64_t(w.n / 16), C::kTiles, &maps.codes, &maps.scales, &maps.biases))
         return cudaErrorInvalidValue;
