@@ -295,6 +295,28 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                     for (int C : {1, 2, 4, 8})
                         if (((mt == 1 && C == wp.cluster) || a.all_variants) && fast::gemv_wgmma_fits(tm, T, mt, C))
                             tp.push_back({fast::GemvVariant::WgmmaTma, mt, 1, C});
+                // WgmmaTma's own shape with its arithmetic left out (the stream alone) and with the
+                // weights by a bulk copy a row tile instead of the maps' boxes
+                if (a.diag && fast::gemv_wgmma_fits(tm, T, wp.mtiles, wp.cluster)) {
+                    using fast::detail::kGemvWgmmaSkipMath, fast::detail::kGemvWgmmaBulkCopies,
+                        fast::detail::kGemvWgmmaRowTileRuns;
+                    const std::pair<int, const char*> forms[] = {
+                        {kGemvWgmmaSkipMath, "ring only"},
+                        {kGemvWgmmaSkipMath | kGemvWgmmaRowTileRuns, "ring only, a row tile at a time"},
+                        {kGemvWgmmaBulkCopies, "bulk copies"},
+                        {kGemvWgmmaSkipMath | kGemvWgmmaBulkCopies, "bulk copies, ring only"}};
+                    for (const auto& [form, what] : forms) {
+                        bool ok = true;
+                        const double sec = time([&](size_t c) {
+                            ok = ok && fast::detail::launch_gemv_wgmma_diag(wp, form, dy.as<float>(), N, dx.as<float>(),
+                                                                            K, T, tile_copies[c].m, st) == cudaSuccess;
+                        });
+                        (void)cudaGetLastError();
+                        if (ok)
+                            row(name, l, T, mode, std::string("diag: wgmma tma ") + what, sec, bytes,
+                                plan_name(wp) + " in another form");
+                    }
+                }
                 // BulkMma with parts left out (no biases; y garbage): where its time goes
                 if (a.diag && bm > 0 && !l.biases) {
                     using fast::detail::kGemvBulkMmaSkipX, fast::detail::kGemvBulkMmaSkipMath,

@@ -326,6 +326,15 @@ TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
                             ADD_FAILURE() << "[" << t << ", " << n << "] got " << got << " want (exact x) " << want[i];
                     }
                 EXPECT_EQ(bad, 0);
+                if (wg) {  // the weights by a bulk copy a row tile (bench's diagnosis form): the same bits
+                    DeviceBuffer y2 = to_device(std::vector<float>(size_t(sh.T * ldy), reftest::kPad));
+                    ASSERT_EQ(fast::detail::launch_gemv_wgmma_diag(plan, fast::detail::kGemvWgmmaBulkCopies,
+                                                                   y2.as<float>(), ldy, xd.as<float>(), ldx, sh.T,
+                                                                   dp.m, s.get()),
+                              cudaSuccess);
+                    s.synchronize();
+                    EXPECT_TRUE(to_host<float>(y2) == y) << "the bulk copies' y differs from the boxes'";
+                }
                 if (f16 && plan.reducer == 0) bulk_mma_y[plan.cluster] = y;
                 if (f16 && plan.reducer == 1 && bulk_mma_y.count(plan.cluster)) {
                     EXPECT_TRUE(y == bulk_mma_y[plan.cluster]) << "the reducer warp's sums differ from the barrier's";
@@ -418,8 +427,8 @@ TEST(FastGemv, BulkMmaRejectsBadPlans) {
 }
 
 // WgmmaTma takes Int4 in 16-row tiles only, 1 or 2 m-tiles, 1, 2, 4 or 8 blocks a cluster (at most
-// K / 128) whose x slice and ring fit its shared memory; its shape is the fewest blocks a cluster
-// that launch 90 % of a block an SM; its grid whole clusters of 128·mt-row blocks.
+// K / 128) whose x slice leaves room for a ring of 4 stages; its shape is the fewest blocks a
+// cluster that launch 90 % of a block an SM; its grid whole clusters of 64·mt-row blocks.
 TEST(FastGemv, WgmmaTmaRejectsBadPlans) {
     const int sms = 132;
     auto packed = [](int64_t N, int64_t K, bool tiles, int group) {
@@ -429,9 +438,15 @@ TEST(FastGemv, WgmmaTmaRejectsBadPlans) {
     };
     using V = fast::GemvVariant;
     const PackedMatrix big = packed(4096, 14336, true, 32);
-    EXPECT_FALSE(fast::gemv_wgmma_fits(big, 1, 1, 1));  // 112 k-tiles of x: 224 KiB beside the ring
+    EXPECT_FALSE(fast::gemv_wgmma_fits(big, 1, 1, 1));  // 112 k-tiles of x: 224 KiB, no room for a ring
     EXPECT_TRUE(fast::gemv_wgmma_fits(big, 8, 1, 2));
+    EXPECT_EQ(fast::gemv_wgmma_stages(14336, 1, 2), 21);  // (226 − 1 − 112 − 4) KiB in stages of 5
+    EXPECT_EQ(fast::gemv_wgmma_stages(14336, 2, 2), 10);  // (226 − 1 − 112 − 8) KiB in stages of 10
+    EXPECT_EQ(fast::gemv_wgmma_stages(2048, 1, 1), 32);   // at most 32
+    EXPECT_EQ(fast::gemv_wgmma_smem(14336, 1, 2), (1 + 112 + 4 + 21 * 5) * 1024);
     EXPECT_TRUE(fast::gemv_wgmma_fits(big, 8, 2, 8));
+    EXPECT_FALSE(fast::gemv_wgmma_fits(packed(4096, 202 * 128, true, 32), 1, 1, 2));  // 101 k-tiles: 3 stages
+    EXPECT_TRUE(fast::gemv_wgmma_fits(packed(4096, 200 * 128, true, 32), 1, 1, 2));   // 100: 4 stages
     EXPECT_FALSE(fast::gemv_wgmma_fits(big, 1, 3, 4));   // m-tiles
     EXPECT_FALSE(fast::gemv_wgmma_fits(big, 1, 1, 3));   // not a power of two
     EXPECT_FALSE(fast::gemv_wgmma_fits(big, 9, 1, 4));   // tokens
@@ -439,13 +454,14 @@ TEST(FastGemv, WgmmaTmaRejectsBadPlans) {
     EXPECT_FALSE(fast::gemv_wgmma_fits(packed(4096, 14336, false, 32), 1, 1, 4));  // row-major
     EXPECT_FALSE(fast::gemv_wgmma_fits(packed(4096, 512, true, 32), 1, 1, 8));    // 4 k-tiles over 8 blocks
     EXPECT_TRUE(fast::gemv_wgmma_fits(packed(4096, 512, true, 32), 1, 1, 4));
-    EXPECT_EQ(fast::gemv_wgmma_plan(big, 8, sms).cluster, 4);                       // 32 × 4 = 128 blocks
-    EXPECT_EQ(fast::gemv_wgmma_plan(packed(8192, 2048, true, 32), 1, sms).cluster, 2);
-    EXPECT_EQ(fast::gemv_wgmma_plan(packed(2048, 4096, true, 32), 1, sms).cluster, 8);
+    EXPECT_EQ(fast::gemv_wgmma_plan(big, 8, sms).cluster, 2);                       // 64 × 2 = 128 blocks
+    EXPECT_EQ(fast::gemv_wgmma_plan(packed(8192, 2048, true, 32), 1, sms).cluster, 1);
+    EXPECT_EQ(fast::gemv_wgmma_plan(packed(2048, 4096, true, 32), 1, sms).cluster, 4);
+    EXPECT_EQ(fast::gemv_wgmma_plan(packed(512, 2048, true, 32), 1, sms).cluster, 8);  // 8 × 8: the most
     EXPECT_EQ(fast::gemv_wgmma_plan(packed(248320, 2048, true, 32), 1, sms).cluster, 1);
     EXPECT_EQ(fast::gemv_wgmma_plan(packed(4096, 14336, false, 32), 1, sms).cluster, 0);
-    EXPECT_EQ(fast::detail::gemv_grid_blocks({V::WgmmaTma, 1, 1, 4}, 4096), 128);
-    EXPECT_EQ(fast::detail::gemv_grid_blocks({V::WgmmaTma, 2, 1, 4}, 4112), 68);  // 17 blocks of 256 rows
+    EXPECT_EQ(fast::detail::gemv_grid_blocks({V::WgmmaTma, 1, 1, 2}, 4096), 128);
+    EXPECT_EQ(fast::detail::gemv_grid_blocks({V::WgmmaTma, 2, 1, 4}, 4112), 132);  // 33 blocks of 128 rows
     REQUIRE_CUDA();
     Stream s;
     RejectMatrices rm(44);

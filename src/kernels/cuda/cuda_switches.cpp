@@ -35,8 +35,8 @@ namespace tessera::cuda::detail {
 // tensor-core arithmetic: fast_gemv_bulk_mma.cu — from 3 tokens wherever it takes the matrix,
 // else the pick), no_bulk_mma (the pick without BulkMma: MmaRows / Mma from 3 tokens, as before
 // session 30), wgmma_tma (WgmmaTma — the warp-specialised wgmma tiles at 8 tokens:
-// fast_gemv_wgmma.cu, session 35, not yet run on a GPU — wherever it takes the matrix, else the
-// pick). The default
+// fast_gemv_wgmma.cu, session 35; correct and slower than the pick, session 36 — wherever it takes
+// the matrix, else the pick). The default
 // picks Dp4a for one token (fast_gemv_plan.h: x in two int8 limbs, |x − x̃| ≤ max|x| / 64516 per
 // 32 columns — closer than bf16), and from K = 8192 Bulk for one or two tokens (Imma's register
 // pipeline at one token where Bulk's x does not fit), and from 3 tokens on matrices of 16 Mi

@@ -33,8 +33,9 @@
 //   WgmmaTma: fast_gemv_wgmma.cu — Int4 in 16-row tiles, T ≤ 8: the prefill GEMM's
 //         warp-specialised tiles at 8 tokens (wgmma m64n8k16, weights dequantized into A, a TMA
 //         ring of whole row-tile boxes), x converted to bf16 by each block for its slice of K, K
-//         split over the blocks of a cluster (plan.cluster) summed in rank order; plan.mtiles
-//         m64 tiles a warpgroup. Not yet run on a GPU: never picked (TESSERA_GEMV=wgmma_tma).
+//         split over the blocks of a cluster (plan.cluster) summed in rank order and over the
+//         block's two consumer warpgroups (every other k-tile); plan.mtiles m64 tiles a block.
+//         Never picked (TESSERA_GEMV=wgmma_tma).
 //   BulkMma: fast_gemv_bulk_mma.cu — Bulk's stream with its arithmetic on the tensor cores
 //         (mma.sync f16 → f32, the chunk's scale folded into the dequantized f16 weights, x as f16
 //         scaled by a power of two a token), so its work a weight is flat in T; K split over the
@@ -345,27 +346,35 @@ constexpr int gemv_bulk_mma_reducer(const PackedMatrix& w, int S, int sms) {
     const int64_t clusters = std::max(1, sms / std::max(1, S));
     return (w.n / 16 + clusters - 1) / clusters >= kGemvBulkMmaReducerRowTiles ? 1 : 0;
 }
-// WgmmaTma: its ring's stages, a stage (the block's 8·mt row tiles' codes, scales and biases), and
-// the block's shared memory — x's slice in bf16 (2 KiB a k-tile), the ring, the accumulators for
-// the cluster's sum, 1 KiB to align.
-constexpr int kGemvWgmmaStages = 8;
+// WgmmaTma: a stage (the block's 4·mt row tiles' codes, scales and biases), the block's shared
+// memory — x's slice in bf16 (2 KiB a k-tile), the ring, two warpgroups' accumulators (for the
+// block's and the cluster's sums), 1 KiB to align — and the ring's stages: as many as the rest of
+// the shared memory holds, at most kGemvWgmmaMaxStages (21 of 5 KiB at 4096x14336 in slices of 2).
+constexpr int kGemvWgmmaMaxStages = 32, kGemvWgmmaMinStages = 4;
 constexpr int64_t kGemvWgmmaMaxSmem = 226 * 1024;  // dynamic, + its static barriers: within 227
-constexpr int gemv_wgmma_stage_bytes(int mt) { return (8 * mt * 1024 + 2 * 8 * mt * 128 + 1023) / 1024 * 1024; }
+constexpr int gemv_wgmma_stage_bytes(int mt) { return (4 * mt * 1024 + 2 * 4 * mt * 128 + 1023) / 1024 * 1024; }
+constexpr int gemv_wgmma_red_bytes(int mt) { return 2 * 128 * mt * 4 * 4; }
+constexpr int64_t gemv_wgmma_fixed_smem(int64_t K, int mt, int cluster) {
+    return 1024 + (K / 128 + cluster - 1) / cluster * 2048 + gemv_wgmma_red_bytes(mt);
+}
+constexpr int gemv_wgmma_stages(int64_t K, int mt, int cluster) {
+    const int64_t left = kGemvWgmmaMaxSmem - gemv_wgmma_fixed_smem(K, mt, cluster);
+    return left < 0 ? 0 : int(std::min<int64_t>(kGemvWgmmaMaxStages, left / gemv_wgmma_stage_bytes(mt)));
+}
 constexpr int64_t gemv_wgmma_smem(int64_t K, int mt, int cluster) {
-    const int64_t per = (K / 128 + cluster - 1) / cluster;
-    return 1024 + per * 2048 + int64_t(kGemvWgmmaStages) * gemv_wgmma_stage_bytes(mt) + 256 * mt * 16;
+    return gemv_wgmma_fixed_smem(K, mt, cluster) + int64_t(gemv_wgmma_stages(K, mt, cluster)) * gemv_wgmma_stage_bytes(mt);
 }
 inline bool gemv_wgmma_fits(const PackedMatrix& w, int64_t T, int mt, int cluster) {
     return gemv_bulk_layout_ok(w, T) && packed_tiles_fit(w.kind, w.n, w.k, w.group) && (mt == 1 || mt == 2) &&
            (cluster == 1 || cluster == 2 || cluster == 4 || cluster == 8) && cluster <= w.k / 128 &&
-           gemv_wgmma_smem(w.k, mt, cluster) <= kGemvWgmmaMaxSmem;
+           gemv_wgmma_stages(w.k, mt, cluster) >= kGemvWgmmaMinStages;
 }
-// Its shape: one m-tile a warpgroup (128 rows a block), K split over the fewest blocks a cluster
-// that launch 90 % of a block an SM (4096x14336: 4, 128 blocks; 8192x2048: 2) — or, where none
+// Its shape: one m-tile (64 rows a block), K split over the fewest blocks a cluster that launch
+// 90 % of a block an SM (4096x14336: 2, 128 blocks; 8192x2048: 1; 2048x4096: 4) — or, where none
 // does, the most that fit; cluster 0 where nothing fits.
 inline GemvPlan gemv_wgmma_plan(const PackedMatrix& w, int64_t T, int sms) {
     GemvPlan p{GemvVariant::WgmmaTma, 1, 1, 0};
-    const int64_t row_blocks = (w.n + 127) / 128;
+    const int64_t row_blocks = (w.n + 63) / 64;
     for (int c : {1, 2, 4, 8}) {
         if (!gemv_wgmma_fits(w, T, 1, c)) continue;
         p.cluster = c;
@@ -457,6 +466,16 @@ cudaError_t launch_gemv_bulk_mma_diag(const GemvPlan& plan, int skip, int stages
                                       int64_t T, const PackedMatrix& w, cudaStream_t stream);
 cudaError_t launch_gemv_wgmma(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                               const PackedMatrix& w, cudaStream_t stream);
+// WgmmaTma in a diagnosis form (bench_fast_gemv --diag): kGemvWgmmaSkipMath — the consumers only
+// wait for each stage and release it (the stream alone; y zero); kGemvWgmmaBulkCopies — the
+// producer copies each row tile's codes and scales by its own bulk copy (1 KB + 32·128/G bytes)
+// instead of the tensor maps' boxes (the same y); with the arithmetic left out,
+// kGemvWgmmaRowTileRuns — the block's bytes walked a row tile at a time, a stage one 4 KB copy of
+// a row tile's 4 k-tiles and one of their scales (Bulk's order; one m-tile, slices of a multiple
+// of 4 k-tiles). 0: launch_gemv_wgmma.
+constexpr int kGemvWgmmaSkipMath = 1, kGemvWgmmaBulkCopies = 2, kGemvWgmmaRowTileRuns = 4;
+cudaError_t launch_gemv_wgmma_diag(const GemvPlan& plan, int diag, float* y, int64_t ldy, const float* x,
+                                   int64_t ldx, int64_t T, const PackedMatrix& w, cudaStream_t stream);
 cudaError_t launch_gemv_dp4a(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                              const PackedMatrix& w, cudaStream_t stream);
 int gemv_dp4a_resident_blocks(const PackedMatrix& w, int64_t T);
@@ -464,7 +483,7 @@ int gemv_dp4a_resident_blocks(const PackedMatrix& w, int64_t T);
 // failure), and the blocks it launches for w — the bench's diagnosis.
 int gemv_resident_blocks(const GemvPlan& plan, const PackedMatrix& w);
 constexpr int64_t gemv_grid_blocks(const GemvPlan& plan, int64_t N) {
-    if (plan.variant == GemvVariant::WgmmaTma) return (N + 128 * plan.mtiles - 1) / (128 * plan.mtiles) * plan.cluster;
+    if (plan.variant == GemvVariant::WgmmaTma) return (N + 64 * plan.mtiles - 1) / (64 * plan.mtiles) * plan.cluster;
     if (plan.variant == GemvVariant::MmaStaged || plan.variant == GemvVariant::MmaChunks) return (N + 15) / 16;
     if (plan.variant == GemvVariant::Bulk) return std::min<int64_t>((N + 15) / 16, gemv_sm_count());
     if (plan.variant == GemvVariant::Imma) {

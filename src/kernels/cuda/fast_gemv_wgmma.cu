@@ -6,18 +6,30 @@
 // Why. The decode GEMV streams the weights once; its work a weight is the dequantization. Bulk /
 // BulkMma (fast_gemv_bulk*.cu) stream them by 1 KB bulk copies — their ring alone takes 11.9 µs at
 // 8 tokens of 4096 × 14336 in clusters of 8 (twenty-eighth round). Here a stage is two TMA boxes
-// (the block's 8·MT row tiles' codes, 8·MT KB, and their scales; biases a third), the consumers
+// (the block's 4·MT row tiles' codes, 4·MT KB, and their scales; biases a third), the consumers
 // wait on mbarriers only, and the MMA is asynchronous: the warps' issue is the dequantization.
 //
-// Work. A block: 128·MT weight rows (two consumer warpgroups of 64·MT) × its slice of K — the KS
-// blocks of a cluster split the k-tiles, each converting only its slice of x (f32 → bf16 in the
-// wgmma order, the 128-byte swizzle, rows past T zero) into shared memory once, at the start,
-// after its producer lane has put the ring's first stages in flight. At the end the cluster's
-// blocks leave their accumulators in shared memory and block rank 0 adds the others' in rank order
-// (distributed shared memory): deterministic, no scratch, no atomics, one launch.
+// Work. A block: 64·MT weight rows × its slice of K, the two consumer warpgroups on the same rows,
+// each on every other k-tile of the slice (their sums added in order at the end), so that 4096 ×
+// 14336 spreads over 64 blocks × slices of 2 (128 blocks, clusters of 2). The KS blocks of a
+// cluster split the k-tiles. The producer lane fills the ring at once (it takes the rest of the
+// shared memory: gemv_wgmma_stages, 21 stages of 5 KB at 4096 × 14336) while the consumers convert
+// their block's slice of x (f32 → bf16 in the wgmma order, the 128-byte swizzle, rows past T zero)
+// into shared memory. At the end the cluster's blocks leave their accumulators in shared memory
+// and block rank 0 adds the others' in rank order (distributed shared memory): deterministic, no
+// scratch, no atomics, one launch.
 //
-// Not yet run on a GPU (session 35 wrote it without device time left): opt-in only
-// (TESSERA_GEMV=wgmma_tma), tested by FastGemv.WgmmaTma* on the GPU machine.
+// Measured (H200, bench_fast_gemv, session 36; docs/cuda.md, thirty-third round): correct, and
+// slow — 28.7 µs at 8 tokens of 4096 × 14336 back to back (BulkMma 19.4), 29–34 in the first form
+// (128-row blocks, slices of 4 in clusters, the producer lane converting x with the consumers),
+// 9.5–9.9 at 8192 × 2048 (Dp4a 7.0 at one token, BulkMma 8.2 at eight). Its ring alone (the
+// consumers only waiting and releasing) takes ~21 µs of it, where Bulk's copies alone take 8.6:
+// the weights arrive at ~1.6 TB/s, by the maps' boxes or by 1 KB bulk copies a row tile (slower
+// still), whichever the block shape, the ring's depth or who converts x. Why is open (the MoE's TMA
+// tiles and the dense TMA GEMM at 64–128 tokens stream at the same rate); kGemvWgmmaRowTileRuns
+// (Bulk's order: a row tile's 4 k-tiles a copy) is the next measurement.
+//
+// Opt-in only (TESSERA_GEMV=wgmma_tma), tested by FastGemv.* on the GPU machine.
 #include <cuda.h>
 
 #include <algorithm>
@@ -43,37 +55,47 @@ constexpr int kXTileBytes = 2 * kBN * 128;  // a k-tile of x: two k-blocks of 8 
 
 template <int MT_, int KS_>
 struct GemvWgmmaTile {
-    static constexpr int MT = MT_;          // m64 tiles a consumer warpgroup
+    static constexpr int MT = MT_;          // m64 tiles: both consumer warpgroups on the same rows
     static constexpr int KS = KS_;          // blocks a cluster, each its slice of K
-    static constexpr int BM = 128 * MT;     // weight rows a block
-    static constexpr int STAGES = kGemvWgmmaStages;
+    static constexpr int BM = 64 * MT;      // weight rows a block
     static constexpr int kThreads = 384;
     static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
     static constexpr int kTiles = BM / 16;
     static constexpr int kSOff = kTiles * 1024, kBOff = kSOff + kTiles * 128;
     static constexpr int kStageBytes = (kBOff + kTiles * 128 + 1023) / 1024 * 1024;
-    static constexpr int kRedBytes = 256 * MT * 4 * 4;  // the consumers' accumulators, for the cluster's sum
+    static constexpr int kRedFloats = 128 * MT * 4;  // a warpgroup's accumulators
     static_assert(KS == 1 || KS == 2 || KS == 4 || KS == 8, "a portable cluster");
     static_assert(kStageBytes == gemv_wgmma_stage_bytes(MT), "fast_gemv_plan.h's sizes");
+    static_assert(2 * kRedFloats * 4 == gemv_wgmma_red_bytes(MT), "fast_gemv_plan.h's sizes");
 };
 
 struct GemvWgmmaMaps {
     CUtensorMap codes, scales, biases;
 };
 
-// Shared memory: x's slice (per k-tiles × 2 KB, 1024-aligned), the ring, the accumulators.
+// The weights as raw pointers, for the diagnosis form that copies them a row tile at a time
+// (kGemvWgmmaBulkCopies) instead of by the maps' boxes.
+struct GemvWgmmaRaw {
+    const uint8_t* codes;
+    const uint8_t* scales;
+    const uint8_t* biases;
+    int64_t row_tiles;  // n / 16
+};
+
+// Shared memory: x's slice (per k-tiles × 2 KB, 1024-aligned), the ring of S stages, the
+// accumulators (warpgroup 1's for warpgroup 0, then the block's for the cluster's sum).
 template <class C>
 __global__ void __launch_bounds__(C::kThreads, 1)
     gemv_wgmma_kernel(const __grid_constant__ GemvWgmmaMaps maps, float* __restrict__ y, int64_t ldy,
-                      const float* __restrict__ x, int64_t ldx, int T, int64_t N, int64_t K, int KT, int per, int gpt,
-                      bool biases, bool vec2) {
-    constexpr int S = C::STAGES, MT = C::MT, KS = C::KS;
+                      const float* __restrict__ x, int64_t ldx, int T, int64_t N, int64_t K, int KT, int per, int S,
+                      int gpt, bool biases, bool vec2, GemvWgmmaRaw raw, int diag) {
+    constexpr int MT = C::MT, KS = C::KS;
     extern __shared__ uint8_t smem_raw[];
     uint8_t* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
     uint8_t* xs = smem;                                  // [per][2 k-blocks][8 rows][128 bytes]
     uint8_t* ring = xs + per * kXTileBytes;              // S stages
-    float* red = reinterpret_cast<float*>(ring + S * C::kStageBytes);
-    __shared__ uint64_t full[S], empty[S];
+    float* red = reinterpret_cast<float*>(ring + S * C::kStageBytes);  // [2][kRedFloats]
+    __shared__ uint64_t full[kGemvWgmmaMaxStages], empty[kGemvWgmmaMaxStages];
     const uint32_t rank = KS > 1 ? cluster_rank() : 0;
     const int64_t n0 = int64_t(blockIdx.x / KS) * C::BM;
     const int kt0 = int(rank) * per, nkt = max(0, min(per, KT - kt0));
@@ -81,7 +103,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     if (tid == 0) {
         for (int s = 0; s < S; ++s) {
             mbar_init(&full[s], 1);  // the producer's arrive.expect_tx
-            mbar_init(&empty[s], 8); // each consumer warp, once its wgmma read the slot
+            mbar_init(&empty[s], 4); // the consuming warpgroup's warps, once its wgmma read the slot
         }
     }
     __syncthreads();
@@ -91,33 +113,39 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     const int row_tile = int(n0 >> 4);
     auto issue = [&](int i) {  // k-tile i of the slice into slot i % S
         const int slot = i % S, kt = kt0 + i;
-        mbar_arrive_expect_tx(&full[slot], bytes);
         const uint32_t to = smem_addr(ring) + uint32_t(slot * C::kStageBytes);
+        if (diag & kGemvWgmmaRowTileRuns) {  // the block's bytes walked a row tile at a time
+            const int p = 4 * i, k = kt0 + p % nkt;  // 1 KB pieces 4i … 4i + 3 (nkt % 4 == 0)
+            const int64_t rt = row_tile + p / nkt;
+            mbar_arrive_expect_tx(&full[slot], uint32_t(4 * 1024 + 4 * 32 * gpt));
+            bulk_load(to, raw.codes + (rt * K + int64_t(k) * kBK) * 8, 4096, &full[slot]);
+            bulk_load(to + C::kSOff, raw.scales + rt * 32 * (K / kBK) * gpt + int64_t(k) * 32 * gpt,
+                      uint32_t(4 * 32 * gpt), &full[slot]);
+            return;
+        }
+        if (diag & kGemvWgmmaBulkCopies) {  // a bulk copy a row tile and part (rows past N not read)
+            const int nt = int(min(int64_t(C::kTiles), raw.row_tiles - row_tile));
+            const uint32_t sb = uint32_t(32 * gpt);
+            mbar_arrive_expect_tx(&full[slot], uint32_t(nt) * (1024u + sb * (biases ? 2u : 1u)));
+            for (int t = 0; t < nt; ++t) {
+                const int64_t rt = row_tile + t;
+                bulk_load(to + 1024 * t, raw.codes + (rt * K + int64_t(kt) * kBK) * 8, 1024, &full[slot]);
+                const int64_t so = rt * 32 * (K / kBK) * gpt + int64_t(kt) * sb;
+                bulk_load(to + C::kSOff + sb * t, raw.scales + so, sb, &full[slot]);
+                if (biases) bulk_load(to + C::kBOff + sb * t, raw.biases + so, sb, &full[slot]);
+            }
+            return;
+        }
+        mbar_arrive_expect_tx(&full[slot], bytes);
         tma_load_2d(to, &maps.codes, kt * kBK, row_tile, &full[slot]);
         tma_load_2d(to + C::kSOff, &maps.scales, kt * 16 * gpt, row_tile, &full[slot]);
         if (biases) tma_load_2d(to + C::kBOff, &maps.biases, kt * 16 * gpt, row_tile, &full[slot]);
     };
-    const bool producer = warp == 8 && lane == 0;
-    if (producer)
-        for (int i = 0; i < min(S, nkt); ++i) issue(i);  // the first round: every slot is free
-
-    // x's slice → bf16 in the wgmma order, swizzled: unit u = (k-tile i, row r, k-step σ), two
-    // 16-byte chunks (2·(σ mod 4), + 1) of row r in k-block σ / 4, chunk c at c ^ (r mod 8).
-    for (int u = tid; u < nkt * 64; u += C::kThreads) {
-        const int i = u >> 6, r = (u >> 3) & 7, sigma = u & 7;
-        uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
-        if (r < T) wgmma_kstep_words(x + int64_t(r) * ldx, int64_t(kt0 + i) * kBK, K, sigma, vec2, lo, hi);
-        uint8_t* row = xs + i * kXTileBytes + (sigma >> 2) * (kBN * 128) + r * 128;
-        const int c = 2 * (sigma & 3);
-        *reinterpret_cast<uint4*>(row + ((c ^ r) << 4)) = lo;
-        *reinterpret_cast<uint4*>(row + (((c + 1) ^ r) << 4)) = hi;
-    }
-    fence_proxy_async_smem();  // x's stores visible to the tensor cores' reads
-    __syncthreads();
-
+    // ---- the producer warpgroup: one lane fills the ring, at once and then as slots free ----
     if (wg == 2) {
         setmaxnreg_dec<C::kProducerRegs>();
-        if (!producer) return;
+        if (warp != 8 || lane != 0) return;
+        for (int i = 0; i < min(S, nkt); ++i) issue(i);  // the first round: every slot is free
         for (int i = S; i < nkt; ++i) {
             mbar_wait(&empty[i % S], (uint32_t(i / S) & 1) ^ 1);  // k-tile i − S's wgmma are done
             issue(i);
@@ -125,10 +153,39 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         return;
     }
 
-    // ---- consumers: warpgroup wg, warp w4 of it, lane (gq, tq); m-tile j's A rows row(j), row(j) + 8 ----
+    // ---- consumers: first x's slice → bf16 in the wgmma order, swizzled (the ring filling
+    // meanwhile): unit u = (k-tile i, row r, k-step σ), two 16-byte chunks (2·(σ mod 4), + 1) of
+    // row r in k-block σ / 4, chunk c at c ^ (r mod 8); kXBatch units a thread with their loads
+    // in flight together (the slice's conversion was a third of the kernel's time one unit at a
+    // time with the producer's lane waiting on it: session 36's profile) ----
     setmaxnreg_inc<C::kConsumerRegs>();
+    constexpr int kXBatch = 4;
+    for (int u0 = tid; u0 < nkt * 64; u0 += 256 * kXBatch) {
+        uint4 lo[kXBatch], hi[kXBatch];
+#pragma unroll
+        for (int b = 0; b < kXBatch; ++b) {
+            const int u = u0 + 256 * b, i = u >> 6, r = (u >> 3) & 7, sigma = u & 7;
+            lo[b] = make_uint4(0, 0, 0, 0), hi[b] = lo[b];
+            if (u < nkt * 64 && r < T)
+                wgmma_kstep_words(x + int64_t(r) * ldx, int64_t(kt0 + i) * kBK, K, sigma, vec2, lo[b], hi[b]);
+        }
+#pragma unroll
+        for (int b = 0; b < kXBatch; ++b) {
+            const int u = u0 + 256 * b, i = u >> 6, r = (u >> 3) & 7, sigma = u & 7;
+            if (u >= nkt * 64) break;
+            uint8_t* row = xs + i * kXTileBytes + (sigma >> 2) * (kBN * 128) + r * 128;
+            const int c = 2 * (sigma & 3);
+            *reinterpret_cast<uint4*>(row + ((c ^ r) << 4)) = lo[b];
+            *reinterpret_cast<uint4*>(row + (((c + 1) ^ r) << 4)) = hi[b];
+        }
+    }
+    fence_proxy_async_smem();  // x's stores visible to the tensor cores' reads
+    named_barrier_sync(2, 256);
+
+    // ---- then the k-tiles: warpgroup wg on wg, wg + 2, …; warp w4 of it, lane (gq, tq); m-tile
+    // j's A rows row(j), row(j) + 8 ----
     const int w4 = warp & 3, gq = lane >> 2, tq = lane & 3;
-    auto row = [&](int j) { return wg * 64 * MT + 64 * j + w4 * 16 + gq; };
+    auto row = [&](int j) { return 64 * j + w4 * 16 + gq; };
     float acc[MT][kBN / 2];
 #pragma unroll
     for (int j = 0; j < MT; ++j) {
@@ -136,37 +193,60 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         for (int e = 0; e < kBN / 2; ++e) acc[j][e] = 0.f;
         wgmma_fence_operands(acc[j]);
     }
-    for (int i = 0; i < nkt; ++i) {
-        const int slot = i % S;
-        mbar_wait(&full[slot], uint32_t(i / S) & 1);
-        const uint8_t* stage = ring + slot * C::kStageBytes;
-        const uint64_t desc = wgmma_desc_sw128(smem_addr(xs + i * kXTileBytes));
+    if (diag & kGemvWgmmaSkipMath) {  // the stream alone: each slot released once it landed
+        for (int i = wg; i < nkt; i += 2) {
+            mbar_wait(&full[i % S], uint32_t(i / S) & 1);
+            if (lane == 0 && i + S < nkt) mbar_arrive(&empty[i % S]);
+        }
+    } else {
+        for (int i = wg; i < nkt; i += 2) {
+            const int slot = i % S;
+            mbar_wait(&full[slot], uint32_t(i / S) & 1);
+            const uint8_t* stage = ring + slot * C::kStageBytes;
+            const uint64_t desc = wgmma_desc_sw128(smem_addr(xs + i * kXTileBytes));
 #pragma unroll
-        for (int j = 0; j < MT; ++j)
-            wgmma_int4_ktile_staged<kBN>(acc[j], stage, row(j), row(j) + 8, tq, stage + C::kSOff, stage + C::kBOff,
-                                         staged_scale_at(row(j), tq, gpt), staged_scale_at(row(j) + 8, tq, gpt),
-                                         biases, biases, desc, kBN * 128);
-        if (i > 0 && lane == 0 && i - 1 + S < nkt) mbar_arrive(&empty[(i - 1) % S]);  // k-tile i − 1's are done
+            for (int j = 0; j < MT; ++j)
+                wgmma_int4_ktile_staged<kBN>(acc[j], stage, row(j), row(j) + 8, tq, stage + C::kSOff,
+                                             stage + C::kBOff, staged_scale_at(row(j), tq, gpt),
+                                             staged_scale_at(row(j) + 8, tq, gpt), biases, biases, desc, kBN * 128);
+            // (each k-tile ends waiting for all but its own last group: the one before is read)
+            if (i >= 2 && lane == 0 && i - 2 + S < nkt) mbar_arrive(&empty[(i - 2) % S]);
+        }
     }
     wgmma_wait<0>();
 #pragma unroll
     for (int j = 0; j < MT; ++j) wgmma_fence_operands(acc[j]);
 
-    // acc[j][e]: row row(j) (e < 2) or row(j) + 8, token 2tq + (e & 1). A cluster: every block's
-    // accumulators into its shared memory, then rank 0 adds ranks 1 … KS − 1's in order.
-    const int ct = tid;  // consumer thread 0 … 255
-    if constexpr (KS > 1) {
+    // acc[j][e]: row row(j) (e < 2) or row(j) + 8, token 2tq + (e & 1), over this warpgroup's
+    // k-tiles. Warpgroup 1's into shared memory, added by warpgroup 0 (its sums first: the order
+    // is fixed); a cluster: then every block's into its shared memory and rank 0 adds ranks 1 …
+    // KS − 1's in order.
+    const int ct = tid & 127;
+    if (wg == 1) {
 #pragma unroll
         for (int j = 0; j < MT; ++j)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) red[(j * 4 + e) * 256 + ct] = acc[j][e];
-        cluster_barrier();  // (the producer warpgroup has exited: the barrier waits for the others)
+            for (int e = 0; e < 4; ++e) red[(j * 4 + e) * 128 + ct] = acc[j][e];
+    }
+    named_barrier_sync(1, 256);
+    if (wg == 1) return;
+#pragma unroll
+    for (int j = 0; j < MT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[j][e] += red[(j * 4 + e) * 128 + ct];
+    if constexpr (KS > 1) {
+        float* mine = red + C::kRedFloats;
+#pragma unroll
+        for (int j = 0; j < MT; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) mine[(j * 4 + e) * 128 + ct] = acc[j][e];
+        cluster_barrier();  // (the producer warpgroup and warpgroup 1 have exited: it waits for the rest)
         if (rank == 0) {
             for (int r = 1; r < KS; ++r)
 #pragma unroll
                 for (int j = 0; j < MT; ++j)
 #pragma unroll
-                    for (int e = 0; e < 4; ++e) acc[j][e] += ld_shared_cluster_f32(&red[(j * 4 + e) * 256 + ct], r);
+                    for (int e = 0; e < 4; ++e) acc[j][e] += ld_shared_cluster_f32(&mine[(j * 4 + e) * 128 + ct], r);
         }
         cluster_barrier();  // the others' accumulators read before they leave
         if (rank != 0) return;
@@ -191,11 +271,17 @@ cudaError_t prepare() {
 
 template <class C>
 cudaError_t launch(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
-                   const PackedMatrix& w, cudaStream_t stream) {
+                   const PackedMatrix& w, int diag, cudaStream_t stream) {
     const int KT = int(w.k / kBK), per = (KT + C::KS - 1) / C::KS;
-    const size_t smem = size_t(1024 + per * kXTileBytes + C::STAGES * C::kStageBytes + C::kRedBytes);
-    if (smem != size_t(gemv_wgmma_smem(w.k, C::MT, C::KS)) || smem > size_t(kGemvWgmmaMaxSmem))
+    const int S = gemv_wgmma_stages(w.k, C::MT, C::KS);
+    const size_t smem = size_t(1024 + per * kXTileBytes + S * C::kStageBytes + 2 * C::kRedFloats * 4);
+    if (S < kGemvWgmmaMinStages || smem != size_t(gemv_wgmma_smem(w.k, C::MT, C::KS)) ||
+        smem > size_t(kGemvWgmmaMaxSmem) ||
+        (diag & ~(kGemvWgmmaSkipMath | kGemvWgmmaBulkCopies | kGemvWgmmaRowTileRuns)) != 0)
         return cudaErrorInvalidValue;  // (fast_gemv_plan.h's accounting and this layout agree)
+    if ((diag & kGemvWgmmaRowTileRuns) &&
+        (!(diag & kGemvWgmmaSkipMath) || C::MT != 1 || per % 4 != 0 || KT % per != 0 || w.n % C::BM != 0))
+        return cudaErrorInvalidValue;
     if (const cudaError_t e = prepare<C>(); e != cudaSuccess) return e;
     GemvWgmmaMaps maps;
     if (!packed_tiles_tma_maps(w, uint64_t(w.n / 16), C::kTiles, &maps.codes, &maps.scales, &maps.biases))
@@ -205,25 +291,27 @@ cudaError_t launch(const GemvPlan& plan, float* y, int64_t ldy, const float* x, 
     const bool vec2 = reinterpret_cast<uintptr_t>(x) % 8 == 0 && ldx % 2 == 0;
     const int gpt = int(kBK / w.group);
     const bool biases = w.biases != nullptr;
+    const GemvWgmmaRaw raw{w.codes, reinterpret_cast<const uint8_t*>(w.scales),
+                           reinterpret_cast<const uint8_t*>(w.biases), w.n / 16};
     if constexpr (C::KS == 1) {
         gemv_wgmma_kernel<C><<<grid, C::kThreads, smem, stream>>>(maps, y, ldy, x, ldx, int(T), w.n, w.k, KT, per,
-                                                                   gpt, biases, vec2);
+                                                                   S, gpt, biases, vec2, raw, diag);
         return cudaGetLastError();
     } else {
         return pdl::launch_cluster_serial(gemv_wgmma_kernel<C>, grid, dim3(C::kThreads), smem, stream,
-                                          dim3(C::KS, 1, 1), maps, y, ldy, x, ldx, int(T), w.n, w.k, KT, per, gpt,
-                                          biases, vec2);
+                                          dim3(C::KS, 1, 1), maps, y, ldy, x, ldx, int(T), w.n, w.k, KT, per, S,
+                                          gpt, biases, vec2, raw, diag);
     }
 }
 
 template <int MT>
 cudaError_t launch_mt(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
-                      const PackedMatrix& w, cudaStream_t stream) {
+                      const PackedMatrix& w, int diag, cudaStream_t stream) {
     switch (plan.cluster) {
-        case 1: return launch<GemvWgmmaTile<MT, 1>>(plan, y, ldy, x, ldx, T, w, stream);
-        case 2: return launch<GemvWgmmaTile<MT, 2>>(plan, y, ldy, x, ldx, T, w, stream);
-        case 4: return launch<GemvWgmmaTile<MT, 4>>(plan, y, ldy, x, ldx, T, w, stream);
-        case 8: return launch<GemvWgmmaTile<MT, 8>>(plan, y, ldy, x, ldx, T, w, stream);
+        case 1: return launch<GemvWgmmaTile<MT, 1>>(plan, y, ldy, x, ldx, T, w, diag, stream);
+        case 2: return launch<GemvWgmmaTile<MT, 2>>(plan, y, ldy, x, ldx, T, w, diag, stream);
+        case 4: return launch<GemvWgmmaTile<MT, 4>>(plan, y, ldy, x, ldx, T, w, diag, stream);
+        case 8: return launch<GemvWgmmaTile<MT, 8>>(plan, y, ldy, x, ldx, T, w, diag, stream);
         default: return cudaErrorInvalidValue;
     }
 }
@@ -232,9 +320,14 @@ cudaError_t launch_mt(const GemvPlan& plan, float* y, int64_t ldy, const float* 
 
 cudaError_t launch_gemv_wgmma(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                               const PackedMatrix& w, cudaStream_t stream) {
+    return launch_gemv_wgmma_diag(plan, 0, y, ldy, x, ldx, T, w, stream);
+}
+
+cudaError_t launch_gemv_wgmma_diag(const GemvPlan& plan, int diag, float* y, int64_t ldy, const float* x,
+                                   int64_t ldx, int64_t T, const PackedMatrix& w, cudaStream_t stream) {
     if (!gemv_wgmma_fits(w, T, plan.mtiles, plan.cluster)) return cudaErrorInvalidValue;
-    return plan.mtiles == 2 ? launch_mt<2>(plan, y, ldy, x, ldx, T, w, stream)
-                            : launch_mt<1>(plan, y, ldy, x, ldx, T, w, stream);
+    return plan.mtiles == 2 ? launch_mt<2>(plan, y, ldy, x, ldx, T, w, diag, stream)
+                            : launch_mt<1>(plan, y, ldy, x, ldx, T, w, diag, stream);
 }
 
 }  // namespace tessera::cuda::fast::detail
