@@ -298,11 +298,16 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                 // WgmmaTma's own shape with its arithmetic left out (the stream alone) and with the
                 // weights by a bulk copy a row tile instead of the maps' boxes
                 if (a.diag && fast::gemv_wgmma_fits(tm, T, wp.mtiles, wp.cluster)) {
-                    using fast::detail::kGemvWgmmaSkipMath, fast::detail::kGemvWgmmaBulkCopies,
-                        fast::detail::kGemvWgmmaRowTileRuns;
+                    using namespace fast::detail;
+                    const int ring = kGemvWgmmaSkipMath;
                     const std::pair<int, const char*> forms[] = {
-                        {kGemvWgmmaSkipMath, "ring only"},
-                        {kGemvWgmmaSkipMath | kGemvWgmmaRowTileRuns, "ring only, a row tile at a time"},
+                        {ring, "ring only"},
+                        {ring | kGemvWgmmaRowTileRuns, "ring only, a row tile at a time"},
+                        {ring | kGemvWgmmaSkipX, "ring only, no x"},
+                        {ring | kGemvWgmmaSkipX | kGemvWgmmaOneWaiter, "ring only, no x, one waiter"},
+                        {ring | kGemvWgmmaEvictFirst, "ring only, evict-first"},
+                        {ring | kGemvWgmmaPrefetchMaps, "ring only, maps prefetched"},
+                        {kGemvWgmmaEvictFirst | kGemvWgmmaPrefetchMaps, "evict-first, maps prefetched"},
                         {kGemvWgmmaBulkCopies, "bulk copies"},
                         {kGemvWgmmaSkipMath | kGemvWgmmaBulkCopies, "bulk copies, ring only"}};
                     for (const auto& [form, what] : forms) {

@@ -326,14 +326,18 @@ TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
                             ADD_FAILURE() << "[" << t << ", " << n << "] got " << got << " want (exact x) " << want[i];
                     }
                 EXPECT_EQ(bad, 0);
-                if (wg) {  // the weights by a bulk copy a row tile (bench's diagnosis form): the same bits
+                // WgmmaTma's diagnosis forms that keep the arithmetic (bench_fast_gemv --diag): the
+                // weights by a bulk copy a row tile, or by the boxes with an L2 hint and the maps
+                // prefetched — the same stages, so the same bits
+                for (const int form : {fast::detail::kGemvWgmmaBulkCopies,
+                                       fast::detail::kGemvWgmmaEvictFirst | fast::detail::kGemvWgmmaPrefetchMaps}) {
+                    if (!wg) break;
                     DeviceBuffer y2 = to_device(std::vector<float>(size_t(sh.T * ldy), reftest::kPad));
-                    ASSERT_EQ(fast::detail::launch_gemv_wgmma_diag(plan, fast::detail::kGemvWgmmaBulkCopies,
-                                                                   y2.as<float>(), ldy, xd.as<float>(), ldx, sh.T,
-                                                                   dp.m, s.get()),
+                    ASSERT_EQ(fast::detail::launch_gemv_wgmma_diag(plan, form, y2.as<float>(), ldy, xd.as<float>(),
+                                                                   ldx, sh.T, dp.m, s.get()),
                               cudaSuccess);
                     s.synchronize();
-                    EXPECT_TRUE(to_host<float>(y2) == y) << "the bulk copies' y differs from the boxes'";
+                    EXPECT_TRUE(to_host<float>(y2) == y) << "diagnosis form " << form << ": y differs from the boxes'";
                 }
                 if (f16 && plan.reducer == 0) bulk_mma_y[plan.cluster] = y;
                 if (f16 && plan.reducer == 1 && bulk_mma_y.count(plan.cluster)) {

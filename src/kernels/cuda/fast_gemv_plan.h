@@ -472,8 +472,12 @@ cudaError_t launch_gemv_wgmma(const GemvPlan& plan, float* y, int64_t ldy, const
 // instead of the tensor maps' boxes (the same y); with the arithmetic left out,
 // kGemvWgmmaRowTileRuns — the block's bytes walked a row tile at a time, a stage one 4 KB copy of
 // a row tile's 4 k-tiles and one of their scales (Bulk's order; one m-tile, slices of a multiple
-// of 4 k-tiles). 0: launch_gemv_wgmma.
+// of 4 k-tiles), kGemvWgmmaSkipX (x not staged), kGemvWgmmaOneWaiter (one warp a warpgroup waits
+// for each stage, the others idle); in any form kGemvWgmmaEvictFirst (the boxes with Bulk's
+// L2::evict_first hint) and kGemvWgmmaPrefetchMaps (the maps prefetched before the first boxes).
+// 0: launch_gemv_wgmma.
 constexpr int kGemvWgmmaSkipMath = 1, kGemvWgmmaBulkCopies = 2, kGemvWgmmaRowTileRuns = 4;
+constexpr int kGemvWgmmaEvictFirst = 8, kGemvWgmmaSkipX = 16, kGemvWgmmaOneWaiter = 32, kGemvWgmmaPrefetchMaps = 64;
 cudaError_t launch_gemv_wgmma_diag(const GemvPlan& plan, int diag, float* y, int64_t ldy, const float* x,
                                    int64_t ldx, int64_t T, const PackedMatrix& w, cudaStream_t stream);
 cudaError_t launch_gemv_dp4a(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,

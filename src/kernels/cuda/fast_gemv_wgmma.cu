@@ -26,8 +26,9 @@
 // consumers only waiting and releasing) takes ~21 µs of it, where Bulk's copies alone take 8.6:
 // the weights arrive at ~1.6 TB/s, by the maps' boxes or by 1 KB bulk copies a row tile (slower
 // still), whichever the block shape, the ring's depth or who converts x. Why is open (the MoE's TMA
-// tiles and the dense TMA GEMM at 64–128 tokens stream at the same rate); kGemvWgmmaRowTileRuns
-// (Bulk's order: a row tile's 4 k-tiles a copy) is the next measurement.
+// tiles and the dense TMA GEMM at 64–128 tokens stream at the same rate); the diagnosis forms
+// written for it (fast_gemv_plan.h: Bulk's order, x left out, one waiter a warpgroup, the L2
+// hint, the maps prefetched) are the next measurement.
 //
 // Opt-in only (TESSERA_GEMV=wgmma_tma), tested by FastGemv.* on the GPU machine.
 #include <cuda.h>
@@ -137,6 +138,13 @@ __global__ void __launch_bounds__(C::kThreads, 1)
             return;
         }
         mbar_arrive_expect_tx(&full[slot], bytes);
+        if (diag & kGemvWgmmaEvictFirst) {
+            const uint64_t policy = l2_evict_first();
+            tma_load_2d(to, &maps.codes, kt * kBK, row_tile, &full[slot], policy);
+            tma_load_2d(to + C::kSOff, &maps.scales, kt * 16 * gpt, row_tile, &full[slot], policy);
+            if (biases) tma_load_2d(to + C::kBOff, &maps.biases, kt * 16 * gpt, row_tile, &full[slot], policy);
+            return;
+        }
         tma_load_2d(to, &maps.codes, kt * kBK, row_tile, &full[slot]);
         tma_load_2d(to + C::kSOff, &maps.scales, kt * 16 * gpt, row_tile, &full[slot]);
         if (biases) tma_load_2d(to + C::kBOff, &maps.biases, kt * 16 * gpt, row_tile, &full[slot]);
@@ -145,6 +153,10 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     if (wg == 2) {
         setmaxnreg_dec<C::kProducerRegs>();
         if (warp != 8 || lane != 0) return;
+        if (diag & kGemvWgmmaPrefetchMaps) {
+            tma_prefetch_map(&maps.codes);
+            tma_prefetch_map(&maps.scales);
+        }
         for (int i = 0; i < min(S, nkt); ++i) issue(i);  // the first round: every slot is free
         for (int i = S; i < nkt; ++i) {
             mbar_wait(&empty[i % S], (uint32_t(i / S) & 1) ^ 1);  // k-tile i − S's wgmma are done
@@ -160,7 +172,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     // time with the producer's lane waiting on it: session 36's profile) ----
     setmaxnreg_inc<C::kConsumerRegs>();
     constexpr int kXBatch = 4;
-    for (int u0 = tid; u0 < nkt * 64; u0 += 256 * kXBatch) {
+    for (int u0 = tid; u0 < ((diag & kGemvWgmmaSkipX) ? 0 : nkt * 64); u0 += 256 * kXBatch) {
         uint4 lo[kXBatch], hi[kXBatch];
 #pragma unroll
         for (int b = 0; b < kXBatch; ++b) {
@@ -194,10 +206,13 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         wgmma_fence_operands(acc[j]);
     }
     if (diag & kGemvWgmmaSkipMath) {  // the stream alone: each slot released once it landed
-        for (int i = wg; i < nkt; i += 2) {
-            mbar_wait(&full[i % S], uint32_t(i / S) & 1);
-            if (lane == 0 && i + S < nkt) mbar_arrive(&empty[i % S]);
-        }
+        const bool one = diag & kGemvWgmmaOneWaiter;  // (one warp a warpgroup waits, arriving for 4)
+        if (!one || w4 == 0)
+            for (int i = wg; i < nkt; i += 2) {
+                mbar_wait(&full[i % S], uint32_t(i / S) & 1);
+                if (lane == 0 && i + S < nkt)
+                    for (int a = 0; a < (one ? 4 : 1); ++a) mbar_arrive(&empty[i % S]);
+            }
     } else {
         for (int i = wg; i < nkt; i += 2) {
             const int slot = i % S;
@@ -277,8 +292,11 @@ cudaError_t launch(const GemvPlan& plan, float* y, int64_t ldy, const float* x, 
     const size_t smem = size_t(1024 + per * kXTileBytes + S * C::kStageBytes + 2 * C::kRedFloats * 4);
     if (S < kGemvWgmmaMinStages || smem != size_t(gemv_wgmma_smem(w.k, C::MT, C::KS)) ||
         smem > size_t(kGemvWgmmaMaxSmem) ||
-        (diag & ~(kGemvWgmmaSkipMath | kGemvWgmmaBulkCopies | kGemvWgmmaRowTileRuns)) != 0)
+        (diag & ~(kGemvWgmmaSkipMath | kGemvWgmmaBulkCopies | kGemvWgmmaRowTileRuns | kGemvWgmmaEvictFirst |
+                  kGemvWgmmaSkipX | kGemvWgmmaOneWaiter | kGemvWgmmaPrefetchMaps)) != 0)
         return cudaErrorInvalidValue;  // (fast_gemv_plan.h's accounting and this layout agree)
+    if ((diag & (kGemvWgmmaSkipX | kGemvWgmmaOneWaiter)) && !(diag & kGemvWgmmaSkipMath))
+        return cudaErrorInvalidValue;  // (y would be wrong)
     if ((diag & kGemvWgmmaRowTileRuns) &&
         (!(diag & kGemvWgmmaSkipMath) || C::MT != 1 || per % 4 != 0 || KT % per != 0 || w.n % C::BM != 0))
         return cudaErrorInvalidValue;

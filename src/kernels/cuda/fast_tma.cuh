@@ -45,6 +45,22 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* map, int c
         : "memory");
 }
 
+// tma_load_2d with an L2 cache policy (l2_evict_first below) for the lines it passes through.
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* map, int c0, int c1, uint64_t* bar,
+                                            uint64_t policy) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, "
+        "%3}], [%4], %5;\n" ::"r"(dst),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_addr(bar)), "l"(policy)
+        : "memory");
+}
+
+// Brings a tensor map (a __grid_constant__ parameter's address) into the TMA unit's descriptor
+// cache ahead of its first use.
+__device__ __forceinline__ void tma_prefetch_map(const void* map) {
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+
 // tma_load_3d into the same shared-memory offset of every block of the cluster in `mask` (bit r:
 // block rank r), each block's barrier at `bar`'s offset counting the bytes that land there.
 __device__ __forceinline__ void tma_load_3d_multicast(uint32_t dst, const void* map, int c0, int c1, int c2,
