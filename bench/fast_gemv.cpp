@@ -130,7 +130,8 @@ std::string plan_name(const fast::GemvPlan& p) {
     if (p.variant == fast::GemvVariant::BulkMma)
         return "bulk mma (f16) C=" + std::to_string(p.cluster) + (p.reducer ? " reducer" : "");
     if (p.variant == fast::GemvVariant::WgmmaTma)
-        return "wgmma tma mt=" + std::to_string(p.mtiles) + " C=" + std::to_string(p.cluster);
+        return "wgmma tma mt=" + std::to_string(p.mtiles) + " C=" + std::to_string(p.cluster) +
+               (p.runs > 1 ? " runs=" + std::to_string(p.runs) : "");
     return "mma mt=" + std::to_string(p.mtiles) + " k/" + std::to_string(p.splits);
 }
 
@@ -293,8 +294,13 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                 const fast::GemvPlan wp = fast::gemv_wgmma_plan(tm, T, sms);
                 for (int mt : {1, 2})
                     for (int C : {1, 2, 4, 8})
-                        if (((mt == 1 && C == wp.cluster) || a.all_variants) && fast::gemv_wgmma_fits(tm, T, mt, C))
-                            tp.push_back({fast::GemvVariant::WgmmaTma, mt, 1, C});
+                        for (int runs : {1, 2, 4})
+                            if (((mt == 1 && C == wp.cluster) || a.all_variants) &&
+                                fast::gemv_wgmma_fits(tm, T, mt, C, runs)) {
+                                fast::GemvPlan p{fast::GemvVariant::WgmmaTma, mt, 1, C};
+                                p.runs = runs;
+                                tp.push_back(p);
+                            }
                 // WgmmaTma's own shape with its arithmetic left out (the stream alone) and with the
                 // weights by a bulk copy a row tile instead of the maps' boxes
                 if (a.diag && fast::gemv_wgmma_fits(tm, T, wp.mtiles, wp.cluster)) {
@@ -310,17 +316,22 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                         {kGemvWgmmaEvictFirst | kGemvWgmmaPrefetchMaps, "evict-first, maps prefetched"},
                         {kGemvWgmmaBulkCopies, "bulk copies"},
                         {kGemvWgmmaSkipMath | kGemvWgmmaBulkCopies, "bulk copies, ring only"}};
-                    for (const auto& [form, what] : forms) {
-                        bool ok = true;
-                        const double sec = time([&](size_t c) {
-                            ok = ok && fast::detail::launch_gemv_wgmma_diag(wp, form, dy.as<float>(), N, dx.as<float>(),
-                                                                            K, T, tile_copies[c].m, st) == cudaSuccess;
-                        });
-                        (void)cudaGetLastError();
-                        if (ok)
-                            row(name, l, T, mode, std::string("diag: wgmma tma ") + what, sec, bytes,
-                                plan_name(wp) + " in another form");
-                    }
+                    for (const int runs : {1, 4})
+                        for (const auto& [form, what] : forms) {
+                            fast::GemvPlan dp = wp;
+                            dp.runs = runs;
+                            if (runs > 1 && !(form & ring)) continue;  // (the whole kernel: a row above)
+                            bool ok = true;
+                            const double sec = time([&](size_t c) {
+                                ok = ok && fast::detail::launch_gemv_wgmma_diag(dp, form, dy.as<float>(), N,
+                                                                                dx.as<float>(), K, T, tile_copies[c].m,
+                                                                                st) == cudaSuccess;
+                            });
+                            (void)cudaGetLastError();
+                            if (ok)
+                                row(name, l, T, mode, std::string("diag: wgmma tma ") + what, sec, bytes,
+                                    plan_name(dp) + " in another form");
+                        }
                 }
                 // BulkMma with parts left out (no biases; y garbage): where its time goes
                 if (a.diag && bm > 0 && !l.biases) {

@@ -283,13 +283,18 @@ TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
                 packed_reference(ph, round_f16_bits(x), ldx, sh.T, &want_h, &mag_h, &off_h, true);
             // WgmmaTma (x and the folded weights in bf16): one and two m-tiles, every cluster that
             // fits (slices of one k-tile, of none past K / 128 blocks: not taken).
+            // Runs of 2 and 4 k-tiles a bulk copy (a slice's last stage shorter where its k-tiles are
+            // not a multiple), in one and two m-tiles, on the clusters of 1 and 4.
             bool wgmma_any = false;
             for (int mt : {1, 2})
                 for (int C : {1, 2, 4, 8})
-                    if (fast::gemv_wgmma_fits(dp.m, sh.T, mt, C)) {
-                        plans.push_back({fast::GemvVariant::WgmmaTma, mt, 1, C});
-                        wgmma_any = true;
-                    }
+                    for (int runs : {1, 2, 4})
+                        if ((runs == 1 || C == 1 || C == 4) && fast::gemv_wgmma_fits(dp.m, sh.T, mt, C, runs)) {
+                            fast::GemvPlan p{fast::GemvVariant::WgmmaTma, mt, 1, C};
+                            p.runs = runs;
+                            plans.push_back(p);
+                            wgmma_any = true;
+                        }
             std::vector<double> want_w, mag_w, off_w;
             if (wgmma_any) packed_reference(ph, round_bf16(x), ldx, sh.T, &want_w, &mag_w, &off_w, false, true);
             std::map<int, std::vector<float>> bulk_mma_y;  // the barrier form's y by cluster
@@ -331,7 +336,7 @@ TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
                 // prefetched — the same stages, so the same bits
                 for (const int form : {fast::detail::kGemvWgmmaBulkCopies,
                                        fast::detail::kGemvWgmmaEvictFirst | fast::detail::kGemvWgmmaPrefetchMaps}) {
-                    if (!wg) break;
+                    if (!wg || plan.runs > 1) break;
                     DeviceBuffer y2 = to_device(std::vector<float>(size_t(sh.T * ldy), reftest::kPad));
                     ASSERT_EQ(fast::detail::launch_gemv_wgmma_diag(plan, form, y2.as<float>(), ldy, xd.as<float>(),
                                                                    ldx, sh.T, dp.m, s.get()),
@@ -448,6 +453,12 @@ TEST(FastGemv, WgmmaTmaRejectsBadPlans) {
     EXPECT_EQ(fast::gemv_wgmma_stages(14336, 2, 2), 10);  // (226 − 1 − 112 − 8) KiB in stages of 10
     EXPECT_EQ(fast::gemv_wgmma_stages(2048, 1, 1), 32);   // at most 32
     EXPECT_EQ(fast::gemv_wgmma_smem(14336, 1, 2), (1 + 112 + 4 + 21 * 5) * 1024);
+    EXPECT_EQ(fast::gemv_wgmma_stages(14336, 1, 2, 4), 5);  // runs of 4: stages of 20 KiB
+    EXPECT_EQ(fast::gemv_wgmma_stages(14336, 2, 2, 4), 2);  // of 40 KiB: too few
+    EXPECT_TRUE(fast::gemv_wgmma_fits(big, 8, 1, 2, 4));
+    EXPECT_FALSE(fast::gemv_wgmma_fits(big, 8, 2, 2, 4));
+    EXPECT_TRUE(fast::gemv_wgmma_fits(big, 8, 2, 4, 4));    // x's slice of 28 k-tiles: 4 stages
+    EXPECT_FALSE(fast::gemv_wgmma_fits(big, 8, 1, 2, 3));   // runs of 1, 2 or 4
     EXPECT_TRUE(fast::gemv_wgmma_fits(big, 8, 2, 8));
     EXPECT_FALSE(fast::gemv_wgmma_fits(packed(4096, 202 * 128, true, 32), 1, 1, 2));  // 101 k-tiles: 3 stages
     EXPECT_TRUE(fast::gemv_wgmma_fits(packed(4096, 200 * 128, true, 32), 1, 1, 2));   // 100: 4 stages
@@ -477,6 +488,10 @@ TEST(FastGemv, WgmmaTmaRejectsBadPlans) {
     EXPECT_THROW(run(rm.tiles.m, 1, 1, 1), Error);  // x's slice too long
     EXPECT_THROW(run(rm.tiles.m, 1, 3, 4), Error);
     EXPECT_THROW(run(rm.tiles.m, 1, 1, 0), Error);
+    fast::GemvPlan runs3{V::WgmmaTma, 1, 1, 4};
+    runs3.runs = 3;
+    EXPECT_THROW(fast::gemv_packed_plan(runs3, rm.y.as<float>(), 16, rm.x.as<float>(), 14336, 1, rm.tiles.m, s.get()),
+                 Error);
     s.synchronize();
 }
 

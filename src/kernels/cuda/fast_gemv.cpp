@@ -126,13 +126,15 @@ void gemv_packed_plan(const GemvPlan& plan, float* y, int64_t ldy, const float* 
         return;
     }
     if (plan.variant == GemvVariant::WgmmaTma) {
-        TS_CHECK(gemv_wgmma_fits(w, T, plan.mtiles, plan.cluster),
+        const int mt = plan.mtiles == 2 ? 2 : 1, cl = plan.cluster > 0 ? plan.cluster : 1;
+        const int runs = plan.runs == 2 || plan.runs == 4 ? plan.runs : 1;
+        TS_CHECK(gemv_wgmma_fits(w, T, plan.mtiles, plan.cluster, plan.runs),
                  "gemv_packed: WgmmaTma takes Int4 in 16-row tiles, groups of 32, 64 or 128, 16-byte aligned scales "
-                 "and biases, 1..8 tokens, 1 or 2 m-tiles and 1, 2, 4 or 8 blocks a cluster (at most K / 128) whose "
-                 "x slice and ring fit {} bytes of shared memory (got {}, group {}, {} tokens, {} m-tiles, cluster "
-                 "{}, K = {}: {} bytes)",
-                 kGemvWgmmaMaxSmem, layout_name(w), w.group, T, plan.mtiles, plan.cluster, w.k,
-                 gemv_wgmma_smem(w.k, plan.mtiles == 2 ? 2 : 1, plan.cluster > 0 ? plan.cluster : 1));
+                 "and biases, 1..8 tokens, 1 or 2 m-tiles, 1, 2, 4 or 8 blocks a cluster (at most K / 128) and runs "
+                 "of 1, 2 or 4 k-tiles, with room for {} stages of its ring beside x's slice in {} bytes of shared "
+                 "memory (got {}, group {}, {} tokens, {} m-tiles, cluster {}, runs {}, K = {}: {} stages)",
+                 kGemvWgmmaMinStages, kGemvWgmmaMaxSmem, layout_name(w), w.group, T, plan.mtiles, plan.cluster,
+                 plan.runs, w.k, gemv_wgmma_stages(w.k, mt, cl, runs));
         TS_CUDA_CHECK(detail::launch_gemv_wgmma(plan, y, ldy, x, ldx, T, w, stream));
         return;
     }

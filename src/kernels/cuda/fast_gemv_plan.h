@@ -34,8 +34,9 @@
 //         warp-specialised tiles at 8 tokens (wgmma m64n8k16, weights dequantized into A, a TMA
 //         ring of whole row-tile boxes), x converted to bf16 by each block for its slice of K, K
 //         split over the blocks of a cluster (plan.cluster) summed in rank order and over the
-//         block's two consumer warpgroups (every other k-tile); plan.mtiles m64 tiles a block.
-//         Never picked (TESSERA_GEMV=wgmma_tma).
+//         block's two consumer warpgroups (every other stage); plan.mtiles m64 tiles a block;
+//         plan.runs k-tiles a stage (boxes of one, or bulk copies of 2 or 4 a row tile). Never
+//         picked (TESSERA_GEMV=wgmma_tma).
 //   BulkMma: fast_gemv_bulk_mma.cu — Bulk's stream with its arithmetic on the tensor cores
 //         (mma.sync f16 → f32, the chunk's scale folded into the dequantized f16 weights, x as f16
 //         scaled by a power of two a token), so its work a weight is flat in T; K split over the
@@ -70,6 +71,10 @@ struct GemvPlan {
     int reducer = 0;  // BulkMma: 1 = a warp of its own sums each row tile's fragments, the
                       // consumers going on at once; 0 = 16·T consumer threads sum them after a
                       // barrier of the consumer warps (fast_gemv_bulk_mma.cu)
+    int runs = 1;     // WgmmaTma: k-tiles a stage — 1: the tensor maps' boxes of the block's row
+                      // tiles, a k-tile; 2 or 4: a bulk copy of that many k-tiles a row tile (runs
+                      // of 2 or 4 KB, Bulk's way of reading them), each consumer warpgroup a
+                      // stage at a time (fast_gemv_wgmma.cu)
 };
 
 // Mma's geometry (fast_gemv_mma.cu): kGemvMmaWarps warps a block, each its own 16·mtiles rows;
@@ -346,28 +351,32 @@ constexpr int gemv_bulk_mma_reducer(const PackedMatrix& w, int S, int sms) {
     const int64_t clusters = std::max(1, sms / std::max(1, S));
     return (w.n / 16 + clusters - 1) / clusters >= kGemvBulkMmaReducerRowTiles ? 1 : 0;
 }
-// WgmmaTma: a stage (the block's 4·mt row tiles' codes, scales and biases), the block's shared
-// memory — x's slice in bf16 (2 KiB a k-tile), the ring, two warpgroups' accumulators (for the
-// block's and the cluster's sums), 1 KiB to align — and the ring's stages: as many as the rest of
-// the shared memory holds, at most kGemvWgmmaMaxStages (21 of 5 KiB at 4096x14336 in slices of 2).
+// WgmmaTma: a stage (the block's 4·mt row tiles' codes, scales and biases, `runs` k-tiles of
+// them), the block's shared memory — x's slice in bf16 (2 KiB a k-tile), the ring, two
+// warpgroups' accumulators (for the block's and the cluster's sums), 1 KiB to align — and the
+// ring's stages: as many as the rest of the shared memory holds, at most kGemvWgmmaMaxStages (21
+// of 5 KiB at 4096x14336 in slices of 2; 5 of 20 KiB with runs of 4).
 constexpr int kGemvWgmmaMaxStages = 32, kGemvWgmmaMinStages = 4;
 constexpr int64_t kGemvWgmmaMaxSmem = 226 * 1024;  // dynamic, + its static barriers: within 227
-constexpr int gemv_wgmma_stage_bytes(int mt) { return (4 * mt * 1024 + 2 * 4 * mt * 128 + 1023) / 1024 * 1024; }
+constexpr int gemv_wgmma_stage_bytes(int mt, int runs = 1) {
+    return (4 * mt * runs * 1024 + 2 * 4 * mt * runs * 128 + 1023) / 1024 * 1024;
+}
 constexpr int gemv_wgmma_red_bytes(int mt) { return 2 * 128 * mt * 4 * 4; }
 constexpr int64_t gemv_wgmma_fixed_smem(int64_t K, int mt, int cluster) {
     return 1024 + (K / 128 + cluster - 1) / cluster * 2048 + gemv_wgmma_red_bytes(mt);
 }
-constexpr int gemv_wgmma_stages(int64_t K, int mt, int cluster) {
+constexpr int gemv_wgmma_stages(int64_t K, int mt, int cluster, int runs = 1) {
     const int64_t left = kGemvWgmmaMaxSmem - gemv_wgmma_fixed_smem(K, mt, cluster);
-    return left < 0 ? 0 : int(std::min<int64_t>(kGemvWgmmaMaxStages, left / gemv_wgmma_stage_bytes(mt)));
+    return left < 0 ? 0 : int(std::min<int64_t>(kGemvWgmmaMaxStages, left / gemv_wgmma_stage_bytes(mt, runs)));
 }
-constexpr int64_t gemv_wgmma_smem(int64_t K, int mt, int cluster) {
-    return gemv_wgmma_fixed_smem(K, mt, cluster) + int64_t(gemv_wgmma_stages(K, mt, cluster)) * gemv_wgmma_stage_bytes(mt);
+constexpr int64_t gemv_wgmma_smem(int64_t K, int mt, int cluster, int runs = 1) {
+    return gemv_wgmma_fixed_smem(K, mt, cluster) +
+           int64_t(gemv_wgmma_stages(K, mt, cluster, runs)) * gemv_wgmma_stage_bytes(mt, runs);
 }
-inline bool gemv_wgmma_fits(const PackedMatrix& w, int64_t T, int mt, int cluster) {
+inline bool gemv_wgmma_fits(const PackedMatrix& w, int64_t T, int mt, int cluster, int runs = 1) {
     return gemv_bulk_layout_ok(w, T) && packed_tiles_fit(w.kind, w.n, w.k, w.group) && (mt == 1 || mt == 2) &&
            (cluster == 1 || cluster == 2 || cluster == 4 || cluster == 8) && cluster <= w.k / 128 &&
-           gemv_wgmma_stages(w.k, mt, cluster) >= kGemvWgmmaMinStages;
+           (runs == 1 || runs == 2 || runs == 4) && gemv_wgmma_stages(w.k, mt, cluster, runs) >= kGemvWgmmaMinStages;
 }
 // Its shape: one m-tile (64 rows a block), K split over the fewest blocks a cluster that launch
 // 90 % of a block an SM (4096x14336: 2, 128 blocks; 8192x2048: 1; 2048x4096: 4) — or, where none

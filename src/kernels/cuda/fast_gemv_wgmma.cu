@@ -12,8 +12,11 @@
 // Work. A block: 64·MT weight rows × its slice of K, the two consumer warpgroups on the same rows,
 // each on every other k-tile of the slice (their sums added in order at the end), so that 4096 ×
 // 14336 spreads over 64 blocks × slices of 2 (128 blocks, clusters of 2). The KS blocks of a
-// cluster split the k-tiles. The producer lane fills the ring at once (it takes the rest of the
-// shared memory: gemv_wgmma_stages, 21 stages of 5 KB at 4096 × 14336) while the consumers convert
+// cluster split the k-tiles. A stage holds plan.runs k-tiles: one (the maps' boxes of the block's
+// row tiles, a k-tile each) or 2 / 4 (a bulk copy of that many k-tiles a row tile — runs of 2 or
+// 4 KB, nearer Bulk's 16 KB copies; each warpgroup then takes every other stage). The producer
+// lane fills the ring at once (it takes the rest of the shared memory: gemv_wgmma_stages, 21
+// stages of 5 KB at 4096 × 14336, 5 of 20 KB in runs of 4) while the consumers convert
 // their block's slice of x (f32 → bf16 in the wgmma order, the 128-byte swizzle, rows past T zero)
 // into shared memory. At the end the cluster's blocks leave their accumulators in shared memory
 // and block rank 0 adds the others' in rank order (distributed shared memory): deterministic, no
@@ -26,9 +29,10 @@
 // consumers only waiting and releasing) takes ~21 µs of it, where Bulk's copies alone take 8.6:
 // the weights arrive at ~1.6 TB/s, by the maps' boxes or by 1 KB bulk copies a row tile (slower
 // still), whichever the block shape, the ring's depth or who converts x. Why is open (the MoE's TMA
-// tiles and the dense TMA GEMM at 64–128 tokens stream at the same rate); the diagnosis forms
-// written for it (fast_gemv_plan.h: Bulk's order, x left out, one waiter a warpgroup, the L2
-// hint, the maps prefetched) are the next measurement.
+// tiles and the dense TMA GEMM at 64–128 tokens stream at the same rate); the runs of 2 and 4
+// k-tiles and the diagnosis forms written for it (fast_gemv_plan.h: Bulk's order, x left out,
+// one waiter a warpgroup, the L2 hint, the maps prefetched) are the next measurement (written
+// after the session's device time ran out).
 //
 // Opt-in only (TESSERA_GEMV=wgmma_tma), tested by FastGemv.* on the GPU machine.
 #include <cuda.h>
@@ -89,13 +93,16 @@ template <class C>
 __global__ void __launch_bounds__(C::kThreads, 1)
     gemv_wgmma_kernel(const __grid_constant__ GemvWgmmaMaps maps, float* __restrict__ y, int64_t ldy,
                       const float* __restrict__ x, int64_t ldx, int T, int64_t N, int64_t K, int KT, int per, int S,
-                      int gpt, bool biases, bool vec2, GemvWgmmaRaw raw, int diag) {
+                      int R, int gpt, bool biases, bool vec2, GemvWgmmaRaw raw, int diag) {
     constexpr int MT = C::MT, KS = C::KS;
     extern __shared__ uint8_t smem_raw[];
     uint8_t* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+    // A stage: R k-tiles of the block's row tiles — codes [kTiles][R][1 KB], then scales and
+    // biases [kTiles][R · 32·gpt bytes] in 128·R bytes a tile (R = 1: the boxes' layout).
+    const int SB = gemv_wgmma_stage_bytes(MT, R), SOff = C::kTiles * R * 1024, BOff = SOff + C::kTiles * R * 128;
     uint8_t* xs = smem;                                  // [per][2 k-blocks][8 rows][128 bytes]
     uint8_t* ring = xs + per * kXTileBytes;              // S stages
-    float* red = reinterpret_cast<float*>(ring + S * C::kStageBytes);  // [2][kRedFloats]
+    float* red = reinterpret_cast<float*>(ring + S * SB);  // [2][kRedFloats]
     __shared__ uint64_t full[kGemvWgmmaMaxStages], empty[kGemvWgmmaMaxStages];
     const uint32_t rank = KS > 1 ? cluster_rank() : 0;
     const int64_t n0 = int64_t(blockIdx.x / KS) * C::BM;
@@ -112,9 +119,30 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     const uint32_t scale_bytes = uint32_t(C::kTiles * 32 * gpt);
     const uint32_t bytes = uint32_t(C::kTiles * 1024) + scale_bytes * (biases ? 2u : 1u);
     const int row_tile = int(n0 >> 4);
-    auto issue = [&](int i) {  // k-tile i of the slice into slot i % S
-        const int slot = i % S, kt = kt0 + i;
-        const uint32_t to = smem_addr(ring) + uint32_t(slot * C::kStageBytes);
+    const int NS = (nkt + R - 1) / R;  // stages of the slice
+    auto issue = [&](int i) {  // stage i of the slice (k-tiles R·i …) into slot i % S
+        const int slot = i % S, kt = kt0 + R * i;
+        const uint32_t to = smem_addr(ring) + uint32_t(slot * SB);
+        if (R > 1) {  // a bulk copy of r k-tiles a row tile (rows past N not read), and of their scales
+            const int nt = int(min(int64_t(C::kTiles), raw.row_tiles - row_tile)), r = min(R, nkt - R * i);
+            const uint32_t sb = uint32_t(32 * gpt * r);
+            const uint64_t policy = l2_evict_first();
+            const bool hint = diag & kGemvWgmmaEvictFirst;
+            mbar_arrive_expect_tx(&full[slot], uint32_t(nt) * (1024u * r + sb * (biases ? 2u : 1u)));
+            for (int t = 0; t < nt; ++t) {
+                const int64_t rt = row_tile + t, so = rt * 32 * int64_t(KT) * gpt + int64_t(kt) * 32 * gpt;
+                const uint8_t* src[3] = {raw.codes + (rt * K + int64_t(kt) * kBK) * 8, raw.scales + so,
+                                         biases ? raw.biases + so : nullptr};
+                const uint32_t dst[3] = {to + uint32_t(1024 * R * t), to + uint32_t(SOff + 32 * gpt * R * t),
+                                         to + uint32_t(BOff + 32 * gpt * R * t)};
+                for (int c = 0; c < (biases ? 3 : 2); ++c) {
+                    const uint32_t n = c == 0 ? 1024u * r : sb;
+                    if (hint) bulk_load(dst[c], src[c], n, &full[slot], policy);
+                    else bulk_load(dst[c], src[c], n, &full[slot]);
+                }
+            }
+            return;
+        }
         if (diag & kGemvWgmmaRowTileRuns) {  // the block's bytes walked a row tile at a time
             const int p = 4 * i, k = kt0 + p % nkt;  // 1 KB pieces 4i … 4i + 3 (nkt % 4 == 0)
             const int64_t rt = row_tile + p / nkt;
@@ -157,9 +185,9 @@ __global__ void __launch_bounds__(C::kThreads, 1)
             tma_prefetch_map(&maps.codes);
             tma_prefetch_map(&maps.scales);
         }
-        for (int i = 0; i < min(S, nkt); ++i) issue(i);  // the first round: every slot is free
-        for (int i = S; i < nkt; ++i) {
-            mbar_wait(&empty[i % S], (uint32_t(i / S) & 1) ^ 1);  // k-tile i − S's wgmma are done
+        for (int i = 0; i < min(S, NS); ++i) issue(i);  // the first round: every slot is free
+        for (int i = S; i < NS; ++i) {
+            mbar_wait(&empty[i % S], (uint32_t(i / S) & 1) ^ 1);  // stage i − S's wgmma are done
             issue(i);
         }
         return;
@@ -194,10 +222,14 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     fence_proxy_async_smem();  // x's stores visible to the tensor cores' reads
     named_barrier_sync(2, 256);
 
-    // ---- then the k-tiles: warpgroup wg on wg, wg + 2, …; warp w4 of it, lane (gq, tq); m-tile
+    // ---- then the stages: warpgroup wg on wg, wg + 2, …; warp w4 of it, lane (gq, tq); m-tile
     // j's A rows row(j), row(j) + 8 ----
     const int w4 = warp & 3, gq = lane >> 2, tq = lane & 3;
     auto row = [&](int j) { return 64 * j + w4 * 16 + gq; };
+    // Row r of a stage's k-tile as wgmma_int4_ktile_staged's row index (it reads codes + 64·r:
+    // tiles R KB apart) and the byte offset of its scales (tiles 32·gpt·R bytes apart).
+    auto code_row = [&](int r) { return (r >> 4) * 16 * R + (r & 15); };
+    auto scale_at = [&](int r, int j) { return staged_scale_at(r, tq, gpt) + ((r >> 4) * (R - 1) + j) * 32 * gpt; };
     float acc[MT][kBN / 2];
 #pragma unroll
     for (int j = 0; j < MT; ++j) {
@@ -208,24 +240,27 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     if (diag & kGemvWgmmaSkipMath) {  // the stream alone: each slot released once it landed
         const bool one = diag & kGemvWgmmaOneWaiter;  // (one warp a warpgroup waits, arriving for 4)
         if (!one || w4 == 0)
-            for (int i = wg; i < nkt; i += 2) {
+            for (int i = wg; i < NS; i += 2) {
                 mbar_wait(&full[i % S], uint32_t(i / S) & 1);
-                if (lane == 0 && i + S < nkt)
+                if (lane == 0 && i + S < NS)
                     for (int a = 0; a < (one ? 4 : 1); ++a) mbar_arrive(&empty[i % S]);
             }
     } else {
-        for (int i = wg; i < nkt; i += 2) {
-            const int slot = i % S;
+        for (int i = wg; i < NS; i += 2) {
+            const int slot = i % S, r = min(R, nkt - R * i);
             mbar_wait(&full[slot], uint32_t(i / S) & 1);
-            const uint8_t* stage = ring + slot * C::kStageBytes;
-            const uint64_t desc = wgmma_desc_sw128(smem_addr(xs + i * kXTileBytes));
+            const uint8_t* stage = ring + slot * SB;
+#pragma unroll 1
+            for (int q = 0; q < r; ++q) {  // k-tile R·i + q of the slice
+                const uint64_t desc = wgmma_desc_sw128(smem_addr(xs + (R * i + q) * kXTileBytes));
 #pragma unroll
-            for (int j = 0; j < MT; ++j)
-                wgmma_int4_ktile_staged<kBN>(acc[j], stage, row(j), row(j) + 8, tq, stage + C::kSOff,
-                                             stage + C::kBOff, staged_scale_at(row(j), tq, gpt),
-                                             staged_scale_at(row(j) + 8, tq, gpt), biases, biases, desc, kBN * 128);
-            // (each k-tile ends waiting for all but its own last group: the one before is read)
-            if (i >= 2 && lane == 0 && i - 2 + S < nkt) mbar_arrive(&empty[(i - 2) % S]);
+                for (int j = 0; j < MT; ++j)
+                    wgmma_int4_ktile_staged<kBN>(acc[j], stage + 1024 * q, code_row(row(j)), code_row(row(j) + 8), tq,
+                                                 stage + SOff, stage + BOff, scale_at(row(j), q),
+                                                 scale_at(row(j) + 8, q), biases, biases, desc, kBN * 128);
+            }
+            // (each k-tile ends waiting for all but its own last group: stage i − 2's are read)
+            if (i >= 2 && lane == 0 && i - 2 + S < NS) mbar_arrive(&empty[(i - 2) % S]);
         }
     }
     wgmma_wait<0>();
@@ -287,10 +322,12 @@ cudaError_t prepare() {
 template <class C>
 cudaError_t launch(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                    const PackedMatrix& w, int diag, cudaStream_t stream) {
-    const int KT = int(w.k / kBK), per = (KT + C::KS - 1) / C::KS;
-    const int S = gemv_wgmma_stages(w.k, C::MT, C::KS);
-    const size_t smem = size_t(1024 + per * kXTileBytes + S * C::kStageBytes + 2 * C::kRedFloats * 4);
-    if (S < kGemvWgmmaMinStages || smem != size_t(gemv_wgmma_smem(w.k, C::MT, C::KS)) ||
+    const int KT = int(w.k / kBK), per = (KT + C::KS - 1) / C::KS, R = plan.runs;
+    const int S = gemv_wgmma_stages(w.k, C::MT, C::KS, R);
+    const size_t smem =
+        size_t(1024 + per * kXTileBytes + S * gemv_wgmma_stage_bytes(C::MT, R) + 2 * C::kRedFloats * 4);
+    if ((R > 1 && (diag & (kGemvWgmmaBulkCopies | kGemvWgmmaRowTileRuns | kGemvWgmmaPrefetchMaps))) ||
+        S < kGemvWgmmaMinStages || smem != size_t(gemv_wgmma_smem(w.k, C::MT, C::KS, R)) ||
         smem > size_t(kGemvWgmmaMaxSmem) ||
         (diag & ~(kGemvWgmmaSkipMath | kGemvWgmmaBulkCopies | kGemvWgmmaRowTileRuns | kGemvWgmmaEvictFirst |
                   kGemvWgmmaSkipX | kGemvWgmmaOneWaiter | kGemvWgmmaPrefetchMaps)) != 0)
@@ -313,11 +350,11 @@ cudaError_t launch(const GemvPlan& plan, float* y, int64_t ldy, const float* x, 
                            reinterpret_cast<const uint8_t*>(w.biases), w.n / 16};
     if constexpr (C::KS == 1) {
         gemv_wgmma_kernel<C><<<grid, C::kThreads, smem, stream>>>(maps, y, ldy, x, ldx, int(T), w.n, w.k, KT, per,
-                                                                   S, gpt, biases, vec2, raw, diag);
+                                                                   S, R, gpt, biases, vec2, raw, diag);
         return cudaGetLastError();
     } else {
         return pdl::launch_cluster_serial(gemv_wgmma_kernel<C>, grid, dim3(C::kThreads), smem, stream,
-                                          dim3(C::KS, 1, 1), maps, y, ldy, x, ldx, int(T), w.n, w.k, KT, per, S,
+                                          dim3(C::KS, 1, 1), maps, y, ldy, x, ldx, int(T), w.n, w.k, KT, per, S, R,
                                           gpt, biases, vec2, raw, diag);
     }
 }
@@ -343,7 +380,7 @@ cudaError_t launch_gemv_wgmma(const GemvPlan& plan, float* y, int64_t ldy, const
 
 cudaError_t launch_gemv_wgmma_diag(const GemvPlan& plan, int diag, float* y, int64_t ldy, const float* x,
                                    int64_t ldx, int64_t T, const PackedMatrix& w, cudaStream_t stream) {
-    if (!gemv_wgmma_fits(w, T, plan.mtiles, plan.cluster)) return cudaErrorInvalidValue;
+    if (!gemv_wgmma_fits(w, T, plan.mtiles, plan.cluster, plan.runs)) return cudaErrorInvalidValue;
     return plan.mtiles == 2 ? launch_mt<2>(plan, y, ldy, x, ldx, T, w, diag, stream)
                             : launch_mt<1>(plan, y, ldy, x, ldx, T, w, diag, stream);
 }
