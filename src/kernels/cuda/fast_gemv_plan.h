@@ -35,8 +35,8 @@
 //         ring of whole row-tile boxes), x converted to bf16 by each block for its slice of K, K
 //         split over the blocks of a cluster (plan.cluster) summed in rank order and over the
 //         block's two consumer warpgroups (every other stage); plan.mtiles m64 tiles a block;
-//         plan.runs k-tiles a stage (boxes of one, or bulk copies of 2 or 4 a row tile). Never
-//         picked (TESSERA_GEMV=wgmma_tma).
+//         plan.runs k-tiles a stage (2-D boxes of one, 3-D boxes of 2 or 4). Never picked
+//         (TESSERA_GEMV=wgmma_tma).
 //   BulkMma: fast_gemv_bulk_mma.cu — Bulk's stream with its arithmetic on the tensor cores
 //         (mma.sync f16 → f32, the chunk's scale folded into the dequantized f16 weights, x as f16
 //         scaled by a power of two a token), so its work a weight is flat in T; K split over the
@@ -71,10 +71,10 @@ struct GemvPlan {
     int reducer = 0;  // BulkMma: 1 = a warp of its own sums each row tile's fragments, the
                       // consumers going on at once; 0 = 16·T consumer threads sum them after a
                       // barrier of the consumer warps (fast_gemv_bulk_mma.cu)
-    int runs = 1;     // WgmmaTma: k-tiles a stage — 1: the tensor maps' boxes of the block's row
-                      // tiles, a k-tile; 2 or 4: a bulk copy of that many k-tiles a row tile (runs
-                      // of 2 or 4 KB, Bulk's way of reading them), each consumer warpgroup a
-                      // stage at a time (fast_gemv_wgmma.cu)
+    int runs = 1;     // WgmmaTma: k-tiles a stage — 1: 2-D boxes of the block's row tiles, a
+                      // k-tile; 2 or 4: 3-D boxes of that many k-tiles × the block's row tiles
+                      // (fewer, larger copies), each consumer warpgroup a stage at a time
+                      // (fast_gemv_wgmma.cu)
 };
 
 // Mma's geometry (fast_gemv_mma.cu): kGemvMmaWarps warps a block, each its own 16·mtiles rows;
@@ -477,8 +477,8 @@ cudaError_t launch_gemv_wgmma(const GemvPlan& plan, float* y, int64_t ldy, const
                               const PackedMatrix& w, cudaStream_t stream);
 // WgmmaTma in a diagnosis form (bench_fast_gemv --diag): kGemvWgmmaSkipMath — the consumers only
 // wait for each stage and release it (the stream alone; y zero); kGemvWgmmaBulkCopies — the
-// producer copies each row tile's codes and scales by its own bulk copy (1 KB + 32·128/G bytes)
-// instead of the tensor maps' boxes (the same y); with the arithmetic left out,
+// producer copies each row tile's codes and scales by its own bulk copy (1 KB + 32·128/G bytes,
+// or runs of plan.runs k-tiles) instead of the tensor maps' boxes (the same y); with the arithmetic left out,
 // kGemvWgmmaRowTileRuns — the block's bytes walked a row tile at a time, a stage one 4 KB copy of
 // a row tile's 4 k-tiles and one of their scales (Bulk's order; one m-tile, slices of a multiple
 // of 4 k-tiles), kGemvWgmmaSkipX (x not staged), kGemvWgmmaOneWaiter (one warp a warpgroup waits

@@ -12,9 +12,11 @@
 // Work. A block: 64·MT weight rows × its slice of K, the two consumer warpgroups on the same rows,
 // each on every other k-tile of the slice (their sums added in order at the end), so that 4096 ×
 // 14336 spreads over 64 blocks × slices of 2 (128 blocks, clusters of 2). The KS blocks of a
-// cluster split the k-tiles. A stage holds plan.runs k-tiles: one (the maps' boxes of the block's
-// row tiles, a k-tile each) or 2 / 4 (a bulk copy of that many k-tiles a row tile — runs of 2 or
-// 4 KB, nearer Bulk's 16 KB copies; each warpgroup then takes every other stage). The producer
+// cluster split the k-tiles. A stage holds plan.runs k-tiles: one (2-D boxes of the block's row
+// tiles, a k-tile) or 2 / 4 (3-D boxes of that many k-tiles × the block's row tiles: fewer, larger
+// copies — session 36's measurements are consistent with a cost of ~0.1–0.2 µs a copy an SM
+// almost whatever its size, which a ring of small boxes cannot stream past; each warpgroup then
+// takes every other stage). The producer
 // lane fills the ring at once (it takes the rest of the shared memory: gemv_wgmma_stages, 21
 // stages of 5 KB at 4096 × 14336, 5 of 20 KB in runs of 4) while the consumers convert
 // their block's slice of x (f32 → bf16 in the wgmma order, the 128-byte swizzle, rows past T zero)
@@ -75,7 +77,8 @@ struct GemvWgmmaTile {
 };
 
 struct GemvWgmmaMaps {
-    CUtensorMap codes, scales, biases;
+    CUtensorMap codes, scales, biases;     // 2-D: a k-tile of the block's row tiles a box
+    CUtensorMap codes3, scales3, biases3;  // 3-D (runs > 1): plan.runs k-tiles of them a box
 };
 
 // The weights as raw pointers, for the diagnosis form that copies them a row tile at a time
@@ -123,7 +126,22 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     auto issue = [&](int i) {  // stage i of the slice (k-tiles R·i …) into slot i % S
         const int slot = i % S, kt = kt0 + R * i;
         const uint32_t to = smem_addr(ring) + uint32_t(slot * SB);
-        if (R > 1) {  // a bulk copy of r k-tiles a row tile (rows past N not read), and of their scales
+        if (R > 1 && !(diag & kGemvWgmmaBulkCopies)) {  // one 3-D box each: R k-tiles × the block's row tiles
+            const uint32_t sb = uint32_t(C::kTiles * R * 32 * gpt);  // (past K or N: zeros, counted)
+            mbar_arrive_expect_tx(&full[slot], uint32_t(C::kTiles * R * 1024) + sb * (biases ? 2u : 1u));
+            const uint64_t policy = l2_evict_first();
+            if (diag & kGemvWgmmaEvictFirst) {
+                tma_load_3d(to, &maps.codes3, 0, kt, row_tile, &full[slot], policy);
+                tma_load_3d(to + SOff, &maps.scales3, 0, kt, row_tile, &full[slot], policy);
+                if (biases) tma_load_3d(to + BOff, &maps.biases3, 0, kt, row_tile, &full[slot], policy);
+            } else {
+                tma_load_3d(to, &maps.codes3, 0, kt, row_tile, &full[slot]);
+                tma_load_3d(to + SOff, &maps.scales3, 0, kt, row_tile, &full[slot]);
+                if (biases) tma_load_3d(to + BOff, &maps.biases3, 0, kt, row_tile, &full[slot]);
+            }
+            return;
+        }
+        if (R > 1) {  // diagnosis: a bulk copy of r k-tiles a row tile (rows past N not read), and of their scales
             const int nt = int(min(int64_t(C::kTiles), raw.row_tiles - row_tile)), r = min(R, nkt - R * i);
             const uint32_t sb = uint32_t(32 * gpt * r);
             const uint64_t policy = l2_evict_first();
@@ -131,15 +149,13 @@ __global__ void __launch_bounds__(C::kThreads, 1)
             mbar_arrive_expect_tx(&full[slot], uint32_t(nt) * (1024u * r + sb * (biases ? 2u : 1u)));
             for (int t = 0; t < nt; ++t) {
                 const int64_t rt = row_tile + t, so = rt * 32 * int64_t(KT) * gpt + int64_t(kt) * 32 * gpt;
-                const uint8_t* src[3] = {raw.codes + (rt * K + int64_t(kt) * kBK) * 8, raw.scales + so,
-                                         biases ? raw.biases + so : nullptr};
-                const uint32_t dst[3] = {to + uint32_t(1024 * R * t), to + uint32_t(SOff + 32 * gpt * R * t),
-                                         to + uint32_t(BOff + 32 * gpt * R * t)};
-                for (int c = 0; c < (biases ? 3 : 2); ++c) {
-                    const uint32_t n = c == 0 ? 1024u * r : sb;
-                    if (hint) bulk_load(dst[c], src[c], n, &full[slot], policy);
-                    else bulk_load(dst[c], src[c], n, &full[slot]);
-                }
+                auto copy = [&](uint32_t dst, const uint8_t* src, uint32_t n) {
+                    if (hint) bulk_load(dst, src, n, &full[slot], policy);
+                    else bulk_load(dst, src, n, &full[slot]);
+                };
+                copy(to + uint32_t(1024 * R * t), raw.codes + (rt * K + int64_t(kt) * kBK) * 8, 1024u * r);
+                copy(to + uint32_t(SOff + 32 * gpt * R * t), raw.scales + so, sb);
+                if (biases) copy(to + uint32_t(BOff + 32 * gpt * R * t), raw.biases + so, sb);
             }
             return;
         }
@@ -182,8 +198,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         setmaxnreg_dec<C::kProducerRegs>();
         if (warp != 8 || lane != 0) return;
         if (diag & kGemvWgmmaPrefetchMaps) {
-            tma_prefetch_map(&maps.codes);
-            tma_prefetch_map(&maps.scales);
+            tma_prefetch_map(R > 1 ? &maps.codes3 : &maps.codes);
+            tma_prefetch_map(R > 1 ? &maps.scales3 : &maps.scales);
         }
         for (int i = 0; i < min(S, NS); ++i) issue(i);  // the first round: every slot is free
         for (int i = S; i < NS; ++i) {
@@ -326,7 +342,7 @@ cudaError_t launch(const GemvPlan& plan, float* y, int64_t ldy, const float* x, 
     const int S = gemv_wgmma_stages(w.k, C::MT, C::KS, R);
     const size_t smem =
         size_t(1024 + per * kXTileBytes + S * gemv_wgmma_stage_bytes(C::MT, R) + 2 * C::kRedFloats * 4);
-    if ((R > 1 && (diag & (kGemvWgmmaBulkCopies | kGemvWgmmaRowTileRuns | kGemvWgmmaPrefetchMaps))) ||
+    if ((R > 1 && (diag & kGemvWgmmaRowTileRuns)) ||
         S < kGemvWgmmaMinStages || smem != size_t(gemv_wgmma_smem(w.k, C::MT, C::KS, R)) ||
         smem > size_t(kGemvWgmmaMaxSmem) ||
         (diag & ~(kGemvWgmmaSkipMath | kGemvWgmmaBulkCopies | kGemvWgmmaRowTileRuns | kGemvWgmmaEvictFirst |
@@ -339,7 +355,9 @@ cudaError_t launch(const GemvPlan& plan, float* y, int64_t ldy, const float* x, 
         return cudaErrorInvalidValue;
     if (const cudaError_t e = prepare<C>(); e != cudaSuccess) return e;
     GemvWgmmaMaps maps;
-    if (!packed_tiles_tma_maps(w, uint64_t(w.n / 16), C::kTiles, &maps.codes, &maps.scales, &maps.biases))
+    if (!packed_tiles_tma_maps(w, uint64_t(w.n / 16), C::kTiles, &maps.codes, &maps.scales, &maps.biases) ||
+        (R > 1 && !packed_tiles_tma_maps_3d(w, uint64_t(w.n / 16), C::kTiles, R, &maps.codes3, &maps.scales3,
+                                            &maps.biases3)))
         return cudaErrorInvalidValue;
     const int64_t row_blocks = (w.n + C::BM - 1) / C::BM;
     const dim3 grid(unsigned(row_blocks * C::KS));

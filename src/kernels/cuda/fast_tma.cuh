@@ -55,6 +55,16 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* map, int c
         : "memory");
 }
 
+// tma_load_3d with an L2 cache policy.
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const void* map, int c0, int c1, int c2, uint64_t* bar,
+                                            uint64_t policy) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, "
+        "%3, %4}], [%5], %6;\n" ::"r"(dst),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_addr(bar)), "l"(policy)
+        : "memory");
+}
+
 // Brings a tensor map (a __grid_constant__ parameter's address) into the TMA unit's descriptor
 // cache ahead of its first use.
 __device__ __forceinline__ void tma_prefetch_map(const void* map) {

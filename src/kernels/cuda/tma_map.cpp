@@ -83,6 +83,42 @@ bool tma_map_2d(CUtensorMap* map, int elem_bytes, const void* data, const uint64
                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+bool tma_map_3d(CUtensorMap* map, int elem_bytes, const void* data, const uint64_t (&dims)[3],
+                const uint64_t (&strides)[2], const uint32_t (&box)[3]) {
+    const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_tiled();
+    const CUtensorMapDataType type = elem_bytes == 2   ? CU_TENSOR_MAP_DATA_TYPE_UINT16
+                                     : elem_bytes == 4 ? CU_TENSOR_MAP_DATA_TYPE_UINT32
+                                                       : CU_TENSOR_MAP_DATA_TYPE_INT64;
+    if (!encode || !data || (elem_bytes != 2 && elem_bytes != 4 && elem_bytes != 8) ||
+        reinterpret_cast<uintptr_t>(data) % 16 != 0 || (box[0] * uint64_t(elem_bytes)) % 16 != 0)
+        return false;
+    for (uint64_t st : strides)
+        if (st % 16 != 0 || st >= (uint64_t(1) << 40)) return false;
+    for (int i = 0; i < 3; ++i)
+        if (dims[i] < 1 || dims[i] > (uint64_t(1) << 32) || box[i] < 1 || box[i] > 256) return false;
+    const cuuint64_t d[3] = {dims[0], dims[1], dims[2]};
+    const cuuint64_t st[2] = {strides[0], strides[1]};
+    const cuuint32_t b[3] = {box[0], box[1], box[2]};
+    const cuuint32_t elem_strides[3] = {1, 1, 1};
+    return encode(map, type, 3, const_cast<void*>(data), d, st, b, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                  CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+bool packed_tiles_tma_maps_3d(const PackedMatrix& m, uint64_t row_tiles, int box_tiles, int runs, CUtensorMap* codes,
+                              CUtensorMap* scales, CUtensorMap* biases) {
+    if (m.kind != PackedKind::Int4 || !m.tiles || !packed_tiles_fit(m.kind, m.n, m.k, m.group) || box_tiles < 1 ||
+        runs < 1)
+        return false;
+    const uint64_t kt = uint64_t(m.k / kPackedTileCols), gpt = uint64_t(kPackedTileCols / m.group);
+    const uint32_t tiles = uint32_t(box_tiles), r = uint32_t(runs);
+    if (!tma_map_3d(codes, 8, m.codes, {128, kt, row_tiles}, {1024, uint64_t(m.k) * 8}, {128, r, tiles})) return false;
+    const uint64_t sdims[3] = {16 * gpt, kt, row_tiles}, sstrides[2] = {32 * gpt, 32 * gpt * kt};
+    const uint32_t sbox[3] = {uint32_t(16 * gpt), r, tiles};
+    if (!tma_map_3d(scales, 2, m.scales, sdims, sstrides, sbox)) return false;
+    return !m.biases || tma_map_3d(biases, 2, m.biases, sdims, sstrides, sbox);
+}
+
 bool packed_tiles_tma_maps(const PackedMatrix& m, uint64_t row_tiles, int box_tiles, CUtensorMap* codes,
                            CUtensorMap* scales, CUtensorMap* biases) {
     if (m.kind != PackedKind::Int4 || !m.tiles || !packed_tiles_fit(m.kind, m.n, m.k, m.group) || box_tiles < 1)

@@ -34,6 +34,13 @@ bool tma_map_3d_sw128(CUtensorMap* map, bool f16, const void* data, const uint64
 bool tma_map_2d(CUtensorMap* map, int elem_bytes, const void* data, const uint64_t (&dims)[2], uint64_t stride,
                 const uint32_t (&box)[2]);
 
+// A 3-D tensor map [dims[2]][dims[1]][dims[0]] of unsigned elements of `elem_bytes` (2, 4 or 8)
+// at `data`, the outer two dimensions strides[0] and strides[1] bytes apart, boxes of box[0] ×
+// box[1] × box[2] elements copied as they lie (no swizzle; box[0] · elem_bytes a multiple of 16).
+// False where the layout cannot be described or the driver refuses.
+bool tma_map_3d(CUtensorMap* map, int elem_bytes, const void* data, const uint64_t (&dims)[3],
+                const uint64_t (&strides)[2], const uint32_t (&box)[3]);
+
 // The tensor maps of an Int4 matrix in 16-row tiles (packed_weight.h) with the row tiles as rows:
 // `row_tiles` of them from m's pointers (one matrix: n / 16; a stack of E experts: E·n / 16), boxes
 // of one k-tile × `box_tiles` row tiles — codes as k 8-byte words a row tile (a box: 1 KB a tile),
@@ -42,5 +49,12 @@ bool tma_map_2d(CUtensorMap* map, int elem_bytes, const void* data, const uint64
 // refuses.
 bool packed_tiles_tma_maps(const PackedMatrix& m, uint64_t row_tiles, int box_tiles, CUtensorMap* codes,
                            CUtensorMap* scales, CUtensorMap* biases);
+
+// The same matrix as 3-D maps (the k-tiles a dimension of their own, coordinates (0, k-tile, row
+// tile)), boxes of `runs` k-tiles × `box_tiles` row tiles: codes [tile][run][1 KB], scales
+// (biases) [tile][run][32·128/G bytes] — one box for what packed_tiles_tma_maps' boxes take `runs`
+// of. K-tiles past the matrix's read zeros.
+bool packed_tiles_tma_maps_3d(const PackedMatrix& m, uint64_t row_tiles, int box_tiles, int runs, CUtensorMap* codes,
+                              CUtensorMap* scales, CUtensorMap* biases);
 
 }  // namespace tessera::cuda
