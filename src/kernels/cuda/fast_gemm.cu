@@ -437,7 +437,8 @@ int blocks_config(int config) {
 
 cudaError_t launch_convert_x(uint16_t* xb, const float* x, int64_t ldx, int64_t T, int64_t K, XOrder order,
                              cudaStream_t stream) {
-    if (order == XOrder::wgmma) return launch_convert_x_wgmma(xb, x, ldx, T, K, stream);
+    if (order == XOrder::wgmma || order == XOrder::wgmma_kblocks)
+        return launch_convert_x_wgmma(xb, x, ldx, T, K, stream, order == XOrder::wgmma_kblocks);
     const bool paired = order == XOrder::paired;
     constexpr int threads = 256;
     const int64_t n = (paired ? (T + 15) / 16 * 8 : T) * (K / 8);

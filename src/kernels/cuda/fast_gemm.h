@@ -23,12 +23,18 @@ struct GemmConfig {
     // The warp-specialised wgmma tiles fed by TMA (fast_gemm_wgmma_tma.cu; matrices in 16-row tiles
     // only): clusters of this many blocks sharing x's boxes, 0 for the other configurations.
     int tma_cluster = 0;
+    // The TMA tiles' k-tiles a stage: 1, or 2 / 4 — one box of x (written k-block-major), one of
+    // codes and one of scales for that many (fewer, larger copies: docs/cuda.md, thirty-third round).
+    int tma_runs = 1;
 };
 
-// The order launch_convert_x writes x in, per configuration.
-enum class XOrder { plain, paired, wgmma };
+// The order launch_convert_x writes x in, per configuration: plain / paired rows (mma.sync),
+// the wgmma order a row ([T][K128]: each k-tile's 128 columns as wgmma's B reads them), or the
+// same k-block-major ([K128 / 64][T][64]: a k-block's rows one after another, so that one TMA box
+// takes several k-blocks of a token tile).
+enum class XOrder { plain, paired, wgmma, wgmma_kblocks };
 constexpr XOrder x_order(const GemmConfig& c) {
-    return c.wgmma ? XOrder::wgmma : c.paired ? XOrder::paired : XOrder::plain;
+    return c.tma_runs > 1 ? XOrder::wgmma_kblocks : c.wgmma ? XOrder::wgmma : c.paired ? XOrder::paired : XOrder::plain;
 }
 
 inline constexpr GemmConfig kGemmConfigs[] = {
@@ -65,6 +71,10 @@ inline constexpr GemmConfig kGemmConfigs[] = {
     // 256 50.8 split (the 128x128), against the wgmma tiles' 49.4 / 51.7 / 75.7).
     {"wgmma tma 128x128 s5", 128, 128, 384, 5, 2.75f, false, true, 1},
     {"wgmma tma 64x128 s8", 64, 128, 384, 8, 1.8f, false, true, 1},
+    // The same tiles with stages of 2 or 4 k-tiles (not yet run on the GPU; eff 0: never picked).
+    {"wgmma tma 64x128 s4 r2", 64, 128, 384, 4, 0.f, false, true, 1, 2},
+    {"wgmma tma 64x128 s2 r4", 64, 128, 384, 2, 0.f, false, true, 1, 4},
+    {"wgmma tma 128x128 s2 r2", 128, 128, 384, 2, 0.f, false, true, 1, 2},
 };
 inline constexpr int kGemmMmaConfigCount = 14;  // the mma.sync configurations come first
 inline constexpr int kGemmConfigCount = int(sizeof(kGemmConfigs) / sizeof(kGemmConfigs[0]));
@@ -96,7 +106,7 @@ int gemm_blocks_per_sm(int config, PackedKind kind);
 
 // fast_gemm_wgmma.cu's halves of the above.
 cudaError_t launch_convert_x_wgmma(uint16_t* xb, const float* x, int64_t ldx, int64_t T, int64_t K,
-                                   cudaStream_t stream);
+                                   cudaStream_t stream, bool kblocks = false);
 cudaError_t launch_gemm_wgmma(int config, const GemmArgs& a, cudaStream_t stream);
 int gemm_wgmma_blocks_per_sm(int config, PackedKind kind);
 // fast_gemm_wgmma_tma.cu's (configurations with tma_cluster > 0; a.w in 16-row tiles).

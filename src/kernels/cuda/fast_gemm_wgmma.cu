@@ -183,6 +183,23 @@ __global__ void convert_x_wgmma_kernel(uint32_t* __restrict__ xb, const float* _
     }
 }
 
+// The same values k-block-major — xb [K128 / 64][T][64]: k-step σ of row r's k-tile kt is 32
+// bytes of k-block 2kt + σ / 4, at (σ mod 4)·32 in that k-block's 128 bytes of the row.
+__global__ void convert_x_wgmma_kblocks_kernel(uint32_t* __restrict__ xb, const float* __restrict__ x, int64_t ldx,
+                                               int64_t T, int64_t K, bool vec2) {
+    const int64_t K128 = wgmma_row_len(K), per_row = K128 / 16, n = T * per_row;
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t r = i / per_row, q = i - r * per_row;  // row r, k-step q of it (k-tile q / 8)
+        const int sigma = int(q & 7);
+        uint4 lo, hi;
+        wgmma_kstep_words(x + r * ldx, (q >> 3) * kWgmmaK, K, sigma, vec2, lo, hi);
+        const int64_t kb = 2 * (q >> 3) + (sigma >> 2);
+        uint4* out = reinterpret_cast<uint4*>(xb + (kb * T + r) * 32 + (sigma & 3) * 8);
+        out[0] = lo;
+        out[1] = hi;
+    }
+}
+
 template <class C>
 cudaError_t prepare() {
     static const cudaError_t err =
@@ -224,15 +241,18 @@ cudaError_t with_tile(const GemmConfig& c, Fn&& fn) {
 }  // namespace
 
 cudaError_t launch_convert_x_wgmma(uint16_t* xb, const float* x, int64_t ldx, int64_t T, int64_t K,
-                                   cudaStream_t stream) {
+                                   cudaStream_t stream, bool kblocks) {
     constexpr int threads = 256;
     const int64_t n = T * (wgmma_row_len(K) / 16);
     int64_t blocks = (n + threads - 1) / threads;
     if (blocks > 8192) blocks = 8192;
     if (blocks == 0) return cudaSuccess;
     const bool vec = reinterpret_cast<uintptr_t>(x) % 8 == 0 && ldx % 2 == 0;
-    convert_x_wgmma_kernel<<<unsigned(blocks), threads, 0, stream>>>(reinterpret_cast<uint32_t*>(xb), x, ldx, T, K,
-                                                                     vec);
+    auto* out = reinterpret_cast<uint32_t*>(xb);
+    if (kblocks)
+        convert_x_wgmma_kblocks_kernel<<<unsigned(blocks), threads, 0, stream>>>(out, x, ldx, T, K, vec);
+    else
+        convert_x_wgmma_kernel<<<unsigned(blocks), threads, 0, stream>>>(out, x, ldx, T, K, vec);
     return cudaGetLastError();
 }
 

@@ -42,28 +42,32 @@ using namespace dev;
 
 constexpr int kBK = kWgmmaK;  // columns a k-tile
 
-template <int BN_, int MT_, int STAGES_, int CL_>
+template <int BN_, int MT_, int STAGES_, int CL_, int R_ = 1>
 struct GemmTmaTile {
     static constexpr int BN = BN_;          // tokens a block: wgmma's N
     static constexpr int MT = MT_;          // m64 tiles a consumer warpgroup
     static constexpr int CL = CL_;          // blocks a cluster along the weight rows, sharing x's boxes
+    static constexpr int R = R_;            // k-tiles a stage (> 1: one box each of x, codes, scales)
     static constexpr int BM = 128 * MT;     // weight rows a block: two warpgroups of 64·MT
     static constexpr int STAGES = STAGES_;
     static constexpr int kThreads = 384;    // two consumer warpgroups + the producer's (one warp issues)
     static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
     static constexpr int kTiles = BM / 16;  // row tiles a stage
-    static constexpr int kXBlockBytes = BN * 128, kXBytes = 2 * kXBlockBytes;  // x's two k-blocks
-    static constexpr int kWOff = kXBytes, kSOff = kWOff + kTiles * 1024, kBOff = kSOff + kTiles * 128;
-    static constexpr int kStageBytes = (kBOff + kTiles * 128 + 1023) / 1024 * 1024;
+    // A stage: x's 2R k-blocks [2R][BN rows][128 bytes], the row tiles' codes [kTiles][R][1 KB],
+    // scales and biases [kTiles][R · 32·128/G bytes] (R = 1: the 2-D boxes' [kTiles][…]).
+    static constexpr int kXBlockBytes = BN * 128, kXBytes = 2 * R * kXBlockBytes;
+    static constexpr int kWOff = kXBytes, kSOff = kWOff + kTiles * R * 1024, kBOff = kSOff + kTiles * R * 128;
+    static constexpr int kStageBytes = (kBOff + kTiles * R * 128 + 1023) / 1024 * 1024;
     static constexpr int kSmem = STAGES * kStageBytes + 1024;  // + room to align the base to 1024
     static_assert(MT * BN / 2 <= 128 && BN % 8 == 0 && BN <= 256, "accumulators; a box's rows");
     static_assert(CL == 1 || CL == 2, "x's two k-blocks: one a block of the cluster");
+    static_assert(R == 1 || ((R == 2 || R == 4) && CL == 1), "runs: one block a cluster");
     static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 65536, "setmaxnreg moves registers only");
     static_assert(kSmem <= 227 * 1024, "shared memory");
 };
 
 struct GemmTmaMaps {
-    CUtensorMap x, codes, scales, biases;
+    CUtensorMap x, codes, scales, biases;  // R > 1: x k-block-major, the weights 3-D (packed_tiles_tma_maps_3d)
 };
 
 // KT k-tiles in all, per_split a block (blockIdx.z's share); gpt: groups a row and k-tile.
@@ -71,7 +75,7 @@ template <class C>
 __global__ void __launch_bounds__(C::kThreads, 1)
     gemm_wgmma_tma_kernel(const __grid_constant__ GemmTmaMaps maps, float* __restrict__ y, int64_t ldy, int64_t T,
                           int64_t N, int KT, int per_split, int gpt, bool biases) {
-    constexpr int BN = C::BN, S = C::STAGES, CL = C::CL, MT = C::MT;
+    constexpr int BN = C::BN, S = C::STAGES, CL = C::CL, MT = C::MT, R = C::R;
     extern __shared__ uint8_t smem_raw[];
     uint8_t* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
     __shared__ uint64_t full[S], empty[S];
@@ -92,15 +96,22 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         // ---- producer: one lane of warp 8 ----
         setmaxnreg_dec<C::kProducerRegs>();
         if (warp != 8 || lane != 0) return;
-        const uint32_t scale_bytes = uint32_t(C::kTiles * 32 * gpt);
-        const uint32_t bytes = uint32_t(C::kXBytes + C::kTiles * 1024) + scale_bytes * (biases ? 2u : 1u);
+        const uint32_t scale_bytes = uint32_t(C::kTiles * R * 32 * gpt);
+        const uint32_t bytes = uint32_t(C::kXBytes + C::kTiles * R * 1024) + scale_bytes * (biases ? 2u : 1u);
         const int row_tile = int(n0 >> 4);
         const uint32_t base = smem_addr(smem);
-        for (int i = 0; i < nkt; ++i) {
-            const int slot = i % S, kt = kt0 + i;
-            mbar_wait(&empty[slot], (uint32_t(i / S) & 1) ^ 1);  // k-tile i − S's wgmma are done (cluster-wide)
+        for (int i = 0; i < (nkt + R - 1) / R; ++i) {  // stage i: k-tiles kt0 + R·i … (past K: zeros)
+            const int slot = i % S, kt = kt0 + R * i;
+            mbar_wait(&empty[slot], (uint32_t(i / S) & 1) ^ 1);  // stage i − S's wgmma are done (cluster-wide)
             mbar_arrive_expect_tx(&full[slot], bytes);
             const uint32_t to = base + uint32_t(slot * C::kStageBytes);
+            if constexpr (R > 1) {
+                tma_load_3d(to, &maps.x, 0, int(m0), 2 * kt, &full[slot]);
+                tma_load_3d(to + C::kWOff, &maps.codes, 0, kt, row_tile, &full[slot]);
+                tma_load_3d(to + C::kSOff, &maps.scales, 0, kt, row_tile, &full[slot]);
+                if (biases) tma_load_3d(to + C::kBOff, &maps.biases, 0, kt, row_tile, &full[slot]);
+                continue;
+            }
             if constexpr (CL > 1) {
                 tma_load_3d_multicast(to + rank * C::kXBlockBytes, &maps.x, 0, 2 * kt + int(rank), int(m0),
                                       &full[slot], uint16_t(3));
@@ -126,20 +137,28 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         for (int i = 0; i < BN / 2; ++i) acc[j][i] = 0.f;
         wgmma_fence_operands(acc[j]);
     }
-    for (int i = 0; i < nkt; ++i) {
+    // Row r of a stage's k-tile q as wgmma_int4_ktile_staged's row (it reads codes + 64·r: tiles
+    // R KB apart) and the byte offset of its scales (tiles 32·gpt·R bytes apart).
+    auto code_row = [&](int r) { return (r >> 4) * 16 * R + (r & 15); };
+    auto scale_at = [&](int r, int q) { return staged_scale_at(r, tq, gpt) + ((r >> 4) * (R - 1) + q) * 32 * gpt; };
+    const int ns = (nkt + R - 1) / R;
+    for (int i = 0; i < ns; ++i) {
         const int slot = i % S;
         mbar_wait(&full[slot], uint32_t(i / S) & 1);
         const uint8_t* stage = smem + slot * C::kStageBytes;
+#pragma unroll 1
+        for (int q = 0; q < min(R, nkt - R * i); ++q)  // k-tile kt0 + R·i + q: x's k-blocks 2q, 2q + 1
 #pragma unroll
-        for (int j = 0; j < MT; ++j)
-            wgmma_int4_ktile_staged<BN>(acc[j], stage + C::kWOff, row(j), row(j) + 8, tq, stage + C::kSOff,
-                                        stage + C::kBOff, staged_scale_at(row(j), tq, gpt),
-                                        staged_scale_at(row(j) + 8, tq, gpt), biases, biases,
-                                        wgmma_desc_sw128(smem_addr(stage)), C::kXBlockBytes);
-        // Every wgmma of k-tile i − 1 is done: its slot is free here and, a cluster, in the other
+            for (int j = 0; j < MT; ++j)
+                wgmma_int4_ktile_staged<BN>(acc[j], stage + C::kWOff + 1024 * q, code_row(row(j)),
+                                            code_row(row(j) + 8), tq, stage + C::kSOff, stage + C::kBOff,
+                                            scale_at(row(j), q), scale_at(row(j) + 8, q), biases, biases,
+                                            wgmma_desc_sw128(smem_addr(stage + 2 * q * C::kXBlockBytes)),
+                                            C::kXBlockBytes);
+        // Every wgmma of stage i − 1 is done: its slot is free here and, a cluster, in the other
         // block (whose producer multicasts into it). Not past the last release a producer waits
         // for: the other block may have left by then.
-        if (i > 0 && lane == 0 && i - 1 + S < nkt) {
+        if (i > 0 && lane == 0 && i - 1 + S < ns) {
             mbar_arrive(&empty[(i - 1) % S]);
             if constexpr (CL > 1) mbar_arrive_cluster(&empty[(i - 1) % S], rank ^ 1u);
         }
@@ -180,13 +199,25 @@ cudaError_t launch(const GemmArgs& a, cudaStream_t stream) {
         return cudaErrorInvalidValue;
     GemmTmaMaps maps;
     // x [T, K] bf16 in the wgmma order as (64 columns, K / 64 k-blocks, T rows), boxes of one
-    // k-block × BN rows; the weights' row tiles in boxes of the block's.
-    const uint64_t dims[3] = {64, uint64_t(w.k / 64), uint64_t(a.T)};
-    const uint64_t strides[2] = {128, uint64_t(w.k) * 2};
-    const uint32_t box[3] = {64, 1, uint32_t(C::BN)};
-    if (!tma_map_3d_sw128(&maps.x, true, a.xb, dims, strides, box) ||
-        !packed_tiles_tma_maps(w, uint64_t(w.n / 16), C::kTiles, &maps.codes, &maps.scales, &maps.biases))
-        return cudaErrorInvalidValue;
+    // k-block × BN rows; the weights' row tiles in boxes of the block's. Runs (R > 1): x
+    // k-block-major [K / 64][T][64] as (64 columns, T rows, K / 64 k-blocks), boxes of BN rows × 2R
+    // k-blocks ([2R][BN][128 bytes], each k-block's rows one swizzle atom), the weights 3-D.
+    if constexpr (C::R > 1) {
+        const uint64_t dims[3] = {64, uint64_t(a.T), uint64_t(w.k / 64)};
+        const uint64_t strides[2] = {128, uint64_t(a.T) * 128};
+        const uint32_t box[3] = {64, uint32_t(C::BN), uint32_t(2 * C::R)};
+        if (!tma_map_3d_sw128(&maps.x, true, a.xb, dims, strides, box) ||
+            !packed_tiles_tma_maps_3d(w, uint64_t(w.n / 16), C::kTiles, C::R, &maps.codes, &maps.scales,
+                                      &maps.biases))
+            return cudaErrorInvalidValue;
+    } else {
+        const uint64_t dims[3] = {64, uint64_t(w.k / 64), uint64_t(a.T)};
+        const uint64_t strides[2] = {128, uint64_t(w.k) * 2};
+        const uint32_t box[3] = {64, 1, uint32_t(C::BN)};
+        if (!tma_map_3d_sw128(&maps.x, true, a.xb, dims, strides, box) ||
+            !packed_tiles_tma_maps(w, uint64_t(w.n / 16), C::kTiles, &maps.codes, &maps.scales, &maps.biases))
+            return cudaErrorInvalidValue;
+    }
     const int KT = int(w.k / kBK), per_split = (KT + a.splits - 1) / a.splits;
     const int64_t row_blocks = (w.n + C::BM - 1) / C::BM;
     // a cluster's last block may cover no rows: it loads its share of x (zeros of weights), writes nothing
@@ -226,6 +257,9 @@ cudaError_t with_tile(const GemmConfig& c, Fn&& fn) {
     if (c.bm == 128 && c.bn == 256 && c.stages == 4 && c.tma_cluster == 2) return fn(GemmTmaTile<128, 2, 4, 2>{});
     if (c.bm == 128 && c.bn == 128 && c.stages == 5 && c.tma_cluster == 1) return fn(GemmTmaTile<128, 1, 5, 1>{});
     if (c.bm == 64 && c.bn == 128 && c.stages == 8 && c.tma_cluster == 1) return fn(GemmTmaTile<64, 1, 8, 1>{});
+    if (c.bm == 64 && c.bn == 128 && c.stages == 4 && c.tma_runs == 2) return fn(GemmTmaTile<64, 1, 4, 1, 2>{});
+    if (c.bm == 64 && c.bn == 128 && c.stages == 2 && c.tma_runs == 4) return fn(GemmTmaTile<64, 1, 2, 1, 4>{});
+    if (c.bm == 128 && c.bn == 128 && c.stages == 2 && c.tma_runs == 2) return fn(GemmTmaTile<128, 1, 2, 1, 2>{});
     return cudaErrorInvalidValue;
 }
 
