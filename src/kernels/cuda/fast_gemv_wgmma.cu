@@ -10,19 +10,18 @@
 // wait on mbarriers only, and the MMA is asynchronous: the warps' issue is the dequantization.
 //
 // Work. A block: 64·MT weight rows × its slice of K, the two consumer warpgroups on the same rows,
-// each on every other k-tile of the slice (their sums added in order at the end), so that 4096 ×
+// each on every other stage of the slice (their sums added in order at the end), so that 4096 ×
 // 14336 spreads over 64 blocks × slices of 2 (128 blocks, clusters of 2). The KS blocks of a
 // cluster split the k-tiles. A stage holds plan.runs k-tiles: one (2-D boxes of the block's row
-// tiles, a k-tile) or 2 / 4 (3-D boxes of that many k-tiles × the block's row tiles: fewer, larger
-// copies — session 36's measurements are consistent with a cost of ~0.1–0.2 µs a copy an SM
-// almost whatever its size, which a ring of small boxes cannot stream past; each warpgroup then
-// takes every other stage). The producer
-// lane fills the ring at once (it takes the rest of the shared memory: gemv_wgmma_stages, 21
-// stages of 5 KB at 4096 × 14336, 5 of 20 KB in runs of 4) while the consumers convert
-// their block's slice of x (f32 → bf16 in the wgmma order, the 128-byte swizzle, rows past T zero)
-// into shared memory. At the end the cluster's blocks leave their accumulators in shared memory
-// and block rank 0 adds the others' in rank order (distributed shared memory): deterministic, no
-// scratch, no atomics, one launch.
+// tiles, a k-tile) or 2 / 4 (3-D boxes of that many k-tiles × the block's row tiles — fewer,
+// larger copies: session 36's figures are consistent with a cost of ~0.1–0.2 µs a copy an SM
+// almost whatever its size, which a ring of small boxes cannot stream past). The producer lane
+// fills the ring at once (the rest of the shared memory: gemv_wgmma_stages, 21 stages of 5 KB at
+// 4096 × 14336, 5 of 20 KB in runs of 4) while the consumers convert their block's slice of x
+// (f32 → bf16 in the wgmma order, the 128-byte swizzle, rows past T zero) into shared memory. At
+// the end the cluster's blocks leave their accumulators in shared memory and block rank 0 adds the
+// others' in rank order (distributed shared memory): deterministic, no scratch, no atomics, one
+// launch.
 //
 // Measured (H200, bench_fast_gemv, session 36; docs/cuda.md, thirty-third round): correct, and
 // slow — 28.7 µs at 8 tokens of 4096 × 14336 back to back (BulkMma 19.4), 29–34 in the first form
