@@ -137,10 +137,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         for (int i = 0; i < BN / 2; ++i) acc[j][i] = 0.f;
         wgmma_fence_operands(acc[j]);
     }
-    // Row r of a stage's k-tile q as wgmma_int4_ktile_staged's row (it reads codes + 64·r: tiles
-    // R KB apart) and the byte offset of its scales (tiles 32·gpt·R bytes apart).
-    auto code_row = [&](int r) { return (r >> 4) * 16 * R + (r & 15); };
-    auto scale_at = [&](int r, int q) { return staged_scale_at(r, tq, gpt) + ((r >> 4) * (R - 1) + q) * 32 * gpt; };
+    auto code_row = [&](int r) { return staged_code_row(r, R); };  // (a stage of R k-tiles)
+    auto scale_at = [&](int r, int q) { return staged_scale_at(r, tq, gpt, R, q); };
     const int ns = (nkt + R - 1) / R;
     for (int i = 0; i < ns; ++i) {
         const int slot = i % S;

@@ -241,10 +241,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     // j's A rows row(j), row(j) + 8 ----
     const int w4 = warp & 3, gq = lane >> 2, tq = lane & 3;
     auto row = [&](int j) { return 64 * j + w4 * 16 + gq; };
-    // Row r of a stage's k-tile as wgmma_int4_ktile_staged's row index (it reads codes + 64·r:
-    // tiles R KB apart) and the byte offset of its scales (tiles 32·gpt·R bytes apart).
-    auto code_row = [&](int r) { return (r >> 4) * 16 * R + (r & 15); };
-    auto scale_at = [&](int r, int j) { return staged_scale_at(r, tq, gpt) + ((r >> 4) * (R - 1) + j) * 32 * gpt; };
+    auto code_row = [&](int r) { return staged_code_row(r, R); };  // (a stage of R k-tiles)
+    auto scale_at = [&](int r, int q) { return staged_scale_at(r, tq, gpt, R, q); };
     float acc[MT][kBN / 2];
 #pragma unroll
     for (int j = 0; j < MT; ++j) {

@@ -121,6 +121,15 @@ __device__ __forceinline__ int staged_scale_at(int r, int tq, int gpt) {
     return (r >> 4) * 32 * gpt + 2 * ((r & 15) * gpt + (tq * gpt) / 4);
 }
 
+// A stage of `runs` k-tiles a row tile (codes [tiles][runs][1 KB], scales / biases [tiles][runs][32·gpt
+// bytes]: a 3-D box, packed_tiles_tma_maps_3d): row r's index for wgmma_int4_ktile_staged (it reads
+// codes + 64·r; k-tile q's codes from +1 KB·q) and the byte offset of row r's scales for lane tq in
+// k-tile q. runs = 1: r and staged_scale_at.
+__device__ __forceinline__ int staged_code_row(int r, int runs) { return (r >> 4) * 16 * runs + (r & 15); }
+__device__ __forceinline__ int staged_scale_at(int r, int tq, int gpt, int runs, int q) {
+    return staged_scale_at(r, tq, gpt) + ((r >> 4) * (runs - 1) + q) * 32 * gpt;
+}
+
 // wgmma_int4_ktile on staged weights: A rows r_lo, r_hi of `codes` (lane (g, tq): rows g and g + 8
 // of the warp's 16), their scales at byte s_lo / s_hi of `scales` and biases at the same offsets of
 // `biases` — or, where a matrix has none (bias_lo / bias_hi false), b = −8·s: exact, so w = code·s
