@@ -258,15 +258,18 @@ int blocks_per_sm() {
 // A TMA configuration of kGemmConfigs as a GemmTmaTile (bm = tokens = BN, bn = weight rows = 128·MT).
 template <class Fn>
 cudaError_t with_tile(const GemmConfig& c, Fn&& fn) {
-    if (c.bm == 256 && c.bn == 128 && c.stages == 3 && c.tma_cluster == 1) return fn(GemmTmaTile<256, 1, 3, 1>{});
-    if (c.bm == 256 && c.bn == 128 && c.stages == 3 && c.tma_cluster == 2) return fn(GemmTmaTile<256, 1, 3, 2>{});
-    if (c.bm == 128 && c.bn == 256 && c.stages == 4 && c.tma_cluster == 1) return fn(GemmTmaTile<128, 2, 4, 1>{});
-    if (c.bm == 128 && c.bn == 256 && c.stages == 4 && c.tma_cluster == 2) return fn(GemmTmaTile<128, 2, 4, 2>{});
-    if (c.bm == 128 && c.bn == 128 && c.stages == 5 && c.tma_cluster == 1) return fn(GemmTmaTile<128, 1, 5, 1>{});
-    if (c.bm == 64 && c.bn == 128 && c.stages == 8 && c.tma_cluster == 1) return fn(GemmTmaTile<64, 1, 8, 1>{});
-    if (c.bm == 64 && c.bn == 128 && c.stages == 4 && c.tma_runs == 2) return fn(GemmTmaTile<64, 1, 4, 1, 2>{});
-    if (c.bm == 64 && c.bn == 128 && c.stages == 2 && c.tma_runs == 4) return fn(GemmTmaTile<64, 1, 2, 1, 4>{});
-    if (c.bm == 128 && c.bn == 128 && c.stages == 2 && c.tma_runs == 2) return fn(GemmTmaTile<128, 1, 2, 1, 2>{});
+    auto is = [&](int bm, int bn, int stages, int cluster, int runs) {
+        return c.bm == bm && c.bn == bn && c.stages == stages && c.tma_cluster == cluster && c.tma_runs == runs;
+    };
+    if (is(256, 128, 3, 1, 1)) return fn(GemmTmaTile<256, 1, 3, 1>{});
+    if (is(256, 128, 3, 2, 1)) return fn(GemmTmaTile<256, 1, 3, 2>{});
+    if (is(128, 256, 4, 1, 1)) return fn(GemmTmaTile<128, 2, 4, 1>{});
+    if (is(128, 256, 4, 2, 1)) return fn(GemmTmaTile<128, 2, 4, 2>{});
+    if (is(128, 128, 5, 1, 1)) return fn(GemmTmaTile<128, 1, 5, 1>{});
+    if (is(64, 128, 8, 1, 1)) return fn(GemmTmaTile<64, 1, 8, 1>{});
+    if (is(64, 128, 4, 1, 2)) return fn(GemmTmaTile<64, 1, 4, 1, 2>{});
+    if (is(64, 128, 2, 1, 4)) return fn(GemmTmaTile<64, 1, 2, 1, 4>{});
+    if (is(128, 128, 2, 1, 2)) return fn(GemmTmaTile<128, 1, 2, 1, 2>{});
     return cudaErrorInvalidValue;
 }
 

@@ -140,7 +140,17 @@ __global__ void __launch_bounds__(C::kThreads, 1)
             }
             return;
         }
-        if (R > 1) {  // diagnosis: a bulk copy of r k-tiles a row tile (rows past N not read), and of their scales
+        if (diag & kGemvWgmmaRowTileRuns) {  // the block's bytes walked a row tile at a time
+            const int p = 4 * i, k = kt0 + p % nkt;  // 1 KB pieces 4i … 4i + 3 (nkt % 4 == 0)
+            const int64_t rt = row_tile + p / nkt;
+            mbar_arrive_expect_tx(&full[slot], uint32_t(4 * 1024 + 4 * 32 * gpt));
+            bulk_load(to, raw.codes + (rt * K + int64_t(k) * kBK) * 8, 4096, &full[slot]);
+            bulk_load(to + C::kSOff, raw.scales + rt * 32 * (K / kBK) * gpt + int64_t(k) * 32 * gpt,
+                      uint32_t(4 * 32 * gpt), &full[slot]);
+            return;
+        }
+        if (diag & kGemvWgmmaBulkCopies) {  // a bulk copy of r k-tiles a row tile and of their scales
+            // (rows past N not read; R = 1: 1 KB and 32·gpt bytes)
             const int nt = int(min(int64_t(C::kTiles), raw.row_tiles - row_tile)), r = min(R, nkt - R * i);
             const uint32_t sb = uint32_t(32 * gpt * r);
             const uint64_t policy = l2_evict_first();
@@ -155,28 +165,6 @@ __global__ void __launch_bounds__(C::kThreads, 1)
                 copy(to + uint32_t(1024 * R * t), raw.codes + (rt * K + int64_t(kt) * kBK) * 8, 1024u * r);
                 copy(to + uint32_t(SOff + 32 * gpt * R * t), raw.scales + so, sb);
                 if (biases) copy(to + uint32_t(BOff + 32 * gpt * R * t), raw.biases + so, sb);
-            }
-            return;
-        }
-        if (diag & kGemvWgmmaRowTileRuns) {  // the block's bytes walked a row tile at a time
-            const int p = 4 * i, k = kt0 + p % nkt;  // 1 KB pieces 4i … 4i + 3 (nkt % 4 == 0)
-            const int64_t rt = row_tile + p / nkt;
-            mbar_arrive_expect_tx(&full[slot], uint32_t(4 * 1024 + 4 * 32 * gpt));
-            bulk_load(to, raw.codes + (rt * K + int64_t(k) * kBK) * 8, 4096, &full[slot]);
-            bulk_load(to + C::kSOff, raw.scales + rt * 32 * (K / kBK) * gpt + int64_t(k) * 32 * gpt,
-                      uint32_t(4 * 32 * gpt), &full[slot]);
-            return;
-        }
-        if (diag & kGemvWgmmaBulkCopies) {  // a bulk copy a row tile and part (rows past N not read)
-            const int nt = int(min(int64_t(C::kTiles), raw.row_tiles - row_tile));
-            const uint32_t sb = uint32_t(32 * gpt);
-            mbar_arrive_expect_tx(&full[slot], uint32_t(nt) * (1024u + sb * (biases ? 2u : 1u)));
-            for (int t = 0; t < nt; ++t) {
-                const int64_t rt = row_tile + t;
-                bulk_load(to + 1024 * t, raw.codes + (rt * K + int64_t(kt) * kBK) * 8, 1024, &full[slot]);
-                const int64_t so = rt * 32 * (K / kBK) * gpt + int64_t(kt) * sb;
-                bulk_load(to + C::kSOff + sb * t, raw.scales + so, sb, &full[slot]);
-                if (biases) bulk_load(to + C::kBOff + sb * t, raw.biases + so, sb, &full[slot]);
             }
             return;
         }
