@@ -48,7 +48,7 @@ constexpr double kChunkFlops = 2.0 * (4 * 64 * 64 * dk + 64 * 64 * dv + 3 * 64 *
 
 struct Args {
     int runs = 50, warmup = 10, reps = 1;
-    bool graph = false;
+    bool graph = false, stamps = false;
     std::string filter;
 };
 
@@ -210,6 +210,53 @@ void bench_rule(const Args& a, Stream& stream, Timer& timer, GdnMode mode, int64
 const char* const kDecodeNames[] = {"auto", "cluster/key head", "cols32", "cols16", "head256", "head512", "split"};
 static_assert(std::size(kDecodeNames) == fast::kGdnDecodeVariants);
 
+// --stamps: the stamped step's timeline (fast::GdnDecodeStamp), launches reps/4 … 3·reps/4 of the
+// last graph run. Times in ns from W, the first block's return from pdl::wait in that launch (the
+// kernel before it done): each step's mean and latest block; then the clock64 cycles between
+// steps (mean over blocks), and the launch period and the last block's end → the next W.
+void print_stamps(const std::string& what, DeviceBuffer& buf, int reps, int64_t blocks) {
+    constexpr int P = fast::kGdnDecodeStamps;
+    std::vector<unsigned long long> h(size_t(reps * blocks * P * 2));
+    buf.download(h.data(), h.size() * sizeof(h[0]));
+    auto gt = [&](int r, int64_t b, int i) { return double(h[size_t(((r * blocks + b) * P + i) * 2)]); };
+    auto ck = [&](int r, int64_t b, int i) { return double(h[size_t(((r * blocks + b) * P + i) * 2 + 1)]); };
+    const char* names[P] = {"entry",      "slot read",  "taps asked", "pre-wait issued", "waited",
+                            "inputs landed", "conv done", "norms summed", "state sums",   "o^2 barrier passed",
+                            "sum o^2",    "stores issued", "end"};
+    std::vector<double> mean(P, 0), late(P, 0), cyc(P, 0);
+    double period = 0, gap = 0;
+    int n = 0;
+    for (int r = std::max(1, reps / 4); r < (3 * reps) / 4; ++r, ++n) {
+        double w = 1e300, w_prev = 1e300, end_prev = 0;
+        for (int64_t b = 0; b < blocks; ++b) {
+            w = std::min(w, gt(r, b, fast::kStampWaited));
+            w_prev = std::min(w_prev, gt(r - 1, b, fast::kStampWaited));
+            end_prev = std::max(end_prev, gt(r - 1, b, P - 1));
+        }
+        period += w - w_prev;
+        gap += w - end_prev;
+        for (int i = 0; i < P; ++i) {
+            double m = 0, l = -1e300, c = 0;
+            for (int64_t b = 0; b < blocks; ++b) {
+                m += gt(r, b, i) - w;
+                l = std::max(l, gt(r, b, i) - w);
+                c += i > 0 ? ck(r, b, i) - ck(r, b, i - 1) : 0;
+            }
+            mean[size_t(i)] += m / double(blocks);
+            late[size_t(i)] += l;
+            cyc[size_t(i)] += c / double(blocks);
+        }
+    }
+    std::printf("\nstamps of %s (%lld blocks, launches %d..%d; ns from the first block's pdl::wait return W)\n",
+                what.c_str(), (long long)blocks, std::max(1, reps / 4), (3 * reps) / 4 - 1);
+    std::printf("| step | mean ns | latest block ns | cycles since the step before (mean) |\n|---|---:|---:|---:|\n");
+    for (int i = 0; i < P; ++i)
+        std::printf("| %s | %.0f | %.0f | %.0f |\n", names[i], mean[size_t(i)] / n, late[size_t(i)] / n,
+                    cyc[size_t(i)] / n);
+    std::printf("launch period (W to the next W) %.0f ns; the last block's end to the next W %.0f ns\n\n", period / n,
+                gap / n);
+}
+
 // With the layer's out-projection (H 2048 × nv·dv, Int4 g32 in tiles, random) and the residual
 // add + RMSNorm after the step: its GEMV, or fused into the step (GdnDecodeArgs::out_w; nk parts).
 enum class OutProj { None, Gemv, Fused };
@@ -306,6 +353,31 @@ void bench_decode(const Args& a, Stream& stream, Timer& timer, int64_t B, int sl
     });
     const double bytes = double(B) * (2 * kStateBytes + double(2 * (Kc - 1) * C + C + HV * 2) * 4);
     row(what, B, 1, sec, bytes, note);
+    const bool stamped = variant == fast::GdnDecodeVariant::Head256 || variant == fast::GdnDecodeVariant::HeadSplit;
+    if (!a.stamps || !stamped || out == OutProj::Fused) return;
+    // The same graph once more with the stamped kernel: where a step's time goes.
+    const int64_t blocks = B * nv * (variant == fast::GdnDecodeVariant::HeadSplit ? 4 : 1);
+    const int reps = std::max(a.reps, 8);
+    DeviceBuffer st(size_t(reps * blocks * fast::kGdnDecodeStamps * 2) * sizeof(unsigned long long));
+    d.stamps = st.as<unsigned long long>();
+    Args one = a;
+    one.graph = true, one.reps = reps, one.runs = 3, one.warmup = 1;
+    time_calls(one, stream, timer, [&](int call) {
+        d.slot = slot_bufs[size_t(call % slots)].as<int32_t>();
+        d.stamp_launch = call;
+        if (out == OutProj::Gemv) {
+            w.codes = w_codes[size_t(call % slots)].as<uint8_t>();
+            w.scales = w_scales[size_t(call % slots)].as<uint16_t>();
+        }
+        fast::gdn_decode_step(d, stream);
+        if (out == OutProj::Gemv) fast::gemv_packed(delta.as<float>(), kHidden, y.as<float>(), HV, B, w, stream);
+        if (out != OutProj::None)
+            ref::add_rms_norm(x_res.as<float>(), kHidden, delta.as<float>(), kHidden, h.as<float>(), kHidden,
+                              post.as<float>(), B, kHidden, 1e-6f, stream, 1, B * kHidden);
+    });
+    d.stamps = nullptr;
+    stream.synchronize();
+    print_stamps(what, st, reps, blocks);
 }
 
 }  // namespace
@@ -318,10 +390,11 @@ int main(int argc, char** argv) {
             "  --runs N        timed calls, median (default 50); --warmup N (default 10)\n"
             "  --reps N        back-to-back calls per timed sample (default 1)\n"
             "  --graph         the --reps calls captured in one CUDA graph\n"
-            "  --filter TEXT   only cases whose label contains TEXT\n";
+            "  --filter TEXT   only cases whose label contains TEXT\n"
+            "  --stamps        the decode step's timeline (Head256 / HeadSplit at one sequence)\n";
         bench::KernelArgs args(usage);
         args.count("--runs", a.runs, 1).count("--warmup", a.warmup, 0).count("--reps", a.reps, 1);
-        args.flag("--graph", a.graph);
+        args.flag("--graph", a.graph).flag("--stamps", a.stamps);
         if (!args.text("--filter", a.filter).parse(argc, argv)) return 0;
         cudaDeviceProp p{};
         TS_CUDA_CHECK(cudaGetDeviceProperties(&p, 0));

@@ -342,4 +342,90 @@ TEST(FastGdnDecodeStep, BadSlotGivesNaN) {
     }
 }
 
+// The stamped diagnosis kernels (GdnDecodeArgs::stamps, bench_fast_gdn --stamps) compute what the
+// plain ones do, bit for bit, and stamp every step of every block in order; other variants and the
+// fused projection refuse stamps.
+TEST(FastGdnDecodeStep, StampsChangeNothing) {
+    REQUIRE_CUDA();
+    const int64_t nk = 16, nv = 32, dk = 128, dv = 128, K = 4, C = 2 * nk * dk + nv * dv, HV = nv * dv;
+    std::mt19937 rng(77);
+    auto rand_vec = [&](size_t n, float lo, float hi) {
+        std::uniform_real_distribution<float> d(lo, hi);
+        std::vector<float> v(n);
+        for (auto& x : v) x = d(rng);
+        return v;
+    };
+    const std::vector<float> mixed = rand_vec(size_t(C), -1, 1), z = rand_vec(size_t(HV), -1, 1),
+                             b = rand_vec(size_t(nv), -2, 2), aa = rand_vec(size_t(nv), -2, 2),
+                             conv_w = rand_vec(size_t(C * K), -0.5, 0.5), conv = rand_vec(size_t((K - 1) * C), -1, 1),
+                             nea = rand_vec(size_t(nv), -2, -0.1f), dtb = rand_vec(size_t(nv), -1, 1),
+                             st = rand_vec(size_t(nv * dk * dv), -0.5, 0.5), norm = rand_vec(size_t(dv), 0.5, 1.5);
+    DeviceBuffer d_mixed = to_device(mixed), d_z = to_device(z), d_b = to_device(b), d_a = to_device(aa),
+                 d_cw = to_device(conv_w), d_nea = to_device(nea), d_dtb = to_device(dtb), d_norm = to_device(norm),
+                 d_slot = to_device(std::vector<int32_t>{0});
+    using V = fast::GdnDecodeVariant;
+    for (V v : {V::HeadSplit, V::Head256}) {
+        SCOPED_TRACE("variant " + std::to_string(int(v)));
+        const int64_t blocks = nv * (v == V::HeadSplit ? 4 : 1);
+        std::vector<float> y_out[2], st_out[2], conv_out[2];
+        std::vector<unsigned long long> stamps;
+        for (int stamped = 0; stamped < 2; ++stamped) {
+            DeviceBuffer d_conv = to_device(conv), d_st = to_device(st), d_y(size_t(HV) * sizeof(float));
+            DeviceBuffer d_stamps(size_t(2 * blocks * fast::kGdnDecodeStamps * 2) * sizeof(unsigned long long));
+            fast::GdnDecodeArgs a;
+            a.n_seqs = 1, a.slot = d_slot.as<int32_t>(), a.nk = nk, a.nv = nv, a.dk = dk, a.dv = dv;
+            a.mixed = d_mixed.as<float>(), a.mixed_s = C, a.z = d_z.as<float>(), a.z_s = HV;
+            a.b = d_b.as<float>(), a.b_s = nv, a.a = d_a.as<float>(), a.a_s = nv;
+            a.conv_w = d_cw.as<float>(), a.conv_k = K, a.conv_state = d_conv.as<float>(), a.conv_slot_stride = (K - 1) * C;
+            a.neg_exp_a = d_nea.as<float>(), a.dt_bias = d_dtb.as<float>();
+            a.state = d_st.as<float>(), a.state_slot_stride = nv * dk * dv, a.n_slots = 1;
+            a.norm_w = d_norm.as<float>(), a.y = d_y.as<float>(), a.y_s = HV, a.variant = int(v);
+            if (stamped) a.stamps = d_stamps.as<unsigned long long>(), a.stamp_launch = 1;  // the second of two
+            fast::gdn_decode_step(a, nullptr);
+            ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+            y_out[stamped] = to_host<float>(d_y);
+            st_out[stamped] = to_host<float>(d_st);
+            conv_out[stamped] = to_host<float>(d_conv);
+            if (stamped) stamps = to_host<unsigned long long>(d_stamps);
+        }
+        expect_same_bits(y_out[1], y_out[0], "y", [](size_t i) { return std::to_string(i); });
+        expect_same_bits(st_out[1], st_out[0], "state", [](size_t i) { return std::to_string(i); });
+        expect_same_bits(conv_out[1], conv_out[0], "conv state", [](size_t i) { return std::to_string(i); });
+        constexpr int P = fast::kGdnDecodeStamps;
+        for (int64_t blk = 0; blk < blocks; ++blk) {
+            const unsigned long long* p = stamps.data() + size_t((blocks + blk) * P * 2);  // launch 1
+            EXPECT_GT(p[0], 0ull) << "block " << blk;
+            for (int i = 1; i < P; ++i) {
+                EXPECT_GE(p[2 * i], p[2 * (i - 1)]) << "block " << blk << " step " << i << " (globaltimer)";
+                EXPECT_GT(p[2 * i + 1], p[2 * (i - 1) + 1]) << "block " << blk << " step " << i << " (clock)";
+            }
+            if (::testing::Test::HasFailure()) break;
+        }
+    }
+    // The checks before any launch: valid arguments but for the stamps.
+    DeviceBuffer d_conv = to_device(conv), d_st = to_device(st), d_y(size_t(HV) * sizeof(float));
+    DeviceBuffer d_stamps(size_t(nv * 4 * fast::kGdnDecodeStamps * 2) * sizeof(unsigned long long));
+    fast::GdnDecodeArgs a;
+    a.n_seqs = 1, a.slot = d_slot.as<int32_t>(), a.nk = nk, a.nv = nv, a.dk = dk, a.dv = dv;
+    a.mixed = d_mixed.as<float>(), a.mixed_s = C, a.z = d_z.as<float>(), a.z_s = HV;
+    a.b = d_b.as<float>(), a.b_s = nv, a.a = d_a.as<float>(), a.a_s = nv;
+    a.conv_w = d_cw.as<float>(), a.conv_k = K, a.conv_state = d_conv.as<float>(), a.conv_slot_stride = (K - 1) * C;
+    a.neg_exp_a = d_nea.as<float>(), a.dt_bias = d_dtb.as<float>();
+    a.state = d_st.as<float>(), a.state_slot_stride = nv * dk * dv, a.n_slots = 1;
+    a.norm_w = d_norm.as<float>(), a.y = d_y.as<float>(), a.y_s = HV;
+    a.stamps = d_stamps.as<unsigned long long>();
+    for (V v : {V::Cols32, V::Head512, V::ClusterPerKeyHead}) {
+        a.variant = int(v);
+        try {
+            fast::gdn_decode_step(a, nullptr);
+            ADD_FAILURE() << "variant " << int(v) << " took stamps";
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("stamps"), std::string::npos) << e.what();
+        }
+    }
+    a.variant = int(V::HeadSplit);  // the same arguments launch where stamps are taken
+    EXPECT_NO_THROW(fast::gdn_decode_step(a, nullptr));
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
 }  // namespace

@@ -133,6 +133,9 @@ void gdn_decode_step(const GdnDecodeArgs& a, cudaStream_t stream) {
                  "{}: out parts (part stride {}, row stride {}) do not hold [{}, {}, {}]", op, a.out_part_s,
                  a.out_row_s, a.nk, a.n_seqs, a.out_w.n);
     }
+    TS_CHECK(!a.stamps || ((v == V::Head256 || v == V::HeadSplit) && !a.out_w.codes && a.conv_k <= 4 &&
+                           detail::gdn_decode_head_fits(a) && (v == V::Head256 || detail::gdn_decode_head_split(a) == 4)),
+             "{}: stamps are taken by Head256 and HeadSplit in 4 at conv_k <= 4 without the fused projection", op);
     if (v == GdnDecodeVariant::ClusterPerKeyHead) {
         TS_CUDA_CHECK(detail::launch_gdn_decode_step(a, stream));
         return;

@@ -212,6 +212,30 @@ struct GdnDecodeArgs {
     float* out_parts = nullptr;
     int64_t out_part_s = 0, out_row_s = 0;
     int variant = 0;  // 0: gdn_decode_variant's choice; else that GdnDecodeVariant (benchmarks)
+    // Diagnosis (bench_fast_gdn --stamps; Head256 and HeadSplit without the fused projection):
+    // thread 0 of every block writes (globaltimer, clock64) at each of the kGdnDecodeStamps steps
+    // of GdnDecodeStamp to stamps[((stamp_launch · blocks + block) · kGdnDecodeStamps + step) · 2],
+    // blocks = gridDim.x · gridDim.y, block = blockIdx.y · gridDim.x + blockIdx.x. Null: the
+    // kernels without stamps (what every other caller launches).
+    unsigned long long* stamps = nullptr;
+    int stamp_launch = 0;
+};
+// The stamped steps of the head kernels (GdnDecodeArgs::stamps), in order.
+enum GdnDecodeStamp : int {
+    kStampEntry = 0,    // the block's first instruction
+    kStampSlot,         // the slot read (its first use)
+    kStampTaps,         // the conv taps' copies asked for
+    kStampPreWait,      // the state and constants asked for; about to wait for the kernel before
+    kStampWaited,       // pdl::wait returned
+    kStampInputs,       // the projections' values landed (the barrier after the conv taps)
+    kStampConv,         // thread 0's conv + SiLU done
+    kStampNorms,        // the l2 norms' block sum
+    kStampStateSums,    // Sᵀk, Sᵀq summed over the row lanes (the barrier after them)
+    kStampOutArrived,   // Σ o²: the block barrier or the cluster barrier's wait passed
+    kStampOutSum,       // Σ o² over the head summed (read from the cluster's blocks)
+    kStampStored,       // y, the state and the conv windows' stores issued
+    kStampEnd,          // the last barrier passed (the block leaves)
+    kGdnDecodeStamps
 };
 
 // The decode step's kernels (same results up to f32 summation order):

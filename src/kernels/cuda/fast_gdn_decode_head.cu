@@ -32,6 +32,8 @@
 #include "kernels/cuda/fast_dp4a.cuh"
 #include "kernels/cuda/fast_gdn.h"
 #include "kernels/cuda/fast_gdn_step.cuh"
+#include "kernels/cuda/fast_mbarrier.cuh"
+#include "kernels/cuda/fast_tma.cuh"
 #include "kernels/cuda/pdl.cuh"
 
 namespace cg = cooperative_groups;
@@ -43,8 +45,7 @@ namespace {
 using step::block_sum3;
 using step::cluster_arrive;
 using step::cluster_wait;
-using step::conv_silu;
-using step::cp_async4;
+using step::conv_silu_strided;
 using step::cp_async_wait_all;
 using step::silu;
 
@@ -126,11 +127,28 @@ __device__ __forceinline__ void out_projection(const GdnDecodeArgs& a, float yv,
     step::cluster_arrive_relaxed();  // the others' pp read (their values are in the stores above)
 }
 
+// Diagnosis (ST: GdnDecodeArgs::stamps): thread 0's (globaltimer, clock64) at step i.
+template <bool ST>
+__device__ __forceinline__ void stamp(const GdnDecodeArgs& a, int i) {
+    if constexpr (ST) {
+        if (threadIdx.x != 0) return;
+        unsigned long long gt;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(gt)::"memory");
+        const unsigned long long ck = clock64();
+        const size_t blk = (size_t(a.stamp_launch) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+        unsigned long long* p = a.stamps + (blk * kGdnDecodeStamps + size_t(i)) * 2;
+        p[0] = gt;
+        p[1] = ck;
+    }
+}
+
 // grid (n_seqs, nv·NS): blockIdx.y = (hk·r + jj)·NS + p, clusters of r·NS blocks along y (r·NS > 1).
-// KM >= conv_k. OUT: the out-projection fused (NS = 4, THREADS = 256).
-template <int THREADS, int NS, int KM, bool OUT = false>
+// KM >= conv_k. OUT: the out-projection fused (NS = 4, THREADS = 256). ST: stamps (diagnosis).
+template <int THREADS, int NS, int KM, bool OUT = false, bool ST = false>
 __global__ void __launch_bounds__(THREADS, THREADS == 256 ? (NS == 4 && !OUT ? 4 : 2) : 1)
     gdn_decode_head_kernel(GdnDecodeArgs a) {
+    static_assert(!(OUT && ST), "stamps: the step without the fused projection");
+    stamp<ST>(a, kStampEntry);
     constexpr int COLS = kCols / NS;     // this block's columns
     constexpr int NR = THREADS / COLS;   // row lanes
     constexpr int R = kMaxDk / NR;       // rows a thread
@@ -148,21 +166,41 @@ __global__ void __launch_bounds__(THREADS, THREADS == 256 ? (NS == 4 && !OUT ? 4
     const bool col_ok = c < dv;
     const bool v_lane = rl == NR - 1;  // the row lane computing v (row lane 0 computes q, k)
 
-    __shared__ float vw[COLS * KM];  // v's conv weights and windows, [column][tap]
-    __shared__ float vwin[COLS * KM];
+    // NS > 1 without OUT: Σ o²'s partials pushed to every block of the key head's cluster by
+    // st.async on that block's sq_bar (one local arrival expecting the cluster's n·NW floats) — no
+    // cluster barrier on the chain, and no block waits for the others to leave; sq_bar's completion
+    // also says that every block of the cluster has read the q/k conv state (the windows' writes
+    // wait for it). OUT keeps the two cluster barriers (its projection's sums need them anyway).
+    constexpr bool kPush = NS > 1 && !OUT;
+    __shared__ __align__(16) float vw[COLS * KM];    // v's conv weights, [column][K]
+    __shared__ __align__(16) float vwin[KM * COLS];  // v's windows, tap-major [K][COLS]
     __shared__ __align__(16) float qk[2 * kMaxDk];  // conv + SiLU of q | k (zeros past dk)
     __shared__ float vv[COLS];        // v after conv + SiLU
     __shared__ float sh3[THREADS / 32][3];
     __shared__ float2 red[NR][COLS];  // (Sᵀk, Sᵀq) partial sums per row lane
-    __shared__ float sq[NW];          // Σ o² per warp of row lane 0
+    __shared__ float sq[NW];          // Σ o² per warp of row lane 0 (OUT, NS = 1)
+    __shared__ float sq_all[kPush ? 8 : 1][NW];  // kPush: Σ o² per warp of row lane 0, per cluster rank
+    __shared__ uint64_t sq_bar;
     extern __shared__ float4 dyn4[];
     float* qw = reinterpret_cast<float*>(dyn4);  // [2·dk][K] conv weights of q | k of key head hk
-    float* qwin = qw + 2 * dk * K;               // [2·dk][K] their windows: K-1 state rows, x
+    float* qwin = qw + 2 * dk * K;               // tap-major [K][2·dk] their windows: K-1 state rows, x
     uint4* wq = reinterpret_cast<uint4*>(qwin + 2 * dk * K);  // OUT: [H] out_w's chunk of each row
     float* pp = reinterpret_cast<float*>(wq + (OUT ? a.out_w.n : 0));  // OUT: [H] partial sums
+    const int n_rank = r * NS;  // the key head's blocks (its cluster, where > 1)
+    const int W2 = 2 * dk;      // qwin's rows
+    const int vcols = max(0, min(COLS, dv - part * COLS));                        // this block's v columns
+    const int64_t qch = int64_t(hk) * dk, kch = int64_t(nk) * dk + int64_t(hk) * dk;  // q / k channels
+    const int64_t vch = 2 * int64_t(nk) * dk + int64_t(h) * dv + part * COLS;         // v's first
+
+    // The conv weights first: they depend on nothing (not even the slot).
+    step::Runs<THREADS> runs{tid};
+    runs.copy(qw, a.conv_w + qch * K, dk * K);
+    runs.copy(qw + dk * K, a.conv_w + kch * K, dk * K);
+    runs.copy(vw, a.conv_w + vch * K, vcols * K);
 
     const int64_t slot = a.slot[s];  // the same in every block of the cluster: all return or none
     if (slot < -1 || slot >= a.n_slots) {
+        cp_async_wait_all();  // no copy into this block's shared memory outlives it
         pdl::wait();  // nothing is written before the kernel before has ended
         pdl::trigger();
         if (rl == 0 && col_ok) a.y[s * a.y_s + int64_t(h) * dv + c] = dev::quiet_nan();
@@ -173,34 +211,33 @@ __global__ void __launch_bounds__(THREADS, THREADS == 256 ? (NS == 4 && !OUT ? 4
         }
         return;
     }
+    stamp<ST>(a, kStampSlot);
     const float* xrow = a.mixed + s * a.mixed_s;
     const float* cst = slot >= 0 ? a.conv_state + slot * a.conv_slot_stride : nullptr;
     float* S = slot >= 0 && col_ok ? a.state + slot * a.state_slot_stride + int64_t(h) * dk * dv + c : nullptr;
 
-    auto queue_tap = [&](float* w, float* win, int64_t ch, int tap, int phase) {  // step::queue_conv_tap
-        if (OUT && phase == 1) {  // a plain load: the cp.async groups wait for the taps, not for out_w
-            if (tap == K - 1) *win = xrow[ch];
-            return;
+    if constexpr (kPush) {
+        if (tid == 0) {
+            dev::mbar_init(&sq_bar, 1);
+            dev::fence_mbarrier_init_cluster();
+            dev::mbar_arrive_expect_tx(&sq_bar, uint32_t(n_rank * NW * sizeof(float)));
         }
-        step::queue_conv_tap(w, win, a.conv_w, cst, xrow, C, ch, tap, K, phase);
-    };
-    auto taps = [&](int phase) {
-        for (int i = tid; i < 2 * dk * K; i += THREADS) {  // q | k of key head hk
-            const int cl = i / K, tap = i - cl * K;
-            const int64_t ch = cl < dk ? hk * dk + cl : nk * dk + hk * dk + (cl - dk);
-            queue_tap(&qw[cl * K + tap], &qwin[cl * K + tap], ch, tap, phase);
-        }
-        for (int i = tid; i < COLS * K; i += THREADS) {  // v of head h, this block's columns
-            const int cc = i / K, tap = i - cc * K;
-            if (part * COLS + cc < dv)
-                queue_tap(&vw[cc * KM + tap], &vwin[cc * KM + tap], 2 * nk * dk + int64_t(h) * dv + part * COLS + cc,
-                          tap, phase);
-        }
-    };
+        step::cluster_arrive_relaxed();  // sq_bar initialised (the fence releases it to the cluster)
+    }
 
-    // Before the wait: what no kernel of this step writes.
-    taps(0);
+    // Before the wait: what no kernel of this step writes — the conv windows' K-1 state rows.
+    for (int t = 0; t < K - 1; ++t) {
+        if (cst) {
+            runs.copy(qwin + t * W2, cst + t * C + qch, dk);
+            runs.copy(qwin + t * W2 + dk, cst + t * C + kch, dk);
+            runs.copy(vwin + t * COLS, cst + t * C + vch, vcols);
+        } else {
+            runs.zero(qwin + t * W2, W2);
+            runs.zero(vwin + t * COLS, vcols);
+        }
+    }
     if constexpr (OUT) asm volatile("cp.async.commit_group;\n" ::: "memory");  // the taps' group
+    stamp<ST>(a, kStampTaps);
     float sr[R];  // S[R·rl + m, c]
 #pragma unroll
     for (int m = 0; m < R; ++m) {
@@ -226,27 +263,43 @@ __global__ void __launch_bounds__(THREADS, THREADS == 256 ? (NS == 4 && !OUT ? 4
         }
         asm volatile("cp.async.commit_group;\n" ::: "memory");  // out_w's group, waited for by out_projection
     }
+    if constexpr (kPush) cluster_wait();  // every sq_bar of the cluster initialised
+    stamp<ST>(a, kStampPreWait);
     pdl::wait();
+    stamp<ST>(a, kStampWaited);
     pdl::trigger();
     const float bb = a.b[s * a.b_s + h], ax = a.a[s * a.a_s + h];
     const float zz = rl == 0 && col_ok ? a.z[s * a.z_s + int64_t(h) * dv + c] : 0.f;
-    taps(1);
-    if constexpr (OUT) asm volatile("cp.async.wait_group 1;\n" ::: "memory");  // the taps, not out_w
-    else cp_async_wait_all();
+    // The conv windows' last row: x.
+    float* const xq = qwin + (K - 1) * W2;
+    if constexpr (OUT) {  // plain loads: the cp.async groups wait for the taps, not for out_w
+        runs.load(xq, xrow + qch, dk);
+        runs.load(xq + dk, xrow + kch, dk);
+        runs.load(vwin + (K - 1) * COLS, xrow + vch, vcols);
+        asm volatile("cp.async.wait_group 1;\n" ::: "memory");  // the taps, not out_w
+    } else {
+        runs.copy(xq, xrow + qch, dk);
+        runs.copy(xq + dk, xrow + kch, dk);
+        runs.copy(vwin + (K - 1) * COLS, xrow + vch, vcols);
+        cp_async_wait_all();
+    }
     __syncthreads();
+    stamp<ST>(a, kStampInputs);
 
     // q and k (row lane 0), v (the last row lane): conv + SiLU; the l2 norms' sums.
     float3 part3 = make_float3(0.f, 0.f, 0.f);  // Σq², Σk², Σqk
     if (tid < kMaxDk) {
         const bool ok = tid < dk;
-        const float qv = ok ? conv_silu<KM>(&qw[tid * K], &qwin[tid * K], K) : 0.f;
-        const float kv = ok ? conv_silu<KM>(&qw[(dk + tid) * K], &qwin[(dk + tid) * K], K) : 0.f;
+        const float qv = ok ? conv_silu_strided<KM>(&qw[tid * K], &qwin[tid], W2, K) : 0.f;
+        const float kv = ok ? conv_silu_strided<KM>(&qw[(dk + tid) * K], &qwin[dk + tid], W2, K) : 0.f;
         qk[tid] = qv;
         qk[kMaxDk + tid] = kv;
         part3 = make_float3(qv * qv, kv * kv, qv * kv);
     }
-    if (v_lane) vv[cl] = col_ok ? conv_silu<KM>(&vw[cl * KM], &vwin[cl * KM], K) : 0.f;
+    if (v_lane) vv[cl] = col_ok ? conv_silu_strided<KM>(&vw[cl * K], &vwin[cl], COLS, K) : 0.f;
+    stamp<ST>(a, kStampConv);
     const float3 sums = block_sum3(part3, sh3);  // its barrier also publishes qk and vv
+    stamp<ST>(a, kStampNorms);
     if (NS == 1 && r > 1) cluster_arrive();  // this block's reads of the q/k conv state are done (release)
 
     const float beta = 1.f / (1.f + expf(-bb));
@@ -276,6 +329,7 @@ __global__ void __launch_bounds__(THREADS, THREADS == 256 ? (NS == 4 && !OUT ? 4
     }
     red[rl][cl] = make_float2(pu * inv_k, po * (inv_q * scale));
     __syncthreads();
+    stamp<ST>(a, kStampStateSums);
     float u = 0.f, os = 0.f;
 #pragma unroll
     for (int rr = 0; rr < NR; ++rr) {
@@ -299,17 +353,32 @@ __global__ void __launch_bounds__(THREADS, THREADS == 256 ? (NS == 4 && !OUT ? 4
     if (rl == 0) {
         float q2 = out * out;
         for (int off = 16; off > 0; off /= 2) q2 += __shfl_xor_sync(0xffffffffu, q2, off);
-        if (tid % 32 == 0) sq[tid / 32] = q2;
+        if constexpr (kPush) {
+            if (tid % 32 == 0)
+                for (int q = 0; q < n_rank; ++q) dev::st_async_cluster_f32(&sq_all[rank][tid / 32], q, q2, &sq_bar);
+        } else if (tid % 32 == 0) {
+            sq[tid / 32] = q2;
+        }
     }
     float total = 0.f;
-    if constexpr (NS == 1) {
+    if constexpr (kPush) {
+        dev::mbar_wait(&sq_bar, 0);  // every block's partials here (and every block past its conv state reads)
+        stamp<ST>(a, kStampOutArrived);
+        if (rl == 0 && col_ok)
+#pragma unroll
+            for (int p = 0; p < NS; ++p)
+#pragma unroll
+                for (int w = 0; w < NW; ++w) total += sq_all[jj * NS + p][w];
+    } else if constexpr (NS == 1) {
         __syncthreads();
+        stamp<ST>(a, kStampOutArrived);
         if (rl == 0 && col_ok)
 #pragma unroll
             for (int w = 0; w < NW; ++w) total += sq[w];
     } else {
         cluster_arrive();  // sq written; the q/k conv state read (release)
         cluster_wait();
+        stamp<ST>(a, kStampOutArrived);
         if (rl == 0 && col_ok) {
             cg::cluster_group cluster = cg::this_cluster();
 #pragma unroll
@@ -321,6 +390,7 @@ __global__ void __launch_bounds__(THREADS, THREADS == 256 ? (NS == 4 && !OUT ? 4
         }
         cluster_arrive();  // this block has read the others' sq
     }
+    stamp<ST>(a, kStampOutSum);
     float yv = 0.f;  // y of column c (row lane 0)
     if (rl == 0 && col_ok) {
         const float inv = 1.f / sqrtf(total / float(dv) + a.rms_eps);
@@ -342,23 +412,25 @@ __global__ void __launch_bounds__(THREADS, THREADS == 256 ? (NS == 4 && !OUT ? 4
     }
     if (slot >= 0 && v_lane && col_ok) {
         float* st = a.conv_state + slot * a.conv_slot_stride + 2 * nk * dk + int64_t(h) * dv + c;
-        for (int rr = 0; rr < K - 1; ++rr) st[rr * C] = vwin[cl * KM + rr + 1];
+        for (int rr = 0; rr < K - 1; ++rr) st[rr * C] = vwin[(rr + 1) * COLS + cl];
     }
+    stamp<ST>(a, kStampStored);
     if (NS == 1 && r > 1) cluster_wait();
-    if (slot >= 0) {
+    if (slot >= 0) {  // this block's share of the q/k windows, rows 1 … K-1 moved up: channels [i0, i1)
         float* st = a.conv_state + slot * a.conv_slot_stride;
-        const int n = r * NS;
-        for (int i = rank + n * tid; i < 2 * dk; i += n * THREADS) {
-            const int64_t ch = i < dk ? hk * dk + i : nk * dk + hk * dk + (i - dk);
-            for (int rr = 0; rr < K - 1; ++rr) st[rr * C + ch] = qwin[i * K + rr + 1];
+        const int per = (W2 + n_rank - 1) / n_rank, i0 = rank * per, i1 = min(W2, i0 + per);
+        for (int t = tid; t < (K - 1) * per; t += THREADS) {
+            const int rr = t / per, i = i0 + (t - rr * per);
+            if (i < i1) st[rr * C + (i < dk ? qch + i : kch + (i - dk))] = qwin[(rr + 1) * W2 + i];
         }
     }
-    if (NS > 1) cluster_wait();  // no block leaves while another may read its sq (OUT: its pp)
+    if constexpr (NS > 1 && !kPush) cluster_wait();  // no block leaves while another may read its sq (OUT: its pp)
+    stamp<ST>(a, kStampEnd);
 }
 
-template <int THREADS, int NS, int KM, bool OUT = false>
+template <int THREADS, int NS, int KM, bool OUT = false, bool ST = false>
 cudaError_t launch_head(const GdnDecodeArgs& a, cudaStream_t stream) {
-    auto kernel = gdn_decode_head_kernel<THREADS, NS, KM, OUT>;
+    auto kernel = gdn_decode_head_kernel<THREADS, NS, KM, OUT, ST>;
     size_t smem = size_t(4 * a.dk * a.conv_k) * sizeof(float);  // the q | k conv taps
     if (OUT) smem += out_smem_bytes(a.out_w.n);
     if (smem > 16 * 1024) {  // past the default 48 KB with the static arrays (conv kernel 8)
@@ -394,6 +466,10 @@ cudaError_t launch_gdn_decode_step_head(const GdnDecodeArgs& a, int threads, int
     const bool small_k = a.conv_k <= 4;
     if (a.out_w.codes)  // gdn_decode_step checked gdn_decode_out_takes
         return small_k ? launch_head<256, 4, 4, true>(a, stream) : launch_head<256, 4, 8, true>(a, stream);
+    if (a.stamps) {  // the diagnosis: Head256 and HeadSplit in 4 at the flagship's conv (K <= 4)
+        if (threads != 256 || (split != 1 && split != 4) || !small_k) return cudaErrorInvalidValue;
+        return split == 4 ? launch_head<256, 4, 4, false, true>(a, stream) : launch_head<256, 1, 4, false, true>(a, stream);
+    }
     if (threads == 512) return small_k ? launch_head<512, 1, 4>(a, stream) : launch_head<512, 1, 8>(a, stream);
     if (split == 4) return small_k ? launch_head<256, 4, 4>(a, stream) : launch_head<256, 4, 8>(a, stream);
     if (split == 2) return small_k ? launch_head<256, 2, 4>(a, stream) : launch_head<256, 2, 8>(a, stream);

@@ -4,6 +4,8 @@
 // barrier. Header-only, device code only.
 #pragma once
 
+#include <cstdint>
+
 namespace tessera::cuda::fast::detail::step {
 
 __device__ inline float silu(float x) { return x / (1.f + expf(-x)); }
@@ -63,6 +65,53 @@ __device__ inline void queue_conv_tap(float* w, float* win, const float* conv_w,
     if (cst) cp_async4(win, cst + tap * C + ch);
     else *win = 0.f;
 }
+
+// SiLU(Σ_{r<K} w[r]·win[r·stride]): conv_silu over a tap-major window (rows `stride` apart).
+template <int KM>
+__device__ inline float conv_silu_strided(const float* w, const float* win, int stride, int K) {
+    float acc = 0.f;
+#pragma unroll
+    for (int r = 0; r < KM; ++r)
+        if (r < K) acc += w[r] * win[r * stride];
+    return silu(acc);
+}
+
+__device__ inline void cp_async16(float* dst, const float* src) {
+    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
+}
+
+// Runs of floats global → shared memory, each run's items — 16-byte chunks where both ends are
+// 16-byte aligned and n % 4 == 0, else single floats — dealt to the block's threads in turn,
+// continuing across runs (so a few short runs still spread over every thread). copy: cp.async;
+// load: plain loads (where no cp.async group may be waited for); zero: stores of 0.
+template <int THREADS>
+struct Runs {
+    static constexpr int threads = THREADS;
+    int tid, next = 0;  // next: the thread taking the next run's first item
+    __device__ int first() const { return (tid - next + threads) % threads; }
+    __device__ static bool wide(const float* dst, const float* src, int n) {
+        return n % 4 == 0 && ((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src)) & 15) == 0;
+    }
+    __device__ void copy(float* dst, const float* src, int n) {
+        const bool v = wide(dst, src, n);
+        const int items = v ? n / 4 : n;
+        for (int i = first(); i < items; i += threads) v ? cp_async16(dst + 4 * i, src + 4 * i) : cp_async4(dst + i, src + i);
+        next = (next + items) % threads;
+    }
+    __device__ void load(float* dst, const float* src, int n) {
+        const bool v = wide(dst, src, n);
+        const int items = v ? n / 4 : n;
+        for (int i = first(); i < items; i += threads)
+            if (v) *reinterpret_cast<float4*>(dst + 4 * i) = *reinterpret_cast<const float4*>(src + 4 * i);
+            else dst[i] = src[i];
+        next = (next + items) % threads;
+    }
+    __device__ void zero(float* dst, int n) {
+        for (int i = first(); i < n; i += threads) dst[i] = 0.f;
+        next = (next + n) % threads;
+    }
+};
 
 // Cluster barrier halves. The default arrive releases every earlier memory access of the thread
 // to the cluster, global stores included (it waits for them); the relaxed one orders nothing.

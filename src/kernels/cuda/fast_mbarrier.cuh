@@ -40,6 +40,24 @@ __device__ __forceinline__ float ld_shared_cluster_f32(const float* p, uint32_t 
     return v;
 }
 
+// v into the f32 at `p`'s offset in cluster block `rank`'s shared memory, completing 4 bytes of
+// the transaction count of the mbarrier at `bar`'s offset there (st.async: the receiver sees v once
+// its wait on that barrier's phase returns; nothing to wait for here).
+__device__ __forceinline__ void st_async_cluster_f32(float* p, uint32_t rank, float v, uint64_t* bar) {
+    uint32_t rp, rb;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(rp) : "r"(smem_addr(p)), "r"(rank));
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(rb) : "r"(smem_addr(bar)), "r"(rank));
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];\n" ::"r"(rp),
+                 "r"(__float_as_uint(v)), "r"(rb)
+                 : "memory");
+}
+
+// Makes this thread's mbarrier inits visible to the cluster (before the cluster barrier that
+// publishes them to blocks that will arrive on or st.async to them).
+__device__ __forceinline__ void fence_mbarrier_init_cluster() {
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
 // This block's rank in its cluster, and the cluster-wide barrier (every thread of every block;
 // release / acquire: what each block wrote before is visible after; not .aligned: a warp may
 // arrive diverged — a producer lane after its last copy, its other lanes long before).
