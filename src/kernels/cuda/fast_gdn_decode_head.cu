@@ -145,7 +145,7 @@ __device__ __forceinline__ void stamp(const GdnDecodeArgs& a, int i) {
 // grid (n_seqs, nv·NS): blockIdx.y = (hk·r + jj)·NS + p, clusters of r·NS blocks along y (r·NS > 1).
 // KM >= conv_k. OUT: the out-projection fused (NS = 4, THREADS = 256). ST: stamps (diagnosis).
 template <int THREADS, int NS, int KM, bool OUT = false, bool ST = false>
-__global__ void __launch_bounds__(THREADS, THREADS == 256 ? (NS == 4 && !OUT ? 4 : 2) : 1)
+__global__ void __launch_bounds__(THREADS, THREADS == 256 ? (NS == 4 && !OUT ? 3 : 2) : 1)
     gdn_decode_head_kernel(GdnDecodeArgs a) {
     static_assert(!(OUT && ST), "stamps: the step without the fused projection");
     stamp<ST>(a, kStampEntry);
@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(THREADS, THREADS == 256 ? (NS == 4 && !OUT ? 4
     static_assert(!OUT || (COLS == 32 && THREADS == 256), "the fused out-projection: a chunk a block");
     constexpr int NI = OUT ? int(kGdnOutMaxRows) / THREADS : 1;  // out_w rows a thread
     const int s = blockIdx.x, tid = threadIdx.x, cl = tid % COLS, rl = tid / COLS;
-    const int nk = int(a.nk), r = int(a.nv / a.nk), part = int(blockIdx.y) % NS, hj = int(blockIdx.y) / NS;
+    const int nk = int(a.nk), r = int(a.nv) / nk, part = int(blockIdx.y) % NS, hj = int(blockIdx.y) / NS;
     const int hk = hj / r, jj = hj % r, rank = jj * NS + part;  // rank: in the key head's cluster
     const int h = a.tiled_heads ? jj * nk + hk : hk * r + jj;  // this block's value head
     const int c = part * COLS + cl;                            // this thread's state column
@@ -189,8 +189,8 @@ __global__ void __launch_bounds__(THREADS, THREADS == 256 ? (NS == 4 && !OUT ? 4
     const int n_rank = r * NS;  // the key head's blocks (its cluster, where > 1)
     const int W2 = 2 * dk;      // qwin's rows
     const int vcols = max(0, min(COLS, dv - part * COLS));                        // this block's v columns
-    const int64_t qch = int64_t(hk) * dk, kch = int64_t(nk) * dk + int64_t(hk) * dk;  // q / k channels
-    const int64_t vch = 2 * int64_t(nk) * dk + int64_t(h) * dv + part * COLS;         // v's first
+    const int qch = hk * dk, kch = nk * dk + hk * dk;       // q / k channels (C < 2^25: gdn_decode_head_fits)
+    const int vch = 2 * nk * dk + h * dv + part * COLS;     // v's first
 
     // The conv weights first: they depend on nothing (not even the slot).
     step::Runs<THREADS> runs{tid};
@@ -239,10 +239,16 @@ __global__ void __launch_bounds__(THREADS, THREADS == 256 ? (NS == 4 && !OUT ? 4
     if constexpr (OUT) asm volatile("cp.async.commit_group;\n" ::: "memory");  // the taps' group
     stamp<ST>(a, kStampTaps);
     float sr[R];  // S[R·rl + m, c]
+    if (S && R * rl + R <= dk) {  // every row of this row lane: no test a row
+        const float* p = S + int64_t(R * rl) * dv;
 #pragma unroll
-    for (int m = 0; m < R; ++m) {
-        const int i = R * rl + m;
-        sr[m] = S && i < dk ? S[int64_t(i) * dv] : 0.f;
+        for (int m = 0; m < R; ++m) sr[m] = p[int64_t(m) * dv];
+    } else {
+#pragma unroll
+        for (int m = 0; m < R; ++m) {
+            const int i = R * rl + m;
+            sr[m] = S && i < dk ? S[int64_t(i) * dv] : 0.f;
+        }
     }
     const float nw = col_ok ? a.norm_w[c] : 0.f, nea = a.neg_exp_a[h], dtb = a.dt_bias[h];
     // OUT: row n = tid + THREADS·i of out_w: its chunk of this block's columns (shared memory) and
@@ -268,21 +274,25 @@ __global__ void __launch_bounds__(THREADS, THREADS == 256 ? (NS == 4 && !OUT ? 4
     pdl::wait();
     stamp<ST>(a, kStampWaited);
     pdl::trigger();
-    const float bb = a.b[s * a.b_s + h], ax = a.a[s * a.a_s + h];
-    const float zz = rl == 0 && col_ok ? a.z[s * a.z_s + int64_t(h) * dv + c] : 0.f;
     // The conv windows' last row: x.
     float* const xq = qwin + (K - 1) * W2;
     if constexpr (OUT) {  // plain loads: the cp.async groups wait for the taps, not for out_w
         runs.load(xq, xrow + qch, dk);
         runs.load(xq + dk, xrow + kch, dk);
         runs.load(vwin + (K - 1) * COLS, xrow + vch, vcols);
-        asm volatile("cp.async.wait_group 1;\n" ::: "memory");  // the taps, not out_w
     } else {
         runs.copy(xq, xrow + qch, dk);
         runs.copy(xq + dk, xrow + kch, dk);
         runs.copy(vwin + (K - 1) * COLS, xrow + vch, vcols);
-        cp_async_wait_all();
     }
+    const float bb = a.b[s * a.b_s + h], ax = a.a[s * a.a_s + h];
+    const float zz = rl == 0 && col_ok ? a.z[s * a.z_s + int64_t(h) * dv + c] : 0.f;
+    // The gates while x's copies land: β = σ(b), g = exp(neg_exp_a·softplus(a + dt_bias)).
+    const float beta = 1.f / (1.f + expf(-bb));
+    const float xg = ax + dtb, sp = xg > 20.f ? xg : log1pf(expf(xg));
+    const float decay = expf(nea * sp);
+    if constexpr (OUT) asm volatile("cp.async.wait_group 1;\n" ::: "memory");  // the taps, not out_w
+    else cp_async_wait_all();
     __syncthreads();
     stamp<ST>(a, kStampInputs);
 
@@ -298,13 +308,10 @@ __global__ void __launch_bounds__(THREADS, THREADS == 256 ? (NS == 4 && !OUT ? 4
     }
     if (v_lane) vv[cl] = col_ok ? conv_silu_strided<KM>(&vw[cl * K], &vwin[cl], COLS, K) : 0.f;
     stamp<ST>(a, kStampConv);
-    const float3 sums = block_sum3(part3, sh3);  // its barrier also publishes qk and vv
+    const float3 sums = step::block_sum3_n<THREADS / 32>(part3, sh3);  // its barrier also publishes qk and vv
     stamp<ST>(a, kStampNorms);
     if (NS == 1 && r > 1) cluster_arrive();  // this block's reads of the q/k conv state are done (release)
 
-    const float beta = 1.f / (1.f + expf(-bb));
-    const float xg = ax + dtb, sp = xg > 20.f ? xg : log1pf(expf(xg));
-    const float decay = expf(nea * sp);
     const float inv_q = 1.f / sqrtf(sums.x + 1e-6f), inv_k = 1.f / sqrtf(sums.y + 1e-6f);
     const float scale = 1.f / sqrtf(float(dk));
     const float kq = sums.z * inv_q * scale * inv_k;  // k̂ᵀq̂
@@ -355,7 +362,9 @@ __global__ void __launch_bounds__(THREADS, THREADS == 256 ? (NS == 4 && !OUT ? 4
         for (int off = 16; off > 0; off /= 2) q2 += __shfl_xor_sync(0xffffffffu, q2, off);
         if constexpr (kPush) {
             if (tid % 32 == 0)
-                for (int q = 0; q < n_rank; ++q) dev::st_async_cluster_f32(&sq_all[rank][tid / 32], q, q2, &sq_bar);
+#pragma unroll
+                for (int q = 0; q < 8; ++q)
+                    if (q < n_rank) dev::st_async_cluster_f32(&sq_all[rank][tid / 32], q, q2, &sq_bar);
         } else if (tid % 32 == 0) {
             sq[tid / 32] = q2;
         }
@@ -401,9 +410,14 @@ __global__ void __launch_bounds__(THREADS, THREADS == 256 ? (NS == 4 && !OUT ? 4
 
     // The stores: the state, v's conv window shifted, then (after every block of the cluster has
     // read them) this block's share of the q/k conv windows: channels i ≡ rank (mod r·NS).
-    if (S) {
+    if (S && R * rl + R <= dk) {  // every row of this row lane
+        float* p = S + int64_t(R * rl) * dv;
+        asm volatile("" : "+l"(p));  // recompute the row addresses: R 64-bit pointers kept live would spill
+#pragma unroll
+        for (int m = 0; m < R; ++m) p[int64_t(m) * dv] = sr[m];
+    } else if (S) {
         float* Sw = S;
-        asm volatile("" : "+l"(Sw));  // recompute the row addresses: R 64-bit pointers kept live would spill
+        asm volatile("" : "+l"(Sw));
 #pragma unroll
         for (int m = 0; m < R; ++m) {
             const int i = R * rl + m;
@@ -419,9 +433,10 @@ __global__ void __launch_bounds__(THREADS, THREADS == 256 ? (NS == 4 && !OUT ? 4
     if (slot >= 0) {  // this block's share of the q/k windows, rows 1 … K-1 moved up: channels [i0, i1)
         float* st = a.conv_state + slot * a.conv_slot_stride;
         const int per = (W2 + n_rank - 1) / n_rank, i0 = rank * per, i1 = min(W2, i0 + per);
-        for (int t = tid; t < (K - 1) * per; t += THREADS) {
-            const int rr = t / per, i = i0 + (t - rr * per);
-            if (i < i1) st[rr * C + (i < dk ? qch + i : kch + (i - dk))] = qwin[(rr + 1) * W2 + i];
+#pragma unroll 1
+        for (int i = i0 + tid; i < i1; i += THREADS) {
+            const int64_t ch = i < dk ? qch + i : kch + (i - dk);
+            for (int rr = 0; rr < K - 1; ++rr) st[rr * C + ch] = qwin[(rr + 1) * W2 + i];
         }
     }
     if constexpr (NS > 1 && !kPush) cluster_wait();  // no block leaves while another may read its sq (OUT: its pp)

@@ -34,6 +34,32 @@ __device__ inline float3 block_sum3(float3 x, float (*sh)[3]) {
     return r;
 }
 
+// block_sum3 for a block of NWARPS warps known at compile time (the same additions in the same
+// order: the same bits).
+template <int NWARPS>
+__device__ inline float3 block_sum3_n(float3 x, float (*sh)[3]) {
+    for (int off = 16; off > 0; off /= 2) {
+        x.x += __shfl_xor_sync(0xffffffffu, x.x, off);
+        x.y += __shfl_xor_sync(0xffffffffu, x.y, off);
+        x.z += __shfl_xor_sync(0xffffffffu, x.z, off);
+    }
+    const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
+    if (lane == 0) {
+        sh[w][0] = x.x;
+        sh[w][1] = x.y;
+        sh[w][2] = x.z;
+    }
+    __syncthreads();
+    float3 r = make_float3(0.f, 0.f, 0.f);
+#pragma unroll
+    for (int i = 0; i < NWARPS; ++i) {
+        r.x += sh[i][0];
+        r.y += sh[i][1];
+        r.z += sh[i][2];
+    }
+    return r;
+}
+
 // SiLU(Σ_{r<K} w[r]·win[r]) over a conv window [K-1 state rows, oldest first | the new input]: the
 // CPU's order. KM >= K.
 template <int KM>
@@ -94,20 +120,32 @@ struct Runs {
         return n % 4 == 0 && ((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src)) & 15) == 0;
     }
     __device__ void copy(float* dst, const float* src, int n) {
-        const bool v = wide(dst, src, n);
-        const int items = v ? n / 4 : n;
-        for (int i = first(); i < items; i += threads) v ? cp_async16(dst + 4 * i, src + 4 * i) : cp_async4(dst + i, src + i);
-        next = (next + items) % threads;
+        const int i0 = first();
+        if (wide(dst, src, n)) {
+#pragma unroll 1
+            for (int i = i0; i < n / 4; i += threads) cp_async16(dst + 4 * i, src + 4 * i);
+            next = (next + n / 4) % threads;
+        } else {
+#pragma unroll 1
+            for (int i = i0; i < n; i += threads) cp_async4(dst + i, src + i);
+            next = (next + n) % threads;
+        }
     }
     __device__ void load(float* dst, const float* src, int n) {
-        const bool v = wide(dst, src, n);
-        const int items = v ? n / 4 : n;
-        for (int i = first(); i < items; i += threads)
-            if (v) *reinterpret_cast<float4*>(dst + 4 * i) = *reinterpret_cast<const float4*>(src + 4 * i);
-            else dst[i] = src[i];
-        next = (next + items) % threads;
+        const int i0 = first();
+        if (wide(dst, src, n)) {
+#pragma unroll 1
+            for (int i = i0; i < n / 4; i += threads)
+                *reinterpret_cast<float4*>(dst + 4 * i) = *reinterpret_cast<const float4*>(src + 4 * i);
+            next = (next + n / 4) % threads;
+        } else {
+#pragma unroll 1
+            for (int i = i0; i < n; i += threads) dst[i] = src[i];
+            next = (next + n) % threads;
+        }
     }
     __device__ void zero(float* dst, int n) {
+#pragma unroll 1
         for (int i = first(); i < n; i += threads) dst[i] = 0.f;
         next = (next + n) % threads;
     }
