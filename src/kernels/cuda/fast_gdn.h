@@ -259,9 +259,10 @@ enum class GdnDecodeVariant : int {
 };
 constexpr int kGdnDecodeVariants = 7;
 // The choice for n_seqs sequences. H200, flagship (bench_fast_gdn --graph, µs a step at batch
-// 1 / 8 / 64): Cols32 7.0 / 26.8 / 191, Cols16 8.5 / 42.7 / 339, Head256 6.4 / 11.7 / 100, Head512
-// 6.2 / 17.1 / 148, HeadSplit 6.1 / 24.4 / 179 (it runs 4× Head256's blocks, each redoing the q/k
-// prologue: two waves from 8 sequences). At batch 1 in a replayed decode step Head256 costs more
+// 1 / 8 / 64, session 37): Cols32 7.2 / 27.0 / 190, Cols16 8.6 / 42.5 / 339, Head256 4.4 / 8.9 / 89,
+// Head512 4.8 / 13.2 / 128, HeadSplit 3.8 / 19.1 / 149 (it runs 4× Head256's blocks, each redoing
+// the q/k prologue: two waves from 8 sequences; session 25: 6.4 / 11.7 / 100 for Head256, 6.1 / 24.4
+// / 179 for HeadSplit). At batch 1 in a replayed decode step Head256 costs more
 // than Cols32 (its 32 blocks each load 64 KB of state after they start; 4K decode 535.9 against
 // 549.5 tok/s) and HeadSplit, 128 blocks of 16 KB, less (555.9; session 25), so HeadSplit at one
 // sequence (Cols32 where it would not split a head: the caller's rule), Head256 from 2 (end to end

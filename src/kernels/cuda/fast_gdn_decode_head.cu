@@ -8,11 +8,13 @@
 //    shifted rows at the very end, after the barrier's wait — which by then has long completed. No
 //    cluster at r = 1.
 //  - NS = 2, 4 (HeadSplit): the r·NS blocks of a key head form a cluster; the RMSNorm's Σ o² is
-//    summed over the head's NS blocks through distributed shared memory (a cluster barrier, whose
-//    arrival also marks the q/k conv state read; a second one keeps every block's partial sums alive
-//    until the others have read them). The point is the state's traffic: a block loads and stores
-//    64/NS KB instead of 64 — at batch 1, 32 blocks storing 64 KB each spent ~2.2 µs of a 6.4 µs
-//    step on it (H200, tmp ablation, session 24).
+//    summed over the head's NS blocks: each block pushes its partials into every block of the
+//    cluster by st.async on that block's mbarrier (sq_bar), whose completion also says that every
+//    block has read the q/k conv state — no cluster barrier after the PDL wait (the default
+//    barrier.cluster.arrive is a MEMBAR.GPU, and a second one kept every block until the others
+//    had read its partials: ~1.5 µs of a 6.1 µs step, H200, session 37). The point of the split is
+//    the state's traffic: a block loads and stores 64/NS KB instead of 64 — at batch 1, 32 blocks
+//    storing 64 KB each spent ~2.2 µs of a 6.4 µs step on it (H200, tmp ablation, session 24).
 //
 //  - OUT (HeadSplit in 4 only): the layer's out-projection fused. A block's 32 columns of y are one
 //    16-byte chunk of each row of out_w, so the block stages that chunk of all H rows (cp.async,
@@ -23,9 +25,14 @@
 //    H rows, into part hk of out_parts — nk parts that the next add + RMSNorm sums. No kernel
 //    boundary, and out_w streams in while the kernel before runs.
 //
-// Latency: the state rows, the conv weights, the conv state rows, norm_w, A and dt_bias are
-// requested before the PDL wait; after it one round of loads (the projections: q | k | v inputs,
-// z, a, b), then three block barriers (NS = 1; two and a cluster barrier for NS > 1) and the stores.
+// Latency (a chain of dependent steps: bench_fast_gdn --stamps times each, GdnDecodeStamp): the conv
+// weights, then the slot, the conv state rows, the state rows, norm_w, A and dt_bias are requested
+// before the PDL wait — the taps as a few contiguous runs of floats, 16 bytes a lane (step::Runs),
+// into tap-major windows; after it one round of loads (x's q | k | v channels, z, a, b) with the
+// gates computed while they land, then two block barriers (conv + l2 norms; Sᵀk, Sᵀq), Σ o²
+// (a block barrier for NS = 1, the pushed partials for NS > 1) and the stores. Shapes the
+// compiler can see (the block's warps, whole row lanes) keep the chain short: a warp executed ~2,000
+// instructions at ~5.4 cycles each before session 37's pass (Nsight Compute).
 #include <cooperative_groups.h>
 
 #include "kernels/cuda/fast_device.cuh"

@@ -1,7 +1,9 @@
 // Device helpers of the fused GDN decode-step kernels (fast_gdn.cu, fast_gdn_decode.cu,
-// fast_gdn_decode_head.cu): SiLU, a block sum of three values, the conv taps' SiLU, 4-byte
-// cp.async (the chunked kernels' fast_gdn_wy.cuh takes it too), and the two halves of a cluster
-// barrier. Header-only, device code only.
+// fast_gdn_decode_head.cu): SiLU, a block sum of three values (block_sum3_n for a warp count known at
+// compile time), the conv taps' SiLU (over a channel-major or a tap-major window), 4- and 16-byte
+// cp.async (the chunked kernels' fast_gdn_wy.cuh takes them too), runs of floats copied into shared
+// memory spread over a block (Runs), and the two halves of a cluster barrier. Header-only, device
+// code only.
 #pragma once
 
 #include <cstdint>
