@@ -363,6 +363,18 @@ TEST(FastGdnDecodeStep, StampsChangeNothing) {
     DeviceBuffer d_mixed = to_device(mixed), d_z = to_device(z), d_b = to_device(b), d_a = to_device(aa),
                  d_cw = to_device(conv_w), d_nea = to_device(nea), d_dtb = to_device(dtb), d_norm = to_device(norm),
                  d_slot = to_device(std::vector<int32_t>{0});
+    // The flagship's step for one sequence in slot 0, its conv state, state and y in these buffers.
+    auto args = [&](DeviceBuffer& d_conv, DeviceBuffer& d_st, DeviceBuffer& d_y) {
+        fast::GdnDecodeArgs a;
+        a.n_seqs = 1, a.slot = d_slot.as<int32_t>(), a.nk = nk, a.nv = nv, a.dk = dk, a.dv = dv;
+        a.mixed = d_mixed.as<float>(), a.mixed_s = C, a.z = d_z.as<float>(), a.z_s = HV;
+        a.b = d_b.as<float>(), a.b_s = nv, a.a = d_a.as<float>(), a.a_s = nv;
+        a.conv_w = d_cw.as<float>(), a.conv_k = K, a.conv_state = d_conv.as<float>(), a.conv_slot_stride = (K - 1) * C;
+        a.neg_exp_a = d_nea.as<float>(), a.dt_bias = d_dtb.as<float>();
+        a.state = d_st.as<float>(), a.state_slot_stride = nv * dk * dv, a.n_slots = 1;
+        a.norm_w = d_norm.as<float>(), a.y = d_y.as<float>(), a.y_s = HV;
+        return a;
+    };
     using V = fast::GdnDecodeVariant;
     for (V v : {V::HeadSplit, V::Head256}) {
         SCOPED_TRACE("variant " + std::to_string(int(v)));
@@ -372,14 +384,8 @@ TEST(FastGdnDecodeStep, StampsChangeNothing) {
         for (int stamped = 0; stamped < 2; ++stamped) {
             DeviceBuffer d_conv = to_device(conv), d_st = to_device(st), d_y(size_t(HV) * sizeof(float));
             DeviceBuffer d_stamps(size_t(2 * blocks * fast::kGdnDecodeStamps * 2) * sizeof(unsigned long long));
-            fast::GdnDecodeArgs a;
-            a.n_seqs = 1, a.slot = d_slot.as<int32_t>(), a.nk = nk, a.nv = nv, a.dk = dk, a.dv = dv;
-            a.mixed = d_mixed.as<float>(), a.mixed_s = C, a.z = d_z.as<float>(), a.z_s = HV;
-            a.b = d_b.as<float>(), a.b_s = nv, a.a = d_a.as<float>(), a.a_s = nv;
-            a.conv_w = d_cw.as<float>(), a.conv_k = K, a.conv_state = d_conv.as<float>(), a.conv_slot_stride = (K - 1) * C;
-            a.neg_exp_a = d_nea.as<float>(), a.dt_bias = d_dtb.as<float>();
-            a.state = d_st.as<float>(), a.state_slot_stride = nv * dk * dv, a.n_slots = 1;
-            a.norm_w = d_norm.as<float>(), a.y = d_y.as<float>(), a.y_s = HV, a.variant = int(v);
+            fast::GdnDecodeArgs a = args(d_conv, d_st, d_y);
+            a.variant = int(v);
             if (stamped) a.stamps = d_stamps.as<unsigned long long>(), a.stamp_launch = 1;  // the second of two
             fast::gdn_decode_step(a, nullptr);
             ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -405,14 +411,7 @@ TEST(FastGdnDecodeStep, StampsChangeNothing) {
     // The checks before any launch: valid arguments but for the stamps.
     DeviceBuffer d_conv = to_device(conv), d_st = to_device(st), d_y(size_t(HV) * sizeof(float));
     DeviceBuffer d_stamps(size_t(nv * 4 * fast::kGdnDecodeStamps * 2) * sizeof(unsigned long long));
-    fast::GdnDecodeArgs a;
-    a.n_seqs = 1, a.slot = d_slot.as<int32_t>(), a.nk = nk, a.nv = nv, a.dk = dk, a.dv = dv;
-    a.mixed = d_mixed.as<float>(), a.mixed_s = C, a.z = d_z.as<float>(), a.z_s = HV;
-    a.b = d_b.as<float>(), a.b_s = nv, a.a = d_a.as<float>(), a.a_s = nv;
-    a.conv_w = d_cw.as<float>(), a.conv_k = K, a.conv_state = d_conv.as<float>(), a.conv_slot_stride = (K - 1) * C;
-    a.neg_exp_a = d_nea.as<float>(), a.dt_bias = d_dtb.as<float>();
-    a.state = d_st.as<float>(), a.state_slot_stride = nv * dk * dv, a.n_slots = 1;
-    a.norm_w = d_norm.as<float>(), a.y = d_y.as<float>(), a.y_s = HV;
+    fast::GdnDecodeArgs a = args(d_conv, d_st, d_y);
     a.stamps = d_stamps.as<unsigned long long>();
     for (V v : {V::Cols32, V::Head512, V::ClusterPerKeyHead}) {
         a.variant = int(v);

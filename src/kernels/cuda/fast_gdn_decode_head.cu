@@ -315,7 +315,7 @@ __global__ void __launch_bounds__(THREADS, THREADS == 256 ? (NS == 4 && !OUT ? 3
     }
     if (v_lane) vv[cl] = col_ok ? conv_silu_strided<KM>(&vw[cl * K], &vwin[cl], COLS, K) : 0.f;
     stamp<ST>(a, kStampConv);
-    const float3 sums = step::block_sum3_n<THREADS / 32>(part3, sh3);  // its barrier also publishes qk and vv
+    const float3 sums = block_sum3<THREADS / 32>(part3, sh3);  // its barrier also publishes qk and vv
     stamp<ST>(a, kStampNorms);
     if (NS == 1 && r > 1) cluster_arrive();  // this block's reads of the q/k conv state are done (release)
 

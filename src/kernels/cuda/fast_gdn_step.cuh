@@ -1,6 +1,6 @@
 // Device helpers of the fused GDN decode-step kernels (fast_gdn.cu, fast_gdn_decode.cu,
-// fast_gdn_decode_head.cu): SiLU, a block sum of three values (block_sum3_n for a warp count known at
-// compile time), the conv taps' SiLU (over a channel-major or a tap-major window), 4- and 16-byte
+// fast_gdn_decode_head.cu): SiLU, a block sum of three values (its warp count known at compile time or
+// not), the conv taps' SiLU (over a channel-major or a tap-major window), 4- and 16-byte
 // cp.async (the chunked kernels' fast_gdn_wy.cuh takes them too), runs of floats copied into shared
 // memory spread over a block (Runs), and the two halves of a cluster barrier. Header-only, device
 // code only.
@@ -13,7 +13,10 @@ namespace tessera::cuda::fast::detail::step {
 __device__ inline float silu(float x) { return x / (1.f + expf(-x)); }
 
 // Sum over the block of three values (every thread gets the same sums, added in warp order).
-// Uses `sh` [blockDim.x / 32][3]; its barrier also publishes the block's earlier shared writes.
+// Uses `sh` [warps][3]; its barrier also publishes the block's earlier shared writes. NWARPS: the
+// block's warps where known at compile time (the sum unrolled; the same additions, the same bits),
+// 0: blockDim.x / 32.
+template <int NWARPS = 0>
 __device__ inline float3 block_sum3(float3 x, float (*sh)[3]) {
     for (int off = 16; off > 0; off /= 2) {
         x.x += __shfl_xor_sync(0xffffffffu, x.x, off);
@@ -28,36 +31,15 @@ __device__ inline float3 block_sum3(float3 x, float (*sh)[3]) {
     }
     __syncthreads();
     float3 r = make_float3(0.f, 0.f, 0.f);
-    for (int i = 0; i < nw; ++i) {
-        r.x += sh[i][0];
-        r.y += sh[i][1];
-        r.z += sh[i][2];
-    }
-    return r;
-}
-
-// block_sum3 for a block of NWARPS warps known at compile time (the same additions in the same
-// order: the same bits).
-template <int NWARPS>
-__device__ inline float3 block_sum3_n(float3 x, float (*sh)[3]) {
-    for (int off = 16; off > 0; off /= 2) {
-        x.x += __shfl_xor_sync(0xffffffffu, x.x, off);
-        x.y += __shfl_xor_sync(0xffffffffu, x.y, off);
-        x.z += __shfl_xor_sync(0xffffffffu, x.z, off);
-    }
-    const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
-    if (lane == 0) {
-        sh[w][0] = x.x;
-        sh[w][1] = x.y;
-        sh[w][2] = x.z;
-    }
-    __syncthreads();
-    float3 r = make_float3(0.f, 0.f, 0.f);
+    if constexpr (NWARPS > 0) {
 #pragma unroll
-    for (int i = 0; i < NWARPS; ++i) {
-        r.x += sh[i][0];
-        r.y += sh[i][1];
-        r.z += sh[i][2];
+        for (int i = 0; i < NWARPS; ++i) r.x += sh[i][0], r.y += sh[i][1], r.z += sh[i][2];
+    } else {
+        for (int i = 0; i < nw; ++i) {
+            r.x += sh[i][0];
+            r.y += sh[i][1];
+            r.z += sh[i][2];
+        }
     }
     return r;
 }
