@@ -2,7 +2,8 @@
 """Why a kernel is as fast as it is: a digest of Nsight Compute metrics (scripts/gpu/ncu_kernels.sh
 collects them) — per kernel and grid (a variant each), averaged over its profiled launches: time, DRAM and SM
 throughput (% of peak), achieved occupancy against the theoretical one, registers, issue-slot
-use, L1 / L2 hit rates, and where warps wait (the stall reasons, cycles per issued instruction).
+use, L1 / L2 hit rates, the instructions a warp executes, and where warps wait (the stall
+reasons, cycles per issued instruction).
 
     scripts/gpu/kernel_limits.py metrics.csv            (ncu --csv --print-units base output)
 
@@ -10,7 +11,8 @@ Reading it: DRAM % high → bandwidth-bound (done); issue % high → instruction
 instructions a byte); both low with long_scoreboard on top → memory latency not hidden (more
 bytes in flight: occupancy or ILP); with barrier / membar / short_scoreboard on top → the
 kernel's own synchronisation or shared-memory traffic; low occupancy with many registers →
-registers limit the warps.
+registers limit the warps; a latency-bound kernel's instructions a warp times its cycles an
+instruction is its chain (the GDN decode step: ~2,000 × 5.4 cycles before session 37's pass).
 """
 import csv
 import re
@@ -32,6 +34,7 @@ COLUMNS = [
     ("l1tex__t_sector_hit_rate.pct", "L1 hit %", 1),
     ("lts__t_sector_hit_rate.pct", "L2 hit %", 1),
 ]
+INSTR, WARPS = "smsp__inst_executed.sum", "smsp__warps_launched.sum"
 STALL = re.compile(r"smsp__average_warp_latency_issue_stalled_(\w+)\.ratio")
 
 
@@ -53,12 +56,14 @@ def main() -> int:
         print("kernel_limits: no metric rows in", sys.argv[1], file=sys.stderr)
         return 1
     mean = lambda xs: sum(xs) / len(xs)
-    print("| kernel | " + " | ".join(label for _, label, _ in COLUMNS) + " | top stalls (cycles / instruction) |")
-    print("|---|" + "---:|" * len(COLUMNS) + "---|")
+    print("| kernel | " + " | ".join(label for _, label, _ in COLUMNS) + " | instr / warp | top stalls (cycles / instruction) |")
+    print("|---|" + "---:|" * (len(COLUMNS) + 1) + "---|")
     for kernel, m in values.items():
         cells = []
         for metric, _, scale in COLUMNS:
             cells.append(f"{mean(m[metric]) * scale:.1f}" if metric in m else "-")
+        per_warp = f"{mean(m[INSTR]) / mean(m[WARPS]):.0f}" if m.get(INSTR) and m.get(WARPS) and mean(m[WARPS]) else "-"
+        cells.append(per_warp)
         stalls = sorted(((mean(v), STALL.match(k).group(1)) for k, v in m.items() if STALL.match(k)), reverse=True)
         top = ", ".join(f"{name} {v:.1f}" for v, name in stalls[:4])
         print(f"| {kernel} | " + " | ".join(cells) + f" | {top} |")
