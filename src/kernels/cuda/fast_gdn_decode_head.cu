@@ -416,7 +416,8 @@ __global__ void __launch_bounds__(THREADS, THREADS == 256 ? (NS == 4 && !OUT ? 3
     if constexpr (OUT) out_projection<NI>(a, yv, ws, wb, wq, pp, s, hk, rank, r * NS, tid);
 
     // The stores: the state, v's conv window shifted, then (after every block of the cluster has
-    // read them) this block's share of the q/k conv windows: channels i ≡ rank (mod r·NS).
+    // read them: the cluster barrier for NS = 1, sq_bar for kPush, the Σ o² barrier for OUT) this
+    // block's share of the q/k conv windows: the rank-th of r·NS contiguous ranges of channels.
     if (S && R * rl + R <= dk) {  // every row of this row lane
         float* p = S + int64_t(R * rl) * dv;
         asm volatile("" : "+l"(p));  // recompute the row addresses: R 64-bit pointers kept live would spill
