@@ -103,30 +103,30 @@ struct Runs {
     __device__ static bool wide(const float* dst, const float* src, int n) {
         return n % 4 == 0 && ((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src)) & 15) == 0;
     }
-    __device__ void copy(float* dst, const float* src, int n) {
+    // Item i of the run (its 16-byte chunk or float) by `wide(i)` / `one(i)`, this thread's items only.
+    template <class Wide, class One>
+    __device__ void deal(const float* dst, const float* src, int n, Wide wide_item, One one_item) {
         const int i0 = first();
         if (wide(dst, src, n)) {
 #pragma unroll 1
-            for (int i = i0; i < n / 4; i += threads) cp_async16(dst + 4 * i, src + 4 * i);
+            for (int i = i0; i < n / 4; i += threads) wide_item(i);
             next = (next + n / 4) % threads;
         } else {
 #pragma unroll 1
-            for (int i = i0; i < n; i += threads) cp_async4(dst + i, src + i);
+            for (int i = i0; i < n; i += threads) one_item(i);
             next = (next + n) % threads;
         }
     }
+    __device__ void copy(float* dst, const float* src, int n) {
+        deal(
+            dst, src, n, [&](int i) { cp_async16(dst + 4 * i, src + 4 * i); },
+            [&](int i) { cp_async4(dst + i, src + i); });
+    }
     __device__ void load(float* dst, const float* src, int n) {
-        const int i0 = first();
-        if (wide(dst, src, n)) {
-#pragma unroll 1
-            for (int i = i0; i < n / 4; i += threads)
-                *reinterpret_cast<float4*>(dst + 4 * i) = *reinterpret_cast<const float4*>(src + 4 * i);
-            next = (next + n / 4) % threads;
-        } else {
-#pragma unroll 1
-            for (int i = i0; i < n; i += threads) dst[i] = src[i];
-            next = (next + n) % threads;
-        }
+        deal(
+            dst, src, n,
+            [&](int i) { *reinterpret_cast<float4*>(dst + 4 * i) = *reinterpret_cast<const float4*>(src + 4 * i); },
+            [&](int i) { dst[i] = src[i]; });
     }
     __device__ void zero(float* dst, int n) {
 #pragma unroll 1

@@ -98,6 +98,7 @@ __device__ inline bool seq_of(const ChArgs& a, int s, Seq* q) {
 // ---- asynchronous tile loads: every element's copy in flight at once, one wait ----
 
 using step::cp_async4;  // fast_gdn_step.cuh
+using step::cp_async16;
 using step::cp_async_wait_all;
 // Γ of a chunk (the cumulative sum of g in double, 2 tokens a lane; g = 0 past L, so Γ stays) into
 // Gd[64], and e^Γ (0 past L) into eg[64]: chunk tokens tb … tb + L − 1, value head h. One warp.
@@ -174,10 +175,6 @@ __device__ inline void cp_async_wait() {
 __device__ inline void load_or_zero(float* dst, const float* src, bool ok) {
     if (ok) cp_async4(dst, src);
     else *dst = 0.f;
-}
-__device__ inline void cp_async16(float* dst, const float* src) {
-    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
 }
 // One row: dst[i] = row_ok && i < n ? src[i] : 0 for i < n_pad (a multiple of 4), by the 32 lanes
 // of a warp; with vec (dst, src 16-byte aligned, n % 4 == 0) four floats a copy.
