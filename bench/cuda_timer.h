@@ -61,6 +61,30 @@ public:
         return t[t.size() / 2];
     }
 
+    // Median seconds per call of call(i) (i: the call's index), `reps` calls back to back per
+    // timed sample — captured once into one CUDA graph and replayed when `graph` (launch gaps and
+    // host time hidden, as in the engine's decode graphs and llama.cpp's test-backend-ops).
+    template <typename F>
+    double per_call(int warmup, int runs, int reps, bool graph, F&& call) {
+        if (!graph) {
+            int i = 0;
+            return median(warmup, runs, [&] {
+                       for (int r = 0; r < reps; ++r) call(i++);
+                   }) /
+                   reps;
+        }
+        cudaGraph_t g = nullptr;
+        cudaGraphExec_t exec = nullptr;
+        TS_CUDA_CHECK(cudaStreamBeginCapture(s_, cudaStreamCaptureModeRelaxed));
+        for (int r = 0; r < reps; ++r) call(r);
+        TS_CUDA_CHECK(cudaStreamEndCapture(s_, &g));
+        TS_CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
+        const double sec = median(warmup, runs, [&] { TS_CUDA_CHECK(cudaGraphLaunch(exec, s_)); });
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(g);
+        return sec / reps;
+    }
+
 private:
     cudaStream_t s_;
     cudaEvent_t a_{}, b_{};

@@ -102,24 +102,8 @@ void row(const std::string& what, int64_t B, int64_t T, double sec, double bytes
 // Median seconds per call of call(i) (i: the call's index), --reps calls per sample, in a CUDA
 // graph with --graph.
 template <typename F>
-double time_calls(const Args& a, Stream& stream, Timer& timer, F&& call) {
-    if (!a.graph) {
-        int i = 0;
-        return timer.median(a.warmup, a.runs, [&] {
-                   for (int r = 0; r < a.reps; ++r) call(i++);
-               }) /
-               a.reps;
-    }
-    cudaGraph_t g = nullptr;
-    cudaGraphExec_t exec = nullptr;
-    TS_CUDA_CHECK(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeRelaxed));
-    for (int r = 0; r < a.reps; ++r) call(r);
-    TS_CUDA_CHECK(cudaStreamEndCapture(stream.get(), &g));
-    TS_CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
-    const double sec = timer.median(a.warmup, a.runs, [&] { TS_CUDA_CHECK(cudaGraphLaunch(exec, stream.get())); });
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(g);
-    return sec / a.reps;
+double time_calls(const Args& a, Timer& timer, F&& call) {
+    return timer.per_call(a.warmup, a.runs, a.reps, a.graph, call);
 }
 
 // The delta rule over B sequences of T tokens each, in `mode`; `slots` state slots used in turn.
@@ -167,7 +151,7 @@ void bench_rule(const Args& a, Stream& stream, Timer& timer, GdnMode mode, int64
         fast::gated_delta_rule(out.as<float>(), HV, dv, q, k, v, g.as<float>(), nv, beta.as<float>(), nv, N, dk, dv,
                                st.as<float>(), nv * dk * dv, slots * B, plan, p, scratch.as<float>(), T, stream, var);
     };
-    const double sec = time_calls(a, stream, timer, [&](int call) { run(o, state, call, variant); });
+    const double sec = time_calls(a, timer, [&](int call) { run(o, state, call, variant); });
     std::string n = note;
     if (mode == GdnMode::Chunked && variant == fast::GdnChunkVariant::F16Rt) {
         // Its accuracy class next to F16x3Rt's (f32-class) on the same inputs from the same state:
@@ -338,7 +322,7 @@ void bench_decode(const Args& a, Stream& stream, Timer& timer, int64_t B, int sl
         d.out_part_s = B * kHidden;
         d.out_row_s = kHidden;
     }
-    const double sec = time_calls(a, stream, timer, [&](int call) {
+    const double sec = time_calls(a, timer, [&](int call) {
         d.slot = slot_bufs[size_t(call % slots)].as<int32_t>();
         if (out != OutProj::None) {
             w.codes = w_codes[size_t(call % slots)].as<uint8_t>();
@@ -362,7 +346,7 @@ void bench_decode(const Args& a, Stream& stream, Timer& timer, int64_t B, int sl
     d.stamps = st.as<unsigned long long>();
     Args one = a;
     one.graph = true, one.reps = reps, one.runs = 3, one.warmup = 1;
-    time_calls(one, stream, timer, [&](int call) {
+    time_calls(one, timer, [&](int call) {
         d.slot = slot_bufs[size_t(call % slots)].as<int32_t>();
         d.stamp_launch = call;
         if (out == OutProj::Gemv) {

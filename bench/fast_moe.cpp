@@ -10,7 +10,10 @@
 // tensor-core decode kernels (mma decode: fast_moe_decode_mma.cu, T ≤ 64), then the first; the mid
 // kernels (fast_moe_mid.cu: grouped, ≤ 8 rows an item; rings auto, 3 and 4) up to 16 rows an
 // expert on average, with their steps alone (hot) — for the mid batches: --tokens 3,8,16,32,64,96,128.
-//   bench_fast_moe [--tokens 1,2,4,8,64,512,2048] [--runs 50] [--warmup 10] [--filter TEXT] [--all] [--rows]
+// --reps N times N back-to-back calls a sample (µs a call printed), --graph N of them in one CUDA
+// graph (launch gaps hidden: the engine's decode graphs; llama.cpp's test-backend-ops times the same way).
+//   bench_fast_moe [--tokens 1,2,4,8,64,512,2048] [--runs 50] [--warmup 10] [--reps 1] [--graph] [--filter TEXT]
+//                  [--all] [--rows]
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -41,7 +44,8 @@ constexpr double kCopyBw = 4.3e12;  // measured device-to-device copy bandwidth 
 
 struct Args {
     std::vector<int64_t> tokens = {1, 2, 4, 8, 64, 512, 2048};
-    int runs = 50, warmup = 10;
+    int runs = 50, warmup = 10, reps = 1;
+    bool graph = false;  // the --reps calls of a sample in one CUDA graph
     std::string filter;
     bool all = false;   // also the f32 small tiles beyond 64 tokens
     bool rows = false;  // experts row-major (else in 16-row tiles where they fit, as the backend places them)
@@ -59,6 +63,12 @@ struct Shape {
 using Rng = bench::XorShift;
 
 using Timer = bench::CudaTimer;
+
+// Median seconds a call of fn(i): --reps calls back to back a sample, in one CUDA graph with --graph.
+template <typename F>
+double time_of(const Args& a, Timer& timer, F&& fn) {
+    return timer.per_call(a.warmup, a.runs, a.reps, a.graph, fn);
+}
 
 // One stacked packed matrix [E·n, K] (no biases: Q4_0's form) and its per-expert descriptors,
 // marked as 16-row tiles where they fit unless `rows` (random codes: either order reads as well).
@@ -123,7 +133,7 @@ Routing random_routing(int64_t T, int k, int E, Rng& rng) {
 std::string plan_name(const fast::MoePlan& p) {
     if (p.mid)
         return "mid grouped/8 ring " + (p.mid_ring ? std::to_string(p.mid_ring) : std::string("auto")) + " (mma bf16)";
-    if (p.dp4a_decode) return "dp4a decode per slot (x 2 limbs)";
+    if (p.dp4a_decode) return std::string("dp4a decode per slot (x 2 limbs)") + (p.mma_down_warps == 8 ? " down 8 warps" : "");
     if (p.mma_decode)
         return "mma decode per slot, down batch " +
                (p.mma_down_batch ? std::to_string(p.mma_down_batch) : std::string("auto")) +
@@ -147,6 +157,13 @@ fast::MoePlan wgmma_plan(int tile_rows, int tma = 0, int mt = 0, bool gather = f
     p.wgmma_tma = tma;
     p.wgmma_mt = mt;
     p.wgmma_gather = gather;
+    return p;
+}
+
+fast::MoePlan dp4a_plan(int down_warps) {
+    fast::MoePlan p;
+    p.dp4a_decode = true;
+    p.mma_down_warps = down_warps;
     return p;
 }
 
@@ -195,7 +212,7 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
         const char* anchor = T == 1 ? s.anchor1 : T == 512 ? s.anchor512 : "";
         char note[160];
 
-        const double route = timer.median(a.warmup, a.runs, [&](int) {
+        const double route = time_of(a, timer, [&](int) {
             fast::moe_route(logits.as<float>(), s.E, T, s.E, s.k, true, false, ids.as<int32_t>(), wts.as<float>(), st);
         });
         row(s, T, "moe_route (softmax, top-k, renormalise)", route, 0, "");
@@ -219,7 +236,7 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
               wgmma_plan(16), wgmma_plan(32), wgmma_plan(64), wgmma_plan(128), wgmma_plan(16, 1), wgmma_plan(32, 1),
               wgmma_plan(64, 1), wgmma_plan(128, 1), wgmma_plan(16, 2), wgmma_plan(32, 2), wgmma_plan(64, 2), wgmma_plan(16, 1, 2),
               wgmma_plan(32, 1, 2), wgmma_plan(64, 1, 2), wgmma_plan(16, 1, 2, true), wgmma_plan(32, 1, 2, true), wgmma_plan(64, 1, 0, true),
-              mid_plan(0), mid_plan(3), mid_plan(4)}) {
+              mid_plan(0), mid_plan(3), mid_plan(4), dp4a_plan(8)}) {
             if (p.grouped == pick.grouped && p.down_by_token == pick.down_by_token && p.tile_rows == pick.tile_rows &&
                 p.large_tiles == pick.large_tiles && p.v2 == pick.v2 && p.mma_decode == pick.mma_decode &&
                 p.mma_down_batch == pick.mma_down_batch && p.mma_pdl == pick.mma_pdl &&
@@ -237,7 +254,7 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
         const double flops = 2.0 * double(T * s.k) * 3.0 * double(s.I * s.H);
         for (size_t pi = 0; pi < plans.size(); ++pi) {
             const fast::MoePlan& p = plans[pi];
-            const double hot = timer.median(a.warmup, a.runs, [&](int) {
+            const double hot = time_of(a, timer, [&](int) {
                 fast::moe_experts_packed_plan(p, y.as<float>(), s.H, x.as<float>(), s.H, T, w,
                                               routings[0].ids.as<int32_t>(), routings[0].weights.as<float>(), s.k,
                                               scratch.data(), st);
@@ -245,7 +262,7 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             std::snprintf(note, sizeof note, "hot, %d experts, %.0f TFLOP/s; llama.cpp %s", routings[0].distinct,
                           flops / hot / 1e12, anchor);
             row(s, T, "experts " + plan_name(p) + (pi == 0 ? " (pick)" : ""), hot, hot_bytes, note);
-            const double cold = timer.median(a.warmup, a.runs, [&](int i) {
+            const double cold = time_of(a, timer, [&](int i) {
                 const Routing& r = routings[size_t(i % 16)];
                 fast::moe_experts_packed_plan(p, y.as<float>(), s.H, x.as<float>(), s.H, T, w, r.ids.as<int32_t>(),
                                               r.weights.as<float>(), s.k, scratch.data(), st);
@@ -264,53 +281,73 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
                                              fast::moe_group_scratch_bytes(T, s.k, s.E, gp.tile_rows));
         float* out = act + (size_t(T * s.k * s.I) + 63) / 64 * 64;
         TS_CUDA_CHECK(cudaStreamSynchronize(st));
-        const double tg = timer.median(a.warmup, a.runs, [&](int) {
+        const double tg = time_of(a, timer, [&](int) {
             TS_CUDA_CHECK(fast::detail::launch_moe_group(rid, T, s.k, s.E, gp.tile_rows, g, st));
         });
         row(s, T, "  step: moe_group (tile 8)", tg, 0, "");
         if (small_steps) {
-            const double tgu_slot = timer.median(a.warmup, a.runs, [&](int) {
+            const double tgu_slot = time_of(a, timer, [&](int) {
                 TS_CUDA_CHECK(fast::detail::launch_moe_gate_up(act, x.as<float>(), s.H, T, w, rid, s.k, nullptr, 1, st));
             });
             row(s, T, "  step: gate+up+SwiGLU per slot", tgu_slot, hot_bytes * 2 / 3, "2 of 3 matrices");
-            const double tgu = timer.median(a.warmup, a.runs, [&](int) {
+            const double tgu = time_of(a, timer, [&](int) {
                 TS_CUDA_CHECK(fast::detail::launch_moe_gate_up(act, x.as<float>(), s.H, T, w, rid, s.k, &g, 8, st));
             });
             row(s, T, "  step: gate+up+SwiGLU grouped/8", tgu, hot_bytes * 2 / 3, "2 of 3 matrices");
-            const double tdt = timer.median(a.warmup, a.runs, [&](int) {
+            const double tdt = time_of(a, timer, [&](int) {
                 TS_CUDA_CHECK(fast::detail::launch_moe_down_by_token(y.as<float>(), s.H, act, T, w, rid, rw, s.k, &g, st));
             });
             std::snprintf(note, sizeof note, "1 of 3 matrices: llama.cpp %s", anchor);
             row(s, T, "  step: down by token (+ slot sum)", tdt, hot_bytes / 3, note);
-            const double tdi = timer.median(a.warmup, a.runs, [&](int) {
+            const double tdi = time_of(a, timer, [&](int) {
                 TS_CUDA_CHECK(fast::detail::launch_moe_down_by_item(out, act, T, w, s.k, g, 8, st));
             });
             row(s, T, "  step: down by item/8", tdi, hot_bytes / 3, note);
-            const double tc = timer.median(a.warmup, a.runs, [&](int) {
+            const double tc = time_of(a, timer, [&](int) {
                 TS_CUDA_CHECK(fast::detail::launch_moe_combine(y.as<float>(), s.H, out, T, s.H, rw, s.k, g, st));
             });
             row(s, T, "  step: combine", tc, 0, "");
         }
         // The v2 decode steps alone (hot routing, per slot).
         if (small_steps && T * s.k <= 65535) {
-            const double tg2 = timer.median(a.warmup, a.runs, [&](int) {
+            const double tg2 = time_of(a, timer, [&](int) {
                 TS_CUDA_CHECK(fast::detail::launch_moe_decode_gate_up(act, x.as<float>(), s.H, T, w, rid, s.k, st));
             });
             row(s, T, "  step: v2 decode gate+up+SwiGLU", tg2, hot_bytes * 2 / 3, "2 of 3 matrices");
-            const double td2 = timer.median(a.warmup, a.runs, [&](int) {
+            const double td2 = time_of(a, timer, [&](int) {
                 TS_CUDA_CHECK(fast::detail::launch_moe_decode_down(y.as<float>(), s.H, act, T, w, rid, rw, s.k, st));
             });
             std::snprintf(note, sizeof note, "1 of 3 matrices: llama.cpp %s", anchor);
             row(s, T, "  step: v2 decode down (+ slot sum)", td2, hot_bytes / 3, note);
         }
+        // The integer-unit decode steps alone (hot routing, per slot; gate+up with x settled, as the
+        // engine launches it after the routing kernel).
+        if (small_steps && T * s.k <= 65535) {
+            const double tgu = time_of(a, timer, [&](int) {
+                TS_CUDA_CHECK(fast::detail::launch_moe_decode_dp4a_gate_up(act, x.as<float>(), s.H, T, w, rid, s.k,
+                                                                           true, st));
+            });
+            row(s, T, "  step: dp4a decode gate+up+SwiGLU", tgu, hot_bytes * 2 / 3, "2 of 3 matrices");
+            const double tdn = time_of(a, timer, [&](int) {
+                TS_CUDA_CHECK(
+                    fast::detail::launch_moe_decode_dp4a_down(y.as<float>(), s.H, act, T, w, rid, rw, s.k, 16, st));
+            });
+            std::snprintf(note, sizeof note, "1 of 3 matrices: llama.cpp %s", anchor);
+            row(s, T, "  step: dp4a decode down (+ slot sum)", tdn, hot_bytes / 3, note);
+            const double td8 = time_of(a, timer, [&](int) {
+                TS_CUDA_CHECK(
+                    fast::detail::launch_moe_decode_dp4a_down(y.as<float>(), s.H, act, T, w, rid, rw, s.k, 8, st));
+            });
+            row(s, T, "  step: dp4a decode down, 8 warps", td8, hot_bytes / 3, note);
+        }
         // The tensor-core decode steps alone, hot and cold routings (per slot).
         if (small_steps && T * s.k <= 65535) {
             auto hot_cold = [&](const std::string& what, double part, const char* extra,
                                 const std::function<void(const Routing&)>& step) {
-                const double hot = timer.median(a.warmup, a.runs, [&](int) { step(routings[0]); });
+                const double hot = time_of(a, timer, [&](int) { step(routings[0]); });
                 std::snprintf(note, sizeof note, "hot, %s", extra);
                 row(s, T, what, hot, hot_bytes * part, note);
-                const double cold = timer.median(a.warmup, a.runs, [&](int i) { step(routings[size_t(i % 16)]); });
+                const double cold = time_of(a, timer, [&](int i) { step(routings[size_t(i % 16)]); });
                 std::snprintf(note, sizeof note, "cold, %s", extra);
                 row(s, T, what, cold, cold_bytes * part, note);
             };
@@ -347,7 +384,7 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             TS_CUDA_CHECK(cudaStreamSynchronize(st));
             for (int ring : {3, 4}) {
                 for (int tiles : {1, 2}) {
-                    const double tgu = timer.median(a.warmup, a.runs, [&](int) {
+                    const double tgu = time_of(a, timer, [&](int) {
                         TS_CUDA_CHECK(fast::detail::launch_moe_mid_gate_up(mact, xg, w, mg, ring, tiles, st));
                     });
                     std::snprintf(note, sizeof note, "hot, 2 of 3 matrices, %d experts", routings[0].distinct);
@@ -355,7 +392,7 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
                                   " row tiles a warp", tgu, hot_bytes * 2 / 3, note);
                 }
                 for (int tiles : {2, 4}) {
-                    const double tdn = timer.median(a.warmup, a.runs, [&](int) {
+                    const double tdn = time_of(a, timer, [&](int) {
                         TS_CUDA_CHECK(fast::detail::launch_moe_mid_down(mout, mact, w, mg, ring, tiles, st));
                     });
                     std::snprintf(note, sizeof note, "hot, 1 of 3 matrices, %d experts", routings[0].distinct);
@@ -363,7 +400,7 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
                                   " row tiles a warp", tdn, hot_bytes / 3, note);
                 }
             }
-            const double tcm = timer.median(a.warmup, a.runs, [&](int) {
+            const double tcm = time_of(a, timer, [&](int) {
                 TS_CUDA_CHECK(fast::detail::launch_moe_combine(y.as<float>(), s.H, mout, T, s.H, rw, s.k, mg, st));
             });
             row(s, T, "  step: mid combine", tcm, 0, "");
@@ -380,16 +417,16 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             std::snprintf(lab[0], sizeof lab[0], "  step: v2 gather x -> bf16/%d", tile);
             std::snprintf(lab[1], sizeof lab[1], "  step: v2 large gate+up+SwiGLU/%d", tile);
             std::snprintf(lab[2], sizeof lab[2], "  step: v2 large down/%d", tile);
-            const double tx = timer.median(a.warmup, a.runs, [&](int) {
+            const double tx = time_of(a, timer, [&](int) {
                 TS_CUDA_CHECK(fast::detail::launch_moe_gather_bf16_perm(xg, x.as<float>(), s.H, T, s.H, s.k, lg, st));
             });
             row(s, T, lab[0], tx, 0, "");
-            const double tgl = timer.median(a.warmup, a.runs, [&](int) {
+            const double tgl = time_of(a, timer, [&](int) {
                 TS_CUDA_CHECK(fast::detail::launch_moe_mma_gate_up(lact, xg, w, lg, tile, st));
             });
             std::snprintf(note, sizeof note, "2 of 3 matrices, %.0f TFLOP/s", flops * 2 / 3 / tgl / 1e12);
             row(s, T, lab[1], tgl, hot_bytes * 2 / 3, note);
-            const double tdl = timer.median(a.warmup, a.runs, [&](int) {
+            const double tdl = time_of(a, timer, [&](int) {
                 TS_CUDA_CHECK(fast::detail::launch_moe_mma_down(lout, lact, w, lg, tile, st));
             });
             std::snprintf(note, sizeof note, "1 of 3 matrices, %.0f TFLOP/s; llama.cpp %s", flops / 3 / tdl / 1e12,
@@ -410,13 +447,13 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
                 if (tma && !(w.tiling.gate_up && w.tiling.down)) continue;
                 if ((tma == 3 && tile > 64) || (tma == 2 && tile > 64)) continue;  // (mt2 to 64, clusters to 64)
                 const std::string form = tma == 3 ? std::string("wgmma tma/1 mt2") : tma ? "wgmma tma/" + std::to_string(tma) : "wgmma";
-                const double tgl = timer.median(a.warmup, a.runs, [&](int) {
+                const double tgl = time_of(a, timer, [&](int) {
                     TS_CUDA_CHECK(tma ? fast::detail::launch_moe_wgmma_tma_gate_up(lact, xg, P, w, lg, tile, tma == 3 ? 1 : tma, tma == 3 ? 2 : 1, st)
                                       : fast::detail::launch_moe_wgmma_gate_up(lact, xg, w, lg, tile, st));
                 });
                 std::snprintf(note, sizeof note, "2 of 3 matrices, %.0f TFLOP/s", flops * 2 / 3 / tgl / 1e12);
                 row(s, T, "  step: " + form + " gate+up+SwiGLU/" + std::to_string(tile), tgl, hot_bytes * 2 / 3, note);
-                const double tdl = timer.median(a.warmup, a.runs, [&](int) {
+                const double tdl = time_of(a, timer, [&](int) {
                     TS_CUDA_CHECK(tma ? fast::detail::launch_moe_wgmma_tma_down(lout, lact, P, w, lg, tile, tma == 3 ? 1 : tma, tma == 3 ? 2 : 1, st)
                                       : fast::detail::launch_moe_wgmma_down(lout, lact, w, lg, tile, st));
                 });
@@ -427,18 +464,18 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             if (!w.tiling.gate_up) continue;
             // A's rows gathered in gate+up: x in bf16 once a token (its own step), against the
             // gathered copy's step; gate+up with one and (≤ 32 rows) two m-tiles.
-            const double tgx = timer.median(a.warmup, a.runs, [&](int) {
+            const double tgx = time_of(a, timer, [&](int) {
                 TS_CUDA_CHECK(fast::detail::launch_moe_gather_wgmma(xg, x.as<float>(), s.H, T, s.H, s.k, lg, st));
             });
             row(s, T, "  step: gather x -> bf16 rows [T*k, H]/" + std::to_string(tile), tgx, 0, "");
             void* x16 = xg;  // [T, H128] in xg's room (the next tile gathers xg again)
-            const double tcx = timer.median(a.warmup, a.runs, [&](int) {
+            const double tcx = time_of(a, timer, [&](int) {
                 TS_CUDA_CHECK(fast::detail::launch_moe_rows_wgmma(x16, x.as<float>(), s.H, T, s.H, st));
             });
             row(s, T, "  step: x -> bf16 rows [T, H]", tcx, 0, "");
             for (int mt : {1, 2}) {
                 if (mt == 2 && tile > 64) continue;
-                const double tgg = timer.median(a.warmup, a.runs, [&](int) {
+                const double tgg = time_of(a, timer, [&](int) {
                     TS_CUDA_CHECK(
                         fast::detail::launch_moe_wgmma_tma_gate_up_gathered(lact, x16, T, s.k, w, lg, tile, mt, st));
                 });
@@ -459,16 +496,16 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             std::snprintf(lab[0], sizeof lab[0], "  step: gather x -> bf16/%d", tile);
             std::snprintf(lab[1], sizeof lab[1], "  step: large gate+up+SwiGLU/%d", tile);
             std::snprintf(lab[2], sizeof lab[2], "  step: large down/%d", tile);
-            const double tx = timer.median(a.warmup, a.runs, [&](int) {
+            const double tx = time_of(a, timer, [&](int) {
                 TS_CUDA_CHECK(fast::detail::launch_moe_gather_bf16(xg, x.as<float>(), s.H, T, s.H, s.k, lg, st));
             });
             row(s, T, lab[0], tx, 0, "");
-            const double tgl = timer.median(a.warmup, a.runs, [&](int) {
+            const double tgl = time_of(a, timer, [&](int) {
                 TS_CUDA_CHECK(fast::detail::launch_moe_tile_gate_up(lact, xg, w, lg, tile, st));
             });
             std::snprintf(note, sizeof note, "2 of 3 matrices, %.0f TFLOP/s", flops * 2 / 3 / tgl / 1e12);
             row(s, T, lab[1], tgl, hot_bytes * 2 / 3, note);
-            const double tdl = timer.median(a.warmup, a.runs, [&](int) {
+            const double tdl = time_of(a, timer, [&](int) {
                 TS_CUDA_CHECK(fast::detail::launch_moe_tile_down(lout, lact, w, lg, tile, st));
             });
             std::snprintf(note, sizeof note, "1 of 3 matrices, %.0f TFLOP/s; llama.cpp %s", flops / 3 / tdl / 1e12,
@@ -489,10 +526,13 @@ int main(int argc, char** argv) {
             "  --all           also the first-generation f32 tiles beyond 64 tokens (slow)\n"
             "  --rows          experts row-major (default: 16-row tiles where they fit, as the backend)\n"
             "  --runs N        timed calls, median (default 50); --warmup N (default 10)\n"
+            "  --reps N        back-to-back calls a timed sample (default 1)\n"
+            "  --graph         the --reps calls captured in one CUDA graph (as llama.cpp's test-backend-ops)\n"
             "  --filter TEXT   only cases whose label \"<shape> T=<n>\" contains TEXT\n";
         bench::KernelArgs args(usage);
         args.ints("--tokens", a.tokens).flag("--all", a.all).flag("--rows", a.rows);
-        args.count("--runs", a.runs, 1).count("--warmup", a.warmup, 0);
+        args.count("--runs", a.runs, 1).count("--warmup", a.warmup, 0).count("--reps", a.reps, 1);
+        args.flag("--graph", a.graph);
         if (!args.text("--filter", a.filter).parse(argc, argv)) return 0;
         cudaDeviceProp p{};
         TS_CUDA_CHECK(cudaGetDeviceProperties(&p, 0));

@@ -54,7 +54,7 @@ inline std::string str(const fast::MoePlan& p) {
     if (p.mid)
         return "mid grouped/" + std::to_string(p.tile_rows) + ", ring " + std::to_string(p.mid_ring) +
                ", row tiles a warp " + std::to_string(p.mid_gate_up_tiles) + " / " + std::to_string(p.mid_down_tiles);
-    if (p.dp4a_decode) return "dp4a decode per slot, down by token";
+    if (p.dp4a_decode) return "dp4a decode per slot, down by token, down warps " + std::to_string(p.mma_down_warps);
     if (p.mma_decode)
         return "mma decode per slot, down by token, batch " + std::to_string(p.mma_down_batch) + ", gate+up batch " +
                std::to_string(p.mma_gate_up_batch) + ", down warps " + std::to_string(p.mma_down_warps) +
@@ -116,10 +116,12 @@ inline std::vector<fast::MoePlan> wgmma_plans() {
     return plans;
 }
 
-// The integer-unit decode kernels (x and act in two int8 limbs: within the bf16 bound).
-inline fast::MoePlan dp4a_decode_plan() {
+// The integer-unit decode kernels (x and act in two int8 limbs: within the bf16 bound), down in
+// blocks of 16 warps (0: the default) or 8.
+inline fast::MoePlan dp4a_decode_plan(int down_warps = 0) {
     fast::MoePlan p;
     p.dp4a_decode = true;
+    p.mma_down_warps = down_warps;
     return p;
 }
 
@@ -146,6 +148,7 @@ inline std::vector<fast::MoePlan> all_plans() {
     for (const fast::MoePlan& p : wgmma_plans()) plans.push_back(p);
     plans.insert(plans.end(), std::begin(kMmaDecodePlans), std::end(kMmaDecodePlans));
     plans.push_back(dp4a_decode_plan());
+    plans.push_back(dp4a_decode_plan(8));
     for (const fast::MoePlan& p : mid_plans()) plans.push_back(p);
     return plans;
 }
@@ -596,7 +599,10 @@ inline void check_experts(Backend& cpu, Experts& ex, const ExpertCase& c, const 
         if (plan.mid) {
             if (mid.empty()) mid = y;
             else reftest::expect_same_bytes(y, mid, "mid kernels' rings differ: " + str(plan));
-        } else if (plan.dp4a_decode) dp4a_decode = y;
+        } else if (plan.dp4a_decode) {
+            if (dp4a_decode.empty()) dp4a_decode = y;  // each (slot, k-tile) item on one warp: any block size
+            else reftest::expect_same_bytes(y, dp4a_decode, "dp4a decode down blocks differ: " + str(plan));
+        }
         else if (plan.mma_decode) {
             if (mma_decode.empty()) mma_decode = y;
             else reftest::expect_same_bytes(y, mma_decode, "mma decode down batches differ: " + str(plan));

@@ -366,7 +366,10 @@ TEST(FastMoe, PickRegionsAtTheirEdges) {
         SCOPED_TRACE("T=" + std::to_string(w.T) + " k=" + std::to_string(w.k) + " E=" + std::to_string(w.E));
         const fast::MoePlan p = fast::moe_pick(w.T, w.k, w.E);
         EXPECT_EQ(p.dp4a_decode, w.decode);
-        if (w.decode) continue;
+        if (w.decode) {
+            EXPECT_EQ(p.mma_down_warps, w.T == 1 ? 16 : 8);  // dp4a down blocks: 16 warps at one token, 8 at two
+            continue;
+        }
         EXPECT_TRUE(p.grouped && p.large_tiles && !p.down_by_token);
         EXPECT_EQ(p.v2, w.v2);
         EXPECT_EQ(p.wgmma, !w.v2);

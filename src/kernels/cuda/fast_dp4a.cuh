@@ -117,7 +117,7 @@ __device__ __forceinline__ void dp4a_quantize_x(const float* __restrict__ x, int
 #pragma unroll
         for (int b = 0; b < B; ++b) {
             const int i = start + b * THREADS * CL + int(threadIdx.x);
-            const int t = i < items ? i / per_row : 0, c0 = 8 * (i - t * per_row);
+            const int t = R == 1 || i >= items ? 0 : i / per_row, c0 = 8 * (i - t * per_row);  // one row: no division
 #pragma unroll
             for (int e = 0; e < 8; ++e) v[b][e] = 0.f;
             if (i < items && c0 < K) load8(x + t * ldx + c0, aligned, v[b]);  // a 32-column group is all in or out
@@ -125,7 +125,7 @@ __device__ __forceinline__ void dp4a_quantize_x(const float* __restrict__ x, int
 #pragma unroll
         for (int b = 0; b < B; ++b) {
             const int i = start + b * THREADS * CL + int(threadIdx.x);
-            const int t = i < items ? i / per_row : 0, j = i - t * per_row, c0 = 8 * j;
+            const int t = R == 1 || i >= items ? 0 : i / per_row, j = i - t * per_row, c0 = 8 * j;
             const Dp4aQ8 q = dp4a_quantize8(v[b]);
             if (i < items) {
 #pragma unroll
@@ -144,34 +144,46 @@ __device__ __forceinline__ void dp4a_quantize_x(const float* __restrict__ x, int
 }
 
 // A lane's share of a k-tile: its two 16-byte chunks of one row, their scales and biases (f16
-// bits; zeros where a chunk is past the row or masked).
+// bits; zeros where a chunk is past the row or masked): chunk c's in half c — or, where both
+// chunks lie in one scale group (G ≥ 64, dp4a_load_row), that group's in the low half.
 struct Dp4aTile {
     uint4 q[2];
-    uint32_t s, b;  // chunk 0 in the low half, chunk 1 in the high half
+    uint32_t s, b;
 };
+
+// Scales (biases) of chunks ch, ch + 1 at p (their group's, lg > 0: one group of G ≥ 64 holds
+// both; lg = 0, G = 32: p[0] and p[1]) as Dp4aTile holds them — one load, nothing done with the
+// loaded value here, so its latency waits at the dot behind every other load in flight. The pair
+// takes two 2-byte loads only where the row's end cuts it or it is not 4-byte aligned (row-major
+// rows of an odd number of groups).
+__device__ __forceinline__ uint32_t dp4a_scale_pair(const uint16_t* p, int lg, bool in0, bool in1) {
+    if (lg > 0) return in0 ? uint32_t(__ldg(p)) : 0u;
+    if (in1 && (reinterpret_cast<uintptr_t>(p) & 3) == 0) return __ldg(reinterpret_cast<const uint32_t*>(p));
+    return (in0 ? uint32_t(__ldg(p)) : 0u) | (in1 ? uint32_t(__ldg(p + 1)) << 16 : 0u);
+}
 
 // Chunks 2h, 2h + 1 of k-tile kt of a row (codes, scales, biases at the row's chunk 0 and group
 // 0; biases may be null) in either order of packed_weight.h — each chunk and group where the row's
 // steps put them (a row's k-tiles are 64 bytes apart row-major, 1 KB in tiles); nch = the row's
-// chunks, lg = log2 of the chunks a scale group (G is 32·2^j).
+// chunks, lg = log2 of the chunks a scale group (G is 32·2^j). With G = 32 the two chunks' groups
+// are neighbours in both orders (PackedRowSteps::scale_group keeps a k-tile's groups together).
+// Dot it with dp4a_tile_dot(…, lg == 0).
 __device__ __forceinline__ Dp4aTile dp4a_load_row(const uint8_t* codes, const uint16_t* scales, const uint16_t* biases,
                                                   const PackedRowSteps& st, int kt, int h, int nch, int lg, bool ok) {
     Dp4aTile tl;
-    tl.s = tl.b = 0;
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {
-        const int ch = 4 * kt + 2 * h + c, gi = st.scale_group(ch >> lg);
-        const bool in = ok && ch < nch;
-        tl.q[c] = in ? load_stream(codes + st.chunk(ch)) : make_uint4(0, 0, 0, 0);
-        tl.s |= (in ? uint32_t(__ldg(scales + gi)) : 0u) << (16 * c);
-        tl.b |= (in && biases ? uint32_t(__ldg(biases + gi)) : 0u) << (16 * c);
-    }
+    const int ch = 4 * kt + 2 * h, gi = st.scale_group(ch >> lg);
+    const bool in0 = ok && ch < nch, in1 = ok && ch + 1 < nch;
+    tl.q[0] = in0 ? load_stream(codes + st.chunk(ch)) : make_uint4(0, 0, 0, 0);
+    tl.q[1] = in1 ? load_stream(codes + st.chunk(ch + 1)) : make_uint4(0, 0, 0, 0);
+    tl.s = dp4a_scale_pair(scales + gi, lg, in0, in1);
+    tl.b = biases ? dp4a_scale_pair(biases + gi, lg, in0, in1) : 0u;
     return tl;
 }
 
 // Σ w·x̃ over a lane's share of k-tile kt (its half h) against staged row t: f32. bias: the
-// matrix has biases (else b = −8·s).
-__device__ __forceinline__ float dp4a_tile_dot(const Dp4aTile& tl, const Dp4aX& X, int t, int kt, int h, bool bias) {
+// matrix has biases (else b = −8·s); halves: tl holds a scale (bias) a chunk, else one for both.
+__device__ __forceinline__ float dp4a_tile_dot(const Dp4aTile& tl, const Dp4aX& X, int t, int kt, int h, bool bias,
+                                               bool halves = true) {
     const int col = kt * 128 + 64 * h;
     const uint4* ph = reinterpret_cast<const uint4*>(X.hi + t * X.Kp + col);
     const uint4* pl = reinterpret_cast<const uint4*>(X.lo + t * X.Kp + col);
@@ -192,8 +204,9 @@ __device__ __forceinline__ float dp4a_tile_dot(const Dp4aTile& tl, const Dp4aX& 
             sl = __dp4a(int(l0), int(b.x), sl), sl = __dp4a(int(h0), int(b.y), sl);
             sl = __dp4a(int(l1), int(b.z), sl), sl = __dp4a(int(h1), int(b.w), sl);
         }
-        const float sc = half_bits(uint16_t(tl.s >> (16 * c)));
-        const float bi = bias ? half_bits(uint16_t(tl.b >> (16 * c))) : -8.f * sc;
+        const int sh16 = halves ? 16 * c : 0;
+        const float sc = half_bits(uint16_t(tl.s >> sh16));
+        const float bi = bias ? half_bits(uint16_t(tl.b >> sh16)) : -8.f * sc;
         const float dx = c == 0 ? s2.x : s2.z, sx = c == 0 ? s2.y : s2.w;
         out = fmaf(sc * dx, fmaf(float(sl), 1.f / 254.f, float(sh)), fmaf(bi, sx, out));
     }

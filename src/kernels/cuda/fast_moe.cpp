@@ -236,10 +236,13 @@ MoePlan moe_pick(int64_t T, int k, int E) {
     // Session 10: T ≤ 2 on the integer units instead (fast_moe_decode_dp4a.cu; see bench_fast_moe
     // for both); the tensor-core plan below stays as their fallback (moe_experts_packed).
     MoePlan p;
+    // Session 38: at T = 2 the dp4a down kernel in blocks of 8 warps (4 items a warp in flight):
+    // 17.6 against 19.2 µs for the three matrices on the flagship's shape, 23.5 against 24.2 on
+    // llama.cpp's (bench_fast_moe --graph --reps 32); at T = 1 16 warps (3 items a warp) stay ahead.
     if (T <= 2) {
         p.dp4a_decode = true;
         p.mma_pdl = true;
-        p.mma_down_warps = 16;
+        p.mma_down_warps = T == 1 ? 16 : 8;
         return p;  // per slot, down by token
     }
     // Session 13: from 12 rows an expert on average, the large tiles on the warpgroup MMA
@@ -396,7 +399,8 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
                  op, w.H, k * w.I, detail::moe_decode_dp4a_gate_up_smem(w.H), detail::moe_decode_dp4a_down_smem(w.I, k),
                  detail::moe_decode_dp4a_smem_limit());
         TS_CUDA_CHECK(detail::launch_moe_decode_dp4a_gate_up(act, x, ldx, T, w, ids, k, x_settled, stream));
-        TS_CUDA_CHECK(detail::launch_moe_decode_dp4a_down(y, ldy, act, T, w, ids, weights, k, stream));
+        TS_CUDA_CHECK(
+            detail::launch_moe_decode_dp4a_down(y, ldy, act, T, w, ids, weights, k, plan.mma_down_warps, stream));
         return;
     }
     if (plan.mma_decode) {

@@ -136,8 +136,9 @@ MoeTiling moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, co
 //                    by each block into two int8 limbs (|x − x̃| ≤ max|x| / 64516 per 32
 //                    columns: closer than bf16), dp4a on the codes as they lie, f32 sums; gate+up
 //                    split over H by 8 warps a block of 16 outputs, down by token with the (slot,
-//                    k-tile) items of a block of 16 outputs over 16 warps, slots summed in order;
-//                    the down kernel by programmatic dependent launch.
+//                    k-tile) items of a block of 16 outputs over 16 warps (mma_down_warps 0 or
+//                    16; 8: 8 warps, 4 items each in flight), slots summed in order; the down
+//                    kernel by programmatic dependent launch.
 //   mma_down_batch:  items a warp of that down kernel has in flight: 4, 8, or 0 (the fewest
 //                    batches: moe_decode_mma_down_batch).
 //   wgmma:           the large tiles on Hopper's warpgroup MMA (fast_moe_wgmma.cu; large_tiles,
@@ -306,9 +307,10 @@ inline bool moe_decode_dp4a_fits(int64_t H, int64_t I, int k) {
 cudaError_t launch_moe_decode_dp4a_gate_up(float* act, const float* x, int64_t ldx, int64_t T,
                                            const MoePackedExperts& w, const int32_t* ids, int k, bool x_settled,
                                            cudaStream_t stream);
+// warps: the down kernel's block, 16 (default) or 8 (MoePlan::mma_down_warps).
 cudaError_t launch_moe_decode_dp4a_down(float* y, int64_t ldy, const float* act, int64_t T,
                                         const MoePackedExperts& w, const int32_t* ids, const float* weights, int k,
-                                        cudaStream_t stream);
+                                        int warps, cudaStream_t stream);
 // The tensor-core decode kernels (fast_moe_decode_mma.cu). act [T·k, I] f32 as the v2 ones';
 // the down kernel keeps a partial per (slot, k-tile) in shared memory: moe_decode_mma_smem_bytes
 // of at most moe_decode_mma_smem_limit. T·k ≤ 65535.

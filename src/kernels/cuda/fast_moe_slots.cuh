@@ -10,6 +10,24 @@
 
 namespace tessera::cuda::fast::dev {
 
+// One matrix (gate, up or down) of every expert, as the decode kernels find expert e's: from the
+// stack where MoeTiling found one (expert e's codes, scales and biases right after expert e − 1's:
+// e's pointers are arithmetic, so the way to its weights has no descriptor load), else from e's
+// descriptor. Built on the host by expert_stack (fast_moe_decode_dp4a.cu).
+struct ExpertStack {
+    const PackedMatrix* desc;  // device [E]
+    PackedMatrix m0;           // expert 0's, where stacked (else m0.codes is null)
+    int64_t code_step, scale_step;  // bytes of codes, halves of scales (biases) an expert
+};
+__device__ __forceinline__ PackedMatrix expert_matrix(const ExpertStack& st, int e) {
+    if (st.m0.codes == nullptr) return st.desc[e];
+    PackedMatrix m = st.m0;
+    m.codes += e * st.code_step;
+    m.scales += e * st.scale_step;
+    if (m.biases) m.biases += e * st.scale_step;
+    return m;
+}
+
 // A gate+up block's start, launched with PDL: waits for ids and x (the kernels before), lets the
 // down kernel start (it reads act only after this grid ends), and returns slot s's expert — or,
 // for an id outside [0, E), writes NaN to the block's ROWS outputs of act (from i0) and returns

@@ -105,20 +105,22 @@ TS_PACKED_HD PackedLayout packed_layout(const PackedMatrix& w) {
 
 // packed_layout in 32-bit index math, from a matrix's group size, order and k (kernels that know
 // k as their own H or I, checked against the descriptors on the host): no 64-bit division on the
-// way to a first weight load. Tiles: G is 32, 64 or 128 (packed_tiles_fit) — a shift.
+// way to a first weight load, and none at all: G is a power of two (32, 64 or 128 for Int4, 16 or
+// 32 for Int8), so k / G is a shift.
 TS_PACKED_HD PackedLayout packed_layout_k32(int group, bool tiles, int k) {
-    const unsigned rb = unsigned(k) / 2u, gpr = unsigned(k) / unsigned(group);
+#ifdef __CUDA_ARCH__
+    const int lgg = __ffs(group) - 1;  // G is a power of two (32·2^j; Int8 16 or 32)
+#else
+    const int lgg = __builtin_ctz(unsigned(group));
+#endif
+    const unsigned rb = unsigned(k) / 2u, gpr = unsigned(k) >> lgg;
     PackedLayout l;
     l.row_tile = 16u * rb, l.s_row_tile = 16u * gpr;
     if (!tiles) {
         l.row = rb, l.s_row = gpr;
         return l;
     }
-#ifdef __CUDA_ARCH__
-    const unsigned gpt = unsigned(kPackedTileCols) >> (__ffs(group) - 1);  // groups a tile row: 4, 2 or 1
-#else
-    const unsigned gpt = unsigned(kPackedTileCols) >> __builtin_ctz(unsigned(group));
-#endif
+    const unsigned gpt = unsigned(kPackedTileCols) >> lgg;  // groups a tile row: 4, 2 or 1
     l.row = kPackedTileCols / 2, l.ktile = 16 * (kPackedTileCols / 2);
     l.s_row = gpt, l.s_ktile = 16u * gpt;
     l.s_lg = gpt == 4 ? 2 : gpt == 2 ? 1 : 0;
