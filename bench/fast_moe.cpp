@@ -160,13 +160,6 @@ fast::MoePlan wgmma_plan(int tile_rows, int tma = 0, int mt = 0, bool gather = f
     return p;
 }
 
-fast::MoePlan dp4a_plan(int down_warps) {
-    fast::MoePlan p;
-    p.dp4a_decode = true;
-    p.mma_down_warps = down_warps;
-    return p;
-}
-
 fast::MoePlan mid_plan(int ring) {
     fast::MoePlan p = fast::moe_mid_plan();
     p.mid_ring = ring;
@@ -229,6 +222,7 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
               fast::MoePlan{false, true, 8, false, false, true, 0, false, 0, 16},
               fast::MoePlan{false, true, 8, false, false, true, 0, true, 0, 16},
               fast::MoePlan{false, true, 8, false, false, false, 0, true, 0, 16, true},
+              fast::MoePlan{false, true, 8, false, false, false, 0, true, 0, 8, true},
               fast::MoePlan{true, false, 16, true, true},
               fast::MoePlan{true, false, 32, true, true}, fast::MoePlan{true, false, 64, true, true},
               fast::MoePlan{false, true, 8}, fast::MoePlan{true, true, 8}, fast::MoePlan{true, false, 8},
@@ -236,7 +230,7 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
               wgmma_plan(16), wgmma_plan(32), wgmma_plan(64), wgmma_plan(128), wgmma_plan(16, 1), wgmma_plan(32, 1),
               wgmma_plan(64, 1), wgmma_plan(128, 1), wgmma_plan(16, 2), wgmma_plan(32, 2), wgmma_plan(64, 2), wgmma_plan(16, 1, 2),
               wgmma_plan(32, 1, 2), wgmma_plan(64, 1, 2), wgmma_plan(16, 1, 2, true), wgmma_plan(32, 1, 2, true), wgmma_plan(64, 1, 0, true),
-              mid_plan(0), mid_plan(3), mid_plan(4), dp4a_plan(8)}) {
+              mid_plan(0), mid_plan(3), mid_plan(4)}) {
             if (p.grouped == pick.grouped && p.down_by_token == pick.down_by_token && p.tile_rows == pick.tile_rows &&
                 p.large_tiles == pick.large_tiles && p.v2 == pick.v2 && p.mma_decode == pick.mma_decode &&
                 p.mma_down_batch == pick.mma_down_batch && p.mma_pdl == pick.mma_pdl &&

@@ -32,6 +32,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/fast_dp4a.cuh"
@@ -270,8 +271,17 @@ size_t moe_decode_dp4a_smem_limit() { return size_t(kMoeDecodeDp4aMaxSmem); }
 
 namespace {
 
-// LaneRow's LG for one matrix of the experts: log2(G / 32) where stacked in tiles (MoeTiling), else -1.
-int lane_lg(bool stacked, int group) { return stacked ? __builtin_ctz(unsigned(group)) - 5 : -1; }
+// f(std::integral_constant<int, LG>) for one matrix of the experts' LaneRow LG: log2(G / 32) where
+// stacked in tiles (MoeTiling; G is 32, 64 or 128 there), else -1.
+template <class F>
+cudaError_t with_lane_lg(bool stacked, int group, F&& f) {
+    switch (stacked ? __builtin_ctz(unsigned(group)) - 5 : -1) {
+        case 0: return f(std::integral_constant<int, 0>{});
+        case 1: return f(std::integral_constant<int, 1>{});
+        case 2: return f(std::integral_constant<int, 2>{});
+        default: return f(std::integral_constant<int, -1>{});
+    }
+}
 
 template <int LG>
 cudaError_t launch_gate_up(float* act, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
@@ -294,12 +304,9 @@ cudaError_t launch_moe_decode_dp4a_gate_up(float* act, const float* x, int64_t l
                                            const MoePackedExperts& w, const int32_t* ids, int k, bool x_settled,
                                            cudaStream_t stream) {
     const bool one_group = w.tiling.gate0.group == w.tiling.up0.group;
-    switch (lane_lg(w.tiling.gate_up && one_group, w.tiling.gate0.group)) {
-        case 0: return launch_gate_up<0>(act, x, ldx, T, w, ids, k, x_settled, stream);
-        case 1: return launch_gate_up<1>(act, x, ldx, T, w, ids, k, x_settled, stream);
-        case 2: return launch_gate_up<2>(act, x, ldx, T, w, ids, k, x_settled, stream);
-        default: return launch_gate_up<-1>(act, x, ldx, T, w, ids, k, x_settled, stream);
-    }
+    return with_lane_lg(w.tiling.gate_up && one_group, w.tiling.gate0.group, [&](auto lg) {
+        return launch_gate_up<decltype(lg)::value>(act, x, ldx, T, w, ids, k, x_settled, stream);
+    });
 }
 
 namespace {
@@ -320,12 +327,9 @@ cudaError_t launch_down(float* y, int64_t ldy, const float* act, int64_t T, cons
 template <int WARPS, int U>
 cudaError_t launch_down(float* y, int64_t ldy, const float* act, int64_t T, const MoePackedExperts& w,
                         const int32_t* ids, const float* weights, int k, cudaStream_t stream) {
-    switch (lane_lg(w.tiling.down, w.tiling.down0.group)) {
-        case 0: return launch_down<WARPS, U, 0>(y, ldy, act, T, w, ids, weights, k, stream);
-        case 1: return launch_down<WARPS, U, 1>(y, ldy, act, T, w, ids, weights, k, stream);
-        case 2: return launch_down<WARPS, U, 2>(y, ldy, act, T, w, ids, weights, k, stream);
-        default: return launch_down<WARPS, U, -1>(y, ldy, act, T, w, ids, weights, k, stream);
-    }
+    return with_lane_lg(w.tiling.down, w.tiling.down0.group, [&](auto lg) {
+        return launch_down<WARPS, U, decltype(lg)::value>(y, ldy, act, T, w, ids, weights, k, stream);
+    });
 }
 
 }  // namespace
