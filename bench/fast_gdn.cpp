@@ -120,6 +120,7 @@ void bench_rule(const Args& a, Stream& stream, Timer& timer, GdnMode mode, int64
                                         (variant == fast::GdnChunkVariant::F16x3Rt2 ? " f16x3 rt2" : "") +
                                         (variant == fast::GdnChunkVariant::F16Rt ? " f16 rt" : "") +
                                         (variant == fast::GdnChunkVariant::F16RtSeq ? " f16 rt seq" : "") +
+                                        (variant == fast::GdnChunkVariant::F16RtLean ? " f16 rt lean" : "") +
                                         (variant == fast::GdnChunkVariant::Auto ? "*" : "")
                                   : std::string("recurrent")) +
         (slots > 1 ? " cold" : " hot");
@@ -411,7 +412,7 @@ int main(int argc, char** argv) {
         using V = fast::GdnChunkVariant;
         const V chunk_variants[] = {V::Auto,  V::StateWarps8, V::Vec16,
                                     V::Split, V::SplitWarps8, V::SplitVec16, V::F16x3, V::F16x3Wg, V::F16x3Rt,
-                                    V::F16x3Rt2, V::F16Rt, V::F16RtSeq};
+                                    V::F16x3Rt2, V::F16Rt, V::F16RtSeq, V::F16RtLean};
         for (int64_t T : {1024, 4096, 16384}) {
             for (V v : chunk_variants)
                 bench_rule(a, stream, timer, GdnMode::Chunked, 1, T, 1,

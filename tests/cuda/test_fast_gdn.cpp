@@ -62,7 +62,10 @@ namespace {
 //   at 1,000 (session 22) — and it is held to kF16RtIllScale ×.
 constexpr double kTolRec = 2e-5, kTolChunkShort = 1e-4, kTolChunkLong = 5e-4, kF16RtScale = 5, kF16RtIllScale = 20;
 double tol_for(fast::GdnChunkVariant v, double tol) {
-    return v == fast::GdnChunkVariant::F16Rt || v == fast::GdnChunkVariant::F16RtSeq ? tol * kF16RtScale : tol;
+    return v == fast::GdnChunkVariant::F16Rt || v == fast::GdnChunkVariant::F16RtSeq ||
+                   v == fast::GdnChunkVariant::F16RtLean
+               ? tol * kF16RtScale
+               : tol;
 }
 
 // ---- the delta rule ----
@@ -455,6 +458,39 @@ TEST(FastGdnChunked, F16x3MatchesTheCpuAcrossLayoutsAndRuns) {
         for (auto v : kF16Variants)
             expect_repeatable_and_close(in, lengths, slot, v);
     }
+}
+
+TEST(FastGdnChunked, LeanPrepGivesThePrep16Bits) {
+    REQUIRE_CUDA();
+    // F16Rt's prep in its lean form (F16RtLean: wy_prep_rt, K, Q and V through registers, the diagonal
+    // solve unrolled) against wy_prep16's (F16Rt: staged or DIRECT by the block count, gdn_prep_direct):
+    // the same bits, o and state, on both row layouts (4- and
+    // 16-byte loads), tiled heads, heads narrower than 128 (dk 120, dv 100: zero columns) and a
+    // padding sequence with a one-token last chunk; and the CPU within F16Rt's tolerance.
+    const std::vector<std::pair<Shape, int64_t>> cases = {{kFlagship, 2},
+                                                          {kFlagship, 0},
+                                                          {Shape{16, 32, 128, 128, true}, 0},
+                                                          {Shape{1, 3, 120, 100, false}, 0},
+                                                          {Shape{2, 4, 124, 128, false}, 2}};
+    for (const auto& [sh, pad] : cases)
+        for (const auto& [lengths, slot] : std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>>{
+                 {{1000, 65, 1, 130}, {4, -1, 0, 2}}, {{4097}, {1}}, {{63, 64, 2}, {0, 1, 2}}}) {
+            SCOPED_TRACE(describe(sh, GdnMode::Chunked, lengths) + " pad " + std::to_string(pad));
+            std::mt19937 rng(26);
+            const RuleInputs in(sh, starts(lengths).back(), 6, rng, pad);
+            GpuRule lean(in), prep16(in);
+            const std::vector<float> ol =
+                lean.run(GdnMode::Chunked, 0, lengths, slot, 0, fast::GdnChunkVariant::F16RtLean);
+            const std::vector<float> o16 = prep16.run(GdnMode::Chunked, 0, lengths, slot, 0, fast::GdnChunkVariant::F16Rt);
+            expect_same_bits(ol, o16, "o, lean prep vs wy_prep16", in.where_o());
+            expect_same_bits(to_host<float>(lean.st), to_host<float>(prep16.st), "state, lean prep vs wy_prep16",
+                             in.where_state());
+            std::vector<float> st_cpu = in.init, o_cpu;
+            cpu_rule(in, GdnMode::Chunked, 0, lengths, slot, st_cpu, o_cpu);
+            const double tol = tol_for(fast::GdnChunkVariant::F16Rt, kTolChunkLong);
+            compare(ol, o_cpu, tol, "o", in.where_o());
+            compare(to_host<float>(lean.st), st_cpu, tol, "state", in.where_state());
+        }
 }
 
 // ---- F16Rt's state pass overlapping its prep (behind per-chunk flags) ----

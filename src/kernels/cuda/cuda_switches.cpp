@@ -155,13 +155,15 @@ bool flash_overlap_by_kv() {
 // 32 heads, o within ~3e-5 of it), f16x3rt (the same kernels on three products a term: f32-class
 // operands), f16x3wg (the state pass on the warpgroup MMA through shared memory,
 // fast_gdn_chunked16_wg.cu), f16x3 (on mma.sync, fast_gdn_chunked16.cu), tf32 (the 3×TF32 kernels of
-// sessions 4–14), f16x3rt2 (F16x3Rt's chain on two warpgroups, fast_gdn_chunked16_rt2.cu) or f16rtseq
-// (F16Rt with its state pass launched after the prep, not overlapping it), for A/B.
+// sessions 4–14), f16x3rt2 (F16x3Rt's chain on two warpgroups, fast_gdn_chunked16_rt2.cu), f16rtseq
+// (F16Rt with its state pass launched after the prep, not overlapping it) or f16rtlean (F16Rt with
+// the lean prep, fast_gdn_prep_rt.cuh: not yet run on a GPU), for A/B.
 fast::GdnChunkVariant gdn_chunk_variant() {
     using V = fast::GdnChunkVariant;
-    static constexpr V kByName[] = {V::F16Rt, V::F16x3Rt, V::F16x3Wg, V::F16x3, V::Auto, V::F16x3Rt2, V::F16RtSeq};
-    static const V v = kByName[env_choice(
-        "TESSERA_GDN_CHUNKED", {"f16rt", "f16x3rt", "f16x3wg", "f16x3", "tf32", "f16x3rt2", "f16rtseq"})];
+    static constexpr V kByName[] = {V::F16Rt,  V::F16x3Rt,  V::F16x3Wg,  V::F16x3,
+                                    V::Auto,   V::F16x3Rt2, V::F16RtSeq, V::F16RtLean};
+    static const V v = kByName[env_choice("TESSERA_GDN_CHUNKED", {"f16rt", "f16x3rt", "f16x3wg", "f16x3", "tf32",
+                                                                  "f16x3rt2", "f16rtseq", "f16rtlean"})];
     return v;
 }
 // TESSERA_GDN_DECODE: the fused GDN decode step's kernel — auto (the default:

@@ -120,6 +120,11 @@ enum class GdnChunkVariant : int {
     F16x3Rt2 = 10,  // F16x3Rt on two warpgroups a block, split along dk (…_rt2.cu)
     F16Rt = 11,     // F16x3Rt's kernels on one f16 product each (hi·hi), FLA's accuracy class or better
     F16RtSeq = 12,  // F16Rt with its state pass launched after the prep has completed (A/B; same bits)
+    // F16Rt with the lean prep (wy_prep_rt, fast_gdn_prep_rt.cuh: meant to give the same bits in fewer
+    // instructions) where the value heads fit it (dv <= 128), else F16Rt's. Written in session 39 when
+    // no GPU was lent: opt-in (TESSERA_GDN_CHUNKED=f16rtlean) until its tests have run on the GPU and
+    // it has been measured.
+    F16RtLean = 13,
 };
 // F16Rt's prep in its DIRECT form (K, Q and V read into registers, not staged in f32: three blocks
 // an SM) where that takes fewer waves of `blocks` (chunks × sequences × value heads) than the staged
@@ -131,7 +136,8 @@ inline bool gdn_prep_direct(int64_t blocks, int64_t sms) {
 }
 inline bool gdn_chunk_f16x3(GdnChunkVariant v) {
     return v == GdnChunkVariant::F16x3 || v == GdnChunkVariant::F16x3Wg || v == GdnChunkVariant::F16x3Rt ||
-           v == GdnChunkVariant::F16x3Rt2 || v == GdnChunkVariant::F16Rt || v == GdnChunkVariant::F16RtSeq;
+           v == GdnChunkVariant::F16x3Rt2 || v == GdnChunkVariant::F16Rt || v == GdnChunkVariant::F16RtSeq ||
+           v == GdnChunkVariant::F16RtLean;
 }
 // wy_prep16's block bid of a grid in chunk-major order (value head fastest, then sequence, then
 // chunk: the state pass started behind the prep needs every head's first chunks first). 32-bit

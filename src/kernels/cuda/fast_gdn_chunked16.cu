@@ -24,6 +24,7 @@
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/fast_gdn_f16x3.cuh"
 #include "kernels/cuda/fast_gdn_prep16.cuh"
+#include "kernels/cuda/fast_gdn_prep_rt.cuh"
 #include "kernels/cuda/fast_gdn_rt.cuh"
 #include "kernels/cuda/fast_mma.cuh"
 #include "kernels/cuda/pdl.cuh"
@@ -341,7 +342,8 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
     // F16x3Rt(2) where its pass takes the heads (dk rounded to 16 is 128) and the scratch fits a
     // tensor map, else F16x3Wg's pass (decided before the prep, whose lo halves follow the pass).
     // F16Rt: F16x3Rt's pass and prep on one f16 product each (F16x3Wg's pass, on 3, where it cannot run).
-    const bool f16rt = variant == GdnChunkVariant::F16Rt || variant == GdnChunkVariant::F16RtSeq;
+    const bool f16rt = variant == GdnChunkVariant::F16Rt || variant == GdnChunkVariant::F16RtSeq ||
+                       variant == GdnChunkVariant::F16RtLean;
     const bool rt_any = variant == GdnChunkVariant::F16x3Rt || variant == GdnChunkVariant::F16x3Rt2 || f16rt;
     f16x3::RtMaps maps{};
     const bool rt = rt_any && dkq == 128 && f16x3::rt_tma_maps(a, &maps);
@@ -350,7 +352,8 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
     // F16x3Rt's and F16Rt's state pass starts while the prep runs, chunk by chunk behind its flags,
     // where nothing it writes is an input of the prep (o apart from q, k, v) and the launch is not
     // being captured into a graph (whose replays would repeat the tag); F16RtSeq runs them in turn.
-    if (rt && (variant == GdnChunkVariant::F16x3Rt || variant == GdnChunkVariant::F16Rt) &&
+    if (rt && (variant == GdnChunkVariant::F16x3Rt || variant == GdnChunkVariant::F16Rt ||
+               variant == GdnChunkVariant::F16RtLean) &&
         gdn_overlap_safe(o, o_ts, o_hs, q, k, v, T, p.n_k_heads, p.n_v_heads, dk, dv, stream))
         a.epoch = next_chunk_epoch();
     // F16Rt's prep: DIRECT (70 KB, three blocks an SM; one fits beside an F16Rt state block, 137 KB)
@@ -360,13 +363,18 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
     const int64_t prep_blocks = (max_len + kC - 1) / kC * plan.n_seqs * p.n_v_heads;
     if (prep_blocks > int64_t(INT32_MAX)) return cudaErrorInvalidConfiguration;  // (fast_gdn.cpp says so first)
     const dim3 prep_grid{unsigned(prep_blocks)};
-    const bool direct = one && gdn_prep_direct(prep_blocks, current_sm_count());
-    auto* prep_kernel = direct ? wy_prep16_kernel<128, true, 1, true>
-                        : one  ? wy_prep16_kernel<128, true, 1>
-                        : rt   ? wy_prep16_kernel<128, true>
-                        : dkq == 128 ? wy_prep16_kernel<128, false>
-                                     : wy_prep16_kernel<0, false>;
-    const size_t prep_bytes = direct ? prep1_smem : prep_smem;
+    // F16RtLean's prep: wy_prep_rt (fast_gdn_prep_rt.cuh, meant to give wy_prep16's bits in fewer
+    // instructions) where the value heads fit its 128 columns; else wy_prep16's.
+    const bool lean = one && dv <= prep_rt::kD && variant == GdnChunkVariant::F16RtLean;
+    const bool direct = one && !lean && gdn_prep_direct(prep_blocks, current_sm_count());
+    auto* prep_kernel = lean && a.vec ? prep_rt::wy_prep_rt_kernel<true>
+                        : lean        ? prep_rt::wy_prep_rt_kernel<false>
+                        : direct      ? wy_prep16_kernel<128, true, 1, true>
+                        : one         ? wy_prep16_kernel<128, true, 1>
+                        : rt          ? wy_prep16_kernel<128, true>
+                        : dkq == 128  ? wy_prep16_kernel<128, false>
+                                      : wy_prep16_kernel<0, false>;
+    const size_t prep_bytes = lean ? sizeof(prep_rt::PrepRtSmem) : direct ? prep1_smem : prep_smem;
     cudaError_t err = cudaFuncSetAttribute(prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(prep_bytes));
     if (err == cudaSuccess)  // as the state pass's: where they overlap, their blocks share SMs
         err = cudaFuncSetAttribute(prep_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,

@@ -1,0 +1,379 @@
+// F16Rt's first pass in its lean form: wy_prep_rt_kernel, a block per (chunk, sequence, value
+// head), writing the scratch rows wy_state16_rt_kernel<1> reads — the same values, bit for bit, as
+// wy_prep16_kernel<128, true, 1> (fast_gdn_prep16.cuh, whose header gives the arithmetic), for
+// heads of dk <= 128 (rounded to 128) and dv <= 128, in fewer instructions:
+//  - K and Q rows go straight to registers (a warp 8 token rows, a float4 a lane) and are rounded
+//    to f16 from there, K̃ and Q̃ to the scratch rows; no f32 staging. V's rows follow into registers
+//    while K·Kᵀ and Q·Kᵀ run, then into Q's f16 rows' place.
+//  - Maxima of |K̃| and |Q̃| from a row's max times its factor (rounding is monotonic: the same
+//    bits as the max of the products), per warp, then one reduction a lane.
+//  - The diagonal 16 × 16 blocks of T in registers: a lane a column, unrolled (x[i] = Σ_{m<i}
+//    A(i, m)·x[m] in m order — the loop form's sum, whose first term is A(i, j)·1).
+//  - W = T'·K and U = T''·V a 16-column strip a warp (the A fragments shared by two n-tiles), with
+//    W's and U's strips fixed per warp at compile time (no branches in the epilogue).
+// 70 KB of shared memory a block (V takes Q's place) at 80 registers: three blocks an SM.
+// Status: written in session 39, when no GPU was lent — compiled (sm_90a: 80 registers, 16 bytes of
+// spills), not yet run; GdnChunkVariant::F16RtLean (TESSERA_GDN_CHUNKED=f16rtlean) takes it, the
+// default F16Rt does not, until FastGdnChunked.LeanPrepGivesThePrep16Bits has passed on the GPU.
+// Included by fast_gdn_chunked16.cu only.
+#pragma once
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/fast_gdn.h"
+#include "kernels/cuda/fast_gdn_f16x3.cuh"
+#include "kernels/cuda/fast_gdn_prep16.cuh"
+#include "kernels/cuda/fast_gdn_wy.cuh"
+#include "kernels/cuda/fast_mma.cuh"
+#include "kernels/cuda/pdl.cuh"
+
+namespace tessera::cuda::fast::detail::prep_rt {
+
+using namespace wy;
+using namespace f16x3;
+using prep16::kLdTh;
+
+constexpr int kD = 128;            // dk and dv, padded (zero columns past them)
+constexpr int kLdH = kD + 8;       // halves: an f16 row of K, Q or V (272 bytes ≡ 4 banks: ldmatrix without conflicts)
+constexpr int kWarps = kThreads / 32;
+constexpr int kRowsW = kC / kWarps;  // token rows a warp loads: rows warp + kWarps·r
+
+// Shared memory of a block (bytes from the dynamic base, every array 16-byte aligned).
+struct PrepRtSmem {
+    uint16_t k[kC][kLdH];   // K·2^eK (rows past L: 0)
+    uint16_t qv[kC][kLdH];  // Q·2^eQ, then V·2^eV(row)
+    float a[kC][kLdT];      // A = −strictlower(diag(β)·K·Kᵀ ⊙ D), then T' split (halves [64][kLdTh])
+    float x[kC][kLdT];      // T = (I − A)⁻¹, then T'' split
+    double gd[kC];          // Γ
+    float bt[kC], eg[kC], dl[kC], iv[kC], rw[kC], ru[kC];  // β, e^Γ, e^(Γlast − Γ), 2^-eV, T' / T'' row scales
+    uint4 wmax[kWarps];     // per warp: max |K|, |Q|, |K̃|, |Q̃| (as bits)
+    uint32_t pmax[kWarps];  // per warp: max |P|
+    uint32_t wbound[kWarps];  // per warp: max_i Σ_j |T'(i, j)|
+};
+static_assert(sizeof(PrepRtSmem) <= 75 * 1024, "wy_prep_rt: three blocks an SM");
+
+// 4 floats of a K / Q / V row from column c (zeros past n or when !ok). VEC: rows 16-byte aligned,
+// n % 4 == 0.
+template <bool VEC>
+__device__ inline float4 load4(const float* src, int c, int n, bool ok) {
+    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (!ok || c >= n) return x;
+    if constexpr (VEC) return *reinterpret_cast<const float4*>(src);
+    x.x = src[0];
+    if (c + 1 < n) x.y = src[1];
+    if (c + 2 < n) x.z = src[2];
+    if (c + 3 < n) x.w = src[3];
+    return x;
+}
+__device__ inline float max_abs4(float4 x) { return fmaxf(fmaxf(fabsf(x.x), fabsf(x.y)), fmaxf(fabsf(x.z), fabsf(x.w))); }
+// f16 of x·s, four of them (x.x in the low half of the first word): split16's hi.
+__device__ inline uint2 half4(float4 x, float s) {
+    uint2 hi, lo;
+    split16<true>(x.x, x.y, s, hi.x, lo.x);
+    split16<true>(x.z, x.w, s, hi.y, lo.y);
+    return hi;
+}
+
+template <bool VEC>
+__global__ void __launch_bounds__(kThreads, 3) wy_prep_rt_kernel(ChArgs a) {
+    // Blocks in chunk-major order, and the early trigger, as wy_prep16_kernel's.
+    pdl::trigger();
+    const GdnPrepBlock pb = gdn_prep_block(blockIdx.x, uint32_t(a.nv), uint32_t(a.plan.n_seqs));
+    const int64_t c = pb.chunk, h = pb.head;
+    const int s = int(pb.seq);
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gid = lane / 4, tig = lane % 4;
+    Seq sq;
+    if (!seq_of(a, s, &sq) || c * kC >= sq.n_wy) return;
+    const int64_t tb = sq.t0 + c * kC;
+    const int L = int(sq.n_wy - c * kC < kC ? sq.n_wy - c * kC : kC);
+    const int64_t hk = a.tiled ? h % a.nk : h / (a.nv / a.nk);
+    const int dk = a.dk, dv = a.dv, col = 4 * lane;
+    const Row16 ro = row16(kD, dv);
+    // The scratch row of token i < L (as wy_prep16_kernel's: 32-bit offsets from the chunk's first).
+    float* const row0 = a.scratch + (tb * a.nv + h) * a.rs;
+    const int rstep = int(a.nv * a.rs);
+    auto srow = [&](int i) { return row0 + i * rstep; };
+    auto srow2 = [&](int i) { return reinterpret_cast<uint32_t*>(srow(i)); };  // as f16 pairs
+
+    extern __shared__ float4 smem4[];
+    PrepRtSmem& sm = *reinterpret_cast<PrepRtSmem*>(smem4);
+
+    // 1. This warp's rows l = warp + 8r of K and Q into registers (zeros past L and dk); Γ, e^Γ and
+    // e^(Γlast − Γ) by warp 0, β by warp 1.
+    float4 kx[kRowsW], qx[kRowsW];
+    {
+        const float* kp = a.k.data + (tb + warp) * a.k.tok_stride + hk * a.k.head_stride + col;
+        const float* qp = a.q.data + (tb + warp) * a.q.tok_stride + hk * a.q.head_stride + col;
+        const int64_t ks = kWarps * a.k.tok_stride, qs = kWarps * a.q.tok_stride;
+#pragma unroll
+        for (int r = 0; r < kRowsW; ++r) {
+            const bool ok = warp + kWarps * r < L;
+            kx[r] = load4<VEC>(kp + r * ks, col, dk, ok);
+            qx[r] = load4<VEC>(qp + r * qs, col, dk, ok);
+        }
+    }
+    if (warp == 0) {
+        chunk_gamma(a, tb, L, h, lane, sm.gd, sm.eg);
+        __syncwarp();
+        for (int l = lane; l < kC; l += 32) sm.dl[l] = l < L ? expf(float(sm.gd[L - 1] - sm.gd[l])) : 0.f;
+    } else if (warp == 1) {
+        for (int l = lane; l < kC; l += 32) sm.bt[l] = l < L ? a.beta[(tb + l) * a.beta_s + h] : 0.f;
+    }
+    __syncthreads();
+
+    // 2. The maxima of |K|, |Q|, |K̃| = |K ⊙ e^(Γlast−Γ)| and |Q̃| = |Q ⊙ e^Γ| a warp.
+    {
+        float mk = 0.f, mq = 0.f, mkt = 0.f, mqt = 0.f;
+#pragma unroll
+        for (int r = 0; r < kRowsW; ++r) {
+            const int l = warp + kWarps * r;
+            const float rk = max_abs4(kx[r]), rq = max_abs4(qx[r]);
+            mk = fmaxf(mk, rk);
+            mq = fmaxf(mq, rq);
+            mkt = fmaxf(mkt, rk * sm.dl[l]);
+            mqt = fmaxf(mqt, rq * sm.eg[l]);
+        }
+        const uint4 m = make_uint4(__reduce_max_sync(0xffffffffu, __float_as_uint(mk)),
+                                   __reduce_max_sync(0xffffffffu, __float_as_uint(mq)),
+                                   __reduce_max_sync(0xffffffffu, __float_as_uint(mkt)),
+                                   __reduce_max_sync(0xffffffffu, __float_as_uint(mqt)));
+        if (lane == 0) sm.wmax[warp] = m;
+    }
+    __syncthreads();
+
+    // 3. K and Q as f16 rows under their tiles' powers of two; K̃ and Q̃ split into scratch; P's pairs
+    // past row l's diagonal block zeroed there. Then V's rows into registers.
+    uint32_t mK;
+    int eK, eQ, ek, eq;
+    {
+        const uint4 m = lane < kWarps ? sm.wmax[lane] : make_uint4(0u, 0u, 0u, 0u);
+        mK = __reduce_max_sync(0xffffffffu, m.x);
+        eK = tile_exp(mK);
+        eQ = tile_exp(__reduce_max_sync(0xffffffffu, m.y));
+        ek = tile_exp(__reduce_max_sync(0xffffffffu, m.z));
+        eq = tile_exp(__reduce_max_sync(0xffffffffu, m.w));
+    }
+    {
+        const float sK = pow2(eK), sQ = pow2(eQ), sk = pow2(ek), sq = pow2(eq);
+#pragma unroll
+        for (int r = 0; r < kRowsW; ++r) {
+            const int l = warp + kWarps * r;
+            *reinterpret_cast<uint2*>(&sm.k[l][col]) = half4(kx[r], sK);
+            *reinterpret_cast<uint2*>(&sm.qv[l][col]) = half4(qx[r], sQ);
+            if (l < L) {
+                const float d = sm.dl[l], e = sm.eg[l];
+                const float4 kt = make_float4(kx[r].x * d, kx[r].y * d, kx[r].z * d, kx[r].w * d);
+                const float4 qt = make_float4(qx[r].x * e, qx[r].y * e, qx[r].z * e, qx[r].w * e);
+                reinterpret_cast<uint2*>(srow(l) + ro.k / 2)[lane] = half4(kt, sk);
+                reinterpret_cast<uint2*>(srow(l) + ro.q / 2)[lane] = half4(qt, sq);
+                if (lane >= 8 * (l / kTb + 1)) srow2(l)[ro.p / 2 + lane] = 0u;
+            }
+        }
+    }
+    float4 vx[kRowsW];
+    {
+        const float* vp = a.v.data + (tb + warp) * a.v.tok_stride + h * a.v.head_stride + col;
+        const int64_t vs = kWarps * a.v.tok_stride;
+#pragma unroll
+        for (int r = 0; r < kRowsW; ++r) vx[r] = load4<VEC>(vp + r * vs, col, dv, warp + kWarps * r < L);
+    }
+    __syncthreads();
+
+    // 4. A = −strictlower(diag(β)·K·Kᵀ ⊙ D) into a and P = Q·Kᵀ ⊙ D (lower, 0 past L) into registers,
+    // as wy_prep16_kernel's jobs (row block bi, 16 × 8 tile nj <= 2bi + 1), warp, warp + 8, warp + 16.
+    // Then V's rows as f16 (a power of two a row), kept in registers until Q's rows are read.
+    const float ik = pow2(-eK), iqk = pow2(-eQ - eK);
+    float pacc[3][4];
+    uint32_t mp = 0u;
+#pragma unroll
+    for (int r = 0; r < 3; ++r) {
+        const int jb = warp + 8 * r, bi = jb < 2 ? 0 : jb < 6 ? 1 : jb < 12 ? 2 : 3;
+        const int m0 = bi * kTb, n0 = 8 * (jb - bi * (bi + 1));
+#pragma unroll
+        for (int e = 0; e < 4; ++e) pacc[r][e] = 0.f;
+        if (jb >= 20) continue;
+        float ka[4] = {0.f, 0.f, 0.f, 0.f}, qp[4] = {0.f, 0.f, 0.f, 0.f};
+        const uint32_t a_k = dev::smem_addr(&sm.k[m0 + (lane & 15)][(lane >> 4) * 8]);
+        const uint32_t a_q = dev::smem_addr(&sm.qv[m0 + (lane & 15)][(lane >> 4) * 8]);
+        const uint32_t b_k = dev::smem_addr(&sm.k[n0 + (lane & 7)][((lane >> 3) & 1) * 8]);
+#pragma unroll
+        for (int k0 = 0; k0 < kD; k0 += 16) {
+            uint32_t bk[4], kh[4], qh[4];
+            dev::ldsm_x2(bk, b_k + 2 * k0);
+            dev::ldsm_x4(kh, a_k + 2 * k0);
+            dev::ldsm_x4(qh, a_q + 2 * k0);
+            dev::mma_f16(ka, kh, bk[0], bk[1]);
+            dev::mma_f16(qp, qh, bk[0], bk[1]);
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int i = m0 + gid + (e / 2) * 8, j = n0 + 2 * tig + e % 2;
+            const float d = expf(float(sm.gd[i] - sm.gd[j]));
+            sm.a[i][j] = j < i ? -(ka[e] * ik * ik) * sm.bt[i] * d : 0.f;
+            pacc[r][e] = i < L && j <= i ? qp[e] * iqk * d : 0.f;
+            mp = max(mp, abs_bits(pacc[r][e]));
+        }
+    }
+    mp = __reduce_max_sync(0xffffffffu, mp);
+    if (lane == 0) sm.pmax[warp] = mp;
+    uint2 vh[kRowsW];
+#pragma unroll
+    for (int r = 0; r < kRowsW; ++r) {
+        const int ev = tile_exp(__reduce_max_sync(0xffffffffu, __float_as_uint(max_abs4(vx[r]))));
+        if (lane == 0) sm.iv[warp + kWarps * r] = pow2(-ev);
+        vh[r] = half4(vx[r], pow2(ev));
+    }
+    __syncthreads();  // A, max |P|, Q's rows read
+
+    // 5. V's rows in Q's place; P split into scratch; warps 0, 1: the diagonal 16 × 16 blocks of T,
+    // a lane a column (block 2·warp + lane / 16), its 16 rows in registers.
+#pragma unroll
+    for (int r = 0; r < kRowsW; ++r) *reinterpret_cast<uint2*>(&sm.qv[warp + kWarps * r][col]) = vh[r];
+    {
+        const int ep = tile_exp(__reduce_max_sync(0xffffffffu, lane < kWarps ? sm.pmax[lane] : 0u));
+        if (tid == 0) srow(0)[ro.meta + kMxP] = pow2(-ep);
+#pragma unroll
+        for (int r = 0; r < 3; ++r) {
+            const int jb = warp + 8 * r, bi = jb < 2 ? 0 : jb < 6 ? 1 : jb < 12 ? 2 : 3;
+            const int m0 = bi * kTb, n0 = 8 * (jb - bi * (bi + 1));
+            if (jb >= 20) continue;
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {  // rows gid, gid + 8: columns 2tig, 2tig + 1
+                const int i = m0 + gid + 8 * half, j = n0 + 2 * tig;
+                uint32_t hi, lo;
+                split16<true>(pacc[r][2 * half], pacc[r][2 * half + 1], pow2(ep), hi, lo);
+                if (i < L) srow2(i)[(ro.p + j) / 2] = hi;
+            }
+        }
+    }
+    if (warp < 2) {
+        // X(i, j) = Σ_{m<i} A(i, m)·X(m, j) with X(m, j) = 0 for m < j and X(j, j) = 1: solve_diag_column's
+        // sum (A(i, j) + Σ_{j<m<i} in m order) term for term; rows past L have A = 0, so X = 0 there.
+        const int r0 = (2 * warp + lane / 16) * kTb, jj = lane % 16;
+        float x[kTb];
+#pragma unroll
+        for (int i = 0; i < kTb; ++i) {
+            const float* ar = &sm.a[r0 + i][r0];
+            float acc = 0.f;
+#pragma unroll
+            for (int m = 0; m < i; m += 4) {
+                const float4 av = *reinterpret_cast<const float4*>(ar + m);
+                acc = fmaf(av.x, x[m], acc);
+                if (m + 1 < i) acc = fmaf(av.y, x[m + 1], acc);
+                if (m + 2 < i) acc = fmaf(av.z, x[m + 2], acc);
+                if (m + 3 < i) acc = fmaf(av.w, x[m + 3], acc);
+            }
+            x[i] = i == jj ? 1.f : acc;
+        }
+#pragma unroll
+        for (int i = 0; i < kTb; ++i) sm.x[r0 + i][r0 + jj] = x[i];
+    }
+    __syncthreads();  // the diagonal blocks, V's rows and row scales
+    solve_block_rows(&sm.a[0][0], &sm.x[0][0], warp);  // the blocks below the diagonal (T complete on return)
+
+    // 6. T'(i, j) = T(i, j)·β_j·e^Γj and T''(i, j) = T(i, j)·β_j·2^-eV(j), split a row under its own
+    // power of two (wy_prep16_kernel's step, T' into A's place, T'' into T's), and the bound
+    // max_i Σ_j |T'(i, j)| on max |W| / max |K|.
+    uint16_t* const tw = reinterpret_cast<uint16_t*>(&sm.a[0][0]);  // [64][kLdTh]
+    uint16_t* const tu = reinterpret_cast<uint16_t*>(&sm.x[0][0]);
+    {
+        uint32_t mr = 0u;
+        const int j = 2 * lane;
+        const float cw0 = sm.bt[j] * sm.eg[j], cw1 = sm.bt[j + 1] * sm.eg[j + 1];
+        const float cu0 = sm.bt[j] * sm.iv[j], cu1 = sm.bt[j + 1] * sm.iv[j + 1];
+#pragma unroll 2
+        for (int i = warp; i < kC; i += kWarps) {
+            const float2 t = *reinterpret_cast<const float2*>(&sm.x[i][j]);
+            const float t0 = j <= i ? t.x : 0.f, t1 = j + 1 <= i ? t.y : 0.f;
+            const float w0 = t0 * cw0, w1 = t1 * cw1, u0 = t0 * cu0, u1 = t1 * cu1;
+            const int ew = tile_exp(__reduce_max_sync(0xffffffffu, max(abs_bits(w0), abs_bits(w1))));
+            const int eu = tile_exp(__reduce_max_sync(0xffffffffu, max(abs_bits(u0), abs_bits(u1))));
+            float sum = fabsf(w0) + fabsf(w1);
+#pragma unroll
+            for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+            mr = max(mr, abs_bits(sum));
+            if (lane == 0) {
+                sm.rw[i] = pow2(-ew);
+                sm.ru[i] = pow2(-eu);
+            }
+            __syncwarp();  // every lane's reads of T's row i are done
+            uint32_t hi, lo;
+            split16(w0, w1, pow2(ew), hi, lo);
+            reinterpret_cast<uint32_t*>(tw + i * kLdTh)[lane] = hi;
+            split16(u0, u1, pow2(eu), hi, lo);
+            reinterpret_cast<uint32_t*>(tu + i * kLdTh)[lane] = hi;
+        }
+        if (lane == 0) sm.wbound[warp] = mr;
+    }
+    __syncthreads();
+
+    // 7. W = T'·K (× 2^-e of T' 's row, 2^-eK) split into scratch under the bound's power of two, and
+    // U = T''·V (× 2^-e of T'' 's row) in f32: warp w the columns [16w, 16w + 16) of both, two n-tiles
+    // sharing T's fragments, over the 4 row blocks (T lower: rows [m0, m0 + 16) stop at column m0 + 16).
+    const uint32_t wb = __reduce_max_sync(0xffffffffu, lane < kWarps ? sm.wbound[lane] : 0u);
+    const int ew = tile_exp(__float_as_uint(__uint_as_float(wb) * __uint_as_float(mK)));
+    const int n0 = 16 * warp;
+    float* const rg = srow(gid);  // row gid's scratch; row m0 + gid + 8·half's is (m0 + 8·half)·rstep on
+#pragma unroll
+    for (int which = 0; which < 2; ++which) {  // 0: W, 1: U
+        const uint32_t a_t = dev::smem_addr((which ? tu : tw) + (lane & 15) * kLdTh + (lane >> 4) * 8);
+        const uint32_t b_x = dev::smem_addr(which ? &sm.qv[lane & 15][n0 + (lane >> 4) * 8]
+                                                  : &sm.k[lane & 15][n0 + (lane >> 4) * 8]);
+#pragma unroll
+        for (int bi = 0; bi < kC / kTb; ++bi) {
+            const int m0 = bi * kTb;
+            float acc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+            for (int k0 = 0; k0 <= m0; k0 += 16) {
+                uint32_t th[4], bx[4];
+                dev::ldsm_x4(th, a_t + 2 * (m0 * kLdTh + k0));
+                dev::ldsm_x4_trans(bx, b_x + 2 * k0 * kLdH);  // b0, b1 of columns n0…, then of n0 + 8…
+                dev::mma_f16(acc[0], th, bx[0], bx[1]);
+                dev::mma_f16(acc[1], th, bx[2], bx[3]);
+            }
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {  // rows gid, gid + 8: columns 2tig, 2tig + 1 of each n-tile
+                const int i = m0 + gid + 8 * half;
+                if (i >= L) continue;
+                float* const ri = rg + (m0 + 8 * half) * rstep;
+                if (which == 0) {
+                    const float f = sm.rw[i] * ik;  // both powers of two >= 2^-60: exact
+#pragma unroll
+                    for (int nt = 0; nt < 2; ++nt) {
+                        uint32_t hi, lo;
+                        split16<true>(acc[nt][2 * half] * f, acc[nt][2 * half + 1] * f, pow2(ew), hi, lo);
+                        reinterpret_cast<uint32_t*>(ri)[(ro.w + n0 + 8 * nt + 2 * tig) / 2] = hi;
+                    }
+                } else {
+                    const float f = sm.ru[i];
+#pragma unroll
+                    for (int nt = 0; nt < 2; ++nt) {
+                        const int j = n0 + 8 * nt + 2 * tig;
+                        float* u = ri + ro.u + j;
+                        const float u0 = acc[nt][2 * half] * f, u1 = acc[nt][2 * half + 1] * f;
+                        if (j + 1 < dv) *reinterpret_cast<float2*>(u) = make_float2(u0, u1);
+                        else if (j < dv) u[0] = u0;
+                    }
+                }
+            }
+        }
+    }
+    if (tid == 0) {
+        float* meta = srow(0) + ro.meta;
+        meta[kMxW] = pow2(-ew);
+        meta[kMxK] = pow2(-ek);
+        meta[kMxQ] = pow2(-eq);
+        meta[4] = sm.eg[L - 1];  // e^Γlast
+        meta[5] = meta[6] = 0.f;  // copied with the rest (no uninitialised reads)
+        if (!a.epoch) meta[kMetaFlag] = 0.f;
+    }
+    if (a.epoch) {  // the chunk's flag, once every thread's rows are out (generic and async proxies)
+        __threadfence();
+        dev::fence_proxy_async_global();
+        __syncthreads();
+        if (tid == 0) dev::flag_release(reinterpret_cast<uint32_t*>(srow(0) + ro.meta + kMetaFlag), a.epoch);
+    }
+}
+
+}  // namespace tessera::cuda::fast::detail::prep_rt
