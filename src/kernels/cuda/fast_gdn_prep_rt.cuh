@@ -82,12 +82,13 @@ __global__ void __launch_bounds__(kThreads, 3) wy_prep_rt_kernel(ChArgs a) {
     const GdnPrepBlock pb = gdn_prep_block(blockIdx.x, uint32_t(a.nv), uint32_t(a.plan.n_seqs));
     const int64_t c = pb.chunk, h = pb.head;
     const int s = int(pb.seq);
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gid = lane / 4, tig = lane % 4;
+    const int tid = int(threadIdx.x), warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
     Seq sq;
     if (!seq_of(a, s, &sq) || c * kC >= sq.n_wy) return;
     const int64_t tb = sq.t0 + c * kC;
     const int L = int(sq.n_wy - c * kC < kC ? sq.n_wy - c * kC : kC);
-    const int64_t hk = a.tiled ? h % a.nk : h / (a.nv / a.nk);
+    // (32-bit: a 64-bit division is a subroutine call)
+    const int64_t hk = a.tiled ? pb.head % uint32_t(a.nk) : pb.head / uint32_t(a.nv / a.nk);
     const int dk = a.dk, dv = a.dv, col = 4 * lane;
     const Row16 ro = row16(kD, dv);
     // The scratch row of token i < L (as wy_prep16_kernel's: 32-bit offsets from the chunk's first).
@@ -156,8 +157,12 @@ __global__ void __launch_bounds__(kThreads, 3) wy_prep_rt_kernel(ChArgs a) {
     }
     {
         const float sK = pow2(eK), sQ = pow2(eQ), sk = pow2(ek), sq = pow2(eq);
+        // This lane's pieces of row l's K̃, Q̃ and P, stepped 8 rows at a time (row l's block l / 16 is r / 2).
+        uint2* kq = reinterpret_cast<uint2*>(srow(warp) + ro.k / 2) + lane;  // K̃; Q̃ is (ro.q − ro.k) / 4 uint2 on
+        uint32_t* pz = srow2(warp) + ro.p / 2 + lane;
+        const int64_t step = int64_t(kWarps) * rstep;
 #pragma unroll
-        for (int r = 0; r < kRowsW; ++r) {
+        for (int r = 0; r < kRowsW; ++r, kq += step / 2, pz += step) {  // (uint2: two floats)
             const int l = warp + kWarps * r;
             *reinterpret_cast<uint2*>(&sm.k[l][col]) = half4(kx[r], sK);
             *reinterpret_cast<uint2*>(&sm.qv[l][col]) = half4(qx[r], sQ);
@@ -165,9 +170,9 @@ __global__ void __launch_bounds__(kThreads, 3) wy_prep_rt_kernel(ChArgs a) {
                 const float d = sm.dl[l], e = sm.eg[l];
                 const float4 kt = make_float4(kx[r].x * d, kx[r].y * d, kx[r].z * d, kx[r].w * d);
                 const float4 qt = make_float4(qx[r].x * e, qx[r].y * e, qx[r].z * e, qx[r].w * e);
-                reinterpret_cast<uint2*>(srow(l) + ro.k / 2)[lane] = half4(kt, sk);
-                reinterpret_cast<uint2*>(srow(l) + ro.q / 2)[lane] = half4(qt, sq);
-                if (lane >= 8 * (l / kTb + 1)) srow2(l)[ro.p / 2 + lane] = 0u;
+                kq[0] = half4(kt, sk);
+                kq[(ro.q - ro.k) / 4] = half4(qt, sq);
+                if (lane >= 8 * (r / 2 + 1)) *pz = 0u;
             }
         }
     }
@@ -206,10 +211,11 @@ __global__ void __launch_bounds__(kThreads, 3) wy_prep_rt_kernel(ChArgs a) {
             dev::mma_f16(ka, kh, bk[0], bk[1]);
             dev::mma_f16(qp, qh, bk[0], bk[1]);
         }
+        const double2 gj = *reinterpret_cast<const double2*>(&sm.gd[n0 + 2 * tig]);  // Γ of columns j, j + 1
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             const int i = m0 + gid + (e / 2) * 8, j = n0 + 2 * tig + e % 2;
-            const float d = expf(float(sm.gd[i] - sm.gd[j]));
+            const float d = expf(float(sm.gd[i] - (e % 2 ? gj.y : gj.x)));
             sm.a[i][j] = j < i ? -(ka[e] * ik * ik) * sm.bt[i] * d : 0.f;
             pacc[r][e] = i < L && j <= i ? qp[e] * iqk * d : 0.f;
             mp = max(mp, abs_bits(pacc[r][e]));
@@ -314,7 +320,11 @@ __global__ void __launch_bounds__(kThreads, 3) wy_prep_rt_kernel(ChArgs a) {
     const uint32_t wb = __reduce_max_sync(0xffffffffu, lane < kWarps ? sm.wbound[lane] : 0u);
     const int ew = tile_exp(__float_as_uint(__uint_as_float(wb) * __uint_as_float(mK)));
     const int n0 = 16 * warp;
-    float* const rg = srow(gid);  // row gid's scratch; row m0 + gid + 8·half's is (m0 + 8·half)·rstep on
+    // This lane's pieces of row gid's W (f16 pairs) and U (floats); row m0 + gid + 8·half's are
+    // (m0 + 8·half)·rstep floats on. (ro.u is a constant: 3·128 + 64.)
+    float* const ug = srow(gid) + ro.u + n0 + 2 * tig;
+    uint32_t* const wg = srow2(gid) + (ro.w + n0 + 2 * tig) / 2;
+    const int64_t step8 = int64_t(8) * rstep;
 #pragma unroll
     for (int which = 0; which < 2; ++which) {  // 0: W, 1: U
         const uint32_t a_t = dev::smem_addr((which ? tu : tw) + (lane & 15) * kLdTh + (lane >> 4) * 8);
@@ -335,25 +345,26 @@ __global__ void __launch_bounds__(kThreads, 3) wy_prep_rt_kernel(ChArgs a) {
 #pragma unroll
             for (int half = 0; half < 2; ++half) {  // rows gid, gid + 8: columns 2tig, 2tig + 1 of each n-tile
                 const int i = m0 + gid + 8 * half;
-                if (i >= L) continue;
-                float* const ri = rg + (m0 + 8 * half) * rstep;
+                const bool row_ok = i < L;
+                const int64_t off = (2 * bi + half) * step8;
                 if (which == 0) {
                     const float f = sm.rw[i] * ik;  // both powers of two >= 2^-60: exact
 #pragma unroll
                     for (int nt = 0; nt < 2; ++nt) {
                         uint32_t hi, lo;
                         split16<true>(acc[nt][2 * half] * f, acc[nt][2 * half + 1] * f, pow2(ew), hi, lo);
-                        reinterpret_cast<uint32_t*>(ri)[(ro.w + n0 + 8 * nt + 2 * tig) / 2] = hi;
+                        if (row_ok) wg[off + 4 * nt] = hi;
                     }
                 } else {
                     const float f = sm.ru[i];
 #pragma unroll
                     for (int nt = 0; nt < 2; ++nt) {
                         const int j = n0 + 8 * nt + 2 * tig;
-                        float* u = ri + ro.u + j;
+                        float* u = ug + off + 8 * nt;
                         const float u0 = acc[nt][2 * half] * f, u1 = acc[nt][2 * half + 1] * f;
-                        if (j + 1 < dv) *reinterpret_cast<float2*>(u) = make_float2(u0, u1);
-                        else if (j < dv) u[0] = u0;
+                        // (VEC: dv % 4 == 0, so j < dv takes j + 1 too)
+                        if (row_ok && (VEC ? j < dv : j + 1 < dv)) *reinterpret_cast<float2*>(u) = make_float2(u0, u1);
+                        else if (!VEC && row_ok && j < dv) u[0] = u0;
                     }
                 }
             }
