@@ -460,18 +460,20 @@ TEST(FastGdnChunked, F16x3MatchesTheCpuAcrossLayoutsAndRuns) {
     }
 }
 
-TEST(FastGdnChunked, LeanPrepGivesThePrep16Bits) {
+TEST(FastGdnChunked, LeanFormGivesF16RtBits) {
     REQUIRE_CUDA();
-    // F16Rt's prep in its lean form (F16RtLean: wy_prep_rt, K, Q and V through registers, the diagonal
-    // solve unrolled) against wy_prep16's (F16Rt: staged or DIRECT by the block count, gdn_prep_direct):
-    // the same bits, o and state, on both row layouts (4- and
-    // 16-byte loads), tiled heads, heads narrower than 128 (dk 120, dv 100: zero columns) and a
-    // padding sequence with a one-token last chunk; and the CPU within F16Rt's tolerance.
+    // F16RtLean (the lean prep wy_prep_rt — K, Q and V through registers, the diagonal solve unrolled —
+    // and the state pass's LEAN addressing) against F16Rt (wy_prep16's prep, staged or DIRECT by the
+    // block count, gdn_prep_direct): the same bits, o and state, on both row layouts (4- and
+    // 16-byte loads), tiled heads, heads narrower than 128 (dk 120, dv 100: zero columns), dv 256 (the
+    // LEAN pass after wy_prep16's prep) and a padding sequence with a one-token last chunk; and the CPU
+    // within F16Rt's tolerance.
     const std::vector<std::pair<Shape, int64_t>> cases = {{kFlagship, 2},
                                                           {kFlagship, 0},
                                                           {Shape{16, 32, 128, 128, true}, 0},
                                                           {Shape{1, 3, 120, 100, false}, 0},
-                                                          {Shape{2, 4, 124, 128, false}, 2}};
+                                                          {Shape{2, 4, 124, 128, false}, 2},
+                                                          {Shape{1, 2, 128, 256, false}, 0}};
     for (const auto& [sh, pad] : cases)
         for (const auto& [lengths, slot] : std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>>{
                  {{1000, 65, 1, 130}, {4, -1, 0, 2}}, {{4097}, {1}}, {{63, 64, 2}, {0, 1, 2}}}) {

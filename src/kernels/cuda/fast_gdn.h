@@ -121,7 +121,8 @@ enum class GdnChunkVariant : int {
     F16Rt = 11,     // F16x3Rt's kernels on one f16 product each (hi·hi), FLA's accuracy class or better
     F16RtSeq = 12,  // F16Rt with its state pass launched after the prep has completed (A/B; same bits)
     // F16Rt with the lean prep (wy_prep_rt, fast_gdn_prep_rt.cuh: meant to give the same bits in fewer
-    // instructions) where the value heads fit it (dv <= 128), else F16Rt's. Written in session 39 when
+    // instructions) where the value heads fit it (dv <= 128), else F16Rt's, and the state pass's LEAN
+    // form (the same arithmetic, its U reads and O stores at constant offsets). Written in session 39 when
     // no GPU was lent: opt-in (TESSERA_GDN_CHUNKED=f16rtlean) until its tests have run on the GPU and
     // it has been measured.
     F16RtLean = 13,

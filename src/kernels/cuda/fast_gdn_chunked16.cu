@@ -365,7 +365,8 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
     const dim3 prep_grid{unsigned(prep_blocks)};
     // F16RtLean's prep: wy_prep_rt (fast_gdn_prep_rt.cuh, meant to give wy_prep16's bits in fewer
     // instructions) where the value heads fit its 128 columns; else wy_prep16's.
-    const bool lean = one && dv <= prep_rt::kD && variant == GdnChunkVariant::F16RtLean;
+    const bool lean_pass = one && variant == GdnChunkVariant::F16RtLean;  // and its state pass's LEAN form
+    const bool lean = lean_pass && dv <= prep_rt::kD;
     const bool direct = one && !lean && gdn_prep_direct(prep_blocks, current_sm_count());
     auto* prep_kernel = lean && a.vec ? prep_rt::wy_prep_rt_kernel<true>
                         : lean        ? prep_rt::wy_prep_rt_kernel<false>
@@ -386,7 +387,7 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
     prep_kernel<<<prep_grid, kThreads, prep_bytes, stream>>>(a);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     if (rt) return variant == GdnChunkVariant::F16x3Rt2 ? f16x3::launch_wy_state16_rt2(a, maps, stream)
-                                                        : f16x3::launch_wy_state16_rt(a, maps, one ? 1 : 3, stream);
+                                                        : f16x3::launch_wy_state16_rt(a, maps, one ? 1 : 3, stream, lean_pass);
     if (wg) return f16x3::launch_wy_state16_wg(a, stream);
     const dim3 state_grid{unsigned(plan.n_seqs), unsigned(p.n_v_heads), unsigned((dv + kNs - 1) / kNs)};
     state_kernel<<<state_grid, kTh16, state_smem, stream>>>(a);

@@ -77,9 +77,15 @@ struct RtSmem {
     static_assert(2 * 128 * kLdS * 4 <= 2 * kStageWQ, "a padding sequence's S halves fit W+Q̃'s two stages");
 };
 
-template <int TERMS>
+// LEAN (F16RtLean's pass, written in session 39 without a GPU: not yet run): the same arithmetic with
+// the Vn epilogue's U reads and O's stores at per-lane bases and constant offsets, and the lane's
+// coordinates by masks (so the compiler knows t < 4); the default pass keeps its code until LEAN has
+// run on the GPU.
+template <int TERMS, bool LEAN = false>
 __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const __grid_constant__ RtMaps maps) {
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+    const int tid = int(threadIdx.x);
+    const int warp = LEAN ? tid >> 5 : tid / 32, lane = LEAN ? tid & 31 : tid % 32;
+    const int g = LEAN ? lane >> 2 : lane / 4, t = LEAN ? lane & 3 : lane % 4;
     RtBlock blk;
     if (!rt_block(a, kConsumers, &blk)) return;
     const Seq& sq = blk.sq;
@@ -178,7 +184,27 @@ __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const
         dev::mbar_wait(&full_u[st], par2);
         dev::wgmma_wait<1>();
         dev::wgmma_fence_operands(vacc);
-        {
+        if constexpr (LEAN) {
+            // U(l, r) at rows r = wr + g + 8·hf and tokens l = 8q + 2t + jb (element j = 4q + 2hf + jb):
+            // l & 7 = 2t + jb, so each (hf, jb) has one swizzled address and q steps 1,024 bytes.
+            const float f0 = pow2(-(eS0 + eW)), f1 = pow2(-(eS1 + eW));
+            const uint8_t* ub = base + kOffU + 2 * st * kBox;
+            const uint8_t* bu[2][2];
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+                for (int jb = 0; jb < 2; ++jb) {
+                    const int r = wr + g + 8 * hf, lc = 2 * t + jb;
+                    bu[hf][jb] = ub + (r >> 5) * kBox + lc * 128 + ((((r & 31) >> 2) ^ lc) << 4) + (r & 3) * 4;
+                }
+#pragma unroll
+            for (int j = 0; j < 32; ++j) {
+                const int q = j >> 2, hf = (j >> 1) & 1, jb = j & 1, l = 8 * q + 2 * t + jb;
+                const float u = *reinterpret_cast<const float*>(bu[hf][jb] + q * 1024);
+                const float x = u - vacc[j] * ((j & 2) ? f1 : f0);
+                vacc[j] = l < L ? x : 0.f;
+            }
+        } else {
             const float f0 = pow2(-(eS0 + eW)), f1 = pow2(-(eS1 + eW));
             const uint8_t* ub = base + kOffU + 2 * st * kBox;
 #pragma unroll
@@ -258,11 +284,27 @@ __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const
         {
             const float f0 = pow2(-(eV0 + eP)), f1 = pow2(-(eV1 + eP));
             float* orow = a.o + tb * a.o_ts + h * a.o_hs + v0 + wr + g;
+            if constexpr (LEAN) {  // tokens 2t + jb + 8q: two row pointers stepped 8 tokens at a time
+                const bool col_ok[2] = {v0 + wr + g < dv, v0 + wr + g + 8 < dv};
+                const int64_t ts8 = 8 * a.o_ts;
+                float* p[2] = {orow + 2 * t * a.o_ts, orow + (2 * t + 1) * a.o_ts};
 #pragma unroll
-            for (int j = 0; j < 32; ++j) {
-                const int l = 8 * (j >> 2) + 2 * t + (j & 1), r = 8 * ((j >> 1) & 1);
-                if (l < L && v0 + wr + g + r < dv)
-                    orow[l * a.o_ts + r] = ost[kConsumers * j] + o2[j] * ((j & 2) ? f1 : f0);
+                for (int q = 0; q < 8; ++q, p[0] += ts8, p[1] += ts8)
+#pragma unroll
+                    for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+                        for (int jb = 0; jb < 2; ++jb) {
+                            const int j = 4 * q + 2 * hf + jb;
+                            if (8 * q + 2 * t + jb < L && col_ok[hf])
+                                p[jb][8 * hf] = ost[kConsumers * j] + o2[j] * ((j & 2) ? f1 : f0);
+                        }
+            } else {
+#pragma unroll
+                for (int j = 0; j < 32; ++j) {
+                    const int l = 8 * (j >> 2) + 2 * t + (j & 1), r = 8 * ((j >> 1) & 1);
+                    if (l < L && v0 + wr + g + r < dv)
+                        orow[l * a.o_ts + r] = ost[kConsumers * j] + o2[j] * ((j & 2) ? f1 : f0);
+                }
             }
         }
     }
@@ -278,9 +320,9 @@ __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const
 
 }  // namespace
 
-cudaError_t launch_wy_state16_rt(const ChArgs& a, const RtMaps& maps, int terms, cudaStream_t stream) {
-    if ((a.dk + 15) / 16 * 16 != 128 || (terms != 1 && terms != 3)) return cudaErrorInvalidValue;
-    auto* kernel = terms == 3 ? wy_state16_rt_kernel<3> : wy_state16_rt_kernel<1>;
+cudaError_t launch_wy_state16_rt(const ChArgs& a, const RtMaps& maps, int terms, cudaStream_t stream, bool lean) {
+    if ((a.dk + 15) / 16 * 16 != 128 || (terms != 1 && terms != 3) || (lean && terms != 1)) return cudaErrorInvalidValue;
+    auto* kernel = terms == 3 ? wy_state16_rt_kernel<3> : lean ? wy_state16_rt_kernel<1, true> : wy_state16_rt_kernel<1>;
     const int smem = terms == 3 ? RtSmem<3>::kBytes : RtSmem<1>::kBytes;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     // The SM's whole carveout as shared memory, as the prep's: a prep block can sit beside this one.

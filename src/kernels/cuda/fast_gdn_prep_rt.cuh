@@ -14,7 +14,7 @@
 // 70 KB of shared memory a block (V takes Q's place) at 80 registers: three blocks an SM.
 // Status: written in session 39, when no GPU was lent — compiled (sm_90a: 80 registers, 16 bytes of
 // spills), not yet run; GdnChunkVariant::F16RtLean (TESSERA_GDN_CHUNKED=f16rtlean) takes it, the
-// default F16Rt does not, until FastGdnChunked.LeanPrepGivesThePrep16Bits has passed on the GPU.
+// default F16Rt does not, until FastGdnChunked.LeanFormGivesF16RtBits has passed on the GPU.
 // Included by fast_gdn_chunked16.cu only.
 #pragma once
 #include <cuda_fp16.h>

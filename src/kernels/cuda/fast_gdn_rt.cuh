@@ -32,8 +32,11 @@ inline bool rt_tma_maps(const wy::ChArgs& a, RtMaps* m) {
 // The F16x3Rt state passes, after wy_prep16 in its raw-lo form has filled the scratch rows (dk
 // rounded up to 16 must be 128): one warpgroup a 64-column block (fast_gdn_chunked16_rt.cu) or two,
 // split along dk (fast_gdn_chunked16_rt2.cu, F16x3Rt2).
-// terms: 3 (F16x3Rt) or 1 (F16Rt: hi·hi products only, the prep's lo halves neither written nor read).
-cudaError_t launch_wy_state16_rt(const wy::ChArgs& a, const RtMaps& maps, int terms, cudaStream_t stream);
+// terms: 3 (F16x3Rt) or 1 (F16Rt: hi·hi products only, the prep's lo halves neither written nor read);
+// lean (terms 1 only): F16RtLean's form of the pass (the same arithmetic, leaner addressing; not yet
+// run on a GPU).
+cudaError_t launch_wy_state16_rt(const wy::ChArgs& a, const RtMaps& maps, int terms, cudaStream_t stream,
+                                 bool lean = false);
 cudaError_t launch_wy_state16_rt2(const wy::ChArgs& a, const RtMaps& maps, cudaStream_t stream);
 
 // The opening of an F16x3Rt pass's block (sequence blockIdx.x, value head blockIdx.y, value columns
