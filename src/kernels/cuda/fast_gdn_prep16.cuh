@@ -43,6 +43,70 @@ __device__ inline float acc3(const Acc3& c, int e) {
 static_assert(kGdnChunkMaxDk <= 128, "wy_prep16 holds one float4 of a k / q row a lane");
 constexpr int kLdTh = 2 * kLdT;  // halves: a split T row [hi 64 | lo 64 | pad] in a T row's bytes (≡ 4 banks)
 
+// Job jb < 20 of the chunk's K·Kᵀ and Q·Kᵀ: the 16 × 8 tile at (m0, n0) of row block bi, n-tile
+// nj <= 2bi + 1 (the lower block triangle and the diagonal blocks).
+struct PrepJob {
+    int m0, n0;
+};
+__device__ inline PrepJob prep_job(int jb) {
+    const int bi = jb < 2 ? 0 : jb < 6 ? 1 : jb < 12 ? 2 : 3;
+    return {bi * kTb, 8 * (jb - bi * (bi + 1))};
+}
+
+// The chunk's scales 2^-e of W, K̃, Q̃ and P and its e^Γlast into the meta floats of its first scratch
+// row (thread 0), then, with an epoch, its flag once every thread's rows are out (generic and async
+// proxies: the state pass reads them by TMA). Every thread of the block calls it.
+__device__ inline void publish_chunk(float* meta, float sw, float sk, float sq, float sp, float last, uint32_t epoch,
+                                     int tid) {
+    if (tid == 0) {
+        meta[kMxW] = sw;
+        meta[kMxK] = sk;
+        meta[kMxQ] = sq;
+        meta[kMxP] = sp;
+        meta[4] = last;
+        meta[5] = meta[6] = 0.f;  // copied with the rest (no uninitialised reads)
+        if (!epoch) meta[kMetaFlag] = 0.f;
+    }
+    if (epoch) {
+        __threadfence();
+        dev::fence_proxy_async_global();
+        __syncthreads();
+        if (tid == 0) dev::flag_release(reinterpret_cast<uint32_t*>(meta + kMetaFlag), epoch);
+    }
+}
+
+// Row i of T'(i, j) = T(i, j)·cw_j and T''(i, j) = T(i, j)·cu_j (j <= i: T is lower; its upper blocks
+// are never written) from Xs [64][kLdT], a warp a row, columns 2·lane and 2·lane + 1 (cw0, cw1, cu0,
+// cu1 theirs): each split under the row's own power of two into Tw / Tu [64][kLdTh] (hi at 0, lo at
+// 64; Tu's row in place of T's, after every lane's reads), 2^-e into rw[i] / ru[i]. Returns
+// Σ_j |T'(i, j)| (every lane the same bits).
+template <int TERMS>
+__device__ inline float split_t_row(const float* Xs, uint16_t* Tw, uint16_t* Tu, float* rw, float* ru, int i, int lane,
+                                   float cw0, float cw1, float cu0, float cu1) {
+    const int j = 2 * lane;
+    const float2 x = *reinterpret_cast<const float2*>(Xs + i * kLdT + j);
+    const float t0 = j <= i ? x.x : 0.f, t1 = j + 1 <= i ? x.y : 0.f;
+    const float w0 = t0 * cw0, w1 = t1 * cw1, u0 = t0 * cu0, u1 = t1 * cu1;
+    const int ew = tile_exp(__reduce_max_sync(0xffffffffu, max(abs_bits(w0), abs_bits(w1))));
+    const int eu = tile_exp(__reduce_max_sync(0xffffffffu, max(abs_bits(u0), abs_bits(u1))));
+    float sum = fabsf(w0) + fabsf(w1);
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    if (lane == 0) {
+        rw[i] = pow2(-ew);
+        ru[i] = pow2(-eu);
+    }
+    __syncwarp();  // every lane's reads of T's row i are done
+    uint32_t hi, lo;
+    split16(w0, w1, pow2(ew), hi, lo);
+    reinterpret_cast<uint32_t*>(Tw + i * kLdTh)[lane] = hi;
+    if constexpr (TERMS == 3) reinterpret_cast<uint32_t*>(Tw + i * kLdTh + kC)[lane] = lo;
+    split16(u0, u1, pow2(eu), hi, lo);
+    reinterpret_cast<uint32_t*>(Tu + i * kLdTh)[lane] = hi;
+    if constexpr (TERMS == 3) reinterpret_cast<uint32_t*>(Tu + i * kLdTh + kC)[lane] = lo;
+    return sum;
+}
+
 // x·s split as four f16 hi and four lo (x0 in the low half of hi.x); Raw as split16's.
 template <bool Raw = false>
 __device__ inline void split16x4(float4 x, float s, uint2& hi, uint2& lo) {
@@ -234,8 +298,8 @@ __global__ void __launch_bounds__(kThreads, DIRECT ? 3 : 2) wy_prep16_kernel(ChA
     uint32_t mp = 0u;
 #pragma unroll
     for (int r = 0; r < 3; ++r) {
-        const int jb = warp + 8 * r, bi = jb < 2 ? 0 : jb < 6 ? 1 : jb < 12 ? 2 : 3;
-        const int m0 = bi * kTb, n0 = 8 * (jb - bi * (bi + 1));
+        const int jb = warp + 8 * r;
+        const auto [m0, n0] = prep_job(jb);
 #pragma unroll
         for (int e = 0; e < 4; ++e) pacc[r][e] = 0.f;
         if (jb >= 20) continue;
@@ -273,8 +337,8 @@ __global__ void __launch_bounds__(kThreads, DIRECT ? 3 : 2) wy_prep16_kernel(ChA
     auto write_p = [&] {  // this warp's P tiles, split
 #pragma unroll
         for (int r = 0; r < 3; ++r) {
-            const int jb = warp + 8 * r, bi = jb < 2 ? 0 : jb < 6 ? 1 : jb < 12 ? 2 : 3;
-            const int m0 = bi * kTb, n0 = 8 * (jb - bi * (bi + 1));
+            const int jb = warp + 8 * r;
+            const auto [m0, n0] = prep_job(jb);
             if (jb >= 20) continue;
 #pragma unroll
             for (int half = 0; half < 2; ++half) {  // rows gid, gid + 8: columns 2tig, 2tig + 1
@@ -348,29 +412,8 @@ __global__ void __launch_bounds__(kThreads, DIRECT ? 3 : 2) wy_prep16_kernel(ChA
         const int j = 2 * lane;
         const float cw0 = bt[j] * eg[j], cw1 = bt[j + 1] * eg[j + 1];
         const float cu0 = bt[j] * iv[j], cu1 = bt[j + 1] * iv[j + 1];
-        for (int i = warp; i < kC; i += kThreads / 32) {
-            const float2 x = *reinterpret_cast<const float2*>(Xs + i * kLdT + j);
-            const float t0 = j <= i ? x.x : 0.f, t1 = j + 1 <= i ? x.y : 0.f;
-            const float w0 = t0 * cw0, w1 = t1 * cw1, u0 = t0 * cu0, u1 = t1 * cu1;
-            const int ew = tile_exp(__reduce_max_sync(0xffffffffu, max(abs_bits(w0), abs_bits(w1))));
-            const int eu = tile_exp(__reduce_max_sync(0xffffffffu, max(abs_bits(u0), abs_bits(u1))));
-            float sum = fabsf(w0) + fabsf(w1);
-#pragma unroll
-            for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-            mr = max(mr, abs_bits(sum));
-            if (lane == 0) {
-                rw[i] = pow2(-ew);
-                ru[i] = pow2(-eu);
-            }
-            __syncwarp();  // every lane's reads of T's row i are done
-            uint32_t hi, lo;
-            split16(w0, w1, pow2(ew), hi, lo);
-            reinterpret_cast<uint32_t*>(Tw + i * kLdTh)[lane] = hi;
-            if constexpr (TERMS == 3) reinterpret_cast<uint32_t*>(Tw + i * kLdTh + kC)[lane] = lo;
-            split16(u0, u1, pow2(eu), hi, lo);
-            reinterpret_cast<uint32_t*>(Tu + i * kLdTh)[lane] = hi;
-            if constexpr (TERMS == 3) reinterpret_cast<uint32_t*>(Tu + i * kLdTh + kC)[lane] = lo;
-        }
+        for (int i = warp; i < kC; i += kThreads / 32)
+            mr = max(mr, abs_bits(split_t_row<TERMS>(Xs, Tw, Tu, rw, ru, i, lane, cw0, cw1, cu0, cu1)));
         if (lane == 0) atomicMax(&mx[kMxW], mr);  // lane 0's sums: the same bits every run
     }
     __syncthreads();
@@ -422,22 +465,7 @@ __global__ void __launch_bounds__(kThreads, DIRECT ? 3 : 2) wy_prep16_kernel(ChA
             }
         }
     }
-    if (tid == 0) {
-        float* meta = srow(0) + ro.meta;
-        meta[kMxW] = pow2(-ew);
-        meta[kMxK] = pow2(-ek);
-        meta[kMxQ] = pow2(-eq);
-        meta[kMxP] = pow2(-ep);
-        meta[4] = eg[L - 1];  // e^Γlast
-        meta[5] = meta[6] = 0.f;  // copied with the rest (no uninitialised reads)
-        if (!a.epoch) meta[kMetaFlag] = 0.f;
-    }
-    if (a.epoch) {  // the chunk's flag, once every thread's rows are out (generic and async proxies)
-        __threadfence();
-        dev::fence_proxy_async_global();
-        __syncthreads();
-        if (tid == 0) dev::flag_release(reinterpret_cast<uint32_t*>(srow(0) + ro.meta + kMetaFlag), a.epoch);
-    }
+    publish_chunk(srow(0) + ro.meta, pow2(-ew), pow2(-ek), pow2(-eq), pow2(-ep), eg[L - 1], a.epoch, tid);
 }
 
 }  // namespace tessera::cuda::fast::detail::prep16

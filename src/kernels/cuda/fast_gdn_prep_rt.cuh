@@ -193,8 +193,8 @@ __global__ void __launch_bounds__(kThreads, 3) wy_prep_rt_kernel(ChArgs a) {
     uint32_t mp = 0u;
 #pragma unroll
     for (int r = 0; r < 3; ++r) {
-        const int jb = warp + 8 * r, bi = jb < 2 ? 0 : jb < 6 ? 1 : jb < 12 ? 2 : 3;
-        const int m0 = bi * kTb, n0 = 8 * (jb - bi * (bi + 1));
+        const int jb = warp + 8 * r;
+        const auto [m0, n0] = prep16::prep_job(jb);
 #pragma unroll
         for (int e = 0; e < 4; ++e) pacc[r][e] = 0.f;
         if (jb >= 20) continue;
@@ -236,13 +236,12 @@ __global__ void __launch_bounds__(kThreads, 3) wy_prep_rt_kernel(ChArgs a) {
     // a lane a column (block 2·warp + lane / 16), its 16 rows in registers.
 #pragma unroll
     for (int r = 0; r < kRowsW; ++r) *reinterpret_cast<uint2*>(&sm.qv[warp + kWarps * r][col]) = vh[r];
+    const int ep = tile_exp(__reduce_max_sync(0xffffffffu, lane < kWarps ? sm.pmax[lane] : 0u));
     {
-        const int ep = tile_exp(__reduce_max_sync(0xffffffffu, lane < kWarps ? sm.pmax[lane] : 0u));
-        if (tid == 0) srow(0)[ro.meta + kMxP] = pow2(-ep);
 #pragma unroll
         for (int r = 0; r < 3; ++r) {
-            const int jb = warp + 8 * r, bi = jb < 2 ? 0 : jb < 6 ? 1 : jb < 12 ? 2 : 3;
-            const int m0 = bi * kTb, n0 = 8 * (jb - bi * (bi + 1));
+            const int jb = warp + 8 * r;
+            const auto [m0, n0] = prep16::prep_job(jb);
             if (jb >= 20) continue;
 #pragma unroll
             for (int half = 0; half < 2; ++half) {  // rows gid, gid + 8: columns 2tig, 2tig + 1
@@ -289,27 +288,8 @@ __global__ void __launch_bounds__(kThreads, 3) wy_prep_rt_kernel(ChArgs a) {
         const float cw0 = sm.bt[j] * sm.eg[j], cw1 = sm.bt[j + 1] * sm.eg[j + 1];
         const float cu0 = sm.bt[j] * sm.iv[j], cu1 = sm.bt[j + 1] * sm.iv[j + 1];
 #pragma unroll 2
-        for (int i = warp; i < kC; i += kWarps) {
-            const float2 t = *reinterpret_cast<const float2*>(&sm.x[i][j]);
-            const float t0 = j <= i ? t.x : 0.f, t1 = j + 1 <= i ? t.y : 0.f;
-            const float w0 = t0 * cw0, w1 = t1 * cw1, u0 = t0 * cu0, u1 = t1 * cu1;
-            const int ew = tile_exp(__reduce_max_sync(0xffffffffu, max(abs_bits(w0), abs_bits(w1))));
-            const int eu = tile_exp(__reduce_max_sync(0xffffffffu, max(abs_bits(u0), abs_bits(u1))));
-            float sum = fabsf(w0) + fabsf(w1);
-#pragma unroll
-            for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-            mr = max(mr, abs_bits(sum));
-            if (lane == 0) {
-                sm.rw[i] = pow2(-ew);
-                sm.ru[i] = pow2(-eu);
-            }
-            __syncwarp();  // every lane's reads of T's row i are done
-            uint32_t hi, lo;
-            split16(w0, w1, pow2(ew), hi, lo);
-            reinterpret_cast<uint32_t*>(tw + i * kLdTh)[lane] = hi;
-            split16(u0, u1, pow2(eu), hi, lo);
-            reinterpret_cast<uint32_t*>(tu + i * kLdTh)[lane] = hi;
-        }
+        for (int i = warp; i < kC; i += kWarps)
+            mr = max(mr, abs_bits(prep16::split_t_row<1>(&sm.x[0][0], tw, tu, sm.rw, sm.ru, i, lane, cw0, cw1, cu0, cu1)));
         if (lane == 0) sm.wbound[warp] = mr;
     }
     __syncthreads();
@@ -370,21 +350,7 @@ __global__ void __launch_bounds__(kThreads, 3) wy_prep_rt_kernel(ChArgs a) {
             }
         }
     }
-    if (tid == 0) {
-        float* meta = srow(0) + ro.meta;
-        meta[kMxW] = pow2(-ew);
-        meta[kMxK] = pow2(-ek);
-        meta[kMxQ] = pow2(-eq);
-        meta[4] = sm.eg[L - 1];  // e^Γlast
-        meta[5] = meta[6] = 0.f;  // copied with the rest (no uninitialised reads)
-        if (!a.epoch) meta[kMetaFlag] = 0.f;
-    }
-    if (a.epoch) {  // the chunk's flag, once every thread's rows are out (generic and async proxies)
-        __threadfence();
-        dev::fence_proxy_async_global();
-        __syncthreads();
-        if (tid == 0) dev::flag_release(reinterpret_cast<uint32_t*>(srow(0) + ro.meta + kMetaFlag), a.epoch);
-    }
+    prep16::publish_chunk(srow(0) + ro.meta, pow2(-ew), pow2(-ek), pow2(-eq), pow2(-ep), sm.eg[L - 1], a.epoch, tid);
 }
 
 }  // namespace tessera::cuda::fast::detail::prep_rt
