@@ -9,7 +9,8 @@
 // the 3×F16 form (GdnChunkVariant::F16x3, F16x3Wg: its state pass on the warpgroup MMA, F16x3Rt:
 // the state transposed into wgmma accumulators, dk 113–128 (other heads take F16x3Wg's pass), and
 // F16x3Rt2: that on two warpgroups; other bits, the same tolerances), which also keeps values far
-// outside f16's range, and F16Rt (F16x3Rt's kernels on one f16 product each: kF16RtScale × those).
+// outside f16's range, and F16Rt (F16x3Rt's kernels on one f16 product each: kF16RtScale × those)
+// and F16RtLean (F16Rt's lean forms, meant to give its bits).
 // Without a GPU the device tests skip; the argument checks run everywhere.
 #include <gtest/gtest.h>
 
@@ -233,15 +234,16 @@ const Shape kFlagship{16, 32, 128, 128, false};
 // The chunked state pass in one launch (wy_state), split in two (wy_carry + wy_out), on f16 tiles
 // (wy_prep16 + wy_state16), those on the warpgroup MMA (wy_state16_wg), with Sᵀ in its accumulators
 // (wy_state16_rt: F16x3Rt), that on two warpgroups a block (wy_state16_rt2) and on one f16 product
-// (F16Rt, the backend's pick: its prep staged or DIRECT by the block count, so both forms run here).
+// (F16Rt, the backend's pick: its prep staged or DIRECT by the block count, so both forms run here),
+// and F16RtLean (F16Rt's lean prep and pass: opt-in until it has run here).
 constexpr fast::GdnChunkVariant kChunkVariants[] = {
     fast::GdnChunkVariant::Auto,    fast::GdnChunkVariant::Split,    fast::GdnChunkVariant::F16x3,
     fast::GdnChunkVariant::F16x3Wg, fast::GdnChunkVariant::F16x3Rt, fast::GdnChunkVariant::F16x3Rt2,
-    fast::GdnChunkVariant::F16Rt};
+    fast::GdnChunkVariant::F16Rt,   fast::GdnChunkVariant::F16RtLean};
 // The f16 forms (every variant that rounds its operands to f16).
 constexpr fast::GdnChunkVariant kF16Variants[] = {fast::GdnChunkVariant::F16x3, fast::GdnChunkVariant::F16x3Wg,
                                                   fast::GdnChunkVariant::F16x3Rt, fast::GdnChunkVariant::F16x3Rt2,
-                                                  fast::GdnChunkVariant::F16Rt};
+                                                  fast::GdnChunkVariant::F16Rt, fast::GdnChunkVariant::F16RtLean};
 
 TEST(FastGdnRecurrent, LengthsAroundTheChunk) {
     REQUIRE_CUDA();
@@ -531,6 +533,59 @@ struct RuleCall {
     }
 };
 
+TEST(FastGdnChunked, LeanPrepWritesThePrep16Scratch) {
+    REQUIRE_CUDA();
+    // The scratch rows themselves after an F16RtLean and an F16Rt call on zeroed scratch: the same
+    // bits everywhere but each row's last float (a chunk's flag: the call's own tag where the passes
+    // overlap) — so a wrong lean prep is named by field (W, K̃, Q̃, P: f16 hi halves; U; the chunk's
+    // scales), token, head and column, not only by the outputs it spoils.
+    for (const auto& [sh, pad] : std::vector<std::pair<Shape, int64_t>>{{kFlagship, 0}, {kFlagship, 2},
+                                                                         {Shape{1, 3, 120, 100, false}, 0}}) {
+        const std::vector<int32_t> lengths = {1000, 65, 1, 130}, slot = {4, -1, 0, 2};
+        SCOPED_TRACE(describe(sh, GdnMode::Chunked, lengths) + " pad " + std::to_string(pad));
+        std::mt19937 rng(27);
+        const RuleInputs in(sh, starts(lengths).back(), 6, rng, pad);
+        const DeviceBuffer qkv = to_device(in.qkv), gb = to_device(in.gb);
+        DeviceBuffer st(in.init.size() * sizeof(float));
+        RuleCall call{in, qkv, gb, st, lengths, slot};
+        const int64_t T = starts(lengths).back(), rs = fast::gdn_chunk16_row_floats(sh.dk, sh.dv);
+        const DeviceBuffer qs = to_device(starts(lengths)), slots = to_device(slot);
+        std::vector<std::vector<float>> rows;
+        for (auto v : {fast::GdnChunkVariant::F16Rt, fast::GdnChunkVariant::F16RtLean}) {
+            st.upload(in.init.data(), in.init.size() * sizeof(float));
+            DeviceBuffer scratch(size_t(call.scratch_floats()) * sizeof(float)),
+                o(size_t(T * sh.nv * sh.dv) * sizeof(float));
+            Stream stream;
+            scratch.fill(0, scratch.size(), 0, stream);
+            call.launch(o.as<float>(), sh.nv * sh.dv, scratch.as<float>(), stream, v, qs, slots);
+            stream.synchronize();
+            rows.push_back(to_host<float>(scratch));
+        }
+        ASSERT_EQ(rows[0].size(), rows[1].size());
+        const int64_t dkq = 128, meta = 3 * dkq + fast::kGdnChunk + (sh.dv + 3) / 4 * 4;
+        int64_t bad = 0;
+        for (size_t i = 0; i < rows[0].size(); ++i) {
+            const int64_t x = int64_t(i) % rs, row = int64_t(i) / rs;
+            if (x == rs - 1 || std::memcmp(&rows[0][i], &rows[1][i], sizeof(float)) == 0) continue;
+            if (bad++ < 8) {
+                const char* field = x < dkq / 2       ? "W"
+                                    : x < dkq          ? "W lo"
+                                    : x < 3 * dkq / 2  ? "K~"
+                                    : x < 2 * dkq      ? "K~ lo"
+                                    : x < 5 * dkq / 2  ? "Q~"
+                                    : x < 3 * dkq      ? "Q~ lo"
+                                    : x < 3 * dkq + 32 ? "P"
+                                    : x < 3 * dkq + 64 ? "P lo"
+                                    : x < meta         ? "U"
+                                                       : "meta";
+                ADD_FAILURE() << "scratch differs: token " << row / sh.nv << " head " << row % sh.nv << " float "
+                              << x << " (" << field << ") lean " << rows[1][i] << " vs " << rows[0][i];
+            }
+        }
+        EXPECT_EQ(bad, 0) << "scratch floats that differ";
+    }
+}
+
 TEST(FastGdnChunked, OverlappedPassesGiveTheSequentialBits) {
     REQUIRE_CUDA();
     // F16Rt (the state pass launched behind the prep, waiting on each chunk's flag) against F16RtSeq
@@ -713,7 +768,7 @@ TEST(FastGdnChunked, NoDecayBetaNearOneAndCorrelatedKeys) {
         for (fast::GdnChunkVariant v : kChunkVariants) {
             SCOPED_TRACE("variant " + std::to_string(int(v)));
             const double tol = (n <= 130 ? kTolChunkShort : kTolChunkLong) *
-                               (v == fast::GdnChunkVariant::F16Rt ? kF16RtIllScale : 1.0);
+                               (v == fast::GdnChunkVariant::F16Rt || v == fast::GdnChunkVariant::F16RtLean ? kF16RtIllScale : 1.0);
             GpuRule gpu(in);
             const std::vector<float> o = gpu.run(GdnMode::Chunked, 0, lengths, slot, 0, v);
             compare(o, o_cpu, tol, "o", in.where_o());
