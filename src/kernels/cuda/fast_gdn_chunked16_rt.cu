@@ -78,9 +78,11 @@ struct RtSmem {
 };
 
 // LEAN (F16RtLean's pass, written in session 39 without a GPU: not yet run): the same arithmetic with
-// the Vn epilogue's U reads and O's stores at per-lane bases and constant offsets, and the lane's
-// coordinates by masks (so the compiler knows t < 4); the default pass keeps its code until LEAN has
-// run on the GPU.
+// the Vn epilogue's U reads at per-lane bases and constant offsets, the lane's coordinates by masks
+// (so the compiler knows t < 4), and chunk c's O summed into the thread's ost slots when P·Vn lands
+// but stored to global memory under chunk c + 1's first products (off the chain; from registers
+// instead, ptxas serialized the wgmma: C7518); the default pass keeps its code until LEAN has run
+// on the GPU.
 template <int TERMS, bool LEAN = false>
 __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const __grid_constant__ RtMaps maps) {
     const int tid = int(threadIdx.x);
@@ -161,6 +163,26 @@ __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const
     int eS0, eS1;
     split_rows(sacc, eS0, eS1, sh, sl);
     float* ost = reinterpret_cast<float*>(base + kOffO) + tid;  // [32][128]: element j at ost[128 j]
+    // LEAN: chunk c's O = Q̃·S + P·Vn, summed into this thread's ost slots when P·Vn lands, goes to
+    // global memory while chunk c + 1's first products run (off the chain); its rows in pend_*.
+    const bool col_ok[2] = {v0 + wr + g < dv, v0 + wr + g + 8 < dv};
+    auto store_o = [&](int64_t tb_, int L_) {
+        // tokens 2t + jb + 8q of the chunk at tb_: two row pointers stepped 8 tokens at a time
+        float* orow = a.o + tb_ * a.o_ts + h * a.o_hs + v0 + wr + g;
+        const int64_t ts8 = 8 * a.o_ts;
+        float* p[2] = {orow + 2 * t * a.o_ts, orow + (2 * t + 1) * a.o_ts};
+#pragma unroll
+        for (int q = 0; q < 8; ++q, p[0] += ts8, p[1] += ts8)
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+                for (int jb = 0; jb < 2; ++jb) {
+                    const int j = 4 * q + 2 * hf + jb;
+                    if (8 * q + 2 * t + jb < L_ && col_ok[hf]) p[jb][8 * hf] = ost[kConsumers * j];
+                }
+    };
+    int64_t pend_tb = sq.t0;
+    int pend_L = 0;
 
     for (int c = 0; c < n_chunks; ++c) {
         const int64_t tb = sq.t0 + int64_t(c) * kC;
@@ -178,6 +200,9 @@ __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const
         dev::wgmma_commit();
         mma3_rs<0, 64, LayWQ, TERMS>(oacc, sh, sl, dev::wgmma_desc_sw128(wq + M::kQ), false);
         dev::wgmma_commit();
+        // The last chunk's O, under these products (before ost is rewritten, step 3); at c = 0 pend_L
+        // is 0 and nothing is stored (no branch: a divergent path here would serialize the wgmma).
+        if constexpr (LEAN) store_o(pend_tb, pend_L);
 
         // 2. Vn = U − (S·W)·2^-(eS + eW), zero past the chunk, split per row.
         const int eW = exp_of(sW), eK = exp_of(sK), eQ = exp_of(sQ), eP = exp_of(sP);
@@ -284,20 +309,11 @@ __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const
         {
             const float f0 = pow2(-(eV0 + eP)), f1 = pow2(-(eV1 + eP));
             float* orow = a.o + tb * a.o_ts + h * a.o_hs + v0 + wr + g;
-            if constexpr (LEAN) {  // tokens 2t + jb + 8q: two row pointers stepped 8 tokens at a time
-                const bool col_ok[2] = {v0 + wr + g < dv, v0 + wr + g + 8 < dv};
-                const int64_t ts8 = 8 * a.o_ts;
-                float* p[2] = {orow + 2 * t * a.o_ts, orow + (2 * t + 1) * a.o_ts};
+            if constexpr (LEAN) {  // stored under the next chunk's first products, or after the loop
 #pragma unroll
-                for (int q = 0; q < 8; ++q, p[0] += ts8, p[1] += ts8)
-#pragma unroll
-                    for (int hf = 0; hf < 2; ++hf)
-#pragma unroll
-                        for (int jb = 0; jb < 2; ++jb) {
-                            const int j = 4 * q + 2 * hf + jb;
-                            if (8 * q + 2 * t + jb < L && col_ok[hf])
-                                p[jb][8 * hf] = ost[kConsumers * j] + o2[j] * ((j & 2) ? f1 : f0);
-                        }
+                for (int j = 0; j < 32; ++j) ost[kConsumers * j] += o2[j] * ((j & 2) ? f1 : f0);
+                pend_tb = tb;
+                pend_L = L;
             } else {
 #pragma unroll
                 for (int j = 0; j < 32; ++j) {
@@ -309,6 +325,8 @@ __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const
         }
     }
 
+    if constexpr (LEAN)
+        store_o(pend_tb, pend_L);
     if (!S) {  // a padding sequence: its last one-token chunk from S in W+Q̃'s first stage (all read by now)
         if (sq.n_wy < sq.n)
             step_padding_tail(a, sq, h, hk, v0, sacc, wr + g, 0, t, reinterpret_cast<float*>(base + kOffWQ),
