@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs HERE (no GPU needed): one kernel's SASS as the project builds it for sm_90a, its registers and
-# spills (ptxas -v), and its static instruction counts between barriers (BAR / EXIT / RET close a
+# spills (ptxas -v) and ptxas's warnings about it (C7518: wgmma serialized), and its static
+# instruction counts between barriers (BAR / EXIT / RET close a
 # stretch) by opcode — for trimming a kernel's instructions before device time is spent on it.
 # Needs the CUDA build tree (cmake --preset cuda: its compile_commands.json gives the flags) and
 # cuobjdump, which the CUDA toolkit here lacks: fetched once from PyPI (nvidia-cuda-cuobjdump and
@@ -52,7 +53,9 @@ PY
 )
 [ -n "$cmd" ] || { echo "sass_local: $src is not in $build/compile_commands.json"; exit 1; }
 cubin=$tools/$(basename "$src" .cu).cubin
-(cd $build && $cmd -o "$OLDPWD/$cubin") 2>&1 | grep -A2 "$name" | grep -E "spill|Used" || true
+log=$( (cd $build && $cmd -o "$OLDPWD/$cubin") 2>&1)
+echo "$log" | grep -A2 "Compiling entry.*$name" | grep -E "spill|Used" || true
+echo "$log" | grep -E "(Performance Loss|warning).*$name" || true  # e.g. C7518: wgmma serialized
 "$cuobjdump" -sass "$cubin" >"$tools/$(basename "$src" .cu).sass"
 python3 - "$tools/$(basename "$src" .cu).sass" "$name" "$tools/$name.sass" <<'PY'
 import re, sys
