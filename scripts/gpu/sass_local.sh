@@ -54,7 +54,7 @@ PY
 [ -n "$cmd" ] || { echo "sass_local: $src is not in $build/compile_commands.json"; exit 1; }
 cubin=$tools/$(basename "$src" .cu).cubin
 log=$( (cd $build && $cmd -o "$OLDPWD/$cubin") 2>&1)
-echo "$log" | grep -A2 "Compiling entry.*$name" | grep -E "spill|Used" || true
+echo "$log" | grep -A3 "Compiling entry.*$name" | grep -E "spill|Used" || true
 echo "$log" | grep -E "(Performance Loss|warning).*$name" || true  # e.g. C7518: wgmma serialized
 "$cuobjdump" -sass "$cubin" >"$tools/$(basename "$src" .cu).sass"
 python3 - "$tools/$(basename "$src" .cu).sass" "$name" "$tools/$name.sass" <<'PY'
