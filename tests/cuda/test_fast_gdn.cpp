@@ -485,7 +485,8 @@ TEST(FastGdnChunked, LeanFormGivesF16RtBits) {
             GpuRule lean(in), prep16(in);
             const std::vector<float> ol =
                 lean.run(GdnMode::Chunked, 0, lengths, slot, 0, fast::GdnChunkVariant::F16RtLean);
-            const std::vector<float> o16 = prep16.run(GdnMode::Chunked, 0, lengths, slot, 0, fast::GdnChunkVariant::F16Rt);
+            const std::vector<float> o16 =
+                prep16.run(GdnMode::Chunked, 0, lengths, slot, 0, fast::GdnChunkVariant::F16Rt);
             expect_same_bits(ol, o16, "o, lean prep vs wy_prep16", in.where_o());
             expect_same_bits(to_host<float>(lean.st), to_host<float>(prep16.st), "state, lean prep vs wy_prep16",
                              in.where_state());
@@ -768,7 +769,9 @@ TEST(FastGdnChunked, NoDecayBetaNearOneAndCorrelatedKeys) {
         for (fast::GdnChunkVariant v : kChunkVariants) {
             SCOPED_TRACE("variant " + std::to_string(int(v)));
             const double tol = (n <= 130 ? kTolChunkShort : kTolChunkLong) *
-                               (v == fast::GdnChunkVariant::F16Rt || v == fast::GdnChunkVariant::F16RtLean ? kF16RtIllScale : 1.0);
+                               (v == fast::GdnChunkVariant::F16Rt || v == fast::GdnChunkVariant::F16RtLean
+                                    ? kF16RtIllScale
+                                    : 1.0);
             GpuRule gpu(in);
             const std::vector<float> o = gpu.run(GdnMode::Chunked, 0, lengths, slot, 0, v);
             compare(o, o_cpu, tol, "o", in.where_o());

@@ -386,8 +386,8 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
     if (err != cudaSuccess) return err;
     prep_kernel<<<prep_grid, kThreads, prep_bytes, stream>>>(a);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    if (rt) return variant == GdnChunkVariant::F16x3Rt2 ? f16x3::launch_wy_state16_rt2(a, maps, stream)
-                                                        : f16x3::launch_wy_state16_rt(a, maps, one ? 1 : 3, stream, lean_pass);
+    if (rt && variant == GdnChunkVariant::F16x3Rt2) return f16x3::launch_wy_state16_rt2(a, maps, stream);
+    if (rt) return f16x3::launch_wy_state16_rt(a, maps, one ? 1 : 3, stream, lean_pass);
     if (wg) return f16x3::launch_wy_state16_wg(a, stream);
     const dim3 state_grid{unsigned(plan.n_seqs), unsigned(p.n_v_heads), unsigned((dv + kNs - 1) / kNs)};
     state_kernel<<<state_grid, kTh16, state_smem, stream>>>(a);

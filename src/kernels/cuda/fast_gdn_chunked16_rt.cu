@@ -339,8 +339,11 @@ __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const
 }  // namespace
 
 cudaError_t launch_wy_state16_rt(const ChArgs& a, const RtMaps& maps, int terms, cudaStream_t stream, bool lean) {
-    if ((a.dk + 15) / 16 * 16 != 128 || (terms != 1 && terms != 3) || (lean && terms != 1)) return cudaErrorInvalidValue;
-    auto* kernel = terms == 3 ? wy_state16_rt_kernel<3> : lean ? wy_state16_rt_kernel<1, true> : wy_state16_rt_kernel<1>;
+    if ((a.dk + 15) / 16 * 16 != 128 || (terms != 1 && terms != 3) || (lean && terms != 1))
+        return cudaErrorInvalidValue;
+    auto* kernel = terms == 3 ? wy_state16_rt_kernel<3>
+                   : lean     ? wy_state16_rt_kernel<1, true>
+                              : wy_state16_rt_kernel<1>;
     const int smem = terms == 3 ? RtSmem<3>::kBytes : RtSmem<1>::kBytes;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     // The SM's whole carveout as shared memory, as the prep's: a prep block can sit beside this one.

@@ -35,7 +35,7 @@ using namespace f16x3;
 using prep16::kLdTh;
 
 constexpr int kD = 128;            // dk and dv, padded (zero columns past them)
-constexpr int kLdH = kD + 8;       // halves: an f16 row of K, Q or V (272 bytes ≡ 4 banks: ldmatrix without conflicts)
+constexpr int kLdH = kD + 8;       // halves: an f16 row of K, Q or V (272 bytes ≡ 4 banks: no ldmatrix conflicts)
 constexpr int kWarps = kThreads / 32;
 constexpr int kRowsW = kC / kWarps;  // token rows a warp loads: rows warp + kWarps·r
 
@@ -66,7 +66,9 @@ __device__ inline float4 load4(const float* src, int c, int n, bool ok) {
     if (c + 3 < n) x.w = src[3];
     return x;
 }
-__device__ inline float max_abs4(float4 x) { return fmaxf(fmaxf(fabsf(x.x), fabsf(x.y)), fmaxf(fabsf(x.z), fabsf(x.w))); }
+__device__ inline float max_abs4(float4 x) {
+    return fmaxf(fmaxf(fabsf(x.x), fabsf(x.y)), fmaxf(fabsf(x.z), fabsf(x.w)));
+}
 // f16 of x·s, four of them (x.x in the low half of the first word): split16's hi.
 __device__ inline uint2 half4(float4 x, float s) {
     uint2 hi, lo;
@@ -289,7 +291,8 @@ __global__ void __launch_bounds__(kThreads, 3) wy_prep_rt_kernel(ChArgs a) {
         const float cu0 = sm.bt[j] * sm.iv[j], cu1 = sm.bt[j + 1] * sm.iv[j + 1];
 #pragma unroll 2
         for (int i = warp; i < kC; i += kWarps)
-            mr = max(mr, abs_bits(prep16::split_t_row<1>(&sm.x[0][0], tw, tu, sm.rw, sm.ru, i, lane, cw0, cw1, cu0, cu1)));
+            mr = max(mr, abs_bits(prep16::split_t_row<1>(&sm.x[0][0], tw, tu, sm.rw, sm.ru, i, lane, cw0, cw1, cu0,
+                                                         cu1)));
         if (lane == 0) sm.wbound[warp] = mr;
     }
     __syncthreads();
