@@ -8,7 +8,8 @@
 //  - Maxima of |K̃| and |Q̃| from a row's max times its factor (rounding is monotonic: the same
 //    bits as the max of the products), per warp, then one reduction a lane.
 //  - The diagonal 16 × 16 blocks of T in registers: a lane a column, unrolled (x[i] = Σ_{m<i}
-//    A(i, m)·x[m] in m order — the loop form's sum, whose first term is A(i, j)·1).
+//    A(i, m)·x[m] in m order — the loop form's sum, whose first term is A(i, j)·1); the blocks below
+//    them level by level (solve_levels: 3 block barriers, not solve_block_rows's 9).
 //  - W = T'·K and U = T''·V a 16-column strip a warp (the A fragments shared by two n-tiles), with
 //    W's and U's strips fixed per warp at compile time (no branches in the epilogue).
 // 70 KB of shared memory a block (V takes Q's place) at 80 registers: three blocks an SM.
@@ -277,7 +278,7 @@ __global__ void __launch_bounds__(kThreads, 3) wy_prep_rt_kernel(ChArgs a) {
         for (int i = 0; i < kTb; ++i) sm.x[r0 + i][r0 + jj] = x[i];
     }
     __syncthreads();  // the diagonal blocks, V's rows and row scales
-    solve_block_rows(&sm.a[0][0], &sm.x[0][0], warp);  // the blocks below the diagonal (T complete on return)
+    solve_levels(&sm.a[0][0], &sm.x[0][0], warp);  // the blocks below the diagonal (T complete on return)
 
     // 6. T'(i, j) = T(i, j)·β_j·e^Γj and T''(i, j) = T(i, j)·β_j·2^-eV(j), split a row under its own
     // power of two (wy_prep16_kernel's step, T' into A's place, T'' into T's), and the bound

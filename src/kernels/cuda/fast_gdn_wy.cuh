@@ -335,6 +335,32 @@ __device__ inline void solve_block_rows(const float* As, float* Xs, int warp) {
     }
 }
 
+// solve_block_rows's blocks level by level instead of block row by block row: at distance d = i − b
+// (1, 2, 3) every block (i, b) at once — Y_ib = Σ_{b<=c<i} A_ic·T_cb (its T_cb at smaller distances),
+// then T_ib = T_ii·Y_ib by the same warp, Y in T_ib's place (the warp's own 16 × 8 half-tile, so a
+// warp barrier between them, not a block one), one block barrier a level: 3 where block rows take 9.
+// The same tile products in the same order: the same bits. Every warp (8) calls it; T is complete
+// for every thread on return.
+__device__ inline void solve_levels(const float* As, float* Xs, int warp) {
+#pragma unroll
+    for (int d = 1; d < kC / kTb; ++d) {
+        if (warp < 2 * (kC / kTb - d)) {  // half-tile warp % 2 of block (b + d, b), b = warp / 2
+            const int b = warp / 2, m0 = (b + d) * kTb, n0 = b * kTb + (warp % 2) * 8;
+            float acc[4] = {0.f, 0.f, 0.f, 0.f};
+            tile_mma(acc, m0, n0, d * kTb, [&](int m, int kk) { return As[m * kLdT + b * kTb + kk]; },
+                     [&](int kk, int n) { return Xs[(b * kTb + kk) * kLdT + n]; });
+            tile_each(acc, m0, n0, [&](int i, int n, float x) { Xs[i * kLdT + n] = x; });
+            __syncwarp();  // Y written
+            float t[4] = {0.f, 0.f, 0.f, 0.f};
+            tile_mma(t, m0, n0, kTb, [&](int m, int kk) { return Xs[m * kLdT + m0 + kk]; },
+                     [&](int kk, int n) { return Xs[(m0 + kk) * kLdT + n]; });
+            __syncwarp();  // every lane's reads of Y done
+            tile_each(t, m0, n0, [&](int i, int n, float x) { Xs[i * kLdT + n] = x; });
+        }
+        __syncthreads();
+    }
+}
+
 // The state pass and output pass of GdnChunkVariant::Split* (fast_gdn_split.cu), queued after
 // wy_prep has filled the scratch rows of `a`.
 cudaError_t launch_wy_split(const ChArgs& a, int state_warps, cudaStream_t stream);
