@@ -468,8 +468,8 @@ TEST(FastGdnChunked, LeanFormGivesF16RtBits) {
     // and the state pass's LEAN addressing) against F16Rt (wy_prep16's prep, staged or DIRECT by the
     // block count, gdn_prep_direct): the same bits, o and state, on both row layouts (4- and
     // 16-byte loads), tiled heads, heads narrower than 128 (dk 120, dv 100: zero columns), dv 256 (the
-    // LEAN pass after wy_prep16's prep) and a padding sequence with a one-token last chunk; and the CPU
-    // within F16Rt's tolerance.
+    // LEAN pass after wy_prep16's prep) and a padding sequence with a one-token last chunk. Where the
+    // bits differ, the CPU's result too (within F16Rt's tolerance, or how far off).
     const std::vector<std::pair<Shape, int64_t>> cases = {{kFlagship, 2},
                                                           {kFlagship, 0},
                                                           {Shape{16, 32, 128, 128, true}, 0},
@@ -490,7 +490,8 @@ TEST(FastGdnChunked, LeanFormGivesF16RtBits) {
             expect_same_bits(ol, o16, "o, lean prep vs wy_prep16", in.where_o());
             expect_same_bits(to_host<float>(lean.st), to_host<float>(prep16.st), "state, lean prep vs wy_prep16",
                              in.where_state());
-            std::vector<float> st_cpu = in.init, o_cpu;
+            if (!::testing::Test::HasFailure()) continue;  // (F16Rt meets the CPU in the other tests)
+            std::vector<float> st_cpu = in.init, o_cpu;  // how far off, where the bits differ
             cpu_rule(in, GdnMode::Chunked, 0, lengths, slot, st_cpu, o_cpu);
             const double tol = tol_for(fast::GdnChunkVariant::F16Rt, kTolChunkLong);
             compare(ol, o_cpu, tol, "o", in.where_o());
