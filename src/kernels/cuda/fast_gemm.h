@@ -113,6 +113,19 @@ int gemm_wgmma_blocks_per_sm(int config, PackedKind kind);
 cudaError_t launch_gemm_wgmma_tma(int config, const GemmArgs& a, cudaStream_t stream);
 int gemm_wgmma_tma_blocks_per_sm(int config, PackedKind kind);
 
+// The blocks of `kernel` an SM holds at `threads` threads and `smem` bytes of dynamic shared memory,
+// once its attributes are set (`prepared`: the launcher's prepare<C>()); 0 where either fails. The
+// three GEMM files' blocks_per_sm<C>() keep it in a function-local static.
+template <class Kernel>
+int occupancy_blocks(cudaError_t prepared, Kernel kernel, int threads, size_t smem) {
+    int b = 0;
+    if (prepared != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, reinterpret_cast<const void*>(kernel), threads, smem) !=
+            cudaSuccess)
+        return 0;
+    return b;
+}
+
 }  // namespace tessera::cuda::fast::detail
 
 namespace tessera::cuda::fast {

@@ -217,14 +217,7 @@ cudaError_t launch(const GemmArgs& a, cudaStream_t stream) {
 
 template <class C>
 int blocks_per_sm() {
-    static const int n = [] {
-        if (prepare<C>() != cudaSuccess) return 0;
-        int b = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, gemm_wgmma_kernel<C>, C::kThreads, C::kSmem) !=
-            cudaSuccess)
-            return 0;
-        return b;
-    }();
+    static const int n = occupancy_blocks(prepare<C>(), gemm_wgmma_kernel<C>, C::kThreads, C::kSmem);
     return n;
 }
 
