@@ -308,13 +308,13 @@ __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const
         dev::mbar_arrive(empty_p);
         {
             const float f0 = pow2(-(eV0 + eP)), f1 = pow2(-(eV1 + eP));
-            float* orow = a.o + tb * a.o_ts + h * a.o_hs + v0 + wr + g;
             if constexpr (LEAN) {  // stored under the next chunk's first products, or after the loop
 #pragma unroll
                 for (int j = 0; j < 32; ++j) ost[kConsumers * j] += o2[j] * ((j & 2) ? f1 : f0);
                 pend_tb = tb;
                 pend_L = L;
             } else {
+                float* orow = a.o + tb * a.o_ts + h * a.o_hs + v0 + wr + g;
 #pragma unroll
                 for (int j = 0; j < 32; ++j) {
                     const int l = 8 * (j >> 2) + 2 * t + (j & 1), r = 8 * ((j >> 1) & 1);

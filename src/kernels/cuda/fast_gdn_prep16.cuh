@@ -113,6 +113,18 @@ __device__ inline void split16x4(float4 x, float s, uint2& hi, uint2& lo) {
     split16<Raw>(x.x, x.y, s, hi.x, lo.x);
     split16<Raw>(x.z, x.w, s, hi.y, lo.y);
 }
+// Four floats of a K / Q / V row from column c of n (zeros past n, or all of them where !ok); vec:
+// the row 16-byte aligned and n % 4 == 0, one 16-byte load.
+__device__ inline float4 load_row4(const float* src, int c, int n, bool ok, bool vec) {
+    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (!ok || c >= n) return x;
+    if (vec) return *reinterpret_cast<const float4*>(src);
+    x.x = src[0];
+    if (c + 1 < n) x.y = src[1];
+    if (c + 2 < n) x.z = src[2];
+    if (c + 3 < n) x.w = src[3];
+    return x;
+}
 __device__ inline uint32_t max_abs4(uint32_t m, float4 x) {
     return max(max(m, max(abs_bits(x.x), abs_bits(x.y))), max(abs_bits(x.z), abs_bits(x.w)));
 }
@@ -184,15 +196,7 @@ __global__ void __launch_bounds__(kThreads, DIRECT ? 3 : 2) wy_prep16_kernel(ChA
     const float* kb = a.k.data + tb * a.k.tok_stride + hk * a.k.head_stride;
     const float* qb = a.q.data + tb * a.q.tok_stride + hk * a.q.head_stride;
     auto row4 = [&](const float* base, int64_t ts, int l, int c, int n) {
-        float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (l >= L || c >= n) return x;
-        const float* src = base + l * ts + c;
-        if (a.vec) return *reinterpret_cast<const float4*>(src);
-        x.x = src[0];
-        if (c + 1 < n) x.y = src[1];
-        if (c + 2 < n) x.z = src[2];
-        if (c + 3 < n) x.w = src[3];
-        return x;
+        return load_row4(base + l * ts + c, c, n, l < L, a.vec);
     };
     if constexpr (!DIRECT) {  // a warp a token row, lanes along it; sources stepped (rows past L are not read)
         constexpr int kStep = kThreads / 32;

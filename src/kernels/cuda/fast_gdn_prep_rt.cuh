@@ -54,27 +54,14 @@ struct PrepRtSmem {
 };
 static_assert(sizeof(PrepRtSmem) <= 75 * 1024, "wy_prep_rt: three blocks an SM");
 
-// 4 floats of a K / Q / V row from column c (zeros past n or when !ok). VEC: rows 16-byte aligned,
-// n % 4 == 0.
-template <bool VEC>
-__device__ inline float4 load4(const float* src, int c, int n, bool ok) {
-    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (!ok || c >= n) return x;
-    if constexpr (VEC) return *reinterpret_cast<const float4*>(src);
-    x.x = src[0];
-    if (c + 1 < n) x.y = src[1];
-    if (c + 2 < n) x.z = src[2];
-    if (c + 3 < n) x.w = src[3];
-    return x;
-}
+using prep16::load_row4;
 __device__ inline float max_abs4(float4 x) {
     return fmaxf(fmaxf(fabsf(x.x), fabsf(x.y)), fmaxf(fabsf(x.z), fabsf(x.w)));
 }
-// f16 of x·s, four of them (x.x in the low half of the first word): split16's hi.
+// f16 of x·s, four of them (x.x in the low half of the first word): split16x4's hi.
 __device__ inline uint2 half4(float4 x, float s) {
     uint2 hi, lo;
-    split16<true>(x.x, x.y, s, hi.x, lo.x);
-    split16<true>(x.z, x.w, s, hi.y, lo.y);
+    prep16::split16x4<true>(x, s, hi, lo);
     return hi;
 }
 
@@ -113,8 +100,8 @@ __global__ void __launch_bounds__(kThreads, 3) wy_prep_rt_kernel(ChArgs a) {
 #pragma unroll
         for (int r = 0; r < kRowsW; ++r) {
             const bool ok = warp + kWarps * r < L;
-            kx[r] = load4<VEC>(kp + r * ks, col, dk, ok);
-            qx[r] = load4<VEC>(qp + r * qs, col, dk, ok);
+            kx[r] = load_row4(kp + r * ks, col, dk, ok, VEC);
+            qx[r] = load_row4(qp + r * qs, col, dk, ok, VEC);
         }
     }
     if (warp == 0) {
@@ -184,7 +171,7 @@ __global__ void __launch_bounds__(kThreads, 3) wy_prep_rt_kernel(ChArgs a) {
         const float* vp = a.v.data + (tb + warp) * a.v.tok_stride + h * a.v.head_stride + col;
         const int64_t vs = kWarps * a.v.tok_stride;
 #pragma unroll
-        for (int r = 0; r < kRowsW; ++r) vx[r] = load4<VEC>(vp + r * vs, col, dv, warp + kWarps * r < L);
+        for (int r = 0; r < kRowsW; ++r) vx[r] = load_row4(vp + r * vs, col, dv, warp + kWarps * r < L, VEC);
     }
     __syncthreads();
 
