@@ -133,6 +133,8 @@ Routing random_routing(int64_t T, int k, int E, Rng& rng) {
 std::string plan_name(const fast::MoePlan& p) {
     if (p.mid)
         return "mid grouped/8 ring " + (p.mid_ring ? std::to_string(p.mid_ring) : std::string("auto")) + " (mma bf16)";
+    if (p.fused_decode)
+        return std::string("fused decode, one kernel (x 2 limbs), ") + (p.fused_decode == 2 ? "1" : "2") + " blocks an SM";
     if (p.dp4a_decode) return std::string("dp4a decode per slot (x 2 limbs)") + (p.mma_down_warps == 8 ? " down 8 warps" : "");
     if (p.mma_decode)
         return "mma decode per slot, down batch " +
@@ -179,8 +181,13 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
     const fast::MoeTiling tiling =
         fast::moe_check_experts(gate.desc.data(), up.desc.data(), down.desc.data(), s.E, s.H, s.I);
     const DeviceBuffer dg = upload(gate.desc), du = upload(up.desc), dd = upload(down.desc);
-    const fast::MoePackedExperts w{s.E, s.H, s.I, dg.as<PackedMatrix>(), du.as<PackedMatrix>(), dd.as<PackedMatrix>(),
-                                   tiling};
+    fast::MoePackedExperts w{s.E, s.H, s.I, dg.as<PackedMatrix>(), du.as<PackedMatrix>(), dd.as<PackedMatrix>(),
+                             tiling};
+    // The fused decode kernel's tickets (zero; each launch leaves them zero).
+    const int64_t max_t = *std::max_element(a.tokens.begin(), a.tokens.end());
+    DeviceBuffer counters(fast::moe_fused_counters_bytes(std::min<int64_t>(max_t, 8), 16));
+    TS_CUDA_CHECK(cudaMemset(counters.data(), 0, counters.size()));
+    w.counters = counters.as<unsigned>();
     // Bytes of one expert's matrix (codes + f16 scales per 32).
     const double matrix_bytes = double(s.I * s.H) / 2 + double(s.I * s.H) / 32 * 2;
     const cudaStream_t st = stream.get();
@@ -244,6 +251,13 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             if ((p.mma_decode || p.dp4a_decode) && (T * s.k > 65535 || (T > 64 && !a.all))) continue;  // decode only
             if (!p.large_tiles && !p.v2 && T > 64 && !a.all) continue;  // the f32 tiles at prefill: minutes
             plans.push_back(p);
+        }
+        if (T <= 8 && fast::moe_fused_shape(s.H, s.I, w.tiling).cluster) {  // the decode step in one kernel
+            for (int form : {1, 2}) {  // two blocks an SM, one
+                fast::MoePlan f;
+                f.fused_decode = form;
+                plans.push_back(f);
+            }
         }
         const double flops = 2.0 * double(T * s.k) * 3.0 * double(s.I * s.H);
         for (size_t pi = 0; pi < plans.size(); ++pi) {

@@ -380,6 +380,88 @@ TEST(FastMoe, PickRegionsAtTheirEdges) {
     }
 }
 
+// moe_fused_shape (a pure function: needs no GPU) on the model shapes, by hand: llama.cpp's
+// Qwen3-30B (H 2048, I 768, G 32) in clusters of 16 — I / 16 = 48 rows tiles, 3 a block for gate
+// and up, H / 16 = 128, 8 a block for down; a gate or up stage one row tile's 16 k-tiles (16 KB of
+// codes, 2 KB of scales), 6 of them; down's 6 k-tiles a row, so 2 row tiles a stage, 4 stages; of
+// the 10 stages a ring of 5 fits 110 KB beside x's 4,608 bytes, act's 3,072 and 1,728 (staged), the
+// warps' gate / up parts (3 × 8 × 2 × 16 floats) and down's k-tile parts (8 × 6 × 16 floats).
+// The flagship (I 512): 2 and 8 row tiles, 4 + 2 stages (4 down row tiles a stage), a ring of 5.
+// Groups of 64, biases: scales take 1 KB a stage, twice. And what it refuses.
+TEST(FastMoe, FusedShapeOnTheModelShapes) {
+    auto tiling = [](int G, bool bias_gu, bool bias_d) {
+        fast::MoeTiling t;
+        t.gate_up = t.down = true;
+        t.gate0.group = t.up0.group = t.down0.group = G;
+        static const uint16_t dummy[8] = {};
+        if (bias_gu) t.gate0.biases = t.up0.biases = dummy;
+        if (bias_d) t.down0.biases = dummy;
+        return t;
+    };
+    const fast::MoeFusedShape l = fast::moe_fused_shape(2048, 768, tiling(32, false, false));
+    EXPECT_EQ(l.cluster, 16);
+    EXPECT_EQ(l.rt_gu, 3);
+    EXPECT_EQ(l.rt_d, 8);
+    EXPECT_EQ(l.nkt_h, 16);
+    EXPECT_EQ(l.nkt_i, 6);
+    EXPECT_EQ(l.nk_gu, 16);
+    EXPECT_EQ(l.nr_d, 2);
+    EXPECT_EQ(l.nk_d, 6);
+    EXPECT_EQ(l.stages_gu, 6);
+    EXPECT_EQ(l.stages_d, 4);
+    EXPECT_EQ(l.stage_bytes, 16384 + 2048);
+    EXPECT_EQ(l.ring, 5);
+    EXPECT_EQ(l.off_x, 5 * (16384 + 2048));
+    EXPECT_EQ(l.off_bar, l.off_x + 4608 + 3072 + 1728 + 3 * 8 * 2 * 16 * 4 + 8 * 6 * 16 * 4);
+    EXPECT_LE(l.smem, size_t(fast::kMoeFusedSmemBudget));
+    // One block an SM: 8 of the 10 stages in 220 KB.
+    const fast::MoeFusedShape l1 = fast::moe_fused_shape(2048, 768, tiling(32, false, false), 1);
+    EXPECT_EQ(l1.ring, 8);
+    EXPECT_EQ(l1.off_x, 8 * (16384 + 2048));
+    EXPECT_EQ(fast::moe_fused_shape(2048, 768, tiling(32, false, false), 3).cluster, 0) << "1 or 2 blocks an SM";
+    const fast::MoeFusedShape q = fast::moe_fused_shape(2048, 512, tiling(32, false, false));
+    EXPECT_EQ(q.cluster, 16);
+    EXPECT_EQ(q.rt_gu, 2);
+    EXPECT_EQ(q.rt_d, 8);
+    EXPECT_EQ(q.nr_d, 4);
+    EXPECT_EQ(q.stages_gu, 4);
+    EXPECT_EQ(q.stages_d, 2);
+    EXPECT_EQ(q.ring, 5);
+    const fast::MoeFusedShape b = fast::moe_fused_shape(384, 128, tiling(64, true, true));
+    EXPECT_EQ(b.cluster, 8);  // H / 16 = 24
+    EXPECT_EQ(b.rt_gu, 1);
+    EXPECT_EQ(b.rt_d, 3);
+    EXPECT_EQ(b.scale_bytes, 1024);
+    EXPECT_EQ(b.stage_bytes, 16384 + 2 * 1024);
+    EXPECT_EQ(b.stages_gu, 2);
+    EXPECT_EQ(b.nr_d, 3);  // all three down row tiles (1 k-tile each) in one stage
+    EXPECT_EQ(b.stages_d, 1);
+    EXPECT_EQ(b.ring, 3);
+    // H = 4096 (32 k-tiles), I = 2560 (20): gate and up row tiles in two k-ranges of 16, down a row
+    // tile's k-ranges of 16 and 4 a stage each.
+    const fast::MoeFusedShape w = fast::moe_fused_shape(4096, 2560, tiling(32, false, false));
+    EXPECT_EQ(w.cluster, 16);
+    EXPECT_EQ(w.rt_gu, 10);
+    EXPECT_EQ(w.stages_gu, 10 * 2 * 2);
+    EXPECT_EQ(w.nk_d, 16);
+    EXPECT_EQ(w.nr_d, 1);
+    EXPECT_EQ(w.stages_d, 16 * 2);
+    fast::MoeTiling mixed = tiling(32, false, false);
+    mixed.down0.group = 64;
+    fast::MoeTiling one_bias = tiling(32, false, false);
+    static const uint16_t dummy[8] = {};
+    one_bias.gate0.biases = dummy;
+    fast::MoeTiling untiled = tiling(32, false, false);
+    untiled.down = false;
+    EXPECT_EQ(fast::moe_fused_shape(2048, 768, mixed).cluster, 0) << "groups differ";
+    EXPECT_EQ(fast::moe_fused_shape(2048, 768, one_bias).cluster, 0) << "gate with biases, up without";
+    EXPECT_EQ(fast::moe_fused_shape(2048, 768, untiled).cluster, 0) << "down not in stacked tiles";
+    EXPECT_EQ(fast::moe_fused_shape(2048 + 32, 768, tiling(32, false, false)).cluster, 0) << "H % 128";
+    EXPECT_EQ(fast::moe_fused_shape(2048, 768 + 64, tiling(32, false, false)).cluster, 0) << "I % 128";
+    EXPECT_EQ(fast::moe_fused_shape(2048, 1 << 16, tiling(32, false, false)).cluster, 0) << "act past shared memory";
+    EXPECT_EQ(fast::moe_fused_counters_bytes(2, 16), size_t(2 * 16 * 4));
+}
+
 TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no GPU
     float* f = nullptr;
     int32_t* ids = nullptr;
@@ -472,6 +554,35 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
             ADD_FAILURE() << "H = 8192 accepted by the mid kernels";
         } catch (const Error& err) {
             EXPECT_NE(std::string(err.what()).find("shared memory"), std::string::npos) << err.what();
+        }
+    }
+    {  // the fused decode kernel: per slot, no other flags; experts stacked in tiles; counters
+        fast::MoePlan fused;
+        fused.fused_decode = 1;
+        fast::MoePlan bad = fused;
+        bad.dp4a_decode = true;
+        EXPECT_THROW(run(bad, y, 64, p, 64, 2, w, 2, p), Error);
+        bad = fused;
+        bad.grouped = true;
+        EXPECT_THROW(run(bad, y, 64, p, 64, 2, w, 2, p), Error);
+        bad = fused;
+        bad.fused_decode = 3;  // 1 or 2 blocks an SM
+        EXPECT_THROW(run(bad, y, 64, p, 64, 2, w, 2, p), Error);
+        try {  // w's experts are not stacked tiles (tiling {})
+            run(fused, y, 64, p, 64, 2, w, 2, p);
+            ADD_FAILURE() << "the fused decode kernel accepted experts that are not stacked tiles";
+        } catch (const Error& err) {
+            EXPECT_NE(std::string(err.what()).find("stacked in 16-row tiles"), std::string::npos) << err.what();
+        }
+        fast::MoePackedExperts tiled{8, 256, 128, d, d, d, {}};
+        tiled.tiling.gate_up = tiled.tiling.down = true;
+        tiled.tiling.gate0.group = tiled.tiling.up0.group = tiled.tiling.down0.group = 32;
+        ASSERT_GT(fast::moe_fused_shape(256, 128, tiled.tiling).cluster, 0);
+        try {  // no counters
+            run(fused, p + 65536, 256, p, 256, 2, tiled, 2, p);
+            ADD_FAILURE() << "the fused decode kernel ran without counters";
+        } catch (const Error& err) {
+            EXPECT_NE(std::string(err.what()).find("counters"), std::string::npos) << err.what();
         }
     }
     EXPECT_THROW(fast::moe_group(ids, 2, 2, 8, 129, p, nullptr), Error);  // tile > 128

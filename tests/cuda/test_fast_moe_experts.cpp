@@ -422,3 +422,155 @@ TEST(FastMoe, BackendStacksExpertsForTheWgmmaTiles) {
         if (HasFailure()) return;
     }
 }
+
+// The fused decode kernel (MoePlan::fused_decode, fast_moe_fused.cu) on experts in 16-row tiles: y
+// within the bound of the double reference (the integer-unit kernels' limbs: eps_bf16); close to
+// the dp4a pair's (the same limbs, the f32 sums in another order — and an act value an ulp off may
+// round its limb to the next integer: 1e-4 of max|y|); the same bits when launched again (the
+// counters it draws tickets on are zero after every launch: checked), through
+// moe_experts_packed(fused = true) (the pick's decode plan replaced), at one block an SM (a deeper
+// ring), with y in place of x, and
+// replayed from a CUDA graph behind the router (x settled: quantized before the PDL wait). An
+// out-of-range id: NaN for its token only. Shapes: llama.cpp's Qwen3-30B 128×768×2048 top-8
+// (clusters of 16; 3 gate+up and 8 down row tiles a block, down stages of 2 row tiles × 6 k-tiles,
+// a ring of 5 of the 10 stages), the flagship's 256×512×2048 with 9 slots, Q4_K's biases, groups of
+// 64 and 128 (clusters of 8: H / 16 = 24), 1 and 2 tokens.
+TEST(FastMoe, FusedDecodeMatchesTheReferenceAndTheDp4aPair) {
+    REQUIRE_CUDA();
+    struct Case {
+        const char* name;
+        int E;
+        int64_t H, I;
+        DType t;
+        int G;
+        bool lazy;
+        int k, cluster;
+    };
+    const Case cases[] = {
+        {"Q4_0 16x256x512", 16, 256, 512, DType::Q4_0, 32, false, 8, 16},
+        {"Q4_K biases 8x768x256", 8, 768, 256, DType::Q4_K, 32, false, 4, 16},
+        {"group 64 16x384x128", 16, 384, 128, DType::F32, 64, false, 4, 8},
+        {"group 128 16x384x128", 16, 384, 128, DType::F32, 128, false, 4, 8},
+        {"llama.cpp's 128x768x2048", 128, 2048, 768, DType::Q4_0, 32, true, 8, 16},
+        {"flagship 256x512x2048, 9 slots", 256, 2048, 512, DType::Q4_0, 32, true, 9, 16},
+    };
+    uint32_t seed = 1200;
+    for (const Case& c : cases) {
+        SCOPED_TRACE(c.name);
+        Experts ex(c.E, c.H, c.I, c.t, seed, c.G, c.lazy);
+        ASSERT_EQ(ex.tile(), 3);
+        fast::MoePackedExperts w = ex.view();
+        const fast::MoeFusedShape f = fast::moe_fused_shape(c.H, c.I, w.tiling);
+        ASSERT_EQ(f.cluster, c.cluster);
+        DeviceBuffer d_ctr(fast::moe_fused_counters_bytes(2, f.cluster));
+        TS_CUDA_CHECK(cudaMemset(d_ctr.data(), 0, d_ctr.size()));
+        w.counters = d_ctr.as<unsigned>();
+        fast::MoePlan fused;
+        fused.fused_decode = 1;
+        for (int64_t T : {1, 2})
+            for (const bool bad : {false, true}) {
+                if (bad && T == 1) continue;
+                SCOPED_TRACE("T=" + std::to_string(T) + (bad ? ", token 1 names expert E" : ""));
+                const int k = c.k, H = int(c.H);
+                Routing r = random_routing(T, c.E, k, seed + uint32_t(T));
+                if (bad) r.ids[size_t(k + 1)] = c.E;
+                const std::vector<float> x = normal_floats(size_t(T * H), seed + 3 + uint32_t(T));
+                const DeviceBuffer d_x = to_device(x), d_ids = to_device(r.ids), d_w = to_device(r.weights);
+                DeviceBuffer d_y(size_t(T * H) * 4), d_scratch(fast::moe_experts_scratch_bytes(T, k, c.E, H, c.I));
+                Stream stream;
+                auto run = [&](const fast::MoePlan* plan, float* y, const float* xin) {
+                    TS_CUDA_CHECK(cudaMemsetAsync(d_y.data(), 0xff, d_y.size(), stream));
+                    if (plan)
+                        fast::moe_experts_packed_plan(*plan, y, H, xin, H, T, w, d_ids.as<int32_t>(), d_w.as<float>(), k,
+                                                      d_scratch.data(), stream);
+                    else  // the pick, the fused kernel in its decode plan's place
+                        fast::moe_experts_packed(y, H, xin, H, T, w, d_ids.as<int32_t>(), d_w.as<float>(), k,
+                                                 d_scratch.data(), stream, true, false, true, false, true, false, true);
+                    stream.synchronize();
+                    return to_host<float>(d_y, size_t(T * H));
+                };
+                const fast::MoePlan pair = dp4a_decode_plan();
+                const std::vector<float> y_pair = run(&pair, d_y.as<float>(), d_x.as<float>());
+                const std::vector<float> y = run(&fused, d_y.as<float>(), d_x.as<float>());
+                const Reference ref = reference(ex, x, H, T, r, k, bad ? std::vector<int64_t>{0} : std::vector<int64_t>{});
+                expect_near_reference(y, H, ref, T, H, ref.eps_bf16());
+                EXPECT_LE(norm_err(y, H, y_pair, H, T, H, bad ? 1 : -1), 1e-4) << "against the dp4a pair";
+                if (bad)
+                    for (int h = 0; h < H; ++h)
+                        if (!std::isnan(y[size_t(H + h)])) {
+                            ADD_FAILURE() << "token 1 (a bad id): y[1, " << h << "] = " << y[size_t(H + h)];
+                            break;
+                        }
+                reftest::expect_same_bytes(run(&fused, d_y.as<float>(), d_x.as<float>()), y, "launched again");
+                fast::MoePlan deep = fused;  // one block an SM, a deeper ring: the same order of operations
+                deep.fused_decode = 2;
+                reftest::expect_same_bytes(run(&deep, d_y.as<float>(), d_x.as<float>()), y, "one block an SM");
+                reftest::expect_same_bytes(run(nullptr, d_y.as<float>(), d_x.as<float>()), y,
+                                           "moe_experts_packed(fused = true)");
+                if (!bad) {  // y in place of x
+                    DeviceBuffer d_xy = to_device(x);
+                    fast::moe_experts_packed_plan(fused, d_xy.as<float>(), H, d_xy.as<float>(), H, T, w,
+                                                  d_ids.as<int32_t>(), d_w.as<float>(), k, d_scratch.data(), stream);
+                    stream.synchronize();
+                    reftest::expect_same_bytes(to_host<float>(d_xy, size_t(T * H)), y, "y in place of x");
+                }
+                const std::vector<uint32_t> ctr = to_host<uint32_t>(d_ctr, d_ctr.size() / 4);
+                for (size_t i = 0; i < ctr.size(); ++i)
+                    if (ctr[i]) {
+                        ADD_FAILURE() << "counter " << i << " left at " << ctr[i];
+                        break;
+                    }
+                if (HasFailure()) return;
+            }
+        seed += 10;
+    }
+}
+
+// The fused decode kernel behind the router in a CUDA graph, replayed: the eager chain's bits (its
+// counters zero between replays), x settled (quantized before the kernel's PDL wait).
+TEST(FastMoe, FusedDecodeRecordsIntoACudaGraph) {
+    REQUIRE_CUDA();
+    const int E = 32, k = 4;
+    Experts ex(E, 512, 256, DType::Q4_0, 1300);
+    ASSERT_EQ(ex.tile(), 3);
+    fast::MoePackedExperts w = ex.view();
+    const fast::MoeFusedShape f = fast::moe_fused_shape(ex.H, ex.I, w.tiling);
+    ASSERT_GT(f.cluster, 0);
+    DeviceBuffer d_ctr(fast::moe_fused_counters_bytes(2, f.cluster));
+    TS_CUDA_CHECK(cudaMemset(d_ctr.data(), 0, d_ctr.size()));
+    w.counters = d_ctr.as<unsigned>();
+    for (int64_t T : {1, 2}) {
+        SCOPED_TRACE("T=" + std::to_string(T));
+        const std::vector<float> logits = normal_floats(size_t(T * E), 1301, 2.f), x = normal_floats(size_t(T * ex.H), 1302);
+        const DeviceBuffer d_logits = to_device(logits), d_x = to_device(x);
+        DeviceBuffer d_ids(size_t(T * k) * 4), d_w(size_t(T * k) * 4), d_y(size_t(T * ex.H) * 4),
+            d_scratch(fast::moe_experts_scratch_bytes(T, k, E, ex.H, ex.I));
+        Stream stream;
+        auto chain = [&](bool settled) {
+            fast::moe_route(d_logits.as<float>(), E, T, E, k, true, false, d_ids.as<int32_t>(), d_w.as<float>(), stream);
+            fast::moe_experts_packed(d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T, w, d_ids.as<int32_t>(),
+                                     d_w.as<float>(), k, d_scratch.data(), stream, true, settled, true, false, true, false,
+                                     true);
+        };
+        chain(false);
+        stream.synchronize();
+        const std::vector<uint32_t> eager = to_host<uint32_t>(d_y, size_t(T * ex.H));
+        TS_CUDA_CHECK(cudaMemsetAsync(d_y.data(), 0, d_y.size(), stream));
+        cudaGraph_t graph = nullptr;
+        cudaGraphExec_t exec = nullptr;
+        TS_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+        chain(true);
+        TS_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+        TS_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        for (int replay = 0; replay < 3; ++replay) {
+            TS_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+            stream.synchronize();
+            EXPECT_EQ(to_host<uint32_t>(d_y, size_t(T * ex.H)), eager) << "replay " << replay;
+        }
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
+        const std::vector<uint32_t> ctr = to_host<uint32_t>(d_ctr, d_ctr.size() / 4);
+        EXPECT_EQ(ctr, std::vector<uint32_t>(ctr.size(), 0u)) << "counters left set";
+        if (HasFailure()) return;
+    }
+}

@@ -49,6 +49,7 @@ using detail::gdn_decode_out_fused;
 using detail::gdn_decode_variant_env;
 using detail::gemv_mode;
 using detail::GemvMode;
+using detail::moe_decode_fused;
 using detail::moe_decode_mma;
 using detail::moe_mid_grouped;
 using detail::moe_prefill_mma;
@@ -551,11 +552,19 @@ void CudaBackend::moe_experts(const Tensor& y, const Tensor& x, const MoeWeights
                 checked = moe_checked_.emplace(w.gate.data(), fast::moe_check_experts(hg.data(), hu.data(), hd.data(),
                                                                                      E, X.cols, I)).first;
             }
-            const fast::MoePackedExperts pe{E, X.cols, I, g, u, d, checked->second};
+            fast::MoePackedExperts pe{E, X.cols, I, g, u, d, checked->second};
+            // TESSERA_MOE_DECODE=fused: the one-kernel decode step where it takes the shapes, its
+            // tickets on zeroed words it leaves zero (as the decode attention's merge does).
+            const bool fused = moe_decode_fused();
+            if (fused && fast::moe_pick(X.rows, k, E).dp4a_decode) {  // the steps it replaces (≤ 128 bytes)
+                const fast::MoeFusedShape f = fast::moe_fused_shape(X.cols, I, checked->second);
+                if (f.cluster) pe.counters = static_cast<unsigned*>(
+                                   zeroed_scratch(fast::moe_fused_counters_bytes(X.rows, f.cluster)));
+            }
             void* sc = scratch(1, fast::moe_experts_scratch_bytes(X.rows, k, E, X.cols, I));
             return fast::moe_experts_packed(Y.p, Y.ld, X.p, X.ld, X.rows, pe, ids, weights, k, sc, stream_.get(),
                                             !moe_decode_mma(), x_settled, !moe_prefill_mma(), moe_mid_grouped(),
-                                            !moe_prefill_plain(), moe_prefill_gather());
+                                            !moe_prefill_plain(), moe_prefill_gather(), fused);
         }
     }
     const DType dt = w.gate[0].dtype;

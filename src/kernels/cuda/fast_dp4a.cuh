@@ -143,6 +143,21 @@ __device__ __forceinline__ void dp4a_quantize_x(const float* __restrict__ x, int
     }
 }
 
+// Σ code·limb over one 16-byte chunk of codes (32 columns) against the limb's 32 bytes at p, in
+// the staged order (per code word the even columns' 4 bytes, then the odd ones'): exact in int32.
+// The chunk-a-lane kernels' dot (Bulk, the fused MoE decode: lane (g, t) takes chunk t of rows g
+// and g + 8, so a warp's 16-byte loads of a 1 KB k-tile are contiguous).
+__device__ __forceinline__ int dp4a_chunk32(const uint4& q, const uint4* p) {
+    constexpr uint32_t kLow = 0x0F0F0F0Fu;
+    const uint4 a = p[0], b = p[1];
+    int s = 0;
+    s = __dp4a(int(q.x & kLow), int(a.x), s), s = __dp4a(int((q.x >> 4) & kLow), int(a.y), s);
+    s = __dp4a(int(q.y & kLow), int(a.z), s), s = __dp4a(int((q.y >> 4) & kLow), int(a.w), s);
+    s = __dp4a(int(q.z & kLow), int(b.x), s), s = __dp4a(int((q.z >> 4) & kLow), int(b.y), s);
+    s = __dp4a(int(q.w & kLow), int(b.z), s), s = __dp4a(int((q.w >> 4) & kLow), int(b.w), s);
+    return s;
+}
+
 // A lane's share of a k-tile: its two 16-byte chunks of one row, their scales and biases (f16
 // bits; zeros where a chunk is past the row or masked): chunk c's in half c — or, where both
 // chunks lie in one scale group (G ≥ 64, dp4a_load_row), that group's in the low half.

@@ -56,19 +56,6 @@ constexpr int kThreads = (kCW + 1) * 32;  // + the producer warp
 constexpr int kXBatches = 4;  // x staging: batches of kCW·32 items loaded before quantizing
 constexpr int kConsumerBar = 1;  // named barrier of the consumer warps
 
-// Σ code·limb over 16 code bytes (32 columns) against the limbs' 32 bytes at p (fast_dp4a.cuh's
-// order: per code word the even columns' 4 bytes, then the odd ones').
-__device__ __forceinline__ int dp4a_chunk(const uint4& q, const uint4* p) {
-    constexpr uint32_t kLow = 0x0F0F0F0Fu;
-    const uint4 a = p[0], b = p[1];
-    int s = 0;
-    s = __dp4a(int(q.x & kLow), int(a.x), s), s = __dp4a(int((q.x >> 4) & kLow), int(a.y), s);
-    s = __dp4a(int(q.y & kLow), int(a.z), s), s = __dp4a(int((q.y >> 4) & kLow), int(a.w), s);
-    s = __dp4a(int(q.z & kLow), int(b.x), s), s = __dp4a(int((q.z >> 4) & kLow), int(b.y), s);
-    s = __dp4a(int(q.w & kLow), int(b.z), s), s = __dp4a(int((q.w >> 4) & kLow), int(b.w), s);
-    return s;
-}
-
 // Consumer warp `warp`'s k-tile kt of the stage at `stage`: p[u][h] = its part of row g + 8h,
 // token u — lane (g, t)'s chunk t of rows g and g + 8, dp4a against x's limbs, scaled in f32.
 // `ok` false gives zeros (kt is then any valid k-tile: what the stage holds there is not used) —
@@ -94,8 +81,8 @@ __device__ __forceinline__ void bulk_ktile(float (&p)[TT][2], const uint8_t* sta
         const auto* ph = reinterpret_cast<const uint4*>(X.hi + u * X.Kp + col);
         const auto* pl = reinterpret_cast<const uint4*>(X.lo + u * X.Kp + col);
         const float2 ds = X.st[u * (X.Kp / 32) + col / 32];  // (dx, sx)
-        const float v0 = fmaf(float(dp4a_chunk(q0, pl)), 1.f / 254.f, float(dp4a_chunk(q0, ph)));
-        const float v1 = fmaf(float(dp4a_chunk(q1, pl)), 1.f / 254.f, float(dp4a_chunk(q1, ph)));
+        const float v0 = fmaf(float(dp4a_chunk32(q0, pl)), 1.f / 254.f, float(dp4a_chunk32(q0, ph)));
+        const float v1 = fmaf(float(dp4a_chunk32(q1, pl)), 1.f / 254.f, float(dp4a_chunk32(q1, ph)));
         const float a0 = fmaf(s0 * ds.x, v0, b0 * ds.y), a1 = fmaf(s1 * ds.x, v1, b1 * ds.y);
         p[u][0] = ok ? a0 : 0.f;
         p[u][1] = ok ? a1 : 0.f;

@@ -1,6 +1,6 @@
 // Argument checks, scratch layout and the plan for the fast MoE (the kernels are in
 // fast_moe_route.cu, fast_moe_experts.cu, fast_moe_tiles.cu, fast_moe_decode.cu, fast_moe_mma.cu,
-// fast_moe_decode_mma.cu, fast_moe_mid.cu).
+// fast_moe_decode_mma.cu, fast_moe_mid.cu, fast_moe_fused.cu).
 #include "kernels/cuda/fast_moe.h"
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 
 #include "core/status.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/fast_gemv_plan.h"
 #include "kernels/cuda/ref_check.h"
 
 namespace tessera::cuda::fast {
@@ -105,6 +106,14 @@ void check_plan(const MoePlan& p) {
                  "moe_experts_packed: mid_down_tiles = {} must be 0, 2 or 4", p.mid_down_tiles);
         TS_CHECK(p.mid_gate_up_tiles >= 0 && p.mid_gate_up_tiles <= 2,
                  "moe_experts_packed: mid_gate_up_tiles = {} must be 0, 1 or 2", p.mid_gate_up_tiles);
+        return;
+    }
+    TS_CHECK(p.fused_decode >= 0 && p.fused_decode <= 2, "moe_experts_packed: fused_decode = {} must be 0, 1 or 2",
+             p.fused_decode);
+    if (p.fused_decode) {
+        TS_CHECK(!p.grouped && p.down_by_token && !p.large_tiles && !p.v2 && !p.mma_decode && !p.dp4a_decode &&
+                     !p.wgmma && !p.mid,
+                 "moe_experts_packed: the fused decode kernel runs per slot, down by token, no other kernels");
         return;
     }
     if (p.dp4a_decode) {
@@ -226,6 +235,63 @@ MoeTiling moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, co
     return t;
 }
 
+MoeFusedShape moe_fused_shape(int64_t H, int64_t I, const MoeTiling& t, int blocks_per_sm) {
+    MoeFusedShape f;
+    if (blocks_per_sm != 1 && blocks_per_sm != 2) return f;
+    const int G = t.gate0.group;
+    if (!t.gate_up || !t.down || (G != 32 && G != 64 && G != 128) || t.up0.group != G || t.down0.group != G ||
+        (t.gate0.biases == nullptr) != (t.up0.biases == nullptr) || H <= 0 || I <= 0 || H % 128 != 0 ||
+        I % 128 != 0 || H > (1 << 20) || I > (1 << 20))
+        return f;
+    int cl = 0;
+    for (int c : {16, 8})
+        if ((H / 16) % c == 0 && (I / 16) % c == 0) {
+            cl = c;
+            break;
+        }
+    if (!cl) return f;
+    f.cluster = cl;
+    f.rt_gu = int(I / 16 / cl);
+    f.rt_d = int(H / 16 / cl);
+    f.nkt_h = int(H / 128);
+    f.nkt_i = int(I / 128);
+    constexpr int kPairs = kMoeFusedStageCodes / 1024;  // (row tile, k-tile) pairs a stage
+    f.nk_gu = std::min(f.nkt_h, kPairs);
+    f.stages_gu = f.rt_gu * 2 * ((f.nkt_h + f.nk_gu - 1) / f.nk_gu);
+    if (f.nkt_i <= kPairs) {  // whole down row tiles, as many as a stage holds
+        f.nk_d = f.nkt_i;
+        f.nr_d = std::min(kPairs / f.nkt_i, f.rt_d);
+        f.stages_d = (f.rt_d + f.nr_d - 1) / f.nr_d;
+    } else {  // a row tile's k-ranges
+        f.nk_d = kPairs;
+        f.nr_d = 1;
+        f.stages_d = f.rt_d * ((f.nkt_i + kPairs - 1) / kPairs);
+    }
+    const bool biases = t.gate0.biases != nullptr || t.down0.biases != nullptr;
+    f.scale_bytes = kPairs * 16 * (128 / G) * 2;  // 16 rows × 128 / G groups of halves a pair
+    f.stage_bytes = kMoeFusedStageCodes + f.scale_bytes * (biases ? 2 : 1);
+    auto a16 = [](int64_t v) { return int((v + 15) / 16 * 16); };
+    const int fixed = a16(gemv_dp4a_smem(H, 1)) + a16(4 * I) + a16(gemv_dp4a_smem(I, 1)) +
+                      a16(f.rt_gu * kMoeFusedConsumerWarps * 2 * 16 * 4) + a16(int64_t(f.rt_d) * f.nkt_i * 16 * 4);
+    const int all = f.stages_gu + f.stages_d;
+    auto bars = [](int ring) { return 2 * ring * 8 + 16; };  // full and empty a stage, the last flag
+    int ring = std::min(all, 8);
+    const int64_t budget = blocks_per_sm == 2 ? kMoeFusedSmemBudget : 220 * 1024;
+    while (ring > 2 && int64_t(ring) * f.stage_bytes + fixed + bars(ring) > budget) --ring;
+    if (int64_t(ring) * f.stage_bytes + fixed + bars(ring) > 220 * 1024) return MoeFusedShape{};
+    f.ring = ring;
+    f.off_x = ring * f.stage_bytes;
+    f.off_act = f.off_x + a16(gemv_dp4a_smem(H, 1));
+    f.off_act_q = f.off_act + a16(4 * I);
+    f.off_red = f.off_act_q + a16(gemv_dp4a_smem(I, 1));
+    f.off_part = f.off_red + a16(f.rt_gu * kMoeFusedConsumerWarps * 2 * 16 * 4);
+    f.off_bar = f.off_part + a16(int64_t(f.rt_d) * f.nkt_i * 16 * 4);
+    f.smem = size_t(f.off_bar + bars(ring));
+    return f;
+}
+
+size_t moe_fused_counters_bytes(int64_t T, int cluster) { return size_t(std::max<int64_t>(T, 1) * cluster) * 4; }
+
 MoePlan moe_pick(int64_t T, int k, int E) {
     // From bench_fast_moe on the H200 (every plan at T = 1, 8, 512; retune from its table). T ≤ 2:
     // the tensor-core decode kernels per slot, down with 16 warps a block, started by
@@ -289,6 +355,7 @@ size_t moe_experts_scratch_bytes(const MoePlan& plan, int64_t T, int k, int E, i
     if (plan.large_tiles || plan.mid)  // the mid plan: the v2 tiles' xg, act and out
         return bytes + align_up(size_t(P * row128(H)) * 2) + align_up(size_t(P * row128(I)) * 2) +
                align_up(size_t(P * H) * 4);
+    if (plan.fused_decode) return bytes + align_up(size_t(P * H) * sizeof(float));  // w_j·o_j a slot
     bytes += align_up(size_t(P * I) * sizeof(float));
     if (!plan.down_by_token) bytes += align_up(size_t(P * H) * sizeof(float));
     return bytes;
@@ -389,6 +456,20 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
         TS_CUDA_CHECK(detail::launch_moe_combine(y, ldy, out, T, w.H, weights, k, g, stream));
         return;
     }
+    if (plan.fused_decode) {
+        const int per_sm = plan.fused_decode == 2 ? 1 : 2;
+        const MoeFusedShape f = moe_fused_shape(w.H, w.I, w.tiling, per_sm);
+        TS_CHECK(f.cluster > 0,
+                 "{}: the fused decode kernel needs the experts stacked in 16-row tiles of one group size (32, 64 or "
+                 "128) and H = {}, I = {} multiples of 128 whose row tiles split over 8 or 16 blocks",
+                 op, w.H, w.I);
+        TS_CHECK(w.counters != nullptr, "{}: the fused decode kernel needs the experts' counters (zeroed device words)",
+                 op);
+        TS_CHECK(T <= 65535, "{}: T = {} tokens is too many for the fused decode kernel's grid", op, T);
+        TS_CUDA_CHECK(detail::launch_moe_fused_decode(y, ldy, x, ldx, T, w, ids, weights, k, reinterpret_cast<float*>(at),
+                                                      x_settled, per_sm, stream));
+        return;
+    }
     auto* act = reinterpret_cast<float*>(at);  // [P, I]
     at += align_up(size_t(P * w.I) * sizeof(float));
     if (plan.dp4a_decode) {
@@ -436,8 +517,12 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
 
 void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
                         const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream,
-                        bool dp4a, bool x_settled, bool wgmma, bool mid, bool tma, bool gather) {
+                        bool dp4a, bool x_settled, bool wgmma, bool mid, bool tma, bool gather, bool fused) {
     MoePlan plan = moe_pick(T, k, w.E);
+    if (fused && plan.dp4a_decode && w.counters && moe_fused_shape(w.H, w.I, w.tiling).cluster > 0) {
+        plan = MoePlan{};
+        plan.fused_decode = 1;
+    }
     if (plan.wgmma_tma && !(tma && wgmma && w.tiling.gate_up && w.tiling.down)) {
         plan.wgmma_tma = 0, plan.wgmma_mt = 0;  // the plain wgmma tiles of the same rows,
         if (T * k <= int64_t(kMoeMidRows) * w.E) plan.wgmma = false, plan.v2 = true;  // or at ≤ 8 rows the v2 / mid

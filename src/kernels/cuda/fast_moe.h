@@ -102,7 +102,40 @@ struct MoePackedExperts {
     const PackedMatrix* up = nullptr;    // device [E]
     const PackedMatrix* down = nullptr;  // device [E]
     MoeTiling tiling;                    // moe_check_experts' answer (default: none)
+    // Device words the fused decode kernel draws its tickets on (MoePlan::fused_decode): at least
+    // moe_fused_counters_bytes(T, cluster), zero before its first launch; each launch leaves them
+    // zero. One launch at a time may use them (the engine's one stream). Null: no fused decode.
+    unsigned* counters = nullptr;
 };
+
+// The fused decode kernel's shape (fast_moe_fused.cu: gate+up, SwiGLU, down and the slot sum in
+// one launch, a cluster of `cluster` blocks a (token, slot)), from moe_fused_shape: each block
+// streams its row tiles of the slot's expert through a ring of `ring` stages (≤ 16 KB of codes,
+// their scales and biases each: a gate or up row tile's k-range, or nr_d down row tiles × nk_d
+// k-tiles); the byte offsets of its other shared arrays; smem in all (two blocks an SM where it fits
+// kMoeFusedSmemBudget). cluster 0: the shapes or the experts' layout do not take it.
+constexpr int kMoeFusedConsumerWarps = 8;
+constexpr int kMoeFusedStageCodes = 16 * 1024;   // bytes of codes a stage at most (16 row tile × k-tile pairs)
+constexpr int kMoeFusedSmemBudget = 110 * 1024;  // two blocks an SM
+struct MoeFusedShape {
+    int cluster = 0;            // blocks a (token, slot): 16 or 8
+    int rt_gu = 0, rt_d = 0;    // gate+up / down row tiles a block
+    int nkt_h = 0, nkt_i = 0;   // k-tiles of 128 in H, I
+    int nk_gu = 0;              // k-tiles a gate or up stage
+    int nr_d = 0, nk_d = 0;     // row tiles × k-tiles a down stage
+    int stages_gu = 0, stages_d = 0, ring = 0;
+    int stage_bytes = 0, scale_bytes = 0;  // a stage's bytes; its scales' (biases') room
+    int off_x = 0, off_act = 0, off_act_q = 0, off_red = 0, off_part = 0, off_bar = 0;
+    size_t smem = 0;
+};
+// Needs the experts stacked in 16-row tiles (t.gate_up and t.down) with one group size (32, 64 or
+// 128) for the three matrices, gate and up both with biases or both without, H and I multiples of
+// 128, H / 16 and I / 16 multiples of the cluster (16, else 8), and a ring of two stages or more in
+// the shared memory.
+// blocks_per_sm 2: the ring within kMoeFusedSmemBudget (a 16-block cluster may then sit on 8 SMs);
+// 1: up to 8 stages within 220 KB (one block an SM: a cluster of 16 needs 16 SMs of one GPC).
+MoeFusedShape moe_fused_shape(int64_t H, int64_t I, const MoeTiling& t, int blocks_per_sm = 2);
+size_t moe_fused_counters_bytes(int64_t T, int cluster);
 // Checks host copies of the descriptors (each array [E]) against the contract above, and says
 // which matrices the whole-tile copies can read (MoeTiling).
 MoeTiling moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, const PackedMatrix* down, int E,
@@ -139,6 +172,14 @@ MoeTiling moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, co
 //                    k-tile) items of a block of 16 outputs over 16 warps (mma_down_warps 0 or
 //                    16; 8: 8 warps, 4 items each in flight), slots summed in order; the down
 //                    kernel by programmatic dependent launch.
+//   fused_decode:    the decode step in one kernel (fast_moe_fused.cu; per slot, none of the other
+//                    flags): a cluster of blocks a (token, slot) — gate+up, SwiGLU, act through
+//                    distributed shared memory, down — and the slots summed in order by the last
+//                    block to finish each row range (tickets on MoePackedExperts::counters). The
+//                    integer-unit decode kernels' limbs (within their bound, not their bits). Needs
+//                    moe_fused_shape(H, I, tiling).cluster and the counters. 1: two blocks an SM
+//                    (its ring within kMoeFusedSmemBudget), 2: one (a deeper ring; A/B). Opt-in
+//                    (TESSERA_MOE_DECODE=fused takes 1): written in session 40 without a GPU.
 //   mma_down_batch:  items a warp of that down kernel has in flight: 4, 8, or 0 (the fewest
 //                    batches: moe_decode_mma_down_batch).
 //   wgmma:           the large tiles on Hopper's warpgroup MMA (fast_moe_wgmma.cu; large_tiles,
@@ -203,6 +244,7 @@ struct MoePlan {
     int wgmma_tma = 0;
     int wgmma_mt = 0;
     bool wgmma_gather = false;
+    int fused_decode = 0;  // 0 off; 1, 2: the fused decode kernel at 2 or 1 block an SM (moe_fused_shape)
 };
 constexpr int kMoeMidRows = 8;  // rows a work item of the mid kernels: mma's 8 columns
 constexpr int64_t kMoeMidDown4Rows = 384;  // mid_down_tiles 0: 4 row tiles a warp from T·k rows (T ≥ 48, k 8)
@@ -244,10 +286,12 @@ size_t moe_experts_scratch_bytes(int64_t T, int k, int E, int64_t H, int64_t I);
 // pick's wgmma tiles in their warp-specialised form (where the experts are stacked tiles; false:
 // the plain wgmma tiles, TESSERA_MOE_PREFILL=wgmma, for A/B). gather: gate+up of that form gathers
 // x's rows itself (MoePlan::wgmma_gather; slower, TESSERA_MOE_PREFILL=tma-gather, for A/B).
+// fused: where the pick takes the integer-unit decode kernels, the fused decode kernel instead
+// where it takes the shapes and w.counters is set (MoePlan::fused_decode; TESSERA_MOE_DECODE=fused).
 void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
                         const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream,
                         bool dp4a = true, bool x_settled = false, bool wgmma = true, bool mid = false,
-                        bool tma = true, bool gather = false);
+                        bool tma = true, bool gather = false, bool fused = false);
 void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                              const MoePackedExperts& w, const int32_t* ids, const float* weights, int k,
                              void* scratch, cudaStream_t stream, bool x_settled = false);
@@ -311,6 +355,11 @@ cudaError_t launch_moe_decode_dp4a_gate_up(float* act, const float* x, int64_t l
 cudaError_t launch_moe_decode_dp4a_down(float* y, int64_t ldy, const float* act, int64_t T,
                                         const MoePackedExperts& w, const int32_t* ids, const float* weights, int k,
                                         int warps, cudaStream_t stream);
+// The fused decode kernel (fast_moe_fused.cu): y [T, H] for T tokens' k slots; part [T·k, H] f32
+// scratch; w.counters zero. cudaErrorInvalidValue where moe_fused_shape does not take the shapes.
+cudaError_t launch_moe_fused_decode(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
+                                    const MoePackedExperts& w, const int32_t* ids, const float* weights, int k,
+                                    float* part, bool x_settled, int blocks_per_sm, cudaStream_t stream);
 // The tensor-core decode kernels (fast_moe_decode_mma.cu). act [T·k, I] f32 as the v2 ones';
 // the down kernel keeps a partial per (slot, k-tile) in shared memory: moe_decode_mma_smem_bytes
 // of at most moe_decode_mma_smem_limit. T·k ≤ 65535.

@@ -1,0 +1,397 @@
+// The fast MoE's decode step in one kernel (MoePlan::fused_decode): for a token's k slots, gate+up
+// with SwiGLU, down, and the weighted sum over the slots — where the integer-unit pair
+// (fast_moe_decode_dp4a.cu) takes two kernels, every block of the down kernel quantizing all k
+// act rows again, and the down kernel's chain starting only when the gate+up grid has ended.
+//
+// Why (docs/cuda.md, thirty-seventh round). At one token the MoE is latency-bound: ~21 MB of
+// experts on llama.cpp's Qwen3-30B shape stream in ~4 µs even from HBM, yet the pair takes 12.7 µs
+// back to back (the thirty-fifth round) — two kernels' chains (ids → weights → dots → act → the
+// next grid's wait → act again → dots → sum), each a warp's ~1,000 instructions. Here:
+//  - a thread-block cluster of C blocks a (token, slot); block `rank` owns gate and up rows
+//    [rank·16·RG, +16·RG) and down rows [rank·16·RD, +16·RD) of the slot's expert (RG = I/16/C, RD
+//    = H/16/C row tiles), so the slot's experts are read once, by C SMs in parallel;
+//  - one producer lane streams the block's weights — every gate, up and down tile it needs, the
+//    down tiles too, right after the expert id — through a ring of stages by the bulk-copy engine
+//    (one copy of codes and one of scales a stage: whole row tiles are contiguous in the experts'
+//    stacked 16-row tiles), so down's weights land while gate+up computes;
+//  - act never leaves the cluster: each block stores its SwiGLU outputs into every block of the
+//    cluster (distributed shared memory), one cluster barrier, and each block quantizes the act
+//    row for its down rows from its own shared memory;
+//  - the slots meet through global memory: each block writes w_j·o_j for its down rows, fences,
+//    and draws a ticket on counters[t, rank]; the block drawing k − 1 (the last of the token's k
+//    clusters for those rows) sums the k parts in slot order and writes y — no block waits for
+//    another cluster (no deadlock whatever is resident; fast_decode_attention.cu's fused merge
+//    does the same), and the counter goes back to zero for the next launch.
+// The arithmetic is the dp4a pair's: x and act in two int8 limbs per 32 columns (fast_dp4a.cuh,
+// the same limbs), exact integer chunk sums, f32 joins — with Bulk's lane map (lane (g, t): chunk
+// t of rows g and g + 8; fast_gemv_bulk.cu), whose 16-byte reads of a staged k-tile are
+// contiguous, so the f32 sums run in another order than the pair's: not its bits, within its
+// bound (tests/cuda/test_fast_moe_experts.cpp, FusedDecode*). The slot sum is sum_slots_in_order's
+// (w_j·o_j rounded, then added in slot order).
+//
+// Needs the experts stacked in tiles (MoeTiling::gate_up and down), one group size for the three
+// matrices, H and I multiples of 128 with H / 16 and I / 16 multiples of C (moe_fused_shape).
+// Status: written in session 40, when no GPU was lent — compiled, not yet run; opt-in
+// (TESSERA_MOE_DECODE=fused) until its tests and figures come from the GPU.
+#include <cooperative_groups.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/cuda/fast_device.cuh"
+#include "kernels/cuda/fast_dp4a.cuh"
+#include "kernels/cuda/fast_mbarrier.cuh"
+#include "kernels/cuda/fast_moe.h"
+#include "kernels/cuda/fast_moe_slots.cuh"
+#include "kernels/cuda/fast_tma.cuh"
+#include "kernels/cuda/pdl.cuh"
+
+namespace tessera::cuda::fast::detail {
+
+namespace {
+
+using namespace dev;
+
+constexpr int kCW = kMoeFusedConsumerWarps;  // consumer warps: warp q takes k-tiles ≡ q (mod 8)
+constexpr int kCT = kCW * 32;
+constexpr int kThreads = kCT + 32;  // + the producer warp
+constexpr int kConsumerBar = 1;     // named barrier of the consumer threads
+static_assert(kCW == 8, "gate+up's k-tiles are dealt over 8 warps");
+
+__device__ __forceinline__ void consumers_sync() { named_barrier_sync(kConsumerBar, kCT); }
+
+// The cluster barrier in its halves (every thread of every block: release / acquire; .relaxed for
+// the first, which only tells that the block has started — before any distributed shared memory
+// access, as CUDA requires).
+__device__ __forceinline__ void cluster_arrive_relaxed() { asm volatile("barrier.cluster.arrive.relaxed;\n" ::: "memory"); }
+__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release;\n" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory"); }
+
+// Stage s of a block's stream: rows tiles [r0, r0 + nr) (block-local) × k-tiles [k0, k0 + nk) of
+// matrix mat (0 gate, 1 up, 2 down) — contiguous in the stacked tiles (nr = 1 or nk = the row's
+// k-tiles). Gate+up first, row tile by row tile (gate's k-ranges, then up's); then down.
+struct StageRef {
+    int mat, r0, nr, k0, nk;
+};
+__device__ __forceinline__ StageRef stage_ref(const MoeFusedShape& f, int s) {
+    auto div = [](int a, int b) { return int(unsigned(a) / unsigned(b)); };  // (both ≥ 0: no sign fix-ups)
+    if (s < f.stages_gu) {
+        const int nkr = div(f.stages_gu, 2 * f.rt_gu);  // k-ranges of a row tile of one matrix
+        const int rt = div(s, 2 * nkr), rem = s - rt * 2 * nkr, mat = rem >= nkr, kr = rem - mat * nkr;
+        return {mat, rt, 1, kr * f.nk_gu, min(f.nk_gu, f.nkt_h - kr * f.nk_gu)};
+    }
+    s -= f.stages_gu;
+    if (f.nk_d == f.nkt_i) {  // whole rows: nr_d row tiles a stage
+        const int r0 = s * f.nr_d;
+        return {2, r0, min(f.nr_d, f.rt_d - r0), 0, f.nkt_i};
+    }
+    const int nkr = div(f.nkt_i + f.nk_d - 1, f.nk_d), rt = div(s, nkr), kr = s - rt * nkr;
+    return {2, rt, 1, kr * f.nk_d, min(f.nk_d, f.nkt_i - kr * f.nk_d)};
+}
+
+struct FusedArgs {
+    float* y;
+    int64_t ldy;
+    const float* x;
+    int64_t ldx;
+    float* part;         // [T][k][H]: w_j·o_j of each slot (scratch)
+    unsigned* counters;  // [T][C]: zero, left zero
+    const int32_t* ids;
+    const float* weights;
+    ExpertStack gate, up, down;  // stacked (m0 set)
+    int H, I, E, k;
+    bool bias_gu, bias_d, x_aligned, x_settled;
+    MoeFusedShape f;
+};
+
+// A lane's fixed offsets into a stage and a staged row (lane (g, t): chunk t of rows g and g + 8),
+// computed once: in the loops below only the pair and k-tile offsets move.
+template <int LG>
+struct LaneMap {
+    static constexpr int kGpt = 4 >> LG;  // scale groups a row of a k-tile
+    int code;           // bytes: row g's chunk t in a pair's 1 KB (row g + 8's is 512 on)
+    int scale0, scale1;  // halves: rows g's and g + 8's group of chunk t in a pair's scales
+    int xcol;           // columns: chunk t's first in a k-tile
+    __device__ __forceinline__ explicit LaneMap(int lane) {
+        const int g = lane >> 2, t = lane & 3;
+        code = 16 * lane;
+        scale0 = g * kGpt + (t >> LG);
+        scale1 = scale0 + 8 * kGpt;
+        xcol = 32 * t;
+    }
+};
+
+// Pair p of a staged tile (codes, scales, biases or null at the stage's arrays: a pair is 1 KB of
+// codes and 16·kGpt halves of scales), this lane's two rows dotted with the staged limbs X at k-tile
+// kt: a0, a1 — Bulk's arithmetic (fast_gemv_bulk.cu, bulk_ktile).
+template <int LG>
+__device__ __forceinline__ void pair_dot(const uint8_t* codes, const uint16_t* scales, const uint16_t* biases, int p,
+                                         const Dp4aX& X, int kt, const LaneMap<LG>& m, float& a0, float& a1) {
+    const uint8_t* c = codes + p * 1024 + m.code;
+    const uint4 q0 = *reinterpret_cast<const uint4*>(c);        // row g, chunk t
+    const uint4 q1 = *reinterpret_cast<const uint4*>(c + 512);  // row g + 8
+    const int so = p * 16 * LaneMap<LG>::kGpt;
+    const float s0 = half_bits(scales[so + m.scale0]), s1 = half_bits(scales[so + m.scale1]);
+    float b0 = -8.f * s0, b1 = -8.f * s1;
+    if (biases) b0 = half_bits(biases[so + m.scale0]), b1 = half_bits(biases[so + m.scale1]);
+    const int col = kt * 128 + m.xcol;
+    const auto* ph = reinterpret_cast<const uint4*>(X.hi + col);
+    const auto* pl = reinterpret_cast<const uint4*>(X.lo + col);
+    const float2 ds = X.st[col >> 5];  // (dx, sx)
+    const float v0 = fmaf(float(dp4a_chunk32(q0, pl)), 1.f / 254.f, float(dp4a_chunk32(q0, ph)));
+    const float v1 = fmaf(float(dp4a_chunk32(q1, pl)), 1.f / 254.f, float(dp4a_chunk32(q1, ph)));
+    a0 = fmaf(s0 * ds.x, v0, b0 * ds.y);
+    a1 = fmaf(s1 * ds.x, v1, b1 * ds.y);
+}
+
+// Σ over the quad (t = 0..3) of a lane's row partial.
+__device__ __forceinline__ float quad_sum(float v) {
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+// Grid (C, k, T) in clusters of C along x: block `rank` of token t's slot j. LG: log2(G / 32).
+template <int LG>
+__global__ void __launch_bounds__(kThreads, 2) moe_fused_decode_kernel(const __grid_constant__ FusedArgs a) {
+    const MoeFusedShape& f = a.f;
+    const int tid = int(threadIdx.x), warp = tid >> 5, lane = tid & 31;
+    const int rank = int(blockIdx.x), j = int(blockIdx.y), t = int(blockIdx.z);
+    const int64_t s = int64_t(t) * a.k + j;
+    const int C = f.cluster, stages = f.stages_gu + f.stages_d;
+
+    extern __shared__ uint4 smem4[];
+    uint8_t* const sm = reinterpret_cast<uint8_t*>(smem4);
+    uint8_t* const ring = sm;  // [ring][stage_bytes]: codes 16 KB, scales, biases
+    uint8_t* const xs = sm + f.off_x;  // the token's x, staged (fast_dp4a.cuh)
+    float* const act_s = reinterpret_cast<float*>(sm + f.off_act);  // [I]: the slot's act row
+    uint8_t* const as = sm + f.off_act_q;                            // act staged
+    float* const red = reinterpret_cast<float*>(sm + f.off_red);     // [rt_gu][8][2][16]
+    float* const part_s = reinterpret_cast<float*>(sm + f.off_part);  // [rt_d][nkt_i][16]
+    uint64_t* const full = reinterpret_cast<uint64_t*>(sm + f.off_bar);
+    uint64_t* const empty = full + f.ring;
+    int* const last_s = reinterpret_cast<int*>(empty + f.ring);
+
+    cluster_arrive_relaxed();  // this block has started (phase 0)
+    if (tid == 0)  // (as fast_gemv_bulk.cu: the block barrier publishes them to the producer's copies)
+        for (int i = 0; i < f.ring; ++i) mbar_init(&full[i], 1), mbar_init(&empty[i], kCT);
+    __syncthreads();
+
+    if (warp == kCW) {
+        // ---- producer: the block's stages, in the order the consumers take them ----
+        cluster_wait();    // phase 0 (the producer touches no other block)
+        cluster_arrive();  // phase 1: nothing to publish
+        pdl::wait();
+        pdl::trigger();
+        if (lane != 0) return;
+        const int e0 = a.ids[s];
+        const int e = e0 >= 0 && e0 < a.E ? e0 : 0;  // a bad id streams expert 0; its outputs are NaN
+        constexpr int kScaleStep = 16 * (4 >> LG);    // halves of scales a (row tile, k-tile)
+        for (int st = 0; st < stages; ++st) {
+            const int slot = st % f.ring, use = st / f.ring;
+            if (use > 0) mbar_wait(&empty[slot], uint32_t(use - 1) & 1u);
+            const StageRef r = stage_ref(f, st);
+            const ExpertStack& es = r.mat == 0 ? a.gate : r.mat == 1 ? a.up : a.down;
+            const int K = r.mat < 2 ? a.H : a.I;
+            const int64_t R = int64_t(rank) * (r.mat < 2 ? f.rt_gu : f.rt_d) + r.r0;  // the expert's row tile
+            const int pairs = r.nr * r.nk;
+            const uint8_t* codes = es.m0.codes + e * es.code_step + R * (8 * int64_t(K)) + r.k0 * 1024;
+            const int64_t so = e * es.scale_step + R * (16 * int64_t(K >> (5 + LG))) + r.k0 * kScaleStep;
+            const uint32_t cb = uint32_t(pairs) * 1024u, sbytes = uint32_t(pairs * kScaleStep) * 2u;
+            const bool bias = r.mat < 2 ? a.bias_gu : a.bias_d;
+            mbar_arrive_expect_tx(&full[slot], cb + sbytes * (bias ? 2u : 1u));
+            const uint32_t dst = smem_addr(ring + size_t(slot) * f.stage_bytes);
+            bulk_load(dst, codes, cb, &full[slot]);
+            bulk_load(dst + kMoeFusedStageCodes, es.m0.scales + so, sbytes, &full[slot]);
+            if (bias) bulk_load(dst + kMoeFusedStageCodes + f.scale_bytes, es.m0.biases + so, sbytes, &full[slot]);
+        }
+        return;
+    }
+
+    // ---- consumers ----
+    const int g = lane >> 2, tq = lane & 3;
+    const LaneMap<LG> lm(lane);
+    const float* const xt = a.x + int64_t(t) * a.ldx;
+    if (a.x_settled) dp4a_quantize_x<kCT>(xt, a.ldx, 1, a.H, a.x_aligned, xs);
+    pdl::wait();
+    pdl::trigger();
+    if (!a.x_settled) dp4a_quantize_x<kCT>(xt, a.ldx, 1, a.H, a.x_aligned, xs);
+    const int e0 = a.ids[s];
+    const bool bad = e0 < 0 || e0 >= a.E;
+    const float wj = a.weights[s];
+    consumers_sync();  // x staged
+    const Dp4aX X = dp4a_x(xs, a.H, 1);
+
+    // 1. gate and up: warp q the k-tiles ≡ q (mod 8) of each row tile, the quad's sums at the row
+    // tile's end into red[rt][q][gate, up][16 rows].
+    float acc[2][2] = {{0.f, 0.f}, {0.f, 0.f}};  // [gate, up][rows g, g + 8] (indexed by constants only)
+    int st = 0;
+    for (; st < f.stages_gu; ++st) {
+        const int slot = st % f.ring;
+        const StageRef r = stage_ref(f, st);
+        mbar_wait(&full[slot], uint32_t(st / f.ring) & 1u);
+        const uint8_t* sb = ring + size_t(slot) * f.stage_bytes;
+        const auto* sc = reinterpret_cast<const uint16_t*>(sb + kMoeFusedStageCodes);
+        const auto* bs = a.bias_gu ? reinterpret_cast<const uint16_t*>(sb + kMoeFusedStageCodes + f.scale_bytes) : nullptr;
+        const bool up = r.mat == 1;
+        for (int kk = (warp - r.k0 % kCW + kCW) % kCW; kk < r.nk; kk += kCW) {  // k-tiles k0 + kk ≡ warp (mod 8)
+            float a0, a1;
+            pair_dot<LG>(sb, sc, bs, kk, X, r.k0 + kk, lm, a0, a1);
+            if (up) acc[1][0] += a0, acc[1][1] += a1;
+            else acc[0][0] += a0, acc[0][1] += a1;
+        }
+        mbar_arrive(&empty[slot]);
+        if (up && r.k0 + r.nk == f.nkt_h) {  // the row tile's last stage
+#pragma unroll
+            for (int m = 0; m < 2; ++m)
+#pragma unroll
+                for (int i = 0; i < 2; ++i) {
+                    const float v = quad_sum(acc[m][i]);
+                    if (tq == 0) red[((r.r0 * kCW + warp) * 2 + m) * 16 + g + 8 * i] = v;
+                    acc[m][i] = 0.f;
+                }
+        }
+    }
+    consumers_sync();  // red complete
+
+    // 2. SwiGLU of the block's 16·rt_gu outputs (warps' parts in warp order), into every block of
+    // the cluster; then the cluster's act row is whole in each block.
+    cluster_wait();  // phase 0: every block of the cluster has started
+    {
+        namespace cg = cooperative_groups;
+        cg::cluster_group cl = cg::this_cluster();
+        const int nout = 16 * f.rt_gu, i0 = rank * nout;
+        for (int i = tid; i < nout; i += kCT) {
+            const int rt = i >> 4, row = i & 15;
+            const float* p = red + rt * kCW * 32 + row;
+            float gv = p[0], uv = p[16];
+#pragma unroll
+            for (int q = 1; q < kCW; ++q) gv += p[q * 32], uv += p[q * 32 + 16];
+            const float v = bad ? quiet_nan() : gv / (1.f + expf(-gv)) * uv;  // cpu::swiglu
+            for (int b = 0; b < C; ++b) *cl.map_shared_rank(act_s + i0 + i, b) = v;
+        }
+    }
+    cluster_arrive();  // phase 1: this block's outputs are in every block
+    cluster_wait();
+
+    // 3. The act row staged as x was (the dp4a pair's down kernel stages the same limbs).
+    {
+        const int items = a.I / 8;  // I is a multiple of 128
+        uint8_t* ah = as;
+        uint8_t* al = as + a.I;
+        auto* ast = reinterpret_cast<float2*>(as + 2 * a.I);
+        for (int base = 0; base < items; base += kCT) {  // whole warps: the quantizer shuffles
+            const int i = base + tid;
+            float v[8];
+#pragma unroll
+            for (int e = 0; e < 8; ++e) v[e] = i < items ? act_s[8 * i + e] : 0.f;
+            const Dp4aQ8 q = dp4a_quantize8(v);
+            if (i < items) {
+                *reinterpret_cast<uint2*>(ah + 8 * i) = q.H;
+                *reinterpret_cast<uint2*>(al + 8 * i) = q.L;
+                if ((i & 3) == 0) ast[i / 4] = make_float2(q.dx, q.sx);
+            }
+        }
+    }
+    consumers_sync();
+    const Dp4aX XA = dp4a_x(as, a.I, 1);
+
+    // 4. down: the (row tile, k-tile) pairs of each stage dealt over the warps; a pair's 16 row
+    // partials into part_s[row tile][k-tile].
+    for (; st < stages; ++st) {
+        const int slot = st % f.ring;
+        const StageRef r = stage_ref(f, st);
+        mbar_wait(&full[slot], uint32_t(st / f.ring) & 1u);
+        const uint8_t* sb = ring + size_t(slot) * f.stage_bytes;
+        const auto* sc = reinterpret_cast<const uint16_t*>(sb + kMoeFusedStageCodes);
+        const auto* bs = a.bias_d ? reinterpret_cast<const uint16_t*>(sb + kMoeFusedStageCodes + f.scale_bytes) : nullptr;
+        for (int p = warp; p < r.nr * r.nk; p += kCW) {
+            const int rl = int(unsigned(p) / unsigned(r.nk)), kt = r.k0 + p - rl * r.nk;
+            float a0, a1;
+            pair_dot<LG>(sb, sc, bs, p, XA, kt, lm, a0, a1);
+            a0 = quad_sum(a0);
+            a1 = quad_sum(a1);
+            if (tq == 0) {
+                float* o = part_s + ((r.r0 + rl) * f.nkt_i + kt) * 16 + g;
+                o[0] = bad ? quiet_nan() : a0;
+                o[8] = bad ? quiet_nan() : a1;
+            }
+        }
+        mbar_arrive(&empty[slot]);
+    }
+    consumers_sync();  // part_s complete
+
+    // 5. o_j of the block's down rows (k-tiles in order), w_j·o_j to the token's part row of slot
+    // j; then the ticket: the last of the k slots' blocks for these rows sums them in slot order.
+    const int nrow = 16 * f.rt_d, h0 = rank * nrow;
+    float* const part_t = a.part + int64_t(t) * a.k * a.H + h0;
+    for (int i = tid; i < nrow; i += kCT) {
+        const float* p = part_s + (i >> 4) * f.nkt_i * 16 + (i & 15);
+        float o = p[0];
+        for (int kt = 1; kt < f.nkt_i; ++kt) o += p[kt * 16];
+        __stcg(part_t + int64_t(j) * a.H + i, __fmul_rn(wj, o));
+    }
+    __threadfence();  // this thread's part, before the ticket
+    consumers_sync();
+    if (tid == 0) {
+        unsigned* ctr = a.counters + int64_t(t) * C + rank;
+        const int last = atomicAdd(ctr, 1u) == unsigned(a.k - 1);
+        if (last) {
+            atomicExch(ctr, 0u);  // every slot has drawn: zero for the next launch
+            __threadfence();      // the other slots' parts, before this block reads them
+        }
+        *last_s = last;
+    }
+    consumers_sync();
+    if (!*last_s) return;
+    float* const yt = a.y + int64_t(t) * a.ldy + h0;
+    for (int i = tid; i < nrow; i += kCT) {
+        float sum = __ldcg(part_t + i);
+        for (int jj = 1; jj < a.k; ++jj) sum = __fadd_rn(sum, __ldcg(part_t + int64_t(jj) * a.H + i));
+        yt[i] = sum;
+    }
+}
+
+ExpertStack stack_of(const PackedMatrix* desc, const PackedMatrix& m0) {
+    return {desc, m0, m0.n * (m0.k / 2), m0.n * (m0.k / m0.group)};
+}
+
+template <int LG>
+cudaError_t launch_lg(const FusedArgs& args, int64_t T, cudaStream_t stream) {
+    auto* kernel = moe_fused_decode_kernel<LG>;
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(args.f.smem));
+    if (err == cudaSuccess && args.f.cluster > 8)
+        err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    if (err != cudaSuccess) return err;
+    const dim3 grid(unsigned(args.f.cluster), unsigned(args.k), unsigned(T));
+    return pdl::launch_cluster(kernel, grid, dim3(kThreads), args.f.smem, stream, dim3(unsigned(args.f.cluster), 1, 1),
+                               args);
+}
+
+}  // namespace
+
+cudaError_t launch_moe_fused_decode(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
+                                    const MoePackedExperts& w, const int32_t* ids, const float* weights, int k,
+                                    float* part, bool x_settled, int blocks_per_sm, cudaStream_t stream) {
+    FusedArgs a{};
+    a.f = moe_fused_shape(w.H, w.I, w.tiling, blocks_per_sm);
+    if (!a.f.cluster || !w.counters || T < 1 || T > 65535) return cudaErrorInvalidValue;
+    a.y = y, a.ldy = ldy, a.x = x, a.ldx = ldx, a.part = part, a.counters = w.counters;
+    a.ids = ids, a.weights = weights;
+    a.gate = stack_of(w.gate, w.tiling.gate0);
+    a.up = stack_of(w.up, w.tiling.up0);
+    a.down = stack_of(w.down, w.tiling.down0);
+    a.H = int(w.H), a.I = int(w.I), a.E = w.E, a.k = k;
+    a.bias_gu = w.tiling.gate0.biases != nullptr;
+    a.bias_d = w.tiling.down0.biases != nullptr;
+    a.x_aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
+    a.x_settled = x_settled;
+    switch (w.tiling.gate0.group) {
+        case 32: return launch_lg<0>(a, T, stream);
+        case 64: return launch_lg<1>(a, T, stream);
+        case 128: return launch_lg<2>(a, T, stream);
+        default: return cudaErrorInvalidValue;
+    }
+}
+
+}  // namespace tessera::cuda::fast::detail
