@@ -22,6 +22,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/fast_moe.h"
+#include "kernels/cuda/fast_moe_fused_map.h"
 #include "kernels/cuda/packed_weight.h"
 #include "kernels/cuda/ref_elementwise.h"
 #include "kernels/cuda/stream.h"
@@ -460,6 +461,90 @@ TEST(FastMoe, FusedShapeOnTheModelShapes) {
     EXPECT_EQ(fast::moe_fused_shape(2048, 768 + 64, tiling(32, false, false)).cluster, 0) << "I % 128";
     EXPECT_EQ(fast::moe_fused_shape(2048, 1 << 16, tiling(32, false, false)).cluster, 0) << "act past shared memory";
     EXPECT_EQ(fast::moe_fused_counters_bytes(2, 16), size_t(2 * 16 * 4));
+}
+
+// The fused decode kernel's index maps (fast_moe_fused_map.h: host and device; needs no GPU)
+// against PackedLayout's stacked 16-row tiles: over every block of a slot's cluster and every
+// stage, each (matrix, row, 32-column chunk) of the slot's expert is staged exactly once, by the
+// block that owns its row, at the place where the lane of the pair that claims it reads it — its
+// codes, its scale (bias) group, and x's columns for it; and the stages come in the order the
+// consumers sum in (a row tile's gate k-ranges ascending, then its up k-ranges, its last up stage
+// ending at the row's last k-tile; down's after all of them).
+TEST(FastMoe, FusedStagesReadEveryWeightOnce) {
+    struct Shape {
+        int64_t H, I;
+        int G;
+    };
+    for (const Shape sh : {Shape{2048, 768, 32}, Shape{2048, 512, 32}, Shape{384, 128, 64}, Shape{384, 128, 128},
+                           Shape{4096, 2560, 32}, Shape{256, 512, 32}, Shape{768, 256, 32}}) {
+        SCOPED_TRACE("H=" + std::to_string(sh.H) + " I=" + std::to_string(sh.I) + " G=" + std::to_string(sh.G));
+        fast::MoeTiling t;
+        t.gate_up = t.down = true;
+        t.gate0.group = t.up0.group = t.down0.group = sh.G;
+        for (int per_sm : {2, 1}) {
+            const fast::MoeFusedShape f = fast::moe_fused_shape(sh.H, sh.I, t, per_sm);
+            ASSERT_GT(f.cluster, 0);
+            const int lg = sh.G == 32 ? 0 : sh.G == 64 ? 1 : 2, gpt = 4 >> lg;
+            std::vector<int> seen[3];
+            PackedLayout lay[3];
+            int64_t chunks[3];
+            for (int m = 0; m < 3; ++m) {
+                const int64_t K = m < 2 ? sh.H : sh.I, N = m < 2 ? sh.I : sh.H;
+                chunks[m] = K / 32;
+                seen[m].assign(size_t(N * chunks[m]), 0);
+                lay[m] = packed_layout_k32(sh.G, true, int(K));
+            }
+            for (int rank = 0; rank < f.cluster; ++rank) {
+                int last_rt = -1, last_mat = 0, next_k = 0;
+                for (int s = 0; s < f.stages_gu + f.stages_d; ++s) {
+                    const fast::MoeFusedStage st = fast::moe_fused_stage(f, s);
+                    const fast::MoeFusedSource src = fast::moe_fused_source(f, st, int(sh.H), int(sh.I), lg, rank);
+                    ASSERT_EQ(st.mat == 2, s >= f.stages_gu) << "stage " << s;
+                    ASSERT_GE(st.nr, 1);
+                    ASSERT_GE(st.nk, 1);
+                    ASSERT_LE(st.nr * st.nk * 1024, fast::kMoeFusedStageCodes) << "stage " << s;
+                    ASSERT_LE(int(src.scale_halves) * 2, f.scale_bytes) << "stage " << s;
+                    ASSERT_EQ(src.code_bytes, uint32_t(st.nr * st.nk * 1024));
+                    if (st.mat < 2) {  // the consumers' order: gate's k-ranges, then up's, row tile by row tile
+                        if (st.r0 != last_rt || st.mat != last_mat) {
+                            ASSERT_TRUE(st.r0 == last_rt ? st.mat == 1 && last_mat == 0 && next_k == f.nkt_h
+                                                         : st.r0 == last_rt + 1 && st.mat == 0 &&
+                                                               (last_rt < 0 || (last_mat == 1 && next_k == f.nkt_h)))
+                                << "stage " << s;
+                            next_k = 0;
+                        }
+                        ASSERT_EQ(st.k0, next_k) << "stage " << s;
+                        next_k = st.k0 + st.nk;
+                        last_rt = st.r0, last_mat = st.mat;
+                    }
+                    const int m = st.mat;
+                    for (int p = 0; p < st.nr * st.nk; ++p) {
+                        int rt = 0, kt = 0;
+                        fast::moe_fused_pair(st, p, rt, kt);
+                        ASSERT_LT(rt, m < 2 ? f.rt_gu : f.rt_d);
+                        const int64_t R = int64_t(rank) * (m < 2 ? f.rt_gu : f.rt_d) + rt;
+                        for (int lane = 0; lane < 32; ++lane) {
+                            const fast::MoeFusedLane ln = fast::moe_fused_lane(lane, lg);
+                            for (int half = 0; half < 2; ++half) {
+                                const int64_t row = R * 16 + (lane >> 2) + 8 * half, ch = 4 * int64_t(kt) + (lane & 3);
+                                ASSERT_EQ(src.code + p * 1024 + ln.code + 512 * half, lay[m].code_row(row) + lay[m].chunk(ch))
+                                    << "codes: matrix " << m << " stage " << s << " pair " << p << " lane " << lane;
+                                ASSERT_EQ(src.scale + p * 16 * gpt + (half ? ln.scale1 : ln.scale0),
+                                          lay[m].scale_row(row) + lay[m].scale_group(ch * 32 / sh.G))
+                                    << "scales: matrix " << m << " stage " << s << " pair " << p << " lane " << lane;
+                                ASSERT_EQ(kt * 128 + ln.xcol, ch * 32) << "x's columns";
+                                ++seen[m][size_t(row * chunks[m] + ch)];
+                            }
+                        }
+                    }
+                }
+            }
+            for (int m = 0; m < 3; ++m)
+                for (size_t i = 0; i < seen[m].size(); ++i)
+                    ASSERT_EQ(seen[m][i], 1) << "matrix " << m << " row " << i / size_t(chunks[m]) << " chunk "
+                                             << i % size_t(chunks[m]) << " staged " << seen[m][i] << " times";
+        }
+    }
 }
 
 TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no GPU

@@ -43,6 +43,7 @@
 #include "kernels/cuda/fast_dp4a.cuh"
 #include "kernels/cuda/fast_mbarrier.cuh"
 #include "kernels/cuda/fast_moe.h"
+#include "kernels/cuda/fast_moe_fused_map.h"
 #include "kernels/cuda/fast_moe_slots.cuh"
 #include "kernels/cuda/fast_tma.cuh"
 #include "kernels/cuda/pdl.cuh"
@@ -68,28 +69,6 @@ __device__ __forceinline__ void cluster_arrive_relaxed() { asm volatile("barrier
 __device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release;\n" ::: "memory"); }
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory"); }
 
-// Stage s of a block's stream: rows tiles [r0, r0 + nr) (block-local) × k-tiles [k0, k0 + nk) of
-// matrix mat (0 gate, 1 up, 2 down) — contiguous in the stacked tiles (nr = 1 or nk = the row's
-// k-tiles). Gate+up first, row tile by row tile (gate's k-ranges, then up's); then down.
-struct StageRef {
-    int mat, r0, nr, k0, nk;
-};
-__device__ __forceinline__ StageRef stage_ref(const MoeFusedShape& f, int s) {
-    auto div = [](int a, int b) { return int(unsigned(a) / unsigned(b)); };  // (both ≥ 0: no sign fix-ups)
-    if (s < f.stages_gu) {
-        const int nkr = div(f.stages_gu, 2 * f.rt_gu);  // k-ranges of a row tile of one matrix
-        const int rt = div(s, 2 * nkr), rem = s - rt * 2 * nkr, mat = rem >= nkr, kr = rem - mat * nkr;
-        return {mat, rt, 1, kr * f.nk_gu, min(f.nk_gu, f.nkt_h - kr * f.nk_gu)};
-    }
-    s -= f.stages_gu;
-    if (f.nk_d == f.nkt_i) {  // whole rows: nr_d row tiles a stage
-        const int r0 = s * f.nr_d;
-        return {2, r0, min(f.nr_d, f.rt_d - r0), 0, f.nkt_i};
-    }
-    const int nkr = div(f.nkt_i + f.nk_d - 1, f.nk_d), rt = div(s, nkr), kr = s - rt * nkr;
-    return {2, rt, 1, kr * f.nk_d, min(f.nk_d, f.nkt_i - kr * f.nk_d)};
-}
-
 struct FusedArgs {
     float* y;
     int64_t ldy;
@@ -105,33 +84,16 @@ struct FusedArgs {
     MoeFusedShape f;
 };
 
-// A lane's fixed offsets into a stage and a staged row (lane (g, t): chunk t of rows g and g + 8),
-// computed once: in the loops below only the pair and k-tile offsets move.
-template <int LG>
-struct LaneMap {
-    static constexpr int kGpt = 4 >> LG;  // scale groups a row of a k-tile
-    int code;           // bytes: row g's chunk t in a pair's 1 KB (row g + 8's is 512 on)
-    int scale0, scale1;  // halves: rows g's and g + 8's group of chunk t in a pair's scales
-    int xcol;           // columns: chunk t's first in a k-tile
-    __device__ __forceinline__ explicit LaneMap(int lane) {
-        const int g = lane >> 2, t = lane & 3;
-        code = 16 * lane;
-        scale0 = g * kGpt + (t >> LG);
-        scale1 = scale0 + 8 * kGpt;
-        xcol = 32 * t;
-    }
-};
-
 // Pair p of a staged tile (codes, scales, biases or null at the stage's arrays: a pair is 1 KB of
-// codes and 16·kGpt halves of scales), this lane's two rows dotted with the staged limbs X at k-tile
-// kt: a0, a1 — Bulk's arithmetic (fast_gemv_bulk.cu, bulk_ktile).
+// codes and 16·(4 >> LG) halves of scales), this lane's two rows (moe_fused_lane's map m) dotted
+// with the staged limbs X at k-tile kt: a0, a1 — Bulk's arithmetic (fast_gemv_bulk.cu, bulk_ktile).
 template <int LG>
 __device__ __forceinline__ void pair_dot(const uint8_t* codes, const uint16_t* scales, const uint16_t* biases, int p,
-                                         const Dp4aX& X, int kt, const LaneMap<LG>& m, float& a0, float& a1) {
+                                         const Dp4aX& X, int kt, const MoeFusedLane& m, float& a0, float& a1) {
     const uint8_t* c = codes + p * 1024 + m.code;
     const uint4 q0 = *reinterpret_cast<const uint4*>(c);        // row g, chunk t
     const uint4 q1 = *reinterpret_cast<const uint4*>(c + 512);  // row g + 8
-    const int so = p * 16 * LaneMap<LG>::kGpt;
+    const int so = p * 16 * (4 >> LG);
     const float s0 = half_bits(scales[so + m.scale0]), s1 = half_bits(scales[so + m.scale1]);
     float b0 = -8.f * s0, b1 = -8.f * s1;
     if (biases) b0 = half_bits(biases[so + m.scale0]), b1 = half_bits(biases[so + m.scale1]);
@@ -186,22 +148,18 @@ __global__ void __launch_bounds__(kThreads, 2) moe_fused_decode_kernel(const __g
         if (lane != 0) return;
         const int e0 = a.ids[s];
         const int e = e0 >= 0 && e0 < a.E ? e0 : 0;  // a bad id streams expert 0; its outputs are NaN
-        constexpr int kScaleStep = 16 * (4 >> LG);    // halves of scales a (row tile, k-tile)
         for (int st = 0; st < stages; ++st) {
             const int slot = st % f.ring, use = st / f.ring;
             if (use > 0) mbar_wait(&empty[slot], uint32_t(use - 1) & 1u);
-            const StageRef r = stage_ref(f, st);
+            const MoeFusedStage r = moe_fused_stage(f, st);
+            const MoeFusedSource src = moe_fused_source(f, r, a.H, a.I, LG, rank);
             const ExpertStack& es = r.mat == 0 ? a.gate : r.mat == 1 ? a.up : a.down;
-            const int K = r.mat < 2 ? a.H : a.I;
-            const int64_t R = int64_t(rank) * (r.mat < 2 ? f.rt_gu : f.rt_d) + r.r0;  // the expert's row tile
-            const int pairs = r.nr * r.nk;
-            const uint8_t* codes = es.m0.codes + e * es.code_step + R * (8 * int64_t(K)) + r.k0 * 1024;
-            const int64_t so = e * es.scale_step + R * (16 * int64_t(K >> (5 + LG))) + r.k0 * kScaleStep;
-            const uint32_t cb = uint32_t(pairs) * 1024u, sbytes = uint32_t(pairs * kScaleStep) * 2u;
+            const int64_t so = e * es.scale_step + src.scale;
+            const uint32_t sbytes = 2u * src.scale_halves;
             const bool bias = r.mat < 2 ? a.bias_gu : a.bias_d;
-            mbar_arrive_expect_tx(&full[slot], cb + sbytes * (bias ? 2u : 1u));
+            mbar_arrive_expect_tx(&full[slot], src.code_bytes + sbytes * (bias ? 2u : 1u));
             const uint32_t dst = smem_addr(ring + size_t(slot) * f.stage_bytes);
-            bulk_load(dst, codes, cb, &full[slot]);
+            bulk_load(dst, es.m0.codes + e * es.code_step + src.code, src.code_bytes, &full[slot]);
             bulk_load(dst + kMoeFusedStageCodes, es.m0.scales + so, sbytes, &full[slot]);
             if (bias) bulk_load(dst + kMoeFusedStageCodes + f.scale_bytes, es.m0.biases + so, sbytes, &full[slot]);
         }
@@ -210,7 +168,7 @@ __global__ void __launch_bounds__(kThreads, 2) moe_fused_decode_kernel(const __g
 
     // ---- consumers ----
     const int g = lane >> 2, tq = lane & 3;
-    const LaneMap<LG> lm(lane);
+    const MoeFusedLane lm = moe_fused_lane(lane, LG);
     const float* const xt = a.x + int64_t(t) * a.ldx;
     if (a.x_settled) dp4a_quantize_x<kCT>(xt, a.ldx, 1, a.H, a.x_aligned, xs);
     pdl::wait();
@@ -228,13 +186,14 @@ __global__ void __launch_bounds__(kThreads, 2) moe_fused_decode_kernel(const __g
     int st = 0;
     for (; st < f.stages_gu; ++st) {
         const int slot = st % f.ring;
-        const StageRef r = stage_ref(f, st);
+        const MoeFusedStage r = moe_fused_stage(f, st);
         mbar_wait(&full[slot], uint32_t(st / f.ring) & 1u);
         const uint8_t* sb = ring + size_t(slot) * f.stage_bytes;
         const auto* sc = reinterpret_cast<const uint16_t*>(sb + kMoeFusedStageCodes);
         const auto* bs = a.bias_gu ? reinterpret_cast<const uint16_t*>(sb + kMoeFusedStageCodes + f.scale_bytes) : nullptr;
         const bool up = r.mat == 1;
-        for (int kk = (warp - r.k0 % kCW + kCW) % kCW; kk < r.nk; kk += kCW) {  // k-tiles k0 + kk ≡ warp (mod 8)
+        // Pair kk is k-tile k0 + kk of row tile r0 (moe_fused_pair with nr = 1); this warp's ≡ warp (mod 8).
+        for (int kk = (warp - r.k0 % kCW + kCW) % kCW; kk < r.nk; kk += kCW) {
             float a0, a1;
             pair_dot<LG>(sb, sc, bs, kk, X, r.k0 + kk, lm, a0, a1);
             if (up) acc[1][0] += a0, acc[1][1] += a1;
@@ -300,19 +259,20 @@ __global__ void __launch_bounds__(kThreads, 2) moe_fused_decode_kernel(const __g
     // partials into part_s[row tile][k-tile].
     for (; st < stages; ++st) {
         const int slot = st % f.ring;
-        const StageRef r = stage_ref(f, st);
+        const MoeFusedStage r = moe_fused_stage(f, st);
         mbar_wait(&full[slot], uint32_t(st / f.ring) & 1u);
         const uint8_t* sb = ring + size_t(slot) * f.stage_bytes;
         const auto* sc = reinterpret_cast<const uint16_t*>(sb + kMoeFusedStageCodes);
         const auto* bs = a.bias_d ? reinterpret_cast<const uint16_t*>(sb + kMoeFusedStageCodes + f.scale_bytes) : nullptr;
         for (int p = warp; p < r.nr * r.nk; p += kCW) {
-            const int rl = int(unsigned(p) / unsigned(r.nk)), kt = r.k0 + p - rl * r.nk;
+            int rt, kt;
+            moe_fused_pair(r, p, rt, kt);
             float a0, a1;
             pair_dot<LG>(sb, sc, bs, p, XA, kt, lm, a0, a1);
             a0 = quad_sum(a0);
             a1 = quad_sum(a1);
             if (tq == 0) {
-                float* o = part_s + ((r.r0 + rl) * f.nkt_i + kt) * 16 + g;
+                float* o = part_s + (rt * f.nkt_i + kt) * 16 + g;
                 o[0] = bad ? quiet_nan() : a0;
                 o[8] = bad ? quiet_nan() : a1;
             }
