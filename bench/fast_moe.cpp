@@ -188,6 +188,14 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
     DeviceBuffer counters(fast::moe_fused_counters_bytes(std::min<int64_t>(max_t, 8), 16));
     TS_CUDA_CHECK(cudaMemset(counters.data(), 0, counters.size()));
     w.counters = counters.as<unsigned>();
+    for (int per_sm : {2, 1}) {  // how many of the fused decode kernel's clusters run at once (k·T a step)
+        const fast::MoeFusedShape f = fast::moe_fused_shape(s.H, s.I, tiling, per_sm);
+        if (f.cluster)
+            std::printf("%s: fused decode at %d block(s) an SM: clusters of %d, a ring of %d stages (%zu bytes), "
+                        "%d clusters resident\n",
+                        s.name, per_sm, f.cluster, f.ring, f.smem,
+                        fast::detail::moe_fused_active_clusters(s.H, s.I, tiling, per_sm));
+    }
     // Bytes of one expert's matrix (codes + f16 scales per 32).
     const double matrix_bytes = double(s.I * s.H) / 2 + double(s.I * s.H) / 32 * 2;
     const cudaStream_t st = stream.get();

@@ -360,6 +360,9 @@ cudaError_t launch_moe_decode_dp4a_down(float* y, int64_t ldy, const float* act,
 cudaError_t launch_moe_fused_decode(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                                     const MoePackedExperts& w, const int32_t* ids, const float* weights, int k,
                                     float* part, bool x_settled, int blocks_per_sm, cudaStream_t stream);
+// Clusters of the fused decode kernel the device holds at once (cudaOccupancyMaxActiveClusters; 0
+// where the shape does not take it or the device refuses the cluster): k·T of them run in one wave.
+int moe_fused_active_clusters(int64_t H, int64_t I, const MoeTiling& t, int blocks_per_sm);
 // The tensor-core decode kernels (fast_moe_decode_mma.cu). act [T·k, I] f32 as the v2 ones';
 // the down kernel keeps a partial per (slot, k-tile) in shared memory: moe_decode_mma_smem_bytes
 // of at most moe_decode_mma_smem_limit. T·k ≤ 65535.

@@ -330,6 +330,39 @@ cudaError_t launch_lg(const FusedArgs& args, int64_t T, cudaStream_t stream) {
 
 }  // namespace
 
+int moe_fused_active_clusters(int64_t H, int64_t I, const MoeTiling& t, int blocks_per_sm) {
+    const MoeFusedShape f = moe_fused_shape(H, I, t, blocks_per_sm);
+    if (!f.cluster) return 0;
+    auto query = [&](auto* kernel) {
+        if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(f.smem)) != cudaSuccess ||
+            (f.cluster > 8 &&
+             cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)) {
+            (void)cudaGetLastError();
+            return 0;
+        }
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(unsigned(f.cluster), 1, 1);
+        cfg.blockDim = dim3(kThreads);
+        cfg.dynamicSmemBytes = f.smem;
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = unsigned(f.cluster);
+        at[0].val.clusterDim.y = at[0].val.clusterDim.z = 1;
+        cfg.attrs = at;
+        cfg.numAttrs = 1;
+        int n = 0;
+        if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) n = 0;
+        (void)cudaGetLastError();
+        return n;
+    };
+    switch (t.gate0.group) {
+        case 32: return query(moe_fused_decode_kernel<0>);
+        case 64: return query(moe_fused_decode_kernel<1>);
+        case 128: return query(moe_fused_decode_kernel<2>);
+        default: return 0;
+    }
+}
+
 cudaError_t launch_moe_fused_decode(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                                     const MoePackedExperts& w, const int32_t* ids, const float* weights, int k,
                                     float* part, bool x_settled, int blocks_per_sm, cudaStream_t stream) {
