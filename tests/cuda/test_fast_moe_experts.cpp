@@ -429,12 +429,11 @@ TEST(FastMoe, BackendStacksExpertsForTheWgmmaTiles) {
 // round its limb to the next integer: 1e-4 of max|y|); the same bits when launched again (the
 // counters it draws tickets on are zero after every launch: checked), through
 // moe_experts_packed(fused = true) (the pick's decode plan replaced), at one block an SM (a deeper
-// ring), with y in place of x, and
-// replayed from a CUDA graph behind the router (x settled: quantized before the PDL wait). An
-// out-of-range id: NaN for its token only. Shapes: llama.cpp's Qwen3-30B 128×768×2048 top-8
-// (clusters of 16; 3 gate+up and 8 down row tiles a block, down stages of 2 row tiles × 6 k-tiles,
-// a ring of 5 of the 10 stages), the flagship's 256×512×2048 with 9 slots, Q4_K's biases, groups of
-// 64 and 128 (clusters of 8: H / 16 = 24), 1 and 2 tokens.
+// ring) and with y in place of x. An out-of-range id: NaN for its token only; both tokens on the
+// same k experts (each of them read by two clusters). Shapes: llama.cpp's Qwen3-30B 128×768×2048
+// top-8 (clusters of 16; 3 gate+up and 8 down row tiles a block, down stages of 2 row tiles × 6
+// k-tiles, a ring of 5 of the 10 stages), the flagship's 256×512×2048 with 9 slots, Q4_K's biases,
+// groups of 64 and 128 (clusters of 8: H / 16 = 24), 1 and 2 tokens.
 TEST(FastMoe, FusedDecodeMatchesTheReferenceAndTheDp4aPair) {
     REQUIRE_CUDA();
     struct Case {
@@ -468,11 +467,16 @@ TEST(FastMoe, FusedDecodeMatchesTheReferenceAndTheDp4aPair) {
         fast::MoePlan fused;
         fused.fused_decode = 1;
         for (int64_t T : {1, 2})
-            for (const bool bad : {false, true}) {
-                if (bad && T == 1) continue;
-                SCOPED_TRACE("T=" + std::to_string(T) + (bad ? ", token 1 names expert E" : ""));
+            for (const int variant : {0, 1, 2}) {  // random experts; token 1 naming expert E; both tokens the same k
+                const bool bad = variant == 1, same = variant == 2;
+                if (T == 1 && variant > 0) continue;
+                SCOPED_TRACE("T=" + std::to_string(T) + (bad ? ", token 1 names expert E" : "") +
+                             (same ? ", both tokens the same experts" : ""));
                 const int k = c.k, H = int(c.H);
-                Routing r = random_routing(T, c.E, k, seed + uint32_t(T));
+                std::vector<int32_t> pool;
+                if (same)
+                    for (int j = 0; j < k; ++j) pool.push_back((5 * j + 3) % c.E);
+                Routing r = random_routing(T, c.E, k, seed + uint32_t(T) + uint32_t(variant), pool);
                 if (bad) r.ids[size_t(k + 1)] = c.E;
                 const std::vector<float> x = normal_floats(size_t(T * H), seed + 3 + uint32_t(T));
                 const DeviceBuffer d_x = to_device(x), d_ids = to_device(r.ids), d_w = to_device(r.weights);
