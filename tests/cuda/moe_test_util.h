@@ -553,6 +553,27 @@ inline double norm_err(const std::vector<float>& a, int64_t lda, const std::vect
     return d / std::max(m, 1e-30);
 }
 
+// `record` captured once into a CUDA graph on `stream` and replayed `replays` times: after each,
+// y's first n words (zeroed before the capture) must be `want` (the eager bits).
+template <class F>
+void expect_graph_replays(Stream& stream, F&& record, DeviceBuffer& y, size_t n,
+                          const std::vector<uint32_t>& want, int replays) {
+    TS_CUDA_CHECK(cudaMemsetAsync(y.data(), 0, n * 4, stream));
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    TS_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    record();
+    TS_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    TS_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int replay = 0; replay < replays; ++replay) {
+        TS_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+        stream.synchronize();
+        EXPECT_EQ(to_host<uint32_t>(y, n), want) << "replay " << replay;
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+}
+
 struct ExpertCase {
     std::string name;
     int64_t T;

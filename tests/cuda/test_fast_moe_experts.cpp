@@ -559,20 +559,7 @@ TEST(FastMoe, FusedDecodeRecordsIntoACudaGraph) {
         chain(false);
         stream.synchronize();
         const std::vector<uint32_t> eager = to_host<uint32_t>(d_y, size_t(T * ex.H));
-        TS_CUDA_CHECK(cudaMemsetAsync(d_y.data(), 0, d_y.size(), stream));
-        cudaGraph_t graph = nullptr;
-        cudaGraphExec_t exec = nullptr;
-        TS_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-        chain(true);
-        TS_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-        TS_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-        for (int replay = 0; replay < 3; ++replay) {
-            TS_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-            stream.synchronize();
-            EXPECT_EQ(to_host<uint32_t>(d_y, size_t(T * ex.H)), eager) << "replay " << replay;
-        }
-        cudaGraphExecDestroy(exec);
-        cudaGraphDestroy(graph);
+        expect_graph_replays(stream, [&] { chain(true); }, d_y, size_t(T * ex.H), eager, 3);
         const std::vector<uint32_t> ctr = to_host<uint32_t>(d_ctr, d_ctr.size() / 4);
         EXPECT_EQ(ctr, std::vector<uint32_t>(ctr.size(), 0u)) << "counters left set";
         if (HasFailure()) return;

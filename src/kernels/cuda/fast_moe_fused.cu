@@ -182,24 +182,33 @@ __global__ void __launch_bounds__(kThreads, 2) moe_fused_decode_kernel(const __g
 
     // 1. gate and up: warp q the k-tiles ≡ q (mod 8) of each row tile, the quad's sums at the row
     // tile's end into red[rt][q][gate, up][16 rows].
+    // Stage st, landed: what it holds, its codes, scales and biases (or null) in the ring.
+    struct Staged {
+        MoeFusedStage r;
+        const uint8_t* codes;
+        const uint16_t *scales, *biases;
+    };
+    auto open_stage = [&](int st, bool bias) {
+        const int slot = st % f.ring;
+        mbar_wait(&full[slot], uint32_t(st / f.ring) & 1u);
+        const uint8_t* sb = ring + size_t(slot) * f.stage_bytes;
+        return Staged{moe_fused_stage(f, st), sb, reinterpret_cast<const uint16_t*>(sb + kMoeFusedStageCodes),
+                      bias ? reinterpret_cast<const uint16_t*>(sb + kMoeFusedStageCodes + f.scale_bytes) : nullptr};
+    };
     float acc[2][2] = {{0.f, 0.f}, {0.f, 0.f}};  // [gate, up][rows g, g + 8] (indexed by constants only)
     int st = 0;
     for (; st < f.stages_gu; ++st) {
-        const int slot = st % f.ring;
-        const MoeFusedStage r = moe_fused_stage(f, st);
-        mbar_wait(&full[slot], uint32_t(st / f.ring) & 1u);
-        const uint8_t* sb = ring + size_t(slot) * f.stage_bytes;
-        const auto* sc = reinterpret_cast<const uint16_t*>(sb + kMoeFusedStageCodes);
-        const auto* bs = a.bias_gu ? reinterpret_cast<const uint16_t*>(sb + kMoeFusedStageCodes + f.scale_bytes) : nullptr;
+        const Staged sg = open_stage(st, a.bias_gu);
+        const MoeFusedStage& r = sg.r;
         const bool up = r.mat == 1;
         // Pair kk is k-tile k0 + kk of row tile r0 (moe_fused_pair with nr = 1); this warp's ≡ warp (mod 8).
         for (int kk = (warp - r.k0 % kCW + kCW) % kCW; kk < r.nk; kk += kCW) {
             float a0, a1;
-            pair_dot<LG>(sb, sc, bs, kk, X, r.k0 + kk, lm, a0, a1);
+            pair_dot<LG>(sg.codes, sg.scales, sg.biases, kk, X, r.k0 + kk, lm, a0, a1);
             if (up) acc[1][0] += a0, acc[1][1] += a1;
             else acc[0][0] += a0, acc[0][1] += a1;
         }
-        mbar_arrive(&empty[slot]);
+        mbar_arrive(&empty[st % f.ring]);
         if (up && r.k0 + r.nk == f.nkt_h) {  // the row tile's last stage
 #pragma unroll
             for (int m = 0; m < 2; ++m)
@@ -258,17 +267,13 @@ __global__ void __launch_bounds__(kThreads, 2) moe_fused_decode_kernel(const __g
     // 4. down: the (row tile, k-tile) pairs of each stage dealt over the warps; a pair's 16 row
     // partials into part_s[row tile][k-tile].
     for (; st < stages; ++st) {
-        const int slot = st % f.ring;
-        const MoeFusedStage r = moe_fused_stage(f, st);
-        mbar_wait(&full[slot], uint32_t(st / f.ring) & 1u);
-        const uint8_t* sb = ring + size_t(slot) * f.stage_bytes;
-        const auto* sc = reinterpret_cast<const uint16_t*>(sb + kMoeFusedStageCodes);
-        const auto* bs = a.bias_d ? reinterpret_cast<const uint16_t*>(sb + kMoeFusedStageCodes + f.scale_bytes) : nullptr;
+        const Staged sg = open_stage(st, a.bias_d);
+        const MoeFusedStage& r = sg.r;
         for (int p = warp; p < r.nr * r.nk; p += kCW) {
             int rt, kt;
             moe_fused_pair(r, p, rt, kt);
             float a0, a1;
-            pair_dot<LG>(sb, sc, bs, p, XA, kt, lm, a0, a1);
+            pair_dot<LG>(sg.codes, sg.scales, sg.biases, p, XA, kt, lm, a0, a1);
             a0 = quad_sum(a0);
             a1 = quad_sum(a1);
             if (tq == 0) {
@@ -277,7 +282,7 @@ __global__ void __launch_bounds__(kThreads, 2) moe_fused_decode_kernel(const __g
                 o[8] = bad ? quiet_nan() : a1;
             }
         }
-        mbar_arrive(&empty[slot]);
+        mbar_arrive(&empty[st % f.ring]);
     }
     consumers_sync();  // part_s complete
 
