@@ -92,6 +92,14 @@ void check_plan(const MoePlan& p) {
              "moe_experts_packed: wgmma_gather is a form of the warp-specialised tiles without clusters (wgmma_tma 1, "
              "got {})",
              p.wgmma_tma);
+    TS_CHECK(p.fused_decode >= 0 && p.fused_decode <= 2, "moe_experts_packed: fused_decode = {} must be 0, 1 or 2",
+             p.fused_decode);
+    if (p.fused_decode) {
+        TS_CHECK(!p.grouped && p.down_by_token && !p.large_tiles && !p.v2 && !p.mma_decode && !p.dp4a_decode &&
+                     !p.wgmma && !p.mid,
+                 "moe_experts_packed: the fused decode kernel runs per slot, down by token, no other kernels");
+        return;
+    }
     if (p.mid) {
         TS_CHECK(p.grouped && !p.down_by_token && p.tile_rows == kMoeMidRows && !p.large_tiles && !p.v2 &&
                      !p.mma_decode && !p.dp4a_decode && !p.wgmma,
@@ -106,14 +114,6 @@ void check_plan(const MoePlan& p) {
                  "moe_experts_packed: mid_down_tiles = {} must be 0, 2 or 4", p.mid_down_tiles);
         TS_CHECK(p.mid_gate_up_tiles >= 0 && p.mid_gate_up_tiles <= 2,
                  "moe_experts_packed: mid_gate_up_tiles = {} must be 0, 1 or 2", p.mid_gate_up_tiles);
-        return;
-    }
-    TS_CHECK(p.fused_decode >= 0 && p.fused_decode <= 2, "moe_experts_packed: fused_decode = {} must be 0, 1 or 2",
-             p.fused_decode);
-    if (p.fused_decode) {
-        TS_CHECK(!p.grouped && p.down_by_token && !p.large_tiles && !p.v2 && !p.mma_decode && !p.dp4a_decode &&
-                     !p.wgmma && !p.mid,
-                 "moe_experts_packed: the fused decode kernel runs per slot, down by token, no other kernels");
         return;
     }
     if (p.dp4a_decode) {
