@@ -556,7 +556,7 @@ void CudaBackend::moe_experts(const Tensor& y, const Tensor& x, const MoeWeights
             // TESSERA_MOE_DECODE=fused: the one-kernel decode step where it takes the shapes, its
             // tickets on zeroed words it leaves zero (as the decode attention's merge does).
             const bool fused = moe_decode_fused();
-            if (fused && fast::moe_pick(X.rows, k, E).dp4a_decode) {  // the steps it replaces (≤ 128 bytes)
+            if (fused && X.rows <= fast::kMoeFusedMaxTokens) {  // the steps it takes (≤ 512 bytes)
                 const fast::MoeFusedShape f = fast::moe_fused_shape(X.cols, I, checked->second);
                 if (f.cluster) pe.counters = static_cast<unsigned*>(
                                    zeroed_scratch(fast::moe_fused_counters_bytes(X.rows, f.cluster)));

@@ -519,7 +519,7 @@ void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int6
                         const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream,
                         bool dp4a, bool x_settled, bool wgmma, bool mid, bool tma, bool gather, bool fused) {
     MoePlan plan = moe_pick(T, k, w.E);
-    if (fused && plan.dp4a_decode && w.counters && moe_fused_shape(w.H, w.I, w.tiling).cluster > 0) {
+    if (fused && T <= kMoeFusedMaxTokens && w.counters && moe_fused_shape(w.H, w.I, w.tiling).cluster > 0) {
         plan = MoePlan{};
         plan.fused_decode = 1;
     }

@@ -117,6 +117,7 @@ struct MoePackedExperts {
 constexpr int kMoeFusedConsumerWarps = 8;
 constexpr int kMoeFusedStageCodes = 16 * 1024;   // bytes of codes a stage at most (16 row tile × k-tile pairs)
 constexpr int kMoeFusedSmemBudget = 110 * 1024;  // two blocks an SM
+constexpr int64_t kMoeFusedMaxTokens = 8;        // moe_experts_packed(fused): the decode steps it takes
 struct MoeFusedShape {
     int cluster = 0;            // blocks a (token, slot): 16 or 8
     int rt_gu = 0, rt_d = 0;    // gate+up / down row tiles a block
@@ -286,8 +287,10 @@ size_t moe_experts_scratch_bytes(int64_t T, int k, int E, int64_t H, int64_t I);
 // pick's wgmma tiles in their warp-specialised form (where the experts are stacked tiles; false:
 // the plain wgmma tiles, TESSERA_MOE_PREFILL=wgmma, for A/B). gather: gate+up of that form gathers
 // x's rows itself (MoePlan::wgmma_gather; slower, TESSERA_MOE_PREFILL=tma-gather, for A/B).
-// fused: where the pick takes the integer-unit decode kernels, the fused decode kernel instead
-// where it takes the shapes and w.counters is set (MoePlan::fused_decode; TESSERA_MOE_DECODE=fused).
+// fused: up to kMoeFusedMaxTokens tokens the fused decode kernel instead of the pick's plan, where it
+// takes the shapes and w.counters is set (MoePlan::fused_decode; TESSERA_MOE_DECODE=fused) — a
+// cluster a (token, slot), so an expert two tokens choose is read twice (the grouped plans it
+// replaces from 3 tokens read it once).
 void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
                         const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream,
                         bool dp4a = true, bool x_settled = false, bool wgmma = true, bool mid = false,
