@@ -134,7 +134,8 @@ std::string plan_name(const fast::MoePlan& p) {
     if (p.mid)
         return "mid grouped/8 ring " + (p.mid_ring ? std::to_string(p.mid_ring) : std::string("auto")) + " (mma bf16)";
     if (p.fused_decode)
-        return std::string("fused decode, one kernel (x 2 limbs), ") + (p.fused_decode == 2 ? "1" : "2") + " blocks an SM";
+        return std::string("fused decode, one kernel (x 2 limbs), form ") + std::to_string(p.fused_decode) +
+               (p.fused_decode == 1 ? " (2 blocks an SM)" : p.fused_decode == 2 ? " (1 block an SM)" : " (16 warps)");
     if (p.dp4a_decode) return std::string("dp4a decode per slot (x 2 limbs)") + (p.mma_down_warps == 8 ? " down 8 warps" : "");
     if (p.mma_decode)
         return "mma decode per slot, down batch " +
@@ -188,13 +189,13 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
     DeviceBuffer counters(fast::moe_fused_counters_bytes(std::min<int64_t>(max_t, 8), 16));
     TS_CUDA_CHECK(cudaMemset(counters.data(), 0, counters.size()));
     w.counters = counters.as<unsigned>();
-    for (int per_sm : {2, 1}) {  // how many of the fused decode kernel's clusters run at once (k·T a step)
-        const fast::MoeFusedShape f = fast::moe_fused_shape(s.H, s.I, tiling, per_sm);
+    for (int form : {1, 2, 3}) {  // how many of the fused decode kernel's clusters run at once (k·T a step)
+        const fast::MoeFusedShape f = fast::moe_fused_shape(s.H, s.I, tiling, form);
         if (f.cluster)
-            std::printf("%s: fused decode at %d block(s) an SM: clusters of %d, a ring of %d stages (%zu bytes), "
+            std::printf("%s: fused decode form %d (%d consumer warps): clusters of %d, a ring of %d stages (%zu bytes), "
                         "%d clusters resident\n",
-                        s.name, per_sm, f.cluster, f.ring, f.smem,
-                        fast::detail::moe_fused_active_clusters(s.H, s.I, tiling, per_sm));
+                        s.name, form, f.warps, f.cluster, f.ring, f.smem,
+                        fast::detail::moe_fused_active_clusters(s.H, s.I, tiling, form));
     }
     // Bytes of one expert's matrix (codes + f16 scales per 32).
     const double matrix_bytes = double(s.I * s.H) / 2 + double(s.I * s.H) / 32 * 2;
@@ -261,7 +262,7 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             plans.push_back(p);
         }
         if (T <= 8 && fast::moe_fused_shape(s.H, s.I, w.tiling).cluster) {  // the decode step in one kernel
-            for (int form : {1, 2}) {  // two blocks an SM, one
+            for (int form : {1, 2, 3}) {  // two blocks an SM of 8 warps; one of 8; one of 16
                 fast::MoePlan f;
                 f.fused_decode = form;
                 plans.push_back(f);

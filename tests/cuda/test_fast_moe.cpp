@@ -401,12 +401,17 @@ TEST(FastMoe, FusedShapeOnTheModelShapes) {
     EXPECT_EQ(l.ring, 5);
     EXPECT_EQ(l.off_x, 5 * (16384 + 2048));
     EXPECT_EQ(l.off_bar, l.off_x + 4608 + 3072 + 1728 + 3 * 8 * 2 * 16 * 4 + 8 * 6 * 16 * 4);
+    EXPECT_EQ(l.warps, 8);
     EXPECT_LE(l.smem, size_t(fast::kMoeFusedSmemBudget));
-    // One block an SM: 8 of the 10 stages in 220 KB.
-    const fast::MoeFusedShape l1 = fast::moe_fused_shape(2048, 768, tiling(32, false, false), 1);
+    // Form 2, one block an SM: 8 of the 10 stages in 220 KB. Form 3: the same with 16 warps' parts.
+    const fast::MoeFusedShape l1 = fast::moe_fused_shape(2048, 768, tiling(32, false, false), 2);
     EXPECT_EQ(l1.ring, 8);
     EXPECT_EQ(l1.off_x, 8 * (16384 + 2048));
-    EXPECT_EQ(fast::moe_fused_shape(2048, 768, tiling(32, false, false), 3).cluster, 0) << "1 or 2 blocks an SM";
+    const fast::MoeFusedShape l3 = fast::moe_fused_shape(2048, 768, tiling(32, false, false), 3);
+    EXPECT_EQ(l3.warps, 16);
+    EXPECT_EQ(l3.ring, 8);
+    EXPECT_EQ(l3.off_part - l3.off_red, 3 * 16 * 2 * 16 * 4);
+    EXPECT_EQ(fast::moe_fused_shape(2048, 768, tiling(32, false, false), 4).cluster, 0) << "forms 1, 2 and 3";
     const fast::MoeFusedShape q = fast::moe_fused_shape(2048, 512, tiling(32, false, false));
     EXPECT_EQ(q.cluster, 16);
     EXPECT_EQ(q.rt_gu, 2);
@@ -468,8 +473,8 @@ TEST(FastMoe, FusedStagesReadEveryWeightOnce) {
         fast::MoeTiling t;
         t.gate_up = t.down = true;
         t.gate0.group = t.up0.group = t.down0.group = sh.G;
-        for (int per_sm : {2, 1}) {
-            const fast::MoeFusedShape f = fast::moe_fused_shape(sh.H, sh.I, t, per_sm);
+        for (int form : {1, 2, 3}) {
+            const fast::MoeFusedShape f = fast::moe_fused_shape(sh.H, sh.I, t, form);
             ASSERT_GT(f.cluster, 0);
             const int lg = sh.G == 32 ? 0 : sh.G == 64 ? 1 : 2, gpt = 4 >> lg;
             std::vector<int> seen[3];
@@ -638,7 +643,7 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
         bad.grouped = true;
         EXPECT_THROW(run(bad, y, 64, p, 64, 2, w, 2, p), Error);
         bad = fused;
-        bad.fused_decode = 3;  // 1 or 2 blocks an SM
+        bad.fused_decode = 4;  // forms 1, 2 and 3
         EXPECT_THROW(run(bad, y, 64, p, 64, 2, w, 2, p), Error);
         try {  // w's experts are not stacked tiles (tiling {})
             run(fused, y, 64, p, 64, 2, w, 2, p);

@@ -429,7 +429,7 @@ TEST(FastMoe, BackendStacksExpertsForTheWgmmaTiles) {
 // round its limb to the next integer: 1e-4 of max|y|); the same bits when launched again (the
 // counters it draws tickets on are zero after every launch: checked), through
 // moe_experts_packed(fused = true) (the pick's decode plan replaced), at one block an SM (a deeper
-// ring) and with y in place of x. An out-of-range id: NaN for its token only; both tokens on the
+// ring) and with y in place of x; with 16 consumer warps (form 3) within the bounds again. An out-of-range id: NaN for its token only; both tokens on the
 // same k experts (each of them read by two clusters). Shapes: llama.cpp's Qwen3-30B 128×768×2048
 // top-8 (clusters of 16; 3 gate+up and 8 down row tiles a block, down stages of 2 row tiles × 6
 // k-tiles, a ring of 5 of the 10 stages), the flagship's 256×512×2048 with 9 slots, Q4_K's biases,
@@ -510,6 +510,11 @@ TEST(FastMoe, FusedDecodeMatchesTheReferenceAndTheDp4aPair) {
                 fast::MoePlan deep = fused;  // one block an SM, a deeper ring: the same order of operations
                 deep.fused_decode = 2;
                 reftest::expect_same_bytes(run(&deep, d_y.as<float>(), d_x.as<float>()), y, "one block an SM");
+                fast::MoePlan wide = fused;  // 16 consumer warps: gate and up's k-tiles summed in another order
+                wide.fused_decode = 3;
+                const std::vector<float> y_wide = run(&wide, d_y.as<float>(), d_x.as<float>());
+                expect_near_reference(y_wide, H, ref, T, H, ref.eps_bf16());
+                EXPECT_LE(norm_err(y_wide, H, y, H, T, H, bad ? 1 : -1), 1e-4) << "16 consumer warps against 8";
                 reftest::expect_same_bytes(run(nullptr, d_y.as<float>(), d_x.as<float>()), y,
                                            "moe_experts_packed(fused = true)");
                 if (!bad) {  // y in place of x

@@ -92,7 +92,7 @@ void check_plan(const MoePlan& p) {
              "moe_experts_packed: wgmma_gather is a form of the warp-specialised tiles without clusters (wgmma_tma 1, "
              "got {})",
              p.wgmma_tma);
-    TS_CHECK(p.fused_decode >= 0 && p.fused_decode <= 2, "moe_experts_packed: fused_decode = {} must be 0, 1 or 2",
+    TS_CHECK(p.fused_decode >= 0 && p.fused_decode <= 3, "moe_experts_packed: fused_decode = {} must be 0, 1, 2 or 3",
              p.fused_decode);
     if (p.fused_decode) {
         TS_CHECK(!p.grouped && p.down_by_token && !p.large_tiles && !p.v2 && !p.mma_decode && !p.dp4a_decode &&
@@ -235,9 +235,10 @@ MoeTiling moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, co
     return t;
 }
 
-MoeFusedShape moe_fused_shape(int64_t H, int64_t I, const MoeTiling& t, int blocks_per_sm) {
+MoeFusedShape moe_fused_shape(int64_t H, int64_t I, const MoeTiling& t, int form) {
     MoeFusedShape f;
-    if (blocks_per_sm != 1 && blocks_per_sm != 2) return f;
+    if (form < 1 || form > 3) return f;
+    const int blocks_per_sm = form == 1 ? 2 : 1, warps = form == 3 ? 16 : 8;
     const int G = t.gate0.group;
     if (!t.gate_up || !t.down || (G != 32 && G != 64 && G != 128) || t.up0.group != G || t.down0.group != G ||
         (t.gate0.biases == nullptr) != (t.up0.biases == nullptr) || H <= 0 || I <= 0 || H % 128 != 0 ||
@@ -251,6 +252,7 @@ MoeFusedShape moe_fused_shape(int64_t H, int64_t I, const MoeTiling& t, int bloc
         }
     if (!cl) return f;
     f.cluster = cl;
+    f.warps = warps;
     f.rt_gu = int(I / 16 / cl);
     f.rt_d = int(H / 16 / cl);
     f.nkt_h = int(H / 128);
@@ -272,7 +274,7 @@ MoeFusedShape moe_fused_shape(int64_t H, int64_t I, const MoeTiling& t, int bloc
     f.stage_bytes = kMoeFusedStageCodes + f.scale_bytes * (biases ? 2 : 1);
     auto a16 = [](int64_t v) { return int((v + 15) / 16 * 16); };
     const int fixed = a16(gemv_dp4a_smem(H, 1)) + a16(4 * I) + a16(gemv_dp4a_smem(I, 1)) +
-                      a16(f.rt_gu * kMoeFusedConsumerWarps * 2 * 16 * 4) + a16(int64_t(f.rt_d) * f.nkt_i * 16 * 4);
+                      a16(f.rt_gu * warps * 2 * 16 * 4) + a16(int64_t(f.rt_d) * f.nkt_i * 16 * 4);
     const int all = f.stages_gu + f.stages_d;
     auto bars = [](int ring) { return 2 * ring * 8 + 16; };  // full and empty a stage, the last flag
     int ring = std::min(all, 8);
@@ -284,7 +286,7 @@ MoeFusedShape moe_fused_shape(int64_t H, int64_t I, const MoeTiling& t, int bloc
     f.off_act = f.off_x + a16(gemv_dp4a_smem(H, 1));
     f.off_act_q = f.off_act + a16(4 * I);
     f.off_red = f.off_act_q + a16(gemv_dp4a_smem(I, 1));
-    f.off_part = f.off_red + a16(f.rt_gu * kMoeFusedConsumerWarps * 2 * 16 * 4);
+    f.off_part = f.off_red + a16(f.rt_gu * warps * 2 * 16 * 4);
     f.off_bar = f.off_part + a16(int64_t(f.rt_d) * f.nkt_i * 16 * 4);
     f.smem = size_t(f.off_bar + bars(ring));
     return f;
@@ -457,8 +459,7 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
         return;
     }
     if (plan.fused_decode) {
-        const int per_sm = plan.fused_decode == 2 ? 1 : 2;
-        const MoeFusedShape f = moe_fused_shape(w.H, w.I, w.tiling, per_sm);
+        const MoeFusedShape f = moe_fused_shape(w.H, w.I, w.tiling, plan.fused_decode);
         TS_CHECK(f.cluster > 0,
                  "{}: the fused decode kernel needs the experts stacked in 16-row tiles of one group size (32, 64 or "
                  "128) and H = {}, I = {} multiples of 128 whose row tiles split over 8 or 16 blocks",
@@ -467,7 +468,7 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
                  op);
         TS_CHECK(T <= 65535, "{}: T = {} tokens is too many for the fused decode kernel's grid", op, T);
         TS_CUDA_CHECK(detail::launch_moe_fused_decode(y, ldy, x, ldx, T, w, ids, weights, k, reinterpret_cast<float*>(at),
-                                                      x_settled, per_sm, stream));
+                                                      x_settled, plan.fused_decode, stream));
         return;
     }
     auto* act = reinterpret_cast<float*>(at);  // [P, I]

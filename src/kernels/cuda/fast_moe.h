@@ -114,12 +114,12 @@ struct MoePackedExperts {
 // their scales and biases each: a gate or up row tile's k-range, or nr_d down row tiles × nk_d
 // k-tiles); the byte offsets of its other shared arrays; smem in all (two blocks an SM where it fits
 // kMoeFusedSmemBudget). cluster 0: the shapes or the experts' layout do not take it.
-constexpr int kMoeFusedConsumerWarps = 8;
 constexpr int kMoeFusedStageCodes = 16 * 1024;   // bytes of codes a stage at most (16 row tile × k-tile pairs)
 constexpr int kMoeFusedSmemBudget = 110 * 1024;  // two blocks an SM
 constexpr int64_t kMoeFusedMaxTokens = 8;        // moe_experts_packed(fused): the decode steps it takes
 struct MoeFusedShape {
     int cluster = 0;            // blocks a (token, slot): 16 or 8
+    int warps = 8;              // consumer warps a block (+ the producer's): 8 or 16
     int rt_gu = 0, rt_d = 0;    // gate+up / down row tiles a block
     int nkt_h = 0, nkt_i = 0;   // k-tiles of 128 in H, I
     int nk_gu = 0;              // k-tiles a gate or up stage
@@ -133,9 +133,12 @@ struct MoeFusedShape {
 // 128) for the three matrices, gate and up both with biases or both without, H and I multiples of
 // 128, H / 16 and I / 16 multiples of the cluster (16, else 8), and a ring of two stages or more in
 // the shared memory.
-// blocks_per_sm 2: the ring within kMoeFusedSmemBudget (a 16-block cluster may then sit on 8 SMs);
-// 1: up to 8 stages within 220 KB (one block an SM: a cluster of 16 needs 16 SMs of one GPC).
-MoeFusedShape moe_fused_shape(int64_t H, int64_t I, const MoeTiling& t, int blocks_per_sm = 2);
+// form (MoePlan::fused_decode): 1, two blocks an SM of 8 consumer warps, the ring within
+// kMoeFusedSmemBudget (a 16-block cluster may then sit on 8 SMs); 2, one block an SM of 8, up to
+// 8 stages within 220 KB (a cluster of 16 then needs 16 SMs of one GPC); 3, as 2 with 16 consumer
+// warps (twice the warps to hide the dots' latency; gate and up's k-tiles dealt over 16, so not
+// form 1's bits). Other forms: cluster 0.
+MoeFusedShape moe_fused_shape(int64_t H, int64_t I, const MoeTiling& t, int form = 1);
 size_t moe_fused_counters_bytes(int64_t T, int cluster);
 // Checks host copies of the descriptors (each array [E]) against the contract above, and says
 // which matrices the whole-tile copies can read (MoeTiling).
@@ -178,9 +181,9 @@ MoeTiling moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, co
 //                    distributed shared memory, down — and the slots summed in order by the last
 //                    block to finish each row range (tickets on MoePackedExperts::counters). The
 //                    integer-unit decode kernels' limbs (within their bound, not their bits). Needs
-//                    moe_fused_shape(H, I, tiling).cluster and the counters. 1: two blocks an SM
-//                    (its ring within kMoeFusedSmemBudget), 2: one (a deeper ring; A/B). Opt-in
-//                    (TESSERA_MOE_DECODE=fused takes 1): written in session 40 without a GPU.
+//                    moe_fused_shape(H, I, tiling, form).cluster and the counters. The form: 1,
+//                    two blocks an SM; 2, one (a deeper ring); 3, one of 16 consumer warps (A/B).
+//                    Opt-in (TESSERA_MOE_DECODE=fused takes 1): written in session 40 without a GPU.
 //   mma_down_batch:  items a warp of that down kernel has in flight: 4, 8, or 0 (the fewest
 //                    batches: moe_decode_mma_down_batch).
 //   wgmma:           the large tiles on Hopper's warpgroup MMA (fast_moe_wgmma.cu; large_tiles,
@@ -245,7 +248,7 @@ struct MoePlan {
     int wgmma_tma = 0;
     int wgmma_mt = 0;
     bool wgmma_gather = false;
-    int fused_decode = 0;  // 0 off; 1, 2: the fused decode kernel at 2 or 1 block an SM (moe_fused_shape)
+    int fused_decode = 0;  // 0 off; 1, 2, 3: the fused decode kernel's form (moe_fused_shape)
 };
 constexpr int kMoeMidRows = 8;  // rows a work item of the mid kernels: mma's 8 columns
 constexpr int64_t kMoeMidDown4Rows = 384;  // mid_down_tiles 0: 4 row tiles a warp from T·k rows (T ≥ 48, k 8)
@@ -362,10 +365,10 @@ cudaError_t launch_moe_decode_dp4a_down(float* y, int64_t ldy, const float* act,
 // scratch; w.counters zero. cudaErrorInvalidValue where moe_fused_shape does not take the shapes.
 cudaError_t launch_moe_fused_decode(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                                     const MoePackedExperts& w, const int32_t* ids, const float* weights, int k,
-                                    float* part, bool x_settled, int blocks_per_sm, cudaStream_t stream);
+                                    float* part, bool x_settled, int form, cudaStream_t stream);
 // Clusters of the fused decode kernel the device holds at once (cudaOccupancyMaxActiveClusters; 0
 // where the shape does not take it or the device refuses the cluster): k·T of them run in one wave.
-int moe_fused_active_clusters(int64_t H, int64_t I, const MoeTiling& t, int blocks_per_sm);
+int moe_fused_active_clusters(int64_t H, int64_t I, const MoeTiling& t, int form);
 // The tensor-core decode kernels (fast_moe_decode_mma.cu). act [T·k, I] f32 as the v2 ones';
 // the down kernel keeps a partial per (slot, k-tile) in shared memory: moe_decode_mma_smem_bytes
 // of at most moe_decode_mma_smem_limit. T·k ≤ 65535.

@@ -54,13 +54,8 @@ namespace {
 
 using namespace dev;
 
-constexpr int kCW = kMoeFusedConsumerWarps;  // consumer warps: warp q takes k-tiles ≡ q (mod 8)
-constexpr int kCT = kCW * 32;
-constexpr int kThreads = kCT + 32;  // + the producer warp
-constexpr int kConsumerBar = 1;     // named barrier of the consumer threads
-static_assert(kCW == 8, "gate+up's k-tiles are dealt over 8 warps");
-
-__device__ __forceinline__ void consumers_sync() { named_barrier_sync(kConsumerBar, kCT); }
+constexpr int kConsumerBar = 1;  // named barrier of the consumer threads
+constexpr int threads_of(int cw) { return cw * 32 + 32; }  // CW consumer warps + the producer warp
 
 // The cluster barrier in its halves (every thread of every block: release / acquire; .relaxed for
 // the first, which only tells that the block has started — before any distributed shared memory
@@ -113,9 +108,13 @@ __device__ __forceinline__ float quad_sum(float v) {
     return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
-// Grid (C, k, T) in clusters of C along x: block `rank` of token t's slot j. LG: log2(G / 32).
-template <int LG>
-__global__ void __launch_bounds__(kThreads, 2) moe_fused_decode_kernel(const __grid_constant__ FusedArgs a) {
+// Grid (C, k, T) in clusters of C along x: block `rank` of token t's slot j. LG: log2(G / 32); CW:
+// consumer warps (8 or 16: MoeFusedShape::warps) — warp q takes gate and up's k-tiles ≡ q (mod CW).
+template <int LG, int CW>
+__global__ void __launch_bounds__(threads_of(CW), CW == 8 ? 2 : 1)
+    moe_fused_decode_kernel(const __grid_constant__ FusedArgs a) {
+    constexpr int kCW = CW, kCT = CW * 32;
+    auto consumers_sync = [] { named_barrier_sync(kConsumerBar, kCT); };
     const MoeFusedShape& f = a.f;
     const int tid = int(threadIdx.x), warp = tid >> 5, lane = tid & 31;
     const int rank = int(blockIdx.x), j = int(blockIdx.y), t = int(blockIdx.z);
@@ -128,7 +127,7 @@ __global__ void __launch_bounds__(kThreads, 2) moe_fused_decode_kernel(const __g
     uint8_t* const xs = sm + f.off_x;  // the token's x, staged (fast_dp4a.cuh)
     float* const act_s = reinterpret_cast<float*>(sm + f.off_act);  // [I]: the slot's act row
     uint8_t* const as = sm + f.off_act_q;                            // act staged
-    float* const red = reinterpret_cast<float*>(sm + f.off_red);     // [rt_gu][8][2][16]
+    float* const red = reinterpret_cast<float*>(sm + f.off_red);     // [rt_gu][CW][2][16]
     float* const part_s = reinterpret_cast<float*>(sm + f.off_part);  // [rt_d][nkt_i][16]
     uint64_t* const full = reinterpret_cast<uint64_t*>(sm + f.off_bar);
     uint64_t* const empty = full + f.ring;
@@ -180,7 +179,7 @@ __global__ void __launch_bounds__(kThreads, 2) moe_fused_decode_kernel(const __g
     consumers_sync();  // x staged
     const Dp4aX X = dp4a_x(xs, a.H, 1);
 
-    // 1. gate and up: warp q the k-tiles ≡ q (mod 8) of each row tile, the quad's sums at the row
+    // 1. gate and up: warp q the k-tiles ≡ q (mod CW) of each row tile, the quad's sums at the row
     // tile's end into red[rt][q][gate, up][16 rows].
     // Stage st, landed: what it holds, its codes, scales and biases (or null) in the ring.
     struct Staged {
@@ -201,7 +200,7 @@ __global__ void __launch_bounds__(kThreads, 2) moe_fused_decode_kernel(const __g
         const Staged sg = open_stage(st, a.bias_gu);
         const MoeFusedStage& r = sg.r;
         const bool up = r.mat == 1;
-        // Pair kk is k-tile k0 + kk of row tile r0 (moe_fused_pair with nr = 1); this warp's ≡ warp (mod 8).
+        // Pair kk is k-tile k0 + kk of row tile r0 (moe_fused_pair with nr = 1); this warp's ≡ warp (mod CW).
         for (int kk = (warp - r.k0 % kCW + kCW) % kCW; kk < r.nk; kk += kCW) {
             float a0, a1;
             pair_dot<LG>(sg.codes, sg.scales, sg.biases, kk, X, r.k0 + kk, lm, a0, a1);
@@ -321,24 +320,24 @@ ExpertStack stack_of(const PackedMatrix* desc, const PackedMatrix& m0) {
     return {desc, m0, m0.n * (m0.k / 2), m0.n * (m0.k / m0.group)};
 }
 
-template <int LG>
+template <int LG, int CW>
 cudaError_t launch_lg(const FusedArgs& args, int64_t T, cudaStream_t stream) {
-    auto* kernel = moe_fused_decode_kernel<LG>;
+    auto* kernel = moe_fused_decode_kernel<LG, CW>;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(args.f.smem));
     if (err == cudaSuccess && args.f.cluster > 8)
         err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
     if (err != cudaSuccess) return err;
     const dim3 grid(unsigned(args.f.cluster), unsigned(args.k), unsigned(T));
-    return pdl::launch_cluster(kernel, grid, dim3(kThreads), args.f.smem, stream, dim3(unsigned(args.f.cluster), 1, 1),
-                               args);
+    return pdl::launch_cluster(kernel, grid, dim3(threads_of(CW)), args.f.smem, stream,
+                               dim3(unsigned(args.f.cluster), 1, 1), args);
 }
 
 }  // namespace
 
-int moe_fused_active_clusters(int64_t H, int64_t I, const MoeTiling& t, int blocks_per_sm) {
-    const MoeFusedShape f = moe_fused_shape(H, I, t, blocks_per_sm);
+int moe_fused_active_clusters(int64_t H, int64_t I, const MoeTiling& t, int form) {
+    const MoeFusedShape f = moe_fused_shape(H, I, t, form);
     if (!f.cluster) return 0;
-    auto query = [&](auto* kernel) {
+    auto query = [&](auto* kernel, int threads) {
         if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(f.smem)) != cudaSuccess ||
             (f.cluster > 8 &&
              cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)) {
@@ -347,7 +346,7 @@ int moe_fused_active_clusters(int64_t H, int64_t I, const MoeTiling& t, int bloc
         }
         cudaLaunchConfig_t cfg = {};
         cfg.gridDim = dim3(unsigned(f.cluster), 1, 1);
-        cfg.blockDim = dim3(kThreads);
+        cfg.blockDim = dim3(unsigned(threads));
         cfg.dynamicSmemBytes = f.smem;
         cudaLaunchAttribute at[1];
         at[0].id = cudaLaunchAttributeClusterDimension;
@@ -360,19 +359,20 @@ int moe_fused_active_clusters(int64_t H, int64_t I, const MoeTiling& t, int bloc
         (void)cudaGetLastError();
         return n;
     };
+    const bool wide = f.warps == 16;
     switch (t.gate0.group) {
-        case 32: return query(moe_fused_decode_kernel<0>);
-        case 64: return query(moe_fused_decode_kernel<1>);
-        case 128: return query(moe_fused_decode_kernel<2>);
+        case 32: return wide ? query(moe_fused_decode_kernel<0, 16>, threads_of(16)) : query(moe_fused_decode_kernel<0, 8>, threads_of(8));
+        case 64: return wide ? query(moe_fused_decode_kernel<1, 16>, threads_of(16)) : query(moe_fused_decode_kernel<1, 8>, threads_of(8));
+        case 128: return wide ? query(moe_fused_decode_kernel<2, 16>, threads_of(16)) : query(moe_fused_decode_kernel<2, 8>, threads_of(8));
         default: return 0;
     }
 }
 
 cudaError_t launch_moe_fused_decode(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                                     const MoePackedExperts& w, const int32_t* ids, const float* weights, int k,
-                                    float* part, bool x_settled, int blocks_per_sm, cudaStream_t stream) {
+                                    float* part, bool x_settled, int form, cudaStream_t stream) {
     FusedArgs a{};
-    a.f = moe_fused_shape(w.H, w.I, w.tiling, blocks_per_sm);
+    a.f = moe_fused_shape(w.H, w.I, w.tiling, form);
     if (!a.f.cluster || !w.counters || T < 1 || T > 65535) return cudaErrorInvalidValue;
     a.y = y, a.ldy = ldy, a.x = x, a.ldx = ldx, a.part = part, a.counters = w.counters;
     a.ids = ids, a.weights = weights;
@@ -384,10 +384,11 @@ cudaError_t launch_moe_fused_decode(float* y, int64_t ldy, const float* x, int64
     a.bias_d = w.tiling.down0.biases != nullptr;
     a.x_aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
     a.x_settled = x_settled;
+    const bool wide = a.f.warps == 16;
     switch (w.tiling.gate0.group) {
-        case 32: return launch_lg<0>(a, T, stream);
-        case 64: return launch_lg<1>(a, T, stream);
-        case 128: return launch_lg<2>(a, T, stream);
+        case 32: return wide ? launch_lg<0, 16>(a, T, stream) : launch_lg<0, 8>(a, T, stream);
+        case 64: return wide ? launch_lg<1, 16>(a, T, stream) : launch_lg<1, 8>(a, T, stream);
+        case 128: return wide ? launch_lg<2, 16>(a, T, stream) : launch_lg<2, 8>(a, T, stream);
         default: return cudaErrorInvalidValue;
     }
 }
