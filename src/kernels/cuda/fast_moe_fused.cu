@@ -37,7 +37,6 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
-#include <type_traits>
 
 #include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/fast_dp4a.cuh"
