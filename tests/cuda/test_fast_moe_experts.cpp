@@ -427,14 +427,15 @@ TEST(FastMoe, BackendStacksExpertsForTheWgmmaTiles) {
 // within the bound of the double reference (the integer-unit kernels' limbs: eps_bf16); close to
 // the dp4a pair's (the same limbs, the f32 sums in another order — and an act value an ulp off may
 // round its limb to the next integer: 1e-4 of max|y|); the same bits when launched again (the
-// counters it draws tickets on are zero after every launch: checked), through
-// moe_experts_packed(fused = true) (the pick's decode plan replaced), at one block an SM (a deeper
-// ring) and with y in place of x; with 16 consumer warps (form 3) within the bounds again. An out-of-range id: NaN for its token only; both tokens on the
-// same k experts (each of them read by two clusters). Shapes: llama.cpp's Qwen3-30B 128×768×2048
-// top-8 (clusters of 16; 3 gate+up and 8 down row tiles a block, down stages of 2 row tiles × 6
-// k-tiles, a ring of 5 of the 10 stages), the flagship's 256×512×2048 with 9 slots, Q4_K's biases,
-// groups of 64 and 128 (clusters of 8: H / 16 = 24); 1, 2, 5 and 8 tokens (the pick's decode pair
-// takes 1 and 2 only; from 3 tokens the comparison is with that pair run as a plan).
+// counters it draws tickets on are zero after every launch: checked), at one block an SM (form 2:
+// a deeper ring), through moe_experts_packed(fused = true) (the pick's plan replaced) and with y in
+// place of x; with 16 consumer warps (form 3) within the bounds again. An out-of-range id: NaN for
+// its token only; both tokens on the same k experts (each read by two clusters). Shapes:
+// llama.cpp's Qwen3-30B 128×768×2048 top-8 (clusters of 16; 3 gate+up and 8 down row tiles a
+// block, down stages of 2 row tiles × 6 k-tiles, a ring of 5 of the 10 stages), the flagship's
+// 256×512×2048 with 9 slots, Q4_K's biases, groups of 64 and 128 (clusters of 8: H / 16 = 24); 1,
+// 2, 5 and 8 tokens (the pick's decode pair takes 1 and 2 only; from 3 tokens the comparison is
+// with that pair run as a plan).
 TEST(FastMoe, FusedDecodeMatchesTheReferenceAndTheDp4aPair) {
     REQUIRE_CUDA();
     struct Case {
