@@ -178,8 +178,6 @@ __global__ void __launch_bounds__(threads_of(CW), CW == 8 ? 2 : 1)
     consumers_sync();  // x staged
     const Dp4aX X = dp4a_x(xs, a.H, 1);
 
-    // 1. gate and up: warp q the k-tiles ≡ q (mod CW) of each row tile, the quad's sums at the row
-    // tile's end into red[rt][q][gate, up][16 rows].
     // Stage st, landed: what it holds, its codes, scales and biases (or null) in the ring.
     struct Staged {
         MoeFusedStage r;
@@ -193,6 +191,8 @@ __global__ void __launch_bounds__(threads_of(CW), CW == 8 ? 2 : 1)
         return Staged{moe_fused_stage(f, st), sb, reinterpret_cast<const uint16_t*>(sb + kMoeFusedStageCodes),
                       bias ? reinterpret_cast<const uint16_t*>(sb + kMoeFusedStageCodes + f.scale_bytes) : nullptr};
     };
+    // 1. gate and up: warp q the k-tiles ≡ q (mod CW) of each row tile, the quad's sums at the row
+    // tile's end into red[rt][q][gate, up][16 rows].
     float acc[2][2] = {{0.f, 0.f}, {0.f, 0.f}};  // [gate, up][rows g, g + 8] (indexed by constants only)
     int st = 0;
     for (; st < f.stages_gu; ++st) {
