@@ -467,8 +467,11 @@ TEST(FastMoe, FusedStagesReadEveryWeightOnce) {
         int64_t H, I;
         int G;
     };
+    // The model shapes, and odd ones: down stages cut short (H 2176 / 1152: 17 / 9 row tiles a block
+    // of 8 in stages of 5), k-ranges cut short (H 3200: 25 k-tiles in 16 + 9), one k-tile rows (128).
     for (const Shape sh : {Shape{2048, 768, 32}, Shape{2048, 512, 32}, Shape{384, 128, 64}, Shape{384, 128, 128},
-                           Shape{4096, 2560, 32}, Shape{256, 512, 32}, Shape{768, 256, 32}}) {
+                           Shape{4096, 2560, 32}, Shape{256, 512, 32}, Shape{768, 256, 32}, Shape{2176, 384, 32},
+                           Shape{1152, 384, 64}, Shape{3200, 1408, 32}, Shape{128, 128, 128}, Shape{640, 2176, 64}}) {
         SCOPED_TRACE("H=" + std::to_string(sh.H) + " I=" + std::to_string(sh.I) + " G=" + std::to_string(sh.G));
         fast::MoeTiling t;
         t.gate_up = t.down = true;

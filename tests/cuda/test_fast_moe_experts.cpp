@@ -433,7 +433,8 @@ TEST(FastMoe, BackendStacksExpertsForTheWgmmaTiles) {
 // its token only; both tokens on the same k experts (each read by two clusters). Shapes:
 // llama.cpp's Qwen3-30B 128×768×2048 top-8 (clusters of 16; 3 gate+up and 8 down row tiles a
 // block, down stages of 2 row tiles × 6 k-tiles, a ring of 5 of the 10 stages), the flagship's
-// 256×512×2048 with 9 slots, Q4_K's biases, groups of 64 and 128 (clusters of 8: H / 16 = 24); 1,
+// 256×512×2048 with 9 slots, Q4_K's biases, groups of 64 and 128 (clusters of 8: H / 16 = 24), a
+// last down stage cut short (1152 × 384: 9 down row tiles a block in stages of 5); 1,
 // 2, 5 and 8 tokens (the pick's decode pair takes 1 and 2 only; from 3 tokens the comparison is
 // with that pair run as a plan).
 TEST(FastMoe, FusedDecodeMatchesTheReferenceAndTheDp4aPair) {
@@ -452,6 +453,7 @@ TEST(FastMoe, FusedDecodeMatchesTheReferenceAndTheDp4aPair) {
         {"Q4_K biases 8x768x256", 8, 768, 256, DType::Q4_K, 32, false, 4, 16},
         {"group 64 16x384x128", 16, 384, 128, DType::F32, 64, false, 4, 8},
         {"group 128 16x384x128", 16, 384, 128, DType::F32, 128, false, 4, 8},
+        {"down stages cut short 8x1152x384", 8, 1152, 384, DType::Q4_0, 32, false, 3, 8},  // 9 row tiles: 5 + 4
         {"llama.cpp's 128x768x2048", 128, 2048, 768, DType::Q4_0, 32, true, 8, 16},
         {"flagship 256x512x2048, 9 slots", 256, 2048, 512, DType::Q4_0, 32, true, 9, 16},
     };
