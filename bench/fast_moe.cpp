@@ -276,8 +276,8 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
                                               routings[0].ids.as<int32_t>(), routings[0].weights.as<float>(), s.k,
                                               scratch.data(), st);
             });
-            std::snprintf(note, sizeof note, "hot, %d experts, %.0f TFLOP/s; llama.cpp %s", routings[0].distinct,
-                          flops / hot / 1e12, anchor);
+            std::snprintf(note, sizeof note, "hot, %d experts, %.2f µs a matrix, %.0f TFLOP/s; llama.cpp %s (one matrix)",
+                          routings[0].distinct, hot * 1e6 / 3, flops / hot / 1e12, anchor);
             row(s, T, "experts " + plan_name(p) + (pi == 0 ? " (pick)" : ""), hot, hot_bytes, note);
             const double cold = time_of(a, timer, [&](int i) {
                 const Routing& r = routings[size_t(i % 16)];
