@@ -468,7 +468,7 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
                  op);
         TS_CHECK(T <= 65535, "{}: T = {} tokens is too many for the fused decode kernel's grid", op, T);
         TS_CUDA_CHECK(detail::launch_moe_fused_decode(y, ldy, x, ldx, T, w, ids, weights, k, reinterpret_cast<float*>(at),
-                                                      x_settled, plan.fused_decode, stream));
+                                                      x_settled, f, stream));
         return;
     }
     auto* act = reinterpret_cast<float*>(at);  // [P, I]

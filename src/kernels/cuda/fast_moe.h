@@ -362,10 +362,11 @@ cudaError_t launch_moe_decode_dp4a_down(float* y, int64_t ldy, const float* act,
                                         const MoePackedExperts& w, const int32_t* ids, const float* weights, int k,
                                         int warps, cudaStream_t stream);
 // The fused decode kernel (fast_moe_fused.cu): y [T, H] for T tokens' k slots; part [T·k, H] f32
-// scratch; w.counters zero. cudaErrorInvalidValue where moe_fused_shape does not take the shapes.
+// scratch; w.counters zero; f = moe_fused_shape(w.H, w.I, w.tiling, form), checked by the caller
+// (cudaErrorInvalidValue where its cluster is 0).
 cudaError_t launch_moe_fused_decode(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                                     const MoePackedExperts& w, const int32_t* ids, const float* weights, int k,
-                                    float* part, bool x_settled, int form, cudaStream_t stream);
+                                    float* part, bool x_settled, const MoeFusedShape& f, cudaStream_t stream);
 // Clusters of the fused decode kernel the device holds at once (cudaOccupancyMaxActiveClusters; 0
 // where the shape does not take it or the device refuses the cluster): k·T of them run in one wave.
 int moe_fused_active_clusters(int64_t H, int64_t I, const MoeTiling& t, int form);

@@ -369,9 +369,9 @@ int moe_fused_active_clusters(int64_t H, int64_t I, const MoeTiling& t, int form
 
 cudaError_t launch_moe_fused_decode(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                                     const MoePackedExperts& w, const int32_t* ids, const float* weights, int k,
-                                    float* part, bool x_settled, int form, cudaStream_t stream) {
+                                    float* part, bool x_settled, const MoeFusedShape& f, cudaStream_t stream) {
     FusedArgs a{};
-    a.f = moe_fused_shape(w.H, w.I, w.tiling, form);
+    a.f = f;
     if (!a.f.cluster || !w.counters || T < 1 || T > 65535) return cudaErrorInvalidValue;
     a.y = y, a.ldy = ldy, a.x = x, a.ldx = ldx, a.part = part, a.counters = w.counters;
     a.ids = ids, a.weights = weights;
