@@ -278,7 +278,7 @@ TEST(FastMoe, SettledXGivesTheSameBits) {
             fast::moe_route(d_logits.as<float>(), E, T, E, k, true, false, d_ids.as<int32_t>(), d_w.as<float>(),
                             stream);
             fast::moe_experts_packed(d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T, ex.view(), d_ids.as<int32_t>(),
-                                     d_w.as<float>(), k, d_scratch.data(), stream, true, settled == 1);
+                                     d_w.as<float>(), k, d_scratch.data(), stream, {.x_settled = settled == 1});
             stream.synchronize();
             runs[settled] = to_host<uint32_t>(d_y, size_t(T * ex.H));
         }
@@ -602,6 +602,19 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
         fast::MoePlan mid = fast::moe_mid_plan();
         mid.wgmma_tma = 1;
         EXPECT_THROW(run(mid, y, 64, p, 64, 2, w, 2, p), Error);
+        // persistent: the warp-specialised tiles without clusters or the gathered A, a count ≥ 0
+        fast::MoePlan per{true, false, 32, true};
+        per.wgmma = true;
+        per.wgmma_persist = 1;  // without wgmma_tma
+        EXPECT_THROW(run(per, y, 64, p, 64, 2, w, 2, p), Error);
+        per.wgmma_tma = 2;  // in clusters
+        EXPECT_THROW(run(per, y, 64, p, 64, 2, w, 2, p), Error);
+        per.wgmma_tma = 1;
+        per.wgmma_gather = true;
+        EXPECT_THROW(run(per, y, 64, p, 64, 2, w, 2, p), Error);
+        per.wgmma_gather = false;
+        per.wgmma_persist = -1;
+        EXPECT_THROW(run(per, y, 64, p, 64, 2, w, 2, p), Error);
     }
     {  // the mid plan: grouped, by item, tile_rows 8, no other kernels, ring 0, 3 or 4, row tiles a warp
         const fast::MoePlan mid = fast::moe_mid_plan();

@@ -257,7 +257,7 @@ TEST(FastMoe, MidSwitchTakesTheMidPlanAtFewRowsAnExpert) {
             const int32_t* ids = d_ids.as<int32_t>();
             if (pass == 0)
                 fast::moe_experts_packed(d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T, ex.view(), ids,
-                                         d_w.as<float>(), k, d_scratch.data(), stream, true, false, true, true);
+                                         d_w.as<float>(), k, d_scratch.data(), stream, {.mid = true});
             else if (mid_expected)
                 fast::moe_experts_packed_plan(fast::moe_mid_plan(), d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T,
                                               ex.view(), ids, d_w.as<float>(), k, d_scratch.data(), stream);
@@ -351,17 +351,25 @@ TEST(FastMoe, WgmmaTmaTilesGiveThePlainTilesBits) {
                 EXPECT_EQ(nan, 0u) << rows << " rows: the plain tiles left NaN (y unwritten?)";
                 // clusters of 1, of 2; two m-tiles a warpgroup; A's rows gathered in gate+up (one m-tile,
                 // two). One block an SM: 128 rows (one m-tile, no clusters), two m-tiles of 64.
-                for (int form : {1, 2, 3, 4, 5}) {
-                    if ((form == 3 || form == 5) && rows > 64) continue;
+                // Persistent (6 one m-tile, 7 two): the resident grid, and 5 blocks taking every tile
+                // in turn (the ring's phases running on over tiles of every item and feature block).
+                for (int form : {1, 2, 3, 4, 5, 6, 7}) {
+                    if ((form == 3 || form == 5 || form == 7) && rows > 64) continue;
                     if (form == 2 && rows > 64) continue;
                     p.wgmma_tma = form == 2 ? 2 : 1;
-                    p.wgmma_mt = form == 3 || form == 5 ? 2 : 0;
-                    p.wgmma_gather = form >= 4;
-                    const std::vector<uint32_t> got = run(p);
-                    size_t diff = 0;
-                    for (size_t i = 0; i < got.size(); ++i) diff += got[i] != want[i];
-                    EXPECT_EQ(diff, 0u) << rows << " rows, form " << form << ": elements differing from the plain tiles";
+                    p.wgmma_mt = form == 3 || form == 5 || form == 7 ? 2 : 0;
+                    p.wgmma_gather = form == 4 || form == 5;
+                    for (int persist : {1, 5}) {
+                        p.wgmma_persist = form >= 6 ? persist : 0;
+                        if (form < 6 && persist > 1) continue;
+                        const std::vector<uint32_t> got = run(p);
+                        size_t diff = 0;
+                        for (size_t i = 0; i < got.size(); ++i) diff += got[i] != want[i];
+                        EXPECT_EQ(diff, 0u) << rows << " rows, form " << form << ", persist " << p.wgmma_persist
+                                            << ": elements differing from the plain tiles";
+                    }
                 }
+                p.wgmma_persist = 0;
                 p.wgmma_tma = p.wgmma_mt = 0;
                 p.wgmma_gather = false;
             }
@@ -493,7 +501,7 @@ TEST(FastMoe, FusedDecodeMatchesTheReferenceAndTheDp4aPair) {
                                                       d_scratch.data(), stream);
                     else  // the pick, the fused kernel in its decode plan's place
                         fast::moe_experts_packed(y, H, xin, H, T, w, d_ids.as<int32_t>(), d_w.as<float>(), k,
-                                                 d_scratch.data(), stream, true, false, true, false, true, false, true);
+                                                 d_scratch.data(), stream, {.fused = true});
                     stream.synchronize();
                     return to_host<float>(d_y, size_t(T * H));
                 };
@@ -562,8 +570,7 @@ TEST(FastMoe, FusedDecodeRecordsIntoACudaGraph) {
         auto chain = [&](bool settled) {
             fast::moe_route(d_logits.as<float>(), E, T, E, k, true, false, d_ids.as<int32_t>(), d_w.as<float>(), stream);
             fast::moe_experts_packed(d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T, w, d_ids.as<int32_t>(),
-                                     d_w.as<float>(), k, d_scratch.data(), stream, true, settled, true, false, true, false,
-                                     true);
+                                     d_w.as<float>(), k, d_scratch.data(), stream, {.x_settled = settled, .fused = true});
         };
         chain(false);
         stream.synchronize();

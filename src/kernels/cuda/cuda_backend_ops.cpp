@@ -55,6 +55,7 @@ using detail::moe_mid_grouped;
 using detail::moe_prefill_mma;
 using detail::moe_prefill_plain;
 using detail::moe_prefill_gather;
+using detail::moe_prefill_persist;
 using detail::moe_route_exact;
 using detail::prefill_cublas_forced;
 using detail::prefill_via_cublas;
@@ -563,8 +564,14 @@ void CudaBackend::moe_experts(const Tensor& y, const Tensor& x, const MoeWeights
             }
             void* sc = scratch(1, fast::moe_experts_scratch_bytes(X.rows, k, E, X.cols, I));
             return fast::moe_experts_packed(Y.p, Y.ld, X.p, X.ld, X.rows, pe, ids, weights, k, sc, stream_.get(),
-                                            !moe_decode_mma(), x_settled, !moe_prefill_mma(), moe_mid_grouped(),
-                                            !moe_prefill_plain(), moe_prefill_gather(), fused);
+                                            {.dp4a = !moe_decode_mma(),
+                                             .x_settled = x_settled,
+                                             .wgmma = !moe_prefill_mma(),
+                                             .mid = moe_mid_grouped(),
+                                             .tma = !moe_prefill_plain(),
+                                             .gather = moe_prefill_gather(),
+                                             .persist = moe_prefill_persist(),
+                                             .fused = fused});
         }
     }
     const DType dt = w.gate[0].dtype;

@@ -26,6 +26,7 @@ bool moe_decode_fused();  // TESSERA_MOE_DECODE=fused
 bool moe_prefill_mma();  // TESSERA_MOE_PREFILL=mma (default tma)
 bool moe_prefill_plain();  // TESSERA_MOE_PREFILL=wgmma (default tma)
 bool moe_prefill_gather();  // TESSERA_MOE_PREFILL=tma-gather (default tma)
+bool moe_prefill_persist();  // TESSERA_MOE_PREFILL=tma-persist (default tma)
 bool moe_mid_grouped();  // TESSERA_MOE_MID unset or grouped (the default; tiles: false)
 bool moe_route_exact();  // TESSERA_MOE_ROUTE=exact (default logits)
 bool flash_mma();  // TESSERA_FLASH=mma (default wgmma)

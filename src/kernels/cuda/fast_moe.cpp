@@ -92,6 +92,10 @@ void check_plan(const MoePlan& p) {
              "moe_experts_packed: wgmma_gather is a form of the warp-specialised tiles without clusters (wgmma_tma 1, "
              "got {})",
              p.wgmma_tma);
+    TS_CHECK(p.wgmma_persist >= 0 && (!p.wgmma_persist || (p.wgmma_tma == 1 && !p.wgmma_gather)),
+             "moe_experts_packed: wgmma_persist = {} must be 0, or > 0 with the warp-specialised tiles without "
+             "clusters or the gathered A (got wgmma_tma {}{})",
+             p.wgmma_persist, p.wgmma_tma, p.wgmma_gather ? ", wgmma_gather" : "");
     TS_CHECK(p.fused_decode >= 0 && p.fused_decode <= 3, "moe_experts_packed: fused_decode = {} must be 0, 1, 2 or 3",
              p.fused_decode);
     if (p.fused_decode) {
@@ -433,13 +437,14 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
             } else {
                 TS_CUDA_CHECK(detail::launch_moe_gather_wgmma(xg, x, ldx, T, w.H, k, g, stream));
                 if (tma && w.tiling.gate_up)
-                    TS_CUDA_CHECK(
-                        detail::launch_moe_wgmma_tma_gate_up(act, xg, P, w, g, plan.tile_rows, tma, mt, stream));
+                    TS_CUDA_CHECK(detail::launch_moe_wgmma_tma_gate_up(act, xg, P, w, g, plan.tile_rows, tma, mt,
+                                                                       stream, plan.wgmma_persist));
                 else
                     TS_CUDA_CHECK(detail::launch_moe_wgmma_gate_up(act, xg, w, g, plan.tile_rows, stream));
             }
             if (tma && w.tiling.down)
-                TS_CUDA_CHECK(detail::launch_moe_wgmma_tma_down(out, act, P, w, g, plan.tile_rows, tma, mt, stream));
+                TS_CUDA_CHECK(detail::launch_moe_wgmma_tma_down(out, act, P, w, g, plan.tile_rows, tma, mt, stream,
+                                                                plan.wgmma_persist));
             else
                 TS_CUDA_CHECK(detail::launch_moe_wgmma_down(out, act, w, g, plan.tile_rows, stream));
             TS_CUDA_CHECK(detail::launch_moe_combine(y, ldy, out, T, w.H, weights, k, g, stream));
@@ -518,7 +523,8 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
 
 void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
                         const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream,
-                        bool dp4a, bool x_settled, bool wgmma, bool mid, bool tma, bool gather, bool fused) {
+                        const MoeSwitches& sw) {
+    const bool dp4a = sw.dp4a, wgmma = sw.wgmma, mid = sw.mid, tma = sw.tma, fused = sw.fused;
     MoePlan plan = moe_pick(T, k, w.E);
     if (fused && T <= kMoeFusedMaxTokens && w.counters && moe_fused_shape(w.H, w.I, w.tiling).cluster > 0) {
         plan = MoePlan{};
@@ -528,7 +534,8 @@ void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int6
         plan.wgmma_tma = 0, plan.wgmma_mt = 0;  // the plain wgmma tiles of the same rows,
         if (T * k <= int64_t(kMoeMidRows) * w.E) plan.wgmma = false, plan.v2 = true;  // or at ≤ 8 rows the v2 / mid
     }
-    plan.wgmma_gather = gather && plan.wgmma_tma == 1;  // gate+up gathering x's rows itself (opt-in)
+    plan.wgmma_gather = sw.gather && plan.wgmma_tma == 1;  // gate+up gathering x's rows itself (opt-in)
+    plan.wgmma_persist = sw.persist && plan.wgmma_tma == 1 && !plan.wgmma_gather ? 1 : 0;  // (opt-in)
     if (plan.wgmma && !wgmma) plan.wgmma = false, plan.v2 = true;  // the mma.sync tiles of the same rows
     if (mid && plan.v2 && plan.large_tiles && T * k <= int64_t(kMoeMidRows) * w.E && detail::moe_mid_fits(w.H, w.I))
         plan = moe_mid_plan();  // few rows an expert: each expert's weights once, no padding rows
@@ -543,7 +550,7 @@ void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int6
     if (plan.v2 && !plan.large_tiles &&
         (T * k > 65535 || detail::moe_decode_smem_bytes(w.H, w.I, k) > detail::moe_decode_smem_limit()))
         plan = MoePlan{};
-    moe_experts_packed_plan(plan, y, ldy, x, ldx, T, w, ids, weights, k, scratch, stream, x_settled);
+    moe_experts_packed_plan(plan, y, ldy, x, ldx, T, w, ids, weights, k, scratch, stream, sw.x_settled);
 }
 
 }  // namespace tessera::cuda::fast

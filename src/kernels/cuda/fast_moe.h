@@ -205,6 +205,11 @@ MoeTiling moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, co
 //                    read back. The same bits. Opt-in: measured slower (session 34: two warps'
 //                    16-byte copies do not keep up with the consumers; gate+up 206.6 against 118.4
 //                    µs at 512 tokens of llama.cpp's shape, tiles of 64).
+//   wgmma_persist:   with wgmma_tma = 1 and not wgmma_gather: 1 — a grid of resident blocks taking
+//                    the (item, feature block) tiles in turn, the ring running on from tile to tile
+//                    (a block's start paid once; the next tile's weights stream during the last
+//                    one's epilogue); n > 1 at most n blocks (tests); 0 a block a tile. The same
+//                    bits. Opt-in (TESSERA_MOE_PREFILL=tma-persist): written in session 41 without a GPU.
 //   mma_gate_up_batch: k-tiles a warp of that gate+up kernel has in flight: 2 (2 blocks an SM;
 //                    also 0) or 1 (3 blocks an SM: more of a large grid resident at once).
 //   mma_down_warps:  warps a block of that down kernel: 8 (also 0) or 16 (then batches of 4 and
@@ -249,6 +254,7 @@ struct MoePlan {
     int wgmma_mt = 0;
     bool wgmma_gather = false;
     int fused_decode = 0;  // 0 off; 1, 2, 3: the fused decode kernel's form (moe_fused_shape)
+    int wgmma_persist = 0;
 };
 constexpr int kMoeMidRows = 8;  // rows a work item of the mid kernels: mma's 8 columns
 constexpr int64_t kMoeMidDown4Rows = 384;  // mid_down_tiles 0: 4 row tiles a warp from T·k rows (T ≥ 48, k 8)
@@ -277,27 +283,40 @@ size_t moe_experts_scratch_bytes(int64_t T, int k, int E, int64_t H, int64_t I);
 // Σ code·x and Σ x, then scale·Σcode·x + bias·Σx per chunk; a lane-group tree per dot product;
 // the k slots summed in slot order. An id outside [0, E) makes that token's row NaN.
 // scratch: moe_experts_scratch_bytes(plan, ...) bytes, 256-byte aligned.
-// dp4a: the pick may take the integer-unit decode kernels (false: the tensor-core ones instead,
-// TESSERA_MOE_DECODE=mma — for A/B). x_settled: the caller promises that x was written before
-// the last kernel launched ahead of this call — as when that kernel is moe_route's, routing x's
-// own router logits (it lets its successor start only after its PDL wait, so all before it has
-// completed: pdl.cuh) — so the integer-unit gate+up kernel quantizes x before its PDL wait, off
-// the chain that waits for the ids.
-// wgmma: the pick's large tiles may run on the warpgroup MMA (false: the mma.sync v2 tiles, for A/B).
-// mid: where the pick takes the v2 tiles (below one row an expert on average, or at ≤ kMoeMidRows
-// rows where its wgmma tiles cannot run warp-specialised) run the mid plan instead where its shared
-// memory fits (the backend's default; TESSERA_MOE_MID=tiles leaves it out, for A/B). tma: the
-// pick's wgmma tiles in their warp-specialised form (where the experts are stacked tiles; false:
-// the plain wgmma tiles, TESSERA_MOE_PREFILL=wgmma, for A/B). gather: gate+up of that form gathers
-// x's rows itself (MoePlan::wgmma_gather; slower, TESSERA_MOE_PREFILL=tma-gather, for A/B).
-// fused: up to kMoeFusedMaxTokens tokens the fused decode kernel instead of the pick's plan, where it
-// takes the shapes and w.counters is set (MoePlan::fused_decode; TESSERA_MOE_DECODE=fused) — a
-// cluster a (token, slot), so an expert two tokens choose is read twice (the grouped plans it
-// replaces from 3 tokens read it once).
+// sw: the backend's switches over the pick (MoeSwitches; the defaults leave the pick as it is).
+struct MoeSwitches {
+    // The pick may take the integer-unit decode kernels (false: the tensor-core ones instead,
+    // TESSERA_MOE_DECODE=mma — for A/B).
+    bool dp4a = true;
+    // The caller promises that x was written before the last kernel launched ahead of this call — as
+    // when that kernel is moe_route's, routing x's own router logits (it lets its successor start
+    // only after its PDL wait, so all before it has completed: pdl.cuh) — so the integer-unit gate+up
+    // kernel quantizes x before its PDL wait, off the chain that waits for the ids.
+    bool x_settled = false;
+    // The pick's large tiles may run on the warpgroup MMA (false: the mma.sync v2 tiles, for A/B).
+    bool wgmma = true;
+    // Where the pick takes the v2 tiles (below one row an expert on average, or at ≤ kMoeMidRows rows
+    // where its wgmma tiles cannot run warp-specialised) run the mid plan instead where its shared
+    // memory fits (the backend's default; TESSERA_MOE_MID=tiles leaves it out, for A/B).
+    bool mid = false;
+    // The pick's wgmma tiles in their warp-specialised form (where the experts are stacked tiles;
+    // false: the plain wgmma tiles, TESSERA_MOE_PREFILL=wgmma, for A/B).
+    bool tma = true;
+    // Gate+up of that form gathers x's rows itself (MoePlan::wgmma_gather; slower,
+    // TESSERA_MOE_PREFILL=tma-gather, for A/B).
+    bool gather = false;
+    // That form's tiles taken in turn by a grid of resident blocks (MoePlan::wgmma_persist = 1;
+    // TESSERA_MOE_PREFILL=tma-persist, opt-in until measured).
+    bool persist = false;
+    // Up to kMoeFusedMaxTokens tokens the fused decode kernel instead of the pick's plan, where it
+    // takes the shapes and w.counters is set (MoePlan::fused_decode; TESSERA_MOE_DECODE=fused) — a
+    // cluster a (token, slot), so an expert two tokens choose is read twice (the grouped plans it
+    // replaces from 3 tokens read it once).
+    bool fused = false;
+};
 void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
                         const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream,
-                        bool dp4a = true, bool x_settled = false, bool wgmma = true, bool mid = false,
-                        bool tma = true, bool gather = false, bool fused = false);
+                        const MoeSwitches& sw = {});
 void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                              const MoePackedExperts& w, const int32_t* ids, const float* weights, int k,
                              void* scratch, cudaStream_t stream, bool x_settled = false);
@@ -414,15 +433,20 @@ cudaError_t launch_moe_wgmma_down(float* out, const void* act, const MoePackedEx
 bool moe_wgmma_tma_fits(int tile_rows);
 // mt: m64 tiles a warpgroup, 1 or 2 (MoePlan::wgmma_mt; 2: tile_rows 16, 32 or 64, cluster 1). Tiles of
 // 128 rows and two m-tiles of 64 run one block an SM (the others two).
+// persist (MoePlan::wgmma_persist; cluster 1, not gathered): 0 a block an (item, feature block)
+// tile; 1 as many blocks as are resident at once, taking the tiles in turn (the ring running on from
+// tile to tile); n > 1 at most n such blocks (tests: many tiles a block). The same bits.
 cudaError_t launch_moe_wgmma_tma_gate_up(void* act, const void* xg, int64_t P, const MoePackedExperts& w,
-                                         const MoeGrouping& g, int tile_rows, int cluster, int mt, cudaStream_t stream);
+                                         const MoeGrouping& g, int tile_rows, int cluster, int mt, cudaStream_t stream,
+                                         int persist = 0);
 // The gate+up tiles with A's rows gathered in the kernel (MoePlan::wgmma_gather): x16 [T, H] in
 // bf16, the wgmma order (launch_moe_rows_wgmma), k slots a token; cluster 1. The same bits.
 cudaError_t launch_moe_wgmma_tma_gate_up_gathered(void* act, const void* x16, int64_t T, int k,
                                                   const MoePackedExperts& w, const MoeGrouping& g, int tile_rows,
                                                   int mt, cudaStream_t stream);
 cudaError_t launch_moe_wgmma_tma_down(float* out, const void* act, int64_t P, const MoePackedExperts& w,
-                                      const MoeGrouping& g, int tile_rows, int cluster, int mt, cudaStream_t stream);
+                                      const MoeGrouping& g, int tile_rows, int cluster, int mt, cudaStream_t stream,
+                                      int persist = 0);
 // The mid kernels (fast_moe_mid.cu): g built with tile_rows kMoeMidRows (the kernels take an
 // item's first 8 rows only). Each stages its item's B rows (K columns) in shared memory:
 // moe_mid_*_smem of at most kMoeMidMaxSmem bytes. Both by programmatic dependent launch (the

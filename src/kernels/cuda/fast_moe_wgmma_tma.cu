@@ -37,9 +37,11 @@
 // into the scale's FMA is exact).
 #include <cuda.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cuda/device.h"
 #include "kernels/cuda/fast_mbarrier.cuh"
 #include "kernels/cuda/fast_moe.h"
 #include "kernels/cuda/fast_tma.cuh"
@@ -56,13 +58,14 @@ using namespace dev;
 
 constexpr int kBK = kWgmmaK;  // columns a k-tile
 
-template <int BT_, bool GATE_UP_, int STAGES_, int CL_, int MT_ = 1, bool GATHER_ = false>
+template <int BT_, bool GATE_UP_, int STAGES_, int CL_, int MT_ = 1, bool GATHER_ = false, bool PERSIST_ = false>
 struct MoeTmaTile {
     static constexpr int BT = BT_;              // item rows a block: wgmma's N
     static constexpr int CL = CL_;              // blocks a cluster (along the features) sharing the boxes of A
     static constexpr int MT = MT_;              // m64 tiles a warpgroup: the block's features × MT, A read once for them
     static constexpr bool kGateUp = GATE_UP_;   // gate and up (SwiGLU epilogue), else down
     static constexpr bool kGather = GATHER_;    // A's rows gathered from x by cp.async (warps 10, 11)
+    static constexpr bool kPersist = PERSIST_;  // a grid of resident blocks taking the tiles in turn
     static constexpr int kGatherThreads = 64;
     static constexpr int BM = (kGateUp ? 64 : 128) * MT;  // output features a block
     static constexpr int STAGES = STAGES_;
@@ -83,6 +86,7 @@ struct MoeTmaTile {
     static_assert(BT % 8 == 0 && BT <= 128 && kConsumers + 128 == kThreads && (CL == 1 || CL == 2), "BT, roles");
     static_assert(MT * BT / 2 <= 64 && (MT == 1 || MT == 2), "MT accumulators of BT / 2 a thread");
     static_assert(!kGather || (kGateUp && CL == 1), "the gathered A: gate+up, one block a cluster");
+    static_assert(!kPersist || (CL == 1 && !kGather), "persistent: one block a cluster, A's rows by TMA");
     static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= (kBlocksPerSm == 1 ? 168 : 80) * kThreads,
                   "setmaxnreg moves registers only");
     static_assert(kBlocksPerSm * (kSmem + 1024) <= 228 * 1024, "the blocks an SM");
@@ -110,22 +114,29 @@ struct MoeTmaMatrix {
 // m0 / m1: gate / up (kGateUp) or down / unused, device [E] (the epilogue's N and the experts'
 // stacks: E·N / 16 row tiles).
 // GATHER: xrows [T, K] bf16 in the wgmma order, k the slots a token (row r's token: perm[r] / k).
+// The block's tiles — (item, feature block) pairs: one, (blockIdx.x, blockIdx.y), or, kPersist,
+// tiles blockIdx.x, + gridDim.x, … of the n_items · fbs in item-major order (fbs feature blocks an
+// item), the ring's stages and phases running on from tile to tile: the producer streams the next
+// tile's k-tiles while the consumers finish the last one's epilogue, and a block's start (its ring
+// filled from DRAM before the first wgmma) is paid once, not once a tile — at K = 768 (down on
+// llama.cpp's shape) a tile is 6 k-tiles.
 template <class C>
 __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
     moe_wgmma_tma_kernel(const __grid_constant__ MoeTmaMaps maps, int64_t K, int64_t N, int E, MoeTmaMatrix lo,
                          MoeTmaMatrix hi, MoeGrouping g, uint16_t* __restrict__ act, float* __restrict__ out,
-                         const uint16_t* __restrict__ xrows, int k) {
+                         const uint16_t* __restrict__ xrows, int k, int fbs) {
     constexpr int BT = C::BT, S = C::STAGES, CL = C::CL, MT = C::MT;
     constexpr int kTilesHi = 4 * MT, kTilesLo = C::kGateUp ? kTilesHi : 8 * MT;  // row tiles a box of a matrix
-    const int item = int(blockIdx.x);
-    if (item >= *g.n_items) return;
-    const int e = g.item_expert[item], r0 = g.item_row0[item], n_rows = g.item_rows[item];
-    if (e < 0 || e >= E) return;  // items name valid experts only
+    const int n_items = *g.n_items;
+    if constexpr (!C::kPersist) {  // (a cluster's blocks share blockIdx.x: they leave together)
+        if (int(blockIdx.x) >= n_items) return;
+        const int e = g.item_expert[blockIdx.x];
+        if (e < 0 || e >= E) return;  // items name valid experts only
+    }
     extern __shared__ uint8_t smem_raw[];
     uint8_t* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
     __shared__ uint64_t full[S], empty[S];
     __shared__ int token[C::kGather ? BT : 1];  // GATHER: the item rows' tokens (-1 past the item)
-    const int64_t n0 = int64_t(blockIdx.y) * C::BM;
     const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5, wg = warp / 4;
     const int KT = int(K / kBK);
     const uint32_t rank = CL > 1 ? cluster_rank() : 0;  // the cluster's blocks share blockIdx.x: one item
@@ -138,14 +149,41 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
     if constexpr (CL > 1) cluster_barrier();  // every block's barriers ready before a box lands there
     else __syncthreads();
 
+    // The block's next tile (each thread walks the same sequence): expert, first grouped row, rows,
+    // first feature. Persistent: tiles of an invalid expert are skipped (items name valid ones).
+    struct Tile {
+        int e, r0, n_rows;
+        int64_t n0;
+    };
+    int walk = C::kPersist ? int(blockIdx.x) : 0;
+    auto next_tile = [&](Tile& t) {
+        if constexpr (C::kPersist) {
+            for (; walk < n_items * fbs; walk += int(gridDim.x)) {
+                const int item = walk / fbs, e = g.item_expert[item];
+                if (e < 0 || e >= E) continue;
+                t = Tile{e, g.item_row0[item], g.item_rows[item], int64_t(walk - item * fbs) * C::BM};
+                walk += int(gridDim.x);
+                return true;
+            }
+            return false;
+        } else {
+            if (walk++) return false;
+            const int item = int(blockIdx.x);
+            t = Tile{g.item_expert[item], g.item_row0[item], g.item_rows[item], int64_t(blockIdx.y) * C::BM};
+            return true;
+        }
+    };
+
     if (wg == 2) {
         // ---- producer: warp 8; lane h < 2 the activations' k-block h (block h % CL of a cluster,
         // into every block), lanes 2 + m codes, 4 + m scales, 6 + m biases of matrix m (lo, hi) ----
         setmaxnreg_dec<C::kProducerRegs>();
         if constexpr (C::kGather) {
             if (warp >= 10) {  // ---- A's rows: lane p a 16-byte chunk (k-block c16 / 8) of rows p / 16 + 4j ----
+                Tile tl;
+                next_tile(tl);  // (not persistent: the block's one tile)
                 const int p = tid - 320, c16 = p & 15, h = c16 >> 3, c = c16 & 7;
-                for (int q = p; q < BT; q += C::kGatherThreads) token[q] = q < n_rows ? g.perm[r0 + q] / k : -1;
+                for (int q = p; q < BT; q += C::kGatherThreads) token[q] = q < tl.n_rows ? g.perm[tl.r0 + q] / k : -1;
                 named_barrier_sync(1, C::kGatherThreads);
                 const uint32_t base = smem_addr(smem) + uint32_t(h * BT * 128);  // k-block h of a stage
                 const uint16_t* src = xrows + h * 64 + c * 8;
@@ -176,38 +214,43 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
         const int m = lane & 1, what = lane >> 1;  // what: 0 x, 1 codes, 2 scales, 3 biases
         const MoeTmaMatrix mat = m ? hi : lo;
         const int tiles = m ? kTilesHi : kTilesLo;
-        const int boxes = min((n_rows + 7) / 8, BT / 8);  // A's box: the item's rows rounded up to 8 (x[boxes − 1])
-        const int row_tile = int((int64_t(e) * N + n0) >> 4);  // the block's first row tile in the stack
         uint32_t bytes = 0;
         if (what == 1 && (m == 0 || C::kGateUp)) bytes = uint32_t(tiles) * 1024;
         if (what == 2 && (m == 0 || C::kGateUp)) bytes = uint32_t(tiles * 32 * mat.gpt);
         if (what == 3 && (m == 0 || C::kGateUp) && mat.biases) bytes = uint32_t(tiles * 32 * mat.gpt);
         const bool issues = what == 0 ? !C::kGather && m % CL == int(rank) : bytes != 0;
-        const uint32_t stage_bytes = __reduce_add_sync(0xffu, bytes) + (C::kGather ? 0u : uint32_t(2 * boxes * 1024));
-        const CUtensorMap* map = what == 0   ? &maps.x[boxes - 1]
-                                 : what == 1 ? &maps.codes[m]
-                                 : what == 2 ? &maps.scales[m]
-                                             : &maps.biases[m];
+        const uint32_t weight_bytes = __reduce_add_sync(0xffu, bytes);  // a stage's, but A's boxes
         const uint32_t dst = what == 0   ? uint32_t(m * BT * 128)
                              : what == 1 ? uint32_t(C::kWOff + m * 4096 * MT)
                              : what == 2 ? uint32_t(C::kSOff + m * 512 * MT)
                                          : uint32_t(C::kBOff + m * 512 * MT);
         const int kstep = what == 1 ? 128 : 16 * mat.gpt;  // elements a k-tile along the map's rows
         const uint32_t base = smem_addr(smem);
-        for (int kt = 0; kt < KT; ++kt) {
-            const int slot = kt % S;
-            mbar_wait(&empty[slot], ((uint32_t(kt / S)) & 1) ^ 1);  // k-tile kt − S's wgmma are done
-            if (lane == 0) mbar_arrive_expect_tx(&full[slot], stage_bytes);
-            __syncwarp(0xffu);
-            const uint32_t to = base + uint32_t(slot * C::kStageBytes) + dst;
-            if (!issues) continue;
-            if (what == 0) {
-                if constexpr (CL > 1)
-                    tma_load_3d_multicast(to, map, 0, 2 * kt + m, r0, &full[slot], uint16_t((1u << CL) - 1));
-                else
-                    tma_load_3d(to, map, 0, 2 * kt + m, r0, &full[slot]);
-            } else {
-                tma_load_2d(to, map, kt * kstep, row_tile, &full[slot]);
+        uint32_t u = 0;  // k-tiles issued: the ring's slot u % S, its use u / S
+        Tile tl;
+        while (next_tile(tl)) {
+            const int boxes = min((tl.n_rows + 7) / 8, BT / 8);  // A's box: the item's rows rounded up to 8
+            const int row_tile = int((int64_t(tl.e) * N + tl.n0) >> 4);  // the block's first row tile in the stack
+            const uint32_t stage_bytes = weight_bytes + (C::kGather ? 0u : uint32_t(2 * boxes * 1024));
+            const CUtensorMap* map = what == 0   ? &maps.x[boxes - 1]
+                                     : what == 1 ? &maps.codes[m]
+                                     : what == 2 ? &maps.scales[m]
+                                                 : &maps.biases[m];
+            for (int kt = 0; kt < KT; ++kt, ++u) {
+                const uint32_t slot = u % S;
+                mbar_wait(&empty[slot], ((u / S) & 1) ^ 1);  // k-tile u − S's wgmma are done
+                if (lane == 0) mbar_arrive_expect_tx(&full[slot], stage_bytes);
+                __syncwarp(0xffu);
+                const uint32_t to = base + slot * uint32_t(C::kStageBytes) + dst;
+                if (!issues) continue;
+                if (what == 0) {
+                    if constexpr (CL > 1)
+                        tma_load_3d_multicast(to, map, 0, 2 * kt + m, tl.r0, &full[slot], uint16_t((1u << CL) - 1));
+                    else
+                        tma_load_3d(to, map, 0, 2 * kt + m, tl.r0, &full[slot]);
+                } else {
+                    tma_load_2d(to, map, kt * kstep, row_tile, &full[slot]);
+                }
             }
         }
         return;
@@ -229,68 +272,76 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
     const bool bias_lo = lo.biases, bias_hi = C::kGateUp ? hi.biases : lo.biases;
 
     float acc[MT][BT / 2];
+    uint32_t u = 0;  // k-tiles taken, as the producer counts them
+    Tile tl;
+    while (next_tile(tl)) {
 #pragma unroll
-    for (int j = 0; j < MT; ++j) {
+        for (int j = 0; j < MT; ++j) {
 #pragma unroll
-        for (int i = 0; i < BT / 2; ++i) acc[j][i] = 0.f;
-        wgmma_fence_operands(acc[j]);  // zeroed before the first wgmma, not between two (ptxas serializes)
-    }
-
-    for (int kt = 0; kt < KT; ++kt) {
-        const int slot = kt % S;
-        mbar_wait(&full[slot], uint32_t(kt / S) & 1);
-        const uint8_t* stage = smem + slot * C::kStageBytes;
-#pragma unroll
-        for (int j = 0; j < MT; ++j)
-            wgmma_int4_ktile_staged<BT>(acc[j], stage + C::kWOff, feature(j), row_hi(j), tq, stage + C::kSOff,
-                                        stage + C::kBOff, staged_scale_at(feature(j), tq, lo.gpt), scale_hi(j),
-                                        bias_lo, bias_hi, wgmma_desc_sw128(smem_addr(stage)), BT * 128);
-        // On return every wgmma of k-tile kt − 1 is done (at most the last half of this one runs):
-        // its slot is free, in every block of the cluster (their boxes land in it too). Not past
-        // the last release a producer waits for: a block may have left by then.
-        if (kt > 0 && lane == 0 && kt - 1 + S < KT) {
-            mbar_arrive(&empty[(kt - 1) % S]);
-            if constexpr (CL > 1) mbar_arrive_cluster(&empty[(kt - 1) % S], rank ^ 1u);
+            for (int i = 0; i < BT / 2; ++i) acc[j][i] = 0.f;
+            wgmma_fence_operands(acc[j]);  // zeroed before the first wgmma, not between two (ptxas serializes)
         }
-    }
-    wgmma_wait<0>();
-#pragma unroll
-    for (int j = 0; j < MT; ++j) wgmma_fence_operands(acc[j]);
 
-    // acc[j][4i + c]: m-tile j's A row gq (c < 2) or gq + 8, item row 8i + 2tq + (c & 1).
+        for (int kt = 0; kt < KT; ++kt, ++u) {
+            const uint32_t slot = u % S;
+            mbar_wait(&full[slot], (u / S) & 1);
+            const uint8_t* stage = smem + slot * C::kStageBytes;
 #pragma unroll
-    for (int j = 0; j < MT; ++j) {
-        if constexpr (C::kGateUp) {
-            const int64_t n = n0 + feature(j), N128 = wgmma_row_len(N);
-            const int64_t pos = (n & ~int64_t(kBK - 1)) + wgmma_pos(int(n & (kBK - 1)));
-            if (n >= N128) continue;
+            for (int j = 0; j < MT; ++j)
+                wgmma_int4_ktile_staged<BT>(acc[j], stage + C::kWOff, feature(j), row_hi(j), tq, stage + C::kSOff,
+                                            stage + C::kBOff, staged_scale_at(feature(j), tq, lo.gpt), scale_hi(j),
+                                            bias_lo, bias_hi, wgmma_desc_sw128(smem_addr(stage)), BT * 128);
+            // On return every wgmma of k-tile u − 1 is done (at most the last half of this one runs):
+            // its slot is free, in every block of the cluster (their boxes land in it too). Not past
+            // the last release a producer waits for: a block may have left by then (clusters only;
+            // a persistent block's last S releases are its own barriers', never awaited).
+            if (kt > 0 && lane == 0 && (C::kPersist || kt - 1 + S < KT)) {
+                mbar_arrive(&empty[(u - 1) % S]);
+                if constexpr (CL > 1) mbar_arrive_cluster(&empty[(u - 1) % S], rank ^ 1u);
+            }
+        }
+        wgmma_wait<0>();
 #pragma unroll
-            for (int i = 0; i < BT / 8; ++i)
+        for (int j = 0; j < MT; ++j) wgmma_fence_operands(acc[j]);
+        if (C::kPersist && lane == 0) mbar_arrive(&empty[(u - 1) % S]);  // the tile's last k-tile: the next tile's
+
+        // acc[j][4i + c]: m-tile j's A row gq (c < 2) or gq + 8, item row 8i + 2tq + (c & 1).
+        const int r0 = tl.r0, n_rows = tl.n_rows;
 #pragma unroll
-                for (int c = 0; c < 2; ++c) {
-                    const int r = 8 * i + 2 * tq + c;
-                    if (r >= n_rows) continue;
-                    const float v = n < N ? swiglu(acc[j][4 * i + c], acc[j][4 * i + 2 + c]) : 0.f;
-                    act[(r0 + r) * N128 + pos] = uint16_t(pack_bf16x2(v, 0.f) & 0xffffu);  // bf16(v), nearest even
-                }
-        } else {
+        for (int j = 0; j < MT; ++j) {
+            if constexpr (C::kGateUp) {
+                const int64_t n = tl.n0 + feature(j), N128 = wgmma_row_len(N);
+                const int64_t pos = (n & ~int64_t(kBK - 1)) + wgmma_pos(int(n & (kBK - 1)));
+                if (n >= N128) continue;
 #pragma unroll
-            for (int i = 0; i < BT / 8; ++i)
+                for (int i = 0; i < BT / 8; ++i)
 #pragma unroll
-                for (int c = 0; c < 4; ++c) {
-                    const int r = 8 * i + 2 * tq + (c & 1);
-                    const int64_t n = n0 + (c < 2 ? feature(j) : row_hi(j));
-                    if (r < n_rows && n < N) out[(r0 + r) * N + n] = acc[j][4 * i + c];
-                }
+                    for (int c = 0; c < 2; ++c) {
+                        const int r = 8 * i + 2 * tq + c;
+                        if (r >= n_rows) continue;
+                        const float v = n < N ? swiglu(acc[j][4 * i + c], acc[j][4 * i + 2 + c]) : 0.f;
+                        act[(r0 + r) * N128 + pos] = uint16_t(pack_bf16x2(v, 0.f) & 0xffffu);  // bf16(v), nearest even
+                    }
+            } else {
+#pragma unroll
+                for (int i = 0; i < BT / 8; ++i)
+#pragma unroll
+                    for (int c = 0; c < 4; ++c) {
+                        const int r = 8 * i + 2 * tq + (c & 1);
+                        const int64_t n = tl.n0 + (c < 2 ? feature(j) : row_hi(j));
+                        if (r < n_rows && n < N) out[(r0 + r) * N + n] = acc[j][4 * i + c];
+                    }
+            }
         }
     }
 }
 
 // a: A [P, K] (the gathered rows of x, or act) — or, GATHER, x [P = T, K] with k slots a token.
+// persist (kPersist): the grid's blocks — 1 as many as are resident at once, n > 1 at most n.
 template <class C>
 cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const PackedMatrix& m_lo,
                    const PackedMatrix* m_hi, const MoeGrouping& g, void* act, float* out, cudaStream_t stream,
-                   int k = 1) {
+                   int k = 1, int persist = 0) {
     static const cudaError_t attr =
         cudaFuncSetAttribute(moe_wgmma_tma_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
     if (attr != cudaSuccess) return attr;
@@ -314,25 +365,53 @@ cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const 
     // cluster's last blocks may cover nothing (they load their share of the boxes, write nothing)
     const int64_t cover = C::kGateUp ? wgmma_row_len(N) : N;
     const int64_t blocks = (cover + C::BM - 1) / C::BM;
-    const dim3 grid(unsigned(g.max_items), unsigned((blocks + C::CL - 1) / C::CL * C::CL));
+    dim3 grid(unsigned(g.max_items), unsigned((blocks + C::CL - 1) / C::CL * C::CL));
+    if constexpr (C::kPersist) {  // the tiles (at most max_items · blocks of them) in turn
+        if (persist < 1) return cudaErrorInvalidValue;
+        const int64_t most = persist > 1 ? persist : int64_t(current_sm_count()) * C::kBlocksPerSm;
+        grid = dim3(unsigned(std::max<int64_t>(1, std::min<int64_t>(int64_t(g.max_items) * blocks, most))), 1);
+    }
     auto* act16 = static_cast<uint16_t*>(act);
     const auto* xrows = C::kGather ? static_cast<const uint16_t*>(a) : nullptr;
     if constexpr (C::CL == 1) {
         moe_wgmma_tma_kernel<C>
-            <<<grid, C::kThreads, C::kSmem, stream>>>(maps, K, N, E, lo, hi, g, act16, out, xrows, k);
+            <<<grid, C::kThreads, C::kSmem, stream>>>(maps, K, N, E, lo, hi, g, act16, out, xrows, k, int(blocks));
         return cudaGetLastError();
     } else {
         return pdl::launch_cluster_serial(moe_wgmma_tma_kernel<C>, grid, dim3(C::kThreads), C::kSmem, stream,
-                                          dim3(1, C::CL, 1), maps, K, N, E, lo, hi, g, act16, out, xrows, k);
+                                          dim3(1, C::CL, 1), maps, K, N, E, lo, hi, g, act16, out, xrows, k,
+                                          int(blocks));
     }
 }
 
-// The tiles of tile_rows rows and mt m-tiles; GATHER: a = x [P = T, K], k slots a token.
+// The tiles of tile_rows rows and mt m-tiles; GATHER: a = x [P = T, K], k slots a token; persist:
+// 0 a block a tile, else the persistent grid's blocks (launch).
 template <bool GATE_UP, int CL, bool GATHER = false>
 cudaError_t launch_rows(int tile_rows, int mt, const void* a, int64_t P, int64_t K, int64_t N, int E,
                         const PackedMatrix& m0, const PackedMatrix* m1, const MoeGrouping& g, void* act, float* out,
-                        cudaStream_t stream, int k = 1) {
-    auto go = [&](auto tile) { return launch<decltype(tile)>(a, P, K, N, E, m0, m1, g, act, out, stream, k); };
+                        cudaStream_t stream, int k = 1, int persist = 0) {
+    auto go = [&](auto tile) { return launch<decltype(tile)>(a, P, K, N, E, m0, m1, g, act, out, stream, k, persist); };
+    if constexpr (CL == 1 && !GATHER) {
+        if (persist) {  // the same tiles and rings as below, persistent
+            if (mt == 2) {
+                switch (tile_rows) {
+                    case 16: return go(MoeTmaTile<16, GATE_UP, 4, 1, 2, false, true>{});
+                    case 32: return go(MoeTmaTile<32, GATE_UP, 3, 1, 2, false, true>{});
+                    case 64: return go(MoeTmaTile<64, GATE_UP, 6, 1, 2, false, true>{});
+                    default: return cudaErrorInvalidValue;
+                }
+            }
+            if (mt != 1) return cudaErrorInvalidValue;
+            switch (tile_rows) {
+                case 16: return go(MoeTmaTile<16, GATE_UP, 7, 1, 1, false, true>{});
+                case 32: return go(MoeTmaTile<32, GATE_UP, 6, 1, 1, false, true>{});
+                case 64: return go(MoeTmaTile<64, GATE_UP, 4, 1, 1, false, true>{});
+                case 128: return go(MoeTmaTile<128, GATE_UP, 5, 1, 1, false, true>{});
+                default: return cudaErrorInvalidValue;
+            }
+        }
+    }
+    if (persist) return cudaErrorInvalidValue;  // (clusters, the gathered A: not persistent)
     if constexpr (CL == 1) {  // (two m-tiles, and tiles of 128 rows, in clusters: not built)
         if (mt == 2) {
             switch (tile_rows) {
@@ -360,14 +439,15 @@ bool moe_wgmma_tma_fits(int tile_rows) {
 }
 
 cudaError_t launch_moe_wgmma_tma_gate_up(void* act, const void* xg, int64_t P, const MoePackedExperts& w,
-                                         const MoeGrouping& g, int tile_rows, int cluster, int mt, cudaStream_t stream) {
-    if (!w.tiling.gate_up) return cudaErrorInvalidValue;
+                                         const MoeGrouping& g, int tile_rows, int cluster, int mt, cudaStream_t stream,
+                                         int persist) {
+    if (!w.tiling.gate_up || persist < 0) return cudaErrorInvalidValue;
     if (cluster == 2)
         return launch_rows<true, 2>(tile_rows, mt, xg, P, w.H, w.I, w.E, w.tiling.gate0, &w.tiling.up0, g, act,
-                                    nullptr, stream);
+                                    nullptr, stream, 1, persist);
     if (cluster != 1) return cudaErrorInvalidValue;
     return launch_rows<true, 1>(tile_rows, mt, xg, P, w.H, w.I, w.E, w.tiling.gate0, &w.tiling.up0, g, act, nullptr,
-                                stream);
+                                stream, 1, persist);
 }
 
 cudaError_t launch_moe_wgmma_tma_gate_up_gathered(void* act, const void* x16, int64_t T, int k,
@@ -379,14 +459,15 @@ cudaError_t launch_moe_wgmma_tma_gate_up_gathered(void* act, const void* x16, in
 }
 
 cudaError_t launch_moe_wgmma_tma_down(float* out, const void* act, int64_t P, const MoePackedExperts& w,
-                                      const MoeGrouping& g, int tile_rows, int cluster, int mt, cudaStream_t stream) {
-    if (!w.tiling.down) return cudaErrorInvalidValue;
+                                      const MoeGrouping& g, int tile_rows, int cluster, int mt, cudaStream_t stream,
+                                      int persist) {
+    if (!w.tiling.down || persist < 0) return cudaErrorInvalidValue;
     if (cluster == 2)
         return launch_rows<false, 2>(tile_rows, mt, act, P, w.I, w.H, w.E, w.tiling.down0, nullptr, g, nullptr, out,
-                                     stream);
+                                     stream, 1, persist);
     if (cluster != 1) return cudaErrorInvalidValue;
     return launch_rows<false, 1>(tile_rows, mt, act, P, w.I, w.H, w.E, w.tiling.down0, nullptr, g, nullptr, out,
-                                 stream);
+                                 stream, 1, persist);
 }
 
 }  // namespace tessera::cuda::fast::detail
