@@ -145,7 +145,7 @@ std::string plan_name(const fast::MoePlan& p) {
     if (p.wgmma)
         return "wgmma " + (p.wgmma_tma ? "tma/" + std::to_string(p.wgmma_tma) + " " : std::string()) +
                (p.wgmma_mt == 2 ? "mt2 " : "") + (p.wgmma_gather ? "gather " : "") +
-               (p.wgmma_persist ? "persist " : "") + "large/" +
+               (p.wgmma_persist ? "persist " : "") + (p.wgmma_fit ? "fit " : "") + "large/" +
                std::to_string(p.tile_rows) + " (bf16)";
     if (p.v2) return p.large_tiles ? "v2 large/" + std::to_string(p.tile_rows) + " (mma bf16)" : "v2 decode per slot";
     if (p.large_tiles) return "large tiles/" + std::to_string(p.tile_rows) + " (mma bf16)";
@@ -155,13 +155,15 @@ std::string plan_name(const fast::MoePlan& p) {
 
 size_t align256(size_t v) { return (v + 255) / 256 * 256; }
 
-fast::MoePlan wgmma_plan(int tile_rows, int tma = 0, int mt = 0, bool gather = false, int persist = 0) {
+fast::MoePlan wgmma_plan(int tile_rows, int tma = 0, int mt = 0, bool gather = false, int persist = 0,
+                         bool fit = false) {
     fast::MoePlan p{true, false, tile_rows, true};
     p.wgmma = true;
     p.wgmma_tma = tma;
     p.wgmma_mt = mt;
     p.wgmma_gather = gather;
     p.wgmma_persist = persist;
+    p.wgmma_fit = fit;
     return p;
 }
 
@@ -249,13 +251,14 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
               wgmma_plan(64, 1), wgmma_plan(128, 1), wgmma_plan(16, 2), wgmma_plan(32, 2), wgmma_plan(64, 2), wgmma_plan(16, 1, 2),
               wgmma_plan(32, 1, 2), wgmma_plan(64, 1, 2), wgmma_plan(16, 1, 2, true), wgmma_plan(32, 1, 2, true), wgmma_plan(64, 1, 0, true),
               wgmma_plan(16, 1, 2, false, 1), wgmma_plan(32, 1, 2, false, 1), wgmma_plan(64, 1, 0, false, 1),
+              wgmma_plan(32, 1, 2, false, 0, true), wgmma_plan(64, 1, 0, false, 0, true),
               mid_plan(0), mid_plan(3), mid_plan(4)}) {
             if (p.grouped == pick.grouped && p.down_by_token == pick.down_by_token && p.tile_rows == pick.tile_rows &&
                 p.large_tiles == pick.large_tiles && p.v2 == pick.v2 && p.mma_decode == pick.mma_decode &&
                 p.mma_down_batch == pick.mma_down_batch && p.mma_pdl == pick.mma_pdl &&
                 p.mma_gate_up_batch == pick.mma_gate_up_batch && p.mma_down_warps == pick.mma_down_warps &&
                 p.dp4a_decode == pick.dp4a_decode && p.wgmma == pick.wgmma && p.wgmma_tma == pick.wgmma_tma && p.wgmma_mt == pick.wgmma_mt &&
-                p.wgmma_gather == pick.wgmma_gather && p.wgmma_persist == pick.wgmma_persist &&
+                p.wgmma_gather == pick.wgmma_gather && p.wgmma_persist == pick.wgmma_persist && p.wgmma_fit == pick.wgmma_fit &&
                 p.mid == pick.mid &&
                 p.mid_ring == pick.mid_ring)
                 continue;
@@ -463,22 +466,25 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             auto* lout = reinterpret_cast<float*>(static_cast<char*>(lact) + align256(size_t(P * I128) * 2));
             TS_CUDA_CHECK(fast::detail::launch_moe_gather_wgmma(xg, x.as<float>(), s.H, T, s.H, s.k, lg, st));
             TS_CUDA_CHECK(cudaStreamSynchronize(st));
-            // plain, warp-specialised, in clusters of 2, two m-tiles; persistent (4 one m-tile, 5 two)
-            for (int tma = 0; tma <= 5; ++tma) {
+            // plain, warp-specialised, in clusters of 2, two m-tiles; persistent (4 one m-tile, 5
+            // two); N halved for the smaller items (6 one m-tile, 7 two)
+            for (int tma = 0; tma <= 7; ++tma) {
                 if (tma && !(w.tiling.gate_up && w.tiling.down)) continue;
-                if ((tma == 3 || tma == 5 || tma == 2) && tile > 64) continue;  // (mt2 to 64, clusters to 64)
-                const int cl = tma == 2 ? 2 : 1, mt = tma == 3 || tma == 5 ? 2 : 1, persist = tma >= 4 ? 1 : 0;
+                const int cl = tma == 2 ? 2 : 1, mt = tma == 3 || (tma >= 5 && tma % 2) ? 2 : 1;
+                const int persist = tma == 4 || tma == 5 ? 1 : 0;
+                const bool fit = tma >= 6;
+                if ((mt == 2 || cl == 2 || fit) && tile > 64) continue;  // (mt2, clusters, fitted N to 64)
                 const std::string form = !tma ? std::string("wgmma")
                                          : "wgmma tma/" + std::to_string(cl) + (mt == 2 ? " mt2" : "") +
-                                               (persist ? " persist" : "");
+                                               (persist ? " persist" : "") + (fit ? " fit" : "");
                 const double tgl = time_of(a, timer, [&](int) {
-                    TS_CUDA_CHECK(tma ? fast::detail::launch_moe_wgmma_tma_gate_up(lact, xg, P, w, lg, tile, cl, mt, st, persist)
+                    TS_CUDA_CHECK(tma ? fast::detail::launch_moe_wgmma_tma_gate_up(lact, xg, P, w, lg, tile, cl, mt, st, persist, fit)
                                       : fast::detail::launch_moe_wgmma_gate_up(lact, xg, w, lg, tile, st));
                 });
                 std::snprintf(note, sizeof note, "2 of 3 matrices, %.0f TFLOP/s", flops * 2 / 3 / tgl / 1e12);
                 row(s, T, "  step: " + form + " gate+up+SwiGLU/" + std::to_string(tile), tgl, hot_bytes * 2 / 3, note);
                 const double tdl = time_of(a, timer, [&](int) {
-                    TS_CUDA_CHECK(tma ? fast::detail::launch_moe_wgmma_tma_down(lout, lact, P, w, lg, tile, cl, mt, st, persist)
+                    TS_CUDA_CHECK(tma ? fast::detail::launch_moe_wgmma_tma_down(lout, lact, P, w, lg, tile, cl, mt, st, persist, fit)
                                       : fast::detail::launch_moe_wgmma_down(lout, lact, w, lg, tile, st));
                 });
                 std::snprintf(note, sizeof note, "1 of 3 matrices, %.0f TFLOP/s; llama.cpp %s", flops / 3 / tdl / 1e12,

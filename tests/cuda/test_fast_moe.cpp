@@ -576,7 +576,7 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
     EXPECT_THROW(run({false, true, 8, false, false, true, 3}, y, 64, p, 64, 2, w, 2, p), Error);  // batch 3
     EXPECT_THROW(run({false, true, 8, false, false, true, 0, false, 3}, y, 64, p, 64, 2, w, 2, p), Error);
     EXPECT_THROW(run({false, true, 8, false, false, true, 0, false, 0, 12}, y, 64, p, 64, 2, w, 2, p), Error);
-    for (const fast::MoePlan base : {fast::MoePlan{true, false, 8, true}, fast::MoePlan{true, false, 256, true},
+    for (const fast::MoePlan& base : {fast::MoePlan{true, false, 8, true}, fast::MoePlan{true, false, 256, true},
                                      fast::MoePlan{true, false, 32, false}, fast::MoePlan{true, false, 32, true, true}}) {
         fast::MoePlan bad = base;  // wgmma with tiles of 8 or 256, not large, or with v2
         bad.wgmma = true;
@@ -615,6 +615,24 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
         per.wgmma_gather = false;
         per.wgmma_persist = -1;
         EXPECT_THROW(run(per, y, 64, p, 64, 2, w, 2, p), Error);
+        // fitted N: the warp-specialised tiles of up to 64 rows without clusters, the gathered A or
+        // persistence
+        fast::MoePlan fit{true, false, 128, true};
+        fit.wgmma = true;
+        fit.wgmma_tma = 1;
+        fit.wgmma_fit = true;  // tiles of 128
+        EXPECT_THROW(run(fit, y, 64, p, 64, 2, w, 2, p), Error);
+        fit.tile_rows = 64;
+        fit.wgmma_tma = 2;  // in clusters
+        EXPECT_THROW(run(fit, y, 64, p, 64, 2, w, 2, p), Error);
+        fit.wgmma_tma = 0;  // not warp-specialised
+        EXPECT_THROW(run(fit, y, 64, p, 64, 2, w, 2, p), Error);
+        fit.wgmma_tma = 1;
+        fit.wgmma_gather = true;
+        EXPECT_THROW(run(fit, y, 64, p, 64, 2, w, 2, p), Error);
+        fit.wgmma_gather = false;
+        fit.wgmma_persist = 1;  // persistent too (not built: ptxas serializes its wgmma)
+        EXPECT_THROW(run(fit, y, 64, p, 64, 2, w, 2, p), Error);
     }
     {  // the mid plan: grouped, by item, tile_rows 8, no other kernels, ring 0, 3 or 4, row tiles a warp
         const fast::MoePlan mid = fast::moe_mid_plan();

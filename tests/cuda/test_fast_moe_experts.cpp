@@ -353,23 +353,28 @@ TEST(FastMoe, WgmmaTmaTilesGiveThePlainTilesBits) {
                 // two). One block an SM: 128 rows (one m-tile, no clusters), two m-tiles of 64.
                 // Persistent (6 one m-tile, 7 two): the resident grid, and 5 blocks taking every tile
                 // in turn (the ring's phases running on over tiles of every item and feature block).
-                for (int form : {1, 2, 3, 4, 5, 6, 7}) {
-                    if ((form == 3 || form == 5 || form == 7) && rows > 64) continue;
-                    if (form == 2 && rows > 64) continue;
+                // wgmma's N halved for items of at most half the tile's rows (8 one m-tile, 9 two; up
+                // to 64 rows; a block a tile).
+                for (int form : {1, 2, 3, 4, 5, 6, 7, 8, 9}) {
+                    const bool two = form == 3 || form == 5 || form == 7 || form == 9;
+                    if ((two || form == 2 || form >= 8) && rows > 64) continue;
                     p.wgmma_tma = form == 2 ? 2 : 1;
-                    p.wgmma_mt = form == 3 || form == 5 || form == 7 ? 2 : 0;
+                    p.wgmma_mt = two ? 2 : 0;
                     p.wgmma_gather = form == 4 || form == 5;
-                    for (int persist : {1, 5}) {
-                        p.wgmma_persist = form >= 6 ? persist : 0;
-                        if (form < 6 && persist > 1) continue;
+                    p.wgmma_fit = form >= 8;
+                    for (int persist : {0, 1, 5}) {
+                        if ((form == 6 || form == 7) && persist == 0) continue;  // (forms 1 and 3)
+                        if ((form < 6 || form >= 8) && persist > 0) continue;
+                        p.wgmma_persist = persist;
                         const std::vector<uint32_t> got = run(p);
                         size_t diff = 0;
                         for (size_t i = 0; i < got.size(); ++i) diff += got[i] != want[i];
-                        EXPECT_EQ(diff, 0u) << rows << " rows, form " << form << ", persist " << p.wgmma_persist
+                        EXPECT_EQ(diff, 0u) << rows << " rows, form " << form << ", persist " << persist
                                             << ": elements differing from the plain tiles";
                     }
                 }
                 p.wgmma_persist = 0;
+                p.wgmma_fit = false;
                 p.wgmma_tma = p.wgmma_mt = 0;
                 p.wgmma_gather = false;
             }

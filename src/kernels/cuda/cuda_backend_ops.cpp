@@ -56,6 +56,7 @@ using detail::moe_prefill_mma;
 using detail::moe_prefill_plain;
 using detail::moe_prefill_gather;
 using detail::moe_prefill_persist;
+using detail::moe_prefill_fit;
 using detail::moe_route_exact;
 using detail::prefill_cublas_forced;
 using detail::prefill_via_cublas;
@@ -571,6 +572,7 @@ void CudaBackend::moe_experts(const Tensor& y, const Tensor& x, const MoeWeights
                                              .tma = !moe_prefill_plain(),
                                              .gather = moe_prefill_gather(),
                                              .persist = moe_prefill_persist(),
+                                             .fit = moe_prefill_fit(),
                                              .fused = fused});
         }
     }

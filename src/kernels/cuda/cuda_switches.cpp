@@ -110,16 +110,19 @@ bool moe_decode_fused() { return moe_decode_form() == 2; }
 // tiles with gate+up gathering its rows of x itself by cp.async — session 34, slower: 206.6
 // against 118.4 µs for gate+up at 512 tokens of llama.cpp's shape), wgmma (the plain wgmma tiles
 // of sessions 13–32, fast_moe_wgmma.cu), mma (the mma.sync tiles of sessions 5–12,
-// fast_moe_mma.cu) or tma-persist (the warp-specialised tiles taken in turn by resident blocks:
-// written in session 41 without a GPU, opt-in until measured), for A/B.
+// fast_moe_mma.cu), tma-persist (the warp-specialised tiles taken in turn by resident blocks) or
+// tma-fit (their wgmma's N halved for items of at most half a tile's rows) — the last two written
+// in session 41 without a GPU, opt-in until measured — for A/B.
 int moe_prefill_form() {
-    static const int form = env_choice("TESSERA_MOE_PREFILL", {"tma", "wgmma", "mma", "tma-gather", "tma-persist"});
+    static const int form =
+        env_choice("TESSERA_MOE_PREFILL", {"tma", "wgmma", "mma", "tma-gather", "tma-persist", "tma-fit"});
     return form;
 }
 bool moe_prefill_mma() { return moe_prefill_form() == 2; }
 bool moe_prefill_plain() { return moe_prefill_form() == 1; }
 bool moe_prefill_gather() { return moe_prefill_form() == 3; }
 bool moe_prefill_persist() { return moe_prefill_form() == 4; }
+bool moe_prefill_fit() { return moe_prefill_form() == 5; }
 // TESSERA_MOE_MID: grouped (the default: the mid kernels, fast_moe_mid.cu, where an expert gets
 // less than one row on average, or ≤ 8 where the warp-specialised tiles cannot run — each selected
 // expert's weights read once a step; H200, session 18, the flagship at 512 tokens of context:

@@ -96,6 +96,10 @@ void check_plan(const MoePlan& p) {
              "moe_experts_packed: wgmma_persist = {} must be 0, or > 0 with the warp-specialised tiles without "
              "clusters or the gathered A (got wgmma_tma {}{})",
              p.wgmma_persist, p.wgmma_tma, p.wgmma_gather ? ", wgmma_gather" : "");
+    TS_CHECK(!p.wgmma_fit || (p.wgmma_tma == 1 && !p.wgmma_gather && !p.wgmma_persist && p.tile_rows <= 64),
+             "moe_experts_packed: wgmma_fit is a form of the warp-specialised tiles of up to 64 rows without clusters, "
+             "the gathered A or persistence (got wgmma_tma {}, {} rows{}{})",
+             p.wgmma_tma, p.tile_rows, p.wgmma_gather ? ", wgmma_gather" : "", p.wgmma_persist ? ", wgmma_persist" : "");
     TS_CHECK(p.fused_decode >= 0 && p.fused_decode <= 3, "moe_experts_packed: fused_decode = {} must be 0, 1, 2 or 3",
              p.fused_decode);
     if (p.fused_decode) {
@@ -438,13 +442,13 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
                 TS_CUDA_CHECK(detail::launch_moe_gather_wgmma(xg, x, ldx, T, w.H, k, g, stream));
                 if (tma && w.tiling.gate_up)
                     TS_CUDA_CHECK(detail::launch_moe_wgmma_tma_gate_up(act, xg, P, w, g, plan.tile_rows, tma, mt,
-                                                                       stream, plan.wgmma_persist));
+                                                                       stream, plan.wgmma_persist, plan.wgmma_fit));
                 else
                     TS_CUDA_CHECK(detail::launch_moe_wgmma_gate_up(act, xg, w, g, plan.tile_rows, stream));
             }
             if (tma && w.tiling.down)
                 TS_CUDA_CHECK(detail::launch_moe_wgmma_tma_down(out, act, P, w, g, plan.tile_rows, tma, mt, stream,
-                                                                plan.wgmma_persist));
+                                                                plan.wgmma_persist, plan.wgmma_fit));
             else
                 TS_CUDA_CHECK(detail::launch_moe_wgmma_down(out, act, w, g, plan.tile_rows, stream));
             TS_CUDA_CHECK(detail::launch_moe_combine(y, ldy, out, T, w.H, weights, k, g, stream));
@@ -536,6 +540,8 @@ void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int6
     }
     plan.wgmma_gather = sw.gather && plan.wgmma_tma == 1;  // gate+up gathering x's rows itself (opt-in)
     plan.wgmma_persist = sw.persist && plan.wgmma_tma == 1 && !plan.wgmma_gather ? 1 : 0;  // (opt-in)
+    plan.wgmma_fit = sw.fit && plan.wgmma_tma == 1 && !plan.wgmma_gather && !plan.wgmma_persist &&
+                     plan.tile_rows <= 64;  // (opt-in)
     if (plan.wgmma && !wgmma) plan.wgmma = false, plan.v2 = true;  // the mma.sync tiles of the same rows
     if (mid && plan.v2 && plan.large_tiles && T * k <= int64_t(kMoeMidRows) * w.E && detail::moe_mid_fits(w.H, w.I))
         plan = moe_mid_plan();  // few rows an expert: each expert's weights once, no padding rows

@@ -210,6 +210,11 @@ MoeTiling moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, co
 //                    (a block's start paid once; the next tile's weights stream during the last
 //                    one's epilogue); n > 1 at most n blocks (tests); 0 a block a tile. The same
 //                    bits. Opt-in (TESSERA_MOE_PREFILL=tma-persist): written in session 41 without a GPU.
+//   wgmma_fit:       with wgmma_tma = 1, tile_rows ≤ 64, not wgmma_gather or wgmma_persist: wgmma's N
+//                    tile_rows / 2 for items of at most that many rows — at 512 tokens of llama.cpp's
+//                    shape (~32 rows an expert, Poisson-spread, in items of 64) ~40 % less tensor
+//                    work. The same bits. Opt-in (TESSERA_MOE_PREFILL=tma-fit): written in session 41
+//                    without a GPU.
 //   mma_gate_up_batch: k-tiles a warp of that gate+up kernel has in flight: 2 (2 blocks an SM;
 //                    also 0) or 1 (3 blocks an SM: more of a large grid resident at once).
 //   mma_down_warps:  warps a block of that down kernel: 8 (also 0) or 16 (then batches of 4 and
@@ -255,6 +260,7 @@ struct MoePlan {
     bool wgmma_gather = false;
     int fused_decode = 0;  // 0 off; 1, 2, 3: the fused decode kernel's form (moe_fused_shape)
     int wgmma_persist = 0;
+    bool wgmma_fit = false;
 };
 constexpr int kMoeMidRows = 8;  // rows a work item of the mid kernels: mma's 8 columns
 constexpr int64_t kMoeMidDown4Rows = 384;  // mid_down_tiles 0: 4 row tiles a warp from T·k rows (T ≥ 48, k 8)
@@ -308,6 +314,9 @@ struct MoeSwitches {
     // That form's tiles taken in turn by a grid of resident blocks (MoePlan::wgmma_persist = 1;
     // TESSERA_MOE_PREFILL=tma-persist, opt-in until measured).
     bool persist = false;
+    // That form's wgmma N fitted to each item's rows (MoePlan::wgmma_fit; TESSERA_MOE_PREFILL=tma-fit,
+    // opt-in until measured; not with persist).
+    bool fit = false;
     // Up to kMoeFusedMaxTokens tokens the fused decode kernel instead of the pick's plan, where it
     // takes the shapes and w.counters is set (MoePlan::fused_decode; TESSERA_MOE_DECODE=fused) — a
     // cluster a (token, slot), so an expert two tokens choose is read twice (the grouped plans it
@@ -435,10 +444,12 @@ bool moe_wgmma_tma_fits(int tile_rows);
 // 128 rows and two m-tiles of 64 run one block an SM (the others two).
 // persist (MoePlan::wgmma_persist; cluster 1, not gathered): 0 a block an (item, feature block)
 // tile; 1 as many blocks as are resident at once, taking the tiles in turn (the ring running on from
-// tile to tile); n > 1 at most n such blocks (tests: many tiles a block). The same bits.
+// tile to tile); n > 1 at most n such blocks (tests: many tiles a block). fit (MoePlan::wgmma_fit;
+// cluster 1, not gathered or persistent, tile_rows ≤ 64): wgmma's N tile_rows / 2 for items of at
+// most that many rows. The same bits (each of D's columns is its own dot products, whatever N).
 cudaError_t launch_moe_wgmma_tma_gate_up(void* act, const void* xg, int64_t P, const MoePackedExperts& w,
                                          const MoeGrouping& g, int tile_rows, int cluster, int mt, cudaStream_t stream,
-                                         int persist = 0);
+                                         int persist = 0, bool fit = false);
 // The gate+up tiles with A's rows gathered in the kernel (MoePlan::wgmma_gather): x16 [T, H] in
 // bf16, the wgmma order (launch_moe_rows_wgmma), k slots a token; cluster 1. The same bits.
 cudaError_t launch_moe_wgmma_tma_gate_up_gathered(void* act, const void* x16, int64_t T, int k,
@@ -446,7 +457,7 @@ cudaError_t launch_moe_wgmma_tma_gate_up_gathered(void* act, const void* x16, in
                                                   int mt, cudaStream_t stream);
 cudaError_t launch_moe_wgmma_tma_down(float* out, const void* act, int64_t P, const MoePackedExperts& w,
                                       const MoeGrouping& g, int tile_rows, int cluster, int mt, cudaStream_t stream,
-                                      int persist = 0);
+                                      int persist = 0, bool fit = false);
 // The mid kernels (fast_moe_mid.cu): g built with tile_rows kMoeMidRows (the kernels take an
 // item's first 8 rows only). Each stages its item's B rows (K columns) in shared memory:
 // moe_mid_*_smem of at most kMoeMidMaxSmem bytes. Both by programmatic dependent launch (the

@@ -40,6 +40,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/fast_mbarrier.cuh"
@@ -58,7 +59,8 @@ using namespace dev;
 
 constexpr int kBK = kWgmmaK;  // columns a k-tile
 
-template <int BT_, bool GATE_UP_, int STAGES_, int CL_, int MT_ = 1, bool GATHER_ = false, bool PERSIST_ = false>
+template <int BT_, bool GATE_UP_, int STAGES_, int CL_, int MT_ = 1, bool GATHER_ = false, bool PERSIST_ = false,
+          bool FIT_ = false>
 struct MoeTmaTile {
     static constexpr int BT = BT_;              // item rows a block: wgmma's N
     static constexpr int CL = CL_;              // blocks a cluster (along the features) sharing the boxes of A
@@ -66,6 +68,7 @@ struct MoeTmaTile {
     static constexpr bool kGateUp = GATE_UP_;   // gate and up (SwiGLU epilogue), else down
     static constexpr bool kGather = GATHER_;    // A's rows gathered from x by cp.async (warps 10, 11)
     static constexpr bool kPersist = PERSIST_;  // a grid of resident blocks taking the tiles in turn
+    static constexpr bool kFit = FIT_;          // wgmma's N BT / 2 for items of at most BT / 2 rows
     static constexpr int kGatherThreads = 64;
     static constexpr int BM = (kGateUp ? 64 : 128) * MT;  // output features a block
     static constexpr int STAGES = STAGES_;
@@ -87,6 +90,7 @@ struct MoeTmaTile {
     static_assert(MT * BT / 2 <= 64 && (MT == 1 || MT == 2), "MT accumulators of BT / 2 a thread");
     static_assert(!kGather || (kGateUp && CL == 1), "the gathered A: gate+up, one block a cluster");
     static_assert(!kPersist || (CL == 1 && !kGather), "persistent: one block a cluster, A's rows by TMA");
+    static_assert(!kFit || (BT <= 64 && !kPersist), "fitted N: up to 64; not persistent (ptxas serializes the wgmma)");
     static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= (kBlocksPerSm == 1 ? 168 : 80) * kThreads,
                   "setmaxnreg moves registers only");
     static_assert(kBlocksPerSm * (kSmem + 1024) <= 228 * 1024, "the blocks an SM");
@@ -149,29 +153,35 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
     if constexpr (CL > 1) cluster_barrier();  // every block's barriers ready before a box lands there
     else __syncthreads();
 
-    // The block's next tile (each thread walks the same sequence): expert, first grouped row, rows,
-    // first feature. Persistent: tiles of an invalid expert are skipped (items name valid ones).
+    // The block's tiles in turn (each thread walks the same sequence): next_tile() the next one's
+    // index, or -1 past the last; tile_at(i) its expert, first grouped row, rows and first feature —
+    // read again where needed rather than kept live across the k-tiles (the consumers' registers
+    // hold the accumulators). Persistent: tiles of an invalid expert are skipped (items name valid
+    // ones).
     struct Tile {
         int e, r0, n_rows;
         int64_t n0;
     };
     int walk = C::kPersist ? int(blockIdx.x) : 0;
-    auto next_tile = [&](Tile& t) {
+    auto next_tile = [&]() -> int {
         if constexpr (C::kPersist) {
             for (; walk < n_items * fbs; walk += int(gridDim.x)) {
-                const int item = walk / fbs, e = g.item_expert[item];
+                const int e = g.item_expert[walk / fbs];
                 if (e < 0 || e >= E) continue;
-                t = Tile{e, g.item_row0[item], g.item_rows[item], int64_t(walk - item * fbs) * C::BM};
+                const int i = walk;
                 walk += int(gridDim.x);
-                return true;
+                return i;
             }
-            return false;
+            return -1;
         } else {
-            if (walk++) return false;
-            const int item = int(blockIdx.x);
-            t = Tile{g.item_expert[item], g.item_row0[item], g.item_rows[item], int64_t(blockIdx.y) * C::BM};
-            return true;
+            return walk++ ? -1 : 0;
         }
+    };
+    auto item_of = [&](int i) { return C::kPersist ? i / fbs : int(blockIdx.x); };
+    auto tile_at = [&](int i) {
+        const int item = item_of(i);
+        const int64_t n0 = int64_t(C::kPersist ? i - item * fbs : int(blockIdx.y)) * C::BM;
+        return Tile{g.item_expert[item], g.item_row0[item], g.item_rows[item], n0};
     };
 
     if (wg == 2) {
@@ -180,8 +190,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
         setmaxnreg_dec<C::kProducerRegs>();
         if constexpr (C::kGather) {
             if (warp >= 10) {  // ---- A's rows: lane p a 16-byte chunk (k-block c16 / 8) of rows p / 16 + 4j ----
-                Tile tl;
-                next_tile(tl);  // (not persistent: the block's one tile)
+                const Tile tl = tile_at(next_tile());  // (not persistent: the block's one tile)
                 const int p = tid - 320, c16 = p & 15, h = c16 >> 3, c = c16 & 7;
                 for (int q = p; q < BT; q += C::kGatherThreads) token[q] = q < tl.n_rows ? g.perm[tl.r0 + q] / k : -1;
                 named_barrier_sync(1, C::kGatherThreads);
@@ -227,8 +236,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
         const int kstep = what == 1 ? 128 : 16 * mat.gpt;  // elements a k-tile along the map's rows
         const uint32_t base = smem_addr(smem);
         uint32_t u = 0;  // k-tiles issued: the ring's slot u % S, its use u / S
-        Tile tl;
-        while (next_tile(tl)) {
+        for (int i; (i = next_tile()) >= 0;) {
+            const Tile tl = tile_at(i);
             const int boxes = min((tl.n_rows + 7) / 8, BT / 8);  // A's box: the item's rows rounded up to 8
             const int row_tile = int((int64_t(tl.e) * N + tl.n0) >> 4);  // the block's first row tile in the stack
             const uint32_t stage_bytes = weight_bytes + (C::kGather ? 0u : uint32_t(2 * boxes * 1024));
@@ -273,8 +282,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
 
     float acc[MT][BT / 2];
     uint32_t u = 0;  // k-tiles taken, as the producer counts them
-    Tile tl;
-    while (next_tile(tl)) {
+    for (int i; (i = next_tile()) >= 0;) {
 #pragma unroll
         for (int j = 0; j < MT; ++j) {
 #pragma unroll
@@ -282,23 +290,38 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
             wgmma_fence_operands(acc[j]);  // zeroed before the first wgmma, not between two (ptxas serializes)
         }
 
-        for (int kt = 0; kt < KT; ++kt, ++u) {
-            const uint32_t slot = u % S;
-            mbar_wait(&full[slot], (u / S) & 1);
-            const uint8_t* stage = smem + slot * C::kStageBytes;
+        // The tile's k-tiles with wgmma's N = BN: BT, or (kFit) BT / 2 where the item has no more
+        // rows — the first BN columns of B (A's box holds them), acc's first BN / 2 values (the rest
+        // stay zero, and the epilogue writes no row past the item's). (N in steps of 8, a k-loop for
+        // each, left ptxas short of registers for the wgmma pipeline at tiles of 64: C7511.)
+        auto k_tiles = [&](auto bn) {
+            constexpr int BN = decltype(bn)::value;
+            for (int kt = 0; kt < KT; ++kt, ++u) {
+                const uint32_t slot = u % S;
+                mbar_wait(&full[slot], (u / S) & 1);
+                const uint8_t* stage = smem + slot * C::kStageBytes;
 #pragma unroll
-            for (int j = 0; j < MT; ++j)
-                wgmma_int4_ktile_staged<BT>(acc[j], stage + C::kWOff, feature(j), row_hi(j), tq, stage + C::kSOff,
-                                            stage + C::kBOff, staged_scale_at(feature(j), tq, lo.gpt), scale_hi(j),
-                                            bias_lo, bias_hi, wgmma_desc_sw128(smem_addr(stage)), BT * 128);
-            // On return every wgmma of k-tile u − 1 is done (at most the last half of this one runs):
-            // its slot is free, in every block of the cluster (their boxes land in it too). Not past
-            // the last release a producer waits for: a block may have left by then (clusters only;
-            // a persistent block's last S releases are its own barriers', never awaited).
-            if (kt > 0 && lane == 0 && (C::kPersist || kt - 1 + S < KT)) {
-                mbar_arrive(&empty[(u - 1) % S]);
-                if constexpr (CL > 1) mbar_arrive_cluster(&empty[(u - 1) % S], rank ^ 1u);
+                for (int j = 0; j < MT; ++j)
+                    wgmma_int4_ktile_staged<BN>(*reinterpret_cast<float(*)[BN / 2]>(&acc[j][0]), stage + C::kWOff,
+                                                feature(j), row_hi(j), tq, stage + C::kSOff, stage + C::kBOff,
+                                                staged_scale_at(feature(j), tq, lo.gpt), scale_hi(j), bias_lo,
+                                                bias_hi, wgmma_desc_sw128(smem_addr(stage)), BT * 128);
+                // On return every wgmma of k-tile u − 1 is done (at most the last half of this one
+                // runs): its slot is free, in every block of the cluster (their boxes land in it too).
+                // Not past the last release a producer waits for: a block may have left by then
+                // (clusters only; a persistent block's last S releases are its own barriers', never
+                // awaited).
+                if (kt > 0 && lane == 0 && (C::kPersist || kt - 1 + S < KT)) {
+                    mbar_arrive(&empty[(u - 1) % S]);
+                    if constexpr (CL > 1) mbar_arrive_cluster(&empty[(u - 1) % S], rank ^ 1u);
+                }
             }
+        };
+        if constexpr (C::kFit) {  // (a uniform branch: every thread's tile)
+            if (2 * g.item_rows[item_of(i)] <= BT) k_tiles(std::integral_constant<int, BT / 2>{});
+            else k_tiles(std::integral_constant<int, BT>{});
+        } else {
+            k_tiles(std::integral_constant<int, BT>{});
         }
         wgmma_wait<0>();
 #pragma unroll
@@ -306,6 +329,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
         if (C::kPersist && lane == 0) mbar_arrive(&empty[(u - 1) % S]);  // the tile's last k-tile: the next tile's
 
         // acc[j][4i + c]: m-tile j's A row gq (c < 2) or gq + 8, item row 8i + 2tq + (c & 1).
+        const Tile tl = tile_at(i);
         const int r0 = tl.r0, n_rows = tl.n_rows;
 #pragma unroll
         for (int j = 0; j < MT; ++j) {
@@ -385,33 +409,46 @@ cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const 
 }
 
 // The tiles of tile_rows rows and mt m-tiles; GATHER: a = x [P = T, K], k slots a token; persist:
-// 0 a block a tile, else the persistent grid's blocks (launch).
+// 0 a block a tile, else the persistent grid's blocks (launch); fit: wgmma's N fitted to each item.
+// The same rings as a block a tile, persistent or fitted.
+template <bool GATE_UP, bool PERSIST, bool FIT>
+cudaError_t launch_ws(int tile_rows, int mt, const void* a, int64_t P, int64_t K, int64_t N, int E,
+                      const PackedMatrix& m0, const PackedMatrix* m1, const MoeGrouping& g, void* act, float* out,
+                      cudaStream_t stream, int persist) {
+    auto go = [&](auto tile) { return launch<decltype(tile)>(a, P, K, N, E, m0, m1, g, act, out, stream, 1, persist); };
+    if (mt == 2) {
+        switch (tile_rows) {
+            case 16: return go(MoeTmaTile<16, GATE_UP, 4, 1, 2, false, PERSIST, FIT>{});
+            case 32: return go(MoeTmaTile<32, GATE_UP, 3, 1, 2, false, PERSIST, FIT>{});
+            case 64: return go(MoeTmaTile<64, GATE_UP, 6, 1, 2, false, PERSIST, FIT>{});
+            default: return cudaErrorInvalidValue;
+        }
+    }
+    if (mt != 1) return cudaErrorInvalidValue;
+    switch (tile_rows) {
+        case 16: return go(MoeTmaTile<16, GATE_UP, 7, 1, 1, false, PERSIST, FIT>{});
+        case 32: return go(MoeTmaTile<32, GATE_UP, 6, 1, 1, false, PERSIST, FIT>{});
+        case 64: return go(MoeTmaTile<64, GATE_UP, 4, 1, 1, false, PERSIST, FIT>{});
+        case 128:
+            if constexpr (!FIT) return go(MoeTmaTile<128, GATE_UP, 5, 1, 1, false, PERSIST, false>{});
+            return cudaErrorInvalidValue;  // (fitted N up to 64)
+        default: return cudaErrorInvalidValue;
+    }
+}
+
 template <bool GATE_UP, int CL, bool GATHER = false>
 cudaError_t launch_rows(int tile_rows, int mt, const void* a, int64_t P, int64_t K, int64_t N, int E,
                         const PackedMatrix& m0, const PackedMatrix* m1, const MoeGrouping& g, void* act, float* out,
-                        cudaStream_t stream, int k = 1, int persist = 0) {
+                        cudaStream_t stream, int k = 1, int persist = 0, bool fit = false) {
     auto go = [&](auto tile) { return launch<decltype(tile)>(a, P, K, N, E, m0, m1, g, act, out, stream, k, persist); };
     if constexpr (CL == 1 && !GATHER) {
-        if (persist) {  // the same tiles and rings as below, persistent
-            if (mt == 2) {
-                switch (tile_rows) {
-                    case 16: return go(MoeTmaTile<16, GATE_UP, 4, 1, 2, false, true>{});
-                    case 32: return go(MoeTmaTile<32, GATE_UP, 3, 1, 2, false, true>{});
-                    case 64: return go(MoeTmaTile<64, GATE_UP, 6, 1, 2, false, true>{});
-                    default: return cudaErrorInvalidValue;
-                }
-            }
-            if (mt != 1) return cudaErrorInvalidValue;
-            switch (tile_rows) {
-                case 16: return go(MoeTmaTile<16, GATE_UP, 7, 1, 1, false, true>{});
-                case 32: return go(MoeTmaTile<32, GATE_UP, 6, 1, 1, false, true>{});
-                case 64: return go(MoeTmaTile<64, GATE_UP, 4, 1, 1, false, true>{});
-                case 128: return go(MoeTmaTile<128, GATE_UP, 5, 1, 1, false, true>{});
-                default: return cudaErrorInvalidValue;
-            }
-        }
+        if (persist && fit) return cudaErrorInvalidValue;  // (both: ptxas serializes the wgmma — C7512)
+        if (persist)
+            return launch_ws<GATE_UP, true, false>(tile_rows, mt, a, P, K, N, E, m0, m1, g, act, out, stream, persist);
+        if (fit)
+            return launch_ws<GATE_UP, false, true>(tile_rows, mt, a, P, K, N, E, m0, m1, g, act, out, stream, 0);
     }
-    if (persist) return cudaErrorInvalidValue;  // (clusters, the gathered A: not persistent)
+    if (persist || fit) return cudaErrorInvalidValue;  // (clusters, the gathered A: neither)
     if constexpr (CL == 1) {  // (two m-tiles, and tiles of 128 rows, in clusters: not built)
         if (mt == 2) {
             switch (tile_rows) {
@@ -440,14 +477,14 @@ bool moe_wgmma_tma_fits(int tile_rows) {
 
 cudaError_t launch_moe_wgmma_tma_gate_up(void* act, const void* xg, int64_t P, const MoePackedExperts& w,
                                          const MoeGrouping& g, int tile_rows, int cluster, int mt, cudaStream_t stream,
-                                         int persist) {
+                                         int persist, bool fit) {
     if (!w.tiling.gate_up || persist < 0) return cudaErrorInvalidValue;
     if (cluster == 2)
         return launch_rows<true, 2>(tile_rows, mt, xg, P, w.H, w.I, w.E, w.tiling.gate0, &w.tiling.up0, g, act,
-                                    nullptr, stream, 1, persist);
+                                    nullptr, stream, 1, persist, fit);
     if (cluster != 1) return cudaErrorInvalidValue;
     return launch_rows<true, 1>(tile_rows, mt, xg, P, w.H, w.I, w.E, w.tiling.gate0, &w.tiling.up0, g, act, nullptr,
-                                stream, 1, persist);
+                                stream, 1, persist, fit);
 }
 
 cudaError_t launch_moe_wgmma_tma_gate_up_gathered(void* act, const void* x16, int64_t T, int k,
@@ -460,14 +497,14 @@ cudaError_t launch_moe_wgmma_tma_gate_up_gathered(void* act, const void* x16, in
 
 cudaError_t launch_moe_wgmma_tma_down(float* out, const void* act, int64_t P, const MoePackedExperts& w,
                                       const MoeGrouping& g, int tile_rows, int cluster, int mt, cudaStream_t stream,
-                                      int persist) {
+                                      int persist, bool fit) {
     if (!w.tiling.down || persist < 0) return cudaErrorInvalidValue;
     if (cluster == 2)
         return launch_rows<false, 2>(tile_rows, mt, act, P, w.I, w.H, w.E, w.tiling.down0, nullptr, g, nullptr, out,
-                                     stream, 1, persist);
+                                     stream, 1, persist, fit);
     if (cluster != 1) return cudaErrorInvalidValue;
     return launch_rows<false, 1>(tile_rows, mt, act, P, w.I, w.H, w.E, w.tiling.down0, nullptr, g, nullptr, out,
-                                 stream, 1, persist);
+                                 stream, 1, persist, fit);
 }
 
 }  // namespace tessera::cuda::fast::detail
