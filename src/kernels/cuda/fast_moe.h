@@ -212,7 +212,7 @@ MoeTiling moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, co
 //                    bits. Opt-in (TESSERA_MOE_PREFILL=tma-persist): written in session 41 without a GPU.
 //   wgmma_fit:       with wgmma_tma = 1, tile_rows ≤ 64, not wgmma_gather or wgmma_persist: wgmma's N
 //                    tile_rows / 2 for items of at most that many rows — at 512 tokens of llama.cpp's
-//                    shape (~32 rows an expert, Poisson-spread, in items of 64) ~40 % less tensor
+//                    shape (~32 rows an expert, Poisson-spread, in items of 64) ~27 % less tensor
 //                    work. The same bits. Opt-in (TESSERA_MOE_PREFILL=tma-fit): written in session 41
 //                    without a GPU.
 //   mma_gate_up_batch: k-tiles a warp of that gate+up kernel has in flight: 2 (2 blocks an SM;
