@@ -267,7 +267,8 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             if (!p.large_tiles && !p.v2 && T > 64 && !a.all) continue;  // the f32 tiles at prefill: minutes
             plans.push_back(p);
         }
-        if (T <= 8 && fast::moe_fused_shape(s.H, s.I, w.tiling).cluster) {  // the decode step in one kernel
+        // The decode step in one kernel (not while it hangs: fast::kMoeFusedDecodeWorks).
+        if (fast::kMoeFusedDecodeWorks && T <= 8 && fast::moe_fused_shape(s.H, s.I, w.tiling).cluster) {
             for (int form : {1, 2, 3}) {  // two blocks an SM of 8 warps; one of 8; one of 16
                 fast::MoePlan f;
                 f.fused_decode = form;

@@ -558,6 +558,9 @@ void CudaBackend::moe_experts(const Tensor& y, const Tensor& x, const MoeWeights
             // TESSERA_MOE_DECODE=fused: the one-kernel decode step where it takes the shapes, its
             // tickets on zeroed words it leaves zero (as the decode attention's merge does).
             const bool fused = moe_decode_fused();
+            TS_CHECK(!fused || fast::kMoeFusedDecodeWorks,
+                     "TESSERA_MOE_DECODE=fused is disabled: its kernel hangs on the H200 (session 41, not yet "
+                     "found); use dp4a (the default) or mma");
             if (fused && X.rows <= fast::kMoeFusedMaxTokens) {  // the steps it takes (≤ 512 bytes)
                 const fast::MoeFusedShape f = fast::moe_fused_shape(X.cols, I, checked->second);
                 if (f.cluster) pe.counters = static_cast<unsigned*>(

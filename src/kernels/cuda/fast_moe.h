@@ -116,6 +116,10 @@ struct MoePackedExperts {
 // kMoeFusedSmemBudget). cluster 0: the shapes or the experts' layout do not take it.
 constexpr int kMoeFusedStageCodes = 16 * 1024;   // bytes of codes a stage at most (16 row tile × k-tile pairs)
 constexpr int kMoeFusedSmemBudget = 110 * 1024;  // two blocks an SM
+// The fused decode kernel hung on its first GPU run (session 41, H200: FusedDecodeMatchesTheReference…
+// timed out in its first case; the bench's fused rows too): its tests skip and the backend refuses
+// TESSERA_MOE_DECODE=fused until the hang is found. The host-side map tests still run.
+constexpr bool kMoeFusedDecodeWorks = false;
 constexpr int64_t kMoeFusedMaxTokens = 8;        // moe_experts_packed(fused): the decode steps it takes
 struct MoeFusedShape {
     int cluster = 0;            // blocks a (token, slot): 16 or 8
