@@ -408,65 +408,54 @@ cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const 
     }
 }
 
-// The tiles of tile_rows rows and mt m-tiles; GATHER: a = x [P = T, K], k slots a token; persist:
-// 0 a block a tile, else the persistent grid's blocks (launch); fit: wgmma's N fitted to each item.
-// The same rings as a block a tile, persistent or fitted.
-template <bool GATE_UP, bool PERSIST, bool FIT>
-cudaError_t launch_ws(int tile_rows, int mt, const void* a, int64_t P, int64_t K, int64_t N, int E,
-                      const PackedMatrix& m0, const PackedMatrix* m1, const MoeGrouping& g, void* act, float* out,
-                      cudaStream_t stream, int persist) {
-    auto go = [&](auto tile) { return launch<decltype(tile)>(a, P, K, N, E, m0, m1, g, act, out, stream, 1, persist); };
-    if (mt == 2) {
-        switch (tile_rows) {
-            case 16: return go(MoeTmaTile<16, GATE_UP, 4, 1, 2, false, PERSIST, FIT>{});
-            case 32: return go(MoeTmaTile<32, GATE_UP, 3, 1, 2, false, PERSIST, FIT>{});
-            case 64: return go(MoeTmaTile<64, GATE_UP, 6, 1, 2, false, PERSIST, FIT>{});
-            default: return cudaErrorInvalidValue;
+// The tiles of tile_rows rows and mt m-tiles and their rings — one table for every form (CL, GATHER,
+// PERSIST, FIT); GATHER: a = x [P = T, K], k slots a token; persist: launch's.
+template <bool GATE_UP, int CL, bool GATHER, bool PERSIST, bool FIT>
+cudaError_t launch_tiles(int tile_rows, int mt, const void* a, int64_t P, int64_t K, int64_t N, int E,
+                         const PackedMatrix& m0, const PackedMatrix* m1, const MoeGrouping& g, void* act, float* out,
+                         cudaStream_t stream, int k, int persist) {
+    auto go = [&](auto tile) { return launch<decltype(tile)>(a, P, K, N, E, m0, m1, g, act, out, stream, k, persist); };
+    if constexpr (CL == 1) {  // (two m-tiles, and tiles of 128 rows, in clusters: not built)
+        if (mt == 2) {
+            switch (tile_rows) {
+                case 16: return go(MoeTmaTile<16, GATE_UP, 4, 1, 2, GATHER, PERSIST, FIT>{});
+                case 32: return go(MoeTmaTile<32, GATE_UP, 3, 1, 2, GATHER, PERSIST, FIT>{});
+                case 64: return go(MoeTmaTile<64, GATE_UP, 6, 1, 2, GATHER, PERSIST, FIT>{});  // one block an SM
+                default: return cudaErrorInvalidValue;
+            }
+        }
+        if (mt == 1 && tile_rows == 128) {  // one block an SM (not halved: N up to 64)
+            if constexpr (!FIT) return go(MoeTmaTile<128, GATE_UP, 5, 1, 1, GATHER, PERSIST, false>{});
+            return cudaErrorInvalidValue;
         }
     }
     if (mt != 1) return cudaErrorInvalidValue;
     switch (tile_rows) {
-        case 16: return go(MoeTmaTile<16, GATE_UP, 7, 1, 1, false, PERSIST, FIT>{});
-        case 32: return go(MoeTmaTile<32, GATE_UP, 6, 1, 1, false, PERSIST, FIT>{});
-        case 64: return go(MoeTmaTile<64, GATE_UP, 4, 1, 1, false, PERSIST, FIT>{});
-        case 128:
-            if constexpr (!FIT) return go(MoeTmaTile<128, GATE_UP, 5, 1, 1, false, PERSIST, false>{});
-            return cudaErrorInvalidValue;  // (fitted N up to 64)
+        case 16: return go(MoeTmaTile<16, GATE_UP, 7, CL, 1, GATHER, PERSIST, FIT>{});
+        case 32: return go(MoeTmaTile<32, GATE_UP, 6, CL, 1, GATHER, PERSIST, FIT>{});
+        case 64: return go(MoeTmaTile<64, GATE_UP, 4, CL, 1, GATHER, PERSIST, FIT>{});
         default: return cudaErrorInvalidValue;
     }
 }
 
+// persist: 0 a block a tile, else the persistent grid's blocks (launch); fit: wgmma's N halved for
+// items of at most half a tile. Both only without clusters or the gathered A, and not together.
 template <bool GATE_UP, int CL, bool GATHER = false>
 cudaError_t launch_rows(int tile_rows, int mt, const void* a, int64_t P, int64_t K, int64_t N, int E,
                         const PackedMatrix& m0, const PackedMatrix* m1, const MoeGrouping& g, void* act, float* out,
                         cudaStream_t stream, int k = 1, int persist = 0, bool fit = false) {
-    auto go = [&](auto tile) { return launch<decltype(tile)>(a, P, K, N, E, m0, m1, g, act, out, stream, k, persist); };
     if constexpr (CL == 1 && !GATHER) {
         if (persist && fit) return cudaErrorInvalidValue;  // (both: ptxas serializes the wgmma — C7512)
         if (persist)
-            return launch_ws<GATE_UP, true, false>(tile_rows, mt, a, P, K, N, E, m0, m1, g, act, out, stream, persist);
+            return launch_tiles<GATE_UP, 1, false, true, false>(tile_rows, mt, a, P, K, N, E, m0, m1, g, act, out,
+                                                                stream, k, persist);
         if (fit)
-            return launch_ws<GATE_UP, false, true>(tile_rows, mt, a, P, K, N, E, m0, m1, g, act, out, stream, 0);
+            return launch_tiles<GATE_UP, 1, false, false, true>(tile_rows, mt, a, P, K, N, E, m0, m1, g, act, out,
+                                                                stream, k, 0);
     }
     if (persist || fit) return cudaErrorInvalidValue;  // (clusters, the gathered A: neither)
-    if constexpr (CL == 1) {  // (two m-tiles, and tiles of 128 rows, in clusters: not built)
-        if (mt == 2) {
-            switch (tile_rows) {
-                case 16: return go(MoeTmaTile<16, GATE_UP, 4, 1, 2, GATHER>{});
-                case 32: return go(MoeTmaTile<32, GATE_UP, 3, 1, 2, GATHER>{});
-                case 64: return go(MoeTmaTile<64, GATE_UP, 6, 1, 2, GATHER>{});  // one block an SM
-                default: return cudaErrorInvalidValue;
-            }
-        }
-        if (mt == 1 && tile_rows == 128) return go(MoeTmaTile<128, GATE_UP, 5, 1, 1, GATHER>{});  // one block an SM
-    }
-    if (mt != 1) return cudaErrorInvalidValue;
-    switch (tile_rows) {
-        case 16: return go(MoeTmaTile<16, GATE_UP, 7, CL, 1, GATHER>{});
-        case 32: return go(MoeTmaTile<32, GATE_UP, 6, CL, 1, GATHER>{});
-        case 64: return go(MoeTmaTile<64, GATE_UP, 4, CL, 1, GATHER>{});
-        default: return cudaErrorInvalidValue;
-    }
+    return launch_tiles<GATE_UP, CL, GATHER, false, false>(tile_rows, mt, a, P, K, N, E, m0, m1, g, act, out, stream,
+                                                           k, 0);
 }
 
 }  // namespace
