@@ -12,7 +12,7 @@
 // expert on average, with their steps alone (hot) — for the mid batches: --tokens 3,8,16,32,64,96,128.
 // --reps N times N back-to-back calls a sample (µs a call printed), --graph N of them in one CUDA
 // graph (launch gaps hidden: the engine's decode graphs; llama.cpp's test-backend-ops times the same way).
-//   bench_fast_moe [--tokens 1,2,4,8,64,512,2048] [--runs 50] [--warmup 10] [--reps 1] [--graph] [--filter TEXT]
+//   bench_fast_moe [--tokens 1,2,4,8,64,512,2048] [--runs 50] [--warmup 10] [--reps 1] [--graph] [--filter TEXT] [--fused]
 //                  [--all] [--rows]
 #include <cuda_runtime_api.h>
 
@@ -49,6 +49,7 @@ struct Args {
     std::string filter;
     bool all = false;   // also the f32 small tiles beyond 64 tokens
     bool rows = false;  // experts row-major (else in 16-row tiles where they fit, as the backend places them)
+    bool fused = false;  // the fused decode rows while fast::kMoeFusedDecodeWorks is false (unconfirmed)
 };
 
 struct Shape {
@@ -267,8 +268,8 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             if (!p.large_tiles && !p.v2 && T > 64 && !a.all) continue;  // the f32 tiles at prefill: minutes
             plans.push_back(p);
         }
-        // The decode step in one kernel (not while it hangs: fast::kMoeFusedDecodeWorks).
-        if (fast::kMoeFusedDecodeWorks && T <= 8 && fast::moe_fused_shape(s.H, s.I, w.tiling).cluster) {
+        // The decode step in one kernel (while fast::kMoeFusedDecodeWorks is false: --fused only).
+        if ((fast::kMoeFusedDecodeWorks || a.fused) && T <= 8 && fast::moe_fused_shape(s.H, s.I, w.tiling).cluster) {
             for (int form : {1, 2, 3}) {  // two blocks an SM of 8 warps; one of 8; one of 16
                 fast::MoePlan f;
                 f.fused_decode = form;
@@ -559,9 +560,10 @@ int main(int argc, char** argv) {
             "  --runs N        timed calls, median (default 50); --warmup N (default 10)\n"
             "  --reps N        back-to-back calls a timed sample (default 1)\n"
             "  --graph         the --reps calls captured in one CUDA graph (as llama.cpp's test-backend-ops)\n"
-            "  --filter TEXT   only cases whose label \"<shape> T=<n>\" contains TEXT\n";
+            "  --filter TEXT   only cases whose label \"<shape> T=<n>\" contains TEXT\n"
+            "  --fused         the fused decode kernel's rows, not yet confirmed on a GPU (fast_moe.h)\n";
         bench::KernelArgs args(usage);
-        args.ints("--tokens", a.tokens).flag("--all", a.all).flag("--rows", a.rows);
+        args.ints("--tokens", a.tokens).flag("--all", a.all).flag("--rows", a.rows).flag("--fused", a.fused);
         args.count("--runs", a.runs, 1).count("--warmup", a.warmup, 0).count("--reps", a.reps, 1);
         args.flag("--graph", a.graph);
         if (!args.text("--filter", a.filter).parse(argc, argv)) return 0;

@@ -18,6 +18,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -436,6 +437,18 @@ TEST(FastMoe, BackendStacksExpertsForTheWgmmaTiles) {
     }
 }
 
+// While the fused decode kernel is not yet known to work (fast::kMoeFusedDecodeWorks: it hung on
+// its first run, session 41; session 42 removed the likely cause without a GPU), its two GPU tests
+// run only when asked: TESSERA_TEST_MOE_FUSED=1 (the device scripts run them on their own, under a
+// timeout — a hang left in the kernel's mbarrier waits traps after its watchdog's 4 s).
+bool fused_decode_tested() {
+    const char* v = std::getenv("TESSERA_TEST_MOE_FUSED");
+    return fast::kMoeFusedDecodeWorks || (v && std::string(v) == "1");
+}
+constexpr const char* kFusedDecodeUntested =
+    "the fused decode kernel hung on its first H200 run (session 41) and its fix (session 42) has not yet run: "
+    "TESSERA_TEST_MOE_FUSED=1 runs this test";
+
 // The fused decode kernel (MoePlan::fused_decode, fast_moe_fused.cu) on experts in 16-row tiles: y
 // within the bound of the double reference (the integer-unit kernels' limbs: eps_bf16); close to
 // the dp4a pair's (the same limbs, the f32 sums in another order — and an act value an ulp off may
@@ -452,7 +465,7 @@ TEST(FastMoe, BackendStacksExpertsForTheWgmmaTiles) {
 // with that pair run as a plan).
 TEST(FastMoe, FusedDecodeMatchesTheReferenceAndTheDp4aPair) {
     REQUIRE_CUDA();
-    if (!fast::kMoeFusedDecodeWorks) GTEST_SKIP() << "the fused decode kernel hangs on the H200 (session 41): not yet found";
+    if (!fused_decode_tested()) GTEST_SKIP() << kFusedDecodeUntested;
     struct Case {
         const char* name;
         int E;
@@ -557,7 +570,7 @@ TEST(FastMoe, FusedDecodeMatchesTheReferenceAndTheDp4aPair) {
 // counters zero between replays), x settled (quantized before the kernel's PDL wait).
 TEST(FastMoe, FusedDecodeRecordsIntoACudaGraph) {
     REQUIRE_CUDA();
-    if (!fast::kMoeFusedDecodeWorks) GTEST_SKIP() << "the fused decode kernel hangs on the H200 (session 41): not yet found";
+    if (!fused_decode_tested()) GTEST_SKIP() << kFusedDecodeUntested;
     const int E = 32, k = 4;
     Experts ex(E, 512, 256, DType::Q4_0, 1300);
     ASSERT_EQ(ex.tile(), 3);

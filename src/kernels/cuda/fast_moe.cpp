@@ -284,7 +284,7 @@ MoeFusedShape moe_fused_shape(int64_t H, int64_t I, const MoeTiling& t, int form
     const int fixed = a16(gemv_dp4a_smem(H, 1)) + a16(4 * I) + a16(gemv_dp4a_smem(I, 1)) +
                       a16(f.rt_gu * warps * 2 * 16 * 4) + a16(int64_t(f.rt_d) * f.nkt_i * 16 * 4);
     const int all = f.stages_gu + f.stages_d;
-    auto bars = [](int ring) { return 2 * ring * 8 + 16; };  // full and empty a stage, the last flag
+    auto bars = [](int ring) { return 2 * ring * 8 + 16; };  // full and empty a stage, act_bar, the last flag
     int ring = std::min(all, 8);
     const int64_t budget = blocks_per_sm == 2 ? kMoeFusedSmemBudget : 220 * 1024;
     while (ring > 2 && int64_t(ring) * f.stage_bytes + fixed + bars(ring) > budget) --ring;

@@ -15,8 +15,9 @@
 //    (one copy of codes and one of scales a stage: whole row tiles are contiguous in the experts'
 //    stacked 16-row tiles), so down's weights land while gate+up computes;
 //  - act never leaves the cluster: each block stores its SwiGLU outputs into every block of the
-//    cluster (distributed shared memory), one cluster barrier, and each block quantizes the act
-//    row for its down rows from its own shared memory;
+//    cluster (distributed shared memory, by st.async on that block's act barrier, which completes
+//    once the whole act row has landed there), and each block quantizes the act row for its down
+//    rows from its own shared memory;
 //  - the slots meet through global memory: each block writes w_j·o_j for its down rows, fences,
 //    and draws a ticket on counters[t, rank]; the block drawing k − 1 (the last of the token's k
 //    clusters for those rows) sums the k parts in slot order and writes y — no block waits for
@@ -31,12 +32,23 @@
 //
 // Needs the experts stacked in tiles (MoeTiling::gate_up and down), one group size for the three
 // matrices, H and I multiples of 128 with H / 16 and I / 16 multiples of C (moe_fused_shape).
-// Status: written in session 40, when no GPU was lent — compiled, not yet run; opt-in
-// (TESSERA_MOE_DECODE=fused) until its tests and figures come from the GPU.
-#include <cooperative_groups.h>
+// Status: written in session 40, when no GPU was lent. Its first run (session 41) hung. Session 42
+// (no GPU lent either) found a likely cause in the SASS and removed it: the act exchange was a
+// second phase of the cluster barrier, which the producer warp arrived at (after the first phase's
+// wait) while its block's consumer warps had not yet waited for the first phase. The hardware's
+// cluster barrier is a per-warp unit (UCGABAR_ARV / UCGABAR_WAIT), and the PTX contract is "arrive,
+// then wait, then the next arrive" — nothing promises that one CTA's warps may sit in different
+// phases, and no other kernel of the pack lets them. Now the cluster barrier has one phase (every
+// block started, its barriers initialised), and the act row is exchanged by st.async on an
+// mbarrier, as fast_gdn_decode_head.cu's Σ q² exchange (run on the H200) does. Each mbarrier wait
+// has a watchdog (kWatchNs): a wait that has not returned then prints where it stands and traps,
+// so a hang left in it fails its test with a place instead of stalling the run.
+// Opt-in (TESSERA_MOE_DECODE=fused, refused while kMoeFusedDecodeWorks is false) until its tests
+// and figures come from the GPU.
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <cstdio>
 
 #include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/fast_dp4a.cuh"
@@ -56,12 +68,31 @@ using namespace dev;
 constexpr int kConsumerBar = 1;  // named barrier of the consumer threads
 constexpr int threads_of(int cw) { return cw * 32 + 32; }  // CW consumer warps + the producer warp
 
-// The cluster barrier in its halves (every thread of every block: release / acquire; .relaxed for
-// the first, which only tells that the block has started — before any distributed shared memory
-// access, as CUDA requires).
+// The cluster barrier in its halves, used for one phase only: every thread arrives once its
+// block's mbarriers are initialised (relaxed: fence_mbarrier_init_cluster releases them) and waits
+// before it touches another block's shared memory (as CUDA requires).
 __device__ __forceinline__ void cluster_arrive_relaxed() { asm volatile("barrier.cluster.arrive.relaxed;\n" ::: "memory"); }
-__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release;\n" ::: "memory"); }
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory"); }
+
+// How long an mbarrier wait may take before the watchdog calls it a hang: far past any launch of
+// this kernel (microseconds), and short against a test's timeout.
+constexpr uint64_t kWatchNs = 4'000'000'000ull;
+
+// Where a hung wait stands, then a trap (the launch fails with cudaErrorLaunchFailure).
+__device__ __noinline__ void watchdog_trap(const char* what, int stage, uint32_t parity) {
+    printf("tessera fused MoE decode: block (%d, %d, %d) thread %d: no %s after %llu ms (stage %d, parity %u)\n",
+           int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), int(threadIdx.x), what,
+           (unsigned long long)(kWatchNs / 1000000), stage, parity);
+    __trap();
+}
+
+// mbar_wait with the watchdog (the clock read only once the first try has failed).
+__device__ __forceinline__ void watched_wait(uint64_t* bar, uint32_t parity, const char* what, int stage) {
+    if (mbar_try_wait(bar, parity)) return;
+    const uint64_t t0 = global_ns();
+    while (!mbar_try_wait(bar, parity))
+        if (global_ns() - t0 > kWatchNs) watchdog_trap(what, stage, parity);
+}
 
 struct FusedArgs {
     float* y;
@@ -130,17 +161,21 @@ __global__ void __launch_bounds__(threads_of(CW), CW == 8 ? 2 : 1)
     float* const part_s = reinterpret_cast<float*>(sm + f.off_part);  // [rt_d][nkt_i][16]
     uint64_t* const full = reinterpret_cast<uint64_t*>(sm + f.off_bar);
     uint64_t* const empty = full + f.ring;
-    int* const last_s = reinterpret_cast<int*>(empty + f.ring);
+    uint64_t* const act_bar = empty + f.ring;  // the act row landed here (4·I bytes by st.async)
+    int* const last_s = reinterpret_cast<int*>(act_bar + 1);
 
-    cluster_arrive_relaxed();  // this block has started (phase 0)
-    if (tid == 0)  // (as fast_gemv_bulk.cu: the block barrier publishes them to the producer's copies)
+    if (tid == 0) {  // (as fast_gemv_bulk.cu: the block barrier publishes them to the producer's copies)
         for (int i = 0; i < f.ring; ++i) mbar_init(&full[i], 1), mbar_init(&empty[i], kCT);
+        mbar_init(act_bar, 1);
+        fence_mbarrier_init_cluster();                   // act_bar, to the blocks that st.async to it
+        mbar_arrive_expect_tx(act_bar, 4u * uint32_t(a.I));  // its one arrival: C blocks' 16·rt_gu floats each
+    }
     __syncthreads();
+    cluster_arrive_relaxed();  // this block has started, its barriers initialised (the barrier's one phase)
 
     if (warp == kCW) {
         // ---- producer: the block's stages, in the order the consumers take them ----
-        cluster_wait();    // phase 0 (the producer touches no other block)
-        cluster_arrive();  // phase 1: nothing to publish
+        cluster_wait();  // (arrive, then wait: the producer touches no other block)
         pdl::wait();
         pdl::trigger();
         if (lane != 0) return;
@@ -148,7 +183,7 @@ __global__ void __launch_bounds__(threads_of(CW), CW == 8 ? 2 : 1)
         const int e = e0 >= 0 && e0 < a.E ? e0 : 0;  // a bad id streams expert 0; its outputs are NaN
         for (int st = 0; st < stages; ++st) {
             const int slot = st % f.ring, use = st / f.ring;
-            if (use > 0) mbar_wait(&empty[slot], uint32_t(use - 1) & 1u);
+            if (use > 0) watched_wait(&empty[slot], uint32_t(use - 1) & 1u, "free ring slot", st);
             const MoeFusedStage r = moe_fused_stage(f, st);
             const MoeFusedSource src = moe_fused_source(f, r, a.H, a.I, LG, rank);
             const ExpertStack& es = r.mat == 0 ? a.gate : r.mat == 1 ? a.up : a.down;
@@ -186,7 +221,7 @@ __global__ void __launch_bounds__(threads_of(CW), CW == 8 ? 2 : 1)
     };
     auto open_stage = [&](int st, bool bias) {
         const int slot = st % f.ring;
-        mbar_wait(&full[slot], uint32_t(st / f.ring) & 1u);
+        watched_wait(&full[slot], uint32_t(st / f.ring) & 1u, "staged weights", st);
         const uint8_t* sb = ring + size_t(slot) * f.stage_bytes;
         return Staged{moe_fused_stage(f, st), sb, reinterpret_cast<const uint16_t*>(sb + kMoeFusedStageCodes),
                       bias ? reinterpret_cast<const uint16_t*>(sb + kMoeFusedStageCodes + f.scale_bytes) : nullptr};
@@ -221,11 +256,10 @@ __global__ void __launch_bounds__(threads_of(CW), CW == 8 ? 2 : 1)
     consumers_sync();  // red complete
 
     // 2. SwiGLU of the block's 16·rt_gu outputs (warps' parts in warp order), into every block of
-    // the cluster; then the cluster's act row is whole in each block.
-    cluster_wait();  // phase 0: every block of the cluster has started
+    // the cluster (st.async on that block's act_bar); act_bar's phase completes once the cluster's
+    // act row is whole here.
+    cluster_wait();  // every block of the cluster has started, its act_bar initialised
     {
-        namespace cg = cooperative_groups;
-        cg::cluster_group cl = cg::this_cluster();
         const int nout = 16 * f.rt_gu, i0 = rank * nout;
         for (int i = tid; i < nout; i += kCT) {
             const int rt = i >> 4, row = i & 15;
@@ -234,11 +268,10 @@ __global__ void __launch_bounds__(threads_of(CW), CW == 8 ? 2 : 1)
 #pragma unroll
             for (int q = 1; q < kCW; ++q) gv += p[q * 32], uv += p[q * 32 + 16];
             const float v = bad ? quiet_nan() : gv / (1.f + expf(-gv)) * uv;  // cpu::swiglu
-            for (int b = 0; b < C; ++b) *cl.map_shared_rank(act_s + i0 + i, b) = v;
+            for (int b = 0; b < C; ++b) st_async_cluster_f32(act_s + i0 + i, uint32_t(b), v, act_bar);
         }
     }
-    cluster_arrive();  // phase 1: this block's outputs are in every block
-    cluster_wait();
+    watched_wait(act_bar, 0, "act row from the cluster", -1);
 
     // 3. The act row staged as x was (the dp4a pair's down kernel stages the same limbs).
     {
