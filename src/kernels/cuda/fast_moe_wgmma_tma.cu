@@ -76,9 +76,15 @@ struct MoeTmaTile {
     static constexpr int kThreads = 384;        // + the producer's warpgroup (one warp issues)
     // Up to 32 accumulators a consumer thread (MT · BT / 2): two blocks an SM, ≤ 80 registers at
     // launch; more (BT 128, or two m-tiles of 64): one block an SM, 168 at launch, 232 consumers.
+    // The producers' 32 at two blocks an SM cost the consumers nothing (104 either way: setmaxnreg
+    // counts in 8s); at 24 the persistent forms' tile walk spilled up to 68 bytes (session 42).
     static constexpr int kBlocksPerSm = MT * BT / 2 <= 32 ? 2 : 1;
-    static constexpr int kProducerRegs = kBlocksPerSm == 1 ? 40 : kGather ? 32 : 24;
+    static constexpr int kProducerRegs = kBlocksPerSm == 1 ? 40 : 32;
     static constexpr int kConsumerRegs = kBlocksPerSm == 1 ? 232 : 104;
+    // The k-tile's wgmma in groups of a code word an m-tile (wgmma_int4_ktile_words): for two
+    // m-tiles of gate+up at 32 rows, where groups of half a k-tile left ptxas short of registers at
+    // 104 a consumer and it serialized the wgmma (C7512; sass_local.sh, session 42).
+    static constexpr bool kWordGroups = kGateUp && MT == 2 && BT == 32;
     static constexpr int kTiles = 8 * MT;       // 16-row weight tiles a stage (gate 4·MT + up 4·MT, or down 8·MT)
     static constexpr int kXBytes = 2 * BT * 128;  // two k-blocks of BT rows × 128 bytes
     static constexpr int kWOff = kXBytes, kWBytes = kTiles * 1024;
@@ -300,12 +306,24 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                 const uint32_t slot = u % S;
                 mbar_wait(&full[slot], (u / S) & 1);
                 const uint8_t* stage = smem + slot * C::kStageBytes;
+                const uint64_t desc = wgmma_desc_sw128(smem_addr(stage));
+                if constexpr (C::kWordGroups) {
+                    uint4 q_lo[MT], q_hi[MT];
+                    uint32_t s2[MT][2], b2[MT][2];
 #pragma unroll
-                for (int j = 0; j < MT; ++j)
-                    wgmma_int4_ktile_staged<BN>(*reinterpret_cast<float(*)[BN / 2]>(&acc[j][0]), stage + C::kWOff,
-                                                feature(j), row_hi(j), tq, stage + C::kSOff, stage + C::kBOff,
-                                                staged_scale_at(feature(j), tq, lo.gpt), scale_hi(j), bias_lo,
-                                                bias_hi, wgmma_desc_sw128(smem_addr(stage)), BT * 128);
+                    for (int j = 0; j < MT; ++j)
+                        wgmma_int4_staged_operands(stage + C::kWOff, feature(j), row_hi(j), tq, stage + C::kSOff,
+                                                   stage + C::kBOff, staged_scale_at(feature(j), tq, lo.gpt),
+                                                   scale_hi(j), bias_lo, bias_hi, q_lo[j], q_hi[j], s2[j], b2[j]);
+                    wgmma_int4_ktile_words<BN>(acc, q_lo, q_hi, s2, b2, kWgmmaInt4NegC, desc, BT * 128);
+                } else {
+#pragma unroll
+                    for (int j = 0; j < MT; ++j)
+                        wgmma_int4_ktile_staged<BN>(*reinterpret_cast<float(*)[BN / 2]>(&acc[j][0]),
+                                                    stage + C::kWOff, feature(j), row_hi(j), tq, stage + C::kSOff,
+                                                    stage + C::kBOff, staged_scale_at(feature(j), tq, lo.gpt),
+                                                    scale_hi(j), bias_lo, bias_hi, desc, BT * 128);
+                }
                 // On return every wgmma of k-tile u − 1 is done (at most the last half of this one
                 // runs): its slot is free, in every block of the cluster (their boxes land in it too).
                 // Not past the last release a producer waits for: a block may have left by then

@@ -134,22 +134,67 @@ __device__ __forceinline__ int staged_scale_at(int r, int tq, int gpt, int runs,
 // of the warp's 16), their scales at byte s_lo / s_hi of `scales` and biases at the same offsets of
 // `biases` — or, where a matrix has none (bias_lo / bias_hi false), b = −8·s: exact, so w = code·s
 // − 8·s is one rounding of (code − 8)·s.
-template <int BN>
-__device__ __forceinline__ void wgmma_int4_ktile_staged(float (&acc)[BN / 2], const uint8_t* codes, int r_lo,
-                                                        int r_hi, int tq, const uint8_t* scales,
-                                                        const uint8_t* biases, int s_lo, int s_hi, bool bias_lo,
-                                                        bool bias_hi, uint64_t desc, int block_bytes) {
-    constexpr uint32_t kNeg8 = 0xc100c100u, kNegZero = 0x80008000u, kNegC = 0xc300c300u;
-    const uint4 q_lo = *reinterpret_cast<const uint4*>(codes + r_lo * 64 + tq * 16);
-    const uint4 q_hi = *reinterpret_cast<const uint4*>(codes + r_hi * 64 + tq * 16);
-    uint32_t s2[2], b2[2];
+constexpr uint32_t kWgmmaInt4NegC = 0xc300c300u;  // wgmma_int4_ktile's negc for staged Int4 codes
+
+// A lane's operands of a staged k-tile (the arguments of wgmma_int4_ktile_staged below): its code
+// chunks of rows r_lo, r_hi, and their scales and biases as bf16x2 pairs.
+__device__ __forceinline__ void wgmma_int4_staged_operands(const uint8_t* codes, int r_lo, int r_hi, int tq,
+                                                           const uint8_t* scales, const uint8_t* biases, int s_lo,
+                                                           int s_hi, bool bias_lo, bool bias_hi, uint4& q_lo,
+                                                           uint4& q_hi, uint32_t (&s2)[2], uint32_t (&b2)[2]) {
+    constexpr uint32_t kNeg8 = 0xc100c100u, kNegZero = 0x80008000u;
+    q_lo = *reinterpret_cast<const uint4*>(codes + r_lo * 64 + tq * 16);
+    q_hi = *reinterpret_cast<const uint4*>(codes + r_hi * 64 + tq * 16);
     s2[0] = f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(scales + s_lo));
     s2[1] = f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(scales + s_hi));
     b2[0] = bias_lo ? f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(biases + s_lo))
                     : fma_bf16x2(s2[0], kNeg8, kNegZero);
     b2[1] = bias_hi ? f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(biases + s_hi))
                     : fma_bf16x2(s2[1], kNeg8, kNegZero);
-    wgmma_int4_ktile<BN>(acc, q_lo, q_hi, s2, b2, kNegC, desc, block_bytes);
+}
+
+template <int BN>
+__device__ __forceinline__ void wgmma_int4_ktile_staged(float (&acc)[BN / 2], const uint8_t* codes, int r_lo,
+                                                        int r_hi, int tq, const uint8_t* scales,
+                                                        const uint8_t* biases, int s_lo, int s_hi, bool bias_lo,
+                                                        bool bias_hi, uint64_t desc, int block_bytes) {
+    uint4 q_lo, q_hi;
+    uint32_t s2[2], b2[2];
+    wgmma_int4_staged_operands(codes, r_lo, r_hi, tq, scales, biases, s_lo, s_hi, bias_lo, bias_hi, q_lo, q_hi, s2,
+                               b2);
+    wgmma_int4_ktile<BN>(acc, q_lo, q_hi, s2, b2, kWgmmaInt4NegC, desc, block_bytes);
+}
+
+// wgmma_int4_ktile for MT m-tiles sharing B, in groups of one code word (two k-steps) of one
+// m-tile, the m-tiles taking turns, one group in flight: 8 A registers a group, where
+// wgmma_int4_ktile's groups of half a k-tile (16, two in flight) for two m-tiles back to back left
+// ptxas short of registers for the wgmma pipeline (C7512: two m-tiles of N = 32 at 104 registers a
+// consumer, fast_moe_wgmma_tma.cu) and it serialized every wgmma. Each m-tile's k-steps go in
+// wgmma_int4_ktile's order: the same sums. acc[j]'s first BN / 2 values (LD ≥ BN / 2).
+template <int BN, int MT, int LD>
+__device__ __forceinline__ void wgmma_int4_ktile_words(float (&acc)[MT][LD], const uint4 (&q_lo)[MT],
+                                                       const uint4 (&q_hi)[MT], const uint32_t (&s2)[MT][2],
+                                                       const uint32_t (&b2)[MT][2], uint32_t negc, uint64_t desc,
+                                                       int block_bytes) {
+    static_assert(BN / 2 <= LD, "wgmma_int4_ktile_words: N past the accumulators");
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {  // word w: k-steps 2·(w % 2), + 1 of k-block w / 2
+#pragma unroll
+        for (int j = 0; j < MT; ++j) {
+            float(&d)[BN / 2] = *reinterpret_cast<float(*)[BN / 2]>(&acc[j][0]);
+            uint32_t a0[4], a1[4];
+            wgmma_a_fragments(word_of(q_lo[j], w), word_of(q_hi[j], w), s2[j][0], b2[j][0], s2[j][1], b2[j][1], negc,
+                              a0, a1);
+            const uint64_t at = desc + uint64_t(((w >> 1) * block_bytes + 64 * (w & 1)) >> 4);
+            wgmma_fence();
+            wgmma_fence_operands(d);
+            wgmma_rs<BN>(d, a0, at, 1);
+            wgmma_rs<BN>(d, a1, at + 2, 1);  // (the next k-step: 32 bytes on)
+            wgmma_commit();
+            wgmma_fence_operands(d);
+            wgmma_wait<1>();  // the group before this one is done: its A registers are free again
+        }
+    }
 }
 
 }  // namespace tessera::cuda::fast::dev
