@@ -50,6 +50,7 @@ using detail::gdn_decode_variant_env;
 using detail::gemv_mode;
 using detail::GemvMode;
 using detail::moe_decode_fused;
+using detail::moe_decode_fused_try;
 using detail::moe_decode_mma;
 using detail::moe_mid_grouped;
 using detail::moe_prefill_mma;
@@ -558,9 +559,10 @@ void CudaBackend::moe_experts(const Tensor& y, const Tensor& x, const MoeWeights
             // TESSERA_MOE_DECODE=fused: the one-kernel decode step where it takes the shapes, its
             // tickets on zeroed words it leaves zero (as the decode attention's merge does).
             const bool fused = moe_decode_fused();
-            TS_CHECK(!fused || fast::kMoeFusedDecodeWorks,
-                     "TESSERA_MOE_DECODE=fused is disabled: its kernel hangs on the H200 (session 41, not yet "
-                     "found); use dp4a (the default) or mma");
+            TS_CHECK(!fused || fast::kMoeFusedDecodeWorks || moe_decode_fused_try(),
+                     "TESSERA_MOE_DECODE=fused is disabled: its kernel hung on its first H200 run (session 41) and "
+                     "its fix (session 42) is not yet confirmed on a GPU; use dp4a (the default) or mma "
+                     "(fused-try runs the unconfirmed kernel)");
             if (fused && X.rows <= fast::kMoeFusedMaxTokens) {  // the steps it takes (≤ 512 bytes)
                 const fast::MoeFusedShape f = fast::moe_fused_shape(X.cols, I, checked->second);
                 if (f.cluster) pe.counters = static_cast<unsigned*>(

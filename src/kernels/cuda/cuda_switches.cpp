@@ -98,13 +98,16 @@ bool decode_attention_simt() {
 // TESSERA_MOE_DECODE: dp4a (the default: the MoE's decode steps on the integer units,
 // fast_moe_decode_dp4a.cu), mma (the tensor-core decode kernels of sessions 5–9, for A/B) or fused
 // (the integer units' arithmetic in one kernel a step, fast_moe_fused.cu, where it takes the shapes:
-// written in session 40 without a GPU, opt-in until measured).
+// written in session 40 without a GPU, opt-in until measured; refused while
+// fast::kMoeFusedDecodeWorks is false) or fused-try (the same kernel while it is unconfirmed: for
+// the device runs that confirm it).
 static int moe_decode_form() {
-    static const int form = env_choice("TESSERA_MOE_DECODE", {"dp4a", "mma", "fused"});
+    static const int form = env_choice("TESSERA_MOE_DECODE", {"dp4a", "mma", "fused", "fused-try"});
     return form;
 }
 bool moe_decode_mma() { return moe_decode_form() == 1; }
-bool moe_decode_fused() { return moe_decode_form() == 2; }
+bool moe_decode_fused() { return moe_decode_form() >= 2; }
+bool moe_decode_fused_try() { return moe_decode_form() == 3; }
 // TESSERA_MOE_PREFILL: tma (the default: the MoE's large tiles on the warpgroup MMA, warp-
 // specialised where the experts are stacked tiles, fast_moe_wgmma_tma.cu), tma-gather (the same
 // tiles with gate+up gathering its rows of x itself by cp.async — session 34, slower: 206.6

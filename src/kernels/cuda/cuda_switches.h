@@ -22,7 +22,8 @@ int env_choice(const char* var, std::initializer_list<const char*> names);
 bool env_switch(const char* var, const char* dflt, const char* alt);  // env var `var`: alt (true) or dflt
 bool decode_attention_simt();  // TESSERA_DECODE_ATTENTION=simt (default mma)
 bool moe_decode_mma();    // TESSERA_MOE_DECODE=mma (default dp4a)
-bool moe_decode_fused();  // TESSERA_MOE_DECODE=fused
+bool moe_decode_fused();  // TESSERA_MOE_DECODE=fused (or fused-try)
+bool moe_decode_fused_try();  // TESSERA_MOE_DECODE=fused-try: the fused kernel while it is unconfirmed
 bool moe_prefill_mma();  // TESSERA_MOE_PREFILL=mma (default tma)
 bool moe_prefill_plain();  // TESSERA_MOE_PREFILL=wgmma (default tma)
 bool moe_prefill_gather();  // TESSERA_MOE_PREFILL=tma-gather (default tma)
