@@ -130,14 +130,12 @@ __device__ __forceinline__ int staged_scale_at(int r, int tq, int gpt, int runs,
     return staged_scale_at(r, tq, gpt) + ((r >> 4) * (runs - 1) + q) * 32 * gpt;
 }
 
-// wgmma_int4_ktile on staged weights: A rows r_lo, r_hi of `codes` (lane (g, tq): rows g and g + 8
-// of the warp's 16), their scales at byte s_lo / s_hi of `scales` and biases at the same offsets of
-// `biases` — or, where a matrix has none (bias_lo / bias_hi false), b = −8·s: exact, so w = code·s
-// − 8·s is one rounding of (code − 8)·s.
-constexpr uint32_t kWgmmaInt4NegC = 0xc300c300u;  // wgmma_int4_ktile's negc for staged Int4 codes
+// negc for wgmma_int4_ktile on staged codes: −128 (0x4300 | code is 128 + code; the −8 of codes
+// without biases is in b).
+constexpr uint32_t kWgmmaInt4NegC = 0xc300c300u;
 
-// A lane's operands of a staged k-tile (the arguments of wgmma_int4_ktile_staged below): its code
-// chunks of rows r_lo, r_hi, and their scales and biases as bf16x2 pairs.
+// A lane's operands of a staged k-tile (wgmma_int4_ktile_staged's below): its code chunks of rows
+// r_lo, r_hi, and their scales and biases as bf16x2 pairs.
 __device__ __forceinline__ void wgmma_int4_staged_operands(const uint8_t* codes, int r_lo, int r_hi, int tq,
                                                            const uint8_t* scales, const uint8_t* biases, int s_lo,
                                                            int s_hi, bool bias_lo, bool bias_hi, uint4& q_lo,
@@ -153,6 +151,10 @@ __device__ __forceinline__ void wgmma_int4_staged_operands(const uint8_t* codes,
                     : fma_bf16x2(s2[1], kNeg8, kNegZero);
 }
 
+// wgmma_int4_ktile on staged weights: A rows r_lo, r_hi of `codes` (lane (g, tq): rows g and g + 8
+// of the warp's 16), their scales at byte s_lo / s_hi of `scales` and biases at the same offsets of
+// `biases` — or, where a matrix has none (bias_lo / bias_hi false), b = −8·s: exact, so w = code·s
+// − 8·s is one rounding of (code − 8)·s.
 template <int BN>
 __device__ __forceinline__ void wgmma_int4_ktile_staged(float (&acc)[BN / 2], const uint8_t* codes, int r_lo,
                                                         int r_hi, int tq, const uint8_t* scales,
