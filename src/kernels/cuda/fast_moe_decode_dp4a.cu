@@ -78,13 +78,16 @@ __device__ __forceinline__ Dp4aTile load_row(const Row& r, int kt, int h, int nc
 // (K a multiple of 128) and a fixed step from the lane's first (1 KB of codes, 16·(4 >> LG) halves
 // of scales): two 16-byte loads and one of the scales (G = 32: the chunks' two groups as one word;
 // G ≥ 64: their one group), no index math a tile. LG < 0: any order the descriptor names
-// (PackedLayout a chunk, chunks past the row's end masked).
-template <int LG>
+// (PackedLayout a chunk, chunks past the row's end masked). BIAS false: the matrix is known to
+// have no biases (a Q4_0 stack), so no register holds their pointer or a tile's bias word — at one
+// token gate+up's four tiles in flight spilled 80 bytes at its 80 registers with them, 32 without
+// (ptxas -v, session 42).
+template <int LG, bool BIAS = true>
 struct LaneRow {
     static constexpr int kScaleStep = 16 * (4 >> LG);  // halves from one k-tile's scales to the next
     const uint8_t* codes;
     const uint16_t* scales;
-    const uint16_t* biases;  // or null
+    const uint16_t* biases;  // or null (always, BIAS false)
 
     __device__ __forceinline__ static uint32_t groups(const uint16_t* p) {
         if constexpr (LG == 0) return __ldg(reinterpret_cast<const uint32_t*>(p));  // 4-byte aligned (below)
@@ -96,14 +99,14 @@ struct LaneRow {
         tl.q[0] = ok ? load_stream(p) : make_uint4(0, 0, 0, 0);
         tl.q[1] = ok ? load_stream(p + 16) : make_uint4(0, 0, 0, 0);
         tl.s = ok ? groups(scales + kt * kScaleStep) : 0u;
-        tl.b = ok && biases ? groups(biases + kt * kScaleStep) : 0u;
+        tl.b = BIAS && ok && biases ? groups(biases + kt * kScaleStep) : 0u;
         return tl;
     }
-    __device__ __forceinline__ bool bias() const { return biases != nullptr; }
+    __device__ __forceinline__ bool bias() const { return BIAS && biases != nullptr; }
     __device__ __forceinline__ bool halves() const { return LG == 0; }
 };
-template <>
-struct LaneRow<-1> {
+template <bool BIAS>
+struct LaneRow<-1, BIAS> {  // (biases checked a row: the descriptors may differ by expert)
     Row r;
     int nch, h;
     __device__ __forceinline__ Dp4aTile load(int kt, bool ok) const { return load_row(r, kt, h, nch, ok); }
@@ -115,15 +118,15 @@ struct LaneRow<-1> {
 // the one before; within a k-tile, row r & 15 is 64 bytes and 4 >> LG halves in, half h 32 bytes
 // and (2h) >> LG halves further. Scales are 16-byte aligned an expert (MoeTiling), so G = 32's
 // pair (an even number of halves in) is a word.
-template <int LG>
-__device__ __forceinline__ LaneRow<LG> lane_row(const ExpertStack& st, int e, int K, int r, int h) {
+template <int LG, bool BIAS = true>
+__device__ __forceinline__ LaneRow<LG, BIAS> lane_row(const ExpertStack& st, int e, int K, int r, int h) {
     if constexpr (LG < 0) {
         return {row_of(expert_matrix(st, e), K, r), K / 32, h};
     } else {
         const int64_t so = e * st.scale_step + int64_t(r >> 4) * (16 * (K >> (5 + LG))) + (r & 15) * (4 >> LG) +
                            ((2 * h) >> LG);
         return {st.m0.codes + e * st.code_step + int64_t(r >> 4) * (8 * K) + (r & 15) * 64 + h * 32,
-                st.m0.scales + so, st.m0.biases ? st.m0.biases + so : nullptr};
+                st.m0.scales + so, BIAS && st.m0.biases ? st.m0.biases + so : nullptr};
     }
 }
 
@@ -131,8 +134,9 @@ struct GateUp {
     Dp4aTile g, u;
 };
 
-// Block (i-tile, slot j, token t): slot s = t·k + j, so no division on the way to x. LG: LaneRow.
-template <int LG>
+// Block (i-tile, slot j, token t): slot s = t·k + j, so no division on the way to x. LG, BIAS:
+// LaneRow's (BIAS false: neither gate nor up has biases).
+template <int LG, bool BIAS>
 __global__ void __launch_bounds__(kGuWarps * 32, 3)
     dp4a_gate_up_kernel(float* __restrict__ act, const float* __restrict__ x, int64_t ldx, int H, int I, int E,
                         const ExpertStack gates, const ExpertStack ups, const int32_t* __restrict__ ids, int k,
@@ -149,7 +153,8 @@ __global__ void __launch_bounds__(kGuWarps * 32, 3)
     if (e < 0) return;  // the whole block
     const int nch = H / 32, nkt = (nch + 3) / 4;
     const int nj = warp < nkt ? (nkt - warp + kGuWarps - 1) / kGuWarps : 0;  // this warp's k-tiles
-    const LaneRow<LG> rg = lane_row<LG>(gates, e, H, i0 + rw, h), ru = lane_row<LG>(ups, e, H, i0 + rw, h);
+    const LaneRow<LG, BIAS> rg = lane_row<LG, BIAS>(gates, e, H, i0 + rw, h);
+    const LaneRow<LG, BIAS> ru = lane_row<LG, BIAS>(ups, e, H, i0 + rw, h);
     GateUp tl[kGuU];
     auto load = [&](int j0) {
 #pragma unroll
@@ -283,17 +288,17 @@ cudaError_t with_lane_lg(bool stacked, int group, F&& f) {
     }
 }
 
-template <int LG>
+template <int LG, bool BIAS>
 cudaError_t launch_gate_up(float* act, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
                            const int32_t* ids, int k, bool x_settled, cudaStream_t stream) {
     static const cudaError_t attr = cudaFuncSetAttribute(
-        dp4a_gate_up_kernel<LG>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMoeDecodeDp4aMaxSmem));
+        dp4a_gate_up_kernel<LG, BIAS>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMoeDecodeDp4aMaxSmem));
     if (attr != cudaSuccess) return attr;
     const dim3 grid(blocks_of(w.I, kRows), unsigned(k), unsigned(T));
     const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
     const PackedMatrix* g0 = LG >= 0 ? &w.tiling.gate0 : nullptr;
     const PackedMatrix* u0 = LG >= 0 ? &w.tiling.up0 : nullptr;
-    return pdl::launch(dp4a_gate_up_kernel<LG>, grid, kGuWarps * 32, moe_decode_dp4a_gate_up_smem(w.H), stream, act,
+    return pdl::launch(dp4a_gate_up_kernel<LG, BIAS>, grid, kGuWarps * 32, moe_decode_dp4a_gate_up_smem(w.H), stream, act,
                        x, ldx, int(w.H), int(w.I), w.E, expert_stack(w.gate, g0), expert_stack(w.up, u0), ids, k,
                        aligned, x_settled);
 }
@@ -304,8 +309,13 @@ cudaError_t launch_moe_decode_dp4a_gate_up(float* act, const float* x, int64_t l
                                            const MoePackedExperts& w, const int32_t* ids, int k, bool x_settled,
                                            cudaStream_t stream) {
     const bool one_group = w.tiling.gate0.group == w.tiling.up0.group;
+    // A stack without biases in either matrix (Q4_0): the kernel without their registers.
+    const bool no_bias = !w.tiling.gate0.biases && !w.tiling.up0.biases;
     return with_lane_lg(w.tiling.gate_up && one_group, w.tiling.gate0.group, [&](auto lg) {
-        return launch_gate_up<decltype(lg)::value>(act, x, ldx, T, w, ids, k, x_settled, stream);
+        constexpr int LG = decltype(lg)::value;
+        if constexpr (LG >= 0)
+            if (no_bias) return launch_gate_up<LG, false>(act, x, ldx, T, w, ids, k, x_settled, stream);
+        return launch_gate_up<LG, true>(act, x, ldx, T, w, ids, k, x_settled, stream);
     });
 }
 
