@@ -403,6 +403,9 @@ TEST(FastMoe, FusedShapeOnTheModelShapes) {
     EXPECT_EQ(l.off_bar, l.off_x + 4608 + 3072 + 1728 + 3 * 8 * 2 * 16 * 4 + 8 * 6 * 16 * 4);
     EXPECT_EQ(l.warps, 8);
     EXPECT_LE(l.smem, size_t(fast::kMoeFusedSmemBudget));
+    // After off_bar: full and empty a ring stage, act_bar (8-byte aligned mbarriers) and the last flag.
+    EXPECT_EQ(l.off_bar % 8, 0);
+    EXPECT_GE(l.smem, size_t(l.off_bar) + size_t(2 * l.ring + 1) * 8 + 4);
     // Form 2, one block an SM: 8 of the 10 stages in 220 KB. Form 3: the same with 16 warps' parts.
     const fast::MoeFusedShape l1 = fast::moe_fused_shape(2048, 768, tiling(32, false, false), 2);
     EXPECT_EQ(l1.ring, 8);
