@@ -119,8 +119,8 @@ constexpr int kMoeFusedSmemBudget = 110 * 1024;  // two blocks an SM
 // The fused decode kernel hung on its first GPU run (session 41, H200: FusedDecodeMatchesTheReference…
 // timed out in its first case; the bench's fused rows too). Session 42 removed the likely cause
 // (fast_moe_fused.cu's header) without a GPU to run it: until a run confirms it, the backend refuses
-// TESSERA_MOE_DECODE=fused, its GPU tests run only under TESSERA_TEST_MOE_FUSED=1 and the bench's
-// fused rows only under --fused. The host-side map tests run.
+// TESSERA_MOE_DECODE=fused (fused-try runs it), its GPU tests run only under
+// TESSERA_TEST_MOE_FUSED=1 and the bench's fused rows only under --fused. The host-side map tests run.
 constexpr bool kMoeFusedDecodeWorks = false;
 constexpr int64_t kMoeFusedMaxTokens = 8;        // moe_experts_packed(fused): the decode steps it takes
 struct MoeFusedShape {
