@@ -11,26 +11,7 @@ cd "$(dirname "$0")/../.."
 build=build/cuda
 [ -f $build/compile_commands.json ] || { echo "ptxas_audit: configure the CUDA build first (cmake --preset cuda)"; exit 1; }
 for src in "$@"; do
-  cmd=$(python3 - "$src" "$build/compile_commands.json" <<'PY'
-import json, os, sys
-src = os.path.abspath(sys.argv[1])
-for e in json.load(open(sys.argv[2])):
-    if os.path.abspath(e["file"]) == src:
-        words, out, skip = e["command"].split(), [], False
-        for w in words:
-            if skip:
-                skip = False
-                continue
-            if w in ("-c", "-o"):
-                skip = w == "-o"
-                continue
-            if w.startswith("--generate-code"):
-                continue
-            out.append(w)
-        print(" ".join(out[:-1] + ["-arch=sm_90a", "-cubin", "-Xptxas", "-v", out[-1]]))
-        break
-PY
-)
+  cmd=$(python3 scripts/gpu/cubin_command.py "$src" "$build/compile_commands.json")
   [ -n "$cmd" ] || { echo "ptxas_audit: $src is not in $build/compile_commands.json"; exit 1; }
   echo "== $src"
   (cd $build && $cmd -o /tmp/ptxas_audit_$$.cubin) 2>&1 | python3 -c '

@@ -29,28 +29,7 @@ fi
 export PATH="$(cd "$(dirname "$cuobjdump")" && pwd):$PATH"  # (cuobjdump runs nvdisasm)
 mkdir -p $tools
 # The file's compile command from the build tree, turned into a cubin build for sm_90a with ptxas -v.
-cmd=$(python3 - "$src" "$build/compile_commands.json" <<'PY'
-import json, os, sys
-src = os.path.abspath(sys.argv[1])
-for e in json.load(open(sys.argv[2])):
-    if os.path.abspath(e["file"]) == src:
-        words = e["command"].split()
-        out = []
-        skip = False
-        for w in words:
-            if skip:
-                skip = False
-                continue
-            if w in ("-c", "-o"):
-                skip = w == "-o"
-                continue
-            if w.startswith("--generate-code"):
-                continue
-            out.append(w)
-        print(" ".join(out[:-1] + ["-arch=sm_90a", "-cubin", "-Xptxas", "-v", out[-1]]))
-        break
-PY
-)
+cmd=$(python3 scripts/gpu/cubin_command.py "$src" "$build/compile_commands.json")
 [ -n "$cmd" ] || { echo "sass_local: $src is not in $build/compile_commands.json"; exit 1; }
 cubin=$tools/$(basename "$src" .cu).cubin
 log=$( (cd $build && $cmd -o "$OLDPWD/$cubin") 2>&1)
