@@ -1,7 +1,8 @@
 // bench_fast_topk: what a sampled decode step's logits cost to leave the GPU. The row-wise top-k
 // (fast_topk.h: k candidates a row), the argmax (greedy) and sampling on the device
-// (fast_sample.h: temperature alone, top-k 50, top-p 0.9, both, min-p) against copying the whole
-// rows to page-locked host memory (what host sampling needs), for
+// (fast_sample.h: temperature alone, top-k 50, top-p 0.9, both, min-p; on flat rows and on a
+// language model's shape, the plan walking its candidates and, "(row)", the whole row) against
+// copying the whole rows to page-locked host memory (what host sampling needs), for
 // vocabularies of 151,936 (Qwen3) and 248,320 (Qwen3.5/3.6) and 1, 8, 64 rows. CUDA events on
 // one stream behind a StreamGate (no launch latency); the copy is timed the same way.
 //   bench_fast_topk [--runs N (50)] [--warmup N (5)]
@@ -37,7 +38,7 @@ int main(int argc, char** argv) {
         cudaDeviceProp p{};
         TS_CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
         std::printf("bench_fast_topk on %s; median of %d runs after %d\n\n", p.name, runs, warmup);
-        std::printf("| %7s | %4s | %-26s | %9s |\n", "vocab", "rows", "what leaves the GPU", "median us");
+        std::printf("| %7s | %4s | %-36s | %9s |\n", "vocab", "rows", "what leaves the GPU", "median us");
         Stream stream;
         bench::CudaTimer timer(stream.get());
         std::mt19937 rng(1);
@@ -51,7 +52,7 @@ int main(int argc, char** argv) {
                 PinnedMemory pinned;
                 void* host = pinned.allocate(h.size() * 4);
                 auto row = [&](const std::string& what, double s) {
-                    std::printf("| %7lld | %4lld | %-26s | %9.2f |\n", (long long)V, (long long)R, what.c_str(), s * 1e6);
+                    std::printf("| %7lld | %4lld | %-36s | %9.2f |\n", (long long)V, (long long)R, what.c_str(), s * 1e6);
                 };
                 row("whole rows (D2H copy)", timer.median(warmup, runs, [&] {
                     TS_CUDA_CHECK(cudaMemcpyAsync(host, x.data(), h.size() * 4, cudaMemcpyDeviceToHost, stream.get()));
@@ -74,24 +75,42 @@ int main(int argc, char** argv) {
                     int32_t top_k;
                     float top_p, min_p;
                 };
-                for (const Mode& m : {Mode{"sample: temperature", 0, 1.f, 0.f}, Mode{"sample: top_k 50", 50, 1.f, 0.f},
-                                      Mode{"sample: top_p 0.9", 0, 0.9f, 0.f},
-                                      Mode{"sample: top_k 50 top_p 0.9", 50, 0.9f, 0.f},
-                                      Mode{"sample: min_p 0.05", 0, 1.f, 0.05f}}) {
-                    std::vector<SampleRow> rows(static_cast<size_t>(R));
-                    for (size_t r = 0; r < rows.size(); ++r) {
-                        rows[r].top_k = m.top_k, rows[r].top_p = m.top_p, rows[r].min_p = m.min_p;
-                        rows[r].seed = r;
+                // Each filter on these rows (N(0, 3): flat, the nucleus thousands of tokens wide) and on
+                // a language model's shape (N(0, 1), 40 tokens a row 10 to 18 above it), the plan walking
+                // the candidates (the default) and the whole row (before session 43).
+                std::vector<float> hl(h.size());
+                std::normal_distribution<float> n1(0.f, 1.f);
+                for (float& v : hl) v = n1(rng);
+                for (int64_t r = 0; r < R; ++r)
+                    for (int j = 0; j < 40; ++j) hl[size_t(r * V + int64_t(rng() % uint32_t(V)))] = 10.f + float(j % 17) / 2.f;
+                DeviceBuffer xl(hl.size() * 4);
+                xl.upload(hl.data(), hl.size() * 4);
+                for (const DeviceBuffer* data : {&x, &xl})
+                    for (const Mode& m : {Mode{"sample: temperature", 0, 1.f, 0.f}, Mode{"sample: top_k 50", 50, 1.f, 0.f},
+                                          Mode{"sample: top_p 0.9", 0, 0.9f, 0.f},
+                                          Mode{"sample: top_k 50 top_p 0.9", 50, 0.9f, 0.f},
+                                          Mode{"sample: top_k 20 top_p 0.8", 20, 0.8f, 0.f},
+                                          Mode{"sample: min_p 0.05", 0, 1.f, 0.05f}}) {
+                        std::vector<SampleRow> rows(static_cast<size_t>(R));
+                        for (size_t r = 0; r < rows.size(); ++r) {
+                            rows[r].top_k = m.top_k, rows[r].top_p = m.top_p, rows[r].min_p = m.min_p;
+                            rows[r].seed = r;
+                        }
+                        DeviceBuffer drows(rows.size() * sizeof(SampleRow));
+                        drows.upload(rows.data(), rows.size() * sizeof(SampleRow));
+                        DeviceBuffer ssc(fast::sample_scratch_bytes(R, V));
+                        const bool cuts = m.top_k > 0 || m.top_p < 1.f;
+                        for (fast::SamplePlan how : {fast::SamplePlan::Candidates, fast::SamplePlan::Row}) {
+                            if (!cuts && how == fast::SamplePlan::Row) continue;  // (no cut: the same kernels)
+                            const std::string name = std::string(data == &xl ? "lm " : "") + m.name +
+                                                     (how == fast::SamplePlan::Row ? " (row)" : "");
+                            row(name, timer.median(warmup, runs, [&] {
+                                fast::sample(static_cast<const float*>(data->data()), V, R, V,
+                                             static_cast<const SampleRow*>(drows.data()),
+                                             static_cast<int32_t*>(ids.data()), ssc.data(), stream.get(), how);
+                            }));
+                        }
                     }
-                    DeviceBuffer drows(rows.size() * sizeof(SampleRow));
-                    drows.upload(rows.data(), rows.size() * sizeof(SampleRow));
-                    DeviceBuffer ssc(fast::sample_scratch_bytes(R, V));
-                    row(m.name, timer.median(warmup, runs, [&] {
-                        fast::sample(static_cast<const float*>(x.data()), V, R, V,
-                                     static_cast<const SampleRow*>(drows.data()), static_cast<int32_t*>(ids.data()),
-                                     ssc.data(), stream.get());
-                    }));
-                }
                 pinned.deallocate(host);
             }
         return 0;

@@ -31,7 +31,8 @@ using reftest::to_host;
 namespace {
 
 // kind 0: N(0, 3); 1: rounded to halves (many ties); 2: NaN, ±inf sprinkled; 3: peaked (one
-// logit far above, the rest N(0, 1)); 4: all equal; 5: few finite logits (the rest NaN / -inf).
+// logit far above, the rest N(0, 1)); 4: all equal; 5: few finite logits (the rest NaN / -inf);
+// 6: a language model's shape — N(0, 1), 40 tokens a row 10 to 18 above it, ties among them.
 std::vector<float> make_rows(int64_t R, int64_t V, int64_t ld, int kind, uint32_t seed) {
     std::mt19937 rng(seed);
     std::normal_distribution<float> nd(0.f, kind == 3 ? 1.f : 3.f);
@@ -46,8 +47,13 @@ std::vector<float> make_rows(int64_t R, int64_t V, int64_t ld, int kind, uint32_
             if (kind == 3 && c == (r * 7919) % V) v = 12.f;
             if (kind == 4) v = 0.5f;
             if (kind == 5 && c % 50 != 7) v = c % 2 ? NAN : -INFINITY;
+            if (kind == 6) v /= 3.f;
             x[size_t(r * ld + c)] = v;
         }
+    if (kind == 6)
+        for (int64_t r = 0; r < R; ++r)
+            for (int j = 0; j < 40; ++j)  // (a few land on one column: fewer, which is fine)
+                x[size_t(r * ld + int64_t(rng() % uint32_t(V)))] = 10.f + float(j % 17) / 2.f;
     return x;
 }
 
@@ -165,4 +171,73 @@ TEST(FastSample, BadArguments) {
     fast::sample(static_cast<const float*>(dx.data()), 10, 1, 10, rp, ids, sc.data(), nullptr);
     TS_CUDA_CHECK(cudaDeviceSynchronize());
     EXPECT_GE(to_host<int32_t>(did)[0], 0);
+}
+
+// The plan's two walks (fast_sample.cu): the candidate set where it provably holds the cuts, and the
+// whole row — the same token as the CPU from both, on every kind of row, with the candidates taken
+// where they must be (a language model's rows: top-k up to kCandMaxK, top-k with top-p, top-p alone
+// with its mass in the set) and the whole row where they cannot hold the cut (all logits equal:
+// every block's set past its room; top-p alone over a flat row; k past kCandMaxK).
+TEST(FastSample, CandidatesAndTheWholeRowMatchTheCpu) {
+    REQUIRE_CUDA();
+    struct Case {
+        int32_t top_k;
+        float top_p, temperature;
+        int want;  // 1: the candidates, 0: the whole row, -1: either
+    };
+    auto cpu = make_cpu_backend();
+    for (int64_t V : {1000, 5003, 151936, 248320})
+        for (int kind = 0; kind <= 6; ++kind) {
+            const bool lm = kind == 6, flat = kind == 4, big = V >= 151936;
+            const int lm_cands = lm ? 1 : flat && big ? 0 : -1;  // all equal: every block's set past kCand
+            const std::vector<Case> cases = {
+                {20, 1.f, 0.7f, lm_cands},
+                {1, 0.5f, 1.f, -1},  // (greedy)
+                {50, 0.9f, 1.3f, lm_cands},
+                {1000, 1.f, 0.7f, lm && V > 1000 ? 1 : -1},
+                {1025, 1.f, 1.f, V > 1025 && kind != 5 ? 0 : -1},  // k past kCandMaxK
+                {0, 0.8f, 1.3f, lm_cands},
+                {0, 0.999f, 4.f, kind == 0 ? (big ? 0 : 1) : -1},  // flat at t 4: the set's mass too little
+                {2, 1e-6f, 0.7f, -1},
+                {int32_t(V) - 1, 0.95f, 1.f, -1},
+            };
+            const int64_t R = int64_t(cases.size());
+            const uint32_t seed = 900 + uint32_t(kind) * 7 + uint32_t(V);
+            const std::vector<float> x = make_rows(R, V, V, kind, seed);
+            std::vector<SampleRow> rows(cases.size());
+            for (size_t r = 0; r < cases.size(); ++r) {
+                rows[r].temperature = cases[r].temperature;
+                rows[r].top_k = cases[r].top_k;
+                rows[r].top_p = cases[r].top_p;
+                rows[r].min_p = r % 4 == 3 ? 0.05f : 0.f;
+                rows[r].seed = seed + r;
+                rows[r].counter = r * 13;
+            }
+            std::vector<int32_t> want(cases.size(), -1);
+            cpu->sample(Tensor(const_cast<float*>(x.data()), DType::F32, {R, V}), rows.data(), want.data());
+            DeviceBuffer dx = to_device(x), drows = to_device(rows), dids(cases.size() * 4),
+                         sc(fast::sample_scratch_bytes(R, V));
+            const auto* xp = static_cast<const float*>(dx.data());
+            const auto* rp = static_cast<const SampleRow*>(drows.data());
+            auto* ids = static_cast<int32_t*>(dids.data());
+            for (fast::SamplePlan how : {fast::SamplePlan::Candidates, fast::SamplePlan::Row}) {
+                const bool cands = how == fast::SamplePlan::Candidates;
+                fast::sample(xp, V, R, V, rp, ids, sc.data(), nullptr, how);
+                TS_CUDA_CHECK(cudaDeviceSynchronize());
+                const std::vector<int32_t> got = to_host<int32_t>(dids);
+                const std::vector<int32_t> from = fast::detail::sample_plans_from_candidates(sc.data(), R);
+                ASSERT_EQ(from.size(), cases.size());
+                for (size_t r = 0; r < cases.size(); ++r) {
+                    const std::string what = "V " + std::to_string(V) + " kind " + std::to_string(kind) + " top_k " +
+                                             std::to_string(cases[r].top_k) + " top_p " +
+                                             std::to_string(cases[r].top_p) + (cands ? " candidates" : " whole row");
+                    EXPECT_EQ(got[r], want[r]) << what;
+                    if (!cands) {
+                        EXPECT_NE(from[r], 1) << what << ": the whole row was asked for";
+                    } else if (cases[r].want >= 0) {
+                        EXPECT_EQ(from[r], cases[r].want) << what << ": walked";
+                    }
+                }
+            }
+        }
 }

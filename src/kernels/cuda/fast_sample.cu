@@ -12,11 +12,32 @@
 // A cluster of kCluster blocks plans a row (sample_plan_kernel): each block takes a slice of the
 // columns, keeps its own histogram in shared memory, and every block reads all of them through
 // distributed shared memory and walks the same sums (integers: the same result in every block).
+//
+// Candidates (session 43). The selects walk the whole row three times each (about 30 µs a walk at
+// 248,320 columns: the first pass's keys crowd into a few bins), yet a top-k or top-p cut keeps
+// the row's largest logits only. So before them the cluster gathers a candidate set, an upper
+// set of the row in value order that provably holds every token a cut can keep, into shared
+// memory, and the selects walk that (a few hundred items a block) instead of the row:
+//   - bin(v) = ⌊(top − v)·16⌋ (f32, clamped to kCandBins − 1) is non-increasing in v (rounding is
+//     monotonic), so {v : bin(v) ≤ B} is an upper set, closed under equal keys;
+//   - one pass histograms the maxima of the row's 32-column chunks by bin; B is the first bin
+//     where the chunk maxima counted from the top reach K' (top-k's k, or kCandTopP for top-p
+//     alone): K' distinct tokens lie in the set, so it holds the K' largest and every tie of them;
+//   - a second pass copies the set into shared memory (kCand a block at most).
+// Top-k's cut (its k-th key and the ties at it) then lies in the set whole; top-p after top-k
+// admits only what top-k kept, all in the set; top-p alone needs the set's mass to reach the
+// target of the whole row's mass (summed in the same pass). Whatever fails — a block's set past
+// kCand (all logits equal, or many ties), too little mass, k past kCandMaxK — the row is planned
+// on the whole row as before. Integer sums in any order: the same cuts either way, bit for bit.
+// Every token the cuts keep is a candidate, so such a row is drawn in the plan kernel as well
+// (the draw kernel's keep and noise, token by token; the best is a total order) and the draw and
+// merge kernels skip it.
 // The draw — a Philox block and two logs a kept token — runs over segments of the row in parallel
 // (sample_draw_kernel); a warp a row merges the segments' best.
 #include <cooperative_groups.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "kernels/cuda/arg_best.cuh"
 #include "kernels/cuda/fast_device.cuh"
@@ -30,6 +51,12 @@ namespace cg = cooperative_groups;
 
 constexpr int kThreads = 1024, kWarps = kThreads / 32, kBins = 2048, kCluster = 8;
 constexpr int32_t kNoCut = 0x7fffffff;
+// Candidates: at most kCand a block (dynamic shared memory: a float and an id each); bins of 1/16
+// of a logit below the top, the last one everything lower; top-k from candidates up to kCandMaxK,
+// top-p alone from the set of the kCandTopP largest chunk maxima.
+constexpr int kCand = 4096, kCandBins = 512, kCandMaxK = 1024, kCandTopP = 1024;
+constexpr float kCandBinScale = 16.f;
+constexpr size_t kCandSmem = size_t(kCand) * (sizeof(float) + sizeof(int32_t));
 constexpr unsigned kFull = 0xffffffffu;
 
 using Best = ArgBest<int32_t, double>;
@@ -57,6 +84,7 @@ struct Shared {
     unsigned long long csum;
     uint32_t bin;
     unsigned long long above, at, want;
+    int ncand;  // the block's candidates (past kCand: too many)
 };
 
 // The columns [lo, hi) of the cluster's block `rank` (lo a multiple of 4).
@@ -68,6 +96,25 @@ __device__ Slice slice_of(int V, int rank) {
     const int lo = min(V, rank * per);
     return {lo, min(V, lo + per)};
 }
+
+// What a select walks: positions [begin, end) of the block's part, each a token id and its logit —
+// the row's slice, or the block's candidates in shared memory (in no order: the selects' sums are
+// integers).
+struct RowSource {
+    const float* row;
+    Slice sl;
+    __device__ int begin() const { return sl.lo; }
+    __device__ int end() const { return sl.hi; }
+    __device__ void at(int pos, int& i, float& v) const { i = pos, v = __ldg(row + pos); }
+};
+struct CandSource {
+    const float* v;
+    const int32_t* id;
+    int n;
+    __device__ int begin() const { return 0; }
+    __device__ int end() const { return n; }
+    __device__ void at(int pos, int& i, float& x) const { i = id[pos], x = v[pos]; }
+};
 
 __device__ uint64_t block_sum(uint64_t v, Shared& sh) {
     uint64_t total;
@@ -111,8 +158,8 @@ __device__ uint64_t cluster_sum(uint64_t v, Shared& sh, const cg::cluster_group&
 //
 // Every block of the cluster histograms its slice (weights of equal bins summed within a warp
 // first: logits crowd into few bins), then reads all the histograms and walks the same sums.
-template <class Filter, class Want>
-__device__ Selected select_desc(const float* __restrict__ row, Slice sl, const Filter& f, Want want_of, Shared& sh,
+template <class Source, class Filter, class Want>
+__device__ Selected select_desc(const Source& src, const Filter& f, Want want_of, Shared& sh,
                                 const cg::cluster_group& cl) {
     const int lane = threadIdx.x & 31;
     uint32_t prefix = 0, mask = 0;
@@ -122,12 +169,15 @@ __device__ Selected select_desc(const float* __restrict__ row, Slice sl, const F
         const uint32_t bin_mask = pass == 2 ? 0x3ffu : 0x7ffu;
         for (int b = threadIdx.x; b < kBins; b += kThreads) sh.hist[b] = 0;
         __syncthreads();
-        for (int base = sl.lo + (threadIdx.x & ~31); base < sl.hi; base += kThreads) {  // warp-uniform
-            const int i = base + lane;
+        const int end = src.end();
+        for (int base = src.begin() + (threadIdx.x & ~31); base < end; base += kThreads) {  // warp-uniform
+            const int pos = base + lane;
             uint32_t key = 0;
             uint64_t w = 0;
-            if (i < sl.hi) {
-                const float v = __ldg(row + i);
+            if (pos < end) {
+                int i;
+                float v;
+                src.at(pos, i, v);
                 if (f.admits(i, v, key) && (key & mask) == prefix) w = f.weight(i, v);
             }
             if (!__any_sync(kFull, w > 0)) continue;
@@ -186,13 +236,13 @@ struct TiesById {
 };
 
 // The cut keeping the items of `sel` above its key and the first m (by id) of those at it.
-template <class Filter>
-__device__ Cut cut_at(const float* __restrict__ row, Slice sl, const Selected& sel, uint64_t m, uint64_t n_at,
-                      const Filter& f, Shared& sh, const cg::cluster_group& cl) {
+template <class Source, class Filter>
+__device__ Cut cut_at(const Source& src, const Selected& sel, uint64_t m, uint64_t n_at, const Filter& f, Shared& sh,
+                      const cg::cluster_group& cl) {
     Cut c{sel.key, kNoCut, true};
     if (m >= n_at) return c;
     const TiesById<Filter> ties{f, sel.key};
-    c.id_end = int32_t(~select_desc(row, sl, ties, [m](uint64_t) { return m; }, sh, cl).key) + 1;
+    c.id_end = int32_t(~select_desc(src, ties, [m](uint64_t) { return m; }, sh, cl).key) + 1;
     return c;
 }
 
@@ -218,20 +268,152 @@ struct Mass {
     __device__ uint64_t weight(int, float v) const { return sample_mass_of_score(sample_score(v, top, inv_t)); }
 };
 
+// top-p's target: ⌈top_p · total⌉ of the mass the select walks, or `fixed` (> 0) where it walks
+// the candidates of top-p alone and the target is the whole row's.
+struct PWant {
+    uint64_t fixed;
+    float top_p;
+    __device__ uint64_t operator()(uint64_t total) const { return fixed ? fixed : sample_top_p_target(total, top_p); }
+};
+
+// The candidates' bin of a finite logit v ≤ top: ⌊(top − v)·16⌋, past kCandBins − 2 the last bin.
+// Non-increasing in v (each rounding is monotonic), so bin(v) ≤ B is an upper set of the row.
+__device__ __forceinline__ int cand_bin(float v, float top) {
+    const float d = __fmul_rn(__fsub_rn(top, v), kCandBinScale);  // ≥ 0; +inf past the f32 range
+    return d < float(kCandBins - 1) ? int(d) : kCandBins - 1;
+}
+
+// The block's candidates, in dynamic shared memory: logits and ids.
+struct Cands {
+    float* v;
+    int32_t* id;
+};
+
+// Gathers the candidate set for the kk largest tokens of the row (file comment) into `c`: the
+// block's count in *n. Whether every block's set fit in kCand (the same answer in every block).
+// MASS (top-p alone): *total and *in_set, the fixed-point mass of the row's finite logits and of
+// the set's (cluster sums).
+template <bool MASS>
+__device__ bool gather_candidates(const float* __restrict__ row, Slice sl, float top, double inv_t, uint64_t kk,
+                                  const Cands& c, Shared& sh, const cg::cluster_group& cl, int* n, uint64_t* total,
+                                  uint64_t* in_set) {
+    const int lane = threadIdx.x & 31;
+    for (int b = threadIdx.x; b < kCandBins; b += kThreads) sh.hist[b] = 0;
+    if (threadIdx.x == 0) sh.ncand = 0;
+    __syncthreads();
+    // 1. The bins of the maxima of the slice's 32-column chunks (key 0: no finite logit there).
+    for (int base = sl.lo + (threadIdx.x & ~31); base < sl.hi; base += kThreads) {  // warp-uniform
+        const int i = base + lane;
+        uint32_t key = 0;
+        if (i < sl.hi) {
+            const float v = __ldg(row + i);
+            if (isfinite(v)) key = sample_key(v);
+        }
+        const uint32_t m = __reduce_max_sync(kFull, key);
+        if (lane == 0 && m != 0) atomicAdd(&sh.hist[cand_bin(sample_key_value(m), top)], 1ull);
+    }
+    cl.sync();  // every block's counts
+    // 2. B: the first bin where the cluster's counts from the top reach kk (every block the same);
+    // fewer chunks than kk: every finite logit.
+    uint64_t cnt = 0;
+    if (int(threadIdx.x) < kCandBins)
+        for (int q = 0; q < kCluster; ++q) cnt += cl.map_shared_rank(sh.hist, q)[threadIdx.x];
+    uint64_t chunks;
+    const uint64_t ex = dev::block_exclusive_scan<kWarps>(cnt, sh.part, &chunks);
+    if (ex < kk && kk <= ex + cnt) sh.bin = threadIdx.x;
+    __syncthreads();
+    const int B = chunks < kk ? kCandBins - 1 : int(sh.bin);
+    cl.sync();  // no block rewrites its counts (the next select) while another still reads them
+    // 3. The set: the slice's finite logits of bin ≤ B, a warp's at consecutive places.
+    uint64_t mass = 0, mass_in = 0;
+    for (int base = sl.lo + (threadIdx.x & ~31); base < sl.hi; base += kThreads) {
+        const int i = base + lane;
+        float v = 0.f;
+        bool in = false;
+        if (i < sl.hi) {
+            v = __ldg(row + i);
+            if (isfinite(v)) {
+                in = cand_bin(v, top) <= B;
+                if constexpr (MASS) {
+                    const uint64_t w = sample_mass_of_score(sample_score(v, top, inv_t));
+                    mass += w;
+                    mass_in += in ? w : 0;
+                }
+            }
+        }
+        const unsigned ballot = __ballot_sync(kFull, in);
+        if (!ballot) continue;
+        int at = 0;
+        if (lane == 0) at = atomicAdd(&sh.ncand, __popc(ballot));
+        at = __shfl_sync(kFull, at, 0) + __popc(ballot & ((1u << lane) - 1u));
+        if (in && at < kCand) c.v[at] = v, c.id[at] = i;
+    }
+    __syncthreads();
+    const int got = sh.ncand;
+    *n = min(got, kCand);
+    const uint64_t over = cluster_sum(threadIdx.x == 0 && got > kCand ? 1 : 0, sh, cl);
+    if constexpr (MASS) {
+        *total = cluster_sum(mass, sh, cl);
+        *in_set = cluster_sum(mass_in, sh, cl);
+    }
+    return over == 0;
+}
+
+// top-k's cut ck (where cut_k) and top-p's cp after it (where cut_p), walking `src`.
+template <class Source>
+__device__ void plan_cuts(const Source& src, bool cut_k, uint64_t k, bool cut_p, const PWant& want_p, float top,
+                          double inv_t, Shared& sh, const cg::cluster_group& cl, Cut& ck, Cut& cp) {
+    if (cut_k) {
+        const Finite f;
+        const Selected s = select_desc(src, f, [k](uint64_t) { return k; }, sh, cl);
+        ck = cut_at(src, s, k - s.above, s.at, f, sh, cl);
+    }
+    if (cut_p) {
+        const Mass f{ck, top, inv_t};
+        const Selected s = select_desc(src, f, want_p, sh, cl);
+        const uint64_t q = f.weight(0, sample_key_value(s.key));  // > 0 at the crossing
+        const uint64_t m = (s.want - s.above - 1) / q + 1;         // ties kept while the mass before them < want
+        cp = cut_at(src, s, m, s.at / q, f, sh, cl);
+    }
+}
+
+// This thread's best of the block's candidates by the draw kernel's keep and noise (s + G). Not
+// inlined: the noise's registers stay out of the plan kernel's selects.
+__device__ __noinline__ Best draw_candidates(const Cands& c, int n, const Cut& ck, const Cut& cp, float top,
+                                             double inv_t, const SampleRow& p) {
+    Best b{0.0, -1};
+    for (int pos = threadIdx.x; pos < n; pos += kThreads) {
+        const int i = c.id[pos];
+        const float v = c.v[pos];
+        const uint32_t key = sample_key(v);
+        const double s = sample_score(v, top, inv_t);
+        if (ck.keeps(key, i) && cp.keeps(key, i) && s >= kSampleSkipBelow &&
+            (p.min_p <= 0.f || exp(s) >= double(p.min_p))) {
+            uint32_t bits[4];
+            sample_noise_bits(p.seed, p.counter, uint64_t(i) >> 2, bits);
+            b = better(b, Best{s + sample_gumbel(bits[i & 3]), i});
+        }
+    }
+    return b;
+}
+
 // What the draw needs of a row (sample_plan_kernel → sample_draw_kernel / sample_merge_kernel).
 struct RowPlan {
     float top;
-    int32_t mode;  // kDone: ids[r] written (greedy, no candidate); kInf: the +inf logits; kCut: ck, cp
+    int32_t mode;  // kDone: ids[r] written (greedy, or drawn from the candidates); kInf: the +inf logits; kCut: ck, cp
     double inv_t;
     Cut ck, cp;
+    int32_t from_cands;  // 1: the cuts and the draw came from the candidates (mode kDone)
 };
 constexpr int32_t kDone = 0, kInf = 1, kCut = 2;
 
 // Cluster r: the argmax, then top-k's and top-p's cuts of row r.
 __global__ void __launch_bounds__(kThreads)
     sample_plan_kernel(const float* __restrict__ x, int64_t ldx, int V, const SampleRow* __restrict__ rows,
-                       RowPlan* __restrict__ plans, int32_t* __restrict__ ids) {
+                       RowPlan* __restrict__ plans, int32_t* __restrict__ ids, bool try_cands) {
     __shared__ Shared sh;
+    extern __shared__ float4 cand_smem[];  // kCandSmem bytes
+    const Cands cs{reinterpret_cast<float*>(cand_smem), reinterpret_cast<int32_t*>(cand_smem) + kCand};
     const cg::cluster_group cl = cg::this_cluster();
     const int64_t r = blockIdx.y;
     const float* row = x + r * ldx;
@@ -268,26 +450,40 @@ __global__ void __launch_bounds__(kThreads)
         return;
     }
     const double inv_t = 1.0 / double(p.temperature);
+    const bool cut_k = p.top_k > 0 && uint64_t(p.top_k) < n_fin, cut_p = p.top_p < 1.f;
+    const uint64_t k = cut_k ? uint64_t(p.top_k) : 0;
 
-    // 2. top-k over the finite logits.
-    Cut ck;
-    if (p.top_k > 0 && uint64_t(p.top_k) < n_fin) {
-        const Finite f;
-        const uint64_t k = uint64_t(p.top_k);
-        const Selected s = select_desc(row, sl, f, [k](uint64_t) { return k; }, sh, cl);
-        ck = cut_at(row, sl, s, k - s.above, s.at, f, sh, cl);
+    // 2. The candidates (file comment), where a cut is asked for and they can hold it: top-k's k
+    // largest (top-p after it admits only those), or top-p alone's kCandTopP with enough mass.
+    int n_cand = 0;
+    bool cands = false;
+    PWant want_p{0, p.top_p};
+    if (try_cands && cut_k && k <= uint64_t(kCandMaxK)) {
+        cands = gather_candidates<false>(row, sl, top, inv_t, k, cs, sh, cl, &n_cand, nullptr, nullptr);
+    } else if (try_cands && !cut_k && cut_p) {
+        uint64_t total = 0, in_set = 0;
+        cands = gather_candidates<true>(row, sl, top, inv_t, kCandTopP, cs, sh, cl, &n_cand, &total, &in_set);
+        want_p.fixed = sample_top_p_target(total, p.top_p);  // ≥ 1: the top's mass is 2⁴²
+        cands = cands && in_set >= want_p.fixed;
+        if (!cands) want_p.fixed = 0;
     }
 
-    // 3. top-p over the mass top-k kept.
-    Cut cp;
-    if (p.top_p < 1.f) {
-        const Mass f{ck, top, inv_t};
-        const float top_p = p.top_p;
-        const Selected s =
-            select_desc(row, sl, f, [top_p](uint64_t total) { return sample_top_p_target(total, top_p); }, sh, cl);
-        const uint64_t q = f.weight(0, sample_key_value(s.key));  // > 0 at the crossing
-        const uint64_t m = (s.want - s.above - 1) / q + 1;         // ties kept while the mass before them < want
-        cp = cut_at(row, sl, s, m, s.at / q, f, sh, cl);
+    // 3. top-k over the finite logits, then top-p over the mass top-k kept.
+    Cut ck, cp;
+    if (cands) plan_cuts(CandSource{cs.v, cs.id, n_cand}, cut_k, k, cut_p, want_p, top, inv_t, sh, cl, ck, cp);
+    else plan_cuts(RowSource{row, sl}, cut_k, k, cut_p, want_p, top, inv_t, sh, cl, ck, cp);
+
+    // 4. With candidates, the draw too: every token the cuts keep is one of them, and the draw
+    // kernel's keep and noise on each give its winner (the best is a total order: any walk).
+    if (cands) {
+        const Best b = cluster_best(draw_candidates(cs, n_cand, ck, cp, top, inv_t, p), sh, cl);
+        if (writer) {
+            ids[r] = b.idx;
+            plan.mode = kDone;
+            plan.from_cands = 1;
+            plans[r] = plan;
+        }
+        return;
     }
     if (writer) {
         plan.mode = kCut;
@@ -364,13 +560,17 @@ __global__ void sample_merge_kernel(const RowPlan* __restrict__ plans, const Bes
 }  // namespace
 
 cudaError_t launch_sample(const float* x, int64_t ldx, int64_t rows, int64_t cols, const SampleRow* rows_p,
-                          int32_t* ids, void* scratch, cudaStream_t stream) {
+                          int32_t* ids, void* scratch, cudaStream_t stream, SamplePlan how) {
+    static const cudaError_t smem =
+        cudaFuncSetAttribute(sample_plan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kCandSmem));
+    if (smem != cudaSuccess) return smem;
     const int S = int((cols + kSeg - 1) / kSeg);
     auto* plans = static_cast<RowPlan*>(scratch);
     auto* part = reinterpret_cast<Best*>(plans + rows);
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(kCluster, unsigned(rows), 1);
     cfg.blockDim = dim3(kThreads, 1, 1);
+    cfg.dynamicSmemBytes = kCandSmem;
     cfg.stream = stream;
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -379,12 +579,25 @@ cudaError_t launch_sample(const float* x, int64_t ldx, int64_t rows, int64_t col
     attr[0].val.clusterDim.z = 1;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    const cudaError_t e = cudaLaunchKernelEx(&cfg, sample_plan_kernel, x, ldx, int(cols), rows_p, plans, ids);
+    const cudaError_t e = cudaLaunchKernelEx(&cfg, sample_plan_kernel, x, ldx, int(cols), rows_p, plans, ids,
+                                             how == SamplePlan::Candidates);
     if (e != cudaSuccess) return e;
     sample_draw_kernel<<<dim3(unsigned(S), unsigned(rows)), kDrawThreads, 0, stream>>>(x, ldx, int(cols), rows_p,
                                                                                        plans, part);
     sample_merge_kernel<<<unsigned(rows), 32, 0, stream>>>(plans, part, S, ids);
     return cudaGetLastError();
+}
+
+std::vector<int32_t> sample_plans_from_candidates(const void* scratch, int64_t rows) {
+    std::vector<RowPlan> plans(static_cast<size_t>(rows));
+    if (rows > 0 && cudaMemcpy(plans.data(), scratch, plans.size() * sizeof(RowPlan), cudaMemcpyDeviceToHost) != cudaSuccess)
+        return {};
+    std::vector<int32_t> out(plans.size());
+    for (size_t r = 0; r < plans.size(); ++r) {
+        const RowPlan& q = plans[r];
+        out[r] = q.from_cands ? 1 : q.mode == kCut && (q.ck.on || q.cp.on) ? 0 : -1;
+    }
+    return out;
 }
 
 }  // namespace tessera::cuda::fast::detail
