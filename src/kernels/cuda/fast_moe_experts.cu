@@ -16,6 +16,7 @@
 
 #include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/fast_moe.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace tessera::cuda::fast::detail {
 
@@ -303,9 +304,12 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
+// Launched with PDL (pdl.cuh): out, and the grouping's row_of_slot, come from the kernels before.
 __global__ void __launch_bounds__(kThreads)
     combine_kernel(float* __restrict__ y, int64_t ldy, const float* __restrict__ out, int64_t H,
                    const float* __restrict__ weights, int k, const int32_t* __restrict__ row_of_slot) {
+    pdl::wait();
+    pdl::trigger();
     const int64_t t = blockIdx.x, h = int64_t(blockIdx.y) * kThreads + threadIdx.x;
     if (h >= H) return;
     float sum = 0.f;
@@ -385,8 +389,7 @@ cudaError_t launch_moe_down_by_item(float* out, const float* act, int64_t T, con
 cudaError_t launch_moe_combine(float* y, int64_t ldy, const float* out, int64_t T, int64_t H, const float* weights,
                                int k, const MoeGrouping& g, cudaStream_t stream) {
     const dim3 grid(unsigned(T), blocks_of(H, kThreads));
-    combine_kernel<<<grid, kThreads, 0, stream>>>(y, ldy, out, H, weights, k, g.row_of_slot);
-    return cudaGetLastError();
+    return pdl::launch(combine_kernel, grid, dim3(kThreads), 0, stream, y, ldy, out, H, weights, k, g.row_of_slot);
 }
 
 }  // namespace tessera::cuda::fast::detail

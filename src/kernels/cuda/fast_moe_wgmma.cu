@@ -17,6 +17,7 @@
 #include "kernels/cuda/fast_moe.h"
 #include "kernels/cuda/fast_wgmma.cuh"
 #include "kernels/cuda/fast_wgmma_int4.cuh"
+#include "kernels/cuda/pdl.cuh"
 
 namespace tessera::cuda::fast::detail {
 
@@ -232,9 +233,12 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
 // r): one block a row, a thread a k-step of a k-tile (wgmma_store_kstep: 16-byte stores, a warp's
 // 1 KB contiguous). (Session 34: the earlier form — a thread per 32 columns, 4-byte stores, 64 of
 // 256 threads busy at H = 2048 — and a grid-wide one of it measured alike, 22 µs for 4,096 rows.)
+// Launched with PDL (pdl.cuh): the grouping's perm and x come from the kernels before.
 __global__ void __launch_bounds__(128)
     gather_wgmma_kernel(uint32_t* __restrict__ xg, const float* __restrict__ x, int64_t ldx, int64_t H,
                         const int32_t* __restrict__ perm, int k) {
+    pdl::wait();
+    pdl::trigger();
     const int64_t r = blockIdx.x;
     const int s = perm ? perm[r] : int(r);
     if (s < 0) return;
@@ -249,8 +253,8 @@ __global__ void __launch_bounds__(128)
 cudaError_t launch_gather(void* xg, const float* x, int64_t ldx, int64_t rows, int64_t H, const int32_t* perm, int k,
                           cudaStream_t stream) {
     if (rows == 0) return cudaSuccess;
-    gather_wgmma_kernel<<<unsigned(rows), 128, 0, stream>>>(static_cast<uint32_t*>(xg), x, ldx, H, perm, k);
-    return cudaGetLastError();
+    return pdl::launch(gather_wgmma_kernel, dim3(unsigned(rows)), dim3(128), 0, stream, static_cast<uint32_t*>(xg), x,
+                       ldx, H, perm, k);
 }
 
 template <class C>

@@ -137,6 +137,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                          const uint16_t* __restrict__ xrows, int k, int fbs) {
     constexpr int BT = C::BT, S = C::STAGES, CL = C::CL, MT = C::MT;
     constexpr int kTilesHi = 4 * MT, kTilesLo = C::kGateUp ? kTilesHi : 8 * MT;  // row tiles a box of a matrix
+    pdl::wait();  // launched with PDL (pdl.cuh): the grouping and A come from the kernels before
+    pdl::trigger();
     const int n_items = *g.n_items;
     if constexpr (!C::kPersist) {  // (a cluster's blocks share blockIdx.x: they leave together)
         if (int(blockIdx.x) >= n_items) return;
@@ -415,15 +417,12 @@ cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const 
     }
     auto* act16 = static_cast<uint16_t*>(act);
     const auto* xrows = C::kGather ? static_cast<const uint16_t*>(a) : nullptr;
-    if constexpr (C::CL == 1) {
-        moe_wgmma_tma_kernel<C>
-            <<<grid, C::kThreads, C::kSmem, stream>>>(maps, K, N, E, lo, hi, g, act16, out, xrows, k, int(blocks));
-        return cudaGetLastError();
-    } else {
-        return pdl::launch_cluster_serial(moe_wgmma_tma_kernel<C>, grid, dim3(C::kThreads), C::kSmem, stream,
-                                          dim3(1, C::CL, 1), maps, K, N, E, lo, hi, g, act16, out, xrows, k,
-                                          int(blocks));
-    }
+    if constexpr (C::CL == 1)
+        return pdl::launch(moe_wgmma_tma_kernel<C>, grid, dim3(C::kThreads), C::kSmem, stream, maps, K, N, E, lo, hi, g,
+                           act16, out, xrows, k, int(blocks));
+    else
+        return pdl::launch_cluster(moe_wgmma_tma_kernel<C>, grid, dim3(C::kThreads), C::kSmem, stream,
+                                   dim3(1, C::CL, 1), maps, K, N, E, lo, hi, g, act16, out, xrows, k, int(blocks));
 }
 
 // The tiles of tile_rows rows and mt m-tiles and their rings — one table for every form (CL, GATHER,
