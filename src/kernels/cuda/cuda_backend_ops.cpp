@@ -311,7 +311,8 @@ void CudaBackend::sample(const Tensor& x, const SampleRow* rows, int32_t* ids) {
     }
     copy_in(sample_rows_.data(), rows, bytes);
     fast::sample(X.p, X.ld, X.rows, X.cols, static_cast<const SampleRow*>(sample_rows_.data()), ids,
-                 scratch(7, fast::sample_scratch_bytes(X.rows, X.cols)), stream_.get());
+                 scratch(7, fast::sample_scratch_bytes(X.rows, X.cols)), stream_.get(),
+                 detail::sample_whole_row() ? fast::SamplePlan::Row : fast::SamplePlan::Candidates);
 }
 
 void CudaBackend::argmax(const Tensor& x, int32_t* out) {

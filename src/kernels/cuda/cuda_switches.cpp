@@ -161,6 +161,13 @@ bool flash_overlap_by_kv() {
     static const bool kv = env_switch("TESSERA_FLASH_SCHEDULE", "serial", "kv");
     return kv;
 }
+// TESSERA_SAMPLE_PLAN: candidates (the default: device sampling's top-k / top-p cuts from a candidate
+// set where it holds them, fast_sample.cu, session 43) or row (every cut walks the whole row, as
+// before; the same tokens either way).
+bool sample_whole_row() {
+    static const bool row = env_switch("TESSERA_SAMPLE_PLAN", "candidates", "row");
+    return row;
+}
 // TESSERA_GDN_CHUNKED: f16rt (the default: the chunked delta rule on f16, one product each, its
 // state pass with Sᵀ in the warpgroup MMA's accumulators, fast_gdn_chunked16_rt.cu, for heads of dk
 // 113–128; F16x3Wg's pass otherwise; session 22: 102.2 against F16x3Rt's 142.1 µs at 1,024 tokens ×
