@@ -304,21 +304,44 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
+// y[t] = Σ_j w_j · out[row of slot j] over the token's k slots in slot order, a thread 4 columns:
+// every slot's 16 bytes loaded before the first sum (one round trip, not k; session 43 — the
+// thread a column before issued a slot's load after the last one's add), the same operations a
+// column as ever. H is a multiple of 4 (of 32: moe_experts_packed), out's rows 16-byte aligned.
 // Launched with PDL (pdl.cuh): out, and the grouping's row_of_slot, come from the kernels before.
-__global__ void __launch_bounds__(kThreads)
+constexpr int kCombineThreads = 128;  // 512 columns a block
+__global__ void __launch_bounds__(kCombineThreads)
     combine_kernel(float* __restrict__ y, int64_t ldy, const float* __restrict__ out, int64_t H,
                    const float* __restrict__ weights, int k, const int32_t* __restrict__ row_of_slot) {
     pdl::wait();
     pdl::trigger();
-    const int64_t t = blockIdx.x, h = int64_t(blockIdx.y) * kThreads + threadIdx.x;
+    const int64_t t = blockIdx.x, h = 4 * (int64_t(blockIdx.y) * kCombineThreads + threadIdx.x);
     if (h >= H) return;
-    float sum = 0.f;
-    for (int j = 0; j < k; ++j) {
-        const int row = row_of_slot[t * k + j];
-        const float v = __fmul_rn(weights[t * k + j], row >= 0 ? out[int64_t(row) * H + h] : quiet_nan());
-        sum = j == 0 ? v : __fadd_rn(sum, v);
+    int row[kMoeMaxTopK];
+    float w[kMoeMaxTopK];
+#pragma unroll
+    for (int j = 0; j < kMoeMaxTopK; ++j) {  // the slots' rows and weights first: their loads together
+        row[j] = j < k ? row_of_slot[t * k + j] : -1;
+        w[j] = j < k ? weights[t * k + j] : 0.f;
     }
-    y[t * ldy + h] = sum;
+    float4 v[kMoeMaxTopK];
+    const float nan = quiet_nan();
+#pragma unroll
+    for (int j = 0; j < kMoeMaxTopK; ++j)
+        v[j] = j < k && row[j] >= 0 ? __ldcs(reinterpret_cast<const float4*>(out + int64_t(row[j]) * H + h))
+                                    : make_float4(nan, nan, nan, nan);
+    float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int j = 0; j < kMoeMaxTopK; ++j) {
+        if (j >= k) break;
+        const float4 p = make_float4(__fmul_rn(w[j], v[j].x), __fmul_rn(w[j], v[j].y), __fmul_rn(w[j], v[j].z),
+                                     __fmul_rn(w[j], v[j].w));
+        sum = j == 0 ? p
+                     : make_float4(__fadd_rn(sum.x, p.x), __fadd_rn(sum.y, p.y), __fadd_rn(sum.z, p.z),
+                                   __fadd_rn(sum.w, p.w));
+    }
+    float* yt = y + t * ldy + h;
+    yt[0] = sum.x, yt[1] = sum.y, yt[2] = sum.z, yt[3] = sum.w;
 }
 
 // Lanes per row: 32 when a row has at least 64 chunks (2048 columns), else 8.
@@ -388,8 +411,11 @@ cudaError_t launch_moe_down_by_item(float* out, const float* act, int64_t T, con
 
 cudaError_t launch_moe_combine(float* y, int64_t ldy, const float* out, int64_t T, int64_t H, const float* weights,
                                int k, const MoeGrouping& g, cudaStream_t stream) {
-    const dim3 grid(unsigned(T), blocks_of(H, kThreads));
-    return pdl::launch(combine_kernel, grid, dim3(kThreads), 0, stream, y, ldy, out, H, weights, k, g.row_of_slot);
+    if (H % 4 != 0 || reinterpret_cast<uintptr_t>(out) % 16 != 0 || k < 1 || k > kMoeMaxTopK)
+        return cudaErrorInvalidValue;
+    const dim3 grid(unsigned(T), blocks_of(H, 4 * kCombineThreads));
+    return pdl::launch(combine_kernel, grid, dim3(kCombineThreads), 0, stream, y, ldy, out, H, weights, k,
+                       g.row_of_slot);
 }
 
 }  // namespace tessera::cuda::fast::detail
