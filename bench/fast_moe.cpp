@@ -232,6 +232,21 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
         row(s, T, "moe_route (softmax, top-k, renormalise)", route, 0, "");
 
         const fast::MoePlan pick = fast::moe_pick(T, s.k, s.E);
+        if (pick.dp4a_decode) {  // the routing kernel and the pick as the backend chains them: the ids
+            // awaited, or the logits ranked ahead by gate+up (MoeRouteAhead, TESSERA_MOE_ROUTE_AHEAD)
+            const fast::MoeRouteAhead ra{logits.as<float>(), s.E, s.E, s.k, false};
+            for (bool ahead : {false, true}) {
+                const double chain = time_of(a, timer, [&](int) {
+                    fast::moe_route(logits.as<float>(), s.E, T, s.E, s.k, true, false, ids.as<int32_t>(),
+                                    wts.as<float>(), st);
+                    fast::moe_experts_packed(y.as<float>(), s.H, x.as<float>(), s.H, T, w, ids.as<int32_t>(),
+                                             wts.as<float>(), s.k, scratch.data(), st,
+                                             {.x_settled = true, .route_ahead = ahead ? &ra : nullptr});
+                });
+                row(s, T, ahead ? "moe_route + experts (pick), route ahead" : "moe_route + experts (pick)", chain, 0,
+                    "");
+            }
+        }
         std::vector<fast::MoePlan> plans = {pick};
         for (const fast::MoePlan& p :
              {fast::MoePlan{false, true, 8, false, true}, fast::MoePlan{false, true, 8, false, false, true, 0},
@@ -350,7 +365,7 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
         if (small_steps && T * s.k <= 65535) {
             const double tgu = time_of(a, timer, [&](int) {
                 TS_CUDA_CHECK(fast::detail::launch_moe_decode_dp4a_gate_up(act, x.as<float>(), s.H, T, w, rid, s.k,
-                                                                           true, st));
+                                                                           true, {}, st));
             });
             row(s, T, "  step: dp4a decode gate+up+SwiGLU", tgu, hot_bytes * 2 / 3, "2 of 3 matrices");
             const double tdn = time_of(a, timer, [&](int) {

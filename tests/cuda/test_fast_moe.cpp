@@ -291,6 +291,63 @@ TEST(FastMoe, SettledXGivesTheSameBits) {
     }
 }
 
+TEST(FastMoe, RouteAheadGivesTheSameBits) {
+    // The decode's gate+up ranking its token's router logits itself (MoeRouteAhead) after moe_route
+    // on them: the same bits as on the routing kernel's ids — its picks are that kernel's — on
+    // row-major and tiled experts, with a shared expert (slot k: id E), an eight-way tie at the top
+    // and a tie at the k-th pick; 1 and 2 tokens. (A NaN logit would make every weight of its
+    // token NaN, hiding the picks: the ranking of NaN is the routing kernel's own code, tested there.)
+    REQUIRE_CUDA();
+    struct Case {
+        int E, k;
+        bool shared, tiled;
+    };
+    for (const Case c : {Case{64, 6, false, false}, Case{128, 8, false, true}, Case{255, 8, true, true}}) {
+        const int En = c.E + (c.shared ? 1 : 0), slots = c.k + (c.shared ? 1 : 0);
+        Experts ex(En, 256, 128, DType::Q4_0, 41 + uint32_t(c.E));
+        if (c.tiled) {
+            ASSERT_EQ(ex.tile(), 3);
+        }
+        for (int64_t T : {1, 2}) {
+            SCOPED_TRACE("E " + std::to_string(c.E) + " k " + std::to_string(c.k) + (c.shared ? " shared" : "") +
+                         (c.tiled ? " tiled" : "") + " T " + std::to_string(T));
+            std::vector<float> logits = normal_floats(size_t(T * En), 42 + uint32_t(T), 2.f);
+            for (int e = 0; e < 8; ++e) logits[size_t(3 + 5 * e)] = 20.f;  // token 0: eight-way tie at the top
+            if (T > 1)  // token 1: k − 1 clear picks, then two equal logits for the k-th
+                for (int e = 0; e < c.k + 1; ++e) logits[size_t(En + 10 + e)] = e < c.k - 1 ? 21.f + float(e) : 20.f;
+            const std::vector<float> x = normal_floats(size_t(T * ex.H), 44 + uint32_t(T));
+            const DeviceBuffer d_logits = to_device(logits), d_x0 = to_device(x),
+                               d_zero = to_device(std::vector<float>(size_t(T * ex.H), 0.f));
+            DeviceBuffer d_x(size_t(T * ex.H) * 4), d_ids(size_t(T * slots) * 4), d_w(size_t(T * slots) * 4),
+                d_y(size_t(T * ex.H) * 4), d_scratch(fast::moe_experts_scratch_bytes(T, slots, En, ex.H, ex.I));
+            Stream stream;
+            const fast::MoeRouteAhead ra{d_logits.as<float>(), En, c.E, c.k, c.shared};
+            std::vector<uint32_t> runs[2];
+            for (int ahead : {0, 1}) {
+                TS_CUDA_CHECK(cudaMemsetAsync(d_y.data(), 0xff, size_t(T * ex.H) * 4, stream));
+                // x = x0 + 0 by a kernel, then the router on the logits (as the backend runs them)
+                ref::add(d_x.as<float>(), ex.H, d_x0.as<float>(), ex.H, d_zero.as<float>(), ex.H, T, ex.H, stream);
+                fast::moe_route(d_logits.as<float>(), En, T, c.E, c.k, true, c.shared, d_ids.as<int32_t>(),
+                                d_w.as<float>(), stream);
+                fast::moe_experts_packed(d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T, ex.view(),
+                                         d_ids.as<int32_t>(), d_w.as<float>(), slots, d_scratch.data(), stream,
+                                         {.x_settled = true, .route_ahead = ahead ? &ra : nullptr});
+                stream.synchronize();
+                runs[ahead] = to_host<uint32_t>(d_y, size_t(T * ex.H));
+            }
+            EXPECT_EQ(runs[0], runs[1]) << "ranking ahead changed the result";
+            const std::vector<int32_t> ids = to_host<int32_t>(d_ids, size_t(T * slots));
+            for (int e = 0; e < c.k; ++e) EXPECT_EQ(ids[size_t(e)], 3 + 5 * e) << "token 0's tie, by index";
+            if (c.shared) {
+                EXPECT_EQ(ids[size_t(c.k)], c.E) << "the shared expert's slot";
+            }
+            if (T > 1) {
+                EXPECT_EQ(ids[size_t(slots + c.k - 1)], 10 + c.k - 1) << "token 1's k-th pick, by index";
+            }
+        }
+    }
+}
+
 TEST(FastMoe, RecordsIntoACudaGraph) {
     // The whole chain (router, grouping, experts) for each tile kind, captured once and replayed:
     // the same bits as eager calls (no host round trip, no allocation, fixed launch shapes). Each
@@ -678,6 +735,38 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
             ADD_FAILURE() << "H = 8192 accepted by the mid kernels";
         } catch (const Error& err) {
             EXPECT_NE(std::string(err.what()).find("shared memory"), std::string::npos) << err.what();
+        }
+    }
+    {  // route_ahead: after the routing kernel on x's logits (x_settled), its picks and experts the slots'
+        const float* lg = p + 8192;
+        auto ahead = [&](bool settled, const fast::MoeRouteAhead& ra, int k) {
+            fast::moe_experts_packed_plan({}, y, 64, p, 64, 1, w, reinterpret_cast<int32_t*>(p), p, k, p, nullptr,
+                                          settled, ra);
+        };
+        auto refused = [&](bool settled, const fast::MoeRouteAhead& ra, int k, const char* what) {
+            try {
+                ahead(settled, ra, k);
+                ADD_FAILURE() << "accepted route_ahead " << what;
+            } catch (const Error& e) {
+                EXPECT_NE(std::string(e.what()).find("route_ahead"), std::string::npos) << what << ": " << e.what();
+            }
+        };
+        for (const fast::MoeRouteAhead& fine : {fast::MoeRouteAhead{lg, 8, 8, 2, false}, {lg, 8, 7, 1, true}})
+            EXPECT_NO_THROW(fast::moe_experts_packed_plan({}, y, 64, p, 64, 0, w, reinterpret_cast<int32_t*>(p), p, 2,
+                                                          p, nullptr, true, fine));  // (no tokens: no launch)
+        refused(false, {lg, 8, 8, 2, false}, 2, "without x_settled");
+        refused(true, {lg, 8, 8, 3, false}, 2, "of 3 picks for 2 slots");
+        refused(true, {lg, 8, 7, 2, false}, 2, "over 7 of 8 experts");
+        refused(true, {lg, 8, 7, 2, true}, 2, "with a shared expert past the slots");
+        refused(true, {lg, 7, 8, 2, false}, 2, "with a row stride under E");
+        refused(true, {lg, 8, 8, 9, false}, 9, "of more picks than experts");
+        const fast::MoePackedExperts wide{300, 64, 32, d, d, d, {}};
+        try {  // more experts than the ranking holds
+            fast::moe_experts_packed_plan({}, y, 64, p, 64, 1, wide, reinterpret_cast<int32_t*>(p), p, 2, p, nullptr,
+                                          true, {lg, 300, 300, 2, false});
+            ADD_FAILURE() << "accepted route_ahead over 300 experts";
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("route_ahead"), std::string::npos) << e.what();
         }
     }
     {  // the fused decode kernel: per slot, no other flags; experts stacked in tiles; counters

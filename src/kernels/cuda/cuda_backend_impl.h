@@ -133,6 +133,7 @@ private:
     std::map<const void*, DeviceBuffer> expert_descs_;  // device arrays of packed expert descriptors
     std::map<const void*, fast::MoeTiling> moe_checked_;  // expert sets whose descriptors were checked
     const int32_t* routed_ids_ = nullptr;  // ids of the last moe_topk, if its last launch was fast::moe_route
+    fast::MoeRouteAhead routed_logits_;    // what that launch ranked, where on the logits (else logits null)
     std::vector<DeviceBuffer> scratch_;
     DeviceBuffer zeroed_;  // zeroed_scratch
     DeviceBuffer edits_;  // edit_logits' copy of the host edits (never read by a recording)

@@ -58,6 +58,7 @@ using detail::moe_prefill_plain;
 using detail::moe_prefill_gather;
 using detail::moe_prefill_persist;
 using detail::moe_prefill_fit;
+using detail::moe_route_ahead;
 using detail::moe_route_exact;
 using detail::prefill_cublas_forced;
 using detail::prefill_via_cublas;
@@ -519,11 +520,14 @@ void CudaBackend::moe_topk(const Tensor& logits, const MoeRouting& r, int32_t* i
     TS_CHECK(E >= 1, "cuda moe_topk: logits {} hold no expert{}", logits.describe(),
              r.shared ? " besides the shared expert's gate" : "");
     routed_ids_ = nullptr;
+    routed_logits_ = {};
     if (kernels_ == CudaKernels::Fast && E <= fast::kMoeMaxExperts && r.k <= fast::kMoeMaxTopK &&
         !reference_op("moe_route")) {
-        fast::moe_route(L.p, L.ld, L.rows, int(E), r.k, r.renormalize, r.shared, ids, weights, stream_.get(),
-                        moe_route_exact());
+        const bool exact = moe_route_exact();
+        fast::moe_route(L.p, L.ld, L.rows, int(E), r.k, r.renormalize, r.shared, ids, weights, stream_.get(), exact);
         routed_ids_ = ids;
+        if (r.renormalize && !exact && E <= fast::kMoeRouteAheadMaxExperts)  // ranked on the logits
+            routed_logits_ = {L.p, L.ld, int(E), r.k, r.shared};
         return;
     }
     ref::moe_topk(L.p, L.rows, E, r.k, r.renormalize, r.shared, ids, weights, stream_.get());
@@ -539,7 +543,11 @@ void CudaBackend::moe_experts(const Tensor& y, const Tensor& x, const MoeWeights
     // Right after the fast routing of these ids, x (routed there, unchanged since: backend.h) was
     // complete before the routing kernel started: the MoE may read it before its PDL wait.
     const bool x_settled = ids == routed_ids_;
+    // And where that launch ranked the logits, the decode's gate+up may rank them itself
+    // (TESSERA_MOE_ROUTE_AHEAD=on: fast::MoeRouteAhead).
+    const fast::MoeRouteAhead route_ahead = x_settled && moe_route_ahead() ? routed_logits_ : fast::MoeRouteAhead{};
     routed_ids_ = nullptr;
+    routed_logits_ = {};
     if (kernels_ == CudaKernels::Fast) {
         const PackedMatrix* g = expert_descriptors(w.gate);
         const PackedMatrix* u = g ? expert_descriptors(w.up) : nullptr;
@@ -579,7 +587,8 @@ void CudaBackend::moe_experts(const Tensor& y, const Tensor& x, const MoeWeights
                                              .gather = moe_prefill_gather(),
                                              .persist = moe_prefill_persist(),
                                              .fit = moe_prefill_fit(),
-                                             .fused = fused});
+                                             .fused = fused,
+                                             .route_ahead = route_ahead.logits ? &route_ahead : nullptr});
         }
     }
     const DType dt = w.gate[0].dtype;

@@ -142,6 +142,13 @@ bool moe_route_exact() {
     static const bool exact = env_switch("TESSERA_MOE_ROUTE", "logits", "exact");
     return exact;
 }
+// TESSERA_MOE_ROUTE_AHEAD: off (the default) or on — the decode's integer-unit gate+up ranks the
+// router logits itself before its PDL wait instead of waiting for the routing kernel's ids
+// (fast::MoeRouteAhead, session 43; the same picks; opt-in until measured).
+bool moe_route_ahead() {
+    static const bool on = env_switch("TESSERA_MOE_ROUTE_AHEAD", "off", "on");
+    return on;
+}
 // TESSERA_FLASH: wgmma (the default: the prefill attention on the warpgroup MMA,
 // fast_flash_attention_wgmma.cu) or mma (the mma.sync kernels of sessions 6–13, for A/B).
 bool flash_mma() {

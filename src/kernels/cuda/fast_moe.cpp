@@ -382,9 +382,18 @@ size_t moe_experts_scratch_bytes(int64_t T, int k, int E, int64_t H, int64_t I) 
 
 void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                              const MoePackedExperts& w, const int32_t* ids, const float* weights, int k,
-                             void* scratch, cudaStream_t stream, bool x_settled) {
+                             void* scratch, cudaStream_t stream, bool x_settled, const MoeRouteAhead& ra) {
     const char* op = "moe_experts_packed";
     check_plan(plan);
+    if (ra.logits) {
+        TS_CHECK(x_settled, "{}: route_ahead needs x_settled (the routing kernel just before, on x's logits)", op);
+        TS_CHECK(ra.E >= 1 && ra.E <= kMoeRouteAheadMaxExperts && ra.k >= 1 && ra.k <= ra.E &&
+                     ra.k + (ra.shared ? 1 : 0) == k && ra.E + (ra.shared ? 1 : 0) == w.E &&
+                     ra.ldl >= ra.E + (ra.shared ? 1 : 0),
+                 "{}: route_ahead of {} picks from {} experts{} (row stride {}) does not fit {} slots of {} experts "
+                 "(at most {} ranked)",
+                 op, ra.k, ra.E, ra.shared ? " and the shared one" : "", ra.ldl, k, w.E, kMoeRouteAheadMaxExperts);
+    }
     check_route_shape(op, T, w.E, k);
     TS_CHECK(w.H > 0 && w.I > 0 && w.H % 32 == 0 && w.I % 32 == 0,
              "{}: H = {} and I = {} must be positive multiples of 32 (whole Int4 chunks)", op, w.H, w.I);
@@ -489,7 +498,7 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
                  "at most {} bytes)",
                  op, w.H, k * w.I, detail::moe_decode_dp4a_gate_up_smem(w.H), detail::moe_decode_dp4a_down_smem(w.I, k),
                  detail::moe_decode_dp4a_smem_limit());
-        TS_CUDA_CHECK(detail::launch_moe_decode_dp4a_gate_up(act, x, ldx, T, w, ids, k, x_settled, stream));
+        TS_CUDA_CHECK(detail::launch_moe_decode_dp4a_gate_up(act, x, ldx, T, w, ids, k, x_settled, ra, stream));
         TS_CUDA_CHECK(
             detail::launch_moe_decode_dp4a_down(y, ldy, act, T, w, ids, weights, k, plan.mma_down_warps, stream));
         return;
@@ -556,7 +565,8 @@ void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int6
     if (plan.v2 && !plan.large_tiles &&
         (T * k > 65535 || detail::moe_decode_smem_bytes(w.H, w.I, k) > detail::moe_decode_smem_limit()))
         plan = MoePlan{};
-    moe_experts_packed_plan(plan, y, ldy, x, ldx, T, w, ids, weights, k, scratch, stream, sw.x_settled);
+    moe_experts_packed_plan(plan, y, ldy, x, ldx, T, w, ids, weights, k, scratch, stream, sw.x_settled,
+                            sw.route_ahead ? *sw.route_ahead : MoeRouteAhead{});
 }
 
 }  // namespace tessera::cuda::fast

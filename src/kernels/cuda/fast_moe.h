@@ -296,6 +296,20 @@ size_t moe_experts_scratch_bytes(int64_t T, int k, int E, int64_t H, int64_t I);
 // the k slots summed in slot order. An id outside [0, E) makes that token's row NaN.
 // scratch: moe_experts_scratch_bytes(plan, ...) bytes, 256-byte aligned.
 // sw: the backend's switches over the pick (MoeSwitches; the defaults leave the pick as it is).
+// The router logits moe_route ranked into the ids just before (the caller's promise, as x_settled's),
+// where it ranked them on the logits (renormalize, not exact: route_logits_kernel) over at most
+// kMoeRouteAheadMaxExperts experts. The integer-unit gate+up kernel then ranks its token's logits
+// itself before its PDL wait — the same picks, dev::logits_pick — and requests its weights without
+// waiting for the routing kernel, which runs beside it (the down kernel still reads the ids).
+struct MoeRouteAhead {
+    const float* logits = nullptr;  // [T, E (+ 1 with shared)], row stride ldl; null: off
+    int64_t ldl = 0;
+    int E = 0;            // experts ranked (the stack's w.E less the shared expert)
+    int k = 0;            // picks a token (the slots less the shared expert's)
+    bool shared = false;  // slot k is the shared expert, id E
+};
+constexpr int kMoeRouteAheadMaxExperts = 256;
+
 struct MoeSwitches {
     // The pick may take the integer-unit decode kernels (false: the tensor-core ones instead,
     // TESSERA_MOE_DECODE=mma — for A/B).
@@ -328,13 +342,17 @@ struct MoeSwitches {
     // cluster a (token, slot), so an expert two tokens choose is read twice (the grouped plans it
     // replaces from 3 tokens read it once).
     bool fused = false;
+    // Non-null: the dp4a decode's gate+up ranks the router logits itself (MoeRouteAhead; needs
+    // x_settled; TESSERA_MOE_ROUTE_AHEAD=on, opt-in until measured). Ignored by every other plan.
+    const MoeRouteAhead* route_ahead = nullptr;
 };
 void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
                         const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream,
                         const MoeSwitches& sw = {});
 void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                              const MoePackedExperts& w, const int32_t* ids, const float* weights, int k,
-                             void* scratch, cudaStream_t stream, bool x_settled = false);
+                             void* scratch, cudaStream_t stream, bool x_settled = false,
+                             const MoeRouteAhead& route_ahead = {});
 
 namespace detail {
 // The launches in the .cu files (no fmt there); arguments already checked. Each returns its
@@ -388,9 +406,10 @@ inline bool moe_decode_dp4a_fits(int64_t H, int64_t I, int k) {
     return moe_decode_dp4a_gate_up_smem(H) <= moe_decode_dp4a_smem_limit() &&
            moe_decode_dp4a_down_smem(I, k) <= moe_decode_dp4a_smem_limit();
 }
+// ra.logits set: the kernel that ranks them itself (MoeRouteAhead; checked by the caller).
 cudaError_t launch_moe_decode_dp4a_gate_up(float* act, const float* x, int64_t ldx, int64_t T,
                                            const MoePackedExperts& w, const int32_t* ids, int k, bool x_settled,
-                                           cudaStream_t stream);
+                                           const MoeRouteAhead& ra, cudaStream_t stream);
 // warps: the down kernel's block, 16 (default) or 8 (MoePlan::mma_down_warps).
 cudaError_t launch_moe_decode_dp4a_down(float* y, int64_t ldy, const float* act, int64_t T,
                                         const MoePackedExperts& w, const int32_t* ids, const float* weights, int k,

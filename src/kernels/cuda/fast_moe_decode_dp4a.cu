@@ -13,7 +13,8 @@
 //            in flight: 493.0 / 492.1 → 504.8 / 499.7 tok/s). SwiGLU of the warps' partials added
 //            in order → act [T·k, I] f32. At most 80 registers, so 3 blocks fit an SM: the
 //            flagship's 288 blocks (32 output tiles × 9 slots) run in one wave on 132 SMs, not two
-//            (H200, 4K decode: 454 → 480 tok/s end to end).
+//            (H200, 4K decode: 454 → 480 tok/s end to end). With MoeRouteAhead (ROUTE) warp 0 ranks the
+//            token's router logits itself and the block waits only after requesting its weights.
 //   down:    block = (16 outputs h, token t) of WARPS warps; the token's k·⌈I/128⌉ (slot, k-tile)
 //            items over the warps (item n on warp n % WARPS), U items of a warp in flight — 16 × 3
 //            at one token (the flagship's 36 items, 9 slots × 4 k-tiles, all before the wait), 8 ×
@@ -38,6 +39,7 @@
 #include "kernels/cuda/fast_dp4a.cuh"
 #include "kernels/cuda/fast_gemv_plan.h"
 #include "kernels/cuda/fast_moe.h"
+#include "kernels/cuda/fast_moe_rank.cuh"
 #include "kernels/cuda/fast_moe_slots.cuh"
 #include "kernels/cuda/pdl.cuh"
 
@@ -135,22 +137,42 @@ struct GateUp {
 };
 
 // Block (i-tile, slot j, token t): slot s = t·k + j, so no division on the way to x. LG, BIAS:
-// LaneRow's (BIAS false: neither gate nor up has biases).
-template <int LG, bool BIAS>
+// LaneRow's (BIAS false: neither gate nor up has biases). ROUTE (MoeRouteAhead, ra): the slot's
+// expert from the token's router logits, ranked here by warp 0 as the routing kernel beside this
+// one ranks them into ids (dev::logits_pick: the same picks) — they were complete before that
+// kernel started, as x was (x_settled, which ROUTE implies), so this block reads them before its
+// PDL wait and requests its weights without waiting for the ids; the wait (the routing kernel's
+// end, so the down kernel this one lets start finds the ids and weights) comes after.
+template <int LG, bool BIAS, bool ROUTE = false>
 __global__ void __launch_bounds__(kGuWarps * 32, 3)
     dp4a_gate_up_kernel(float* __restrict__ act, const float* __restrict__ x, int64_t ldx, int H, int I, int E,
                         const ExpertStack gates, const ExpertStack ups, const int32_t* __restrict__ ids, int k,
-                        bool x_aligned, bool x_settled) {
+                        bool x_aligned, bool x_settled, const MoeRouteAhead ra) {
     extern __shared__ uint4 smem[];  // the token's x, staged (fast_dp4a.cuh)
     __shared__ float red[kGuWarps][2][kRows];
+    __shared__ int routed;  // ROUTE: the slot's expert
     const int64_t s = int64_t(blockIdx.z) * k + blockIdx.y;
     const float* const xt = x + int64_t(blockIdx.z) * ldx;
     const int i0 = int(blockIdx.x) * kRows;
     const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5), h = lane & 1, rw = lane >> 1;
     // x complete before the routing kernel ran (x_settled): quantized before the wait.
     if (x_settled) dp4a_quantize_x<kGuWarps * 32>(xt, ldx, 1, H, x_aligned, smem);
-    const int e = slot_expert<kRows>(ids, s, E, act, I, i0);  // PDL wait; NaN rows for a bad id
-    if (e < 0) return;  // the whole block
+    int e;
+    if constexpr (ROUTE) {
+        const int j = int(blockIdx.y);
+        if (warp == 0) {
+            const int pick = ra.shared && j == ra.k
+                                 ? ra.E
+                                 : logits_pick<kMoeRouteAheadMaxExperts / 32>(ra.logits + int64_t(blockIdx.z) * ra.ldl,
+                                                                             ra.E, j);
+            if (lane == 0) routed = pick;
+        }
+        __syncthreads();
+        e = routed;  // in [0, E): the ranking's picks are experts, or the shared one
+    } else {
+        e = slot_expert<kRows>(ids, s, E, act, I, i0);  // PDL wait; NaN rows for a bad id
+        if (e < 0) return;  // the whole block
+    }
     const int nch = H / 32, nkt = (nch + 3) / 4;
     const int nj = warp < nkt ? (nkt - warp + kGuWarps - 1) / kGuWarps : 0;  // this warp's k-tiles
     const LaneRow<LG, BIAS> rg = lane_row<LG, BIAS>(gates, e, H, i0 + rw, h);
@@ -165,6 +187,10 @@ __global__ void __launch_bounds__(kGuWarps * 32, 3)
         }
     };
     load(0);  // the first batch in flight while x is quantized
+    if constexpr (ROUTE) {
+        pdl::wait();  // the routing kernel's end: its ids and weights complete for the down kernel
+        pdl::trigger();
+    }
 
     if (!x_settled) dp4a_quantize_x<kGuWarps * 32>(xt, ldx, 1, H, x_aligned, smem);
     __syncthreads();
@@ -288,34 +314,41 @@ cudaError_t with_lane_lg(bool stacked, int group, F&& f) {
     }
 }
 
-template <int LG, bool BIAS>
+template <int LG, bool BIAS, bool ROUTE>
 cudaError_t launch_gate_up(float* act, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
-                           const int32_t* ids, int k, bool x_settled, cudaStream_t stream) {
-    static const cudaError_t attr = cudaFuncSetAttribute(
-        dp4a_gate_up_kernel<LG, BIAS>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMoeDecodeDp4aMaxSmem));
+                           const int32_t* ids, int k, bool x_settled, const MoeRouteAhead& ra, cudaStream_t stream) {
+    auto* kernel = dp4a_gate_up_kernel<LG, BIAS, ROUTE>;
+    static const cudaError_t attr =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMoeDecodeDp4aMaxSmem));
     if (attr != cudaSuccess) return attr;
     const dim3 grid(blocks_of(w.I, kRows), unsigned(k), unsigned(T));
     const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
     const PackedMatrix* g0 = LG >= 0 ? &w.tiling.gate0 : nullptr;
     const PackedMatrix* u0 = LG >= 0 ? &w.tiling.up0 : nullptr;
-    return pdl::launch(dp4a_gate_up_kernel<LG, BIAS>, grid, kGuWarps * 32, moe_decode_dp4a_gate_up_smem(w.H), stream, act,
-                       x, ldx, int(w.H), int(w.I), w.E, expert_stack(w.gate, g0), expert_stack(w.up, u0), ids, k,
-                       aligned, x_settled);
+    return pdl::launch(kernel, grid, kGuWarps * 32, moe_decode_dp4a_gate_up_smem(w.H), stream, act, x, ldx, int(w.H),
+                       int(w.I), w.E, expert_stack(w.gate, g0), expert_stack(w.up, u0), ids, k, aligned, x_settled, ra);
+}
+
+template <int LG, bool BIAS>
+cudaError_t launch_gate_up(float* act, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
+                           const int32_t* ids, int k, bool x_settled, const MoeRouteAhead& ra, cudaStream_t stream) {
+    if (ra.logits) return launch_gate_up<LG, BIAS, true>(act, x, ldx, T, w, ids, k, x_settled, ra, stream);
+    return launch_gate_up<LG, BIAS, false>(act, x, ldx, T, w, ids, k, x_settled, ra, stream);
 }
 
 }  // namespace
 
 cudaError_t launch_moe_decode_dp4a_gate_up(float* act, const float* x, int64_t ldx, int64_t T,
                                            const MoePackedExperts& w, const int32_t* ids, int k, bool x_settled,
-                                           cudaStream_t stream) {
+                                           const MoeRouteAhead& ra, cudaStream_t stream) {
     const bool one_group = w.tiling.gate0.group == w.tiling.up0.group;
     // A stack without biases in either matrix (Q4_0): the kernel without their registers.
     const bool no_bias = !w.tiling.gate0.biases && !w.tiling.up0.biases;
     return with_lane_lg(w.tiling.gate_up && one_group, w.tiling.gate0.group, [&](auto lg) {
         constexpr int LG = decltype(lg)::value;
         if constexpr (LG >= 0)
-            if (no_bias) return launch_gate_up<LG, false>(act, x, ldx, T, w, ids, k, x_settled, stream);
-        return launch_gate_up<LG, true>(act, x, ldx, T, w, ids, k, x_settled, stream);
+            if (no_bias) return launch_gate_up<LG, false>(act, x, ldx, T, w, ids, k, x_settled, ra, stream);
+        return launch_gate_up<LG, true>(act, x, ldx, T, w, ids, k, x_settled, ra, stream);
     });
 }
 

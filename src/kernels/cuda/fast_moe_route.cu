@@ -8,11 +8,15 @@
 
 #include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/fast_moe.h"
+#include "kernels/cuda/fast_moe_rank.cuh"
 #include "kernels/cuda/pdl.cuh"
 
 namespace tessera::cuda::fast::detail {
 
 namespace {
+
+using dev::pick_largest;
+using dev::sort_desc;
 
 constexpr unsigned kFull = 0xffffffffu;
 
@@ -22,56 +26,6 @@ constexpr unsigned kFull = 0xffffffffu;
 // A total order (as 64-bit keys below), so a warp-wide max finds the same winner on every lane.
 
 constexpr int kRouteWarps = 4;  // tokens per block
-
-// Batcher's odd-even merge sort network for N (a power of 2) as a list of compare-exchange
-// pairs (lo, hi), built at compile time (N = 8: 19 pairs in 6 levels).
-template <int N>
-struct SortNet {
-    int n = 0;
-    int lo[N * N] = {}, hi[N * N] = {};
-};
-template <int N>
-constexpr SortNet<N> sort_net() {
-    SortNet<N> net;
-    for (int p = 1; p < N; p += p)
-        for (int k = p; k > 0; k /= 2)
-            for (int j = k % p; j + k < N; j += 2 * k)
-                for (int i = 0; i < k && i + j + k < N; ++i)
-                    if ((i + j) / (2 * p) == (i + j + k) / (2 * p)) {
-                        net.lo[net.n] = i + j;
-                        net.hi[net.n] = i + j + k;
-                        ++net.n;
-                    }
-    return net;
-}
-
-// a[0..N) in descending order by that network: every index known at compile time (registers).
-template <int N>
-__device__ __forceinline__ void sort_desc(unsigned long long (&a)[N]) {
-    constexpr SortNet<N> net = sort_net<N>();
-#pragma unroll
-    for (int c = 0; c < net.n; ++c) {
-        const unsigned long long x = a[net.lo[c]], y = a[net.hi[c]];
-        a[net.lo[c]] = y > x ? y : x;
-        a[net.hi[c]] = y > x ? x : y;
-    }
-}
-
-// One pick of a warp-wide top-k over per-lane lists sorted by sort_desc: the warp's largest key —
-// the largest high word, then the largest low word among the lanes holding it: two redux
-// instructions, not a butterfly of 64-bit shuffles — returned as (high, low); the lane holding it
-// drops it (the next of its keys moves up).
-template <int NV>
-__device__ __forceinline__ void pick_largest(unsigned long long (&key)[NV], uint32_t& bh, uint32_t& bl) {
-    const unsigned long long mine = key[0];
-    bh = __reduce_max_sync(kFull, uint32_t(mine >> 32));
-    bl = __reduce_max_sync(kFull, uint32_t(mine >> 32) == bh ? uint32_t(mine) : 0u);
-    if (mine == ((static_cast<unsigned long long>(bh) << 32) | bl)) {
-#pragma unroll
-        for (int v = 0; v + 1 < NV; ++v) key[v] = key[v + 1];
-        key[NV - 1] = 0ull;
-    }
-}
 
 // NV probabilities per lane: expert v·32 + lane.
 template <int NV>
@@ -189,16 +143,12 @@ __global__ void __launch_bounds__(kRouteWarps * 32)
     if (t >= T) return;  // the whole warp
     const float* l = logits + t * ldl;
 
-    // Keys: the high word the logit's bits made order-preserving as unsigned (±0 alike, NaN on
-    // top), the low word 2¹⁶ − index (ties to the lower index; never 0); absent experts 0.
+    // Keys: dev::logit_rank_key (fast_moe_rank.cuh; absent experts 0).
     unsigned long long key[NV];
 #pragma unroll
     for (int v = 0; v < NV; ++v) {
         const int i = v * 32 + lane;
-        const float x = i < E ? __ldg(l + i) : 0.f;
-        const uint32_t u = x == 0.f ? 0u : __float_as_uint(x);
-        const uint32_t hi = isnan(x) ? 0xffffffffu : (u & 0x80000000u) ? ~u : u | 0x80000000u;
-        key[v] = i < E ? (static_cast<unsigned long long>(hi) << 32) | uint32_t(0x10000 - i) : 0ull;
+        key[v] = dev::logit_rank_key(i < E ? __ldg(l + i) : 0.f, i, i < E);
     }
     sort_desc<NV>(key);
     float my_l = 0.f, l0 = 0.f;

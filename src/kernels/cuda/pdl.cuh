@@ -6,6 +6,9 @@
 //     and writes nothing;
 //   - it calls pdl::trigger() (which lets the kernel after it start) only after pdl::wait(), so a
 //     kernel two launches on still finds everything before its predecessor complete.
+// That second rule is what lets a kernel read, before its wait, what was written two launches
+// back or earlier (its predecessor had passed its own wait when it let this one start): the MoE
+// decode's x and router logits after the routing kernel (MoeSwitches::x_settled, MoeRouteAhead).
 // pdl::wait() returns once the kernel before has completed and its writes are visible. Both are
 // no-ops in a kernel launched the ordinary way, so such a kernel is correct either way.
 // TESSERA_PDL=0 launches every kernel the ordinary way (for A/B measurements).
