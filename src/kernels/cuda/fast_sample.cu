@@ -42,6 +42,7 @@
 #include "kernels/cuda/arg_best.cuh"
 #include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/fast_sample.h"
+#include "kernels/cuda/pdl.cuh"
 
 namespace tessera::cuda::fast::detail {
 
@@ -414,6 +415,8 @@ __global__ void __launch_bounds__(kThreads)
     __shared__ Shared sh;
     extern __shared__ float4 cand_smem[];  // kCandSmem bytes
     const Cands cs{reinterpret_cast<float*>(cand_smem), reinterpret_cast<int32_t*>(cand_smem) + kCand};
+    pdl::wait();  // launched with PDL (pdl.cuh): the logits come from the kernel before
+    pdl::trigger();
     const cg::cluster_group cl = cg::this_cluster();
     const int64_t r = blockIdx.y;
     const float* row = x + r * ldx;
@@ -503,6 +506,8 @@ __global__ void __launch_bounds__(kDrawThreads)
     sample_draw_kernel(const float* __restrict__ x, int64_t ldx, int V, const SampleRow* __restrict__ rows,
                        const RowPlan* __restrict__ plans, Best* __restrict__ part) {
     __shared__ Best warps[kDrawThreads / 32];
+    pdl::wait();  // (launched with PDL: the plans come from the kernel before)
+    pdl::trigger();
     const int64_t r = blockIdx.y;
     const RowPlan plan = plans[r];
     if (plan.mode == kDone) return;
@@ -549,6 +554,8 @@ __global__ void __launch_bounds__(kDrawThreads)
 // Warp r: the best of row r's segments.
 __global__ void sample_merge_kernel(const RowPlan* __restrict__ plans, const Best* __restrict__ part, int S,
                                     int32_t* __restrict__ ids) {
+    pdl::wait();  // (launched with PDL: the segments' bests come from the kernel before)
+    pdl::trigger();
     const int64_t r = blockIdx.x;
     if (plans[r].mode == kDone) return;
     Best b{0.0, -1};
@@ -567,25 +574,15 @@ cudaError_t launch_sample(const float* x, int64_t ldx, int64_t rows, int64_t col
     const int S = int((cols + kSeg - 1) / kSeg);
     auto* plans = static_cast<RowPlan*>(scratch);
     auto* part = reinterpret_cast<Best*>(plans + rows);
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(kCluster, unsigned(rows), 1);
-    cfg.blockDim = dim3(kThreads, 1, 1);
-    cfg.dynamicSmemBytes = kCandSmem;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = kCluster;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    const cudaError_t e = cudaLaunchKernelEx(&cfg, sample_plan_kernel, x, ldx, int(cols), rows_p, plans, ids,
-                                             how == SamplePlan::Candidates);
+    const cudaError_t e = pdl::launch_cluster(sample_plan_kernel, dim3(kCluster, unsigned(rows)), dim3(kThreads),
+                                              kCandSmem, stream, dim3(kCluster, 1, 1), x, ldx, int(cols), rows_p,
+                                              plans, ids, how == SamplePlan::Candidates);
     if (e != cudaSuccess) return e;
-    sample_draw_kernel<<<dim3(unsigned(S), unsigned(rows)), kDrawThreads, 0, stream>>>(x, ldx, int(cols), rows_p,
-                                                                                       plans, part);
-    sample_merge_kernel<<<unsigned(rows), 32, 0, stream>>>(plans, part, S, ids);
-    return cudaGetLastError();
+    const cudaError_t d = pdl::launch(sample_draw_kernel, dim3(unsigned(S), unsigned(rows)), dim3(kDrawThreads), 0,
+                                      stream, x, ldx, int(cols), rows_p, static_cast<const RowPlan*>(plans), part);
+    if (d != cudaSuccess) return d;
+    return pdl::launch(sample_merge_kernel, dim3(unsigned(rows)), dim3(32), 0, stream,
+                       static_cast<const RowPlan*>(plans), static_cast<const Best*>(part), S, ids);
 }
 
 std::vector<int32_t> sample_plans_from_candidates(const void* scratch, int64_t rows) {

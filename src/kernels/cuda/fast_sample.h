@@ -1,5 +1,6 @@
 // Backend::sample on the GPU: a token a row drawn where the logits are (kernels/sampling.h), so
-// a sampled step returns 4 bytes a row instead of the vocabulary. Three launches:
+// a sampled step returns 4 bytes a row instead of the vocabulary. Three launches (each by PDL,
+// pdl.cuh: its wait before its first read of what the one before wrote):
 //   1. a cluster of 8 blocks of 1024 threads a row, each over an eighth of the columns: the
 //      argmax and the count of finite logits (greedy rows end here); top-k's cut — the k-th
 //      largest key by a radix select of counts (3 passes of 11 / 11 / 10 bits, a histogram in

@@ -16,6 +16,7 @@
 #include "kernels/cuda/arg_best.cuh"
 #include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/fast_topk.h"
+#include "kernels/cuda/pdl.cuh"
 #include "kernels/sampling.h"  // sample_key: floats as ordered keys
 
 namespace tessera::cuda::fast::detail {
@@ -148,6 +149,7 @@ __global__ void __launch_bounds__(kThreads)
 // the lowest index among equals (-0 equals +0), 256 threads striding with 8 loads in flight each;
 // with one segment it writes out[r] (0 for a row without a non-NaN value), else its (value,
 // index) to part_v / part_i [r·S + s] (index -1: none), which argmax_merge_kernel reduces.
+// Both launched with PDL (pdl.cuh): the logits come from the kernel before (the lm_head's GEMV).
 using Best = ArgBest<int32_t>;
 
 constexpr int kArgmaxThreads = 256;
@@ -156,6 +158,8 @@ __global__ void __launch_bounds__(kArgmaxThreads)
     argmax_part_kernel(const float* __restrict__ x, int64_t ldx, int cols, int seg, float* __restrict__ part_v,
                        int32_t* __restrict__ part_i, int32_t* __restrict__ out) {
     __shared__ Best warps[kArgmaxThreads / 32];
+    pdl::wait();
+    pdl::trigger();
     const int64_t r = blockIdx.y;
     const int c0 = int(blockIdx.x) * seg, c1 = min(cols, c0 + seg);
     const float* row = x + r * ldx;
@@ -191,6 +195,8 @@ __global__ void __launch_bounds__(kArgmaxThreads)
 // out[r] = the best of row r's S partial results (a warp a row).
 __global__ void argmax_merge_kernel(const float* __restrict__ part_v, const int32_t* __restrict__ part_i, int S,
                                     int32_t* __restrict__ out) {
+    pdl::wait();
+    pdl::trigger();
     const int64_t r = blockIdx.x;
     Best b{0.f, -1};
     for (int s = int(threadIdx.x); s < S; s += 32) b = better(b, Best{part_v[r * S + s], part_i[r * S + s]});
@@ -237,10 +243,10 @@ cudaError_t launch_argmax(const float* x, int64_t ldx, int64_t rows, int64_t col
     const int S = argmax_segments(cols);
     auto* pv = static_cast<float*>(scratch);
     auto* pi = S > 1 ? reinterpret_cast<int32_t*>(pv + rows * S) : nullptr;
-    argmax_part_kernel<<<dim3(unsigned(S), unsigned(rows)), kArgmaxThreads, 0, stream>>>(x, ldx, int(cols),
-                                                                                        kArgmaxSegment, pv, pi, out);
-    if (S > 1) argmax_merge_kernel<<<dim3(unsigned(rows)), 32, 0, stream>>>(pv, pi, S, out);
-    return cudaGetLastError();
+    const cudaError_t e = pdl::launch(argmax_part_kernel, dim3(unsigned(S), unsigned(rows)), dim3(kArgmaxThreads), 0,
+                                      stream, x, ldx, int(cols), kArgmaxSegment, pv, pi, out);
+    if (e != cudaSuccess || S == 1) return e;
+    return pdl::launch(argmax_merge_kernel, dim3(unsigned(rows)), dim3(32), 0, stream, pv, pi, S, out);
 }
 
 }  // namespace tessera::cuda::fast::detail
