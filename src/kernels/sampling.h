@@ -134,4 +134,14 @@ TS_SAMPLE_HD float sample_key_value(uint32_t k) {
     return bits_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
 }
 
+// The device sampler's candidate bins (fast_sample.cu): bin b of a finite logit v ≤ top is
+// ⌊(top − v)·16⌋, the last one (kSampleCandBins − 1) everything from 31 15/16 below the top on. Each
+// rounding is monotonic, so the bin never grows as v does — {v : bin(v) ≤ B} is an upper set of the
+// row, closed under equal logits (±0 alike): the property the candidate sets rest on.
+constexpr int kSampleCandBins = 512;
+TS_SAMPLE_HD int sample_cand_bin(float v, float top) {
+    const float d = (top - v) * 16.f;  // ≥ 0; +inf past the f32 range (an exact power-of-two product)
+    return d < float(kSampleCandBins - 1) ? int(d) : kSampleCandBins - 1;
+}
+
 }  // namespace tessera

@@ -2,13 +2,15 @@
 // Philox against the published known answers, greedy rows, the drawn frequencies against the
 // filtered softmax computed here from the definitions (temperature, top-k, top-p, min-p and
 // their combination), ties cut by id at the top-k and top-p boundaries, NaN / ±inf logits,
-// reproducibility by (seed, counter), and parameters out of range.
+// reproducibility by (seed, counter), parameters out of range, and the device sampler's candidate
+// bins (sampling.h: never growing with the logit).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <numeric>
+#include <random>
 #include <vector>
 
 #include "core/status.h"
@@ -201,4 +203,45 @@ TEST(Sample, BadParametersAreRefused) {
     EXPECT_THROW(draw(l, row(1.f, 0, 1.5f)), Error);
     EXPECT_THROW(draw(l, row(1.f, 0, 1.f, -0.1f)), Error);
     EXPECT_THROW(draw(l, row(1.f, 0, 1.f, 1.1f)), Error);
+}
+
+// The device sampler's candidate bins (sampling.h, fast_sample.cu): the bin never grows as the logit
+// does, equal logits (±0 alike) share one, the top is bin 0, and logits far below (or a top past
+// half the f32 range, where top − v overflows) land in the last bin. The candidate sets' proof rests
+// on the first property: a sweep over sorted logits of many magnitudes, subnormals and the extremes
+// included, against tops from tiny to huge.
+TEST(Sample, CandidateBinsNeverGrowWithTheLogit) {
+    std::vector<float> v;
+    std::mt19937 rng(7);
+    std::normal_distribution<float> n3(0.f, 3.f);
+    for (int i = 0; i < 20000; ++i) v.push_back(n3(rng));
+    for (int e = -149; e <= 127; ++e) v.push_back(std::ldexp(1.f, e)), v.push_back(-std::ldexp(1.f, e));
+    for (float x : {0.f, -0.f, 1e-45f, -1e-45f, 3.4028235e38f, -3.4028235e38f, 1.f, 1.0000001f, 0.99999994f})
+        v.push_back(x);
+    std::sort(v.begin(), v.end());
+    for (float top : {0.f, 1e-30f, 0.5f, 3.f, 9.75f, 16.f, 1e6f, 1e30f, 3.4028235e38f}) {
+        int last = -1;
+        float last_v = 0.f;
+        bool any = false;
+        for (float x : v) {  // ascending: the bins must not grow
+            if (x > top) break;
+            const int b = sample_cand_bin(x, top);
+            ASSERT_GE(b, 0) << "top " << top << " v " << x;
+            ASSERT_LT(b, kSampleCandBins) << "top " << top << " v " << x;
+            if (any) {
+                ASSERT_LE(b, last) << "top " << top << ": bin " << b << " at " << x << " after " << last << " at "
+                                   << last_v;
+            }
+            if (any && x == last_v) {
+                ASSERT_EQ(b, last) << "top " << top << ": equal logits " << x;
+            }
+            last = b, last_v = x, any = true;
+        }
+        EXPECT_EQ(sample_cand_bin(top, top), 0) << "top " << top;
+        EXPECT_EQ(sample_cand_bin(-0.f, 0.f), sample_cand_bin(0.f, 0.f));
+    }
+    EXPECT_EQ(sample_cand_bin(3.f - 31.9375f, 3.f), kSampleCandBins - 1);  // 31 15/16 below: the last bin
+    EXPECT_EQ(sample_cand_bin(3.f - 31.875f, 3.f), kSampleCandBins - 2);
+    EXPECT_EQ(sample_cand_bin(-3.4028235e38f, 3.4028235e38f), kSampleCandBins - 1);  // top − v = +inf
+    EXPECT_EQ(sample_cand_bin(2.9375f, 3.f), 1);  // a 16th below the top
 }

@@ -55,8 +55,7 @@ constexpr int32_t kNoCut = 0x7fffffff;
 // Candidates: at most kCand a block (dynamic shared memory: a float and an id each); bins of 1/16
 // of a logit below the top, the last one everything lower; top-k from candidates up to kCandMaxK,
 // top-p alone from the set of the kCandTopP largest chunk maxima.
-constexpr int kCand = 4096, kCandBins = 512, kCandMaxK = 1024, kCandTopP = 1024;
-constexpr float kCandBinScale = 16.f;
+constexpr int kCand = 4096, kCandBins = kSampleCandBins, kCandMaxK = 1024, kCandTopP = 1024;
 constexpr size_t kCandSmem = size_t(kCand) * (sizeof(float) + sizeof(int32_t));
 constexpr unsigned kFull = 0xffffffffu;
 
@@ -277,12 +276,9 @@ struct PWant {
     __device__ uint64_t operator()(uint64_t total) const { return fixed ? fixed : sample_top_p_target(total, top_p); }
 };
 
-// The candidates' bin of a finite logit v ≤ top: ⌊(top − v)·16⌋, past kCandBins − 2 the last bin.
-// Non-increasing in v (each rounding is monotonic), so bin(v) ≤ B is an upper set of the row.
-__device__ __forceinline__ int cand_bin(float v, float top) {
-    const float d = __fmul_rn(__fsub_rn(top, v), kCandBinScale);  // ≥ 0; +inf past the f32 range
-    return d < float(kCandBins - 1) ? int(d) : kCandBins - 1;
-}
+// The candidates' bin of a finite logit v ≤ top: kernels/sampling.h's sample_cand_bin (non-increasing
+// in v, so bin(v) ≤ B is an upper set of the row).
+__device__ __forceinline__ int cand_bin(float v, float top) { return sample_cand_bin(v, top); }
 
 // The block's candidates, in dynamic shared memory: logits and ids.
 struct Cands {
