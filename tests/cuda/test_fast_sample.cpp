@@ -174,7 +174,8 @@ TEST(FastSample, BadArguments) {
 }
 
 // The plan's two walks (fast_sample.cu): the candidate set where it provably holds the cuts, and the
-// whole row — the same token as the CPU from both, on every kind of row, with the candidates taken
+// whole row (staged in shared memory up to 262,144 columns, read from global memory past that) —
+// the same token as the CPU from both, on every kind of row, with the candidates taken
 // where they must be (a language model's rows: top-k up to kCandMaxK, top-k with top-p, top-p alone
 // with its mass in the set) and the whole row where they cannot hold the cut (all logits equal:
 // every block's set past its room; top-p alone over a flat row; k past kCandMaxK).
@@ -186,7 +187,7 @@ TEST(FastSample, CandidatesAndTheWholeRowMatchTheCpu) {
         int want;  // 1: the candidates, 0: the whole row, -1: either
     };
     auto cpu = make_cpu_backend();
-    for (int64_t V : {1000, 5003, 151936, 248320})
+    for (int64_t V : {1000, 5003, 151936, 248320, 300001})  // (300,001: a slice too long to stage)
         for (int kind = 0; kind <= 6; ++kind) {
             const bool lm = kind == 6, flat = kind == 4, big = V >= 151936;
             const int lm_cands = lm ? 1 : flat && big ? 0 : -1;  // all equal: every block's set past kCand

@@ -57,6 +57,12 @@ constexpr int32_t kNoCut = 0x7fffffff;
 // top-p alone from the set of the kCandTopP largest chunk maxima.
 constexpr int kCand = 4096, kCandBins = kSampleCandBins, kCandMaxK = 1024, kCandTopP = 1024;
 constexpr size_t kCandSmem = size_t(kCand) * (sizeof(float) + sizeof(int32_t));
+// A block's slice of the row staged in shared memory after the candidates, where it has at most
+// kStageMax columns (vocabularies up to 262,144): every pass then reads shared memory. Read from
+// global memory a pass was a chain of ~30 dependent loads a thread — one load a warp in flight a
+// round trip, the row's 124 KB a block in ~30 trips — which is most of a walk's time.
+constexpr int kStageMax = 32768;
+constexpr size_t kPlanSmemMax = kCandSmem + size_t(kStageMax) * sizeof(float);
 constexpr unsigned kFull = 0xffffffffu;
 
 using Best = ArgBest<int32_t, double>;
@@ -91,21 +97,56 @@ struct Shared {
 struct Slice {
     int lo, hi;
 };
+__host__ __device__ inline int slice_len(int V) { return ((V + kCluster - 1) / kCluster + 3) & ~3; }
 __device__ Slice slice_of(int V, int rank) {
-    const int per = ((V + kCluster - 1) / kCluster + 3) & ~3;
+    const int per = slice_len(V);
     const int lo = min(V, rank * per);
     return {lo, min(V, lo + per)};
 }
 
+// Copies the block's slice [lo, hi) of `row` to `to` (16 bytes a load where row + lo is 16-byte
+// aligned — lo is a multiple of 4 — every load of a thread issued before its stores) and returns
+// the pointer that reads column i of the slice at [i] (to − lo). Ends at a block barrier.
+__device__ const float* stage_slice(const float* __restrict__ row, Slice sl, float* to) {
+    const int n = sl.hi - sl.lo;
+    const float* src = row + sl.lo;
+    constexpr int U = 8;
+    if ((reinterpret_cast<uintptr_t>(src) & 15) == 0) {
+        const int n4 = n / 4;
+        for (int b = int(threadIdx.x); b < n4; b += U * kThreads) {
+            float4 v[U];
+#pragma unroll
+            for (int u = 0; u < U; ++u)
+                if (b + u * kThreads < n4) v[u] = __ldg(reinterpret_cast<const float4*>(src) + b + u * kThreads);
+#pragma unroll
+            for (int u = 0; u < U; ++u)
+                if (b + u * kThreads < n4) reinterpret_cast<float4*>(to)[b + u * kThreads] = v[u];
+        }
+        for (int i = 4 * n4 + int(threadIdx.x); i < n; i += kThreads) to[i] = __ldg(src + i);
+    } else {
+        for (int b = int(threadIdx.x); b < n; b += U * kThreads) {
+            float v[U];
+#pragma unroll
+            for (int u = 0; u < U; ++u)
+                if (b + u * kThreads < n) v[u] = __ldg(src + b + u * kThreads);
+#pragma unroll
+            for (int u = 0; u < U; ++u)
+                if (b + u * kThreads < n) to[b + u * kThreads] = v[u];
+        }
+    }
+    __syncthreads();
+    return to - sl.lo;
+}
+
 // What a select walks: positions [begin, end) of the block's part, each a token id and its logit —
-// the row's slice, or the block's candidates in shared memory (in no order: the selects' sums are
-// integers).
+// the row's slice (row[i] for column i: global memory, or the slice staged in shared memory), or the
+// block's candidates in shared memory (in no order: the selects' sums are integers).
 struct RowSource {
     const float* row;
     Slice sl;
     __device__ int begin() const { return sl.lo; }
     __device__ int end() const { return sl.hi; }
-    __device__ void at(int pos, int& i, float& v) const { i = pos, v = __ldg(row + pos); }
+    __device__ void at(int pos, int& i, float& v) const { i = pos, v = row[pos]; }
 };
 struct CandSource {
     const float* v;
@@ -286,12 +327,12 @@ struct Cands {
     int32_t* id;
 };
 
-// Gathers the candidate set for the kk largest tokens of the row (file comment) into `c`: the
-// block's count in *n. Whether every block's set fit in kCand (the same answer in every block).
+// Gathers the candidate set for the kk largest tokens of the row (file comment; row[i] is column
+// i's logit, staged or not) into `c`: the block's count in *n. Whether every block's set fit in kCand (the same answer in every block).
 // MASS (top-p alone): *total and *in_set, the fixed-point mass of the row's finite logits and of
 // the set's (cluster sums).
 template <bool MASS>
-__device__ bool gather_candidates(const float* __restrict__ row, Slice sl, float top, double inv_t, uint64_t kk,
+__device__ bool gather_candidates(const float* row, Slice sl, float top, double inv_t, uint64_t kk,
                                   const Cands& c, Shared& sh, const cg::cluster_group& cl, int* n, uint64_t* total,
                                   uint64_t* in_set) {
     const int lane = threadIdx.x & 31;
@@ -303,7 +344,7 @@ __device__ bool gather_candidates(const float* __restrict__ row, Slice sl, float
         const int i = base + lane;
         uint32_t key = 0;
         if (i < sl.hi) {
-            const float v = __ldg(row + i);
+            const float v = row[i];
             if (isfinite(v)) key = sample_key(v);
         }
         const uint32_t m = __reduce_max_sync(kFull, key);
@@ -328,7 +369,7 @@ __device__ bool gather_candidates(const float* __restrict__ row, Slice sl, float
         float v = 0.f;
         bool in = false;
         if (i < sl.hi) {
-            v = __ldg(row + i);
+            v = row[i];
             if (isfinite(v)) {
                 in = cand_bin(v, top) <= B;
                 if constexpr (MASS) {
@@ -407,17 +448,20 @@ constexpr int32_t kDone = 0, kInf = 1, kCut = 2;
 // Cluster r: the argmax, then top-k's and top-p's cuts of row r.
 __global__ void __launch_bounds__(kThreads)
     sample_plan_kernel(const float* __restrict__ x, int64_t ldx, int V, const SampleRow* __restrict__ rows,
-                       RowPlan* __restrict__ plans, int32_t* __restrict__ ids, bool try_cands) {
+                       RowPlan* __restrict__ plans, int32_t* __restrict__ ids, bool try_cands, bool stage) {
     __shared__ Shared sh;
-    extern __shared__ float4 cand_smem[];  // kCandSmem bytes
-    const Cands cs{reinterpret_cast<float*>(cand_smem), reinterpret_cast<int32_t*>(cand_smem) + kCand};
+    extern __shared__ float4 plan_smem[];  // kCandSmem bytes, then the staged slice (stage)
+    const Cands cs{reinterpret_cast<float*>(plan_smem), reinterpret_cast<int32_t*>(plan_smem) + kCand};
     pdl::wait();  // launched with PDL (pdl.cuh): the logits come from the kernel before
     pdl::trigger();
     const cg::cluster_group cl = cg::this_cluster();
     const int64_t r = blockIdx.y;
-    const float* row = x + r * ldx;
     const SampleRow p = rows[r];
     const Slice sl = slice_of(V, int(cl.block_rank()));
+    // row[i]: column i's logit — from the slice staged in shared memory where it fits (every pass
+    // below reads it there), else from global memory.
+    const float* row = stage ? stage_slice(x + r * ldx, sl, reinterpret_cast<float*>(cs.id + kCand))
+                             : x + r * ldx;
     const bool writer = cl.block_rank() == 0 && threadIdx.x == 0;
     RowPlan plan{};
 
@@ -425,7 +469,7 @@ __global__ void __launch_bounds__(kThreads)
     Best arg{0.0, -1};
     uint64_t n_fin = 0;
     for (int i = sl.lo + int(threadIdx.x); i < sl.hi; i += kThreads) {
-        const float v = __ldg(row + i);
+        const float v = row[i];
         if (v == v) arg = better(arg, Best{double(v), i});
         n_fin += isfinite(v) ? 1 : 0;
     }
@@ -565,14 +609,16 @@ __global__ void sample_merge_kernel(const RowPlan* __restrict__ plans, const Bes
 cudaError_t launch_sample(const float* x, int64_t ldx, int64_t rows, int64_t cols, const SampleRow* rows_p,
                           int32_t* ids, void* scratch, cudaStream_t stream, SamplePlan how) {
     static const cudaError_t smem =
-        cudaFuncSetAttribute(sample_plan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kCandSmem));
+        cudaFuncSetAttribute(sample_plan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kPlanSmemMax));
     if (smem != cudaSuccess) return smem;
+    const bool stage = slice_len(int(cols)) <= kStageMax;
+    const size_t plan_smem = kCandSmem + (stage ? size_t(slice_len(int(cols))) * sizeof(float) : 0);
     const int S = int((cols + kSeg - 1) / kSeg);
     auto* plans = static_cast<RowPlan*>(scratch);
     auto* part = reinterpret_cast<Best*>(plans + rows);
     const cudaError_t e = pdl::launch_cluster(sample_plan_kernel, dim3(kCluster, unsigned(rows)), dim3(kThreads),
-                                              kCandSmem, stream, dim3(kCluster, 1, 1), x, ldx, int(cols), rows_p,
-                                              plans, ids, how == SamplePlan::Candidates);
+                                              plan_smem, stream, dim3(kCluster, 1, 1), x, ldx, int(cols), rows_p,
+                                              plans, ids, how == SamplePlan::Candidates, stage);
     if (e != cudaSuccess) return e;
     const cudaError_t d = pdl::launch(sample_draw_kernel, dim3(unsigned(S), unsigned(rows)), dim3(kDrawThreads), 0,
                                       stream, x, ldx, int(cols), rows_p, static_cast<const RowPlan*>(plans), part);
