@@ -242,3 +242,49 @@ TEST(FastSample, CandidatesAndTheWholeRowMatchTheCpu) {
             }
         }
 }
+
+// The draw's two stages (fast_sample.cu, sample_draw_kernel): f32 noise for every kept token, the
+// exact double noise only within 2δ of a segment's best. With δ = 64 every kept token is drawn
+// exactly (the all-double draw); with the default only the few near the best — the same token as
+// the CPU both ways, on rows the draw kernel plans alone (the whole row walked: no candidates) at
+// temperatures 0.3 … 4, where many tokens come close to the best. A δ below the default is refused.
+TEST(FastSample, TheDrawsMarginGivesTheCpusToken) {
+    REQUIRE_CUDA();
+    auto cpu = make_cpu_backend();
+    for (int64_t V : {5003, 248320})
+        for (int kind : {0, 1, 3, 6}) {
+            const int64_t R = 12;
+            const uint32_t seed = 500 + uint32_t(kind) + uint32_t(V);
+            const std::vector<float> x = make_rows(R, V, V, kind, seed);
+            std::vector<SampleRow> rows(static_cast<size_t>(R));
+            const float temps[] = {0.3f, 0.7f, 1.f, 1.5f, 4.f, 1.f};
+            for (size_t r = 0; r < rows.size(); ++r) {
+                rows[r].temperature = temps[r % 6];
+                rows[r].top_p = r % 4 == 1 ? 0.9f : 1.f;
+                rows[r].top_k = r % 4 == 2 ? 40 : 0;
+                rows[r].min_p = r % 4 == 3 ? 0.02f : 0.f;
+                rows[r].seed = seed * 7 + r;
+                rows[r].counter = r;
+            }
+            std::vector<int32_t> want(rows.size(), -1);
+            cpu->sample(Tensor(const_cast<float*>(x.data()), DType::F32, {R, V}), rows.data(), want.data());
+            DeviceBuffer dx = to_device(x), drows = to_device(rows), dids(rows.size() * 4),
+                         sc(fast::sample_scratch_bytes(R, V));
+            for (double delta : {0x1p-14, 64.0}) {
+                TS_CUDA_CHECK(fast::detail::launch_sample(static_cast<const float*>(dx.data()), V, R, V,
+                                                          static_cast<const SampleRow*>(drows.data()),
+                                                          static_cast<int32_t*>(dids.data()), sc.data(), nullptr,
+                                                          fast::SamplePlan::Row, delta));
+                TS_CUDA_CHECK(cudaDeviceSynchronize());
+                const std::vector<int32_t> got = to_host<int32_t>(dids);
+                for (size_t r = 0; r < rows.size(); ++r)
+                    EXPECT_EQ(got[r], want[r]) << "V " << V << " kind " << kind << " row " << r << " t "
+                                               << rows[r].temperature << " delta " << delta;
+            }
+            EXPECT_EQ(fast::detail::launch_sample(static_cast<const float*>(dx.data()), V, R, V,
+                                                  static_cast<const SampleRow*>(drows.data()),
+                                                  static_cast<int32_t*>(dids.data()), sc.data(), nullptr,
+                                                  fast::SamplePlan::Row, 0x1p-15),
+                      cudaErrorInvalidValue);
+        }
+}

@@ -32,8 +32,9 @@
 // Every token the cuts keep is a candidate, so such a row is drawn in the plan kernel as well
 // (the draw kernel's keep and noise, token by token; the best is a total order) and the draw and
 // merge kernels skip it.
-// The draw — a Philox block and two logs a kept token — runs over segments of the row in parallel
-// (sample_draw_kernel); a warp a row merges the segments' best.
+// The draw — a Philox block and two f32 logs a kept token, two double ones for the few within a
+// bound of the segment's best — runs over segments of the row in parallel (sample_draw_kernel);
+// a warp a row merges the segments' best.
 #include <cooperative_groups.h>
 
 #include <cstdint>
@@ -539,13 +540,32 @@ __global__ void __launch_bounds__(kThreads)
 
 // Block (s, r): the kept token of columns [s·kSeg, s·kSeg + kSeg) of row r with the largest
 // s + G, into part[r·S + s] (idx −1: none). A thread takes 4 neighbouring columns at a time (one
-// Philox block).
-constexpr int kDrawThreads = 256, kSeg = 2048;
+// Philox block), kSeg / (4·kDrawThreads) = 2 times.
+//
+// Two logs in double a token (sample_gumbel) were most of the draw's arithmetic; so each kept token
+// first gets a = s + Ĝ with Ĝ from two f32 logs (gumbel_f32: |Ĝ − G| ≤ 2⁻¹⁸·⁷, below), the block
+// takes the largest a, M, and only the kept tokens with a ≥ M − 2δ (δ = kDrawDelta ≥ that bound) get
+// the exact s + G. The exact best w is among them: e_w ≥ e_m ≥ a_m − δ = M − δ for the token m of
+// M, so a_w ≥ e_w − δ ≥ M − 2δ. Its winner is the one the all-double draw picks (the same bits).
+constexpr int kDrawThreads = 256, kSeg = 2048, kDrawIters = kSeg / (4 * kDrawThreads);
+constexpr double kDrawDelta = 0x1p-14;  // ≥ 18 × the bound on |Ĝ − G|
+
+// G = −ln(−ln U), U = (bits + ½)·2⁻³², in f32. t = −ln U from U where U < ½, else from 1 − U =
+// (2³² − 1 − bits + ½)·2⁻³² by log1p: either way t̃ = t(1 + ε), |ε| ≤ 2⁻²¹·⁴ (the integer's rounding
+// to f32, 2⁻²³ relative; logf / log1pf within 1 ulp; |d(−log1p(−v))/dv| ≤ 2 for v ≤ ½, and t ≥ v;
+// t ≥ ln 2 where U < ½). Then −ln t̃ is off by |ln(1 + ε)| plus logf's ulp of |G| ≤ 22.9 (2⁻¹⁹):
+// |Ĝ − G| ≤ 2⁻¹⁸·⁷.
+__device__ __forceinline__ float gumbel_f32(uint32_t bits) {
+    const float t = bits < 0x80000000u ? -logf((float(bits) + 0.5f) * 0x1p-32f)
+                                       : -log1pf(-((float(0xffffffffu - bits) + 0.5f) * 0x1p-32f));
+    return -logf(t);
+}
 
 __global__ void __launch_bounds__(kDrawThreads)
     sample_draw_kernel(const float* __restrict__ x, int64_t ldx, int V, const SampleRow* __restrict__ rows,
-                       const RowPlan* __restrict__ plans, Best* __restrict__ part) {
+                       const RowPlan* __restrict__ plans, Best* __restrict__ part, double delta) {
     __shared__ Best warps[kDrawThreads / 32];
+    __shared__ double warp_max[kDrawThreads / 32];
     pdl::wait();  // (launched with PDL: the plans come from the kernel before)
     pdl::trigger();
     const int64_t r = blockIdx.y;
@@ -554,9 +574,13 @@ __global__ void __launch_bounds__(kDrawThreads)
     const SampleRow p = rows[r];
     const float* row = x + r * ldx;
     const int c0 = int(blockIdx.x) * kSeg, c1 = min(V, c0 + kSeg);
-    Best b{0.0, -1};
-    for (int i0 = c0 + 4 * int(threadIdx.x); i0 < c1; i0 += 4 * kDrawThreads) {
-        double s[4];
+    // 1. a = s + Ĝ of this thread's kept tokens (NaN: not kept — no comparison passes it), and its
+    // largest (fmax passes over NaN).
+    double s[kDrawIters][4], a[kDrawIters][4];
+    double m = -INFINITY;
+#pragma unroll
+    for (int it = 0; it < kDrawIters; ++it) {
+        const int i0 = c0 + 4 * int(threadIdx.x) + it * 4 * kDrawThreads;
         bool any = false;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
@@ -565,14 +589,15 @@ __global__ void __launch_bounds__(kDrawThreads)
             bool keep;
             if (plan.mode == kInf) {
                 keep = v == INFINITY;
-                s[j] = 0.0;
+                s[it][j] = 0.0;
             } else {
                 const uint32_t key = sample_key(v);
-                s[j] = sample_score(v, plan.top, plan.inv_t);
-                keep = isfinite(v) && plan.ck.keeps(key, i) && plan.cp.keeps(key, i) && s[j] >= kSampleSkipBelow &&
-                       (p.min_p <= 0.f || exp(s[j]) >= double(p.min_p));
+                s[it][j] = sample_score(v, plan.top, plan.inv_t);
+                keep = isfinite(v) && plan.ck.keeps(key, i) && plan.cp.keeps(key, i) && s[it][j] >= kSampleSkipBelow &&
+                       (p.min_p <= 0.f || exp(s[it][j]) >= double(p.min_p));
             }
-            if (!keep) s[j] = NAN;
+            if (!keep) s[it][j] = NAN;
+            a[it][j] = NAN;
             any = any || keep;
         }
         if (!any) continue;
@@ -580,7 +605,34 @@ __global__ void __launch_bounds__(kDrawThreads)
         sample_noise_bits(p.seed, p.counter, uint64_t(i0) >> 2, bits);
 #pragma unroll
         for (int j = 0; j < 4; ++j)
-            if (s[j] == s[j]) b = better(b, Best{s[j] + sample_gumbel(bits[j]), i0 + j});
+            if (s[it][j] == s[it][j]) {
+                a[it][j] = s[it][j] + double(gumbel_f32(bits[j]));
+                m = fmax(m, a[it][j]);
+            }
+    }
+    // 2. M, the block's largest a.
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) m = fmax(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = m;
+    __syncthreads();
+    double M = warp_max[0];
+#pragma unroll
+    for (int w = 1; w < kDrawThreads / 32; ++w) M = fmax(M, warp_max[w]);
+    // 3. The exact s + G of the kept tokens within 2δ of it.
+    Best b{0.0, -1};
+    const double floor = M - 2.0 * delta;  // (M = −inf: no kept token; a NaN passes no test)
+#pragma unroll
+    for (int it = 0; it < kDrawIters; ++it) {
+        const int i0 = c0 + 4 * int(threadIdx.x) + it * 4 * kDrawThreads;
+        bool any = false;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) any = any || a[it][j] >= floor;
+        if (!any) continue;
+        uint32_t bits[4];
+        sample_noise_bits(p.seed, p.counter, uint64_t(i0) >> 2, bits);
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+            if (a[it][j] >= floor) b = better(b, Best{s[it][j] + sample_gumbel(bits[j]), i0 + j});
     }
     b = warp_best(b);
     if ((threadIdx.x & 31) == 0) warps[threadIdx.x >> 5] = b;
@@ -607,7 +659,8 @@ __global__ void sample_merge_kernel(const RowPlan* __restrict__ plans, const Bes
 }  // namespace
 
 cudaError_t launch_sample(const float* x, int64_t ldx, int64_t rows, int64_t cols, const SampleRow* rows_p,
-                          int32_t* ids, void* scratch, cudaStream_t stream, SamplePlan how) {
+                          int32_t* ids, void* scratch, cudaStream_t stream, SamplePlan how, double draw_delta) {
+    if (!(draw_delta >= kDrawDelta)) return cudaErrorInvalidValue;  // (larger: more tokens drawn exactly)
     static const cudaError_t smem =
         cudaFuncSetAttribute(sample_plan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kPlanSmemMax));
     if (smem != cudaSuccess) return smem;
@@ -621,7 +674,8 @@ cudaError_t launch_sample(const float* x, int64_t ldx, int64_t rows, int64_t col
                                               plans, ids, how == SamplePlan::Candidates, stage);
     if (e != cudaSuccess) return e;
     const cudaError_t d = pdl::launch(sample_draw_kernel, dim3(unsigned(S), unsigned(rows)), dim3(kDrawThreads), 0,
-                                      stream, x, ldx, int(cols), rows_p, static_cast<const RowPlan*>(plans), part);
+                                      stream, x, ldx, int(cols), rows_p, static_cast<const RowPlan*>(plans), part,
+                                      draw_delta);
     if (d != cudaSuccess) return d;
     return pdl::launch(sample_merge_kernel, dim3(unsigned(rows)), dim3(32), 0, stream,
                        static_cast<const RowPlan*>(plans), static_cast<const Best*>(part), S, ids);

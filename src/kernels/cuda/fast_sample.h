@@ -35,8 +35,11 @@ void sample(const float* x, int64_t ldx, int64_t rows, int64_t cols, const Sampl
             void* scratch, cudaStream_t stream, SamplePlan how = SamplePlan::Candidates);
 
 namespace detail {
+// draw_delta: the draw's margin (fast_sample.cu, sample_draw_kernel), at least its default; larger
+// (tests) draws more tokens exactly — the same token either way.
 cudaError_t launch_sample(const float* x, int64_t ldx, int64_t rows, int64_t cols, const SampleRow* rows_p,
-                          int32_t* ids, void* scratch, cudaStream_t stream, SamplePlan how);
+                          int32_t* ids, void* scratch, cudaStream_t stream, SamplePlan how,
+                          double draw_delta = 0x1p-14);
 // After a sample() on `scratch` (synchronises): per row, 1 where its cuts came from the candidates,
 // 0 from the whole row, -1 where it cut nothing (greedy, no filter, +inf logits). For tests.
 std::vector<int32_t> sample_plans_from_candidates(const void* scratch, int64_t rows);
