@@ -52,7 +52,8 @@ int main(int argc, char** argv) {
                 PinnedMemory pinned;
                 void* host = pinned.allocate(h.size() * 4);
                 auto row = [&](const std::string& what, double s) {
-                    std::printf("| %7lld | %4lld | %-36s | %9.2f |\n", (long long)V, (long long)R, what.c_str(), s * 1e6);
+                    std::printf("| %7lld | %4lld | %-36s | %9.2f |\n", (long long)V, (long long)R, what.c_str(),
+                                s * 1e6);
                 };
                 row("whole rows (D2H copy)", timer.median(warmup, runs, [&] {
                     TS_CUDA_CHECK(cudaMemcpyAsync(host, x.data(), h.size() * 4, cudaMemcpyDeviceToHost, stream.get()));
@@ -82,12 +83,13 @@ int main(int argc, char** argv) {
                 std::normal_distribution<float> n1(0.f, 1.f);
                 for (float& v : hl) v = n1(rng);
                 for (int64_t r = 0; r < R; ++r)
-                    for (int j = 0; j < 40; ++j) hl[size_t(r * V + int64_t(rng() % uint32_t(V)))] = 10.f + float(j % 17) / 2.f;
+                    for (int j = 0; j < 40; ++j)
+                        hl[size_t(r * V + int64_t(rng() % uint32_t(V)))] = 10.f + float(j % 17) / 2.f;
                 DeviceBuffer xl(hl.size() * 4);
                 xl.upload(hl.data(), hl.size() * 4);
                 for (const DeviceBuffer* data : {&x, &xl})
-                    for (const Mode& m : {Mode{"sample: temperature", 0, 1.f, 0.f}, Mode{"sample: top_k 50", 50, 1.f, 0.f},
-                                          Mode{"sample: top_p 0.9", 0, 0.9f, 0.f},
+                    for (const Mode& m : {Mode{"sample: temperature", 0, 1.f, 0.f},
+                                          Mode{"sample: top_k 50", 50, 1.f, 0.f}, Mode{"sample: top_p 0.9", 0, 0.9f, 0.f},
                                           Mode{"sample: top_k 50 top_p 0.9", 50, 0.9f, 0.f},
                                           Mode{"sample: top_k 20 top_p 0.8", 20, 0.8f, 0.f},
                                           Mode{"sample: min_p 0.05", 0, 1.f, 0.05f}}) {

@@ -329,7 +329,8 @@ struct Cands {
 };
 
 // Gathers the candidate set for the kk largest tokens of the row (file comment; row[i] is column
-// i's logit, staged or not) into `c`: the block's count in *n. Whether every block's set fit in kCand (the same answer in every block).
+// i's logit, staged or not) into `c`, the block's count in *n. Returns whether every block's set
+// fit in kCand (the same answer in every block).
 // MASS (top-p alone): *total and *in_set, the fixed-point mass of the row's finite logits and of
 // the set's (cluster sums).
 template <bool MASS>
@@ -683,7 +684,8 @@ cudaError_t launch_sample(const float* x, int64_t ldx, int64_t rows, int64_t col
 
 std::vector<int32_t> sample_plans_from_candidates(const void* scratch, int64_t rows) {
     std::vector<RowPlan> plans(static_cast<size_t>(rows));
-    if (rows > 0 && cudaMemcpy(plans.data(), scratch, plans.size() * sizeof(RowPlan), cudaMemcpyDeviceToHost) != cudaSuccess)
+    if (rows > 0 &&
+        cudaMemcpy(plans.data(), scratch, plans.size() * sizeof(RowPlan), cudaMemcpyDeviceToHost) != cudaSuccess)
         return {};
     std::vector<int32_t> out(plans.size());
     for (size_t r = 0; r < plans.size(); ++r) {
