@@ -252,41 +252,57 @@ TEST(FastMoe, RouterThenExpertsOnTheDevice) {
     expect_near_reference(to_host<float>(d_y, size_t(T * ex.H)), ex.H, ref, T, ex.H, ref.eps_bf16());
 }
 
+namespace {
+
+// The chain as the backend runs a decode step's MoE: x written by a kernel (x0 + 0, after NaN bytes:
+// an async copy would not do, a PDL wait orders kernels only), the router on the logits [T, ldl]
+// (E experts, k picks, a shared expert's gate at E), then the experts (k + shared slots) told
+// x_settled, and with `ahead` to rank the logits themselves (MoeRouteAhead). y's bits, the router's
+// ids and weights.
+struct RoutedStep {
+    std::vector<uint32_t> y;
+    std::vector<int32_t> ids;
+    std::vector<float> weights;
+};
+RoutedStep routed_step(const Experts& ex, const std::vector<float>& logits, int64_t ldl, const std::vector<float>& x,
+                       int64_t T, int E, int k, bool shared, bool settled, bool ahead) {
+    const int slots = k + (shared ? 1 : 0);
+    const DeviceBuffer d_logits = to_device(logits), d_x0 = to_device(x),
+                       d_zero = to_device(std::vector<float>(size_t(T * ex.H), 0.f));
+    DeviceBuffer d_x(size_t(T * ex.H) * 4), d_ids(size_t(T * slots) * 4), d_w(size_t(T * slots) * 4),
+        d_y(size_t(T * ex.H) * 4), d_scratch(fast::moe_experts_scratch_bytes(T, slots, ex.E, ex.H, ex.I));
+    Stream stream;
+    TS_CUDA_CHECK(cudaMemsetAsync(d_x.data(), 0xff, size_t(T * ex.H) * 4, stream));  // NaN until written
+    ref::add(d_x.as<float>(), ex.H, d_x0.as<float>(), ex.H, d_zero.as<float>(), ex.H, T, ex.H, stream);
+    fast::moe_route(d_logits.as<float>(), ldl, T, E, k, true, shared, d_ids.as<int32_t>(), d_w.as<float>(), stream);
+    const fast::MoeRouteAhead ra{d_logits.as<float>(), ldl, E, k, shared};
+    fast::moe_experts_packed(d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T, ex.view(), d_ids.as<int32_t>(),
+                             d_w.as<float>(), slots, d_scratch.data(), stream,
+                             {.x_settled = settled, .route_ahead = ahead ? &ra : nullptr});
+    stream.synchronize();
+    return {to_host<uint32_t>(d_y, size_t(T * ex.H)), to_host<int32_t>(d_ids, size_t(T * slots)),
+            to_host<float>(d_w, size_t(T * slots))};
+}
+
+}  // namespace
+
 TEST(FastMoe, SettledXGivesTheSameBits) {
     // The decode kernels told x was complete before the routing (x_settled: quantized before the
-    // PDL wait) after moe_route, on a row of x just written by a kernel before the router's own
-    // (an async copy would not do: a PDL wait orders kernels only): the same bits as without, the
-    // double reference on the router's ids.
+    // PDL wait) after moe_route, on a row of x just written by a kernel before the router's own:
+    // the same bits as without, the double reference on the router's ids.
     REQUIRE_CUDA();
-    const std::unique_ptr<Backend> cpu = make_cpu_backend();
     const int E = 64, k = 6;
     Experts ex(E, 256, 160, DType::Q4_0, 31);
     for (int64_t T : {1, 2}) {
         SCOPED_TRACE("T " + std::to_string(T));
         const std::vector<float> logits = normal_floats(size_t(T * E), 32 + uint32_t(T), 2.f);
         const std::vector<float> x = normal_floats(size_t(T * ex.H), 34 + uint32_t(T));
-        const DeviceBuffer d_logits = to_device(logits), d_x0 = to_device(x),
-                           d_zero = to_device(std::vector<float>(size_t(T * ex.H), 0.f));
-        DeviceBuffer d_x(size_t(T * ex.H) * 4), d_ids(size_t(T * k) * 4), d_w(size_t(T * k) * 4),
-            d_y(size_t(T * ex.H) * 4), d_scratch(fast::moe_experts_scratch_bytes(T, k, E, ex.H, ex.I));
-        Stream stream;
-        std::vector<uint32_t> runs[2];
-        for (int settled : {0, 1}) {
-            TS_CUDA_CHECK(cudaMemsetAsync(d_x.data(), 0xff, size_t(T * ex.H) * 4, stream));  // NaN until copied
-            // x = x0 + 0 by a kernel
-            ref::add(d_x.as<float>(), ex.H, d_x0.as<float>(), ex.H, d_zero.as<float>(), ex.H, T, ex.H, stream);
-            fast::moe_route(d_logits.as<float>(), E, T, E, k, true, false, d_ids.as<int32_t>(), d_w.as<float>(),
-                            stream);
-            fast::moe_experts_packed(d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T, ex.view(), d_ids.as<int32_t>(),
-                                     d_w.as<float>(), k, d_scratch.data(), stream, {.x_settled = settled == 1});
-            stream.synchronize();
-            runs[settled] = to_host<uint32_t>(d_y, size_t(T * ex.H));
-        }
-        EXPECT_EQ(runs[0], runs[1]) << "x_settled changed the result";
-        const TopkResult got{to_host<int32_t>(d_ids, size_t(T * k)), to_host<float>(d_w, size_t(T * k))};
+        const RoutedStep plain = routed_step(ex, logits, E, x, T, E, k, false, false, false);
+        const RoutedStep settled = routed_step(ex, logits, E, x, T, E, k, false, true, false);
+        EXPECT_EQ(plain.y, settled.y) << "x_settled changed the result";
         std::vector<float> y(size_t(T * ex.H));
-        std::memcpy(y.data(), runs[1].data(), y.size() * 4);
-        const Reference ref = reference(ex, x, ex.H, T, Routing{got.ids, got.weights}, k);
+        std::memcpy(y.data(), settled.y.data(), y.size() * 4);
+        const Reference ref = reference(ex, x, ex.H, T, Routing{settled.ids, settled.weights}, k);
         expect_near_reference(y, ex.H, ref, T, ex.H, ref.eps_bf16());
     }
 }
@@ -316,27 +332,10 @@ TEST(FastMoe, RouteAheadGivesTheSameBits) {
             if (T > 1)  // token 1: k − 1 clear picks, then two equal logits for the k-th
                 for (int e = 0; e < c.k + 1; ++e) logits[size_t(En + 10 + e)] = e < c.k - 1 ? 21.f + float(e) : 20.f;
             const std::vector<float> x = normal_floats(size_t(T * ex.H), 44 + uint32_t(T));
-            const DeviceBuffer d_logits = to_device(logits), d_x0 = to_device(x),
-                               d_zero = to_device(std::vector<float>(size_t(T * ex.H), 0.f));
-            DeviceBuffer d_x(size_t(T * ex.H) * 4), d_ids(size_t(T * slots) * 4), d_w(size_t(T * slots) * 4),
-                d_y(size_t(T * ex.H) * 4), d_scratch(fast::moe_experts_scratch_bytes(T, slots, En, ex.H, ex.I));
-            Stream stream;
-            const fast::MoeRouteAhead ra{d_logits.as<float>(), En, c.E, c.k, c.shared};
-            std::vector<uint32_t> runs[2];
-            for (int ahead : {0, 1}) {
-                TS_CUDA_CHECK(cudaMemsetAsync(d_y.data(), 0xff, size_t(T * ex.H) * 4, stream));
-                // x = x0 + 0 by a kernel, then the router on the logits (as the backend runs them)
-                ref::add(d_x.as<float>(), ex.H, d_x0.as<float>(), ex.H, d_zero.as<float>(), ex.H, T, ex.H, stream);
-                fast::moe_route(d_logits.as<float>(), En, T, c.E, c.k, true, c.shared, d_ids.as<int32_t>(),
-                                d_w.as<float>(), stream);
-                fast::moe_experts_packed(d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T, ex.view(),
-                                         d_ids.as<int32_t>(), d_w.as<float>(), slots, d_scratch.data(), stream,
-                                         {.x_settled = true, .route_ahead = ahead ? &ra : nullptr});
-                stream.synchronize();
-                runs[ahead] = to_host<uint32_t>(d_y, size_t(T * ex.H));
-            }
-            EXPECT_EQ(runs[0], runs[1]) << "ranking ahead changed the result";
-            const std::vector<int32_t> ids = to_host<int32_t>(d_ids, size_t(T * slots));
+            const RoutedStep ids_path = routed_step(ex, logits, En, x, T, c.E, c.k, c.shared, true, false);
+            const RoutedStep ahead = routed_step(ex, logits, En, x, T, c.E, c.k, c.shared, true, true);
+            EXPECT_EQ(ids_path.y, ahead.y) << "ranking ahead changed the result";
+            const std::vector<int32_t>& ids = ahead.ids;
             for (int e = 0; e < c.k; ++e) EXPECT_EQ(ids[size_t(e)], 3 + 5 * e) << "token 0's tie, by index";
             if (c.shared) {
                 EXPECT_EQ(ids[size_t(c.k)], c.E) << "the shared expert's slot";
