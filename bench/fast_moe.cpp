@@ -146,7 +146,8 @@ std::string plan_name(const fast::MoePlan& p) {
     if (p.wgmma)
         return "wgmma " + (p.wgmma_tma ? "tma/" + std::to_string(p.wgmma_tma) + " " : std::string()) +
                (p.wgmma_mt == 2 ? "mt2 " : "") + (p.wgmma_gather ? "gather " : "") +
-               (p.wgmma_persist ? "persist " : "") + (p.wgmma_fit ? "fit " : "") + "large/" +
+               (p.wgmma_persist ? "persist " : "") + (p.wgmma_fit ? "fit " : "") +
+               (p.wgmma_combine ? "own-combine " : "") + "large/" +
                std::to_string(p.tile_rows) + " (bf16)";
     if (p.v2) return p.large_tiles ? "v2 large/" + std::to_string(p.tile_rows) + " (mma bf16)" : "v2 decode per slot";
     if (p.large_tiles) return "large tiles/" + std::to_string(p.tile_rows) + " (mma bf16)";
@@ -194,6 +195,10 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
     DeviceBuffer counters(fast::moe_fused_counters_bytes(std::min<int64_t>(max_t, 8), 16));
     TS_CUDA_CHECK(cudaMemset(counters.data(), 0, counters.size()));
     w.counters = counters.as<unsigned>();
+    // The down tiles' own slot sum's tickets (MoePlan::wgmma_combine; zero, left zero).
+    DeviceBuffer combine_counters(fast::moe_combine_counters_bytes(max_t, s.H));
+    TS_CUDA_CHECK(cudaMemset(combine_counters.data(), 0, combine_counters.size()));
+    w.combine_counters = combine_counters.as<unsigned>();
     for (int form : {1, 2, 3}) {  // how many of the fused decode kernel's clusters run at once (k·T a step)
         const fast::MoeFusedShape f = fast::moe_fused_shape(s.H, s.I, tiling, form);
         if (f.cluster)
@@ -232,6 +237,8 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
         row(s, T, "moe_route (softmax, top-k, renormalise)", route, 0, "");
 
         const fast::MoePlan pick = fast::moe_pick(T, s.k, s.E);
+        fast::MoePlan pick_combine = pick;  // the pick with the down tiles summing the slots themselves
+        pick_combine.wgmma_combine = pick.wgmma_tma >= 1;
         if (pick.dp4a_decode) {  // the routing kernel and the pick as the backend chains them: the ids
             // awaited, or the logits ranked ahead by gate+up (MoeRouteAhead, TESSERA_MOE_ROUTE_AHEAD)
             const fast::MoeRouteAhead ra{logits.as<float>(), s.E, s.E, s.k, false};
@@ -248,6 +255,7 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             }
         }
         std::vector<fast::MoePlan> plans = {pick};
+        if (pick_combine.wgmma_combine) plans.push_back(pick_combine);
         for (const fast::MoePlan& p :
              {fast::MoePlan{false, true, 8, false, true}, fast::MoePlan{false, true, 8, false, false, true, 0},
               fast::MoePlan{false, true, 8, false, false, true, 4},

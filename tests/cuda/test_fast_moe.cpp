@@ -736,6 +736,24 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
             EXPECT_NE(std::string(err.what()).find("shared memory"), std::string::npos) << err.what();
         }
     }
+    {  // wgmma_combine: a form of the warp-specialised tiles, with ticket words
+        auto refused = [&](const fast::MoePlan& plan, const fast::MoePackedExperts& ww, const char* what) {
+            try {
+                run(plan, y, 64, p, 64, 2, ww, 2, p);
+                ADD_FAILURE() << "accepted wgmma_combine " << what;
+            } catch (const Error& e) {
+                EXPECT_NE(std::string(e.what()).find("wgmma_combine"), std::string::npos) << what << ": " << e.what();
+            }
+        };
+        fast::MoePlan plan{true, false, 32, true};
+        plan.wgmma = true;
+        plan.wgmma_combine = true;
+        fast::MoePackedExperts with = w;
+        with.combine_counters = reinterpret_cast<unsigned*>(p + 65536);
+        refused(plan, with, "without wgmma_tma");
+        plan.wgmma_tma = 1;
+        refused(plan, w, "without ticket words");
+    }
     {  // route_ahead: after the routing kernel on x's logits (x_settled), its picks and experts the slots'
         const float* lg = p + 8192;
         auto ahead = [&](bool settled, const fast::MoeRouteAhead& ra, int k) {

@@ -15,6 +15,7 @@
 // Every case prints its name when it fails.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -381,6 +382,93 @@ TEST(FastMoe, WgmmaTmaTilesGiveThePlainTilesBits) {
             }
         }
         if (HasFailure()) return;
+    }
+}
+
+// The warp-specialised down tiles summing each token's slots themselves (MoePlan::wgmma_combine:
+// the last tile of a (token, feature block) by a ticket) against the combine kernel after them: the
+// same bits, every form of the tiles (one and two m-tiles, clusters of 2, persistent over the
+// resident grid and over 5 blocks, N halved), with ids out of range (a token with one, a token with
+// all k: its row NaN as the combine writes it), one expert taking every token; and the ticket words
+// left zero after every launch (the next launch's precondition).
+TEST(FastMoe, DownTilesSumTheSlotsAsTheCombineDoes) {
+    REQUIRE_CUDA();
+    const int E = 32;
+    const int64_t H = 512, I = 256;
+    Experts ex(E, H, I, DType::Q4_0, 1200, 32, true);
+    ASSERT_EQ(ex.tile(), 3);
+    struct Case {
+        const char* what;
+        int64_t T;
+        int k;
+        Routing r;
+    };
+    Routing bad = random_routing(300, E, 8, 1203);
+    bad.ids[size_t(3 * 8 + 2)] = E + 5;                        // token 3: one slot out of range
+    for (int j = 0; j < 8; ++j) bad.ids[size_t(7 * 8 + j)] = -1;  // token 7: every slot
+    const Case cases[] = {
+        {"33 tokens top-8", 33, 8, random_routing(33, E, 8, 1201)},
+        {"300 tokens top-8, bad ids", 300, 8, bad},
+        {"one expert takes every token", 100, 1, random_routing(100, E, 1, 1202, {7})},
+    };
+    for (const Case& c : cases) {
+        SCOPED_TRACE(c.what);
+        const DeviceBuffer x = to_device(normal_floats(size_t(c.T * H), 1204 + uint32_t(c.T)));
+        const DeviceBuffer ids = to_device(c.r.ids), w = to_device(c.r.weights);
+        DeviceBuffer y(size_t(c.T * H) * 4), scratch(fast::moe_experts_scratch_bytes(c.T, c.k, E, H, I)),
+            tickets(fast::moe_combine_counters_bytes(c.T, H));
+        TS_CUDA_CHECK(cudaMemset(tickets.data(), 0, tickets.size()));
+        fast::MoePackedExperts pe = ex.view();
+        pe.combine_counters = static_cast<unsigned*>(tickets.data());
+        Stream stream;
+        auto run = [&](const fast::MoePlan& p) {
+            TS_CUDA_CHECK(cudaMemsetAsync(y.data(), 0xff, y.size(), stream));
+            fast::moe_experts_packed_plan(p, y.as<float>(), H, x.as<float>(), H, c.T, pe, ids.as<int32_t>(),
+                                          w.as<float>(), c.k, scratch.data(), stream);
+            stream.synchronize();
+            return to_host<uint32_t>(y, size_t(c.T * H));
+        };
+        for (int rows : {16, 32, 64, 128}) {
+            fast::MoePlan p{true, false, rows, true};
+            p.wgmma = true;
+            // forms: 1 one m-tile, 2 clusters of 2, 3 two m-tiles, 6 / 7 persistent (one, two), 8 / 9 N halved
+            for (int form : {1, 2, 3, 6, 7, 8, 9}) {
+                const bool two = form == 3 || form == 7 || form == 9;
+                if ((two || form == 2 || form >= 8) && rows > 64) continue;
+                for (int persist : {0, 1, 5}) {
+                    if ((form == 6 || form == 7) != (persist > 0)) continue;
+                    p.wgmma_tma = form == 2 ? 2 : 1;
+                    p.wgmma_mt = two ? 2 : 0;
+                    p.wgmma_fit = form >= 8;
+                    p.wgmma_persist = persist;
+                    p.wgmma_combine = false;
+                    const std::vector<uint32_t> want = run(p);
+                    p.wgmma_combine = true;
+                    const std::vector<uint32_t> got = run(p);
+                    size_t diff = 0;
+                    for (size_t i = 0; i < got.size(); ++i) diff += got[i] != want[i];
+                    EXPECT_EQ(diff, 0u) << rows << " rows, form " << form << ", persist " << persist
+                                        << ": elements differing from the combine kernel's";
+                    const std::vector<uint32_t> left = to_host<uint32_t>(tickets, tickets.size() / 4);
+                    EXPECT_EQ(size_t(std::count(left.begin(), left.end(), 0u)), left.size())
+                        << rows << " rows, form " << form << ", persist " << persist << ": ticket words left non-zero";
+                    if (HasFailure()) return;
+                }
+            }
+        }
+        // the NaN rows of the bad ids, where the combine kernel puts them
+        if (c.T == 300) {
+            fast::MoePlan p{true, false, 32, true};
+            p.wgmma = true;
+            p.wgmma_tma = 1;
+            p.wgmma_combine = true;
+            const std::vector<uint32_t> got = run(p);
+            for (int64_t t : {3, 7, 8}) {
+                size_t nan = 0;
+                for (int64_t c2 = 0; c2 < H; ++c2) nan += std::isnan(std::bit_cast<float>(got[size_t(t * H + c2)]));
+                EXPECT_EQ(nan, t == 8 ? 0u : size_t(H)) << "token " << t;
+            }
+        }
     }
 }
 

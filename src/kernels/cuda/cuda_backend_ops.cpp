@@ -58,6 +58,7 @@ using detail::moe_prefill_plain;
 using detail::moe_prefill_gather;
 using detail::moe_prefill_persist;
 using detail::moe_prefill_fit;
+using detail::moe_combine_fused;
 using detail::moe_route_ahead;
 using detail::moe_route_exact;
 using detail::prefill_cublas_forced;
@@ -572,11 +573,17 @@ void CudaBackend::moe_experts(const Tensor& y, const Tensor& x, const MoeWeights
                      "TESSERA_MOE_DECODE=fused is disabled: its kernel hung on its first H200 run (session 41) and "
                      "its fix (session 42) is not yet confirmed on a GPU; use dp4a (the default) or mma "
                      "(fused-try runs the unconfirmed kernel)");
-            if (fused && X.rows <= fast::kMoeFusedMaxTokens) {  // the steps it takes (≤ 512 bytes)
-                const fast::MoeFusedShape f = fast::moe_fused_shape(X.cols, I, checked->second);
-                if (f.cluster) pe.counters = static_cast<unsigned*>(
-                                   zeroed_scratch(fast::moe_fused_counters_bytes(X.rows, f.cluster)));
-            }
+            // Ticket words, zero and left zero: the fused decode's, and (TESSERA_MOE_COMBINE=fused) the
+            // down tiles' slot sum — one zeroed buffer, asked for once (a larger ask reallocates it).
+            const int fused_cluster = fused && X.rows <= fast::kMoeFusedMaxTokens  // (≤ 512 bytes)
+                                          ? fast::moe_fused_shape(X.cols, I, checked->second).cluster
+                                          : 0;
+            const bool combine = moe_combine_fused();
+            const size_t zb = std::max(fused_cluster ? fast::moe_fused_counters_bytes(X.rows, fused_cluster) : 0,
+                                       combine ? fast::moe_combine_counters_bytes(X.rows, X.cols) : 0);
+            auto* tickets = zb ? static_cast<unsigned*>(zeroed_scratch(zb)) : nullptr;
+            if (fused_cluster) pe.counters = tickets;
+            if (combine) pe.combine_counters = tickets;
             void* sc = scratch(1, fast::moe_experts_scratch_bytes(X.rows, k, E, X.cols, I));
             return fast::moe_experts_packed(Y.p, Y.ld, X.p, X.ld, X.rows, pe, ids, weights, k, sc, stream_.get(),
                                             {.dp4a = !moe_decode_mma(),
@@ -588,7 +595,8 @@ void CudaBackend::moe_experts(const Tensor& y, const Tensor& x, const MoeWeights
                                              .persist = moe_prefill_persist(),
                                              .fit = moe_prefill_fit(),
                                              .fused = fused,
-                                             .route_ahead = route_ahead.logits ? &route_ahead : nullptr});
+                                             .route_ahead = route_ahead.logits ? &route_ahead : nullptr,
+                                             .combine = combine});
         }
     }
     const DType dt = w.gate[0].dtype;

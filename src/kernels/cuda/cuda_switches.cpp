@@ -149,6 +149,13 @@ bool moe_route_ahead() {
     static const bool on = env_switch("TESSERA_MOE_ROUTE_AHEAD", "off", "on");
     return on;
 }
+// TESSERA_MOE_COMBINE: kernel (the default: the combine kernel sums each token's slots after the
+// down tiles) or fused (the warp-specialised down tiles sum them, the last tile of a token's feature
+// block by a ticket: MoePlan::wgmma_combine, session 43; the same bits; opt-in until measured).
+bool moe_combine_fused() {
+    static const bool fused = env_switch("TESSERA_MOE_COMBINE", "kernel", "fused");
+    return fused;
+}
 // TESSERA_FLASH: wgmma (the default: the prefill attention on the warpgroup MMA,
 // fast_flash_attention_wgmma.cu) or mma (the mma.sync kernels of sessions 6–13, for A/B).
 bool flash_mma() {

@@ -100,6 +100,9 @@ void check_plan(const MoePlan& p) {
              "moe_experts_packed: wgmma_fit is a form of the warp-specialised tiles of up to 64 rows without clusters, "
              "the gathered A or persistence (got wgmma_tma {}, {} rows{}{})",
              p.wgmma_tma, p.tile_rows, p.wgmma_gather ? ", wgmma_gather" : "", p.wgmma_persist ? ", wgmma_persist" : "");
+    TS_CHECK(!p.wgmma_combine || p.wgmma_tma >= 1,
+             "moe_experts_packed: wgmma_combine is a form of the warp-specialised tiles (got wgmma_tma {})",
+             p.wgmma_tma);
     TS_CHECK(p.fused_decode >= 0 && p.fused_decode <= 3, "moe_experts_packed: fused_decode = {} must be 0, 1, 2 or 3",
              p.fused_decode);
     if (p.fused_decode) {
@@ -385,6 +388,8 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
                              void* scratch, cudaStream_t stream, bool x_settled, const MoeRouteAhead& ra) {
     const char* op = "moe_experts_packed";
     check_plan(plan);
+    TS_CHECK(!plan.wgmma_combine || w.combine_counters,
+             "{}: wgmma_combine without MoePackedExperts::combine_counters (the tiles' tickets)", op);
     if (ra.logits) {
         TS_CHECK(x_settled, "{}: route_ahead needs x_settled (the routing kernel just before, on x's logits)", op);
         TS_CHECK(ra.E >= 1 && ra.E <= kMoeRouteAheadMaxExperts && ra.k >= 1 && ra.k <= ra.E &&
@@ -454,6 +459,12 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
                                                                        stream, plan.wgmma_persist, plan.wgmma_fit));
                 else
                     TS_CUDA_CHECK(detail::launch_moe_wgmma_gate_up(act, xg, w, g, plan.tile_rows, stream));
+            }
+            if (tma && w.tiling.down && plan.wgmma_combine) {  // the tiles sum the slots: no combine after
+                const detail::MoeTileCombine cb{y, ldy, weights, w.combine_counters, k, int(T)};  // (T ≤ 2³¹: checked)
+                TS_CUDA_CHECK(detail::launch_moe_wgmma_tma_down(out, act, P, w, g, plan.tile_rows, tma, mt, stream,
+                                                                plan.wgmma_persist, plan.wgmma_fit, cb));
+                return;
             }
             if (tma && w.tiling.down)
                 TS_CUDA_CHECK(detail::launch_moe_wgmma_tma_down(out, act, P, w, g, plan.tile_rows, tma, mt, stream,
@@ -548,6 +559,7 @@ void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int6
         if (T * k <= int64_t(kMoeMidRows) * w.E) plan.wgmma = false, plan.v2 = true;  // or at ≤ 8 rows the v2 / mid
     }
     plan.wgmma_gather = sw.gather && plan.wgmma_tma == 1;  // gate+up gathering x's rows itself (opt-in)
+    plan.wgmma_combine = sw.combine && plan.wgmma_tma >= 1 && w.combine_counters;  // the down tiles' own sum (opt-in)
     plan.wgmma_persist = sw.persist && plan.wgmma_tma == 1 && !plan.wgmma_gather ? 1 : 0;  // (opt-in)
     plan.wgmma_fit = sw.fit && plan.wgmma_tma == 1 && !plan.wgmma_gather && !plan.wgmma_persist &&
                      plan.tile_rows <= 64;  // (opt-in)

@@ -106,6 +106,10 @@ struct MoePackedExperts {
     // moe_fused_counters_bytes(T, cluster), zero before its first launch; each launch leaves them
     // zero. One launch at a time may use them (the engine's one stream). Null: no fused decode.
     unsigned* counters = nullptr;
+    // Device words the warp-specialised down tiles draw their tickets on where they sum the slots
+    // themselves (MoePlan::wgmma_combine): at least moe_combine_counters_bytes(T, H), zero before
+    // the first launch, left zero by each. Null: the combine kernel after the tiles.
+    unsigned* combine_counters = nullptr;
 };
 
 // The fused decode kernel's shape (fast_moe_fused.cu: gate+up, SwiGLU, down and the slot sum in
@@ -146,6 +150,9 @@ struct MoeFusedShape {
 // form 1's bits). Other forms: cluster 0.
 MoeFusedShape moe_fused_shape(int64_t H, int64_t I, const MoeTiling& t, int form = 1);
 size_t moe_fused_counters_bytes(int64_t T, int cluster);
+// Bytes of MoePackedExperts::combine_counters for T tokens of H features: a word a token and
+// 128-feature block of the down tiles.
+inline size_t moe_combine_counters_bytes(int64_t T, int64_t H) { return size_t(T) * size_t((H + 127) / 128) * 4; }
 // Checks host copies of the descriptors (each array [E]) against the contract above, and says
 // which matrices the whole-tile copies can read (MoeTiling).
 MoeTiling moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, const PackedMatrix* down, int E,
@@ -267,6 +274,10 @@ struct MoePlan {
     int fused_decode = 0;  // 0 off; 1, 2, 3: the fused decode kernel's form (moe_fused_shape)
     int wgmma_persist = 0;
     bool wgmma_fit = false;
+    // The warp-specialised down tiles sum each token's slots themselves, the last tile of a token's
+    // feature block by a ticket (MoePackedExperts::combine_counters), instead of the combine kernel
+    // after them: the same sums in the same order (opt-in until measured, TESSERA_MOE_COMBINE=fused).
+    bool wgmma_combine = false;
 };
 constexpr int kMoeMidRows = 8;  // rows a work item of the mid kernels: mma's 8 columns
 constexpr int64_t kMoeMidDown4Rows = 384;  // mid_down_tiles 0: 4 row tiles a warp from T·k rows (T ≥ 48, k 8)
@@ -345,6 +356,9 @@ struct MoeSwitches {
     // Non-null: the dp4a decode's gate+up ranks the router logits itself (MoeRouteAhead; needs
     // x_settled; TESSERA_MOE_ROUTE_AHEAD=on, opt-in until measured). Ignored by every other plan.
     const MoeRouteAhead* route_ahead = nullptr;
+    // Where the pick runs the warp-specialised tiles and w.combine_counters is set: the down tiles
+    // sum the slots themselves (MoePlan::wgmma_combine; TESSERA_MOE_COMBINE=fused, opt-in).
+    bool combine = false;
 };
 void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
                         const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream,
@@ -480,9 +494,20 @@ cudaError_t launch_moe_wgmma_tma_gate_up(void* act, const void* xg, int64_t P, c
 cudaError_t launch_moe_wgmma_tma_gate_up_gathered(void* act, const void* x16, int64_t T, int k,
                                                   const MoePackedExperts& w, const MoeGrouping& g, int tile_rows,
                                                   int mt, cudaStream_t stream);
+// The down tiles' own slot sum (MoePlan::wgmma_combine): y [T, ldy] = Σ_j weights[t, j] · out[row of
+// slot j] as launch_moe_combine sums it, each (token, feature block) by the tile that draws its last
+// ticket on `counters` (zero, left zero; moe_combine_counters_bytes); tokens without a valid slot NaN.
+struct MoeTileCombine {
+    float* y = nullptr;  // null: off (the combine kernel after the tiles)
+    int64_t ldy = 0;
+    const float* weights = nullptr;  // [T, k]
+    unsigned* counters = nullptr;
+    int k = 0;
+    int T = 0;
+};
 cudaError_t launch_moe_wgmma_tma_down(float* out, const void* act, int64_t P, const MoePackedExperts& w,
                                       const MoeGrouping& g, int tile_rows, int cluster, int mt, cudaStream_t stream,
-                                      int persist = 0, bool fit = false);
+                                      int persist = 0, bool fit = false, const MoeTileCombine& combine = {});
 // The mid kernels (fast_moe_mid.cu): g built with tile_rows kMoeMidRows (the kernels take an
 // item's first 8 rows only). Each stages its item's B rows (K columns) in shared memory:
 // moe_mid_*_smem of at most kMoeMidMaxSmem bytes. Both by programmatic dependent launch (the

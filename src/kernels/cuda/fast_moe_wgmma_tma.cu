@@ -43,6 +43,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/device.h"
+#include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/fast_mbarrier.cuh"
 #include "kernels/cuda/fast_moe.h"
 #include "kernels/cuda/fast_tma.cuh"
@@ -121,6 +122,67 @@ struct MoeTmaMatrix {
     bool biases = false;
 };
 
+// The down tiles' slot sum (MoeTileCombine), by the 256 consumer threads (ct: 0..255) after a
+// tile's out stores: each thread fences its stores; one thread an item row draws a ticket on its
+// (token, feature block) — its token's valid slots (rows of the grouping) are the tickets to draw —
+// and the drawer of the last one lists the token; the block then sums each listed token's slots in
+// slot order over the block's features, as combine_kernel does (the same bits), its reads from L2.
+// list: BT ints of shared memory, n_list one. (The pattern of fast_moe_fused.cu's slot sum.)
+constexpr int kCombineBar = 2;  // named barrier of the consumer threads (1: the gathering producers)
+__device__ __forceinline__ void tile_combine(const MoeTileCombine& cb, const int32_t* __restrict__ row_of_slot,
+                                             const int32_t* __restrict__ perm, const float* out, int64_t N, int r0,
+                                             int n_rows, int64_t n0, int64_t n_end, int fb, int fbs, int ct,
+                                             int* list, int* n_list) {
+    __threadfence();  // this thread's out stores, before any ticket
+    if (ct == 0) *n_list = 0;
+    named_barrier_sync(kCombineBar, 256);
+    for (int r = ct; r < n_rows; r += 256) {
+        const int t = perm[r0 + r] / cb.k;
+        int valid = 0;
+        for (int j = 0; j < cb.k; ++j) valid += row_of_slot[int64_t(t) * cb.k + j] >= 0 ? 1 : 0;
+        unsigned* ctr = cb.counters + int64_t(t) * fbs + fb;
+        if (atomicAdd(ctr, 1u) == unsigned(valid - 1)) {
+            atomicExch(ctr, 0u);  // every valid slot has drawn: zero for the next launch
+            list[atomicAdd(n_list, 1)] = t;
+        }
+    }
+    __threadfence();  // the other tiles' parts, before this block reads them
+    named_barrier_sync(kCombineBar, 256);
+    const int n = *n_list;
+    for (int q = 0; q < n; ++q) {
+        const int64_t t = list[q];
+        for (int64_t c = n0 + ct; c < n_end; c += 256) {
+            float sum = 0.f;
+            for (int j = 0; j < cb.k; ++j) {
+                const int row = row_of_slot[t * cb.k + j];
+                const float v = __fmul_rn(cb.weights[t * cb.k + j], row >= 0 ? __ldcg(out + int64_t(row) * N + c)
+                                                                              : quiet_nan());
+                sum = j == 0 ? v : __fadd_rn(sum, v);
+            }
+            cb.y[t * cb.ldy + c] = sum;
+        }
+    }
+    named_barrier_sync(kCombineBar, 256);  // list and n_list free for the next tile
+}
+
+// Tokens none of whose slots has a row (every id invalid) get no ticket: the combine's NaN row (its
+// very operations, so its bits), written by the grid's blocks in turn (block `b` of `nb`), all N
+// features.
+__device__ __forceinline__ void combine_orphans(const MoeTileCombine& cb, const int32_t* __restrict__ row_of_slot,
+                                                int64_t N, int b, int nb, int ct) {
+    for (int64_t t = b; t < cb.T; t += nb) {
+        bool any = false;
+        for (int j = 0; j < cb.k; ++j) any = any || row_of_slot[t * cb.k + j] >= 0;
+        if (any) continue;
+        float sum = 0.f;
+        for (int j = 0; j < cb.k; ++j) {
+            const float v = __fmul_rn(cb.weights[t * cb.k + j], quiet_nan());
+            sum = j == 0 ? v : __fadd_rn(sum, v);
+        }
+        for (int64_t c = ct; c < N; c += 256) cb.y[t * cb.ldy + c] = sum;
+    }
+}
+
 // m0 / m1: gate / up (kGateUp) or down / unused, device [E] (the epilogue's N and the experts'
 // stacks: E·N / 16 row tiles).
 // GATHER: xrows [T, K] bf16 in the wgmma order, k the slots a token (row r's token: perm[r] / k).
@@ -134,7 +196,7 @@ template <class C>
 __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
     moe_wgmma_tma_kernel(const __grid_constant__ MoeTmaMaps maps, int64_t K, int64_t N, int E, MoeTmaMatrix lo,
                          MoeTmaMatrix hi, MoeGrouping g, uint16_t* __restrict__ act, float* __restrict__ out,
-                         const uint16_t* __restrict__ xrows, int k, int fbs) {
+                         const uint16_t* __restrict__ xrows, int k, int fbs, const MoeTileCombine cb) {
     constexpr int BT = C::BT, S = C::STAGES, CL = C::CL, MT = C::MT;
     constexpr int kTilesHi = 4 * MT, kTilesLo = C::kGateUp ? kTilesHi : 8 * MT;  // row tiles a box of a matrix
     pdl::wait();  // launched with PDL (pdl.cuh): the grouping and A come from the kernels before
@@ -149,6 +211,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
     uint8_t* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
     __shared__ uint64_t full[S], empty[S];
     __shared__ int token[C::kGather ? BT : 1];  // GATHER: the item rows' tokens (-1 past the item)
+    __shared__ int comb_list[C::kGateUp ? 1 : BT + 1];  // down with cb.y: the tokens a tile sums, then their count
     const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5, wg = warp / 4;
     const int KT = int(K / kBK);
     const uint32_t rank = CL > 1 ? cluster_rank() : 0;  // the cluster's blocks share blockIdx.x: one item
@@ -288,6 +351,13 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
     };
     const bool bias_lo = lo.biases, bias_hi = C::kGateUp ? hi.biases : lo.biases;
 
+    if constexpr (!C::kGateUp) {
+        if (cb.y) {  // tokens with no valid slot: NaN rows (no tile sums them), over the blocks that stay
+            const int nb = C::kPersist ? int(gridDim.x) : n_items * int(gridDim.y);
+            const int b = C::kPersist ? int(blockIdx.x) : int(blockIdx.y) * n_items + int(blockIdx.x);
+            combine_orphans(cb, g.row_of_slot, N, b, nb, tid);
+        }
+    }
     float acc[MT][BT / 2];
     uint32_t u = 0;  // k-tiles taken, as the producer counts them
     for (int i; (i = next_tile()) >= 0;) {
@@ -377,6 +447,12 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                     }
             }
         }
+        if constexpr (!C::kGateUp) {
+            if (cb.y && tl.n0 < N)  // (a cluster's last block may cover no features: no tickets of its own)
+                tile_combine(cb, g.row_of_slot, g.perm, out, N, r0, n_rows, tl.n0,
+                             tl.n0 + C::BM < N ? tl.n0 + C::BM : N, int(tl.n0 / C::BM), fbs, tid, comb_list,
+                             comb_list + BT);
+        }
     }
 }
 
@@ -385,7 +461,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
 template <class C>
 cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const PackedMatrix& m_lo,
                    const PackedMatrix* m_hi, const MoeGrouping& g, void* act, float* out, cudaStream_t stream,
-                   int k = 1, int persist = 0) {
+                   int k = 1, int persist = 0, const MoeTileCombine& cb = {}) {
     static const cudaError_t attr =
         cudaFuncSetAttribute(moe_wgmma_tma_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
     if (attr != cudaSuccess) return attr;
@@ -419,10 +495,10 @@ cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const 
     const auto* xrows = C::kGather ? static_cast<const uint16_t*>(a) : nullptr;
     if constexpr (C::CL == 1)
         return pdl::launch(moe_wgmma_tma_kernel<C>, grid, dim3(C::kThreads), C::kSmem, stream, maps, K, N, E, lo, hi, g,
-                           act16, out, xrows, k, int(blocks));
+                           act16, out, xrows, k, int(blocks), cb);
     else
         return pdl::launch_cluster(moe_wgmma_tma_kernel<C>, grid, dim3(C::kThreads), C::kSmem, stream,
-                                   dim3(1, C::CL, 1), maps, K, N, E, lo, hi, g, act16, out, xrows, k, int(blocks));
+                                   dim3(1, C::CL, 1), maps, K, N, E, lo, hi, g, act16, out, xrows, k, int(blocks), cb);
 }
 
 // The tiles of tile_rows rows and mt m-tiles and their rings — one table for every form (CL, GATHER,
@@ -430,8 +506,10 @@ cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const 
 template <bool GATE_UP, int CL, bool GATHER, bool PERSIST, bool FIT>
 cudaError_t launch_tiles(int tile_rows, int mt, const void* a, int64_t P, int64_t K, int64_t N, int E,
                          const PackedMatrix& m0, const PackedMatrix* m1, const MoeGrouping& g, void* act, float* out,
-                         cudaStream_t stream, int k, int persist) {
-    auto go = [&](auto tile) { return launch<decltype(tile)>(a, P, K, N, E, m0, m1, g, act, out, stream, k, persist); };
+                         cudaStream_t stream, int k, int persist, const MoeTileCombine& cb) {
+    auto go = [&](auto tile) {
+        return launch<decltype(tile)>(a, P, K, N, E, m0, m1, g, act, out, stream, k, persist, cb);
+    };
     if constexpr (CL == 1) {  // (two m-tiles, and tiles of 128 rows, in clusters: not built)
         if (mt == 2) {
             switch (tile_rows) {
@@ -460,19 +538,21 @@ cudaError_t launch_tiles(int tile_rows, int mt, const void* a, int64_t P, int64_
 template <bool GATE_UP, int CL, bool GATHER = false>
 cudaError_t launch_rows(int tile_rows, int mt, const void* a, int64_t P, int64_t K, int64_t N, int E,
                         const PackedMatrix& m0, const PackedMatrix* m1, const MoeGrouping& g, void* act, float* out,
-                        cudaStream_t stream, int k = 1, int persist = 0, bool fit = false) {
+                        cudaStream_t stream, int k = 1, int persist = 0, bool fit = false,
+                        const MoeTileCombine& cb = {}) {
+    if (cb.y && (GATE_UP || !cb.weights || !cb.counters || cb.k < 1 || cb.T < 1)) return cudaErrorInvalidValue;
     if constexpr (CL == 1 && !GATHER) {
         if (persist && fit) return cudaErrorInvalidValue;  // (both: ptxas serializes the wgmma — C7512)
         if (persist)
             return launch_tiles<GATE_UP, 1, false, true, false>(tile_rows, mt, a, P, K, N, E, m0, m1, g, act, out,
-                                                                stream, k, persist);
+                                                                stream, k, persist, cb);
         if (fit)
             return launch_tiles<GATE_UP, 1, false, false, true>(tile_rows, mt, a, P, K, N, E, m0, m1, g, act, out,
-                                                                stream, k, 0);
+                                                                stream, k, 0, cb);
     }
     if (persist || fit) return cudaErrorInvalidValue;  // (clusters, the gathered A: neither)
     return launch_tiles<GATE_UP, CL, GATHER, false, false>(tile_rows, mt, a, P, K, N, E, m0, m1, g, act, out, stream,
-                                                           k, 0);
+                                                           k, 0, cb);
 }
 
 }  // namespace
@@ -503,14 +583,14 @@ cudaError_t launch_moe_wgmma_tma_gate_up_gathered(void* act, const void* x16, in
 
 cudaError_t launch_moe_wgmma_tma_down(float* out, const void* act, int64_t P, const MoePackedExperts& w,
                                       const MoeGrouping& g, int tile_rows, int cluster, int mt, cudaStream_t stream,
-                                      int persist, bool fit) {
+                                      int persist, bool fit, const MoeTileCombine& combine) {
     if (!w.tiling.down || persist < 0) return cudaErrorInvalidValue;
     if (cluster == 2)
         return launch_rows<false, 2>(tile_rows, mt, act, P, w.I, w.H, w.E, w.tiling.down0, nullptr, g, nullptr, out,
-                                     stream, 1, persist, fit);
+                                     stream, 1, persist, fit, combine);
     if (cluster != 1) return cudaErrorInvalidValue;
     return launch_rows<false, 1>(tile_rows, mt, act, P, w.I, w.H, w.E, w.tiling.down0, nullptr, g, nullptr, out,
-                                 stream, 1, persist, fit);
+                                 stream, 1, persist, fit, combine);
 }
 
 }  // namespace tessera::cuda::fast::detail
