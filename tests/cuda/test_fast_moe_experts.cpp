@@ -303,6 +303,27 @@ TEST(FastMoe, OutOfRangeIdPoisonsOnlyItsToken) {
 // CPU) at prefill sizes — llama.cpp's Qwen3-30B 128×768×2048 and the flagship's 256×512×2048, top-8,
 // at 33 and 512 tokens (items of 16, 32, 64 and 128 rows, several an expert at 512), one expert taking
 // every one of 100 tokens (its rows split into many items), and an expert no token chooses.
+namespace {
+
+// y's bits after moe_experts_packed_plan(p, …) over NaN bytes (a row left unwritten stays NaN).
+std::vector<uint32_t> plan_bits(const fast::MoePlan& p, DeviceBuffer& y, const DeviceBuffer& x, int64_t H, int64_t T,
+                                const fast::MoePackedExperts& w, const DeviceBuffer& ids, const DeviceBuffer& wts,
+                                int k, DeviceBuffer& scratch, Stream& stream) {
+    TS_CUDA_CHECK(cudaMemsetAsync(y.data(), 0xff, y.size(), stream));
+    fast::moe_experts_packed_plan(p, y.as<float>(), H, x.as<float>(), H, T, w, ids.as<int32_t>(), wts.as<float>(), k,
+                                  scratch.data(), stream);
+    stream.synchronize();
+    return to_host<uint32_t>(y, size_t(T * H));
+}
+
+size_t differing(const std::vector<uint32_t>& got, const std::vector<uint32_t>& want) {
+    size_t n = 0;
+    for (size_t i = 0; i < got.size(); ++i) n += got[i] != want[i];
+    return n;
+}
+
+}  // namespace
+
 TEST(FastMoe, WgmmaTmaTilesGiveThePlainTilesBits) {
     REQUIRE_CUDA();
     struct Shape {
@@ -338,11 +359,7 @@ TEST(FastMoe, WgmmaTmaTilesGiveThePlainTilesBits) {
             DeviceBuffer y(size_t(c.T * H) * 4), scratch(fast::moe_experts_scratch_bytes(c.T, c.k, sh.E, H, sh.I));
             Stream stream;
             auto run = [&](const fast::MoePlan& p) {
-                TS_CUDA_CHECK(cudaMemsetAsync(y.data(), 0xff, y.size(), stream));
-                fast::moe_experts_packed_plan(p, y.as<float>(), H, x.as<float>(), H, c.T, ex.view(), ids.as<int32_t>(),
-                                              w.as<float>(), c.k, scratch.data(), stream);
-                stream.synchronize();
-                return to_host<uint32_t>(y, size_t(c.T * H));
+                return plan_bits(p, y, x, H, c.T, ex.view(), ids, w, c.k, scratch, stream);
             };
             for (int rows : {16, 32, 64, 128}) {
                 fast::MoePlan p{true, false, rows, true};
@@ -368,11 +385,8 @@ TEST(FastMoe, WgmmaTmaTilesGiveThePlainTilesBits) {
                         if ((form == 6 || form == 7) && persist == 0) continue;  // (forms 1 and 3)
                         if ((form < 6 || form >= 8) && persist > 0) continue;
                         p.wgmma_persist = persist;
-                        const std::vector<uint32_t> got = run(p);
-                        size_t diff = 0;
-                        for (size_t i = 0; i < got.size(); ++i) diff += got[i] != want[i];
-                        EXPECT_EQ(diff, 0u) << rows << " rows, form " << form << ", persist " << persist
-                                            << ": elements differing from the plain tiles";
+                        EXPECT_EQ(differing(run(p), want), 0u) << rows << " rows, form " << form << ", persist "
+                                                               << persist << ": elements differing from the plain tiles";
                     }
                 }
                 p.wgmma_persist = 0;
@@ -422,11 +436,7 @@ TEST(FastMoe, DownTilesSumTheSlotsAsTheCombineDoes) {
         pe.combine_counters = static_cast<unsigned*>(tickets.data());
         Stream stream;
         auto run = [&](const fast::MoePlan& p) {
-            TS_CUDA_CHECK(cudaMemsetAsync(y.data(), 0xff, y.size(), stream));
-            fast::moe_experts_packed_plan(p, y.as<float>(), H, x.as<float>(), H, c.T, pe, ids.as<int32_t>(),
-                                          w.as<float>(), c.k, scratch.data(), stream);
-            stream.synchronize();
-            return to_host<uint32_t>(y, size_t(c.T * H));
+            return plan_bits(p, y, x, H, c.T, pe, ids, w, c.k, scratch, stream);
         };
         for (int rows : {16, 32, 64, 128}) {
             fast::MoePlan p{true, false, rows, true};
@@ -444,11 +454,8 @@ TEST(FastMoe, DownTilesSumTheSlotsAsTheCombineDoes) {
                     p.wgmma_combine = false;
                     const std::vector<uint32_t> want = run(p);
                     p.wgmma_combine = true;
-                    const std::vector<uint32_t> got = run(p);
-                    size_t diff = 0;
-                    for (size_t i = 0; i < got.size(); ++i) diff += got[i] != want[i];
-                    EXPECT_EQ(diff, 0u) << rows << " rows, form " << form << ", persist " << persist
-                                        << ": elements differing from the combine kernel's";
+                    EXPECT_EQ(differing(run(p), want), 0u) << rows << " rows, form " << form << ", persist " << persist
+                                                           << ": elements differing from the combine kernel's";
                     const std::vector<uint32_t> left = to_host<uint32_t>(tickets, tickets.size() / 4);
                     EXPECT_EQ(size_t(std::count(left.begin(), left.end(), 0u)), left.size())
                         << rows << " rows, form " << form << ", persist " << persist << ": ticket words left non-zero";
