@@ -129,6 +129,20 @@ struct MoeTmaMatrix {
 // slot order over the block's features, as combine_kernel does (the same bits), its reads from L2.
 // list: BT ints of shared memory, n_list one. (The pattern of fast_moe_fused.cu's slot sum.)
 constexpr int kCombineBar = 2;  // named barrier of the consumer threads (1: the gathering producers)
+
+// Token t's feature c: Σ_j w_j · out[row of slot j] in slot order, NaN for a slot without a row —
+// combine_kernel's operations (fast_moe_experts.cu), so its bits.
+__device__ __forceinline__ float token_sum(const MoeTileCombine& cb, const int32_t* __restrict__ row_of_slot,
+                                           const float* out, int64_t N, int64_t t, int64_t c) {
+    float sum = 0.f;
+    for (int j = 0; j < cb.k; ++j) {
+        const int row = row_of_slot[t * cb.k + j];
+        const float x = row >= 0 ? __ldcg(out + int64_t(row) * N + c) : quiet_nan();
+        const float v = __fmul_rn(cb.weights[t * cb.k + j], x);
+        sum = j == 0 ? v : __fadd_rn(sum, v);
+    }
+    return sum;
+}
 __device__ __forceinline__ void tile_combine(const MoeTileCombine& cb, const int32_t* __restrict__ row_of_slot,
                                              const int32_t* __restrict__ perm, const float* out, int64_t N, int r0,
                                              int n_rows, int64_t n0, int64_t n_end, int fb, int fbs, int ct,
@@ -151,16 +165,7 @@ __device__ __forceinline__ void tile_combine(const MoeTileCombine& cb, const int
     const int n = *n_list;
     for (int q = 0; q < n; ++q) {
         const int64_t t = list[q];
-        for (int64_t c = n0 + ct; c < n_end; c += 256) {
-            float sum = 0.f;
-            for (int j = 0; j < cb.k; ++j) {
-                const int row = row_of_slot[t * cb.k + j];
-                const float v = __fmul_rn(cb.weights[t * cb.k + j], row >= 0 ? __ldcg(out + int64_t(row) * N + c)
-                                                                              : quiet_nan());
-                sum = j == 0 ? v : __fadd_rn(sum, v);
-            }
-            cb.y[t * cb.ldy + c] = sum;
-        }
+        for (int64_t c = n0 + ct; c < n_end; c += 256) cb.y[t * cb.ldy + c] = token_sum(cb, row_of_slot, out, N, t, c);
     }
     named_barrier_sync(kCombineBar, 256);  // list and n_list free for the next tile
 }
@@ -174,11 +179,7 @@ __device__ __forceinline__ void combine_orphans(const MoeTileCombine& cb, const 
         bool any = false;
         for (int j = 0; j < cb.k; ++j) any = any || row_of_slot[t * cb.k + j] >= 0;
         if (any) continue;
-        float sum = 0.f;
-        for (int j = 0; j < cb.k; ++j) {
-            const float v = __fmul_rn(cb.weights[t * cb.k + j], quiet_nan());
-            sum = j == 0 ? v : __fadd_rn(sum, v);
-        }
+        const float sum = token_sum(cb, row_of_slot, nullptr, N, t, 0);  // (every slot NaN: no load)
         for (int64_t c = ct; c < N; c += 256) cb.y[t * cb.ldy + c] = sum;
     }
 }

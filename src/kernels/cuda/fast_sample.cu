@@ -318,10 +318,6 @@ struct PWant {
     __device__ uint64_t operator()(uint64_t total) const { return fixed ? fixed : sample_top_p_target(total, top_p); }
 };
 
-// The candidates' bin of a finite logit v ≤ top: kernels/sampling.h's sample_cand_bin (non-increasing
-// in v, so bin(v) ≤ B is an upper set of the row).
-__device__ __forceinline__ int cand_bin(float v, float top) { return sample_cand_bin(v, top); }
-
 // The block's candidates, in dynamic shared memory: logits and ids.
 struct Cands {
     float* v;
@@ -350,7 +346,7 @@ __device__ bool gather_candidates(const float* row, Slice sl, float top, double 
             if (isfinite(v)) key = sample_key(v);
         }
         const uint32_t m = __reduce_max_sync(kFull, key);
-        if (lane == 0 && m != 0) atomicAdd(&sh.hist[cand_bin(sample_key_value(m), top)], 1ull);
+        if (lane == 0 && m != 0) atomicAdd(&sh.hist[sample_cand_bin(sample_key_value(m), top)], 1ull);
     }
     cl.sync();  // every block's counts
     // 2. B: the first bin where the cluster's counts from the top reach kk (every block the same);
@@ -373,7 +369,7 @@ __device__ bool gather_candidates(const float* row, Slice sl, float top, double 
         if (i < sl.hi) {
             v = row[i];
             if (isfinite(v)) {
-                in = cand_bin(v, top) <= B;
+                in = sample_cand_bin(v, top) <= B;  // (sampling.h: an upper set of the row)
                 if constexpr (MASS) {
                     const uint64_t w = sample_mass_of_score(sample_score(v, top, inv_t));
                     mass += w;
@@ -417,6 +413,15 @@ __device__ void plan_cuts(const Source& src, bool cut_k, uint64_t k, bool cut_p,
     }
 }
 
+// Whether the draw keeps finite token i (key, score s): within both cuts, able to win (sampling.h's
+// kSampleSkipBelow) and, with min-p, exp(s) ≥ min_p. One test for the draw kernel and the
+// candidates' draw, so both keep the same tokens.
+__device__ __forceinline__ bool draw_keeps(const Cut& ck, const Cut& cp, const SampleRow& p, uint32_t key, int i,
+                                           double s) {
+    return ck.keeps(key, i) && cp.keeps(key, i) && s >= kSampleSkipBelow &&
+           (p.min_p <= 0.f || exp(s) >= double(p.min_p));
+}
+
 // This thread's best of the block's candidates by the draw kernel's keep and noise (s + G). Not
 // inlined: the noise's registers stay out of the plan kernel's selects.
 __device__ __noinline__ Best draw_candidates(const Cands& c, int n, const Cut& ck, const Cut& cp, float top,
@@ -427,8 +432,7 @@ __device__ __noinline__ Best draw_candidates(const Cands& c, int n, const Cut& c
         const float v = c.v[pos];
         const uint32_t key = sample_key(v);
         const double s = sample_score(v, top, inv_t);
-        if (ck.keeps(key, i) && cp.keeps(key, i) && s >= kSampleSkipBelow &&
-            (p.min_p <= 0.f || exp(s) >= double(p.min_p))) {
+        if (draw_keeps(ck, cp, p, key, i, s)) {
             uint32_t bits[4];
             sample_noise_bits(p.seed, p.counter, uint64_t(i) >> 2, bits);
             b = better(b, Best{s + sample_gumbel(bits[i & 3]), i});
@@ -594,8 +598,7 @@ __global__ void __launch_bounds__(kDrawThreads)
             } else {
                 const uint32_t key = sample_key(v);
                 s[it][j] = sample_score(v, plan.top, plan.inv_t);
-                keep = isfinite(v) && plan.ck.keeps(key, i) && plan.cp.keeps(key, i) && s[it][j] >= kSampleSkipBelow &&
-                       (p.min_p <= 0.f || exp(s[it][j]) >= double(p.min_p));
+                keep = isfinite(v) && draw_keeps(plan.ck, plan.cp, p, key, i, s[it][j]);
             }
             if (!keep) s[it][j] = NAN;
             a[it][j] = NAN;
