@@ -101,7 +101,8 @@ TS_SAMPLE_HD uint64_t sample_mass(double w) { return uint64_t(w * 0x1p42); }
 // The mass of a token with score s (0 below kSampleMassBelow without computing exp).
 TS_SAMPLE_HD uint64_t sample_mass_of_score(double s) { return s < kSampleMassBelow ? 0 : sample_mass(std::exp(s)); }
 
-// The mass a top-p prefix must reach: ⌈top_p · total⌉ (≤ total for top_p ≤ 1, ≥ 1 for total ≥ 1).
+// The mass a top-p prefix must reach: ⌈top_p · total⌉ (≤ total for top_p < 1 — callers cut only then —,
+// ≥ 1 for total ≥ 1).
 TS_SAMPLE_HD uint64_t sample_top_p_target(uint64_t total, float top_p) {
     return uint64_t(std::ceil(double(top_p) * double(total)));
 }

@@ -420,10 +420,13 @@ TEST(FastMoe, DownTilesSumTheSlotsAsTheCombineDoes) {
     Routing bad = random_routing(300, E, 8, 1203);
     bad.ids[size_t(3 * 8 + 2)] = E + 5;                        // token 3: one slot out of range
     for (int j = 0; j < 8; ++j) bad.ids[size_t(7 * 8 + j)] = -1;  // token 7: every slot
+    Routing none = random_routing(17, E, 8, 1205);  // every id invalid: no item, yet every row NaN
+    for (size_t i = 0; i < none.ids.size(); ++i) none.ids[i] = i % 2 ? -1 : E;
     const Case cases[] = {
         {"33 tokens top-8", 33, 8, random_routing(33, E, 8, 1201)},
         {"300 tokens top-8, bad ids", 300, 8, bad},
         {"one expert takes every token", 100, 1, random_routing(100, E, 1, 1202, {7})},
+        {"17 tokens, every id invalid", 17, 8, none},
     };
     for (const Case& c : cases) {
         SCOPED_TRACE(c.what);
@@ -463,7 +466,18 @@ TEST(FastMoe, DownTilesSumTheSlotsAsTheCombineDoes) {
                 }
             }
         }
-        // the NaN rows of the bad ids, where the combine kernel puts them
+        // the NaN rows of the bad ids, where the combine kernel puts them (all of them: every id invalid)
+        if (c.T == 17) {
+            fast::MoePlan p{true, false, 32, true};
+            p.wgmma = true;
+            p.wgmma_tma = 1;
+            p.wgmma_combine = true;
+            const std::vector<uint32_t> got = run(p);
+            size_t nan = 0, unwritten = 0;  // (plan_bits fills y with 0xff bytes first)
+            for (uint32_t v : got) nan += std::isnan(std::bit_cast<float>(v)), unwritten += v == 0xffffffffu;
+            EXPECT_EQ(nan, got.size());
+            EXPECT_EQ(unwritten, 0u);
+        }
         if (c.T == 300) {
             fast::MoePlan p{true, false, 32, true};
             p.wgmma = true;

@@ -155,6 +155,7 @@ __device__ __forceinline__ void tile_combine(const MoeTileCombine& cb, const int
         int valid = 0;
         for (int j = 0; j < cb.k; ++j) valid += row_of_slot[int64_t(t) * cb.k + j] >= 0 ? 1 : 0;
         unsigned* ctr = cb.counters + int64_t(t) * fbs + fb;
+        __threadfence();  // the block's stores (fenced by each thread, then the barrier) before the ticket
         if (atomicAdd(ctr, 1u) == unsigned(valid - 1)) {
             atomicExch(ctr, 0u);  // every valid slot has drawn: zero for the next launch
             list[atomicAdd(n_list, 1)] = t;
@@ -171,16 +172,17 @@ __device__ __forceinline__ void tile_combine(const MoeTileCombine& cb, const int
 }
 
 // Tokens none of whose slots has a row (every id invalid) get no ticket: the combine's NaN row (its
-// very operations, so its bits), written by the grid's blocks in turn (block `b` of `nb`), all N
-// features.
+// very operations, so its bits), written by every block of the grid in turn (block `b` of `nb`, its
+// `nt` threads), all N features — before a block leaves for want of an item: with every id invalid
+// there is none, and no block would stay.
 __device__ __forceinline__ void combine_orphans(const MoeTileCombine& cb, const int32_t* __restrict__ row_of_slot,
-                                                int64_t N, int b, int nb, int ct) {
+                                                int64_t N, int b, int nb, int ct, int nt) {
     for (int64_t t = b; t < cb.T; t += nb) {
         bool any = false;
         for (int j = 0; j < cb.k; ++j) any = any || row_of_slot[t * cb.k + j] >= 0;
         if (any) continue;
         const float sum = token_sum(cb, row_of_slot, nullptr, N, t, 0);  // (every slot NaN: no load)
-        for (int64_t c = ct; c < N; c += 256) cb.y[t * cb.ldy + c] = sum;
+        for (int64_t c = ct; c < N; c += nt) cb.y[t * cb.ldy + c] = sum;
     }
 }
 
@@ -203,6 +205,11 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
     pdl::wait();  // launched with PDL (pdl.cuh): the grouping and A come from the kernels before
     pdl::trigger();
     const int n_items = *g.n_items;
+    if constexpr (!C::kGateUp) {
+        if (cb.y)  // tokens with no valid slot: NaN rows (no tile sums them), over the whole grid
+            combine_orphans(cb, g.row_of_slot, N, int(blockIdx.y * gridDim.x + blockIdx.x),
+                            int(gridDim.x * gridDim.y), int(threadIdx.x), C::kThreads);
+    }
     if constexpr (!C::kPersist) {  // (a cluster's blocks share blockIdx.x: they leave together)
         if (int(blockIdx.x) >= n_items) return;
         const int e = g.item_expert[blockIdx.x];
@@ -352,13 +359,6 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
     };
     const bool bias_lo = lo.biases, bias_hi = C::kGateUp ? hi.biases : lo.biases;
 
-    if constexpr (!C::kGateUp) {
-        if (cb.y) {  // tokens with no valid slot: NaN rows (no tile sums them), over the blocks that stay
-            const int nb = C::kPersist ? int(gridDim.x) : n_items * int(gridDim.y);
-            const int b = C::kPersist ? int(blockIdx.x) : int(blockIdx.y) * n_items + int(blockIdx.x);
-            combine_orphans(cb, g.row_of_slot, N, b, nb, tid);
-        }
-    }
     float acc[MT][BT / 2];
     uint32_t u = 0;  // k-tiles taken, as the producer counts them
     for (int i; (i = next_tile()) >= 0;) {
