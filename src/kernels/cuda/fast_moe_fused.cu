@@ -86,11 +86,13 @@ __device__ __noinline__ void watchdog_trap(const char* what, int stage, uint32_t
     __trap();
 }
 
-// mbar_wait with the watchdog (the clock read only once the first try has failed).
+// mbar_wait with the watchdog (the clock read only once the first try has failed). CLUSTER: the
+// acquire at cluster scope (mbar_try_wait; the act row's phase, completed by the cluster's st.async).
+template <bool CLUSTER = false>
 __device__ __forceinline__ void watched_wait(uint64_t* bar, uint32_t parity, const char* what, int stage) {
-    if (mbar_try_wait(bar, parity)) return;
+    if (mbar_try_wait<CLUSTER>(bar, parity)) return;
     const uint64_t t0 = global_ns();
-    while (!mbar_try_wait(bar, parity))
+    while (!mbar_try_wait<CLUSTER>(bar, parity))
         if (global_ns() - t0 > kWatchNs) watchdog_trap(what, stage, parity);
 }
 
@@ -271,7 +273,7 @@ __global__ void __launch_bounds__(threads_of(CW), CW == 8 ? 2 : 1)
             for (int b = 0; b < C; ++b) st_async_cluster_f32(act_s + i0 + i, uint32_t(b), v, act_bar);
         }
     }
-    watched_wait(act_bar, 0, "act row from the cluster", -1);
+    watched_wait<true>(act_bar, 0, "act row from the cluster", -1);
 
     // 3. The act row staged as x was (the dp4a pair's down kernel stages the same limbs).
     {
