@@ -467,23 +467,18 @@ TEST(FastMoe, DownTilesSumTheSlotsAsTheCombineDoes) {
             }
         }
         // the NaN rows of the bad ids, where the combine kernel puts them (all of them: every id invalid)
+        if (c.T != 17 && c.T != 300) continue;
+        fast::MoePlan p{true, false, 32, true};
+        p.wgmma = true;
+        p.wgmma_tma = 1;
+        p.wgmma_combine = true;
+        const std::vector<uint32_t> got = run(p);
         if (c.T == 17) {
-            fast::MoePlan p{true, false, 32, true};
-            p.wgmma = true;
-            p.wgmma_tma = 1;
-            p.wgmma_combine = true;
-            const std::vector<uint32_t> got = run(p);
             size_t nan = 0, unwritten = 0;  // (plan_bits fills y with 0xff bytes first)
             for (uint32_t v : got) nan += std::isnan(std::bit_cast<float>(v)), unwritten += v == 0xffffffffu;
             EXPECT_EQ(nan, got.size());
             EXPECT_EQ(unwritten, 0u);
-        }
-        if (c.T == 300) {
-            fast::MoePlan p{true, false, 32, true};
-            p.wgmma = true;
-            p.wgmma_tma = 1;
-            p.wgmma_combine = true;
-            const std::vector<uint32_t> got = run(p);
+        } else {
             for (int64_t t : {3, 7, 8}) {
                 size_t nan = 0;
                 for (int64_t c2 = 0; c2 < H; ++c2) nan += std::isnan(std::bit_cast<float>(got[size_t(t * H + c2)]));
