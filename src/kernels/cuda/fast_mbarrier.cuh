@@ -88,22 +88,17 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
 template <bool CLUSTER = false>
 __device__ __forceinline__ bool mbar_try_wait(uint64_t* bar, uint32_t parity) {
     uint32_t done;
-    if constexpr (CLUSTER)
-        asm volatile(
-            "{\n.reg .pred p;\n"
-            "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-            "selp.u32 %0, 1, 0, p;\n}\n"
-            : "=r"(done)
-            : "r"(smem_addr(bar)), "r"(parity)
-            : "memory");
-    else
-        asm volatile(
-            "{\n.reg .pred p;\n"
-            "mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2;\n"
-            "selp.u32 %0, 1, 0, p;\n}\n"
-            : "=r"(done)
-            : "r"(smem_addr(bar)), "r"(parity)
-            : "memory");
+#define TS_MBAR_TRY_WAIT(SCOPE)                                                        \
+    asm volatile(                                                                      \
+        "{\n.reg .pred p;\n"                                                           \
+        "mbarrier.try_wait.parity.acquire." SCOPE ".shared::cta.b64 p, [%1], %2;\n"     \
+        "selp.u32 %0, 1, 0, p;\n}\n"                                                   \
+        : "=r"(done)                                                                   \
+        : "r"(smem_addr(bar)), "r"(parity)                                             \
+        : "memory")
+    if constexpr (CLUSTER) TS_MBAR_TRY_WAIT("cluster");
+    else TS_MBAR_TRY_WAIT("cta");
+#undef TS_MBAR_TRY_WAIT
     return done != 0;
 }
 
