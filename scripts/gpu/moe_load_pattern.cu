@@ -1,7 +1,7 @@
 // Runs ON the GPU machine, standalone (no project code): the MoE mid gate+up kernel's weight loads
 // alone (fast_moe_mid.cu's grid, warps and ring; no math) on the flagship's experts (256 × 2 ×
 // 512×2048 Int4, 222 of them selected, as at 64 tokens top-8), row-major against 16-row tiles,
-// against a flat stream of the same bytes — the floor the layout sets (docs/cuda.md, seventeenth
+// against a flat stream of the same bytes — the floor the layout sets (docs/cuda-rounds.md, seventeenth
 // round: 90.3 / 75.6 / 71.6 µs). Also longer blocks (RPW row tiles a warp) and persistent blocks.
 //   nvcc -O3 -arch=sm_90a -std=c++17 scripts/gpu/moe_load_pattern.cu -o /tmp/mlp && /tmp/mlp
 #include <cuda_runtime.h>

@@ -63,7 +63,7 @@ int bulk_x_env() {
 // TESSERA_BULK_MMA: how every BulkMma launch (the pick's and TESSERA_GEMV=bulk_mma's) sums a row
 // tile's 16 fragments — auto (the pick's own), barrier (16·T consumer threads after a barrier of
 // the consumer warps) or reducer (a warp of their own, the consumers going on). fast_gemv_bulk_mma.cu,
-// docs/cuda.md's twenty-eighth round.
+// docs/cuda-rounds.md's twenty-eighth round.
 int bulk_mma_reducer_env() {
     static const int r = env_choice("TESSERA_BULK_MMA", {"auto", "barrier", "reducer"}) - 1;
     return r;
@@ -211,7 +211,7 @@ int gdn_decode_variant_env() {
 }
 // TESSERA_GDN_DECODE_OUT: separate (the default: the out-projection's GEMV after the GDN decode
 // step) or fused (the step applies it itself where fast::gdn_decode_out_fits; measured slower end
-// to end, docs/cuda.md, twenty-second round), for A/B.
+// to end, docs/cuda-rounds.md, twenty-second round), for A/B.
 bool gdn_decode_out_fused() {
     static const bool fused = env_switch("TESSERA_GDN_DECODE_OUT", "separate", "fused");
     return fused;

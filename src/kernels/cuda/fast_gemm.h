@@ -24,7 +24,7 @@ struct GemmConfig {
     // only): clusters of this many blocks sharing x's boxes, 0 for the other configurations.
     int tma_cluster = 0;
     // The TMA tiles' k-tiles a stage: 1, or 2 / 4 — one box of x (written k-block-major), one of
-    // codes and one of scales for that many (fewer, larger copies: docs/cuda.md, thirty-third round).
+    // codes and one of scales for that many (fewer, larger copies: docs/cuda-rounds.md, thirty-third round).
     int tma_runs = 1;
 };
 

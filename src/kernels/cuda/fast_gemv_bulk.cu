@@ -26,7 +26,7 @@
 // flight at once, while the first stages land — or (XJIT, GemvPlan::xwarp: the pick's at two
 // tokens) each consumer warp quantizes the columns of its own k-tiles as it goes.
 //
-// Measured (H200, bench_fast_gemv, µs cold / 16 calls back to back; docs/cuda.md, twenty-fourth
+// Measured (H200, bench_fast_gemv, µs cold / 16 calls back to back; docs/cuda-rounds.md, twenty-fourth
 // to twenty-sixth rounds): 4096x14336 one token 14.8 / 11.5 with 8 stages (gemv_bulk_stages; 4
 // stages 15.1 / 12.3; Imma's register pipeline 18.2 / 14.8; the copies alone 11.6 / 8.7; without
 // x's staging 13.0 / 10.0, without the arithmetic 12.1 / 9.3), two tokens 18.7 / 15.9 with x

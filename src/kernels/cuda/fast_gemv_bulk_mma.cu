@@ -36,7 +36,7 @@
 // every row tile is done, and the blocks of the cluster each sum a share of them over the S ranks
 // in rank order (distributed shared memory) — deterministic, no scratch, no atomics.
 //
-// Measured (H200, bench_fast_gemv, µs 16 calls back to back / cold; docs/cuda.md, twenty-seventh to
+// Measured (H200, bench_fast_gemv, µs 16 calls back to back / cold; docs/cuda-rounds.md, twenty-seventh to
 // twenty-ninth rounds): 4096x14336 2 / 4 / 8 tokens 15.3 / 17.0 / 19.5 (session 31: — / 18.3 / 19.8;
 // barrier 18.8 / 22.2 cold at 4; MmaRows 24.7 / 28.2 at 8); 8192x2048 2 / 4 / 8 tokens 5.7 / 6.5 /
 // 8.2 (MmaRows 9.5 / 9.6 / 10.0); lm_head 87 / 87 / 89 (Mma 184 / 194 / 213). At one token Bulk's
@@ -155,7 +155,7 @@ __device__ __forceinline__ void stage_x(uint8_t* xs, int64_t xrow, const float* 
     // item's loads and the next's kept them one round trip each (session 32's profile: the four
     // items' first uses were four stalls). What the staging costs now is the L2's bandwidth — every
     // block reads its slice of x in f32 (8192x2048, 8 tokens: ~1.9 µs for 132 × 64 KiB;
-    // docs/cuda.md, twenty-ninth round).
+    // docs/cuda-rounds.md, twenty-ninth round).
     float xv[kXItems][8];
 #pragma unroll
     for (int m = 0; m < kXItems; ++m) {

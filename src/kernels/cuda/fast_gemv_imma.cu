@@ -23,7 +23,7 @@
 // memory (block r of the cluster sums its share of the outputs over ranks 0 … C − 1), so y is
 // deterministic and written once.
 //
-// Measured (H200; docs/cuda.md, fifteenth and sixteenth rounds): through the ring 26.2 µs cold at
+// Measured (H200; docs/cuda-rounds.md, fifteenth and sixteenth rounds): through the ring 26.2 µs cold at
 // 4096 × 14336, T = 1 (Dp4a 19.3), 38.6 at T = 8 (MmaRows 29.7) — not picked; through registers
 // (plan.regs) 18.2 cold / 14.7 back to back at T = 1 — gemv_pick_packed's pick from K = 8192
 // where Bulk (fast_gemv_bulk.cu: 15.1 / 12.3) does not fit — but 61.8 at T = 8. TESSERA_GEMV=imma

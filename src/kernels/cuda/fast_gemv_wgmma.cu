@@ -23,7 +23,7 @@
 // others' in rank order (distributed shared memory): deterministic, no scratch, no atomics, one
 // launch.
 //
-// Measured (H200, bench_fast_gemv, session 36; docs/cuda.md, thirty-third round): correct, and
+// Measured (H200, bench_fast_gemv, session 36; docs/cuda-rounds.md, thirty-third round): correct, and
 // slow — 28.7 µs at 8 tokens of 4096 × 14336 back to back (BulkMma 19.4), 29–34 in the first form
 // (128-row blocks, slices of 4 in clusters, the producer lane converting x with the consumers),
 // 9.5–9.9 at 8192 × 2048 (Dp4a 7.0 at one token, BulkMma 8.2 at eight). Its ring alone (the

@@ -27,7 +27,7 @@
 // step apart and expert e's pointers are computed, not loaded (LaneRow<LG ≥ 0>, ExpertStack): the
 // expert id is the only load on the way to the weights, and a k-tile costs two 16-byte loads and
 // one of the scales. Otherwise each matrix is read in the order its descriptor names (row-major or
-// 16-row tiles: PackedLayout, LaneRow<-1>). Session 38 (docs/cuda.md, thirty-fifth round): the
+// 16-row tiles: PackedLayout, LaneRow<-1>). Session 38 (docs/cuda-rounds.md, thirty-fifth round): the
 // weights through shared memory by cp.async instead of registers (no spills, 64 registers) measured
 // slower end to end (559 against 582 tok/s at 4K) — not kept.
 #include <cuda_fp16.h>

@@ -3,7 +3,7 @@
 // (fast_moe_decode_dp4a.cu) takes two kernels, every block of the down kernel quantizing all k
 // act rows again, and the down kernel's chain starting only when the gate+up grid has ended.
 //
-// Why (docs/cuda.md, thirty-seventh round). At one token the MoE is latency-bound: ~21 MB of
+// Why (docs/cuda-rounds.md, thirty-seventh round). At one token the MoE is latency-bound: ~21 MB of
 // experts on llama.cpp's Qwen3-30B shape stream in ~4 µs even from HBM, yet the pair takes 12.7 µs
 // back to back (the thirty-fifth round) — two kernels' chains (ids → weights → dots → act → the
 // next grid's wait → act again → dots → sum), each a warp's ~1,000 instructions. Here:
