@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A numpy study for the chunked GDN state pass (issue 9; docs/cuda.md, "Not yet"): how loose a
+"""A numpy study for the chunked GDN state pass (issue 9; docs/cuda-rounds.md, "Not yet, as of session 44"): how loose a
 one-chunk bound on max|S| and max|Vn| is, from chunk-level scalars of the prep and the previous
 chunk's exact max|S| (which the pass could reduce off its critical chain, while W·S runs).
 
