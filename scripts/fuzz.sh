@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (tests/fuzz/fuzz_*.cpp) with clang + ASan + UBSan in build/fuzz and
-# runs each for SECONDS over its seed corpus (tests/fuzz/corpus_<name>/); fails on any crash.
+# runs each for SECONDS over its seed corpus (tests/fuzz/corpus_<name>/), with its dictionary where
+# it has one (tests/fuzz/fuzz_<name>.dict); fails on any crash.
 #   scripts/fuzz.sh [SECONDS]      (default 60; JOBS=N limits build parallelism)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,8 +26,10 @@ for t in "${targets[@]}"; do
   echo "== fuzz: $t for ${SECS}s (seeds: $seeds) =="
   corpora=("$work")
   [ -d "$seeds" ] && corpora+=("$seeds")
+  dict=()  # the target's syntax, where it has a dictionary (tests/fuzz/<target>.dict)
+  [ -f "tests/fuzz/$t.dict" ] && dict=(-dict="tests/fuzz/$t.dict")
   if ! "$BUILD/$t" -max_total_time="$SECS" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
-       -print_final_stats=1 -artifact_prefix="$BUILD/$t-" "${corpora[@]}"; then
+       -print_final_stats=1 -artifact_prefix="$BUILD/$t-" "${dict[@]}" "${corpora[@]}"; then
     echo "fuzz: $t FAILED; the crashing input is $BUILD/$t-crash-* (reproduce: $BUILD/$t FILE)" >&2
     rm -rf "$work"
     exit 1

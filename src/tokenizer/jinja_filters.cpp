@@ -260,9 +260,19 @@ Value f_groupby(Interpreter& in, const Value& v, CallArgs& a) {
 
 Value f_indent(Interpreter& in, const Value& v, CallArgs& a) {
     const Value* w = arg(a, 0, "width");
-    std::string ind = w && w->is_string() ? w->str() : std::string(static_cast<size_t>(std::max<int64_t>(w ? w->as_int() : 4, 0)), ' ');
+    std::string ind;
+    if (w && w->is_string()) {
+        ind = w->str();
+    } else {
+        const int64_t n = std::max<int64_t>(w ? w->as_int() : 4, 0);
+        in.check_size(static_cast<uint64_t>(n) > SIZE_MAX / 2 ? SIZE_MAX : static_cast<size_t>(n));  // indent(10**12)
+        ind.assign(static_cast<size_t>(n), ' ');
+    }
     bool first = bool_arg(a, 1, "first", false), blank = bool_arg(a, 2, "blank", false);
     std::vector<std::string> lines = text::splitlines(s_of(v) + "\n", false);
+    size_t bytes = 0;  // at most: every line and an indent before each (checked before it is built)
+    for (const std::string& l : lines) bytes += l.size() + 1 + ind.size();
+    in.check_size(bytes);
     std::string rv;
     if (blank) {
         for (size_t i = 0; i < lines.size(); ++i) {

@@ -106,12 +106,22 @@ Value Value::function(std::string name, NativeFn fn) {
 }
 
 int64_t Value::as_int() const {
-    if (kind_ == Kind::Bool) return std::get<bool>(data_) ? 1 : 0;
-    return std::get<int64_t>(data_);
+    if (kind_ == Kind::Bool) return get<bool>("an integer") ? 1 : 0;
+    return get<int64_t>("an integer");
 }
 double Value::as_float() const {
-    if (kind_ == Kind::Float) return std::get<double>(data_);
-    return static_cast<double>(as_int());
+    if (kind_ == Kind::Float) return get<double>("a number");
+    if (kind_ == Kind::Int || kind_ == Kind::Bool) return static_cast<double>(as_int());
+    wrong_kind("a number");
+}
+const std::string& Value::undefined_hint() const {
+    static const std::string none;
+    const std::string* s = std::get_if<std::string>(&data_);
+    return s ? *s : none;
+}
+void Value::wrong_kind(const char* expected) const {
+    if (kind_ == Kind::Undefined) fail_undefined(*this);
+    fail(ErrorKind::Invalid, "expected {}, got {}", expected, type_name(*this));
 }
 
 void fail_undefined(const Value& v) {

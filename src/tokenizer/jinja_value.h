@@ -35,7 +35,7 @@ public:
     const Value* find(const Value& key) const;
     const Value* find(std::string_view key) const;
     void set(const Value& key, Value v);
-    size_t size() const { return items_.size(); }
+    size_t size() const;  // (defined below Value: a vector of an incomplete type has no size yet)
     const std::vector<std::pair<Value, Value>>& items() const { return items_; }
 
 private:
@@ -76,19 +76,27 @@ public:
     bool is_namespace() const { return kind_ == Kind::Namespace; }
     bool is_function() const { return kind_ == Kind::Function; }
 
-    bool as_bool() const { return std::get<bool>(data_); }
+    // The accessors below throw tessera::Error (the undefined value's own error, or "expected an
+    // integer, got str") on a value of another kind: a template's mistake, never a crash.
+    bool as_bool() const { return get<bool>("a boolean"); }
     int64_t as_int() const;    // Int or Bool
     double as_float() const;   // any number
-    const std::string& str() const { return std::get<std::string>(data_); }  // String (or undefined hint)
-    const List& items() const { return *std::get<std::shared_ptr<List>>(data_); }  // List/Tuple
-    const Dict& dict() const { return *std::get<std::shared_ptr<Dict>>(data_); }  // Dict/Namespace
-    Dict& ns_mut() const { return *std::get<std::shared_ptr<Dict>>(data_); }      // Namespace
-    const Function& fn() const { return *std::get<std::shared_ptr<Function>>(data_); }
-    const std::string& undefined_hint() const { return std::get<std::string>(data_); }
+    const std::string& str() const { return get<std::string>("a string"); }  // String (or undefined hint)
+    const List& items() const { return *get<std::shared_ptr<List>>("a list"); }  // List/Tuple
+    const Dict& dict() const { return *get<std::shared_ptr<Dict>>("a mapping"); }  // Dict/Namespace
+    Dict& ns_mut() const { return *get<std::shared_ptr<Dict>>("a namespace"); }   // Namespace
+    const Function& fn() const { return *get<std::shared_ptr<Function>>("a callable"); }
+    const std::string& undefined_hint() const;  // "" where none was given
     int depth() const { return depth_; }               // container nesting (0 for scalars)
     bool holds_namespace() const { return has_ns_; }   // is or contains a namespace
 
 private:
+    template <class T>
+    const T& get(const char* expected) const {
+        if (const T* p = std::get_if<T>(&data_)) return *p;
+        wrong_kind(expected);
+    }
+    [[noreturn]] void wrong_kind(const char* expected) const;
     void set_nesting(const List& items);
     void set_nesting(const Dict& d);
 
@@ -99,6 +107,8 @@ private:
                  std::shared_ptr<Function>>
         data_;
 };
+
+inline size_t Dict::size() const { return items_.size(); }
 
 // Python semantics.
 bool truthy(const Value& v);

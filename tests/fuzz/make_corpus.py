@@ -1,6 +1,7 @@
 """Regenerates the fuzz seed corpora: GGUF (small valid files, written by llama.cpp's gguf-py),
-safetensors (small valid files by hand) and requests (OpenAI bodies and tool-call block bodies):
-python3 tests/fuzz/make_corpus.py"""
+safetensors (small valid files by hand), requests (OpenAI bodies and tool-call block bodies),
+tokenizer (texts and a small tokenizer.json, a mode byte first) and chat_template (templates and
+conversations, a mode byte first): python3 tests/fuzz/make_corpus.py"""
 import json
 import os
 import struct
@@ -110,7 +111,108 @@ def requests_corpus():
         open(os.path.join(out, name), "w").write(text)
 
 
+def bytes_to_unicode():
+    """GPT-2's byte-level alphabet: byte -> the character the vocabulary spells it with."""
+    printed = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+    table, n = {}, 0
+    for b in range(256):
+        if b in printed:
+            table[b] = chr(b)
+        else:
+            table[b] = chr(256 + n)
+            n += 1
+    return table
+
+
+def tiny_tokenizer_json():
+    """A small byte-level BPE tokenizer.json in Qwen's shape (fuzz_tokenizer.cpp builds its own)."""
+    bc = bytes_to_unicode()
+    vocab = {bc[b]: b for b in range(256)}
+    sp, nl = bc[32], bc[10]
+    merges = [(sp, "t"), ("h", "e"), (sp + "t", "he"), ("i", "n"), ("e", "r"), (nl, nl), (sp, sp)]
+    for a, b in merges:
+        vocab[a + b] = len(vocab)
+    added = [{"id": len(vocab) + i, "content": c, "single_word": False, "lstrip": False, "rstrip": False,
+              "normalized": not special, "special": special}
+             for i, (c, special) in enumerate([("<|endoftext|>", True), ("<|im_start|>", True),
+                                               ("<|im_end|>", True), ("<think>", False)])]
+    split = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+             r"\s*[\r\n]+|\s+(?!\S)|\s+")
+    return {
+        "version": "1.0", "added_tokens": added, "normalizer": {"type": "NFC"},
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": split}, "behavior": "Isolated", "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]},
+        "post_processor": {"type": "TemplateProcessing", "single": [
+            {"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [], "special_tokens": {"<|endoftext|>": {"id": "<|endoftext|>", "ids": [len(vocab)],
+                                                             "tokens": ["<|endoftext|>"]}}},
+        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
+                  "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                  "vocab": vocab, "merges": [a + " " + b for a, b in merges]},
+    }
+
+
+def tokenizer_corpus():
+    """Texts (mode byte 0) and a tokenizer.json (mode byte 1) for fuzz_tokenizer."""
+    out = os.path.join(HERE, "corpus_tokenizer")
+    os.makedirs(out, exist_ok=True)
+    texts = {
+        "english.txt": "Hello, world! It's the weather: 21°C.\nWe'll see you at 10:30.\n",
+        "code.txt": "def f(x):\n    return x ** 2  # square\n\n\tif a != b: pass\r\n",
+        "cjk_emoji.txt": "日本語のテキスト。中文，한국어 😀👍🏽 café naïve e\u0301",
+        "special.txt": "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n",
+        "spaces.txt": "   \n\n\n    x  \t\t y" + " " * 40 + "z\n",
+        "numbers.txt": "1234567890 3.14159 -42 1e10 0x1F ٣٤٥ ²³",
+    }
+    for name, text in texts.items():
+        open(os.path.join(out, name), "wb").write(b"\x00" + text.encode("utf-8"))
+    open(os.path.join(out, "invalid_utf8.txt"), "wb").write(b"\x00ok \xff\xfe \xc3( \xe2\x82 \xf0\x9f\x98 \xed\xa0\x80 end")
+    open(os.path.join(out, "tokenizer.json"), "wb").write(b"\x01" + json.dumps(tiny_tokenizer_json()).encode())
+
+
+def chat_template_corpus():
+    """Templates (mode byte 0) and conversations (mode byte 1) for fuzz_chat_template."""
+    out = os.path.join(HERE, "corpus_chat_template")
+    os.makedirs(out, exist_ok=True)
+    templates = {
+        "chatml.jinja": "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] | string"
+                        " + '<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}"
+                        "{{ '<|im_start|>assistant\\n' }}{% endif %}",
+        "constructs.jinja": "{%- set ns = namespace(n=0) -%}{%- macro show(x, sep=', ') -%}{{ x | join(sep) }}"
+                            "{%- endmacro -%}{%- for t in tools if t.function is defined -%}{%- set ns.n = ns.n + 1 -%}"
+                            "{{ loop.index }}/{{ loop.length }}:{{ t.function.name | upper }}{{ t | tojson(indent=2) }}"
+                            "{%- endfor -%}{{ show(range(3) | list) }}{{ messages[-1].content is string }}"
+                            "{{ (messages | selectattr('role', 'equalto', 'user') | list | length) * 2 }}"
+                            "{{ 'a,b'.split(',') | reverse | list }}{{ '  x '.strip() ~ bos_token }}"
+                            "{{ {'k': [1, 2.5, none, true]} | items | list }}{{ messages[1:3] | map(attribute='role')"
+                            " | join('|') }}{% if ns.n > 1 %}{{ raise_exception('many') if false else 'ok' }}{% endif %}",
+        "recursive.jinja": "{%- for m in messages recursive -%}{{ m.role }}{%- if m.tool_calls -%}"
+                           "{{ loop(m.tool_calls) }}{%- endif -%}{%- endfor -%}{% filter upper %}{{ eos_token }}"
+                           "{% endfilter %}{% set x %}{{ 7 // 2 }}{{ 7 % 3 }}{{ 2 ** 8 }}{% endset %}{{ x | trim }}",
+    }
+    for name, text in templates.items():
+        open(os.path.join(out, name), "wb").write(b"\x00" + text.encode())
+    conversations = {
+        "tools.json": {"messages": [
+            {"role": "system", "content": "s"}, {"role": "user", "content": "q"},
+            {"role": "assistant", "content": "<think>r</think>a", "tool_calls": [
+                {"type": "function", "function": {"name": "f", "arguments": {"a": [1, {"b": None}]}}}]},
+            {"role": "tool", "content": "t"}, {"role": "tool", "content": "u"},
+            {"role": "user", "content": [{"type": "text", "text": "x"}, {"type": "image_url"}]}],
+            "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
+            "kwargs": {"enable_thinking": False}, "add_generation_prompt": True},
+        "plain.json": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello",
+                                                            "reasoning_content": "greet"}],
+    }
+    for name, body in conversations.items():
+        open(os.path.join(out, name), "wb").write(b"\x01" + json.dumps(body).encode())
+
+
 if __name__ == "__main__":
     main()
     safetensors_corpus()
     requests_corpus()
+    tokenizer_corpus()
+    chat_template_corpus()

@@ -144,6 +144,18 @@ TEST(JinjaErrors, RunawayTemplatesAreStopped) {
               std::string::npos);
 }
 
+// Found by fuzz_chat_template: a value of the wrong kind where a filter wants a number, or a width
+// past the output limit, is the template's error — it had crashed (std::bad_variant_access) or
+// allocated without bound.
+TEST(JinjaErrors, ArgumentsOfTheWrongKindAreErrors) {
+    EXPECT_NE(error_of("{{ 'a\nb'|indent(w) }}").find("'w' is undefined"), std::string::npos);
+    EXPECT_NE(error_of("{{ 'a'|indent(2.5) }}").find("expected an integer, got float"), std::string::npos);
+    EXPECT_NE(error_of("{{ 'a'|indent([]) }}").find("expected an integer, got list"), std::string::npos);
+    EXPECT_NE(error_of("{{ 'a\nb'|indent(1000000000000) }}").find("limit"), std::string::npos);
+    EXPECT_NE(error_of("{{ ('x\n' * 1000000)|indent(100) }}").find("limit"), std::string::npos);
+    EXPECT_EQ(R("{{ 'a\nb'|indent(2) }}|{{ 'a\nb'|indent('> ', true) }}"), "a\n  b|> a\n> b");
+}
+
 TEST(JinjaValue, FloatReprMatchesPython) {
     EXPECT_EQ(jinja::float_repr(0.1), "0.1");
     EXPECT_EQ(jinja::float_repr(1e22), "1e+22");
