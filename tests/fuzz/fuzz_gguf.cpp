@@ -1,11 +1,16 @@
 // libFuzzer target for the GGUF reader: any byte string must either parse or throw
 // tessera::Error; never crash, over-read (ASan) or hit undefined behaviour (UBSan).
-// Everything a parsed file exposes is touched, including every tensor's first and last byte.
+// Everything a parsed file exposes is touched, including every tensor's first and last byte, and
+// a tokenizer in its metadata (tokenizer.ggml.*) is built and run on a sample, or refused.
 #include <cstddef>
 #include <cstdint>
 
+#include <string>
+#include <vector>
+
 #include "core/status.h"
 #include "formats/gguf.h"
+#include "tokenizer/tokenizer.h"
 
 namespace {
 
@@ -39,6 +44,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         for (const auto& t : f.tensors()) {
             g_sink = g_sink + t.data[0] + t.data[t.nbytes - 1] + uint64_t(t.numel());
             if (t.has_dtype()) g_sink = g_sink + f.tensor(t.name).nbytes();
+        }
+        if (f.has("tokenizer.ggml.model")) {
+            try {
+                const auto tok = tessera::Tokenizer::from_gguf(f);
+                const std::vector<int32_t> ids = tok->encode("Hi <|im_start|>there \xF0\x9F\x98\x80\n\n 42", true, true);
+                for (int32_t id : ids)
+                    if (id < 0 || id >= tok->vocab_size()) __builtin_trap();  // an id outside the vocabulary
+                g_sink = g_sink + tok->decode(ids).size() + tok->eos_ids().size() + tok->chat_template().size();
+            } catch (const tessera::Error&) {
+            }
         }
     } catch (const tessera::Error&) {
     }

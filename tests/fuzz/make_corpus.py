@@ -48,6 +48,22 @@ def tensors(w):
     w.add_tensor("i32_4d", np.arange(16, dtype=np.int32).reshape(2, 2, 2, 2))
 
 
+def tokenizer_metadata(w):
+    """A byte-level BPE tokenizer in llama.cpp's keys (tokenizer.ggml.*), with a chat template."""
+    bc = bytes_to_unicode()
+    tokens = [bc[b] for b in range(256)] + ["\u0120t", "he", "\u0120the", "<|endoftext|>", "<|im_start|>",
+                                            "<|im_end|>"]
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2")
+    w.add_token_list(tokens)
+    w.add_token_types([1] * 259 + [3, 3, 3])  # normal, then control
+    w.add_token_merges(["\u0120 t", "h e", "\u0120t he"])
+    w.add_bos_token_id(259)
+    w.add_eos_token_id(261)
+    w.add_add_bos_token(False)
+    w.add_chat_template("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}")
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     write("empty.gguf", lambda w: None)
@@ -55,6 +71,7 @@ def main():
     write("tensors.gguf", tensors)
     write("aligned64.gguf", tensors, alignment=64)
     write("both.gguf", lambda w: (metadata(w), tensors(w)))
+    write("tokenizer.gguf", tokenizer_metadata)
     # A v2 header with one string key and no tensors, by hand.
     key, val = b"general.name", b"v2"
     blob = struct.pack("<IIQQ", 0x46554747, 2, 0, 1) + struct.pack("<Q", len(key)) + key
