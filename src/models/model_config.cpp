@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdint>
+
+#include "core/status.h"
 
 namespace tessera {
 
@@ -15,6 +18,44 @@ std::string ModelConfig::describe() const {
     return fmt::format("{}: vocab {}, hidden {}, layers {}, heads {}/{} x {}, ffn {}, ctx {}, rope {} dims theta {}{}{}",
                        arch, vocab_size, hidden, n_layers, n_heads, n_kv_heads, head_dim, ffn_hidden, max_ctx,
                        rot_dims, rope_theta, tied_embeddings ? ", tied embeddings" : "", extra);
+}
+
+void ModelConfig::check(const std::string& source) const {
+    const auto within = [&](const char* what, int64_t v, int64_t max) {
+        TS_CHECK(v >= 0 && v <= max, "{}: {} = {} is outside [0, {}]", source, what, v, max);
+    };
+    within("vocabulary size", vocab_size, int64_t{1} << 24);
+    within("hidden size", hidden, int64_t{1} << 17);
+    within("layers", n_layers, int64_t{1} << 12);
+    within("attention heads", n_heads, int64_t{1} << 12);
+    within("key/value heads", n_kv_heads, int64_t{1} << 12);
+    within("head dim", head_dim, int64_t{1} << 13);
+    within("feed-forward size", ffn_hidden, int64_t{1} << 20);
+    within("context length", max_ctx, INT64_MAX);
+    within("linear attention key heads", gdn_k_heads, int64_t{1} << 12);
+    within("linear attention value heads", gdn_v_heads, int64_t{1} << 12);
+    within("linear attention key dim", gdn_dk, int64_t{1} << 13);
+    within("linear attention value dim", gdn_dv, int64_t{1} << 13);
+    within("conv kernel", conv_kernel, int64_t{1} << 8);
+    within("experts", n_experts, int64_t{1} << 16);
+    within("experts a token", n_experts_used, n_experts);
+    within("expert feed-forward size", expert_ffn, int64_t{1} << 20);
+    within("shared expert feed-forward size", shared_expert_ffn, int64_t{1} << 20);
+    within("multi-token-prediction layers", mtp_layers, int64_t{1} << 8);
+    TS_CHECK(full_attention.empty() || int64_t(full_attention.size()) == n_layers, "{}: {} layer types for {} layers",
+             source, full_attention.size(), n_layers);
+    TS_CHECK(moe_layer.empty() || int64_t(moe_layer.size()) == n_layers, "{}: {} MoE flags for {} layers", source,
+             moe_layer.size(), n_layers);
+    if (n_recurrent_layers() > 0)
+        TS_CHECK(gdn_k_heads > 0 && gdn_v_heads > 0 && gdn_v_heads % gdn_k_heads == 0 && gdn_dk > 0 && gdn_dv > 0 &&
+                     conv_kernel > 0,
+                 "{}: linear attention sizes invalid: {} key heads, {} value heads, dk {}, dv {}, conv {}", source,
+                 gdn_k_heads, gdn_v_heads, gdn_dk, gdn_dv, conv_kernel);
+    bool any_moe = false;
+    for (uint8_t m : moe_layer) any_moe = any_moe || m;
+    if (any_moe)
+        TS_CHECK(n_experts > 0 && n_experts_used > 0 && expert_ffn > 0, "{}: MoE sizes invalid: {} experts, top-{}, ffn {}",
+                 source, n_experts, n_experts_used, expert_ffn);
 }
 
 int64_t ModelConfig::n_attention_layers() const {

@@ -48,6 +48,13 @@ struct ModelConfig {
     int64_t n_recurrent_layers() const { return n_layers - n_attention_layers(); }
 
     std::string describe() const;
+
+    // Refuses sizes no model has (negative, or past generous bounds: hidden 131,072, 4,096 layers,
+    // heads, head dim 8,192, vocabulary 2^24, experts 65,536 …) so that a hostile config.json or GGUF
+    // is an error, not an allocation sized from it; and, once the hybrid fields are read, sizes a
+    // Gated DeltaNet or MoE layer cannot run with. `source` names the file in the error. The
+    // readers call it before anything is sized from the dimensions, and again at their end.
+    void check(const std::string& source) const;
 };
 
 // Inverse frequencies theta^(-2i/rot_dims), i < rot_dims/2 (HF default rope).

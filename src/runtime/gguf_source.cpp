@@ -64,6 +64,7 @@ ModelConfig gguf_model_config(const GgufFile& f) {
         c.ffn_hidden = f.find_i64(a + "feed_forward_length").value_or(0);
         c.rms_eps = f.find_f32(a + "attention.layer_norm_rms_epsilon").value_or(1e-6f);
         c.max_ctx = f.find_i64(a + "context_length").value_or(0);
+        c.check(f.path());  // before anything is sized from them
         c.rope_theta = f.find_f32(a + "rope.freq_base").value_or(10000.f);
         c.rot_dims = f.find_i64(a + "rope.dimension_count").value_or(c.head_dim);
         TS_CHECK(c.rot_dims > 0 && c.rot_dims <= c.head_dim && c.rot_dims % 2 == 0,
@@ -84,6 +85,7 @@ ModelConfig gguf_model_config(const GgufFile& f) {
         c.vocab_size = f.find_i64(a + "vocab_size").value_or(emb->shape[0]);
         c.tied_embeddings = f.find_tensor("output.weight") == nullptr;
         if (c.arch == "qwen35" || c.arch == "qwen35moe" || c.arch == "qwen3next") gguf_hybrid_config(f, c);
+        c.check(f.path());
         return c;
     });
 }

@@ -51,12 +51,15 @@ ModelConfig hf_model_config(const HfConfig& c) {
              "{}: non-positive model dimensions", c.source());
     m.head_dim = c.get_int("head_dim", m.hidden / m.n_heads);
     m.ffn_hidden = c.get_int("intermediate_size", 0);  // absent in all-MoE models
+    m.max_ctx = c.get_int("max_position_embeddings", 0);
+    m.check(c.source());  // before anything is sized from them
     TS_CHECK(m.ffn_hidden > 0 || is_hybrid_arch(m.arch), "{}: intermediate_size: missing (required)", c.source());
     m.rms_eps = float(c.get_float("rms_norm_eps", 1e-6));
-    m.max_ctx = c.get_int("max_position_embeddings", 0);
     m.tied_embeddings = c.get_bool("tie_word_embeddings", false);
     m.rope_theta = float(rope_float(c, "rope_theta", 10000.0));
-    m.rot_dims = int64_t(double(m.head_dim) * rope_float(c, "partial_rotary_factor", 1.0));
+    const double partial = rope_float(c, "partial_rotary_factor", 1.0);
+    TS_CHECK(partial > 0.0 && partial <= 1.0, "{}: partial_rotary_factor {} is not in (0, 1]", c.source(), partial);
+    m.rot_dims = int64_t(double(m.head_dim) * partial);
     TS_CHECK(m.rot_dims > 0 && m.rot_dims % 2 == 0 && m.rot_dims <= m.head_dim, "{}: rotary dims {} invalid",
              c.source(), m.rot_dims);
     m.rope_style = RopeStyle::NeoX;
@@ -69,7 +72,10 @@ ModelConfig hf_model_config(const HfConfig& c) {
             break;
         }
     if (type == "llama3") {
-        const int64_t orig = int64_t(rope_float(c, "original_max_position_embeddings", 8192));
+        const double orig_ctx = rope_float(c, "original_max_position_embeddings", 8192);
+        TS_CHECK(orig_ctx >= 1.0 && orig_ctx <= 1e12, "{}: original_max_position_embeddings {} invalid", c.source(),
+                 orig_ctx);
+        const int64_t orig = int64_t(orig_ctx);
         rope_apply_llama3(m.inv_freq, float(rope_float(c, "factor", 8.0)), float(rope_float(c, "low_freq_factor", 1.0)),
                           float(rope_float(c, "high_freq_factor", 4.0)), orig);
     } else if (type == "linear") {
@@ -77,6 +83,7 @@ ModelConfig hf_model_config(const HfConfig& c) {
     } else if (type != "default" && type != "mrope") {  // Qwen3.5's MRoPE is 1-D RoPE for text
         fail(ErrorKind::Unsupported, "{}: rope type '{}' is not supported", c.source(), type);
     }
+    m.check(c.source());
     return m;
 }
 

@@ -1,7 +1,8 @@
 """Regenerates the fuzz seed corpora: GGUF (small valid files, written by llama.cpp's gguf-py),
 safetensors (small valid files by hand), requests (OpenAI bodies and tool-call block bodies),
-tokenizer (texts and a small tokenizer.json, a mode byte first) and chat_template (templates and
-conversations, a mode byte first): python3 tests/fuzz/make_corpus.py"""
+tokenizer (texts and a small tokenizer.json, a mode byte first), chat_template (templates and
+conversations, a mode byte first) and model_config (the fixtures' config.json files and GGUF model
+metadata, a mode byte first): python3 tests/fuzz/make_corpus.py"""
 import json
 import os
 import struct
@@ -227,9 +228,55 @@ def chat_template_corpus():
         open(os.path.join(out, name), "wb").write(b"\x01" + json.dumps(body).encode())
 
 
+def model_config_corpus():
+    """config.json files (mode byte 0: the fixtures') and GGUF model metadata (mode byte 1)."""
+    out = os.path.join(HERE, "corpus_model_config")
+    os.makedirs(out, exist_ok=True)
+    fixtures = os.path.join(HERE, "..", "fixtures")
+    for name in sorted(os.listdir(fixtures)):
+        cfg = os.path.join(fixtures, name, "config.json")
+        if os.path.exists(cfg):
+            open(os.path.join(out, name + ".json"), "wb").write(b"\x00" + open(cfg, "rb").read())
+
+    def gguf_seed(name, arch, keys):
+        path = os.path.join(out, name + ".tmp")
+        w = gguf.GGUFWriter(path, arch)
+        for k, v in keys.items():
+            key = arch + "." + k
+            if isinstance(v, bool):
+                w.add_bool(key, v)
+            elif isinstance(v, float):
+                w.add_float32(key, v)
+            else:
+                w.add_uint32(key, v)
+        w.add_tensor("token_embd.weight", np.zeros((16, 8), dtype=np.float32))
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        blob = open(path, "rb").read()
+        os.remove(path)
+        open(os.path.join(out, name + ".gguf"), "wb").write(b"\x01" + blob)
+
+    gguf_seed("llama", "llama", {"block_count": 2, "embedding_length": 8, "attention.head_count": 2,
+                                 "attention.head_count_kv": 1, "feed_forward_length": 16, "context_length": 64,
+                                 "rope.dimension_count": 4, "rope.freq_base": 10000.0,
+                                 "attention.layer_norm_rms_epsilon": 1e-6})
+    gguf_seed("qwen35moe", "qwen35moe", {"block_count": 4, "embedding_length": 8, "attention.head_count": 2,
+                                         "attention.head_count_kv": 1, "attention.key_length": 8,
+                                         "context_length": 64, "rope.dimension_count": 4,
+                                         "rope.freq_base": 10000000.0, "attention.layer_norm_rms_epsilon": 1e-6,
+                                         "full_attention_interval": 4, "ssm.conv_kernel": 4, "ssm.state_size": 8,
+                                         "ssm.group_count": 2, "ssm.time_step_rank": 4, "ssm.inner_size": 32,
+                                         "expert_count": 4, "expert_used_count": 2,
+                                         "expert_feed_forward_length": 8,
+                                         "expert_shared_feed_forward_length": 8, "expert_weights_norm": True})
+
+
 if __name__ == "__main__":
     main()
     safetensors_corpus()
     requests_corpus()
     tokenizer_corpus()
     chat_template_corpus()
+    model_config_corpus()

@@ -7,8 +7,11 @@
 #include <cstring>
 #include <map>
 
+#include <nlohmann/json.hpp>
+
 #include "core/half.h"
 #include "core/status.h"
+#include "formats/hf_config.h"
 #include "models/model.h"
 #include "models/model_config.h"
 #include "runtime/hf_names.h"
@@ -127,6 +130,37 @@ TEST(Rope, Llama3ScalingBands) {
     }
     EXPECT_FLOAT_EQ(base[0], 1.f);
     EXPECT_NEAR(base[1], std::pow(500000.0, -2.0 / 128), 1e-7);
+}
+
+// A checkpoint's sizes are bounded before anything is sized from them (fuzz_model_config: a GGUF
+// claiming a hidden size of 1.8 billion had the reader allocate its rope table, 1.8 GB).
+TEST(ModelConfigCheck, SizesNoModelHasAreErrors) {
+    auto error_of = [](nlohmann::json j) -> std::string {
+        try {
+            hf_model_config(HfConfig::from_json(j, "bad.json"));
+        } catch (const Error& e) {
+            return e.what();
+        }
+        return "<no error>";
+    };
+    const nlohmann::json ok = {{"model_type", "qwen3"},   {"architectures", {"Qwen3ForCausalLM"}},
+                               {"vocab_size", 64},        {"hidden_size", 32},
+                               {"num_hidden_layers", 2},  {"num_attention_heads", 4},
+                               {"num_key_value_heads", 2}, {"head_dim", 8},
+                               {"intermediate_size", 64}, {"max_position_embeddings", 128}};
+    EXPECT_EQ(error_of(ok), "<no error>");
+    auto with = [&](const char* key, nlohmann::json v) {
+        nlohmann::json j = ok;
+        j[key] = std::move(v);
+        return error_of(j);
+    };
+    EXPECT_NE(with("hidden_size", int64_t{1778384904}).find("hidden size = 1778384904 is outside"), std::string::npos);
+    EXPECT_NE(with("num_hidden_layers", int64_t{1} << 40).find("layers"), std::string::npos);
+    EXPECT_NE(with("head_dim", 100000).find("head dim"), std::string::npos);
+    EXPECT_NE(with("vocab_size", int64_t{1} << 30).find("vocabulary size"), std::string::npos);
+    EXPECT_NE(with("intermediate_size", int64_t{1} << 30).find("feed-forward size"), std::string::npos);
+    EXPECT_NE(with("max_position_embeddings", -1).find("context length"), std::string::npos);
+    EXPECT_NE(with("partial_rotary_factor", 1e300).find("partial_rotary_factor"), std::string::npos);
 }
 
 TEST(HfSource, HybridCheckpointInLlamaCppConventions) {
