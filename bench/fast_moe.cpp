@@ -49,7 +49,7 @@ struct Args {
     std::string filter;
     bool all = false;   // also the f32 small tiles beyond 64 tokens
     bool rows = false;  // experts row-major (else in 16-row tiles where they fit, as the backend places them)
-    bool fused = false;  // the fused decode rows while fast::kMoeFusedDecodeWorks is false (unconfirmed)
+    bool fused = false;  // the fused decode rows even where fast::kMoeFusedDecodeWorks is false
 };
 
 struct Shape {
@@ -291,7 +291,7 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             if (!p.large_tiles && !p.v2 && T > 64 && !a.all) continue;  // the f32 tiles at prefill: minutes
             plans.push_back(p);
         }
-        // The decode step in one kernel (while fast::kMoeFusedDecodeWorks is false: --fused only).
+        // The decode step in one kernel (were fast::kMoeFusedDecodeWorks false: --fused only).
         if ((fast::kMoeFusedDecodeWorks || a.fused) && T <= 8 && fast::moe_fused_shape(s.H, s.I, w.tiling).cluster) {
             for (int form : {1, 2, 3}) {  // two blocks an SM of 8 warps; one of 8; one of 16
                 fast::MoePlan f;

@@ -391,7 +391,7 @@ TEST(FastMoe, RecordsIntoACudaGraph) {
 // moe_pick's regions at their edges (a pure function: needs no GPU). Rows an expert on average
 // avg = T·k / E: T ≤ 2 the decode kernels; T·k < E the v2 tiles of 16 (the backend's mid
 // kernels); then the warp-specialised wgmma tiles — 16 rows with two m-tiles below avg 12, 32 with
-// two up to 24, 64 with one beyond.
+// two up to 24, 64 with one beyond, taken in turn by resident blocks (persistent: session 45).
 TEST(FastMoe, PickRegionsAtTheirEdges) {
     struct Want {
         int64_t T;
@@ -420,6 +420,7 @@ TEST(FastMoe, PickRegionsAtTheirEdges) {
         EXPECT_EQ(p.wgmma_tma, w.v2 ? 0 : 1);
         EXPECT_EQ(p.tile_rows, w.tile);
         EXPECT_EQ(p.wgmma_mt, w.mt);
+        EXPECT_EQ(p.wgmma_persist, !w.v2 && w.tile == 64 ? 1 : 0);
         EXPECT_FALSE(p.wgmma_gather);
     }
 }

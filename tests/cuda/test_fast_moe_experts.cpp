@@ -541,10 +541,9 @@ TEST(FastMoe, BackendStacksExpertsForTheWgmmaTiles) {
     }
 }
 
-// While the fused decode kernel is not yet known to work (fast::kMoeFusedDecodeWorks: it hung on
-// its first run, session 41; session 42 removed the likely cause without a GPU), its two GPU tests
-// run only when asked: TESSERA_TEST_MOE_FUSED=1 (the device scripts run them on their own, under a
-// timeout — a hang left in the kernel's mbarrier waits traps after its watchdog's 4 s).
+// The fused decode kernel's two GPU tests run where it is known to work (fast::kMoeFusedDecodeWorks:
+// it hung on its first run, session 41; confirmed in session 45), or when asked:
+// TESSERA_TEST_MOE_FUSED=1 (a hang left in the kernel's mbarrier waits traps after its watchdog's 4 s).
 bool fused_decode_tested() {
     const char* v = std::getenv("TESSERA_TEST_MOE_FUSED");
     return fast::kMoeFusedDecodeWorks || (v && std::string(v) == "1");

@@ -98,9 +98,9 @@ bool decode_attention_simt() {
 // TESSERA_MOE_DECODE: dp4a (the default: the MoE's decode steps on the integer units,
 // fast_moe_decode_dp4a.cu), mma (the tensor-core decode kernels of sessions 5–9, for A/B) or fused
 // (the integer units' arithmetic in one kernel a step, fast_moe_fused.cu, where it takes the shapes:
-// written in session 40 without a GPU, opt-in until measured; refused while
-// fast::kMoeFusedDecodeWorks is false) or fused-try (the same kernel while it is unconfirmed: for
-// the device runs that confirm it).
+// written in session 40, confirmed in session 45 and slower than dp4a, fast_moe.h's
+// kMoeFusedDecodeWorks) — fused-try is the same (the name the device scripts used while it was
+// unconfirmed), for A/B.
 static int moe_decode_form() {
     static const int form = env_choice("TESSERA_MOE_DECODE", {"dp4a", "mma", "fused", "fused-try"});
     return form;
@@ -109,22 +109,26 @@ bool moe_decode_mma() { return moe_decode_form() == 1; }
 bool moe_decode_fused() { return moe_decode_form() >= 2; }
 bool moe_decode_fused_try() { return moe_decode_form() == 3; }
 // TESSERA_MOE_PREFILL: tma (the default: the MoE's large tiles on the warpgroup MMA, warp-
-// specialised where the experts are stacked tiles, fast_moe_wgmma_tma.cu), tma-gather (the same
-// tiles with gate+up gathering its rows of x itself by cp.async — session 34, slower: 206.6
-// against 118.4 µs for gate+up at 512 tokens of llama.cpp's shape), wgmma (the plain wgmma tiles
-// of sessions 13–32, fast_moe_wgmma.cu), mma (the mma.sync tiles of sessions 5–12,
-// fast_moe_mma.cu), tma-persist (the warp-specialised tiles taken in turn by resident blocks) or
-// tma-fit (their wgmma's N halved for items of at most half a tile's rows) — the last two written
-// in session 41 without a GPU, opt-in until measured — for A/B.
+// specialised where the experts are stacked tiles, fast_moe_wgmma_tma.cu; tiles of 64 rows taken in
+// turn by resident blocks since session 45, moe_pick), tma-gather (the same tiles with gate+up
+// gathering its rows of x itself by cp.async — session 34, slower: 206.6 against 118.4 µs for
+// gate+up at 512 tokens of llama.cpp's shape), wgmma (the plain wgmma tiles of sessions 13–32,
+// fast_moe_wgmma.cu), mma (the mma.sync tiles of sessions 5–12, fast_moe_mma.cu), tma-persist (the
+// warp-specialised tiles taken in turn by resident blocks at every tile size), tma-fit (their
+// wgmma's N halved for items of at most half a tile's rows, one block a tile: level or slower,
+// session 45) or tma-tiles (one block a tile at every size: the default before session 45) — for A/B.
 int moe_prefill_form() {
-    static const int form =
-        env_choice("TESSERA_MOE_PREFILL", {"tma", "wgmma", "mma", "tma-gather", "tma-persist", "tma-fit"});
+    static const int form = env_choice("TESSERA_MOE_PREFILL",
+                                       {"tma", "wgmma", "mma", "tma-gather", "tma-persist", "tma-fit", "tma-tiles"});
     return form;
 }
 bool moe_prefill_mma() { return moe_prefill_form() == 2; }
 bool moe_prefill_plain() { return moe_prefill_form() == 1; }
 bool moe_prefill_gather() { return moe_prefill_form() == 3; }
-bool moe_prefill_persist() { return moe_prefill_form() == 4; }
+int moe_prefill_persist() {
+    const int f = moe_prefill_form();
+    return f == 4 ? 1 : f == 5 || f == 6 ? -1 : 0;  // (the halved tiles are one block a tile)
+}
 bool moe_prefill_fit() { return moe_prefill_form() == 5; }
 // TESSERA_MOE_MID: grouped (the default: the mid kernels, fast_moe_mid.cu, where an expert gets
 // less than one row on average, or ≤ 8 where the warp-specialised tiles cannot run — each selected
@@ -182,21 +186,23 @@ bool sample_whole_row() {
     static const bool row = env_switch("TESSERA_SAMPLE_PLAN", "candidates", "row");
     return row;
 }
-// TESSERA_GDN_CHUNKED: f16rt (the default: the chunked delta rule on f16, one product each, its
+// TESSERA_GDN_CHUNKED: f16rtlean (the default since session 45: F16Rt with the lean prep,
+// fast_gdn_prep_rt.cuh, and the lean state pass — the same bits as f16rt; H100, bench_fast_gdn hot,
+// µs, f16rt / f16rtlean: 1,024 tokens × 32 heads 105.0 / 98.9, 4,096 362.9 / 316.0, 16,384 1,372.6 /
+// 1,209.2, 4 × 1,024 423.0 / 372.1), f16rt (the chunked delta rule on f16, one product each, its
 // state pass with Sᵀ in the warpgroup MMA's accumulators, fast_gdn_chunked16_rt.cu, for heads of dk
 // 113–128; F16x3Wg's pass otherwise; session 22: 102.2 against F16x3Rt's 142.1 µs at 1,024 tokens ×
 // 32 heads, o within ~3e-5 of it), f16x3rt (the same kernels on three products a term: f32-class
 // operands), f16x3wg (the state pass on the warpgroup MMA through shared memory,
 // fast_gdn_chunked16_wg.cu), f16x3 (on mma.sync, fast_gdn_chunked16.cu), tf32 (the 3×TF32 kernels of
-// sessions 4–14), f16x3rt2 (F16x3Rt's chain on two warpgroups, fast_gdn_chunked16_rt2.cu), f16rtseq
-// (F16Rt with its state pass launched after the prep, not overlapping it) or f16rtlean (F16Rt with
-// the lean prep, fast_gdn_prep_rt.cuh: not yet run on a GPU), for A/B.
+// sessions 4–14), f16x3rt2 (F16x3Rt's chain on two warpgroups, fast_gdn_chunked16_rt2.cu) or f16rtseq
+// (F16Rt with its state pass launched after the prep, not overlapping it), for A/B.
 fast::GdnChunkVariant gdn_chunk_variant() {
     using V = fast::GdnChunkVariant;
-    static constexpr V kByName[] = {V::F16Rt,  V::F16x3Rt,  V::F16x3Wg,  V::F16x3,
-                                    V::Auto,   V::F16x3Rt2, V::F16RtSeq, V::F16RtLean};
-    static const V v = kByName[env_choice("TESSERA_GDN_CHUNKED", {"f16rt", "f16x3rt", "f16x3wg", "f16x3", "tf32",
-                                                                  "f16x3rt2", "f16rtseq", "f16rtlean"})];
+    static constexpr V kByName[] = {V::F16RtLean, V::F16Rt, V::F16x3Rt,  V::F16x3Wg,
+                                    V::F16x3,     V::Auto,  V::F16x3Rt2, V::F16RtSeq};
+    static const V v = kByName[env_choice("TESSERA_GDN_CHUNKED", {"f16rtlean", "f16rt", "f16x3rt", "f16x3wg", "f16x3",
+                                                                  "tf32", "f16x3rt2", "f16rtseq"})];
     return v;
 }
 // TESSERA_GDN_DECODE: the fused GDN decode step's kernel — auto (the default:

@@ -27,7 +27,7 @@ bool moe_decode_fused_try();  // TESSERA_MOE_DECODE=fused-try: the fused kernel 
 bool moe_prefill_mma();  // TESSERA_MOE_PREFILL=mma (default tma)
 bool moe_prefill_plain();  // TESSERA_MOE_PREFILL=wgmma (default tma)
 bool moe_prefill_gather();  // TESSERA_MOE_PREFILL=tma-gather (default tma)
-bool moe_prefill_persist();  // TESSERA_MOE_PREFILL=tma-persist (default tma)
+int moe_prefill_persist();  // MoeSwitches::persist: 1 tma-persist, -1 tma-fit / tma-tiles, 0 the pick's
 bool moe_prefill_fit();  // TESSERA_MOE_PREFILL=tma-fit (default tma)
 bool moe_mid_grouped();  // TESSERA_MOE_MID unset or grouped (the default; tiles: false)
 bool moe_route_exact();  // TESSERA_MOE_ROUTE=exact (default logits)

@@ -359,6 +359,12 @@ MoePlan moe_pick(int64_t T, int k, int E) {
     // T = 256 /32 175.1 / 166.0; the flagship T = 256 /16 218.0 / 190.0, T = 512 /32 254.9 / 231.8.
     // Tiles of 64 stay on one (T = 512 of llama.cpp's shape: /64 229.2 against mt2/32 240.8).
     if (p.tile_rows <= 32) p.wgmma_mt = 2;
+    // Session 45: tiles of 64 taken in turn by resident blocks (wgmma_persist; the same bits) —
+    // bench_fast_moe hot, µs, H100, one block a tile / persistent: llama.cpp's shape T = 512 238.0 /
+    // 226.6, T = 2048 707.6 / 575.1; the flagship T = 2048 593.2 / 489.4. At tiles of 16 and 32 the
+    // persistent form lost or tied (T = 512 mt2/16 299.3 / 332.5; T = 64 mt2/16 155.3 against
+    // persistent mt2/32 158.5), so they stay one block a tile.
+    if (p.tile_rows == 64) p.wgmma_persist = 1;
     return p;
 }
 
@@ -560,7 +566,9 @@ void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int6
     }
     plan.wgmma_gather = sw.gather && plan.wgmma_tma == 1;  // gate+up gathering x's rows itself (opt-in)
     plan.wgmma_combine = sw.combine && plan.wgmma_tma >= 1 && w.combine_counters;  // the down tiles' own sum (opt-in)
-    plan.wgmma_persist = sw.persist && plan.wgmma_tma == 1 && !plan.wgmma_gather ? 1 : 0;  // (opt-in)
+    // Persistent tiles: the pick's (tiles of 64), at every tile size (persist 1), or none (-1).
+    if (sw.persist != 0) plan.wgmma_persist = sw.persist > 0 ? 1 : 0;
+    if (plan.wgmma_tma != 1 || plan.wgmma_gather) plan.wgmma_persist = 0;
     plan.wgmma_fit = sw.fit && plan.wgmma_tma == 1 && !plan.wgmma_gather && !plan.wgmma_persist &&
                      plan.tile_rows <= 64;  // (opt-in)
     if (plan.wgmma && !wgmma) plan.wgmma = false, plan.v2 = true;  // the mma.sync tiles of the same rows

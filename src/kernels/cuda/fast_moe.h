@@ -122,10 +122,13 @@ constexpr int kMoeFusedStageCodes = 16 * 1024;   // bytes of codes a stage at mo
 constexpr int kMoeFusedSmemBudget = 110 * 1024;  // two blocks an SM
 // The fused decode kernel hung on its first GPU run (session 41, H200: FusedDecodeMatchesTheReference…
 // timed out in its first case; the bench's fused rows too). Session 42 removed the likely cause
-// (fast_moe_fused.cu's header) without a GPU to run it: until a run confirms it, the backend refuses
-// TESSERA_MOE_DECODE=fused (fused-try runs it), its GPU tests run only under
-// TESSERA_TEST_MOE_FUSED=1 and the bench's fused rows only under --fused. The host-side map tests run.
-constexpr bool kMoeFusedDecodeWorks = false;
+// (fast_moe_fused.cu's header) without a GPU; session 45 confirmed it on an H100: its four GPU tests
+// pass and the engine's tests pass under TESSERA_MOE_DECODE=fused-try. So TESSERA_MOE_DECODE=fused is
+// allowed, its tests run in the suite and the bench prints its rows — but it is not picked: the
+// dp4a pair is faster (H100, bench_fast_moe --graph, µs for the three matrices, one token: 12.64
+// against 16.67 for its fastest form; two tokens 22.02 against 27.63; the 4-layer cut's decode at 4K
+// 3,349.5 against 3,378.1 tok/s).
+constexpr bool kMoeFusedDecodeWorks = true;
 constexpr int64_t kMoeFusedMaxTokens = 8;        // moe_experts_packed(fused): the decode steps it takes
 struct MoeFusedShape {
     int cluster = 0;            // blocks a (token, slot): 16 or 8
@@ -222,12 +225,13 @@ MoeTiling moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, co
 //                    the (item, feature block) tiles in turn, the ring running on from tile to tile
 //                    (a block's start paid once; the next tile's weights stream during the last
 //                    one's epilogue); n > 1 at most n blocks (tests); 0 a block a tile. The same
-//                    bits. Opt-in (TESSERA_MOE_PREFILL=tma-persist): written in session 41 without a GPU.
+//                    bits. moe_pick's for tiles of 64 rows since session 45 (MoeSwitches::persist).
 //   wgmma_fit:       with wgmma_tma = 1, tile_rows ≤ 64, not wgmma_gather or wgmma_persist: wgmma's N
 //                    tile_rows / 2 for items of at most that many rows — at 512 tokens of llama.cpp's
 //                    shape (~32 rows an expert, Poisson-spread, in items of 64) ~27 % less tensor
-//                    work. The same bits. Opt-in (TESSERA_MOE_PREFILL=tma-fit): written in session 41
-//                    without a GPU.
+//                    work. The same bits. Opt-in (TESSERA_MOE_PREFILL=tma-fit): level or slower
+//                    than the pick on the H100 (session 45: 232.4 against 238.0 µs at 512 tokens of
+//                    llama.cpp's shape, 708.8 against 707.6 at 2048).
 //   mma_gate_up_batch: k-tiles a warp of that gate+up kernel has in flight: 2 (2 blocks an SM;
 //                    also 0) or 1 (3 blocks an SM: more of a large grid resident at once).
 //   mma_down_warps:  warps a block of that down kernel: 8 (also 0) or 16 (then batches of 4 and
@@ -342,9 +346,11 @@ struct MoeSwitches {
     // Gate+up of that form gathers x's rows itself (MoePlan::wgmma_gather; slower,
     // TESSERA_MOE_PREFILL=tma-gather, for A/B).
     bool gather = false;
-    // That form's tiles taken in turn by a grid of resident blocks (MoePlan::wgmma_persist = 1;
-    // TESSERA_MOE_PREFILL=tma-persist, opt-in until measured).
-    bool persist = false;
+    // That form's tiles taken in turn by a grid of resident blocks (MoePlan::wgmma_persist = 1):
+    // 0 where the pick takes them (tiles of 64 rows, measured faster in session 45), 1 at every tile
+    // size (TESSERA_MOE_PREFILL=tma-persist), -1 nowhere (TESSERA_MOE_PREFILL=tma-tiles: one block a
+    // tile, the form before), for A/B.
+    int persist = 0;
     // That form's wgmma N fitted to each item's rows (MoePlan::wgmma_fit; TESSERA_MOE_PREFILL=tma-fit,
     // opt-in until measured; not with persist).
     bool fit = false;
