@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/status.h"
+#include "tokenizer/byte_level.h"
 
 namespace tessera::cli {
 
@@ -33,24 +34,12 @@ constexpr const char* kQwen2Split =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
-// GPT-2's byte -> printable code point map, as UTF-8 strings.
+// GPT-2's byte -> printable code point map, as UTF-8 strings (tokenizer/byte_level.h).
 std::vector<std::string> byte_alphabet() {
-    std::vector<int> cps(256, -1);
-    int n = 0;
-    for (int b = 0; b < 256; ++b)
-        if ((b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF)) cps[size_t(b)] = b;
-    for (int b = 0; b < 256; ++b)
-        if (cps[size_t(b)] < 0) cps[size_t(b)] = 256 + n++;
     std::vector<std::string> out;
-    for (int cp : cps) {
-        std::string s;
-        if (cp < 0x80) {
-            s += char(cp);
-        } else {
-            s += char(0xC0 | (cp >> 6));
-            s += char(0x80 | (cp & 0x3F));
-        }
-        out.push_back(s);
+    for (int b = 0; b < 256; ++b) {
+        const char c = static_cast<char>(b);
+        out.push_back(tok::byte_level_encode(std::string_view(&c, 1)));
     }
     return out;
 }

@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/status.h"
+#include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
@@ -37,23 +38,10 @@ volatile uint64_t g_sink;
     std::abort();
 }
 
-// GPT-2's byte-level alphabet: byte b as the code point the vocabulary spells it with.
+// GPT-2's byte-level alphabet: byte b as the vocabulary spells it (tokenizer/byte_level.h).
 std::string byte_char(int b) {
-    int cp = b;
-    if (!((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255))) {
-        int n = 0;  // the rank of b among the bytes that are not printed as themselves
-        for (int c = 0; c < b; ++c)
-            if (!((c >= 33 && c <= 126) || (c >= 161 && c <= 172) || (c >= 174 && c <= 255))) ++n;
-        cp = 256 + n;
-    }
-    std::string s;
-    if (cp < 0x80) {
-        s += char(cp);
-    } else {
-        s += char(0xC0 | (cp >> 6));
-        s += char(0x80 | (cp & 0x3F));
-    }
-    return s;
+    const char c = static_cast<char>(b);
+    return tessera::tok::byte_level_encode(std::string_view(&c, 1));
 }
 
 // A small tokenizer.json in the shape of Qwen's: every byte a token, a few merges, the split
