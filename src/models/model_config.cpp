@@ -46,14 +46,12 @@ void ModelConfig::check(const std::string& source) const {
              source, full_attention.size(), n_layers);
     TS_CHECK(moe_layer.empty() || int64_t(moe_layer.size()) == n_layers, "{}: {} MoE flags for {} layers", source,
              moe_layer.size(), n_layers);
-    if (n_recurrent_layers() > 0)
+    if (!full_attention.empty())  // a hybrid: its Gated DeltaNet sizes, whatever its layer types
         TS_CHECK(gdn_k_heads > 0 && gdn_v_heads > 0 && gdn_v_heads % gdn_k_heads == 0 && gdn_dk > 0 && gdn_dv > 0 &&
                      conv_kernel > 0,
                  "{}: linear attention sizes invalid: {} key heads, {} value heads, dk {}, dv {}, conv {}", source,
                  gdn_k_heads, gdn_v_heads, gdn_dk, gdn_dv, conv_kernel);
-    bool any_moe = false;
-    for (uint8_t m : moe_layer) any_moe = any_moe || m;
-    if (any_moe)
+    if (!moe_layer.empty())  // a MoE model: its expert sizes, whatever its dense layers
         TS_CHECK(n_experts > 0 && n_experts_used > 0 && expert_ffn > 0, "{}: MoE sizes invalid: {} experts, top-{}, ffn {}",
                  source, n_experts, n_experts_used, expert_ffn);
 }

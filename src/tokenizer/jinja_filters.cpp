@@ -265,7 +265,7 @@ Value f_indent(Interpreter& in, const Value& v, CallArgs& a) {
         ind = w->str();
     } else {
         const int64_t n = std::max<int64_t>(w ? w->as_int() : 4, 0);
-        in.check_size(static_cast<uint64_t>(n) > SIZE_MAX / 2 ? SIZE_MAX : static_cast<size_t>(n));  // indent(10**12)
+        in.check_size(static_cast<size_t>(n));  // indent(10**12)
         ind.assign(static_cast<size_t>(n), ' ');
     }
     bool first = bool_arg(a, 1, "first", false), blank = bool_arg(a, 2, "blank", false);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -161,6 +162,20 @@ TEST(ModelConfigCheck, SizesNoModelHasAreErrors) {
     EXPECT_NE(with("intermediate_size", int64_t{1} << 30).find("feed-forward size"), std::string::npos);
     EXPECT_NE(with("max_position_embeddings", -1).find("context length"), std::string::npos);
     EXPECT_NE(with("partial_rotary_factor", 1e300).find("partial_rotary_factor"), std::string::npos);
+
+    // A hybrid's Gated DeltaNet and MoE sizes (the fixture's config, one field changed at a time).
+    std::ifstream in(std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/qwen35moe_tiny/config.json");
+    const nlohmann::json moe = nlohmann::json::parse(in);
+    EXPECT_EQ(error_of(moe), "<no error>");
+    auto text_with = [&](const char* key, nlohmann::json v) {
+        nlohmann::json j = moe;
+        j["text_config"][key] = std::move(v);
+        return error_of(j);
+    };
+    EXPECT_NE(text_with("linear_num_key_heads", 0).find("linear attention sizes invalid"), std::string::npos);
+    EXPECT_NE(text_with("linear_conv_kernel_dim", 0).find("linear attention sizes invalid"), std::string::npos);
+    EXPECT_NE(text_with("num_experts_per_tok", 0).find("MoE sizes invalid"), std::string::npos);
+    EXPECT_NE(text_with("num_experts_per_tok", 1000).find("experts a token"), std::string::npos);
 }
 
 TEST(HfSource, HybridCheckpointInLlamaCppConventions) {
