@@ -9,7 +9,8 @@
 // in one CUDA graph (launch gaps and host time hidden, as in the engine's decode graphs). Every
 // decode-step kernel (gdn_decode_variant's choice marked *); prefills of 1024 / 4096 / 16384 tokens
 // and batches of 4 × 1024, 8 × 512, 16 × 256, every chunked variant (split: wy_carry + wy_out;
-// f16x3: wy_prep16 + wy_state16 on f16 tiles).
+// f16x3: wy_prep16 + wy_state16 on f16 tiles); the prefill's conv1d + SiLU (and q / k norms) at
+// 2,048 and 8,192 tokens, reference and fast.
 //   bench_fast_gdn [--runs 50] [--warmup 10] [--reps 1] [--graph] [--filter TEXT]
 #include <cuda_runtime_api.h>
 
@@ -30,6 +31,7 @@
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/fast_gdn.h"
 #include "kernels/cuda/fast_matmul.h"
+#include "kernels/cuda/ref_gdn.h"
 #include "kernels/cuda/ref_norm.h"
 #include "kernels/cuda/stream.h"
 
@@ -367,6 +369,52 @@ void bench_decode(const Args& a, Stream& stream, Timer& timer, int64_t B, int sl
 
 }  // namespace
 
+// The prefill's conv1d + SiLU over one sequence of T tokens × the flagship's 8,192 channels (x in a
+// row of the layer's stacked projection, 12,352 + 64 floats), the reference kernel (then its two
+// l2_norm launches on q and k) against the fast one alone and with the norms fused. Bytes: x read,
+// y written (the norms' extra passes are what fusing removes, not counted).
+void bench_conv(const Args& a, Stream& stream, Timer& timer, int64_t T) {
+    const int64_t xs = C + HV + 2 * nv, n_slots = 2;
+    DeviceBuffer x = random_buffer(size_t(T * xs), -2.f, 2.f, 21), y(size_t(T * C) * sizeof(float));
+    DeviceBuffer w = random_buffer(size_t(C * Kc), -0.6f, 0.6f, 22);
+    DeviceBuffer st = random_buffer(size_t(n_slots * (Kc - 1) * C), -1.f, 1.f, 23);
+    DeviceBuffer qs = ints({0, int32_t(T)}), slot = ints({1});
+    const SeqPlan plan{1, qs.as<int32_t>(), slot.as<int32_t>()};
+    const double bytes = 2.0 * double(T * C) * 4;
+    const float q_scale = 1.0f / std::sqrt(float(dk));
+    const fast::ConvNorm qk{2 * nk, dk, nk, 1e-6f, q_scale};
+    struct Case {
+        const char* what;
+        std::function<void()> call;
+    };
+    const Case cases[] = {
+        {"conv1d_silu ref", [&] {
+             ref::conv1d_silu(y.as<float>(), C, x.as<float>(), xs, T, C, w.as<float>(), Kc, st.as<float>(),
+                              (Kc - 1) * C, n_slots, plan, stream.get());
+         }},
+        {"conv1d_silu ref + 2 l2_norm", [&] {
+             ref::conv1d_silu(y.as<float>(), C, x.as<float>(), xs, T, C, w.as<float>(), Kc, st.as<float>(),
+                              (Kc - 1) * C, n_slots, plan, stream.get());
+             ref::l2_norm(y.as<float>(), C, dk, T, nk, dk, 1e-6f, q_scale, stream.get());
+             ref::l2_norm(y.as<float>() + nk * dk, C, dk, T, nk, dk, 1e-6f, 1.f, stream.get());
+         }},
+        {"conv1d_silu fast", [&] {
+             fast::conv1d_silu(y.as<float>(), C, x.as<float>(), xs, T, C, w.as<float>(), Kc, st.as<float>(),
+                               (Kc - 1) * C, n_slots, plan, fast::ConvNorm{}, stream.get());
+         }},
+        {"conv1d_silu fast + q/k norms", [&] {
+             fast::conv1d_silu(y.as<float>(), C, x.as<float>(), xs, T, C, w.as<float>(), Kc, st.as<float>(),
+                               (Kc - 1) * C, n_slots, plan, qk, stream.get());
+         }},
+    };
+    for (const Case& c : cases) {
+        if (!a.filter.empty() && (std::string(c.what) + " T=" + std::to_string(T)).find(a.filter) == std::string::npos)
+            continue;
+        row(c.what, 1, T, timer.per_call(a.warmup, a.runs, a.reps, a.graph, [&](int) { c.call(); }), bytes,
+            "x read + y written; the reference's l2_norm passes extra");
+    }
+}
+
 int main(int argc, char** argv) {
     try {
         Args a;
@@ -409,6 +457,7 @@ int main(int argc, char** argv) {
                     bench_decode(a, stream, timer, B, cold, fast::GdnDecodeVariant::HeadSplit, "", o);
                 }
         }
+        for (int64_t T : {2048, 8192}) bench_conv(a, stream, timer, T);
         using V = fast::GdnChunkVariant;
         const V chunk_variants[] = {V::Auto,  V::StateWarps8, V::Vec16,
                                     V::Split, V::SplitWarps8, V::SplitVec16, V::F16x3, V::F16x3Wg, V::F16x3Rt,

@@ -110,6 +110,23 @@ void Backend::rms_norm_gated(const Tensor&, const Tensor&, const Tensor&, const 
 void Backend::conv1d_silu(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const SeqPlan&) {
     unsupported(*this, "conv1d_silu");
 }
+void Backend::conv1d_silu_qk_norm(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& conv_state,
+                                  const SeqPlan& plan, int64_t n_qk, int64_t dim, float eps, float q_scale) {
+    TS_CHECK(y.ndim == 2 && y.dtype == DType::F32 && n_qk >= 1 && dim >= 1 && 2 * n_qk * dim <= y.dim(1),
+             "conv1d_silu_qk_norm: {} heads of {} (q and k) in y {}", n_qk, dim, y.describe());
+    conv1d_silu(y, x, w, conv_state, plan);
+    // y's columns [part·n_qk·dim, (part + 1)·n_qk·dim) as [T, n_qk, dim]
+    auto heads = [&](int64_t part) {
+        Tensor v = y;
+        v.data = static_cast<float*>(y.data) + part * n_qk * dim;
+        v.ndim = 3;
+        v.shape = {y.shape[0], n_qk, dim, 0};
+        v.stride = {y.stride[0], dim * 4, 4, 0};
+        return v;
+    };
+    l2_norm(heads(0), eps, q_scale);
+    l2_norm(heads(1), eps, 1.0f);
+}
 void Backend::gdn_gates(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
     unsupported(*this, "gdn_gates");
 }

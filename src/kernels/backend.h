@@ -241,6 +241,11 @@ public:
     // x, y [T, C]; w [C, K] f32.
     virtual void conv1d_silu(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& conv_state,
                              const SeqPlan& plan);
+    // conv1d_silu, then l2_norm (eps) of y's first 2·n_qk heads of `dim` channels seen as [T, n, dim]
+    // — q, the first n_qk, scaled by q_scale; k, the next n_qk, by 1 — the Gated DeltaNet layer's
+    // front. The default runs those three ops in turn; a backend may fuse them with the same result.
+    virtual void conv1d_silu_qk_norm(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& conv_state,
+                                     const SeqPlan& plan, int64_t n_qk, int64_t dim, float eps, float q_scale);
     // Gates of the delta rule, elementwise over [T, nv]: beta = σ(b);
     // g = neg_exp_a · softplus(a + dt_bias) with neg_exp_a = −exp(A_log) [nv].
     virtual void gdn_gates(const Tensor& beta, const Tensor& g, const Tensor& b, const Tensor& a,

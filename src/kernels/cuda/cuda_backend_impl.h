@@ -21,6 +21,10 @@
 
 namespace tessera::cuda {
 
+namespace fast {
+struct ConvNorm;  // fast_gdn.h
+}
+
 class CudaBackend final : public Backend {
 public:
     CudaBackend(int device, CudaKernels kernels);
@@ -73,6 +77,8 @@ public:
     void rms_norm_gated(const Tensor& y, const Tensor& x, const Tensor& z, const Tensor& w, float eps) override;
     void conv1d_silu(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& conv_state,
                      const SeqPlan& plan) override;
+    void conv1d_silu_qk_norm(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& conv_state,
+                             const SeqPlan& plan, int64_t n_qk, int64_t dim, float eps, float q_scale) override;
     void gdn_gates(const Tensor& beta, const Tensor& g, const Tensor& b, const Tensor& a, const Tensor& neg_exp_a,
                    const Tensor& dt_bias) override;
     void gated_delta_rule(const Tensor& o, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
@@ -107,6 +113,8 @@ private:
     const PackedMatrix* expert_descriptors(const std::vector<Tensor>& experts);
     // The packed form of a placed weight (fast mode), or null when w was not packed.
     const PackedMatrix* packed_of(const Tensor& w) const;
+    void conv1d_silu_norm(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& conv_state,
+                          const SeqPlan& plan, const fast::ConvNorm& norm);  // cuda_backend_ops.cpp
     bool fast_gdn() const;  // fast mode unless TESSERA_FAST_GDN=0 (cuda_backend_ops.cpp)
     Tensor place_packed(const Tensor& host, WeightUse use);        // cuda_backend.cpp
     // host repacked for the fast kernels (in 16-row tiles where they fit and the use takes them).

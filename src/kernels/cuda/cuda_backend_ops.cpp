@@ -359,6 +359,24 @@ void CudaBackend::rms_norm_gated(const Tensor& y, const Tensor& x, const Tensor&
 
 void CudaBackend::conv1d_silu(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& conv_state,
                               const SeqPlan& plan) {
+    conv1d_silu_norm(y, x, w, conv_state, plan, fast::ConvNorm{});
+}
+
+void CudaBackend::conv1d_silu_qk_norm(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& conv_state,
+                                      const SeqPlan& plan, int64_t n_qk, int64_t dim, float eps, float q_scale) {
+    const fast::ConvNorm norm{2 * n_qk, dim, n_qk, eps, q_scale};
+    if (!fast_gdn() || reference_op("conv1d_silu") || w.ndim != 2 || !fast::conv1d_silu_fits(w.dim(1), norm))
+        return Backend::conv1d_silu_qk_norm(y, x, w, conv_state, plan, n_qk, dim, eps, q_scale);
+    TS_CHECK(n_qk >= 1 && dim >= 1 && y.ndim == 2 && 2 * n_qk * dim <= y.dim(1),
+             "cuda conv1d_silu_qk_norm: {} heads of {} (q and k) in y {}", n_qk, dim, y.describe());
+    conv1d_silu_norm(y, x, w, conv_state, plan, norm);
+}
+
+// conv1d_silu with the q / k norms of `norm` (none: heads 0) — the fast kernel where fast_gdn(),
+// TESSERA_REFERENCE_OPS leaves conv1d_silu alone and it takes the shape (with norms always:
+// conv1d_silu_qk_norm asked), else the reference kernel.
+void CudaBackend::conv1d_silu_norm(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& conv_state,
+                                   const SeqPlan& plan, const fast::ConvNorm& norm) {
     const Rows Y = rows_of(y, "conv1d_silu", "y"), X = rows_of(x, "conv1d_silu", "x");
     same_shape(Y, X, "conv1d_silu");
     check_device(w, "conv1d_silu", "w");
@@ -369,6 +387,9 @@ void CudaBackend::conv1d_silu(const Tensor& y, const Tensor& x, const Tensor& w,
     TS_CHECK(conv_state.ndim == 3 && conv_state.dim(1) == K - 1 && conv_state.dim(2) == X.cols &&
                  conv_state.is_contiguous(),
              "cuda conv1d_silu: state {} for K = {}, C = {}", conv_state.describe(), K, X.cols);
+    if (norm.heads > 0 || (fast_gdn() && !reference_op("conv1d_silu") && fast::conv1d_silu_fits(K, norm)))
+        return fast::conv1d_silu(Y.p, Y.ld, X.p, X.ld, X.rows, X.cols, w.ptr<float>(), K, conv_state.ptr<float>(),
+                                 (K - 1) * X.cols, conv_state.dim(0), plan, norm, stream_.get());
     ref::conv1d_silu(Y.p, Y.ld, X.p, X.ld, X.rows, X.cols, w.ptr<float>(), K, conv_state.ptr<float>(),
                      (K - 1) * X.cols, conv_state.dim(0), plan, stream_.get());
 }

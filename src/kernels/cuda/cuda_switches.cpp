@@ -237,7 +237,8 @@ int decode_merge_env() {
 }
 // TESSERA_REFERENCE_OPS: fast-mode ops kept on the reference kernels, for bisecting a
 // difference between the two paths: a comma list of matmul (packed weights unpacked to f32 and
-// multiplied with cuBLAS f32), attention, moe_route, qk_norm_rope_store (the six reference ops).
+// multiplied with cuBLAS f32), attention, moe_route, qk_norm_rope_store (the six reference ops),
+// conv1d_silu (the reference conv kernel, and the q / k l2 norms in their own launches).
 bool reference_op(std::string_view op) {
     static const std::string ops = [] {
         const char* v = std::getenv("TESSERA_REFERENCE_OPS");

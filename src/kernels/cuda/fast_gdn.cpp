@@ -1,8 +1,9 @@
 // Argument checks and dispatch of the fast Gated DeltaNet kernels (fast_gdn.cu: recurrent and the
-// fused decode step; fast_gdn_chunked.cu: the WY form). Only what the host knows is checked; the
+// fused decode step; fast_gdn_chunked.cu: the WY form; fast_gdn_conv.cu: the prefill's conv). Only what the host knows is checked; the
 // plan arrays and slots are device memory, checked on the device.
 #include "kernels/cuda/fast_gdn.h"
 
+#include <cmath>
 #include <limits>
 
 #include "kernels/cuda/cuda_check.h"
@@ -90,6 +91,28 @@ void gated_delta_rule(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, HeadsIn k
     // After the WY parts (same stream): every lone token and last one-token chunk.
     TS_CUDA_CHECK(detail::launch_gdn_recurrent(o, o_ts, o_hs, q, k, v, g, g_s, beta, beta_s, T, dk, dv, state,
                                                slot_stride, n_slots, plan, p, max_len, true, stream));
+}
+
+bool conv1d_silu_fits(int64_t K, const ConvNorm& norm) {
+    return K >= 2 && K <= 4 && (norm.heads == 0 || (norm.dim >= 1 && norm.dim <= 128));
+}
+
+void conv1d_silu(float* y, int64_t ys, const float* x, int64_t xs, int64_t T, int64_t C, const float* w, int64_t K,
+                 float* conv_state, int64_t slot_stride, int64_t n_slots, const SeqPlan& plan, const ConvNorm& norm,
+                 cudaStream_t stream) {
+    const char* op = "fast conv1d_silu";
+    TS_CHECK(conv1d_silu_fits(K, norm), "{}: K = {} taps, norm heads of {} (takes K in [2, 4], heads of <= 128)", op,
+             K, norm.dim);
+    TS_CHECK(norm.heads >= 0 && norm.scaled >= 0 && norm.scaled <= norm.heads && norm.heads * norm.dim <= C &&
+                 std::isfinite(norm.eps) && norm.eps >= 0.f && std::isfinite(norm.scale),
+             "{}: norm of {} heads of {} ({} scaled by {}, eps {}) over {} channels", op, norm.heads, norm.dim,
+             norm.scaled, norm.scale, norm.eps, C);
+    if (!ref::check_conv1d_silu(op, y, ys, x, xs, T, C, w, K, conv_state, slot_stride, n_slots, plan)) return;
+    const int64_t groups = norm.heads + (C - norm.heads * norm.dim + 127) / 128;  // a warp each, 8 a block
+    TS_CHECK((groups + 7) / 8 <= 65535, "{}: {} channel groups (heads of {}) exceed the launch", op, groups, norm.dim);
+    TS_CUDA_CHECK(detail::launch_conv1d_silu(y, ys, x, xs, T, C, w, K, conv_state, slot_stride, n_slots, plan, norm,
+                                             stream));
+    TS_CUDA_CHECK(ref::detail::launch_conv_state(x, xs, T, C, K, conv_state, slot_stride, n_slots, plan, stream));
 }
 
 bool gdn_decode_out_fits(const GdnDecodeArgs& a, const PackedMatrix& w) {

@@ -293,8 +293,35 @@ void gdn_decode_step(const GdnDecodeArgs& args, cudaStream_t stream);
 constexpr int64_t kGdnOutMaxRows = 4096;
 bool gdn_decode_out_fits(const GdnDecodeArgs& args, const PackedMatrix& w);
 
+// ---- the prefill's conv1d + SiLU, and the q / k l2 norms after it (fast_gdn_conv.cu) ----
+
+// Which heads of the conv's output conv1d_silu normalises: the first `heads` groups of `dim`
+// channels (q | k: heads = 2·nk, dim = dk), each x · rsqrt(Σ x² + eps) · s where s = `scale` for
+// the first `scaled` heads (q, 1/√dk) and 1 for the rest (k). heads = 0: none.
+struct ConvNorm {
+    int64_t heads = 0, dim = 0, scaled = 0;
+    float eps = 0.f, scale = 1.f;
+};
+// Whether conv1d_silu takes conv kernels of K taps and this norm: K in [2, 4], dim in [1, 128]
+// where heads > 0 (the rest: ref::conv1d_silu, then ref::l2_norm per part).
+bool conv1d_silu_fits(int64_t K, const ConvNorm& norm);
+// ref::conv1d_silu (same arguments, same checks, the same bits: each output's K products summed
+// in the reference kernel's order, the same SiLU; the same conv state update) in one pass over x —
+// a warp walks 32 tokens of up to 128 channels with the last K-1 inputs in registers, where the
+// reference kernel's thread re-read K inputs an output — and, with norm.heads > 0, the l2 norms of
+// those heads on the outputs in registers: ref::l2_norm's bits (its warp kernel's order of sums), the
+// two launches of it and their pass over the q | k channels gone. A plan row the kernel cannot use
+// gives NaN outputs (normalised or not), as the reference ops in turn do. Throws Error where
+// conv1d_silu_fits says no or the arguments are bad.
+void conv1d_silu(float* y, int64_t ys, const float* x, int64_t xs, int64_t T, int64_t C, const float* w, int64_t K,
+                 float* conv_state, int64_t slot_stride, int64_t n_slots, const SeqPlan& plan, const ConvNorm& norm,
+                 cudaStream_t stream);
+
 namespace detail {
 // Entry points into the .cu files (which include no fmt). Arguments are already checked.
+cudaError_t launch_conv1d_silu(float* y, int64_t ys, const float* x, int64_t xs, int64_t T, int64_t C, const float* w,
+                               int64_t K, const float* conv_state, int64_t slot_stride, int64_t n_slots,
+                               const SeqPlan& plan, const ConvNorm& norm, cudaStream_t stream);
 cudaError_t launch_gdn_recurrent(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, HeadsIn k, HeadsIn v,
                                  const float* g, int64_t g_s, const float* beta, int64_t beta_s, int64_t T, int64_t dk,
                                  int64_t dv, float* state, int64_t slot_stride, int64_t n_slots, const SeqPlan& plan,

@@ -17,17 +17,23 @@ void check_plan(const SeqPlan& plan, int64_t T, int64_t n_slots, const char* op)
 }
 }  // namespace
 
+bool check_conv1d_silu(const char* op, const float* y, int64_t ys, const float* x, int64_t xs, int64_t T, int64_t C,
+                       const float* w, int64_t K, const float* conv_state, int64_t slot_stride, int64_t n_slots,
+                       const SeqPlan& plan) {
+    TS_CHECK(T >= 0 && T <= std::numeric_limits<int32_t>::max() && C >= 1 && C <= int64_t(65535) * 256 && K >= 1,
+             "{}: bad shape T={} C={} K={}", op, T, C, K);
+    if (T == 0) return false;
+    check_plan(plan, T, n_slots, op);
+    TS_CHECK(y && x && w && (conv_state || K == 1), "{}: null y, x, w or conv_state", op);
+    TS_CHECK(ys >= C && xs >= C, "{}: row strides ys={} xs={} smaller than C={}", op, ys, xs, C);
+    TS_CHECK(K == 1 || slot_stride >= (K - 1) * C, "{}: slot stride {} smaller than [{}, {}]", op, slot_stride, K - 1,
+             C);
+    return true;
+}
+
 void conv1d_silu(float* y, int64_t ys, const float* x, int64_t xs, int64_t T, int64_t C, const float* w, int64_t K,
                  float* conv_state, int64_t slot_stride, int64_t n_slots, const SeqPlan& plan, cudaStream_t stream) {
-    const char* op = "conv1d_silu";
-    TS_CHECK(T >= 0 && T <= std::numeric_limits<int32_t>::max() && C >= 1 && C <= int64_t(65535) * 256 && K >= 1,
-             "conv1d_silu: bad shape T={} C={} K={}", T, C, K);
-    if (T == 0) return;
-    check_plan(plan, T, n_slots, op);
-    TS_CHECK(y && x && w && (conv_state || K == 1), "conv1d_silu: null y, x, w or conv_state");
-    TS_CHECK(ys >= C && xs >= C, "conv1d_silu: row strides ys={} xs={} smaller than C={}", ys, xs, C);
-    TS_CHECK(K == 1 || slot_stride >= (K - 1) * C, "conv1d_silu: slot stride {} smaller than [{}, {}]", slot_stride,
-             K - 1, C);
+    if (!check_conv1d_silu("conv1d_silu", y, ys, x, xs, T, C, w, K, conv_state, slot_stride, n_slots, plan)) return;
     TS_CUDA_CHECK(detail::launch_conv1d_silu(y, ys, x, xs, T, C, w, K, conv_state, slot_stride, n_slots, plan, stream));
 }
 

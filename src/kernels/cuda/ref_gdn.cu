@@ -13,26 +13,6 @@ constexpr int kConvRun = 16;       // tokens a thread (of one channel) computes 
 constexpr int kGdnWarps = 4;        // state columns per block (one per warp)
 constexpr int kGdnRowsPerLane = int(kGdnMaxHeadDim) / 32;  // S rows each lane holds: dk <= 256
 
-// Sequence s's tokens [t0, t0 + n) and slot (-1: a padding sequence, which starts from a zero
-// state and writes none back), or false when the plan row is unusable.
-struct SeqRange {
-    int64_t t0 = 0, n = 0, slot = -1;
-};
-__device__ inline bool seq_range(const SeqPlan& plan, int s, int64_t T, int64_t n_slots, SeqRange* r) {
-    r->t0 = plan.q_start[s];
-    const int64_t t1 = plan.q_start[s + 1];
-    r->n = t1 - r->t0;
-    r->slot = plan.slot[s];
-    return r->t0 >= 0 && r->n >= 0 && t1 <= T && r->slot >= -1 && r->slot < n_slots;
-}
-
-// Input p of the sequence for channel c: x row t0 + p, or for p < 0 state row K-1+p (the state
-// holds inputs -(K-1) .. -1, oldest first; no state: zeros).
-__device__ inline float conv_input(const float* x, int64_t xs, const float* st, int64_t C, int64_t K, int64_t t0,
-                                   int64_t p, int64_t c) {
-    return p >= 0 ? x[(t0 + p) * xs + c] : st ? st[(K - 1 + p) * C + c] : 0.f;
-}
-
 // y[t, c] for the kConvRun tokens t from blockIdx.x·kConvRun, c = blockIdx.y·kConvThreads +
 // threadIdx.x; reads the old state. A thread walks its tokens in order, finding a token's sequence
 // only where the previous one's ends (a thread a token waited on the plan's loads, then the
@@ -153,9 +133,14 @@ cudaError_t launch_conv1d_silu(float* y, int64_t ys, const float* x, int64_t xs,
     conv1d_silu_kernel<<<dim3(unsigned((T + kConvRun - 1) / kConvRun), c_blocks), kConvThreads, 0, stream>>>(
         y, ys, x, xs, T, C, w, K, conv_state, slot_stride, n_slots, plan);
     if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
-    if (K > 1)  // after every output has read the old state (same stream)
-        conv_state_kernel<<<dim3(unsigned(plan.n_seqs), c_blocks), kConvThreads, 0, stream>>>(
-            x, xs, T, C, K, conv_state, slot_stride, n_slots, plan);
+    return launch_conv_state(x, xs, T, C, K, conv_state, slot_stride, n_slots, plan, stream);
+}
+
+cudaError_t launch_conv_state(const float* x, int64_t xs, int64_t T, int64_t C, int64_t K, float* conv_state,
+                              int64_t slot_stride, int64_t n_slots, const SeqPlan& plan, cudaStream_t stream) {
+    if (K <= 1 || plan.n_seqs == 0 || C == 0) return cudaSuccess;
+    conv_state_kernel<<<dim3(unsigned(plan.n_seqs), unsigned((C + kConvThreads - 1) / kConvThreads)), kConvThreads, 0,
+                        stream>>>(x, xs, T, C, K, conv_state, slot_stride, n_slots, plan);
     return cudaGetLastError();
 }
 

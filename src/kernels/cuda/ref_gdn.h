@@ -24,6 +24,12 @@ namespace tessera::cuda::ref {
 void conv1d_silu(float* y, int64_t ys, const float* x, int64_t xs, int64_t T, int64_t C, const float* w, int64_t K,
                  float* conv_state, int64_t slot_stride, int64_t n_slots, const SeqPlan& plan, cudaStream_t stream);
 
+// conv1d_silu's host-side checks (op names the caller in the errors): false for T = 0 (nothing to
+// launch), true where the call may go ahead; throws Error otherwise. fast::conv1d_silu shares them.
+bool check_conv1d_silu(const char* op, const float* y, int64_t ys, const float* x, int64_t xs, int64_t T, int64_t C,
+                       const float* w, int64_t K, const float* conv_state, int64_t slot_stride, int64_t n_slots,
+                       const SeqPlan& plan);
+
 // A [T, n_heads, D] f32 input on the device: element (t, h, i) at data[t·tok_stride + h·head_stride + i].
 struct HeadsIn {
     const float* data = nullptr;
@@ -55,6 +61,10 @@ namespace detail {
 cudaError_t launch_conv1d_silu(float* y, int64_t ys, const float* x, int64_t xs, int64_t T, int64_t C,
                                const float* w, int64_t K, float* conv_state, int64_t slot_stride, int64_t n_slots,
                                const SeqPlan& plan, cudaStream_t stream);
+// The second of launch_conv1d_silu's launches alone: conv_state[slot of s] ← the last K-1 inputs of
+// each sequence (after every output of the call has read the old state; same stream). Nothing for K = 1.
+cudaError_t launch_conv_state(const float* x, int64_t xs, int64_t T, int64_t C, int64_t K, float* conv_state,
+                              int64_t slot_stride, int64_t n_slots, const SeqPlan& plan, cudaStream_t stream);
 cudaError_t launch_gated_delta_rule(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, HeadsIn k, HeadsIn v,
                                     const float* g, int64_t g_s, const float* beta, int64_t beta_s, int64_t T,
                                     int64_t dk, int64_t dv, float* state, int64_t slot_stride, int64_t n_slots,

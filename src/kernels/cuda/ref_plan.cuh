@@ -44,6 +44,26 @@ __device__ inline TokenContext token_context(const AttnPlan& plan, int64_t t, in
     return c;
 }
 
+// Sequence s's tokens [t0, t0 + n) and slot (-1: a padding sequence, which starts from a zero
+// state and writes none back), or false when the plan row is unusable.
+struct SeqRange {
+    int64_t t0 = 0, n = 0, slot = -1;
+};
+__device__ inline bool seq_range(const SeqPlan& plan, int s, int64_t T, int64_t n_slots, SeqRange* r) {
+    r->t0 = plan.q_start[s];
+    const int64_t t1 = plan.q_start[s + 1];
+    r->n = t1 - r->t0;
+    r->slot = plan.slot[s];
+    return r->t0 >= 0 && r->n >= 0 && t1 <= T && r->slot >= -1 && r->slot < n_slots;
+}
+
+// Input p of the sequence for channel c: x row t0 + p, or for p < 0 state row K-1+p (the state
+// holds inputs -(K-1) .. -1, oldest first; no state: zeros).
+__device__ inline float conv_input(const float* x, int64_t xs, const float* st, int64_t C, int64_t K, int64_t t0,
+                                   int64_t p, int64_t c) {
+    return p >= 0 ? x[(t0 + p) * xs + c] : st ? st[(K - 1 + p) * C + c] : 0.f;
+}
+
 __device__ inline float quiet_nan() { return __int_as_float(0x7fc00000); }
 
 }  // namespace tessera::cuda::ref

@@ -96,12 +96,11 @@ Tensor GatedDeltaNet::forward(Backend& be, Arena& arena, const ModelConfig& c, c
         be.matmul(out, o, w_out);
         return out;
     }
-    be.conv1d_silu(qkv, mixed, conv, conv_state, plan);
+    // conv1d_silu, then q̂ = l2norm(q)/√dk and k̂ = l2norm(k) (one pass where the backend fuses them)
+    be.conv1d_silu_qk_norm(qkv, mixed, conv, conv_state, plan, nk, dk, 1e-6f, 1.0f / std::sqrt(float(dk)));
     Tensor q = head_view(qkv, 0, nk, dk, dk);            // [T, nk, dk]
     Tensor k = head_view(qkv, nk * dk, nk, dk, dk);      // [T, nk, dk]
     Tensor v = head_view(qkv, 2 * nk * dk, nv, dv, dv);  // [T, nv, dv]
-    be.l2_norm(q, 1e-6f, 1.0f / std::sqrt(float(dk)));
-    be.l2_norm(k, 1e-6f, 1.0f);
     be.gdn_gates(beta, g, b, a, neg_exp_a, dt_bias);
     Tensor o3 = o.view({T, nv, dv});
     be.gated_delta_rule(o3, q, k, v, g, beta, rec_state, plan, gp);
