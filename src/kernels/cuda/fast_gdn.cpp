@@ -108,8 +108,9 @@ void conv1d_silu(float* y, int64_t ys, const float* x, int64_t xs, int64_t T, in
              "{}: norm of {} heads of {} ({} scaled by {}, eps {}) over {} channels", op, norm.heads, norm.dim,
              norm.scaled, norm.scale, norm.eps, C);
     if (!ref::check_conv1d_silu(op, y, ys, x, xs, T, C, w, K, conv_state, slot_stride, n_slots, plan)) return;
-    const int64_t groups = norm.heads + (C - norm.heads * norm.dim + 127) / 128;  // a warp each, 8 a block
-    TS_CHECK((groups + 7) / 8 <= 65535, "{}: {} channel groups (heads of {}) exceed the launch", op, groups, norm.dim);
+    const int64_t groups = norm.heads + (C - norm.heads * norm.dim + 127) / 128;  // a warp each
+    TS_CHECK((groups + kConvWarps - 1) / kConvWarps <= 65535, "{}: {} channel groups (heads of {}) exceed the launch",
+             op, groups, norm.dim);
     TS_CUDA_CHECK(detail::launch_conv1d_silu(y, ys, x, xs, T, C, w, K, conv_state, slot_stride, n_slots, plan, norm,
                                              stream));
     TS_CUDA_CHECK(ref::detail::launch_conv_state(x, xs, T, C, K, conv_state, slot_stride, n_slots, plan, stream));

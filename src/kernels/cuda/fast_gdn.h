@@ -302,6 +302,7 @@ struct ConvNorm {
     int64_t heads = 0, dim = 0, scaled = 0;
     float eps = 0.f, scale = 1.f;
 };
+inline constexpr int kConvWarps = 4;  // conv1d_silu's channel groups a block (a warp each)
 // Whether conv1d_silu takes conv kernels of K taps and this norm: K in [2, 4], dim in [1, 128]
 // where heads > 0 (the rest: ref::conv1d_silu, then ref::l2_norm per part).
 bool conv1d_silu_fits(int64_t K, const ConvNorm& norm);

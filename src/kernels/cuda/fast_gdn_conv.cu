@@ -10,8 +10,8 @@
 // Work. A warp takes one group of channels for a run of kRun tokens: a q or k head (its dim ≤ 128
 // channels) or 128 channels of the rest; lane l holds channels l + 32i, i < 4 — ref::l2_norm's warp
 // kernel's layout, so a head's Σ x² is summed in its order and the norm's bits are its bits. The
-// last K-1 inputs of each channel stay in registers (the window), the next token's inputs are
-// requested before the current one's outputs are computed. Each output is Σ_j w[c, j]·in_j in j
+// last K-1 inputs of each channel stay in registers (the window); the inputs of kBatch tokens are
+// requested together before their outputs are computed. Each output is Σ_j w[c, j]·in_j in j
 // order from 0.f, then acc / (1 + e^-acc) — the reference kernel's expressions, so its bits. At a
 // sequence's start (a run's first token, or where the plan's next sequence begins) the window is
 // refilled from the sequence's conv state (positions < 0) or its earlier inputs. A token no usable
@@ -30,10 +30,12 @@ using ref::quiet_nan;
 using ref::seq_range;
 using ref::SeqRange;
 
-constexpr int kWarps = 8;           // channel groups a block
+constexpr int kWarps = kConvWarps;  // channel groups a block (fast_gdn.h)
 constexpr int kRun = 32;            // tokens a warp walks
+constexpr int kBatch = 4;           // tokens whose inputs a warp requests at once
 constexpr int kGroup = 128;         // channels of an un-normalised group: 4 a lane
 constexpr int kNV = kGroup / 32;    // channels a lane
+static_assert(kNV == 4, "a lane's channels as ref::l2_norm's warp kernel holds them (D <= 128)");
 
 struct ConvArgs {
     float* y;
@@ -49,7 +51,7 @@ struct ConvArgs {
 };
 
 template <int K, bool NORM>
-__global__ void __launch_bounds__(kWarps * 32, 3) conv1d_silu_kernel(const ConvArgs a) {
+__global__ void __launch_bounds__(kWarps * 32, 5) conv1d_silu_kernel(const ConvArgs a) {
     const int lane = int(threadIdx.x & 31);
     const int64_t grp = int64_t(blockIdx.y) * kWarps + (threadIdx.x >> 5);
     if (grp >= a.n_groups) return;  // whole warps: grp is uniform over the warp
@@ -69,75 +71,84 @@ __global__ void __launch_bounds__(kWarps * 32, 3) conv1d_silu_kernel(const ConvA
     }
     bool on[kNV];
     int ch[kNV];  // (C < 2^24: ref::check_conv1d_silu)
-    float wk[kNV][K];
+    // The lane's taps in shared memory (its own slots: no barrier), registers for kBatch tokens' inputs.
+    __shared__ float4 taps[kWarps][kNV][32];
+    float4(&wk)[kNV][32] = taps[threadIdx.x >> 5];
 #pragma unroll
     for (int i = 0; i < kNV; ++i) {
         on[i] = lane + 32 * i < width;
         ch[i] = int(c0) + lane + 32 * i;
+        float t4[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-        for (int j = 0; j < K; ++j) wk[i][j] = on[i] ? a.w[int64_t(ch[i]) * K + j] : 0.f;
+        for (int j = 0; j < K; ++j) t4[j] = on[i] ? a.w[int64_t(ch[i]) * K + j] : 0.f;
+        wk[i][lane] = make_float4(t4[0], t4[1], t4[2], t4[3]);
     }
     const int64_t tb = int64_t(blockIdx.x) * kRun, te = tb + kRun < a.T ? tb + kRun : a.T;
-    auto load_row = [&](int64_t t, float (&in)[kNV]) {
-        const float* xr = a.x + t * a.xs;
-#pragma unroll
-        for (int i = 0; i < kNV; ++i) in[i] = on[i] ? xr[ch[i]] : 0.f;
-    };
     float win[kNV][K - 1];  // inputs at positions p − (K−1) .. p − 1 of the next token p, oldest first
-    float cur[kNV];
-    load_row(tb, cur);
     SeqRange r;
     bool ok = false;
     int64_t seq_end = tb;  // the current sequence (ok) or bad plan row (!ok) covers [.., seq_end)
-    for (int64_t t = tb; t < te; ++t) {
-        float nxt[kNV];
-        if (t + 1 < te) load_row(t + 1, nxt);
-        if (t >= seq_end) {
-            const int s = find_seq(a.plan.q_start, a.plan.n_seqs, t);
-            ok = s >= 0 && seq_range(a.plan, s, a.T, a.n_slots, &r);
-            seq_end = ok ? r.t0 + r.n : t + 1;
+    for (int64_t t0 = tb; t0 < te; t0 += kBatch) {
+        // kBatch tokens' inputs requested together (whatever sequences they belong to): the loads
+        // a warp has in flight, where one token's at a time left the SM mostly waiting.
+        float in[kBatch][kNV];
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) {
+            const float* xr = a.x + (t0 + u) * a.xs;
+#pragma unroll
+            for (int i = 0; i < kNV; ++i) in[u][i] = on[i] && t0 + u < te ? xr[ch[i]] : 0.f;
+        }
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) {
+            const int64_t t = t0 + u;
+            if (t >= te) break;
+            if (t >= seq_end) {
+                const int s = find_seq(a.plan.q_start, a.plan.n_seqs, t);
+                ok = s >= 0 && seq_range(a.plan, s, a.T, a.n_slots, &r);
+                seq_end = ok ? r.t0 + r.n : t + 1;
+                if (ok) {
+                    const float* st = r.slot >= 0 ? a.conv_state + r.slot * a.slot_stride : nullptr;
+                    const int64_t p = t - r.t0;
+#pragma unroll
+                    for (int i = 0; i < kNV; ++i)
+#pragma unroll
+                        for (int m = 0; m < K - 1; ++m)
+                            win[i][m] = on[i] ? conv_input(a.x, a.xs, st, a.C, K, r.t0, p - (K - 1) + m, ch[i]) : 0.f;
+                }
+            }
+            float v[kNV];
             if (ok) {
-                const float* st = r.slot >= 0 ? a.conv_state + r.slot * a.slot_stride : nullptr;
-                const int64_t p = t - r.t0;
 #pragma unroll
-                for (int i = 0; i < kNV; ++i)
+                for (int i = 0; i < kNV; ++i) {
+                    const float4 w4 = wk[i][lane];
+                    const float w[4] = {w4.x, w4.y, w4.z, w4.w};
+                    float acc = 0.f;
 #pragma unroll
-                    for (int m = 0; m < K - 1; ++m)
-                        win[i][m] = on[i] ? conv_input(a.x, a.xs, st, a.C, K, r.t0, p - (K - 1) + m, ch[i]) : 0.f;
+                    for (int m = 0; m < K - 1; ++m) acc += w[m] * win[i][m];
+                    acc += w[K - 1] * in[u][i];
+                    v[i] = on[i] ? acc / (1.f + expf(-acc)) : 0.f;
+#pragma unroll
+                    for (int m = 0; m + 1 < K - 1; ++m) win[i][m] = win[i][m + 1];
+                    win[i][K - 2] = in[u][i];
+                }
+            } else {
+#pragma unroll
+                for (int i = 0; i < kNV; ++i) v[i] = on[i] ? quiet_nan() : 0.f;
             }
-        }
-        float v[kNV];
-        if (ok) {
+            if (NORM && normed) {  // ref::l2_norm's warp kernel on the row in registers
+                float ss = 0.f;
 #pragma unroll
-            for (int i = 0; i < kNV; ++i) {
-                float acc = 0.f;
+                for (int i = 0; i < kNV; ++i) ss += v[i] * v[i];
+                for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+                const float inv = float(1.0 / sqrt(double(ss) + double(a.norm.eps)));
 #pragma unroll
-                for (int m = 0; m < K - 1; ++m) acc += wk[i][m] * win[i][m];
-                acc += wk[i][K - 1] * cur[i];
-                v[i] = on[i] ? acc / (1.f + expf(-acc)) : 0.f;
-#pragma unroll
-                for (int m = 0; m + 1 < K - 1; ++m) win[i][m] = win[i][m + 1];
-                win[i][K - 2] = cur[i];
+                for (int i = 0; i < kNV; ++i) v[i] = v[i] * inv * scale;
             }
-        } else {
+            float* const yr = a.y + t * a.ys;
 #pragma unroll
-            for (int i = 0; i < kNV; ++i) v[i] = on[i] ? quiet_nan() : 0.f;
+            for (int i = 0; i < kNV; ++i)
+                if (on[i]) yr[ch[i]] = v[i];
         }
-        if (NORM && normed) {  // ref::l2_norm's warp kernel on the row in registers
-            float ss = 0.f;
-#pragma unroll
-            for (int i = 0; i < kNV; ++i) ss += v[i] * v[i];
-            for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-            const float inv = float(1.0 / sqrt(double(ss) + double(a.norm.eps)));
-#pragma unroll
-            for (int i = 0; i < kNV; ++i) v[i] = v[i] * inv * scale;
-        }
-        float* const yr = a.y + t * a.ys;
-#pragma unroll
-        for (int i = 0; i < kNV; ++i)
-            if (on[i]) yr[ch[i]] = v[i];
-#pragma unroll
-        for (int i = 0; i < kNV; ++i) cur[i] = nxt[i];
     }
 }
 
