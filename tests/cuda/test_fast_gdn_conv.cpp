@@ -98,7 +98,10 @@ void check(const ConvCase& cc, uint32_t seed) {
         // The test means something: the outputs are neither the padding nor all NaN.
         size_t finite = 0;
         for (int64_t t = 0; t < T; ++t)
-            for (int64_t c = 0; c < C; ++c) finite += std::isfinite(yf[size_t(t * ys + c)]) && yf[size_t(t * ys + c)] != kPad;
+            for (int64_t c = 0; c < C; ++c) {
+                const float v = yf[size_t(t * ys + c)];
+                finite += std::isfinite(v) && v != kPad;
+            }
         EXPECT_GT(finite, size_t(T * C) / 2);
     }
 }
@@ -176,7 +179,8 @@ TEST(FastGdnConv, BackendMatchesTheCpu) {
     std::vector<float> y_cpu(size_t(T * C)), st_cpu = st0;
     make_cpu_backend()->conv1d_silu_qk_norm(
         Tensor(y_cpu.data(), DType::F32, {T, C}), Tensor(const_cast<float*>(x.data()), DType::F32, {T, C}),
-        Tensor(const_cast<float*>(w.data()), DType::F32, {C, K}), Tensor(st_cpu.data(), DType::F32, {n_slots, K - 1, C}),
+        Tensor(const_cast<float*>(w.data()), DType::F32, {C, K}),
+        Tensor(st_cpu.data(), DType::F32, {n_slots, K - 1, C}),
         SeqPlan{int(lengths.size()), q_start.data(), slot.data()}, nk, dk, 1e-6f, q_scale);
 
     auto gpu = make_cuda_backend();

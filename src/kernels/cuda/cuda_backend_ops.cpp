@@ -17,6 +17,7 @@
 #include "kernels/cuda/fast_dense_gemv.h"
 #include "kernels/cuda/fast_embed.h"
 #include "kernels/cuda/fast_gdn.h"
+#include "kernels/cuda/fast_gemm_f32.h"
 #include "kernels/cuda/fast_gemv_plan.h"
 #include "kernels/cuda/fast_gemv_q8.h"
 #include "kernels/cuda/fast_matmul.h"
@@ -57,6 +58,7 @@ using detail::moe_prefill_mma;
 using detail::moe_prefill_plain;
 using detail::moe_prefill_gather;
 using detail::moe_prefill_persist;
+using detail::f32_gemm_tf32x3;
 using detail::moe_prefill_fit;
 using detail::moe_combine_fused;
 using detail::moe_route_ahead;
@@ -79,6 +81,9 @@ void CudaBackend::matmul(const Tensor& y, const Tensor& x, const Tensor& w) {
         fast::dense_gemv_supported(X.rows, X.cols, bf16, X.p, X.ld))
         return fast::dense_gemv(Y.p, Y.ld, X.p, X.ld, X.rows, w.data, bf16, Y.cols, X.cols, stream_.get());
     if (w.dtype == DType::F32) {
+        if (kernels_ == CudaKernels::Fast && f32_gemm_tf32x3() && !reference_op("matmul") &&
+            fast::gemm_f32_tf32x3_fits(X.p, X.ld, w.ptr<float>(), X.rows, Y.cols, X.cols))
+            return fast::gemm_f32_tf32x3(Y.p, Y.ld, X.p, X.ld, w.ptr<float>(), X.rows, Y.cols, X.cols, stream_.get());
         ref::matmul_f32(Y.p, Y.ld, X.p, X.ld, w.ptr<float>(), X.rows, Y.cols, X.cols, cublas_, stream_.get());
     } else if (w.dtype == DType::BF16) {
         // The reference keeps activations f32: the weight is widened to f32 (exact) in scratch and

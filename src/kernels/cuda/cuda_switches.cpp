@@ -179,6 +179,14 @@ bool flash_overlap_by_kv() {
     static const bool kv = env_switch("TESSERA_FLASH_SCHEDULE", "serial", "kv");
     return kv;
 }
+// TESSERA_F32_GEMM: cublas (the default: f32 matrices past the dense GEMV's tokens — the MoE router
+// in a prefill — on cuBLAS's f32 GEMM, SIMT) or tf32x3 (fast::gemm_f32_tf32x3, fast_gemm_f32.cu:
+// the same products on the TF32 tensor cores at f32's accuracy class; session 46, opt-in until
+// measured on the GPU).
+bool f32_gemm_tf32x3() {
+    static const bool on = env_switch("TESSERA_F32_GEMM", "cublas", "tf32x3");
+    return on;
+}
 // TESSERA_SAMPLE_PLAN: candidates (the default: device sampling's top-k / top-p cuts from a candidate
 // set where it holds them, fast_sample.cu, session 43) or row (every cut walks the whole row, as
 // before; the same tokens either way).

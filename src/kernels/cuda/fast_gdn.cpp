@@ -1,6 +1,6 @@
 // Argument checks and dispatch of the fast Gated DeltaNet kernels (fast_gdn.cu: recurrent and the
-// fused decode step; fast_gdn_chunked.cu: the WY form; fast_gdn_conv.cu: the prefill's conv). Only what the host knows is checked; the
-// plan arrays and slots are device memory, checked on the device.
+// fused decode step; fast_gdn_chunked.cu: the WY form; fast_gdn_conv.cu: the prefill's conv). Only
+// what the host knows is checked; the plan arrays and slots are device memory, checked on the device.
 #include "kernels/cuda/fast_gdn.h"
 
 #include <cmath>

@@ -7,6 +7,7 @@
 #include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/fast_gdn.h"
 #include "kernels/cuda/fast_gdn_step.cuh"
+#include "kernels/cuda/fast_mma.cuh"
 
 namespace tessera::cuda::fast::detail::wy {
 
@@ -191,20 +192,8 @@ __device__ inline void load_row(float* dst, const float* src, int n, int n_pad, 
 
 // ---- 3×TF32 warp tiles ----
 
-// x = hi + lo with hi = x's top 10 mantissa bits (tf32, exact) and lo = the rest (|lo| < 2^-10·|x|),
-// passed as f32 bits: the tensor cores read a tf32 operand's top 19 bits, truncating lo to
-// ~2^-21·|x|. Two instructions, no cvt.
-__device__ inline void split(float x, uint32_t& hi, uint32_t& lo) {
-    hi = __float_as_uint(x) & 0xffffe000u;
-    lo = __float_as_uint(x - __uint_as_float(hi));
-}
-__device__ inline void mma_tf32(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
+using dev::mma_tf32;    // fast_mma.cuh: the 3×TF32 primitives
+using dev::tf32_split;
 
 // One tile's 3×TF32 sums kept as four independent chains (the big term hi·hi and the small terms
 // lo·hi + hi·lo, each split over even and odd k-steps), so a warp's mma are not one dependent chain
@@ -241,12 +230,12 @@ __device__ inline void tile_mma(float (&c)[4], int m0, int n0, int K, FA A, FB B
     acc3_start(acc, c);
     auto step = [&](int k0, auto parity) {
         uint32_t ah[4], al[4], bh[2], bl[2];
-        split(A(m0 + gid, k0 + tig), ah[0], al[0]);
-        split(A(m0 + gid + 8, k0 + tig), ah[1], al[1]);
-        split(A(m0 + gid, k0 + tig + 4), ah[2], al[2]);
-        split(A(m0 + gid + 8, k0 + tig + 4), ah[3], al[3]);
-        split(B(k0 + tig, n0 + gid), bh[0], bl[0]);
-        split(B(k0 + tig + 4, n0 + gid), bh[1], bl[1]);
+        tf32_split(A(m0 + gid, k0 + tig), ah[0], al[0]);
+        tf32_split(A(m0 + gid + 8, k0 + tig), ah[1], al[1]);
+        tf32_split(A(m0 + gid, k0 + tig + 4), ah[2], al[2]);
+        tf32_split(A(m0 + gid + 8, k0 + tig + 4), ah[3], al[3]);
+        tf32_split(B(k0 + tig, n0 + gid), bh[0], bl[0]);
+        tf32_split(B(k0 + tig + 4, n0 + gid), bh[1], bl[1]);
         acc3_step<decltype(parity)::value>(acc, ah, al, bh, bl);
     };
     int k0 = 0;
@@ -283,16 +272,16 @@ __device__ inline void tile_mma_grid(float (&c)[MA][NB][4], const int (&m0)[MA],
         uint32_t bh[NB][2], bl[NB][2];
 #pragma unroll
         for (int j = 0; j < NB; ++j) {
-            split(B(k0 + tig, n0[j] + gid), bh[j][0], bl[j][0]);
-            split(B(k0 + tig + 4, n0[j] + gid), bh[j][1], bl[j][1]);
+            tf32_split(B(k0 + tig, n0[j] + gid), bh[j][0], bl[j][0]);
+            tf32_split(B(k0 + tig + 4, n0[j] + gid), bh[j][1], bl[j][1]);
         }
 #pragma unroll
         for (int i = 0; i < MA; ++i) {
             uint32_t ah[4], al[4];
-            split(A(i, m0[i] + gid, k0 + tig), ah[0], al[0]);
-            split(A(i, m0[i] + gid + 8, k0 + tig), ah[1], al[1]);
-            split(A(i, m0[i] + gid, k0 + tig + 4), ah[2], al[2]);
-            split(A(i, m0[i] + gid + 8, k0 + tig + 4), ah[3], al[3]);
+            tf32_split(A(i, m0[i] + gid, k0 + tig), ah[0], al[0]);
+            tf32_split(A(i, m0[i] + gid + 8, k0 + tig), ah[1], al[1]);
+            tf32_split(A(i, m0[i] + gid, k0 + tig + 4), ah[2], al[2]);
+            tf32_split(A(i, m0[i] + gid + 8, k0 + tig + 4), ah[3], al[3]);
 #pragma unroll
             for (int j = 0; j < NB; ++j) acc3_step<decltype(parity)::value>(acc[i][j], ah, al, bh[j], bl[j]);
         }

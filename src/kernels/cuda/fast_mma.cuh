@@ -1,6 +1,6 @@
 // Device primitives of the kernel pack's tensor-core kernels (the dense GEMM and decode GEMV, the
 // MoE tiles, the attention kernels): cp.async copies, ldmatrix, mma.sync m16n8k16 bf16 / f16 →
-// f32, bf16x2 arithmetic, and the exact Int4 decode into bf16 pairs. Header-only, device code only.
+// f32 and m16n8k8 tf32 (3×TF32), bf16x2 arithmetic, and the exact Int4 decode into bf16 pairs. Header-only, device code only.
 #pragma once
 #include <cuda_fp16.h>
 
@@ -45,6 +45,23 @@ __device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], u
         "{%0, %1, %2, %3};"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// ---- 3×TF32: f32 products on the TF32 tensor cores at f32's accuracy class ----
+// x = hi + lo with hi = x's top 10 mantissa bits (tf32, exact) and lo = the rest (|lo| < 2^-10·|x|),
+// passed as f32 bits: the tensor cores read a tf32 operand's top 19 bits, truncating lo to
+// ~2^-21·|x|. Two instructions, no cvt. a·b ≈ lo_a·hi_b + hi_a·lo_b + hi_a·hi_b (lo·lo dropped).
+__device__ __forceinline__ void tf32_split(float x, uint32_t& hi, uint32_t& lo) {
+    hi = __float_as_uint(x) & 0xffffe000u;
+    lo = __float_as_uint(x - __uint_as_float(hi));
+}
+// c[16×8] += a[16×8] · b[8×8], tf32 operands (f32 bits), f32 accumulators.
+__device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
 // Four 8×8 b16 matrices from shared memory: lanes 8i … 8i + 7 give the row addresses of matrix i.
