@@ -1,6 +1,7 @@
 // Device-side lookups into the per-step plans (AttnPlan / SeqPlan arrays in device memory), shared
-// by the reference kernels: which sequence a token belongs to, found on the device so a launch
-// never waits for the host to read the plan.
+// by the reference kernels and the fast ones that walk the same plans (attention, the GDN conv):
+// which sequence a token belongs to, found on the device so a launch never waits for the host to
+// read the plan.
 #pragma once
 #include <cstdint>
 
