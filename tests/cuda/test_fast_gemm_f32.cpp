@@ -94,7 +94,7 @@ TEST(FastGemmF32, EdgesAndErrors) {
     fast::gemm_f32_tf32x3(dy.as<float>(), 4, dx.as<float>(), 4, dw.as<float>(), 3, 4, 0, stream);  // K = 0
     stream.synchronize();
     EXPECT_EQ(to_host<float>(dy), std::vector<float>(12, 0.f));
-    EXPECT_NO_THROW(fast::gemm_f32_tf32x3(nullptr, 4, nullptr, 4, nullptr, 0, 4, 8, stream));  // T = 0
+    EXPECT_NO_THROW(fast::gemm_f32_tf32x3(nullptr, 4, nullptr, 8, nullptr, 0, 4, 8, stream));  // T = 0
     EXPECT_FALSE(fast::gemm_f32_tf32x3_fits(dx.as<float>(), 8, dw.as<float>(), 2, 2, 6));      // K % 4
     EXPECT_FALSE(fast::gemm_f32_tf32x3_fits(dx.as<float>() + 1, 8, dw.as<float>(), 2, 2, 8));  // alignment
     EXPECT_FALSE(fast::gemm_f32_tf32x3_fits(dx.as<float>(), 6, dw.as<float>(), 2, 2, 4));      // ldx % 4
