@@ -112,8 +112,7 @@ void Backend::conv1d_silu(const Tensor&, const Tensor&, const Tensor&, const Ten
 }
 void Backend::conv1d_silu_qk_norm(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& conv_state,
                                   const SeqPlan& plan, int64_t n_qk, int64_t dim, float eps, float q_scale) {
-    TS_CHECK(y.ndim == 2 && y.dtype == DType::F32 && n_qk >= 1 && dim >= 1 && 2 * n_qk * dim <= y.dim(1),
-             "conv1d_silu_qk_norm: {} heads of {} (q and k) in y {}", n_qk, dim, y.describe());
+    check_conv1d_silu_qk_norm(y, n_qk, dim);
     conv1d_silu(y, x, w, conv_state, plan);
     // y's columns [part·n_qk·dim, (part + 1)·n_qk·dim) as [T, n_qk, dim]
     auto heads = [&](int64_t part) {
@@ -126,6 +125,10 @@ void Backend::conv1d_silu_qk_norm(const Tensor& y, const Tensor& x, const Tensor
     };
     l2_norm(heads(0), eps, q_scale);
     l2_norm(heads(1), eps, 1.0f);
+}
+void check_conv1d_silu_qk_norm(const Tensor& y, int64_t n_qk, int64_t dim) {
+    TS_CHECK(y.ndim == 2 && y.dtype == DType::F32 && n_qk >= 1 && dim >= 1 && 2 * n_qk * dim <= y.dim(1),
+             "conv1d_silu_qk_norm: {} heads of {} (q and k) in y {}", n_qk, dim, y.describe());
 }
 void Backend::gdn_gates(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
     unsupported(*this, "gdn_gates");

@@ -292,6 +292,10 @@ public:
                              const float* weights, int k);
 };
 
+// Backend::conv1d_silu_qk_norm's arguments: y a 2-D f32 [T, C] holding 2·n_qk heads of dim (n_qk,
+// dim >= 1) in front; throws Error otherwise. Its default and the backends that fuse it check alike.
+void check_conv1d_silu_qk_norm(const Tensor& y, int64_t n_qk, int64_t dim);
+
 // The CPU backend (multi-threaded over ThreadPool::global()).
 std::unique_ptr<Backend> make_cpu_backend();
 

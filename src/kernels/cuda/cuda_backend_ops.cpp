@@ -372,8 +372,7 @@ void CudaBackend::conv1d_silu_qk_norm(const Tensor& y, const Tensor& x, const Te
     const fast::ConvNorm norm{2 * n_qk, dim, n_qk, eps, q_scale};
     if (!fast_gdn() || reference_op("conv1d_silu") || w.ndim != 2 || !fast::conv1d_silu_fits(w.dim(1), norm))
         return Backend::conv1d_silu_qk_norm(y, x, w, conv_state, plan, n_qk, dim, eps, q_scale);
-    TS_CHECK(n_qk >= 1 && dim >= 1 && y.ndim == 2 && 2 * n_qk * dim <= y.dim(1),
-             "cuda conv1d_silu_qk_norm: {} heads of {} (q and k) in y {}", n_qk, dim, y.describe());
+    check_conv1d_silu_qk_norm(y, n_qk, dim);
     conv1d_silu_norm(y, x, w, conv_state, plan, norm);
 }
 

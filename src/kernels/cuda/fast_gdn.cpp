@@ -108,7 +108,7 @@ void conv1d_silu(float* y, int64_t ys, const float* x, int64_t xs, int64_t T, in
              "{}: norm of {} heads of {} ({} scaled by {}, eps {}) over {} channels", op, norm.heads, norm.dim,
              norm.scaled, norm.scale, norm.eps, C);
     if (!ref::check_conv1d_silu(op, y, ys, x, xs, T, C, w, K, conv_state, slot_stride, n_slots, plan)) return;
-    const int64_t groups = norm.heads + (C - norm.heads * norm.dim + 127) / 128;  // a warp each
+    const int64_t groups = conv1d_silu_groups(C, norm);  // a warp each
     TS_CHECK((groups + kConvWarps - 1) / kConvWarps <= 65535, "{}: {} channel groups (heads of {}) exceed the launch",
              op, groups, norm.dim);
     TS_CUDA_CHECK(detail::launch_conv1d_silu(y, ys, x, xs, T, C, w, K, conv_state, slot_stride, n_slots, plan, norm,

@@ -302,7 +302,12 @@ struct ConvNorm {
     int64_t heads = 0, dim = 0, scaled = 0;
     float eps = 0.f, scale = 1.f;
 };
-inline constexpr int kConvWarps = 4;  // conv1d_silu's channel groups a block (a warp each)
+inline constexpr int kConvWarps = 4;     // conv1d_silu's channel groups a block (a warp each)
+inline constexpr int kConvGroup = 128;   // channels of an un-normalised group (4 a lane)
+// conv1d_silu's channel groups over C channels: the normalised heads, then groups of kConvGroup.
+constexpr int64_t conv1d_silu_groups(int64_t C, const ConvNorm& norm) {
+    return norm.heads + (C - norm.heads * norm.dim + kConvGroup - 1) / kConvGroup;
+}
 // Whether conv1d_silu takes conv kernels of K taps and this norm: K in [2, 4], dim in [1, 128]
 // where heads > 0 (the rest: ref::conv1d_silu, then ref::l2_norm per part).
 bool conv1d_silu_fits(int64_t K, const ConvNorm& norm);

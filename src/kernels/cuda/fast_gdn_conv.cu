@@ -33,7 +33,7 @@ using ref::SeqRange;
 constexpr int kWarps = kConvWarps;  // channel groups a block (fast_gdn.h)
 constexpr int kRun = 32;            // tokens a warp walks
 constexpr int kBatch = 4;           // tokens whose inputs a warp requests at once
-constexpr int kGroup = 128;         // channels of an un-normalised group: 4 a lane
+constexpr int kGroup = kConvGroup;  // channels of an un-normalised group: 4 a lane (fast_gdn.h)
 constexpr int kNV = kGroup / 32;    // channels a lane
 static_assert(kNV == 4, "a lane's channels as ref::l2_norm's warp kernel holds them (D <= 128)");
 
@@ -47,7 +47,7 @@ struct ConvArgs {
     int64_t slot_stride, n_slots;
     SeqPlan plan;
     ConvNorm norm;
-    int64_t n_groups;  // norm.heads + ⌈(C − heads·dim) / 128⌉
+    int64_t n_groups;  // conv1d_silu_groups(C, norm)
 };
 
 template <int K, bool NORM>
@@ -165,9 +165,8 @@ cudaError_t launch_k(const ConvArgs& a, cudaStream_t stream) {
 cudaError_t launch_conv1d_silu(float* y, int64_t ys, const float* x, int64_t xs, int64_t T, int64_t C, const float* w,
                                int64_t K, const float* conv_state, int64_t slot_stride, int64_t n_slots,
                                const SeqPlan& plan, const ConvNorm& norm, cudaStream_t stream) {
-    const int64_t rest = C - norm.heads * norm.dim;
-    const ConvArgs a{y, ys, x, xs, T, C, w, conv_state, slot_stride, n_slots, plan, norm,
-                     norm.heads + (rest + kGroup - 1) / kGroup};
+    const int64_t groups = conv1d_silu_groups(C, norm);
+    const ConvArgs a{y, ys, x, xs, T, C, w, conv_state, slot_stride, n_slots, plan, norm, groups};
     switch (K) {
         case 2: return launch_k<2>(a, stream);
         case 3: return launch_k<3>(a, stream);
