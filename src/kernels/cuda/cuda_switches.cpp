@@ -181,8 +181,8 @@ bool flash_overlap_by_kv() {
 }
 // TESSERA_F32_GEMM: cublas (the default: f32 matrices past the dense GEMV's tokens — the MoE router
 // in a prefill — on cuBLAS's f32 GEMM, SIMT) or tf32x3 (fast::gemm_f32_tf32x3, fast_gemm_f32.cu:
-// the same products on the TF32 tensor cores at f32's accuracy class; session 46, opt-in until
-// measured on the GPU).
+// the same products on the TF32 tensor cores at f32's accuracy class; session 46; opt-in: measured
+// in session 47 on the H100, level with cuBLAS end to end — 63.2 against 69.9 µs a 2,048-token chunk).
 bool f32_gemm_tf32x3() {
     static const bool on = env_switch("TESSERA_F32_GEMM", "cublas", "tf32x3");
     return on;

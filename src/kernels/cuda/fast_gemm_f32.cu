@@ -1,12 +1,31 @@
 // fast::gemm_f32_tf32x3 (fast_gemm_f32.h): y = x · wᵀ, f32 operands, 3×TF32 on mma.sync m16n8k8.
 //
-// A block computes a 64 (tokens) × 32 (rows of w) tile of y: its 4 warps a 32 × 16 quarter each
-// (two m-tiles × two n-tiles of m16n8). k-steps of 32 columns come through a 3-stage ring of
-// shared-memory tiles filled by cp.async (16 bytes a copy; chunks past T, N or K zero-filled), rows
-// padded to 36 floats so that a fragment's 32 lanes read 32 banks. A warp splits each operand it
-// reads into its TF32 hi and lo halves (two instructions) and issues, per m16n8 tile and k8, the
-// small products (lo·hi, hi·lo) into one accumulator and hi·hi into another — summed once at the end
-// (the same order every call: the same bits).
+// A block computes a BM (tokens) × BN (rows of w) tile of y, its warps a WM × WN part each (MT × NT
+// m16n8 tiles). k-steps of 32 columns come through a ring of STAGES shared-memory tiles filled by
+// cp.async (16 bytes a copy; chunks past T, N or K zero-filled), rows padded to 36 floats so that
+// the 8 rows an ldmatrix reads fall on 32 different banks. The fragments arrive by ldmatrix (an
+// m16n8k8 TF32 fragment is an 8 × 4-float block's words: one x4 gives A's four registers, or two
+// n-tiles' B), each operand is split into its TF32 hi and lo halves (two instructions), and each
+// tile takes lo·hi and hi·lo into one f32 accumulator and hi·hi into another (two chains of
+// dependent products, not three in one), summed at the end — the same order every call: the same
+// bits.
+//
+// Configurations (launch_gemm_f32_tf32x3_config; the launch takes kGemmF32Default): 0 tiles of 64 ×
+// 32, warps of 32 × 16; 1 tiles of 64 × 64, warps of 32 × 32. H100 (session 47, gemm_f32_check.cu),
+// the router's 257 × 2,048 at 512 / 2,048 / 8,192 tokens, µs: config 0 31.4 / 63.2 / 187.2, config 1
+// 50.4 / 75.4 / 177.4, cublasSgemm 27.6 / 69.9 / 233.1 (session 46's first form, one ldmatrix-free
+// k-step loop: 34.3 / 69.3 / 212.3). Tried and dropped there: warps of 64 × 32 (73.8 / 84.4 / 238.5,
+// two warps a block), of 32 × 32 four warps along m (48.5 / 75.7 / 191.2) or two (40.4 / 70.2 /
+// 204.2), of 16 × 32 (36.3 / 67.8 / 219.0); the three products in one accumulator, and the copies in
+// a loop over both operands with a branch a chunk (77.0 / 86.5 / 231.4 at config 0: the chain of
+// three dependent products a tile, and ~300 instructions of copy issue a k-step).
+//
+// What would pay (not written): the warpgroup MMA's TF32 (wgmma m64nNk8, both operands K-major as
+// x [T, K] and w [N, K] lie; a k-step of 32 floats is one 128-byte swizzle row, as a bf16 k-step of
+// 64) at ~2–3× mma.sync's rate. If the tensor cores read a TF32 operand from f32 bits ignoring the
+// low 13 (to be checked: this file truncates hi explicitly), x and w serve as their own hi halves
+// from shared memory, w's lo halves are a second weight array made at load (the router's 2 MB a
+// layer), and only x's lo needs computing a block.
 #include "kernels/cuda/fast_gemm_f32.h"
 #include "kernels/cuda/fast_mma.cuh"
 
@@ -14,88 +33,125 @@ namespace tessera::cuda::fast::detail {
 
 namespace {
 
-constexpr int kBM = 64, kBN = 32, kBK = 32;  // tile of y, k-step
-constexpr int kLd = kBK + 4;                 // floats a shared row: (4·row + col) mod 32 banks
-constexpr int kStages = 3;
-constexpr int kThreads = 128;  // 4 warps: 2 along m (32 tokens each) × 2 along n (16 rows each)
+constexpr int kBK = 32;       // columns a k-step
+constexpr int kLd = kBK + 4;  // floats a shared row: row r at bank 4r, so 8 rows of 4 words cover 32 banks
 
-struct __align__(16) Tiles {
-    float x[kStages][kBM][kLd];
-    float w[kStages][kBN][kLd];
+// Four 8 × 4-float blocks (32-bit words) from shared memory, lanes 8i … 8i + 7 the rows of block i;
+// lane (g, t) receives word t of row g of each. Not volatile: the scheduler may move it.
+__device__ __forceinline__ void ldsm4(uint32_t (&r)[4], uint32_t addr) {
+    asm("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+        : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+        : "r"(addr));
+}
+__device__ __forceinline__ void mma_tf32_nv(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void split(uint32_t x, uint32_t& hi, uint32_t& lo) {
+    dev::tf32_split(__uint_as_float(x), hi, lo);
+}
+
+template <int WM_, int WN_, int WARPS_M_, int WARPS_N_, int STAGES_>
+struct Cfg {
+    static constexpr int WM = WM_, WN = WN_, WARPS_M = WARPS_M_, WARPS_N = WARPS_N_, STAGES = STAGES_;
+    static constexpr int BM = WM * WARPS_M, BN = WN * WARPS_N, kThreads = 32 * WARPS_M * WARPS_N;
+    static constexpr int MT = WM / 16, NT = WN / 8;
+    static constexpr int kSmem = STAGES * (BM + BN) * kLd * 4;
+    static_assert(WM % 16 == 0 && WN % 16 == 0, "whole m16 tiles and pairs of n8 tiles a warp");
 };
-static_assert(sizeof(Tiles) <= 48 * 1024, "static shared memory");
 
-__global__ void __launch_bounds__(kThreads) gemm_f32_tf32x3_kernel(float* __restrict__ y, int64_t ldy,
-                                                                   const float* __restrict__ x, int64_t ldx,
-                                                                   const float* __restrict__ w, int T, int N, int K) {
-    __shared__ Tiles sm;
+template <class C>
+__global__ void __launch_bounds__(C::kThreads) gemm_f32_tf32x3_kernel(float* __restrict__ y, int64_t ldy,
+                                                                      const float* __restrict__ x, int64_t ldx,
+                                                                      const float* __restrict__ w, int T, int N,
+                                                                      int K) {
+    extern __shared__ __align__(16) float smem[];
+    float* const xs = smem;                                // [STAGES][BM][kLd]
+    float* const ws = smem + C::STAGES * C::BM * kLd;      // [STAGES][BN][kLd]
     const int tid = int(threadIdx.x), warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
-    const int m0 = int(blockIdx.x) * kBM, n0 = int(blockIdx.y) * kBN;
-    const int wm = (warp & 1) * 32, wn = (warp >> 1) * 16;
+    const int m0 = int(blockIdx.x) * C::BM, n0 = int(blockIdx.y) * C::BN;
+    const int wm = (warp % C::WARPS_M) * C::WM, wn = (warp / C::WARPS_M) * C::WN;
     const int n_k = (K + kBK - 1) / kBK;
 
-    // k-step kt into stage st: x's 64 × 8 chunks of 4 floats (4 a thread), w's 32 × 8 (2 a thread).
+    // k-step kt into stage st: x's BM × 8 chunks of 4 floats, w's BN × 8 — chunk c = tid + j·threads
+    // of each, row c / 8, its four columns 4·(c % 8) on (K % 4 == 0: a chunk is all in or all out).
+    constexpr int kXChunks = C::BM * 8 / C::kThreads, kWChunks = C::BN * 8 / C::kThreads;
+    static_assert(kXChunks * C::kThreads == C::BM * 8 && kWChunks * C::kThreads == C::BN * 8, "whole chunks a thread");
+    const int cc = 4 * (tid & 7), cr = tid >> 3;  // this thread's column and first row
+    constexpr int kRowStep = C::kThreads / 8;
     auto load = [&](int st, int kt) {
-        const int k0 = kt * kBK;
+        const int k = kt * kBK + cc;
+        const bool k_ok = k < K;
+        const float* xp = x + int64_t(m0 + cr) * ldx + k;
+        const uint32_t xd = dev::smem_addr(xs + (st * C::BM + cr) * kLd + cc);
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const int c = tid + i * kThreads, r = c >> 3, k = k0 + (c & 7) * 4;
-            const bool ok = m0 + r < T && k < K;  // K % 4 == 0: a chunk is all in or all out
-            dev::cp_async16(dev::smem_addr(&sm.x[st][r][(c & 7) * 4]), ok ? x + int64_t(m0 + r) * ldx + k : x, ok);
+        for (int j = 0; j < kXChunks; ++j) {
+            const bool ok = k_ok && m0 + cr + j * kRowStep < T;
+            dev::cp_async16(xd + uint32_t(j * kRowStep * kLd * 4), ok ? xp + int64_t(j * kRowStep) * ldx : x, ok);
         }
+        const float* wp = w + int64_t(n0 + cr) * K + k;
+        const uint32_t wd = dev::smem_addr(ws + (st * C::BN + cr) * kLd + cc);
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
-            const int c = tid + i * kThreads, r = c >> 3, k = k0 + (c & 7) * 4;
-            const bool ok = n0 + r < N && k < K;
-            dev::cp_async16(dev::smem_addr(&sm.w[st][r][(c & 7) * 4]), ok ? w + int64_t(n0 + r) * K + k : w, ok);
+        for (int j = 0; j < kWChunks; ++j) {
+            const bool ok = k_ok && n0 + cr + j * kRowStep < N;
+            dev::cp_async16(wd + uint32_t(j * kRowStep * kLd * 4), ok ? wp + int64_t(j * kRowStep) * K : w, ok);
         }
     };
 
-    float big[2][2][4] = {}, small[2][2][4] = {};  // [m-tile][n-tile][m16n8 accumulator]
+    float big[C::MT][C::NT][4] = {}, small[C::MT][C::NT][4] = {};  // hi·hi; lo·hi + hi·lo
 #pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) {
+    for (int s = 0; s < C::STAGES - 1; ++s) {
         if (s < n_k) load(s, s);
         dev::cp_async_commit();
     }
+    // ldmatrix rows of this lane: A (x) blocks (rows 0–7 | 8–15) × (words 0–3 | 4–7) in a0..a3's
+    // order; B (w) blocks (n-tile 0 words 0–3 | 4–7, n-tile 1 …) in b0, b1 of each n-tile.
+    const int a_row = (lane & 7) + 8 * ((lane >> 3) & 1), a_col = 4 * (lane >> 4);
+    const int b_row = (lane & 7) + 8 * (lane >> 4), b_col = 4 * ((lane >> 3) & 1);
     for (int kt = 0; kt < n_k; ++kt) {
-        dev::cp_async_wait<kStages - 2>();  // k-step kt has landed (this thread's copies) …
-        __syncthreads();                    // … everyone's; and k-step kt − 1's stage is free
-        if (kt + kStages - 1 < n_k) load((kt + kStages - 1) % kStages, kt + kStages - 1);
+        dev::cp_async_wait<C::STAGES - 2>();  // k-step kt has landed (this thread's copies) …
+        __syncthreads();                      // … everyone's; and k-step kt − 1's stage is free
+        if (kt + C::STAGES - 1 < n_k) load((kt + C::STAGES - 1) % C::STAGES, kt + C::STAGES - 1);
         dev::cp_async_commit();
-        const int st = kt % kStages;
+        const int st = kt % C::STAGES;
+        const uint32_t xa = dev::smem_addr(xs + (st * C::BM + wm + a_row) * kLd + a_col);
+        const uint32_t wa = dev::smem_addr(ws + (st * C::BN + wn + b_row) * kLd + b_col);
 #pragma unroll
         for (int kk = 0; kk < kBK; kk += 8) {
-            uint32_t ah[2][4], al[2][4], bh[2][2], bl[2][2];
+            uint32_t ah[C::MT][4], al[C::MT][4], bh[C::NT][2], bl[C::NT][2];
 #pragma unroll
-            for (int mt = 0; mt < 2; ++mt) {  // a = A(g, t), A(g + 8, t), A(g, t + 4), A(g + 8, t + 4)
-                const float* r0 = sm.x[st][wm + 16 * mt + gid];
-                const float* r8 = sm.x[st][wm + 16 * mt + gid + 8];
-                dev::tf32_split(r0[kk + tig], ah[mt][0], al[mt][0]);
-                dev::tf32_split(r8[kk + tig], ah[mt][1], al[mt][1]);
-                dev::tf32_split(r0[kk + tig + 4], ah[mt][2], al[mt][2]);
-                dev::tf32_split(r8[kk + tig + 4], ah[mt][3], al[mt][3]);
+            for (int mt = 0; mt < C::MT; ++mt) {
+                uint32_t r[4];
+                ldsm4(r, xa + uint32_t((16 * mt * kLd + kk) * 4));
+#pragma unroll
+                for (int e = 0; e < 4; ++e) split(r[e], ah[mt][e], al[mt][e]);
             }
 #pragma unroll
-            for (int nt = 0; nt < 2; ++nt) {  // b = B(t, g), B(t + 4, g) with B(k, n) = w(n, k)
-                const float* rn = sm.w[st][wn + 8 * nt + gid];
-                dev::tf32_split(rn[kk + tig], bh[nt][0], bl[nt][0]);
-                dev::tf32_split(rn[kk + tig + 4], bh[nt][1], bl[nt][1]);
+            for (int np = 0; np < C::NT / 2; ++np) {
+                uint32_t r[4];
+                ldsm4(r, wa + uint32_t((16 * np * kLd + kk) * 4));
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    split(r[e], bh[2 * np][e], bl[2 * np][e]);
+                    split(r[2 + e], bh[2 * np + 1][e], bl[2 * np + 1][e]);
+                }
             }
 #pragma unroll
-            for (int mt = 0; mt < 2; ++mt)
+            for (int mt = 0; mt < C::MT; ++mt)
 #pragma unroll
-                for (int nt = 0; nt < 2; ++nt) {
-                    dev::mma_tf32(small[mt][nt], al[mt], bh[nt]);
-                    dev::mma_tf32(small[mt][nt], ah[mt], bl[nt]);
-                    dev::mma_tf32(big[mt][nt], ah[mt], bh[nt]);
+                for (int nt = 0; nt < C::NT; ++nt) {
+                    mma_tf32_nv(small[mt][nt], al[mt], bh[nt][0], bh[nt][1]);
+                    mma_tf32_nv(small[mt][nt], ah[mt], bl[nt][0], bl[nt][1]);
+                    mma_tf32_nv(big[mt][nt], ah[mt], bh[nt][0], bh[nt][1]);
                 }
         }
     }
     // c = C(g, 2t), C(g, 2t + 1), C(g + 8, 2t), C(g + 8, 2t + 1) of each m16n8 tile
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+    for (int mt = 0; mt < C::MT; ++mt)
 #pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
+        for (int nt = 0; nt < C::NT; ++nt)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const int r = m0 + wm + 16 * mt + gid + 8 * (e >> 1), c = n0 + wn + 8 * nt + 2 * tig + (e & 1);
@@ -103,13 +159,31 @@ __global__ void __launch_bounds__(kThreads) gemm_f32_tf32x3_kernel(float* __rest
             }
 }
 
+template <class C>
+cudaError_t launch_cfg(float* y, int64_t ldy, const float* x, int64_t ldx, const float* w, int T, int N, int K,
+                       cudaStream_t stream) {
+    static const cudaError_t attr =
+        cudaFuncSetAttribute(gemm_f32_tf32x3_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
+    if (attr != cudaSuccess) return attr;
+    const dim3 grid(unsigned((T + C::BM - 1) / C::BM), unsigned((N + C::BN - 1) / C::BN));
+    gemm_f32_tf32x3_kernel<C><<<grid, C::kThreads, C::kSmem, stream>>>(y, ldy, x, ldx, w, T, N, K);
+    return cudaGetLastError();
+}
+
 }  // namespace
+
+cudaError_t launch_gemm_f32_tf32x3_config(int config, float* y, int64_t ldy, const float* x, int64_t ldx,
+                                          const float* w, int T, int N, int K, cudaStream_t stream) {
+    switch (config) {
+        case 0: return launch_cfg<Cfg<32, 16, 2, 2, 3>>(y, ldy, x, ldx, w, T, N, K, stream);  // 64 × 32
+        case 1: return launch_cfg<Cfg<32, 32, 2, 2, 3>>(y, ldy, x, ldx, w, T, N, K, stream);  // 64 × 64
+        default: return cudaErrorInvalidValue;
+    }
+}
 
 cudaError_t launch_gemm_f32_tf32x3(float* y, int64_t ldy, const float* x, int64_t ldx, const float* w, int T, int N,
                                    int K, cudaStream_t stream) {
-    const dim3 grid(unsigned((T + kBM - 1) / kBM), unsigned((N + kBN - 1) / kBN));
-    gemm_f32_tf32x3_kernel<<<grid, kThreads, 0, stream>>>(y, ldy, x, ldx, w, T, N, K);
-    return cudaGetLastError();
+    return launch_gemm_f32_tf32x3_config(kGemmF32Default, y, ldy, x, ldx, w, T, N, K, stream);
 }
 
 }  // namespace tessera::cuda::fast::detail
