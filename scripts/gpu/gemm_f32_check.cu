@@ -1,12 +1,13 @@
 // gemm_f32_check: a standalone GPU check of fast::gemm_f32_tf32x3 (fast_gemm_f32.cu, the 3×TF32
 // f32 GEMM behind TESSERA_F32_GEMM=tf32x3) that needs no cmake build, fmt or gtest — one nvcc
 // command (cuBLAS for the comparison):
-//   nvcc -Isrc -Iinclude -O3 -DNDEBUG -arch=sm_90a -std=c++20 -o /tmp/gfc scripts/gpu/gemm_f32_check.cu -lcublas && /tmp/gfc
+//   nvcc -Isrc -Iinclude -O3 -DNDEBUG -gencode arch=compute_90a,code=sm_90a -std=c++20 -o /tmp/gfc \
+//       scripts/gpu/gemm_f32_check.cu src/kernels/cuda/tma_map.cpp -lcublas && /tmp/gfc
 // Per case: every element against a double product on the CPU within 4e-6 of Σ|x·w| (a single
-// TF32 pass misses it), and against cuBLAS's f32 GEMM within the same bound — for every tile
-// configuration (detail::kGemmF32Configs). Then µs a call (CUDA events, median of 20 samples of 20
-// back-to-back calls): cublasSgemm and each configuration on the router's shape (257 rows × 2,048)
-// at 512 / 2,048 / 8,192 tokens. Exit status 1 on any failure.
+// TF32 pass misses it), and against cuBLAS's f32 GEMM within the same bound. Then µs a call (CUDA
+// events, median of 20 samples of 20 back-to-back calls): cublasSgemm and the kernel (w's split
+// apart: timed once at 2,048) on the router's shape (257 rows × 2,048) at 16 … 8,192 tokens. Exit
+// status 1 on any failure.
 #include "../../src/kernels/cuda/fast_gemm_f32.cu"
 
 #include <cublas_v2.h>
@@ -43,13 +44,35 @@ static float* upload(const std::vector<float>& v) {
     return p;
 }
 
+// The kernel as fast::gemm_f32_tf32x3 runs it (without its host checks, which need fmt): w's halves
+// (split here once per w: not timed with the product), then the product.
+struct Halves {
+    const float* w = nullptr;
+    float *hi = nullptr, *lo = nullptr;
+    size_t n = 0;
+};
+static Halves halves;
+static void run(float* y, int ldy, const float* x, int ldx, const float* w, int T, int N, int K) {
+    if (halves.w != w || halves.n != size_t(N) * K) {
+        if (halves.hi) {
+            CK(cudaFree(halves.hi));
+            CK(cudaFree(halves.lo));
+        }
+        halves.w = w, halves.n = size_t(N) * K;
+        CK(cudaMalloc(&halves.hi, std::max<size_t>(halves.n, 1) * 4));
+        CK(cudaMalloc(&halves.lo, std::max<size_t>(halves.n, 1) * 4));
+        CK(detail::launch_tf32_split(w, halves.hi, halves.lo, int64_t(halves.n), nullptr));
+    }
+    CK(detail::launch_gemm_f32_tf32x3_tma(y, ldy, x, ldx, halves.hi, halves.lo, T, N, K, nullptr));
+}
+
 // y = x·wᵀ row-major through cuBLAS's column-major f32 GEMM (as ref::matmul_f32).
 static void sgemm(cublasHandle_t h, float* y, int ldy, const float* x, int ldx, const float* w, int T, int N, int K) {
     const float one = 1.f, zero = 0.f;
     CB(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, &one, w, K, x, ldx, &zero, y, ldy));
 }
 
-static void check(cublasHandle_t h, int config, int T, int N, int K, int ldx, uint32_t seed) {
+static void check(cublasHandle_t h, int T, int N, int K, int ldx, uint32_t seed) {
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> u(-2.f, 2.f);
     std::vector<float> x(size_t(T) * ldx), w(size_t(N) * K);
@@ -57,7 +80,7 @@ static void check(cublasHandle_t h, int config, int T, int N, int K, int ldx, ui
     for (auto& v : w) v = u(rng);
     float *dx = upload(x), *dw = upload(w);
     float *dy = upload(std::vector<float>(size_t(T) * N)), *dc = upload(std::vector<float>(size_t(T) * N));
-    CK(detail::launch_gemm_f32_tf32x3_config(config, dy, N, dx, ldx, dw, T, N, K, nullptr));
+    run(dy, N, dx, ldx, dw, T, N, K);
     sgemm(h, dc, N, dx, ldx, dw, T, N, K);
     CK(cudaDeviceSynchronize());
     std::vector<float> y(size_t(T) * N), c(size_t(T) * N);
@@ -79,13 +102,13 @@ static void check(cublasHandle_t h, int config, int T, int N, int K, int ldx, ui
         }
     const bool ok = worst <= 4e-6 && worst_vs <= 4e-6 && !std::isnan(worst);
     failures += !ok;
-    printf("%s config %d T=%d N=%d K=%d ldx=%d: worst |y - exact| %.2e of sum|xw| (cuBLAS f32 %.2e), |y - cuBLAS| "
-           "%.2e\n",
-           ok ? "ok  " : "FAIL", config, T, N, K, ldx, worst, worst_cublas, worst_vs);
+    printf("%s T=%d N=%d K=%d ldx=%d: worst |y - exact| %.2e of sum|xw| (cuBLAS f32 %.2e), |y - cuBLAS| %.2e\n",
+           ok ? "ok  " : "FAIL", T, N, K, ldx, worst, worst_cublas, worst_vs);
     CK(cudaFree(dx));
     CK(cudaFree(dw));
     CK(cudaFree(dy));
     CK(cudaFree(dc));
+    halves.w = nullptr;  // (its address may come back)
 }
 
 template <class F>
@@ -114,31 +137,37 @@ int main() {
     printf("gemm_f32_check on %s\n", p.name);
     cublasHandle_t h;
     CB(cublasCreate(&h));
-    for (int c = 0; c < detail::kGemmF32Configs; ++c) {
-        check(h, c, 9, 257, 2048, 2048, 1);
-        check(h, c, 300, 257, 2048, 2052, 2);
-        check(h, c, 65, 33, 36, 36, 3);
-        check(h, c, 130, 7, 100, 108, 4);
-        check(h, c, 1, 1, 4, 4, 5);
-        check(h, c, 64, 32, 32, 32, 6);
-        check(h, c, 129, 65, 68, 68, 7);
-    }
-    for (int T : {512, 2048, 8192}) {
+    check(h, 9, 257, 2048, 2048, 1);
+    check(h, 300, 257, 2048, 2052, 2);
+    check(h, 65, 33, 36, 36, 3);
+    check(h, 130, 7, 100, 108, 4);
+    check(h, 1, 1, 4, 4, 5);
+    check(h, 64, 72, 32, 32, 6);
+    check(h, 129, 145, 2052, 2052, 7);
+    for (int T : {16, 64, 128, 512, 2048, 8192}) {
         const int N = 257, K = 2048;
         std::vector<float> x(size_t(T) * K, 0.5f), w(size_t(N) * K, 0.25f);
         float *dx = upload(x), *dw = upload(w), *dy = upload(std::vector<float>(size_t(T) * N));
         const double flop = 2.0 * T * N * K;
         const double cub = time_us([&] { sgemm(h, dy, N, dx, K, dw, T, N, K); });
-        printf("| %5d x %d x %d | cublasSgemm %8.2f us (%6.1f TFLOP/s) |", T, N, K, cub, flop / cub / 1e6);
-        for (int c = 0; c < detail::kGemmF32Configs; ++c) {
-            const double ours = time_us(
-                [&] { CK(detail::launch_gemm_f32_tf32x3_config(c, dy, N, dx, K, dw, T, N, K, nullptr)); });
-            printf(" %d: %7.2f us (%5.1f) |", c, ours, flop / ours / 1e6);
+        const double ours = time_us([&] { run(dy, N, dx, K, dw, T, N, K); });
+        printf("| %5d x %d x %d | cublasSgemm %8.2f us (%6.1f TFLOP/s) | tf32x3 %8.2f us (%6.1f TFLOP/s) |", T, N, K,
+               cub, flop / cub / 1e6, ours, flop / ours / 1e6);
+        if (T == 2048) {
+            float *hi, *lo;
+            CK(cudaMalloc(&hi, size_t(N) * K * 4));
+            CK(cudaMalloc(&lo, size_t(N) * K * 4));
+            const double split_us =
+                time_us([&] { CK(detail::launch_tf32_split(dw, hi, lo, int64_t(N) * K, nullptr)); });
+            printf(" w's split %.2f us |", split_us);
+            CK(cudaFree(hi));
+            CK(cudaFree(lo));
         }
         printf("\n");
         CK(cudaFree(dx));
         CK(cudaFree(dw));
         CK(cudaFree(dy));
+        halves.w = nullptr;
     }
     printf("%s\n", failures ? "FAILED" : "all cases ok");
     return failures ? 1 : 0;

@@ -81,9 +81,15 @@ void CudaBackend::matmul(const Tensor& y, const Tensor& x, const Tensor& w) {
         fast::dense_gemv_supported(X.rows, X.cols, bf16, X.p, X.ld))
         return fast::dense_gemv(Y.p, Y.ld, X.p, X.ld, X.rows, w.data, bf16, Y.cols, X.cols, stream_.get());
     if (w.dtype == DType::F32) {
+        // Fast mode, a prefill's worth of tokens: 3×TF32 on the warpgroup MMA (f32's accuracy class),
+        // w's halves in scratch (fast_gemm_f32.h)
         if (kernels_ == CudaKernels::Fast && f32_gemm_tf32x3() && !reference_op("matmul") &&
-            fast::gemm_f32_tf32x3_fits(X.p, X.ld, w.ptr<float>(), X.rows, Y.cols, X.cols))
-            return fast::gemm_f32_tf32x3(Y.p, Y.ld, X.p, X.ld, w.ptr<float>(), X.rows, Y.cols, X.cols, stream_.get());
+            X.rows >= fast::kGemmF32MinTokens &&
+            fast::gemm_f32_tf32x3_fits(X.p, X.ld, w.ptr<float>(), X.rows, Y.cols, X.cols)) {
+            const size_t sb = fast::gemm_f32_tf32x3_scratch(Y.cols, X.cols);
+            return fast::gemm_f32_tf32x3(Y.p, Y.ld, X.p, X.ld, w.ptr<float>(), X.rows, Y.cols, X.cols, scratch(2, sb),
+                                         sb, stream_.get());
+        }
         ref::matmul_f32(Y.p, Y.ld, X.p, X.ld, w.ptr<float>(), X.rows, Y.cols, X.cols, cublas_, stream_.get());
     } else if (w.dtype == DType::BF16) {
         // The reference keeps activations f32: the weight is widened to f32 (exact) in scratch and

@@ -179,13 +179,13 @@ bool flash_overlap_by_kv() {
     static const bool kv = env_switch("TESSERA_FLASH_SCHEDULE", "serial", "kv");
     return kv;
 }
-// TESSERA_F32_GEMM: cublas (the default: f32 matrices past the dense GEMV's tokens — the MoE router
-// in a prefill — on cuBLAS's f32 GEMM, SIMT) or tf32x3 (fast::gemm_f32_tf32x3, fast_gemm_f32.cu:
-// the same products on the TF32 tensor cores at f32's accuracy class; session 46; opt-in: measured
-// in session 47 on the H100, level with cuBLAS end to end — 63.2 against 69.9 µs a 2,048-token chunk).
+// TESSERA_F32_GEMM: tf32x3 (the default: f32 matrices from fast::kGemmF32MinTokens tokens — the
+// MoE router in a prefill — on fast::gemm_f32_tf32x3, fast_gemm_f32.cu: 3×TF32 on the warpgroup MMA,
+// f32's accuracy class; 26.2 against cuBLAS's 71.4 µs a 2,048-token router chunk on the H100,
+// session 47) or cublas (cuBLAS's f32 GEMM, SIMT, everywhere: the reference's, for A/B).
 bool f32_gemm_tf32x3() {
-    static const bool on = env_switch("TESSERA_F32_GEMM", "cublas", "tf32x3");
-    return on;
+    static const bool cublas = env_switch("TESSERA_F32_GEMM", "tf32x3", "cublas");
+    return !cublas;
 }
 // TESSERA_SAMPLE_PLAN: candidates (the default: device sampling's top-k / top-p cuts from a candidate
 // set where it holds them, fast_sample.cu, session 43) or row (every cut walks the whole row, as

@@ -10,12 +10,15 @@
 namespace tessera::cuda::fast {
 
 bool gemm_f32_tf32x3_fits(const float* x, int64_t ldx, const float* w, int64_t T, int64_t N, int64_t K) {
-    return T >= 0 && N >= 0 && K >= 0 && T <= INT_MAX && N <= int64_t(65535) * 32 && K <= INT_MAX && K % 4 == 0 &&
+    // (grid: 64-token tiles along x (2^31 − 1 blocks), 72-row tiles along y (65,535))
+    return T >= 0 && N >= 0 && K >= 0 && T <= INT_MAX && N <= int64_t(65535) * 72 && K <= INT_MAX && K % 4 == 0 &&
            ldx % 4 == 0 && ldx >= K && (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w)) % 16 == 0;
 }
 
+size_t gemm_f32_tf32x3_scratch(int64_t N, int64_t K) { return size_t(2) * size_t(N) * size_t(K) * sizeof(float); }
+
 void gemm_f32_tf32x3(float* y, int64_t ldy, const float* x, int64_t ldx, const float* w, int64_t T, int64_t N,
-                     int64_t K, cudaStream_t stream) {
+                     int64_t K, void* scratch, size_t scratch_bytes, cudaStream_t stream) {
     TS_CHECK(gemm_f32_tf32x3_fits(x, ldx, w, T, N, K) && ldy >= N,
              "gemm_f32_tf32x3: y [{}, {}] (ldy {}) = x [{}, {}] (ldx {}) · w [{}, {}]ᵀ: needs K and ldx "
              "multiples of 4, 16-byte aligned x and w, row strides covering the rows",
@@ -26,7 +29,14 @@ void gemm_f32_tf32x3(float* y, int64_t ldy, const float* x, int64_t ldx, const f
         TS_CUDA_CHECK(cudaMemset2DAsync(y, size_t(ldy) * 4, 0, size_t(N) * 4, size_t(T), stream));
         return;
     }
-    TS_CUDA_CHECK(detail::launch_gemm_f32_tf32x3(y, ldy, x, ldx, w, int(T), int(N), int(K), stream));
+    TS_CHECK(scratch && reinterpret_cast<uintptr_t>(scratch) % 16 == 0 &&
+                 scratch_bytes >= gemm_f32_tf32x3_scratch(N, K),
+             "gemm_f32_tf32x3: scratch of {} bytes at {} for w's halves: needs {}, 16-byte aligned", scratch_bytes,
+             scratch, gemm_f32_tf32x3_scratch(N, K));
+    float* const hi = static_cast<float*>(scratch);
+    float* const lo = hi + N * K;
+    TS_CUDA_CHECK(detail::launch_tf32_split(w, hi, lo, N * K, stream));
+    TS_CUDA_CHECK(detail::launch_gemm_f32_tf32x3_tma(y, ldy, x, ldx, hi, lo, int(T), int(N), int(K), stream));
 }
 
 }  // namespace tessera::cuda::fast

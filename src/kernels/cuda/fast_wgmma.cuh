@@ -1,7 +1,8 @@
 // Hopper warpgroup MMA (wgmma, sm_90a) primitives of the kernel pack: the shared-memory matrix
 // descriptors in the 128-byte swizzle (K-major; N-major for a transposed B), the fences and group
-// waits, wgmma.mma_async m64nNk16 bf16 → f32 with A in registers (N = 16 … 256), and the f16 forms
-// the prefill attention uses (A from shared memory; A in registers with B N-major). Header-only,
+// waits, wgmma.mma_async m64nNk16 bf16 → f32 with A in registers (N = 16 … 256), the f16 forms
+// the prefill attention uses (A from shared memory; A in registers with B N-major), and m64n72k8
+// tf32 with A in registers (the f32 GEMM's 3×TF32 products, fast_gemm_f32.cu). Header-only,
 // device code only; compiled for sm_90a. (The wgmma wrappers are generated text: one
 // operand per accumulator register.)
 //
@@ -393,6 +394,25 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs_f16_at(float (&d)[64], const
 __device__ __forceinline__ uint64_t wgmma_desc_sw128_mn(uint32_t addr, uint32_t lbo) {
     return uint64_t((addr & 0x3ffff) >> 4) | uint64_t((lbo & 0x3ffff) >> 4) << 16 | uint64_t(1024 >> 4) << 32 |
            uint64_t(1) << 62;
+}
+
+// D[64 × 72] += A[64 × 8] (tf32 in registers) · B[8 × 72] (tf32 in shared memory, K-major in the
+// 128-byte swizzle: descriptor b; a k8 step is 32 bytes of a row); d: 36 f32 a thread. A's layout a
+// warp is mma.sync m16n8k8's for tf32: a0 = (g, t), a1 = (g + 8, t), a2 = (g, t + 4), a3 = (g + 8,
+// t + 4). Always accumulates (D zeroed by its owner first).
+__device__ __forceinline__ void wgmma_m64n72k8_tf32_rs(float (&d)[36], const uint32_t (&a)[4], uint64_t b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %41, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n72k8.f32.tf32.tf32 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, "
+        "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35},"
+        " {%36, %37, %38, %39}, %40, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),
+          "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),
+          "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),
+          "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
 }
 
 }  // namespace tessera::cuda::fast::dev
