@@ -133,6 +133,7 @@ TEST(FastGemmF32, BackendMatmulOnF32Weights) {
     REQUIRE_CUDA();
     auto be = make_cuda_backend(0, CudaKernels::Fast);
     uint32_t seed = 40;
+    static_assert(257 * 512 <= fast::kGemmF32MaxWeights);
     for (const auto& [N, K] : {std::pair<int64_t, int64_t>{257, 512}, {33, 2048}, {257, 512}}) {
         std::mt19937 rng(++seed);
         std::uniform_real_distribution<float> u(-1.f, 1.f);

@@ -3,8 +3,8 @@
 // projections — which otherwise take cuBLAS's SIMT f32 GEMM (5 % of an 8K prefill of the flagship:
 // ~70 µs for 2,048 tokens × 257 rows × 2,048 on an H100, session 46; 26 µs here). Raw device
 // pointers, element strides, row-major; queued on `stream`; bad host-side arguments throw Error.
-// CudaBackend takes it for f32 matrices from kGemmF32MinTokens tokens (TESSERA_F32_GEMM=cublas:
-// cuBLAS's everywhere); measured in fast_gemm_f32.cu's header.
+// CudaBackend takes it for f32 matrices of up to kGemmF32MaxWeights from kGemmF32MinTokens tokens
+// (TESSERA_F32_GEMM=cublas: cuBLAS's everywhere); measured in fast_gemm_f32.cu's header.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -17,6 +17,10 @@ namespace tessera::cuda::fast {
 // tile × 72 rows each) leave most SMs idle and each walks all of K: ~24 µs at 16–512 tokens of the
 // router against cuBLAS's 12.8 / 12.4 / 17.6 / 27.6 at 16 / 64 / 128 / 512 (H100, session 47).
 constexpr int64_t kGemmF32MinTokens = 512;
+// The largest w (N·K weights) the backend splits into scratch for it (64 MiB of halves): the
+// router's 257 × 2,048 and the like; an f32 checkpoint's big projections keep cuBLAS rather than
+// twice their bytes of scratch and a split a call.
+constexpr int64_t kGemmF32MaxWeights = int64_t(8) << 20;
 
 // Whether gemm_f32_tf32x3 takes these operands: K and ldx multiples of 4 and x, w 16-byte aligned
 // (its tiles arrive by TMA), every size within the grid's and the tensor maps' ranges.
