@@ -3,7 +3,10 @@
 // against cuBLAS bf16 (GemmEx alone, bf16 x and w) on the same shape. CUDA events on one stream,
 // median of --runs after warm-up; weights are L2-hot after the first call (as in llama.cpp's
 // test-backend-ops). TFLOP/s = 2·T·N·K / time; % of 800 TFLOP/s, the measured bf16 peak (PERF.md).
-//   bench_fast_gemm [--tokens 512,2048] [--runs 20] [--kinds int4,int8] [--filter TEXT] [--configs all|auto] [--rows]
+// --kinds f32: the f32 GEMM fast::gemm_f32_tf32x3 (3×TF32 on the warpgroup MMA, w's split included,
+// and its product alone) against cuBLAS's f32 GEMM on the MoE routers' shapes (experts × hidden);
+// its % is of 3×TF32's ceiling, a third of the TF32 peak (half the bf16 one).
+//   bench_fast_gemm [--tokens 512,2048] [--runs 20] [--kinds int4,int8,f32] [--filter TEXT] [--configs all|auto] [--rows]
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -24,7 +27,9 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/fast_gemm.h"
+#include "kernels/cuda/fast_gemm_f32.h"
 #include "kernels/cuda/fast_matmul.h"
+#include "kernels/cuda/ref_matmul.h"
 #include "kernels/cuda/stream.h"
 #include "matmul_cases.h"
 
@@ -157,6 +162,54 @@ void bench_shape(const Args& a, const bench::MatmulShape& s, const std::string& 
     }
 }
 
+// The f32 GEMM on a router's shape: cuBLAS's f32 GEMM (ref::matmul_f32, the reference path's and
+// TESSERA_F32_GEMM=cublas), gemm_f32_tf32x3 as the backend calls it (w split into scratch each
+// call), and its product alone on w's halves.
+void bench_f32(const Args& a, const char* name, int64_t N, int64_t K, Stream& stream, CublasHandle& blas,
+               Timer& timer) {
+    constexpr double kCeiling = kPeak / 2 / 3;  // TF32 at half bf16's rate, three products
+    Rng rng{0x5851f42d4c957f2dull ^ uint64_t(N * 131 + K)};
+    std::vector<float> w(size_t(N * K));
+    for (auto& v : w) v = rng.uniform(-0.1f, 0.1f);
+    DeviceBuffer dw(w.size() * 4), scratch(fast::gemm_f32_tf32x3_scratch(N, K));
+    dw.upload(w.data(), w.size() * 4);
+    const cudaStream_t st = stream.get();
+    float* const hi = scratch.as<float>();
+    float* const lo = hi + N * K;
+    auto print = [&](int64_t T, const char* what, double sec, double cublas_sec, const std::string& note) {
+        const double flops = 2.0 * double(T) * double(N) * double(K);
+        std::printf("| %-22s | %5lld | %-4s | %-30s | %9.2f | %7.1f | %5.1f%% | %5s | %s\n", name, (long long)T, "f32",
+                    what, sec * 1e6, flops / sec / 1e12, 100.0 * flops / sec / kCeiling,
+                    (std::to_string(int(100.0 * cublas_sec / sec + 0.5)) + "%").c_str(), note.c_str());
+        std::fflush(stdout);
+    };
+    for (int64_t T : a.tokens) {
+        const std::string label = std::string(name) + " f32 T=" + std::to_string(T);
+        if (!a.filter.empty() && label.find(a.filter) == std::string::npos) continue;
+        std::vector<float> x(size_t(T * K));
+        for (auto& v : x) v = rng.uniform(-1.f, 1.f);
+        DeviceBuffer dx(x.size() * 4), dy(size_t(T * N) * 4);
+        dx.upload(x.data(), x.size() * 4);
+        blas.bind(st);
+        const double cublas = timer.median(a.warmup, a.runs, [&] {
+            ref::matmul_f32(dy.as<float>(), N, dx.as<float>(), K, dw.as<float>(), T, N, K, blas, st);
+        });
+        print(T, "cuBLAS f32 GEMM (SIMT)", cublas, cublas,
+              T >= fast::kGemmF32MinTokens ? "" : "the backend's pick at this T");
+        const double full = timer.median(a.warmup, a.runs, [&] {
+            fast::gemm_f32_tf32x3(dy.as<float>(), N, dx.as<float>(), K, dw.as<float>(), T, N, K, scratch.data(),
+                                  scratch.size(), st);
+        });
+        print(T, "gemm_f32_tf32x3 (w split + product)", full, cublas,
+              T >= fast::kGemmF32MinTokens ? "the backend's pick at this T" : "");
+        const double product = timer.median(a.warmup, a.runs, [&] {
+            TS_CUDA_CHECK(fast::detail::launch_gemm_f32_tf32x3_tma(dy.as<float>(), N, dx.as<float>(), K, hi, lo, int(T),
+                                                                   int(N), int(K), st));
+        });
+        print(T, "its product alone", product, cublas, "on w's halves: what a split at load would leave");
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -165,7 +218,7 @@ int main(int argc, char** argv) {
         const char* usage =
             "bench_fast_gemm: fast::gemm_packed (prefill GEMM) per tile configuration vs cuBLAS bf16\n"
             "  --tokens LIST   token counts (default 512,2048)\n"
-            "  --kinds LIST    int4,int8 (default int4)\n"
+            "  --kinds LIST    int4,int8,f32 (default int4; f32: the routers' f32 GEMM)\n"
             "  --runs N        timed calls, median (default 20); --warmup N (default 5)\n"
             "  --filter TEXT   only cases whose label \"<shape> <kind> T=<n>\" contains TEXT\n"
             "  --configs all|auto  time every tile configuration's kernel or only the pick (default all)\n"
@@ -186,7 +239,12 @@ int main(int argc, char** argv) {
         CublasHandle blas(stream.get());
         Timer timer(stream.get());
         for (const std::string& kind : a.kinds) {
-            TS_CHECK(kind == "int4" || kind == "int8", "--kinds: {} is not int4 or int8", kind);
+            TS_CHECK(kind == "int4" || kind == "int8" || kind == "f32", "--kinds: {} is not int4, int8 or f32", kind);
+            if (kind == "f32") {  // the MoE routers: the flagship's 256 experts + its shared-expert gate row, Qwen3-30B's 128
+                bench_f32(a, "router 257x2048", 257, 2048, stream, blas, timer);
+                bench_f32(a, "router 128x2048", 128, 2048, stream, blas, timer);
+                continue;
+            }
             for (const bench::MatmulShape& s : bench::matmul_shapes())
                 if (s.prefill) bench_shape(a, s, kind, stream, blas, timer);
         }
