@@ -179,10 +179,11 @@ bool flash_overlap_by_kv() {
     static const bool kv = env_switch("TESSERA_FLASH_SCHEDULE", "serial", "kv");
     return kv;
 }
-// TESSERA_F32_GEMM: tf32x3 (the default: f32 matrices from fast::kGemmF32MinTokens tokens — the
-// MoE router in a prefill — on fast::gemm_f32_tf32x3, fast_gemm_f32.cu: 3×TF32 on the warpgroup MMA,
-// f32's accuracy class; 26.2 against cuBLAS's 71.4 µs a 2,048-token router chunk on the H100,
-// session 47) or cublas (cuBLAS's f32 GEMM, SIMT, everywhere: the reference's, for A/B).
+// TESSERA_F32_GEMM: tf32x3 (the default: f32 matrices of up to fast::kGemmF32MaxWeights from
+// fast::kGemmF32MinTokens tokens — the MoE router in a prefill — on fast::gemm_f32_tf32x3,
+// fast_gemm_f32.cu: 3×TF32 on the warpgroup MMA, f32's accuracy class; 26.4 against cuBLAS's 70.7 µs
+// a 2,048-token router chunk on the H100, session 47) or cublas (cuBLAS's f32 GEMM, SIMT, everywhere:
+// the reference's, for A/B).
 bool f32_gemm_tf32x3() {
     static const bool cublas = env_switch("TESSERA_F32_GEMM", "tf32x3", "cublas");
     return !cublas;
