@@ -44,17 +44,6 @@ namespace {
 
 constexpr int kBK = 32;  // columns a k-step: a 128-byte row of floats
 
-// Four 8 × 4-float blocks (32-bit words) from shared memory, lanes 8i … 8i + 7 the rows of block i;
-// lane (g, t) receives word t of row g of each. Not volatile: the scheduler may move it.
-__device__ __forceinline__ void ldsm4(uint32_t (&r)[4], uint32_t addr) {
-    asm("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-        : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-        : "r"(addr));
-}
-__device__ __forceinline__ void split(uint32_t x, uint32_t& hi, uint32_t& lo) {
-    dev::tf32_split(__uint_as_float(x), hi, lo);
-}
-
 namespace wgt {
 constexpr int BM = 64, BN = 72, kStages = 6;
 constexpr int kConsumers = 128, kThreads = kConsumers + 32;
@@ -131,9 +120,9 @@ __global__ void __launch_bounds__(wgt::kThreads) gemm_f32_tf32x3_tma_kernel(floa
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             uint32_t v[4];
-            ldsm4(v, xs + wgt::swz(r, 2 * j + half));
+            dev::ldsm_x4(v, xs + wgt::swz(r, 2 * j + half));  // four 8 × 4-float blocks: lane (g, t) word t of row g
 #pragma unroll
-            for (int e = 0; e < 4; ++e) split(v[e], cur[j][0][e], cur[j][1][e]);
+            for (int e = 0; e < 4; ++e) dev::tf32_split(__uint_as_float(v[e]), cur[j][0][e], cur[j][1][e]);
         }
         const uint64_t dh = dev::wgmma_desc_sw128(xs + kXTile);
         const uint64_t dl = dev::wgmma_desc_sw128(xs + kXTile + kWTile);
