@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "harness.h"
-#include "models/layers/views.h"
+#include "core/views.h"
 
 using namespace tessera;
 using namespace tessera::bench;

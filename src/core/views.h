@@ -1,5 +1,6 @@
 // Views into activation buffers without copies: a band of columns of a [T, C] buffer seen as
-// [T, n_heads, D] heads (the q / k / v parts of a fused projection, the gate half of each head).
+// [T, n_heads, D] heads (the q / k / v parts of a fused projection, the gate half of each head) —
+// for the model's layers and the backends' default ops alike.
 #pragma once
 #include "core/status.h"
 #include "core/tensor.h"

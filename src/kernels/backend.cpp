@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/status.h"
+#include "core/views.h"
 
 namespace tessera {
 
@@ -114,17 +115,8 @@ void Backend::conv1d_silu_qk_norm(const Tensor& y, const Tensor& x, const Tensor
                                   const SeqPlan& plan, int64_t n_qk, int64_t dim, float eps, float q_scale) {
     check_conv1d_silu_qk_norm(y, n_qk, dim);
     conv1d_silu(y, x, w, conv_state, plan);
-    // y's columns [part·n_qk·dim, (part + 1)·n_qk·dim) as [T, n_qk, dim]
-    auto heads = [&](int64_t part) {
-        Tensor v = y;
-        v.data = static_cast<float*>(y.data) + part * n_qk * dim;
-        v.ndim = 3;
-        v.shape = {y.shape[0], n_qk, dim, 0};
-        v.stride = {y.stride[0], dim * 4, 4, 0};
-        return v;
-    };
-    l2_norm(heads(0), eps, q_scale);
-    l2_norm(heads(1), eps, 1.0f);
+    l2_norm(head_view(y, 0, n_qk, dim, dim), eps, q_scale);       // q: [T, n_qk, dim]
+    l2_norm(head_view(y, n_qk * dim, n_qk, dim, dim), eps, 1.0f);  // k
 }
 void check_conv1d_silu_qk_norm(const Tensor& y, int64_t n_qk, int64_t dim) {
     TS_CHECK(y.ndim == 2 && y.dtype == DType::F32 && n_qk >= 1 && dim >= 1 && 2 * n_qk * dim <= y.dim(1),

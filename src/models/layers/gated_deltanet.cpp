@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "models/layers/views.h"
+#include "core/views.h"
 #include "runtime/tensor_source.h"
 #include "runtime/weight_store.h"
 

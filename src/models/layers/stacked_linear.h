@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "core/status.h"
+#include "core/views.h"
 #include "kernels/backend.h"
-#include "models/layers/views.h"
 #include "runtime/weight_store.h"
 
 namespace tessera {
