@@ -25,6 +25,7 @@
 #include "kernel_args.h"
 #include "kernels/cuda/cublas_handle.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/fast_gemm.h"
 #include "kernels/cuda/fast_gemm_f32.h"
@@ -171,11 +172,14 @@ void bench_f32(const Args& a, const char* name, int64_t N, int64_t K, Stream& st
     Rng rng{0x5851f42d4c957f2dull ^ uint64_t(N * 131 + K)};
     std::vector<float> w(size_t(N * K));
     for (auto& v : w) v = rng.uniform(-0.1f, 0.1f);
-    DeviceBuffer dw(w.size() * 4), scratch(fast::gemm_f32_tf32x3_scratch(N, K));
+    int64_t most = 0;
+    for (int64_t T : a.tokens) most = std::max<int64_t>(most, int64_t(fast::gemm_f32_tf32x3_scratch(T, N, K)));
+    DeviceBuffer dw(w.size() * 4), scratch{size_t(most)};
     dw.upload(w.data(), w.size() * 4);
     const cudaStream_t st = stream.get();
     float* const hi = scratch.as<float>();
     float* const lo = hi + N * K;
+    const int sms = current_sm_count();
     auto print = [&](int64_t T, const char* what, double sec, double cublas_sec, const std::string& note) {
         const double flops = 2.0 * double(T) * double(N) * double(K);
         std::printf("| %-22s | %5lld | %-4s | %-30s | %9.2f | %7.1f | %5.1f%% | %5s | %s\n", name, (long long)T, "f32",
@@ -202,11 +206,22 @@ void bench_f32(const Args& a, const char* name, int64_t N, int64_t K, Stream& st
         });
         print(T, "gemm_f32_tf32x3 (w split + product)", full, cublas,
               T >= fast::kGemmF32MinTokens ? "the backend's pick at this T" : "");
+        const fast::GemmF32Split split = fast::gemm_f32_split(T, N, K, sms);
         const double product = timer.median(a.warmup, a.runs, [&] {
             TS_CUDA_CHECK(fast::detail::launch_gemm_f32_tf32x3_tma(dy.as<float>(), N, dx.as<float>(), K, hi, lo, int(T),
-                                                                   int(N), int(K), st));
+                                                                   int(N), int(K), split, lo + N * K, st));
         });
-        print(T, "its product alone", product, cublas, "on w's halves: what a split at load would leave");
+        print(T, "its product alone", product, cublas,
+              "on w's halves: what a split at load would leave; K in " + std::to_string(split.splits));
+        if (split.splits > 1) {  // the K split's worth: one split
+            const double whole = timer.median(a.warmup, a.runs, [&] {
+                TS_CUDA_CHECK(fast::detail::launch_gemm_f32_tf32x3_tma(dy.as<float>(), N, dx.as<float>(), K, hi, lo,
+                                                                       int(T), int(N), int(K),
+                                                                       fast::GemmF32Split{1, int((K + 31) / 32)},
+                                                                       nullptr, st));
+            });
+            print(T, "its product, K whole", whole, cublas, "");
+        }
     }
 }
 

@@ -46,13 +46,27 @@ static float* upload(const std::vector<float>& v) {
 
 // The kernel as fast::gemm_f32_tf32x3 runs it (without its host checks, which need fmt): w's halves
 // (split here once per w: not timed with the product), then the product.
+// splits: 0 the pick's (gemm_f32_split), else K in that many parts.
 struct Halves {
     const float* w = nullptr;
-    float *hi = nullptr, *lo = nullptr;
+    float *hi = nullptr, *lo = nullptr, *parts = nullptr;
     size_t n = 0;
 };
 static Halves halves;
-static void run(float* y, int ldy, const float* x, int ldx, const float* w, int T, int N, int K) {
+static int sm_count() {
+    static const int n = [] {
+        cudaDeviceProp p{};
+        CK(cudaGetDeviceProperties(&p, 0));
+        return p.multiProcessorCount;
+    }();
+    return n;
+}
+static GemmF32Split split_of(int T, int N, int K, int splits) {
+    if (splits == 0) return gemm_f32_split(T, N, K, sm_count());
+    const int n_k = (K + 31) / 32, per = (n_k + splits - 1) / splits;
+    return {(n_k + per - 1) / per, per};
+}
+static void run(float* y, int ldy, const float* x, int ldx, const float* w, int T, int N, int K, int splits = 0) {
     if (halves.w != w || halves.n != size_t(N) * K) {
         if (halves.hi) {
             CK(cudaFree(halves.hi));
@@ -63,7 +77,14 @@ static void run(float* y, int ldy, const float* x, int ldx, const float* w, int 
         CK(cudaMalloc(&halves.lo, std::max<size_t>(halves.n, 1) * 4));
         CK(detail::launch_tf32_split(w, halves.hi, halves.lo, int64_t(halves.n), nullptr));
     }
-    CK(detail::launch_gemm_f32_tf32x3_tma(y, ldy, x, ldx, halves.hi, halves.lo, T, N, K, nullptr));
+    static size_t parts_n = 0;
+    const GemmF32Split sp = split_of(T, N, K, splits);
+    if (size_t(sp.splits) * T * N > parts_n) {
+        if (halves.parts) CK(cudaFree(halves.parts));
+        parts_n = size_t(sp.splits) * T * N;
+        CK(cudaMalloc(&halves.parts, parts_n * 4));
+    }
+    CK(detail::launch_gemm_f32_tf32x3_tma(y, ldy, x, ldx, halves.hi, halves.lo, T, N, K, sp, halves.parts, nullptr));
 }
 
 // y = x·wᵀ row-major through cuBLAS's column-major f32 GEMM (as ref::matmul_f32).
@@ -72,7 +93,7 @@ static void sgemm(cublasHandle_t h, float* y, int ldy, const float* x, int ldx, 
     CB(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, &one, w, K, x, ldx, &zero, y, ldy));
 }
 
-static void check(cublasHandle_t h, int T, int N, int K, int ldx, uint32_t seed) {
+static void check(cublasHandle_t h, int T, int N, int K, int ldx, uint32_t seed, int splits) {
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> u(-2.f, 2.f);
     std::vector<float> x(size_t(T) * ldx), w(size_t(N) * K);
@@ -80,7 +101,7 @@ static void check(cublasHandle_t h, int T, int N, int K, int ldx, uint32_t seed)
     for (auto& v : w) v = u(rng);
     float *dx = upload(x), *dw = upload(w);
     float *dy = upload(std::vector<float>(size_t(T) * N)), *dc = upload(std::vector<float>(size_t(T) * N));
-    run(dy, N, dx, ldx, dw, T, N, K);
+    run(dy, N, dx, ldx, dw, T, N, K, splits);
     sgemm(h, dc, N, dx, ldx, dw, T, N, K);
     CK(cudaDeviceSynchronize());
     std::vector<float> y(size_t(T) * N), c(size_t(T) * N);
@@ -102,8 +123,9 @@ static void check(cublasHandle_t h, int T, int N, int K, int ldx, uint32_t seed)
         }
     const bool ok = worst <= 4e-6 && worst_vs <= 4e-6 && !std::isnan(worst);
     failures += !ok;
-    printf("%s T=%d N=%d K=%d ldx=%d: worst |y - exact| %.2e of sum|xw| (cuBLAS f32 %.2e), |y - cuBLAS| %.2e\n",
-           ok ? "ok  " : "FAIL", T, N, K, ldx, worst, worst_cublas, worst_vs);
+    printf("%s T=%d N=%d K=%d ldx=%d splits %d: worst |y - exact| %.2e of sum|xw| (cuBLAS f32 %.2e), |y - cuBLAS| "
+           "%.2e\n",
+           ok ? "ok  " : "FAIL", T, N, K, ldx, split_of(T, N, K, splits).splits, worst, worst_cublas, worst_vs);
     CK(cudaFree(dx));
     CK(cudaFree(dw));
     CK(cudaFree(dy));
@@ -137,22 +159,26 @@ int main() {
     printf("gemm_f32_check on %s\n", p.name);
     cublasHandle_t h;
     CB(cublasCreate(&h));
-    check(h, 9, 257, 2048, 2048, 1);
-    check(h, 300, 257, 2048, 2052, 2);
-    check(h, 65, 33, 36, 36, 3);
-    check(h, 130, 7, 100, 108, 4);
-    check(h, 1, 1, 4, 4, 5);
-    check(h, 64, 72, 32, 32, 6);
-    check(h, 129, 145, 2052, 2052, 7);
-    for (int T : {16, 64, 128, 512, 2048, 8192}) {
+    for (int splits : {0, 1, 3}) {  // the pick's K split, K whole, K in three (a short last part)
+        check(h, 9, 257, 2048, 2048, 1, splits);
+        check(h, 300, 257, 2048, 2052, 2, splits);
+        check(h, 65, 33, 36, 36, 3, splits);
+        check(h, 130, 7, 100, 108, 4, splits);
+        check(h, 1, 1, 4, 4, 5, splits);
+        check(h, 64, 72, 32, 32, 6, splits);
+        check(h, 129, 145, 2052, 2052, 7, splits);
+    }
+    for (int T : {16, 64, 128, 256, 512, 1024, 2048, 8192}) {
         const int N = 257, K = 2048;
         std::vector<float> x(size_t(T) * K, 0.5f), w(size_t(N) * K, 0.25f);
         float *dx = upload(x), *dw = upload(w), *dy = upload(std::vector<float>(size_t(T) * N));
         const double flop = 2.0 * T * N * K;
         const double cub = time_us([&] { sgemm(h, dy, N, dx, K, dw, T, N, K); });
         const double ours = time_us([&] { run(dy, N, dx, K, dw, T, N, K); });
-        printf("| %5d x %d x %d | cublasSgemm %8.2f us (%6.1f TFLOP/s) | tf32x3 %8.2f us (%6.1f TFLOP/s) |", T, N, K,
-               cub, flop / cub / 1e6, ours, flop / ours / 1e6);
+        const double whole = time_us([&] { run(dy, N, dx, K, dw, T, N, K, 1); });
+        printf("| %5d x %d x %d | cublasSgemm %8.2f us (%6.1f TFLOP/s) | tf32x3 %8.2f us (%6.1f TFLOP/s; K in %d) | "
+               "K whole %8.2f us |",
+               T, N, K, cub, flop / cub / 1e6, ours, flop / ours / 1e6, split_of(T, N, K, 0).splits, whole);
         if (T == 2048) {
             float *hi, *lo;
             CK(cudaMalloc(&hi, size_t(N) * K * 4));

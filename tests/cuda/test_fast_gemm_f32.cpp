@@ -4,7 +4,9 @@
 // router's shape (257 rows: one past a tile), a token count of 9 (one past the dense GEMV's), tiles
 // cut in every dimension (T 65 / 130, N 1 / 7 / 33, K 4 / 36 / 100: a partial k-step), padded row
 // strides whose padding must stay untouched, values spanning six decades; the same bits on a second
-// call; K = 0 gives zeros; shapes it cannot take, and scratch short of w's halves, are errors. Then
+// call (few tokens: K split over the blocks, its parts summed in order — the pick's splits at 9 and
+// 300 tokens); K = 0 gives zeros; shapes it cannot take, and scratch short of w's halves, are
+// errors; the split's pick. Then
 // CudaBackend's matmul on an f32 weight (fast mode) on either side of kGemmF32MinTokens against the
 // same double products.
 #include <gtest/gtest.h>
@@ -69,7 +71,7 @@ void check(const Case& c, uint32_t seed) {
     for (auto& v : x) v = value();
     for (auto& v : w) v = value();
     DeviceBuffer dx = to_device(x), dw = to_device(w), dy = to_device(std::vector<float>(size_t(c.T * ldy), kPad));
-    const size_t sb = fast::gemm_f32_tf32x3_scratch(c.N, c.K);
+    const size_t sb = fast::gemm_f32_tf32x3_scratch(c.T, c.N, c.K);
     DeviceBuffer scratch{sb};
     Stream stream;
     ASSERT_TRUE(fast::gemm_f32_tf32x3_fits(dx.as<float>(), ldx, dw.as<float>(), c.T, c.N, c.K));
@@ -116,12 +118,34 @@ TEST(FastGemmF32, EdgesAndErrors) {
     EXPECT_FALSE(fast::gemm_f32_tf32x3_fits(dx.as<float>(), 8, dw.as<float>(), 2, 2, 6));      // K % 4
     EXPECT_FALSE(fast::gemm_f32_tf32x3_fits(dx.as<float>() + 1, 8, dw.as<float>(), 2, 2, 8));  // alignment
     EXPECT_FALSE(fast::gemm_f32_tf32x3_fits(dx.as<float>(), 6, dw.as<float>(), 2, 2, 4));      // ldx % 4
-    EXPECT_EQ(fast::gemm_f32_tf32x3_scratch(257, 2048), size_t(2 * 257 * 2048 * 4));
+    // (2,048 tokens: K whole on any SM count up to 256; 2 × 2 × 8: one k-step, K whole)
+    EXPECT_EQ(fast::gemm_f32_tf32x3_scratch(2048, 257, 2048), size_t(2 * 257 * 2048 * 4));
     EXPECT_THROW(run(dy.as<float>(), 4, 8, 2, 2, 6, 1024), Error);   // K % 4
     EXPECT_THROW(run(dy.as<float>(), 1, 8, 2, 2, 8, 1024), Error);   // ldy < N
     EXPECT_THROW(run(dy.as<float>(), 4, 8, 2, 2, 8, 127), Error);    // scratch short of w's halves (128 bytes)
     EXPECT_NO_THROW(run(dy.as<float>(), 4, 8, 2, 2, 8, 128));
     stream.synchronize();
+}
+
+// The K split's pick: splits while the tiles fit the SMs once, at least 4 k-steps each, at most 16,
+// none empty, together all of K.
+TEST(FastGemmF32, SplitPick) {
+    using fast::GemmF32Split;
+    auto same = [](GemmF32Split a, GemmF32Split b) { return a.splits == b.splits && a.per == b.per; };
+    EXPECT_TRUE(same(fast::gemm_f32_split(9, 257, 2048, 132), {16, 4}));    // 4 tiles
+    EXPECT_TRUE(same(fast::gemm_f32_split(512, 257, 2048, 132), {4, 16}));  // 32 tiles
+    EXPECT_TRUE(same(fast::gemm_f32_split(1024, 257, 2048, 132), {2, 32}));
+    EXPECT_TRUE(same(fast::gemm_f32_split(2048, 257, 2048, 132), {1, 64}));  // 128 tiles: K whole
+    EXPECT_TRUE(same(fast::gemm_f32_split(64, 257, 36, 132), {1, 2}));       // 2 k-steps: no split
+    EXPECT_TRUE(same(fast::gemm_f32_split(300, 257, 2052, 132), {6, 11}));   // 65 k-steps over 6
+    for (int64_t T : {1, 9, 64, 100, 511, 700, 4096})
+        for (int64_t K : {4, 128, 1000, 2048, 2052, 8192}) {
+            const GemmF32Split sp = fast::gemm_f32_split(T, 257, K, 132);
+            const int64_t n_k = (K + 31) / 32;
+            EXPECT_TRUE(sp.splits >= 1 && sp.splits <= fast::kGemmF32MaxSplits && (sp.splits - 1) * sp.per < n_k &&
+                        sp.splits * sp.per >= n_k && (sp.splits == 1 || sp.per >= fast::kGemmF32MinSplitSteps))
+                << "T " << T << " K " << K << ": " << sp.splits << " × " << sp.per;
+        }
 }
 
 // CudaBackend (fast mode) on an f32 matrix — the MoE router's kind — from 9 tokens (past the dense

@@ -58,7 +58,7 @@ using detail::moe_prefill_mma;
 using detail::moe_prefill_plain;
 using detail::moe_prefill_gather;
 using detail::moe_prefill_persist;
-using detail::f32_gemm_tf32x3;
+using detail::f32_gemm_tf32x3_min_tokens;
 using detail::moe_prefill_fit;
 using detail::moe_combine_fused;
 using detail::moe_route_ahead;
@@ -83,10 +83,10 @@ void CudaBackend::matmul(const Tensor& y, const Tensor& x, const Tensor& w) {
     if (w.dtype == DType::F32) {
         // Fast mode, a prefill's worth of tokens: 3×TF32 on the warpgroup MMA (f32's accuracy class),
         // w's halves in scratch (fast_gemm_f32.h)
-        if (kernels_ == CudaKernels::Fast && f32_gemm_tf32x3() && !reference_op("matmul") &&
-            X.rows >= fast::kGemmF32MinTokens && Y.cols * X.cols <= fast::kGemmF32MaxWeights &&
+        if (kernels_ == CudaKernels::Fast && !reference_op("matmul") && X.rows >= f32_gemm_tf32x3_min_tokens() &&
+            Y.cols * X.cols <= fast::kGemmF32MaxWeights &&
             fast::gemm_f32_tf32x3_fits(X.p, X.ld, w.ptr<float>(), X.rows, Y.cols, X.cols)) {
-            const size_t sb = fast::gemm_f32_tf32x3_scratch(Y.cols, X.cols);
+            const size_t sb = fast::gemm_f32_tf32x3_scratch(X.rows, Y.cols, X.cols);
             return fast::gemm_f32_tf32x3(Y.p, Y.ld, X.p, X.ld, w.ptr<float>(), X.rows, Y.cols, X.cols, scratch(2, sb),
                                          sb, stream_.get());
         }

@@ -3,11 +3,13 @@
 #include "kernels/cuda/cuda_switches.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <string>
 #include <string_view>
 
 #include "core/status.h"
+#include "kernels/cuda/fast_gemm_f32.h"
 
 namespace tessera::cuda::detail {
 
@@ -110,7 +112,7 @@ bool moe_decode_fused() { return moe_decode_form() >= 2; }
 bool moe_decode_fused_try() { return moe_decode_form() == 3; }
 // TESSERA_MOE_PREFILL: tma (the default: the MoE's large tiles on the warpgroup MMA, warp-
 // specialised where the experts are stacked tiles, fast_moe_wgmma_tma.cu; tiles of 64 rows taken in
-// turn by resident blocks since session 45, moe_pick), tma-gather (the same tiles with gate+up
+// turn by resident blocks since session 45, of 32 and 48 since session 48, moe_pick), tma-gather (the same tiles with gate+up
 // gathering its rows of x itself by cp.async — session 34, slower: 206.6 against 118.4 µs for
 // gate+up at 512 tokens of llama.cpp's shape), wgmma (the plain wgmma tiles of sessions 13–32,
 // fast_moe_wgmma.cu), mma (the mma.sync tiles of sessions 5–12, fast_moe_mma.cu), tma-persist (the
@@ -180,13 +182,16 @@ bool flash_overlap_by_kv() {
     return kv;
 }
 // TESSERA_F32_GEMM: tf32x3 (the default: f32 matrices of up to fast::kGemmF32MaxWeights from
-// fast::kGemmF32MinTokens tokens — the MoE router in a prefill — on fast::gemm_f32_tf32x3,
+// fast::kGemmF32MinTokens tokens — the MoE router in a prefill or a decode step of 128+ sequences —
+// on fast::gemm_f32_tf32x3,
 // fast_gemm_f32.cu: 3×TF32 on the warpgroup MMA, f32's accuracy class; 26.4 against cuBLAS's 70.7 µs
-// a 2,048-token router chunk on the H100, session 47) or cublas (cuBLAS's f32 GEMM, SIMT, everywhere:
-// the reference's, for A/B).
-bool f32_gemm_tf32x3() {
-    static const bool cublas = env_switch("TESSERA_F32_GEMM", "tf32x3", "cublas");
-    return !cublas;
+// a 2,048-token router chunk on the H100, session 47), tf32x3-all (the same wherever the dense GEMV
+// does not run: below the threshold its K split takes the SMs; session 48's A/B) or cublas (cuBLAS's
+// f32 GEMM, SIMT, everywhere: the reference's, for A/B).
+int64_t f32_gemm_tf32x3_min_tokens() {
+    static const int64_t m = std::array<int64_t, 3>{fast::kGemmF32MinTokens, 1, INT64_MAX}[size_t(
+        env_choice("TESSERA_F32_GEMM", {"tf32x3", "tf32x3-all", "cublas"}))];
+    return m;
 }
 // TESSERA_SAMPLE_PLAN: candidates (the default: device sampling's top-k / top-p cuts from a candidate
 // set where it holds them, fast_sample.cu, session 43) or row (every cut walks the whole row, as

@@ -37,7 +37,9 @@ bool flash_mma();  // TESSERA_FLASH=mma (default wgmma)
 bool flash_cp_async();  // TESSERA_FLASH_LOADS=cp.async (default tma)
 bool flash_overlap_by_kv();  // TESSERA_FLASH_SCHEDULE=kv (default serial)
 bool sample_whole_row();  // TESSERA_SAMPLE_PLAN=row (default candidates)
-bool f32_gemm_tf32x3();  // TESSERA_F32_GEMM: tf32x3 (default) or cublas
+// TESSERA_F32_GEMM: tf32x3 (default: from fast::kGemmF32MinTokens tokens), tf32x3-all (from the
+// dense GEMV's end, for A/B) or cublas (never): the fewest tokens gemm_f32_tf32x3 takes.
+int64_t f32_gemm_tf32x3_min_tokens();
 // TESSERA_GDN_CHUNKED: f16rt (the default), f16x3rt, f16x3wg, f16x3, tf32 (Auto) or f16x3rt2.
 fast::GdnChunkVariant gdn_chunk_variant();
 int gdn_decode_variant_env();  // TESSERA_GDN_DECODE: an int(fast::GdnDecodeVariant), Auto by default

@@ -6,6 +6,7 @@
 
 #include "core/status.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device.h"
 
 namespace tessera::cuda::fast {
 
@@ -15,7 +16,11 @@ bool gemm_f32_tf32x3_fits(const float* x, int64_t ldx, const float* w, int64_t T
            ldx % 4 == 0 && ldx >= K && (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w)) % 16 == 0;
 }
 
-size_t gemm_f32_tf32x3_scratch(int64_t N, int64_t K) { return size_t(2) * size_t(N) * size_t(K) * sizeof(float); }
+size_t gemm_f32_tf32x3_scratch(int64_t T, int64_t N, int64_t K) {
+    const GemmF32Split sp = gemm_f32_split(T, N, K, current_sm_count());
+    return (size_t(2) * size_t(N) * size_t(K) + (sp.splits > 1 ? size_t(sp.splits) * size_t(T) * size_t(N) : 0)) *
+           sizeof(float);
+}
 
 void gemm_f32_tf32x3(float* y, int64_t ldy, const float* x, int64_t ldx, const float* w, int64_t T, int64_t N,
                      int64_t K, void* scratch, size_t scratch_bytes, cudaStream_t stream) {
@@ -29,14 +34,16 @@ void gemm_f32_tf32x3(float* y, int64_t ldy, const float* x, int64_t ldx, const f
         TS_CUDA_CHECK(cudaMemset2DAsync(y, size_t(ldy) * 4, 0, size_t(N) * 4, size_t(T), stream));
         return;
     }
-    TS_CHECK(scratch && reinterpret_cast<uintptr_t>(scratch) % 16 == 0 &&
-                 scratch_bytes >= gemm_f32_tf32x3_scratch(N, K),
-             "gemm_f32_tf32x3: scratch of {} bytes at {} for w's halves: needs {}, 16-byte aligned", scratch_bytes,
-             scratch, gemm_f32_tf32x3_scratch(N, K));
+    const size_t need = gemm_f32_tf32x3_scratch(T, N, K);
+    TS_CHECK(scratch && reinterpret_cast<uintptr_t>(scratch) % 16 == 0 && scratch_bytes >= need,
+             "gemm_f32_tf32x3: scratch of {} bytes at {} for w's halves and the split parts: needs {}, 16-byte "
+             "aligned",
+             scratch_bytes, scratch, need);
     float* const hi = static_cast<float*>(scratch);
     float* const lo = hi + N * K;
     TS_CUDA_CHECK(detail::launch_tf32_split(w, hi, lo, N * K, stream));
-    TS_CUDA_CHECK(detail::launch_gemm_f32_tf32x3_tma(y, ldy, x, ldx, hi, lo, int(T), int(N), int(K), stream));
+    TS_CUDA_CHECK(detail::launch_gemm_f32_tf32x3_tma(y, ldy, x, ldx, hi, lo, int(T), int(N), int(K),
+                                                     gemm_f32_split(T, N, K, current_sm_count()), lo + N * K, stream));
 }
 
 }  // namespace tessera::cuda::fast

@@ -17,8 +17,10 @@
 // Measured (session 47, scripts/gpu/gemm_f32_check.cu, µs a call back to back, the router's 257 ×
 // 2,048): H100 512 / 2,048 / 8,192 tokens 24.9 / 26.4 / 119.4 against cublasSgemm's (SIMT) 27.6 /
 // 70.7 / 241.5 (at 16 / 64 / 128 tokens 23.0 / 24.5 / 24.7 against 12.8 / 12.4 / 17.6: few blocks,
-// each walking all of K — hence kGemmF32MinTokens), and w's split 3.4 at 257 × 2,048 (a call's, in
-// scratch). End to end, the flagship's prefill (H100, 2,048-token chunks) 44,029 against 42,768
+// each walking all of K), and w's split 3.4 at 257 × 2,048 (a call's, in scratch). Session 48: K
+// split over the grid where the tiles leave SMs idle (gemm_f32_split, parts summed in split order):
+// the check's product alone 9.2 / 9.7 / 11.2 / 14.5 µs at 16 / 64 / 128 / 512 tokens against K
+// whole's 23.4 / 24.9 / 25.0 / 24.9 (H100) — hence kGemmF32MinTokens 128. End to end, the flagship's prefill (H100, 2,048-token chunks) 44,029 against 42,768
 // tok/s at 8K (+2.9 %), 37,315 against 36,165 at 32K (+3.2 %). The forms it replaced,
 // same card: mma.sync m16n8k8 in tiles of 64 × 32 (warps of 32 × 16, fragments by ldmatrix, copies
 // by cp.async) 31.5 / 63.4 / 186.6 — 64 × 64 tiles 49.7 / 76.2 / 175.6; session 46's first form
@@ -74,8 +76,12 @@ __global__ void tf32_split_kernel(const float4* __restrict__ w, float4* __restri
     }
 }
 
+// Split z = blockIdx.z of the grid takes k-steps [z·per, (z + 1)·per): with one split it writes y,
+// with several its part of y to parts + z·T·N (rows N apart), summed in split order by
+// split_sum_kernel.
 __global__ void __launch_bounds__(wgt::kThreads) gemm_f32_tf32x3_tma_kernel(float* __restrict__ y, int64_t ldy,
-                                                                           int T, int N, int K,
+                                                                           float* __restrict__ parts, int T, int N,
+                                                                           int K, int per,
                                                                            const __grid_constant__ wgt::Maps maps) {
     using namespace wgt;
     extern __shared__ uint8_t smem_raw[];
@@ -86,7 +92,12 @@ __global__ void __launch_bounds__(wgt::kThreads) gemm_f32_tf32x3_tma_kernel(floa
     uint64_t* const empty = full + kStages;
     const int tid = int(threadIdx.x), warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
     const int m0 = int(blockIdx.x) * BM, n0 = int(blockIdx.y) * BN;
-    const int n_k = (K + kBK - 1) / kBK;
+    const int k_first = int(blockIdx.z) * per;                           // this split's first k-step …
+    const int n_k = min((K + kBK - 1) / kBK, k_first + per) - k_first;  // … and its count (≥ 1: the launch's)
+    if (gridDim.z > 1) {  // this split's part of y
+        y = parts + int64_t(blockIdx.z) * T * N;
+        ldy = N;
+    }
     if (tid == 0) {
         for (int s = 0; s < kStages; ++s) dev::mbar_init(&full[s], 1), dev::mbar_init(&empty[s], kConsumers);
         dev::fence_proxy_async_smem();
@@ -100,9 +111,10 @@ __global__ void __launch_bounds__(wgt::kThreads) gemm_f32_tf32x3_tma_kernel(floa
             dev::mbar_wait(&empty[st], ((kt / kStages) & 1) ^ 1);
             const uint32_t xs = sb + uint32_t(st * kStage);
             dev::mbar_arrive_expect_tx(&full[st], uint32_t(kStage));
-            dev::tma_load_3d(xs, &maps.x, kt * kBK, m0, 0, &full[st]);
-            dev::tma_load_3d(xs + kXTile, &maps.hi, kt * kBK, n0, 0, &full[st]);
-            dev::tma_load_3d(xs + kXTile + kWTile, &maps.lo, kt * kBK, n0, 0, &full[st]);
+            const int k0 = (k_first + kt) * kBK;
+            dev::tma_load_3d(xs, &maps.x, k0, m0, 0, &full[st]);
+            dev::tma_load_3d(xs + kXTile, &maps.hi, k0, n0, 0, &full[st]);
+            dev::tma_load_3d(xs + kXTile + kWTile, &maps.lo, k0, n0, 0, &full[st]);
         }
         return;
     }
@@ -158,6 +170,17 @@ __global__ void __launch_bounds__(wgt::kThreads) gemm_f32_tf32x3_tma_kernel(floa
         }
 }
 
+// y [T, ldy] = Σ_z parts[z] [T, N] in split order, an element a thread.
+__global__ void split_sum_kernel(float* __restrict__ y, int64_t ldy, const float* __restrict__ parts, int T, int N,
+                                 int splits) {
+    const int64_t n_all = int64_t(T) * N;
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n_all; i += int64_t(gridDim.x) * blockDim.x) {
+        float v = parts[i];
+        for (int z = 1; z < splits; ++z) v += parts[int64_t(z) * n_all + i];
+        y[(i / N) * ldy + i % N] = v;
+    }
+}
+
 }  // namespace
 
 cudaError_t launch_tf32_split(const float* w, float* hi, float* lo, int64_t n, cudaStream_t stream) {
@@ -173,7 +196,12 @@ cudaError_t launch_tf32_split(const float* w, float* hi, float* lo, int64_t n, c
 }
 
 cudaError_t launch_gemm_f32_tf32x3_tma(float* y, int64_t ldy, const float* x, int64_t ldx, const float* w_hi,
-                                       const float* w_lo, int T, int N, int K, cudaStream_t stream) {
+                                       const float* w_lo, int T, int N, int K, GemmF32Split split, float* parts,
+                                       cudaStream_t stream) {
+    const int n_k = (K + kBK - 1) / kBK;
+    if (split.splits < 1 || split.per < 1 || (split.splits - 1) * split.per >= n_k || split.splits * split.per < n_k ||
+        (split.splits > 1 && !parts))
+        return cudaErrorInvalidValue;  // (every split holds at least one k-step; together all of them)
     static const cudaError_t attr = cudaFuncSetAttribute(gemm_f32_tf32x3_tma_kernel,
                                                          cudaFuncAttributeMaxDynamicSharedMemorySize, wgt::kSmem);
     if (attr != cudaSuccess) return attr;
@@ -185,8 +213,13 @@ cudaError_t launch_gemm_f32_tf32x3_tma(float* y, int64_t ldy, const float* x, in
     if (!tma_map_3d_sw128(&maps.x, false, x, dx, sx, bx) || !tma_map_3d_sw128(&maps.hi, false, w_hi, dw, sw, bw) ||
         !tma_map_3d_sw128(&maps.lo, false, w_lo, dw, sw, bw))
         return cudaErrorInvalidValue;
-    const dim3 grid(unsigned((T + wgt::BM - 1) / wgt::BM), unsigned((N + wgt::BN - 1) / wgt::BN));
-    gemm_f32_tf32x3_tma_kernel<<<grid, wgt::kThreads, wgt::kSmem, stream>>>(y, ldy, T, N, K, maps);
+    const dim3 grid(unsigned((T + wgt::BM - 1) / wgt::BM), unsigned((N + wgt::BN - 1) / wgt::BN),
+                    unsigned(split.splits));
+    gemm_f32_tf32x3_tma_kernel<<<grid, wgt::kThreads, wgt::kSmem, stream>>>(y, ldy, parts, T, N, K, split.per, maps);
+    if (split.splits == 1) return cudaGetLastError();
+    const int64_t n_all = int64_t(T) * N;
+    const unsigned blocks = unsigned(std::min<int64_t>((n_all + 255) / 256, 4096));
+    split_sum_kernel<<<blocks, 256, 0, stream>>>(y, ldy, parts, T, N, split.splits);
     return cudaGetLastError();
 }
 
