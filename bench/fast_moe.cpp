@@ -275,6 +275,7 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
               wgmma_plan(64, 1), wgmma_plan(128, 1), wgmma_plan(16, 2), wgmma_plan(32, 2), wgmma_plan(64, 2), wgmma_plan(16, 1, 2),
               wgmma_plan(32, 1, 2), wgmma_plan(64, 1, 2), wgmma_plan(16, 1, 2, true), wgmma_plan(32, 1, 2, true), wgmma_plan(64, 1, 0, true),
               wgmma_plan(16, 1, 2, false, 1), wgmma_plan(32, 1, 2, false, 1), wgmma_plan(64, 1, 0, false, 1),
+              wgmma_plan(48, 1), wgmma_plan(48, 1, 0, false, 1),
               wgmma_plan(32, 1, 2, false, 0, true), wgmma_plan(64, 1, 0, false, 0, true),
               mid_plan(0), mid_plan(3), mid_plan(4)}) {
             if (p.grouped == pick.grouped && p.down_by_token == pick.down_by_token && p.tile_rows == pick.tile_rows &&
@@ -454,7 +455,7 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             row(s, T, "  step: mid combine", tcm, 0, "");
         }
         // The v2 large tiles' steps alone (hot routing).
-        for (int tile : {16, 32, 64, 128}) {
+        for (int tile : {16, 32, 48, 64, 128}) {
             const fast::MoeGrouping lg = fast::moe_group(rid, T, s.k, s.E, tile, scratch.data(), st);
             char* at = static_cast<char*>(scratch.data()) + fast::moe_group_scratch_bytes(T, s.k, s.E, tile);
             void* xg = at;
@@ -482,7 +483,7 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             row(s, T, lab[2], tdl, hot_bytes / 3, note);
         }
         // The wgmma large tiles' steps alone (hot routing), plain and warp-specialised (where tiled).
-        for (int tile : {16, 32, 64, 128}) {
+        for (int tile : {16, 32, 48, 64, 128}) {
             const fast::MoeGrouping lg = fast::moe_group(rid, T, s.k, s.E, tile, scratch.data(), st);
             char* at = static_cast<char*>(scratch.data()) + fast::moe_group_scratch_bytes(T, s.k, s.E, tile);
             const int64_t P = T * s.k, H128 = (s.H + 127) / 128 * 128, I128 = (s.I + 127) / 128 * 128;
@@ -499,6 +500,7 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
                 const int persist = tma == 4 || tma == 5 ? 1 : 0;
                 const bool fit = tma >= 6;
                 if ((mt == 2 || cl == 2 || fit) && tile > 64) continue;  // (mt2, clusters, fitted N to 64)
+                if (tile == 48 && (!tma || mt == 2 || cl == 2 || fit)) continue;  // (48: warp-specialised, one m-tile)
                 const std::string form = !tma ? std::string("wgmma")
                                          : "wgmma tma/" + std::to_string(cl) + (mt == 2 ? " mt2" : "") +
                                                (persist ? " persist" : "") + (fit ? " fit" : "");
@@ -529,7 +531,7 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             });
             row(s, T, "  step: x -> bf16 rows [T, H]", tcx, 0, "");
             for (int mt : {1, 2}) {
-                if (mt == 2 && tile > 64) continue;
+                if ((mt == 2 && tile > 64) || tile == 48) continue;  // (48: not gathered)
                 const double tgg = time_of(a, timer, [&](int) {
                     TS_CUDA_CHECK(
                         fast::detail::launch_moe_wgmma_tma_gate_up_gathered(lact, x16, T, s.k, w, lg, tile, mt, st));

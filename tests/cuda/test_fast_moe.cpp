@@ -403,8 +403,9 @@ TEST(FastMoe, PickRegionsAtTheirEdges) {
         {1, 8, 256, true, false, 0, 0},    {2, 8, 256, true, false, 0, 0},    {3, 8, 256, false, true, 16, 0},
         {31, 8, 256, false, true, 16, 0},  {32, 8, 256, false, false, 16, 2}, {16, 8, 128, false, false, 16, 2},
         {15, 8, 128, false, true, 16, 0},  {383, 8, 256, false, false, 16, 2}, {384, 8, 256, false, false, 32, 2},
-        {192, 8, 128, false, false, 32, 2}, {399, 8, 128, false, false, 32, 2}, {400, 8, 128, false, false, 64, 0},
-        {2048, 8, 256, false, false, 64, 0}, {3, 1, 2, false, false, 16, 2},
+        {192, 8, 128, false, false, 32, 2}, {399, 8, 128, false, false, 32, 2}, {400, 8, 128, false, false, 48, 0},
+        {591, 8, 128, false, false, 48, 0}, {592, 8, 128, false, false, 64, 0}, {1152, 8, 256, false, false, 48, 0},
+        {1184, 8, 256, false, false, 64, 0}, {2048, 8, 256, false, false, 64, 0}, {3, 1, 2, false, false, 16, 2},
     };
     for (const Want& w : wants) {
         SCOPED_TRACE("T=" + std::to_string(w.T) + " k=" + std::to_string(w.k) + " E=" + std::to_string(w.E));
@@ -420,7 +421,7 @@ TEST(FastMoe, PickRegionsAtTheirEdges) {
         EXPECT_EQ(p.wgmma_tma, w.v2 ? 0 : 1);
         EXPECT_EQ(p.tile_rows, w.tile);
         EXPECT_EQ(p.wgmma_mt, w.mt);
-        EXPECT_EQ(p.wgmma_persist, !w.v2 && w.tile == 64 ? 1 : 0);
+        EXPECT_EQ(p.wgmma_persist, !w.v2 && w.tile >= 32 ? 1 : 0);  // tiles of 16 one block a tile
         EXPECT_FALSE(p.wgmma_gather);
     }
 }
@@ -642,7 +643,7 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
         bad.wgmma = true;
         EXPECT_THROW(run(bad, y, 64, p, 64, 2, w, 2, p), Error);
     }
-    {  // wgmma_tma: a form of the wgmma tiles of 16, 32, 64 or 128 rows (128 without clusters) only;
+    {  // wgmma_tma: a form of the wgmma tiles of 16, 32, 48, 64 or 128 rows (128 without clusters) only;
        // two m-tiles up to 64 rows, without clusters
         fast::MoePlan bad{true, false, 32, true};
         bad.wgmma_tma = 1;  // without wgmma
@@ -659,6 +660,21 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
         bad.tile_rows = 64;
         bad.wgmma_tma = 2;  // two m-tiles in clusters
         EXPECT_THROW(run(bad, y, 64, p, 64, 2, w, 2, p), Error);
+        // Tiles of 48: warp-specialised, one m-tile, without clusters, the gathered A or a fitted N;
+        // the plain wgmma tiles have no form of 48.
+        fast::MoePlan t48{true, false, 48, true};
+        t48.wgmma = true;
+        EXPECT_THROW(run(t48, y, 64, p, 64, 2, w, 2, p), Error);  // plain
+        t48.wgmma_tma = 2;
+        EXPECT_THROW(run(t48, y, 64, p, 64, 2, w, 2, p), Error);  // clusters
+        t48.wgmma_tma = 1;
+        for (int what = 0; what < 3; ++what) {
+            fast::MoePlan b = t48;
+            if (what == 0) b.wgmma_mt = 2;
+            if (what == 1) b.wgmma_gather = true;
+            if (what == 2) b.wgmma_fit = true;
+            EXPECT_THROW(run(b, y, 64, p, 64, 2, w, 2, p), Error) << "tiles of 48, case " << what;
+        }
         fast::MoePlan mid = fast::moe_mid_plan();
         mid.wgmma_tma = 1;
         EXPECT_THROW(run(mid, y, 64, p, 64, 2, w, 2, p), Error);

@@ -301,7 +301,7 @@ TEST(FastMoe, OutOfRangeIdPoisonsOnlyItsToken) {
 // The warp-specialised wgmma tiles (MoePlan::wgmma_tma) on the model shapes, experts in 16-row
 // tiles as the backend places them: the plain wgmma tiles' bits (which the tests above hold to the
 // CPU) at prefill sizes — llama.cpp's Qwen3-30B 128×768×2048 and the flagship's 256×512×2048, top-8,
-// at 33 and 512 tokens (items of 16, 32, 64 and 128 rows, several an expert at 512), one expert taking
+// at 33 and 512 tokens (items of 16, 32, 48, 64 and 128 rows, several an expert at 512), one expert taking
 // every one of 100 tokens (its rows split into many items), and an expert no token chooses.
 namespace {
 
@@ -393,10 +393,69 @@ TEST(FastMoe, WgmmaTmaTilesGiveThePlainTilesBits) {
                 p.wgmma_fit = false;
                 p.wgmma_tma = p.wgmma_mt = 0;
                 p.wgmma_gather = false;
+                if (rows != 64) continue;
+                // Tiles of 48 rows (warp-specialised only: a block a tile, persistent over the
+                // resident grid and over 5 blocks) against the plain tiles of 64: each of D's
+                // columns is its own dot products over the same k-steps, so items cut at 48 rows
+                // instead of 64 change no bit.
+                for (int persist : {0, 1, 5}) {
+                    fast::MoePlan p48{true, false, 48, true};
+                    p48.wgmma = true;
+                    p48.wgmma_tma = 1;
+                    p48.wgmma_persist = persist;
+                    EXPECT_EQ(differing(run(p48), want), 0u)
+                        << "48 rows, persist " << persist << ": elements differing from the plain tiles of 64";
+                }
             }
         }
         if (HasFailure()) return;
     }
+}
+
+// The pick's tiles of 48 rows (25–36 rows an expert) exist only warp-specialised, one m-tile,
+// neither gathered nor fitted: where the switches or the experts' order rule that form out, the
+// backend's call takes tiles of 64 instead — each of D's columns its own dot products, so every
+// setting gives the plain tiles of 64's bits: row-major experts (no stacked tiles), then tiled
+// ones with the defaults (tiles of 48, persistent), tma = false, gather, fit, wgmma = false (the
+// mma.sync v2 tiles: a different product, its bits only compared with themselves per setting).
+TEST(FastMoe, TilesOf48GiveWayWhereTheirFormCannotRun) {
+    REQUIRE_CUDA();
+    const int E = 16, k = 4;
+    const int64_t T = 128;  // 32 rows an expert: the pick's tiles of 48
+    ASSERT_EQ(fast::moe_pick(T, k, E).tile_rows, 48);
+    Experts ex(E, 256, 128, DType::Q4_0, 730);
+    const Routing r = random_routing(T, E, k, 731);
+    const DeviceBuffer d_x = to_device(normal_floats(size_t(T * ex.H), 732)), d_ids = to_device(r.ids),
+                       d_w = to_device(r.weights);
+    DeviceBuffer d_y(size_t(T * ex.H) * 4), d_scratch(fast::moe_experts_scratch_bytes(T, k, E, ex.H, ex.I));
+    Stream stream;
+    auto call = [&](const fast::MoeSwitches& sw) {
+        TS_CUDA_CHECK(cudaMemsetAsync(d_y.data(), 0xff, d_y.size(), stream));
+        fast::moe_experts_packed(d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T, ex.view(), d_ids.as<int32_t>(),
+                                 d_w.as<float>(), k, d_scratch.data(), stream, sw);
+        stream.synchronize();
+        return to_host<uint32_t>(d_y, size_t(T * ex.H));
+    };
+    fast::MoePlan plain64{true, false, 64, true};
+    plain64.wgmma = true;
+    TS_CUDA_CHECK(cudaMemsetAsync(d_y.data(), 0xff, d_y.size(), stream));
+    fast::moe_experts_packed_plan(plain64, d_y.as<float>(), ex.H, d_x.as<float>(), ex.H, T, ex.view(),
+                                  d_ids.as<int32_t>(), d_w.as<float>(), k, d_scratch.data(), stream);
+    stream.synchronize();
+    const std::vector<uint32_t> want = to_host<uint32_t>(d_y, size_t(T * ex.H));
+    size_t nan = 0;
+    for (uint32_t v : want) nan += std::isnan(std::bit_cast<float>(v));
+    ASSERT_EQ(nan, 0u) << "the plain tiles of 64 left y unwritten";
+    EXPECT_EQ(differing(call({}), want), 0u) << "row-major experts, the defaults";
+    ASSERT_EQ(ex.tile(), 3);
+    ASSERT_TRUE(ex.view().tiling.gate_up && ex.view().tiling.down);
+    EXPECT_EQ(differing(call({}), want), 0u) << "tiled, the defaults (tiles of 48, persistent)";
+    EXPECT_EQ(differing(call({.tma = false}), want), 0u) << "tiled, tma = false";
+    EXPECT_EQ(differing(call({.gather = true}), want), 0u) << "tiled, gather";
+    EXPECT_EQ(differing(call({.persist = -1}), want), 0u) << "tiled, tiles of 48 one block a tile";
+    EXPECT_EQ(differing(call({.persist = -1, .fit = true}), want), 0u) << "tiled, fit";
+    const std::vector<uint32_t> v2 = call({.wgmma = false});
+    EXPECT_EQ(call({.wgmma = false}), v2) << "the v2 tiles of 64: the same bits twice";
 }
 
 // The warp-specialised down tiles summing each token's slots themselves (MoePlan::wgmma_combine:

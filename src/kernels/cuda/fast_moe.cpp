@@ -81,9 +81,14 @@ void check_plan(const MoePlan& p) {
              p.wgmma_tma);
     TS_CHECK(!p.wgmma_tma || (p.wgmma && detail::moe_wgmma_tma_fits(p.tile_rows) &&
                               (p.tile_rows < 128 || p.wgmma_tma == 1)),
-             "moe_experts_packed: wgmma_tma is a form of the wgmma tiles of 16, 32, 64 or 128 rows (128: without "
+             "moe_experts_packed: wgmma_tma is a form of the wgmma tiles of 16, 32, 48, 64 or 128 rows (128: without "
              "clusters, wgmma_tma 1; got {}wgmma, {} rows, wgmma_tma {})",
              p.wgmma ? "" : "no ", p.tile_rows, p.wgmma_tma);
+    TS_CHECK(p.tile_rows != 48 || !p.wgmma ||
+                 (p.wgmma_tma == 1 && p.wgmma_mt < 2 && !p.wgmma_gather && !p.wgmma_fit),
+             "moe_experts_packed: tiles of 48 rows are a form of the warp-specialised tiles alone (wgmma_tma 1, one "
+             "m-tile, neither gathered nor fitted; got wgmma_tma {}, wgmma_mt {}{}{})",
+             p.wgmma_tma, p.wgmma_mt, p.wgmma_gather ? ", wgmma_gather" : "", p.wgmma_fit ? ", wgmma_fit" : "");
     TS_CHECK(p.wgmma_mt >= 0 && p.wgmma_mt <= 2 && (p.wgmma_mt < 2 || (p.wgmma_tma == 1 && p.tile_rows <= 64)),
              "moe_experts_packed: wgmma_mt = {} must be 0, 1 or 2 (2: wgmma_tma 1 and tiles of 16, 32 or 64 rows; "
              "got wgmma_tma {}, {} rows)",
@@ -149,10 +154,10 @@ void check_plan(const MoePlan& p) {
              "moe_experts_packed: the wgmma tiles are large tiles of their own (large_tiles, not v2)");
     if (p.large_tiles) {
         const bool tile_ok = p.tile_rows == 32 || p.tile_rows == 64 || ((p.v2 || p.wgmma) && p.tile_rows == 16) ||
-                             (p.wgmma && p.tile_rows == 128);
+                             (p.wgmma && (p.tile_rows == 128 || (p.tile_rows == 48 && p.wgmma_tma == 1)));
         TS_CHECK(p.grouped && !p.down_by_token && tile_ok,
                  "moe_experts_packed: large tiles need a grouped, by-item plan with tile_rows {} (got {}{} {})",
-                 p.wgmma ? "16, 32, 64 or 128" : p.v2 ? "16, 32 or 64" : "32 or 64", p.grouped ? "grouped" : "per slot",
+                 p.wgmma ? "16, 32, 48 (warp-specialised), 64 or 128" : p.v2 ? "16, 32 or 64" : "32 or 64", p.grouped ? "grouped" : "per slot",
                  p.down_by_token ? ", down by token," : ",", p.tile_rows);
         return;
     }
@@ -353,7 +358,12 @@ MoePlan moe_pick(int64_t T, int k, int E) {
     }
     p.wgmma = true;
     p.wgmma_tma = 1;
-    p.tile_rows = avg < 12 ? 16 : avg <= 24 ? 32 : 64;
+    // Session 48: tiles of 48 rows from 25 to 36 rows an expert (an expert's rows past 48 are then
+    // rare: the items stay one an expert, and wgmma's N a quarter narrower than 64 for ~32 rows) —
+    // bench_fast_moe hot, µs, H100, persistent /64 against /48: llama.cpp's shape T = 512 (32 rows)
+    // 222.9 / 209.3; past it /48 loses (T = 2048, 128 rows: 557.2 / 619.2; the flagship T = 2048,
+    // 64 rows: 484.1 / 544.4).
+    p.tile_rows = avg < 12 ? 16 : avg <= 24 ? 32 : avg <= 36 ? 48 : 64;
     // Session 34: the tiles of 16 and 32 with two m64 tiles a warpgroup (A read by half the
     // feature blocks; the same bits) — bench_fast_moe hot, µs, one m-tile / two: llama.cpp's shape
     // T = 256 /32 175.1 / 166.0; the flagship T = 256 /16 218.0 / 190.0, T = 512 /32 254.9 / 231.8.
@@ -364,7 +374,11 @@ MoePlan moe_pick(int64_t T, int k, int E) {
     // 226.6, T = 2048 707.6 / 575.1; the flagship T = 2048 593.2 / 489.4. At tiles of 16 and 32 the
     // persistent form lost or tied (T = 512 mt2/16 299.3 / 332.5; T = 64 mt2/16 155.3 against
     // persistent mt2/32 158.5), so they stay one block a tile.
-    if (p.tile_rows == 64) p.wgmma_persist = 1;
+    //
+    // Session 48 (H100, with the k-tile's 32-bit descriptor sums): persistent tiles of 48 (above), and
+    // of 32 with two m-tiles — the flagship T = 512 (16 rows) mt2/32 249.2 one block a tile against
+    // 234.2 persistent; tiles of 16 still tie or lose (mt2/16 265.1 against 268.1).
+    if (p.tile_rows >= 32) p.wgmma_persist = 1;
     return p;
 }
 
@@ -572,6 +586,10 @@ void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int6
     plan.wgmma_fit = sw.fit && plan.wgmma_tma == 1 && !plan.wgmma_gather && !plan.wgmma_persist &&
                      plan.tile_rows <= 64;  // (opt-in)
     if (plan.wgmma && !wgmma) plan.wgmma = false, plan.v2 = true;  // the mma.sync tiles of the same rows
+    // Tiles of 48 are the warp-specialised tiles' own (one m-tile, neither gathered nor fitted):
+    // every other form takes tiles of 64 instead.
+    if (plan.tile_rows == 48 && (!plan.wgmma || plan.wgmma_tma != 1 || plan.wgmma_gather || plan.wgmma_fit))
+        plan.tile_rows = 64;
     if (mid && plan.v2 && plan.large_tiles && T * k <= int64_t(kMoeMidRows) * w.E && detail::moe_mid_fits(w.H, w.I))
         plan = moe_mid_plan();  // few rows an expert: each expert's weights once, no padding rows
     if (plan.dp4a_decode && (!dp4a || T * k > 65535 || !detail::moe_decode_dp4a_fits(w.H, w.I, k))) {

@@ -207,7 +207,8 @@ MoeTiling moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, co
 //                    wgmma's A registers (gate and up a warpgroup each), the item's rows as B from
 //                    shared memory; x and act in the wgmma order (rows padded to 128 columns). The
 //                    large tiles' bound.
-//   wgmma_tma:       with wgmma, tile_rows 16, 32, 64 or 128 (128: 1 only) and the experts in stacked tiles
+//   wgmma_tma:       with wgmma, tile_rows 16, 32, 48, 64 or 128 (128: 1 only; 48: 1, one m-tile, neither
+//                    gathered nor fitted — the plain tiles have no form of 48) and the experts in stacked tiles
 //                    (MoeTiling, per kernel): the warp-specialised form
 //                    (fast_moe_wgmma_tma.cu) — a producer warp fills the stages by TMA and bulk
 //                    copies, gate and up rows of a feature in one warp; 1, or 2: clusters of two
@@ -225,7 +226,8 @@ MoeTiling moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, co
 //                    the (item, feature block) tiles in turn, the ring running on from tile to tile
 //                    (a block's start paid once; the next tile's weights stream during the last
 //                    one's epilogue); n > 1 at most n blocks (tests); 0 a block a tile. The same
-//                    bits. moe_pick's for tiles of 64 rows since session 45 (MoeSwitches::persist).
+//                    bits. moe_pick's for tiles of 64 rows since session 45, of 32 and 48 since
+//                    session 48 (MoeSwitches::persist).
 //   wgmma_fit:       with wgmma_tma = 1, tile_rows ≤ 64, not wgmma_gather or wgmma_persist: wgmma's N
 //                    tile_rows / 2 for items of at most that many rows — at 512 tokens of llama.cpp's
 //                    shape (~32 rows an expert, Poisson-spread, in items of 64) ~27 % less tensor
@@ -347,7 +349,7 @@ struct MoeSwitches {
     // TESSERA_MOE_PREFILL=tma-gather, for A/B).
     bool gather = false;
     // That form's tiles taken in turn by a grid of resident blocks (MoePlan::wgmma_persist = 1):
-    // 0 where the pick takes them (tiles of 64 rows, measured faster in session 45), 1 at every tile
+    // 0 where the pick takes them (tiles of 32, 48 and 64 rows: sessions 45, 48), 1 at every tile
     // size (TESSERA_MOE_PREFILL=tma-persist), -1 nowhere (TESSERA_MOE_PREFILL=tma-tiles: one block a
     // tile, the form before), for A/B.
     int persist = 0;
@@ -482,8 +484,9 @@ cudaError_t launch_moe_wgmma_gate_up(void* act, const void* xg, const MoePackedE
 cudaError_t launch_moe_wgmma_down(float* out, const void* act, const MoePackedExperts& w, const MoeGrouping& g,
                                   int tile_rows, cudaStream_t stream);
 // Their warp-specialised form (fast_moe_wgmma_tma.cu; the same operands, P = T·k rows of xg / act,
-// the same bits): tile_rows 16, 32, 64 or 128 (moe_wgmma_tma_fits; 128: cluster 1), the experts' gate and up (down) in
-// stacked tiles (MoeTiling::gate_up / down); cluster 1 or 2 (MoePlan::wgmma_tma).
+// the same bits): tile_rows 16, 32, 48, 64 or 128 (moe_wgmma_tma_fits; 128: cluster 1; 48: cluster
+// 1, one m-tile, neither gathered nor fitted), the experts' gate and up (down) in stacked tiles
+// (MoeTiling::gate_up / down); cluster 1 or 2 (MoePlan::wgmma_tma).
 bool moe_wgmma_tma_fits(int tile_rows);
 // mt: m64 tiles a warpgroup, 1 or 2 (MoePlan::wgmma_mt; 2: tile_rows 16, 32 or 64, cluster 1). Tiles of
 // 128 rows and two m-tiles of 64 run one block an SM (the others two).

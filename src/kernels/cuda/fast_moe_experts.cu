@@ -312,7 +312,7 @@ __global__ void __launch_bounds__(kThreads)
 constexpr int kCombineThreads = 128;  // 512 columns a block
 __global__ void __launch_bounds__(kCombineThreads)
     combine_kernel(float* __restrict__ y, int64_t ldy, const float* __restrict__ out, int64_t H,
-                   const float* __restrict__ weights, int k, const int32_t* __restrict__ row_of_slot) {
+                   const float* __restrict__ weights, int k, const int32_t* __restrict__ row_of_slot, bool vec4) {
     pdl::wait();
     pdl::trigger();
     const int64_t t = blockIdx.x, h = 4 * (int64_t(blockIdx.y) * kCombineThreads + threadIdx.x);
@@ -341,7 +341,8 @@ __global__ void __launch_bounds__(kCombineThreads)
                                    __fadd_rn(sum.w, p.w));
     }
     float* yt = y + t * ldy + h;
-    yt[0] = sum.x, yt[1] = sum.y, yt[2] = sum.z, yt[3] = sum.w;
+    if (vec4) *reinterpret_cast<float4*>(yt) = sum;  // (one 16-byte store where y's rows allow it)
+    else yt[0] = sum.x, yt[1] = sum.y, yt[2] = sum.z, yt[3] = sum.w;
 }
 
 // Lanes per row: 32 when a row has at least 64 chunks (2048 columns), else 8.
@@ -414,8 +415,9 @@ cudaError_t launch_moe_combine(float* y, int64_t ldy, const float* out, int64_t 
     if (H % 4 != 0 || reinterpret_cast<uintptr_t>(out) % 16 != 0 || k < 1 || k > kMoeMaxTopK)
         return cudaErrorInvalidValue;
     const dim3 grid(unsigned(T), blocks_of(H, 4 * kCombineThreads));
+    const bool vec4 = reinterpret_cast<uintptr_t>(y) % 16 == 0 && ldy % 4 == 0;
     return pdl::launch(combine_kernel, grid, dim3(kCombineThreads), 0, stream, y, ldy, out, H, weights, k,
-                       g.row_of_slot);
+                       g.row_of_slot, vec4);
 }
 
 }  // namespace tessera::cuda::fast::detail

@@ -529,6 +529,9 @@ cudaError_t launch_tiles(int tile_rows, int mt, const void* a, int64_t P, int64_
     switch (tile_rows) {
         case 16: return go(MoeTmaTile<16, GATE_UP, 7, CL, 1, GATHER, PERSIST, FIT>{});
         case 32: return go(MoeTmaTile<32, GATE_UP, 6, CL, 1, GATHER, PERSIST, FIT>{});
+        case 48:  // (one block a tile or persistent, not fitted: wgmma has no N = 24 here)
+            if constexpr (CL == 1 && !GATHER && !FIT) return go(MoeTmaTile<48, GATE_UP, 4, 1, 1, false, PERSIST, false>{});
+            return cudaErrorInvalidValue;
         case 64: return go(MoeTmaTile<64, GATE_UP, 4, CL, 1, GATHER, PERSIST, FIT>{});
         default: return cudaErrorInvalidValue;
     }
@@ -559,7 +562,7 @@ cudaError_t launch_rows(int tile_rows, int mt, const void* a, int64_t P, int64_t
 }  // namespace
 
 bool moe_wgmma_tma_fits(int tile_rows) {
-    return tile_rows == 16 || tile_rows == 32 || tile_rows == 64 || tile_rows == 128;
+    return tile_rows == 16 || tile_rows == 32 || tile_rows == 48 || tile_rows == 64 || tile_rows == 128;
 }
 
 cudaError_t launch_moe_wgmma_tma_gate_up(void* act, const void* xg, int64_t P, const MoePackedExperts& w,

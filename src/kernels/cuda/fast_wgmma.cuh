@@ -29,6 +29,13 @@ __device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t addr) {
            | uint64_t(1) << 62;             // 128-byte swizzle
 }
 
+// Descriptor d moved on by `units` 16-byte units: a 32-bit add to its start address (bits 0–13,
+// which a shared-memory address in range never carries out of), the high word as it was — so the
+// compiler moves one word into the uniform registers a wgmma, not a 64-bit sum's two.
+__device__ __forceinline__ uint64_t wgmma_desc_add(uint64_t d, uint32_t units) {
+    return (d & 0xffffffff00000000ull) | uint32_t(uint32_t(d) + units);
+}
+
 // Byte offset of 16-byte chunk c of row r in a tile of `rows` rows of 16-bit elements in the
 // 128-byte swizzle: per 64 columns (8 chunks) a region of rows × 128 bytes, chunk c % 8 of row r at
 // (c % 8) ^ (r % 8) within its row — the K-major layout above, and the N-major one of a row-major
@@ -99,6 +106,22 @@ __device__ __forceinline__ void wgmma_m64n32k16_rs(float (&d)[16], const uint32_
         " {%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+}
+
+// D[64 × 48] (+)= A[64 × 16] (registers) · B[16 × 48] (shared memory, descriptor b); d: 24 f32 a thread
+// (the MoE's tiles of 48 rows).
+__device__ __forceinline__ void wgmma_m64n48k16_rs(float (&d)[24], const uint32_t (&a)[4], uint64_t b,
+                                                  int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %29, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
+        "%22, %23},"
+        " {%24, %25, %26, %27}, %28, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
 }
 
@@ -181,11 +204,12 @@ __device__ __forceinline__ void wgmma_m64n256k16_rs(float (&d)[128], const uint3
 // wgmma_m64n{N}k16_rs by N.
 template <int N>
 __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b, int accumulate) {
-    static_assert(N == 8 || N == 16 || N == 32 || N == 64 || N == 128 || N == 256,
-                  "wgmma_rs: N is 8, 16, 32, 64, 128 or 256");
+    static_assert(N == 8 || N == 16 || N == 32 || N == 48 || N == 64 || N == 128 || N == 256,
+                  "wgmma_rs: N is 8, 16, 32, 48, 64, 128 or 256");
     if constexpr (N == 8) wgmma_m64n8k16_rs(d, a, b, accumulate);
     else if constexpr (N == 16) wgmma_m64n16k16_rs(d, a, b, accumulate);
     else if constexpr (N == 32) wgmma_m64n32k16_rs(d, a, b, accumulate);
+    else if constexpr (N == 48) wgmma_m64n48k16_rs(d, a, b, accumulate);
     else if constexpr (N == 64) wgmma_m64n64k16_rs(d, a, b, accumulate);
     else if constexpr (N == 128) wgmma_m64n128k16_rs(d, a, b, accumulate);
     else wgmma_m64n256k16_rs(d, a, b, accumulate);

@@ -105,7 +105,7 @@ __device__ __forceinline__ void wgmma_int4_ktile(float (&acc)[BN / 2], const uin
         wgmma_fence_operands(acc);
 #pragma unroll
         for (int s = 0; s < 4; ++s)  // k-block `half`, k-step s: 32 bytes into each 128-byte row
-            wgmma_rs<BN>(acc, a[half][s], desc + uint64_t((half * block_bytes + 32 * s) >> 4), 1);
+            wgmma_rs<BN>(acc, a[half][s], wgmma_desc_add(desc, uint32_t((half * block_bytes + 32 * s) >> 4)), 1);
         wgmma_commit();
         wgmma_fence_operands(acc);
         wgmma_wait<1>();  // the group before this one is done: its A registers are free again
@@ -187,11 +187,11 @@ __device__ __forceinline__ void wgmma_int4_ktile_words(float (&acc)[MT][LD], con
             uint32_t a0[4], a1[4];
             wgmma_a_fragments(word_of(q_lo[j], w), word_of(q_hi[j], w), s2[j][0], b2[j][0], s2[j][1], b2[j][1], negc,
                               a0, a1);
-            const uint64_t at = desc + uint64_t(((w >> 1) * block_bytes + 64 * (w & 1)) >> 4);
+            const uint64_t at = wgmma_desc_add(desc, uint32_t(((w >> 1) * block_bytes + 64 * (w & 1)) >> 4));
             wgmma_fence();
             wgmma_fence_operands(d);
             wgmma_rs<BN>(d, a0, at, 1);
-            wgmma_rs<BN>(d, a1, at + 2, 1);  // (the next k-step: 32 bytes on)
+            wgmma_rs<BN>(d, a1, wgmma_desc_add(at, 2), 1);  // (the next k-step: 32 bytes on)
             wgmma_commit();
             wgmma_fence_operands(d);
             wgmma_wait<1>();  // the group before this one is done: its A registers are free again
