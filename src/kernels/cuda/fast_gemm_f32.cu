@@ -20,8 +20,9 @@
 // each walking all of K), and w's split 3.4 at 257 × 2,048 (a call's, in scratch). Session 48: K
 // split over the grid where the tiles leave SMs idle (gemm_f32_split, parts summed in split order):
 // the check's product alone 9.2 / 9.7 / 11.2 / 14.5 µs at 16 / 64 / 128 / 512 tokens against K
-// whole's 23.4 / 24.9 / 25.0 / 24.9 (H100) — hence kGemmF32MinTokens 128. End to end, the flagship's prefill (H100, 2,048-token chunks) 44,029 against 42,768
-// tok/s at 8K (+2.9 %), 37,315 against 36,165 at 32K (+3.2 %). The forms it replaced,
+// whole's 23.4 / 24.9 / 25.0 / 24.9 (H100) — hence kGemmF32MinTokens 128. End to end (session 47),
+// the flagship's prefill (H100, 2,048-token chunks) 44,029 against 42,768 tok/s at 8K (+2.9 %),
+// 37,315 against 36,165 at 32K (+3.2 %). The forms it replaced,
 // same card: mma.sync m16n8k8 in tiles of 64 × 32 (warps of 32 × 16, fragments by ldmatrix, copies
 // by cp.async) 31.5 / 63.4 / 186.6 — 64 × 64 tiles 49.7 / 76.2 / 175.6; session 46's first form
 // (scalar fragment loads) 34.3 / 69.3 / 212.3, level with cuBLAS end to end; the three products in

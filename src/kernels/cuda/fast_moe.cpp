@@ -157,8 +157,8 @@ void check_plan(const MoePlan& p) {
                              (p.wgmma && (p.tile_rows == 128 || (p.tile_rows == 48 && p.wgmma_tma == 1)));
         TS_CHECK(p.grouped && !p.down_by_token && tile_ok,
                  "moe_experts_packed: large tiles need a grouped, by-item plan with tile_rows {} (got {}{} {})",
-                 p.wgmma ? "16, 32, 48 (warp-specialised), 64 or 128" : p.v2 ? "16, 32 or 64" : "32 or 64", p.grouped ? "grouped" : "per slot",
-                 p.down_by_token ? ", down by token," : ",", p.tile_rows);
+                 p.wgmma ? "16, 32, 48 (warp-specialised), 64 or 128" : p.v2 ? "16, 32 or 64" : "32 or 64",
+                 p.grouped ? "grouped" : "per slot", p.down_by_token ? ", down by token," : ",", p.tile_rows);
         return;
     }
     if (p.v2) {

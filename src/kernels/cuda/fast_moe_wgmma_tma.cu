@@ -530,7 +530,8 @@ cudaError_t launch_tiles(int tile_rows, int mt, const void* a, int64_t P, int64_
         case 16: return go(MoeTmaTile<16, GATE_UP, 7, CL, 1, GATHER, PERSIST, FIT>{});
         case 32: return go(MoeTmaTile<32, GATE_UP, 6, CL, 1, GATHER, PERSIST, FIT>{});
         case 48:  // (one block a tile or persistent, not fitted: wgmma has no N = 24 here)
-            if constexpr (CL == 1 && !GATHER && !FIT) return go(MoeTmaTile<48, GATE_UP, 4, 1, 1, false, PERSIST, false>{});
+            if constexpr (CL == 1 && !GATHER && !FIT)
+                return go(MoeTmaTile<48, GATE_UP, 4, 1, 1, false, PERSIST, false>{});
             return cudaErrorInvalidValue;
         case 64: return go(MoeTmaTile<64, GATE_UP, 4, CL, 1, GATHER, PERSIST, FIT>{});
         default: return cudaErrorInvalidValue;
