@@ -115,8 +115,9 @@ bool moe_decode_fused_try() { return moe_decode_form() == 3; }
 // turn by resident blocks since session 45, of 32 and 48 since session 48, moe_pick), tma-gather
 // (the same tiles with gate+up gathering its rows of x itself by cp.async — session 34, slower:
 // 206.6 against 118.4 µs for gate+up at 512 tokens of llama.cpp's shape), wgmma (the plain wgmma
-// tiles of sessions 13–32, fast_moe_wgmma.cu), mma (the mma.sync tiles of sessions 5–12, fast_moe_mma.cu), tma-persist (the
-// warp-specialised tiles taken in turn by resident blocks at every tile size), tma-fit (their
+// tiles of sessions 13–32, fast_moe_wgmma.cu), mma (the mma.sync tiles of sessions 5–12,
+// fast_moe_mma.cu), tma-persist (the warp-specialised tiles taken in turn by resident blocks at
+// every tile size), tma-fit (their
 // wgmma's N halved for items of at most half a tile's rows, one block a tile: level or slower,
 // session 45) or tma-tiles (one block a tile at every size: the default before session 45) — for A/B.
 int moe_prefill_form() {
