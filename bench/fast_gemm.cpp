@@ -217,7 +217,7 @@ void bench_f32(const Args& a, const char* name, int64_t N, int64_t K, Stream& st
             const double whole = timer.median(a.warmup, a.runs, [&] {
                 TS_CUDA_CHECK(fast::detail::launch_gemm_f32_tf32x3_tma(dy.as<float>(), N, dx.as<float>(), K, hi, lo,
                                                                        int(T), int(N), int(K),
-                                                                       fast::GemmF32Split{1, int((K + 31) / 32)},
+                                                                       fast::GemmF32Split{1, int(fast::gemm_f32_k_steps(K))},
                                                                        nullptr, st));
             });
             print(T, "its product, K whole", whole, cublas, "");

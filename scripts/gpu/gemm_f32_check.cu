@@ -63,7 +63,7 @@ static int sm_count() {
 }
 static GemmF32Split split_of(int T, int N, int K, int splits) {
     if (splits == 0) return gemm_f32_split(T, N, K, sm_count());
-    const int n_k = (K + 31) / 32, per = (n_k + splits - 1) / splits;
+    const int n_k = int(gemm_f32_k_steps(K)), per = (n_k + splits - 1) / splits;
     return {(n_k + per - 1) / per, per};
 }
 static void run(float* y, int ldy, const float* x, int ldx, const float* w, int T, int N, int K, int splits = 0) {

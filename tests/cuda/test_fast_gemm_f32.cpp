@@ -141,7 +141,7 @@ TEST(FastGemmF32, SplitPick) {
     for (int64_t T : {1, 9, 64, 100, 511, 700, 4096})
         for (int64_t K : {4, 128, 1000, 2048, 2052, 8192}) {
             const GemmF32Split sp = fast::gemm_f32_split(T, 257, K, 132);
-            const int64_t n_k = (K + 31) / 32;
+            const int64_t n_k = fast::gemm_f32_k_steps(K);
             EXPECT_TRUE(sp.splits >= 1 && sp.splits <= fast::kGemmF32MaxSplits && (sp.splits - 1) * sp.per < n_k &&
                         sp.splits * sp.per >= n_k && (sp.splits == 1 || sp.per >= fast::kGemmF32MinSplitSteps))
                 << "T " << T << " K " << K << ": " << sp.splits << " × " << sp.per;

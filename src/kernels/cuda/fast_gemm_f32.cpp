@@ -16,10 +16,18 @@ bool gemm_f32_tf32x3_fits(const float* x, int64_t ldx, const float* w, int64_t T
            ldx % 4 == 0 && ldx >= K && (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w)) % 16 == 0;
 }
 
-size_t gemm_f32_tf32x3_scratch(int64_t T, int64_t N, int64_t K) {
-    const GemmF32Split sp = gemm_f32_split(T, N, K, current_sm_count());
+namespace {
+
+// w's halves, then (split) the parts [splits][T][N].
+size_t bytes_for(GemmF32Split sp, int64_t T, int64_t N, int64_t K) {
     return (size_t(2) * size_t(N) * size_t(K) + (sp.splits > 1 ? size_t(sp.splits) * size_t(T) * size_t(N) : 0)) *
            sizeof(float);
+}
+
+}  // namespace
+
+size_t gemm_f32_tf32x3_scratch(int64_t T, int64_t N, int64_t K) {
+    return bytes_for(gemm_f32_split(T, N, K, current_sm_count()), T, N, K);
 }
 
 void gemm_f32_tf32x3(float* y, int64_t ldy, const float* x, int64_t ldx, const float* w, int64_t T, int64_t N,
@@ -34,7 +42,8 @@ void gemm_f32_tf32x3(float* y, int64_t ldy, const float* x, int64_t ldx, const f
         TS_CUDA_CHECK(cudaMemset2DAsync(y, size_t(ldy) * 4, 0, size_t(N) * 4, size_t(T), stream));
         return;
     }
-    const size_t need = gemm_f32_tf32x3_scratch(T, N, K);
+    const GemmF32Split split = gemm_f32_split(T, N, K, current_sm_count());
+    const size_t need = bytes_for(split, T, N, K);
     TS_CHECK(scratch && reinterpret_cast<uintptr_t>(scratch) % 16 == 0 && scratch_bytes >= need,
              "gemm_f32_tf32x3: scratch of {} bytes at {} for w's halves and the split parts: needs {}, 16-byte "
              "aligned",
@@ -42,8 +51,8 @@ void gemm_f32_tf32x3(float* y, int64_t ldy, const float* x, int64_t ldx, const f
     float* const hi = static_cast<float*>(scratch);
     float* const lo = hi + N * K;
     TS_CUDA_CHECK(detail::launch_tf32_split(w, hi, lo, N * K, stream));
-    TS_CUDA_CHECK(detail::launch_gemm_f32_tf32x3_tma(y, ldy, x, ldx, hi, lo, int(T), int(N), int(K),
-                                                     gemm_f32_split(T, N, K, current_sm_count()), lo + N * K, stream));
+    TS_CUDA_CHECK(detail::launch_gemm_f32_tf32x3_tma(y, ldy, x, ldx, hi, lo, int(T), int(N), int(K), split,
+                                                     lo + N * K, stream));
 }
 
 }  // namespace tessera::cuda::fast

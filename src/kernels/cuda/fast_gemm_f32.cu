@@ -45,10 +45,10 @@ namespace tessera::cuda::fast::detail {
 
 namespace {
 
-constexpr int kBK = 32;  // columns a k-step: a 128-byte row of floats
+constexpr int kBK = kGemmF32KStep;  // columns a k-step: a 128-byte row of floats
 
 namespace wgt {
-constexpr int BM = 64, BN = 72, kStages = 6;
+constexpr int BM = kGemmF32TileTokens, BN = kGemmF32TileRows, kStages = 6;  // (gemm_f32_split's tile)
 constexpr int kConsumers = 128, kThreads = kConsumers + 32;
 constexpr int kXTile = BM * 128, kWTile = BN * 128;  // bytes: rows of 32 floats
 constexpr int kStage = kXTile + 2 * kWTile;          // x | w_hi | w_lo, each a whole number of 1 KB atoms
@@ -199,7 +199,7 @@ cudaError_t launch_tf32_split(const float* w, float* hi, float* lo, int64_t n, c
 cudaError_t launch_gemm_f32_tf32x3_tma(float* y, int64_t ldy, const float* x, int64_t ldx, const float* w_hi,
                                        const float* w_lo, int T, int N, int K, GemmF32Split split, float* parts,
                                        cudaStream_t stream) {
-    const int n_k = (K + kBK - 1) / kBK;
+    const int n_k = int(gemm_f32_k_steps(K));
     if (split.splits < 1 || split.per < 1 || (split.splits - 1) * split.per >= n_k || split.splits * split.per < n_k ||
         (split.splits > 1 && !parts))
         return cudaErrorInvalidValue;  // (every split holds at least one k-step; together all of them)

@@ -34,10 +34,14 @@ bool gemm_f32_tf32x3_fits(const float* x, int64_t ldx, const float* w, int64_t T
 struct GemmF32Split {
     int splits = 1, per = 1;
 };
+// The kernel's k-step (columns of x and w: a 128-byte row of floats) and a block's tile (tokens ×
+// rows of w), which fast_gemm_f32.cu builds on.
+constexpr int kGemmF32KStep = 32, kGemmF32TileTokens = 64, kGemmF32TileRows = 72;
+constexpr int64_t gemm_f32_k_steps(int64_t K) { return (K + kGemmF32KStep - 1) / kGemmF32KStep; }
 constexpr int kGemmF32MaxSplits = 16, kGemmF32MinSplitSteps = 4;
 constexpr GemmF32Split gemm_f32_split(int64_t T, int64_t N, int64_t K, int sms) {
-    constexpr int64_t kBK = 32, kBM = 64, kBN = 72;  // (fast_gemm_f32.cu's k-step and tile)
-    const int64_t n_k = (K + kBK - 1) / kBK, tiles = ((T + kBM - 1) / kBM) * ((N + kBN - 1) / kBN);
+    const int64_t n_k = gemm_f32_k_steps(K), tiles = ((T + kGemmF32TileTokens - 1) / kGemmF32TileTokens) *
+                                                     ((N + kGemmF32TileRows - 1) / kGemmF32TileRows);
     if (n_k < 1 || tiles < 1) return {};
     // Splits while the tiles still fit the SMs once (a block an SM: its ring fills the shared memory),
     // each at least kGemmF32MinSplitSteps k-steps.
