@@ -64,7 +64,8 @@ namespace {
 constexpr double kTolRec = 2e-5, kTolChunkShort = 1e-4, kTolChunkLong = 5e-4, kF16RtScale = 5, kF16RtIllScale = 20;
 double tol_for(fast::GdnChunkVariant v, double tol) {
     return v == fast::GdnChunkVariant::F16Rt || v == fast::GdnChunkVariant::F16RtSeq ||
-                   v == fast::GdnChunkVariant::F16RtLean
+                   v == fast::GdnChunkVariant::F16RtLean || v == fast::GdnChunkVariant::F16RtLeanRes ||
+                   v == fast::GdnChunkVariant::F16RtLean2
                ? tol * kF16RtScale
                : tol;
 }
@@ -239,11 +240,13 @@ const Shape kFlagship{16, 32, 128, 128, false};
 constexpr fast::GdnChunkVariant kChunkVariants[] = {
     fast::GdnChunkVariant::Auto,    fast::GdnChunkVariant::Split,    fast::GdnChunkVariant::F16x3,
     fast::GdnChunkVariant::F16x3Wg, fast::GdnChunkVariant::F16x3Rt, fast::GdnChunkVariant::F16x3Rt2,
-    fast::GdnChunkVariant::F16Rt,   fast::GdnChunkVariant::F16RtLean};
+    fast::GdnChunkVariant::F16Rt,   fast::GdnChunkVariant::F16RtLean, fast::GdnChunkVariant::F16RtLeanRes,
+    fast::GdnChunkVariant::F16RtLean2};
 // The f16 forms (every variant that rounds its operands to f16).
 constexpr fast::GdnChunkVariant kF16Variants[] = {fast::GdnChunkVariant::F16x3, fast::GdnChunkVariant::F16x3Wg,
                                                   fast::GdnChunkVariant::F16x3Rt, fast::GdnChunkVariant::F16x3Rt2,
-                                                  fast::GdnChunkVariant::F16Rt, fast::GdnChunkVariant::F16RtLean};
+                                                  fast::GdnChunkVariant::F16Rt, fast::GdnChunkVariant::F16RtLean,
+                                                  fast::GdnChunkVariant::F16RtLeanRes, fast::GdnChunkVariant::F16RtLean2};
 
 TEST(FastGdnRecurrent, LengthsAroundTheChunk) {
     REQUIRE_CUDA();
@@ -496,6 +499,46 @@ TEST(FastGdnChunked, LeanFormGivesF16RtBits) {
             const double tol = tol_for(fast::GdnChunkVariant::F16Rt, kTolChunkLong);
             compare(ol, o_cpu, tol, "o", in.where_o());
             compare(to_host<float>(lean.st), st_cpu, tol, "state", in.where_state());
+        }
+}
+
+TEST(FastGdnChunked, PersistentPrepAndTwoChainsGiveLeanBits) {
+    REQUIRE_CUDA();
+    // F16RtLeanRes (the lean prep persistent, SMs set aside for the state pass, its blocks taking
+    // chunks from a counter) and F16RtLean2 (that with two chains a state-pass block: a warpgroup
+    // each, 128 value columns — dv 100 leaves warpgroup 1 36 of them, dv 256 two blocks a head)
+    // against F16RtLean: the same bits, o and state, where the prep is
+    // persistent (the flagship's 32 value heads: 2,080 chunks of 4,097 tokens, 2,048 of the batch;
+    // eight sequences of 512: 64 value-column blocks a chunk) and where it is not (3 heads: every
+    // chunk fits the free SMs at once, the plain grid). Called twice, each on fresh scratch — which
+    // cudaMalloc tends to hand back at the first call's address, its counter at its last value: a
+    // launch that did not zero it would skip every chunk.
+    const std::vector<std::pair<Shape, int64_t>> cases = {{kFlagship, 2}, {kFlagship, 0},
+                                                          {Shape{16, 32, 128, 128, true}, 0},
+                                                          {Shape{1, 3, 120, 100, false}, 0},
+                                                          {Shape{1, 2, 128, 256, false}, 2}};
+    const std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> batches = {
+        {{1000, 65, 1, 130}, {4, -1, 0, 2}},
+        {{4097}, {1}},
+        {{63, 64, 2}, {0, 1, 2}},
+        {{512, 512, 512, 512, 512, 512, 512, 500}, {0, 1, 2, 3, 4, 5, 6, 7}}};
+    for (const auto& [sh, pad] : cases)
+        for (const auto& [lengths, slot] : batches) {
+            SCOPED_TRACE(describe(sh, GdnMode::Chunked, lengths) + " pad " + std::to_string(pad));
+            std::mt19937 rng(31);
+            const RuleInputs in(sh, starts(lengths).back(), 9, rng, pad);
+            GpuRule lean(in), res(in);
+            const std::vector<float> ol =
+                lean.run(GdnMode::Chunked, 0, lengths, slot, 0, fast::GdnChunkVariant::F16RtLean);
+            for (auto v : {fast::GdnChunkVariant::F16RtLeanRes, fast::GdnChunkVariant::F16RtLean2})
+                for (int call = 0; call < 2; ++call) {
+                    SCOPED_TRACE("variant " + std::to_string(int(v)) + " call " + std::to_string(call));
+                    res.st.upload(in.init.data(), in.init.size() * sizeof(float));
+                    const std::vector<float> orr = res.run(GdnMode::Chunked, 0, lengths, slot, 0, v);
+                    expect_same_bits(orr, ol, "o, against F16RtLean", in.where_o());
+                    expect_same_bits(to_host<float>(res.st), to_host<float>(lean.st), "state, against F16RtLean",
+                                     in.where_state());
+                }
         }
 }
 
@@ -770,7 +813,9 @@ TEST(FastGdnChunked, NoDecayBetaNearOneAndCorrelatedKeys) {
         for (fast::GdnChunkVariant v : kChunkVariants) {
             SCOPED_TRACE("variant " + std::to_string(int(v)));
             const double tol = (n <= 130 ? kTolChunkShort : kTolChunkLong) *
-                               (v == fast::GdnChunkVariant::F16Rt || v == fast::GdnChunkVariant::F16RtLean
+                               (v == fast::GdnChunkVariant::F16Rt || v == fast::GdnChunkVariant::F16RtLean ||
+                                        v == fast::GdnChunkVariant::F16RtLeanRes ||
+                                        v == fast::GdnChunkVariant::F16RtLean2
                                     ? kF16RtIllScale
                                     : 1.0);
             GpuRule gpu(in);

@@ -33,7 +33,7 @@ enum class GdnChunkVariant : int;
 // head sizes (0 in Recurrent mode). Chunked: T·nv·(dk + dv + 64 + 4) floats — the chunk-local
 // W, U, Q·Kᵀ⊙D rows and Γ of every token (≈ 1.3 KB per token and value head at 128 × 128:
 // 42 MB for 1024 tokens × 32 heads); the F16x3 variant T·nv·gdn_chunk16_row_floats(dk, dv)
-// (≈ 2.3 KB: 75 MB for 1024 tokens × 32 heads).
+// (≈ 2.3 KB: 75 MB for 1024 tokens × 32 heads) and 4 more (the persistent prep's counter).
 int64_t gated_delta_rule_scratch_floats(int64_t T, int64_t nv, int64_t dk, int64_t dv, const GdnParams& p,
                                         GdnChunkVariant variant = GdnChunkVariant(0));
 // F16x3's scratch row per (token, value head), in floats: W, K ⊙ e^(Γlast−Γ), Q ⊙ e^Γ (dk rounded
@@ -126,6 +126,14 @@ enum class GdnChunkVariant : int {
     // confirmed on the H200 (session 41), its time on the H100 (session 45: 98.9 against F16Rt's 105.0
     // µs at 1,024 tokens × 32 heads, 316.0 against 362.9 at 4,096): the backend's default since.
     F16RtLean = 13,
+    // F16RtLean with its prep persistent where the state pass overlaps it (wy_prep_rt_kernel: blocks
+    // on as many SMs as the pass has blocks, up to half the GPU, leave at once, so the pass starts with
+    // the prep instead of as it drains; the rest take chunks in order from a counter). The same bits
+    // (session 49: written to measure it against F16RtLean).
+    F16RtLeanRes = 14,
+    // F16RtLeanRes with two chains a state-pass block (a warpgroup each: the head's 128 value columns
+    // in one block sharing W+Q̃, K̃ and P; half the SMs set aside). The same bits (session 49).
+    F16RtLean2 = 15,
 };
 // F16Rt's prep in its DIRECT form (K, Q and V read into registers, not staged in f32: three blocks
 // an SM) where that takes fewer waves of `blocks` (chunks × sequences × value heads) than the staged
@@ -138,7 +146,7 @@ inline bool gdn_prep_direct(int64_t blocks, int64_t sms) {
 inline bool gdn_chunk_f16x3(GdnChunkVariant v) {
     return v == GdnChunkVariant::F16x3 || v == GdnChunkVariant::F16x3Wg || v == GdnChunkVariant::F16x3Rt ||
            v == GdnChunkVariant::F16x3Rt2 || v == GdnChunkVariant::F16Rt || v == GdnChunkVariant::F16RtSeq ||
-           v == GdnChunkVariant::F16RtLean;
+           v == GdnChunkVariant::F16RtLean || v == GdnChunkVariant::F16RtLeanRes || v == GdnChunkVariant::F16RtLean2;
 }
 // wy_prep16's block bid of a grid in chunk-major order (value head fastest, then sequence, then
 // chunk: the state pass started behind the prep needs every head's first chunks first). 32-bit

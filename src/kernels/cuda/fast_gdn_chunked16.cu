@@ -18,8 +18,11 @@
 //     a chunk ahead (two buffers), W and Q̃ once W·S is done, K̃ once the S update is.
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
+#include <cstdint>
+#include <cstdlib>
 
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/fast_gdn_f16x3.cuh"
@@ -342,8 +345,11 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
     // F16x3Rt(2) where its pass takes the heads (dk rounded to 16 is 128) and the scratch fits a
     // tensor map, else F16x3Wg's pass (decided before the prep, whose lo halves follow the pass).
     // F16Rt: F16x3Rt's pass and prep on one f16 product each (F16x3Wg's pass, on 3, where it cannot run).
-    const bool f16rt = variant == GdnChunkVariant::F16Rt || variant == GdnChunkVariant::F16RtSeq ||
-                       variant == GdnChunkVariant::F16RtLean;
+    const bool lean_variant = variant == GdnChunkVariant::F16RtLean || variant == GdnChunkVariant::F16RtLeanRes ||
+                              variant == GdnChunkVariant::F16RtLean2;
+    // F16RtLean2: the lean pass's two-chain blocks (a head's 128 value columns a block) where dv > 64.
+    const bool two_chains = variant == GdnChunkVariant::F16RtLean2 && dv > 64;
+    const bool f16rt = variant == GdnChunkVariant::F16Rt || variant == GdnChunkVariant::F16RtSeq || lean_variant;
     const bool rt_any = variant == GdnChunkVariant::F16x3Rt || variant == GdnChunkVariant::F16x3Rt2 || f16rt;
     f16x3::RtMaps maps{};
     const bool rt = rt_any && dkq == 128 && f16x3::rt_tma_maps(a, &maps);
@@ -352,8 +358,7 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
     // F16x3Rt's and F16Rt's state pass starts while the prep runs, chunk by chunk behind its flags,
     // where nothing it writes is an input of the prep (o apart from q, k, v) and the launch is not
     // being captured into a graph (whose replays would repeat the tag); F16RtSeq runs them in turn.
-    if (rt && (variant == GdnChunkVariant::F16x3Rt || variant == GdnChunkVariant::F16Rt ||
-               variant == GdnChunkVariant::F16RtLean) &&
+    if (rt && (variant == GdnChunkVariant::F16x3Rt || variant == GdnChunkVariant::F16Rt || lean_variant) &&
         gdn_overlap_safe(o, o_ts, o_hs, q, k, v, T, p.n_k_heads, p.n_v_heads, dk, dv, stream))
         a.epoch = next_chunk_epoch();
     // F16Rt's prep: DIRECT (70 KB, three blocks an SM; one fits beside an F16Rt state block, 137 KB)
@@ -365,7 +370,7 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
     const dim3 prep_grid{unsigned(prep_blocks)};
     // F16RtLean's prep: wy_prep_rt (fast_gdn_prep_rt.cuh, meant to give wy_prep16's bits in fewer
     // instructions) where the value heads fit its 128 columns; else wy_prep16's.
-    const bool lean_pass = one && variant == GdnChunkVariant::F16RtLean;  // and its state pass's LEAN form
+    const bool lean_pass = one && lean_variant;  // and its state pass's LEAN form
     const bool lean = lean_pass && dv <= prep_rt::kD;
     const bool direct = one && !lean && gdn_prep_direct(prep_blocks, current_sm_count());
     auto* prep_kernel = lean && a.vec ? prep_rt::wy_prep_rt_kernel<true>
@@ -376,18 +381,54 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
                         : dkq == 128  ? wy_prep16_kernel<128, false>
                                       : wy_prep16_kernel<0, false>;
     const size_t prep_bytes = lean ? sizeof(prep_rt::PrepRtSmem) : direct ? prep1_smem : prep_smem;
-    cudaError_t err = cudaFuncSetAttribute(prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(prep_bytes));
-    if (err == cudaSuccess)  // as the state pass's: where they overlap, their blocks share SMs
-        err = cudaFuncSetAttribute(prep_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                   cudaSharedmemCarveoutMaxShared);
+    auto set_prep_attributes = [&](auto* kernel) {
+        cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(prep_bytes));
+        if (e == cudaSuccess)  // as the state pass's: where they overlap, their blocks share SMs
+            e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                     cudaSharedmemCarveoutMaxShared);
+        return e;
+    };
+    cudaError_t err = set_prep_attributes(prep_kernel);
     if (err != cudaSuccess) return err;
     auto* state_kernel = dkq == 128 ? wy_state16_kernel<128> : wy_state16_kernel<0>;
     err = cudaFuncSetAttribute(state_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(state_smem));
     if (err != cudaSuccess) return err;
-    prep_kernel<<<prep_grid, kThreads, prep_bytes, stream>>>(a);
+    // F16RtLeanRes: the lean prep persistent where the pass overlaps it and its chunks outnumber the
+    // blocks that fit the SMs not set aside for the pass (wy_prep_rt_kernel says how).
+    dim3 grid = prep_grid;
+    if (lean && a.epoch && (variant == GdnChunkVariant::F16RtLeanRes || variant == GdnChunkVariant::F16RtLean2)) {
+        auto* persistent = a.vec ? prep_rt::wy_prep_rt_kernel<true, true> : prep_rt::wy_prep_rt_kernel<false, true>;
+        const int sms = current_sm_count();
+        int per_sm = 0;
+        if ((err = set_prep_attributes(persistent)) != cudaSuccess ||
+            (err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, persistent, kThreads, prep_bytes)) !=
+                cudaSuccess)
+            return err;
+        const int cols = (two_chains ? 2 : 1) * f16x3::kRtRows;  // value columns of a pass block
+        const int64_t pass_blocks = int64_t(plan.n_seqs) * p.n_v_heads * ((dv + cols - 1) / cols);
+        static const int cap = [] {  // EXPERIMENT (session 49): TESSERA_GDN_PREP_RESERVE caps the SMs set aside
+            const char* e = std::getenv("TESSERA_GDN_PREP_RESERVE");
+            return e ? std::atoi(e) : -1;
+        }();
+        const int reserve = int(std::min<int64_t>(pass_blocks, cap >= 0 ? cap : sms / 2));
+        if (per_sm > 0 && prep_blocks > int64_t(sms - reserve) * per_sm) {
+            a.prep_ctr = reinterpret_cast<uint32_t*>(scratch + T * a.nv * a.rs);  // past the rows (scratch_floats)
+            a.prep_items = uint32_t(prep_blocks);  // (below 2^31: checked above)
+            a.prep_reserve = uint32_t(reserve);
+            static const int first = [] {  // EXPERIMENT (session 49): TESSERA_GDN_PREP_FIRST
+                const char* e = std::getenv("TESSERA_GDN_PREP_FIRST");
+                return e ? std::atoi(e) : 1;
+            }();
+            a.prep_first = uint32_t(std::max(first, 0));
+            grid = dim3{unsigned(sms * per_sm)};
+            prep_kernel = persistent;
+            if ((err = cudaMemsetAsync(a.prep_ctr, 0, sizeof(uint32_t), stream)) != cudaSuccess) return err;
+        }
+    }
+    prep_kernel<<<grid, kThreads, prep_bytes, stream>>>(a);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     if (rt && variant == GdnChunkVariant::F16x3Rt2) return f16x3::launch_wy_state16_rt2(a, maps, stream);
-    if (rt) return f16x3::launch_wy_state16_rt(a, maps, one ? 1 : 3, stream, lean_pass);
+    if (rt) return f16x3::launch_wy_state16_rt(a, maps, one ? 1 : 3, stream, lean_pass, lean_pass && two_chains);
     if (wg) return f16x3::launch_wy_state16_wg(a, stream);
     const dim3 state_grid{unsigned(plan.n_seqs), unsigned(p.n_v_heads), unsigned((dv + kNs - 1) / kNs)};
     state_kernel<<<state_grid, kTh16, state_smem, stream>>>(a);

@@ -53,14 +53,18 @@ using namespace wy;
 
 namespace {
 
-constexpr int kRows = kRtRows;           // value columns of a block (Sᵀ's rows)
-constexpr int kConsumers = 128;          // warpgroup 0
-constexpr int kThRt = kConsumers + 32;   // + the producer warp
+constexpr int kRows = kRtRows;           // value columns of a warpgroup (Sᵀ's rows)
+constexpr int kConsumers = 128;          // threads of a consumer warpgroup
+// Threads of a block of NW consumer warpgroups: + the producer warp (NW 1), or + a producer warpgroup
+// whose warp 4·NW issues and whose other warps leave at once (NW 2: setmaxnreg moves its registers to
+// the consumers, which a lone warp could not do).
+template <int NW>
+constexpr int kThRt = NW == 1 ? kConsumers + 32 : (NW + 1) * kConsumers;
 constexpr int kBox = kRtBox;             // bytes: one TMA box, 64 rows of a 128-byte swizzled row
 // Shared memory, bytes from a 1024-aligned base.
 // Shared memory, bytes from a 1024-aligned base; TERMS 1 holds the hi boxes only (137 KB: room for a
 // DIRECT prep block beside it on the SM, 70 KB, while the prep still runs).
-template <int TERMS>
+template <int TERMS, int NW = 1>
 struct RtSmem {
     static constexpr int kHalves = TERMS == 3 ? 4 : 2;  // boxes of a split [64][128] tile: hi (and lo)
     static constexpr int kStageWQ = 2 * kHalves * kBox;  // [W hi d0–63, d64–127, (W lo ×2), Q̃ hi ×2, (Q̃ lo ×2)]
@@ -68,13 +72,15 @@ struct RtSmem {
     static constexpr int kOffWQ = 0;                     // two stages
     static constexpr int kOffK = kOffWQ + 2 * kStageWQ;  // [K̃ hi d0–63, d64–127, (K̃ lo ×2)]: [64 tokens][64 d]
     static constexpr int kOffP = kOffK + kHalves * kBox;      // [P hi, (P lo)]: [64 i][64 j]
-    static constexpr int kOffU = kOffP + kHalves / 2 * kBox;  // [2 stages][v 0–31, v 32–63]: f32 [64 tokens][32 v]
-    static constexpr int kOffO = kOffU + 4 * kBox;            // f32 [32][128]: a thread's Q̃·S part of O
-    static constexpr int kOffBar = kOffO + 32 * kConsumers * 4;
+    // [2 stages][NW warpgroups][v 0–31, v 32–63]: f32 [64 tokens][32 v]
+    static constexpr int kOffU = kOffP + kHalves / 2 * kBox;
+    static constexpr int kOffO = kOffU + 4 * NW * kBox;  // f32 [NW][32][128]: a thread's Q̃·S part of O
+    static constexpr int kOffBar = kOffO + 32 * kConsumers * 4 * NW;
     static constexpr int kOffMeta = kOffBar + 12 * 8;  // [2 stages][8] floats: the chunk's scales (W+Q̃'s stage)
     static constexpr int kBytes = kOffMeta + 2 * 8 * 4 + 1024;  // + room to align the base to 1024
     static_assert(kBytes <= 227 * 1024, "F16x3Rt's buffers fit the H200's shared memory");
     static_assert(2 * 128 * kLdS * 4 <= 2 * kStageWQ, "a padding sequence's S halves fit W+Q̃'s two stages");
+    static_assert(NW == 1 || 2 * 128 * kLdS * 4 <= 4 * NW * kBox, "… and warpgroup 1's fit U's");
 };
 
 // LEAN (F16RtLean's pass, written in session 39 without a GPU: not yet run): the same arithmetic with
@@ -83,18 +89,24 @@ struct RtSmem {
 // but stored to global memory under chunk c + 1's first products (off the chain; from registers
 // instead, ptxas serialized the wgmma: C7518); the default pass keeps its code until LEAN has run
 // on the GPU.
-template <int TERMS, bool LEAN = false>
-__global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const __grid_constant__ RtMaps maps) {
+//
+// NW 2 (F16RtLean2, LEAN only): a block per 128 value columns, warpgroup w running the chain of
+// columns 64w … 64w + 63 — two chains an SM sharing W+Q̃, K̃ and P (each its own U and O tiles;
+// 184 KB), so the pass holds half as many SMs while the prep runs beside it.
+template <int TERMS, bool LEAN = false, int NW = 1>
+__global__ void __launch_bounds__(kThRt<NW>, 1) wy_state16_rt_kernel(ChArgs a, const __grid_constant__ RtMaps maps) {
+    static_assert(NW == 1 || (NW == 2 && LEAN && TERMS == 1), "two warpgroups a block: the lean F16Rt pass");
+    constexpr int kCons = NW * kConsumers;  // every consumer thread (the empty barriers' count)
     const int tid = int(threadIdx.x);
     const int warp = LEAN ? tid >> 5 : tid / 32, lane = LEAN ? tid & 31 : tid % 32;
     const int g = LEAN ? lane >> 2 : lane / 4, t = LEAN ? lane & 3 : lane % 4;
     RtBlock blk;
-    if (!rt_block(a, kConsumers, &blk)) return;
+    if (!rt_block(a, kCons, &blk, NW * kRows)) return;
     const Seq& sq = blk.sq;
     const int64_t h = blk.h, hk = blk.hk;
-    const int v0 = blk.v0, n_chunks = blk.n_chunks, dk = a.dk, dv = a.dv;
+    const int n_chunks = blk.n_chunks, dk = a.dk, dv = a.dv;
     float* const S = blk.S;
-    using M = RtSmem<TERMS>;
+    using M = RtSmem<TERMS, NW>;
     constexpr int kHalves = M::kHalves, kStageWQ = M::kStageWQ, kOffWQ = M::kOffWQ, kOffK = M::kOffK;
     constexpr int kOffP = M::kOffP, kOffU = M::kOffU, kOffO = M::kOffO, kOffBar = M::kOffBar, kOffMeta = M::kOffMeta;
     const Row16 ro = row16(128, dv);
@@ -109,15 +121,17 @@ __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const
     if (tid == 0) {  // full: the producer's one arrival (+ the boxes' bytes); empty: every consumer's
         for (uint64_t* b : {&full_wq[0], &full_wq[1], &full_u[0], &full_u[1], full_k, full_p}) dev::mbar_init(b, 1);
         for (uint64_t* b : {&empty_wq[0], &empty_wq[1], &empty_u[0], &empty_u[1], empty_k, empty_p})
-            dev::mbar_init(b, kConsumers);
+            dev::mbar_init(b, kCons);
         dev::fence_proxy_async_smem();
     }
     __syncthreads();
 
     float* meta_s = reinterpret_cast<float*>(base + kOffMeta);
-    if (warp == 4) {
-        // ---- producer: lane 0 issues every box, chunk by chunk, as the buffers free up ----
-        if (lane != 0) return;
+    if (warp >= 4 * NW) {
+        // ---- producer: lane 0 of warp 4·NW issues every box, chunk by chunk, as the buffers free up ----
+        if constexpr (NW == 2) dev::setmaxnreg_dec<24>();
+        if (warp != 4 * NW || lane != 0) return;
+        const int v0 = blk.v0;
         const int hh = int(h);
         for (int c = 0; c < n_chunks; ++c) {
             const int tok = int(sq.t0 + int64_t(c) * kC), st = c & 1;
@@ -136,9 +150,10 @@ __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const
                 dev::tma_load_3d(wq + M::kQ + j * kBox, &maps.h16, ro.q + 64 * j, hh, tok, &full_wq[st]);
             }
             dev::mbar_wait(&empty_u[st], free2);  // Vn of chunk c − 2 is done
-            dev::mbar_arrive_expect_tx(&full_u[st], 2 * kBox);
-            for (int j = 0; j < 2; ++j)
-                dev::tma_load_3d(sb + kOffU + (2 * st + j) * kBox, &maps.f32, ro.u + v0 + 32 * j, hh, tok, &full_u[st]);
+            dev::mbar_arrive_expect_tx(&full_u[st], 2 * NW * kBox);
+            for (int j = 0; j < 2 * NW; ++j)  // warpgroup j / 2's columns 32·(j % 2) …
+                dev::tma_load_3d(sb + kOffU + (2 * NW * st + j) * kBox, &maps.f32, ro.u + v0 + 32 * j, hh, tok,
+                                 &full_u[st]);
             dev::mbar_wait(empty_k, free1);  // the S update of chunk c − 1 is done
             dev::mbar_arrive_expect_tx(full_k, kHalves * kBox);
             for (int j = 0; j < kHalves; ++j)
@@ -151,9 +166,11 @@ __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const
         return;
     }
 
-    // ---- warpgroup 0: rows r = wr + g + 8·hf of the block (value column v0 + r); accumulator
+    // ---- warpgroup wg: rows r = wr + g + 8·hf of its 64 columns (value column v0 + r); accumulator
     // element 4i + e of an m64nN tile is row g + 8·(e / 2), column 8i + 2t + e % 2 ----
-    const int wr = 16 * warp;
+    if constexpr (NW == 2) dev::setmaxnreg_inc<240>();
+    const int wg = NW == 1 ? 0 : warp >> 2, wr = 16 * (warp & 3);
+    const int v0 = blk.v0 + kRows * wg;
     // Sᵀ ([64 rows][128 d]) lives between chunks as its split A fragments sh + sl under a power of
     // two a row (2^-eS: exact to 2^-23 of the row's max, f32's precision class) and in f32 only
     // through the S update: 64 accumulators fewer across the chunk's products.
@@ -162,7 +179,8 @@ __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const
     uint32_t sh[8][4], sl[8][4];
     int eS0, eS1;
     split_rows(sacc, eS0, eS1, sh, sl);
-    float* ost = reinterpret_cast<float*>(base + kOffO) + tid;  // [32][128]: element j at ost[128 j]
+    float* ost = reinterpret_cast<float*>(base + kOffO) + (NW == 1 ? tid : 32 * kConsumers * wg + (tid & (kConsumers - 1)));
+    // ([32][128] a warpgroup: element j at ost[128 j])
     // LEAN: chunk c's O = Q̃·S + P·Vn, summed into this thread's ost slots when P·Vn lands, goes to
     // global memory while chunk c + 1's first products run (off the chain); its rows in pend_*.
     const bool col_ok[2] = {v0 + wr + g < dv, v0 + wr + g + 8 < dv};
@@ -213,7 +231,7 @@ __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const
             // U(l, r) at rows r = wr + g + 8·hf and tokens l = 8q + 2t + jb (element j = 4q + 2hf + jb):
             // l & 7 = 2t + jb, so each (hf, jb) has one swizzled address and q steps 1,024 bytes.
             const float f0 = pow2(-(eS0 + eW)), f1 = pow2(-(eS1 + eW));
-            const uint8_t* ub = base + kOffU + 2 * st * kBox;
+            const uint8_t* ub = base + kOffU + 2 * (NW * st + wg) * kBox;
             const uint8_t* bu[2][2];
 #pragma unroll
             for (int hf = 0; hf < 2; ++hf)
@@ -273,12 +291,12 @@ __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const
         // 4. S ← e^Γlast·S + Vn·K̃, then P·Vn.
         dev::mbar_wait(full_k, par1);
         if (L < kC) {  // K̃'s rows past the chunk: zeros (Vn's zero columns meet them; 0·inf would be NaN)
-            for (int i = tid; i < (kC - L) * kHalves * 8; i += kConsumers) {
+            for (int i = tid; i < (kC - L) * kHalves * 8; i += kCons) {
                 const int r = L + i / (8 * kHalves), box = i / 8 % kHalves, ch = i % 8;
                 *reinterpret_cast<uint4*>(base + kOffK + box * kBox + r * 128 + ch * 16) = make_uint4(0u, 0u, 0u, 0u);
             }
             dev::fence_proxy_async_smem();
-            dev::named_barrier_sync(1, kConsumers);
+            dev::named_barrier_sync(1, kCons);
         }
         const uint32_t kb = sb + kOffK, pb = sb + kOffP;
         float o2[32];
@@ -327,10 +345,13 @@ __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const
 
     if constexpr (LEAN)
         store_o(pend_tb, pend_L);
-    if (!S) {  // a padding sequence: its last one-token chunk from S in W+Q̃'s first stage (all read by now)
-        if (sq.n_wy < sq.n)
-            step_padding_tail(a, sq, h, hk, v0, sacc, wr + g, 0, t, reinterpret_cast<float*>(base + kOffWQ),
-                              kConsumers);
+    if (!S) {  // a padding sequence: its last one-token chunk from S in W+Q̃'s stages (all read by now; NW 2:
+        // warpgroup 1's in U's, once both chains are past their last chunk)
+        if (sq.n_wy < sq.n) {
+            if constexpr (NW == 2) dev::named_barrier_sync(2, kCons);
+            step_padding_tail(a, sq, h, hk, v0, sacc, wr + g, 0, t,
+                              reinterpret_cast<float*>(base + (wg == 0 ? kOffWQ : kOffU)), kConsumers, 1 + 2 * wg);
+        }
         return;
     }
     store_state(sacc, S, v0 + wr + g, 0, t, dv, dk);
@@ -338,23 +359,27 @@ __global__ void __launch_bounds__(kThRt, 1) wy_state16_rt_kernel(ChArgs a, const
 
 }  // namespace
 
-cudaError_t launch_wy_state16_rt(const ChArgs& a, const RtMaps& maps, int terms, cudaStream_t stream, bool lean) {
-    if ((a.dk + 15) / 16 * 16 != 128 || (terms != 1 && terms != 3) || (lean && terms != 1))
+cudaError_t launch_wy_state16_rt(const ChArgs& a, const RtMaps& maps, int terms, cudaStream_t stream, bool lean,
+                                 bool two_chains) {
+    if ((a.dk + 15) / 16 * 16 != 128 || (terms != 1 && terms != 3) || (lean && terms != 1) ||
+        (two_chains && !lean))
         return cudaErrorInvalidValue;
-    auto* kernel = terms == 3 ? wy_state16_rt_kernel<3>
-                   : lean     ? wy_state16_rt_kernel<1, true>
-                              : wy_state16_rt_kernel<1>;
-    const int smem = terms == 3 ? RtSmem<3>::kBytes : RtSmem<1>::kBytes;
+    auto* kernel = terms == 3   ? wy_state16_rt_kernel<3>
+                   : two_chains ? wy_state16_rt_kernel<1, true, 2>
+                   : lean       ? wy_state16_rt_kernel<1, true>
+                                : wy_state16_rt_kernel<1>;
+    const int smem = terms == 3 ? RtSmem<3>::kBytes : two_chains ? RtSmem<1, 2>::kBytes : RtSmem<1>::kBytes;
+    const int threads = two_chains ? kThRt<2> : kThRt<1>, cols = two_chains ? 2 * kRows : kRows;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     // The SM's whole carveout as shared memory, as the prep's: a prep block can sit beside this one.
     if (err == cudaSuccess)
         err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
     if (err != cudaSuccess) return err;
-    const dim3 grid{unsigned(a.plan.n_seqs), unsigned(a.nv), unsigned((a.dv + kRows - 1) / kRows)};
+    const dim3 grid{unsigned(a.plan.n_seqs), unsigned(a.nv), unsigned((a.dv + cols - 1) / cols)};
     // With a.epoch the pass may start while the prep runs (programmatic dependent launch: once every
     // prep block has started); it never calls pdl::wait, its producer waits on each chunk's flag.
-    if (a.epoch) return pdl::launch(kernel, grid, dim3(kThRt), size_t(smem), stream, a, maps);
-    kernel<<<grid, kThRt, smem, stream>>>(a, maps);
+    if (a.epoch) return pdl::launch(kernel, grid, dim3(threads), size_t(smem), stream, a, maps);
+    kernel<<<grid, threads, smem, stream>>>(a, maps);
     return cudaGetLastError();
 }
 

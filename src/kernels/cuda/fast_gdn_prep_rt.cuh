@@ -65,14 +65,17 @@ __device__ inline uint2 half4(float4 x, float s) {
     return hi;
 }
 
-template <bool VEC>
-__global__ void __launch_bounds__(kThreads, 3) wy_prep_rt_kernel(ChArgs a) {
-    // Blocks in chunk-major order, and the early trigger, as wy_prep16_kernel's.
-    pdl::trigger();
-    const GdnPrepBlock pb = gdn_prep_block(blockIdx.x, uint32_t(a.nv), uint32_t(a.plan.n_seqs));
+// One (chunk, sequence, value head) of the prep: item `item` of the chunk-major order (gdn_prep_block).
+// (OPAQUE: the thread's index read where it is used, so that a loop over items cannot hoist what
+// follows from it into registers held across the items: 80 registers leave no room for them.)
+template <bool VEC, bool OPAQUE = false>
+__device__ __forceinline__ void prep_rt_item(const ChArgs& a, uint32_t item) {
+    const GdnPrepBlock pb = gdn_prep_block(item, uint32_t(a.nv), uint32_t(a.plan.n_seqs));
     const int64_t c = pb.chunk, h = pb.head;
     const int s = int(pb.seq);
-    const int tid = int(threadIdx.x), warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
+    int tid = int(threadIdx.x);
+    if constexpr (OPAQUE) asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
+    const int warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
     Seq sq;
     if (!seq_of(a, s, &sq) || c * kC >= sq.n_wy) return;
     const int64_t tb = sq.t0 + c * kC;
@@ -342,6 +345,42 @@ __global__ void __launch_bounds__(kThreads, 3) wy_prep_rt_kernel(ChArgs a) {
         }
     }
     prep16::publish_chunk(srow(0) + ro.meta, pow2(-ew), pow2(-ek), pow2(-eq), pow2(-ep), sm.eg[L - 1], a.epoch, tid);
+}
+
+// Whether this block's SM is one of the `reserve` SM ids set aside for the state pass: evenly spaced
+// over [0, %nsmid) (ids may have holes, so fewer SMs may be set aside; that costs time, not bits).
+__device__ inline bool on_reserved_sm(uint32_t reserve) {
+    uint32_t sm, n;
+    asm("mov.u32 %0, %%smid;" : "=r"(sm));
+    asm("mov.u32 %0, %%nsmid;" : "=r"(n));
+    return reserve > 0 && (sm * reserve) / n != ((sm + 1) * reserve) / n;
+}
+
+// The prep's kernel. Plain: a block an item (blockIdx.x in chunk-major order). PERSIST
+// (F16RtLeanRes, the state pass overlapping it): a grid that fills every SM at once, whose
+// blocks on a.prep_reserve SMs leave after a.prep_first items — those SMs are then free for the state
+// pass launched behind it (otherwise it finds room only as the prep drains: session 49) — and the
+// rest take items in chunk-major order from a.prep_ctr (zeroed before the launch) until a.prep_items
+// are taken.
+template <bool VEC, bool PERSIST = false>
+__global__ void __launch_bounds__(kThreads, 3) wy_prep_rt_kernel(ChArgs a) {
+    // The early trigger, as wy_prep16_kernel's: the pass launches once every block has started.
+    pdl::trigger();
+    if constexpr (!PERSIST) {
+        prep_rt_item<VEC>(a, blockIdx.x);
+        return;
+    }
+    // (On a reserved SM: a.prep_first items first — the first chunks, which the pass waits for anyway.)
+    uint32_t left = on_reserved_sm(a.prep_reserve) ? a.prep_first : UINT32_MAX;
+    __shared__ uint32_t item_s;
+    for (; left > 0; --left) {
+        if (threadIdx.x == 0) item_s = atomicAdd(a.prep_ctr, 1u);
+        __syncthreads();
+        const uint32_t item = item_s;
+        if (item >= a.prep_items) return;
+        prep_rt_item<VEC, true>(a, item);
+        __syncthreads();  // the item's shared memory and item_s read before the next item writes them
+    }
 }
 
 }  // namespace tessera::cuda::fast::detail::prep_rt

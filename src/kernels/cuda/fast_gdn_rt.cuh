@@ -35,12 +35,13 @@ inline bool rt_tma_maps(const wy::ChArgs& a, RtMaps* m) {
 // terms: 3 (F16x3Rt) or 1 (F16Rt: hi·hi products only, the prep's lo halves neither written nor read);
 // lean (terms 1 only): F16RtLean's form of the pass (the same arithmetic, leaner addressing; not yet
 // run on a GPU).
+// two_chains (lean only): a block per 128 value columns, a warpgroup's chain each (F16RtLean2).
 cudaError_t launch_wy_state16_rt(const wy::ChArgs& a, const RtMaps& maps, int terms, cudaStream_t stream,
-                                 bool lean = false);
+                                 bool lean = false, bool two_chains = false);
 cudaError_t launch_wy_state16_rt2(const wy::ChArgs& a, const RtMaps& maps, cudaStream_t stream);
 
-// The opening of an F16x3Rt pass's block (sequence blockIdx.x, value head blockIdx.y, value columns
-// from v0 = blockIdx.z·kRtRows): its sequence, key head, state (null: a padding sequence) and chunk
+// The opening of an F16x3Rt pass's block (sequence blockIdx.x, value head blockIdx.y, `cols` value
+// columns from v0 = blockIdx.z·cols): its sequence, key head, state (null: a padding sequence) and chunk
 // count; false where the block has nothing to run — a bad sequence (its 64 columns NaN, written by
 // the first `consumers` threads) or no WY tokens.
 struct RtBlock {
@@ -53,13 +54,15 @@ struct RtBlock {
         return int(sq.n_wy - int64_t(c) * wy::kC < wy::kC ? sq.n_wy - int64_t(c) * wy::kC : wy::kC);
     }
 };
-__device__ inline bool rt_block(const wy::ChArgs& a, int consumers, RtBlock* b) {
+__device__ inline bool rt_block(const wy::ChArgs& a, int consumers, RtBlock* b, int cols = kRtRows) {
     b->h = blockIdx.y;
-    b->v0 = int(blockIdx.z) * kRtRows;
+    b->v0 = int(blockIdx.z) * cols;
     if (!wy::seq_of(a, int(blockIdx.x), &b->sq)) {
         if (int(threadIdx.x) < consumers) {
             wy::nan_columns(a, b->sq, b->h, b->v0, int(threadIdx.x), consumers);
             wy::nan_columns(a, b->sq, b->h, b->v0 + wy::kNs, int(threadIdx.x), consumers);
+            for (int c = 2 * wy::kNs; c < cols; c += wy::kNs)
+                wy::nan_columns(a, b->sq, b->h, b->v0 + c, int(threadIdx.x), consumers);
         }
         return false;
     }
@@ -169,18 +172,20 @@ __device__ inline void from_frags(const uint32_t (&hi)[KS][4], const uint32_t (&
         }
 }
 // A padding sequence keeps no state (see wy_state16): its last one-token chunk is stepped from S in
-// f32, written by every consumer thread (rows r0 = wr + g of the block, columns k0 …) as two
-// [128][kLdS] halves of 32 value columns at Ss, then stepped by warps 0 and 1. Outputs only.
+// f32, written by every thread of a group of `consumers` (rows r0 = wr + g of the group's 64 value
+// columns from v0, columns k0 …) as two [128][kLdS] halves of 32 value columns at Ss, then stepped by
+// the group's warps 0 and 1 (named barrier `bar` between). Outputs only.
 template <int M>
 __device__ inline void step_padding_tail(const wy::ChArgs& a, const wy::Seq& sq, int64_t h, int64_t hk, int v0,
-                                         const float (&d)[M], int r0, int k0, int t, float* Ss, int consumers) {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+                                         const float (&d)[M], int r0, int k0, int t, float* Ss, int consumers,
+                                         int bar = 1) {
+    const int warp = int(threadIdx.x / 32) % (consumers / 32), lane = threadIdx.x % 32;
 #pragma unroll
     for (int j = 0; j < M; ++j) {
         const int r = r0 + 8 * ((j >> 1) & 1), k = k0 + 8 * (j >> 2) + 2 * t + (j & 1);
         Ss[(r >> 5) * 128 * wy::kLdS + k * wy::kLdS + (r & 31)] = d[j];
     }
-    dev::named_barrier_sync(1, consumers);
+    dev::named_barrier_sync(bar, consumers);
     if (warp < 2) wy::step_padding_last(a, sq, h, hk, v0 + wy::kNs * warp, Ss + warp * 128 * wy::kLdS, lane);
 }
 
