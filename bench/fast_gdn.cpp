@@ -123,8 +123,9 @@ void bench_rule(const Args& a, Stream& stream, Timer& timer, GdnMode mode, int64
                                         (variant == fast::GdnChunkVariant::F16Rt ? " f16 rt" : "") +
                                         (variant == fast::GdnChunkVariant::F16RtSeq ? " f16 rt seq" : "") +
                                         (variant == fast::GdnChunkVariant::F16RtLean ? " f16 rt lean" : "") +
-                                        (variant == fast::GdnChunkVariant::F16RtLeanRes ? " f16 rt lean res" : "") +
+                                        (variant == fast::GdnChunkVariant::F16RtLean1 ? " f16 rt lean1" : "") +
                                         (variant == fast::GdnChunkVariant::F16RtLean2 ? " f16 rt lean2" : "") +
+                                        (variant == fast::GdnChunkVariant::F16RtSched ? " f16 rt sched" : "") +
                                         (variant == fast::GdnChunkVariant::Auto ? "*" : "")
                                   : std::string("recurrent")) +
         (slots > 1 ? " cold" : " hot");
@@ -463,8 +464,9 @@ int main(int argc, char** argv) {
         using V = fast::GdnChunkVariant;
         const V chunk_variants[] = {V::Auto,  V::StateWarps8, V::Vec16,
                                     V::Split, V::SplitWarps8, V::SplitVec16, V::F16x3, V::F16x3Wg, V::F16x3Rt,
-                                    V::F16x3Rt2, V::F16Rt, V::F16RtSeq, V::F16RtLean, V::F16RtLeanRes, V::F16RtLean2};
-        for (int64_t T : {1024, 4096, 16384}) {
+                                    V::F16x3Rt2, V::F16Rt, V::F16RtSeq, V::F16RtLean, V::F16RtLean1, V::F16RtLean2,
+                                    V::F16RtSched};
+        for (int64_t T : {1024, 2048, 4096, 16384}) {
             for (V v : chunk_variants)
                 bench_rule(a, stream, timer, GdnMode::Chunked, 1, T, 1,
                            T == 1024 ? "llama.cpp 639 us; target <= 60" : "per token flat: T/1024 x the 1024 figure",

@@ -64,8 +64,8 @@ namespace {
 constexpr double kTolRec = 2e-5, kTolChunkShort = 1e-4, kTolChunkLong = 5e-4, kF16RtScale = 5, kF16RtIllScale = 20;
 double tol_for(fast::GdnChunkVariant v, double tol) {
     return v == fast::GdnChunkVariant::F16Rt || v == fast::GdnChunkVariant::F16RtSeq ||
-                   v == fast::GdnChunkVariant::F16RtLean || v == fast::GdnChunkVariant::F16RtLeanRes ||
-                   v == fast::GdnChunkVariant::F16RtLean2
+                   v == fast::GdnChunkVariant::F16RtLean || v == fast::GdnChunkVariant::F16RtLean1 ||
+                   v == fast::GdnChunkVariant::F16RtLean2 || v == fast::GdnChunkVariant::F16RtSched
                ? tol * kF16RtScale
                : tol;
 }
@@ -240,13 +240,14 @@ const Shape kFlagship{16, 32, 128, 128, false};
 constexpr fast::GdnChunkVariant kChunkVariants[] = {
     fast::GdnChunkVariant::Auto,    fast::GdnChunkVariant::Split,    fast::GdnChunkVariant::F16x3,
     fast::GdnChunkVariant::F16x3Wg, fast::GdnChunkVariant::F16x3Rt, fast::GdnChunkVariant::F16x3Rt2,
-    fast::GdnChunkVariant::F16Rt,   fast::GdnChunkVariant::F16RtLean, fast::GdnChunkVariant::F16RtLeanRes,
-    fast::GdnChunkVariant::F16RtLean2};
+    fast::GdnChunkVariant::F16Rt,   fast::GdnChunkVariant::F16RtLean, fast::GdnChunkVariant::F16RtLean1,
+    fast::GdnChunkVariant::F16RtLean2, fast::GdnChunkVariant::F16RtSched};
 // The f16 forms (every variant that rounds its operands to f16).
 constexpr fast::GdnChunkVariant kF16Variants[] = {fast::GdnChunkVariant::F16x3, fast::GdnChunkVariant::F16x3Wg,
                                                   fast::GdnChunkVariant::F16x3Rt, fast::GdnChunkVariant::F16x3Rt2,
                                                   fast::GdnChunkVariant::F16Rt, fast::GdnChunkVariant::F16RtLean,
-                                                  fast::GdnChunkVariant::F16RtLeanRes, fast::GdnChunkVariant::F16RtLean2};
+                                                  fast::GdnChunkVariant::F16RtLean1, fast::GdnChunkVariant::F16RtLean2,
+                                                  fast::GdnChunkVariant::F16RtSched};
 
 TEST(FastGdnRecurrent, LengthsAroundTheChunk) {
     REQUIRE_CUDA();
@@ -502,12 +503,60 @@ TEST(FastGdnChunked, LeanFormGivesF16RtBits) {
         }
 }
 
-TEST(FastGdnChunked, PersistentPrepAndTwoChainsGiveLeanBits) {
+TEST(FastGdnChunked, SchedPlanAtItsEdges) {
+    // gdn_sched_plan on 132 SMs of 3 prep blocks, the flagship's 32 value heads of 128 columns.
+    using V = fast::GdnChunkVariant;
+    auto plan = [](V v, int64_t seqs, int64_t len, bool overlap = true, int64_t nv = 32, int64_t dv = 128) {
+        return fast::gdn_sched_plan(v, seqs, len, nv, dv, 132, 3, overlap);
+    };
+    // One sequence: one chain a block to 16 chunks, its 64 blocks' SMs set aside; two from 17 (32 set aside).
+    for (int64_t len : {1, 64, 1024}) {
+        SCOPED_TRACE(len);
+        const fast::GdnSchedPlan p = plan(V::F16RtSched, 1, len);
+        EXPECT_FALSE(p.two_chains);
+        EXPECT_EQ(p.reserve, 64);
+        EXPECT_EQ(p.persistent, len == 1024);  // 512 chunks past (132 − 64) · 3 = 204 blocks; 32 are not
+    }
+    const fast::GdnSchedPlan p1025 = plan(V::F16RtSched, 1, 1025);
+    EXPECT_TRUE(p1025.two_chains);
+    EXPECT_EQ(p1025.reserve, 32);
+    EXPECT_TRUE(p1025.persistent);  // 17 · 32 = 544 > 100 · 3
+    // 33 heads: 66 blocks, the most set aside (half of 132); (132 − 66) · 3 = 198 blocks for the prep
+    EXPECT_EQ(plan(V::F16RtSched, 1, 64 * 6, true, 33).reserve, 66);
+    EXPECT_FALSE(plan(V::F16RtSched, 1, 64 * 6, true, 33).persistent);  // 6 · 33 = 198 chunks
+    EXPECT_TRUE(plan(V::F16RtSched, 1, 64 * 6 + 1, true, 33).persistent);  // 231
+    EXPECT_EQ(plan(V::F16RtSched, 1, 64, true, 34).reserve, 0);  // 68 blocks
+    // Two sequences: two chains; their 64 blocks fit half the SMs (set aside), 3 sequences' 96 do not.
+    EXPECT_TRUE(plan(V::F16RtSched, 2, 64).two_chains);
+    EXPECT_EQ(plan(V::F16RtSched, 2, 64).reserve, 64);
+    EXPECT_FALSE(plan(V::F16RtSched, 2, 64).persistent);  // 2 · 32 chunks
+    EXPECT_EQ(plan(V::F16RtSched, 3, 1024).reserve, 0);
+    EXPECT_TRUE(plan(V::F16RtSched, 3, 1024).persistent);   // 1,536 chunks > 396
+    EXPECT_FALSE(plan(V::F16RtSched, 3, 64 * 4).persistent);  // 384 chunks fit every SM's blocks at once
+    // Heads of 64 columns or fewer: one chain always; 65: two.
+    EXPECT_FALSE(plan(V::F16RtSched, 4, 4096, true, 32, 64).two_chains);
+    EXPECT_TRUE(plan(V::F16RtSched, 4, 4096, true, 32, 65).two_chains);
+    // The forced forms; and where the pass cannot overlap, no SMs set aside, no persistent prep, and two
+    // chains only where one a block would not fit the SMs at once (132 / 2 columns blocks: 66 heads).
+    EXPECT_FALSE(plan(V::F16RtLean1, 4, 4096).two_chains);
+    EXPECT_TRUE(plan(V::F16RtLean2, 1, 64).two_chains);
+    EXPECT_EQ(plan(V::F16RtLean2, 1, 64).reserve, 32);
+    const fast::GdnSchedPlan alone = plan(V::F16RtSched, 1, 16384, false);
+    EXPECT_FALSE(alone.two_chains);
+    EXPECT_EQ(alone.reserve, 0);
+    EXPECT_FALSE(alone.persistent);
+    EXPECT_FALSE(plan(V::F16RtSched, 1, 4096, false, 66).two_chains);
+    EXPECT_TRUE(plan(V::F16RtSched, 1, 4096, false, 67).two_chains);
+    EXPECT_TRUE(plan(V::F16RtSched, 3, 4096, false).two_chains);
+    EXPECT_FALSE(plan(V::F16RtLean, 3, 4096).two_chains);  // (not a scheduled form)
+}
+
+TEST(FastGdnChunked, ScheduledFormsGiveLeanBits) {
     REQUIRE_CUDA();
-    // F16RtLeanRes (the lean prep persistent, SMs set aside for the state pass, its blocks taking
-    // chunks from a counter) and F16RtLean2 (that with two chains a state-pass block: a warpgroup
-    // each, 128 value columns — dv 100 leaves warpgroup 1 36 of them, dv 256 two blocks a head)
-    // against F16RtLean: the same bits, o and state, where the prep is
+    // F16RtLean1 (the lean prep persistent, SMs set aside for the state pass, its blocks taking
+    // chunks from a counter), F16RtLean2 (that with two chains a state-pass block: a warpgroup
+    // each, 128 value columns — dv 100 leaves warpgroup 1 36 of them, dv 256 two blocks a head) and
+    // F16RtSched (their pick) against F16RtLean: the same bits, o and state, where the prep is
     // persistent (the flagship's 32 value heads: 2,080 chunks of 4,097 tokens, 2,048 of the batch;
     // eight sequences of 512: 64 value-column blocks a chunk) and where it is not (3 heads: every
     // chunk fits the free SMs at once, the plain grid). Called twice, each on fresh scratch — which
@@ -530,7 +579,8 @@ TEST(FastGdnChunked, PersistentPrepAndTwoChainsGiveLeanBits) {
             GpuRule lean(in), res(in);
             const std::vector<float> ol =
                 lean.run(GdnMode::Chunked, 0, lengths, slot, 0, fast::GdnChunkVariant::F16RtLean);
-            for (auto v : {fast::GdnChunkVariant::F16RtLeanRes, fast::GdnChunkVariant::F16RtLean2})
+            for (auto v : {fast::GdnChunkVariant::F16RtLean1, fast::GdnChunkVariant::F16RtLean2,
+                           fast::GdnChunkVariant::F16RtSched})
                 for (int call = 0; call < 2; ++call) {
                     SCOPED_TRACE("variant " + std::to_string(int(v)) + " call " + std::to_string(call));
                     res.st.upload(in.init.data(), in.init.size() * sizeof(float));
@@ -814,8 +864,9 @@ TEST(FastGdnChunked, NoDecayBetaNearOneAndCorrelatedKeys) {
             SCOPED_TRACE("variant " + std::to_string(int(v)));
             const double tol = (n <= 130 ? kTolChunkShort : kTolChunkLong) *
                                (v == fast::GdnChunkVariant::F16Rt || v == fast::GdnChunkVariant::F16RtLean ||
-                                        v == fast::GdnChunkVariant::F16RtLeanRes ||
-                                        v == fast::GdnChunkVariant::F16RtLean2
+                                        v == fast::GdnChunkVariant::F16RtLean1 ||
+                                        v == fast::GdnChunkVariant::F16RtLean2 ||
+                                        v == fast::GdnChunkVariant::F16RtSched
                                     ? kF16RtIllScale
                                     : 1.0);
             GpuRule gpu(in);

@@ -201,7 +201,9 @@ bool sample_whole_row() {
     static const bool row = env_switch("TESSERA_SAMPLE_PLAN", "candidates", "row");
     return row;
 }
-// TESSERA_GDN_CHUNKED: f16rtlean (the default since session 45: F16Rt with the lean prep,
+// TESSERA_GDN_CHUNKED: f16rtsched (the default since session 49: F16RtLean scheduled — its prep
+// persistent, SMs set aside for the state pass, two chains a pass block by gdn_sched_plan, whose
+// comment gives the figures), f16rtlean (the default of sessions 45–48: F16Rt with the lean prep,
 // fast_gdn_prep_rt.cuh, and the lean state pass — the same bits as f16rt; H100, bench_fast_gdn hot,
 // µs, f16rt / f16rtlean: 1,024 tokens × 32 heads 105.0 / 98.9, 4,096 362.9 / 316.0, 16,384 1,372.6 /
 // 1,209.2, 4 × 1,024 423.0 / 372.1), f16rt (the chunked delta rule on f16, one product each, its
@@ -211,16 +213,15 @@ bool sample_whole_row() {
 // operands), f16x3wg (the state pass on the warpgroup MMA through shared memory,
 // fast_gdn_chunked16_wg.cu), f16x3 (on mma.sync, fast_gdn_chunked16.cu), tf32 (the 3×TF32 kernels of
 // sessions 4–14), f16x3rt2 (F16x3Rt's chain on two warpgroups, fast_gdn_chunked16_rt2.cu) or f16rtseq
-// (F16Rt with its state pass launched after the prep, not overlapping it), f16rtleanres (F16RtLean with
-// SMs set aside for the state pass and its prep persistent: session 49), f16rtlean2 (that with two
-// chains a state-pass block), for A/B.
+// (F16Rt with its state pass launched after the prep, not overlapping it), f16rtlean1 / f16rtlean2
+// (f16rtsched with one / two chains a state-pass block always), for A/B.
 fast::GdnChunkVariant gdn_chunk_variant() {
     using V = fast::GdnChunkVariant;
-    static constexpr V kByName[] = {V::F16RtLean, V::F16Rt,     V::F16x3Rt,  V::F16x3Wg,   V::F16x3,
-                                    V::Auto,      V::F16x3Rt2,  V::F16RtSeq, V::F16RtLeanRes, V::F16RtLean2};
-    static const V v = kByName[env_choice("TESSERA_GDN_CHUNKED", {"f16rtlean", "f16rt", "f16x3rt", "f16x3wg", "f16x3",
-                                                                  "tf32", "f16x3rt2", "f16rtseq", "f16rtleanres",
-                                                                  "f16rtlean2"})];
+    static constexpr V kByName[] = {V::F16RtSched, V::F16RtLean, V::F16Rt,      V::F16x3Rt,     V::F16x3Wg, V::F16x3,
+                                    V::Auto,       V::F16x3Rt2,  V::F16RtSeq, V::F16RtLean1, V::F16RtLean2};
+    static const V v =
+        kByName[env_choice("TESSERA_GDN_CHUNKED", {"f16rtsched", "f16rtlean", "f16rt", "f16x3rt", "f16x3wg", "f16x3",
+                                                   "tf32", "f16x3rt2", "f16rtseq", "f16rtlean1", "f16rtlean2"})];
     return v;
 }
 // TESSERA_GDN_DECODE: the fused GDN decode step's kernel — auto (the default:

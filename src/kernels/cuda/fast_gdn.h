@@ -126,15 +126,46 @@ enum class GdnChunkVariant : int {
     // confirmed on the H200 (session 41), its time on the H100 (session 45: 98.9 against F16Rt's 105.0
     // µs at 1,024 tokens × 32 heads, 316.0 against 362.9 at 4,096): the backend's default since.
     F16RtLean = 13,
-    // F16RtLean with its prep persistent where the state pass overlaps it (wy_prep_rt_kernel: blocks
-    // on as many SMs as the pass has blocks, up to half the GPU, leave at once, so the pass starts with
-    // the prep instead of as it drains; the rest take chunks in order from a counter). The same bits
-    // (session 49: written to measure it against F16RtLean).
-    F16RtLeanRes = 14,
-    // F16RtLeanRes with two chains a state-pass block (a warpgroup each: the head's 128 value columns
-    // in one block sharing W+Q̃, K̃ and P; half the SMs set aside). The same bits (session 49).
+    // F16RtSched (below) with one chain a state-pass block always (F16RtLean1) or two (F16RtLean2),
+    // for A/B. The same bits as F16RtLean.
+    F16RtLean1 = 14,
     F16RtLean2 = 15,
+    // F16RtLean scheduled (session 49; the backend's default since): the lean prep persistent where
+    // its chunks outnumber the blocks that fit beside the state pass, SMs set aside for the pass where
+    // its blocks fit half the GPU (so it starts with the prep instead of as the prep drains), and two
+    // chains a pass block (a warpgroup each, a head's 128 value columns sharing W+Q̃, K̃ and P) but for
+    // one sequence of at most 16 chunks — gdn_sched_plan. The same bits as F16RtLean.
+    F16RtSched = 16,
 };
+// F16RtSched's plan for a call of n_seqs sequences (the longest max_len tokens) on `sms` SMs that
+// hold per_sm prep blocks each. H100, session 49, µs against F16RtLean's (its pass one chain a
+// block, launched behind the plain prep, which finds room only as the prep drains: the prep alone
+// 47.4, the pass alone 42.5 at 1,024 tokens × 32 heads — in turn 90, overlapped 95): one sequence of
+// 1,024 tokens 89.7 with one chain a block and 64 SMs set aside against 99.1 (two chains 100.4),
+// 4,096 tokens 287.4 with two chains against 316.6 (one 298.6), 16,384 1,025.6 against 1,218.7;
+// 4 × 1,024 301.3 with two chains and no SMs set aside against 371.1 (set aside 343.3; one chain 372.7).
+// Where the pass cannot overlap the prep (overlap false: a graph being captured, o meeting q / k / v),
+// it runs alone: two chains a block only where one a block would not fit the SMs at once (alone at
+// 4,096 tokens the pass took 186.1 with two chains a block against 144.5).
+struct GdnSchedPlan {
+    bool two_chains;    // a pass block per 128 value columns, a chain a warpgroup
+    int64_t reserve;    // SMs set aside for the pass (its blocks, where they fit half the SMs)
+    bool persistent;    // the prep's blocks take chunks from a counter (a grid of sms · per_sm)
+};
+inline GdnSchedPlan gdn_sched_plan(GdnChunkVariant v, int64_t n_seqs, int64_t max_len, int64_t nv, int64_t dv,
+                                   int64_t sms, int64_t per_sm, bool overlap) {
+    const int64_t chunks = (max_len + kGdnChunk - 1) / kGdnChunk, items = chunks * n_seqs * nv;
+    const int64_t one_chain_blocks = n_seqs * nv * ((dv + 63) / 64);
+    const bool pick_two = overlap ? n_seqs > 1 || chunks > 16 : one_chain_blocks > sms;
+    GdnSchedPlan plan{};
+    plan.two_chains =
+        dv > 64 && (v == GdnChunkVariant::F16RtLean2 || (v == GdnChunkVariant::F16RtSched && pick_two));
+    if (!overlap) return plan;
+    const int64_t cols = plan.two_chains ? 128 : 64, pass_blocks = n_seqs * nv * ((dv + cols - 1) / cols);
+    plan.reserve = pass_blocks <= sms / 2 ? pass_blocks : 0;
+    plan.persistent = per_sm > 0 && items > (sms - plan.reserve) * per_sm;
+    return plan;
+}
 // F16Rt's prep in its DIRECT form (K, Q and V read into registers, not staged in f32: three blocks
 // an SM) where that takes fewer waves of `blocks` (chunks × sequences × value heads) than the staged
 // form's two an SM, else staged. H200 (session 22), whole calls: 1,024 tokens × 32 heads (512 blocks,
@@ -146,7 +177,8 @@ inline bool gdn_prep_direct(int64_t blocks, int64_t sms) {
 inline bool gdn_chunk_f16x3(GdnChunkVariant v) {
     return v == GdnChunkVariant::F16x3 || v == GdnChunkVariant::F16x3Wg || v == GdnChunkVariant::F16x3Rt ||
            v == GdnChunkVariant::F16x3Rt2 || v == GdnChunkVariant::F16Rt || v == GdnChunkVariant::F16RtSeq ||
-           v == GdnChunkVariant::F16RtLean || v == GdnChunkVariant::F16RtLeanRes || v == GdnChunkVariant::F16RtLean2;
+           v == GdnChunkVariant::F16RtLean || v == GdnChunkVariant::F16RtLean1 || v == GdnChunkVariant::F16RtLean2 ||
+           v == GdnChunkVariant::F16RtSched;
 }
 // wy_prep16's block bid of a grid in chunk-major order (value head fastest, then sequence, then
 // chunk: the state pass started behind the prep needs every head's first chunks first). 32-bit

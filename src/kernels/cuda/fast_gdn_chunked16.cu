@@ -22,7 +22,6 @@
 #include <atomic>
 #include <climits>
 #include <cstdint>
-#include <cstdlib>
 
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/fast_gdn_f16x3.cuh"
@@ -345,10 +344,9 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
     // F16x3Rt(2) where its pass takes the heads (dk rounded to 16 is 128) and the scratch fits a
     // tensor map, else F16x3Wg's pass (decided before the prep, whose lo halves follow the pass).
     // F16Rt: F16x3Rt's pass and prep on one f16 product each (F16x3Wg's pass, on 3, where it cannot run).
-    const bool lean_variant = variant == GdnChunkVariant::F16RtLean || variant == GdnChunkVariant::F16RtLeanRes ||
-                              variant == GdnChunkVariant::F16RtLean2;
-    // F16RtLean2: the lean pass's two-chain blocks (a head's 128 value columns a block) where dv > 64.
-    const bool two_chains = variant == GdnChunkVariant::F16RtLean2 && dv > 64;
+    const bool sched = variant == GdnChunkVariant::F16RtSched || variant == GdnChunkVariant::F16RtLean1 ||
+                       variant == GdnChunkVariant::F16RtLean2;
+    const bool lean_variant = variant == GdnChunkVariant::F16RtLean || sched;
     const bool f16rt = variant == GdnChunkVariant::F16Rt || variant == GdnChunkVariant::F16RtSeq || lean_variant;
     const bool rt_any = variant == GdnChunkVariant::F16x3Rt || variant == GdnChunkVariant::F16x3Rt2 || f16rt;
     f16x3::RtMaps maps{};
@@ -393,10 +391,10 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
     auto* state_kernel = dkq == 128 ? wy_state16_kernel<128> : wy_state16_kernel<0>;
     err = cudaFuncSetAttribute(state_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(state_smem));
     if (err != cudaSuccess) return err;
-    // F16RtLeanRes: the lean prep persistent where the pass overlaps it and its chunks outnumber the
-    // blocks that fit the SMs not set aside for the pass (wy_prep_rt_kernel says how).
+    // F16RtSched (F16RtLean1 / 2): where the pass overlaps the lean prep, gdn_sched_plan's chains a
+    // block, SMs set aside and persistent prep (wy_prep_rt_kernel says how it runs).
     dim3 grid = prep_grid;
-    if (lean && a.epoch && (variant == GdnChunkVariant::F16RtLeanRes || variant == GdnChunkVariant::F16RtLean2)) {
+    if (lean && a.epoch && sched) {
         auto* persistent = a.vec ? prep_rt::wy_prep_rt_kernel<true, true> : prep_rt::wy_prep_rt_kernel<false, true>;
         const int sms = current_sm_count();
         int per_sm = 0;
@@ -404,22 +402,12 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
             (err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, persistent, kThreads, prep_bytes)) !=
                 cudaSuccess)
             return err;
-        const int cols = (two_chains ? 2 : 1) * f16x3::kRtRows;  // value columns of a pass block
-        const int64_t pass_blocks = int64_t(plan.n_seqs) * p.n_v_heads * ((dv + cols - 1) / cols);
-        static const int cap = [] {  // EXPERIMENT (session 49): TESSERA_GDN_PREP_RESERVE caps the SMs set aside
-            const char* e = std::getenv("TESSERA_GDN_PREP_RESERVE");
-            return e ? std::atoi(e) : -1;
-        }();
-        const int reserve = int(std::min<int64_t>(pass_blocks, cap >= 0 ? cap : sms / 2));
-        if (per_sm > 0 && prep_blocks > int64_t(sms - reserve) * per_sm) {
+        const GdnSchedPlan sp = gdn_sched_plan(variant, plan.n_seqs, max_len, p.n_v_heads, dv, sms, per_sm, true);
+        if (sp.persistent) {
             a.prep_ctr = reinterpret_cast<uint32_t*>(scratch + T * a.nv * a.rs);  // past the rows (scratch_floats)
             a.prep_items = uint32_t(prep_blocks);  // (below 2^31: checked above)
-            a.prep_reserve = uint32_t(reserve);
-            static const int first = [] {  // EXPERIMENT (session 49): TESSERA_GDN_PREP_FIRST
-                const char* e = std::getenv("TESSERA_GDN_PREP_FIRST");
-                return e ? std::atoi(e) : 1;
-            }();
-            a.prep_first = uint32_t(std::max(first, 0));
+            a.prep_reserve = uint32_t(sp.reserve);
+            a.prep_first = 1;  // the first chunks, which the pass waits for anyway
             grid = dim3{unsigned(sms * per_sm)};
             prep_kernel = persistent;
             if ((err = cudaMemsetAsync(a.prep_ctr, 0, sizeof(uint32_t), stream)) != cudaSuccess) return err;
@@ -428,7 +416,10 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
     prep_kernel<<<grid, kThreads, prep_bytes, stream>>>(a);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     if (rt && variant == GdnChunkVariant::F16x3Rt2) return f16x3::launch_wy_state16_rt2(a, maps, stream);
-    if (rt) return f16x3::launch_wy_state16_rt(a, maps, one ? 1 : 3, stream, lean_pass, lean_pass && two_chains);
+    const bool two_chains = lean_pass && sched &&
+                            gdn_sched_plan(variant, plan.n_seqs, max_len, p.n_v_heads, dv, current_sm_count(), 0,
+                                           a.epoch != 0).two_chains;
+    if (rt) return f16x3::launch_wy_state16_rt(a, maps, one ? 1 : 3, stream, lean_pass, two_chains);
     if (wg) return f16x3::launch_wy_state16_wg(a, stream);
     const dim3 state_grid{unsigned(plan.n_seqs), unsigned(p.n_v_heads), unsigned((dv + kNs - 1) / kNs)};
     state_kernel<<<state_grid, kTh16, state_smem, stream>>>(a);

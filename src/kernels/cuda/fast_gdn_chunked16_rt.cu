@@ -90,7 +90,7 @@ struct RtSmem {
 // instead, ptxas serialized the wgmma: C7518); the default pass keeps its code until LEAN has run
 // on the GPU.
 //
-// NW 2 (F16RtLean2, LEAN only): a block per 128 value columns, warpgroup w running the chain of
+// NW 2 (F16RtSched's pick, F16RtLean2; LEAN only): a block per 128 value columns, warpgroup w running the chain of
 // columns 64w … 64w + 63 — two chains an SM sharing W+Q̃, K̃ and P (each its own U and O tiles;
 // 184 KB), so the pass holds half as many SMs while the prep runs beside it.
 template <int TERMS, bool LEAN = false, int NW = 1>

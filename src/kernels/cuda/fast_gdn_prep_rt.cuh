@@ -357,7 +357,7 @@ __device__ inline bool on_reserved_sm(uint32_t reserve) {
 }
 
 // The prep's kernel. Plain: a block an item (blockIdx.x in chunk-major order). PERSIST
-// (F16RtLeanRes, the state pass overlapping it): a grid that fills every SM at once, whose
+// (F16RtSched's, the state pass overlapping it): a grid that fills every SM at once, whose
 // blocks on a.prep_reserve SMs leave after a.prep_first items — those SMs are then free for the state
 // pass launched behind it (otherwise it finds room only as the prep drains: session 49) — and the
 // rest take items in chunk-major order from a.prep_ctr (zeroed before the launch) until a.prep_items

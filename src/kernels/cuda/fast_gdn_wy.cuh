@@ -42,7 +42,7 @@ struct ChArgs {
     // a chunk's flag once its scratch rows are written, for a state pass that starts before the prep
     // has completed (fast_gdn_chunked16.cu).
     uint32_t epoch;
-    // wy_prep_rt's persistent form (F16RtLeanRes): a counter zeroed before the launch from which its
+    // wy_prep_rt's persistent form (F16RtSched): a counter zeroed before the launch from which its
     // blocks take items; prep_items items; prep_reserve SMs left to the state pass, after prep_first
     // items a block there.
     uint32_t* prep_ctr;
