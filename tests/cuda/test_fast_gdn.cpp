@@ -509,18 +509,18 @@ TEST(FastGdnChunked, SchedPlanAtItsEdges) {
     auto plan = [](V v, int64_t seqs, int64_t len, bool overlap = true, int64_t nv = 32, int64_t dv = 128) {
         return fast::gdn_sched_plan(v, seqs, len, nv, dv, 132, 3, overlap);
     };
-    // One sequence: one chain a block to 16 chunks, its 64 blocks' SMs set aside; two from 17 (32 set aside).
-    for (int64_t len : {1, 64, 1024}) {
+    // One sequence: one chain a block to 32 chunks, its 64 blocks' SMs set aside; two from 33 (32 set aside).
+    for (int64_t len : {1, 64, 1024, 2048}) {
         SCOPED_TRACE(len);
         const fast::GdnSchedPlan p = plan(V::F16RtSched, 1, len);
         EXPECT_FALSE(p.two_chains);
         EXPECT_EQ(p.reserve, 64);
-        EXPECT_EQ(p.persistent, len == 1024);  // 512 chunks past (132 − 64) · 3 = 204 blocks; 32 are not
+        EXPECT_EQ(p.persistent, len >= 1024);  // 512 chunks past (132 − 64) · 3 = 204 blocks; 32 are not
     }
-    const fast::GdnSchedPlan p1025 = plan(V::F16RtSched, 1, 1025);
-    EXPECT_TRUE(p1025.two_chains);
-    EXPECT_EQ(p1025.reserve, 32);
-    EXPECT_TRUE(p1025.persistent);  // 17 · 32 = 544 > 100 · 3
+    const fast::GdnSchedPlan p2049 = plan(V::F16RtSched, 1, 2049);
+    EXPECT_TRUE(p2049.two_chains);
+    EXPECT_EQ(p2049.reserve, 32);
+    EXPECT_TRUE(p2049.persistent);  // 33 · 32 = 1,056 > 100 · 3
     // 33 heads: 66 blocks, the most set aside (half of 132); (132 − 66) · 3 = 198 blocks for the prep
     EXPECT_EQ(plan(V::F16RtSched, 1, 64 * 6, true, 33).reserve, 66);
     EXPECT_FALSE(plan(V::F16RtSched, 1, 64 * 6, true, 33).persistent);  // 6 · 33 = 198 chunks

@@ -134,7 +134,7 @@ enum class GdnChunkVariant : int {
     // its chunks outnumber the blocks that fit beside the state pass, SMs set aside for the pass where
     // its blocks fit half the GPU (so it starts with the prep instead of as the prep drains), and two
     // chains a pass block (a warpgroup each, a head's 128 value columns sharing W+Q̃, K̃ and P) but for
-    // one sequence of at most 16 chunks — gdn_sched_plan. The same bits as F16RtLean.
+    // one sequence of at most 32 chunks — gdn_sched_plan. The same bits as F16RtLean.
     F16RtSched = 16,
 };
 // F16RtSched's plan for a call of n_seqs sequences (the longest max_len tokens) on `sms` SMs that
@@ -144,6 +144,7 @@ enum class GdnChunkVariant : int {
 // 1,024 tokens 89.7 with one chain a block and 64 SMs set aside against 99.1 (two chains 100.4),
 // 4,096 tokens 287.4 with two chains against 316.6 (one 298.6), 16,384 1,025.6 against 1,218.7;
 // 4 × 1,024 301.3 with two chains and no SMs set aside against 371.1 (set aside 343.3; one chain 372.7).
+// H200, 2,048 tokens (the engine's prefill chunk): one chain 143.1, two 148.8, F16RtLean 153.1.
 // Where the pass cannot overlap the prep (overlap false: a graph being captured, o meeting q / k / v),
 // it runs alone: two chains a block only where one a block would not fit the SMs at once (alone at
 // 4,096 tokens the pass took 186.1 with two chains a block against 144.5).
@@ -156,7 +157,7 @@ inline GdnSchedPlan gdn_sched_plan(GdnChunkVariant v, int64_t n_seqs, int64_t ma
                                    int64_t sms, int64_t per_sm, bool overlap) {
     const int64_t chunks = (max_len + kGdnChunk - 1) / kGdnChunk, items = chunks * n_seqs * nv;
     const int64_t one_chain_blocks = n_seqs * nv * ((dv + 63) / 64);
-    const bool pick_two = overlap ? n_seqs > 1 || chunks > 16 : one_chain_blocks > sms;
+    const bool pick_two = overlap ? n_seqs > 1 || chunks > 32 : one_chain_blocks > sms;
     GdnSchedPlan plan{};
     plan.two_chains =
         dv > 64 && (v == GdnChunkVariant::F16RtLean2 || (v == GdnChunkVariant::F16RtSched && pick_two));
