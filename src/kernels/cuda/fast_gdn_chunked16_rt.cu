@@ -179,7 +179,8 @@ __global__ void __launch_bounds__(kThRt<NW>, 1) wy_state16_rt_kernel(ChArgs a, c
     uint32_t sh[8][4], sl[8][4];
     int eS0, eS1;
     split_rows(sacc, eS0, eS1, sh, sl);
-    float* ost = reinterpret_cast<float*>(base + kOffO) + (NW == 1 ? tid : 32 * kConsumers * wg + (tid & (kConsumers - 1)));
+    float* ost = reinterpret_cast<float*>(base + kOffO) +
+                 (NW == 1 ? tid : 32 * kConsumers * wg + (tid & (kConsumers - 1)));
     // ([32][128] a warpgroup: element j at ost[128 j])
     // LEAN: chunk c's O = Q̃·S + P·Vn, summed into this thread's ost slots when P·Vn lands, goes to
     // global memory while chunk c + 1's first products run (off the chain); its rows in pend_*.
