@@ -83,12 +83,11 @@ struct RtSmem {
     static_assert(NW == 1 || 2 * 128 * kLdS * 4 <= 4 * NW * kBox, "… and warpgroup 1's fit U's");
 };
 
-// LEAN (F16RtLean's pass, written in session 39 without a GPU: not yet run): the same arithmetic with
+// LEAN (F16RtLean's pass and F16RtSched's, written in session 39; the default since 45): the same arithmetic with
 // the Vn epilogue's U reads at per-lane bases and constant offsets, the lane's coordinates by masks
 // (so the compiler knows t < 4), and chunk c's O summed into the thread's ost slots when P·Vn lands
 // but stored to global memory under chunk c + 1's first products (off the chain; from registers
-// instead, ptxas serialized the wgmma: C7518); the default pass keeps its code until LEAN has run
-// on the GPU.
+// instead, ptxas serialized the wgmma: C7518). F16Rt keeps the plain form.
 //
 // NW 2 (F16RtSched's pick, F16RtLean2; LEAN only): a block per 128 value columns, warpgroup w running the chain of
 // columns 64w … 64w + 63 — two chains an SM sharing W+Q̃, K̃ and P (each its own U and O tiles;

@@ -33,8 +33,7 @@ inline bool rt_tma_maps(const wy::ChArgs& a, RtMaps* m) {
 // rounded up to 16 must be 128): one warpgroup a 64-column block (fast_gdn_chunked16_rt.cu) or two,
 // split along dk (fast_gdn_chunked16_rt2.cu, F16x3Rt2).
 // terms: 3 (F16x3Rt) or 1 (F16Rt: hi·hi products only, the prep's lo halves neither written nor read);
-// lean (terms 1 only): F16RtLean's form of the pass (the same arithmetic, leaner addressing; not yet
-// run on a GPU).
+// lean (terms 1 only): F16RtLean's form of the pass (the same arithmetic, leaner addressing).
 // two_chains (lean only): a block per 128 value columns, a warpgroup's chain each (F16RtSched).
 cudaError_t launch_wy_state16_rt(const wy::ChArgs& a, const RtMaps& maps, int terms, cudaStream_t stream,
                                  bool lean = false, bool two_chains = false);
