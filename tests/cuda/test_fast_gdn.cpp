@@ -537,7 +537,8 @@ TEST(FastGdnChunked, SchedPlanAtItsEdges) {
     EXPECT_FALSE(plan(V::F16RtSched, 4, 4096, true, 32, 64).two_chains);
     EXPECT_TRUE(plan(V::F16RtSched, 4, 4096, true, 32, 65).two_chains);
     // The forced forms; and where the pass cannot overlap, no SMs set aside, no persistent prep, and two
-    // chains only where one a block would not fit the SMs at once (132 / 2 columns blocks: 66 heads).
+    // chains only where one a block would not fit the SMs at once (two blocks a 128-column head: 67
+    // heads of one sequence pass 132).
     EXPECT_FALSE(plan(V::F16RtLean1, 4, 4096).two_chains);
     EXPECT_TRUE(plan(V::F16RtLean2, 1, 64).two_chains);
     EXPECT_EQ(plan(V::F16RtLean2, 1, 64).reserve, 32);
@@ -557,11 +558,12 @@ TEST(FastGdnChunked, ScheduledFormsGiveLeanBits) {
     // chunks from a counter), F16RtLean2 (that with two chains a state-pass block: a warpgroup
     // each, 128 value columns — dv 100 leaves warpgroup 1 36 of them, dv 256 two blocks a head) and
     // F16RtSched (their pick) against F16RtLean: the same bits, o and state, where the prep is
-    // persistent (the flagship's 32 value heads: 2,080 chunks of 4,097 tokens, 2,048 of the batch;
-    // eight sequences of 512: 64 value-column blocks a chunk) and where it is not (3 heads: every
-    // chunk fits the free SMs at once, the plain grid). Called twice, each on fresh scratch — which
-    // cudaMalloc tends to hand back at the first call's address, its counter at its last value: a
-    // launch that did not zero it would skip every chunk.
+    // persistent (the flagship's 32 value heads: 2,080 chunks of 4,097 tokens, 2,048 of the first
+    // batch and of the eight sequences of ≤ 512) and where it is not (3 heads: every chunk fits the
+    // free SMs at once, the plain grid; dv 256: wy_prep16's prep, two chains a block, two blocks a
+    // head). Called twice, each on fresh scratch — which cudaMalloc tends to hand back at the first
+    // call's address, its counter at its last value: a launch that did not zero it would skip every
+    // chunk.
     const std::vector<std::pair<Shape, int64_t>> cases = {{kFlagship, 2}, {kFlagship, 0},
                                                           {Shape{16, 32, 128, 128, true}, 0},
                                                           {Shape{1, 3, 120, 100, false}, 0},
