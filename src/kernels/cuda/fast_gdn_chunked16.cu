@@ -391,23 +391,24 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
     auto* state_kernel = dkq == 128 ? wy_state16_kernel<128> : wy_state16_kernel<0>;
     err = cudaFuncSetAttribute(state_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(state_smem));
     if (err != cudaSuccess) return err;
-    // F16RtSched (F16RtLean1 / 2): where the pass overlaps the lean prep, gdn_sched_plan's chains a
-    // block, SMs set aside and persistent prep (wy_prep_rt_kernel says how it runs).
+    // F16RtSched (F16RtLean1 / 2): gdn_sched_plan's chains a pass block; where the pass overlaps the
+    // lean prep, its SMs set aside and the prep persistent (wy_prep_rt_kernel says how it runs).
+    GdnSchedPlan sp{};
     dim3 grid = prep_grid;
-    if (lean && a.epoch && sched) {
+    if (lean_pass && sched) {
         auto* persistent = a.vec ? prep_rt::wy_prep_rt_kernel<true, true> : prep_rt::wy_prep_rt_kernel<false, true>;
         const int sms = current_sm_count();
-        int per_sm = 0;
-        if ((err = set_prep_attributes(persistent)) != cudaSuccess ||
-            (err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, persistent, kThreads, prep_bytes)) !=
-                cudaSuccess)
+        int per_sm = 0;  // (0: no persistent prep — wy_prep16's prep, or no overlap)
+        if (lean && a.epoch &&
+            ((err = set_prep_attributes(persistent)) != cudaSuccess ||
+             (err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, persistent, kThreads, prep_bytes)) !=
+                 cudaSuccess))
             return err;
-        const GdnSchedPlan sp = gdn_sched_plan(variant, plan.n_seqs, max_len, p.n_v_heads, dv, sms, per_sm, true);
+        sp = gdn_sched_plan(variant, plan.n_seqs, max_len, p.n_v_heads, dv, sms, per_sm, a.epoch != 0);
         if (sp.persistent) {
             a.prep_ctr = reinterpret_cast<uint32_t*>(scratch + T * a.nv * a.rs);  // past the rows (scratch_floats)
             a.prep_items = uint32_t(prep_blocks);  // (below 2^31: checked above)
             a.prep_reserve = uint32_t(sp.reserve);
-            a.prep_first = 1;  // the first chunks, which the pass waits for anyway
             grid = dim3{unsigned(sms * per_sm)};
             prep_kernel = persistent;
             if ((err = cudaMemsetAsync(a.prep_ctr, 0, sizeof(uint32_t), stream)) != cudaSuccess) return err;
@@ -416,10 +417,7 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
     prep_kernel<<<grid, kThreads, prep_bytes, stream>>>(a);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     if (rt && variant == GdnChunkVariant::F16x3Rt2) return f16x3::launch_wy_state16_rt2(a, maps, stream);
-    const bool two_chains = lean_pass && sched &&
-                            gdn_sched_plan(variant, plan.n_seqs, max_len, p.n_v_heads, dv, current_sm_count(), 0,
-                                           a.epoch != 0).two_chains;
-    if (rt) return f16x3::launch_wy_state16_rt(a, maps, one ? 1 : 3, stream, lean_pass, two_chains);
+    if (rt) return f16x3::launch_wy_state16_rt(a, maps, one ? 1 : 3, stream, lean_pass, sp.two_chains);
     if (wg) return f16x3::launch_wy_state16_wg(a, stream);
     const dim3 state_grid{unsigned(plan.n_seqs), unsigned(p.n_v_heads), unsigned((dv + kNs - 1) / kNs)};
     state_kernel<<<state_grid, kTh16, state_smem, stream>>>(a);

@@ -358,7 +358,7 @@ __device__ inline bool on_reserved_sm(uint32_t reserve) {
 
 // The prep's kernel. Plain: a block an item (blockIdx.x in chunk-major order). PERSIST
 // (F16RtSched's, the state pass overlapping it): a grid that fills every SM at once, whose
-// blocks on a.prep_reserve SMs leave after a.prep_first items — those SMs are then free for the state
+// blocks on a.prep_reserve SMs leave after one item — those SMs are then free for the state
 // pass launched behind it (otherwise it finds room only as the prep drains: session 49) — and the
 // rest take items in chunk-major order from a.prep_ctr (zeroed before the launch) until a.prep_items
 // are taken.
@@ -370,8 +370,9 @@ __global__ void __launch_bounds__(kThreads, 3) wy_prep_rt_kernel(ChArgs a) {
         prep_rt_item<VEC>(a, blockIdx.x);
         return;
     }
-    // (On a reserved SM: a.prep_first items first — the first chunks, which the pass waits for anyway.)
-    uint32_t left = on_reserved_sm(a.prep_reserve) ? a.prep_first : UINT32_MAX;
+    // (On a reserved SM one item first — a first chunk, which the pass waits for anyway: leaving at
+    // once measured level or slower, session 49.)
+    uint32_t left = on_reserved_sm(a.prep_reserve) ? 1u : UINT32_MAX;
     __shared__ uint32_t item_s;
     for (; left > 0; --left) {
         if (threadIdx.x == 0) item_s = atomicAdd(a.prep_ctr, 1u);

@@ -60,6 +60,7 @@ __device__ inline bool rt_block(const wy::ChArgs& a, int consumers, RtBlock* b, 
         if (int(threadIdx.x) < consumers) {
             wy::nan_columns(a, b->sq, b->h, b->v0, int(threadIdx.x), consumers);
             wy::nan_columns(a, b->sq, b->h, b->v0 + wy::kNs, int(threadIdx.x), consumers);
+            // (columns past 64: a loop from 0 changed the 64-column blocks' code, so the first two stay)
             for (int c = 2 * wy::kNs; c < cols; c += wy::kNs)
                 wy::nan_columns(a, b->sq, b->h, b->v0 + c, int(threadIdx.x), consumers);
         }

@@ -43,10 +43,10 @@ struct ChArgs {
     // has completed (fast_gdn_chunked16.cu).
     uint32_t epoch;
     // wy_prep_rt's persistent form (F16RtSched): a counter zeroed before the launch from which its
-    // blocks take items; prep_items items; prep_reserve SMs left to the state pass, after prep_first
-    // items a block there.
+    // blocks take items; prep_items items; prep_reserve SMs left to the state pass (after one item a
+    // block there).
     uint32_t* prep_ctr;
-    uint32_t prep_items, prep_reserve, prep_first;
+    uint32_t prep_items, prep_reserve;
 };
 
 // A chunked call's arguments, all but rs and vec (the callers' scratch layout and copy width).
