@@ -63,11 +63,7 @@ namespace {
 //   at 1,000 (session 22) — and it is held to kF16RtIllScale ×.
 constexpr double kTolRec = 2e-5, kTolChunkShort = 1e-4, kTolChunkLong = 5e-4, kF16RtScale = 5, kF16RtIllScale = 20;
 double tol_for(fast::GdnChunkVariant v, double tol) {
-    return v == fast::GdnChunkVariant::F16Rt || v == fast::GdnChunkVariant::F16RtSeq ||
-                   v == fast::GdnChunkVariant::F16RtLean || v == fast::GdnChunkVariant::F16RtLean1 ||
-                   v == fast::GdnChunkVariant::F16RtLean2 || v == fast::GdnChunkVariant::F16RtSched
-               ? tol * kF16RtScale
-               : tol;
+    return fast::gdn_chunk_f16rt(v) ? tol * kF16RtScale : tol;
 }
 
 // ---- the delta rule ----
@@ -241,13 +237,14 @@ constexpr fast::GdnChunkVariant kChunkVariants[] = {
     fast::GdnChunkVariant::Auto,    fast::GdnChunkVariant::Split,    fast::GdnChunkVariant::F16x3,
     fast::GdnChunkVariant::F16x3Wg, fast::GdnChunkVariant::F16x3Rt, fast::GdnChunkVariant::F16x3Rt2,
     fast::GdnChunkVariant::F16Rt,   fast::GdnChunkVariant::F16RtLean, fast::GdnChunkVariant::F16RtLean1,
-    fast::GdnChunkVariant::F16RtLean2, fast::GdnChunkVariant::F16RtSched};
+    fast::GdnChunkVariant::F16RtLean2, fast::GdnChunkVariant::F16RtSched, fast::GdnChunkVariant::F16RtSched16};
 // The f16 forms (every variant that rounds its operands to f16).
 constexpr fast::GdnChunkVariant kF16Variants[] = {fast::GdnChunkVariant::F16x3, fast::GdnChunkVariant::F16x3Wg,
                                                   fast::GdnChunkVariant::F16x3Rt, fast::GdnChunkVariant::F16x3Rt2,
                                                   fast::GdnChunkVariant::F16Rt, fast::GdnChunkVariant::F16RtLean,
                                                   fast::GdnChunkVariant::F16RtLean1, fast::GdnChunkVariant::F16RtLean2,
-                                                  fast::GdnChunkVariant::F16RtSched};
+                                                  fast::GdnChunkVariant::F16RtSched,
+                                                  fast::GdnChunkVariant::F16RtSched16};
 
 TEST(FastGdnRecurrent, LengthsAroundTheChunk) {
     REQUIRE_CUDA();
@@ -550,6 +547,11 @@ TEST(FastGdnChunked, SchedPlanAtItsEdges) {
     EXPECT_TRUE(plan(V::F16RtSched, 1, 4096, false, 67).two_chains);
     EXPECT_TRUE(plan(V::F16RtSched, 3, 4096, false).two_chains);
     EXPECT_FALSE(plan(V::F16RtLean, 3, 4096).two_chains);  // (not a scheduled form)
+    // F16RtSched16 picks as F16RtSched does; its prep's two blocks an SM change where it is persistent.
+    for (int64_t len : {2048, 2049})
+        EXPECT_EQ(plan(V::F16RtSched16, 1, len).two_chains, plan(V::F16RtSched, 1, len).two_chains) << len;
+    EXPECT_FALSE(fast::gdn_sched_plan(V::F16RtSched16, 1, 64 * 4, 32, 128, 132, 2, true).persistent);  // 128 ≤ 136
+    EXPECT_TRUE(fast::gdn_sched_plan(V::F16RtSched16, 1, 64 * 5, 32, 128, 132, 2, true).persistent);  // 160 > 136
 }
 
 TEST(FastGdnChunked, ScheduledFormsGiveLeanBits) {
@@ -582,7 +584,7 @@ TEST(FastGdnChunked, ScheduledFormsGiveLeanBits) {
             const std::vector<float> ol =
                 lean.run(GdnMode::Chunked, 0, lengths, slot, 0, fast::GdnChunkVariant::F16RtLean);
             for (auto v : {fast::GdnChunkVariant::F16RtLean1, fast::GdnChunkVariant::F16RtLean2,
-                           fast::GdnChunkVariant::F16RtSched})
+                           fast::GdnChunkVariant::F16RtSched, fast::GdnChunkVariant::F16RtSched16})
                 for (int call = 0; call < 2; ++call) {
                     SCOPED_TRACE("variant " + std::to_string(int(v)) + " call " + std::to_string(call));
                     res.st.upload(in.init.data(), in.init.size() * sizeof(float));
@@ -865,12 +867,7 @@ TEST(FastGdnChunked, NoDecayBetaNearOneAndCorrelatedKeys) {
         for (fast::GdnChunkVariant v : kChunkVariants) {
             SCOPED_TRACE("variant " + std::to_string(int(v)));
             const double tol = (n <= 130 ? kTolChunkShort : kTolChunkLong) *
-                               (v == fast::GdnChunkVariant::F16Rt || v == fast::GdnChunkVariant::F16RtLean ||
-                                        v == fast::GdnChunkVariant::F16RtLean1 ||
-                                        v == fast::GdnChunkVariant::F16RtLean2 ||
-                                        v == fast::GdnChunkVariant::F16RtSched
-                                    ? kF16RtIllScale
-                                    : 1.0);
+                               (fast::gdn_chunk_f16rt(v) ? kF16RtIllScale : 1.0);
             GpuRule gpu(in);
             const std::vector<float> o = gpu.run(GdnMode::Chunked, 0, lengths, slot, 0, v);
             compare(o, o_cpu, tol, "o", in.where_o());

@@ -136,7 +136,22 @@ enum class GdnChunkVariant : int {
     // chains a pass block (a warpgroup each, a head's 128 value columns sharing W+Q̃, K̃ and P) but for
     // one sequence of at most 32 chunks — gdn_sched_plan. The same bits as F16RtLean.
     F16RtSched = 16,
+    // F16RtSched with the lean prep on 16 warps a block, two blocks an SM (at 64 registers), not 8 and
+    // three: an item's phases on twice the warps, for a shorter time to each chunk (session 50: the
+    // state pass starts once the prep's first items are done, ~28 µs at three blocks an SM on the H100).
+    // The same bits as F16RtLean.
+    F16RtSched16 = 17,
 };
+// The scheduled forms (gdn_sched_plan's).
+inline bool gdn_chunk_sched(GdnChunkVariant v) {
+    return v == GdnChunkVariant::F16RtSched || v == GdnChunkVariant::F16RtSched16 ||
+           v == GdnChunkVariant::F16RtLean1 || v == GdnChunkVariant::F16RtLean2;
+}
+// F16Rt and its forms: the f16 WY form on one product each (FLA's accuracy class or better).
+inline bool gdn_chunk_f16rt(GdnChunkVariant v) {
+    return v == GdnChunkVariant::F16Rt || v == GdnChunkVariant::F16RtSeq || v == GdnChunkVariant::F16RtLean ||
+           gdn_chunk_sched(v);
+}
 // F16RtSched's plan for a call of n_seqs sequences (the longest max_len tokens) on `sms` SMs that
 // hold per_sm prep blocks each. H100, session 49, µs against F16RtLean's (its pass one chain a
 // block, launched behind the plain prep, which finds room only as the prep drains: the prep alone
@@ -159,8 +174,8 @@ inline GdnSchedPlan gdn_sched_plan(GdnChunkVariant v, int64_t n_seqs, int64_t ma
     const int64_t one_chain_blocks = n_seqs * nv * ((dv + 63) / 64);
     const bool pick_two = overlap ? n_seqs > 1 || chunks > 32 : one_chain_blocks > sms;
     GdnSchedPlan plan{};
-    plan.two_chains =
-        dv > 64 && (v == GdnChunkVariant::F16RtLean2 || (v == GdnChunkVariant::F16RtSched && pick_two));
+    const bool picks = v == GdnChunkVariant::F16RtSched || v == GdnChunkVariant::F16RtSched16;
+    plan.two_chains = dv > 64 && (v == GdnChunkVariant::F16RtLean2 || (picks && pick_two));
     if (!overlap) return plan;
     const int64_t cols = plan.two_chains ? 128 : 64, pass_blocks = n_seqs * nv * ((dv + cols - 1) / cols);
     plan.reserve = pass_blocks <= sms / 2 ? pass_blocks : 0;
@@ -177,9 +192,7 @@ inline bool gdn_prep_direct(int64_t blocks, int64_t sms) {
 }
 inline bool gdn_chunk_f16x3(GdnChunkVariant v) {
     return v == GdnChunkVariant::F16x3 || v == GdnChunkVariant::F16x3Wg || v == GdnChunkVariant::F16x3Rt ||
-           v == GdnChunkVariant::F16x3Rt2 || v == GdnChunkVariant::F16Rt || v == GdnChunkVariant::F16RtSeq ||
-           v == GdnChunkVariant::F16RtLean || v == GdnChunkVariant::F16RtLean1 || v == GdnChunkVariant::F16RtLean2 ||
-           v == GdnChunkVariant::F16RtSched;
+           v == GdnChunkVariant::F16x3Rt2 || gdn_chunk_f16rt(v);
 }
 // wy_prep16's block bid of a grid in chunk-major order (value head fastest, then sequence, then
 // chunk: the state pass started behind the prep needs every head's first chunks first). 32-bit

@@ -344,8 +344,7 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
     // F16x3Rt(2) where its pass takes the heads (dk rounded to 16 is 128) and the scratch fits a
     // tensor map, else F16x3Wg's pass (decided before the prep, whose lo halves follow the pass).
     // F16Rt: F16x3Rt's pass and prep on one f16 product each (F16x3Wg's pass, on 3, where it cannot run).
-    const bool sched = variant == GdnChunkVariant::F16RtSched || variant == GdnChunkVariant::F16RtLean1 ||
-                       variant == GdnChunkVariant::F16RtLean2;
+    const bool sched = gdn_chunk_sched(variant);
     const bool lean_variant = variant == GdnChunkVariant::F16RtLean || sched;
     const bool f16rt = variant == GdnChunkVariant::F16Rt || variant == GdnChunkVariant::F16RtSeq || lean_variant;
     const bool rt_any = variant == GdnChunkVariant::F16x3Rt || variant == GdnChunkVariant::F16x3Rt2 || f16rt;
@@ -370,8 +369,12 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
     // instructions) where the value heads fit its 128 columns; else wy_prep16's.
     const bool lean_pass = one && lean_variant;  // and its state pass's LEAN form
     const bool lean = lean_pass && dv <= prep_rt::kD;
+    const bool w16 = lean && variant == GdnChunkVariant::F16RtSched16;  // its 16 warps a block
+    const int prep_threads = w16 ? 2 * kThreads : kThreads;
     const bool direct = one && !lean && gdn_prep_direct(prep_blocks, current_sm_count());
-    auto* prep_kernel = lean && a.vec ? prep_rt::wy_prep_rt_kernel<true>
+    auto* prep_kernel = w16 && a.vec  ? prep_rt::wy_prep_rt_kernel<true, false, 16>
+                        : w16         ? prep_rt::wy_prep_rt_kernel<false, false, 16>
+                        : lean && a.vec ? prep_rt::wy_prep_rt_kernel<true>
                         : lean        ? prep_rt::wy_prep_rt_kernel<false>
                         : direct      ? wy_prep16_kernel<128, true, 1, true>
                         : one         ? wy_prep16_kernel<128, true, 1>
@@ -396,12 +399,15 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
     GdnSchedPlan sp{};
     dim3 grid = prep_grid;
     if (lean_pass && sched) {
-        auto* persistent = a.vec ? prep_rt::wy_prep_rt_kernel<true, true> : prep_rt::wy_prep_rt_kernel<false, true>;
+        auto* persistent = w16 && a.vec ? prep_rt::wy_prep_rt_kernel<true, true, 16>
+                           : w16        ? prep_rt::wy_prep_rt_kernel<false, true, 16>
+                           : a.vec      ? prep_rt::wy_prep_rt_kernel<true, true>
+                                        : prep_rt::wy_prep_rt_kernel<false, true>;
         const int sms = current_sm_count();
         int per_sm = 0;  // (0: no persistent prep — wy_prep16's prep, or no overlap)
         if (lean && a.epoch &&
             ((err = set_prep_attributes(persistent)) != cudaSuccess ||
-             (err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, persistent, kThreads, prep_bytes)) !=
+             (err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, persistent, prep_threads, prep_bytes)) !=
                  cudaSuccess))
             return err;
         sp = gdn_sched_plan(variant, plan.n_seqs, max_len, p.n_v_heads, dv, sms, per_sm, a.epoch != 0);
@@ -414,7 +420,7 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
             if ((err = cudaMemsetAsync(a.prep_ctr, 0, sizeof(uint32_t), stream)) != cudaSuccess) return err;
         }
     }
-    prep_kernel<<<grid, kThreads, prep_bytes, stream>>>(a);
+    prep_kernel<<<grid, prep_threads, prep_bytes, stream>>>(a);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     if (rt && variant == GdnChunkVariant::F16x3Rt2) return f16x3::launch_wy_state16_rt2(a, maps, stream);
     if (rt) return f16x3::launch_wy_state16_rt(a, maps, one ? 1 : 3, stream, lean_pass, sp.two_chains);

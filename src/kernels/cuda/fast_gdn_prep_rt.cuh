@@ -21,6 +21,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/fast_gdn.h"
 #include "kernels/cuda/fast_gdn_f16x3.cuh"
@@ -37,8 +38,7 @@ using prep16::kLdTh;
 
 constexpr int kD = 128;            // dk and dv, padded (zero columns past them)
 constexpr int kLdH = kD + 8;       // halves: an f16 row of K, Q or V (272 bytes ≡ 4 banks: no ldmatrix conflicts)
-constexpr int kWarps = kThreads / 32;
-constexpr int kRowsW = kC / kWarps;  // token rows a warp loads: rows warp + kWarps·r
+constexpr int kMaxWarps = 16;  // a block's warps: 8 (kThreads, three blocks an SM) or 16 (two)
 
 // Shared memory of a block (bytes from the dynamic base, every array 16-byte aligned).
 struct PrepRtSmem {
@@ -48,11 +48,12 @@ struct PrepRtSmem {
     float x[kC][kLdT];      // T = (I − A)⁻¹, then T'' split
     double gd[kC];          // Γ
     float bt[kC], eg[kC], dl[kC], iv[kC], rw[kC], ru[kC];  // β, e^Γ, e^(Γlast − Γ), 2^-eV, T' / T'' row scales
-    uint4 wmax[kWarps];     // per warp: max |K|, |Q|, |K̃|, |Q̃| (as bits)
-    uint32_t pmax[kWarps];  // per warp: max |P|
-    uint32_t wbound[kWarps];  // per warp: max_i Σ_j |T'(i, j)|
+    uint4 wmax[kMaxWarps];     // per warp: max |K|, |Q|, |K̃|, |Q̃| (as bits)
+    uint32_t pmax[kMaxWarps];  // per warp: max |P|
+    uint32_t wbound[kMaxWarps];  // per warp: max_i Σ_j |T'(i, j)|
 };
 static_assert(sizeof(PrepRtSmem) <= 75 * 1024, "wy_prep_rt: three blocks an SM");
+constexpr int kPrepJobs = 20;  // K·Kᵀ / Q·Kᵀ's 16 × 8 tiles on or below the diagonal (prep16::prep_job)
 
 using prep16::load_row4;
 __device__ inline float max_abs4(float4 x) {
@@ -68,8 +69,13 @@ __device__ inline uint2 half4(float4 x, float s) {
 // One (chunk, sequence, value head) of the prep: item `item` of the chunk-major order (gdn_prep_block).
 // (OPAQUE: the thread's index read where it is used, so that a loop over items cannot hoist what
 // follows from it into registers held across the items: 80 registers leave no room for them.)
-template <bool VEC, bool OPAQUE = false>
+// NW warps (8: three blocks an SM at 80 registers; 16: two at 64) share the item's rows, tiles and
+// strips alike: token rows warp + NW·r, K·Kᵀ jobs warp + NW·r, W's strips on warps 0–7 and U's on
+// 8–15 (NW 8: both on each). The same values either way: only maxima cross warps.
+template <bool VEC, bool OPAQUE = false, int NW = 8>
 __device__ __forceinline__ void prep_rt_item(const ChArgs& a, uint32_t item) {
+    static_assert(NW == 8 || NW == 16, "wy_prep_rt: 8 or 16 warps");
+    constexpr int kWarps = NW, kRowsW = kC / NW, kJobs = (kPrepJobs + NW - 1) / NW;
     const GdnPrepBlock pb = gdn_prep_block(item, uint32_t(a.nv), uint32_t(a.plan.n_seqs));
     const int64_t c = pb.chunk, h = pb.head;
     const int s = int(pb.seq);
@@ -165,7 +171,7 @@ __device__ __forceinline__ void prep_rt_item(const ChArgs& a, uint32_t item) {
                 const float4 qt = make_float4(qx[r].x * e, qx[r].y * e, qx[r].z * e, qx[r].w * e);
                 kq[0] = half4(kt, sk);
                 kq[(ro.q - ro.k) / 4] = half4(qt, sq);
-                if (lane >= 8 * (r / 2 + 1)) *pz = 0u;
+                if (lane >= 8 * ((NW == 8 ? r / 2 : r) + 1)) *pz = 0u;  // (l / 16, warp < NW)
             }
         }
     }
@@ -179,18 +185,18 @@ __device__ __forceinline__ void prep_rt_item(const ChArgs& a, uint32_t item) {
     __syncthreads();
 
     // 4. A = −strictlower(diag(β)·K·Kᵀ ⊙ D) into a and P = Q·Kᵀ ⊙ D (lower, 0 past L) into registers,
-    // as wy_prep16_kernel's jobs (row block bi, 16 × 8 tile nj <= 2bi + 1), warp, warp + 8, warp + 16.
+    // as wy_prep16_kernel's jobs (row block bi, 16 × 8 tile nj <= 2bi + 1), warp, warp + NW, ….
     // Then V's rows as f16 (a power of two a row), kept in registers until Q's rows are read.
     const float ik = pow2(-eK), iqk = pow2(-eQ - eK);
-    float pacc[3][4];
+    float pacc[kJobs][4];
     uint32_t mp = 0u;
 #pragma unroll
-    for (int r = 0; r < 3; ++r) {
-        const int jb = warp + 8 * r;
+    for (int r = 0; r < kJobs; ++r) {
+        const int jb = warp + NW * r;
         const auto [m0, n0] = prep16::prep_job(jb);
 #pragma unroll
         for (int e = 0; e < 4; ++e) pacc[r][e] = 0.f;
-        if (jb >= 20) continue;
+        if (jb >= kPrepJobs) continue;
         float ka[4] = {0.f, 0.f, 0.f, 0.f}, qp[4] = {0.f, 0.f, 0.f, 0.f};
         const uint32_t a_k = dev::smem_addr(&sm.k[m0 + (lane & 15)][(lane >> 4) * 8]);
         const uint32_t a_q = dev::smem_addr(&sm.qv[m0 + (lane & 15)][(lane >> 4) * 8]);
@@ -232,10 +238,10 @@ __device__ __forceinline__ void prep_rt_item(const ChArgs& a, uint32_t item) {
     const int ep = tile_exp(__reduce_max_sync(0xffffffffu, lane < kWarps ? sm.pmax[lane] : 0u));
     {
 #pragma unroll
-        for (int r = 0; r < 3; ++r) {
-            const int jb = warp + 8 * r;
+        for (int r = 0; r < kJobs; ++r) {
+            const int jb = warp + NW * r;
             const auto [m0, n0] = prep16::prep_job(jb);
-            if (jb >= 20) continue;
+            if (jb >= kPrepJobs) continue;
 #pragma unroll
             for (int half = 0; half < 2; ++half) {  // rows gid, gid + 8: columns 2tig, 2tig + 1
                 const int i = m0 + gid + 8 * half, j = n0 + 2 * tig;
@@ -289,18 +295,19 @@ __device__ __forceinline__ void prep_rt_item(const ChArgs& a, uint32_t item) {
     __syncthreads();
 
     // 7. W = T'·K (× 2^-e of T' 's row, 2^-eK) split into scratch under the bound's power of two, and
-    // U = T''·V (× 2^-e of T'' 's row) in f32: warp w the columns [16w, 16w + 16) of both, two n-tiles
-    // sharing T's fragments, over the 4 row blocks (T lower: rows [m0, m0 + 16) stop at column m0 + 16).
+    // U = T''·V (× 2^-e of T'' 's row) in f32: warp w the columns [16w', 16w' + 16) (w' = w mod 8) of both
+    // (NW 16: W on warps 0–7, U on 8–15), two n-tiles sharing T's fragments, over the 4 row blocks (T
+    // lower: rows [m0, m0 + 16) stop at column m0 + 16).
     const uint32_t wb = __reduce_max_sync(0xffffffffu, lane < kWarps ? sm.wbound[lane] : 0u);
     const int ew = tile_exp(__float_as_uint(__uint_as_float(wb) * __uint_as_float(mK)));
-    const int n0 = 16 * warp;
+    const int n0 = 16 * (warp & 7);
     // This lane's pieces of row gid's W (f16 pairs) and U (floats); row m0 + gid + 8·half's are
     // (m0 + 8·half)·rstep floats on. (ro.u is a constant: 3·128 + 64.)
     float* const ug = srow(gid) + ro.u + n0 + 2 * tig;
     uint32_t* const wg = srow2(gid) + (ro.w + n0 + 2 * tig) / 2;
     const int64_t step8 = int64_t(8) * rstep;
-#pragma unroll
-    for (int which = 0; which < 2; ++which) {  // 0: W, 1: U
+    auto strips = [&](auto which_c) {  // 0: W, 1: U
+        constexpr int which = decltype(which_c)::value;
         const uint32_t a_t = dev::smem_addr((which ? tu : tw) + (lane & 15) * kLdTh + (lane >> 4) * 8);
         const uint32_t b_x = dev::smem_addr(which ? &sm.qv[lane & 15][n0 + (lane >> 4) * 8]
                                                   : &sm.k[lane & 15][n0 + (lane >> 4) * 8]);
@@ -321,7 +328,7 @@ __device__ __forceinline__ void prep_rt_item(const ChArgs& a, uint32_t item) {
                 const int i = m0 + gid + 8 * half;
                 const bool row_ok = i < L;
                 const int64_t off = (2 * bi + half) * step8;
-                if (which == 0) {
+                if constexpr (which == 0) {
                     const float f = sm.rw[i] * ik;  // both powers of two >= 2^-60: exact
 #pragma unroll
                     for (int nt = 0; nt < 2; ++nt) {
@@ -343,6 +350,14 @@ __device__ __forceinline__ void prep_rt_item(const ChArgs& a, uint32_t item) {
                 }
             }
         }
+    };
+    if constexpr (NW == 8) {
+        strips(std::integral_constant<int, 0>{});
+        strips(std::integral_constant<int, 1>{});
+    } else if (warp < 8) {
+        strips(std::integral_constant<int, 0>{});
+    } else {
+        strips(std::integral_constant<int, 1>{});
     }
     prep16::publish_chunk(srow(0) + ro.meta, pow2(-ew), pow2(-ek), pow2(-eq), pow2(-ep), sm.eg[L - 1], a.epoch, tid);
 }
@@ -362,12 +377,13 @@ __device__ inline bool on_reserved_sm(uint32_t reserve) {
 // pass launched behind it (otherwise it finds room only as the prep drains: session 49) — and the
 // rest take items in chunk-major order from a.prep_ctr (zeroed before the launch) until a.prep_items
 // are taken.
-template <bool VEC, bool PERSIST = false>
-__global__ void __launch_bounds__(kThreads, 3) wy_prep_rt_kernel(ChArgs a) {
+// NW warps a block (prep_rt_item's): 8, three blocks an SM; 16, two.
+template <bool VEC, bool PERSIST = false, int NW = 8>
+__global__ void __launch_bounds__(32 * NW, NW == 8 ? 3 : 2) wy_prep_rt_kernel(ChArgs a) {
     // The early trigger, as wy_prep16_kernel's: the pass launches once every block has started.
     pdl::trigger();
     if constexpr (!PERSIST) {
-        prep_rt_item<VEC>(a, blockIdx.x);
+        prep_rt_item<VEC, false, NW>(a, blockIdx.x);
         return;
     }
     // (On a reserved SM one item first — a first chunk, which the pass waits for anyway: leaving at
@@ -379,7 +395,7 @@ __global__ void __launch_bounds__(kThreads, 3) wy_prep_rt_kernel(ChArgs a) {
         __syncthreads();
         const uint32_t item = item_s;
         if (item >= a.prep_items) return;
-        prep_rt_item<VEC, true>(a, item);
+        prep_rt_item<VEC, true, NW>(a, item);
         __syncthreads();  // the item's shared memory and item_s read before the next item writes them
     }
 }
