@@ -12,7 +12,8 @@
 //    them level by level (solve_levels: 3 block barriers, not solve_block_rows's 9).
 //  - W = T'·K and U = T''·V a 16-column strip a warp (the A fragments shared by two n-tiles), with
 //    W's and U's strips fixed per warp at compile time (no branches in the epilogue).
-// 70 KB of shared memory a block (V takes Q's place) at 80 registers: three blocks an SM.
+// 70 KB of shared memory a block (V takes Q's place) at 80 registers: three blocks an SM; on 16 warps
+// (F16RtSched16, session 50) two blocks an SM at 64 registers, the same values.
 // Status: written in session 39, when no GPU was lent — compiled (sm_90a: 80 registers, 16 bytes of
 // spills), not yet run; GdnChunkVariant::F16RtLean (TESSERA_GDN_CHUNKED=f16rtlean) takes it, the
 // default F16Rt does not, until FastGdnChunked.LeanFormGivesF16RtBits has passed on the GPU.
