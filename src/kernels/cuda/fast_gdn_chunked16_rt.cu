@@ -270,19 +270,15 @@ __global__ void __launch_bounds__(kThRt<NW>, 1) wy_state16_rt_kernel(ChArgs a, c
 
         // 3. Q̃·S lands (its 768 tensor cycles ran under Vn's epilogue): O's first part, kept. Then S
         // back from its fragments, in Vn·K̃'s units with e^Γlast: (hi + lo)·e^Γlast·2^(eV + eK − eS).
-        // (LEAN: Q̃·S is waited for after the S update's issue, below — nothing of the update reads it.)
-        auto q_s_lands = [&] {
-            dev::wgmma_fence_operands(oacc);
-            fence_frags(sh);
-            if constexpr (TERMS == 3) fence_frags(sl);  // (TERMS 1: no product reads lo)
-            dev::mbar_arrive(&empty_wq[st]);
+        dev::wgmma_wait<0>();
+        dev::wgmma_fence_operands(oacc);
+        fence_frags(sh);
+        if constexpr (TERMS == 3) fence_frags(sl);  // (TERMS 1: no product reads lo)
+        dev::mbar_arrive(&empty_wq[st]);
+        {
             const float f0 = pow2(-(eS0 + eQ)), f1 = pow2(-(eS1 + eQ));
 #pragma unroll
             for (int j = 0; j < 32; ++j) ost[kConsumers * j] = oacc[j] * ((j & 2) ? f1 : f0);
-        };
-        if constexpr (!LEAN) {
-            dev::wgmma_wait<0>();
-            q_s_lands();
         }
         if constexpr (TERMS == 3) {
             from_frags(sh, sl, last * pow2(max(eV0 + eK - eS0, -126)), last * pow2(max(eV1 + eK - eS1, -126)), sacc);
@@ -310,10 +306,6 @@ __global__ void __launch_bounds__(kThRt<NW>, 1) wy_state16_rt_kernel(ChArgs a, c
         dev::wgmma_commit();
         mma3_rs<0, 64, LayP, TERMS>(o2, vh, vl, dev::wgmma_desc_sw128(pb), false);
         dev::wgmma_commit();
-        if constexpr (LEAN) {  // Q̃·S (issued before Vn's product) lands while the update runs
-            dev::wgmma_wait<2>();
-            q_s_lands();
-        }
 
         // 5. S lands: back to true units; split for the next chunk (in place: sacc dies into sh, sl).
         dev::wgmma_wait<1>();
