@@ -320,6 +320,14 @@ bool gdn_overlap_safe(const float* o, int64_t o_ts, int64_t o_hs, const HeadsIn&
            gdn_spans_disjoint(o, no, v.data, gdn_view_span(T, nv, dv, v.tok_stride, v.head_stride));
 }
 
+// The lean prep's instance: PERSIST, on 16 warps a block or 8, with 16-byte loads or not.
+template <bool PERSIST>
+auto lean_prep_kernel(bool w16, bool vec) {
+    using prep_rt::wy_prep_rt_kernel;
+    return w16 ? (vec ? wy_prep_rt_kernel<true, PERSIST, 16> : wy_prep_rt_kernel<false, PERSIST, 16>)
+               : (vec ? wy_prep_rt_kernel<true, PERSIST> : wy_prep_rt_kernel<false, PERSIST>);
+}
+
 }  // namespace
 
 cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, HeadsIn k, HeadsIn v,
@@ -346,7 +354,7 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
     // F16Rt: F16x3Rt's pass and prep on one f16 product each (F16x3Wg's pass, on 3, where it cannot run).
     const bool sched = gdn_chunk_sched(variant);
     const bool lean_variant = variant == GdnChunkVariant::F16RtLean || sched;
-    const bool f16rt = variant == GdnChunkVariant::F16Rt || variant == GdnChunkVariant::F16RtSeq || lean_variant;
+    const bool f16rt = gdn_chunk_f16rt(variant);  // F16Rt, F16RtSeq or a lean variant
     const bool rt_any = variant == GdnChunkVariant::F16x3Rt || variant == GdnChunkVariant::F16x3Rt2 || f16rt;
     f16x3::RtMaps maps{};
     const bool rt = rt_any && dkq == 128 && f16x3::rt_tma_maps(a, &maps);
@@ -372,10 +380,7 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
     const bool w16 = lean && variant == GdnChunkVariant::F16RtSched16;  // its 16 warps a block
     const int prep_threads = w16 ? 2 * kThreads : kThreads;
     const bool direct = one && !lean && gdn_prep_direct(prep_blocks, current_sm_count());
-    auto* prep_kernel = w16 && a.vec  ? prep_rt::wy_prep_rt_kernel<true, false, 16>
-                        : w16         ? prep_rt::wy_prep_rt_kernel<false, false, 16>
-                        : lean && a.vec ? prep_rt::wy_prep_rt_kernel<true>
-                        : lean        ? prep_rt::wy_prep_rt_kernel<false>
+    auto* prep_kernel = lean          ? lean_prep_kernel<false>(w16, a.vec)
                         : direct      ? wy_prep16_kernel<128, true, 1, true>
                         : one         ? wy_prep16_kernel<128, true, 1>
                         : rt          ? wy_prep16_kernel<128, true>
@@ -399,10 +404,7 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
     GdnSchedPlan sp{};
     dim3 grid = prep_grid;
     if (lean_pass && sched) {
-        auto* persistent = w16 && a.vec ? prep_rt::wy_prep_rt_kernel<true, true, 16>
-                           : w16        ? prep_rt::wy_prep_rt_kernel<false, true, 16>
-                           : a.vec      ? prep_rt::wy_prep_rt_kernel<true, true>
-                                        : prep_rt::wy_prep_rt_kernel<false, true>;
+        auto* persistent = lean_prep_kernel<true>(w16, a.vec);
         const int sms = current_sm_count();
         int per_sm = 0;  // (0: no persistent prep — wy_prep16's prep, or no overlap)
         if (lean && a.epoch &&
