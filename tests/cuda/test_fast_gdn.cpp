@@ -237,14 +237,17 @@ constexpr fast::GdnChunkVariant kChunkVariants[] = {
     fast::GdnChunkVariant::Auto,    fast::GdnChunkVariant::Split,    fast::GdnChunkVariant::F16x3,
     fast::GdnChunkVariant::F16x3Wg, fast::GdnChunkVariant::F16x3Rt, fast::GdnChunkVariant::F16x3Rt2,
     fast::GdnChunkVariant::F16Rt,   fast::GdnChunkVariant::F16RtLean, fast::GdnChunkVariant::F16RtLean1,
-    fast::GdnChunkVariant::F16RtLean2, fast::GdnChunkVariant::F16RtSched, fast::GdnChunkVariant::F16RtSched16};
+    fast::GdnChunkVariant::F16RtLean2, fast::GdnChunkVariant::F16RtSched, fast::GdnChunkVariant::F16RtSched16,
+    fast::GdnChunkVariant::F16RtSolo1, fast::GdnChunkVariant::F16RtSolo2};
 // The f16 forms (every variant that rounds its operands to f16).
 constexpr fast::GdnChunkVariant kF16Variants[] = {fast::GdnChunkVariant::F16x3, fast::GdnChunkVariant::F16x3Wg,
                                                   fast::GdnChunkVariant::F16x3Rt, fast::GdnChunkVariant::F16x3Rt2,
                                                   fast::GdnChunkVariant::F16Rt, fast::GdnChunkVariant::F16RtLean,
                                                   fast::GdnChunkVariant::F16RtLean1, fast::GdnChunkVariant::F16RtLean2,
                                                   fast::GdnChunkVariant::F16RtSched,
-                                                  fast::GdnChunkVariant::F16RtSched16};
+                                                  fast::GdnChunkVariant::F16RtSched16,
+                                                  fast::GdnChunkVariant::F16RtSolo1,
+                                                  fast::GdnChunkVariant::F16RtSolo2};
 
 TEST(FastGdnRecurrent, LengthsAroundTheChunk) {
     REQUIRE_CUDA();
@@ -552,6 +555,39 @@ TEST(FastGdnChunked, SchedPlanAtItsEdges) {
         EXPECT_EQ(plan(V::F16RtSched16, 1, len).two_chains, plan(V::F16RtSched, 1, len).two_chains) << len;
     EXPECT_FALSE(fast::gdn_sched_plan(V::F16RtSched16, 1, 64 * 4, 32, 128, 132, 2, true).persistent);  // 128 ≤ 136
     EXPECT_TRUE(fast::gdn_sched_plan(V::F16RtSched16, 1, 64 * 5, 32, 128, 132, 2, true).persistent);  // 160 > 136
+    // The solo forms plan as F16RtSched, and where the prep is persistent beside SMs set aside, their
+    // first items are the set-aside SMs' (solo blocks each, at most the blocks an SM holds); else none.
+    for (int64_t len : {1024, 2048, 2049, 16384}) {
+        SCOPED_TRACE(len);
+        const fast::GdnSchedPlan p = plan(V::F16RtSched, 1, len), s1 = plan(V::F16RtSolo1, 1, len),
+                                 s2 = plan(V::F16RtSolo2, 1, len);
+        EXPECT_EQ(s1.two_chains, p.two_chains);
+        EXPECT_EQ(s2.reserve, p.reserve);
+        EXPECT_EQ(s2.persistent, p.persistent);
+        EXPECT_EQ(s1.solo, 1);
+        EXPECT_EQ(s1.front, p.reserve);
+        EXPECT_EQ(s2.front, 2 * p.reserve);
+    }
+    EXPECT_EQ(plan(V::F16RtSolo2, 1, 64 * 4).front, 0);       // not persistent (128 chunks)
+    EXPECT_EQ(plan(V::F16RtSolo2, 3, 1024).front, 0);         // none set aside
+    EXPECT_EQ(plan(V::F16RtSolo2, 1, 1024, false).front, 0);  // no overlap
+    EXPECT_EQ(fast::gdn_sched_plan(V::F16RtSolo2, 1, 1024, 32, 128, 132, 1, true).front, 64);  // one block an SM
+    EXPECT_EQ(fast::gdn_sched_plan(V::F16RtSolo2, 1, 64 * 5, 32, 128, 132, 2, true).front, 128);  // 160 > 136
+    EXPECT_EQ(fast::gdn_sched_plan(V::F16RtSolo1, 1, 64 * 5, 66, 128, 264, 1, true).front, 132);  // 330 items
+    // F16RtSched takes two blocks where the chain bounds the call: the prep's items past its first wave
+    // (items − 64 · 3 one chain a block, − 32 · 3 two) in waves of the free SMs' blocks ((132 − 64) · 3 =
+    // 204, (132 − 32) · 3 = 300), × 9 one chain (7 two), fewer than the chunks.
+    EXPECT_EQ(plan(V::F16RtSched, 1, 1024).front, 128);    // 16 chunks: 320 · 9 = 2,880 < 16 · 204
+    EXPECT_EQ(plan(V::F16RtSched, 1, 1280).front, 128);    // 20: 448 · 9 = 4,032 < 4,080
+    EXPECT_EQ(plan(V::F16RtSched, 1, 1281).front, 0);      // 21: 480 · 9 = 4,320 > 4,284
+    EXPECT_EQ(plan(V::F16RtSched, 1, 64 * 7).front, 128);  // 7 chunks, the first persistent: 224 > 204
+    EXPECT_EQ(plan(V::F16RtSched, 1, 64 * 6).front, 0);    // (not persistent)
+    EXPECT_EQ(plan(V::F16RtSched, 1, 2048).front, 0);      // 832 · 9 > 32 · 204
+    EXPECT_EQ(plan(V::F16RtSched, 1, 2049).front, 64);     // two chains: 960 · 7 < 33 · 300
+    EXPECT_EQ(plan(V::F16RtSched, 1, 16384).front, 64);    // 8,096 · 7 < 256 · 300
+    EXPECT_EQ(plan(V::F16RtSched, 2, 2048).front, 0);      // two sequences: 1,856 · 7 > 32 · 204
+    EXPECT_EQ(plan(V::F16RtSched16, 1, 1024).front, 0);    // (not its plan)
+    EXPECT_EQ(plan(V::F16RtLean1, 1, 1024).front, 0);
 }
 
 TEST(FastGdnChunked, ScheduledFormsGiveLeanBits) {
@@ -584,7 +620,8 @@ TEST(FastGdnChunked, ScheduledFormsGiveLeanBits) {
             const std::vector<float> ol =
                 lean.run(GdnMode::Chunked, 0, lengths, slot, 0, fast::GdnChunkVariant::F16RtLean);
             for (auto v : {fast::GdnChunkVariant::F16RtLean1, fast::GdnChunkVariant::F16RtLean2,
-                           fast::GdnChunkVariant::F16RtSched, fast::GdnChunkVariant::F16RtSched16})
+                           fast::GdnChunkVariant::F16RtSched, fast::GdnChunkVariant::F16RtSched16,
+                           fast::GdnChunkVariant::F16RtSolo1, fast::GdnChunkVariant::F16RtSolo2})
                 for (int call = 0; call < 2; ++call) {
                     SCOPED_TRACE("variant " + std::to_string(int(v)) + " call " + std::to_string(call));
                     res.st.upload(in.init.data(), in.init.size() * sizeof(float));

@@ -34,7 +34,7 @@ void check_rule(const char* op, int64_t T, int64_t dk, int64_t dv, int64_t slot_
 int64_t gated_delta_rule_scratch_floats(int64_t T, int64_t nv, int64_t dk, int64_t dv, const GdnParams& p,
                                         GdnChunkVariant variant) {
     if (p.mode != GdnMode::Chunked) return 0;
-    if (gdn_chunk_f16x3(variant)) return T * nv * gdn_chunk16_row_floats(dk, dv) + 4;
+    if (gdn_chunk_f16x3(variant)) return T * nv * gdn_chunk16_row_floats(dk, dv) + kGdnPrepCtrWords;
     return T * nv * ((dk + dv + kGdnChunk + 4 + 3) / 4 * 4);
 }
 

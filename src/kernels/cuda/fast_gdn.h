@@ -5,6 +5,7 @@
 // there (launch sizes come from host numbers: CUDA-graph friendly). Queued on `stream`; bad
 // host-side arguments throw Error. See ref_gdn.h for the reference kernels these replace.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 
 #include <cuda_runtime_api.h>
@@ -141,11 +142,17 @@ enum class GdnChunkVariant : int {
     // state pass starts once the prep's first items are done, ~28 µs at three blocks an SM on the H100).
     // The same bits as F16RtLean.
     F16RtSched16 = 17,
+    // F16RtSched whose set-aside SMs each run the prep's first items on one (Solo1) or two (Solo2) of
+    // their blocks, the others leaving at once (session 51): the first chunks sooner — the state pass
+    // starts when they end (session 50's trace) — the rest of the prep on the other SMs. The same bits.
+    F16RtSolo1 = 18,
+    F16RtSolo2 = 19,
 };
 // The scheduled forms (gdn_sched_plan's).
 inline bool gdn_chunk_sched(GdnChunkVariant v) {
     return v == GdnChunkVariant::F16RtSched || v == GdnChunkVariant::F16RtSched16 ||
-           v == GdnChunkVariant::F16RtLean1 || v == GdnChunkVariant::F16RtLean2;
+           v == GdnChunkVariant::F16RtLean1 || v == GdnChunkVariant::F16RtLean2 || v == GdnChunkVariant::F16RtSolo1 ||
+           v == GdnChunkVariant::F16RtSolo2;
 }
 // F16Rt and its forms: the f16 WY form on one product each (FLA's accuracy class or better).
 inline bool gdn_chunk_f16rt(GdnChunkVariant v) {
@@ -163,10 +170,16 @@ inline bool gdn_chunk_f16rt(GdnChunkVariant v) {
 // Where the pass cannot overlap the prep (overlap false: a graph being captured, o meeting q / k / v),
 // it runs alone: two chains a block only where one a block would not fit the SMs at once (alone at
 // 4,096 tokens the pass took 186.1 with two chains a block against 144.5).
+// The persistent prep's counters past the scratch rows (ChArgs::prep_ctr): [0] the items from the
+// front on, [1] the front items, [2 + SM id] the blocks arrived on each SM (ids past
+// kGdnPrepCtrWords − 2 take no front item).
+constexpr int kGdnPrepCtrWords = 516;
 struct GdnSchedPlan {
     bool two_chains;    // a pass block per 128 value columns, a chain a warpgroup
     int64_t reserve;    // SMs set aside for the pass (its blocks, where they fit half the SMs)
     bool persistent;    // the prep's blocks take chunks from a counter (a grid of sms · per_sm)
+    int64_t front;      // persistent: the first items, taken by `solo` blocks of each set-aside SM (0: none)
+    int64_t solo;       // (the others there leave at once: the first chunks sooner, the prep on fewer blocks)
 };
 inline GdnSchedPlan gdn_sched_plan(GdnChunkVariant v, int64_t n_seqs, int64_t max_len, int64_t nv, int64_t dv,
                                    int64_t sms, int64_t per_sm, bool overlap) {
@@ -174,12 +187,25 @@ inline GdnSchedPlan gdn_sched_plan(GdnChunkVariant v, int64_t n_seqs, int64_t ma
     const int64_t one_chain_blocks = n_seqs * nv * ((dv + 63) / 64);
     const bool pick_two = overlap ? n_seqs > 1 || chunks > 32 : one_chain_blocks > sms;
     GdnSchedPlan plan{};
-    const bool picks = v == GdnChunkVariant::F16RtSched || v == GdnChunkVariant::F16RtSched16;
+    const bool picks = v == GdnChunkVariant::F16RtSched || v == GdnChunkVariant::F16RtSched16 ||
+                       v == GdnChunkVariant::F16RtSolo1 || v == GdnChunkVariant::F16RtSolo2;
     plan.two_chains = dv > 64 && (v == GdnChunkVariant::F16RtLean2 || (picks && pick_two));
     if (!overlap) return plan;
     const int64_t cols = plan.two_chains ? 128 : 64, pass_blocks = n_seqs * nv * ((dv + cols - 1) / cols);
     plan.reserve = pass_blocks <= sms / 2 ? pass_blocks : 0;
     plan.persistent = per_sm > 0 && items > (sms - plan.reserve) * per_sm;
+    // F16RtSched: the first items on two blocks of each set-aside SM where the chain, not the prep,
+    // bounds the call — the prep's items past its first wave, in waves of the free SMs' blocks, times
+    // an item's time at full occupancy over a chain step (H100, session 51: ~29 over ~3.15 µs one chain
+    // a block, ~4.0 two), fewer than the chunks: 1,024 tokens (~1.6 waves × 9 < 16 chunks) and from
+    // 2,049 (two chains: 4,096 tokens ~6.5 × 7 < 64), not 2,048 (~4.1 × 9 > 32).
+    const int64_t after_first = items - plan.reserve * per_sm, free_blocks = (sms - plan.reserve) * per_sm;
+    const bool chain_bound = after_first * (plan.two_chains ? 7 : 9) < chunks * free_blocks;
+    if (v == GdnChunkVariant::F16RtSolo1)
+        plan.solo = 1;
+    else if (v == GdnChunkVariant::F16RtSolo2 || (v == GdnChunkVariant::F16RtSched && chain_bound))
+        plan.solo = 2;
+    if (plan.persistent && plan.solo > 0) plan.front = std::min(items, plan.reserve * std::min(plan.solo, per_sm));
     return plan;
 }
 // F16Rt's prep in its DIRECT form (K, Q and V read into registers, not staged in f32: three blocks

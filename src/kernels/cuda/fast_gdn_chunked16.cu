@@ -417,9 +417,12 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
             a.prep_ctr = reinterpret_cast<uint32_t*>(scratch + T * a.nv * a.rs);  // past the rows (scratch_floats)
             a.prep_items = uint32_t(prep_blocks);  // (below 2^31: checked above)
             a.prep_reserve = uint32_t(sp.reserve);
+            a.prep_front = uint32_t(sp.front);  // (≤ prep_items)
+            a.prep_solo = uint32_t(sp.solo);
             grid = dim3{unsigned(sms * per_sm)};
             prep_kernel = persistent;
-            if ((err = cudaMemsetAsync(a.prep_ctr, 0, sizeof(uint32_t), stream)) != cudaSuccess) return err;
+            const size_t ctr_bytes = sizeof(uint32_t) * (sp.front > 0 ? kGdnPrepCtrWords : 1);
+            if ((err = cudaMemsetAsync(a.prep_ctr, 0, ctr_bytes, stream)) != cudaSuccess) return err;
         }
     }
     prep_kernel<<<grid, prep_threads, prep_bytes, stream>>>(a);

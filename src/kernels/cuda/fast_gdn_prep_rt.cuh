@@ -372,12 +372,33 @@ __device__ inline bool on_reserved_sm(uint32_t reserve) {
     return reserve > 0 && (sm * reserve) / n != ((sm + 1) * reserve) / n;
 }
 
+// The persistent prep's next item for its block (thread 0 asks; a.prep_items or more: none). From
+// the counter a.prep_ctr[0], from a.prep_front on; where a.prep_front > 0, on a reserved SM one of the
+// first prep_front items (a.prep_ctr[1]) for the SM's first a.prep_solo blocks to ask, none for the
+// others; elsewhere, once the counter's items are taken, any front item left (SM ids with holes).
+__device__ inline uint32_t next_prep_item(const ChArgs& a, bool reserved) {
+    uint32_t item = UINT32_MAX;
+    if (reserved && a.prep_front > 0) {
+        uint32_t sm;
+        asm("mov.u32 %0, %%smid;" : "=r"(sm));
+        if (sm < uint32_t(kGdnPrepCtrWords - 2) && atomicAdd(a.prep_ctr + 2 + sm, 1u) < a.prep_solo)
+            item = atomicAdd(a.prep_ctr + 1, 1u);
+    } else {
+        item = a.prep_front + atomicAdd(a.prep_ctr, 1u);
+        if (item < a.prep_items || a.prep_front == 0) return item;
+        item = atomicAdd(a.prep_ctr + 1, 1u);
+    }
+    return item < a.prep_front ? item : UINT32_MAX;
+}
+
 // The prep's kernel. Plain: a block an item (blockIdx.x in chunk-major order). PERSIST
 // (F16RtSched's, the state pass overlapping it): a grid that fills every SM at once, whose
 // blocks on a.prep_reserve SMs leave after one item — those SMs are then free for the state
 // pass launched behind it (otherwise it finds room only as the prep drains: session 49) — and the
-// rest take items in chunk-major order from a.prep_ctr (zeroed before the launch) until a.prep_items
-// are taken.
+// rest take items in chunk-major order (next_prep_item) until a.prep_items are taken. With
+// a.prep_front > 0 (F16RtSolo1 / 2) the first items are the reserved SMs' first a.prep_solo blocks',
+// the others there leaving at once: the first chunks on fewer blocks an SM, so sooner (the pass
+// starts when they end: session 50's trace).
 // NW warps a block (prep_rt_item's): 8, three blocks an SM; 16, two.
 template <bool VEC, bool PERSIST = false, int NW = 8>
 __global__ void __launch_bounds__(32 * NW, NW == 8 ? 3 : 2) wy_prep_rt_kernel(ChArgs a) {
@@ -385,19 +406,19 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 3 : 2) wy_prep_rt_kernel(Ch
     pdl::trigger();
     if constexpr (!PERSIST) {
         prep_rt_item<VEC, false, NW>(a, blockIdx.x);
-        return;
-    }
-    // (On a reserved SM one item first — a first chunk, which the pass waits for anyway: leaving at
-    // once measured level or slower, session 49.)
-    uint32_t left = on_reserved_sm(a.prep_reserve) ? 1u : UINT32_MAX;
-    __shared__ uint32_t item_s;
-    for (; left > 0; --left) {
-        if (threadIdx.x == 0) item_s = atomicAdd(a.prep_ctr, 1u);
-        __syncthreads();
-        const uint32_t item = item_s;
-        if (item >= a.prep_items) return;
-        prep_rt_item<VEC, true, NW>(a, item);
-        __syncthreads();  // the item's shared memory and item_s read before the next item writes them
+    } else {
+        // (On a reserved SM one item first — a first chunk, which the pass waits for anyway: leaving
+        // at once measured level or slower, session 49. left is 1 only there: the rest take fewer
+        // than 2^31 items.)
+        __shared__ uint32_t item_s;
+        for (uint32_t left = on_reserved_sm(a.prep_reserve) ? 1u : UINT32_MAX; left > 0; --left) {
+            if (threadIdx.x == 0) item_s = next_prep_item(a, left == 1);
+            __syncthreads();
+            const uint32_t item = item_s;
+            if (item >= a.prep_items) return;
+            prep_rt_item<VEC, true, NW>(a, item);
+            __syncthreads();  // the item's shared memory and item_s read before the next item writes them
+        }
     }
 }
 

@@ -42,12 +42,14 @@ struct ChArgs {
     // a chunk's flag once its scratch rows are written, for a state pass that starts before the prep
     // has completed (fast_gdn_chunked16.cu).
     uint32_t epoch;
-    // wy_prep_rt's persistent form (F16RtSched): a counter zeroed before the launch from which its
-    // blocks take items; prep_items items; prep_reserve SMs left to the state pass (after one item a
-    // block there).
+    // wy_prep_rt's persistent form (F16RtSched): kGdnPrepCtrWords counters zeroed before the launch
+    // from which its blocks take items (wy_prep_rt_kernel); prep_items items; prep_reserve SMs left to
+    // the state pass. prep_front: 0 (one item a block there, from the counter in turn with the rest),
+    // or the first items, taken by the first prep_solo blocks to arrive on each of those SMs.
     uint32_t* prep_ctr;
-    uint32_t prep_items, prep_reserve;
+    uint32_t prep_items, prep_reserve, prep_front, prep_solo;
 };
+
 
 // A chunked call's arguments, all but rs and vec (the callers' scratch layout and copy width).
 inline ChArgs ch_args(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, HeadsIn k, HeadsIn v, const float* g,
