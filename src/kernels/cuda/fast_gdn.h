@@ -135,7 +135,8 @@ enum class GdnChunkVariant : int {
     // its chunks outnumber the blocks that fit beside the state pass, SMs set aside for the pass where
     // its blocks fit half the GPU (so it starts with the prep instead of as the prep drains), and two
     // chains a pass block (a warpgroup each, a head's 128 value columns sharing W+Q̃, K̃ and P) but for
-    // one sequence of at most 32 chunks — gdn_sched_plan. The same bits as F16RtLean.
+    // one sequence of at most 32 chunks; since session 51 the first items on two blocks of each set-aside
+    // SM where the chain bounds the call (F16RtSolo2's) — gdn_sched_plan. The same bits as F16RtLean.
     F16RtSched = 16,
     // F16RtSched with the lean prep on 16 warps a block, two blocks an SM (at 64 registers), not 8 and
     // three: an item's phases on twice the warps, for a shorter time to each chunk (session 50: the

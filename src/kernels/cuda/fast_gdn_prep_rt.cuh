@@ -14,9 +14,8 @@
 //    W's and U's strips fixed per warp at compile time (no branches in the epilogue).
 // 70 KB of shared memory a block (V takes Q's place) at 80 registers: three blocks an SM; on 16 warps
 // (F16RtSched16, session 50) two blocks an SM at 64 registers, the same values.
-// Status: written in session 39, when no GPU was lent — compiled (sm_90a: 80 registers, 16 bytes of
-// spills), not yet run; GdnChunkVariant::F16RtLean (TESSERA_GDN_CHUNKED=f16rtlean) takes it, the
-// default F16Rt does not, until FastGdnChunked.LeanFormGivesF16RtBits has passed on the GPU.
+// Written in session 39; its bits confirmed on the H200 in session 41 (FastGdnChunked.LeanFormGivesF16RtBits);
+// the default's prep since session 45 (F16RtLean, then F16RtSched persistent: wy_prep_rt_kernel below).
 // Included by fast_gdn_chunked16.cu only.
 #pragma once
 #include <cuda_fp16.h>
