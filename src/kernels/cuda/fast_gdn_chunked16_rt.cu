@@ -33,7 +33,8 @@
 //   4. S ← e^Γlast·S + Vn·K̃ (B = K̃ N-major: the tokens are the k dimension), rows of K̃ past the
 //      chunk zeroed first (the scratch there may hold anything); then P·Vn (B = P K-major);
 //   5. S lands: its row maxima and split fragments for the next chunk;  6. P·Vn lands: O stored.
-// Buffers: W+Q̃ two stages, U two, K̃ and P one each (224 KB; TERMS 1, hi boxes only: 137 KB); each has
+// Buffers: W+Q̃ two stages, U two, K̃ and P one each (224 KB; TERMS 1, hi boxes only: 137 KB; two chains
+// a block, K̃ and P two each since session 51: 208 KB); each has
 // a full mbarrier (TMA bytes) and an empty one (128 consumer arrivals, after the wgmma wait that ends
 // its reads). The chunk's scales come with W+Q̃'s stage: the producer copies them into shared memory.
 #include <cuda.h>
@@ -70,13 +71,19 @@ struct RtSmem {
     static constexpr int kStageWQ = 2 * kHalves * kBox;  // [W hi d0–63, d64–127, (W lo ×2), Q̃ hi ×2, (Q̃ lo ×2)]
     static constexpr int kQ = kHalves * kBox;            // Q̃'s offset in a stage
     static constexpr int kOffWQ = 0;                     // two stages
-    static constexpr int kOffK = kOffWQ + 2 * kStageWQ;  // [K̃ hi d0–63, d64–127, (K̃ lo ×2)]: [64 tokens][64 d]
-    static constexpr int kOffP = kOffK + kHalves * kBox;      // [P hi, (P lo)]: [64 i][64 j]
+    // K̃ and P: two stages for two chains a block (the producer a chunk ahead of their reads, as it is of
+    // W+Q̃'s and U's: 208 KB), else one. H100, session 51, µs hot (one stage / two): one sequence of 4,096
+    // tokens 275.3 / 261.6, 16,384 973.5 / 937.9 (two chains); one chain a block 84.1 / 85.4 at 1,024
+    // (F16RtSched), 98.7 / 102.2 (F16RtLean), level at 2,048 — the pass alone 8 % faster, but beside the
+    // prep one chain a block gains nothing.
+    static constexpr int kStagesKP = TERMS == 1 && NW == 2 ? 2 : 1;
+    static constexpr int kOffK = kOffWQ + 2 * kStageWQ;  // [stages][K̃ hi d0–63, d64–127, (K̃ lo ×2)]: [64 tokens][64 d]
+    static constexpr int kOffP = kOffK + kStagesKP * kHalves * kBox;  // [stages][P hi, (P lo)]: [64 i][64 j]
     // [2 stages][NW warpgroups][v 0–31, v 32–63]: f32 [64 tokens][32 v]
-    static constexpr int kOffU = kOffP + kHalves / 2 * kBox;
+    static constexpr int kOffU = kOffP + kStagesKP * kHalves / 2 * kBox;
     static constexpr int kOffO = kOffU + 4 * NW * kBox;  // f32 [NW][32][128]: a thread's Q̃·S part of O
     static constexpr int kOffBar = kOffO + 32 * kConsumers * 4 * NW;
-    static constexpr int kOffMeta = kOffBar + 12 * 8;  // [2 stages][8] floats: the chunk's scales (W+Q̃'s stage)
+    static constexpr int kOffMeta = kOffBar + 16 * 8;  // [2 stages][8] floats: the chunk's scales (W+Q̃'s stage)
     static constexpr int kBytes = kOffMeta + 2 * 8 * 4 + 1024;  // + room to align the base to 1024
     static_assert(kBytes <= 227 * 1024, "F16x3Rt's buffers fit the H200's shared memory");
     static_assert(2 * 128 * kLdS * 4 <= 2 * kStageWQ, "a padding sequence's S halves fit W+Q̃'s two stages");
@@ -116,11 +123,16 @@ __global__ void __launch_bounds__(kThRt<NW>, 1) wy_state16_rt_kernel(ChArgs a, c
     uint8_t* base = rt_smem_base(smem_raw, &sb);
     uint64_t* bars = reinterpret_cast<uint64_t*>(base + kOffBar);
     uint64_t *full_wq = bars, *empty_wq = bars + 2, *full_u = bars + 4, *empty_u = bars + 6;
-    uint64_t *full_k = bars + 8, *empty_k = bars + 9, *full_p = bars + 10, *empty_p = bars + 11;
+    uint64_t *full_k = bars + 8, *empty_k = bars + 10, *full_p = bars + 12, *empty_p = bars + 14;
+    // K̃'s and P's stage of chunk c, and the parity of its n-th use (n = c / stages).
+    constexpr int kKP = M::kStagesKP;
+    auto kp_stage = [](int c) { return kKP == 2 ? c & 1 : 0; };
+    auto kp_parity = [](int c) { return uint32_t(kKP == 2 ? c >> 1 : c) & 1u; };
     if (tid == 0) {  // full: the producer's one arrival (+ the boxes' bytes); empty: every consumer's
-        for (uint64_t* b : {&full_wq[0], &full_wq[1], &full_u[0], &full_u[1], full_k, full_p}) dev::mbar_init(b, 1);
-        for (uint64_t* b : {&empty_wq[0], &empty_wq[1], &empty_u[0], &empty_u[1], empty_k, empty_p})
-            dev::mbar_init(b, kCons);
+        for (int i = 0; i < 2; ++i) {
+            for (uint64_t* b : {&full_wq[i], &full_u[i], &full_k[i], &full_p[i]}) dev::mbar_init(b, 1);
+            for (uint64_t* b : {&empty_wq[i], &empty_u[i], &empty_k[i], &empty_p[i]}) dev::mbar_init(b, kCons);
+        }
         dev::fence_proxy_async_smem();
     }
     __syncthreads();
@@ -134,7 +146,7 @@ __global__ void __launch_bounds__(kThRt<NW>, 1) wy_state16_rt_kernel(ChArgs a, c
         const int hh = int(h);
         for (int c = 0; c < n_chunks; ++c) {
             const int tok = int(sq.t0 + int64_t(c) * kC), st = c & 1;
-            const uint32_t free2 = ((uint32_t(c) >> 1) & 1) ^ 1, free1 = (uint32_t(c) & 1) ^ 1;
+            const uint32_t free2 = ((uint32_t(c) >> 1) & 1) ^ 1;
             const float* meta = a.scratch + (int64_t(tok) * a.nv + h) * a.rs + ro.meta;
             if (a.epoch) wait_chunk(meta, a.epoch);  // the prep may still be writing later chunks
             float mv[5];  // the chunk's scales and e^Γlast, into W+Q̃'s stage (published by its arrival)
@@ -153,14 +165,19 @@ __global__ void __launch_bounds__(kThRt<NW>, 1) wy_state16_rt_kernel(ChArgs a, c
             for (int j = 0; j < 2 * NW; ++j)  // warpgroup j / 2's columns 32·(j % 2) …
                 dev::tma_load_3d(sb + kOffU + (2 * NW * st + j) * kBox, &maps.f32, ro.u + v0 + 32 * j, hh, tok,
                                  &full_u[st]);
-            dev::mbar_wait(empty_k, free1);  // the S update of chunk c − 1 is done
-            dev::mbar_arrive_expect_tx(full_k, kHalves * kBox);
+            // K̃ and P: their stage's last chunk's S update / P·Vn is done (c − 2; c − 1 on one stage)
+            const int sk = kp_stage(c);
+            const uint32_t kfree = kp_parity(c) ^ 1u;
+            dev::mbar_wait(&empty_k[sk], kfree);
+            dev::mbar_arrive_expect_tx(&full_k[sk], kHalves * kBox);
             for (int j = 0; j < kHalves; ++j)
-                dev::tma_load_3d(sb + kOffK + j * kBox, &maps.h16, ro.k + 64 * j, hh, tok, full_k);
-            dev::mbar_wait(empty_p, free1);  // P·Vn of chunk c − 1 is done
-            dev::mbar_arrive_expect_tx(full_p, kHalves / 2 * kBox);
+                dev::tma_load_3d(sb + kOffK + (sk * kHalves + j) * kBox, &maps.h16, ro.k + 64 * j, hh, tok,
+                                 &full_k[sk]);
+            dev::mbar_wait(&empty_p[sk], kfree);
+            dev::mbar_arrive_expect_tx(&full_p[sk], kHalves / 2 * kBox);
             for (int j = 0; j < kHalves / 2; ++j)
-                dev::tma_load_3d(sb + kOffP + j * kBox, &maps.h16, ro.p + 64 * j, hh, tok, full_p);
+                dev::tma_load_3d(sb + kOffP + (sk * kHalves / 2 + j) * kBox, &maps.h16, ro.p + 64 * j, hh, tok,
+                                 &full_p[sk]);
         }
         return;
     }
@@ -205,7 +222,10 @@ __global__ void __launch_bounds__(kThRt<NW>, 1) wy_state16_rt_kernel(ChArgs a, c
     for (int c = 0; c < n_chunks; ++c) {
         const int64_t tb = sq.t0 + int64_t(c) * kC;
         const int L = chunk_rows(c), st = c & 1;
-        const uint32_t par2 = (uint32_t(c) >> 1) & 1, par1 = uint32_t(c) & 1;
+        const uint32_t par2 = (uint32_t(c) >> 1) & 1;
+        const int sk = kp_stage(c);
+        const uint32_t pkp = kp_parity(c);
+        const uint32_t koff = kOffK + sk * kHalves * kBox, poff = kOffP + sk * (kHalves / 2) * kBox;
 
         // 1. Vn's product and Q̃·S, one group each.
         dev::mbar_wait(&full_wq[st], par2);
@@ -289,18 +309,18 @@ __global__ void __launch_bounds__(kThRt<NW>, 1) wy_state16_rt_kernel(ChArgs a, c
         }
 
         // 4. S ← e^Γlast·S + Vn·K̃, then P·Vn.
-        dev::mbar_wait(full_k, par1);
+        dev::mbar_wait(&full_k[sk], pkp);
         if (L < kC) {  // K̃'s rows past the chunk: zeros (Vn's zero columns meet them; 0·inf would be NaN)
             for (int i = tid; i < (kC - L) * kHalves * 8; i += kCons) {
                 const int r = L + i / (8 * kHalves), box = i / 8 % kHalves, ch = i % 8;
-                *reinterpret_cast<uint4*>(base + kOffK + box * kBox + r * 128 + ch * 16) = make_uint4(0u, 0u, 0u, 0u);
+                *reinterpret_cast<uint4*>(base + koff + box * kBox + r * 128 + ch * 16) = make_uint4(0u, 0u, 0u, 0u);
             }
             dev::fence_proxy_async_smem();
             dev::named_barrier_sync(1, kCons);
         }
-        const uint32_t kb = sb + kOffK, pb = sb + kOffP;
+        const uint32_t kb = sb + koff, pb = sb + poff;
         float o2[32];
-        dev::mbar_wait(full_p, par1);  // (before the fence: a wait loop between the two groups serializes them)
+        dev::mbar_wait(&full_p[sk], pkp);  // (before the fence: a wait loop between the two groups serializes them)
         dev::wgmma_fence();
         mma3_rs<1, 128, LayK, TERMS>(sacc, vh, vl, dev::wgmma_desc_sw128_mn(kb, kBox), true);
         dev::wgmma_commit();
@@ -310,7 +330,7 @@ __global__ void __launch_bounds__(kThRt<NW>, 1) wy_state16_rt_kernel(ChArgs a, c
         // 5. S lands: back to true units; split for the next chunk (in place: sacc dies into sh, sl).
         dev::wgmma_wait<1>();
         dev::wgmma_fence_operands(sacc);
-        dev::mbar_arrive(empty_k);
+        dev::mbar_arrive(&empty_k[sk]);
         {
             const float q0 = pow2(-(eV0 + eK)), q1 = pow2(-(eV1 + eK));
 #pragma unroll
@@ -323,7 +343,7 @@ __global__ void __launch_bounds__(kThRt<NW>, 1) wy_state16_rt_kernel(ChArgs a, c
         dev::wgmma_fence_operands(o2);
         fence_frags(vh);
         if constexpr (TERMS == 3) fence_frags(vl);
-        dev::mbar_arrive(empty_p);
+        dev::mbar_arrive(&empty_p[sk]);
         {
             const float f0 = pow2(-(eV0 + eP)), f1 = pow2(-(eV1 + eP));
             if constexpr (LEAN) {  // stored under the next chunk's first products, or after the loop
