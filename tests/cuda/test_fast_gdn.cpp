@@ -590,6 +590,73 @@ TEST(FastGdnChunked, SchedPlanAtItsEdges) {
     EXPECT_EQ(plan(V::F16RtLean1, 1, 1024).front, 0);
 }
 
+// gdn_next_prep_item on the host: the persistent prep's grid (per_sm blocks on each present SM id)
+// asking for items as the kernel does — each block once at the launch in a random order, then the
+// blocks not set aside again in any order until each gets none (a reserved block asks once). Every
+// item must go to exactly one block whatever the order, with SM ids that have holes (%nsmid past the
+// SMs: reserved ids absent) and where the first asks exhaust the counter; where no id is missing and
+// the counter outlasts the first asks, the front items must be the reserved SMs' first blocks'.
+TEST(FastGdnChunked, PrepItemsEachOnceInAnyOrder) {
+    struct Case {
+        uint32_t n_ids, present, per_sm, reserve, items, front, solo;
+    };
+    const Case cases[] = {
+        {132, 132, 3, 64, 512, 128, 2},   // 1,024 tokens × 32 heads: the solo pick
+        {132, 132, 3, 64, 512, 64, 1},    // Solo1
+        {132, 132, 3, 64, 512, 0, 0},     // no front: one item from the counter a reserved block
+        {132, 132, 3, 32, 2080, 64, 2},   // 4,097 tokens, two chains
+        {132, 132, 3, 64, 300, 128, 2},   // the first asks take the counter's 172 items and steal fronts
+        {144, 132, 3, 64, 512, 128, 2},   // 12 ids missing: fewer reserved SMs than the front needs
+        {144, 100, 2, 50, 1000, 100, 2},  // many missing
+    };
+    for (const Case& c : cases)
+        for (uint32_t seed = 0; seed < 20; ++seed) {
+            SCOPED_TRACE("ids " + std::to_string(c.n_ids) + " present " + std::to_string(c.present) + " items " +
+                         std::to_string(c.items) + " front " + std::to_string(c.front) + " seed " +
+                         std::to_string(seed));
+            std::mt19937 rng(seed);
+            std::vector<uint32_t> ids(c.n_ids);
+            std::iota(ids.begin(), ids.end(), 0u);
+            std::shuffle(ids.begin(), ids.end(), rng);
+            ids.resize(c.present);
+            struct Block {
+                uint32_t sm;
+                bool reserved, done;
+            };
+            std::vector<Block> blocks;
+            for (uint32_t sm : ids)
+                for (uint32_t b = 0; b < c.per_sm; ++b)
+                    blocks.push_back({sm, fast::gdn_reserved_sm(sm, c.n_ids, c.reserve), false});
+            std::vector<uint32_t> ctr(fast::kGdnPrepCtrWords, 0u);
+            std::vector<int> taken(c.items, 0), by_reserved(c.items, 0);
+            auto ask = [&](Block& b) {
+                const uint32_t item = fast::gdn_next_prep_item(ctr.data(), c.items, c.front, c.solo, b.reserved, b.sm,
+                                                               [](uint32_t* w) { return (*w)++; });
+                if (item < c.items) {
+                    ++taken[item];
+                    by_reserved[item] = b.reserved;
+                }
+                b.done = b.reserved || item >= c.items;
+            };
+            std::vector<size_t> order(blocks.size());
+            std::iota(order.begin(), order.end(), size_t(0));
+            std::shuffle(order.begin(), order.end(), rng);
+            for (size_t i : order) ask(blocks[i]);
+            for (;;) {
+                std::vector<size_t> left;
+                for (size_t i = 0; i < blocks.size(); ++i)
+                    if (!blocks[i].done) left.push_back(i);
+                if (left.empty()) break;
+                ask(blocks[left[rng() % left.size()]]);
+            }
+            for (uint32_t i = 0; i < c.items; ++i) ASSERT_EQ(taken[i], 1) << "item " << i;
+            const uint32_t free_blocks = (c.n_ids - c.reserve) * c.per_sm;
+            if (c.present == c.n_ids && c.items - c.front >= free_blocks) {
+                for (uint32_t i = 0; i < c.front; ++i) EXPECT_TRUE(by_reserved[i]) << "front item " << i;
+            }
+        }
+}
+
 TEST(FastGdnChunked, ScheduledFormsGiveLeanBits) {
     REQUIRE_CUDA();
     // F16RtLean1 (the lean prep persistent, SMs set aside for the state pass, its blocks taking

@@ -209,6 +209,31 @@ inline GdnSchedPlan gdn_sched_plan(GdnChunkVariant v, int64_t n_seqs, int64_t ma
     if (plan.persistent && plan.solo > 0) plan.front = std::min(items, plan.reserve * std::min(plan.solo, per_sm));
     return plan;
 }
+// Whether SM id `sm` of [0, n_ids) is one of `reserve` ids set aside for the state pass (evenly spaced;
+// ids may have holes, so fewer SMs may be set aside: that costs time, not bits).
+__host__ __device__ inline bool gdn_reserved_sm(uint32_t sm, uint32_t n_ids, uint32_t reserve) {
+    return reserve > 0 && (sm * reserve) / n_ids != ((sm + 1) * reserve) / n_ids;
+}
+// The persistent prep's next item for a block on SM `sm` (reserved: gdn_reserved_sm's; `items` or more:
+// none) from its counters ctr (kGdnPrepCtrWords, zeroed before the launch; add(word, 1) returns the
+// word's value before — atomicAdd on the device). From ctr[0], the items from `front` on; where front >
+// 0, on a reserved SM one of the first `front` items (ctr[1]) for the SM's first `solo` blocks to ask,
+// none for the others; elsewhere, once ctr[0]'s items are taken, any front item left (SM ids with holes,
+// or blocks that arrive late). Each item goes to one block, and every one is taken while a block that
+// is not reserved asks until it gets none.
+template <typename Add>
+__host__ __device__ inline uint32_t gdn_next_prep_item(uint32_t* ctr, uint32_t items, uint32_t front, uint32_t solo,
+                                                       bool reserved, uint32_t sm, Add add) {
+    uint32_t item = UINT32_MAX;
+    if (reserved && front > 0) {
+        if (sm < uint32_t(kGdnPrepCtrWords - 2) && add(ctr + 2 + sm) < solo) item = add(ctr + 1);
+    } else {
+        item = front + add(ctr);
+        if (item < items || front == 0) return item;
+        item = add(ctr + 1);
+    }
+    return item < front ? item : UINT32_MAX;
+}
 // F16Rt's prep in its DIRECT form (K, Q and V read into registers, not staged in f32: three blocks
 // an SM) where that takes fewer waves of `blocks` (chunks × sequences × value heads) than the staged
 // form's two an SM, else staged. H200 (session 22), whole calls: 1,024 tokens × 32 heads (512 blocks,

@@ -362,39 +362,23 @@ __device__ __forceinline__ void prep_rt_item(const ChArgs& a, uint32_t item) {
     prep16::publish_chunk(srow(0) + ro.meta, pow2(-ew), pow2(-ek), pow2(-eq), pow2(-ep), sm.eg[L - 1], a.epoch, tid);
 }
 
-// Whether this block's SM is one of the `reserve` SM ids set aside for the state pass: evenly spaced
-// over [0, %nsmid) (ids may have holes, so fewer SMs may be set aside; that costs time, not bits).
-__device__ inline bool on_reserved_sm(uint32_t reserve) {
-    uint32_t sm, n;
+// This block's SM id; whether it is one of the `reserve` set aside for the state pass.
+__device__ inline uint32_t sm_id() {
+    uint32_t sm;
     asm("mov.u32 %0, %%smid;" : "=r"(sm));
-    asm("mov.u32 %0, %%nsmid;" : "=r"(n));
-    return reserve > 0 && (sm * reserve) / n != ((sm + 1) * reserve) / n;
+    return sm;
 }
-
-// The persistent prep's next item for its block (thread 0 asks; a.prep_items or more: none). From
-// the counter a.prep_ctr[0], from a.prep_front on; where a.prep_front > 0, on a reserved SM one of the
-// first prep_front items (a.prep_ctr[1]) for the SM's first a.prep_solo blocks to ask, none for the
-// others; elsewhere, once the counter's items are taken, any front item left (SM ids with holes).
-__device__ inline uint32_t next_prep_item(const ChArgs& a, bool reserved) {
-    uint32_t item = UINT32_MAX;
-    if (reserved && a.prep_front > 0) {
-        uint32_t sm;
-        asm("mov.u32 %0, %%smid;" : "=r"(sm));
-        if (sm < uint32_t(kGdnPrepCtrWords - 2) && atomicAdd(a.prep_ctr + 2 + sm, 1u) < a.prep_solo)
-            item = atomicAdd(a.prep_ctr + 1, 1u);
-    } else {
-        item = a.prep_front + atomicAdd(a.prep_ctr, 1u);
-        if (item < a.prep_items || a.prep_front == 0) return item;
-        item = atomicAdd(a.prep_ctr + 1, 1u);
-    }
-    return item < a.prep_front ? item : UINT32_MAX;
+__device__ inline bool on_reserved_sm(uint32_t reserve) {
+    uint32_t n;
+    asm("mov.u32 %0, %%nsmid;" : "=r"(n));
+    return gdn_reserved_sm(sm_id(), n, reserve);
 }
 
 // The prep's kernel. Plain: a block an item (blockIdx.x in chunk-major order). PERSIST
 // (F16RtSched's, the state pass overlapping it): a grid that fills every SM at once, whose
 // blocks on a.prep_reserve SMs leave after one item — those SMs are then free for the state
 // pass launched behind it (otherwise it finds room only as the prep drains: session 49) — and the
-// rest take items in chunk-major order (next_prep_item) until a.prep_items are taken. With
+// rest take items in chunk-major order (gdn_next_prep_item) until a.prep_items are taken. With
 // a.prep_front > 0 (F16RtSolo1 / 2) the first items are the reserved SMs' first a.prep_solo blocks',
 // the others there leaving at once: the first chunks on fewer blocks an SM, so sooner (the pass
 // starts when they end: session 50's trace).
@@ -411,7 +395,9 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 3 : 2) wy_prep_rt_kernel(Ch
         // than 2^31 items.)
         __shared__ uint32_t item_s;
         for (uint32_t left = on_reserved_sm(a.prep_reserve) ? 1u : UINT32_MAX; left > 0; --left) {
-            if (threadIdx.x == 0) item_s = next_prep_item(a, left == 1);
+            if (threadIdx.x == 0)
+                item_s = gdn_next_prep_item(a.prep_ctr, a.prep_items, a.prep_front, a.prep_solo, left == 1, sm_id(),
+                                            [](uint32_t* w) { return atomicAdd(w, 1u); });
             __syncthreads();
             const uint32_t item = item_s;
             if (item >= a.prep_items) return;
