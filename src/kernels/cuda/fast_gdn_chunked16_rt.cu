@@ -77,7 +77,7 @@ struct RtSmem {
     // (F16RtSched), 98.7 / 102.2 (F16RtLean), level at 2,048 — the pass alone 8 % faster, but beside the
     // prep one chain a block gains nothing.
     static constexpr int kStagesKP = TERMS == 1 && NW == 2 ? 2 : 1;
-    static constexpr int kOffK = kOffWQ + 2 * kStageWQ;  // [stages][K̃ hi d0–63, d64–127, (K̃ lo ×2)]: [64 tokens][64 d]
+    static constexpr int kOffK = kOffWQ + 2 * kStageWQ;  // [stages][K̃ hi d0–63, d64–127, (K̃ lo ×2)]: [64 tok][64 d]
     static constexpr int kOffP = kOffK + kStagesKP * kHalves * kBox;  // [stages][P hi, (P lo)]: [64 i][64 j]
     // [2 stages][NW warpgroups][v 0–31, v 32–63]: f32 [64 tokens][32 v]
     static constexpr int kOffU = kOffP + kStagesKP * kHalves / 2 * kBox;
