@@ -188,8 +188,9 @@ inline GdnSchedPlan gdn_sched_plan(GdnChunkVariant v, int64_t n_seqs, int64_t ma
     const int64_t one_chain_blocks = n_seqs * nv * ((dv + 63) / 64);
     const bool pick_two = overlap ? n_seqs > 1 || chunks > 32 : one_chain_blocks > sms;
     GdnSchedPlan plan{};
-    const bool picks = v == GdnChunkVariant::F16RtSched || v == GdnChunkVariant::F16RtSched16 ||
-                       v == GdnChunkVariant::F16RtSolo1 || v == GdnChunkVariant::F16RtSolo2;
+    // (every scheduled form picks its chains but F16RtLean1 / 2, which force them)
+    const bool picks =
+        gdn_chunk_sched(v) && v != GdnChunkVariant::F16RtLean1 && v != GdnChunkVariant::F16RtLean2;
     plan.two_chains = dv > 64 && (v == GdnChunkVariant::F16RtLean2 || (picks && pick_two));
     if (!overlap) return plan;
     const int64_t cols = plan.two_chains ? 128 : 64, pass_blocks = n_seqs * nv * ((dv + cols - 1) / cols);

@@ -50,7 +50,6 @@ struct ChArgs {
     uint32_t prep_items, prep_reserve, prep_front, prep_solo;
 };
 
-
 // A chunked call's arguments, all but rs and vec (the callers' scratch layout and copy width).
 inline ChArgs ch_args(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q, HeadsIn k, HeadsIn v, const float* g,
                       int64_t g_s, const float* beta, int64_t beta_s, int64_t T, int64_t dk, int64_t dv, float* state,
