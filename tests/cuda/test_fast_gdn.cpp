@@ -828,6 +828,50 @@ TEST(FastGdnChunked, OverlappedPassesGiveTheSequentialBits) {
     }
 }
 
+TEST(FastGdnChunked, LeanPassStoresOAtAnyTokenStride) {
+    REQUIRE_CUDA();
+    // The lean passes' O stores (a chunk's O kept in shared memory, stored under the next chunk's
+    // products) at token strides other than nv·dv: 4 floats between tokens (rows still 16-byte
+    // aligned) and 1 (not). F16RtLean (one chain a block) and F16RtSched (two here: its prep
+    // persistent) give the bits F16Rt (the plain pass) gives with o contiguous and leave the floats
+    // between tokens as they were — full chunks, partial last chunks, a padding sequence and a lone
+    // token. (Session 52 ran it on O by TMA stores too, which needed the map to skip those floats.)
+    const std::vector<int32_t> lengths = {1000, 65, 1, 130, 128}, slot = {4, -1, 0, 2, 5};
+    std::mt19937 rng(41);
+    const RuleInputs in(kFlagship, starts(lengths).back(), 6, rng, 0);
+    const DeviceBuffer qkv = to_device(in.qkv), gb = to_device(in.gb);
+    DeviceBuffer st(in.init.size() * sizeof(float));
+    RuleCall call{in, qkv, gb, st, lengths, slot};
+    const auto [o_want, st_want] = call.run(fast::GdnChunkVariant::F16Rt);
+    const int64_t T = starts(lengths).back(), row = in.sh.nv * in.sh.dv;
+    const DeviceBuffer qs = to_device(starts(lengths)), slots = to_device(slot);
+    for (int64_t gap : {4, 1})
+        for (auto v : {fast::GdnChunkVariant::F16RtLean, fast::GdnChunkVariant::F16RtSched}) {
+            SCOPED_TRACE("o_ts = nv·dv + " + std::to_string(gap) + ", variant " + std::to_string(int(v)));
+            const int64_t o_ts = row + gap;
+            st.upload(in.init.data(), in.init.size() * sizeof(float));
+            DeviceBuffer d_o(size_t(T * o_ts) * sizeof(float)), scratch(size_t(call.scratch_floats()) * sizeof(float));
+            Stream stream;
+            d_o.fill(0xff, d_o.size(), 0, stream);  // NaN bits: a gap written over or a row not written shows
+            call.launch(d_o.as<float>(), o_ts, scratch.as<float>(), stream, v, qs, slots);
+            stream.synchronize();
+            const std::vector<float> got = to_host<float>(d_o);
+            std::vector<float> rows(size_t(T * row));
+            int64_t gaps_written = 0;
+            for (int64_t t = 0; t < T; ++t) {
+                std::copy_n(got.begin() + t * o_ts, row, rows.begin() + t * row);
+                for (int64_t i = row; i < o_ts; ++i) {
+                    uint32_t bits;
+                    std::memcpy(&bits, &got[size_t(t * o_ts + i)], 4);
+                    gaps_written += bits != 0xffffffffu;
+                }
+            }
+            expect_same_bits(rows, o_want, "o at a token stride, against F16Rt's contiguous o", in.where_o());
+            expect_same_bits(to_host<float>(st), st_want, "state, against F16Rt", in.where_state());
+            EXPECT_EQ(gaps_written, 0) << "floats between the tokens' rows written";
+        }
+}
+
 TEST(FastGdnChunked, OverlapStepsAsideWhereOutputsMeetInputs) {
     REQUIRE_CUDA();
     // o written over v 28 chunks later (token t's o on token t + 1,792's v): 2,048 tokens are 1,024

@@ -25,6 +25,7 @@
 
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/fast_gdn_f16x3.cuh"
+#include "kernels/cuda/fast_gdn_phases.h"
 #include "kernels/cuda/fast_gdn_prep16.cuh"
 #include "kernels/cuda/fast_gdn_prep_rt.cuh"
 #include "kernels/cuda/fast_gdn_rt.cuh"
@@ -425,14 +426,23 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
             if ((err = cudaMemsetAsync(a.prep_ctr, 0, ctr_bytes, stream)) != cudaSuccess) return err;
         }
     }
+    a.phases = gdn_phases_begin(stream);  // (null but in a profiling build: fast_gdn_phases.h)
     prep_kernel<<<grid, prep_threads, prep_bytes, stream>>>(a);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    if (rt && variant == GdnChunkVariant::F16x3Rt2) return f16x3::launch_wy_state16_rt2(a, maps, stream);
-    if (rt) return f16x3::launch_wy_state16_rt(a, maps, one ? 1 : 3, stream, lean_pass, sp.two_chains);
-    if (wg) return f16x3::launch_wy_state16_wg(a, stream);
-    const dim3 state_grid{unsigned(plan.n_seqs), unsigned(p.n_v_heads), unsigned((dv + kNs - 1) / kNs)};
-    state_kernel<<<state_grid, kTh16, state_smem, stream>>>(a);
-    return cudaGetLastError();
+    if (rt && variant == GdnChunkVariant::F16x3Rt2) {
+        err = f16x3::launch_wy_state16_rt2(a, maps, stream);
+    } else if (rt) {
+        err = f16x3::launch_wy_state16_rt(a, maps, one ? 1 : 3, stream, lean_pass, sp.two_chains);
+    } else if (wg) {
+        err = f16x3::launch_wy_state16_wg(a, stream);
+    } else {
+        const dim3 state_grid{unsigned(plan.n_seqs), unsigned(p.n_v_heads), unsigned((dv + kNs - 1) / kNs)};
+        state_kernel<<<state_grid, kTh16, state_smem, stream>>>(a);
+        err = cudaGetLastError();
+    }
+    if (a.phases && err == cudaSuccess)
+        gdn_phases_end(a.phases, prep_blocks, p.n_v_heads, (max_len + kC - 1) / kC, stream);
+    return err;
 }
 
 }  // namespace tessera::cuda::fast::detail

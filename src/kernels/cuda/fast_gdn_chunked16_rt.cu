@@ -41,6 +41,7 @@
 #include <cuda_fp16.h>
 
 #include "kernels/cuda/fast_gdn_f16x3.cuh"
+#include "kernels/cuda/fast_gdn_phases.cuh"
 #include "kernels/cuda/fast_gdn_rt.cuh"
 #include "kernels/cuda/fast_mbarrier.cuh"
 #include "kernels/cuda/fast_mma.cuh"
@@ -144,11 +145,13 @@ __global__ void __launch_bounds__(kThRt<NW>, 1) wy_state16_rt_kernel(ChArgs a, c
         if (warp != 4 * NW || lane != 0) return;
         const int v0 = blk.v0;
         const int hh = int(h);
+        const PassStamps stamps(a, h, true);  // (a profiling build's: fast_gdn_phases.h)
         for (int c = 0; c < n_chunks; ++c) {
             const int tok = int(sq.t0 + int64_t(c) * kC), st = c & 1;
             const uint32_t free2 = ((uint32_t(c) >> 1) & 1) ^ 1;
             const float* meta = a.scratch + (int64_t(tok) * a.nv + h) * a.rs + ro.meta;
             if (a.epoch) wait_chunk(meta, a.epoch);  // the prep may still be writing later chunks
+            stamps.at(c, 0);
             float mv[5];  // the chunk's scales and e^Γlast, into W+Q̃'s stage (published by its arrival)
             for (int j = 0; j < 5; ++j) mv[j] = meta[j];
             // (TERMS 1: the hi boxes only — j < 2 of W, Q̃ and K̃'s four, P's first.)
@@ -190,6 +193,8 @@ __global__ void __launch_bounds__(kThRt<NW>, 1) wy_state16_rt_kernel(ChArgs a, c
     // Sᵀ ([64 rows][128 d]) lives between chunks as its split A fragments sh + sl under a power of
     // two a row (2^-eS: exact to 2^-23 of the row's max, f32's precision class) and in f32 only
     // through the S update: 64 accumulators fewer across the chunk's products.
+    const PassStamps stamps(a, h, tid == 0);
+    stamps.at(0, 3);
     float sacc[64];
     load_state(sacc, S, v0 + wr + g, 0, t, dv, dk);
     uint32_t sh[8][4], sl[8][4];
@@ -229,6 +234,7 @@ __global__ void __launch_bounds__(kThRt<NW>, 1) wy_state16_rt_kernel(ChArgs a, c
 
         // 1. Vn's product and Q̃·S, one group each.
         dev::mbar_wait(&full_wq[st], par2);
+        stamps.at(c, 1);
         const float* meta = meta_s + 8 * st;
         const float sW = meta[kMxW], sK = meta[kMxK], sQ = meta[kMxQ], sP = meta[kMxP], last = meta[4];
         const uint32_t wq = sb + kOffWQ + st * kStageWQ;
@@ -361,6 +367,7 @@ __global__ void __launch_bounds__(kThRt<NW>, 1) wy_state16_rt_kernel(ChArgs a, c
                 }
             }
         }
+        stamps.at(c, 2);
     }
 
     if constexpr (LEAN)

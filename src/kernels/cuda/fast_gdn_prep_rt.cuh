@@ -25,6 +25,7 @@
 
 #include "kernels/cuda/fast_gdn.h"
 #include "kernels/cuda/fast_gdn_f16x3.cuh"
+#include "kernels/cuda/fast_gdn_phases.cuh"
 #include "kernels/cuda/fast_gdn_prep16.cuh"
 #include "kernels/cuda/fast_gdn_wy.cuh"
 #include "kernels/cuda/fast_mma.cuh"
@@ -98,6 +99,7 @@ __device__ __forceinline__ void prep_rt_item(const ChArgs& a, uint32_t item) {
 
     extern __shared__ float4 smem4[];
     PrepRtSmem& sm = *reinterpret_cast<PrepRtSmem*>(smem4);
+    const PrepStamps stamp(a, item, tid);  // (a profiling build's: fast_gdn_phases.h)
 
     // 1. This warp's rows l = warp + 8r of K and Q into registers (zeros past L and dk); Γ, e^Γ and
     // e^(Γlast − Γ) by warp 0, β by warp 1.
@@ -121,6 +123,7 @@ __device__ __forceinline__ void prep_rt_item(const ChArgs& a, uint32_t item) {
         for (int l = lane; l < kC; l += 32) sm.bt[l] = l < L ? a.beta[(tb + l) * a.beta_s + h] : 0.f;
     }
     __syncthreads();
+    stamp(1);
 
     // 2. The maxima of |K|, |Q|, |K̃| = |K ⊙ e^(Γlast−Γ)| and |Q̃| = |Q ⊙ e^Γ| a warp.
     {
@@ -141,6 +144,7 @@ __device__ __forceinline__ void prep_rt_item(const ChArgs& a, uint32_t item) {
         if (lane == 0) sm.wmax[warp] = m;
     }
     __syncthreads();
+    stamp(2);
 
     // 3. K and Q as f16 rows under their tiles' powers of two; K̃ and Q̃ split into scratch; P's pairs
     // past row l's diagonal block zeroed there. Then V's rows into registers.
@@ -183,6 +187,7 @@ __device__ __forceinline__ void prep_rt_item(const ChArgs& a, uint32_t item) {
         for (int r = 0; r < kRowsW; ++r) vx[r] = load_row4(vp + r * vs, col, dv, warp + kWarps * r < L, VEC);
     }
     __syncthreads();
+    stamp(3);
 
     // 4. A = −strictlower(diag(β)·K·Kᵀ ⊙ D) into a and P = Q·Kᵀ ⊙ D (lower, 0 past L) into registers,
     // as wy_prep16_kernel's jobs (row block bi, 16 × 8 tile nj <= 2bi + 1), warp, warp + NW, ….
@@ -230,6 +235,7 @@ __device__ __forceinline__ void prep_rt_item(const ChArgs& a, uint32_t item) {
         vh[r] = half4(vx[r], pow2(ev));
     }
     __syncthreads();  // A, max |P|, Q's rows read
+    stamp(4);
 
     // 5. V's rows in Q's place; P split into scratch; warps 0, 1: the diagonal 16 × 16 blocks of T,
     // a lane a column (block 2·warp + lane / 16), its 16 rows in registers.
@@ -274,7 +280,9 @@ __device__ __forceinline__ void prep_rt_item(const ChArgs& a, uint32_t item) {
         for (int i = 0; i < kTb; ++i) sm.x[r0 + i][r0 + jj] = x[i];
     }
     __syncthreads();  // the diagonal blocks, V's rows and row scales
+    stamp(5);
     solve_levels(&sm.a[0][0], &sm.x[0][0], warp);  // the blocks below the diagonal (T complete on return)
+    stamp(6);
 
     // 6. T'(i, j) = T(i, j)·β_j·e^Γj and T''(i, j) = T(i, j)·β_j·2^-eV(j), split a row under its own
     // power of two (wy_prep16_kernel's step, T' into A's place, T'' into T's), and the bound
@@ -293,6 +301,7 @@ __device__ __forceinline__ void prep_rt_item(const ChArgs& a, uint32_t item) {
         if (lane == 0) sm.wbound[warp] = mr;
     }
     __syncthreads();
+    stamp(7);
 
     // 7. W = T'·K (× 2^-e of T' 's row, 2^-eK) split into scratch under the bound's power of two, and
     // U = T''·V (× 2^-e of T'' 's row) in f32: warp w the columns [16w', 16w' + 16) (w' = w mod 8) of both
@@ -360,6 +369,8 @@ __device__ __forceinline__ void prep_rt_item(const ChArgs& a, uint32_t item) {
         strips(std::integral_constant<int, 1>{});
     }
     prep16::publish_chunk(srow(0) + ro.meta, pow2(-ew), pow2(-ek), pow2(-eq), pow2(-ep), sm.eg[L - 1], a.epoch, tid);
+    stamp(8);
+    stamp.end();
 }
 
 // This block's SM id; whether it is one of the `reserve` set aside for the state pass.
