@@ -1,6 +1,6 @@
 """scripts/gpu/sass_digest.py: Nsight Compute's SASS source page digested per opcode, per phase
-between barriers and per hottest instruction, on a synthetic page whose sums are known by
-construction."""
+between barriers (with its stall reasons where the page has them) and per hottest instruction, on
+synthetic pages whose sums are known by construction."""
 import csv
 import pathlib
 import subprocess
@@ -48,7 +48,7 @@ def sections(out):
                 cur = []
                 tables.append(cur)
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if not set(cells[0]) <= set("-:") and cells[0] not in ("opcode", "phase (lines)", "line"):
+            if not set(cells[0]) <= set("-:") and cells[0] not in ("opcode", "stall reason", "phase (lines)", "line"):
                 cur.append(cells)
         else:
             cur = None
@@ -69,6 +69,24 @@ def test_opcodes_phases_and_hottest(tmp_path):
     assert by_op["LOP3"] == ["5.0", "40.0"]
     assert [c[:4] for c in phases] == [["0–2", "40.0", "10.0", "3"], ["3–5", "60.0", "90.0", "3"]]
     assert hottest[0][:2] == ["3", "45.0"] and "HMMA" in hottest[0][2]
+
+
+def test_stall_reasons_overall_and_per_phase(tmp_path):
+    # PAGE with two reasons' columns (and a "(Not Issued)" twin, which must not count): the load
+    # phase's 40 samples 30 long_sb + 10 barrier, the math phase's 60 samples 15 long_sb + 45 wait.
+    reasons = [(10, 0, 0), (20, 0, 0), (0, 10, 0), (0, 0, 45), (5, 0, 0), (10, 0, 0)]  # PAGE's rows, in order
+    page = tmp_path / "source.csv"
+    with open(page, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(HEADER + ["stall_long_sb", "stall_barrier", "stall_wait", "stall_wait (Not Issued)"])
+        for i, ((text, s, x), (lsb, bar, wait)) in enumerate(zip(PAGE, reasons)):
+            w.writerow([hex(16 * i), text, s, 0, s, x, 32 * x, lsb, bar, wait, 999])
+    rc, out, err = run(SCRIPT, page)
+    assert rc == 0, err
+    ops, overall, phases, hottest = sections(out)
+    assert {c[0]: c[1] for c in overall} == {"long_sb": "45.0", "wait": "45.0", "barrier": "10.0"}
+    assert phases[0][4] == "long_sb 75, barrier 25"
+    assert phases[1][4] == "wait 75, long_sb 25"
 
 
 def test_no_source_column_is_an_error(tmp_path):
