@@ -17,7 +17,10 @@ int g_calls = 0;
 unsigned long long* gdn_phases_begin(cudaStream_t stream) {
     const char* prefix = std::getenv("TESSERA_GDN_PHASES");
     const char* which = std::getenv("TESSERA_GDN_PHASES_CALL");
-    if (!prefix || ++g_calls != (which ? std::atoi(which) : 6)) return nullptr;
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;  // (a captured call cannot wait for its stamps)
+    if (!prefix || cudaStreamIsCapturing(stream, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone ||
+        ++g_calls != (which ? std::atoi(which) : 6))
+        return nullptr;
     const size_t bytes = sizeof(unsigned long long) * kPhaseWords;
     if (!g_buf && cudaMalloc(&g_buf, bytes) != cudaSuccess) {
         g_buf = nullptr;

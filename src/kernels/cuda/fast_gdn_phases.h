@@ -28,8 +28,8 @@ constexpr uint64_t kPhaseWords = kPhasePassBase + 4 * kPhaseMaxHeads * kPhaseMax
 
 #if TESSERA_GDN_PHASES
 // The stamps' buffer for this chunked call — zeroed on `stream` — where TESSERA_GDN_PHASES names a file
-// prefix and this is the process's TESSERA_GDN_PHASES_CALL-th call (default 6: past a bench row's
-// warm-up); else null (no stamps).
+// prefix and this is the process's TESSERA_GDN_PHASES_CALL-th call not being captured into a graph
+// (default 6: past a bench row's warm-up); else null (no stamps).
 unsigned long long* gdn_phases_begin(cudaStream_t stream);
 // After the stamped call's launches: waits for them and writes PREFIX_prep.csv (item, sm, gt_start,
 // gt_end, c0 … c8) for `items` items and PREFIX_pass.csv (head, chunk, ready, start, end,
