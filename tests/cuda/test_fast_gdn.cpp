@@ -238,7 +238,7 @@ constexpr fast::GdnChunkVariant kChunkVariants[] = {
     fast::GdnChunkVariant::F16x3Wg, fast::GdnChunkVariant::F16x3Rt, fast::GdnChunkVariant::F16x3Rt2,
     fast::GdnChunkVariant::F16Rt,   fast::GdnChunkVariant::F16RtLean, fast::GdnChunkVariant::F16RtLean1,
     fast::GdnChunkVariant::F16RtLean2, fast::GdnChunkVariant::F16RtSched, fast::GdnChunkVariant::F16RtSched16,
-    fast::GdnChunkVariant::F16RtSolo1, fast::GdnChunkVariant::F16RtSolo2};
+    fast::GdnChunkVariant::F16RtSolo1, fast::GdnChunkVariant::F16RtSolo2, fast::GdnChunkVariant::F16RtStay};
 // The f16 forms (every variant that rounds its operands to f16).
 constexpr fast::GdnChunkVariant kF16Variants[] = {fast::GdnChunkVariant::F16x3, fast::GdnChunkVariant::F16x3Wg,
                                                   fast::GdnChunkVariant::F16x3Rt, fast::GdnChunkVariant::F16x3Rt2,
@@ -247,7 +247,8 @@ constexpr fast::GdnChunkVariant kF16Variants[] = {fast::GdnChunkVariant::F16x3, 
                                                   fast::GdnChunkVariant::F16RtSched,
                                                   fast::GdnChunkVariant::F16RtSched16,
                                                   fast::GdnChunkVariant::F16RtSolo1,
-                                                  fast::GdnChunkVariant::F16RtSolo2};
+                                                  fast::GdnChunkVariant::F16RtSolo2,
+                                                  fast::GdnChunkVariant::F16RtStay};
 
 TEST(FastGdnRecurrent, LengthsAroundTheChunk) {
     REQUIRE_CUDA();
@@ -571,6 +572,11 @@ TEST(FastGdnChunked, SchedPlanAtItsEdges) {
     EXPECT_EQ(plan(V::F16RtSolo2, 1, 64 * 4).front, 0);       // not persistent (128 chunks)
     EXPECT_EQ(plan(V::F16RtSolo2, 3, 1024).front, 0);         // none set aside
     EXPECT_EQ(plan(V::F16RtSolo2, 1, 1024, false).front, 0);  // no overlap
+    // F16RtStay: Solo2's front, its first block staying where a pass block has one chain
+    EXPECT_TRUE(plan(V::F16RtStay, 1, 1024).stay);
+    EXPECT_EQ(plan(V::F16RtStay, 1, 1024).front, 128);
+    EXPECT_FALSE(plan(V::F16RtStay, 1, 4096).stay);  // two chains a block: the pass block would not fit
+    EXPECT_FALSE(plan(V::F16RtSolo2, 1, 1024).stay);
     EXPECT_EQ(fast::gdn_sched_plan(V::F16RtSolo2, 1, 1024, 32, 128, 132, 1, true).front, 64);  // one block an SM
     EXPECT_EQ(fast::gdn_sched_plan(V::F16RtSolo2, 1, 64 * 5, 32, 128, 132, 2, true).front, 128);  // 160 > 136
     EXPECT_EQ(fast::gdn_sched_plan(V::F16RtSolo1, 1, 64 * 5, 66, 128, 264, 1, true).front, 132);  // 330 items
@@ -599,6 +605,7 @@ TEST(FastGdnChunked, SchedPlanAtItsEdges) {
 TEST(FastGdnChunked, PrepItemsEachOnceInAnyOrder) {
     struct Case {
         uint32_t n_ids, present, per_sm, reserve, items, front, solo;
+        bool stay = false;  // F16RtStay: the first block on a reserved SM asks on as a free SM's block
     };
     const Case cases[] = {
         {132, 132, 3, 64, 512, 128, 2},   // 1,024 tokens × 32 heads: the solo pick
@@ -608,12 +615,15 @@ TEST(FastGdnChunked, PrepItemsEachOnceInAnyOrder) {
         {132, 132, 3, 64, 300, 128, 2},   // the first asks take the counter's 172 items and steal fronts
         {144, 132, 3, 64, 512, 128, 2},   // 12 ids missing: fewer reserved SMs than the front needs
         {144, 100, 2, 50, 1000, 100, 2},  // many missing
+        {132, 132, 3, 64, 512, 128, 2, true},   // F16RtStay
+        {144, 132, 3, 64, 512, 128, 2, true},   // … with ids missing
+        {132, 132, 3, 64, 300, 128, 2, true},   // … and fronts stolen
     };
     for (const Case& c : cases)
         for (uint32_t seed = 0; seed < 20; ++seed) {
             SCOPED_TRACE("ids " + std::to_string(c.n_ids) + " present " + std::to_string(c.present) + " items " +
-                         std::to_string(c.items) + " front " + std::to_string(c.front) + " seed " +
-                         std::to_string(seed));
+                         std::to_string(c.items) + " front " + std::to_string(c.front) + (c.stay ? " stay" : "") +
+                         " seed " + std::to_string(seed));
             std::mt19937 rng(seed);
             std::vector<uint32_t> ids(c.n_ids);
             std::iota(ids.begin(), ids.end(), 0u);
@@ -630,13 +640,16 @@ TEST(FastGdnChunked, PrepItemsEachOnceInAnyOrder) {
             std::vector<uint32_t> ctr(fast::kGdnPrepCtrWords, 0u);
             std::vector<int> taken(c.items, 0), by_reserved(c.items, 0);
             auto ask = [&](Block& b) {
+                uint32_t rank = UINT32_MAX;
                 const uint32_t item = fast::gdn_next_prep_item(ctr.data(), c.items, c.front, c.solo, b.reserved, b.sm,
-                                                               [](uint32_t* w) { return (*w)++; });
+                                                               [](uint32_t* w) { return (*w)++; }, &rank);
                 if (item < c.items) {
                     ++taken[item];
                     by_reserved[item] = b.reserved;
                 }
-                b.done = b.reserved || item >= c.items;
+                const bool stays = c.stay && b.reserved && rank == 0 && item < c.items;  // (the kernel's loop)
+                b.done = (b.reserved && !stays) || item >= c.items;
+                if (stays) b.reserved = false;
             };
             std::vector<size_t> order(blocks.size());
             std::iota(order.begin(), order.end(), size_t(0));
@@ -688,7 +701,8 @@ TEST(FastGdnChunked, ScheduledFormsGiveLeanBits) {
                 lean.run(GdnMode::Chunked, 0, lengths, slot, 0, fast::GdnChunkVariant::F16RtLean);
             for (auto v : {fast::GdnChunkVariant::F16RtLean1, fast::GdnChunkVariant::F16RtLean2,
                            fast::GdnChunkVariant::F16RtSched, fast::GdnChunkVariant::F16RtSched16,
-                           fast::GdnChunkVariant::F16RtSolo1, fast::GdnChunkVariant::F16RtSolo2})
+                           fast::GdnChunkVariant::F16RtSolo1, fast::GdnChunkVariant::F16RtSolo2,
+                           fast::GdnChunkVariant::F16RtStay})
                 for (int call = 0; call < 2; ++call) {
                     SCOPED_TRACE("variant " + std::to_string(int(v)) + " call " + std::to_string(call));
                     res.st.upload(in.init.data(), in.init.size() * sizeof(float));

@@ -148,12 +148,18 @@ enum class GdnChunkVariant : int {
     // starts when they end (session 50's trace) — the rest of the prep on the other SMs. The same bits.
     F16RtSolo1 = 18,
     F16RtSolo2 = 19,
+    // F16RtSolo2 whose first block on each set-aside SM stays after its front item, taking items as the
+    // free SMs' blocks do, beside the state pass's block (one chain a block: 137 + 70.4 KB fit an SM;
+    // with two the pass block would wait for the prep's end, so there it leaves as in Solo2): +31 %
+    // prep blocks at 1,024 tokens, where the pass waits on the prep's flags (session 52's stamps).
+    // The same bits.
+    F16RtStay = 20,
 };
 // The scheduled forms (gdn_sched_plan's).
 inline bool gdn_chunk_sched(GdnChunkVariant v) {
     return v == GdnChunkVariant::F16RtSched || v == GdnChunkVariant::F16RtSched16 ||
            v == GdnChunkVariant::F16RtLean1 || v == GdnChunkVariant::F16RtLean2 || v == GdnChunkVariant::F16RtSolo1 ||
-           v == GdnChunkVariant::F16RtSolo2;
+           v == GdnChunkVariant::F16RtSolo2 || v == GdnChunkVariant::F16RtStay;
 }
 // F16Rt and its forms: the f16 WY form on one product each (FLA's accuracy class or better).
 inline bool gdn_chunk_f16rt(GdnChunkVariant v) {
@@ -181,6 +187,7 @@ struct GdnSchedPlan {
     bool persistent;    // the prep's blocks take chunks from a counter (a grid of sms · per_sm)
     int64_t front;      // persistent: the first items, taken by `solo` blocks of each set-aside SM (0: none)
     int64_t solo;       // (the others there leave at once: the first chunks sooner, the prep on fewer blocks)
+    bool stay;          // F16RtStay: the first of those solo blocks stays after its front item
 };
 inline GdnSchedPlan gdn_sched_plan(GdnChunkVariant v, int64_t n_seqs, int64_t max_len, int64_t nv, int64_t dv,
                                    int64_t sms, int64_t per_sm, bool overlap) {
@@ -205,9 +212,11 @@ inline GdnSchedPlan gdn_sched_plan(GdnChunkVariant v, int64_t n_seqs, int64_t ma
     const bool chain_bound = after_first * (plan.two_chains ? 7 : 9) < chunks * free_blocks;
     if (v == GdnChunkVariant::F16RtSolo1)
         plan.solo = 1;
-    else if (v == GdnChunkVariant::F16RtSolo2 || (v == GdnChunkVariant::F16RtSched && chain_bound))
+    else if (v == GdnChunkVariant::F16RtSolo2 || v == GdnChunkVariant::F16RtStay ||
+             (v == GdnChunkVariant::F16RtSched && chain_bound))
         plan.solo = 2;
     if (plan.persistent && plan.solo > 0) plan.front = std::min(items, plan.reserve * std::min(plan.solo, per_sm));
+    plan.stay = v == GdnChunkVariant::F16RtStay && plan.front > 0 && !plan.two_chains;
     return plan;
 }
 // Whether SM id `sm` of [0, n_ids) is one of `reserve` ids set aside for the state pass (evenly spaced;
@@ -224,10 +233,12 @@ __host__ __device__ inline bool gdn_reserved_sm(uint32_t sm, uint32_t n_ids, uin
 // is not reserved asks until it gets none.
 template <typename Add>
 __host__ __device__ inline uint32_t gdn_next_prep_item(uint32_t* ctr, uint32_t items, uint32_t front, uint32_t solo,
-                                                       bool reserved, uint32_t sm, Add add) {
+                                                       bool reserved, uint32_t sm, Add add, uint32_t* rank = nullptr) {
     uint32_t item = UINT32_MAX;
     if (reserved && front > 0) {
-        if (sm < uint32_t(kGdnPrepCtrWords - 2) && add(ctr + 2 + sm) < solo) item = add(ctr + 1);
+        const uint32_t r = sm < uint32_t(kGdnPrepCtrWords - 2) ? add(ctr + 2 + sm) : UINT32_MAX;
+        if (rank) *rank = r;  // (the block's arrival on its SM: F16RtStay's first stays)
+        if (r < solo) item = add(ctr + 1);
     } else {
         item = front + add(ctr);
         if (item < items || front == 0) return item;

@@ -420,6 +420,7 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
             a.prep_reserve = uint32_t(sp.reserve);
             a.prep_front = uint32_t(sp.front);  // (≤ prep_items)
             a.prep_solo = uint32_t(sp.solo);
+            a.prep_stay = sp.stay ? 1u : 0u;
             grid = dim3{unsigned(sms * per_sm)};
             prep_kernel = persistent;
             const size_t ctr_bytes = sizeof(uint32_t) * (sp.front > 0 ? kGdnPrepCtrWords : 1);

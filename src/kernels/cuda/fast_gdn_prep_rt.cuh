@@ -404,16 +404,20 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 3 : 2) wy_prep_rt_kernel(Ch
         // (On a reserved SM one item first — a first chunk, which the pass waits for anyway: leaving
         // at once measured level or slower, session 49. left is 1 only there: the rest take fewer
         // than 2^31 items.)
-        __shared__ uint32_t item_s;
+        // (F16RtStay: the first block to arrive on a reserved SM takes the free SMs' part after its item.)
+        __shared__ uint32_t item_s, rank_s;
         for (uint32_t left = on_reserved_sm(a.prep_reserve) ? 1u : UINT32_MAX; left > 0; --left) {
-            if (threadIdx.x == 0)
+            if (threadIdx.x == 0) {
+                rank_s = UINT32_MAX;
                 item_s = gdn_next_prep_item(a.prep_ctr, a.prep_items, a.prep_front, a.prep_solo, left == 1, sm_id(),
-                                            [](uint32_t* w) { return atomicAdd(w, 1u); });
+                                            [](uint32_t* w) { return atomicAdd(w, 1u); }, &rank_s);
+            }
             __syncthreads();
             const uint32_t item = item_s;
             if (item >= a.prep_items) return;
             prep_rt_item<VEC, true, NW>(a, item);
-            __syncthreads();  // the item's shared memory and item_s read before the next item writes them
+            if (left == 1 && a.prep_stay && rank_s == 0) left = UINT32_MAX;  // (uniform: rank_s read by all)
+            __syncthreads();  // the item's shared memory, item_s and rank_s read before the next item writes them
         }
     }
 }

@@ -48,6 +48,7 @@ struct ChArgs {
     // or the first items, taken by the first prep_solo blocks to arrive on each of those SMs.
     uint32_t* prep_ctr;
     uint32_t prep_items, prep_reserve, prep_front, prep_solo;
+    uint32_t prep_stay;  // F16RtStay: 1 where the first solo block of each reserved SM stays (GdnSchedPlan::stay)
     // A profiling build's stamps (fast_gdn_phases.h), or null: always null in the default build.
     unsigned long long* phases;
 };
