@@ -7,7 +7,7 @@
 
 #include "kernels/cuda/fast_gdn_phases.h"
 #include "kernels/cuda/fast_gdn_wy.cuh"
-#include "kernels/cuda/fast_mbarrier.cuh"  // global_ns
+#include "kernels/cuda/fast_mbarrier.cuh"  // global_ns, sm_id
 
 namespace tessera::cuda::fast::detail {
 
@@ -18,9 +18,7 @@ struct PrepStamps {
     __device__ PrepStamps(const wy::ChArgs& a, uint32_t item, int tid)
         : rec(a.phases && tid == 0 && item < kPhaseMaxItems ? a.phases + kPhaseItemWords * item : nullptr) {
         if (!rec) return;
-        uint32_t sm;
-        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-        rec[0] = sm;
+        rec[0] = dev::sm_id();
         rec[1] = dev::global_ns();
         rec[2] = clock64();
     }

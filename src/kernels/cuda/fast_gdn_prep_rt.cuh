@@ -28,6 +28,7 @@
 #include "kernels/cuda/fast_gdn_phases.cuh"
 #include "kernels/cuda/fast_gdn_prep16.cuh"
 #include "kernels/cuda/fast_gdn_wy.cuh"
+#include "kernels/cuda/fast_mbarrier.cuh"  // sm_id
 #include "kernels/cuda/fast_mma.cuh"
 #include "kernels/cuda/pdl.cuh"
 
@@ -373,16 +374,11 @@ __device__ __forceinline__ void prep_rt_item(const ChArgs& a, uint32_t item) {
     stamp.end();
 }
 
-// This block's SM id; whether it is one of the `reserve` set aside for the state pass.
-__device__ inline uint32_t sm_id() {
-    uint32_t sm;
-    asm("mov.u32 %0, %%smid;" : "=r"(sm));
-    return sm;
-}
+// Whether this block's SM is one of the `reserve` set aside for the state pass.
 __device__ inline bool on_reserved_sm(uint32_t reserve) {
     uint32_t n;
     asm("mov.u32 %0, %%nsmid;" : "=r"(n));
-    return gdn_reserved_sm(sm_id(), n, reserve);
+    return gdn_reserved_sm(dev::sm_id(), n, reserve);
 }
 
 // The prep's kernel. Plain: a block an item (blockIdx.x in chunk-major order). PERSIST
@@ -409,8 +405,8 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 3 : 2) wy_prep_rt_kernel(Ch
         for (uint32_t left = on_reserved_sm(a.prep_reserve) ? 1u : UINT32_MAX; left > 0; --left) {
             if (threadIdx.x == 0) {
                 rank_s = UINT32_MAX;
-                item_s = gdn_next_prep_item(a.prep_ctr, a.prep_items, a.prep_front, a.prep_solo, left == 1, sm_id(),
-                                            [](uint32_t* w) { return atomicAdd(w, 1u); }, &rank_s);
+                item_s = gdn_next_prep_item(a.prep_ctr, a.prep_items, a.prep_front, a.prep_solo, left == 1,
+                                            dev::sm_id(), [](uint32_t* w) { return atomicAdd(w, 1u); }, &rank_s);
             }
             __syncthreads();
             const uint32_t item = item_s;

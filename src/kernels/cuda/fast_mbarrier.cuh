@@ -102,6 +102,13 @@ __device__ __forceinline__ bool mbar_try_wait(uint64_t* bar, uint32_t parity) {
     return done != 0;
 }
 
+// The SM this thread runs on (%smid: may exceed the SM count, ids can have holes).
+__device__ __forceinline__ uint32_t sm_id() {
+    uint32_t sm;
+    asm("mov.u32 %0, %%smid;" : "=r"(sm));
+    return sm;
+}
+
 // The GPU's nanosecond clock (%globaltimer: the same on every SM).
 __device__ __forceinline__ uint64_t global_ns() {
     uint64_t t;
