@@ -52,6 +52,7 @@ struct Args {
     int runs = 50, warmup = 10, reps = 1;
     bool graph = false, stamps = false;
     std::string filter;
+    std::vector<int64_t> lens = {1024, 2048, 4096, 16384};  // one sequence's chunked prefills (--lens)
 };
 
 using Timer = bench::CudaTimer;
@@ -431,10 +432,11 @@ int main(int argc, char** argv) {
             "  --reps N        back-to-back calls per timed sample (default 1)\n"
             "  --graph         the --reps calls captured in one CUDA graph\n"
             "  --filter TEXT   only cases whose label contains TEXT\n"
+            "  --lens LIST     one sequence's chunked prefill lengths (default 1024,2048,4096,16384)\n"
             "  --stamps        the decode step's timeline (Head256 / HeadSplit at one sequence)\n";
         bench::KernelArgs args(usage);
         args.count("--runs", a.runs, 1).count("--warmup", a.warmup, 0).count("--reps", a.reps, 1);
-        args.flag("--graph", a.graph).flag("--stamps", a.stamps);
+        args.flag("--graph", a.graph).flag("--stamps", a.stamps).ints("--lens", a.lens);
         if (!args.text("--filter", a.filter).parse(argc, argv)) return 0;
         cudaDeviceProp p{};
         TS_CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
@@ -470,7 +472,7 @@ int main(int argc, char** argv) {
                                     V::Split, V::SplitWarps8, V::SplitVec16, V::F16x3, V::F16x3Wg, V::F16x3Rt,
                                     V::F16x3Rt2, V::F16Rt, V::F16RtSeq, V::F16RtLean, V::F16RtLean1, V::F16RtLean2,
                                     V::F16RtSched, V::F16RtSched16, V::F16RtSolo1, V::F16RtSolo2, V::F16RtStay};
-        for (int64_t T : {1024, 2048, 4096, 16384}) {
+        for (int64_t T : a.lens) {
             for (V v : chunk_variants)
                 bench_rule(a, stream, timer, GdnMode::Chunked, 1, T, 1,
                            T == 1024 ? "llama.cpp 639 us; target <= 60" : "per token flat: T/1024 x the 1024 figure",

@@ -585,13 +585,25 @@ TEST(FastGdnChunked, SchedPlanAtItsEdges) {
     // 204, (132 − 32) · 3 = 300), × 9 one chain (7 two), fewer than the chunks.
     EXPECT_EQ(plan(V::F16RtSched, 1, 1024).front, 128);    // 16 chunks: 320 · 9 = 2,880 < 16 · 204
     EXPECT_EQ(plan(V::F16RtSched, 1, 1280).front, 128);    // 20: 448 · 9 = 4,032 < 4,080
-    EXPECT_EQ(plan(V::F16RtSched, 1, 1281).front, 0);      // 21: 480 · 9 = 4,320 > 4,284
     EXPECT_EQ(plan(V::F16RtSched, 1, 64 * 7).front, 128);  // 7 chunks, the first persistent: 224 > 204
     EXPECT_EQ(plan(V::F16RtSched, 1, 64 * 6).front, 0);    // (not persistent)
-    EXPECT_EQ(plan(V::F16RtSched, 1, 2048).front, 0);      // 832 · 9 > 32 · 204
+    EXPECT_EQ(plan(V::F16RtSched, 2, 2048).front, 0);      // two sequences: 1,856 · 7 > 32 · 204
+    // … and where the prep bounds it with one chain a block, F16RtStay's plan: the same front, staying.
+    for (int64_t len : {1024, 1280, 64 * 7}) EXPECT_FALSE(plan(V::F16RtSched, 1, len).stay) << len;
+    for (int64_t len : {1281, 1536, 2048}) {  // 21: 480 · 9 = 4,320 > 21 · 204 = 4,284; 2,048: 832 · 9 > 32 · 204
+        SCOPED_TRACE(len);
+        const fast::GdnSchedPlan p = plan(V::F16RtSched, 1, len), s = plan(V::F16RtStay, 1, len);
+        EXPECT_TRUE(p.stay);
+        EXPECT_EQ(p.front, 128);
+        EXPECT_EQ(p.solo, s.solo);
+        EXPECT_EQ(p.reserve, s.reserve);
+        EXPECT_EQ(p.persistent, s.persistent);
+    }
+    EXPECT_FALSE(plan(V::F16RtSched, 1, 2048, false).stay);  // no overlap
+    EXPECT_FALSE(plan(V::F16RtLean1, 1, 2048).stay);         // (a forced form: no front)
     EXPECT_EQ(plan(V::F16RtSched, 1, 2049).front, 64);     // two chains: 960 · 7 < 33 · 300
     EXPECT_EQ(plan(V::F16RtSched, 1, 16384).front, 64);    // 8,096 · 7 < 256 · 300
-    EXPECT_EQ(plan(V::F16RtSched, 2, 2048).front, 0);      // two sequences: 1,856 · 7 > 32 · 204
+    EXPECT_FALSE(plan(V::F16RtSched, 1, 2049).stay);
     EXPECT_EQ(plan(V::F16RtSched16, 1, 1024).front, 0);    // (not its plan)
     EXPECT_EQ(plan(V::F16RtLean1, 1, 1024).front, 0);
 }

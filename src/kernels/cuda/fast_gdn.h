@@ -136,7 +136,8 @@ enum class GdnChunkVariant : int {
     // its blocks fit half the GPU (so it starts with the prep instead of as the prep drains), and two
     // chains a pass block (a warpgroup each, a head's 128 value columns sharing W+Q̃, K̃ and P) but for
     // one sequence of at most 32 chunks; since session 51 the first items on two blocks of each set-aside
-    // SM where the chain bounds the call (F16RtSolo2's) — gdn_sched_plan. The same bits as F16RtLean.
+    // SM where the chain bounds the call (F16RtSolo2's), since session 53 with the first of them staying
+    // where the prep bounds it (F16RtStay's) — gdn_sched_plan. The same bits as F16RtLean.
     F16RtSched = 16,
     // F16RtSched with the lean prep on 16 warps a block, two blocks an SM (at 64 registers), not 8 and
     // three: an item's phases on twice the warps, for a shorter time to each chunk (session 50: the
@@ -149,10 +150,10 @@ enum class GdnChunkVariant : int {
     F16RtSolo1 = 18,
     F16RtSolo2 = 19,
     // F16RtSolo2 whose first block on each set-aside SM stays after its front item, taking items as the
-    // free SMs' blocks do, beside the state pass's block (one chain a block: 137 + 70.4 KB fit an SM;
-    // with two the pass block would wait for the prep's end, so there it leaves as in Solo2): +31 %
-    // prep blocks at 1,024 tokens, where the pass waits on the prep's flags (session 52's stamps).
-    // The same bits.
+    // free SMs' blocks do, beside the state pass's block (one chain a block: 137 + 70.4 KB and, since
+    // session 53's producer warpgroup, the registers fit an SM; with two the pass block would wait for
+    // the prep's end, so there it leaves as in Solo2): +31 % prep blocks at 1,024 tokens. F16RtSched's
+    // plan where the prep, not the chain, bounds one chain a block (gdn_sched_plan). The same bits.
     F16RtStay = 20,
 };
 // The scheduled forms (gdn_sched_plan's).
@@ -210,13 +211,19 @@ inline GdnSchedPlan gdn_sched_plan(GdnChunkVariant v, int64_t n_seqs, int64_t ma
     // 2,049 (two chains: 4,096 tokens ~6.5 × 7 < 64), not 2,048 (~4.1 × 9 > 32).
     const int64_t after_first = items - plan.reserve * per_sm, free_blocks = (sms - plan.reserve) * per_sm;
     const bool chain_bound = after_first * (plan.two_chains ? 7 : 9) < chunks * free_blocks;
+    // Where the prep bounds it instead with one chain a block (21–32 chunks of one sequence), F16RtStay's
+    // plan: the same front, the first block on each set-aside SM staying beside the pass's block for
+    // the free SMs' items — H100, session 53, µs: 1,536 tokens 115.0–115.6 against 117.2, 1,792
+    // 130.9–131.4 against 134.6–135.8, 2,048 145.7–146.1 against 154.3–154.4; where the chain bounds
+    // it, the staying block slows the chain (1,024: 84.9–85.0 against Solo2's 82.5).
+    const bool sched_stay = v == GdnChunkVariant::F16RtSched && !chain_bound && !plan.two_chains;
     if (v == GdnChunkVariant::F16RtSolo1)
         plan.solo = 1;
     else if (v == GdnChunkVariant::F16RtSolo2 || v == GdnChunkVariant::F16RtStay ||
-             (v == GdnChunkVariant::F16RtSched && chain_bound))
+             (v == GdnChunkVariant::F16RtSched && chain_bound) || sched_stay)
         plan.solo = 2;
     if (plan.persistent && plan.solo > 0) plan.front = std::min(items, plan.reserve * std::min(plan.solo, per_sm));
-    plan.stay = v == GdnChunkVariant::F16RtStay && plan.front > 0 && !plan.two_chains;
+    plan.stay = (v == GdnChunkVariant::F16RtStay || sched_stay) && plan.front > 0 && !plan.two_chains;
     return plan;
 }
 // Whether SM id `sm` of [0, n_ids) is one of `reserve` ids set aside for the state pass (evenly spaced;

@@ -57,13 +57,20 @@ namespace {
 
 constexpr int kRows = kRtRows;           // value columns of a warpgroup (Sᵀ's rows)
 constexpr int kConsumers = 128;          // threads of a consumer warpgroup
-// Threads of a block of NW consumer warpgroups: + the producer warp (NW 1), or + a producer warpgroup
-// whose warp 4·NW issues and whose other warps leave at once (NW 2: setmaxnreg moves its registers to
-// the consumers, which a lone warp could not do).
-template <int NW>
-constexpr int kThRt = NW == 1 ? kConsumers + 32 : (NW + 1) * kConsumers;
+// Threads of a block of NW consumer warpgroups: + the producer warp (F16Rt's and F16x3Rt's plain pass),
+// or (LEAN) + a producer warpgroup whose warp 4·NW issues and whose other warps leave at once:
+// setmaxnreg moves its registers to the consumers, which a lone warp could not do, and the block
+// launches at 168 registers a thread. An SM's register file is four partitions of 16,384 registers,
+// each warp's in one (warp w's in w mod 4, as far as session 53's stamps tell): a producer warp beside
+// the consumers at 256 registers fills partition 0 (warps 0 and 4), and no prep block (8 warps at 80)
+// found room beside the one-chain pass block — F16RtStay's staying block held it off its SM until the
+// block left (H100: the pass's blocks began at 44.8 µs, against 31.3 without it). The one-chain block's
+// 8 warps at 168 leave each partition 5,632 — a prep block's two warps there take 5,120 (its 137 KB
+// of shared memory and the prep's 70 KB fit too).
+template <int NW, bool WGP>
+constexpr int kThRt = WGP ? (NW + 1) * kConsumers : kConsumers + 32;
+constexpr int kThRtBound = 3 * kConsumers;  // LEAN's launch bound: 65,536 / 384 → 168 registers
 constexpr int kBox = kRtBox;             // bytes: one TMA box, 64 rows of a 128-byte swizzled row
-// Shared memory, bytes from a 1024-aligned base.
 // Shared memory, bytes from a 1024-aligned base; TERMS 1 holds the hi boxes only (137 KB: room for a
 // DIRECT prep block beside it on the SM, 70 KB, while the prep still runs).
 template <int TERMS, int NW = 1>
@@ -101,7 +108,8 @@ struct RtSmem {
 // columns 64w … 64w + 63 — two chains an SM sharing W+Q̃, K̃ and P (each its own U and O tiles;
 // 184 KB), so the pass holds half as many SMs while the prep runs beside it.
 template <int TERMS, bool LEAN = false, int NW = 1>
-__global__ void __launch_bounds__(kThRt<NW>, 1) wy_state16_rt_kernel(ChArgs a, const __grid_constant__ RtMaps maps) {
+__global__ void __launch_bounds__(LEAN ? kThRtBound : kThRt<NW, false>, 1)
+    wy_state16_rt_kernel(ChArgs a, const __grid_constant__ RtMaps maps) {
     static_assert(NW == 1 || (NW == 2 && LEAN && TERMS == 1), "two warpgroups a block: the lean F16Rt pass");
     constexpr int kCons = NW * kConsumers;  // every consumer thread (the empty barriers' count)
     const int tid = int(threadIdx.x);
@@ -141,7 +149,7 @@ __global__ void __launch_bounds__(kThRt<NW>, 1) wy_state16_rt_kernel(ChArgs a, c
     float* meta_s = reinterpret_cast<float*>(base + kOffMeta);
     if (warp >= 4 * NW) {
         // ---- producer: lane 0 of warp 4·NW issues every box, chunk by chunk, as the buffers free up ----
-        if constexpr (NW == 2) dev::setmaxnreg_dec<24>();
+        if constexpr (LEAN) dev::setmaxnreg_dec<24>();
         if (warp != 4 * NW || lane != 0) return;
         const int v0 = blk.v0;
         const int hh = int(h);
@@ -187,7 +195,8 @@ __global__ void __launch_bounds__(kThRt<NW>, 1) wy_state16_rt_kernel(ChArgs a, c
 
     // ---- warpgroup wg: rows r = wr + g + 8·hf of its 64 columns (value column v0 + r); accumulator
     // element 4i + e of an m64nN tile is row g + 8·(e / 2), column 8i + 2t + e % 2 ----
-    if constexpr (NW == 2) dev::setmaxnreg_inc<240>();
+    // (the pool: (NW + 1) · 4 warps at 168 → NW · 4 consumer warps at 240 (NW 2) or 256 (NW 1) + 4 at 24)
+    if constexpr (LEAN) dev::setmaxnreg_inc<NW == 1 ? 256 : 240>();
     const int wg = NW == 1 ? 0 : warp >> 2, wr = 16 * (warp & 3);
     const int v0 = blk.v0 + kRows * wg;
     // Sᵀ ([64 rows][128 d]) lives between chunks as its split A fragments sh + sl under a power of
@@ -396,7 +405,8 @@ cudaError_t launch_wy_state16_rt(const ChArgs& a, const RtMaps& maps, int terms,
                    : lean       ? wy_state16_rt_kernel<1, true>
                                 : wy_state16_rt_kernel<1>;
     const int smem = terms == 3 ? RtSmem<3>::kBytes : two_chains ? RtSmem<1, 2>::kBytes : RtSmem<1>::kBytes;
-    const int threads = two_chains ? kThRt<2> : kThRt<1>, cols = two_chains ? 2 * kRows : kRows;
+    const int threads = two_chains ? kThRt<2, true> : lean ? kThRt<1, true> : kThRt<1, false>;
+    const int cols = two_chains ? 2 * kRows : kRows;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     // The SM's whole carveout as shared memory, as the prep's: a prep block can sit beside this one.
     if (err == cudaSuccess)
