@@ -232,13 +232,15 @@ const Shape kFlagship{16, 32, 128, 128, false};
 // (wy_prep16 + wy_state16), those on the warpgroup MMA (wy_state16_wg), with Sᵀ in its accumulators
 // (wy_state16_rt: F16x3Rt), that on two warpgroups a block (wy_state16_rt2) and on one f16 product
 // (F16Rt, the backend's pick: its prep staged or DIRECT by the block count, so both forms run here),
-// and F16RtLean (F16Rt's lean prep and pass: opt-in until it has run here).
+// and F16RtLean (F16Rt's lean prep and pass: opt-in until it has run here); F16RtU16 (U in the scratch
+// as f16: not F16RtLean's bits, so here against the CPU only).
 constexpr fast::GdnChunkVariant kChunkVariants[] = {
     fast::GdnChunkVariant::Auto,    fast::GdnChunkVariant::Split,    fast::GdnChunkVariant::F16x3,
     fast::GdnChunkVariant::F16x3Wg, fast::GdnChunkVariant::F16x3Rt, fast::GdnChunkVariant::F16x3Rt2,
     fast::GdnChunkVariant::F16Rt,   fast::GdnChunkVariant::F16RtLean, fast::GdnChunkVariant::F16RtLean1,
     fast::GdnChunkVariant::F16RtLean2, fast::GdnChunkVariant::F16RtSched, fast::GdnChunkVariant::F16RtSched16,
-    fast::GdnChunkVariant::F16RtSolo1, fast::GdnChunkVariant::F16RtSolo2, fast::GdnChunkVariant::F16RtStay};
+    fast::GdnChunkVariant::F16RtSolo1, fast::GdnChunkVariant::F16RtSolo2, fast::GdnChunkVariant::F16RtStay,
+    fast::GdnChunkVariant::F16RtU16};
 // The f16 forms (every variant that rounds its operands to f16).
 constexpr fast::GdnChunkVariant kF16Variants[] = {fast::GdnChunkVariant::F16x3, fast::GdnChunkVariant::F16x3Wg,
                                                   fast::GdnChunkVariant::F16x3Rt, fast::GdnChunkVariant::F16x3Rt2,
@@ -248,7 +250,8 @@ constexpr fast::GdnChunkVariant kF16Variants[] = {fast::GdnChunkVariant::F16x3, 
                                                   fast::GdnChunkVariant::F16RtSched16,
                                                   fast::GdnChunkVariant::F16RtSolo1,
                                                   fast::GdnChunkVariant::F16RtSolo2,
-                                                  fast::GdnChunkVariant::F16RtStay};
+                                                  fast::GdnChunkVariant::F16RtStay,
+                                                  fast::GdnChunkVariant::F16RtU16};
 
 TEST(FastGdnRecurrent, LengthsAroundTheChunk) {
     REQUIRE_CUDA();
@@ -604,6 +607,18 @@ TEST(FastGdnChunked, SchedPlanAtItsEdges) {
     EXPECT_EQ(plan(V::F16RtSched, 1, 2049).front, 64);     // two chains: 960 · 7 < 33 · 300
     EXPECT_EQ(plan(V::F16RtSched, 1, 16384).front, 64);    // 8,096 · 7 < 256 · 300
     EXPECT_FALSE(plan(V::F16RtSched, 1, 2049).stay);
+    // F16RtU16 plans as F16RtSched does.
+    for (const auto& [seqs, len] : std::vector<std::pair<int64_t, int64_t>>{
+             {1, 64 * 6}, {1, 1024}, {1, 1281}, {1, 2048}, {1, 2049}, {1, 16384}, {2, 64}, {4, 1024}}) {
+        SCOPED_TRACE(std::to_string(seqs) + " x " + std::to_string(len));
+        const fast::GdnSchedPlan p = plan(V::F16RtSched, seqs, len), u = plan(V::F16RtU16, seqs, len);
+        EXPECT_EQ(u.two_chains, p.two_chains);
+        EXPECT_EQ(u.reserve, p.reserve);
+        EXPECT_EQ(u.persistent, p.persistent);
+        EXPECT_EQ(u.front, p.front);
+        EXPECT_EQ(u.solo, p.solo);
+        EXPECT_EQ(u.stay, p.stay);
+    }
     EXPECT_EQ(plan(V::F16RtSched16, 1, 1024).front, 0);    // (not its plan)
     EXPECT_EQ(plan(V::F16RtLean1, 1, 1024).front, 0);
 }

@@ -40,7 +40,7 @@ bool sample_whole_row();  // TESSERA_SAMPLE_PLAN=row (default candidates)
 // TESSERA_F32_GEMM: tf32x3 (default: from fast::kGemmF32MinTokens tokens), tf32x3-all (from the
 // dense GEMV's end, for A/B) or cublas (never): the fewest tokens gemm_f32_tf32x3 takes.
 int64_t f32_gemm_tf32x3_min_tokens();
-// TESSERA_GDN_CHUNKED: f16rt (the default), f16x3rt, f16x3wg, f16x3, tf32 (Auto) or f16x3rt2.
+// TESSERA_GDN_CHUNKED: f16rtu16 (the default), f16rtsched and the other forms (cuda_switches.cpp).
 fast::GdnChunkVariant gdn_chunk_variant();
 int gdn_decode_variant_env();  // TESSERA_GDN_DECODE: an int(fast::GdnDecodeVariant), Auto by default
 bool gdn_decode_out_fused();  // TESSERA_GDN_DECODE_OUT=separate (the default) or fused

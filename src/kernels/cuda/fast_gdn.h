@@ -131,8 +131,9 @@ enum class GdnChunkVariant : int {
     // for A/B. The same bits as F16RtLean.
     F16RtLean1 = 14,
     F16RtLean2 = 15,
-    // F16RtLean scheduled (session 49; the backend's default since): the lean prep persistent where
-    // its chunks outnumber the blocks that fit beside the state pass, SMs set aside for the pass where
+    // F16RtLean scheduled (session 49; the backend's default in sessions 49–52, since in F16RtU16's
+    // form): the lean prep persistent where its chunks outnumber the blocks that fit beside the state
+    // pass, SMs set aside for the pass where
     // its blocks fit half the GPU (so it starts with the prep instead of as the prep drains), and two
     // chains a pass block (a warpgroup each, a head's 128 value columns sharing W+Q̃, K̃ and P) but for
     // one sequence of at most 32 chunks; since session 51 the first items on two blocks of each set-aside
@@ -155,12 +156,21 @@ enum class GdnChunkVariant : int {
     // the prep's end, so there it leaves as in Solo2): +31 % prep blocks at 1,024 tokens. F16RtSched's
     // plan where the prep, not the chain, bounds one chain a block (gdn_sched_plan). The same bits.
     F16RtStay = 20,
+    // F16RtSched with U = T''·V kept in the scratch as f16 (one power of two a chunk, from the bound
+    // max_i Σ_j |T''(i, j)| · 2^13 as W's is from T''s) instead of f32: 16 of the ~88 KB a chunk and head
+    // the prep writes and its pass reads back, the rounding W already has (F16Rt's operands are all
+    // f16). Heads of dv <= 128 (the lean prep's), else F16RtSched. Not F16RtLean's bits: within F16Rt's
+    // tolerance of the CPU (every chunked test) and of transformers (the fixtures' logits). The
+    // backend's default since session 53 — H100, µs against F16RtSched: 1,024 tokens 79.4–79.5 /
+    // 83.1–83.5, 2,048 144.2–144.9 / 146.6–148.5, 16,384 899.4–899.8 / 945.3–946.7, 4 × 1,024 289.1–289.9 /
+    // 302.3–302.9.
+    F16RtU16 = 21,
 };
 // The scheduled forms (gdn_sched_plan's).
 inline bool gdn_chunk_sched(GdnChunkVariant v) {
     return v == GdnChunkVariant::F16RtSched || v == GdnChunkVariant::F16RtSched16 ||
            v == GdnChunkVariant::F16RtLean1 || v == GdnChunkVariant::F16RtLean2 || v == GdnChunkVariant::F16RtSolo1 ||
-           v == GdnChunkVariant::F16RtSolo2 || v == GdnChunkVariant::F16RtStay;
+           v == GdnChunkVariant::F16RtSolo2 || v == GdnChunkVariant::F16RtStay || v == GdnChunkVariant::F16RtU16;
 }
 // F16Rt and its forms: the f16 WY form on one product each (FLA's accuracy class or better).
 inline bool gdn_chunk_f16rt(GdnChunkVariant v) {
@@ -216,11 +226,13 @@ inline GdnSchedPlan gdn_sched_plan(GdnChunkVariant v, int64_t n_seqs, int64_t ma
     // the free SMs' items — H100, session 53, µs: 1,536 tokens 115.0–115.6 against 117.2, 1,792
     // 130.9–131.4 against 134.6–135.8, 2,048 145.7–146.1 against 154.3–154.4; where the chain bounds
     // it, the staying block slows the chain (1,024: 84.9–85.0 against Solo2's 82.5).
-    const bool sched_stay = v == GdnChunkVariant::F16RtSched && !chain_bound && !plan.two_chains;
+    // (F16RtU16 plans as F16RtSched.)
+    const bool sched = v == GdnChunkVariant::F16RtSched || v == GdnChunkVariant::F16RtU16;
+    const bool sched_stay = sched && !chain_bound && !plan.two_chains;
     if (v == GdnChunkVariant::F16RtSolo1)
         plan.solo = 1;
-    else if (v == GdnChunkVariant::F16RtSolo2 || v == GdnChunkVariant::F16RtStay ||
-             (v == GdnChunkVariant::F16RtSched && chain_bound) || sched_stay)
+    else if (v == GdnChunkVariant::F16RtSolo2 || v == GdnChunkVariant::F16RtStay || (sched && chain_bound) ||
+             sched_stay)
         plan.solo = 2;
     if (plan.persistent && plan.solo > 0) plan.front = std::min(items, plan.reserve * std::min(plan.solo, per_sm));
     plan.stay = (v == GdnChunkVariant::F16RtStay || sched_stay) && plan.front > 0 && !plan.two_chains;

@@ -323,8 +323,9 @@ bool gdn_overlap_safe(const float* o, int64_t o_ts, int64_t o_hs, const HeadsIn&
 
 // The lean prep's instance: PERSIST, on 16 warps a block or 8, with 16-byte loads or not.
 template <bool PERSIST>
-auto lean_prep_kernel(bool w16, bool vec) {
+auto lean_prep_kernel(bool w16, bool vec, bool u16 = false) {
     using prep_rt::wy_prep_rt_kernel;
+    if (u16) return vec ? wy_prep_rt_kernel<true, PERSIST, 8, true> : wy_prep_rt_kernel<false, PERSIST, 8, true>;
     return w16 ? (vec ? wy_prep_rt_kernel<true, PERSIST, 16> : wy_prep_rt_kernel<false, PERSIST, 16>)
                : (vec ? wy_prep_rt_kernel<true, PERSIST> : wy_prep_rt_kernel<false, PERSIST>);
 }
@@ -379,9 +380,10 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
     const bool lean_pass = one && lean_variant;  // and its state pass's LEAN form
     const bool lean = lean_pass && dv <= prep_rt::kD;
     const bool w16 = lean && variant == GdnChunkVariant::F16RtSched16;  // its 16 warps a block
+    const bool u16 = lean && variant == GdnChunkVariant::F16RtU16;      // U in the scratch as f16
     const int prep_threads = w16 ? 2 * kThreads : kThreads;
     const bool direct = one && !lean && gdn_prep_direct(prep_blocks, current_sm_count());
-    auto* prep_kernel = lean          ? lean_prep_kernel<false>(w16, a.vec)
+    auto* prep_kernel = lean          ? lean_prep_kernel<false>(w16, a.vec, u16)
                         : direct      ? wy_prep16_kernel<128, true, 1, true>
                         : one         ? wy_prep16_kernel<128, true, 1>
                         : rt          ? wy_prep16_kernel<128, true>
@@ -405,7 +407,7 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
     GdnSchedPlan sp{};
     dim3 grid = prep_grid;
     if (lean_pass && sched) {
-        auto* persistent = lean_prep_kernel<true>(w16, a.vec);
+        auto* persistent = lean_prep_kernel<true>(w16, a.vec, u16);
         const int sms = current_sm_count();
         int per_sm = 0;  // (0: no persistent prep — wy_prep16's prep, or no overlap)
         if (lean && a.epoch &&
@@ -433,7 +435,7 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
     if (rt && variant == GdnChunkVariant::F16x3Rt2) {
         err = f16x3::launch_wy_state16_rt2(a, maps, stream);
     } else if (rt) {
-        err = f16x3::launch_wy_state16_rt(a, maps, one ? 1 : 3, stream, lean_pass, sp.two_chains);
+        err = f16x3::launch_wy_state16_rt(a, maps, one ? 1 : 3, stream, lean_pass, sp.two_chains, u16);
     } else if (wg) {
         err = f16x3::launch_wy_state16_wg(a, stream);
     } else {

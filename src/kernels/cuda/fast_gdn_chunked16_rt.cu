@@ -107,10 +107,15 @@ struct RtSmem {
 // NW 2 (F16RtSched's pick, F16RtLean2; LEAN only): a block per 128 value columns, warpgroup w running the chain of
 // columns 64w … 64w + 63 — two chains an SM sharing W+Q̃, K̃ and P (each its own U and O tiles;
 // 184 KB), so the pass holds half as many SMs while the prep runs beside it.
-template <int TERMS, bool LEAN = false, int NW = 1>
+//
+// U16 (F16RtU16; LEAN only): U's tile comes as f16 (one 64-column box a chain, from the halves at
+// 2·ro.u) under the chunk's power of two (kMetaU, copied with the scales), not as f32.
+template <int TERMS, bool LEAN = false, int NW = 1, bool U16 = false>
 __global__ void __launch_bounds__(LEAN ? kThRtBound : kThRt<NW, false>, 1)
     wy_state16_rt_kernel(ChArgs a, const __grid_constant__ RtMaps maps) {
     static_assert(NW == 1 || (NW == 2 && LEAN && TERMS == 1), "two warpgroups a block: the lean F16Rt pass");
+    static_assert(!U16 || (LEAN && TERMS == 1), "U as f16: the lean F16Rt pass");
+    constexpr int kMetaN = U16 ? kMetaU + 1 : 5;  // the chunk's scales and e^Γlast (U16: and U's scale)
     constexpr int kCons = NW * kConsumers;  // every consumer thread (the empty barriers' count)
     const int tid = int(threadIdx.x);
     const int warp = LEAN ? tid >> 5 : tid / 32, lane = LEAN ? tid & 31 : tid % 32;
@@ -160,11 +165,11 @@ __global__ void __launch_bounds__(LEAN ? kThRtBound : kThRt<NW, false>, 1)
             const float* meta = a.scratch + (int64_t(tok) * a.nv + h) * a.rs + ro.meta;
             if (a.epoch) wait_chunk(meta, a.epoch);  // the prep may still be writing later chunks
             stamps.at(c, 0);
-            float mv[5];  // the chunk's scales and e^Γlast, into W+Q̃'s stage (published by its arrival)
-            for (int j = 0; j < 5; ++j) mv[j] = meta[j];
+            float mv[kMetaN];  // the chunk's scales and e^Γlast, into W+Q̃'s stage (published by its arrival)
+            for (int j = 0; j < kMetaN; ++j) mv[j] = meta[j];
             // (TERMS 1: the hi boxes only — j < 2 of W, Q̃ and K̃'s four, P's first.)
             dev::mbar_wait(&empty_wq[st], free2);  // Q̃·S of chunk c − 2 is done (so is its W·S)
-            for (int j = 0; j < 5; ++j) meta_s[8 * st + j] = mv[j];
+            for (int j = 0; j < kMetaN; ++j) meta_s[8 * st + j] = mv[j];
             dev::mbar_arrive_expect_tx(&full_wq[st], 2 * kHalves * kBox);
             const uint32_t wq = sb + kOffWQ + st * kStageWQ;
             for (int j = 0; j < kHalves; ++j) {  // hi d0–63, hi d64–127, lo d0–63, lo d64–127
@@ -172,10 +177,17 @@ __global__ void __launch_bounds__(LEAN ? kThRtBound : kThRt<NW, false>, 1)
                 dev::tma_load_3d(wq + M::kQ + j * kBox, &maps.h16, ro.q + 64 * j, hh, tok, &full_wq[st]);
             }
             dev::mbar_wait(&empty_u[st], free2);  // Vn of chunk c − 2 is done
-            dev::mbar_arrive_expect_tx(&full_u[st], 2 * NW * kBox);
-            for (int j = 0; j < 2 * NW; ++j)  // warpgroup j / 2's columns 32·(j % 2) …
-                dev::tma_load_3d(sb + kOffU + (2 * NW * st + j) * kBox, &maps.f32, ro.u + v0 + 32 * j, hh, tok,
-                                 &full_u[st]);
+            if constexpr (U16) {
+                dev::mbar_arrive_expect_tx(&full_u[st], NW * kBox);
+                for (int j = 0; j < NW; ++j)  // warpgroup j's 64 columns, f16
+                    dev::tma_load_3d(sb + kOffU + (2 * NW * st + j) * kBox, &maps.h16, 2 * ro.u + v0 + 64 * j, hh,
+                                     tok, &full_u[st]);
+            } else {
+                dev::mbar_arrive_expect_tx(&full_u[st], 2 * NW * kBox);
+                for (int j = 0; j < 2 * NW; ++j)  // warpgroup j / 2's columns 32·(j % 2) …
+                    dev::tma_load_3d(sb + kOffU + (2 * NW * st + j) * kBox, &maps.f32, ro.u + v0 + 32 * j, hh, tok,
+                                     &full_u[st]);
+            }
             // K̃ and P: their stage's last chunk's S update / P·Vn is done (c − 2; c − 1 on one stage)
             const int sk = kp_stage(c);
             const uint32_t kfree = kp_parity(c) ^ 1u;
@@ -262,7 +274,27 @@ __global__ void __launch_bounds__(LEAN ? kThRtBound : kThRt<NW, false>, 1)
         dev::mbar_wait(&full_u[st], par2);
         dev::wgmma_wait<1>();
         dev::wgmma_fence_operands(vacc);
-        if constexpr (LEAN) {
+        if constexpr (U16) {
+            // U(l, r)·2^eu as f16 at [token l][column r] (128-byte rows, their 16-byte pieces swizzled by
+            // l & 7 = 2t + jb): each (hf, jb) one address, q steps 1,024 bytes, as below.
+            const float f0 = pow2(-(eS0 + eW)), f1 = pow2(-(eS1 + eW)), su = meta[kMetaU];
+            const uint8_t* ub = base + kOffU + (2 * NW * st + wg) * kBox;
+            const uint8_t* bu[2][2];
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+                for (int jb = 0; jb < 2; ++jb) {
+                    const int r = wr + g + 8 * hf, lc = 2 * t + jb;
+                    bu[hf][jb] = ub + lc * 128 + (((r >> 3) ^ lc) << 4) + (r & 7) * 2;
+                }
+#pragma unroll
+            for (int j = 0; j < 32; ++j) {
+                const int q = j >> 2, hf = (j >> 1) & 1, jb = j & 1, l = 8 * q + 2 * t + jb;
+                const float u = __half2float(*reinterpret_cast<const __half*>(bu[hf][jb] + q * 1024)) * su;
+                const float x = u - vacc[j] * ((j & 2) ? f1 : f0);
+                vacc[j] = l < L ? x : 0.f;
+            }
+        } else if constexpr (LEAN) {
             // U(l, r) at rows r = wr + g + 8·hf and tokens l = 8q + 2t + jb (element j = 4q + 2hf + jb):
             // l & 7 = 2t + jb, so each (hf, jb) has one swizzled address and q steps 1,024 bytes.
             const float f0 = pow2(-(eS0 + eW)), f1 = pow2(-(eS1 + eW));
@@ -396,13 +428,13 @@ __global__ void __launch_bounds__(LEAN ? kThRtBound : kThRt<NW, false>, 1)
 }  // namespace
 
 cudaError_t launch_wy_state16_rt(const ChArgs& a, const RtMaps& maps, int terms, cudaStream_t stream, bool lean,
-                                 bool two_chains) {
+                                 bool two_chains, bool u16) {
     if ((a.dk + 15) / 16 * 16 != 128 || (terms != 1 && terms != 3) || (lean && terms != 1) ||
-        (two_chains && !lean))
+        (two_chains && !lean) || (u16 && !lean))
         return cudaErrorInvalidValue;
     auto* kernel = terms == 3   ? wy_state16_rt_kernel<3>
-                   : two_chains ? wy_state16_rt_kernel<1, true, 2>
-                   : lean       ? wy_state16_rt_kernel<1, true>
+                   : two_chains ? (u16 ? wy_state16_rt_kernel<1, true, 2, true> : wy_state16_rt_kernel<1, true, 2>)
+                   : lean       ? (u16 ? wy_state16_rt_kernel<1, true, 1, true> : wy_state16_rt_kernel<1, true>)
                                 : wy_state16_rt_kernel<1>;
     const int smem = terms == 3 ? RtSmem<3>::kBytes : two_chains ? RtSmem<1, 2>::kBytes : RtSmem<1>::kBytes;
     const int threads = two_chains ? kThRt<2, true> : lean ? kThRt<1, true> : kThRt<1, false>;

@@ -56,15 +56,17 @@ __device__ inline PrepJob prep_job(int jb) {
 // The chunk's scales 2^-e of W, K̃, Q̃ and P and its e^Γlast into the meta floats of its first scratch
 // row (thread 0), then, with an epoch, its flag once every thread's rows are out (generic and async
 // proxies: the state pass reads them by TMA). Every thread of the block calls it.
+// (su: 2^-e of U's f16 tile, F16RtU16's; 0 where U is f32.)
 __device__ inline void publish_chunk(float* meta, float sw, float sk, float sq, float sp, float last, uint32_t epoch,
-                                     int tid) {
+                                     int tid, float su = 0.f) {
     if (tid == 0) {
         meta[kMxW] = sw;
         meta[kMxK] = sk;
         meta[kMxQ] = sq;
         meta[kMxP] = sp;
         meta[4] = last;
-        meta[5] = meta[6] = 0.f;  // copied with the rest (no uninitialised reads)
+        meta[kMetaU] = su;
+        meta[6] = 0.f;  // copied with the rest (no uninitialised reads)
         if (!epoch) meta[kMetaFlag] = 0.f;
     }
     if (epoch) {
@@ -79,10 +81,10 @@ __device__ inline void publish_chunk(float* meta, float sw, float sk, float sq, 
 // are never written) from Xs [64][kLdT], a warp a row, columns 2·lane and 2·lane + 1 (cw0, cw1, cu0,
 // cu1 theirs): each split under the row's own power of two into Tw / Tu [64][kLdTh] (hi at 0, lo at
 // 64; Tu's row in place of T's, after every lane's reads), 2^-e into rw[i] / ru[i]. Returns
-// Σ_j |T'(i, j)| (every lane the same bits).
+// Σ_j |T'(i, j)| (every lane the same bits); with usum, Σ_j |T''(i, j)| there too.
 template <int TERMS>
 __device__ inline float split_t_row(const float* Xs, uint16_t* Tw, uint16_t* Tu, float* rw, float* ru, int i, int lane,
-                                   float cw0, float cw1, float cu0, float cu1) {
+                                   float cw0, float cw1, float cu0, float cu1, float* usum = nullptr) {
     const int j = 2 * lane;
     const float2 x = *reinterpret_cast<const float2*>(Xs + i * kLdT + j);
     const float t0 = j <= i ? x.x : 0.f, t1 = j + 1 <= i ? x.y : 0.f;
@@ -92,6 +94,12 @@ __device__ inline float split_t_row(const float* Xs, uint16_t* Tw, uint16_t* Tu,
     float sum = fabsf(w0) + fabsf(w1);
 #pragma unroll
     for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    if (usum) {
+        float su = fabsf(u0) + fabsf(u1);
+#pragma unroll
+        for (int off = 16; off > 0; off /= 2) su += __shfl_xor_sync(0xffffffffu, su, off);
+        *usum = su;
+    }
     if (lane == 0) {
         rw[i] = pow2(-ew);
         ru[i] = pow2(-eu);

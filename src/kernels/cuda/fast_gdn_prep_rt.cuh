@@ -53,6 +53,7 @@ struct PrepRtSmem {
     uint4 wmax[kMaxWarps];     // per warp: max |K|, |Q|, |K̃|, |Q̃| (as bits)
     uint32_t pmax[kMaxWarps];  // per warp: max |P|
     uint32_t wbound[kMaxWarps];  // per warp: max_i Σ_j |T'(i, j)|
+    uint32_t ubound[kMaxWarps];  // per warp: max_i Σ_j |T''(i, j)| (U16: U's f16 tile's scale)
 };
 static_assert(sizeof(PrepRtSmem) <= 75 * 1024, "wy_prep_rt: three blocks an SM");
 constexpr int kPrepJobs = 20;  // K·Kᵀ / Q·Kᵀ's 16 × 8 tiles on or below the diagonal (prep16::prep_job)
@@ -74,7 +75,8 @@ __device__ inline uint2 half4(float4 x, float s) {
 // NW warps (8: three blocks an SM at 80 registers; 16: two at 64) share the item's rows, tiles and
 // strips alike: token rows warp + NW·r, K·Kᵀ jobs warp + NW·r, W's strips on warps 0–7 and U's on
 // 8–15 (NW 8: both on each). The same values either way: only maxima cross warps.
-template <bool VEC, bool OPAQUE = false, int NW = 8>
+// U16 (F16RtU16): U into the scratch as f16 under one power of two a chunk (kMetaU), not f32.
+template <bool VEC, bool OPAQUE = false, int NW = 8, bool U16 = false>
 __device__ __forceinline__ void prep_rt_item(const ChArgs& a, uint32_t item) {
     static_assert(NW == 8 || NW == 16, "wy_prep_rt: 8 or 16 warps");
     constexpr int kWarps = NW, kRowsW = kC / NW, kJobs = (kPrepJobs + NW - 1) / NW;
@@ -291,15 +293,19 @@ __device__ __forceinline__ void prep_rt_item(const ChArgs& a, uint32_t item) {
     uint16_t* const tw = reinterpret_cast<uint16_t*>(&sm.a[0][0]);  // [64][kLdTh]
     uint16_t* const tu = reinterpret_cast<uint16_t*>(&sm.x[0][0]);
     {
-        uint32_t mr = 0u;
+        uint32_t mr = 0u, mu = 0u;
         const int j = 2 * lane;
         const float cw0 = sm.bt[j] * sm.eg[j], cw1 = sm.bt[j + 1] * sm.eg[j + 1];
         const float cu0 = sm.bt[j] * sm.iv[j], cu1 = sm.bt[j + 1] * sm.iv[j + 1];
 #pragma unroll 2
-        for (int i = warp; i < kC; i += kWarps)
+        for (int i = warp; i < kC; i += kWarps) {
+            float su = 0.f;
             mr = max(mr, abs_bits(prep16::split_t_row<1>(&sm.x[0][0], tw, tu, sm.rw, sm.ru, i, lane, cw0, cw1, cu0,
-                                                         cu1)));
+                                                         cu1, U16 ? &su : nullptr)));
+            if constexpr (U16) mu = max(mu, abs_bits(su));
+        }
         if (lane == 0) sm.wbound[warp] = mr;
+        if (U16 && lane == 0) sm.ubound[warp] = mu;
     }
     __syncthreads();
     stamp(7);
@@ -310,10 +316,19 @@ __device__ __forceinline__ void prep_rt_item(const ChArgs& a, uint32_t item) {
     // lower: rows [m0, m0 + 16) stop at column m0 + 16).
     const uint32_t wb = __reduce_max_sync(0xffffffffu, lane < kWarps ? sm.wbound[lane] : 0u);
     const int ew = tile_exp(__float_as_uint(__uint_as_float(wb) * __uint_as_float(mK)));
+    // U16: |U(i, c)| ≤ Σ_j |T''(i, j)|·|V(j, c)·2^eV(j)| < bound · 2^13 (V's f16 rows below 2^13), so U ·
+    // 2^eu stays below 2^15 (tile_exp: into [2^12, 2^13), then 4×) — f16's 11 bits for every element
+    // within 2^29 of the bound.
+    int eu = 0;
+    if constexpr (U16) {
+        const uint32_t ubits = __reduce_max_sync(0xffffffffu, lane < kWarps ? sm.ubound[lane] : 0u);
+        eu = tile_exp(__float_as_uint(__uint_as_float(ubits) * 8192.f)) + 2;
+    }
     const int n0 = 16 * (warp & 7);
     // This lane's pieces of row gid's W (f16 pairs) and U (floats); row m0 + gid + 8·half's are
     // (m0 + 8·half)·rstep floats on. (ro.u is a constant: 3·128 + 64.)
     float* const ug = srow(gid) + ro.u + n0 + 2 * tig;
+    uint32_t* const ug16 = srow2(gid) + ro.u + (n0 + 2 * tig) / 2;  // U16: its f16 pairs (halves 2·ro.u + j)
     uint32_t* const wg = srow2(gid) + (ro.w + n0 + 2 * tig) / 2;
     const int64_t step8 = int64_t(8) * rstep;
     auto strips = [&](auto which_c) {  // 0: W, 1: U
@@ -346,6 +361,16 @@ __device__ __forceinline__ void prep_rt_item(const ChArgs& a, uint32_t item) {
                         split16<true>(acc[nt][2 * half] * f, acc[nt][2 * half + 1] * f, pow2(ew), hi, lo);
                         if (row_ok) wg[off + 4 * nt] = hi;
                     }
+                } else if constexpr (U16) {
+                    const float f = sm.ru[i] * pow2(eu);  // (powers of two: one rounding, to f16)
+#pragma unroll
+                    for (int nt = 0; nt < 2; ++nt) {
+                        const int j = n0 + 8 * nt + 2 * tig;
+                        const __half2 h = __floats2half2_rn(acc[nt][2 * half] * f, acc[nt][2 * half + 1] * f);
+                        uint32_t* u = ug16 + off + 4 * nt;
+                        if (row_ok && (VEC ? j < dv : j + 1 < dv)) *u = *reinterpret_cast<const uint32_t*>(&h);
+                        else if (!VEC && row_ok && j < dv) *reinterpret_cast<__half*>(u) = __low2half(h);
+                    }
                 } else {
                     const float f = sm.ru[i];
 #pragma unroll
@@ -369,7 +394,8 @@ __device__ __forceinline__ void prep_rt_item(const ChArgs& a, uint32_t item) {
     } else {
         strips(std::integral_constant<int, 1>{});
     }
-    prep16::publish_chunk(srow(0) + ro.meta, pow2(-ew), pow2(-ek), pow2(-eq), pow2(-ep), sm.eg[L - 1], a.epoch, tid);
+    prep16::publish_chunk(srow(0) + ro.meta, pow2(-ew), pow2(-ek), pow2(-eq), pow2(-ep), sm.eg[L - 1], a.epoch, tid,
+                          U16 ? pow2(-eu) : 0.f);
     stamp(8);
     stamp.end();
 }
@@ -390,12 +416,12 @@ __device__ inline bool on_reserved_sm(uint32_t reserve) {
 // the others there leaving at once: the first chunks on fewer blocks an SM, so sooner (the pass
 // starts when they end: session 50's trace).
 // NW warps a block (prep_rt_item's): 8, three blocks an SM; 16, two.
-template <bool VEC, bool PERSIST = false, int NW = 8>
+template <bool VEC, bool PERSIST = false, int NW = 8, bool U16 = false>
 __global__ void __launch_bounds__(32 * NW, NW == 8 ? 3 : 2) wy_prep_rt_kernel(ChArgs a) {
     // The early trigger, as wy_prep16_kernel's: the pass launches once every block has started.
     pdl::trigger();
     if constexpr (!PERSIST) {
-        prep_rt_item<VEC, false, NW>(a, blockIdx.x);
+        prep_rt_item<VEC, false, NW, U16>(a, blockIdx.x);
     } else {
         // (On a reserved SM one item first — a first chunk, which the pass waits for anyway: leaving
         // at once measured level or slower, session 49. left is 1 only there: the rest take fewer
@@ -411,7 +437,7 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 3 : 2) wy_prep_rt_kernel(Ch
             __syncthreads();
             const uint32_t item = item_s;
             if (item >= a.prep_items) return;
-            prep_rt_item<VEC, true, NW>(a, item);
+            prep_rt_item<VEC, true, NW, U16>(a, item);
             if (left == 1 && a.prep_stay && rank_s == 0) left = UINT32_MAX;  // (uniform: rank_s read by all)
             __syncthreads();  // the item's shared memory, item_s and rank_s read before the next item writes them
         }

@@ -35,8 +35,9 @@ inline bool rt_tma_maps(const wy::ChArgs& a, RtMaps* m) {
 // terms: 3 (F16x3Rt) or 1 (F16Rt: hi·hi products only, the prep's lo halves neither written nor read);
 // lean (terms 1 only): F16RtLean's form of the pass (the same arithmetic, leaner addressing).
 // two_chains (lean only): a block per 128 value columns, a warpgroup's chain each (F16RtSched).
+// u16 (lean only): U read as f16 under the chunk's kMetaU (F16RtU16's lean prep wrote it so).
 cudaError_t launch_wy_state16_rt(const wy::ChArgs& a, const RtMaps& maps, int terms, cudaStream_t stream,
-                                 bool lean = false, bool two_chains = false);
+                                 bool lean = false, bool two_chains = false, bool u16 = false);
 cudaError_t launch_wy_state16_rt2(const wy::ChArgs& a, const RtMaps& maps, cudaStream_t stream);
 
 // The opening of an F16x3Rt pass's block (sequence blockIdx.x, value head blockIdx.y, `cols` value
