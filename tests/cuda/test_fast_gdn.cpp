@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <numeric>
@@ -265,6 +266,48 @@ TEST(FastGdnChunked, LengthsAroundTheChunk) {
             check_rule(kFlagship, GdnMode::Chunked, {n}, kTolChunkShort, uint32_t(n), {}, false, v);
         for (int32_t n : {1000, 4097})
             check_rule(kFlagship, GdnMode::Chunked, {n}, kTolChunkLong, uint32_t(n), {}, false, v);
+    }
+}
+
+TEST(FastGdnChunked, U16ErrorBesideSched) {
+    REQUIRE_CUDA();
+    // F16RtU16 (U in the scratch as f16, the default since session 53) and F16RtSched (U in f32) on the
+    // same inputs, each against the CPU (compare's measure: max error over max(1, max |cpu|)): both
+    // printed, U16's held within 3× F16RtSched's — U's rounding is one more f16 rounding beside W's,
+    // K̃'s, Q̃'s and P's, so a scale that lost bits (a bound off by more than f16's range) shows here
+    // long before the tolerance.
+    auto rel_err = [](const std::vector<float>& got, const std::vector<float>& want) {
+        double norm = 1, worst = 0;
+        for (float x : want) norm = std::max(norm, double(std::fabs(x)));
+        for (size_t i = 0; i < got.size(); ++i) {
+            const double e = std::fabs(double(got[i]) - double(want[i]));
+            worst = std::isnan(e) ? INFINITY : std::max(worst, e);
+        }
+        return worst / norm;
+    };
+    for (const std::vector<int32_t>& lengths :
+         std::vector<std::vector<int32_t>>{{1000}, {4097}, {1000, 65, 1, 130}, {512, 512, 512, 500}}) {
+        SCOPED_TRACE(describe(kFlagship, GdnMode::Chunked, lengths));
+        std::mt19937 rng(41);
+        const int64_t T = starts(lengths).back(), n_slots = int64_t(lengths.size()) + 3;
+        const std::vector<int32_t> slot = random_slots(lengths.size(), n_slots, rng);
+        const RuleInputs in(kFlagship, T, n_slots, rng);
+        std::vector<float> st_cpu = in.init, o_cpu;
+        cpu_rule(in, GdnMode::Chunked, 0, lengths, slot, st_cpu, o_cpu);
+        double err[2][2];  // [sched, u16][o, state]
+        int i = 0;
+        for (auto v : {fast::GdnChunkVariant::F16RtSched, fast::GdnChunkVariant::F16RtU16}) {
+            GpuRule gpu(in);
+            const std::vector<float> o = gpu.run(GdnMode::Chunked, 0, lengths, slot, 0, v);
+            err[i][0] = rel_err(o, o_cpu);
+            err[i][1] = rel_err(to_host<float>(gpu.st), st_cpu);
+            ++i;
+        }
+        std::printf("U16ErrorBesideSched %s: o %.3g (sched %.3g), state %.3g (sched %.3g)\n",
+                    describe(kFlagship, GdnMode::Chunked, lengths).c_str(), err[1][0], err[0][0], err[1][1],
+                    err[0][1]);
+        EXPECT_LE(err[1][0], 3 * err[0][0] + 1e-6) << "o";
+        EXPECT_LE(err[1][1], 3 * err[0][1] + 1e-6) << "state";
     }
 }
 
