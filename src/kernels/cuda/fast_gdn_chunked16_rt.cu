@@ -274,43 +274,29 @@ __global__ void __launch_bounds__(LEAN ? kThRtBound : kThRt<NW, false>, 1)
         dev::mbar_wait(&full_u[st], par2);
         dev::wgmma_wait<1>();
         dev::wgmma_fence_operands(vacc);
-        if constexpr (U16) {
-            // U(l, r)·2^eu as f16 at [token l][column r] (128-byte rows, their 16-byte pieces swizzled by
-            // l & 7 = 2t + jb): each (hf, jb) one address, q steps 1,024 bytes, as below.
-            const float f0 = pow2(-(eS0 + eW)), f1 = pow2(-(eS1 + eW)), su = meta[kMetaU];
-            const uint8_t* ub = base + kOffU + (2 * NW * st + wg) * kBox;
-            const uint8_t* bu[2][2];
-#pragma unroll
-            for (int hf = 0; hf < 2; ++hf)
-#pragma unroll
-                for (int jb = 0; jb < 2; ++jb) {
-                    const int r = wr + g + 8 * hf, lc = 2 * t + jb;
-                    bu[hf][jb] = ub + lc * 128 + (((r >> 3) ^ lc) << 4) + (r & 7) * 2;
-                }
-#pragma unroll
-            for (int j = 0; j < 32; ++j) {
-                const int q = j >> 2, hf = (j >> 1) & 1, jb = j & 1, l = 8 * q + 2 * t + jb;
-                const float u = __half2float(*reinterpret_cast<const __half*>(bu[hf][jb] + q * 1024)) * su;
-                const float x = u - vacc[j] * ((j & 2) ? f1 : f0);
-                vacc[j] = l < L ? x : 0.f;
-            }
-        } else if constexpr (LEAN) {
+        if constexpr (LEAN) {
             // U(l, r) at rows r = wr + g + 8·hf and tokens l = 8q + 2t + jb (element j = 4q + 2hf + jb):
-            // l & 7 = 2t + jb, so each (hf, jb) has one swizzled address and q steps 1,024 bytes.
+            // l & 7 = 2t + jb, so each (hf, jb) has one swizzled address and q steps 1,024 bytes — in
+            // f32 boxes of 32 columns, or (U16) one f16 box of 64, U·2^eu (128-byte rows either way).
             const float f0 = pow2(-(eS0 + eW)), f1 = pow2(-(eS1 + eW));
-            const uint8_t* ub = base + kOffU + 2 * (NW * st + wg) * kBox;
+            const uint8_t* ub = base + kOffU + (U16 ? 2 * NW * st + wg : 2 * (NW * st + wg)) * kBox;
             const uint8_t* bu[2][2];
 #pragma unroll
             for (int hf = 0; hf < 2; ++hf)
 #pragma unroll
                 for (int jb = 0; jb < 2; ++jb) {
                     const int r = wr + g + 8 * hf, lc = 2 * t + jb;
-                    bu[hf][jb] = ub + (r >> 5) * kBox + lc * 128 + ((((r & 31) >> 2) ^ lc) << 4) + (r & 3) * 4;
+                    bu[hf][jb] = U16 ? ub + lc * 128 + (((r >> 3) ^ lc) << 4) + (r & 7) * 2
+                                     : ub + (r >> 5) * kBox + lc * 128 + ((((r & 31) >> 2) ^ lc) << 4) + (r & 3) * 4;
                 }
 #pragma unroll
             for (int j = 0; j < 32; ++j) {
                 const int q = j >> 2, hf = (j >> 1) & 1, jb = j & 1, l = 8 * q + 2 * t + jb;
-                const float u = *reinterpret_cast<const float*>(bu[hf][jb] + q * 1024);
+                float u;
+                if constexpr (U16)
+                    u = __half2float(*reinterpret_cast<const __half*>(bu[hf][jb] + q * 1024)) * meta[kMetaU];
+                else
+                    u = *reinterpret_cast<const float*>(bu[hf][jb] + q * 1024);
                 const float x = u - vacc[j] * ((j & 2) ? f1 : f0);
                 vacc[j] = l < L ? x : 0.f;
             }
