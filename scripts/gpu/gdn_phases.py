@@ -5,7 +5,9 @@
 
 Prints the prep's span, its items' median cycles per phase — all of them, then by when they started
 (the first wave, the rest in thirds of the span) and for the SMs with the fewest items (those set
-aside for the state pass) — the items an SM, and the state pass's chunks of value head 0: when each
+aside for the state pass) — the items an SM, the state pass's time a value head split into its chunks'
+own time, its waits on the prep (a chunk begun after the one before it ended, its prep item ending
+later than that) and the other gaps (the boxes' arrival), and its chunks of value head 0: when each
 became ready (its producer saw the flag), began and ended, in µs from the prep's first start.
 """
 import csv
@@ -29,6 +31,34 @@ def line(label, items, t0):
     cyc = statistics.median(r["c8"] - r["c0"] for r in items)
     cells = " | ".join("%6d" % c for c in phase_medians(items))
     return "| %-22s | %5d | %7.2f | %6d | %s |" % (label, len(items), dur, cyc, cells)
+
+
+def pass_split(prep, chunks):
+    """Medians over the stamped value heads (sequence 0) of the state pass's chunks' own time, its
+    waits on the prep and its other gaps, µs, from each block's start — or None where the items'
+    chunk-major order (item = chunk · heads a chunk + head) cannot be read off the stamps."""
+    heads = sorted({r["head"] for r in chunks})
+    n_chunks = max(r["chunk"] for r in chunks) + 1
+    end_of = {r["item"]: r["gt_end"] for r in prep}
+    per_chunk = (max(end_of) + 1) // n_chunks
+    if per_chunk * n_chunks != max(end_of) + 1 or per_chunk < len(heads):
+        return None
+    by = {(r["head"], r["chunk"]): r for r in chunks}
+    work, wait, other = [], [], []
+    for h in heads:
+        w = pw = og = 0
+        prev = by[(h, 0)]["block_start"] if (h, 0) in by else 0
+        for c in range(n_chunks):
+            r = by.get((h, c))
+            if r is None or not prev:
+                break
+            gap = max(0, r["start"] - prev)
+            on_prep = min(gap, max(0, end_of.get(c * per_chunk + h, 0) - prev))
+            w, pw, og, prev = w + r["end"] - r["start"], pw + on_prep, og + gap - on_prep, r["end"]
+        work.append(w / 1000)
+        wait.append(pw / 1000)
+        other.append(og / 1000)
+    return len(heads), statistics.median(work), statistics.median(wait), statistics.median(other)
 
 
 def main():
@@ -69,6 +99,12 @@ def main():
     print("\nitems an SM: " + ", ".join("%d on %d SMs" % (n, counts[n]) for n in sorted(counts)))
     if chunks:
         starts = [r["block_start"] for r in chunks if r["chunk"] == 0 and r["block_start"]]
+        split = pass_split(prep, chunks)
+        if split:
+            print("\nstate pass a value head (medians over %d heads of sequence 0, from its block's start): its "
+                  "chunks %.2f µs, waiting on the prep %.2f, other gaps %.2f (the boxes' arrival)" % split)
+        else:
+            print("\nstate pass a value head: the items' order is not chunk-major over the stamped heads (skipped)")
         print("\nstate pass: blocks start %.1f µs, last chunk ends %.1f µs; value head 0:" % (
             (min(starts) - t0) / 1000 if starts else float("nan"), (max(r["end"] for r in chunks) - t0) / 1000))
         print("\n| chunk | ready | begun | ended | µs |\n|---:|---:|---:|---:|---:|")

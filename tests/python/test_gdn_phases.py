@@ -68,6 +68,35 @@ def test_phases_by_window_and_the_pass_chunks(tmp_path):
     assert len([k for k in got if k.isdigit()]) == 2  # head 1's chunk is not in head 0's table
 
 
+def test_the_pass_split_into_its_chunks_its_waits_on_the_prep_and_other_gaps(tmp_path):
+    # Two value heads, two chunks, one sequence: item = chunk · 2 + head. ns from `base`.
+    prefix = str(tmp_path / "split")
+    base = 5_000_000
+    items = [(0, base, base + 10_000), (0, base, base + 12_000), (1, base, base + 20_000), (1, base, base + 15_000)]
+    chunks = [
+        # head 0: c0 after a 6 µs gap, 5 of them on item 0 (ends at 10); c1 after 8, 7 on item 2 (ends at 20)
+        (0, 0, base + 10_500, base + 11_000, base + 13_000, base + 5_000),
+        (0, 1, base + 20_500, base + 21_000, base + 23_000, 0),
+        # head 1: c0 after 7.5, 7 on item 1 (ends at 12); c1 after 0.5, item 3 done before c0 ended
+        (1, 0, base + 12_000, base + 12_500, base + 15_000, base + 5_000),
+        (1, 1, base + 15_200, base + 15_500, base + 17_500, 0),
+    ]
+    write(prefix, items, chunks)
+    rc, out, err = run(SCRIPT, prefix)
+    assert rc == 0, err
+    # work 4.0 / 4.5, on the prep 12.0 / 7.0, other 2.0 / 1.0: medians 4.25, 9.50, 1.50
+    assert ("state pass a value head (medians over 2 heads of sequence 0, from its block's start): its chunks "
+            "4.25 µs, waiting on the prep 9.50, other gaps 1.50") in out
+
+
+def test_the_pass_split_is_skipped_where_the_order_cannot_be_read(tmp_path):
+    prefix = str(tmp_path / "odd")
+    write(prefix, [(0, 0, 10), (0, 0, 10), (1, 0, 10)], [(0, 0, 1, 2, 3, 1), (0, 1, 4, 5, 6, 0), (1, 0, 1, 2, 3, 1)])
+    rc, out, err = run(SCRIPT, prefix)
+    assert rc == 0, err
+    assert "not chunk-major over the stamped heads (skipped)" in out
+
+
 def test_no_stamped_items_is_an_error(tmp_path):
     prefix = str(tmp_path / "empty")
     write(prefix, [], [])
