@@ -321,7 +321,8 @@ bool gdn_overlap_safe(const float* o, int64_t o_ts, int64_t o_hs, const HeadsIn&
            gdn_spans_disjoint(o, no, v.data, gdn_view_span(T, nv, dv, v.tok_stride, v.head_stride));
 }
 
-// The lean prep's instance: PERSIST, on 16 warps a block or 8, with 16-byte loads or not.
+// The lean prep's instance: PERSIST, on 16 warps a block or 8, with 16-byte loads or not, U in f32 or
+// (u16, on 8 warps) f16.
 template <bool PERSIST>
 auto lean_prep_kernel(bool w16, bool vec, bool u16 = false) {
     using prep_rt::wy_prep_rt_kernel;

@@ -49,8 +49,9 @@ __device__ inline void split16(float x0, float x1, float s, uint32_t& hi, uint32
 
 // The scratch row of F16x3 per (token, value head), dkq = dk rounded up to 16: halves [W hi | W lo |
 // K̃ hi | K̃ lo | Q̃ hi | Q̃ lo] (dkq each), [P hi | P lo] (64 each); floats U (dv, room for a multiple
-// of 4; F16RtU16: dv halves there, f16 under the chunk's kMetaU), then 8 floats: the chunk's 2^-e of W, K̃, Q̃, P and e^Γlast (its first row only), and in the
-// last of them (kMetaFlag, as bits) ChArgs::epoch once the chunk's rows are written.
+// of 4; F16RtU16: dv halves there, f16 under the chunk's kMetaU), then 8 floats: the chunk's 2^-e of
+// W, K̃, Q̃, P and e^Γlast (its first row only), and in the last of them (kMetaFlag, as bits)
+// ChArgs::epoch once the chunk's rows are written.
 constexpr int kMetaU = 5;     // F16RtU16: 2^-e of the chunk's U tile, stored as f16 (0: U in f32)
 constexpr int kMetaFlag = 7;
 struct Row16 {
