@@ -206,8 +206,9 @@ bool sample_whole_row() {
 // 4,096 251.7–253.3 / 263.3–263.5, 16,384 899.4–899.8 / 945.3–946.7; within F16Rt's tolerance of the
 // CPU in every chunked test and the fixtures' logits of transformers), f16rtsched (the default of
 // sessions 49–52: F16RtLean scheduled — its prep persistent, SMs set aside for the state pass, two
-// chains a pass block by gdn_sched_plan, whose comment gives the figures), f16rtlean (the default of sessions 45–48: F16Rt with the lean prep,
-// fast_gdn_prep_rt.cuh, and the lean state pass — the same bits as f16rt; H100, bench_fast_gdn hot,
+// chains a pass block by gdn_sched_plan, whose comment gives the figures), f16rtlean (the default of
+// sessions 45–48: F16Rt with the lean prep, fast_gdn_prep_rt.cuh, and the lean state pass — the same
+// bits as f16rt; H100, bench_fast_gdn hot,
 // µs, f16rt / f16rtlean: 1,024 tokens × 32 heads 105.0 / 98.9, 4,096 362.9 / 316.0, 16,384 1,372.6 /
 // 1,209.2, 4 × 1,024 423.0 / 372.1), f16rt (the chunked delta rule on f16, one product each, its
 // state pass with Sᵀ in the warpgroup MMA's accumulators, fast_gdn_chunked16_rt.cu, for heads of dk
