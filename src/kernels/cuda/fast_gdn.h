@@ -133,12 +133,12 @@ enum class GdnChunkVariant : int {
     F16RtLean2 = 15,
     // F16RtLean scheduled (session 49; the backend's default in sessions 49–52, since in F16RtU16's
     // form): the lean prep persistent where its chunks outnumber the blocks that fit beside the state
-    // pass, SMs set aside for the pass where
-    // its blocks fit half the GPU (so it starts with the prep instead of as the prep drains), and two
-    // chains a pass block (a warpgroup each, a head's 128 value columns sharing W+Q̃, K̃ and P) but for
-    // one sequence of at most 32 chunks; since session 51 the first items on two blocks of each set-aside
-    // SM where the chain bounds the call (F16RtSolo2's), since session 53 with the first of them staying
-    // where the prep bounds it (F16RtStay's) — gdn_sched_plan. The same bits as F16RtLean.
+    // pass, SMs set aside for the pass where its blocks fit half the GPU (so it starts with the prep
+    // instead of as the prep drains), and two chains a pass block (a warpgroup each, a head's 128
+    // value columns sharing W+Q̃, K̃ and P) but for one sequence of at most 32 chunks; since session 51
+    // the first items on two blocks of each set-aside SM where the chain bounds the call (F16RtSolo2's),
+    // since session 53 with the first of them staying where the prep bounds it (F16RtStay's) —
+    // gdn_sched_plan. The same bits as F16RtLean.
     F16RtSched = 16,
     // F16RtSched with the lean prep on 16 warps a block, two blocks an SM (at 64 registers), not 8 and
     // three: an item's phases on twice the warps, for a shorter time to each chunk (session 50: the
@@ -157,7 +157,7 @@ enum class GdnChunkVariant : int {
     // plan where the prep, not the chain, bounds one chain a block (gdn_sched_plan). The same bits.
     F16RtStay = 20,
     // F16RtSched with U = T''·V kept in the scratch as f16 (one power of two a chunk, from the bound
-    // max_i Σ_j |T''(i, j)| · 2^13 as W's is from T''s) instead of f32: 16 of the ~88 KB a chunk and head
+    // max_i Σ_j |T''(i, j)| · 2^13, as W's from T'·K's) instead of f32: 16 of the ~88 KB a chunk and head
     // the prep writes and its pass reads back, the rounding W already has (F16Rt's operands are all
     // f16). Heads of dv <= 128 (the lean prep's), else F16RtSched. Not F16RtLean's bits: within F16Rt's
     // tolerance of the CPU (every chunked test) and of transformers (the fixtures' logits). The
