@@ -1031,6 +1031,67 @@ TEST(FastGdnChunked, OverlapInAGraphReplaysOnNewInputs) {
     cudaGraphDestroy(graph);
 }
 
+TEST(FastGdnChunked, U16RunInTurnGivesItsOverlappedBits) {
+    REQUIRE_CUDA();
+    // F16RtU16 (the default) where its pass cannot overlap the prep — captured into a CUDA graph (its
+    // prep not persistent, the pass after it) and with o written over v — against a direct call with
+    // o apart (the persistent prep, the pass behind its flags): the same bits, o and state. (The two
+    // schedules run the same item and chunk arithmetic; F16Rt's forms are held to it by
+    // OverlapStepsAsideWhereOutputsMeetInputs and OverlapInAGraphReplaysOnNewInputs.)
+    const auto u16 = fast::GdnChunkVariant::F16RtU16;
+    {
+        const std::vector<int32_t> lengths = {1000, 65, 130}, slot = {4, 0, 2};
+        const int64_t T = starts(lengths).back(), n_o = T * kFlagship.nv * kFlagship.dv;
+        std::mt19937 rng(26);
+        const RuleInputs in(kFlagship, T, 6, rng, 0);
+        DeviceBuffer qkv = to_device(in.qkv), gb = to_device(in.gb), st(in.init.size() * sizeof(float));
+        RuleCall call{in, qkv, gb, st, lengths, slot};
+        const auto [o_ovl, st_ovl] = call.run(u16);
+        DeviceBuffer scratch(size_t(call.scratch_floats()) * sizeof(float)), d_o(size_t(n_o) * sizeof(float));
+        const DeviceBuffer qs = to_device(starts(lengths)), slots = to_device(slot);
+        Stream stream;
+        cudaGraph_t graph = nullptr;
+        cudaGraphExec_t exec = nullptr;
+        ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+        call.launch(d_o.as<float>(), kFlagship.nv * kFlagship.dv, scratch.as<float>(), stream, u16, qs, slots);
+        ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+        ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+        st.upload(in.init.data(), in.init.size() * sizeof(float));
+        ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+        stream.synchronize();
+        expect_same_bits(to_host<float>(d_o), o_ovl, "o, U16 in a graph vs overlapped", in.where_o());
+        expect_same_bits(to_host<float>(st), st_ovl, "state, U16 in a graph vs overlapped", in.where_state());
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
+    }
+    {
+        const std::vector<int32_t> lengths = {2048}, slot = {1};
+        const int64_t T = 2048, shift = 28 * fast::kGdnChunk, nk = kFlagship.nk, nv = kFlagship.nv,
+                      dk = kFlagship.dk, dv = kFlagship.dv;
+        std::mt19937 rng(27);
+        const RuleInputs in(kFlagship, T + shift, 3, rng, 0);  // rows past token T: room for o
+        const DeviceBuffer gb = to_device(in.gb);
+        DeviceBuffer qkv_apart = to_device(in.qkv), st(in.init.size() * sizeof(float));
+        RuleCall apart{in, qkv_apart, gb, st, lengths, slot};
+        const auto [o_ovl, st_ovl] = apart.run(u16);
+        DeviceBuffer qkv = to_device(in.qkv);
+        RuleCall over{in, qkv, gb, st, lengths, slot};
+        st.upload(in.init.data(), in.init.size() * sizeof(float));
+        DeviceBuffer scratch(size_t(over.scratch_floats()) * sizeof(float));
+        const DeviceBuffer qs = to_device(starts(lengths)), slots = to_device(slot);
+        Stream stream;
+        float* o = qkv.as<float>() + shift * in.row + 2 * nk * dk;
+        over.launch(o, in.row, scratch.as<float>(), stream, u16, qs, slots);
+        stream.synchronize();
+        const std::vector<float> rows = to_host<float>(qkv);
+        std::vector<float> o_got(size_t(T * nv * dv));
+        for (int64_t t = 0; t < T; ++t)
+            std::copy_n(rows.begin() + (t + shift) * in.row + 2 * nk * dk, nv * dv, o_got.begin() + t * nv * dv);
+        expect_same_bits(o_got, o_ovl, "o written over v, U16 vs U16 with o apart", in.where_o());
+        expect_same_bits(to_host<float>(st), st_ovl, "state", in.where_state());
+    }
+}
+
 TEST(FastGdnChunked, F16x3KeepsValuesOutsideHalfRange) {
     REQUIRE_CUDA();
     // F16x3 rounds its operands to f16 (largest 65504, smallest normal 6.1e-5) under a power of
