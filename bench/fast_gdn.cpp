@@ -165,9 +165,12 @@ void bench_rule(const Args& a, Stream& stream, Timer& timer, GdnMode mode, int64
     };
     const double sec = time_calls(a, timer, [&](int call) { run(o, state, call, variant); });
     std::string n = note;
-    if (mode == GdnMode::Chunked && variant == fast::GdnChunkVariant::F16Rt) {
+    if (mode == GdnMode::Chunked &&
+        (variant == fast::GdnChunkVariant::F16Rt || variant == fast::GdnChunkVariant::F16RtSched ||
+         variant == fast::GdnChunkVariant::F16RtU16)) {
         // Its accuracy class next to F16x3Rt's (f32-class) on the same inputs from the same state:
-        // max |diff| / max(1, max |F16x3Rt|) of o and of the state after one call.
+        // max |diff| / max(1, max |F16x3Rt|) of o and of the state after one call (F16RtU16's U in f16
+        // beside F16RtSched's in f32: session 53).
         auto once = [&](fast::GdnChunkVariant var, std::vector<float>* o_h, std::vector<float>* st_h) {
             DeviceBuffer st = random_buffer(size_t(slots * B) * size_t(nv * dk * dv), -0.5f, 0.5f, 4);
             DeviceBuffer out(size_t(N * HV) * sizeof(float));
