@@ -962,118 +962,23 @@ TEST(FastGdnChunked, OverlapStepsAsideWhereOutputsMeetInputs) {
     // prep blocks, ~2.6 waves, and the last wave reads those rows of v just as an overlapped state
     // pass would start writing its first chunks' o there. F16Rt must see that o meets v and run the
     // passes in turn: the same bits as F16RtSeq with o apart (the CPU test OverlapSpans checks the
-    // test itself; this one, the fallback's results).
+    // test itself; this one, the fallback's results). F16RtU16 (the default since session 53) alike:
+    // its plain prep and the pass after it against its own overlapped call with o apart (the
+    // persistent prep, the pass behind its flags; the same item and chunk arithmetic).
     const std::vector<int32_t> lengths = {2048}, slot = {1};
     const int64_t T = 2048, shift = 28 * fast::kGdnChunk, nk = kFlagship.nk, nv = kFlagship.nv, dk = kFlagship.dk,
                   dv = kFlagship.dv;
     std::mt19937 rng(24);
     const RuleInputs in(kFlagship, T + shift, 3, rng, 0);  // rows past token T: room for o
     const DeviceBuffer gb = to_device(in.gb);
-    DeviceBuffer qkv_apart = to_device(in.qkv), st(in.init.size() * sizeof(float));
-    RuleCall apart{in, qkv_apart, gb, st, lengths, slot};
-    const auto [o_seq, st_seq] = apart.run(fast::GdnChunkVariant::F16RtSeq);
-
-    DeviceBuffer qkv = to_device(in.qkv);
-    RuleCall over{in, qkv, gb, st, lengths, slot};
-    st.upload(in.init.data(), in.init.size() * sizeof(float));
-    DeviceBuffer scratch(size_t(over.scratch_floats()) * sizeof(float));
-    const DeviceBuffer qs = to_device(starts(lengths)), slots = to_device(slot);
-    Stream stream;
-    float* o = qkv.as<float>() + shift * in.row + 2 * nk * dk;
-    over.launch(o, in.row, scratch.as<float>(), stream, fast::GdnChunkVariant::F16Rt, qs, slots);
-    stream.synchronize();
-    const std::vector<float> rows = to_host<float>(qkv);
-    std::vector<float> o_got(size_t(T * nv * dv));
-    for (int64_t t = 0; t < T; ++t)
-        std::copy_n(rows.begin() + (t + shift) * in.row + 2 * nk * dk, nv * dv, o_got.begin() + t * nv * dv);
-    expect_same_bits(o_got, o_seq, "o written over v, F16Rt vs F16RtSeq with o apart", in.where_o());
-    expect_same_bits(to_host<float>(st), st_seq, "state", in.where_state());
-}
-
-TEST(FastGdnChunked, OverlapInAGraphReplaysOnNewInputs) {
-    REQUIRE_CUDA();
-    // F16Rt captured into a CUDA graph (where a replay would repeat the flags' tag, so the passes
-    // run in turn), replayed on two sets of inputs written into the same buffers: each replay the
-    // bits of a direct F16RtSeq call on its inputs.
-    const std::vector<int32_t> lengths = {1000, 65, 130}, slot = {4, 0, 2};
-    const int64_t T = starts(lengths).back(), n_o = T * kFlagship.nv * kFlagship.dv;
-    std::mt19937 rng(25);
-    const RuleInputs in_a(kFlagship, T, 6, rng, 0), in_b(kFlagship, T, 6, rng, 0);
-    DeviceBuffer qkv = to_device(in_a.qkv), gb = to_device(in_a.gb), st(in_a.init.size() * sizeof(float));
-    RuleCall call{in_a, qkv, gb, st, lengths, slot};
-    const auto [o_a, st_a] = call.run(fast::GdnChunkVariant::F16RtSeq);
-    DeviceBuffer qkv_b = to_device(in_b.qkv), gb_b = to_device(in_b.gb);
-    RuleCall call_b{in_b, qkv_b, gb_b, st, lengths, slot};
-    const auto [o_b, st_b] = call_b.run(fast::GdnChunkVariant::F16RtSeq);
-
-    DeviceBuffer scratch(size_t(call.scratch_floats()) * sizeof(float)), d_o(size_t(n_o) * sizeof(float));
-    const DeviceBuffer qs = to_device(starts(lengths)), slots = to_device(slot);
-    Stream stream;
-    cudaGraph_t graph = nullptr;
-    cudaGraphExec_t exec = nullptr;
-    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-    call.launch(d_o.as<float>(), kFlagship.nv * kFlagship.dv, scratch.as<float>(), stream,
-                fast::GdnChunkVariant::F16Rt, qs, slots);
-    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-    for (const auto* x : {&in_a, &in_b}) {
-        qkv.upload(x->qkv.data(), x->qkv.size() * sizeof(float));
-        gb.upload(x->gb.data(), x->gb.size() * sizeof(float));
-        st.upload(x->init.data(), x->init.size() * sizeof(float));
-        ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-        stream.synchronize();
-        const bool a = x == &in_a;
-        expect_same_bits(to_host<float>(d_o), a ? o_a : o_b, a ? "o, replay on inputs A" : "o, replay on inputs B",
-                         x->where_o());
-        expect_same_bits(to_host<float>(st), a ? st_a : st_b, "state, replay", x->where_state());
-    }
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-}
-
-TEST(FastGdnChunked, U16RunInTurnGivesItsOverlappedBits) {
-    REQUIRE_CUDA();
-    // F16RtU16 (the default) where its pass cannot overlap the prep — captured into a CUDA graph (its
-    // prep not persistent, the pass after it) and with o written over v — against a direct call with
-    // o apart (the persistent prep, the pass behind its flags): the same bits, o and state. (The two
-    // schedules run the same item and chunk arithmetic; F16Rt's forms are held to it by
-    // OverlapStepsAsideWhereOutputsMeetInputs and OverlapInAGraphReplaysOnNewInputs.)
-    const auto u16 = fast::GdnChunkVariant::F16RtU16;
-    {
-        const std::vector<int32_t> lengths = {1000, 65, 130}, slot = {4, 0, 2};
-        const int64_t T = starts(lengths).back(), n_o = T * kFlagship.nv * kFlagship.dv;
-        std::mt19937 rng(26);
-        const RuleInputs in(kFlagship, T, 6, rng, 0);
-        DeviceBuffer qkv = to_device(in.qkv), gb = to_device(in.gb), st(in.init.size() * sizeof(float));
-        RuleCall call{in, qkv, gb, st, lengths, slot};
-        const auto [o_ovl, st_ovl] = call.run(u16);
-        DeviceBuffer scratch(size_t(call.scratch_floats()) * sizeof(float)), d_o(size_t(n_o) * sizeof(float));
-        const DeviceBuffer qs = to_device(starts(lengths)), slots = to_device(slot);
-        Stream stream;
-        cudaGraph_t graph = nullptr;
-        cudaGraphExec_t exec = nullptr;
-        ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-        call.launch(d_o.as<float>(), kFlagship.nv * kFlagship.dv, scratch.as<float>(), stream, u16, qs, slots);
-        ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-        ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-        st.upload(in.init.data(), in.init.size() * sizeof(float));
-        ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-        stream.synchronize();
-        expect_same_bits(to_host<float>(d_o), o_ovl, "o, U16 in a graph vs overlapped", in.where_o());
-        expect_same_bits(to_host<float>(st), st_ovl, "state, U16 in a graph vs overlapped", in.where_state());
-        cudaGraphExecDestroy(exec);
-        cudaGraphDestroy(graph);
-    }
-    {
-        const std::vector<int32_t> lengths = {2048}, slot = {1};
-        const int64_t T = 2048, shift = 28 * fast::kGdnChunk, nk = kFlagship.nk, nv = kFlagship.nv,
-                      dk = kFlagship.dk, dv = kFlagship.dv;
-        std::mt19937 rng(27);
-        const RuleInputs in(kFlagship, T + shift, 3, rng, 0);  // rows past token T: room for o
-        const DeviceBuffer gb = to_device(in.gb);
+    using V = fast::GdnChunkVariant;
+    for (const auto& [variant, apart_variant] :
+         {std::pair{V::F16Rt, V::F16RtSeq}, std::pair{V::F16RtU16, V::F16RtU16}}) {
+        SCOPED_TRACE("variant " + std::to_string(int(variant)));
         DeviceBuffer qkv_apart = to_device(in.qkv), st(in.init.size() * sizeof(float));
         RuleCall apart{in, qkv_apart, gb, st, lengths, slot};
-        const auto [o_ovl, st_ovl] = apart.run(u16);
+        const auto [o_seq, st_seq] = apart.run(apart_variant);
+
         DeviceBuffer qkv = to_device(in.qkv);
         RuleCall over{in, qkv, gb, st, lengths, slot};
         st.upload(in.init.data(), in.init.size() * sizeof(float));
@@ -1081,14 +986,59 @@ TEST(FastGdnChunked, U16RunInTurnGivesItsOverlappedBits) {
         const DeviceBuffer qs = to_device(starts(lengths)), slots = to_device(slot);
         Stream stream;
         float* o = qkv.as<float>() + shift * in.row + 2 * nk * dk;
-        over.launch(o, in.row, scratch.as<float>(), stream, u16, qs, slots);
+        over.launch(o, in.row, scratch.as<float>(), stream, variant, qs, slots);
         stream.synchronize();
         const std::vector<float> rows = to_host<float>(qkv);
         std::vector<float> o_got(size_t(T * nv * dv));
         for (int64_t t = 0; t < T; ++t)
             std::copy_n(rows.begin() + (t + shift) * in.row + 2 * nk * dk, nv * dv, o_got.begin() + t * nv * dv);
-        expect_same_bits(o_got, o_ovl, "o written over v, U16 vs U16 with o apart", in.where_o());
-        expect_same_bits(to_host<float>(st), st_ovl, "state", in.where_state());
+        expect_same_bits(o_got, o_seq, "o written over v, against the call with o apart", in.where_o());
+        expect_same_bits(to_host<float>(st), st_seq, "state", in.where_state());
+    }
+}
+
+TEST(FastGdnChunked, OverlapInAGraphReplaysOnNewInputs) {
+    REQUIRE_CUDA();
+    // F16Rt captured into a CUDA graph (where a replay would repeat the flags' tag, so the passes
+    // run in turn), replayed on two sets of inputs written into the same buffers: each replay the
+    // bits of a direct F16RtSeq call on its inputs. F16RtU16 (the default since session 53) alike,
+    // against its own direct, overlapped calls (the persistent prep, the pass behind its flags).
+    const std::vector<int32_t> lengths = {1000, 65, 130}, slot = {4, 0, 2};
+    const int64_t T = starts(lengths).back(), n_o = T * kFlagship.nv * kFlagship.dv;
+    std::mt19937 rng(25);
+    const RuleInputs in_a(kFlagship, T, 6, rng, 0), in_b(kFlagship, T, 6, rng, 0);
+    using V = fast::GdnChunkVariant;
+    for (const auto& [variant, direct] : {std::pair{V::F16Rt, V::F16RtSeq}, std::pair{V::F16RtU16, V::F16RtU16}}) {
+        SCOPED_TRACE("variant " + std::to_string(int(variant)));
+        DeviceBuffer qkv = to_device(in_a.qkv), gb = to_device(in_a.gb), st(in_a.init.size() * sizeof(float));
+        RuleCall call{in_a, qkv, gb, st, lengths, slot};
+        const auto [o_a, st_a] = call.run(direct);
+        DeviceBuffer qkv_b = to_device(in_b.qkv), gb_b = to_device(in_b.gb);
+        RuleCall call_b{in_b, qkv_b, gb_b, st, lengths, slot};
+        const auto [o_b, st_b] = call_b.run(direct);
+
+        DeviceBuffer scratch(size_t(call.scratch_floats()) * sizeof(float)), d_o(size_t(n_o) * sizeof(float));
+        const DeviceBuffer qs = to_device(starts(lengths)), slots = to_device(slot);
+        Stream stream;
+        cudaGraph_t graph = nullptr;
+        cudaGraphExec_t exec = nullptr;
+        ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+        call.launch(d_o.as<float>(), kFlagship.nv * kFlagship.dv, scratch.as<float>(), stream, variant, qs, slots);
+        ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+        ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+        for (const auto* x : {&in_a, &in_b}) {
+            qkv.upload(x->qkv.data(), x->qkv.size() * sizeof(float));
+            gb.upload(x->gb.data(), x->gb.size() * sizeof(float));
+            st.upload(x->init.data(), x->init.size() * sizeof(float));
+            ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+            stream.synchronize();
+            const bool a = x == &in_a;
+            expect_same_bits(to_host<float>(d_o), a ? o_a : o_b, a ? "o, replay on inputs A" : "o, replay on inputs B",
+                             x->where_o());
+            expect_same_bits(to_host<float>(st), a ? st_a : st_b, "state, replay", x->where_state());
+        }
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
     }
 }
 
