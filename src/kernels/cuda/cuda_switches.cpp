@@ -163,6 +163,20 @@ bool moe_combine_fused() {
     static const bool fused = env_switch("TESSERA_MOE_COMBINE", "kernel", "fused");
     return fused;
 }
+// TESSERA_MOE_L2: normal (the default), first — the warp-specialised tiles load the experts'
+// weights under L2's evict-first policy — or first-last (and the activation rows' boxes under the
+// evict-last one): MoePlan::wgmma_l2_first, session 54; the same bits; opt-in until measured.
+int moe_l2_first() {
+    static const int form = env_choice("TESSERA_MOE_L2", {"normal", "first", "first-last"});
+    return form;
+}
+// TESSERA_MOE_BLOCKS: auto (the default: the tiles' own rule, two blocks an SM up to 32
+// accumulators a consumer thread) or three — the persistent tiles of 32 and 48 rows three blocks an
+// SM (MoePlan::wgmma_three, session 54; the same bits; opt-in until measured).
+bool moe_three_blocks() {
+    static const bool three = env_switch("TESSERA_MOE_BLOCKS", "auto", "three");
+    return three;
+}
 // TESSERA_FLASH: wgmma (the default: the prefill attention on the warpgroup MMA,
 // fast_flash_attention_wgmma.cu) or mma (the mma.sync kernels of sessions 6–13, for A/B).
 bool flash_mma() {

@@ -284,6 +284,13 @@ struct MoePlan {
     // feature block by a ticket (MoePackedExperts::combine_counters), instead of the combine kernel
     // after them: the same sums in the same order (opt-in until measured, TESSERA_MOE_COMBINE=fused).
     bool wgmma_combine = false;
+    // The warp-specialised tiles load the weights' boxes under L2's evict-first policy (each byte read
+    // once a step), leaving L2 to A's rows, which every feature block of an item reads: 1, and 2 with
+    // A's boxes under the evict-last policy (no clusters); 0 neither. The same bits.
+    int wgmma_l2_first = 0;
+    // The persistent warp-specialised tiles of 32 and 48 rows (one m-tile) three blocks an SM, not two:
+    // 24 consumer warps an SM at 72 registers each (MoeTmaTuning::three). The same bits.
+    bool wgmma_three = false;
 };
 constexpr int kMoeMidRows = 8;  // rows a work item of the mid kernels: mma's 8 columns
 constexpr int64_t kMoeMidDown4Rows = 384;  // mid_down_tiles 0: 4 row tiles a warp from T·k rows (T ≥ 48, k 8)
@@ -367,6 +374,12 @@ struct MoeSwitches {
     // Where the pick runs the warp-specialised tiles and w.combine_counters is set: the down tiles
     // sum the slots themselves (MoePlan::wgmma_combine; TESSERA_MOE_COMBINE=fused, opt-in).
     bool combine = false;
+    // The warp-specialised tiles' weights under L2's evict-first policy (MoePlan::wgmma_l2_first:
+    // TESSERA_MOE_L2=first 1, first-last 2; opt-in until measured).
+    int l2_first = 0;
+    // Where the pick runs persistent tiles of 32 or 48 rows: three blocks an SM (MoePlan::wgmma_three;
+    // TESSERA_MOE_BLOCKS=three, opt-in until measured).
+    bool three = false;
 };
 void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
                         const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream,
@@ -483,6 +496,16 @@ cudaError_t launch_moe_wgmma_gate_up(void* act, const void* xg, const MoePackedE
                                      int tile_rows, cudaStream_t stream);
 cudaError_t launch_moe_wgmma_down(float* out, const void* act, const MoePackedExperts& w, const MoeGrouping& g,
                                   int tile_rows, cudaStream_t stream);
+// Choices of the warp-specialised tiles below that leave their bits alone (A/B):
+//   l2_first: 1 the weights' boxes under L2's evict-first policy (each byte read once a step), 2 and
+//             A's rows (read by every feature block of an item) under the evict-last one (no
+//             clusters); 0 neither (MoePlan::wgmma_l2_first).
+//   three:    three blocks an SM (24 consumer warps, 72 registers each) where the tiles take it —
+//             persistent, one m-tile, 32 or 48 rows, no clusters — else the usual (MoePlan::wgmma_three).
+struct MoeTmaTuning {
+    int l2_first = 0;
+    bool three = false;
+};
 // Their warp-specialised form (fast_moe_wgmma_tma.cu; the same operands, P = T·k rows of xg / act,
 // the same bits): tile_rows 16, 32, 48, 64 or 128 (moe_wgmma_tma_fits; 128: cluster 1; 48: cluster
 // 1, one m-tile, neither gathered nor fitted), the experts' gate and up (down) in stacked tiles
@@ -495,9 +518,10 @@ bool moe_wgmma_tma_fits(int tile_rows);
 // tile to tile); n > 1 at most n such blocks (tests: many tiles a block). fit (MoePlan::wgmma_fit;
 // cluster 1, not gathered or persistent, tile_rows ≤ 64): wgmma's N tile_rows / 2 for items of at
 // most that many rows. The same bits (each of D's columns is its own dot products, whatever N).
+// tune: what leaves the bits alone (MoeTmaTuning).
 cudaError_t launch_moe_wgmma_tma_gate_up(void* act, const void* xg, int64_t P, const MoePackedExperts& w,
                                          const MoeGrouping& g, int tile_rows, int cluster, int mt, cudaStream_t stream,
-                                         int persist = 0, bool fit = false);
+                                         int persist = 0, bool fit = false, const MoeTmaTuning& tune = {});
 // The gate+up tiles with A's rows gathered in the kernel (MoePlan::wgmma_gather): x16 [T, H] in
 // bf16, the wgmma order (launch_moe_rows_wgmma), k slots a token; cluster 1. The same bits.
 cudaError_t launch_moe_wgmma_tma_gate_up_gathered(void* act, const void* x16, int64_t T, int k,
@@ -516,7 +540,8 @@ struct MoeTileCombine {
 };
 cudaError_t launch_moe_wgmma_tma_down(float* out, const void* act, int64_t P, const MoePackedExperts& w,
                                       const MoeGrouping& g, int tile_rows, int cluster, int mt, cudaStream_t stream,
-                                      int persist = 0, bool fit = false, const MoeTileCombine& combine = {});
+                                      int persist = 0, bool fit = false, const MoeTileCombine& combine = {},
+                                      const MoeTmaTuning& tune = {});
 // The mid kernels (fast_moe_mid.cu): g built with tile_rows kMoeMidRows (the kernels take an
 // item's first 8 rows only). Each stages its item's B rows (K columns) in shared memory:
 // moe_mid_*_smem of at most kMoeMidMaxSmem bytes. Both by programmatic dependent launch (the

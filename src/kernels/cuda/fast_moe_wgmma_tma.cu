@@ -61,7 +61,7 @@ using namespace dev;
 constexpr int kBK = kWgmmaK;  // columns a k-tile
 
 template <int BT_, bool GATE_UP_, int STAGES_, int CL_, int MT_ = 1, bool GATHER_ = false, bool PERSIST_ = false,
-          bool FIT_ = false>
+          bool FIT_ = false, bool THREE_ = false>
 struct MoeTmaTile {
     static constexpr int BT = BT_;              // item rows a block: wgmma's N
     static constexpr int CL = CL_;              // blocks a cluster (along the features) sharing the boxes of A
@@ -70,6 +70,7 @@ struct MoeTmaTile {
     static constexpr bool kGather = GATHER_;    // A's rows gathered from x by cp.async (warps 10, 11)
     static constexpr bool kPersist = PERSIST_;  // a grid of resident blocks taking the tiles in turn
     static constexpr bool kFit = FIT_;          // wgmma's N BT / 2 for items of at most BT / 2 rows
+    static constexpr bool kThree = THREE_;      // three blocks an SM (persistent, one m-tile, up to 48 rows)
     static constexpr int kGatherThreads = 64;
     static constexpr int BM = (kGateUp ? 64 : 128) * MT;  // output features a block
     static constexpr int STAGES = STAGES_;
@@ -79,13 +80,16 @@ struct MoeTmaTile {
     // launch; more (BT 128, or two m-tiles of 64): one block an SM, 168 at launch, 232 consumers.
     // The producers' 32 at two blocks an SM cost the consumers nothing (104 either way: setmaxnreg
     // counts in 8s); at 24 the persistent forms' tile walk spilled up to 68 bytes (session 42).
-    static constexpr int kBlocksPerSm = MT * BT / 2 <= 32 ? 2 : 1;
-    static constexpr int kProducerRegs = kBlocksPerSm == 1 ? 40 : 32;
-    static constexpr int kConsumerRegs = kBlocksPerSm == 1 ? 232 : 104;
+    // kThree (session 54): three blocks an SM, ≤ 56 registers at launch — 24 consumer warps an SM
+    // where two blocks have 16 — the producers at 24, the consumers at 72 (up to 24 accumulators).
+    static constexpr int kBlocksPerSm = kThree ? 3 : MT * BT / 2 <= 32 ? 2 : 1;
+    static constexpr int kProducerRegs = kBlocksPerSm == 1 ? 40 : kBlocksPerSm == 2 ? 32 : 24;
+    static constexpr int kConsumerRegs = kBlocksPerSm == 1 ? 232 : kBlocksPerSm == 2 ? 104 : 72;
+    static constexpr int kLaunchRegs = kBlocksPerSm == 1 ? 168 : kBlocksPerSm == 2 ? 80 : 56;
     // The k-tile's wgmma in groups of a code word an m-tile (wgmma_int4_ktile_words): for two
     // m-tiles of gate+up at 32 rows, where groups of half a k-tile left ptxas short of registers at
     // 104 a consumer and it serialized the wgmma (C7512; sass_local.sh, session 42).
-    static constexpr bool kWordGroups = kGateUp && MT == 2 && BT == 32;
+    static constexpr bool kWordGroups = kGateUp && MT == 2 && BT == 32;  // (kThree: its own, word by word)
     static constexpr int kTiles = 8 * MT;       // 16-row weight tiles a stage (gate 4·MT + up 4·MT, or down 8·MT)
     static constexpr int kXBytes = 2 * BT * 128;  // two k-blocks of BT rows × 128 bytes
     static constexpr int kWOff = kXBytes, kWBytes = kTiles * 1024;
@@ -98,8 +102,8 @@ struct MoeTmaTile {
     static_assert(!kGather || (kGateUp && CL == 1), "the gathered A: gate+up, one block a cluster");
     static_assert(!kPersist || (CL == 1 && !kGather), "persistent: one block a cluster, A's rows by TMA");
     static_assert(!kFit || (BT <= 64 && !kPersist), "fitted N: up to 64; not persistent (ptxas serializes the wgmma)");
-    static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= (kBlocksPerSm == 1 ? 168 : 80) * kThreads,
-                  "setmaxnreg moves registers only");
+    static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= kLaunchRegs * kThreads, "setmaxnreg moves registers only");
+    static_assert(!kThree || (kPersist && MT == 1 && BT <= 48 && CL == 1), "three blocks: persistent, one m-tile, ≤ 48 rows");
     static_assert(kBlocksPerSm * (kSmem + 1024) <= 228 * 1024, "the blocks an SM");
 };
 
@@ -111,9 +115,13 @@ __device__ __forceinline__ float swiglu(float g, float u) { return g / (1.f + ex
 // item's rows, rounded up to 8). codes / scales / biases [lo, hi] (gate, up; or down): a stack's
 // row tiles as rows — codes K 8-byte words a row tile (its k-tiles' 1 KB one after another), scales
 // 16·K/G halves; boxes of a k-tile × the block's row tiles (4 a matrix for gate+up, 8 for down).
+// weights_first: 1 the codes', scales' and biases' boxes under L2's evict-first policy (each byte is
+// read once a step; A's rows, read by every feature block of an item, keep the normal policy); 2 as
+// 1 with A's boxes under the evict-last policy (no clusters).
 struct MoeTmaMaps {
     CUtensorMap x[16];
     CUtensorMap codes[2], scales[2], biases[2];
+    int weights_first = 0;
 };
 
 // Per matrix: groups a k-tile and row of a tile (128 / G), and whether it has biases.
@@ -314,6 +322,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                                          : uint32_t(C::kBOff + m * 512 * MT);
         const int kstep = what == 1 ? 128 : 16 * mat.gpt;  // elements a k-tile along the map's rows
         const uint32_t base = smem_addr(smem);
+        const uint64_t policy = what == 0 ? l2_evict_last() : l2_evict_first();  // (maps.weights_first)
         uint32_t u = 0;  // k-tiles issued: the ring's slot u % S, its use u / S
         for (int i; (i = next_tile()) >= 0;) {
             const Tile tl = tile_at(i);
@@ -334,8 +343,12 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                 if (what == 0) {
                     if constexpr (CL > 1)
                         tma_load_3d_multicast(to, map, 0, 2 * kt + m, tl.r0, &full[slot], uint16_t((1u << CL) - 1));
+                    else if (maps.weights_first == 2)
+                        tma_load_3d(to, map, 0, 2 * kt + m, tl.r0, &full[slot], policy);
                     else
                         tma_load_3d(to, map, 0, 2 * kt + m, tl.r0, &full[slot]);
+                } else if (maps.weights_first) {
+                    tma_load_2d(to, map, kt * kstep, row_tile, &full[slot], policy);
                 } else {
                     tma_load_2d(to, map, kt * kstep, row_tile, &full[slot]);
                 }
@@ -380,7 +393,13 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                 mbar_wait(&full[slot], (u / S) & 1);
                 const uint8_t* stage = smem + slot * C::kStageBytes;
                 const uint64_t desc = wgmma_desc_sw128(smem_addr(stage));
-                if constexpr (C::kWordGroups) {
+                if constexpr (C::kThree) {  // (one m-tile: codes read a word at a time)
+                    uint32_t s2[2], b2[2];
+                    wgmma_int4_staged_scales(stage + C::kSOff, stage + C::kBOff, staged_scale_at(feature(0), tq, lo.gpt),
+                                             scale_hi(0), bias_lo, bias_hi, s2, b2);
+                    wgmma_int4_ktile_words_lazy<BN>(acc[0], stage + C::kWOff, feature(0), row_hi(0), tq, s2, b2,
+                                                    kWgmmaInt4NegC, desc, BT * 128);
+                } else if constexpr (C::kWordGroups) {
                     uint4 q_lo[MT], q_hi[MT];
                     uint32_t s2[MT][2], b2[MT][2];
 #pragma unroll
@@ -462,13 +481,15 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
 template <class C>
 cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const PackedMatrix& m_lo,
                    const PackedMatrix* m_hi, const MoeGrouping& g, void* act, float* out, cudaStream_t stream,
-                   int k = 1, int persist = 0, const MoeTileCombine& cb = {}) {
+                   int k = 1, int persist = 0, const MoeTileCombine& cb = {}, const MoeTmaTuning& tune = {}) {
     static const cudaError_t attr =
         cudaFuncSetAttribute(moe_wgmma_tma_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
     if (attr != cudaSuccess) return attr;
     if (P < 1 || K % kBK != 0 || m_lo.k != K || m_lo.n != N || (m_hi && (m_hi->k != K || m_hi->n != N)))
         return cudaErrorInvalidValue;
     MoeTmaMaps maps;
+    if (tune.l2_first < 0 || tune.l2_first > 2 || (tune.l2_first == 2 && C::CL > 1)) return cudaErrorInvalidValue;
+    maps.weights_first = tune.l2_first;
     for (int i = 0; i < (C::kGather ? 0 : C::BT / 8); ++i) {
         const uint64_t dims[3] = {64, uint64_t(K / 64), uint64_t(P)};
         const uint64_t strides[2] = {128, uint64_t(K) * 2};
@@ -507,9 +528,9 @@ cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const 
 template <bool GATE_UP, int CL, bool GATHER, bool PERSIST, bool FIT>
 cudaError_t launch_tiles(int tile_rows, int mt, const void* a, int64_t P, int64_t K, int64_t N, int E,
                          const PackedMatrix& m0, const PackedMatrix* m1, const MoeGrouping& g, void* act, float* out,
-                         cudaStream_t stream, int k, int persist, const MoeTileCombine& cb) {
+                         cudaStream_t stream, int k, int persist, const MoeTileCombine& cb, const MoeTmaTuning& tune) {
     auto go = [&](auto tile) {
-        return launch<decltype(tile)>(a, P, K, N, E, m0, m1, g, act, out, stream, k, persist, cb);
+        return launch<decltype(tile)>(a, P, K, N, E, m0, m1, g, act, out, stream, k, persist, cb, tune);
     };
     if constexpr (CL == 1) {  // (two m-tiles, and tiles of 128 rows, in clusters: not built)
         if (mt == 2) {
@@ -526,6 +547,10 @@ cudaError_t launch_tiles(int tile_rows, int mt, const void* a, int64_t P, int64_
         }
     }
     if (mt != 1) return cudaErrorInvalidValue;
+    if constexpr (CL == 1 && PERSIST && !GATHER && !FIT) {  // three blocks an SM (≤ 75 KB of ring each)
+        if (tune.three && tile_rows == 32) return go(MoeTmaTile<32, GATE_UP, 4, 1, 1, false, true, false, true>{});
+        if (tune.three && tile_rows == 48) return go(MoeTmaTile<48, GATE_UP, 3, 1, 1, false, true, false, true>{});
+    }
     switch (tile_rows) {
         case 16: return go(MoeTmaTile<16, GATE_UP, 7, CL, 1, GATHER, PERSIST, FIT>{});
         case 32: return go(MoeTmaTile<32, GATE_UP, 6, CL, 1, GATHER, PERSIST, FIT>{});
@@ -544,20 +569,20 @@ template <bool GATE_UP, int CL, bool GATHER = false>
 cudaError_t launch_rows(int tile_rows, int mt, const void* a, int64_t P, int64_t K, int64_t N, int E,
                         const PackedMatrix& m0, const PackedMatrix* m1, const MoeGrouping& g, void* act, float* out,
                         cudaStream_t stream, int k = 1, int persist = 0, bool fit = false,
-                        const MoeTileCombine& cb = {}) {
+                        const MoeTileCombine& cb = {}, const MoeTmaTuning& tune = {}) {
     if (cb.y && (GATE_UP || !cb.weights || !cb.counters || cb.k < 1 || cb.T < 1)) return cudaErrorInvalidValue;
     if constexpr (CL == 1 && !GATHER) {
         if (persist && fit) return cudaErrorInvalidValue;  // (both: ptxas serializes the wgmma — C7512)
         if (persist)
             return launch_tiles<GATE_UP, 1, false, true, false>(tile_rows, mt, a, P, K, N, E, m0, m1, g, act, out,
-                                                                stream, k, persist, cb);
+                                                                stream, k, persist, cb, tune);
         if (fit)
             return launch_tiles<GATE_UP, 1, false, false, true>(tile_rows, mt, a, P, K, N, E, m0, m1, g, act, out,
-                                                                stream, k, 0, cb);
+                                                                stream, k, 0, cb, tune);
     }
     if (persist || fit) return cudaErrorInvalidValue;  // (clusters, the gathered A: neither)
     return launch_tiles<GATE_UP, CL, GATHER, false, false>(tile_rows, mt, a, P, K, N, E, m0, m1, g, act, out, stream,
-                                                           k, 0, cb);
+                                                           k, 0, cb, tune);
 }
 
 }  // namespace
@@ -568,14 +593,14 @@ bool moe_wgmma_tma_fits(int tile_rows) {
 
 cudaError_t launch_moe_wgmma_tma_gate_up(void* act, const void* xg, int64_t P, const MoePackedExperts& w,
                                          const MoeGrouping& g, int tile_rows, int cluster, int mt, cudaStream_t stream,
-                                         int persist, bool fit) {
+                                         int persist, bool fit, const MoeTmaTuning& tune) {
     if (!w.tiling.gate_up || persist < 0) return cudaErrorInvalidValue;
     if (cluster == 2)
         return launch_rows<true, 2>(tile_rows, mt, xg, P, w.H, w.I, w.E, w.tiling.gate0, &w.tiling.up0, g, act,
-                                    nullptr, stream, 1, persist, fit);
+                                    nullptr, stream, 1, persist, fit, {}, tune);
     if (cluster != 1) return cudaErrorInvalidValue;
     return launch_rows<true, 1>(tile_rows, mt, xg, P, w.H, w.I, w.E, w.tiling.gate0, &w.tiling.up0, g, act, nullptr,
-                                stream, 1, persist, fit);
+                                stream, 1, persist, fit, {}, tune);
 }
 
 cudaError_t launch_moe_wgmma_tma_gate_up_gathered(void* act, const void* x16, int64_t T, int k,
@@ -588,14 +613,14 @@ cudaError_t launch_moe_wgmma_tma_gate_up_gathered(void* act, const void* x16, in
 
 cudaError_t launch_moe_wgmma_tma_down(float* out, const void* act, int64_t P, const MoePackedExperts& w,
                                       const MoeGrouping& g, int tile_rows, int cluster, int mt, cudaStream_t stream,
-                                      int persist, bool fit, const MoeTileCombine& combine) {
+                                      int persist, bool fit, const MoeTileCombine& combine, const MoeTmaTuning& tune) {
     if (!w.tiling.down || persist < 0) return cudaErrorInvalidValue;
     if (cluster == 2)
         return launch_rows<false, 2>(tile_rows, mt, act, P, w.I, w.H, w.E, w.tiling.down0, nullptr, g, nullptr, out,
-                                     stream, 1, persist, fit, combine);
+                                     stream, 1, persist, fit, combine, tune);
     if (cluster != 1) return cudaErrorInvalidValue;
     return launch_rows<false, 1>(tile_rows, mt, act, P, w.I, w.H, w.E, w.tiling.down0, nullptr, g, nullptr, out,
-                                 stream, 1, persist, fit, combine);
+                                 stream, 1, persist, fit, combine, tune);
 }
 
 }  // namespace tessera::cuda::fast::detail

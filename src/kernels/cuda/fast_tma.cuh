@@ -89,6 +89,13 @@ __device__ __forceinline__ uint64_t l2_evict_first() {
     return policy;
 }
 
+// An L2 policy for bytes read again soon (an activation tile every feature block reads): evicted last.
+__device__ __forceinline__ uint64_t l2_evict_last() {
+    uint64_t policy;
+    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(policy));
+    return policy;
+}
+
 // `bytes` contiguous bytes of global memory at `src` into shared memory at `dst` (both 16-byte
 // aligned, bytes a multiple of 16) by the bulk-copy engine, completing on `bar` as the boxes
 // above do; `policy` (l2_evict_first) for the L2 lines they pass through.
