@@ -150,8 +150,8 @@ std::string plan_name(const fast::MoePlan& p) {
                (p.wgmma_combine ? "own-combine " : "") +
                (p.wgmma_l2_first == 1   ? "l2-first "
                 : p.wgmma_l2_first == 2 ? "l2-first-last "
+                : p.wgmma_l2_first == 3 ? "l2-last-item "
                                         : "") +
-               (p.wgmma_three ? "three " : "") +
                "large/" +
                std::to_string(p.tile_rows) + " (bf16)";
     if (p.v2) return p.large_tiles ? "v2 large/" + std::to_string(p.tile_rows) + " (mma bf16)" : "v2 decode per slot";
@@ -261,18 +261,10 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
         }
         std::vector<fast::MoePlan> plans = {pick};
         if (pick_combine.wgmma_combine) plans.push_back(pick_combine);
-        for (int l2 = 1; l2 <= 2 && pick.wgmma_tma >= 1; ++l2) {  // the pick, its weights evicted first
-            fast::MoePlan first = pick;                               // (TESSERA_MOE_L2=first, first-last)
+        for (int l2 = 1; l2 <= 3 && pick.wgmma_tma == 1; ++l2) {  // the pick under L2 policies
+            fast::MoePlan first = pick;  // (TESSERA_MOE_L2=first, first-last, last-item)
             first.wgmma_l2_first = l2;
             plans.push_back(first);
-        }
-        if (pick.wgmma_tma == 1 && pick.wgmma_persist && pick.wgmma_mt < 2 &&
-            (pick.tile_rows == 32 || pick.tile_rows == 48)) {  // three blocks an SM (TESSERA_MOE_BLOCKS=three)
-            fast::MoePlan three = pick;
-            three.wgmma_three = true;
-            plans.push_back(three);
-            three.wgmma_l2_first = 1;
-            plans.push_back(three);
         }
         for (const fast::MoePlan& p :
              {fast::MoePlan{false, true, 8, false, true}, fast::MoePlan{false, true, 8, false, false, true, 0},
@@ -512,22 +504,23 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             TS_CUDA_CHECK(cudaStreamSynchronize(st));
             // plain, warp-specialised, in clusters of 2, two m-tiles; persistent (4 one m-tile, 5
             // two); N halved for the smaller items (6 one m-tile, 7 two); 8: 4 with the weights
-            // evicted first from L2, 9: and A's rows last; 10: 4 three blocks an SM (32, 48 rows)
+            // evicted first from L2, 9: and A's rows last, 10: by each expert's last item's tiles
             for (int tma = 0; tma <= 10; ++tma) {
-                if (tma == 10 && tile != 32 && tile != 48) continue;
                 if (tma && !(w.tiling.gate_up && w.tiling.down)) continue;
                 const int cl = tma == 2 ? 2 : 1, mt = tma == 3 || (tma >= 5 && tma <= 7 && tma % 2) ? 2 : 1;
                 const int persist = tma == 4 || tma == 5 || tma >= 8 ? 1 : 0;
                 const bool fit = tma == 6 || tma == 7;
-                const int first = tma == 8 || tma == 9 ? tma - 7 : 0;
-                const fast::detail::MoeTmaTuning tune{first, tma == 10};
+                const int first = tma >= 8 ? tma - 7 : 0;
+                const fast::detail::MoeTmaTuning tune{first};
                 if ((mt == 2 || cl == 2 || fit) && tile > 64) continue;  // (mt2, clusters, fitted N to 64)
                 if (tile == 48 && (!tma || mt == 2 || cl == 2 || fit)) continue;  // (48: warp-specialised, one m-tile)
                 const std::string form = !tma ? std::string("wgmma")
                                          : "wgmma tma/" + std::to_string(cl) + (mt == 2 ? " mt2" : "") +
                                                (persist ? " persist" : "") + (fit ? " fit" : "") +
-                                               (first == 1 ? " l2-first" : first == 2 ? " l2-first-last" : "") +
-                                               (tune.three ? " three" : "");
+                                               (first == 1   ? " l2-first"
+                                                : first == 2 ? " l2-first-last"
+                                                : first == 3 ? " l2-last-item"
+                                                             : "");
                 const double tgl = time_of(a, timer, [&](int) {
                     TS_CUDA_CHECK(tma ? fast::detail::launch_moe_wgmma_tma_gate_up(lact, xg, P, w, lg, tile, cl, mt, st, persist, fit,
                                                                                    tune)

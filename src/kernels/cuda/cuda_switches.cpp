@@ -164,18 +164,12 @@ bool moe_combine_fused() {
     return fused;
 }
 // TESSERA_MOE_L2: normal (the default), first — the warp-specialised tiles load the experts'
-// weights under L2's evict-first policy — or first-last (and the activation rows' boxes under the
-// evict-last one): MoePlan::wgmma_l2_first, session 54; the same bits; opt-in until measured.
+// weights under L2's evict-first policy — first-last (and the activation rows' boxes under the
+// evict-last one) or last-item (the weights evicted first by each expert's last item's tiles alone):
+// MoePlan::wgmma_l2_first, session 54; the same bits; opt-in until measured.
 int moe_l2_first() {
-    static const int form = env_choice("TESSERA_MOE_L2", {"normal", "first", "first-last"});
+    static const int form = env_choice("TESSERA_MOE_L2", {"normal", "first", "first-last", "last-item"});
     return form;
-}
-// TESSERA_MOE_BLOCKS: auto (the default: the tiles' own rule, two blocks an SM up to 32
-// accumulators a consumer thread) or three — the persistent tiles of 32 and 48 rows three blocks an
-// SM (MoePlan::wgmma_three, session 54; the same bits; opt-in until measured).
-bool moe_three_blocks() {
-    static const bool three = env_switch("TESSERA_MOE_BLOCKS", "auto", "three");
-    return three;
 }
 // TESSERA_FLASH: wgmma (the default: the prefill attention on the warpgroup MMA,
 // fast_flash_attention_wgmma.cu) or mma (the mma.sync kernels of sessions 6–13, for A/B).

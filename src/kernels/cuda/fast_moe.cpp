@@ -17,7 +17,7 @@ namespace tessera::cuda::fast {
 namespace {
 
 // The warp-specialised tiles' choices that leave the bits alone.
-detail::MoeTmaTuning tuning(const MoePlan& plan) { return {plan.wgmma_l2_first, plan.wgmma_three}; }
+detail::MoeTmaTuning tuning(const MoePlan& plan) { return {plan.wgmma_l2_first}; }
 
 constexpr size_t kAlign = 256;
 size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
@@ -111,14 +111,9 @@ void check_plan(const MoePlan& p) {
     TS_CHECK(!p.wgmma_combine || p.wgmma_tma >= 1,
              "moe_experts_packed: wgmma_combine is a form of the warp-specialised tiles (got wgmma_tma {})",
              p.wgmma_tma);
-    TS_CHECK(p.wgmma_l2_first >= 0 && p.wgmma_l2_first <= 2 && (p.wgmma_l2_first < 2 || p.wgmma_tma != 2),
-             "moe_experts_packed: wgmma_l2_first = {} must be 0, 1 or 2 (2: not in clusters; got wgmma_tma {})",
+    TS_CHECK(p.wgmma_l2_first >= 0 && p.wgmma_l2_first <= 3 && (p.wgmma_l2_first != 2 || p.wgmma_tma != 2),
+             "moe_experts_packed: wgmma_l2_first = {} must be 0, 1, 2 or 3 (2: not in clusters; got wgmma_tma {})",
              p.wgmma_l2_first, p.wgmma_tma);
-    TS_CHECK(!p.wgmma_three || (p.wgmma_tma == 1 && p.wgmma_persist && p.wgmma_mt < 2 &&
-                                (p.tile_rows == 32 || p.tile_rows == 48)),
-             "moe_experts_packed: wgmma_three is a form of the persistent warp-specialised tiles of 32 or 48 rows, one "
-             "m-tile (got wgmma_tma {}, wgmma_persist {}, wgmma_mt {}, {} rows)",
-             p.wgmma_tma, p.wgmma_persist, p.wgmma_mt, p.tile_rows);
     TS_CHECK(p.fused_decode >= 0 && p.fused_decode <= 3, "moe_experts_packed: fused_decode = {} must be 0, 1, 2 or 3",
              p.fused_decode);
     if (p.fused_decode) {
@@ -593,9 +588,9 @@ void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int6
     plan.wgmma_gather = sw.gather && plan.wgmma_tma == 1;  // gate+up gathering x's rows itself (opt-in)
     plan.wgmma_combine = sw.combine && plan.wgmma_tma >= 1 && w.combine_counters;  // the down tiles' own sum (opt-in)
     // the weights evicted first (opt-in; A's rows evicted last: not in clusters)
-    plan.wgmma_l2_first = plan.wgmma_tma == 1 ? sw.l2_first : plan.wgmma_tma == 2 ? std::min(sw.l2_first, 1) : 0;
-    plan.wgmma_three = sw.three && plan.wgmma_tma == 1 && plan.wgmma_persist && plan.wgmma_mt != 2 &&
-                       (plan.tile_rows == 32 || plan.tile_rows == 48);  // (opt-in)
+    plan.wgmma_l2_first = plan.wgmma_tma != 1 && plan.wgmma_tma != 2 ? 0
+                          : plan.wgmma_tma == 2 && sw.l2_first == 2  ? 1
+                                                                     : sw.l2_first;
     // Persistent tiles: the pick's (tiles of 64), at every tile size (persist 1), or none (-1).
     if (sw.persist != 0) plan.wgmma_persist = sw.persist > 0 ? 1 : 0;
     if (plan.wgmma_tma != 1 || plan.wgmma_gather) plan.wgmma_persist = 0;

@@ -284,13 +284,10 @@ struct MoePlan {
     // feature block by a ticket (MoePackedExperts::combine_counters), instead of the combine kernel
     // after them: the same sums in the same order (opt-in until measured, TESSERA_MOE_COMBINE=fused).
     bool wgmma_combine = false;
-    // The warp-specialised tiles load the weights' boxes under L2's evict-first policy (each byte read
-    // once a step), leaving L2 to A's rows, which every feature block of an item reads: 1, and 2 with
-    // A's boxes under the evict-last policy (no clusters); 0 neither. The same bits.
+    // The warp-specialised tiles' L2 policies (MoeTmaTuning::l2_first): 0 none; 1 the weights' boxes
+    // evicted first, 2 and A's evicted last, 3 the weights evicted first by each expert's last item's
+    // tiles. The same bits.
     int wgmma_l2_first = 0;
-    // The persistent warp-specialised tiles of 32 and 48 rows (one m-tile) three blocks an SM, not two:
-    // 24 consumer warps an SM at 72 registers each (MoeTmaTuning::three). The same bits.
-    bool wgmma_three = false;
 };
 constexpr int kMoeMidRows = 8;  // rows a work item of the mid kernels: mma's 8 columns
 constexpr int64_t kMoeMidDown4Rows = 384;  // mid_down_tiles 0: 4 row tiles a warp from T·k rows (T ≥ 48, k 8)
@@ -374,12 +371,9 @@ struct MoeSwitches {
     // Where the pick runs the warp-specialised tiles and w.combine_counters is set: the down tiles
     // sum the slots themselves (MoePlan::wgmma_combine; TESSERA_MOE_COMBINE=fused, opt-in).
     bool combine = false;
-    // The warp-specialised tiles' weights under L2's evict-first policy (MoePlan::wgmma_l2_first:
-    // TESSERA_MOE_L2=first 1, first-last 2; opt-in until measured).
+    // The warp-specialised tiles' L2 policies (MoePlan::wgmma_l2_first: TESSERA_MOE_L2=first 1,
+    // first-last 2, last-item 3; opt-in until measured).
     int l2_first = 0;
-    // Where the pick runs persistent tiles of 32 or 48 rows: three blocks an SM (MoePlan::wgmma_three;
-    // TESSERA_MOE_BLOCKS=three, opt-in until measured).
-    bool three = false;
 };
 void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
                         const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream,
@@ -497,14 +491,13 @@ cudaError_t launch_moe_wgmma_gate_up(void* act, const void* xg, const MoePackedE
 cudaError_t launch_moe_wgmma_down(float* out, const void* act, const MoePackedExperts& w, const MoeGrouping& g,
                                   int tile_rows, cudaStream_t stream);
 // Choices of the warp-specialised tiles below that leave their bits alone (A/B):
-//   l2_first: 1 the weights' boxes under L2's evict-first policy (each byte read once a step), 2 and
-//             A's rows (read by every feature block of an item) under the evict-last one (no
-//             clusters); 0 neither (MoePlan::wgmma_l2_first).
-//   three:    three blocks an SM (24 consumer warps, 72 registers each) where the tiles take it —
-//             persistent, one m-tile, 32 or 48 rows, no clusters — else the usual (MoePlan::wgmma_three).
+//   l2_first: 1 the weights' boxes under L2's evict-first policy (each byte read once a step where an
+//             expert's rows are one item), 2 and A's rows (read by every feature block of an item)
+//             under the evict-last one (no clusters), 3 the weights evicted first by the tiles of
+//             each expert's last item only (its earlier items' tiles read the same weights); 0 none
+//             (MoePlan::wgmma_l2_first).
 struct MoeTmaTuning {
     int l2_first = 0;
-    bool three = false;
 };
 // Their warp-specialised form (fast_moe_wgmma_tma.cu; the same operands, P = T·k rows of xg / act,
 // the same bits): tile_rows 16, 32, 48, 64 or 128 (moe_wgmma_tma_fits; 128: cluster 1; 48: cluster

@@ -61,7 +61,7 @@ using namespace dev;
 constexpr int kBK = kWgmmaK;  // columns a k-tile
 
 template <int BT_, bool GATE_UP_, int STAGES_, int CL_, int MT_ = 1, bool GATHER_ = false, bool PERSIST_ = false,
-          bool FIT_ = false, bool THREE_ = false>
+          bool FIT_ = false>
 struct MoeTmaTile {
     static constexpr int BT = BT_;              // item rows a block: wgmma's N
     static constexpr int CL = CL_;              // blocks a cluster (along the features) sharing the boxes of A
@@ -70,7 +70,6 @@ struct MoeTmaTile {
     static constexpr bool kGather = GATHER_;    // A's rows gathered from x by cp.async (warps 10, 11)
     static constexpr bool kPersist = PERSIST_;  // a grid of resident blocks taking the tiles in turn
     static constexpr bool kFit = FIT_;          // wgmma's N BT / 2 for items of at most BT / 2 rows
-    static constexpr bool kThree = THREE_;      // three blocks an SM (persistent, one m-tile, up to 48 rows)
     static constexpr int kGatherThreads = 64;
     static constexpr int BM = (kGateUp ? 64 : 128) * MT;  // output features a block
     static constexpr int STAGES = STAGES_;
@@ -80,16 +79,13 @@ struct MoeTmaTile {
     // launch; more (BT 128, or two m-tiles of 64): one block an SM, 168 at launch, 232 consumers.
     // The producers' 32 at two blocks an SM cost the consumers nothing (104 either way: setmaxnreg
     // counts in 8s); at 24 the persistent forms' tile walk spilled up to 68 bytes (session 42).
-    // kThree (session 54): three blocks an SM, ≤ 56 registers at launch — 24 consumer warps an SM
-    // where two blocks have 16 — the producers at 24, the consumers at 72 (up to 24 accumulators).
-    static constexpr int kBlocksPerSm = kThree ? 3 : MT * BT / 2 <= 32 ? 2 : 1;
-    static constexpr int kProducerRegs = kBlocksPerSm == 1 ? 40 : kBlocksPerSm == 2 ? 32 : 24;
-    static constexpr int kConsumerRegs = kBlocksPerSm == 1 ? 232 : kBlocksPerSm == 2 ? 104 : 72;
-    static constexpr int kLaunchRegs = kBlocksPerSm == 1 ? 168 : kBlocksPerSm == 2 ? 80 : 56;
+    static constexpr int kBlocksPerSm = MT * BT / 2 <= 32 ? 2 : 1;
+    static constexpr int kProducerRegs = kBlocksPerSm == 1 ? 40 : 32;
+    static constexpr int kConsumerRegs = kBlocksPerSm == 1 ? 232 : 104;
     // The k-tile's wgmma in groups of a code word an m-tile (wgmma_int4_ktile_words): for two
     // m-tiles of gate+up at 32 rows, where groups of half a k-tile left ptxas short of registers at
     // 104 a consumer and it serialized the wgmma (C7512; sass_local.sh, session 42).
-    static constexpr bool kWordGroups = kGateUp && MT == 2 && BT == 32;  // (kThree: its own, word by word)
+    static constexpr bool kWordGroups = kGateUp && MT == 2 && BT == 32;
     static constexpr int kTiles = 8 * MT;       // 16-row weight tiles a stage (gate 4·MT + up 4·MT, or down 8·MT)
     static constexpr int kXBytes = 2 * BT * 128;  // two k-blocks of BT rows × 128 bytes
     static constexpr int kWOff = kXBytes, kWBytes = kTiles * 1024;
@@ -102,8 +98,8 @@ struct MoeTmaTile {
     static_assert(!kGather || (kGateUp && CL == 1), "the gathered A: gate+up, one block a cluster");
     static_assert(!kPersist || (CL == 1 && !kGather), "persistent: one block a cluster, A's rows by TMA");
     static_assert(!kFit || (BT <= 64 && !kPersist), "fitted N: up to 64; not persistent (ptxas serializes the wgmma)");
-    static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= kLaunchRegs * kThreads, "setmaxnreg moves registers only");
-    static_assert(!kThree || (kPersist && MT == 1 && BT <= 48 && CL == 1), "three blocks: persistent, one m-tile, ≤ 48 rows");
+    static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= (kBlocksPerSm == 1 ? 168 : 80) * kThreads,
+                  "setmaxnreg moves registers only");
     static_assert(kBlocksPerSm * (kSmem + 1024) <= 228 * 1024, "the blocks an SM");
 };
 
@@ -117,7 +113,8 @@ __device__ __forceinline__ float swiglu(float g, float u) { return g / (1.f + ex
 // 16·K/G halves; boxes of a k-tile × the block's row tiles (4 a matrix for gate+up, 8 for down).
 // weights_first: 1 the codes', scales' and biases' boxes under L2's evict-first policy (each byte is
 // read once a step; A's rows, read by every feature block of an item, keep the normal policy); 2 as
-// 1 with A's boxes under the evict-last policy (no clusters).
+// 1 with A's boxes under the evict-last policy (no clusters); 3 as 1 for the tiles of an expert's
+// last item only (its other items read the same weights).
 struct MoeTmaMaps {
     CUtensorMap x[16];
     CUtensorMap codes[2], scales[2], biases[2];
@@ -327,6 +324,9 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
         for (int i; (i = next_tile()) >= 0;) {
             const Tile tl = tile_at(i);
             const int boxes = min((tl.n_rows + 7) / 8, BT / 8);  // A's box: the item's rows rounded up to 8
+            const int item = item_of(i);  // (weights_first 3: evicted first by the expert's last item's tiles)
+            const bool evict = maps.weights_first == 1 || maps.weights_first == 2 ||
+                               (maps.weights_first == 3 && (item + 1 >= n_items || g.item_expert[item + 1] != tl.e));
             const int row_tile = int((int64_t(tl.e) * N + tl.n0) >> 4);  // the block's first row tile in the stack
             const uint32_t stage_bytes = weight_bytes + (C::kGather ? 0u : uint32_t(2 * boxes * 1024));
             const CUtensorMap* map = what == 0   ? &maps.x[boxes - 1]
@@ -347,7 +347,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                         tma_load_3d(to, map, 0, 2 * kt + m, tl.r0, &full[slot], policy);
                     else
                         tma_load_3d(to, map, 0, 2 * kt + m, tl.r0, &full[slot]);
-                } else if (maps.weights_first) {
+                } else if (evict) {
                     tma_load_2d(to, map, kt * kstep, row_tile, &full[slot], policy);
                 } else {
                     tma_load_2d(to, map, kt * kstep, row_tile, &full[slot]);
@@ -393,13 +393,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                 mbar_wait(&full[slot], (u / S) & 1);
                 const uint8_t* stage = smem + slot * C::kStageBytes;
                 const uint64_t desc = wgmma_desc_sw128(smem_addr(stage));
-                if constexpr (C::kThree) {  // (one m-tile: codes read a word at a time)
-                    uint32_t s2[2], b2[2];
-                    wgmma_int4_staged_scales(stage + C::kSOff, stage + C::kBOff, staged_scale_at(feature(0), tq, lo.gpt),
-                                             scale_hi(0), bias_lo, bias_hi, s2, b2);
-                    wgmma_int4_ktile_words_lazy<BN>(acc[0], stage + C::kWOff, feature(0), row_hi(0), tq, s2, b2,
-                                                    kWgmmaInt4NegC, desc, BT * 128);
-                } else if constexpr (C::kWordGroups) {
+                if constexpr (C::kWordGroups) {
                     uint4 q_lo[MT], q_hi[MT];
                     uint32_t s2[MT][2], b2[MT][2];
 #pragma unroll
@@ -488,7 +482,7 @@ cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const 
     if (P < 1 || K % kBK != 0 || m_lo.k != K || m_lo.n != N || (m_hi && (m_hi->k != K || m_hi->n != N)))
         return cudaErrorInvalidValue;
     MoeTmaMaps maps;
-    if (tune.l2_first < 0 || tune.l2_first > 2 || (tune.l2_first == 2 && C::CL > 1)) return cudaErrorInvalidValue;
+    if (tune.l2_first < 0 || tune.l2_first > 3 || (tune.l2_first == 2 && C::CL > 1)) return cudaErrorInvalidValue;
     maps.weights_first = tune.l2_first;
     for (int i = 0; i < (C::kGather ? 0 : C::BT / 8); ++i) {
         const uint64_t dims[3] = {64, uint64_t(K / 64), uint64_t(P)};
@@ -547,10 +541,6 @@ cudaError_t launch_tiles(int tile_rows, int mt, const void* a, int64_t P, int64_
         }
     }
     if (mt != 1) return cudaErrorInvalidValue;
-    if constexpr (CL == 1 && PERSIST && !GATHER && !FIT) {  // three blocks an SM (≤ 75 KB of ring each)
-        if (tune.three && tile_rows == 32) return go(MoeTmaTile<32, GATE_UP, 4, 1, 1, false, true, false, true>{});
-        if (tune.three && tile_rows == 48) return go(MoeTmaTile<48, GATE_UP, 3, 1, 1, false, true, false, true>{});
-    }
     switch (tile_rows) {
         case 16: return go(MoeTmaTile<16, GATE_UP, 7, CL, 1, GATHER, PERSIST, FIT>{});
         case 32: return go(MoeTmaTile<32, GATE_UP, 6, CL, 1, GATHER, PERSIST, FIT>{});

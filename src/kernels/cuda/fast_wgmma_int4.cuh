@@ -134,28 +134,21 @@ __device__ __forceinline__ int staged_scale_at(int r, int tq, int gpt, int runs,
 // without biases is in b).
 constexpr uint32_t kWgmmaInt4NegC = 0xc300c300u;
 
-// wgmma_int4_staged_operands' scales and biases alone.
-__device__ __forceinline__ void wgmma_int4_staged_scales(const uint8_t* scales, const uint8_t* biases, int s_lo,
-                                                         int s_hi, bool bias_lo, bool bias_hi, uint32_t (&s2)[2],
-                                                         uint32_t (&b2)[2]) {
-    constexpr uint32_t kNeg8 = 0xc100c100u, kNegZero = 0x80008000u;
-    s2[0] = f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(scales + s_lo));
-    s2[1] = f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(scales + s_hi));
-    b2[0] = bias_lo ? f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(biases + s_lo))
-                    : fma_bf16x2(s2[0], kNeg8, kNegZero);
-    b2[1] = bias_hi ? f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(biases + s_hi))
-                    : fma_bf16x2(s2[1], kNeg8, kNegZero);
-}
-
 // A lane's operands of a staged k-tile (wgmma_int4_ktile_staged's below): its code chunks of rows
 // r_lo, r_hi, and their scales and biases as bf16x2 pairs.
 __device__ __forceinline__ void wgmma_int4_staged_operands(const uint8_t* codes, int r_lo, int r_hi, int tq,
                                                            const uint8_t* scales, const uint8_t* biases, int s_lo,
                                                            int s_hi, bool bias_lo, bool bias_hi, uint4& q_lo,
                                                            uint4& q_hi, uint32_t (&s2)[2], uint32_t (&b2)[2]) {
+    constexpr uint32_t kNeg8 = 0xc100c100u, kNegZero = 0x80008000u;
     q_lo = *reinterpret_cast<const uint4*>(codes + r_lo * 64 + tq * 16);
     q_hi = *reinterpret_cast<const uint4*>(codes + r_hi * 64 + tq * 16);
-    wgmma_int4_staged_scales(scales, biases, s_lo, s_hi, bias_lo, bias_hi, s2, b2);
+    s2[0] = f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(scales + s_lo));
+    s2[1] = f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(scales + s_hi));
+    b2[0] = bias_lo ? f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(biases + s_lo))
+                    : fma_bf16x2(s2[0], kNeg8, kNegZero);
+    b2[1] = bias_hi ? f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(biases + s_hi))
+                    : fma_bf16x2(s2[1], kNeg8, kNegZero);
 }
 
 // wgmma_int4_ktile on staged weights: A rows r_lo, r_hi of `codes` (lane (g, tq): rows g and g + 8
@@ -203,34 +196,6 @@ __device__ __forceinline__ void wgmma_int4_ktile_words(float (&acc)[MT][LD], con
             wgmma_fence_operands(d);
             wgmma_wait<1>();  // the group before this one is done: its A registers are free again
         }
-    }
-}
-
-// wgmma_int4_ktile_words for one m-tile with each code word read from shared memory when its group
-// is dequantized (rows r_lo, r_hi of `codes` as wgmma_int4_staged_operands reads them) instead of
-// both rows' 16-byte chunks held through the k-tile: 6 registers fewer, for the MoE tiles three blocks
-// an SM (72 registers a consumer). The same sums in the same order.
-template <int BN, int LD>
-__device__ __forceinline__ void wgmma_int4_ktile_words_lazy(float (&acc)[LD], const uint8_t* codes, int r_lo,
-                                                            int r_hi, int tq, const uint32_t (&s2)[2],
-                                                            const uint32_t (&b2)[2], uint32_t negc, uint64_t desc,
-                                                            int block_bytes) {
-    static_assert(BN / 2 <= LD, "wgmma_int4_ktile_words_lazy: N past the accumulators");
-    float(&d)[BN / 2] = *reinterpret_cast<float(*)[BN / 2]>(&acc[0]);
-    const uint32_t* lo = reinterpret_cast<const uint32_t*>(codes + r_lo * 64 + tq * 16);
-    const uint32_t* hi = reinterpret_cast<const uint32_t*>(codes + r_hi * 64 + tq * 16);
-#pragma unroll
-    for (int w = 0; w < 4; ++w) {  // word w: k-steps 2·(w % 2), + 1 of k-block w / 2
-        uint32_t a0[4], a1[4];
-        wgmma_a_fragments(lo[w], hi[w], s2[0], b2[0], s2[1], b2[1], negc, a0, a1);
-        const uint64_t at = wgmma_desc_add(desc, uint32_t(((w >> 1) * block_bytes + 64 * (w & 1)) >> 4));
-        wgmma_fence();
-        wgmma_fence_operands(d);
-        wgmma_rs<BN>(d, a0, at, 1);
-        wgmma_rs<BN>(d, a1, wgmma_desc_add(at, 2), 1);
-        wgmma_commit();
-        wgmma_fence_operands(d);
-        wgmma_wait<1>();
     }
 }
 
