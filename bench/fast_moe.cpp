@@ -522,16 +522,18 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
                                                 : first == 3 ? " l2-last-item"
                                                              : "");
                 const double tgl = time_of(a, timer, [&](int) {
-                    TS_CUDA_CHECK(tma ? fast::detail::launch_moe_wgmma_tma_gate_up(lact, xg, P, w, lg, tile, cl, mt, st, persist, fit,
-                                                                                   tune)
-                                      : fast::detail::launch_moe_wgmma_gate_up(lact, xg, w, lg, tile, st));
+                    using namespace fast::detail;
+                    TS_CUDA_CHECK(tma ? launch_moe_wgmma_tma_gate_up(lact, xg, P, w, lg, tile, cl, mt, st, persist, fit,
+                                                                     tune)
+                                      : launch_moe_wgmma_gate_up(lact, xg, w, lg, tile, st));
                 });
                 std::snprintf(note, sizeof note, "2 of 3 matrices, %.0f TFLOP/s", flops * 2 / 3 / tgl / 1e12);
                 row(s, T, "  step: " + form + " gate+up+SwiGLU/" + std::to_string(tile), tgl, hot_bytes * 2 / 3, note);
                 const double tdl = time_of(a, timer, [&](int) {
-                    TS_CUDA_CHECK(tma ? fast::detail::launch_moe_wgmma_tma_down(lout, lact, P, w, lg, tile, cl, mt, st, persist, fit,
-                                                                                {}, tune)
-                                      : fast::detail::launch_moe_wgmma_down(lout, lact, w, lg, tile, st));
+                    using namespace fast::detail;
+                    TS_CUDA_CHECK(tma ? launch_moe_wgmma_tma_down(lout, lact, P, w, lg, tile, cl, mt, st, persist, fit, {},
+                                                                  tune)
+                                      : launch_moe_wgmma_down(lout, lact, w, lg, tile, st));
                 });
                 std::snprintf(note, sizeof note, "1 of 3 matrices, %.0f TFLOP/s; llama.cpp %s", flops / 3 / tdl / 1e12,
                               anchor);
