@@ -531,8 +531,8 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
                 row(s, T, "  step: " + form + " gate+up+SwiGLU/" + std::to_string(tile), tgl, hot_bytes * 2 / 3, note);
                 const double tdl = time_of(a, timer, [&](int) {
                     using namespace fast::detail;
-                    TS_CUDA_CHECK(tma ? launch_moe_wgmma_tma_down(lout, lact, P, w, lg, tile, cl, mt, st, persist, fit, {},
-                                                                  tune)
+                    TS_CUDA_CHECK(tma ? launch_moe_wgmma_tma_down(lout, lact, P, w, lg, tile, cl, mt, st, persist, fit,
+                                                                  {}, tune)
                                       : launch_moe_wgmma_down(lout, lact, w, lg, tile, st));
                 });
                 std::snprintf(note, sizeof note, "1 of 3 matrices, %.0f TFLOP/s; llama.cpp %s", flops / 3 / tdl / 1e12,
