@@ -771,6 +771,23 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
         plan.wgmma_tma = 1;
         refused(plan, w, "without ticket words");
     }
+    {  // wgmma_l2_first: 0 … 3, and 2 (A's boxes evicted last) not in clusters
+        auto refused = [&](int l2, int tma, const char* what) {
+            fast::MoePlan plan{true, false, 32, true};
+            plan.wgmma = true;
+            plan.wgmma_tma = tma;
+            plan.wgmma_l2_first = l2;
+            try {
+                run(plan, y, 64, p, 64, 2, w, 2, p);
+                ADD_FAILURE() << "accepted wgmma_l2_first " << what;
+            } catch (const Error& e) {
+                EXPECT_NE(std::string(e.what()).find("wgmma_l2_first"), std::string::npos) << what << ": " << e.what();
+            }
+        };
+        refused(-1, 1, "-1");
+        refused(4, 1, "4");
+        refused(2, 2, "2 in clusters");
+    }
     {  // route_ahead: after the routing kernel on x's logits (x_settled), its picks and experts the slots'
         const float* lg = p + 8192;
         auto ahead = [&](bool settled, const fast::MoeRouteAhead& ra, int k) {
