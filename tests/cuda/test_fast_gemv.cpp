@@ -167,7 +167,9 @@ std::string plan_name(const fast::GemvPlan& p) {
     if (p.variant == fast::GemvVariant::Imma)
         return "imma S=" + std::to_string(p.splits) + " C=" + std::to_string(p.cluster) + (p.regs ? " regs" : "");
     if (p.variant == fast::GemvVariant::MmaRows) return "mma rows mt=" + std::to_string(p.mtiles);
-    if (p.variant == fast::GemvVariant::Bulk) return p.xwarp ? "bulk, x by each warp" : "bulk";
+    if (p.variant == fast::GemvVariant::Bulk)
+        return std::string(p.xwarp ? "bulk, x by each warp" : "bulk") +
+               (p.cluster > 1 ? " cluster " + std::to_string(p.cluster) : "");
     if (p.variant == fast::GemvVariant::BulkMma)
         return "bulk mma C=" + std::to_string(p.cluster) + (p.reducer ? " reducer" : "");
     if (p.variant == fast::GemvVariant::WgmmaTma)
@@ -267,6 +269,11 @@ TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
                 fast::GemvPlan xw{fast::GemvVariant::Bulk};
                 xw.xwarp = 1;  // x staged by each consumer warp for its own k-tiles (the same bytes;
                 if (sh.T <= 2) plans.push_back(xw);  // more tokens stage it whole either way)
+                for (int C : {2, 4}) {  // one token: x quantized once a cluster (the same bytes, so Bulk's bits)
+                    fast::GemvPlan cp{fast::GemvVariant::Bulk};
+                    cp.cluster = C;
+                    if (sh.T == 1 && sh.N >= 16 * C) plans.push_back(cp);
+                }
                 if (qbound.empty()) qbound = dp4a_bound(ph, x, ldx, sh.T);
             }
             // BulkMma (f16 weights and x): every cluster that fits (its own, the smallest, among them),
@@ -298,6 +305,7 @@ TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
             std::vector<double> want_w, mag_w, off_w;
             if (wgmma_any) packed_reference(ph, round_bf16(x), ldx, sh.T, &want_w, &mag_w, &off_w, false, true);
             std::map<int, std::vector<float>> bulk_mma_y;  // the barrier form's y by cluster
+            std::vector<float> bulk_y;                      // Bulk's (x staged by each block)
             for (const fast::GemvPlan& plan : plans) {
                 SCOPED_TRACE(plan_name(plan));
                 const bool dp4a = plan.variant == fast::GemvVariant::Dp4a ||  // x in two int8 limbs
@@ -343,6 +351,10 @@ TEST(FastGemv, EveryVariantMatchesThePackedFormula) {
                               cudaSuccess);
                     s.synchronize();
                     EXPECT_TRUE(to_host<float>(y2) == y) << "diagnosis form " << form << ": y differs from the boxes'";
+                }
+                if (plan.variant == fast::GemvVariant::Bulk && plan.cluster == 1 && !plan.xwarp) bulk_y = y;
+                if (plan.variant == fast::GemvVariant::Bulk && plan.cluster > 1 && !bulk_y.empty()) {
+                    EXPECT_TRUE(y == bulk_y) << "x quantized once a cluster: y differs from Bulk's";
                 }
                 if (f16 && plan.reducer == 0) bulk_mma_y[plan.cluster] = y;
                 if (f16 && plan.reducer == 1 && bulk_mma_y.count(plan.cluster)) {
