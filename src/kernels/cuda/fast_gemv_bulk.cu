@@ -41,8 +41,6 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <mutex>
-#include <vector>
 
 #include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/fast_dp4a.cuh"
@@ -301,42 +299,6 @@ __global__ void __launch_bounds__(kThreads, TT == 1 && NS <= kGemvBulkStages ? 2
 
 // grid: blocks (0: gemv_grid_blocks); min_smem: dynamic shared memory asked for at least (the
 // bench's way to keep a second block off an SM).
-// Clusters of CL blocks of `kernel` resident at once (cudaOccupancyMaxActiveClusters, cached; 0 on failure).
-template <class Kernel>
-int bulk_resident_clusters(Kernel kernel, int CL, size_t smem) {
-    struct Entry {
-        int device;
-        const void* kernel;
-        int CL;
-        size_t smem;
-        int clusters;
-    };
-    static std::mutex mu;
-    static std::vector<Entry> cache;
-    int device = 0;
-    if (cudaGetDevice(&device) != cudaSuccess) return 0;
-    std::lock_guard<std::mutex> lock(mu);
-    for (const Entry& e : cache)
-        if (e.device == device && e.kernel == reinterpret_cast<const void*>(kernel) && e.CL == CL && e.smem == smem)
-            return e.clusters;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(unsigned(CL * gemv_sm_count()));
-    cfg.blockDim = dim3(unsigned(kThreads));
-    cfg.dynamicSmemBytes = smem;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = unsigned(CL), at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    int n = 0;
-    if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
-        (void)cudaGetLastError();
-        n = 0;
-    }
-    cache.push_back({device, reinterpret_cast<const void*>(kernel), CL, smem, n});
-    return n;
-}
-
 template <int TT, bool BIAS, bool MATH, int NS = kGemvBulkStages, int PAIR = 1, int SKIP = 0,
           bool XJIT = kGemvBulkXJit, int CL = 1>
 cudaError_t launch_tt(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
@@ -355,7 +317,8 @@ cudaError_t launch_tt(float* y, int64_t ldy, const float* x, int64_t ldx, int64_
     plan.cluster = CL;
     int64_t blocks = grid > 0 ? grid : gemv_grid_blocks(plan, w.n);
     if constexpr (CL > 1) {  // whole clusters, all resident at once (a second wave would double the call)
-        const int64_t resident = int64_t(bulk_resident_clusters(kernel, CL, smem)) * CL;
+        const int64_t resident =
+            int64_t(gemv_resident_clusters(reinterpret_cast<const void*>(kernel), kThreads, CL, smem)) * CL;
         blocks = std::min(blocks, resident) / CL * CL;
         if (blocks < CL) return cudaErrorInvalidConfiguration;
         return pdl::launch_cluster(kernel, dim3(unsigned(blocks)), dim3(kThreads), smem, stream, dim3(CL, 1, 1), y,

@@ -416,43 +416,6 @@ __global__ void __launch_bounds__(kThreads + (RW ? 32 : 0), 1)
     if (S > 1) cluster_sum(cluster, parts, my_rts, T, y, ldy, cid, ncl);
 }
 
-// The clusters of S blocks resident at once for this kernel and shared memory on the current
-// device (cached: an occupancy query a launch costs microseconds; not a stream operation, so graph
-// capture is safe).
-int resident_clusters(const void* kernel, int threads, int S, size_t smem) {
-    struct Entry {
-        int device;
-        const void* kernel;
-        int threads;
-        int S;
-        size_t smem;
-        int clusters;
-    };
-    static std::mutex mu;
-    static std::vector<Entry> cache;
-    int device = 0;
-    if (cudaGetDevice(&device) != cudaSuccess) return 0;
-    std::lock_guard<std::mutex> lock(mu);
-    for (const Entry& e : cache)
-        if (e.device == device && e.kernel == kernel && e.threads == threads && e.S == S && e.smem == smem)
-            return e.clusters;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(unsigned(S * gemv_sm_count()));
-    cfg.blockDim = dim3(unsigned(threads));
-    cfg.dynamicSmemBytes = smem;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = unsigned(S), at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    int n = 0;
-    if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
-        (void)cudaGetLastError();
-        n = 0;
-    }
-    cache.push_back({device, kernel, threads, S, smem, n});
-    return n;
-}
 
 // NS: ring stages; plan.reducer: the form (RW).
 template <bool BIAS, int NS, int SKIP = 0>
@@ -487,7 +450,7 @@ cudaError_t launch_ns(const GemvPlan& plan, float* y, int64_t ldy, const float* 
             layout(gemv_bulk_stage_bytes(w.group, w.biases != nullptr), NS, per, T, part_rts).total;
         if (need > kGemvBulkMaxSmem) return cudaErrorInvalidValue;  // gemv_bulk_mma_takes holds this off
         smem = size_t(need);
-        const int fit = resident_clusters(kernel, threads, S, smem);
+        const int fit = gemv_resident_clusters(reinterpret_cast<const void*>(kernel), threads, S, smem);
         if (fit <= 0) return cudaErrorInvalidConfiguration;
         if (fit >= ncl) break;
         ncl = fit;
@@ -527,6 +490,42 @@ cudaError_t launch_bias(const GemvPlan& plan, float* y, int64_t ldy, const float
 }
 
 }  // namespace
+
+// fast_gemv_plan.h.
+int gemv_resident_clusters(const void* kernel, int threads, int S, size_t smem) {
+    struct Entry {
+        int device;
+        const void* kernel;
+        int threads;
+        int S;
+        size_t smem;
+        int clusters;
+    };
+    static std::mutex mu;
+    static std::vector<Entry> cache;
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) return 0;
+    std::lock_guard<std::mutex> lock(mu);
+    for (const Entry& e : cache)
+        if (e.device == device && e.kernel == kernel && e.threads == threads && e.S == S && e.smem == smem)
+            return e.clusters;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(unsigned(S * gemv_sm_count()));
+    cfg.blockDim = dim3(unsigned(threads));
+    cfg.dynamicSmemBytes = smem;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = unsigned(S), at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
+        (void)cudaGetLastError();
+        n = 0;
+    }
+    cache.push_back({device, kernel, threads, S, smem, n});
+    return n;
+}
 
 // Arguments checked by gemv_packed_plan (gemv_bulk_mma_fits).
 cudaError_t launch_gemv_bulk_mma(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,

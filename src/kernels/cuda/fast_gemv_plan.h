@@ -492,6 +492,10 @@ cudaError_t launch_gemv_wgmma_diag(const GemvPlan& plan, int diag, float* y, int
 cudaError_t launch_gemv_dp4a(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                              const PackedMatrix& w, cudaStream_t stream);
 int gemv_dp4a_resident_blocks(const PackedMatrix& w, int64_t T);
+// The clusters of S blocks of `kernel` (threads a block, smem bytes of dynamic shared memory)
+// resident at once on the current device (cudaOccupancyMaxActiveClusters; cached: the query costs
+// microseconds, and it is not a stream operation, so graph capture is safe; 0 on failure).
+int gemv_resident_clusters(const void* kernel, int threads, int S, size_t smem);
 // Blocks of `plan`'s kernel resident on the device at once (occupancy query; -1 for Simt or on
 // failure), and the blocks it launches for w — the bench's diagnosis.
 int gemv_resident_blocks(const GemvPlan& plan, const PackedMatrix& w);
