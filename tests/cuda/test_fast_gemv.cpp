@@ -379,7 +379,7 @@ struct RejectMatrices {
 };
 
 // Bulk takes Int4 in 16-row tiles whose scales (biases) are 16-byte aligned for its copies, and as
-// many tokens as its x leaves room for beside the ring.
+// many tokens as its x leaves room for beside the ring; in clusters, 2 or 4 blocks with a row tile each.
 TEST(FastGemv, BulkRejectsBadPlans) {
     REQUIRE_CUDA();
     Stream s;
@@ -397,6 +397,11 @@ TEST(FastGemv, BulkRejectsBadPlans) {
     fast::GemvPlan xw = bulk;
     xw.xwarp = 2;  // 0 (x staged whole) or 1 (by each warp) only
     EXPECT_THROW(fast::gemv_packed_plan(xw, yt.as<float>(), 16, xt.as<float>(), 14336, 1, dt.m, s.get()), Error);
+    for (int C : {2, 3}) {  // clusters: 2 or 4 blocks, one token, a row tile a block (16 rows: one)
+        fast::GemvPlan cl = bulk;
+        cl.cluster = C;
+        EXPECT_THROW(fast::gemv_packed_plan(cl, yt.as<float>(), 16, xt.as<float>(), 14336, 1, dt.m, s.get()), Error);
+    }
     PackedMatrix odd = dt.m;
     odd.scales = reinterpret_cast<const uint16_t*>(reinterpret_cast<const uint8_t*>(odd.scales) + 8);
     EXPECT_FALSE(fast::gemv_bulk_takes(odd, 1));
