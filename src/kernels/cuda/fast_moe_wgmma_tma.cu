@@ -111,14 +111,14 @@ __device__ __forceinline__ float swiglu(float g, float u) { return g / (1.f + ex
 // item's rows, rounded up to 8). codes / scales / biases [lo, hi] (gate, up; or down): a stack's
 // row tiles as rows — codes K 8-byte words a row tile (its k-tiles' 1 KB one after another), scales
 // 16·K/G halves; boxes of a k-tile × the block's row tiles (4 a matrix for gate+up, 8 for down).
-// weights_first: 1 the codes', scales' and biases' boxes under L2's evict-first policy (each byte is
+// l2_first (MoeTmaTuning's): 1 the codes', scales' and biases' boxes under L2's evict-first policy (each byte is
 // read once a step; A's rows, read by every feature block of an item, keep the normal policy); 2 as
 // 1 with A's boxes under the evict-last policy (no clusters); 3 as 1 for the tiles of an expert's
 // last item only (its other items read the same weights).
 struct MoeTmaMaps {
     CUtensorMap x[16];
     CUtensorMap codes[2], scales[2], biases[2];
-    int weights_first = 0;
+    int l2_first = 0;
 };
 
 // Per matrix: groups a k-tile and row of a tile (128 / G), and whether it has biases.
@@ -319,14 +319,14 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                                          : uint32_t(C::kBOff + m * 512 * MT);
         const int kstep = what == 1 ? 128 : 16 * mat.gpt;  // elements a k-tile along the map's rows
         const uint32_t base = smem_addr(smem);
-        const uint64_t policy = what == 0 ? l2_evict_last() : l2_evict_first();  // (maps.weights_first)
+        const uint64_t policy = what == 0 ? l2_evict_last() : l2_evict_first();  // (maps.l2_first)
         uint32_t u = 0;  // k-tiles issued: the ring's slot u % S, its use u / S
         for (int i; (i = next_tile()) >= 0;) {
             const Tile tl = tile_at(i);
             const int boxes = min((tl.n_rows + 7) / 8, BT / 8);  // A's box: the item's rows rounded up to 8
-            const int item = item_of(i);  // (weights_first 3: evicted first by the expert's last item's tiles)
-            const bool evict = maps.weights_first == 1 || maps.weights_first == 2 ||
-                               (maps.weights_first == 3 && (item + 1 >= n_items || g.item_expert[item + 1] != tl.e));
+            const int item = item_of(i);  // (l2_first 3: evicted first by the expert's last item's tiles)
+            const bool evict = maps.l2_first == 1 || maps.l2_first == 2 ||
+                               (maps.l2_first == 3 && (item + 1 >= n_items || g.item_expert[item + 1] != tl.e));
             const int row_tile = int((int64_t(tl.e) * N + tl.n0) >> 4);  // the block's first row tile in the stack
             const uint32_t stage_bytes = weight_bytes + (C::kGather ? 0u : uint32_t(2 * boxes * 1024));
             const CUtensorMap* map = what == 0   ? &maps.x[boxes - 1]
@@ -343,7 +343,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                 if (what == 0) {
                     if constexpr (CL > 1)
                         tma_load_3d_multicast(to, map, 0, 2 * kt + m, tl.r0, &full[slot], uint16_t((1u << CL) - 1));
-                    else if (maps.weights_first == 2)
+                    else if (maps.l2_first == 2)
                         tma_load_3d(to, map, 0, 2 * kt + m, tl.r0, &full[slot], policy);
                     else
                         tma_load_3d(to, map, 0, 2 * kt + m, tl.r0, &full[slot]);
@@ -483,7 +483,7 @@ cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const 
         return cudaErrorInvalidValue;
     MoeTmaMaps maps;
     if (tune.l2_first < 0 || tune.l2_first > 3 || (tune.l2_first == 2 && C::CL > 1)) return cudaErrorInvalidValue;
-    maps.weights_first = tune.l2_first;
+    maps.l2_first = tune.l2_first;
     for (int i = 0; i < (C::kGather ? 0 : C::BT / 8); ++i) {
         const uint64_t dims[3] = {64, uint64_t(K / 64), uint64_t(P)};
         const uint64_t strides[2] = {128, uint64_t(K) * 2};
