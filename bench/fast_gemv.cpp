@@ -126,8 +126,7 @@ std::string plan_name(const fast::GemvPlan& p) {
     if (p.variant == fast::GemvVariant::Imma)
         return "imma S=" + std::to_string(p.splits) + " C=" + std::to_string(p.cluster) + (p.regs ? " regs" : "");
     if (p.variant == fast::GemvVariant::MmaRows) return "mma rows mt=" + std::to_string(p.mtiles);
-    if (p.variant == fast::GemvVariant::Bulk)
-        return std::string("bulk (copy engine, dp4a)") + (p.cluster > 1 ? " C=" + std::to_string(p.cluster) : "");
+    if (p.variant == fast::GemvVariant::Bulk) return "bulk (copy engine, dp4a)";
     if (p.variant == fast::GemvVariant::BulkMma)
         return "bulk mma (f16) C=" + std::to_string(p.cluster) + (p.reducer ? " reducer" : "");
     if (p.variant == fast::GemvVariant::WgmmaTma)
@@ -279,11 +278,6 @@ void bench_shape(const Args& a, const std::string& name, int64_t N, int64_t K, c
                 }
                 if (tile_pick.variant != fast::GemvVariant::Bulk && fast::gemv_bulk_takes(tm, T))
                     tp.push_back({fast::GemvVariant::Bulk});
-                for (int C : {2, 4}) {  // one token: x quantized once a cluster of C (session 54)
-                    fast::GemvPlan cp{fast::GemvVariant::Bulk};
-                    cp.cluster = C;
-                    if (T == 1 && fast::gemv_bulk_takes(tm, T) && N >= 16 * C) tp.push_back(cp);
-                }
                 // BulkMma: its own cluster, and (all variants) the others that fit, in each form
                 const int bm = fast::gemv_bulk_mma_cluster(tm, T, sms);
                 for (int C : {1, 2, 4, 8})

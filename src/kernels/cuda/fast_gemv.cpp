@@ -57,9 +57,8 @@ void gemv_packed_plan(const GemvPlan& plan, float* y, int64_t ldy, const float* 
     const ref::detail::Span ys = ref::detail::span_of(y, ldy, T, w.n), xs = ref::detail::span_of(x, ldx, T, w.k);
     TS_CHECK(!ref::detail::overlaps(ys, xs), "gemv_packed: y overlaps x");
     TS_CHECK(plan.cluster == 1 || plan.variant == GemvVariant::Dp4a || plan.variant == GemvVariant::Imma ||
-                 plan.variant == GemvVariant::BulkMma || plan.variant == GemvVariant::WgmmaTma ||
-                 plan.variant == GemvVariant::Bulk,
-             "gemv_packed: only Dp4a, Imma, Bulk, BulkMma and WgmmaTma run in clusters of their own (cluster {})",
+                 plan.variant == GemvVariant::BulkMma || plan.variant == GemvVariant::WgmmaTma,
+             "gemv_packed: only Dp4a, Imma, BulkMma and WgmmaTma run in clusters of their own (cluster {})",
              plan.cluster);
     if (plan.variant == GemvVariant::Simt) {
         TS_CUDA_CHECK(detail::launch_gemv_simt(y, ldy, x, ldx, T, w, stream));
@@ -101,11 +100,6 @@ void gemv_packed_plan(const GemvPlan& plan, float* y, int64_t ldy, const float* 
                  layout_name(w), w.group, T, w.k);
         TS_CHECK(plan.xwarp == 0 || plan.xwarp == 1,
                  "gemv_packed: Bulk's xwarp is 0 (x staged whole) or 1 (by each warp), not {}", plan.xwarp);
-        TS_CHECK(plan.cluster == 1 || ((plan.cluster == 2 || plan.cluster == 4) && T == 1 && plan.xwarp == 0 &&
-                                       w.n >= 16 * plan.cluster),
-                 "gemv_packed: Bulk runs in clusters of 1, or of 2 or 4 blocks quantizing x together at one token "
-                 "with x staged whole and a row tile a block (cluster {}, {} tokens, xwarp {}, N = {})",
-                 plan.cluster, T, plan.xwarp, w.n);
         TS_CUDA_CHECK(detail::launch_gemv_bulk(plan, y, ldy, x, ldx, T, w, stream));
         return;
     }

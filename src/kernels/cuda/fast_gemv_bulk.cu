@@ -24,11 +24,7 @@
 //
 // x is quantized by the consumer warps into shared memory after pdl::wait, four batches' loads in
 // flight at once, while the first stages land — or (XJIT, GemvPlan::xwarp: the pick's at two
-// tokens) each consumer warp quantizes the columns of its own k-tiles as it goes — or (CL > 1,
-// GemvPlan::cluster, one token; session 54) the blocks of a cluster of CL quantize x together, each
-// its 1/CL of the items stored into every block's shared memory (distributed shared memory; the same
-// bytes), an arrival on each block's `xready` once a block's stores are out: x's reads from L2 (every
-// block's 56 KiB at K = 14336, ~1.4 µs of the 11.1) fall CL-fold.
+// tokens) each consumer warp quantizes the columns of its own k-tiles as it goes.
 //
 // Measured (H200, bench_fast_gemv, µs cold / 16 calls back to back; docs/cuda-rounds.md, twenty-fourth
 // to twenty-sixth rounds): 4096x14336 one token 14.8 / 11.5 with 8 stages (gemv_bulk_stages; 4
@@ -107,18 +103,14 @@ __device__ __forceinline__ void bulk_ktile(float (&p)[TT][2], const uint8_t* sta
 // 539.4 against 509–512 tok/s at 4K (the default pick 550–552): the lead for a wider pick.
 // One token with 4 stages: two blocks an SM fit (≤ 56 registers), so the next kernel's blocks
 // can start streaming beside this one's (programmatic launch); 8 stages fill the SM alone.
-// CL: blocks a cluster quantizing x together (1: each block all of x; > 1: one token, x staged
-// whole, MATH, no SKIP).
 template <int TT, bool BIAS, bool MATH = true, int NS = kGemvBulkStages, int PAIR = 1, int SKIP = 0,
-          bool XJIT = kGemvBulkXJit, int CL = 1>
+          bool XJIT = kGemvBulkXJit>
 __global__ void __launch_bounds__(kThreads, TT == 1 && NS <= kGemvBulkStages ? 2 : 1)
     gemv_bulk_kernel(float* __restrict__ y, int64_t ldy, const float* __restrict__ x, int64_t ldx, int T,
                      PackedMatrix w, bool x_aligned, int prewait) {
-    static_assert(CL == 1 || (TT == 1 && MATH && SKIP == 0 && !XJIT), "Bulk in clusters: one token, x staged whole");
     extern __shared__ __align__(128) uint8_t smem[];
     constexpr int kNS = NS;
     __shared__ uint64_t full[kNS], empty[kNS];
-    __shared__ uint64_t xready;  // (CL > 1) one arrival from each block of the cluster once its share of x is in
     __shared__ float red[2][TT][16][kCW];  // [buffer][token][row][warp]
     const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5);
     const int K = int(w.k), nkt = K / 128, row_tiles = int(w.n / 16);
@@ -129,15 +121,8 @@ __global__ void __launch_bounds__(kThreads, TT == 1 && NS <= kGemvBulkStages ? 2
     const int stage_bytes = kCW * tile_bytes;      // gemv_bulk_stage_bytes
     if (threadIdx.x == 0) {
         for (int s = 0; s < kNS; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], kCW);
-        if constexpr (CL > 1) {
-            mbar_init(&xready, CL);
-            fence_mbarrier_init_cluster();
-        }
     }
-    // With a cluster: every block running and its xready ready before a peer stores into it (before
-    // pdl::wait: under the kernel before, as the first stages are).
-    if constexpr (CL > 1) cluster_barrier();
-    else __syncthreads();
+    __syncthreads();
 
     if (warp == kCW) {  // ---- producer: one lane asks for every stage of the block, in order ----
         if (lane != 0) return;
@@ -168,18 +153,8 @@ __global__ void __launch_bounds__(kThreads, TT == 1 && NS <= kGemvBulkStages ? 2
     pdl::trigger();
     uint8_t* const xs = smem + kNS * stage_bytes;  // NS · gemv_bulk_stage_bytes; then x (gemv_bulk_x_bytes)
     constexpr bool kStageX = MATH && !(SKIP & 1);
-    if constexpr (CL > 1) {
-        dp4a_quantize_x<kCW * 32, CL, kXBatches>(x, ldx, T, K, x_aligned, xs, cluster_rank());
-        asm volatile("fence.acq_rel.cluster;\n" ::: "memory");  // this thread's stores into the peers, then
-        named_barrier_sync(kConsumerBar, kCW * 32);               // the block's, before its arrivals
-        if (threadIdx.x == 0)
-            for (int r = 0; r < CL; ++r) mbar_arrive_cluster(&xready, uint32_t(r));
-        while (!mbar_try_wait<true>(&xready, 0)) {
-        }  // every block's share is here (no peer touches this block's shared memory after it)
-    } else {
-        if constexpr (kStageX && !XJIT) dp4a_quantize_x<kCW * 32, 1, kXBatches>(x, ldx, T, K, x_aligned, xs);
-        if constexpr (!XJIT) named_barrier_sync(kConsumerBar, kCW * 32);
-    }
+    if constexpr (kStageX && !XJIT) dp4a_quantize_x<kCW * 32, 1, kXBatches>(x, ldx, T, K, x_aligned, xs);
+    if constexpr (!XJIT) named_barrier_sync(kConsumerBar, kCW * 32);
     const Dp4aX X = dp4a_x(xs, K, T);
     const int g = lane >> 2, t = lane & 3;
     const int gi = t >> (__ffs(w.group / 32) - 1);  // chunk t's scale group in its tile row
@@ -300,11 +275,11 @@ __global__ void __launch_bounds__(kThreads, TT == 1 && NS <= kGemvBulkStages ? 2
 // grid: blocks (0: gemv_grid_blocks); min_smem: dynamic shared memory asked for at least (the
 // bench's way to keep a second block off an SM).
 template <int TT, bool BIAS, bool MATH, int NS = kGemvBulkStages, int PAIR = 1, int SKIP = 0,
-          bool XJIT = kGemvBulkXJit, int CL = 1>
+          bool XJIT = kGemvBulkXJit>
 cudaError_t launch_tt(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const PackedMatrix& w,
                       cudaStream_t stream, int grid = 0, int64_t min_smem = 0, int prewait = kGemvBulkPrewait) {
     const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
-    auto* kernel = gemv_bulk_kernel<TT, BIAS, MATH, NS, PAIR, SKIP, XJIT, CL>;
+    auto* kernel = gemv_bulk_kernel<TT, BIAS, MATH, NS, PAIR, SKIP, XJIT>;
     // The opt-in to more than 48 KiB of dynamic shared memory, once a kernel (not a stream
     // operation: safe while a decode graph is being captured).
     static const cudaError_t opt_in =
@@ -313,29 +288,9 @@ cudaError_t launch_tt(float* y, int64_t ldy, const float* x, int64_t ldx, int64_
     const int64_t need = gemv_bulk_smem(w.k, T, w.group, BIAS, NS);
     if (need > kGemvBulkMaxSmem) return cudaErrorInvalidValue;  // the diagnosis's deep rings at a large K
     const size_t smem = size_t(std::min<int64_t>(std::max(need, min_smem), kGemvBulkMaxSmem));
-    GemvPlan plan{GemvVariant::Bulk};
-    plan.cluster = CL;
-    int64_t blocks = grid > 0 ? grid : gemv_grid_blocks(plan, w.n);
-    if constexpr (CL > 1) {  // whole clusters, all resident at once (a second wave would double the call)
-        const int64_t resident =
-            int64_t(gemv_resident_clusters(reinterpret_cast<const void*>(kernel), kThreads, CL, smem)) * CL;
-        blocks = std::min(blocks, resident) / CL * CL;
-        if (blocks < CL) return cudaErrorInvalidConfiguration;
-        return pdl::launch_cluster(kernel, dim3(unsigned(blocks)), dim3(kThreads), smem, stream, dim3(CL, 1, 1), y,
-                                   ldy, x, ldx, int(T), w, aligned, prewait);
-    }
-    return pdl::launch(kernel, dim3(unsigned(blocks)), kThreads, smem, stream, y, ldy, x, ldx, int(T), w, aligned,
-                       prewait);
-}
-
-// One token in clusters of CL (x staged whole): the pick's ring.
-template <bool BIAS, int CL>
-cudaError_t launch_cluster(float* y, int64_t ldy, const float* x, int64_t ldx, const PackedMatrix& w,
-                           cudaStream_t stream) {
-    constexpr int kNS = kGemvBulkStages, kDeep = kGemvBulkDeepStages;
-    if (gemv_bulk_stages(w.k, 1, w.group, BIAS) == kDeep)
-        return launch_tt<1, BIAS, true, kDeep, 1, 0, false, CL>(y, ldy, x, ldx, 1, w, stream);
-    return launch_tt<1, BIAS, true, kNS, 1, 0, false, CL>(y, ldy, x, ldx, 1, w, stream);
+    const GemvPlan plan{GemvVariant::Bulk};
+    const unsigned blocks = unsigned(grid > 0 ? grid : gemv_grid_blocks(plan, w.n));
+    return pdl::launch(kernel, dim3(blocks), kThreads, smem, stream, y, ldy, x, ldx, int(T), w, aligned, prewait);
 }
 
 template <bool BIAS, bool XJIT>
@@ -355,16 +310,6 @@ cudaError_t launch_bias(float* y, int64_t ldy, const float* x, int64_t ldx, int6
 // Arguments checked by gemv_packed_plan (gemv_bulk_takes). plan.xwarp: XJIT at one or two tokens.
 cudaError_t launch_gemv_bulk(const GemvPlan& plan, float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T,
                              const PackedMatrix& w, cudaStream_t stream) {
-    if (plan.cluster != 1) {  // (one token, x staged whole: gemv_packed_plan checks)
-        if (T != 1 || plan.xwarp) return cudaErrorInvalidValue;
-        if (plan.cluster == 2)
-            return w.biases ? launch_cluster<true, 2>(y, ldy, x, ldx, w, stream)
-                            : launch_cluster<false, 2>(y, ldy, x, ldx, w, stream);
-        if (plan.cluster == 4)
-            return w.biases ? launch_cluster<true, 4>(y, ldy, x, ldx, w, stream)
-                            : launch_cluster<false, 4>(y, ldy, x, ldx, w, stream);
-        return cudaErrorInvalidValue;
-    }
     if (plan.xwarp)
         return w.biases ? launch_bias<true, true>(y, ldy, x, ldx, T, w, stream)
                         : launch_bias<false, true>(y, ldy, x, ldx, T, w, stream);

@@ -502,8 +502,7 @@ int gemv_resident_blocks(const GemvPlan& plan, const PackedMatrix& w);
 constexpr int64_t gemv_grid_blocks(const GemvPlan& plan, int64_t N) {
     if (plan.variant == GemvVariant::WgmmaTma) return (N + 64 * plan.mtiles - 1) / (64 * plan.mtiles) * plan.cluster;
     if (plan.variant == GemvVariant::MmaStaged || plan.variant == GemvVariant::MmaChunks) return (N + 15) / 16;
-    if (plan.variant == GemvVariant::Bulk)  // whole clusters (the launch keeps those resident at once)
-        return std::min<int64_t>((N + 15) / 16, gemv_sm_count()) / plan.cluster * plan.cluster;
+    if (plan.variant == GemvVariant::Bulk) return std::min<int64_t>((N + 15) / 16, gemv_sm_count());
     if (plan.variant == GemvVariant::Imma) {
         const int64_t rows = int64_t(16) * (kGemvImmaWarps / plan.splits);
         return (N + rows - 1) / rows * plan.cluster;
