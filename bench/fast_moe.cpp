@@ -23,6 +23,7 @@
 #include <functional>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/half.h"
@@ -147,7 +148,7 @@ std::string plan_name(const fast::MoePlan& p) {
         return "wgmma " + (p.wgmma_tma ? "tma/" + std::to_string(p.wgmma_tma) + " " : std::string()) +
                (p.wgmma_mt == 2 ? "mt2 " : "") + (p.wgmma_gather ? "gather " : "") +
                (p.wgmma_persist ? "persist " : "") + (p.wgmma_fit ? "fit " : "") +
-               (p.wgmma_combine ? "own-combine " : "") +
+               (p.wgmma_combine ? "own-combine " : "") + (p.wgmma_out16 ? "out16 " : "") +
                (p.wgmma_l2_first == 1   ? "l2-first "
                 : p.wgmma_l2_first == 2 ? "l2-first-last "
                 : p.wgmma_l2_first == 3 ? "l2-last-item "
@@ -265,6 +266,13 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             fast::MoePlan first = pick;  // (TESSERA_MOE_L2=first, first-last, last-item)
             first.wgmma_l2_first = l2;
             plans.push_back(first);
+        }
+        for (int l2 : {0, 1}) {  // the pick with out in bf16 (TESSERA_MOE_OUT=bf16), under L2's policies 0 and 1
+            if (pick.wgmma_tma < 1) break;
+            fast::MoePlan o = pick;
+            o.wgmma_out16 = true;
+            o.wgmma_l2_first = l2;
+            plans.push_back(o);
         }
         for (const fast::MoePlan& p :
              {fast::MoePlan{false, true, 8, false, true}, fast::MoePlan{false, true, 8, false, false, true, 0},
@@ -538,6 +546,29 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
                 std::snprintf(note, sizeof note, "1 of 3 matrices, %.0f TFLOP/s; llama.cpp %s", flops / 3 / tdl / 1e12,
                               anchor);
                 row(s, T, "  step: " + form + " down/" + std::to_string(tile), tdl, hot_bytes / 3, note);
+                if (tma != 4) continue;
+                // the persistent form's down with out in bf16 (MoePlan::wgmma_out16), and the combine
+                // kernel after each (f32 then bf16 rows of out)
+                const double tdo = time_of(a, timer, [&](int) {
+                    TS_CUDA_CHECK(fast::detail::launch_moe_wgmma_tma_down(lout, lact, P, w, lg, tile, cl, mt, st,
+                                                                          persist, fit, {}, tune, true));
+                });
+                row(s, T, "  step: " + form + " out16 down/" + std::to_string(tile), tdo, hot_bytes / 3, note);
+                for (bool o16 : {false, true})  // the combine's forms: columns a thread, slots a batch
+                    for (const auto& [cols, batch] : {std::pair{4, 16}, std::pair{4, 8}, std::pair{8, 8},
+                                                     std::pair{8, 12}}) {
+                        const double tcb = time_of(a, timer, [&](int) {
+                            using namespace fast::detail;
+                            float* yy = y.as<float>();
+                            TS_CUDA_CHECK(o16 ? launch_moe_combine_bf16(yy, s.H, lout, T, s.H, rw, s.k, lg, st, cols,
+                                                                        batch)
+                                              : launch_moe_combine(yy, s.H, lout, T, s.H, rw, s.k, lg, st, cols,
+                                                                   batch));
+                        });
+                        row(s, T, std::string("  step: combine (out ") + (o16 ? "bf16" : "f32") + ", " +
+                                      std::to_string(cols) + " cols, " + std::to_string(batch) + " slots)/" +
+                                      std::to_string(tile), tcb, 0, "");
+                    }
             }
             if (!w.tiling.gate_up) continue;
             // A's rows gathered in gate+up: x in bf16 once a token (its own step), against the

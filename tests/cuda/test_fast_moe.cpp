@@ -788,6 +788,25 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
         refused(4, 1, "4");
         refused(2, 2, "2 in clusters");
     }
+    {  // wgmma_out16: the warp-specialised tiles, without their own slot sum (which reads f32 rows)
+        auto refused = [&](int tma, bool combine, const char* what) {
+            fast::MoePlan plan{true, false, 32, true};
+            plan.wgmma = true;
+            plan.wgmma_tma = tma;
+            plan.wgmma_combine = combine;
+            plan.wgmma_out16 = true;
+            fast::MoePackedExperts with = w;
+            with.combine_counters = reinterpret_cast<unsigned*>(p + 65536);
+            try {
+                run(plan, y, 64, p, 64, 2, with, 2, p);
+                ADD_FAILURE() << "accepted wgmma_out16 " << what;
+            } catch (const Error& e) {
+                EXPECT_NE(std::string(e.what()).find("wgmma_out16"), std::string::npos) << what << ": " << e.what();
+            }
+        };
+        refused(0, false, "without wgmma_tma");
+        refused(1, true, "with wgmma_combine");
+    }
     {  // route_ahead: after the routing kernel on x's logits (x_settled), its picks and experts the slots'
         const float* lg = p + 8192;
         auto ahead = [&](bool settled, const fast::MoeRouteAhead& ra, int k) {

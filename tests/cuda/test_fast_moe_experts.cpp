@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/half.h"
 #include "core/tensor.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_backend.h"
@@ -548,6 +549,124 @@ TEST(FastMoe, DownTilesSumTheSlotsAsTheCombineDoes) {
                 size_t nan = 0;
                 for (int64_t c2 = 0; c2 < H; ++c2) nan += std::isnan(std::bit_cast<float>(got[size_t(t * H + c2)]));
                 EXPECT_EQ(nan, t == 8 ? 0u : size_t(H)) << "token " << t;
+            }
+        }
+    }
+}
+
+// Out in bf16 (MoePlan::wgmma_out16): each warp-specialised down form writes every slot's row as
+// the f32 form's values rounded to nearest even — bit for bit — and the bf16 combine sums them as the
+// f32 one sums its rows (each widened, the same operations in slot order; NaN where a slot has no
+// row); moe_experts_packed_plan with the flag gives those bits; every form of the combine (columns a
+// thread, slots a batch) gives the default's, f32 and bf16. Rows of 16…128 a tile, clusters of 2, two
+// m-tiles, persistent, N halved; bad ids, one expert taking every token, 11 slots a token.
+TEST(FastMoe, Out16DownTilesRoundTheSlotsAndTheCombineSumsThem) {
+    REQUIRE_CUDA();
+    const int E = 32;
+    const int64_t H = 512, I = 256;
+    Experts ex(E, H, I, DType::Q4_0, 1300, 32, true);
+    ASSERT_EQ(ex.tile(), 3);
+    struct Case {
+        const char* what;
+        int64_t T;
+        int k;
+        Routing r;
+    };
+    Routing bad = random_routing(300, E, 8, 1303);
+    bad.ids[size_t(3 * 8 + 2)] = E + 5;                        // token 3: one slot out of range
+    for (int j = 0; j < 8; ++j) bad.ids[size_t(7 * 8 + j)] = -1;  // token 7: every slot
+    const Case cases[] = {
+        {"33 tokens top-8", 33, 8, random_routing(33, E, 8, 1301)},
+        {"300 tokens top-8, bad ids", 300, 8, bad},
+        {"one expert takes every token", 100, 1, random_routing(100, E, 1, 1302, {5})},
+        {"40 tokens top-11 (two batches of 8 slots)", 40, 11, random_routing(40, E, 11, 1305)},
+    };
+    const fast::MoePackedExperts pe = ex.view();
+    Stream stream;
+    const cudaStream_t st = stream.get();
+    for (const Case& c : cases) {
+        SCOPED_TRACE(c.what);
+        const int64_t P = c.T * c.k, H128 = (H + 127) / 128 * 128, I128 = (I + 127) / 128 * 128;
+        const DeviceBuffer x = to_device(normal_floats(size_t(c.T * H), 1304 + uint32_t(c.T)));
+        const DeviceBuffer ids = to_device(c.r.ids), wts = to_device(c.r.weights);
+        DeviceBuffer xg(size_t(P * H128) * 2), act(size_t(P * I128) * 2), out32(size_t(P * H) * 4),
+            out16(size_t(P * H) * 2), y(size_t(c.T * H) * 4);
+        DeviceBuffer scratch(fast::moe_experts_scratch_bytes(c.T, c.k, E, H, I));
+        for (int rows : {16, 32, 48, 64, 128}) {
+            // forms: 1 one m-tile, 2 clusters of 2, 3 two m-tiles, 4 persistent, 5 N halved
+            for (int form = 1; form <= 5; ++form) {
+                const int cl = form == 2 ? 2 : 1, mt = form == 3 ? 2 : 1, persist = form == 4 ? 1 : 0;
+                const bool fit = form == 5;
+                if ((cl == 2 || mt == 2 || fit) && rows > 64) continue;
+                if (rows == 48 && (cl == 2 || mt == 2 || fit)) continue;
+                SCOPED_TRACE(std::to_string(rows) + " rows, form " + std::to_string(form));
+                const fast::MoeGrouping g = fast::moe_group(ids.as<int32_t>(), c.T, c.k, E, rows, scratch.data(), st);
+                using namespace fast::detail;
+                TS_CUDA_CHECK(launch_moe_gather_wgmma(xg.data(), x.as<float>(), H, c.T, H, c.k, g, st));
+                TS_CUDA_CHECK(launch_moe_wgmma_tma_gate_up(act.data(), xg.data(), P, pe, g, rows, cl, mt, st, persist,
+                                                           fit));
+                TS_CUDA_CHECK(cudaMemsetAsync(out16.data(), 0xff, out16.size(), st));
+                TS_CUDA_CHECK(launch_moe_wgmma_tma_down(out32.data(), act.data(), P, pe, g, rows, cl, mt, st, persist,
+                                                        fit));
+                TS_CUDA_CHECK(launch_moe_wgmma_tma_down(out16.data(), act.data(), P, pe, g, rows, cl, mt, st, persist,
+                                                        fit, {}, {}, true));
+                TS_CUDA_CHECK(cudaMemsetAsync(y.data(), 0xff, y.size(), st));
+                TS_CUDA_CHECK(launch_moe_combine_bf16(y.as<float>(), H, out16.data(), c.T, H, wts.as<float>(), c.k, g,
+                                                      st));
+                stream.synchronize();
+                std::vector<int32_t> row_of_slot(static_cast<size_t>(P));
+                TS_CUDA_CHECK(cudaMemcpy(row_of_slot.data(), g.row_of_slot, size_t(P) * 4, cudaMemcpyDeviceToHost));
+                const std::vector<float> o32 = to_host<float>(out32, size_t(P * H));
+                const std::vector<uint16_t> o16 = to_host<uint16_t>(out16, size_t(P * H));
+                const std::vector<uint32_t> got = to_host<uint32_t>(y, size_t(c.T * H));
+                size_t bad_rounding = 0, bad_sum = 0;
+                for (int64_t s = 0; s < P; ++s) {
+                    const int32_t r = row_of_slot[size_t(s)];
+                    if (r < 0) continue;
+                    for (int64_t n = 0; n < H; ++n)
+                        bad_rounding += o16[size_t(r * H + n)] != f32_to_bf16(o32[size_t(r * H + n)]);
+                }
+                for (int64_t t = 0; t < c.T; ++t)
+                    for (int64_t n = 0; n < H; ++n) {
+                        float sum = 0.f;
+                        for (int j = 0; j < c.k; ++j) {
+                            const int32_t r = row_of_slot[size_t(t * c.k + j)];
+                            const float v = r >= 0 ? bf16_to_f32(o16[size_t(r * H + n)]) : NAN;
+                            const float p = c.r.weights[size_t(t * c.k + j)] * v;
+                            sum = j == 0 ? p : sum + p;
+                        }
+                        const uint32_t yv = got[size_t(t * H + n)];
+                        const bool nan_y = std::isnan(std::bit_cast<float>(yv));
+                        bad_sum += std::isnan(sum) ? !nan_y : std::bit_cast<uint32_t>(sum) != yv;
+                    }
+                EXPECT_EQ(bad_rounding, 0u) << "bf16 values of out not the f32 form's rounded to nearest even";
+                EXPECT_EQ(bad_sum, 0u) << "combined values not the slots' sum in slot order";
+                if (form == 1) {  // the combine's forms (columns a thread, slots a batch): its bits, f32 and bf16
+                    TS_CUDA_CHECK(launch_moe_combine(y.as<float>(), H, out32.as<float>(), c.T, H, wts.as<float>(), c.k,
+                                                     g, st));
+                    stream.synchronize();
+                    const std::vector<uint32_t> want32 = to_host<uint32_t>(y, size_t(c.T * H));
+                    for (const auto& [cols, batch] : {std::pair{4, 8}, std::pair{4, 12}, std::pair{8, 8},
+                                                     std::pair{8, 12}, std::pair{8, 16}})
+                        for (bool o16 : {false, true}) {
+                            TS_CUDA_CHECK(cudaMemsetAsync(y.data(), 0xff, y.size(), st));
+                            TS_CUDA_CHECK(o16 ? launch_moe_combine_bf16(y.as<float>(), H, out16.data(), c.T, H,
+                                                                        wts.as<float>(), c.k, g, st, cols, batch)
+                                              : launch_moe_combine(y.as<float>(), H, out32.as<float>(), c.T, H,
+                                                                   wts.as<float>(), c.k, g, st, cols, batch));
+                            stream.synchronize();
+                            EXPECT_EQ(differing(to_host<uint32_t>(y, size_t(c.T * H)), o16 ? got : want32), 0u)
+                                << (o16 ? "bf16" : "f32") << " combine of " << cols << " columns a thread, " << batch
+                                << " slots a batch";
+                        }
+                }
+                if (form == 4) {  // the plan's dispatch: these bits
+                    fast::MoePlan p{true, false, rows, true};
+                    p.wgmma = true, p.wgmma_tma = 1, p.wgmma_persist = 1, p.wgmma_out16 = true;
+                    EXPECT_EQ(differing(plan_bits(p, y, x, H, c.T, pe, ids, wts, c.k, scratch, stream), got), 0u)
+                        << "moe_experts_packed_plan with wgmma_out16";
+                }
+                if (HasFailure()) return;
             }
         }
     }

@@ -171,6 +171,13 @@ int moe_l2_first() {
     static const int form = env_choice("TESSERA_MOE_L2", {"normal", "first", "first-last", "last-item"});
     return form;
 }
+// TESSERA_MOE_OUT: f32 (the default) or bf16 — the warp-specialised down tiles write each slot's
+// sum in bf16 and the combine kernel reads it so (MoePlan::wgmma_out16, session 55: half the bytes
+// of out [T·k, H], one rounding a slot; not with TESSERA_MOE_COMBINE=fused; opt-in until measured).
+bool moe_out_bf16() {
+    static const bool bf16 = env_switch("TESSERA_MOE_OUT", "f32", "bf16");
+    return bf16;
+}
 // TESSERA_FLASH: wgmma (the default: the prefill attention on the warpgroup MMA,
 // fast_flash_attention_wgmma.cu) or mma (the mma.sync kernels of sessions 6–13, for A/B).
 bool flash_mma() {

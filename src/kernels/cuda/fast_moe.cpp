@@ -111,6 +111,10 @@ void check_plan(const MoePlan& p) {
     TS_CHECK(!p.wgmma_combine || p.wgmma_tma >= 1,
              "moe_experts_packed: wgmma_combine is a form of the warp-specialised tiles (got wgmma_tma {})",
              p.wgmma_tma);
+    TS_CHECK(!p.wgmma_out16 || (p.wgmma_tma >= 1 && !p.wgmma_combine),
+             "moe_experts_packed: wgmma_out16 is a form of the warp-specialised tiles without their own slot sum (got "
+             "wgmma_tma {}{})",
+             p.wgmma_tma, p.wgmma_combine ? ", wgmma_combine" : "");
     TS_CHECK(p.wgmma_l2_first >= 0 && p.wgmma_l2_first <= 3 && (p.wgmma_l2_first != 2 || p.wgmma_tma != 2),
              "moe_experts_packed: wgmma_l2_first = {} must be 0, 1, 2 or 3 (2: not in clusters; got wgmma_tma {})",
              p.wgmma_l2_first, p.wgmma_tma);
@@ -493,6 +497,13 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
                                                                 plan.wgmma_persist, plan.wgmma_fit, cb, tuning(plan)));
                 return;
             }
+            if (tma && w.tiling.down && plan.wgmma_out16) {  // out in bf16, summed from bf16
+                TS_CUDA_CHECK(detail::launch_moe_wgmma_tma_down(out, act, P, w, g, plan.tile_rows, tma, mt, stream,
+                                                                plan.wgmma_persist, plan.wgmma_fit, {}, tuning(plan),
+                                                                true));
+                TS_CUDA_CHECK(detail::launch_moe_combine_bf16(y, ldy, out, T, w.H, weights, k, g, stream));
+                return;
+            }
             if (tma && w.tiling.down)
                 TS_CUDA_CHECK(detail::launch_moe_wgmma_tma_down(out, act, P, w, g, plan.tile_rows, tma, mt, stream,
                                                                 plan.wgmma_persist, plan.wgmma_fit, {}, tuning(plan)));
@@ -587,6 +598,7 @@ void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int6
     }
     plan.wgmma_gather = sw.gather && plan.wgmma_tma == 1;  // gate+up gathering x's rows itself (opt-in)
     plan.wgmma_combine = sw.combine && plan.wgmma_tma >= 1 && w.combine_counters;  // the down tiles' own sum (opt-in)
+    plan.wgmma_out16 = sw.out16 && plan.wgmma_tma >= 1 && !plan.wgmma_combine;  // out in bf16 (opt-in)
     // the weights evicted first (opt-in; A's rows evicted last: not in clusters)
     plan.wgmma_l2_first = plan.wgmma_tma != 1 && plan.wgmma_tma != 2 ? 0
                           : plan.wgmma_tma == 2 && sw.l2_first == 2  ? 1

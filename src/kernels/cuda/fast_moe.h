@@ -288,6 +288,10 @@ struct MoePlan {
     // evicted first, 2 and A's evicted last, 3 the weights evicted first by each expert's last item's
     // tiles. The same bits.
     int wgmma_l2_first = 0;
+    // The warp-specialised down tiles write out [P, H] in bf16 (each slot's f32 sum rounded to nearest
+    // even) and the combine kernel reads it so: half out's bytes, written and read back, for one
+    // rounding a slot before the weighted sum (as vLLM's bf16 experts do). Not with wgmma_combine.
+    bool wgmma_out16 = false;
 };
 constexpr int kMoeMidRows = 8;  // rows a work item of the mid kernels: mma's 8 columns
 constexpr int64_t kMoeMidDown4Rows = 384;  // mid_down_tiles 0: 4 row tiles a warp from T·k rows (T ≥ 48, k 8)
@@ -306,7 +310,7 @@ MoePlan moe_pick(int64_t T, int k, int E);
 
 // Bytes of scratch moe_experts_packed needs for `plan` (the grouping, act [T·k, I] f32 and, for
 // the by-item down, out [T·k, H] f32; large tiles: the grouping, xg [T·k, H] bf16, act [T·k, I]
-// bf16, out [T·k, H] f32), and the most any plan needs (allocate this once).
+// bf16, out [T·k, H] f32 — bf16 with wgmma_out16, in the same room), and the most any plan needs (allocate this once).
 size_t moe_experts_scratch_bytes(const MoePlan& plan, int64_t T, int k, int E, int64_t H, int64_t I);
 size_t moe_experts_scratch_bytes(int64_t T, int k, int E, int64_t H, int64_t I);
 
@@ -374,6 +378,9 @@ struct MoeSwitches {
     // The warp-specialised tiles' L2 policies (MoePlan::wgmma_l2_first: TESSERA_MOE_L2=first 1,
     // first-last 2, last-item 3; opt-in until measured).
     int l2_first = 0;
+    // Where the pick runs the warp-specialised tiles without their own slot sum: out in bf16
+    // (MoePlan::wgmma_out16; TESSERA_MOE_OUT=bf16).
+    bool out16 = false;
 };
 void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
                         const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream,
@@ -401,9 +408,17 @@ cudaError_t launch_moe_down_by_token(float* y, int64_t ldy, const float* act, in
 // out [T·k, H]: out[r] = down_e · act[r] per item row.
 cudaError_t launch_moe_down_by_item(float* out, const float* act, int64_t T, const MoePackedExperts& w, int k,
                                     const MoeGrouping& g, int tile_rows, cudaStream_t stream);
-// y[t] = Σ_j weights[t, j] · out[row_of_slot[t·k + j]] (NaN for a slot without a row).
+// y[t] = Σ_j weights[t, j] · out[row_of_slot[t·k + j]] (NaN for a slot without a row), in slot order
+// whatever the form: cols columns a thread (4 or 8), slots loaded together in batches of `batch` (8,
+// 12 or 16); 0: kMoeCombineCols / kMoeCombineBatch.
+constexpr int kMoeCombineCols = 4, kMoeCombineBatch = 16;
 cudaError_t launch_moe_combine(float* y, int64_t ldy, const float* out, int64_t T, int64_t H, const float* weights,
-                               int k, const MoeGrouping& g, cudaStream_t stream);
+                               int k, const MoeGrouping& g, cudaStream_t stream, int cols = 0, int batch = 0);
+// The same sum of out16 [T·k, H] in bf16 (MoePlan::wgmma_out16): each value widened, then the
+// same operations in the same order.
+cudaError_t launch_moe_combine_bf16(float* y, int64_t ldy, const void* out16, int64_t T, int64_t H,
+                                    const float* weights, int k, const MoeGrouping& g, cudaStream_t stream,
+                                    int cols = 0, int batch = 0);
 // Large tiles (fast_moe_tiles.cu). xg [T·k, H] bf16 = x[token of grouped row r] (rows with a slot).
 cudaError_t launch_moe_gather_bf16(void* xg, const float* x, int64_t ldx, int64_t T, int64_t H, int k,
                                    const MoeGrouping& g, cudaStream_t stream);
@@ -531,10 +546,12 @@ struct MoeTileCombine {
     int k = 0;
     int T = 0;
 };
-cudaError_t launch_moe_wgmma_tma_down(float* out, const void* act, int64_t P, const MoePackedExperts& w,
+// out16 (MoePlan::wgmma_out16): out holds [P, H] bf16, each f32 sum rounded to nearest even; not with
+// combine.y.
+cudaError_t launch_moe_wgmma_tma_down(void* out, const void* act, int64_t P, const MoePackedExperts& w,
                                       const MoeGrouping& g, int tile_rows, int cluster, int mt, cudaStream_t stream,
                                       int persist = 0, bool fit = false, const MoeTileCombine& combine = {},
-                                      const MoeTmaTuning& tune = {});
+                                      const MoeTmaTuning& tune = {}, bool out16 = false);
 // The mid kernels (fast_moe_mid.cu): g built with tile_rows kMoeMidRows (the kernels take an
 // item's first 8 rows only). Each stages its item's B rows (K columns) in shared memory:
 // moe_mid_*_smem of at most kMoeMidMaxSmem bytes. Both by programmatic dependent launch (the

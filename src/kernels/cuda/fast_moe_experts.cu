@@ -304,45 +304,81 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
-// y[t] = Σ_j w_j · out[row of slot j] over the token's k slots in slot order, a thread 4 columns:
-// every slot's 16 bytes loaded before the first sum (one round trip, not k; session 43 — the
-// thread a column before issued a slot's load after the last one's add), the same operations a
-// column as ever. H is a multiple of 4 (of 32: moe_experts_packed), out's rows 16-byte aligned.
-// Launched with PDL (pdl.cuh): out, and the grouping's row_of_slot, come from the kernels before.
-constexpr int kCombineThreads = 128;  // 512 columns a block
+// y[t] = Σ_j w_j · out[row of slot j] over the token's k slots in slot order, a thread CPT columns
+// (4 or 8): every slot of a batch of KB loaded before the batch's first sum (one round trip a batch,
+// not a slot; session 43 — the thread a column before issued a slot's load after the last one's add),
+// the same operations a column as ever, whatever CPT and KB. H is a multiple of CPT (of 32:
+// moe_experts_packed), out's rows 16-byte aligned (bf16: 8-byte, 16 with CPT 8). Launched with PDL
+// (pdl.cuh): out, and the grouping's row_of_slot, come from the kernels before. Out: float, or
+// uint16_t for bf16 rows (MoePlan::wgmma_out16), each value widened exactly.
+constexpr int kCombineThreads = 128;
+template <int CPT>
+__device__ __forceinline__ void combine_load(const float* p, float (&v)[CPT]) {
+#pragma unroll
+    for (int c = 0; c < CPT; c += 4) {
+        const float4 q = __ldcs(reinterpret_cast<const float4*>(p + c));
+        v[c] = q.x, v[c + 1] = q.y, v[c + 2] = q.z, v[c + 3] = q.w;
+    }
+}
+__device__ __forceinline__ float bf16_lo(uint32_t u) { return __uint_as_float(u << 16); }
+__device__ __forceinline__ float bf16_hi(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
+template <int CPT>
+__device__ __forceinline__ void combine_load(const uint16_t* p, float (&v)[CPT]) {
+    if constexpr (CPT == 4) {
+        const uint2 q = __ldcs(reinterpret_cast<const uint2*>(p));
+        v[0] = bf16_lo(q.x), v[1] = bf16_hi(q.x), v[2] = bf16_lo(q.y), v[3] = bf16_hi(q.y);
+    } else {
+        static_assert(CPT == 8);
+        const uint4 q = __ldcs(reinterpret_cast<const uint4*>(p));
+        v[0] = bf16_lo(q.x), v[1] = bf16_hi(q.x), v[2] = bf16_lo(q.y), v[3] = bf16_hi(q.y);
+        v[4] = bf16_lo(q.z), v[5] = bf16_hi(q.z), v[6] = bf16_lo(q.w), v[7] = bf16_hi(q.w);
+    }
+}
+template <class Out, int CPT, int KB>
 __global__ void __launch_bounds__(kCombineThreads)
-    combine_kernel(float* __restrict__ y, int64_t ldy, const float* __restrict__ out, int64_t H,
+    combine_kernel(float* __restrict__ y, int64_t ldy, const Out* __restrict__ out, int64_t H,
                    const float* __restrict__ weights, int k, const int32_t* __restrict__ row_of_slot, bool vec4) {
     pdl::wait();
     pdl::trigger();
-    const int64_t t = blockIdx.x, h = 4 * (int64_t(blockIdx.y) * kCombineThreads + threadIdx.x);
+    const int64_t t = blockIdx.x, h = CPT * (int64_t(blockIdx.y) * kCombineThreads + threadIdx.x);
     if (h >= H) return;
-    int row[kMoeMaxTopK];
-    float w[kMoeMaxTopK];
-#pragma unroll
-    for (int j = 0; j < kMoeMaxTopK; ++j) {  // the slots' rows and weights first: their loads together
-        row[j] = j < k ? row_of_slot[t * k + j] : -1;
-        w[j] = j < k ? weights[t * k + j] : 0.f;
-    }
-    float4 v[kMoeMaxTopK];
     const float nan = quiet_nan();
+    float sum[CPT] = {};  // (each column's first product replaces it)
+    for (int j0 = 0; j0 < k; j0 += KB) {
+        int row[KB];
+        float w[KB];
 #pragma unroll
-    for (int j = 0; j < kMoeMaxTopK; ++j)
-        v[j] = j < k && row[j] >= 0 ? __ldcs(reinterpret_cast<const float4*>(out + int64_t(row[j]) * H + h))
-                                    : make_float4(nan, nan, nan, nan);
-    float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int b = 0; b < KB; ++b) {  // the batch's rows and weights first: their loads together
+            const int j = j0 + b;
+            row[b] = j < k ? row_of_slot[t * k + j] : -1;
+            w[b] = j < k ? weights[t * k + j] : 0.f;
+        }
+        float v[KB][CPT];
 #pragma unroll
-    for (int j = 0; j < kMoeMaxTopK; ++j) {
-        if (j >= k) break;
-        const float4 p = make_float4(__fmul_rn(w[j], v[j].x), __fmul_rn(w[j], v[j].y), __fmul_rn(w[j], v[j].z),
-                                     __fmul_rn(w[j], v[j].w));
-        sum = j == 0 ? p
-                     : make_float4(__fadd_rn(sum.x, p.x), __fadd_rn(sum.y, p.y), __fadd_rn(sum.z, p.z),
-                                   __fadd_rn(sum.w, p.w));
+        for (int b = 0; b < KB; ++b) {
+            if (j0 + b < k && row[b] >= 0) {
+                combine_load<CPT>(out + int64_t(row[b]) * H + h, v[b]);
+            } else {
+#pragma unroll
+                for (int c = 0; c < CPT; ++c) v[b][c] = nan;
+            }
+        }
+#pragma unroll
+        for (int b = 0; b < KB; ++b) {
+            if (j0 + b >= k) break;
+#pragma unroll
+            for (int c = 0; c < CPT; ++c) {
+                const float p = __fmul_rn(w[b], v[b][c]);
+                sum[c] = j0 + b == 0 ? p : __fadd_rn(sum[c], p);
+            }
+        }
     }
     float* yt = y + t * ldy + h;
-    if (vec4) *reinterpret_cast<float4*>(yt) = sum;  // (one 16-byte store where y's rows allow it)
-    else yt[0] = sum.x, yt[1] = sum.y, yt[2] = sum.z, yt[3] = sum.w;
+#pragma unroll
+    for (int c = 0; c < CPT; c += 4) {
+        if (vec4) *reinterpret_cast<float4*>(yt + c) = make_float4(sum[c], sum[c + 1], sum[c + 2], sum[c + 3]);
+        else yt[c] = sum[c], yt[c + 1] = sum[c + 1], yt[c + 2] = sum[c + 2], yt[c + 3] = sum[c + 3];
+    }
 }
 
 // Lanes per row: 32 when a row has at least 64 chunks (2048 columns), else 8.
@@ -410,14 +446,39 @@ cudaError_t launch_moe_down_by_item(float* out, const float* act, int64_t T, con
     return cudaGetLastError();
 }
 
-cudaError_t launch_moe_combine(float* y, int64_t ldy, const float* out, int64_t T, int64_t H, const float* weights,
-                               int k, const MoeGrouping& g, cudaStream_t stream) {
-    if (H % 4 != 0 || reinterpret_cast<uintptr_t>(out) % 16 != 0 || k < 1 || k > kMoeMaxTopK)
+namespace {
+// The combine's form (cols a thread 4 or 8, slots a batch 8, 12 or 16; 0: the default) for Out.
+template <class Out>
+cudaError_t launch_combine(float* y, int64_t ldy, const Out* out, int64_t T, int64_t H, const float* weights, int k,
+                           const MoeGrouping& g, int cols, int batch, cudaStream_t stream) {
+    cols = cols ? cols : kMoeCombineCols;
+    batch = batch ? batch : kMoeCombineBatch;
+    const uintptr_t align = uintptr_t(cols) * sizeof(Out) >= 16 ? 16 : uintptr_t(cols) * sizeof(Out);
+    if ((cols != 4 && cols != 8) || (batch != 8 && batch != 12 && batch != 16) || H % cols != 0 ||
+        reinterpret_cast<uintptr_t>(out) % align != 0 || k < 1 || k > kMoeMaxTopK)
         return cudaErrorInvalidValue;
-    const dim3 grid(unsigned(T), blocks_of(H, 4 * kCombineThreads));
+    const dim3 grid(unsigned(T), blocks_of(H, int64_t(cols) * kCombineThreads));
     const bool vec4 = reinterpret_cast<uintptr_t>(y) % 16 == 0 && ldy % 4 == 0;
-    return pdl::launch(combine_kernel, grid, dim3(kCombineThreads), 0, stream, y, ldy, out, H, weights, k,
-                       g.row_of_slot, vec4);
+    auto go = [&](auto kernel) {
+        return pdl::launch(kernel, grid, dim3(kCombineThreads), 0, stream, y, ldy, out, H, weights, k, g.row_of_slot,
+                           vec4);
+    };
+    if (cols == 4) return batch == 8 ? go(combine_kernel<Out, 4, 8>) : batch == 12 ? go(combine_kernel<Out, 4, 12>)
+                                                                                    : go(combine_kernel<Out, 4, 16>);
+    return batch == 8 ? go(combine_kernel<Out, 8, 8>) : batch == 12 ? go(combine_kernel<Out, 8, 12>)
+                                                                    : go(combine_kernel<Out, 8, 16>);
+}
+}  // namespace
+
+cudaError_t launch_moe_combine(float* y, int64_t ldy, const float* out, int64_t T, int64_t H, const float* weights,
+                               int k, const MoeGrouping& g, cudaStream_t stream, int cols, int batch) {
+    return launch_combine(y, ldy, out, T, H, weights, k, g, cols, batch, stream);
+}
+
+cudaError_t launch_moe_combine_bf16(float* y, int64_t ldy, const void* out16, int64_t T, int64_t H,
+                                    const float* weights, int k, const MoeGrouping& g, cudaStream_t stream, int cols,
+                                    int batch) {
+    return launch_combine(y, ldy, static_cast<const uint16_t*>(out16), T, H, weights, k, g, cols, batch, stream);
 }
 
 }  // namespace tessera::cuda::fast::detail

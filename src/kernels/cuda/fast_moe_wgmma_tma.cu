@@ -119,6 +119,7 @@ struct MoeTmaMaps {
     CUtensorMap x[16];
     CUtensorMap codes[2], scales[2], biases[2];
     int l2_first = 0;
+    bool out16 = false;  // down: out [P, N] in bf16 (MoePlan::wgmma_out16)
 };
 
 // Per matrix: groups a k-tile and row of a tile (128 / G), and whether it has biases.
@@ -319,7 +320,6 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                                          : uint32_t(C::kBOff + m * 512 * MT);
         const int kstep = what == 1 ? 128 : 16 * mat.gpt;  // elements a k-tile along the map's rows
         const uint32_t base = smem_addr(smem);
-        const uint64_t policy = what == 0 ? l2_evict_last() : l2_evict_first();  // (maps.l2_first)
         uint32_t u = 0;  // k-tiles issued: the ring's slot u % S, its use u / S
         for (int i; (i = next_tile()) >= 0;) {
             const Tile tl = tile_at(i);
@@ -344,11 +344,11 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                     if constexpr (CL > 1)
                         tma_load_3d_multicast(to, map, 0, 2 * kt + m, tl.r0, &full[slot], uint16_t((1u << CL) - 1));
                     else if (maps.l2_first == 2)
-                        tma_load_3d(to, map, 0, 2 * kt + m, tl.r0, &full[slot], policy);
+                        tma_load_3d(to, map, 0, 2 * kt + m, tl.r0, &full[slot], l2_evict_last());
                     else
                         tma_load_3d(to, map, 0, 2 * kt + m, tl.r0, &full[slot]);
                 } else if (evict) {
-                    tma_load_2d(to, map, kt * kstep, row_tile, &full[slot], policy);
+                    tma_load_2d(to, map, kt * kstep, row_tile, &full[slot], l2_evict_first());
                 } else {
                     tma_load_2d(to, map, kt * kstep, row_tile, &full[slot]);
                 }
@@ -450,6 +450,23 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                         const float v = n < N ? swiglu(acc[j][4 * i + c], acc[j][4 * i + 2 + c]) : 0.f;
                         act[(r0 + r) * N128 + pos] = uint16_t(pack_bf16x2(v, 0.f) & 0xffffu);  // bf16(v), nearest even
                     }
+            } else if (maps.out16) {
+                // bf16 pairs, 4-byte stores: lanes gq and gq ^ 1 (lane ^ 4) hold features f, f + 8 and
+                // f + 1, f + 9 — the even one stores (f, f + 1), the odd one (f + 8, f + 9), each
+                // sending the other the value it lacks (every lane shuffles; the stores are predicated)
+                const bool odd = gq & 1;
+                const int64_t n = tl.n0 + (odd ? row_hi(j) - 1 : feature(j));
+                auto* out16 = reinterpret_cast<uint32_t*>(out);
+#pragma unroll
+                for (int i = 0; i < BT / 8; ++i)
+#pragma unroll
+                    for (int c = 0; c < 2; ++c) {
+                        const int r = 8 * i + 2 * tq + c;
+                        const float lo = acc[j][4 * i + c], hi = acc[j][4 * i + 2 + c];  // features f, f + 8
+                        const float got = __shfl_xor_sync(0xffffffffu, odd ? lo : hi, 4);
+                        const uint32_t pair = odd ? pack_bf16x2(got, hi) : pack_bf16x2(lo, got);  // nearest even
+                        if (r < n_rows && n < N) out16[((r0 + r) * N + n) >> 1] = pair;
+                    }
             } else {
 #pragma unroll
                 for (int i = 0; i < BT / 8; ++i)
@@ -475,7 +492,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
 template <class C>
 cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const PackedMatrix& m_lo,
                    const PackedMatrix* m_hi, const MoeGrouping& g, void* act, float* out, cudaStream_t stream,
-                   int k = 1, int persist = 0, const MoeTileCombine& cb = {}, const MoeTmaTuning& tune = {}) {
+                   int k = 1, int persist = 0, const MoeTileCombine& cb = {}, const MoeTmaTuning& tune = {},
+                   bool out16 = false) {
     static const cudaError_t attr =
         cudaFuncSetAttribute(moe_wgmma_tma_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
     if (attr != cudaSuccess) return attr;
@@ -484,6 +502,7 @@ cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const 
     MoeTmaMaps maps;
     if (tune.l2_first < 0 || tune.l2_first > 3 || (tune.l2_first == 2 && C::CL > 1)) return cudaErrorInvalidValue;
     maps.l2_first = tune.l2_first;
+    maps.out16 = out16;
     for (int i = 0; i < (C::kGather ? 0 : C::BT / 8); ++i) {
         const uint64_t dims[3] = {64, uint64_t(K / 64), uint64_t(P)};
         const uint64_t strides[2] = {128, uint64_t(K) * 2};
@@ -522,9 +541,10 @@ cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const 
 template <bool GATE_UP, int CL, bool GATHER, bool PERSIST, bool FIT>
 cudaError_t launch_tiles(int tile_rows, int mt, const void* a, int64_t P, int64_t K, int64_t N, int E,
                          const PackedMatrix& m0, const PackedMatrix* m1, const MoeGrouping& g, void* act, float* out,
-                         cudaStream_t stream, int k, int persist, const MoeTileCombine& cb, const MoeTmaTuning& tune) {
+                         cudaStream_t stream, int k, int persist, const MoeTileCombine& cb, const MoeTmaTuning& tune,
+                         bool out16) {
     auto go = [&](auto tile) {
-        return launch<decltype(tile)>(a, P, K, N, E, m0, m1, g, act, out, stream, k, persist, cb, tune);
+        return launch<decltype(tile)>(a, P, K, N, E, m0, m1, g, act, out, stream, k, persist, cb, tune, out16);
     };
     if constexpr (CL == 1) {  // (two m-tiles, and tiles of 128 rows, in clusters: not built)
         if (mt == 2) {
@@ -559,20 +579,21 @@ template <bool GATE_UP, int CL, bool GATHER = false>
 cudaError_t launch_rows(int tile_rows, int mt, const void* a, int64_t P, int64_t K, int64_t N, int E,
                         const PackedMatrix& m0, const PackedMatrix* m1, const MoeGrouping& g, void* act, float* out,
                         cudaStream_t stream, int k = 1, int persist = 0, bool fit = false,
-                        const MoeTileCombine& cb = {}, const MoeTmaTuning& tune = {}) {
+                        const MoeTileCombine& cb = {}, const MoeTmaTuning& tune = {}, bool out16 = false) {
     if (cb.y && (GATE_UP || !cb.weights || !cb.counters || cb.k < 1 || cb.T < 1)) return cudaErrorInvalidValue;
+    if (out16 && (GATE_UP || cb.y || N % 2 != 0)) return cudaErrorInvalidValue;  // (the tiles' sum reads f32)
     if constexpr (CL == 1 && !GATHER) {
         if (persist && fit) return cudaErrorInvalidValue;  // (both: ptxas serializes the wgmma — C7512)
         if (persist)
             return launch_tiles<GATE_UP, 1, false, true, false>(tile_rows, mt, a, P, K, N, E, m0, m1, g, act, out,
-                                                                stream, k, persist, cb, tune);
+                                                                stream, k, persist, cb, tune, out16);
         if (fit)
             return launch_tiles<GATE_UP, 1, false, false, true>(tile_rows, mt, a, P, K, N, E, m0, m1, g, act, out,
-                                                                stream, k, 0, cb, tune);
+                                                                stream, k, 0, cb, tune, out16);
     }
     if (persist || fit) return cudaErrorInvalidValue;  // (clusters, the gathered A: neither)
     return launch_tiles<GATE_UP, CL, GATHER, false, false>(tile_rows, mt, a, P, K, N, E, m0, m1, g, act, out, stream,
-                                                           k, 0, cb, tune);
+                                                           k, 0, cb, tune, out16);
 }
 
 }  // namespace
@@ -601,16 +622,18 @@ cudaError_t launch_moe_wgmma_tma_gate_up_gathered(void* act, const void* x16, in
                                       nullptr, stream, k);
 }
 
-cudaError_t launch_moe_wgmma_tma_down(float* out, const void* act, int64_t P, const MoePackedExperts& w,
+cudaError_t launch_moe_wgmma_tma_down(void* out_, const void* act, int64_t P, const MoePackedExperts& w,
                                       const MoeGrouping& g, int tile_rows, int cluster, int mt, cudaStream_t stream,
-                                      int persist, bool fit, const MoeTileCombine& combine, const MoeTmaTuning& tune) {
+                                      int persist, bool fit, const MoeTileCombine& combine, const MoeTmaTuning& tune,
+                                      bool out16) {
     if (!w.tiling.down || persist < 0) return cudaErrorInvalidValue;
+    auto* out = static_cast<float*>(out_);  // (out16: bf16 pairs, the epilogue's own view)
     if (cluster == 2)
         return launch_rows<false, 2>(tile_rows, mt, act, P, w.I, w.H, w.E, w.tiling.down0, nullptr, g, nullptr, out,
-                                     stream, 1, persist, fit, combine, tune);
+                                     stream, 1, persist, fit, combine, tune, out16);
     if (cluster != 1) return cudaErrorInvalidValue;
     return launch_rows<false, 1>(tile_rows, mt, act, P, w.I, w.H, w.E, w.tiling.down0, nullptr, g, nullptr, out,
-                                 stream, 1, persist, fit, combine, tune);
+                                 stream, 1, persist, fit, combine, tune, out16);
 }
 
 }  // namespace tessera::cuda::fast::detail
