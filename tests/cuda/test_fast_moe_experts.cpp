@@ -672,6 +672,75 @@ TEST(FastMoe, Out16DownTilesRoundTheSlotsAndTheCombineSumsThem) {
     }
 }
 
+// The wgmma tiles' A rows by token (MoePlan::gather_by_token): every row with a slot holds the gather's
+// words (x's row in bf16, the wgmma order), and the MoE with the flag gives the gather's y bits — H past
+// a k-tile (160: zeros to 256), strided x, bad ids, one expert taking every token, 11 slots a token.
+TEST(FastMoe, ScatterByTokenWritesTheGathersRows) {
+    REQUIRE_CUDA();
+    const int E = 32;
+    const int64_t H = 160, I = 96, ldx = 168;
+    Experts ex(E, H, I, DType::Q4_0, 1400, 32, true);
+    Routing bad = random_routing(70, E, 8, 1403);
+    bad.ids[size_t(3 * 8 + 2)] = E + 5;
+    for (int j = 0; j < 8; ++j) bad.ids[size_t(7 * 8 + j)] = -1;
+    struct Case {
+        const char* what;
+        int64_t T;
+        int k;
+        Routing r;
+    };
+    const Case cases[] = {
+        {"1 token top-8", 1, 8, random_routing(1, E, 8, 1401)},
+        {"70 tokens top-8, bad ids", 70, 8, bad},
+        {"one expert takes every token", 50, 1, random_routing(50, E, 1, 1402, {9})},
+        {"33 tokens top-11", 33, 11, random_routing(33, E, 11, 1404)},
+    };
+    const fast::MoePackedExperts pe = ex.view();
+    Stream stream;
+    const cudaStream_t st = stream.get();
+    for (const Case& c : cases) {
+        SCOPED_TRACE(c.what);
+        const int64_t P = c.T * c.k, H128 = (H + 127) / 128 * 128;
+        const DeviceBuffer x = to_device(normal_floats(size_t(c.T * ldx), 1405 + uint32_t(c.T)));
+        const DeviceBuffer ids = to_device(c.r.ids), wts = to_device(c.r.weights);
+        DeviceBuffer xg(size_t(P * H128) * 2), y(size_t(c.T * H) * 4);
+        DeviceBuffer scratch(fast::moe_experts_scratch_bytes(c.T, c.k, E, H, I));
+        const fast::MoeGrouping g = fast::moe_group(ids.as<int32_t>(), c.T, c.k, E, 32, scratch.data(), st);
+        TS_CUDA_CHECK(cudaMemsetAsync(xg.data(), 0xff, xg.size(), st));
+        TS_CUDA_CHECK(fast::detail::launch_moe_gather_wgmma(xg.data(), x.as<float>(), ldx, c.T, H, c.k, g, st));
+        stream.synchronize();
+        const std::vector<uint16_t> want = to_host<uint16_t>(xg, size_t(P * H128));
+        TS_CUDA_CHECK(cudaMemsetAsync(xg.data(), 0xff, xg.size(), st));
+        TS_CUDA_CHECK(fast::detail::launch_moe_scatter_wgmma(xg.data(), x.as<float>(), ldx, c.T, H, c.k, g, st));
+        stream.synchronize();
+        const std::vector<uint16_t> got = to_host<uint16_t>(xg, size_t(P * H128));
+        std::vector<int32_t> row_of_slot(static_cast<size_t>(P));
+        TS_CUDA_CHECK(cudaMemcpy(row_of_slot.data(), g.row_of_slot, size_t(P) * 4, cudaMemcpyDeviceToHost));
+        size_t rows = 0, differ = 0;
+        for (int32_t r : row_of_slot) {
+            if (r < 0) continue;
+            ++rows;
+            for (int64_t i = 0; i < H128; ++i) differ += got[size_t(r * H128 + i)] != want[size_t(r * H128 + i)];
+        }
+        EXPECT_GT(rows, 0u);
+        EXPECT_EQ(differ, 0u) << "values differing from the gather's in rows with a slot";
+        for (int rows_a_tile : {32, 64}) {  // the MoE with and without the flag (persistent tiles)
+            fast::MoePlan p{true, false, rows_a_tile, true};
+            p.wgmma = true, p.wgmma_tma = 1, p.wgmma_persist = 1;
+            std::vector<uint32_t> base(size_t(c.T * H)), by(size_t(c.T * H));
+            for (bool flag : {false, true}) {
+                p.gather_by_token = flag;
+                TS_CUDA_CHECK(cudaMemsetAsync(y.data(), 0xff, y.size(), st));
+                fast::moe_experts_packed_plan(p, y.as<float>(), H, x.as<float>(), ldx, c.T, pe, ids.as<int32_t>(),
+                                              wts.as<float>(), c.k, scratch.data(), st);
+                stream.synchronize();
+                (flag ? by : base) = to_host<uint32_t>(y, size_t(c.T * H));
+            }
+            EXPECT_EQ(differing(by, base), 0u) << rows_a_tile << " rows a tile: y differs with xg written by token";
+        }
+    }
+}
+
 // The CUDA backend places a layer's experts as one stack a matrix (Backend::place_weights: codes
 // one after another, then scales, then biases), which the warp-specialised wgmma tiles read through
 // one tensor map each: the placed experts are contiguous, and its moe_experts at a prefill size

@@ -63,6 +63,7 @@ using detail::moe_prefill_fit;
 using detail::moe_combine_fused;
 using detail::moe_l2_first;
 using detail::moe_out_bf16;
+using detail::moe_gather_by_token;
 using detail::moe_route_ahead;
 using detail::moe_route_exact;
 using detail::prefill_cublas_forced;
@@ -631,7 +632,8 @@ void CudaBackend::moe_experts(const Tensor& y, const Tensor& x, const MoeWeights
                                              .route_ahead = route_ahead.logits ? &route_ahead : nullptr,
                                              .combine = combine,
                                              .l2_first = moe_l2_first(),
-                                             .out16 = moe_out_bf16()});
+                                             .out16 = moe_out_bf16(),
+                                             .by_token = moe_gather_by_token()});
         }
     }
     const DType dt = w.gate[0].dtype;
