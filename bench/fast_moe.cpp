@@ -149,7 +149,6 @@ std::string plan_name(const fast::MoePlan& p) {
                (p.wgmma_mt == 2 ? "mt2 " : "") + (p.wgmma_gather ? "gather " : "") +
                (p.wgmma_persist ? "persist " : "") + (p.wgmma_fit ? "fit " : "") +
                (p.wgmma_combine ? "own-combine " : "") + (p.wgmma_out16 ? "out16 " : "") +
-               (p.gather_by_token ? "by-token " : "") +
                (p.wgmma_l2_first == 1   ? "l2-first "
                 : p.wgmma_l2_first == 2 ? "l2-first-last "
                 : p.wgmma_l2_first == 3 ? "l2-last-item "
@@ -273,13 +272,6 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             fast::MoePlan o = pick;
             o.wgmma_out16 = true;
             o.wgmma_l2_first = l2;
-            plans.push_back(o);
-        }
-        for (bool o16 : {false, true}) {  // the pick with xg written by token (TESSERA_MOE_GATHER=tokens)
-            if (!pick.wgmma || !pick.large_tiles || (o16 && pick.wgmma_tma < 1)) break;
-            fast::MoePlan o = pick;
-            o.gather_by_token = true;
-            o.wgmma_out16 = o16;
             plans.push_back(o);
         }
         for (const fast::MoePlan& p :
@@ -585,10 +577,6 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
                 TS_CUDA_CHECK(fast::detail::launch_moe_gather_wgmma(xg, x.as<float>(), s.H, T, s.H, s.k, lg, st));
             });
             row(s, T, "  step: gather x -> bf16 rows [T*k, H]/" + std::to_string(tile), tgx, 0, "");
-            const double tsx = time_of(a, timer, [&](int) {
-                TS_CUDA_CHECK(fast::detail::launch_moe_scatter_wgmma(xg, x.as<float>(), s.H, T, s.H, s.k, lg, st));
-            });
-            row(s, T, "  step: the same by token (x -> bf16 once, k stores)/" + std::to_string(tile), tsx, 0, "");
             void* x16 = xg;  // [T, H128] in xg's room (the next tile gathers xg again)
             const double tcx = time_of(a, timer, [&](int) {
                 TS_CUDA_CHECK(fast::detail::launch_moe_rows_wgmma(x16, x.as<float>(), s.H, T, s.H, st));

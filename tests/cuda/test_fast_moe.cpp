@@ -807,16 +807,6 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
         refused(0, false, "without wgmma_tma");
         refused(1, true, "with wgmma_combine");
     }
-    {  // gather_by_token: the wgmma large tiles' gather only
-        fast::MoePlan plan{true, false, 32, true};
-        plan.gather_by_token = true;  // (the v2 tiles, not wgmma)
-        try {
-            run(plan, y, 64, p, 64, 2, w, 2, p);
-            ADD_FAILURE() << "accepted gather_by_token without wgmma";
-        } catch (const Error& e) {
-            EXPECT_NE(std::string(e.what()).find("gather_by_token"), std::string::npos) << e.what();
-        }
-    }
     {  // route_ahead: after the routing kernel on x's logits (x_settled), its picks and experts the slots'
         const float* lg = p + 8192;
         auto ahead = [&](bool settled, const fast::MoeRouteAhead& ra, int k) {

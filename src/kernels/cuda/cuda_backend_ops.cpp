@@ -63,7 +63,6 @@ using detail::moe_prefill_fit;
 using detail::moe_combine_fused;
 using detail::moe_l2_first;
 using detail::moe_out_bf16;
-using detail::moe_gather_by_token;
 using detail::moe_route_ahead;
 using detail::moe_route_exact;
 using detail::prefill_cublas_forced;
@@ -632,8 +631,7 @@ void CudaBackend::moe_experts(const Tensor& y, const Tensor& x, const MoeWeights
                                              .route_ahead = route_ahead.logits ? &route_ahead : nullptr,
                                              .combine = combine,
                                              .l2_first = moe_l2_first(),
-                                             .out16 = moe_out_bf16(),
-                                             .by_token = moe_gather_by_token()});
+                                             .out16 = moe_out_bf16()});
         }
     }
     const DType dt = w.gate[0].dtype;

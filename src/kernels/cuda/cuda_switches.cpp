@@ -178,13 +178,6 @@ bool moe_out_bf16() {
     static const bool bf16 = env_switch("TESSERA_MOE_OUT", "f32", "bf16");
     return bf16;
 }
-// TESSERA_MOE_GATHER: slots (the default: the wgmma tiles' A rows gathered a grouped row at a time,
-// x's row read and converted once a slot) or tokens (a token's row converted once and stored to each
-// of its slots' rows: MoePlan::gather_by_token, session 55; the same bits; opt-in until measured).
-bool moe_gather_by_token() {
-    static const bool tokens = env_switch("TESSERA_MOE_GATHER", "slots", "tokens");
-    return tokens;
-}
 // TESSERA_FLASH: wgmma (the default: the prefill attention on the warpgroup MMA,
 // fast_flash_attention_wgmma.cu) or mma (the mma.sync kernels of sessions 6–13, for A/B).
 bool flash_mma() {

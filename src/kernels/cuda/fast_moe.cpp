@@ -111,10 +111,6 @@ void check_plan(const MoePlan& p) {
     TS_CHECK(!p.wgmma_combine || p.wgmma_tma >= 1,
              "moe_experts_packed: wgmma_combine is a form of the warp-specialised tiles (got wgmma_tma {})",
              p.wgmma_tma);
-    TS_CHECK(!p.gather_by_token || (p.wgmma && p.large_tiles),
-             "moe_experts_packed: gather_by_token is a form of the wgmma large tiles' gather (got {}wgmma, {}large "
-             "tiles)",
-             p.wgmma ? "" : "no ", p.large_tiles ? "" : "no ");
     TS_CHECK(!p.wgmma_out16 || (p.wgmma_tma >= 1 && !p.wgmma_combine),
              "moe_experts_packed: wgmma_out16 is a form of the warp-specialised tiles without their own slot sum (got "
              "wgmma_tma {}{})",
@@ -487,10 +483,7 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
                 TS_CUDA_CHECK(
                     detail::launch_moe_wgmma_tma_gate_up_gathered(act, xg, T, k, w, g, plan.tile_rows, mt, stream));
             } else {
-                if (plan.gather_by_token)  // x's row converted once a token, stored to its slots' rows
-                    TS_CUDA_CHECK(detail::launch_moe_scatter_wgmma(xg, x, ldx, T, w.H, k, g, stream));
-                else
-                    TS_CUDA_CHECK(detail::launch_moe_gather_wgmma(xg, x, ldx, T, w.H, k, g, stream));
+                TS_CUDA_CHECK(detail::launch_moe_gather_wgmma(xg, x, ldx, T, w.H, k, g, stream));
                 if (tma && w.tiling.gate_up)
                     TS_CUDA_CHECK(detail::launch_moe_wgmma_tma_gate_up(act, xg, P, w, g, plan.tile_rows, tma, mt,
                                                                        stream, plan.wgmma_persist, plan.wgmma_fit,
@@ -633,7 +626,6 @@ void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int6
     if (plan.v2 && !plan.large_tiles &&
         (T * k > 65535 || detail::moe_decode_smem_bytes(w.H, w.I, k) > detail::moe_decode_smem_limit()))
         plan = MoePlan{};
-    plan.gather_by_token = sw.by_token && plan.wgmma && plan.large_tiles;  // xg by token (opt-in)
     moe_experts_packed_plan(plan, y, ldy, x, ldx, T, w, ids, weights, k, scratch, stream, sw.x_settled,
                             sw.route_ahead ? *sw.route_ahead : MoeRouteAhead{});
 }

@@ -292,9 +292,6 @@ struct MoePlan {
     // even) and the combine kernel reads it so: half out's bytes, written and read back, for one
     // rounding a slot before the weighted sum (as vLLM's bf16 experts do). Not with wgmma_combine.
     bool wgmma_out16 = false;
-    // The wgmma tiles' A rows (xg) written by token — x's row converted once, stored to each of its
-    // slots' rows — not by grouped row (x read and converted once a slot). The same bits.
-    bool gather_by_token = false;
 };
 constexpr int kMoeMidRows = 8;  // rows a work item of the mid kernels: mma's 8 columns
 constexpr int64_t kMoeMidDown4Rows = 384;  // mid_down_tiles 0: 4 row tiles a warp from T·k rows (T ≥ 48, k 8)
@@ -384,8 +381,6 @@ struct MoeSwitches {
     // Where the pick runs the warp-specialised tiles without their own slot sum: out in bf16
     // (MoePlan::wgmma_out16; TESSERA_MOE_OUT=bf16).
     bool out16 = false;
-    // The wgmma tiles' A rows written by token (MoePlan::gather_by_token; TESSERA_MOE_GATHER=tokens).
-    bool by_token = false;
 };
 void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
                         const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream,
@@ -504,10 +499,6 @@ cudaError_t launch_moe_mma_down(float* out, const void* act, const MoePackedExpe
 // out [T·k, H] f32. tile_rows 16, 32, 64 or 128.
 cudaError_t launch_moe_gather_wgmma(void* xg, const float* x, int64_t ldx, int64_t T, int64_t H, int k,
                                     const MoeGrouping& g, cudaStream_t stream);
-// The same xg by token (MoePlan::gather_by_token): each token's row converted once and stored to its
-// slots' rows (g.row_of_slot); the same words in every row with a slot.
-cudaError_t launch_moe_scatter_wgmma(void* xg, const float* x, int64_t ldx, int64_t T, int64_t H, int k,
-                                     const MoeGrouping& g, cudaStream_t stream);
 // x16[t] = x[t] in bf16, the wgmma order, rows [T, H128] (the gathered tiles' A before grouping).
 cudaError_t launch_moe_rows_wgmma(void* x16, const float* x, int64_t ldx, int64_t T, int64_t H, cudaStream_t stream);
 cudaError_t launch_moe_wgmma_gate_up(void* act, const void* xg, const MoePackedExperts& w, const MoeGrouping& g,

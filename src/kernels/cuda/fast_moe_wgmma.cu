@@ -250,38 +250,6 @@ __global__ void __launch_bounds__(128)
                           vec2);
 }
 
-// The same rows by token (MoePlan::gather_by_token): xg[row of slot t·k + j] = x[t] for each slot with
-// a row — one block a token, a thread a k-step of a k-tile converted once and stored to each of the
-// token's rows (x read and converted once a token, not once a slot; the same words as above, each
-// row's where it has a slot). Launched with PDL (pdl.cuh): row_of_slot and x come from the kernels
-// before.
-__global__ void __launch_bounds__(128)
-    scatter_wgmma_kernel(uint32_t* __restrict__ xg, const float* __restrict__ x, int64_t ldx, int64_t H,
-                         const int32_t* __restrict__ row_of_slot, int k) {
-    pdl::wait();
-    pdl::trigger();
-    const int64_t t = blockIdx.x;
-    int row[kMoeMaxTopK];
-#pragma unroll
-    for (int j = 0; j < kMoeMaxTopK; ++j) row[j] = j < k ? row_of_slot[t * k + j] : -1;
-    const float* src = x + t * ldx;
-    const bool vec2 = (reinterpret_cast<uintptr_t>(src) & 7) == 0;
-    const int64_t H128 = wgmma_row_len(H), steps = H128 / 16;
-    for (int64_t q = threadIdx.x; q < steps; q += blockDim.x) {
-        uint4 lo, hi;
-        wgmma_kstep_words(src, (q >> 3) * kWgmmaK, H, int(q & 7), vec2, lo, hi);
-        const int64_t at = (q >> 3) * (kWgmmaK / 2) + 8 * (q & 7);  // the k-step's words in a row
-#pragma unroll
-        for (int j = 0; j < kMoeMaxTopK; ++j) {
-            if (j >= k) break;
-            if (row[j] < 0) continue;
-            uint4* o = reinterpret_cast<uint4*>(xg + int64_t(row[j]) * (H128 / 2) + at);
-            o[0] = lo;
-            o[1] = hi;
-        }
-    }
-}
-
 cudaError_t launch_gather(void* xg, const float* x, int64_t ldx, int64_t rows, int64_t H, const int32_t* perm, int k,
                           cudaStream_t stream) {
     if (rows == 0) return cudaSuccess;
@@ -308,14 +276,6 @@ cudaError_t launch(const void* a, int64_t K, int64_t N, int E, const PackedMatri
 cudaError_t launch_moe_gather_wgmma(void* xg, const float* x, int64_t ldx, int64_t T, int64_t H, int k,
                                     const MoeGrouping& g, cudaStream_t stream) {
     return launch_gather(xg, x, ldx, T * k, H, g.perm, k, stream);
-}
-
-cudaError_t launch_moe_scatter_wgmma(void* xg, const float* x, int64_t ldx, int64_t T, int64_t H, int k,
-                                     const MoeGrouping& g, cudaStream_t stream) {
-    if (T == 0) return cudaSuccess;
-    if (k < 1 || k > kMoeMaxTopK) return cudaErrorInvalidValue;
-    return pdl::launch(scatter_wgmma_kernel, dim3(unsigned(T)), dim3(128), 0, stream, static_cast<uint32_t*>(xg), x,
-                       ldx, H, g.row_of_slot, k);
 }
 
 cudaError_t launch_moe_rows_wgmma(void* x16, const float* x, int64_t ldx, int64_t T, int64_t H, cudaStream_t stream) {
