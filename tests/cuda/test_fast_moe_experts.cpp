@@ -646,8 +646,8 @@ TEST(FastMoe, Out16DownTilesRoundTheSlotsAndTheCombineSumsThem) {
                                                      g, st));
                     stream.synchronize();
                     const std::vector<uint32_t> want32 = to_host<uint32_t>(y, size_t(c.T * H));
-                    for (const auto& [cols, batch] : {std::pair{4, 8}, std::pair{4, 12}, std::pair{8, 8},
-                                                     std::pair{8, 12}, std::pair{8, 16}})
+                    for (const auto& [cols, batch] : {std::pair{4, 8}, std::pair{4, 12}, std::pair{4, 16},
+                                                     std::pair{8, 8}, std::pair{8, 12}, std::pair{8, 16}})
                         for (bool o16 : {false, true}) {
                             TS_CUDA_CHECK(cudaMemsetAsync(y.data(), 0xff, y.size(), st));
                             TS_CUDA_CHECK(o16 ? launch_moe_combine_bf16(y.as<float>(), H, out16.data(), c.T, H,

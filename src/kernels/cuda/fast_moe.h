@@ -410,8 +410,12 @@ cudaError_t launch_moe_down_by_item(float* out, const float* act, int64_t T, con
                                     const MoeGrouping& g, int tile_rows, cudaStream_t stream);
 // y[t] = Σ_j weights[t, j] · out[row_of_slot[t·k + j]] (NaN for a slot without a row), in slot order
 // whatever the form: cols columns a thread (4 or 8), slots loaded together in batches of `batch` (8,
-// 12 or 16); 0: kMoeCombineCols / kMoeCombineBatch.
-constexpr int kMoeCombineCols = 4, kMoeCombineBatch = 16;
+// 12 or 16); 0: moe_combine_cols / moe_combine_batch — the fewest registers that take every slot in
+// one batch (a thread's batch of 16 f32 columns at k = 8 held 102 registers where 8 hold 56: H100,
+// session 55, llama.cpp's shape, 2,048 tokens: 55.1 against 51.1 µs; bf16 rows 65.3 against 34.6 with
+// 8 columns a thread).
+inline int moe_combine_cols(bool bf16) { return bf16 ? 8 : 4; }
+inline int moe_combine_batch(int k) { return k <= 8 ? 8 : k <= 12 ? 12 : 16; }
 cudaError_t launch_moe_combine(float* y, int64_t ldy, const float* out, int64_t T, int64_t H, const float* weights,
                                int k, const MoeGrouping& g, cudaStream_t stream, int cols = 0, int batch = 0);
 // The same sum of out16 [T·k, H] in bf16 (MoePlan::wgmma_out16): each value widened, then the

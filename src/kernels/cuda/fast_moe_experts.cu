@@ -451,8 +451,8 @@ namespace {
 template <class Out>
 cudaError_t launch_combine(float* y, int64_t ldy, const Out* out, int64_t T, int64_t H, const float* weights, int k,
                            const MoeGrouping& g, int cols, int batch, cudaStream_t stream) {
-    cols = cols ? cols : kMoeCombineCols;
-    batch = batch ? batch : kMoeCombineBatch;
+    if (!cols) cols = H % moe_combine_cols(sizeof(Out) == 2) == 0 ? moe_combine_cols(sizeof(Out) == 2) : 4;
+    batch = batch ? batch : moe_combine_batch(k);
     const uintptr_t align = uintptr_t(cols) * sizeof(Out) >= 16 ? 16 : uintptr_t(cols) * sizeof(Out);
     if ((cols != 4 && cols != 8) || (batch != 8 && batch != 12 && batch != 16) || H % cols != 0 ||
         reinterpret_cast<uintptr_t>(out) % align != 0 || k < 1 || k > kMoeMaxTopK)
