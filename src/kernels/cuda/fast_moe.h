@@ -379,7 +379,8 @@ struct MoeSwitches {
     // first-last 2, last-item 3; opt-in until measured).
     int l2_first = 0;
     // Where the pick runs the warp-specialised tiles without their own slot sum: out in bf16
-    // (MoePlan::wgmma_out16; TESSERA_MOE_OUT=bf16).
+    // (MoePlan::wgmma_out16). The backend's default (TESSERA_MOE_OUT=bf16); false here, so that a
+    // caller of moe_experts_packed gets moe_pick's f32 plans unless it asks.
     bool out16 = false;
 };
 void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
