@@ -317,6 +317,21 @@ std::vector<uint32_t> plan_bits(const fast::MoePlan& p, DeviceBuffer& y, const D
     return to_host<uint32_t>(y, size_t(T * H));
 }
 
+// A routing case of the tests below, and a routing whose token 3 has a slot out of range and token 7
+// every slot invalid (-1).
+struct RoutingCase {
+    const char* what;
+    int64_t T;
+    int k;
+    Routing r;
+};
+Routing routing_with_bad_ids(int64_t T, int E, int k, uint32_t seed) {
+    Routing r = random_routing(T, E, k, seed);
+    r.ids[size_t(3 * k + 2)] = E + 5;
+    for (int j = 0; j < k; ++j) r.ids[size_t(7 * k + j)] = -1;
+    return r;
+}
+
 size_t differing(const std::vector<uint32_t>& got, const std::vector<uint32_t>& want) {
     size_t n = 0;
     for (size_t i = 0; i < got.size(); ++i) n += got[i] != want[i];
@@ -468,15 +483,8 @@ TEST(FastMoe, DownTilesSumTheSlotsAsTheCombineDoes) {
     const int64_t H = 512, I = 256;
     Experts ex(E, H, I, DType::Q4_0, 1200, 32, true);
     ASSERT_EQ(ex.tile(), 3);
-    struct Case {
-        const char* what;
-        int64_t T;
-        int k;
-        Routing r;
-    };
-    Routing bad = random_routing(300, E, 8, 1203);
-    bad.ids[size_t(3 * 8 + 2)] = E + 5;                        // token 3: one slot out of range
-    for (int j = 0; j < 8; ++j) bad.ids[size_t(7 * 8 + j)] = -1;  // token 7: every slot
+    using Case = RoutingCase;
+    const Routing bad = routing_with_bad_ids(300, E, 8, 1203);
     Routing none = random_routing(17, E, 8, 1205);  // every id invalid: no item, yet every row NaN
     for (size_t i = 0; i < none.ids.size(); ++i) none.ids[i] = i % 2 ? -1 : E;
     const Case cases[] = {
@@ -566,15 +574,8 @@ TEST(FastMoe, Out16DownTilesRoundTheSlotsAndTheCombineSumsThem) {
     const int64_t H = 512, I = 256;
     Experts ex(E, H, I, DType::Q4_0, 1300, 32, true);
     ASSERT_EQ(ex.tile(), 3);
-    struct Case {
-        const char* what;
-        int64_t T;
-        int k;
-        Routing r;
-    };
-    Routing bad = random_routing(300, E, 8, 1303);
-    bad.ids[size_t(3 * 8 + 2)] = E + 5;                        // token 3: one slot out of range
-    for (int j = 0; j < 8; ++j) bad.ids[size_t(7 * 8 + j)] = -1;  // token 7: every slot
+    using Case = RoutingCase;
+    const Routing bad = routing_with_bad_ids(300, E, 8, 1303);
     const Case cases[] = {
         {"33 tokens top-8", 33, 8, random_routing(33, E, 8, 1301)},
         {"300 tokens top-8, bad ids", 300, 8, bad},
