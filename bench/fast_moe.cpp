@@ -577,6 +577,14 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
                 TS_CUDA_CHECK(fast::detail::launch_moe_gather_wgmma(xg, x.as<float>(), s.H, T, s.H, s.k, lg, st));
             });
             row(s, T, "  step: gather x -> bf16 rows [T*k, H]/" + std::to_string(tile), tgx, 0, "");
+            for (int rpb : {2, 4}) {  // the same rows, rpb a block
+                const double tgr = time_of(a, timer, [&](int) {
+                    TS_CUDA_CHECK(
+                        fast::detail::launch_moe_gather_wgmma(xg, x.as<float>(), s.H, T, s.H, s.k, lg, st, rpb));
+                });
+                row(s, T, "  step: gather x -> bf16 rows, " + std::to_string(rpb) + " a block/" + std::to_string(tile),
+                    tgr, 0, "");
+            }
             void* x16 = xg;  // [T, H128] in xg's room (the next tile gathers xg again)
             const double tcx = time_of(a, timer, [&](int) {
                 TS_CUDA_CHECK(fast::detail::launch_moe_rows_wgmma(x16, x.as<float>(), s.H, T, s.H, st));

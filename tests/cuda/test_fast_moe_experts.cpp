@@ -673,6 +673,50 @@ TEST(FastMoe, Out16DownTilesRoundTheSlotsAndTheCombineSumsThem) {
     }
 }
 
+// The wgmma tiles' A rows gathered 1, 2 or 4 rows a block: the same words in every row with a slot
+// (and none written past the grouped rows) — H past a k-tile (160: zeros to 256), strided x, an odd
+// row count, bad ids, 11 slots a token.
+TEST(FastMoe, GatherFormsWriteTheSameRows) {
+    REQUIRE_CUDA();
+    const int E = 32;
+    const int64_t H = 160, ldx = 168;
+    const RoutingCase cases[] = {
+        {"1 token top-8", 1, 8, random_routing(1, E, 8, 1401)},
+        {"71 tokens top-8, bad ids", 71, 8, routing_with_bad_ids(71, E, 8, 1403)},
+        {"33 tokens top-11", 33, 11, random_routing(33, E, 11, 1404)},
+        {"9 tokens top-1", 9, 1, random_routing(9, E, 1, 1402)},
+    };
+    Stream stream;
+    const cudaStream_t st = stream.get();
+    for (const RoutingCase& c : cases) {
+        SCOPED_TRACE(c.what);
+        const int64_t P = c.T * c.k, H128 = (H + 127) / 128 * 128;
+        const DeviceBuffer x = to_device(normal_floats(size_t(c.T * ldx), 1405 + uint32_t(c.T)));
+        const DeviceBuffer ids = to_device(c.r.ids);
+        DeviceBuffer xg(size_t(P + 4) * size_t(H128) * 2);  // (4 rows past P: none may be written)
+        DeviceBuffer scratch(fast::moe_group_scratch_bytes(c.T, c.k, E, 32));
+        const fast::MoeGrouping g = fast::moe_group(ids.as<int32_t>(), c.T, c.k, E, 32, scratch.data(), st);
+        std::vector<uint16_t> want;
+        for (int rpb : {1, 2, 4}) {
+            TS_CUDA_CHECK(cudaMemsetAsync(xg.data(), 0xff, xg.size(), st));
+            TS_CUDA_CHECK(
+                fast::detail::launch_moe_gather_wgmma(xg.data(), x.as<float>(), ldx, c.T, H, c.k, g, st, rpb));
+            stream.synchronize();
+            const std::vector<uint16_t> got = to_host<uint16_t>(xg, size_t(P + 4) * size_t(H128));
+            if (rpb == 1) {
+                want = got;
+                size_t written = 0;  // rows of the grouping hold x's values: not the fill
+                for (int64_t i = 0; i < P * H128; ++i) written += got[size_t(i)] != 0xffffu;
+                EXPECT_GT(written, 0u);
+            }
+            EXPECT_TRUE(got == want) << rpb << " rows a block: xg differs from one row a block's";
+            size_t past = 0;
+            for (int64_t i = P * H128; i < (P + 4) * H128; ++i) past += got[size_t(i)] != 0xffffu;
+            EXPECT_EQ(past, 0u) << rpb << " rows a block: written past the grouped rows";
+        }
+    }
+}
+
 // The CUDA backend places a layer's experts as one stack a matrix (Backend::place_weights: codes
 // one after another, then scales, then biases), which the warp-specialised wgmma tiles read through
 // one tensor map each: the placed experts are contiguous, and its moe_experts at a prefill size

@@ -502,8 +502,9 @@ cudaError_t launch_moe_mma_down(float* out, const void* act, const MoePackedExpe
 // The wgmma large tiles (fast_moe_wgmma.cu): xg [T·k, H128] bf16 in the wgmma order
 // (fast_wgmma_int4.cuh; H128 = H rounded up to 128, zeros past H); act [T·k, I128] likewise;
 // out [T·k, H] f32. tile_rows 16, 32, 64 or 128.
+// rows_per_block: grouped rows a block of 128 threads gathers, 1, 2 or 4 (0: 1) — the same words.
 cudaError_t launch_moe_gather_wgmma(void* xg, const float* x, int64_t ldx, int64_t T, int64_t H, int k,
-                                    const MoeGrouping& g, cudaStream_t stream);
+                                    const MoeGrouping& g, cudaStream_t stream, int rows_per_block = 0);
 // x16[t] = x[t] in bf16, the wgmma order, rows [T, H128] (the gathered tiles' A before grouping).
 cudaError_t launch_moe_rows_wgmma(void* x16, const float* x, int64_t ldx, int64_t T, int64_t H, cudaStream_t stream);
 cudaError_t launch_moe_wgmma_gate_up(void* act, const void* xg, const MoePackedExperts& w, const MoeGrouping& g,

@@ -230,31 +230,52 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
 }
 
 // xg[r] = x[token of grouped row r] in the wgmma order, rows [r, H128] (perm null: row r = token
-// r): one block a row, a thread a k-step of a k-tile (wgmma_store_kstep: 16-byte stores, a warp's
-// 1 KB contiguous). (Session 34: the earlier form — a thread per 32 columns, 4-byte stores, 64 of
-// 256 threads busy at H = 2048 — and a grid-wide one of it measured alike, 22 µs for 4,096 rows.)
-// Launched with PDL (pdl.cuh): the grouping's perm and x come from the kernels before.
+// r): R rows a block, a thread a k-step of a k-tile in each (wgmma_store_kstep's words: 16-byte
+// stores, a warp's 1 KB contiguous), the R rows' loads issued before their stores. (Session 34: the
+// earlier form — a thread per 32 columns, 4-byte stores, 64 of 256 threads busy at H = 2048 — and a
+// grid-wide one of it measured alike, 22 µs for 4,096 rows; session 55: a block a token storing its k
+// rows, slower.) Launched with PDL (pdl.cuh): the grouping's perm and x come from the kernels before.
+template <int R>
 __global__ void __launch_bounds__(128)
-    gather_wgmma_kernel(uint32_t* __restrict__ xg, const float* __restrict__ x, int64_t ldx, int64_t H,
+    gather_wgmma_kernel(uint32_t* __restrict__ xg, const float* __restrict__ x, int64_t ldx, int64_t H, int64_t rows,
                         const int32_t* __restrict__ perm, int k) {
     pdl::wait();
     pdl::trigger();
-    const int64_t r = blockIdx.x;
-    const int s = perm ? perm[r] : int(r);
-    if (s < 0) return;
-    const float* src = x + int64_t(s / k) * ldx;
-    const bool vec2 = (reinterpret_cast<uintptr_t>(src) & 7) == 0;
+    const int64_t r0 = int64_t(blockIdx.x) * R;
+    int s[R];
+#pragma unroll
+    for (int i = 0; i < R; ++i) s[i] = r0 + i >= rows ? -1 : perm ? perm[r0 + i] : int(r0 + i);
     const int64_t H128 = wgmma_row_len(H), steps = H128 / 16;
-    for (int64_t q = threadIdx.x; q < steps; q += blockDim.x)
-        wgmma_store_kstep(xg + r * (H128 / 2) + (q >> 3) * (kWgmmaK / 2), src, (q >> 3) * kWgmmaK, H, int(q & 7),
-                          vec2);
+    for (int64_t q = threadIdx.x; q < steps; q += blockDim.x) {
+        uint4 lo[R], hi[R];
+#pragma unroll
+        for (int i = 0; i < R; ++i) {
+            if (s[i] < 0) continue;
+            const float* src = x + int64_t(s[i] / k) * ldx;
+            const bool vec2 = (reinterpret_cast<uintptr_t>(src) & 7) == 0;
+            wgmma_kstep_words(src, (q >> 3) * kWgmmaK, H, int(q & 7), vec2, lo[i], hi[i]);
+        }
+#pragma unroll
+        for (int i = 0; i < R; ++i) {
+            if (s[i] < 0) continue;
+            uint4* o = reinterpret_cast<uint4*>(xg + (r0 + i) * (H128 / 2) + (q >> 3) * (kWgmmaK / 2) + 8 * (q & 7));
+            o[0] = lo[i];
+            o[1] = hi[i];
+        }
+    }
 }
 
+// rows_per_block: 1, 2 or 4 (0: 1).
 cudaError_t launch_gather(void* xg, const float* x, int64_t ldx, int64_t rows, int64_t H, const int32_t* perm, int k,
-                          cudaStream_t stream) {
+                          int rows_per_block, cudaStream_t stream) {
     if (rows == 0) return cudaSuccess;
-    return pdl::launch(gather_wgmma_kernel, dim3(unsigned(rows)), dim3(128), 0, stream, static_cast<uint32_t*>(xg), x,
-                       ldx, H, perm, k);
+    const int R = rows_per_block ? rows_per_block : 1;
+    if (R != 1 && R != 2 && R != 4) return cudaErrorInvalidValue;
+    const dim3 grid(unsigned((rows + R - 1) / R));
+    auto* out = static_cast<uint32_t*>(xg);
+    if (R == 1) return pdl::launch(gather_wgmma_kernel<1>, grid, dim3(128), 0, stream, out, x, ldx, H, rows, perm, k);
+    if (R == 2) return pdl::launch(gather_wgmma_kernel<2>, grid, dim3(128), 0, stream, out, x, ldx, H, rows, perm, k);
+    return pdl::launch(gather_wgmma_kernel<4>, grid, dim3(128), 0, stream, out, x, ldx, H, rows, perm, k);
 }
 
 template <class C>
@@ -274,12 +295,12 @@ cudaError_t launch(const void* a, int64_t K, int64_t N, int E, const PackedMatri
 }  // namespace
 
 cudaError_t launch_moe_gather_wgmma(void* xg, const float* x, int64_t ldx, int64_t T, int64_t H, int k,
-                                    const MoeGrouping& g, cudaStream_t stream) {
-    return launch_gather(xg, x, ldx, T * k, H, g.perm, k, stream);
+                                    const MoeGrouping& g, cudaStream_t stream, int rows_per_block) {
+    return launch_gather(xg, x, ldx, T * k, H, g.perm, k, rows_per_block, stream);
 }
 
 cudaError_t launch_moe_rows_wgmma(void* x16, const float* x, int64_t ldx, int64_t T, int64_t H, cudaStream_t stream) {
-    return launch_gather(x16, x, ldx, T, H, nullptr, 1, stream);
+    return launch_gather(x16, x, ldx, T, H, nullptr, 1, 0, stream);
 }
 
 cudaError_t launch_moe_wgmma_gate_up(void* act, const void* xg, const MoePackedExperts& w, const MoeGrouping& g,
