@@ -598,7 +598,7 @@ void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int6
     }
     plan.wgmma_gather = sw.gather && plan.wgmma_tma == 1;  // gate+up gathering x's rows itself (opt-in)
     plan.wgmma_combine = sw.combine && plan.wgmma_tma >= 1 && w.combine_counters;  // the down tiles' own sum (opt-in)
-    plan.wgmma_out16 = sw.out16 && plan.wgmma_tma >= 1 && !plan.wgmma_combine;  // out in bf16 (opt-in)
+    plan.wgmma_out16 = sw.out16 && plan.wgmma_tma >= 1 && !plan.wgmma_combine;  // out in bf16 (the backend's)
     // the weights evicted first (opt-in; A's rows evicted last: not in clusters)
     plan.wgmma_l2_first = plan.wgmma_tma != 1 && plan.wgmma_tma != 2 ? 0
                           : plan.wgmma_tma == 2 && sw.l2_first == 2  ? 1
