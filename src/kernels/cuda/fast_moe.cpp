@@ -497,19 +497,17 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
                                                                 plan.wgmma_persist, plan.wgmma_fit, cb, tuning(plan)));
                 return;
             }
-            if (tma && w.tiling.down && plan.wgmma_out16) {  // out in bf16, summed from bf16
-                TS_CUDA_CHECK(detail::launch_moe_wgmma_tma_down(out, act, P, w, g, plan.tile_rows, tma, mt, stream,
-                                                                plan.wgmma_persist, plan.wgmma_fit, {}, tuning(plan),
-                                                                true));
-                TS_CUDA_CHECK(detail::launch_moe_combine_bf16(y, ldy, out, T, w.H, weights, k, g, stream));
-                return;
-            }
+            const bool out16 = tma && w.tiling.down && plan.wgmma_out16;  // out in bf16, summed from bf16
             if (tma && w.tiling.down)
                 TS_CUDA_CHECK(detail::launch_moe_wgmma_tma_down(out, act, P, w, g, plan.tile_rows, tma, mt, stream,
-                                                                plan.wgmma_persist, plan.wgmma_fit, {}, tuning(plan)));
+                                                                plan.wgmma_persist, plan.wgmma_fit, {}, tuning(plan),
+                                                                out16));
             else
                 TS_CUDA_CHECK(detail::launch_moe_wgmma_down(out, act, w, g, plan.tile_rows, stream));
-            TS_CUDA_CHECK(detail::launch_moe_combine(y, ldy, out, T, w.H, weights, k, g, stream));
+            if (out16)
+                TS_CUDA_CHECK(detail::launch_moe_combine_bf16(y, ldy, out, T, w.H, weights, k, g, stream));
+            else
+                TS_CUDA_CHECK(detail::launch_moe_combine(y, ldy, out, T, w.H, weights, k, g, stream));
             return;
         }
         if (plan.v2) {

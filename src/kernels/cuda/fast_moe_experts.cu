@@ -14,6 +14,7 @@
 
 #include <cmath>
 
+#include "core/half.h"
 #include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/fast_moe.h"
 #include "kernels/cuda/pdl.cuh"
@@ -320,18 +321,21 @@ __device__ __forceinline__ void combine_load(const float* p, float (&v)[CPT]) {
         v[c] = q.x, v[c + 1] = q.y, v[c + 2] = q.z, v[c + 3] = q.w;
     }
 }
-__device__ __forceinline__ float bf16_lo(uint32_t u) { return __uint_as_float(u << 16); }
-__device__ __forceinline__ float bf16_hi(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
 template <int CPT>
 __device__ __forceinline__ void combine_load(const uint16_t* p, float (&v)[CPT]) {
+    uint32_t w[CPT / 2];  // bf16 pairs, the first in the low half
     if constexpr (CPT == 4) {
         const uint2 q = __ldcs(reinterpret_cast<const uint2*>(p));
-        v[0] = bf16_lo(q.x), v[1] = bf16_hi(q.x), v[2] = bf16_lo(q.y), v[3] = bf16_hi(q.y);
+        w[0] = q.x, w[1] = q.y;
     } else {
         static_assert(CPT == 8);
         const uint4 q = __ldcs(reinterpret_cast<const uint4*>(p));
-        v[0] = bf16_lo(q.x), v[1] = bf16_hi(q.x), v[2] = bf16_lo(q.y), v[3] = bf16_hi(q.y);
-        v[4] = bf16_lo(q.z), v[5] = bf16_hi(q.z), v[6] = bf16_lo(q.w), v[7] = bf16_hi(q.w);
+        w[0] = q.x, w[1] = q.y, w[2] = q.z, w[3] = q.w;
+    }
+#pragma unroll
+    for (int c = 0; c < CPT / 2; ++c) {
+        v[2 * c] = bf16_to_f32(uint16_t(w[c]));
+        v[2 * c + 1] = bf16_to_f32(uint16_t(w[c] >> 16));
     }
 }
 template <class Out, int CPT, int KB>
