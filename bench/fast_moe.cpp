@@ -573,16 +573,15 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             if (!w.tiling.gate_up) continue;
             // A's rows gathered in gate+up: x in bf16 once a token (its own step), against the
             // gathered copy's step; gate+up with one and (≤ 32 rows) two m-tiles.
-            const double tgx = time_of(a, timer, [&](int) {
-                TS_CUDA_CHECK(fast::detail::launch_moe_gather_wgmma(xg, x.as<float>(), s.H, T, s.H, s.k, lg, st));
-            });
-            row(s, T, "  step: gather x -> bf16 rows [T*k, H]/" + std::to_string(tile), tgx, 0, "");
-            for (int rpb : {2, 4}) {  // the same rows, rpb a block
+            for (int rpb : {1, 2}) {  // the same rows, rpb a block (moe_gather_rows_per_block: the pick's)
                 const double tgr = time_of(a, timer, [&](int) {
                     TS_CUDA_CHECK(
                         fast::detail::launch_moe_gather_wgmma(xg, x.as<float>(), s.H, T, s.H, s.k, lg, st, rpb));
                 });
-                row(s, T, "  step: gather x -> bf16 rows, " + std::to_string(rpb) + " a block/" + std::to_string(tile),
+                const bool picked = rpb == fast::detail::moe_gather_rows_per_block(T * s.k);
+                row(s, T,
+                    "  step: gather x -> bf16 rows [T*k, H], " + std::to_string(rpb) + " a block" +
+                        (picked ? " (pick)" : "") + "/" + std::to_string(tile),
                     tgr, 0, "");
             }
             void* x16 = xg;  // [T, H128] in xg's room (the next tile gathers xg again)

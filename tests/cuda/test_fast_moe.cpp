@@ -426,6 +426,16 @@ TEST(FastMoe, PickRegionsAtTheirEdges) {
     }
 }
 
+// The gather's rows a block (a pure function: needs no GPU): one below 16,384 grouped rows, two from
+// there (2,048 tokens of top-8).
+TEST(FastMoe, GatherRowsPickAtItsEdge) {
+    EXPECT_EQ(fast::detail::moe_gather_rows_per_block(0), 1);
+    EXPECT_EQ(fast::detail::moe_gather_rows_per_block(512 * 8), 1);
+    EXPECT_EQ(fast::detail::moe_gather_rows_per_block(16383), 1);
+    EXPECT_EQ(fast::detail::moe_gather_rows_per_block(16384), 2);
+    EXPECT_EQ(fast::detail::moe_gather_rows_per_block(2048 * 9), 2);
+}
+
 // moe_fused_shape (a pure function: needs no GPU) on the model shapes, by hand: llama.cpp's
 // Qwen3-30B (H 2048, I 768, G 32) in clusters of 16 — I / 16 = 48 rows tiles, 3 a block for gate
 // and up, H / 16 = 128, 8 a block for down; a gate or up stage one row tile's 16 k-tiles (16 KB of

@@ -673,9 +673,9 @@ TEST(FastMoe, Out16DownTilesRoundTheSlotsAndTheCombineSumsThem) {
     }
 }
 
-// The wgmma tiles' A rows gathered 1, 2 or 4 rows a block: the same words in every row with a slot
-// (and none written past the grouped rows) — H past a k-tile (160: zeros to 256), strided x, an odd
-// row count, bad ids, 11 slots a token.
+// The wgmma tiles' A rows gathered 1 or 2 rows a block (and by the pick's count, 0): the same words
+// in every row with a slot (and none written past the grouped rows) — H past a k-tile (160: zeros to
+// 256), strided x, an odd row count, bad ids, 11 slots a token; 4 rows a block refused.
 TEST(FastMoe, GatherFormsWriteTheSameRows) {
     REQUIRE_CUDA();
     const int E = 32;
@@ -697,7 +697,9 @@ TEST(FastMoe, GatherFormsWriteTheSameRows) {
         DeviceBuffer scratch(fast::moe_group_scratch_bytes(c.T, c.k, E, 32));
         const fast::MoeGrouping g = fast::moe_group(ids.as<int32_t>(), c.T, c.k, E, 32, scratch.data(), st);
         std::vector<uint16_t> want;
-        for (int rpb : {1, 2, 4}) {
+        EXPECT_EQ(fast::detail::launch_moe_gather_wgmma(xg.data(), x.as<float>(), ldx, c.T, H, c.k, g, st, 4),
+                  cudaErrorInvalidValue);  // (1 or 2 rows a block, or 0: the pick)
+        for (int rpb : {1, 2, 0}) {
             TS_CUDA_CHECK(cudaMemsetAsync(xg.data(), 0xff, xg.size(), st));
             TS_CUDA_CHECK(
                 fast::detail::launch_moe_gather_wgmma(xg.data(), x.as<float>(), ldx, c.T, H, c.k, g, st, rpb));

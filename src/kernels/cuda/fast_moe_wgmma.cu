@@ -265,17 +265,16 @@ __global__ void __launch_bounds__(128)
     }
 }
 
-// rows_per_block: 1, 2 or 4 (0: 1).
+// rows_per_block: 1 or 2 (0: moe_gather_rows_per_block's for `rows`).
 cudaError_t launch_gather(void* xg, const float* x, int64_t ldx, int64_t rows, int64_t H, const int32_t* perm, int k,
                           int rows_per_block, cudaStream_t stream) {
+    const int R = rows_per_block ? rows_per_block : moe_gather_rows_per_block(rows);
+    if (R != 1 && R != 2) return cudaErrorInvalidValue;
     if (rows == 0) return cudaSuccess;
-    const int R = rows_per_block ? rows_per_block : 1;
-    if (R != 1 && R != 2 && R != 4) return cudaErrorInvalidValue;
     const dim3 grid(unsigned((rows + R - 1) / R));
     auto* out = static_cast<uint32_t*>(xg);
     if (R == 1) return pdl::launch(gather_wgmma_kernel<1>, grid, dim3(128), 0, stream, out, x, ldx, H, rows, perm, k);
-    if (R == 2) return pdl::launch(gather_wgmma_kernel<2>, grid, dim3(128), 0, stream, out, x, ldx, H, rows, perm, k);
-    return pdl::launch(gather_wgmma_kernel<4>, grid, dim3(128), 0, stream, out, x, ldx, H, rows, perm, k);
+    return pdl::launch(gather_wgmma_kernel<2>, grid, dim3(128), 0, stream, out, x, ldx, H, rows, perm, k);
 }
 
 template <class C>
@@ -300,7 +299,7 @@ cudaError_t launch_moe_gather_wgmma(void* xg, const float* x, int64_t ldx, int64
 }
 
 cudaError_t launch_moe_rows_wgmma(void* x16, const float* x, int64_t ldx, int64_t T, int64_t H, cudaStream_t stream) {
-    return launch_gather(x16, x, ldx, T, H, nullptr, 1, 0, stream);
+    return launch_gather(x16, x, ldx, T, H, nullptr, 1, 1, stream);  // (one row a block: as measured)
 }
 
 cudaError_t launch_moe_wgmma_gate_up(void* act, const void* xg, const MoePackedExperts& w, const MoeGrouping& g,
