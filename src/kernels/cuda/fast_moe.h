@@ -507,9 +507,9 @@ cudaError_t launch_moe_mma_down(float* out, const void* act, const MoePackedExpe
 cudaError_t launch_moe_gather_wgmma(void* xg, const float* x, int64_t ldx, int64_t T, int64_t H, int k,
                                     const MoeGrouping& g, cudaStream_t stream, int rows_per_block = 0);
 // The gather's rows a block for P = T·k grouped rows: two from 16,384 (more loads in flight a thread;
-// H100, session 56, bench_fast_moe, µs, one row a block / two: 2,048 tokens top-8 — llama.cpp's shape
-// 40.0–42.3 / 39.1–39.4, the flagship's 40.1–42.6 / 38.9–39.8; at 512 tokens one row wins, 10.4–10.9
-// against 11.9–12.3; four a block never led: 15.0–15.5 at 512, 40.6–41.2 at 2,048, and was removed).
+// two H100s, session 56, bench_fast_moe, µs, one row a block / two: 2,048 tokens top-8 — llama.cpp's shape
+// 40.0–43.0 / 39.1–39.5, the flagship's 40.1–42.6 / 38.9–39.8; at 512 tokens one row wins, 10.4–10.9
+// against 11.9–12.4; four a block never led: 15.0–15.6 at 512, 40.6–41.2 at 2,048, and was removed).
 inline int moe_gather_rows_per_block(int64_t rows) { return rows >= 16384 ? 2 : 1; }
 // x16[t] = x[t] in bf16, the wgmma order, rows [T, H128] (the gathered tiles' A before grouping).
 cudaError_t launch_moe_rows_wgmma(void* x16, const float* x, int64_t ldx, int64_t T, int64_t H, cudaStream_t stream);
