@@ -4,7 +4,7 @@
 #   scripts/gpu/check.sh tests kernels       # every CUDA test; every kernel benchmark   (~6 min)
 #   scripts/gpu/check.sh e2e profile         # tessera bench on the flagship; ncu profile (~8 min)
 #   scripts/gpu/check.sh ncu                  # why the decode kernels are slow: limits.md (~3 min)
-#   scripts/gpu/check.sh source               # where inside the open issues' hot kernels: sass_*.md (~2 min)
+#   scripts/gpu/check.sh source               # where inside the open issues' hot kernels: sass_*.md (~3 min)
 #   TESSERA_AB="TESSERA_PDL=0;TESSERA_GEMV=staged" scripts/gpu/check.sh ab
 #                                             # 2K batch-1 bench, default then each setting (~25 s each)
 # Stages: tests | kernels | e2e | profile | ncu | source | ab (any order, any subset).
@@ -58,6 +58,9 @@ if has source; then  # ncu_source.sh: the SASS-level digest of each (issues 8, 9
     --filter "f16x3 rt hot T=1024" >/dev/null
   scripts/gpu/ncu_source.sh gemv_t8 gemv $B/bench_fast_gemv --tokens 8 --layouts q4_0 --variants pick --modes cold \
     --runs 1 --warmup 0 --filter 4096x14336 >/dev/null
+  # the MoE's prefill tiles as picked at 512 tokens of llama.cpp's shape: persistent gate+up of 48 rows
+  NCU_NAME_BASE=mangled scripts/gpu/ncu_source.sh moe_gu48 "MoeTmaTileILi48ELb1ELi4ELi1ELi1ELb0ELb1ELb0E" \
+    $B/bench_fast_moe --tokens 512 --runs 1 --warmup 0 --filter "128x768x2048 top-8 T=512" >/dev/null
   echo "== source: $(ls "$LOGS"/sass_*.md 2>/dev/null | wc -l) digests (sass_*.md)"
 fi
 
