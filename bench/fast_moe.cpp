@@ -241,6 +241,18 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             fast::moe_route(logits.as<float>(), s.E, T, s.E, s.k, true, false, ids.as<int32_t>(), wts.as<float>(), st);
         });
         row(s, T, "moe_route (softmax, top-k, renormalise)", route, 0, "");
+        if (T > 2) {  // the routing, then the grouping as the backend chains them: PDL, and the ordinary launch
+            const fast::MoeGrouping rg = fast::moe_group(ids.as<int32_t>(), T, s.k, s.E, 64, scratch.data(), st);
+            for (bool pdl : {true, false}) {
+                const double chain = time_of(a, timer, [&](int) {
+                    fast::moe_route(logits.as<float>(), s.E, T, s.E, s.k, true, false, ids.as<int32_t>(),
+                                    wts.as<float>(), st);
+                    TS_CUDA_CHECK(fast::detail::launch_moe_group(ids.as<int32_t>(), T, s.k, s.E, 64, rg, st, pdl));
+                });
+                row(s, T, pdl ? "moe_route + moe_group (tile 64), PDL" : "moe_route + moe_group (tile 64), plain",
+                    chain, 0, "");
+            }
+        }
 
         const fast::MoePlan pick = fast::moe_pick(T, s.k, s.E);
         fast::MoePlan pick_combine = pick;  // the pick with the down tiles summing the slots themselves

@@ -212,10 +212,12 @@ __device__ __forceinline__ GroupChunk group_chunk(int64_t P, int nb, int b) {
 }
 
 // Two-kernel grouping, first: counts[b][e] — chunk b's pairs routed to e (order does not matter).
+// Launched with PDL (pdl.cuh): the ids come from the kernel before (the routing).
 __global__ void __launch_bounds__(kGroupThreads)
     group_count_kernel(const int32_t* __restrict__ ids, int64_t P, int E, int32_t* __restrict__ counts) {
     __shared__ int hist[kMoeMaxExperts];
     const int tid = int(threadIdx.x), b = int(blockIdx.x);
+    pdl::wait();
     pdl::trigger();  // the placing kernel's blocks count their warps' pairs meanwhile
     for (int e = tid; e < E; e += kGroupThreads) hist[e] = 0;
     __syncthreads();
@@ -231,6 +233,9 @@ __global__ void __launch_bounds__(kGroupThreads)
 // The grouping itself (one block, or block b of the placing kernel after group_count_kernel).
 // Warp w owns the pairs [P·w/16, P·(w+1)/16) of the block's chunk. hist[w][e]: its pairs routed
 // to e; then the first grouped row of those pairs. Block 0 writes the offsets and the items.
+// Launched with PDL: one block waits for the kernel before (the routing: the ids) first; the
+// placing kernel reads the ids before its wait — written two launches back, complete once
+// group_count_kernel passed its own wait and let this one start — and waits for the counts.
 __global__ void __launch_bounds__(kGroupThreads)
     group_kernel(const int32_t* __restrict__ ids, int64_t P, int E, int tile_rows, MoeGrouping g) {
     __shared__ int hist[kGroupWarps][kMoeMaxExperts];
@@ -238,6 +243,7 @@ __global__ void __launch_bounds__(kGroupThreads)
     __shared__ int valid_rows;
     const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
     const int nb = int(gridDim.x), b = int(blockIdx.x);
+    if (nb == 1) pdl::wait();
     for (int i = tid; i < kGroupWarps * kMoeMaxExperts; i += kGroupThreads) (&hist[0][0])[i] = 0;
     __syncthreads();
 
@@ -358,17 +364,16 @@ cudaError_t launch_moe_route(const float* logits, int64_t ldl, int64_t T, int E,
 }
 
 cudaError_t launch_moe_group(const int32_t* ids, int64_t T, int k, int E, int tile_rows, const MoeGrouping& g,
-                             cudaStream_t stream) {
+                             cudaStream_t stream, bool pdl) {
     const int64_t P = T * k, nb = moe_group_blocks(P);
-    if (nb == 1) {
-        group_kernel<<<1, kGroupThreads, 0, stream>>>(ids, P, E, tile_rows, g);
-        return cudaGetLastError();
-    }
+    const dim3 block(kGroupThreads);
+    if (nb == 1)
+        return pdl::detail::launch_ex(group_kernel, dim3(1), block, 0, stream, nullptr, pdl, ids, P, E, tile_rows, g);
     if (!g.chunk_counts) return cudaErrorInvalidValue;
-    group_count_kernel<<<unsigned(nb), kGroupThreads, 0, stream>>>(ids, P, E, g.chunk_counts);
-    const cudaError_t err = cudaGetLastError();
+    const cudaError_t err = pdl::detail::launch_ex(group_count_kernel, dim3(unsigned(nb)), block, 0, stream, nullptr,
+                                                   pdl, ids, P, E, g.chunk_counts);
     if (err != cudaSuccess) return err;
-    return pdl::launch(group_kernel, dim3(unsigned(nb)), dim3(kGroupThreads), 0, stream, ids, P, E, tile_rows, g);
+    return pdl::launch(group_kernel, dim3(unsigned(nb)), block, 0, stream, ids, P, E, tile_rows, g);
 }
 
 }  // namespace tessera::cuda::fast::detail
