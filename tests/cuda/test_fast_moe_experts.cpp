@@ -673,9 +673,10 @@ TEST(FastMoe, Out16DownTilesRoundTheSlotsAndTheCombineSumsThem) {
     }
 }
 
-// The wgmma tiles' A rows gathered 1 or 2 rows a block (and by the pick's count, 0): the same words
-// in every row with a slot (and none written past the grouped rows) — H past a k-tile (160: zeros to
-// 256), strided x, an odd row count, bad ids, 11 slots a token; 4 rows a block refused.
+// The wgmma tiles' A rows gathered 1 or 2 rows a block (and by the pick's count, 0), and in two steps
+// (x to bf16 rows once, then the grouped rows copied): the same words in every row with a slot (and
+// none written past the grouped rows) — H past a k-tile (160: zeros to 256), strided x, an odd row
+// count, bad ids, 11 slots a token; 4 rows a block refused.
 TEST(FastMoe, GatherFormsWriteTheSameRows) {
     REQUIRE_CUDA();
     const int E = 32;
@@ -699,10 +700,16 @@ TEST(FastMoe, GatherFormsWriteTheSameRows) {
         std::vector<uint16_t> want;
         EXPECT_EQ(fast::detail::launch_moe_gather_wgmma(xg.data(), x.as<float>(), ldx, c.T, H, c.k, g, st, 4),
                   cudaErrorInvalidValue);  // (1 or 2 rows a block, or 0: the pick)
-        for (int rpb : {1, 2, 0}) {
+        DeviceBuffer x16(size_t(c.T) * size_t(H128) * 2);  // the two-step form's x in bf16 rows
+        for (int rpb : {1, 2, 0, -1}) {  // -1: x to bf16 rows, then the grouped rows copied
             TS_CUDA_CHECK(cudaMemsetAsync(xg.data(), 0xff, xg.size(), st));
-            TS_CUDA_CHECK(
-                fast::detail::launch_moe_gather_wgmma(xg.data(), x.as<float>(), ldx, c.T, H, c.k, g, st, rpb));
+            if (rpb >= 0) {
+                TS_CUDA_CHECK(
+                    fast::detail::launch_moe_gather_wgmma(xg.data(), x.as<float>(), ldx, c.T, H, c.k, g, st, rpb));
+            } else {
+                TS_CUDA_CHECK(fast::detail::launch_moe_rows_wgmma(x16.data(), x.as<float>(), ldx, c.T, H, st));
+                TS_CUDA_CHECK(fast::detail::launch_moe_gather_rows16(xg.data(), x16.data(), c.T, H, c.k, g, st));
+            }
             stream.synchronize();
             const std::vector<uint16_t> got = to_host<uint16_t>(xg, size_t(P + 4) * size_t(H128));
             if (rpb == 1) {
