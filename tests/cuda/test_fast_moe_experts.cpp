@@ -718,10 +718,11 @@ TEST(FastMoe, GatherFormsWriteTheSameRows) {
                 for (int64_t i = 0; i < P * H128; ++i) written += got[size_t(i)] != 0xffffu;
                 EXPECT_GT(written, 0u);
             }
-            EXPECT_TRUE(got == want) << rpb << " rows a block: xg differs from one row a block's";
+            const std::string form = rpb < 0 ? "two steps" : std::to_string(rpb) + " rows a block";
+            EXPECT_TRUE(got == want) << form << ": xg differs from one row a block's";
             size_t past = 0;
             for (int64_t i = P * H128; i < (P + 4) * H128; ++i) past += got[size_t(i)] != 0xffffu;
-            EXPECT_EQ(past, 0u) << rpb << " rows a block: written past the grouped rows";
+            EXPECT_EQ(past, 0u) << form << ": written past the grouped rows";
         }
     }
 }
