@@ -229,6 +229,14 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     }
 }
 
+// The slots of a block's R grouped rows r0 … r0 + R − 1: perm[r] (−1 for an unused row), or r itself
+// (perm null); −1 past `rows`.
+template <int R>
+__device__ __forceinline__ void block_row_slots(int (&s)[R], int64_t r0, int64_t rows, const int32_t* perm) {
+#pragma unroll
+    for (int i = 0; i < R; ++i) s[i] = r0 + i >= rows ? -1 : perm ? perm[r0 + i] : int(r0 + i);
+}
+
 // xg[r] = x[token of grouped row r] in the wgmma order, rows [r, H128] (perm null: row r = token
 // r): R rows a block, a thread a k-step of a k-tile in each (wgmma_store_kstep's words: 16-byte
 // stores, a warp's 1 KB contiguous), the R rows' loads issued before their stores. (Session 34: the
@@ -243,8 +251,7 @@ __global__ void __launch_bounds__(128)
     pdl::trigger();
     const int64_t r0 = int64_t(blockIdx.x) * R;
     int s[R];
-#pragma unroll
-    for (int i = 0; i < R; ++i) s[i] = r0 + i >= rows ? -1 : perm ? perm[r0 + i] : int(r0 + i);
+    block_row_slots(s, r0, rows, perm);
     const int64_t H128 = wgmma_row_len(H), steps = H128 / 16;
     for (int64_t q = threadIdx.x; q < steps; q += blockDim.x) {
         uint4 lo[R], hi[R];
@@ -278,8 +285,7 @@ __global__ void __launch_bounds__(128)
     pdl::trigger();
     const int64_t r0 = int64_t(blockIdx.x) * RPB;
     int s[RPB];
-#pragma unroll
-    for (int i = 0; i < RPB; ++i) s[i] = r0 + i >= rows ? -1 : perm[r0 + i];
+    block_row_slots(s, r0, rows, perm);
     for (int64_t q = threadIdx.x; q < chunks; q += blockDim.x) {
         uint4 v[RPB];
 #pragma unroll
