@@ -1,0 +1,80 @@
+// bench_fast_ktile_probe: the MoE prefill tiles' consumer loop alone (fast_ktile_probe.h) — a
+// gate+up k-tile of Int4 weights dequantized into wgmma's A registers against BN activation rows,
+// over and over from shared memory with no producer, barriers or global loads — in its forms:
+// the production loop ("tiles"), the dequantization alone, the wgmma alone, and the loop over 2,
+// 3 and 4 register sets (1, 2, 3 groups of wgmma in flight). What each row gives: the call's time
+// for `iters` k-tiles a warpgroup on every SM, the SM cycles a k-tile round takes (every resident
+// warpgroup one k-tile), and that time scaled to 372 warpgroup k-tiles an SM — the persistent
+// gate+up tiles of 48 at 512 tokens of llama.cpp's shape (118.4 µs on the H100, fifty-third round),
+// so the row says how far the loop alone is from that kernel.
+//   bench_fast_ktile_probe [--bn 16,32,48,64] [--blocks-per-sm 2,3] [--iters N (930)] [--runs N] [--warmup N]
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+
+#include "core/status.h"
+#include "cuda_timer.h"
+#include "kernel_args.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/fast_ktile_probe.h"
+#include "kernels/cuda/stream.h"
+
+using namespace tessera;
+using namespace tessera::cuda;
+
+int main(int argc, char** argv) {
+    try {
+        std::vector<int64_t> bns = {32, 48, 64}, minbs = {2, 3};
+        int iters = 930, runs = 20, warmup = 3;
+        bench::KernelArgs args(
+            "bench_fast_ktile_probe [--bn 16,32,48,64 (32,48,64)] [--blocks-per-sm 2,3 (2,3)] [--iters N (930)]\n"
+            "                       [--runs N (20)] [--warmup N (3)]\n");
+        if (!args.ints("--bn", bns)
+                 .ints("--blocks-per-sm", minbs)
+                 .count("--iters", iters, 12)
+                 .count("--runs", runs, 1)
+                 .count("--warmup", warmup, 0)
+                 .parse(argc, argv))
+            return 0;
+        iters = iters / 12 * 12;  // whole rounds of every form's register sets
+        cudaDeviceProp p{};
+        TS_CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
+        int clock_khz = 0;
+        TS_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
+        std::printf("bench_fast_ktile_probe on %s (%d SMs, %.3f GHz max); %d k-tiles a warpgroup; median of %d runs\n",
+                    p.name, p.multiProcessorCount, clock_khz * 1e-6, iters, runs);
+        std::printf("(cycles a round at the max clock; \"372 an SM\": the time scaled to 372 warpgroup k-tiles an SM)\n\n");
+        std::printf("| %3s | %6s | %-8s | %9s | %12s | %12s |\n", "BN", "blk/SM", "form", "call us", "cycles/round",
+                    "372 an SM us");
+        Stream stream;
+        bench::CudaTimer timer(stream.get());
+        for (int64_t bn : bns)
+            for (int64_t minb : minbs) {
+                const std::vector<uint8_t> h = fast::ktile_probe_make_stage(int(bn), 7);
+                DeviceBuffer stage(h.size());
+                stage.upload(h.data(), h.size());
+                for (auto form : {fast::KtileProbeForm::Tiles, fast::KtileProbeForm::Dequant, fast::KtileProbeForm::Mma,
+                                  fast::KtileProbeForm::Sets2, fast::KtileProbeForm::Sets3,
+                                  fast::KtileProbeForm::Sets4}) {
+                    fast::KtileProbeArgs a;
+                    a.bn = int(bn), a.blocks_per_sm = int(minb), a.form = form, a.iters = iters;
+                    DeviceBuffer out(size_t(fast::ktile_probe_out_floats(a)) * 4);
+                    const double s = timer.median(warmup, runs, [&] {
+                        TS_CUDA_CHECK(fast::launch_ktile_probe(a, stage.data(), static_cast<float*>(out.data()),
+                                                               stream.get()));
+                    });
+                    const double wg_per_sm = 2.0 * double(minb);
+                    std::printf("| %3lld | %6lld | %-8s | %9.2f | %12.0f | %12.2f |\n", (long long)bn, (long long)minb,
+                                fast::ktile_probe_form_name(form), s * 1e6, s * clock_khz * 1e3 / iters,
+                                s * 1e6 * 372.0 / (double(iters) * wg_per_sm));
+                }
+            }
+        return 0;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench_fast_ktile_probe: %s\n", e.what());
+        return 1;
+    }
+}

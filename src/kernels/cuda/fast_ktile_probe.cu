@@ -1,0 +1,245 @@
+// The MoE tiles' consumer loop alone (fast_ktile_probe.h). A block is the tiles' two consumer
+// warpgroups, each on gate+up's 64 weight rows as MoeTmaTile<BN, true, ...> maps them (warp w4 of
+// warpgroup wg, lane (gq, tq): gate row 32·wg + 8·w4 + gq and up's row 64 further); its shared
+// memory is the tiles' ring of stages, each a copy of one host-made stage. k-tile kt reads stage
+// kt mod S, as the tiles' ring does, with no barrier: nothing is ever written after the start.
+#include "kernels/cuda/fast_ktile_probe.h"
+
+#include <cstdint>
+#include <random>
+
+#include "core/half.h"
+#include "kernels/cuda/device.h"
+#include "kernels/cuda/fast_mma.cuh"
+#include "kernels/cuda/fast_wgmma.cuh"
+#include "kernels/cuda/fast_wgmma_int4.cuh"
+
+namespace tessera::cuda::fast {
+
+namespace {
+
+using namespace dev;
+
+constexpr int kThreads = 256;  // two warpgroups
+constexpr int kGpt = 4;        // Q4_0: groups of 32, four a k-tile a row
+
+// The tiles' stage (MoeTmaTile's offsets for gate+up, one m-tile): A's two k-blocks of BN rows,
+// 8 code tiles of 1 KB (gate's 4, up's 4), their scales (and the biases' room, unused here).
+template <int BN>
+struct Stage {
+    static constexpr int kWOff = 2 * BN * 128, kSOff = kWOff + 8 * 1024, kBOff = kSOff + 8 * 128;
+    static constexpr int kBytes = (kBOff + 8 * 128 + 1023) / 1024 * 1024;
+};
+
+template <int MINB>
+constexpr int stages() {
+    return MINB == 3 ? 3 : 4;
+}
+
+// Keeps a made A fragment alive without an instruction (the dequantization alone).
+__device__ __forceinline__ void keep(const uint32_t (&a)[4]) {
+    asm volatile("" ::"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]));
+}
+
+template <int BN, int FORM, int MINB>
+__global__ void __launch_bounds__(kThreads, MINB)
+    ktile_probe_kernel(const uint8_t* __restrict__ stage0, int iters, float* __restrict__ out) {
+    using St = Stage<BN>;
+    constexpr int S = stages<MINB>();
+    extern __shared__ uint8_t smem_raw[];
+    uint8_t* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+    const int tid = int(threadIdx.x);
+    for (int i = tid; i < S * St::kBytes / 16; i += kThreads)
+        reinterpret_cast<uint4*>(smem)[i] = reinterpret_cast<const uint4*>(stage0)[i % (St::kBytes / 16)];
+    fence_proxy_async_smem();  // (wgmma reads A's rows through the async proxy)
+    __syncthreads();
+
+    const int lane = tid & 31, warp = tid >> 5, wg = warp / 4, w4 = warp & 3, gq = lane >> 2, tq = lane & 3;
+    const int f = wg * 32 + w4 * 8 + gq, rh = 64 + f;  // gate's row, up's
+    const int s_lo = staged_scale_at(f, tq, kGpt), s_hi = 512 + s_lo;
+    float acc[BN / 2];
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
+    wgmma_fence_operands(acc);
+
+    if constexpr (FORM == int(KtileProbeForm::Tiles)) {
+        for (int kt = 0; kt < iters; ++kt) {
+            const uint8_t* st = smem + (kt % S) * St::kBytes;
+            wgmma_int4_ktile_staged<BN>(acc, st + St::kWOff, f, rh, tq, st + St::kSOff, st + St::kBOff, s_lo, s_hi,
+                                        false, false, wgmma_desc_sw128(smem_addr(st)), BN * 128);
+        }
+    } else if constexpr (FORM == int(KtileProbeForm::Dequant)) {
+        for (int kt = 0; kt < iters; ++kt) {
+            const uint8_t* st = smem + (kt % S) * St::kBytes;
+            uint4 q_lo, q_hi;
+            uint32_t s2[2], b2[2];
+            wgmma_int4_staged_operands(st + St::kWOff, f, rh, tq, st + St::kSOff, st + St::kBOff, s_lo, s_hi, false,
+                                       false, q_lo, q_hi, s2, b2);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                uint32_t a0[4], a1[4];
+                wgmma_a_fragments(word_of(q_lo, j), word_of(q_hi, j), s2[0], b2[0], s2[1], b2[1], kWgmmaInt4NegC, a0,
+                                  a1);
+                keep(a0);
+                keep(a1);
+            }
+        }
+    } else if constexpr (FORM == int(KtileProbeForm::Mma)) {
+        uint32_t a[2][4][4];  // stage 0's k-tile, made once
+        {
+            uint4 q_lo, q_hi;
+            uint32_t s2[2], b2[2];
+            wgmma_int4_staged_operands(smem + St::kWOff, f, rh, tq, smem + St::kSOff, smem + St::kBOff, s_lo, s_hi,
+                                       false, false, q_lo, q_hi, s2, b2);
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                wgmma_a_fragments(word_of(q_lo, j), word_of(q_hi, j), s2[0], b2[0], s2[1], b2[1], kWgmmaInt4NegC,
+                                  a[j / 2][2 * (j % 2)], a[j / 2][2 * (j % 2) + 1]);
+        }
+        for (int kt = 0; kt < iters; ++kt) {
+            const uint64_t desc = wgmma_desc_sw128(smem_addr(smem + (kt % S) * St::kBytes));
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                wgmma_fence();
+                wgmma_fence_operands(acc);
+#pragma unroll
+                for (int s = 0; s < 4; ++s)
+                    wgmma_rs<BN>(acc, a[half][s], wgmma_desc_add(desc, uint32_t((half * BN * 128 + 32 * s) >> 4)), 1);
+                wgmma_commit();
+                wgmma_fence_operands(acc);
+                wgmma_wait<1>();
+            }
+        }
+    } else {  // Sets2 / 3 / 4: half k-tile h into register set h mod NS, NS − 1 groups left in flight
+        constexpr int NS = FORM - int(KtileProbeForm::Sets2) + 2;
+        constexpr uint32_t kNeg8 = 0xc100c100u, kNegZero = 0x80008000u;
+        uint32_t a[NS][4][4];
+        const int halves = 2 * iters;  // (a multiple of NS: launch_ktile_probe)
+        for (int h0 = 0; h0 < halves; h0 += NS) {
+#pragma unroll
+            for (int s = 0; s < NS; ++s) {
+                const int h = h0 + s;
+                const int kt = h >> 1, half = h & 1;
+                const uint8_t* st = smem + (kt % S) * St::kBytes;
+                // words 2·half, 2·half + 1 of rows f and rh (wgmma_int4_ktile's half), the k-tile's scales
+                const uint2 ql = *reinterpret_cast<const uint2*>(st + St::kWOff + f * 64 + tq * 16 + half * 8);
+                const uint2 qh = *reinterpret_cast<const uint2*>(st + St::kWOff + rh * 64 + tq * 16 + half * 8);
+                const uint32_t sl = f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(st + St::kSOff + s_lo));
+                const uint32_t sh = f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(st + St::kSOff + s_hi));
+                const uint32_t bl = fma_bf16x2(sl, kNeg8, kNegZero), bh = fma_bf16x2(sh, kNeg8, kNegZero);
+                wgmma_a_fragments(ql.x, qh.x, sl, bl, sh, bh, kWgmmaInt4NegC, a[s][0], a[s][1]);
+                wgmma_a_fragments(ql.y, qh.y, sl, bl, sh, bh, kWgmmaInt4NegC, a[s][2], a[s][3]);
+                const uint64_t desc = wgmma_desc_sw128(smem_addr(st));
+                wgmma_fence();
+                wgmma_fence_operands(acc);
+#pragma unroll
+                for (int k = 0; k < 4; ++k)
+                    wgmma_rs<BN>(acc, a[s][k], wgmma_desc_add(desc, uint32_t((half * BN * 128 + 32 * k) >> 4)), 1);
+                wgmma_commit();
+                wgmma_fence_operands(acc);
+                wgmma_wait<NS - 1>();
+            }
+        }
+    }
+    wgmma_wait<0>();
+    wgmma_fence_operands(acc);
+    float* o = out + (int64_t(blockIdx.x) * kThreads + tid) * (BN / 2);
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) o[i] = acc[i];
+}
+
+template <int BN, int FORM, int MINB>
+cudaError_t launch_form(const KtileProbeArgs& a, const void* stage, float* out, cudaStream_t stream) {
+    constexpr int smem = stages<MINB>() * Stage<BN>::kBytes + 1024;
+    static const cudaError_t attr = cudaFuncSetAttribute(ktile_probe_kernel<BN, FORM, MINB>,
+                                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (attr != cudaSuccess) return attr;
+    const int blocks = a.blocks > 0 ? a.blocks : current_sm_count() * MINB;
+    ktile_probe_kernel<BN, FORM, MINB>
+        <<<blocks, kThreads, smem, stream>>>(static_cast<const uint8_t*>(stage), a.iters, out);
+    return cudaGetLastError();
+}
+
+template <int BN, int MINB>
+cudaError_t launch_bn(const KtileProbeArgs& a, const void* stage, float* out, cudaStream_t stream) {
+    switch (a.form) {
+        case KtileProbeForm::Tiles: return launch_form<BN, 0, MINB>(a, stage, out, stream);
+        case KtileProbeForm::Dequant: return launch_form<BN, 1, MINB>(a, stage, out, stream);
+        case KtileProbeForm::Mma: return launch_form<BN, 2, MINB>(a, stage, out, stream);
+        case KtileProbeForm::Sets2: return launch_form<BN, 3, MINB>(a, stage, out, stream);
+        case KtileProbeForm::Sets3: return launch_form<BN, 4, MINB>(a, stage, out, stream);
+        case KtileProbeForm::Sets4: return launch_form<BN, 5, MINB>(a, stage, out, stream);
+    }
+    return cudaErrorInvalidValue;
+}
+
+template <int MINB>
+cudaError_t launch_minb(const KtileProbeArgs& a, const void* stage, float* out, cudaStream_t stream) {
+    switch (a.bn) {
+        case 16: return launch_bn<16, MINB>(a, stage, out, stream);
+        case 32: return launch_bn<32, MINB>(a, stage, out, stream);
+        case 48: return launch_bn<48, MINB>(a, stage, out, stream);
+        case 64: return launch_bn<64, MINB>(a, stage, out, stream);
+        default: return cudaErrorInvalidValue;
+    }
+}
+
+}  // namespace
+
+const char* ktile_probe_form_name(KtileProbeForm f) {
+    switch (f) {
+        case KtileProbeForm::Tiles: return "tiles";
+        case KtileProbeForm::Dequant: return "dequant";
+        case KtileProbeForm::Mma: return "mma";
+        case KtileProbeForm::Sets2: return "sets2";
+        case KtileProbeForm::Sets3: return "sets3";
+        case KtileProbeForm::Sets4: return "sets4";
+    }
+    return "?";
+}
+
+int64_t ktile_probe_stage_bytes(int bn) {
+    switch (bn) {
+        case 16: return Stage<16>::kBytes;
+        case 32: return Stage<32>::kBytes;
+        case 48: return Stage<48>::kBytes;
+        case 64: return Stage<64>::kBytes;
+        default: return 0;
+    }
+}
+
+std::vector<uint8_t> ktile_probe_make_stage(int bn, uint32_t seed) {
+    const int64_t bytes = ktile_probe_stage_bytes(bn);
+    std::vector<uint8_t> s(size_t(bytes), 0);
+    if (bytes == 0) return s;
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> x(-1.f, 1.f), sc(0.005f, 0.02f);
+    const int64_t w_off = 2 * bn * 128, s_off = w_off + 8 * 1024;
+    for (int64_t i = 0; i < w_off; i += 2) {
+        const uint16_t b = f32_to_bf16(x(rng));
+        s[size_t(i)] = uint8_t(b), s[size_t(i + 1)] = uint8_t(b >> 8);
+    }
+    for (int64_t i = w_off; i < s_off; ++i) s[size_t(i)] = uint8_t(rng());
+    for (int64_t i = s_off; i < s_off + 8 * 128; i += 2) {
+        const uint16_t h = f32_to_f16(sc(rng));
+        s[size_t(i)] = uint8_t(h), s[size_t(i + 1)] = uint8_t(h >> 8);
+    }
+    return s;
+}
+
+int64_t ktile_probe_out_floats(const KtileProbeArgs& a) {
+    const int64_t blocks = a.blocks > 0 ? a.blocks : int64_t(current_sm_count()) * a.blocks_per_sm;
+    return blocks * kThreads * (a.bn / 2);
+}
+
+cudaError_t launch_ktile_probe(const KtileProbeArgs& a, const void* stage, float* out, cudaStream_t stream) {
+    if (!stage || !out || a.iters < 1 || a.blocks < 0 || ktile_probe_stage_bytes(a.bn) == 0)
+        return cudaErrorInvalidValue;
+    if ((a.form == KtileProbeForm::Sets3 && a.iters % 3 != 0) || (a.form == KtileProbeForm::Sets4 && a.iters % 2 != 0))
+        return cudaErrorInvalidValue;  // (whole rounds of the register sets: 2·iters half k-tiles)
+    if (a.blocks_per_sm == 2) return launch_minb<2>(a, stage, out, stream);
+    if (a.blocks_per_sm == 3) return launch_minb<3>(a, stage, out, stream);
+    return cudaErrorInvalidValue;
+}
+
+}  // namespace tessera::cuda::fast

@@ -1,0 +1,48 @@
+// Benchmark probe of the MoE prefill tiles' consumer loop (fast_moe_wgmma_tma.cu): the k-tile
+// of gate+up — a warpgroup's 64 weight rows dequantized from Int4 codes into wgmma's A registers,
+// m64nBNk16 bf16 against BN activation rows in shared memory — run over and over on one stage
+// set in shared memory, with no producer, no barriers and no global loads. What it answers: how
+// fast the loop itself goes with the memory system out of the way, and which part holds it — the
+// dequantization alone, the wgmma alone, both as the tiles run them, and both with deeper register
+// pipelines (more groups of wgmma in flight). Not used by the engine; bench/fast_ktile_probe.cpp
+// times it, tests/cuda/fast_ktile_probe_test.cpp holds its forms to the production loop's bits.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+namespace tessera::cuda::fast {
+
+enum class KtileProbeForm {
+    Tiles,    // the production k-tile (wgmma_int4_ktile_staged): two register sets, one group in flight
+    Dequant,  // the dequantization alone (codes and scales read, A made, no wgmma)
+    Mma,      // the wgmma alone (A made once; the same fences, groups and waits)
+    Sets2,    // the loop a half k-tile at a time over 2 register sets (one group in flight): Tiles' bits
+    Sets3,    // ... over 3 sets, two groups in flight
+    Sets4,    // ... over 4 sets, three groups in flight
+};
+const char* ktile_probe_form_name(KtileProbeForm f);
+
+struct KtileProbeArgs {
+    int bn = 48;             // wgmma's N: 16, 32, 48 or 64 activation rows
+    int blocks_per_sm = 2;   // 2 (4 stages a block, as the tiles) or 3 (3 stages)
+    KtileProbeForm form = KtileProbeForm::Tiles;
+    int iters = 93;          // k-tiles a warpgroup (two warpgroups a block); Sets3: a multiple of 3, Sets4 of 2
+    int blocks = 0;          // the grid; 0: blocks_per_sm a multiprocessor
+};
+
+// Bytes of one stage (activations, codes, scales) as the tiles lay it out for `bn`; 0 if bn is
+// not one the probe is built for.
+int64_t ktile_probe_stage_bytes(int bn);
+// One stage as the tiles stage it, made from `seed`: activations as bf16 in [-1, 1), random codes,
+// f16 scales in [0.005, 0.02) (finite: the products stay finite over any number of k-tiles); empty
+// for a bn ktile_probe_stage_bytes refuses.
+std::vector<uint8_t> ktile_probe_make_stage(int bn, uint32_t seed);
+// Accumulators a launch writes: blocks · 256 threads · bn / 2 floats.
+int64_t ktile_probe_out_floats(const KtileProbeArgs& a);
+// stage: ktile_probe_stage_bytes(bn) device bytes, copied into every stage of each block (its
+// scales must be finite f16); out: ktile_probe_out_floats floats.
+cudaError_t launch_ktile_probe(const KtileProbeArgs& a, const void* stage, float* out, cudaStream_t stream);
+
+}  // namespace tessera::cuda::fast

@@ -1,0 +1,129 @@
+// The MoE tiles' k-tile probe (fast_ktile_probe.h): its production form computes gate+up's k-tile
+// as a host model of the layouts says (weight rows by warp and lane, the codes' nibbles into A's
+// k index, B's rows in the 128-byte swizzle), and the forms that reorder the loop — the wgmma
+// alone on A made once, the register sets — give its very bits; the dequantization alone writes
+// nothing. Bad arguments are errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "core/half.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/fast_ktile_probe.h"
+#include "kernels/cuda/stream.h"
+
+#include "ref_test_util.h"
+
+using namespace tessera;
+using namespace tessera::cuda;
+using reftest::to_device;
+using reftest::to_host;
+
+namespace {
+
+// A row rho (0..63) of warpgroup wg, k index kappa (0..127, k-step kappa / 16) of the k-tile the
+// stage holds: the Int4 weight (code − 8)·s in bf16, as the lane holding it dequantizes it.
+float weight(const std::vector<uint8_t>& st, int bn, int wg, int rho, int kappa) {
+    const int w4 = rho / 16, g = rho % 16;
+    const int f = wg * 32 + w4 * 8 + g % 8, row = g < 8 ? f : 64 + f;  // gate's row, or up's
+    const int sigma = kappa / 16, kk = kappa % 16, t = (kk % 8) / 2, j = sigma / 2, s = sigma % 2;
+    const int nib = 2 * s + (kk >= 8 ? 1 : 0) + (kk % 2 ? 4 : 0);
+    const int64_t w_off = 2 * bn * 128, s_off = w_off + 8 * 1024;
+    const uint8_t* word = st.data() + w_off + row * 64 + t * 16 + 4 * j;
+    const uint32_t q = uint32_t(word[0]) | uint32_t(word[1]) << 8 | uint32_t(word[2]) << 16 | uint32_t(word[3]) << 24;
+    const int code = int((q >> (4 * nib)) & 15u);
+    const int64_t at = s_off + (row >> 4) * 128 + 2 * ((row & 15) * 4 + t);  // row's scale, group t
+    const float scale = bf16_to_f32(f32_to_bf16(f16_to_f32(uint16_t(st[size_t(at)] | st[size_t(at + 1)] << 8))));
+    return bf16_to_f32(f32_to_bf16(float(code - 8) * scale));  // (exact in f32: 4 × 8 bits)
+}
+
+// B's value at k index kappa of activation row n: k-block kappa / 64, in the 128-byte swizzle.
+float activation(const std::vector<uint8_t>& st, int bn, int kappa, int n) {
+    const int hb = kappa / 64, p = kappa % 64, c = p / 8;
+    const int64_t at = int64_t(hb) * bn * 128 + n * 128 + ((c ^ (n & 7)) << 4) + 2 * (p % 8);
+    return bf16_to_f32(uint16_t(st[size_t(at)] | st[size_t(at + 1)] << 8));
+}
+
+}  // namespace
+
+// Every form that runs the wgmma, at each N and both residencies: the production form within the
+// f32 sums' rounding of iters × (the host's k-tile product), the others its bits.
+TEST(FastKtileProbe, FormsComputeTheTilesKtile) {
+    REQUIRE_CUDA();
+    Stream s;
+    for (const int bn : {16, 32, 48, 64}) {
+        const std::vector<uint8_t> st = fast::ktile_probe_make_stage(bn, uint32_t(100 + bn));
+        ASSERT_EQ(int64_t(st.size()), fast::ktile_probe_stage_bytes(bn));
+        DeviceBuffer stage = to_device(st);
+        for (const int minb : {2, 3}) {
+            SCOPED_TRACE(testing::Message() << "BN " << bn << ", " << minb << " blocks an SM");
+            fast::KtileProbeArgs a;
+            a.bn = bn, a.blocks_per_sm = minb, a.iters = 12, a.blocks = 3;
+            auto run = [&](fast::KtileProbeForm form) {
+                a.form = form;
+                DeviceBuffer out(size_t(fast::ktile_probe_out_floats(a)) * 4);
+                EXPECT_EQ(fast::launch_ktile_probe(a, stage.data(), out.as<float>(), s.get()), cudaSuccess);
+                s.synchronize();
+                return to_host<float>(out);
+            };
+            const std::vector<float> tiles = run(fast::KtileProbeForm::Tiles);
+            ASSERT_EQ(int64_t(tiles.size()), 3 * 256 * bn / 2);
+            double worst = 0;
+            for (int b = 0; b < 3; ++b)
+                for (int tid = 0; tid < 256; ++tid) {
+                    const int wg = tid / 128, w4 = (tid / 32) % 4, gq = (tid % 32) / 4, tq = tid % 4;
+                    for (int i = 0; i < bn / 8; ++i)
+                        for (int c = 0; c < 4; ++c) {
+                            const int rho = 16 * w4 + gq + (c >= 2 ? 8 : 0), n = 8 * i + 2 * tq + (c & 1);
+                            double want = 0, mag = 0;
+                            for (int kappa = 0; kappa < 128; ++kappa) {
+                                const double p = double(weight(st, bn, wg, rho, kappa)) * activation(st, bn, kappa, n);
+                                want += p, mag += std::fabs(p);
+                            }
+                            want *= a.iters, mag *= a.iters;
+                            const float got = tiles[(size_t(b) * 256 + tid) * (bn / 2) + 4 * i + c];
+                            ASSERT_NEAR(got, want, 1e-5 * mag + 1e-6) << "block " << b << " thread " << tid << " acc "
+                                                                      << 4 * i + c;
+                            worst = std::max(worst, mag);
+                        }
+                }
+            EXPECT_GT(worst, 0.1);  // (the stage is not near zero: the comparison can fail)
+            for (auto form : {fast::KtileProbeForm::Mma, fast::KtileProbeForm::Sets2, fast::KtileProbeForm::Sets3,
+                              fast::KtileProbeForm::Sets4}) {
+                SCOPED_TRACE(fast::ktile_probe_form_name(form));
+                const std::vector<float> got = run(form);
+                ASSERT_EQ(got.size(), tiles.size());
+                for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], tiles[i]) << "accumulator " << i;
+            }
+            for (float v : run(fast::KtileProbeForm::Dequant)) ASSERT_EQ(v, 0.f);
+        }
+    }
+}
+
+TEST(FastKtileProbe, BadArgumentsAreErrors) {
+    REQUIRE_CUDA();
+    const std::vector<uint8_t> st = fast::ktile_probe_make_stage(48, 1);
+    DeviceBuffer stage = to_device(st), out(size_t(256 * 24 * 4));
+    fast::KtileProbeArgs a;
+    a.blocks = 1;
+    EXPECT_EQ(fast::launch_ktile_probe(a, stage.data(), out.as<float>(), nullptr), cudaSuccess);
+    auto bad = [&](fast::KtileProbeArgs b) {
+        return fast::launch_ktile_probe(b, stage.data(), out.as<float>(), nullptr) == cudaErrorInvalidValue;
+    };
+    fast::KtileProbeArgs b = a;
+    b.bn = 40;
+    EXPECT_TRUE(bad(b));
+    b = a, b.blocks_per_sm = 4;
+    EXPECT_TRUE(bad(b));
+    b = a, b.iters = 0;
+    EXPECT_TRUE(bad(b));
+    b = a, b.form = fast::KtileProbeForm::Sets3, b.iters = 94;  // (not whole rounds of three sets)
+    EXPECT_TRUE(bad(b));
+    b = a, b.form = fast::KtileProbeForm::Sets4, b.iters = 93;
+    EXPECT_TRUE(bad(b));
+    EXPECT_EQ(fast::launch_ktile_probe(a, nullptr, out.as<float>(), nullptr), cudaErrorInvalidValue);
+    EXPECT_TRUE(fast::ktile_probe_make_stage(40, 1).empty());
+    cudaDeviceSynchronize();
+}
