@@ -2,11 +2,11 @@
 // gate+up k-tile of Int4 weights dequantized into wgmma's A registers against BN activation rows,
 // over and over from shared memory with no producer, barriers or global loads — in its forms:
 // the production loop ("tiles"), the dequantization alone, the wgmma alone, and the loop over 2,
-// 3 and 4 register sets (1, 2, 3 groups of wgmma in flight). What each row gives: the call's time
-// for `iters` k-tiles a warpgroup on every SM, the SM cycles a k-tile round takes (every resident
-// warpgroup one k-tile), and that time scaled to 372 warpgroup k-tiles an SM — the persistent
-// gate+up tiles of 48 at 512 tokens of llama.cpp's shape (118.4 µs on the H100, fifty-third round),
-// so the row says how far the loop alone is from that kernel.
+// 3 and 4 register sets of a half k-tile and over 2 and 4 of a code word (1 to 3 groups of wgmma
+// in flight). Each row: the call's time for `iters` k-tiles a warpgroup on every SM, the SM cycles
+// a k-tile round takes (every resident warpgroup one k-tile), and that time scaled to 372
+// warpgroup k-tiles an SM — the persistent gate+up tiles of 48 at 512 tokens of llama.cpp's shape
+// (118.4 µs on the H100, fifty-third round): how far the loop alone is from that kernel.
 //   bench_fast_ktile_probe [--bn 16,32,48,64] [--blocks-per-sm 2,3] [--iters N (930)] [--runs N] [--warmup N]
 #include <cuda_runtime_api.h>
 
@@ -58,7 +58,8 @@ int main(int argc, char** argv) {
                 stage.upload(h.data(), h.size());
                 for (auto form : {fast::KtileProbeForm::Tiles, fast::KtileProbeForm::Dequant, fast::KtileProbeForm::Mma,
                                   fast::KtileProbeForm::Sets2, fast::KtileProbeForm::Sets3,
-                                  fast::KtileProbeForm::Sets4}) {
+                                  fast::KtileProbeForm::Sets4, fast::KtileProbeForm::Words2,
+                                  fast::KtileProbeForm::Words4}) {
                     fast::KtileProbeArgs a;
                     a.bn = int(bn), a.blocks_per_sm = int(minb), a.form = form, a.iters = iters;
                     DeviceBuffer out(size_t(fast::ktile_probe_out_floats(a)) * 4);

@@ -91,7 +91,7 @@ TEST(FastKtileProbe, FormsComputeTheTilesKtile) {
                 }
             EXPECT_GT(worst, 0.1);  // (the stage is not near zero: the comparison can fail)
             for (auto form : {fast::KtileProbeForm::Mma, fast::KtileProbeForm::Sets2, fast::KtileProbeForm::Sets3,
-                              fast::KtileProbeForm::Sets4}) {
+                              fast::KtileProbeForm::Sets4, fast::KtileProbeForm::Words2, fast::KtileProbeForm::Words4}) {
                 SCOPED_TRACE(fast::ktile_probe_form_name(form));
                 const std::vector<float> got = run(form);
                 ASSERT_EQ(got.size(), tiles.size());

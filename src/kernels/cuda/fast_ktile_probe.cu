@@ -110,6 +110,31 @@ __global__ void __launch_bounds__(kThreads, MINB)
                 wgmma_wait<1>();
             }
         }
+    } else if constexpr (FORM >= int(KtileProbeForm::Words2)) {  // word w into set w mod NW, NW − 1 groups left in flight
+        constexpr int NW = FORM == int(KtileProbeForm::Words2) ? 2 : 4;
+        uint32_t a[NW][2][4];
+        for (int kt = 0; kt < iters; ++kt) {
+            const uint8_t* st = smem + (kt % S) * St::kBytes;
+            uint4 q_lo, q_hi;
+            uint32_t s2[2], b2[2];
+            wgmma_int4_staged_operands(st + St::kWOff, f, rh, tq, st + St::kSOff, st + St::kBOff, s_lo, s_hi, false,
+                                       false, q_lo, q_hi, s2, b2);
+            const uint64_t desc = wgmma_desc_sw128(smem_addr(st));
+#pragma unroll
+            for (int w = 0; w < 4; ++w) {  // word w: k-steps 2·(w % 2), + 1 of k-block w / 2 (wgmma_int4_ktile_words)
+                uint32_t(&aw)[2][4] = a[w % NW];
+                wgmma_a_fragments(word_of(q_lo, w), word_of(q_hi, w), s2[0], b2[0], s2[1], b2[1], kWgmmaInt4NegC,
+                                  aw[0], aw[1]);
+                const uint64_t at = wgmma_desc_add(desc, uint32_t(((w >> 1) * BN * 128 + 64 * (w & 1)) >> 4));
+                wgmma_fence();
+                wgmma_fence_operands(acc);
+                wgmma_rs<BN>(acc, aw[0], at, 1);
+                wgmma_rs<BN>(acc, aw[1], wgmma_desc_add(at, 2), 1);
+                wgmma_commit();
+                wgmma_fence_operands(acc);
+                wgmma_wait<NW - 1>();
+            }
+        }
     } else {  // Sets2 / 3 / 4: half k-tile h into register set h mod NS, NS − 1 groups left in flight
         constexpr int NS = FORM - int(KtileProbeForm::Sets2) + 2;
         constexpr uint32_t kNeg8 = 0xc100c100u, kNegZero = 0x80008000u;
@@ -169,6 +194,8 @@ cudaError_t launch_bn(const KtileProbeArgs& a, const void* stage, float* out, cu
         case KtileProbeForm::Sets2: return launch_form<BN, 3, MINB>(a, stage, out, stream);
         case KtileProbeForm::Sets3: return launch_form<BN, 4, MINB>(a, stage, out, stream);
         case KtileProbeForm::Sets4: return launch_form<BN, 5, MINB>(a, stage, out, stream);
+        case KtileProbeForm::Words2: return launch_form<BN, 6, MINB>(a, stage, out, stream);
+        case KtileProbeForm::Words4: return launch_form<BN, 7, MINB>(a, stage, out, stream);
     }
     return cudaErrorInvalidValue;
 }
@@ -194,6 +221,8 @@ const char* ktile_probe_form_name(KtileProbeForm f) {
         case KtileProbeForm::Sets2: return "sets2";
         case KtileProbeForm::Sets3: return "sets3";
         case KtileProbeForm::Sets4: return "sets4";
+        case KtileProbeForm::Words2: return "words2";
+        case KtileProbeForm::Words4: return "words4";
     }
     return "?";
 }

@@ -5,7 +5,7 @@
 // fast the loop itself goes with the memory system out of the way, and which part holds it — the
 // dequantization alone, the wgmma alone, both as the tiles run them, and both with deeper register
 // pipelines (more groups of wgmma in flight). Not used by the engine; bench/fast_ktile_probe.cpp
-// times it, tests/cuda/fast_ktile_probe_test.cpp holds its forms to the production loop's bits.
+// times it, tests/cuda/test_fast_ktile_probe.cpp holds its forms to the production loop's bits.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -21,6 +21,8 @@ enum class KtileProbeForm {
     Sets2,    // the loop a half k-tile at a time over 2 register sets (one group in flight): Tiles' bits
     Sets3,    // ... over 3 sets, two groups in flight
     Sets4,    // ... over 4 sets, three groups in flight
+    Words2,   // groups of one code word (two k-steps) over 2 register sets of 8, one group in flight
+    Words4,   // ... over 4 sets (a k-tile's words: the same 32 registers as Tiles), three in flight
 };
 const char* ktile_probe_form_name(KtileProbeForm f);
 
