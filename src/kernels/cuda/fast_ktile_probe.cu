@@ -41,6 +41,20 @@ __device__ __forceinline__ void keep(const uint32_t (&a)[4]) {
     asm volatile("" ::"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]));
 }
 
+// Half k-tile `half` of A (its four k-steps' fragments) against the stage at `desc`: one group of
+// four wgmma, committed, then waited on until WAIT groups are left in flight (wgmma_int4_ktile's half).
+template <int BN, int WAIT>
+__device__ __forceinline__ void half_group(float (&acc)[BN / 2], const uint32_t (&a)[4][4], uint64_t desc, int half) {
+    wgmma_fence();
+    wgmma_fence_operands(acc);
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+        wgmma_rs<BN>(acc, a[k], wgmma_desc_add(desc, uint32_t((half * BN * 128 + 32 * k) >> 4)), 1);
+    wgmma_commit();
+    wgmma_fence_operands(acc);
+    wgmma_wait<WAIT>();
+}
+
 template <int BN, int FORM, int MINB>
 __global__ void __launch_bounds__(kThreads, MINB)
     ktile_probe_kernel(const uint8_t* __restrict__ stage0, int iters, float* __restrict__ out) {
@@ -99,16 +113,7 @@ __global__ void __launch_bounds__(kThreads, MINB)
         for (int kt = 0; kt < iters; ++kt) {
             const uint64_t desc = wgmma_desc_sw128(smem_addr(smem + (kt % S) * St::kBytes));
 #pragma unroll
-            for (int half = 0; half < 2; ++half) {
-                wgmma_fence();
-                wgmma_fence_operands(acc);
-#pragma unroll
-                for (int s = 0; s < 4; ++s)
-                    wgmma_rs<BN>(acc, a[half][s], wgmma_desc_add(desc, uint32_t((half * BN * 128 + 32 * s) >> 4)), 1);
-                wgmma_commit();
-                wgmma_fence_operands(acc);
-                wgmma_wait<1>();
-            }
+            for (int half = 0; half < 2; ++half) half_group<BN, 1>(acc, a[half], desc, half);
         }
     } else if constexpr (FORM >= int(KtileProbeForm::Words2)) {  // word w into set w mod NW, NW − 1 groups left in flight
         constexpr int NW = FORM == int(KtileProbeForm::Words2) ? 2 : 4;
@@ -154,15 +159,7 @@ __global__ void __launch_bounds__(kThreads, MINB)
                 const uint32_t bl = fma_bf16x2(sl, kNeg8, kNegZero), bh = fma_bf16x2(sh, kNeg8, kNegZero);
                 wgmma_a_fragments(ql.x, qh.x, sl, bl, sh, bh, kWgmmaInt4NegC, a[s][0], a[s][1]);
                 wgmma_a_fragments(ql.y, qh.y, sl, bl, sh, bh, kWgmmaInt4NegC, a[s][2], a[s][3]);
-                const uint64_t desc = wgmma_desc_sw128(smem_addr(st));
-                wgmma_fence();
-                wgmma_fence_operands(acc);
-#pragma unroll
-                for (int k = 0; k < 4; ++k)
-                    wgmma_rs<BN>(acc, a[s][k], wgmma_desc_add(desc, uint32_t((half * BN * 128 + 32 * k) >> 4)), 1);
-                wgmma_commit();
-                wgmma_fence_operands(acc);
-                wgmma_wait<NS - 1>();
+                half_group<BN, NS - 1>(acc, a[s], wgmma_desc_sw128(smem_addr(st)), half);
             }
         }
     }
