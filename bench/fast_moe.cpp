@@ -149,7 +149,6 @@ std::string plan_name(const fast::MoePlan& p) {
                (p.wgmma_mt == 2 ? "mt2 " : "") + (p.wgmma_gather ? "gather " : "") +
                (p.wgmma_persist ? "persist " : "") + (p.wgmma_fit ? "fit " : "") +
                (p.wgmma_combine ? "own-combine " : "") + (p.wgmma_out16 ? "out16 " : "") +
-               (p.wgmma_deep ? "deep " : "") +
                (p.wgmma_l2_first == 1   ? "l2-first "
                 : p.wgmma_l2_first == 2 ? "l2-first-last "
                 : p.wgmma_l2_first == 3 ? "l2-last-item "
@@ -285,12 +284,6 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             fast::MoePlan o = pick;
             o.wgmma_out16 = true;
             o.wgmma_l2_first = l2;
-            plans.push_back(o);
-        }
-        if (pick.wgmma_tma == 1 && pick.wgmma_mt != 2 && !pick.wgmma_gather) {  // the backend's form (out in bf16)
-            fast::MoePlan o = pick;  // with the k-tile in deep word groups (TESSERA_MOE_KLOOP=deep)
-            o.wgmma_out16 = true;
-            o.wgmma_deep = true;
             plans.push_back(o);
         }
         for (const fast::MoePlan& p :
@@ -531,15 +524,14 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             TS_CUDA_CHECK(cudaStreamSynchronize(st));
             // plain, warp-specialised, in clusters of 2, two m-tiles; persistent (4 one m-tile, 5
             // two); N halved for the smaller items (6 one m-tile, 7 two); 8: 4 with the weights
-            // evicted first from L2, 9: and A's rows last, 10: by each expert's last item's tiles;
-            // the k-tile in deep word groups (MoeTmaTuning::deep): 11 as 4, 12 as 1
-            for (int tma = 0; tma <= 12; ++tma) {
+            // evicted first from L2, 9: and A's rows last, 10: by each expert's last item's tiles
+            for (int tma = 0; tma <= 10; ++tma) {
                 if (tma && !(w.tiling.gate_up && w.tiling.down)) continue;
                 const int cl = tma == 2 ? 2 : 1, mt = tma == 3 || (tma >= 5 && tma <= 7 && tma % 2) ? 2 : 1;
-                const int persist = tma == 4 || tma == 5 || (tma >= 8 && tma <= 11) ? 1 : 0;
-                const bool fit = tma == 6 || tma == 7, deep = tma >= 11;
-                const int first = tma >= 8 && tma <= 10 ? tma - 7 : 0;
-                const fast::detail::MoeTmaTuning tune{first, deep};
+                const int persist = tma == 4 || tma == 5 || tma >= 8 ? 1 : 0;
+                const bool fit = tma == 6 || tma == 7;
+                const int first = tma >= 8 ? tma - 7 : 0;
+                const fast::detail::MoeTmaTuning tune{first};
                 if ((mt == 2 || cl == 2 || fit) && tile > 64) continue;  // (mt2, clusters, fitted N to 64)
                 if (tile == 48 && (!tma || mt == 2 || cl == 2 || fit)) continue;  // (48: warp-specialised, one m-tile)
                 const std::string form = !tma ? std::string("wgmma")
@@ -548,8 +540,7 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
                                                (first == 1   ? " l2-first"
                                                 : first == 2 ? " l2-first-last"
                                                 : first == 3 ? " l2-last-item"
-                                                             : "") +
-                                               (deep ? " deep" : "");
+                                                             : "");
                 const double tgl = time_of(a, timer, [&](int) {
                     using namespace fast::detail;
                     TS_CUDA_CHECK(tma ? launch_moe_wgmma_tma_gate_up(lact, xg, P, w, lg, tile, cl, mt, st, persist, fit,

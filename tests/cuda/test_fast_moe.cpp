@@ -798,26 +798,6 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
         refused(4, 1, "4");
         refused(2, 2, "2 in clusters");
     }
-    {  // wgmma_deep: the warp-specialised tiles of one m-tile, without clusters or the gathered A
-        auto refused = [&](int tma, int mt, bool gather, const char* what) {
-            fast::MoePlan plan{true, false, 32, true};
-            plan.wgmma = true;
-            plan.wgmma_tma = tma;
-            plan.wgmma_mt = mt;
-            plan.wgmma_gather = gather;
-            plan.wgmma_deep = true;
-            try {
-                run(plan, y, 64, p, 64, 2, w, 2, p);
-                ADD_FAILURE() << "accepted wgmma_deep " << what;
-            } catch (const Error& e) {
-                EXPECT_NE(std::string(e.what()).find("wgmma_deep"), std::string::npos) << what << ": " << e.what();
-            }
-        };
-        refused(0, 0, false, "without wgmma_tma");
-        refused(2, 0, false, "in clusters");
-        refused(1, 2, false, "with two m-tiles");
-        refused(1, 0, true, "with the gathered A");
-    }
     {  // wgmma_out16: the warp-specialised tiles, without their own slot sum (which reads f32 rows)
         auto refused = [&](int tma, bool combine, const char* what) {
             fast::MoePlan plan{true, false, 32, true};

@@ -389,8 +389,7 @@ TEST(FastMoe, WgmmaTmaTilesGiveThePlainTilesBits) {
                 // Persistent (6 one m-tile, 7 two): the resident grid, and 5 blocks taking every tile
                 // in turn (the ring's phases running on over tiles of every item and feature block).
                 // wgmma's N halved for items of at most half the tile's rows (8 one m-tile, 9 two; up
-                // to 64 rows; a block a tile). One m-tile without clusters or the gathered A (1, 6, 8)
-                // also with the k-tile in deep word groups (wgmma_deep: the same wgmma in the same order).
+                // to 64 rows; a block a tile).
                 for (int form : {1, 2, 3, 4, 5, 6, 7, 8, 9}) {
                     const bool two = form == 3 || form == 5 || form == 7 || form == 9;
                     if ((two || form == 2 || form >= 8) && rows > 64) continue;
@@ -404,11 +403,6 @@ TEST(FastMoe, WgmmaTmaTilesGiveThePlainTilesBits) {
                         p.wgmma_persist = persist;
                         EXPECT_EQ(differing(run(p), want), 0u) << rows << " rows, form " << form << ", persist "
                                                                << persist << ": elements differing from the plain tiles";
-                        if (two || form == 2 || p.wgmma_gather) continue;
-                        p.wgmma_deep = true;
-                        EXPECT_EQ(differing(run(p), want), 0u) << rows << " rows, form " << form << ", persist "
-                                                               << persist << ", deep: elements differing";
-                        p.wgmma_deep = false;
                     }
                 }
                 p.wgmma_persist = 0;
@@ -420,16 +414,14 @@ TEST(FastMoe, WgmmaTmaTilesGiveThePlainTilesBits) {
                 // resident grid and over 5 blocks) against the plain tiles of 64: each of D's
                 // columns is its own dot products over the same k-steps, so items cut at 48 rows
                 // instead of 64 change no bit.
-                for (int persist : {0, 1, 5})
-                    for (bool deep : {false, true}) {
-                        fast::MoePlan p48{true, false, 48, true};
-                        p48.wgmma = true;
-                        p48.wgmma_tma = 1;
-                        p48.wgmma_persist = persist;
-                        p48.wgmma_deep = deep;
-                        EXPECT_EQ(differing(run(p48), want), 0u) << "48 rows, persist " << persist << (deep ? ", deep" : "")
-                                                                 << ": elements differing from the plain tiles of 64";
-                    }
+                for (int persist : {0, 1, 5}) {
+                    fast::MoePlan p48{true, false, 48, true};
+                    p48.wgmma = true;
+                    p48.wgmma_tma = 1;
+                    p48.wgmma_persist = persist;
+                    EXPECT_EQ(differing(run(p48), want), 0u)
+                        << "48 rows, persist " << persist << ": elements differing from the plain tiles of 64";
+                }
             }
         }
         if (HasFailure()) return;
@@ -470,8 +462,6 @@ TEST(FastMoe, TilesOf48GiveWayWhereTheirFormCannotRun) {
     ASSERT_EQ(ex.tile(), 3);
     ASSERT_TRUE(ex.view().tiling.gate_up && ex.view().tiling.down);
     EXPECT_EQ(differing(call({}), want), 0u) << "tiled, the defaults (tiles of 48, persistent)";
-    EXPECT_EQ(differing(call({.deep = true}), want), 0u) << "tiled, the k-tile in deep word groups";
-    EXPECT_EQ(differing(call({.gather = true, .deep = true}), want), 0u) << "tiled, gather (deep not taken)";
     EXPECT_EQ(differing(call({.tma = false}), want), 0u) << "tiled, tma = false";
     EXPECT_EQ(differing(call({.gather = true}), want), 0u) << "tiled, gather";
     EXPECT_EQ(differing(call({.persist = -1}), want), 0u) << "tiled, tiles of 48 one block a tile";

@@ -171,14 +171,6 @@ int moe_l2_first() {
     static const int form = env_choice("TESSERA_MOE_L2", {"normal", "first", "first-last", "last-item"});
     return form;
 }
-// TESSERA_MOE_KLOOP: halves (the default) — the warp-specialised tiles' consumers dequantize and issue
-// a k-tile in two halves of four wgmma, one half in flight — or deep: in four groups of one code word,
-// three in flight (MoePlan::wgmma_deep; one m-tile, no cluster; session 57; the same bits; opt-in
-// until measured).
-bool moe_kloop_deep() {
-    static const bool deep = env_switch("TESSERA_MOE_KLOOP", "halves", "deep");
-    return deep;
-}
 // TESSERA_MOE_OUT: bf16 (the default since session 55) — the warp-specialised down tiles write each
 // slot's sum in bf16 and the combine kernel reads it so (MoePlan::wgmma_out16: half the bytes of out
 // [T·k, H], one rounding a slot, as vLLM's bf16 experts; not with TESSERA_MOE_COMBINE=fused, which

@@ -34,7 +34,6 @@ bool moe_route_exact();  // TESSERA_MOE_ROUTE=exact (default logits)
 bool moe_route_ahead();  // TESSERA_MOE_ROUTE_AHEAD=on (default off)
 bool moe_combine_fused();  // TESSERA_MOE_COMBINE=fused (default kernel)
 int moe_l2_first();  // TESSERA_MOE_L2: 0 normal (default), 1 first, 2 first-last, 3 last-item
-bool moe_kloop_deep();  // TESSERA_MOE_KLOOP: halves (default) or deep
 bool moe_out_bf16();  // TESSERA_MOE_OUT: bf16 (default) or f32
 bool flash_mma();  // TESSERA_FLASH=mma (default wgmma)
 bool flash_cp_async();  // TESSERA_FLASH_LOADS=cp.async (default tma)

@@ -17,7 +17,7 @@ namespace tessera::cuda::fast {
 namespace {
 
 // The warp-specialised tiles' choices that leave the bits alone.
-detail::MoeTmaTuning tuning(const MoePlan& plan) { return {plan.wgmma_l2_first, plan.wgmma_deep}; }
+detail::MoeTmaTuning tuning(const MoePlan& plan) { return {plan.wgmma_l2_first}; }
 
 constexpr size_t kAlign = 256;
 size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
@@ -118,10 +118,6 @@ void check_plan(const MoePlan& p) {
     TS_CHECK(p.wgmma_l2_first >= 0 && p.wgmma_l2_first <= 3 && (p.wgmma_l2_first != 2 || p.wgmma_tma != 2),
              "moe_experts_packed: wgmma_l2_first = {} must be 0, 1, 2 or 3 (2: not in clusters; got wgmma_tma {})",
              p.wgmma_l2_first, p.wgmma_tma);
-    TS_CHECK(!p.wgmma_deep || (p.wgmma_tma == 1 && p.wgmma_mt != 2 && !p.wgmma_gather),
-             "moe_experts_packed: wgmma_deep is a form of the warp-specialised tiles of one m-tile without clusters or "
-             "the gathered A (got wgmma_tma {}, wgmma_mt {}{})",
-             p.wgmma_tma, p.wgmma_mt, p.wgmma_gather ? ", wgmma_gather" : "");
     TS_CHECK(p.fused_decode >= 0 && p.fused_decode <= 3, "moe_experts_packed: fused_decode = {} must be 0, 1, 2 or 3",
              p.fused_decode);
     if (p.fused_decode) {
@@ -615,8 +611,6 @@ void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int6
     // every other form takes tiles of 64 instead.
     if (plan.tile_rows == 48 && (!plan.wgmma || plan.wgmma_tma != 1 || plan.wgmma_gather || plan.wgmma_fit))
         plan.tile_rows = 64;
-    // the k-tile in deep word groups (opt-in): one m-tile, no cluster, not gathered
-    plan.wgmma_deep = sw.deep && plan.wgmma && plan.wgmma_tma == 1 && plan.wgmma_mt != 2 && !plan.wgmma_gather;
     if (mid && plan.v2 && plan.large_tiles && T * k <= int64_t(kMoeMidRows) * w.E && detail::moe_mid_fits(w.H, w.I))
         plan = moe_mid_plan();  // few rows an expert: each expert's weights once, no padding rows
     if (plan.dp4a_decode && (!dp4a || T * k > 65535 || !detail::moe_decode_dp4a_fits(w.H, w.I, k))) {

@@ -292,9 +292,6 @@ struct MoePlan {
     // even) and the combine kernel reads it so: half out's bytes, written and read back, for one
     // rounding a slot before the weighted sum (as vLLM's bf16 experts do). Not with wgmma_combine.
     bool wgmma_out16 = false;
-    // The warp-specialised tiles' k-tile in groups of a code word, three in flight (MoeTmaTuning::deep;
-    // one m-tile, no cluster, not gathered): the same bits (TESSERA_MOE_KLOOP=deep, opt-in until measured).
-    bool wgmma_deep = false;
 };
 constexpr int kMoeMidRows = 8;  // rows a work item of the mid kernels: mma's 8 columns
 constexpr int64_t kMoeMidDown4Rows = 384;  // mid_down_tiles 0: 4 row tiles a warp from T·k rows (T ≥ 48, k 8)
@@ -381,9 +378,6 @@ struct MoeSwitches {
     // The warp-specialised tiles' L2 policies (MoePlan::wgmma_l2_first: TESSERA_MOE_L2=first 1,
     // first-last 2, last-item 3; opt-in until measured).
     int l2_first = 0;
-    // Where the pick runs the warp-specialised tiles of one m-tile without clusters or the gathered A:
-    // their k-tile in deep word groups (MoePlan::wgmma_deep: TESSERA_MOE_KLOOP=deep; opt-in until measured).
-    bool deep = false;
     // Where the pick runs the warp-specialised tiles without their own slot sum: out in bf16
     // (MoePlan::wgmma_out16). The backend's default (TESSERA_MOE_OUT=bf16); false here, so that a
     // caller of moe_experts_packed gets moe_pick's f32 plans unless it asks.
@@ -537,10 +531,6 @@ cudaError_t launch_moe_wgmma_down(float* out, const void* act, const MoePackedEx
 //             (MoePlan::wgmma_l2_first).
 struct MoeTmaTuning {
     int l2_first = 0;
-    // The consumers' k-tile in groups of one code word, three in flight (wgmma_int4_ktile_words' depth
-    // 3; one m-tile, no cluster, A by TMA — else the launch fails), not halves with one: the same
-    // wgmma in the same order (MoePlan::wgmma_deep).
-    bool deep = false;
 };
 // Their warp-specialised form (fast_moe_wgmma_tma.cu; the same operands, P = T·k rows of xg / act,
 // the same bits): tile_rows 16, 32, 48, 64 or 128 (moe_wgmma_tma_fits; 128: cluster 1; 48: cluster

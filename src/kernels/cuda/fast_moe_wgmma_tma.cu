@@ -61,7 +61,7 @@ using namespace dev;
 constexpr int kBK = kWgmmaK;  // columns a k-tile
 
 template <int BT_, bool GATE_UP_, int STAGES_, int CL_, int MT_ = 1, bool GATHER_ = false, bool PERSIST_ = false,
-          bool FIT_ = false, bool DEEP_ = false>
+          bool FIT_ = false>
 struct MoeTmaTile {
     static constexpr int BT = BT_;              // item rows a block: wgmma's N
     static constexpr int CL = CL_;              // blocks a cluster (along the features) sharing the boxes of A
@@ -70,7 +70,6 @@ struct MoeTmaTile {
     static constexpr bool kGather = GATHER_;    // A's rows gathered from x by cp.async (warps 10, 11)
     static constexpr bool kPersist = PERSIST_;  // a grid of resident blocks taking the tiles in turn
     static constexpr bool kFit = FIT_;          // wgmma's N BT / 2 for items of at most BT / 2 rows
-    static constexpr bool kDeep = DEEP_;        // the k-tile in groups of a code word, three in flight (MoeTmaTuning::deep)
     static constexpr int kGatherThreads = 64;
     static constexpr int BM = (kGateUp ? 64 : 128) * MT;  // output features a block
     static constexpr int STAGES = STAGES_;
@@ -86,8 +85,7 @@ struct MoeTmaTile {
     // The k-tile's wgmma in groups of a code word an m-tile (wgmma_int4_ktile_words): for two
     // m-tiles of gate+up at 32 rows, where groups of half a k-tile left ptxas short of registers at
     // 104 a consumer and it serialized the wgmma (C7512; sass_local.sh, session 42).
-    static constexpr bool kWordGroups = (kGateUp && MT == 2 && BT == 32) || kDeep;
-    static constexpr int kWordDepth = kDeep ? 3 : 1;  // groups left in flight (wgmma_int4_ktile_words)
+    static constexpr bool kWordGroups = kGateUp && MT == 2 && BT == 32;
     static constexpr int kTiles = 8 * MT;       // 16-row weight tiles a stage (gate 4·MT + up 4·MT, or down 8·MT)
     static constexpr int kXBytes = 2 * BT * 128;  // two k-blocks of BT rows × 128 bytes
     static constexpr int kWOff = kXBytes, kWBytes = kTiles * 1024;
@@ -100,7 +98,6 @@ struct MoeTmaTile {
     static_assert(!kGather || (kGateUp && CL == 1), "the gathered A: gate+up, one block a cluster");
     static_assert(!kPersist || (CL == 1 && !kGather), "persistent: one block a cluster, A's rows by TMA");
     static_assert(!kFit || (BT <= 64 && !kPersist), "fitted N: up to 64; not persistent (ptxas serializes the wgmma)");
-    static_assert(!kDeep || (MT == 1 && CL == 1 && !kGather), "deep word groups: one m-tile, no cluster, A by TMA");
     static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= (kBlocksPerSm == 1 ? 168 : 80) * kThreads,
                   "setmaxnreg moves registers only");
     static_assert(kBlocksPerSm * (kSmem + 1024) <= 228 * 1024, "the blocks an SM");
@@ -404,8 +401,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                         wgmma_int4_staged_operands(stage + C::kWOff, feature(j), row_hi(j), tq, stage + C::kSOff,
                                                    stage + C::kBOff, staged_scale_at(feature(j), tq, lo.gpt),
                                                    scale_hi(j), bias_lo, bias_hi, q_lo[j], q_hi[j], s2[j], b2[j]);
-                    wgmma_int4_ktile_words<BN, MT, BT / 2, C::kWordDepth>(acc, q_lo, q_hi, s2, b2, kWgmmaInt4NegC,
-                                                                           desc, BT * 128);
+                    wgmma_int4_ktile_words<BN>(acc, q_lo, q_hi, s2, b2, kWgmmaInt4NegC, desc, BT * 128);
                 } else {
 #pragma unroll
                     for (int j = 0; j < MT; ++j)
@@ -415,7 +411,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                                                     scale_hi(j), bias_lo, bias_hi, desc, BT * 128);
                 }
                 // On return every wgmma of k-tile u − 1 is done (at most the last half of this one
-                // runs, or its last three words): its slot is free, in every block of the cluster (their boxes land in it too).
+                // runs): its slot is free, in every block of the cluster (their boxes land in it too).
                 // Not past the last release a producer waits for: a block may have left by then
                 // (clusters only; a persistent block's last S releases are its own barriers', never
                 // awaited).
@@ -548,14 +544,7 @@ cudaError_t launch_tiles(int tile_rows, int mt, const void* a, int64_t P, int64_
                          cudaStream_t stream, int k, int persist, const MoeTileCombine& cb, const MoeTmaTuning& tune,
                          bool out16) {
     auto go = [&](auto tile) {
-        using T = decltype(tile);
-        if constexpr (T::MT == 1 && T::CL == 1 && !T::kGather) {  // the k-tile in deep word groups (tune.deep)
-            using D = MoeTmaTile<T::BT, T::kGateUp, T::STAGES, 1, 1, false, T::kPersist, T::kFit, true>;
-            if (tune.deep) return launch<D>(a, P, K, N, E, m0, m1, g, act, out, stream, k, persist, cb, tune, out16);
-        } else {
-            if (tune.deep) return cudaErrorInvalidValue;
-        }
-        return launch<T>(a, P, K, N, E, m0, m1, g, act, out, stream, k, persist, cb, tune, out16);
+        return launch<decltype(tile)>(a, P, K, N, E, m0, m1, g, act, out, stream, k, persist, cb, tune, out16);
     };
     if constexpr (CL == 1) {  // (two m-tiles, and tiles of 128 rows, in clusters: not built)
         if (mt == 2) {

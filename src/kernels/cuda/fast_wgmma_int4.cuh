@@ -168,21 +168,17 @@ __device__ __forceinline__ void wgmma_int4_ktile_staged(float (&acc)[BN / 2], co
 }
 
 // wgmma_int4_ktile for MT m-tiles sharing B, in groups of one code word (two k-steps) of one
-// m-tile, the m-tiles taking turns, DEPTH groups left in flight: 8 A registers a group, where
+// m-tile, the m-tiles taking turns, one group in flight: 8 A registers a group, where
 // wgmma_int4_ktile's groups of half a k-tile (16, two in flight) for two m-tiles back to back left
 // ptxas short of registers for the wgmma pipeline (C7512: two m-tiles of N = 32 at 104 registers a
-// consumer, fast_moe_wgmma_tma.cu) and it serialized every wgmma. DEPTH 3 (one m-tile): a word's
-// dequantization beside the three groups before it — wgmma_int4_ktile's 32 A registers, six wgmma
-// in flight where it has four at most (bench_fast_ktile_probe's Words4). Each m-tile's k-steps go
-// in wgmma_int4_ktile's order: the same sums. acc[j]'s first BN / 2 values (LD ≥ BN / 2). On return
-// at most the k-tile's last DEPTH groups run: every wgmma of the k-tile before is done (DEPTH ≤ 3).
-template <int BN, int MT, int LD, int DEPTH = 1>
+// consumer, fast_moe_wgmma_tma.cu) and it serialized every wgmma. Each m-tile's k-steps go in
+// wgmma_int4_ktile's order: the same sums. acc[j]'s first BN / 2 values (LD ≥ BN / 2).
+template <int BN, int MT, int LD>
 __device__ __forceinline__ void wgmma_int4_ktile_words(float (&acc)[MT][LD], const uint4 (&q_lo)[MT],
                                                        const uint4 (&q_hi)[MT], const uint32_t (&s2)[MT][2],
                                                        const uint32_t (&b2)[MT][2], uint32_t negc, uint64_t desc,
                                                        int block_bytes) {
     static_assert(BN / 2 <= LD, "wgmma_int4_ktile_words: N past the accumulators");
-    static_assert(DEPTH >= 1 && DEPTH <= 3 && (DEPTH == 1 || MT == 1), "wgmma_int4_ktile_words: depth 1, or 2–3 at MT 1");
 #pragma unroll
     for (int w = 0; w < 4; ++w) {  // word w: k-steps 2·(w % 2), + 1 of k-block w / 2
 #pragma unroll
@@ -198,7 +194,7 @@ __device__ __forceinline__ void wgmma_int4_ktile_words(float (&acc)[MT][LD], con
             wgmma_rs<BN>(d, a1, wgmma_desc_add(at, 2), 1);  // (the next k-step: 32 bytes on)
             wgmma_commit();
             wgmma_fence_operands(d);
-            wgmma_wait<DEPTH>();  // the group DEPTH before this one is done: its A registers are free again
+            wgmma_wait<1>();  // the group before this one is done: its A registers are free again
         }
     }
 }
