@@ -1,10 +1,11 @@
 // The MoE tiles' k-tile probe (fast_ktile_probe.h): its production form computes gate+up's k-tile
 // as a host model of the layouts says (weight rows by warp and lane, the codes' nibbles into A's
 // k index, B's rows in the 128-byte swizzle), and the forms that reorder the loop — the wgmma
-// alone on A made once, the register sets — give its very bits; the dequantization alone writes
-// nothing. Bad arguments are errors.
+// alone on A made once, the register sets — give its very bits; the dequantization alone makes
+// the A words the host model makes (their sum mod 2^32). Bad arguments are errors.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -37,6 +38,20 @@ float weight(const std::vector<uint8_t>& st, int bn, int wg, int rho, int kappa)
     const int64_t at = s_off + (row >> 4) * 128 + 2 * ((row & 15) * 4 + t);  // row's scale, group t
     const float scale = bf16_to_f32(f32_to_bf16(f16_to_f32(uint16_t(st[size_t(at)] | st[size_t(at + 1)] << 8))));
     return bf16_to_f32(f32_to_bf16(float(code - 8) * scale));  // (exact in f32: 4 × 8 bits)
+}
+
+// The sum mod 2^32 of the A words thread (wg, w4, gq, tq) makes from a k-tile: bf16 pairs of its
+// rows' weights at k (2t, 2t + 1) and (2t + 8, 2t + 9) of each k-step (wgmma_a_fragments), low half first.
+uint32_t a_word_sum(const std::vector<uint8_t>& st, int bn, int wg, int w4, int gq, int tq) {
+    uint32_t sum = 0;
+    for (int sigma = 0; sigma < 8; ++sigma)
+        for (int rho : {16 * w4 + gq, 16 * w4 + gq + 8})
+            for (int kk : {2 * tq, 2 * tq + 8}) {
+                const uint32_t lo = f32_to_bf16(weight(st, bn, wg, rho, 16 * sigma + kk));
+                const uint32_t hi = f32_to_bf16(weight(st, bn, wg, rho, 16 * sigma + kk + 1));
+                sum += lo | hi << 16;
+            }
+    return sum;
 }
 
 // B's value at k index kappa of activation row n: k-block kappa / 64, in the 128-byte swizzle.
@@ -97,7 +112,15 @@ TEST(FastKtileProbe, FormsComputeTheTilesKtile) {
                 ASSERT_EQ(got.size(), tiles.size());
                 for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], tiles[i]) << "accumulator " << i;
             }
-            for (float v : run(fast::KtileProbeForm::Dequant)) ASSERT_EQ(v, 0.f);
+            const std::vector<float> made = run(fast::KtileProbeForm::Dequant);  // acc[0]: the words' sum, else 0
+            for (int b = 0; b < 3; ++b)
+                for (int tid = 0; tid < 256; ++tid) {
+                    const int wg = tid / 128, w4 = (tid / 32) % 4, gq = (tid % 32) / 4, tq = tid % 4;
+                    const float* got = &made[(size_t(b) * 256 + tid) * (bn / 2)];
+                    ASSERT_EQ(std::bit_cast<uint32_t>(got[0]), uint32_t(a.iters) * a_word_sum(st, bn, wg, w4, gq, tq))
+                        << "block " << b << " thread " << tid;
+                    for (int i = 1; i < bn / 2; ++i) ASSERT_EQ(got[i], 0.f);
+                }
         }
     }
 }

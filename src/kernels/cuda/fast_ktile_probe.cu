@@ -36,10 +36,11 @@ constexpr int stages() {
     return MINB == 3 ? 3 : 4;
 }
 
-// Keeps a made A fragment alive without an instruction (the dequantization alone).
-__device__ __forceinline__ void keep(const uint32_t (&a)[4]) {
-    asm volatile("" ::"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]));
-}
+// The dequantization alone keeps its A words by summing them (mod 2^32) into one register, two a
+// 3-input add: an empty asm statement naming them does not (ptxas sees no use and drops the work —
+// session 57's first run timed such a loop at 27 µs for 372 k-tiles an SM, the dequantization's
+// 120 instructions a k-tile never issued). The sum's 16 adds a k-tile are the form's overhead.
+__device__ __forceinline__ uint32_t word_sum(const uint32_t (&a)[4]) { return a[0] + a[1] + a[2] + a[3]; }
 
 // Half k-tile `half` of A (its four k-steps' fragments) against the stage at `desc`: one group of
 // four wgmma, committed, then waited on until WAIT groups are left in flight (wgmma_int4_ktile's half).
@@ -83,6 +84,7 @@ __global__ void __launch_bounds__(kThreads, MINB)
                                         false, false, wgmma_desc_sw128(smem_addr(st)), BN * 128);
         }
     } else if constexpr (FORM == int(KtileProbeForm::Dequant)) {
+        uint32_t sum = 0;  // every A word made, mod 2^32: acc[0]'s bits
         for (int kt = 0; kt < iters; ++kt) {
             const uint8_t* st = smem + (kt % S) * St::kBytes;
             uint4 q_lo, q_hi;
@@ -94,10 +96,10 @@ __global__ void __launch_bounds__(kThreads, MINB)
                 uint32_t a0[4], a1[4];
                 wgmma_a_fragments(word_of(q_lo, j), word_of(q_hi, j), s2[0], b2[0], s2[1], b2[1], kWgmmaInt4NegC, a0,
                                   a1);
-                keep(a0);
-                keep(a1);
+                sum += word_sum(a0) + word_sum(a1);
             }
         }
+        acc[0] = __uint_as_float(sum);
     } else if constexpr (FORM == int(KtileProbeForm::Mma)) {
         uint32_t a[2][4][4];  // stage 0's k-tile, made once
         {

@@ -16,7 +16,7 @@ namespace tessera::cuda::fast {
 
 enum class KtileProbeForm {
     Tiles,    // the production k-tile (wgmma_int4_ktile_staged): two register sets, one group in flight
-    Dequant,  // the dequantization alone (codes and scales read, A made, no wgmma)
+    Dequant,  // the dequantization alone (codes and scales read, A made and summed — acc[0]'s bits — no wgmma)
     Mma,      // the wgmma alone (A made once; the same fences, groups and waits)
     Sets2,    // the loop a half k-tile at a time over 2 register sets (one group in flight): Tiles' bits
     Sets3,    // ... over 3 sets, two groups in flight
