@@ -3,13 +3,16 @@
 // over and over from shared memory with no producer, barriers or global loads — in its forms:
 // the production loop ("tiles"), the dequantization alone, the wgmma alone, and the loop over 2,
 // 3 and 4 register sets of a half k-tile and over 2 and 4 of a code word (1 to 3 groups of wgmma
-// in flight). Each row: the call's time for `iters` k-tiles a warpgroup on every SM, the SM cycles
+// in flight); and the production loop behind the tiles' ring (a producer, mbarriers, bulk copies of
+// each stage: its codes and scales from one L2-hot image, "ring-l2", or streamed from 256 MB in
+// DRAM, "ring-dram"; two blocks an SM). Each row: the call's time for `iters` k-tiles a warpgroup on every SM, the SM cycles
 // a k-tile round takes (every resident warpgroup one k-tile), and that time scaled to 372
 // warpgroup k-tiles an SM — the persistent gate+up tiles of 48 at 512 tokens of llama.cpp's shape
 // (118.4 µs on the H100, fifty-third round): how far the loop alone is from that kernel.
 //   bench_fast_ktile_probe [--bn 16,32,48,64] [--blocks-per-sm 2,3] [--iters N (930)] [--runs N] [--warmup N]
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <vector>
@@ -56,12 +59,24 @@ int main(int argc, char** argv) {
                 const std::vector<uint8_t> h = fast::ktile_probe_make_stage(int(bn), 7);
                 DeviceBuffer stage(h.size());
                 stage.upload(h.data(), h.size());
+                // ring-dram's weights: the stage's codes and scales over and over, 256 MB (past L2)
+                const int64_t wb = fast::ktile_probe_weight_bytes(int(bn)), wstages = (int64_t(256) << 20) / wb;
+                DeviceBuffer weights(size_t(wstages * wb));
+                TS_CUDA_CHECK(cudaMemcpy(weights.data(), h.data() + (h.size() - size_t(wb)), size_t(wb),
+                                         cudaMemcpyHostToDevice));
+                for (int64_t have = 1; have < wstages; have *= 2)  // (doubling copies on the device)
+                    TS_CUDA_CHECK(cudaMemcpy(static_cast<char*>(weights.data()) + have * wb, weights.data(),
+                                             size_t(std::min(have, wstages - have) * wb), cudaMemcpyDeviceToDevice));
                 for (auto form : {fast::KtileProbeForm::Tiles, fast::KtileProbeForm::Dequant, fast::KtileProbeForm::Mma,
                                   fast::KtileProbeForm::Sets2, fast::KtileProbeForm::Sets3,
                                   fast::KtileProbeForm::Sets4, fast::KtileProbeForm::Words2,
-                                  fast::KtileProbeForm::Words4}) {
+                                  fast::KtileProbeForm::Words4, fast::KtileProbeForm::RingL2,
+                                  fast::KtileProbeForm::RingDram}) {
+                    const bool ring = form == fast::KtileProbeForm::RingL2 || form == fast::KtileProbeForm::RingDram;
+                    if (ring && minb != 2) continue;
                     fast::KtileProbeArgs a;
                     a.bn = int(bn), a.blocks_per_sm = int(minb), a.form = form, a.iters = iters;
+                    a.weights = weights.data(), a.weight_stages = wstages;
                     DeviceBuffer out(size_t(fast::ktile_probe_out_floats(a)) * 4);
                     const double s = timer.median(warmup, runs, [&] {
                         TS_CUDA_CHECK(fast::launch_ktile_probe(a, stage.data(), static_cast<float*>(out.data()),

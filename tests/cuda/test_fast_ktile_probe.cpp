@@ -1,7 +1,8 @@
 // The MoE tiles' k-tile probe (fast_ktile_probe.h): its production form computes gate+up's k-tile
 // as a host model of the layouts says (weight rows by warp and lane, the codes' nibbles into A's
 // k index, B's rows in the 128-byte swizzle), and the forms that reorder the loop — the wgmma
-// alone on A made once, the register sets — give its very bits; the dequantization alone makes
+// alone on A made once, the register sets, the stages brought in by the tiles' ring — give its
+// very bits; the dequantization alone makes
 // the A words the host model makes (their sum mod 2^32). Bad arguments are errors.
 #include <gtest/gtest.h>
 
@@ -105,9 +106,18 @@ TEST(FastKtileProbe, FormsComputeTheTilesKtile) {
                         }
                 }
             EXPECT_GT(worst, 0.1);  // (the stage is not near zero: the comparison can fail)
+            // the ring forms' weights: 5 copies of the stage's codes and scales, read in turn
+            const int64_t wb = fast::ktile_probe_weight_bytes(bn);
+            std::vector<uint8_t> wh;
+            for (int c = 0; c < 5; ++c) wh.insert(wh.end(), st.end() - wb, st.end());
+            const DeviceBuffer weights = to_device(wh);
+            a.weights = weights.data(), a.weight_stages = 5;
             for (auto form : {fast::KtileProbeForm::Mma, fast::KtileProbeForm::Sets2, fast::KtileProbeForm::Sets3,
-                              fast::KtileProbeForm::Sets4, fast::KtileProbeForm::Words2, fast::KtileProbeForm::Words4}) {
+                              fast::KtileProbeForm::Sets4, fast::KtileProbeForm::Words2, fast::KtileProbeForm::Words4,
+                              fast::KtileProbeForm::RingL2, fast::KtileProbeForm::RingDram}) {
                 SCOPED_TRACE(fast::ktile_probe_form_name(form));
+                const bool ring = form == fast::KtileProbeForm::RingL2 || form == fast::KtileProbeForm::RingDram;
+                if (ring && minb != 2) continue;  // (the ring forms: two blocks an SM)
                 const std::vector<float> got = run(form);
                 ASSERT_EQ(got.size(), tiles.size());
                 for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], tiles[i]) << "accumulator " << i;
@@ -145,6 +155,10 @@ TEST(FastKtileProbe, BadArgumentsAreErrors) {
     b = a, b.form = fast::KtileProbeForm::Sets3, b.iters = 94;  // (not whole rounds of three sets)
     EXPECT_TRUE(bad(b));
     b = a, b.form = fast::KtileProbeForm::Sets4, b.iters = 93;
+    EXPECT_TRUE(bad(b));
+    b = a, b.form = fast::KtileProbeForm::RingL2, b.blocks_per_sm = 3;  // (the ring: two blocks an SM)
+    EXPECT_TRUE(bad(b));
+    b = a, b.form = fast::KtileProbeForm::RingDram;  // (no weights)
     EXPECT_TRUE(bad(b));
     EXPECT_EQ(fast::launch_ktile_probe(a, nullptr, out.as<float>(), nullptr), cudaErrorInvalidValue);
     EXPECT_TRUE(fast::ktile_probe_make_stage(40, 1).empty());

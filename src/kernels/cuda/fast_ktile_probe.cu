@@ -10,7 +10,9 @@
 
 #include "core/half.h"
 #include "kernels/cuda/device.h"
+#include "kernels/cuda/fast_mbarrier.cuh"
 #include "kernels/cuda/fast_mma.cuh"
+#include "kernels/cuda/fast_tma.cuh"
 #include "kernels/cuda/fast_wgmma.cuh"
 #include "kernels/cuda/fast_wgmma_int4.cuh"
 
@@ -172,6 +174,79 @@ __global__ void __launch_bounds__(kThreads, MINB)
     for (int i = 0; i < BN / 2; ++i) o[i] = acc[i];
 }
 
+// The ring forms: MoeTmaTile's roles and registers (two consumer warpgroups at 104, a producer
+// warpgroup at 32 whose warp 8 lane 0 issues), its S = 4 stages, full barriers counting the copies'
+// bytes and empty ones each consumer warp's release after the k-tile's wgmma are done — the tiles'
+// protocol, with one bulk copy of A's rows and one of the codes and scales a stage for its boxes.
+constexpr int kRingThreads = 384, kRingStages = 4;
+
+template <int BN, bool DRAM>
+__global__ void __launch_bounds__(kRingThreads, 2)
+    ktile_ring_kernel(const uint8_t* __restrict__ stage0, const uint8_t* __restrict__ wbuf, int64_t wstages, int iters,
+                      float* __restrict__ out) {
+    using St = Stage<BN>;
+    constexpr int S = kRingStages;
+    constexpr uint32_t kA = St::kWOff, kW = St::kBytes - St::kWOff;
+    extern __shared__ uint8_t smem_raw[];
+    uint8_t* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+    __shared__ uint64_t full[S], empty[S];
+    const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5, wg = warp / 4;
+    if (tid == 0) {
+        for (int s = 0; s < S; ++s) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], 8);
+        }
+    }
+    __syncthreads();
+    if (wg == 2) {  // ---- producer ----
+        setmaxnreg_dec<32>();
+        if (tid != 256) return;
+        for (int u = 0; u < iters; ++u) {
+            const int slot = u % S;
+            mbar_wait(&empty[slot], (uint32_t(u / S) & 1) ^ 1);  // k-tile u − S's wgmma are done
+            mbar_arrive_expect_tx(&full[slot], kA + kW);
+            const uint32_t dst = smem_addr(smem) + uint32_t(slot * St::kBytes);
+            bulk_load(dst, stage0, kA, &full[slot]);
+            const uint8_t* w = DRAM ? wbuf + ((int64_t(blockIdx.x) * iters + u) % wstages) * kW : stage0 + kA;
+            bulk_load(dst + kA, w, kW, &full[slot]);
+        }
+        return;
+    }
+    setmaxnreg_inc<104>();
+    const int w4 = warp & 3, gq = lane >> 2, tq = lane & 3;
+    const int f = wg * 32 + w4 * 8 + gq, rh = 64 + f;
+    const int s_lo = staged_scale_at(f, tq, kGpt), s_hi = 512 + s_lo;
+    float acc[BN / 2];
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
+    wgmma_fence_operands(acc);
+    for (int u = 0; u < iters; ++u) {
+        const int slot = u % S;
+        mbar_wait(&full[slot], uint32_t(u / S) & 1);
+        const uint8_t* st = smem + slot * St::kBytes;
+        wgmma_int4_ktile_staged<BN>(acc, st + St::kWOff, f, rh, tq, st + St::kSOff, st + St::kBOff, s_lo, s_hi, false,
+                                    false, wgmma_desc_sw128(smem_addr(st)), BN * 128);
+        if (u > 0 && lane == 0) mbar_arrive(&empty[(u - 1) % S]);  // k-tile u − 1's wgmma are done
+    }
+    wgmma_wait<0>();
+    wgmma_fence_operands(acc);
+    float* o = out + (int64_t(blockIdx.x) * kThreads + tid) * (BN / 2);
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) o[i] = acc[i];
+}
+
+template <int BN, bool DRAM>
+cudaError_t launch_ring(const KtileProbeArgs& a, const void* stage, float* out, cudaStream_t stream) {
+    constexpr int smem = kRingStages * Stage<BN>::kBytes + 1024;
+    static const cudaError_t attr =
+        cudaFuncSetAttribute(ktile_ring_kernel<BN, DRAM>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (attr != cudaSuccess) return attr;
+    const int blocks = a.blocks > 0 ? a.blocks : current_sm_count() * 2;
+    ktile_ring_kernel<BN, DRAM><<<blocks, kRingThreads, smem, stream>>>(
+        static_cast<const uint8_t*>(stage), static_cast<const uint8_t*>(a.weights), a.weight_stages, a.iters, out);
+    return cudaGetLastError();
+}
+
 template <int BN, int FORM, int MINB>
 cudaError_t launch_form(const KtileProbeArgs& a, const void* stage, float* out, cudaStream_t stream) {
     constexpr int smem = stages<MINB>() * Stage<BN>::kBytes + 1024;
@@ -195,6 +270,8 @@ cudaError_t launch_bn(const KtileProbeArgs& a, const void* stage, float* out, cu
         case KtileProbeForm::Sets4: return launch_form<BN, 5, MINB>(a, stage, out, stream);
         case KtileProbeForm::Words2: return launch_form<BN, 6, MINB>(a, stage, out, stream);
         case KtileProbeForm::Words4: return launch_form<BN, 7, MINB>(a, stage, out, stream);
+        case KtileProbeForm::RingL2: return launch_ring<BN, false>(a, stage, out, stream);
+        case KtileProbeForm::RingDram: return launch_ring<BN, true>(a, stage, out, stream);
     }
     return cudaErrorInvalidValue;
 }
@@ -222,6 +299,8 @@ const char* ktile_probe_form_name(KtileProbeForm f) {
         case KtileProbeForm::Sets4: return "sets4";
         case KtileProbeForm::Words2: return "words2";
         case KtileProbeForm::Words4: return "words4";
+        case KtileProbeForm::RingL2: return "ring-l2";
+        case KtileProbeForm::RingDram: return "ring-dram";
     }
     return "?";
 }
@@ -255,6 +334,11 @@ std::vector<uint8_t> ktile_probe_make_stage(int bn, uint32_t seed) {
     return s;
 }
 
+int64_t ktile_probe_weight_bytes(int bn) {
+    const int64_t s = ktile_probe_stage_bytes(bn);
+    return s ? s - 2 * bn * 128 : 0;
+}
+
 int64_t ktile_probe_out_floats(const KtileProbeArgs& a) {
     const int64_t blocks = a.blocks > 0 ? a.blocks : int64_t(current_sm_count()) * a.blocks_per_sm;
     return blocks * kThreads * (a.bn / 2);
@@ -265,6 +349,9 @@ cudaError_t launch_ktile_probe(const KtileProbeArgs& a, const void* stage, float
         return cudaErrorInvalidValue;
     if ((a.form == KtileProbeForm::Sets3 && a.iters % 3 != 0) || (a.form == KtileProbeForm::Sets4 && a.iters % 2 != 0))
         return cudaErrorInvalidValue;  // (whole rounds of the register sets: 2·iters half k-tiles)
+    const bool ring = a.form == KtileProbeForm::RingL2 || a.form == KtileProbeForm::RingDram;
+    if (ring && a.blocks_per_sm != 2) return cudaErrorInvalidValue;
+    if (a.form == KtileProbeForm::RingDram && (!a.weights || a.weight_stages < 1)) return cudaErrorInvalidValue;
     if (a.blocks_per_sm == 2) return launch_minb<2>(a, stage, out, stream);
     if (a.blocks_per_sm == 3) return launch_minb<3>(a, stage, out, stream);
     return cudaErrorInvalidValue;

@@ -23,6 +23,13 @@ enum class KtileProbeForm {
     Sets4,    // ... over 4 sets, three groups in flight
     Words2,   // groups of one code word (two k-steps) over 2 register sets of 8, one group in flight
     Words4,   // ... over 4 sets (a k-tile's words: the same 32 registers as Tiles), three in flight
+    // Tiles behind the tiles' ring: a producer warpgroup (one lane issuing), full / empty mbarriers,
+    // each k-tile's stage copied in by the bulk-copy engine — A's rows from one stage image (L2-hot,
+    // as an item's rows are for its feature blocks), the codes and scales from it too (RingL2: the
+    // ring's own cost) or from a buffer larger than L2 streamed from DRAM (RingDram, as the experts'
+    // weights are: KtileProbeArgs::weights). Two blocks an SM only.
+    RingL2,
+    RingDram,
 };
 const char* ktile_probe_form_name(KtileProbeForm f);
 
@@ -32,11 +39,17 @@ struct KtileProbeArgs {
     KtileProbeForm form = KtileProbeForm::Tiles;
     int iters = 93;          // k-tiles a warpgroup (two warpgroups a block); Sets3: a multiple of 3, Sets4 of 2
     int blocks = 0;          // the grid; 0: blocks_per_sm a multiprocessor
+    // RingDram: weight_stages stages' codes and scales (ktile_probe_weight_bytes each, valid like the
+    // stage's); k-tile u of block b reads stage (b · iters + u) mod weight_stages.
+    const void* weights = nullptr;
+    int64_t weight_stages = 0;
 };
 
 // Bytes of one stage (activations, codes, scales) as the tiles lay it out for `bn`; 0 if bn is
 // not one the probe is built for.
 int64_t ktile_probe_stage_bytes(int bn);
+// The codes and scales of a stage (the stage's bytes past A's rows): what RingDram streams a k-tile.
+int64_t ktile_probe_weight_bytes(int bn);
 // One stage as the tiles stage it, made from `seed`: activations as bf16 in [-1, 1), random codes,
 // f16 scales in [0.005, 0.02) (finite: the products stay finite over any number of k-tiles); empty
 // for a bn ktile_probe_stage_bytes refuses.
