@@ -5,7 +5,8 @@
 // 3 and 4 register sets of a half k-tile and over 2 and 4 of a code word (1 to 3 groups of wgmma
 // in flight); and the production loop behind the tiles' ring (a producer, mbarriers, bulk copies of
 // each stage: its codes and scales from one L2-hot image, "ring-l2", or streamed from 256 MB in
-// DRAM, "ring-dram"; two blocks an SM). Each row: the call's time for `iters` k-tiles a warpgroup on every SM, the SM cycles
+// DRAM, "ring-dram", and that in tiles of 16 k-tiles with an epilogue each, "ring-dram/16"; two
+// blocks an SM). Each row: the call's time for `iters` k-tiles a warpgroup on every SM, the SM cycles
 // a k-tile round takes (every resident warpgroup one k-tile), and that time scaled to 372
 // warpgroup k-tiles an SM — the persistent gate+up tiles of 48 at 512 tokens of llama.cpp's shape
 // (118.4 µs on the H100, fifty-third round): how far the loop alone is from that kernel.
@@ -15,6 +16,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "core/status.h"
@@ -50,7 +52,7 @@ int main(int argc, char** argv) {
         std::printf("bench_fast_ktile_probe on %s (%d SMs, %.3f GHz max); %d k-tiles a warpgroup; median of %d runs\n",
                     p.name, p.multiProcessorCount, clock_khz * 1e-6, iters, runs);
         std::printf("(cycles a round at the max clock; \"372 an SM\": the time scaled to 372 warpgroup k-tiles an SM)\n\n");
-        std::printf("| %3s | %6s | %-8s | %9s | %12s | %12s |\n", "BN", "blk/SM", "form", "call us", "cycles/round",
+        std::printf("| %3s | %6s | %-12s | %9s | %12s | %12s |\n", "BN", "blk/SM", "form", "call us", "cycles/round",
                     "372 an SM us");
         Stream stream;
         bench::CudaTimer timer(stream.get());
@@ -83,9 +85,18 @@ int main(int argc, char** argv) {
                                                                stream.get()));
                     });
                     const double wg_per_sm = 2.0 * double(minb);
-                    std::printf("| %3lld | %6lld | %-8s | %9.2f | %12.0f | %12.2f |\n", (long long)bn, (long long)minb,
-                                fast::ktile_probe_form_name(form), s * 1e6, s * clock_khz * 1e3 / iters,
-                                s * 1e6 * 372.0 / (double(iters) * wg_per_sm));
+                    auto line = [&](const std::string& name, double t) {
+                        std::printf("| %3lld | %6lld | %-12s | %9.2f | %12.0f | %12.2f |\n", (long long)bn,
+                                    (long long)minb, name.c_str(), t * 1e6, t * clock_khz * 1e3 / iters,
+                                    t * 1e6 * 372.0 / (double(iters) * wg_per_sm));
+                    };
+                    line(fast::ktile_probe_form_name(form), s);
+                    if (form != fast::KtileProbeForm::RingDram) continue;
+                    a.tile_ktiles = 16;  // tiles of 16 k-tiles (gate+up at H = 2,048), an epilogue each
+                    line("ring-dram/16", timer.median(warmup, runs, [&] {
+                        TS_CUDA_CHECK(fast::launch_ktile_probe(a, stage.data(), static_cast<float*>(out.data()),
+                                                               stream.get()));
+                    }));
                 }
             }
         return 0;

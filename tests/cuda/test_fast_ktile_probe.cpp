@@ -121,6 +121,14 @@ TEST(FastKtileProbe, FormsComputeTheTilesKtile) {
                 const std::vector<float> got = run(form);
                 ASSERT_EQ(got.size(), tiles.size());
                 for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], tiles[i]) << "accumulator " << i;
+                if (!ring) continue;
+                // in tiles of 5 k-tiles: out holds the last tile's (2 k-tiles) — the loop's over 2 k-tiles
+                a.tile_ktiles = 5;
+                const std::vector<float> last = run(form);
+                a.tile_ktiles = 0, a.iters = 2;
+                const std::vector<float> two = run(fast::KtileProbeForm::Tiles);
+                a.iters = 12;
+                for (size_t i = 0; i < last.size(); ++i) ASSERT_EQ(last[i], two[i]) << "tiles of 5, accumulator " << i;
             }
             const std::vector<float> made = run(fast::KtileProbeForm::Dequant);  // acc[0]: the words' sum, else 0
             for (int b = 0; b < 3; ++b)
@@ -159,6 +167,8 @@ TEST(FastKtileProbe, BadArgumentsAreErrors) {
     b = a, b.form = fast::KtileProbeForm::RingL2, b.blocks_per_sm = 3;  // (the ring: two blocks an SM)
     EXPECT_TRUE(bad(b));
     b = a, b.form = fast::KtileProbeForm::RingDram;  // (no weights)
+    EXPECT_TRUE(bad(b));
+    b = a, b.form = fast::KtileProbeForm::RingL2, b.tile_ktiles = -1;
     EXPECT_TRUE(bad(b));
     EXPECT_EQ(fast::launch_ktile_probe(a, nullptr, out.as<float>(), nullptr), cudaErrorInvalidValue);
     EXPECT_TRUE(fast::ktile_probe_make_stage(40, 1).empty());

@@ -183,7 +183,7 @@ constexpr int kRingThreads = 384, kRingStages = 4;
 template <int BN, bool DRAM>
 __global__ void __launch_bounds__(kRingThreads, 2)
     ktile_ring_kernel(const uint8_t* __restrict__ stage0, const uint8_t* __restrict__ wbuf, int64_t wstages, int iters,
-                      float* __restrict__ out) {
+                      int tile_ktiles, float* __restrict__ out) {
     using St = Stage<BN>;
     constexpr int S = kRingStages;
     constexpr uint32_t kA = St::kWOff, kW = St::kBytes - St::kWOff;
@@ -216,23 +216,26 @@ __global__ void __launch_bounds__(kRingThreads, 2)
     const int w4 = warp & 3, gq = lane >> 2, tq = lane & 3;
     const int f = wg * 32 + w4 * 8 + gq, rh = 64 + f;
     const int s_lo = staged_scale_at(f, tq, kGpt), s_hi = 512 + s_lo;
-    float acc[BN / 2];
-#pragma unroll
-    for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
-    wgmma_fence_operands(acc);
-    for (int u = 0; u < iters; ++u) {
-        const int slot = u % S;
-        mbar_wait(&full[slot], uint32_t(u / S) & 1);
-        const uint8_t* st = smem + slot * St::kBytes;
-        wgmma_int4_ktile_staged<BN>(acc, st + St::kWOff, f, rh, tq, st + St::kSOff, st + St::kBOff, s_lo, s_hi, false,
-                                    false, wgmma_desc_sw128(smem_addr(st)), BN * 128);
-        if (u > 0 && lane == 0) mbar_arrive(&empty[(u - 1) % S]);  // k-tile u − 1's wgmma are done
-    }
-    wgmma_wait<0>();
-    wgmma_fence_operands(acc);
     float* o = out + (int64_t(blockIdx.x) * kThreads + tid) * (BN / 2);
+    float acc[BN / 2];
+    const int per_tile = tile_ktiles > 0 ? tile_ktiles : iters;
+    for (int u = 0; u < iters;) {
 #pragma unroll
-    for (int i = 0; i < BN / 2; ++i) o[i] = acc[i];
+        for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
+        wgmma_fence_operands(acc);
+        for (const int end = min(u + per_tile, iters); u < end; ++u) {
+            const int slot = u % S;
+            mbar_wait(&full[slot], uint32_t(u / S) & 1);
+            const uint8_t* st = smem + slot * St::kBytes;
+            wgmma_int4_ktile_staged<BN>(acc, st + St::kWOff, f, rh, tq, st + St::kSOff, st + St::kBOff, s_lo, s_hi,
+                                        false, false, wgmma_desc_sw128(smem_addr(st)), BN * 128);
+            if (u > 0 && lane == 0) mbar_arrive(&empty[(u - 1) % S]);  // k-tile u − 1's wgmma are done
+        }
+        wgmma_wait<0>();  // the tile's epilogue: its sums stored (the last tile's stay)
+        wgmma_fence_operands(acc);
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) o[i] = acc[i];
+    }
 }
 
 template <int BN, bool DRAM>
@@ -243,7 +246,8 @@ cudaError_t launch_ring(const KtileProbeArgs& a, const void* stage, float* out, 
     if (attr != cudaSuccess) return attr;
     const int blocks = a.blocks > 0 ? a.blocks : current_sm_count() * 2;
     ktile_ring_kernel<BN, DRAM><<<blocks, kRingThreads, smem, stream>>>(
-        static_cast<const uint8_t*>(stage), static_cast<const uint8_t*>(a.weights), a.weight_stages, a.iters, out);
+        static_cast<const uint8_t*>(stage), static_cast<const uint8_t*>(a.weights), a.weight_stages, a.iters,
+        a.tile_ktiles, out);
     return cudaGetLastError();
 }
 
@@ -350,7 +354,7 @@ cudaError_t launch_ktile_probe(const KtileProbeArgs& a, const void* stage, float
     if ((a.form == KtileProbeForm::Sets3 && a.iters % 3 != 0) || (a.form == KtileProbeForm::Sets4 && a.iters % 2 != 0))
         return cudaErrorInvalidValue;  // (whole rounds of the register sets: 2·iters half k-tiles)
     const bool ring = a.form == KtileProbeForm::RingL2 || a.form == KtileProbeForm::RingDram;
-    if (ring && a.blocks_per_sm != 2) return cudaErrorInvalidValue;
+    if ((ring && a.blocks_per_sm != 2) || a.tile_ktiles < 0) return cudaErrorInvalidValue;
     if (a.form == KtileProbeForm::RingDram && (!a.weights || a.weight_stages < 1)) return cudaErrorInvalidValue;
     if (a.blocks_per_sm == 2) return launch_minb<2>(a, stage, out, stream);
     if (a.blocks_per_sm == 3) return launch_minb<3>(a, stage, out, stream);

@@ -43,6 +43,10 @@ struct KtileProbeArgs {
     // stage's); k-tile u of block b reads stage (b · iters + u) mod weight_stages.
     const void* weights = nullptr;
     int64_t weight_stages = 0;
+    // The ring forms: k-tiles a tile (0: one tile of all iters). After each tile the consumers drain
+    // their wgmma, store the accumulators and start again from zero — the tiles' epilogue, while the
+    // producer's copies run on (a persistent block's walk); out holds the last tile's sums.
+    int tile_ktiles = 0;
 };
 
 // Bytes of one stage (activations, codes, scales) as the tiles lay it out for `bn`; 0 if bn is
