@@ -18,7 +18,7 @@ has() { [[ "$stages" == *" $1 "* ]]; }
 
 targets="tessera"
 has tests && targets="$targets test_cuda"
-has kernels && targets="$targets bench_fast_gemv bench_fast_gemm bench_fast_moe bench_fast_gdn bench_fast_attention bench_fast_topk bench_gemv"
+has kernels && targets="$targets bench_fast_gemv bench_fast_gemm bench_fast_moe bench_fast_gdn bench_fast_attention bench_fast_topk bench_gemv bench_fast_ktile_probe"
 has ncu && targets="$targets bench_fast_gemv bench_fast_moe bench_fast_gdn"
 has source && targets="$targets bench_fast_gemv bench_fast_moe bench_fast_gdn"
 export TESSERA_GPU_TARGETS="$targets"
@@ -36,6 +36,7 @@ if has kernels; then
     $B/bench_fast_gemv --tokens 1,8 --layouts q4_0,int8g32 --modes cold --runs 30
     $B/bench_fast_gemm --runs 20
     $B/bench_fast_moe --tokens 1,8,512 --runs 30
+    $B/bench_fast_ktile_probe --bn 32,48,64 --blocks-per-sm 2,3
     $B/bench_fast_gdn --runs 20
     $B/bench_fast_attention --runs 10
     $B/bench_fast_topk --runs 30
