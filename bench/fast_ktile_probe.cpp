@@ -51,7 +51,8 @@ int main(int argc, char** argv) {
         TS_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
         std::printf("bench_fast_ktile_probe on %s (%d SMs, %.3f GHz max); %d k-tiles a warpgroup; median of %d runs\n",
                     p.name, p.multiProcessorCount, clock_khz * 1e-6, iters, runs);
-        std::printf("(cycles a round at the max clock; \"372 an SM\": the time scaled to 372 warpgroup k-tiles an SM)\n\n");
+        std::printf("(cycles a round at the max clock; \"372 an SM\": the time scaled to 372 warpgroup k-tiles "
+                    "an SM)\n\n");
         std::printf("| %3s | %6s | %-12s | %9s | %12s | %12s |\n", "BN", "blk/SM", "form", "call us", "cycles/round",
                     "372 an SM us");
         Stream stream;

@@ -18,7 +18,8 @@ has() { [[ "$stages" == *" $1 "* ]]; }
 
 targets="tessera"
 has tests && targets="$targets test_cuda"
-has kernels && targets="$targets bench_fast_gemv bench_fast_gemm bench_fast_moe bench_fast_gdn bench_fast_attention bench_fast_topk bench_gemv bench_fast_ktile_probe"
+has kernels && targets="$targets bench_fast_gemv bench_fast_gemm bench_fast_moe bench_fast_gdn bench_fast_attention"
+has kernels && targets="$targets bench_fast_topk bench_gemv bench_fast_ktile_probe"
 has ncu && targets="$targets bench_fast_gemv bench_fast_moe bench_fast_gdn"
 has source && targets="$targets bench_fast_gemv bench_fast_moe bench_fast_gdn"
 export TESSERA_GPU_TARGETS="$targets"
