@@ -78,6 +78,11 @@ __global__ void __launch_bounds__(kThreads, MINB)
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
     wgmma_fence_operands(acc);
+    // This lane's codes (rows f, rh) and scale / bias pairs of the k-tile staged at st
+    auto operands = [&](const uint8_t* st, uint4& q_lo, uint4& q_hi, uint32_t(&s2)[2], uint32_t(&b2)[2]) {
+        wgmma_int4_staged_operands(st + St::kWOff, f, rh, tq, st + St::kSOff, st + St::kBOff, s_lo, s_hi, false, false,
+                                   q_lo, q_hi, s2, b2);
+    };
 
     if constexpr (FORM == int(KtileProbeForm::Tiles)) {
         for (int kt = 0; kt < iters; ++kt) {
@@ -88,11 +93,9 @@ __global__ void __launch_bounds__(kThreads, MINB)
     } else if constexpr (FORM == int(KtileProbeForm::Dequant)) {
         uint32_t sum = 0;  // every A word made, mod 2^32: acc[0]'s bits
         for (int kt = 0; kt < iters; ++kt) {
-            const uint8_t* st = smem + (kt % S) * St::kBytes;
             uint4 q_lo, q_hi;
             uint32_t s2[2], b2[2];
-            wgmma_int4_staged_operands(st + St::kWOff, f, rh, tq, st + St::kSOff, st + St::kBOff, s_lo, s_hi, false,
-                                       false, q_lo, q_hi, s2, b2);
+            operands(smem + (kt % S) * St::kBytes, q_lo, q_hi, s2, b2);
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
                 uint32_t a0[4], a1[4];
@@ -107,8 +110,7 @@ __global__ void __launch_bounds__(kThreads, MINB)
         {
             uint4 q_lo, q_hi;
             uint32_t s2[2], b2[2];
-            wgmma_int4_staged_operands(smem + St::kWOff, f, rh, tq, smem + St::kSOff, smem + St::kBOff, s_lo, s_hi,
-                                       false, false, q_lo, q_hi, s2, b2);
+            operands(smem, q_lo, q_hi, s2, b2);
 #pragma unroll
             for (int j = 0; j < 4; ++j)
                 wgmma_a_fragments(word_of(q_lo, j), word_of(q_hi, j), s2[0], b2[0], s2[1], b2[1], kWgmmaInt4NegC,
@@ -119,15 +121,15 @@ __global__ void __launch_bounds__(kThreads, MINB)
 #pragma unroll
             for (int half = 0; half < 2; ++half) half_group<BN, 1>(acc, a[half], desc, half);
         }
-    } else if constexpr (FORM >= int(KtileProbeForm::Words2)) {  // word w into set w mod NW, NW − 1 groups left in flight
+    } else if constexpr (FORM == int(KtileProbeForm::Words2) || FORM == int(KtileProbeForm::Words4)) {
+        // word w into set w mod NW, NW − 1 groups left in flight
         constexpr int NW = FORM == int(KtileProbeForm::Words2) ? 2 : 4;
         uint32_t a[NW][2][4];
         for (int kt = 0; kt < iters; ++kt) {
             const uint8_t* st = smem + (kt % S) * St::kBytes;
             uint4 q_lo, q_hi;
             uint32_t s2[2], b2[2];
-            wgmma_int4_staged_operands(st + St::kWOff, f, rh, tq, st + St::kSOff, st + St::kBOff, s_lo, s_hi, false,
-                                       false, q_lo, q_hi, s2, b2);
+            operands(st, q_lo, q_hi, s2, b2);
             const uint64_t desc = wgmma_desc_sw128(smem_addr(st));
 #pragma unroll
             for (int w = 0; w < 4; ++w) {  // word w: k-steps 2·(w % 2), + 1 of k-block w / 2 (wgmma_int4_ktile_words)
@@ -145,6 +147,7 @@ __global__ void __launch_bounds__(kThreads, MINB)
             }
         }
     } else {  // Sets2 / 3 / 4: half k-tile h into register set h mod NS, NS − 1 groups left in flight
+        static_assert(FORM >= int(KtileProbeForm::Sets2) && FORM <= int(KtileProbeForm::Sets4), "a loop form");
         constexpr int NS = FORM - int(KtileProbeForm::Sets2) + 2;
         constexpr uint32_t kNeg8 = 0xc100c100u, kNegZero = 0x80008000u;
         uint32_t a[NS][4][4];
