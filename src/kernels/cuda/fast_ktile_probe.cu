@@ -68,7 +68,7 @@ __global__ void __launch_bounds__(kThreads, MINB)
     const int tid = int(threadIdx.x);
     for (int i = tid; i < S * St::kBytes / 16; i += kThreads)
         reinterpret_cast<uint4*>(smem)[i] = reinterpret_cast<const uint4*>(stage0)[i % (St::kBytes / 16)];
-    fence_proxy_async_smem();  // (wgmma reads A's rows through the async proxy)
+    fence_proxy_async_smem();  // (wgmma reads the activation rows, its B, through the async proxy)
     __syncthreads();
 
     const int lane = tid & 31, warp = tid >> 5, wg = warp / 4, w4 = warp & 3, gq = lane >> 2, tq = lane & 3;
@@ -180,7 +180,8 @@ __global__ void __launch_bounds__(kThreads, MINB)
 // The ring forms: MoeTmaTile's roles and registers (two consumer warpgroups at 104, a producer
 // warpgroup at 32 whose warp 8 lane 0 issues), its S = 4 stages, full barriers counting the copies'
 // bytes and empty ones each consumer warp's release after the k-tile's wgmma are done — the tiles'
-// protocol, with one bulk copy of A's rows and one of the codes and scales a stage for its boxes.
+// protocol, with one bulk copy of the activation rows and one of the codes and scales a stage for
+// its boxes.
 constexpr int kRingThreads = 384, kRingStages = 4;
 
 template <int BN, bool DRAM>

@@ -1,11 +1,13 @@
 // Benchmark probe of the MoE prefill tiles' consumer loop (fast_moe_wgmma_tma.cu): the k-tile
 // of gate+up — a warpgroup's 64 weight rows dequantized from Int4 codes into wgmma's A registers,
-// m64nBNk16 bf16 against BN activation rows in shared memory — run over and over on one stage
-// set in shared memory, with no producer, no barriers and no global loads. What it answers: how
-// fast the loop itself goes with the memory system out of the way, and which part holds it — the
-// dequantization alone, the wgmma alone, both as the tiles run them, and both with deeper register
-// pipelines (more groups of wgmma in flight). Not used by the engine; bench/fast_ktile_probe.cpp
-// times it, tests/cuda/test_fast_ktile_probe.cpp holds its forms to the production loop's bits.
+// m64nBNk16 bf16 against BN activation rows (its B) in shared memory — run over and over on one
+// stage set in shared memory, with no producer, no barriers and no global loads; then behind the
+// tiles' own ring (a producer, mbarriers, the stages copied in from L2 or streamed from DRAM, an
+// epilogue a tile). What it answers: how fast the loop itself goes with the memory system out of
+// the way, which part of it holds it — the dequantization alone, the wgmma alone, both as the tiles
+// run them, both with deeper register pipelines — and what the ring, the stream and the epilogues
+// add. Not used by the engine; bench/fast_ktile_probe.cpp times it, tests/cuda/test_fast_ktile_probe.cpp
+// holds its forms to a host model and to the production loop's bits.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -24,8 +26,8 @@ enum class KtileProbeForm {
     Words2,   // groups of one code word (two k-steps) over 2 register sets of 8, one group in flight
     Words4,   // ... over 4 sets (a k-tile's words: the same 32 registers as Tiles), three in flight
     // Tiles behind the tiles' ring: a producer warpgroup (one lane issuing), full / empty mbarriers,
-    // each k-tile's stage copied in by the bulk-copy engine — A's rows from one stage image (L2-hot,
-    // as an item's rows are for its feature blocks), the codes and scales from it too (RingL2: the
+    // each k-tile's stage copied in by the bulk-copy engine — the activation rows from one stage image
+    // (L2-hot, as an item's rows are for its feature blocks), the codes and scales from it too (RingL2: the
     // ring's own cost) or from a buffer larger than L2 streamed from DRAM (RingDram, as the experts'
     // weights are: KtileProbeArgs::weights). Two blocks an SM only.
     RingL2,
@@ -52,7 +54,7 @@ struct KtileProbeArgs {
 // Bytes of one stage (activations, codes, scales) as the tiles lay it out for `bn`; 0 if bn is
 // not one the probe is built for.
 int64_t ktile_probe_stage_bytes(int bn);
-// The codes and scales of a stage (the stage's bytes past A's rows): what RingDram streams a k-tile.
+// The codes and scales of a stage (its bytes past the activation rows): what RingDram streams a k-tile.
 int64_t ktile_probe_weight_bytes(int bn);
 // One stage as the tiles stage it, made from `seed`: activations as bf16 in [-1, 1), random codes,
 // f16 scales in [0.005, 0.02) (finite: the products stay finite over any number of k-tiles); empty
