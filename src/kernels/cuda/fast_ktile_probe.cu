@@ -227,16 +227,19 @@ __global__ void __launch_bounds__(kRingThreads, 2)
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
         wgmma_fence_operands(acc);
-        for (const int end = min(u + per_tile, iters); u < end; ++u) {
+        for (const int first = u, end = min(u + per_tile, iters); u < end; ++u) {
             const int slot = u % S;
             mbar_wait(&full[slot], uint32_t(u / S) & 1);
             const uint8_t* st = smem + slot * St::kBytes;
             wgmma_int4_ktile_staged<BN>(acc, st + St::kWOff, f, rh, tq, st + St::kSOff, st + St::kBOff, s_lo, s_hi,
                                         false, false, wgmma_desc_sw128(smem_addr(st)), BN * 128);
-            if (u > 0 && lane == 0) mbar_arrive(&empty[(u - 1) % S]);  // k-tile u − 1's wgmma are done
+            if (u > first && lane == 0) mbar_arrive(&empty[(u - 1) % S]);  // k-tile u − 1's wgmma are done
         }
-        wgmma_wait<0>();  // the tile's epilogue: its sums stored (the last tile's stay)
+        // The tile's epilogue, as the persistent tiles run it: its wgmma drained, its last slot freed
+        // for the next tile's k-tiles, its sums stored (the last tile's stay in out).
+        wgmma_wait<0>();
         wgmma_fence_operands(acc);
+        if (u < iters && lane == 0) mbar_arrive(&empty[(u - 1) % S]);
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) o[i] = acc[i];
     }
