@@ -149,7 +149,6 @@ __global__ void __launch_bounds__(kThreads, MINB)
     } else {  // Sets2 / 3 / 4: half k-tile h into register set h mod NS, NS − 1 groups left in flight
         static_assert(FORM >= int(KtileProbeForm::Sets2) && FORM <= int(KtileProbeForm::Sets4), "a loop form");
         constexpr int NS = FORM - int(KtileProbeForm::Sets2) + 2;
-        constexpr uint32_t kNeg8 = 0xc100c100u, kNegZero = 0x80008000u;
         uint32_t a[NS][4][4];
         const int halves = 2 * iters;  // (a multiple of NS: launch_ktile_probe)
         for (int h0 = 0; h0 < halves; h0 += NS) {
@@ -161,9 +160,9 @@ __global__ void __launch_bounds__(kThreads, MINB)
                 // words 2·half, 2·half + 1 of rows f and rh (wgmma_int4_ktile's half), the k-tile's scales
                 const uint2 ql = *reinterpret_cast<const uint2*>(st + St::kWOff + f * 64 + tq * 16 + half * 8);
                 const uint2 qh = *reinterpret_cast<const uint2*>(st + St::kWOff + rh * 64 + tq * 16 + half * 8);
-                const uint32_t sl = f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(st + St::kSOff + s_lo));
-                const uint32_t sh = f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(st + St::kSOff + s_hi));
-                const uint32_t bl = fma_bf16x2(sl, kNeg8, kNegZero), bh = fma_bf16x2(sh, kNeg8, kNegZero);
+                const uint32_t sl = staged_scale(st + St::kSOff, s_lo), sh = staged_scale(st + St::kSOff, s_hi);
+                const uint32_t bl = staged_bias(st + St::kBOff, s_lo, false, sl);
+                const uint32_t bh = staged_bias(st + St::kBOff, s_hi, false, sh);
                 wgmma_a_fragments(ql.x, qh.x, sl, bl, sh, bh, kWgmmaInt4NegC, a[s][0], a[s][1]);
                 wgmma_a_fragments(ql.y, qh.y, sl, bl, sh, bh, kWgmmaInt4NegC, a[s][2], a[s][3]);
                 half_group<BN, NS - 1>(acc, a[s], wgmma_desc_sw128(smem_addr(st)), half);

@@ -396,8 +396,9 @@ namespace detail {
 // launch's error. One entry per kernel, so a failing step can be run (and timed) alone.
 cudaError_t launch_moe_route(const float* logits, int64_t ldl, int64_t T, int E, int k, bool renormalize,
                              bool shared, int32_t* ids, float* weights, bool exact, cudaStream_t stream);
-// pdl false: the grouping's kernels launched the ordinary way (the bench's other side of session 56's
-// PDL launch; the same words either way).
+// pdl false: the grouping's first kernel (the counting one, or the one-block form) launched the
+// ordinary way — the placing kernel after the counts is launched with PDL either way (the bench's other
+// side of session 56's PDL launch; the same words either way).
 cudaError_t launch_moe_group(const int32_t* ids, int64_t T, int k, int E, int tile_rows, const MoeGrouping& g,
                              cudaStream_t stream, bool pdl = true);
 // act [T·k, I] (row stride I): act[r] = silu(gate_e·x_t) ⊙ (up_e·x_t) for each grouped row r of

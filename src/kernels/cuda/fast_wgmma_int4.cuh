@@ -134,21 +134,29 @@ __device__ __forceinline__ int staged_scale_at(int r, int tq, int gpt, int runs,
 // without biases is in b).
 constexpr uint32_t kWgmmaInt4NegC = 0xc300c300u;
 
+// A row's staged scale (byte `at` of `scales`) as a bf16x2 pair.
+__device__ __forceinline__ uint32_t staged_scale(const uint8_t* scales, int at) {
+    return f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(scales + at));
+}
+// Its bias as a bf16x2 pair: byte `at` of `biases`, or −8·s (s2: the scale pair) where the matrix has
+// none — exact, so (code − 8)·s is one rounding.
+__device__ __forceinline__ uint32_t staged_bias(const uint8_t* biases, int at, bool bias, uint32_t s2) {
+    constexpr uint32_t kNeg8 = 0xc100c100u, kNegZero = 0x80008000u;
+    return bias ? f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(biases + at)) : fma_bf16x2(s2, kNeg8, kNegZero);
+}
+
 // A lane's operands of a staged k-tile (wgmma_int4_ktile_staged's below): its code chunks of rows
 // r_lo, r_hi, and their scales and biases as bf16x2 pairs.
 __device__ __forceinline__ void wgmma_int4_staged_operands(const uint8_t* codes, int r_lo, int r_hi, int tq,
                                                            const uint8_t* scales, const uint8_t* biases, int s_lo,
                                                            int s_hi, bool bias_lo, bool bias_hi, uint4& q_lo,
                                                            uint4& q_hi, uint32_t (&s2)[2], uint32_t (&b2)[2]) {
-    constexpr uint32_t kNeg8 = 0xc100c100u, kNegZero = 0x80008000u;
     q_lo = *reinterpret_cast<const uint4*>(codes + r_lo * 64 + tq * 16);
     q_hi = *reinterpret_cast<const uint4*>(codes + r_hi * 64 + tq * 16);
-    s2[0] = f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(scales + s_lo));
-    s2[1] = f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(scales + s_hi));
-    b2[0] = bias_lo ? f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(biases + s_lo))
-                    : fma_bf16x2(s2[0], kNeg8, kNegZero);
-    b2[1] = bias_hi ? f16_to_bf16x2(*reinterpret_cast<const uint16_t*>(biases + s_hi))
-                    : fma_bf16x2(s2[1], kNeg8, kNegZero);
+    s2[0] = staged_scale(scales, s_lo);
+    s2[1] = staged_scale(scales, s_hi);
+    b2[0] = staged_bias(biases, s_lo, bias_lo, s2[0]);
+    b2[1] = staged_bias(biases, s_hi, bias_hi, s2[1]);
 }
 
 // wgmma_int4_ktile on staged weights: A rows r_lo, r_hi of `codes` (lane (g, tq): rows g and g + 8
