@@ -57,19 +57,22 @@ int main(int argc, char** argv) {
                     "372 an SM us");
         Stream stream;
         bench::CudaTimer timer(stream.get());
-        for (int64_t bn : bns)
-            for (int64_t minb : minbs) {
-                const std::vector<uint8_t> h = fast::ktile_probe_make_stage(int(bn), 7);
-                DeviceBuffer stage(h.size());
-                stage.upload(h.data(), h.size());
-                // ring-dram's weights: the stage's codes and scales over and over, 256 MB (past L2)
-                const int64_t wb = fast::ktile_probe_weight_bytes(int(bn)), wstages = (int64_t(256) << 20) / wb;
-                DeviceBuffer weights(size_t(wstages * wb));
+        const bool rings = std::find(minbs.begin(), minbs.end(), 2) != minbs.end();  // (two blocks an SM only)
+        for (int64_t bn : bns) {
+            const std::vector<uint8_t> h = fast::ktile_probe_make_stage(int(bn), 7);
+            DeviceBuffer stage(h.size());
+            stage.upload(h.data(), h.size());
+            // ring-dram's weights: the stage's codes and scales over and over, 256 MB (past L2)
+            const int64_t wb = fast::ktile_probe_weight_bytes(int(bn)), wstages = rings ? (int64_t(256) << 20) / wb : 0;
+            DeviceBuffer weights(size_t(wstages * wb));
+            if (rings) {
                 TS_CUDA_CHECK(cudaMemcpy(weights.data(), h.data() + (h.size() - size_t(wb)), size_t(wb),
                                          cudaMemcpyHostToDevice));
                 for (int64_t have = 1; have < wstages; have *= 2)  // (doubling copies on the device)
                     TS_CUDA_CHECK(cudaMemcpy(static_cast<char*>(weights.data()) + have * wb, weights.data(),
                                              size_t(std::min(have, wstages - have) * wb), cudaMemcpyDeviceToDevice));
+            }
+            for (int64_t minb : minbs) {
                 for (auto form : {fast::KtileProbeForm::Tiles, fast::KtileProbeForm::Dequant, fast::KtileProbeForm::Mma,
                                   fast::KtileProbeForm::Sets2, fast::KtileProbeForm::Sets3,
                                   fast::KtileProbeForm::Sets4, fast::KtileProbeForm::Words2,
@@ -81,25 +84,25 @@ int main(int argc, char** argv) {
                     a.bn = int(bn), a.blocks_per_sm = int(minb), a.form = form, a.iters = iters;
                     a.weights = weights.data(), a.weight_stages = wstages;
                     DeviceBuffer out(size_t(fast::ktile_probe_out_floats(a)) * 4);
-                    const double s = timer.median(warmup, runs, [&] {
-                        TS_CUDA_CHECK(fast::launch_ktile_probe(a, stage.data(), static_cast<float*>(out.data()),
-                                                               stream.get()));
-                    });
+                    auto time = [&] {
+                        return timer.median(warmup, runs, [&] {
+                            TS_CUDA_CHECK(fast::launch_ktile_probe(a, stage.data(), static_cast<float*>(out.data()),
+                                                                   stream.get()));
+                        });
+                    };
                     const double wg_per_sm = 2.0 * double(minb);
                     auto line = [&](const std::string& name, double t) {
                         std::printf("| %3lld | %6lld | %-12s | %9.2f | %12.0f | %12.2f |\n", (long long)bn,
                                     (long long)minb, name.c_str(), t * 1e6, t * clock_khz * 1e3 / iters,
                                     t * 1e6 * 372.0 / (double(iters) * wg_per_sm));
                     };
-                    line(fast::ktile_probe_form_name(form), s);
+                    line(fast::ktile_probe_form_name(form), time());
                     if (form != fast::KtileProbeForm::RingDram) continue;
                     a.tile_ktiles = 16;  // tiles of 16 k-tiles (gate+up at H = 2,048), an epilogue each
-                    line("ring-dram/16", timer.median(warmup, runs, [&] {
-                        TS_CUDA_CHECK(fast::launch_ktile_probe(a, stage.data(), static_cast<float*>(out.data()),
-                                                               stream.get()));
-                    }));
+                    line("ring-dram/16", time());
                 }
             }
+        }
         return 0;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "bench_fast_ktile_probe: %s\n", e.what());
