@@ -5,8 +5,9 @@
 // 3 and 4 register sets of a half k-tile and over 2 and 4 of a code word (1 to 3 groups of wgmma
 // in flight); and the production loop behind the tiles' ring (a producer, mbarriers, bulk copies of
 // each stage: its codes and scales from one L2-hot image, "ring-l2", or streamed from 256 MB in
-// DRAM, "ring-dram", and that in tiles of 16 k-tiles with an epilogue each, "ring-dram/16"; two
-// blocks an SM). Each row: the call's time for `iters` k-tiles a warpgroup on every SM, the SM cycles
+// DRAM, "ring-dram", and that in tiles of 16 k-tiles with an epilogue each, "ring-dram/16"; both
+// with the activation rows from 16 MB in L2 rather than one image, "ring-dram+x[/16]"; two blocks
+// an SM). Each row: the call's time for `iters` k-tiles a warpgroup on every SM, the SM cycles
 // a k-tile round takes (every resident warpgroup one k-tile), and that time scaled to 372
 // warpgroup k-tiles an SM — the persistent gate+up tiles of 48 at 512 tokens of llama.cpp's shape
 // (118.4 µs on the H100, fifty-third round): how far the loop alone is from that kernel.
@@ -62,16 +63,24 @@ int main(int argc, char** argv) {
             const std::vector<uint8_t> h = fast::ktile_probe_make_stage(int(bn), 7);
             DeviceBuffer stage(h.size());
             stage.upload(h.data(), h.size());
-            // ring-dram's weights: the stage's codes and scales over and over, 256 MB (past L2)
-            const int64_t wb = fast::ktile_probe_weight_bytes(int(bn)), wstages = rings ? (int64_t(256) << 20) / wb : 0;
-            DeviceBuffer weights(size_t(wstages * wb));
-            if (rings) {
-                TS_CUDA_CHECK(cudaMemcpy(weights.data(), h.data() + (h.size() - size_t(wb)), size_t(wb),
-                                         cudaMemcpyHostToDevice));
-                for (int64_t have = 1; have < wstages; have *= 2)  // (doubling copies on the device)
-                    TS_CUDA_CHECK(cudaMemcpy(static_cast<char*>(weights.data()) + have * wb, weights.data(),
-                                             size_t(std::min(have, wstages - have) * wb), cudaMemcpyDeviceToDevice));
-            }
+            // `bytes` of the stage from byte `from`, copied over and over into `total` bytes (doubling
+            // copies on the device); the copies' count
+            auto tiled = [&](DeviceBuffer& buf, int64_t from, int64_t bytes, int64_t total) {
+                const int64_t copies = rings ? total / bytes : 0;
+                buf = DeviceBuffer(size_t(copies * bytes));
+                if (copies == 0) return copies;
+                TS_CUDA_CHECK(cudaMemcpy(buf.data(), h.data() + from, size_t(bytes), cudaMemcpyHostToDevice));
+                for (int64_t have = 1; have < copies; have *= 2)
+                    TS_CUDA_CHECK(cudaMemcpy(static_cast<char*>(buf.data()) + have * bytes, buf.data(),
+                                             size_t(std::min(have, copies - have) * bytes), cudaMemcpyDeviceToDevice));
+                return copies;
+            };
+            // ring-dram's weights: the stage's codes and scales, 256 MB (past L2); ring-dram+x's activation
+            // rows: the stage's, 16 MB (512 tokens × top-8 rows of 2,048 bf16: a prefill chunk in L2)
+            const int64_t wb = fast::ktile_probe_weight_bytes(int(bn)), xb = fast::ktile_probe_act_bytes(int(bn));
+            DeviceBuffer weights, acts;
+            const int64_t wstages = tiled(weights, int64_t(h.size()) - wb, wb, int64_t(256) << 20);
+            const int64_t astages = tiled(acts, 0, xb, int64_t(16) << 20);
             for (int64_t minb : minbs) {
                 for (auto form : {fast::KtileProbeForm::Tiles, fast::KtileProbeForm::Dequant, fast::KtileProbeForm::Mma,
                                   fast::KtileProbeForm::Sets2, fast::KtileProbeForm::Sets3,
@@ -100,6 +109,10 @@ int main(int argc, char** argv) {
                     if (form != fast::KtileProbeForm::RingDram) continue;
                     a.tile_ktiles = 16;  // tiles of 16 k-tiles (gate+up at H = 2,048), an epilogue each
                     line("ring-dram/16", time());
+                    a.acts = acts.data(), a.act_stages = astages;  // the activation rows from 16 MB in L2
+                    line("ring-dram+x/16", time());
+                    a.tile_ktiles = 0;
+                    line("ring-dram+x", time());
                 }
             }
         }

@@ -129,6 +129,17 @@ TEST(FastKtileProbe, FormsComputeTheTilesKtile) {
                 const std::vector<float> two = run(fast::KtileProbeForm::Tiles);
                 a.iters = 12;
                 for (size_t i = 0; i < last.size(); ++i) ASSERT_EQ(last[i], two[i]) << "tiles of 5, accumulator " << i;
+                if (form != fast::KtileProbeForm::RingDram) continue;
+                // the activation rows from 3 copies of the stage's, read in turn: the same bits
+                const int64_t xb = fast::ktile_probe_act_bytes(bn);
+                std::vector<uint8_t> xh;
+                for (int c = 0; c < 3; ++c) xh.insert(xh.end(), st.begin(), st.begin() + xb);
+                const DeviceBuffer acts = to_device(xh);
+                a.acts = acts.data(), a.act_stages = 3;
+                const std::vector<float> from_acts = run(form);
+                a.acts = nullptr, a.act_stages = 0;
+                for (size_t i = 0; i < from_acts.size(); ++i)
+                    ASSERT_EQ(from_acts[i], tiles[i]) << "activations in turn, accumulator " << i;
             }
             const std::vector<float> made = run(fast::KtileProbeForm::Dequant);  // acc[0]: the words' sum, else 0
             for (int b = 0; b < 3; ++b)
@@ -169,6 +180,8 @@ TEST(FastKtileProbe, BadArgumentsAreErrors) {
     b = a, b.form = fast::KtileProbeForm::RingDram;  // (no weights)
     EXPECT_TRUE(bad(b));
     b = a, b.form = fast::KtileProbeForm::RingL2, b.tile_ktiles = -1;
+    EXPECT_TRUE(bad(b));
+    b = a, b.form = fast::KtileProbeForm::RingL2, b.acts = stage.data(), b.act_stages = 1;  // (RingDram's only)
     EXPECT_TRUE(bad(b));
     EXPECT_EQ(fast::launch_ktile_probe(a, nullptr, out.as<float>(), nullptr), cudaErrorInvalidValue);
     EXPECT_TRUE(fast::ktile_probe_make_stage(40, 1).empty());

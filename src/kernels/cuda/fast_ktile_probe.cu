@@ -185,8 +185,9 @@ constexpr int kRingThreads = 384, kRingStages = 4;
 
 template <int BN, bool DRAM>
 __global__ void __launch_bounds__(kRingThreads, 2)
-    ktile_ring_kernel(const uint8_t* __restrict__ stage0, const uint8_t* __restrict__ wbuf, int64_t wstages, int iters,
-                      int tile_ktiles, float* __restrict__ out) {
+    ktile_ring_kernel(const uint8_t* __restrict__ stage0, const uint8_t* __restrict__ wbuf, int64_t wstages,
+                      const uint8_t* __restrict__ abuf, int64_t astages, int iters, int tile_ktiles,
+                      float* __restrict__ out) {
     using St = Stage<BN>;
     constexpr int S = kRingStages;
     constexpr uint32_t kA = St::kWOff, kW = St::kBytes - St::kWOff;
@@ -209,8 +210,9 @@ __global__ void __launch_bounds__(kRingThreads, 2)
             mbar_wait(&empty[slot], (uint32_t(u / S) & 1) ^ 1);  // k-tile u − S's wgmma are done
             mbar_arrive_expect_tx(&full[slot], kA + kW);
             const uint32_t dst = smem_addr(smem) + uint32_t(slot * St::kBytes);
-            bulk_load(dst, stage0, kA, &full[slot]);
-            const uint8_t* w = DRAM ? wbuf + ((int64_t(blockIdx.x) * iters + u) % wstages) * kW : stage0 + kA;
+            const int64_t at = int64_t(blockIdx.x) * iters + u;
+            bulk_load(dst, DRAM && abuf ? abuf + (at % astages) * kA : stage0, kA, &full[slot]);
+            const uint8_t* w = DRAM ? wbuf + (at % wstages) * kW : stage0 + kA;
             bulk_load(dst + kA, w, kW, &full[slot]);
         }
         return;
@@ -252,8 +254,8 @@ cudaError_t launch_ring(const KtileProbeArgs& a, const void* stage, float* out, 
     if (attr != cudaSuccess) return attr;
     const int blocks = a.blocks > 0 ? a.blocks : current_sm_count() * 2;
     ktile_ring_kernel<BN, DRAM><<<blocks, kRingThreads, smem, stream>>>(
-        static_cast<const uint8_t*>(stage), static_cast<const uint8_t*>(a.weights), a.weight_stages, a.iters,
-        a.tile_ktiles, out);
+        static_cast<const uint8_t*>(stage), static_cast<const uint8_t*>(a.weights), a.weight_stages,
+        static_cast<const uint8_t*>(a.acts), a.act_stages, a.iters, a.tile_ktiles, out);
     return cudaGetLastError();
 }
 
@@ -344,6 +346,8 @@ std::vector<uint8_t> ktile_probe_make_stage(int bn, uint32_t seed) {
     return s;
 }
 
+int64_t ktile_probe_act_bytes(int bn) { return ktile_probe_stage_bytes(bn) ? 2 * bn * 128 : 0; }
+
 int64_t ktile_probe_weight_bytes(int bn) {
     const int64_t s = ktile_probe_stage_bytes(bn);
     return s ? s - 2 * bn * 128 : 0;
@@ -362,6 +366,7 @@ cudaError_t launch_ktile_probe(const KtileProbeArgs& a, const void* stage, float
     const bool ring = a.form == KtileProbeForm::RingL2 || a.form == KtileProbeForm::RingDram;
     if ((ring && a.blocks_per_sm != 2) || a.tile_ktiles < 0) return cudaErrorInvalidValue;
     if (a.form == KtileProbeForm::RingDram && (!a.weights || a.weight_stages < 1)) return cudaErrorInvalidValue;
+    if (a.acts && (a.form != KtileProbeForm::RingDram || a.act_stages < 1)) return cudaErrorInvalidValue;
     if (a.blocks_per_sm == 2) return launch_minb<2>(a, stage, out, stream);
     if (a.blocks_per_sm == 3) return launch_minb<3>(a, stage, out, stream);
     return cudaErrorInvalidValue;

@@ -45,6 +45,12 @@ struct KtileProbeArgs {
     // stage's); k-tile u of block b reads stage (b · iters + u) mod weight_stages.
     const void* weights = nullptr;
     int64_t weight_stages = 0;
+    // RingDram: the activation rows from act_stages copies of the stage's (its first
+    // ktile_probe_act_bytes) rather than the one image — distinct lines across L2, as an item's rows
+    // are (a prefill's activations, ~16 MB at 512 tokens, stay in L2); k-tile u of block b reads copy
+    // (b · iters + u) mod act_stages. Null: the image.
+    const void* acts = nullptr;
+    int64_t act_stages = 0;
     // The ring forms: k-tiles a tile (0: one tile of all iters). After each tile the consumers drain
     // their wgmma, store the accumulators and start again from zero — the tiles' epilogue, while the
     // producer's copies run on (a persistent block's walk); out holds the last tile's sums.
@@ -56,6 +62,8 @@ struct KtileProbeArgs {
 int64_t ktile_probe_stage_bytes(int bn);
 // The codes and scales of a stage (its bytes past the activation rows): what RingDram streams a k-tile.
 int64_t ktile_probe_weight_bytes(int bn);
+// The activation rows of a stage (its first bytes): what RingDram reads a k-tile from `acts`.
+int64_t ktile_probe_act_bytes(int bn);
 // One stage as the tiles stage it, made from `seed`: activations as bf16 in [-1, 1), random codes,
 // f16 scales in [0.005, 0.02) (finite: the products stay finite over any number of k-tiles); empty
 // for a bn ktile_probe_stage_bytes refuses.
