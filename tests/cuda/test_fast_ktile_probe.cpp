@@ -99,7 +99,7 @@ TEST(FastKtileProbe, FormsComputeTheTilesKtile) {
                                 want += p, mag += std::fabs(p);
                             }
                             want *= a.iters, mag *= a.iters;
-                            const float got = tiles[(size_t(b) * 256 + tid) * (bn / 2) + 4 * i + c];
+                            const float got = tiles[(size_t(b) * (bn / 2) + 4 * i + c) * 256 + tid];
                             ASSERT_NEAR(got, want, 1e-5 * mag + 1e-6) << "block " << b << " thread " << tid << " acc "
                                                                       << 4 * i + c;
                             worst = std::max(worst, mag);
@@ -145,10 +145,10 @@ TEST(FastKtileProbe, FormsComputeTheTilesKtile) {
             for (int b = 0; b < 3; ++b)
                 for (int tid = 0; tid < 256; ++tid) {
                     const int wg = tid / 128, w4 = (tid / 32) % 4, gq = (tid % 32) / 4, tq = tid % 4;
-                    const float* got = &made[(size_t(b) * 256 + tid) * (bn / 2)];
-                    ASSERT_EQ(std::bit_cast<uint32_t>(got[0]), uint32_t(a.iters) * a_word_sum(st, bn, wg, w4, gq, tq))
+                    auto got = [&](int i) { return made[(size_t(b) * (bn / 2) + i) * 256 + tid]; };
+                    ASSERT_EQ(std::bit_cast<uint32_t>(got(0)), uint32_t(a.iters) * a_word_sum(st, bn, wg, w4, gq, tq))
                         << "block " << b << " thread " << tid;
-                    for (int i = 1; i < bn / 2; ++i) ASSERT_EQ(got[i], 0.f);
+                    for (int i = 1; i < bn / 2; ++i) ASSERT_EQ(got(i), 0.f);
                 }
         }
     }

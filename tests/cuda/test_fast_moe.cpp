@@ -729,6 +729,29 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
         fit.wgmma_gather = false;
         fit.wgmma_persist = 1;  // persistent too (not built: ptxas serializes its wgmma)
         refused(fit, "wgmma_fit");
+        // four consumer warpgroups: the warp-specialised tiles of 32 to 64 rows in one m-tile, neither
+        // clustered, gathered nor fitted; 2 or 4 only
+        fast::MoePlan wg{true, false, 48, true};
+        wg.wgmma = true;
+        wg.wgmma_tma = 1;
+        wg.wgmma_warpgroups = 3;
+        refused(wg, "wgmma_warpgroups");
+        wg.wgmma_warpgroups = 4;
+        wg.tile_rows = 16;
+        refused(wg, "wgmma_warpgroups");
+        wg.tile_rows = 128;
+        refused(wg, "wgmma_warpgroups");
+        wg.tile_rows = 64;
+        wg.wgmma_tma = 2;
+        refused(wg, "wgmma_warpgroups");
+        wg.wgmma_tma = 1;
+        for (int what = 0; what < 3; ++what) {
+            fast::MoePlan b = wg;
+            if (what == 0) b.wgmma_mt = 2;
+            if (what == 1) b.wgmma_gather = true;
+            if (what == 2) b.wgmma_fit = true;
+            refused(b, "wgmma_warpgroups");
+        }
     }
     {  // the mid plan: grouped, by item, tile_rows 8, no other kernels, ring 0, 3 or 4, row tiles a warp
         const fast::MoePlan mid = fast::moe_mid_plan();

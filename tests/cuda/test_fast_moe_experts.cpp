@@ -405,6 +405,18 @@ TEST(FastMoe, WgmmaTmaTilesGiveThePlainTilesBits) {
                                                                << persist << ": elements differing from the plain tiles";
                     }
                 }
+                // Gate+up in four consumer warpgroups a block (128 features sharing A's stages): a block
+                // a tile, the resident grid, 5 blocks taking every tile.
+                if (rows == 32 || rows == 64) {
+                    p.wgmma_tma = 1, p.wgmma_mt = 0, p.wgmma_gather = false, p.wgmma_fit = false;
+                    p.wgmma_warpgroups = 4;
+                    for (int persist : {0, 1, 5}) {
+                        p.wgmma_persist = persist;
+                        EXPECT_EQ(differing(run(p), want), 0u) << rows << " rows, four warpgroups, persist " << persist
+                                                               << ": elements differing from the plain tiles";
+                    }
+                    p.wgmma_warpgroups = 2;
+                }
                 p.wgmma_persist = 0;
                 p.wgmma_fit = false;
                 p.wgmma_tma = p.wgmma_mt = 0;
@@ -421,6 +433,9 @@ TEST(FastMoe, WgmmaTmaTilesGiveThePlainTilesBits) {
                     p48.wgmma_persist = persist;
                     EXPECT_EQ(differing(run(p48), want), 0u)
                         << "48 rows, persist " << persist << ": elements differing from the plain tiles of 64";
+                    p48.wgmma_warpgroups = 4;
+                    EXPECT_EQ(differing(run(p48), want), 0u) << "48 rows, four warpgroups, persist " << persist
+                                                             << ": elements differing from the plain tiles of 64";
                 }
             }
         }

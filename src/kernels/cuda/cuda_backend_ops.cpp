@@ -62,6 +62,7 @@ using detail::f32_gemm_tf32x3_min_tokens;
 using detail::moe_prefill_fit;
 using detail::moe_combine_fused;
 using detail::moe_l2_first;
+using detail::moe_warpgroups;
 using detail::moe_out_bf16;
 using detail::moe_route_ahead;
 using detail::moe_route_exact;
@@ -631,6 +632,7 @@ void CudaBackend::moe_experts(const Tensor& y, const Tensor& x, const MoeWeights
                                              .route_ahead = route_ahead.logits ? &route_ahead : nullptr,
                                              .combine = combine,
                                              .l2_first = moe_l2_first(),
+                                             .warpgroups = moe_warpgroups(),
                                              .out16 = moe_out_bf16()});
         }
     }

@@ -171,6 +171,13 @@ int moe_l2_first() {
     static const int form = env_choice("TESSERA_MOE_L2", {"normal", "first", "first-last", "last-item"});
     return form;
 }
+// TESSERA_MOE_WARPGROUPS: 2 (the default) or 4 — the warp-specialised gate+up tiles of 32 to 64 rows
+// in four consumer warpgroups a block, one block an SM, 128 features sharing each stage's activation
+// rows (MoePlan::wgmma_warpgroups, session 58; the same bits; opt-in until measured).
+int moe_warpgroups() {
+    static const int n = env_choice("TESSERA_MOE_WARPGROUPS", {"2", "4"}) == 1 ? 4 : 2;
+    return n;
+}
 // TESSERA_MOE_OUT: bf16 (the default since session 55) — the warp-specialised down tiles write each
 // slot's sum in bf16 and the combine kernel reads it so (MoePlan::wgmma_out16: half the bytes of out
 // [T·k, H], one rounding a slot, as vLLM's bf16 experts; not with TESSERA_MOE_COMBINE=fused, which

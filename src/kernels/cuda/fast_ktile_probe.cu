@@ -171,9 +171,9 @@ __global__ void __launch_bounds__(kThreads, MINB)
     }
     wgmma_wait<0>();
     wgmma_fence_operands(acc);
-    float* o = out + (int64_t(blockIdx.x) * kThreads + tid) * (BN / 2);
+    float* o = out + int64_t(blockIdx.x) * kThreads * (BN / 2) + tid;  // accumulator i at o[256·i]: coalesced
 #pragma unroll
-    for (int i = 0; i < BN / 2; ++i) o[i] = acc[i];
+    for (int i = 0; i < BN / 2; ++i) o[i * kThreads] = acc[i];
 }
 
 // The ring forms: MoeTmaTile's roles and registers (two consumer warpgroups at 104, a producer
@@ -221,7 +221,7 @@ __global__ void __launch_bounds__(kRingThreads, 2)
     const int w4 = warp & 3, gq = lane >> 2, tq = lane & 3;
     const int f = wg * 32 + w4 * 8 + gq, rh = 64 + f;
     const int s_lo = staged_scale_at(f, tq, kGpt), s_hi = 512 + s_lo;
-    float* o = out + (int64_t(blockIdx.x) * kThreads + tid) * (BN / 2);
+    float* o = out + int64_t(blockIdx.x) * kThreads * (BN / 2) + tid;  // (as the loop forms store)
     float acc[BN / 2];
     const int per_tile = tile_ktiles > 0 ? tile_ktiles : iters;
     for (int u = 0; u < iters;) {
@@ -242,7 +242,7 @@ __global__ void __launch_bounds__(kRingThreads, 2)
         wgmma_fence_operands(acc);
         if (u < iters && lane == 0) mbar_arrive(&empty[(u - 1) % S]);
 #pragma unroll
-        for (int i = 0; i < BN / 2; ++i) o[i] = acc[i];
+        for (int i = 0; i < BN / 2; ++i) o[i * kThreads] = acc[i];
     }
 }
 

@@ -68,7 +68,8 @@ int64_t ktile_probe_act_bytes(int bn);
 // f16 scales in [0.005, 0.02) (finite: the products stay finite over any number of k-tiles); empty
 // for a bn ktile_probe_stage_bytes refuses.
 std::vector<uint8_t> ktile_probe_make_stage(int bn, uint32_t seed);
-// Accumulators a launch writes: blocks · 256 threads · bn / 2 floats.
+// Accumulators a launch writes: blocks · 256 threads · bn / 2 floats, thread t's accumulator i of
+// block b at (b · bn / 2 + i) · 256 + t (a warp's stores coalesced: the ring forms store each tile's).
 int64_t ktile_probe_out_floats(const KtileProbeArgs& a);
 // stage: ktile_probe_stage_bytes(bn) device bytes, copied into every stage of each block (its
 // scales must be finite f16); out: ktile_probe_out_floats floats.

@@ -17,7 +17,9 @@ namespace tessera::cuda::fast {
 namespace {
 
 // The warp-specialised tiles' choices that leave the bits alone.
-detail::MoeTmaTuning tuning(const MoePlan& plan) { return {plan.wgmma_l2_first}; }
+// The plan's choices that leave the tiles' bits alone: gate+up's, and down's (two consumer warpgroups).
+detail::MoeTmaTuning tuning(const MoePlan& plan) { return {plan.wgmma_l2_first, plan.wgmma_warpgroups}; }
+detail::MoeTmaTuning tuning_down(const MoePlan& plan) { return {plan.wgmma_l2_first, 2}; }
 
 constexpr size_t kAlign = 256;
 size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
@@ -118,6 +120,13 @@ void check_plan(const MoePlan& p) {
     TS_CHECK(p.wgmma_l2_first >= 0 && p.wgmma_l2_first <= 3 && (p.wgmma_l2_first != 2 || p.wgmma_tma != 2),
              "moe_experts_packed: wgmma_l2_first = {} must be 0, 1, 2 or 3 (2: not in clusters; got wgmma_tma {})",
              p.wgmma_l2_first, p.wgmma_tma);
+    TS_CHECK(p.wgmma_warpgroups == 2 ||
+                 (p.wgmma_warpgroups == 4 && p.wgmma_tma == 1 && p.wgmma_mt < 2 && !p.wgmma_gather && !p.wgmma_fit &&
+                  p.tile_rows >= 32 && p.tile_rows <= 64),
+             "moe_experts_packed: wgmma_warpgroups = {} must be 2, or 4 with the warp-specialised tiles of 32, 48 or 64 "
+             "rows in one m-tile, neither clustered, gathered nor fitted (got wgmma_tma {}, wgmma_mt {}, {} rows{}{})",
+             p.wgmma_warpgroups, p.wgmma_tma, p.wgmma_mt, p.tile_rows, p.wgmma_gather ? ", wgmma_gather" : "",
+             p.wgmma_fit ? ", wgmma_fit" : "");
     TS_CHECK(p.fused_decode >= 0 && p.fused_decode <= 3, "moe_experts_packed: fused_decode = {} must be 0, 1, 2 or 3",
              p.fused_decode);
     if (p.fused_decode) {
@@ -494,14 +503,15 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
             if (tma && w.tiling.down && plan.wgmma_combine) {  // the tiles sum the slots: no combine after
                 const detail::MoeTileCombine cb{y, ldy, weights, w.combine_counters, k, int(T)};  // (T ≤ 2³¹: checked)
                 TS_CUDA_CHECK(detail::launch_moe_wgmma_tma_down(out, act, P, w, g, plan.tile_rows, tma, mt, stream,
-                                                                plan.wgmma_persist, plan.wgmma_fit, cb, tuning(plan)));
+                                                                plan.wgmma_persist, plan.wgmma_fit, cb,
+                                                                tuning_down(plan)));
                 return;
             }
             const bool out16 = tma && w.tiling.down && plan.wgmma_out16;  // out in bf16, summed from bf16
             if (tma && w.tiling.down)
                 TS_CUDA_CHECK(detail::launch_moe_wgmma_tma_down(out, act, P, w, g, plan.tile_rows, tma, mt, stream,
-                                                                plan.wgmma_persist, plan.wgmma_fit, {}, tuning(plan),
-                                                                out16));
+                                                                plan.wgmma_persist, plan.wgmma_fit, {},
+                                                                tuning_down(plan), out16));
             else
                 TS_CUDA_CHECK(detail::launch_moe_wgmma_down(out, act, w, g, plan.tile_rows, stream));
             if (out16)
@@ -611,6 +621,12 @@ void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int6
     // every other form takes tiles of 64 instead.
     if (plan.tile_rows == 48 && (!plan.wgmma || plan.wgmma_tma != 1 || plan.wgmma_gather || plan.wgmma_fit))
         plan.tile_rows = 64;
+    // Gate+up in four consumer warpgroups a block where its tiles take them (opt-in).
+    plan.wgmma_warpgroups = sw.warpgroups == 4 && plan.wgmma && plan.wgmma_tma == 1 && plan.wgmma_mt < 2 &&
+                                    !plan.wgmma_gather && !plan.wgmma_fit && plan.tile_rows >= 32 &&
+                                    plan.tile_rows <= 64
+                                ? 4
+                                : 2;
     if (mid && plan.v2 && plan.large_tiles && T * k <= int64_t(kMoeMidRows) * w.E && detail::moe_mid_fits(w.H, w.I))
         plan = moe_mid_plan();  // few rows an expert: each expert's weights once, no padding rows
     if (plan.dp4a_decode && (!dp4a || T * k > 65535 || !detail::moe_decode_dp4a_fits(w.H, w.I, k))) {

@@ -292,6 +292,12 @@ struct MoePlan {
     // even) and the combine kernel reads it so: half out's bytes, written and read back, for one
     // rounding a slot before the weighted sum (as vLLM's bf16 experts do). Not with wgmma_combine.
     bool wgmma_out16 = false;
+    // The warp-specialised gate+up tiles' consumer warpgroups a block (MoeTmaTuning::warpgroups): 2,
+    // or 4 — 128 features a block, each stage's activation rows read from L2 once for twice the
+    // weights (session 58: the k-tile probe's rows from 16 MB in L2 cost ~20 µs of the 512-token
+    // step). Tiles of 32, 48 or 64 rows, one m-tile, neither clustered, gathered nor fitted; the same
+    // bits; TESSERA_MOE_WARPGROUPS=4, opt-in until measured.
+    int wgmma_warpgroups = 2;
 };
 constexpr int kMoeMidRows = 8;  // rows a work item of the mid kernels: mma's 8 columns
 constexpr int64_t kMoeMidDown4Rows = 384;  // mid_down_tiles 0: 4 row tiles a warp from T·k rows (T ≥ 48, k 8)
@@ -378,6 +384,9 @@ struct MoeSwitches {
     // The warp-specialised tiles' L2 policies (MoePlan::wgmma_l2_first: TESSERA_MOE_L2=first 1,
     // first-last 2, last-item 3; opt-in until measured).
     int l2_first = 0;
+    // Their gate+up's consumer warpgroups a block where the plan's tiles take 4 (MoePlan::wgmma_warpgroups;
+    // TESSERA_MOE_WARPGROUPS=4, opt-in until measured), else 2.
+    int warpgroups = 2;
     // Where the pick runs the warp-specialised tiles without their own slot sum: out in bf16
     // (MoePlan::wgmma_out16). The backend's default (TESSERA_MOE_OUT=bf16); false here, so that a
     // caller of moe_experts_packed gets moe_pick's f32 plans unless it asks.
@@ -530,8 +539,13 @@ cudaError_t launch_moe_wgmma_down(float* out, const void* act, const MoePackedEx
 //             under the evict-last one (no clusters), 3 the weights evicted first by the tiles of
 //             each expert's last item only (its earlier items' tiles read the same weights); 0 none
 //             (MoePlan::wgmma_l2_first).
+//   warpgroups: consumer warpgroups a block — 2, or 4 for gate+up's persistent or one-a-tile tiles of
+//             32, 48 or 64 rows in one m-tile (neither clustered, gathered nor fitted): 128 features a
+//             block sharing each stage's activation rows, one block an SM (MoePlan::wgmma_warpgroups).
+//             Down takes 2 only.
 struct MoeTmaTuning {
     int l2_first = 0;
+    int warpgroups = 2;
 };
 // Their warp-specialised form (fast_moe_wgmma_tma.cu; the same operands, P = T·k rows of xg / act,
 // the same bits): tile_rows 16, 32, 48, 64 or 128 (moe_wgmma_tma_fits; 128: cluster 1; 48: cluster

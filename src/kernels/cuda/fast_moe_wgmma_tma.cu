@@ -61,7 +61,7 @@ using namespace dev;
 constexpr int kBK = kWgmmaK;  // columns a k-tile
 
 template <int BT_, bool GATE_UP_, int STAGES_, int CL_, int MT_ = 1, bool GATHER_ = false, bool PERSIST_ = false,
-          bool FIT_ = false>
+          bool FIT_ = false, int CW_ = 2>
 struct MoeTmaTile {
     static constexpr int BT = BT_;              // item rows a block: wgmma's N
     static constexpr int CL = CL_;              // blocks a cluster (along the features) sharing the boxes of A
@@ -70,35 +70,42 @@ struct MoeTmaTile {
     static constexpr bool kGather = GATHER_;    // A's rows gathered from x by cp.async (warps 10, 11)
     static constexpr bool kPersist = PERSIST_;  // a grid of resident blocks taking the tiles in turn
     static constexpr bool kFit = FIT_;          // wgmma's N BT / 2 for items of at most BT / 2 rows
+    // Consumer warpgroups a block: 2, or 4 (gate+up, one m-tile: 128 features a block sharing each
+    // stage's activation rows — half the rows' bytes from L2 a weight byte — one block an SM).
+    static constexpr int CW = CW_;
     static constexpr int kGatherThreads = 64;
-    static constexpr int BM = (kGateUp ? 64 : 128) * MT;  // output features a block
+    static constexpr int BM = (kGateUp ? 64 : 128) * MT * CW / 2;  // output features a block
     static constexpr int STAGES = STAGES_;
-    static constexpr int kConsumers = 256;      // two warpgroups
-    static constexpr int kThreads = 384;        // + the producer's warpgroup (one warp issues)
+    static constexpr int kConsumers = 128 * CW;
+    static constexpr int kThreads = kConsumers + 128;  // + the producer's warpgroup (one warp issues)
     // Up to 32 accumulators a consumer thread (MT · BT / 2): two blocks an SM, ≤ 80 registers at
     // launch; more (BT 128, or two m-tiles of 64): one block an SM, 168 at launch, 232 consumers.
     // The producers' 32 at two blocks an SM cost the consumers nothing (104 either way: setmaxnreg
     // counts in 8s); at 24 the persistent forms' tile walk spilled up to 68 bytes (session 42).
-    static constexpr int kBlocksPerSm = MT * BT / 2 <= 32 ? 2 : 1;
-    static constexpr int kProducerRegs = kBlocksPerSm == 1 ? 40 : 32;
-    static constexpr int kConsumerRegs = kBlocksPerSm == 1 ? 232 : 104;
+    // Four consumer warpgroups: one block an SM, 96 registers at launch, 112 a consumer.
+    static constexpr int kBlocksPerSm = CW == 2 && MT * BT / 2 <= 32 ? 2 : 1;
+    static constexpr int kLaunchRegs = 65536 / (kThreads * kBlocksPerSm) / 8 * 8;  // 80, 168 (96)
+    static constexpr int kProducerRegs = kBlocksPerSm == 1 && CW == 2 ? 40 : 32;
+    static constexpr int kConsumerRegs = CW == 4 ? 112 : kBlocksPerSm == 1 ? 232 : 104;
     // The k-tile's wgmma in groups of a code word an m-tile (wgmma_int4_ktile_words): for two
     // m-tiles of gate+up at 32 rows, where groups of half a k-tile left ptxas short of registers at
     // 104 a consumer and it serialized the wgmma (C7512; sass_local.sh, session 42).
     static constexpr bool kWordGroups = kGateUp && MT == 2 && BT == 32;
-    static constexpr int kTiles = 8 * MT;       // 16-row weight tiles a stage (gate 4·MT + up 4·MT, or down 8·MT)
+    static constexpr int kTiles = 8 * MT * CW / 2;  // 16-row weight tiles a stage (gate BM / 16 + up's, or down's)
     static constexpr int kXBytes = 2 * BT * 128;  // two k-blocks of BT rows × 128 bytes
     static constexpr int kWOff = kXBytes, kWBytes = kTiles * 1024;
     // Scales (biases): ≤ 128 bytes a tile (16 rows × 4 groups); gate+up: up's box 512·MT bytes on.
     static constexpr int kSOff = kWOff + kWBytes, kBOff = kSOff + kTiles * 128;
     static constexpr int kStageBytes = (kBOff + kTiles * 128 + 1023) / 1024 * 1024;
     static constexpr int kSmem = STAGES * kStageBytes + 1024;
-    static_assert(BT % 8 == 0 && BT <= 128 && kConsumers + 128 == kThreads && (CL == 1 || CL == 2), "BT, roles");
+    static_assert(BT % 8 == 0 && BT <= 128 && (CL == 1 || CL == 2), "BT, roles");
+    static_assert(CW == 2 || (CW == 4 && kGateUp && MT == 1 && CL == 1 && !kGather && !kFit),
+                  "four consumer warpgroups: gate+up's one m-tile, without clusters, the gathered A or fitted N");
     static_assert(MT * BT / 2 <= 64 && (MT == 1 || MT == 2), "MT accumulators of BT / 2 a thread");
     static_assert(!kGather || (kGateUp && CL == 1), "the gathered A: gate+up, one block a cluster");
     static_assert(!kPersist || (CL == 1 && !kGather), "persistent: one block a cluster, A's rows by TMA");
     static_assert(!kFit || (BT <= 64 && !kPersist), "fitted N: up to 64; not persistent (ptxas serializes the wgmma)");
-    static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= (kBlocksPerSm == 1 ? 168 : 80) * kThreads,
+    static_assert(kProducerRegs * 128 + kConsumerRegs * kConsumers <= kLaunchRegs * kThreads,
                   "setmaxnreg moves registers only");
     static_assert(kBlocksPerSm * (kSmem + 1024) <= 228 * 1024, "the blocks an SM");
 };
@@ -206,8 +213,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
     moe_wgmma_tma_kernel(const __grid_constant__ MoeTmaMaps maps, int64_t K, int64_t N, int E, MoeTmaMatrix lo,
                          MoeTmaMatrix hi, MoeGrouping g, uint16_t* __restrict__ act, float* __restrict__ out,
                          const uint16_t* __restrict__ xrows, int k, int fbs, const MoeTileCombine cb) {
-    constexpr int BT = C::BT, S = C::STAGES, CL = C::CL, MT = C::MT;
-    constexpr int kTilesHi = 4 * MT, kTilesLo = C::kGateUp ? kTilesHi : 8 * MT;  // row tiles a box of a matrix
+    constexpr int BT = C::BT, S = C::STAGES, CL = C::CL, MT = C::MT, CW = C::CW;
+    constexpr int kTilesHi = 4 * MT * CW / 2, kTilesLo = C::kGateUp ? kTilesHi : 2 * kTilesHi;  // row tiles a box
     pdl::wait();  // launched with PDL (pdl.cuh): the grouping and A come from the kernels before
     pdl::trigger();
     const int n_items = *g.n_items;
@@ -232,7 +239,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
     if (tid == 0) {
         for (int s = 0; s < S; ++s) {
             mbar_init(&full[s], 1 + (C::kGather ? C::kGatherThreads : 0));  // expect_tx (+ the gathering lanes)
-            mbar_init(&empty[s], 8 * CL);  // each consumer warp of the cluster, once its wgmma read the slot
+            mbar_init(&empty[s], 4 * CW * CL);  // each consumer warp of the cluster, once its wgmma read the slot
         }
     }
     if constexpr (CL > 1) cluster_barrier();  // every block's barriers ready before a box lands there
@@ -269,14 +276,14 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
         return Tile{g.item_expert[item], g.item_row0[item], g.item_rows[item], n0};
     };
 
-    if (wg == 2) {
-        // ---- producer: warp 8; lane h < 2 the activations' k-block h (block h % CL of a cluster,
+    if (wg == CW) {
+        // ---- producer: warp 4·CW; lane h < 2 the activations' k-block h (block h % CL of a cluster,
         // into every block), lanes 2 + m codes, 4 + m scales, 6 + m biases of matrix m (lo, hi) ----
         setmaxnreg_dec<C::kProducerRegs>();
         if constexpr (C::kGather) {
-            if (warp >= 10) {  // ---- A's rows: lane p a 16-byte chunk (k-block c16 / 8) of rows p / 16 + 4j ----
+            if (warp >= 4 * CW + 2) {  // ---- A's rows: lane p a 16-byte chunk (k-block c16 / 8) of rows p / 16 + 4j ----
                 const Tile tl = tile_at(next_tile());  // (not persistent: the block's one tile)
-                const int p = tid - 320, c16 = p & 15, h = c16 >> 3, c = c16 & 7;
+                const int p = tid - C::kConsumers - 64, c16 = p & 15, h = c16 >> 3, c = c16 & 7;
                 for (int q = p; q < BT; q += C::kGatherThreads) token[q] = q < tl.n_rows ? g.perm[tl.r0 + q] / k : -1;
                 named_barrier_sync(1, C::kGatherThreads);
                 const uint32_t base = smem_addr(smem) + uint32_t(h * BT * 128);  // k-block h of a stage
@@ -304,7 +311,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                 mbar_arrive(&full[(KT - 1) % S]);
             }
         }
-        if (warp != 8 || lane >= 8) return;
+        if (warp != 4 * CW || lane >= 8) return;
         const int m = lane & 1, what = lane >> 1;  // what: 0 x, 1 codes, 2 scales, 3 biases
         const MoeTmaMatrix mat = m ? hi : lo;
         const int tiles = m ? kTilesHi : kTilesLo;
@@ -315,9 +322,9 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
         const bool issues = what == 0 ? !C::kGather && m % CL == int(rank) : bytes != 0;
         const uint32_t weight_bytes = __reduce_add_sync(0xffu, bytes);  // a stage's, but A's boxes
         const uint32_t dst = what == 0   ? uint32_t(m * BT * 128)
-                             : what == 1 ? uint32_t(C::kWOff + m * 4096 * MT)
-                             : what == 2 ? uint32_t(C::kSOff + m * 512 * MT)
-                                         : uint32_t(C::kBOff + m * 512 * MT);
+                             : what == 1 ? uint32_t(C::kWOff + m * kTilesHi * 1024)
+                             : what == 2 ? uint32_t(C::kSOff + m * kTilesHi * 128)
+                                         : uint32_t(C::kBOff + m * kTilesHi * 128);
         const int kstep = what == 1 ? 128 : 16 * mat.gpt;  // elements a k-tile along the map's rows
         const uint32_t base = smem_addr(smem);
         uint32_t u = 0;  // k-tiles issued: the ring's slot u % S, its use u / S
@@ -365,10 +372,11 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
     auto feature = [&](int j) {  // of A row gq in m-tile j
         return C::kGateUp ? wg * 32 * MT + 32 * j + w4 * 8 + gq : wg * 64 * MT + 64 * j + w4 * 16 + gq;
     };
-    auto row_hi = [&](int j) { return C::kGateUp ? 64 * MT + feature(j) : feature(j) + 8; };
-    // This lane's scales in the stage's boxes — gate+up: hi's (up's) box 512·MT bytes on.
+    auto row_hi = [&](int j) { return C::kGateUp ? 16 * kTilesHi + feature(j) : feature(j) + 8; };
+    // This lane's scales in the stage's boxes — gate+up: hi's (up's) box 128·kTilesHi bytes on.
     auto scale_hi = [&](int j) {
-        return C::kGateUp ? 512 * MT + staged_scale_at(feature(j), tq, hi.gpt) : staged_scale_at(row_hi(j), tq, lo.gpt);
+        return C::kGateUp ? 128 * kTilesHi + staged_scale_at(feature(j), tq, hi.gpt)
+                          : staged_scale_at(row_hi(j), tq, lo.gpt);
     };
     const bool bias_lo = lo.biases, bias_hi = C::kGateUp ? hi.biases : lo.biases;
 
@@ -510,9 +518,10 @@ cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const 
         if (!tma_map_3d_sw128(&maps.x[i], true, a, dims, strides, box)) return cudaErrorInvalidValue;
     }
     const uint64_t row_tiles = uint64_t(E) * uint64_t(N / 16);  // the stack's: E experts of N rows
-    if (!packed_tiles_tma_maps(m_lo, row_tiles, (C::kGateUp ? 4 : 8) * C::MT, &maps.codes[0], &maps.scales[0],
+    const int box_tiles = 4 * C::MT * C::CW / 2;  // a box: the block's row tiles of gate (of up), or twice for down
+    if (!packed_tiles_tma_maps(m_lo, row_tiles, (C::kGateUp ? 1 : 2) * box_tiles, &maps.codes[0], &maps.scales[0],
                                &maps.biases[0]) ||
-        (m_hi && !packed_tiles_tma_maps(*m_hi, row_tiles, 4 * C::MT, &maps.codes[1], &maps.scales[1], &maps.biases[1])))
+        (m_hi && !packed_tiles_tma_maps(*m_hi, row_tiles, box_tiles, &maps.codes[1], &maps.scales[1], &maps.biases[1])))
         return cudaErrorInvalidValue;
     const MoeTmaMatrix lo{int(kBK / m_lo.group), m_lo.biases != nullptr};
     const MoeTmaMatrix hi = m_hi ? MoeTmaMatrix{int(kBK / m_hi->group), m_hi->biases != nullptr} : lo;
@@ -537,7 +546,7 @@ cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const 
 }
 
 // The tiles of tile_rows rows and mt m-tiles and their rings — one table for every form (CL, GATHER,
-// PERSIST, FIT); GATHER: a = x [P = T, K], k slots a token; persist: launch's.
+// PERSIST, FIT, tune.warpgroups); GATHER: a = x [P = T, K], k slots a token; persist: launch's.
 template <bool GATE_UP, int CL, bool GATHER, bool PERSIST, bool FIT>
 cudaError_t launch_tiles(int tile_rows, int mt, const void* a, int64_t P, int64_t K, int64_t N, int E,
                          const PackedMatrix& m0, const PackedMatrix* m1, const MoeGrouping& g, void* act, float* out,
@@ -546,6 +555,19 @@ cudaError_t launch_tiles(int tile_rows, int mt, const void* a, int64_t P, int64_
     auto go = [&](auto tile) {
         return launch<decltype(tile)>(a, P, K, N, E, m0, m1, g, act, out, stream, k, persist, cb, tune, out16);
     };
+    if (tune.warpgroups != 2) {  // four consumer warpgroups, one block an SM: stages of 28, 32, 36 KB
+        if constexpr (GATE_UP && CL == 1 && !GATHER && !FIT) {
+            if (tune.warpgroups == 4 && mt == 1) {
+                switch (tile_rows) {
+                    case 32: return go(MoeTmaTile<32, true, 7, 1, 1, false, PERSIST, false, 4>{});
+                    case 48: return go(MoeTmaTile<48, true, 6, 1, 1, false, PERSIST, false, 4>{});
+                    case 64: return go(MoeTmaTile<64, true, 6, 1, 1, false, PERSIST, false, 4>{});
+                    default: break;
+                }
+            }
+        }
+        return cudaErrorInvalidValue;
+    }
     if constexpr (CL == 1) {  // (two m-tiles, and tiles of 128 rows, in clusters: not built)
         if (mt == 2) {
             switch (tile_rows) {
