@@ -612,22 +612,6 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
                 TS_CUDA_CHECK(fast::detail::launch_moe_rows_wgmma(x16, x.as<float>(), s.H, T, s.H, st));
             });
             row(s, T, "  step: x -> bf16 rows [T, H]", tcx, 0, "");
-            // The gather in two steps: x in bf16 rows, then its rows copied into the grouped order — both in
-            // out's room (f32 [P, H]: not needed again in this tile's rows; x16 above stays for the gathered
-            // gate+up below).
-            {
-                char* const x16b = reinterpret_cast<char*>(lout);
-                void* const xg2 = x16b + align256(size_t(T * H128) * 2);
-                const bool fits = align256(size_t(T * H128) * 2) + size_t(P * H128) * 2 <= size_t(P * s.H) * 4;
-                if (fits) {
-                    const double tcr = time_of(a, timer, [&](int) {
-                        TS_CUDA_CHECK(fast::detail::launch_moe_rows_wgmma(x16b, x.as<float>(), s.H, T, s.H, st));
-                        TS_CUDA_CHECK(fast::detail::launch_moe_gather_rows16(xg2, x16b, T, s.H, s.k, lg, st));
-                    });
-                    row(s, T, "  step: gather in two steps (x -> bf16 rows, rows copied)/" + std::to_string(tile), tcr,
-                        0, "");
-                }
-            }
             for (int mt : {1, 2}) {
                 if ((mt == 2 && tile > 64) || tile == 48) continue;  // (48: not gathered)
                 const double tgg = time_of(a, timer, [&](int) {

@@ -688,10 +688,9 @@ TEST(FastMoe, Out16DownTilesRoundTheSlotsAndTheCombineSumsThem) {
     }
 }
 
-// The wgmma tiles' A rows gathered 1 or 2 rows a block (and by the pick's count, 0), and in two steps
-// (x to bf16 rows once, then the grouped rows copied): the same words in every row with a slot (and
-// none written past the grouped rows) — H past a k-tile (160: zeros to 256), strided x, an odd row
-// count, bad ids, 11 slots a token; 4 rows a block refused.
+// The wgmma tiles' A rows gathered 1 or 2 rows a block (and by the pick's count, 0): the same words in
+// every row with a slot (and none written past the grouped rows) — H past a k-tile (160: zeros to
+// 256), strided x, an odd row count, bad ids, 11 slots a token; 4 rows a block refused.
 TEST(FastMoe, GatherFormsWriteTheSameRows) {
     REQUIRE_CUDA();
     const int E = 32;
@@ -715,16 +714,10 @@ TEST(FastMoe, GatherFormsWriteTheSameRows) {
         std::vector<uint16_t> want;
         EXPECT_EQ(fast::detail::launch_moe_gather_wgmma(xg.data(), x.as<float>(), ldx, c.T, H, c.k, g, st, 4),
                   cudaErrorInvalidValue);  // (1 or 2 rows a block, or 0: the pick)
-        DeviceBuffer x16(size_t(c.T) * size_t(H128) * 2);  // the two-step form's x in bf16 rows
-        for (int rpb : {1, 2, 0, -1}) {  // -1: x to bf16 rows, then the grouped rows copied
+        for (int rpb : {1, 2, 0}) {
             TS_CUDA_CHECK(cudaMemsetAsync(xg.data(), 0xff, xg.size(), st));
-            if (rpb >= 0) {
-                TS_CUDA_CHECK(
-                    fast::detail::launch_moe_gather_wgmma(xg.data(), x.as<float>(), ldx, c.T, H, c.k, g, st, rpb));
-            } else {
-                TS_CUDA_CHECK(fast::detail::launch_moe_rows_wgmma(x16.data(), x.as<float>(), ldx, c.T, H, st));
-                TS_CUDA_CHECK(fast::detail::launch_moe_gather_rows16(xg.data(), x16.data(), c.T, H, c.k, g, st));
-            }
+            TS_CUDA_CHECK(
+                fast::detail::launch_moe_gather_wgmma(xg.data(), x.as<float>(), ldx, c.T, H, c.k, g, st, rpb));
             stream.synchronize();
             const std::vector<uint16_t> got = to_host<uint16_t>(xg, size_t(P + 4) * size_t(H128));
             if (rpb == 1) {
@@ -733,7 +726,7 @@ TEST(FastMoe, GatherFormsWriteTheSameRows) {
                 for (int64_t i = 0; i < P * H128; ++i) written += got[size_t(i)] != 0xffffu;
                 EXPECT_GT(written, 0u);
             }
-            const std::string form = rpb < 0 ? "two steps" : std::to_string(rpb) + " rows a block";
+            const std::string form = std::to_string(rpb) + " rows a block";
             EXPECT_TRUE(got == want) << form << ": xg differs from one row a block's";
             size_t past = 0;
             for (int64_t i = P * H128; i < (P + 4) * H128; ++i) past += got[size_t(i)] != 0xffffu;

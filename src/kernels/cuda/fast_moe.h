@@ -525,10 +525,6 @@ cudaError_t launch_moe_gather_wgmma(void* xg, const float* x, int64_t ldx, int64
 inline int moe_gather_rows_per_block(int64_t rows) { return rows >= 16384 ? 2 : 1; }
 // x16[t] = x[t] in bf16, the wgmma order, rows [T, H128] (the gathered tiles' A before grouping).
 cudaError_t launch_moe_rows_wgmma(void* x16, const float* x, int64_t ldx, int64_t T, int64_t H, cudaStream_t stream);
-// The gather in two steps (session 56, bench and tests only until measured): xg[r] = x16[token of r],
-// x16 from launch_moe_rows_wgmma — the same words as launch_moe_gather_wgmma's.
-cudaError_t launch_moe_gather_rows16(void* xg, const void* x16, int64_t T, int64_t H, int k, const MoeGrouping& g,
-                                     cudaStream_t stream);
 cudaError_t launch_moe_wgmma_gate_up(void* act, const void* xg, const MoePackedExperts& w, const MoeGrouping& g,
                                      int tile_rows, cudaStream_t stream);
 cudaError_t launch_moe_wgmma_down(float* out, const void* act, const MoePackedExperts& w, const MoeGrouping& g,

@@ -272,31 +272,6 @@ __global__ void __launch_bounds__(128)
     }
 }
 
-// xg[r] = x16[token of grouped row r] (rows [r, H128] bf16 in the wgmma order, both): the gather's
-// second form — x converted once a token (launch_moe_rows_wgmma), then its rows copied, 2 bytes a
-// value read where the gather reads 4 (from L2: a token's row is read by its k slots). RPB rows a
-// block, every thread's 16-byte loads of them issued before its stores; rows whose slot is unused
-// (perm −1) are not written, as the gather leaves them. Launched with PDL.
-template <int RPB>
-__global__ void __launch_bounds__(128)
-    copy_rows16_kernel(uint4* __restrict__ xg, const uint4* __restrict__ x16, int64_t chunks, int64_t rows,
-                       const int32_t* __restrict__ perm, int k) {
-    pdl::wait();
-    pdl::trigger();
-    const int64_t r0 = int64_t(blockIdx.x) * RPB;
-    int s[RPB];
-    block_row_slots(s, r0, rows, perm);
-    for (int64_t q = threadIdx.x; q < chunks; q += blockDim.x) {
-        uint4 v[RPB];
-#pragma unroll
-        for (int i = 0; i < RPB; ++i)
-            if (s[i] >= 0) v[i] = __ldg(x16 + int64_t(s[i] / k) * chunks + q);
-#pragma unroll
-        for (int i = 0; i < RPB; ++i)
-            if (s[i] >= 0) xg[(r0 + i) * chunks + q] = v[i];
-    }
-}
-
 // rows_per_block: 1 or 2 (0: moe_gather_rows_per_block's for `rows`).
 cudaError_t launch_gather(void* xg, const float* x, int64_t ldx, int64_t rows, int64_t H, const int32_t* perm, int k,
                           int rows_per_block, cudaStream_t stream) {
@@ -328,16 +303,6 @@ cudaError_t launch(const void* a, int64_t K, int64_t N, int E, const PackedMatri
 cudaError_t launch_moe_gather_wgmma(void* xg, const float* x, int64_t ldx, int64_t T, int64_t H, int k,
                                     const MoeGrouping& g, cudaStream_t stream, int rows_per_block) {
     return launch_gather(xg, x, ldx, T * k, H, g.perm, k, rows_per_block, stream);
-}
-
-cudaError_t launch_moe_gather_rows16(void* xg, const void* x16, int64_t T, int64_t H, int k, const MoeGrouping& g,
-                                     cudaStream_t stream) {
-    constexpr int kRpb = 4;
-    const int64_t rows = T * k, chunks = wgmma_row_len(H) / 8;  // 16-byte chunks a row
-    if (rows == 0) return cudaSuccess;
-    return pdl::launch(copy_rows16_kernel<kRpb>, dim3(unsigned((rows + kRpb - 1) / kRpb)), dim3(128), 0, stream,
-                       static_cast<uint4*>(xg), static_cast<const uint4*>(x16), chunks, rows,
-                       static_cast<const int32_t*>(g.perm), k);
 }
 
 cudaError_t launch_moe_rows_wgmma(void* x16, const float* x, int64_t ldx, int64_t T, int64_t H, cudaStream_t stream) {
