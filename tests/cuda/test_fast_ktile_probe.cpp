@@ -114,7 +114,8 @@ TEST(FastKtileProbe, FormsComputeTheTilesKtile) {
             a.weights = weights.data(), a.weight_stages = 5;
             for (auto form : {fast::KtileProbeForm::Mma, fast::KtileProbeForm::Sets2, fast::KtileProbeForm::Sets3,
                               fast::KtileProbeForm::Sets4, fast::KtileProbeForm::Words2, fast::KtileProbeForm::Words4,
-                              fast::KtileProbeForm::RingL2, fast::KtileProbeForm::RingDram}) {
+                              fast::KtileProbeForm::PingPong, fast::KtileProbeForm::RingL2,
+                              fast::KtileProbeForm::RingDram}) {
                 SCOPED_TRACE(fast::ktile_probe_form_name(form));
                 const bool ring = form == fast::KtileProbeForm::RingL2 || form == fast::KtileProbeForm::RingDram;
                 if (ring && minb != 2) continue;  // (the ring forms: two blocks an SM)

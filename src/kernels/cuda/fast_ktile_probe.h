@@ -32,6 +32,10 @@ enum class KtileProbeForm {
     // weights are: KtileProbeArgs::weights). Two blocks an SM only.
     RingL2,
     RingDram,
+    // Tiles with the block's two warpgroups issuing their half k-tiles' wgmma groups in turn (named
+    // barriers: a warpgroup issues its next group only after the other issued one), so one
+    // dequantizes while the other's group runs — the ping-pong of CUTLASS's mixed-input kernels.
+    PingPong,
 };
 const char* ktile_probe_form_name(KtileProbeForm f);
 
