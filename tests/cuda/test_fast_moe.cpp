@@ -752,6 +752,19 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
             if (what == 2) b.wgmma_fit = true;
             refused(b, "wgmma_warpgroups");
         }
+        // ping-pong: the same tiles in two warpgroups
+        fast::MoePlan pp = wg;
+        pp.wgmma_pingpong = true;  // (with four warpgroups)
+        refused(pp, "wgmma_pingpong");
+        pp.wgmma_warpgroups = 2;
+        pp.tile_rows = 16;
+        refused(pp, "wgmma_pingpong");
+        pp.tile_rows = 64;
+        pp.wgmma_mt = 2;
+        refused(pp, "wgmma_pingpong");
+        pp.wgmma_mt = 0;
+        pp.wgmma_tma = 2;
+        refused(pp, "wgmma_pingpong");
     }
     {  // the mid plan: grouped, by item, tile_rows 8, no other kernels, ring 0, 3 or 4, row tiles a warp
         const fast::MoePlan mid = fast::moe_mid_plan();

@@ -146,35 +146,14 @@ __global__ void __launch_bounds__(kThreads, MINB)
                 wgmma_wait<NW - 1>();
             }
         }
-    } else if constexpr (FORM == 8) {  // PingPong
-        // Warpgroup wg waits at barrier 1 + wg for the other's last group before issuing its own
-        // (warpgroup 0's first excepted) and lets the other go after: 128 arrive + 128 wait a turn.
-        uint32_t a[2][4][4];
+    } else if constexpr (FORM == 8) {  // PingPong: Tiles with the groups in turn (WgmmaTurns, barriers 1 and 2)
+        WgmmaTurns<1> turns(wg);
         for (int kt = 0; kt < iters; ++kt) {
             const uint8_t* st = smem + (kt % S) * St::kBytes;
-            uint4 q_lo, q_hi;
-            uint32_t s2[2], b2[2];
-            operands(st, q_lo, q_hi, s2, b2);
-            const uint64_t desc = wgmma_desc_sw128(smem_addr(st));
-#pragma unroll
-            for (int half = 0; half < 2; ++half) {
-#pragma unroll
-                for (int jj = 0; jj < 2; ++jj)
-                    wgmma_a_fragments(word_of(q_lo, 2 * half + jj), word_of(q_hi, 2 * half + jj), s2[0], b2[0], s2[1],
-                                      b2[1], kWgmmaInt4NegC, a[half][2 * jj], a[half][2 * jj + 1]);
-                if (kt > 0 || half > 0 || wg == 1) named_barrier_sync(1 + wg, 256);
-                wgmma_fence();
-                wgmma_fence_operands(acc);
-#pragma unroll
-                for (int k = 0; k < 4; ++k)
-                    wgmma_rs<BN>(acc, a[half][k], wgmma_desc_add(desc, uint32_t((half * BN * 128 + 32 * k) >> 4)), 1);
-                wgmma_commit();
-                wgmma_fence_operands(acc);
-                named_barrier_arrive(2 - wg, 256);
-                wgmma_wait<1>();
-            }
+            wgmma_int4_ktile_staged<BN>(acc, st + St::kWOff, f, rh, tq, st + St::kSOff, st + St::kBOff, s_lo, s_hi,
+                                        false, false, wgmma_desc_sw128(smem_addr(st)), BN * 128, turns);
         }
-        if (wg == 0) named_barrier_sync(1, 256);  // warpgroup 1's last turn handed back
+        turns.finish();
     } else {  // Sets2 / 3 / 4: half k-tile h into register set h mod NS, NS − 1 groups left in flight
         static_assert(FORM >= int(KtileProbeForm::Sets2) && FORM <= int(KtileProbeForm::Sets4), "a loop form");
         constexpr int NS = FORM - int(KtileProbeForm::Sets2) + 2;

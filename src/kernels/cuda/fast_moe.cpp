@@ -18,8 +18,10 @@ namespace {
 
 // The warp-specialised tiles' choices that leave the bits alone.
 // The plan's choices that leave the tiles' bits alone: gate+up's, and down's (two consumer warpgroups).
-detail::MoeTmaTuning tuning(const MoePlan& plan) { return {plan.wgmma_l2_first, plan.wgmma_warpgroups}; }
-detail::MoeTmaTuning tuning_down(const MoePlan& plan) { return {plan.wgmma_l2_first, 2}; }
+detail::MoeTmaTuning tuning(const MoePlan& plan) {
+    return {plan.wgmma_l2_first, plan.wgmma_warpgroups, plan.wgmma_pingpong};
+}
+detail::MoeTmaTuning tuning_down(const MoePlan& plan) { return {plan.wgmma_l2_first, 2, plan.wgmma_pingpong}; }
 
 constexpr size_t kAlign = 256;
 size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
@@ -126,6 +128,13 @@ void check_plan(const MoePlan& p) {
              "moe_experts_packed: wgmma_warpgroups = {} must be 2, or 4 with the warp-specialised tiles of 32, 48 or 64 "
              "rows in one m-tile, neither clustered, gathered nor fitted (got wgmma_tma {}, wgmma_mt {}, {} rows{}{})",
              p.wgmma_warpgroups, p.wgmma_tma, p.wgmma_mt, p.tile_rows, p.wgmma_gather ? ", wgmma_gather" : "",
+             p.wgmma_fit ? ", wgmma_fit" : "");
+    TS_CHECK(!p.wgmma_pingpong || (p.wgmma_tma == 1 && p.wgmma_mt < 2 && p.wgmma_warpgroups == 2 && !p.wgmma_gather &&
+                                    !p.wgmma_fit && p.tile_rows >= 32 && p.tile_rows <= 64),
+             "moe_experts_packed: wgmma_pingpong is a form of the warp-specialised tiles of 32, 48 or 64 rows in one "
+             "m-tile and two warpgroups, neither clustered, gathered nor fitted (got wgmma_tma {}, wgmma_mt {}, "
+             "wgmma_warpgroups {}, {} rows{}{})",
+             p.wgmma_tma, p.wgmma_mt, p.wgmma_warpgroups, p.tile_rows, p.wgmma_gather ? ", wgmma_gather" : "",
              p.wgmma_fit ? ", wgmma_fit" : "");
     TS_CHECK(p.fused_decode >= 0 && p.fused_decode <= 3, "moe_experts_packed: fused_decode = {} must be 0, 1, 2 or 3",
              p.fused_decode);
@@ -627,6 +636,10 @@ void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int6
                                     plan.tile_rows <= 64
                                 ? 4
                                 : 2;
+    // Their two warpgroups' wgmma groups in turn where the tiles take it (opt-in).
+    plan.wgmma_pingpong = sw.pingpong && plan.wgmma && plan.wgmma_tma == 1 && plan.wgmma_mt < 2 &&
+                          plan.wgmma_warpgroups == 2 && !plan.wgmma_gather && !plan.wgmma_fit &&
+                          plan.tile_rows >= 32 && plan.tile_rows <= 64;
     if (mid && plan.v2 && plan.large_tiles && T * k <= int64_t(kMoeMidRows) * w.E && detail::moe_mid_fits(w.H, w.I))
         plan = moe_mid_plan();  // few rows an expert: each expert's weights once, no padding rows
     if (plan.dp4a_decode && (!dp4a || T * k > 65535 || !detail::moe_decode_dp4a_fits(w.H, w.I, k))) {

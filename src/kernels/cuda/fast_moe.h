@@ -298,6 +298,12 @@ struct MoePlan {
     // step). Tiles of 32, 48 or 64 rows, one m-tile, neither clustered, gathered nor fitted; the same
     // bits; TESSERA_MOE_WARPGROUPS=4, opt-in until measured.
     int wgmma_warpgroups = 2;
+    // The warp-specialised tiles' two consumer warpgroups issue their wgmma groups in turn
+    // (MoeTmaTuning::pingpong; session 58: the k-tile probe's dequantization and wgmma alone each take
+    // ~42 µs of the 512-token gate+up, together 73 — they barely overlap). Tiles of 32, 48 or 64 rows,
+    // one m-tile, two warpgroups, neither clustered, gathered nor fitted; the same bits;
+    // TESSERA_MOE_PINGPONG=on, opt-in until measured.
+    bool wgmma_pingpong = false;
 };
 constexpr int kMoeMidRows = 8;  // rows a work item of the mid kernels: mma's 8 columns
 constexpr int64_t kMoeMidDown4Rows = 384;  // mid_down_tiles 0: 4 row tiles a warp from T·k rows (T ≥ 48, k 8)
@@ -387,6 +393,9 @@ struct MoeSwitches {
     // Their gate+up's consumer warpgroups a block where the plan's tiles take 4 (MoePlan::wgmma_warpgroups;
     // TESSERA_MOE_WARPGROUPS=4, opt-in until measured), else 2.
     int warpgroups = 2;
+    // Their two consumer warpgroups' wgmma groups in turn where the plan's tiles take it
+    // (MoePlan::wgmma_pingpong; TESSERA_MOE_PINGPONG=on, opt-in until measured).
+    bool pingpong = false;
     // Where the pick runs the warp-specialised tiles without their own slot sum: out in bf16
     // (MoePlan::wgmma_out16). The backend's default (TESSERA_MOE_OUT=bf16); false here, so that a
     // caller of moe_experts_packed gets moe_pick's f32 plans unless it asks.
@@ -539,9 +548,13 @@ cudaError_t launch_moe_wgmma_down(float* out, const void* act, const MoePackedEx
 //             32, 48 or 64 rows in one m-tile (neither clustered, gathered nor fitted): 128 features a
 //             block sharing each stage's activation rows, one block an SM (MoePlan::wgmma_warpgroups).
 //             Down takes 2 only.
+//   pingpong: the two consumer warpgroups issue their wgmma groups in turn (WgmmaTurns: one
+//             dequantizes while the other's group runs); tiles of 32, 48 or 64 rows in one m-tile, two
+//             warpgroups, neither clustered, gathered nor fitted (MoePlan::wgmma_pingpong).
 struct MoeTmaTuning {
     int l2_first = 0;
     int warpgroups = 2;
+    bool pingpong = false;
 };
 // Their warp-specialised form (fast_moe_wgmma_tma.cu; the same operands, P = T·k rows of xg / act,
 // the same bits): tile_rows 16, 32, 48, 64 or 128 (moe_wgmma_tma_fits; 128: cluster 1; 48: cluster

@@ -61,7 +61,7 @@ using namespace dev;
 constexpr int kBK = kWgmmaK;  // columns a k-tile
 
 template <int BT_, bool GATE_UP_, int STAGES_, int CL_, int MT_ = 1, bool GATHER_ = false, bool PERSIST_ = false,
-          bool FIT_ = false, int CW_ = 2>
+          bool FIT_ = false, int CW_ = 2, bool PP_ = false>
 struct MoeTmaTile {
     static constexpr int BT = BT_;              // item rows a block: wgmma's N
     static constexpr int CL = CL_;              // blocks a cluster (along the features) sharing the boxes of A
@@ -73,6 +73,9 @@ struct MoeTmaTile {
     // Consumer warpgroups a block: 2, or 4 (gate+up, one m-tile: 128 features a block sharing each
     // stage's activation rows — half the rows' bytes from L2 a weight byte — one block an SM).
     static constexpr int CW = CW_;
+    // The two consumer warpgroups' wgmma groups in turn (WgmmaTurns: one dequantizes while the
+    // other's group runs; named barriers kTurnBar, + 1). One m-tile, two warpgroups.
+    static constexpr bool kPingPong = PP_;
     static constexpr int kGatherThreads = 64;
     static constexpr int BM = (kGateUp ? 64 : 128) * MT * CW / 2;  // output features a block
     static constexpr int STAGES = STAGES_;
@@ -101,6 +104,8 @@ struct MoeTmaTile {
     static_assert(BT % 8 == 0 && BT <= 128 && (CL == 1 || CL == 2), "BT, roles");
     static_assert(CW == 2 || (CW == 4 && kGateUp && MT == 1 && CL == 1 && !kGather && !kFit),
                   "four consumer warpgroups: gate+up's one m-tile, without clusters, the gathered A or fitted N");
+    static_assert(!kPingPong || (CW == 2 && MT == 1 && CL == 1 && !kGather && !kFit),
+                  "ping-pong: two warpgroups of one m-tile, without clusters, the gathered A or fitted N");
     static_assert(MT * BT / 2 <= 64 && (MT == 1 || MT == 2), "MT accumulators of BT / 2 a thread");
     static_assert(!kGather || (kGateUp && CL == 1), "the gathered A: gate+up, one block a cluster");
     static_assert(!kPersist || (CL == 1 && !kGather), "persistent: one block a cluster, A's rows by TMA");
@@ -142,6 +147,7 @@ struct MoeTmaMatrix {
 // slot order over the block's features, as combine_kernel does (the same bits), its reads from L2.
 // list: BT ints of shared memory, n_list one. (The pattern of fast_moe_fused.cu's slot sum.)
 constexpr int kCombineBar = 2;  // named barrier of the consumer threads (1: the gathering producers)
+constexpr int kTurnBar = 3;     // the ping-pong's (and 4): WgmmaTurns
 
 // Token t's feature c: Σ_j w_j · out[row of slot j] in slot order, NaN for a slot without a row —
 // combine_kernel's operations (fast_moe_experts.cu), so its bits.
@@ -382,6 +388,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
 
     float acc[MT][BT / 2];
     uint32_t u = 0;  // k-tiles taken, as the producer counts them
+    WgmmaTurns<kTurnBar> turns(wg);  // (kPingPong: the same tiles, so the same groups, in both warpgroups)
     for (int i; (i = next_tile()) >= 0;) {
 #pragma unroll
         for (int j = 0; j < MT; ++j) {
@@ -411,12 +418,17 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                                                    scale_hi(j), bias_lo, bias_hi, q_lo[j], q_hi[j], s2[j], b2[j]);
                     wgmma_int4_ktile_words<BN>(acc, q_lo, q_hi, s2, b2, kWgmmaInt4NegC, desc, BT * 128);
                 } else {
-#pragma unroll
-                    for (int j = 0; j < MT; ++j)
+                    auto ktile = [&](int j, auto&& t) {
                         wgmma_int4_ktile_staged<BN>(*reinterpret_cast<float(*)[BN / 2]>(&acc[j][0]),
                                                     stage + C::kWOff, feature(j), row_hi(j), tq, stage + C::kSOff,
                                                     stage + C::kBOff, staged_scale_at(feature(j), tq, lo.gpt),
-                                                    scale_hi(j), bias_lo, bias_hi, desc, BT * 128);
+                                                    scale_hi(j), bias_lo, bias_hi, desc, BT * 128, t);
+                    };
+#pragma unroll
+                    for (int j = 0; j < MT; ++j) {
+                        if constexpr (C::kPingPong) ktile(j, turns);
+                        else ktile(j, NoTurns{});
+                    }
                 }
                 // On return every wgmma of k-tile u − 1 is done (at most the last half of this one
                 // runs): its slot is free, in every block of the cluster (their boxes land in it too).
@@ -493,6 +505,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                              comb_list + BT);
         }
     }
+    if constexpr (C::kPingPong) turns.finish();  // warpgroup 1's last hand-over
 }
 
 // a: A [P, K] (the gathered rows of x, or act) — or, GATHER, x [P = T, K] with k slots a token.
@@ -555,6 +568,18 @@ cudaError_t launch_tiles(int tile_rows, int mt, const void* a, int64_t P, int64_
     auto go = [&](auto tile) {
         return launch<decltype(tile)>(a, P, K, N, E, m0, m1, g, act, out, stream, k, persist, cb, tune, out16);
     };
+    if (tune.pingpong) {  // the two warpgroups' groups in turn: tiles of 32, 48, 64 in one m-tile
+        if (tune.warpgroups != 2 || mt != 1) return cudaErrorInvalidValue;
+        if constexpr (CL == 1 && !GATHER && !FIT) {
+            switch (tile_rows) {
+                case 32: return go(MoeTmaTile<32, GATE_UP, 6, 1, 1, false, PERSIST, false, 2, true>{});
+                case 48: return go(MoeTmaTile<48, GATE_UP, 4, 1, 1, false, PERSIST, false, 2, true>{});
+                case 64: return go(MoeTmaTile<64, GATE_UP, 4, 1, 1, false, PERSIST, false, 2, true>{});
+                default: break;
+            }
+        }
+        return cudaErrorInvalidValue;
+    }
     if (tune.warpgroups != 2) {  // four consumer warpgroups, one block an SM: stages of 28, 32, 36 KB
         if constexpr (GATE_UP && CL == 1 && !GATHER && !FIT) {
             if (tune.warpgroups == 4 && mt == 1) {
