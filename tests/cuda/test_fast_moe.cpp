@@ -729,41 +729,31 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
         fit.wgmma_gather = false;
         fit.wgmma_persist = 1;  // persistent too (not built: ptxas serializes its wgmma)
         refused(fit, "wgmma_fit");
-        // four consumer warpgroups: the warp-specialised tiles of 32 to 64 rows in one m-tile, neither
-        // clustered, gathered nor fitted; 2 or 4 only
-        fast::MoePlan wg{true, false, 48, true};
+        // four consumer warpgroups (2 or 4), and ping-pong (two warpgroups): forms of the
+        // warp-specialised tiles of 32 to 64 rows in one m-tile, neither clustered, gathered nor fitted
+        auto refused_forms = [&](const fast::MoePlan& good, const char* field) {
+            for (int what = 0; what < 6; ++what) {
+                fast::MoePlan b = good;
+                if (what == 0) b.tile_rows = 16;
+                if (what == 1) b.tile_rows = 128;
+                if (what == 2) b.wgmma_tma = 2;
+                if (what == 3) b.wgmma_mt = 2;
+                if (what == 4) b.wgmma_gather = true;
+                if (what == 5) b.wgmma_fit = true;
+                refused(b, field);
+            }
+        };
+        fast::MoePlan wg{true, false, 64, true};
         wg.wgmma = true;
         wg.wgmma_tma = 1;
+        fast::MoePlan pp = wg;
         wg.wgmma_warpgroups = 3;
         refused(wg, "wgmma_warpgroups");
         wg.wgmma_warpgroups = 4;
-        wg.tile_rows = 16;
-        refused(wg, "wgmma_warpgroups");
-        wg.tile_rows = 128;
-        refused(wg, "wgmma_warpgroups");
-        wg.tile_rows = 64;
-        wg.wgmma_tma = 2;
-        refused(wg, "wgmma_warpgroups");
-        wg.wgmma_tma = 1;
-        for (int what = 0; what < 3; ++what) {
-            fast::MoePlan b = wg;
-            if (what == 0) b.wgmma_mt = 2;
-            if (what == 1) b.wgmma_gather = true;
-            if (what == 2) b.wgmma_fit = true;
-            refused(b, "wgmma_warpgroups");
-        }
-        // ping-pong: the same tiles in two warpgroups
-        fast::MoePlan pp = wg;
-        pp.wgmma_pingpong = true;  // (with four warpgroups)
-        refused(pp, "wgmma_pingpong");
-        pp.wgmma_warpgroups = 2;
-        pp.tile_rows = 16;
-        refused(pp, "wgmma_pingpong");
-        pp.tile_rows = 64;
-        pp.wgmma_mt = 2;
-        refused(pp, "wgmma_pingpong");
-        pp.wgmma_mt = 0;
-        pp.wgmma_tma = 2;
+        refused_forms(wg, "wgmma_warpgroups");
+        pp.wgmma_pingpong = true;
+        refused_forms(pp, "wgmma_pingpong");
+        pp.wgmma_warpgroups = 4;
         refused(pp, "wgmma_pingpong");
     }
     {  // the mid plan: grouped, by item, tile_rows 8, no other kernels, ring 0, 3 or 4, row tiles a warp

@@ -16,8 +16,8 @@ namespace tessera::cuda::fast {
 
 namespace {
 
-// The warp-specialised tiles' choices that leave the bits alone.
-// The plan's choices that leave the tiles' bits alone: gate+up's, and down's (two consumer warpgroups).
+// The plan's choices that leave the warp-specialised tiles' bits alone: gate+up's, and down's (two
+// consumer warpgroups).
 detail::MoeTmaTuning tuning(const MoePlan& plan) {
     return {plan.wgmma_l2_first, plan.wgmma_warpgroups, plan.wgmma_pingpong};
 }
@@ -125,8 +125,9 @@ void check_plan(const MoePlan& p) {
     TS_CHECK(p.wgmma_warpgroups == 2 ||
                  (p.wgmma_warpgroups == 4 && p.wgmma_tma == 1 && p.wgmma_mt < 2 && !p.wgmma_gather && !p.wgmma_fit &&
                   p.tile_rows >= 32 && p.tile_rows <= 64),
-             "moe_experts_packed: wgmma_warpgroups = {} must be 2, or 4 with the warp-specialised tiles of 32, 48 or 64 "
-             "rows in one m-tile, neither clustered, gathered nor fitted (got wgmma_tma {}, wgmma_mt {}, {} rows{}{})",
+             "moe_experts_packed: wgmma_warpgroups = {} must be 2, or 4 with the warp-specialised tiles of 32, 48 or "
+             "64 rows in one m-tile, neither clustered, gathered nor fitted (got wgmma_tma {}, wgmma_mt {}, {} rows"
+             "{}{})",
              p.wgmma_warpgroups, p.wgmma_tma, p.wgmma_mt, p.tile_rows, p.wgmma_gather ? ", wgmma_gather" : "",
              p.wgmma_fit ? ", wgmma_fit" : "");
     TS_CHECK(!p.wgmma_pingpong || (p.wgmma_tma == 1 && p.wgmma_mt < 2 && p.wgmma_warpgroups == 2 && !p.wgmma_gather &&

@@ -287,7 +287,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
         // into every block), lanes 2 + m codes, 4 + m scales, 6 + m biases of matrix m (lo, hi) ----
         setmaxnreg_dec<C::kProducerRegs>();
         if constexpr (C::kGather) {
-            if (warp >= 4 * CW + 2) {  // ---- A's rows: lane p a 16-byte chunk (k-block c16 / 8) of rows p / 16 + 4j ----
+            if (warp >= 4 * CW + 2) {  // ---- A's rows: lane p a 16-byte chunk (k-block c16 / 8) of rows p / 16 + 4j
                 const Tile tl = tile_at(next_tile());  // (not persistent: the block's one tile)
                 const int p = tid - C::kConsumers - 64, c16 = p & 15, h = c16 >> 3, c = c16 & 7;
                 for (int q = p; q < BT; q += C::kGatherThreads) token[q] = q < tl.n_rows ? g.perm[tl.r0 + q] / k : -1;
