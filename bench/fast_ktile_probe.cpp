@@ -4,12 +4,12 @@
 // the production loop ("tiles"), the dequantization alone, the wgmma alone, and the loop over 2,
 // 3 and 4 register sets of a half k-tile and over 2 and 4 of a code word (1 to 3 groups of wgmma
 // in flight), and the two warpgroups issuing their wgmma groups in turn ("ping-pong"); and the
-// production loop behind the tiles' ring (a producer, mbarriers, bulk copies of
-// each stage: its codes and scales from one L2-hot image, "ring-l2", or streamed from 256 MB in
-// DRAM, "ring-dram", and that in tiles of 16 k-tiles with an epilogue each, "ring-dram/16"; both
-// with the activation rows from 16 MB in L2 rather than one image, "ring-dram+x[/16]"; two blocks
-// an SM). Each row: the call's time for `iters` k-tiles a warpgroup on every SM, the SM cycles
-// a k-tile round takes (every resident warpgroup one k-tile), and that time scaled to 372
+// production loop behind the tiles' ring (a producer, mbarriers, bulk copies of each stage: its
+// codes and scales from one L2-hot image, "ring-l2", or streamed from 256 MB in DRAM, "ring-dram",
+// and that in tiles of 16 k-tiles with an epilogue each, "ring-dram/16"; both with the activation
+// rows from 16 MB in L2 rather than one image, "ring-dram+x[/16]"; two blocks an SM). Each row:
+// the call's time for `iters` k-tiles a warpgroup on every SM, the SM cycles a k-tile round takes
+// (every resident warpgroup one k-tile), and that time scaled to 372
 // warpgroup k-tiles an SM — the persistent gate+up tiles of 48 at 512 tokens of llama.cpp's shape
 // (118.4 µs on the H100, fifty-third round): how far the loop alone is from that kernel.
 //   bench_fast_ktile_probe [--bn 16,32,48,64] [--blocks-per-sm 2,3] [--iters N (930)] [--runs N] [--warmup N]

@@ -287,7 +287,7 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             o.wgmma_l2_first = l2;
             plans.push_back(o);
         }
-        if (pick.wgmma_tma == 1 && pick.wgmma_mt < 2 && pick.tile_rows >= 32 && pick.tile_rows <= 64) {
+        if (fast::moe_tiles_take_wide_forms(pick)) {
             fast::MoePlan o = pick;  // and gate+up in four consumer warpgroups (TESSERA_MOE_WARPGROUPS=4)
             o.wgmma_out16 = true;
             o.wgmma_warpgroups = 4;

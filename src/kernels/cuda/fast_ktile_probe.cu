@@ -358,10 +358,7 @@ std::vector<uint8_t> ktile_probe_make_stage(int bn, uint32_t seed) {
 
 int64_t ktile_probe_act_bytes(int bn) { return ktile_probe_stage_bytes(bn) ? 2 * bn * 128 : 0; }
 
-int64_t ktile_probe_weight_bytes(int bn) {
-    const int64_t s = ktile_probe_stage_bytes(bn);
-    return s ? s - 2 * bn * 128 : 0;
-}
+int64_t ktile_probe_weight_bytes(int bn) { return ktile_probe_stage_bytes(bn) - ktile_probe_act_bytes(bn); }
 
 int64_t ktile_probe_out_floats(const KtileProbeArgs& a) {
     const int64_t blocks = a.blocks > 0 ? a.blocks : int64_t(current_sm_count()) * a.blocks_per_sm;

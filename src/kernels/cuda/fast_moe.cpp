@@ -122,16 +122,13 @@ void check_plan(const MoePlan& p) {
     TS_CHECK(p.wgmma_l2_first >= 0 && p.wgmma_l2_first <= 3 && (p.wgmma_l2_first != 2 || p.wgmma_tma != 2),
              "moe_experts_packed: wgmma_l2_first = {} must be 0, 1, 2 or 3 (2: not in clusters; got wgmma_tma {})",
              p.wgmma_l2_first, p.wgmma_tma);
-    TS_CHECK(p.wgmma_warpgroups == 2 ||
-                 (p.wgmma_warpgroups == 4 && p.wgmma_tma == 1 && p.wgmma_mt < 2 && !p.wgmma_gather && !p.wgmma_fit &&
-                  p.tile_rows >= 32 && p.tile_rows <= 64),
+    TS_CHECK(p.wgmma_warpgroups == 2 || (p.wgmma_warpgroups == 4 && moe_tiles_take_wide_forms(p)),
              "moe_experts_packed: wgmma_warpgroups = {} must be 2, or 4 with the warp-specialised tiles of 32, 48 or "
              "64 rows in one m-tile, neither clustered, gathered nor fitted (got wgmma_tma {}, wgmma_mt {}, {} rows"
              "{}{})",
              p.wgmma_warpgroups, p.wgmma_tma, p.wgmma_mt, p.tile_rows, p.wgmma_gather ? ", wgmma_gather" : "",
              p.wgmma_fit ? ", wgmma_fit" : "");
-    TS_CHECK(!p.wgmma_pingpong || (p.wgmma_tma == 1 && p.wgmma_mt < 2 && p.wgmma_warpgroups == 2 && !p.wgmma_gather &&
-                                    !p.wgmma_fit && p.tile_rows >= 32 && p.tile_rows <= 64),
+    TS_CHECK(!p.wgmma_pingpong || (p.wgmma_warpgroups == 2 && moe_tiles_take_wide_forms(p)),
              "moe_experts_packed: wgmma_pingpong is a form of the warp-specialised tiles of 32, 48 or 64 rows in one "
              "m-tile and two warpgroups, neither clustered, gathered nor fitted (got wgmma_tma {}, wgmma_mt {}, "
              "wgmma_warpgroups {}, {} rows{}{})",
@@ -632,15 +629,9 @@ void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int6
     if (plan.tile_rows == 48 && (!plan.wgmma || plan.wgmma_tma != 1 || plan.wgmma_gather || plan.wgmma_fit))
         plan.tile_rows = 64;
     // Gate+up in four consumer warpgroups a block where its tiles take them (opt-in).
-    plan.wgmma_warpgroups = sw.warpgroups == 4 && plan.wgmma && plan.wgmma_tma == 1 && plan.wgmma_mt < 2 &&
-                                    !plan.wgmma_gather && !plan.wgmma_fit && plan.tile_rows >= 32 &&
-                                    plan.tile_rows <= 64
-                                ? 4
-                                : 2;
+    plan.wgmma_warpgroups = sw.warpgroups == 4 && moe_tiles_take_wide_forms(plan) ? 4 : 2;
     // Their two warpgroups' wgmma groups in turn where the tiles take it (opt-in).
-    plan.wgmma_pingpong = sw.pingpong && plan.wgmma && plan.wgmma_tma == 1 && plan.wgmma_mt < 2 &&
-                          plan.wgmma_warpgroups == 2 && !plan.wgmma_gather && !plan.wgmma_fit &&
-                          plan.tile_rows >= 32 && plan.tile_rows <= 64;
+    plan.wgmma_pingpong = sw.pingpong && plan.wgmma_warpgroups == 2 && moe_tiles_take_wide_forms(plan);
     if (mid && plan.v2 && plan.large_tiles && T * k <= int64_t(kMoeMidRows) * w.E && detail::moe_mid_fits(w.H, w.I))
         plan = moe_mid_plan();  // few rows an expert: each expert's weights once, no padding rows
     if (plan.dp4a_decode && (!dp4a || T * k > 65535 || !detail::moe_decode_dp4a_fits(w.H, w.I, k))) {

@@ -305,6 +305,12 @@ struct MoePlan {
     // TESSERA_MOE_PINGPONG=on, opt-in until measured.
     bool wgmma_pingpong = false;
 };
+// The tiles MoePlan::wgmma_warpgroups = 4 and wgmma_pingpong are built for: warp-specialised, 32 to
+// 64 rows in one m-tile, neither clustered, gathered nor fitted.
+inline bool moe_tiles_take_wide_forms(const MoePlan& p) {
+    return p.wgmma && p.wgmma_tma == 1 && p.wgmma_mt < 2 && !p.wgmma_gather && !p.wgmma_fit && p.tile_rows >= 32 &&
+           p.tile_rows <= 64;
+}
 constexpr int kMoeMidRows = 8;  // rows a work item of the mid kernels: mma's 8 columns
 constexpr int64_t kMoeMidDown4Rows = 384;  // mid_down_tiles 0: 4 row tiles a warp from T·k rows (T ≥ 48, k 8)
 // The mid plan: grouped, by item, tile_rows kMoeMidRows.
