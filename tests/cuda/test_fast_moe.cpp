@@ -753,8 +753,8 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
         refused_forms(wg, "wgmma_warpgroups");
         pp.wgmma_pingpong = true;
         refused_forms(pp, "wgmma_pingpong");
-        pp.wgmma_warpgroups = 4;
-        refused(pp, "wgmma_pingpong");
+        pp.wgmma_warpgroups = 4;  // (both: taken where the tiles take them — the bits test runs them)
+        refused_forms(pp, "wgmma_warpgroups");
     }
     {  // the mid plan: grouped, by item, tile_rows 8, no other kernels, ring 0, 3 or 4, row tiles a warp
         const fast::MoePlan mid = fast::moe_mid_plan();

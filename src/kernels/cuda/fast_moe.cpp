@@ -128,11 +128,10 @@ void check_plan(const MoePlan& p) {
              "{}{})",
              p.wgmma_warpgroups, p.wgmma_tma, p.wgmma_mt, p.tile_rows, p.wgmma_gather ? ", wgmma_gather" : "",
              p.wgmma_fit ? ", wgmma_fit" : "");
-    TS_CHECK(!p.wgmma_pingpong || (p.wgmma_warpgroups == 2 && moe_tiles_take_wide_forms(p)),
+    TS_CHECK(!p.wgmma_pingpong || moe_tiles_take_wide_forms(p),
              "moe_experts_packed: wgmma_pingpong is a form of the warp-specialised tiles of 32, 48 or 64 rows in one "
-             "m-tile and two warpgroups, neither clustered, gathered nor fitted (got wgmma_tma {}, wgmma_mt {}, "
-             "wgmma_warpgroups {}, {} rows{}{})",
-             p.wgmma_tma, p.wgmma_mt, p.wgmma_warpgroups, p.tile_rows, p.wgmma_gather ? ", wgmma_gather" : "",
+             "m-tile, neither clustered, gathered nor fitted (got wgmma_tma {}, wgmma_mt {}, {} rows{}{})",
+             p.wgmma_tma, p.wgmma_mt, p.tile_rows, p.wgmma_gather ? ", wgmma_gather" : "",
              p.wgmma_fit ? ", wgmma_fit" : "");
     TS_CHECK(p.fused_decode >= 0 && p.fused_decode <= 3, "moe_experts_packed: fused_decode = {} must be 0, 1, 2 or 3",
              p.fused_decode);
@@ -630,8 +629,8 @@ void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int6
         plan.tile_rows = 64;
     // Gate+up in four consumer warpgroups a block where its tiles take them (opt-in).
     plan.wgmma_warpgroups = sw.warpgroups == 4 && moe_tiles_take_wide_forms(plan) ? 4 : 2;
-    // Their two warpgroups' wgmma groups in turn where the tiles take it (opt-in).
-    plan.wgmma_pingpong = sw.pingpong && plan.wgmma_warpgroups == 2 && moe_tiles_take_wide_forms(plan);
+    // Their warpgroups' wgmma groups in turn, in pairs, where the tiles take it (opt-in).
+    plan.wgmma_pingpong = sw.pingpong && moe_tiles_take_wide_forms(plan);
     if (mid && plan.v2 && plan.large_tiles && T * k <= int64_t(kMoeMidRows) * w.E && detail::moe_mid_fits(w.H, w.I))
         plan = moe_mid_plan();  // few rows an expert: each expert's weights once, no padding rows
     if (plan.dp4a_decode && (!dp4a || T * k > 65535 || !detail::moe_decode_dp4a_fits(w.H, w.I, k))) {

@@ -298,11 +298,11 @@ struct MoePlan {
     // step). Tiles of 32, 48 or 64 rows, one m-tile, neither clustered, gathered nor fitted; the same
     // bits; TESSERA_MOE_WARPGROUPS=4, opt-in until measured.
     int wgmma_warpgroups = 2;
-    // The warp-specialised tiles' two consumer warpgroups issue their wgmma groups in turn
+    // The warp-specialised tiles' consumer warpgroups issue their wgmma groups in turn, in pairs
     // (MoeTmaTuning::pingpong; session 58: the k-tile probe's dequantization and wgmma alone each take
     // ~42 µs of the 512-token gate+up, together 73 — they barely overlap). Tiles of 32, 48 or 64 rows,
-    // one m-tile, two warpgroups, neither clustered, gathered nor fitted; the same bits;
-    // TESSERA_MOE_PINGPONG=on, opt-in until measured.
+    // one m-tile, neither clustered, gathered nor fitted; with wgmma_warpgroups = 4, gate+up's four in
+    // two pairs (session 59); the same bits; TESSERA_MOE_PINGPONG=on, opt-in until measured.
     bool wgmma_pingpong = false;
 };
 // The tiles MoePlan::wgmma_warpgroups = 4 and wgmma_pingpong are built for: warp-specialised, 32 to
@@ -399,7 +399,7 @@ struct MoeSwitches {
     // Their gate+up's consumer warpgroups a block where the plan's tiles take 4 (MoePlan::wgmma_warpgroups;
     // TESSERA_MOE_WARPGROUPS=4, opt-in until measured), else 2.
     int warpgroups = 2;
-    // Their two consumer warpgroups' wgmma groups in turn where the plan's tiles take it
+    // Their consumer warpgroups' wgmma groups in turn, in pairs, where the plan's tiles take it
     // (MoePlan::wgmma_pingpong; TESSERA_MOE_PINGPONG=on, opt-in until measured).
     bool pingpong = false;
     // Where the pick runs the warp-specialised tiles without their own slot sum: out in bf16
@@ -554,9 +554,9 @@ cudaError_t launch_moe_wgmma_down(float* out, const void* act, const MoePackedEx
 //             32, 48 or 64 rows in one m-tile (neither clustered, gathered nor fitted): 128 features a
 //             block sharing each stage's activation rows, one block an SM (MoePlan::wgmma_warpgroups).
 //             Down takes 2 only.
-//   pingpong: the two consumer warpgroups issue their wgmma groups in turn (WgmmaTurns: one
-//             dequantizes while the other's group runs); tiles of 32, 48 or 64 rows in one m-tile, two
-//             warpgroups, neither clustered, gathered nor fitted (MoePlan::wgmma_pingpong).
+//   pingpong: the consumer warpgroups issue their wgmma groups in turn, in pairs (WgmmaTurns: one
+//             dequantizes while the other's group runs; four warpgroups: two pairs); tiles of 32, 48
+//             or 64 rows in one m-tile, neither clustered, gathered nor fitted (MoePlan::wgmma_pingpong).
 struct MoeTmaTuning {
     int l2_first = 0;
     int warpgroups = 2;

@@ -73,8 +73,8 @@ struct MoeTmaTile {
     // Consumer warpgroups a block: 2, or 4 (gate+up, one m-tile: 128 features a block sharing each
     // stage's activation rows — half the rows' bytes from L2 a weight byte — one block an SM).
     static constexpr int CW = CW_;
-    // The two consumer warpgroups' wgmma groups in turn (WgmmaTurns: one dequantizes while the
-    // other's group runs; named barriers kTurnBar, + 1). One m-tile, two warpgroups.
+    // The consumer warpgroups' wgmma groups in turn, in pairs (WgmmaTurns: one dequantizes while the
+    // other's group runs; named barriers kTurnBar … kTurnBar + 1, + 3 with four). One m-tile.
     static constexpr bool kPingPong = PP_;
     static constexpr int kGatherThreads = 64;
     static constexpr int BM = (kGateUp ? 64 : 128) * MT * CW / 2;  // output features a block
@@ -104,8 +104,8 @@ struct MoeTmaTile {
     static_assert(BT % 8 == 0 && BT <= 128 && (CL == 1 || CL == 2), "BT, roles");
     static_assert(CW == 2 || (CW == 4 && kGateUp && MT == 1 && CL == 1 && !kGather && !kFit),
                   "four consumer warpgroups: gate+up's one m-tile, without clusters, the gathered A or fitted N");
-    static_assert(!kPingPong || (CW == 2 && MT == 1 && CL == 1 && !kGather && !kFit),
-                  "ping-pong: two warpgroups of one m-tile, without clusters, the gathered A or fitted N");
+    static_assert(!kPingPong || (MT == 1 && CL == 1 && !kGather && !kFit),
+                  "ping-pong: one m-tile, without clusters, the gathered A or fitted N");
     static_assert(MT * BT / 2 <= 64 && (MT == 1 || MT == 2), "MT accumulators of BT / 2 a thread");
     static_assert(!kGather || (kGateUp && CL == 1), "the gathered A: gate+up, one block a cluster");
     static_assert(!kPersist || (CL == 1 && !kGather), "persistent: one block a cluster, A's rows by TMA");
@@ -147,7 +147,7 @@ struct MoeTmaMatrix {
 // slot order over the block's features, as combine_kernel does (the same bits), its reads from L2.
 // list: BT ints of shared memory, n_list one. (The pattern of fast_moe_fused.cu's slot sum.)
 constexpr int kCombineBar = 2;  // named barrier of the consumer threads (1: the gathering producers)
-constexpr int kTurnBar = 3;     // the ping-pong's (and 4): WgmmaTurns
+constexpr int kTurnBar = 3;     // the ping-pong's (and 4; 5, 6 the second pair's): WgmmaTurns
 
 // Token t's feature c: Σ_j w_j · out[row of slot j] in slot order, NaN for a slot without a row —
 // combine_kernel's operations (fast_moe_experts.cu), so its bits.
@@ -388,7 +388,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
 
     float acc[MT][BT / 2];
     uint32_t u = 0;  // k-tiles taken, as the producer counts them
-    WgmmaTurns<kTurnBar> turns(wg);  // (kPingPong: the same tiles, so the same groups, in both warpgroups)
+    WgmmaTurns<kTurnBar, CW / 2> turns(wg);  // (kPingPong: the same tiles, so the same groups, in a pair)
     for (int i; (i = next_tile()) >= 0;) {
 #pragma unroll
         for (int j = 0; j < MT; ++j) {
@@ -505,7 +505,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                              comb_list + BT);
         }
     }
-    if constexpr (C::kPingPong) turns.finish();  // warpgroup 1's last hand-over
+    if constexpr (C::kPingPong) turns.finish();  // the second warpgroup's last hand-over
 }
 
 // a: A [P, K] (the gathered rows of x, or act) — or, GATHER, x [P = T, K] with k slots a token.
@@ -568,8 +568,18 @@ cudaError_t launch_tiles(int tile_rows, int mt, const void* a, int64_t P, int64_
     auto go = [&](auto tile) {
         return launch<decltype(tile)>(a, P, K, N, E, m0, m1, g, act, out, stream, k, persist, cb, tune, out16);
     };
-    if (tune.pingpong) {  // the two warpgroups' groups in turn: tiles of 32, 48, 64 in one m-tile
-        if (tune.warpgroups != 2 || mt != 1) return cudaErrorInvalidValue;
+    if (tune.pingpong) {  // the warpgroups' groups in turn, in pairs: tiles of 32, 48, 64 in one m-tile
+        if ((tune.warpgroups != 2 && (tune.warpgroups != 4 || !GATE_UP)) || mt != 1) return cudaErrorInvalidValue;
+        if constexpr (GATE_UP && CL == 1 && !GATHER && !FIT) {
+            if (tune.warpgroups == 4) {  // (four warpgroups, two pairs: gate+up)
+                switch (tile_rows) {
+                    case 32: return go(MoeTmaTile<32, true, 7, 1, 1, false, PERSIST, false, 4, true>{});
+                    case 48: return go(MoeTmaTile<48, true, 6, 1, 1, false, PERSIST, false, 4, true>{});
+                    case 64: return go(MoeTmaTile<64, true, 6, 1, 1, false, PERSIST, false, 4, true>{});
+                    default: return cudaErrorInvalidValue;
+                }
+            }
+        }
         if constexpr (CL == 1 && !GATHER && !FIT) {
             switch (tile_rows) {
                 case 32: return go(MoeTmaTile<32, GATE_UP, 6, 1, 1, false, PERSIST, false, 2, true>{});

@@ -84,28 +84,42 @@ __device__ __forceinline__ void wgmma_a_fragments(uint32_t lo_word, uint32_t hi_
 
 __device__ __forceinline__ uint32_t word_of(const uint4& q, int j) { return j == 0 ? q.x : j == 1 ? q.y : j == 2 ? q.z : q.w; }
 
-// A block's two consumer warpgroups issuing their wgmma groups in turn (ping-pong, as CUTLASS's
-// mixed-input kernels order them): warpgroup w waits at named barrier BASE + w until the other has
-// issued its last group — warpgroup 0's very first group excepted — and hands the turn over once it
-// has committed its own, so one dequantizes while the other's group runs. Both must issue the same
-// number of groups; afterwards warpgroup 0 takes the last hand-over (finish) if it issued any.
-// The barriers are immediates (a register id would reserve all 16 of a block).
-template <int BASE>
+// A block's consumer warpgroups issuing their wgmma groups in turn, in pairs (ping-pong, as
+// CUTLASS's mixed-input kernels order them): of pair p (warpgroups 2p, 2p + 1, PAIRS pairs a block),
+// the second waits at named barrier BASE + 2p + 1 until the first has issued its group and the
+// first at BASE + 2p until the second has — its very first group excepted — each handing the turn
+// over once it has committed its own, so one dequantizes while the other's group runs. Both of a
+// pair must issue the same number of groups; afterwards the first takes the last hand-over (finish)
+// if it issued any. The barriers are immediates (a register id would reserve all 16 of a block).
+template <int BASE, int PAIRS = 1>
 struct WgmmaTurns {
-    bool wg1;    // this thread's warpgroup is the second
-    bool first;  // warpgroup 0, before its first group
-    __device__ __forceinline__ explicit WgmmaTurns(int wg) : wg1(wg != 0), first(wg == 0) {}
+    static_assert(PAIRS == 1 || PAIRS == 2, "WgmmaTurns: one or two pairs of warpgroups");
+    bool wg1;    // this thread's warpgroup is its pair's second
+    bool first;  // its pair's first, before its first group
+    bool pair1;  // of the second pair
+    __device__ __forceinline__ explicit WgmmaTurns(int wg)
+        : wg1(PAIRS == 1 ? wg != 0 : (wg & 1) != 0), first(!wg1), pair1(PAIRS == 2 && wg >= 2) {}
+    template <int ID>
+    __device__ __forceinline__ void sync() {
+        if (PAIRS == 2 && pair1) named_barrier_sync<ID + 2, 256>();
+        else named_barrier_sync<ID, 256>();
+    }
+    template <int ID>
+    __device__ __forceinline__ void arrive() {
+        if (PAIRS == 2 && pair1) named_barrier_arrive<ID + 2, 256>();
+        else named_barrier_arrive<ID, 256>();
+    }
     __device__ __forceinline__ void take() {
-        if (wg1) named_barrier_sync<BASE + 1, 256>();
-        else if (!first) named_barrier_sync<BASE, 256>();
+        if (wg1) sync<BASE + 1>();
+        else if (!first) sync<BASE>();
         first = false;
     }
     __device__ __forceinline__ void pass() {
-        if (wg1) named_barrier_arrive<BASE, 256>();
-        else named_barrier_arrive<BASE + 1, 256>();
+        if (wg1) arrive<BASE>();
+        else arrive<BASE + 1>();
     }
     __device__ __forceinline__ void finish() {
-        if (!wg1 && !first) named_barrier_sync<BASE, 256>();
+        if (!wg1 && !first) sync<BASE>();
     }
 };
 // (wgmma_int4_ktile's turns when there are none)
