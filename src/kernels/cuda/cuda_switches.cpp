@@ -178,9 +178,10 @@ int moe_warpgroups() {
     static const int n = env_choice("TESSERA_MOE_WARPGROUPS", {"2", "4"}) == 1 ? 4 : 2;
     return n;
 }
-// TESSERA_MOE_PINGPONG: off (the default) or on — the warp-specialised tiles' two consumer
-// warpgroups issue their wgmma groups in turn, one dequantizing while the other's group runs
-// (MoePlan::wgmma_pingpong, session 58; the same bits; opt-in until measured).
+// TESSERA_MOE_PINGPONG: off (the default) or on — the warp-specialised tiles' consumer warpgroups
+// issue their wgmma groups in turn, in pairs, one dequantizing while the other's group runs
+// (MoePlan::wgmma_pingpong, session 58; with TESSERA_MOE_WARPGROUPS=4 gate+up's four in two pairs,
+// session 59; the same bits; opt-in until measured).
 bool moe_pingpong() {
     static const bool on = env_switch("TESSERA_MOE_PINGPONG", "off", "on");
     return on;
