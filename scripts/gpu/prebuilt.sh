@@ -13,7 +13,7 @@
 # source path built in (TESSERA_SOURCE_DIR, this checkout's): `use` links it to the copy there.
 # Run the binaries themselves (test_cuda --gtest_filter=...): there is no CMake tree for ctest.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 DIR=tmp/prebuilt
 B=build/cuda
 
@@ -38,11 +38,11 @@ case "${1:-}" in
     { echo "sources $(sources_hash)"; echo "targets $*"; echo "nvcc $(nvcc --version | tail -1)"
       echo "commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . || echo +changes)"
       echo "source_dir $PWD"; } >"$DIR/MANIFEST"
-    tar -C "$DIR" -cf - bin | xz -T"$(nproc)" -6 >"$DIR/bin.tar.xz" && rm -rf "$DIR/bin"
+    tar -C "$DIR" -cf - bin | xz -T"$(nproc)" -6 >"$DIR/bin.tar.xz" && rm -rf "${DIR:?}/bin"
     echo "prebuilt: $(du -h "$DIR/bin.tar.xz" | cut -f1) in $DIR for: $*"
     ;;
   use)
-    [ -f "$DIR/MANIFEST" ] && [ -f "$DIR/bin.tar.xz" ] || { echo "prebuilt: no $DIR (not carried?)" >&2; exit 1; }
+    if [ ! -f "$DIR/MANIFEST" ] || [ ! -f "$DIR/bin.tar.xz" ]; then echo "prebuilt: no $DIR (not carried?)" >&2; exit 1; fi
     want=$(awk '$1 == "sources" {print $2}' "$DIR/MANIFEST")
     got=$(sources_hash)
     [ "$want" = "$got" ] || { echo "prebuilt: packed for sources $want, these are $got: build here" >&2; exit 1; }
