@@ -74,7 +74,8 @@ struct MoeTmaTile {
     // stage's activation rows — half the rows' bytes from L2 a weight byte — one block an SM).
     static constexpr int CW = CW_;
     // The consumer warpgroups' wgmma groups in turn, in pairs (WgmmaTurns: one dequantizes while the
-    // other's group runs; named barriers kTurnBar … kTurnBar + 1, + 3 with four). One m-tile.
+    // other's group runs; named barriers kTurnBar and + 1, with four warpgroups + 2 and + 3 the second
+    // pair's). One m-tile.
     static constexpr bool kPingPong = PP_;
     static constexpr int kGatherThreads = 64;
     static constexpr int BM = (kGateUp ? 64 : 128) * MT * CW / 2;  // output features a block
@@ -569,17 +570,19 @@ cudaError_t launch_tiles(int tile_rows, int mt, const void* a, int64_t P, int64_
         return launch<decltype(tile)>(a, P, K, N, E, m0, m1, g, act, out, stream, k, persist, cb, tune, out16);
     };
     if (tune.pingpong) {  // the warpgroups' groups in turn, in pairs: tiles of 32, 48, 64 in one m-tile
-        if ((tune.warpgroups != 2 && (tune.warpgroups != 4 || !GATE_UP)) || mt != 1) return cudaErrorInvalidValue;
-        if constexpr (GATE_UP && CL == 1 && !GATHER && !FIT) {
-            if (tune.warpgroups == 4) {  // (four warpgroups, two pairs: gate+up)
+        if (mt != 1) return cudaErrorInvalidValue;
+        if (tune.warpgroups == 4) {  // four warpgroups, two pairs: gate+up's
+            if constexpr (GATE_UP && CL == 1 && !GATHER && !FIT) {
                 switch (tile_rows) {
                     case 32: return go(MoeTmaTile<32, true, 7, 1, 1, false, PERSIST, false, 4, true>{});
                     case 48: return go(MoeTmaTile<48, true, 6, 1, 1, false, PERSIST, false, 4, true>{});
                     case 64: return go(MoeTmaTile<64, true, 6, 1, 1, false, PERSIST, false, 4, true>{});
-                    default: return cudaErrorInvalidValue;
+                    default: break;
                 }
             }
+            return cudaErrorInvalidValue;
         }
+        if (tune.warpgroups != 2) return cudaErrorInvalidValue;
         if constexpr (CL == 1 && !GATHER && !FIT) {
             switch (tile_rows) {
                 case 32: return go(MoeTmaTile<32, GATE_UP, 6, 1, 1, false, PERSIST, false, 2, true>{});
