@@ -569,37 +569,33 @@ cudaError_t launch_tiles(int tile_rows, int mt, const void* a, int64_t P, int64_
     auto go = [&](auto tile) {
         return launch<decltype(tile)>(a, P, K, N, E, m0, m1, g, act, out, stream, k, persist, cb, tune, out16);
     };
-    if (tune.pingpong) {  // the warpgroups' groups in turn, in pairs: tiles of 32, 48, 64 in one m-tile
-        if (mt != 1) return cudaErrorInvalidValue;
-        if (tune.warpgroups == 4) {  // four warpgroups, two pairs: gate+up's
-            if constexpr (GATE_UP && CL == 1 && !GATHER && !FIT) {
+    // Gate+up's four consumer warpgroups a block (one block an SM: stages of 28, 32, 36 KB), their
+    // wgmma groups in turn in two pairs or not.
+    auto four = [&](auto pingpong) -> cudaError_t {
+        if constexpr (GATE_UP && CL == 1 && !GATHER && !FIT) {
+            constexpr bool PP = decltype(pingpong)::value;
+            if (mt == 1) {
                 switch (tile_rows) {
-                    case 32: return go(MoeTmaTile<32, true, 7, 1, 1, false, PERSIST, false, 4, true>{});
-                    case 48: return go(MoeTmaTile<48, true, 6, 1, 1, false, PERSIST, false, 4, true>{});
-                    case 64: return go(MoeTmaTile<64, true, 6, 1, 1, false, PERSIST, false, 4, true>{});
+                    case 32: return go(MoeTmaTile<32, true, 7, 1, 1, false, PERSIST, false, 4, PP>{});
+                    case 48: return go(MoeTmaTile<48, true, 6, 1, 1, false, PERSIST, false, 4, PP>{});
+                    case 64: return go(MoeTmaTile<64, true, 6, 1, 1, false, PERSIST, false, 4, PP>{});
                     default: break;
                 }
             }
-            return cudaErrorInvalidValue;
-        }
-        if (tune.warpgroups != 2) return cudaErrorInvalidValue;
-        if constexpr (CL == 1 && !GATHER && !FIT) {
-            switch (tile_rows) {
-                case 32: return go(MoeTmaTile<32, GATE_UP, 6, 1, 1, false, PERSIST, false, 2, true>{});
-                case 48: return go(MoeTmaTile<48, GATE_UP, 4, 1, 1, false, PERSIST, false, 2, true>{});
-                case 64: return go(MoeTmaTile<64, GATE_UP, 4, 1, 1, false, PERSIST, false, 2, true>{});
-                default: break;
-            }
         }
         return cudaErrorInvalidValue;
+    };
+    if (tune.warpgroups != 2) {
+        if (tune.warpgroups != 4) return cudaErrorInvalidValue;
+        return tune.pingpong ? four(std::true_type{}) : four(std::false_type{});
     }
-    if (tune.warpgroups != 2) {  // four consumer warpgroups, one block an SM: stages of 28, 32, 36 KB
-        if constexpr (GATE_UP && CL == 1 && !GATHER && !FIT) {
-            if (tune.warpgroups == 4 && mt == 1) {
+    if (tune.pingpong) {  // the two warpgroups' groups in turn: tiles of 32, 48, 64 in one m-tile
+        if constexpr (CL == 1 && !GATHER && !FIT) {
+            if (mt == 1) {
                 switch (tile_rows) {
-                    case 32: return go(MoeTmaTile<32, true, 7, 1, 1, false, PERSIST, false, 4>{});
-                    case 48: return go(MoeTmaTile<48, true, 6, 1, 1, false, PERSIST, false, 4>{});
-                    case 64: return go(MoeTmaTile<64, true, 6, 1, 1, false, PERSIST, false, 4>{});
+                    case 32: return go(MoeTmaTile<32, GATE_UP, 6, 1, 1, false, PERSIST, false, 2, true>{});
+                    case 48: return go(MoeTmaTile<48, GATE_UP, 4, 1, 1, false, PERSIST, false, 2, true>{});
+                    case 64: return go(MoeTmaTile<64, GATE_UP, 4, 1, 1, false, PERSIST, false, 2, true>{});
                     default: break;
                 }
             }
