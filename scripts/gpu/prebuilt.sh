@@ -4,7 +4,8 @@
 # build/cuda here (CUDA 13.0, sm_90a, Release: the device's toolkit and card), strips them and packs
 # them with a manifest — the hash of every file the build reads — into tmp/prebuilt/ (git-ignored:
 # carry it). On the GPU machine `use` unpacks them into build/cuda only if the sources there hash
-# the same and each binary starts; otherwise it says why and fails, and the caller builds there.
+# the same, and keeps them only if every library each one loads is found; otherwise it says why and
+# fails, and the caller builds there.
 #   here:  scripts/gpu/prebuilt.sh pack test_cuda bench_fast_moe      (then carry tmp/prebuilt, .debs)
 #   there: if pb=$(scripts/gpu/prebuilt.sh use); then eval "$pb"
 #          else TESSERA_GPU_BUILD_ONLY=1 scripts/gpu/run_tests.sh; fi
@@ -61,14 +62,14 @@ case "${1:-}" in
       cp /tmp/pb/bin/* $B/
     fi || { echo "prebuilt: cannot unpack" >&2; exit 1; }
     for d in /usr/local/cuda/lib64 /usr/local/cuda/lib; do  # (the toolkit's libcudart, libcublas)
-      [ -d "$d" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"
+      [ -d "$d" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
     done
     for t in $(awk '$1 == "targets" {$1 = ""; print}' "$DIR/MANIFEST"); do
       missing=$(ldd "$B/$t" 2>&1 | grep "not found")
-      [ -z "$missing" ] || { echo "prebuilt: $t lacks $missing" >&2; exit 1; }
+      [ -z "$missing" ] || { echo "prebuilt: $t lacks $missing" >&2; rm -f "$B/$t"; exit 1; }
     done
     echo "echo 'prebuilt: $(awk '$1 == "commit" || $1 == "targets"' "$DIR/MANIFEST" | tr '\n' ' ')' >&2"
-    echo "export LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+    echo "export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
     ;;
   *)
     echo "usage: scripts/gpu/prebuilt.sh pack TARGET... | use" >&2; exit 2 ;;
