@@ -569,39 +569,31 @@ cudaError_t launch_tiles(int tile_rows, int mt, const void* a, int64_t P, int64_
     auto go = [&](auto tile) {
         return launch<decltype(tile)>(a, P, K, N, E, m0, m1, g, act, out, stream, k, persist, cb, tune, out16);
     };
-    // Gate+up's four consumer warpgroups a block (one block an SM: stages of 28, 32, 36 KB), their
-    // wgmma groups in turn in two pairs or not.
-    auto four = [&](auto pingpong) -> cudaError_t {
-        if constexpr (GATE_UP && CL == 1 && !GATHER && !FIT) {
-            constexpr bool PP = decltype(pingpong)::value;
+    // The wide forms (moe_tiles_take_wide_forms): tiles of 32, 48, 64 rows in one m-tile, unclustered,
+    // by TMA, not fitted — gate+up's in four consumer warpgroups a block (one block an SM: stages of
+    // 28, 32, 36 KB), their wgmma groups in turn in two pairs or not; or either matrix's two
+    // warpgroups in turn (the plain tiles' rings).
+    auto wide = [&](auto cw, auto pingpong) -> cudaError_t {
+        constexpr int CW = decltype(cw)::value;
+        constexpr bool PP = decltype(pingpong)::value;
+        if constexpr (CL == 1 && !GATHER && !FIT && (CW == 2 || GATE_UP)) {
             if (mt == 1) {
                 switch (tile_rows) {
-                    case 32: return go(MoeTmaTile<32, true, 7, 1, 1, false, PERSIST, false, 4, PP>{});
-                    case 48: return go(MoeTmaTile<48, true, 6, 1, 1, false, PERSIST, false, 4, PP>{});
-                    case 64: return go(MoeTmaTile<64, true, 6, 1, 1, false, PERSIST, false, 4, PP>{});
+                    case 32: return go(MoeTmaTile<32, GATE_UP, CW == 4 ? 7 : 6, 1, 1, false, PERSIST, false, CW, PP>{});
+                    case 48: return go(MoeTmaTile<48, GATE_UP, CW == 4 ? 6 : 4, 1, 1, false, PERSIST, false, CW, PP>{});
+                    case 64: return go(MoeTmaTile<64, GATE_UP, CW == 4 ? 6 : 4, 1, 1, false, PERSIST, false, CW, PP>{});
                     default: break;
                 }
             }
         }
         return cudaErrorInvalidValue;
     };
+    using Four = std::integral_constant<int, 4>;
     if (tune.warpgroups != 2) {
         if (tune.warpgroups != 4) return cudaErrorInvalidValue;
-        return tune.pingpong ? four(std::true_type{}) : four(std::false_type{});
+        return tune.pingpong ? wide(Four{}, std::true_type{}) : wide(Four{}, std::false_type{});
     }
-    if (tune.pingpong) {  // the two warpgroups' groups in turn: tiles of 32, 48, 64 in one m-tile
-        if constexpr (CL == 1 && !GATHER && !FIT) {
-            if (mt == 1) {
-                switch (tile_rows) {
-                    case 32: return go(MoeTmaTile<32, GATE_UP, 6, 1, 1, false, PERSIST, false, 2, true>{});
-                    case 48: return go(MoeTmaTile<48, GATE_UP, 4, 1, 1, false, PERSIST, false, 2, true>{});
-                    case 64: return go(MoeTmaTile<64, GATE_UP, 4, 1, 1, false, PERSIST, false, 2, true>{});
-                    default: break;
-                }
-            }
-        }
-        return cudaErrorInvalidValue;
-    }
+    if (tune.pingpong) return wide(std::integral_constant<int, 2>{}, std::true_type{});
     if constexpr (CL == 1) {  // (two m-tiles, and tiles of 128 rows, in clusters: not built)
         if (mt == 2) {
             switch (tile_rows) {
