@@ -974,3 +974,41 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
     d96.n = 192;
     EXPECT_THROW(fast::moe_check_experts(&g96, &g96, &d96, 1, 192, 32), Error);
 }
+
+// The backend's TESSERA_MOE_WARPGROUPS=auto (MoeSwitches::warpgroups = 0): four consumer warpgroups
+// in gate+up's tiles of 48 rows, where they were measured ahead (session 60), two elsewhere; 4 asks
+// for them wherever the tiles take them; 2 never. Host only: moe_plan reads no device memory.
+TEST(FastMoe, PlanTakesFourWarpgroupsAtTilesOf48) {
+    fast::MoePackedExperts w{128, 2048, 768, nullptr, nullptr, nullptr, {}};
+    w.tiling.gate_up = w.tiling.down = true;
+    auto warpgroups = [&](int64_t T, int asked) {
+        fast::MoeSwitches sw;
+        sw.warpgroups = asked;
+        return fast::moe_plan(T, 8, w, sw).wgmma_warpgroups;
+    };
+    // llama.cpp's shape at 512 tokens: persistent tiles of 48 (the figure's case)
+    const fast::MoePlan at512 = fast::moe_plan(512, 8, w, {});
+    ASSERT_EQ(at512.tile_rows, 48);
+    ASSERT_TRUE(fast::moe_tiles_take_wide_forms(at512));
+    EXPECT_EQ(warpgroups(512, 0), 4);
+    EXPECT_EQ(warpgroups(512, 2), 2);
+    EXPECT_EQ(at512.wgmma_warpgroups, 2);  // the kernel API's default: moe_pick's plan as it is
+    int wide = 0, at48 = 0;
+    for (int64_t T = 1; T <= 8192; T += T < 64 ? 1 : T / 8) {
+        fast::MoeSwitches sw;
+        sw.warpgroups = 2;
+        const fast::MoePlan p = fast::moe_plan(T, 8, w, sw);
+        const bool takes = fast::moe_tiles_take_wide_forms(p);
+        wide += takes;
+        at48 += takes && p.tile_rows == 48;
+        EXPECT_EQ(p.wgmma_warpgroups, 2) << "T " << T;
+        EXPECT_EQ(warpgroups(T, 4), takes ? 4 : 2) << "T " << T;
+        EXPECT_EQ(warpgroups(T, 0), takes && p.tile_rows == 48 ? 4 : 2) << "T " << T << " tiles " << p.tile_rows;
+    }
+    EXPECT_GT(at48, 0);
+    EXPECT_GT(wide, at48);  // tiles of 32 or 64 too, where auto keeps two
+    // The flagship's shape at 512 tokens: two m-tiles of 32 — not a form that takes four
+    w = {256, 2048, 512, nullptr, nullptr, nullptr, {}};
+    w.tiling.gate_up = w.tiling.down = true;
+    EXPECT_EQ(warpgroups(512, 0), 2);
+}

@@ -171,11 +171,14 @@ int moe_l2_first() {
     static const int form = env_choice("TESSERA_MOE_L2", {"normal", "first", "first-last", "last-item"});
     return form;
 }
-// TESSERA_MOE_WARPGROUPS: 2 (the default) or 4 — the warp-specialised gate+up tiles of 32 to 64 rows
-// in four consumer warpgroups a block, one block an SM, 128 features sharing each stage's activation
-// rows (MoePlan::wgmma_warpgroups, session 58; the same bits; opt-in until measured).
+// TESSERA_MOE_WARPGROUPS: auto (the default since session 60), 2 or 4 — the warp-specialised gate+up
+// tiles of 32 to 64 rows in four consumer warpgroups a block, one block an SM, 128 features sharing
+// each stage's activation rows (MoePlan::wgmma_warpgroups, session 58; the same bits). auto: four at
+// tiles of 48 (H100, 512 tokens of llama.cpp's shape: gate+up 113.5 against 117.4 µs, the whole MoE
+// 202.1 against 208.0; the flagship's shape at 48 rows 142.3 against 147.7), two elsewhere (level at
+// 64 rows; 32-row tiles, ahead at 512 tokens, not measured at the token counts that pick them).
 int moe_warpgroups() {
-    static const int n = env_choice("TESSERA_MOE_WARPGROUPS", {"2", "4"}) == 1 ? 4 : 2;
+    static const int n = std::array{0, 2, 4}[env_choice("TESSERA_MOE_WARPGROUPS", {"auto", "2", "4"})];
     return n;
 }
 // TESSERA_MOE_PINGPONG: off (the default) or on — the warp-specialised tiles' consumer warpgroups

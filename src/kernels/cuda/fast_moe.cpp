@@ -597,9 +597,7 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
     TS_CUDA_CHECK(detail::launch_moe_combine(y, ldy, out, T, w.H, weights, k, g, stream));
 }
 
-void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
-                        const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream,
-                        const MoeSwitches& sw) {
+MoePlan moe_plan(int64_t T, int k, const MoePackedExperts& w, const MoeSwitches& sw) {
     const bool dp4a = sw.dp4a, wgmma = sw.wgmma, mid = sw.mid, tma = sw.tma, fused = sw.fused;
     MoePlan plan = moe_pick(T, k, w.E);
     if (fused && T <= kMoeFusedMaxTokens && w.counters && moe_fused_shape(w.H, w.I, w.tiling).cluster > 0) {
@@ -627,8 +625,10 @@ void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int6
     // every other form takes tiles of 64 instead.
     if (plan.tile_rows == 48 && (!plan.wgmma || plan.wgmma_tma != 1 || plan.wgmma_gather || plan.wgmma_fit))
         plan.tile_rows = 64;
-    // Gate+up in four consumer warpgroups a block where its tiles take them (opt-in).
-    plan.wgmma_warpgroups = sw.warpgroups == 4 && moe_tiles_take_wide_forms(plan) ? 4 : 2;
+    // Gate+up in four consumer warpgroups a block where its tiles take them: asked for, or (auto) at
+    // tiles of 48 — where they were measured ahead (session 60); level at 64, not measured at 32's T.
+    const bool wg4 = sw.warpgroups == 4 || (sw.warpgroups == 0 && plan.tile_rows == 48);
+    plan.wgmma_warpgroups = wg4 && moe_tiles_take_wide_forms(plan) ? 4 : 2;
     // Their warpgroups' wgmma groups in turn, in pairs, where the tiles take it (opt-in).
     plan.wgmma_pingpong = sw.pingpong && moe_tiles_take_wide_forms(plan);
     if (mid && plan.v2 && plan.large_tiles && T * k <= int64_t(kMoeMidRows) * w.E && detail::moe_mid_fits(w.H, w.I))
@@ -644,8 +644,14 @@ void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int6
     if (plan.v2 && !plan.large_tiles &&
         (T * k > 65535 || detail::moe_decode_smem_bytes(w.H, w.I, k) > detail::moe_decode_smem_limit()))
         plan = MoePlan{};
-    moe_experts_packed_plan(plan, y, ldy, x, ldx, T, w, ids, weights, k, scratch, stream, sw.x_settled,
-                            sw.route_ahead ? *sw.route_ahead : MoeRouteAhead{});
+    return plan;
+}
+
+void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
+                        const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream,
+                        const MoeSwitches& sw) {
+    moe_experts_packed_plan(moe_plan(T, k, w, sw), y, ldy, x, ldx, T, w, ids, weights, k, scratch, stream,
+                            sw.x_settled, sw.route_ahead ? *sw.route_ahead : MoeRouteAhead{});
 }
 
 }  // namespace tessera::cuda::fast

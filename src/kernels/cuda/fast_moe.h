@@ -396,8 +396,9 @@ struct MoeSwitches {
     // The warp-specialised tiles' L2 policies (MoePlan::wgmma_l2_first: TESSERA_MOE_L2=first 1,
     // first-last 2, last-item 3; opt-in until measured).
     int l2_first = 0;
-    // Their gate+up's consumer warpgroups a block where the plan's tiles take 4 (MoePlan::wgmma_warpgroups;
-    // TESSERA_MOE_WARPGROUPS=4, opt-in until measured), else 2.
+    // Their gate+up's consumer warpgroups a block (MoePlan::wgmma_warpgroups): 2; 4 where the plan's
+    // tiles take them; or 0, auto — 4 at tiles of 48 where they take them (the backend's default,
+    // TESSERA_MOE_WARPGROUPS: session 60, H100, 512 tokens: gate+up 113.5 against 117.4 µs), else 2.
     int warpgroups = 2;
     // Their consumer warpgroups' wgmma groups in turn, in pairs, where the plan's tiles take it
     // (MoePlan::wgmma_pingpong; TESSERA_MOE_PINGPONG=on, opt-in until measured).
@@ -407,6 +408,9 @@ struct MoeSwitches {
     // caller of moe_experts_packed gets moe_pick's f32 plans unless it asks.
     bool out16 = false;
 };
+// The plan moe_experts_packed runs for T tokens of k slots on w under sw: moe_pick's, adjusted to the
+// switches and to what w's layout and sizes take (host only: no device access).
+MoePlan moe_plan(int64_t T, int k, const MoePackedExperts& w, const MoeSwitches& sw);
 void moe_experts_packed(float* y, int64_t ldy, const float* x, int64_t ldx, int64_t T, const MoePackedExperts& w,
                         const int32_t* ids, const float* weights, int k, void* scratch, cudaStream_t stream,
                         const MoeSwitches& sw = {});
