@@ -23,18 +23,25 @@ cut=/tmp/tessera-flagship-cut4.gguf
 $B/tessera synth --arch qwen35moe --preset qwen3.6-35b-a3b --layers 4 --type q4_0 --out $cut > /tmp/synth.txt 2>&1
 echo "synth rc $?"; tail -1 /tmp/synth.txt | cut -c1-120
 TESSERA_FLAGSHIP_CUT=$cut timeout 150 $B/test_cuda \
-  --gtest_filter='FastMoe.PlanTakes*:FastMoe.WgmmaTmaTiles*:FastMoe.BadArguments*:FastEquivalence.*' \
+  --gtest_filter='FastKtileProbe.*:FastMoe.PlanTakes*:FastMoe.WgmmaTmaTiles*:FastMoe.BadArguments*:FastEquivalence.*' \
   > $OUT/tests.txt 2>&1; echo "tests rc $?"
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED \]|OK \]|Failure|differing|deviation" $OUT/tests.txt | head -20
 st tests
-# 2. four warpgroups (the default at tiles of 48 since session 60, H100 only) on this card, and at
+# 2. the k-tile probe at N = 48 and 32, two blocks an SM: the lean dequantization (code·s in one FMA a
+# pair, the offsets by one more wgmma every 4 k-tiles) against the tiles' loop, and the rings
+for bn in 48 32; do
+  timeout 30 $B/bench_fast_ktile_probe --bn $bn --blocks-per-sm 2 > $OUT/probe$bn.txt 2>&1; echo "probe $bn rc $?"
+  grep -E "^\|" $OUT/probe$bn.txt
+done
+st probe
+# 3. four warpgroups (the default at tiles of 48 since session 60, H100 only) on this card, and at
 # the token counts that pick tiles of 32 and 64 (llama.cpp's shape)
 timeout 120 $B/bench_fast_moe --tokens 256,512,1024 --runs 5 --warmup 2 --filter "128x768x2048 top-8" \
   > $OUT/moe.txt 2>&1; echo "bench rc $?"
 grep -E "\(pick\)|out16 (wg4 )?large/|persist (wg4 )?gate\+up\+SwiGLU/(32|48|64)|persist down/(32|48|64)" $OUT/moe.txt |
   grep -v "cold\|l2-" | cut -c1-130 | head -40
 st bench
-# 3. the chunked GDN at 1,024 tokens (F16RtU16, the default since session 53: no H200 figure yet)
+# 4. the chunked GDN at 1,024 tokens (F16RtU16, the default since session 53: no H200 figure yet)
 timeout 60 $B/bench_fast_gdn --runs 20 --filter "T=1024" > $OUT/gdn.txt 2>&1; echo "gdn rc $?"
 grep -E "f16 rt (sched|u16|lean) hot" $OUT/gdn.txt | cut -c1-120
 st gdn

@@ -26,8 +26,12 @@ using reftest::to_host;
 namespace {
 
 // A row rho (0..63) of warpgroup wg, k index kappa (0..127, k-step kappa / 16) of the k-tile the
-// stage holds: the Int4 weight (code − 8)·s in bf16, as the lane holding it dequantizes it.
-float weight(const std::vector<uint8_t>& st, int bn, int wg, int rho, int kappa) {
+// stage holds: its Int4 code and its group's scale (f16, as bf16).
+struct CodeScale {
+    int code;
+    float scale;
+};
+CodeScale code_scale(const std::vector<uint8_t>& st, int bn, int wg, int rho, int kappa) {
     const int w4 = rho / 16, g = rho % 16;
     const int f = wg * 32 + w4 * 8 + g % 8, row = g < 8 ? f : 64 + f;  // gate's row, or up's
     const int sigma = kappa / 16, kk = kappa % 16, t = (kk % 8) / 2, j = sigma / 2, s = sigma % 2;
@@ -37,8 +41,21 @@ float weight(const std::vector<uint8_t>& st, int bn, int wg, int rho, int kappa)
     const uint32_t q = uint32_t(word[0]) | uint32_t(word[1]) << 8 | uint32_t(word[2]) << 16 | uint32_t(word[3]) << 24;
     const int code = int((q >> (4 * nib)) & 15u);
     const int64_t at = s_off + (row >> 4) * 128 + 2 * ((row & 15) * 4 + t);  // row's scale, group t
-    const float scale = bf16_to_f32(f32_to_bf16(f16_to_f32(uint16_t(st[size_t(at)] | st[size_t(at + 1)] << 8))));
-    return bf16_to_f32(f32_to_bf16(float(code - 8) * scale));  // (exact in f32: 4 × 8 bits)
+    return {code, bf16_to_f32(f32_to_bf16(f16_to_f32(uint16_t(st[size_t(at)] | st[size_t(at + 1)] << 8))))};
+}
+
+// The weight (code − 8)·s in bf16, as the lane holding it dequantizes it.
+float weight(const std::vector<uint8_t>& st, int bn, int wg, int rho, int kappa) {
+    const CodeScale w = code_scale(st, bn, wg, rho, kappa);
+    return bf16_to_f32(f32_to_bf16(float(w.code - 8) * w.scale));  // (exact in f32: 4 × 8 bits)
+}
+// The lean form's: code·s in bf16, and its offset −8·s (exact).
+float lean_weight(const std::vector<uint8_t>& st, int bn, int wg, int rho, int kappa) {
+    const CodeScale w = code_scale(st, bn, wg, rho, kappa);
+    return bf16_to_f32(f32_to_bf16(float(w.code) * w.scale));
+}
+float lean_offset(const std::vector<uint8_t>& st, int bn, int wg, int rho, int kappa) {
+    return -8.f * code_scale(st, bn, wg, rho, kappa).scale;
 }
 
 // The sum mod 2^32 of the A words thread (wg, w4, gq, tq) makes from a k-tile: bf16 pairs of its
@@ -114,8 +131,7 @@ TEST(FastKtileProbe, FormsComputeTheTilesKtile) {
             a.weights = weights.data(), a.weight_stages = 5;
             for (auto form : {fast::KtileProbeForm::Mma, fast::KtileProbeForm::Sets2, fast::KtileProbeForm::Sets3,
                               fast::KtileProbeForm::Sets4, fast::KtileProbeForm::Words2, fast::KtileProbeForm::Words4,
-                              fast::KtileProbeForm::PingPong, fast::KtileProbeForm::RingL2,
-                              fast::KtileProbeForm::RingDram}) {
+                              fast::KtileProbeForm::RingL2, fast::KtileProbeForm::RingDram}) {
                 SCOPED_TRACE(fast::ktile_probe_form_name(form));
                 const bool ring = form == fast::KtileProbeForm::RingL2 || form == fast::KtileProbeForm::RingDram;
                 if (ring && minb != 2) continue;  // (the ring forms: two blocks an SM)
@@ -155,6 +171,78 @@ TEST(FastKtileProbe, FormsComputeTheTilesKtile) {
     }
 }
 
+// The lean form (code·s, its offsets by one more wgmma every 4 k-tiles) against its host model:
+// iters × Σ_κ bf16(code·s)·a + iters / 4 × Σ_κ' (−8·s of group t(κ') = (κ' mod 8) / 2)·a[κ'] over
+// the stage's first k-step (κ' < 16), within the f32 sums' rounding; its dequantization alone
+// makes that model's A words and offset pairs (their sum mod 2^32).
+TEST(FastKtileProbe, LeanFormComputesItsModel) {
+    REQUIRE_CUDA();
+    Stream s;
+    for (const int bn : {16, 32, 48, 64}) {
+        const std::vector<uint8_t> st = fast::ktile_probe_make_stage(bn, uint32_t(200 + bn));
+        DeviceBuffer stage = to_device(st);
+        for (const int minb : {2, 3}) {
+            SCOPED_TRACE(testing::Message() << "BN " << bn << ", " << minb << " blocks an SM");
+            fast::KtileProbeArgs a;
+            a.bn = bn, a.blocks_per_sm = minb, a.iters = 12, a.blocks = 3;
+            auto run = [&](fast::KtileProbeForm form) {
+                a.form = form;
+                DeviceBuffer out(size_t(fast::ktile_probe_out_floats(a)) * 4);
+                EXPECT_EQ(fast::launch_ktile_probe(a, stage.data(), out.as<float>(), s.get()), cudaSuccess);
+                s.synchronize();
+                return to_host<float>(out);
+            };
+            const std::vector<float> lean = run(fast::KtileProbeForm::Lean);
+            ASSERT_EQ(int64_t(lean.size()), 3 * 256 * bn / 2);
+            double worst = 0;
+            for (int b = 0; b < 3; ++b)
+                for (int tid = 0; tid < 256; ++tid) {
+                    const int wg = tid / 128, w4 = (tid / 32) % 4, gq = (tid % 32) / 4, tq = tid % 4;
+                    for (int i = 0; i < bn / 8; ++i)
+                        for (int c = 0; c < 4; ++c) {
+                            const int rho = 16 * w4 + gq + (c >= 2 ? 8 : 0), n = 8 * i + 2 * tq + (c & 1);
+                            double tile = 0, offs = 0, mag = 0;
+                            for (int kappa = 0; kappa < 128; ++kappa) {
+                                const double p = double(lean_weight(st, bn, wg, rho, kappa)) *
+                                                 activation(st, bn, kappa, n);
+                                tile += p, mag += std::fabs(p) * a.iters;
+                            }
+                            for (int kappa = 0; kappa < 16; ++kappa) {  // (of group (κ' mod 8) / 2, as k index κ')
+                                const double p = double(lean_offset(st, bn, wg, rho, kappa)) *
+                                                 activation(st, bn, kappa, n);
+                                offs += p, mag += std::fabs(p) * a.iters / 4;
+                            }
+                            const double want = tile * a.iters + offs * (a.iters / 4);
+                            const float got = lean[(size_t(b) * (bn / 2) + 4 * i + c) * 256 + tid];
+                            ASSERT_NEAR(got, want, 1e-5 * mag + 1e-6) << "block " << b << " thread " << tid << " acc "
+                                                                      << 4 * i + c;
+                            worst = std::max(worst, mag);
+                        }
+                }
+            EXPECT_GT(worst, 0.1);
+            const std::vector<float> made = run(fast::KtileProbeForm::LeanDequant);
+            for (int b = 0; b < 3; ++b)
+                for (int tid = 0; tid < 256; ++tid) {
+                    const int wg = tid / 128, w4 = (tid / 32) % 4, gq = (tid % 32) / 4, tq = tid % 4;
+                    uint32_t sum = 0;  // a k-tile's: the offset pairs of rows gq, gq + 8, then the A words
+                    for (int rho : {16 * w4 + gq, 16 * w4 + gq + 8}) {
+                        const uint32_t z = f32_to_bf16(lean_offset(st, bn, wg, rho, 2 * tq));  // (group tq)
+                        sum += z | z << 16;
+                    }
+                    for (int sigma = 0; sigma < 8; ++sigma)
+                        for (int rho : {16 * w4 + gq, 16 * w4 + gq + 8})
+                            for (int kk : {2 * tq, 2 * tq + 8}) {
+                                const uint32_t lo = f32_to_bf16(lean_weight(st, bn, wg, rho, 16 * sigma + kk));
+                                const uint32_t hi = f32_to_bf16(lean_weight(st, bn, wg, rho, 16 * sigma + kk + 1));
+                                sum += lo | hi << 16;
+                            }
+                    const float got = made[(size_t(b) * (bn / 2)) * 256 + tid];
+                    ASSERT_EQ(std::bit_cast<uint32_t>(got), uint32_t(a.iters) * sum) << "block " << b << " thread " << tid;
+                }
+        }
+    }
+}
+
 TEST(FastKtileProbe, BadArgumentsAreErrors) {
     REQUIRE_CUDA();
     const std::vector<uint8_t> st = fast::ktile_probe_make_stage(48, 1);
@@ -175,6 +263,8 @@ TEST(FastKtileProbe, BadArgumentsAreErrors) {
     b = a, b.form = fast::KtileProbeForm::Sets3, b.iters = 94;  // (not whole rounds of three sets)
     EXPECT_TRUE(bad(b));
     b = a, b.form = fast::KtileProbeForm::Sets4, b.iters = 93;
+    EXPECT_TRUE(bad(b));
+    b = a, b.form = fast::KtileProbeForm::Lean, b.iters = 94;  // (not whole rounds of 4 k-tiles)
     EXPECT_TRUE(bad(b));
     b = a, b.form = fast::KtileProbeForm::RingL2, b.blocks_per_sm = 3;  // (the ring: two blocks an SM)
     EXPECT_TRUE(bad(b));

@@ -729,8 +729,8 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
         fit.wgmma_gather = false;
         fit.wgmma_persist = 1;  // persistent too (not built: ptxas serializes its wgmma)
         refused(fit, "wgmma_fit");
-        // four consumer warpgroups (2 or 4), and ping-pong (two warpgroups): forms of the
-        // warp-specialised tiles of 32 to 64 rows in one m-tile, neither clustered, gathered nor fitted
+        // four consumer warpgroups (2 or 4): a form of the warp-specialised tiles of 32 to 64 rows in
+        // one m-tile, neither clustered, gathered nor fitted
         auto refused_forms = [&](const fast::MoePlan& good, const char* field) {
             for (int what = 0; what < 6; ++what) {
                 fast::MoePlan b = good;
@@ -746,15 +746,10 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
         fast::MoePlan wg{true, false, 64, true};
         wg.wgmma = true;
         wg.wgmma_tma = 1;
-        fast::MoePlan pp = wg;
         wg.wgmma_warpgroups = 3;
         refused(wg, "wgmma_warpgroups");
-        wg.wgmma_warpgroups = 4;
+        wg.wgmma_warpgroups = 4;  // (taken where the tiles take them — the bits test runs them)
         refused_forms(wg, "wgmma_warpgroups");
-        pp.wgmma_pingpong = true;
-        refused_forms(pp, "wgmma_pingpong");
-        pp.wgmma_warpgroups = 4;  // (both: taken where the tiles take them — the bits test runs them)
-        refused_forms(pp, "wgmma_warpgroups");
     }
     {  // the mid plan: grouped, by item, tile_rows 8, no other kernels, ring 0, 3 or 4, row tiles a warp
         const fast::MoePlan mid = fast::moe_mid_plan();

@@ -63,7 +63,6 @@ using detail::moe_prefill_fit;
 using detail::moe_combine_fused;
 using detail::moe_l2_first;
 using detail::moe_warpgroups;
-using detail::moe_pingpong;
 using detail::moe_out_bf16;
 using detail::moe_route_ahead;
 using detail::moe_route_exact;
@@ -634,7 +633,6 @@ void CudaBackend::moe_experts(const Tensor& y, const Tensor& x, const MoeWeights
                                              .combine = combine,
                                              .l2_first = moe_l2_first(),
                                              .warpgroups = moe_warpgroups(),
-                                             .pingpong = moe_pingpong(),
                                              .out16 = moe_out_bf16()});
         }
     }

@@ -181,14 +181,6 @@ int moe_warpgroups() {
     static const int n = std::array{0, 2, 4}[env_choice("TESSERA_MOE_WARPGROUPS", {"auto", "2", "4"})];
     return n;
 }
-// TESSERA_MOE_PINGPONG: off (the default) or on — the warp-specialised tiles' consumer warpgroups
-// issue their wgmma groups in turn, in pairs, one dequantizing while the other's group runs
-// (MoePlan::wgmma_pingpong, session 58; with TESSERA_MOE_WARPGROUPS=4 gate+up's four in two pairs,
-// session 59; the same bits; opt-in until measured).
-bool moe_pingpong() {
-    static const bool on = env_switch("TESSERA_MOE_PINGPONG", "off", "on");
-    return on;
-}
 // TESSERA_MOE_OUT: bf16 (the default since session 55) — the warp-specialised down tiles write each
 // slot's sum in bf16 and the combine kernel reads it so (MoePlan::wgmma_out16: half the bytes of out
 // [T·k, H], one rounding a slot, as vLLM's bf16 experts; not with TESSERA_MOE_COMBINE=fused, which

@@ -58,6 +58,59 @@ __device__ __forceinline__ void half_group(float (&acc)[BN / 2], const uint32_t 
     wgmma_wait<WAIT>();
 }
 
+// Lean's dequantization (KtileProbeForm::Lean): word q's four bf16 pairs (i, i + 4) of w = code·s, c2 = −128·s
+// (exact): (128 + code)·s − 128·s in one FMA, one rounding.
+__device__ __forceinline__ void dequant_int4_pairs_lean(uint32_t q, uint32_t s2, uint32_t c2, uint32_t (&w)[4]) {
+    constexpr uint32_t kMask = 0x000f000f, kExp = 0x43004300;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = fma_bf16x2(and_or(q >> (4 * i), kMask, kExp), s2, c2);
+}
+__device__ __forceinline__ void lean_a_fragments(uint32_t lo_word, uint32_t hi_word, uint32_t c_lo, uint32_t s_lo,
+                                                 uint32_t c_hi, uint32_t s_hi, uint32_t (&a0)[4], uint32_t (&a1)[4]) {
+    uint32_t lo[4], hi[4];
+    dequant_int4_pairs_lean(lo_word, s_lo, c_lo, lo);
+    dequant_int4_pairs_lean(hi_word, s_hi, c_hi, hi);
+    a0[0] = lo[0], a0[1] = hi[0], a0[2] = lo[1], a0[3] = hi[1];
+    a1[0] = lo[2], a1[1] = hi[2], a1[2] = lo[3], a1[3] = hi[3];
+}
+constexpr uint32_t kNeg128 = 0xc300c300u, kNeg8 = 0xc100c100u, kNegZero = 0x80008000u;  // bf16x2
+
+// The low halves of a and b as one pair (a's low first).
+__device__ __forceinline__ uint32_t low_halves(uint32_t a, uint32_t b) {
+    uint32_t d;
+    asm("prmt.b32 %0, %1, %2, 0x5410;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+
+// Lean's k-tile: wgmma_int4_ktile's halves and groups over Lean's A; z_lo, z_hi: −8·s of the rows.
+template <int BN>
+__device__ __forceinline__ void lean_ktile(float (&acc)[BN / 2], const uint8_t* codes, const uint8_t* scales, int f,
+                                           int rh, int tq, int s_lo, int s_hi, uint64_t desc, uint32_t& z_lo,
+                                           uint32_t& z_hi) {
+    const uint4 q_lo = *reinterpret_cast<const uint4*>(codes + f * 64 + tq * 16);
+    const uint4 q_hi = *reinterpret_cast<const uint4*>(codes + rh * 64 + tq * 16);
+    const uint32_t sl = staged_scale(scales, s_lo), sh = staged_scale(scales, s_hi);
+    const uint32_t cl = fma_bf16x2(sl, kNeg128, kNegZero), ch = fma_bf16x2(sh, kNeg128, kNegZero);
+    z_lo = fma_bf16x2(sl, kNeg8, kNegZero), z_hi = fma_bf16x2(sh, kNeg8, kNegZero);
+    uint32_t a[2][4][4];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+#pragma unroll
+        for (int jj = 0; jj < 2; ++jj) {
+            const int j = 2 * half + jj;
+            lean_a_fragments(word_of(q_lo, j), word_of(q_hi, j), cl, sl, ch, sh, a[half][2 * jj], a[half][2 * jj + 1]);
+        }
+        wgmma_fence();
+        wgmma_fence_operands(acc);
+#pragma unroll
+        for (int k = 0; k < 4; ++k)
+            wgmma_rs<BN>(acc, a[half][k], wgmma_desc_add(desc, uint32_t((half * BN * 128 + 32 * k) >> 4)), 1);
+        wgmma_commit();
+        wgmma_fence_operands(acc);
+        wgmma_wait<1>();
+    }
+}
+
 template <int BN, int FORM, int MINB>
 __global__ void __launch_bounds__(kThreads, MINB)
     ktile_probe_kernel(const uint8_t* __restrict__ stage0, int iters, float* __restrict__ out) {
@@ -146,14 +199,43 @@ __global__ void __launch_bounds__(kThreads, MINB)
                 wgmma_wait<NW - 1>();
             }
         }
-    } else if constexpr (FORM == 8) {  // PingPong: Tiles with the groups in turn (WgmmaTurns, barriers 1 and 2)
-        WgmmaTurns<1> turns(wg);
+    } else if constexpr (FORM == int(KtileProbeForm::Lean)) {
+        for (int k4 = 0; k4 < iters; k4 += 4) {  // (iters a multiple of 4: launch_ktile_probe)
+            uint32_t zl[4], zh[4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                const uint8_t* st = smem + ((k4 + q) % S) * St::kBytes;
+                lean_ktile<BN>(acc, st + St::kWOff, st + St::kSOff, f, rh, tq, s_lo, s_hi,
+                               wgmma_desc_sw128(smem_addr(st)), zl[q], zh[q]);
+            }
+            // The offsets: A's k (2t, 2t + 1) the 4 k-tiles' group t of rows f (k-tiles 0, 1) and
+            // (2t + 8, 2t + 9) (2, 3); rh's likewise — against the last stage's first k-step.
+            const uint32_t z[4] = {low_halves(zl[0], zl[1]), low_halves(zh[0], zh[1]), low_halves(zl[2], zl[3]),
+                                   low_halves(zh[2], zh[3])};
+            const uint8_t* st = smem + ((k4 + 3) % S) * St::kBytes;
+            wgmma_fence();
+            wgmma_fence_operands(acc);
+            wgmma_rs<BN>(acc, z, wgmma_desc_sw128(smem_addr(st)), 1);
+            wgmma_commit();
+            wgmma_fence_operands(acc);
+        }
+    } else if constexpr (FORM == int(KtileProbeForm::LeanDequant)) {
+        uint32_t sum = 0;  // every A word made and the −8·s pairs, mod 2^32
         for (int kt = 0; kt < iters; ++kt) {
             const uint8_t* st = smem + (kt % S) * St::kBytes;
-            wgmma_int4_ktile_staged<BN>(acc, st + St::kWOff, f, rh, tq, st + St::kSOff, st + St::kBOff, s_lo, s_hi,
-                                        false, false, wgmma_desc_sw128(smem_addr(st)), BN * 128, turns);
+            const uint4 q_lo = *reinterpret_cast<const uint4*>(st + St::kWOff + f * 64 + tq * 16);
+            const uint4 q_hi = *reinterpret_cast<const uint4*>(st + St::kWOff + rh * 64 + tq * 16);
+            const uint32_t sl = staged_scale(st + St::kSOff, s_lo), sh = staged_scale(st + St::kSOff, s_hi);
+            const uint32_t cl = fma_bf16x2(sl, kNeg128, kNegZero), ch = fma_bf16x2(sh, kNeg128, kNegZero);
+            sum += fma_bf16x2(sl, kNeg8, kNegZero) + fma_bf16x2(sh, kNeg8, kNegZero);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                uint32_t a0[4], a1[4];
+                lean_a_fragments(word_of(q_lo, j), word_of(q_hi, j), cl, sl, ch, sh, a0, a1);
+                sum += word_sum(a0) + word_sum(a1);
+            }
         }
-        turns.finish();
+        acc[0] = __uint_as_float(sum);
     } else {  // Sets2 / 3 / 4: half k-tile h into register set h mod NS, NS − 1 groups left in flight
         static_assert(FORM >= int(KtileProbeForm::Sets2) && FORM <= int(KtileProbeForm::Sets4), "a loop form");
         constexpr int NS = FORM - int(KtileProbeForm::Sets2) + 2;
@@ -292,7 +374,9 @@ cudaError_t launch_bn(const KtileProbeArgs& a, const void* stage, float* out, cu
         case KtileProbeForm::Words4: return launch_form<BN, 7, MINB>(a, stage, out, stream);
         case KtileProbeForm::RingL2: return launch_ring<BN, false>(a, stage, out, stream);
         case KtileProbeForm::RingDram: return launch_ring<BN, true>(a, stage, out, stream);
-        case KtileProbeForm::PingPong: return launch_form<BN, 8, MINB>(a, stage, out, stream);
+        case KtileProbeForm::Lean: return launch_form<BN, int(KtileProbeForm::Lean), MINB>(a, stage, out, stream);
+        case KtileProbeForm::LeanDequant:
+            return launch_form<BN, int(KtileProbeForm::LeanDequant), MINB>(a, stage, out, stream);
     }
     return cudaErrorInvalidValue;
 }
@@ -322,7 +406,8 @@ const char* ktile_probe_form_name(KtileProbeForm f) {
         case KtileProbeForm::Words4: return "words4";
         case KtileProbeForm::RingL2: return "ring-l2";
         case KtileProbeForm::RingDram: return "ring-dram";
-        case KtileProbeForm::PingPong: return "ping-pong";
+        case KtileProbeForm::Lean: return "lean";
+        case KtileProbeForm::LeanDequant: return "lean-dequant";
     }
     return "?";
 }
@@ -370,6 +455,7 @@ cudaError_t launch_ktile_probe(const KtileProbeArgs& a, const void* stage, float
         return cudaErrorInvalidValue;
     if ((a.form == KtileProbeForm::Sets3 && a.iters % 3 != 0) || (a.form == KtileProbeForm::Sets4 && a.iters % 2 != 0))
         return cudaErrorInvalidValue;  // (whole rounds of the register sets: 2·iters half k-tiles)
+    if (a.form == KtileProbeForm::Lean && a.iters % 4 != 0) return cudaErrorInvalidValue;  // (its offsets' rounds)
     const bool ring = a.form == KtileProbeForm::RingL2 || a.form == KtileProbeForm::RingDram;
     if ((ring && a.blocks_per_sm != 2) || a.tile_ktiles < 0) return cudaErrorInvalidValue;
     if (a.form == KtileProbeForm::RingDram && (!a.weights || a.weight_stages < 1)) return cudaErrorInvalidValue;

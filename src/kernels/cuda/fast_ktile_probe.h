@@ -32,10 +32,15 @@ enum class KtileProbeForm {
     // weights are: KtileProbeArgs::weights). Two blocks an SM only.
     RingL2,
     RingDram,
-    // Tiles with the block's two warpgroups issuing their half k-tiles' wgmma groups in turn (named
-    // barriers: a warpgroup issues its next group only after the other issued one), so one
-    // dequantizes while the other's group runs — the ping-pong of CUTLASS's mixed-input kernels.
-    PingPong,
+    // Tiles with a leaner dequantization: w = code·s in one bf16x2 FMA a pair (0x4300 | code is 128 +
+    // code; + (−128·s), exact, then one rounding) where the tiles spend two on (code − 8)·s — 11
+    // instructions a word of 8 codes against 15 — and the offset −8·s of each (row, group) added by
+    // one more wgmma every 4 k-tiles (A: the 16 groups' −8·s of a lane's rows, B: 16 rows of k — in
+    // the real tiles the groups' activation sums, here the stage's first k-step). Not the tiles'
+    // bits (a weight rounded as code·s, not (code − 8)·s): what the 4 FMAs a word would save.
+    // iters: a multiple of 4.
+    Lean,
+    LeanDequant,  // Dequant with Lean's dequantization (and its −8·s pairs): the dequantization alone
 };
 const char* ktile_probe_form_name(KtileProbeForm f);
 

@@ -296,17 +296,13 @@ struct MoePlan {
     // or 4 — 128 features a block, each stage's activation rows read from L2 once for twice the
     // weights (session 58: the k-tile probe's rows from 16 MB in L2 cost ~20 µs of the 512-token
     // step). Tiles of 32, 48 or 64 rows, one m-tile, neither clustered, gathered nor fitted; the same
-    // bits; TESSERA_MOE_WARPGROUPS=4, opt-in until measured.
+    // bits; the backend's default at tiles of 48 (MoeSwitches::warpgroups, TESSERA_MOE_WARPGROUPS).
+    // (Their wgmma groups in turn — ping-pong, CUTLASS's mixed-input order — ran level to 5 % slower,
+    // session 60, and were removed.)
     int wgmma_warpgroups = 2;
-    // The warp-specialised tiles' consumer warpgroups issue their wgmma groups in turn, in pairs
-    // (MoeTmaTuning::pingpong; session 58: the k-tile probe's dequantization and wgmma alone each take
-    // ~42 µs of the 512-token gate+up, together 73 — they barely overlap). Tiles of 32, 48 or 64 rows,
-    // one m-tile, neither clustered, gathered nor fitted; with wgmma_warpgroups = 4, gate+up's four in
-    // two pairs (session 59); the same bits; TESSERA_MOE_PINGPONG=on, opt-in until measured.
-    bool wgmma_pingpong = false;
 };
-// The tiles MoePlan::wgmma_warpgroups = 4 and wgmma_pingpong are built for: warp-specialised, 32 to
-// 64 rows in one m-tile, neither clustered, gathered nor fitted.
+// The tiles MoePlan::wgmma_warpgroups = 4 is built for: warp-specialised, 32 to 64 rows in one
+// m-tile, neither clustered, gathered nor fitted.
 inline bool moe_tiles_take_wide_forms(const MoePlan& p) {
     return p.wgmma && p.wgmma_tma == 1 && p.wgmma_mt < 2 && !p.wgmma_gather && !p.wgmma_fit && p.tile_rows >= 32 &&
            p.tile_rows <= 64;
@@ -400,9 +396,6 @@ struct MoeSwitches {
     // tiles take them; or 0, auto — 4 at tiles of 48 where they take them (the backend's default,
     // TESSERA_MOE_WARPGROUPS: session 60, H100, 512 tokens: gate+up 113.5 against 117.4 µs), else 2.
     int warpgroups = 2;
-    // Their consumer warpgroups' wgmma groups in turn, in pairs, where the plan's tiles take it
-    // (MoePlan::wgmma_pingpong; TESSERA_MOE_PINGPONG=on, opt-in until measured).
-    bool pingpong = false;
     // Where the pick runs the warp-specialised tiles without their own slot sum: out in bf16
     // (MoePlan::wgmma_out16). The backend's default (TESSERA_MOE_OUT=bf16); false here, so that a
     // caller of moe_experts_packed gets moe_pick's f32 plans unless it asks.
@@ -558,13 +551,9 @@ cudaError_t launch_moe_wgmma_down(float* out, const void* act, const MoePackedEx
 //             32, 48 or 64 rows in one m-tile (neither clustered, gathered nor fitted): 128 features a
 //             block sharing each stage's activation rows, one block an SM (MoePlan::wgmma_warpgroups).
 //             Down takes 2 only.
-//   pingpong: the consumer warpgroups issue their wgmma groups in turn, in pairs (WgmmaTurns: one
-//             dequantizes while the other's group runs; four warpgroups: two pairs); tiles of 32, 48
-//             or 64 rows in one m-tile, neither clustered, gathered nor fitted (MoePlan::wgmma_pingpong).
 struct MoeTmaTuning {
     int l2_first = 0;
     int warpgroups = 2;
-    bool pingpong = false;
 };
 // Their warp-specialised form (fast_moe_wgmma_tma.cu; the same operands, P = T·k rows of xg / act,
 // the same bits): tile_rows 16, 32, 48, 64 or 128 (moe_wgmma_tma_fits; 128: cluster 1; 48: cluster

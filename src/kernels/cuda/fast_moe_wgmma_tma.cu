@@ -61,7 +61,7 @@ using namespace dev;
 constexpr int kBK = kWgmmaK;  // columns a k-tile
 
 template <int BT_, bool GATE_UP_, int STAGES_, int CL_, int MT_ = 1, bool GATHER_ = false, bool PERSIST_ = false,
-          bool FIT_ = false, int CW_ = 2, bool PP_ = false>
+          bool FIT_ = false, int CW_ = 2>
 struct MoeTmaTile {
     static constexpr int BT = BT_;              // item rows a block: wgmma's N
     static constexpr int CL = CL_;              // blocks a cluster (along the features) sharing the boxes of A
@@ -73,10 +73,6 @@ struct MoeTmaTile {
     // Consumer warpgroups a block: 2, or 4 (gate+up, one m-tile: 128 features a block sharing each
     // stage's activation rows — half the rows' bytes from L2 a weight byte — one block an SM).
     static constexpr int CW = CW_;
-    // The consumer warpgroups' wgmma groups in turn, in pairs (WgmmaTurns: one dequantizes while the
-    // other's group runs; named barriers kTurnBar and + 1, with four warpgroups + 2 and + 3 the second
-    // pair's). One m-tile.
-    static constexpr bool kPingPong = PP_;
     static constexpr int kGatherThreads = 64;
     static constexpr int BM = (kGateUp ? 64 : 128) * MT * CW / 2;  // output features a block
     static constexpr int STAGES = STAGES_;
@@ -105,8 +101,6 @@ struct MoeTmaTile {
     static_assert(BT % 8 == 0 && BT <= 128 && (CL == 1 || CL == 2), "BT, roles");
     static_assert(CW == 2 || (CW == 4 && kGateUp && MT == 1 && CL == 1 && !kGather && !kFit),
                   "four consumer warpgroups: gate+up's one m-tile, without clusters, the gathered A or fitted N");
-    static_assert(!kPingPong || (MT == 1 && CL == 1 && !kGather && !kFit),
-                  "ping-pong: one m-tile, without clusters, the gathered A or fitted N");
     static_assert(MT * BT / 2 <= 64 && (MT == 1 || MT == 2), "MT accumulators of BT / 2 a thread");
     static_assert(!kGather || (kGateUp && CL == 1), "the gathered A: gate+up, one block a cluster");
     static_assert(!kPersist || (CL == 1 && !kGather), "persistent: one block a cluster, A's rows by TMA");
@@ -148,7 +142,6 @@ struct MoeTmaMatrix {
 // slot order over the block's features, as combine_kernel does (the same bits), its reads from L2.
 // list: BT ints of shared memory, n_list one. (The pattern of fast_moe_fused.cu's slot sum.)
 constexpr int kCombineBar = 2;  // named barrier of the consumer threads (1: the gathering producers)
-constexpr int kTurnBar = 3;     // the ping-pong's (and 4; 5, 6 the second pair's): WgmmaTurns
 
 // Token t's feature c: Σ_j w_j · out[row of slot j] in slot order, NaN for a slot without a row —
 // combine_kernel's operations (fast_moe_experts.cu), so its bits.
@@ -389,7 +382,6 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
 
     float acc[MT][BT / 2];
     uint32_t u = 0;  // k-tiles taken, as the producer counts them
-    WgmmaTurns<kTurnBar, CW / 2> turns(wg);  // (kPingPong: the same tiles, so the same groups, in a pair)
     for (int i; (i = next_tile()) >= 0;) {
 #pragma unroll
         for (int j = 0; j < MT; ++j) {
@@ -419,17 +411,12 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                                                    scale_hi(j), bias_lo, bias_hi, q_lo[j], q_hi[j], s2[j], b2[j]);
                     wgmma_int4_ktile_words<BN>(acc, q_lo, q_hi, s2, b2, kWgmmaInt4NegC, desc, BT * 128);
                 } else {
-                    auto ktile = [&](int j, auto&& t) {
+#pragma unroll
+                    for (int j = 0; j < MT; ++j)
                         wgmma_int4_ktile_staged<BN>(*reinterpret_cast<float(*)[BN / 2]>(&acc[j][0]),
                                                     stage + C::kWOff, feature(j), row_hi(j), tq, stage + C::kSOff,
                                                     stage + C::kBOff, staged_scale_at(feature(j), tq, lo.gpt),
-                                                    scale_hi(j), bias_lo, bias_hi, desc, BT * 128, t);
-                    };
-#pragma unroll
-                    for (int j = 0; j < MT; ++j) {
-                        if constexpr (C::kPingPong) ktile(j, turns);
-                        else ktile(j, NoTurns{});
-                    }
+                                                    scale_hi(j), bias_lo, bias_hi, desc, BT * 128);
                 }
                 // On return every wgmma of k-tile u − 1 is done (at most the last half of this one
                 // runs): its slot is free, in every block of the cluster (their boxes land in it too).
@@ -506,7 +493,6 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                              comb_list + BT);
         }
     }
-    if constexpr (C::kPingPong) turns.finish();  // the second warpgroup's last hand-over
 }
 
 // a: A [P, K] (the gathered rows of x, or act) — or, GATHER, x [P = T, K] with k slots a token.
@@ -569,31 +555,22 @@ cudaError_t launch_tiles(int tile_rows, int mt, const void* a, int64_t P, int64_
     auto go = [&](auto tile) {
         return launch<decltype(tile)>(a, P, K, N, E, m0, m1, g, act, out, stream, k, persist, cb, tune, out16);
     };
-    // The wide forms (moe_tiles_take_wide_forms): tiles of 32, 48, 64 rows in one m-tile, unclustered,
-    // by TMA, not fitted — gate+up's in four consumer warpgroups a block (one block an SM: stages of
-    // 28, 32, 36 KB), their wgmma groups in turn in two pairs or not; or either matrix's two
-    // warpgroups in turn (the plain tiles' rings).
-    auto wide = [&](auto cw, auto pingpong) -> cudaError_t {
-        constexpr int CW = decltype(cw)::value;
-        constexpr bool PP = decltype(pingpong)::value;
-        if constexpr (CL == 1 && !GATHER && !FIT && (CW == 2 || GATE_UP)) {
-            if (mt == 1) {
+    // The wide forms (moe_tiles_take_wide_forms) in four consumer warpgroups a block: gate+up's tiles
+    // of 32, 48, 64 rows in one m-tile, unclustered, by TMA, not fitted (one block an SM: stages of
+    // 28, 32, 36 KB).
+    if (tune.warpgroups != 2) {
+        if constexpr (GATE_UP && CL == 1 && !GATHER && !FIT) {
+            if (tune.warpgroups == 4 && mt == 1) {
                 switch (tile_rows) {
-                    case 32: return go(MoeTmaTile<32, GATE_UP, CW == 4 ? 7 : 6, 1, 1, false, PERSIST, false, CW, PP>{});
-                    case 48: return go(MoeTmaTile<48, GATE_UP, CW == 4 ? 6 : 4, 1, 1, false, PERSIST, false, CW, PP>{});
-                    case 64: return go(MoeTmaTile<64, GATE_UP, CW == 4 ? 6 : 4, 1, 1, false, PERSIST, false, CW, PP>{});
+                    case 32: return go(MoeTmaTile<32, true, 7, 1, 1, false, PERSIST, false, 4>{});
+                    case 48: return go(MoeTmaTile<48, true, 6, 1, 1, false, PERSIST, false, 4>{});
+                    case 64: return go(MoeTmaTile<64, true, 6, 1, 1, false, PERSIST, false, 4>{});
                     default: break;
                 }
             }
         }
         return cudaErrorInvalidValue;
-    };
-    using Four = std::integral_constant<int, 4>;
-    if (tune.warpgroups != 2) {
-        if (tune.warpgroups != 4) return cudaErrorInvalidValue;
-        return tune.pingpong ? wide(Four{}, std::true_type{}) : wide(Four{}, std::false_type{});
     }
-    if (tune.pingpong) return wide(std::integral_constant<int, 2>{}, std::true_type{});
     if constexpr (CL == 1) {  // (two m-tiles, and tiles of 128 rows, in clusters: not built)
         if (mt == 2) {
             switch (tile_rows) {

@@ -84,60 +84,15 @@ __device__ __forceinline__ void wgmma_a_fragments(uint32_t lo_word, uint32_t hi_
 
 __device__ __forceinline__ uint32_t word_of(const uint4& q, int j) { return j == 0 ? q.x : j == 1 ? q.y : j == 2 ? q.z : q.w; }
 
-// A block's consumer warpgroups issuing their wgmma groups in turn, in pairs (ping-pong, as
-// CUTLASS's mixed-input kernels order them): of pair p (warpgroups 2p, 2p + 1, PAIRS pairs a block),
-// the second waits at named barrier BASE + 2p + 1 until the first has issued its group and the
-// first at BASE + 2p until the second has — its very first group excepted — each handing the turn
-// over once it has committed its own, so one dequantizes while the other's group runs. Both of a
-// pair must issue the same number of groups; afterwards the first takes the last hand-over (finish)
-// if it issued any. The barriers are immediates (a register id would reserve all 16 of a block).
-template <int BASE, int PAIRS = 1>
-struct WgmmaTurns {
-    static_assert(PAIRS == 1 || PAIRS == 2, "WgmmaTurns: one or two pairs of warpgroups");
-    bool wg1;    // this thread's warpgroup is its pair's second
-    bool first;  // its pair's first, before its first group
-    bool pair1;  // of the second pair
-    __device__ __forceinline__ explicit WgmmaTurns(int wg)
-        : wg1(PAIRS == 1 ? wg != 0 : (wg & 1) != 0), first(!wg1), pair1(PAIRS == 2 && wg >= 2) {}
-    template <int ID>
-    __device__ __forceinline__ void sync() {
-        if (PAIRS == 2 && pair1) named_barrier_sync<ID + 2, 256>();
-        else named_barrier_sync<ID, 256>();
-    }
-    template <int ID>
-    __device__ __forceinline__ void arrive() {
-        if (PAIRS == 2 && pair1) named_barrier_arrive<ID + 2, 256>();
-        else named_barrier_arrive<ID, 256>();
-    }
-    __device__ __forceinline__ void take() {
-        if (wg1) sync<BASE + 1>();
-        else if (!first) sync<BASE>();
-        first = false;
-    }
-    __device__ __forceinline__ void pass() {
-        if (wg1) arrive<BASE>();
-        else arrive<BASE + 1>();
-    }
-    __device__ __forceinline__ void finish() {
-        if (!wg1 && !first) sync<BASE>();
-    }
-};
-// (wgmma_int4_ktile's turns when there are none)
-struct NoTurns {
-    __device__ __forceinline__ void take() {}
-    __device__ __forceinline__ void pass() {}
-};
-
 // One k-tile of a warpgroup: acc[64 rows × BN] += A · B over the 128 columns, A from this lane's
 // code chunks q_lo, q_hi (rows g, g + 8; scale and bias bf16x2 pairs s2, b2 of each), B the tile
 // whose first k-block's descriptor is `desc` (the second `block_bytes` further). In two halves (a
 // k-block each): dequantize the half's 4 k-steps into one of two register sets, issue 4 wgmma,
 // commit, and wait until only this group is in flight — on return the last half may still run.
-// turns: the groups in turn with the other warpgroup's (WgmmaTurns), or none (NoTurns).
-template <int BN, class Turns = NoTurns>
+template <int BN>
 __device__ __forceinline__ void wgmma_int4_ktile(float (&acc)[BN / 2], const uint4& q_lo, const uint4& q_hi,
                                                  const uint32_t (&s2)[2], const uint32_t (&b2)[2], uint32_t negc,
-                                                 uint64_t desc, int block_bytes, Turns&& turns = Turns{}) {
+                                                 uint64_t desc, int block_bytes) {
     uint32_t a[2][4][4];  // [half][k-step of the half][a0..a3]
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -147,7 +102,6 @@ __device__ __forceinline__ void wgmma_int4_ktile(float (&acc)[BN / 2], const uin
             wgmma_a_fragments(word_of(q_lo, j), word_of(q_hi, j), s2[0], b2[0], s2[1], b2[1], negc, a[half][2 * jj],
                               a[half][2 * jj + 1]);
         }
-        turns.take();
         wgmma_fence();
         wgmma_fence_operands(acc);
 #pragma unroll
@@ -155,7 +109,6 @@ __device__ __forceinline__ void wgmma_int4_ktile(float (&acc)[BN / 2], const uin
             wgmma_rs<BN>(acc, a[half][s], wgmma_desc_add(desc, uint32_t((half * block_bytes + 32 * s) >> 4)), 1);
         wgmma_commit();
         wgmma_fence_operands(acc);
-        turns.pass();
         wgmma_wait<1>();  // the group before this one is done: its A registers are free again
     }
 }
@@ -211,17 +164,16 @@ __device__ __forceinline__ void wgmma_int4_staged_operands(const uint8_t* codes,
 // of the warp's 16), their scales at byte s_lo / s_hi of `scales` and biases at the same offsets of
 // `biases` — or, where a matrix has none (bias_lo / bias_hi false), b = −8·s: exact, so w = code·s
 // − 8·s is one rounding of (code − 8)·s.
-template <int BN, class Turns = NoTurns>
+template <int BN>
 __device__ __forceinline__ void wgmma_int4_ktile_staged(float (&acc)[BN / 2], const uint8_t* codes, int r_lo,
                                                         int r_hi, int tq, const uint8_t* scales,
                                                         const uint8_t* biases, int s_lo, int s_hi, bool bias_lo,
-                                                        bool bias_hi, uint64_t desc, int block_bytes,
-                                                        Turns&& turns = Turns{}) {
+                                                        bool bias_hi, uint64_t desc, int block_bytes) {
     uint4 q_lo, q_hi;
     uint32_t s2[2], b2[2];
     wgmma_int4_staged_operands(codes, r_lo, r_hi, tq, scales, biases, s_lo, s_hi, bias_lo, bias_hi, q_lo, q_hi, s2,
                                b2);
-    wgmma_int4_ktile<BN>(acc, q_lo, q_hi, s2, b2, kWgmmaInt4NegC, desc, block_bytes, turns);
+    wgmma_int4_ktile<BN>(acc, q_lo, q_hi, s2, b2, kWgmmaInt4NegC, desc, block_bytes);
 }
 
 // wgmma_int4_ktile for MT m-tiles sharing B, in groups of one code word (two k-steps) of one
