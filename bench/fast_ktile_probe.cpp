@@ -4,7 +4,9 @@
 // the production loop ("tiles"), the dequantization alone, the wgmma alone, and the loop over 2,
 // 3 and 4 register sets of a half k-tile and over 2 and 4 of a code word (1 to 3 groups of wgmma
 // in flight); the loop with a leaner dequantization (code·s in one FMA a pair, the −8·s offsets by one
-// more wgmma every 4 k-tiles: "lean", "lean-dequant" alone); and the production loop behind the tiles' ring (a producer, mbarriers, bulk copies of each stage: its
+// more wgmma every 4 k-tiles: "lean", "lean-dequant" alone); the wgmma with independent work beside
+// it — the dequantization, integer or f32 operations in its place ("mma+dequant", "int-ops",
+// "mma+int-ops", "float-ops", "mma+float-ops"); and the production loop behind the tiles' ring (a producer, mbarriers, bulk copies of each stage: its
 // codes and scales from one L2-hot image, "ring-l2", or streamed from 256 MB in DRAM, "ring-dram",
 // and that in tiles of 16 k-tiles with an epilogue each, "ring-dram/16"; both with the activation
 // rows from 16 MB in L2 rather than one image, "ring-dram+x[/16]"; two blocks an SM). Each row:
@@ -87,7 +89,10 @@ int main(int argc, char** argv) {
                                   fast::KtileProbeForm::Sets2, fast::KtileProbeForm::Sets3,
                                   fast::KtileProbeForm::Sets4, fast::KtileProbeForm::Words2,
                                   fast::KtileProbeForm::Words4, fast::KtileProbeForm::Lean,
-                                  fast::KtileProbeForm::LeanDequant, fast::KtileProbeForm::RingL2,
+                                  fast::KtileProbeForm::LeanDequant, fast::KtileProbeForm::MmaDequant,
+                                  fast::KtileProbeForm::IntOps, fast::KtileProbeForm::MmaIntOps,
+                                  fast::KtileProbeForm::FloatOps, fast::KtileProbeForm::MmaFloatOps,
+                                  fast::KtileProbeForm::RingL2,
                                   fast::KtileProbeForm::RingDram}) {
                     const bool ring = form == fast::KtileProbeForm::RingL2 || form == fast::KtileProbeForm::RingDram;
                     if (ring && minb != 2) continue;

@@ -149,7 +149,7 @@ std::string plan_name(const fast::MoePlan& p) {
                (p.wgmma_mt == 2 ? "mt2 " : "") + (p.wgmma_gather ? "gather " : "") +
                (p.wgmma_persist ? "persist " : "") + (p.wgmma_fit ? "fit " : "") +
                (p.wgmma_combine ? "own-combine " : "") + (p.wgmma_out16 ? "out16 " : "") +
-               (p.wgmma_warpgroups == 4 ? "wg4 " : "") +
+               (p.wgmma_warpgroups == 4 ? "wg4 " : "") + (p.wgmma_fit8 ? "fit8 " : "") +
                (p.wgmma_l2_first == 1   ? "l2-first "
                 : p.wgmma_l2_first == 2 ? "l2-first-last "
                 : p.wgmma_l2_first == 3 ? "l2-last-item "
@@ -287,10 +287,28 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             o.wgmma_l2_first = l2;
             plans.push_back(o);
         }
+        if (fast::moe_tiles_take_fit8(pick) && !fast::moe_tiles_take_wide_forms(pick)) {
+            fast::MoePlan o = pick;  // two m-tiles of 32 with wgmma's N in steps of 8 (TESSERA_MOE_FIT8=on)
+            o.wgmma_out16 = true;
+            o.wgmma_fit8 = true;
+            plans.push_back(o);
+        }
+        if (pick.wgmma && pick.wgmma_tma == 1 && !fast::moe_tiles_take_wide_forms(pick)) {
+            for (int rows : {32, 48, 64}) {  // the pick's alternatives: one m-tile, wg4 (gate+up) and fit8
+                fast::MoePlan o = pick;
+                o.tile_rows = rows, o.wgmma_mt = 0, o.wgmma_persist = 1, o.wgmma_fit = false, o.wgmma_gather = false;
+                o.wgmma_out16 = true, o.wgmma_warpgroups = 4, o.wgmma_fit8 = true;
+                plans.push_back(o);
+            }
+        }
         if (fast::moe_tiles_take_wide_forms(pick)) {
             fast::MoePlan o = pick;  // and gate+up in four consumer warpgroups (TESSERA_MOE_WARPGROUPS=4)
             o.wgmma_out16 = true;
             o.wgmma_warpgroups = 4;
+            plans.push_back(o);
+            o.wgmma_fit8 = true;  // and wgmma's N the items' rows in steps of 8 (TESSERA_MOE_FIT8=on)
+            plans.push_back(o);
+            o.wgmma_warpgroups = 2;
             plans.push_back(o);
         }
         for (const fast::MoePlan& p :
@@ -532,21 +550,22 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             // plain, warp-specialised, in clusters of 2, two m-tiles; persistent (4 one m-tile, 5
             // two); N halved for the smaller items (6 one m-tile, 7 two); 8: 4 with the weights
             // evicted first from L2, 9: and A's rows last, 10: by each expert's last item's tiles;
-            // 11: 4's gate+up in four consumer warpgroups a block (down as 4's)
-            for (int tma = 0; tma <= 11; ++tma) {
+            // 11: 4's gate+up in four consumer warpgroups a block (down as 4's); 12: 4 with wgmma's N the
+            // items' rows in steps of 8; 13: 11 with it (down as 12's)
+            for (int tma = 0; tma <= 13; ++tma) {
                 if (tma && !(w.tiling.gate_up && w.tiling.down)) continue;
                 const int cl = tma == 2 ? 2 : 1, mt = tma == 3 || (tma >= 5 && tma <= 7 && tma % 2) ? 2 : 1;
                 const int persist = tma == 4 || tma == 5 || tma >= 8 ? 1 : 0;
                 const bool fit = tma == 6 || tma == 7;
                 const int first = tma >= 8 && tma <= 10 ? tma - 7 : 0;
-                const fast::detail::MoeTmaTuning tune{first, tma == 11 ? 4 : 2};
+                const fast::detail::MoeTmaTuning tune{first, tma == 11 || tma == 13 ? 4 : 2, tma >= 12};
                 if ((mt == 2 || cl == 2 || fit) && tile > 64) continue;  // (mt2, clusters, fitted N to 64)
-                if (tma == 11 && (tile < 32 || tile > 64)) continue;  // (four warpgroups: 32 to 64 rows)
+                if (tma >= 11 && (tile < 32 || tile > 64)) continue;  // (four warpgroups, fit8: 32 to 64 rows)
                 if (tile == 48 && (!tma || mt == 2 || cl == 2 || fit)) continue;  // (48: warp-specialised, one m-tile)
                 const std::string form = !tma ? std::string("wgmma")
                                          : "wgmma tma/" + std::to_string(cl) + (mt == 2 ? " mt2" : "") +
                                                (persist ? " persist" : "") + (fit ? " fit" : "") +
-                                               (tma == 11 ? " wg4" : "") +
+                                               (tma == 11 || tma == 13 ? " wg4" : "") + (tma >= 12 ? " fit8" : "") +
                                                (first == 1   ? " l2-first"
                                                 : first == 2 ? " l2-first-last"
                                                 : first == 3 ? " l2-last-item"
@@ -559,7 +578,7 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
                 });
                 std::snprintf(note, sizeof note, "2 of 3 matrices, %.0f TFLOP/s", flops * 2 / 3 / tgl / 1e12);
                 row(s, T, "  step: " + form + " gate+up+SwiGLU/" + std::to_string(tile), tgl, hot_bytes * 2 / 3, note);
-                if (tma == 11) continue;  // (its down: 4's)
+                if (tma == 11 || tma == 13) continue;  // (their down: 4's, 12's)
                 const double tdl = time_of(a, timer, [&](int) {
                     using namespace fast::detail;
                     TS_CUDA_CHECK(tma ? launch_moe_wgmma_tma_down(lout, lact, P, w, lg, tile, cl, mt, st, persist, fit,

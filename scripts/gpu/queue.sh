@@ -18,30 +18,25 @@ else
 fi
 st build
 B=build/cuda
-# 1. the plan's choice, the wide forms' bits, fast against reference on the flagship's 4-layer cut
+# 1. the new forms' bits (wgmma's N in steps of 8, with two and four warpgroups), the probe's forms
 cut=/tmp/tessera-flagship-cut4.gguf
 $B/tessera synth --arch qwen35moe --preset qwen3.6-35b-a3b --layers 4 --type q4_0 --out $cut > /tmp/synth.txt 2>&1
 echo "synth rc $?"; tail -1 /tmp/synth.txt | cut -c1-120
-TESSERA_FLAGSHIP_CUT=$cut timeout 150 $B/test_cuda \
-  --gtest_filter='FastKtileProbe.*:FastMoe.PlanTakes*:FastMoe.WgmmaTmaTiles*:FastMoe.BadArguments*:FastEquivalence.*' \
+timeout 150 $B/test_cuda \
+  --gtest_filter='FastKtileProbe.*:FastMoe.PlanTakes*:FastMoe.WgmmaTmaTiles*:FastMoe.BadArguments*' \
   > $OUT/tests.txt 2>&1; echo "tests rc $?"
-grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED \]|OK \]|Failure|differing|deviation" $OUT/tests.txt | head -20
+grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED \]|OK \]|Failure|differing" $OUT/tests.txt | head -20
 st tests
-# 2. the k-tile probe at N = 48 and 32, two blocks an SM: the lean dequantization (code·s in one FMA a
-# pair, the offsets by one more wgmma every 4 k-tiles) against the tiles' loop, and the rings
-for bn in 48 32; do
-  timeout 30 $B/bench_fast_ktile_probe --bn $bn --blocks-per-sm 2 > $OUT/probe$bn.txt 2>&1; echo "probe $bn rc $?"
-  grep -E "^\|" $OUT/probe$bn.txt
-done
-st probe
-# 3. four warpgroups (the default at tiles of 48 since session 60, H100 only) on this card, and at
-# the token counts that pick tiles of 32 and 64 (llama.cpp's shape)
-timeout 120 $B/bench_fast_moe --tokens 256,512,1024 --runs 5 --warmup 2 --filter "128x768x2048 top-8" \
-  > $OUT/moe.txt 2>&1; echo "bench rc $?"
-grep -E "\(pick\)|out16 (wg4 )?large/|persist (wg4 )?gate\+up\+SwiGLU/(32|48|64)|persist down/(32|48|64)" $OUT/moe.txt |
-  grep -v "cold\|l2-" | cut -c1-130 | head -40
+# 2. N in steps of 8 (fit8, the backend's default since session 61) against the pick, both shapes,
+# 128 to 1,024 tokens: the whole MoE (two m-tiles of 32 with fit8; one m-tile of 32 / 48 / 64 with
+# four warpgroups and fit8 where the pick is two m-tiles)
+timeout 200 $B/bench_fast_moe --tokens 128,256,512,1024 --runs 5 --warmup 2 --filter "top-8" > $OUT/moe.txt 2>&1
+echo "bench rc $?"
+grep -E "experts wgmma" $OUT/moe.txt | grep -E "\(pick\)|out16" | grep -v "cold\|l2-" | cut -c1-110 | head -60
 st bench
-# 4. the chunked GDN at 1,024 tokens (F16RtU16, the default since session 53: no H200 figure yet)
-timeout 60 $B/bench_fast_gdn --runs 20 --filter "T=1024" > $OUT/gdn.txt 2>&1; echo "gdn rc $?"
-grep -E "f16 rt (sched|u16|lean) hot" $OUT/gdn.txt | cut -c1-120
-st gdn
+# 3. end to end on the cut: prefill at 8K in chunks of 2,048 and 512, fit8 (default) against off
+timeout 200 scripts/gpu/ab.sh --rounds 2 --model $cut "" "TESSERA_MOE_FIT8=off" -- --device cuda --ctx 8192 \
+  --batch 1 --gen 1 --repeat 2 --prefill-chunk 2048 > $OUT/ab.txt 2>&1; echo "ab rc $?"; tail -8 $OUT/ab.txt | cut -c1-160
+timeout 200 scripts/gpu/ab.sh --rounds 2 --model $cut "" "TESSERA_MOE_FIT8=off" -- --device cuda --ctx 8192 \
+  --batch 1 --gen 1 --repeat 2 --prefill-chunk 512 > $OUT/ab512.txt 2>&1; echo "ab rc $?"; tail -8 $OUT/ab512.txt | cut -c1-160
+st ab

@@ -9,6 +9,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <tuple>
 #include <vector>
 
 #include "core/half.h"
@@ -69,6 +70,32 @@ uint32_t a_word_sum(const std::vector<uint8_t>& st, int bn, int wg, int w4, int 
                 const uint32_t hi = f32_to_bf16(weight(st, bn, wg, rho, 16 * sigma + kk + 1));
                 sum += lo | hi << 16;
             }
+    return sum;
+}
+
+// The overlap forms' side work of a k-tile for thread (wg, w4, gq, tq) (KIND 1: each pair's FMA as
+// XOR and add; 2: as two f32 FMA on the words' bits): its 8 words' sum mod 2^32, from the lane's
+// rows (gate's f, up's 64 + f), their scales as bf16 pairs s2 and offsets b2 = −8·s2.
+uint32_t side_sum(const std::vector<uint8_t>& st, int bn, int kind, int wg, int w4, int gq, int tq) {
+    const int f = wg * 32 + w4 * 8 + gq;
+    const int64_t w_off = 2 * bn * 128, s_off = w_off + 8 * 1024;
+    auto as_f = [](uint32_t u) { return std::bit_cast<float>(u); };
+    uint32_t sum = 0;
+    for (int row : {f, 64 + f}) {
+        const int64_t at = s_off + (row >> 4) * 128 + 2 * ((row & 15) * 4 + tq);
+        const uint32_t s = f32_to_bf16(f16_to_f32(uint16_t(st[size_t(at)] | st[size_t(at + 1)] << 8)));
+        const uint32_t z = f32_to_bf16(-8.f * bf16_to_f32(uint16_t(s)));
+        const uint32_t s2 = s | s << 16, b2 = z | z << 16;
+        for (int j = 0; j < 4; ++j) {
+            const uint8_t* w = st.data() + w_off + row * 64 + tq * 16 + 4 * j;
+            const uint32_t q = uint32_t(w[0]) | uint32_t(w[1]) << 8 | uint32_t(w[2]) << 16 | uint32_t(w[3]) << 24;
+            for (int i = 0; i < 4; ++i) {
+                const uint32_t t = ((q >> (4 * i)) & 0x000f000fu) | 0x43004300u;
+                if (kind == 1) sum += (t ^ s2) + b2;
+                else sum += std::bit_cast<uint32_t>(std::fma(std::fma(as_f(t), as_f(s2), as_f(0xc300c300u)), as_f(s2), as_f(b2)));
+            }
+        }
+    }
     return sum;
 }
 
@@ -238,6 +265,48 @@ TEST(FastKtileProbe, LeanFormComputesItsModel) {
                             }
                     const float got = made[(size_t(b) * (bn / 2)) * 256 + tid];
                     ASSERT_EQ(std::bit_cast<uint32_t>(got), uint32_t(a.iters) * sum) << "block " << b << " thread " << tid;
+                }
+        }
+    }
+}
+
+// The overlap forms: the side work alone makes its host model's sum (acc[0]'s bits, the rest zero);
+// beside Mma's loop it leaves Mma's sums alone but for acc[0]'s bits, XOR that sum.
+TEST(FastKtileProbe, OverlapFormsDoTheirWork) {
+    REQUIRE_CUDA();
+    Stream s;
+    for (const int bn : {16, 48, 64}) {
+        const std::vector<uint8_t> st = fast::ktile_probe_make_stage(bn, uint32_t(300 + bn));
+        DeviceBuffer stage = to_device(st);
+        SCOPED_TRACE(testing::Message() << "BN " << bn);
+        fast::KtileProbeArgs a;
+        a.bn = bn, a.iters = 12, a.blocks = 2;
+        auto run = [&](fast::KtileProbeForm form) {
+            a.form = form;
+            DeviceBuffer out(size_t(fast::ktile_probe_out_floats(a)) * 4);
+            EXPECT_EQ(fast::launch_ktile_probe(a, stage.data(), out.as<float>(), s.get()), cudaSuccess);
+            s.synchronize();
+            return to_host<float>(out);
+        };
+        const std::vector<float> mma = run(fast::KtileProbeForm::Mma);
+        using F = fast::KtileProbeForm;
+        for (auto [alone, beside, kind] : {std::tuple{F::Dequant, F::MmaDequant, 0}, std::tuple{F::IntOps, F::MmaIntOps, 1},
+                                           std::tuple{F::FloatOps, F::MmaFloatOps, 2}}) {
+            SCOPED_TRACE(fast::ktile_probe_form_name(beside));
+            const std::vector<float> side = run(alone), both = run(beside);
+            for (int b = 0; b < 2; ++b)
+                for (int tid = 0; tid < 256; ++tid) {
+                    const int wg = tid / 128, w4 = (tid / 32) % 4, gq = (tid % 32) / 4, tq = tid % 4;
+                    auto at = [&](int i) { return (size_t(b) * (bn / 2) + i) * 256 + tid; };
+                    const uint32_t want = uint32_t(a.iters) * (kind == 0 ? a_word_sum(st, bn, wg, w4, gq, tq)
+                                                                         : side_sum(st, bn, kind, wg, w4, gq, tq));
+                    ASSERT_EQ(std::bit_cast<uint32_t>(side[at(0)]), want) << "block " << b << " thread " << tid;
+                    ASSERT_EQ(std::bit_cast<uint32_t>(both[at(0)]), std::bit_cast<uint32_t>(mma[at(0)]) ^ want)
+                        << "block " << b << " thread " << tid;
+                    for (int i = 1; i < bn / 2; ++i) {
+                        ASSERT_EQ(side[at(i)], 0.f);
+                        ASSERT_EQ(both[at(i)], mma[at(i)]);
+                    }
                 }
         }
     }

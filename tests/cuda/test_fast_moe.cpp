@@ -729,8 +729,8 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
         fit.wgmma_gather = false;
         fit.wgmma_persist = 1;  // persistent too (not built: ptxas serializes its wgmma)
         refused(fit, "wgmma_fit");
-        // four consumer warpgroups (2 or 4): a form of the warp-specialised tiles of 32 to 64 rows in
-        // one m-tile, neither clustered, gathered nor fitted
+        // four consumer warpgroups (2 or 4) and N in steps of 8: forms of the warp-specialised tiles of
+        // 32 to 64 rows in one m-tile, neither clustered, gathered nor fitted
         auto refused_forms = [&](const fast::MoePlan& good, const char* field) {
             for (int what = 0; what < 6; ++what) {
                 fast::MoePlan b = good;
@@ -748,8 +748,11 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
         wg.wgmma_tma = 1;
         wg.wgmma_warpgroups = 3;
         refused(wg, "wgmma_warpgroups");
+        fast::MoePlan f8 = wg;
         wg.wgmma_warpgroups = 4;  // (taken where the tiles take them — the bits test runs them)
         refused_forms(wg, "wgmma_warpgroups");
+        f8.wgmma_warpgroups = 2, f8.wgmma_fit8 = true;
+        refused_forms(f8, "wgmma_fit8");
     }
     {  // the mid plan: grouped, by item, tile_rows 8, no other kernels, ring 0, 3 or 4, row tiles a warp
         const fast::MoePlan mid = fast::moe_mid_plan();
@@ -988,7 +991,7 @@ TEST(FastMoe, PlanTakesFourWarpgroupsAtTilesOf48) {
     EXPECT_EQ(warpgroups(512, 0), 4);
     EXPECT_EQ(warpgroups(512, 2), 2);
     EXPECT_EQ(at512.wgmma_warpgroups, 2);  // the kernel API's default: moe_pick's plan as it is
-    int wide = 0, at48 = 0;
+    int wide = 0, at48 = 0, fits8 = 0;
     for (int64_t T = 1; T <= 8192; T += T < 64 ? 1 : T / 8) {
         fast::MoeSwitches sw;
         sw.warpgroups = 2;
@@ -999,9 +1002,15 @@ TEST(FastMoe, PlanTakesFourWarpgroupsAtTilesOf48) {
         EXPECT_EQ(p.wgmma_warpgroups, 2) << "T " << T;
         EXPECT_EQ(warpgroups(T, 4), takes ? 4 : 2) << "T " << T;
         EXPECT_EQ(warpgroups(T, 0), takes && p.tile_rows == 48 ? 4 : 2) << "T " << T << " tiles " << p.tile_rows;
+        // wgmma's N in steps of 8 (the backend's TESSERA_MOE_FIT8=on): wherever the tiles take it
+        EXPECT_FALSE(p.wgmma_fit8) << "T " << T;
+        sw.fit8 = true;
+        EXPECT_EQ(fast::moe_plan(T, 8, w, sw).wgmma_fit8, fast::moe_tiles_take_fit8(p)) << "T " << T;
+        fits8 += fast::moe_tiles_take_fit8(p) && !takes;
     }
     EXPECT_GT(at48, 0);
     EXPECT_GT(wide, at48);  // tiles of 32 or 64 too, where auto keeps two
+    EXPECT_GT(fits8, 0);    // two m-tiles of 32 take N in steps of 8 too
     // The flagship's shape at 512 tokens: two m-tiles of 32 — not a form that takes four
     w = {256, 2048, 512, nullptr, nullptr, nullptr, {}};
     w.tiling.gate_up = w.tiling.down = true;

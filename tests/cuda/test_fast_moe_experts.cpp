@@ -405,17 +405,34 @@ TEST(FastMoe, WgmmaTmaTilesGiveThePlainTilesBits) {
                                                                << persist << ": elements differing from the plain tiles";
                     }
                 }
-                // Gate+up in four consumer warpgroups a block (128 features sharing A's stages): a block
-                // a tile, the resident grid, 5 blocks taking every tile.
+                // Gate+up in four consumer warpgroups a block (128 features sharing A's stages), wgmma's
+                // N the items' rows in steps of 8 (both matrices), and both: a block a tile, the resident
+                // grid, 5 blocks taking every tile.
                 if (rows == 32 || rows == 64) {
                     p.wgmma_tma = 1, p.wgmma_mt = 0, p.wgmma_gather = false, p.wgmma_fit = false;
-                    p.wgmma_warpgroups = 4;
-                    for (int persist : {0, 1, 5}) {
-                        p.wgmma_persist = persist;
-                        EXPECT_EQ(differing(run(p), want), 0u) << rows << " rows, four warpgroups, persist " << persist
-                                                               << ": elements differing from the plain tiles";
+                    const char* names[] = {"four warpgroups", "N in steps of 8", "four warpgroups, N in steps of 8"};
+                    for (int form : {0, 1, 2}) {
+                        p.wgmma_warpgroups = form == 1 ? 2 : 4;
+                        p.wgmma_fit8 = form > 0;
+                        for (int persist : {0, 1, 5}) {
+                            p.wgmma_persist = persist;
+                            EXPECT_EQ(differing(run(p), want), 0u)
+                                << rows << " rows, " << names[form] << ", persist " << persist
+                                << ": elements differing from the plain tiles";
+                        }
                     }
                     p.wgmma_warpgroups = 2;
+                    p.wgmma_fit8 = false;
+                }
+                if (rows == 32) {  // two m-tiles of 32 with N in steps of 8 (gate+up in groups of a code word)
+                    p.wgmma_tma = 1, p.wgmma_mt = 2, p.wgmma_gather = false, p.wgmma_fit = false;
+                    p.wgmma_fit8 = true;
+                    for (int persist : {0, 1, 5}) {
+                        p.wgmma_persist = persist;
+                        EXPECT_EQ(differing(run(p), want), 0u) << "two m-tiles of 32, N in steps of 8, persist "
+                                                               << persist << ": elements differing from the plain tiles";
+                    }
+                    p.wgmma_fit8 = false;
                 }
                 p.wgmma_persist = 0;
                 p.wgmma_fit = false;
@@ -435,6 +452,13 @@ TEST(FastMoe, WgmmaTmaTilesGiveThePlainTilesBits) {
                         << "48 rows, persist " << persist << ": elements differing from the plain tiles of 64";
                     p48.wgmma_warpgroups = 4;
                     EXPECT_EQ(differing(run(p48), want), 0u) << "48 rows, four warpgroups, persist " << persist
+                                                             << ": elements differing from the plain tiles of 64";
+                    p48.wgmma_fit8 = true;
+                    EXPECT_EQ(differing(run(p48), want), 0u)
+                        << "48 rows, four warpgroups, N in steps of 8, persist " << persist
+                        << ": elements differing from the plain tiles of 64";
+                    p48.wgmma_warpgroups = 2;
+                    EXPECT_EQ(differing(run(p48), want), 0u) << "48 rows, N in steps of 8, persist " << persist
                                                              << ": elements differing from the plain tiles of 64";
                 }
             }

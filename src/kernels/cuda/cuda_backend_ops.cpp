@@ -63,6 +63,7 @@ using detail::moe_prefill_fit;
 using detail::moe_combine_fused;
 using detail::moe_l2_first;
 using detail::moe_warpgroups;
+using detail::moe_fit8;
 using detail::moe_out_bf16;
 using detail::moe_route_ahead;
 using detail::moe_route_exact;
@@ -633,6 +634,7 @@ void CudaBackend::moe_experts(const Tensor& y, const Tensor& x, const MoeWeights
                                              .combine = combine,
                                              .l2_first = moe_l2_first(),
                                              .warpgroups = moe_warpgroups(),
+                                             .fit8 = moe_fit8(),
                                              .out16 = moe_out_bf16()});
         }
     }

@@ -181,6 +181,14 @@ int moe_warpgroups() {
     static const int n = std::array{0, 2, 4}[env_choice("TESSERA_MOE_WARPGROUPS", {"auto", "2", "4"})];
     return n;
 }
+// TESSERA_MOE_FIT8: on (the default since session 61) or off — the warp-specialised tiles' wgmma N
+// each item's rows rounded up to 8 rather than the tile's (MoePlan::wgmma_fit8; the same bits; H100,
+// llama.cpp's shape: the whole MoE 200.5 against 204.4 µs at 512 tokens, 324.7 / 331.1 at 1,024,
+// 536.4 / 543.1 at 2,048; the flagship's 4-layer cut prefills 8K ~1 % faster).
+bool moe_fit8() {
+    static const bool on = !env_switch("TESSERA_MOE_FIT8", "on", "off");
+    return on;
+}
 // TESSERA_MOE_OUT: bf16 (the default since session 55) — the warp-specialised down tiles write each
 // slot's sum in bf16 and the combine kernel reads it so (MoePlan::wgmma_out16: half the bytes of out
 // [T·k, H], one rounding a slot, as vLLM's bf16 experts; not with TESSERA_MOE_COMBINE=fused, which

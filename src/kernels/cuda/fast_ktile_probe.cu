@@ -111,6 +111,37 @@ __device__ __forceinline__ void lean_ktile(float (&acc)[BN / 2], const uint8_t* 
     }
 }
 
+// The overlap forms' work on word j of rows (lo, hi): KIND 0 the dequantization (wgmma_a_fragments),
+// 1 its pairs' two FMA as a LOP3 (XOR) and an IADD3, 2 as two f32 FFMA — the 8 words summed.
+template <int KIND>
+__device__ __forceinline__ uint32_t side_work(uint32_t lo_word, uint32_t hi_word, const uint32_t (&s2)[2],
+                                              const uint32_t (&b2)[2]) {
+    if constexpr (KIND == 0) {
+        uint32_t a0[4], a1[4];
+        wgmma_a_fragments(lo_word, hi_word, s2[0], b2[0], s2[1], b2[1], kWgmmaInt4NegC, a0, a1);
+        return word_sum(a0) + word_sum(a1);
+    } else {
+        constexpr uint32_t kMask = 0x000f000f, kExp = 0x43004300;
+        uint32_t sum = 0;
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const uint32_t q = r ? hi_word : lo_word;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const uint32_t t = and_or(q >> (4 * i), kMask, kExp);
+                if constexpr (KIND == 1) {
+                    sum += (t ^ s2[r]) + b2[r];
+                } else {
+                    const float f = fmaf(fmaf(__uint_as_float(t), __uint_as_float(s2[r]), __uint_as_float(kNeg128)),
+                                         __uint_as_float(s2[r]), __uint_as_float(b2[r]));
+                    sum += __float_as_uint(f);
+                }
+            }
+        }
+        return sum;
+    }
+}
+
 template <int BN, int FORM, int MINB>
 __global__ void __launch_bounds__(kThreads, MINB)
     ktile_probe_kernel(const uint8_t* __restrict__ stage0, int iters, float* __restrict__ out) {
@@ -199,6 +230,39 @@ __global__ void __launch_bounds__(kThreads, MINB)
                 wgmma_wait<NW - 1>();
             }
         }
+    } else if constexpr (FORM >= int(KtileProbeForm::MmaDequant)) {  // the overlap forms
+        constexpr bool kMma = FORM != int(KtileProbeForm::IntOps) && FORM != int(KtileProbeForm::FloatOps);
+        constexpr int kKind = FORM == int(KtileProbeForm::MmaDequant)                                   ? 0
+                              : FORM == int(KtileProbeForm::IntOps) || FORM == int(KtileProbeForm::MmaIntOps) ? 1
+                                                                                                             : 2;
+        uint32_t a[2][4][4];  // (Mma's: stage 0's k-tile, made once)
+        if constexpr (kMma) {
+            uint4 q_lo, q_hi;
+            uint32_t s2[2], b2[2];
+            operands(smem, q_lo, q_hi, s2, b2);
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                wgmma_a_fragments(word_of(q_lo, j), word_of(q_hi, j), s2[0], b2[0], s2[1], b2[1], kWgmmaInt4NegC,
+                                  a[j / 2][2 * (j % 2)], a[j / 2][2 * (j % 2) + 1]);
+        }
+        uint32_t sum = 0;
+        for (int kt = 0; kt < iters; ++kt) {
+            const uint8_t* st = smem + (kt % S) * St::kBytes;
+            uint4 q_lo, q_hi;
+            uint32_t s2[2], b2[2];
+            operands(st, q_lo, q_hi, s2, b2);
+            const uint64_t desc = wgmma_desc_sw128(smem_addr(st));
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+#pragma unroll
+                for (int jj = 0; jj < 2; ++jj)
+                    sum += side_work<kKind>(word_of(q_lo, 2 * half + jj), word_of(q_hi, 2 * half + jj), s2, b2);
+                if constexpr (kMma) half_group<BN, 1>(acc, a[half], desc, half);
+            }
+        }
+        wgmma_wait<0>();
+        wgmma_fence_operands(acc);
+        acc[0] = __uint_as_float(__float_as_uint(acc[0]) ^ sum);
     } else if constexpr (FORM == int(KtileProbeForm::Lean)) {
         for (int k4 = 0; k4 < iters; k4 += 4) {  // (iters a multiple of 4: launch_ktile_probe)
             uint32_t zl[4], zh[4];
@@ -377,6 +441,15 @@ cudaError_t launch_bn(const KtileProbeArgs& a, const void* stage, float* out, cu
         case KtileProbeForm::Lean: return launch_form<BN, int(KtileProbeForm::Lean), MINB>(a, stage, out, stream);
         case KtileProbeForm::LeanDequant:
             return launch_form<BN, int(KtileProbeForm::LeanDequant), MINB>(a, stage, out, stream);
+        case KtileProbeForm::MmaDequant:
+            return launch_form<BN, int(KtileProbeForm::MmaDequant), MINB>(a, stage, out, stream);
+        case KtileProbeForm::IntOps: return launch_form<BN, int(KtileProbeForm::IntOps), MINB>(a, stage, out, stream);
+        case KtileProbeForm::MmaIntOps:
+            return launch_form<BN, int(KtileProbeForm::MmaIntOps), MINB>(a, stage, out, stream);
+        case KtileProbeForm::FloatOps:
+            return launch_form<BN, int(KtileProbeForm::FloatOps), MINB>(a, stage, out, stream);
+        case KtileProbeForm::MmaFloatOps:
+            return launch_form<BN, int(KtileProbeForm::MmaFloatOps), MINB>(a, stage, out, stream);
     }
     return cudaErrorInvalidValue;
 }
@@ -408,6 +481,11 @@ const char* ktile_probe_form_name(KtileProbeForm f) {
         case KtileProbeForm::RingDram: return "ring-dram";
         case KtileProbeForm::Lean: return "lean";
         case KtileProbeForm::LeanDequant: return "lean-dequant";
+        case KtileProbeForm::MmaDequant: return "mma+dequant";
+        case KtileProbeForm::IntOps: return "int-ops";
+        case KtileProbeForm::MmaIntOps: return "mma+int-ops";
+        case KtileProbeForm::FloatOps: return "float-ops";
+        case KtileProbeForm::MmaFloatOps: return "mma+float-ops";
     }
     return "?";
 }

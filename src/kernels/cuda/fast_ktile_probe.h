@@ -41,6 +41,15 @@ enum class KtileProbeForm {
     // iters: a multiple of 4.
     Lean,
     LeanDequant,  // Dequant with Lean's dequantization (and its −8·s pairs): the dequantization alone
+    // Which work overlaps the wgmma (A from registers) at all: Mma's loop with Dequant's work beside
+    // it, independent of it (its words summed, not fed to the wgmma) — and that work's arithmetic as
+    // integer operations (each pair's two bf16x2 FMA as a LOP3 and an IADD3) or as f32 FFMA, alone and
+    // beside Mma's loop. acc[0]'s bits: Mma's XOR the words' sum (mod 2^32).
+    MmaDequant,
+    IntOps,
+    MmaIntOps,
+    FloatOps,
+    MmaFloatOps,
 };
 const char* ktile_probe_form_name(KtileProbeForm f);
 

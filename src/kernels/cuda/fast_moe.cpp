@@ -18,8 +18,10 @@ namespace {
 
 // The plan's choices that leave the warp-specialised tiles' bits alone: gate+up's, and down's (two
 // consumer warpgroups).
-detail::MoeTmaTuning tuning(const MoePlan& plan) { return {plan.wgmma_l2_first, plan.wgmma_warpgroups}; }
-detail::MoeTmaTuning tuning_down(const MoePlan& plan) { return {plan.wgmma_l2_first, 2}; }
+detail::MoeTmaTuning tuning(const MoePlan& plan) {
+    return {plan.wgmma_l2_first, plan.wgmma_warpgroups, plan.wgmma_fit8};
+}
+detail::MoeTmaTuning tuning_down(const MoePlan& plan) { return {plan.wgmma_l2_first, 2, plan.wgmma_fit8}; }
 
 constexpr size_t kAlign = 256;
 size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
@@ -125,6 +127,11 @@ void check_plan(const MoePlan& p) {
              "64 rows in one m-tile, neither clustered, gathered nor fitted (got wgmma_tma {}, wgmma_mt {}, {} rows"
              "{}{})",
              p.wgmma_warpgroups, p.wgmma_tma, p.wgmma_mt, p.tile_rows, p.wgmma_gather ? ", wgmma_gather" : "",
+             p.wgmma_fit ? ", wgmma_fit" : "");
+    TS_CHECK(!p.wgmma_fit8 || moe_tiles_take_fit8(p),
+             "moe_experts_packed: wgmma_fit8 is a form of the warp-specialised tiles of 32, 48 or 64 rows in one "
+             "m-tile or two of 32, neither clustered, gathered nor fitted (got wgmma_tma {}, wgmma_mt {}, {} rows{}{})",
+             p.wgmma_tma, p.wgmma_mt, p.tile_rows, p.wgmma_gather ? ", wgmma_gather" : "",
              p.wgmma_fit ? ", wgmma_fit" : "");
     TS_CHECK(p.fused_decode >= 0 && p.fused_decode <= 3, "moe_experts_packed: fused_decode = {} must be 0, 1, 2 or 3",
              p.fused_decode);
@@ -622,6 +629,7 @@ MoePlan moe_plan(int64_t T, int k, const MoePackedExperts& w, const MoeSwitches&
     // tiles of 48 — where they were measured ahead (session 60); level at 64, not measured at 32's T.
     const bool wg4 = sw.warpgroups == 4 || (sw.warpgroups == 0 && plan.tile_rows == 48);
     plan.wgmma_warpgroups = wg4 && moe_tiles_take_wide_forms(plan) ? 4 : 2;
+    plan.wgmma_fit8 = sw.fit8 && moe_tiles_take_fit8(plan);
     if (mid && plan.v2 && plan.large_tiles && T * k <= int64_t(kMoeMidRows) * w.E && detail::moe_mid_fits(w.H, w.I))
         plan = moe_mid_plan();  // few rows an expert: each expert's weights once, no padding rows
     if (plan.dp4a_decode && (!dp4a || T * k > 65535 || !detail::moe_decode_dp4a_fits(w.H, w.I, k))) {

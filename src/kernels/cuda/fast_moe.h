@@ -300,12 +300,24 @@ struct MoePlan {
     // (Their wgmma groups in turn — ping-pong, CUTLASS's mixed-input order — ran level to 5 % slower,
     // session 60, and were removed.)
     int wgmma_warpgroups = 2;
+    // The warp-specialised tiles' wgmma N an item's rows rounded up to 8 (MoeTmaTuning::fit8): the
+    // tensor pipe's time on rows no item has is time the loop pays beside the dequantization (the
+    // k-tile probe, session 61: the two overlap for ~10 of ~40 µs). Tiles of 32, 48 or 64 rows in one
+    // m-tile, or two m-tiles of 32, neither clustered, gathered nor fitted (halved: moe_tiles_take_fit8);
+    // the same bits; the backend's default (MoeSwitches::fit8, TESSERA_MOE_FIT8).
+    bool wgmma_fit8 = false;
 };
 // The tiles MoePlan::wgmma_warpgroups = 4 is built for: warp-specialised, 32 to 64 rows in one
-// m-tile, neither clustered, gathered nor fitted.
+// m-tile, neither clustered, gathered nor fitted (halved).
 inline bool moe_tiles_take_wide_forms(const MoePlan& p) {
     return p.wgmma && p.wgmma_tma == 1 && p.wgmma_mt < 2 && !p.wgmma_gather && !p.wgmma_fit && p.tile_rows >= 32 &&
            p.tile_rows <= 64;
+}
+// The tiles MoePlan::wgmma_fit8 is built for: those, and two m-tiles of 32 rows (neither clustered,
+// gathered nor halved).
+inline bool moe_tiles_take_fit8(const MoePlan& p) {
+    return moe_tiles_take_wide_forms(p) || (p.wgmma && p.wgmma_tma == 1 && p.wgmma_mt == 2 && p.tile_rows == 32 &&
+                                            !p.wgmma_gather && !p.wgmma_fit);
 }
 constexpr int kMoeMidRows = 8;  // rows a work item of the mid kernels: mma's 8 columns
 constexpr int64_t kMoeMidDown4Rows = 384;  // mid_down_tiles 0: 4 row tiles a warp from T·k rows (T ≥ 48, k 8)
@@ -396,6 +408,10 @@ struct MoeSwitches {
     // tiles take them; or 0, auto — 4 at tiles of 48 where they take them (the backend's default,
     // TESSERA_MOE_WARPGROUPS: session 60, H100, 512 tokens: gate+up 113.5 against 117.4 µs), else 2.
     int warpgroups = 2;
+    // Their wgmma N an item's rows in steps of 8 where the plan's tiles take it (MoePlan::wgmma_fit8;
+    // the backend's default, TESSERA_MOE_FIT8: session 61, H100, the whole MoE 1–2 % faster at 512 to
+    // 2,048 tokens). False here: moe_pick's plans as they are unless a caller asks.
+    bool fit8 = false;
     // Where the pick runs the warp-specialised tiles without their own slot sum: out in bf16
     // (MoePlan::wgmma_out16). The backend's default (TESSERA_MOE_OUT=bf16); false here, so that a
     // caller of moe_experts_packed gets moe_pick's f32 plans unless it asks.
@@ -551,9 +567,16 @@ cudaError_t launch_moe_wgmma_down(float* out, const void* act, const MoePackedEx
 //             32, 48 or 64 rows in one m-tile (neither clustered, gathered nor fitted): 128 features a
 //             block sharing each stage's activation rows, one block an SM (MoePlan::wgmma_warpgroups).
 //             Down takes 2 only.
+//   fit8:     wgmma's N an item's rows rounded up to 8 (16 … 48 with tiles of 32 or 48, 32 … 64 with
+//             64), each half k-tile's wgmma issued in the branch of its N: less of the tensor pipe's
+//             time on rows no item has, where each wgmma's time is the loop's beside the
+//             dequantization's (session 61's probe: the two overlap for ~10 of ~40 µs); tiles of 32, 48
+//             or 64 rows in one m-tile or two of 32, neither clustered, gathered nor halved
+//             (MoePlan::wgmma_fit8, moe_tiles_take_fit8).
 struct MoeTmaTuning {
     int l2_first = 0;
     int warpgroups = 2;
+    bool fit8 = false;
 };
 // Their warp-specialised form (fast_moe_wgmma_tma.cu; the same operands, P = T·k rows of xg / act,
 // the same bits): tile_rows 16, 32, 48, 64 or 128 (moe_wgmma_tma_fits; 128: cluster 1; 48: cluster

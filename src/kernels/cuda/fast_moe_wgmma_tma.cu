@@ -61,7 +61,7 @@ using namespace dev;
 constexpr int kBK = kWgmmaK;  // columns a k-tile
 
 template <int BT_, bool GATE_UP_, int STAGES_, int CL_, int MT_ = 1, bool GATHER_ = false, bool PERSIST_ = false,
-          bool FIT_ = false, int CW_ = 2>
+          int FIT_ = 0, int CW_ = 2>
 struct MoeTmaTile {
     static constexpr int BT = BT_;              // item rows a block: wgmma's N
     static constexpr int CL = CL_;              // blocks a cluster (along the features) sharing the boxes of A
@@ -69,7 +69,11 @@ struct MoeTmaTile {
     static constexpr bool kGateUp = GATE_UP_;   // gate and up (SwiGLU epilogue), else down
     static constexpr bool kGather = GATHER_;    // A's rows gathered from x by cp.async (warps 10, 11)
     static constexpr bool kPersist = PERSIST_;  // a grid of resident blocks taking the tiles in turn
-    static constexpr bool kFit = FIT_;          // wgmma's N BT / 2 for items of at most BT / 2 rows
+    static constexpr bool kFit = FIT_ == 1;     // wgmma's N BT / 2 for items of at most BT / 2 rows
+    // wgmma's N an item's rows rounded up to 8, at least 16 (32 at tiles of 64): one k-loop, each
+    // half k-tile's wgmma issued in the branch of its N (wgmma_int4_ktile_fit; MoeTmaTuning::fit8:
+    // one m-tile, unclustered, by TMA).
+    static constexpr bool kFit8 = FIT_ == 2;
     // Consumer warpgroups a block: 2, or 4 (gate+up, one m-tile: 128 features a block sharing each
     // stage's activation rows — half the rows' bytes from L2 a weight byte — one block an SM).
     static constexpr int CW = CW_;
@@ -105,6 +109,8 @@ struct MoeTmaTile {
     static_assert(!kGather || (kGateUp && CL == 1), "the gathered A: gate+up, one block a cluster");
     static_assert(!kPersist || (CL == 1 && !kGather), "persistent: one block a cluster, A's rows by TMA");
     static_assert(!kFit || (BT <= 64 && !kPersist), "fitted N: up to 64; not persistent (ptxas serializes the wgmma)");
+    static_assert(!kFit8 || (BT >= 32 && BT <= 64 && (MT == 1 || BT == 32) && CL == 1 && !kGather),
+                  "N in steps of 8: tiles of 32 to 64 rows in one m-tile (or two of 32), unclustered, by TMA");
     static_assert(kProducerRegs * 128 + kConsumerRegs * kConsumers <= kLaunchRegs * kThreads,
                   "setmaxnreg moves registers only");
     static_assert(kBlocksPerSm * (kSmem + 1024) <= 228 * 1024, "the blocks an SM");
@@ -391,11 +397,15 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
         }
 
         // The tile's k-tiles with wgmma's N = BN: BT, or (kFit) BT / 2 where the item has no more
-        // rows — the first BN columns of B (A's box holds them), acc's first BN / 2 values (the rest
-        // stay zero, and the epilogue writes no row past the item's). (N in steps of 8, a k-loop for
-        // each, left ptxas short of registers for the wgmma pipeline at tiles of 64: C7511.)
+        // rows, or (kFit8) the item's rows rounded up to 8 — the first BN columns of B (A's box holds
+        // them), acc's first BN / 2 values (the rest stay zero, and the epilogue writes no row past the
+        // item's). (With two m-tiles, N in steps of 8 left ptxas short of registers for the wgmma
+        // pipeline at tiles of 64: C7511.)
+        // kFit8: wgmma's N, rounded up to 8 — lane 0's, so that ptxas sees a warp-uniform branch (the
+        // persistent walk's tile index comes through shared memory: else C7520, the wgmma serialized)
+        const int fit_rows = C::kFit8 ? __shfl_sync(0xffffffffu, g.item_rows[item_of(i)], 0) : BT;
         auto k_tiles = [&](auto bn) {
-            constexpr int BN = decltype(bn)::value;
+            [[maybe_unused]] constexpr int BN = decltype(bn)::value;
             for (int kt = 0; kt < KT; ++kt, ++u) {
                 const uint32_t slot = u % S;
                 mbar_wait(&full[slot], (u / S) & 1);
@@ -409,7 +419,22 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                         wgmma_int4_staged_operands(stage + C::kWOff, feature(j), row_hi(j), tq, stage + C::kSOff,
                                                    stage + C::kBOff, staged_scale_at(feature(j), tq, lo.gpt),
                                                    scale_hi(j), bias_lo, bias_hi, q_lo[j], q_hi[j], s2[j], b2[j]);
-                    wgmma_int4_ktile_words<BN>(acc, q_lo, q_hi, s2, b2, kWgmmaInt4NegC, desc, BT * 128);
+                    if constexpr (C::kFit8)
+                        wgmma_int4_ktile_words_fit<BT, MT, BT / 2, 16>(acc, q_lo, q_hi, s2, b2, kWgmmaInt4NegC, desc,
+                                                                       BT * 128, fit_rows);
+                    else
+                        wgmma_int4_ktile_words<BN>(acc, q_lo, q_hi, s2, b2, kWgmmaInt4NegC, desc, BT * 128);
+                } else if constexpr (C::kFit8) {  // N the item's rows in steps of 8
+#pragma unroll
+                    for (int j = 0; j < MT; ++j) {
+                        uint4 q_lo, q_hi;
+                        uint32_t s2[2], b2[2];
+                        wgmma_int4_staged_operands(stage + C::kWOff, feature(j), row_hi(j), tq, stage + C::kSOff,
+                                                   stage + C::kBOff, staged_scale_at(feature(j), tq, lo.gpt),
+                                                   scale_hi(j), bias_lo, bias_hi, q_lo, q_hi, s2, b2);
+                        wgmma_int4_ktile_fit<BT, BT >= 64 ? 32 : 16>(acc[j], q_lo, q_hi, s2, b2, kWgmmaInt4NegC, desc,
+                                                                     BT * 128, fit_rows);
+                    }
                 } else {
 #pragma unroll
                     for (int j = 0; j < MT; ++j)
@@ -555,23 +580,37 @@ cudaError_t launch_tiles(int tile_rows, int mt, const void* a, int64_t P, int64_
     auto go = [&](auto tile) {
         return launch<decltype(tile)>(a, P, K, N, E, m0, m1, g, act, out, stream, k, persist, cb, tune, out16);
     };
-    // The wide forms (moe_tiles_take_wide_forms) in four consumer warpgroups a block: gate+up's tiles
-    // of 32, 48, 64 rows in one m-tile, unclustered, by TMA, not fitted (one block an SM: stages of
-    // 28, 32, 36 KB).
-    if (tune.warpgroups != 2) {
-        if constexpr (GATE_UP && CL == 1 && !GATHER && !FIT) {
-            if (tune.warpgroups == 4 && mt == 1) {
+    // The wide forms (moe_tiles_take_wide_forms): tiles of 32, 48, 64 rows in one m-tile,
+    // unclustered, by TMA, not halved — gate+up's in four consumer warpgroups a block (one block an
+    // SM: stages of 28, 32, 36 KB) or either's two, with wgmma's N the items' rows in steps of 8 or not.
+    auto wide = [&](auto cw, auto fit8) -> cudaError_t {
+        constexpr int CW = decltype(cw)::value, F = decltype(fit8)::value ? 2 : 0;
+        if constexpr (CL == 1 && !GATHER && !FIT && (CW == 2 || GATE_UP)) {
+            if (mt == 1) {
                 switch (tile_rows) {
-                    case 32: return go(MoeTmaTile<32, true, 7, 1, 1, false, PERSIST, false, 4>{});
-                    case 48: return go(MoeTmaTile<48, true, 6, 1, 1, false, PERSIST, false, 4>{});
-                    case 64: return go(MoeTmaTile<64, true, 6, 1, 1, false, PERSIST, false, 4>{});
+                    case 32: return go(MoeTmaTile<32, GATE_UP, CW == 4 ? 7 : 6, 1, 1, false, PERSIST, F, CW>{});
+                    case 48: return go(MoeTmaTile<48, GATE_UP, CW == 4 ? 6 : 4, 1, 1, false, PERSIST, F, CW>{});
+                    case 64: return go(MoeTmaTile<64, GATE_UP, CW == 4 ? 6 : 4, 1, 1, false, PERSIST, F, CW>{});
                     default: break;
                 }
             }
         }
         return cudaErrorInvalidValue;
+    };
+    using Four = std::integral_constant<int, 4>;
+    using Two = std::integral_constant<int, 2>;
+    if (tune.warpgroups != 2) {
+        if (tune.warpgroups != 4) return cudaErrorInvalidValue;
+        return tune.fit8 ? wide(Four{}, std::true_type{}) : wide(Four{}, std::false_type{});
     }
+    if (tune.fit8 && mt == 1) return wide(Two{}, std::true_type{});
     if constexpr (CL == 1) {  // (two m-tiles, and tiles of 128 rows, in clusters: not built)
+        if (mt == 2 && tune.fit8) {  // (N in steps of 8: two m-tiles of 32 only)
+            if constexpr (!GATHER && !FIT) {
+                if (tile_rows == 32) return go(MoeTmaTile<32, GATE_UP, 3, 1, 2, false, PERSIST, 2>{});
+            }
+            return cudaErrorInvalidValue;
+        }
         if (mt == 2) {
             switch (tile_rows) {
                 case 16: return go(MoeTmaTile<16, GATE_UP, 4, 1, 2, GATHER, PERSIST, FIT>{});

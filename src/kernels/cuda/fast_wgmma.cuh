@@ -109,6 +109,35 @@ __device__ __forceinline__ void wgmma_m64n32k16_rs(float (&d)[16], const uint32_
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
 }
 
+// D[64 × 24] (+)= A[64 × 16] (registers) · B[16 × 24] (shared memory, descriptor b); d: 12 f32 a thread
+// (the MoE tiles' N fitted to an item's rows in steps of 8).
+__device__ __forceinline__ void wgmma_m64n24k16_rs(float (&d)[12], const uint32_t (&a)[4], uint64_t b,
+                                                  int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %17, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n24k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11},"
+        " {%12, %13, %14, %15}, %16, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+}
+
+// D[64 × 40] (+)= A[64 × 16] (registers) · B[16 × 40] (shared memory, descriptor b); d: 20 f32 a thread
+// (the MoE tiles' N fitted to an item's rows in steps of 8).
+__device__ __forceinline__ void wgmma_m64n40k16_rs(float (&d)[20], const uint32_t (&a)[4], uint64_t b,
+                                                  int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %25, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n40k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19},"
+        " {%20, %21, %22, %23}, %24, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+}
+
 // D[64 × 48] (+)= A[64 × 16] (registers) · B[16 × 48] (shared memory, descriptor b); d: 24 f32 a thread
 // (the MoE's tiles of 48 rows).
 __device__ __forceinline__ void wgmma_m64n48k16_rs(float (&d)[24], const uint32_t (&a)[4], uint64_t b,
@@ -122,6 +151,23 @@ __device__ __forceinline__ void wgmma_m64n48k16_rs(float (&d)[24], const uint32_
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
           "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+}
+
+// D[64 × 56] (+)= A[64 × 16] (registers) · B[16 × 56] (shared memory, descriptor b); d: 28 f32 a thread
+// (the MoE tiles' N fitted to an item's rows in steps of 8).
+__device__ __forceinline__ void wgmma_m64n56k16_rs(float (&d)[28], const uint32_t (&a)[4], uint64_t b,
+                                                  int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %33, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n56k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
+        "%22, %23, %24, %25, %26, %27},"
+        " {%28, %29, %30, %31}, %32, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
 }
 
@@ -204,12 +250,16 @@ __device__ __forceinline__ void wgmma_m64n256k16_rs(float (&d)[128], const uint3
 // wgmma_m64n{N}k16_rs by N.
 template <int N>
 __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b, int accumulate) {
-    static_assert(N == 8 || N == 16 || N == 32 || N == 48 || N == 64 || N == 128 || N == 256,
-                  "wgmma_rs: N is 8, 16, 32, 48, 64, 128 or 256");
+    static_assert(N == 8 || N == 16 || N == 24 || N == 32 || N == 40 || N == 48 || N == 56 || N == 64 || N == 128 ||
+                      N == 256,
+                  "wgmma_rs: N is 8 … 64 in steps of 8, 128 or 256");
     if constexpr (N == 8) wgmma_m64n8k16_rs(d, a, b, accumulate);
     else if constexpr (N == 16) wgmma_m64n16k16_rs(d, a, b, accumulate);
+    else if constexpr (N == 24) wgmma_m64n24k16_rs(d, a, b, accumulate);
     else if constexpr (N == 32) wgmma_m64n32k16_rs(d, a, b, accumulate);
+    else if constexpr (N == 40) wgmma_m64n40k16_rs(d, a, b, accumulate);
     else if constexpr (N == 48) wgmma_m64n48k16_rs(d, a, b, accumulate);
+    else if constexpr (N == 56) wgmma_m64n56k16_rs(d, a, b, accumulate);
     else if constexpr (N == 64) wgmma_m64n64k16_rs(d, a, b, accumulate);
     else if constexpr (N == 128) wgmma_m64n128k16_rs(d, a, b, accumulate);
     else wgmma_m64n256k16_rs(d, a, b, accumulate);

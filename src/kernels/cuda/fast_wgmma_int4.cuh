@@ -16,6 +16,7 @@
 // swizzle (fast_wgmma.cuh), the two k-blocks one after the other.
 #pragma once
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/fast_mbarrier.cuh"
 #include "kernels/cuda/fast_mma.cuh"
@@ -113,6 +114,44 @@ __device__ __forceinline__ void wgmma_int4_ktile(float (&acc)[BN / 2], const uin
     }
 }
 
+// wgmma_int4_ktile with wgmma's N chosen at run time: the smallest of NMIN, NMIN + 8, …, BN that is
+// at least n (uniform across the warpgroup) — one loop for every N, each half's four wgmma issued in
+// the branch of its N (acc's first N / 2 values; the rest untouched).
+template <int BN, int NMIN>
+__device__ __forceinline__ void wgmma_int4_ktile_fit(float (&acc)[BN / 2], const uint4& q_lo, const uint4& q_hi,
+                                                     const uint32_t (&s2)[2], const uint32_t (&b2)[2], uint32_t negc,
+                                                     uint64_t desc, int block_bytes, int n) {
+    uint32_t a[2][4][4];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+#pragma unroll
+        for (int jj = 0; jj < 2; ++jj) {
+            const int j = 2 * half + jj;
+            wgmma_a_fragments(word_of(q_lo, j), word_of(q_hi, j), s2[0], b2[0], s2[1], b2[1], negc, a[half][2 * jj],
+                              a[half][2 * jj + 1]);
+        }
+        wgmma_fence();
+        wgmma_fence_operands(acc);
+        auto issue = [&](auto nn) {
+            constexpr int NN = decltype(nn)::value;
+            float(&d)[NN / 2] = *reinterpret_cast<float(*)[NN / 2]>(&acc[0]);
+#pragma unroll
+            for (int s = 0; s < 4; ++s)
+                wgmma_rs<NN>(d, a[half][s], wgmma_desc_add(desc, uint32_t((half * block_bytes + 32 * s) >> 4)), 1);
+        };
+        auto pick = [&](auto self, auto nn) {
+            constexpr int NN = decltype(nn)::value;
+            if constexpr (NN >= BN) issue(std::integral_constant<int, BN>{});
+            else if (n <= NN) issue(nn);
+            else self(self, std::integral_constant<int, NN + 8>{});
+        };
+        pick(pick, std::integral_constant<int, NMIN>{});
+        wgmma_commit();
+        wgmma_fence_operands(acc);
+        wgmma_wait<1>();
+    }
+}
+
 // A k-tile's weights staged in shared memory by TMA, as packed_weight.h's 16-row tiles lie: a
 // box of row tiles' codes (1 KB a tile: 16 rows × 64 bytes, so row r of the box at 64·r) and their
 // scales (biases), 16 rows × gpt halves a tile (gpt = 128 / G groups a row and k-tile).
@@ -204,6 +243,44 @@ __device__ __forceinline__ void wgmma_int4_ktile_words(float (&acc)[MT][LD], con
             wgmma_commit();
             wgmma_fence_operands(d);
             wgmma_wait<1>();  // the group before this one is done: its A registers are free again
+        }
+    }
+}
+
+// wgmma_int4_ktile_words with wgmma's N chosen at run time, as wgmma_int4_ktile_fit chooses it: the
+// smallest of NMIN, NMIN + 8, …, BN that is at least n (uniform across the warpgroup).
+template <int BN, int MT, int LD, int NMIN>
+__device__ __forceinline__ void wgmma_int4_ktile_words_fit(float (&acc)[MT][LD], const uint4 (&q_lo)[MT],
+                                                           const uint4 (&q_hi)[MT], const uint32_t (&s2)[MT][2],
+                                                           const uint32_t (&b2)[MT][2], uint32_t negc, uint64_t desc,
+                                                           int block_bytes, int n) {
+    static_assert(BN / 2 <= LD, "wgmma_int4_ktile_words_fit: N past the accumulators");
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+#pragma unroll
+        for (int j = 0; j < MT; ++j) {
+            uint32_t a0[4], a1[4];
+            wgmma_a_fragments(word_of(q_lo[j], w), word_of(q_hi[j], w), s2[j][0], b2[j][0], s2[j][1], b2[j][1], negc,
+                              a0, a1);
+            const uint64_t at = wgmma_desc_add(desc, uint32_t(((w >> 1) * block_bytes + 64 * (w & 1)) >> 4));
+            wgmma_fence();
+            wgmma_fence_operands(acc[j]);
+            auto issue = [&](auto nn) {
+                constexpr int NN = decltype(nn)::value;
+                float(&d)[NN / 2] = *reinterpret_cast<float(*)[NN / 2]>(&acc[j][0]);
+                wgmma_rs<NN>(d, a0, at, 1);
+                wgmma_rs<NN>(d, a1, wgmma_desc_add(at, 2), 1);
+            };
+            auto pick = [&](auto self, auto nn) {
+                constexpr int NN = decltype(nn)::value;
+                if constexpr (NN >= BN) issue(std::integral_constant<int, BN>{});
+                else if (n <= NN) issue(nn);
+                else self(self, std::integral_constant<int, NN + 8>{});
+            };
+            pick(pick, std::integral_constant<int, NMIN>{});
+            wgmma_commit();
+            wgmma_fence_operands(acc[j]);
+            wgmma_wait<1>();
         }
     }
 }
