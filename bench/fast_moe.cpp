@@ -293,8 +293,11 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             o.wgmma_fit8 = true;
             plans.push_back(o);
         }
-        if (pick.wgmma && pick.wgmma_tma == 1 && !fast::moe_tiles_take_wide_forms(pick)) {
-            for (int rows : {32, 48, 64}) {  // the pick's alternatives: one m-tile, wg4 (gate+up) and fit8
+        if (pick.wgmma && pick.wgmma_tma == 1) {
+            // the pick's alternatives, persistent, one m-tile of 32 to 64 rows, with gate+up in four
+            // warpgroups and fit8 (the pick's own tile size in the rows below)
+            for (int rows : {32, 48, 64}) {
+                if (rows == pick.tile_rows && pick.wgmma_mt < 2) continue;
                 fast::MoePlan o = pick;
                 o.tile_rows = rows, o.wgmma_mt = 0, o.wgmma_persist = 1, o.wgmma_fit = false, o.wgmma_gather = false;
                 o.wgmma_out16 = true, o.wgmma_warpgroups = 4, o.wgmma_fit8 = true;

@@ -974,9 +974,10 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
 }
 
 // The backend's TESSERA_MOE_WARPGROUPS=auto (MoeSwitches::warpgroups = 0): four consumer warpgroups
-// in gate+up's tiles of 48 rows, where they were measured ahead (session 60), two elsewhere; 4 asks
-// for them wherever the tiles take them; 2 never. Host only: moe_plan reads no device memory.
-TEST(FastMoe, PlanTakesFourWarpgroupsAtTilesOf48) {
+// in gate+up's tiles of 48 rows, and of 64 from 2,048 tokens, where they were measured ahead
+// (sessions 60, 61), two elsewhere; 4 asks for them wherever the tiles take them; 2 never. And
+// MoeSwitches::fit8 wherever the tiles take it. Host only: moe_plan reads no device memory.
+TEST(FastMoe, PlanTakesFourWarpgroupsWhereTheyPay) {
     fast::MoePackedExperts w{128, 2048, 768, nullptr, nullptr, nullptr, {}};
     w.tiling.gate_up = w.tiling.down = true;
     auto warpgroups = [&](int64_t T, int asked) {
@@ -991,7 +992,7 @@ TEST(FastMoe, PlanTakesFourWarpgroupsAtTilesOf48) {
     EXPECT_EQ(warpgroups(512, 0), 4);
     EXPECT_EQ(warpgroups(512, 2), 2);
     EXPECT_EQ(at512.wgmma_warpgroups, 2);  // the kernel API's default: moe_pick's plan as it is
-    int wide = 0, at48 = 0, fits8 = 0;
+    int wide = 0, at48 = 0, at64 = 0, fits8 = 0;
     for (int64_t T = 1; T <= 8192; T += T < 64 ? 1 : T / 8) {
         fast::MoeSwitches sw;
         sw.warpgroups = 2;
@@ -999,9 +1000,11 @@ TEST(FastMoe, PlanTakesFourWarpgroupsAtTilesOf48) {
         const bool takes = fast::moe_tiles_take_wide_forms(p);
         wide += takes;
         at48 += takes && p.tile_rows == 48;
+        at64 += takes && p.tile_rows == 64 && T >= 2048;
         EXPECT_EQ(p.wgmma_warpgroups, 2) << "T " << T;
         EXPECT_EQ(warpgroups(T, 4), takes ? 4 : 2) << "T " << T;
-        EXPECT_EQ(warpgroups(T, 0), takes && p.tile_rows == 48 ? 4 : 2) << "T " << T << " tiles " << p.tile_rows;
+        const bool pays = p.tile_rows == 48 || (p.tile_rows == 64 && T >= 2048);
+        EXPECT_EQ(warpgroups(T, 0), takes && pays ? 4 : 2) << "T " << T << " tiles " << p.tile_rows;
         // wgmma's N in steps of 8 (the backend's TESSERA_MOE_FIT8=on): wherever the tiles take it
         EXPECT_FALSE(p.wgmma_fit8) << "T " << T;
         sw.fit8 = true;
@@ -1009,7 +1012,8 @@ TEST(FastMoe, PlanTakesFourWarpgroupsAtTilesOf48) {
         fits8 += fast::moe_tiles_take_fit8(p) && !takes;
     }
     EXPECT_GT(at48, 0);
-    EXPECT_GT(wide, at48);  // tiles of 32 or 64 too, where auto keeps two
+    EXPECT_GT(at64, 0);
+    EXPECT_GT(wide, at48 + at64);  // tiles of 32 or 64 (below 2,048 tokens) too, where auto keeps two
     EXPECT_GT(fits8, 0);    // two m-tiles of 32 take N in steps of 8 too
     // The flagship's shape at 512 tokens: two m-tiles of 32 — not a form that takes four
     w = {256, 2048, 512, nullptr, nullptr, nullptr, {}};

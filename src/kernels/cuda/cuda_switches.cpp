@@ -175,8 +175,9 @@ int moe_l2_first() {
 // tiles of 32 to 64 rows in four consumer warpgroups a block, one block an SM, 128 features sharing
 // each stage's activation rows (MoePlan::wgmma_warpgroups, session 58; the same bits). auto: four at
 // tiles of 48 (H100, 512 tokens of llama.cpp's shape: gate+up 113.5 against 117.4 µs, the whole MoE
-// 202.1 against 208.0; the flagship's shape at 48 rows 142.3 against 147.7), two elsewhere (level at
-// 64 rows; 32-row tiles, ahead at 512 tokens, not measured at the token counts that pick them).
+// 202.1 against 208.0; the flagship's shape at 48 rows 142.3 against 147.7) and at tiles of 64 from
+// 2,048 tokens (session 61: the whole MoE 1–3.5 % ahead at 2,048 and 4,096, level at 1,024), two
+// elsewhere (behind at the token counts that pick 32-row tiles, session 61).
 int moe_warpgroups() {
     static const int n = std::array{0, 2, 4}[env_choice("TESSERA_MOE_WARPGROUPS", {"auto", "2", "4"})];
     return n;

@@ -626,8 +626,10 @@ MoePlan moe_plan(int64_t T, int k, const MoePackedExperts& w, const MoeSwitches&
     if (plan.tile_rows == 48 && (!plan.wgmma || plan.wgmma_tma != 1 || plan.wgmma_gather || plan.wgmma_fit))
         plan.tile_rows = 64;
     // Gate+up in four consumer warpgroups a block where its tiles take them: asked for, or (auto) at
-    // tiles of 48 — where they were measured ahead (session 60); level at 64, not measured at 32's T.
-    const bool wg4 = sw.warpgroups == 4 || (sw.warpgroups == 0 && plan.tile_rows == 48);
+    // tiles of 48, and of 64 from 2,048 tokens — where they were measured ahead (sessions 60, 61: at
+    // 64 rows level to 1,024 tokens, 1–3.5 % ahead at 2,048 and 4,096); behind at 32's token counts.
+    const bool wg4 = sw.warpgroups == 4 ||
+                     (sw.warpgroups == 0 && (plan.tile_rows == 48 || (plan.tile_rows == 64 && T >= 2048)));
     plan.wgmma_warpgroups = wg4 && moe_tiles_take_wide_forms(plan) ? 4 : 2;
     plan.wgmma_fit8 = sw.fit8 && moe_tiles_take_fit8(plan);
     if (mid && plan.v2 && plan.large_tiles && T * k <= int64_t(kMoeMidRows) * w.E && detail::moe_mid_fits(w.H, w.I))

@@ -296,7 +296,7 @@ struct MoePlan {
     // or 4 — 128 features a block, each stage's activation rows read from L2 once for twice the
     // weights (session 58: the k-tile probe's rows from 16 MB in L2 cost ~20 µs of the 512-token
     // step). Tiles of 32, 48 or 64 rows, one m-tile, neither clustered, gathered nor fitted; the same
-    // bits; the backend's default at tiles of 48 (MoeSwitches::warpgroups, TESSERA_MOE_WARPGROUPS).
+    // bits; the backend's default at tiles of 48, and of 64 from 2,048 tokens (MoeSwitches::warpgroups).
     // (Their wgmma groups in turn — ping-pong, CUTLASS's mixed-input order — ran level to 5 % slower,
     // session 60, and were removed.)
     int wgmma_warpgroups = 2;
@@ -314,7 +314,8 @@ inline bool moe_tiles_take_wide_forms(const MoePlan& p) {
            p.tile_rows <= 64;
 }
 // The tiles MoePlan::wgmma_fit8 is built for: those, and two m-tiles of 32 rows (neither clustered,
-// gathered nor halved).
+// gathered nor halved). (Tiles of 128 with it, an expert's ~64–128 rows one item, ran 6–12 % behind
+// tiles of 64 at 1,024 to 4,096 tokens: session 61, H100.)
 inline bool moe_tiles_take_fit8(const MoePlan& p) {
     return moe_tiles_take_wide_forms(p) || (p.wgmma && p.wgmma_tma == 1 && p.wgmma_mt == 2 && p.tile_rows == 32 &&
                                             !p.wgmma_gather && !p.wgmma_fit);
@@ -405,8 +406,8 @@ struct MoeSwitches {
     // first-last 2, last-item 3; opt-in until measured).
     int l2_first = 0;
     // Their gate+up's consumer warpgroups a block (MoePlan::wgmma_warpgroups): 2; 4 where the plan's
-    // tiles take them; or 0, auto — 4 at tiles of 48 where they take them (the backend's default,
-    // TESSERA_MOE_WARPGROUPS: session 60, H100, 512 tokens: gate+up 113.5 against 117.4 µs), else 2.
+    // tiles take them; or 0, auto — 4 at tiles of 48, and of 64 from 2,048 tokens, where they take them
+    // (the backend's default, TESSERA_MOE_WARPGROUPS: sessions 60, 61, H100), else 2.
     int warpgroups = 2;
     // Their wgmma N an item's rows in steps of 8 where the plan's tiles take it (MoePlan::wgmma_fit8;
     // the backend's default, TESSERA_MOE_FIT8: session 61, H100, the whole MoE 1–2 % faster at 512 to

@@ -432,8 +432,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                         wgmma_int4_staged_operands(stage + C::kWOff, feature(j), row_hi(j), tq, stage + C::kSOff,
                                                    stage + C::kBOff, staged_scale_at(feature(j), tq, lo.gpt),
                                                    scale_hi(j), bias_lo, bias_hi, q_lo, q_hi, s2, b2);
-                        wgmma_int4_ktile_fit<BT, BT >= 64 ? 32 : 16>(acc[j], q_lo, q_hi, s2, b2, kWgmmaInt4NegC, desc,
-                                                                     BT * 128, fit_rows);
+                        wgmma_int4_ktile_fit<BT, BT >= 64 ? 32 : 16>(acc[j], q_lo, q_hi, s2, b2, kWgmmaInt4NegC,
+                                                                     desc, BT * 128, fit_rows);
                     }
                 } else {
 #pragma unroll
@@ -620,7 +620,7 @@ cudaError_t launch_tiles(int tile_rows, int mt, const void* a, int64_t P, int64_
             }
         }
         if (mt == 1 && tile_rows == 128) {  // one block an SM (not halved: N up to 64)
-            if constexpr (!FIT) return go(MoeTmaTile<128, GATE_UP, 5, 1, 1, GATHER, PERSIST, false>{});
+            if constexpr (!FIT) return go(MoeTmaTile<128, GATE_UP, 5, 1, 1, GATHER, PERSIST, 0>{});
             return cudaErrorInvalidValue;
         }
     }

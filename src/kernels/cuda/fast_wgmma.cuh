@@ -250,8 +250,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_rs(float (&d)[128], const uint3
 // wgmma_m64n{N}k16_rs by N.
 template <int N>
 __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b, int accumulate) {
-    static_assert(N == 8 || N == 16 || N == 24 || N == 32 || N == 40 || N == 48 || N == 56 || N == 64 || N == 128 ||
-                      N == 256,
+    static_assert((N % 8 == 0 && N >= 8 && N <= 64) || N == 128 || N == 256,
                   "wgmma_rs: N is 8 … 64 in steps of 8, 128 or 256");
     if constexpr (N == 8) wgmma_m64n8k16_rs(d, a, b, accumulate);
     else if constexpr (N == 16) wgmma_m64n16k16_rs(d, a, b, accumulate);
