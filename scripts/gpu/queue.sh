@@ -27,15 +27,10 @@ timeout 150 $B/test_cuda \
   > $OUT/tests.txt 2>&1; echo "tests rc $?"
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED \]|OK \]|Failure|differing" $OUT/tests.txt | head -20
 st tests
-# 2. four warpgroups at tiles of 64 from 2,048 tokens (auto since session 61): the whole MoE at 2,048
-# and 4,096 tokens, both shapes; the pick's rows and the wide forms'
-timeout 200 $B/bench_fast_moe --tokens 2048,4096 --runs 5 --warmup 2 --filter "top-8" > $OUT/moe.txt 2>&1
+# 2. N in steps of 8 with each branch's own commit (no no-op wgmma) and its descriptors made once:
+# the whole MoE and its gate+up / down steps at 512 to 2,048 tokens, both shapes
+timeout 250 $B/bench_fast_moe --tokens 512,1024,2048 --runs 5 --warmup 2 --filter "top-8" > $OUT/moe.txt 2>&1
 echo "bench rc $?"
 grep -E "experts wgmma" $OUT/moe.txt | grep -E "\(pick\)|out16" | grep -v "cold\|l2-" | cut -c1-110 | head -40
+grep -E "persist (wg4 )?(fit8 )?(gate\+up\+SwiGLU|down)/(48|64)" $OUT/moe.txt | grep "  512 |" | cut -c1-110
 st bench
-# 3. end to end on the cut: prefill at 8K and 32K (chunks of 2,048) with the defaults against two
-# warpgroups at tiles of 64 (TESSERA_MOE_WARPGROUPS=2 takes them from tiles of 48 too)
-timeout 300 scripts/gpu/ab.sh --rounds 2 --model $cut "" "TESSERA_MOE_WARPGROUPS=2" "TESSERA_MOE_FIT8=off" -- \
-  --device cuda --ctx 8192,32768 --batch 1 --gen 1 --repeat 2 --prefill-chunk 2048 > $OUT/ab.txt 2>&1
-echo "ab rc $?"; tail -16 $OUT/ab.txt | cut -c1-160
-st ab

@@ -130,14 +130,17 @@ __device__ __forceinline__ void wgmma_int4_ktile_fit(float (&acc)[BN / 2], const
             wgmma_a_fragments(word_of(q_lo, j), word_of(q_hi, j), s2[0], b2[0], s2[1], b2[1], negc, a[half][2 * jj],
                               a[half][2 * jj + 1]);
         }
+        uint64_t at[4];  // (the same for every N: made once, not in each branch)
+#pragma unroll
+        for (int s = 0; s < 4; ++s) at[s] = wgmma_desc_add(desc, uint32_t((half * block_bytes + 32 * s) >> 4));
         wgmma_fence();
         wgmma_fence_operands(acc);
         auto issue = [&](auto nn) {
             constexpr int NN = decltype(nn)::value;
             float(&d)[NN / 2] = *reinterpret_cast<float(*)[NN / 2]>(&acc[0]);
 #pragma unroll
-            for (int s = 0; s < 4; ++s)
-                wgmma_rs<NN>(d, a[half][s], wgmma_desc_add(desc, uint32_t((half * block_bytes + 32 * s) >> 4)), 1);
+            for (int s = 0; s < 4; ++s) wgmma_rs<NN>(d, a[half][s], at[s], 1);
+            wgmma_commit();  // (in the branch: committed after the merge, ptxas adds a no-op wgmma to close the group)
         };
         auto pick = [&](auto self, auto nn) {
             constexpr int NN = decltype(nn)::value;
@@ -146,7 +149,6 @@ __device__ __forceinline__ void wgmma_int4_ktile_fit(float (&acc)[BN / 2], const
             else self(self, std::integral_constant<int, NN + 8>{});
         };
         pick(pick, std::integral_constant<int, NMIN>{});
-        wgmma_commit();
         wgmma_fence_operands(acc);
         wgmma_wait<1>();
     }
@@ -263,13 +265,15 @@ __device__ __forceinline__ void wgmma_int4_ktile_words_fit(float (&acc)[MT][LD],
             wgmma_a_fragments(word_of(q_lo[j], w), word_of(q_hi[j], w), s2[j][0], b2[j][0], s2[j][1], b2[j][1], negc,
                               a0, a1);
             const uint64_t at = wgmma_desc_add(desc, uint32_t(((w >> 1) * block_bytes + 64 * (w & 1)) >> 4));
+            const uint64_t at2 = wgmma_desc_add(at, 2);  // (the next k-step: 32 bytes on)
             wgmma_fence();
             wgmma_fence_operands(acc[j]);
             auto issue = [&](auto nn) {
                 constexpr int NN = decltype(nn)::value;
                 float(&d)[NN / 2] = *reinterpret_cast<float(*)[NN / 2]>(&acc[j][0]);
                 wgmma_rs<NN>(d, a0, at, 1);
-                wgmma_rs<NN>(d, a1, wgmma_desc_add(at, 2), 1);
+                wgmma_rs<NN>(d, a1, at2, 1);
+                wgmma_commit();  // (in the branch, as wgmma_int4_ktile_fit's)
             };
             auto pick = [&](auto self, auto nn) {
                 constexpr int NN = decltype(nn)::value;
@@ -278,7 +282,6 @@ __device__ __forceinline__ void wgmma_int4_ktile_words_fit(float (&acc)[MT][LD],
                 else self(self, std::integral_constant<int, NN + 8>{});
             };
             pick(pick, std::integral_constant<int, NMIN>{});
-            wgmma_commit();
             wgmma_fence_operands(acc[j]);
             wgmma_wait<1>();
         }
