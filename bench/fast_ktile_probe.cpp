@@ -6,14 +6,15 @@
 // in flight); the loop with a leaner dequantization (code·s in one FMA a pair, the −8·s offsets by one
 // more wgmma every 4 k-tiles: "lean", "lean-dequant" alone); the wgmma with independent work beside
 // it — the dequantization, integer or f32 operations in its place ("mma+dequant", "int-ops",
-// "mma+int-ops", "float-ops", "mma+float-ops"); and the production loop behind the tiles' ring (a producer, mbarriers, bulk copies of each stage: its
-// codes and scales from one L2-hot image, "ring-l2", or streamed from 256 MB in DRAM, "ring-dram",
-// and that in tiles of 16 k-tiles with an epilogue each, "ring-dram/16"; both with the activation
-// rows from 16 MB in L2 rather than one image, "ring-dram+x[/16]"; two blocks an SM). Each row:
-// the call's time for `iters` k-tiles a warpgroup on every SM, the SM cycles a k-tile round takes
-// (every resident warpgroup one k-tile), and that time scaled to 372
-// warpgroup k-tiles an SM — the persistent gate+up tiles of 48 at 512 tokens of llama.cpp's shape
-// (118.4 µs on the H100, fifty-third round): how far the loop alone is from that kernel.
+// "mma+int-ops", "float-ops", "mma+float-ops"); and the production loop behind the tiles' ring (a
+// producer, mbarriers, bulk copies of each stage: its codes and scales from one L2-hot image,
+// "ring-l2", or streamed from 256 MB in DRAM, "ring-dram", and that in tiles of 16 k-tiles with an
+// epilogue each, "ring-dram/16"; both with the activation rows from 16 MB in L2 rather than one
+// image, "ring-dram+x[/16]"; two blocks an SM). Each row: the call's time for `iters` k-tiles a
+// warpgroup on every SM, the SM cycles a k-tile round takes (every resident warpgroup one k-tile),
+// and that time scaled to 372 warpgroup k-tiles an SM — the persistent gate+up tiles of 48 at 512
+// tokens of llama.cpp's shape (118.4 µs on the H100, fifty-third round): how far the loop alone is
+// from that kernel.
 //   bench_fast_ktile_probe [--bn 16,32,48,64] [--blocks-per-sm 2,3] [--iters N (930)] [--runs N] [--warmup N]
 #include <cuda_runtime_api.h>
 

@@ -5,7 +5,7 @@
 #   here:  scripts/gpu/prebuilt.sh pack test_cuda bench_fast_moe bench_fast_ktile_probe bench_fast_gdn tessera
 #   call:  bash scripts/gpu/queue.sh 2>&1   carrying ["tmp/prebuilt", ".debs"] (~57 MB with the tree;
 #          without the pack, or with sources changed since, it builds there first: ~125 s more)
-# Takes ~150 s with the pack; each step has its own timeout, so a shorter call keeps what ran.
+# Takes ~100 s with the pack; each step has its own timeout, so a shorter call keeps what ran.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 OUT=${OUT:-build/gpu-logs}; mkdir -p "$OUT"
@@ -18,19 +18,33 @@ else
 fi
 st build
 B=build/cuda
-# 1. the new forms' bits (wgmma's N in steps of 8, with two and four warpgroups), the probe's forms
+# 1. the tiles' bits (N in steps of 8, two and four warpgroups), the probe's forms, the plans, and fast
+# against reference through the whole model (the fixtures and the flagship's 4-layer cut)
 cut=/tmp/tessera-flagship-cut4.gguf
 $B/tessera synth --arch qwen35moe --preset qwen3.6-35b-a3b --layers 4 --type q4_0 --out $cut > /tmp/synth.txt 2>&1
 echo "synth rc $?"; tail -1 /tmp/synth.txt | cut -c1-120
-timeout 150 $B/test_cuda \
-  --gtest_filter='FastKtileProbe.*:FastMoe.PlanTakes*:FastMoe.WgmmaTmaTiles*:FastMoe.BadArguments*' \
+TESSERA_FLAGSHIP_CUT=$cut timeout 200 $B/test_cuda \
+  --gtest_filter='FastKtileProbe.*:FastMoe.PlanTakes*:FastMoe.WgmmaTmaTiles*:FastMoe.BadArguments*:FastEquivalence.*' \
   > $OUT/tests.txt 2>&1; echo "tests rc $?"
-grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED \]|OK \]|Failure|differing" $OUT/tests.txt | head -20
+grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED \]|OK \]|Failure|differing|deviation" $OUT/tests.txt | head -20
 st tests
-# 2. N in steps of 8 with each branch's own commit (no no-op wgmma) and its descriptors made once:
-# the whole MoE and its gate+up / down steps at 512 to 2,048 tokens, both shapes
+# 2. session 61's defaults (fit8; four warpgroups at 48, and at 64 from 2,048 tokens) on an H200 — every
+# figure of session 61 is an H100's: the whole MoE and its steps at 512 to 2,048 tokens, both shapes
 timeout 250 $B/bench_fast_moe --tokens 512,1024,2048 --runs 5 --warmup 2 --filter "top-8" > $OUT/moe.txt 2>&1
 echo "bench rc $?"
 grep -E "experts wgmma" $OUT/moe.txt | grep -E "\(pick\)|out16" | grep -v "cold\|l2-" | cut -c1-110 | head -40
-grep -E "persist (wg4 )?(fit8 )?(gate\+up\+SwiGLU|down)/(48|64)" $OUT/moe.txt | grep "  512 |" | cut -c1-110
+grep -E "persist (wg4 )?(fit8 )?(gate\+up\+SwiGLU|down)/48" $OUT/moe.txt | grep "  512 |" | cut -c1-110
 st bench
+# 3. the chunked GDN at 1,024 tokens (F16RtU16, the default since session 53: no H200 figure yet)
+timeout 60 $B/bench_fast_gdn --runs 20 --filter "T=1024" > $OUT/gdn.txt 2>&1; echo "gdn rc $?"
+grep -E "f16 rt (sched|u16|lean) hot" $OUT/gdn.txt | cut -c1-120
+st gdn
+# 4. the k-tile probe at N = 48 (the lean and overlap forms on this card)
+timeout 30 $B/bench_fast_ktile_probe --bn 48 --blocks-per-sm 2 > $OUT/probe.txt 2>&1; echo "probe rc $?"
+grep -E "^\|" $OUT/probe.txt
+st probe
+# 5. end to end on the cut: prefill at 8K and 32K, the defaults against fit8 off
+timeout 300 scripts/gpu/ab.sh --rounds 2 --model $cut "" "TESSERA_MOE_FIT8=off" -- --device cuda \
+  --ctx 8192,32768 --batch 1 --gen 1 --repeat 2 --prefill-chunk 2048 > $OUT/ab.txt 2>&1
+echo "ab rc $?"; tail -12 $OUT/ab.txt | cut -c1-160
+st ab

@@ -92,7 +92,9 @@ uint32_t side_sum(const std::vector<uint8_t>& st, int bn, int kind, int wg, int 
             for (int i = 0; i < 4; ++i) {
                 const uint32_t t = ((q >> (4 * i)) & 0x000f000fu) | 0x43004300u;
                 if (kind == 1) sum += (t ^ s2) + b2;
-                else sum += std::bit_cast<uint32_t>(std::fma(std::fma(as_f(t), as_f(s2), as_f(0xc300c300u)), as_f(s2), as_f(b2)));
+                else
+                    sum += std::bit_cast<uint32_t>(
+                        std::fma(std::fma(as_f(t), as_f(s2), as_f(0xc300c300u)), as_f(s2), as_f(b2)));
             }
         }
     }
@@ -104,6 +106,16 @@ float activation(const std::vector<uint8_t>& st, int bn, int kappa, int n) {
     const int hb = kappa / 64, p = kappa % 64, c = p / 8;
     const int64_t at = int64_t(hb) * bn * 128 + n * 128 + ((c ^ (n & 7)) << 4) + 2 * (p % 8);
     return bf16_to_f32(uint16_t(st[size_t(at)] | st[size_t(at + 1)] << 8));
+}
+
+// One run of the probe in form `form` (a's other fields as they are): its out, on the host.
+std::vector<float> run_probe(fast::KtileProbeArgs& a, fast::KtileProbeForm form, const DeviceBuffer& stage,
+                             Stream& s) {
+    a.form = form;
+    DeviceBuffer out(size_t(fast::ktile_probe_out_floats(a)) * 4);
+    EXPECT_EQ(fast::launch_ktile_probe(a, stage.data(), out.as<float>(), s.get()), cudaSuccess);
+    s.synchronize();
+    return to_host<float>(out);
 }
 
 }  // namespace
@@ -121,13 +133,7 @@ TEST(FastKtileProbe, FormsComputeTheTilesKtile) {
             SCOPED_TRACE(testing::Message() << "BN " << bn << ", " << minb << " blocks an SM");
             fast::KtileProbeArgs a;
             a.bn = bn, a.blocks_per_sm = minb, a.iters = 12, a.blocks = 3;
-            auto run = [&](fast::KtileProbeForm form) {
-                a.form = form;
-                DeviceBuffer out(size_t(fast::ktile_probe_out_floats(a)) * 4);
-                EXPECT_EQ(fast::launch_ktile_probe(a, stage.data(), out.as<float>(), s.get()), cudaSuccess);
-                s.synchronize();
-                return to_host<float>(out);
-            };
+            auto run = [&](fast::KtileProbeForm form) { return run_probe(a, form, stage, s); };
             const std::vector<float> tiles = run(fast::KtileProbeForm::Tiles);
             ASSERT_EQ(int64_t(tiles.size()), 3 * 256 * bn / 2);
             double worst = 0;
@@ -212,13 +218,7 @@ TEST(FastKtileProbe, LeanFormComputesItsModel) {
             SCOPED_TRACE(testing::Message() << "BN " << bn << ", " << minb << " blocks an SM");
             fast::KtileProbeArgs a;
             a.bn = bn, a.blocks_per_sm = minb, a.iters = 12, a.blocks = 3;
-            auto run = [&](fast::KtileProbeForm form) {
-                a.form = form;
-                DeviceBuffer out(size_t(fast::ktile_probe_out_floats(a)) * 4);
-                EXPECT_EQ(fast::launch_ktile_probe(a, stage.data(), out.as<float>(), s.get()), cudaSuccess);
-                s.synchronize();
-                return to_host<float>(out);
-            };
+            auto run = [&](fast::KtileProbeForm form) { return run_probe(a, form, stage, s); };
             const std::vector<float> lean = run(fast::KtileProbeForm::Lean);
             ASSERT_EQ(int64_t(lean.size()), 3 * 256 * bn / 2);
             double worst = 0;
@@ -264,7 +264,8 @@ TEST(FastKtileProbe, LeanFormComputesItsModel) {
                                 sum += lo | hi << 16;
                             }
                     const float got = made[(size_t(b) * (bn / 2)) * 256 + tid];
-                    ASSERT_EQ(std::bit_cast<uint32_t>(got), uint32_t(a.iters) * sum) << "block " << b << " thread " << tid;
+                    ASSERT_EQ(std::bit_cast<uint32_t>(got), uint32_t(a.iters) * sum)
+                        << "block " << b << " thread " << tid;
                 }
         }
     }
@@ -281,16 +282,11 @@ TEST(FastKtileProbe, OverlapFormsDoTheirWork) {
         SCOPED_TRACE(testing::Message() << "BN " << bn);
         fast::KtileProbeArgs a;
         a.bn = bn, a.iters = 12, a.blocks = 2;
-        auto run = [&](fast::KtileProbeForm form) {
-            a.form = form;
-            DeviceBuffer out(size_t(fast::ktile_probe_out_floats(a)) * 4);
-            EXPECT_EQ(fast::launch_ktile_probe(a, stage.data(), out.as<float>(), s.get()), cudaSuccess);
-            s.synchronize();
-            return to_host<float>(out);
-        };
+        auto run = [&](fast::KtileProbeForm form) { return run_probe(a, form, stage, s); };
         const std::vector<float> mma = run(fast::KtileProbeForm::Mma);
         using F = fast::KtileProbeForm;
-        for (auto [alone, beside, kind] : {std::tuple{F::Dequant, F::MmaDequant, 0}, std::tuple{F::IntOps, F::MmaIntOps, 1},
+        for (auto [alone, beside, kind] : {std::tuple{F::Dequant, F::MmaDequant, 0},
+                                           std::tuple{F::IntOps, F::MmaIntOps, 1},
                                            std::tuple{F::FloatOps, F::MmaFloatOps, 2}}) {
             SCOPED_TRACE(fast::ktile_probe_form_name(beside));
             const std::vector<float> side = run(alone), both = run(beside);

@@ -429,8 +429,9 @@ TEST(FastMoe, WgmmaTmaTilesGiveThePlainTilesBits) {
                     p.wgmma_fit8 = true;
                     for (int persist : {0, 1, 5}) {
                         p.wgmma_persist = persist;
-                        EXPECT_EQ(differing(run(p), want), 0u) << "two m-tiles of 32, N in steps of 8, persist "
-                                                               << persist << ": elements differing from the plain tiles";
+                        EXPECT_EQ(differing(run(p), want), 0u)
+                            << "two m-tiles of 32, N in steps of 8, persist " << persist
+                            << ": elements differing from the plain tiles";
                     }
                     p.wgmma_fit8 = false;
                 }

@@ -70,8 +70,7 @@ __device__ __forceinline__ void lean_a_fragments(uint32_t lo_word, uint32_t hi_w
     uint32_t lo[4], hi[4];
     dequant_int4_pairs_lean(lo_word, s_lo, c_lo, lo);
     dequant_int4_pairs_lean(hi_word, s_hi, c_hi, hi);
-    a0[0] = lo[0], a0[1] = hi[0], a0[2] = lo[1], a0[3] = hi[1];
-    a1[0] = lo[2], a1[1] = hi[2], a1[2] = lo[3], a1[3] = hi[3];
+    wgmma_pair_fragments(lo, hi, a0, a1);
 }
 constexpr uint32_t kNeg128 = 0xc300c300u, kNeg8 = 0xc100c100u, kNegZero = 0x80008000u;  // bf16x2
 
@@ -167,6 +166,16 @@ __global__ void __launch_bounds__(kThreads, MINB)
         wgmma_int4_staged_operands(st + St::kWOff, f, rh, tq, st + St::kSOff, st + St::kBOff, s_lo, s_hi, false, false,
                                    q_lo, q_hi, s2, b2);
     };
+    // Stage 0's k-tile as A, made once (the wgmma-alone forms)
+    auto a_once = [&](uint32_t(&a)[2][4][4]) {
+        uint4 q_lo, q_hi;
+        uint32_t s2[2], b2[2];
+        operands(smem, q_lo, q_hi, s2, b2);
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+            wgmma_a_fragments(word_of(q_lo, j), word_of(q_hi, j), s2[0], b2[0], s2[1], b2[1], kWgmmaInt4NegC,
+                              a[j / 2][2 * (j % 2)], a[j / 2][2 * (j % 2) + 1]);
+    };
 
     if constexpr (FORM == int(KtileProbeForm::Tiles)) {
         for (int kt = 0; kt < iters; ++kt) {
@@ -191,15 +200,7 @@ __global__ void __launch_bounds__(kThreads, MINB)
         acc[0] = __uint_as_float(sum);
     } else if constexpr (FORM == int(KtileProbeForm::Mma)) {
         uint32_t a[2][4][4];  // stage 0's k-tile, made once
-        {
-            uint4 q_lo, q_hi;
-            uint32_t s2[2], b2[2];
-            operands(smem, q_lo, q_hi, s2, b2);
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-                wgmma_a_fragments(word_of(q_lo, j), word_of(q_hi, j), s2[0], b2[0], s2[1], b2[1], kWgmmaInt4NegC,
-                                  a[j / 2][2 * (j % 2)], a[j / 2][2 * (j % 2) + 1]);
-        }
+        a_once(a);
         for (int kt = 0; kt < iters; ++kt) {
             const uint64_t desc = wgmma_desc_sw128(smem_addr(smem + (kt % S) * St::kBytes));
 #pragma unroll
@@ -236,15 +237,7 @@ __global__ void __launch_bounds__(kThreads, MINB)
                               : FORM == int(KtileProbeForm::IntOps) || FORM == int(KtileProbeForm::MmaIntOps) ? 1
                                                                                                              : 2;
         uint32_t a[2][4][4];  // (Mma's: stage 0's k-tile, made once)
-        if constexpr (kMma) {
-            uint4 q_lo, q_hi;
-            uint32_t s2[2], b2[2];
-            operands(smem, q_lo, q_hi, s2, b2);
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-                wgmma_a_fragments(word_of(q_lo, j), word_of(q_hi, j), s2[0], b2[0], s2[1], b2[1], kWgmmaInt4NegC,
-                                  a[j / 2][2 * (j % 2)], a[j / 2][2 * (j % 2) + 1]);
-        }
+        if constexpr (kMma) a_once(a);
         uint32_t sum = 0;
         for (int kt = 0; kt < iters; ++kt) {
             const uint8_t* st = smem + (kt % S) * St::kBytes;

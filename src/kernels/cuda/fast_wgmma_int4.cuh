@@ -73,17 +73,34 @@ __device__ __forceinline__ void wgmma_store_kstep(uint32_t* tile, const float* _
 }
 
 // Word j of rows g (lo) and g + 8 (hi) → the A fragments of k-steps 2j and 2j + 1.
+// (A word's four bf16 pairs of rows g (lo) and g + 8 (hi) as the fragments of its two k-steps.)
+__device__ __forceinline__ void wgmma_pair_fragments(const uint32_t (&lo)[4], const uint32_t (&hi)[4],
+                                                     uint32_t (&a0)[4], uint32_t (&a1)[4]) {
+    a0[0] = lo[0], a0[1] = hi[0], a0[2] = lo[1], a0[3] = hi[1];
+    a1[0] = lo[2], a1[1] = hi[2], a1[2] = lo[3], a1[3] = hi[3];
+}
 __device__ __forceinline__ void wgmma_a_fragments(uint32_t lo_word, uint32_t hi_word, uint32_t s_lo, uint32_t b_lo,
                                                   uint32_t s_hi, uint32_t b_hi, uint32_t negc, uint32_t (&a0)[4],
                                                   uint32_t (&a1)[4]) {
     uint32_t lo[4], hi[4];
     dequant_int4_pairs(lo_word, s_lo, b_lo, negc, lo);
     dequant_int4_pairs(hi_word, s_hi, b_hi, negc, hi);
-    a0[0] = lo[0], a0[1] = hi[0], a0[2] = lo[1], a0[3] = hi[1];
-    a1[0] = lo[2], a1[1] = hi[2], a1[2] = lo[3], a1[3] = hi[3];
+    wgmma_pair_fragments(lo, hi, a0, a1);
 }
 
 __device__ __forceinline__ uint32_t word_of(const uint4& q, int j) { return j == 0 ? q.x : j == 1 ? q.y : j == 2 ? q.z : q.w; }
+
+// Half `half` of a k-tile's A (words 2·half, 2·half + 1 of rows g, g + 8: its four k-steps' fragments).
+__device__ __forceinline__ void wgmma_half_fragments(const uint4& q_lo, const uint4& q_hi, const uint32_t (&s2)[2],
+                                                     const uint32_t (&b2)[2], uint32_t negc, int half,
+                                                     uint32_t (&a)[4][4]) {
+#pragma unroll
+    for (int jj = 0; jj < 2; ++jj) {  // word j = 2·half + jj: k-steps 2jj, 2jj + 1 of the half
+        const int j = 2 * half + jj;
+        wgmma_a_fragments(word_of(q_lo, j), word_of(q_hi, j), s2[0], b2[0], s2[1], b2[1], negc, a[2 * jj],
+                          a[2 * jj + 1]);
+    }
+}
 
 // One k-tile of a warpgroup: acc[64 rows × BN] += A · B over the 128 columns, A from this lane's
 // code chunks q_lo, q_hi (rows g, g + 8; scale and bias bf16x2 pairs s2, b2 of each), B the tile
@@ -97,12 +114,7 @@ __device__ __forceinline__ void wgmma_int4_ktile(float (&acc)[BN / 2], const uin
     uint32_t a[2][4][4];  // [half][k-step of the half][a0..a3]
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-#pragma unroll
-        for (int jj = 0; jj < 2; ++jj) {  // word j = 2·half + jj: k-steps 2jj, 2jj + 1 of the half
-            const int j = 2 * half + jj;
-            wgmma_a_fragments(word_of(q_lo, j), word_of(q_hi, j), s2[0], b2[0], s2[1], b2[1], negc, a[half][2 * jj],
-                              a[half][2 * jj + 1]);
-        }
+        wgmma_half_fragments(q_lo, q_hi, s2, b2, negc, half, a[half]);
         wgmma_fence();
         wgmma_fence_operands(acc);
 #pragma unroll
@@ -112,6 +124,15 @@ __device__ __forceinline__ void wgmma_int4_ktile(float (&acc)[BN / 2], const uin
         wgmma_fence_operands(acc);
         wgmma_wait<1>();  // the group before this one is done: its A registers are free again
     }
+}
+
+// f(std::integral_constant<int, N>) for the smallest N of NN, NN + 8, …, BN that is at least n (BN
+// at most): a branch for each N, where n is uniform across the warpgroup.
+template <int BN, int NN, class F>
+__device__ __forceinline__ void with_fitted_n(int n, F&& f) {
+    if constexpr (NN >= BN) f(std::integral_constant<int, BN>{});
+    else if (n <= NN) f(std::integral_constant<int, NN>{});
+    else with_fitted_n<BN, NN + 8>(n, f);
 }
 
 // wgmma_int4_ktile with wgmma's N chosen at run time: the smallest of NMIN, NMIN + 8, …, BN that is
@@ -124,12 +145,7 @@ __device__ __forceinline__ void wgmma_int4_ktile_fit(float (&acc)[BN / 2], const
     uint32_t a[2][4][4];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-#pragma unroll
-        for (int jj = 0; jj < 2; ++jj) {
-            const int j = 2 * half + jj;
-            wgmma_a_fragments(word_of(q_lo, j), word_of(q_hi, j), s2[0], b2[0], s2[1], b2[1], negc, a[half][2 * jj],
-                              a[half][2 * jj + 1]);
-        }
+        wgmma_half_fragments(q_lo, q_hi, s2, b2, negc, half, a[half]);
         uint64_t at[4];  // (the same for every N: made once, not in each branch)
 #pragma unroll
         for (int s = 0; s < 4; ++s) at[s] = wgmma_desc_add(desc, uint32_t((half * block_bytes + 32 * s) >> 4));
@@ -142,13 +158,7 @@ __device__ __forceinline__ void wgmma_int4_ktile_fit(float (&acc)[BN / 2], const
             for (int s = 0; s < 4; ++s) wgmma_rs<NN>(d, a[half][s], at[s], 1);
             wgmma_commit();  // (in the branch: committed after the merge, ptxas adds a no-op wgmma to close the group)
         };
-        auto pick = [&](auto self, auto nn) {
-            constexpr int NN = decltype(nn)::value;
-            if constexpr (NN >= BN) issue(std::integral_constant<int, BN>{});
-            else if (n <= NN) issue(nn);
-            else self(self, std::integral_constant<int, NN + 8>{});
-        };
-        pick(pick, std::integral_constant<int, NMIN>{});
+        with_fitted_n<BN, NMIN>(n, issue);
         wgmma_fence_operands(acc);
         wgmma_wait<1>();
     }
@@ -275,13 +285,7 @@ __device__ __forceinline__ void wgmma_int4_ktile_words_fit(float (&acc)[MT][LD],
                 wgmma_rs<NN>(d, a1, at2, 1);
                 wgmma_commit();  // (in the branch, as wgmma_int4_ktile_fit's)
             };
-            auto pick = [&](auto self, auto nn) {
-                constexpr int NN = decltype(nn)::value;
-                if constexpr (NN >= BN) issue(std::integral_constant<int, BN>{});
-                else if (n <= NN) issue(nn);
-                else self(self, std::integral_constant<int, NN + 8>{});
-            };
-            pick(pick, std::integral_constant<int, NMIN>{});
+            with_fitted_n<BN, NMIN>(n, issue);
             wgmma_fence_operands(acc[j]);
             wgmma_wait<1>();
         }
