@@ -126,17 +126,6 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
-// The same with the barrier as an immediate: ptxas reserves only the barriers a kernel names (a
-// register id reserves all 16, which may cost blocks an SM).
-template <int ID, int THREADS>
-__device__ __forceinline__ void named_barrier_sync() {
-    asm volatile("bar.sync %0, %1;\n" ::"n"(ID), "n"(THREADS) : "memory");
-}
-template <int ID, int THREADS>
-__device__ __forceinline__ void named_barrier_arrive() {
-    asm volatile("bar.arrive %0, %1;\n" ::"n"(ID), "n"(THREADS) : "memory");
-}
-
 // The warpgroup's registers a thread: lowered (producers) or raised (consumers); N a multiple of 8
 // in [24, 256]. Every warp of the warpgroup executes the same one.
 template <int N>

@@ -72,13 +72,13 @@ __device__ __forceinline__ void wgmma_store_kstep(uint32_t* tile, const float* _
     out[1] = hi;
 }
 
-// Word j of rows g (lo) and g + 8 (hi) → the A fragments of k-steps 2j and 2j + 1.
-// (A word's four bf16 pairs of rows g (lo) and g + 8 (hi) as the fragments of its two k-steps.)
+// A word's four bf16 pairs of rows g (lo) and g + 8 (hi) as the fragments of its two k-steps.
 __device__ __forceinline__ void wgmma_pair_fragments(const uint32_t (&lo)[4], const uint32_t (&hi)[4],
                                                      uint32_t (&a0)[4], uint32_t (&a1)[4]) {
     a0[0] = lo[0], a0[1] = hi[0], a0[2] = lo[1], a0[3] = hi[1];
     a1[0] = lo[2], a1[1] = hi[2], a1[2] = lo[3], a1[3] = hi[3];
 }
+// Word j of rows g (lo) and g + 8 (hi) → the A fragments of k-steps 2j and 2j + 1.
 __device__ __forceinline__ void wgmma_a_fragments(uint32_t lo_word, uint32_t hi_word, uint32_t s_lo, uint32_t b_lo,
                                                   uint32_t s_hi, uint32_t b_hi, uint32_t negc, uint32_t (&a0)[4],
                                                   uint32_t (&a1)[4]) {
