@@ -399,8 +399,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
         // The tile's k-tiles with wgmma's N = BN: BT, or (kFit) BT / 2 where the item has no more
         // rows, or (kFit8) the item's rows rounded up to 8 — the first BN columns of B (A's box holds
         // them), acc's first BN / 2 values (the rest stay zero, and the epilogue writes no row past the
-        // item's). (With two m-tiles, N in steps of 8 left ptxas short of registers for the wgmma
-        // pipeline at tiles of 64: C7511.)
+        // item's). (A k-loop for each N leaves ptxas short of registers for the wgmma pipeline — C7511
+        // at tiles of 64, and from three loops on, session 61 — hence kFit8's branches in one loop.)
         // kFit8: wgmma's N, rounded up to 8 — lane 0's, so that ptxas sees a warp-uniform branch (the
         // persistent walk's tile index comes through shared memory: else C7520, the wgmma serialized)
         const int fit_rows = C::kFit8 ? __shfl_sync(0xffffffffu, g.item_rows[item_of(i)], 0) : BT;
