@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/half.h"
@@ -118,6 +119,29 @@ std::vector<float> run_probe(fast::KtileProbeArgs& a, fast::KtileProbeForm form,
     return to_host<float>(out);
 }
 
+// Each accumulator of the probe's out (blocks of 256 threads, BN / 2 a thread, accumulator i at
+// [block][i][thread]) against model(wg, rho, n) = {want, Σ|terms|} of A row rho of warpgroup wg and
+// activation row n, within the f32 sums' rounding; returns the largest Σ|terms| seen.
+template <class Model>
+double expect_accumulators(const std::vector<float>& out, int bn, int blocks, Model&& model) {
+    double worst = 0;
+    for (int b = 0; b < blocks; ++b)
+        for (int tid = 0; tid < 256; ++tid) {
+            const int wg = tid / 128, w4 = (tid / 32) % 4, gq = (tid % 32) / 4, tq = tid % 4;
+            for (int i = 0; i < bn / 8; ++i)
+                for (int c = 0; c < 4; ++c) {
+                    const int rho = 16 * w4 + gq + (c >= 2 ? 8 : 0), n = 8 * i + 2 * tq + (c & 1);
+                    const auto [want, mag] = model(wg, rho, n);
+                    const float got = out[(size_t(b) * (bn / 2) + 4 * i + c) * 256 + tid];
+                    EXPECT_NEAR(got, want, 1e-5 * mag + 1e-6) << "block " << b << " thread " << tid << " acc "
+                                                              << 4 * i + c;
+                    if (std::fabs(got - want) > 1e-5 * mag + 1e-6) return worst;  // (one failure, not thousands)
+                    worst = std::max(worst, mag);
+                }
+        }
+    return worst;
+}
+
 }  // namespace
 
 // Every form that runs the wgmma, at each N and both residencies: the production form within the
@@ -136,25 +160,15 @@ TEST(FastKtileProbe, FormsComputeTheTilesKtile) {
             auto run = [&](fast::KtileProbeForm form) { return run_probe(a, form, stage, s); };
             const std::vector<float> tiles = run(fast::KtileProbeForm::Tiles);
             ASSERT_EQ(int64_t(tiles.size()), 3 * 256 * bn / 2);
-            double worst = 0;
-            for (int b = 0; b < 3; ++b)
-                for (int tid = 0; tid < 256; ++tid) {
-                    const int wg = tid / 128, w4 = (tid / 32) % 4, gq = (tid % 32) / 4, tq = tid % 4;
-                    for (int i = 0; i < bn / 8; ++i)
-                        for (int c = 0; c < 4; ++c) {
-                            const int rho = 16 * w4 + gq + (c >= 2 ? 8 : 0), n = 8 * i + 2 * tq + (c & 1);
-                            double want = 0, mag = 0;
-                            for (int kappa = 0; kappa < 128; ++kappa) {
-                                const double p = double(weight(st, bn, wg, rho, kappa)) * activation(st, bn, kappa, n);
-                                want += p, mag += std::fabs(p);
-                            }
-                            want *= a.iters, mag *= a.iters;
-                            const float got = tiles[(size_t(b) * (bn / 2) + 4 * i + c) * 256 + tid];
-                            ASSERT_NEAR(got, want, 1e-5 * mag + 1e-6) << "block " << b << " thread " << tid << " acc "
-                                                                      << 4 * i + c;
-                            worst = std::max(worst, mag);
-                        }
+            const double worst = expect_accumulators(tiles, bn, 3, [&](int wg, int rho, int n) {
+                double want = 0, mag = 0;
+                for (int kappa = 0; kappa < 128; ++kappa) {
+                    const double p = double(weight(st, bn, wg, rho, kappa)) * activation(st, bn, kappa, n);
+                    want += p, mag += std::fabs(p);
                 }
+                return std::pair{want * a.iters, mag * a.iters};
+            });
+            ASSERT_FALSE(HasFailure());
             EXPECT_GT(worst, 0.1);  // (the stage is not near zero: the comparison can fail)
             // the ring forms' weights: 5 copies of the stage's codes and scales, read in turn
             const int64_t wb = fast::ktile_probe_weight_bytes(bn);
@@ -221,31 +235,19 @@ TEST(FastKtileProbe, LeanFormComputesItsModel) {
             auto run = [&](fast::KtileProbeForm form) { return run_probe(a, form, stage, s); };
             const std::vector<float> lean = run(fast::KtileProbeForm::Lean);
             ASSERT_EQ(int64_t(lean.size()), 3 * 256 * bn / 2);
-            double worst = 0;
-            for (int b = 0; b < 3; ++b)
-                for (int tid = 0; tid < 256; ++tid) {
-                    const int wg = tid / 128, w4 = (tid / 32) % 4, gq = (tid % 32) / 4, tq = tid % 4;
-                    for (int i = 0; i < bn / 8; ++i)
-                        for (int c = 0; c < 4; ++c) {
-                            const int rho = 16 * w4 + gq + (c >= 2 ? 8 : 0), n = 8 * i + 2 * tq + (c & 1);
-                            double tile = 0, offs = 0, mag = 0;
-                            for (int kappa = 0; kappa < 128; ++kappa) {
-                                const double p = double(lean_weight(st, bn, wg, rho, kappa)) *
-                                                 activation(st, bn, kappa, n);
-                                tile += p, mag += std::fabs(p) * a.iters;
-                            }
-                            for (int kappa = 0; kappa < 16; ++kappa) {  // (of group (κ' mod 8) / 2, as k index κ')
-                                const double p = double(lean_offset(st, bn, wg, rho, kappa)) *
-                                                 activation(st, bn, kappa, n);
-                                offs += p, mag += std::fabs(p) * a.iters / 4;
-                            }
-                            const double want = tile * a.iters + offs * (a.iters / 4);
-                            const float got = lean[(size_t(b) * (bn / 2) + 4 * i + c) * 256 + tid];
-                            ASSERT_NEAR(got, want, 1e-5 * mag + 1e-6) << "block " << b << " thread " << tid << " acc "
-                                                                      << 4 * i + c;
-                            worst = std::max(worst, mag);
-                        }
+            const double worst = expect_accumulators(lean, bn, 3, [&](int wg, int rho, int n) {
+                double tile = 0, offs = 0, mag = 0;
+                for (int kappa = 0; kappa < 128; ++kappa) {
+                    const double p = double(lean_weight(st, bn, wg, rho, kappa)) * activation(st, bn, kappa, n);
+                    tile += p, mag += std::fabs(p) * a.iters;
                 }
+                for (int kappa = 0; kappa < 16; ++kappa) {  // (of group (κ' mod 8) / 2, as k index κ')
+                    const double p = double(lean_offset(st, bn, wg, rho, kappa)) * activation(st, bn, kappa, n);
+                    offs += p, mag += std::fabs(p) * a.iters / 4;
+                }
+                return std::pair{tile * a.iters + offs * (a.iters / 4), mag};
+            });
+            ASSERT_FALSE(HasFailure());
             EXPECT_GT(worst, 0.1);
             const std::vector<float> made = run(fast::KtileProbeForm::LeanDequant);
             for (int b = 0; b < 3; ++b)
