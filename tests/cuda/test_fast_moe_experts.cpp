@@ -713,6 +713,237 @@ TEST(FastMoe, Out16DownTilesRoundTheSlotsAndTheCombineSumsThem) {
     }
 }
 
+namespace {
+
+// Column c of row r of a [P, K128] bf16 array in the wgmma order (fast_wgmma_int4.cuh's wgmma_pos).
+float wgmma_order_at(const std::vector<uint16_t>& a, int64_t K128, int64_t r, int64_t c) {
+    const int cc = int(c & 127), t = cc >> 5, j = (cc >> 3) & 3, e = (cc >> 2) & 1, s = (cc >> 1) & 1, h = cc & 1;
+    return bf16_to_f32(a[size_t(r * K128 + (c & ~int64_t(127)) + 16 * (2 * j + s) + 8 * h + 2 * t + e)]);
+}
+
+// Row r's dot products with rows e·n … e·n + n − 1 of `stack` (the expert of the row's slot), in
+// double from the exact weights, and their bounds: every weight within 2⁻⁸ of its magnitude
+// (|scale·code| + |bias|) — a bf16 scale times a code (or code − 8), rounded once — so each dot
+// product within 2⁻⁸·Σ mag·|a| (+ 10⁻⁶ for the f32 sums).
+void host_dots(const Stack& stack, int64_t n, int e, const std::vector<float>& a, std::vector<double>& dot,
+               std::vector<double>& bound) {
+    std::vector<float> vb, mb;
+    dot.assign(size_t(n), 0.0);
+    bound.assign(size_t(n), 0.0);
+    for (int64_t f = 0; f < n; ++f) {
+        const RowRef w = row_ref(stack, int64_t(e) * n + f, vb, mb);
+        double d = 0, m = 0;
+        for (size_t c = 0; c < a.size(); ++c) d += double(w.value[c]) * a[c], m += double(w.mag[c]) * std::fabs(a[c]);
+        dot[size_t(f)] = d;
+        bound[size_t(f)] = m / 256 + 1e-6;
+    }
+}
+
+}  // namespace
+
+// The lean dequantization (MoeTmaTuning::a_sums: w = code·s in one FMA, the offsets −8·s or the biases
+// added by one more wgmma every two k-tiles against the activation rows' 32-column sums). The sums
+// kernel against the host's (hi + lo the chunk's sum to 2⁻¹⁶, hi its bf16) and the gather's sums bit
+// for bit; gate+up and down, lean and not, against a host reference from the exact weights within
+// their rounding's bound (each weight within 2⁻⁸ of its magnitude; SwiGLU's and act's bf16 on top) —
+// Q4_0 and packed experts with biases (groups of 32 and 64), tiles of 32, 48 and 64 rows, two and
+// four warpgroups, one expert taking every token; the sums zeroed: far off (the offsets matter);
+// moe_experts_packed_plan with wgmma_lean: the steps' bits; an odd k-tile count refused.
+TEST(FastMoe, LeanTilesMatchTheHostWithinRounding) {
+    REQUIRE_CUDA();
+    struct Shape {
+        const char* name;
+        DType t;
+        int G;
+    };
+    const int E = 32;
+    const int64_t H = 512, I = 256, H128 = H, I128 = I;
+    for (const Shape& sh : {Shape{"Q4_0", DType::Q4_0, 32}, Shape{"biases, G 32", DType::F32, 32},
+                            Shape{"biases, G 64", DType::F32, 64}}) {
+        SCOPED_TRACE(sh.name);
+        Experts ex(E, H, I, sh.t, 1400 + uint32_t(sh.G), sh.G, sh.t == DType::Q4_0);
+        ASSERT_EQ(ex.tile(), 3);
+        const fast::MoePackedExperts pe = ex.view();
+        const RoutingCase cases[] = {
+            {"60 tokens top-8", 60, 8, random_routing(60, E, 8, 1411)},
+            {"one expert takes every token", 100, 1, random_routing(100, E, 1, 1412, {5})},
+        };
+        Stream stream;
+        const cudaStream_t st = stream.get();
+        for (const RoutingCase& c : cases) {
+            SCOPED_TRACE(c.what);
+            const int64_t P = c.T * c.k;
+            const DeviceBuffer x = to_device(normal_floats(size_t(c.T * H), 1413 + uint32_t(c.T)));
+            const DeviceBuffer ids = to_device(c.r.ids), wts = to_device(c.r.weights);
+            DeviceBuffer xg(size_t(P * H128) * 2), act(size_t(P * I128) * 2), act_lean(act.size()),
+                out(size_t(P * H) * 4), out_lean(out.size()), xsums(size_t(P * H128 / 128) * 16),
+                asums(size_t(P * I128 / 128) * 16), zeros(xsums.size());
+            DeviceBuffer scratch(fast::moe_experts_scratch_bytes(c.T, c.k, E, H, I));
+            TS_CUDA_CHECK(cudaMemset(zeros.data(), 0, zeros.size()));
+            using namespace fast::detail;
+            for (int rows : {32, 48, 64}) {
+                SCOPED_TRACE(std::to_string(rows) + " rows");
+                const fast::MoeGrouping g = fast::moe_group(ids.as<int32_t>(), c.T, c.k, E, rows, scratch.data(), st);
+                TS_CUDA_CHECK(launch_moe_gather_wgmma(xg.data(), x.as<float>(), H, c.T, H, c.k, g, st));
+                TS_CUDA_CHECK(launch_moe_row_sums(xsums.data(), xg.data(), P, H128, st));
+                stream.synchronize();
+                const std::vector<uint16_t> xv = to_host<uint16_t>(xg, size_t(P * H128));
+                std::vector<int32_t> perm(static_cast<size_t>(P));
+                TS_CUDA_CHECK(cudaMemcpy(perm.data(), g.perm, size_t(P) * 4, cudaMemcpyDeviceToHost));
+                if (rows == 32) {  // the sums: hi + lo the chunk's f32 sum to 2⁻¹⁶ (two bf16), hi its bf16
+                    const std::vector<uint16_t> sv = to_host<uint16_t>(xsums, size_t(P * H128 / 128 * 8));
+                    size_t bad = 0;
+                    for (int64_t r = 0; r < P; ++r)
+                        for (int64_t q = 0; q < H128 / 128; ++q)
+                            for (int t = 0; t < 4; ++t) {
+                                double sum = 0, mag = 0;
+                                for (int64_t col = 128 * q + 32 * t; col < 128 * q + 32 * t + 32; ++col) {
+                                    const double v = wgmma_order_at(xv, H128, r, col);
+                                    sum += v, mag += std::fabs(v);
+                                }
+                                const size_t at = size_t((r * (H128 / 128) + q) * 8 + 2 * t);
+                                const double hi = bf16_to_f32(sv[at]), lo = bf16_to_f32(sv[at + 1]);
+                                bad += !(std::fabs(hi + lo - sum) <= std::fabs(sum) / 65536 + 1e-6 * mag + 1e-30) ||
+                                       !(std::fabs(lo) <= std::fabs(hi) / 128 + 1e-30);
+                            }
+                    EXPECT_EQ(bad, 0u) << "chunk sums off the host's";
+                    DeviceBuffer fused(xsums.size());  // the gather's own: the same bits, 1 and 2 rows a block
+                    for (int rpb : {1, 2}) {
+                        TS_CUDA_CHECK(cudaMemsetAsync(fused.data(), 0xff, fused.size(), st));
+                        TS_CUDA_CHECK(launch_moe_gather_wgmma(xg.data(), x.as<float>(), H, c.T, H, c.k, g, st, rpb,
+                                                              fused.data()));
+                        stream.synchronize();
+                        EXPECT_EQ(differing(to_host<uint32_t>(fused, fused.size() / 4),
+                                            to_host<uint32_t>(xsums, xsums.size() / 4)),
+                                  0u)
+                            << rpb << " rows a block: the gather's sums differ from launch_moe_row_sums's";
+                    }
+                }
+                // The host's act [P, I] and its bounds: g, u within δg, δu; silu's slope within 1.1; act's bf16
+                std::vector<double> act_ref(size_t(P * I)), act_bound(size_t(P * I));
+                for (int64_t r = 0; r < P; ++r) {
+                    const int e = c.r.ids[size_t(perm[size_t(r)])];
+                    std::vector<float> a(static_cast<size_t>(H));
+                    for (int64_t col = 0; col < H; ++col) a[size_t(col)] = wgmma_order_at(xv, H128, r, col);
+                    std::vector<double> gd, gb, ud, ub;
+                    host_dots(ex.gate, I, e, a, gd, gb);
+                    host_dots(ex.up, I, e, a, ud, ub);
+                    for (int64_t f = 0; f < I; ++f) {
+                        const double gv = gd[size_t(f)], uv = ud[size_t(f)], dg = gb[size_t(f)], du = ub[size_t(f)];
+                        const double sg = gv / (1 + std::exp(-gv)), v = sg * uv;
+                        const double b = 1.1 * dg * (std::fabs(uv) + du) + (std::fabs(sg) + 1.1 * dg) * du;
+                        act_ref[size_t(r * I + f)] = v;
+                        act_bound[size_t(r * I + f)] = b + (std::fabs(v) + b) / 256;
+                    }
+                }
+                auto act_off = [&](const DeviceBuffer& got_b) {  // elements past their bound
+                    const std::vector<uint16_t> got = to_host<uint16_t>(got_b, size_t(P * I128));
+                    size_t n = 0;
+                    for (int64_t r = 0; r < P; ++r)
+                        for (int64_t f = 0; f < I; ++f)
+                            n += !(std::fabs(wgmma_order_at(got, I128, r, f) - act_ref[size_t(r * I + f)]) <=
+                                   act_bound[size_t(r * I + f)]);
+                    return n;
+                };
+                for (int cw : {2, 4}) {
+                    SCOPED_TRACE(std::to_string(cw) + " warpgroups");
+                    MoeTmaTuning tune{0, cw, true};
+                    TS_CUDA_CHECK(
+                        launch_moe_wgmma_tma_gate_up(act.data(), xg.data(), P, pe, g, rows, 1, 1, st, 1, false, tune));
+                    stream.synchronize();
+                    EXPECT_EQ(act_off(act), 0u) << "gate+up (not lean) off the host's act";
+                    tune.a_sums = xsums.data();
+                    TS_CUDA_CHECK(launch_moe_wgmma_tma_gate_up(act_lean.data(), xg.data(), P, pe, g, rows, 1, 1, st, 1,
+                                                               false, tune));
+                    stream.synchronize();
+                    EXPECT_EQ(act_off(act_lean), 0u) << "lean gate+up off the host's act";
+                    tune.a_sums = zeros.data();  // (the offsets left out: far off)
+                    TS_CUDA_CHECK(launch_moe_wgmma_tma_gate_up(act_lean.data(), xg.data(), P, pe, g, rows, 1, 1, st, 1,
+                                                               false, tune));
+                    stream.synchronize();
+                    EXPECT_GT(act_off(act_lean), size_t(P * I) / 4) << "lean gate+up without the offsets near the host's";
+                    if (cw == 4) continue;  // (down: two warpgroups)
+                    // down on the (not lean) act: the host's out from the same act
+                    TS_CUDA_CHECK(launch_moe_row_sums(asums.data(), act.data(), P, I128, st));
+                    tune.a_sums = nullptr;
+                    TS_CUDA_CHECK(launch_moe_wgmma_tma_down(out.as<float>(), act.data(), P, pe, g, rows, 1, 1, st, 1,
+                                                            false, {}, tune));
+                    tune.a_sums = asums.data();
+                    TS_CUDA_CHECK(launch_moe_wgmma_tma_down(out_lean.as<float>(), act.data(), P, pe, g, rows, 1, 1, st,
+                                                            1, false, {}, tune));
+                    stream.synchronize();
+                    const std::vector<uint16_t> av = to_host<uint16_t>(act, size_t(P * I128));
+                    const std::vector<float> o = to_host<float>(out, size_t(P * H)),
+                                             ol = to_host<float>(out_lean, size_t(P * H));
+                    size_t off = 0, off_lean = 0;
+                    for (int64_t r = 0; r < P; ++r) {
+                        const int e = c.r.ids[size_t(perm[size_t(r)])];
+                        std::vector<float> a(static_cast<size_t>(I));
+                        for (int64_t f = 0; f < I; ++f) a[size_t(f)] = wgmma_order_at(av, I128, r, f);
+                        std::vector<double> od, ob;
+                        host_dots(ex.down, H, e, a, od, ob);
+                        for (int64_t n = 0; n < H; ++n) {
+                            off += !(std::fabs(o[size_t(r * H + n)] - od[size_t(n)]) <= ob[size_t(n)]);
+                            off_lean += !(std::fabs(ol[size_t(r * H + n)] - od[size_t(n)]) <= ob[size_t(n)]);
+                        }
+                    }
+                    EXPECT_EQ(off, 0u) << "down (not lean) off the host's out";
+                    EXPECT_EQ(off_lean, 0u) << "lean down off the host's out";
+                    // refused: a block a tile, N not fitted
+                    EXPECT_EQ(launch_moe_wgmma_tma_down(out_lean.as<float>(), act.data(), P, pe, g, rows, 1, 1, st, 0,
+                                                        false, {}, tune),
+                              cudaErrorInvalidValue);
+                    MoeTmaTuning unfit = tune;
+                    unfit.fit8 = false;
+                    EXPECT_EQ(launch_moe_wgmma_tma_down(out_lean.as<float>(), act.data(), P, pe, g, rows, 1, 1, st, 1,
+                                                        false, {}, unfit),
+                              cudaErrorInvalidValue);
+                }
+                if (HasFailure()) return;
+            }
+            // The whole MoE (moe_experts_packed_plan) with wgmma_lean — tiles of 48, four warpgroups in
+            // gate+up, out in bf16: the backend's forms at 512 tokens — gives the bits of its steps: the
+            // gather with the sums, lean gate+up, act's sums, lean down, the bf16 combine.
+            DeviceBuffer y(size_t(c.T * H) * 4), out16(size_t(P * H) * 2);
+            fast::MoePlan p{true, false, 48, true};
+            p.wgmma = true, p.wgmma_tma = 1, p.wgmma_persist = 1, p.wgmma_fit8 = true, p.wgmma_warpgroups = 4;
+            p.wgmma_out16 = true, p.wgmma_lean = true;
+            const std::vector<uint32_t> got = plan_bits(p, y, x, H, c.T, pe, ids, wts, c.k, scratch, stream);
+            DeviceBuffer steps_scratch(scratch.size());
+            const fast::MoeGrouping g =
+                fast::moe_group(ids.as<int32_t>(), c.T, c.k, E, 48, steps_scratch.data(), st);
+            TS_CUDA_CHECK(launch_moe_gather_wgmma(xg.data(), x.as<float>(), H, c.T, H, c.k, g, st, 0, xsums.data()));
+            MoeTmaTuning tune{0, 4, true};
+            tune.a_sums = xsums.data();
+            TS_CUDA_CHECK(launch_moe_wgmma_tma_gate_up(act.data(), xg.data(), P, pe, g, 48, 1, 1, st, 1, false, tune));
+            TS_CUDA_CHECK(launch_moe_row_sums(asums.data(), act.data(), P, I128, st));
+            tune.warpgroups = 2, tune.a_sums = asums.data();
+            TS_CUDA_CHECK(launch_moe_wgmma_tma_down(out16.data(), act.data(), P, pe, g, 48, 1, 1, st, 1, false, {},
+                                                    tune, true));
+            TS_CUDA_CHECK(cudaMemsetAsync(y.data(), 0xff, y.size(), st));
+            TS_CUDA_CHECK(launch_moe_combine_bf16(y.as<float>(), H, out16.data(), c.T, H, wts.as<float>(), c.k, g, st));
+            stream.synchronize();
+            EXPECT_EQ(differing(got, to_host<uint32_t>(y, size_t(c.T * H))), 0u)
+                << "moe_experts_packed_plan with wgmma_lean: not its steps' bits";
+            if (HasFailure()) return;
+        }
+    }
+    // an odd k-tile count (H = 384: three): refused
+    Experts odd(E, 384, 256, DType::Q4_0, 1420, 32, true);
+    ASSERT_EQ(odd.tile(), 3);
+    const Routing r = random_routing(8, E, 2, 1421);
+    const DeviceBuffer ids = to_device(r.ids);
+    DeviceBuffer xg(size_t(16 * 384) * 2), act(size_t(16 * 256) * 2), sums(size_t(16 * 3) * 16);
+    DeviceBuffer scratch(fast::moe_experts_scratch_bytes(8, 2, E, 384, 256));
+    Stream stream;
+    const fast::MoeGrouping g = fast::moe_group(ids.as<int32_t>(), 8, 2, E, 32, scratch.data(), stream.get());
+    fast::detail::MoeTmaTuning tune{0, 2, true};
+    tune.a_sums = sums.data();
+    EXPECT_EQ(fast::detail::launch_moe_wgmma_tma_gate_up(act.data(), xg.data(), 16, odd.view(), g, 32, 1, 1,
+                                                         stream.get(), 1, false, tune),
+              cudaErrorInvalidValue);
+}
+
 // The wgmma tiles' A rows gathered 1 or 2 rows a block (and by the pick's count, 0): the same words in
 // every row with a slot (and none written past the grouped rows) — H past a k-tile (160: zeros to
 // 256), strided x, an odd row count, bad ids, 11 slots a token; 4 rows a block refused.

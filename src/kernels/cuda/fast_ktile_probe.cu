@@ -58,20 +58,6 @@ __device__ __forceinline__ void half_group(float (&acc)[BN / 2], const uint32_t 
     wgmma_wait<WAIT>();
 }
 
-// Lean's dequantization (KtileProbeForm::Lean): word q's four bf16 pairs (i, i + 4) of w = code·s, c2 = −128·s
-// (exact): (128 + code)·s − 128·s in one FMA, one rounding.
-__device__ __forceinline__ void dequant_int4_pairs_lean(uint32_t q, uint32_t s2, uint32_t c2, uint32_t (&w)[4]) {
-    constexpr uint32_t kMask = 0x000f000f, kExp = 0x43004300;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) w[i] = fma_bf16x2(and_or(q >> (4 * i), kMask, kExp), s2, c2);
-}
-__device__ __forceinline__ void lean_a_fragments(uint32_t lo_word, uint32_t hi_word, uint32_t c_lo, uint32_t s_lo,
-                                                 uint32_t c_hi, uint32_t s_hi, uint32_t (&a0)[4], uint32_t (&a1)[4]) {
-    uint32_t lo[4], hi[4];
-    dequant_int4_pairs_lean(lo_word, s_lo, c_lo, lo);
-    dequant_int4_pairs_lean(hi_word, s_hi, c_hi, hi);
-    wgmma_pair_fragments(lo, hi, a0, a1);
-}
 constexpr uint32_t kNeg128 = 0xc300c300u, kNeg8 = 0xc100c100u, kNegZero = 0x80008000u;  // bf16x2
 
 // The low halves of a and b as one pair (a's low first).
@@ -97,7 +83,8 @@ __device__ __forceinline__ void lean_ktile(float (&acc)[BN / 2], const uint8_t* 
 #pragma unroll
         for (int jj = 0; jj < 2; ++jj) {
             const int j = 2 * half + jj;
-            lean_a_fragments(word_of(q_lo, j), word_of(q_hi, j), cl, sl, ch, sh, a[half][2 * jj], a[half][2 * jj + 1]);
+            wgmma_a_fragments<true>(word_of(q_lo, j), word_of(q_hi, j), sl, cl, sh, ch, 0u, a[half][2 * jj],
+                                    a[half][2 * jj + 1]);
         }
         wgmma_fence();
         wgmma_fence_operands(acc);
@@ -288,7 +275,7 @@ __global__ void __launch_bounds__(kThreads, MINB)
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
                 uint32_t a0[4], a1[4];
-                lean_a_fragments(word_of(q_lo, j), word_of(q_hi, j), cl, sl, ch, sh, a0, a1);
+                wgmma_a_fragments<true>(word_of(q_lo, j), word_of(q_hi, j), sl, cl, sh, ch, 0u, a0, a1);
                 sum += word_sum(a0) + word_sum(a1);
             }
         }
