@@ -549,33 +549,26 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             void* lact = at + align256(size_t(P * H128) * 2);
             auto* lout = reinterpret_cast<float*>(static_cast<char*>(lact) + align256(size_t(P * I128) * 2));
             TS_CUDA_CHECK(fast::detail::launch_moe_gather_wgmma(xg, x.as<float>(), s.H, T, s.H, s.k, lg, st));
-            // the lean forms' activation sums (MoeTmaTuning::a_sums): xg's, and act's once gate+up wrote it
-            DeviceBuffer xsums(size_t(P * H128 / 128) * 16), asums(size_t(P * I128 / 128) * 16);
-            TS_CUDA_CHECK(fast::detail::launch_moe_row_sums(xsums.data(), xg, P, H128, st));
             TS_CUDA_CHECK(cudaStreamSynchronize(st));
             // plain, warp-specialised, in clusters of 2, two m-tiles; persistent (4 one m-tile, 5
             // two); N halved for the smaller items (6 one m-tile, 7 two); 8: 4 with the weights
             // evicted first from L2, 9: and A's rows last, 10: by each expert's last item's tiles;
             // 11: 4's gate+up in four consumer warpgroups a block (down as 4's); 12: 4 with wgmma's N the
-            // items' rows in steps of 8; 13: 11 with it (down as 12's); 14, 15: 12, 13 with the lean
-            // dequantization (its sums' kernels timed apart)
-            for (int tma = 0; tma <= 15; ++tma) {
+            // items' rows in steps of 8; 13: 11 with it (down as 12's)
+            for (int tma = 0; tma <= 13; ++tma) {
                 if (tma && !(w.tiling.gate_up && w.tiling.down)) continue;
                 const int cl = tma == 2 ? 2 : 1, mt = tma == 3 || (tma >= 5 && tma <= 7 && tma % 2) ? 2 : 1;
                 const int persist = tma == 4 || tma == 5 || tma >= 8 ? 1 : 0;
                 const bool fit = tma == 6 || tma == 7;
                 const int first = tma >= 8 && tma <= 10 ? tma - 7 : 0;
-                const bool four = tma == 11 || tma == 13 || tma == 15, lean = tma >= 14;
-                fast::detail::MoeTmaTuning tune{first, four ? 4 : 2, tma >= 12};
-                if (lean) tune.a_sums = xsums.data();
+                const fast::detail::MoeTmaTuning tune{first, tma == 11 || tma == 13 ? 4 : 2, tma >= 12};
                 if ((mt == 2 || cl == 2 || fit) && tile > 64) continue;  // (mt2, clusters, fitted N to 64)
                 if (tma >= 11 && (tile < 32 || tile > 64)) continue;  // (four warpgroups, fit8: 32 to 64 rows)
                 if (tile == 48 && (!tma || mt == 2 || cl == 2 || fit)) continue;  // (48: warp-specialised, one m-tile)
                 const std::string form = !tma ? std::string("wgmma")
                                          : "wgmma tma/" + std::to_string(cl) + (mt == 2 ? " mt2" : "") +
                                                (persist ? " persist" : "") + (fit ? " fit" : "") +
-                                               (four ? " wg4" : "") + (tma >= 12 ? " fit8" : "") +
-                                               (lean ? " lean" : "") +
+                                               (tma == 11 || tma == 13 ? " wg4" : "") + (tma >= 12 ? " fit8" : "") +
                                                (first == 1   ? " l2-first"
                                                 : first == 2 ? " l2-first-last"
                                                 : first == 3 ? " l2-last-item"
@@ -588,19 +581,7 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
                 });
                 std::snprintf(note, sizeof note, "2 of 3 matrices, %.0f TFLOP/s", flops * 2 / 3 / tgl / 1e12);
                 row(s, T, "  step: " + form + " gate+up+SwiGLU/" + std::to_string(tile), tgl, hot_bytes * 2 / 3, note);
-                if (four) continue;  // (their down: 4's, 12's, 14's)
-                if (lean) {  // act's sums (of the act just written), timed with xg's
-                    const int64_t I128v = I128;
-                    const double txs = time_of(a, timer, [&](int) {
-                        TS_CUDA_CHECK(fast::detail::launch_moe_row_sums(xsums.data(), xg, P, H128, st));
-                    });
-                    row(s, T, "  step: row sums (xg)/" + std::to_string(tile), txs, 0, "");
-                    const double tas = time_of(a, timer, [&](int) {
-                        TS_CUDA_CHECK(fast::detail::launch_moe_row_sums(asums.data(), lact, P, I128v, st));
-                    });
-                    row(s, T, "  step: row sums (act)/" + std::to_string(tile), tas, 0, "");
-                    tune.a_sums = asums.data();
-                }
+                if (tma == 11 || tma == 13) continue;  // (their down: 4's, 12's)
                 const double tdl = time_of(a, timer, [&](int) {
                     using namespace fast::detail;
                     TS_CUDA_CHECK(tma ? launch_moe_wgmma_tma_down(lout, lact, P, w, lg, tile, cl, mt, st, persist, fit,
@@ -647,12 +628,6 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
                     "  step: gather x -> bf16 rows [T*k, H], " + std::to_string(rpb) + " a block" +
                         (picked ? " (pick)" : "") + "/" + std::to_string(tile),
                     tgr, 0, "");
-                const double tgs = time_of(a, timer, [&](int) {  // with the lean tiles' sums
-                    TS_CUDA_CHECK(fast::detail::launch_moe_gather_wgmma(xg, x.as<float>(), s.H, T, s.H, s.k, lg, st,
-                                                                        rpb, xsums.data()));
-                });
-                row(s, T, "  step: gather + sums, " + std::to_string(rpb) + " a block/" + std::to_string(tile), tgs, 0,
-                    "");
             }
             void* x16 = xg;  // [T, H128] in xg's room (the next tile gathers xg again)
             const double tcx = time_of(a, timer, [&](int) {

@@ -190,14 +190,6 @@ bool moe_fit8() {
     static const bool on = !env_switch("TESSERA_MOE_FIT8", "on", "off");
     return on;
 }
-// TESSERA_MOE_LEAN: off (the default until measured) or on — the warp-specialised tiles' lean
-// dequantization (MoePlan::wgmma_lean: each weight code·s in one FMA, its offset −8·s or bias by one
-// more wgmma every two k-tiles against the activation rows' 32-column sums; with TESSERA_MOE_FIT8's
-// persistent tiles in one m-tile; not the bits: a weight rounded as code·s).
-bool moe_lean() {
-    static const bool on = env_switch("TESSERA_MOE_LEAN", "off", "on");
-    return on;
-}
 // TESSERA_MOE_OUT: bf16 (the default since session 55) — the warp-specialised down tiles write each
 // slot's sum in bf16 and the combine kernel reads it so (MoePlan::wgmma_out16: half the bytes of out
 // [T·k, H], one rounding a slot, as vLLM's bf16 experts; not with TESSERA_MOE_COMBINE=fused, which

@@ -138,9 +138,9 @@ __device__ __forceinline__ void dequant_int4_pairs(uint32_t q, uint32_t s2, uint
     for (int i = 0; i < 4; ++i) w[i] = fma_bf16x2(fma_bf16x2(and_or(q >> (4 * i), kMask, kExp), kOne, negc), s2, b2);
 }
 
-// The lean form (the MoE tiles' MoeTmaTuning::a_sums, the k-tile probe's Lean): the four bf16 pairs
-// (i, i + 4) of w = code·s, c2 = −128·s as bf16x2 (exact): (128 + code)·s − 128·s in one FMA, one
-// rounding. The offsets (−8·s, or the biases) go in apart, against each activation row's sums.
+// The lean form (the k-tile probe's Lean; in the MoE tiles measured and not kept, session 62): the four
+// bf16 pairs (i, i + 4) of w = code·s, c2 = −128·s as bf16x2 (exact): (128 + code)·s − 128·s in one
+// FMA, one rounding. The offsets (−8·s, or the biases) go in apart, against each activation row's sums.
 __device__ __forceinline__ void dequant_int4_pairs_lean(uint32_t q, uint32_t s2, uint32_t c2, uint32_t (&w)[4]) {
     constexpr uint32_t kMask = 0x000f000f, kExp = 0x43004300;
 #pragma unroll

@@ -26,13 +26,6 @@ detail::MoeTmaTuning tuning_down(const MoePlan& plan) { return {plan.wgmma_l2_fi
 constexpr size_t kAlign = 256;
 size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
-// The lean tiles' activation sums (MoePlan::wgmma_lean): xg's [P][H128 / 128 · 8] and act's
-// [P][I128 / 128 · 8] bf16.
-int64_t sums_row_bytes(int64_t n) { return (n + 127) / 128 * 16; }
-size_t lean_sums_bytes(int64_t P, int64_t H, int64_t I) {
-    return align_up(size_t(P * sums_row_bytes(H))) + align_up(size_t(P * sums_row_bytes(I)));
-}
-
 void check_route_shape(const char* op, int64_t T, int E, int k) {
     TS_CHECK(T >= 0 && T <= INT32_MAX, "{}: bad token count T = {}", op, T);
     TS_CHECK(E >= 1 && E <= kMoeMaxExperts, "{}: E = {} experts, expected 1..{}", op, E, kMoeMaxExperts);
@@ -140,10 +133,6 @@ void check_plan(const MoePlan& p) {
              "m-tile or two of 32, neither clustered, gathered nor fitted (got wgmma_tma {}, wgmma_mt {}, {} rows{}{})",
              p.wgmma_tma, p.wgmma_mt, p.tile_rows, p.wgmma_gather ? ", wgmma_gather" : "",
              p.wgmma_fit ? ", wgmma_fit" : "");
-    TS_CHECK(!p.wgmma_lean || (p.wgmma_fit8 && p.wgmma_mt < 2 && p.wgmma_persist && !p.wgmma_combine),
-             "moe_experts_packed: wgmma_lean is a form of the persistent tiles with wgmma_fit8 in one m-tile, without "
-             "wgmma_combine (got wgmma_fit8 {}, wgmma_mt {}, wgmma_persist {}{})",
-             p.wgmma_fit8, p.wgmma_mt, p.wgmma_persist, p.wgmma_combine ? ", wgmma_combine" : "");
     TS_CHECK(p.fused_decode >= 0 && p.fused_decode <= 3, "moe_experts_packed: fused_decode = {} must be 0, 1, 2 or 3",
              p.fused_decode);
     if (p.fused_decode) {
@@ -421,9 +410,9 @@ MoePlan moe_pick(int64_t T, int k, int E) {
 size_t moe_experts_scratch_bytes(const MoePlan& plan, int64_t T, int k, int E, int64_t H, int64_t I) {
     const int64_t P = T * k;
     size_t bytes = plan.grouped ? moe_group_scratch_bytes(T, k, E, plan.tile_rows) : 0;
-    if (plan.large_tiles || plan.mid)  // the mid plan: the v2 tiles' xg, act and out (+ the lean tiles' sums)
+    if (plan.large_tiles || plan.mid)  // the mid plan: the v2 tiles' xg, act and out
         return bytes + align_up(size_t(P * row128(H)) * 2) + align_up(size_t(P * row128(I)) * 2) +
-               align_up(size_t(P * H) * 4) + (plan.wgmma_lean ? lean_sums_bytes(P, H, I) : 0);
+               align_up(size_t(P * H) * 4);
     if (plan.fused_decode) return bytes + align_up(size_t(P * H) * sizeof(float));  // w_j·o_j a slot
     bytes += align_up(size_t(P * I) * sizeof(float));
     if (!plan.down_by_token) bytes += align_up(size_t(P * H) * sizeof(float));
@@ -432,9 +421,6 @@ size_t moe_experts_scratch_bytes(const MoePlan& plan, int64_t T, int k, int E, i
 
 size_t moe_experts_scratch_bytes(int64_t T, int k, int E, int64_t H, int64_t I) {
     size_t most = 0;
-    MoePlan lean{true, false, 16, true, true};
-    lean.wgmma_lean = true;
-    most = std::max(most, moe_experts_scratch_bytes(lean, T, k, E, H, I));
     for (int tile : {1, 8})
         for (bool by_token : {false, true})
             most = std::max(most, moe_experts_scratch_bytes({true, by_token, tile, false}, T, k, E, H, I));
@@ -504,11 +490,6 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
         void* act = at;  // [P, I] bf16 ([P, I128] for wgmma)
         at += align_up(size_t(P * row128(w.I)) * 2);
         auto* out = reinterpret_cast<float*>(at);  // [P, H]
-        at += align_up(size_t(P * w.H) * 4);
-        // The lean tiles' sums (wgmma_lean): each matrix whose K / 128 is even
-        void* xsums = plan.wgmma_lean && (row128(w.H) / 128) % 2 == 0 ? at : nullptr;
-        void* asums = plan.wgmma_lean && (row128(w.I) / 128) % 2 == 0 ? at + align_up(size_t(P * sums_row_bytes(w.H)))
-                                                                       : nullptr;
         if (plan.wgmma) {
             const int tma = plan.wgmma_tma;  // check_plan: 0, or 1 / 2 with tiles of 16, 32 or 64
             const int mt = plan.wgmma_mt == 2 ? 2 : 1;
@@ -517,12 +498,11 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
                 TS_CUDA_CHECK(
                     detail::launch_moe_wgmma_tma_gate_up_gathered(act, xg, T, k, w, g, plan.tile_rows, mt, stream));
             } else {
-                TS_CUDA_CHECK(detail::launch_moe_gather_wgmma(xg, x, ldx, T, w.H, k, g, stream, 0, xsums));
-                detail::MoeTmaTuning tu = tuning(plan);
-                tu.a_sums = xsums;
+                TS_CUDA_CHECK(detail::launch_moe_gather_wgmma(xg, x, ldx, T, w.H, k, g, stream));
                 if (tma && w.tiling.gate_up)
                     TS_CUDA_CHECK(detail::launch_moe_wgmma_tma_gate_up(act, xg, P, w, g, plan.tile_rows, tma, mt,
-                                                                       stream, plan.wgmma_persist, plan.wgmma_fit, tu));
+                                                                       stream, plan.wgmma_persist, plan.wgmma_fit,
+                                                                       tuning(plan)));
                 else
                     TS_CUDA_CHECK(detail::launch_moe_wgmma_gate_up(act, xg, w, g, plan.tile_rows, stream));
             }
@@ -534,14 +514,10 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
                 return;
             }
             const bool out16 = tma && w.tiling.down && plan.wgmma_out16;  // out in bf16, summed from bf16
-            detail::MoeTmaTuning td = tuning_down(plan);
-            if (asums && tma && w.tiling.down) {
-                TS_CUDA_CHECK(detail::launch_moe_row_sums(asums, act, P, row128(w.I), stream));
-                td.a_sums = asums;
-            }
             if (tma && w.tiling.down)
                 TS_CUDA_CHECK(detail::launch_moe_wgmma_tma_down(out, act, P, w, g, plan.tile_rows, tma, mt, stream,
-                                                                plan.wgmma_persist, plan.wgmma_fit, {}, td, out16));
+                                                                plan.wgmma_persist, plan.wgmma_fit, {},
+                                                                tuning_down(plan), out16));
             else
                 TS_CUDA_CHECK(detail::launch_moe_wgmma_down(out, act, w, g, plan.tile_rows, stream));
             if (out16)
@@ -656,7 +632,6 @@ MoePlan moe_plan(int64_t T, int k, const MoePackedExperts& w, const MoeSwitches&
                      (sw.warpgroups == 0 && (plan.tile_rows == 48 || (plan.tile_rows == 64 && T >= 2048)));
     plan.wgmma_warpgroups = wg4 && moe_tiles_take_wide_forms(plan) ? 4 : 2;
     plan.wgmma_fit8 = sw.fit8 && moe_tiles_take_fit8(plan);
-    plan.wgmma_lean = sw.lean && plan.wgmma_fit8 && plan.wgmma_mt < 2 && plan.wgmma_persist && !plan.wgmma_combine;
     if (mid && plan.v2 && plan.large_tiles && T * k <= int64_t(kMoeMidRows) * w.E && detail::moe_mid_fits(w.H, w.I))
         plan = moe_mid_plan();  // few rows an expert: each expert's weights once, no padding rows
     if (plan.dp4a_decode && (!dp4a || T * k > 65535 || !detail::moe_decode_dp4a_fits(w.H, w.I, k))) {

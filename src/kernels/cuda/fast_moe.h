@@ -306,12 +306,6 @@ struct MoePlan {
     // m-tile, or two m-tiles of 32, neither clustered, gathered nor fitted (halved: moe_tiles_take_fit8);
     // the same bits; the backend's default (MoeSwitches::fit8, TESSERA_MOE_FIT8).
     bool wgmma_fit8 = false;
-    // The lean dequantization (MoeTmaTuning::a_sums): each weight code·s in one FMA, its offset (−8·s,
-    // or the bias) added by one more wgmma every two k-tiles against the activation rows' 32-column
-    // sums — the gather writes xg's, launch_moe_row_sums act's. With wgmma_fit8 in one m-tile,
-    // persistent; each matrix whose K / 128 is even (the other as without). Not the bits: a weight
-    // rounded as code·s, not (code − 8)·s. Opt-in until measured (MoeSwitches::lean, TESSERA_MOE_LEAN).
-    bool wgmma_lean = false;
 };
 // The tiles MoePlan::wgmma_warpgroups = 4 is built for: warp-specialised, 32 to 64 rows in one
 // m-tile, neither clustered, gathered nor fitted (halved).
@@ -419,9 +413,6 @@ struct MoeSwitches {
     // the backend's default, TESSERA_MOE_FIT8: session 61, H100, the whole MoE 1–2 % faster at 512 to
     // 2,048 tokens). False here: moe_pick's plans as they are unless a caller asks.
     bool fit8 = false;
-    // The lean dequantization where the plan's tiles take it (MoePlan::wgmma_lean; TESSERA_MOE_LEAN=on,
-    // opt-in).
-    bool lean = false;
     // Where the pick runs the warp-specialised tiles without their own slot sum: out in bf16
     // (MoePlan::wgmma_out16). The backend's default (TESSERA_MOE_OUT=bf16); false here, so that a
     // caller of moe_experts_packed gets moe_pick's f32 plans unless it asks.
@@ -553,14 +544,9 @@ cudaError_t launch_moe_mma_down(float* out, const void* act, const MoePackedExpe
 // (fast_wgmma_int4.cuh; H128 = H rounded up to 128, zeros past H); act [T·k, I128] likewise;
 // out [T·k, H] f32. tile_rows 16, 32, 64 or 128.
 // rows_per_block: grouped rows a block of 128 threads gathers, 1 or 2 (0: moe_gather_rows_per_block)
-// — the same words. sums (non-null): xg's chunk sums too, launch_moe_row_sums's bits.
+// — the same words.
 cudaError_t launch_moe_gather_wgmma(void* xg, const float* x, int64_t ldx, int64_t T, int64_t H, int k,
-                                    const MoeGrouping& g, cudaStream_t stream, int rows_per_block = 0,
-                                    void* sums = nullptr);
-// The lean tiles' activation sums (MoeTmaTuning::a_sums): of a [P, K128] bf16 in the wgmma order, per
-// row and k-tile the f32 sums S_t of columns 32t … 32t + 31 (t = 0..3, the original order) as bf16
-// pairs (hi, lo) — hi = bf16(S_t), lo = bf16(S_t − hi) — sums [P][K128 / 128 · 8] bf16.
-cudaError_t launch_moe_row_sums(void* sums, const void* a, int64_t P, int64_t K128, cudaStream_t stream);
+                                    const MoeGrouping& g, cudaStream_t stream, int rows_per_block = 0);
 // The gather's rows a block for P = T·k grouped rows: two from 16,384 (more loads in flight a thread;
 // two H100s, session 56, bench_fast_moe, µs, one row a block / two: 2,048 tokens top-8 — llama.cpp's shape
 // 40.0–43.0 / 39.1–39.5, the flagship's 40.1–42.6 / 38.9–39.8; at 512 tokens one row wins, 10.4–10.9
@@ -592,10 +578,6 @@ struct MoeTmaTuning {
     int l2_first = 0;
     int warpgroups = 2;
     bool fit8 = false;
-    // The lean dequantization (not the bits: each weight rounded as code·s, its offset −8·s or bias
-    // added against the activation rows' 32-column sums): A's rows' sums [P][K / 128 · 8] bf16 by
-    // launch_moe_row_sums; fit8, one m-tile and persistent only, K / 128 even. Null: off.
-    const void* a_sums = nullptr;
 };
 // Their warp-specialised form (fast_moe_wgmma_tma.cu; the same operands, P = T·k rows of xg / act,
 // the same bits): tile_rows 16, 32, 48, 64 or 128 (moe_wgmma_tma_fits; 128: cluster 1; 48: cluster

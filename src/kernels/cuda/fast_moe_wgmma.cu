@@ -231,40 +231,6 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
 
 // The slots of a block's R grouped rows r0 … r0 + R − 1: perm[r] (−1 for an unused row), or r itself
 // (perm null); −1 past `rows`.
-// The lean tiles' chunk sums (launch_moe_row_sums). s[i]: the two bf16 values of word i of v summed
-// (word i of any 16 bytes of a k-tile in the wgmma order holds two columns of chunk i).
-__device__ __forceinline__ void word_pair_sums(const uint4& v, float (&s)[4]) {
-    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) s[i] = __uint_as_float(w[i] << 16) + __uint_as_float(w[i] & 0xffff0000u);
-}
-// A k-step's 32 bytes (lo, hi) summed by chunk, then over the 8 lanes of the k-tile's k-steps (lane bits
-// 0..2 the k-step: xor 1, 2, 4; the 8 lanes all here) — every lane of the 8 ends with the k-tile's
-// sums. The order row_sums_kernel's lanes 2σ, 2σ + 1 (xor 1), then xor 2, 4, 8 take.
-__device__ __forceinline__ void chunk_sums_kstep(const uint4& lo, const uint4& hi, float (&c)[4]) {
-    const unsigned eight = 0xffu << (threadIdx.x & 24);
-    float a[4], b[4];
-    word_pair_sums(lo, a);
-    word_pair_sums(hi, b);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) c[i] = a[i] + b[i];
-#pragma unroll
-    for (int off = 1; off < 8; off *= 2)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) c[i] += __shfl_xor_sync(eight, c[i], off);
-}
-// Four chunk sums as the 16 bytes the tiles read: (hi, lo) bf16 pairs, hi = bf16(S) (nearest even),
-// lo = bf16(S − hi).
-__device__ __forceinline__ uint4 chunk_sums_words(const float (&s)[4]) {
-    uint32_t o[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const uint32_t hi = pack_bf16x2(s[i], 0.f) & 0xffffu;
-        o[i] = hi | (pack_bf16x2(s[i] - __uint_as_float(hi << 16), 0.f) << 16);
-    }
-    return make_uint4(o[0], o[1], o[2], o[3]);
-}
-
 template <int R>
 __device__ __forceinline__ void block_row_slots(int (&s)[R], int64_t r0, int64_t rows, const int32_t* perm) {
 #pragma unroll
@@ -277,12 +243,10 @@ __device__ __forceinline__ void block_row_slots(int (&s)[R], int64_t r0, int64_t
 // earlier form — a thread per 32 columns, 4-byte stores, 64 of 256 threads busy at H = 2048 — and a
 // grid-wide one of it measured alike, 22 µs for 4,096 rows; session 55: a block a token storing its k
 // rows, slower.) Launched with PDL (pdl.cuh): the grouping's perm and x come from the kernels before.
-// sums (non-null): each row's chunk sums as launch_moe_row_sums writes them — the same additions in
-// the same order (a thread's k-step is that kernel's lanes 2σ, 2σ + 1), so the same bits.
 template <int R>
 __global__ void __launch_bounds__(128)
     gather_wgmma_kernel(uint32_t* __restrict__ xg, const float* __restrict__ x, int64_t ldx, int64_t H, int64_t rows,
-                        const int32_t* __restrict__ perm, int k, uint4* __restrict__ sums) {
+                        const int32_t* __restrict__ perm, int k) {
     pdl::wait();
     pdl::trigger();
     const int64_t r0 = int64_t(blockIdx.x) * R;
@@ -305,53 +269,19 @@ __global__ void __launch_bounds__(128)
             o[0] = lo[i];
             o[1] = hi[i];
         }
-        if (!sums) continue;
-#pragma unroll
-        for (int i = 0; i < R; ++i) {  // (s[i] and q: uniform across each 8 lanes of a k-tile)
-            if (s[i] < 0) continue;
-            float c[4];
-            chunk_sums_kstep(lo[i], hi[i], c);
-            if ((q & 7) == 0) sums[(r0 + i) * (H128 / kWgmmaK) + (q >> 3)] = chunk_sums_words(c);
-        }
     }
 }
 
 // rows_per_block: 1 or 2 (0: moe_gather_rows_per_block's for `rows`).
 cudaError_t launch_gather(void* xg, const float* x, int64_t ldx, int64_t rows, int64_t H, const int32_t* perm, int k,
-                          int rows_per_block, cudaStream_t stream, void* sums = nullptr) {
+                          int rows_per_block, cudaStream_t stream) {
     const int R = rows_per_block ? rows_per_block : moe_gather_rows_per_block(rows);
     if (R != 1 && R != 2) return cudaErrorInvalidValue;
     if (rows == 0) return cudaSuccess;
     const dim3 grid(unsigned((rows + R - 1) / R));
     auto* out = static_cast<uint32_t*>(xg);
-    auto* s = static_cast<uint4*>(sums);
-    if (R == 1)
-        return pdl::launch(gather_wgmma_kernel<1>, grid, dim3(128), 0, stream, out, x, ldx, H, rows, perm, k, s);
-    return pdl::launch(gather_wgmma_kernel<2>, grid, dim3(128), 0, stream, out, x, ldx, H, rows, perm, k, s);
-}
-
-// sums[r][q] (launch_moe_row_sums): a warp a row and pair of k-tiles, half a warp a k-tile, lane l its
-// 16 bytes l — words 4l … 4l + 3, word i two columns of chunk i (wgmma_pos) — the chunks' f32 sums
-// over the half warp's lanes by shuffles (a fixed order: chunk_sums_kstep's), then hi and lo.
-// Launched with PDL: a comes from the kernel before.
-__global__ void __launch_bounds__(128)
-    row_sums_kernel(uint4* __restrict__ sums, const uint4* __restrict__ a, int64_t P, int KT) {
-    pdl::wait();
-    pdl::trigger();
-    const int lane = int(threadIdx.x & 31);
-    const int64_t pairs = (KT + 1) / 2, task = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
-    if (task >= P * pairs) return;  // (the whole warp)
-    const int64_t r = task / pairs;
-    const int q = int(task % pairs) * 2 + (lane >> 4);
-    // lanes 2σ, 2σ + 1: k-step σ's two 16-byte halves (a zero k-tile past KT: its sums not stored)
-    const uint4 v = q < KT ? __ldg(a + (r * KT + q) * 16 + (lane & 15)) : make_uint4(0, 0, 0, 0);
-    float s[4];
-    word_pair_sums(v, s);
-#pragma unroll
-    for (int off = 1; off < 16; off *= 2)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) s[i] += __shfl_xor_sync(0xffffffffu, s[i], off);
-    if ((lane & 15) == 0 && q < KT) sums[r * KT + q] = chunk_sums_words(s);
+    if (R == 1) return pdl::launch(gather_wgmma_kernel<1>, grid, dim3(128), 0, stream, out, x, ldx, H, rows, perm, k);
+    return pdl::launch(gather_wgmma_kernel<2>, grid, dim3(128), 0, stream, out, x, ldx, H, rows, perm, k);
 }
 
 template <class C>
@@ -371,17 +301,8 @@ cudaError_t launch(const void* a, int64_t K, int64_t N, int E, const PackedMatri
 }  // namespace
 
 cudaError_t launch_moe_gather_wgmma(void* xg, const float* x, int64_t ldx, int64_t T, int64_t H, int k,
-                                    const MoeGrouping& g, cudaStream_t stream, int rows_per_block, void* sums) {
-    return launch_gather(xg, x, ldx, T * k, H, g.perm, k, rows_per_block, stream, sums);
-}
-
-cudaError_t launch_moe_row_sums(void* sums, const void* a, int64_t P, int64_t K128, cudaStream_t stream) {
-    if (P < 0 || K128 < 0 || K128 % kWgmmaK != 0) return cudaErrorInvalidValue;
-    const int64_t KT = K128 / kWgmmaK, warps = P * ((KT + 1) / 2);
-    if (warps == 0) return cudaSuccess;
-    const dim3 grid(unsigned((warps + 3) / 4));
-    return pdl::launch(row_sums_kernel, grid, dim3(128), 0, stream, static_cast<uint4*>(sums),
-                       static_cast<const uint4*>(a), P, int(KT));
+                                    const MoeGrouping& g, cudaStream_t stream, int rows_per_block) {
+    return launch_gather(xg, x, ldx, T * k, H, g.perm, k, rows_per_block, stream);
 }
 
 cudaError_t launch_moe_rows_wgmma(void* x16, const float* x, int64_t ldx, int64_t T, int64_t H, cudaStream_t stream) {

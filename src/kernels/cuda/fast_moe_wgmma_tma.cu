@@ -61,7 +61,7 @@ using namespace dev;
 constexpr int kBK = kWgmmaK;  // columns a k-tile
 
 template <int BT_, bool GATE_UP_, int STAGES_, int CL_, int MT_ = 1, bool GATHER_ = false, bool PERSIST_ = false,
-          int FIT_ = 0, int CW_ = 2, bool LEAN_ = false>
+          int FIT_ = 0, int CW_ = 2>
 struct MoeTmaTile {
     static constexpr int BT = BT_;              // item rows a block: wgmma's N
     static constexpr int CL = CL_;              // blocks a cluster (along the features) sharing the boxes of A
@@ -77,11 +77,6 @@ struct MoeTmaTile {
     // Consumer warpgroups a block: 2, or 4 (gate+up, one m-tile: 128 features a block sharing each
     // stage's activation rows — half the rows' bytes from L2 a weight byte — one block an SM).
     static constexpr int CW = CW_;
-    // The lean dequantization (MoeTmaTuning::a_sums): A = code·s in one FMA a pair, the offsets (−8·s
-    // or the biases) by one more wgmma every two k-tiles against the activation rows' 32-column sums
-    // (launch_moe_row_sums: a box of BT rows × 16 bytes a stage, a k-tile pair's in slots 2i, 2i + 1) — kFit8,
-    // persistent, one m-tile, an even ring and an even k-tile count.
-    static constexpr bool kLean = LEAN_;
     static constexpr int kGatherThreads = 64;
     static constexpr int BM = (kGateUp ? 64 : 128) * MT * CW / 2;  // output features a block
     static constexpr int STAGES = STAGES_;
@@ -105,8 +100,7 @@ struct MoeTmaTile {
     static constexpr int kWOff = kXBytes, kWBytes = kTiles * 1024;
     // Scales (biases): ≤ 128 bytes a tile (16 rows × 4 groups); gate+up: up's box 512·MT bytes on.
     static constexpr int kSOff = kWOff + kWBytes, kBOff = kSOff + kTiles * 128;
-    static constexpr int kSumOff = kBOff + kTiles * 128, kSumBytes = kLean ? BT * 16 : 0;  // kLean: the sums' box
-    static constexpr int kStageBytes = (kSumOff + kSumBytes + 1023) / 1024 * 1024;
+    static constexpr int kStageBytes = (kBOff + kTiles * 128 + 1023) / 1024 * 1024;
     static constexpr int kSmem = STAGES * kStageBytes + 1024;
     static_assert(BT % 8 == 0 && BT <= 128 && (CL == 1 || CL == 2), "BT, roles");
     static_assert(CW == 2 || (CW == 4 && kGateUp && MT == 1 && CL == 1 && !kGather && !kFit),
@@ -117,8 +111,6 @@ struct MoeTmaTile {
     static_assert(!kFit || (BT <= 64 && !kPersist), "fitted N: up to 64; not persistent (ptxas serializes the wgmma)");
     static_assert(!kFit8 || (BT >= 32 && BT <= 64 && (MT == 1 || BT == 32) && CL == 1 && !kGather),
                   "N in steps of 8: tiles of 32 to 64 rows in one m-tile (or two of 32), unclustered, by TMA");
-    static_assert(!kLean || (kFit8 && kPersist && MT == 1 && STAGES % 2 == 0),
-                  "lean: N in steps of 8, persistent, one m-tile, an even ring");
     static_assert(kProducerRegs * 128 + kConsumerRegs * kConsumers <= kLaunchRegs * kThreads,
                   "setmaxnreg moves registers only");
     static_assert(kBlocksPerSm * (kSmem + 1024) <= 228 * 1024, "the blocks an SM");
@@ -139,7 +131,6 @@ __device__ __forceinline__ float swiglu(float g, float u) { return g / (1.f + ex
 struct MoeTmaMaps {
     CUtensorMap x[16];
     CUtensorMap codes[2], scales[2], biases[2];
-    CUtensorMap sums;  // kLean: A's rows' sums [P][K / 128 · 8] bf16, boxes of 8 × BT
     int l2_first = 0;
     bool out16 = false;  // down: out [P, N] in bf16 (MoePlan::wgmma_out16)
 };
@@ -326,24 +317,20 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                 mbar_arrive(&full[(KT - 1) % S]);
             }
         }
-        constexpr int kLanes = C::kLean ? 9 : 8;  // (lane 8: the sums' box)
-        constexpr unsigned kLaneMask = (1u << kLanes) - 1;
-        if (warp != 4 * CW || lane >= kLanes) return;
-        const int m = lane & 1, what = lane >> 1;  // what: 0 x, 1 codes, 2 scales, 3 biases, 4 sums
+        if (warp != 4 * CW || lane >= 8) return;
+        const int m = lane & 1, what = lane >> 1;  // what: 0 x, 1 codes, 2 scales, 3 biases
         const MoeTmaMatrix mat = m ? hi : lo;
         const int tiles = m ? kTilesHi : kTilesLo;
         uint32_t bytes = 0;
         if (what == 1 && (m == 0 || C::kGateUp)) bytes = uint32_t(tiles) * 1024;
         if (what == 2 && (m == 0 || C::kGateUp)) bytes = uint32_t(tiles * 32 * mat.gpt);
         if (what == 3 && (m == 0 || C::kGateUp) && mat.biases) bytes = uint32_t(tiles * 32 * mat.gpt);
-        if (C::kLean && what == 4) bytes = uint32_t(C::kSumBytes);
         const bool issues = what == 0 ? !C::kGather && m % CL == int(rank) : bytes != 0;
-        const uint32_t weight_bytes = __reduce_add_sync(kLaneMask, bytes);  // a stage's, but A's boxes
-        uint32_t dst = what == 0   ? uint32_t(m * BT * 128)
-                       : what == 1 ? uint32_t(C::kWOff + m * kTilesHi * 1024)
-                       : what == 2 ? uint32_t(C::kSOff + m * kTilesHi * 128)
-                                   : uint32_t(C::kBOff + m * kTilesHi * 128);
-        if (C::kLean && what == 4) dst = uint32_t(C::kSumOff);
+        const uint32_t weight_bytes = __reduce_add_sync(0xffu, bytes);  // a stage's, but A's boxes
+        const uint32_t dst = what == 0   ? uint32_t(m * BT * 128)
+                             : what == 1 ? uint32_t(C::kWOff + m * kTilesHi * 1024)
+                             : what == 2 ? uint32_t(C::kSOff + m * kTilesHi * 128)
+                                         : uint32_t(C::kBOff + m * kTilesHi * 128);
         const int kstep = what == 1 ? 128 : 16 * mat.gpt;  // elements a k-tile along the map's rows
         const uint32_t base = smem_addr(smem);
         uint32_t u = 0;  // k-tiles issued: the ring's slot u % S, its use u / S
@@ -358,18 +345,15 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
             const CUtensorMap* map = what == 0   ? &maps.x[boxes - 1]
                                      : what == 1 ? &maps.codes[m]
                                      : what == 2 ? &maps.scales[m]
-                                     : C::kLean && what == 4 ? &maps.sums
                                                  : &maps.biases[m];
             for (int kt = 0; kt < KT; ++kt, ++u) {
                 const uint32_t slot = u % S;
                 mbar_wait(&empty[slot], ((u / S) & 1) ^ 1);  // k-tile u − S's wgmma are done
                 if (lane == 0) mbar_arrive_expect_tx(&full[slot], stage_bytes);
-                __syncwarp(kLaneMask);
+                __syncwarp(0xffu);
                 const uint32_t to = base + slot * uint32_t(C::kStageBytes) + dst;
                 if (!issues) continue;
-                if (C::kLean && what == 4) {  // (the item's rows and past them: BT rows, zeros past the grouped ones)
-                    tma_load_2d(to, map, kt * 8, tl.r0, &full[slot]);
-                } else if (what == 0) {
+                if (what == 0) {
                     if constexpr (CL > 1)
                         tma_load_3d_multicast(to, map, 0, 2 * kt + m, tl.r0, &full[slot], uint16_t((1u << CL) - 1));
                     else if (maps.l2_first == 2)
@@ -403,7 +387,6 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
     const bool bias_lo = lo.biases, bias_hi = C::kGateUp ? hi.biases : lo.biases;
 
     float acc[MT][BT / 2];
-    [[maybe_unused]] uint32_t b_prev[2] = {0, 0};  // kLean: the offsets of the pair's first k-tile (rows gq, gq + 8)
     uint32_t u = 0;  // k-tiles taken, as the producer counts them
     for (int i; (i = next_tile()) >= 0;) {
 #pragma unroll
@@ -441,20 +424,6 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                                                                        BT * 128, fit_rows);
                     else
                         wgmma_int4_ktile_words<BN>(acc, q_lo, q_hi, s2, b2, kWgmmaInt4NegC, desc, BT * 128);
-                } else if constexpr (C::kLean) {  // (one m-tile) A = code·s; the offsets every two k-tiles
-                    uint4 q_lo, q_hi;
-                    uint32_t s2[2], b2[2];
-                    wgmma_int4_staged_operands(stage + C::kWOff, feature(0), row_hi(0), tq, stage + C::kSOff,
-                                               stage + C::kBOff, staged_scale_at(feature(0), tq, lo.gpt),
-                                               scale_hi(0), bias_lo, bias_hi, q_lo, q_hi, s2, b2);
-                    const uint32_t c2[2] = {lean_neg128s(s2[0]), lean_neg128s(s2[1])};
-                    // odd k-tiles: the pair's offsets (k-tile kt − 1's sums in slot − 1, a stage before kt's)
-                    const uint32_t z[4] = {b_prev[0], b_prev[1], b2[0], b2[1]};
-                    const uint64_t sd = wgmma_desc_plain(smem_addr(stage - C::kStageBytes + C::kSumOff),
-                                                         uint32_t(C::kStageBytes), 128);
-                    wgmma_int4_ktile_fit<BT, BT >= 64 ? 32 : 16, true>(acc[0], q_lo, q_hi, s2, c2, 0u, desc,
-                                                                       BT * 128, fit_rows, kt & 1, z, sd);
-                    b_prev[0] = b2[0], b_prev[1] = b2[1];
                 } else if constexpr (C::kFit8) {  // N the item's rows in steps of 8
 #pragma unroll
                     for (int j = 0; j < MT; ++j) {
@@ -479,7 +448,6 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                 // Not past the last release a producer waits for: a block may have left by then
                 // (clusters only; a persistent block's last S releases are its own barriers', never
                 // awaited).
-                // (kLean: the offsets' wgmma, reading slots u − 1 and u, is in this k-tile's first group)
                 if (kt > 0 && lane == 0 && (C::kPersist || kt - 1 + S < KT)) {
                     mbar_arrive(&empty[(u - 1) % S]);
                     if constexpr (CL > 1) mbar_arrive_cluster(&empty[(u - 1) % S], rank ^ 1u);
@@ -568,14 +536,6 @@ cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const 
     if (tune.l2_first < 0 || tune.l2_first > 3 || (tune.l2_first == 2 && C::CL > 1)) return cudaErrorInvalidValue;
     maps.l2_first = tune.l2_first;
     maps.out16 = out16;
-    if (C::kLean != (tune.a_sums != nullptr)) return cudaErrorInvalidValue;
-    if constexpr (C::kLean) {  // [P][KT · 8] bf16, boxes of 8 values × BT rows (zeros past P)
-        const int64_t KT = K / kBK;
-        if (KT % 2 != 0) return cudaErrorInvalidValue;  // (the offsets' k-tile pairs)
-        const uint64_t dims[2] = {uint64_t(KT * 8), uint64_t(P)};
-        const uint32_t box[2] = {8, uint32_t(C::BT)};
-        if (!tma_map_2d(&maps.sums, 2, tune.a_sums, dims, uint64_t(KT * 16), box)) return cudaErrorInvalidValue;
-    }
     for (int i = 0; i < (C::kGather ? 0 : C::BT / 8); ++i) {
         const uint64_t dims[3] = {64, uint64_t(K / 64), uint64_t(P)};
         const uint64_t strides[2] = {128, uint64_t(K) * 2};
@@ -622,21 +582,15 @@ cudaError_t launch_tiles(int tile_rows, int mt, const void* a, int64_t P, int64_
     };
     // The wide forms (moe_tiles_take_wide_forms): tiles of 32, 48, 64 rows in one m-tile,
     // unclustered, by TMA, not halved — gate+up's in four consumer warpgroups a block (one block an
-    // SM: stages of 28, 32, 36 KB) or either's two, with wgmma's N the items' rows in steps of 8 or not;
-    // lean (tune.a_sums; N in steps of 8, persistent): an even ring (at 32 rows in two warpgroups, 4:
-    // 6 stages with the sums' boxes pass two blocks' shared memory).
-    auto wide = [&](auto cw, auto fit8, auto lean) -> cudaError_t {
+    // SM: stages of 28, 32, 36 KB) or either's two, with wgmma's N the items' rows in steps of 8 or not.
+    auto wide = [&](auto cw, auto fit8) -> cudaError_t {
         constexpr int CW = decltype(cw)::value, F = decltype(fit8)::value ? 2 : 0;
-        constexpr bool L = decltype(lean)::value;
-        if constexpr (CL == 1 && !GATHER && !FIT && (CW == 2 || GATE_UP) && (!L || (PERSIST && F == 2))) {
+        if constexpr (CL == 1 && !GATHER && !FIT && (CW == 2 || GATE_UP)) {
             if (mt == 1) {
                 switch (tile_rows) {
-                    case 32: {
-                        constexpr int S32 = !L ? (CW == 4 ? 7 : 6) : CW == 4 ? 6 : 4;
-                        return go(MoeTmaTile<32, GATE_UP, S32, 1, 1, false, PERSIST, F, CW, L>{});
-                    }
-                    case 48: return go(MoeTmaTile<48, GATE_UP, CW == 4 ? 6 : 4, 1, 1, false, PERSIST, F, CW, L>{});
-                    case 64: return go(MoeTmaTile<64, GATE_UP, CW == 4 ? 6 : 4, 1, 1, false, PERSIST, F, CW, L>{});
+                    case 32: return go(MoeTmaTile<32, GATE_UP, CW == 4 ? 7 : 6, 1, 1, false, PERSIST, F, CW>{});
+                    case 48: return go(MoeTmaTile<48, GATE_UP, CW == 4 ? 6 : 4, 1, 1, false, PERSIST, F, CW>{});
+                    case 64: return go(MoeTmaTile<64, GATE_UP, CW == 4 ? 6 : 4, 1, 1, false, PERSIST, F, CW>{});
                     default: break;
                 }
             }
@@ -645,18 +599,11 @@ cudaError_t launch_tiles(int tile_rows, int mt, const void* a, int64_t P, int64_
     };
     using Four = std::integral_constant<int, 4>;
     using Two = std::integral_constant<int, 2>;
-    using Lean = std::true_type;
-    using NotLean = std::false_type;
-    if (tune.a_sums) {  // (lean: N in steps of 8, one m-tile, persistent — wide() refuses the rest)
-        if (!tune.fit8 || mt != 1) return cudaErrorInvalidValue;
-        if (tune.warpgroups == 4) return wide(Four{}, std::true_type{}, Lean{});
-        return tune.warpgroups == 2 ? wide(Two{}, std::true_type{}, Lean{}) : cudaErrorInvalidValue;
-    }
     if (tune.warpgroups != 2) {
         if (tune.warpgroups != 4) return cudaErrorInvalidValue;
-        return tune.fit8 ? wide(Four{}, std::true_type{}, NotLean{}) : wide(Four{}, std::false_type{}, NotLean{});
+        return tune.fit8 ? wide(Four{}, std::true_type{}) : wide(Four{}, std::false_type{});
     }
-    if (tune.fit8 && mt == 1) return wide(Two{}, std::true_type{}, NotLean{});
+    if (tune.fit8 && mt == 1) return wide(Two{}, std::true_type{});
     if constexpr (CL == 1) {  // (two m-tiles, and tiles of 128 rows, in clusters: not built)
         if (mt == 2 && tune.fit8) {  // (N in steps of 8: two m-tiles of 32 only)
             if constexpr (!GATHER && !FIT) {

@@ -29,13 +29,6 @@ __device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t addr) {
            | uint64_t(1) << 62;             // 128-byte swizzle
 }
 
-// Descriptor of a K-major operand without a swizzle at shared address `addr` (16-byte aligned): core
-// matrices of 8 rows × 16 bytes (128 contiguous bytes), the next along K `lbo` bytes on, along M / N
-// `sbo` bytes on (both multiples of 16, below 256 KB).
-__device__ __forceinline__ uint64_t wgmma_desc_plain(uint32_t addr, uint32_t lbo, uint32_t sbo) {
-    return uint64_t((addr & 0x3ffff) >> 4) | uint64_t((lbo >> 4) & 0x3fff) << 16 | uint64_t((sbo >> 4) & 0x3fff) << 32;
-}
-
 // Descriptor d moved on by `units` 16-byte units: a 32-bit add to its start address (bits 0–13,
 // which a shared-memory address in range never carries out of), the high word as it was — so the
 // compiler moves one word into the uniform registers a wgmma, not a 64-bit sum's two.

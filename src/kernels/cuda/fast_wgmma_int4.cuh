@@ -78,8 +78,9 @@ __device__ __forceinline__ void wgmma_pair_fragments(const uint32_t (&lo)[4], co
     a0[0] = lo[0], a0[1] = hi[0], a0[2] = lo[1], a0[3] = hi[1];
     a1[0] = lo[2], a1[1] = hi[2], a1[2] = lo[3], a1[3] = hi[3];
 }
-// Word j of rows g (lo) and g + 8 (hi) → the A fragments of k-steps 2j and 2j + 1. LEAN: w = code·s
-// (dequant_int4_pairs_lean; b_lo, b_hi the rows' −128·s pairs, negc unused).
+// Word j of rows g (lo) and g + 8 (hi) → the A fragments of k-steps 2j and 2j + 1. LEAN (the k-tile
+// probe's lean form): w = code·s (dequant_int4_pairs_lean; b_lo, b_hi the rows' −128·s pairs, negc
+// unused).
 template <bool LEAN = false>
 __device__ __forceinline__ void wgmma_a_fragments(uint32_t lo_word, uint32_t hi_word, uint32_t s_lo, uint32_t b_lo,
                                                   uint32_t s_hi, uint32_t b_hi, uint32_t negc, uint32_t (&a0)[4],
@@ -97,17 +98,15 @@ __device__ __forceinline__ void wgmma_a_fragments(uint32_t lo_word, uint32_t hi_
 
 __device__ __forceinline__ uint32_t word_of(const uint4& q, int j) { return j == 0 ? q.x : j == 1 ? q.y : j == 2 ? q.z : q.w; }
 
-// Half `half` of a k-tile's A (words 2·half, 2·half + 1 of rows g, g + 8: its four k-steps' fragments);
-// LEAN as wgmma_a_fragments'.
-template <bool LEAN = false>
+// Half `half` of a k-tile's A (words 2·half, 2·half + 1 of rows g, g + 8: its four k-steps' fragments).
 __device__ __forceinline__ void wgmma_half_fragments(const uint4& q_lo, const uint4& q_hi, const uint32_t (&s2)[2],
                                                      const uint32_t (&b2)[2], uint32_t negc, int half,
                                                      uint32_t (&a)[4][4]) {
 #pragma unroll
     for (int jj = 0; jj < 2; ++jj) {  // word j = 2·half + jj: k-steps 2jj, 2jj + 1 of the half
         const int j = 2 * half + jj;
-        wgmma_a_fragments<LEAN>(word_of(q_lo, j), word_of(q_hi, j), s2[0], b2[0], s2[1], b2[1], negc, a[2 * jj],
-                                a[2 * jj + 1]);
+        wgmma_a_fragments(word_of(q_lo, j), word_of(q_hi, j), s2[0], b2[0], s2[1], b2[1], negc, a[2 * jj],
+                          a[2 * jj + 1]);
     }
 }
 
@@ -147,25 +146,14 @@ __device__ __forceinline__ void with_fitted_n(int n, F&& f) {
 // wgmma_int4_ktile with wgmma's N chosen at run time: the smallest of NMIN, NMIN + 8, …, BN that is
 // at least n (uniform across the warpgroup) — one loop for every N, each half's four wgmma issued in
 // the branch of its N (acc's first N / 2 values; the rest untouched).
-//
-// LEAN (the MoE tiles' MoeTmaTuning::a_sums): A = code·s (b2 the rows' −128·s pairs, lean_neg128s),
-// the offsets of w = code·s + b — b = −8·s or the bias of the lane's row and 32-column chunk — added
-// apart: Σ_k w·x = Σ_k code·s·x + Σ_chunks b·S, S the chunk's activation sum. `offsets` (uniform): one
-// more wgmma ahead of half 0's, for the k-tile pair (q0, q1) = (the one before, this one): A's k (2t,
-// 2t + 1) lane t's b of q0 twice, against B's S_hi, S_lo (bf16 halves of chunk t's f32 sum), k (2t + 8,
-// 2t + 9) q1's — z = {b_lo(q0), b_hi(q0), b_lo(q1), b_hi(q1)} (rows g, g + 8); B K-major without a
-// swizzle (zdesc, wgmma_desc_plain: per k-tile a row's 8 values, 16 bytes, as one core-matrix row). In
-// half 0's group, so done by the return like the rest of the k-tile before it (issued after the
-// k-tile's last group, the next k-tile's operands land while it runs: ptxas serializes, C7513).
-template <int BN, int NMIN, bool LEAN = false>
+template <int BN, int NMIN>
 __device__ __forceinline__ void wgmma_int4_ktile_fit(float (&acc)[BN / 2], const uint4& q_lo, const uint4& q_hi,
                                                      const uint32_t (&s2)[2], const uint32_t (&b2)[2], uint32_t negc,
-                                                     uint64_t desc, int block_bytes, int n, bool offsets = false,
-                                                     const uint32_t (&z)[4] = {0, 0, 0, 0}, uint64_t zdesc = 0) {
+                                                     uint64_t desc, int block_bytes, int n) {
     uint32_t a[2][4][4];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-        wgmma_half_fragments<LEAN>(q_lo, q_hi, s2, b2, negc, half, a[half]);
+        wgmma_half_fragments(q_lo, q_hi, s2, b2, negc, half, a[half]);
         uint64_t at[4];  // (the same for every N: made once, not in each branch)
 #pragma unroll
         for (int s = 0; s < 4; ++s) at[s] = wgmma_desc_add(desc, uint32_t((half * block_bytes + 32 * s) >> 4));
@@ -174,9 +162,6 @@ __device__ __forceinline__ void wgmma_int4_ktile_fit(float (&acc)[BN / 2], const
         auto issue = [&](auto nn) {
             constexpr int NN = decltype(nn)::value;
             float(&d)[NN / 2] = *reinterpret_cast<float(*)[NN / 2]>(&acc[0]);
-            if constexpr (LEAN) {
-                if (half == 0 && offsets) wgmma_rs<NN>(d, z, zdesc, 1);
-            }
 #pragma unroll
             for (int s = 0; s < 4; ++s) wgmma_rs<NN>(d, a[half][s], at[s], 1);
             wgmma_commit();  // (in the branch: committed after the merge, ptxas adds a no-op wgmma to close the group)
@@ -208,9 +193,6 @@ __device__ __forceinline__ int staged_scale_at(int r, int tq, int gpt, int runs,
 // negc for wgmma_int4_ktile on staged codes: −128 (0x4300 | code is 128 + code; the −8 of codes
 // without biases is in b).
 constexpr uint32_t kWgmmaInt4NegC = 0xc300c300u;
-
-// The lean form's c2 of a scale pair: −128·s (exact).
-__device__ __forceinline__ uint32_t lean_neg128s(uint32_t s2) { return fma_bf16x2(s2, kWgmmaInt4NegC, 0x80008000u); }
 
 // A row's staged scale (byte `at` of `scales`) as a bf16x2 pair.
 __device__ __forceinline__ uint32_t staged_scale(const uint8_t* scales, int at) {
