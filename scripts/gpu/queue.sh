@@ -5,7 +5,8 @@
 #   here:  scripts/gpu/prebuilt.sh pack test_cuda bench_fast_moe bench_fast_ktile_probe bench_fast_gdn tessera
 #   call:  bash scripts/gpu/queue.sh 2>&1   carrying ["tmp/prebuilt", ".debs"] (~57 MB with the tree;
 #          without the pack, or with sources changed since, it builds there first: ~125 s more)
-# Takes ~100 s with the pack; each step has its own timeout, so a shorter call keeps what ran.
+# Takes ~100 s with the pack (+ ~2 min for the ncu step); each step has its own timeout, so a shorter
+# call keeps what ran.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 OUT=${OUT:-build/gpu-logs}; mkdir -p "$OUT"
@@ -48,3 +49,21 @@ timeout 300 scripts/gpu/ab.sh --rounds 2 --model $cut "" "TESSERA_MOE_FIT8=off" 
   --ctx 8192,32768 --batch 1 --gen 1 --repeat 2 --prefill-chunk 2048 > $OUT/ab.txt 2>&1
 echo "ab rc $?"; tail -12 $OUT/ab.txt | cut -c1-160
 st ab
+# 6. the memory side of the MoE tiles (session 62: the lean dequantization cut their loop by 18 % and
+# not their time): Nsight Compute on the defaults at 512 tokens of llama.cpp's shape, hot, clocks as run
+export PATH="/usr/local/cuda/bin:$PATH"
+if command -v ncu >/dev/null; then
+  # (the mangled names of gate+up's tiles of 48 in four warpgroups and down's, persistent, N in steps of 8)
+  for c in "gateup@MoeTmaTileILi48ELb1ELi6ELi1ELi1ELb0ELb1ELi2ELi4EE" \
+           "down@MoeTmaTileILi48ELb0ELi4ELi1ELi1ELb0ELb1ELi2ELi2EE"; do
+    IFS='@' read -r name rx <<<"$c"
+    timeout 120 ncu --kernel-name-base mangled --kernel-name "regex:$rx" --launch-skip 2 --launch-count 1 \
+      --cache-control none --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis \
+      --section WarpStateStats --section SchedulerStats \
+      $B/bench_fast_moe --tokens 512 --runs 1 --warmup 2 --filter "128x768x2048 top-8" > "$OUT/ncu_$name.txt" 2>&1
+    echo "ncu $name rc $?"
+    keys="Duration|DRAM Throughput|L2 Cache Throughput|L1/TEX Cache Throughput|Compute \(SM\)|Issue Slots Busy"
+    grep -E "$keys|No Eligible|Warp Cycles Per Issued|L2 Hit Rate|Mem Pipes Busy" "$OUT/ncu_$name.txt" | head -16
+  done
+fi
+st ncu
