@@ -150,6 +150,7 @@ std::string plan_name(const fast::MoePlan& p) {
                (p.wgmma_persist ? "persist " : "") + (p.wgmma_fit ? "fit " : "") +
                (p.wgmma_combine ? "own-combine " : "") + (p.wgmma_out16 ? "out16 " : "") +
                (p.wgmma_warpgroups == 4 ? "wg4 " : "") + (p.wgmma_fit8 ? "fit8 " : "") +
+               (p.wgmma_dynamic ? "dyn " : "") +
                (p.wgmma_l2_first == 1   ? "l2-first "
                 : p.wgmma_l2_first == 2 ? "l2-first-last "
                 : p.wgmma_l2_first == 3 ? "l2-last-item "
@@ -313,6 +314,12 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             plans.push_back(o);
             o.wgmma_warpgroups = 2;
             plans.push_back(o);
+            if (fast::moe_tiles_take_dynamic(o)) {  // and the tiles drawn in turn (TESSERA_MOE_DYNAMIC=on)
+                o.wgmma_dynamic = true;
+                plans.push_back(o);
+                o.wgmma_warpgroups = 4;
+                plans.push_back(o);
+            }
         }
         for (const fast::MoePlan& p :
              {fast::MoePlan{false, true, 8, false, true}, fast::MoePlan{false, true, 8, false, false, true, 0},
@@ -554,21 +561,24 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             // two); N halved for the smaller items (6 one m-tile, 7 two); 8: 4 with the weights
             // evicted first from L2, 9: and A's rows last, 10: by each expert's last item's tiles;
             // 11: 4's gate+up in four consumer warpgroups a block (down as 4's); 12: 4 with wgmma's N the
-            // items' rows in steps of 8; 13: 11 with it (down as 12's)
-            for (int tma = 0; tma <= 13; ++tma) {
+            // items' rows in steps of 8; 13: 11 with it (down as 12's); 14: 13 with the tiles drawn in turn,
+            // its down 12's so drawn; 15: 12's gate+up so drawn
+            for (int tma = 0; tma <= 15; ++tma) {
                 if (tma && !(w.tiling.gate_up && w.tiling.down)) continue;
                 const int cl = tma == 2 ? 2 : 1, mt = tma == 3 || (tma >= 5 && tma <= 7 && tma % 2) ? 2 : 1;
                 const int persist = tma == 4 || tma == 5 || tma >= 8 ? 1 : 0;
                 const bool fit = tma == 6 || tma == 7;
                 const int first = tma >= 8 && tma <= 10 ? tma - 7 : 0;
-                const fast::detail::MoeTmaTuning tune{first, tma == 11 || tma == 13 ? 4 : 2, tma >= 12};
+                const bool wg4 = tma == 11 || tma == 13 || tma == 14;
+                const fast::detail::MoeTmaTuning tune{first, wg4 ? 4 : 2, tma >= 12, tma >= 14};
                 if ((mt == 2 || cl == 2 || fit) && tile > 64) continue;  // (mt2, clusters, fitted N to 64)
                 if (tma >= 11 && (tile < 32 || tile > 64)) continue;  // (four warpgroups, fit8: 32 to 64 rows)
                 if (tile == 48 && (!tma || mt == 2 || cl == 2 || fit)) continue;  // (48: warp-specialised, one m-tile)
                 const std::string form = !tma ? std::string("wgmma")
                                          : "wgmma tma/" + std::to_string(cl) + (mt == 2 ? " mt2" : "") +
                                                (persist ? " persist" : "") + (fit ? " fit" : "") +
-                                               (tma == 11 || tma == 13 ? " wg4" : "") + (tma >= 12 ? " fit8" : "") +
+                                               (wg4 ? " wg4" : "") + (tma >= 12 ? " fit8" : "") +
+                                               (tma >= 14 ? " dyn" : "") +
                                                (first == 1   ? " l2-first"
                                                 : first == 2 ? " l2-first-last"
                                                 : first == 3 ? " l2-last-item"
@@ -581,16 +591,19 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
                 });
                 std::snprintf(note, sizeof note, "2 of 3 matrices, %.0f TFLOP/s", flops * 2 / 3 / tgl / 1e12);
                 row(s, T, "  step: " + form + " gate+up+SwiGLU/" + std::to_string(tile), tgl, hot_bytes * 2 / 3, note);
-                if (tma == 11 || tma == 13) continue;  // (their down: 4's, 12's)
+                if (tma == 11 || tma == 13 || tma == 15) continue;  // (their down: 4's, 12's, 14's)
+                const fast::detail::MoeTmaTuning tune_down{first, 2, tune.fit8, tune.dynamic};
                 const double tdl = time_of(a, timer, [&](int) {
                     using namespace fast::detail;
                     TS_CUDA_CHECK(tma ? launch_moe_wgmma_tma_down(lout, lact, P, w, lg, tile, cl, mt, st, persist, fit,
-                                                                  {}, tune)
+                                                                  {}, tune_down)
                                       : launch_moe_wgmma_down(lout, lact, w, lg, tile, st));
                 });
                 std::snprintf(note, sizeof note, "1 of 3 matrices, %.0f TFLOP/s; llama.cpp %s", flops / 3 / tdl / 1e12,
                               anchor);
-                row(s, T, "  step: " + form + " down/" + std::to_string(tile), tdl, hot_bytes / 3, note);
+                std::string form_down = form;  // (down's tiles: two warpgroups)
+                if (const size_t at4 = form_down.find(" wg4"); at4 != std::string::npos) form_down.erase(at4, 4);
+                row(s, T, "  step: " + form_down + " down/" + std::to_string(tile), tdl, hot_bytes / 3, note);
                 if (tma != 4) continue;
                 // the persistent form's down with out in bf16 (MoePlan::wgmma_out16), and the combine
                 // kernel after each (f32 then bf16 rows of out)

@@ -461,6 +461,14 @@ TEST(FastMoe, WgmmaTmaTilesGiveThePlainTilesBits) {
                     p48.wgmma_warpgroups = 2;
                     EXPECT_EQ(differing(run(p48), want), 0u) << "48 rows, N in steps of 8, persist " << persist
                                                              << ": elements differing from the plain tiles of 64";
+                    if (persist == 0) continue;
+                    p48.wgmma_dynamic = true;  // the tiles drawn in turn, through the plan
+                    EXPECT_EQ(differing(run(p48), want), 0u) << "48 rows, N in steps of 8, drawn, persist " << persist
+                                                             << ": elements differing from the plain tiles of 64";
+                    p48.wgmma_warpgroups = 4;
+                    EXPECT_EQ(differing(run(p48), want), 0u)
+                        << "48 rows, four warpgroups, N in steps of 8, drawn, persist " << persist
+                        << ": elements differing from the plain tiles of 64";
                 }
             }
         }
@@ -709,6 +717,94 @@ TEST(FastMoe, Out16DownTilesRoundTheSlotsAndTheCombineSumsThem) {
                 }
                 if (HasFailure()) return;
             }
+        }
+    }
+}
+
+// The persistent tiles drawn in turn from the grouping's counter (MoeTmaTuning::dynamic): gate+up
+// (two and four warpgroups) and down write the static walk's bits, launched twice on one grouping
+// (the last block of each launch zeroes the counters for the next; read back zero after each), over
+// the resident grid and over 3 blocks (many tiles a block) — bad ids, one expert taking every
+// token, no valid id at all (no tile: every block counts out at once); a grouping without the
+// counters refused.
+TEST(FastMoe, DynamicTilesGiveTheStaticBitsAndLeaveTheirCountersZero) {
+    REQUIRE_CUDA();
+    const int E = 32;
+    const int64_t H = 512, I = 256;
+    Experts ex(E, H, I, DType::Q4_0, 1500, 32, true);
+    ASSERT_EQ(ex.tile(), 3);
+    using Case = RoutingCase;
+    Routing none = random_routing(17, E, 8, 1505);
+    for (size_t i = 0; i < none.ids.size(); ++i) none.ids[i] = i % 2 ? -1 : E;
+    const Case cases[] = {
+        {"300 tokens top-8, bad ids", 300, 8, routing_with_bad_ids(300, E, 8, 1501)},
+        {"one expert takes every token", 100, 1, random_routing(100, E, 1, 1502, {5})},
+        {"7 tokens top-4", 7, 4, random_routing(7, E, 4, 1503)},
+        {"17 tokens, every id invalid", 17, 8, none},
+    };
+    const fast::MoePackedExperts pe = ex.view();
+    Stream stream;
+    const cudaStream_t st = stream.get();
+    for (const Case& c : cases) {
+        SCOPED_TRACE(c.what);
+        const int64_t P = c.T * c.k, H128 = (H + 127) / 128 * 128, I128 = (I + 127) / 128 * 128;
+        const DeviceBuffer x = to_device(normal_floats(size_t(c.T * H), 1504 + uint32_t(c.T)));
+        const DeviceBuffer ids = to_device(c.r.ids);
+        DeviceBuffer xg(size_t(P * H128) * 2), act(size_t(P * I128) * 2), out(size_t(P * H) * 2);
+        DeviceBuffer scratch(fast::moe_experts_scratch_bytes(c.T, c.k, E, H, I));
+        for (int rows : {32, 48, 64}) {
+            const fast::MoeGrouping g = fast::moe_group(ids.as<int32_t>(), c.T, c.k, E, rows, scratch.data(), st);
+            using namespace fast::detail;
+            TS_CUDA_CHECK(launch_moe_gather_wgmma(xg.data(), x.as<float>(), H, c.T, H, c.k, g, st));
+            auto counters = [&]() {
+                std::vector<uint32_t> v(2);
+                TS_CUDA_CHECK(cudaMemcpyAsync(v.data(), g.tile_counters, 8, cudaMemcpyDeviceToHost, st));
+                stream.synchronize();
+                return v;
+            };
+            ASSERT_EQ(counters(), (std::vector<uint32_t>{0, 0})) << "the grouping left the counters set";
+            for (int wg : {2, 4}) {
+                for (int persist : {1, 3}) {
+                    SCOPED_TRACE(std::to_string(rows) + " rows, " + std::to_string(wg) + " warpgroups, persist " +
+                                 std::to_string(persist));
+                    MoeTmaTuning tune{0, wg, true, false};
+                    // act and out in every byte (0xff) before each launch: rows no tile writes stay so
+                    auto gate_up = [&]() {
+                        TS_CUDA_CHECK(cudaMemsetAsync(act.data(), 0xff, act.size(), st));
+                        TS_CUDA_CHECK(launch_moe_wgmma_tma_gate_up(act.data(), xg.data(), P, pe, g, rows, 1, 1, st,
+                                                                   persist, false, tune));
+                        return to_host<uint16_t>(act, size_t(P * I128));
+                    };
+                    auto down = [&]() {
+                        TS_CUDA_CHECK(cudaMemsetAsync(out.data(), 0xff, out.size(), st));
+                        const MoeTmaTuning td{0, 2, true, tune.dynamic};
+                        TS_CUDA_CHECK(launch_moe_wgmma_tma_down(out.data(), act.data(), P, pe, g, rows, 1, 1, st,
+                                                                persist, false, {}, td, true));
+                        return to_host<uint16_t>(out, size_t(P * H));
+                    };
+                    const std::vector<uint16_t> act_static = gate_up(), out_static = down();
+                    tune.dynamic = true;
+                    for (int launch = 0; launch < 2; ++launch) {
+                        EXPECT_TRUE(gate_up() == act_static) << "launch " << launch << ": act differs from the static walk's";
+                        EXPECT_EQ(counters(), (std::vector<uint32_t>{0, 0})) << "gate+up left its counters set";
+                        if (wg == 2) {
+                            EXPECT_TRUE(down() == out_static) << "launch " << launch << ": out differs from the static walk's";
+                            EXPECT_EQ(counters(), (std::vector<uint32_t>{0, 0})) << "down left its counters set";
+                        }
+                    }
+                    if (HasFailure()) return;
+                }
+            }
+            fast::MoeGrouping bare = g;
+            bare.tile_counters = nullptr;
+            EXPECT_EQ(launch_moe_wgmma_tma_gate_up(act.data(), xg.data(), P, pe, bare, rows, 1, 1, st, 1, false,
+                                                   MoeTmaTuning{0, 2, true, true}),
+                      cudaErrorInvalidValue)
+                << "the drawn tiles without their counters";
+            EXPECT_EQ(launch_moe_wgmma_tma_gate_up(act.data(), xg.data(), P, pe, g, rows, 1, 1, st, 0, false,
+                                                   MoeTmaTuning{0, 2, true, true}),
+                      cudaErrorInvalidValue)
+                << "the drawn tiles, not persistent";
         }
     }
 }

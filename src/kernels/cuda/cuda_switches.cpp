@@ -190,6 +190,13 @@ bool moe_fit8() {
     static const bool on = !env_switch("TESSERA_MOE_FIT8", "on", "off");
     return on;
 }
+// TESSERA_MOE_DYNAMIC: on or off (the default) — the persistent warp-specialised tiles (with fit8)
+// drawn in turn from a counter by each block's producer rather than every gridDim-th tile a block
+// (MoePlan::wgmma_dynamic; the same bits; opt-in until measured).
+bool moe_dynamic() {
+    static const bool on = env_switch("TESSERA_MOE_DYNAMIC", "off", "on");
+    return on;
+}
 // TESSERA_MOE_OUT: bf16 (the default since session 55) — the warp-specialised down tiles write each
 // slot's sum in bf16 and the combine kernel reads it so (MoePlan::wgmma_out16: half the bytes of out
 // [T·k, H], one rounding a slot, as vLLM's bf16 experts; not with TESSERA_MOE_COMBINE=fused, which

@@ -19,9 +19,11 @@ namespace {
 // The plan's choices that leave the warp-specialised tiles' bits alone: gate+up's, and down's (two
 // consumer warpgroups).
 detail::MoeTmaTuning tuning(const MoePlan& plan) {
-    return {plan.wgmma_l2_first, plan.wgmma_warpgroups, plan.wgmma_fit8};
+    return {plan.wgmma_l2_first, plan.wgmma_warpgroups, plan.wgmma_fit8, plan.wgmma_dynamic};
 }
-detail::MoeTmaTuning tuning_down(const MoePlan& plan) { return {plan.wgmma_l2_first, 2, plan.wgmma_fit8}; }
+detail::MoeTmaTuning tuning_down(const MoePlan& plan) {
+    return {plan.wgmma_l2_first, 2, plan.wgmma_fit8, plan.wgmma_dynamic};
+}
 
 constexpr size_t kAlign = 256;
 size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
@@ -39,17 +41,17 @@ void check_tile(const char* op, int tile_rows, int max) {
 }
 
 // Sizes of the grouping's arrays, in order: offsets, perm, row_of_slot, n_items, item_* ×3,
-// chunk_counts (none where one block groups every pair).
+// chunk_counts (none where one block groups every pair), tile_counters.
 struct GroupLayout {
-    size_t off[8];
+    size_t off[9];
     size_t bytes;
 };
 GroupLayout group_layout(int64_t T, int k, int E, int tile_rows) {
     const int64_t P = T * k, MI = moe_max_items(T, k, E, tile_rows), nb = moe_group_blocks(P);
-    const int64_t counts[8] = {E + 1, P, P, 1, MI, MI, MI, nb > 1 ? nb * E : 0};
+    const int64_t counts[9] = {E + 1, P, P, 1, MI, MI, MI, nb > 1 ? nb * E : 0, 2};
     GroupLayout l{};
     size_t at = 0;
-    for (int i = 0; i < 8; ++i) {
+    for (int i = 0; i < 9; ++i) {
         l.off[i] = at;
         at += align_up(size_t(counts[i]) * sizeof(int32_t));
     }
@@ -70,6 +72,7 @@ MoeGrouping carve_grouping(void* scratch, int64_t T, int k, int E, int tile_rows
     g.item_row0 = at(5);
     g.item_rows = at(6);
     g.chunk_counts = moe_group_blocks(T * k) > 1 ? at(7) : nullptr;
+    g.tile_counters = reinterpret_cast<uint32_t*>(at(8));
     g.max_items = moe_max_items(T, k, E, tile_rows);
     return g;
 }
@@ -133,6 +136,11 @@ void check_plan(const MoePlan& p) {
              "m-tile or two of 32, neither clustered, gathered nor fitted (got wgmma_tma {}, wgmma_mt {}, {} rows{}{})",
              p.wgmma_tma, p.wgmma_mt, p.tile_rows, p.wgmma_gather ? ", wgmma_gather" : "",
              p.wgmma_fit ? ", wgmma_fit" : "");
+    TS_CHECK(!p.wgmma_dynamic || moe_tiles_take_dynamic(p),
+             "moe_experts_packed: wgmma_dynamic is a form of the persistent warp-specialised tiles of 32, 48 or 64 "
+             "rows in one m-tile, neither clustered, gathered nor fitted (got wgmma_tma {}, wgmma_mt {}, {} rows, "
+             "wgmma_persist {})",
+             p.wgmma_tma, p.wgmma_mt, p.tile_rows, p.wgmma_persist);
     TS_CHECK(p.fused_decode >= 0 && p.fused_decode <= 3, "moe_experts_packed: fused_decode = {} must be 0, 1, 2 or 3",
              p.fused_decode);
     if (p.fused_decode) {
@@ -632,6 +640,7 @@ MoePlan moe_plan(int64_t T, int k, const MoePackedExperts& w, const MoeSwitches&
                      (sw.warpgroups == 0 && (plan.tile_rows == 48 || (plan.tile_rows == 64 && T >= 2048)));
     plan.wgmma_warpgroups = wg4 && moe_tiles_take_wide_forms(plan) ? 4 : 2;
     plan.wgmma_fit8 = sw.fit8 && moe_tiles_take_fit8(plan);
+    plan.wgmma_dynamic = sw.dynamic && moe_tiles_take_dynamic(plan);
     if (mid && plan.v2 && plan.large_tiles && T * k <= int64_t(kMoeMidRows) * w.E && detail::moe_mid_fits(w.H, w.I))
         plan = moe_mid_plan();  // few rows an expert: each expert's weights once, no padding rows
     if (plan.dp4a_decode && (!dp4a || T * k > 65535 || !detail::moe_decode_dp4a_fits(w.H, w.I, k))) {

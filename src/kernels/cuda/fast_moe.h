@@ -63,6 +63,9 @@ struct MoeGrouping {
     int32_t* item_row0 = nullptr;    // [max_items] first grouped row of the item
     int32_t* item_rows = nullptr;    // [max_items] 1..tile_rows
     int32_t* chunk_counts = nullptr;  // [moe_group_blocks(T·k), E] the counting kernel's (internal)
+    // [2] the warp-specialised tiles' dynamic walk (MoeTmaTuning::dynamic): the next tile's index and
+    // the blocks that found none — zeroed by the grouping kernel, left zero by each launch's last block
+    uint32_t* tile_counters = nullptr;
     int64_t max_items = 0;           // min(E, T·k) + T·k / tile_rows: the grid's fixed size
 };
 constexpr int64_t kMoeGroupOneBlock = 2048;  // pairs one block groups alone (session 34: 9.7 µs at 2,048)
@@ -306,6 +309,11 @@ struct MoePlan {
     // m-tile, or two m-tiles of 32, neither clustered, gathered nor fitted (halved: moe_tiles_take_fit8);
     // the same bits; the backend's default (MoeSwitches::fit8, TESSERA_MOE_FIT8).
     bool wgmma_fit8 = false;
+    // The persistent warp-specialised tiles drawn in turn from a counter (MoeTmaTuning::dynamic) rather
+    // than each block taking every gridDim-th: a block that drew cheaper tiles (fewer item rows under
+    // fit8) takes more. Persistent tiles of 32, 48 or 64 rows in one m-tile with wgmma_fit8
+    // (moe_tiles_take_dynamic); the same bits.
+    bool wgmma_dynamic = false;
 };
 // The tiles MoePlan::wgmma_warpgroups = 4 is built for: warp-specialised, 32 to 64 rows in one
 // m-tile, neither clustered, gathered nor fitted (halved).
@@ -319,6 +327,10 @@ inline bool moe_tiles_take_wide_forms(const MoePlan& p) {
 inline bool moe_tiles_take_fit8(const MoePlan& p) {
     return moe_tiles_take_wide_forms(p) || (p.wgmma && p.wgmma_tma == 1 && p.wgmma_mt == 2 && p.tile_rows == 32 &&
                                             !p.wgmma_gather && !p.wgmma_fit);
+}
+// The tiles MoePlan::wgmma_dynamic is built for: the wide forms, persistent, with N in steps of 8.
+inline bool moe_tiles_take_dynamic(const MoePlan& p) {
+    return moe_tiles_take_wide_forms(p) && p.wgmma_persist > 0 && p.wgmma_fit8;
 }
 constexpr int kMoeMidRows = 8;  // rows a work item of the mid kernels: mma's 8 columns
 constexpr int64_t kMoeMidDown4Rows = 384;  // mid_down_tiles 0: 4 row tiles a warp from T·k rows (T ≥ 48, k 8)
@@ -413,6 +425,9 @@ struct MoeSwitches {
     // the backend's default, TESSERA_MOE_FIT8: session 61, H100, the whole MoE 1–2 % faster at 512 to
     // 2,048 tokens). False here: moe_pick's plans as they are unless a caller asks.
     bool fit8 = false;
+    // Their persistent tiles drawn in turn from a counter where the plan's tiles take it
+    // (MoePlan::wgmma_dynamic, TESSERA_MOE_DYNAMIC; opt-in until measured).
+    bool dynamic = false;
     // Where the pick runs the warp-specialised tiles without their own slot sum: out in bf16
     // (MoePlan::wgmma_out16). The backend's default (TESSERA_MOE_OUT=bf16); false here, so that a
     // caller of moe_experts_packed gets moe_pick's f32 plans unless it asks.
@@ -574,10 +589,16 @@ cudaError_t launch_moe_wgmma_down(float* out, const void* act, const MoePackedEx
 //             dequantization's (session 61's probe: the two overlap for ~10 of ~40 µs); tiles of 32, 48
 //             or 64 rows in one m-tile or two of 32, neither clustered, gathered nor halved
 //             (MoePlan::wgmma_fit8, moe_tiles_take_fit8).
+//   dynamic:  persistent tiles of 32, 48 or 64 rows in one m-tile with fit8, drawn in turn by each
+//             block's producer from MoeGrouping::tile_counters (item-major, as the static walk orders
+//             them), the index passed to the consumers beside the tile's first stage — a block whose
+//             tiles ran cheaper (fewer item rows) takes more, where the static walk gives each block
+//             every gridDim-th tile (MoePlan::wgmma_dynamic).
 struct MoeTmaTuning {
     int l2_first = 0;
     int warpgroups = 2;
     bool fit8 = false;
+    bool dynamic = false;
 };
 // Their warp-specialised form (fast_moe_wgmma_tma.cu; the same operands, P = T·k rows of xg / act,
 // the same bits): tile_rows 16, 32, 48, 64 or 128 (moe_wgmma_tma_fits; 128: cluster 1; 48: cluster

@@ -306,6 +306,7 @@ __global__ void __launch_bounds__(kGroupThreads)
         if (b == 0) {
             g.offsets[E] = int(total & 0xffffffffll);
             *g.n_items = int(total >> 32);
+            if (g.tile_counters) g.tile_counters[0] = g.tile_counters[1] = 0u;  // the tiles' dynamic walk
         }
         valid_rows = int(total & 0xffffffffll);
     }

@@ -61,7 +61,7 @@ using namespace dev;
 constexpr int kBK = kWgmmaK;  // columns a k-tile
 
 template <int BT_, bool GATE_UP_, int STAGES_, int CL_, int MT_ = 1, bool GATHER_ = false, bool PERSIST_ = false,
-          int FIT_ = 0, int CW_ = 2>
+          int FIT_ = 0, int CW_ = 2, bool DYN_ = false>
 struct MoeTmaTile {
     static constexpr int BT = BT_;              // item rows a block: wgmma's N
     static constexpr int CL = CL_;              // blocks a cluster (along the features) sharing the boxes of A
@@ -77,6 +77,9 @@ struct MoeTmaTile {
     // Consumer warpgroups a block: 2, or 4 (gate+up, one m-tile: 128 features a block sharing each
     // stage's activation rows — half the rows' bytes from L2 a weight byte — one block an SM).
     static constexpr int CW = CW_;
+    // Persistent tiles drawn in turn from MoeGrouping::tile_counters by the producer, each tile's
+    // index in stage_tile beside its first stage (MoeTmaTuning::dynamic).
+    static constexpr bool kDyn = DYN_;
     static constexpr int kGatherThreads = 64;
     static constexpr int BM = (kGateUp ? 64 : 128) * MT * CW / 2;  // output features a block
     static constexpr int STAGES = STAGES_;
@@ -111,6 +114,7 @@ struct MoeTmaTile {
     static_assert(!kFit || (BT <= 64 && !kPersist), "fitted N: up to 64; not persistent (ptxas serializes the wgmma)");
     static_assert(!kFit8 || (BT >= 32 && BT <= 64 && (MT == 1 || BT == 32) && CL == 1 && !kGather),
                   "N in steps of 8: tiles of 32 to 64 rows in one m-tile (or two of 32), unclustered, by TMA");
+    static_assert(!kDyn || (kPersist && MT == 1 && !kFit), "drawn in turn: the persistent tiles of one m-tile");
     static_assert(kProducerRegs * 128 + kConsumerRegs * kConsumers <= kLaunchRegs * kThreads,
                   "setmaxnreg moves registers only");
     static_assert(kBlocksPerSm * (kSmem + 1024) <= 228 * 1024, "the blocks an SM");
@@ -239,6 +243,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
     __shared__ uint64_t full[S], empty[S];
     __shared__ int token[C::kGather ? BT : 1];  // GATHER: the item rows' tokens (-1 past the item)
     __shared__ int comb_list[C::kGateUp ? 1 : BT + 1];  // down with cb.y: the tokens a tile sums, then their count
+    __shared__ int stage_tile[C::kDyn ? S : 1];  // kDyn: the tile whose first k-tile a stage holds (-1: none left)
     const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5, wg = warp / 4;
     const int KT = int(K / kBK);
     const uint32_t rank = CL > 1 ? cluster_rank() : 0;  // the cluster's blocks share blockIdx.x: one item
@@ -318,6 +323,34 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
             }
         }
         if (warp != 4 * CW || lane >= 8) return;
+        // kDyn: lane 0 draws the tiles in turn (an invalid expert's skipped) when the ring has room for
+        // the next one; each block's one draw past the last counts the block out, and the grid's last
+        // to count out zeroes both counters for the next launch (every draw precedes its block's count).
+        auto take = [&]() -> int {
+            if constexpr (C::kDyn) {
+                int i = -1;
+                if (lane == 0) {
+                    for (int t; (t = int(atomicAdd(g.tile_counters, 1u))) < n_items * fbs;) {
+                        const int e = g.item_expert[t / fbs];
+                        if (e >= 0 && e < E) {
+                            i = t;
+                            break;
+                        }
+                    }
+                    if (i < 0) {
+                        __threadfence();
+                        if (atomicAdd(g.tile_counters + 1, 1u) == gridDim.x - 1) {
+                            __threadfence();  // (after every block's count, so after every draw)
+                            atomicExch(g.tile_counters, 0u);
+                            atomicExch(g.tile_counters + 1, 0u);
+                        }
+                    }
+                }
+                return __shfl_sync(0xffu, i, 0);
+            } else {
+                return next_tile();
+            }
+        };
         const int m = lane & 1, what = lane >> 1;  // what: 0 x, 1 codes, 2 scales, 3 biases
         const MoeTmaMatrix mat = m ? hi : lo;
         const int tiles = m ? kTilesHi : kTilesLo;
@@ -334,7 +367,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
         const int kstep = what == 1 ? 128 : 16 * mat.gpt;  // elements a k-tile along the map's rows
         const uint32_t base = smem_addr(smem);
         uint32_t u = 0;  // k-tiles issued: the ring's slot u % S, its use u / S
-        for (int i; (i = next_tile()) >= 0;) {
+        for (int i; (i = take()) >= 0;) {
             const Tile tl = tile_at(i);
             const int boxes = min((tl.n_rows + 7) / 8, BT / 8);  // A's box: the item's rows rounded up to 8
             const int item = item_of(i);  // (l2_first 3: evicted first by the expert's last item's tiles)
@@ -349,7 +382,12 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
             for (int kt = 0; kt < KT; ++kt, ++u) {
                 const uint32_t slot = u % S;
                 mbar_wait(&empty[slot], ((u / S) & 1) ^ 1);  // k-tile u − S's wgmma are done
-                if (lane == 0) mbar_arrive_expect_tx(&full[slot], stage_bytes);
+                if (lane == 0) {
+                    if constexpr (C::kDyn) {
+                        if (kt == 0) stage_tile[slot] = i;  // (published by the arrive's release)
+                    }
+                    mbar_arrive_expect_tx(&full[slot], stage_bytes);
+                }
                 __syncwarp(0xffu);
                 const uint32_t to = base + slot * uint32_t(C::kStageBytes) + dst;
                 if (!issues) continue;
@@ -365,6 +403,14 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                 } else {
                     tma_load_2d(to, map, kt * kstep, row_tile, &full[slot]);
                 }
+            }
+        }
+        if constexpr (C::kDyn) {  // the end: a stage of no bytes whose tile is -1
+            const uint32_t slot = u % S;
+            mbar_wait(&empty[slot], ((u / S) & 1) ^ 1);
+            if (lane == 0) {
+                stage_tile[slot] = -1;
+                mbar_arrive(&full[slot]);
             }
         }
         return;
@@ -388,7 +434,16 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
 
     float acc[MT][BT / 2];
     uint32_t u = 0;  // k-tiles taken, as the producer counts them
-    for (int i; (i = next_tile()) >= 0;) {
+    // kDyn: the tile the next stage begins (its k-loop's own wait on that stage then returns at once)
+    auto take = [&]() -> int {
+        if constexpr (C::kDyn) {
+            mbar_wait(&full[u % S], (u / S) & 1);
+            return stage_tile[u % S];
+        } else {
+            return next_tile();
+        }
+    };
+    for (int i; (i = take()) >= 0;) {
 #pragma unroll
         for (int j = 0; j < MT; ++j) {
 #pragma unroll
@@ -530,7 +585,8 @@ cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const 
     static const cudaError_t attr =
         cudaFuncSetAttribute(moe_wgmma_tma_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
     if (attr != cudaSuccess) return attr;
-    if (P < 1 || K % kBK != 0 || m_lo.k != K || m_lo.n != N || (m_hi && (m_hi->k != K || m_hi->n != N)))
+    if (P < 1 || K % kBK != 0 || m_lo.k != K || m_lo.n != N || (m_hi && (m_hi->k != K || m_hi->n != N)) ||
+        (C::kDyn && !g.tile_counters))
         return cudaErrorInvalidValue;
     MoeTmaMaps maps;
     if (tune.l2_first < 0 || tune.l2_first > 3 || (tune.l2_first == 2 && C::CL > 1)) return cudaErrorInvalidValue;
@@ -583,15 +639,26 @@ cudaError_t launch_tiles(int tile_rows, int mt, const void* a, int64_t P, int64_
     // The wide forms (moe_tiles_take_wide_forms): tiles of 32, 48, 64 rows in one m-tile,
     // unclustered, by TMA, not halved — gate+up's in four consumer warpgroups a block (one block an
     // SM: stages of 28, 32, 36 KB) or either's two, with wgmma's N the items' rows in steps of 8 or not.
+    // (tune.dynamic: persistent, N in steps of 8 — the tiles drawn in turn)
     auto wide = [&](auto cw, auto fit8) -> cudaError_t {
         constexpr int CW = decltype(cw)::value, F = decltype(fit8)::value ? 2 : 0;
         if constexpr (CL == 1 && !GATHER && !FIT && (CW == 2 || GATE_UP)) {
-            if (mt == 1) {
+            if (mt == 1 && !tune.dynamic) {
                 switch (tile_rows) {
                     case 32: return go(MoeTmaTile<32, GATE_UP, CW == 4 ? 7 : 6, 1, 1, false, PERSIST, F, CW>{});
                     case 48: return go(MoeTmaTile<48, GATE_UP, CW == 4 ? 6 : 4, 1, 1, false, PERSIST, F, CW>{});
                     case 64: return go(MoeTmaTile<64, GATE_UP, CW == 4 ? 6 : 4, 1, 1, false, PERSIST, F, CW>{});
                     default: break;
+                }
+            }
+            if constexpr (PERSIST && F == 2) {
+                if (mt == 1 && tune.dynamic) {
+                    switch (tile_rows) {
+                        case 32: return go(MoeTmaTile<32, GATE_UP, CW == 4 ? 7 : 6, 1, 1, false, true, 2, CW, true>{});
+                        case 48: return go(MoeTmaTile<48, GATE_UP, CW == 4 ? 6 : 4, 1, 1, false, true, 2, CW, true>{});
+                        case 64: return go(MoeTmaTile<64, GATE_UP, CW == 4 ? 6 : 4, 1, 1, false, true, 2, CW, true>{});
+                        default: break;
+                    }
                 }
             }
         }
@@ -604,6 +671,7 @@ cudaError_t launch_tiles(int tile_rows, int mt, const void* a, int64_t P, int64_
         return tune.fit8 ? wide(Four{}, std::true_type{}) : wide(Four{}, std::false_type{});
     }
     if (tune.fit8 && mt == 1) return wide(Two{}, std::true_type{});
+    if (tune.dynamic) return cudaErrorInvalidValue;  // (persistent tiles with N in steps of 8 only)
     if constexpr (CL == 1) {  // (two m-tiles, and tiles of 128 rows, in clusters: not built)
         if (mt == 2 && tune.fit8) {  // (N in steps of 8: two m-tiles of 32 only)
             if constexpr (!GATHER && !FIT) {
