@@ -604,6 +604,19 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
                 std::string form_down = form;  // (down's tiles: two warpgroups)
                 if (const size_t at4 = form_down.find(" wg4"); at4 != std::string::npos) form_down.erase(at4, 4);
                 row(s, T, "  step: " + form_down + " down/" + std::to_string(tile), tdl, hot_bytes / 3, note);
+                if (tma == 14 && tile <= 48) {  // out16; and down's A resident across units of G feature blocks
+                    for (int G : {0, 1, 2, 4, 8, 16}) {
+                        const fast::detail::MoeTmaTuning tr{first, 2, true, true, G};
+                        const double t_us = time_of(a, timer, [&](int) {
+                            TS_CUDA_CHECK(fast::detail::launch_moe_wgmma_tma_down(lout, lact, P, w, lg, tile, cl, mt,
+                                                                                  st, persist, fit, {}, tr, true));
+                        });
+                        row(s, T,
+                            "  step: " + form_down + " out16" + (G ? " res" + std::to_string(G) : "") + " down/" +
+                                std::to_string(tile),
+                            t_us, hot_bytes / 3, note);
+                    }
+                }
                 if (tma != 4) continue;
                 // the persistent form's down with out in bf16 (MoePlan::wgmma_out16), and the combine
                 // kernel after each (f32 then bf16 rows of out)

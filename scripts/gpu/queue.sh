@@ -29,11 +29,13 @@ timeout 200 $B/test_cuda \
   > $OUT/tests.txt 2>&1; echo "tests rc $?"
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED \]|OK \]|Failure|differing|counters" $OUT/tests.txt | head -20
 st tests
-# 2. the tiles' steps and the whole MoE, drawn against static (512 to 2,048 tokens, both shapes)
+# 2. the tiles' steps and the whole MoE, drawn against static (512 to 2,048 tokens, both shapes); down's
+# A resident across units of G feature blocks (res G)
 timeout 250 $B/bench_fast_moe --tokens 512,1024,2048 --runs 5 --warmup 2 --filter "top-8" > $OUT/moe.txt 2>&1
 echo "bench rc $?"
 grep -E "experts wgmma" $OUT/moe.txt | grep -E "\(pick\)|fit8" | grep -v "cold\|l2-\|large/32" | cut -c1-110 | head -40
-grep -E "persist (wg4 )?fit8 (dyn )?(gate\+up\+SwiGLU|down)/(48|64)" $OUT/moe.txt | cut -c1-110
+grep -E "persist (wg4 )?fit8 (dyn )?(out16 )?(res[0-9]+ )?(gate\+up\+SwiGLU|down)/(32|48|64)" $OUT/moe.txt |
+  grep -E "\| (512|2048) \|" | cut -c1-110
 st bench
 # 3. end to end on the cut: prefill at 8K and 32K, the defaults against the tiles drawn in turn
 timeout 300 scripts/gpu/ab.sh --rounds 2 --model $cut "" "TESSERA_MOE_DYNAMIC=on" -- --device cuda \

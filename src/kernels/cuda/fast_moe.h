@@ -594,11 +594,16 @@ cudaError_t launch_moe_wgmma_down(float* out, const void* act, const MoePackedEx
 //             them), the index passed to the consumers beside the tile's first stage — a block whose
 //             tiles ran cheaper (fewer item rows) takes more, where the static walk gives each block
 //             every gridDim-th tile (MoePlan::wgmma_dynamic).
+//   resident: down's drawn tiles of 32 or 48 rows (dynamic) a unit at a time — up to `resident`
+//             feature blocks of one item — A's k-tiles loaded once a unit into a region beside the
+//             ring (K ≤ 768 at either), not once a tile: the item's activation rows read
+//             from L2 once for its G feature blocks' weights; 0 off.
 struct MoeTmaTuning {
     int l2_first = 0;
     int warpgroups = 2;
     bool fit8 = false;
     bool dynamic = false;
+    int resident = 0;
 };
 // Their warp-specialised form (fast_moe_wgmma_tma.cu; the same operands, P = T·k rows of xg / act,
 // the same bits): tile_rows 16, 32, 48, 64 or 128 (moe_wgmma_tma_fits; 128: cluster 1; 48: cluster
