@@ -605,14 +605,15 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
                 if (const size_t at4 = form_down.find(" wg4"); at4 != std::string::npos) form_down.erase(at4, 4);
                 row(s, T, "  step: " + form_down + " down/" + std::to_string(tile), tdl, hot_bytes / 3, note);
                 if (tma == 14 && tile <= 48) {  // out16; and down's A resident across units of G feature blocks
-                    for (int G : {0, 1, 2, 4, 8, 16}) {
+                    for (int G : {0, 1, 2, 4, 16, -4, -16}) {  // (G < 0: guided, up to −G)
                         const fast::detail::MoeTmaTuning tr{first, 2, true, true, G};
                         const double t_us = time_of(a, timer, [&](int) {
                             TS_CUDA_CHECK(fast::detail::launch_moe_wgmma_tma_down(lout, lact, P, w, lg, tile, cl, mt,
                                                                                   st, persist, fit, {}, tr, true));
                         });
                         row(s, T,
-                            "  step: " + form_down + " out16" + (G ? " res" + std::to_string(G) : "") + " down/" +
+                            "  step: " + form_down + " out16" + (G > 0 ? " res" + std::to_string(G) : "") +
+                                (G < 0 ? " res" + std::to_string(-G) + "g" : "") + " down/" +
                                 std::to_string(tile),
                             t_us, hot_bytes / 3, note);
                     }

@@ -34,7 +34,7 @@ st tests
 timeout 250 $B/bench_fast_moe --tokens 512,1024,2048 --runs 5 --warmup 2 --filter "top-8" > $OUT/moe.txt 2>&1
 echo "bench rc $?"
 grep -E "experts wgmma" $OUT/moe.txt | grep -E "\(pick\)|fit8" | grep -v "cold\|l2-\|large/32" | cut -c1-110 | head -40
-grep -E "persist (wg4 )?fit8 (dyn )?(out16 )?(res[0-9]+ )?(gate\+up\+SwiGLU|down)/(32|48|64)" $OUT/moe.txt |
+grep -E "persist (wg4 )?fit8 (dyn )?(out16 )?(res[0-9]+g? )?(gate\+up\+SwiGLU|down)/(32|48|64)" $OUT/moe.txt |
   grep -E "\| (512|2048) \|" | cut -c1-110
 st bench
 # 3. end to end on the cut: prefill at 8K and 32K, the defaults against the tiles drawn in turn

@@ -796,7 +796,7 @@ TEST(FastMoe, DynamicTilesGiveTheStaticBitsAndLeaveTheirCountersZero) {
                     // down's A resident across units of G feature blocks (H = 512: 4 blocks of 128 —
                     // units of 1, 2, 3 and 1, all 4; K = 256: 2 k-tiles, fewer than the ring's stages,
                     // so the producer waits on A's k-tiles being freed): tiles of 32 and 48 rows
-                    for (int G : {1, 2, 3, 16}) {
+                    for (int G : {1, 2, 3, 16, -2, -16}) {  // (G < 0: guided draws, up to −G)
                         if (wg == 4) break;
                         const MoeTmaTuning tr{0, 2, true, true, G};
                         TS_CUDA_CHECK(cudaMemsetAsync(out.data(), 0xff, out.size(), st));

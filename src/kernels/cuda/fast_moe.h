@@ -594,10 +594,11 @@ cudaError_t launch_moe_wgmma_down(float* out, const void* act, const MoePackedEx
 //             them), the index passed to the consumers beside the tile's first stage — a block whose
 //             tiles ran cheaper (fewer item rows) takes more, where the static walk gives each block
 //             every gridDim-th tile (MoePlan::wgmma_dynamic).
-//   resident: down's drawn tiles of 32 or 48 rows (dynamic) a unit at a time — up to `resident`
-//             feature blocks of one item — A's k-tiles loaded once a unit into a region beside the
-//             ring (K ≤ 768 at either), not once a tile: the item's activation rows read
-//             from L2 once for its G feature blocks' weights; 0 off.
+//   resident: down's drawn tiles of 32 or 48 rows (dynamic) a unit at a time — G = `resident` > 0:
+//             up to G feature blocks of one item, aligned to G; G < 0, guided: the remaining tiles /
+//             (2 · the grid), 1 … −G, within one item — A's k-tiles loaded once a unit into a region
+//             beside the ring (K ≤ 768 at either), not once a tile: the item's activation rows read
+//             from L2 once for the unit's weights; 0 off.
 struct MoeTmaTuning {
     int l2_first = 0;
     int warpgroups = 2;

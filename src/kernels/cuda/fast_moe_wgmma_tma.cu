@@ -337,27 +337,51 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
             }
         }
         if (warp != 4 * CW || lane >= 8) return;
-        // kDyn: lane 0 draws the units in turn (an invalid expert's skipped) when the ring has room for
-        // the next one — kRes's up to G feature blocks of one item, else one tile — and the warp walks
-        // the drawn unit's tiles (first / last: the tile's place in it); each block's one draw past the
-        // last counts the block out, and the grid's last to count out zeroes both counters for the next
-        // launch (every draw precedes its block's count).
-        const int G = C::kRes ? maps.res_group : 1, groups = (fbs + G - 1) / G;
+        // kDyn: lane 0 draws the units in turn (an invalid expert's item skipped) when the ring has room
+        // for the next one — one tile, or kRes's run of an item's feature blocks: up to G of them, aligned
+        // to G within the item, or (guided, G < 0) the remaining tiles / (2 · the grid), 1 … −G, so that
+        // the last draws are single tiles — and the warp walks the unit's tiles (first / last: the tile's
+        // place in it); each block's one draw past the last counts the block out, and the grid's last to
+        // count out zeroes both counters for the next launch (every draw precedes its block's count).
+        const int G = C::kRes ? maps.res_group : 1;
         int unit_item = 0, unit_fb = 0, unit_end = 0;  // the drawn unit: its item, next feature block, end
         bool first = true, last = true;
+        auto draw = [&](int& n) -> int {  // (lane 0) the unit's first tile and its count n, or -1
+            const int total = n_items * fbs;
+            if constexpr (!C::kRes) {
+                n = 1;
+                for (int t; (t = int(atomicAdd(g.tile_counters, 1u))) < total;) {
+                    const int e = g.item_expert[t / fbs];
+                    if (e >= 0 && e < E) return t;
+                }
+                return -1;
+            } else {
+                int c = int(atomicAdd(g.tile_counters, 0u));
+                while (c < total) {
+                    const int in_item = fbs - c % fbs;
+                    const int guided = max(1, min(-G, (total - c) / int(2 * gridDim.x)));
+                    n = min(in_item, G > 0 ? G - c % fbs % G : guided);
+                    const int e = g.item_expert[c / fbs];
+                    const bool valid = e >= 0 && e < E;
+                    const int next = c + (valid ? n : in_item);
+                    const int seen = int(atomicCAS(g.tile_counters, unsigned(c), unsigned(next)));
+                    if (seen != c) {
+                        c = seen;
+                        continue;
+                    }
+                    if (valid) return c;
+                    c = next;
+                }
+                return -1;
+            }
+        };
         auto take = [&]() -> int {
             if constexpr (C::kDyn) {
                 if (unit_fb >= unit_end) {
-                    int d = -1;
+                    int t = -1, n = 0;
                     if (lane == 0) {
-                        for (int t; (t = int(atomicAdd(g.tile_counters, 1u))) < n_items * groups;) {
-                            const int e = g.item_expert[t / groups];
-                            if (e >= 0 && e < E) {
-                                d = t;
-                                break;
-                            }
-                        }
-                        if (d < 0) {
+                        t = draw(n);
+                        if (t < 0) {
                             __threadfence();
                             if (atomicAdd(g.tile_counters + 1, 1u) == gridDim.x - 1) {
                                 __threadfence();  // (after every block's count, so after every draw)
@@ -366,11 +390,12 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                             }
                         }
                     }
-                    d = __shfl_sync(0xffu, d, 0);
-                    if (d < 0) return -1;
-                    unit_item = d / groups;
-                    unit_fb = d % groups * G;
-                    unit_end = min(fbs, unit_fb + G);
+                    t = __shfl_sync(0xffu, t, 0);
+                    n = __shfl_sync(0xffu, n, 0);
+                    if (t < 0) return -1;
+                    unit_item = t / fbs;
+                    unit_fb = t % fbs;
+                    unit_end = unit_fb + n;
                     first = true;
                 } else {
                     first = false;
@@ -630,7 +655,7 @@ cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const 
     if (attr != cudaSuccess) return attr;
     if (P < 1 || K % kBK != 0 || m_lo.k != K || m_lo.n != N || (m_hi && (m_hi->k != K || m_hi->n != N)) ||
         (C::kDyn && !g.tile_counters) ||
-        (C::kRes && (tune.resident < 1 || K / kBK > C::kResMaxKT || C::kRingBytes + K / kBK * C::kXBytes + 1024 > C::kSmem)))
+        (C::kRes && (tune.resident == 0 || K / kBK > C::kResMaxKT || C::kRingBytes + K / kBK * C::kXBytes + 1024 > C::kSmem)))
         return cudaErrorInvalidValue;
     MoeTmaMaps maps;
     if (tune.l2_first < 0 || tune.l2_first > 3 || (tune.l2_first == 2 && C::CL > 1)) return cudaErrorInvalidValue;
@@ -697,7 +722,7 @@ cudaError_t launch_tiles(int tile_rows, int mt, const void* a, int64_t P, int64_
                 }
             }
             if constexpr (PERSIST && F == 2 && !GATE_UP && CW == 2) {  // down's A resident (stages: 112 KB a block)
-                if (mt == 1 && tune.dynamic && tune.resident > 0) {
+                if (mt == 1 && tune.dynamic && tune.resident != 0) {
                     switch (tile_rows) {
                         case 32: return go(MoeTmaTile<32, false, 6, 1, 1, false, true, 2, 2, true, true>{});
                         case 48: return go(MoeTmaTile<48, false, 3, 1, 1, false, true, 2, 2, true, true>{});
@@ -705,7 +730,7 @@ cudaError_t launch_tiles(int tile_rows, int mt, const void* a, int64_t P, int64_
                     }
                 }
             }
-            if (tune.resident > 0) return cudaErrorInvalidValue;  // (down's drawn tiles of 32 or 48 rows only)
+            if (tune.resident != 0) return cudaErrorInvalidValue;  // (down's drawn tiles of 32 or 48 rows only)
             if constexpr (PERSIST && F == 2) {
                 if (mt == 1 && tune.dynamic) {
                     switch (tile_rows) {
