@@ -151,6 +151,9 @@ std::string plan_name(const fast::MoePlan& p) {
                (p.wgmma_combine ? "own-combine " : "") + (p.wgmma_out16 ? "out16 " : "") +
                (p.wgmma_warpgroups == 4 ? "wg4 " : "") + (p.wgmma_fit8 ? "fit8 " : "") +
                (p.wgmma_dynamic ? "dyn " : "") +
+               (p.wgmma_resident > 0   ? "res" + std::to_string(p.wgmma_resident) + " "
+                : p.wgmma_resident < 0 ? "res" + std::to_string(-p.wgmma_resident) + "g "
+                                       : std::string()) +
                (p.wgmma_l2_first == 1   ? "l2-first "
                 : p.wgmma_l2_first == 2 ? "l2-first-last "
                 : p.wgmma_l2_first == 3 ? "l2-last-item "
@@ -319,6 +322,12 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
                 plans.push_back(o);
                 o.wgmma_warpgroups = 4;
                 plans.push_back(o);
+                if (fast::moe_tiles_take_resident(o, s.I)) {  // and down's A resident (TESSERA_MOE_RESIDENT)
+                    for (int G : {4, -16}) {
+                        o.wgmma_resident = G;
+                        plans.push_back(o);
+                    }
+                }
             }
         }
         for (const fast::MoePlan& p :

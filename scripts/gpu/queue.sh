@@ -38,9 +38,10 @@ grep -E "persist (wg4 )?fit8 (dyn )?(out16 )?(res[0-9]+g? )?(gate\+up\+SwiGLU|do
   grep -E "\| (512|2048) \|" | cut -c1-110
 st bench
 # 3. end to end on the cut: prefill at 8K and 32K, the defaults against the tiles drawn in turn
-timeout 300 scripts/gpu/ab.sh --rounds 2 --model $cut "" "TESSERA_MOE_DYNAMIC=on" -- --device cuda \
+timeout 300 scripts/gpu/ab.sh --rounds 2 --model $cut "" "TESSERA_MOE_DYNAMIC=on" \
+  "TESSERA_MOE_DYNAMIC=on TESSERA_MOE_RESIDENT=guided" -- --device cuda \
   --ctx 8192,32768 --batch 1 --gen 1 --repeat 2 --prefill-chunk 2048 > $OUT/ab.txt 2>&1
-echo "ab rc $?"; tail -12 $OUT/ab.txt | cut -c1-160
+echo "ab rc $?"; tail -18 $OUT/ab.txt | cut -c1-160
 st ab
 # 4. where the tiles' SMs sit idle (session 63's call: SM active 87-89 % of the elapsed cycles, static
 # walk): Nsight Compute on gate+up (four warpgroups) and down at 512 tokens of llama.cpp's shape, both walks

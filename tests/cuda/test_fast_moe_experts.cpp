@@ -469,6 +469,14 @@ TEST(FastMoe, WgmmaTmaTilesGiveThePlainTilesBits) {
                     EXPECT_EQ(differing(run(p48), want), 0u)
                         << "48 rows, four warpgroups, N in steps of 8, drawn, persist " << persist
                         << ": elements differing from the plain tiles of 64";
+                    if (sh.I > 768) continue;
+                    for (int G : {4, -16}) {  // and down's A resident across units of feature blocks
+                        p48.wgmma_resident = G;
+                        EXPECT_EQ(differing(run(p48), want), 0u)
+                            << "48 rows, drawn, down's A resident (G " << G << "), persist " << persist
+                            << ": elements differing from the plain tiles of 64";
+                    }
+                    p48.wgmma_resident = 0;
                 }
             }
         }
