@@ -19,17 +19,7 @@ else
 fi
 st build
 B=build/cuda
-cut=/tmp/tessera-flagship-cut4.gguf
-$B/tessera synth --arch qwen35moe --preset qwen3.6-35b-a3b --layers 4 --type q4_0 --out $cut > /tmp/synth.txt 2>&1
-echo "synth rc $?"; tail -1 /tmp/synth.txt | cut -c1-120
-# 1. the MoE tiles drawn in turn from a counter (session 63, TESSERA_MOE_DYNAMIC): their bits against the
-# static walk's, the counters left zero, the plans; the rest of the tiles' forms
-timeout 200 $B/test_cuda \
-  --gtest_filter='FastMoe.Dynamic*:FastMoe.PlanTakes*:FastMoe.WgmmaTmaTiles*:FastMoe.BadArguments*:FastMoe.Out16*' \
-  > $OUT/tests.txt 2>&1; echo "tests rc $?"
-grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED \]|OK \]|Failure|differing|counters" $OUT/tests.txt | head -20
-st tests
-# 2. the tiles' steps and the whole MoE, drawn against static (512 to 2,048 tokens, both shapes); down's
+# 1. the tiles' steps and the whole MoE, drawn against static (512 to 2,048 tokens, both shapes); down's
 # A resident across units of G feature blocks (res G)
 timeout 250 $B/bench_fast_moe --tokens 512,1024,2048 --runs 5 --warmup 2 --filter "top-8" > $OUT/moe.txt 2>&1
 echo "bench rc $?"
@@ -37,6 +27,16 @@ grep -E "experts wgmma" $OUT/moe.txt | grep -E "\(pick\)|fit8" | grep -v "cold\|
 grep -E "persist (wg4 )?fit8 (dyn )?(out16 )?(res[0-9]+g? )?(gate\+up\+SwiGLU|down)/(32|48|64)" $OUT/moe.txt |
   grep -E "\| (512|2048) \|" | cut -c1-110
 st bench
+# 2. the MoE tiles drawn in turn from a counter (session 63, TESSERA_MOE_DYNAMIC): their bits against the
+# static walk's, the counters left zero, the plans; the rest of the tiles' forms
+timeout 200 $B/test_cuda \
+  --gtest_filter='FastMoe.Dynamic*:FastMoe.PlanTakes*:FastMoe.WgmmaTmaTiles*:FastMoe.BadArguments*:FastMoe.Out16*' \
+  > $OUT/tests.txt 2>&1; echo "tests rc $?"
+grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED \]|OK \]|Failure|differing|counters" $OUT/tests.txt | head -20
+st tests
+cut=/tmp/tessera-flagship-cut4.gguf
+$B/tessera synth --arch qwen35moe --preset qwen3.6-35b-a3b --layers 4 --type q4_0 --out $cut > /tmp/synth.txt 2>&1
+echo "synth rc $?"; tail -1 /tmp/synth.txt | cut -c1-120
 # 3. end to end on the cut: prefill at 8K and 32K, the defaults against the tiles drawn in turn
 timeout 300 scripts/gpu/ab.sh --rounds 2 --model $cut "" "TESSERA_MOE_DYNAMIC=on" \
   "TESSERA_MOE_DYNAMIC=on TESSERA_MOE_RESIDENT=guided" -- --device cuda \
