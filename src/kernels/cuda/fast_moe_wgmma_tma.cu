@@ -337,71 +337,51 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
             }
         }
         if (warp != 4 * CW || lane >= 8) return;
-        // kDyn: lane 0 draws the units in turn (an invalid expert's item skipped) when the ring has room
-        // for the next one — one tile, or kRes's run of an item's feature blocks: up to G of them, aligned
-        // to G within the item, or (guided, G < 0) the remaining tiles / (2 · the grid), 1 … −G, so that
-        // the last draws are single tiles — and the warp walks the unit's tiles (first / last: the tile's
-        // place in it); each block's one draw past the last counts the block out, and the grid's last to
-        // count out zeroes both counters for the next launch (every draw precedes its block's count).
-        const int G = C::kRes ? maps.res_group : 1;
-        int unit_item = 0, unit_fb = 0, unit_end = 0;  // the drawn unit: its item, next feature block, end
+        // kDyn: lane 0 draws a run of tiles (item-major) when the ring has room for the next one — one
+        // tile; or kRes's G (> 0), or (guided, G < 0) the remaining tiles / (2 · the grid), 1 … −G, so
+        // that the last draws are single tiles — by one atomicAdd (a loop of CAS serializes the grid's
+        // draws: ~0.5 µs each) — and the warp walks the run's tiles, an invalid expert's skipped; first /
+        // last: a tile's place in the run of its item (A loaded by a first, freed by a last). Each
+        // block's one draw past the last tile counts it out, and the grid's last to count out zeroes
+        // both counters for the next launch (every draw precedes its block's count).
+        const int G = C::kRes ? maps.res_group : 1, total = n_items * fbs;
+        int next_t = 0, end_t = 0;  // the drawn run's next tile and its end
         bool first = true, last = true;
-        auto draw = [&](int& n) -> int {  // (lane 0) the unit's first tile and its count n, or -1
-            const int total = n_items * fbs;
-            if constexpr (!C::kRes) {
-                n = 1;
-                for (int t; (t = int(atomicAdd(g.tile_counters, 1u))) < total;) {
-                    const int e = g.item_expert[t / fbs];
-                    if (e >= 0 && e < E) return t;
-                }
-                return -1;
-            } else {
-                int c = int(atomicAdd(g.tile_counters, 0u));
-                while (c < total) {
-                    const int in_item = fbs - c % fbs;
-                    const int guided = max(1, min(-G, (total - c) / int(2 * gridDim.x)));
-                    n = min(in_item, G > 0 ? G - c % fbs % G : guided);
-                    const int e = g.item_expert[c / fbs];
-                    const bool valid = e >= 0 && e < E;
-                    const int next = c + (valid ? n : in_item);
-                    const int seen = int(atomicCAS(g.tile_counters, unsigned(c), unsigned(next)));
-                    if (seen != c) {
-                        c = seen;
-                        continue;
-                    }
-                    if (valid) return c;
-                    c = next;
-                }
-                return -1;
-            }
-        };
         auto take = [&]() -> int {
             if constexpr (C::kDyn) {
-                if (unit_fb >= unit_end) {
-                    int t = -1, n = 0;
-                    if (lane == 0) {
-                        t = draw(n);
-                        if (t < 0) {
-                            __threadfence();
-                            if (atomicAdd(g.tile_counters + 1, 1u) == gridDim.x - 1) {
-                                __threadfence();  // (after every block's count, so after every draw)
-                                atomicExch(g.tile_counters, 0u);
-                                atomicExch(g.tile_counters + 1, 0u);
+                for (bool fresh = false;;) {
+                    if (next_t >= end_t) {
+                        int t = -1, n = 1;
+                        if (lane == 0) {
+                            if (G > 1) n = G;
+                            if (G < 0) {  // (the counter as it stands: a draw's size, not its place)
+                                const int c = int(*reinterpret_cast<volatile unsigned*>(g.tile_counters));
+                                n = max(1, min(-G, (total - c) / int(2 * gridDim.x)));
+                            }
+                            t = int(atomicAdd(g.tile_counters, unsigned(n)));
+                            if (t >= total) {
+                                t = -1;
+                                __threadfence();
+                                if (atomicAdd(g.tile_counters + 1, 1u) == gridDim.x - 1) {
+                                    __threadfence();  // (after every block's count, so after every draw)
+                                    atomicExch(g.tile_counters, 0u);
+                                    atomicExch(g.tile_counters + 1, 0u);
+                                }
                             }
                         }
+                        t = __shfl_sync(0xffu, t, 0);
+                        if (t < 0) return -1;
+                        next_t = t;
+                        end_t = min(total, t + __shfl_sync(0xffu, n, 0));
+                        fresh = true;
                     }
-                    t = __shfl_sync(0xffu, t, 0);
-                    n = __shfl_sync(0xffu, n, 0);
-                    if (t < 0) return -1;
-                    unit_item = t / fbs;
-                    unit_fb = t % fbs;
-                    unit_end = unit_fb + n;
-                    first = true;
-                } else {
-                    first = false;
+                    const int t = next_t++;
+                    const int e = g.item_expert[t / fbs];
+                    if (e < 0 || e >= E) continue;  // (items name valid experts)
+                    first = fresh || t % fbs == 0;
+                    last = next_t >= end_t || next_t % fbs == 0;
+                    return t;
                 }
-                last = unit_fb + 1 == unit_end;
-                return unit_item * fbs + unit_fb++;
             } else {
                 return next_tile();
             }
