@@ -794,6 +794,7 @@ TEST(FastMoe, DynamicTilesGiveTheStaticBitsAndLeaveTheirCountersZero) {
                         TS_CUDA_CHECK(cudaMemsetAsync(act.data(), 0xff, act.size(), st));
                         TS_CUDA_CHECK(launch_moe_wgmma_tma_gate_up(act.data(), xg.data(), P, pe, g, rows, 1, 1, st,
                                                                    persist, false, tune));
+                        stream.synchronize();  // (to_host copies on the legacy stream: it does not wait for st)
                         return to_host<uint16_t>(act, size_t(P * I128));
                     };
                     auto down = [&]() {
@@ -801,6 +802,7 @@ TEST(FastMoe, DynamicTilesGiveTheStaticBitsAndLeaveTheirCountersZero) {
                         const MoeTmaTuning td{0, 2, true, tune.dynamic};
                         TS_CUDA_CHECK(launch_moe_wgmma_tma_down(out.data(), act.data(), P, pe, g, rows, 1, 1, st,
                                                                 persist, false, {}, td, true));
+                        stream.synchronize();
                         return to_host<uint16_t>(out, size_t(P * H));
                     };
                     const std::vector<uint16_t> act_static = gate_up(), out_static = down();
@@ -834,6 +836,7 @@ TEST(FastMoe, DynamicTilesGiveTheStaticBitsAndLeaveTheirCountersZero) {
                             continue;
                         }
                         TS_CUDA_CHECK(err);
+                        stream.synchronize();
                         EXPECT_EQ(differ(to_host<uint16_t>(out, size_t(P * H)), out_static, H), "")
                             << "A resident, units of " << G;
                         EXPECT_EQ(counters(), (std::vector<uint32_t>{0, 0})) << "A resident: counters left set";
