@@ -151,9 +151,6 @@ std::string plan_name(const fast::MoePlan& p) {
                (p.wgmma_combine ? "own-combine " : "") + (p.wgmma_out16 ? "out16 " : "") +
                (p.wgmma_warpgroups == 4 ? "wg4 " : "") + (p.wgmma_fit8 ? "fit8 " : "") +
                (p.wgmma_dynamic ? "dyn " : "") +
-               (p.wgmma_resident > 0   ? "res" + std::to_string(p.wgmma_resident) + " "
-                : p.wgmma_resident < 0 ? "res" + std::to_string(-p.wgmma_resident) + "g "
-                                       : std::string()) +
                (p.wgmma_l2_first == 1   ? "l2-first "
                 : p.wgmma_l2_first == 2 ? "l2-first-last "
                 : p.wgmma_l2_first == 3 ? "l2-last-item "
@@ -322,12 +319,6 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
                 plans.push_back(o);
                 o.wgmma_warpgroups = 4;
                 plans.push_back(o);
-                if (fast::moe_tiles_take_resident(o, s.I)) {  // and down's A resident (TESSERA_MOE_RESIDENT)
-                    for (int G : {4, -16}) {
-                        o.wgmma_resident = G;
-                        plans.push_back(o);
-                    }
-                }
             }
         }
         for (const fast::MoePlan& p :
@@ -613,20 +604,6 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
                 std::string form_down = form;  // (down's tiles: two warpgroups)
                 if (const size_t at4 = form_down.find(" wg4"); at4 != std::string::npos) form_down.erase(at4, 4);
                 row(s, T, "  step: " + form_down + " down/" + std::to_string(tile), tdl, hot_bytes / 3, note);
-                if (tma == 14 && tile <= 48) {  // out16; and down's A resident across units of G feature blocks
-                    for (int G : {0, 1, 2, 4, 16, -4, -16}) {  // (G < 0: guided, up to −G)
-                        const fast::detail::MoeTmaTuning tr{first, 2, true, true, G};
-                        const double t_us = time_of(a, timer, [&](int) {
-                            TS_CUDA_CHECK(fast::detail::launch_moe_wgmma_tma_down(lout, lact, P, w, lg, tile, cl, mt,
-                                                                                  st, persist, fit, {}, tr, true));
-                        });
-                        row(s, T,
-                            "  step: " + form_down + " out16" + (G > 0 ? " res" + std::to_string(G) : "") +
-                                (G < 0 ? " res" + std::to_string(-G) + "g" : "") + " down/" +
-                                std::to_string(tile),
-                            t_us, hot_bytes / 3, note);
-                    }
-                }
                 if (tma != 4) continue;
                 // the persistent form's down with out in bf16 (MoePlan::wgmma_out16), and the combine
                 // kernel after each (f32 then bf16 rows of out)

@@ -469,14 +469,6 @@ TEST(FastMoe, WgmmaTmaTilesGiveThePlainTilesBits) {
                     EXPECT_EQ(differing(run(p48), want), 0u)
                         << "48 rows, four warpgroups, N in steps of 8, drawn, persist " << persist
                         << ": elements differing from the plain tiles of 64";
-                    if (sh.I > 768) continue;
-                    for (int G : {4, -16}) {  // and down's A resident across units of feature blocks
-                        p48.wgmma_resident = G;
-                        EXPECT_EQ(differing(run(p48), want), 0u)
-                            << "48 rows, drawn, down's A resident (G " << G << "), persist " << persist
-                            << ": elements differing from the plain tiles of 64";
-                    }
-                    p48.wgmma_resident = 0;
                 }
             }
         }
@@ -733,9 +725,8 @@ TEST(FastMoe, Out16DownTilesRoundTheSlotsAndTheCombineSumsThem) {
 // (two and four warpgroups) and down write the static walk's bits, launched twice on one grouping
 // (the last block of each launch zeroes the counters for the next; read back zero after each), over
 // the resident grid and over 3 blocks (many tiles a block) — bad ids, one expert taking every
-// token, no valid id at all (no tile: every block counts out at once); down with A's rows resident
-// across a unit's feature blocks (MoeTmaTuning::resident) alike; a grouping without the counters
-// refused.
+// token, no valid id at all (no tile: every block counts out at once); a grouping without the
+// counters refused.
 TEST(FastMoe, DynamicTilesGiveTheStaticBitsAndLeaveTheirCountersZero) {
     REQUIRE_CUDA();
     const int E = 32;
@@ -821,25 +812,6 @@ TEST(FastMoe, DynamicTilesGiveTheStaticBitsAndLeaveTheirCountersZero) {
                             EXPECT_EQ(differ(down(), out_static, H), "") << "launch " << launch << ": out";
                             EXPECT_EQ(counters(), (std::vector<uint32_t>{0, 0})) << "down left its counters set";
                         }
-                    }
-                    // down's A resident across units of G feature blocks (H = 512: 4 blocks of 128 —
-                    // units of 1, 2, 3 and 1, all 4; K = 256: 2 k-tiles, fewer than the ring's stages,
-                    // so the producer waits on A's k-tiles being freed): tiles of 32 and 48 rows
-                    for (int G : {1, 2, 3, 16, -2, -16}) {  // (G < 0: guided draws, up to −G)
-                        if (wg == 4) break;
-                        const MoeTmaTuning tr{0, 2, true, true, G};
-                        TS_CUDA_CHECK(cudaMemsetAsync(out.data(), 0xff, out.size(), st));
-                        const cudaError_t err = launch_moe_wgmma_tma_down(out.data(), act.data(), P, pe, g, rows, 1,
-                                                                          1, st, persist, false, {}, tr, true);
-                        if (rows == 64) {
-                            EXPECT_EQ(err, cudaErrorInvalidValue) << "A resident at 64 rows (not built)";
-                            continue;
-                        }
-                        TS_CUDA_CHECK(err);
-                        stream.synchronize();
-                        EXPECT_EQ(differ(to_host<uint16_t>(out, size_t(P * H)), out_static, H), "")
-                            << "A resident, units of " << G;
-                        EXPECT_EQ(counters(), (std::vector<uint32_t>{0, 0})) << "A resident: counters left set";
                     }
                     if (HasFailure()) return;
                 }

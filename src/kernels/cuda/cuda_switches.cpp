@@ -197,14 +197,6 @@ bool moe_dynamic() {
     static const bool on = env_switch("TESSERA_MOE_DYNAMIC", "off", "on");
     return on;
 }
-// TESSERA_MOE_RESIDENT: off (the default), 2, 4 or guided — with TESSERA_MOE_DYNAMIC=on, the drawn
-// down tiles of 32 or 48 rows (I ≤ 768) keep an item's activation rows in shared memory across a unit
-// of its feature blocks: up to 2 or 4, or guided (the remaining tiles / twice the grid, up to 16)
-// (MoePlan::wgmma_resident; the same bits; opt-in until measured).
-int moe_resident() {
-    static const int g = std::array{0, 2, 4, -16}[env_choice("TESSERA_MOE_RESIDENT", {"off", "2", "4", "guided"})];
-    return g;
-}
 // TESSERA_MOE_OUT: bf16 (the default since session 55) — the warp-specialised down tiles write each
 // slot's sum in bf16 and the combine kernel reads it so (MoePlan::wgmma_out16: half the bytes of out
 // [T·k, H], one rounding a slot, as vLLM's bf16 experts; not with TESSERA_MOE_COMBINE=fused, which

@@ -22,7 +22,7 @@ detail::MoeTmaTuning tuning(const MoePlan& plan) {
     return {plan.wgmma_l2_first, plan.wgmma_warpgroups, plan.wgmma_fit8, plan.wgmma_dynamic};
 }
 detail::MoeTmaTuning tuning_down(const MoePlan& plan) {
-    return {plan.wgmma_l2_first, 2, plan.wgmma_fit8, plan.wgmma_dynamic, plan.wgmma_resident};
+    return {plan.wgmma_l2_first, 2, plan.wgmma_fit8, plan.wgmma_dynamic};
 }
 
 constexpr size_t kAlign = 256;
@@ -86,7 +86,7 @@ void check_scratch(const char* op, const void* scratch) {
 // of 128 (fast_wgmma_int4.cuh); the other tiles use the first n of them.
 int64_t row128(int64_t n) { return (n + 127) / 128 * 128; }
 
-void check_plan(const MoePlan& p, int64_t I) {
+void check_plan(const MoePlan& p) {
     TS_CHECK(p.wgmma_tma >= 0 && p.wgmma_tma <= 2, "moe_experts_packed: wgmma_tma = {} must be 0, 1 or 2",
              p.wgmma_tma);
     TS_CHECK(!p.wgmma_tma || (p.wgmma && detail::moe_wgmma_tma_fits(p.tile_rows) &&
@@ -141,10 +141,6 @@ void check_plan(const MoePlan& p, int64_t I) {
              "rows in one m-tile, neither clustered, gathered nor fitted (got wgmma_tma {}, wgmma_mt {}, {} rows, "
              "wgmma_persist {})",
              p.wgmma_tma, p.wgmma_mt, p.tile_rows, p.wgmma_persist);
-    TS_CHECK(!p.wgmma_resident || moe_tiles_take_resident(p, I),
-             "moe_experts_packed: wgmma_resident is a form of the drawn warp-specialised down tiles of 32 or 48 rows "
-             "with I ≤ 768 (got {} rows, I = {}, wgmma_dynamic {})",
-             p.tile_rows, I, p.wgmma_dynamic);
     TS_CHECK(p.fused_decode >= 0 && p.fused_decode <= 3, "moe_experts_packed: fused_decode = {} must be 0, 1, 2 or 3",
              p.fused_decode);
     if (p.fused_decode) {
@@ -444,7 +440,7 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
                              const MoePackedExperts& w, const int32_t* ids, const float* weights, int k,
                              void* scratch, cudaStream_t stream, bool x_settled, const MoeRouteAhead& ra) {
     const char* op = "moe_experts_packed";
-    check_plan(plan, w.I);
+    check_plan(plan);
     TS_CHECK(!plan.wgmma_combine || w.combine_counters,
              "{}: wgmma_combine without MoePackedExperts::combine_counters (the tiles' tickets)", op);
     if (ra.logits) {
@@ -645,7 +641,6 @@ MoePlan moe_plan(int64_t T, int k, const MoePackedExperts& w, const MoeSwitches&
     plan.wgmma_warpgroups = wg4 && moe_tiles_take_wide_forms(plan) ? 4 : 2;
     plan.wgmma_fit8 = sw.fit8 && moe_tiles_take_fit8(plan);
     plan.wgmma_dynamic = sw.dynamic && moe_tiles_take_dynamic(plan);
-    plan.wgmma_resident = moe_tiles_take_resident(plan, w.I) ? sw.resident : 0;
     if (mid && plan.v2 && plan.large_tiles && T * k <= int64_t(kMoeMidRows) * w.E && detail::moe_mid_fits(w.H, w.I))
         plan = moe_mid_plan();  // few rows an expert: each expert's weights once, no padding rows
     if (plan.dp4a_decode && (!dp4a || T * k > 65535 || !detail::moe_decode_dp4a_fits(w.H, w.I, k))) {

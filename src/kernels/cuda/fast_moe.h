@@ -314,10 +314,6 @@ struct MoePlan {
     // fit8) takes more. Persistent tiles of 32, 48 or 64 rows in one m-tile with wgmma_fit8
     // (moe_tiles_take_dynamic); the same bits.
     bool wgmma_dynamic = false;
-    // The drawn down tiles with A's rows resident across a unit of an item's feature blocks
-    // (MoeTmaTuning::resident: G > 0 units of up to G, G < 0 guided up to −G; 0 off). Down's drawn
-    // tiles of 32 or 48 rows with K ≤ 768 (moe_tiles_take_resident); the same bits.
-    int wgmma_resident = 0;
 };
 // The tiles MoePlan::wgmma_warpgroups = 4 is built for: warp-specialised, 32 to 64 rows in one
 // m-tile, neither clustered, gathered nor fitted (halved).
@@ -335,11 +331,6 @@ inline bool moe_tiles_take_fit8(const MoePlan& p) {
 // The tiles MoePlan::wgmma_dynamic is built for: the wide forms, persistent, with N in steps of 8.
 inline bool moe_tiles_take_dynamic(const MoePlan& p) {
     return moe_tiles_take_wide_forms(p) && p.wgmma_persist > 0 && p.wgmma_fit8;
-}
-// MoePlan::wgmma_resident's: those drawn (down's) at 32 or 48 rows, A's k-tiles of an item (I ≤ 768)
-// in a block's shared memory beside the ring.
-inline bool moe_tiles_take_resident(const MoePlan& p, int64_t I) {
-    return moe_tiles_take_dynamic(p) && p.wgmma_dynamic && (p.tile_rows == 32 || p.tile_rows == 48) && I <= 768;
 }
 constexpr int kMoeMidRows = 8;  // rows a work item of the mid kernels: mma's 8 columns
 constexpr int64_t kMoeMidDown4Rows = 384;  // mid_down_tiles 0: 4 row tiles a warp from T·k rows (T ≥ 48, k 8)
@@ -437,9 +428,6 @@ struct MoeSwitches {
     // Their persistent tiles drawn in turn from a counter where the plan's tiles take it
     // (MoePlan::wgmma_dynamic, TESSERA_MOE_DYNAMIC; opt-in until measured).
     bool dynamic = false;
-    // With them, down's activation rows resident across units of an item's feature blocks where the
-    // tiles take it (MoePlan::wgmma_resident, TESSERA_MOE_RESIDENT; opt-in until measured).
-    int resident = 0;
     // Where the pick runs the warp-specialised tiles without their own slot sum: out in bf16
     // (MoePlan::wgmma_out16). The backend's default (TESSERA_MOE_OUT=bf16); false here, so that a
     // caller of moe_experts_packed gets moe_pick's f32 plans unless it asks.
@@ -606,17 +594,11 @@ cudaError_t launch_moe_wgmma_down(float* out, const void* act, const MoePackedEx
 //             them), the index passed to the consumers beside the tile's first stage — a block whose
 //             tiles ran cheaper (fewer item rows) takes more, where the static walk gives each block
 //             every gridDim-th tile (MoePlan::wgmma_dynamic).
-//   resident: down's drawn tiles of 32 or 48 rows (dynamic) a unit at a time — G = `resident` > 0:
-//             up to G feature blocks of one item, aligned to G; G < 0, guided: the remaining tiles /
-//             (2 · the grid), 1 … −G, within one item — A's k-tiles loaded once a unit into a region
-//             beside the ring (K ≤ 768 at either), not once a tile: the item's activation rows read
-//             from L2 once for the unit's weights; 0 off.
 struct MoeTmaTuning {
     int l2_first = 0;
     int warpgroups = 2;
     bool fit8 = false;
     bool dynamic = false;
-    int resident = 0;
 };
 // Their warp-specialised form (fast_moe_wgmma_tma.cu; the same operands, P = T·k rows of xg / act,
 // the same bits): tile_rows 16, 32, 48, 64 or 128 (moe_wgmma_tma_fits; 128: cluster 1; 48: cluster

@@ -61,7 +61,7 @@ using namespace dev;
 constexpr int kBK = kWgmmaK;  // columns a k-tile
 
 template <int BT_, bool GATE_UP_, int STAGES_, int CL_, int MT_ = 1, bool GATHER_ = false, bool PERSIST_ = false,
-          int FIT_ = 0, int CW_ = 2, bool DYN_ = false, bool RES_ = false>
+          int FIT_ = 0, int CW_ = 2, bool DYN_ = false>
 struct MoeTmaTile {
     static constexpr int BT = BT_;              // item rows a block: wgmma's N
     static constexpr int CL = CL_;              // blocks a cluster (along the features) sharing the boxes of A
@@ -80,12 +80,6 @@ struct MoeTmaTile {
     // Persistent tiles drawn in turn from MoeGrouping::tile_counters by the producer, each tile's
     // index in stage_tile beside its first stage (MoeTmaTuning::dynamic).
     static constexpr bool kDyn = DYN_;
-    // Down's activation rows resident (MoeTmaTuning::resident): the tiles drawn a unit at a time — up to
-    // maps.res_group feature blocks of one item — A's k-tiles loaded once a unit into a region of
-    // their own beside the ring (whose stages then hold the weights alone), each k-tile's freed by
-    // the unit's last tile (a_empty) and refilled for the next unit S k-tiles ahead, as the ring's.
-    static constexpr bool kRes = RES_;
-    static constexpr int kResMaxKT = 16;  // k-tiles of A resident at most (K ≤ 2,048)
     static constexpr int kGatherThreads = 64;
     static constexpr int BM = (kGateUp ? 64 : 128) * MT * CW / 2;  // output features a block
     static constexpr int STAGES = STAGES_;
@@ -106,13 +100,11 @@ struct MoeTmaTile {
     static constexpr bool kWordGroups = kGateUp && MT == 2 && BT == 32;
     static constexpr int kTiles = 8 * MT * CW / 2;  // 16-row weight tiles a stage (gate BM / 16 + up's, or down's)
     static constexpr int kXBytes = 2 * BT * 128;  // two k-blocks of BT rows × 128 bytes
-    static constexpr int kWOff = kRes ? 0 : kXBytes, kWBytes = kTiles * 1024;
+    static constexpr int kWOff = kXBytes, kWBytes = kTiles * 1024;
     // Scales (biases): ≤ 128 bytes a tile (16 rows × 4 groups); gate+up: up's box 512·MT bytes on.
     static constexpr int kSOff = kWOff + kWBytes, kBOff = kSOff + kTiles * 128;
     static constexpr int kStageBytes = (kBOff + kTiles * 128 + 1023) / 1024 * 1024;
-    // (kRes: the ring, then A's region — all a block may have at kBlocksPerSm an SM; launch checks K)
-    static constexpr int kRingBytes = STAGES * kStageBytes;
-    static constexpr int kSmem = kRes ? 228 * 1024 / kBlocksPerSm - 2048 : kRingBytes + 1024;
+    static constexpr int kSmem = STAGES * kStageBytes + 1024;
     static_assert(BT % 8 == 0 && BT <= 128 && (CL == 1 || CL == 2), "BT, roles");
     static_assert(CW == 2 || (CW == 4 && kGateUp && MT == 1 && CL == 1 && !kGather && !kFit),
                   "four consumer warpgroups: gate+up's one m-tile, without clusters, the gathered A or fitted N");
@@ -123,7 +115,6 @@ struct MoeTmaTile {
     static_assert(!kFit8 || (BT >= 32 && BT <= 64 && (MT == 1 || BT == 32) && CL == 1 && !kGather),
                   "N in steps of 8: tiles of 32 to 64 rows in one m-tile (or two of 32), unclustered, by TMA");
     static_assert(!kDyn || (kPersist && MT == 1 && !kFit), "drawn in turn: the persistent tiles of one m-tile");
-    static_assert(!kRes || (kDyn && !kGateUp && CW == 2), "A resident: down's tiles drawn in turn");
     static_assert(kProducerRegs * 128 + kConsumerRegs * kConsumers <= kLaunchRegs * kThreads,
                   "setmaxnreg moves registers only");
     static_assert(kBlocksPerSm * (kSmem + 1024) <= 228 * 1024, "the blocks an SM");
@@ -146,7 +137,6 @@ struct MoeTmaMaps {
     CUtensorMap codes[2], scales[2], biases[2];
     int l2_first = 0;
     bool out16 = false;  // down: out [P, N] in bf16 (MoePlan::wgmma_out16)
-    int res_group = 1;   // kRes: feature blocks a unit (its A's rows loaded once)
 };
 
 // Per matrix: groups a k-tile and row of a tile (128 / G), and whether it has biases.
@@ -253,9 +243,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
     __shared__ uint64_t full[S], empty[S];
     __shared__ int token[C::kGather ? BT : 1];  // GATHER: the item rows' tokens (-1 past the item)
     __shared__ int comb_list[C::kGateUp ? 1 : BT + 1];  // down with cb.y: the tokens a tile sums, then their count
-    // kDyn: 2 × the tile whose first k-tile a stage holds, + 1 if it is its unit's last (-1: none left)
-    __shared__ int stage_tile[C::kDyn ? S : 1];
-    __shared__ uint64_t a_empty[C::kRes ? C::kResMaxKT : 1];  // kRes: A's k-tile kt read by a unit's last tile
+    __shared__ int stage_tile[C::kDyn ? S : 1];  // kDyn: the tile whose first k-tile a stage holds (-1: none left)
     const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5, wg = warp / 4;
     const int KT = int(K / kBK);
     const uint32_t rank = CL > 1 ? cluster_rank() : 0;  // the cluster's blocks share blockIdx.x: one item
@@ -264,8 +252,6 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
             mbar_init(&full[s], 1 + (C::kGather ? C::kGatherThreads : 0));  // expect_tx (+ the gathering lanes)
             mbar_init(&empty[s], 4 * CW * CL);  // each consumer warp of the cluster, once its wgmma read the slot
         }
-        if constexpr (C::kRes)
-            for (int kt = 0; kt < C::kResMaxKT; ++kt) mbar_init(&a_empty[kt], 4 * CW);
     }
     if constexpr (CL > 1) cluster_barrier();  // every block's barriers ready before a box lands there
     else __syncthreads();
@@ -337,56 +323,34 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
             }
         }
         if (warp != 4 * CW || lane >= 8) return;
-        // kDyn: lane 0 draws a run of tiles (item-major) when the ring has room for the next one — one
-        // tile; or kRes's G (> 0), or (guided, G < 0) the remaining tiles / (2 · the grid), 1 … −G, so
-        // that the last draws are single tiles — by one atomicAdd (a loop of CAS serializes the grid's
-        // draws: ~0.5 µs each) — and the warp walks the run's tiles, an invalid expert's skipped; first /
-        // last: a tile's place in the run of its item (A loaded by a first, freed by a last). Each
-        // block's one draw past the last tile counts it out, and the grid's last to count out zeroes
-        // both counters for the next launch (every draw precedes its block's count).
-        const int G = C::kRes ? maps.res_group : 1, total = n_items * fbs;
-        int next_t = 0, end_t = 0;  // the drawn run's next tile and its end
-        bool first = true, last = true;
+        // kDyn: lane 0 draws the tiles in turn (an invalid expert's skipped) when the ring has room for
+        // the next one; each block's one draw past the last counts the block out, and the grid's last
+        // to count out zeroes both counters for the next launch (every draw precedes its block's count).
         auto take = [&]() -> int {
             if constexpr (C::kDyn) {
-                for (bool fresh = false;;) {
-                    if (next_t >= end_t) {
-                        int t = -1, n = 1;
-                        if (lane == 0) {
-                            if (G > 1) n = G;
-                            if (G < 0) {  // (the counter as it stands: a draw's size, not its place)
-                                const int c = int(*reinterpret_cast<volatile unsigned*>(g.tile_counters));
-                                n = max(1, min(-G, (total - c) / int(2 * gridDim.x)));
-                            }
-                            t = int(atomicAdd(g.tile_counters, unsigned(n)));
-                            if (t >= total) {
-                                t = -1;
-                                __threadfence();
-                                if (atomicAdd(g.tile_counters + 1, 1u) == gridDim.x - 1) {
-                                    __threadfence();  // (after every block's count, so after every draw)
-                                    atomicExch(g.tile_counters, 0u);
-                                    atomicExch(g.tile_counters + 1, 0u);
-                                }
-                            }
+                int i = -1;
+                if (lane == 0) {
+                    for (int t; (t = int(atomicAdd(g.tile_counters, 1u))) < n_items * fbs;) {
+                        const int e = g.item_expert[t / fbs];
+                        if (e >= 0 && e < E) {
+                            i = t;
+                            break;
                         }
-                        t = __shfl_sync(0xffu, t, 0);
-                        if (t < 0) return -1;
-                        next_t = t;
-                        end_t = min(total, t + __shfl_sync(0xffu, n, 0));
-                        fresh = true;
                     }
-                    const int t = next_t++;
-                    const int e = g.item_expert[t / fbs];
-                    if (e < 0 || e >= E) continue;  // (items name valid experts)
-                    first = fresh || t % fbs == 0;
-                    last = next_t >= end_t || next_t % fbs == 0;
-                    return t;
+                    if (i < 0) {
+                        __threadfence();
+                        if (atomicAdd(g.tile_counters + 1, 1u) == gridDim.x - 1) {
+                            __threadfence();  // (after every block's count, so after every draw)
+                            atomicExch(g.tile_counters, 0u);
+                            atomicExch(g.tile_counters + 1, 0u);
+                        }
+                    }
                 }
+                return __shfl_sync(0xffu, i, 0);
             } else {
                 return next_tile();
             }
         };
-        uint32_t units_loaded = 0;  // kRes: units whose A this block loaded (a_empty's phases)
         const int m = lane & 1, what = lane >> 1;  // what: 0 x, 1 codes, 2 scales, 3 biases
         const MoeTmaMatrix mat = m ? hi : lo;
         const int tiles = m ? kTilesHi : kTilesLo;
@@ -410,8 +374,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
             const bool evict = maps.l2_first == 1 || maps.l2_first == 2 ||
                                (maps.l2_first == 3 && (item + 1 >= n_items || g.item_expert[item + 1] != tl.e));
             const int row_tile = int((int64_t(tl.e) * N + tl.n0) >> 4);  // the block's first row tile in the stack
-            const bool load_a = !C::kGather && (!C::kRes || first);  // (kRes: a unit's A, by its first tile)
-            const uint32_t stage_bytes = weight_bytes + (load_a ? uint32_t(2 * boxes * 1024) : 0u);
+            const uint32_t stage_bytes = weight_bytes + (C::kGather ? 0u : uint32_t(2 * boxes * 1024));
             const CUtensorMap* map = what == 0   ? &maps.x[boxes - 1]
                                      : what == 1 ? &maps.codes[m]
                                      : what == 2 ? &maps.scales[m]
@@ -419,18 +382,15 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
             for (int kt = 0; kt < KT; ++kt, ++u) {
                 const uint32_t slot = u % S;
                 mbar_wait(&empty[slot], ((u / S) & 1) ^ 1);  // k-tile u − S's wgmma are done
-                if (C::kRes && load_a && what == 0)  // the last unit's tiles read A's k-tile kt
-                    mbar_wait(&a_empty[kt], (units_loaded & 1) ^ 1);
                 if (lane == 0) {
-                    if constexpr (C::kDyn) {  // (published by the arrive's release)
-                        if (kt == 0) stage_tile[slot] = 2 * i + (last ? 1 : 0);
+                    if constexpr (C::kDyn) {
+                        if (kt == 0) stage_tile[slot] = i;  // (published by the arrive's release)
                     }
                     mbar_arrive_expect_tx(&full[slot], stage_bytes);
                 }
                 __syncwarp(0xffu);
-                const uint32_t to = C::kRes && what == 0 ? base + uint32_t(C::kRingBytes + kt * C::kXBytes) + dst
-                                                         : base + slot * uint32_t(C::kStageBytes) + dst;
-                if (!issues || (what == 0 && !load_a)) continue;
+                const uint32_t to = base + slot * uint32_t(C::kStageBytes) + dst;
+                if (!issues) continue;
                 if (what == 0) {
                     if constexpr (CL > 1)
                         tma_load_3d_multicast(to, map, 0, 2 * kt + m, tl.r0, &full[slot], uint16_t((1u << CL) - 1));
@@ -444,7 +404,6 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                     tma_load_2d(to, map, kt * kstep, row_tile, &full[slot]);
                 }
             }
-            if (C::kRes && load_a) ++units_loaded;
         }
         if constexpr (C::kDyn) {  // the end: a stage of no bytes whose tile is -1
             const uint32_t slot = u % S;
@@ -475,20 +434,15 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
 
     float acc[MT][BT / 2];
     uint32_t u = 0;  // k-tiles taken, as the producer counts them
-    // kDyn: the tile the next stage begins (its k-loop's own wait on that stage then returns at once);
-    // kRes: whether it is its unit's last (its k-tiles free A's)
-    bool unit_last = true;
+    // kDyn: the tile the next stage begins (its k-loop's own wait on that stage then returns at once)
     auto take = [&]() -> int {
         if constexpr (C::kDyn) {
             mbar_wait(&full[u % S], (u / S) & 1);
-            const int v = stage_tile[u % S];
-            unit_last = v & 1;
-            return v < 0 ? -1 : v >> 1;
+            return stage_tile[u % S];
         } else {
             return next_tile();
         }
     };
-    const uint32_t a_base = smem_addr(smem) + uint32_t(C::kRingBytes);  // kRes: A's k-tiles
     for (int i; (i = take()) >= 0;) {
 #pragma unroll
         for (int j = 0; j < MT; ++j) {
@@ -511,7 +465,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                 const uint32_t slot = u % S;
                 mbar_wait(&full[slot], (u / S) & 1);
                 const uint8_t* stage = smem + slot * C::kStageBytes;
-                const uint64_t desc = wgmma_desc_sw128(C::kRes ? a_base + uint32_t(kt * C::kXBytes) : smem_addr(stage));
+                const uint64_t desc = wgmma_desc_sw128(smem_addr(stage));
                 if constexpr (C::kWordGroups) {
                     uint4 q_lo[MT], q_hi[MT];
                     uint32_t s2[MT][2], b2[MT][2];
@@ -551,7 +505,6 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                 // awaited).
                 if (kt > 0 && lane == 0 && (C::kPersist || kt - 1 + S < KT)) {
                     mbar_arrive(&empty[(u - 1) % S]);
-                    if (C::kRes && unit_last) mbar_arrive(&a_empty[kt - 1]);
                     if constexpr (CL > 1) mbar_arrive_cluster(&empty[(u - 1) % S], rank ^ 1u);
                 }
             }
@@ -566,7 +519,6 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
 #pragma unroll
         for (int j = 0; j < MT; ++j) wgmma_fence_operands(acc[j]);
         if (C::kPersist && lane == 0) mbar_arrive(&empty[(u - 1) % S]);  // the tile's last k-tile: the next tile's
-        if (C::kRes && unit_last && lane == 0) mbar_arrive(&a_empty[KT - 1]);
 
         // acc[j][4i + c]: m-tile j's A row gq (c < 2) or gq + 8, item row 8i + 2tq + (c & 1).
         const Tile tl = tile_at(i);
@@ -634,14 +586,12 @@ cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const 
         cudaFuncSetAttribute(moe_wgmma_tma_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
     if (attr != cudaSuccess) return attr;
     if (P < 1 || K % kBK != 0 || m_lo.k != K || m_lo.n != N || (m_hi && (m_hi->k != K || m_hi->n != N)) ||
-        (C::kDyn && !g.tile_counters) ||
-        (C::kRes && (tune.resident == 0 || K / kBK > C::kResMaxKT || C::kRingBytes + K / kBK * C::kXBytes + 1024 > C::kSmem)))
+        (C::kDyn && !g.tile_counters))
         return cudaErrorInvalidValue;
     MoeTmaMaps maps;
     if (tune.l2_first < 0 || tune.l2_first > 3 || (tune.l2_first == 2 && C::CL > 1)) return cudaErrorInvalidValue;
     maps.l2_first = tune.l2_first;
     maps.out16 = out16;
-    maps.res_group = C::kRes ? tune.resident : 1;
     for (int i = 0; i < (C::kGather ? 0 : C::BT / 8); ++i) {
         const uint64_t dims[3] = {64, uint64_t(K / 64), uint64_t(P)};
         const uint64_t strides[2] = {128, uint64_t(K) * 2};
@@ -701,16 +651,6 @@ cudaError_t launch_tiles(int tile_rows, int mt, const void* a, int64_t P, int64_
                     default: break;
                 }
             }
-            if constexpr (PERSIST && F == 2 && !GATE_UP && CW == 2) {  // down's A resident (stages: 112 KB a block)
-                if (mt == 1 && tune.dynamic && tune.resident != 0) {
-                    switch (tile_rows) {
-                        case 32: return go(MoeTmaTile<32, false, 6, 1, 1, false, true, 2, 2, true, true>{});
-                        case 48: return go(MoeTmaTile<48, false, 3, 1, 1, false, true, 2, 2, true, true>{});
-                        default: return cudaErrorInvalidValue;
-                    }
-                }
-            }
-            if (tune.resident != 0) return cudaErrorInvalidValue;  // (down's drawn tiles of 32 or 48 rows only)
             if constexpr (PERSIST && F == 2) {
                 if (mt == 1 && tune.dynamic) {
                     switch (tile_rows) {
