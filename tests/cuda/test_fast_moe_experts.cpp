@@ -331,6 +331,12 @@ Routing routing_with_bad_ids(int64_t T, int E, int k, uint32_t seed) {
     for (int j = 0; j < k; ++j) r.ids[size_t(7 * k + j)] = -1;
     return r;
 }
+// Every id out of range (-1 or E in turn): no item, yet every token's row NaN.
+Routing routing_without_valid_ids(int64_t T, int E, int k, uint32_t seed) {
+    Routing r = random_routing(T, E, k, seed);
+    for (size_t i = 0; i < r.ids.size(); ++i) r.ids[i] = i % 2 ? -1 : E;
+    return r;
+}
 
 size_t differing(const std::vector<uint32_t>& got, const std::vector<uint32_t>& want) {
     size_t n = 0;
@@ -533,8 +539,7 @@ TEST(FastMoe, DownTilesSumTheSlotsAsTheCombineDoes) {
     ASSERT_EQ(ex.tile(), 3);
     using Case = RoutingCase;
     const Routing bad = routing_with_bad_ids(300, E, 8, 1203);
-    Routing none = random_routing(17, E, 8, 1205);  // every id invalid: no item, yet every row NaN
-    for (size_t i = 0; i < none.ids.size(); ++i) none.ids[i] = i % 2 ? -1 : E;
+    const Routing none = routing_without_valid_ids(17, E, 8, 1205);
     const Case cases[] = {
         {"33 tokens top-8", 33, 8, random_routing(33, E, 8, 1201)},
         {"300 tokens top-8, bad ids", 300, 8, bad},
@@ -734,13 +739,11 @@ TEST(FastMoe, DynamicTilesGiveTheStaticBitsAndLeaveTheirCountersZero) {
     Experts ex(E, H, I, DType::Q4_0, 1500, 32, true);
     ASSERT_EQ(ex.tile(), 3);
     using Case = RoutingCase;
-    Routing none = random_routing(17, E, 8, 1505);
-    for (size_t i = 0; i < none.ids.size(); ++i) none.ids[i] = i % 2 ? -1 : E;
     const Case cases[] = {
         {"300 tokens top-8, bad ids", 300, 8, routing_with_bad_ids(300, E, 8, 1501)},
         {"one expert takes every token", 100, 1, random_routing(100, E, 1, 1502, {5})},
         {"7 tokens top-4", 7, 4, random_routing(7, E, 4, 1503)},
-        {"17 tokens, every id invalid", 17, 8, none},
+        {"17 tokens, every id invalid", 17, 8, routing_without_valid_ids(17, E, 8, 1505)},
     };
     const fast::MoePackedExperts pe = ex.view();
     Stream stream;
