@@ -23,14 +23,11 @@ cut=/tmp/tessera-flagship-cut4.gguf
 $B/tessera synth --arch qwen35moe --preset qwen3.6-35b-a3b --layers 4 --type q4_0 --out $cut > /tmp/synth.txt 2>&1
 echo "synth rc $?"; tail -1 /tmp/synth.txt | cut -c1-120
 # 1. the MoE tiles drawn in turn from a counter (session 63, TESSERA_MOE_DYNAMIC; dc37a70's form, not yet
-# run itself): their bits against the static walk's, the counters left zero; the backend's fast path
-# against the reference with them on (the fixtures and the flagship's 4-layer cut) — what making them
-# the default needs
+# run itself): their bits against the static walk's and the counters left zero, by the kernels and
+# through the plan (FastEquivalence's prompts stop at 64 tokens: the mid kernels, not these tiles)
 timeout 200 $B/test_cuda \
   --gtest_filter='FastMoe.Dynamic*:FastMoe.PlanTakes*:FastMoe.WgmmaTmaTiles*:FastMoe.BadArguments*:FastMoe.Out16*' \
   > $OUT/tests.txt 2>&1; echo "tests rc $?"
-TESSERA_MOE_DYNAMIC=on TESSERA_FLAGSHIP_CUT=$cut timeout 200 $B/test_cuda --gtest_filter='FastEquivalence.*' \
-  >> $OUT/tests.txt 2>&1; echo "equivalence (drawn) rc $?"
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED \]|OK \]|Failure|differ|counters|deviation" $OUT/tests.txt | head -24
 st tests
 # 2. end to end on the cut, three rounds: prefill at 8K and 32K, the defaults against the tiles drawn in
