@@ -574,15 +574,17 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
                 if ((mt == 2 || cl == 2 || fit) && tile > 64) continue;  // (mt2, clusters, fitted N to 64)
                 if (tma >= 11 && (tile < 32 || tile > 64)) continue;  // (four warpgroups, fit8: 32 to 64 rows)
                 if (tile == 48 && (!tma || mt == 2 || cl == 2 || fit)) continue;  // (48: warp-specialised, one m-tile)
-                const std::string form = !tma ? std::string("wgmma")
-                                         : "wgmma tma/" + std::to_string(cl) + (mt == 2 ? " mt2" : "") +
-                                               (persist ? " persist" : "") + (fit ? " fit" : "") +
-                                               (wg4 ? " wg4" : "") + (tma >= 12 ? " fit8" : "") +
-                                               (tma >= 14 ? " dyn" : "") +
-                                               (first == 1   ? " l2-first"
-                                                : first == 2 ? " l2-first-last"
-                                                : first == 3 ? " l2-last-item"
-                                                             : "");
+                auto form_of = [&](bool four) {  // (gate+up's warpgroups; down's tiles take two)
+                    return !tma ? std::string("wgmma")
+                                : "wgmma tma/" + std::to_string(cl) + (mt == 2 ? " mt2" : "") +
+                                      (persist ? " persist" : "") + (fit ? " fit" : "") + (four ? " wg4" : "") +
+                                      (tma >= 12 ? " fit8" : "") + (tma >= 14 ? " dyn" : "") +
+                                      (first == 1   ? " l2-first"
+                                       : first == 2 ? " l2-first-last"
+                                       : first == 3 ? " l2-last-item"
+                                                    : "");
+                };
+                const std::string form = form_of(wg4);
                 const double tgl = time_of(a, timer, [&](int) {
                     using namespace fast::detail;
                     TS_CUDA_CHECK(tma ? launch_moe_wgmma_tma_gate_up(lact, xg, P, w, lg, tile, cl, mt, st, persist, fit,
@@ -601,9 +603,7 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
                 });
                 std::snprintf(note, sizeof note, "1 of 3 matrices, %.0f TFLOP/s; llama.cpp %s", flops / 3 / tdl / 1e12,
                               anchor);
-                std::string form_down = form;  // (down's tiles: two warpgroups)
-                if (const size_t at4 = form_down.find(" wg4"); at4 != std::string::npos) form_down.erase(at4, 4);
-                row(s, T, "  step: " + form_down + " down/" + std::to_string(tile), tdl, hot_bytes / 3, note);
+                row(s, T, "  step: " + form_of(false) + " down/" + std::to_string(tile), tdl, hot_bytes / 3, note);
                 if (tma != 4) continue;
                 // the persistent form's down with out in bf16 (MoePlan::wgmma_out16), and the combine
                 // kernel after each (f32 then bf16 rows of out)

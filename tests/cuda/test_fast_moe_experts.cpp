@@ -779,40 +779,37 @@ TEST(FastMoe, DynamicTilesGiveTheStaticBitsAndLeaveTheirCountersZero) {
                 return n ? std::to_string(n) + " elements differ, first" + where : std::string();
             };
             for (int wg : {2, 4}) {
-                for (int persist : {3, 1}) {  // (the lambdas below read persist)
+                for (int persist : {3, 1}) {
                     SCOPED_TRACE(std::to_string(rows) + " rows, " + std::to_string(wg) + " warpgroups, persist " +
                                  std::to_string(persist));
                     MoeTmaTuning tune{0, wg, true, false};
                     // act and out in every byte (0xff) before each launch: rows no tile writes stay so
-                    auto gate_up = [&]() {
+                    // (blocks: the launch's persist — 0 for a block a tile)
+                    auto gate_up = [&](int blocks) {
                         TS_CUDA_CHECK(cudaMemsetAsync(act.data(), 0xff, act.size(), st));
                         TS_CUDA_CHECK(launch_moe_wgmma_tma_gate_up(act.data(), xg.data(), P, pe, g, rows, 1, 1, st,
-                                                                   persist, false, tune));
+                                                                   blocks, false, tune));
                         stream.synchronize();  // (to_host copies on the legacy stream: it does not wait for st)
                         return to_host<uint16_t>(act, size_t(P * I128));
                     };
-                    auto down = [&]() {
+                    auto down = [&](int blocks) {
                         TS_CUDA_CHECK(cudaMemsetAsync(out.data(), 0xff, out.size(), st));
                         const MoeTmaTuning td{0, 2, true, tune.dynamic};
                         TS_CUDA_CHECK(launch_moe_wgmma_tma_down(out.data(), act.data(), P, pe, g, rows, 1, 1, st,
-                                                                persist, false, {}, td, true));
+                                                                blocks, false, {}, td, true));
                         stream.synchronize();
                         return to_host<uint16_t>(out, size_t(P * H));
                     };
-                    const std::vector<uint16_t> act_static = gate_up(), out_static = down();
-                    {  // (the static walk itself against a block a tile)
-                        const int kept = persist;
-                        persist = 0;
-                        EXPECT_EQ(differ(gate_up(), act_static, I128), "") << "act: a block a tile, the static walk";
-                        EXPECT_EQ(differ(down(), out_static, H), "") << "out: a block a tile, the static walk";
-                        persist = kept;
-                    }
+                    const std::vector<uint16_t> act_static = gate_up(persist), out_static = down(persist);
+                    // (the static walk itself against a block a tile)
+                    EXPECT_EQ(differ(gate_up(0), act_static, I128), "") << "act: a block a tile, the static walk";
+                    EXPECT_EQ(differ(down(0), out_static, H), "") << "out: a block a tile, the static walk";
                     tune.dynamic = true;
                     for (int launch = 0; launch < 2; ++launch) {
-                        EXPECT_EQ(differ(gate_up(), act_static, I128), "") << "launch " << launch << ": act";
+                        EXPECT_EQ(differ(gate_up(persist), act_static, I128), "") << "launch " << launch << ": act";
                         EXPECT_EQ(counters(), (std::vector<uint32_t>{0, 0})) << "gate+up left its counters set";
                         if (wg == 2) {
-                            EXPECT_EQ(differ(down(), out_static, H), "") << "launch " << launch << ": out";
+                            EXPECT_EQ(differ(down(persist), out_static, H), "") << "launch " << launch << ": out";
                             EXPECT_EQ(counters(), (std::vector<uint32_t>{0, 0})) << "down left its counters set";
                         }
                     }
