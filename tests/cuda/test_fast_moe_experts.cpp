@@ -830,6 +830,79 @@ TEST(FastMoe, DynamicTilesGiveTheStaticBitsAndLeaveTheirCountersZero) {
     }
 }
 
+// The persistent tiles' first weights issued before their PDL wait (MoePlan::wgmma_early): the
+// grouping they read then is the one written two launches back, so calls back to back on different
+// routings — one scratch, as the engine's layers share it — must each give the bits of the same plan
+// without it, run alone. Tiles of 32, 48 and 64 rows, gate+up in two and four warpgroups; K past the
+// ring (gate+up 8 k-tiles, down 5: the wait mid-tile) and within it (a second shape: the wait after
+// the tile); bad ids, one expert taking every token, every id invalid (no tile: the wait still comes).
+TEST(FastMoe, EarlyWeightsGiveTheSameBitsBackToBack) {
+    REQUIRE_CUDA();
+    const int E = 16;
+    for (const auto& [H, I] : {std::pair<int64_t, int64_t>{1024, 640}, std::pair<int64_t, int64_t>{512, 256}}) {
+        SCOPED_TRACE("H " + std::to_string(H) + ", I " + std::to_string(I));
+        Experts ex(E, H, I, DType::Q4_0, 1600 + uint32_t(H), 32, true);
+        ASSERT_EQ(ex.tile(), 3);
+        const fast::MoePackedExperts pe = ex.view();
+        const RoutingCase cases[] = {
+            {"300 tokens top-8, bad ids", 300, 8, routing_with_bad_ids(300, E, 8, 1601)},
+            {"one expert takes every token", 100, 1, random_routing(100, E, 1, 1602, {5})},
+            {"17 tokens, every id invalid", 17, 8, routing_without_valid_ids(17, E, 8, 1603)},
+            {"64 tokens top-4", 64, 4, random_routing(64, E, 4, 1604)},
+        };
+        constexpr size_t n = std::size(cases);
+        auto plan_of = [&](int rows, int wg) {  // persistent, fit8, out in bf16, static walk
+            fast::MoePlan p = fast::moe_pick(300, 8, E);
+            p.tile_rows = rows, p.wgmma = true, p.wgmma_tma = 1, p.wgmma_mt = 0, p.wgmma_persist = 1;
+            p.wgmma_fit = p.wgmma_gather = p.wgmma_combine = p.wgmma_dynamic = false;
+            p.wgmma_out16 = true, p.wgmma_fit8 = true, p.wgmma_warpgroups = wg;
+            return p;
+        };
+        std::vector<DeviceBuffer> xs, ids, wts, ys;
+        size_t scratch_bytes = 0;
+        for (const RoutingCase& c : cases) {
+            xs.push_back(to_device(normal_floats(size_t(c.T * H), 1610 + uint32_t(c.T))));
+            ids.push_back(to_device(c.r.ids));
+            wts.push_back(to_device(c.r.weights));
+            ys.emplace_back(size_t(c.T * H) * 4);
+            for (int rows : {32, 48, 64})
+                scratch_bytes =
+                    std::max(scratch_bytes, fast::moe_experts_scratch_bytes(plan_of(rows, 2), c.T, c.k, E, H, I));
+        }
+        DeviceBuffer scratch(scratch_bytes);
+        Stream stream;
+        for (int rows : {32, 48, 64}) {
+            for (int wg : {2, 4}) {
+                SCOPED_TRACE(std::to_string(rows) + " rows, " + std::to_string(wg) + " warpgroups");
+                const fast::MoePlan p = plan_of(rows, wg);
+                ASSERT_TRUE(p.large_tiles && p.grouped);
+                fast::MoePlan early = p;
+                early.wgmma_early = true;
+                ASSERT_TRUE(fast::moe_tiles_take_early(early));
+                std::vector<std::vector<uint32_t>> want;
+                for (size_t i = 0; i < n; ++i)
+                    want.push_back(
+                        plan_bits(p, ys[i], xs[i], H, cases[i].T, pe, ids[i], wts[i], cases[i].k, scratch, stream));
+                for (int round = 0; round < 2; ++round) {  // each case after each other (round 1: in reverse)
+                    for (size_t j = 0; j < n; ++j)
+                        TS_CUDA_CHECK(cudaMemsetAsync(ys[j].data(), 0xff, ys[j].size(), stream));
+                    for (size_t q = 0; q < n; ++q) {
+                        const size_t i = round ? n - 1 - q : q;
+                        fast::moe_experts_packed_plan(early, ys[i].as<float>(), H, xs[i].as<float>(), H, cases[i].T,
+                                                      pe, ids[i].as<int32_t>(), wts[i].as<float>(), cases[i].k,
+                                                      scratch.data(), stream);
+                    }
+                    stream.synchronize();
+                    for (size_t i = 0; i < n; ++i)
+                        EXPECT_EQ(differing(to_host<uint32_t>(ys[i], size_t(cases[i].T * H)), want[i]), 0u)
+                            << cases[i].what << ", round " << round;
+                }
+                if (HasFailure()) return;
+            }
+        }
+    }
+}
+
 // The wgmma tiles' A rows gathered 1 or 2 rows a block (and by the pick's count, 0): the same words in
 // every row with a slot (and none written past the grouped rows) — H past a k-tile (160: zeros to
 // 256), strided x, an odd row count, bad ids, 11 slots a token; 4 rows a block refused.
