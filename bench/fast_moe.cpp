@@ -150,7 +150,7 @@ std::string plan_name(const fast::MoePlan& p) {
                (p.wgmma_persist ? "persist " : "") + (p.wgmma_fit ? "fit " : "") +
                (p.wgmma_combine ? "own-combine " : "") + (p.wgmma_out16 ? "out16 " : "") +
                (p.wgmma_warpgroups == 4 ? "wg4 " : "") + (p.wgmma_fit8 ? "fit8 " : "") +
-               (p.wgmma_dynamic ? "dyn " : "") + (p.wgmma_early ? "early " : "") +
+               (p.wgmma_dynamic ? "dyn " : "") +
                (p.wgmma_l2_first == 1   ? "l2-first "
                 : p.wgmma_l2_first == 2 ? "l2-first-last "
                 : p.wgmma_l2_first == 3 ? "l2-last-item "
@@ -312,14 +312,8 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
             plans.push_back(o);
             o.wgmma_fit8 = true;  // and wgmma's N the items' rows in steps of 8 (TESSERA_MOE_FIT8=on)
             plans.push_back(o);
-            auto early = [&](fast::MoePlan e) {  // and the first weights before PDL's wait (TESSERA_MOE_EARLY=on)
-                e.wgmma_early = true;
-                if (fast::moe_tiles_take_early(e)) plans.push_back(e);
-            };
-            early(o);
             o.wgmma_warpgroups = 2;
             plans.push_back(o);
-            early(o);
             if (fast::moe_tiles_take_dynamic(o)) {  // and the tiles drawn in turn (TESSERA_MOE_DYNAMIC=on)
                 o.wgmma_dynamic = true;
                 plans.push_back(o);

@@ -5,7 +5,7 @@
 #   here:  scripts/gpu/prebuilt.sh pack test_cuda bench_fast_moe bench_fast_ktile_probe bench_fast_gdn tessera
 #   call:  bash scripts/gpu/queue.sh 2>&1   carrying ["tmp/prebuilt", ".debs"] (~57 MB with the tree;
 #          without the pack, or with sources changed since, it builds there first: ~125 s more)
-# Takes ~300 s with the pack; each step has its own timeout, so a shorter
+# Takes ~100 s with the pack (+ ~2 min for the ncu step); each step has its own timeout, so a shorter
 # call keeps what ran.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
@@ -23,22 +23,44 @@ cut=/tmp/tessera-flagship-cut4.gguf
 $B/tessera synth --arch qwen35moe --preset qwen3.6-35b-a3b --layers 4 --type q4_0 --out $cut > /tmp/synth.txt 2>&1
 echo "synth rc $?"; tail -1 /tmp/synth.txt | cut -c1-120
 # 1. the MoE tiles drawn in turn from a counter (session 63, TESSERA_MOE_DYNAMIC; dc37a70's form, not yet
-# run itself) and their first weights before the PDL wait (session 64, TESSERA_MOE_EARLY: back to back
-# on different routings, one scratch): their bits against the static walk's, by the kernels and through
-# the plan (FastEquivalence's prompts stop at 64 tokens: the mid kernels, not these tiles)
+# run itself): their bits against the static walk's and the counters left zero, by the kernels and
+# through the plan (FastEquivalence's prompts stop at 64 tokens: the mid kernels, not these tiles)
 timeout 200 $B/test_cuda \
-  --gtest_filter='FastMoe.Dynamic*:FastMoe.Early*:FastMoe.PlanTakes*:FastMoe.WgmmaTmaTiles*:FastMoe.BadArguments*:FastMoe.Out16*' \
+  --gtest_filter='FastMoe.Dynamic*:FastMoe.PlanTakes*:FastMoe.WgmmaTmaTiles*:FastMoe.BadArguments*:FastMoe.Out16*' \
   > $OUT/tests.txt 2>&1; echo "tests rc $?"
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED \]|OK \]|Failure|differ|counters|deviation" $OUT/tests.txt | head -24
 st tests
-# 2. the whole MoE: the defaults' form (persistent, fit8, gate+up in four warpgroups at tiles of 48)
-# against it drawn in turn (dyn) and with its first weights early (512 to 2,048 tokens, both shapes)
+# 2. end to end on the cut, three rounds: prefill at 8K and 32K, the defaults against the tiles drawn in
+# turn (session 63: +1.0 % / +0.9 % in two rounds)
+timeout 300 scripts/gpu/ab.sh --rounds 3 --model $cut "" "TESSERA_MOE_DYNAMIC=on" -- --device cuda \
+  --ctx 8192,32768 --batch 1 --gen 1 --repeat 2 --prefill-chunk 2048 > $OUT/ab.txt 2>&1
+echo "ab rc $?"; tail -16 $OUT/ab.txt | cut -c1-160
+st ab
+# 3. the tiles' steps and the whole MoE, drawn against static (512 to 2,048 tokens, both shapes)
 timeout 250 $B/bench_fast_moe --tokens 512,1024,2048 --runs 5 --warmup 2 --filter "top-8" > $OUT/moe.txt 2>&1
 echo "bench rc $?"
-grep -E "experts wgmma" $OUT/moe.txt | grep -E "\(pick\)|fit8" | grep -v "cold\|l2-\|large/32" | cut -c1-110 | head -48
+grep -E "experts wgmma" $OUT/moe.txt | grep -E "\(pick\)|fit8" | grep -v "cold\|l2-\|large/32" | cut -c1-110 | head -40
+grep -E "persist (wg4 )?fit8 (dyn )?(out16 )?(gate\+up\+SwiGLU|down)/(32|48|64)" $OUT/moe.txt |
+  grep -E "\| (512|2048) \|" | cut -c1-110
 st bench
-# 3. end to end on the cut, three rounds: prefill at 8K and 32K, the defaults against each
-timeout 330 scripts/gpu/ab.sh --rounds 3 --model $cut "" "TESSERA_MOE_DYNAMIC=on" "TESSERA_MOE_EARLY=on" -- \
-  --device cuda --ctx 8192,32768 --batch 1 --gen 1 --repeat 2 --prefill-chunk 2048 > $OUT/ab.txt 2>&1
-echo "ab rc $?"; tail -20 $OUT/ab.txt | cut -c1-160
-st ab
+# 4. where the tiles' SMs sit idle (session 63's call: SM active 87-89 % of the elapsed cycles, static
+# walk): Nsight Compute on gate+up (four warpgroups) and down at 512 tokens of llama.cpp's shape, both walks
+export PATH="/usr/local/cuda/bin:$PATH"
+if command -v ncu >/dev/null; then
+  # (the mangled names' prefixes: gate+up's tiles of 48 in four warpgroups and down's, persistent, N
+  # in steps of 8; the last parameter, DYN, 0 or 1)
+  for c in "gateup@MoeTmaTileILi48ELb1ELi6ELi1ELi1ELb0ELb1ELi2ELi4ELb" \
+           "down@MoeTmaTileILi48ELb0ELi4ELi1ELi1ELb0ELb1ELi2ELi2ELb"; do
+    IFS='@' read -r name rx <<<"$c"
+    for dyn in 0 1; do
+      timeout 120 ncu --kernel-name-base mangled --kernel-name "regex:$rx${dyn}E" --launch-skip 2 --launch-count 1 \
+        --cache-control none --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis \
+        --section WarpStateStats --section SchedulerStats --section LaunchStats \
+        $B/bench_fast_moe --tokens 512 --runs 1 --warmup 2 --filter "128x768x2048 top-8" > "$OUT/ncu_$name$dyn.txt" 2>&1
+      echo "ncu $name dyn $dyn rc $?"
+      keys="Duration|DRAM Throughput|L2 Cache Throughput|SM Active Cycles|Elapsed Cycles|Grid Size"
+      grep -E "$keys|No Eligible|L2 Hit Rate" "$OUT/ncu_$name$dyn.txt" | head -12
+    done
+  done
+fi
+st ncu

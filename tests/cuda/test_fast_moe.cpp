@@ -753,16 +753,6 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
         refused_forms(wg, "wgmma_warpgroups");
         f8.wgmma_warpgroups = 2, f8.wgmma_fit8 = true;
         refused_forms(f8, "wgmma_fit8");
-        // the first weights before PDL's wait: the persistent tiles' static walk only
-        fast::MoePlan early = wg;
-        early.wgmma_warpgroups = 2, early.wgmma_early = true;
-        refused(early, "wgmma_early");  // not persistent
-        early.wgmma_persist = 1;
-        early.wgmma_combine = true;
-        refused(early, "wgmma_early");
-        early.wgmma_combine = false;
-        early.wgmma_fit8 = early.wgmma_dynamic = true;
-        refused(early, "wgmma_early");
     }
     {  // the mid plan: grouped, by item, tile_rows 8, no other kernels, ring 0, 3 or 4, row tiles a warp
         const fast::MoePlan mid = fast::moe_mid_plan();
@@ -986,8 +976,7 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
 // The backend's TESSERA_MOE_WARPGROUPS=auto (MoeSwitches::warpgroups = 0): four consumer warpgroups
 // in gate+up's tiles of 48 rows, and of 64 from 2,048 tokens, where they were measured ahead
 // (sessions 60, 61), two elsewhere; 4 asks for them wherever the tiles take them; 2 never. And
-// MoeSwitches::fit8 wherever the tiles take it, MoeSwitches::dynamic where they are persistent with it,
-// MoeSwitches::early where they are persistent and not drawn.
+// MoeSwitches::fit8 wherever the tiles take it, MoeSwitches::dynamic where they are persistent with it.
 // Host only: moe_plan reads no device memory.
 TEST(FastMoe, PlanTakesFourWarpgroupsWhereTheyPay) {
     fast::MoePackedExperts w{128, 2048, 768, nullptr, nullptr, nullptr, {}};
@@ -1004,7 +993,7 @@ TEST(FastMoe, PlanTakesFourWarpgroupsWhereTheyPay) {
     EXPECT_EQ(warpgroups(512, 0), 4);
     EXPECT_EQ(warpgroups(512, 2), 2);
     EXPECT_EQ(at512.wgmma_warpgroups, 2);  // the kernel API's default: moe_pick's plan as it is
-    int wide = 0, at48 = 0, at64 = 0, fits8 = 0, dynamic = 0, early = 0;
+    int wide = 0, at48 = 0, at64 = 0, fits8 = 0, dynamic = 0;
     for (int64_t T = 1; T <= 8192; T += T < 64 ? 1 : T / 8) {
         fast::MoeSwitches sw;
         sw.warpgroups = 2;
@@ -1029,18 +1018,7 @@ TEST(FastMoe, PlanTakesFourWarpgroupsWhereTheyPay) {
         dynamic += drawn.wgmma_dynamic;
         sw.fit8 = false;
         EXPECT_FALSE(fast::moe_plan(T, 8, w, sw).wgmma_dynamic) << "T " << T << ": drawn without fit8";
-        // the first weights before PDL's wait (TESSERA_MOE_EARLY=on): the persistent tiles in their
-        // static walk, not the drawn tiles, not the tiles' own slot sum
-        sw = {};
-        sw.early = true;
-        const fast::MoePlan pe = fast::moe_plan(T, 8, w, sw);
-        const bool persistent = p.wgmma && p.wgmma_tma == 1 && p.wgmma_persist > 0;
-        EXPECT_EQ(pe.wgmma_early, persistent) << "T " << T;
-        early += pe.wgmma_early;
-        sw.fit8 = sw.dynamic = true;
-        EXPECT_EQ(fast::moe_plan(T, 8, w, sw).wgmma_early, persistent && !takes) << "T " << T << ": with the draws";
     }
-    EXPECT_GT(early, 0);
     EXPECT_GT(at48, 0);
     EXPECT_GT(at64, 0);
     EXPECT_GT(wide, at48 + at64);  // tiles of 32 or 64 (below 2,048 tokens) too, where auto keeps two

@@ -65,7 +65,6 @@ using detail::moe_l2_first;
 using detail::moe_warpgroups;
 using detail::moe_fit8;
 using detail::moe_dynamic;
-using detail::moe_early;
 using detail::moe_out_bf16;
 using detail::moe_route_ahead;
 using detail::moe_route_exact;
@@ -638,7 +637,6 @@ void CudaBackend::moe_experts(const Tensor& y, const Tensor& x, const MoeWeights
                                              .warpgroups = moe_warpgroups(),
                                              .fit8 = moe_fit8(),
                                              .dynamic = moe_dynamic(),
-                                             .early = moe_early(),
                                              .out16 = moe_out_bf16()});
         }
     }

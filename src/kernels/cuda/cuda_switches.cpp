@@ -199,13 +199,6 @@ bool moe_dynamic() {
     static const bool on = env_switch("TESSERA_MOE_DYNAMIC", "off", "on");
     return on;
 }
-// TESSERA_MOE_EARLY: on or off (the default) — the persistent warp-specialised tiles' producers issue
-// their first tile's weights before their PDL wait, on SMs the kernel before has left (the grouping,
-// two launches back, is settled): MoePlan::wgmma_early, the same bits; session 64, opt-in until measured.
-bool moe_early() {
-    static const bool on = env_switch("TESSERA_MOE_EARLY", "off", "on");
-    return on;
-}
 // TESSERA_MOE_OUT: bf16 (the default since session 55) — the warp-specialised down tiles write each
 // slot's sum in bf16 and the combine kernel reads it so (MoePlan::wgmma_out16: half the bytes of out
 // [T·k, H], one rounding a slot, as vLLM's bf16 experts; not with TESSERA_MOE_COMBINE=fused, which

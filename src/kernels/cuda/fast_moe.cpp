@@ -19,10 +19,10 @@ namespace {
 // The plan's choices that leave the warp-specialised tiles' bits alone: gate+up's, and down's (two
 // consumer warpgroups).
 detail::MoeTmaTuning tuning(const MoePlan& plan) {
-    return {plan.wgmma_l2_first, plan.wgmma_warpgroups, plan.wgmma_fit8, plan.wgmma_dynamic, plan.wgmma_early};
+    return {plan.wgmma_l2_first, plan.wgmma_warpgroups, plan.wgmma_fit8, plan.wgmma_dynamic};
 }
 detail::MoeTmaTuning tuning_down(const MoePlan& plan) {
-    return {plan.wgmma_l2_first, 2, plan.wgmma_fit8, plan.wgmma_dynamic, plan.wgmma_early};
+    return {plan.wgmma_l2_first, 2, plan.wgmma_fit8, plan.wgmma_dynamic};
 }
 
 constexpr size_t kAlign = 256;
@@ -141,11 +141,6 @@ void check_plan(const MoePlan& p) {
              "rows in one m-tile, neither clustered, gathered nor fitted (got wgmma_tma {}, wgmma_mt {}, {} rows, "
              "wgmma_persist {})",
              p.wgmma_tma, p.wgmma_mt, p.tile_rows, p.wgmma_persist);
-    TS_CHECK(!p.wgmma_early || moe_tiles_take_early(p),
-             "moe_experts_packed: wgmma_early is a form of the persistent warp-specialised tiles in their static walk, "
-             "without their own slot sum (got wgmma_tma {}, wgmma_persist {}{}{}{})",
-             p.wgmma_tma, p.wgmma_persist, p.wgmma_gather ? ", wgmma_gather" : "",
-             p.wgmma_dynamic ? ", wgmma_dynamic" : "", p.wgmma_combine ? ", wgmma_combine" : "");
     TS_CHECK(p.fused_decode >= 0 && p.fused_decode <= 3, "moe_experts_packed: fused_decode = {} must be 0, 1, 2 or 3",
              p.fused_decode);
     if (p.fused_decode) {
@@ -646,7 +641,6 @@ MoePlan moe_plan(int64_t T, int k, const MoePackedExperts& w, const MoeSwitches&
     plan.wgmma_warpgroups = wg4 && moe_tiles_take_wide_forms(plan) ? 4 : 2;
     plan.wgmma_fit8 = sw.fit8 && moe_tiles_take_fit8(plan);
     plan.wgmma_dynamic = sw.dynamic && moe_tiles_take_dynamic(plan);
-    plan.wgmma_early = sw.early && moe_tiles_take_early(plan);
     if (mid && plan.v2 && plan.large_tiles && T * k <= int64_t(kMoeMidRows) * w.E && detail::moe_mid_fits(w.H, w.I))
         plan = moe_mid_plan();  // few rows an expert: each expert's weights once, no padding rows
     if (plan.dp4a_decode && (!dp4a || T * k > 65535 || !detail::moe_decode_dp4a_fits(w.H, w.I, k))) {

@@ -314,11 +314,6 @@ struct MoePlan {
     // fit8) takes more. Persistent tiles of 32, 48 or 64 rows in one m-tile with wgmma_fit8
     // (moe_tiles_take_dynamic); the same bits.
     bool wgmma_dynamic = false;
-    // The persistent tiles' first weights issued before their PDL wait (MoeTmaTuning::early): the
-    // grouping comes two launches before each (the gather, or gate+up, between), so the producer
-    // reads it and streams its first tile's weights into the ring (and the next S k-tiles' into L2)
-    // on an SM the kernel before has left, A's rows after the wait. Static walk only; the same bits.
-    bool wgmma_early = false;
 };
 // The tiles MoePlan::wgmma_warpgroups = 4 is built for: warp-specialised, 32 to 64 rows in one
 // m-tile, neither clustered, gathered nor fitted (halved).
@@ -336,12 +331,6 @@ inline bool moe_tiles_take_fit8(const MoePlan& p) {
 // The tiles MoePlan::wgmma_dynamic is built for: the wide forms, persistent, with N in steps of 8.
 inline bool moe_tiles_take_dynamic(const MoePlan& p) {
     return moe_tiles_take_wide_forms(p) && p.wgmma_persist > 0 && p.wgmma_fit8;
-}
-// The tiles MoePlan::wgmma_early is built for: warp-specialised, persistent (hence neither clustered
-// nor gathered), walked in their static order, without their own slot sum (whose NaN rows come first).
-inline bool moe_tiles_take_early(const MoePlan& p) {
-    return p.wgmma && p.wgmma_tma == 1 && p.wgmma_persist > 0 && !p.wgmma_gather && !p.wgmma_dynamic &&
-           !p.wgmma_combine;
 }
 constexpr int kMoeMidRows = 8;  // rows a work item of the mid kernels: mma's 8 columns
 constexpr int64_t kMoeMidDown4Rows = 384;  // mid_down_tiles 0: 4 row tiles a warp from T·k rows (T ≥ 48, k 8)
@@ -439,9 +428,6 @@ struct MoeSwitches {
     // Their persistent tiles drawn in turn from a counter where the plan's tiles take it
     // (MoePlan::wgmma_dynamic, TESSERA_MOE_DYNAMIC; opt-in: session 63's figures in docs/cuda.md).
     bool dynamic = false;
-    // Their first weights before their PDL wait where the plan's tiles take it (MoePlan::wgmma_early,
-    // TESSERA_MOE_EARLY; opt-in until measured).
-    bool early = false;
     // Where the pick runs the warp-specialised tiles without their own slot sum: out in bf16
     // (MoePlan::wgmma_out16). The backend's default (TESSERA_MOE_OUT=bf16); false here, so that a
     // caller of moe_experts_packed gets moe_pick's f32 plans unless it asks.
@@ -608,17 +594,11 @@ cudaError_t launch_moe_wgmma_down(float* out, const void* act, const MoePackedEx
 //             them), the index passed to the consumers beside the tile's first stage — a block whose
 //             tiles ran cheaper (fewer item rows) takes more, where the static walk gives each block
 //             every gridDim-th tile (MoePlan::wgmma_dynamic).
-//   early:    the caller's promise that the grouping was written two launches back or more (PDL's
-//             contract, pdl.cuh): the persistent static walk's producer reads it and issues its first
-//             tile's first S k-tiles of weights (and an L2 prefetch of the next S) before its PDL wait,
-//             A's boxes after it; the consumers wait at their start (MoePlan::wgmma_early). Ignored by
-//             the other forms and with the tiles' own slot sum.
 struct MoeTmaTuning {
     int l2_first = 0;
     int warpgroups = 2;
     bool fit8 = false;
     bool dynamic = false;
-    bool early = false;
 };
 // Their warp-specialised form (fast_moe_wgmma_tma.cu; the same operands, P = T·k rows of xg / act,
 // the same bits): tile_rows 16, 32, 48, 64 or 128 (moe_wgmma_tma_fits; 128: cluster 1; 48: cluster

@@ -137,7 +137,6 @@ struct MoeTmaMaps {
     CUtensorMap codes[2], scales[2], biases[2];
     int l2_first = 0;
     bool out16 = false;  // down: out [P, N] in bf16 (MoePlan::wgmma_out16)
-    bool early = false;  // the first tile's weights before the PDL wait (MoeTmaTuning::early)
 };
 
 // Per matrix: groups a k-tile and row of a tile (128 / G), and whether it has biases.
@@ -226,17 +225,11 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                          const uint16_t* __restrict__ xrows, int k, int fbs, const MoeTileCombine cb) {
     constexpr int BT = C::BT, S = C::STAGES, CL = C::CL, MT = C::MT, CW = C::CW;
     constexpr int kTilesHi = 4 * MT * CW / 2, kTilesLo = C::kGateUp ? kTilesHi : 2 * kTilesHi;  // row tiles a box
-    // Launched with PDL (pdl.cuh): A comes from the kernel before. maps.early (the static persistent
-    // walk; MoeTmaTuning::early): the grouping was settled two launches back, so the producer reads it
-    // and streams its first tile's weights before its own wait, the consumers wait at their start.
-    const bool early = maps.early && C::kPersist && !C::kDyn && !C::kGather && CL == 1;
-    if (!early) {
-        pdl::wait();
-        pdl::trigger();
-    }
+    pdl::wait();  // launched with PDL (pdl.cuh): the grouping and A come from the kernels before
+    pdl::trigger();
     const int n_items = *g.n_items;
     if constexpr (!C::kGateUp) {
-        if (cb.y)  // tokens with no valid slot: NaN rows (no tile sums them), over the whole grid (never early)
+        if (cb.y)  // tokens with no valid slot: NaN rows (no tile sums them), over the whole grid
             combine_orphans(cb, g.row_of_slot, N, int(blockIdx.y * gridDim.x + blockIdx.x),
                             int(gridDim.x * gridDim.y), int(threadIdx.x), C::kThreads);
     }
@@ -374,11 +367,6 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
         const int kstep = what == 1 ? 128 : 16 * mat.gpt;  // elements a k-tile along the map's rows
         const uint32_t base = smem_addr(smem);
         uint32_t u = 0;  // k-tiles issued: the ring's slot u % S, its use u / S
-        // early: the first tile's first S k-tiles (the ring, whose first use waits on no consumer) are
-        // armed and their weights issued before the PDL wait, the next S k-tiles' weights prefetched
-        // into L2; A's boxes of the armed k-tiles follow the wait (`deferred` until then). On an SM the
-        // kernel before leaves early, the weights stream while it finishes elsewhere.
-        bool deferred = early;
         for (int i; (i = take()) >= 0;) {
             const Tile tl = tile_at(i);
             const int boxes = min((tl.n_rows + 7) / 8, BT / 8);  // A's box: the item's rows rounded up to 8
@@ -391,26 +379,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                                      : what == 1 ? &maps.codes[m]
                                      : what == 2 ? &maps.scales[m]
                                                  : &maps.biases[m];
-            auto load_a = [&](int kt, uint32_t slot) {  // (lanes what == 0 that issue)
-                const uint32_t to = base + slot * uint32_t(C::kStageBytes) + dst;
-                if constexpr (CL > 1)
-                    tma_load_3d_multicast(to, map, 0, 2 * kt + m, tl.r0, &full[slot], uint16_t((1u << CL) - 1));
-                else if (maps.l2_first == 2)
-                    tma_load_3d(to, map, 0, 2 * kt + m, tl.r0, &full[slot], l2_evict_last());
-                else
-                    tma_load_3d(to, map, 0, 2 * kt + m, tl.r0, &full[slot]);
-            };
-            auto release = [&]() {  // early: the PDL wait, then A's boxes of the k-tiles armed before it
-                pdl::wait();
-                pdl::trigger();
-                if (what == 0 && issues)
-                    for (int kt = 0; kt < min(S, KT); ++kt) load_a(kt, uint32_t(kt));  // (the first tile: u = kt)
-                deferred = false;
-            };
-            if (deferred && what != 0 && issues)
-                for (int kt = S; kt < min(2 * S, KT); ++kt) tma_prefetch_2d(map, kt * kstep, row_tile);
             for (int kt = 0; kt < KT; ++kt, ++u) {
-                if (deferred && kt == S) release();
                 const uint32_t slot = u % S;
                 mbar_wait(&empty[slot], ((u / S) & 1) ^ 1);  // k-tile u − S's wgmma are done
                 if (lane == 0) {
@@ -423,18 +392,18 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                 const uint32_t to = base + slot * uint32_t(C::kStageBytes) + dst;
                 if (!issues) continue;
                 if (what == 0) {
-                    if (!deferred) load_a(kt, slot);
+                    if constexpr (CL > 1)
+                        tma_load_3d_multicast(to, map, 0, 2 * kt + m, tl.r0, &full[slot], uint16_t((1u << CL) - 1));
+                    else if (maps.l2_first == 2)
+                        tma_load_3d(to, map, 0, 2 * kt + m, tl.r0, &full[slot], l2_evict_last());
+                    else
+                        tma_load_3d(to, map, 0, 2 * kt + m, tl.r0, &full[slot]);
                 } else if (evict) {
                     tma_load_2d(to, map, kt * kstep, row_tile, &full[slot], l2_evict_first());
                 } else {
                     tma_load_2d(to, map, kt * kstep, row_tile, &full[slot]);
                 }
             }
-            if (deferred) release();  // (a first tile of at most S k-tiles)
-        }
-        if (deferred) {  // (no tile at all: the wait still comes before the block leaves)
-            pdl::wait();
-            pdl::trigger();
         }
         if constexpr (C::kDyn) {  // the end: a stage of no bytes whose tile is -1
             const uint32_t slot = u % S;
@@ -449,10 +418,6 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
 
     // ---- consumers: warpgroup wg, warp w4 of it, lane (gq, tq) ----
     setmaxnreg_inc<C::kConsumerRegs>();
-    if (early) {  // (their stores come after every kernel before: the ring's A after it anyway)
-        pdl::wait();
-        pdl::trigger();
-    }
     const int w4 = warp & 3, gq = lane >> 2, tq = lane & 3;
     // Per m-tile j: rows of the stage's code tiles this lane dequantizes as A rows gq and gq + 8
     // (gate+up: row f of gate's tiles and of up's, which follow; down: rows of its tiles).
@@ -627,7 +592,6 @@ cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const 
     if (tune.l2_first < 0 || tune.l2_first > 3 || (tune.l2_first == 2 && C::CL > 1)) return cudaErrorInvalidValue;
     maps.l2_first = tune.l2_first;
     maps.out16 = out16;
-    maps.early = tune.early && C::kPersist && !C::kDyn && !C::kGather && C::CL == 1 && !cb.y;
     for (int i = 0; i < (C::kGather ? 0 : C::BT / 8); ++i) {
         const uint64_t dims[3] = {64, uint64_t(K / 64), uint64_t(P)};
         const uint64_t strides[2] = {128, uint64_t(K) * 2};

@@ -65,14 +65,6 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const void* map, int c
         : "memory");
 }
 
-// Brings the box of a 2-D map at coordinates (c0 innermost, c1) into L2, landing nowhere else.
-__device__ __forceinline__ void tma_prefetch_2d(const void* map, int c0, int c1) {
-    asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];\n" ::"l"(
-                     reinterpret_cast<uint64_t>(map)),
-                 "r"(c0), "r"(c1)
-                 : "memory");
-}
-
 // Brings a tensor map (a __grid_constant__ parameter's address) into the TMA unit's descriptor
 // cache ahead of its first use.
 __device__ __forceinline__ void tma_prefetch_map(const void* map) {
