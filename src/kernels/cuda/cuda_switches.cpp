@@ -190,14 +190,14 @@ bool moe_fit8() {
     static const bool on = !env_switch("TESSERA_MOE_FIT8", "on", "off");
     return on;
 }
-// TESSERA_MOE_DYNAMIC: on or off (the default) — the persistent warp-specialised tiles (with fit8)
-// drawn in turn from a counter by each block's producer rather than every gridDim-th tile a block
-// (MoePlan::wgmma_dynamic; the same bits; session 63, H100: the whole MoE level at 512 tokens, 0–9 %
-// faster at 1,024 and 2,048, the 4-layer cut's prefill +1 % — opt-in until its tests run on this form
-// and a longer A/B).
+// TESSERA_MOE_DYNAMIC: on (the default since session 64) or off — the persistent warp-specialised
+// tiles (with fit8) drawn in turn from a counter by each block's producer rather than every
+// gridDim-th tile a block (MoePlan::wgmma_dynamic; the same bits, tested on the device in sessions 63
+// and 64; H100: the whole MoE level at 512 tokens, 0–9 % faster at 1,024 and 2,048 in both sessions,
+// the 4-layer cut's prefill +1.0 / +0.9 % in two rounds, +1.2 / +1.3 % in three at 8K / 32K).
 bool moe_dynamic() {
-    static const bool on = env_switch("TESSERA_MOE_DYNAMIC", "off", "on");
-    return on;
+    static const bool off = env_switch("TESSERA_MOE_DYNAMIC", "on", "off");
+    return !off;
 }
 // TESSERA_MOE_OUT: bf16 (the default since session 55) — the warp-specialised down tiles write each
 // slot's sum in bf16 and the combine kernel reads it so (MoePlan::wgmma_out16: half the bytes of out

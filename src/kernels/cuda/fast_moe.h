@@ -426,7 +426,8 @@ struct MoeSwitches {
     // 2,048 tokens). False here: moe_pick's plans as they are unless a caller asks.
     bool fit8 = false;
     // Their persistent tiles drawn in turn from a counter where the plan's tiles take it
-    // (MoePlan::wgmma_dynamic, TESSERA_MOE_DYNAMIC; opt-in: session 63's figures in docs/cuda.md).
+    // (MoePlan::wgmma_dynamic; the backend's default, TESSERA_MOE_DYNAMIC: sessions 63 and 64's figures in
+    // docs/cuda.md). False here: moe_pick's plans as they are unless a caller asks.
     bool dynamic = false;
     // Where the pick runs the warp-specialised tiles without their own slot sum: out in bf16
     // (MoePlan::wgmma_out16). The backend's default (TESSERA_MOE_OUT=bf16); false here, so that a
