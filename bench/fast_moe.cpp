@@ -149,8 +149,7 @@ std::string plan_name(const fast::MoePlan& p) {
                (p.wgmma_mt == 2 ? "mt2 " : "") + (p.wgmma_gather ? "gather " : "") +
                (p.wgmma_persist ? "persist " : "") + (p.wgmma_fit ? "fit " : "") +
                (p.wgmma_combine ? "own-combine " : "") + (p.wgmma_out16 ? "out16 " : "") +
-               (p.wgmma_warpgroups == 4 ? "wg4 " : "") + (p.wgmma_down_warpgroups == 4 ? "down-wg4 " : "") +
-               (p.wgmma_fit8 ? "fit8 " : "") +
+               (p.wgmma_warpgroups == 4 ? "wg4 " : "") + (p.wgmma_fit8 ? "fit8 " : "") +
                (p.wgmma_dynamic ? "dyn " : "") +
                (p.wgmma_l2_first == 1   ? "l2-first "
                 : p.wgmma_l2_first == 2 ? "l2-first-last "
@@ -320,11 +319,6 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
                 plans.push_back(o);
                 o.wgmma_warpgroups = 4;
                 plans.push_back(o);
-                for (int gu : {4, 2}) {  // and down in four warpgroups (TESSERA_MOE_DOWN_WARPGROUPS=4)
-                    o.wgmma_warpgroups = gu;
-                    o.wgmma_down_warpgroups = 4;
-                    plans.push_back(o);
-                }
             }
         }
         for (const fast::MoePlan& p :
@@ -610,15 +604,6 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
                 std::snprintf(note, sizeof note, "1 of 3 matrices, %.0f TFLOP/s; llama.cpp %s", flops / 3 / tdl / 1e12,
                               anchor);
                 row(s, T, "  step: " + form_of(false) + " down/" + std::to_string(tile), tdl, hot_bytes / 3, note);
-                if (tma == 12 || tma == 14) {  // down in four consumer warpgroups (256 features a block)
-                    const fast::detail::MoeTmaTuning td4{first, 4, tune.fit8, tune.dynamic};
-                    const double td = time_of(a, timer, [&](int) {
-                        TS_CUDA_CHECK(fast::detail::launch_moe_wgmma_tma_down(lout, lact, P, w, lg, tile, cl, mt, st,
-                                                                              persist, fit, {}, td4));
-                    });
-                    row(s, T, "  step: " + form_of(false) + " down-wg4 down/" + std::to_string(tile), td,
-                        hot_bytes / 3, note);
-                }
                 if (tma != 4) continue;
                 // the persistent form's down with out in bf16 (MoePlan::wgmma_out16), and the combine
                 // kernel after each (f32 then bf16 rows of out)

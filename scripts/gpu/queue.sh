@@ -22,23 +22,45 @@ B=build/cuda
 cut=/tmp/tessera-flagship-cut4.gguf
 $B/tessera synth --arch qwen35moe --preset qwen3.6-35b-a3b --layers 4 --type q4_0 --out $cut > /tmp/synth.txt 2>&1
 echo "synth rc $?"; tail -1 /tmp/synth.txt | cut -c1-120
-# 1. down's tiles in four consumer warpgroups (session 64, TESSERA_MOE_DOWN_WARPGROUPS=4: 256 features a
-# block sharing each stage's activation rows): their bits against the plain tiles', through the plan
+# 1. the MoE tiles drawn in turn from a counter (session 63, TESSERA_MOE_DYNAMIC; dc37a70's form, not yet
+# run itself): their bits against the static walk's and the counters left zero, by the kernels and
+# through the plan (FastEquivalence's prompts stop at 64 tokens: the mid kernels, not these tiles)
 timeout 200 $B/test_cuda \
-  --gtest_filter='FastMoe.WgmmaTmaTiles*:FastMoe.PlanTakes*:FastMoe.BadArguments*:FastMoe.Dynamic*' \
+  --gtest_filter='FastMoe.Dynamic*:FastMoe.PlanTakes*:FastMoe.WgmmaTmaTiles*:FastMoe.BadArguments*:FastMoe.Out16*' \
   > $OUT/tests.txt 2>&1; echo "tests rc $?"
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED \]|OK \]|Failure|differ|counters|deviation" $OUT/tests.txt | head -24
 st tests
-# 2. the whole MoE and its down step: the defaults' form (persistent, fit8, drawn in turn, gate+up in four
-# warpgroups) against down in four too, and gate+up in two (512 to 2,048 tokens, both shapes)
+# 2. end to end on the cut, three rounds: prefill at 8K and 32K, the defaults against the tiles drawn in
+# turn (session 63: +1.0 % / +0.9 % in two rounds)
+timeout 300 scripts/gpu/ab.sh --rounds 3 --model $cut "" "TESSERA_MOE_DYNAMIC=on" -- --device cuda \
+  --ctx 8192,32768 --batch 1 --gen 1 --repeat 2 --prefill-chunk 2048 > $OUT/ab.txt 2>&1
+echo "ab rc $?"; tail -16 $OUT/ab.txt | cut -c1-160
+st ab
+# 3. the tiles' steps and the whole MoE, drawn against static (512 to 2,048 tokens, both shapes)
 timeout 250 $B/bench_fast_moe --tokens 512,1024,2048 --runs 5 --warmup 2 --filter "top-8" > $OUT/moe.txt 2>&1
 echo "bench rc $?"
-grep -E "experts wgmma" $OUT/moe.txt | grep -E "dyn" | cut -c1-120 | head -40
-grep -E "step: .*fit8 (dyn )?(down-wg4 )?down/(32|48|64)" $OUT/moe.txt | cut -c1-110 | head -40
+grep -E "experts wgmma" $OUT/moe.txt | grep -E "\(pick\)|fit8" | grep -v "cold\|l2-\|large/32" | cut -c1-110 | head -40
+grep -E "persist (wg4 )?fit8 (dyn )?(out16 )?(gate\+up\+SwiGLU|down)/(32|48|64)" $OUT/moe.txt |
+  grep -E "\| (512|2048) \|" | cut -c1-110
 st bench
-# 3. end to end on the cut, three rounds: prefill at 8K and 32K (2,048-token chunks: tiles of 64), the
-# defaults against down in four warpgroups, and gate+up in two (session 64's bench: 1.3 % ahead there)
-timeout 330 scripts/gpu/ab.sh --rounds 3 --model $cut "" "TESSERA_MOE_DOWN_WARPGROUPS=4" "TESSERA_MOE_WARPGROUPS=2" \
-  -- --device cuda --ctx 8192,32768 --batch 1 --gen 1 --repeat 2 --prefill-chunk 2048 > $OUT/ab.txt 2>&1
-echo "ab rc $?"; tail -20 $OUT/ab.txt | cut -c1-160
-st ab
+# 4. where the tiles' SMs sit idle (session 63's call: SM active 87-89 % of the elapsed cycles, static
+# walk): Nsight Compute on gate+up (four warpgroups) and down at 512 tokens of llama.cpp's shape, both walks
+export PATH="/usr/local/cuda/bin:$PATH"
+if command -v ncu >/dev/null; then
+  # (the mangled names' prefixes: gate+up's tiles of 48 in four warpgroups and down's, persistent, N
+  # in steps of 8; the last parameter, DYN, 0 or 1)
+  for c in "gateup@MoeTmaTileILi48ELb1ELi6ELi1ELi1ELb0ELb1ELi2ELi4ELb" \
+           "down@MoeTmaTileILi48ELb0ELi4ELi1ELi1ELb0ELb1ELi2ELi2ELb"; do
+    IFS='@' read -r name rx <<<"$c"
+    for dyn in 0 1; do
+      timeout 120 ncu --kernel-name-base mangled --kernel-name "regex:$rx${dyn}E" --launch-skip 2 --launch-count 1 \
+        --cache-control none --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis \
+        --section WarpStateStats --section SchedulerStats --section LaunchStats \
+        $B/bench_fast_moe --tokens 512 --runs 1 --warmup 2 --filter "128x768x2048 top-8" > "$OUT/ncu_$name$dyn.txt" 2>&1
+      echo "ncu $name dyn $dyn rc $?"
+      keys="Duration|DRAM Throughput|L2 Cache Throughput|SM Active Cycles|Elapsed Cycles|Grid Size"
+      grep -E "$keys|No Eligible|L2 Hit Rate" "$OUT/ncu_$name$dyn.txt" | head -12
+    done
+  done
+fi
+st ncu

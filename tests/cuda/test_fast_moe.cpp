@@ -753,13 +753,6 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
         refused_forms(wg, "wgmma_warpgroups");
         f8.wgmma_warpgroups = 2, f8.wgmma_fit8 = true;
         refused_forms(f8, "wgmma_fit8");
-        fast::MoePlan down4 = wg;  // down's four warpgroups: the same forms, and not with the tiles' own sum
-        down4.wgmma_warpgroups = 2, down4.wgmma_down_warpgroups = 3;
-        refused(down4, "wgmma_down_warpgroups");
-        down4.wgmma_down_warpgroups = 4;
-        refused_forms(down4, "wgmma_down_warpgroups");
-        down4.wgmma_combine = true;
-        refused(down4, "wgmma_down_warpgroups");
     }
     {  // the mid plan: grouped, by item, tile_rows 8, no other kernels, ring 0, 3 or 4, row tiles a warp
         const fast::MoePlan mid = fast::moe_mid_plan();
@@ -1025,10 +1018,6 @@ TEST(FastMoe, PlanTakesFourWarpgroupsWhereTheyPay) {
         dynamic += drawn.wgmma_dynamic;
         sw.fit8 = false;
         EXPECT_FALSE(fast::moe_plan(T, 8, w, sw).wgmma_dynamic) << "T " << T << ": drawn without fit8";
-        // down in four warpgroups (TESSERA_MOE_DOWN_WARPGROUPS=4): wherever the wide forms are taken
-        sw.down_warpgroups = 4;
-        EXPECT_EQ(fast::moe_plan(T, 8, w, sw).wgmma_down_warpgroups, takes ? 4 : 2) << "T " << T;
-        EXPECT_EQ(p.wgmma_down_warpgroups, 2) << "T " << T;
     }
     EXPECT_GT(at48, 0);
     EXPECT_GT(at64, 0);

@@ -412,16 +412,14 @@ TEST(FastMoe, WgmmaTmaTilesGiveThePlainTilesBits) {
                     }
                 }
                 // Gate+up in four consumer warpgroups a block (128 features sharing A's stages), wgmma's
-                // N the items' rows in steps of 8 (both matrices), and both; down in four (256 features),
-                // alone and with both: a block a tile, the resident grid, 5 blocks taking every tile.
+                // N the items' rows in steps of 8 (both matrices), and both: a block a tile, the resident
+                // grid, 5 blocks taking every tile.
                 if (rows == 32 || rows == 64) {
                     p.wgmma_tma = 1, p.wgmma_mt = 0, p.wgmma_gather = false, p.wgmma_fit = false;
-                    const char* names[] = {"four warpgroups", "N in steps of 8", "four warpgroups, N in steps of 8",
-                                           "down in four warpgroups", "both in four warpgroups, N in steps of 8"};
-                    for (int form : {0, 1, 2, 3, 4}) {
-                        p.wgmma_warpgroups = form == 1 || form == 3 ? 2 : 4;
-                        p.wgmma_down_warpgroups = form >= 3 ? 4 : 2;
-                        p.wgmma_fit8 = form == 1 || form == 2 || form == 4;
+                    const char* names[] = {"four warpgroups", "N in steps of 8", "four warpgroups, N in steps of 8"};
+                    for (int form : {0, 1, 2}) {
+                        p.wgmma_warpgroups = form == 1 ? 2 : 4;
+                        p.wgmma_fit8 = form > 0;
                         for (int persist : {0, 1, 5}) {
                             p.wgmma_persist = persist;
                             EXPECT_EQ(differing(run(p), want), 0u)
@@ -429,7 +427,7 @@ TEST(FastMoe, WgmmaTmaTilesGiveThePlainTilesBits) {
                                 << ": elements differing from the plain tiles";
                         }
                     }
-                    p.wgmma_warpgroups = p.wgmma_down_warpgroups = 2;
+                    p.wgmma_warpgroups = 2;
                     p.wgmma_fit8 = false;
                 }
                 if (rows == 32) {  // two m-tiles of 32 with N in steps of 8 (gate+up in groups of a code word)
@@ -476,10 +474,6 @@ TEST(FastMoe, WgmmaTmaTilesGiveThePlainTilesBits) {
                     p48.wgmma_warpgroups = 4;
                     EXPECT_EQ(differing(run(p48), want), 0u)
                         << "48 rows, four warpgroups, N in steps of 8, drawn, persist " << persist
-                        << ": elements differing from the plain tiles of 64";
-                    p48.wgmma_down_warpgroups = 4;
-                    EXPECT_EQ(differing(run(p48), want), 0u)
-                        << "48 rows, both in four warpgroups, N in steps of 8, drawn, persist " << persist
                         << ": elements differing from the plain tiles of 64";
                 }
             }

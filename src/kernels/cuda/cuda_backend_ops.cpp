@@ -64,7 +64,6 @@ using detail::moe_combine_fused;
 using detail::moe_l2_first;
 using detail::moe_warpgroups;
 using detail::moe_fit8;
-using detail::moe_down_warpgroups;
 using detail::moe_dynamic;
 using detail::moe_out_bf16;
 using detail::moe_route_ahead;
@@ -636,7 +635,6 @@ void CudaBackend::moe_experts(const Tensor& y, const Tensor& x, const MoeWeights
                                              .combine = combine,
                                              .l2_first = moe_l2_first(),
                                              .warpgroups = moe_warpgroups(),
-                                             .down_warpgroups = moe_down_warpgroups(),
                                              .fit8 = moe_fit8(),
                                              .dynamic = moe_dynamic(),
                                              .out16 = moe_out_bf16()});

@@ -182,13 +182,6 @@ int moe_warpgroups() {
     static const int n = std::array{0, 2, 4}[env_choice("TESSERA_MOE_WARPGROUPS", {"auto", "2", "4"})];
     return n;
 }
-// TESSERA_MOE_DOWN_WARPGROUPS: 2 (the default) or 4 — the warp-specialised down tiles in four consumer
-// warpgroups a block, 256 features sharing each stage's activation rows (MoePlan::wgmma_down_warpgroups,
-// session 64; the same bits), where the tiles take them; opt-in until measured.
-int moe_down_warpgroups() {
-    static const int n = std::array{2, 4}[env_choice("TESSERA_MOE_DOWN_WARPGROUPS", {"2", "4"})];
-    return n;
-}
 // TESSERA_MOE_FIT8: on (the default since session 61) or off — the warp-specialised tiles' wgmma N
 // each item's rows rounded up to 8 rather than the tile's (MoePlan::wgmma_fit8; the same bits; H100,
 // llama.cpp's shape: the whole MoE 200.5 against 204.4 µs at 512 tokens, 324.7 / 331.1 at 1,024,

@@ -22,7 +22,7 @@ detail::MoeTmaTuning tuning(const MoePlan& plan) {
     return {plan.wgmma_l2_first, plan.wgmma_warpgroups, plan.wgmma_fit8, plan.wgmma_dynamic};
 }
 detail::MoeTmaTuning tuning_down(const MoePlan& plan) {
-    return {plan.wgmma_l2_first, plan.wgmma_down_warpgroups, plan.wgmma_fit8, plan.wgmma_dynamic};
+    return {plan.wgmma_l2_first, 2, plan.wgmma_fit8, plan.wgmma_dynamic};
 }
 
 constexpr size_t kAlign = 256;
@@ -131,13 +131,6 @@ void check_plan(const MoePlan& p) {
              "{}{})",
              p.wgmma_warpgroups, p.wgmma_tma, p.wgmma_mt, p.tile_rows, p.wgmma_gather ? ", wgmma_gather" : "",
              p.wgmma_fit ? ", wgmma_fit" : "");
-    TS_CHECK(p.wgmma_down_warpgroups == 2 ||
-                 (p.wgmma_down_warpgroups == 4 && moe_tiles_take_wide_forms(p) && !p.wgmma_combine),
-             "moe_experts_packed: wgmma_down_warpgroups = {} must be 2, or 4 with the warp-specialised tiles of 32, 48 "
-             "or 64 rows in one m-tile, neither clustered, gathered nor fitted, without their own slot sum (got "
-             "wgmma_tma {}, wgmma_mt {}, {} rows{}{}{})",
-             p.wgmma_down_warpgroups, p.wgmma_tma, p.wgmma_mt, p.tile_rows, p.wgmma_gather ? ", wgmma_gather" : "",
-             p.wgmma_fit ? ", wgmma_fit" : "", p.wgmma_combine ? ", wgmma_combine" : "");
     TS_CHECK(!p.wgmma_fit8 || moe_tiles_take_fit8(p),
              "moe_experts_packed: wgmma_fit8 is a form of the warp-specialised tiles of 32, 48 or 64 rows in one "
              "m-tile or two of 32, neither clustered, gathered nor fitted (got wgmma_tma {}, wgmma_mt {}, {} rows{}{})",
@@ -646,8 +639,6 @@ MoePlan moe_plan(int64_t T, int k, const MoePackedExperts& w, const MoeSwitches&
     const bool wg4 = sw.warpgroups == 4 ||
                      (sw.warpgroups == 0 && (plan.tile_rows == 48 || (plan.tile_rows == 64 && T >= 2048)));
     plan.wgmma_warpgroups = wg4 && moe_tiles_take_wide_forms(plan) ? 4 : 2;
-    const bool down4 = sw.down_warpgroups == 4 && moe_tiles_take_wide_forms(plan) && !plan.wgmma_combine;
-    plan.wgmma_down_warpgroups = down4 ? 4 : 2;
     plan.wgmma_fit8 = sw.fit8 && moe_tiles_take_fit8(plan);
     plan.wgmma_dynamic = sw.dynamic && moe_tiles_take_dynamic(plan);
     if (mid && plan.v2 && plan.large_tiles && T * k <= int64_t(kMoeMidRows) * w.E && detail::moe_mid_fits(w.H, w.I))

@@ -303,11 +303,6 @@ struct MoePlan {
     // (Their wgmma groups in turn — ping-pong, CUTLASS's mixed-input order — ran level to 5 % slower,
     // session 60, and were removed.)
     int wgmma_warpgroups = 2;
-    // The same for the down tiles (MoeTmaTuning::warpgroups of their launch): 2, or 4 — 256 features a
-    // block sharing each stage's activation rows, where down's rows are as many bytes from L2 as its
-    // weights (the flagship's K = 512 at tiles of 32; session 64). The same tiles take it as above,
-    // without their own slot sum (wgmma_combine); the same bits (MoeSwitches::down_warpgroups).
-    int wgmma_down_warpgroups = 2;
     // The warp-specialised tiles' wgmma N an item's rows rounded up to 8 (MoeTmaTuning::fit8): the
     // tensor pipe's time on rows no item has is time the loop pays beside the dequantization (the
     // k-tile probe, session 61: the two overlap for ~10 of ~40 µs). Tiles of 32, 48 or 64 rows in one
@@ -426,9 +421,6 @@ struct MoeSwitches {
     // tiles take them; or 0, auto — 4 at tiles of 48, and of 64 from 2,048 tokens, where they take them
     // (the backend's default, TESSERA_MOE_WARPGROUPS: sessions 60, 61, H100), else 2.
     int warpgroups = 2;
-    // Their down's (MoePlan::wgmma_down_warpgroups): 2, or 4 where the plan's tiles take them
-    // (TESSERA_MOE_DOWN_WARPGROUPS; opt-in until measured).
-    int down_warpgroups = 2;
     // Their wgmma N an item's rows in steps of 8 where the plan's tiles take it (MoePlan::wgmma_fit8;
     // the backend's default, TESSERA_MOE_FIT8: session 61, H100, the whole MoE 1–2 % faster at 512 to
     // 2,048 tokens). False here: moe_pick's plans as they are unless a caller asks.
@@ -590,9 +582,8 @@ cudaError_t launch_moe_wgmma_down(float* out, const void* act, const MoePackedEx
 //             (MoePlan::wgmma_l2_first).
 //   warpgroups: consumer warpgroups a block — 2, or 4 for gate+up's persistent or one-a-tile tiles of
 //             32, 48 or 64 rows in one m-tile (neither clustered, gathered nor fitted): 128 features a
-//             block sharing each stage's activation rows, one block an SM (MoePlan::wgmma_warpgroups);
-//             down's the same (256 features a block: MoePlan::wgmma_down_warpgroups), without their own
-//             slot sum (MoeTileCombine).
+//             block sharing each stage's activation rows, one block an SM (MoePlan::wgmma_warpgroups).
+//             Down takes 2 only.
 //   fit8:     wgmma's N an item's rows rounded up to 8 (16 … 48 with tiles of 32 or 48, 32 … 64 with
 //             64), each half k-tile's wgmma issued in the branch of its N: less of the tensor pipe's
 //             time on rows no item has, where each wgmma's time is the loop's beside the

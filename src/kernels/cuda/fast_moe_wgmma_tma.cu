@@ -74,8 +74,8 @@ struct MoeTmaTile {
     // half k-tile's wgmma issued in the branch of its N (wgmma_int4_ktile_fit; MoeTmaTuning::fit8:
     // one m-tile, unclustered, by TMA).
     static constexpr bool kFit8 = FIT_ == 2;
-    // Consumer warpgroups a block: 2, or 4 (one m-tile: gate+up's 128 features or down's 256 a block
-    // sharing each stage's activation rows — half the rows' bytes from L2 a weight byte — one block an SM).
+    // Consumer warpgroups a block: 2, or 4 (gate+up, one m-tile: 128 features a block sharing each
+    // stage's activation rows — half the rows' bytes from L2 a weight byte — one block an SM).
     static constexpr int CW = CW_;
     // Persistent tiles drawn in turn from MoeGrouping::tile_counters by the producer, each tile's
     // index in stage_tile beside its first stage (MoeTmaTuning::dynamic).
@@ -106,8 +106,8 @@ struct MoeTmaTile {
     static constexpr int kStageBytes = (kBOff + kTiles * 128 + 1023) / 1024 * 1024;
     static constexpr int kSmem = STAGES * kStageBytes + 1024;
     static_assert(BT % 8 == 0 && BT <= 128 && (CL == 1 || CL == 2), "BT, roles");
-    static_assert(CW == 2 || (CW == 4 && MT == 1 && CL == 1 && !kGather && !kFit),
-                  "four consumer warpgroups: one m-tile, without clusters, the gathered A or fitted N");
+    static_assert(CW == 2 || (CW == 4 && kGateUp && MT == 1 && CL == 1 && !kGather && !kFit),
+                  "four consumer warpgroups: gate+up's one m-tile, without clusters, the gathered A or fitted N");
     static_assert(MT * BT / 2 <= 64 && (MT == 1 || MT == 2), "MT accumulators of BT / 2 a thread");
     static_assert(!kGather || (kGateUp && CL == 1), "the gathered A: gate+up, one block a cluster");
     static_assert(!kPersist || (CL == 1 && !kGather), "persistent: one block a cluster, A's rows by TMA");
@@ -566,7 +566,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                     }
             }
         }
-        if constexpr (!C::kGateUp && CW == 2) {  // (the launch refuses the tiles' own sum in four warpgroups)
+        if constexpr (!C::kGateUp) {
             if (cb.y && tl.n0 < N)  // (a cluster's last block may cover no features: no tickets of its own)
                 tile_combine(cb, g.row_of_slot, g.perm, out, N, r0, n_rows, tl.n0,
                              tl.n0 + C::BM < N ? tl.n0 + C::BM : N, int(tl.n0 / C::BM), fbs, tid, comb_list,
@@ -637,12 +637,12 @@ cudaError_t launch_tiles(int tile_rows, int mt, const void* a, int64_t P, int64_
         return launch<decltype(tile)>(a, P, K, N, E, m0, m1, g, act, out, stream, k, persist, cb, tune, out16);
     };
     // The wide forms (moe_tiles_take_wide_forms): tiles of 32, 48, 64 rows in one m-tile,
-    // unclustered, by TMA, not halved — in four consumer warpgroups a block (one block an SM: stages
-    // of 28, 32, 36 KB) or two, with wgmma's N the items' rows in steps of 8 or not.
+    // unclustered, by TMA, not halved — gate+up's in four consumer warpgroups a block (one block an
+    // SM: stages of 28, 32, 36 KB) or either's two, with wgmma's N the items' rows in steps of 8 or not.
     // (tune.dynamic: persistent, N in steps of 8 — the tiles drawn in turn)
     auto wide = [&](auto cw, auto fit8) -> cudaError_t {
         constexpr int CW = decltype(cw)::value, F = decltype(fit8)::value ? 2 : 0;
-        if constexpr (CL == 1 && !GATHER && !FIT) {
+        if constexpr (CL == 1 && !GATHER && !FIT && (CW == 2 || GATE_UP)) {
             if (mt == 1 && !tune.dynamic) {
                 switch (tile_rows) {
                     case 32: return go(MoeTmaTile<32, GATE_UP, CW == 4 ? 7 : 6, 1, 1, false, PERSIST, F, CW>{});
@@ -712,8 +712,7 @@ cudaError_t launch_rows(int tile_rows, int mt, const void* a, int64_t P, int64_t
                         const PackedMatrix& m0, const PackedMatrix* m1, const MoeGrouping& g, void* act, float* out,
                         cudaStream_t stream, int k = 1, int persist = 0, bool fit = false,
                         const MoeTileCombine& cb = {}, const MoeTmaTuning& tune = {}, bool out16 = false) {
-    if (cb.y && (GATE_UP || !cb.weights || !cb.counters || cb.k < 1 || cb.T < 1 || tune.warpgroups != 2))
-        return cudaErrorInvalidValue;  // (the tiles' own sum: two consumer warpgroups, its barriers' 256 threads)
+    if (cb.y && (GATE_UP || !cb.weights || !cb.counters || cb.k < 1 || cb.T < 1)) return cudaErrorInvalidValue;
     if (out16 && (GATE_UP || cb.y || N % 2 != 0)) return cudaErrorInvalidValue;  // (the tiles' sum reads f32)
     if constexpr (CL == 1 && !GATHER) {
         if (persist && fit) return cudaErrorInvalidValue;  // (both: ptxas serializes the wgmma — C7512)
