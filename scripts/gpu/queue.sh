@@ -5,7 +5,7 @@
 #   here:  scripts/gpu/prebuilt.sh pack test_cuda bench_fast_moe bench_fast_ktile_probe bench_fast_gdn tessera
 #   call:  bash scripts/gpu/queue.sh 2>&1   carrying ["tmp/prebuilt", ".debs"] (~57 MB with the tree;
 #          without the pack, or with sources changed since, it builds there first: ~125 s more)
-# Takes ~100 s with the pack (+ ~2 min for the ncu step); each step has its own timeout, so a shorter
+# Takes ~60 s with the pack (+ ~2 min for the ncu step); each step has its own timeout, so a shorter
 # call keeps what ran.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
@@ -19,32 +19,21 @@ else
 fi
 st build
 B=build/cuda
-cut=/tmp/tessera-flagship-cut4.gguf
-$B/tessera synth --arch qwen35moe --preset qwen3.6-35b-a3b --layers 4 --type q4_0 --out $cut > /tmp/synth.txt 2>&1
-echo "synth rc $?"; tail -1 /tmp/synth.txt | cut -c1-120
-# 1. the MoE tiles drawn in turn from a counter (session 63, TESSERA_MOE_DYNAMIC; dc37a70's form, not yet
-# run itself): their bits against the static walk's and the counters left zero, by the kernels and
-# through the plan (FastEquivalence's prompts stop at 64 tokens: the mid kernels, not these tiles)
+# The queue holds no written, unmeasured work since session 64; what follows is the defaults' baseline
+# and the measurement the MoE's next step (docs/cuda.md, "Next": the idle tail) starts from.
+# 1. the MoE tiles' tests (the drawn walk the default since session 64)
 timeout 200 $B/test_cuda \
   --gtest_filter='FastMoe.Dynamic*:FastMoe.PlanTakes*:FastMoe.WgmmaTmaTiles*:FastMoe.BadArguments*:FastMoe.Out16*' \
   > $OUT/tests.txt 2>&1; echo "tests rc $?"
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED \]|OK \]|Failure|differ|counters|deviation" $OUT/tests.txt | head -24
 st tests
-# 2. end to end on the cut, three rounds: prefill at 8K and 32K, the defaults against the tiles drawn in
-# turn (session 63: +1.0 % / +0.9 % in two rounds)
-timeout 300 scripts/gpu/ab.sh --rounds 3 --model $cut "" "TESSERA_MOE_DYNAMIC=on" -- --device cuda \
-  --ctx 8192,32768 --batch 1 --gen 1 --repeat 2 --prefill-chunk 2048 > $OUT/ab.txt 2>&1
-echo "ab rc $?"; tail -16 $OUT/ab.txt | cut -c1-160
-st ab
-# 3. the tiles' steps and the whole MoE, drawn against static (512 to 2,048 tokens, both shapes)
+# 2. the whole MoE and its steps (512 to 2,048 tokens, both shapes), drawn against static
 timeout 250 $B/bench_fast_moe --tokens 512,1024,2048 --runs 5 --warmup 2 --filter "top-8" > $OUT/moe.txt 2>&1
 echo "bench rc $?"
 grep -E "experts wgmma" $OUT/moe.txt | grep -E "\(pick\)|fit8" | grep -v "cold\|l2-\|large/32" | cut -c1-110 | head -40
-grep -E "persist (wg4 )?fit8 (dyn )?(out16 )?(gate\+up\+SwiGLU|down)/(32|48|64)" $OUT/moe.txt |
-  grep -E "\| (512|2048) \|" | cut -c1-110
 st bench
-# 4. where the tiles' SMs sit idle (session 63's call: SM active 87-89 % of the elapsed cycles, static
-# walk): Nsight Compute on gate+up (four warpgroups) and down at 512 tokens of llama.cpp's shape, both walks
+# 3. where the drawn tiles' SMs sit idle (session 63, static walk: SM active 87-89 % of the elapsed cycles):
+# Nsight Compute on gate+up (four warpgroups) and down at 512 tokens of llama.cpp's shape, both walks
 export PATH="/usr/local/cuda/bin:$PATH"
 if command -v ncu >/dev/null; then
   # (the mangled names' prefixes: gate+up's tiles of 48 in four warpgroups and down's, persistent, N
