@@ -150,7 +150,7 @@ std::string plan_name(const fast::MoePlan& p) {
                (p.wgmma_persist ? "persist " : "") + (p.wgmma_fit ? "fit " : "") +
                (p.wgmma_combine ? "own-combine " : "") + (p.wgmma_out16 ? "out16 " : "") +
                (p.wgmma_warpgroups == 4 ? "wg4 " : "") + (p.wgmma_fit8 ? "fit8 " : "") +
-               (p.wgmma_dynamic ? "dyn " : "") +
+               (p.wgmma_dynamic ? "dyn " : "") + (p.wgmma_fused ? "fused " : "") +
                (p.wgmma_l2_first == 1   ? "l2-first "
                 : p.wgmma_l2_first == 2 ? "l2-first-last "
                 : p.wgmma_l2_first == 3 ? "l2-last-item "
@@ -303,6 +303,12 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
                 o.tile_rows = rows, o.wgmma_mt = 0, o.wgmma_persist = 1, o.wgmma_fit = false, o.wgmma_gather = false;
                 o.wgmma_out16 = true, o.wgmma_warpgroups = 4, o.wgmma_fit8 = true;
                 plans.push_back(o);
+                if (fast::moe_tiles_take_dynamic(o)) {  // drawn in turn, and in one launch with down's
+                    o.wgmma_dynamic = true;
+                    plans.push_back(o);
+                    o.wgmma_fused = true;
+                    plans.push_back(o);
+                }
             }
         }
         if (fast::moe_tiles_take_wide_forms(pick)) {
@@ -318,6 +324,8 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
                 o.wgmma_dynamic = true;
                 plans.push_back(o);
                 o.wgmma_warpgroups = 4;
+                plans.push_back(o);
+                o.wgmma_fused = true;  // and gate+up's and down's in one launch (TESSERA_MOE_FUSED_TILES=on)
                 plans.push_back(o);
             }
         }

@@ -976,7 +976,8 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
 // The backend's TESSERA_MOE_WARPGROUPS=auto (MoeSwitches::warpgroups = 0): four consumer warpgroups
 // in gate+up's tiles of 48 rows, and of 64 from 2,048 tokens, where they were measured ahead
 // (sessions 60, 61), two elsewhere; 4 asks for them wherever the tiles take them; 2 never. And
-// MoeSwitches::fit8 wherever the tiles take it, MoeSwitches::dynamic where they are persistent with it.
+// MoeSwitches::fit8 wherever the tiles take it, MoeSwitches::dynamic where they are persistent with it,
+// MoeSwitches::fused_tiles where they are drawn with out in bf16.
 // Host only: moe_plan reads no device memory.
 TEST(FastMoe, PlanTakesFourWarpgroupsWhereTheyPay) {
     fast::MoePackedExperts w{128, 2048, 768, nullptr, nullptr, nullptr, {}};
@@ -993,7 +994,7 @@ TEST(FastMoe, PlanTakesFourWarpgroupsWhereTheyPay) {
     EXPECT_EQ(warpgroups(512, 0), 4);
     EXPECT_EQ(warpgroups(512, 2), 2);
     EXPECT_EQ(at512.wgmma_warpgroups, 2);  // the kernel API's default: moe_pick's plan as it is
-    int wide = 0, at48 = 0, at64 = 0, fits8 = 0, dynamic = 0;
+    int wide = 0, at48 = 0, at64 = 0, fits8 = 0, dynamic = 0, fused = 0;
     for (int64_t T = 1; T <= 8192; T += T < 64 ? 1 : T / 8) {
         fast::MoeSwitches sw;
         sw.warpgroups = 2;
@@ -1016,6 +1017,16 @@ TEST(FastMoe, PlanTakesFourWarpgroupsWhereTheyPay) {
         const fast::MoePlan drawn = fast::moe_plan(T, 8, w, sw);
         EXPECT_EQ(drawn.wgmma_dynamic, takes && p.wgmma_persist > 0) << "T " << T;
         dynamic += drawn.wgmma_dynamic;
+        // gate+up's and down's drawn tiles in one launch (TESSERA_MOE_FUSED_TILES=on): where the tiles are
+        // drawn and out is in bf16 (gate+up then in four warpgroups), never with out in f32
+        sw.fused_tiles = true;
+        EXPECT_FALSE(fast::moe_plan(T, 8, w, sw).wgmma_fused) << "T " << T << ": fused with out in f32";
+        sw.out16 = true;
+        const fast::MoePlan one = fast::moe_plan(T, 8, w, sw);
+        EXPECT_EQ(one.wgmma_fused, drawn.wgmma_dynamic) << "T " << T;
+        if (one.wgmma_fused) EXPECT_EQ(one.wgmma_warpgroups, 4) << "T " << T;
+        fused += one.wgmma_fused;
+        sw.out16 = sw.fused_tiles = false;
         sw.fit8 = false;
         EXPECT_FALSE(fast::moe_plan(T, 8, w, sw).wgmma_dynamic) << "T " << T << ": drawn without fit8";
     }
@@ -1024,6 +1035,7 @@ TEST(FastMoe, PlanTakesFourWarpgroupsWhereTheyPay) {
     EXPECT_GT(wide, at48 + at64);  // tiles of 32 or 64 (below 2,048 tokens) too, where auto keeps two
     EXPECT_GT(fits8, 0);    // two m-tiles of 32 take N in steps of 8 too
     EXPECT_GT(dynamic, 0);
+    EXPECT_EQ(fused, dynamic);
     // The flagship's shape at 512 tokens: two m-tiles of 32 — not a form that takes four
     w = {256, 2048, 512, nullptr, nullptr, nullptr, {}};
     w.tiling.gate_up = w.tiling.down = true;

@@ -830,6 +830,134 @@ TEST(FastMoe, DynamicTilesGiveTheStaticBitsAndLeaveTheirCountersZero) {
     }
 }
 
+// Gate+up's and down's drawn tiles in one launch (launch_moe_wgmma_tma_fused): act and out16 with the
+// two launches' bits (gate+up drawn in four warpgroups, down drawn in two) in every byte, on grids of 1,
+// 2 and 3 blocks (a block's down tiles then wait on gate+up tiles in flight on the others: a down tile
+// that read act early would read the 0xff rows — NaN) and of one block an SM; twice on one grouping,
+// the counters (tile_counters, item_done) left zero by each launch. Q4_0 and Q4_K (biases) experts,
+// H past down's 256-feature tiles (384: the second tile's rows past the expert's dropped), the routing
+// cases of the drawn tiles' test. The backend's plan with it gives the two launches' y bits.
+TEST(FastMoe, FusedTilesGiveTheTwoLaunchesBits) {
+    REQUIRE_CUDA();
+    struct Shape {
+        const char* what;
+        int E;
+        int64_t H, I;
+        DType t;
+        bool lazy;
+    };
+    const Shape shapes[] = {{"Q4_0 E 32 H 512 I 256", 32, 512, 256, DType::Q4_0, true},
+                            {"Q4_K E 16 H 384 I 384", 16, 384, 384, DType::Q4_K, false}};
+    Stream stream;
+    const cudaStream_t st = stream.get();
+    for (const Shape& sh : shapes) {
+        SCOPED_TRACE(sh.what);
+        const int E = sh.E;
+        const int64_t H = sh.H, I = sh.I;
+        Experts ex(E, H, I, sh.t, 1600, 32, sh.lazy);
+        ASSERT_EQ(ex.tile(), 3);
+        const fast::MoePackedExperts pe = ex.view();
+        const RoutingCase cases[] = {
+            {"300 tokens top-8, bad ids", 300, 8, routing_with_bad_ids(300, E, 8, 1601)},
+            {"one expert takes every token", 100, 1, random_routing(100, E, 1, 1602, {5})},
+            {"7 tokens top-4", 7, 4, random_routing(7, E, 4, 1603)},
+            {"17 tokens, every id invalid", 17, 8, routing_without_valid_ids(17, E, 8, 1605)},
+        };
+        for (const RoutingCase& c : cases) {
+            SCOPED_TRACE(c.what);
+            const int64_t P = c.T * c.k;
+            const DeviceBuffer x = to_device(normal_floats(size_t(c.T * H), 1604 + uint32_t(c.T)));
+            const DeviceBuffer ids = to_device(c.r.ids);
+            DeviceBuffer xg(size_t(P * H) * 2), act(size_t(P * I) * 2), out(size_t(P * H) * 2);
+            DeviceBuffer scratch(fast::moe_experts_scratch_bytes(c.T, c.k, E, H, I));
+            for (int rows : {32, 48, 64}) {
+                SCOPED_TRACE(std::to_string(rows) + " rows");
+                const fast::MoeGrouping g = fast::moe_group(ids.as<int32_t>(), c.T, c.k, E, rows, scratch.data(), st);
+                using namespace fast::detail;
+                TS_CUDA_CHECK(launch_moe_gather_wgmma(xg.data(), x.as<float>(), H, c.T, H, c.k, g, st));
+                auto words = [&](const uint32_t* p, int64_t n) {
+                    std::vector<uint32_t> v(static_cast<size_t>(n));
+                    TS_CUDA_CHECK(cudaMemcpyAsync(v.data(), p, size_t(n) * 4, cudaMemcpyDeviceToHost, st));
+                    stream.synchronize();
+                    return v;
+                };
+                // the counters at zero: the tiles' two, and item_done's first max_items
+                auto zero = [&]() {
+                    for (uint32_t v : words(g.tile_counters, 2))
+                        if (v) return false;
+                    for (uint32_t v : words(g.item_done, g.max_items))
+                        if (v) return false;
+                    return true;
+                };
+                ASSERT_TRUE(zero()) << "the grouping left a counter set";
+                auto fill = [&]() {  // every byte 0xff: rows no tile writes stay so
+                    TS_CUDA_CHECK(cudaMemsetAsync(act.data(), 0xff, act.size(), st));
+                    TS_CUDA_CHECK(cudaMemsetAsync(out.data(), 0xff, out.size(), st));
+                };
+                auto host = [&](const DeviceBuffer& b) {
+                    stream.synchronize();  // (to_host copies on the legacy stream: it does not wait for st)
+                    return to_host<uint16_t>(b, b.size() / 2);
+                };
+                fill();
+                TS_CUDA_CHECK(launch_moe_wgmma_tma_gate_up(act.data(), xg.data(), P, pe, g, rows, 1, 1, st, 1, false,
+                                                           MoeTmaTuning{0, 4, true, true}));
+                TS_CUDA_CHECK(launch_moe_wgmma_tma_down(out.data(), act.data(), P, pe, g, rows, 1, 1, st, 1, false,
+                                                        {}, MoeTmaTuning{0, 2, true, true}, true));
+                const std::vector<uint16_t> act_two = host(act), out_two = host(out);
+                // the first differing element of got against want, or "" (count, position, values)
+                auto differ = [](const std::vector<uint16_t>& got, const std::vector<uint16_t>& want) {
+                    size_t n = 0, first = 0;
+                    for (size_t i = 0; i < got.size(); ++i)
+                        if (got[i] != want[i] && n++ == 0) first = i;
+                    return n ? std::to_string(n) + " differ, first at " + std::to_string(first) + ": " +
+                                   std::to_string(got[first]) + " for " + std::to_string(want[first])
+                             : std::string();
+                };
+                for (int persist : {1, 3, 2, 1}) {
+                    SCOPED_TRACE("persist " + std::to_string(persist));
+                    fill();
+                    TS_CUDA_CHECK(launch_moe_wgmma_tma_fused(out.data(), act.data(), xg.data(), P, pe, g, rows, st,
+                                                             persist));
+                    EXPECT_EQ(differ(host(act), act_two), "") << "act";
+                    EXPECT_EQ(differ(host(out), out_two), "") << "out";
+                    EXPECT_TRUE(zero()) << "the launch left a counter set";
+                    if (HasFailure()) return;
+                }
+                fast::MoeGrouping bare = g;
+                bare.item_done = nullptr;
+                EXPECT_EQ(launch_moe_wgmma_tma_fused(out.data(), act.data(), xg.data(), P, pe, bare, rows, st, 1),
+                          cudaErrorInvalidValue)
+                    << "without item_done";
+                EXPECT_EQ(launch_moe_wgmma_tma_fused(out.data(), act.data(), xg.data(), P, pe, g, 16, st, 1),
+                          cudaErrorInvalidValue)
+                    << "tiles of 16";
+                EXPECT_EQ(launch_moe_wgmma_tma_fused(out.data(), act.data(), xg.data(), P, pe, g, rows, st, 0),
+                          cudaErrorInvalidValue)
+                    << "not persistent";
+            }
+            // The backend's plan with the switch: the same y as without (the pick's tiles where they take it)
+            fast::MoeSwitches sw;
+            sw.fit8 = sw.dynamic = sw.out16 = true;
+            sw.warpgroups = 4;
+            const fast::MoePlan two = fast::moe_plan(c.T, c.k, pe, sw);
+            sw.fused_tiles = true;
+            const fast::MoePlan one = fast::moe_plan(c.T, c.k, pe, sw);
+            EXPECT_EQ(one.wgmma_fused, fast::moe_tiles_take_fused(two)) << "tiles " << two.tile_rows;
+            if (!one.wgmma_fused) continue;
+            const DeviceBuffer wts = to_device(normal_floats(size_t(P), 1606));
+            DeviceBuffer y(size_t(c.T * H) * 4);
+            auto y_of = [&](const fast::MoePlan& plan) {
+                TS_CUDA_CHECK(cudaMemsetAsync(y.data(), 0xff, y.size(), st));
+                fast::moe_experts_packed_plan(plan, y.as<float>(), H, x.as<float>(), H, c.T, pe, ids.as<int32_t>(),
+                                              wts.as<float>(), c.k, scratch.data(), st);
+                stream.synchronize();
+                return to_host<uint32_t>(y, size_t(c.T * H));
+            };
+            EXPECT_TRUE(y_of(one) == y_of(two)) << "y: the plan with the fused tiles";
+        }
+    }
+}
+
 // The wgmma tiles' A rows gathered 1 or 2 rows a block (and by the pick's count, 0): the same words in
 // every row with a slot (and none written past the grouped rows) — H past a k-tile (160: zeros to
 // 256), strided x, an odd row count, bad ids, 11 slots a token; 4 rows a block refused.

@@ -65,6 +65,7 @@ using detail::moe_l2_first;
 using detail::moe_warpgroups;
 using detail::moe_fit8;
 using detail::moe_dynamic;
+using detail::moe_fused_tiles;
 using detail::moe_out_bf16;
 using detail::moe_route_ahead;
 using detail::moe_route_exact;
@@ -637,7 +638,8 @@ void CudaBackend::moe_experts(const Tensor& y, const Tensor& x, const MoeWeights
                                              .warpgroups = moe_warpgroups(),
                                              .fit8 = moe_fit8(),
                                              .dynamic = moe_dynamic(),
-                                             .out16 = moe_out_bf16()});
+                                             .out16 = moe_out_bf16(),
+                                             .fused_tiles = moe_fused_tiles()});
         }
     }
     const DType dt = w.gate[0].dtype;

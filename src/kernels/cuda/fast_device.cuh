@@ -128,6 +128,10 @@ __device__ T block_exclusive_scan(T v, T* sums, T* total) {
 __device__ __forceinline__ void flag_release(uint32_t* f, uint32_t v) {
     asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(f), "r"(v) : "memory");
 }
+// Adds v with release semantics (as flag_release orders what came before): a counter many blocks raise.
+__device__ __forceinline__ void flag_add_release(uint32_t* f, uint32_t v) {
+    asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(f), "r"(v) : "memory");
+}
 __device__ __forceinline__ uint32_t flag_acquire(const uint32_t* f) {
     uint32_t v;
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(f) : "memory");

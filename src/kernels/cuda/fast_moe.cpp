@@ -41,17 +41,17 @@ void check_tile(const char* op, int tile_rows, int max) {
 }
 
 // Sizes of the grouping's arrays, in order: offsets, perm, row_of_slot, n_items, item_* ×3,
-// chunk_counts (none where one block groups every pair), tile_counters.
+// chunk_counts (none where one block groups every pair), tile_counters, item_done.
 struct GroupLayout {
-    size_t off[9];
+    size_t off[10];
     size_t bytes;
 };
 GroupLayout group_layout(int64_t T, int k, int E, int tile_rows) {
     const int64_t P = T * k, MI = moe_max_items(T, k, E, tile_rows), nb = moe_group_blocks(P);
-    const int64_t counts[9] = {E + 1, P, P, 1, MI, MI, MI, nb > 1 ? nb * E : 0, 2};
+    const int64_t counts[10] = {E + 1, P, P, 1, MI, MI, MI, nb > 1 ? nb * E : 0, 2, MI};
     GroupLayout l{};
     size_t at = 0;
-    for (int i = 0; i < 9; ++i) {
+    for (int i = 0; i < 10; ++i) {
         l.off[i] = at;
         at += align_up(size_t(counts[i]) * sizeof(int32_t));
     }
@@ -73,6 +73,7 @@ MoeGrouping carve_grouping(void* scratch, int64_t T, int k, int E, int tile_rows
     g.item_rows = at(6);
     g.chunk_counts = moe_group_blocks(T * k) > 1 ? at(7) : nullptr;
     g.tile_counters = reinterpret_cast<uint32_t*>(at(8));
+    g.item_done = reinterpret_cast<uint32_t*>(at(9));
     g.max_items = moe_max_items(T, k, E, tile_rows);
     return g;
 }
@@ -141,6 +142,10 @@ void check_plan(const MoePlan& p) {
              "rows in one m-tile, neither clustered, gathered nor fitted (got wgmma_tma {}, wgmma_mt {}, {} rows, "
              "wgmma_persist {})",
              p.wgmma_tma, p.wgmma_mt, p.tile_rows, p.wgmma_persist);
+    TS_CHECK(!p.wgmma_fused || (moe_tiles_take_fused(p) && p.wgmma_warpgroups == 4),
+             "moe_experts_packed: wgmma_fused is a form of the drawn warp-specialised tiles with out in bf16 and "
+             "gate+up in four warpgroups (got wgmma_tma {}, {} rows, wgmma_dynamic {}, wgmma_out16 {}, wgmma_warpgroups {})",
+             p.wgmma_tma, p.tile_rows, p.wgmma_dynamic, p.wgmma_out16, p.wgmma_warpgroups);
     TS_CHECK(p.fused_decode >= 0 && p.fused_decode <= 3, "moe_experts_packed: fused_decode = {} must be 0, 1, 2 or 3",
              p.fused_decode);
     if (p.fused_decode) {
@@ -507,6 +512,14 @@ void moe_experts_packed_plan(const MoePlan& plan, float* y, int64_t ldy, const f
                     detail::launch_moe_wgmma_tma_gate_up_gathered(act, xg, T, k, w, g, plan.tile_rows, mt, stream));
             } else {
                 TS_CUDA_CHECK(detail::launch_moe_gather_wgmma(xg, x, ldx, T, w.H, k, g, stream));
+                if (plan.wgmma_fused) {  // gate+up's tiles and down's in one launch, out in bf16
+                    TS_CHECK(w.tiling.gate_up && w.tiling.down, "{}: wgmma_fused needs the experts stacked in tiles",
+                             op);
+                    TS_CUDA_CHECK(detail::launch_moe_wgmma_tma_fused(out, act, xg, P, w, g, plan.tile_rows, stream,
+                                                                     plan.wgmma_persist, tuning(plan)));
+                    TS_CUDA_CHECK(detail::launch_moe_combine_bf16(y, ldy, out, T, w.H, weights, k, g, stream));
+                    return;
+                }
                 if (tma && w.tiling.gate_up)
                     TS_CUDA_CHECK(detail::launch_moe_wgmma_tma_gate_up(act, xg, P, w, g, plan.tile_rows, tma, mt,
                                                                        stream, plan.wgmma_persist, plan.wgmma_fit,
@@ -641,6 +654,8 @@ MoePlan moe_plan(int64_t T, int k, const MoePackedExperts& w, const MoeSwitches&
     plan.wgmma_warpgroups = wg4 && moe_tiles_take_wide_forms(plan) ? 4 : 2;
     plan.wgmma_fit8 = sw.fit8 && moe_tiles_take_fit8(plan);
     plan.wgmma_dynamic = sw.dynamic && moe_tiles_take_dynamic(plan);
+    plan.wgmma_fused = sw.fused_tiles && moe_tiles_take_fused(plan);  // (opt-in)
+    if (plan.wgmma_fused) plan.wgmma_warpgroups = 4;  // (its gate+up's)
     if (mid && plan.v2 && plan.large_tiles && T * k <= int64_t(kMoeMidRows) * w.E && detail::moe_mid_fits(w.H, w.I))
         plan = moe_mid_plan();  // few rows an expert: each expert's weights once, no padding rows
     if (plan.dp4a_decode && (!dp4a || T * k > 65535 || !detail::moe_decode_dp4a_fits(w.H, w.I, k))) {

@@ -66,6 +66,8 @@ struct MoeGrouping {
     // [2] the warp-specialised tiles' dynamic walk (MoeTmaTuning::dynamic): the next tile's index and
     // the blocks that found none — zeroed by the grouping kernel, left zero by each launch's last block
     uint32_t* tile_counters = nullptr;
+    // [max_items] the fused tiles' (MoePlan::wgmma_fused) gate+up tiles done an item — zeroed by the grouping
+    uint32_t* item_done = nullptr;
     int64_t max_items = 0;           // min(E, T·k) + T·k / tile_rows: the grid's fixed size
 };
 constexpr int64_t kMoeGroupOneBlock = 2048;  // pairs one block groups alone (session 34: 9.7 µs at 2,048)
@@ -314,6 +316,12 @@ struct MoePlan {
     // fit8) takes more. Persistent tiles of 32, 48 or 64 rows in one m-tile with wgmma_fit8
     // (moe_tiles_take_dynamic); the same bits.
     bool wgmma_dynamic = false;
+    // Gate+up's drawn tiles and then down's in one persistent launch (launch_moe_wgmma_tma_fused): a
+    // down tile (four warpgroups, 256 features) starts on an item once that item's gate+up tiles are
+    // done, on the SMs gate+up's last tiles leave idle (session 64's ncu: ~10 % of each tile kernel's
+    // SM time), and one launch boundary less. The drawn tiles with out16, gate+up in four warpgroups
+    // (moe_tiles_take_fused); the same bits.
+    bool wgmma_fused = false;
 };
 // The tiles MoePlan::wgmma_warpgroups = 4 is built for: warp-specialised, 32 to 64 rows in one
 // m-tile, neither clustered, gathered nor fitted (halved).
@@ -331,6 +339,11 @@ inline bool moe_tiles_take_fit8(const MoePlan& p) {
 // The tiles MoePlan::wgmma_dynamic is built for: the wide forms, persistent, with N in steps of 8.
 inline bool moe_tiles_take_dynamic(const MoePlan& p) {
     return moe_tiles_take_wide_forms(p) && p.wgmma_persist > 0 && p.wgmma_fit8;
+}
+// The tiles MoePlan::wgmma_fused is built for: those, drawn in turn, out in bf16, no own slot sum (its
+// gate+up takes four warpgroups).
+inline bool moe_tiles_take_fused(const MoePlan& p) {
+    return moe_tiles_take_dynamic(p) && p.wgmma_dynamic && p.wgmma_out16 && !p.wgmma_combine;
 }
 constexpr int kMoeMidRows = 8;  // rows a work item of the mid kernels: mma's 8 columns
 constexpr int64_t kMoeMidDown4Rows = 384;  // mid_down_tiles 0: 4 row tiles a warp from T·k rows (T ≥ 48, k 8)
@@ -433,6 +446,9 @@ struct MoeSwitches {
     // (MoePlan::wgmma_out16). The backend's default (TESSERA_MOE_OUT=bf16); false here, so that a
     // caller of moe_experts_packed gets moe_pick's f32 plans unless it asks.
     bool out16 = false;
+    // Where the plan's tiles take it: gate+up's and down's drawn tiles in one launch (MoePlan::wgmma_fused;
+    // TESSERA_MOE_FUSED_TILES=on, opt-in until measured).
+    bool fused_tiles = false;
 };
 // The plan moe_experts_packed runs for T tokens of k slots on w under sw: moe_pick's, adjusted to the
 // switches and to what w's layout and sizes take (host only: no device access).
@@ -639,6 +655,15 @@ cudaError_t launch_moe_wgmma_tma_down(void* out, const void* act, int64_t P, con
                                       const MoeGrouping& g, int tile_rows, int cluster, int mt, cudaStream_t stream,
                                       int persist = 0, bool fit = false, const MoeTileCombine& combine = {},
                                       const MoeTmaTuning& tune = {}, bool out16 = false);
+// Both in one launch (MoePlan::wgmma_fused): act [P, I] = gate+up's tiles of xg [P, H], then out16
+// [P, H] bf16 = down's tiles of act — the persistent tiles drawn in turn from g.tile_counters, gate+up's
+// (four consumer warpgroups, 128 features a tile) all before down's (four, 256 features), a down tile's
+// act boxes issued once its item's gate+up tiles have each counted on g.item_done (zeroed by the
+// grouping). tile_rows 32, 48 or 64; persist as launch_moe_wgmma_tma_gate_up's (≥ 1); tune.l2_first
+// alone is read. The same act and out16 bits as the two launches.
+cudaError_t launch_moe_wgmma_tma_fused(void* out16, void* act, const void* xg, int64_t P, const MoePackedExperts& w,
+                                       const MoeGrouping& g, int tile_rows, cudaStream_t stream, int persist = 1,
+                                       const MoeTmaTuning& tune = {});
 // The mid kernels (fast_moe_mid.cu): g built with tile_rows kMoeMidRows (the kernels take an
 // item's first 8 rows only). Each stages its item's B rows (K columns) in shared memory:
 // moe_mid_*_smem of at most kMoeMidMaxSmem bytes. Both by programmatic dependent launch (the

@@ -293,6 +293,7 @@ __global__ void __launch_bounds__(kGroupThreads)
                 g.item_expert[item0 + q] = e;
                 g.item_row0[item0 + q] = row0 + q * tile_rows;
                 g.item_rows[item0 + q] = min(tile_rows, count - q * tile_rows);
+                if (g.item_done) g.item_done[item0 + q] = 0u;  // (the fused tiles' counts)
             }
         }
         int run = row0 + before;

@@ -61,7 +61,7 @@ using namespace dev;
 constexpr int kBK = kWgmmaK;  // columns a k-tile
 
 template <int BT_, bool GATE_UP_, int STAGES_, int CL_, int MT_ = 1, bool GATHER_ = false, bool PERSIST_ = false,
-          int FIT_ = 0, int CW_ = 2, bool DYN_ = false>
+          int FIT_ = 0, int CW_ = 2, bool DYN_ = false, bool FUSED_ = false>
 struct MoeTmaTile {
     static constexpr int BT = BT_;              // item rows a block: wgmma's N
     static constexpr int CL = CL_;              // blocks a cluster (along the features) sharing the boxes of A
@@ -74,14 +74,21 @@ struct MoeTmaTile {
     // half k-tile's wgmma issued in the branch of its N (wgmma_int4_ktile_fit; MoeTmaTuning::fit8:
     // one m-tile, unclustered, by TMA).
     static constexpr bool kFit8 = FIT_ == 2;
-    // Consumer warpgroups a block: 2, or 4 (gate+up, one m-tile: 128 features a block sharing each
-    // stage's activation rows — half the rows' bytes from L2 a weight byte — one block an SM).
+    // Consumer warpgroups a block: 2, or 4 (one m-tile: gate+up's 128 features or down's 256 a block
+    // sharing each stage's activation rows — half the rows' bytes from L2 a weight byte — one block an
+    // SM; down only in the fused launch).
     static constexpr int CW = CW_;
     // Persistent tiles drawn in turn from MoeGrouping::tile_counters by the producer, each tile's
     // index in stage_tile beside its first stage (MoeTmaTuning::dynamic).
     static constexpr bool kDyn = DYN_;
+    // Gate+up's tiles and then down's in one launch (MoePlan::wgmma_fused): the drawn tiles past gate+up's
+    // are down's (in four warpgroups too: 256 features a tile, the same stage layout), each down tile's
+    // activation boxes issued once its item's gate+up tiles have all raised MoeGrouping::item_done.
+    static constexpr bool kFused = FUSED_;
+    template <bool GU>
+    static constexpr int kBm = (GU ? 64 : 128) * MT_ * CW_ / 2;  // output features a tile of gate+up or down
     static constexpr int kGatherThreads = 64;
-    static constexpr int BM = (kGateUp ? 64 : 128) * MT * CW / 2;  // output features a block
+    static constexpr int BM = kBm<kGateUp>;  // output features a block
     static constexpr int STAGES = STAGES_;
     static constexpr int kConsumers = 128 * CW;
     static constexpr int kThreads = kConsumers + 128;  // + the producer's warpgroup (one warp issues)
@@ -106,8 +113,8 @@ struct MoeTmaTile {
     static constexpr int kStageBytes = (kBOff + kTiles * 128 + 1023) / 1024 * 1024;
     static constexpr int kSmem = STAGES * kStageBytes + 1024;
     static_assert(BT % 8 == 0 && BT <= 128 && (CL == 1 || CL == 2), "BT, roles");
-    static_assert(CW == 2 || (CW == 4 && kGateUp && MT == 1 && CL == 1 && !kGather && !kFit),
-                  "four consumer warpgroups: gate+up's one m-tile, without clusters, the gathered A or fitted N");
+    static_assert(CW == 2 || (CW == 4 && MT == 1 && CL == 1 && !kGather && !kFit),
+                  "four consumer warpgroups: one m-tile, without clusters, the gathered A or fitted N");
     static_assert(MT * BT / 2 <= 64 && (MT == 1 || MT == 2), "MT accumulators of BT / 2 a thread");
     static_assert(!kGather || (kGateUp && CL == 1), "the gathered A: gate+up, one block a cluster");
     static_assert(!kPersist || (CL == 1 && !kGather), "persistent: one block a cluster, A's rows by TMA");
@@ -115,6 +122,8 @@ struct MoeTmaTile {
     static_assert(!kFit8 || (BT >= 32 && BT <= 64 && (MT == 1 || BT == 32) && CL == 1 && !kGather),
                   "N in steps of 8: tiles of 32 to 64 rows in one m-tile (or two of 32), unclustered, by TMA");
     static_assert(!kDyn || (kPersist && MT == 1 && !kFit), "drawn in turn: the persistent tiles of one m-tile");
+    static_assert(!kFused || (kGateUp && kDyn && kFit8 && CW == 4 && BT <= 64),
+                  "fused: gate+up's drawn tiles in four warpgroups with N in steps of 8, up to 64 rows");
     static_assert(kProducerRegs * 128 + kConsumerRegs * kConsumers <= kLaunchRegs * kThreads,
                   "setmaxnreg moves registers only");
     static_assert(kBlocksPerSm * (kSmem + 1024) <= 228 * 1024, "the blocks an SM");
@@ -131,10 +140,11 @@ __device__ __forceinline__ float swiglu(float g, float u) { return g / (1.f + ex
 // l2_first (MoeTmaTuning's): 1 the codes', scales' and biases' boxes under L2's evict-first policy (each byte is
 // read once a step; A's rows, read by every feature block of an item, keep the normal policy); 2 as
 // 1 with A's boxes under the evict-last policy (no clusters); 3 as 1 for the tiles of an expert's
-// last item only (its other items read the same weights).
+// last item only (its other items read the same weights). The fused launch (MoeTmaTile::kFused): x[0 …]
+// gate+up's A (xg), x[8 …] down's (act); codes / scales / biases [2] down's.
 struct MoeTmaMaps {
     CUtensorMap x[16];
-    CUtensorMap codes[2], scales[2], biases[2];
+    CUtensorMap codes[3], scales[3], biases[3];
     int l2_first = 0;
     bool out16 = false;  // down: out [P, N] in bf16 (MoePlan::wgmma_out16)
 };
@@ -144,6 +154,27 @@ struct MoeTmaMatrix {
     int gpt = 4;
     bool biases = false;
 };
+
+// The fused launch's down (MoeTmaTile::kFused): K = I, N = H, its matrix, feature blocks an item.
+struct MoeTmaDown {
+    int64_t K = 0, N = 0;
+    MoeTmaMatrix m;
+    int fbs = 0;
+};
+constexpr int kItemBar = 3;  // named barrier of the fused launch's consumer threads (a gate+up tile's end)
+
+// A fused launch's down tile (its producer's activation lanes): waits until the item's word reaches
+// `want` — every gate+up tile of the item has stored its act columns and counted (flag_add_release)
+// — then orders the async proxy's reads of them (the boxes) after it. Every gate+up tile is drawn
+// before any down tile and waits on nothing, so the word comes; past ~2^26 polls (seconds) a broken
+// grouping traps rather than hang the GPU or read what is there.
+__device__ __forceinline__ void wait_item(const uint32_t* done, uint32_t want) {
+    for (uint32_t i = 0; flag_acquire(done) < want; ++i) {
+        if (i == (1u << 26)) __trap();
+        __nanosleep(64);
+    }
+    fence_proxy_async_global();
+}
 
 // The down tiles' slot sum (MoeTileCombine), by the 256 consumer threads (ct: 0..255) after a
 // tile's out stores: each thread fences its stores; one thread an item row draws a ticket on its
@@ -222,9 +253,10 @@ template <class C>
 __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
     moe_wgmma_tma_kernel(const __grid_constant__ MoeTmaMaps maps, int64_t K, int64_t N, int E, MoeTmaMatrix lo,
                          MoeTmaMatrix hi, MoeGrouping g, uint16_t* __restrict__ act, float* __restrict__ out,
-                         const uint16_t* __restrict__ xrows, int k, int fbs, const MoeTileCombine cb) {
+                         const uint16_t* __restrict__ xrows, int k, int fbs, const MoeTileCombine cb,
+                         const MoeTmaDown dn) {
     constexpr int BT = C::BT, S = C::STAGES, CL = C::CL, MT = C::MT, CW = C::CW;
-    constexpr int kTilesHi = 4 * MT * CW / 2, kTilesLo = C::kGateUp ? kTilesHi : 2 * kTilesHi;  // row tiles a box
+    constexpr int kTilesHi = 4 * MT * CW / 2;  // row tiles a box: gate's or up's (down's: twice, one matrix)
     pdl::wait();  // launched with PDL (pdl.cuh): the grouping and A come from the kernels before
     pdl::trigger();
     const int n_items = *g.n_items;
@@ -245,7 +277,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
     __shared__ int comb_list[C::kGateUp ? 1 : BT + 1];  // down with cb.y: the tokens a tile sums, then their count
     __shared__ int stage_tile[C::kDyn ? S : 1];  // kDyn: the tile whose first k-tile a stage holds (-1: none left)
     const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5, wg = warp / 4;
-    const int KT = int(K / kBK);
+    const int KT = int(K / kBK);  // (gate+up's in the fused launch)
     const uint32_t rank = CL > 1 ? cluster_rank() : 0;  // the cluster's blocks share blockIdx.x: one item
     if (tid == 0) {
         for (int s = 0; s < S; ++s) {
@@ -265,6 +297,9 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
         int e, r0, n_rows;
         int64_t n0;
     };
+    // kFused: tiles n_first … n_tiles − 1 are down's, item-major after gate+up's (drawn after every one of them)
+    const int n_first = n_items * fbs, n_tiles = n_first + (C::kFused ? n_items * dn.fbs : 0);
+    auto is_down = [&](int i) { return C::kFused && i >= n_first; };
     int walk = C::kPersist ? int(blockIdx.x) : 0;
     auto next_tile = [&]() -> int {
         if constexpr (C::kPersist) {
@@ -280,10 +315,14 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
             return walk++ ? -1 : 0;
         }
     };
-    auto item_of = [&](int i) { return C::kPersist ? i / fbs : int(blockIdx.x); };
+    auto item_of = [&](int i) {
+        if (!C::kPersist) return int(blockIdx.x);
+        return is_down(i) ? (i - n_first) / dn.fbs : i / fbs;
+    };
     auto tile_at = [&](int i) {
         const int item = item_of(i);
-        const int64_t n0 = int64_t(C::kPersist ? i - item * fbs : int(blockIdx.y)) * C::BM;
+        const int f = !C::kPersist ? int(blockIdx.y) : is_down(i) ? i - n_first - item * dn.fbs : i - item * fbs;
+        const int64_t n0 = int64_t(f) * (is_down(i) ? C::template kBm<false> : C::BM);
         return Tile{g.item_expert[item], g.item_row0[item], g.item_rows[item], n0};
     };
 
@@ -330,8 +369,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
             if constexpr (C::kDyn) {
                 int i = -1;
                 if (lane == 0) {
-                    for (int t; (t = int(atomicAdd(g.tile_counters, 1u))) < n_items * fbs;) {
-                        const int e = g.item_expert[t / fbs];
+                    for (int t; (t = int(atomicAdd(g.tile_counters, 1u))) < n_tiles;) {
+                        const int e = g.item_expert[item_of(t)];
                         if (e >= 0 && e < E) {
                             i = t;
                             break;
@@ -343,6 +382,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                             __threadfence();  // (after every block's count, so after every draw)
                             atomicExch(g.tile_counters, 0u);
                             atomicExch(g.tile_counters + 1, 0u);
+                            if constexpr (C::kFused)  // (every count on them came before the draws that passed them)
+                                for (int q = 0; q < n_items; ++q) g.item_done[q] = 0u;
                         }
                     }
                 }
@@ -352,34 +393,41 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
             }
         };
         const int m = lane & 1, what = lane >> 1;  // what: 0 x, 1 codes, 2 scales, 3 biases
-        const MoeTmaMatrix mat = m ? hi : lo;
-        const int tiles = m ? kTilesHi : kTilesLo;
-        uint32_t bytes = 0;
-        if (what == 1 && (m == 0 || C::kGateUp)) bytes = uint32_t(tiles) * 1024;
-        if (what == 2 && (m == 0 || C::kGateUp)) bytes = uint32_t(tiles * 32 * mat.gpt);
-        if (what == 3 && (m == 0 || C::kGateUp) && mat.biases) bytes = uint32_t(tiles * 32 * mat.gpt);
-        const bool issues = what == 0 ? !C::kGather && m % CL == int(rank) : bytes != 0;
-        const uint32_t weight_bytes = __reduce_add_sync(0xffu, bytes);  // a stage's, but A's boxes
-        const uint32_t dst = what == 0   ? uint32_t(m * BT * 128)
-                             : what == 1 ? uint32_t(C::kWOff + m * kTilesHi * 1024)
-                             : what == 2 ? uint32_t(C::kSOff + m * kTilesHi * 128)
-                                         : uint32_t(C::kBOff + m * kTilesHi * 128);
-        const int kstep = what == 1 ? 128 : 16 * mat.gpt;  // elements a k-tile along the map's rows
         const uint32_t base = smem_addr(smem);
         uint32_t u = 0;  // k-tiles issued: the ring's slot u % S, its use u / S
-        for (int i; (i = take()) >= 0;) {
+        // Tile i's k-tiles as gate+up's (GU) or down's — kFused's down (kDown2): matrix 2 of the maps, A's
+        // boxes from act (x[8 …]) once its item's gate+up tiles are all done, its weights at once.
+        auto issue = [&](auto gu, int i) {
+            constexpr bool GU = decltype(gu)::value, kDown2 = C::kFused && !GU;
+            constexpr int kTilesLo = GU ? kTilesHi : 2 * kTilesHi;  // row tiles a box
+            const MoeTmaMatrix mat = kDown2 ? dn.m : m ? hi : lo;
+            const int tiles = m ? kTilesHi : kTilesLo;
+            uint32_t bytes = 0;
+            if (what == 1 && (m == 0 || GU)) bytes = uint32_t(tiles) * 1024;
+            if (what == 2 && (m == 0 || GU)) bytes = uint32_t(tiles * 32 * mat.gpt);
+            if (what == 3 && (m == 0 || GU) && mat.biases) bytes = uint32_t(tiles * 32 * mat.gpt);
+            const bool issues = what == 0 ? !C::kGather && m % CL == int(rank) : bytes != 0;
+            const uint32_t weight_bytes = __reduce_add_sync(0xffu, bytes);  // a stage's, but A's boxes
+            const uint32_t dst = what == 0   ? uint32_t(m * BT * 128)
+                                 : what == 1 ? uint32_t(C::kWOff + m * kTilesHi * 1024)
+                                 : what == 2 ? uint32_t(C::kSOff + m * kTilesHi * 128)
+                                             : uint32_t(C::kBOff + m * kTilesHi * 128);
+            const int kstep = what == 1 ? 128 : 16 * mat.gpt;  // elements a k-tile along the map's rows
+            const int kts = kDown2 ? int(dn.K / kBK) : KT;
             const Tile tl = tile_at(i);
             const int boxes = min((tl.n_rows + 7) / 8, BT / 8);  // A's box: the item's rows rounded up to 8
             const int item = item_of(i);  // (l2_first 3: evicted first by the expert's last item's tiles)
             const bool evict = maps.l2_first == 1 || maps.l2_first == 2 ||
                                (maps.l2_first == 3 && (item + 1 >= n_items || g.item_expert[item + 1] != tl.e));
-            const int row_tile = int((int64_t(tl.e) * N + tl.n0) >> 4);  // the block's first row tile in the stack
+            // the block's first row tile in the stack
+            const int row_tile = int((int64_t(tl.e) * (kDown2 ? dn.N : N) + tl.n0) >> 4);
             const uint32_t stage_bytes = weight_bytes + (C::kGather ? 0u : uint32_t(2 * boxes * 1024));
-            const CUtensorMap* map = what == 0   ? &maps.x[boxes - 1]
-                                     : what == 1 ? &maps.codes[m]
-                                     : what == 2 ? &maps.scales[m]
-                                                 : &maps.biases[m];
-            for (int kt = 0; kt < KT; ++kt, ++u) {
+            const int mi = kDown2 ? 2 : m;
+            const CUtensorMap* map = what == 0   ? &maps.x[(kDown2 ? 8 : 0) + boxes - 1]
+                                     : what == 1 ? &maps.codes[mi]
+                                     : what == 2 ? &maps.scales[mi]
+                                                 : &maps.biases[mi];
+            for (int kt = 0; kt < kts; ++kt, ++u) {
                 const uint32_t slot = u % S;
                 mbar_wait(&empty[slot], ((u / S) & 1) ^ 1);  // k-tile u − S's wgmma are done
                 if (lane == 0) {
@@ -392,6 +440,9 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                 const uint32_t to = base + slot * uint32_t(C::kStageBytes) + dst;
                 if (!issues) continue;
                 if (what == 0) {
+                    if constexpr (kDown2) {
+                        if (kt == 0) wait_item(g.item_done + item, uint32_t(fbs));
+                    }
                     if constexpr (CL > 1)
                         tma_load_3d_multicast(to, map, 0, 2 * kt + m, tl.r0, &full[slot], uint16_t((1u << CL) - 1));
                     else if (maps.l2_first == 2)
@@ -404,6 +455,15 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                     tma_load_2d(to, map, kt * kstep, row_tile, &full[slot]);
                 }
             }
+        };
+        for (int i; (i = take()) >= 0;) {
+            if constexpr (C::kFused) {
+                if (is_down(i)) {
+                    issue(std::false_type{}, i);
+                    continue;
+                }
+            }
+            issue(std::bool_constant<C::kGateUp>{}, i);
         }
         if constexpr (C::kDyn) {  // the end: a stage of no bytes whose tile is -1
             const uint32_t slot = u % S;
@@ -419,20 +479,6 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
     // ---- consumers: warpgroup wg, warp w4 of it, lane (gq, tq) ----
     setmaxnreg_inc<C::kConsumerRegs>();
     const int w4 = warp & 3, gq = lane >> 2, tq = lane & 3;
-    // Per m-tile j: rows of the stage's code tiles this lane dequantizes as A rows gq and gq + 8
-    // (gate+up: row f of gate's tiles and of up's, which follow; down: rows of its tiles).
-    auto feature = [&](int j) {  // of A row gq in m-tile j
-        return C::kGateUp ? wg * 32 * MT + 32 * j + w4 * 8 + gq : wg * 64 * MT + 64 * j + w4 * 16 + gq;
-    };
-    auto row_hi = [&](int j) { return C::kGateUp ? 16 * kTilesHi + feature(j) : feature(j) + 8; };
-    // This lane's scales in the stage's boxes — gate+up: hi's (up's) box 128·kTilesHi bytes on.
-    auto scale_hi = [&](int j) {
-        return C::kGateUp ? 128 * kTilesHi + staged_scale_at(feature(j), tq, hi.gpt)
-                          : staged_scale_at(row_hi(j), tq, lo.gpt);
-    };
-    const bool bias_lo = lo.biases, bias_hi = C::kGateUp ? hi.biases : lo.biases;
-
-    float acc[MT][BT / 2];
     uint32_t u = 0;  // k-tiles taken, as the producer counts them
     // kDyn: the tile the next stage begins (its k-loop's own wait on that stage then returns at once)
     auto take = [&]() -> int {
@@ -443,7 +489,26 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
             return next_tile();
         }
     };
-    for (int i; (i = take()) >= 0;) {
+    // Tile i as gate+up's (GU) or down's — kFused's down (kDown2): its own K, N and matrix.
+    auto run = [&](auto gu, int i) {
+        constexpr bool GU = decltype(gu)::value, kDown2 = C::kFused && !GU;
+        const MoeTmaMatrix lo_ = kDown2 ? dn.m : lo, hi_ = kDown2 ? dn.m : hi;
+        const int kts = kDown2 ? int(dn.K / kBK) : KT;
+        const int64_t n_out = kDown2 ? dn.N : N;
+        // Per m-tile j: rows of the stage's code tiles this lane dequantizes as A rows gq and gq + 8
+        // (gate+up: row f of gate's tiles and of up's, which follow; down: rows of its tiles).
+        auto feature = [&](int j) {  // of A row gq in m-tile j
+            return GU ? wg * 32 * MT + 32 * j + w4 * 8 + gq : wg * 64 * MT + 64 * j + w4 * 16 + gq;
+        };
+        auto row_hi = [&](int j) { return GU ? 16 * kTilesHi + feature(j) : feature(j) + 8; };
+        // This lane's scales in the stage's boxes — gate+up: hi's (up's) box 128·kTilesHi bytes on.
+        auto scale_hi = [&](int j) {
+            return GU ? 128 * kTilesHi + staged_scale_at(feature(j), tq, hi_.gpt)
+                      : staged_scale_at(row_hi(j), tq, lo_.gpt);
+        };
+        const bool bias_lo = lo_.biases, bias_hi = GU ? hi_.biases : lo_.biases;
+
+        float acc[MT][BT / 2];
 #pragma unroll
         for (int j = 0; j < MT; ++j) {
 #pragma unroll
@@ -458,10 +523,10 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
         // at tiles of 64, and from three loops on, session 61 — hence kFit8's branches in one loop.)
         // kFit8: wgmma's N, rounded up to 8 — lane 0's, so that ptxas sees a warp-uniform branch (the
         // persistent walk's tile index comes through shared memory: else C7520, the wgmma serialized)
-        const int fit_rows = C::kFit8 ? __shfl_sync(0xffffffffu, g.item_rows[item_of(i)], 0) : BT;
+        [[maybe_unused]] const int fit_rows = C::kFit8 ? __shfl_sync(0xffffffffu, g.item_rows[item_of(i)], 0) : BT;
         auto k_tiles = [&](auto bn) {
             [[maybe_unused]] constexpr int BN = decltype(bn)::value;
-            for (int kt = 0; kt < KT; ++kt, ++u) {
+            for (int kt = 0; kt < kts; ++kt, ++u) {
                 const uint32_t slot = u % S;
                 mbar_wait(&full[slot], (u / S) & 1);
                 const uint8_t* stage = smem + slot * C::kStageBytes;
@@ -472,7 +537,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
 #pragma unroll
                     for (int j = 0; j < MT; ++j)
                         wgmma_int4_staged_operands(stage + C::kWOff, feature(j), row_hi(j), tq, stage + C::kSOff,
-                                                   stage + C::kBOff, staged_scale_at(feature(j), tq, lo.gpt),
+                                                   stage + C::kBOff, staged_scale_at(feature(j), tq, lo_.gpt),
                                                    scale_hi(j), bias_lo, bias_hi, q_lo[j], q_hi[j], s2[j], b2[j]);
                     if constexpr (C::kFit8)
                         wgmma_int4_ktile_words_fit<BT, MT, BT / 2, 16>(acc, q_lo, q_hi, s2, b2, kWgmmaInt4NegC, desc,
@@ -485,7 +550,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                         uint4 q_lo, q_hi;
                         uint32_t s2[2], b2[2];
                         wgmma_int4_staged_operands(stage + C::kWOff, feature(j), row_hi(j), tq, stage + C::kSOff,
-                                                   stage + C::kBOff, staged_scale_at(feature(j), tq, lo.gpt),
+                                                   stage + C::kBOff, staged_scale_at(feature(j), tq, lo_.gpt),
                                                    scale_hi(j), bias_lo, bias_hi, q_lo, q_hi, s2, b2);
                         wgmma_int4_ktile_fit<BT, BT >= 64 ? 32 : 16>(acc[j], q_lo, q_hi, s2, b2, kWgmmaInt4NegC,
                                                                      desc, BT * 128, fit_rows);
@@ -495,7 +560,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                     for (int j = 0; j < MT; ++j)
                         wgmma_int4_ktile_staged<BN>(*reinterpret_cast<float(*)[BN / 2]>(&acc[j][0]),
                                                     stage + C::kWOff, feature(j), row_hi(j), tq, stage + C::kSOff,
-                                                    stage + C::kBOff, staged_scale_at(feature(j), tq, lo.gpt),
+                                                    stage + C::kBOff, staged_scale_at(feature(j), tq, lo_.gpt),
                                                     scale_hi(j), bias_lo, bias_hi, desc, BT * 128);
                 }
                 // On return every wgmma of k-tile u − 1 is done (at most the last half of this one
@@ -503,7 +568,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                 // Not past the last release a producer waits for: a block may have left by then
                 // (clusters only; a persistent block's last S releases are its own barriers', never
                 // awaited).
-                if (kt > 0 && lane == 0 && (C::kPersist || kt - 1 + S < KT)) {
+                if (kt > 0 && lane == 0 && (C::kPersist || kt - 1 + S < kts)) {
                     mbar_arrive(&empty[(u - 1) % S]);
                     if constexpr (CL > 1) mbar_arrive_cluster(&empty[(u - 1) % S], rank ^ 1u);
                 }
@@ -525,8 +590,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
         const int r0 = tl.r0, n_rows = tl.n_rows;
 #pragma unroll
         for (int j = 0; j < MT; ++j) {
-            if constexpr (C::kGateUp) {
-                const int64_t n = tl.n0 + feature(j), N128 = wgmma_row_len(N);
+            if constexpr (GU) {
+                const int64_t n = tl.n0 + feature(j), N128 = wgmma_row_len(n_out);
                 const int64_t pos = (n & ~int64_t(kBK - 1)) + wgmma_pos(int(n & (kBK - 1)));
                 if (n >= N128) continue;
 #pragma unroll
@@ -535,7 +600,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                     for (int c = 0; c < 2; ++c) {
                         const int r = 8 * i + 2 * tq + c;
                         if (r >= n_rows) continue;
-                        const float v = n < N ? swiglu(acc[j][4 * i + c], acc[j][4 * i + 2 + c]) : 0.f;
+                        const float v = n < n_out ? swiglu(acc[j][4 * i + c], acc[j][4 * i + 2 + c]) : 0.f;
                         act[(r0 + r) * N128 + pos] = uint16_t(pack_bf16x2(v, 0.f) & 0xffffu);  // bf16(v), nearest even
                     }
             } else if (maps.out16) {
@@ -553,7 +618,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                         const float lo = acc[j][4 * i + c], hi = acc[j][4 * i + 2 + c];  // features f, f + 8
                         const float got = __shfl_xor_sync(0xffffffffu, odd ? lo : hi, 4);
                         const uint32_t pair = odd ? pack_bf16x2(got, hi) : pack_bf16x2(lo, got);  // nearest even
-                        if (r < n_rows && n < N) out16[((r0 + r) * N + n) >> 1] = pair;
+                        if (r < n_rows && n < n_out) out16[((r0 + r) * n_out + n) >> 1] = pair;
                     }
             } else {
 #pragma unroll
@@ -562,17 +627,44 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                     for (int c = 0; c < 4; ++c) {
                         const int r = 8 * i + 2 * tq + (c & 1);
                         const int64_t n = tl.n0 + (c < 2 ? feature(j) : row_hi(j));
-                        if (r < n_rows && n < N) out[(r0 + r) * N + n] = acc[j][4 * i + c];
+                        if (r < n_rows && n < n_out) out[(r0 + r) * n_out + n] = acc[j][4 * i + c];
                     }
             }
         }
-        if constexpr (!C::kGateUp) {
+        if constexpr (!GU && !C::kFused) {
             if (cb.y && tl.n0 < N)  // (a cluster's last block may cover no features: no tickets of its own)
                 tile_combine(cb, g.row_of_slot, g.perm, out, N, r0, n_rows, tl.n0,
                              tl.n0 + C::BM < N ? tl.n0 + C::BM : N, int(tl.n0 / C::BM), fbs, tid, comb_list,
                              comb_list + BT);
         }
+        if constexpr (C::kFused && GU) {  // the item's act columns of this tile, then one count on its word
+            __threadfence();
+            fence_proxy_async_global();  // (down's tiles read them by TMA)
+            named_barrier_sync(kItemBar, C::kConsumers);
+            if (tid == 0) flag_add_release(g.item_done + item_of(i), 1u);
+        }
+    };
+    for (int i; (i = take()) >= 0;) {
+        if constexpr (C::kFused) {
+            if (is_down(i)) {
+                run(std::false_type{}, i);
+                continue;
+            }
+        }
+        run(std::bool_constant<C::kGateUp>{}, i);
     }
+}
+
+// A's maps x[0 … BT / 8): a [P, K] bf16 in the wgmma order as 3-D (64 columns, K / 64 k-blocks, P rows),
+// boxes of 64 × 1 × 8(i + 1) rows in the 128-byte swizzle.
+bool a_maps(CUtensorMap* x, const void* a, int64_t P, int64_t K, int BT) {
+    for (int i = 0; i < BT / 8; ++i) {
+        const uint64_t dims[3] = {64, uint64_t(K / 64), uint64_t(P)};
+        const uint64_t strides[2] = {128, uint64_t(K) * 2};
+        const uint32_t box[3] = {64, 1, uint32_t(8 * (i + 1))};
+        if (!tma_map_3d_sw128(&x[i], true, a, dims, strides, box)) return false;
+    }
+    return true;
 }
 
 // a: A [P, K] (the gathered rows of x, or act) — or, GATHER, x [P = T, K] with k slots a token.
@@ -592,12 +684,7 @@ cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const 
     if (tune.l2_first < 0 || tune.l2_first > 3 || (tune.l2_first == 2 && C::CL > 1)) return cudaErrorInvalidValue;
     maps.l2_first = tune.l2_first;
     maps.out16 = out16;
-    for (int i = 0; i < (C::kGather ? 0 : C::BT / 8); ++i) {
-        const uint64_t dims[3] = {64, uint64_t(K / 64), uint64_t(P)};
-        const uint64_t strides[2] = {128, uint64_t(K) * 2};
-        const uint32_t box[3] = {64, 1, uint32_t(8 * (i + 1))};
-        if (!tma_map_3d_sw128(&maps.x[i], true, a, dims, strides, box)) return cudaErrorInvalidValue;
-    }
+    if (!C::kGather && !a_maps(maps.x, a, P, K, C::BT)) return cudaErrorInvalidValue;
     const uint64_t row_tiles = uint64_t(E) * uint64_t(N / 16);  // the stack's: E experts of N rows
     const int box_tiles = 4 * C::MT * C::CW / 2;  // a box: the block's row tiles of gate (of up), or twice for down
     if (!packed_tiles_tma_maps(m_lo, row_tiles, (C::kGateUp ? 1 : 2) * box_tiles, &maps.codes[0], &maps.scales[0],
@@ -620,10 +707,47 @@ cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const 
     const auto* xrows = C::kGather ? static_cast<const uint16_t*>(a) : nullptr;
     if constexpr (C::CL == 1)
         return pdl::launch(moe_wgmma_tma_kernel<C>, grid, dim3(C::kThreads), C::kSmem, stream, maps, K, N, E, lo, hi, g,
-                           act16, out, xrows, k, int(blocks), cb);
+                           act16, out, xrows, k, int(blocks), cb, MoeTmaDown{});
     else
         return pdl::launch_cluster(moe_wgmma_tma_kernel<C>, grid, dim3(C::kThreads), C::kSmem, stream,
-                                   dim3(1, C::CL, 1), maps, K, N, E, lo, hi, g, act16, out, xrows, k, int(blocks), cb);
+                                   dim3(1, C::CL, 1), maps, K, N, E, lo, hi, g, act16, out, xrows, k, int(blocks), cb,
+                                   MoeTmaDown{});
+}
+
+// The fused launch (C::kFused): gate+up's tiles (A xg [P, H], act [P, I] out) and then down's (A act,
+// out16 [P, H] bf16) in one grid of resident blocks — persist as launch's.
+template <class C>
+cudaError_t launch_fused(void* out16, void* act, const void* xg, int64_t P, const MoePackedExperts& w,
+                         const MoeGrouping& g, cudaStream_t stream, int persist, const MoeTmaTuning& tune) {
+    static const cudaError_t attr =
+        cudaFuncSetAttribute(moe_wgmma_tma_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
+    if (attr != cudaSuccess) return attr;
+    const int64_t H = w.H, I = w.I;
+    const PackedMatrix &gate = w.tiling.gate0, &up = w.tiling.up0, &down = w.tiling.down0;
+    if (P < 1 || H % kBK != 0 || I % kBK != 0 || persist < 1 || !g.tile_counters || !g.item_done || gate.k != H ||
+        gate.n != I || up.k != H || up.n != I || down.k != I || down.n != H || tune.l2_first < 0 || tune.l2_first > 3)
+        return cudaErrorInvalidValue;
+    MoeTmaMaps maps;
+    maps.l2_first = tune.l2_first;
+    maps.out16 = true;
+    constexpr int kTiles = 4 * C::CW / 2;  // row tiles a box: gate's, up's; down's twice
+    if (!a_maps(maps.x, xg, P, H, C::BT) || !a_maps(maps.x + 8, act, P, I, C::BT) ||
+        !packed_tiles_tma_maps(gate, uint64_t(w.E) * uint64_t(I / 16), kTiles, &maps.codes[0], &maps.scales[0],
+                               &maps.biases[0]) ||
+        !packed_tiles_tma_maps(up, uint64_t(w.E) * uint64_t(I / 16), kTiles, &maps.codes[1], &maps.scales[1],
+                               &maps.biases[1]) ||
+        !packed_tiles_tma_maps(down, uint64_t(w.E) * uint64_t(H / 16), 2 * kTiles, &maps.codes[2], &maps.scales[2],
+                               &maps.biases[2]))
+        return cudaErrorInvalidValue;
+    auto matrix = [](const PackedMatrix& m) { return MoeTmaMatrix{int(kBK / m.group), m.biases != nullptr}; };
+    const int64_t fbs = (I + C::BM - 1) / C::BM;  // (I a multiple of 128: act's rows have no padding to cover)
+    const int64_t fbs_down = (H + C::template kBm<false> - 1) / C::template kBm<false>;
+    const int64_t most = persist > 1 ? persist : int64_t(current_sm_count()) * C::kBlocksPerSm;
+    const dim3 grid(unsigned(std::max<int64_t>(1, std::min<int64_t>(g.max_items * (fbs + fbs_down), most))), 1);
+    return pdl::launch(moe_wgmma_tma_kernel<C>, grid, dim3(C::kThreads), C::kSmem, stream, maps, H, I, w.E,
+                       matrix(gate), matrix(up), g, static_cast<uint16_t*>(act), static_cast<float*>(out16),
+                       static_cast<const uint16_t*>(nullptr), 1, int(fbs), MoeTileCombine{},
+                       MoeTmaDown{I, H, matrix(down), int(fbs_down)});
 }
 
 // The tiles of tile_rows rows and mt m-tiles and their rings — one table for every form (CL, GATHER,
@@ -766,6 +890,19 @@ cudaError_t launch_moe_wgmma_tma_down(void* out_, const void* act, int64_t P, co
     if (cluster != 1) return cudaErrorInvalidValue;
     return launch_rows<false, 1>(tile_rows, mt, act, P, w.I, w.H, w.E, w.tiling.down0, nullptr, g, nullptr, out,
                                  stream, 1, persist, fit, combine, tune, out16);
+}
+
+cudaError_t launch_moe_wgmma_tma_fused(void* out16, void* act, const void* xg, int64_t P, const MoePackedExperts& w,
+                                       const MoeGrouping& g, int tile_rows, cudaStream_t stream, int persist,
+                                       const MoeTmaTuning& tune) {
+    if (!w.tiling.gate_up || !w.tiling.down) return cudaErrorInvalidValue;
+    auto go = [&](auto tile) { return launch_fused<decltype(tile)>(out16, act, xg, P, w, g, stream, persist, tune); };
+    switch (tile_rows) {  // (the wide forms' rings in four warpgroups)
+        case 32: return go(MoeTmaTile<32, true, 7, 1, 1, false, true, 2, 4, true, true>{});
+        case 48: return go(MoeTmaTile<48, true, 6, 1, 1, false, true, 2, 4, true, true>{});
+        case 64: return go(MoeTmaTile<64, true, 6, 1, 1, false, true, 2, 4, true, true>{});
+        default: return cudaErrorInvalidValue;
+    }
 }
 
 }  // namespace tessera::cuda::fast::detail
