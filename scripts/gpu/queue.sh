@@ -5,7 +5,7 @@
 #   here:  scripts/gpu/prebuilt.sh pack test_cuda bench_fast_moe bench_fast_ktile_probe bench_fast_gdn tessera
 #   call:  bash scripts/gpu/queue.sh 2>&1   carrying ["tmp/prebuilt", ".debs"] (~57 MB with the tree;
 #          without the pack, or with sources changed since, it builds there first: ~125 s more)
-# Takes ~3-5 min with the pack (the A/B most of it); each step has its own timeout, so a shorter call
+# Takes ~5-7 min with the pack (the A/B and ncu most of it); each step has its own timeout, so a shorter call
 # keeps what ran.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
@@ -39,3 +39,17 @@ timeout 330 scripts/gpu/ab.sh --rounds 3 --model $cut "" "TESSERA_MOE_FUSED_TILE
   -- --device cuda --ctx 8192,32768 --batch 1 --gen 1 --repeat 2 --prefill-chunk 2048 > $OUT/ab.txt 2>&1
 echo "ab rc $?"; tail -14 $OUT/ab.txt | cut -c1-160
 st ab
+# 4. where the fused launch's SMs sit idle (session 64, two launches: SM active 90.3 % of gate+up's cycles,
+# 88.9 % of down's): Nsight Compute on it at 512 tokens of llama.cpp's shape (tiles of 48)
+export PATH="/usr/local/cuda/bin:$PATH"
+if command -v ncu >/dev/null; then
+  fused="MoeTmaTileILi48ELb1ELi6ELi1ELi1ELb0ELb1ELi2ELi4ELb1ELb1E"  # (the mangled name's prefix: FUSED 1)
+  timeout 150 ncu --kernel-name-base mangled --kernel-name "regex:$fused" \
+    --launch-skip 2 --launch-count 1 --cache-control none --clock-control none --section SpeedOfLight \
+    --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section LaunchStats \
+    $B/bench_fast_moe --tokens 512 --runs 1 --warmup 2 --filter "128x768x2048 top-8" > "$OUT/ncu_fused.txt" 2>&1
+  echo "ncu fused rc $?"
+  grep -E "Duration|DRAM Throughput|L2 Cache Throughput|SM Active Cycles|Elapsed Cycles|Grid Size|No Eligible" \
+    "$OUT/ncu_fused.txt" | head -12
+fi
+st ncu

@@ -40,6 +40,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <type_traits>
 
 #include "kernels/cuda/device.h"
@@ -96,11 +97,12 @@ struct MoeTmaTile {
     // launch; more (BT 128, or two m-tiles of 64): one block an SM, 168 at launch, 232 consumers.
     // The producers' 32 at two blocks an SM cost the consumers nothing (104 either way: setmaxnreg
     // counts in 8s); at 24 the persistent forms' tile walk spilled up to 68 bytes (session 42).
-    // Four consumer warpgroups: one block an SM, 96 registers at launch, 112 a consumer.
+    // Four consumer warpgroups: one block an SM, 96 registers at launch, 112 a consumer — 104 in the
+    // fused launch, whose producer (both phases' boxes) spilled 20 bytes at 32 (tiles of 64) and none at 40.
     static constexpr int kBlocksPerSm = CW == 2 && MT * BT / 2 <= 32 ? 2 : 1;
     static constexpr int kLaunchRegs = 65536 / (kThreads * kBlocksPerSm) / 8 * 8;  // 80, 168 (96)
-    static constexpr int kProducerRegs = kBlocksPerSm == 1 && CW == 2 ? 40 : 32;
-    static constexpr int kConsumerRegs = CW == 4 ? 112 : kBlocksPerSm == 1 ? 232 : 104;
+    static constexpr int kProducerRegs = (kBlocksPerSm == 1 && CW == 2) || FUSED_ ? 40 : 32;
+    static constexpr int kConsumerRegs = CW == 4 ? (FUSED_ ? 104 : 112) : kBlocksPerSm == 1 ? 232 : 104;
     // The k-tile's wgmma in groups of a code word an m-tile (wgmma_int4_ktile_words): for two
     // m-tiles of gate+up at 32 rows, where groups of half a k-tile left ptxas short of registers at
     // 104 a consumer and it serialized the wgmma (C7512; sass_local.sh, session 42).
@@ -163,15 +165,26 @@ struct MoeTmaDown {
 };
 constexpr int kItemBar = 3;  // named barrier of the fused launch's consumer threads (a gate+up tile's end)
 
-// A fused launch's down tile (its producer's activation lanes): waits until the item's word reaches
+// A fused launch's down tile (its producer's activation lanes): waits until item_done[item] reaches
 // `want` — every gate+up tile of the item has stored its act columns and counted (flag_add_release)
 // — then orders the async proxy's reads of them (the boxes) after it. Every gate+up tile is drawn
-// before any down tile and waits on nothing, so the word comes; past ~2^26 polls (seconds) a broken
-// grouping traps rather than hang the GPU or read what is there.
-__device__ __forceinline__ void wait_item(const uint32_t* done, uint32_t want) {
-    for (uint32_t i = 0; flag_acquire(done) < want; ++i) {
-        if (i == (1u << 26)) __trap();
-        __nanosleep(64);
+// before any down tile and waits on nothing, so the count comes within a few tiles' time; a wait of
+// kItemWatchNs (a broken grouping) prints where it stands and traps (the launch fails) rather than
+// hang the GPU or read what is there.
+constexpr uint64_t kItemWatchNs = 4'000'000'000ull;
+__device__ __noinline__ void item_trap(int item, uint32_t want, uint32_t got) {
+    printf("tessera MoE fused tiles: block %d: item %d has %u of its %u gate+up tiles after %llu ms\n",
+           int(blockIdx.x), item, got, want, (unsigned long long)(kItemWatchNs / 1000000));
+    __trap();
+}
+__device__ __forceinline__ void wait_item(const uint32_t* done, int item, uint32_t want) {
+    uint32_t got = flag_acquire(done + item);
+    if (got < want) {
+        const uint64_t t0 = global_ns();
+        while ((got = flag_acquire(done + item)) < want) {
+            if (global_ns() - t0 > kItemWatchNs) item_trap(item, want, got);
+            __nanosleep(64);
+        }
     }
     fence_proxy_async_global();
 }
@@ -441,7 +454,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                 if (!issues) continue;
                 if (what == 0) {
                     if constexpr (kDown2) {
-                        if (kt == 0) wait_item(g.item_done + item, uint32_t(fbs));
+                        if (kt == 0) wait_item(g.item_done, item, uint32_t(fbs));
                     }
                     if constexpr (CL > 1)
                         tma_load_3d_multicast(to, map, 0, 2 * kt + m, tl.r0, &full[slot], uint16_t((1u << CL) - 1));
