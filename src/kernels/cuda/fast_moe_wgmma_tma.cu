@@ -313,6 +313,13 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
     // kFused: tiles n_first … n_tiles − 1 are down's, item-major after gate+up's (drawn after every one of them)
     const int n_first = n_items * fbs, n_tiles = n_first + (C::kFused ? n_items * dn.fbs : 0);
     auto is_down = [&](int i) { return C::kFused && i >= n_first; };
+    // f(phase, i) for tile i: down's (std::false_type) past gate+up's in the fused launch, else C's own
+    auto by_phase = [&](auto&& f, int i) {
+        if constexpr (C::kFused) {
+            if (is_down(i)) return f(std::false_type{}, i);
+        }
+        return f(std::bool_constant<C::kGateUp>{}, i);
+    };
     int walk = C::kPersist ? int(blockIdx.x) : 0;
     auto next_tile = [&]() -> int {
         if constexpr (C::kPersist) {
@@ -469,15 +476,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                 }
             }
         };
-        for (int i; (i = take()) >= 0;) {
-            if constexpr (C::kFused) {
-                if (is_down(i)) {
-                    issue(std::false_type{}, i);
-                    continue;
-                }
-            }
-            issue(std::bool_constant<C::kGateUp>{}, i);
-        }
+        for (int i; (i = take()) >= 0;) by_phase(issue, i);
         if constexpr (C::kDyn) {  // the end: a stage of no bytes whose tile is -1
             const uint32_t slot = u % S;
             mbar_wait(&empty[slot], ((u / S) & 1) ^ 1);
@@ -657,15 +656,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
             if (tid == 0) flag_add_release(g.item_done + item_of(i), 1u);
         }
     };
-    for (int i; (i = take()) >= 0;) {
-        if constexpr (C::kFused) {
-            if (is_down(i)) {
-                run(std::false_type{}, i);
-                continue;
-            }
-        }
-        run(std::bool_constant<C::kGateUp>{}, i);
-    }
+    for (int i; (i = take()) >= 0;) by_phase(run, i);
 }
 
 // A's maps x[0 … BT / 8): a [P, K] bf16 in the wgmma order as 3-D (64 columns, K / 64 k-blocks, P rows),
