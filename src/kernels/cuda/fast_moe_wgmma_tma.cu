@@ -40,7 +40,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <type_traits>
 
 #include "kernels/cuda/device.h"
@@ -98,11 +97,13 @@ struct MoeTmaTile {
     // The producers' 32 at two blocks an SM cost the consumers nothing (104 either way: setmaxnreg
     // counts in 8s); at 24 the persistent forms' tile walk spilled up to 68 bytes (session 42).
     // Four consumer warpgroups: one block an SM, 96 registers at launch, 112 a consumer — 104 in the
-    // fused launch, whose producer (both phases' boxes) spilled 20 bytes at 32 (tiles of 64) and none at 40.
+    // fused launch's tiles of 64, whose producer (both phases' boxes) spilled 20 bytes at 32 and none at
+    // 40 (its tiles of 48 spill 44 bytes at 104 a consumer, none at 112: ptxas -v, session 65).
+    static constexpr bool kWideProducer = FUSED_ && BT_ == 64;
     static constexpr int kBlocksPerSm = CW == 2 && MT * BT / 2 <= 32 ? 2 : 1;
     static constexpr int kLaunchRegs = 65536 / (kThreads * kBlocksPerSm) / 8 * 8;  // 80, 168 (96)
-    static constexpr int kProducerRegs = (kBlocksPerSm == 1 && CW == 2) || FUSED_ ? 40 : 32;
-    static constexpr int kConsumerRegs = CW == 4 ? (FUSED_ ? 104 : 112) : kBlocksPerSm == 1 ? 232 : 104;
+    static constexpr int kProducerRegs = (kBlocksPerSm == 1 && CW == 2) || kWideProducer ? 40 : 32;
+    static constexpr int kConsumerRegs = CW == 4 ? (kWideProducer ? 104 : 112) : kBlocksPerSm == 1 ? 232 : 104;
     // The k-tile's wgmma in groups of a code word an m-tile (wgmma_int4_ktile_words): for two
     // m-tiles of gate+up at 32 rows, where groups of half a k-tile left ptxas short of registers at
     // 104 a consumer and it serialized the wgmma (C7512; sass_local.sh, session 42).
@@ -169,20 +170,14 @@ constexpr int kItemBar = 3;  // named barrier of the fused launch's consumer thr
 // `want` — every gate+up tile of the item has stored its act columns and counted (flag_add_release)
 // — then orders the async proxy's reads of them (the boxes) after it. Every gate+up tile is drawn
 // before any down tile and waits on nothing, so the count comes within a few tiles' time; a wait of
-// kItemWatchNs (a broken grouping) prints where it stands and traps (the launch fails) rather than
-// hang the GPU or read what is there.
+// kItemWatchNs (a broken grouping) traps (the launch fails) rather than hang the GPU or read what is
+// there. (No printf on the way: its call made ptxas keep a stack frame and spill the producer.)
 constexpr uint64_t kItemWatchNs = 4'000'000'000ull;
-__device__ __noinline__ void item_trap(int item, uint32_t want, uint32_t got) {
-    printf("tessera MoE fused tiles: block %d: item %d has %u of its %u gate+up tiles after %llu ms\n",
-           int(blockIdx.x), item, got, want, (unsigned long long)(kItemWatchNs / 1000000));
-    __trap();
-}
 __device__ __forceinline__ void wait_item(const uint32_t* done, int item, uint32_t want) {
-    uint32_t got = flag_acquire(done + item);
-    if (got < want) {
+    if (flag_acquire(done + item) < want) {
         const uint64_t t0 = global_ns();
-        while ((got = flag_acquire(done + item)) < want) {
-            if (global_ns() - t0 > kItemWatchNs) item_trap(item, want, got);
+        while (flag_acquire(done + item) < want) {
+            if (global_ns() - t0 > kItemWatchNs) __trap();
             __nanosleep(64);
         }
     }
@@ -649,11 +644,17 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                              tl.n0 + C::BM < N ? tl.n0 + C::BM : N, int(tl.n0 / C::BM), fbs, tid, comb_list,
                              comb_list + BT);
         }
-        if constexpr (C::kFused && GU) {  // the item's act columns of this tile, then one count on its word
-            __threadfence();
-            fence_proxy_async_global();  // (down's tiles read them by TMA)
+        // The item's act columns of this tile, then one count on its word: each thread's stores ordered
+        // before the async proxy's reads (down's tiles read them by TMA), the consumers' barrier, and one
+        // thread's fence and release (CUTLASS's GenericBarrier::arrive_inc: no fence a thread, which
+        // would wait out its stores' round trip before the next tile's wgmma)
+        if constexpr (C::kFused && GU) {
+            fence_proxy_async_global();
             named_barrier_sync(kItemBar, C::kConsumers);
-            if (tid == 0) flag_add_release(g.item_done + item_of(i), 1u);
+            if (tid == 0) {
+                __threadfence();
+                flag_add_release(g.item_done + item_of(i), 1u);
+            }
         }
     };
     for (int i; (i = take()) >= 0;) by_phase(run, i);
