@@ -834,9 +834,9 @@ TEST(FastMoe, DynamicTilesGiveTheStaticBitsAndLeaveTheirCountersZero) {
 // two launches' bits (gate+up drawn in four warpgroups, down drawn in two) in every byte, on grids of 1,
 // 2 and 3 blocks (a block's down tiles then wait on gate+up tiles in flight on the others: a down tile
 // that read act early would read the 0xff rows — NaN) and of one block an SM; twice on one grouping,
-// the counters (tile_counters, item_done) left zero by each launch. Q4_0 and Q4_K (biases) experts,
-// H past down's 256-feature tiles (384: the second tile's rows past the expert's dropped), the routing
-// cases of the drawn tiles' test. The backend's plan with it gives the two launches' y bits.
+// the counters (tile_counters, item_done) left zero by each launch. Q4_0 experts (H 384 too: down's
+// second 256-feature tile half past the expert's rows, which are dropped) and Q4_K (biases; K a multiple
+// of its 256-wide blocks), the routing cases of the drawn tiles' test. The backend's plan with it gives the two launches' y bits.
 TEST(FastMoe, FusedTilesGiveTheTwoLaunchesBits) {
     REQUIRE_CUDA();
     struct Shape {
@@ -847,7 +847,8 @@ TEST(FastMoe, FusedTilesGiveTheTwoLaunchesBits) {
         bool lazy;
     };
     const Shape shapes[] = {{"Q4_0 E 32 H 512 I 256", 32, 512, 256, DType::Q4_0, true},
-                            {"Q4_K E 16 H 384 I 384", 16, 384, 384, DType::Q4_K, false}};
+                            {"Q4_0 E 16 H 384 I 384", 16, 384, 384, DType::Q4_0, true},
+                            {"Q4_K E 8 H 768 I 256", 8, 768, 256, DType::Q4_K, false}};
     Stream stream;
     const cudaStream_t st = stream.get();
     for (const Shape& sh : shapes) {
