@@ -836,7 +836,8 @@ TEST(FastMoe, DynamicTilesGiveTheStaticBitsAndLeaveTheirCountersZero) {
 // that read act early would read the 0xff rows — NaN) and of one block an SM; twice on one grouping,
 // the counters (tile_counters, item_done) left zero by each launch. Q4_0 experts (H 384 too: down's
 // second 256-feature tile half past the expert's rows, which are dropped) and Q4_K (biases; K a multiple
-// of its 256-wide blocks), the routing cases of the drawn tiles' test. The backend's plan with it gives the two launches' y bits.
+// of its 256-wide blocks), the routing cases of the drawn tiles' test. The backend's plan with it gives
+// the two launches' y bits.
 TEST(FastMoe, FusedTilesGiveTheTwoLaunchesBits) {
     REQUIRE_CUDA();
     struct Shape {

@@ -144,7 +144,8 @@ void check_plan(const MoePlan& p) {
              p.wgmma_tma, p.wgmma_mt, p.tile_rows, p.wgmma_persist);
     TS_CHECK(!p.wgmma_fused || (moe_tiles_take_fused(p) && p.wgmma_warpgroups == 4),
              "moe_experts_packed: wgmma_fused is a form of the drawn warp-specialised tiles with out in bf16 and "
-             "gate+up in four warpgroups (got wgmma_tma {}, {} rows, wgmma_dynamic {}, wgmma_out16 {}, wgmma_warpgroups {})",
+             "gate+up in four warpgroups (got wgmma_tma {}, {} rows, wgmma_dynamic {}, wgmma_out16 {}, "
+             "wgmma_warpgroups {})",
              p.wgmma_tma, p.tile_rows, p.wgmma_dynamic, p.wgmma_out16, p.wgmma_warpgroups);
     TS_CHECK(p.fused_decode >= 0 && p.fused_decode <= 3, "moe_experts_packed: fused_decode = {} must be 0, 1, 2 or 3",
              p.fused_decode);
