@@ -46,6 +46,7 @@
 #include "kernels/cuda/fast_device.cuh"
 #include "kernels/cuda/fast_mbarrier.cuh"
 #include "kernels/cuda/fast_moe.h"
+#include "kernels/cuda/fast_moe_tile_combine.cuh"
 #include "kernels/cuda/fast_tma.cuh"
 #include "kernels/cuda/fast_wgmma.cuh"
 #include "kernels/cuda/fast_wgmma_int4.cuh"
@@ -182,70 +183,6 @@ __device__ __forceinline__ void wait_item(const uint32_t* done, int item, uint32
         }
     }
     fence_proxy_async_global();
-}
-
-// The down tiles' slot sum (MoeTileCombine), by the 256 consumer threads (ct: 0..255) after a
-// tile's out stores: each thread fences its stores; one thread an item row draws a ticket on its
-// (token, feature block) — its token's valid slots (rows of the grouping) are the tickets to draw —
-// and the drawer of the last one lists the token; the block then sums each listed token's slots in
-// slot order over the block's features, as combine_kernel does (the same bits), its reads from L2.
-// list: BT ints of shared memory, n_list one. (The pattern of fast_moe_fused.cu's slot sum.)
-constexpr int kCombineBar = 2;  // named barrier of the consumer threads (1: the gathering producers)
-
-// Token t's feature c: Σ_j w_j · out[row of slot j] in slot order, NaN for a slot without a row —
-// combine_kernel's operations (fast_moe_experts.cu), so its bits.
-__device__ __forceinline__ float token_sum(const MoeTileCombine& cb, const int32_t* __restrict__ row_of_slot,
-                                           const float* out, int64_t N, int64_t t, int64_t c) {
-    float sum = 0.f;
-    for (int j = 0; j < cb.k; ++j) {
-        const int row = row_of_slot[t * cb.k + j];
-        const float x = row >= 0 ? __ldcg(out + int64_t(row) * N + c) : quiet_nan();
-        const float v = __fmul_rn(cb.weights[t * cb.k + j], x);
-        sum = j == 0 ? v : __fadd_rn(sum, v);
-    }
-    return sum;
-}
-__device__ __forceinline__ void tile_combine(const MoeTileCombine& cb, const int32_t* __restrict__ row_of_slot,
-                                             const int32_t* __restrict__ perm, const float* out, int64_t N, int r0,
-                                             int n_rows, int64_t n0, int64_t n_end, int fb, int fbs, int ct,
-                                             int* list, int* n_list) {
-    __threadfence();  // this thread's out stores, before any ticket
-    if (ct == 0) *n_list = 0;
-    named_barrier_sync(kCombineBar, 256);
-    for (int r = ct; r < n_rows; r += 256) {
-        const int t = perm[r0 + r] / cb.k;
-        int valid = 0;
-        for (int j = 0; j < cb.k; ++j) valid += row_of_slot[int64_t(t) * cb.k + j] >= 0 ? 1 : 0;
-        unsigned* ctr = cb.counters + int64_t(t) * fbs + fb;
-        __threadfence();  // the block's stores (fenced by each thread, then the barrier) before the ticket
-        if (atomicAdd(ctr, 1u) == unsigned(valid - 1)) {
-            atomicExch(ctr, 0u);  // every valid slot has drawn: zero for the next launch
-            list[atomicAdd(n_list, 1)] = t;
-        }
-    }
-    __threadfence();  // the other tiles' parts, before this block reads them
-    named_barrier_sync(kCombineBar, 256);
-    const int n = *n_list;
-    for (int q = 0; q < n; ++q) {
-        const int64_t t = list[q];
-        for (int64_t c = n0 + ct; c < n_end; c += 256) cb.y[t * cb.ldy + c] = token_sum(cb, row_of_slot, out, N, t, c);
-    }
-    named_barrier_sync(kCombineBar, 256);  // list and n_list free for the next tile
-}
-
-// Tokens none of whose slots has a row (every id invalid) get no ticket: the combine's NaN row (its
-// very operations, so its bits), written by every block of the grid in turn (block `b` of `nb`, its
-// `nt` threads), all N features — before a block leaves for want of an item: with every id invalid
-// there is none, and no block would stay.
-__device__ __forceinline__ void combine_orphans(const MoeTileCombine& cb, const int32_t* __restrict__ row_of_slot,
-                                                int64_t N, int b, int nb, int ct, int nt) {
-    for (int64_t t = b; t < cb.T; t += nb) {
-        bool any = false;
-        for (int j = 0; j < cb.k; ++j) any = any || row_of_slot[t * cb.k + j] >= 0;
-        if (any) continue;
-        const float sum = token_sum(cb, row_of_slot, nullptr, N, t, 0);  // (every slot NaN: no load)
-        for (int64_t c = ct; c < N; c += nt) cb.y[t * cb.ldy + c] = sum;
-    }
 }
 
 // m0 / m1: gate / up (kGateUp) or down / unused, device [E] (the epilogue's N and the experts'
@@ -672,8 +609,19 @@ bool a_maps(CUtensorMap* x, const void* a, int64_t P, int64_t K, int BT) {
     return true;
 }
 
+// The kernel's view of a matrix: groups a k-tile, biases or not.
+MoeTmaMatrix tma_matrix(const PackedMatrix& m) { return MoeTmaMatrix{int(kBK / m.group), m.biases != nullptr}; }
+
+// The persistent grid for `tiles` tiles: persist 1 as many blocks as are resident at once, n > 1 at
+// most n; never more blocks than tiles, at least one.
+template <class C>
+dim3 persistent_grid(int64_t tiles, int persist) {
+    const int64_t most = persist > 1 ? persist : int64_t(current_sm_count()) * C::kBlocksPerSm;
+    return dim3(unsigned(std::max<int64_t>(1, std::min<int64_t>(tiles, most))), 1);
+}
+
 // a: A [P, K] (the gathered rows of x, or act) — or, GATHER, x [P = T, K] with k slots a token.
-// persist (kPersist): the grid's blocks — 1 as many as are resident at once, n > 1 at most n.
+// persist (kPersist): the grid's blocks (persistent_grid).
 template <class C>
 cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const PackedMatrix& m_lo,
                    const PackedMatrix* m_hi, const MoeGrouping& g, void* act, float* out, cudaStream_t stream,
@@ -696,8 +644,7 @@ cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const 
                                &maps.biases[0]) ||
         (m_hi && !packed_tiles_tma_maps(*m_hi, row_tiles, box_tiles, &maps.codes[1], &maps.scales[1], &maps.biases[1])))
         return cudaErrorInvalidValue;
-    const MoeTmaMatrix lo{int(kBK / m_lo.group), m_lo.biases != nullptr};
-    const MoeTmaMatrix hi = m_hi ? MoeTmaMatrix{int(kBK / m_hi->group), m_hi->biases != nullptr} : lo;
+    const MoeTmaMatrix lo = tma_matrix(m_lo), hi = m_hi ? tma_matrix(*m_hi) : lo;
     // gate+up covers every position of act's rows up to N128 (the zeros the down kernel reads); a
     // cluster's last blocks may cover nothing (they load their share of the boxes, write nothing)
     const int64_t cover = C::kGateUp ? wgmma_row_len(N) : N;
@@ -705,8 +652,7 @@ cudaError_t launch(const void* a, int64_t P, int64_t K, int64_t N, int E, const 
     dim3 grid(unsigned(g.max_items), unsigned((blocks + C::CL - 1) / C::CL * C::CL));
     if constexpr (C::kPersist) {  // the tiles (at most max_items · blocks of them) in turn
         if (persist < 1) return cudaErrorInvalidValue;
-        const int64_t most = persist > 1 ? persist : int64_t(current_sm_count()) * C::kBlocksPerSm;
-        grid = dim3(unsigned(std::max<int64_t>(1, std::min<int64_t>(int64_t(g.max_items) * blocks, most))), 1);
+        grid = persistent_grid<C>(int64_t(g.max_items) * blocks, persist);
     }
     auto* act16 = static_cast<uint16_t*>(act);
     const auto* xrows = C::kGather ? static_cast<const uint16_t*>(a) : nullptr;
@@ -744,15 +690,13 @@ cudaError_t launch_fused(void* out16, void* act, const void* xg, int64_t P, cons
         !packed_tiles_tma_maps(down, uint64_t(w.E) * uint64_t(H / 16), 2 * kTiles, &maps.codes[2], &maps.scales[2],
                                &maps.biases[2]))
         return cudaErrorInvalidValue;
-    auto matrix = [](const PackedMatrix& m) { return MoeTmaMatrix{int(kBK / m.group), m.biases != nullptr}; };
     const int64_t fbs = (I + C::BM - 1) / C::BM;  // (I a multiple of 128: act's rows have no padding to cover)
     const int64_t fbs_down = (H + C::template kBm<false> - 1) / C::template kBm<false>;
-    const int64_t most = persist > 1 ? persist : int64_t(current_sm_count()) * C::kBlocksPerSm;
-    const dim3 grid(unsigned(std::max<int64_t>(1, std::min<int64_t>(g.max_items * (fbs + fbs_down), most))), 1);
+    const dim3 grid = persistent_grid<C>(g.max_items * (fbs + fbs_down), persist);
     return pdl::launch(moe_wgmma_tma_kernel<C>, grid, dim3(C::kThreads), C::kSmem, stream, maps, H, I, w.E,
-                       matrix(gate), matrix(up), g, static_cast<uint16_t*>(act), static_cast<float*>(out16),
+                       tma_matrix(gate), tma_matrix(up), g, static_cast<uint16_t*>(act), static_cast<float*>(out16),
                        static_cast<const uint16_t*>(nullptr), 1, int(fbs), MoeTileCombine{},
-                       MoeTmaDown{I, H, matrix(down), int(fbs_down)});
+                       MoeTmaDown{I, H, tma_matrix(down), int(fbs_down)});
 }
 
 // The tiles of tile_rows rows and mt m-tiles and their rings — one table for every form (CL, GATHER,
