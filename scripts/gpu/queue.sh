@@ -53,3 +53,8 @@ if command -v ncu >/dev/null; then
     "$OUT/ncu_fused.txt" | head -12
 fi
 st ncu
+# 5. the chunked GDN at 1,024 tokens × 32 heads on this card (F16RtU16, the default since session 53, has
+# no H200 figure yet: 79.30–79.49 µs on the H100; F16RtSched 76.5–76.9 on the H200, session 52)
+timeout 60 $B/bench_fast_gdn --runs 20 --filter T=1024 > $OUT/gdn.txt 2>&1; echo "gdn rc $?"
+grep -E "f16 ?rt|F16Rt|u16|sched" -i $OUT/gdn.txt | head -10 | cut -c1-140
+st gdn

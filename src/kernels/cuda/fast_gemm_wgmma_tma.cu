@@ -1,7 +1,7 @@
 // The prefill GEMM warp-specialised (y[T, N] = x[T, K] · w[N, K]ᵀ, w Int4 in 16-row tiles): the
 // arithmetic of fast_gemm_wgmma.cu — weights as wgmma's A dequantized into registers, x as B
 // from shared memory in the 128-byte swizzle, m64nBNk16 bf16 → f32 — with the copies moved off
-// the consumers' path as in the MoE's tiles (fast_moe_wgmma_tma.cu). One producer warp fills a
+// the consumers' path as in the MoE's tiles (fast_moe_tma_tile.cuh). One producer warp fills a
 // ring of STAGES k-tiles by TMA: x's two 64-column k-blocks of the block's BN tokens (boxes of a
 // 3-D map over the x pass's output), the block's row tiles' codes (1 KB a tile and k-tile) and
 // scales (biases). Two consumer warpgroups wait on full barriers and free slots on empty ones: no

@@ -1,4 +1,4 @@
-// Benchmark probe of the MoE prefill tiles' consumer loop (fast_moe_wgmma_tma.cu): the k-tile
+// Benchmark probe of the MoE prefill tiles' consumer loop (fast_moe_tma_tile.cuh): the k-tile
 // of gate+up — a warpgroup's 64 weight rows dequantized from Int4 codes into wgmma's A registers,
 // m64nBNk16 bf16 against BN activation rows (its B) in shared memory — run over and over on one
 // stage set in shared memory, with no producer, no barriers and no global loads; then behind the

@@ -215,7 +215,7 @@ MoeTiling moe_check_experts(const PackedMatrix* gate, const PackedMatrix* up, co
 //   wgmma_tma:       with wgmma, tile_rows 16, 32, 48, 64 or 128 (128: 1 only; 48: 1, one m-tile, neither
 //                    gathered nor fitted — the plain tiles have no form of 48) and the experts in stacked tiles
 //                    (MoeTiling, per kernel): the warp-specialised form
-//                    (fast_moe_wgmma_tma.cu) — a producer warp fills the stages by TMA and bulk
+//                    (fast_moe_tma_tile.cuh) — a producer warp fills the stages by TMA and bulk
 //                    copies, gate and up rows of a feature in one warp; 1, or 2: clusters of two
 //                    feature blocks, each loading half of the item's activation boxes into both
 //                    (TMA multicast). 0: off. The same bits as wgmma.
@@ -617,10 +617,11 @@ struct MoeTmaTuning {
     bool fit8 = false;
     bool dynamic = false;
 };
-// Their warp-specialised form (fast_moe_wgmma_tma.cu; the same operands, P = T·k rows of xg / act,
-// the same bits): tile_rows 16, 32, 48, 64 or 128 (moe_wgmma_tma_fits; 128: cluster 1; 48: cluster
-// 1, one m-tile, neither gathered nor fitted), the experts' gate and up (down) in stacked tiles
-// (MoeTiling::gate_up / down); cluster 1 or 2 (MoePlan::wgmma_tma).
+// Their warp-specialised form (fast_moe_tma_tile.cuh, launched by fast_moe_wgmma_tma.cu; the same
+// operands, P = T·k rows of xg / act, the same bits): tile_rows 16, 32, 48, 64 or 128
+// (moe_wgmma_tma_fits; 128: cluster 1; 48: cluster 1, one m-tile, neither gathered nor fitted), the
+// experts' gate and up (down) in stacked tiles (MoeTiling::gate_up / down); cluster 1 or 2
+// (MoePlan::wgmma_tma).
 bool moe_wgmma_tma_fits(int tile_rows);
 // mt: m64 tiles a warpgroup, 1 or 2 (MoePlan::wgmma_mt; 2: tile_rows 16, 32 or 64, cluster 1). Tiles of
 // 128 rows and two m-tiles of 64 run one block an SM (the others two).

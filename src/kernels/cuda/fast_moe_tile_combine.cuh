@@ -1,5 +1,5 @@
 // The warp-specialised down tiles' own slot sum (MoePlan::wgmma_combine, TESSERA_MOE_COMBINE=fused;
-// fast_moe_wgmma_tma.cu): each (token, feature block) summed by the tile that draws its last ticket,
+// fast_moe_tma_tile.cuh): each (token, feature block) summed by the tile that draws its last ticket,
 // with combine_kernel's operations in its order (fast_moe_experts.cu), so its bits.
 #pragma once
 #include <cstdint>

@@ -239,7 +239,7 @@ __device__ __forceinline__ void wgmma_int4_ktile_staged(float (&acc)[BN / 2], co
 // m-tile, the m-tiles taking turns, one group in flight: 8 A registers a group, where
 // wgmma_int4_ktile's groups of half a k-tile (16, two in flight) for two m-tiles back to back left
 // ptxas short of registers for the wgmma pipeline (C7512: two m-tiles of N = 32 at 104 registers a
-// consumer, fast_moe_wgmma_tma.cu) and it serialized every wgmma. Each m-tile's k-steps go in
+// consumer, fast_moe_tma_tile.cuh) and it serialized every wgmma. Each m-tile's k-steps go in
 // wgmma_int4_ktile's order: the same sums. acc[j]'s first BN / 2 values (LD ≥ BN / 2).
 template <int BN, int MT, int LD>
 __device__ __forceinline__ void wgmma_int4_ktile_words(float (&acc)[MT][LD], const uint4 (&q_lo)[MT],
