@@ -132,7 +132,6 @@ void bench_rule(const Args& a, Stream& stream, Timer& timer, GdnMode mode, int64
                                         (variant == fast::GdnChunkVariant::F16RtSolo2 ? " f16 rt solo2" : "") +
                                         (variant == fast::GdnChunkVariant::F16RtStay ? " f16 rt stay" : "") +
                                         (variant == fast::GdnChunkVariant::F16RtU16 ? " f16 rt u16" : "") +
-                                        (variant == fast::GdnChunkVariant::F16RtDefer ? " f16 rt defer" : "") +
                                         (variant == fast::GdnChunkVariant::Auto ? "*" : "")
                                   : std::string("recurrent")) +
         (slots > 1 ? " cold" : " hot");
@@ -477,7 +476,7 @@ int main(int argc, char** argv) {
                                     V::Split, V::SplitWarps8, V::SplitVec16, V::F16x3, V::F16x3Wg, V::F16x3Rt,
                                     V::F16x3Rt2, V::F16Rt, V::F16RtSeq, V::F16RtLean, V::F16RtLean1, V::F16RtLean2,
                                     V::F16RtSched, V::F16RtSched16, V::F16RtSolo1, V::F16RtSolo2, V::F16RtStay,
-                                    V::F16RtU16, V::F16RtDefer};
+                                    V::F16RtU16};
         for (int64_t T : a.lens) {
             for (V v : chunk_variants)
                 bench_rule(a, stream, timer, GdnMode::Chunked, 1, T, 1,

@@ -650,19 +650,18 @@ TEST(FastGdnChunked, SchedPlanAtItsEdges) {
     EXPECT_EQ(plan(V::F16RtSched, 1, 2049).front, 64);     // two chains: 960 · 7 < 33 · 300
     EXPECT_EQ(plan(V::F16RtSched, 1, 16384).front, 64);    // 8,096 · 7 < 256 · 300
     EXPECT_FALSE(plan(V::F16RtSched, 1, 2049).stay);
-    // F16RtU16 and F16RtDefer plan as F16RtSched does.
+    // F16RtU16 plans as F16RtSched does.
     for (const auto& [seqs, len] : std::vector<std::pair<int64_t, int64_t>>{
-             {1, 64 * 6}, {1, 1024}, {1, 1281}, {1, 2048}, {1, 2049}, {1, 16384}, {2, 64}, {4, 1024}})
-        for (V v : {V::F16RtU16, V::F16RtDefer}) {
-            SCOPED_TRACE(std::to_string(seqs) + " x " + std::to_string(len) + " variant " + std::to_string(int(v)));
-            const fast::GdnSchedPlan p = plan(V::F16RtSched, seqs, len), u = plan(v, seqs, len);
-            EXPECT_EQ(u.two_chains, p.two_chains);
-            EXPECT_EQ(u.reserve, p.reserve);
-            EXPECT_EQ(u.persistent, p.persistent);
-            EXPECT_EQ(u.front, p.front);
-            EXPECT_EQ(u.solo, p.solo);
-            EXPECT_EQ(u.stay, p.stay);
-        }
+             {1, 64 * 6}, {1, 1024}, {1, 1281}, {1, 2048}, {1, 2049}, {1, 16384}, {2, 64}, {4, 1024}}) {
+        SCOPED_TRACE(std::to_string(seqs) + " x " + std::to_string(len));
+        const fast::GdnSchedPlan p = plan(V::F16RtSched, seqs, len), u = plan(V::F16RtU16, seqs, len);
+        EXPECT_EQ(u.two_chains, p.two_chains);
+        EXPECT_EQ(u.reserve, p.reserve);
+        EXPECT_EQ(u.persistent, p.persistent);
+        EXPECT_EQ(u.front, p.front);
+        EXPECT_EQ(u.solo, p.solo);
+        EXPECT_EQ(u.stay, p.stay);
+    }
     EXPECT_EQ(plan(V::F16RtSched16, 1, 1024).front, 0);    // (not its plan)
     EXPECT_EQ(plan(V::F16RtLean1, 1, 1024).front, 0);
 }
@@ -741,64 +740,48 @@ TEST(FastGdnChunked, PrepItemsEachOnceInAnyOrder) {
         }
 }
 
-// The scheduled forms' shapes and batches (ScheduledFormsGiveLeanBits says why each): the prep
-// persistent (the flagship's 32 value heads: 2,080 chunks of 4,097 tokens, 2,048 of the first batch and
-// of the eight sequences of ≤ 512) and not (3 heads: every chunk fits the free SMs at once, the plain
-// grid; dv 256: wy_prep16's prep, two chains a block, two blocks a head); padded rows or not.
-const std::vector<std::pair<Shape, int64_t>> kSchedCases = {{kFlagship, 2}, {kFlagship, 0},
-                                                            {Shape{16, 32, 128, 128, true}, 0},
-                                                            {Shape{1, 3, 120, 100, false}, 0},
-                                                            {Shape{1, 2, 128, 256, false}, 2}};
-const std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> kSchedBatches = {
-    {{1000, 65, 1, 130}, {4, -1, 0, 2}},
-    {{4097}, {1}},
-    {{63, 64, 2}, {0, 1, 2}},
-    {{512, 512, 512, 512, 512, 512, 512, 500}, {0, 1, 2, 3, 4, 5, 6, 7}}};
-
-// Each of `variants` against `base`: the same bits, o and state, on kSchedCases × kSchedBatches, called
-// twice, each on fresh scratch — which cudaMalloc tends to hand back at the first call's address, its
-// counter at its last value: a launch that did not zero it would skip every chunk.
-void expect_variants_give_bits_of(fast::GdnChunkVariant base, std::initializer_list<fast::GdnChunkVariant> variants) {
-    for (const auto& [sh, pad] : kSchedCases)
-        for (const auto& [lengths, slot] : kSchedBatches) {
-            SCOPED_TRACE(describe(sh, GdnMode::Chunked, lengths) + " pad " + std::to_string(pad));
-            std::mt19937 rng(31);
-            const RuleInputs in(sh, starts(lengths).back(), 9, rng, pad);
-            GpuRule ref(in), res(in);
-            const std::vector<float> ob = ref.run(GdnMode::Chunked, 0, lengths, slot, 0, base);
-            const std::string against = " against variant " + std::to_string(int(base));
-            for (auto v : variants)
-                for (int call = 0; call < 2; ++call) {
-                    SCOPED_TRACE("variant " + std::to_string(int(v)) + " call " + std::to_string(call));
-                    res.st.upload(in.init.data(), in.init.size() * sizeof(float));
-                    const std::vector<float> orr = res.run(GdnMode::Chunked, 0, lengths, slot, 0, v);
-                    expect_same_bits(orr, ob, "o," + against, in.where_o());
-                    expect_same_bits(to_host<float>(res.st), to_host<float>(ref.st), "state," + against, in.where_state());
-                }
-        }
-}
-
 TEST(FastGdnChunked, ScheduledFormsGiveLeanBits) {
     REQUIRE_CUDA();
     // F16RtLean1 (the lean prep persistent, SMs set aside for the state pass, its blocks taking
     // chunks from a counter), F16RtLean2 (that with two chains a state-pass block: a warpgroup
     // each, 128 value columns — dv 100 leaves warpgroup 1 36 of them, dv 256 two blocks a head) and
-    // F16RtSched (their pick) against F16RtLean, where the prep is persistent and where it is not.
-    expect_variants_give_bits_of(fast::GdnChunkVariant::F16RtLean,
-                                 {fast::GdnChunkVariant::F16RtLean1, fast::GdnChunkVariant::F16RtLean2,
-                                  fast::GdnChunkVariant::F16RtSched, fast::GdnChunkVariant::F16RtSched16,
-                                  fast::GdnChunkVariant::F16RtSolo1, fast::GdnChunkVariant::F16RtSolo2,
-                                  fast::GdnChunkVariant::F16RtStay});
-}
-
-TEST(FastGdnChunked, DeferredFlagsGiveU16Bits) {
-    REQUIRE_CUDA();
-    // F16RtDefer (each persistent prep item's flag raised by its block's next item, or at the block's
-    // end) against F16RtU16: the same bits, o and state. A flag raised before its rows were out shows as
-    // other bits, one never raised as a call that runs past the test's time (the pass waits out its
-    // bound on each such chunk); the eight sequences of ≤ 512 and the 4,097 tokens give each block many
-    // items in turn.
-    expect_variants_give_bits_of(fast::GdnChunkVariant::F16RtU16, {fast::GdnChunkVariant::F16RtDefer});
+    // F16RtSched (their pick) against F16RtLean: the same bits, o and state, where the prep is
+    // persistent (the flagship's 32 value heads: 2,080 chunks of 4,097 tokens, 2,048 of the first
+    // batch and of the eight sequences of ≤ 512) and where it is not (3 heads: every chunk fits the
+    // free SMs at once, the plain grid; dv 256: wy_prep16's prep, two chains a block, two blocks a
+    // head). Called twice, each on fresh scratch — which cudaMalloc tends to hand back at the first
+    // call's address, its counter at its last value: a launch that did not zero it would skip every
+    // chunk.
+    const std::vector<std::pair<Shape, int64_t>> cases = {{kFlagship, 2}, {kFlagship, 0},
+                                                          {Shape{16, 32, 128, 128, true}, 0},
+                                                          {Shape{1, 3, 120, 100, false}, 0},
+                                                          {Shape{1, 2, 128, 256, false}, 2}};
+    const std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> batches = {
+        {{1000, 65, 1, 130}, {4, -1, 0, 2}},
+        {{4097}, {1}},
+        {{63, 64, 2}, {0, 1, 2}},
+        {{512, 512, 512, 512, 512, 512, 512, 500}, {0, 1, 2, 3, 4, 5, 6, 7}}};
+    for (const auto& [sh, pad] : cases)
+        for (const auto& [lengths, slot] : batches) {
+            SCOPED_TRACE(describe(sh, GdnMode::Chunked, lengths) + " pad " + std::to_string(pad));
+            std::mt19937 rng(31);
+            const RuleInputs in(sh, starts(lengths).back(), 9, rng, pad);
+            GpuRule lean(in), res(in);
+            const std::vector<float> ol =
+                lean.run(GdnMode::Chunked, 0, lengths, slot, 0, fast::GdnChunkVariant::F16RtLean);
+            for (auto v : {fast::GdnChunkVariant::F16RtLean1, fast::GdnChunkVariant::F16RtLean2,
+                           fast::GdnChunkVariant::F16RtSched, fast::GdnChunkVariant::F16RtSched16,
+                           fast::GdnChunkVariant::F16RtSolo1, fast::GdnChunkVariant::F16RtSolo2,
+                           fast::GdnChunkVariant::F16RtStay})
+                for (int call = 0; call < 2; ++call) {
+                    SCOPED_TRACE("variant " + std::to_string(int(v)) + " call " + std::to_string(call));
+                    res.st.upload(in.init.data(), in.init.size() * sizeof(float));
+                    const std::vector<float> orr = res.run(GdnMode::Chunked, 0, lengths, slot, 0, v);
+                    expect_same_bits(orr, ol, "o, against F16RtLean", in.where_o());
+                    expect_same_bits(to_host<float>(res.st), to_host<float>(lean.st), "state, against F16RtLean",
+                                     in.where_state());
+                }
+        }
 }
 
 // ---- F16Rt's state pass overlapping its prep (behind per-chunk flags) ----

@@ -273,19 +273,18 @@ bool sample_whole_row() {
 // (f16rtsched with one / two chains a state-pass block always), f16rtsched16 (f16rtsched with its prep
 // on 16 warps a block, two blocks an SM), f16rtsolo1 / f16rtsolo2 (f16rtsched with the first items on
 // one / two blocks of each SM set aside for the pass, the others leaving at once), f16rtstay
-// (f16rtsolo2 whose first block there stays beside the pass's), f16rtdefer (f16rtu16 with each prep
-// item's flag raised by the block's next item), for A/B.
+// (f16rtsolo2 whose first block there stays beside the pass's), for A/B.
 fast::GdnChunkVariant gdn_chunk_variant() {
     using V = fast::GdnChunkVariant;
     static constexpr V kByName[] = {V::F16RtU16,   V::F16RtSched, V::F16RtLean,   V::F16Rt,      V::F16x3Rt,
                                     V::F16x3Wg,    V::F16x3,      V::Auto,        V::F16x3Rt2,   V::F16RtSeq,
                                     V::F16RtLean1, V::F16RtLean2, V::F16RtSched16, V::F16RtSolo1, V::F16RtSolo2,
-                                    V::F16RtStay,  V::F16RtDefer};
+                                    V::F16RtStay};
     static const V v =
         kByName[env_choice("TESSERA_GDN_CHUNKED", {"f16rtu16", "f16rtsched", "f16rtlean", "f16rt", "f16x3rt",
                                                    "f16x3wg", "f16x3", "tf32", "f16x3rt2", "f16rtseq", "f16rtlean1",
                                                    "f16rtlean2", "f16rtsched16", "f16rtsolo1", "f16rtsolo2",
-                                                   "f16rtstay", "f16rtdefer"})];
+                                                   "f16rtstay"})];
     return v;
 }
 // TESSERA_GDN_DECODE: the fused GDN decode step's kernel — auto (the default:

@@ -165,19 +165,12 @@ enum class GdnChunkVariant : int {
     // 83.1–83.5, 2,048 144.2–144.9 / 146.6–148.5, 16,384 899.4–899.8 / 945.3–946.7, 4 × 1,024 289.1–289.9 /
     // 302.3–302.9.
     F16RtU16 = 21,
-    // F16RtU16 whose persistent prep raises each item's flag from its next item (session 66): the item's
-    // rows ordered before the async proxy by every thread, the fence before the flag on one thread once
-    // the next item's first loads are in flight (prep_rt::raise_pending), not on every thread between
-    // the two items (~9,300 cycles of an item's ~51,000 wait there with the stores: session 52's stamps).
-    // The same bits as F16RtU16.
-    F16RtDefer = 22,
 };
 // The scheduled forms (gdn_sched_plan's).
 inline bool gdn_chunk_sched(GdnChunkVariant v) {
     return v == GdnChunkVariant::F16RtSched || v == GdnChunkVariant::F16RtSched16 ||
            v == GdnChunkVariant::F16RtLean1 || v == GdnChunkVariant::F16RtLean2 || v == GdnChunkVariant::F16RtSolo1 ||
-           v == GdnChunkVariant::F16RtSolo2 || v == GdnChunkVariant::F16RtStay || v == GdnChunkVariant::F16RtU16 ||
-           v == GdnChunkVariant::F16RtDefer;
+           v == GdnChunkVariant::F16RtSolo2 || v == GdnChunkVariant::F16RtStay || v == GdnChunkVariant::F16RtU16;
 }
 // F16Rt and its forms: the f16 WY form on one product each (FLA's accuracy class or better).
 inline bool gdn_chunk_f16rt(GdnChunkVariant v) {
@@ -233,9 +226,8 @@ inline GdnSchedPlan gdn_sched_plan(GdnChunkVariant v, int64_t n_seqs, int64_t ma
     // the free SMs' items — H100, session 53, µs: 1,536 tokens 115.0–115.6 against 117.2, 1,792
     // 130.9–131.4 against 134.6–135.8, 2,048 145.7–146.1 against 154.3–154.4; where the chain bounds
     // it, the staying block slows the chain (1,024: 84.9–85.0 against Solo2's 82.5).
-    // (F16RtU16 and F16RtDefer plan as F16RtSched.)
-    const bool sched =
-        v == GdnChunkVariant::F16RtSched || v == GdnChunkVariant::F16RtU16 || v == GdnChunkVariant::F16RtDefer;
+    // (F16RtU16 plans as F16RtSched.)
+    const bool sched = v == GdnChunkVariant::F16RtSched || v == GdnChunkVariant::F16RtU16;
     const bool sched_stay = sched && !chain_bound && !plan.two_chains;
     if (v == GdnChunkVariant::F16RtSolo1)
         plan.solo = 1;

@@ -322,14 +322,10 @@ bool gdn_overlap_safe(const float* o, int64_t o_ts, int64_t o_hs, const HeadsIn&
 }
 
 // The lean prep's instance: PERSIST, on 16 warps a block or 8, with 16-byte loads or not, U in f32 or
-// (u16, on 8 warps) f16 — and then, persistent, each item's flag raised by the next item (defer).
+// (u16, on 8 warps) f16.
 template <bool PERSIST>
-auto lean_prep_kernel(bool w16, bool vec, bool u16 = false, bool defer = false) {
+auto lean_prep_kernel(bool w16, bool vec, bool u16 = false) {
     using prep_rt::wy_prep_rt_kernel;
-    if constexpr (PERSIST) {
-        if (u16 && defer)
-            return vec ? wy_prep_rt_kernel<true, true, 8, true, true> : wy_prep_rt_kernel<false, true, 8, true, true>;
-    }
     if (u16) return vec ? wy_prep_rt_kernel<true, PERSIST, 8, true> : wy_prep_rt_kernel<false, PERSIST, 8, true>;
     return w16 ? (vec ? wy_prep_rt_kernel<true, PERSIST, 16> : wy_prep_rt_kernel<false, PERSIST, 16>)
                : (vec ? wy_prep_rt_kernel<true, PERSIST> : wy_prep_rt_kernel<false, PERSIST>);
@@ -385,8 +381,7 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
     const bool lean_pass = one && lean_variant;  // and its state pass's LEAN form
     const bool lean = lean_pass && dv <= prep_rt::kD;
     const bool w16 = lean && variant == GdnChunkVariant::F16RtSched16;  // its 16 warps a block
-    const bool defer = lean && variant == GdnChunkVariant::F16RtDefer;  // (its persistent prep's flags)
-    const bool u16 = lean && (variant == GdnChunkVariant::F16RtU16 || defer);  // U in the scratch as f16
+    const bool u16 = lean && variant == GdnChunkVariant::F16RtU16;      // U in the scratch as f16
     const int prep_threads = w16 ? 2 * kThreads : kThreads;
     const bool direct = one && !lean && gdn_prep_direct(prep_blocks, current_sm_count());
     auto* prep_kernel = lean          ? lean_prep_kernel<false>(w16, a.vec, u16)
@@ -413,7 +408,7 @@ cudaError_t launch_gdn_chunked16(float* o, int64_t o_ts, int64_t o_hs, HeadsIn q
     GdnSchedPlan sp{};
     dim3 grid = prep_grid;
     if (lean_pass && sched) {
-        auto* persistent = lean_prep_kernel<true>(w16, a.vec, u16, defer);
+        auto* persistent = lean_prep_kernel<true>(w16, a.vec, u16);
         const int sms = current_sm_count();
         int per_sm = 0;  // (0: no persistent prep — wy_prep16's prep, or no overlap)
         if (lean && a.epoch &&

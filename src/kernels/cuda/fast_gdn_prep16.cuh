@@ -56,12 +56,9 @@ __device__ inline PrepJob prep_job(int jb) {
 // The chunk's scales 2^-e of W, K̃, Q̃ and P and its e^Γlast into the meta floats of its first scratch
 // row (thread 0), then, with an epoch, its flag once every thread's rows are out (generic and async
 // proxies: the state pass reads them by TMA). Every thread of the block calls it.
-// (su: 2^-e of U's f16 tile, F16RtU16's; 0 where U is f32.) With `pending` (F16RtDefer's persistent
-// prep) the flag is not raised here: each thread orders its rows before the async proxy, thread 0
-// leaves the flag's address in *pending, and the block raises it later behind a barrier and one
-// thread's fence (prep_rt::raise_pending).
+// (su: 2^-e of U's f16 tile, F16RtU16's; 0 where U is f32.)
 __device__ inline void publish_chunk(float* meta, float sw, float sk, float sq, float sp, float last, uint32_t epoch,
-                                     int tid, float su = 0.f, uint32_t** pending = nullptr) {
+                                     int tid, float su = 0.f) {
     if (tid == 0) {
         meta[kMxW] = sw;
         meta[kMxK] = sk;
@@ -72,10 +69,7 @@ __device__ inline void publish_chunk(float* meta, float sw, float sk, float sq, 
         meta[6] = 0.f;  // copied with the rest (no uninitialised reads)
         if (!epoch) meta[kMetaFlag] = 0.f;
     }
-    if (epoch && pending) {
-        dev::fence_proxy_async_global();
-        if (tid == 0) *pending = reinterpret_cast<uint32_t*>(meta + kMetaFlag);
-    } else if (epoch) {
+    if (epoch) {
         __threadfence();
         dev::fence_proxy_async_global();
         __syncthreads();

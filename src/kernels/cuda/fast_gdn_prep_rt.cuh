@@ -69,17 +69,6 @@ __device__ inline uint2 half4(float4 x, float s) {
     return hi;
 }
 
-// DEFER's raiser: thread kDeferThread (warp 2, which loads rows only in step 1) fences — the block's
-// scratch stores behind the barriers since, so every thread's (cumulativity) — and raises the flag left in
-// *pending, if any. Its fence waits for its own loads in flight too: the rows step 2 waits for anyway.
-constexpr int kDeferThread = 64;
-__device__ __forceinline__ void raise_pending(uint32_t** pending, uint32_t epoch, int tid) {
-    if (tid != kDeferThread || !*pending) return;
-    __threadfence();
-    dev::flag_release(*pending, epoch);
-    *pending = nullptr;  // (thread 0 writes the next one after the item's barriers)
-}
-
 // One (chunk, sequence, value head) of the prep: item `item` of the chunk-major order (gdn_prep_block).
 // (OPAQUE: the thread's index read where it is used, so that a loop over items cannot hoist what
 // follows from it into registers held across the items: 80 registers leave no room for them.)
@@ -87,13 +76,8 @@ __device__ __forceinline__ void raise_pending(uint32_t** pending, uint32_t epoch
 // strips alike: token rows warp + NW·r, K·Kᵀ jobs warp + NW·r, W's strips on warps 0–7 and U's on
 // 8–15 (NW 8: both on each). The same values either way: only maxima cross warps.
 // U16 (F16RtU16): U into the scratch as f16 under one power of two a chunk (kMetaU), not f32.
-// DEFER (F16RtDefer, the persistent kernel's): the item's flag is left in *pending (block-shared), not
-// raised — its scratch ordered before the async proxy, each thread's, but not fenced — and the item's
-// own first loads in flight, thread kDeferThread raises the pending one (raise_pending): the fence's
-// wait for the last item's stores under this one's loads, on one thread, not on every thread's path
-// between two items.
-template <bool VEC, bool OPAQUE = false, int NW = 8, bool U16 = false, bool DEFER = false>
-__device__ __forceinline__ void prep_rt_item(const ChArgs& a, uint32_t item, uint32_t** pending = nullptr) {
+template <bool VEC, bool OPAQUE = false, int NW = 8, bool U16 = false>
+__device__ __forceinline__ void prep_rt_item(const ChArgs& a, uint32_t item) {
     static_assert(NW == 8 || NW == 16, "wy_prep_rt: 8 or 16 warps");
     constexpr int kWarps = NW, kRowsW = kC / NW, kJobs = (kPrepJobs + NW - 1) / NW;
     const GdnPrepBlock pb = gdn_prep_block(item, uint32_t(a.nv), uint32_t(a.plan.n_seqs));
@@ -103,10 +87,7 @@ __device__ __forceinline__ void prep_rt_item(const ChArgs& a, uint32_t item, uin
     if constexpr (OPAQUE) asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
     const int warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
     Seq sq;
-    if (!seq_of(a, s, &sq) || c * kC >= sq.n_wy) {
-        if constexpr (DEFER) raise_pending(pending, a.epoch, tid);
-        return;
-    }
+    if (!seq_of(a, s, &sq) || c * kC >= sq.n_wy) return;
     const int64_t tb = sq.t0 + c * kC;
     const int L = int(sq.n_wy - c * kC < kC ? sq.n_wy - c * kC : kC);
     // (32-bit: a 64-bit division is a subroutine call)
@@ -137,7 +118,6 @@ __device__ __forceinline__ void prep_rt_item(const ChArgs& a, uint32_t item, uin
             qx[r] = load_row4(qp + r * qs, col, dk, ok, VEC);
         }
     }
-    if constexpr (DEFER) raise_pending(pending, a.epoch, tid);  // (warp 2: no part in the rest of step 1)
     if (warp == 0) {
         chunk_gamma(a, tb, L, h, lane, sm.gd, sm.eg);
         __syncwarp();
@@ -415,7 +395,7 @@ __device__ __forceinline__ void prep_rt_item(const ChArgs& a, uint32_t item, uin
         strips(std::integral_constant<int, 1>{});
     }
     prep16::publish_chunk(srow(0) + ro.meta, pow2(-ew), pow2(-ek), pow2(-eq), pow2(-ep), sm.eg[L - 1], a.epoch, tid,
-                          U16 ? pow2(-eu) : 0.f, DEFER ? pending : nullptr);
+                          U16 ? pow2(-eu) : 0.f);
     stamp(8);
     stamp.end();
 }
@@ -436,10 +416,8 @@ __device__ inline bool on_reserved_sm(uint32_t reserve) {
 // the others there leaving at once: the first chunks on fewer blocks an SM, so sooner (the pass
 // starts when they end: session 50's trace).
 // NW warps a block (prep_rt_item's): 8, three blocks an SM; 16, two.
-// DEFER (PERSIST, F16RtDefer): each item's flag raised by the block's next item, or at its end.
-template <bool VEC, bool PERSIST = false, int NW = 8, bool U16 = false, bool DEFER = false>
+template <bool VEC, bool PERSIST = false, int NW = 8, bool U16 = false>
 __global__ void __launch_bounds__(32 * NW, NW == 8 ? 3 : 2) wy_prep_rt_kernel(ChArgs a) {
-    static_assert(!DEFER || (PERSIST && NW == 8), "wy_prep_rt: DEFER in the persistent kernel of 8 warps");
     // The early trigger, as wy_prep16_kernel's: the pass launches once every block has started.
     pdl::trigger();
     if constexpr (!PERSIST) {
@@ -450,8 +428,6 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 3 : 2) wy_prep_rt_kernel(Ch
         // than 2^31 items.)
         // (F16RtStay: the first block to arrive on a reserved SM takes the free SMs' part after its item.)
         __shared__ uint32_t item_s, rank_s;
-        __shared__ uint32_t* pending_s;  // DEFER: the last item's flag, not yet raised
-        if (DEFER && threadIdx.x == 0) pending_s = nullptr;  // (read after the loop's first barrier)
         for (uint32_t left = on_reserved_sm(a.prep_reserve) ? 1u : UINT32_MAX; left > 0; --left) {
             if (threadIdx.x == 0) {
                 rank_s = UINT32_MAX;
@@ -460,12 +436,11 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 3 : 2) wy_prep_rt_kernel(Ch
             }
             __syncthreads();
             const uint32_t item = item_s;
-            if (item >= a.prep_items) break;
-            prep_rt_item<VEC, true, NW, U16, DEFER>(a, item, &pending_s);
+            if (item >= a.prep_items) return;
+            prep_rt_item<VEC, true, NW, U16>(a, item);
             if (left == 1 && a.prep_stay && rank_s == 0) left = UINT32_MAX;  // (uniform: rank_s read by all)
             __syncthreads();  // the item's shared memory, item_s and rank_s read before the next item writes them
         }
-        if constexpr (DEFER) raise_pending(&pending_s, a.epoch, int(threadIdx.x));  // (a barrier since its write)
     }
 }
 
