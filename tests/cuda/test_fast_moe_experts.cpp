@@ -726,12 +726,6 @@ TEST(FastMoe, Out16DownTilesRoundTheSlotsAndTheCombineSumsThem) {
     }
 }
 
-// The persistent tiles drawn in turn from the grouping's counter (MoeTmaTuning::dynamic): gate+up
-// (two and four warpgroups) and down write the static walk's bits, launched twice on one grouping
-// (the last block of each launch zeroes the counters for the next; read back zero after each), over
-// the resident grid and over 3 blocks (many tiles a block) — bad ids, one expert taking every
-// token, no valid id at all (no tile: every block counts out at once); a grouping without the
-// counters refused.
 namespace {
 // The elements of got that differ from want [rows, cols] (bf16 words): their count and the first few
 // positions, or "" where every one matches.
@@ -748,6 +742,12 @@ std::string differ(const std::vector<uint16_t>& got, const std::vector<uint16_t>
 }
 }  // namespace
 
+// The persistent tiles drawn in turn from the grouping's counter (MoeTmaTuning::dynamic): gate+up
+// (two and four warpgroups) and down write the static walk's bits, launched twice on one grouping
+// (the last block of each launch zeroes the counters for the next; read back zero after each), over
+// the resident grid and over 3 blocks (many tiles a block) — bad ids, one expert taking every
+// token, no valid id at all (no tile: every block counts out at once); a grouping without the
+// counters refused.
 TEST(FastMoe, DynamicTilesGiveTheStaticBitsAndLeaveTheirCountersZero) {
     REQUIRE_CUDA();
     const int E = 32;
