@@ -150,7 +150,7 @@ std::string plan_name(const fast::MoePlan& p) {
                (p.wgmma_persist ? "persist " : "") + (p.wgmma_fit ? "fit " : "") +
                (p.wgmma_combine ? "own-combine " : "") + (p.wgmma_out16 ? "out16 " : "") +
                (p.wgmma_warpgroups == 4 ? "wg4 " : "") + (p.wgmma_fit8 ? "fit8 " : "") +
-               (p.wgmma_dynamic ? "dyn " : "") + (p.wgmma_fused ? "fused " : "") +
+               (p.wgmma_dynamic ? "dyn " : "") + (p.wgmma_fused ? p.wgmma_fused_warp ? "fused-warp " : "fused " : "") +
                (p.wgmma_l2_first == 1   ? "l2-first "
                 : p.wgmma_l2_first == 2 ? "l2-first-last "
                 : p.wgmma_l2_first == 3 ? "l2-last-item "
@@ -308,6 +308,8 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
                     plans.push_back(o);
                     o.wgmma_fused = true;
                     plans.push_back(o);
+                    o.wgmma_fused_warp = true;  // (TESSERA_MOE_FUSED_TILES=warp)
+                    plans.push_back(o);
                 }
             }
         }
@@ -326,6 +328,8 @@ void bench_shape(const Args& a, const Shape& s, Stream& stream, Timer& timer) {
                 o.wgmma_warpgroups = 4;
                 plans.push_back(o);
                 o.wgmma_fused = true;  // and gate+up's and down's in one launch (TESSERA_MOE_FUSED_TILES=on)
+                plans.push_back(o);
+                o.wgmma_fused_warp = true;  // each gate+up tile counted by a producer warp (=warp)
                 plans.push_back(o);
             }
         }

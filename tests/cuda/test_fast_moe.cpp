@@ -977,7 +977,7 @@ TEST(FastMoe, BadArgumentsAreErrors) {  // checked before any launch: needs no G
 // in gate+up's tiles of 48 rows, and of 64 from 2,048 tokens, where they were measured ahead
 // (sessions 60, 61), two elsewhere; 4 asks for them wherever the tiles take them; 2 never. And
 // MoeSwitches::fit8 wherever the tiles take it, MoeSwitches::dynamic where they are persistent with it,
-// MoeSwitches::fused_tiles where they are drawn with out in bf16.
+// MoeSwitches::fused_tiles where they are drawn with out in bf16 (and fused_warp with it only).
 // Host only: moe_plan reads no device memory.
 TEST(FastMoe, PlanTakesFourWarpgroupsWhereTheyPay) {
     fast::MoePackedExperts w{128, 2048, 768, nullptr, nullptr, nullptr, {}};
@@ -1024,9 +1024,18 @@ TEST(FastMoe, PlanTakesFourWarpgroupsWhereTheyPay) {
         sw.out16 = true;
         const fast::MoePlan one = fast::moe_plan(T, 8, w, sw);
         EXPECT_EQ(one.wgmma_fused, drawn.wgmma_dynamic) << "T " << T;
-        if (one.wgmma_fused) EXPECT_EQ(one.wgmma_warpgroups, 4) << "T " << T;
+        if (one.wgmma_fused) {
+            EXPECT_EQ(one.wgmma_warpgroups, 4) << "T " << T;
+        }
+        EXPECT_FALSE(one.wgmma_fused_warp) << "T " << T << ": counted by a producer warp unasked";
         fused += one.wgmma_fused;
-        sw.out16 = sw.fused_tiles = false;
+        sw.fused_warp = true;  // (TESSERA_MOE_FUSED_TILES=warp): that form of the same launch, and no other
+        const fast::MoePlan counted = fast::moe_plan(T, 8, w, sw);
+        EXPECT_EQ(counted.wgmma_fused_warp, one.wgmma_fused) << "T " << T;
+        EXPECT_EQ(counted.wgmma_fused, one.wgmma_fused) << "T " << T;
+        sw.fused_tiles = false;
+        EXPECT_FALSE(fast::moe_plan(T, 8, w, sw).wgmma_fused_warp) << "T " << T << ": the warp's form, not fused";
+        sw.out16 = sw.fused_warp = false;
         sw.fit8 = false;
         EXPECT_FALSE(fast::moe_plan(T, 8, w, sw).wgmma_dynamic) << "T " << T << ": drawn without fit8";
     }

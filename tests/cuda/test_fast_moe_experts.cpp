@@ -838,10 +838,11 @@ TEST(FastMoe, DynamicTilesGiveTheStaticBitsAndLeaveTheirCountersZero) {
 // two launches' bits (gate+up drawn in four warpgroups, down drawn in two) in every byte, on grids of 1,
 // 2 and 3 blocks (a block's down tiles then wait on gate+up tiles in flight on the others: a down tile
 // that read act early would read the 0xff rows — NaN) and of one block an SM; twice on one grouping,
-// the counters (tile_counters, item_done) left zero by each launch. Q4_0 experts (H 384 too: down's
-// second 256-feature tile half past the expert's rows, which are dropped) and Q4_K (biases; K a multiple
-// of its 256-wide blocks), the routing cases of the drawn tiles' test. The backend's plan with it gives
-// the two launches' y bits.
+// the counters (tile_counters, item_done) left zero by each launch; each gate+up tile counted by the
+// consumers' thread 0 (the first form) and by a producer warp (MoeTmaTuning::fused_warp). Q4_0 experts
+// (H 384 too: down's second 256-feature tile half past the expert's rows, which are dropped) and Q4_K
+// (biases; K a multiple of its 256-wide blocks), the routing cases of the drawn tiles' test. The
+// backend's plan with it, in either form, gives the two launches' y bits.
 TEST(FastMoe, FusedTilesGiveTheTwoLaunchesBits) {
     REQUIRE_CUDA();
     struct Shape {
@@ -913,16 +914,20 @@ TEST(FastMoe, FusedTilesGiveTheTwoLaunchesBits) {
                 TS_CUDA_CHECK(launch_moe_wgmma_tma_down(out.data(), act.data(), P, pe, g, rows, 1, 1, st, 1, false,
                                                         {}, MoeTmaTuning{0, 2, true, true}, true));
                 const std::vector<uint16_t> act_two = host(act), out_two = host(out);
-                for (int persist : {1, 3, 2, 1}) {
-                    SCOPED_TRACE("persist " + std::to_string(persist));
-                    fill();
-                    TS_CUDA_CHECK(launch_moe_wgmma_tma_fused(out.data(), act.data(), xg.data(), P, pe, g, rows, st,
-                                                             persist));
-                    EXPECT_EQ(differ(host(act), act_two, I), "") << "act";
-                    EXPECT_EQ(differ(host(out), out_two, H), "") << "out";
-                    EXPECT_TRUE(zero()) << "the launch left a counter set";
-                    if (HasFailure()) return;
-                }
+                for (const bool warp : {false, true})
+                    for (int persist : {1, 3, 2, 1}) {
+                        SCOPED_TRACE(std::string(warp ? "counted by a producer warp" : "counted by thread 0") +
+                                     ", persist " + std::to_string(persist));
+                        fill();
+                        MoeTmaTuning tune;
+                        tune.fused_warp = warp;
+                        TS_CUDA_CHECK(launch_moe_wgmma_tma_fused(out.data(), act.data(), xg.data(), P, pe, g, rows,
+                                                                 st, persist, tune));
+                        EXPECT_EQ(differ(host(act), act_two, I), "") << "act";
+                        EXPECT_EQ(differ(host(out), out_two, H), "") << "out";
+                        EXPECT_TRUE(zero()) << "the launch left a counter set";
+                        if (HasFailure()) return;
+                    }
                 fast::MoeGrouping bare = g;
                 bare.item_done = nullptr;
                 EXPECT_EQ(launch_moe_wgmma_tma_fused(out.data(), act.data(), xg.data(), P, pe, bare, rows, st, 1),
@@ -953,7 +958,12 @@ TEST(FastMoe, FusedTilesGiveTheTwoLaunchesBits) {
                 stream.synchronize();
                 return to_host<uint32_t>(y, size_t(c.T * H));
             };
-            EXPECT_TRUE(y_of(one) == y_of(two)) << "y: the plan with the fused tiles";
+            const std::vector<uint32_t> y_two = y_of(two);
+            EXPECT_TRUE(y_of(one) == y_two) << "y: the plan with the fused tiles";
+            sw.fused_warp = true;
+            const fast::MoePlan counted = fast::moe_plan(c.T, c.k, pe, sw);
+            EXPECT_TRUE(counted.wgmma_fused && counted.wgmma_fused_warp) << "tiles " << two.tile_rows;
+            EXPECT_TRUE(y_of(counted) == y_two) << "y: the plan with the fused tiles counted by a producer warp";
         }
     }
 }

@@ -66,6 +66,7 @@ using detail::moe_warpgroups;
 using detail::moe_fit8;
 using detail::moe_dynamic;
 using detail::moe_fused_tiles;
+using detail::moe_fused_warp;
 using detail::moe_out_bf16;
 using detail::moe_route_ahead;
 using detail::moe_route_exact;
@@ -639,7 +640,8 @@ void CudaBackend::moe_experts(const Tensor& y, const Tensor& x, const MoeWeights
                                              .fit8 = moe_fit8(),
                                              .dynamic = moe_dynamic(),
                                              .out16 = moe_out_bf16(),
-                                             .fused_tiles = moe_fused_tiles()});
+                                             .fused_tiles = moe_fused_tiles(),
+                                             .fused_warp = moe_fused_warp()});
         }
     }
     const DType dt = w.gate[0].dtype;

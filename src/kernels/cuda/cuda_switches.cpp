@@ -199,13 +199,16 @@ bool moe_dynamic() {
     static const bool off = env_switch("TESSERA_MOE_DYNAMIC", "on", "off");
     return !off;
 }
-// TESSERA_MOE_FUSED_TILES: off (the default) or on — the drawn MoE tiles of gate+up and of down in one
-// persistent launch, each down tile waiting on its item's gate+up tiles alone rather than the whole grid
-// (MoePlan::wgmma_fused; the same bits). Opt-in until measured end to end.
-bool moe_fused_tiles() {
-    static const bool on = env_switch("TESSERA_MOE_FUSED_TILES", "off", "on");
-    return on;
+// TESSERA_MOE_FUSED_TILES: off (the default), on or warp — the drawn MoE tiles of gate+up and of down in
+// one persistent launch, each down tile waiting on its item's gate+up tiles alone rather than the whole
+// grid (MoePlan::wgmma_fused; the same bits); warp: each gate+up tile counted by a producer warp off the
+// consumers' path (MoePlan::wgmma_fused_warp). Opt-in until measured ahead of the two launches.
+static int moe_fused_form() {
+    static const int form = env_choice("TESSERA_MOE_FUSED_TILES", {"off", "on", "warp"});
+    return form;
 }
+bool moe_fused_tiles() { return moe_fused_form() >= 1; }
+bool moe_fused_warp() { return moe_fused_form() == 2; }
 // TESSERA_MOE_OUT: bf16 (the default since session 55) — the warp-specialised down tiles write each
 // slot's sum in bf16 and the combine kernel reads it so (MoePlan::wgmma_out16: half the bytes of out
 // [T·k, H], one rounding a slot, as vLLM's bf16 experts; not with TESSERA_MOE_COMBINE=fused, which

@@ -37,7 +37,8 @@ int moe_l2_first();  // TESSERA_MOE_L2: 0 normal (default), 1 first, 2 first-las
 int moe_warpgroups();  // TESSERA_MOE_WARPGROUPS: auto (0, default: 4 at tiles of 48, of 64 from 2,048 tokens), 2, 4
 bool moe_fit8();  // TESSERA_MOE_FIT8: on (default) or off — the MoE tiles' wgmma N the items' rows in steps of 8
 bool moe_dynamic();  // TESSERA_MOE_DYNAMIC: on (default) or off — the persistent MoE tiles drawn from a counter
-bool moe_fused_tiles();  // TESSERA_MOE_FUSED_TILES: off (default) or on — gate+up's and down's tiles in one launch
+bool moe_fused_tiles();  // TESSERA_MOE_FUSED_TILES: off (default), on or warp — gate+up's, down's tiles in one launch
+bool moe_fused_warp();   // TESSERA_MOE_FUSED_TILES=warp: the fused launch's gate+up tiles counted by a producer warp
 bool moe_out_bf16();  // TESSERA_MOE_OUT: bf16 (default) or f32
 bool flash_mma();  // TESSERA_FLASH=mma (default wgmma)
 bool flash_cp_async();  // TESSERA_FLASH_LOADS=cp.async (default tma)

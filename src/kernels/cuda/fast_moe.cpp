@@ -19,7 +19,7 @@ namespace {
 // The plan's choices that leave the warp-specialised tiles' bits alone: gate+up's, and down's (two
 // consumer warpgroups).
 detail::MoeTmaTuning tuning(const MoePlan& plan) {
-    return {plan.wgmma_l2_first, plan.wgmma_warpgroups, plan.wgmma_fit8, plan.wgmma_dynamic};
+    return {plan.wgmma_l2_first, plan.wgmma_warpgroups, plan.wgmma_fit8, plan.wgmma_dynamic, plan.wgmma_fused_warp};
 }
 detail::MoeTmaTuning tuning_down(const MoePlan& plan) {
     return {plan.wgmma_l2_first, 2, plan.wgmma_fit8, plan.wgmma_dynamic};
@@ -147,6 +147,7 @@ void check_plan(const MoePlan& p) {
              "gate+up in four warpgroups (got wgmma_tma {}, {} rows, wgmma_dynamic {}, wgmma_out16 {}, "
              "wgmma_warpgroups {})",
              p.wgmma_tma, p.tile_rows, p.wgmma_dynamic, p.wgmma_out16, p.wgmma_warpgroups);
+    TS_CHECK(!p.wgmma_fused_warp || p.wgmma_fused, "moe_experts_packed: wgmma_fused_warp is a form of wgmma_fused");
     TS_CHECK(p.fused_decode >= 0 && p.fused_decode <= 3, "moe_experts_packed: fused_decode = {} must be 0, 1, 2 or 3",
              p.fused_decode);
     if (p.fused_decode) {
@@ -657,6 +658,7 @@ MoePlan moe_plan(int64_t T, int k, const MoePackedExperts& w, const MoeSwitches&
     plan.wgmma_dynamic = sw.dynamic && moe_tiles_take_dynamic(plan);
     plan.wgmma_fused = sw.fused_tiles && moe_tiles_take_fused(plan);  // (opt-in)
     if (plan.wgmma_fused) plan.wgmma_warpgroups = 4;  // (its gate+up's)
+    plan.wgmma_fused_warp = plan.wgmma_fused && sw.fused_warp;
     if (mid && plan.v2 && plan.large_tiles && T * k <= int64_t(kMoeMidRows) * w.E && detail::moe_mid_fits(w.H, w.I))
         plan = moe_mid_plan();  // few rows an expert: each expert's weights once, no padding rows
     if (plan.dp4a_decode && (!dp4a || T * k > 65535 || !detail::moe_decode_dp4a_fits(w.H, w.I, k))) {

@@ -322,6 +322,13 @@ struct MoePlan {
     // SM time), and one launch boundary less. The drawn tiles with out16, gate+up in four warpgroups
     // (moe_tiles_take_fused); the same bits.
     bool wgmma_fused = false;
+    // The fused launch's count of a gate+up tile on its item (MoeGrouping::item_done) off the consumers'
+    // path (MoeTmaTuning::fused_warp): each consumer warp arrives on a shared-memory mbarrier once its act
+    // stores are fenced, and an otherwise idle warp of the producer warpgroup waits on it, fences and
+    // releases — where the first form (session 65) has the 512 consumers meet at a named barrier and
+    // their thread 0 fence before the release, on its warpgroup's way to the next tile's wgmma.
+    // With wgmma_fused only; the same bits.
+    bool wgmma_fused_warp = false;
 };
 // The tiles MoePlan::wgmma_warpgroups = 4 is built for: warp-specialised, 32 to 64 rows in one
 // m-tile, neither clustered, gathered nor fitted (halved).
@@ -449,6 +456,9 @@ struct MoeSwitches {
     // Where the plan's tiles take it: gate+up's and down's drawn tiles in one launch (MoePlan::wgmma_fused;
     // TESSERA_MOE_FUSED_TILES=on, opt-in until measured).
     bool fused_tiles = false;
+    // With fused_tiles: each gate+up tile counted on its item by a producer-warpgroup warp, not by the
+    // consumers' barrier and their thread 0 (MoePlan::wgmma_fused_warp; TESSERA_MOE_FUSED_TILES=warp).
+    bool fused_warp = false;
 };
 // The plan moe_experts_packed runs for T tokens of k slots on w under sw: moe_pick's, adjusted to the
 // switches and to what w's layout and sizes take (host only: no device access).
@@ -611,11 +621,14 @@ cudaError_t launch_moe_wgmma_down(float* out, const void* act, const MoePackedEx
 //             them), the index passed to the consumers beside the tile's first stage — a block whose
 //             tiles ran cheaper (fewer item rows) takes more, where the static walk gives each block
 //             every gridDim-th tile (MoePlan::wgmma_dynamic).
+//   fused_warp: the fused launch's count of each gate+up tile on its item by a producer-warpgroup warp
+//             that waits on the consumer warps' mbarrier arrivals (MoePlan::wgmma_fused_warp).
 struct MoeTmaTuning {
     int l2_first = 0;
     int warpgroups = 2;
     bool fit8 = false;
     bool dynamic = false;
+    bool fused_warp = false;
 };
 // Their warp-specialised form (fast_moe_tma_tile.cuh, launched by fast_moe_wgmma_tma.cu; the same
 // operands, P = T·k rows of xg / act, the same bits): tile_rows 16, 32, 48, 64 or 128
@@ -661,7 +674,7 @@ cudaError_t launch_moe_wgmma_tma_down(void* out, const void* act, int64_t P, con
 // (four consumer warpgroups, 128 features a tile) all before down's (four, 256 features), a down tile's
 // act boxes issued once its item's gate+up tiles have each counted on g.item_done (zeroed by the
 // grouping). tile_rows 32, 48 or 64; persist as launch_moe_wgmma_tma_gate_up's (≥ 1); tune.l2_first
-// alone is read. The same act and out16 bits as the two launches.
+// and tune.fused_warp alone are read. The same act and out16 bits as the two launches.
 cudaError_t launch_moe_wgmma_tma_fused(void* out16, void* act, const void* xg, int64_t P, const MoePackedExperts& w,
                                        const MoeGrouping& g, int tile_rows, cudaStream_t stream, int persist = 1,
                                        const MoeTmaTuning& tune = {});

@@ -62,7 +62,7 @@ using namespace dev;
 constexpr int kBK = kWgmmaK;  // columns a k-tile
 
 template <int BT_, bool GATE_UP_, int STAGES_, int CL_, int MT_ = 1, bool GATHER_ = false, bool PERSIST_ = false,
-          int FIT_ = 0, int CW_ = 2, bool DYN_ = false, bool FUSED_ = false>
+          int FIT_ = 0, int CW_ = 2, bool DYN_ = false, int FUSED_ = 0>
 struct MoeTmaTile {
     static constexpr int BT = BT_;              // item rows a block: wgmma's N
     static constexpr int CL = CL_;              // blocks a cluster (along the features) sharing the boxes of A
@@ -82,10 +82,14 @@ struct MoeTmaTile {
     // Persistent tiles drawn in turn from MoeGrouping::tile_counters by the producer, each tile's
     // index in stage_tile beside its first stage (MoeTmaTuning::dynamic).
     static constexpr bool kDyn = DYN_;
-    // Gate+up's tiles and then down's in one launch (MoePlan::wgmma_fused): the drawn tiles past gate+up's
-    // are down's (in four warpgroups too: 256 features a tile, the same stage layout), each down tile's
-    // activation boxes issued once its item's gate+up tiles have all raised MoeGrouping::item_done.
-    static constexpr bool kFused = FUSED_;
+    // Gate+up's tiles and then down's in one launch (MoePlan::wgmma_fused; FUSED_ 1 or 2): the drawn tiles
+    // past gate+up's are down's (in four warpgroups too: 256 features a tile, the same stage layout), each
+    // down tile's activation boxes issued once its item's gate+up tiles have all raised
+    // MoeGrouping::item_done — each raise, FUSED_ 1, by the consumers' thread 0 after their named barrier;
+    // 2 (MoePlan::wgmma_fused_warp), by warp 1 of the producer warpgroup once every consumer warp has
+    // arrived on its mbarrier.
+    static constexpr bool kFused = FUSED_ > 0;
+    static constexpr bool kFusedWarp = FUSED_ == 2;
     template <bool GU>
     static constexpr int kBm = (GU ? 64 : 128) * MT_ * CW_ / 2;  // output features a tile of gate+up or down
     static constexpr int kGatherThreads = 64;
@@ -100,7 +104,7 @@ struct MoeTmaTile {
     // Four consumer warpgroups: one block an SM, 96 registers at launch, 112 a consumer — 104 in the
     // fused launch's tiles of 64, whose producer (both phases' boxes) spilled 20 bytes at 32 and none at
     // 40 (its tiles of 48 spill 44 bytes at 104 a consumer, none at 112: ptxas -v, session 65).
-    static constexpr bool kWideProducer = FUSED_ && BT_ == 64;
+    static constexpr bool kWideProducer = kFused && BT_ == 64;
     static constexpr int kBlocksPerSm = CW == 2 && MT * BT / 2 <= 32 ? 2 : 1;
     static constexpr int kLaunchRegs = 65536 / (kThreads * kBlocksPerSm) / 8 * 8;  // 80, 168 (96)
     static constexpr int kProducerRegs = (kBlocksPerSm == 1 && CW == 2) || kWideProducer ? 40 : 32;
@@ -126,6 +130,7 @@ struct MoeTmaTile {
     static_assert(!kFit8 || (BT >= 32 && BT <= 64 && (MT == 1 || BT == 32) && CL == 1 && !kGather),
                   "N in steps of 8: tiles of 32 to 64 rows in one m-tile (or two of 32), unclustered, by TMA");
     static_assert(!kDyn || (kPersist && MT == 1 && !kFit), "drawn in turn: the persistent tiles of one m-tile");
+    static_assert(FUSED_ >= 0 && FUSED_ <= 2, "FUSED_: 0, 1 or 2");
     static_assert(!kFused || (kGateUp && kDyn && kFit8 && CW == 4 && BT <= 64),
                   "fused: gate+up's drawn tiles in four warpgroups with N in steps of 8, up to 64 rows");
     static_assert(kProducerRegs * 128 + kConsumerRegs * kConsumers <= kLaunchRegs * kThreads,
@@ -165,7 +170,7 @@ struct MoeTmaDown {
     MoeTmaMatrix m;
     int fbs = 0;
 };
-constexpr int kItemBar = 3;  // named barrier of the fused launch's consumer threads (a gate+up tile's end)
+constexpr int kItemBar = 3;  // named barrier of the fused launch's consumer threads (a gate+up tile's end; FUSED 1)
 
 // A fused launch's down tile (its producer's activation lanes): waits until item_done[item] reaches
 // `want` — every gate+up tile of the item has stored its act columns and counted (flag_add_release)
@@ -183,6 +188,24 @@ __device__ __forceinline__ void wait_item(const uint32_t* done, int item, uint32
         }
     }
     fence_proxy_async_global();
+}
+
+// The fused launch's counting warp (MoeTmaTile::kFusedWarp; one lane): the n-th gate+up tile the block's
+// consumers hand over — its item in slot n % 2 of `item`, full once every consumer warp has arrived on
+// full[n % 2] (each warp's stores before its arrival: __syncwarp and the arrival's release) — counted on
+// done[item] (the wait's acquire, a fence, the release), the slot freed on empty[n % 2] once read; item
+// -1 ends it. (Its branch in the producer warpgroup's 32 registers costs the issuing lane 16 bytes of
+// spills, stored once and loaded once a tile outside the k-tiles' loop — ptxas -v, nvdisasm, session 67:
+// the same where and however the branch is written, inlined or called.)
+__device__ __forceinline__ void count_items(uint64_t* full, uint64_t* empty, const int* item, uint32_t* done) {
+    for (uint32_t n = 0;; ++n) {
+        mbar_wait(&full[n % 2], (n / 2) & 1);
+        const int it = item[n % 2];
+        mbar_arrive(&empty[n % 2]);  // (the item read: the slot may take tile n + 2's)
+        if (it < 0) return;
+        __threadfence();
+        flag_add_release(done + it, 1u);
+    }
 }
 
 // m0 / m1: gate / up (kGateUp) or down / unused, device [E] (the epilogue's N and the experts'
@@ -221,6 +244,12 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
     __shared__ int token[C::kGather ? BT : 1];  // GATHER: the item rows' tokens (-1 past the item)
     __shared__ int comb_list[C::kGateUp ? 1 : BT + 1];  // down with cb.y: the tokens a tile sums, then their count
     __shared__ int stage_tile[C::kDyn ? S : 1];  // kDyn: the tile whose first k-tile a stage holds (-1: none left)
+    // kFusedWarp: a two-slot ring from the consumers to the counting warp — the n-th gate+up tile's item
+    // (-1: the consumers are done) in slot n % 2, full once every consumer warp has arrived, empty once the
+    // counting warp has read it
+    constexpr int kRel = C::kFusedWarp ? 2 : 1;
+    __shared__ uint64_t rel_full[kRel], rel_empty[kRel];
+    __shared__ int rel_item[kRel];
     const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5, wg = warp / 4;
     const int KT = int(K / kBK);  // (gate+up's in the fused launch)
     const uint32_t rank = CL > 1 ? cluster_rank() : 0;  // the cluster's blocks share blockIdx.x: one item
@@ -228,6 +257,12 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
         for (int s = 0; s < S; ++s) {
             mbar_init(&full[s], 1 + (C::kGather ? C::kGatherThreads : 0));  // expect_tx (+ the gathering lanes)
             mbar_init(&empty[s], 4 * CW * CL);  // each consumer warp of the cluster, once its wgmma read the slot
+        }
+        if constexpr (C::kFusedWarp) {
+            for (int s = 0; s < kRel; ++s) {
+                mbar_init(&rel_full[s], 4 * CW);  // each consumer warp, once its act stores are fenced
+                mbar_init(&rel_empty[s], 1);      // the counting warp, once it has read the item
+            }
         }
     }
     if constexpr (CL > 1) cluster_barrier();  // every block's barriers ready before a box lands there
@@ -313,7 +348,13 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                 mbar_arrive(&full[(KT - 1) % S]);
             }
         }
-        if (warp != 4 * CW || lane >= 8) return;
+        if (warp != 4 * CW || lane >= 8) {
+            // kFusedWarp: warp 4·CW + 1 counts the consumers' gate+up tiles on their items (count_items)
+            if constexpr (C::kFusedWarp) {
+                if (warp == 4 * CW + 1 && lane == 0) count_items(rel_full, rel_empty, rel_item, g.item_done);
+            }
+            return;
+        }
         // kDyn: lane 0 draws the tiles in turn (an invalid expert's skipped) when the ring has room for
         // the next one; each block's one draw past the last counts the block out, and the grid's last
         // to count out zeroes both counters for the next launch (every draw precedes its block's count).
@@ -424,6 +465,19 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
     setmaxnreg_inc<C::kConsumerRegs>();
     const int w4 = warp & 3, gq = lane >> 2, tq = lane & 3;
     uint32_t u = 0;  // k-tiles taken, as the producer counts them
+    // kFusedWarp: this warp's part of handing the counting warp `item` (-1: the end), the n-th — the warp's
+    // stores before lane 0's arrival, which waits first for the slot's last item to have been read
+    uint32_t n_handed = 0;
+    auto hand_over = [&](int item) {
+        __syncwarp();
+        if (lane == 0) {
+            const uint32_t slot = n_handed % 2;
+            mbar_wait(&rel_empty[slot], ((n_handed / 2) & 1) ^ 1);
+            if (tid == 0) rel_item[slot] = item;
+            mbar_arrive(&rel_full[slot]);
+        }
+        ++n_handed;
+    };
     // kDyn: the tile the next stage begins (its k-loop's own wait on that stage then returns at once)
     auto take = [&]() -> int {
         if constexpr (C::kDyn) {
@@ -582,19 +636,25 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm)
                              comb_list + BT);
         }
         // The item's act columns of this tile, then one count on its word: each thread's stores ordered
-        // before the async proxy's reads (down's tiles read them by TMA), the consumers' barrier, and one
-        // thread's fence and release (CUTLASS's GenericBarrier::arrive_inc: no fence a thread, which
-        // would wait out its stores' round trip before the next tile's wgmma)
+        // before the async proxy's reads (down's tiles read them by TMA), then (FUSED 1) the consumers'
+        // barrier and one thread's fence and release (CUTLASS's GenericBarrier::arrive_inc: no fence a
+        // thread, which would wait out its stores' round trip before the next tile's wgmma), or (FUSED 2)
+        // each warp's arrival for the counting warp, which fences and releases off the consumers' path
         if constexpr (C::kFused && GU) {
             fence_proxy_async_global();
-            named_barrier_sync(kItemBar, C::kConsumers);
-            if (tid == 0) {
-                __threadfence();
-                flag_add_release(g.item_done + item_of(i), 1u);
+            if constexpr (C::kFusedWarp) {
+                hand_over(item_of(i));
+            } else {
+                named_barrier_sync(kItemBar, C::kConsumers);
+                if (tid == 0) {
+                    __threadfence();
+                    flag_add_release(g.item_done + item_of(i), 1u);
+                }
             }
         }
     };
     for (int i; (i = take()) >= 0;) by_phase(run, i);
+    if constexpr (C::kFusedWarp) hand_over(-1);  // the counting warp's end
 }
 
 }  // namespace

@@ -264,12 +264,18 @@ cudaError_t launch_moe_wgmma_tma_fused(void* out16, void* act, const void* xg, i
                                        const MoeTmaTuning& tune) {
     if (!w.tiling.gate_up || !w.tiling.down) return cudaErrorInvalidValue;
     auto go = [&](auto tile) { return launch_fused<decltype(tile)>(out16, act, xg, P, w, g, stream, persist, tune); };
-    switch (tile_rows) {  // (the wide forms' rings in four warpgroups)
-        case 32: return go(MoeTmaTile<32, true, 7, 1, 1, false, true, 2, 4, true, true>{});
-        case 48: return go(MoeTmaTile<48, true, 6, 1, 1, false, true, 2, 4, true, true>{});
-        case 64: return go(MoeTmaTile<64, true, 6, 1, 1, false, true, 2, 4, true, true>{});
-        default: return cudaErrorInvalidValue;
-    }
+    // FUSED 1: a gate+up tile counted by the consumers' barrier and their thread 0; 2 (tune.fused_warp) by a
+    // producer warp
+    auto form = [&](auto fused) -> cudaError_t {
+        constexpr int F = decltype(fused)::value;
+        switch (tile_rows) {  // (the wide forms' rings in four warpgroups)
+            case 32: return go(MoeTmaTile<32, true, 7, 1, 1, false, true, 2, 4, true, F>{});
+            case 48: return go(MoeTmaTile<48, true, 6, 1, 1, false, true, 2, 4, true, F>{});
+            case 64: return go(MoeTmaTile<64, true, 6, 1, 1, false, true, 2, 4, true, F>{});
+            default: return cudaErrorInvalidValue;
+        }
+    };
+    return tune.fused_warp ? form(std::integral_constant<int, 2>{}) : form(std::integral_constant<int, 1>{});
 }
 
 }  // namespace tessera::cuda::fast::detail
