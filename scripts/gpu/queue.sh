@@ -21,8 +21,8 @@ st build
 B=build/cuda
 # 1. gate+up's and down's drawn tiles in one launch (session 65, TESSERA_MOE_FUSED_TILES=on; session 66: 2-10 %
 # behind the two launches on the H100, its test stopped by a test bug since fixed; session 67: the form whose gate+up
-# tiles a producer warp counts, =warp): both forms' bits against the two launches', on grids of 1 to 3 blocks and of
-# one an SM; the plan; the tiles' other tests
+# tiles a producer warp counts, =warp): both forms' bits against the two launches', on grids of 2 and 3 blocks and
+# of one an SM; the plan; the tiles' other tests
 timeout 240 $B/test_cuda --gtest_filter='FastMoe.FusedTiles*:FastMoe.Dynamic*:FastMoe.PlanTakes*:'\
 'FastMoe.WgmmaTmaTiles*:FastMoe.BadArguments*:FastMoe.Out16*' > $OUT/tests.txt 2>&1; trc=$?; echo "tests rc $trc"
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED \]|OK \]|Failure|differ|counters|deviation|counted by" $OUT/tests.txt | head -24

@@ -835,8 +835,8 @@ TEST(FastMoe, DynamicTilesGiveTheStaticBitsAndLeaveTheirCountersZero) {
 }
 
 // Gate+up's and down's drawn tiles in one launch (launch_moe_wgmma_tma_fused): act and out16 with the
-// two launches' bits (gate+up drawn in four warpgroups, down drawn in two) in every byte, on grids of 1,
-// 2 and 3 blocks (a block's down tiles then wait on gate+up tiles in flight on the others: a down tile
+// two launches' bits (gate+up drawn in four warpgroups, down drawn in two) in every byte, on grids of 2
+// and 3 blocks (a block's down tiles then wait on gate+up tiles in flight on the others: a down tile
 // that read act early would read the 0xff rows — NaN) and of one block an SM; twice on one grouping,
 // the counters (tile_counters, item_done) left zero by each launch; each gate+up tile counted by the
 // consumers' thread 0 (the first form) and by a producer warp (MoeTmaTuning::fused_warp). Q4_0 experts
